@@ -1,0 +1,1 @@
+"""dukb.cli: the `dukb` command."""

@@ -1,0 +1,43 @@
+"""dukb: evaluating deep unlearning in large language models.
+
+The package root only holds the version and the error type every layer raises for bad input. The work lives in
+the subpackages: :mod:`dukb.kb` (facts and people), :mod:`dukb.solver` (clingo closure, minimal deep unlearning
+sets, recall/accuracy), :mod:`dukb.neural` (models, finetuning, unlearning, probing) and :mod:`dukb.cli`.
+
+Source: Wu, Yadav, Salakhutdinov, Chaudhuri, "Evaluating Deep Unlearning in Large Language Models" (2025).
+"""
+
+__version__ = "0.1.0"
+
+
+class DukbError(Exception):
+    """Bad input from a user: a malformed KB, rule file, target or option.
+
+    The CLI prints ``str(error)`` on one line and exits with code 2, without a traceback. Subclasses carry the
+    file and line where known.
+    """
+
+
+class InputError(DukbError):
+    """A user-supplied file or value is malformed.
+
+    Args:
+        message: what is wrong.
+        path: the file it is in, if any.
+        line: 1-based line number in that file, if known.
+    """
+
+    def __init__(self, message: str, path: object | None = None, line: int | None = None):
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.line = line
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path + (f":{self.line}" if self.line is not None else "") + ": "
+        return where + self.message
+
+
+__all__ = ["DukbError", "InputError", "__version__"]

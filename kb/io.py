@@ -1,0 +1,327 @@
+"""Reading, validating and writing KB directories (the EDU-RELAT layout).
+
+A KB directory holds three CSV files (notes/deep-unlearning.md; ../shared/edu-relat/README.md):
+
+- ``people.csv``: name, gender, and optional birthyear, birthplace, job, generation;
+- ``relationships.csv``: fact_id, subject, relation, object ("object is subject's relation");
+- ``biographies.csv``: fact_id, subject, attribute, value (optional file: a KB may have no biographies).
+
+Every problem is reported with its file and 1-based line (the header is line 1). Nothing is dropped silently:
+a KB with any problem is refused as a whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from dukb import InputError
+from dukb.kb.model import KB, BioFact, Fact, Person
+from dukb.kb.schema import ATTRIBUTES, GENDERS, RELATIONS, gender_violation
+
+PEOPLE = "people.csv"
+RELATIONSHIPS = "relationships.csv"
+BIOGRAPHIES = "biographies.csv"
+
+PEOPLE_COLUMNS = ("name", "gender")
+PEOPLE_OPTIONAL = ("birthyear", "birthplace", "job", "generation")
+REL_COLUMNS = ("fact_id", "subject", "relation", "object")
+BIO_COLUMNS = ("fact_id", "subject", "attribute", "value")
+
+#: Built-in KBs shipped in dukb.data, usable wherever a KB directory is expected.
+BUILTIN_KBS = ("demo",)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem: file, 1-based line (None if not tied to a line) and message."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}{'' if self.line is None else ':' + str(self.line)}: {self.message}"
+
+
+class KBError(InputError):
+    """A KB directory (or in-memory KB) is malformed.
+
+    Attributes:
+        problems: every problem found, in file order; ``str(error)`` shows the first and counts the rest.
+    """
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}; " \
+               f"`dukb validate` lists them all)" if len(problems) > 1 else ""
+        super().__init__(first.message + more, first.path, first.line)
+
+
+def resolve_kb_path(kb: str | Path) -> Path:
+    """Map a KB argument to a directory: a built-in name (``demo``) or a path.
+
+    Returns:
+        The directory path (not yet validated).
+
+    Raises:
+        InputError: the path does not exist or is not a directory.
+    """
+    if str(kb) in BUILTIN_KBS and not Path(kb).exists():
+        return Path(str(resources.files("dukb.data").joinpath(str(kb))))
+    path = Path(kb)
+    if not path.exists():
+        raise InputError(f"KB directory does not exist (built-in KBs: {', '.join(BUILTIN_KBS)})", path)
+    if not path.is_dir():
+        raise InputError("a KB must be a directory holding people.csv and relationships.csv", path)
+    return path
+
+
+def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem]) -> list[tuple[int, dict]] | None:
+    """Rows of a CSV file as (line number, row dict), or None (with a problem) if unusable."""
+    if not path.is_file():
+        problems.append(Problem(str(path), None, "missing file"))
+        return None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        problems.append(Problem(str(path), None, f"not UTF-8 text ({e.reason} at byte {e.start})"))
+        return None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        problems.append(Problem(str(path), 1, "empty file: expected a header row " + ",".join(required)))
+        return None
+    header = [h.strip() for h in header]
+    missing = [c for c in required if c not in header]
+    if missing:
+        problems.append(Problem(str(path), 1, f"missing column{'s' if len(missing) > 1 else ''} "
+                                              f"{', '.join(missing)} (header is: {','.join(header)})"))
+        return None
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        problems.append(Problem(str(path), 1, f"duplicate column {', '.join(dup)}"))
+        return None
+    rows = []
+    try:
+        for fields in reader:
+            line = reader.line_num
+            if not fields or all(not f.strip() for f in fields):
+                continue  # blank line
+            if len(fields) != len(header):
+                problems.append(Problem(str(path), line, f"expected {len(header)} fields, found {len(fields)}"))
+                continue
+            rows.append((line, {h: v.strip() for h, v in zip(header, fields)}))
+    except csv.Error as e:
+        problems.append(Problem(str(path), reader.line_num, f"CSV syntax error: {e}"))
+        return None
+    return rows
+
+
+def _name_problem(name: str) -> str | None:
+    if not name:
+        return "empty name"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return f"name {name!r} contains a control character"
+    return None
+
+
+def _opt_int(value: str) -> int:
+    return int(value)
+
+
+def load_kb(directory: str | Path) -> KB:
+    """Load and validate a KB directory.
+
+    Args:
+        directory: a KB directory, or the name of a built-in KB (``demo``).
+
+    Returns:
+        The validated :class:`KB`.
+
+    Raises:
+        InputError: the directory does not exist.
+        KBError: any problem: missing file or column, unknown relation or attribute, person not in people.csv,
+            gender not male/female, duplicate fact, reflexive fact, fact violating its relation's gender,
+            non-integer or duplicate fact_id. Each problem names the file and line.
+    """
+    root = resolve_kb_path(directory)
+    problems: list[Problem] = []
+    p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems)
+    r_rows = _read_csv(root / RELATIONSHIPS, REL_COLUMNS, problems)
+    bio_path = root / BIOGRAPHIES
+    b_rows = _read_csv(bio_path, BIO_COLUMNS, problems) if bio_path.exists() else []
+    if problems:
+        raise KBError(problems)
+
+    people: dict[str, Person] = {}
+    ppath = str(root / PEOPLE)
+    for line, row in p_rows:
+        name, gender = row["name"], row["gender"].lower()
+        bad = _name_problem(name)
+        if bad:
+            problems.append(Problem(ppath, line, bad))
+            continue
+        if name in people:
+            problems.append(Problem(ppath, line, f"duplicate person {name!r}"))
+            continue
+        if gender not in GENDERS:
+            problems.append(Problem(ppath, line, f"gender of {name!r} is {row['gender']!r}, not male/female"))
+            continue
+        extra = {}
+        for col in ("birthyear", "generation"):
+            v = row.get(col, "")
+            if v:
+                try:
+                    extra[col] = _opt_int(v)
+                except ValueError:
+                    problems.append(Problem(ppath, line, f"{col} {v!r} of {name!r} is not an integer"))
+        people[name] = Person(name, gender, extra.get("birthyear"), row.get("birthplace") or None,
+                              row.get("job") or None, extra.get("generation"))
+
+    rels = [(line, row) for line, row in r_rows]
+    bios = [(line, row) for line, row in b_rows]
+    relationships = _check_relationships(people, rels, str(root / RELATIONSHIPS), problems)
+    biographies = _check_biographies(people, bios, str(bio_path), problems)
+    if problems:
+        raise KBError(problems)
+    return KB(people, relationships, biographies, source=root)
+
+
+def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems: list[Problem]) -> int | None:
+    try:
+        fid = int(value)
+    except (TypeError, ValueError):
+        problems.append(Problem(path, line, f"fact_id {value!r} is not an integer"))
+        return None
+    if fid < 0:
+        problems.append(Problem(path, line, f"fact_id {fid} is negative"))
+        return None
+    if fid in seen:
+        problems.append(Problem(path, line, f"duplicate fact_id {fid}"))
+        return None
+    seen.add(fid)
+    return fid
+
+
+def _check_relationships(people, rows, path, problems) -> list[Fact]:
+    seen_ids: set[int] = set()
+    seen: dict[tuple, int | None] = {}
+    out = []
+    for line, row in rows:
+        fid = _parse_id(row["fact_id"], path, line, seen_ids, problems)
+        s, r, o = row["subject"], row["relation"], row["object"]
+        ok = fid is not None
+        if r not in RELATIONS:
+            problems.append(Problem(path, line, f"unknown relation {r!r} (known: {', '.join(RELATIONS)})"))
+            ok = False
+        for who in (s, o):
+            if who not in people:
+                problems.append(Problem(path, line, f"person {who!r} is not in people.csv"))
+                ok = False
+        if not ok:
+            continue
+        if s == o:
+            problems.append(Problem(path, line, f"reflexive fact: {s!r} cannot be their own {r}"))
+            continue
+        why = gender_violation(r, people[s].gender, people[o].gender)
+        if why:
+            problems.append(Problem(path, line, f"fact ({s}, {r}, {o}) violates its relation's gender: {why}"))
+            continue
+        if (s, r, o) in seen:
+            where = seen[(s, r, o)]
+            problems.append(Problem(path, line, f"duplicate fact ({s}, {r}, {o})"
+                                                + (f", first on line {where}" if where else "")))
+            continue
+        seen[(s, r, o)] = line
+        out.append(Fact(fid, s, r, o))
+    return out
+
+
+def _check_biographies(people, rows, path, problems) -> list[BioFact]:
+    seen_ids: set[int] = set()
+    seen: dict[tuple, int | None] = {}
+    out = []
+    for line, row in rows:
+        fid = _parse_id(row["fact_id"], path, line, seen_ids, problems)
+        s, a, v = row["subject"], row["attribute"], row["value"]
+        ok = fid is not None
+        if a not in ATTRIBUTES:
+            problems.append(Problem(path, line, f"unknown attribute {a!r} (known: {', '.join(ATTRIBUTES)})"))
+            ok = False
+        if s not in people:
+            problems.append(Problem(path, line, f"person {s!r} is not in people.csv"))
+            ok = False
+        if not v:
+            problems.append(Problem(path, line, "empty value"))
+            ok = False
+        elif a == "birthyear":
+            try:
+                int(v)
+            except ValueError:
+                problems.append(Problem(path, line, f"birthyear {v!r} is not an integer"))
+                ok = False
+        if not ok:
+            continue
+        if (s, a, v) in seen:
+            problems.append(Problem(path, line, f"duplicate fact ({s}, {a}, {v}), first on line {seen[(s, a, v)]}"))
+            continue
+        seen[(s, a, v)] = line
+        out.append(BioFact(fid, s, a, v))
+    return out
+
+
+def check_kb(kb: KB) -> None:
+    """Validate a KB built in memory (e.g. by the generator) with the same rules as :func:`load_kb`.
+
+    Raises:
+        KBError: listing every problem; "line" is the 2-based row position the fact would have in its CSV file.
+    """
+    problems: list[Problem] = []
+    pseen: set[str] = set()
+    for i, p in enumerate(kb.people.values()):
+        bad = _name_problem(p.name) or (f"duplicate person {p.name!r}" if p.name in pseen else None) or \
+            (None if p.gender in GENDERS else f"gender of {p.name!r} is {p.gender!r}, not male/female")
+        if bad:
+            problems.append(Problem(PEOPLE, i + 2, bad))
+        pseen.add(p.name)
+    rel_rows = [(i + 2, {"fact_id": str(f.fact_id), "subject": f.subject, "relation": f.relation,
+                         "object": f.object}) for i, f in enumerate(kb.relationships)]
+    bio_rows = [(i + 2, {"fact_id": str(f.fact_id), "subject": f.subject, "attribute": f.attribute,
+                         "value": str(f.value)}) for i, f in enumerate(kb.biographies)]
+    _check_relationships(kb.people, rel_rows, RELATIONSHIPS, problems)
+    _check_biographies(kb.people, bio_rows, BIOGRAPHIES, problems)
+    if problems:
+        raise KBError(problems)
+
+
+def save_kb(kb: KB, directory: str | Path) -> Path:
+    """Write a KB as a KB directory (people.csv, relationships.csv, biographies.csv), creating it if needed.
+
+    Returns:
+        The directory path.
+    """
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / PEOPLE, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
+        for p in kb.people.values():
+            w.writerow([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
+                        p.job or "", "" if p.generation is None else p.generation])
+    with open(root / RELATIONSHIPS, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(REL_COLUMNS)
+        for f in kb.relationships:
+            w.writerow([f.fact_id, f.subject, f.relation, f.object])
+    with open(root / BIOGRAPHIES, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(BIO_COLUMNS)
+        for f in kb.biographies:
+            w.writerow([f.fact_id, f.subject, f.attribute, f.value])
+    return root

@@ -1,0 +1,126 @@
+"""In-memory knowledge base: people, relationship facts and biography facts.
+
+A KB here is K of Wu et al. 2025 (Sec. 2): relationship facts take part in the rules, biography facts do not. Fact
+ids are stable integers from the KB files (EDU-RELAT's are the paper's edge ids); relationship and biography ids are
+separate namespaces, so a fact is identified by ``(kind, fact_id)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Triple = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """One person of the KB (a row of people.csv).
+
+    Attributes:
+        name: unique full name.
+        gender: "male" or "female".
+        birthyear, birthplace, job, generation: optional background attributes (birthyear in years AD).
+    """
+
+    name: str
+    gender: str
+    birthyear: int | None = None
+    birthplace: str | None = None
+    job: str | None = None
+    generation: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A relationship fact ``(subject, relation, object)``, read "object is subject's relation".
+
+    Example: ``Fact(0, "Reid Perry", "father", "Richard Perry")`` = "Richard Perry is Reid Perry's father".
+    """
+
+    fact_id: int
+    subject: str
+    relation: str
+    object: str
+
+    @property
+    def triple(self) -> Triple:
+        """The fact as a ``(subject, relation, object)`` tuple of strings."""
+        return (self.subject, self.relation, self.object)
+
+    def __str__(self) -> str:
+        return f"{self.object} is {self.subject}'s {self.relation}"
+
+
+@dataclass(frozen=True, slots=True)
+class BioFact:
+    """A biography fact ``(subject, attribute, value)``: "The attribute of subject is value"."""
+
+    fact_id: int
+    subject: str
+    attribute: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"The {self.attribute} of {self.subject} is {self.value}"
+
+
+@dataclass(slots=True)
+class KB:
+    """A validated knowledge base.
+
+    Attributes:
+        people: name -> Person, in file order.
+        relationships: relationship facts in file order (the order defines atom ids in the solver).
+        biographies: biography facts in file order.
+        source: directory it was loaded from, if any.
+
+    Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :meth:`check` after building by
+    hand.
+    """
+
+    people: dict[str, Person]
+    relationships: list[Fact]
+    biographies: list[BioFact] = field(default_factory=list)
+    source: Path | None = None
+    _rel_by_id: dict[int, Fact] = field(default_factory=dict, repr=False)
+    _rel_by_triple: dict[Triple, Fact] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rel_by_id = {f.fact_id: f for f in self.relationships}
+        self._rel_by_triple = {f.triple: f for f in self.relationships}
+
+    # -- look-ups -------------------------------------------------------------------------------------------------
+    def relationship(self, fact_id: int) -> Fact:
+        """Return the relationship fact with this id.
+
+        Raises:
+            KeyError: no relationship fact has this id.
+        """
+        return self._rel_by_id[fact_id]
+
+    def has_relationship(self, fact_id: int) -> bool:
+        """True when a relationship fact has this id."""
+        return fact_id in self._rel_by_id
+
+    def find(self, triple: Triple) -> Fact | None:
+        """The KB relationship fact with this ``(s, r, o)`` triple, or None."""
+        return self._rel_by_triple.get(triple)
+
+    def gender(self, name: str) -> str:
+        """Gender of a person ("male"/"female"). Raises KeyError for an unknown name."""
+        return self.people[name].gender
+
+    @property
+    def rel_ids(self) -> list[int]:
+        """Relationship fact ids in file order."""
+        return [f.fact_id for f in self.relationships]
+
+    @property
+    def bio_ids(self) -> list[int]:
+        """Biography fact ids in file order."""
+        return [f.fact_id for f in self.biographies]
+
+    def __repr__(self) -> str:
+        return (f"KB({len(self.people)} people, {len(self.relationships)} relationship facts, "
+                f"{len(self.biographies)} biography facts, source={self.source})")

@@ -1,0 +1,1 @@
+"""dukb.neural: models, finetuning, unlearning methods and probing."""
