@@ -1,0 +1,336 @@
+"""Minimal deep unlearning sets (MDUS) of one or more targets: exact, minimum and randomized.
+
+Definitions (Wu et al. 2025, Sec. 3): U ⊆ K deeply unlearns target k if k ∉ Omega(K \\ U, R) (Definition 2); U is a
+*minimal* deep unlearning set if additionally no proper subset of U is one (Definition 3). With several targets,
+all of them must become non-derivable.
+
+- ``exact``: every subset-minimal set, enumerated by clingo on the target's cone with domain heuristics
+  (``--heuristic=Domain --enum-mode=domRec`` and a false sign on the deletion atoms ``del/1``): each answer set is
+  minimal in its ``del`` atoms, and clingo enumerates all of them.
+- ``minimum``: one minimum-cardinality set, a CP-SAT model (OR-tools) of the exact characterisation: U is a deep
+  unlearning set iff there is a set F of closure atoms with k ∈ F, U ⊇ F ∩ K, and every rule instance whose head is
+  in F has a body atom in F (notes/deep-unlearning.md, "Definitions").
+- ``random``: the paper's Algorithm 1 (MDUS = Algorithm 2 DUS + Algorithm 3 random pruning) over N seeds,
+  deterministic per seed; all derivability checks by forward chaining on the cone.
+
+Every returned set is checked to be a deep unlearning set before it is returned.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from dukb import InputError
+from dukb.solver.closure import Closure
+from dukb.solver.cone import Cone, cone_of
+
+METHODS = ("exact", "minimum", "random")
+
+
+@dataclass
+class MDUSResult:
+    """Minimal deep unlearning sets of a group of targets.
+
+    Attributes:
+        targets: global atom ids of the targets (all must become non-derivable).
+        method: "exact", "minimum" or "random".
+        sets: the sets as sorted tuples of relationship fact_ids, sorted by (size, ids); distinct.
+        complete: exact: enumeration finished within its limits; minimum: optimality proven; random: always False
+            (Algorithm 1 samples, it does not enumerate).
+        seconds: wall time (seconds).
+        n_seeds: random only: number of seeds run.
+        cone_atoms, cone_instances: size of the cone the method worked on.
+    """
+
+    targets: tuple[int, ...]
+    method: str
+    sets: list[tuple[int, ...]]
+    complete: bool
+    seconds: float
+    n_seeds: int | None = None
+    cone_atoms: int = 0
+    cone_instances: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def is_deep_unlearning_set(closure: Closure, targets, removed_fact_ids) -> bool:
+    """True when no target is in Omega(K \\ U, R) for U = ``removed_fact_ids``.
+
+    Args:
+        closure: the closure of K.
+        targets: global atom ids.
+        removed_fact_ids: relationship fact_ids of U.
+
+    Source: Wu et al. 2025, Definition 2.
+    """
+    cone = cone_of(closure, list(targets))
+    removed = {cone.local[closure.atom_of_fact(f)] for f in removed_fact_ids
+               if closure.atom_of_fact(f) in cone.local}
+    return not cone.any_target_derivable(removed)
+
+
+def is_minimal(closure: Closure, targets, removed_fact_ids) -> bool:
+    """True when U is a deep unlearning set and no U minus one element is (Definition 3).
+
+    Checking single-element removals suffices: derivability is monotone in the retained facts, so if some proper
+    subset deeply unlearns the targets, so does every superset of it inside U, including some U minus one fact.
+    """
+    u = list(removed_fact_ids)
+    if not is_deep_unlearning_set(closure, targets, u):
+        return False
+    return all(not is_deep_unlearning_set(closure, targets, u[:i] + u[i + 1:]) for i in range(len(u)))
+
+
+def _check_sets(cone: Cone, sets_local: list[frozenset[int]], method: str) -> None:
+    for s in sets_local:
+        if cone.any_target_derivable(s):  # pragma: no cover - a solver bug, never bad input
+            raise AssertionError(f"{method}: returned set {cone.fact_ids(s)} is not a deep unlearning set")
+
+
+def _finish(cone: Cone, sets_local, method: str, complete: bool, t0: float, **kw) -> MDUSResult:
+    _check_sets(cone, sets_local, method)
+    sets = sorted({cone.fact_ids(s) for s in sets_local}, key=lambda s: (len(s), s))
+    return MDUSResult(cone.targets, method, sets, complete, time.perf_counter() - t0,
+                      cone_atoms=len(cone.atoms), cone_instances=len(cone.inst_head), **kw)
+
+
+# --------------------------------------------------------------------------------------------------- exact ------
+def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: float | None = None) -> MDUSResult:
+    """Enumerate every subset-minimal deep unlearning set of ``targets`` with clingo.
+
+    The program on the cone (atoms and instances as integers, so no name ever enters it)::
+
+        {del(A)} :- kb(A).              h(A) :- kb(A), not del(A).
+        h(H) :- inst(I,H), h(B) : body(I,B).          :- target(T), h(T).
+        #heuristic del(A) : kb(A). [1,false]
+
+    With ``--heuristic=Domain --enum-mode=domRec`` clingo enumerates exactly the answer sets whose ``del`` atoms are
+    subset-minimal, i.e. the minimal deep unlearning sets.
+
+    Args:
+        closure: the closure.
+        targets: global atom ids.
+        max_sets: stop after this many sets (None: all).
+        seconds: stop after this wall time in seconds (None: no limit).
+
+    Returns:
+        :class:`MDUSResult` with ``complete`` True when the enumeration was exhausted.
+
+    Source: Wu et al. 2025, Definition 3; clingo domain heuristics (Gebser et al. 2013, "Domain-specific heuristics
+    in answer set programming").
+    """
+    import clingo
+
+    t0 = time.perf_counter()
+    cone = cone_of(closure, list(targets))
+    lines = [f"kb({a})." for a in cone.kb]
+    for j, (h, body) in enumerate(zip(cone.inst_head, cone.inst_body)):
+        lines.append(f"inst({j},{h}). " + " ".join(f"body({j},{b})." for b in body))
+    lines += [f"target({t})." for t in cone.target_local]
+    lines.append("{del(A)} :- kb(A). h(A) :- kb(A), not del(A). h(H) :- inst(I,H), h(B) : body(I,B)."
+                 " :- target(T), h(T). #heuristic del(A) : kb(A). [1,false] #show del/1.")
+    ctl = clingo.Control(["--heuristic=Domain", "--enum-mode=domRec", "--warn=none", "0"])
+    ctl.add("base", [], "\n".join(lines))
+    ctl.ground([("base", [])])
+    sets: list[frozenset[int]] = []
+    complete = True
+    deadline = None if seconds is None else t0 + seconds
+    with ctl.solve(yield_=True, async_=True) as handle:
+        while True:
+            handle.resume()
+            if deadline is not None:
+                if not handle.wait(max(0.0, deadline - time.perf_counter())):
+                    handle.cancel()
+                    complete = False
+                    break
+            model = handle.model()
+            if model is None:
+                complete = not handle.get().interrupted
+                break
+            sets.append(frozenset(s.arguments[0].number for s in model.symbols(shown=True)))
+            if max_sets is not None and len(sets) >= max_sets:
+                complete = False
+                handle.cancel()
+                break
+    return _finish(cone, sets, "exact", complete, t0)
+
+
+# ------------------------------------------------------------------------------------------------- minimum ------
+def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: int = 0) -> MDUSResult:
+    """One minimum-cardinality deep unlearning set, by CP-SAT over the cone's ground rule instances.
+
+    Model: a Boolean f_a per cone atom ("a is not derivable after unlearning"); f_t = 1 for each target; for every
+    instance ``h <- b_1..b_n``: f_h ⇒ f_b1 ∨ ... ∨ f_bn; minimise Σ_{a ∈ K} f_a. U = {a ∈ K : f_a}.
+
+    Args:
+        closure, targets: as for :func:`exact_sets`.
+        seconds: CP-SAT time limit (None: none). ``complete`` is False if optimality was not proven.
+        seed: CP-SAT random seed (single worker, so the result is deterministic).
+
+    Returns:
+        :class:`MDUSResult` with one set.
+
+    Source: notes/deep-unlearning.md, exact characterisation; OR-tools CP-SAT.
+    """
+    from ortools.sat.python import cp_model
+
+    t0 = time.perf_counter()
+    cone = cone_of(closure, list(targets))
+    m = cp_model.CpModel()
+    f = [m.NewBoolVar(f"f{i}") for i in range(len(cone.atoms))]
+    for t in cone.target_local:
+        m.Add(f[t] == 1)
+    for h, body in zip(cone.inst_head, cone.inst_body):
+        m.AddBoolOr([f[h].Not()] + [f[b] for b in body])
+    m.Minimize(sum(f[a] for a in cone.kb))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = seed
+    if seconds is not None:
+        solver.parameters.max_time_in_seconds = float(seconds)
+    status = solver.Solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - removing all of K always works
+        raise AssertionError(f"CP-SAT found no deep unlearning set (status {solver.StatusName(status)})")
+    chosen = frozenset(a for a in cone.kb if solver.Value(f[a]))
+    return _finish(cone, [chosen], "minimum", status == cp_model.OPTIMAL, t0)
+
+
+# -------------------------------------------------------------------------------------------------- random ------
+def dus(cone: Cone, rng: random.Random) -> set[int]:
+    """Algorithm 2 (DUS) of Wu et al. 2025: a random deep unlearning set, as local cone ids of KB atoms.
+
+    Û = T = {targets}; while T: pop a uniformly random k_cur from T; for every instance deriving k_cur none of whose
+    body atoms is in Û, in random order, add one uniformly random body atom to Û and T. Output Û ∩ K.
+    """
+    targets = cone.target_local
+    in_u = bytearray(len(cone.atoms))
+    for t in targets:
+        in_u[t] = 1
+    pending = list(targets)
+    inst_body = cone.inst_body
+    while pending:
+        j = rng.randrange(len(pending))
+        pending[j], pending[-1] = pending[-1], pending[j]
+        cur = pending.pop()
+        insts = list(cone.by_head[cur])
+        rng.shuffle(insts)
+        for i in insts:
+            body = inst_body[i]
+            if any(in_u[b] for b in body):
+                continue
+            b = body[rng.randrange(len(body))]
+            in_u[b] = 1
+            pending.append(b)
+    return {a for a in cone.kb if in_u[a]}
+
+
+def random_prune(cone: Cone, removed: set[int], rng: random.Random) -> frozenset[int]:
+    """Algorithm 3 (RP) of Wu et al. 2025: prune a deep unlearning set to a minimal one (local ids).
+
+    Repeat passes over U in random order until a pass drops nothing: drop k_cur if the targets stay non-derivable
+    from K \\ (U \\ {k_cur}). Each check is incremental forward chaining: the closure of K \\ U is computed once,
+    and putting k_cur back only propagates what k_cur adds (undone when a target becomes derivable).
+    """
+    u = set(removed)
+    true = cone.derived_from(u)
+    count = [len(b) for b in cone.inst_body]
+    for i, body in enumerate(cone.inst_body):
+        count[i] -= sum(true[b] for b in body)
+    targets = cone.target_local
+    if any(true[t] for t in targets):
+        raise AssertionError("random_prune needs a deep unlearning set")  # pragma: no cover
+    by_body, inst_head = cone.by_body, cone.inst_head
+    changed = True
+    while changed:
+        changed = False
+        order = sorted(u)
+        rng.shuffle(order)
+        for x in order:
+            if x in targets:  # putting a target back makes it hold
+                continue
+            if true[x]:  # already derivable from the rest: dropping it from U changes nothing
+                u.discard(x)
+                changed = True
+                continue
+            # try: K \ (U \ {x}) -- add x back and propagate, remembering what to undo
+            touched_atoms = [x]
+            touched_insts: list[int] = []
+            true[x] = 1
+            stack = [x]
+            bad = False
+            while stack and not bad:
+                a = stack.pop()
+                for i in by_body[a]:
+                    count[i] -= 1
+                    touched_insts.append(i)
+                    if count[i] == 0:
+                        h = inst_head[i]
+                        if not true[h]:
+                            true[h] = 1
+                            touched_atoms.append(h)
+                            stack.append(h)
+                            if h in targets:
+                                bad = True
+                                break
+            if bad:
+                for i in touched_insts:
+                    count[i] += 1
+                for a in touched_atoms:
+                    true[a] = 0
+            else:
+                u.discard(x)
+                changed = True
+    return frozenset(u)
+
+
+def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) -> MDUSResult:
+    """Algorithm 1 (MDUS) of Wu et al. 2025: distinct minimal sets from ``n_seeds`` runs of DUS + RP.
+
+    Args:
+        closure, targets: as for :func:`exact_sets`.
+        n_seeds: number of runs N_seed (the paper's code uses 100).
+        seed: base seed; run s uses ``random.Random(seed * 1_000_003 + s)``, so the result is deterministic.
+
+    Returns:
+        :class:`MDUSResult` (``complete`` False: a sample of the minimal sets).
+
+    Raises:
+        InputError: n_seeds < 1.
+    """
+    if n_seeds < 1:
+        raise InputError(f"--seeds must be at least 1, got {n_seeds}")
+    t0 = time.perf_counter()
+    cone = cone_of(closure, list(targets))
+    sets = []
+    for s in range(n_seeds):
+        rng = random.Random(seed * 1_000_003 + s)
+        sets.append(random_prune(cone, dus(cone, rng), rng))
+    return _finish(cone, sets, "random", False, t0, n_seeds=n_seeds)
+
+
+def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: int | None = None,
+                 seconds: float | None = None, n_seeds: int = 100, seed: int = 0) -> MDUSResult:
+    """Dispatch to :func:`exact_sets`, :func:`minimum_set` or :func:`random_sets`.
+
+    Args:
+        closure: the closure.
+        targets: a global atom id or a list of them (all must become non-derivable).
+        method: "exact" | "minimum" | "random".
+        max_sets, seconds: limits for exact (seconds also for minimum).
+        n_seeds, seed: for random.
+
+    Raises:
+        InputError: unknown method, or no targets.
+    """
+    targets = [targets] if isinstance(targets, int) else list(targets)
+    if not targets:
+        raise InputError("no targets given")
+    if method == "exact":
+        return exact_sets(closure, targets, max_sets=max_sets, seconds=seconds)
+    if method == "minimum":
+        return minimum_set(closure, targets, seconds=seconds, seed=seed)
+    if method == "random":
+        return random_sets(closure, targets, n_seeds=n_seeds, seed=seed)
+    raise InputError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")

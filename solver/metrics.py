@@ -1,0 +1,131 @@
+"""Recall and accuracy of deep unlearning (Wu et al. 2025, Eq. 1 and 2; the benchmark's calculate_recall_and_acc.py).
+
+Notation: K_rel, K_bio = the KB's relationship and biography facts; U_A = relationship facts of K the unlearned
+model no longer knows; M = the minimal deep unlearning sets of the target.
+
+- Eq. 1: Recall = max_{U* ∈ M} |U_A ∩ U*| / |U*|; U_A,* is the maximising U*. The paper leaves ties open; dukb
+  breaks them by the higher relationship accuracy, then the smaller set, then the smaller sorted fact_ids, and
+  says so in the result (``ties``).
+- Eq. 2: Accuracy (relationships) = |(K_rel \\ U_A,*) \\ U_A| / |K_rel \\ U_A,*|.
+- Accuracy (biographies) = share of K_bio still known.
+- Accuracy (all) = (acc_bio · N_bio + acc_rel · (N_rel − |U_A,*|)) / (N_bio + N_rel − |U_A,*|).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from dukb import InputError
+from dukb.kb.model import KB
+
+
+@dataclass
+class RecallResult:
+    """Recall/accuracy of one unlearning outcome. All values are fractions in [0, 1].
+
+    Attributes:
+        recall: Eq. 1.
+        accuracy_relationships: Eq. 2.
+        accuracy_biographies: share of biography facts still known (None when the KB has none).
+        accuracy_all: the weighted accuracy over K \\ U_A,*.
+        best_set: U_A,* as sorted relationship fact_ids.
+        sets_used: "exact" or "random" (or "minimum").
+        n_sets: |M| used.
+        ties: number of sets that reached the best recall (ties broken as in the module docstring).
+        target_forgotten: whether every target KB fact is in U_A (superficial unlearning; None for derived targets).
+    """
+
+    recall: float
+    accuracy_relationships: float
+    accuracy_biographies: float | None
+    accuracy_all: float
+    best_set: list[int]
+    sets_used: str
+    n_sets: int
+    ties: int = 1
+    target_forgotten: bool | None = None
+
+    def to_json(self) -> dict:
+        """The result as the JSON object of ``dukb recall`` (keys recall, accuracy_relationships,
+        accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, plus ties, target_forgotten)."""
+        return asdict(self)
+
+
+def retained_from_vectors(kb: KB, rel_known, bio_known=None) -> tuple[set[int], set[int]]:
+    """Turn per-fact "still known" vectors in file order into sets of forgotten fact_ids.
+
+    Args:
+        kb: the KB.
+        rel_known: sequence of booleans, one per relationship fact in file order (the benchmark's
+            relationships_correct.pt).
+        bio_known: same for biography facts, or None.
+
+    Returns:
+        (forgotten relationship fact_ids U_A, forgotten biography fact_ids).
+
+    Raises:
+        InputError: a vector's length differs from the KB's number of facts.
+    """
+    rel_known = list(rel_known)
+    if len(rel_known) != len(kb.relationships):
+        raise InputError(f"relationship vector has {len(rel_known)} entries, the KB has "
+                         f"{len(kb.relationships)} relationship facts")
+    forgotten_rel = {f.fact_id for f, k in zip(kb.relationships, rel_known) if not k}
+    forgotten_bio: set[int] = set()
+    if bio_known is not None:
+        bio_known = list(bio_known)
+        if len(bio_known) != len(kb.biographies):
+            raise InputError(f"biography vector has {len(bio_known)} entries, the KB has "
+                             f"{len(kb.biographies)} biography facts")
+        forgotten_bio = {f.fact_id for f, k in zip(kb.biographies, bio_known) if not k}
+    return forgotten_rel, forgotten_bio
+
+
+def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=(), sets_used: str = "exact",
+                    target_fact_ids=()) -> RecallResult:
+    """Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
+
+    Args:
+        kb: the KB (N_rel, N_bio).
+        sets: M, an iterable of collections of relationship fact_ids (non-empty).
+        forgotten_rel: U_A, relationship fact_ids the model no longer knows.
+        forgotten_bio: biography fact_ids the model no longer knows.
+        sets_used: label recorded in the result ("exact" | "random" | "minimum").
+        target_fact_ids: the targets that are KB facts, to report ``target_forgotten``.
+
+    Returns:
+        :class:`RecallResult`.
+
+    Raises:
+        InputError: M is empty or contains an empty set; U_A names unknown fact_ids.
+
+    Source: Wu et al. 2025, Eq. 1 and 2; calculate_recall_and_acc.py of the benchmark.
+    """
+    sets = [tuple(sorted(s)) for s in sets]
+    if not sets or any(len(s) == 0 for s in sets):
+        raise InputError("recall needs a non-empty collection of non-empty minimal deep unlearning sets")
+    u_a = set(forgotten_rel)
+    unknown = u_a - set(kb.rel_ids)
+    if unknown:
+        raise InputError(f"forgotten relationship fact_ids not in the KB: {sorted(unknown)[:5]}")
+    n_rel, n_bio = len(kb.relationships), len(kb.biographies)
+    n_forgot = len(u_a)
+    scored = []
+    for s in sets:
+        hit = len(u_a.intersection(s))
+        keep = n_rel - len(s)
+        acc = 1.0 if keep == 0 else (keep - (n_forgot - hit)) / keep
+        scored.append(((hit / len(s), acc, -len(s), tuple(-x for x in s)), s, hit / len(s), acc))
+    best = max(scored, key=lambda x: x[0])
+    ties = sum(1 for x in scored if x[2] == best[2])
+    _, best_set, rec, acc_rel = best
+    acc_bio = None
+    if n_bio:
+        acc_bio = (n_bio - len(set(forgotten_bio))) / n_bio
+    kept_rel = n_rel - len(best_set)
+    denom = (n_bio if acc_bio is not None else 0) + kept_rel
+    acc_all = 1.0 if denom == 0 else ((acc_bio or 0.0) * n_bio + acc_rel * kept_rel) / denom
+    tf = None
+    if target_fact_ids:
+        tf = all(t in u_a for t in target_fact_ids)
+    return RecallResult(rec, acc_rel, acc_bio, acc_all, list(best_set), sets_used, len(sets), ties, tf)
