@@ -51,36 +51,6 @@ class RecallResult:
         return asdict(self)
 
 
-def retained_from_vectors(kb: KB, rel_known, bio_known=None) -> tuple[set[int], set[int]]:
-    """Turn per-fact "still known" vectors in file order into sets of forgotten fact_ids.
-
-    Args:
-        kb: the KB.
-        rel_known: sequence of booleans, one per relationship fact in file order (the benchmark's
-            relationships_correct.pt).
-        bio_known: same for biography facts, or None.
-
-    Returns:
-        (forgotten relationship fact_ids U_A, forgotten biography fact_ids).
-
-    Raises:
-        InputError: a vector's length differs from the KB's number of facts.
-    """
-    rel_known = list(rel_known)
-    if len(rel_known) != len(kb.relationships):
-        raise InputError(f"relationship vector has {len(rel_known)} entries, the KB has "
-                         f"{len(kb.relationships)} relationship facts")
-    forgotten_rel = {f.fact_id for f, k in zip(kb.relationships, rel_known) if not k}
-    forgotten_bio: set[int] = set()
-    if bio_known is not None:
-        bio_known = list(bio_known)
-        if len(bio_known) != len(kb.biographies):
-            raise InputError(f"biography vector has {len(bio_known)} entries, the KB has "
-                             f"{len(kb.biographies)} biography facts")
-        forgotten_bio = {f.fact_id for f, k in zip(kb.biographies, bio_known) if not k}
-    return forgotten_rel, forgotten_bio
-
-
 def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=(), sets_used: str = "exact",
                     target_fact_ids=()) -> RecallResult:
     """Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
@@ -129,3 +99,37 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=(), sets_used: st
     if target_fact_ids:
         tf = all(t in u_a for t in target_fact_ids)
     return RecallResult(rec, acc_rel, acc_bio, acc_all, list(best_set), sets_used, len(sets), ties, tf)
+
+
+def target_recall(closure, targets, retained, method: str = "exact", *, max_sets: int | None = 100_000,
+                  seconds: float | None = 60.0, n_seeds: int = 100, seed: int = 0) -> RecallResult:
+    """Recall/accuracy of a model's retained facts for one target (or a group), computing M on the way.
+
+    Args:
+        closure: :class:`dukb.solver.closure.Closure` of the KB.
+        targets: a global atom id or a list of them.
+        retained: :class:`dukb.kb.retained.Retained`.
+        method: "exact" (default; falls back to random sets, plus any exact sets found, when enumeration hits
+            ``max_sets`` or ``seconds``) or "random" (Algorithm 1 with ``n_seeds`` seeds).
+
+    Returns:
+        :class:`RecallResult`; ``sets_used`` says which sets were used.
+
+    Raises:
+        InputError: unknown method.
+
+    Source: Wu et al. 2025, Eq. 1-2 and Algorithm 1.
+    """
+    from dukb.solver.mdus import minimal_sets
+
+    if method not in ("exact", "random"):
+        raise InputError(f"unknown method {method!r} for recall (choose exact or random)")
+    targets = [targets] if isinstance(targets, int) else list(targets)
+    res = minimal_sets(closure, targets, method, max_sets=max_sets, seconds=seconds, n_seeds=n_seeds, seed=seed)
+    sets, used = res.sets, method
+    if method == "exact" and not res.complete:
+        rnd = minimal_sets(closure, targets, "random", n_seeds=n_seeds, seed=seed)
+        sets, used = sorted(set(res.sets) | set(rnd.sets), key=lambda s: (len(s), s)), "random"
+    kb_targets = [closure.fact_ids[t] for t in targets if closure.is_kb(t)]
+    return recall_accuracy(closure.kb, sets, retained.forgotten_relationships, retained.forgotten_biographies,
+                           used, kb_targets)

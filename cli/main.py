@@ -1,0 +1,95 @@
+"""The `dukb` command: a thin typer app. Each command group lives in its own module and imports heavy libraries
+(clingo, torch) only inside the command, so `dukb closure` and `dukb mdus` start fast and never import torch.
+
+Errors in user input (:class:`dukb.DukbError`) print one line ``dukb: error: ...`` and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from dukb import DukbError, __version__
+
+app = typer.Typer(
+    name="dukb",
+    help="Evaluate deep unlearning in LLMs: deductive closures, minimal deep unlearning sets, recall/accuracy, "
+         "finetuning, unlearning and probing.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dukb {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """dukb: evaluating deep unlearning in large language models."""
+
+
+#: Command-group modules of dukb.cli; each has ``register(app)`` and imports heavy libraries lazily.
+COMMAND_MODULES = ("symbolic", "kbtools", "generate", "neural_cmds", "evaluate_cmd", "restor_cmd")
+
+
+def _register() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"dukb.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"dukb.cli.{name}":
+                raise
+            continue  # group not built yet
+        module.register(app)
+
+
+_register()
+
+
+def fail(message: str) -> "typer.Exit":
+    """Print ``dukb: error: message`` to stderr; return an Exit(2) to raise."""
+    typer.echo(f"dukb: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``dukb`` console script.
+
+    Returns:
+        The exit code: 0 on success, 2 on bad input (one-line message, no traceback), 130 on Ctrl-C.
+    """
+    import click
+
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="dukb", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except DukbError as e:
+        typer.echo(f"dukb: error: {e}", err=True)
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.exceptions.Abort:
+        typer.echo("dukb: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except KeyboardInterrupt:
+        typer.echo("dukb: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

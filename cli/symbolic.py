@@ -1,0 +1,245 @@
+"""`dukb validate | closure | mdus | recall`: the symbolic core on the command line (no torch)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb import InputError
+
+KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
+RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
+             "rules dead) or a .lp file of positive Horn rules over holds(S,R,O)."
+
+
+class ClosureFormat(str, Enum):
+    csv = "csv"
+    json = "json"
+    table = "table"
+
+
+class JsonTable(str, Enum):
+    json = "json"
+    table = "table"
+
+
+class MdusMethod(str, Enum):
+    exact = "exact"
+    minimum = "minimum"
+    random = "random"
+
+
+class RecallMethod(str, Enum):
+    exact = "exact"
+    random = "random"
+
+
+def read_targets_file(path: Path) -> list[int]:
+    """Read a targets file: one relationship fact_id per line; '#' starts a comment; blank lines are skipped.
+
+    Raises:
+        InputError: missing file or a line that is not an integer (file and line named).
+    """
+    if not path.is_file():
+        raise InputError("missing targets file", path)
+    ids = []
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = raw.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            ids.append(int(text))
+        except ValueError:
+            raise InputError(f"{text!r} is not a fact_id (one integer per line, '#' for comments)", path, n) \
+                from None
+    if not ids:
+        raise InputError("targets file lists no fact_id", path)
+    return ids
+
+
+def _load(kb: str, rules: str):
+    from dukb.kb import load_kb
+    from dukb.solver.closure import compute_closure
+
+    k = load_kb(kb)
+    return k, compute_closure(k, rules)
+
+
+def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
+    """Check a KB directory and list every problem with its file and line (exit 2 if there is any)."""
+    from dukb.kb import KBError, load_kb
+
+    try:
+        k = load_kb(kb)
+    except KBError as e:
+        for p in e.problems:
+            typer.echo(str(p), err=True)
+        typer.echo(f"dukb: error: {len(e.problems)} problem{'s' if len(e.problems) > 1 else ''} in {kb}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"ok: {len(k.people)} people, {len(k.relationships)} relationship facts, "
+               f"{len(k.biographies)} biography facts")
+
+
+def closure(
+    kb: str = typer.Option(..., "--kb", help=KB_HELP),
+    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    fmt: ClosureFormat = typer.Option(ClosureFormat.csv, "--format", help="csv | json | table."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+) -> None:
+    """Deductive closure Omega(K, R): every fact of the KB and every fact the rules derive from it.
+
+    Output: one row per closure fact with columns subject,relation,object,source (source = kb | derived). A fact
+    (S, R, O) reads "O is S's R". json adds fact_id (null for derived facts) and counts.
+    """
+    from dukb.cli.render import emit, to_csv, to_json, to_table
+
+    _, c = _load(kb, rules)
+    rows = c.rows()
+    cols = ["subject", "relation", "object", "source"]
+    if fmt == ClosureFormat.csv:
+        text = to_csv(rows, cols)
+    elif fmt == ClosureFormat.json:
+        text = to_json({"kb": str(c.kb.source), "rules": c.rules.name, "n_kb": c.n_kb, "n_derived": c.n_derived,
+                        "n_instances": c.n_instances, "facts": rows})
+    else:
+        text = to_table(rows, ["fact_id"] + cols,
+                        title=f"closure: {c.n_kb} KB + {c.n_derived} derived facts ({c.rules.name} rules)")
+    emit(text, output)
+
+
+def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int | None]]:
+    from dukb.solver.closure import resolve_target
+
+    ids = list(target_id or [])
+    if targets_file is not None:
+        ids += read_targets_file(targets_file)
+    out = [(resolve_target(c, i), i) for i in ids]
+    for t in target or []:
+        a = resolve_target(c, t)
+        out.append((a, c.fact_ids[a] if c.is_kb(a) else None))
+    if not out:
+        raise InputError("give at least one target: --target-id N, --targets-file FILE or --target 'S,R,O'")
+    return out
+
+
+def mdus(
+    kb: str = typer.Option(..., "--kb", help=KB_HELP),
+    target_id: Optional[list[int]] = typer.Option(None, "--target-id", help="Relationship fact_id of a target "
+                                                  "(repeatable)."),
+    targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="File with one fact_id per line; '#' "
+                                                "starts a comment."),
+    target: Optional[list[str]] = typer.Option(None, "--target", help="Target as 'Subject,relation,Object' "
+                                               "(repeatable); may be a derived fact."),
+    method: MdusMethod = typer.Option(MdusMethod.exact, "--method", help="exact: all subset-minimal sets (clingo); "
+                                      "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
+                                      "Algorithm 1."),
+    seeds: int = typer.Option(100, "--seeds", help="random: number of seeds N_seed."),
+    seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum)."),
+    max_sets: Optional[int] = typer.Option(None, "--max-sets", help="exact: stop after this many sets."),
+    seconds: Optional[float] = typer.Option(None, "--seconds", help="exact/minimum: time limit per target, "
+                                            "in seconds."),
+    joint: bool = typer.Option(False, "--joint", help="Treat all targets as one group that must all become "
+                               "non-derivable (adds a 'joint' entry)."),
+    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+) -> None:
+    """Minimal deep unlearning sets of each target: sets of KB facts whose removal makes the target non-derivable,
+    none of whose proper subsets does (Wu et al. 2025, Definition 3).
+
+    json: {"targets": [{"fact_id", "subject", "relation", "object", "method", "complete", "sets": [[fact_id,...]]}]}
+    where "complete" says whether the enumeration finished (always false for random). With --joint, a "joint"
+    entry holds the sets that remove all targets at once.
+    """
+    from dukb.cli.render import emit, to_json, to_table
+    from dukb.solver.mdus import minimal_sets
+
+    if seeds < 1:
+        raise InputError(f"--seeds must be at least 1, got {seeds}")
+    _, c = _load(kb, rules)
+    tg = _collect_targets(c, target_id, targets_file, target)
+    kw = dict(max_sets=max_sets, seconds=seconds, n_seeds=seeds, seed=seed)
+    entries = []
+    for atom, fid in tg:
+        r = minimal_sets(c, [atom], method.value, **kw)
+        s, rel, o = c.atoms[atom]
+        entries.append({"fact_id": fid, "subject": s, "relation": rel, "object": o, "method": r.method,
+                        "complete": r.complete, "sets": [list(x) for x in r.sets],
+                        "seconds": round(r.seconds, 6), "cone_atoms": r.cone_atoms})
+    doc = {"targets": entries, "rules": c.rules.name, "kb": str(c.kb.source)}
+    if method == MdusMethod.random:
+        doc["seeds"] = seeds
+        doc["seed"] = seed
+    if joint:
+        r = minimal_sets(c, [a for a, _ in tg], method.value, **kw)
+        doc["joint"] = {"fact_ids": [f for _, f in tg], "method": r.method, "complete": r.complete,
+                        "sets": [list(x) for x in r.sets]}
+    if fmt == JsonTable.json:
+        text = to_json(doc)
+    else:
+        rows = [{"fact_id": e["fact_id"], "target": f"({e['subject']}, {e['relation']}, {e['object']})",
+                 "complete": e["complete"], "n_sets": len(e["sets"]),
+                 "sizes": ",".join(str(len(x)) for x in e["sets"][:12]) + ("..." if len(e["sets"]) > 12 else ""),
+                 "smallest": " ".join(map(str, e["sets"][0])) if e["sets"] else ""} for e in entries]
+        text = to_table(rows, ["fact_id", "target", "complete", "n_sets", "sizes", "smallest"],
+                        title=f"minimal deep unlearning sets ({method.value})")
+    emit(text, output)
+
+
+def recall(
+    kb: str = typer.Option(..., "--kb", help=KB_HELP),
+    target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id of the unlearned target."),
+    retained: Optional[Path] = typer.Option(None, "--retained", help="CSV kind,fact_id,retained (kind relationship|"
+                                            "biography, retained 0|1): which KB facts the model still knows."),
+    retained_dir: Optional[Path] = typer.Option(None, "--retained-dir", help="Folder with the benchmark's "
+                                                "relationships_correct.pt and biographies_correct.pt."),
+    method: RecallMethod = typer.Option(RecallMethod.exact, "--method", help="exact: all minimal sets (falls back "
+                                        "to random if enumeration hits its limit); random: Algorithm 1."),
+    seeds: int = typer.Option(100, "--seeds", help="random: number of seeds."),
+    seed: int = typer.Option(0, "--seed", help="random: base seed."),
+    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+) -> None:
+    """Recall and accuracy of an unlearned model (Wu et al. 2025, Eq. 1-2) from the facts it still knows.
+
+    json: {"recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set": [fact_id, ...],
+    "sets_used": "exact"|"random", "n_sets": N}. Ties for the best recall go to the higher accuracy.
+    """
+    from dukb.cli.render import emit, to_json, to_table
+    from dukb.kb.retained import read_retained_csv, retained_from_lists
+    from dukb.solver.metrics import target_recall
+
+    if (retained is None) == (retained_dir is None):
+        raise InputError("give exactly one of --retained FILE or --retained-dir DIR")
+    k, c = _load(kb, rules)
+    if retained is not None:
+        ret = read_retained_csv(retained, k)
+    else:
+        from dukb.kb.ptfile import load_bool_list
+
+        rel_p, bio_p = retained_dir / "relationships_correct.pt", retained_dir / "biographies_correct.pt"
+        rel = load_bool_list(rel_p)
+        bio = load_bool_list(bio_p) if bio_p.exists() else None
+        ret = retained_from_lists(k, rel, bio, source=str(retained_dir))
+    atom = c.atom_of_fact(target_id)
+    res = target_recall(c, atom, ret, method.value, n_seeds=seeds, seed=seed)
+    doc = res.to_json()
+    doc["target"] = {"fact_id": target_id, "subject": c.atoms[atom][0], "relation": c.atoms[atom][1],
+                     "object": c.atoms[atom][2]}
+    if fmt == JsonTable.json:
+        emit(to_json(doc), output)
+    else:
+        rows = [{"metric": k_, "value": v} for k_, v in doc.items() if k_ != "target"]
+        emit(to_table(rows, ["metric", "value"], title=f"recall for target {target_id}"), output)
+
+
+def register(app: typer.Typer) -> None:
+    """Add validate, closure, mdus and recall to the app."""
+    app.command("validate")(validate)
+    app.command("closure")(closure)
+    app.command("mdus")(mdus)
+    app.command("recall")(recall)

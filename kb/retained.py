@@ -1,0 +1,122 @@
+"""Which KB facts a model still knows: the input of recall/accuracy.
+
+Two formats:
+
+- a CSV with columns ``kind,fact_id,retained`` (kind ``relationship`` | ``biography``, retained ``0`` | ``1``);
+  every relationship fact of the KB must appear exactly once; biography rows are all present or all absent;
+- the benchmark's ``relationships_correct.pt`` / ``biographies_correct.pt`` (lists of booleans in file order), read
+  by :mod:`dukb.kb.ptfile` without torch.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from dukb import InputError
+from dukb.kb.model import KB
+
+KINDS = ("relationship", "biography")
+
+
+@dataclass
+class Retained:
+    """Per-fact knowledge of a model.
+
+    Attributes:
+        relationships: fact_id -> still known (every relationship fact of the KB).
+        biographies: fact_id -> still known (every biography fact), or None when not given.
+    """
+
+    relationships: dict[int, bool]
+    biographies: dict[int, bool] | None
+
+    @property
+    def forgotten_relationships(self) -> set[int]:
+        """U_A: relationship fact_ids no longer known."""
+        return {f for f, k in self.relationships.items() if not k}
+
+    @property
+    def forgotten_biographies(self) -> set[int]:
+        """Biography fact_ids no longer known (empty when biographies were not given)."""
+        return set() if self.biographies is None else {f for f, k in self.biographies.items() if not k}
+
+
+def read_retained_csv(path: str | Path, kb: KB) -> Retained:
+    """Read a ``kind,fact_id,retained`` CSV and check it against the KB.
+
+    Raises:
+        InputError: missing file or column, unknown kind, non-integer or unknown fact_id, retained not 0/1, a fact
+            listed twice, relationship facts missing, or only some biography facts given (file and line named).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("missing file", path)
+    rel: dict[int, bool] = {}
+    bio: dict[int, bool] = {}
+    ids = {"relationship": set(kb.rel_ids), "biography": set(kb.bio_ids)}
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        cols = [c.strip() for c in (reader.fieldnames or [])]
+        missing = [c for c in ("kind", "fact_id", "retained") if c not in cols]
+        if missing:
+            raise InputError(f"missing column {', '.join(missing)} (header is: {','.join(cols)})", path, 1)
+        for row in reader:
+            line = reader.line_num
+            row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+            kind = row["kind"]
+            if kind not in KINDS:
+                raise InputError(f"kind {kind!r} is not relationship or biography", path, line)
+            try:
+                fid = int(row["fact_id"])
+            except ValueError:
+                raise InputError(f"fact_id {row['fact_id']!r} is not an integer", path, line) from None
+            if fid not in ids[kind]:
+                raise InputError(f"the KB has no {kind} fact with fact_id {fid}", path, line)
+            if row["retained"] not in ("0", "1"):
+                raise InputError(f"retained {row['retained']!r} is not 0 or 1", path, line)
+            target = rel if kind == "relationship" else bio
+            if fid in target:
+                raise InputError(f"{kind} fact {fid} is listed twice", path, line)
+            target[fid] = row["retained"] == "1"
+    missing_rel = sorted(ids["relationship"] - rel.keys())
+    if missing_rel:
+        raise InputError(f"{len(missing_rel)} relationship facts are missing (fact_ids "
+                         f"{', '.join(map(str, missing_rel[:5]))}{', ...' if len(missing_rel) > 5 else ''}); "
+                         "every relationship fact must be listed", path)
+    if bio and len(bio) != len(ids["biography"]):
+        raise InputError(f"{len(ids['biography']) - len(bio)} biography facts are missing; list all biography "
+                         "facts or none", path)
+    return Retained(rel, bio or None)
+
+
+def retained_from_lists(kb: KB, rel_known, bio_known=None, source: str | None = None) -> Retained:
+    """Build :class:`Retained` from boolean sequences in KB file order.
+
+    Raises:
+        InputError: a sequence's length differs from the KB's number of facts.
+    """
+    rel_known = [bool(x) for x in rel_known]
+    if len(rel_known) != len(kb.relationships):
+        raise InputError(f"{len(rel_known)} relationship entries, but the KB has {len(kb.relationships)} "
+                         "relationship facts", source)
+    bio = None
+    if bio_known is not None:
+        bio_known = [bool(x) for x in bio_known]
+        if len(bio_known) != len(kb.biographies):
+            raise InputError(f"{len(bio_known)} biography entries, but the KB has {len(kb.biographies)} "
+                             "biography facts", source)
+        bio = {f.fact_id: k for f, k in zip(kb.biographies, bio_known)}
+    return Retained({f.fact_id: k for f, k in zip(kb.relationships, rel_known)}, bio)
+
+
+def write_retained_csv(retained: Retained, path: str | Path) -> None:
+    """Write :class:`Retained` as a ``kind,fact_id,retained`` CSV."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["kind", "fact_id", "retained"])
+        for fid, k in retained.relationships.items():
+            w.writerow(["relationship", fid, int(k)])
+        for fid, k in (retained.biographies or {}).items():
+            w.writerow(["biography", fid, int(k)])
