@@ -309,18 +309,18 @@ def save_kb(kb: KB, directory: str | Path) -> Path:
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / PEOPLE, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\n")
+        w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
         for p in kb.people.values():
             w.writerow([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
                         p.job or "", "" if p.generation is None else p.generation])
     with open(root / RELATIONSHIPS, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\n")
+        w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(REL_COLUMNS)
         for f in kb.relationships:
             w.writerow([f.fact_id, f.subject, f.relation, f.object])
     with open(root / BIOGRAPHIES, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\n")
+        w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(BIO_COLUMNS)
         for f in kb.biographies:
             w.writerow([f.fact_id, f.subject, f.attribute, f.value])

@@ -1,0 +1,36 @@
+"""`dukb import-edu-relat`: convert the EDU-RELAT benchmark's original .pt files into a KB directory (no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def import_edu_relat(
+    src: Path = typer.Argument(..., metavar="SRC", help="The benchmark's original folder (EDU-RELAT data/, e.g. "
+                               "../shared/edu-relat/original): family-200-graph.pt, family_relationships.pt, "
+                               "family_biographies.pt, subsample.pt, us_population_distribution."),
+    out: Path = typer.Argument(..., metavar="OUT", help="KB directory to write (created if needed; files of the "
+                               "same names are replaced)."),
+) -> None:
+    """Convert the EDU-RELAT benchmark's pickled .pt files into a KB directory, reading them without torch and
+    refusing any pickled code.
+
+    Input: SRC, the benchmark's folder of .pt files. Output: OUT/people.csv, relationships.csv (fact_id = the
+    paper's edge id; "object is subject's relation"), biographies.csv (3 facts per person: birthyear, birthplace,
+    job), qa_relationships.jsonl, qa_biographies.jsonl (the benchmark's question/answer texts per fact) and
+    targets.txt (the paper's 55 target fact_ids). Prints one summary line.
+    """
+    from dukb.kb.edu_relat import import_edu_relat as run
+
+    kb = run(src, out)
+    n_targets = sum(1 for line in (out / "targets.txt").read_text(encoding="utf-8").splitlines()
+                    if line.strip() and not line.startswith("#"))
+    typer.echo(f"imported {len(kb.people)} people, {len(kb.relationships)} relationship facts, "
+               f"{len(kb.biographies)} biography facts, {n_targets} targets into {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add import-edu-relat to the app."""
+    app.command("import-edu-relat")(import_edu_relat)

@@ -1,0 +1,391 @@
+"""Read the EDU-RELAT benchmark's PyTorch ``.pt`` files without torch and without running code from them.
+
+``torch.save`` writes a zip archive holding ``<name>/data.pkl`` (a Python pickle) next to ``<name>/version``,
+``<name>/byteorder`` and, for tensors, ``<name>/data/<key>`` storages. The benchmark's files (Wu et al. 2025,
+EDU-RELAT; ../shared/edu-relat/original) hold only plain Python objects: lists, dicts, tuples, strings, numbers,
+booleans, numpy int64 arrays, and objects of the generator's own classes ``__main__.Person`` and ``__main__.Rule``.
+None uses a tensor storage.
+
+Unpickling is code execution unless the loader decides which callables a pickle may reach. This module uses a
+restricted unpickler (:class:`_RestrictedUnpickler`, a subclass of the pure-Python ``pickle._Unpickler``, the class
+``pickle.Unpickler`` falls back to) that
+
+- overrides ``find_class`` with an allow-list: the stand-ins :class:`PickledPerson` / :class:`PickledRule` for
+  ``__main__.Person`` / ``__main__.Rule`` (only the module ``__main__``, the one the benchmark's pickles name), and
+  guarded wrappers of the numpy reconstruction globals (``numpy.core.multiarray._reconstruct`` / ``scalar``,
+  ``numpy.ndarray``, ``numpy.dtype``, ``_codecs.encode``; ``numpy._core.multiarray`` as well). Every other global
+  (``os.system``, ``builtins.eval``, ...) raises :class:`dukb.InputError` before anything is called;
+- refuses persistent ids (tensor storages) and the copyreg extension opcodes (EXT1/2/4);
+- replaces the BUILD opcode: state may only be applied to a stand-in (a dict of plain attribute names), to a numpy
+  dtype (simple dtypes only: no fields, no sub-arrays, no object flag) or to a numpy array of a non-object dtype.
+  This is why the pure-Python unpickler is used: the C one cannot vet BUILD, and numpy's ``dtype.__setstate__``
+  accepts a state that turns ``V8`` into an object dtype, whose array data would then be read as pointers.
+
+Errors: every problem (missing file, not a zip archive, no data.pkl, malformed pickle, a refused global, content of
+the wrong type) raises :class:`dukb.InputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+import keyword
+import math
+import pickle
+import re
+import reprlib
+import zipfile
+from pathlib import Path
+
+from dukb import InputError
+
+#: Largest data.pkl read (bytes). The benchmark's largest is about 100 KB.
+MAX_PICKLE_BYTES = 64 * 1024 * 1024
+
+#: Largest numpy array (elements) a pickle may create.
+MAX_ARRAY_ELEMENTS = 1 << 24
+
+#: Stand-in class names the benchmark's pickles use (module ``__main__``).
+BENCHMARK_CLASSES = frozenset({"Person", "Rule"})
+
+_DATA_PKL = re.compile(r"^[^/]+/data\.pkl$")
+_NUMPY_MULTIARRAY = ("numpy.core.multiarray", "numpy._core.multiarray")
+
+
+# -- stand-ins for the benchmark's classes ------------------------------------------------------------------------
+class _StandIn:
+    """Plain attribute holder for an object of one of the benchmark's classes.
+
+    Unpickling creates it empty (``__new__``) and fills it with :meth:`__setstate__`; nothing else runs.
+    """
+
+    def __setstate__(self, state) -> None:
+        """Set the pickled attributes.
+
+        Args:
+            state: a dict mapping attribute names (identifiers not starting with "_") to values.
+
+        Raises:
+            InputError: state is not such a dict (the caller adds the file name).
+        """
+        if not isinstance(state, dict):
+            raise InputError(f"state of a pickled {type(self).__name__[7:]} is a {type(state).__name__}, "
+                             "expected a dict of attributes")
+        for key, value in state.items():
+            if not isinstance(key, str) or not key.isidentifier() or key.startswith("_") or keyword.iskeyword(key):
+                raise InputError(f"pickled {type(self).__name__[7:]} has an invalid attribute name {key!r}")
+            self.__dict__[key] = value
+
+    def __repr__(self) -> str:
+        # Never recursive: Person objects reference each other (father, mother, children, husband, wife), so other
+        # stand-ins inside the attributes are shown as <Person name> only.
+        parts = ", ".join(f"{key}={_SHORT.repr(value)}" for key, value in self.__dict__.items())
+        return f"{type(self).__name__}({parts})"
+
+
+class _ShortRepr(reprlib.Repr):
+    """reprlib with stand-ins shown by name only."""
+
+    def _tag(self, obj, level):
+        return f"<{type(obj).__name__[7:]} {obj.__dict__.get('name', '?')!r}>"
+
+    repr_PickledPerson = repr_PickledRule = _tag
+
+
+_SHORT = _ShortRepr()
+_SHORT.maxlist = _SHORT.maxtuple = 8
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+class PickledPerson(_StandIn):
+    """Stand-in for the benchmark generator's ``__main__.Person``.
+
+    Attributes (as pickled in family-200-graph.pt): ``name`` (int, index into the name list), ``gender``
+    ("male"/"female"), ``father``, ``mother``, ``husband``, ``wife`` (PickledPerson or None), ``children`` (list of
+    PickledPerson), ``age`` (birth year, AD), ``birthplace`` (numpy int array of one index into
+    us_population_distribution), ``job`` (str), ``generation`` (int), ``if_build`` (bool).
+
+    Source: EDU-RELAT (Wu et al. 2025), the generator's Person class, read from the pickle.
+    """
+
+
+class PickledRule(_StandIn):
+    """Stand-in for the benchmark's ``__main__.Rule``.
+
+    Attributes (as pickled in family_rule.pt): ``left_tuples`` (list of (var, relation, var) body atoms),
+    ``right_tuple`` ((var, relation, var) head), ``num_var`` (int).
+
+    Source: EDU-RELAT (Wu et al. 2025), family_rule.pt.
+    """
+
+
+_STAND_INS = {"Person": PickledPerson, "Rule": PickledRule}
+
+
+# -- guarded numpy reconstruction globals -----------------------------------------------------------------------
+def _numpy_multiarray():
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy < 2
+        from numpy.core import multiarray
+    return multiarray
+
+
+class _Guard:
+    """A callable the restricted unpickler hands out instead of a real global. Refuses BUILD on itself."""
+
+    __slots__ = ()
+
+    def __setstate__(self, state) -> None:
+        raise InputError("pickle tries to set the state of a reconstruction function")
+
+
+class _NdarrayToken(_Guard):
+    """What ``numpy.ndarray`` resolves to: only usable as the first argument of ``_reconstruct``."""
+
+    __slots__ = ()
+
+
+_NDARRAY = _NdarrayToken()
+
+
+def _check_dtype(dtype, what: str):
+    import numpy as np
+
+    if not isinstance(dtype, np.dtype):
+        raise InputError(f"{what}: expected a numpy dtype, got {type(dtype).__name__}")
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biufcSU":
+        raise InputError(f"{what}: numpy dtype {dtype} is not allowed (only plain bool/int/float/complex/str)")
+    return dtype
+
+
+class _Dtype(_Guard):
+    """``numpy.dtype(spec, align, copy)`` for a plain (non-object, non-structured) dtype given as a string."""
+
+    __slots__ = ()
+
+    def __call__(self, spec, align=False, copy=False):
+        import numpy as np
+
+        if not isinstance(spec, str) or not isinstance(align, bool) or not isinstance(copy, bool):
+            raise InputError("numpy.dtype: only a dtype string is allowed")
+        return _check_dtype(np.dtype(spec, align, copy), "numpy.dtype")
+
+
+class _Reconstruct(_Guard):
+    """``numpy.core.multiarray._reconstruct(ndarray, shape, typecode)``: an empty ndarray, filled by BUILD."""
+
+    __slots__ = ()
+
+    def __call__(self, subtype, shape, typecode):
+        import numpy as np
+
+        if subtype is not _NDARRAY:
+            raise InputError("_reconstruct: only numpy.ndarray may be reconstructed")
+        if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape) or \
+                math.prod(shape) > MAX_ARRAY_ELEMENTS or typecode not in (b"b", "b"):
+            raise InputError("_reconstruct: malformed arguments")
+        return _numpy_multiarray()._reconstruct(np.ndarray, shape, typecode)
+
+
+class _Scalar(_Guard):
+    """``numpy.core.multiarray.scalar(dtype, data)``: a numpy scalar of a plain dtype from its bytes."""
+
+    __slots__ = ()
+
+    def __call__(self, dtype, data=None):
+        _check_dtype(dtype, "numpy scalar")
+        if not isinstance(data, bytes) or len(data) != dtype.itemsize:
+            raise InputError("numpy scalar: malformed data")
+        return _numpy_multiarray().scalar(dtype, data)
+
+
+class _Latin1Encode(_Guard):
+    """``_codecs.encode(text, "latin1")``: how protocol-2 pickles store bytes."""
+
+    __slots__ = ()
+
+    def __call__(self, text, encoding="utf-8", errors="strict"):
+        if not isinstance(text, str) or encoding not in ("latin1", "latin-1") or errors != "strict":
+            raise InputError("_codecs.encode: only latin1 encoding of a string is allowed")
+        return text.encode("latin-1")
+
+
+_NUMPY_GLOBALS = {("numpy", "ndarray"): _NDARRAY, ("numpy", "dtype"): _Dtype(), ("_codecs", "encode"): _Latin1Encode()}
+for _m in _NUMPY_MULTIARRAY:
+    _NUMPY_GLOBALS[(_m, "_reconstruct")] = _Reconstruct()
+    _NUMPY_GLOBALS[(_m, "scalar")] = _Scalar()
+
+
+def _safe_build(self) -> None:
+    """The BUILD opcode: apply state only to stand-ins, plain numpy dtypes and arrays of plain dtypes."""
+    import numpy as np
+
+    state = self.stack.pop()
+    inst = self.stack[-1]
+    if isinstance(inst, _StandIn):
+        inst.__setstate__(state)
+    elif isinstance(inst, np.dtype):
+        # (version, byteorder, subarray, names, fields, elsize, alignment, flags[, metadata])
+        if not (isinstance(state, tuple) and len(state) in (8, 9) and state[2] is None and state[3] is None
+                and state[4] is None and state[7] == 0 and (len(state) == 8 or state[8] is None)):
+            raise InputError("numpy dtype state is not that of a plain dtype")
+        inst.__setstate__(state)
+        _check_dtype(inst, "numpy dtype")
+    elif type(inst) is np.ndarray:
+        # (version, shape, dtype, is_fortran, raw bytes)
+        if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[4], bytes)):
+            raise InputError("numpy array state is malformed")
+        _check_dtype(state[2], "numpy array")
+        inst.__setstate__(state)
+    else:
+        raise InputError(f"pickle tries to set the state of a {type(inst).__name__}")
+
+
+def _refuse_ext(self) -> None:
+    raise InputError("pickle uses a copyreg extension code (EXT opcode), which is refused")
+
+
+class _RestrictedUnpickler(pickle._Unpickler):
+    """Pure-Python unpickler with an allow-list of globals, no persistent ids and a vetted BUILD.
+
+    Args:
+        file: binary file holding the pickle.
+        allowed: (module, name) -> object to return from ``find_class``.
+    """
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch[pickle.BUILD[0]] = _safe_build
+    for _op in (pickle.EXT1, pickle.EXT2, pickle.EXT4):
+        dispatch[_op[0]] = _refuse_ext
+    del _op
+
+    def __init__(self, file, allowed: dict):
+        super().__init__(file)
+        self._allowed = allowed
+
+    def find_class(self, module, name):
+        """Return the allowed stand-in or guarded callable; raise InputError for every other global."""
+        try:
+            return self._allowed[(module, name)]
+        except (KeyError, TypeError):
+            hint = "; tensors are not read: save plain lists (tensor.tolist())" \
+                if str(module).split(".")[0] == "torch" else ""
+            raise InputError(f"refused global {module}.{name} (only the benchmark's Person/Rule and numpy array "
+                             f"reconstruction are allowed{hint})") from None
+
+    def persistent_load(self, pid):
+        """Refuse persistent ids (tensor storages)."""
+        raise InputError("holds tensor storage (persistent id), which dukb does not read; expected plain Python "
+                         "objects")
+
+
+def _read_data_pkl(path: Path) -> bytes:
+    """The bytes of ``<name>/data.pkl`` inside a torch.save zip archive."""
+    if not path.exists():
+        raise InputError("missing file", path)
+    if not path.is_file():
+        raise InputError("not a file", path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if _DATA_PKL.match(n)]
+            if len(names) != 1:
+                raise InputError(f"not a torch.save archive: expected one <name>/data.pkl, found "
+                                 f"{len(names)}", path)
+            info = zf.getinfo(names[0])
+            if info.file_size > MAX_PICKLE_BYTES:
+                raise InputError(f"data.pkl is {info.file_size} bytes, more than the limit of {MAX_PICKLE_BYTES}",
+                                 path)
+            with zf.open(info) as fh:
+                data = fh.read(MAX_PICKLE_BYTES + 1)
+    except InputError:
+        raise
+    except zipfile.BadZipFile:
+        raise InputError("not a zip archive as written by torch.save (legacy or foreign format?)", path) from None
+    except Exception as e:  # corrupt archive: zlib.error, EOFError, NotImplementedError, RuntimeError, OSError
+        raise InputError(f"cannot read the zip archive: {type(e).__name__}: {e}", path) from None
+    if len(data) > MAX_PICKLE_BYTES:
+        raise InputError(f"data.pkl is larger than the limit of {MAX_PICKLE_BYTES} bytes", path)
+    return data
+
+
+def _load(path, allowed: dict):
+    path = Path(path)
+    data = _read_data_pkl(path)
+    try:
+        return _RestrictedUnpickler(io.BytesIO(data), allowed).load()
+    except InputError as e:
+        raise InputError(e.message, path) from None
+    except RecursionError:
+        raise InputError("malformed pickle: nested too deeply", path) from None
+    except Exception as e:  # any malformed pickle: UnpicklingError, EOFError, KeyError (bad opcode), TypeError...
+        raise InputError(f"malformed pickle in data.pkl: {type(e).__name__}: {e}", path) from None
+
+
+def load_bool_list(path: str | Path) -> list[bool]:
+    """Read a ``.pt`` file holding a list of booleans (the benchmark's relationships_correct.pt and
+    biographies_correct.pt: entry i says whether the model still knows fact i of the KB, in file order).
+
+    Args:
+        path: the .pt file (a torch.save zip archive).
+
+    Returns:
+        The booleans as a list of Python ``bool``. A list/tuple of numpy bools or a 1-D numpy bool array is accepted
+        too (numpy's scalar/array reconstruction globals are the only globals allowed).
+
+    Raises:
+        InputError: (naming the file) missing file, not a zip archive, no data.pkl, malformed pickle, a refused
+            global or persistent id, or content that is not a sequence of booleans.
+
+    Source: EDU-RELAT (Wu et al. 2025), example_for_evaluation/*.pt and calculate_recall_and_acc.py.
+    """
+    import numpy as np
+
+    path = Path(path)
+    obj = _load(path, _NUMPY_GLOBALS)
+    if isinstance(obj, np.ndarray):
+        if obj.ndim != 1 or obj.dtype != np.bool_:
+            raise InputError(f"expected a list of booleans, found a numpy array of {obj.dtype} with shape "
+                             f"{obj.shape}", path)
+        return [bool(x) for x in obj.tolist()]
+    if not isinstance(obj, (list, tuple)):
+        raise InputError(f"expected a list of booleans, found {type(obj).__name__}", path)
+    out = []
+    for i, x in enumerate(obj):
+        if type(x) is bool or isinstance(x, np.bool_):
+            out.append(bool(x))
+        else:
+            raise InputError(f"expected a list of booleans, entry {i} is {type(x).__name__} {x!r:.40}", path)
+    return out
+
+
+def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
+    """Read one of the benchmark's pickled ``.pt`` files (family-200-graph.pt, family_rule.pt,
+    family_relationships.pt, family_biographies.pt, subsample.pt, us_population_distribution) safely.
+
+    Args:
+        path: the file (a torch.save zip archive; any file name).
+        allowed_classes: which of the benchmark classes ``__main__.Person`` / ``__main__.Rule`` may appear; they are
+            loaded as :class:`PickledPerson` / :class:`PickledRule`.
+
+    Returns:
+        The unpickled object: built-in types, numpy arrays of plain dtypes and stand-ins only.
+
+    Raises:
+        InputError: (naming the file) missing file, not a zip archive, no data.pkl, malformed pickle, any global
+            other than the allowed stand-ins and numpy's array/dtype reconstruction (e.g. ``os.system``,
+            ``builtins.eval``: refused before anything is called), or a persistent id (tensor storage).
+        ValueError: ``allowed_classes`` names a class other than Person/Rule (a programming error).
+
+    Source: EDU-RELAT (Wu et al. 2025), original/*.pt; ../shared/edu-relat/README.md.
+    """
+    unknown = set(allowed_classes) - BENCHMARK_CLASSES
+    if unknown:
+        raise ValueError(f"unknown benchmark classes {sorted(unknown)}; known: {sorted(BENCHMARK_CLASSES)}")
+    allowed = dict(_NUMPY_GLOBALS)
+    for name in allowed_classes:
+        allowed[("__main__", name)] = _STAND_INS[name]
+    return _load(path, allowed)
+
+
+__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "PickledPerson", "PickledRule", "load_benchmark_pickle",
+           "load_bool_list"]
