@@ -1,0 +1,114 @@
+"""`dukb probes`: probe datasets of a KB (EDU-RELAT forms, reverse/paraphrase/synonym, RWKU adversarial kinds) and
+RESTOR-style corruptions. Thin layer over :mod:`dukb.kb.probes` and :mod:`dukb.kb.corrupt`; the closure comes from
+:mod:`dukb.solver.closure` (clingo, no torch)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb import InputError
+
+KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
+
+
+class ProbeFormat(str, Enum):
+    jsonl = "jsonl"
+    csv = "csv"
+    edu = "edu"
+
+
+def _kinds_help() -> str:
+    from dukb.kb.probes import KIND_GROUPS, KIND_HELP
+
+    lines = [f"{k}: {v}." for k, v in KIND_HELP.items()]
+    groups = "; ".join(f"{g} = {', '.join(ks) if g != 'all' else 'every kind'}" for g, ks in KIND_GROUPS.items())
+    return "\n\n".join(lines) + f"\n\nGroups: {groups}."
+
+
+def probes(
+    kb: str = typer.Option(..., "--kb", help=KB_HELP),
+    kinds: Optional[list[str]] = typer.Option(None, "--kinds", metavar="KINDS",
+                                              help="Probe kinds or groups, comma-separated and/or repeated "
+                                                   "(default: all). See the list above."),
+    fmt: ProbeFormat = typer.Option(ProbeFormat.jsonl, "--format", help="jsonl | csv: one row per probe; edu: "
+                                    "EDU-RELAT's qa_relationships.jsonl and qa_biographies.jsonl into the -o "
+                                    "folder (--kinds does not apply)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (templates, distractors, hint and "
+                             "demonstration facts; with --corrupt, the corruption)."),
+    corrupt_fraction: Optional[float] = typer.Option(None, "--corrupt", help="RESTOR-style: corrupt this share "
+                                                     "of the KB's facts, in (0, 1], 5 per chosen person, and write "
+                                                     "the corrupted KB and its documents into the -o folder."),
+    context: Optional[int] = typer.Option(None, "--context", help="With --corrupt: correct facts about other "
+                                          "people per corruption document (k; default 5)."),
+    docs_per_entity: int = typer.Option(1, "--docs-per-entity", help="With --corrupt: documents per corrupted "
+                                        "person."),
+    rules: str = typer.Option("family", "--rules", help="Rule set of the closure used to keep gold answers right: "
+                              "'family', 'family_paper_compat' or a .lp file."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output file (stdout if omitted); a "
+                                          "folder with --format edu or --corrupt."),
+) -> None:
+    """Probe questions for every fact of a KB, one row per (fact, kind) where the kind applies.
+
+    Output columns: kind (the probe kind); fact_kind (relationship | biography); fact_id (the fact's id in its
+    file); question (the text to give the model, without prompt tags); answer (the gold answer); match (how an
+    output is judged: substring = answer.lower() in output.lower(), the paper's rule; yesno = the output's first
+    word is yes/no; choice = the output picks the answer's option, by label A-D or by text).
+
+    A relationship fact (S, R, O) reads "O is S's R". Gold answers are checked against the KB's deductive closure:
+    "no" questions and multiple-choice distractors are false in it, and reverse-style questions name the other
+    right answers to exclude them.
+
+    With --corrupt FRACTION, -o is a folder that receives probes.jsonl|csv (of the clean KB), kb/ (the corrupted
+    KB), corruptions.csv (fact_kind, fact_id, subject, predicate, true_value, injected_value) and documents.jsonl
+    (doc_id, entity, k_context, text, facts: role incorrect|correct, fact_kind, fact_id, sentence).
+    """
+    from dukb.kb import load_kb
+    from dukb.kb.probes import make_probes, parse_kinds, probes_text, write_edu_qa
+    from dukb.solver.closure import compute_closure
+
+    chosen = parse_kinds(kinds)
+    if corrupt_fraction is None and (context is not None or docs_per_entity != 1):
+        raise InputError("--context and --docs-per-entity apply only with --corrupt FRACTION")
+    if (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output is None:
+        raise InputError("give an output folder with -o when using --corrupt or --format edu")
+    if output is not None and (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output.is_file():
+        raise InputError("-o must be a folder (not an existing file) with --corrupt or --format edu", output)
+    k = load_kb(kb)
+    closure = compute_closure(k, rules).atoms
+    written: list[str] = []
+    if fmt == ProbeFormat.edu:
+        written += [str(p) for p in write_edu_qa(k, output, closure)]
+    else:
+        text = probes_text(make_probes(k, chosen, seed, closure=closure), fmt.value)
+        if corrupt_fraction is not None:
+            target = output / f"probes.{fmt.value}"
+        else:
+            target = output
+        from dukb.cli.render import emit
+
+        emit(text, target)
+        if target is not None:
+            written.append(str(target))
+    if corrupt_fraction is not None:
+        from dukb.kb.corrupt import corrupt, save_corruption
+
+        res = corrupt(k, corrupt_fraction, seed, 5 if context is None else context, closure=closure,
+                      docs_per_entity=docs_per_entity)
+        paths = save_corruption(res, output)
+        written += [str(p) for p in paths.values()]
+        typer.echo(f"corrupted {len(res.facts)} facts of {len({c.subject for c in res.facts})} people; "
+                   f"{len(res.documents)} documents", err=True)
+    if written:
+        typer.echo("wrote " + ", ".join(written), err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `probes` command to the app (its help lists every probe kind)."""
+    import inspect
+
+    paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(probes.__doc__ or "").split("\n\n")]
+    app.command("probes", help="\n\n".join(paragraphs) + "\n\nKinds:\n\n" + _kinds_help())(probes)

@@ -1,0 +1,81 @@
+"""Shared test fixtures: where the EDU-RELAT benchmark lies (with a clean skip when it is absent) and a builder of
+small validated KBs.
+
+EDU-RELAT (Wu et al. 2025) is read in place from ``../shared/edu-relat`` relative to the repository root; it is
+never copied into the repository. Tests that need it ask for the ``edu_relat_dir`` fixture (or call
+:func:`require_edu_relat`) and are skipped when it is missing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dukb.kb import KB, BioFact, Fact, Person, check_kb
+
+#: The repository root (the folder holding pyproject.toml).
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Where the EDU-RELAT benchmark is expected: ../shared/edu-relat relative to the repository root.
+EDU_RELAT_DIR = REPO_ROOT.parent / "shared" / "edu-relat"
+
+
+def edu_relat_available(path: Path = EDU_RELAT_DIR) -> bool:
+    """True when ``path`` holds an EDU-RELAT KB directory (people.csv and relationships.csv)."""
+    return (path / "people.csv").is_file() and (path / "relationships.csv").is_file()
+
+
+def require_edu_relat(path: Path = EDU_RELAT_DIR) -> Path:
+    """Return the EDU-RELAT directory, or skip the calling test (pytest.skip) when it is absent."""
+    if not edu_relat_available(path):
+        pytest.skip(f"EDU-RELAT benchmark not found at {path}")
+    return path
+
+
+def edu_relat_targets(path: Path = EDU_RELAT_DIR) -> list[int]:
+    """The 55 target fact_ids of targets.txt (comments and blank lines skipped); skips the test if absent."""
+    file = require_edu_relat(path) / "targets.txt"
+    if not file.is_file():
+        pytest.skip(f"{file} not found")
+    return [int(ln) for ln in file.read_text(encoding="utf-8").split("\n")
+            if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def build_kb(genders: dict[str, str], facts, biographies=(), validate: bool = True) -> KB:
+    """Build a small in-memory KB (for tests).
+
+    Args:
+        genders: person name -> "male" | "female", in the order people should have.
+        facts: either a list of ``(subject, relation, object)`` triples (fact_ids 0, 1, ... in order) or a dict
+            fact_id -> triple (file order = the dict's order).
+        biographies: ``(subject, attribute, value)`` triples, fact_ids 0, 1, ...
+        validate: run :func:`dukb.kb.check_kb` (raises KBError on a malformed KB).
+
+    Returns:
+        The :class:`dukb.kb.KB`.
+    """
+    items = facts.items() if isinstance(facts, dict) else enumerate(facts)
+    kb = KB({n: Person(n, g) for n, g in genders.items()},
+            [Fact(i, s, r, o) for i, (s, r, o) in items],
+            [BioFact(i, s, a, v) for i, (s, a, v) in enumerate(biographies)])
+    if validate:
+        check_kb(kb)
+    return kb
+
+
+@pytest.fixture(scope="session")
+def edu_relat_dir() -> Path:
+    """The EDU-RELAT directory; the test is skipped when it is absent."""
+    return require_edu_relat()
+
+
+@pytest.fixture(scope="session")
+def kb_builder():
+    """:func:`build_kb`, as a fixture (session scope, so it is usable inside hypothesis tests)."""
+    return build_kb
+
+
+@pytest.fixture(scope="session")
+def edu_relat_target_ids(edu_relat_dir) -> list[int]:
+    """The 55 target fact_ids of EDU-RELAT's targets.txt, in order; skipped when absent."""
+    return edu_relat_targets(edu_relat_dir)
