@@ -1,0 +1,747 @@
+"""Synthetic family KBs in the manner of EDU-RELAT: a family network, names, biographies and an observed subset.
+
+Wu et al. 2025 ("Evaluating Deep Unlearning in Large Language Models", Appendix B "Eval-DU" and Appendix F) build
+EDU-RELAT like this, and :func:`generate` follows it:
+
+- *Family network*: grown recursively from a founder (in generation ``root_generation``). Each person taken from
+  the queue (oldest generation first) gets, with set probabilities, parents (if they have none and are not in the
+  oldest generation; the parents' other children, x's siblings, come with them), a spouse (if they have none) and
+  children (if the couple's children are not decided yet and they are not in the youngest generation). The
+  network spans ``generations`` generations (4). The number of children of a couple is drawn from a geometric
+  distribution truncated at 4 (support 1..4). When the queue runs dry before ``n_people`` people exist, a new
+  founder starts a new family; the last expansion is cut short so that exactly ``n_people`` people exist.
+- *Names*: first names by gender from ``dukb/data/names_{male,female}.txt``; the surname is the father's where
+  the father exists, else drawn from ``surnames.txt``; a wife takes her husband's surname with a small
+  probability. Full names are unique within a KB (a first name colliding with an existing full name is redrawn,
+  then a middle name is added).
+- *Biographies*: every person but a founder is created next to one existing person (as a parent, sibling, spouse
+  or child) and born relative to them, so every constraint holds by construction: a child's birth year is the
+  mother's plus a truncated Gaussian age in [18, 42] (the truncation also keeps the father at least 18); a wife's
+  birth year minus her husband's is a truncated Gaussian gap in [-6, 10] (mean 2). Each draw's mean is pulled a
+  little (``cohort_pull``) toward the year that would put the person on their generation's mean birth year
+  (``founder_year_mean + generation * generation_years``), which keeps generations apart as in EDU-RELAT (birth
+  years 1890-2000, about 27 years a generation). Birthplace: a parent's (each parent equally likely) with
+  probability ``p_parent_birthplace``, else a state drawn by its 2020 US population (``us_states.csv``). Job: drawn
+  uniformly from the jobs of the person's birth decade (``jobs_by_decade.csv``, the paper's 55 jobs, 1900-2020).
+- *Relationship facts*: the true relations of the network, all 11 kinds, read "o is s's r" (:mod:`dukb.kb.schema`).
+  Uncles and aunts are a parent's siblings and siblings share both parents, as in EDU-RELAT, whose closure is
+  exactly this set; everyone has a single spouse and every child has both parents (married to each other) or
+  none, so the 48 family rules are sound on the network. Only a fraction ``observed`` of the true facts goes into
+  K, chosen per relation with the weights of :data:`EDU_RELAT_OBSERVE_WEIGHTS` (EDU-RELAT keeps every father,
+  mother, husband and wife fact, about 3/4 of child and sibling facts and 1/4 of aunt/uncle/niece/nephew facts),
+  so that the closure of K adds facts (EDU-RELAT: 400 in K, 562 in the closure).
+
+Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments give the same KB, byte for byte.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
+
+from dukb import InputError
+from dukb.kb.model import KB, BioFact, Fact, Person, Triple
+from dukb.kb.schema import RELATIONS
+
+#: Bumped whenever the output for given arguments changes (names the cache of :func:`default_generated_kb_dir`).
+GENERATOR_VERSION = 1
+
+#: The arguments of the built-in default generated KB (:func:`default_generated_kb_dir`).
+DEFAULT_PEOPLE = 100
+DEFAULT_SEED = 0
+
+#: EDU-RELAT's share of the true relationship facts that K holds: 400 of the 562 facts of its closure.
+EDU_RELAT_OBSERVED = 400 / 562
+
+#: Relative chance of each relation's true facts to be observed in K, measured on EDU-RELAT (K / closure per
+#: relation: father, mother, husband, wife 1.0; child 100/130; brother 42/61, sister 28/41; aunt, uncle, niece and
+#: nephew 32/132 together). With ``observed`` = :data:`EDU_RELAT_OBSERVED` the probabilities are these weights.
+EDU_RELAT_OBSERVE_WEIGHTS: dict[str, float] = {
+    "father": 1.0, "mother": 1.0, "husband": 1.0, "wife": 1.0, "child": 0.77, "brother": 0.69, "sister": 0.69,
+    "aunt": 0.24, "uncle": 0.24, "nephew": 0.24, "niece": 0.24,
+}
+
+MALE, FEMALE = 0, 1
+_GENDER = ("male", "female")
+_JOB_DECADES = (1900, 2020)
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Probabilities and distributions of the generator (defaults reproduce EDU-RELAT's statistics at 100 people).
+
+    Attributes:
+        p_parents: chance that a person (not in generation 0) without parents gets parents.
+        p_spouse: chance that a person without a spouse gets one (a new person of the other gender, same generation).
+        p_children: chance that a couple (not in the youngest generation) has children.
+        children_geometric_p: success probability of the geometric number of children (support 1..max_children).
+        max_children: truncation of the geometric distribution (the paper's 4).
+        root_generation: generation of each founder that starts a family (0 = oldest).
+        p_wife_takes_surname: chance that a wife takes her husband's surname.
+        p_parent_birthplace: chance that a child is born in a parent's birth state.
+        founder_year_mean, founder_year_sd: birth year (years AD) of a founder of generation 0 (Gaussian); a
+            founder of generation g is born ``g * generation_years`` later.
+        generation_years: years between the mean birth years of two generations.
+        cohort_pull: in [0, 1]; how far each age or gap draw's mean moves from its own mean toward the value that
+            would put the new person on their generation's mean birth year (0: not at all).
+        mother_age_mean, mother_age_sd, mother_age_min, mother_age_max: the mother's age at a birth (years), a
+            Gaussian truncated to [min, max] (min >= 1, so a parent is always born before the child).
+        father_min_age: the father's least age at a birth (years, >= 1); raises the lower truncation bound.
+        spouse_gap_mean, spouse_gap_sd, spouse_gap_min, spouse_gap_max: the wife's birth year minus the husband's
+            (years), a truncated Gaussian.
+        observe_weights: relation -> relative chance of its true facts to be observed in K (see
+            :data:`EDU_RELAT_OBSERVE_WEIGHTS`).
+
+    Raises:
+        InputError: a probability outside [0, 1], a non-positive spread, an empty range, an unknown relation.
+
+    Source: Wu et al. 2025, Appendix B (Eval-DU construction); defaults measured on EDU-RELAT (Appendix F).
+    """
+
+    p_parents: float = 0.8
+    p_spouse: float = 0.7
+    p_children: float = 0.9
+    children_geometric_p: float = 0.4
+    max_children: int = 4
+    root_generation: int = 2
+    p_wife_takes_surname: float = 0.2
+    p_parent_birthplace: float = 0.9
+    founder_year_mean: float = 1907.0
+    founder_year_sd: float = 5.0
+    generation_years: float = 27.0
+    cohort_pull: float = 0.2
+    mother_age_mean: float = 26.5
+    mother_age_sd: float = 3.5
+    mother_age_min: float = 18.0
+    mother_age_max: float = 42.0
+    father_min_age: float = 18.0
+    spouse_gap_mean: float = 2.0
+    spouse_gap_sd: float = 3.0
+    spouse_gap_min: float = -6.0
+    spouse_gap_max: float = 10.0
+    observe_weights: dict = field(default_factory=lambda: dict(EDU_RELAT_OBSERVE_WEIGHTS))
+
+    def __post_init__(self) -> None:
+        for name in ("p_parents", "p_spouse", "p_children", "p_wife_takes_surname", "p_parent_birthplace",
+                     "cohort_pull"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                raise InputError(f"{name} must be a probability in [0, 1], got {v!r}")
+        if not (0.0 < self.children_geometric_p <= 1.0):
+            raise InputError(f"children_geometric_p must be in (0, 1], got {self.children_geometric_p!r}")
+        if not (isinstance(self.max_children, int) and self.max_children >= 1):
+            raise InputError(f"max_children must be an integer >= 1, got {self.max_children!r}")
+        if not (isinstance(self.root_generation, int) and self.root_generation >= 0):
+            raise InputError(f"root_generation must be an integer >= 0, got {self.root_generation!r}")
+        for name in ("founder_year_sd", "mother_age_sd", "spouse_gap_sd"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not (1 <= self.mother_age_min and math.ceil(self.mother_age_min) <= math.floor(self.mother_age_max)):
+            raise InputError(f"mother_age_min..mother_age_max must hold a whole age >= 1, got "
+                             f"{self.mother_age_min}..{self.mother_age_max}")
+        if not (math.ceil(self.spouse_gap_min) <= math.floor(self.spouse_gap_max)):
+            raise InputError(f"spouse_gap_min..spouse_gap_max holds no whole number of years: "
+                             f"{self.spouse_gap_min}..{self.spouse_gap_max}")
+        if self.father_min_age < 1:
+            raise InputError(f"father_min_age must be at least 1, got {self.father_min_age!r}")
+        # a couple must be able to have a child: the father's age bound must fit the mother's ages and the gaps
+        if self.father_min_age - self.spouse_gap_min > self.mother_age_max or \
+                self.father_min_age - self.mother_age_min > self.spouse_gap_max:
+            raise InputError("father_min_age cannot be met with these mother ages and spouse gaps: need "
+                             "father_min_age - spouse_gap_min <= mother_age_max and "
+                             "father_min_age - mother_age_min <= spouse_gap_max")
+        if self.generation_years <= 0:
+            raise InputError(f"generation_years must be positive, got {self.generation_years!r}")
+        bad = sorted(set(self.observe_weights) - set(RELATIONS))
+        if bad:
+            raise InputError(f"observe_weights: unknown relation {', '.join(bad)} (known: {', '.join(RELATIONS)})")
+        for r, w in self.observe_weights.items():
+            if not (isinstance(w, (int, float)) and w >= 0 and math.isfinite(w)):
+                raise InputError(f"observe_weights[{r!r}] must be a finite number >= 0, got {w!r}")
+
+
+@dataclass
+class FamilyTruth:
+    """The generated family network and its full set of true relationship facts.
+
+    People are numbered 0..n-1 in KB order (``names[i]`` is person i); ``-1`` means "none".
+
+    Attributes:
+        names: full name of each person.
+        gender: 0 male, 1 female, per person (int8 array).
+        generation: 0 (oldest) .. generations-1, per person (int16 array).
+        father, mother, spouse: person index or -1 (int64 arrays). Every child has both parents or none, the
+            parents are each other's spouses, and everyone has at most one spouse.
+        birth_surname: the surname each person was born with (the father's, or drawn for people without father).
+        relations: every true relationship fact ``(subject, relation, object)``, read "object is subject's
+            relation", grouped by relation in :data:`RELATIONS` order.
+        observed: the facts of K, in K's order (fact_id i is ``observed[i]``).
+
+    Source: Wu et al. 2025, Appendix B; the relation semantics are those of EDU-RELAT's closure.
+    """
+
+    names: list[str]
+    gender: np.ndarray
+    generation: np.ndarray
+    father: np.ndarray
+    mother: np.ndarray
+    spouse: np.ndarray
+    birth_surname: list[str]
+    relations: list[Triple]
+    observed: list[Triple]
+    _set: frozenset | None = field(default=None, repr=False)
+
+    @property
+    def triples(self) -> frozenset:
+        """All true relationship facts as a frozenset of ``(subject, relation, object)`` triples."""
+        if self._set is None:
+            self._set = frozenset(self.relations)
+        return self._set
+
+    def __contains__(self, triple: object) -> bool:
+        return tuple(triple) in self.triples  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.relations)
+
+    def counts(self) -> dict[str, int]:
+        """Number of true facts per relation, in :data:`RELATIONS` order."""
+        out = dict.fromkeys(RELATIONS, 0)
+        for _, r, _ in self.relations:
+            out[r] += 1
+        return out
+
+    def observed_counts(self) -> dict[str, int]:
+        """Number of observed (K) facts per relation, in :data:`RELATIONS` order."""
+        out = dict.fromkeys(RELATIONS, 0)
+        for _, r, _ in self.observed:
+            out[r] += 1
+        return out
+
+
+# -- package data -------------------------------------------------------------------------------------------------
+def _data_lines(name: str) -> list[str]:
+    text = resources.files("dukb.data").joinpath(name).read_text(encoding="utf-8")
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _data_csv(name: str, columns: tuple[str, ...]) -> list[dict]:
+    lines = _data_lines(name)
+    rows = list(csv.DictReader(lines))
+    if not rows or any(c not in rows[0] for c in columns):
+        raise InputError(f"package data file {name} lacks columns {', '.join(columns)}")  # pragma: no cover
+    return rows
+
+
+@lru_cache(maxsize=None)
+def first_names(gender: str) -> tuple[str, ...]:
+    """The first-name list of a gender ("male"/"female"), from ``dukb/data/names_<gender>.txt``.
+
+    Source: US Census Bureau 1990 name files (public domain); Wu et al. 2025 Appendix B (names by gender).
+    """
+    return tuple(_data_lines(f"names_{gender}.txt"))
+
+
+@lru_cache(maxsize=None)
+def surnames() -> tuple[str, ...]:
+    """The surname list (``dukb/data/surnames.txt``), used for people without a father in the network."""
+    return tuple(_data_lines("surnames.txt"))
+
+
+@lru_cache(maxsize=None)
+def us_states() -> tuple[tuple[str, ...], np.ndarray]:
+    """The 50 US states and their probabilities (2020 Census population / US total), from ``us_states.csv``.
+
+    Returns:
+        (state names, float64 probabilities summing to 1).
+    """
+    rows = _data_csv("us_states.csv", ("state", "population"))
+    w = np.array([float(r["population"]) for r in rows])
+    return tuple(r["state"] for r in rows), w / w.sum()
+
+
+@lru_cache(maxsize=None)
+def jobs_by_decade() -> dict[int, tuple[str, ...]]:
+    """Decade (1900, 1910, ..., 2020) -> the jobs typical of it, from ``jobs_by_decade.csv``.
+
+    Source: the 55 jobs of Wu et al. 2025, Appendix F ("collected from the job list across years 1900-2020").
+    """
+    out: dict[int, list[str]] = {}
+    for r in _data_csv("jobs_by_decade.csv", ("decade", "job")):
+        out.setdefault(int(r["decade"]), []).append(r["job"])
+    return {d: tuple(v) for d, v in sorted(out.items())}
+
+
+def job_decade(birthyear: int) -> int:
+    """The decade whose job list a person born in ``birthyear`` draws from: the birth decade, clamped to 1900-2020."""
+    return int(min(max(birthyear // 10 * 10, _JOB_DECADES[0]), _JOB_DECADES[1]))
+
+
+def birthplace_value(state: str) -> str:
+    """A birthplace as EDU-RELAT's biographies write it: ``"Ohio"`` -> ``"Ohio state"``."""
+    return f"{state} state"
+
+
+# -- sampling helpers ---------------------------------------------------------------------------------------------
+_STD_NORMAL = NormalDist()
+
+
+def _truncnorm(u: float, mean: float, sd: float, lo: float, hi: float) -> float:
+    """Gaussian(mean, sd) truncated to [lo, hi], by the inverse CDF of the uniform draw u in [0, 1)."""
+    if lo > hi:
+        lo = hi = (lo + hi) / 2
+    a, b = _STD_NORMAL.cdf((lo - mean) / sd), _STD_NORMAL.cdf((hi - mean) / sd)
+    if b - a < 1e-12:  # the window lies far in a tail: take its nearest point to the mean
+        return min(max(mean, lo), hi)
+    p = min(max(a + u * (b - a), 1e-15), 1 - 1e-15)
+    return min(max(mean + sd * _STD_NORMAL.inv_cdf(p), lo), hi)
+
+
+def _draw_years(u: float, mean: float, sd: float, lo: float, hi: float) -> int:
+    """A whole number of years from Gaussian(mean, sd) truncated to [lo, hi]; the lower bound wins a conflict."""
+    x = round(_truncnorm(u, mean, sd, lo, hi))
+    return int(max(min(x, math.floor(hi)), math.ceil(lo)))
+
+
+def _geometric_cdf(p: float, k_max: int) -> np.ndarray:
+    probs = np.array([(1 - p) ** (k - 1) * p for k in range(1, k_max + 1)])
+    return np.cumsum(probs / probs.sum())
+
+
+# -- the network --------------------------------------------------------------------------------------------------
+class _Net:
+    """Growable arrays of the family network (plain lists: appends are O(1))."""
+
+    def __init__(self) -> None:
+        self.gender: list[int] = []
+        self.gen: list[int] = []
+        self.year: list[int] = []
+        self.father: list[int] = []
+        self.mother: list[int] = []
+        self.spouse: list[int] = []
+        self.kids: dict[int, list[int]] = {}  # mother -> children, in order of creation
+        self.decided: set[int] = set()  # mothers whose children are decided
+
+    def add(self, gen: int, gender: int, year: int) -> int:
+        self.gender.append(gender)
+        self.gen.append(gen)
+        self.year.append(year)
+        self.father.append(-1)
+        self.mother.append(-1)
+        self.spouse.append(-1)
+        return len(self.gender) - 1
+
+    def marry(self, a: int, b: int) -> None:
+        self.spouse[a] = b
+        self.spouse[b] = a
+
+    def wife_of(self, a: int) -> int:
+        return a if self.gender[a] == FEMALE else self.spouse[a]
+
+
+def _grow(n: int, generations: int, cfg: GeneratorConfig, rng: np.random.Generator) -> _Net:
+    """Grow the network to exactly n people, with birth years (Wu et al. 2025, Appendix B).
+
+    Every person but a founder is created relative to one existing person, and their birth year is drawn relative
+    to that person's, so every constraint holds by construction: a child is born to a mother aged
+    [mother_age_min, mother_age_max] (a truncated Gaussian) and a father aged at least father_min_age; a wife's
+    birth year minus her husband's lies in [spouse_gap_min, spouse_gap_max] (a truncated Gaussian).
+    """
+    net = _Net()
+    cdf = _geometric_cdf(cfg.children_geometric_p, cfg.max_children)
+    root_gen = min(cfg.root_generation, generations - 1)
+    youngest = generations - 1
+    queue: list[tuple[int, int]] = []  # (generation, person): the oldest generation is expanded first
+
+    def push(*people: int) -> None:
+        for q in people:
+            heapq.heappush(queue, (net.gen[q], q))
+
+    def n_children() -> int:
+        return int(np.searchsorted(cdf, rng.random(), side="right")) + 1
+
+    def cohort(g: int) -> float:  # mean birth year of generation g
+        return cfg.founder_year_mean + g * cfg.generation_years
+
+    def pulled(mean: float, on_cohort: float) -> float:  # a draw's mean, pulled toward the one on the cohort year
+        return (1 - cfg.cohort_pull) * mean + cfg.cohort_pull * on_cohort
+
+    def age_at_birth(mother_year: float, child_gen: int, lo: float) -> int:
+        mean = pulled(cfg.mother_age_mean, cohort(child_gen) - mother_year)
+        return _draw_years(rng.random(), mean, cfg.mother_age_sd, lo, cfg.mother_age_max)
+
+    def gap(mean_wife_year: float, husband_year: float | None, wife_year: float | None,
+            lo: float = cfg.spouse_gap_min) -> int:  # wife's year - husband's; one of the two years is known
+        on_cohort = mean_wife_year - husband_year if husband_year is not None else wife_year - mean_wife_year
+        mean = pulled(cfg.spouse_gap_mean, on_cohort)
+        return _draw_years(rng.random(), mean, cfg.spouse_gap_sd, lo, cfg.spouse_gap_max)
+
+    def add_children(f: int, m: int, k: int, first: int = -1) -> list[int]:
+        kids = [] if first < 0 else [first]
+        my, fy = net.year[m], net.year[f]
+        lo = max(cfg.mother_age_min, fy + cfg.father_min_age - my)
+        for _ in range(k):
+            kids.append(net.add(net.gen[m] + 1, int(rng.integers(2)), my + age_at_birth(my, net.gen[m] + 1, lo)))
+        for c in kids:
+            net.father[c], net.mother[c] = f, m
+        net.kids[m] = kids
+        net.decided.add(m)
+        return kids if first < 0 else kids[1:]
+
+    while len(net.gen) < n:
+        if not queue:
+            year = round(rng.normal(cfg.founder_year_mean + root_gen * cfg.generation_years, cfg.founder_year_sd))
+            push(net.add(root_gen, int(rng.integers(2)), year))
+        x = heapq.heappop(queue)[1]
+        # parents (and with them x's siblings)
+        if net.gen[x] > 0 and net.father[x] < 0 and rng.random() < cfg.p_parents and n - len(net.gen) >= 2:
+            g = net.gen[x] - 1
+            mean = pulled(cfg.mother_age_mean, net.year[x] - cohort(g))
+            age = _draw_years(rng.random(), mean, cfg.mother_age_sd, cfg.mother_age_min, cfg.mother_age_max)
+            my = net.year[x] - age
+            # the father is at least father_min_age at x's birth
+            fy = my - gap(cohort(g), None, my, max(cfg.spouse_gap_min, cfg.father_min_age - age))
+            f, m = net.add(g, MALE, fy), net.add(g, FEMALE, my)
+            net.marry(f, m)
+            k = min(n_children() - 1, n - len(net.gen))
+            sibs = add_children(f, m, k, first=x)
+            push(f, m, *sibs)
+        # spouse
+        if net.spouse[x] < 0 and rng.random() < cfg.p_spouse and len(net.gen) < n:
+            if net.gender[x] == MALE:
+                sy = net.year[x] + gap(cohort(net.gen[x]), net.year[x], None)
+            else:
+                sy = net.year[x] - gap(cohort(net.gen[x]), None, net.year[x])
+            s = net.add(net.gen[x], 1 - net.gender[x], sy)
+            net.marry(x, s)
+            push(s)
+        # children of x's couple
+        if net.spouse[x] >= 0 and net.gen[x] < youngest:
+            m = net.wife_of(x)
+            if m not in net.decided:
+                net.decided.add(m)
+                if rng.random() < cfg.p_children:
+                    k = min(n_children(), n - len(net.gen))
+                    if k > 0:
+                        push(*add_children(net.spouse[m], m, k))
+    return net
+
+
+def _true_relations(net: _Net, names: list[str]) -> list[Triple]:
+    """Every true relationship fact of the network, grouped by relation in RELATIONS order."""
+    g = net.gender
+    by: dict[str, list[Triple]] = {r: [] for r in RELATIONS}
+    sibs: dict[int, list[int]] = {}
+    for m, kids in net.kids.items():
+        for c in kids:
+            sibs[c] = kids
+    for c in range(len(g)):
+        f, m = net.father[c], net.mother[c]
+        if f < 0:
+            continue
+        nc = names[c]
+        by["child"].append((names[f], "child", nc))
+        by["child"].append((names[m], "child", nc))
+        by["father"].append((nc, "father", names[f]))
+        by["mother"].append((nc, "mother", names[m]))
+        for b in sibs[c]:
+            if b != c:
+                by["brother" if g[b] == MALE else "sister"].append((nc, "brother" if g[b] == MALE else "sister",
+                                                                    names[b]))
+        for p in (f, m):
+            for s in sibs.get(p, ()):
+                if s == p:
+                    continue
+                rel = "uncle" if g[s] == MALE else "aunt"
+                by[rel].append((nc, rel, names[s]))
+                inv = "nephew" if g[c] == MALE else "niece"
+                by[inv].append((names[s], inv, nc))
+    for a in range(len(g)):
+        b = net.spouse[a]
+        if b >= 0:
+            rel = "husband" if g[b] == MALE else "wife"
+            by[rel].append((names[a], rel, names[b]))
+    return [t for r in RELATIONS for t in by[r]]
+
+
+def observation_probabilities(counts: dict[str, int], observed: float, weights: dict[str, float]) -> dict[str, float]:
+    """Per-relation observation probabilities ``min(1, c * weight)`` whose expected total is ``observed`` of all.
+
+    Args:
+        counts: relation -> number of true facts.
+        observed: wanted share of true facts in K, in [0, 1].
+        weights: relation -> relative weight >= 0 (missing relations weigh 0).
+
+    Returns:
+        relation -> probability in [0, 1]. If the wanted share cannot be reached (relations of weight 0), every
+        relation of positive weight gets probability 1.
+
+    Source: dukb's reading of EDU-RELAT (per-relation shares of K in its closure); Wu et al. 2025, Appendix F.
+    """
+    total = sum(counts.values())
+    want = observed * total
+    w = {r: float(weights.get(r, 0.0)) for r in counts}
+
+    def expected(c: float) -> float:
+        return sum(n * min(1.0, c * w[r]) for r, n in counts.items())
+
+    if total == 0 or want <= 0:
+        return {r: 0.0 for r in counts}
+    if want >= sum(n for r, n in counts.items() if w[r] > 0):
+        return {r: (1.0 if w[r] > 0 else 0.0) for r in counts}
+    lo, hi = 0.0, 1.0
+    while expected(hi) < want:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if expected(mid) < want:
+            lo = mid
+        else:
+            hi = mid
+    return {r: min(1.0, hi * w[r]) for r in counts}
+
+
+def _observe(relations: list[Triple], observed: float, weights: dict[str, float],
+             rng: np.random.Generator) -> list[Triple]:
+    """Choose round(observed * |relations|) facts, per relation in proportion to the observation probabilities,
+    uniformly within a relation; return them in a random order (K's file order)."""
+    groups: dict[str, list[int]] = {r: [] for r in RELATIONS}
+    for i, (_, r, _) in enumerate(relations):
+        groups[r].append(i)
+    counts = {r: len(v) for r, v in groups.items()}
+    probs = observation_probabilities(counts, observed, weights)
+    target = min(int(round(observed * len(relations))), sum(n for r, n in counts.items() if probs[r] > 0))
+    exact = {r: counts[r] * probs[r] for r in RELATIONS}
+    take = {r: min(counts[r], int(math.floor(exact[r]))) for r in RELATIONS}
+    short = target - sum(take.values())
+    # largest remainder first; ties in RELATIONS order
+    order = sorted(RELATIONS, key=lambda r: (-(exact[r] - math.floor(exact[r])), RELATIONS.index(r)))
+    while short > 0:
+        moved = False
+        for r in order:
+            if short > 0 and take[r] < counts[r] and probs[r] > 0:
+                take[r] += 1
+                short -= 1
+                moved = True
+        if not moved:
+            break
+    chosen: list[int] = []
+    for r in RELATIONS:
+        if take[r]:
+            idx = np.asarray(groups[r])
+            chosen.extend(idx[rng.choice(len(idx), size=take[r], replace=False)].tolist())
+    perm = rng.permutation(len(chosen))
+    return [relations[chosen[i]] for i in perm]
+
+
+def _unique_name(first: tuple[str, ...], surname: str, taken: set[str], rng: np.random.Generator) -> str:
+    for _ in range(32):
+        name = f"{first[int(rng.integers(len(first)))]} {surname}"
+        if name not in taken:
+            return name
+    for _ in range(256):  # a middle name
+        a, b = rng.integers(len(first), size=2)
+        name = f"{first[int(a)]} {first[int(b)]} {surname}"
+        if name not in taken:
+            return name
+    k = 2  # pragma: no cover - needs ~10^6 people of one surname
+    base = f"{first[int(rng.integers(len(first)))]} {first[int(rng.integers(len(first)))]}"
+    while f"{base} {k} {surname}" in taken:
+        k += 1
+    return f"{base} {k} {surname}"
+
+
+def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generations: int = 4,
+             observed: float = EDU_RELAT_OBSERVED, config: GeneratorConfig | None = None) -> tuple[KB, FamilyTruth]:
+    """Generate a synthetic family KB and its true network (Wu et al. 2025, Appendix B).
+
+    Args:
+        n_people: number of people (exactly), >= 1.
+        seed: random seed (any integer >= 0); the same arguments give the same KB.
+        generations: number of generations (>= 1); generation 0 is the oldest.
+        observed: share of the true relationship facts put in K, in [0, 1] (default EDU-RELAT's 400/562): K holds
+            round(observed * number of true facts) of them (fewer only if relations of observe weight 0 make
+            that impossible), chosen per relation by :func:`observation_probabilities`.
+        config: the generator's probabilities and distributions (default :class:`GeneratorConfig`).
+
+    Returns:
+        ``(kb, truth)``: the KB (people with birthyear, birthplace state, job, generation; the observed
+        relationship facts with fact_ids 0.. in a random order; 3 biography facts per person, fact_ids 0.. in
+        people order: birthyear, birthplace written "<State> state", job), and the :class:`FamilyTruth`.
+
+    Raises:
+        InputError: n_people < 1, generations < 1, observed outside [0, 1], negative seed, bad config.
+
+    Source: Wu et al. 2025, "Evaluating Deep Unlearning in Large Language Models", Appendix B and F.
+    """
+    if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or n_people < 1:
+        raise InputError(f"the number of people must be an integer >= 1, got {n_people!r}")
+    if isinstance(generations, bool) or not isinstance(generations, (int, np.integer)) or generations < 1:
+        raise InputError(f"the number of generations must be an integer >= 1, got {generations!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"the seed must be an integer >= 0, got {seed!r}")
+    if not (isinstance(observed, (int, float)) and 0.0 <= observed <= 1.0):
+        raise InputError(f"the observed share must be in [0, 1], got {observed!r}")
+    cfg = config or GeneratorConfig()
+    n_people, generations, seed = int(n_people), int(generations), int(seed)
+    rng = np.random.default_rng(seed)
+
+    net = _grow(n_people, generations, cfg, rng)
+    n = len(net.gen)
+    gender = np.asarray(net.gender, dtype=np.int8)
+    gen = np.asarray(net.gen, dtype=np.int16)
+    father = np.asarray(net.father, dtype=np.int64)
+    mother = np.asarray(net.mother, dtype=np.int64)
+    spouse = np.asarray(net.spouse, dtype=np.int64)
+    year = np.asarray(net.year, dtype=np.int64)
+
+    # -- birthplaces ---------------------------------------------------------------------------------------------
+    states, weights = us_states()
+    place = np.full(n, -1, dtype=np.int64)
+    for g in range(generations):
+        members = np.flatnonzero(gen == g)
+        inherit = (father[members] >= 0) & (rng.random(len(members)) < cfg.p_parent_birthplace)
+        which = np.where(rng.random(len(members)) < 0.5, father[members], mother[members])
+        drawn = rng.choice(len(states), size=len(members), p=weights)
+        place[members] = np.where(inherit, place[np.maximum(which, 0)], drawn)
+
+    # -- jobs ----------------------------------------------------------------------------------------------------
+    table = jobs_by_decade()
+    u = rng.random(n)
+    jobs = []
+    for i in range(n):
+        lst = table[job_decade(int(year[i]))]
+        jobs.append(lst[min(int(u[i] * len(lst)), len(lst) - 1)])
+
+    # -- names ---------------------------------------------------------------------------------------------------
+    sn = surnames()
+    birth_sn: list[str] = [""] * n
+    for i in np.argsort(gen, kind="stable"):
+        birth_sn[i] = birth_sn[father[i]] if father[i] >= 0 else sn[int(rng.integers(len(sn)))]
+    final_sn = list(birth_sn)
+    wives = np.flatnonzero((gender == FEMALE) & (spouse >= 0))
+    takes = rng.random(len(wives)) < cfg.p_wife_takes_surname
+    for w in wives[takes]:
+        final_sn[w] = birth_sn[spouse[w]]
+    lists = (first_names("male"), first_names("female"))
+    taken: set[str] = set()
+    names: list[str] = []
+    for i in range(n):
+        name = _unique_name(lists[gender[i]], final_sn[i], taken, rng)
+        taken.add(name)
+        names.append(name)
+
+    # -- facts ---------------------------------------------------------------------------------------------------
+    relations = _true_relations(net, names)
+    obs = _observe(relations, float(observed), cfg.observe_weights, rng)
+    people = {names[i]: Person(names[i], _GENDER[gender[i]], int(year[i]), states[place[i]], jobs[i], int(gen[i]))
+              for i in range(n)}
+    rels = [Fact(i, s, r, o) for i, (s, r, o) in enumerate(obs)]
+    bios: list[BioFact] = []
+    for i in range(n):
+        k = 3 * i
+        bios.append(BioFact(k, names[i], "birthyear", str(int(year[i]))))
+        bios.append(BioFact(k + 1, names[i], "birthplace", birthplace_value(states[place[i]])))
+        bios.append(BioFact(k + 2, names[i], "job", jobs[i]))
+    kb = KB(people, rels, bios)
+    truth = FamilyTruth(names, gender, gen, father, mother, spouse, birth_sn, relations, obs)
+    return kb, truth
+
+
+def write_truth(truth: FamilyTruth, path: str | Path) -> Path:
+    """Write every true relationship fact as CSV ``subject,relation,object,observed`` (observed 1 if in K, else 0).
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    seen = set(truth.observed)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["subject", "relation", "object", "observed"])
+        for t in truth.relations:
+            w.writerow([*t, int(t in seen)])
+    return path
+
+
+# -- the built-in default generated KB ----------------------------------------------------------------------------
+def _cache_root() -> Path:
+    env = os.environ.get("DUKB_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "dukb"
+
+
+def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
+    """The built-in default generated KB: ``generate(DEFAULT_PEOPLE, DEFAULT_SEED)`` written as a KB directory.
+
+    The directory is ``<cache>/generated-p100-s0-v<GENERATOR_VERSION>``, where ``<cache>`` is ``cache_dir``, else
+    ``$DUKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/dukb``, else ``~/.cache/dukb``. It is written on first use
+    (atomically: into a temporary sibling, then renamed) and reused afterwards; it also holds ``truth.csv``
+    (:func:`write_truth`). Use it wherever dukb needs an EDU-RELAT-like KB that ships with the package.
+
+    Args:
+        cache_dir: folder to keep it in (created if needed).
+
+    Returns:
+        The KB directory (loadable with :func:`dukb.kb.load_kb`).
+
+    Raises:
+        InputError: the cache folder cannot be written.
+    """
+    from dukb.kb.io import save_kb
+
+    root = Path(cache_dir) if cache_dir is not None else _cache_root()
+    target = root / f"generated-p{DEFAULT_PEOPLE}-s{DEFAULT_SEED}-v{GENERATOR_VERSION}"
+    if (target / "people.csv").is_file() and (target / "relationships.csv").is_file() \
+            and (target / "biographies.csv").is_file():
+        return target
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".generating-", dir=root))
+    except OSError as e:
+        raise InputError(f"cannot write the generated KB cache: {e.strerror}", root) from None
+    try:
+        kb, truth = generate(DEFAULT_PEOPLE, DEFAULT_SEED)
+        save_kb(kb, tmp)
+        write_truth(truth, tmp / "truth.csv")
+        try:
+            os.replace(tmp, target)
+        except OSError as e:
+            if not (target / "people.csv").is_file():  # not another process having won the race
+                raise InputError(f"cannot write the generated KB cache: {e.strerror}", target) from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
+    """Load the built-in default generated KB (see :func:`default_generated_kb_dir`).
+
+    Returns:
+        The validated :class:`KB` (100 people, seed 0).
+    """
+    from dukb.kb.io import load_kb
+
+    return load_kb(default_generated_kb_dir(cache_dir))
+
+
+__all__ = [
+    "DEFAULT_PEOPLE", "DEFAULT_SEED", "EDU_RELAT_OBSERVED", "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth",
+    "GENERATOR_VERSION", "GeneratorConfig", "birthplace_value", "default_generated_kb", "default_generated_kb_dir",
+    "first_names", "generate", "job_decade", "jobs_by_decade", "observation_probabilities", "surnames",
+    "us_states", "write_truth",
+]
