@@ -61,14 +61,23 @@ def fail(message: str) -> "typer.Exit":
     return typer.Exit(2)
 
 
+def _click_exceptions():
+    """The click exception classes typer raises: typer >= 0.29 vendors click as typer._click."""
+    try:
+        from typer._click import exceptions as ex
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        from click import exceptions as ex
+    return ex
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dukb`` console script.
 
     Returns:
-        The exit code: 0 on success, 2 on bad input (one-line message, no traceback), 130 on Ctrl-C.
+        The exit code: 0 on success, 2 on bad input or usage (one line ``dukb: error: ...``, no traceback),
+        130 on Ctrl-C.
     """
-    import click
-
+    ex = _click_exceptions()
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="dukb", standalone_mode=False)
@@ -76,15 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     except DukbError as e:
         typer.echo(f"dukb: error: {e}", err=True)
         return 2
-    except click.exceptions.Exit as e:
+    except (typer.Exit,) as e:
         return e.exit_code
-    except click.exceptions.Abort:
-        typer.echo("dukb: interrupted", err=True)
-        return 130
-    except click.ClickException as e:
-        e.show()
+    except getattr(ex, "NoArgsIsHelpError", ()) as e:
+        typer.echo(e.ctx.get_help() if e.ctx is not None else str(e))
+        return 0
+    except ex.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx is not None else "dukb"
+        typer.echo(f"dukb: error: {e.format_message()} (see '{cmd} --help')", err=True)
         return 2
-    except KeyboardInterrupt:
+    except ex.ClickException as e:
+        typer.echo(f"dukb: error: {e.format_message()}", err=True)
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("dukb: interrupted", err=True)
         return 130
     except BrokenPipeError:

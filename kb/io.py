@@ -109,8 +109,9 @@ def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem]) ->
         return None
     rows = []
     try:
+        prev = reader.line_num
         for fields in reader:
-            line = reader.line_num
+            line, prev = prev + 1, reader.line_num  # a record's first line, even if a quoted field spans lines
             if not fields or all(not f.strip() for f in fields):
                 continue  # blank line
             if len(fields) != len(header):
@@ -160,6 +161,7 @@ def load_kb(directory: str | Path) -> KB:
         raise KBError(problems)
 
     people: dict[str, Person] = {}
+    excused: set[str] = set()  # people with a reported problem: their facts are not reported again
     ppath = str(root / PEOPLE)
     for line, row in p_rows:
         name, gender = row["name"], row["gender"].lower()
@@ -172,6 +174,7 @@ def load_kb(directory: str | Path) -> KB:
             continue
         if gender not in GENDERS:
             problems.append(Problem(ppath, line, f"gender of {name!r} is {row['gender']!r}, not male/female"))
+            excused.add(name)
             continue
         extra = {}
         for col in ("birthyear", "generation"):
@@ -186,8 +189,8 @@ def load_kb(directory: str | Path) -> KB:
 
     rels = [(line, row) for line, row in r_rows]
     bios = [(line, row) for line, row in b_rows]
-    relationships = _check_relationships(people, rels, str(root / RELATIONSHIPS), problems)
-    biographies = _check_biographies(people, bios, str(bio_path), problems)
+    relationships = _check_relationships(people, rels, str(root / RELATIONSHIPS), problems, excused)
+    biographies = _check_biographies(people, bios, str(bio_path), problems, excused)
     if problems:
         raise KBError(problems)
     return KB(people, relationships, biographies, source=root)
@@ -209,7 +212,7 @@ def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems:
     return fid
 
 
-def _check_relationships(people, rows, path, problems) -> list[Fact]:
+def _check_relationships(people, rows, path, problems, excused=frozenset()) -> list[Fact]:
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
@@ -222,7 +225,8 @@ def _check_relationships(people, rows, path, problems) -> list[Fact]:
             ok = False
         for who in (s, o):
             if who not in people:
-                problems.append(Problem(path, line, f"person {who!r} is not in people.csv"))
+                if who not in excused:
+                    problems.append(Problem(path, line, f"person {who!r} is not in people.csv"))
                 ok = False
         if not ok:
             continue
@@ -243,7 +247,7 @@ def _check_relationships(people, rows, path, problems) -> list[Fact]:
     return out
 
 
-def _check_biographies(people, rows, path, problems) -> list[BioFact]:
+def _check_biographies(people, rows, path, problems, excused=frozenset()) -> list[BioFact]:
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
@@ -255,7 +259,8 @@ def _check_biographies(people, rows, path, problems) -> list[BioFact]:
             problems.append(Problem(path, line, f"unknown attribute {a!r} (known: {', '.join(ATTRIBUTES)})"))
             ok = False
         if s not in people:
-            problems.append(Problem(path, line, f"person {s!r} is not in people.csv"))
+            if s not in excused:
+                problems.append(Problem(path, line, f"person {s!r} is not in people.csv"))
             ok = False
         if not v:
             problems.append(Problem(path, line, "empty value"))

@@ -131,7 +131,9 @@ def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: 
     lines += [f"target({t})." for t in cone.target_local]
     lines.append("{del(A)} :- kb(A). h(A) :- kb(A), not del(A). h(H) :- inst(I,H), h(B) : body(I,B)."
                  " :- target(T), h(T). #heuristic del(A) : kb(A). [1,false] #show del/1.")
-    ctl = clingo.Control(["--heuristic=Domain", "--enum-mode=domRec", "--warn=none", "0"])
+    # logger: clingo says "domRec ignored: No domain atoms found." for a target no rule derives (one set: itself)
+    ctl = clingo.Control(["--heuristic=Domain", "--enum-mode=domRec", "--warn=none", "0"],
+                         logger=lambda _code, _msg: None)
     ctl.add("base", [], "\n".join(lines))
     ctl.ground([("base", [])])
     sets: list[frozenset[int]] = []

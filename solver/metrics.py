@@ -26,7 +26,8 @@ class RecallResult:
     Attributes:
         recall: Eq. 1.
         accuracy_relationships: Eq. 2.
-        accuracy_biographies: share of biography facts still known (None when the KB has none).
+        accuracy_biographies: share of biography facts still known (None when the KB has none or they were not
+            probed).
         accuracy_all: the weighted accuracy over K \\ U_A,*.
         best_set: U_A,* as sorted relationship fact_ids.
         sets_used: "exact" or "random" (or "minimum").
@@ -51,7 +52,7 @@ class RecallResult:
         return asdict(self)
 
 
-def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=(), sets_used: str = "exact",
+def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: str = "exact",
                     target_fact_ids=()) -> RecallResult:
     """Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
 
@@ -59,7 +60,8 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=(), sets_used: st
         kb: the KB (N_rel, N_bio).
         sets: M, an iterable of collections of relationship fact_ids (non-empty).
         forgotten_rel: U_A, relationship fact_ids the model no longer knows.
-        forgotten_bio: biography fact_ids the model no longer knows.
+        forgotten_bio: biography fact_ids the model no longer knows; None when biographies were not probed (then
+            accuracy_biographies is None and accuracy_all covers relationships only).
         sets_used: label recorded in the result ("exact" | "random" | "minimum").
         target_fact_ids: the targets that are KB facts, to report ``target_forgotten``.
 
@@ -90,10 +92,12 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=(), sets_used: st
     ties = sum(1 for x in scored if x[2] == best[2])
     _, best_set, rec, acc_rel = best
     acc_bio = None
-    if n_bio:
+    if n_bio and forgotten_bio is not None:
         acc_bio = (n_bio - len(set(forgotten_bio))) / n_bio
+    else:
+        n_bio = 0
     kept_rel = n_rel - len(best_set)
-    denom = (n_bio if acc_bio is not None else 0) + kept_rel
+    denom = n_bio + kept_rel
     acc_all = 1.0 if denom == 0 else ((acc_bio or 0.0) * n_bio + acc_rel * kept_rel) / denom
     tf = None
     if target_fact_ids:
@@ -131,5 +135,5 @@ def target_recall(closure, targets, retained, method: str = "exact", *, max_sets
         rnd = minimal_sets(closure, targets, "random", n_seeds=n_seeds, seed=seed)
         sets, used = sorted(set(res.sets) | set(rnd.sets), key=lambda s: (len(s), s)), "random"
     kb_targets = [closure.fact_ids[t] for t in targets if closure.is_kb(t)]
-    return recall_accuracy(closure.kb, sets, retained.forgotten_relationships, retained.forgotten_biographies,
-                           used, kb_targets)
+    bio = None if retained.biographies is None else retained.forgotten_biographies
+    return recall_accuracy(closure.kb, sets, retained.forgotten_relationships, bio, used, kb_targets)

@@ -126,6 +126,9 @@ def _load_rules_cached(name: str, path_s: str, _mtime: int) -> RuleSet:
     for st in stmts:
         line = st.location.begin.line
         kind = st.ast_type
+        if st.location.begin.filename != "<string>":
+            raise RulesError("#include is not allowed in a rule file: put every rule in the file itself", path,
+                             _include_line(text))
         if kind == ast.ASTType.Program and st.name == "base" and not st.parameters:
             continue
         if kind.name == "Comment":
@@ -147,6 +150,28 @@ def _load_rules_cached(name: str, path_s: str, _mtime: int) -> RuleSet:
     except RuntimeError:
         raise RulesError(_clingo_message(messages, path) or "clingo could not ground the rules", path) from None
     return RuleSet(name, path, tuple(rules), program)
+
+
+def _include_line(text: str) -> int | None:
+    for n, raw in enumerate(text.splitlines(), 1):
+        if raw.split("%", 1)[0].strip().startswith("#include"):
+            return n
+    return None
+
+
+def _external_call(node) -> bool:
+    """True when an AST node contains an external function call ``@f(...)`` (Python/Lua code in the grounder)."""
+    from clingo import ast
+
+    if node.ast_type == ast.ASTType.Function and getattr(node, "external", 0):
+        return True
+    for key in node.child_keys:
+        child = getattr(node, key)
+        children = child if isinstance(child, (list, tuple, ast.ASTSequence)) else [child]
+        for c in children:
+            if isinstance(c, ast.AST) and _external_call(c):
+                return True
+    return False
 
 
 def _kind_name(kind) -> str:
@@ -184,6 +209,8 @@ def _check_rule(st, index: int, path: Path, line: int) -> Rule:
     _check_relation(hsym, path, line)
     if not st.body:
         raise RulesError(f"{st} is a fact; facts belong in the KB, not in a rule file", path, line)
+    if _external_call(st):
+        raise RulesError("external function calls (@f(...)) are not allowed in rules", path, line)
     body_holds: list[str] = []
     for lit in st.body:
         if lit.ast_type != ast.ASTType.Literal:

@@ -275,9 +275,6 @@ def test_missing_directory(tmp_path):
         load_kb(tmp_path / "afile")
 
 
-@pytest.mark.xfail(strict=True, reason="kb/io.py load_kb: a person whose gender is invalid is left out of the people "
-                                       "table, so each of their facts adds a misleading \"person ... is not in "
-                                       "people.csv\" problem although the person is in people.csv")
 def test_bad_gender_is_one_problem(make_kb):
     root = make_kb({P: replace_line(PEOPLE, 4, "Dora Berg,woman,1955,Texas,Nurse,1")})  # Dora is in 3 facts
     with pytest.raises(KBError) as info:
