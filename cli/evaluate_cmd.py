@@ -1,0 +1,95 @@
+"""`dukb evaluate` and `dukb report`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb import InputError
+from dukb.cli.symbolic import RULES_HELP, read_targets_file
+
+
+def parse_grids(values: list[str] | None) -> dict[str, list]:
+    """Parse repeated ``--grid METHOD=v1,v2`` options.
+
+    Raises:
+        InputError: malformed option or unknown method.
+    """
+    from dukb.neural.methods import get_method, parse_grid
+
+    out: dict[str, list] = {}
+    for v in values or []:
+        if "=" not in v:
+            raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
+        name, vals = v.split("=", 1)
+        m = get_method(name.strip())
+        out[m.name] = parse_grid(vals, integer=m.param == "steps")
+    return out
+
+
+def evaluate(
+    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
+                                     "generated KB (100 people, seed 0)."),
+    model: str = typer.Option("tiny", "--model", help="Model to finetune: 'tiny' (built-in default), hub id or "
+                              "directory."),
+    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory."),
+    targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets: one relationship fact_id per "
+                                                "line ('#' comments)."),
+    n_targets: int = typer.Option(11, "--n-targets", help="Without --targets-file: draw this many targets, relation "
+                                  "kinds in turn (11 = one per kind; 55 = the paper's 5 per kind)."),
+    methods: str = typer.Option(",".join(("ga", "npo", "tv", "whp")), "--methods",
+                                help="Comma-separated: ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp."),
+    grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
+                                             "(repeatable)."),
+    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
+    seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
+    seed: int = typer.Option(0, "--seed", help="Run seed: targets, retain sampling, tiny initialisation."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
+    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", help="Run directory."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
+                                "rows."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt preset (default: from the model)."),
+) -> None:
+    """Run the paper's deep-unlearning protocol: finetune to 100% of the KB, unlearn every target with every method
+    over its grid, probe every fact, score recall/accuracy with the logic core, and write the tables and curves.
+
+    RUN_DIR gets config.json, sets.json, finetuned/, results.jsonl (one row per target, method and setting, written
+    at once), summary.csv, report.md (the paper's Table 1/2 layout) and accuracy_recall.png. With no arguments it
+    runs the built-in default (generated KB, tiny model, 11 targets, GA/NPO/TV/WHP) on CPU.
+    """
+    from dukb.neural.protocol import EvaluateConfig
+    from dukb.neural.protocol import evaluate as run_evaluate
+
+    if sets not in ("exact", "random"):
+        raise InputError(f"--sets must be exact or random, got {sets!r}")
+    targets = read_targets_file(targets_file) if targets_file else None
+    cfg = EvaluateConfig(kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
+                         methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
+                         rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
+                         prompt=prompt)
+    run_evaluate(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"report: {output / 'report.md'}")
+
+
+def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate`.")) -> None:
+    """Re-render summary.csv, report.md and accuracy_recall.png from RUN_DIR/results.jsonl alone (no model)."""
+    from dukb.neural.report import render
+
+    if not (run_dir / "results.jsonl").exists():
+        raise InputError("no results.jsonl here", run_dir)
+    try:
+        paths = render(run_dir)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    typer.echo(f"report: {paths['report']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add evaluate and report to the app."""
+    app.command("evaluate")(evaluate)
+    app.command("report")(report)

@@ -1,0 +1,188 @@
+"""`dukb finetune | probe | unlearn`: the neural half on the command line (torch is imported inside commands)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb import InputError
+from dukb.cli.symbolic import KB_HELP, RULES_HELP
+
+MODEL_HELP = "Model: 'tiny' (the built-in default, created for the KB), an HF hub id, or a local model directory."
+
+
+def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lora_r: int, lora_alpha: int,
+                  lora_dropout: float, lora_targets: Optional[str], trust_remote_code: bool,
+                  gradient_checkpointing: bool):
+    """Build a :class:`dukb.neural.spec.ModelSpec` from the common CLI options.
+
+    Raises:
+        InputError: unknown prompt preset, negative LoRA rank.
+    """
+    from dukb.neural.models import spec_for_path
+    from dukb.neural.spec import PROMPT_PRESETS, LoraSpec
+
+    if prompt is not None and prompt not in PROMPT_PRESETS:
+        raise InputError(f"unknown --prompt {prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
+    if lora_r < 0:
+        raise InputError("--lora-r must be >= 0 (0 = no LoRA)")
+    lora = None
+    if lora_r:
+        lora = LoraSpec(lora_r, lora_alpha, lora_dropout,
+                        tuple(t.strip() for t in lora_targets.split(",")) if lora_targets else None)
+    return spec_for_path(model, prompt=prompt, dtype=dtype, device=device, lora=lora,
+                         trust_remote_code=trust_remote_code, gradient_checkpointing=gradient_checkpointing)
+
+
+class ModelOpts:
+    """Typer option declarations shared by the neural commands."""
+
+    prompt = typer.Option(None, "--prompt", help="Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: "
+                          "chosen from the model name).")
+    dtype = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, else fp32), float32, bfloat16, float16.")
+    device = typer.Option("auto", "--device", help="auto (cuda if available), cpu, cuda, cuda:N.")
+    lora_r = typer.Option(0, "--lora-r", help="LoRA rank for gradient methods and finetuning (0: full "
+                          "finetuning).")
+    lora_alpha = typer.Option(16, "--lora-alpha", help="LoRA alpha.")
+    lora_dropout = typer.Option(0.0, "--lora-dropout", help="LoRA dropout.")
+    lora_targets = typer.Option(None, "--lora-targets", help="Comma-separated module names (default: peft's for "
+                                "the architecture).")
+    trust = typer.Option(False, "--trust-remote-code", help="Allow model code from the hub (off by default).")
+    gc = typer.Option(False, "--gradient-checkpointing", help="Trade compute for memory on large models.")
+
+
+def finetune(
+    kb: str = typer.Option("demo", "--kb", help=KB_HELP),
+    model: str = typer.Option("tiny", "--model", help=MODEL_HELP),
+    output: Path = typer.Option(..., "-o", "--output", help="Output model directory."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: gpt2-xl, phi, llama, generic, "
+                                         "tiny (default: the model's prompt preset)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum epochs (overrides the preset)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (overrides the preset)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (overrides the preset)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for initialisation (tiny) and data order."),
+    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
+    lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
+    lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
+    trust_remote_code: bool = ModelOpts.trust, gradient_checkpointing: bool = ModelOpts.gc,
+) -> None:
+    """Finetune a causal LM on the KB as question answering until it knows every fact.
+
+    QA format ("Who is X to Y?" -> relation; "What is the birthyear of X?" -> value), loss on answer tokens only,
+    AdamW with a linear schedule, early stop at 100% probe accuracy. Writes the model, its tokenizer and
+    finetune.json (config, seed, epochs, final accuracy, versions, device) to the output directory.
+    """
+    from dukb.kb import load_kb
+    from dukb.neural.pipeline import finetune_kb
+
+    k = load_kb(kb)
+    spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
+                         trust_remote_code, gradient_checkpointing)
+    record = finetune_kb(k, spec, output, preset=preset, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+                         progress=True, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
+               f"{record['accuracy']:.4f} after {record['epochs_run']} epochs ({record['seconds']:.1f} s) -> {output}")
+
+
+def probe(
+    kb: str = typer.Option("demo", "--kb", help=KB_HELP),
+    model: str = typer.Option(..., "--model", help="Model directory or hub id to probe."),
+    kinds: str = typer.Option("qa", "--kinds", help="Comma-separated probe kinds (see `dukb probes --help`); "
+                              "'qa' is the paper's question form."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table here (.csv or .jsonl); "
+                                          "default: stdout as CSV."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch."),
+    max_new_tokens: int = typer.Option(10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for probe kinds with random choices."),
+    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
+    trust_remote_code: bool = ModelOpts.trust,
+) -> None:
+    """Probe which KB facts a model knows: greedy generation of at most 10 tokens; a fact is known when the answer
+    (lower-cased) is a substring of the output (the paper's rule; yes/no and multiple-choice probes are judged by
+    their first word / option).
+
+    Output columns: kind, fact_kind, fact_id, question, answer, output, known, rouge_l (ROUGE-L recall),
+    logprob (mean log-probability per answer token). A summary line goes to stderr.
+    """
+    from dukb.kb import load_kb
+    from dukb.kb.probes import parse_kinds
+    from dukb.neural.data import kb_qa
+    from dukb.neural.models import load_model
+    from dukb.neural.probe import Predictor
+    from dukb.neural.probe import probe as run_probe
+
+    k = load_kb(kb)
+    spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
+    lm = load_model(spec)
+    items = kb_qa(k, parse_kinds(kinds), seed=seed)
+    df = run_probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, batch_size=batch_size,
+                   max_new_tokens=max_new_tokens, progress=True)
+    if output is None:
+        typer.echo(df.to_csv(index=False), nl=False)
+    elif output.suffix == ".jsonl":
+        output.parent.mkdir(parents=True, exist_ok=True)
+        df.to_json(output, orient="records", lines=True, force_ascii=False)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(output, index=False)
+    by = df.groupby("kind")["known"].mean()
+    typer.echo("known: " + ", ".join(f"{kd} {v:.4f}" for kd, v in by.items()) +
+               f" ({df.attrs['seconds']:.2f} s for {len(df)} probes)", err=True)
+
+
+def unlearn(
+    kb: str = typer.Option("demo", "--kb", help=KB_HELP),
+    model: str = typer.Option(..., "--model", help="The finetuned model directory (from `dukb finetune`)."),
+    method: str = typer.Option(..., "--method", help="ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp."),
+    target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
+    grid: Optional[str] = typer.Option(None, "--grid", help="Comma-separated values of the method's parameter "
+                                       "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output directory (results.jsonl, one row per "
+                                "setting)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
+    seed: int = typer.Option(0, "--seed", help="Seed (retain sampling, torch)."),
+    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
+    lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
+    lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
+    trust_remote_code: bool = ModelOpts.trust,
+) -> None:
+    """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
+    and accuracy against the target's exact minimal deep unlearning sets.
+
+    results.jsonl rows: method, param, setting, target, recall, accuracy_relationships, accuracy_biographies,
+    accuracy_all, best_set, sets_used, n_sets, target_forgotten, forgotten_relationships, forgotten_biographies,
+    seconds_unlearn, seconds_probe.
+    """
+    from dukb.kb import load_kb
+    from dukb.neural.methods import get_method, parse_grid
+    from dukb.neural.models import load_model
+    from dukb.neural.unlearn import sweep_target
+    from dukb.solver.closure import compute_closure
+
+    k = load_kb(kb)
+    c = compute_closure(k, rules)
+    c.atom_of_fact(target_id)
+    m = get_method(method)
+    values = parse_grid(grid, integer=m.param == "steps") if grid else None
+    spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
+                         trust_remote_code, False)
+    lm = load_model(spec)
+    output.mkdir(parents=True, exist_ok=True)
+    with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
+        for row in sweep_target(lm, k, c, target_id, m.name, values, seed=seed, lr=lr, lora=spec.lora):
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            typer.echo(f"{m.name} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
+                       f"target forgotten {row['target_forgotten']}", err=True)
+    typer.echo(f"wrote {output / 'results.jsonl'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add finetune, probe and unlearn to the app."""
+    app.command("finetune")(finetune)
+    app.command("probe")(probe)
+    app.command("unlearn")(unlearn)

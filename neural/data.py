@@ -1,0 +1,89 @@
+"""Question-answer items for finetuning, unlearning and probing, and their tokenisation.
+
+The paper finetunes and probes in QA format with the "question4/answer4" forms of EDU-RELAT ("Who is Richard Perry
+to Reid Perry?" -> "father"; "What is the birthyear of Sloane Lee?" -> "1908"), the loss on answer tokens only
+(Wu et al. 2025, App. H). The probe sets of :mod:`dukb.kb.probes` supply these and the other probe kinds.
+"""
+
+from __future__ import annotations
+
+from dukb.kb.model import KB
+from dukb.kb.probes import Probe
+
+
+#: A QA item is a probe of :mod:`dukb.kb.probes`: kind, fact_kind, fact_id, question, answer, match.
+QAItem = Probe
+
+
+#: The probe kind used for finetuning and for recall/accuracy, as in the paper.
+QA_KIND = "qa"
+
+
+def kb_qa(kb: KB, kinds: tuple[str, ...] = (QA_KIND,), seed: int = 0) -> list[QAItem]:
+    """QA items for every KB fact (relationships first, then biographies, in file order).
+
+    Args:
+        kb: the KB.
+        kinds: probe kinds from :data:`dukb.kb.probes.KINDS`; the default is the paper's question4/answer4 form.
+        seed: seed for kinds with random choices.
+
+    Returns:
+        list of :class:`QAItem` (one per fact and kind that applies to it).
+
+    Raises:
+        InputError: unknown kind.
+    """
+    from dukb.kb.probes import make_probes
+
+    return make_probes(kb, kinds=list(kinds), seed=seed)
+
+
+def vocabulary_texts(kb: KB, tags, extra_kinds: tuple[str, ...] = ()) -> list[str]:
+    """Every text the tiny model's tokenizer must cover: prompts and answers of the QA forms (and extra kinds)."""
+    items = kb_qa(kb, (QA_KIND,) + tuple(extra_kinds))
+    texts = [tags.prompt(it.question) + tags.target(it.answer) for it in items]
+    texts += [p.name for p in kb.people.values()]
+    return texts
+
+
+def encode_qa(tokenizer, tags, items: list[QAItem], device: str = "cpu", max_length: int | None = None):
+    """Tokenise prompt+answer pairs for teacher forcing, loss on answer tokens only.
+
+    Args:
+        tokenizer: HF tokenizer (any padding side; this builds left-padded tensors itself).
+        tags: :class:`dukb.neural.spec.PromptTags`.
+        items: the QA items (B of them).
+        device: torch device.
+        max_length: optional truncation (tokens) of prompt+answer, from the left.
+
+    Returns:
+        dict with ``input_ids`` [B, L] (long), ``attention_mask`` [B, L] (0/1), ``labels`` [B, L] (-100 except on
+        answer tokens and the closing EOS), ``position_ids`` [B, L].
+    """
+    import torch
+
+    eos = tokenizer.eos_token_id
+    seqs, labs = [], []
+    for it in items:
+        p = tokenizer(tags.prompt(it.question), add_special_tokens=False)["input_ids"]
+        a = tokenizer(tags.target(it.answer), add_special_tokens=False)["input_ids"]
+        if eos is not None:
+            a = a + [eos]
+        ids = p + a
+        lab = [-100] * len(p) + a
+        if max_length is not None and len(ids) > max_length:
+            ids, lab = ids[-max_length:], lab[-max_length:]
+        seqs.append(ids)
+        labs.append(lab)
+    width = max(len(s) for s in seqs)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    labels = torch.full((len(seqs), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, (s, lab) in enumerate(zip(seqs, labs)):
+        input_ids[i, width - len(s):] = torch.tensor(s)
+        labels[i, width - len(s):] = torch.tensor(lab)
+        mask[i, width - len(s):] = 1
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    return {k: v.to(device) for k, v in dict(input_ids=input_ids, attention_mask=mask, labels=labels,
+                                               position_ids=position_ids).items()}

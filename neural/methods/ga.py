@@ -1,0 +1,54 @@
+"""Gradient ascent (GA; Jang et al. 2023), and GA_GDR / GA_KLR with a retain regulariser.
+
+L_GA(θ) = −(1/|A|) Σ_{t ∈ answer} −log p_θ(x_t | x_<t) = the negated answer NLL of the forget QA: minimising it
+ascends the forget loss. Swept over the number of optimisation steps T ∈ {1, 2, 4, 8, 16} (Wu et al. 2025, App. H;
+lr 2e-5 for GPT2-XL/Phi-1.5, 1e-5 for Llama, linear schedule).
+"""
+
+from __future__ import annotations
+
+from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for, register
+from dukb.neural.methods.retain import gdr_loss, regulariser
+from dukb.neural.scoring import forward_logits
+
+#: learning rates by model family (tiny: tuned for the built-in default model).
+GA_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3}
+STEPS_GRID = (1, 2, 4, 8, 16)
+
+
+def ga_loss(logits, labels):
+    """L_GA = −NLL of the labelled answer tokens (scalar; minimising it is gradient ascent on the NLL).
+
+    Args:
+        logits: [B, L, V]; labels: [B, L] with -100 outside answers.
+    """
+    return -gdr_loss(logits, labels)
+
+
+class GradientAscent(Method):
+    """GA, optionally with a retain regulariser ("gdr" or "klr")."""
+
+    param = "steps"
+    default_grid = STEPS_GRID
+
+    def __init__(self, reg: str | None = None):
+        self.reg_kind = reg
+        self.name = "ga" if reg is None else f"ga_{reg}"
+
+    def sweep(self, ctx: UnlearnContext, grid=None):
+        reg = regulariser(self.reg_kind)
+
+        def step_loss(state, forget_batch, retain_items):
+            loss = ga_loss(forward_logits(state.model, forget_batch), forget_batch["labels"])
+            if reg is not None:
+                r = reg(state, retain_items)
+                if r is not None:
+                    loss = loss + ctx.reg_weight * r
+            return loss
+
+        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR), step_loss)
+
+
+register(GradientAscent())
+register(GradientAscent("gdr"))
+register(GradientAscent("klr"))

@@ -1,0 +1,107 @@
+"""Task vector negation (TV; Ilharco et al. 2023), as in Wu et al. 2025 Sec. 4.
+
+The reinforced model f_overfit is the finetuned model θ₀ trained 10 more steps on the forget QA (gradient descent,
+the finetuning learning rate); the task vector is Δ = θ_overfit − θ₀ and the unlearned model is
+θ(α) = θ₀ − α · Δ, swept over α ∈ {0.2, 0.5, 1, 5, 10} ({0.2, 1, 5, 10, 30, 60, 80} for GPT2-XL).
+With LoRA the reinforcement trains adapters and Δ is their merged weight delta.
+"""
+
+from __future__ import annotations
+
+from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, register
+from dukb.neural.methods.retain import gdr_loss
+from dukb.neural.scoring import forward_logits
+
+REINFORCE_STEPS = 10
+REINFORCE_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3}
+ALPHA_GRID = (0.2, 0.5, 1.0, 5.0, 10.0)
+ALPHA_GRID_GPT2XL = (0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0)
+
+
+def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | None = None) -> dict:
+    """Train θ₀ ``steps`` AdamW steps (constant lr) on the forget QA and return the reinforced full state dict
+    (merged, for LoRA). θ₀ is restored afterwards.
+
+    Returns:
+        dict name -> tensor of f_overfit's weights (same keys as ``ctx.lm.model.state_dict()``).
+    """
+    import torch
+
+    from dukb.neural.data import encode_qa
+
+    lr = lr if lr is not None else lr_for(ctx, REINFORCE_LR)
+    state = WeightState(ctx.lm, ctx.lora)
+    batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
+    try:
+        torch.manual_seed(ctx.seed)
+        opt = torch.optim.AdamW(state.trainable(), lr=lr, weight_decay=0.0)
+        state.model.train()
+        for _ in range(steps):
+            loss = gdr_loss(forward_logits(state.model, batch), batch["labels"])
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        state.model.eval()
+        if state.peft is not None:
+            # merged weights of base + adapter, without touching the base
+            with torch.no_grad():
+                merged = {}
+                state.peft.merge_adapter()
+                for k, v in state.peft.get_base_model().state_dict().items():
+                    if "lora_" not in k:
+                        merged[k.replace(".base_layer", "")] = v.detach().clone()
+                state.peft.unmerge_adapter()
+            return merged
+        return {k: v.detach().clone() for k, v in state.base.state_dict().items()}
+    finally:
+        state.close()
+
+
+def task_vector_weights(theta0: dict, theta_overfit: dict, alpha: float) -> dict:
+    """θ(α) = θ₀ − α (θ_overfit − θ₀) for every floating-point tensor (others copied from θ₀).
+
+    Args:
+        theta0, theta_overfit: state dicts with the same keys; alpha: α ≥ 0.
+
+    Returns:
+        A new state dict. α = 0 gives θ₀ exactly.
+    """
+    out = {}
+    for k, v in theta0.items():
+        if v.is_floating_point() and k in theta_overfit:
+            out[k] = v - alpha * (theta_overfit[k].to(v.dtype) - v)
+        else:
+            out[k] = v
+    return out
+
+
+class TaskVector(Method):
+    """TV over α."""
+
+    name = "tv"
+    param = "alpha"
+    default_grid = ALPHA_GRID
+
+    def sweep(self, ctx: UnlearnContext, grid=None):
+        import torch
+
+        if grid is None:
+            grid = ALPHA_GRID_GPT2XL if ctx.family == "gpt2-xl" else ALPHA_GRID
+        overfit = reinforce(ctx)
+        model = ctx.lm.model
+        theta0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        try:
+            for alpha in grid:
+                with torch.no_grad():
+                    model.load_state_dict(task_vector_weights(theta0, overfit, float(alpha)))
+                model.eval()
+                from dukb.neural.probe import Predictor
+
+                yield ({"alpha": float(alpha), "reinforce_steps": REINFORCE_STEPS},
+                       Predictor(model, ctx.lm.tokenizer, ctx.lm.tags, device=ctx.lm.device))
+        finally:
+            with torch.no_grad():
+                model.load_state_dict(theta0)
+
+
+register(TaskVector())

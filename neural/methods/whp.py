@@ -1,0 +1,50 @@
+"""Who's Harry Potter (WHP; Eldan & Russinovich 2023) as defined in Wu et al. 2025, Eq. 3.
+
+Next-token logits of the unlearned model: ℓ(α) = ℓ_base − α · max(ℓ_reinforced − ℓ_base, 0), where ℓ_base are the
+finetuned model's logits and ℓ_reinforced the logits of the model reinforced on the target (10 more steps, as for
+TV). Used in generation and in answer scoring through a :class:`dukb.neural.probe.Predictor` that runs both models
+in lockstep. α ∈ {0.5, 1, 5, 10, 100, 1000}.
+"""
+
+from __future__ import annotations
+
+from dukb.neural.methods.base import Method, UnlearnContext, register
+from dukb.neural.methods.tv import reinforce
+
+ALPHA_GRID = (0.5, 1.0, 5.0, 10.0, 100.0, 1000.0)
+
+
+def whp_logits(base_logits, reinforced_logits, alpha: float):
+    """Eq. 3: ``base − alpha * relu(reinforced − base)`` (any shape [..., V]); α = 0 returns the base logits."""
+    import torch
+
+    return base_logits - alpha * torch.relu(reinforced_logits - base_logits)
+
+
+class WHP(Method):
+    """WHP over α."""
+
+    name = "whp"
+    param = "alpha"
+    default_grid = ALPHA_GRID
+
+    def sweep(self, ctx: UnlearnContext, grid=None):
+        import copy
+
+        from dukb.neural.probe import Predictor
+
+        overfit = reinforce(ctx)
+        reinforced = copy.deepcopy(ctx.lm.model)
+        reinforced.load_state_dict(overfit)
+        reinforced.eval()
+        try:
+            for alpha in grid or self.default_grid:
+                a = float(alpha)
+                yield ({"alpha": a, "reinforce_steps": 10},
+                       Predictor(ctx.lm.model, ctx.lm.tokenizer, ctx.lm.tags, aux_model=reinforced,
+                                 combine=lambda b, r, a=a: whp_logits(b, r, a), device=ctx.lm.device))
+        finally:
+            del reinforced
+
+
+register(WHP())

@@ -1,0 +1,203 @@
+"""Loading HF causal LMs, and the built-in default "tiny" model.
+
+The tiny default is a GPT-2-architecture causal LM created from a config (no download), with a word-level tokenizer
+built from the KB's own text (tokenizers library: WordLevel model, Metaspace + punctuation pre-tokenizers so that
+decoding restores the exact text). It is saved with ``save_pretrained`` (safetensors) and then loaded like any other
+model directory, so every later code path is the one a real model takes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from dukb import InputError
+from dukb.neural.spec import ModelSpec, PromptTags
+
+log = logging.getLogger(__name__)
+
+TINY_CONFIG = dict(n_layer=2, n_head=4, n_embd=128, n_positions=96)
+SPECIALS = {"unk": "[UNK]", "pad": "[PAD]", "eos": "[EOS]"}
+
+
+def resolve_device(device: str = "auto") -> str:
+    """"auto" -> "cuda" when available, else "cpu"; other values pass through.
+
+    Raises:
+        InputError: cuda requested but not available.
+    """
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} requested but CUDA is not available")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    """torch dtype for a spec: "auto" = bf16 on CUDA devices that support it, else fp32.
+
+    Raises:
+        InputError: unknown dtype name.
+    """
+    import torch
+
+    if dtype == "auto":
+        if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in table:
+        raise InputError(f"unknown dtype {dtype!r} (choose auto, float32, bfloat16, float16)")
+    return table[dtype]
+
+
+def build_tokenizer(texts: list[str]):
+    """A word-level fast tokenizer whose vocabulary is every word and punctuation mark of ``texts``.
+
+    Args:
+        texts: the KB's QA texts (questions, answers, prompt tags).
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast`` with [UNK], [PAD] and [EOS]; decoding restores spacing exactly.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(unk_token=SPECIALS["unk"]))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never"),
+        pre_tokenizers.Split("\n", behavior="isolated"),
+        pre_tokenizers.Punctuation(behavior="isolated"),
+        pre_tokenizers.Digits(individual_digits=False),
+    ])
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="never")
+    trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIALS.values()), min_frequency=1)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=SPECIALS["unk"], pad_token=SPECIALS["pad"],
+                                   eos_token=SPECIALS["eos"], bos_token=SPECIALS["eos"], padding_side="left")
+
+
+def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, config: dict | None = None) -> Path:
+    """Create the tiny default model for a KB and save it as an HF model directory.
+
+    Args:
+        texts: every text the model will see (from :func:`dukb.neural.data.vocabulary_texts`).
+        out_dir: where to save (config.json, model.safetensors, tokenizer files, dukb_tiny.json).
+        seed: torch seed for the random initialisation.
+        config: overrides of :data:`TINY_CONFIG` (n_layer, n_head, n_embd, n_positions).
+
+    Returns:
+        The directory.
+    """
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(texts)
+    cfg = dict(TINY_CONFIG, **(config or {}))
+    torch.manual_seed(seed)
+    gcfg = GPT2Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.eos_token_id,
+                      eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **cfg)
+    model = GPT2LMHeadModel(gcfg)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    (out / "dukb_tiny.json").write_text(json.dumps({"seed": seed, "config": cfg, "vocab": len(tokenizer),
+                                                    "prompt": "tiny"}, indent=2))
+    return out
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer and how to prompt it.
+
+    Attributes:
+        model: a ``transformers`` causal LM (possibly a peft model), in eval mode on ``device``.
+        tokenizer: its tokenizer, left padding, with a pad token.
+        tags: the :class:`PromptTags`.
+        spec: the :class:`ModelSpec` it came from.
+        device: resolved device string.
+    """
+
+    model: object
+    tokenizer: object
+    tags: PromptTags
+    spec: ModelSpec
+    device: str
+
+
+def load_model(spec: ModelSpec) -> LoadedModel:
+    """Load a causal LM and tokenizer from a hub id or a local directory.
+
+    The tokenizer gets left padding (for batched generation) and a pad token (eos if it has none). Nothing is
+    downloaded when the path is local; ``trust_remote_code`` stays as the spec says.
+
+    Raises:
+        InputError: the model cannot be found or loaded (message from transformers).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    path = spec.name_or_path
+    local = Path(path).exists()
+    if not local and ("/" not in path or path.startswith((".", "/"))) and not os.environ.get("HF_HUB_OFFLINE"):
+        log.info("loading %s from the hub", path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=spec.trust_remote_code)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"cannot load model: {first}", path) from None
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if getattr(model.generation_config, "pad_token_id", None) is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.to(device)
+    model.eval()
+    if spec.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        if spec.lora is not None:
+            model.enable_input_require_grads()
+    with torch.no_grad():
+        pass
+    return LoadedModel(model, tokenizer, spec.tags, spec, device)
+
+
+def spec_for_path(path: str | Path, **kw) -> ModelSpec:
+    """A :class:`ModelSpec` for a model directory or hub id, choosing the prompt preset: "tiny" for a dukb tiny
+    model directory (it has dukb_tiny.json), else by name (:func:`dukb.neural.spec.preset_for`)."""
+    from dukb.neural.spec import preset_for
+
+    p = Path(path)
+    prompt = kw.pop("prompt", None) or ("tiny" if (p / "dukb_tiny.json").exists() else preset_for(str(path)))
+    return ModelSpec(str(path), prompt=prompt, **kw)
+
+
+def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
+    """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors).
+
+    Returns:
+        The directory.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = lm.model
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(out, safe_serialization=True)
+    lm.tokenizer.save_pretrained(out)
+    src = Path(lm.spec.name_or_path) / "dukb_tiny.json"
+    if src.exists() and not (out / "dukb_tiny.json").exists():
+        (out / "dukb_tiny.json").write_text(src.read_text())
+    return out

@@ -1,0 +1,83 @@
+"""High-level neural steps shared by the CLI and the evaluate pipeline: make a model know a KB."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from pathlib import Path
+
+from dukb.neural.data import kb_qa, vocabulary_texts
+from dukb.neural.finetune import FINETUNE_PRESETS, finetune, save_record
+from dukb.neural.models import build_tiny_model, load_model, save_model
+from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
+
+TINY = "tiny"
+
+
+def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epochs: int | None = None,
+                lr: float | None = None, batch_size: int | None = None, seed: int = 0, progress: bool = False,
+                log=None) -> dict:
+    """Finetune a model on every KB fact's QA and save it, with ``finetune.json``, to ``out_dir``.
+
+    ``spec.name_or_path == "tiny"`` creates the built-in default for this KB first (GPT-2 architecture from a
+    config, word-level tokenizer from the KB's text), saved and reloaded as an ordinary HF directory.
+
+    Args:
+        kb: the KB.
+        spec: model spec ("tiny", hub id or directory).
+        out_dir: output model directory.
+        preset: finetuning preset (default: the spec's prompt preset); epochs, lr, batch_size override it.
+        seed: seed of the tiny initialisation and the data order.
+
+    Returns:
+        The finetuning record (also written to out_dir/finetune.json).
+
+    Raises:
+        InputError: unknown preset, model cannot be loaded.
+    """
+    from dukb import InputError
+
+    out = Path(out_dir)
+    with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
+        if spec.name_or_path == TINY:
+            tags = PROMPT_PRESETS[TINY]
+            build_tiny_model(vocabulary_texts(kb, tags), tmp, seed=seed)
+            spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
+        name = preset or (spec.prompt if isinstance(spec.prompt, str) else "generic")
+        if name not in FINETUNE_PRESETS:
+            raise InputError(f"unknown finetuning preset {name!r} (choose from {', '.join(FINETUNE_PRESETS)})")
+        cfg = FINETUNE_PRESETS[name]
+        over = {k: v for k, v in dict(epochs=epochs, lr=lr, batch_size=batch_size).items() if v is not None}
+        cfg = dataclasses.replace(cfg, seed=seed, **over)
+        lm = load_model(spec)
+        if spec.lora is not None:
+            from dukb.neural.methods.base import WeightState
+
+            state = WeightState(lm, spec.lora)
+            lm.model = state.model
+        record = finetune(lm, kb_qa(kb), cfg, progress=progress, log=log)
+        record["kb"] = str(kb.source)
+        record["preset"] = name
+        lm.spec = dataclasses.replace(spec, name_or_path=str(spec.name_or_path))
+        save_model(lm, out)
+    record["model"]["saved_to"] = str(out)
+    save_record(record, out / "finetune.json")
+    return record
+
+
+def finetune_record(model_dir) -> dict | None:
+    """The finetune.json record of a model directory made by :func:`finetune_kb`, or None."""
+    p = Path(model_dir) / "finetune.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def load_finetuned(model_dir, **spec_kw):
+    """Load a finetuned model directory with the right prompt preset.
+
+    Returns:
+        :class:`dukb.neural.models.LoadedModel`.
+    """
+    from dukb.neural.models import spec_for_path
+
+    return load_model(spec_for_path(model_dir, **spec_kw))

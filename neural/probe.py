@@ -1,0 +1,199 @@
+"""Probing: which KB facts does a model still know?
+
+Batched greedy generation with left padding and a KV cache, at most 10 new tokens; a fact is known when
+``answer.lower()`` is a substring of ``output.lower()`` (Wu et al. 2025, App. C). Also the ROUGE-L recall of the output
+against the answer (rouge-score; MUSE's KnowMem uses ROUGE-L) and the length-normalised log-probability of the gold
+answer (mean log-probability per answer token, natural log).
+
+A :class:`Predictor` is what gets probed: a model, or a model with a logits transform such as WHP's
+``base - alpha * relu(reinforced - base)`` (Eq. 3), applied identically in generation and in scoring.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from dukb.neural.data import QAItem, encode_qa
+from dukb.neural.scoring import sequence_logprob
+
+DEFAULT_MAX_NEW_TOKENS = 10
+
+
+@dataclass
+class Predictor:
+    """A model as seen by probing.
+
+    Attributes:
+        model: the causal LM (eval mode).
+        tokenizer: its tokenizer.
+        tags: :class:`dukb.neural.spec.PromptTags`.
+        aux_model: optional second model run in lockstep (WHP's reinforced model).
+        combine: ``combine(base_logits, aux_logits) -> logits`` when aux_model is set.
+        device: torch device string.
+    """
+
+    model: object
+    tokenizer: object
+    tags: object
+    aux_model: object | None = None
+    combine: Callable | None = None
+    device: str = "cpu"
+    meta: dict = field(default_factory=dict)
+
+    def logits(self, batch):
+        """Next-token logits [B, L, V] of the (possibly combined) predictor on an encode_qa batch."""
+        from dukb.neural.scoring import forward_logits
+
+        base = forward_logits(self.model, batch)
+        if self.aux_model is None:
+            return base
+        return self.combine(base, forward_logits(self.aux_model, batch))
+
+
+def _step(model, ids, mask, pos, past):
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+    return out.logits[:, -1, :], out.past_key_values
+
+
+def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[str]:
+    """Greedy decoding of a batch of prompts with left padding and a KV cache (one per model).
+
+    Args:
+        pred: the :class:`Predictor`.
+        prompts: B prompt strings (already wrapped in prompt tags).
+        max_new_tokens: at most this many tokens per prompt.
+
+    Returns:
+        B decoded continuations (special tokens removed).
+    """
+    import torch
+
+    tok = pred.tokenizer
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    ids = enc["input_ids"].to(pred.device)
+    mask = enc["attention_mask"].to(pred.device)
+    if tok.padding_side != "left":  # re-pad on the left
+        raise ValueError("the tokenizer must pad on the left for batched generation")
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    eos = tok.eos_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
+    with torch.no_grad():
+        logits, past = _step(pred.model, ids, mask, pos, None)
+        aux_past = None
+        if pred.aux_model is not None:
+            aux_logits, aux_past = _step(pred.aux_model, ids, mask, pos, None)
+        done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        out = []
+        for _ in range(max_new_tokens):
+            step_logits = logits if pred.aux_model is None else pred.combine(logits, aux_logits)
+            nxt = step_logits.argmax(-1)
+            nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+            out.append(nxt)
+            if eos is not None:
+                done = done | (nxt == eos)
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            pos = pos[:, -1:] + 1
+            logits, past = _step(pred.model, nxt[:, None], mask, pos, past)
+            if pred.aux_model is not None:
+                aux_logits, aux_past = _step(pred.aux_model, nxt[:, None], mask, pos, aux_past)
+    gen = torch.stack(out, dim=1).tolist()
+    texts = []
+    for row in gen:
+        if eos is not None and eos in row:
+            row = row[:row.index(eos)]
+        texts.append(tok.decode([t for t in row if t != pad], skip_special_tokens=True))
+    return texts
+
+
+def is_known(item: QAItem, output: str) -> bool:
+    """Whether ``output`` shows the item's fact is known: the paper's rule ``answer.lower() in output.lower()`` for
+    open questions; first word for yes/no probes; option label for multiple choice (:func:`dukb.kb.probes.judge`)."""
+    from dukb.kb.probes import judge
+
+    return judge(item, output)
+
+
+def answer_logprob(pred: Predictor, items: list[QAItem]) -> list[float]:
+    """Length-normalised log-probability (mean natural-log probability per answer token, EOS excluded) of each
+    item's gold answer after its prompt, under the predictor (WHP transform included)."""
+    import torch
+
+    batch = encode_qa(pred.tokenizer, pred.tags, items, pred.device)
+    eos = pred.tokenizer.eos_token_id
+    if eos is not None:  # score the answer text only, not the closing EOS
+        lab = batch["labels"]
+        lab = torch.where(lab == eos, torch.full_like(lab, -100), lab)
+        batch["labels"] = lab
+    with torch.no_grad():
+        s, n = sequence_logprob(pred.logits(batch), batch["labels"])
+    return (s / n.clamp(min=1)).tolist()
+
+
+_ROUGE = None
+
+
+def rouge_l_recall(answer: str, output: str) -> float:
+    """ROUGE-L recall of ``output`` against ``answer`` in [0, 1] (rouge-score, with stemming)."""
+    global _ROUGE
+    if _ROUGE is None:
+        from rouge_score import rouge_scorer
+
+        _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    return _ROUGE.score(answer, output)["rougeL"].recall
+
+
+def probe(pred: Predictor, items: list[QAItem], batch_size: int = 64,
+          max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False):
+    """Probe a predictor on QA items.
+
+    Args:
+        pred: the :class:`Predictor`.
+        items: QA items (any probe kinds).
+        batch_size: prompts per forward pass.
+        max_new_tokens: generation budget (tokens).
+        progress: show a rich progress bar.
+
+    Returns:
+        pandas DataFrame, one row per item: kind, fact_kind, fact_id, question, answer, output, known (bool),
+        rouge_l (recall in [0,1]), logprob (mean log-prob per answer token). ``df.attrs["seconds"]`` holds the wall
+        time in seconds.
+    """
+    import pandas as pd
+
+    t0 = time.perf_counter()
+    rows = []
+    order = sorted(range(len(items)), key=lambda i: len(items[i].question))  # similar lengths batch well
+    chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    bar = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task("probing", total=len(items))
+    try:
+        results: dict[int, tuple[str, float]] = {}
+        for chunk in chunks:
+            sub = [items[i] for i in chunk]
+            outs = greedy_generate(pred, [pred.tags.prompt(it.question) for it in sub], max_new_tokens)
+            lps = answer_logprob(pred, sub)
+            for i, o, lp in zip(chunk, outs, lps):
+                results[i] = (o, lp)
+            if bar is not None:
+                bar.advance(task, len(chunk))
+    finally:
+        if bar is not None:
+            bar.stop()
+    for i, it in enumerate(items):
+        out, lp = results[i]
+        rows.append({"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
+                     "answer": it.answer, "output": out, "known": is_known(it, out),
+                     "rouge_l": rouge_l_recall(it.answer, out), "logprob": lp})
+    df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "question", "answer", "output", "known",
+                                     "rouge_l", "logprob"])
+    df.attrs["seconds"] = time.perf_counter() - t0
+    return df

@@ -1,0 +1,47 @@
+"""Log-probabilities of answers under a model: the shared building block of the losses and of probing."""
+
+from __future__ import annotations
+
+
+def shifted(logits, labels):
+    """Align next-token logits with their labels.
+
+    Args:
+        logits: [B, L, V] float.
+        labels: [B, L] long, -100 where no loss.
+
+    Returns:
+        (logits[:, :-1] [B, L-1, V], labels[:, 1:] [B, L-1], mask [B, L-1] bool where labels != -100).
+    """
+    lg = logits[:, :-1, :]
+    lb = labels[:, 1:]
+    return lg, lb, lb != -100
+
+
+def sequence_logprob(logits, labels):
+    """Sum and count of the log-probabilities of the labelled tokens of each sequence.
+
+    Args:
+        logits: [B, L, V] raw next-token logits (position t predicts token t+1).
+        labels: [B, L] long, -100 outside the answer.
+
+    Returns:
+        (sum_logp [B] float, n_tokens [B] long). The mean log-probability per token is sum_logp / n_tokens.
+    """
+    import torch
+
+    lg, lb, mask = shifted(logits, labels)
+    logp = torch.log_softmax(lg.float(), dim=-1)
+    tok = logp.gather(-1, lb.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    tok = tok * mask
+    return tok.sum(-1), mask.sum(-1)
+
+
+def forward_logits(model, batch):
+    """Run a causal LM on an :func:`dukb.neural.data.encode_qa` batch.
+
+    Returns:
+        logits [B, L, V].
+    """
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                 position_ids=batch["position_ids"]).logits
