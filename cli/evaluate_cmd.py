@@ -17,15 +17,17 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
     Raises:
         InputError: malformed option or unknown method.
     """
-    from dukb.neural.methods import get_method, parse_grid
+    from dukb.neural.methods import parse_grid
+    from dukb.neural.protocol import parse_method
 
     out: dict[str, list] = {}
     for v in values or []:
         if "=" not in v:
             raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
         name, vals = v.split("=", 1)
-        m = get_method(name.strip())
-        out[m.name] = parse_grid(vals, integer=m.param == "steps")
+        label, m, _scope, _g = parse_method(name)
+        out[label if "@" in name or name.strip().lower() == label else m.name] = \
+            parse_grid(vals, integer=m.param == "steps")
     return out
 
 
@@ -40,7 +42,12 @@ def evaluate(
     n_targets: int = typer.Option(11, "--n-targets", help="Without --targets-file: draw this many targets, relation "
                                   "kinds in turn (11 = one per kind; 55 = the paper's 5 per kind)."),
     methods: str = typer.Option(",".join(("ga", "npo", "tv", "whp")), "--methods",
-                                help="Comma-separated: ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp."),
+                                help="Comma-separated: ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp; "
+                                "METHOD@SCOPE (e.g. npo_gdr@minimum) or a deep-unlearning-aware preset: du_ga, "
+                                "du_npo, du_ga_gdr, du_npo_gdr (recommended), du_npo_gdr_best."),
+    forget_scope: str = typer.Option("target", "--forget-scope", help="Forget set of methods without @SCOPE: "
+                                     "target (the paper), minimum (a minimum deep unlearning set of the target) "
+                                     "or best (the minimal set losing the fewest closure facts)."),
     grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
                                              "(repeatable)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
@@ -71,7 +78,7 @@ def evaluate(
     cfg = EvaluateConfig(kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
                          methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                          rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
-                         prompt=prompt)
+                         prompt=prompt, forget_scope=forget_scope)
     run_evaluate(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
     typer.echo(f"report: {output / 'report.md'}")
 

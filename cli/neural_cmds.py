@@ -145,6 +145,9 @@ def unlearn(
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = typer.Option(0, "--seed", help="Seed (retain sampling, torch)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    forget_scope: str = typer.Option("target", "--forget-scope", help="target: forget the target's QA (the paper); "
+                                     "minimum: a minimum deep unlearning set's QA; best: the minimal set that loses "
+                                     "the fewest closure facts."),
     prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
     lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
     lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
@@ -160,9 +163,11 @@ def unlearn(
     from dukb.kb import load_kb
     from dukb.neural.methods import get_method, parse_grid
     from dukb.neural.models import load_model
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import SCOPES, sweep_target
     from dukb.solver.closure import compute_closure
 
+    if forget_scope not in SCOPES:
+        raise InputError(f"unknown --forget-scope {forget_scope!r} (choose from {', '.join(SCOPES)})")
     k = load_kb(kb)
     c = compute_closure(k, rules)
     c.atom_of_fact(target_id)
@@ -173,7 +178,8 @@ def unlearn(
     lm = load_model(spec)
     output.mkdir(parents=True, exist_ok=True)
     with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
-        for row in sweep_target(lm, k, c, target_id, m.name, values, seed=seed, lr=lr, lora=spec.lora):
+        for row in sweep_target(lm, k, c, target_id, m.name, values, seed=seed, lr=lr, lora=spec.lora,
+                                scope=forget_scope):
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             typer.echo(f"{m.name} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "

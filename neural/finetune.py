@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from dukb.neural.data import QAItem, encode_qa
 
@@ -23,7 +23,7 @@ class FinetuneConfig:
     Attributes:
         epochs: maximum number of epochs.
         lr: peak learning rate (AdamW), linearly decayed to 0 over ``epochs``.
-        batch_size: QA items per step.
+        batch_size: QA items per step (0: automatic, ``n_items // 10`` clipped to [8, 64]).
         weight_decay: AdamW weight decay.
         warmup_steps: linear warm-up steps.
         eval_every: probe every this many epochs and stop once every fact is known (0: never probe).
@@ -46,7 +46,8 @@ FINETUNE_PRESETS: dict[str, FinetuneConfig] = {
     "phi": FinetuneConfig(epochs=10, lr=2e-5, batch_size=16),
     "llama": FinetuneConfig(epochs=10, lr=1e-5, batch_size=16),
     "generic": FinetuneConfig(epochs=10, lr=2e-5, batch_size=16),
-    "tiny": FinetuneConfig(epochs=400, lr=3e-3, batch_size=64, warmup_steps=50, eval_every=20),
+    # tiny: batch_size 0 = auto, n_items // 10 clipped to [8, 64], so small KBs still get ~10 steps per epoch
+    "tiny": FinetuneConfig(epochs=400, lr=3e-3, batch_size=0, warmup_steps=50, eval_every=20),
 }
 
 
@@ -99,6 +100,8 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
 
     from dukb.neural.probe import Predictor, probe
 
+    if config.batch_size <= 0:
+        config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
     torch.manual_seed(config.seed)
     model = lm.model
     params = [p for p in model.parameters() if p.requires_grad]

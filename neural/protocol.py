@@ -25,6 +25,43 @@ from dukb import InputError
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
+#: Deep-unlearning-aware presets: (method, forget scope, grid or None for the method's default). Forgetting a
+#: deep unlearning set chosen by the solver instead of the target alone.
+PRESETS: dict[str, tuple[str, str, tuple | None]] = {
+    "du_ga": ("ga", "minimum", None),
+    "du_npo": ("npo", "minimum", None),
+    "du_ga_gdr": ("ga_gdr", "minimum", None),
+    "du_npo_gdr": ("npo_gdr", "minimum", None),
+    "du_npo_gdr_best": ("npo_gdr", "best", None),
+}
+#: The preset dukb recommends (see README, "Deep-unlearning-aware unlearning").
+RECOMMENDED = "du_npo_gdr"
+
+
+def parse_method(spec: str, default_scope: str = "target"):
+    """Resolve a --methods entry: a method name (``ga``), ``METHOD@SCOPE`` (``npo_gdr@minimum``) or a preset
+    (:data:`PRESETS`).
+
+    Returns:
+        (label used in results, Method, scope, preset grid or None).
+
+    Raises:
+        InputError: unknown method, preset or scope.
+    """
+    from dukb.neural.methods import get_method
+    from dukb.neural.unlearn import SCOPES
+
+    spec = spec.strip().lower()
+    if spec in PRESETS:
+        name, scope, grid = PRESETS[spec]
+        return spec, get_method(name), scope, grid
+    name, _, scope = spec.partition("@")
+    scope = scope or default_scope
+    if scope not in SCOPES:
+        raise InputError(f"unknown forget scope {scope!r} in {spec!r} (choose from {', '.join(SCOPES)})")
+    m = get_method(name)
+    return (m.name if scope == "target" else f"{m.name}@{scope}"), m, scope, None
+
 
 @dataclass
 class EvaluateConfig:
@@ -46,6 +83,7 @@ class EvaluateConfig:
         lr: learning-rate override for gradient methods.
         device, dtype, prompt: model options.
         finetune_epochs: override of the finetuning preset's epoch budget.
+        forget_scope: default forget scope of methods given without ``@SCOPE`` (target, minimum, best).
     """
 
     kb: str | None = None
@@ -64,6 +102,7 @@ class EvaluateConfig:
     dtype: str = "auto"
     prompt: str | None = None
     finetune_epochs: int | None = None
+    forget_scope: str = "target"
 
 
 def kb_fingerprint(kb) -> str:
@@ -200,7 +239,6 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
 
     from dukb.kb import load_kb
     from dukb.neural.data import kb_qa
-    from dukb.neural.methods import get_method
     from dukb.neural.pipeline import finetune_kb, load_finetuned
     from dukb.neural.report import render
     from dukb.neural.spec import ModelSpec
@@ -222,15 +260,17 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     kb = load_kb(kb_dir)
     fp = kb_fingerprint(kb)
     closure = compute_closure(kb, cfg.rules)
-    methods = [get_method(m) for m in cfg.methods]
+    methods = [parse_method(m, cfg.forget_scope) for m in cfg.methods]
     if not methods:
         raise InputError("no unlearning method given")
+    grids = {label: list(cfg.grids.get(label) or cfg.grids.get(m.name) or pgrid or m.default_grid)
+             for label, m, _scope, pgrid in methods}
     targets = list(cfg.targets) if cfg.targets else choose_targets(kb, cfg.n_targets, cfg.seed)
     for t in targets:
         closure.atom_of_fact(t)
     record = {**asdict(cfg), "kb": str(kb.source), "kb_fingerprint": fp, "targets": targets,
-              "n_targets": len(targets), "methods": [m.name for m in methods],
-              "grids": {m.name: list(cfg.grids.get(m.name) or m.default_grid) for m in methods}}
+              "n_targets": len(targets), "methods": [label for label, *_ in methods],
+              "scopes": {label: scope for label, _m, scope, _g in methods}, "grids": grids}
     cfg_path = run / "config.json"
     results = ResultsFile(run / "results.jsonl")
     if results.rows and not resume:
@@ -275,7 +315,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
 
     # 3. sweeps
-    total = len(targets) * sum(len(cfg.grids.get(m.name) or m.default_grid) for m in methods)
+    total = len(targets) * sum(len(g) for g in grids.values())
     bar = None
     if progress:
         from rich.progress import Progress
@@ -286,23 +326,23 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     try:
         for t in targets:
             fact = kb.relationship(t)
-            for m in methods:
-                grid = list(cfg.grids.get(m.name) or m.default_grid)
-                todo = [v for v in grid if (t, m.name, float(v)) not in results.done]
+            for label, m, scope, _g in methods:
+                todo = [v for v in grids[label] if (t, label, float(v)) not in results.done]
                 if not todo:
                     continue
                 for row in sweep_target(lm, kb, closure, t, m.name, todo,
                                         sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
-                                        probe_items=items):
+                                        probe_items=items, scope=scope):
+                    row["method"] = label
                     row["target_relation"] = fact.relation
                     row["n_kb_rel"] = len(kb.relationships)
                     row["n_kb_bio"] = len(kb.biographies)
                     results.append(row)
                     if bar is not None:
                         bar.advance(task)
-                mine = [r for r in results.rows if r["target"] == t and r["method"] == m.name]
+                mine = [r for r in results.rows if r["target"] == t and r["method"] == label]
                 best = max(mine, key=lambda r: (r["recall"], r["accuracy_all"]))
-                log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {m.name}: best recall "
+                log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
                     f"{best['recall']:.2f} at accuracy {best['accuracy_all']:.2f}; target forgotten in "
                     f"{sum(r['target_forgotten'] for r in mine)}/{len(mine)} settings")
     finally:

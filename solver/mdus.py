@@ -336,3 +336,60 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
     if method == "random":
         return random_sets(closure, targets, n_seeds=n_seeds, seed=seed)
     raise InputError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+
+
+# ------------------------------------------------------------------------------------ forget-set selection ------
+def closure_loss(closure: Closure, removed_fact_ids) -> int:
+    """How many facts of Omega(K, R) are lost when U is removed: |Omega(K, R)| − |Omega(K \\ U, R)|.
+
+    Forward chaining over the whole instance hypergraph (linear in its size).
+
+    Args:
+        closure: the closure of K.
+        removed_fact_ids: relationship fact_ids of U.
+
+    Returns:
+        The number of closure facts (KB and derived, U's own facts included) no longer derivable.
+    """
+    removed = {closure.atom_of_fact(f) for f in removed_fact_ids}
+    n = len(closure.atoms)
+    true = bytearray(n)
+    by_body: list[list[int]] = [[] for _ in range(n)]
+    for i, body in enumerate(closure.inst_body):
+        for b in body:
+            by_body[b].append(i)
+    count = [len(b) for b in closure.inst_body]
+    stack = [a for a in range(closure.n_kb) if a not in removed]
+    for a in stack:
+        true[a] = 1
+    while stack:
+        a = stack.pop()
+        for i in by_body[a]:
+            count[i] -= 1
+            if count[i] == 0:
+                h = closure.inst_head[i]
+                if not true[h]:
+                    true[h] = 1
+                    stack.append(h)
+    return n - sum(true)
+
+
+def least_damaging_set(closure: Closure, sets) -> tuple[int, ...]:
+    """The "best" forget set: among minimal deep unlearning sets, the one whose removal loses the fewest facts of
+    the deductive closure (:func:`closure_loss`), i.e. the least logical collateral damage; ties go to the smaller
+    set, then the smaller sorted fact_ids.
+
+    Args:
+        closure: the closure.
+        sets: candidate sets (iterables of relationship fact_ids), non-empty.
+
+    Returns:
+        The chosen set as a sorted tuple of fact_ids.
+
+    Raises:
+        InputError: no candidate set.
+    """
+    cands = [tuple(sorted(s)) for s in sets]
+    if not cands:
+        raise InputError("no minimal deep unlearning set to choose from")
+    return min(cands, key=lambda s: (closure_loss(closure, s), len(s), s))

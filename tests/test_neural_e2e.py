@@ -1,0 +1,282 @@
+"""The neural path end to end on the tiny default model (CPU): finetuning, probing, every unlearning method,
+LoRA, the CLI commands, and `dukb evaluate` with resume and its agreement with `dukb recall`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dukb.cli.main import main  # noqa: E402
+from dukb.kb import load_kb, save_kb  # noqa: E402
+from dukb.kb.generate import generate  # noqa: E402
+from dukb.neural.data import kb_qa  # noqa: E402
+from dukb.neural.methods import get_method  # noqa: E402
+from dukb.neural.methods.base import UnlearnContext  # noqa: E402
+from dukb.neural.pipeline import finetune_kb, load_finetuned  # noqa: E402
+from dukb.neural.probe import Predictor, answer_logprob, probe  # noqa: E402
+from dukb.neural.spec import LoraSpec, ModelSpec  # noqa: E402
+from dukb.solver.closure import compute_closure  # noqa: E402
+from dukb.solver.metrics import recall_accuracy  # noqa: E402
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture(scope="module")
+def small_kb(tmp_path_factory):
+    kb, _ = generate(24, seed=3)
+    d = save_kb(kb, tmp_path_factory.mktemp("kb") / "kb")
+    return load_kb(d)
+
+
+@pytest.fixture(scope="module")
+def finetuned(small_kb, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ft") / "model"
+    rec = finetune_kb(small_kb, ModelSpec("tiny", prompt="tiny", device="cpu"), out, seed=0)
+    return out, rec
+
+
+@pytest.fixture()
+def lm(finetuned):
+    return load_finetuned(finetuned[0], device="cpu")
+
+
+def _target(kb):
+    c = compute_closure(kb)
+    # a target with at least one rule deriving it, so deep unlearning is more than the fact itself
+    for f in kb.relationships:
+        if c.by_head[c.atom_of_fact(f.fact_id)]:
+            return c, f.fact_id
+    return c, kb.relationships[0].fact_id
+
+
+def test_tiny_model_knows_the_kb(finetuned, small_kb, lm):
+    path, rec = finetuned
+    print("finetune", rec["epochs_run"], "epochs", round(rec["seconds"], 1), "s")
+    assert rec["accuracy"] == 1.0
+    assert (path / "model.safetensors").exists() and (path / "config.json").exists()
+    assert (path / "tokenizer.json").exists() and (path / "finetune.json").exists()
+    # the saved directory is an ordinary HF model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    m = AutoModelForCausalLM.from_pretrained(path)
+    assert m.config.model_type == "gpt2"
+    tok = AutoTokenizer.from_pretrained(path)
+    text = lm.tags.prompt(kb_qa(small_kb)[0].question)
+    assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text  # word-level, exact round trip
+    df = probe(Predictor(lm.model, lm.tokenizer, lm.tags), kb_qa(small_kb))
+    assert df["known"].all() and len(df) == len(small_kb.relationships) + len(small_kb.biographies)
+
+
+def test_probe_matches_one_prompt_at_a_time_generate(small_kb, lm):
+    items = kb_qa(small_kb)
+    df = probe(Predictor(lm.model, lm.tokenizer, lm.tags), items, batch_size=16)
+    for it, out in zip(items, df["output"]):
+        enc = lm.tokenizer(lm.tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
+        gen = lm.model.generate(**enc, max_new_tokens=10, do_sample=False,
+                                pad_token_id=lm.tokenizer.pad_token_id, eos_token_id=lm.tokenizer.eos_token_id)
+        naive = lm.tokenizer.decode(gen[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        assert out == naive, it.question
+
+
+@pytest.mark.parametrize("method,grid,must_forget", [("ga", [12], True), ("npo", [12], True),
+                                                     ("ga_gdr", [12], True), ("npo_klr", [12], True),
+                                                     ("tv", [10.0], True), ("whp", [1000.0], False)])
+def test_each_method_lowers_the_target(small_kb, lm, method, grid, must_forget):
+    c, tid = _target(small_kb)
+    items = kb_qa(small_kb)
+    forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id == tid]
+    before = answer_logprob(Predictor(lm.model, lm.tokenizer, lm.tags), forget)[0]
+    ctx = UnlearnContext(lm, forget, [it for it in items if it not in forget][:16], seed=0)
+    m = get_method(method)
+    for setting, pred in m.sweep(ctx, grid):
+        after = answer_logprob(pred, forget)[0]
+        assert after < before - 0.5, (setting, before, after)
+        out = probe(pred, forget)
+        if must_forget:
+            assert not out["known"].iloc[0], out["output"].iloc[0]
+    # θ0 restored
+    assert answer_logprob(Predictor(lm.model, lm.tokenizer, lm.tags), forget)[0] == pytest.approx(before, abs=1e-5)
+
+
+def test_tv_alpha_zero_is_the_base_and_whp_alpha_zero_the_base_logits(small_kb, lm):
+    c, tid = _target(small_kb)
+    items = kb_qa(small_kb)
+    forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id == tid]
+    from dukb.neural.data import encode_qa
+
+    batch = encode_qa(lm.tokenizer, lm.tags, items[:8])
+    with torch.no_grad():
+        base = Predictor(lm.model, lm.tokenizer, lm.tags).logits(batch)
+    ctx = UnlearnContext(lm, forget, seed=0)
+    for name in ("tv", "whp"):
+        for _, pred in get_method(name).sweep(ctx, [0.0]):
+            with torch.no_grad():
+                assert torch.allclose(pred.logits(batch), base, atol=1e-5), name
+
+
+def test_lora_changes_only_adapter_weights(small_kb, lm):
+    c, tid = _target(small_kb)
+    items = kb_qa(small_kb)
+    forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id == tid]
+    base = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    before = answer_logprob(Predictor(lm.model, lm.tokenizer, lm.tags), forget)[0]
+    ctx = UnlearnContext(lm, forget, seed=0, lora=LoraSpec(r=8, alpha=16), lr=2e-2)
+    for _, pred in get_method("ga").sweep(ctx, [16]):
+        named = dict(pred.model.named_parameters())
+        trainable = [k for k, p in named.items() if p.requires_grad]
+        assert trainable and all("lora_" in k for k in trainable)
+        for k, v in pred.model.get_base_model().state_dict().items():
+            if "lora_" in k:
+                continue
+            assert torch.equal(v, base[k.replace(".base_layer", "")]), k
+        assert answer_logprob(pred, forget)[0] < before - 0.5
+    assert set(lm.model.state_dict()) == set(base)  # adapters removed afterwards
+    assert all(torch.equal(v, base[k]) for k, v in lm.model.state_dict().items())
+
+
+def test_cli_finetune_probe_unlearn(tmp_path):
+    model = tmp_path / "m"
+    assert main(["finetune", "--kb", "demo", "-o", str(model), "--device", "cpu"]) == 0
+    rec = json.loads((model / "finetune.json").read_text())
+    assert rec["accuracy"] == 1.0 and rec["seed"] == 0 and "versions" in rec and rec["device"]["device"] == "cpu"
+    out = tmp_path / "probe.csv"
+    assert main(["probe", "--kb", "demo", "--model", str(model), "--kinds", "qa,yes", "-o", str(out)]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(out)
+    assert list(df.columns) == ["kind", "fact_kind", "fact_id", "question", "answer", "output", "known", "rouge_l",
+                                "logprob"]
+    assert df[df["kind"] == "qa"]["known"].all()
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
+                 "--grid", "1,16", "-o", str(tmp_path / "u")]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
+    assert [r["setting"]["steps"] for r in rows] == [1, 16]
+    assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "nope", "--target-id", "6",
+                 "-o", str(tmp_path / "u2")]) == 2
+
+
+# ------------------------------------------------------------------------------------------------ evaluate ------
+EVAL_ARGS = ["--methods", "ga,tv", "--grid", "ga=1,4,16", "--grid", "tv=0.5,5", "--n-targets", "3",
+             "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def eval_run(small_kb, finetuned, tmp_path_factory):
+    run = tmp_path_factory.mktemp("eval") / "run"
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run)]
+                + EVAL_ARGS) == 0
+    return run
+
+
+def _rows(run):
+    return [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+
+
+def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
+    rows = _rows(eval_run)
+    assert len(rows) == 3 * (3 + 2)
+    for name in ("config.json", "sets.json", "summary.csv", "report.md", "accuracy_recall.png"):
+        assert (eval_run / name).stat().st_size > 0
+    cfg = json.loads((eval_run / "config.json").read_text())
+    assert cfg["seed"] == 0 and cfg["methods"] == ["ga", "tv"] and "versions" in cfg and "device" in cfg
+    sets = json.loads((eval_run / "sets.json").read_text())["targets"]
+    for r in rows:
+        again = recall_accuracy(small_kb, sets[str(r["target"])]["sets"], set(r["forgotten_relationships"]),
+                                set(r["forgotten_biographies"]), r["sets_used"], [r["target"]])
+        assert again.recall == r["recall"] and again.accuracy_all == r["accuracy_all"]
+        assert again.best_set == r["best_set"]
+    # the summary follows from the rows: recompute Recall@Acc>=0.8 of GA from the mean points
+    import pandas as pd
+
+    from dukb.neural.report import tradeoff
+
+    summary = pd.read_csv(eval_run / "summary.csv")
+    ga = [r for r in rows if r["method"] == "ga"]
+    pts = []
+    for steps in (1, 4, 16):
+        sel = [r for r in ga if r["setting"]["steps"] == steps]
+        pts.append((sum(r["recall"] for r in sel) / len(sel), sum(r["accuracy_all"] for r in sel) / len(sel)))
+    want = tradeoff(pts)
+    got = summary[(summary["group"] == "all") & (summary["method"] == "ga")].iloc[0]
+    assert got["recall_at_acc"] == pytest.approx(want["recall_at_acc"])
+    assert got["ar_auc"] == pytest.approx(want["ar_auc"])
+    text = (eval_run / "report.md").read_text()
+    assert "Acc@Recall≥0.8" in text and "Acc@Superficial" in text
+
+
+def test_report_rerenders_from_results_alone(eval_run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(eval_run / "results.jsonl", copy / "results.jsonl")
+    assert main(["report", str(copy)]) == 0
+    assert (copy / "summary.csv").read_text() == (eval_run / "summary.csv").read_text()
+
+
+def test_recall_command_agrees_with_evaluate(eval_run, small_kb, tmp_path, capsys):
+    r = _rows(eval_run)[-1]
+    path = tmp_path / "retained.csv"
+    lines = ["kind,fact_id,retained"]
+    lines += [f"relationship,{f.fact_id},{int(f.fact_id not in r['forgotten_relationships'])}"
+              for f in small_kb.relationships]
+    lines += [f"biography,{f.fact_id},{int(f.fact_id not in r['forgotten_biographies'])}"
+              for f in small_kb.biographies]
+    path.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["recall", "--kb", str(small_kb.source), "--target-id", str(r["target"]), "--retained",
+                 str(path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for k in ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "n_sets"):
+        assert doc[k] == r[k], k
+
+
+def test_resume_after_a_torn_write_completes_with_the_same_rows(eval_run, small_kb, finetuned, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(eval_run, run)
+    full = (run / "results.jsonl").read_text().splitlines()
+    # keep 4 rows and half of the 5th, as a kill in the middle of a write would
+    (run / "results.jsonl").write_text("\n".join(full[:4]) + "\n" + full[4][: len(full[4]) // 2])
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run)]
+                + EVAL_ARGS) == 2  # refuses to overwrite without --resume
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
+                 "--resume"] + EVAL_ARGS) == 0
+    again = (run / "results.jsonl").read_text().splitlines()
+    strip = lambda rs: sorted(json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")},  # noqa: E731
+                                         sort_keys=True) for x in rs)
+    assert strip(again) == strip(full)
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill(small_kb, finetuned, eval_run, tmp_path):
+    run = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "dukb.cli.main", "evaluate", "--kb", str(small_kb.source), "--finetuned",
+           str(finetuned[0]), "-o", str(run)] + EVAL_ARGS
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    res = run / "results.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not res.exists() or len(res.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    n_before = len(res.read_text().splitlines())
+    assert 3 <= n_before < 15
+    assert main(["report", str(run)]) == 0  # the partial file is valid
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
+                 "--resume"] + EVAL_ARGS) == 0
+    key = lambda r: (r["target"], r["method"], json.dumps(r["setting"], sort_keys=True))  # noqa: E731
+    got = {key(r): (r["recall"], r["accuracy_all"]) for r in _rows(run)}
+    want = {key(r): (r["recall"], r["accuracy_all"]) for r in _rows(eval_run)}
+    assert got == want
