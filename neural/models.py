@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,15 +142,13 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     Raises:
         InputError: the model cannot be found or loaded (message from transformers).
     """
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     path = spec.name_or_path
-    local = Path(path).exists()
-    if not local and ("/" not in path or path.startswith((".", "/"))) and not os.environ.get("HF_HUB_OFFLINE"):
-        log.info("loading %s from the hub", path)
+    if not Path(path).exists():
+        log.info("loading %s from the hub (or the local HF cache)", path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=spec.trust_remote_code)
@@ -169,8 +166,6 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         model.gradient_checkpointing_enable()
         if spec.lora is not None:
             model.enable_input_require_grads()
-    with torch.no_grad():
-        pass
     return LoadedModel(model, tokenizer, spec.tags, spec, device)
 
 

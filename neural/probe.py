@@ -146,7 +146,7 @@ def rouge_l_recall(answer: str, output: str) -> float:
     return _ROUGE.score(answer, output)["rougeL"].recall
 
 
-def probe(pred: Predictor, items: list[QAItem], batch_size: int = 64,
+def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
           max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False):
     """Probe a predictor on QA items.
 

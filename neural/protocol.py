@@ -188,7 +188,6 @@ class ResultsFile:
 
 def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, fingerprint: str) -> dict:
     """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json (depends on KB, rules, method)."""
-    from dukb.solver.metrics import RecallResult  # noqa: F401  (solver import: no torch)
     from dukb.solver.mdus import minimal_sets
 
     path = run / "sets.json"

@@ -73,7 +73,7 @@ def retained_from_probe(kb, df):
 def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *, sets=None,
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
                  lr: float | None = None, lora=None, probe_items: list[QAItem] | None = None,
-                 batch_size: int = 64, scope: str = "target") -> Iterator[dict]:
+                 batch_size: int = 256, scope: str = "target") -> Iterator[dict]:
     """Run ``method`` over its grid on one target and yield one result row per setting.
 
     Args:

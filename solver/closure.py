@@ -85,6 +85,18 @@ class Closure:
         return len(self.atoms)
 
     @property
+    def by_body(self) -> list[list[int]]:
+        """Atom id -> instance ids having it as a body atom (built once, on first use)."""
+        cached = self.__dict__.get("_by_body")
+        if cached is None:
+            cached = [[] for _ in self.atoms]
+            for i, body in enumerate(self.inst_body):
+                for b in body:
+                    cached[b].append(i)
+            self.__dict__["_by_body"] = cached
+        return cached
+
+    @property
     def n_derived(self) -> int:
         """Number of closure facts not in K."""
         return len(self.atoms) - self.n_kb

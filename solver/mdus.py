@@ -354,10 +354,7 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
     removed = {closure.atom_of_fact(f) for f in removed_fact_ids}
     n = len(closure.atoms)
     true = bytearray(n)
-    by_body: list[list[int]] = [[] for _ in range(n)]
-    for i, body in enumerate(closure.inst_body):
-        for b in body:
-            by_body[b].append(i)
+    by_body = closure.by_body
     count = [len(b) for b in closure.inst_body]
     stack = [a for a in range(closure.n_kb) if a not in removed]
     for a in stack:
