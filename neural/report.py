@@ -119,7 +119,9 @@ def curve_points(df, accuracy: str = ACCURACY):
     g = d.groupby(["method", "setting_json"], sort=False).agg(
         strength=("strength", "first"), recall=("recall", "mean"), accuracy=(accuracy, "mean"),
         n_targets=("target", "nunique"), target_forgotten=("target_forgotten", "mean")).reset_index()
-    g = g.rename(columns={"setting_json": "setting"}).sort_values(["method", "strength"])
+    order = {m: i for i, m in enumerate(d["method"].unique())}  # methods in the order the run lists them
+    g = g.rename(columns={"setting_json": "setting"})
+    g = g.assign(_o=g["method"].map(order)).sort_values(["_o", "strength"]).drop(columns="_o")
     return pd.DataFrame(g)
 
 
@@ -130,7 +132,7 @@ def superficial(df, accuracy: str = ACCURACY) -> dict:
         method -> {"acc_at_superficial": float | None, "share_forgotten": float in [0, 1]}.
     """
     out = {}
-    for method, g in df.groupby("method"):
+    for method, g in df.groupby("method", sort=False):
         accs, n = [], g["target"].nunique()
         for _, t in g.groupby("target"):
             t = t.assign(s=[strength(r) for r in t.to_dict("records")]).sort_values("s")
