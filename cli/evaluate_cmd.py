@@ -44,7 +44,7 @@ def evaluate(
     methods: str = typer.Option(",".join(("ga", "npo", "tv", "whp")), "--methods",
                                 help="Comma-separated: ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp; "
                                 "METHOD@SCOPE (e.g. npo_gdr@minimum) or a deep-unlearning-aware preset: du_ga, "
-                                "du_npo, du_ga_gdr, du_npo_gdr (recommended), du_npo_gdr_best."),
+                                "du_npo, du_ga_gdr (recommended), du_npo_gdr, du_npo_gdr_best."),
     forget_scope: str = typer.Option("target", "--forget-scope", help="Forget set of methods without @SCOPE: "
                                      "target (the paper), minimum (a minimum deep unlearning set of the target) "
                                      "or best (the minimal set losing the fewest closure facts)."),

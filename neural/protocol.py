@@ -37,7 +37,7 @@ PRESETS: dict[str, tuple[str, str, tuple | None]] = {
     "du_npo_gdr_best": ("npo_gdr", "best", (1, 2, 3, 4, 6, 8)),
 }
 #: The preset dukb recommends (see README, "Deep-unlearning-aware unlearning").
-RECOMMENDED = "du_npo_gdr"
+RECOMMENDED = "du_ga_gdr"
 
 
 def parse_method(spec: str, default_scope: str = "target"):
