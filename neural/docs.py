@@ -150,6 +150,8 @@ class TrainConfig:
         schedule: "linear" or "cosine" decay to 0 after warm-up, or "constant".
         eval_every: run the early-stop check every this many epochs (0: never).
         seed: seed of the data order and of torch.
+        max_grad_norm: clip the gradient's global norm to this before each step (0: no clipping); 1.0 is the
+            default of HF's Trainer, which RESTOR's corruption (LLaMA-Factory) and unlearning (SOUL) code use.
     """
 
     epochs: int = 5
@@ -161,6 +163,7 @@ class TrainConfig:
     schedule: str = "cosine"
     eval_every: int = 0
     seed: int = 0
+    max_grad_norm: float = 1.0
 
     def to_json(self) -> dict:
         """The config as a dict."""
@@ -182,7 +185,8 @@ def _scheduler(opt, cfg: TrainConfig, total_steps: int):
 
 
 def _check(cfg: TrainConfig) -> None:
-    if cfg.epochs < 0 or cfg.batch_size < 1 or cfg.grad_accum < 1 or not (0 <= cfg.warmup < 1) or cfg.lr < 0:
+    if cfg.epochs < 0 or cfg.batch_size < 1 or cfg.grad_accum < 1 or not (0 <= cfg.warmup < 1) or cfg.lr < 0 \
+            or cfg.max_grad_norm < 0:
         raise InputError(f"bad training settings: {cfg}")
 
 
@@ -240,6 +244,8 @@ def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int
             total += float(loss.detach())
             count += 1
             if (c + 1) % cfg.grad_accum == 0 or c == len(chunks) - 1:
+                if cfg.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                 opt.step()
                 sched.step()
                 opt.zero_grad(set_to_none=True)
@@ -385,7 +391,8 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
     model = state.model
     n = int(forget["input_ids"].shape[0])
     n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
-    opt = torch.optim.AdamW(state.trainable(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    params = state.trainable()
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     micro = math.ceil(n / cfg.batch_size)
     sched = _scheduler(opt, cfg, math.ceil(micro / cfg.grad_accum) * cfg.epochs)
     rng = random.Random(cfg.seed)
@@ -409,6 +416,8 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
                 loss = loss + reg_weight * r
             (loss / cfg.grad_accum).backward()
             if (c + 1) % cfg.grad_accum == 0 or c == len(chunks) - 1:
+                if cfg.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                 opt.step()
                 sched.step()
                 opt.zero_grad(set_to_none=True)

@@ -54,7 +54,7 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         if spec.lora is not None:
             from dukb.neural.methods.base import WeightState
 
-            state = WeightState(lm, spec.lora)
+            state = WeightState(lm, spec.lora, seed)
             lm.model = state.model
         record = finetune(lm, kb_qa(kb), cfg, progress=progress, log=log)
         record["kb"] = str(kb.source)

@@ -3,6 +3,7 @@
 - :mod:`.ga`: gradient ascent (Jang et al. 2023);
 - :mod:`.npo`: negative preference optimisation (Zhang et al. 2024);
 - :mod:`.retain`: the GDR and KLR retain regularisers of MUSE (Shi et al. 2024), combinable with GA and NPO;
+- :mod:`.kl`: KL unlearning as in RESTOR (maximise the divergence from the corrupted model on the forget documents);
 - :mod:`.tv`: task vector negation (Ilharco et al. 2023);
 - :mod:`.whp`: Who's Harry Potter logit steering (Eldan & Russinovich 2023; Wu et al. 2025 Eq. 3).
 

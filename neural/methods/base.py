@@ -90,6 +90,7 @@ def get_method(name: str) -> Method:
         InputError: unknown method name.
     """
     import dukb.neural.methods.ga  # noqa: F401  (registration side effects)
+    import dukb.neural.methods.kl  # noqa: F401
     import dukb.neural.methods.npo  # noqa: F401
     import dukb.neural.methods.tv  # noqa: F401
     import dukb.neural.methods.whp  # noqa: F401
@@ -132,7 +133,7 @@ class WeightState:
         lora: :class:`dukb.neural.spec.LoraSpec` or None.
     """
 
-    def __init__(self, lm, lora=None):
+    def __init__(self, lm, lora=None, seed: int = 0):
         self.lm = lm
         self.lora = lora
         self.base = lm.model
@@ -147,6 +148,9 @@ class WeightState:
                              target_modules=list(lora.target_modules) if lora.target_modules else None,
                              task_type="CAUSAL_LM",
                              fan_in_fan_out=getattr(self.base.config, "model_type", "") == "gpt2")
+            import torch
+
+            torch.manual_seed(seed)  # adapter initialisation must not depend on what ran before
             self.peft = get_peft_model(self.base, cfg)
             self._adapter0 = {k: v.detach().clone() for k, v in self.peft.named_parameters() if v.requires_grad}
         else:
@@ -225,7 +229,7 @@ def gradient_sweep(ctx: UnlearnContext, steps_grid, lr: float,
     import torch
     from transformers import get_constant_schedule, get_linear_schedule_with_warmup
 
-    state = WeightState(ctx.lm, ctx.lora)
+    state = WeightState(ctx.lm, ctx.lora, ctx.seed)
     forget_batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
     try:
         for T in steps_grid:

@@ -30,7 +30,7 @@ def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | Non
     from dukb.neural.data import encode_qa
 
     lr = lr if lr is not None else lr_for(ctx, REINFORCE_LR)
-    state = WeightState(ctx.lm, ctx.lora)
+    state = WeightState(ctx.lm, ctx.lora, ctx.seed)
     batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
     try:
         torch.manual_seed(ctx.seed)

@@ -1,0 +1,135 @@
+"""`dukb restor`: RESTOR-style clean -> corrupted -> unlearned models, fact states and rule-aware judging.
+
+Thin layer over :mod:`dukb.neural.restor` (torch, transformers and clingo are imported inside the command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb import InputError
+
+
+def parse_method_values(option: str, values: list[str] | None, integer: bool = False) -> dict:
+    """Parse repeated ``METHOD=VALUE`` options (e.g. ``--lambda kl=5``); ``all=VALUE`` sets ga, kl and npo.
+
+    Args:
+        option: the option's name, for messages.
+        values: the raw values.
+        integer: parse the values as integers.
+
+    Returns:
+        dict method -> value.
+
+    Raises:
+        InputError: malformed item, unknown method, value not a number or negative.
+    """
+    from dukb.neural.restor import RESTOR_METHODS
+
+    out: dict = {}
+    for v in values or []:
+        name, sep, val = v.partition("=")
+        name = name.strip().lower()
+        if not sep or not val.strip():
+            raise InputError(f"{option} {v!r} is not METHOD=VALUE")
+        names = list(RESTOR_METHODS) if name == "all" else [name]
+        if name != "all" and name not in RESTOR_METHODS:
+            raise InputError(f"{option}: unknown method {name!r} (choose from {', '.join(RESTOR_METHODS)}, all)")
+        try:
+            num = int(val) if integer else float(val)
+        except ValueError:
+            raise InputError(f"{option} {v!r}: {val!r} is not {'an integer' if integer else 'a number'}") from None
+        if num < 0:
+            raise InputError(f"{option} {v!r}: the value must be >= 0")
+        for n in names:
+            out[n] = num
+    return out
+
+
+def restor(
+    kb: str = typer.Option(..., "--kb", help="KB directory (people.csv, relationships.csv, biographies.csv) or a "
+                           "built-in KB name."),
+    model: str = typer.Option("tiny", "--model", help="'tiny' (built for the KB, its vocabulary covering the QA, "
+                              "the true-fact sentences and the corruption documents), an HF hub id or a directory."),
+    corrupt_fraction: float = typer.Option(0.24, "--corrupt", help="Share of the facts to corrupt (F'), 5 per "
+                                           "chosen person; RESTOR corrupts about 250 of 1,051 facts (0.24)."),
+    context: int = typer.Option(5, "--context", help="k: correct facts about other people per corruption document "
+                                "(RESTOR's k counts batches of 5: k_RESTOR = context / 5)."),
+    docs_per_entity: int = typer.Option(20, "--docs-per-entity", help="Corruption documents per corrupted person "
+                                        "(RESTOR: about 60 per incorrect fact)."),
+    methods: str = typer.Option("ga,kl,npo", "--methods", help="Comma-separated unlearning methods: ga, kl, npo."),
+    targeted: bool = typer.Option(False, "--targeted", help="Unlearn only the incorrect-fact sentences of each "
+                                  "document (RESTOR's k=0 forget set)."),
+    seed: int = typer.Option(0, "--seed", help="Seed: corruption, tiny model, data order, sampling, retain set."),
+    lora_r: int = typer.Option(8, "--lora-r", help="LoRA rank of corruption and unlearning, on all linear layers "
+                               "(RESTOR: LoRA, rank 8 by LLaMA-Factory's default); 0 = full finetuning."),
+    lora_alpha: Optional[int] = typer.Option(None, "--lora-alpha", help="LoRA alpha (default 2 x rank)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="M generations per fact, majority vote "
+                                          "(RESTOR: 3); 1 = greedy. Default: 1 with the tiny preset (its sampled "
+                                          "answers are mostly noise after corruption), 3 with the restor preset."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature when M > 1."),
+    max_new_tokens: int = typer.Option(10, "--max-new-tokens", help="Generation budget (tokens)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Hyper-parameters: 'tiny' or 'restor' (RESTOR App. "
+                                         "B/C.2); default: tiny for the tiny model, else restor."),
+    reg_weight: Optional[list[str]] = typer.Option(None, "--lambda", help="METHOD=λ, weight of the retain "
+                                                   "cross-entropy (repeatable; all=λ for every method). Presets: "
+                                                   "GA 4, KL 5, NPO 5."),
+    unlearn_lr: Optional[list[str]] = typer.Option(None, "--unlearn-lr", help="METHOD=lr (repeatable; all=lr)."),
+    unlearn_epochs: Optional[list[str]] = typer.Option(None, "--unlearn-epochs", help="METHOD=epochs "
+                                                       "(repeatable; all=N). Presets: GA 2, KL 2, NPO 3."),
+    clean_epochs: Optional[int] = typer.Option(None, "--clean-epochs", help="Maximum epochs of the clean model's "
+                                               "finetuning (stops early at 100% of the facts)."),
+    corrupt_epochs: Optional[int] = typer.Option(None, "--corrupt-epochs", help="Corruption epochs (RESTOR: 5)."),
+    corrupt_lr: Optional[float] = typer.Option(None, "--corrupt-lr", help="Corruption learning rate."),
+    templates: Optional[int] = typer.Option(None, "--templates", help="Sentence templates per fact in the clean "
+                                            "model's training text (default: all)."),
+    n_retain: int = typer.Option(64, "--n-retain", help="Retain documents (5 unrelated true-fact sentences each)."),
+    n_random: int = typer.Option(15, "--n-random", help="Random plausible answers per fact for the log-probabilities "
+                                 "(RESTOR Fig. 2: 15)."),
+    rules: str = typer.Option("family", "--rules", help="Rule set of the closures: 'family', "
+                              "'family_paper_compat' or a .lp file."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt preset (default: from the model)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Run directory (a rerun skips finished stages and "
+                                "methods)."),
+) -> None:
+    """RESTOR-style restorative-unlearning analysis with exact, rule-aware judging.
+
+    Finetunes a clean model on the KB, corrupts it by training on documents that state plausible wrong values for
+    a share of the facts (F'), unlearns those documents with GA, KL and NPO (each with a retain term), probes
+    every fact on all models and judges each answer exactly against the KB as the true value, the injected value
+    or other. Reports RESTOR's fact states (Recovery/Forget/Unchanged over A, Degraded/Unaffected over B), accuracy
+    per relation, log-probabilities of true/injected/random answers over A, and a rule-aware analysis of each
+    model's beliefs (derived contradictions; corrupted facts still derivable after unlearning).
+
+    RUN_DIR gets config.json, corruption/, clean/, corrupted/, probes/, results.jsonl (one line per method, appended
+    as it finishes), states.csv, summary.csv, report.md (RESTOR Tables 1-3 layout) and states_<METHOD>.png.
+    """
+    from dukb.neural.restor import RestorConfig, run_restor
+
+    cfg = RestorConfig(kb=kb, model=model, corrupt=corrupt_fraction, context=context,
+                       docs_per_entity=docs_per_entity,
+                       methods=[m.strip().lower() for m in methods.split(",") if m.strip()], targeted=targeted,
+                       seed=seed, lora_r=lora_r, lora_alpha=lora_alpha, samples=samples, temperature=temperature,
+                       max_new_tokens=max_new_tokens, preset=preset,
+                       reg_weight=parse_method_values("--lambda", reg_weight),
+                       unlearn_lr=parse_method_values("--unlearn-lr", unlearn_lr),
+                       unlearn_epochs=parse_method_values("--unlearn-epochs", unlearn_epochs, integer=True),
+                       clean_epochs=clean_epochs, corrupt_epochs=corrupt_epochs, corrupt_lr=corrupt_lr,
+                       templates=templates, n_retain=n_retain, n_random=n_random, rules=rules, device=device,
+                       dtype=dtype, prompt=prompt)
+    if output.exists() and not output.is_dir():
+        raise InputError("-o must be a directory, not a file", output)
+    paths = run_restor(output, cfg, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"report: {paths['report']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `restor` to the app (its help text reflowed paragraph by paragraph)."""
+    import inspect
+
+    paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(restor.__doc__ or "").split("\n\n")]
+    app.command("restor", help="\n\n".join(paragraphs))(restor)
