@@ -7,6 +7,7 @@ is the same network with adapters disabled, otherwise a frozen copy.
 
 from __future__ import annotations
 
+import abc
 import copy
 import random
 from dataclasses import dataclass, field
@@ -48,8 +49,8 @@ class UnlearnContext:
         return p if isinstance(p, str) else "generic"
 
 
-class Method:
-    """An unlearning method.
+class Method(abc.ABC):
+    """An unlearning method (abstract: subclasses implement :meth:`sweep`).
 
     Attributes:
         name: registry name (e.g. "ga", "npo_gdr").
@@ -61,13 +62,13 @@ class Method:
     param: str = ""
     default_grid: tuple = ()
 
+    @abc.abstractmethod
     def sweep(self, ctx: UnlearnContext, grid=None) -> Iterator[tuple[dict, Predictor]]:
         """Yield ``({param: value, ...}, predictor)`` for each grid value, each from θ₀.
 
         The predictor is valid until the next item is requested; after the generator is exhausted or closed, θ₀
         is restored.
         """
-        raise NotImplementedError  # pragma: no cover - abstract
 
     def describe(self) -> dict:
         """JSON-able description (name, param, default grid)."""
