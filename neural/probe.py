@@ -57,13 +57,16 @@ def _step(model, ids, mask, pos, past):
     return out.logits[:, -1, :], out.past_key_values
 
 
-def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[str]:
-    """Greedy decoding of a batch of prompts with left padding and a KV cache (one per model).
+def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, *,
+                    temperature: float = 0.0, seed: int = 0) -> list[str]:
+    """Greedy decoding (or sampling) of a batch of prompts with left padding and a KV cache (one per model).
 
     Args:
         pred: the :class:`Predictor`.
         prompts: B prompt strings (already wrapped in prompt tags).
         max_new_tokens: at most this many tokens per prompt.
+        temperature: 0 = greedy (the paper's probing); > 0 = sampling from softmax(logits / temperature) with a CPU
+            torch generator seeded with ``seed`` (RESTOR's M generations).
 
     Returns:
         B decoded continuations (special tokens removed).
@@ -79,6 +82,7 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     eos = tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
+    gen = torch.Generator(device="cpu").manual_seed(seed) if temperature > 0 else None
     with torch.no_grad():
         logits, past = _step(pred.model, ids, mask, pos, None)
         aux_past = None
@@ -88,7 +92,11 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
         out = []
         for _ in range(max_new_tokens):
             step_logits = logits if pred.aux_model is None else pred.combine(logits, aux_logits)
-            nxt = step_logits.argmax(-1)
+            if gen is None:
+                nxt = step_logits.argmax(-1)
+            else:
+                probs = torch.softmax(step_logits.float().cpu() / temperature, -1)
+                nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1).to(ids.device)
             nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
             out.append(nxt)
             if eos is not None:

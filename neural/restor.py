@@ -374,44 +374,9 @@ def sample_generate(pred, prompts: list[str], max_new_tokens: int, temperature: 
     Returns:
         The decoded continuations (special tokens removed).
     """
-    import torch
-
     from dukb.neural.probe import greedy_generate
 
-    if temperature <= 0:
-        return greedy_generate(pred, prompts, max_new_tokens)
-    tok = pred.tokenizer
-    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-    ids, mask = enc["input_ids"].to(pred.device), enc["attention_mask"].to(pred.device)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    eos = tok.eos_token_id
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    out = []
-    with torch.no_grad():
-        res = pred.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
-        logits, past = res.logits[:, -1, :], res.past_key_values
-        done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
-        for _ in range(max_new_tokens):
-            probs = torch.softmax(logits.float().cpu() / temperature, -1)
-            nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1).to(ids.device)
-            nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
-            out.append(nxt)
-            if eos is not None:
-                done = done | (nxt == eos)
-            if bool(done.all()):
-                break
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            pos = pos[:, -1:] + 1
-            res = pred.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, past_key_values=past,
-                             use_cache=True)
-            logits, past = res.logits[:, -1, :], res.past_key_values
-    texts = []
-    for row in torch.stack(out, dim=1).tolist():
-        if eos is not None and eos in row:
-            row = row[:row.index(eos)]
-        texts.append(tok.decode([t for t in row if t != pad], skip_special_tokens=True))
-    return texts
+    return greedy_generate(pred, prompts, max_new_tokens, temperature=max(temperature, 0.0), seed=seed)
 
 
 def probe_facts(pred, facts: Sequence[FactProbe], judge: Judge, *, samples: int = 1, temperature: float = 1.0,
