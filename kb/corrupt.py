@@ -246,11 +246,12 @@ class _Corruptor:
     def corruptible(self, name: str) -> list[Fact | BioFact]:
         """The facts with subject ``name`` that can get a wrong value, relationships then biographies."""
         rels = [f for f in self.ix.rels_of.get(name, ()) if f.subject == name and self.can_replace(f)]
-        bios = [b for b in self.ix.bios_of.get(name, ()) if b.attribute != "birthyear" or _is_int(b.value)]
+        bios = [b for b in self.ix.bios_of.get(name, ()) if b.attribute != "birthyear" or is_int(b.value)]
         return rels + bios
 
 
-def _is_int(v: str) -> bool:
+def is_int(v: str) -> bool:
+    """True when ``v`` parses as an integer (e.g. a birth year)."""
     try:
         int(v)
         return True

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from dukb import InputError
+from dukb.kb.corrupt import is_int
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.probes import BIOGRAPHY, RELATIONSHIP, Probe
 
@@ -288,20 +289,12 @@ def random_candidates(kb: KB, closure_triples: set[Triple], f: Fact | BioFact, i
         true = index.values(f.subject, f.attribute) | {f.value}
         pool = [v for v in index.attribute_values(f.attribute) if v not in true and v != injected]
         if len(pool) < n:
-            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or _is_int(f.value) \
+            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or is_int(f.value) \
                 else []
             pool += [v for v in more if v not in true and v != injected and v not in pool]
     pool = sorted(set(pool))
     rng.shuffle(pool)
     return tuple(pool[:n])
-
-
-def _is_int(v: str) -> bool:
-    try:
-        int(v)
-        return True
-    except ValueError:
-        return False
 
 
 def fact_probes(kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence = (), n_random: int = N_RANDOM,

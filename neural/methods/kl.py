@@ -28,7 +28,7 @@ own setting is 2 epochs, lr 1.5e-5 with a cross-entropy retain term (App. C.2, "
 from __future__ import annotations
 
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for, register
-from dukb.neural.methods.retain import regulariser
+from dukb.neural.methods.retain import regulariser, with_retain
 from dukb.neural.scoring import forward_logits
 
 #: learning rates by model family (as GA's; tiny: tuned for the built-in default model).
@@ -90,11 +90,7 @@ class KLDivergence(Method):
             if "ref" not in cache:  # P_c's logits on the (fixed) forget batch, computed once from θ₀
                 cache["ref"] = state.ref_logits(forget_batch).detach()
             loss = -kl_loss(forward_logits(state.model, forget_batch), cache["ref"], forget_batch["labels"])
-            if reg is not None:
-                r = reg(state, retain_items)
-                if r is not None:
-                    loss = loss + ctx.reg_weight * r
-            return loss
+            return with_retain(loss, reg, state, retain_items, ctx.reg_weight)
 
         yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, KL_LR), step_loss)
 

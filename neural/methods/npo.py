@@ -8,7 +8,7 @@ with twice GA's learning rate (4e-5 for GPT2-XL/Phi-1.5, 2e-5 for Llama).
 from __future__ import annotations
 
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for, register
-from dukb.neural.methods.retain import regulariser
+from dukb.neural.methods.retain import regulariser, with_retain
 from dukb.neural.scoring import forward_logits, sequence_logprob
 
 NPO_LR = {"gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "generic": 4e-5, "tiny": 2e-3}
@@ -50,11 +50,7 @@ class NPO(Method):
                 cache["ref"] = ref_s.detach()
             s, _ = sequence_logprob(forward_logits(state.model, forget_batch), forget_batch["labels"])
             loss = npo_loss(s, cache["ref"], self.beta)
-            if reg is not None:
-                r = reg(state, retain_items)
-                if r is not None:
-                    loss = loss + ctx.reg_weight * r
-            return loss
+            return with_retain(loss, reg, state, retain_items, ctx.reg_weight)
 
         for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
             yield dict(setting, beta=self.beta), pred

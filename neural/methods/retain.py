@@ -62,3 +62,17 @@ def regulariser(kind: str | None):
         return klr_loss(logits, state.ref_logits(batch), batch["labels"])
 
     return reg
+
+
+def with_retain(loss, reg, state, retain_items, weight: float):
+    """L = L_forget + λ · L_reg when a regulariser and retain items are present, else L_forget unchanged.
+
+    Args:
+        loss: the forget loss (scalar tensor); reg: a function from :func:`regulariser` or None;
+        state: the :class:`dukb.neural.methods.base.WeightState`; retain_items: this step's retain QA;
+        weight: λ.
+    """
+    if reg is None:
+        return loss
+    r = reg(state, retain_items)
+    return loss if r is None else loss + weight * r
