@@ -69,6 +69,7 @@ def evaluate(
     at once), summary.csv, report.md (the paper's Table 1/2 layout) and accuracy_recall.png. With no arguments it
     runs the built-in default (generated KB, tiny model, 11 targets, GA/NPO/TV/WHP) on CPU.
     """
+    from dukb.neural.distributed import is_main_process
     from dukb.neural.protocol import EvaluateConfig
     from dukb.neural.protocol import evaluate as run_evaluate
 
@@ -80,7 +81,8 @@ def evaluate(
                          rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
                          prompt=prompt, forget_scope=forget_scope)
     run_evaluate(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
-    typer.echo(f"report: {output / 'report.md'}")
+    if is_main_process():
+        typer.echo(f"report: {output / 'report.md'}")
 
 
 def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate`.")) -> None:

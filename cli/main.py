@@ -73,14 +73,23 @@ def _click_exceptions():
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dukb`` console script.
 
+    Under a multi-process launch (``WORLD_SIZE > 1``) only ``finetune`` and ``evaluate`` run; other commands exit
+    with code 2 (:mod:`dukb.neural.distributed`).
+
     Returns:
         The exit code: 0 on success, 2 on bad input or usage (one line ``dukb: error: ...``, no traceback),
         130 on Ctrl-C.
     """
+    from dukb.neural.distributed import check_single_process
+
     ex = _click_exceptions()
     command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        rv = command.main(args=argv, prog_name="dukb", standalone_mode=False)
+        name = next((a for a in args if not a.startswith("-")), None)
+        if name is not None:
+            check_single_process(name)  # under accelerate launch/torchrun only finetune and evaluate may run
+        rv = command.main(args=args, prog_name="dukb", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except DukbError as e:
         typer.echo(f"dukb: error: {e}", err=True)

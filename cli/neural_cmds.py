@@ -76,6 +76,7 @@ def finetune(
     finetune.json (config, seed, epochs, final accuracy, versions, device) to the output directory.
     """
     from dukb.kb import load_kb
+    from dukb.neural.distributed import is_main_process
     from dukb.neural.pipeline import finetune_kb
 
     k = load_kb(kb)
@@ -83,6 +84,8 @@ def finetune(
                          trust_remote_code, gradient_checkpointing)
     record = finetune_kb(k, spec, output, preset=preset, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                          progress=True, log=lambda m: typer.echo(m, err=True))
+    if not is_main_process():
+        return
     typer.echo(f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
                f"{record['accuracy']:.4f} after {record['epochs_run']} epochs ({record['seconds']:.1f} s) -> {output}")
 

@@ -52,7 +52,8 @@ FINETUNE_PRESETS: dict[str, FinetuneConfig] = {
 
 
 def versions() -> dict:
-    """Versions of python, torch, transformers, peft and dukb (for result records)."""
+    """Versions of python, torch, transformers, peft, accelerate and dukb (for result records)."""
+    import accelerate
     import peft
     import torch
     import transformers
@@ -60,7 +61,8 @@ def versions() -> dict:
     from dukb import __version__
 
     return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "peft": peft.__version__, "dukb": __version__}
+            "transformers": transformers.__version__, "peft": peft.__version__,
+            "accelerate": accelerate.__version__, "dukb": __version__}
 
 
 def device_info(device: str) -> dict:
@@ -79,42 +81,97 @@ def _trim(batch: dict) -> dict:
     return {k: v[:, keep:] for k, v in batch.items()}
 
 
+def _local_slice(idx: list[int], r: int, n: int) -> list[int]:
+    """Rank ``r``'s contiguous part of a global batch ``idx`` split into ``n`` near-equal parts (may be empty)."""
+    size, extra = divmod(len(idx), n)
+    lo = r * size + min(r, extra)
+    return idx[lo:lo + size + (1 if r < extra else 0)]
+
+
+def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
+    """Summed answer-token NLL of ``batch`` divided by ``n_tokens``, times ``scale``.
+
+    With ``n_tokens`` = the batch's own answer-token count and ``scale`` = 1 this is HF's causal-LM loss (mean NLL
+    over answer tokens). Data parallel: ``n_tokens`` = the *global* batch's count and ``scale`` = world size, so the
+    gradients DDP averages over processes sum to the single-process gradient of the global batch.
+
+    Args:
+        model: causal LM.
+        batch: :func:`dukb.neural.data.encode_qa` batch ([B, L] tensors).
+        n_tokens: normaliser (tokens, > 0).
+        scale: multiplier.
+
+    Returns:
+        scalar tensor (nats per token).
+
+    Source: Wu et al. 2025, App. H (finetuning loss on the answer tokens).
+    """
+    from dukb.neural.scoring import forward_logits, sequence_logprob
+
+    logp, _ = sequence_logprob(forward_logits(model, batch), batch["labels"])
+    return -logp.sum() * (scale / n_tokens)
+
+
 def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = False, log=None) -> dict:
     """Finetune ``lm.model`` in place on QA items.
+
+    Runs data parallel when launched with several processes (accelerate launch / torchrun, see
+    :mod:`dukb.neural.distributed`): each global batch of ``config.batch_size`` items is split over the processes
+    and the gradient equals the single-process one; the early-stopping probe is split too. Without a launcher it
+    is a plain single-device loop.
 
     Args:
         lm: :class:`dukb.neural.models.LoadedModel` (with LoRA adapters if its spec asks for them).
         items: the QA items to learn (the paper: every KB fact's question4/answer4 pair).
         config: :class:`FinetuneConfig`.
-        progress: show a rich progress bar.
-        log: optional callable(str) for one-line epoch reports.
+        progress: show a rich progress bar (main process only).
+        log: optional callable(str) for one-line epoch reports (main process only).
 
     Returns:
-        A JSON-able record: config, seed, epochs run, final accuracy (fraction of items known), loss per epoch,
-        seconds, versions, device.
+        A JSON-able record: config, seed, epochs run, final accuracy (fraction of items known, in [0, 1]), mean
+        loss per epoch (nats per answer token), seconds, versions, device, world size.
+
+    Raises:
+        ValueError: ``items`` is empty.
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
     import torch
     from transformers import get_linear_schedule_with_warmup
 
+    from dukb.neural import distributed as dist
     from dukb.neural.probe import Predictor, probe
 
+    if not items:
+        raise ValueError("no QA items to finetune on")
     if config.batch_size <= 0:
         config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
+    world, me = dist.world_size(), dist.rank()
+    main = dist.is_main_process()
+    acc_ = dist.accelerator(lm.device)
     torch.manual_seed(config.seed)
     model = lm.model
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = (len(items) + config.batch_size - 1) // config.batch_size
+    # the schedule steps once per global batch, as in one process (not through accelerate, which would step it
+    # world_size times per batch)
     sched = get_linear_schedule_with_warmup(opt, config.warmup_steps, steps_per_epoch * config.epochs)
+    ddp_model, opt_ = acc_.prepare(model, opt)
     gen = torch.Generator().manual_seed(config.seed)
     pred = Predictor(model, lm.tokenizer, lm.tags, device=lm.device)
+    my_probe_items = dist.shard(items)
     encoded = encode_qa(lm.tokenizer, lm.tags, items, lm.device)  # tokenise once; batches are row slices
+    n_answer = (encoded["labels"][:, 1:] != -100).sum(-1).tolist()  # answer tokens per item
     t0 = time.perf_counter()
     losses, acc, epoch = [], None, 0
+
+    def accuracy() -> float:
+        known = float(probe(pred, my_probe_items)["known"].sum()) if my_probe_items else 0.0
+        return dist.all_sum([known], lm.device)[0] / len(items)
+
     bar = None
-    if progress:
+    if progress and main:
         from rich.progress import Progress
 
         bar = Progress(transient=True)
@@ -126,36 +183,41 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
             perm = torch.randperm(len(items), generator=gen).tolist()
             total, n = 0.0, 0
             for i in range(0, len(perm), config.batch_size):
-                idx = torch.tensor(perm[i:i + config.batch_size], device=lm.device)
+                glob = perm[i:i + config.batch_size]
+                n_tok = sum(n_answer[j] for j in glob)
+                mine = _local_slice(glob, me, world)
+                # a process whose slice is empty (last batch smaller than the world) still joins the gradient
+                # all-reduce, with a zero-weighted item
+                idx = torch.tensor(mine or glob[:1], device=lm.device)
                 batch = _trim({k: v[idx] for k, v in encoded.items()})
-                out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                            position_ids=batch["position_ids"], labels=batch["labels"])
-                out.loss.backward()
-                opt.step()
+                loss = answer_token_loss(ddp_model, batch, n_tok, scale=world if mine else 0.0)
+                acc_.backward(loss)
+                opt_.step()
                 sched.step()
-                opt.zero_grad(set_to_none=True)
-                total += float(out.loss.detach())
+                opt_.zero_grad(set_to_none=True)
+                total += float(loss.detach()) / world
                 n += 1
-            losses.append(total / max(n, 1))
+            losses.append(dist.all_sum([total], lm.device)[0] / max(n, 1))
             model.eval()
             if bar is not None:
                 bar.advance(task)
             if config.eval_every and (epoch % config.eval_every == 0 or epoch == config.epochs):
-                df = probe(pred, items)
-                acc = float(df["known"].mean())
-                if log:
+                acc = accuracy()
+                if log and main:
                     log(f"epoch {epoch}: loss {losses[-1]:.4f}, accuracy {acc:.4f}")
                 if acc >= config.target_accuracy:
                     break
     finally:
         if bar is not None:
             bar.stop()
+        acc_.free_memory()  # drop accelerate's references to the DDP wrapper and optimizer
     model.eval()
     if acc is None:
-        acc = float(probe(pred, items)["known"].mean())
+        acc = accuracy()
     return {"config": asdict(config), "seed": config.seed, "epochs_run": epoch, "accuracy": acc,
             "n_items": len(items), "loss_per_epoch": losses, "seconds": time.perf_counter() - t0,
-            "versions": versions(), "device": device_info(lm.device), "model": lm.spec.to_json()}
+            "versions": versions(), "device": device_info(lm.device), "world_size": world,
+            "model": lm.spec.to_json()}
 
 
 def save_record(record: dict, path) -> None:

@@ -23,18 +23,21 @@ SPECIALS = {"unk": "[UNK]", "pad": "[PAD]", "eos": "[EOS]"}
 
 
 def resolve_device(device: str = "auto") -> str:
-    """"auto" -> "cuda" when available, else "cpu"; other values pass through.
+    """"auto" -> "cuda" when available, else "cpu"; other values pass through. Under a multi-process launch
+    "cuda" becomes ``cuda:LOCAL_RANK`` (:func:`dukb.neural.distributed.process_device`).
 
     Raises:
-        InputError: cuda requested but not available.
+        InputError: cuda requested but not available; "cuda:N" under a multi-process launch.
     """
     import torch
 
+    from dukb.neural.distributed import process_device
+
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return process_device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(f"device {device!r} requested but CUDA is not available")
-    return device
+    return process_device(device)
 
 
 def resolve_dtype(dtype: str, device: str):

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from dukb.neural.data import kb_qa, vocabulary_texts
+from dukb.neural.distributed import barrier, is_main_process
 from dukb.neural.finetune import FINETUNE_PRESETS, finetune, save_record
 from dukb.neural.models import build_tiny_model, load_model, save_model
 from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
@@ -19,6 +20,9 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
                 lr: float | None = None, batch_size: int | None = None, seed: int = 0, progress: bool = False,
                 log=None) -> dict:
     """Finetune a model on every KB fact's QA and save it, with ``finetune.json``, to ``out_dir``.
+
+    Under a multi-process launch (accelerate launch / torchrun) finetuning is data parallel and process 0 saves;
+    every process returns the same record after the model is on disk.
 
     ``spec.name_or_path == "tiny"`` creates the built-in default for this KB first (GPT-2 architecture from a
     config, word-level tokenizer from the KB's text), saved and reloaded as an ordinary HF directory.
@@ -39,10 +43,12 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
     from dukb import InputError
 
     out = Path(out_dir)
+    requested = spec.name_or_path
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
         if spec.name_or_path == TINY:
             tags = PROMPT_PRESETS[TINY]
             build_tiny_model(vocabulary_texts(kb, tags), tmp, seed=seed)
+            tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
             spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
         name = preset or (spec.prompt if isinstance(spec.prompt, str) else "generic")
         if name not in FINETUNE_PRESETS:
@@ -60,9 +66,15 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         record["kb"] = str(kb.source)
         record["preset"] = name
         lm.spec = dataclasses.replace(spec, name_or_path=str(spec.name_or_path))
-        save_model(lm, out)
+        if is_main_process():  # multi-process launch: process 0 writes, the others wait for it
+            save_model(lm, out)
     record["model"]["saved_to"] = str(out)
-    save_record(record, out / "finetune.json")
+    if requested == TINY:  # not the temporary directory it was built in
+        record["model"]["name_or_path"] = TINY
+        record["model"]["tiny"] = tiny_info
+    if is_main_process():
+        save_record(record, out / "finetune.json")
+    barrier(lm.device)
     return record
 
 

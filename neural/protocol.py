@@ -144,11 +144,16 @@ def choose_targets(kb, n: int, seed: int) -> list[int]:
 class ResultsFile:
     """Append-only JSONL of result rows with resume support.
 
-    Each row is written as one line, flushed and fsynced; on open, a torn last line is cut off so the file stays
-    valid JSONL.
+    Each row is written as one line, flushed and fsynced; on open, a torn last line of the file this process owns
+    is cut off so the file stays valid JSONL. Rows of ``also`` files (the shard files of a multi-process run, see
+    :mod:`dukb.neural.distributed`) count as done too; those files are read, never changed.
+
+    Args:
+        path: the file this process appends to.
+        also: other JSONL files whose rows count as done (missing files are skipped).
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, also: tuple = ()):
         self.path = path
         self.rows: list[dict] = []
         if path.exists():
@@ -169,6 +174,9 @@ class ResultsFile:
                 with open(path, "ab") as fh:
                     fh.write(b"\n")
             self.rows = good
+        for other in also:
+            if Path(other).exists() and Path(other) != path:
+                self.rows.extend(_complete_rows(Path(other)))
         self.done = {self.key(r) for r in self.rows}
 
     @staticmethod
@@ -186,16 +194,64 @@ class ResultsFile:
         self.done.add(self.key(row))
 
 
-def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, fingerprint: str) -> dict:
-    """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json (depends on KB, rules, method)."""
+def _complete_rows(path: Path) -> list[dict]:
+    """The rows of the complete lines of a JSONL file another process may still be appending to."""
+    rows = []
+    for raw in path.read_bytes().splitlines(keepends=True):
+        if not raw.endswith(b"\n"):
+            break
+        try:
+            rows.append(json.loads(raw))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+SHARD_GLOB = "results.rank*.jsonl"
+
+
+def merge_shards(run: Path, order=None) -> int:
+    """Append the rows of RUN_DIR/results.rank*.jsonl (a multi-process run) that results.jsonl lacks, then delete
+    the shard files. Call on one process, after every process finished writing.
+
+    Args:
+        run: run directory.
+        order: optional key function on rows for the order of the appended rows.
+
+    Returns:
+        number of rows appended.
+    """
+    shards = sorted(run.glob(SHARD_GLOB))
+    if not shards:
+        return 0
+    main = ResultsFile(run / "results.jsonl")
+    new: dict[tuple, dict] = {}
+    for sh in shards:
+        for row in _complete_rows(sh):
+            k = ResultsFile.key(row)
+            if k not in main.done:
+                new.setdefault(k, row)
+    for row in sorted(new.values(), key=order) if order else new.values():
+        main.append(row)
+    for sh in shards:
+        sh.unlink()
+    return len(new)
+
+
+def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, fingerprint: str,
+                write: bool = True) -> dict:
+    """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json (depends on KB, rules, method); the
+    cache is rewritten when ``write`` and a target was missing from it."""
     from dukb.solver.mdus import minimal_sets
 
     path = run / "sets.json"
     cache = {}
+    missing = True
     if path.exists():
         doc = json.loads(path.read_text())
         if doc.get("kb") == fingerprint and doc.get("rules") == cfg.rules and doc.get("method") == cfg.sets:
             cache = {int(k): v for k, v in doc["targets"].items()}
+            missing = any(t not in cache for t in targets)
     for t in targets:
         if t in cache:
             continue
@@ -211,8 +267,9 @@ def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, fin
             r = minimal_sets(closure, [atom], "random", n_seeds=cfg.seeds, seed=cfg.seed)
             used = "random"
         cache[t] = {"sets": [list(s) for s in r.sets], "sets_used": used, "complete": r.complete}
-    path.write_text(json.dumps({"kb": fingerprint, "rules": cfg.rules, "method": cfg.sets,
-                                "targets": {str(k): v for k, v in cache.items()}}))
+    if write and missing:
+        path.write_text(json.dumps({"kb": fingerprint, "rules": cfg.rules, "method": cfg.sets,
+                                    "targets": {str(k): v for k, v in cache.items()}}))
     return cache
 
 
@@ -239,7 +296,9 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     import pandas as pd
 
     from dukb.kb import load_kb
+    from dukb.neural import distributed as dist
     from dukb.neural.data import kb_qa
+    from dukb.neural.models import resolve_device
     from dukb.neural.pipeline import finetune_kb, load_finetuned
     from dukb.neural.report import render
     from dukb.neural.spec import ModelSpec
@@ -250,6 +309,13 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
+    device = resolve_device(cfg.device)  # cuda:LOCAL_RANK under a multi-process launch
+    main = dist.is_main_process()
+    if dist.is_distributed():
+        rank_log = log
+
+        def log(msg: str) -> None:
+            rank_log(f"[rank {dist.rank()}/{dist.world_size()}] {msg}")
 
     # 1. KB, closure, targets, sets
     if cfg.kb is None:
@@ -273,14 +339,21 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
               "n_targets": len(targets), "methods": [label for label, *_ in methods],
               "scopes": {label: scope for label, _m, scope, _g in methods}, "grids": grids}
     cfg_path = run / "config.json"
-    results = ResultsFile(run / "results.jsonl")
+    # one process writes results.jsonl; under a multi-process launch each writes its shard, merged at the end
+    mine_path = run / (f"results.rank{dist.rank()}.jsonl" if dist.is_distributed() else "results.jsonl")
+    results = ResultsFile(mine_path, also=[run / "results.jsonl", *sorted(run.glob(SHARD_GLOB))])
     if results.rows and not resume:
         raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         if old.get("kb_fingerprint") != fp or old.get("rules") != cfg.rules:
             raise InputError(f"{run} holds a run on a different KB or rule set; choose another -o")
-    sets = _sets_cache(run, closure, targets, cfg, fp)
+    dist.barrier(device)  # every process has read the old state before anyone writes
+    if main:
+        sets = _sets_cache(run, closure, targets, cfg, fp)
+    dist.barrier(device)
+    if not main:  # the cache process 0 just wrote
+        sets = _sets_cache(run, closure, targets, cfg, fp, write=False)
     log(f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
         f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
 
@@ -296,6 +369,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         if not (ft_dir / "finetune.json").exists():
             spec = ModelSpec(cfg.model, prompt=cfg.prompt or ("tiny" if cfg.model == "tiny" else "generic"),
                              dtype=cfg.dtype, device=cfg.device)
+            # data parallel under a multi-process launch; process 0 saves
             finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, seed=cfg.seed, progress=progress, log=log)
         lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device)
         ft = json.loads((ft_dir / "finetune.json").read_text())
@@ -303,9 +377,11 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     from dukb.neural.finetune import device_info, versions
 
     record["versions"] = versions()
-    record["device"] = device_info(lm.device)
-    cfg_path.write_text(json.dumps(record, indent=2))
-    (run / "finetune.json").write_text(json.dumps(ft, indent=2))
+    record["device_used"] = device_info(lm.device)  # "device" keeps the configured value
+    record["world_size"] = dist.world_size()
+    if main:
+        cfg_path.write_text(json.dumps(record, indent=2))
+        (run / "finetune.json").write_text(json.dumps(ft, indent=2))
     items = kb_qa(kb)
     from dukb.neural.probe import Predictor, probe
 
@@ -315,17 +391,20 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     if acc0 < 1.0:
         log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
 
-    # 3. sweeps
-    total = len(targets) * sum(len(g) for g in grids.values())
+    # 3. sweeps (this process's share of the targets under a multi-process launch)
+    my_targets = dist.shard(targets)
+    total = len(my_targets) * sum(len(g) for g in grids.values())
     bar = None
-    if progress:
+    if progress and main:
         from rich.progress import Progress
 
         bar = Progress()
         bar.start()
-        task = bar.add_task("unlearning", total=total, completed=len(results.done))
+        done_mine = sum((t, label, float(v)) in results.done for t in my_targets for label, *_ in methods
+                        for v in grids[label])
+        task = bar.add_task("unlearning", total=total, completed=done_mine)
     try:
-        for t in targets:
+        for t in my_targets:
             fact = kb.relationship(t)
             for label, m, scope, _g in methods:
                 todo = [v for v in grids[label] if (t, label, float(v)) not in results.done]
@@ -349,6 +428,15 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     finally:
         if bar is not None:
             bar.stop()
-    paths = render(run)
-    log(f"done in {time.perf_counter() - t_start:.1f} s: report {paths['report']}")
-    return pd.DataFrame(results.rows)
+    dist.barrier(device)
+    if main:
+        pos = {t: i for i, t in enumerate(targets)}
+        labels = {label: i for i, (label, *_r) in enumerate(methods)}
+        merge_shards(run, order=lambda r: (pos.get(int(r["target"]), len(pos)), labels.get(r["method"], len(labels)),
+                                           float(r["setting"][r["param"]])))
+        paths = render(run)
+        log(f"done in {time.perf_counter() - t_start:.1f} s: report {paths['report']}")
+    dist.barrier(device)
+    from dukb.neural.report import read_results
+
+    return pd.DataFrame(read_results(run / "results.jsonl"))

@@ -1,0 +1,160 @@
+"""Multi-process (multi-GPU) runs through accelerate, and the single-process default.
+
+dukb is launched as usual (``dukb finetune ...``); a user with several GPUs launches the same command under a
+launcher, which starts one process per GPU and sets ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``::
+
+    accelerate launch --multi_gpu --num_processes 4 -m dukb.cli.main finetune --kb DIR --model M -o OUT
+    torchrun --nproc_per_node 4 -m dukb.cli.main evaluate --kb DIR --finetuned OUT -o RUN
+
+What runs in parallel:
+
+* ``finetune``: data parallel (DDP through :class:`accelerate.Accelerator`). Every process draws the same seeded
+  permutation; each global batch (``batch_size`` items, the paper's 16) is split across the processes, and each
+  process scales its summed token loss by ``world_size / n_answer_tokens(global batch)``, so the averaged gradient is
+  exactly the single-process gradient of the global batch. Early-stopping probes are split across processes too.
+* ``evaluate``: targets are split across processes (target ``i`` goes to process ``i mod world_size``); each process
+  unlearns and probes its targets on its own device and writes its own ``results.rank{r}.jsonl``; process 0 merges
+  them into ``results.jsonl`` at the end. Unlearning one target is a tiny-batch job, so this is where extra GPUs pay.
+* Every other command runs in one process and refuses a multi-process launch (see :func:`check_single_process`).
+
+Without a launcher everything here is a no-op: world size 1, rank 0, no process group.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dukb import InputError
+
+#: Commands that support a multi-process launch (the rest refuse it).
+DISTRIBUTED_COMMANDS = ("finetune", "evaluate")
+
+_ACCELERATOR = None
+
+
+def world_size() -> int:
+    """Number of processes of this launch (``WORLD_SIZE``; 1 without a launcher)."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def rank() -> int:
+    """Global rank of this process (``RANK``; 0 without a launcher)."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def local_rank() -> int:
+    """Rank of this process on its machine (``LOCAL_RANK``; 0 without a launcher): selects its GPU."""
+    try:
+        return int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def is_distributed() -> bool:
+    """True when launched with more than one process (accelerate launch, torchrun)."""
+    return world_size() > 1
+
+
+def is_main_process() -> bool:
+    """True on rank 0 (and always without a launcher): the process that writes shared files."""
+    return rank() == 0
+
+
+def check_single_process(command: str) -> None:
+    """Refuse a multi-process launch of a command that runs in one process.
+
+    Raises:
+        InputError: ``WORLD_SIZE > 1`` and ``command`` is not in :data:`DISTRIBUTED_COMMANDS`.
+    """
+    if is_distributed() and command not in DISTRIBUTED_COMMANDS:
+        raise InputError(f"`dukb {command}` runs in a single process, but it was launched with WORLD_SIZE="
+                         f"{world_size()}; run it without accelerate launch/torchrun (multi-process launches are "
+                         f"supported by: {', '.join('dukb ' + c for c in DISTRIBUTED_COMMANDS)})")
+
+
+def accelerator(device: str = "cpu"):
+    """The process's :class:`accelerate.Accelerator` (created once; accelerate keeps its state per process).
+
+    Under a launcher it joins the process group (NCCL on CUDA, gloo when ``device`` is "cpu"); without one it is a
+    pass-through (``DistributedType.NO``). Device placement stays with dukb (``device_placement=False``): models
+    are already on the device :func:`dukb.neural.models.resolve_device` chose (``cuda:LOCAL_RANK`` under a
+    launcher). Mixed precision is off: a bf16 model trains in bf16, as it was loaded.
+
+    Args:
+        device: the resolved torch device string of this process.
+
+    Returns:
+        ``accelerate.Accelerator``.
+    """
+    global _ACCELERATOR
+    if _ACCELERATOR is None:
+        from accelerate import Accelerator
+
+        _ACCELERATOR = Accelerator(device_placement=False, cpu=device == "cpu" and is_distributed())
+    return _ACCELERATOR
+
+
+def shard(items: list, r: int | None = None, n: int | None = None) -> list:
+    """This process's share of ``items``: every ``n``-th item from position ``r`` (round robin).
+
+    Args:
+        items: any list.
+        r: rank (default: this process's).
+        n: world size (default: this launch's).
+
+    Returns:
+        ``items[r::n]``; the shares of ranks 0..n-1 partition ``items``.
+    """
+    r = rank() if r is None else r
+    n = world_size() if n is None else n
+    return items[r::n]
+
+
+def all_sum(values, device: str = "cpu") -> list[float]:
+    """Sum a list of numbers over all processes (identity without a launcher).
+
+    Args:
+        values: numbers of this process.
+        device: device of the collective (the process's model device: NCCL needs CUDA tensors).
+
+    Returns:
+        list of floats, the element-wise sums over processes, identical on every process.
+    """
+    if not is_distributed():
+        return [float(v) for v in values]
+    import torch
+
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    return [float(v) for v in accelerator(device).reduce(t, "sum").tolist()]
+
+
+def barrier(device: str = "cpu") -> None:
+    """Wait until every process gets here (no-op without a launcher)."""
+    if is_distributed():
+        accelerator(device).wait_for_everyone()
+
+
+def process_device(device: str) -> str:
+    """The per-process device under a launcher: "cuda"/"auto" with CUDA -> ``cuda:LOCAL_RANK``.
+
+    Args:
+        device: a device string already resolved for a single process ("cpu", "cuda", "cuda:N").
+
+    Returns:
+        the device string this process must use.
+
+    Raises:
+        InputError: a fixed "cuda:N" under a multi-process launch (every process would share one GPU).
+    """
+    if not is_distributed() or device == "cpu":
+        return device
+    if device == "cuda":
+        return f"cuda:{local_rank()}"
+    raise InputError(f"--device {device} pins every process of a multi-process launch to one GPU; use "
+                     f"--device auto or cuda (each process takes cuda:LOCAL_RANK)")
