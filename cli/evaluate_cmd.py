@@ -68,6 +68,9 @@ def evaluate(
     RUN_DIR gets config.json, sets.json, finetuned/, results.jsonl (one row per target, method and setting, written
     at once), summary.csv, report.md (the paper's Table 1/2 layout) and accuracy_recall.png. With no arguments it
     runs the built-in default (generated KB, tiny model, 11 targets, GA/NPO/TV/WHP) on CPU.
+
+    Several GPUs: `torchrun --nproc_per_node N -m dukb.cli.main evaluate ...` (or accelerate launch) splits the
+    targets over the processes; process 0 merges their rows into results.jsonl.
     """
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocol import EvaluateConfig

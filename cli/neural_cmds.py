@@ -74,6 +74,9 @@ def finetune(
     QA format ("Who is X to Y?" -> relation; "What is the birthyear of X?" -> value), loss on answer tokens only,
     AdamW with a linear schedule, early stop at 100% probe accuracy. Writes the model, its tokenizer and
     finetune.json (config, seed, epochs, final accuracy, versions, device) to the output directory.
+
+    Several GPUs: `accelerate launch --multi_gpu --num_processes N -m dukb.cli.main finetune ...` trains data
+    parallel with the same global batch (and gradient) as one process.
     """
     from dukb.kb import load_kb
     from dukb.neural.distributed import is_main_process

@@ -91,13 +91,27 @@ def accelerator(device: str = "cpu"):
 
     Returns:
         ``accelerate.Accelerator``.
+
+    Raises:
+        InputError: the launch asks for sharded training (FSDP, DeepSpeed, Megatron-LM) or XLA: dukb trains data
+            parallel with a full model copy per process (DDP) only.
     """
     global _ACCELERATOR
     if _ACCELERATOR is None:
         from accelerate import Accelerator
 
-        _ACCELERATOR = Accelerator(device_placement=False, cpu=device == "cpu" and is_distributed())
+        acc = Accelerator(device_placement=False, cpu=device == "cpu" and is_distributed())
+        kind = acc.distributed_type.name
+        if kind in UNSUPPORTED:
+            raise InputError(f"this launch uses {kind}; dukb runs data parallel (DDP) only: launch with "
+                             f"`accelerate launch --multi_gpu` or torchrun, and use --lora-r/--gradient-checkpointing "
+                             f"for models that do not fit one device")
+        _ACCELERATOR = acc
     return _ACCELERATOR
+
+
+#: accelerate distributed types dukb refuses (it keeps one full model copy per process).
+UNSUPPORTED = ("FSDP", "DEEPSPEED", "MEGATRON_LM", "XLA")
 
 
 def shard(items: list, r: int | None = None, n: int | None = None) -> list:

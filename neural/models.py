@@ -166,7 +166,12 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     model.to(device)
     model.eval()
     if spec.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # non-reentrant checkpointing: safe under DDP (multi-process finetuning) and with frozen inputs (LoRA)
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         if spec.lora is not None:
             model.enable_input_require_grads()
     return LoadedModel(model, tokenizer, spec.tags, spec, device)

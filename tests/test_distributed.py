@@ -162,3 +162,22 @@ def test_batch_split_and_shard_partition(n_items, world):
     assert max(map(len, parts)) - min(map(len, parts)) <= 1
     shards = [dist.shard(idx, r, world) for r in range(world)]
     assert sorted(sum(shards, [])) == idx
+
+
+def test_sharded_launches_are_refused(monkeypatch):
+    """FSDP/DeepSpeed would shard the model that dukb probes and saves whole: refused with a clear message."""
+    import types
+
+    import accelerate
+
+    from dukb import InputError
+
+    class FakeAccelerator:
+        def __init__(self, **kw):
+            self.distributed_type = types.SimpleNamespace(name="FSDP")
+
+    monkeypatch.setattr(dist, "_ACCELERATOR", None)
+    monkeypatch.setattr(accelerate, "Accelerator", FakeAccelerator)
+    with pytest.raises(InputError, match="FSDP.*DDP"):
+        dist.accelerator("cuda:0")
+    assert dist._ACCELERATOR is None
