@@ -114,6 +114,47 @@ def test_each_method_lowers_the_target(small_kb, lm, method, grid, lr, must_forg
     assert answer_logprob(Predictor(lm.model, lm.tokenizer, lm.tags), forget)[0] == pytest.approx(before, abs=1e-5)
 
 
+def test_bf16_path_probes_unlearns_and_finetunes(small_kb, finetuned):
+    """The dtype a CUDA device gets by default (bf16), run on CPU: probing, GA unlearning and finetuning steps
+    work on bf16 weights, with losses computed in float32."""
+    lm16 = load_finetuned(finetuned[0], device="cpu", dtype="bfloat16")
+    assert next(lm16.model.parameters()).dtype == torch.bfloat16
+    items = kb_qa(small_kb)
+    pred = Predictor(lm16.model, lm16.tokenizer, lm16.tags)
+    assert probe(pred, items)["known"].mean() >= 0.9  # bf16 rounding may flip a few greedy choices
+    c, tid = _target(small_kb)
+    forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id == tid]
+    before = answer_logprob(pred, forget)[0]
+    for _setting, p in get_method("ga").sweep(UnlearnContext(lm16, forget, seed=0), [12]):
+        assert answer_logprob(p, forget)[0] < before - 0.5
+    assert next(lm16.model.parameters()).dtype == torch.bfloat16  # θ0 restored in its dtype
+    from dukb.neural.finetune import FinetuneConfig, finetune
+
+    rec = finetune(lm16, items[:16], FinetuneConfig(epochs=2, lr=1e-4, batch_size=8, eval_every=0))
+    assert all(map(lambda x: x == x and x < 10, rec["loss_per_epoch"]))  # finite
+
+
+def test_device_and_dtype_selection(monkeypatch):
+    """auto -> CUDA with bf16 where the GPU supports it; under a launcher each process takes cuda:LOCAL_RANK."""
+    from dukb.neural.models import resolve_device, resolve_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert resolve_device("auto") == "cuda" and resolve_device("cpu") == "cpu"
+    assert resolve_dtype("auto", "cuda") == torch.bfloat16 and resolve_dtype("auto", "cpu") == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert resolve_dtype("auto", "cuda:0") == torch.float32
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert resolve_device("auto") == "cuda:1" and resolve_device("cuda") == "cuda:1"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("WORLD_SIZE")
+    from dukb import InputError
+
+    with pytest.raises(InputError, match="CUDA is not available"):
+        resolve_device("cuda")
+
+
 def test_tv_alpha_zero_is_the_base_and_whp_alpha_zero_the_base_logits(small_kb, lm):
     c, tid = _target(small_kb)
     items = kb_qa(small_kb)
