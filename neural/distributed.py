@@ -32,28 +32,42 @@ DISTRIBUTED_COMMANDS = ("finetune", "evaluate")
 _ACCELERATOR = None
 
 
+def _env_int(names: tuple[str, ...], default: int) -> int:
+    """The first of ``names`` set in the environment, as an int (``default`` if none is set or parses)."""
+    for name in names:
+        value = os.environ.get(name)
+        if value is not None:
+            try:
+                return int(value)
+            except ValueError:
+                return default
+    return default
+
+
 def world_size() -> int:
-    """Number of processes of this launch (``WORLD_SIZE``; 1 without a launcher)."""
-    try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    except ValueError:
-        return 1
+    """Number of processes of this launch: ``WORLD_SIZE`` (torchrun, accelerate launch), else the MPI variables
+    (``OMPI_COMM_WORLD_SIZE``, ``PMI_SIZE``); 1 without a launcher."""
+    return max(1, _env_int(("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"), 1))
 
 
 def rank() -> int:
-    """Global rank of this process (``RANK``; 0 without a launcher)."""
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
+    """Global rank of this process (``RANK``, ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``; 0 without a launcher)."""
+    return _env_int(("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"), 0)
 
 
 def local_rank() -> int:
-    """Rank of this process on its machine (``LOCAL_RANK``; 0 without a launcher): selects its GPU."""
-    try:
-        return int(os.environ.get("LOCAL_RANK", "0"))
-    except ValueError:
-        return 0
+    """Rank of this process on its machine (``LOCAL_RANK``, ``OMPI_COMM_WORLD_LOCAL_RANK``,
+    ``MPI_LOCALRANKID``; 0 without a launcher): selects its GPU."""
+    return _env_int(("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"), 0)
+
+
+def timeout_seconds() -> int:
+    """Timeout of collectives and barriers in seconds: ``$DUKB_DIST_TIMEOUT`` or 24 hours.
+
+    Processes that finish their share of an evaluate run early wait at a barrier for the others, possibly for
+    hours with large models; torch's default (10 minutes for NCCL) would abort them.
+    """
+    return max(60, _env_int(("DUKB_DIST_TIMEOUT",), 24 * 3600))
 
 
 def is_distributed() -> bool:
@@ -84,7 +98,10 @@ def accelerator(device: str = "cpu"):
     Under a launcher it joins the process group (NCCL on CUDA, gloo when ``device`` is "cpu"); without one it is a
     pass-through (``DistributedType.NO``). Device placement stays with dukb (``device_placement=False``): models
     are already on the device :func:`dukb.neural.models.resolve_device` chose (``cuda:LOCAL_RANK`` under a
-    launcher). Mixed precision is off: a bf16 model trains in bf16, as it was loaded.
+    launcher). Mixed precision, gradient accumulation and dynamo are fixed off whatever the launcher's
+    configuration says (``accelerate launch`` exports its defaults as ``ACCELERATE_*`` variables): a bf16 model
+    trains in bf16, as it was loaded, and one global batch is one optimiser step. Collectives time out after
+    :func:`timeout_seconds`.
 
     Args:
         device: the resolved torch device string of this process.
@@ -98,9 +115,14 @@ def accelerator(device: str = "cpu"):
     """
     global _ACCELERATOR
     if _ACCELERATOR is None:
-        from accelerate import Accelerator
+        from datetime import timedelta
 
-        acc = Accelerator(device_placement=False, cpu=device == "cpu" and is_distributed())
+        from accelerate import Accelerator
+        from accelerate.utils import InitProcessGroupKwargs
+
+        acc = Accelerator(device_placement=False, cpu=device == "cpu" and is_distributed(), mixed_precision="no",
+                          gradient_accumulation_steps=1, dynamo_backend="no",
+                          kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=timeout_seconds()))])
         kind = acc.distributed_type.name
         if kind in UNSUPPORTED:
             raise InputError(f"this launch uses {kind}; dukb runs data parallel (DDP) only: launch with "
@@ -155,20 +177,23 @@ def barrier(device: str = "cpu") -> None:
 
 
 def process_device(device: str) -> str:
-    """The per-process device under a launcher: "cuda"/"auto" with CUDA -> ``cuda:LOCAL_RANK``.
+    """The per-process device under a launcher: "cuda" -> ``cuda:LOCAL_RANK``, or ``cuda:0`` when the process sees
+    a single GPU (a launcher that sets ``CUDA_VISIBLE_DEVICES`` per process).
 
     Args:
-        device: a device string already resolved for a single process ("cpu", "cuda", "cuda:N").
+        device: a device string already resolved for a single process ("cpu", "cuda", "cuda:N", "mps", ...).
 
     Returns:
-        the device string this process must use.
+        the device string this process must use (unchanged without a launcher, and for non-CUDA devices).
 
     Raises:
         InputError: a fixed "cuda:N" under a multi-process launch (every process would share one GPU).
     """
-    if not is_distributed() or device == "cpu":
+    if not is_distributed() or not device.startswith("cuda"):
         return device
     if device == "cuda":
-        return f"cuda:{local_rank()}"
+        import torch
+
+        return "cuda:0" if torch.cuda.device_count() == 1 else f"cuda:{local_rank()}"
     raise InputError(f"--device {device} pins every process of a multi-process launch to one GPU; use "
                      f"--device auto or cuda (each process takes cuda:LOCAL_RANK)")

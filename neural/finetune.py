@@ -104,6 +104,8 @@ def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
     Returns:
         scalar tensor (nats per token).
 
+    Auxiliary losses a model adds to ``out.loss`` (mixture-of-experts router losses) are not included.
+
     Source: Wu et al. 2025, App. H (finetuning loss on the answer tokens).
     """
     from dukb.neural.scoring import forward_logits, sequence_logprob
@@ -117,8 +119,10 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
 
     Runs data parallel when launched with several processes (accelerate launch / torchrun, see
     :mod:`dukb.neural.distributed`): each global batch of ``config.batch_size`` items is split over the processes
-    and the gradient equals the single-process one; the early-stopping probe is split too. Without a launcher it
-    is a plain single-device loop.
+    and the gradient equals the single-process one (exactly for models without dropout, up to the all-reduce's
+    rounding in the parameter dtype); the early-stopping probe is split too. Without a launcher it is a plain
+    single-device loop. Models with parameters unused in a forward pass (mixture of experts) are not supported
+    under DDP.
 
     Args:
         lm: :class:`dukb.neural.models.LoadedModel` (with LoRA adapters if its spec asks for them).
@@ -149,7 +153,9 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
     world, me = dist.world_size(), dist.rank()
     main = dist.is_main_process()
     acc_ = dist.accelerator(lm.device)
-    torch.manual_seed(config.seed)
+    # dropout: independent masks per process (rank 0 draws what one process would); the data order has its own
+    # generator, shared by all processes
+    torch.manual_seed(config.seed + me)
     model = lm.model
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)

@@ -145,15 +145,14 @@ class ResultsFile:
     """Append-only JSONL of result rows with resume support.
 
     Each row is written as one line, flushed and fsynced; on open, a torn last line of the file this process owns
-    is cut off so the file stays valid JSONL. Rows of ``also`` files (the shard files of a multi-process run, see
-    :mod:`dukb.neural.distributed`) count as done too; those files are read, never changed.
+    is cut off so the file stays valid JSONL. :meth:`absorb` adds the rows of other files (the shard files of a
+    multi-process run, see :mod:`dukb.neural.distributed`) as done; those files are read, never changed.
 
     Args:
         path: the file this process appends to.
-        also: other JSONL files whose rows count as done (missing files are skipped).
     """
 
-    def __init__(self, path: Path, also: tuple = ()):
+    def __init__(self, path: Path):
         self.path = path
         self.rows: list[dict] = []
         if path.exists():
@@ -174,10 +173,20 @@ class ResultsFile:
                 with open(path, "ab") as fh:
                     fh.write(b"\n")
             self.rows = good
-        for other in also:
-            if Path(other).exists() and Path(other) != path:
-                self.rows.extend(_complete_rows(Path(other)))
         self.done = {self.key(r) for r in self.rows}
+
+    def absorb(self, paths) -> None:
+        """Count the rows of the complete lines of ``paths`` (other than this file; missing ones skipped) as done.
+
+        Call it once every process has repaired its own file (after a barrier), so no file is read mid-repair.
+        """
+        for other in paths:
+            other = Path(other)
+            if other.exists() and other.resolve() != self.path.resolve():
+                for row in _complete_rows(other):
+                    if self.key(row) not in self.done:
+                        self.rows.append(row)
+                        self.done.add(self.key(row))
 
     @staticmethod
     def key(row: dict) -> tuple:
@@ -341,7 +350,9 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     cfg_path = run / "config.json"
     # one process writes results.jsonl; under a multi-process launch each writes its shard, merged at the end
     mine_path = run / (f"results.rank{dist.rank()}.jsonl" if dist.is_distributed() else "results.jsonl")
-    results = ResultsFile(mine_path, also=[run / "results.jsonl", *sorted(run.glob(SHARD_GLOB))])
+    results = ResultsFile(mine_path)  # repairs a torn last line of this process's own file
+    dist.barrier(device)  # every process has repaired its file before any reads the others
+    results.absorb([run / "results.jsonl", *sorted(run.glob(SHARD_GLOB))])
     if results.rows and not resume:
         raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
     if cfg_path.exists():
@@ -439,4 +450,5 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     dist.barrier(device)
     from dukb.neural.report import read_results
 
-    return pd.DataFrame(read_results(run / "results.jsonl"))
+    final = run / "results.jsonl"
+    return pd.DataFrame(read_results(final) if final.exists() else [])

@@ -35,10 +35,14 @@ EVAL = ["--kb", "demo", "--methods", "ga,tv", "--grid", "ga=1,4", "--grid", "tv=
 
 def _dukb(args: list[str], nproc: int = 1, timeout: int = 300) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "dukb.cli.main", *args]
+    env = ENV
     if nproc > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "dukb.cli.main", *args]
-    return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+        # what `accelerate launch` exports from a user's default config: dukb must not pick it up (autocast and
+        # a loss divided by 4 would change the training)
+        env = dict(ENV, ACCELERATE_MIXED_PRECISION="bf16", ACCELERATE_GRADIENT_ACCUMULATION_STEPS="4")
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _ok(proc: subprocess.CompletedProcess) -> None:
@@ -140,17 +144,34 @@ def test_single_process_commands_refuse_a_multi_process_launch(monkeypatch, caps
 
 
 def test_process_device_under_a_launcher(monkeypatch):
+    import torch
+
     from dukb import InputError
 
     assert dist.process_device("cuda") == "cuda" and not dist.is_distributed()
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     assert dist.process_device("cuda") == "cuda:1"
-    assert dist.process_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # CUDA_VISIBLE_DEVICES set per process
+    assert dist.process_device("cuda") == "cuda:0"
+    assert dist.process_device("cpu") == "cpu" and dist.process_device("mps") == "mps"
     assert not dist.is_main_process()
     with pytest.raises(InputError, match="pins every process"):
         dist.process_device("cuda:0")
+
+
+def test_mpi_launch_and_timeout_variables(monkeypatch):
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "3")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "2")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0")
+    assert (dist.world_size(), dist.rank(), dist.local_rank()) == (3, 2, 0)
+    assert dist.timeout_seconds() == 24 * 3600
+    monkeypatch.setenv("DUKB_DIST_TIMEOUT", "7200")
+    assert dist.timeout_seconds() == 7200
 
 
 @pytest.mark.parametrize("n_items", [0, 1, 3, 7, 16])
