@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import io
 import keyword
+import lzma
 import math
 import pickle
 import re
 import reprlib
 import zipfile
+import zlib
 from pathlib import Path
 
 from dukb import InputError
@@ -286,23 +288,25 @@ def _read_data_pkl(path: Path) -> bytes:
     if not path.is_file():
         raise InputError("not a file", path)
     try:
-        with zipfile.ZipFile(path) as zf:
-            names = [n for n in zf.namelist() if _DATA_PKL.match(n)]
-            if len(names) != 1:
-                raise InputError(f"not a torch.save archive: expected one <name>/data.pkl, found "
-                                 f"{len(names)}", path)
-            info = zf.getinfo(names[0])
-            if info.file_size > MAX_PICKLE_BYTES:
-                raise InputError(f"data.pkl is {info.file_size} bytes, more than the limit of {MAX_PICKLE_BYTES}",
-                                 path)
-            with zf.open(info) as fh:
-                data = fh.read(MAX_PICKLE_BYTES + 1)
-    except InputError:
-        raise
+        zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile:
         raise InputError("not a zip archive as written by torch.save (legacy or foreign format?)", path) from None
-    except Exception as e:  # corrupt archive: zlib.error, EOFError, NotImplementedError, RuntimeError, OSError
-        raise InputError(f"cannot read the zip archive: {type(e).__name__}: {e}", path) from None
+    except OSError as e:
+        raise InputError(f"cannot read the file: {e.strerror or e}", path) from None
+    with zf:
+        names = [n for n in zf.namelist() if _DATA_PKL.match(n)]
+        if len(names) != 1:
+            raise InputError(f"not a torch.save archive: expected one <name>/data.pkl, found {len(names)}", path)
+        info = zf.getinfo(names[0])
+        if info.file_size > MAX_PICKLE_BYTES:
+            raise InputError(f"data.pkl is {info.file_size} bytes, more than the limit of {MAX_PICKLE_BYTES}", path)
+        try:
+            with zf.open(info) as fh:
+                data = fh.read(MAX_PICKLE_BYTES + 1)
+        except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError, RuntimeError,
+                OSError, ValueError) as e:
+            # a corrupt member (CRC mismatch, bad deflate/bz2/lzma stream, truncated data) or an unsupported method
+            raise InputError(f"cannot read the zip archive: {type(e).__name__}: {e}", path) from None
     if len(data) > MAX_PICKLE_BYTES:
         raise InputError(f"data.pkl is larger than the limit of {MAX_PICKLE_BYTES} bytes", path)
     return data

@@ -201,9 +201,9 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
                 opt_.step()
                 sched.step()
                 opt_.zero_grad(set_to_none=True)
-                total += float(loss.detach()) / world
+                total = total + loss.detach()  # stays on the device: no host sync per step
                 n += 1
-            losses.append(dist.all_sum([total], lm.device)[0] / max(n, 1))
+            losses.append(dist.all_sum([float(total) / world], lm.device)[0] / max(n, 1))
             model.eval()
             if bar is not None:
                 bar.advance(task)

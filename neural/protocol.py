@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.report import read_results
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
@@ -179,11 +180,14 @@ class ResultsFile:
         """Count the rows of the complete lines of ``paths`` (other than this file; missing ones skipped) as done.
 
         Call it once every process has repaired its own file (after a barrier), so no file is read mid-repair.
+
+        Raises:
+            ValueError: a line other than the last of a file is not JSON (names file and line).
         """
         for other in paths:
             other = Path(other)
             if other.exists() and other.resolve() != self.path.resolve():
-                for row in _complete_rows(other):
+                for row in read_results(other):
                     if self.key(row) not in self.done:
                         self.rows.append(row)
                         self.done.add(self.key(row))
@@ -201,19 +205,6 @@ class ResultsFile:
             os.fsync(fh.fileno())
         self.rows.append(row)
         self.done.add(self.key(row))
-
-
-def _complete_rows(path: Path) -> list[dict]:
-    """The rows of the complete lines of a JSONL file another process may still be appending to."""
-    rows = []
-    for raw in path.read_bytes().splitlines(keepends=True):
-        if not raw.endswith(b"\n"):
-            break
-        try:
-            rows.append(json.loads(raw))
-        except json.JSONDecodeError:
-            break
-    return rows
 
 
 SHARD_GLOB = "results.rank*.jsonl"
@@ -236,7 +227,7 @@ def merge_shards(run: Path, order=None) -> int:
     main = ResultsFile(run / "results.jsonl")
     new: dict[tuple, dict] = {}
     for sh in shards:
-        for row in _complete_rows(sh):
+        for row in read_results(sh):
             k = ResultsFile.key(row)
             if k not in main.done:
                 new.setdefault(k, row)
@@ -448,7 +439,5 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         paths = render(run)
         log(f"done in {time.perf_counter() - t_start:.1f} s: report {paths['report']}")
     dist.barrier(device)
-    from dukb.neural.report import read_results
-
     final = run / "results.jsonl"
     return pd.DataFrame(read_results(final) if final.exists() else [])

@@ -301,6 +301,22 @@ def test_load_bool_list_bad_files(tmp_path):
         zf.writestr("archive/version", "3\n")
     with pytest.raises(InputError, match="expected one <name>/data.pkl"):
         load_bool_list(tmp_path / "empty.pt")
+    # corrupt members: a damaged deflate/lzma stream and a stored member whose bytes fail the CRC
+    import random
+
+    payload = pickle.dumps([random.Random(0).random() for _ in range(500)], protocol=2)  # compresses poorly
+    for method in (zipfile.ZIP_DEFLATED, zipfile.ZIP_LZMA, zipfile.ZIP_STORED):
+        path = tmp_path / f"corrupt{method}.pt"
+        with zipfile.ZipFile(path, "w", compression=method) as zf:
+            zf.writestr("archive/data.pkl", payload)
+        raw = bytearray(path.read_bytes())
+        start = raw.index(b"archive/data.pkl") + len("archive/data.pkl")  # member data follows its local header
+        for i in range(start + 4, start + 24):
+            raw[i] ^= 0xFF
+        path.write_bytes(bytes(raw))
+        with pytest.raises(InputError, match="cannot read the zip archive") as e:
+            load_bool_list(path)
+        assert str(e.value).startswith(str(path))
 
 
 def test_load_bool_list_numpy_bools(tmp_path):
