@@ -7,6 +7,9 @@ to Reid Perry?" -> "father"; "What is the birthyear of Sloane Lee?" -> "1908"), 
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from dukb import InputError
 from dukb.kb.model import KB
 from dukb.kb.probes import Probe
 
@@ -59,31 +62,52 @@ def encode_qa(tokenizer, tags, items: list[QAItem], device: str = "cpu", max_len
     Returns:
         dict with ``input_ids`` [B, L] (long), ``attention_mask`` [B, L] (0/1), ``labels`` [B, L] (-100 except on
         answer tokens and the closing EOS), ``position_ids`` [B, L].
-    """
-    import torch
 
+    Raises:
+        InputError: no items.
+    """
     eos = tokenizer.eos_token_id
-    seqs, labs = [], []
+    rows = []
     for it in items:
         p = tokenizer(tags.prompt(it.question), add_special_tokens=False)["input_ids"]
         a = tokenizer(tags.target(it.answer), add_special_tokens=False)["input_ids"]
         if eos is not None:
             a = a + [eos]
-        ids = p + a
-        lab = [-100] * len(p) + a
-        if max_length is not None and len(ids) > max_length:
-            ids, lab = ids[-max_length:], lab[-max_length:]
-        seqs.append(ids)
-        labs.append(lab)
-    width = max(len(s) for s in seqs)
+        rows.append((p + a, [-100] * len(p) + a))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    labels = torch.full((len(seqs), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, (s, lab) in enumerate(zip(seqs, labs)):
-        input_ids[i, width - len(s):] = torch.tensor(s)
-        labels[i, width - len(s):] = torch.tensor(lab)
-        mask[i, width - len(s):] = 1
+    return pad_rows(rows, pad, device, max_length)
+
+
+def pad_rows(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str = "cpu",
+             max_length: int | None = None) -> dict:
+    """Left-pad ``(ids, labels)`` rows into a batch.
+
+    Args:
+        rows: (token ids, labels) pairs of equal length (:func:`encode_qa`, :func:`dukb.neural.docs.sequence_rows`).
+        pad_id: the padding token id.
+        device: torch device.
+        max_length: keep at most this many tokens of each row (the last ones).
+
+    Returns:
+        dict with ``input_ids``, ``attention_mask``, ``labels`` (-100 on padding), ``position_ids``, each [B, L]
+        long tensors.
+
+    Raises:
+        InputError: no rows.
+    """
+    import torch
+
+    if not rows:
+        raise InputError("nothing to encode: no QA items and no texts")
+    cut = [(i[-max_length:], lab[-max_length:]) if max_length else (i, lab) for i, lab in rows]
+    width = max(len(i) for i, _ in cut)
+    input_ids = torch.full((len(cut), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(cut), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(cut), width), dtype=torch.long)
+    for r, (ids, lab) in enumerate(cut):
+        input_ids[r, width - len(ids):] = torch.tensor(ids)
+        labels[r, width - len(ids):] = torch.tensor(lab)
+        mask[r, width - len(ids):] = 1
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
     return {k: v.to(device) for k, v in dict(input_ids=input_ids, attention_mask=mask, labels=labels,
                                                position_ids=position_ids).items()}

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 from dukb import InputError
-from dukb.neural.data import QAItem
+from dukb.neural.data import QAItem, pad_rows
 
 
 def _text_ids(tokenizer, text: str) -> list[int]:
@@ -60,41 +60,6 @@ def sequence_rows(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Seque
         ids = _text_ids(tokenizer, t) + tail
         rows.append((ids, list(ids)))
     return rows
-
-
-def pad_rows(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str = "cpu",
-             max_length: int | None = None) -> dict:
-    """Left-pad ``(ids, labels)`` rows into a batch.
-
-    Args:
-        rows: from :func:`sequence_rows`.
-        pad_id: the padding token id.
-        device: torch device.
-        max_length: keep at most this many tokens of each row (the last ones).
-
-    Returns:
-        dict with ``input_ids``, ``attention_mask``, ``labels`` (-100 on padding), ``position_ids``, each [B, L]
-        long tensors.
-
-    Raises:
-        InputError: no rows.
-    """
-    import torch
-
-    if not rows:
-        raise InputError("nothing to encode: no QA items and no texts")
-    cut = [(i[-max_length:], lab[-max_length:]) if max_length else (i, lab) for i, lab in rows]
-    width = max(len(i) for i, _ in cut)
-    input_ids = torch.full((len(cut), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(cut), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(cut), width), dtype=torch.long)
-    for r, (ids, lab) in enumerate(cut):
-        input_ids[r, width - len(ids):] = torch.tensor(ids)
-        labels[r, width - len(ids):] = torch.tensor(lab)
-        mask[r, width - len(ids):] = 1
-    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-    return {k: v.to(device) for k, v in dict(input_ids=input_ids, attention_mask=mask, labels=labels,
-                                               position_ids=position_ids).items()}
 
 
 def encode_sequences(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Sequence[str] = (),
