@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.neural_cmds import ModelOpts
 from dukb.cli.symbolic import RULES_HELP, read_targets_file
 
 
@@ -57,10 +58,20 @@ def evaluate(
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
-                                "rows."),
+                                "rows. Refused (exit 2, differing keys named) when any setting that changes rows "
+                                "differs from the run's; targets and methods may be added."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt preset (default: from the model)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Finetuning batch size (default: the "
+                                             "preset's; the paper's 16 for real models)."),
+    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs "
+                                                  "(default: the preset's; finetuning stops at 100%)."),
+    lora_r: int = typer.Option(0, "--lora-r", help="LoRA rank for finetuning and every gradient method (0: "
+                               "full-parameter training)."),
+    lora_alpha: int = ModelOpts.lora_alpha, lora_dropout: float = ModelOpts.lora_dropout,
+    lora_targets: Optional[str] = ModelOpts.lora_targets,
+    gradient_checkpointing: bool = ModelOpts.gc, trust_remote_code: bool = ModelOpts.trust,
 ) -> None:
     """Run the paper's deep-unlearning protocol: finetune to 100% of the KB, unlearn every target with every method
     over its grid, probe every fact, score recall/accuracy with the logic core, and write the tables and curves.
@@ -75,14 +86,27 @@ def evaluate(
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocol import EvaluateConfig
     from dukb.neural.protocol import evaluate as run_evaluate
+    from dukb.neural.spec import PROMPT_PRESETS
 
     if sets not in ("exact", "random"):
         raise InputError(f"--sets must be exact or random, got {sets!r}")
+    if prompt is not None and prompt not in PROMPT_PRESETS:
+        raise InputError(f"unknown --prompt {prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
+    if seeds < 1:
+        raise InputError(f"--seeds must be at least 1, got {seeds}")
+    for name, v in (("--batch-size", batch_size), ("--finetune-epochs", finetune_epochs)):
+        if v is not None and v < 1:
+            raise InputError(f"{name} must be at least 1, got {v}")
     targets = read_targets_file(targets_file) if targets_file else None
     cfg = EvaluateConfig(kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
                          methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                          rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
-                         prompt=prompt, forget_scope=forget_scope)
+                         prompt=prompt, forget_scope=forget_scope, batch_size=batch_size,
+                         finetune_epochs=finetune_epochs, lora_r=lora_r, lora_alpha=lora_alpha,
+                         lora_dropout=lora_dropout,
+                         lora_targets=[t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets
+                         else None,
+                         gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code)
     run_evaluate(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
     if is_main_process():
         typer.echo(f"report: {output / 'report.md'}")

@@ -121,6 +121,24 @@ class KB:
         """Biography fact ids in file order."""
         return [f.fact_id for f in self.biographies]
 
+    def fingerprint(self) -> str:
+        """SHA-256 (first 16 hex digits) of what results depend on: every person's name and gender (genders guard
+        the rules) and every relationship and biography fact with its fact_id, in file order.
+
+        Two KBs with the same fingerprint give the same closure, minimal sets and QA data; a run directory records
+        it so that a resume on another KB is refused.
+        """
+        import hashlib
+
+        h = hashlib.sha256()
+        for p in self.people.values():
+            h.update(f"P|{p.name}|{p.gender}\n".encode())
+        for f in self.relationships:
+            h.update(f"R|{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n".encode())
+        for f in self.biographies:
+            h.update(f"B|{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n".encode())
+        return h.hexdigest()[:16]
+
     def __repr__(self) -> str:
         return (f"KB({len(self.people)} people, {len(self.relationships)} relationship facts, "
                 f"{len(self.biographies)} biography facts, source={self.source})")

@@ -9,11 +9,11 @@ epochs).
 from __future__ import annotations
 
 import json
-import platform
 import time
 from dataclasses import asdict, dataclass, replace
 
 from dukb.neural.data import QAItem, encode_qa
+from dukb.neural.runs import device_info, versions
 
 
 @dataclass(frozen=True)
@@ -49,30 +49,6 @@ FINETUNE_PRESETS: dict[str, FinetuneConfig] = {
     # tiny: batch_size 0 = auto, n_items // 10 clipped to [8, 64], so small KBs still get ~10 steps per epoch
     "tiny": FinetuneConfig(epochs=400, lr=3e-3, batch_size=0, warmup_steps=50, eval_every=20),
 }
-
-
-def versions() -> dict:
-    """Versions of python, torch, transformers, peft, accelerate and dukb (for result records)."""
-    import accelerate
-    import peft
-    import torch
-    import transformers
-
-    from dukb import __version__
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "peft": peft.__version__,
-            "accelerate": accelerate.__version__, "dukb": __version__}
-
-
-def device_info(device: str) -> dict:
-    """The device a result was computed on, in words."""
-    import torch
-
-    info = {"device": device, "threads": torch.get_num_threads()}
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
-    return info
 
 
 def _trim(batch: dict) -> dict:

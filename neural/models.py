@@ -187,6 +187,37 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
     return ModelSpec(str(path), prompt=prompt, **kw)
 
 
+#: dukb's own records in a model directory: not part of the model, left out of its fingerprint
+RECORD_FILES = frozenset({"finetune.json", "train.json"})
+
+
+def model_fingerprint(name_or_path: str | Path) -> dict:
+    """What identifies a model's weights and tokenizer, for run identities and cache keys.
+
+    Args:
+        name_or_path: a local model directory, a model file, or a hub id.
+
+    Returns:
+        ``{"sha256": HEX}`` for a local directory (over the names and SHA-256 of every file at its top level except
+        dukb's records :data:`RECORD_FILES`) or file (its bytes); ``{"hub_id": ID}`` for a name that is not a local
+        path (its revision is whatever the hub or HF cache serves). The path itself is not part of it: a moved
+        model keeps its fingerprint.
+
+    Raises:
+        InputError: a file of the model cannot be read.
+    """
+    from dukb.neural.runs import sha256_file, sha256_json
+
+    p = Path(name_or_path)
+    if p.is_file():
+        return {"sha256": sha256_file(p)}
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.name not in RECORD_FILES
+                       and not f.name.startswith("."))
+        return {"sha256": sha256_json([[f.name, sha256_file(f)] for f in files])}
+    return {"hub_id": str(name_or_path)}
+
+
 def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors).
 

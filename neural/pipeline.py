@@ -16,9 +16,34 @@ from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 TINY = "tiny"
 
 
+def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | None = None, lr: float | None = None,
+                    batch_size: int | None = None, seed: int = 0):
+    """The finetuning preset a spec gets and its resolved hyper-parameters.
+
+    Args:
+        spec: model spec ("tiny" gets the tiny preset; otherwise the spec's prompt preset name, or generic).
+        preset: explicit preset name; epochs, lr, batch_size: overrides (None: the preset's).
+        seed: the run seed.
+
+    Returns:
+        (preset name, :class:`dukb.neural.finetune.FinetuneConfig`).
+
+    Raises:
+        InputError: unknown preset.
+    """
+    from dukb import InputError
+
+    default = TINY if spec.name_or_path == TINY else (spec.prompt if isinstance(spec.prompt, str) else "generic")
+    name = preset or default
+    if name not in FINETUNE_PRESETS:
+        raise InputError(f"unknown finetuning preset {name!r} (choose from {', '.join(FINETUNE_PRESETS)})")
+    over = {k: v for k, v in dict(epochs=epochs, lr=lr, batch_size=batch_size).items() if v is not None}
+    return name, dataclasses.replace(FINETUNE_PRESETS[name], seed=seed, **over)
+
+
 def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epochs: int | None = None,
                 lr: float | None = None, batch_size: int | None = None, seed: int = 0, progress: bool = False,
-                log=None) -> dict:
+                log=None, identity: dict | None = None) -> dict:
     """Finetune a model on every KB fact's QA and save it, with ``finetune.json``, to ``out_dir``.
 
     Under a multi-process launch (accelerate launch / torchrun) finetuning is data parallel and process 0 saves;
@@ -33,6 +58,7 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         out_dir: output model directory.
         preset: finetuning preset (default: the spec's prompt preset); epochs, lr, batch_size override it.
         seed: seed of the tiny initialisation and the data order.
+        identity: what the finetuned model depends on (a run's cache key), stored as ``identity`` in the record.
 
     Returns:
         The finetuning record (also written to out_dir/finetune.json).
@@ -40,22 +66,15 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
     Raises:
         InputError: unknown preset, model cannot be loaded.
     """
-    from dukb import InputError
-
     out = Path(out_dir)
     requested = spec.name_or_path
+    name, cfg = finetune_config(spec, preset, epochs, lr, batch_size, seed)
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
         if spec.name_or_path == TINY:
             tags = PROMPT_PRESETS[TINY]
             build_tiny_model(vocabulary_texts(kb, tags), tmp, seed=seed)
             tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
             spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
-        name = preset or (spec.prompt if isinstance(spec.prompt, str) else "generic")
-        if name not in FINETUNE_PRESETS:
-            raise InputError(f"unknown finetuning preset {name!r} (choose from {', '.join(FINETUNE_PRESETS)})")
-        cfg = FINETUNE_PRESETS[name]
-        over = {k: v for k, v in dict(epochs=epochs, lr=lr, batch_size=batch_size).items() if v is not None}
-        cfg = dataclasses.replace(cfg, seed=seed, **over)
         lm = load_model(spec)
         if spec.lora is not None:
             from dukb.neural.methods.base import WeightState
@@ -65,6 +84,8 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         record = finetune(lm, kb_qa(kb), cfg, progress=progress, log=log)
         record["kb"] = str(kb.source)
         record["preset"] = name
+        if identity is not None:
+            record["identity"] = identity
         lm.spec = dataclasses.replace(spec, name_or_path=str(spec.name_or_path))
         if is_main_process():  # multi-process launch: process 0 writes, the others wait for it
             save_model(lm, out)

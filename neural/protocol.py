@@ -6,23 +6,23 @@
    before unlearning is recorded.
 3. For each (target, method, setting): unlearn from the finetuned model, probe every KB fact, compute recall and
    accuracy with the solver; append one JSON line at once (retained vector, best set, setting, timings).
-4. A rerun into the same RUN_DIR (or ``resume``) skips rows already written; a killed run leaves a valid file (each
-   row is one flushed line; a torn last line is dropped on resume).
+4. ``resume`` continues a run in the same RUN_DIR, skipping rows already written; a killed run leaves a valid file
+   (each row is one flushed line; a torn last line is dropped on resume). The run's identity (config.json) must
+   match: a resume with any other row-changing setting is refused with the differing keys; targets and methods
+   may be added (:mod:`dukb.neural.runs`).
 5. Report: summary.csv, report.md, accuracy_recall.png (:mod:`dukb.neural.report`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.report import read_results
+from dukb.neural.runs import SHARD_GLOB, ResultsFile, merge_shards, read_results
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
@@ -68,7 +68,8 @@ def parse_method(spec: str, default_scope: str = "target"):
 
 @dataclass
 class EvaluateConfig:
-    """Everything that defines an evaluate run (written to RUN_DIR/config.json).
+    """Everything that defines an evaluate run (written to RUN_DIR/config.json; the settings that change rows form
+    its identity, see :func:`run_identity`).
 
     Attributes:
         kb: KB directory or built-in name; None = the built-in generated default (100 people, seed 0).
@@ -81,12 +82,17 @@ class EvaluateConfig:
         grids: method -> list of values overriding the default grid.
         rules: rule set name or file.
         sets: "exact" or "random" minimal deep unlearning sets for recall.
-        seeds: N_seed of random sets.
-        seed: the run's seed (targets, retain sampling, tiny initialisation).
+        seeds: N_seed of random sets (also used when exact enumeration hits its limit).
+        seed: the run's seed (targets, retain sampling, tiny initialisation, finetuning order, random sets).
         lr: learning-rate override for gradient methods.
         device, dtype, prompt: model options.
         finetune_epochs: override of the finetuning preset's epoch budget.
+        batch_size: finetuning batch size (None: the preset's; the paper's 16 for real models).
         forget_scope: default forget scope of methods given without ``@SCOPE`` (target, minimum, best).
+        lora_r: LoRA rank for finetuning and every gradient method (0: full-parameter training); lora_alpha,
+            lora_dropout, lora_targets (module names; None: peft's default for the architecture).
+        gradient_checkpointing: trade compute for memory (does not change results).
+        trust_remote_code: let transformers run model code from the hub (off by default).
     """
 
     kb: str | None = None
@@ -105,17 +111,38 @@ class EvaluateConfig:
     dtype: str = "auto"
     prompt: str | None = None
     finetune_epochs: int | None = None
+    batch_size: int | None = None
     forget_scope: str = "target"
+    lora_r: int = 0
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_targets: list[str] | None = None
+    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False
+
+    def lora(self):
+        """The :class:`dukb.neural.spec.LoraSpec` (None without LoRA).
+
+        Raises:
+            InputError: negative rank, alpha or dropout outside [0, 1).
+        """
+        from dukb.neural.spec import LoraSpec
+
+        if self.lora_r < 0 or self.lora_alpha < 0 or not 0 <= self.lora_dropout < 1:
+            raise InputError("--lora-r and --lora-alpha must be >= 0 and --lora-dropout in [0, 1)")
+        if not self.lora_r:
+            return None
+        return LoraSpec(self.lora_r, self.lora_alpha, self.lora_dropout,
+                        tuple(self.lora_targets) if self.lora_targets else None)
 
 
-def kb_fingerprint(kb) -> str:
-    """SHA-256 (first 16 hex) of the KB's facts, to refuse resuming a run on a different KB."""
-    h = hashlib.sha256()
-    for f in kb.relationships:
-        h.update(f"{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n".encode())
-    for f in kb.biographies:
-        h.update(f"{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n".encode())
-    return h.hexdigest()[:16]
+#: Settings of the protocol that are fixed in code but change rows: part of every run identity.
+#: Exact enumeration limits (a target whose enumeration hits them falls back to Algorithm 1 with ``seeds``).
+EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
+#: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
+RETAIN = {"n": 64, "batch_size": 8, "reg_weight": 1.0}
+#: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
+PROBE = {"kinds": ["qa"], "max_new_tokens": 10, "judge": "substring", "batch_size": 256}
 
 
 def choose_targets(kb, n: int, seed: int) -> list[int]:
@@ -142,114 +169,29 @@ def choose_targets(kb, n: int, seed: int) -> list[int]:
     return out
 
 
-class ResultsFile:
-    """Append-only JSONL of result rows with resume support.
+def sets_key(kb_fingerprint: str, rules_fingerprint: str, cfg: EvaluateConfig) -> dict:
+    """Everything the minimal sets of a target depend on: KB, rules, method, N_seed, seed and exact limits."""
+    return {"kb": kb_fingerprint, "rules": rules_fingerprint, "method": cfg.sets, "seeds": cfg.seeds,
+            "seed": cfg.seed, "exact_limits": EXACT_LIMITS}
 
-    Each row is written as one line, flushed and fsynced; on open, a torn last line of the file this process owns
-    is cut off so the file stays valid JSONL. :meth:`absorb` adds the rows of other files (the shard files of a
-    multi-process run, see :mod:`dukb.neural.distributed`) as done; those files are read, never changed.
 
-    Args:
-        path: the file this process appends to.
+def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, key: dict, write: bool = True) -> dict:
+    """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json under :func:`sets_key` (a cache with
+    another key is recomputed); the cache is rewritten when ``write`` and a target was missing from it.
+
+    sets.json: {"kb", "rules", "method", "key", "targets": {fact_id: {"sets", "sets_used", "complete"}}}.
     """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.rows: list[dict] = []
-        if path.exists():
-            good, keep = [], 0
-            data = path.read_bytes()
-            pos = 0
-            for raw in data.splitlines(keepends=True):
-                try:
-                    good.append(json.loads(raw))
-                    keep = pos + len(raw)
-                except json.JSONDecodeError:
-                    break
-                pos += len(raw)
-            if keep < len(data):
-                with open(path, "r+b") as fh:
-                    fh.truncate(keep)
-            if good and not data[:keep].endswith(b"\n"):
-                with open(path, "ab") as fh:
-                    fh.write(b"\n")
-            self.rows = good
-        self.done = {self.key(r) for r in self.rows}
-
-    def absorb(self, paths) -> None:
-        """Count the rows of the complete lines of ``paths`` (other than this file; missing ones skipped) as done.
-
-        Call it once every process has repaired its own file (after a barrier), so no file is read mid-repair.
-
-        Raises:
-            ValueError: a line other than the last of a file is not JSON (names file and line).
-        """
-        for other in paths:
-            other = Path(other)
-            if other.exists() and other.resolve() != self.path.resolve():
-                for row in read_results(other):
-                    if self.key(row) not in self.done:
-                        self.rows.append(row)
-                        self.done.add(self.key(row))
-
-    @staticmethod
-    def key(row: dict) -> tuple:
-        """(target, method, setting value) identifying a row."""
-        return (int(row["target"]), row["method"], float(row["setting"][row["param"]]))
-
-    def append(self, row: dict) -> None:
-        """Write one row durably."""
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        self.rows.append(row)
-        self.done.add(self.key(row))
-
-
-SHARD_GLOB = "results.rank*.jsonl"
-
-
-def merge_shards(run: Path, order=None) -> int:
-    """Append the rows of RUN_DIR/results.rank*.jsonl (a multi-process run) that results.jsonl lacks, then delete
-    the shard files. Call on one process, after every process finished writing.
-
-    Args:
-        run: run directory.
-        order: optional key function on rows for the order of the appended rows.
-
-    Returns:
-        number of rows appended.
-    """
-    shards = sorted(run.glob(SHARD_GLOB))
-    if not shards:
-        return 0
-    main = ResultsFile(run / "results.jsonl")
-    new: dict[tuple, dict] = {}
-    for sh in shards:
-        for row in read_results(sh):
-            k = ResultsFile.key(row)
-            if k not in main.done:
-                new.setdefault(k, row)
-    for row in sorted(new.values(), key=order) if order else new.values():
-        main.append(row)
-    for sh in shards:
-        sh.unlink()
-    return len(new)
-
-
-def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, fingerprint: str,
-                write: bool = True) -> dict:
-    """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json (depends on KB, rules, method); the
-    cache is rewritten when ``write`` and a target was missing from it."""
     from dukb.solver.mdus import minimal_sets
 
     path = run / "sets.json"
     cache = {}
     missing = True
     if path.exists():
-        doc = json.loads(path.read_text())
-        if doc.get("kb") == fingerprint and doc.get("rules") == cfg.rules and doc.get("method") == cfg.sets:
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError:
+            doc = {}
+        if doc.get("key") == key:
             cache = {int(k): v for k, v in doc["targets"].items()}
             missing = any(t not in cache for t in targets)
     for t in targets:
@@ -257,7 +199,7 @@ def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, fin
             continue
         atom = closure.atom_of_fact(t)
         if cfg.sets == "exact":
-            r = minimal_sets(closure, [atom], "exact", max_sets=100_000, seconds=120)
+            r = minimal_sets(closure, [atom], "exact", **EXACT_LIMITS)
             used = "exact"
             if not r.complete:  # enumeration limit: fall back to Algorithm 1 (plus the sets found)
                 rnd = minimal_sets(closure, [atom], "random", n_seeds=cfg.seeds, seed=cfg.seed)
@@ -268,9 +210,60 @@ def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, fin
             used = "random"
         cache[t] = {"sets": [list(s) for s in r.sets], "sets_used": used, "complete": r.complete}
     if write and missing:
-        path.write_text(json.dumps({"kb": fingerprint, "rules": cfg.rules, "method": cfg.sets,
-                                    "targets": {str(k): v for k, v in cache.items()}}))
+        from dukb.neural.runs import write_json_atomic
+
+        write_json_atomic(path, {"kb": key["kb"], "rules": cfg.rules, "method": cfg.sets, "key": key,
+                                 "targets": {str(k): v for k, v in cache.items()}})
     return cache
+
+
+def _model_spec(cfg: EvaluateConfig):
+    """The :class:`ModelSpec` to finetune (``cfg.model``) or to load (``cfg.finetuned``)."""
+    from dukb.neural.models import spec_for_path
+    from dukb.neural.spec import ModelSpec
+
+    kw = dict(dtype=cfg.dtype, device=cfg.device, lora=cfg.lora(), trust_remote_code=cfg.trust_remote_code,
+              gradient_checkpointing=cfg.gradient_checkpointing)
+    if cfg.finetuned:
+        return spec_for_path(cfg.finetuned, prompt=cfg.prompt, **kw)
+    if cfg.model == "tiny":
+        return ModelSpec("tiny", prompt=cfg.prompt or "tiny", **kw)
+    return spec_for_path(cfg.model, prompt=cfg.prompt, **kw)
+
+
+def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str) -> dict:
+    """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.runs`).
+
+    Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
+    resolved finetuning config); dtype; prompt tags; lora; seed; lr; sets (method, N_seed, exact limits); retain
+    and probe settings; targets and methods (label -> method, parameter, scope, grid), the two extendable keys.
+
+    Raises:
+        InputError: a model file cannot be read.
+    """
+    from dataclasses import asdict as _asdict
+
+    from dukb.neural.models import TINY_CONFIG, model_fingerprint
+    from dukb.neural.pipeline import finetune_config
+    from dukb.neural.runs import IDENTITY_VERSION
+
+    if cfg.finetuned:
+        model = {"finetuned": model_fingerprint(cfg.finetuned)}
+    else:
+        base = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
+        preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
+        model = {"base": base, "finetune": {"preset": preset, **_asdict(fcfg)}}
+    lora = spec.lora
+    return {
+        "identity_version": IDENTITY_VERSION,
+        "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
+        "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
+        "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
+        "retain": RETAIN, "probe": PROBE, "targets": list(targets),
+        "methods": {label: {"method": m.name, "param": m.param, "scope": scope,
+                            "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]]}
+                    for label, m, scope, _g in methods},
+    }
 
 
 def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False,
@@ -298,16 +291,15 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     from dukb.kb import load_kb
     from dukb.neural import distributed as dist
     from dukb.neural.data import kb_qa
-    from dukb.neural.models import resolve_device
-    from dukb.neural.pipeline import finetune_kb, load_finetuned
+    from dukb.neural.models import load_model, resolve_device, resolve_dtype
+    from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
     from dukb.neural.report import render
-    from dukb.neural.spec import ModelSpec
+    from dukb.neural.runs import history_entry, open_run, provenance, write_json_atomic
     from dukb.neural.unlearn import sweep_target
     from dukb.solver.closure import compute_closure
 
     cfg = config or EvaluateConfig()
     run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     device = resolve_device(cfg.device)  # cuda:LOCAL_RANK under a multi-process launch
     main = dist.is_main_process()
@@ -317,7 +309,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         def log(msg: str) -> None:
             rank_log(f"[rank {dist.rank()}/{dist.world_size()}] {msg}")
 
-    # 1. KB, closure, targets, sets
+    # 1. KB, closure, targets, run identity, sets
     if cfg.kb is None:
         from dukb.kb.generate import default_generated_kb_dir
 
@@ -325,65 +317,82 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     else:
         kb_dir = cfg.kb
     kb = load_kb(kb_dir)
-    fp = kb_fingerprint(kb)
+    fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
     methods = [parse_method(m, cfg.forget_scope) for m in cfg.methods]
     if not methods:
         raise InputError("no unlearning method given")
+    if len({label for label, *_ in methods}) != len(methods):
+        raise InputError("a method is listed twice in --methods")
     grids = {label: list(cfg.grids.get(label) or cfg.grids.get(m.name) or pgrid or m.default_grid)
              for label, m, _scope, pgrid in methods}
-    targets = list(cfg.targets) if cfg.targets else choose_targets(kb, cfg.n_targets, cfg.seed)
+    targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, cfg.n_targets, cfg.seed)
     for t in targets:
         closure.atom_of_fact(t)
-    record = {**asdict(cfg), "kb": str(kb.source), "kb_fingerprint": fp, "targets": targets,
-              "n_targets": len(targets), "methods": [label for label, *_ in methods],
-              "scopes": {label: scope for label, _m, scope, _g in methods}, "grids": grids}
+    spec = _model_spec(cfg)
+    dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
+    identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype)
+    # refuses a run with other settings before anything in the directory is touched
+    identity, added, old_record = open_run(run, "evaluate", identity, extendable=("targets", "methods"),
+                                           resume=resume)
+    run.mkdir(parents=True, exist_ok=True)
     cfg_path = run / "config.json"
     # one process writes results.jsonl; under a multi-process launch each writes its shard, merged at the end
     mine_path = run / (f"results.rank{dist.rank()}.jsonl" if dist.is_distributed() else "results.jsonl")
+    if not resume and (mine_path.exists() or (run / "results.jsonl").exists() or any(run.glob(SHARD_GLOB))):
+        raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
     results = ResultsFile(mine_path)  # repairs a torn last line of this process's own file
     dist.barrier(device)  # every process has repaired its file before any reads the others
     results.absorb([run / "results.jsonl", *sorted(run.glob(SHARD_GLOB))])
-    if results.rows and not resume:
-        raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
-    if cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
-        if old.get("kb_fingerprint") != fp or old.get("rules") != cfg.rules:
-            raise InputError(f"{run} holds a run on a different KB or rule set; choose another -o")
+    all_labels = list(identity["methods"])
+    record = {"protocol": "evaluate", **asdict(cfg), "kb": str(kb.source), "kb_fingerprint": fp,
+              "rules_fingerprint": closure.rules.fingerprint, "targets": identity["targets"],
+              "n_targets": len(identity["targets"]), "methods": all_labels,
+              "scopes": {label: identity["methods"][label]["scope"] for label in all_labels},
+              "grids": {label: identity["methods"][label]["grid"] for label in all_labels},
+              "identity": identity,
+              "history": old_record.get("history", []) + [history_entry(added, targets=targets,
+                                                                        methods=[lb for lb, *_ in methods])]}
+    if added:
+        log("adding to the run: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in added.items()))
     dist.barrier(device)  # every process has read the old state before anyone writes
+    skey = sets_key(fp, closure.rules.fingerprint, cfg)
     if main:
-        sets = _sets_cache(run, closure, targets, cfg, fp)
+        sets = _sets_cache(run, closure, targets, cfg, skey)
     dist.barrier(device)
     if not main:  # the cache process 0 just wrote
-        sets = _sets_cache(run, closure, targets, cfg, fp, write=False)
+        sets = _sets_cache(run, closure, targets, cfg, skey, write=False)
     log(f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
         f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
 
     # 2. model
+    model_key = identity["model"]
     if cfg.finetuned:
-        lm = load_finetuned(cfg.finetuned, prompt=cfg.prompt, dtype=cfg.dtype, device=cfg.device)
+        lm = load_model(spec)
         from dukb.neural.pipeline import finetune_record
 
         ft = finetune_record(cfg.finetuned) or {}
         record["model"] = cfg.finetuned
     else:
         ft_dir = run / "finetuned"
-        if not (ft_dir / "finetune.json").exists():
-            spec = ModelSpec(cfg.model, prompt=cfg.prompt or ("tiny" if cfg.model == "tiny" else "generic"),
-                             dtype=cfg.dtype, device=cfg.device)
+        ft = finetune_record(ft_dir)
+        if ft is None or ft.get("identity") != model_key:  # a cache made with other settings is redone
             # data parallel under a multi-process launch; process 0 saves
-            finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, seed=cfg.seed, progress=progress, log=log)
-        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device)
-        ft = json.loads((ft_dir / "finetune.json").read_text())
+            finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
+                        progress=progress, log=log, identity=model_key)
+        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
+                            gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora)
+        ft = finetune_record(ft_dir)
         record["model"] = cfg.model
-    from dukb.neural.finetune import device_info, versions
-
-    record["versions"] = versions()
-    record["device_used"] = device_info(lm.device)  # "device" keeps the configured value
+    record["provenance"] = provenance(lm.device, gradient_checkpointing=cfg.gradient_checkpointing,
+                                      probe_batch_size=PROBE["batch_size"])
+    # kept at the top level for readers of earlier runs
+    record["versions"] = record["provenance"]["versions"]
+    record["device_used"] = record["provenance"]["device"]  # "device" keeps the configured value
     record["world_size"] = dist.world_size()
     if main:
-        cfg_path.write_text(json.dumps(record, indent=2))
-        (run / "finetune.json").write_text(json.dumps(ft, indent=2))
+        write_json_atomic(cfg_path, record)
+        write_json_atomic(run / "finetune.json", ft)
     items = kb_qa(kb)
     from dukb.neural.probe import Predictor, probe
 
@@ -414,7 +423,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                     continue
                 for row in sweep_target(lm, kb, closure, t, m.name, todo,
                                         sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
-                                        probe_items=items, scope=scope):
+                                        lora=spec.lora, probe_items=items, scope=scope,
+                                        batch_size=PROBE["batch_size"]):
                     row["method"] = label
                     row["target_relation"] = fact.relation
                     row["n_kb_rel"] = len(kb.relationships)

@@ -19,28 +19,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dukb.neural.runs import read_results
+
 THRESHOLD = 0.8
 ACCURACY = "accuracy_all"
-
-
-def read_results(path) -> list[dict]:
-    """Rows of a results.jsonl; a truncated last line (from a kill) is skipped.
-
-    Raises:
-        ValueError: a line other than the last is not valid JSON (names file and line).
-    """
-    rows = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines):
-                break
-            raise ValueError(f"{path}:{i}: not a JSON line") from None
-    return rows
 
 
 def setting_key(setting: dict) -> str:

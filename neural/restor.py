@@ -35,7 +35,6 @@ Functions that need no model (judge, states, beliefs, report) import neither tor
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import time
@@ -49,6 +48,7 @@ from dukb import InputError
 from dukb.kb.corrupt import is_int
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.probes import BIOGRAPHY, RELATIONSHIP, Probe
+from dukb.neural.runs import write_json_atomic as _write_json
 
 #: Labels of one judged output.
 TRUE, INJECTED, OTHER = "true", "injected", "other"
@@ -729,7 +729,7 @@ class RestorConfig:
     #: Fields that the clean, corrupted and probed models depend on: a rerun must agree on them.
     IDENTITY = ("model", "corrupt", "context", "docs_per_entity", "seed", "lora_r", "lora_alpha", "samples",
                 "temperature", "max_new_tokens", "preset", "clean_epochs", "corrupt_epochs", "corrupt_lr",
-                "templates", "n_random", "rules", "prompt")
+                "templates", "n_random", "n_retain", "rules", "prompt")
 
     def resolved_preset(self) -> str:
         """The preset name in use."""
@@ -876,12 +876,6 @@ def lora_targets(model) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _read_json(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -892,15 +886,12 @@ def _rows_key(row: dict) -> tuple:
 
 class RowsFile:
     """Append-only JSONL of per-method results, one durable line each; a torn last line (from a kill) is dropped on
-    open (the behaviour of :class:`dukb.neural.protocol.ResultsFile`, keyed by method, targeted and setting)."""
+    open (the behaviour of :class:`dukb.neural.runs.ResultsFile`, keyed by method, targeted and setting)."""
 
     def __init__(self, path: Path):
-        from dukb.neural.protocol import ResultsFile
+        from dukb.neural.runs import ResultsFile
 
-        class _F(ResultsFile):
-            key = staticmethod(_rows_key)
-
-        self._f = _F(path)
+        self._f = ResultsFile(path, _rows_key)
 
     @property
     def rows(self) -> list[dict]:
@@ -1082,23 +1073,25 @@ def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
     """
     from dukb.kb import load_kb
     from dukb.kb.corrupt import corrupt, save_corruption
-    from dukb.neural.protocol import kb_fingerprint
+    from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
+    from dukb.neural.runs import IDENTITY_VERSION, history_entry, open_run, provenance
     from dukb.solver.closure import compute_closure
 
     cfg.check()
     run = Path(run_dir)
     t_start = time.perf_counter()
     kb = load_kb(cfg.kb)
-    fp = kb_fingerprint(kb)
+    fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
     true_closure = set(closure.atoms)
-    identity = cfg.identity() | {"kb_fingerprint": fp}
+    dtype = str(resolve_dtype(cfg.dtype, resolve_device(cfg.device))).removeprefix("torch.")
+    identity = cfg.identity() | {
+        "identity_version": IDENTITY_VERSION, "kb_fingerprint": fp, "rules_fingerprint": closure.rules.fingerprint,
+        "model_fingerprint": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
+        "dtype": dtype}
     cfg_path = run / "config.json"
-    if cfg_path.exists():
-        old = _read_json(cfg_path)
-        diff = [k for k, v in identity.items() if json.dumps(old.get("identity", {}).get(k)) != json.dumps(v)]
-        if diff:
-            raise InputError(f"{run} holds a restor run with other settings ({', '.join(diff)}); choose another -o")
+    # a directory holding a run with other settings is refused (every differing key named) before it is touched
+    identity, _added, old_record = open_run(run, "restor", identity)
     cor = corrupt(kb, cfg.corrupt, cfg.seed, cfg.context, closure=closure.atoms,
                   docs_per_entity=cfg.docs_per_entity)
     try:  # created only once the settings, the KB and the corruption are known to be good
@@ -1110,15 +1103,14 @@ def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
     facts = fact_probes(kb, closure.atoms, cor.facts, cfg.n_random, cfg.seed)
     judge = Judge.for_kb(kb, [c.injected_value for c in cor.facts])
     retain, retain_facts = retain_texts(kb, cor, cfg.n_retain, cfg.seed)
-    record = {"identity": identity, "config": asdict(cfg), "kb": str(kb.source), "preset": cfg.resolved_preset(),
+    record = {"protocol": "restor", "identity": identity, "config": asdict(cfg), "kb": str(kb.source), "preset": cfg.resolved_preset(),
               "n_facts": len(facts), "n_corrupted": len(cor.facts),
               "n_corrupted_people": len({c.subject for c in cor.facts}), "n_documents": len(cor.documents),
               "retain_facts": [list(k) for k in retain_facts], "n_retain_docs": len(retain),
               "closure_size": len(closure)}
-    if cfg_path.exists():
-        record["history"] = _read_json(cfg_path).get("history", [])
-    record.setdefault("history", []).append({"methods": cfg.methods, "targeted": cfg.targeted,
-                                             "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+    record["history"] = old_record.get("history", []) + [history_entry({}, methods=cfg.methods,
+                                                                       targeted=cfg.targeted)]
+    record["provenance"] = provenance(resolve_device(cfg.device))
     _write_json(cfg_path, record)
     log(f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
         f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})")
@@ -1232,7 +1224,7 @@ def _pct(v) -> str:
 # ================================================================================================= report ======
 def _load_run(run: Path) -> dict:
     """Everything :func:`render` needs, read from a run directory (no model, no solver)."""
-    from dukb.neural.report import read_results
+    from dukb.neural.runs import read_results
 
     for need in ("config.json", "probes/facts.jsonl", "probes/clean.json", "probes/corrupted.json"):
         if not (run / need).exists():

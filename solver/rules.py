@@ -73,6 +73,14 @@ class RuleSet:
     def __len__(self) -> int:
         return len(self.rules)
 
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 (first 16 hex digits) of the compiled program: two rule sets with the same fingerprint derive the
+        same closure (comments and layout of the .lp file do not count)."""
+        import hashlib
+
+        return hashlib.sha256(self.program.encode()).hexdigest()[:16]
+
 
 def _rules_path(name_or_file: str | Path) -> tuple[str, Path]:
     s = str(name_or_file)

@@ -307,6 +307,52 @@ def test_resume_after_a_torn_write_completes_with_the_same_rows(eval_run, small_
     assert strip(again) == strip(full)
 
 
+def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, small_kb, finetuned, tmp_path,
+                                                                     capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(eval_run, run)
+    base = ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run), "--resume",
+            "--n-targets", "3", "--device", "cpu"]
+    methods = ["--methods", "ga,tv", "--grid", "tv=0.5,5"]
+    files = {n: (run / n).read_text() for n in ("config.json", "results.jsonl", "report.md", "sets.json")}
+    cases = [(["--lr", "0.01"], "lr: null in the run, 0.01 now"),
+             (["--seed", "1"], "seed: 0 in the run, 1 now"),
+             (["--sets", "random"], 'sets.method: "exact" in the run, "random" now'),
+             (["--seeds", "7"], "sets.seeds: 100 in the run, 7 now"),
+             (["--dtype", "bfloat16"], 'dtype: "float32" in the run, "bfloat16" now'),
+             (["--prompt", "gpt2-xl"], "prompt.question_end"),
+             (["--lora-r", "4"], "lora: null in the run"),
+             (["--rules", "family_paper_compat"], "rules: ")]
+    for extra, want in cases:
+        capsys.readouterr()
+        assert main(base + methods + ["--grid", "ga=1,4,16"] + extra) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("dukb: error: ") and want in err[0], (extra, err)
+    assert main(base + methods + ["--grid", "ga=1,2"]) == 2
+    assert "methods.ga.grid: [1, 4, 16] in the run, [1, 2] now" in capsys.readouterr().err
+    assert {n: (run / n).read_text() for n in files} == files  # nothing was touched
+    # other weights under --finetuned: the weights' hash differs
+    other = tmp_path / "other"
+    shutil.copytree(finetuned[0], other)
+    (other / "config.json").write_text((other / "config.json").read_text().replace("}", ', "x": 1}', 1))
+    assert main(base[:4] + [str(other)] + base[5:] + methods + ["--grid", "ga=1,4,16"]) == 2
+    assert "model.finetuned.sha256" in capsys.readouterr().err
+    # a method may be added to a run whose shared settings are equal, and the addition is recorded
+    assert main(base + ["--methods", "ga,tv,whp", "--grid", "ga=1,4,16", "--grid", "tv=0.5,5", "--grid",
+                        "whp=0"]) == 0
+    rows = _rows(run)
+    assert len(rows) == 15 + 3 and {r["method"] for r in rows[15:]} == {"whp"}
+    assert (run / "results.jsonl").read_text().startswith(files["results.jsonl"])
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["history"][-1]["added"] == {"methods": ["whp"]} and cfg["methods"] == ["ga", "tv", "whp"]
+    assert cfg["identity"]["methods"]["whp"]["grid"] == [0.0] and cfg["identity"]["seed"] == 0
+    # the sets cache is keyed by everything the sets depend on
+    key = json.loads((run / "sets.json").read_text())["key"]
+    assert key["seed"] == 0 and key["seeds"] == 100 and key["method"] == "exact" and key["kb"] == cfg["kb_fingerprint"]
+
+
 @pytest.mark.slow
 def test_resume_after_sigkill(small_kb, finetuned, eval_run, tmp_path):
     run = tmp_path / "killed"

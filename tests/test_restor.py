@@ -296,9 +296,16 @@ def test_cli_rerun_is_resumed_and_other_settings_refused(restor_run, small_kb, c
     err = capsys.readouterr().err
     assert "stage" not in err  # every stage and method was skipped
     assert (run / "results.jsonl").read_text() == before
+    cfg_before = (run / "config.json").read_text()
     assert main(["restor", "--kb", str(small_kb), "-o", str(run), *CLI_ARGS, "--seed", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("dukb: error:") and "seed" in err[0]
+    assert len(err) == 1 and err[0].startswith("dukb: error:") and "seed: 0 in the run, 3 now" in err[0]
+    # the retain set changes every unlearned model: part of the identity too
+    args = [a if a != "16" else "8" for a in CLI_ARGS]
+    assert main(["restor", "--kb", str(small_kb), "-o", str(run), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "n_retain: 16 in the run, 8 now" in err[0]
+    assert (run / "config.json").read_text() == cfg_before
 
 
 @pytest.mark.parametrize("extra", [["--corrupt", "0"], ["--methods", "ga,sgd"], ["--samples", "0"],

@@ -1,0 +1,124 @@
+"""Run directories know their identity (issue: integrity): identity comparison and merging, refusal of a resume
+with other settings, fingerprints and results files. The end-to-end refusals of `dukb evaluate --resume` are in
+tests/test_neural_e2e.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dukb.kb import load_kb
+from dukb.neural.runs import (IDENTITY_VERSION, Difference, ResultsFile, RunIdentityError, identity_differences,
+                              merge_identity, open_run, read_results)
+from dukb.solver.rules import load_rules
+
+BASE = {"identity_version": IDENTITY_VERSION, "kb": "abc", "seed": 0, "lr": None,
+        "model": {"base": {"tiny": {"n_layer": 2}}, "finetune": {"lr": 0.003, "epochs": 400}},
+        "targets": [1, 2], "methods": {"ga": {"grid": [1, 2], "scope": "target"}}}
+
+
+def _with(**kw):
+    return json.loads(json.dumps(BASE)) | kw
+
+
+def test_equal_identities_have_no_difference():
+    assert identity_differences(BASE, _with()) == []
+
+
+def test_each_differing_key_is_named_with_both_values():
+    new = _with(seed=1, lr=0.01)
+    new["model"] = {"base": {"tiny": {"n_layer": 2}}, "finetune": {"lr": 0.001, "epochs": 400}}
+    diffs = identity_differences(BASE, new, ("targets", "methods"))
+    assert diffs == [Difference("lr", None, 0.01), Difference("model.finetune.lr", 0.003, 0.001),
+                     Difference("seed", 0, 1)]
+    assert str(diffs[0]) == "lr: null in the run, 0.01 now"
+
+
+def test_extendable_keys_may_gain_entries_but_shared_entries_must_agree():
+    new = _with(targets=[2, 3], methods={"ga": {"grid": [1, 2], "scope": "target"}, "npo": {"grid": [1]}})
+    assert identity_differences(BASE, new, ("targets", "methods")) == []
+    merged, added = merge_identity(BASE, new, ("targets", "methods"))
+    assert merged["targets"] == [1, 2, 3] and list(merged["methods"]) == ["ga", "npo"]
+    assert added == {"targets": [3], "methods": ["npo"]}
+    changed = _with(methods={"ga": {"grid": [1, 4], "scope": "target"}})
+    assert [d.key for d in identity_differences(BASE, changed, ("targets", "methods"))] == ["methods.ga.grid"]
+    # without extension (a fresh run into an existing directory) a new target is a difference
+    assert [d.key for d in identity_differences(BASE, new, ())] == ["methods.npo", "targets"]
+
+
+def test_a_key_present_on_one_side_only_is_a_difference():
+    new = {k: v for k, v in BASE.items() if k != "lr"} | {"dtype": "float32"}
+    assert {d.key for d in identity_differences(BASE, new)} == {"dtype", "lr"}
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=3),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=2), c, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=st.dictionaries(st.sampled_from("abcde"), _json, max_size=5),
+       b=st.dictionaries(st.sampled_from("abcde"), _json, max_size=5))
+def test_differences_are_empty_exactly_for_equal_identities(a, b):
+    """Against the plain definition: without extendable keys, no difference iff the canonical JSON is equal."""
+    same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert (identity_differences(a, b) == []) == same
+    assert (identity_differences(b, a) == []) == same
+
+
+def test_open_run_refuses_other_settings_and_records_nothing(tmp_path):
+    assert open_run(tmp_path, "evaluate", BASE) == (BASE, {}, {})
+    (tmp_path / "config.json").write_text(json.dumps({"protocol": "evaluate", "identity": BASE}))
+    merged, added, old = open_run(tmp_path, "evaluate", _with(targets=[1, 2, 5]), extendable=("targets",))
+    assert merged["targets"] == [1, 2, 5] and added == {"targets": [5]} and old["identity"] == BASE
+    before = (tmp_path / "config.json").read_text()
+    with pytest.raises(RunIdentityError) as e:
+        open_run(tmp_path, "evaluate", _with(seed=1, lr=0.5), extendable=("targets",))
+    msg = str(e.value)
+    assert "\n" not in msg and "seed: 0 in the run, 1 now" in msg and "lr: null in the run, 0.5 now" in msg
+    assert str(tmp_path / "config.json") in msg and [d.key for d in e.value.differences] == ["lr", "seed"]
+    assert (tmp_path / "config.json").read_text() == before
+    with pytest.raises(RunIdentityError, match="dukb evaluate"):
+        open_run(tmp_path, "restor", BASE)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"protocol": "evaluate", "seed": 0}),
+                                     json.dumps({"identity": {"identity_version": 0}})])
+def test_open_run_refuses_unreadable_or_old_configs(tmp_path, content):
+    (tmp_path / "config.json").write_text(content)
+    with pytest.raises(RunIdentityError):
+        open_run(tmp_path, "evaluate", BASE)
+
+
+def test_results_file_cuts_a_torn_line_and_keys_rows(tmp_path):
+    p = tmp_path / "results.jsonl"
+    row = {"target": 3, "method": "ga", "param": "steps", "setting": {"steps": 2}}
+    p.write_text(json.dumps(row) + "\n" + '{"target": 4, "meth')
+    f = ResultsFile(p)
+    assert f.rows == [row] and (3, "ga", 2.0) in f.done
+    assert p.read_text() == json.dumps(row) + "\n"
+    f.append(row | {"target": 5})
+    assert [r["target"] for r in read_results(p)] == [3, 5]
+    g = ResultsFile(p, key=lambda r: r["target"])
+    assert g.done == {3, 5}
+
+
+def test_kb_fingerprint_covers_genders_and_facts(kb_builder):
+    a = kb_builder({"A": "male", "B": "female"}, [("A", "wife", "B")])
+    b = kb_builder({"A": "male", "B": "female"}, [("B", "husband", "A")])
+    c = kb_builder({"A": "male", "B": "female", "C": "male"}, [("A", "wife", "B")])
+    assert len({a.fingerprint(), b.fingerprint(), c.fingerprint()}) == 3
+    assert a.fingerprint() == kb_builder({"A": "male", "B": "female"}, [("A", "wife", "B")]).fingerprint()
+    assert load_kb("demo").fingerprint() == load_kb("demo").fingerprint()
+
+
+def test_rules_fingerprint_ignores_comments_but_not_rules(tmp_path):
+    fam = load_rules("family")
+    text = fam.path.read_text(encoding="utf-8")
+    commented = tmp_path / "commented.lp"
+    commented.write_text("% a comment\n" + text, encoding="utf-8")
+    assert load_rules(str(commented)).fingerprint == fam.fingerprint
+    assert load_rules("family_paper_compat").fingerprint != fam.fingerprint
