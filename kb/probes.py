@@ -32,26 +32,21 @@ import csv
 import io
 import json
 import random
-import re
 from dataclasses import asdict, dataclass
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from dukb import InputError
+# the answer judge lives in dukb.kb.judge; its names stay importable from here
+from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES  # noqa: F401
+from dukb.kb.judge import choice_options, judge  # noqa: F401
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
+from dukb.kb.templates import load_template
 
 RELATIONSHIP = "relationship"
 BIOGRAPHY = "biography"
 FACT_KINDS = (RELATIONSHIP, BIOGRAPHY)
-
-#: How a model output is judged against a probe's gold answer (see :func:`judge`).
-MATCH_SUBSTRING = "substring"
-MATCH_YESNO = "yesno"
-MATCH_CHOICE = "choice"
-MATCHES = (MATCH_SUBSTRING, MATCH_YESNO, MATCH_CHOICE)
 
 #: Languages of the cross-lingual kinds.
 LANGUAGES = ("fr", "de", "es")
@@ -117,9 +112,11 @@ class Probe:
         fact_id: the fact's id in its namespace.
         question: the text given to the model (no prompt tags).
         answer: the gold answer.
-        match: how an output is judged (:func:`judge`): "substring" (``answer.lower() in output.lower()``, the
-            paper's rule, Wu et al. 2025 App. C), "yesno" (the output's first word is the answer, yes or no), or
-            "choice" (the output picks the answer's option of a multiple-choice question, by label or text).
+        match: how an output is judged (:func:`dukb.kb.judge.judge`): "substring" (``answer.lower() in
+            output.lower()``, the paper's rule, Wu et al. 2025 App. C), "yesno" (the output's first word is the
+            answer, yes or no), "choice" (the output picks the answer's option of a multiple-choice question, by
+            label or text) or "exact" (the normalised answer is the value or an alias of it; RESTOR's judge made
+            exact). The generated kinds use the first three.
     """
 
     kind: str
@@ -132,31 +129,6 @@ class Probe:
     def to_dict(self) -> dict:
         """The probe as a dict with the keys of :data:`PROBE_COLUMNS`."""
         return asdict(self)
-
-
-# -- templates ------------------------------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
-def load_template(name: str) -> dict:
-    """Load a JSON template file of ``dukb.data/templates``.
-
-    Args:
-        name: file name, e.g. "probes.json".
-
-    Returns:
-        The parsed JSON object (cached; do not modify).
-
-    Raises:
-        InputError: the file is missing or is not valid JSON (file and line named).
-    """
-    res = resources.files("dukb.data").joinpath("templates", name)
-    try:
-        text = res.read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError):
-        raise InputError("missing template file", str(res)) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"template file is not valid JSON: {e.msg}", str(res), e.lineno) from None
 
 
 def parse_kinds(kinds: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -630,53 +602,6 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
             if p is not None:
                 out.append(p)
     return out
-
-
-# -- judging --------------------------------------------------------------------------------------------------------
-_OPTION = re.compile(r"^([A-Z])\. (.*)$", re.MULTILINE)
-_LABEL = re.compile(r"^\W*\(?([A-Z])(?:[).:,]|\s|$)")
-_WORD = re.compile(r"[^\W\d_]+")
-
-
-def choice_options(question: str) -> dict[str, str]:
-    """The options of a multiple-choice question: label -> text (lines "A. text")."""
-    return {m.group(1): m.group(2) for m in _OPTION.finditer(question)}
-
-
-def judge(probe: Probe, output: str) -> bool:
-    """Whether a model output shows the probe's fact is known.
-
-    Rules by ``probe.match``:
-        - "substring": ``answer.lower() in output.lower()`` (Wu et al. 2025, App. C; original evaluate_util.py);
-        - "yesno": the output's first word, lowercased, is the answer ("yes" or "no");
-        - "choice": the output starts with an option label (e.g. "B", "(B)", "B.") that is the answer's option; or,
-          without a label, it contains the answer's text and no other option's text.
-
-    Args:
-        probe: the probe.
-        output: the model's generated text.
-
-    Returns:
-        True when the output matches the gold answer.
-
-    Raises:
-        ValueError: unknown match rule.
-    """
-    if probe.match == MATCH_SUBSTRING:
-        return probe.answer.lower() in output.lower()
-    if probe.match == MATCH_YESNO:
-        m = _WORD.search(output)
-        return m is not None and m.group(0).lower() == probe.answer.lower()
-    if probe.match == MATCH_CHOICE:
-        options = choice_options(probe.question)
-        gold = [lab for lab, text in options.items() if text == probe.answer]
-        m = _LABEL.match(output)
-        if m and m.group(1) in options:
-            return m.group(1) in gold
-        low = output.lower()
-        return probe.answer.lower() in low and not any(
-            t.lower() in low for t in options.values() if t != probe.answer and t.lower() not in probe.answer.lower())
-    raise ValueError(f"unknown match rule {probe.match!r}")
 
 
 # -- files ----------------------------------------------------------------------------------------------------------

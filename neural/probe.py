@@ -1,7 +1,8 @@
 """Probing: which KB facts does a model still know?
 
-Batched greedy generation with left padding and a KV cache, at most 10 new tokens; a fact is known when
-``answer.lower()`` is a substring of ``output.lower()`` (Wu et al. 2025, App. C). Also the ROUGE-L recall of the output
+Batched greedy generation with left padding and a KV cache, at most 10 new tokens; a fact is known when the output
+matches the item's answer by its match rule (:func:`dukb.kb.judge.judge`; open questions: ``answer.lower()`` is a
+substring of ``output.lower()``, Wu et al. 2025, App. C). Also the ROUGE-L recall of the output
 against the answer (rouge-score; MUSE's KnowMem uses ROUGE-L) and the length-normalised log-probability of the gold
 answer (mean log-probability per answer token, natural log).
 
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from dukb.kb.judge import judge
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.scoring import sequence_logprob
 
@@ -117,14 +119,6 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
     return texts
 
 
-def is_known(item: QAItem, output: str) -> bool:
-    """Whether ``output`` shows the item's fact is known: the paper's rule ``answer.lower() in output.lower()`` for
-    open questions; first word for yes/no probes; option label for multiple choice (:func:`dukb.kb.probes.judge`)."""
-    from dukb.kb.probes import judge
-
-    return judge(item, output)
-
-
 def answer_logprob(pred: Predictor, items: list[QAItem]) -> list[float]:
     """Length-normalised log-probability (mean natural-log probability per answer token, EOS excluded) of each
     item's gold answer after its prompt, under the predictor (WHP transform included)."""
@@ -199,7 +193,7 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     for i, it in enumerate(items):
         out, lp = results[i]
         rows.append({"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
-                     "answer": it.answer, "output": out, "known": is_known(it, out),
+                     "answer": it.answer, "output": out, "known": judge(it, out),
                      "rouge_l": rouge_l_recall(it.answer, out), "logprob": lp})
     df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "question", "answer", "output", "known",
                                      "rouge_l", "logprob"])
