@@ -72,7 +72,7 @@ def restor(
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature when M > 1."),
     max_new_tokens: int = typer.Option(10, "--max-new-tokens", help="Generation budget (tokens)."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Hyper-parameters: 'tiny' or 'restor' (RESTOR App. "
-                                         "B/C.2); default: tiny for the tiny model, else restor."),
+                                         "C.1/C.2); default: tiny for the tiny model, else restor."),
     reg_weight: Optional[list[str]] = typer.Option(None, "--lambda", help="METHOD=λ, weight of the retain "
                                                    "cross-entropy (repeatable; all=λ for every method). Presets: "
                                                    "GA 4, KL 5, NPO 5."),

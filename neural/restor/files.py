@@ -1,0 +1,91 @@
+"""The files of a restor run directory: probes/facts.jsonl, the per-model JSON documents, results.jsonl (one durable
+line per unlearning method, mode and setting) and everything the report is rendered from.
+
+Layout (written by :func:`dukb.neural.restor.pipeline.run_restor`): config.json; corruption/ (corrupted KB,
+corruptions.csv, documents.jsonl); clean/ and corrupted/ (models with train.json); probes/ (facts.jsonl, clean.json,
+corrupted.json); results.jsonl; then states.csv, summary.csv, report.md and states_<METHOD>.png. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+from dukb import InputError
+from dukb.neural.restor.facts import FactProbe
+from dukb.neural.runs import ResultsFile, read_results
+
+#: Files a run must hold before its report can be rendered (relative to the run directory).
+REQUIRED = ("config.json", "probes/facts.jsonl", "probes/clean.json", "probes/corrupted.json")
+
+
+def read_json(path: Path):
+    """The JSON document in ``path`` (UTF-8)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
+    """Write probes/facts.jsonl: one :class:`FactProbe` per line, as its fields."""
+    path.write_text("".join(json.dumps(asdict(f)) + "\n" for f in facts), encoding="utf-8")
+
+
+def read_facts(path: Path) -> list[FactProbe]:
+    """Read probes/facts.jsonl (:func:`write_facts`)."""
+    return [FactProbe(**{**d, "random": tuple(d["random"])})
+            for d in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if d]
+
+
+def _rows_key(row: dict) -> tuple:
+    return (row["method"], bool(row["targeted"]), json.dumps(row["setting"], sort_keys=True))
+
+
+class RowsFile:
+    """Append-only JSONL of per-method results, one durable line each; a torn last line (from a kill) is dropped on
+    open (the behaviour of :class:`dukb.neural.runs.ResultsFile`, keyed by method, targeted and setting).
+
+    Args:
+        path: results.jsonl of the run.
+    """
+
+    def __init__(self, path: Path):
+        self._f = ResultsFile(path, _rows_key)
+
+    @property
+    def rows(self) -> list[dict]:
+        """The rows read or appended so far."""
+        return self._f.rows
+
+    def done(self, method: str, targeted: bool, setting: dict) -> bool:
+        """True when a row for this method, mode and setting exists."""
+        return _rows_key({"method": method, "targeted": targeted, "setting": setting}) in self._f.done
+
+    def append(self, row: dict) -> None:
+        """Write one row durably."""
+        self._f.append(row)
+
+
+def load_run(run: Path) -> dict:
+    """Everything the report needs, read from a run directory (no model, no solver).
+
+    Returns:
+        dict: config (config.json), facts (FactProbe list), clean and corrupted (probes/*.json), results (the rows
+        of results.jsonl), clean_train and corrupt_train (train.json of each model, {} when missing).
+
+    Raises:
+        InputError: a file of :data:`REQUIRED` is missing; results.jsonl has a corrupt line
+            (:func:`dukb.neural.runs.read_results`).
+    """
+    for need in REQUIRED:
+        if not (run / need).exists():
+            raise InputError(f"not a finished restor run: {need} is missing", run)
+    res = run / "results.jsonl"
+    rows = read_results(res) if res.exists() else []
+    return {"config": read_json(run / "config.json"), "facts": read_facts(run / "probes" / "facts.jsonl"),
+            "clean": read_json(run / "probes" / "clean.json"),
+            "corrupted": read_json(run / "probes" / "corrupted.json"), "results": rows,
+            "clean_train": read_json(run / "clean" / "train.json") if (run / "clean" / "train.json").exists()
+            else {},
+            "corrupt_train": read_json(run / "corrupted" / "train.json")
+            if (run / "corrupted" / "train.json").exists() else {}}
