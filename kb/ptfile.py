@@ -85,17 +85,40 @@ class _StandIn:
 
 
 class _ShortRepr(reprlib.Repr):
-    """reprlib with stand-ins shown by name only."""
+    """reprlib with stand-ins shown by name only and huge integers by their size (reprlib nests at most
+    ``maxlevel`` deep, so a deeply nested pickled list cannot exhaust the stack)."""
 
     def _tag(self, obj, level):
         return f"<{type(obj).__name__[7:]} {obj.__dict__.get('name', '?')!r}>"
 
     repr_PickledPerson = repr_PickledRule = _tag
 
+    def repr_int(self, x, level):
+        # repr() of an int over 4300 digits raises ValueError (sys.int_info.str_digits_check_threshold)
+        return f"<int of {x.bit_length()} bits>" if x.bit_length() > 256 else repr(x)
+
 
 _SHORT = _ShortRepr()
 _SHORT.maxlist = _SHORT.maxtuple = 8
 _SHORT.maxstring = _SHORT.maxother = 60
+
+
+def short_repr(obj, limit: int = 60) -> str:
+    """A short ``repr`` of an unpickled object for an error message: never more than ``limit`` characters (plus
+    "..."), at most 6 levels of nesting, and never raising (a deeply nested list, an integer of a million digits).
+
+    Args:
+        obj: any object a restricted unpickler returned.
+        limit: maximum length before "..." is added.
+
+    Returns:
+        The text.
+    """
+    try:
+        text = _SHORT.repr(obj)
+    except Exception:  # RecursionError, ValueError, anything a numpy repr might raise
+        text = f"<{type(obj).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class PickledPerson(_StandIn):
@@ -283,17 +306,21 @@ class _RestrictedUnpickler(pickle._Unpickler):
 
 def _read_data_pkl(path: Path) -> bytes:
     """The bytes of ``<name>/data.pkl`` inside a torch.save zip archive."""
-    if not path.exists():
-        raise InputError("missing file", path)
-    if not path.is_file():
-        raise InputError("not a file", path)
     try:
-        zf = zipfile.ZipFile(path)
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError("missing file", path) from None
+    except OSError as e:  # permission denied, a folder in place of the file, ...
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    try:
+        zf = zipfile.ZipFile(fh)
     except zipfile.BadZipFile:
+        fh.close()
         raise InputError("not a zip archive as written by torch.save (legacy or foreign format?)", path) from None
     except OSError as e:
-        raise InputError(f"cannot read the file: {e.strerror or e}", path) from None
-    with zf:
+        fh.close()
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    with fh, zf:
         names = [n for n in zf.namelist() if _DATA_PKL.match(n)]
         if len(names) != 1:
             raise InputError(f"not a torch.save archive: expected one <name>/data.pkl, found {len(names)}", path)
@@ -358,7 +385,7 @@ def load_bool_list(path: str | Path) -> list[bool]:
         if type(x) is bool or isinstance(x, np.bool_):
             out.append(bool(x))
         else:
-            raise InputError(f"expected a list of booleans, entry {i} is {type(x).__name__} {x!r:.40}", path)
+            raise InputError(f"expected a list of booleans, entry {i} is {type(x).__name__} {short_repr(x)}", path)
     return out
 
 
@@ -392,4 +419,4 @@ def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
 
 
 __all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "PickledPerson", "PickledRule", "load_benchmark_pickle",
-           "load_bool_list"]
+           "load_bool_list", "short_repr"]
