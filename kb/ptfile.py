@@ -16,6 +16,8 @@ restricted unpickler (:class:`_RestrictedUnpickler`, a subclass of the pure-Pyth
   ``numpy.ndarray``, ``numpy.dtype``, ``_codecs.encode``; ``numpy._core.multiarray`` as well). Every other global
   (``os.system``, ``builtins.eval``, ...) raises :class:`dukb.InputError` before anything is called;
 - refuses persistent ids (tensor storages) and the copyreg extension opcodes (EXT1/2/4);
+- refuses tuples nested deeper than :data:`MAX_TUPLE_DEPTH` (hashing a deeper one can crash the interpreter);
+  other deep nesting (lists, dicts) is harmless to build, and error messages show it with :func:`short_repr`;
 - replaces the BUILD opcode: state may only be applied to a stand-in (a dict of plain attribute names), to a numpy
   dtype (simple dtypes only: no fields, no sub-arrays, no object flag) or to a numpy array of a non-object dtype.
   This is why the pure-Python unpickler is used: the C one cannot vet BUILD, and numpy's ``dtype.__setstate__``
@@ -45,6 +47,11 @@ MAX_PICKLE_BYTES = 64 * 1024 * 1024
 
 #: Largest numpy array (elements) a pickle may create.
 MAX_ARRAY_ELEMENTS = 1 << 24
+
+#: Deepest nesting of tuples in tuples a pickle may build. Python hashes a tuple (as a dict key, a set or frozenset
+#: element) by recursing in C without a depth guard: a tuple nested a million deep crashes the interpreter
+#: (segmentation fault). The benchmark's tuples are at most 2 deep.
+MAX_TUPLE_DEPTH = 100
 
 #: Stand-in class names the benchmark's pickles use (module ``__main__``).
 BENCHMARK_CLASSES = frozenset({"Person", "Rule"})
@@ -270,6 +277,22 @@ def _refuse_ext(self) -> None:
     raise InputError("pickle uses a copyreg extension code (EXT opcode), which is refused")
 
 
+def _depth_checked(load_tuple):
+    """Wrap a TUPLE/TUPLE1/TUPLE2/TUPLE3 opcode: record the new tuple's nesting depth, refuse one deeper than
+    :data:`MAX_TUPLE_DEPTH` before anything can hash it."""
+
+    def op(self) -> None:
+        load_tuple(self)
+        new = self.stack[-1]
+        depth = 1 + max((self._tuple_depth.get(id(x), 1) for x in new if type(x) is tuple), default=0)
+        if depth > MAX_TUPLE_DEPTH:
+            raise InputError(f"malformed pickle: tuples nested more than {MAX_TUPLE_DEPTH} deep")
+        # every tuple of the pickle is made here, so the id of a live item is that of the tuple recorded for it
+        self._tuple_depth[id(new)] = depth
+
+    return op
+
+
 class _RestrictedUnpickler(pickle._Unpickler):
     """Pure-Python unpickler with an allow-list of globals, no persistent ids and a vetted BUILD.
 
@@ -282,11 +305,14 @@ class _RestrictedUnpickler(pickle._Unpickler):
     dispatch[pickle.BUILD[0]] = _safe_build
     for _op in (pickle.EXT1, pickle.EXT2, pickle.EXT4):
         dispatch[_op[0]] = _refuse_ext
+    for _op in (pickle.TUPLE, pickle.TUPLE1, pickle.TUPLE2, pickle.TUPLE3):
+        dispatch[_op[0]] = _depth_checked(dispatch[_op[0]])
     del _op
 
     def __init__(self, file, allowed: dict):
         super().__init__(file)
         self._allowed = allowed
+        self._tuple_depth: dict[int, int] = {}  # id(tuple) -> nesting depth, for every tuple the pickle made
 
     def find_class(self, module, name):
         """Return the allowed stand-in or guarded callable; raise InputError for every other global."""
@@ -418,5 +444,5 @@ def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
     return _load(path, allowed)
 
 
-__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "PickledPerson", "PickledRule", "load_benchmark_pickle",
+__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "MAX_TUPLE_DEPTH", "PickledPerson", "PickledRule", "load_benchmark_pickle",
            "load_bool_list", "short_repr"]
