@@ -18,7 +18,7 @@ Strict means nothing is guessed and nothing is dropped:
   field is therefore refused too: KB and retained files never need one, and it is how a lost quote shows (files of
   free text, such as probe questions, pass ``multiline=True``).
 
-Only records with no text at all (an empty line, or nothing but spaces and commas) are skipped.
+Only records with no text at all (an empty line, or fields of nothing but spaces) are skipped.
 
 Errors are :class:`dukb.InputError` naming the file and the 1-based line (the header is line 1; a record that spans
 several lines is reported at its first line). :func:`read_csv` can also collect the per-record problems (wrong
@@ -105,6 +105,11 @@ def control_problem(what: str, value: str, allow: str = "") -> str | None:
 def _clip(value: str, limit: int = 60) -> str:
     """``repr(value)``, cut to about ``limit`` characters."""
     return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value)} characters)"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with "..." when cut."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _line_of(text: str) -> int:
@@ -204,36 +209,35 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *, st
         _, header = next(records)
     except StopIteration:
         raise InputError("empty file: expected a header row " + ",".join(required), path, 1) from None
-    if not any(h.strip() for h in header):
-        raise InputError("line 1 is blank: expected a header row " + ",".join(required), path, 1)
     for h in header:
         bad = control_problem("column name", h)
         if bad:
             raise InputError(bad, path, 1)
+    if not any(h.strip() for h in header):
+        raise InputError("line 1 is blank: expected a header row " + ",".join(required), path, 1)
     header = [h.strip() for h in header]
+    shown = _cut(",".join(header), 200)
     if "" in header:
-        raise InputError(f"column {header.index('') + 1} has no name (header is: {','.join(header)})", path, 1)
+        raise InputError(f"column {header.index('') + 1} has no name (header is: {shown})", path, 1)
     dup = sorted({h for h in header if header.count(h) > 1})
     if dup:
-        raise InputError(f"duplicate column {', '.join(dup)}", path, 1)
+        raise InputError(f"duplicate column {_cut(', '.join(dup), 200)}", path, 1)
     missing = [c for c in required if c not in header]
     if missing:
         raise InputError(f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                         f"(header is: {','.join(header)})", path, 1)
+                         f"(header is: {shown})", path, 1)
     rows = []
+    allow = "\r\n" if multiline else ""
     for line, fields in records:
+        if all(not f.strip(" ") for f in fields):
+            continue  # an empty line, or nothing but commas and spaces
         if len(fields) != len(header):
-            if all(not f.strip(" ") for f in fields):
-                continue  # blank line
             problem(line, f"expected {len(header)} fields, found {len(fields)}")
             continue
-        allow = "\r\n" if multiline else ""
         bad = next((m for m in (control_problem(h, f, allow) for h, f in zip(header, fields)) if m), None)
         if bad:
             problem(line, bad)
             continue
-        if all(not f.strip() for f in fields):
-            continue  # nothing but commas and spaces
         long = next((h for h, f in zip(header, fields) if len(f) > MAX_FIELD_CHARS), None)
         if long is not None:
             problem(line, f"field {long} is longer than {MAX_FIELD_CHARS} characters")
@@ -261,7 +265,8 @@ def _records(text: str, path: str | Path):
             if msg == "unexpected end of data":
                 msg = f"unterminated quote: the record starting on this line runs to the end of the file (line {end})"
             elif msg.startswith("field larger than field limit"):
-                msg = f"a field of the record starting on this line is longer than {MAX_FIELD_CHARS} characters"
+                msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} " \
+                      "characters"
             else:
                 msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
             raise InputError(msg, path, start) from None
