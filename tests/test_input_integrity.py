@@ -26,12 +26,34 @@ import pytest
 
 from dukb import InputError, one_line
 from dukb.kb import KBError, load_kb, resolve_kb_path
-from dukb.kb.csvfile import MAX_FIELD_CHARS, Problem, control_char, parse_csv, read_csv
+from dukb.kb.csvfile import CONTROL_CATEGORIES, MAX_FIELD_CHARS, Problem, control_char, parse_csv, read_csv
 from dukb.kb.ptfile import MAX_TUPLE_DEPTH, load_bool_list, short_repr
 from dukb.kb.retained import Retained, write_retained_csv
 from input_checks import assert_one_line_error, error_lines, run_main
 
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _chmod_000_denies() -> bool:
+    """Whether chmod 000 stops this process reading a file: not as root (os.geteuid() == 0), which ignores it,
+    unless root runs without CAP_DAC_OVERRIDE (e.g. ``setpriv --inh-caps=-all --bounding-set=-all``); probed."""
+    import tempfile
+
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        return True
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe"
+        probe.write_text("x")
+        probe.chmod(0)
+        try:
+            probe.read_text()
+        except PermissionError:
+            return True
+        finally:
+            probe.chmod(0o600)
+    return False
+
+
+CHMOD_DENIES = _chmod_000_denies()
 DEMO = resolve_kb_path("demo")
 NINA = '11,Nina Stone,birthplace,"Iowa state'  # the issue's line: an unterminated quote
 
@@ -220,7 +242,7 @@ def test_kb_folder_that_cannot_be_searched_mocked(cli, kb, monkeypatch):
     assert_one_line_error(rc, err, f"dukb: error: {kb}: cannot read: Permission denied")
 
 
-@pytest.mark.skipif(IS_ROOT, reason="root ignores chmod 000")
+@pytest.mark.skipif(not CHMOD_DENIES, reason="running as root, which ignores chmod 000")
 @pytest.mark.parametrize("what", ["people.csv", "relationships.csv", "folder"])
 def test_unreadable_kb_chmod(cli, kb, what):
     target = kb if what == "folder" else kb / what
@@ -430,6 +452,16 @@ def test_parse_csv_file_errors(text, line, fragment):
     with pytest.raises(InputError, match=fragment) as e:
         parse_csv(text, "f.csv", problems=[])
     assert e.value.line == line
+
+
+def test_control_char_is_exactly_the_control_categories():
+    import sys
+    import unicodedata
+
+    want = [c for c in map(chr, range(sys.maxunicode + 1))
+            if c == "\ufeff" or unicodedata.category(c) in CONTROL_CATEGORIES]
+    assert [c for c in map(chr, range(sys.maxunicode + 1)) if control_char(c)] == want
+    assert len(want) == 65 + 2 + 2048 + 1
 
 
 def test_control_char_and_one_line():
