@@ -11,7 +11,8 @@ Strict means nothing is guessed and nothing is dropped:
   record starts (Python's :mod:`csv` with ``strict=True`` finds it; its non-strict mode would silently merge the
   following rows into one field);
 - a field longer than :data:`MAX_FIELD_CHARS` characters is an error;
-- the header may not repeat a column or have an empty column name, and must hold the required columns;
+- the header may not repeat a column or have an empty column name, must hold the required columns and, where the
+  caller lists the optional ones, no other column;
 - every record must have exactly as many fields as the header;
 - no cell may hold a control character (:func:`control_char`: C0/C1 controls including TAB, CR, LF and NUL, the
   line and paragraph separators U+2028/U+2029, and a stray byte order mark U+FEFF). A line break inside a quoted
@@ -175,13 +176,15 @@ def read_text(path: str | Path, what: str = "file") -> str:
     return decode_text(read_bytes(path, what), path)
 
 
-def read_csv(path: str | Path, required: tuple[str, ...] = (), *, strip: bool = True, multiline: bool = False,
-             problems: list[Problem] | None = None) -> CsvTable:
+def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tuple[str, ...] | None = None,
+             strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None) -> CsvTable:
     """Read a CSV file with a header row strictly (see the module docstring; RFC 4180).
 
     Args:
         path: the file.
-        required: columns the header must hold (others are allowed, in any order).
+        required: columns the header must hold, in any order.
+        optional: the other columns the header may hold; None allows any. A misspelt optional column would
+            otherwise lose its data silently.
         strip: strip surrounding spaces from the values (column names are always stripped).
         multiline: allow line breaks (LF, CR) inside quoted values, for files of free text such as probe questions;
             every other control character is still refused.
@@ -193,15 +196,17 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, strip: bool = 
 
     Raises:
         InputError: (file and line named) missing or unreadable file, not UTF-8, NUL byte, empty file, a header
-            that is blank, misses a required column, repeats a column or has an empty or control-character column
-            name, a CSV syntax error (unterminated quote, text after a closing quote), a field over
+            that is blank, misses a required column, has a column not in ``optional``, repeats a column or has an
+            empty or control-character column name, a CSV syntax error (unterminated quote, text after a closing quote), a field over
             :data:`MAX_FIELD_CHARS` characters, and, when ``problems`` is None, the first per-record problem.
     """
-    return parse_csv(read_text(path), path, required, strip=strip, multiline=multiline, problems=problems)
+    return parse_csv(read_text(path), path, required, optional=optional, strip=strip, multiline=multiline,
+                     problems=problems)
 
 
-def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *, strip: bool = True,
-              multiline: bool = False, problems: list[Problem] | None = None) -> CsvTable:
+def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
+              optional: tuple[str, ...] | None = None, strip: bool = True, multiline: bool = False,
+              problems: list[Problem] | None = None) -> CsvTable:
     """:func:`read_csv` on text already read (e.g. by :func:`read_text`); ``path`` is only used in messages."""
 
     def problem(line: int, message: str) -> None:
@@ -231,6 +236,10 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *, st
     if missing:
         raise InputError(f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                          f"(header is: {shown})", path, 1)
+    unknown = [] if optional is None else [h for h in header if h not in required and h not in optional]
+    if unknown:
+        raise InputError(f"unknown column{'s' if len(unknown) > 1 else ''} {_cut(', '.join(unknown), 200)} "
+                         f"(known: {', '.join(required + optional)})", path, 1)
     rows = []
     allow = "\r\n" if multiline else ""
     for line, fields in records:

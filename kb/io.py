@@ -7,7 +7,7 @@ A KB directory holds three CSV files (notes/deep-unlearning.md; ../shared/edu-re
 - ``biographies.csv``: fact_id, subject, attribute, value (optional file: a KB may have no biographies).
 
 The files are read strictly by :func:`dukb.kb.csvfile.read_csv` (RFC 4180, UTF-8; unterminated quotes, wrong
-field counts, duplicate columns, control characters and unreadable files are problems). Every problem is reported
+field counts, duplicate or unknown columns, control characters and unreadable files are problems). Every problem is reported
 with its file and 1-based line (the header is line 1; a record is reported at the line where it starts). Nothing is
 dropped silently: a KB with any problem is refused as a whole.
 """
@@ -75,14 +75,15 @@ def resolve_kb_path(kb: str | Path) -> Path:
     return path
 
 
-def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem]) -> list[tuple[int, dict]] | None:
+def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem],
+              optional: tuple[str, ...] = ()) -> list[tuple[int, dict]] | None:
     """Rows of a KB file as (line number, row dict), read by :func:`dukb.kb.csvfile.read_csv`.
 
     A problem of the whole file (missing, unreadable, not UTF-8, bad header, CSV syntax error) is appended to
     ``problems`` and gives None; per-row problems (field count, control character) are appended and the row left out.
     """
     try:
-        return read_csv(path, required, problems=problems).rows
+        return read_csv(path, required, optional=optional, problems=problems).rows
     except InputError as e:
         problems.append(Problem(str(path), e.line, e.message))
         return None
@@ -110,14 +111,14 @@ def load_kb(directory: str | Path) -> KB:
     Raises:
         InputError: the directory does not exist.
         KBError: any problem: missing or unreadable file (``cannot read: <strerror>``), not UTF-8, CSV syntax error
-            (e.g. an unterminated quote), wrong number of fields, duplicate or missing column, control character in
-            a cell, unknown relation or attribute, person not in people.csv,
+            (e.g. an unterminated quote), wrong number of fields, duplicate, missing or unknown column, control
+            character in a cell, unknown relation or attribute, person not in people.csv,
             gender not male/female, duplicate fact, reflexive fact, fact violating its relation's gender,
             non-integer or duplicate fact_id. Each problem names the file and line.
     """
     root = resolve_kb_path(directory)
     problems: list[Problem] = []
-    p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems)
+    p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems, PEOPLE_OPTIONAL)
     r_rows = _read_csv(root / RELATIONSHIPS, REL_COLUMNS, problems)
     bio_path = root / BIOGRAPHIES
     # biographies.csv is optional; anything of that name (a folder, a dangling link) is read and reported

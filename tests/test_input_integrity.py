@@ -195,6 +195,13 @@ def test_duplicate_and_unnamed_columns(cli, kb):
     assert_one_line_error(rc, err, f"{people}:1: column 3 has no name")
 
 
+def test_misspelt_optional_column_is_not_ignored(cli, kb):
+    people = kb / "people.csv"
+    people.write_text(people.read_text(encoding="utf-8").replace(",birthyear,", ",birthyaer,", 1), encoding="utf-8")
+    rc, _, err = cli("closure", "--kb", kb)
+    assert_one_line_error(rc, err, f"{people}:1: unknown column birthyaer (known: name, gender, birthyear, ")
+
+
 @pytest.mark.parametrize("ending", ["\r\n", "\r"])
 def test_crlf_and_cr_line_ends_load(kb, ending):
     for name in ("people.csv", "relationships.csv", "biographies.csv"):
