@@ -23,6 +23,9 @@ Oracle (:func:`check_case`), for every command:
   :func:`test_oracle_catches_a_lenient_reader`. Closure's KB facts are the triples of an independent parse of
   relationships.csv, and an accepted retained file has R or R + B data lines.
 
+:func:`test_fuzz_pt_files` does the same for the benchmark's ``.pt`` files (``recall --retained-dir``): mutated
+pickle opcodes through the restricted reader give a list of booleans or one :class:`dukb.InputError` line.
+
 The seed is fixed; ``DUKB_FUZZ_SEED`` and ``DUKB_FUZZ_CASES`` run others (e.g. ``DUKB_FUZZ_CASES=5000``).
 """
 
@@ -532,3 +535,58 @@ def test_oracle_catches_a_lenient_reader(bases, tmp_path, capsys, monkeypatch):
                for f in failures), failures
     monkeypatch.undo()
     assert check_case(capsys, monkeypatch, case) == []  # the strict reader: one error line, nothing dropped
+
+
+#: Pickle opcodes spliced into the .pt fuzz cases: containers, tuples, memo, globals, BUILD/REDUCE, STOP.
+PICKLE_OPS = b"()]}tlsdaeuNKJMX\x85\x86\x87\x88\x89\x8a\x8c\x8e\x8f\x90\x91\x92\x93\x94\x95cbRqhr.0012"
+
+
+def test_fuzz_pt_files(tmp_path, capsys):
+    """Mutated relationships_correct.pt files: ``dukb recall --retained-dir`` exits 0 or 2 with one line."""
+    import pickle
+    import zipfile
+
+    import numpy as np
+
+    from dukb import InputError
+    from dukb.kb.ptfile import load_benchmark_pickle, load_bool_list
+
+    demo = load_kb(resolve_kb_path("demo"))
+    n = len(demo.relationships)
+    seeds = [pickle.dumps([i % 3 != 0 for i in range(n)], protocol=p) for p in (2, 4)] + [
+        pickle.dumps(np.array([i % 2 == 0 for i in range(n)]), protocol=2),
+        pickle.dumps({"a": [1, (2, 3)], "b": "x", "c": {1.5, None}}, protocol=2)]
+    rd = tmp_path / "rd"
+    rd.mkdir()
+    pt = rd / "relationships_correct.pt"
+    outcomes = {0: 0, 2: 0}
+    for index in range(N_CASES):
+        rng = random.Random(f"pt:{SEED}:{index}")
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 6)):
+            k, pos = rng.random(), rng.randrange(len(data) + 1)
+            if k < 0.3:
+                data[pos:pos] = bytes([rng.choice(PICKLE_OPS)])
+            elif k < 0.5 and data:
+                del data[pos % len(data)]
+            elif k < 0.7:
+                data[pos:pos] = rng.randbytes(rng.randint(1, 8))
+            elif k < 0.85:
+                data[pos:pos] = data[pos:pos + rng.randint(1, 40)] * rng.randint(1, 50)
+            else:
+                del data[pos:]
+        with zipfile.ZipFile(pt, "w") as zf:
+            zf.writestr("archive/data.pkl", bytes(data))
+        for loader in (load_bool_list, load_benchmark_pickle):
+            try:
+                loader(pt)
+            except InputError:
+                pass
+        rc, out, err = run_main(capsys, "recall", "--kb", "demo", "--target-id", demo.rel_ids[0],
+                                "--retained-dir", rd)
+        if rc == 2:
+            error_lines(rc, err)
+        else:
+            assert rc == 0 and 0 <= json.loads(out)["recall"] <= 1, (index, rc, err)
+        outcomes[rc] += 1
+    assert outcomes[2] >= N_CASES // 3, outcomes  # not vacuous
