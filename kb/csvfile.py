@@ -61,10 +61,6 @@ class Problem:
     def __str__(self) -> str:
         return one_line(f"{self.path}{'' if self.line is None else ':' + str(self.line)}: {self.message}")
 
-    def error(self) -> InputError:
-        """This problem as an :class:`dukb.InputError` (same file, line and message)."""
-        return InputError(self.message, self.path, self.line)
-
 
 @dataclass(frozen=True)
 class CsvTable:
@@ -149,14 +145,16 @@ def decode_text(data: bytes, path: str | Path) -> str:
     Raises:
         InputError: the bytes are not UTF-8, or hold a NUL byte (file and line named).
     """
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = data.decode("utf-8-sig")
+        text = data[skip:].decode("utf-8")
     except UnicodeDecodeError as e:
-        line = _line_of(data[:e.start].decode("utf-8-sig", errors="replace"))
+        at = skip + e.start  # offset in the file
+        line = _line_of(data[skip:at].decode("utf-8"))
         hint = " (the file looks like UTF-16; save it as UTF-8)" \
             if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) else ""
-        raise InputError(f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} ({e.reason}){hint}",
-                         path, line) from None
+        raise InputError(f"not UTF-8 text: byte 0x{data[at]:02x} at offset {at} ({e.reason}){hint}", path,
+                         line) from None
     nul = text.find("\x00")
     if nul >= 0:
         raise InputError("NUL byte in the file (binary data?)", path, _line_of(text[:nul]))

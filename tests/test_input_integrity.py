@@ -169,6 +169,16 @@ def test_binary_bytes_in_a_kb_file(cli, kb, data, line, fragment):
     assert_one_line_error(rc, err, f"{people}:{line}: {fragment}")
 
 
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_non_utf8_byte_offset_and_line(tmp_path, bom):
+    path = tmp_path / "f.csv"
+    path.write_bytes(bom + b"a,b\r\n1,2\r3,\xe94\n")
+    with pytest.raises(InputError) as e:
+        read_csv(path)
+    assert e.value.line == 3
+    assert e.value.message == f"not UTF-8 text: byte 0xe9 at offset {len(bom) + 11} (invalid continuation byte)"
+
+
 def test_utf16_file_is_named_as_such(cli, kb):
     rel = kb / "relationships.csv"
     rel.write_bytes(rel.read_text(encoding="utf-8").encode("utf-16"))
