@@ -195,8 +195,9 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
     Raises:
         InputError: (file and line named) missing or unreadable file, not UTF-8, NUL byte, empty file, a header
             that is blank, misses a required column, has a column not in ``optional``, repeats a column or has an
-            empty or control-character column name, a CSV syntax error (unterminated quote, text after a closing quote), a field over
-            :data:`MAX_FIELD_CHARS` characters, and, when ``problems`` is None, the first per-record problem.
+            empty or control-character column name, a CSV syntax error (unterminated quote, text after a closing
+            quote), a field over :data:`MAX_FIELD_CHARS` characters, and, when ``problems`` is None, the first
+            per-record problem.
     """
     return parse_csv(read_text(path), path, required, optional=optional, strip=strip, multiline=multiline,
                      problems=problems)

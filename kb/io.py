@@ -7,9 +7,9 @@ A KB directory holds three CSV files (notes/deep-unlearning.md; ../shared/edu-re
 - ``biographies.csv``: fact_id, subject, attribute, value (optional file: a KB may have no biographies).
 
 The files are read strictly by :func:`dukb.kb.csvfile.read_csv` (RFC 4180, UTF-8; unterminated quotes, wrong
-field counts, duplicate or unknown columns, control characters and unreadable files are problems). Every problem is reported
-with its file and 1-based line (the header is line 1; a record is reported at the line where it starts). Nothing is
-dropped silently: a KB with any problem is refused as a whole.
+field counts, duplicate or unknown columns, control characters and unreadable files are problems). Every problem is
+reported with its file and 1-based line (the header is line 1; a record is reported at the line where it starts).
+Nothing is dropped silently: a KB with any problem is refused as a whole.
 """
 
 from __future__ import annotations

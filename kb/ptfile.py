@@ -444,5 +444,5 @@ def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
     return _load(path, allowed)
 
 
-__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "MAX_TUPLE_DEPTH", "PickledPerson", "PickledRule", "load_benchmark_pickle",
-           "load_bool_list", "short_repr"]
+__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "MAX_TUPLE_DEPTH", "PickledPerson", "PickledRule",
+           "load_benchmark_pickle", "load_bool_list", "short_repr"]
