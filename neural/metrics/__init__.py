@@ -66,10 +66,18 @@ def summary_metrics(metrics=None) -> list[Metric]:
     return [m for m in (metrics if metrics is not None else METRICS.values()) if m.level == "summary"]
 
 
+def metrics_table() -> str:
+    """README's metric table (markdown) from the registry: name, level, fields, what it measures, source."""
+    lines = ["| metric | level | fields | what it measures | source |", "|---|---|---|---|---|"]
+    for m in METRICS.values():
+        lines.append(f"| `{m.name}` | {m.level} | {', '.join(m.fields)} | {m.summary} | {m.source} |")
+    return "\n".join(lines)
+
+
 def metrics_help() -> str:
     """One line listing the registered metrics for ``--help``."""
     return "; ".join(f"{m.name}: {m.summary}" for m in METRICS.values())
 
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric",
-           "metrics_help", "parse_metrics", "row_metrics", "summary_metrics"]
+           "metrics_help", "metrics_table", "parse_metrics", "row_metrics", "summary_metrics"]
