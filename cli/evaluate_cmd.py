@@ -9,6 +9,10 @@ import typer
 
 from dukb import InputError
 from dukb.cli.neural_cmds import ModelOpts
+from dukb.neural.methods import methods_help
+from dukb.neural.metrics import DEFAULT_METRICS, metrics_help
+from dukb.neural.protocol import DEFAULT_METHODS, RECOMMENDED
+from dukb.solver.scopes import FORGET_SCOPES
 from dukb.cli.symbolic import RULES_HELP, read_targets_file
 
 
@@ -18,15 +22,14 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
     Raises:
         InputError: malformed option or unknown method.
     """
-    from dukb.neural.methods import parse_grid
-    from dukb.neural.protocol import parse_method
+    from dukb.neural.methods import parse_grid, resolve
 
     out: dict[str, list] = {}
     for v in values or []:
         if "=" not in v:
             raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
         name, vals = v.split("=", 1)
-        label, m, _scope, _g = parse_method(name)
+        label, m, _scope, _g = resolve(name)
         out[label if "@" in name or name.strip().lower() == label else m.name] = \
             parse_grid(vals, integer=m.param == "steps")
     return out
@@ -42,13 +45,13 @@ def evaluate(
                                                 "line ('#' comments)."),
     n_targets: int = typer.Option(11, "--n-targets", help="Without --targets-file: draw this many targets, relation "
                                   "kinds in turn (11 = one per kind; 55 = the paper's 5 per kind)."),
-    methods: str = typer.Option(",".join(("ga", "npo", "tv", "whp")), "--methods",
-                                help="Comma-separated: ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp; "
-                                "METHOD@SCOPE (e.g. npo_gdr@minimum) or a deep-unlearning-aware preset: du_ga, "
-                                "du_npo, du_ga_gdr (recommended), du_npo_gdr, du_npo_gdr_best."),
+    methods: str = typer.Option(",".join(DEFAULT_METHODS), "--methods",
+                                help="Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}."),
     forget_scope: str = typer.Option("target", "--forget-scope", help="Forget set of methods without @SCOPE: "
-                                     "target (the paper), minimum (a minimum deep unlearning set of the target) "
-                                     "or best (the minimal set losing the fewest closure facts)."),
+                                     + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + "."),
+    metrics: str = typer.Option(",".join(DEFAULT_METRICS), "--metrics", help="Comma-separated metrics to compute "
+                                "(required ones are added; probing computes only what they need). "
+                                + metrics_help() + "."),
     grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
                                              "(repeatable)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
@@ -106,7 +109,8 @@ def evaluate(
                          lora_dropout=lora_dropout,
                          lora_targets=[t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets
                          else None,
-                         gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code)
+                         gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code,
+                         metrics=[m.strip() for m in metrics.split(",") if m.strip()])
     run_evaluate(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
     if is_main_process():
         typer.echo(f"report: {output / 'report.md'}")
@@ -125,7 +129,17 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
     typer.echo(f"report: {paths['report']}")
 
 
+def methods() -> None:
+    """List every registered unlearning method, preset, forget scope and metric (markdown tables, generated from
+    the registries; README's tables are this output)."""
+    from dukb.neural.methods import methods_table
+    from dukb.neural.metrics import metrics_table
+
+    typer.echo(methods_table() + "\n\n" + metrics_table())
+
+
 def register(app: typer.Typer) -> None:
-    """Add evaluate and report to the app."""
+    """Add evaluate, report and methods to the app."""
     app.command("evaluate")(evaluate)
     app.command("report")(report)
+    app.command("methods")(methods)

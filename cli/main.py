@@ -1,16 +1,19 @@
 """The `dukb` command: a thin typer app. Each command group lives in its own module and imports heavy libraries
 (clingo, torch) only inside the command, so `dukb closure` and `dukb mdus` start fast and never import torch.
 
-Errors in user input (:class:`dukb.DukbError`) print one line ``dukb: error: ...`` and exit with code 2.
+Errors in user input (:class:`dukb.DukbError`), usage errors and file-system errors (:class:`OSError`) print one
+line ``dukb: error: ...`` (control characters escaped by :func:`dukb.one_line`) and exit with code 2.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 
 import typer
 
-from dukb import DukbError, __version__
+from dukb import DukbError, __version__, one_line
 
 app = typer.Typer(
     name="dukb",
@@ -56,9 +59,32 @@ _register()
 
 
 def fail(message: str) -> "typer.Exit":
-    """Print ``dukb: error: message`` to stderr; return an Exit(2) to raise."""
-    typer.echo(f"dukb: error: {message}", err=True)
+    """Print ``dukb: error: message`` to stderr on one line; return an Exit(2) to raise."""
+    _error(message)
     return typer.Exit(2)
+
+
+def _error(message: object) -> None:
+    """Print ``dukb: error: message`` to stderr, control characters escaped so that it stays one line."""
+    typer.echo(one_line(f"dukb: error: {message}"), err=True)
+
+
+def os_error_message(e: OSError) -> str:
+    """``FILE: <strerror>`` for an OS error (``FILE -> FILE2`` for a rename/link), or its text when it names none."""
+    def name(x) -> str:
+        return os.fsdecode(x) if isinstance(x, (str, bytes, os.PathLike)) else str(x)  # a descriptor: an int
+
+    if e.filename is None:
+        return f"{type(e).__name__}: {e}"
+    where = name(e.filename) + ("" if e.filename2 is None else f" -> {name(e.filename2)}")
+    return f"{where}: {e.strerror or e}"
+
+
+@functools.lru_cache(maxsize=1)
+def _command(_n_commands: int, _n_groups: int):
+    """The click command of ``app``, built once (about 25 ms) per set of registered commands: in-process callers
+    such as the tests run ``main`` many times."""
+    return typer.main.get_command(app)
 
 
 def _click_exceptions():
@@ -77,13 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     with code 2 (:mod:`dukb.neural.distributed`).
 
     Returns:
-        The exit code: 0 on success, 2 on bad input or usage (one line ``dukb: error: ...``, no traceback),
-        130 on Ctrl-C.
+        The exit code: 0 on success, 2 on bad input, usage or a file-system error (one line
+        ``dukb: error: ...``, no traceback), 130 on Ctrl-C.
     """
     from dukb.neural.distributed import check_single_process
 
     ex = _click_exceptions()
-    command = typer.main.get_command(app)
+    command = _command(len(app.registered_commands), len(app.registered_groups))
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         name = next((a for a in args if not a.startswith("-")), None)
@@ -92,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         rv = command.main(args=args, prog_name="dukb", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except DukbError as e:
-        typer.echo(f"dukb: error: {e}", err=True)
+        _error(e)
         return 2
     except (typer.Exit,) as e:
         return e.exit_code
@@ -101,16 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except ex.UsageError as e:
         cmd = e.ctx.command_path if e.ctx is not None else "dukb"
-        typer.echo(f"dukb: error: {e.format_message()} (see '{cmd} --help')", err=True)
+        _error(f"{e.format_message()} (see '{cmd} --help')")
         return 2
     except ex.ClickException as e:
-        typer.echo(f"dukb: error: {e.format_message()}", err=True)
+        _error(e.format_message())
         return 2
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("dukb: interrupted", err=True)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # last resort: a file the command could not read or write, not caught where it was used
+        _error(os_error_message(e))
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,6 +10,8 @@ import typer
 
 from dukb import InputError
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
+from dukb.neural.methods import methods_help
+from dukb.solver.scopes import FORGET_SCOPES
 
 MODEL_HELP = "Model: 'tiny' (the built-in default, created for the KB), an HF hub id, or a local model directory."
 
@@ -142,7 +144,7 @@ def probe(
 def unlearn(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
     model: str = typer.Option(..., "--model", help="The finetuned model directory (from `dukb finetune`)."),
-    method: str = typer.Option(..., "--method", help="ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp."),
+    method: str = typer.Option(..., "--method", help=methods_help()),
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
     grid: Optional[str] = typer.Option(None, "--grid", help="Comma-separated values of the method's parameter "
                                        "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
@@ -151,9 +153,9 @@ def unlearn(
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = typer.Option(0, "--seed", help="Seed (retain sampling, torch)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
-    forget_scope: str = typer.Option("target", "--forget-scope", help="target: forget the target's QA (the paper); "
-                                     "minimum: a minimum deep unlearning set's QA; best: the minimal set that loses "
-                                     "the fewest closure facts."),
+    forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help="Forget set (default: the preset's, "
+                                               "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in
+                                                                             FORGET_SCOPES.values()) + "."),
     prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
     lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
     lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
@@ -167,28 +169,32 @@ def unlearn(
     seconds_unlearn, seconds_probe.
     """
     from dukb.kb import load_kb
-    from dukb.neural.methods import get_method, parse_grid
+    from dukb.neural.methods import PRESETS, parse_grid, resolve
     from dukb.neural.models import load_model
-    from dukb.neural.unlearn import SCOPES, sweep_target
+    from dukb.neural.unlearn import sweep_target
     from dukb.solver.closure import compute_closure
+    from dukb.solver.scopes import get_scope
 
-    if forget_scope not in SCOPES:
-        raise InputError(f"unknown --forget-scope {forget_scope!r} (choose from {', '.join(SCOPES)})")
+    if forget_scope is not None:
+        get_scope(forget_scope)
+    label, m, scope, preset_grid = resolve(method, forget_scope or "target")
+    if method.strip().lower() in PRESETS and forget_scope not in (None, scope):
+        raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
     k = load_kb(kb)
     c = compute_closure(k, rules)
     c.atom_of_fact(target_id)
-    m = get_method(method)
-    values = parse_grid(grid, integer=m.param == "steps") if grid else None
+    values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, False)
     lm = load_model(spec)
     output.mkdir(parents=True, exist_ok=True)
     with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
         for row in sweep_target(lm, k, c, target_id, m.name, values, seed=seed, lr=lr, lora=spec.lora,
-                                scope=forget_scope):
+                                scope=scope):
+            row["method"] = label
             fh.write(json.dumps(row) + "\n")
             fh.flush()
-            typer.echo(f"{m.name} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
+            typer.echo(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
                        f"target forgotten {row['target_forgotten']}", err=True)
     typer.echo(f"wrote {output / 'results.jsonl'}")
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from dukb import InputError
+from dukb import InputError, one_line
 
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
 RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
@@ -41,12 +41,12 @@ def read_targets_file(path: Path) -> list[int]:
     """Read a targets file: one relationship fact_id per line; '#' starts a comment; blank lines are skipped.
 
     Raises:
-        InputError: missing file or a line that is not an integer (file and line named).
+        InputError: missing or unreadable file, not UTF-8, or a line that is not an integer (file and line named).
     """
-    if not path.is_file():
-        raise InputError("missing targets file", path)
+    from dukb.kb.csvfile import read_text
+
     ids = []
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(read_text(path, "targets file").replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
         text = raw.split("#", 1)[0].strip()
         if not text:
             continue
@@ -77,7 +77,8 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
     except KBError as e:
         for p in e.problems:
             typer.echo(str(p), err=True)
-        typer.echo(f"dukb: error: {len(e.problems)} problem{'s' if len(e.problems) > 1 else ''} in {kb}", err=True)
+        typer.echo(one_line(f"dukb: error: {len(e.problems)} problem{'s' if len(e.problems) > 1 else ''} in {kb}"),
+                   err=True)
         raise typer.Exit(2)
     typer.echo(f"ok: {len(k.people)} people, {len(k.relationships)} relationship facts, "
                f"{len(k.biographies)} biography facts")

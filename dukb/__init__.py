@@ -47,7 +47,23 @@ class InputError(DukbError):
         where = ""
         if self.path is not None:
             where = self.path + (f":{self.line}" if self.line is not None else "") + ": "
-        return where + self.message
+        return one_line(where + self.message)
 
 
-__all__ = ["DukbError", "InputError", "__version__"]
+def one_line(text: str) -> str:
+    """``text`` safe to print as one line: every character that is not printable (``str.isprintable``; the space
+    is kept), such as a line break, tab, NUL, U+2028 or an undecodable file-name byte (a lone surrogate), is
+    written as its Python escape (``\\n``, ``\\x00``, ``\\u2028``).
+
+    Args:
+        text: any string, e.g. an error message that echoes user input or a file name.
+
+    Returns:
+        The escaped string; ``text`` itself when it is all printable.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+__all__ = ["DukbError", "InputError", "__version__", "one_line"]

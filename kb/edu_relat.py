@@ -30,7 +30,7 @@ from pathlib import Path
 from dukb import InputError
 from dukb.kb.io import check_kb, load_kb, save_kb
 from dukb.kb.model import KB, BioFact, Fact, Person
-from dukb.kb.ptfile import PickledPerson, load_benchmark_pickle
+from dukb.kb.ptfile import PickledPerson, load_benchmark_pickle, short_repr
 from dukb.kb.schema import ATTRIBUTES, RELATIONS
 
 GRAPH = "family-200-graph.pt"
@@ -55,7 +55,7 @@ def _int(value, what: str, path: Path) -> int:
         value = value.reshape(-1)[0]
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return int(value)
-    raise InputError(f"{what} is {type(value).__name__} {value!r:.40}, expected an integer", path)
+    raise InputError(f"{what} is {type(value).__name__} {short_repr(value)}, expected an integer", path)
 
 
 def _read_graph(path: Path):
@@ -71,25 +71,25 @@ def _read_graph(path: Path):
     n = len(names)
     for k, name in enumerate(names):
         if not isinstance(name, str) or not name:
-            raise InputError(f"name {k} is {name!r:.40}, expected a non-empty string", path)
+            raise InputError(f"name {k} is {short_repr(name)}, expected a non-empty string", path)
     if len(set(names)) != n:
         dup = next(x for x in names if names.count(x) > 1)
-        raise InputError(f"the name {dup!r} is used by more than one person", path)
+        raise InputError(f"the name {short_repr(dup)} is used by more than one person", path)
     pairs = []
     for e, (edge, rel) in enumerate(zip(edges, types)):
         if not (isinstance(edge, (tuple, list)) and len(edge) == 2):
-            raise InputError(f"edge {e} is {edge!r:.40}, expected a pair of person indices", path)
+            raise InputError(f"edge {e} is {short_repr(edge)}, expected a pair of person indices", path)
         i, j = (_int(x, f"edge {e}", path) for x in edge)
         if not (0 <= i < n and 0 <= j < n):
             raise InputError(f"edge {e} ({i}, {j}) names a person index outside 0..{n - 1}", path)
         if rel not in RELATIONS:
-            raise InputError(f"edge {e} has relation {rel!r:.40}, not one of {', '.join(RELATIONS)}", path)
+            raise InputError(f"edge {e} has relation {short_repr(rel)}, not one of {', '.join(RELATIONS)}", path)
         pairs.append((i, j))
     for k, p in enumerate(persons):
         if not isinstance(p, PickledPerson):
             raise InputError(f"person {k} is a {type(p).__name__}, expected a Person", path)
         if _int(getattr(p, "name", None), f"person {k}'s name index", path) != k:
-            raise InputError(f"person {k} has name index {p.name!r}, expected {k}", path)
+            raise InputError(f"person {k} has name index {short_repr(p.name)}, expected {k}", path)
     return pairs, types, names, persons
 
 
@@ -109,9 +109,9 @@ def _read_qa(path: Path, keys: tuple[str, ...], n: int) -> dict[str, list[str]]:
         raise InputError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}", path)
     for k, v in obj.items():
         if not isinstance(k, str) or not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise InputError(f"entry {k!r:.40} is not a list of strings", path)
+            raise InputError(f"entry {short_repr(k)} is not a list of strings", path)
         if len(v) != n:
-            raise InputError(f"{k!r} has {len(v)} entries, expected {n} (one per fact)", path)
+            raise InputError(f"{short_repr(k)} has {len(v)} entries, expected {n} (one per fact)", path)
     return obj
 
 
@@ -135,14 +135,14 @@ def _read_targets(path: Path, n_edges: int) -> list[int]:
 def _person_row(p: PickledPerson, name: str, states: list[str], path: Path, k: int) -> Person:
     gender = getattr(p, "gender", None)
     if gender not in ("male", "female"):
-        raise InputError(f"person {k} ({name}) has gender {gender!r:.40}", path)
+        raise InputError(f"person {k} ({name}) has gender {short_repr(gender)}", path)
     place = _int(getattr(p, "birthplace", None), f"birthplace of person {k} ({name})", path)
     if not 0 <= place < len(states):
         raise InputError(f"birthplace index {place} of person {k} ({name}) is outside the {len(states)} states",
                          path)
     job = getattr(p, "job", None)
     if not isinstance(job, str) or not job:
-        raise InputError(f"job of person {k} ({name}) is {job!r:.40}", path)
+        raise InputError(f"job of person {k} ({name}) is {short_repr(job)}", path)
     return Person(name, gender, _int(getattr(p, "age", None), f"birth year of person {k} ({name})", path),
                   states[place], job, _int(getattr(p, "generation", None), f"generation of person {k} ({name})",
                                            path))
@@ -194,8 +194,9 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
     for e, ((i, j), rel) in enumerate(zip(edges, types)):
         fact = Fact(e, names[i], rel, names[j])
         if rel_qa["fact"][e] != f"{fact}." or rel_qa["answer"][e] != rel:
-            raise InputError(f"fact {e} is {rel_qa['fact'][e]!r} (answer {rel_qa['answer'][e]!r}), but edge {e} "
-                             f"of {GRAPH} says {str(fact)!r}", src / QA_RELATIONSHIPS)
+            raise InputError(f"fact {e} is {short_repr(rel_qa['fact'][e])} (answer "
+                             f"{short_repr(rel_qa['answer'][e])}), but edge {e} of {GRAPH} says {str(fact)!r}",
+                             src / QA_RELATIONSHIPS)
         relationships.append(fact)
 
     biographies = []
@@ -206,7 +207,7 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
             value = bio_qa["answer"][fid]
             sentence = f"The {attribute} of {p.name} is {value}."
             if value != expected[attribute] or bio_qa["fact"][fid] != sentence:
-                raise InputError(f"fact {fid} is {bio_qa['fact'][fid]!r}, but {GRAPH} gives {p.name}'s "
+                raise InputError(f"fact {fid} is {short_repr(bio_qa['fact'][fid])}, but {GRAPH} gives {p.name}'s "
                                  f"{attribute} as {expected[attribute]!r}", src / QA_BIOGRAPHIES)
             biographies.append(BioFact(fid, p.name, attribute, value))
 

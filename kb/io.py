@@ -6,19 +6,21 @@ A KB directory holds three CSV files (notes/deep-unlearning.md; ../shared/edu-re
 - ``relationships.csv``: fact_id, subject, relation, object ("object is subject's relation");
 - ``biographies.csv``: fact_id, subject, attribute, value (optional file: a KB may have no biographies).
 
-Every problem is reported with its file and 1-based line (the header is line 1). Nothing is dropped silently:
-a KB with any problem is refused as a whole.
+The files are read strictly by :func:`dukb.kb.csvfile.read_csv` (RFC 4180, UTF-8; unterminated quotes, wrong
+field counts, duplicate or unknown columns, control characters and unreadable files are problems). Every problem is
+reported with its file and 1-based line (the header is line 1; a record is reported at the line where it starts).
+Nothing is dropped silently: a KB with any problem is refused as a whole.
 """
 
 from __future__ import annotations
 
 import csv
-import io
-from dataclasses import dataclass
+import os
 from importlib import resources
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import Problem, control_problem, read_csv
 from dukb.kb.model import KB, BioFact, Fact, Person
 from dukb.kb.schema import ATTRIBUTES, GENDERS, RELATIONS, gender_violation
 
@@ -33,18 +35,6 @@ BIO_COLUMNS = ("fact_id", "subject", "attribute", "value")
 
 #: Built-in KBs shipped in dukb.data, usable wherever a KB directory is expected.
 BUILTIN_KBS = ("demo",)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One validation problem: file, 1-based line (None if not tied to a line) and message."""
-
-    path: str
-    line: int | None
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}{'' if self.line is None else ':' + str(self.line)}: {self.message}"
 
 
 class KBError(InputError):
@@ -74,62 +64,35 @@ def resolve_kb_path(kb: str | Path) -> Path:
     if str(kb) in BUILTIN_KBS and not Path(kb).exists():
         return Path(str(resources.files("dukb.data").joinpath(str(kb))))
     path = Path(kb)
-    if not path.exists():
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as e:  # e.g. a parent folder that may not be searched
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    if not exists:
         raise InputError(f"KB directory does not exist (built-in KBs: {', '.join(BUILTIN_KBS)})", path)
-    if not path.is_dir():
+    if not is_dir:
         raise InputError("a KB must be a directory holding people.csv and relationships.csv", path)
     return path
 
 
-def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem]) -> list[tuple[int, dict]] | None:
-    """Rows of a CSV file as (line number, row dict), or None (with a problem) if unusable."""
-    if not path.is_file():
-        problems.append(Problem(str(path), None, "missing file"))
-        return None
+def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem],
+              optional: tuple[str, ...] = ()) -> list[tuple[int, dict]] | None:
+    """Rows of a KB file as (line number, row dict), read by :func:`dukb.kb.csvfile.read_csv`.
+
+    A problem of the whole file (missing, unreadable, not UTF-8, bad header, CSV syntax error) is appended to
+    ``problems`` and gives None; per-row problems (field count, control character) are appended and the row left out.
+    """
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        problems.append(Problem(str(path), None, f"not UTF-8 text ({e.reason} at byte {e.start})"))
+        return read_csv(path, required, optional=optional, problems=problems).rows
+    except InputError as e:
+        problems.append(Problem(str(path), e.line, e.message))
         return None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        problems.append(Problem(str(path), 1, "empty file: expected a header row " + ",".join(required)))
-        return None
-    header = [h.strip() for h in header]
-    missing = [c for c in required if c not in header]
-    if missing:
-        problems.append(Problem(str(path), 1, f"missing column{'s' if len(missing) > 1 else ''} "
-                                              f"{', '.join(missing)} (header is: {','.join(header)})"))
-        return None
-    dup = sorted({h for h in header if header.count(h) > 1})
-    if dup:
-        problems.append(Problem(str(path), 1, f"duplicate column {', '.join(dup)}"))
-        return None
-    rows = []
-    try:
-        prev = reader.line_num
-        for fields in reader:
-            line, prev = prev + 1, reader.line_num  # a record's first line, even if a quoted field spans lines
-            if not fields or all(not f.strip() for f in fields):
-                continue  # blank line
-            if len(fields) != len(header):
-                problems.append(Problem(str(path), line, f"expected {len(header)} fields, found {len(fields)}"))
-                continue
-            rows.append((line, {h: v.strip() for h, v in zip(header, fields)}))
-    except csv.Error as e:
-        problems.append(Problem(str(path), reader.line_num, f"CSV syntax error: {e}"))
-        return None
-    return rows
 
 
 def _name_problem(name: str) -> str | None:
     if not name:
         return "empty name"
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        return f"name {name!r} contains a control character"
-    return None
+    return control_problem("name", name)
 
 
 def _opt_int(value: str) -> int:
@@ -147,16 +110,19 @@ def load_kb(directory: str | Path) -> KB:
 
     Raises:
         InputError: the directory does not exist.
-        KBError: any problem: missing file or column, unknown relation or attribute, person not in people.csv,
+        KBError: any problem: missing or unreadable file (``cannot read: <strerror>``), not UTF-8, CSV syntax error
+            (e.g. an unterminated quote), wrong number of fields, duplicate, missing or unknown column, control
+            character in a cell, unknown relation or attribute, person not in people.csv,
             gender not male/female, duplicate fact, reflexive fact, fact violating its relation's gender,
             non-integer or duplicate fact_id. Each problem names the file and line.
     """
     root = resolve_kb_path(directory)
     problems: list[Problem] = []
-    p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems)
+    p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems, PEOPLE_OPTIONAL)
     r_rows = _read_csv(root / RELATIONSHIPS, REL_COLUMNS, problems)
     bio_path = root / BIOGRAPHIES
-    b_rows = _read_csv(bio_path, BIO_COLUMNS, problems) if bio_path.exists() else []
+    # biographies.csv is optional; anything of that name (a folder, a dangling link) is read and reported
+    b_rows = _read_csv(bio_path, BIO_COLUMNS, problems) if os.path.lexists(bio_path) else []
     if problems:
         raise KBError(problems)
 

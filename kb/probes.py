@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from dukb import InputError
+from dukb.kb.csvfile import parse_csv, read_text
 # the answer judge lives in dukb.kb.judge; its names stay importable from here
 from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES  # noqa: F401
 from dukb.kb.judge import choice_options, judge  # noqa: F401
@@ -642,16 +643,17 @@ def write_probes(probes: Iterable[Probe], path: str | Path, fmt: str = "jsonl") 
 def read_probes(path: str | Path) -> list[Probe]:
     """Read a probe file written by :func:`write_probes` (.jsonl or .csv, chosen by the first character).
 
+    The file is read strictly (:mod:`dukb.kb.csvfile`: UTF-8, RFC 4180 CSV with exactly one field per column).
+
     Raises:
-        InputError: missing file, malformed line or missing column (file and line named).
+        InputError: missing or unreadable file, not UTF-8, malformed line or record, missing column (file and line
+            named).
     """
     p = Path(path)
-    if not p.is_file():
-        raise InputError("missing probe file", p)
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p)
     out = []
     if text.lstrip().startswith("{"):
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(text.split("\n"), 1):  # not splitlines: JSON strings may hold U+2028
             if not line.strip():
                 continue
             try:
@@ -661,13 +663,9 @@ def read_probes(path: str | Path) -> list[Probe]:
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                 raise InputError(f"malformed probe line: {e}", p, n) from None
         return out
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in PROBE_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(f"missing columns {', '.join(missing)}", p, 1)
-    for d in reader:
+    for line, d in parse_csv(text, p, PROBE_COLUMNS, strip=False, multiline=True).rows:
         try:
             out.append(Probe(d["kind"], d["fact_kind"], int(d["fact_id"]), d["question"], d["answer"], d["match"]))
         except ValueError as e:
-            raise InputError(f"malformed probe row: {e}", p, reader.line_num) from None
+            raise InputError(f"malformed probe row: {e}", p, line) from None
     return out

@@ -16,6 +16,8 @@ restricted unpickler (:class:`_RestrictedUnpickler`, a subclass of the pure-Pyth
   ``numpy.ndarray``, ``numpy.dtype``, ``_codecs.encode``; ``numpy._core.multiarray`` as well). Every other global
   (``os.system``, ``builtins.eval``, ...) raises :class:`dukb.InputError` before anything is called;
 - refuses persistent ids (tensor storages) and the copyreg extension opcodes (EXT1/2/4);
+- refuses tuples nested deeper than :data:`MAX_TUPLE_DEPTH` (hashing a deeper one can crash the interpreter);
+  other deep nesting (lists, dicts) is harmless to build, and error messages show it with :func:`short_repr`;
 - replaces the BUILD opcode: state may only be applied to a stand-in (a dict of plain attribute names), to a numpy
   dtype (simple dtypes only: no fields, no sub-arrays, no object flag) or to a numpy array of a non-object dtype.
   This is why the pure-Python unpickler is used: the C one cannot vet BUILD, and numpy's ``dtype.__setstate__``
@@ -45,6 +47,11 @@ MAX_PICKLE_BYTES = 64 * 1024 * 1024
 
 #: Largest numpy array (elements) a pickle may create.
 MAX_ARRAY_ELEMENTS = 1 << 24
+
+#: Deepest nesting of tuples in tuples a pickle may build. Python hashes a tuple (as a dict key, a set or frozenset
+#: element) by recursing in C without a depth guard: a tuple nested a million deep crashes the interpreter
+#: (segmentation fault). The benchmark's tuples are at most 2 deep.
+MAX_TUPLE_DEPTH = 100
 
 #: Stand-in class names the benchmark's pickles use (module ``__main__``).
 BENCHMARK_CLASSES = frozenset({"Person", "Rule"})
@@ -85,17 +92,40 @@ class _StandIn:
 
 
 class _ShortRepr(reprlib.Repr):
-    """reprlib with stand-ins shown by name only."""
+    """reprlib with stand-ins shown by name only and huge integers by their size (reprlib nests at most
+    ``maxlevel`` deep, so a deeply nested pickled list cannot exhaust the stack)."""
 
     def _tag(self, obj, level):
         return f"<{type(obj).__name__[7:]} {obj.__dict__.get('name', '?')!r}>"
 
     repr_PickledPerson = repr_PickledRule = _tag
 
+    def repr_int(self, x, level):
+        # repr() of an int over 4300 digits raises ValueError (sys.int_info.str_digits_check_threshold)
+        return f"<int of {x.bit_length()} bits>" if x.bit_length() > 256 else repr(x)
+
 
 _SHORT = _ShortRepr()
 _SHORT.maxlist = _SHORT.maxtuple = 8
 _SHORT.maxstring = _SHORT.maxother = 60
+
+
+def short_repr(obj, limit: int = 60) -> str:
+    """A short ``repr`` of an unpickled object for an error message: never more than ``limit`` characters (plus
+    "..."), at most 6 levels of nesting, and never raising (a deeply nested list, an integer of a million digits).
+
+    Args:
+        obj: any object a restricted unpickler returned.
+        limit: maximum length before "..." is added.
+
+    Returns:
+        The text.
+    """
+    try:
+        text = _SHORT.repr(obj)
+    except Exception:  # RecursionError, ValueError, anything a numpy repr might raise
+        text = f"<{type(obj).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class PickledPerson(_StandIn):
@@ -247,6 +277,22 @@ def _refuse_ext(self) -> None:
     raise InputError("pickle uses a copyreg extension code (EXT opcode), which is refused")
 
 
+def _depth_checked(load_tuple):
+    """Wrap a TUPLE/TUPLE1/TUPLE2/TUPLE3 opcode: record the new tuple's nesting depth, refuse one deeper than
+    :data:`MAX_TUPLE_DEPTH` before anything can hash it."""
+
+    def op(self) -> None:
+        load_tuple(self)
+        new = self.stack[-1]
+        depth = 1 + max((self._tuple_depth.get(id(x), 1) for x in new if type(x) is tuple), default=0)
+        if depth > MAX_TUPLE_DEPTH:
+            raise InputError(f"malformed pickle: tuples nested more than {MAX_TUPLE_DEPTH} deep")
+        # every tuple of the pickle is made here, so the id of a live item is that of the tuple recorded for it
+        self._tuple_depth[id(new)] = depth
+
+    return op
+
+
 class _RestrictedUnpickler(pickle._Unpickler):
     """Pure-Python unpickler with an allow-list of globals, no persistent ids and a vetted BUILD.
 
@@ -259,11 +305,14 @@ class _RestrictedUnpickler(pickle._Unpickler):
     dispatch[pickle.BUILD[0]] = _safe_build
     for _op in (pickle.EXT1, pickle.EXT2, pickle.EXT4):
         dispatch[_op[0]] = _refuse_ext
+    for _op in (pickle.TUPLE, pickle.TUPLE1, pickle.TUPLE2, pickle.TUPLE3):
+        dispatch[_op[0]] = _depth_checked(dispatch[_op[0]])
     del _op
 
     def __init__(self, file, allowed: dict):
         super().__init__(file)
         self._allowed = allowed
+        self._tuple_depth: dict[int, int] = {}  # id(tuple) -> nesting depth, for every tuple the pickle made
 
     def find_class(self, module, name):
         """Return the allowed stand-in or guarded callable; raise InputError for every other global."""
@@ -283,17 +332,21 @@ class _RestrictedUnpickler(pickle._Unpickler):
 
 def _read_data_pkl(path: Path) -> bytes:
     """The bytes of ``<name>/data.pkl`` inside a torch.save zip archive."""
-    if not path.exists():
-        raise InputError("missing file", path)
-    if not path.is_file():
-        raise InputError("not a file", path)
     try:
-        zf = zipfile.ZipFile(path)
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError("missing file", path) from None
+    except OSError as e:  # permission denied, a folder in place of the file, ...
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    try:
+        zf = zipfile.ZipFile(fh)
     except zipfile.BadZipFile:
+        fh.close()
         raise InputError("not a zip archive as written by torch.save (legacy or foreign format?)", path) from None
     except OSError as e:
-        raise InputError(f"cannot read the file: {e.strerror or e}", path) from None
-    with zf:
+        fh.close()
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    with fh, zf:
         names = [n for n in zf.namelist() if _DATA_PKL.match(n)]
         if len(names) != 1:
             raise InputError(f"not a torch.save archive: expected one <name>/data.pkl, found {len(names)}", path)
@@ -358,7 +411,7 @@ def load_bool_list(path: str | Path) -> list[bool]:
         if type(x) is bool or isinstance(x, np.bool_):
             out.append(bool(x))
         else:
-            raise InputError(f"expected a list of booleans, entry {i} is {type(x).__name__} {x!r:.40}", path)
+            raise InputError(f"expected a list of booleans, entry {i} is {type(x).__name__} {short_repr(x)}", path)
     return out
 
 
@@ -391,5 +444,5 @@ def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
     return _load(path, allowed)
 
 
-__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "PickledPerson", "PickledRule", "load_benchmark_pickle",
-           "load_bool_list"]
+__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "MAX_TUPLE_DEPTH", "PickledPerson", "PickledRule",
+           "load_benchmark_pickle", "load_bool_list", "short_repr"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import read_csv
 from dukb.kb.model import KB
 
 KINDS = ("relationship", "biography")
@@ -46,40 +47,35 @@ class Retained:
 def read_retained_csv(path: str | Path, kb: KB) -> Retained:
     """Read a ``kind,fact_id,retained`` CSV and check it against the KB.
 
+    The file is read strictly by :func:`dukb.kb.csvfile.read_csv` (RFC 4180, UTF-8): other columns are allowed, a
+    repeated column or a row with more or fewer fields than the header is not.
+
     Raises:
-        InputError: missing file or column, unknown kind, non-integer or unknown fact_id, retained not 0/1, a fact
-            listed twice, relationship facts missing, or only some biography facts given (file and line named).
+        InputError: (file and line named) missing or unreadable file, not UTF-8, CSV syntax error, missing or
+            repeated column, wrong number of fields, control character, unknown kind, non-integer or unknown fact_id,
+            retained not 0/1, a fact listed twice, relationship facts missing, or only some biography facts given.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError("missing file", path)
+    table = read_csv(path, ("kind", "fact_id", "retained"))
     rel: dict[int, bool] = {}
     bio: dict[int, bool] = {}
     ids = {"relationship": set(kb.rel_ids), "biography": set(kb.bio_ids)}
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        cols = [c.strip() for c in (reader.fieldnames or [])]
-        missing = [c for c in ("kind", "fact_id", "retained") if c not in cols]
-        if missing:
-            raise InputError(f"missing column {', '.join(missing)} (header is: {','.join(cols)})", path, 1)
-        for row in reader:
-            line = reader.line_num
-            row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
-            kind = row["kind"]
-            if kind not in KINDS:
-                raise InputError(f"kind {kind!r} is not relationship or biography", path, line)
-            try:
-                fid = int(row["fact_id"])
-            except ValueError:
-                raise InputError(f"fact_id {row['fact_id']!r} is not an integer", path, line) from None
-            if fid not in ids[kind]:
-                raise InputError(f"the KB has no {kind} fact with fact_id {fid}", path, line)
-            if row["retained"] not in ("0", "1"):
-                raise InputError(f"retained {row['retained']!r} is not 0 or 1", path, line)
-            target = rel if kind == "relationship" else bio
-            if fid in target:
-                raise InputError(f"{kind} fact {fid} is listed twice", path, line)
-            target[fid] = row["retained"] == "1"
+    for line, row in table.rows:
+        kind = row["kind"]
+        if kind not in KINDS:
+            raise InputError(f"kind {kind!r} is not relationship or biography", path, line)
+        try:
+            fid = int(row["fact_id"])
+        except ValueError:
+            raise InputError(f"fact_id {row['fact_id']!r} is not an integer", path, line) from None
+        if fid not in ids[kind]:
+            raise InputError(f"the KB has no {kind} fact with fact_id {fid}", path, line)
+        if row["retained"] not in ("0", "1"):
+            raise InputError(f"retained {row['retained']!r} is not 0 or 1", path, line)
+        target = rel if kind == "relationship" else bio
+        if fid in target:
+            raise InputError(f"{kind} fact {fid} is listed twice", path, line)
+        target[fid] = row["retained"] == "1"
     missing_rel = sorted(ids["relationship"] - rel.keys())
     if missing_rel:
         raise InputError(f"{len(missing_rel)} relationship facts are missing (fact_ids "

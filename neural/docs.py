@@ -9,23 +9,23 @@ on every token) and unlearns those documents with GA, KL or NPO plus a cross-ent
   and the closing EOS) in one left-padded batch, the layout of :func:`dukb.neural.data.encode_qa`, so the shared
   scoring functions (:func:`dukb.neural.scoring.forward_logits`, :func:`~dukb.neural.scoring.sequence_logprob`)
   apply unchanged;
-- :func:`train_sequences`: AdamW over such a batch (linear or cosine schedule with warm-up, weight decay, gradient
+- :func:`train_sequences`: the shared training loop (:func:`dukb.neural.train.train_loop`) over such a batch (linear or cosine schedule with warm-up, weight decay, gradient
   accumulation), with an optional early-stop check, used for the clean model (QA + true-fact sentences) and for
   corruption (the corruption documents);
-- :func:`npo_token_loss`: RESTOR's token-level NPO;
 - :func:`unlearn_documents`: GA, KL or NPO on forget documents plus λ times the retain cross-entropy.
 """
 
 from __future__ import annotations
 
-import math
 import random
-import time
-from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 from dukb import InputError
 from dukb.neural.data import QAItem, pad_rows
+from dukb.neural.methods.npo import npo_token_loss  # noqa: F401  (RESTOR's token-level NPO, re-exported)
+from dukb.neural.scoring import token_logprobs  # noqa: F401  (re-exported)
+from dukb.neural.train import TrainConfig as _TrainConfig
+from dukb.neural.train import chunked, steps_per_epoch, train_loop
 
 
 def _text_ids(tokenizer, text: str) -> list[int]:
@@ -101,58 +101,22 @@ def rows_of(batch: dict, idx) -> dict:
     return trim({k: v[ix] for k, v in batch.items()})
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyper-parameters of :func:`train_sequences` and :func:`unlearn_documents`.
+#: RESTOR's document-training defaults (App. B, LLaMA-Factory / HF Trainer: batch 2 x accumulation 2, lr 5e-5, 5
+#: epochs, cosine schedule with warm-up 0.1, gradient clipping at 1.0) over the shared
+#: :class:`dukb.neural.train.TrainConfig` defaults.
+DOC_DEFAULTS = dict(epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1, schedule="cosine", max_grad_norm=1.0)
 
-    Attributes:
-        epochs: passes over the data (maximum, when an early-stop check is given).
-        lr: peak learning rate (AdamW).
-        batch_size: rows per micro-batch.
-        grad_accum: micro-batches per optimiser step.
-        weight_decay: AdamW weight decay.
-        warmup: warm-up as a fraction of all optimiser steps (0 <= warmup < 1).
-        schedule: "linear" or "cosine" decay to 0 after warm-up, or "constant".
-        eval_every: run the early-stop check every this many epochs (0: never).
-        seed: seed of the data order and of torch.
-        max_grad_norm: clip the gradient's global norm to this before each step (0: no clipping); 1.0 is the
-            default of HF's Trainer, which RESTOR's corruption (LLaMA-Factory) and unlearning (SOUL) code use.
+
+def TrainConfig(**overrides) -> _TrainConfig:  # noqa: N802  (the name RESTOR's presets use)
+    """A :class:`dukb.neural.train.TrainConfig` with RESTOR's document-training defaults :data:`DOC_DEFAULTS`,
+    then ``overrides`` (any TrainConfig field).
+
+    Raises:
+        TypeError: an unknown field.
+
+    Source: Rezaei et al., RESTOR, App. B.
     """
-
-    epochs: int = 5
-    lr: float = 5e-5
-    batch_size: int = 2
-    grad_accum: int = 2
-    weight_decay: float = 0.0
-    warmup: float = 0.1
-    schedule: str = "cosine"
-    eval_every: int = 0
-    seed: int = 0
-    max_grad_norm: float = 1.0
-
-    def to_json(self) -> dict:
-        """The config as a dict."""
-        return asdict(self)
-
-
-def _scheduler(opt, cfg: TrainConfig, total_steps: int):
-    from transformers import (get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup,
-                              get_linear_schedule_with_warmup)
-
-    warm = int(round(cfg.warmup * total_steps))
-    if cfg.schedule == "cosine":
-        return get_cosine_schedule_with_warmup(opt, warm, max(total_steps, 1))
-    if cfg.schedule == "linear":
-        return get_linear_schedule_with_warmup(opt, warm, max(total_steps, 1))
-    if cfg.schedule == "constant":
-        return get_constant_schedule_with_warmup(opt, warm)
-    raise InputError(f"unknown schedule {cfg.schedule!r} (linear, cosine or constant)")
-
-
-def _check(cfg: TrainConfig) -> None:
-    if cfg.epochs < 0 or cfg.batch_size < 1 or cfg.grad_accum < 1 or not (0 <= cfg.warmup < 1) or cfg.lr < 0 \
-            or cfg.max_grad_norm < 0:
-        raise InputError(f"bad training settings: {cfg}")
+    return _TrainConfig(**{**DOC_DEFAULTS, **overrides})
 
 
 def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int], bool] | None = None,
@@ -180,117 +144,43 @@ def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int
 
     Source: Rezaei et al., RESTOR, App. B (corruption training).
     """
-    import torch
-
     from dukb.neural.methods.retain import gdr_loss
     from dukb.neural.scoring import forward_logits
 
-    _check(cfg)
-    torch.manual_seed(cfg.seed)
     n = int(batch["input_ids"].shape[0])
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    micro = math.ceil(n / cfg.batch_size)
-    steps = math.ceil(micro / cfg.grad_accum) * cfg.epochs
-    sched = _scheduler(opt, cfg, steps)
     rng = random.Random(cfg.seed)
-    t0 = time.perf_counter()
-    losses, epoch = [], 0
-    for epoch in range(1, cfg.epochs + 1):
-        model.train()
+
+    def steps(_epoch):
         order = list(range(n))
         rng.shuffle(order)
-        total, count = 0.0, 0
-        chunks = [order[i:i + cfg.batch_size] for i in range(0, n, cfg.batch_size)]
-        for c, chunk in enumerate(chunks):
-            b = rows_of(batch, chunk)
-            loss = gdr_loss(forward_logits(model, b), b["labels"])
-            (loss / cfg.grad_accum).backward()
-            total += float(loss.detach())
-            count += 1
-            if (c + 1) % cfg.grad_accum == 0 or c == len(chunks) - 1:
-                if cfg.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                opt.step()
-                sched.step()
-                opt.zero_grad(set_to_none=True)
-        losses.append(total / max(count, 1))
-        model.eval()
-        if stop is not None and cfg.eval_every and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
-            done = stop(epoch)
-            if log:
-                log(f"epoch {epoch}: loss {losses[-1]:.4f}")
-            if done:
-                break
-    model.eval()
-    return {"config": cfg.to_json(), "epochs_run": epoch, "loss_per_epoch": losses,
-            "seconds": time.perf_counter() - t0}
+        return chunked(order, cfg)
 
+    def loss_fn(model_, chunk):
+        b = rows_of(batch, chunk)
+        return gdr_loss(forward_logits(model_, b), b["labels"])
 
-def token_logprobs(logits, labels):
-    """Log-probabilities of the labelled tokens and their mask.
+    def after_epoch(epoch: int, logs: dict) -> bool:
+        if stop is None or not cfg.eval_every or not (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
+            return False
+        done = stop(epoch)
+        if log:
+            log(f"epoch {epoch}: loss {logs['loss']:.4f}")
+        return done
 
-    Args:
-        logits: [B, L, V]; labels: [B, L] with -100 where no loss.
-
-    Returns:
-        (logp [B, L-1] float, with 0 where unlabelled; mask [B, L-1] bool).
-    """
-    import torch
-
-    from dukb.neural.scoring import shifted
-
-    lg, lb, mask = shifted(logits, labels)
-    logp = torch.log_softmax(lg.float(), -1).gather(-1, lb.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return logp * mask, mask
-
-
-def npo_token_loss(logits, ref_logits, labels, beta: float = 0.1):
-    """RESTOR's token-level NPO loss, averaged over tokens within a document and then over documents:
-
-        L_NPO(x, θ) = (2 / (β T)) Σ_i log(1 + (P_θ(x_i | x_<i) / P_c(x_i | x_<i))^β),
-
-    with P_c the frozen corrupted (reference) model and T the number of labelled tokens of x. At θ = c every term is
-    log 2, so L = (2/β) log 2; L decreases as P_θ(x_i | x_<i) falls below P_c.
-
-    Args:
-        logits: [B, L, V] of the model being unlearned; ref_logits: [B, L, V] of the reference (no grad).
-        labels: [B, L], -100 where no loss.
-        beta: inverse temperature β > 0 (RESTOR leaves it unspecified; NPO's authors and dukb use 0.1).
-
-    Returns:
-        Scalar tensor.
-
-    Raises:
-        InputError: beta <= 0.
-
-    Source: Rezaei et al., RESTOR, Sec. 3.3 (NPO, token level); Zhang et al. 2024 (NPO).
-    """
-    import torch.nn.functional as F
-
-    if beta <= 0:
-        raise InputError(f"NPO's beta must be > 0, got {beta}")
-    lp, mask = token_logprobs(logits, labels)
-    ref, _ = token_logprobs(ref_logits.detach(), labels)
-    per_tok = -F.logsigmoid(-beta * (lp - ref)) * mask  # log(1 + (p/p_c)^β)
-    per_doc = per_tok.sum(-1) / mask.sum(-1).clamp(min=1)
-    return (2.0 / beta) * per_doc[mask.any(-1)].mean()
-
-
-#: The document unlearning objectives (forget term only; the retain term is added by :func:`unlearn_documents`).
-DOC_METHODS = ("ga", "kl", "npo")
+    params = [p for p in model.parameters() if p.requires_grad]
+    rec = train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch(n, cfg) * cfg.epochs,
+                     after_epoch=after_epoch)
+    return {"config": rec["config"], "epochs_run": rec["epochs_run"], "loss_per_epoch": rec["loss_per_epoch"],
+            "seconds": rec["seconds"]}
 
 
 def forget_loss(method: str, logits, ref_logits, labels, beta: float = 0.1):
-    """The forget term to *minimise* for one method on a batch of forget documents.
-
-    - "ga": ``ga_loss`` = mean log P_θ(x_i | x_<i) over labelled tokens (minimising it ascends the NLL);
-    - "kl": ``-kl_loss`` = minus the mean KL(P_θ ‖ P_c) (:func:`dukb.neural.methods.kl.kl_loss`), so that the KL to
-      the corrupted model is maximised;
-    - "npo": :func:`npo_token_loss`.
+    """The forget term to *minimise* for one method on a batch of forget documents: the registered method's
+    :meth:`~dukb.neural.methods.base.Method.forget_loss` at the token level (RESTOR's NPO averages per token; GA and
+    KL are token means at either level).
 
     Args:
-        method: one of :data:`DOC_METHODS`.
+        method: a document-level method of :data:`dukb.neural.methods.DOCUMENT_METHODS` (ga, kl, npo).
         logits, ref_logits: [B, L, V] (ref_logits may be None for "ga").
         labels: [B, L].
         beta: NPO's β.
@@ -299,20 +189,19 @@ def forget_loss(method: str, logits, ref_logits, labels, beta: float = 0.1):
         Scalar tensor.
 
     Raises:
-        InputError: unknown method.
+        InputError: unknown or not document-level method.
 
     Source: Rezaei et al., RESTOR, Sec. 3.3.
     """
-    from dukb.neural.methods.ga import ga_loss
-    from dukb.neural.methods.kl import kl_loss
+    return _document_method(method).forget_loss(logits, ref_logits, labels, level="token", beta=beta)
 
-    if method == "ga":
-        return ga_loss(logits, labels)
-    if method == "kl":
-        return -kl_loss(logits, ref_logits, labels)
-    if method == "npo":
-        return npo_token_loss(logits, ref_logits, labels, beta)
-    raise InputError(f"unknown document unlearning method {method!r} (choose from {', '.join(DOC_METHODS)})")
+
+def _document_method(name: str):
+    from dukb.neural.methods import DOCUMENT_METHODS, METHODS
+
+    if name not in DOCUMENT_METHODS:
+        raise InputError(f"unknown document unlearning method {name!r} (choose from {', '.join(DOCUMENT_METHODS)})")
+    return METHODS[name]
 
 
 def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg: TrainConfig, *,
@@ -342,55 +231,41 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
 
     Source: Rezaei et al., RESTOR, Sec. 3.3 and App. C.2.
     """
-    import torch
-
     from dukb.neural.methods.retain import gdr_loss
     from dukb.neural.scoring import forward_logits
 
-    _check(cfg)
-    if method not in DOC_METHODS:
-        raise InputError(f"unknown document unlearning method {method!r} (choose from {', '.join(DOC_METHODS)})")
+    cfg.check()
+    m = _document_method(method)
     if reg_weight < 0:
         raise InputError(f"the retain weight lambda must be >= 0, got {reg_weight}")
-    torch.manual_seed(cfg.seed)
-    model = state.model
     n = int(forget["input_ids"].shape[0])
     n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
-    params = state.trainable()
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    micro = math.ceil(n / cfg.batch_size)
-    sched = _scheduler(opt, cfg, math.ceil(micro / cfg.grad_accum) * cfg.epochs)
     rng = random.Random(cfg.seed)
-    t0 = time.perf_counter()
-    f_hist, r_hist = [], []
-    for epoch in range(1, cfg.epochs + 1):
-        model.train()
+
+    def steps(_epoch):
         order = list(range(n))
         rng.shuffle(order)
-        chunks = [order[i:i + cfg.batch_size] for i in range(0, n, cfg.batch_size)]
-        ft, rt = 0.0, 0.0
-        for c, chunk in enumerate(chunks):
-            b = rows_of(forget, chunk)
-            ref = state.ref_logits(b) if method != "ga" else None
-            loss = forget_loss(method, forward_logits(model, b), ref, b["labels"], beta)
-            ft += float(loss.detach())
-            if n_ret and reg_weight > 0:
-                rb = rows_of(retain, rng.sample(range(n_ret), min(cfg.batch_size, n_ret)))
-                r = gdr_loss(forward_logits(model, rb), rb["labels"])
-                rt += float(r.detach())
-                loss = loss + reg_weight * r
-            (loss / cfg.grad_accum).backward()
-            if (c + 1) % cfg.grad_accum == 0 or c == len(chunks) - 1:
-                if cfg.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                opt.step()
-                sched.step()
-                opt.zero_grad(set_to_none=True)
-        f_hist.append(ft / max(len(chunks), 1))
-        r_hist.append(rt / max(len(chunks), 1))
+        return chunked(order, cfg)
+
+    def loss_fn(model_, chunk):
+        b = rows_of(forget, chunk)
+        ref = state.ref_logits(b) if m.needs_reference else None
+        loss = m.forget_loss(forward_logits(model_, b), ref, b["labels"], level="token", beta=beta)
+        parts = {"forget": loss.detach(), "retain": 0.0}
+        if n_ret and reg_weight > 0:
+            rb = rows_of(retain, rng.sample(range(n_ret), min(cfg.batch_size, n_ret)))
+            r = gdr_loss(forward_logits(model_, rb), rb["labels"])
+            parts["retain"] = r.detach()
+            loss = loss + reg_weight * r
+        return loss, parts
+
+    def after_epoch(epoch: int, logs: dict) -> bool:
         if log:
-            log(f"{method} epoch {epoch}: forget {f_hist[-1]:.4f}, retain {r_hist[-1]:.4f}")
-    model.eval()
-    return {"method": method, "config": cfg.to_json(), "reg_weight": reg_weight, "beta": beta,
-            "epochs_run": cfg.epochs, "forget_loss": f_hist, "retain_loss": r_hist,
-            "seconds": time.perf_counter() - t0}
+            log(f"{method} epoch {epoch}: forget {logs['forget']:.4f}, retain {logs['retain']:.4f}")
+        return False
+
+    rec = train_loop(state.model, state.trainable(), cfg, steps, loss_fn,
+                     total_steps=steps_per_epoch(n, cfg) * cfg.epochs, after_epoch=after_epoch)
+    return {"method": method, "config": rec["config"], "reg_weight": reg_weight, "beta": beta,
+            "epochs_run": cfg.epochs, "forget_loss": rec["parts_per_epoch"].get("forget", []),
+            "retain_loss": rec["parts_per_epoch"].get("retain", []), "seconds": rec["seconds"]}

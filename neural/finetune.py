@@ -9,45 +9,23 @@ epochs).
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.runs import device_info, versions
+from dukb.neural.train import TrainConfig, train_loop
 
 
-@dataclass(frozen=True)
-class FinetuneConfig:
-    """Finetuning hyper-parameters.
-
-    Attributes:
-        epochs: maximum number of epochs.
-        lr: peak learning rate (AdamW), linearly decayed to 0 over ``epochs``.
-        batch_size: QA items per step (0: automatic, ``n_items // 10`` clipped to [8, 64]).
-        weight_decay: AdamW weight decay.
-        warmup_steps: linear warm-up steps.
-        eval_every: probe every this many epochs and stop once every fact is known (0: never probe).
-        target_accuracy: stop when probing reaches this fraction in [0, 1].
-        seed: torch seed (data order and dropout).
-    """
-
-    epochs: int = 10
-    lr: float = 2e-5
-    batch_size: int = 16
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    eval_every: int = 1
-    target_accuracy: float = 1.0
-    seed: int = 0
-
-
-FINETUNE_PRESETS: dict[str, FinetuneConfig] = {
-    "gpt2-xl": FinetuneConfig(epochs=15, lr=2e-5, batch_size=16),
-    "phi": FinetuneConfig(epochs=10, lr=2e-5, batch_size=16),
-    "llama": FinetuneConfig(epochs=10, lr=1e-5, batch_size=16),
-    "generic": FinetuneConfig(epochs=10, lr=2e-5, batch_size=16),
-    # tiny: batch_size 0 = auto, n_items // 10 clipped to [8, 64], so small KBs still get ~10 steps per epoch
-    "tiny": FinetuneConfig(epochs=400, lr=3e-3, batch_size=0, warmup_steps=50, eval_every=20),
+#: QA finetuning presets (:class:`dukb.neural.train.TrainConfig`; early stop at 100% checked every ``eval_every``
+#: epochs): the paper's (Wu et al. 2025, App. H: batch 16, lr 2e-5 for GPT2-XL/Phi-1.5 and 1e-5 for Llama, 10 epochs,
+#: 15 for GPT2-XL, linear schedule) and ``tiny`` for the built-in default model (batch_size 0 = auto, ``n_items //
+#: 10`` clipped to [8, 64], so small KBs still get ~10 steps per epoch).
+FINETUNE_PRESETS: dict[str, TrainConfig] = {
+    "gpt2-xl": TrainConfig(epochs=15, lr=2e-5, batch_size=16, eval_every=1),
+    "phi": TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
+    "llama": TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
+    "generic": TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
+    "tiny": TrainConfig(epochs=400, lr=3e-3, batch_size=0, warmup_steps=50, eval_every=20),
 }
 
 
@@ -90,8 +68,8 @@ def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
     return -logp.sum() * (scale / n_tokens)
 
 
-def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = False, log=None) -> dict:
-    """Finetune ``lm.model`` in place on QA items.
+def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = False, log=None) -> dict:
+    """Finetune ``lm.model`` in place on QA items (through :func:`dukb.neural.train.train_loop`).
 
     Runs data parallel when launched with several processes (accelerate launch / torchrun, see
     :mod:`dukb.neural.distributed`): each global batch of ``config.batch_size`` items is split over the processes
@@ -103,7 +81,8 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
     Args:
         lm: :class:`dukb.neural.models.LoadedModel` (with LoRA adapters if its spec asks for them).
         items: the QA items to learn (the paper: every KB fact's question4/answer4 pair).
-        config: :class:`FinetuneConfig`.
+        config: :class:`dukb.neural.train.TrainConfig` (a :data:`FINETUNE_PRESETS` entry); gradient accumulation
+            is not used here (one global batch is one step).
         progress: show a rich progress bar (main process only).
         log: optional callable(str) for one-line epoch reports (main process only).
 
@@ -113,11 +92,11 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
 
     Raises:
         ValueError: ``items`` is empty.
+        InputError: bad settings.
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
     import torch
-    from transformers import get_linear_schedule_with_warmup
 
     from dukb.neural import distributed as dist
     from dukb.neural.probe import Predictor, probe
@@ -126,78 +105,60 @@ def finetune(lm, items: list[QAItem], config: FinetuneConfig, progress: bool = F
         raise ValueError("no QA items to finetune on")
     if config.batch_size <= 0:
         config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
+    config = replace(config, grad_accum=1)
     world, me = dist.world_size(), dist.rank()
     main = dist.is_main_process()
     acc_ = dist.accelerator(lm.device)
-    # dropout: independent masks per process (rank 0 draws what one process would); the data order has its own
-    # generator, shared by all processes
-    torch.manual_seed(config.seed + me)
     model = lm.model
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = (len(items) + config.batch_size - 1) // config.batch_size
-    # the schedule steps once per global batch, as in one process (not through accelerate, which would step it
-    # world_size times per batch)
-    sched = get_linear_schedule_with_warmup(opt, config.warmup_steps, steps_per_epoch * config.epochs)
-    ddp_model, opt_ = acc_.prepare(model, opt)
+    # the data order has its own generator, shared by all processes
     gen = torch.Generator().manual_seed(config.seed)
     pred = Predictor(model, lm.tokenizer, lm.tags, device=lm.device)
     my_probe_items = dist.shard(items)
     encoded = encode_qa(lm.tokenizer, lm.tags, items, lm.device)  # tokenise once; batches are row slices
     n_answer = (encoded["labels"][:, 1:] != -100).sum(-1).tolist()  # answer tokens per item
-    t0 = time.perf_counter()
-    losses, acc, epoch = [], None, 0
+    state = {"acc": None}
 
     def accuracy() -> float:
         known = float(probe(pred, my_probe_items)["known"].sum()) if my_probe_items else 0.0
         return dist.all_sum([known], lm.device)[0] / len(items)
 
-    bar = None
-    if progress and main:
-        from rich.progress import Progress
+    def steps(_epoch):
+        perm = torch.randperm(len(items), generator=gen).tolist()
+        return [[perm[i:i + config.batch_size]] for i in range(0, len(perm), config.batch_size)]
 
-        bar = Progress(transient=True)
-        bar.start()
-        task = bar.add_task("finetuning", total=config.epochs)
+    def loss_fn(fmodel, glob):
+        n_tok = sum(n_answer[j] for j in glob)
+        mine = _local_slice(glob, me, world)
+        # a process whose slice is empty (last batch smaller than the world) still joins the gradient all-reduce,
+        # with a zero-weighted item
+        idx = torch.tensor(mine or glob[:1], device=lm.device)
+        batch = _trim({k: v[idx] for k, v in encoded.items()})
+        return answer_token_loss(fmodel, batch, n_tok, scale=world if mine else 0.0)
+
+    losses: list[float] = []
+
+    def after_epoch(epoch: int, logs: dict) -> bool:
+        # the loop's mean is over this process's micro-batches of loss × world; the global mean sums the processes
+        losses.append(dist.all_sum([logs["loss"] / world], lm.device)[0])
+        if config.eval_every and (epoch % config.eval_every == 0 or epoch == config.epochs):
+            state["acc"] = accuracy()
+            if log and main:
+                log(f"epoch {epoch}: loss {losses[-1]:.4f}, accuracy {state['acc']:.4f}")
+            return state["acc"] >= config.target_accuracy
+        return False
+
     try:
-        for epoch in range(1, config.epochs + 1):
-            model.train()
-            perm = torch.randperm(len(items), generator=gen).tolist()
-            total, n = 0.0, 0
-            for i in range(0, len(perm), config.batch_size):
-                glob = perm[i:i + config.batch_size]
-                n_tok = sum(n_answer[j] for j in glob)
-                mine = _local_slice(glob, me, world)
-                # a process whose slice is empty (last batch smaller than the world) still joins the gradient
-                # all-reduce, with a zero-weighted item
-                idx = torch.tensor(mine or glob[:1], device=lm.device)
-                batch = _trim({k: v[idx] for k, v in encoded.items()})
-                loss = answer_token_loss(ddp_model, batch, n_tok, scale=world if mine else 0.0)
-                acc_.backward(loss)
-                opt_.step()
-                sched.step()
-                opt_.zero_grad(set_to_none=True)
-                total = total + loss.detach()  # stays on the device: no host sync per step
-                n += 1
-            losses.append(dist.all_sum([float(total) / world], lm.device)[0] / max(n, 1))
-            model.eval()
-            if bar is not None:
-                bar.advance(task)
-            if config.eval_every and (epoch % config.eval_every == 0 or epoch == config.epochs):
-                acc = accuracy()
-                if log and main:
-                    log(f"epoch {epoch}: loss {losses[-1]:.4f}, accuracy {acc:.4f}")
-                if acc >= config.target_accuracy:
-                    break
+        # dropout: independent masks per process (rank 0 draws what one process would)
+        rec = train_loop(model, params, config, steps, loss_fn, total_steps=steps_per_epoch * config.epochs,
+                         prepare=acc_.prepare, backward=acc_.backward, after_epoch=after_epoch,
+                         torch_seed=config.seed + me, progress="finetuning" if progress and main else None)
     finally:
-        if bar is not None:
-            bar.stop()
         acc_.free_memory()  # drop accelerate's references to the DDP wrapper and optimizer
-    model.eval()
-    if acc is None:
-        acc = accuracy()
-    return {"config": asdict(config), "seed": config.seed, "epochs_run": epoch, "accuracy": acc,
-            "n_items": len(items), "loss_per_epoch": losses, "seconds": time.perf_counter() - t0,
+    acc = state["acc"] if state["acc"] is not None else accuracy()
+    return {"config": rec["config"], "seed": config.seed, "epochs_run": rec["epochs_run"], "accuracy": acc,
+            "n_items": len(items), "loss_per_epoch": losses, "seconds": rec["seconds"],
             "versions": versions(), "device": device_info(lm.device), "world_size": world,
             "model": lm.spec.to_json()}
 

@@ -149,8 +149,9 @@ def rouge_l_recall(answer: str, output: str) -> float:
 
 
 def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
-          max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False):
-    """Probe a predictor on QA items.
+          max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False, *, generate: bool = True,
+          rouge: bool = True, logprob: bool = True):
+    """Probe a predictor on QA items, computing only the passes asked for.
 
     Args:
         pred: the :class:`Predictor`.
@@ -158,14 +159,24 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         batch_size: prompts per forward pass.
         max_new_tokens: generation budget (tokens).
         progress: show a rich progress bar.
+        generate: greedy generation and the known/unknown judgement (the paper's rule).
+        rouge: ROUGE-L recall of each output against its answer (needs ``generate``).
+        logprob: the gold answer's length-normalised log-probability (one extra forward pass).
 
     Returns:
         pandas DataFrame, one row per item: kind, fact_kind, fact_id, question, answer, output, known (bool),
-        rouge_l (recall in [0,1]), logprob (mean log-prob per answer token). ``df.attrs["seconds"]`` holds the wall
-        time in seconds.
+        rouge_l (recall in [0,1]), logprob (mean log-prob per answer token); a column that was not computed holds
+        None. ``df.attrs["seconds"]`` holds the wall time in seconds.
+
+    Raises:
+        ValueError: ``rouge`` without ``generate``.
+
+    Source: Wu et al. 2025, App. C (greedy decoding, substring rule); Shi et al. 2024 (ROUGE-L).
     """
     import pandas as pd
 
+    if rouge and not generate:
+        raise ValueError("ROUGE-L needs the generated outputs (generate=True)")
     t0 = time.perf_counter()
     rows = []
     order = sorted(range(len(items)), key=lambda i: len(items[i].question))  # similar lengths batch well
@@ -178,11 +189,12 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         bar.start()
         task = bar.add_task("probing", total=len(items))
     try:
-        results: dict[int, tuple[str, float]] = {}
+        results: dict[int, tuple[str | None, float | None]] = {}
         for chunk in chunks:
             sub = [items[i] for i in chunk]
-            outs = greedy_generate(pred, [pred.tags.prompt(it.question) for it in sub], max_new_tokens)
-            lps = answer_logprob(pred, sub)
+            outs = greedy_generate(pred, [pred.tags.prompt(it.question) for it in sub], max_new_tokens) \
+                if generate else [None] * len(sub)
+            lps = answer_logprob(pred, sub) if logprob else [None] * len(sub)
             for i, o, lp in zip(chunk, outs, lps):
                 results[i] = (o, lp)
             if bar is not None:
@@ -193,8 +205,8 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     for i, it in enumerate(items):
         out, lp = results[i]
         rows.append({"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
-                     "answer": it.answer, "output": out, "known": judge(it, out),
-                     "rouge_l": rouge_l_recall(it.answer, out), "logprob": lp})
+                     "answer": it.answer, "output": out, "known": judge(it, out) if generate else None,
+                     "rouge_l": rouge_l_recall(it.answer, out) if rouge else None, "logprob": lp})
     df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "question", "answer", "output", "known",
                                      "rouge_l", "logprob"])
     df.attrs["seconds"] = time.perf_counter() - t0

@@ -15,55 +15,20 @@
 
 from __future__ import annotations
 
-import json
-import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.metrics import DEFAULT_METRICS
 from dukb.neural.runs import SHARD_GLOB, ResultsFile, merge_shards, read_results
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
-#: Deep-unlearning-aware presets: (method, forget scope, grid or None for the method's default). Forgetting a
-#: deep unlearning set chosen by the solver instead of the target alone.
-#: The grids are finer at the weak end than the paper's {1,2,4,8,16}: forgetting a whole deep unlearning set
-#: needs fewer steps per fact than the target alone, and the useful region is there.
-PRESETS: dict[str, tuple[str, str, tuple | None]] = {
-    "du_ga": ("ga", "minimum", (1, 2, 3, 4, 6, 8)),
-    "du_npo": ("npo", "minimum", (1, 2, 3, 4, 6, 8)),
-    "du_ga_gdr": ("ga_gdr", "minimum", (2, 4, 6, 8, 12, 16)),
-    "du_npo_gdr": ("npo_gdr", "minimum", (1, 2, 3, 4, 6, 8)),
-    "du_npo_gdr_best": ("npo_gdr", "best", (1, 2, 3, 4, 6, 8)),
-}
-#: The preset dukb recommends (see README, "Deep-unlearning-aware unlearning").
+
+#: The preset dukb recommends (see README, "Deep-unlearning-aware unlearning"; presets live in
+#: :data:`dukb.neural.methods.PRESETS`).
 RECOMMENDED = "du_ga_gdr"
-
-
-def parse_method(spec: str, default_scope: str = "target"):
-    """Resolve a --methods entry: a method name (``ga``), ``METHOD@SCOPE`` (``npo_gdr@minimum``) or a preset
-    (:data:`PRESETS`).
-
-    Returns:
-        (label used in results, Method, scope, preset grid or None).
-
-    Raises:
-        InputError: unknown method, preset or scope.
-    """
-    from dukb.neural.methods import get_method
-    from dukb.neural.unlearn import SCOPES
-
-    spec = spec.strip().lower()
-    if spec in PRESETS:
-        name, scope, grid = PRESETS[spec]
-        return spec, get_method(name), scope, grid
-    name, _, scope = spec.partition("@")
-    scope = scope or default_scope
-    if scope not in SCOPES:
-        raise InputError(f"unknown forget scope {scope!r} in {spec!r} (choose from {', '.join(SCOPES)})")
-    m = get_method(name)
-    return (m.name if scope == "target" else f"{m.name}@{scope}"), m, scope, None
 
 
 @dataclass
@@ -78,7 +43,7 @@ class EvaluateConfig:
         targets: explicit relationship fact_ids (None: ``n_targets`` drawn with the seed, one per relation kind
             first, as evenly as possible).
         n_targets: number of targets to draw when ``targets`` is None (default 11 = one per relation).
-        methods: method names (see :data:`dukb.neural.methods.METHODS`).
+        methods: method names, ``METHOD@SCOPE`` or presets (see :func:`dukb.neural.methods.resolve`).
         grids: method -> list of values overriding the default grid.
         rules: rule set name or file.
         sets: "exact" or "random" minimal deep unlearning sets for recall.
@@ -93,6 +58,8 @@ class EvaluateConfig:
             lora_dropout, lora_targets (module names; None: peft's default for the architecture).
         gradient_checkpointing: trade compute for memory (does not change results).
         trust_remote_code: let transformers run model code from the hub (off by default).
+        metrics: names of :data:`dukb.neural.metrics.METRICS` to compute (required ones are added); probing
+            computes only what they need.
     """
 
     kb: str | None = None
@@ -119,6 +86,7 @@ class EvaluateConfig:
     lora_targets: list[str] | None = None
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
 
     def lora(self):
         """The :class:`dukb.neural.spec.LoraSpec` (None without LoRA).
@@ -137,84 +105,10 @@ class EvaluateConfig:
 
 
 #: Settings of the protocol that are fixed in code but change rows: part of every run identity.
-#: Exact enumeration limits (a target whose enumeration hits them falls back to Algorithm 1 with ``seeds``).
-EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
 #: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
 RETAIN = {"n": 64, "batch_size": 8, "reg_weight": 1.0}
 #: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
 PROBE = {"kinds": ["qa"], "max_new_tokens": 10, "judge": "substring", "batch_size": 256}
-
-
-def choose_targets(kb, n: int, seed: int) -> list[int]:
-    """Draw ``n`` relationship fact_ids with ``seed``: relation kinds in turn (as the paper's 5 per kind), each
-    kind's facts drawn without replacement.
-
-    Raises:
-        InputError: n < 1 or more targets than relationship facts.
-    """
-    if n < 1 or n > len(kb.relationships):
-        raise InputError(f"--n-targets must be between 1 and {len(kb.relationships)}, got {n}")
-    rng = random.Random(seed)
-    by_rel: dict[str, list[int]] = {}
-    for f in kb.relationships:
-        by_rel.setdefault(f.relation, []).append(f.fact_id)
-    for ids in by_rel.values():
-        rng.shuffle(ids)
-    order = sorted(by_rel)
-    out: list[int] = []
-    while len(out) < n:
-        for r in order:
-            if by_rel[r] and len(out) < n:
-                out.append(by_rel[r].pop())
-    return out
-
-
-def sets_key(kb_fingerprint: str, rules_fingerprint: str, cfg: EvaluateConfig) -> dict:
-    """Everything the minimal sets of a target depend on: KB, rules, method, N_seed, seed and exact limits."""
-    return {"kb": kb_fingerprint, "rules": rules_fingerprint, "method": cfg.sets, "seeds": cfg.seeds,
-            "seed": cfg.seed, "exact_limits": EXACT_LIMITS}
-
-
-def _sets_cache(run: Path, closure, targets: list[int], cfg: EvaluateConfig, key: dict, write: bool = True) -> dict:
-    """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json under :func:`sets_key` (a cache with
-    another key is recomputed); the cache is rewritten when ``write`` and a target was missing from it.
-
-    sets.json: {"kb", "rules", "method", "key", "targets": {fact_id: {"sets", "sets_used", "complete"}}}.
-    """
-    from dukb.solver.mdus import minimal_sets
-
-    path = run / "sets.json"
-    cache = {}
-    missing = True
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError:
-            doc = {}
-        if doc.get("key") == key:
-            cache = {int(k): v for k, v in doc["targets"].items()}
-            missing = any(t not in cache for t in targets)
-    for t in targets:
-        if t in cache:
-            continue
-        atom = closure.atom_of_fact(t)
-        if cfg.sets == "exact":
-            r = minimal_sets(closure, [atom], "exact", **EXACT_LIMITS)
-            used = "exact"
-            if not r.complete:  # enumeration limit: fall back to Algorithm 1 (plus the sets found)
-                rnd = minimal_sets(closure, [atom], "random", n_seeds=cfg.seeds, seed=cfg.seed)
-                r.sets = sorted(set(r.sets) | set(rnd.sets), key=lambda s: (len(s), s))
-                used = "random"
-        else:
-            r = minimal_sets(closure, [atom], "random", n_seeds=cfg.seeds, seed=cfg.seed)
-            used = "random"
-        cache[t] = {"sets": [list(s) for s in r.sets], "sets_used": used, "complete": r.complete}
-    if write and missing:
-        from dukb.neural.runs import write_json_atomic
-
-        write_json_atomic(path, {"kb": key["kb"], "rules": cfg.rules, "method": cfg.sets, "key": key,
-                                 "targets": {str(k): v for k, v in cache.items()}})
-    return cache
 
 
 def _model_spec(cfg: EvaluateConfig):
@@ -231,12 +125,14 @@ def _model_spec(cfg: EvaluateConfig):
     return spec_for_path(cfg.model, prompt=cfg.prompt, **kw)
 
 
-def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str) -> dict:
+def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str,
+                 metrics=()) -> dict:
     """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.runs`).
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; prompt tags; lora; seed; lr; sets (method, N_seed, exact limits); retain
-    and probe settings; targets and methods (label -> method, parameter, scope, grid), the two extendable keys.
+    and probe settings; the metrics; targets and methods (label -> method, parameter, scope, grid), the two
+    extendable keys.
 
     Raises:
         InputError: a model file cannot be read.
@@ -245,6 +141,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
 
     from dukb.neural.models import TINY_CONFIG, model_fingerprint
     from dukb.neural.pipeline import finetune_config
+    from dukb.neural.plan import EXACT_LIMITS
     from dukb.neural.runs import IDENTITY_VERSION
 
     if cfg.finetuned:
@@ -259,7 +156,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
         "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
         "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
-        "retain": RETAIN, "probe": PROBE, "targets": list(targets),
+        "retain": RETAIN, "probe": PROBE, "metrics": [m.name for m in metrics], "targets": list(targets),
         "methods": {label: {"method": m.name, "param": m.param, "scope": scope,
                             "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]]}
                     for label, m, scope, _g in methods},
@@ -309,7 +206,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         def log(msg: str) -> None:
             rank_log(f"[rank {dist.rank()}/{dist.world_size()}] {msg}")
 
-    # 1. KB, closure, targets, run identity, sets
+    # 1. plan (symbolic): KB, closure, targets, run identity, minimal sets and forget sets
     if cfg.kb is None:
         from dukb.kb.generate import default_generated_kb_dir
 
@@ -319,7 +216,12 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     kb = load_kb(kb_dir)
     fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
-    methods = [parse_method(m, cfg.forget_scope) for m in cfg.methods]
+    from dukb.neural.methods import resolve
+    from dukb.neural.metrics import parse_metrics, row_metrics
+    from dukb.neural.plan import build_plan, choose_targets
+
+    methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
+    metrics = parse_metrics(cfg.metrics)
     if not methods:
         raise InputError("no unlearning method given")
     if len({label for label, *_ in methods}) != len(methods):
@@ -331,7 +233,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         closure.atom_of_fact(t)
     spec = _model_spec(cfg)
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
-    identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype)
+    identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics)
     # refuses a run with other settings before anything in the directory is touched
     identity, added, old_record = open_run(run, "evaluate", identity, extendable=("targets", "methods"),
                                            resume=resume)
@@ -356,16 +258,18 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     if added:
         log("adding to the run: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in added.items()))
     dist.barrier(device)  # every process has read the old state before anyone writes
-    skey = sets_key(fp, closure.rules.fingerprint, cfg)
+    scopes = [scope for _label, _m, scope, _g in methods]
     if main:
-        sets = _sets_cache(run, closure, targets, cfg, skey)
+        plan = build_plan(run, kb, closure, targets, scopes, sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed)
     dist.barrier(device)
-    if not main:  # the cache process 0 just wrote
-        sets = _sets_cache(run, closure, targets, cfg, skey, write=False)
+    if not main:  # the caches process 0 just wrote
+        plan = build_plan(run, kb, closure, targets, scopes, sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed,
+                          write=False)
+    sets = plan.sets
     log(f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
         f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
 
-    # 2. model
+    # 2. model: finetune (cached under its identity) or load
     model_key = identity["model"]
     if cfg.finetuned:
         lm = load_model(spec)
@@ -396,13 +300,15 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     items = kb_qa(kb)
     from dukb.neural.probe import Predictor, probe
 
-    base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items)
+    base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, rouge=False, logprob=False)
     acc0 = float(base["known"].mean())
     log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
     if acc0 < 1.0:
         log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
 
-    # 3. sweeps (this process's share of the targets under a multi-process launch)
+    # 3. sweep -> probe -> metrics, streamed per setting (this process's share of the targets under a
+    # multi-process launch); 4. report
+    row_metrics_ = row_metrics(metrics)
     my_targets = dist.shard(targets)
     total = len(my_targets) * sum(len(g) for g in grids.values())
     bar = None
@@ -424,7 +330,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                 for row in sweep_target(lm, kb, closure, t, m.name, todo,
                                         sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
                                         lora=spec.lora, probe_items=items, scope=scope,
-                                        batch_size=PROBE["batch_size"]):
+                                        forget_ids=plan.forget[(t, scope)], batch_size=PROBE["batch_size"],
+                                        metrics=row_metrics_):
                     row["method"] = label
                     row["target_relation"] = fact.relation
                     row["n_kb_rel"] = len(kb.relationships)
@@ -433,6 +340,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                     if bar is not None:
                         bar.advance(task)
                 mine = [r for r in results.rows if r["target"] == t and r["method"] == label]
+                if "recall" not in mine[0]:
+                    continue
                 best = max(mine, key=lambda r: (r["recall"], r["accuracy_all"]))
                 log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
                     f"{best['recall']:.2f} at accuracy {best['accuracy_all']:.2f}; target forgotten in "

@@ -45,3 +45,19 @@ def forward_logits(model, batch):
     """
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                  position_ids=batch["position_ids"]).logits
+
+
+def token_logprobs(logits, labels):
+    """Log-probabilities of the labelled tokens and their mask.
+
+    Args:
+        logits: [B, L, V]; labels: [B, L] with -100 where no loss.
+
+    Returns:
+        (logp [B, L-1] float, with 0 where unlabelled; mask [B, L-1] bool).
+    """
+    import torch
+
+    lg, lb, mask = shifted(logits, labels)
+    logp = torch.log_softmax(lg.float(), -1).gather(-1, lb.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return logp * mask, mask

@@ -9,38 +9,12 @@ import time
 from typing import Iterator
 
 from dukb.neural.data import QA_KIND, QAItem, kb_qa
-from dukb.neural.methods.base import UnlearnContext, get_method
+from dukb.neural.methods import UnlearnContext, get_method
+from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
 
-#: Forget scopes (issue "deep-unlearning-aware unlearning"): what the forget set holds.
-SCOPES = ("target", "minimum", "best")
-
-
-def forget_fact_ids(closure, target_fact_id: int, scope: str = "target", sets=None) -> list[int]:
-    """Relationship fact_ids to forget for a target under a forget scope.
-
-    - ``target``: the target alone (the paper's setting);
-    - ``minimum``: a minimum-cardinality deep unlearning set of the target (CP-SAT, :func:`dukb.solver.mdus.minimum_set`);
-    - ``best``: among the target's minimal deep unlearning sets (``sets``, else exact enumeration), the one whose
-      removal loses the fewest facts of the deductive closure (:func:`dukb.solver.mdus.least_damaging_set`).
-
-    Every scope but ``target`` returns a deep unlearning set: forgetting all of it makes the target non-derivable.
-
-    Raises:
-        InputError: unknown scope.
-    """
-    from dukb import InputError
-    from dukb.solver.mdus import least_damaging_set, minimal_sets
-
-    atom = closure.atom_of_fact(target_fact_id)
-    if scope == "target":
-        return [target_fact_id]
-    if scope == "minimum":
-        return list(minimal_sets(closure, [atom], "minimum").sets[0])
-    if scope == "best":
-        cands = sets if sets is not None else minimal_sets(closure, [atom], "exact", max_sets=10_000).sets
-        return list(least_damaging_set(closure, cands))
-    raise InputError(f"unknown forget scope {scope!r} (choose from {', '.join(SCOPES)})")
+#: Forget scope names (the registry is :data:`dukb.solver.scopes.FORGET_SCOPES`).
+SCOPES = tuple(FORGET_SCOPES)
 
 
 def default_retain(items: list[QAItem], forget: list[QAItem], n: int = 64, seed: int = 0) -> list[QAItem]:
@@ -70,60 +44,81 @@ def retained_from_probe(kb, df):
     return Retained(rel, bio)
 
 
+def retain_fact_ids(retain: list[QAItem]) -> dict:
+    """The fact ids a method trains on as retain data: {"relationships": [...], "biographies": [...]} (sorted)."""
+    out = {"relationships": set(), "biographies": set()}
+    for it in retain:
+        out["relationships" if it.fact_kind == "relationship" else "biographies"].add(int(it.fact_id))
+    return {k: sorted(v) for k, v in out.items()}
+
+
 def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *, sets=None,
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
                  lr: float | None = None, lora=None, probe_items: list[QAItem] | None = None,
-                 batch_size: int = 256, scope: str = "target") -> Iterator[dict]:
-    """Run ``method`` over its grid on one target and yield one result row per setting.
+                 batch_size: int = 256, scope: str = "target", forget_ids: list[int] | None = None,
+                 metrics=None) -> Iterator[dict]:
+    """Run ``method`` over its grid on one target and yield one result row per setting: the sweep, probe and
+    metric stages of the protocol, streamed setting by setting (each stage only consumes the previous one's
+    output: (setting, predictor) → probe table → metric fields).
 
     Args:
         lm: finetuned :class:`dukb.neural.models.LoadedModel` (unchanged afterwards).
         kb, closure: the KB and its :class:`dukb.solver.closure.Closure`.
         target_fact_id: relationship fact_id to unlearn.
-        method: registry name (ga, npo, ga_gdr, ga_klr, npo_gdr, npo_klr, tv, whp).
+        method: a :data:`dukb.neural.methods.METHODS` name.
         grid: values of the method's parameter (None: its default grid).
         sets: the target's minimal deep unlearning sets and their label, ``(list_of_sets, "exact"|"random")``; when
             None, computed exactly here.
-        forget: the forget QA (default: the "qa" items of the facts of the forget scope).
-        scope: forget scope, see :func:`forget_fact_ids` (the retain set excludes every forget fact).
+        forget: the forget QA (default: the "qa" items of ``forget_ids``).
+        scope: forget scope, see :func:`dukb.solver.scopes.forget_fact_ids` (the retain set excludes every forget
+            fact).
+        forget_ids: the scope's forget set from the plan (default: computed here from ``scope``).
         retain: the retain QA for GDR/KLR (default: :func:`default_retain`).
         seed, lr, lora: passed to the method.
         probe_items: items probed after each setting (default: every KB fact's "qa" item).
+        batch_size: prompts per probing batch.
+        metrics: row :class:`dukb.neural.metrics.Metric` objects (default: ``recall``); probing computes only what
+            they need.
 
     Yields:
-        dict rows: method, param, setting, target, recall, accuracy_relationships, accuracy_biographies,
-        accuracy_all, best_set, sets_used, n_sets, target_forgotten, forgotten_relationships (fact_ids),
-        forgotten_biographies, seconds_unlearn, seconds_probe.
+        dict rows: method, base_method, scope, forget_set, retain_fact_ids, param, setting, target, the metrics'
+        fields (recall: recall, accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used,
+        n_sets, target_forgotten, forgotten_relationships, forgotten_biographies), seconds_unlearn, seconds_probe.
+
+    Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
+    from dukb.neural.metrics import RowContext, combined_needs, get_metric
     from dukb.neural.probe import probe
-    from dukb.solver.metrics import recall_accuracy
     from dukb.solver.mdus import minimal_sets
 
+    metrics = [get_metric("recall")] if metrics is None else list(metrics)
+    needs = combined_needs(metrics)
     items = probe_items or kb_qa(kb)
     if sets is None:
         res = minimal_sets(closure, [closure.atom_of_fact(target_fact_id)], "exact")
         sets = (res.sets, "exact")
-    forget_ids = forget_fact_ids(closure, target_fact_id, scope, sets[0])
+    if forget_ids is None:
+        forget_ids = forget_fact_ids(closure, target_fact_id, scope, sets[0])
     if forget is None:
         wanted = set(forget_ids)
         forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id in wanted]
-    if retain is None:
-        retain = default_retain(items, forget, seed=seed)
     m = get_method(method)
+    if retain is None:
+        retain = default_retain(items, forget, seed=seed) if getattr(m, "reg_kind", None) else []
+    retain_ids = retain_fact_ids(retain)
     ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora)
     t0 = time.perf_counter()
     for setting, pred in m.sweep(ctx, grid):
         t1 = time.perf_counter()
-        df = probe(pred, items, batch_size=batch_size)
+        df = probe(pred, items, batch_size=batch_size, generate=needs.generate, rouge=needs.rouge,
+                   logprob=needs.logprob)
         t2 = time.perf_counter()
-        ret = retained_from_probe(kb, df)
-        r = recall_accuracy(kb, sets[0], ret.forgotten_relationships,
-                            None if ret.biographies is None else ret.forgotten_biographies, sets[1], [target_fact_id])
+        rctx = RowContext(kb, target_fact_id, [list(s) for s in sets[0]], sets[1], df, list(forget_ids), retain_ids)
+        fields = {}
+        for metric in metrics:
+            fields.update(metric.fn(rctx))
         yield {"method": m.name if scope == "target" else f"{m.name}@{scope}", "base_method": m.name,
-               "scope": scope, "forget_set": forget_ids, "param": m.param, "setting": setting,
-               "target": target_fact_id,
-               **r.to_json(),
-               "forgotten_relationships": sorted(ret.forgotten_relationships),
-               "forgotten_biographies": sorted(ret.forgotten_biographies),
+               "scope": scope, "forget_set": list(forget_ids), "retain_fact_ids": retain_ids, "param": m.param,
+               "setting": setting, "target": target_fact_id, **fields,
                "seconds_unlearn": round(t1 - t0, 4), "seconds_probe": round(t2 - t1, 4)}
         t0 = time.perf_counter()

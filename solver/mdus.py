@@ -21,12 +21,15 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from dukb import InputError
 from dukb.solver.closure import Closure
 from dukb.solver.cone import Cone, cone_of
 
 METHODS = ("exact", "minimum", "random")
+#: file name of the exact sets' deletion program in dukb.data/rules
+DELETION_PROGRAM = "deep_unlearning_sets.lp"
 
 
 @dataclass
@@ -97,10 +100,23 @@ def _finish(cone: Cone, sets_local, method: str, complete: bool, t0: float, **kw
 
 
 # --------------------------------------------------------------------------------------------------- exact ------
+@lru_cache(maxsize=1)
+def deletion_program() -> str:
+    """The ASP program of the exact minimal deep unlearning sets, read from the package data
+    (``dukb/data/rules/deep_unlearning_sets.lp``) like the rule sets.
+
+    Source: Wu et al. 2025, Definitions 2-3.
+    """
+    from importlib import resources
+
+    return resources.files("dukb.data").joinpath("rules", DELETION_PROGRAM).read_text(encoding="utf-8")
+
+
 def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: float | None = None) -> MDUSResult:
     """Enumerate every subset-minimal deep unlearning set of ``targets`` with clingo.
 
-    The program on the cone (atoms and instances as integers, so no name ever enters it)::
+    The program (``data/rules/deep_unlearning_sets.lp``, :func:`deletion_program`) on the cone (atoms and
+    instances as integers, so no name ever enters it)::
 
         {del(A)} :- kb(A).              h(A) :- kb(A), not del(A).
         h(H) :- inst(I,H), h(B) : body(I,B).          :- target(T), h(T).
@@ -129,8 +145,7 @@ def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: 
     for j, (h, body) in enumerate(zip(cone.inst_head, cone.inst_body)):
         lines.append(f"inst({j},{h}). " + " ".join(f"body({j},{b})." for b in body))
     lines += [f"target({t})." for t in cone.target_local]
-    lines.append("{del(A)} :- kb(A). h(A) :- kb(A), not del(A). h(H) :- inst(I,H), h(B) : body(I,B)."
-                 " :- target(T), h(T). #heuristic del(A) : kb(A). [1,false] #show del/1.")
+    lines.append(deletion_program())
     # logger: clingo says "domRec ignored: No domain atoms found." for a target no rule derives (one set: itself)
     ctl = clingo.Control(["--heuristic=Domain", "--enum-mode=domRec", "--warn=none", "0"],
                          logger=lambda _code, _msg: None)

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import read_text
 from dukb.kb.schema import RELATIONS
 
 #: Names of the built-in rule sets.
@@ -87,7 +88,11 @@ def _rules_path(name_or_file: str | Path) -> tuple[str, Path]:
     if s in BUILTIN_RULES:
         return s, Path(str(resources.files("dukb.data").joinpath("rules", s + ".lp")))
     path = Path(s)
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as e:  # a parent folder that may not be searched
+        raise RulesError(f"cannot read: {e.strerror or e}", path) from None
+    if not is_file:
         raise RulesError(f"no such rule file (built-in rule sets: {', '.join(BUILTIN_RULES)})", path)
     return s, path
 
@@ -102,8 +107,8 @@ def load_rules(name_or_file: str | Path = "family") -> RuleSet:
         The :class:`RuleSet`.
 
     Raises:
-        RulesError: missing file, clingo syntax error, or a statement that is not a positive Horn rule over
-            ``holds/3`` with guards (message names file and line).
+        RulesError: missing or unreadable file, not UTF-8, NUL byte, clingo syntax error, or a statement that is
+            not a positive Horn rule over ``holds/3`` with guards (message names file and line).
     """
     name, path = _rules_path(name_or_file)
     return _load_rules_cached(name, str(path.resolve()), path.stat().st_mtime_ns)
@@ -116,9 +121,9 @@ def _load_rules_cached(name: str, path_s: str, _mtime: int) -> RuleSet:
 
     path = Path(path_s)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise RulesError(f"not UTF-8 text ({e.reason})", path) from None
+        text = read_text(path)
+    except InputError as e:  # unreadable, not UTF-8, NUL byte (clingo would stop reading at a NUL)
+        raise RulesError(e.message, path, e.line) from None
     messages: list[str] = []
 
     def logger(_code, msg: str) -> None:

@@ -86,7 +86,7 @@ CASES = [
      R, 1, "duplicate column subject"),
     ("empty file", {R: ""}, R, 1, "empty file"),
     ("not utf-8", {P: PEOPLE.encode() + "Gr\xe9ta Lund,female,1960,Iowa,Cook,1\n".encode("latin-1")},
-     P, None, "not UTF-8"),
+     P, 7, "not UTF-8"),
     ("unknown relation", {R: replace_line(RELATIONSHIPS, 4, "2,Dora Berg,papa,Carl Berg")},
      R, 4, "unknown relation 'papa'"),
     ("unknown attribute", {B: replace_line(BIOGRAPHIES, 3, "1,Carl Berg,hobby,Chess")},

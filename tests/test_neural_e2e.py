@@ -128,9 +128,10 @@ def test_bf16_path_probes_unlearns_and_finetunes(small_kb, finetuned):
     for _setting, p in get_method("ga").sweep(UnlearnContext(lm16, forget, seed=0), [12]):
         assert answer_logprob(p, forget)[0] < before - 0.5
     assert next(lm16.model.parameters()).dtype == torch.bfloat16  # θ0 restored in its dtype
-    from dukb.neural.finetune import FinetuneConfig, finetune
+    from dukb.neural.finetune import finetune
+    from dukb.neural.train import TrainConfig
 
-    rec = finetune(lm16, items[:16], FinetuneConfig(epochs=2, lr=1e-4, batch_size=8, eval_every=0))
+    rec = finetune(lm16, items[:16], TrainConfig(epochs=2, lr=1e-4, batch_size=8, eval_every=0))
     assert all(map(lambda x: x == x and x < 10, rec["loss_per_epoch"]))  # finite
 
 
@@ -211,6 +212,17 @@ def test_cli_finetune_probe_unlearn(tmp_path):
     assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]
     assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "nope", "--target-id", "6",
                  "-o", str(tmp_path / "u2")]) == 2
+    # a preset: method, forget scope and grid from the registry
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "du_ga_gdr", "--target-id", "6",
+                 "--grid", "2", "-o", str(tmp_path / "u3")]) == 0
+    (row,) = [json.loads(x) for x in (tmp_path / "u3" / "results.jsonl").read_text().splitlines()]
+    assert row["method"] == "du_ga_gdr" and row["base_method"] == "ga_gdr" and row["scope"] == "minimum"
+    from dukb.solver.mdus import is_deep_unlearning_set
+
+    c = compute_closure(load_kb("demo"))
+    assert is_deep_unlearning_set(c, [c.atom_of_fact(6)], row["forget_set"])
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "du_ga_gdr", "--target-id", "6",
+                 "--forget-scope", "target", "-o", str(tmp_path / "u4")]) == 2
 
 
 # ------------------------------------------------------------------------------------------------ evaluate ------
@@ -408,3 +420,31 @@ def test_scope_minimum_strong_setting_makes_target_underivable(small_kb, lm):
     # the target cannot be re-derived from what the model still knows
     assert is_deep_unlearning_set(c, [c.atom_of_fact(tid)], r["forgotten_relationships"])
     assert r["recall"] == 1.0
+
+
+# ------------------------------------------------------------------------------------------- metric registry -----
+def test_metrics_option_adds_fields_and_probing_computes_only_what_is_needed(small_kb, finetuned, tmp_path, eval_run):
+    run = tmp_path / "m"
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
+                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", "cpu",
+                 "--metrics", "rouge_l,logprob"]) == 0
+    (row,) = _rows(run)
+    assert "recall" not in row and {"rouge_l_forget", "rouge_l_other", "logprob_forget", "logprob_other"} <= set(row)
+    assert row["logprob_forget"] < row["logprob_other"] <= 0  # 16 GA steps push the forget answers down
+    assert row["retain_fact_ids"]["relationships"] and not set(row["forget_set"]) & set(
+        row["retain_fact_ids"]["relationships"])
+    assert (run / "report.md").exists() and "rouge_l_forget" in (run / "report.md").read_text()
+    # the default (the paper's metrics) writes no ROUGE/log-prob fields, and GA trains on no retain data
+    default = _rows(eval_run)[0]
+    assert "rouge_l_forget" not in default and default["retain_fact_ids"] == {"relationships": [], "biographies": []}
+
+
+def test_probe_skips_passes_no_metric_needs(small_kb, lm):
+    items = kb_qa(small_kb)[:6]
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device="cpu")
+    only = probe(pred, items, generate=True, rouge=False, logprob=False)
+    full = probe(pred, items)
+    assert only["logprob"].isna().all() and only["rouge_l"].isna().all()
+    assert list(only["known"]) == list(full["known"]) and full["logprob"].notna().all()
+    lp = probe(pred, items, generate=False, rouge=False, logprob=True)
+    assert lp["known"].isna().all() and list(lp["logprob"]) == pytest.approx(list(full["logprob"]))

@@ -65,3 +65,13 @@ def test_every_flag_readme_mentions_belongs_to_a_command():
     mentioned = {f for seg in _segments(README) for f in FLAG.findall(seg)} - launcher
     mentioned -= {"--heuristic", "--enum-mode"}  # clingo's options, named where README explains the exact sets
     assert sorted(mentioned - every) == []
+
+
+def test_readme_tables_are_the_registries(capsys):
+    """README's method/preset/scope/metric tables are `dukb methods`' output, generated from the registries."""
+    capsys.readouterr()
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out.strip()
+    start, end = "<!-- dukb methods -->\n", "\n<!-- /dukb methods -->"
+    assert start in README and end in README
+    assert README[README.index(start) + len(start):README.index(end)] == out

@@ -359,7 +359,7 @@ def test_kl_method_is_registered_and_moves_away_from_the_reference(tmp_path, one
     import dukb.neural.methods.kl  # noqa: F401  (registration)
     from dukb.kb.probes import Probe
     from dukb.neural.data import encode_qa
-    from dukb.neural.methods.base import METHODS, UnlearnContext
+    from dukb.neural.methods import METHODS, UnlearnContext
     from dukb.neural.methods.kl import kl_loss
     from dukb.neural.models import build_tiny_model, load_model
     from dukb.neural.scoring import forward_logits

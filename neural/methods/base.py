@@ -61,6 +61,12 @@ class Method(abc.ABC):
     name: str = ""
     param: str = ""
     default_grid: tuple = ()
+    #: one line for help texts and README's method table
+    summary: str = ""
+    #: the paper or papers that define the method
+    source: str = ""
+    #: the forget term can also unlearn plain documents (RESTOR's document-level unlearning, :meth:`forget_loss`)
+    document_level: bool = False
 
     @abc.abstractmethod
     def sweep(self, ctx: UnlearnContext, grid=None) -> Iterator[tuple[dict, Predictor]]:
@@ -70,36 +76,32 @@ class Method(abc.ABC):
         is restored.
         """
 
+    def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
+        """The forget term to *minimise* on a batch (gradient methods with ``document_level``).
+
+        Args:
+            logits: [B, L, V] of the model being unlearned; ref_logits: [B, L, V] of the reference (None when the
+                method needs none); labels: [B, L], -100 where no loss.
+            level: "sequence" (a QA answer or document is one unit) or "token" (RESTOR's token-level averaging).
+            options: method-specific settings (NPO: ``beta``).
+
+        Returns:
+            Scalar tensor.
+
+        Raises:
+            NotImplementedError: the method has no differentiable forget term (TV, WHP).
+        """
+        raise NotImplementedError(f"{self.name} has no forget loss")
+
+    @property
+    def needs_reference(self) -> bool:
+        """The forget term compares with the reference model f_ref (NPO, KL)."""
+        return False
+
     def describe(self) -> dict:
-        """JSON-able description (name, param, default grid)."""
-        return {"method": self.name, "param": self.param, "default_grid": list(self.default_grid)}
-
-
-METHODS: dict[str, Method] = {}
-
-
-def register(method: Method) -> Method:
-    """Add a method instance to :data:`METHODS` under its name."""
-    METHODS[method.name] = method
-    return method
-
-
-def get_method(name: str) -> Method:
-    """The registered method called ``name``.
-
-    Raises:
-        InputError: unknown method name.
-    """
-    import dukb.neural.methods.ga  # noqa: F401  (registration side effects)
-    import dukb.neural.methods.kl  # noqa: F401
-    import dukb.neural.methods.npo  # noqa: F401
-    import dukb.neural.methods.tv  # noqa: F401
-    import dukb.neural.methods.whp  # noqa: F401
-
-    key = name.lower()
-    if key not in METHODS:
-        raise InputError(f"unknown method {name!r} (choose from {', '.join(sorted(METHODS))})")
-    return METHODS[key]
+        """JSON-able description (name, param, default grid, summary, source)."""
+        return {"method": self.name, "param": self.param, "default_grid": list(self.default_grid),
+                "summary": self.summary, "source": self.source}
 
 
 def parse_grid(text: str, integer: bool = False) -> list:
@@ -220,33 +222,28 @@ def retain_batches(ctx: UnlearnContext, n: int) -> list[list[QAItem]]:
 
 def gradient_sweep(ctx: UnlearnContext, steps_grid, lr: float,
                    step_loss: Callable, schedule: str = "linear") -> Iterator[tuple[dict, Predictor]]:
-    """Shared loop of the gradient methods: for each T in ``steps_grid``, from θ₀, T AdamW steps on
-    ``step_loss(state, forget_batch, retain_items) -> scalar loss``; the learning rate decays linearly to 0 over the
-    T steps (HF's linear schedule, as in the paper) or stays constant (``schedule="constant"``).
+    """Shared loop of the gradient methods: for each T in ``steps_grid``, from θ₀, T AdamW steps (one
+    :func:`dukb.neural.train.train_loop` epoch of T steps) on ``step_loss(state, forget_batch, retain_items) ->
+    scalar loss``; the learning rate decays linearly to 0 over the T steps (HF's linear schedule, as in the paper)
+    or stays constant (``schedule="constant"``).
 
     Yields:
         ({"steps": T, "lr": lr}, predictor).
+
+    Source: Wu et al. 2025, App. H (unlearning steps T ∈ {1, 2, 4, 8, 16}, AdamW, linear schedule).
     """
-    import torch
-    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
+    from dukb.neural.train import TrainConfig, train_loop
 
     state = WeightState(ctx.lm, ctx.lora, ctx.seed)
     forget_batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
+    cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(ctx.forget), schedule=schedule, seed=ctx.seed)
     try:
         for T in steps_grid:
             T = int(T)
             state.reset()
-            torch.manual_seed(ctx.seed)
-            opt = torch.optim.AdamW(state.trainable(), lr=lr, weight_decay=0.0)
-            sched = get_linear_schedule_with_warmup(opt, 0, max(T, 1)) if schedule == "linear" \
-                else get_constant_schedule(opt)
-            state.model.train()
-            for retain_items in retain_batches(ctx, T):
-                loss = step_loss(state, forget_batch, retain_items)
-                loss.backward()
-                opt.step()
-                sched.step()
-                opt.zero_grad(set_to_none=True)
+            batches = retain_batches(ctx, T)
+            train_loop(state.model, state.trainable(), cfg, lambda _e, b=batches: [[r] for r in b],
+                       lambda _m, retain_items: step_loss(state, forget_batch, retain_items), total_steps=T)
             yield {"steps": T, "lr": lr}, state.predictor()
     finally:
         state.close()

@@ -7,8 +7,8 @@ lr 2e-5 for GPT2-XL/Phi-1.5, 1e-5 for Llama, linear schedule).
 
 from __future__ import annotations
 
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for, register
-from dukb.neural.methods.retain import gdr_loss, regulariser, with_retain
+from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
+from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, with_retain
 from dukb.neural.scoring import forward_logits
 
 #: learning rates by model family (tiny: tuned for the built-in default model).
@@ -30,10 +30,17 @@ class GradientAscent(Method):
 
     param = "steps"
     default_grid = STEPS_GRID
+    source = "Jang et al. 2023; Wu et al. 2025, App. H"
 
     def __init__(self, reg: str | None = None):
         self.reg_kind = reg
         self.name = "ga" if reg is None else f"ga_{reg}"
+        self.summary = "gradient ascent on the forget QA" + REG_SUMMARY.get(reg, "")
+        self.document_level = reg is None
+
+    def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
+        """:func:`ga_loss` (the mean over labelled tokens, at either level)."""
+        return ga_loss(logits, labels)
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         reg = regulariser(self.reg_kind)
@@ -43,8 +50,3 @@ class GradientAscent(Method):
             return with_retain(loss, reg, state, retain_items, ctx.reg_weight)
 
         yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR), step_loss)
-
-
-register(GradientAscent())
-register(GradientAscent("gdr"))
-register(GradientAscent("klr"))

@@ -27,8 +27,8 @@ own setting is 2 epochs, lr 1.5e-5 with a cross-entropy retain term (App. C.2, "
 
 from __future__ import annotations
 
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for, register
-from dukb.neural.methods.retain import regulariser, with_retain
+from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
+from dukb.neural.methods.retain import REG_SUMMARY, regulariser, with_retain
 from dukb.neural.scoring import forward_logits
 
 #: learning rates by model family (as GA's; tiny: tuned for the built-in default model).
@@ -76,10 +76,22 @@ class KLDivergence(Method):
 
     param = "steps"
     default_grid = STEPS_GRID
+    source = "Rezaei et al. (RESTOR), Sec. 3.3"
 
     def __init__(self, reg: str | None = None):
         self.reg_kind = reg
         self.name = "kl" if reg is None else f"kl_{reg}"
+        self.summary = "maximise the divergence from f_ref on the forget QA" + REG_SUMMARY.get(reg, "")
+        self.document_level = reg is None
+
+    @property
+    def needs_reference(self) -> bool:
+        """KL compares with the reference P_c."""
+        return True
+
+    def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
+        """−:func:`kl_loss` (the code's cross-entropy form), the mean over labelled tokens at either level."""
+        return -kl_loss(logits, ref_logits, labels)
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         """Yield ``({"steps": T, "lr": lr}, predictor)`` per T: T AdamW steps on −L_KL (+ λ retain) from θ₀."""
@@ -93,8 +105,3 @@ class KLDivergence(Method):
             return with_retain(loss, reg, state, retain_items, ctx.reg_weight)
 
         yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, KL_LR), step_loss)
-
-
-register(KLDivergence())
-register(KLDivergence("gdr"))
-register(KLDivergence("klr"))

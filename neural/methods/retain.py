@@ -12,6 +12,9 @@ from __future__ import annotations
 from dukb.neural.data import encode_qa
 from dukb.neural.scoring import forward_logits, shifted
 
+#: what a retain regulariser adds to a method's one-line summary
+REG_SUMMARY = {"gdr": " + gradient descent on retain QA (GDR)", "klr": " + KL to f_ref on retain QA (KLR)"}
+
 
 def gdr_loss(logits, labels):
     """L_GDR: mean negative log-likelihood of the labelled (answer) tokens.

@@ -8,7 +8,7 @@ With LoRA the reinforcement trains adapters and Δ is their merged weight delta.
 
 from __future__ import annotations
 
-from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, register
+from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for
 from dukb.neural.methods.retain import gdr_loss
 from dukb.neural.scoring import forward_logits
 
@@ -28,19 +28,15 @@ def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | Non
     import torch
 
     from dukb.neural.data import encode_qa
+    from dukb.neural.train import TrainConfig, train_loop
 
     lr = lr if lr is not None else lr_for(ctx, REINFORCE_LR)
     state = WeightState(ctx.lm, ctx.lora, ctx.seed)
     batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
     try:
-        torch.manual_seed(ctx.seed)
-        opt = torch.optim.AdamW(state.trainable(), lr=lr, weight_decay=0.0)
-        state.model.train()
-        for _ in range(steps):
-            loss = gdr_loss(forward_logits(state.model, batch), batch["labels"])
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(ctx.forget), schedule="constant", seed=ctx.seed)
+        train_loop(state.model, state.trainable(), cfg, lambda _e: [[None]] * steps,
+                   lambda m, _: gdr_loss(forward_logits(m, batch), batch["labels"]), total_steps=steps)
         state.model.eval()
         if state.peft is not None:
             # merged weights of base + adapter, without touching the base
@@ -81,6 +77,8 @@ class TaskVector(Method):
     name = "tv"
     param = "alpha"
     default_grid = ALPHA_GRID
+    summary = "task vector negation: θ₀ − α (θ_reinforced − θ₀)"
+    source = "Ilharco et al. 2023; Wu et al. 2025, Sec. 4"
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         import torch
@@ -103,5 +101,3 @@ class TaskVector(Method):
             with torch.no_grad():
                 model.load_state_dict(theta0)
 
-
-register(TaskVector())

@@ -8,7 +8,7 @@ in lockstep. α ∈ {0.5, 1, 5, 10, 100, 1000}.
 
 from __future__ import annotations
 
-from dukb.neural.methods.base import Method, UnlearnContext, register
+from dukb.neural.methods.base import Method, UnlearnContext
 from dukb.neural.methods.tv import reinforce
 
 ALPHA_GRID = (0.5, 1.0, 5.0, 10.0, 100.0, 1000.0)
@@ -27,6 +27,8 @@ class WHP(Method):
     name = "whp"
     param = "alpha"
     default_grid = ALPHA_GRID
+    summary = "Who's Harry Potter logit steering away from the reinforced model"
+    source = "Eldan & Russinovich 2023; Wu et al. 2025, Eq. 3"
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         import copy
@@ -46,5 +48,3 @@ class WHP(Method):
         finally:
             del reinforced
 
-
-register(WHP())

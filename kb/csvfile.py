@@ -1,0 +1,291 @@
+"""Strict reading of the text and CSV files a user gives dukb: one reader for every CSV file dukb reads.
+
+Format (RFC 4180, with the header row it allows): UTF-8 text (one leading byte order mark is dropped), records
+separated by CRLF, LF or CR, fields separated by commas, a field that holds a comma, quote or line break enclosed in
+double quotes with inner quotes doubled. The first record is the header and names the columns.
+
+Strict means nothing is guessed and nothing is dropped:
+
+- the file must be readable (:func:`read_bytes`: ``FILE: cannot read: <strerror>``), UTF-8 and free of NUL bytes;
+- a quote that is never closed, or text after a closing quote, is a syntax error reported at the line where the
+  record starts (Python's :mod:`csv` with ``strict=True`` finds it; its non-strict mode would silently merge the
+  following rows into one field);
+- a field longer than :data:`MAX_FIELD_CHARS` characters is an error;
+- the header may not repeat a column or have an empty column name, must hold the required columns and, where the
+  caller lists the optional ones, no other column;
+- every record must have exactly as many fields as the header;
+- no cell may hold a control character (:func:`control_char`: C0/C1 controls including TAB, CR, LF and NUL, the
+  line and paragraph separators U+2028/U+2029, and a stray byte order mark U+FEFF). A line break inside a quoted
+  field is therefore refused too: KB and retained files never need one, and it is how a lost quote shows (files of
+  free text, such as probe questions, pass ``multiline=True``).
+
+Only records with no text at all (an empty line, or fields of nothing but spaces) are skipped.
+
+Errors are :class:`dukb.InputError` naming the file and the 1-based line (the header is line 1; a record that spans
+several lines is reported at its first line). :func:`read_csv` can also collect the per-record problems (wrong
+field count, control character, over-long field) in a list and go on, which is how ``dukb validate`` lists every
+problem of a KB.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dukb import InputError, one_line
+
+#: Longest field accepted, in characters: the default of :func:`csv.field_size_limit`, enforced here whatever the
+#: process-wide setting is.
+MAX_FIELD_CHARS = 131072
+
+#: Unicode categories refused in a cell: controls (Cc), line/paragraph separators (Zl, Zp), surrogates (Cs).
+CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cs"})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of an input file: file, 1-based line (None if not tied to a line) and message.
+
+    ``str(problem)`` is ``FILE[:LINE]: message`` on one line (control characters escaped by
+    :func:`dukb.one_line`).
+    """
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return one_line(f"{self.path}{'' if self.line is None else ':' + str(self.line)}: {self.message}")
+
+
+@dataclass(frozen=True)
+class CsvTable:
+    """A CSV file read by :func:`read_csv`.
+
+    Attributes:
+        path: the file.
+        header: the column names, stripped of surrounding spaces, in file order.
+        rows: one ``(line, {column: value})`` per data record, in file order; ``line`` is the 1-based line where the
+            record starts. Values are stripped of surrounding spaces unless ``strip=False`` was given.
+    """
+
+    path: Path
+    header: tuple[str, ...]
+    rows: list[tuple[int, dict[str, str]]]
+
+
+#: The characters of :data:`CONTROL_CATEGORIES` (the categories are fixed sets: Cc is U+0000-001F and U+007F-009F,
+#: Zl is U+2028, Zp U+2029, Cs U+D800-DFFF) and U+FEFF, as a regular expression (a per-character loop is 20x slower).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff]")
+
+
+def control_char(text: str, allow: str = "") -> str | None:
+    """The first control character of ``text`` (see :data:`CONTROL_CATEGORIES`, plus U+FEFF) not in ``allow``, or
+    None."""
+    for m in _CONTROL.finditer(text):
+        if m.group() not in allow:
+            return m.group()
+    return None
+
+
+def control_problem(what: str, value: str, allow: str = "") -> str | None:
+    """The message for a control character (other than those in ``allow``) in ``value`` (``what`` names it, e.g.
+    "name"), or None if there is none.
+
+    Example: ``name 'Ivo\\x07Lund' contains a control character (U+0007)``.
+    """
+    c = control_char(value, allow)
+    if c is None:
+        return None
+    return f"{what} {_clip(value)} contains a control character (U+{ord(c):04X})"
+
+
+def _clip(value: str, limit: int = 60) -> str:
+    """``repr(value)``, cut to about ``limit`` characters."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value)} characters)"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with "..." when cut."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _line_of(text: str) -> int:
+    """1-based line number after ``text`` (CRLF, LF and CR each end a line, as in :func:`read_csv`)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").count("\n") + 1
+
+
+def read_bytes(path: str | Path, what: str = "file") -> bytes:
+    """The bytes of a user's file.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message when it is missing (``missing <what>``).
+
+    Raises:
+        InputError: ``missing <what>`` when it does not exist; ``cannot read: <strerror>`` for any other OS error
+            (permission denied, a folder in place of the file, ...). The path is named.
+    """
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise InputError(f"missing {what}", path) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+
+
+def decode_text(data: bytes, path: str | Path) -> str:
+    """Decode a user's file as UTF-8 text, dropping one leading byte order mark.
+
+    Raises:
+        InputError: the bytes are not UTF-8, or hold a NUL byte (file and line named).
+    """
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = data[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = skip + e.start  # offset in the file
+        line = _line_of(data[skip:at].decode("utf-8"))
+        hint = " (the file looks like UTF-16; save it as UTF-8)" \
+            if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) else ""
+        raise InputError(f"not UTF-8 text: byte 0x{data[at]:02x} at offset {at} ({e.reason}){hint}", path,
+                         line) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise InputError("NUL byte in the file (binary data?)", path, _line_of(text[:nul]))
+    return text
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """Read a user's text file strictly: :func:`read_bytes`, then :func:`decode_text`.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message when it is missing (``missing <what>``).
+
+    Raises:
+        InputError: missing or unreadable file, not UTF-8, NUL byte (file and, where it applies, line named).
+    """
+    return decode_text(read_bytes(path, what), path)
+
+
+def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tuple[str, ...] | None = None,
+             strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None) -> CsvTable:
+    """Read a CSV file with a header row strictly (see the module docstring; RFC 4180).
+
+    Args:
+        path: the file.
+        required: columns the header must hold, in any order.
+        optional: the other columns the header may hold; None allows any. A misspelt optional column would
+            otherwise lose its data silently.
+        strip: strip surrounding spaces from the values (column names are always stripped).
+        multiline: allow line breaks (LF, CR) inside quoted values, for files of free text such as probe questions;
+            every other control character is still refused.
+        problems: where to collect per-record problems (wrong number of fields, control character, over-long
+            field); such records are left out of the table. When None, the first one is raised.
+
+    Returns:
+        The :class:`CsvTable`.
+
+    Raises:
+        InputError: (file and line named) missing or unreadable file, not UTF-8, NUL byte, empty file, a header
+            that is blank, misses a required column, has a column not in ``optional``, repeats a column or has an
+            empty or control-character column name, a CSV syntax error (unterminated quote, text after a closing
+            quote), a field over :data:`MAX_FIELD_CHARS` characters, and, when ``problems`` is None, the first
+            per-record problem.
+    """
+    return parse_csv(read_text(path), path, required, optional=optional, strip=strip, multiline=multiline,
+                     problems=problems)
+
+
+def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
+              optional: tuple[str, ...] | None = None, strip: bool = True, multiline: bool = False,
+              problems: list[Problem] | None = None) -> CsvTable:
+    """:func:`read_csv` on text already read (e.g. by :func:`read_text`); ``path`` is only used in messages."""
+
+    def problem(line: int, message: str) -> None:
+        if problems is None:
+            raise InputError(message, path, line)
+        problems.append(Problem(str(path), line, message))
+
+    records = _records(text, path)
+    try:
+        _, header = next(records)
+    except StopIteration:
+        raise InputError("empty file: expected a header row " + ",".join(required), path, 1) from None
+    for h in header:
+        bad = control_problem("column name", h)
+        if bad:
+            raise InputError(bad, path, 1)
+    if not any(h.strip() for h in header):
+        raise InputError("line 1 is blank: expected a header row " + ",".join(required), path, 1)
+    header = [h.strip() for h in header]
+    shown = _cut(",".join(header), 200)
+    if "" in header:
+        raise InputError(f"column {header.index('') + 1} has no name (header is: {shown})", path, 1)
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise InputError(f"duplicate column {_cut(', '.join(dup), 200)}", path, 1)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                         f"(header is: {shown})", path, 1)
+    unknown = [] if optional is None else [h for h in header if h not in required and h not in optional]
+    if unknown:
+        raise InputError(f"unknown column{'s' if len(unknown) > 1 else ''} {_cut(', '.join(unknown), 200)} "
+                         f"(known: {', '.join(required + optional)})", path, 1)
+    rows = []
+    allow = "\r\n" if multiline else ""
+    for line, fields in records:
+        if all(not f.strip(" ") for f in fields):
+            continue  # an empty line, or nothing but commas and spaces
+        if len(fields) != len(header):
+            problem(line, f"expected {len(header)} fields, found {len(fields)}")
+            continue
+        bad = next((m for m in (control_problem(h, f, allow) for h, f in zip(header, fields)) if m), None)
+        if bad:
+            problem(line, bad)
+            continue
+        long = next((h for h, f in zip(header, fields) if len(f) > MAX_FIELD_CHARS), None)
+        if long is not None:
+            problem(line, f"field {long} is longer than {MAX_FIELD_CHARS} characters")
+            continue
+        rows.append((line, {h: (f.strip() if strip else f) for h, f in zip(header, fields)}))
+    return CsvTable(Path(path), tuple(header), rows)
+
+
+def _records(text: str, path: str | Path):
+    """Yield (line where the record starts, fields) for each CSV record of ``text``.
+
+    Raises:
+        InputError: a CSV syntax error or a field over the csv module's size limit, at the record's first line.
+    """
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    prev = 0
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            start, end = prev + 1, reader.line_num
+            msg = str(e)
+            if msg == "unexpected end of data":
+                msg = f"unterminated quote: the record starting on this line runs to the end of the file (line {end})"
+            elif msg.startswith("field larger than field limit"):
+                msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} " \
+                      "characters"
+            else:
+                msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
+            raise InputError(msg, path, start) from None
+        start, prev = prev + 1, reader.line_num
+        yield start, fields
+
+
+__all__ = ["CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "Problem", "control_char", "control_problem",
+           "decode_text", "parse_csv", "read_bytes", "read_csv", "read_text"]

@@ -1,0 +1,83 @@
+"""The metric registry: every metric dukb computes, registered explicitly by name with what it needs.
+
+Row metrics (one value set per unlearned model, written into its result row): ``recall`` (recall and accuracy of
+deep unlearning, Wu et al. 2025 Eq. 1-2), ``rouge_l`` (ROUGE-L of QA answers, forget vs other facts) and
+``logprob`` (answer log-probability, forget vs other facts). Summary metrics (per method, over a run's rows):
+``tradeoff`` (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC; Table 1) and ``acc_at_superficial`` (Table 2).
+
+Adding a metric: a module with its plain function and a :class:`~dukb.neural.metrics.base.Metric` entry, plus one
+line in :data:`METRICS`. Evaluate computes only the metrics asked for (``--metrics``) and probing only what they
+need (:func:`~dukb.neural.metrics.base.combined_needs`).
+"""
+
+from __future__ import annotations
+
+from dukb import InputError
+from dukb.neural.metrics.base import Metric, Needs, RowContext, combined_needs
+from dukb.neural.metrics.recall import RECALL
+from dukb.neural.metrics.summary import ACC_AT_SUPERFICIAL, TRADEOFF
+from dukb.neural.metrics.text import ANSWER_LOGPROB, ROUGE_L
+
+#: Every metric, by registry name.
+METRICS: dict[str, Metric] = {m.name: m for m in (RECALL, ROUGE_L, ANSWER_LOGPROB, TRADEOFF, ACC_AT_SUPERFICIAL)}
+
+#: What `dukb evaluate` computes without --metrics: the paper's protocol.
+DEFAULT_METRICS = ("recall", "tradeoff", "acc_at_superficial")
+
+
+def get_metric(name: str) -> Metric:
+    """The registered metric called ``name``.
+
+    Raises:
+        InputError: unknown metric (lists the registered ones).
+    """
+    try:
+        return METRICS[name.strip().lower()]
+    except KeyError:
+        raise InputError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})") from None
+
+
+def parse_metrics(names) -> list[Metric]:
+    """Resolve metric names (a comma-separated string or a list), adding the metrics they require, in registry
+    order.
+
+    Raises:
+        InputError: unknown metric.
+    """
+    if isinstance(names, str):
+        names = [n for n in names.split(",") if n.strip()]
+    wanted = {get_metric(n).name for n in names}
+    todo = list(wanted)
+    while todo:
+        for r in METRICS[todo.pop()].needs.requires:
+            if r not in wanted:
+                wanted.add(r)
+                todo.append(r)
+    return [m for name, m in METRICS.items() if name in wanted]
+
+
+def row_metrics(metrics=None) -> list[Metric]:
+    """The row-level metrics among ``metrics`` (default: all registered)."""
+    return [m for m in (metrics if metrics is not None else METRICS.values()) if m.level == "row"]
+
+
+def summary_metrics(metrics=None) -> list[Metric]:
+    """The summary-level metrics among ``metrics`` (default: all registered)."""
+    return [m for m in (metrics if metrics is not None else METRICS.values()) if m.level == "summary"]
+
+
+def metrics_table() -> str:
+    """README's metric table (markdown) from the registry: name, level, fields, what it measures, source."""
+    lines = ["| metric | level | fields | what it measures | source |", "|---|---|---|---|---|"]
+    for m in METRICS.values():
+        lines.append(f"| `{m.name}` | {m.level} | {', '.join(m.fields)} | {m.summary} | {m.source} |")
+    return "\n".join(lines)
+
+
+def metrics_help() -> str:
+    """One line listing the registered metrics for ``--help``."""
+    return "; ".join(f"{m.name}: {m.summary}" for m in METRICS.values())
+
+
+__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric",
+           "metrics_help", "metrics_table", "parse_metrics", "row_metrics", "summary_metrics"]

@@ -1,0 +1,42 @@
+"""Recall and accuracy of deep unlearning (Wu et al. 2025, Eq. 1-2) as a row metric.
+
+Recall = max over minimal deep unlearning sets M of |U_A ∩ M| / |M| (Eq. 1), accuracy = the share of the facts
+outside that M the model still knows (Eq. 2), over relationships, biographies and all facts; computed by
+:func:`dukb.solver.metrics.recall_accuracy` from the facts the probe finds forgotten.
+"""
+
+from __future__ import annotations
+
+from dukb.neural.metrics.base import Metric, Needs, RowContext
+
+FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
+          "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies")
+
+
+def recall_metric(ctx: RowContext) -> dict:
+    """Recall, accuracies, the best set and the forgotten facts of one unlearned model.
+
+    Args:
+        ctx: :class:`RowContext`; its probe table must hold the "qa" rows of every KB fact with ``known``.
+
+    Returns:
+        The fields of :data:`FIELDS` (forgotten_* as sorted fact_id lists).
+
+    Raises:
+        ValueError: the probe table lacks a fact of the KB.
+
+    Source: Wu et al. 2025, Eq. 1-2; the benchmark's calculate_recall_and_acc.py.
+    """
+    from dukb.neural.unlearn import retained_from_probe
+    from dukb.solver.metrics import recall_accuracy
+
+    ret = retained_from_probe(ctx.kb, ctx.probe)
+    bio = None if ret.biographies is None else ret.forgotten_biographies
+    r = recall_accuracy(ctx.kb, ctx.sets, ret.forgotten_relationships, bio, ctx.sets_used, [ctx.target])
+    return {**r.to_json(), "forgotten_relationships": sorted(ret.forgotten_relationships),
+            "forgotten_biographies": sorted(ret.forgotten_biographies)}
+
+
+RECALL = Metric("recall", recall_metric, Needs(kinds=("qa",), generate=True), "row", FIELDS,
+                "recall and accuracy of deep unlearning against the minimal deep unlearning sets",
+                "Wu et al. 2025, Eq. 1-2")

@@ -1,0 +1,189 @@
+"""Stage 1 of a protocol run, the plan: symbolic work only (no torch).
+
+From the KB, the rules and the run's settings: the deductive closure, the targets, every target's minimal deep
+unlearning sets (exact, or the paper's Algorithm 1) and the forget set of every (target, forget scope), each cached in
+the run directory under a key of everything it depends on (``sets.json``, ``forget_sets.json``). Later stages (model,
+sweep, probe, metrics, report; :mod:`dukb.neural.protocol`) read the plan and never call back into it.
+
+Source: Wu et al. 2025, Sec. 3-4 (Definitions 2-3, the 55-target protocol, Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from dukb import InputError
+
+#: Exact enumeration limits (a target whose enumeration hits them falls back to Algorithm 1 with ``seeds``).
+EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
+
+
+def choose_targets(kb, n: int, seed: int) -> list[int]:
+    """Draw ``n`` relationship fact_ids with ``seed``: relation kinds in turn (as the paper's 5 per kind), each
+    kind's facts drawn without replacement.
+
+    Raises:
+        InputError: n < 1 or more targets than relationship facts.
+    """
+    if n < 1 or n > len(kb.relationships):
+        raise InputError(f"--n-targets must be between 1 and {len(kb.relationships)}, got {n}")
+    rng = random.Random(seed)
+    by_rel: dict[str, list[int]] = {}
+    for f in kb.relationships:
+        by_rel.setdefault(f.relation, []).append(f.fact_id)
+    for ids in by_rel.values():
+        rng.shuffle(ids)
+    order = sorted(by_rel)
+    out: list[int] = []
+    while len(out) < n:
+        for r in order:
+            if by_rel[r] and len(out) < n:
+                out.append(by_rel[r].pop())
+    return out
+
+
+def sets_key(kb_fingerprint: str, rules_fingerprint: str, method: str, seeds: int, seed: int) -> dict:
+    """Everything the minimal sets of a target depend on: KB, rules, method, N_seed, seed and exact limits."""
+    return {"kb": kb_fingerprint, "rules": rules_fingerprint, "method": method, "seeds": seeds, "seed": seed,
+            "exact_limits": EXACT_LIMITS}
+
+
+def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = True) -> dict:
+    """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json under :func:`sets_key` (a cache with
+    another key is recomputed); the cache is rewritten when ``write`` and a target was missing from it.
+
+    sets.json: {"kb", "rules", "method", "key", "targets": {fact_id: {"sets", "sets_used", "complete"}}}.
+    """
+    from dukb.solver.mdus import minimal_sets
+
+    path = run / "sets.json"
+    cache = {}
+    missing = True
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError:
+            doc = {}
+        if doc.get("key") == key:
+            cache = {int(k): v for k, v in doc["targets"].items()}
+            missing = any(t not in cache for t in targets)
+    for t in targets:
+        if t in cache:
+            continue
+        atom = closure.atom_of_fact(t)
+        if key["method"] == "exact":
+            r = minimal_sets(closure, [atom], "exact", **EXACT_LIMITS)
+            used = "exact"
+            if not r.complete:  # enumeration limit: fall back to Algorithm 1 (plus the sets found)
+                rnd = minimal_sets(closure, [atom], "random", n_seeds=key["seeds"], seed=key["seed"])
+                r.sets = sorted(set(r.sets) | set(rnd.sets), key=lambda s: (len(s), s))
+                used = "random"
+        else:
+            r = minimal_sets(closure, [atom], "random", n_seeds=key["seeds"], seed=key["seed"])
+            used = "random"
+        cache[t] = {"sets": [list(s) for s in r.sets], "sets_used": used, "complete": r.complete}
+    if write and missing:
+        from dukb.neural.runs import write_json_atomic
+
+        write_json_atomic(path, {"kb": key["kb"], "rules": closure.rules.name, "method": key["method"], "key": key,
+                                 "targets": {str(k): v for k, v in cache.items()}})
+    return cache
+
+
+def _read_cache(path: Path, key: dict) -> dict:
+    """The entries of a JSON cache file if its ``key`` equals ``key``, else {} (missing or unreadable: {})."""
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc.get("entries", {}) if doc.get("key") == key else {}
+
+
+def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: bool = True) -> dict:
+    """The forget set of every (target, scope) pair, cached in RUN_DIR/forget_sets.json under ``key`` (KB, rules and
+    the sets key, which the ``best`` scope reads).
+
+    Args:
+        run: the run directory.
+        closure: the KB's closure.
+        pairs: (target fact_id, scope name) pairs.
+        sets: target -> sets entry (from :func:`sets_cache`).
+        key: the cache key.
+        write: write the file when an entry was missing.
+
+    Returns:
+        {(target, scope): [relationship fact_ids]}.
+
+    Raises:
+        InputError: unknown scope.
+    """
+    from dukb.solver.scopes import forget_fact_ids
+
+    path = run / "forget_sets.json"
+    entries = _read_cache(path, key)
+    out, missing = {}, False
+    for t, scope in pairs:
+        k = f"{t}@{scope}"
+        if k not in entries:
+            entries[k] = forget_fact_ids(closure, t, scope, [tuple(s) for s in sets[t]["sets"]])
+            missing = True
+        out[(t, scope)] = list(entries[k])
+    if write and missing:
+        from dukb.neural.runs import write_json_atomic
+
+        write_json_atomic(path, {"key": key, "entries": entries})
+    return out
+
+
+@dataclass
+class Plan:
+    """The symbolic plan of a run.
+
+    Attributes:
+        kb: the KB; closure: its :class:`dukb.solver.closure.Closure`.
+        targets: relationship fact_ids, in run order.
+        sets: target -> {"sets": [[fact_id, ...], ...], "sets_used": "exact"|"random", "complete": bool}.
+        forget: (target, scope) -> relationship fact_ids to forget.
+    """
+
+    kb: object
+    closure: object
+    targets: list[int]
+    sets: dict
+    forget: dict
+
+
+def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_method: str = "exact", seeds: int = 100,
+               seed: int = 0, write: bool = True) -> Plan:
+    """Stage 1: minimal sets of every target and forget sets of every (target, scope), through the run's caches.
+
+    Args:
+        run: the run directory (caches live there).
+        kb, closure: the KB and its closure.
+        targets: relationship fact_ids.
+        scopes: forget scope names used by the run's methods.
+        sets_method: "exact" or "random"; seeds, seed: N_seed and seed of Algorithm 1.
+        write: write missing cache entries (False on the non-main processes of a multi-process run).
+
+    Returns:
+        :class:`Plan`.
+
+    Raises:
+        InputError: an unknown target or scope.
+    """
+    for t in targets:
+        closure.atom_of_fact(t)
+    skey = sets_key(kb.fingerprint(), closure.rules.fingerprint, sets_method, seeds, seed)
+    sets = sets_cache(run, closure, targets, skey, write)
+    fkey = {"kb": skey["kb"], "rules": skey["rules"], "sets": skey}
+    forget = forget_sets_cache(run, closure, [(t, s) for t in targets for s in dict.fromkeys(scopes)], sets, fkey,
+                               write)
+    return Plan(kb, closure, list(targets), sets, forget)
+
+
+__all__ = ["EXACT_LIMITS", "Plan", "build_plan", "choose_targets", "forget_sets_cache", "sets_cache", "sets_key"]

@@ -1,0 +1,211 @@
+"""The one training loop of dukb, and the one place its optimisers are built.
+
+Every optimisation dukb runs goes through :func:`train_loop` with a :class:`TrainConfig`:
+
+- QA finetuning on the KB (:func:`dukb.neural.finetune.finetune`, data parallel under a launcher);
+- the unlearning sweeps of the gradient methods (:func:`dukb.neural.methods.base.gradient_sweep`): T steps on the
+  forget set (+ retain term) from θ₀;
+- TV/WHP reinforcement (:func:`dukb.neural.methods.tv.reinforce`): 10 steps of gradient descent on the forget set;
+- RESTOR's clean finetuning, corruption and document unlearning (:mod:`dukb.neural.docs`).
+
+The defaults of :class:`TrainConfig` are documented there and nowhere else; each use names the settings it
+changes (its preset).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+from dukb import InputError
+
+SCHEDULES = ("linear", "cosine", "constant")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation hyper-parameters (AdamW), shared by every training loop.
+
+    Attributes:
+        epochs: passes over the data (the maximum when an early stop is given); for step-count loops (unlearning
+            sweeps, reinforcement) the loop runs one epoch of ``steps`` optimiser steps.
+        lr: peak learning rate. Default 2e-5 (Wu et al. 2025, App. H, GPT2-XL/Phi-1.5).
+        batch_size: items (QA pairs or text rows) per micro-batch. Default 16 (Wu et al. 2025, App. H); 0 lets the
+            caller choose (QA finetuning: ``n_items // 10`` clipped to [8, 64]).
+        grad_accum: micro-batches per optimiser step; each micro-batch loss is divided by it. Default 1.
+        weight_decay: AdamW's decoupled weight decay. Default 0.
+        warmup: linear warm-up as a fraction of all optimiser steps, in [0, 1). Default 0.
+        warmup_steps: linear warm-up in optimiser steps; when > 0 it replaces ``warmup``. Default 0.
+        schedule: after warm-up, "linear" decay to 0 over all steps (HF's linear schedule, as the paper's code),
+            "cosine" decay to 0, or "constant". Default linear.
+        max_grad_norm: clip the gradient's global L2 norm to this before each step; 0 = no clipping. Default 0.
+        eval_every: the caller's early-stop check runs every this many epochs (and after the last); 0 = never.
+        target_accuracy: QA finetuning stops once probing finds this fraction of the facts known, in [0, 1].
+        seed: seed of torch (dropout, LoRA) and of the data order.
+    """
+
+    epochs: int = 1
+    lr: float = 2e-5
+    batch_size: int = 16
+    grad_accum: int = 1
+    weight_decay: float = 0.0
+    warmup: float = 0.0
+    warmup_steps: int = 0
+    schedule: str = "linear"
+    max_grad_norm: float = 0.0
+    eval_every: int = 0
+    target_accuracy: float = 1.0
+    seed: int = 0
+
+    def check(self) -> None:
+        """Validate the settings.
+
+        Raises:
+            InputError: a negative count or rate, warm-up outside [0, 1), an unknown schedule.
+        """
+        if self.epochs < 0 or self.batch_size < 0 or self.grad_accum < 1 or not 0 <= self.warmup < 1 \
+                or self.warmup_steps < 0 or self.lr < 0 or self.max_grad_norm < 0 or self.weight_decay < 0 \
+                or self.eval_every < 0 or not 0 <= self.target_accuracy <= 1:
+            raise InputError(f"bad training settings: {self}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"unknown schedule {self.schedule!r} ({', '.join(SCHEDULES)})")
+
+    def to_json(self) -> dict:
+        """The config as a dict."""
+        return asdict(self)
+
+
+def build_optimizer(params, cfg: TrainConfig, total_steps: int):
+    """AdamW over ``params`` and its learning-rate schedule: the only place dukb builds an optimiser.
+
+    Args:
+        params: the trainable parameters (list of tensors).
+        cfg: :class:`TrainConfig` (lr, weight decay, schedule, warm-up).
+        total_steps: optimiser steps the schedule spans (>= 1 is enforced).
+
+    Returns:
+        (torch.optim.AdamW, a ``torch.optim.lr_scheduler.LambdaLR`` from transformers' schedules).
+
+    Raises:
+        InputError: unknown schedule.
+    """
+    import torch
+    from transformers import (get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup,
+                              get_linear_schedule_with_warmup)
+
+    cfg.check()
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    total = max(int(total_steps), 1)
+    warm = cfg.warmup_steps or int(round(cfg.warmup * total))
+    if cfg.schedule == "cosine":
+        return opt, get_cosine_schedule_with_warmup(opt, warm, total)
+    if cfg.schedule == "linear":
+        return opt, get_linear_schedule_with_warmup(opt, warm, total)
+    return opt, get_constant_schedule_with_warmup(opt, warm)
+
+
+def steps_per_epoch(n_items: int, cfg: TrainConfig) -> int:
+    """Optimiser steps of one pass over ``n_items`` in micro-batches of ``cfg.batch_size`` with accumulation."""
+    micro = math.ceil(n_items / max(cfg.batch_size, 1))
+    return math.ceil(micro / cfg.grad_accum)
+
+
+def chunked(order: Sequence, cfg: TrainConfig) -> list[list[list]]:
+    """Split an epoch's item order into optimiser steps of ``grad_accum`` micro-batches of ``batch_size`` items."""
+    size = max(cfg.batch_size, 1)
+    micro = [list(order[i:i + size]) for i in range(0, len(order), size)]
+    return [micro[i:i + cfg.grad_accum] for i in range(0, len(micro), cfg.grad_accum)]
+
+
+def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[Sequence[Any]]],
+               loss_fn: Callable[[Any, Any], Any], *, total_steps: int, prepare: Callable | None = None,
+               backward: Callable | None = None, after_epoch: Callable[[int, dict], bool] | None = None,
+               torch_seed: int | None = None, progress: str | None = None) -> dict:
+    """Minimise ``loss_fn`` with AdamW: the loop every training in dukb runs.
+
+    For epoch e = 1..``cfg.epochs``: ``steps(e)`` gives the epoch's optimiser steps, each a list of micro-batches
+    (any objects ``loss_fn`` understands). For each micro-batch, ``loss_fn(fmodel, micro)`` returns a scalar loss
+    tensor, or ``(loss, {name: scalar})`` with parts to log; ``loss / cfg.grad_accum`` is back-propagated. After
+    the micro-batches of a step: gradient clipping (``cfg.max_grad_norm``), optimiser step, scheduler step, zeroed
+    gradients. After each epoch the model is put in eval mode and ``after_epoch(e, logs)`` may stop training.
+
+    Args:
+        model: the module trained (put in train mode for each epoch, eval mode after).
+        params: the parameters the optimiser updates.
+        cfg: :class:`TrainConfig`.
+        steps: epoch (1-based) -> list of optimiser steps, each a list of micro-batches. Called at the start of
+            each epoch (so data order and sampling stay in the caller's seeded generators' order).
+        loss_fn: (forward model, micro-batch) -> loss or (loss, parts).
+        total_steps: optimiser steps the learning-rate schedule spans.
+        prepare: optional ``(model, optimizer) -> (forward model, optimizer)`` (accelerate's ``prepare`` for
+            data-parallel training); the scheduler stays on the unwrapped optimiser.
+        backward: optional ``backward(loss)`` (accelerate's); default ``loss.backward()``.
+        after_epoch: optional ``(epoch, logs) -> stop``; logs holds "loss" (mean micro-batch loss of the epoch) and
+            the mean of each logged part.
+        torch_seed: seed torch with this before training (default ``cfg.seed``).
+        progress: description of a rich progress bar over the epochs (None: no bar).
+
+    Returns:
+        Record: config, epochs_run, loss_per_epoch (mean micro-batch loss, the loss's unit), parts_per_epoch
+        ({name: [mean per epoch]}), steps (optimiser steps taken), seconds.
+
+    Raises:
+        InputError: bad settings.
+    """
+    import torch
+
+    cfg.check()
+    torch.manual_seed(cfg.seed if torch_seed is None else torch_seed)
+    opt, sched = build_optimizer(params, cfg, total_steps)
+    fmodel, opt_ = prepare(model, opt) if prepare is not None else (model, opt)
+    back = backward or (lambda loss: loss.backward())
+    t0 = time.perf_counter()
+    losses: list[float] = []
+    parts: dict[str, list[float]] = {}
+    epoch, n_steps = 0, 0
+    bar = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task(progress, total=cfg.epochs)
+    try:
+        for epoch in range(1, cfg.epochs + 1):
+            model.train()
+            total, count, sums = 0.0, 0, {}
+            for step in steps(epoch):
+                for micro in step:
+                    out = loss_fn(fmodel, micro)
+                    loss, logged = out if isinstance(out, tuple) else (out, {})
+                    back(loss / cfg.grad_accum if cfg.grad_accum != 1 else loss)
+                    total = total + loss.detach()  # stays on the device: one host sync per epoch
+                    count += 1
+                    for k, v in logged.items():
+                        sums[k] = sums.get(k, 0.0) + (v.detach() if hasattr(v, "detach") else v)
+                if cfg.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                opt_.step()
+                sched.step()
+                opt_.zero_grad(set_to_none=True)
+                n_steps += 1
+            losses.append(float(total) / max(count, 1))
+            for k, v in sums.items():
+                parts.setdefault(k, []).append(float(v) / max(count, 1))
+            model.eval()
+            if bar is not None:
+                bar.advance(task)
+            logs = {"loss": losses[-1], **{k: v[-1] for k, v in parts.items()}}
+            if after_epoch is not None and after_epoch(epoch, logs):
+                break
+    finally:
+        if bar is not None:
+            bar.stop()
+    model.eval()
+    return {"config": cfg.to_json(), "epochs_run": epoch, "loss_per_epoch": losses, "parts_per_epoch": parts,
+            "steps": n_steps, "seconds": time.perf_counter() - t0}
+
+
+__all__ = ["SCHEDULES", "TrainConfig", "build_optimizer", "chunked", "steps_per_epoch", "train_loop"]
