@@ -24,7 +24,7 @@ from dukb import InputError
 from dukb.neural.data import QAItem, pad_rows
 from dukb.neural.methods.npo import npo_token_loss  # noqa: F401  (RESTOR's token-level NPO, re-exported)
 from dukb.neural.scoring import token_logprobs  # noqa: F401  (re-exported)
-from dukb.neural.train import TrainConfig as _TrainConfig
+from dukb.neural.train import TrainConfig
 from dukb.neural.train import chunked, steps_per_epoch, train_loop
 
 
@@ -99,24 +99,6 @@ def rows_of(batch: dict, idx) -> dict:
 
     ix = torch.tensor(list(idx), device=batch["input_ids"].device)
     return trim({k: v[ix] for k, v in batch.items()})
-
-
-#: RESTOR's document-training defaults (App. B, LLaMA-Factory / HF Trainer: batch 2 x accumulation 2, lr 5e-5, 5
-#: epochs, cosine schedule with warm-up 0.1, gradient clipping at 1.0) over the shared
-#: :class:`dukb.neural.train.TrainConfig` defaults.
-DOC_DEFAULTS = dict(epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1, schedule="cosine", max_grad_norm=1.0)
-
-
-def TrainConfig(**overrides) -> _TrainConfig:  # noqa: N802  (the name RESTOR's presets use)
-    """A :class:`dukb.neural.train.TrainConfig` with RESTOR's document-training defaults :data:`DOC_DEFAULTS`,
-    then ``overrides`` (any TrainConfig field).
-
-    Raises:
-        TypeError: an unknown field.
-
-    Source: Rezaei et al., RESTOR, App. B.
-    """
-    return _TrainConfig(**{**DOC_DEFAULTS, **overrides})
 
 
 def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int], bool] | None = None,

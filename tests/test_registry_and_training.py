@@ -24,7 +24,7 @@ def test_registry_is_complete_right_after_import():
     code = "import dukb.neural.methods as m, sys; print(','.join(m.METHODS)); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert set(out[0].split(",")) == EXPECTED and out[1] == "False"
-    assert set(METHODS) == EXPECTED and DOCUMENT_METHODS == ("ga", "npo", "kl")
+    assert set(METHODS) == EXPECTED and DOCUMENT_METHODS == ("ga", "kl", "npo")
 
 
 def test_resolve_methods_scopes_and_presets():
@@ -36,7 +36,7 @@ def test_resolve_methods_scopes_and_presets():
         assert p.method in METHODS and p.scope in FORGET_SCOPES
     from dukb import InputError
 
-    with pytest.raises(InputError, match="choose from ga, ga_gdr"):
+    with pytest.raises(InputError, match="choose from ga, ga_gdr, ga_klr, kl"):
         get_method("sgd")
     with pytest.raises(InputError, match="is a preset"):
         get_method("du_ga")

@@ -45,8 +45,8 @@ def _registry(*methods: Method) -> dict[str, Method]:
 #: Every unlearning method, by registry name.
 METHODS: dict[str, Method] = _registry(
     GradientAscent(), GradientAscent("gdr"), GradientAscent("klr"),
-    NPO(), NPO("gdr"), NPO("klr"),
     KLDivergence(), KLDivergence("gdr"), KLDivergence("klr"),
+    NPO(), NPO("gdr"), NPO("klr"),
     TaskVector(), WHP(),
 )
 

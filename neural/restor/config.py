@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dukb import InputError
+from dukb.neural.methods import DOCUMENT_METHODS
 from dukb.neural.restor.facts import N_RANDOM
 
-#: Unlearning methods of ``dukb restor`` (RESTOR Sec. 3.3).
-RESTOR_METHODS = ("ga", "kl", "npo")
+#: Unlearning methods of ``dukb restor`` (RESTOR Sec. 3.3): the registry's document-level methods
+#: (:data:`dukb.neural.methods.DOCUMENT_METHODS`), in RESTOR's order GA, KL, NPO.
+RESTOR_METHODS = DOCUMENT_METHODS
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,8 @@ class UnlearnSetting:
         lr: peak learning rate.
         reg_weight: λ of the retain cross-entropy (dukb's convention: loss = forget + λ retain).
         beta: NPO's inverse temperature.
-        batch_size, grad_accum, weight_decay, schedule, warmup: as :class:`dukb.neural.docs.TrainConfig`.
+        batch_size, grad_accum, weight_decay, schedule, warmup, max_grad_norm: as
+            :class:`dukb.neural.train.TrainConfig` (gradient clipping at 1.0: HF Trainer's default, which SOUL uses).
 
     Source: Rezaei et al., RESTOR, Sec. 3.3 (λ) and App. C.2 (epochs, learning rates, λ per method).
     """
@@ -41,17 +44,19 @@ class UnlearnSetting:
     weight_decay: float = 0.1
     schedule: str = "linear"
     warmup: float = 0.0
+    max_grad_norm: float = 1.0
 
     def train_config(self, seed: int):
-        """The :class:`dukb.neural.docs.TrainConfig` of this setting."""
-        from dukb.neural.docs import TrainConfig
+        """The :class:`dukb.neural.train.TrainConfig` of this setting."""
+        from dukb.neural.train import TrainConfig
 
         return TrainConfig(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, grad_accum=self.grad_accum,
-                           weight_decay=self.weight_decay, warmup=self.warmup, schedule=self.schedule, seed=seed)
+                           weight_decay=self.weight_decay, warmup=self.warmup, schedule=self.schedule,
+                           max_grad_norm=self.max_grad_norm, seed=seed)
 
 
 def _presets() -> dict:
-    from dukb.neural.docs import TrainConfig
+    from dukb.neural.train import TrainConfig
 
     return {
         # RESTOR App. C.1 (corruption, LLaMA-Factory: LoRA r 8 / alpha 16 on all linear layers, batch 2 x 2, lr 5e-5,
@@ -63,9 +68,9 @@ def _presets() -> dict:
             "clean": TrainConfig(epochs=10, lr=2e-5, batch_size=16, grad_accum=1, warmup=0.0, schedule="linear",
                                  eval_every=1, max_grad_norm=0.0),
             "corrupt_lora": TrainConfig(epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1,
-                                        schedule="cosine"),
+                                        schedule="cosine", max_grad_norm=1.0),
             "corrupt_full": TrainConfig(epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1,
-                                        schedule="cosine"),
+                                        schedule="cosine", max_grad_norm=1.0),
             "unlearn": {"ga": UnlearnSetting(2, 2e-5, 4.0), "kl": UnlearnSetting(2, 1.5e-5, 5.0),
                         "npo": UnlearnSetting(3, 2e-5, 5.0)},
             "unlearn_full_lr_scale": 1.0,
@@ -82,9 +87,9 @@ def _presets() -> dict:
             "clean": TrainConfig(epochs=300, lr=3e-3, batch_size=64, grad_accum=1, warmup=0.02, schedule="linear",
                                  eval_every=10, max_grad_norm=0.0),
             "corrupt_lora": TrainConfig(epochs=5, lr=1e-3, batch_size=4, grad_accum=1, warmup=0.1,
-                                        schedule="cosine"),
+                                        schedule="cosine", max_grad_norm=1.0),
             "corrupt_full": TrainConfig(epochs=5, lr=3e-4, batch_size=4, grad_accum=1, warmup=0.1,
-                                        schedule="cosine"),
+                                        schedule="cosine", max_grad_norm=1.0),
             "unlearn": {"ga": UnlearnSetting(2, 1e-4, 4.0, batch_size=4, grad_accum=1),
                         "kl": UnlearnSetting(2, 1e-4, 5.0, batch_size=4, grad_accum=1),
                         "npo": UnlearnSetting(3, 1e-4, 5.0, batch_size=4, grad_accum=1)},
@@ -233,7 +238,7 @@ class RestorConfig:
         return replace(s, **over)
 
     def train_config(self, stage: str):
-        """The resolved :class:`dukb.neural.docs.TrainConfig` of "clean" or "corrupt"."""
+        """The resolved :class:`dukb.neural.train.TrainConfig` of "clean" or "corrupt"."""
         p = _presets()[self.resolved_preset()]
         if stage == "clean":
             c = p["clean"]
