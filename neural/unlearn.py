@@ -8,7 +8,7 @@ import random
 import time
 from typing import Iterator
 
-from dukb.neural.data import QA_KIND, QAItem, kb_qa
+from dukb.neural.data import QAItem, kb_qa
 from dukb.neural.methods import UnlearnContext, get_method
 from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
@@ -27,21 +27,6 @@ def default_retain(items: list[QAItem], forget: list[QAItem], n: int = 64, seed:
     pool = [it for it in items if (it.fact_kind, it.fact_id) not in banned]
     rng = random.Random(seed)
     return rng.sample(pool, min(n, len(pool)))
-
-
-def retained_from_probe(kb, df):
-    """Turn a probe table (kind "qa" rows) into :class:`dukb.kb.retained.Retained` (known per fact).
-
-    Raises:
-        ValueError: the table lacks a fact of the KB.
-    """
-    from dukb.kb.retained import Retained
-
-    qa = df[df["kind"] == QA_KIND]
-    known = {(k, int(f)): bool(v) for k, f, v in zip(qa["fact_kind"], qa["fact_id"], qa["known"])}
-    rel = {f.fact_id: known[("relationship", f.fact_id)] for f in kb.relationships}
-    bio = {f.fact_id: known[("biography", f.fact_id)] for f in kb.biographies} if kb.biographies else None
-    return Retained(rel, bio)
 
 
 def retain_fact_ids(retain: list[QAItem]) -> dict:

@@ -7,10 +7,26 @@ outside that M the model still knows (Eq. 2), over relationships, biographies an
 
 from __future__ import annotations
 
+from dukb.neural.data import QA_KIND
 from dukb.neural.metrics.base import Metric, Needs, RowContext
 
 FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
           "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies")
+
+
+def retained_from_probe(kb, df):
+    """Turn a probe table (kind "qa" rows) into :class:`dukb.kb.retained.Retained` (known per fact).
+
+    Raises:
+        ValueError: the table lacks a fact of the KB.
+    """
+    from dukb.kb.retained import Retained
+
+    qa = df[df["kind"] == QA_KIND]
+    known = {(k, int(f)): bool(v) for k, f, v in zip(qa["fact_kind"], qa["fact_id"], qa["known"])}
+    rel = {f.fact_id: known[("relationship", f.fact_id)] for f in kb.relationships}
+    bio = {f.fact_id: known[("biography", f.fact_id)] for f in kb.biographies} if kb.biographies else None
+    return Retained(rel, bio)
 
 
 def recall_metric(ctx: RowContext) -> dict:
@@ -27,7 +43,6 @@ def recall_metric(ctx: RowContext) -> dict:
 
     Source: Wu et al. 2025, Eq. 1-2; the benchmark's calculate_recall_and_acc.py.
     """
-    from dukb.neural.unlearn import retained_from_probe
     from dukb.solver.metrics import recall_accuracy
 
     ret = retained_from_probe(ctx.kb, ctx.probe)
