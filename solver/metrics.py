@@ -9,6 +9,8 @@ model no longer knows; M = the minimal deep unlearning sets of the target.
 - Eq. 2: Accuracy (relationships) = |(K_rel \\ U_A,*) \\ U_A| / |K_rel \\ U_A,*|.
 - Accuracy (biographies) = share of K_bio still known.
 - Accuracy (all) = (acc_bio · N_bio + acc_rel · (N_rel − |U_A,*|)) / (N_bio + N_rel − |U_A,*|).
+- Honest accuracy: facts a method trained on as retain data are left out of every accuracy (numerator and
+  denominator); see :func:`recall_accuracy`.
 """
 
 from __future__ import annotations
@@ -53,8 +55,19 @@ class RecallResult:
 
 
 def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: str = "exact",
-                    target_fact_ids=()) -> RecallResult:
+                    target_fact_ids=(), exclude_rel=(), exclude_bio=()) -> RecallResult:
     """Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
+
+    Honest accuracy: facts a method trained on as retain data (``exclude_rel``, ``exclude_bio``) are left out of the
+    accuracies' numerators and denominators, so data a method trains on is never scored as retained knowledge (the
+    retain-train / retain-eval split of MUSE, Shi et al. 2024 Sec. 3, and Unlearning with Control). With E the
+    excluded facts, for a set U* ∈ M:
+
+        acc_rel(U*) = |(K_rel \ U* \ E_rel) \ U_A| / |K_rel \ U* \ E_rel|,
+        acc_bio     = |(K_bio \ E_bio) \ F_bio| / |K_bio \ E_bio|,
+
+    and accuracy_all weighs them by their denominators. With no exclusions these are Eq. 2 and the benchmark's
+    accuracies. Recall (Eq. 1) does not change: excluded facts in U* still count when forgotten.
 
     Args:
         kb: the KB (N_rel, N_bio).
@@ -64,12 +77,14 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
             accuracy_biographies is None and accuracy_all covers relationships only).
         sets_used: label recorded in the result ("exact" | "random" | "minimum").
         target_fact_ids: the targets that are KB facts, to report ``target_forgotten``.
+        exclude_rel: relationship fact_ids not scored for accuracy (retain-train facts).
+        exclude_bio: biography fact_ids not scored for accuracy (retain-train facts).
 
     Returns:
         :class:`RecallResult`.
 
     Raises:
-        InputError: M is empty or contains an empty set; U_A names unknown fact_ids.
+        InputError: M is empty or contains an empty set; U_A or an exclusion names unknown fact_ids.
 
     Source: Wu et al. 2025, Eq. 1 and 2; calculate_recall_and_acc.py of the benchmark.
     """
@@ -77,26 +92,32 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
     if not sets or any(len(s) == 0 for s in sets):
         raise InputError("recall needs a non-empty collection of non-empty minimal deep unlearning sets")
     u_a = set(forgotten_rel)
-    unknown = u_a - set(kb.rel_ids)
+    rel_ids = set(kb.rel_ids)
+    unknown = u_a - rel_ids
     if unknown:
         raise InputError(f"forgotten relationship fact_ids not in the KB: {sorted(unknown)[:5]}")
-    n_rel, n_bio = len(kb.relationships), len(kb.biographies)
-    n_forgot = len(u_a)
+    ex_rel, ex_bio = set(exclude_rel), set(exclude_bio)
+    bad = (ex_rel - rel_ids) or (ex_bio - set(kb.bio_ids))
+    if bad:
+        raise InputError(f"excluded (retain) fact_ids not in the KB: {sorted(bad)[:5]}")
+    scored_rel = rel_ids - ex_rel  # the relationship facts accuracy may score
+    forgot_scored = u_a & scored_rel
     scored = []
     for s in sets:
         hit = len(u_a.intersection(s))
-        keep = n_rel - len(s)
-        acc = 1.0 if keep == 0 else (keep - (n_forgot - hit)) / keep
-        scored.append(((hit / len(s), acc, -len(s), tuple(-x for x in s)), s, hit / len(s), acc))
+        in_set = scored_rel.intersection(s)
+        keep = len(scored_rel) - len(in_set)
+        acc = 1.0 if keep == 0 else (keep - (len(forgot_scored) - len(forgot_scored & in_set))) / keep
+        scored.append(((hit / len(s), acc, -len(s), tuple(-x for x in s)), s, hit / len(s), acc, keep))
     best = max(scored, key=lambda x: x[0])
     ties = sum(1 for x in scored if x[2] == best[2])
-    _, best_set, rec, acc_rel = best
+    _, best_set, rec, acc_rel, kept_rel = best
     acc_bio = None
-    if n_bio and forgotten_bio is not None:
-        acc_bio = (n_bio - len(set(forgotten_bio))) / n_bio
-    else:
-        n_bio = 0
-    kept_rel = n_rel - len(best_set)
+    n_bio = 0
+    if kb.biographies and forgotten_bio is not None:
+        scored_bio = set(kb.bio_ids) - ex_bio
+        n_bio = len(scored_bio)
+        acc_bio = 1.0 if n_bio == 0 else (n_bio - len(set(forgotten_bio) & scored_bio)) / n_bio
     denom = n_bio + kept_rel
     acc_all = 1.0 if denom == 0 else ((acc_bio or 0.0) * n_bio + acc_rel * kept_rel) / denom
     tf = None

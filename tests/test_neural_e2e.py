@@ -251,7 +251,9 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
     sets = json.loads((eval_run / "sets.json").read_text())["targets"]
     for r in rows:
         again = recall_accuracy(small_kb, sets[str(r["target"])]["sets"], set(r["forgotten_relationships"]),
-                                set(r["forgotten_biographies"]), r["sets_used"], [r["target"]])
+                                set(r["forgotten_biographies"]), r["sets_used"], [r["target"]],
+                                exclude_rel=r["retain_fact_ids"]["relationships"],
+                                exclude_bio=r["retain_fact_ids"]["biographies"])
         assert again.recall == r["recall"] and again.accuracy_all == r["accuracy_all"]
         assert again.best_set == r["best_set"]
     # the summary follows from the rows: recompute Recall@Acc>=0.8 of GA from the mean points
@@ -432,6 +434,19 @@ def test_metrics_option_adds_fields_and_probing_computes_only_what_is_needed(sma
     assert row["logprob_forget"] < row["logprob_other"] <= 0  # 16 GA steps push the forget answers down
     assert row["retain_fact_ids"]["relationships"] and not set(row["forget_set"]) & set(
         row["retain_fact_ids"]["relationships"])
+    # honest protocol: with the recall metric too, the row's accuracy leaves the retain-train facts out
+    run2 = tmp_path / "m2"
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run2),
+                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", "cpu"]) == 0
+    (r,) = _rows(run2)
+    sets = json.loads((run2 / "sets.json").read_text())["targets"][str(r["target"])]["sets"]
+    ret = r["retain_fact_ids"]
+    honest = recall_accuracy(small_kb, sets, set(r["forgotten_relationships"]), set(r["forgotten_biographies"]),
+                             r["sets_used"], [r["target"]], exclude_rel=ret["relationships"],
+                             exclude_bio=ret["biographies"])
+    assert (r["recall"], r["accuracy_all"], r["best_set"]) == (honest.recall, honest.accuracy_all, honest.best_set)
+    scored = set(small_kb.rel_ids) - set(r["best_set"]) - set(ret["relationships"])
+    assert not scored & set(ret["relationships"]) and 0 < len(ret["relationships"]) + len(ret["biographies"]) <= 64
     assert (run / "report.md").exists() and "rouge_l_forget" in (run / "report.md").read_text()
     # the default (the paper's metrics) writes no ROUGE/log-prob fields, and GA trains on no retain data
     default = _rows(eval_run)[0]

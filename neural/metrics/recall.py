@@ -2,7 +2,8 @@
 
 Recall = max over minimal deep unlearning sets M of |U_A ∩ M| / |M| (Eq. 1), accuracy = the share of the facts
 outside that M the model still knows (Eq. 2), over relationships, biographies and all facts; computed by
-:func:`dukb.solver.metrics.recall_accuracy` from the facts the probe finds forgotten.
+:func:`dukb.solver.metrics.recall_accuracy` from the facts the probe finds forgotten. Honest protocol: the facts the
+method trained on as retain data (the row's ``retain_fact_ids``) are not scored for accuracy.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def recall_metric(ctx: RowContext) -> dict:
         ctx: :class:`RowContext`; its probe table must hold the "qa" rows of every KB fact with ``known``.
 
     Returns:
-        The fields of :data:`FIELDS` (forgotten_* as sorted fact_id lists).
+        The fields of :data:`FIELDS` (forgotten_* as sorted fact_id lists); the accuracies leave out
+        ``ctx.retain_ids``.
 
     Raises:
         ValueError: the probe table lacks a fact of the KB.
@@ -47,7 +49,9 @@ def recall_metric(ctx: RowContext) -> dict:
 
     ret = retained_from_probe(ctx.kb, ctx.probe)
     bio = None if ret.biographies is None else ret.forgotten_biographies
-    r = recall_accuracy(ctx.kb, ctx.sets, ret.forgotten_relationships, bio, ctx.sets_used, [ctx.target])
+    r = recall_accuracy(ctx.kb, ctx.sets, ret.forgotten_relationships, bio, ctx.sets_used, [ctx.target],
+                        exclude_rel=ctx.retain_ids.get("relationships", ()),
+                        exclude_bio=ctx.retain_ids.get("biographies", ()))
     return {**r.to_json(), "forgotten_relationships": sorted(ret.forgotten_relationships),
             "forgotten_biographies": sorted(ret.forgotten_biographies)}
 

@@ -1,0 +1,101 @@
+"""Honest accuracy (issue: honest protocol): facts a method trains on as retain data are never scored as retained
+knowledge. Checked against an independent plain-Python reading of the definition, and by hand."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dukb import InputError
+from dukb.solver.metrics import recall_accuracy
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def reference(n_rel, n_bio, sets, forgot_rel, forgot_bio, ex_rel, ex_bio):
+    """The definition read literally: for each minimal set, recall and the accuracy over the scored facts (KB minus
+    the set minus the retain-train facts); the best set by recall, then accuracy, then size, then ids."""
+    rel = set(range(n_rel))
+    best = None
+    for s in sets:
+        rec = len(set(s) & forgot_rel) / len(s)
+        scored = [f for f in rel if f not in s and f not in ex_rel]
+        acc = 1.0 if not scored else sum(f not in forgot_rel for f in scored) / len(scored)
+        key = (rec, acc, -len(s), tuple(-x for x in sorted(s)))
+        if best is None or key > best[0]:
+            best = (key, rec, acc, len(scored), sorted(s))
+    _, rec, acc_rel, n_scored_rel, best_set = best
+    scored_bio = [b for b in range(n_bio) if b not in ex_bio]
+    acc_bio = None
+    if n_bio:
+        acc_bio = 1.0 if not scored_bio else sum(b not in forgot_bio for b in scored_bio) / len(scored_bio)
+    n_b = len(scored_bio) if n_bio else 0
+    denom = n_scored_rel + n_b
+    acc_all = 1.0 if denom == 0 else (acc_rel * n_scored_rel + (acc_bio or 0.0) * n_b) / denom
+    return rec, acc_rel, acc_bio, acc_all, best_set
+
+
+@st.composite
+def outcomes(draw):
+    n_rel = draw(st.integers(2, 12))
+    n_bio = draw(st.integers(0, 6))
+    ids = st.integers(0, n_rel - 1)
+    sets = draw(st.lists(st.frozensets(ids, min_size=1, max_size=4), min_size=1, max_size=4))
+    forgot_rel = draw(st.frozensets(ids))
+    forgot_bio = draw(st.frozensets(st.integers(0, max(n_bio - 1, 0)))) if n_bio else frozenset()
+    ex_rel = draw(st.frozensets(ids))
+    ex_bio = draw(st.frozensets(st.integers(0, max(n_bio - 1, 0)))) if n_bio else frozenset()
+    return n_rel, n_bio, [sorted(s) for s in sets], set(forgot_rel), set(forgot_bio), set(ex_rel), set(ex_bio)
+
+
+def _kb(kb_builder, n_rel, n_bio):
+    people = {f"P{i}": ("male" if i % 2 else "female") for i in range(max(n_rel + 1, n_bio))}
+    facts = [(f"P{i}", "child", f"P{i + 1}") for i in range(n_rel)]
+    bios = [(f"P{i}", "birthyear", str(1900 + i)) for i in range(n_bio)]
+    return kb_builder(people, facts, bios)
+
+
+@SETTINGS
+@given(case=outcomes())
+def test_honest_accuracy_matches_the_definition(case, kb_builder):
+    n_rel, n_bio, sets, forgot_rel, forgot_bio, ex_rel, ex_bio = case
+    kb = _kb(kb_builder, n_rel, n_bio)
+    got = recall_accuracy(kb, sets, forgot_rel, forgot_bio, "exact", exclude_rel=ex_rel, exclude_bio=ex_bio)
+    rec, acc_rel, acc_bio, acc_all, best_set = reference(n_rel, n_bio, sets, forgot_rel, forgot_bio, ex_rel, ex_bio)
+    assert got.recall == pytest.approx(rec) and got.accuracy_relationships == pytest.approx(acc_rel)
+    assert got.accuracy_all == pytest.approx(acc_all) and got.best_set == best_set
+    assert (got.accuracy_biographies is None) == (acc_bio is None)
+    if acc_bio is not None:
+        assert got.accuracy_biographies == pytest.approx(acc_bio)
+    # forgetting a retain-train fact never changes accuracy: it is not scored
+    more = recall_accuracy(kb, sets, forgot_rel | ex_rel, forgot_bio | ex_bio, "exact", exclude_rel=ex_rel,
+                           exclude_bio=ex_bio)
+    if more.best_set == got.best_set:
+        assert more.accuracy_all == pytest.approx(got.accuracy_all)
+
+
+@SETTINGS
+@given(case=outcomes())
+def test_without_exclusions_it_is_the_papers_accuracy(case, kb_builder):
+    n_rel, n_bio, sets, forgot_rel, forgot_bio, _e, _b = case
+    kb = _kb(kb_builder, n_rel, n_bio)
+    got = recall_accuracy(kb, sets, forgot_rel, forgot_bio, "exact")
+    best = got.best_set
+    keep = n_rel - len(best)
+    eq2 = 1.0 if keep == 0 else (keep - len(forgot_rel - set(best))) / keep  # Wu et al. 2025, Eq. 2
+    assert got.accuracy_relationships == pytest.approx(eq2)
+
+
+def test_by_hand(kb_builder):
+    kb = _kb(kb_builder, 6, 2)
+    # M = {{0, 1}}; U_A = {0, 1, 4}; retain-train facts {4, 5} and biography 0 (forgotten too)
+    plain = recall_accuracy(kb, [[0, 1]], {0, 1, 4}, {0})
+    honest = recall_accuracy(kb, [[0, 1]], {0, 1, 4}, {0}, exclude_rel=[4, 5], exclude_bio=[0])
+    assert plain.recall == honest.recall == 1.0
+    assert plain.accuracy_relationships == pytest.approx(3 / 4)  # 2, 3, 5 of 2, 3, 4, 5
+    assert honest.accuracy_relationships == pytest.approx(2 / 2)  # 2, 3 of 2, 3
+    assert plain.accuracy_biographies == pytest.approx(1 / 2) and honest.accuracy_biographies == 1.0
+    assert honest.accuracy_all == pytest.approx((2 + 1) / (2 + 1))
+    with pytest.raises(InputError, match="excluded"):
+        recall_accuracy(kb, [[0, 1]], {0}, None, exclude_rel=[99])
