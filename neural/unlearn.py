@@ -89,9 +89,10 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id in wanted]
     m = get_method(method)
     if retain is None:
-        retain = default_retain(items, forget, seed=seed) if getattr(m, "reg_kind", None) else []
+        retain = default_retain(items, forget, seed=seed) if m.uses_retain else []
     retain_ids = retain_fact_ids(retain)
-    ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora)
+    ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, kb=kb, closure=closure, target=target_fact_id,
+                         sets=[list(s) for s in sets[0]], items=items)
     t0 = time.perf_counter()
     for setting, pred in m.sweep(ctx, grid):
         t1 = time.perf_counter()

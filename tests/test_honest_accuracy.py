@@ -99,3 +99,30 @@ def test_by_hand(kb_builder):
     assert honest.accuracy_all == pytest.approx((2 + 1) / (2 + 1))
     with pytest.raises(InputError, match="excluded"):
         recall_accuracy(kb, [[0, 1]], {0}, None, exclude_rel=[99])
+
+
+# ------------------------------------------------------------------------------ closed-loop deep unlearning -----
+def test_closed_loop_loss_by_hand():
+    torch = pytest.importorskip("torch")
+    from dukb.neural.methods.closed_loop import closed_loop_loss
+
+    # one forget answer token with p = 0.5 and one retain answer token with p = 0.25 (two-word vocabulary logits)
+    f_logits = torch.tensor([[[0.0, 0.0], [0.0, 0.0]]])
+    f_labels = torch.tensor([[-100, 1]])
+    r_logits = torch.tensor([[[0.0, float(torch.log(torch.tensor(3.0)))], [0.0, 0.0]]])
+    r_labels = torch.tensor([[-100, 0]])
+    import math
+
+    ga = -math.log(2)  # L_GA = −NLL = log p = −log 2
+    gdr = -math.log(0.25)  # NLL of p = 1/4
+    assert closed_loop_loss(f_logits, f_labels).item() == pytest.approx(ga)
+    assert closed_loop_loss(f_logits, f_labels, r_logits, r_labels, 2.0).item() == pytest.approx(ga + 2 * gdr)
+
+
+def test_choose_set_prefers_the_fewest_still_known_facts():
+    from dukb.neural.methods.closed_loop import choose_set
+
+    sets = [[1, 2], [3], [4, 5, 6]]
+    assert choose_set(sets, known={1, 2, 3, 4}) == [3]  # one known fact each for [3] and [4,5,6]: smaller set
+    assert choose_set(sets, known={3, 4}) == [1, 2]  # already forgotten facts cost nothing
+    assert choose_set(sets, known=set(), fixed=[4, 5, 6]) == [4, 5, 6]

@@ -462,3 +462,24 @@ def test_probe_skips_passes_no_metric_needs(small_kb, lm):
     assert list(only["known"]) == list(full["known"]) and full["logprob"].notna().all()
     lp = probe(pred, items, generate=False, rouge=False, logprob=True)
     assert lp["known"].isna().all() and list(lp["logprob"]) == pytest.approx(list(full["logprob"]))
+
+
+# ---------------------------------------------------------------------------- closed-loop deep unlearning ------
+def test_closed_loop_success_means_the_target_is_not_derivable(small_kb, lm):
+    """Whenever CL-DU reports success (stopped), the facts the model no longer knows form a deep unlearning set of
+    the target (checked with the solver), hence recall 1; its retain facts are never scored."""
+    from dukb.neural.unlearn import sweep_target
+    from dukb.solver.mdus import is_deep_unlearning_set
+
+    c = compute_closure(small_kb)
+    targets = [f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0][:2]
+    stopped = 0
+    for t in targets:
+        for row in sweep_target(lm, small_kb, c, t, "cl_du", [1, 4, 8], seed=0):
+            if row["setting"]["stopped"]:
+                stopped += 1
+                assert is_deep_unlearning_set(c, [c.atom_of_fact(t)], row["forgotten_relationships"])
+                assert row["recall"] == 1.0
+            ret = set(row["retain_fact_ids"]["relationships"])
+            assert ret and not ret & set(row["setting"]["trained_on"])
+    assert stopped >= 1

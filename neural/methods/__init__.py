@@ -6,7 +6,8 @@ presets.
 - :mod:`.retain`: the GDR and KLR retain regularisers of MUSE (Shi et al. 2024), combinable with GA, NPO and KL;
 - :mod:`.kl`: KL unlearning as in RESTOR (maximise the divergence from the reference on the forget data);
 - :mod:`.tv`: task vector negation (Ilharco et al. 2023);
-- :mod:`.whp`: Who's Harry Potter logit steering (Eldan & Russinovich 2023; Wu et al. 2025 Eq. 3).
+- :mod:`.whp`: Who's Harry Potter logit steering (Eldan & Russinovich 2023; Wu et al. 2025 Eq. 3);
+- :mod:`.closed_loop`: closed-loop deep unlearning (dukb's own: the solver in the loop) and its ablations.
 
 Every method implements :class:`dukb.neural.methods.base.Method`: ``sweep(ctx, grid)`` yields ``(setting,
 predictor)`` pairs, each starting from the finetuned weights, without writing checkpoints to disk. Methods whose
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from dukb import InputError
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, parse_grid
+from dukb.neural.methods.closed_loop import ClosedLoopDeepUnlearning
 from dukb.neural.methods.ga import GradientAscent
 from dukb.neural.methods.kl import KLDivergence
 from dukb.neural.methods.npo import NPO
@@ -48,6 +50,8 @@ METHODS: dict[str, Method] = _registry(
     KLDivergence(), KLDivergence("gdr"), KLDivergence("klr"),
     NPO(), NPO("gdr"), NPO("klr"),
     TaskVector(), WHP(),
+    ClosedLoopDeepUnlearning(), ClosedLoopDeepUnlearning("fixed"), ClosedLoopDeepUnlearning("noselect"),
+    ClosedLoopDeepUnlearning("noneighbour"),
 )
 
 #: Methods whose forget term also unlearns plain documents (RESTOR, Rezaei et al. Sec. 3.3).
@@ -83,6 +87,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("du_npo_gdr", "npo_gdr", "minimum", (1, 2, 3, 4, 6, 8), "NPO + GDR on a minimum deep unlearning set"),
     Preset("du_npo_gdr_best", "npo_gdr", "best", (1, 2, 3, 4, 6, 8),
            "NPO + GDR on the least damaging minimal set"),
+    Preset("du_cl", "cl_du", "target", (1, 2, 3, 4, 6, 8, 12, 16),
+           "closed-loop deep unlearning (the solver picks and re-picks what to unlearn)"),
 )}
 
 

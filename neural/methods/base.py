@@ -31,6 +31,9 @@ class UnlearnContext:
         retain_batch_size: retain items per step.
         reg_weight: λ of the retain regulariser.
         lora: optional :class:`dukb.neural.spec.LoraSpec`: train adapters only.
+        kb, closure, target, sets, items: the symbolic plan, for methods that consult the solver while they
+            unlearn (closed-loop deep unlearning): the KB, its closure, the target's fact_id, its minimal deep
+            unlearning sets (lists of fact_ids) and the KB's QA items. None for the other methods' callers.
     """
 
     lm: object
@@ -41,6 +44,11 @@ class UnlearnContext:
     retain_batch_size: int = 8
     reg_weight: float = 1.0
     lora: object | None = None
+    kb: object | None = None
+    closure: object | None = None
+    target: int | None = None
+    sets: list | None = None
+    items: list[QAItem] | None = None
 
     @property
     def family(self) -> str:
@@ -67,6 +75,8 @@ class Method(abc.ABC):
     source: str = ""
     #: the forget term can also unlearn plain documents (RESTOR's document-level unlearning, :meth:`forget_loss`)
     document_level: bool = False
+    #: the method trains on retain data (``ctx.retain``): those facts are retain-train, never scored for accuracy
+    uses_retain: bool = False
 
     @abc.abstractmethod
     def sweep(self, ctx: UnlearnContext, grid=None) -> Iterator[tuple[dict, Predictor]]:

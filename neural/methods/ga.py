@@ -37,6 +37,7 @@ class GradientAscent(Method):
         self.name = "ga" if reg is None else f"ga_{reg}"
         self.summary = "gradient ascent on the forget QA" + REG_SUMMARY.get(reg, "")
         self.document_level = reg is None
+        self.uses_retain = reg is not None
 
     def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
         """:func:`ga_loss` (the mean over labelled tokens, at either level)."""

@@ -83,6 +83,7 @@ class KLDivergence(Method):
         self.name = "kl" if reg is None else f"kl_{reg}"
         self.summary = "maximise the divergence from f_ref on the forget QA" + REG_SUMMARY.get(reg, "")
         self.document_level = reg is None
+        self.uses_retain = reg is not None
 
     @property
     def needs_reference(self) -> bool:

@@ -97,6 +97,7 @@ class NPO(Method):
         self.name = "npo" if reg is None else f"npo_{reg}"
         self.summary = "negative preference optimisation on the forget QA" + REG_SUMMARY.get(reg, "")
         self.document_level = reg is None
+        self.uses_retain = reg is not None
 
     @property
     def needs_reference(self) -> bool:

@@ -1,0 +1,210 @@
+"""Closed-loop deep unlearning (CL-DU): dukb's own method, with the solver in the loop.
+
+The paper's methods unlearn the target and hope its supporting facts go too; the deep-unlearning-aware presets
+unlearn a fixed minimal deep unlearning set chosen before training. CL-DU instead watches what the model still
+knows and asks the solver, after every round, which facts still need to go::
+
+    input:  θ₀; target t; its minimal deep unlearning sets M (Wu et al. 2025, Def. 3); the cone facts C (the KB
+            facts that can take part in deriving t); the retain-train pool R; steps per round S; rounds R_max
+    known ← {f ∈ C : probe(θ₀, f)}
+    for r = 1 .. R_max:
+        if t ∉ Ω(known, rules): stop                  # the solver: t is no longer derivable from what θ knows
+        U ← argmin_{U ∈ M} (|U ∩ known|, |U|)          # facts already forgotten cost nothing
+        F ← U ∩ known                                  # unlearn only the still-known facts of that set
+        N ← {g ∈ R \\ C : g shares a person with F}     # neighbours: where collateral damage happens
+        θ ← S AdamW steps on L_CL = L_GA(F) + λ · L_GDR(N, else R \\ C)
+        known ← {f ∈ C : probe(θ, f)}
+    return θ
+
+When it stops, the facts the model no longer knows form a deep unlearning set of t, so its recall (Eq. 1) is 1.
+The grid is R_max: one trajectory is run and a model is reported at each grid value (the trajectory up to round r
+does not depend on R_max, so this equals separate runs). Probing the cone facts is cheap: a target's cone holds
+tens of facts, not the KB.
+
+Ablations (registered variants): ``cl_du_fixed`` (no closed loop: the set chosen at the start is trained for
+S · R_max steps, never re-probed, never stopped), ``cl_du_noselect`` (the set is chosen once; each round unlearns its
+still-known facts and the loop still stops), ``cl_du_noneighbour`` (the retain batch is drawn from all of R \\ C).
+
+Source: dukb (this module); the losses are GA (Jang et al. 2023) and GDR (Shi et al. 2024, MUSE Sec. 3); the
+stopping rule is Wu et al. 2025, Definition 2.
+"""
+
+from __future__ import annotations
+
+import random
+
+from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for
+from dukb.neural.methods.ga import GA_LR, ga_loss
+from dukb.neural.methods.retain import gdr_loss
+
+#: optimiser steps per round
+STEPS_PER_ROUND = 2
+ROUNDS_GRID = (1, 2, 3, 4, 6, 8, 12, 16)
+
+
+def closed_loop_loss(forget_logits, forget_labels, retain_logits=None, retain_labels=None, weight: float = 1.0):
+    """L_CL = L_GA(forget) + λ · L_GDR(retain): the negated answer NLL of the still-known facts of the chosen set
+    plus λ times the answer NLL of the neighbour retain facts (no retain term when ``retain_logits`` is None).
+
+    Args:
+        forget_logits: [B, L, V]; forget_labels: [B, L] with -100 outside answers.
+        retain_logits: [B', L', V] or None; retain_labels: [B', L'].
+        weight: λ ≥ 0.
+
+    Returns:
+        Scalar tensor (nats per token).
+
+    Source: Jang et al. 2023 (GA); Shi et al. 2024, Sec. 3 (GDR).
+    """
+    loss = ga_loss(forget_logits, forget_labels)
+    if retain_logits is not None:
+        loss = loss + weight * gdr_loss(retain_logits, retain_labels)
+    return loss
+
+
+def choose_set(sets, known: set[int], fixed=None) -> list[int]:
+    """The minimal set with the fewest still-known facts (then the smaller set, then the smaller ids), or ``fixed``.
+
+    Args:
+        sets: minimal deep unlearning sets (collections of fact_ids).
+        known: relationship fact_ids the model still knows.
+        fixed: a set chosen earlier (ablation without re-selection), returned as is.
+    """
+    if fixed is not None:
+        return list(fixed)
+    return list(min((sorted(s) for s in sets), key=lambda s: (len(known.intersection(s)), len(s), s)))
+
+
+def neighbours(kb, fact_ids, pool, cone_ids: set[int]):
+    """Retain-train items about a person of the given relationship facts, outside the cone.
+
+    Args:
+        kb: the KB; fact_ids: relationship fact_ids being forgotten; pool: retain-train QA items;
+        cone_ids: relationship fact_ids of the target's cone (never retained).
+
+    Returns:
+        The items of ``pool`` whose fact names a person of ``fact_ids`` (subject or object for relationships,
+        subject for biographies).
+    """
+    people = set()
+    for f in fact_ids:
+        fact = kb.relationship(f)
+        people.update((fact.subject, fact.object))
+    bios = {b.fact_id: b.subject for b in kb.biographies}
+    out = []
+    for it in pool:
+        if it.fact_kind == "relationship":
+            if it.fact_id in cone_ids:
+                continue
+            fact = kb.relationship(it.fact_id)
+            if fact.subject in people or fact.object in people:
+                out.append(it)
+        elif bios.get(it.fact_id) in people:
+            out.append(it)
+    return out
+
+
+class ClosedLoopDeepUnlearning(Method):
+    """CL-DU and its ablations (see the module docstring).
+
+    Args:
+        variant: None (the method), "fixed", "noselect" or "noneighbour".
+        steps_per_round: S.
+    """
+
+    param = "rounds"
+    default_grid = ROUNDS_GRID
+    source = "dukb (closed loop with the solver); GA + GDR losses"
+    uses_retain = True
+
+    def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND):
+        if variant not in (None, "fixed", "noselect", "noneighbour"):
+            raise ValueError(f"unknown CL-DU variant {variant!r}")
+        self.variant = variant
+        self.steps_per_round = steps_per_round
+        self.name = "cl_du" if variant is None else f"cl_du_{variant}"
+        self.summary = {None: "closed-loop deep unlearning: unlearn the still-known facts of the cheapest minimal "
+                              "set, re-probe, stop once the solver finds the target underivable",
+                        "fixed": "CL-DU ablation: no closed loop (fixed steps on the initially cheapest set)",
+                        "noselect": "CL-DU ablation: the set is chosen once, not re-selected each round",
+                        "noneighbour": "CL-DU ablation: retain batches from all retain-train facts, not neighbours",
+                        }[variant]
+
+    def sweep(self, ctx: UnlearnContext, grid=None):
+        """Yield ``({"rounds": R, "lr", "steps_per_round", "rounds_run", "stopped", "trained_on"}, predictor)`` at
+        each R of the grid (ascending), from one trajectory starting at θ₀.
+
+        Raises:
+            ValueError: the context lacks the symbolic plan (kb, closure, target, sets, items).
+        """
+        from dukb.neural.data import encode_qa
+        from dukb.neural.probe import probe
+        from dukb.neural.scoring import forward_logits
+        from dukb.neural.train import TrainConfig, train_loop
+        from dukb.solver.cone import cone_of
+        from dukb.solver.mdus import is_deep_unlearning_set
+
+        if ctx.closure is None or ctx.sets is None or ctx.target is None or ctx.items is None:
+            raise ValueError("closed-loop deep unlearning needs the plan: kb, closure, target, sets and items")
+        grid = sorted(int(g) for g in (grid or self.default_grid))
+        closure, kb = ctx.closure, ctx.kb
+        atom = closure.atom_of_fact(ctx.target)
+        cone = cone_of(closure, [atom])
+        cone_ids = {closure.fact_ids[cone.atoms[a]] for a in cone.kb}
+        by_id = {it.fact_id: it for it in ctx.items if it.fact_kind == "relationship" and it.kind == "qa"}
+        cone_items = [by_id[f] for f in sorted(cone_ids)]
+        pool = [it for it in ctx.retain if not (it.fact_kind == "relationship" and it.fact_id in cone_ids)]
+        lr = lr_for(ctx, GA_LR)
+        rng = random.Random(ctx.seed)
+        state = WeightState(ctx.lm, ctx.lora, ctx.seed)
+        cfg = TrainConfig(epochs=1, lr=lr, schedule="constant", seed=ctx.seed)
+        trained: list[int] = []
+
+        def still_known() -> set[int]:
+            df = probe(state.predictor(), cone_items, rouge=False, logprob=False)
+            return {int(f) for f, k in zip(df["fact_id"], df["known"]) if k}
+
+        try:
+            known = still_known()
+            fixed = choose_set(ctx.sets, known) if self.variant in ("fixed", "noselect") else None
+            stopped, r = False, 0
+            for target_rounds in grid:
+                while r < target_rounds and not stopped:
+                    closed = self.variant != "fixed"
+                    if closed and is_deep_unlearning_set(closure, [atom], cone_ids - known):
+                        stopped = True
+                        break
+                    chosen = choose_set(ctx.sets, known, fixed)
+                    forget = [by_id[f] for f in chosen if f in known] if closed else [by_id[f] for f in chosen]
+                    if not forget:  # nothing left to unlearn in the set (the solver check above decides)
+                        stopped = True
+                        break
+                    near = [] if self.variant == "noneighbour" else neighbours(kb, [it.fact_id for it in forget],
+                                                                              pool, cone_ids)
+                    retain_src = near or pool
+                    fb = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, forget, ctx.lm.device)
+                    batches = []
+                    for _ in range(self.steps_per_round):
+                        rb = rng.sample(retain_src, min(ctx.retain_batch_size, len(retain_src))) if retain_src \
+                            else []
+                        batches.append([encode_qa(ctx.lm.tokenizer, ctx.lm.tags, rb, ctx.lm.device) if rb else None])
+
+                    def loss_fn(model, rbatch, fb=fb):
+                        rl = forward_logits(model, rbatch) if rbatch is not None else None
+                        return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
+                                                None if rbatch is None else rbatch["labels"], ctx.reg_weight)
+
+                    train_loop(state.model, state.trainable(), cfg, lambda _e, b=batches: b, loss_fn,
+                               total_steps=self.steps_per_round, torch_seed=ctx.seed + r)
+                    trained = sorted(set(trained) | {it.fact_id for it in forget})
+                    r += 1
+                    if closed:
+                        known = still_known()
+                yield ({"rounds": target_rounds, "lr": lr, "steps_per_round": self.steps_per_round,
+                        "rounds_run": r, "stopped": stopped, "trained_on": trained}, state.predictor())
+        finally:
+            state.close()
+
+
+__all__ = ["ClosedLoopDeepUnlearning", "ROUNDS_GRID", "STEPS_PER_ROUND", "choose_set", "closed_loop_loss",
+           "neighbours"]
