@@ -17,13 +17,15 @@ from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 SCOPES = tuple(FORGET_SCOPES)
 
 
-def default_retain(items: list[QAItem], forget: list[QAItem], n: int = 64, seed: int = 0) -> list[QAItem]:
-    """The default retain set of GDR/KLR: ``n`` random KB QA items about facts other than the forget facts.
+def default_retain(items: list[QAItem], forget: list[QAItem], n: int = 64, seed: int = 0,
+                   exclude_rel=()) -> list[QAItem]:
+    """The default retain set of GDR/KLR (retain-train): ``n`` random KB QA items about facts other than the forget
+    facts and the relationship fact_ids ``exclude_rel``.
 
     Returns:
         list of QA items (deterministic for ``seed``).
     """
-    banned = {(f.fact_kind, f.fact_id) for f in forget}
+    banned = {(f.fact_kind, f.fact_id) for f in forget} | {("relationship", int(f)) for f in exclude_rel}
     pool = [it for it in items if (it.fact_kind, it.fact_id) not in banned]
     rng = random.Random(seed)
     return rng.sample(pool, min(n, len(pool)))
@@ -89,7 +91,13 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id in wanted]
     m = get_method(method)
     if retain is None:
-        retain = default_retain(items, forget, seed=seed) if m.uses_retain else []
+        cone_ids = ()
+        if m.retain_outside_cone:  # the method may unlearn any fact of the cone: none of them is retain data
+            from dukb.solver.cone import cone_of
+
+            cone = cone_of(closure, [closure.atom_of_fact(target_fact_id)])
+            cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
+        retain = default_retain(items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
     retain_ids = retain_fact_ids(retain)
     ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, kb=kb, closure=closure, target=target_fact_id,
                          sets=[list(s) for s in sets[0]], items=items)

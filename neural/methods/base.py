@@ -77,6 +77,8 @@ class Method(abc.ABC):
     document_level: bool = False
     #: the method trains on retain data (``ctx.retain``): those facts are retain-train, never scored for accuracy
     uses_retain: bool = False
+    #: the retain-train data excludes every fact of the target's cone (the method may unlearn any of them)
+    retain_outside_cone: bool = False
 
     @abc.abstractmethod
     def sweep(self, ctx: UnlearnContext, grid=None) -> Iterator[tuple[dict, Predictor]]:

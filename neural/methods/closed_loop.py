@@ -116,6 +116,7 @@ class ClosedLoopDeepUnlearning(Method):
     default_grid = ROUNDS_GRID
     source = "dukb (closed loop with the solver); GA + GDR losses"
     uses_retain = True
+    retain_outside_cone = True
 
     def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND):
         if variant not in (None, "fixed", "noselect", "noneighbour"):
