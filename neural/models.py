@@ -110,7 +110,13 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **cfg)
     model = GPT2LMHeadModel(gcfg)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(out, safe_serialization=True)
+    # written by every process, not through model.save_pretrained: under a multi-process launch transformers saves
+    # on rank 0 only, and each process builds the (identical, seeded) tiny model in its own temporary directory
+    from safetensors.torch import save_model
+
+    gcfg.save_pretrained(out)
+    model.generation_config.save_pretrained(out)
+    save_model(model, str(out / "model.safetensors"))
     tokenizer.save_pretrained(out)
     (out / "dukb_tiny.json").write_text(json.dumps({"seed": seed, "config": cfg, "vocab": len(tokenizer),
                                                     "prompt": "tiny"}, indent=2))
