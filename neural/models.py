@@ -143,27 +143,46 @@ class LoadedModel:
 
 
 def load_model(spec: ModelSpec) -> LoadedModel:
-    """Load a causal LM and tokenizer from a hub id or a local directory.
+    """Load a causal LM and tokenizer from a hub id, a local directory, a GGUF file or a known short name.
 
-    The tokenizer gets left padding (for batched generation) and a pad token (eos if it has none). Nothing is
-    downloaded when the path is local; ``trust_remote_code`` stays as the spec says.
+    ``spec.name_or_path`` is resolved by :func:`dukb.neural.zoo.resolve_model`. A GGUF file (or a folder holding
+    one, or a short name such as ``smollm2-135m``) is dequantized by transformers to ``spec.dtype`` (auto: fp32 on
+    CPU, bf16 on CUDA) and its own tokenizer is used; the loaded model is an ordinary float model (no quantization
+    config), so :func:`save_model` writes an ordinary HF directory. The tokenizer gets left padding (for batched
+    generation) and a pad token (eos if it has none). Nothing is downloaded when the path is local;
+    ``trust_remote_code`` stays as the spec says.
 
     Raises:
-        InputError: the model cannot be found or loaded (message from transformers).
+        InputError: the model cannot be found or loaded (message from transformers); a GGUF file of an architecture
+            transformers cannot load; a short name that is not cached.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from dukb.neural.zoo import resolve_model
+
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
-    path = spec.name_or_path
+    where = resolve_model(spec.name_or_path)
+    path, extra = where.path, ({"gguf_file": where.gguf_file} if where.gguf_file else {})
     if not Path(path).exists():
         log.info("loading %s from the hub (or the local HF cache)", path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=spec.trust_remote_code)
-    except (OSError, ValueError) as e:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code, **extra)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=spec.trust_remote_code,
+                                                     **extra)
+    except (OSError, ValueError, ImportError, KeyError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if where.gguf_file:
+            raise InputError(f"transformers cannot load this GGUF file ({first}); transformers dequantizes GGUF "
+                             "files of the architectures it lists in GGUF_SUPPORTED_ARCHITECTURES; convert other "
+                             "models to an HF directory", where.file) from None
         raise InputError(f"cannot load model: {first}", path) from None
+    if where.gguf_file:  # dequantized: a plain float model from here on (saved without a quantization config)
+        for obj in (model.config, getattr(model, "generation_config", None)):
+            if obj is not None and hasattr(obj, "quantization_config"):
+                delattr(obj, "quantization_config")
+        model.hf_quantizer = None
+        model.is_quantized = False
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -184,13 +203,45 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 
 
 def spec_for_path(path: str | Path, **kw) -> ModelSpec:
-    """A :class:`ModelSpec` for a model directory or hub id, choosing the prompt preset: "tiny" for a dukb tiny
-    model directory (it has dukb_tiny.json), else by name (:func:`dukb.neural.spec.preset_for`)."""
+    """A :class:`ModelSpec` for a model directory, GGUF file, short name or hub id, choosing the prompt preset and
+    the preset family.
+
+    Prompt: "tiny" for a dukb tiny model directory (it has dukb_tiny.json); the one recorded in a directory dukb
+    saved (dukb_model.json); the known model's or GGUF family's; else by name (:func:`dukb.neural.spec.preset_for`).
+    Family: recorded, else :func:`dukb.neural.zoo.model_family` of the name, else the prompt preset's name.
+
+    Raises:
+        InputError: a short name that is not cached, a folder with several GGUF files.
+    """
     from dukb.neural.spec import preset_for
+    from dukb.neural.zoo import resolve_model
 
     p = Path(path)
-    prompt = kw.pop("prompt", None) or ("tiny" if (p / "dukb_tiny.json").exists() else preset_for(str(path)))
-    return ModelSpec(str(path), prompt=prompt, **kw)
+    rec = read_model_record(p)
+    prompt = kw.pop("prompt", None)
+    family = kw.pop("family", None)
+    if (p / "dukb_tiny.json").exists():
+        prompt, family = prompt or "tiny", family or "tiny"
+    elif rec:
+        prompt, family = prompt or rec.get("prompt"), family or rec.get("family")
+    else:
+        where = resolve_model(str(path))
+        prompt = prompt or where.prompt or preset_for(str(path))
+        family = family or (where.family if where.family != "generic" else None)
+    return ModelSpec(str(path), prompt=prompt or "generic", family=family, **kw)
+
+
+#: the record dukb writes into every model directory it saves: prompt preset and preset family
+MODEL_RECORD = "dukb_model.json"
+
+
+def read_model_record(model_dir: str | Path) -> dict | None:
+    """The ``dukb_model.json`` record (prompt, family, base) of a directory dukb saved, or None."""
+    f = Path(model_dir) / MODEL_RECORD
+    try:
+        return json.loads(f.read_text()) if f.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 #: dukb's own records in a model directory: not part of the model, left out of its fingerprint
@@ -201,7 +252,8 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
     """What identifies a model's weights and tokenizer, for run identities and cache keys.
 
     Args:
-        name_or_path: a local model directory, a model file, or a hub id.
+        name_or_path: a local model directory, a model file (GGUF), a known short name (its cached file), or a hub
+            id.
 
     Returns:
         ``{"sha256": HEX}`` for a local directory (over the names and SHA-256 of every file at its top level except
@@ -213,8 +265,11 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
         InputError: a file of the model cannot be read.
     """
     from dukb.neural.runs import sha256_file, sha256_json
+    from dukb.neural.zoo import KNOWN_MODELS, cached_file
 
     p = Path(name_or_path)
+    if str(name_or_path).lower() in KNOWN_MODELS and not p.exists():
+        p = cached_file(str(name_or_path))
     if p.is_file():
         return {"sha256": sha256_file(p)}
     if p.is_dir():
@@ -225,7 +280,8 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
 
 
 def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
-    """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors).
+    """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
+    :data:`MODEL_RECORD` (prompt preset, preset family, base model) so a later load picks the same presets.
 
     Returns:
         The directory.
@@ -237,6 +293,10 @@ def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
         model = model.merge_and_unload()
     model.save_pretrained(out, safe_serialization=True)
     lm.tokenizer.save_pretrained(out)
+    spec = lm.spec
+    (out / MODEL_RECORD).write_text(json.dumps({
+        "prompt": spec.prompt if isinstance(spec.prompt, str) else "generic", "family": spec.preset_family,
+        "base": str(spec.name_or_path)}, indent=2))
     src = Path(lm.spec.name_or_path) / "dukb_tiny.json"
     if src.exists() and not (out / "dukb_tiny.json").exists():
         (out / "dukb_tiny.json").write_text(src.read_text())

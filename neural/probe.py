@@ -55,12 +55,56 @@ class Predictor:
 
 
 def _step(model, ids, mask, pos, past):
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+    """One forward pass; only the last position's logits are computed (``logits_to_keep=1``): in the prefill of a
+    batch of prompts the full [B, L, V] logits would dominate time and memory for large vocabularies."""
+    try:
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
+                    logits_to_keep=1)
+    except TypeError:  # a model whose forward has no logits_to_keep
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
     return out.logits[:, -1, :], out.past_key_values
 
 
+def line_tables(tokenizer):
+    """Per-token tables for stopping at the end of the answer line, cached on the tokenizer.
+
+    Returns:
+        ``(has_newline, has_content, content_then_newline)``: three bool tensors [V] over the vocabulary: the
+        token's text contains "\n"; contains a non-whitespace character; has a non-whitespace character followed
+        later by "\n" (the token itself ends a non-empty line).
+    """
+    import torch
+
+    cached = getattr(tokenizer, "_dukb_line_tables", None)
+    if cached is not None:
+        return cached
+    n = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
+    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False,
+                                   clean_up_tokenization_spaces=False)
+    special = set(tokenizer.all_special_ids)
+    nl = torch.tensor([("\n" in t) and i not in special for i, t in enumerate(texts)])
+    content = torch.tensor([bool(t.strip()) and i not in special for i, t in enumerate(texts)])
+    ends = torch.tensor([bool(t.split("\n", 1)[0].strip()) and "\n" in t and i not in special
+                         for i, t in enumerate(texts)])
+    tables = (nl, content, ends)
+    try:
+        tokenizer._dukb_line_tables = tables
+    except AttributeError:  # pragma: no cover - a tokenizer that refuses attributes: recompute each time
+        pass
+    return tables
+
+
+def answer_line(text: str) -> str:
+    """The answer line of a continuation: its first line with a non-whitespace character, without the line break
+    ("" when there is none). ``"\n father\nQuestion: ..."`` -> ``" father"``."""
+    for line in text.split("\n"):
+        if line.strip():
+            return line
+    return ""
+
+
 def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, *,
-                    temperature: float = 0.0, seed: int = 0) -> list[str]:
+                    temperature: float = 0.0, seed: int = 0, stop_at_newline: bool = False) -> list[str]:
     """Greedy decoding (or sampling) of a batch of prompts with left padding and a KV cache (one per model).
 
     Args:
@@ -69,6 +113,10 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
         max_new_tokens: at most this many tokens per prompt.
         temperature: 0 = greedy (the paper's probing); > 0 = sampling from softmax(logits / temperature) with a CPU
             torch generator seeded with ``seed`` (RESTOR's M generations).
+        stop_at_newline: a prompt is finished at the end of its answer line (a line break after a non-blank
+            text) as well as at EOS, and its continuation is cut to :func:`answer_line`. Greedy decoding is
+            causal, so this gives exactly the answer line of the full ``max_new_tokens`` continuation, in fewer
+            steps.
 
     Returns:
         B decoded continuations (special tokens removed).
@@ -85,6 +133,9 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
     eos = tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
     gen = torch.Generator(device="cpu").manual_seed(seed) if temperature > 0 else None
+    if stop_at_newline:
+        nl, content, ends = (t.to(ids.device) for t in line_tables(tok))
+        seen_content = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
     with torch.no_grad():
         logits, past = _step(pred.model, ids, mask, pos, None)
         aux_past = None
@@ -103,6 +154,10 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
             out.append(nxt)
             if eos is not None:
                 done = done | (nxt == eos)
+            if stop_at_newline:
+                v = nxt.clamp(max=nl.shape[0] - 1)
+                done = done | ends[v] | (seen_content & nl[v])
+                seen_content = seen_content | content[v]
             if bool(done.all()):
                 break
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
@@ -115,7 +170,8 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
     for row in gen:
         if eos is not None and eos in row:
             row = row[:row.index(eos)]
-        texts.append(tok.decode([t for t in row if t != pad], skip_special_tokens=True))
+        text = tok.decode([t for t in row if t != pad], skip_special_tokens=True)
+        texts.append(answer_line(text) if stop_at_newline else text)
     return texts
 
 
@@ -150,14 +206,21 @@ def rouge_l_recall(answer: str, output: str) -> float:
 
 def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
           max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False, *, generate: bool = True,
-          rouge: bool = True, logprob: bool = True):
+          rouge: bool = True, logprob: bool = True, stop_at_newline: bool = True):
     """Probe a predictor on QA items, computing only the passes asked for.
+
+    Prompts are batched in order of their token length (less padding). The judged output is the answer line:
+    generation stops at EOS or at the end of the first non-blank line (:func:`greedy_generate`), at most
+    ``max_new_tokens`` tokens; a finetuned model answers on one line, so this cuts the paper's 10-token budget
+    without changing what it reads as the answer, and a model that runs on into a second line (e.g. the next
+    "Question: ...") is not credited with what it says there.
 
     Args:
         pred: the :class:`Predictor`.
         items: QA items (any probe kinds).
         batch_size: prompts per forward pass.
         max_new_tokens: generation budget (tokens).
+        stop_at_newline: judge the answer line only (default); False = the whole continuation (the paper's code).
         progress: show a rich progress bar.
         generate: greedy generation and the known/unknown judgement (the paper's rule).
         rouge: ROUGE-L recall of each output against its answer (needs ``generate``).
@@ -179,7 +242,9 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         raise ValueError("ROUGE-L needs the generated outputs (generate=True)")
     t0 = time.perf_counter()
     rows = []
-    order = sorted(range(len(items)), key=lambda i: len(items[i].question))  # similar lengths batch well
+    prompts = [pred.tags.prompt(it.question) for it in items]
+    lengths = [len(x) for x in pred.tokenizer(prompts, add_special_tokens=False)["input_ids"]] if prompts else []
+    order = sorted(range(len(items)), key=lambda i: lengths[i])  # similar lengths batch well (less padding)
     chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     bar = None
     if progress:
@@ -192,8 +257,8 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         results: dict[int, tuple[str | None, float | None]] = {}
         for chunk in chunks:
             sub = [items[i] for i in chunk]
-            outs = greedy_generate(pred, [pred.tags.prompt(it.question) for it in sub], max_new_tokens) \
-                if generate else [None] * len(sub)
+            outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
+                                   stop_at_newline=stop_at_newline) if generate else [None] * len(sub)
             lps = answer_logprob(pred, sub) if logprob else [None] * len(sub)
             for i, o, lp in zip(chunk, outs, lps):
                 results[i] = (o, lp)

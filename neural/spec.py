@@ -80,6 +80,8 @@ class ModelSpec:
         lora: optional :class:`LoraSpec`; gradient methods then train adapters only.
         trust_remote_code: passed to transformers; off unless the user asks.
         gradient_checkpointing: enable it on the model (with LoRA, input grads are enabled too).
+        family: preset family for finetuning and unlearning hyper-parameters (``tiny``, ``smollm2``, ``gpt2-xl``,
+            ``phi``, ``llama``, ``generic``; :func:`dukb.neural.zoo.model_family`); None = the prompt preset's name.
     """
 
     name_or_path: str
@@ -89,7 +91,15 @@ class ModelSpec:
     lora: LoraSpec | None = None
     trust_remote_code: bool = False
     gradient_checkpointing: bool = False
+    family: str | None = None
     extra: dict = field(default_factory=dict)
+
+    @property
+    def preset_family(self) -> str:
+        """The preset family: ``family`` if set, else the prompt preset's name (``generic`` for custom tags)."""
+        if self.family:
+            return self.family
+        return self.prompt if isinstance(self.prompt, str) else "generic"
 
     @property
     def tags(self) -> PromptTags:

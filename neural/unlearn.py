@@ -70,7 +70,9 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
     Yields:
         dict rows: method, base_method, scope, forget_set, retain_fact_ids, param, setting, target, the metrics'
         fields (recall: recall, accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used,
-        n_sets, target_forgotten, forgotten_relationships, forgotten_biographies), seconds_unlearn, seconds_probe.
+        n_sets, target_forgotten, forgotten_relationships, forgotten_biographies), ``trace`` (a method's per-target
+        diagnostics, e.g. CL-DU's rounds run and trained facts; absent for methods without one), seconds_unlearn,
+        seconds_probe.
 
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
@@ -104,6 +106,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
     t0 = time.perf_counter()
     for setting, pred in m.sweep(ctx, grid):
         t1 = time.perf_counter()
+        setting = dict(setting)
+        trace = setting.pop("trace", None)  # per-target diagnostics: not part of the setting (the curve's key)
         df = probe(pred, items, batch_size=batch_size, generate=needs.generate, rouge=needs.rouge,
                    logprob=needs.logprob)
         t2 = time.perf_counter()
@@ -114,5 +118,6 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         yield {"method": m.name if scope == "target" else f"{m.name}@{scope}", "base_method": m.name,
                "scope": scope, "forget_set": list(forget_ids), "retain_fact_ids": retain_ids, "param": m.param,
                "setting": setting, "target": target_fact_id, **fields,
+               **({"trace": trace} if trace is not None else {}),
                "seconds_unlearn": round(t1 - t0, 4), "seconds_probe": round(t2 - t1, 4)}
         t0 = time.perf_counter()

