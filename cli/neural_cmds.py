@@ -11,6 +11,7 @@ import typer
 from dukb import InputError
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.methods import methods_help
+from dukb.neural.finetune import FINETUNE_PRESETS
 from dukb.neural.zoo import KNOWN_MODELS
 from dukb.solver.scopes import FORGET_SCOPES
 
@@ -63,8 +64,9 @@ def finetune(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
     model: str = typer.Option("tiny", "--model", help=MODEL_HELP),
     output: Path = typer.Option(..., "-o", "--output", help="Output model directory."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: gpt2-xl, phi, llama, generic, "
-                                         "tiny (default: the model's prompt preset)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(FINETUNE_PRESETS)
+                                         + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
+                                         "prompt preset)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum epochs (overrides the preset)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (overrides the preset)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (overrides the preset)."),

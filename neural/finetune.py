@@ -26,6 +26,7 @@ FINETUNE_PRESETS: dict[str, TrainConfig] = {
     "llama": TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
     "generic": TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
     "tiny": TrainConfig(epochs=400, lr=3e-3, batch_size=0, warmup_steps=50, eval_every=20),
+    "smollm2": TrainConfig(epochs=30, lr=2e-4, batch_size=16, warmup_steps=10, schedule="constant", eval_every=1),
 }
 
 

@@ -21,7 +21,8 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
     """The finetuning preset a spec gets and its resolved hyper-parameters.
 
     Args:
-        spec: model spec ("tiny" gets the tiny preset; otherwise the spec's prompt preset name, or generic).
+        spec: model spec ("tiny" gets the tiny preset; otherwise the preset of its family,
+            :attr:`dukb.neural.spec.ModelSpec.preset_family`, e.g. smollm2 for SmolLM2, or generic).
         preset: explicit preset name; epochs, lr, batch_size: overrides (None: the preset's).
         seed: the run seed.
 
@@ -33,7 +34,8 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
     """
     from dukb import InputError
 
-    default = TINY if spec.name_or_path == TINY else (spec.prompt if isinstance(spec.prompt, str) else "generic")
+    family = spec.preset_family
+    default = TINY if spec.name_or_path == TINY else (family if family in FINETUNE_PRESETS else "generic")
     name = preset or default
     if name not in FINETUNE_PRESETS:
         raise InputError(f"unknown finetuning preset {name!r} (choose from {', '.join(FINETUNE_PRESETS)})")

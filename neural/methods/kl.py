@@ -32,7 +32,7 @@ from dukb.neural.methods.retain import REG_SUMMARY, regulariser, with_retain
 from dukb.neural.scoring import forward_logits
 
 #: learning rates by model family (as GA's; tiny: tuned for the built-in default model).
-KL_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3}
+KL_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3, "smollm2": 1e-5}
 STEPS_GRID = (1, 2, 4, 8, 16)
 
 

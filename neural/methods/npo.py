@@ -11,7 +11,7 @@ from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_
 from dukb.neural.methods.retain import REG_SUMMARY, regulariser, with_retain
 from dukb.neural.scoring import forward_logits, sequence_logprob, token_logprobs
 
-NPO_LR = {"gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "generic": 4e-5, "tiny": 2e-3}
+NPO_LR = {"gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "generic": 4e-5, "tiny": 2e-3, "smollm2": 2e-5}
 BETA = 0.1
 
 

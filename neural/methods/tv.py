@@ -13,7 +13,7 @@ from dukb.neural.methods.retain import gdr_loss
 from dukb.neural.scoring import forward_logits
 
 REINFORCE_STEPS = 10
-REINFORCE_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3}
+REINFORCE_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3, "smollm2": 1e-5}
 ALPHA_GRID = (0.2, 0.5, 1.0, 5.0, 10.0)
 ALPHA_GRID_GPT2XL = (0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0)
 

