@@ -56,7 +56,7 @@ class RecallResult:
 
 def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: str = "exact",
                     target_fact_ids=(), exclude_rel=(), exclude_bio=()) -> RecallResult:
-    """Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
+    r"""Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
 
     Honest accuracy: facts a method trained on as retain data (``exclude_rel``, ``exclude_bio``) are left out of the
     accuracies' numerators and denominators, so data a method trains on is never scored as retained knowledge (the

@@ -505,3 +505,45 @@ def test_closed_loop_success_means_the_target_is_not_derivable(small_kb, lm):
             ret = set(row["retain_fact_ids"]["relationships"])
             assert ret and not ret & set(row["trace"]["trained_on"])
     assert stopped >= 1
+
+
+def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tmp_path):
+    """Rows of methods that train on retain data (DU_GA_GDR, CL-DU): the retain-train facts are disjoint from what
+    the method unlearns (forget set, CL-DU's trained facts and, for CL-DU, the target's cone) and from the scored
+    facts; recall and accuracy recompute by hand from the forgotten facts, the sets and the retain ids."""
+    from dukb.solver.cone import cone_of
+
+    run = tmp_path / "run"
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
+                 "--methods", "du_ga_gdr,du_cl", "--grid", "du_ga_gdr=4", "--grid", "du_cl=1,4", "--n-targets", "2",
+                 "--device", "cpu"]) == 0
+    rows = _rows(run)
+    sets = json.loads((run / "sets.json").read_text())["targets"]
+    c = compute_closure(small_kb)
+    assert {r["method"] for r in rows} == {"du_ga_gdr", "du_cl"} and len(rows) == 2 * 3
+    for r in rows:
+        ret_rel = set(r["retain_fact_ids"]["relationships"])
+        ret_bio = set(r["retain_fact_ids"]["biographies"])
+        assert ret_rel or ret_bio
+        assert not ret_rel & set(r["forget_set"])
+        if r["method"] == "du_cl":
+            cone = cone_of(c, [c.atom_of_fact(r["target"])])
+            assert not ret_rel & {c.fact_ids[cone.atoms[a]] for a in cone.kb}
+            assert not ret_rel & set(r["trace"]["trained_on"])
+        # by hand: the best set by (recall, accuracy, smaller set); accuracy over K minus the set minus retain-train
+        forgot_rel, forgot_bio = set(r["forgotten_relationships"]), set(r["forgotten_biographies"])
+        best = None
+        for s in sets[str(r["target"])]["sets"]:
+            scored = set(small_kb.rel_ids) - set(s) - ret_rel
+            assert not scored & ret_rel
+            rec = len(forgot_rel & set(s)) / len(s)
+            acc = sum(1 for f in scored if f not in forgot_rel) / len(scored)
+            key = (rec, acc, -len(s))
+            if best is None or key > best[0]:
+                best = (key, scored)
+        (rec, acc_rel, _), scored_rel = best
+        scored_bio = set(small_kb.bio_ids) - ret_bio
+        ok_bio = sum(1 for f in scored_bio if f not in forgot_bio)
+        assert r["recall"] == pytest.approx(rec) and r["accuracy_relationships"] == pytest.approx(acc_rel)
+        assert r["accuracy_all"] == pytest.approx((acc_rel * len(scored_rel) + ok_bio) /
+                                                  (len(scored_rel) + len(scored_bio)))
