@@ -81,6 +81,8 @@ class CsvTable:
 #: The characters of :data:`CONTROL_CATEGORIES` (the categories are fixed sets: Cc is U+0000-001F and U+007F-009F,
 #: Zl is U+2028, Zp U+2029, Cs U+D800-DFFF) and U+FEFF, as a regular expression (a per-character loop is 20x slower).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff]")
+#: :data:`_CONTROL` without CR and LF (the line breaks that end CSV records).
+_CONTROL_NOT_EOL = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff]")
 
 
 def control_char(text: str, allow: str = "") -> str | None:
@@ -213,9 +215,9 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
             raise InputError(message, path, line)
         problems.append(Problem(str(path), line, message))
 
-    records = _records(text, path)
+    records = _records_span(text, path)
     try:
-        _, header = next(records)
+        _, _, header = next(records)
     except StopIteration:
         raise InputError("empty file: expected a header row " + ",".join(required), path, 1) from None
     for h in header:
@@ -241,21 +243,28 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
                          f"(known: {', '.join(required + optional)})", path, 1)
     rows = []
     allow = "\r\n" if multiline else ""
-    for line, fields in records:
-        if all(not f.strip(" ") for f in fields):
+    # one scan of the whole text for control characters other than line breaks: when there is none, only a record
+    # spanning several lines can hold a forbidden character (a line break inside a quoted field)
+    clean = _CONTROL_NOT_EOL.search(text) is None
+    check_long = len(text) > MAX_FIELD_CHARS
+    nh = len(header)
+    for line, end, fields in records:
+        if not "".join(fields).strip(" "):
             continue  # an empty line, or nothing but commas and spaces
-        if len(fields) != len(header):
-            problem(line, f"expected {len(header)} fields, found {len(fields)}")
+        if len(fields) != nh:
+            problem(line, f"expected {nh} fields, found {len(fields)}")
             continue
-        bad = next((m for m in (control_problem(h, f, allow) for h, f in zip(header, fields)) if m), None)
-        if bad:
-            problem(line, bad)
-            continue
-        long = next((h for h, f in zip(header, fields) if len(f) > MAX_FIELD_CHARS), None)
-        if long is not None:
-            problem(line, f"field {long} is longer than {MAX_FIELD_CHARS} characters")
-            continue
-        rows.append((line, {h: (f.strip() if strip else f) for h, f in zip(header, fields)}))
+        if not clean or (end > line and not multiline):
+            bad = next((m for m in (control_problem(h, f, allow) for h, f in zip(header, fields)) if m), None)
+            if bad:
+                problem(line, bad)
+                continue
+        if check_long and max(map(len, fields)) > MAX_FIELD_CHARS:
+            long = next((h for h, f in zip(header, fields) if len(f) > MAX_FIELD_CHARS), None)
+            if long is not None:
+                problem(line, f"field {long} is longer than {MAX_FIELD_CHARS} characters")
+                continue
+        rows.append((line, dict(zip(header, map(str.strip, fields))) if strip else dict(zip(header, fields))))
     return CsvTable(Path(path), tuple(header), rows)
 
 
@@ -264,6 +273,16 @@ def _records(text: str, path: str | Path):
 
     Raises:
         InputError: a CSV syntax error or a field over the csv module's size limit, at the record's first line.
+    """
+    for start, _end, fields in _records_span(text, path):
+        yield start, fields
+
+
+def _records_span(text: str, path: str | Path):
+    """Yield (first line, last line, fields) for each CSV record of ``text`` (1-based lines).
+
+    Raises:
+        InputError: as :func:`_records`.
     """
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     prev = 0
@@ -284,7 +303,7 @@ def _records(text: str, path: str | Path):
                 msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
             raise InputError(msg, path, start) from None
         start, prev = prev + 1, reader.line_num
-        yield start, fields
+        yield start, prev, fields
 
 
 __all__ = ["CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "Problem", "control_char", "control_problem",

@@ -15,7 +15,9 @@ Nothing is dropped silently: a KB with any problem is refused as a whole.
 from __future__ import annotations
 
 import csv
+import gc
 import os
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -75,6 +77,22 @@ def resolve_kb_path(kb: str | Path) -> Path:
     return path
 
 
+@contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector inside the block (restored after, also on error).
+
+    Loading a large KB creates millions of acyclic objects (rows, facts); each generation-0 overflow would
+    otherwise make the collector walk them again (measured: a third of ``load_kb``'s time at 100,000 people).
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem],
               optional: tuple[str, ...] = ()) -> list[tuple[int, dict]] | None:
     """Rows of a KB file as (line number, row dict), read by :func:`dukb.kb.csvfile.read_csv`.
@@ -117,6 +135,11 @@ def load_kb(directory: str | Path) -> KB:
             non-integer or duplicate fact_id. Each problem names the file and line.
     """
     root = resolve_kb_path(directory)
+    with gc_paused():
+        return _load_kb(root)
+
+
+def _load_kb(root: Path) -> KB:
     problems: list[Problem] = []
     p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems, PEOPLE_OPTIONAL)
     r_rows = _read_csv(root / RELATIONSHIPS, REL_COLUMNS, problems)
@@ -178,11 +201,30 @@ def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems:
     return fid
 
 
+#: (relation, subject gender, object gender) combinations that respect the relation's gender constraint.
+_GENDER_OK = frozenset((r, sg, og) for r in RELATIONS for sg in GENDERS for og in GENDERS
+                       if gender_violation(r, sg, og) is None)
+
+
 def _check_relationships(people, rows, path, problems, excused=frozenset()) -> list[Fact]:
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
+    get = people.get
     for line, row in rows:
+        # fast path: a row with no problem at all (the checks below, in one expression)
+        s, r, o = row["subject"], row["relation"], row["object"]
+        ps, po = get(s), get(o)
+        try:
+            fid = int(row["fact_id"])
+        except (TypeError, ValueError):
+            fid = -1
+        if fid >= 0 and ps is not None and po is not None and s != o and fid not in seen_ids \
+                and (r, ps.gender, po.gender) in _GENDER_OK and (s, r, o) not in seen:
+            seen_ids.add(fid)
+            seen[(s, r, o)] = line
+            out.append(Fact(fid, s, r, o))
+            continue
         fid = _parse_id(row["fact_id"], path, line, seen_ids, problems)
         s, r, o = row["subject"], row["relation"], row["object"]
         ok = fid is not None
@@ -218,8 +260,19 @@ def _check_biographies(people, rows, path, problems, excused=frozenset()) -> lis
     seen: dict[tuple, int | None] = {}
     out = []
     for line, row in rows:
-        fid = _parse_id(row["fact_id"], path, line, seen_ids, problems)
         s, a, v = row["subject"], row["attribute"], row["value"]
+        try:  # fast path: a row with no problem at all (the checks below, in one expression)
+            fid = int(row["fact_id"])
+            if a == "birthyear":
+                int(v)
+        except (TypeError, ValueError):
+            fid = -1
+        if fid >= 0 and v and a in ATTRIBUTES and s in people and fid not in seen_ids and (s, a, v) not in seen:
+            seen_ids.add(fid)
+            seen[(s, a, v)] = line
+            out.append(BioFact(fid, s, a, v))
+            continue
+        fid = _parse_id(row["fact_id"], path, line, seen_ids, problems)
         ok = fid is not None
         if a not in ATTRIBUTES:
             problems.append(Problem(path, line, f"unknown attribute {a!r} (known: {', '.join(ATTRIBUTES)})"))

@@ -393,15 +393,24 @@ _REL_INDEX = {r: i for i, r in enumerate(RELATIONS)}
 METHODS = ("auto", "numpy", "clingo")
 
 
-def _symbols(kb: KB) -> tuple[list[str], dict[str, int]]:
+def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]:
+    """Symbol table of a KB's names (people first, in file order, then names only its facts mention) and the
+    subject and object symbol of every relationship fact (int64 arrays)."""
     names = list(kb.people)
     name_id = {n: i for i, n in enumerate(names)}
-    for f in kb.relationships:
-        for x in (f.subject, f.object):
-            if x not in name_id:
-                name_id[x] = len(names)
-                names.append(x)
-    return names, name_id
+    rels = kb.relationships
+    get = name_id.get
+    s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
+    o = np.fromiter((get(f.object, -1) for f in rels), dtype=np.int64, count=len(rels))
+    if (s < 0).any() or (o < 0).any():  # a KB built in memory may mention people outside kb.people
+        for f in rels:
+            for x in (f.subject, f.object):
+                if x not in name_id:
+                    name_id[x] = len(names)
+                    names.append(x)
+        s = np.fromiter((name_id[f.subject] for f in rels), dtype=np.int64, count=len(rels))
+        o = np.fromiter((name_id[f.object] for f in rels), dtype=np.int64, count=len(rels))
+    return names, name_id, s, o
 
 
 def _order_derived(names: list[str], codes: np.ndarray, nsym: int) -> np.ndarray:
@@ -421,7 +430,7 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     from dukb.solver import horn
 
     crules = horn.rules_of(rules)
-    names, name_id = _symbols(kb)
+    names, name_id, s, o = _symbols(kb)
     for rule in crules:  # string constants of the rules join the symbol table (they may occur in head facts)
         for a in rule.body + (rule.head,):
             for t in (a[0], a[2]):
@@ -442,14 +451,12 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
             female[i] = True
     ev = horn.Evaluator(n, name_id, male, female, person)
     rels = kb.relationships
-    s = np.fromiter((name_id[f.subject] for f in rels), dtype=np.int64, count=len(rels))
-    r = np.fromiter((_REL_INDEX[f.relation] for f in rels), dtype=np.int64, count=len(rels))
-    o = np.fromiter((name_id[f.object] for f in rels), dtype=np.int64, count=len(rels))
+    r = np.fromiter(map(_REL_INDEX.__getitem__, (f.relation for f in rels)), dtype=np.int64, count=len(rels))
     kb_codes = ev.encode(s, r, o)
     codes = horn.fixpoint(ev, crules, kb_codes)
-    derived = codes[~np.isin(codes, kb_codes)]
+    derived = codes[~horn.in_sorted(codes, np.sort(kb_codes))]
     atom_code = np.concatenate([kb_codes, _order_derived(names, derived, ev.n)])
-    if len(np.unique(kb_codes)) != len(kb_codes):
+    if len(codes) != len(derived) + len(kb_codes):
         raise AssertionError("duplicate KB facts")  # pragma: no cover - a validated KB has none
 
     def grounder():
@@ -523,7 +530,7 @@ def _closure_clingo(kb: KB, rules: RuleSet, t0: float) -> Closure:
     if len(atoms) != len(set(holds) | set(atoms[:n_kb])):
         raise AssertionError("closure bookkeeping mismatch")  # pragma: no cover
     inst_rule, inst_head, inst_body = _read_instances(ctl, index)
-    names, name_id = _symbols(kb)
+    names, name_id, _, _ = _symbols(kb)
     for s, _, o in atoms[n_kb:]:
         for x in (s, o):
             if x not in name_id:

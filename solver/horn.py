@@ -31,6 +31,40 @@ NREL = len(RELATIONS)
 _REL_ID = {r: i for i, r in enumerate(RELATIONS)}
 
 
+def unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an int array (sort-based; numpy's hash-based ``unique`` is slower on int64)."""
+    if len(x) < 2:
+        return np.sort(x)
+    a = np.sort(x)
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def in_sorted(x: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    """Boolean mask: which elements of ``x`` occur in the sorted distinct array ``sorted_unique``."""
+    if not len(sorted_unique):
+        return np.zeros(len(x), dtype=bool)
+    k = np.searchsorted(sorted_unique, x)
+    k[k == len(sorted_unique)] = 0
+    return sorted_unique[k] == x
+
+
+def _rank(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense ranks 0..m-1 of the values of ``x`` and m."""
+    if not len(x):
+        return x.astype(np.int64), 1
+    order = np.argsort(x, kind="stable")
+    a = x[order]
+    step = np.empty(len(a), dtype=np.int64)
+    step[0] = 0
+    np.not_equal(a[1:], a[:-1], out=step[1:])
+    r = np.empty(len(a), dtype=np.int64)
+    r[order] = np.cumsum(step)
+    return r, int(r.max()) + 1
+
+
 class Unsupported(Exception):
     """A rule the numpy evaluator does not handle (the caller uses clingo instead)."""
 
@@ -262,12 +296,8 @@ class Evaluator:
             kr = right[shared[0]].astype(np.int64)
             for v in shared[1:]:
                 # compact the key pairs to ranks so the combined key cannot overflow
-                both = np.concatenate([kl, kr])
-                _, inv = np.unique(both, return_inverse=True)
-                m = int(inv.max()) + 1 if len(inv) else 1
-                vv = np.concatenate([left[v], right[v]]).astype(np.int64)
-                _, inv2 = np.unique(vv, return_inverse=True)
-                m2 = int(inv2.max()) + 1 if len(inv2) else 1
+                inv, m = _rank(np.concatenate([kl, kr]))
+                inv2, m2 = _rank(np.concatenate([left[v], right[v]]).astype(np.int64))
                 if m * m2 >= 2 ** 62:  # pragma: no cover - astronomically many symbols
                     raise Unsupported("join key overflow")
                 comb = inv.astype(np.int64) * m2 + inv2
@@ -386,7 +416,7 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
 
     Source: Wu et al. 2025, Definition 1; semi-naive evaluation (Ullman 1988, Sec. 3.9).
     """
-    known = np.unique(kb_codes)
+    known = unique(kb_codes)
     delta = known
     old_tab = ev.by_relation(*(np.zeros(0, dtype=np.int64),) * 3)
     while len(delta):
@@ -402,10 +432,10 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
                     heads.append(h)
         if not heads:
             break
-        new = np.unique(np.concatenate(heads))
-        new = new[~np.isin(new, known, assume_unique=True)]
+        new = unique(np.concatenate(heads))
+        new = new[~in_sorted(new, known)]
         old_tab = all_tab
-        known = np.union1d(known, new)
+        known = np.sort(np.concatenate([known, new]))
         delta = new
     return known
 
