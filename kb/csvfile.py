@@ -286,24 +286,21 @@ def _records_span(text: str, path: str | Path):
     """
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     prev = 0
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            start, end = prev + 1, reader.line_num
-            msg = str(e)
-            if msg == "unexpected end of data":
-                msg = f"unterminated quote: the record starting on this line runs to the end of the file (line {end})"
-            elif msg.startswith("field larger than field limit"):
-                msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} " \
-                      "characters"
-            else:
-                msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
-            raise InputError(msg, path, start) from None
-        start, prev = prev + 1, reader.line_num
-        yield start, prev, fields
+    try:
+        for fields in reader:
+            start, prev = prev + 1, reader.line_num
+            yield start, prev, fields
+    except csv.Error as e:
+        start, end = prev + 1, reader.line_num
+        msg = str(e)
+        if msg == "unexpected end of data":
+            msg = f"unterminated quote: the record starting on this line runs to the end of the file (line {end})"
+        elif msg.startswith("field larger than field limit"):
+            msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} " \
+                  "characters"
+        else:
+            msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
+        raise InputError(msg, path, start) from None
 
 
 __all__ = ["CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "Problem", "control_char", "control_problem",
