@@ -595,6 +595,15 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
         raise InputError(f"the observed share must be in [0, 1], got {observed!r}")
     cfg = config or GeneratorConfig()
     n_people, generations, seed = int(n_people), int(generations), int(seed)
+    from dukb.kb.io import gc_paused
+
+    with gc_paused():  # millions of acyclic objects: the cyclic collector would walk them again and again
+        return _generate(n_people, seed, generations, observed, cfg)
+
+
+def _generate(n_people: int, seed: int, generations: int, observed: float,
+              cfg: GeneratorConfig) -> tuple[KB, FamilyTruth]:
+    """The body of :func:`generate` (arguments checked)."""
     rng = np.random.default_rng(seed)
 
     net = _grow(n_people, generations, cfg, rng)

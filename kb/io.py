@@ -332,20 +332,22 @@ def save_kb(kb: KB, directory: str | Path) -> Path:
     """
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
+    with gc_paused():
+        _save_kb(kb, root)
+    return root
+
+
+def _save_kb(kb: KB, root: Path) -> None:
     with open(root / PEOPLE, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
-        for p in kb.people.values():
-            w.writerow([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
-                        p.job or "", "" if p.generation is None else p.generation])
+        w.writerows([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
+                     p.job or "", "" if p.generation is None else p.generation] for p in kb.people.values())
     with open(root / RELATIONSHIPS, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(REL_COLUMNS)
-        for f in kb.relationships:
-            w.writerow([f.fact_id, f.subject, f.relation, f.object])
+        w.writerows([f.fact_id, f.subject, f.relation, f.object] for f in kb.relationships)
     with open(root / BIOGRAPHIES, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(BIO_COLUMNS)
-        for f in kb.biographies:
-            w.writerow([f.fact_id, f.subject, f.attribute, f.value])
-    return root
+        w.writerows([f.fact_id, f.subject, f.attribute, f.value] for f in kb.biographies)
