@@ -357,7 +357,8 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
 def closure_loss(closure: Closure, removed_fact_ids) -> int:
     """How many facts of Omega(K, R) are lost when U is removed: |Omega(K, R)| − |Omega(K \\ U, R)|.
 
-    Forward chaining over the whole instance hypergraph (linear in its size).
+    Only the atoms forward-reachable from U can be lost; forward chaining re-derives them (linear in the size of
+    that forward cone, not of the whole closure).
 
     Args:
         closure: the closure of K.
@@ -366,30 +367,50 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
     Returns:
         The number of closure facts (KB and derived, U's own facts included) no longer derivable.
     """
-    import numpy as np
-
     removed = {closure.atom_of_fact(f) for f in removed_fact_ids}
-    n = len(closure)
-    true = np.zeros(n, dtype=bool)
-    true[:closure.n_kb] = True
-    if removed:
-        true[np.fromiter(removed, dtype=np.int64)] = False
-    body = closure.inst_body_array
-    head = closure.inst_head
-    count = (body >= 0).sum(axis=1).astype(np.int64)
+    if not removed:
+        return 0
     ptr, idx = closure.body_csr()
-    frontier = np.flatnonzero(true)
-    while len(frontier):  # level-synchronous counter-based forward chaining (Dowling & Gallier 1984)
-        lo, hi = ptr[frontier], ptr[frontier + 1]
-        cnt = hi - lo
-        pos = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(int(cnt.sum()))
-        insts = idx[pos]
-        count -= np.bincount(insts, minlength=len(count))
-        fired = np.unique(insts[count[insts] == 0])
-        heads = np.unique(head[fired])
-        frontier = heads[~true[heads]]
-        true[frontier] = True
-    return n - int(true.sum())
+    head, body = closure.inst_head, closure.inst_body_array
+    # F: the atoms forward-reachable from U. Any atom outside F keeps its derivation (it uses no atom of F), so
+    # only F needs re-deriving: from its KB atoms outside U, with body atoms outside F counting as true.
+    reach = set(removed)
+    stack = list(removed)
+    insts: set[int] = set()
+    while stack:
+        a = stack.pop()
+        lo, hi = int(ptr[a]), int(ptr[a + 1])
+        if hi == lo:
+            continue
+        found = idx[lo:hi].tolist()
+        insts.update(found)
+        for h in head[found].tolist():
+            if h not in reach:
+                reach.add(h)
+                stack.append(h)
+    inst_list = sorted(i for i in insts if int(head[i]) in reach)
+    rows = body[inst_list].tolist() if inst_list else []
+    heads = head[inst_list].tolist() if inst_list else []
+    count, users = {}, {}
+    for i, h, row in zip(inst_list, heads, rows):
+        inside = [b for b in row if b >= 0 and b in reach]
+        count[i] = len(inside)
+        for b in inside:
+            users.setdefault(b, []).append((i, h))
+    true = {a for a in reach if a < closure.n_kb and a not in removed}
+    stack = list(true)
+    for i, h, _ in zip(inst_list, heads, rows):  # instances whose body lies outside F fire at once
+        if count[i] == 0 and h not in true:
+            true.add(h)
+            stack.append(h)
+    while stack:  # counter-based forward chaining inside F (Dowling & Gallier 1984)
+        a = stack.pop()
+        for i, h in users.get(a, ()):
+            count[i] -= 1
+            if count[i] == 0 and h not in true:
+                true.add(h)
+                stack.append(h)
+    return len(reach) - len(true)
 
 
 def least_damaging_set(closure: Closure, sets) -> tuple[int, ...]:
