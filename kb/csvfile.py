@@ -177,7 +177,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
 
 
 def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tuple[str, ...] | None = None,
-             strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None) -> CsvTable:
+             strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None,
+             fields_only: bool = False) -> CsvTable:
     """Read a CSV file with a header row strictly (see the module docstring; RFC 4180).
 
     Args:
@@ -190,6 +191,7 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
             every other control character is still refused.
         problems: where to collect per-record problems (wrong number of fields, control character, over-long
             field); such records are left out of the table. When None, the first one is raised.
+        fields_only: rows hold the list of values in header order instead of a dict (less memory on large files).
 
     Returns:
         The :class:`CsvTable`.
@@ -202,12 +204,12 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
             per-record problem.
     """
     return parse_csv(read_text(path), path, required, optional=optional, strip=strip, multiline=multiline,
-                     problems=problems)
+                     problems=problems, fields_only=fields_only)
 
 
 def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
               optional: tuple[str, ...] | None = None, strip: bool = True, multiline: bool = False,
-              problems: list[Problem] | None = None) -> CsvTable:
+              problems: list[Problem] | None = None, fields_only: bool = False) -> CsvTable:
     """:func:`read_csv` on text already read (e.g. by :func:`read_text`); ``path`` is only used in messages."""
 
     def problem(line: int, message: str) -> None:
@@ -264,7 +266,10 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
             if long is not None:
                 problem(line, f"field {long} is longer than {MAX_FIELD_CHARS} characters")
                 continue
-        rows.append((line, dict(zip(header, map(str.strip, fields))) if strip else dict(zip(header, fields))))
+        if fields_only:
+            rows.append((line, list(map(str.strip, fields)) if strip else fields))
+        else:
+            rows.append((line, dict(zip(header, map(str.strip, fields))) if strip else dict(zip(header, fields))))
     return CsvTable(Path(path), tuple(header), rows)
 
 

@@ -107,6 +107,19 @@ def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem],
         return None
 
 
+def _read_fact_rows(path: Path, columns: tuple[str, ...], problems: list[Problem]) -> list[tuple[int, list]] | None:
+    """Rows of a fact file as (line number, [values in ``columns`` order]), as :func:`_read_csv` otherwise."""
+    try:
+        table = read_csv(path, columns, optional=(), problems=problems, fields_only=True)
+    except InputError as e:
+        problems.append(Problem(str(path), e.line, e.message))
+        return None
+    where = [table.header.index(c) for c in columns]
+    if where == list(range(len(columns))):
+        return table.rows
+    return [(line, [vals[k] for k in where]) for line, vals in table.rows]
+
+
 def _name_problem(name: str) -> str | None:
     if not name:
         return "empty name"
@@ -142,10 +155,10 @@ def load_kb(directory: str | Path) -> KB:
 def _load_kb(root: Path) -> KB:
     problems: list[Problem] = []
     p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems, PEOPLE_OPTIONAL)
-    r_rows = _read_csv(root / RELATIONSHIPS, REL_COLUMNS, problems)
+    r_rows = _read_fact_rows(root / RELATIONSHIPS, REL_COLUMNS, problems)
     bio_path = root / BIOGRAPHIES
     # biographies.csv is optional; anything of that name (a folder, a dangling link) is read and reported
-    b_rows = _read_csv(bio_path, BIO_COLUMNS, problems) if os.path.lexists(bio_path) else []
+    b_rows = _read_fact_rows(bio_path, BIO_COLUMNS, problems) if os.path.lexists(bio_path) else []
     if problems:
         raise KBError(problems)
 
@@ -176,10 +189,11 @@ def _load_kb(root: Path) -> KB:
         people[name] = Person(name, gender, extra.get("birthyear"), row.get("birthplace") or None,
                               row.get("job") or None, extra.get("generation"))
 
-    rels = [(line, row) for line, row in r_rows]
-    bios = [(line, row) for line, row in b_rows]
-    relationships = _check_relationships(people, rels, str(root / RELATIONSHIPS), problems, excused)
-    biographies = _check_biographies(people, bios, str(bio_path), problems, excused)
+    del p_rows
+    relationships = _check_relationships(people, r_rows, str(root / RELATIONSHIPS), problems, excused)
+    del r_rows  # rows are freed as soon as their facts exist (peak memory on large KBs)
+    biographies = _check_biographies(people, b_rows, str(bio_path), problems, excused)
+    del b_rows
     if problems:
         raise KBError(problems)
     return KB(people, relationships, biographies, source=root)
@@ -202,6 +216,7 @@ def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems:
 
 
 #: (relation, subject gender, object gender) combinations that respect the relation's gender constraint.
+_INTERN = {x: x for x in RELATIONS + ATTRIBUTES}
 _GENDER_OK = frozenset((r, sg, og) for r in RELATIONS for sg in GENDERS for og in GENDERS
                        if gender_violation(r, sg, og) is None)
 
@@ -211,22 +226,22 @@ def _check_relationships(people, rows, path, problems, excused=frozenset()) -> l
     seen: dict[tuple, int | None] = {}
     out = []
     get = people.get
-    for line, row in rows:
-        # fast path: a row with no problem at all (the checks below, in one expression)
-        s, r, o = row["subject"], row["relation"], row["object"]
+    for line, (v, s, r, o) in rows:
+        # fast path: a row with no problem at all (the checks below, in one expression); the fact shares the
+        # person's name and the relation's string objects (memory, and identity-fast dict look-ups later)
         ps, po = get(s), get(o)
         try:
-            fid = int(row["fact_id"])
+            fid = int(v)
         except (TypeError, ValueError):
             fid = -1
         if fid >= 0 and ps is not None and po is not None and s != o and fid not in seen_ids \
                 and (r, ps.gender, po.gender) in _GENDER_OK and (s, r, o) not in seen:
             seen_ids.add(fid)
+            s, r, o = ps.name, _INTERN[r], po.name
             seen[(s, r, o)] = line
             out.append(Fact(fid, s, r, o))
             continue
-        fid = _parse_id(row["fact_id"], path, line, seen_ids, problems)
-        s, r, o = row["subject"], row["relation"], row["object"]
+        fid = _parse_id(v, path, line, seen_ids, problems)
         ok = fid is not None
         if r not in RELATIONS:
             problems.append(Problem(path, line, f"unknown relation {r!r} (known: {', '.join(RELATIONS)})"))
@@ -259,20 +274,23 @@ def _check_biographies(people, rows, path, problems, excused=frozenset()) -> lis
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
-    for line, row in rows:
-        s, a, v = row["subject"], row["attribute"], row["value"]
+    values: dict[str, str] = {}  # one string object per distinct value (years, states, jobs repeat)
+    get = people.get
+    for line, (fv, s, a, v) in rows:
+        p = get(s)
         try:  # fast path: a row with no problem at all (the checks below, in one expression)
-            fid = int(row["fact_id"])
+            fid = int(fv)
             if a == "birthyear":
                 int(v)
         except (TypeError, ValueError):
             fid = -1
-        if fid >= 0 and v and a in ATTRIBUTES and s in people and fid not in seen_ids and (s, a, v) not in seen:
+        if fid >= 0 and v and a in ATTRIBUTES and p is not None and fid not in seen_ids and (s, a, v) not in seen:
             seen_ids.add(fid)
+            s, a, v = p.name, _INTERN[a], values.setdefault(v, v)
             seen[(s, a, v)] = line
             out.append(BioFact(fid, s, a, v))
             continue
-        fid = _parse_id(row["fact_id"], path, line, seen_ids, problems)
+        fid = _parse_id(fv, path, line, seen_ids, problems)
         ok = fid is not None
         if a not in ATTRIBUTES:
             problems.append(Problem(path, line, f"unknown attribute {a!r} (known: {', '.join(ATTRIBUTES)})"))
@@ -314,10 +332,8 @@ def check_kb(kb: KB) -> None:
         if bad:
             problems.append(Problem(PEOPLE, i + 2, bad))
         pseen.add(p.name)
-    rel_rows = [(i + 2, {"fact_id": str(f.fact_id), "subject": f.subject, "relation": f.relation,
-                         "object": f.object}) for i, f in enumerate(kb.relationships)]
-    bio_rows = [(i + 2, {"fact_id": str(f.fact_id), "subject": f.subject, "attribute": f.attribute,
-                         "value": str(f.value)}) for i, f in enumerate(kb.biographies)]
+    rel_rows = [(i + 2, (str(f.fact_id), f.subject, f.relation, f.object)) for i, f in enumerate(kb.relationships)]
+    bio_rows = [(i + 2, (str(f.fact_id), f.subject, f.attribute, str(f.value))) for i, f in enumerate(kb.biographies)]
     _check_relationships(kb.people, rel_rows, RELATIONSHIPS, problems)
     _check_biographies(kb.people, bio_rows, BIOGRAPHIES, problems)
     if problems:
