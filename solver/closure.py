@@ -309,8 +309,7 @@ class Closure:
     # -- ground instances -----------------------------------------------------------------------------------------
     def _set_instances(self, rule: np.ndarray, head: np.ndarray, body: np.ndarray) -> None:
         """Store instances given as atom ids, sorting them by (head, rule, body) as the hypergraph's order."""
-        keys = [body[:, j] for j in range(body.shape[1] - 1, -1, -1)] + [rule, head]
-        order = np.lexsort(keys) if len(head) else np.zeros(0, dtype=np.int64)
+        order = _sort_rows([head, rule] + [body[:, j] for j in range(body.shape[1])])
         rule, head, body = rule[order].astype(np.int16), head[order].astype(np.int32), body[order].astype(np.int32)
         ptr = np.zeros(len(self) + 1, dtype=np.int64)
         np.cumsum(np.bincount(head, minlength=len(self)), out=ptr[1:])
@@ -318,12 +317,8 @@ class Closure:
 
     def _instances(self):
         if self._inst is None:
-            rule, head_code, body_code = self._grounder()
-            head = self._atoms_of_codes(head_code)
-            body = np.full(body_code.shape, -1, dtype=np.int64)
-            ok = body_code >= 0
-            body[ok] = self._atoms_of_codes(body_code[ok])
-            self._set_instances(rule, head, body)
+            rule, head_code, body = self._grounder(self._sorted_codes, self._sorted_atoms)
+            self._set_instances(rule, self._atoms_of_codes(head_code), body)
             self._grounder = None
         return self._inst
 
@@ -390,6 +385,29 @@ class Closure:
 
 
 _REL_INDEX = {r: i for i, r in enumerate(RELATIONS)}
+
+
+def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
+    """Stable order of rows by several integer key columns (most significant first; values >= -1), as
+    ``np.lexsort`` on the reversed keys, but with the keys packed into as few int64 words as their ranges allow."""
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    words: list[np.ndarray] = []
+    cur, used = None, 0
+    for k in keys:
+        k = k.astype(np.int64) + 1
+        bits = max(int(k.max()).bit_length(), 1)
+        if cur is None or used + bits > 62:
+            if cur is not None:
+                words.append(cur)
+            cur, used = k, bits
+        else:
+            cur = (cur << bits) | k
+            used += bits
+    words.append(cur)
+    if len(words) == 1:
+        return np.argsort(words[0], kind="stable")
+    return np.lexsort(words[::-1])
 METHODS = ("auto", "numpy", "clingo")
 
 
@@ -459,8 +477,8 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     if len(codes) != len(derived) + len(kb_codes):
         raise AssertionError("duplicate KB facts")  # pragma: no cover - a validated KB has none
 
-    def grounder():
-        return horn.ground_instances(ev, crules, codes)
+    def grounder(sorted_codes, atom_ids):
+        return horn.ground_instances(ev, crules, sorted_codes, atom_ids)
 
     return Closure(kb, rules, names, name_id, atom_code, len(rels), "numpy", time.perf_counter() - t0,
                    grounder=grounder)

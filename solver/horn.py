@@ -231,12 +231,16 @@ class Evaluator:
         return s, r, o
 
     @staticmethod
-    def by_relation(s: np.ndarray, r: np.ndarray, o: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Facts split per relation: list indexed by relation id of (s, o) arrays."""
+    def by_relation(s: np.ndarray, r: np.ndarray, o: np.ndarray, ids: np.ndarray | None = None) -> list[tuple]:
+        """Facts split per relation: list indexed by relation id of (s, o) arrays, or (s, o, ids) arrays when
+        ``ids`` (an atom id per fact) is given."""
         order = np.argsort(r, kind="stable")
         s, r, o = s[order], r[order], o[order]
         cuts = np.searchsorted(r, np.arange(NREL + 1))
-        return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]]) for k in range(NREL)]
+        if ids is None:
+            return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]]) for k in range(NREL)]
+        ids = ids[order]
+        return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]], ids[cuts[k]:cuts[k + 1]]) for k in range(NREL)]
 
     def _const(self, t: Term, rel: bool) -> int:
         if rel:
@@ -244,16 +248,19 @@ class Evaluator:
         return self.name_id.get(t.const, -1)
 
     # -- one body atom --------------------------------------------------------------------------------------------
-    def atom(self, atom: tuple[Term, Term, Term], table: list[tuple[np.ndarray, np.ndarray]]) -> Bindings:
-        """Bindings of one ``holds`` atom over a per-relation fact table, with a ``#f`` column per atom holding
-        nothing (positions are tracked by the caller)."""
+    def atom(self, atom: tuple[Term, Term, Term], table: list[tuple], tag: str | None = None) -> Bindings:
+        """Bindings of one ``holds`` atom over a per-relation fact table: a column per variable, ``#n`` (row
+        numbers) and, with ``tag`` and a table holding atom ids, the column ``tag`` of the matched facts' ids."""
         ts, tr, to = atom
         if tr.var is None:
-            s, o = table[_REL_ID[tr.const]]
+            t = table[_REL_ID[tr.const]]
+            s, o = t[0], t[1]
+            ids = t[2] if len(t) > 2 else None
             rcol = None
         else:
             s = np.concatenate([t[0] for t in table])
             o = np.concatenate([t[1] for t in table])
+            ids = np.concatenate([t[2] for t in table]) if len(table[0]) > 2 else None
             rcol = np.repeat(np.arange(NREL, dtype=np.int64), [len(t[0]) for t in table])
         keep = None
 
@@ -271,19 +278,22 @@ class Evaluator:
         if keep is not None:
             s, o = s[keep], o[keep]
             rcol = None if rcol is None else rcol[keep]
+            ids = None if ids is None else ids[keep]
         if ts.var is not None:
             cols[ts.var] = s
         if to.var is not None:
             cols[to.var] = o
         if tr.var is not None:
             cols[tr.var] = rcol
+        if tag is not None and ids is not None:
+            cols[tag] = ids
         cols["#n"] = np.arange(len(s))  # row count carrier (dropped after the join)
         return cols
 
     @staticmethod
     def join(left: Bindings, right: Bindings) -> Bindings:
         """Natural join of two binding tables on their shared variables (sort + searchsorted)."""
-        shared = [v for v in left if v in right and not v.startswith("#")]
+        shared = [v for v in left if v in right and not v.startswith(("#", "@"))]
         nl, nr = len(left["#n"]), len(right["#n"])
         if nl == 0 or nr == 0:
             li = np.zeros(0, dtype=np.int64)
@@ -376,17 +386,20 @@ class Evaluator:
             rest.remove(nxt)
             bound |= {t.var for t in rule.body[nxt] if t.var}
         done: set = set()
-        b = self.filters(rule, self.atom(rule.body[order[0]], tables[order[0]]), done)
+        tag = (lambda j: f"@{j}") if want_body else (lambda j: None)
+        b = self.filters(rule, self.atom(rule.body[order[0]], tables[order[0]], tag(order[0])), done)
         for j in order[1:]:
             if len(b["#n"]) == 0:
                 break
-            b = self.filters(rule, self.join(b, self.atom(rule.body[j], tables[j])), done)
+            b = self.filters(rule, self.join(b, self.atom(rule.body[j], tables[j], tag(j))), done)
         n = len(b["#n"])
         if n == 0 or any(not t.var is None and t.var not in b for a in rule.body for t in a):
             empty = np.zeros(0, dtype=np.int64)
             return empty, ([empty] * k if want_body else None)
         head = self.codes(rule.head, b, n)
-        body = [self.codes(a, b, n) for a in rule.body] if want_body else None
+        body = None
+        if want_body:  # atom ids carried through the joins when the tables hold them, else fact codes
+            body = [b[f"@{j}"] if f"@{j}" in b else self.codes(a, b, n) for j, a in enumerate(rule.body)]
         return head, body
 
     def codes(self, atom: tuple[Term, Term, Term], b: Bindings, n: int) -> np.ndarray:
@@ -440,14 +453,19 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     return known
 
 
-def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray):
-    """Every ground rule instance whose body lies in the closure (sorted fact codes ``codes``).
+def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray, ids: np.ndarray):
+    """Every ground rule instance whose body lies in the closure.
+
+    Args:
+        ev: the evaluator of the KB.
+        rules: compiled rules.
+        codes: the closure's fact codes; ids: the atom id of each (int64 arrays of one length).
 
     Returns:
-        (rule index int16 array, head code int64 array, body codes int64 array of shape (n, max body length),
+        (rule index int16 array, head code int64 array, body atom ids int64 array of shape (n, max body length),
         padded with -1 after the distinct body atoms in the rule's order).
     """
-    tab = ev.by_relation(*ev.decode(codes))
+    tab = ev.by_relation(*ev.decode(codes), ids)
     width = max(len(r.body) for r in rules)
     rr, hh, bb = [], [], []
     for rule in rules:
