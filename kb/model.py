@@ -131,12 +131,16 @@ class KB:
         import hashlib
 
         h = hashlib.sha256()
-        for p in self.people.values():
-            h.update(f"P|{p.name}|{p.gender}\n".encode())
-        for f in self.relationships:
-            h.update(f"R|{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n".encode())
-        for f in self.biographies:
-            h.update(f"B|{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n".encode())
+        people, rels, bios = list(self.people.values()), self.relationships, self.biographies
+        step = 1 << 15  # the same bytes as one update per line, hashed in chunks (faster on large KBs)
+        for k in range(0, len(people), step):
+            h.update("".join([f"P|{p.name}|{p.gender}\n" for p in people[k:k + step]]).encode())
+        for k in range(0, len(rels), step):
+            h.update("".join([f"R|{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n"
+                              for f in rels[k:k + step]]).encode())
+        for k in range(0, len(bios), step):
+            h.update("".join([f"B|{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n"
+                              for f in bios[k:k + step]]).encode())
         return h.hexdigest()[:16]
 
     def __repr__(self) -> str:
