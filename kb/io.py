@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import gc
 import os
+from array import array
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -190,13 +191,16 @@ def _load_kb(root: Path) -> KB:
                               row.get("job") or None, extra.get("generation"))
 
     del p_rows
-    relationships = _check_relationships(people, r_rows, str(root / RELATIONSHIPS), problems, excused)
+    ids = (array("q"), array("q"))
+    relationships = _check_relationships(people, r_rows, str(root / RELATIONSHIPS), problems, excused, ids)
     del r_rows  # rows are freed as soon as their facts exist (peak memory on large KBs)
     biographies = _check_biographies(people, b_rows, str(bio_path), problems, excused)
     del b_rows
     if problems:
         raise KBError(problems)
-    return KB(people, relationships, biographies, source=root)
+    kb = KB(people, relationships, biographies, source=root)
+    kb.set_name_index(*ids)
+    return kb
 
 
 def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems: list[Problem]) -> int | None:
@@ -221,25 +225,31 @@ _GENDER_OK = frozenset((r, sg, og) for r in RELATIONS for sg in GENDERS for og i
                        if gender_violation(r, sg, og) is None)
 
 
-def _check_relationships(people, rows, path, problems, excused=frozenset()) -> list[Fact]:
+def _check_relationships(people, rows, path, problems, excused=frozenset(), ids=None) -> list[Fact]:
+    """The valid relationship facts of ``rows`` ((line, [fact_id, subject, relation, object])); problems appended.
+    With ``ids`` (two array('q')), the people-order position of each kept fact's subject and object is appended."""
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
-    get = people.get
+    info = {name: (p, i) for i, (name, p) in enumerate(people.items())}
+    get = info.get
+    s_ids, o_ids = ids if ids is not None else (array("q"), array("q"))
     for line, (v, s, r, o) in rows:
         # fast path: a row with no problem at all (the checks below, in one expression); the fact shares the
         # person's name and the relation's string objects (memory, and identity-fast dict look-ups later)
-        ps, po = get(s), get(o)
+        a, b = get(s), get(o)
         try:
             fid = int(v)
         except (TypeError, ValueError):
             fid = -1
-        if fid >= 0 and ps is not None and po is not None and s != o and fid not in seen_ids \
-                and (r, ps.gender, po.gender) in _GENDER_OK and (s, r, o) not in seen:
+        if fid >= 0 and a is not None and b is not None and s != o and fid not in seen_ids \
+                and (r, a[0].gender, b[0].gender) in _GENDER_OK and (s, r, o) not in seen:
             seen_ids.add(fid)
-            s, r, o = ps.name, _INTERN[r], po.name
+            s, r, o = a[0].name, _INTERN[r], b[0].name
             seen[(s, r, o)] = line
             out.append(Fact(fid, s, r, o))
+            s_ids.append(a[1])
+            o_ids.append(b[1])
             continue
         fid = _parse_id(v, path, line, seen_ids, problems)
         ok = fid is not None
@@ -267,6 +277,8 @@ def _check_relationships(people, rows, path, problems, excused=frozenset()) -> l
             continue
         seen[(s, r, o)] = line
         out.append(Fact(fid, s, r, o))
+        s_ids.append(info[s][1])
+        o_ids.append(info[o][1])
     return out
 
 

@@ -407,7 +407,22 @@ def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
     words.append(cur)
     if len(words) == 1:
         return np.argsort(words[0], kind="stable")
-    return np.lexsort(words[::-1])
+    if len(words) > 2:
+        return np.lexsort(words[::-1])
+    # two words: sort by the first (fast unstable sort), then order the runs of equal first words, which are few
+    # here, by the second word and the row number (as a stable sort would)
+    w0, w1 = words
+    order = np.argsort(w0)
+    s0 = w0[order]
+    tie = np.zeros(len(s0), dtype=bool)
+    eq = s0[1:] == s0[:-1]
+    tie[1:] |= eq
+    tie[:-1] |= eq
+    if tie.any():
+        pos = np.flatnonzero(tie)
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((sub, w1[sub], s0[pos]))]
+    return order
 METHODS = ("auto", "numpy", "clingo")
 
 
@@ -417,6 +432,9 @@ def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]
     names = list(kb.people)
     name_id = {n: i for i, n in enumerate(names)}
     rels = kb.relationships
+    known = kb.name_index()  # recorded by load_kb while validating: no look-up per fact
+    if known is not None:
+        return names, name_id, np.frombuffer(known[0], dtype=np.int64), np.frombuffer(known[1], dtype=np.int64)
     get = name_id.get
     s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
     o = np.fromiter((get(f.object, -1) for f in rels), dtype=np.int64, count=len(rels))

@@ -116,3 +116,17 @@ def test_lazy_instances_are_not_grounded_for_facts_only():
     c = compute_closure(kb)
     assert c._inst is None and len(c.atoms) == len(c)  # listing facts grounds no instance
     assert c.n_instances > 0 and c._inst is not None
+
+
+def test_loaded_kb_name_index_gives_the_same_closure(tmp_path):
+    """load_kb records each fact's name positions; the closure read through them equals the in-memory one."""
+    from dukb.kb import load_kb, save_kb
+
+    kb, _ = generate(500, seed=4)
+    loaded = load_kb(save_kb(kb, tmp_path / "kb"))
+    assert loaded.name_index() is not None and kb.name_index() is None
+    assert_same(compute_closure(loaded), compute_closure(loaded, method="clingo"))
+    assert compute_closure(loaded).atoms == compute_closure(kb).atoms
+    loaded.relationships = loaded.relationships[::-1]  # a changed KB: the recorded positions no longer apply
+    assert loaded.name_index() is None
+    assert set(compute_closure(loaded).atoms) == set(compute_closure(kb).atoms)
