@@ -393,7 +393,7 @@ class Evaluator:
                 break
             b = self.filters(rule, self.join(b, self.atom(rule.body[j], tables[j], tag(j))), done)
         n = len(b["#n"])
-        if n == 0 or any(not t.var is None and t.var not in b for a in rule.body for t in a):
+        if n == 0 or any(t.var is not None and t.var not in b for a in rule.body for t in a):
             empty = np.zeros(0, dtype=np.int64)
             return empty, ([empty] * k if want_body else None)
         head = self.codes(rule.head, b, n)
