@@ -95,20 +95,40 @@ def closure(
     Output: one row per closure fact with columns subject,relation,object,source (source = kb | derived). A fact
     (S, R, O) reads "O is S's R". json adds fact_id (null for derived facts) and counts.
     """
-    from dukb.cli.render import emit, to_csv, to_json, to_table
+    from dukb.cli.render import emit, to_json, to_table
 
     _, c = _load(kb, rules)
+    if fmt == ClosureFormat.csv:  # streamed from the closure's arrays: no dict per fact
+        _write_closure_csv(c, output)
+        return
     rows = c.rows()
     cols = ["subject", "relation", "object", "source"]
-    if fmt == ClosureFormat.csv:
-        text = to_csv(rows, cols)
-    elif fmt == ClosureFormat.json:
+    if fmt == ClosureFormat.json:
         text = to_json({"kb": str(c.kb.source), "rules": c.rules.name, "n_kb": c.n_kb, "n_derived": c.n_derived,
                         "n_instances": c.n_instances, "facts": rows})
     else:
         text = to_table(rows, ["fact_id"] + cols,
                         title=f"closure: {c.n_kb} KB + {c.n_derived} derived facts ({c.rules.name} rules)")
     emit(text, output)
+
+
+def _write_closure_csv(c, output: Optional[Path]) -> None:
+    """Write the closure as CSV (subject,relation,object,source) to ``output`` or stdout.
+
+    Raises:
+        InputError: the output file cannot be written.
+    """
+    import sys
+
+    if output is None:
+        c.write_csv(sys.stdout)
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(output, "w", encoding="utf-8", newline="") as fh:
+            c.write_csv(fh)
+    except OSError as e:
+        raise InputError(f"cannot write output: {e.strerror}", output) from None
 
 
 def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int | None]]:

@@ -81,6 +81,8 @@ class CsvTable:
 #: The characters of :data:`CONTROL_CATEGORIES` (the categories are fixed sets: Cc is U+0000-001F and U+007F-009F,
 #: Zl is U+2028, Zp U+2029, Cs U+D800-DFFF) and U+FEFF, as a regular expression (a per-character loop is 20x slower).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff]")
+#: :data:`_CONTROL` without CR and LF (the line breaks that end CSV records).
+_CONTROL_NOT_EOL = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff]")
 
 
 def control_char(text: str, allow: str = "") -> str | None:
@@ -175,7 +177,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
 
 
 def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tuple[str, ...] | None = None,
-             strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None) -> CsvTable:
+             strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None,
+             fields_only: bool = False) -> CsvTable:
     """Read a CSV file with a header row strictly (see the module docstring; RFC 4180).
 
     Args:
@@ -188,6 +191,7 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
             every other control character is still refused.
         problems: where to collect per-record problems (wrong number of fields, control character, over-long
             field); such records are left out of the table. When None, the first one is raised.
+        fields_only: rows hold the list of values in header order instead of a dict (less memory on large files).
 
     Returns:
         The :class:`CsvTable`.
@@ -200,12 +204,12 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
             per-record problem.
     """
     return parse_csv(read_text(path), path, required, optional=optional, strip=strip, multiline=multiline,
-                     problems=problems)
+                     problems=problems, fields_only=fields_only)
 
 
 def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
               optional: tuple[str, ...] | None = None, strip: bool = True, multiline: bool = False,
-              problems: list[Problem] | None = None) -> CsvTable:
+              problems: list[Problem] | None = None, fields_only: bool = False) -> CsvTable:
     """:func:`read_csv` on text already read (e.g. by :func:`read_text`); ``path`` is only used in messages."""
 
     def problem(line: int, message: str) -> None:
@@ -213,9 +217,9 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
             raise InputError(message, path, line)
         problems.append(Problem(str(path), line, message))
 
-    records = _records(text, path)
+    records = _records_span(text, path)
     try:
-        _, header = next(records)
+        _, _, header = next(records)
     except StopIteration:
         raise InputError("empty file: expected a header row " + ",".join(required), path, 1) from None
     for h in header:
@@ -241,21 +245,31 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
                          f"(known: {', '.join(required + optional)})", path, 1)
     rows = []
     allow = "\r\n" if multiline else ""
-    for line, fields in records:
-        if all(not f.strip(" ") for f in fields):
+    # one scan of the whole text for control characters other than line breaks: when there is none, only a record
+    # spanning several lines can hold a forbidden character (a line break inside a quoted field)
+    clean = _CONTROL_NOT_EOL.search(text) is None
+    check_long = len(text) > MAX_FIELD_CHARS
+    nh = len(header)
+    for line, end, fields in records:
+        if not "".join(fields).strip(" "):
             continue  # an empty line, or nothing but commas and spaces
-        if len(fields) != len(header):
-            problem(line, f"expected {len(header)} fields, found {len(fields)}")
+        if len(fields) != nh:
+            problem(line, f"expected {nh} fields, found {len(fields)}")
             continue
-        bad = next((m for m in (control_problem(h, f, allow) for h, f in zip(header, fields)) if m), None)
-        if bad:
-            problem(line, bad)
-            continue
-        long = next((h for h, f in zip(header, fields) if len(f) > MAX_FIELD_CHARS), None)
-        if long is not None:
-            problem(line, f"field {long} is longer than {MAX_FIELD_CHARS} characters")
-            continue
-        rows.append((line, {h: (f.strip() if strip else f) for h, f in zip(header, fields)}))
+        if not clean or (end > line and not multiline):
+            bad = next((m for m in (control_problem(h, f, allow) for h, f in zip(header, fields)) if m), None)
+            if bad:
+                problem(line, bad)
+                continue
+        if check_long and max(map(len, fields)) > MAX_FIELD_CHARS:
+            long = next((h for h, f in zip(header, fields) if len(f) > MAX_FIELD_CHARS), None)
+            if long is not None:
+                problem(line, f"field {long} is longer than {MAX_FIELD_CHARS} characters")
+                continue
+        if fields_only:
+            rows.append((line, list(map(str.strip, fields)) if strip else fields))
+        else:
+            rows.append((line, dict(zip(header, map(str.strip, fields))) if strip else dict(zip(header, fields))))
     return CsvTable(Path(path), tuple(header), rows)
 
 
@@ -265,26 +279,33 @@ def _records(text: str, path: str | Path):
     Raises:
         InputError: a CSV syntax error or a field over the csv module's size limit, at the record's first line.
     """
+    for start, _end, fields in _records_span(text, path):
+        yield start, fields
+
+
+def _records_span(text: str, path: str | Path):
+    """Yield (first line, last line, fields) for each CSV record of ``text`` (1-based lines).
+
+    Raises:
+        InputError: as :func:`_records`.
+    """
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     prev = 0
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            start, end = prev + 1, reader.line_num
-            msg = str(e)
-            if msg == "unexpected end of data":
-                msg = f"unterminated quote: the record starting on this line runs to the end of the file (line {end})"
-            elif msg.startswith("field larger than field limit"):
-                msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} " \
-                      "characters"
-            else:
-                msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
-            raise InputError(msg, path, start) from None
-        start, prev = prev + 1, reader.line_num
-        yield start, fields
+    try:
+        for fields in reader:
+            start, prev = prev + 1, reader.line_num
+            yield start, prev, fields
+    except csv.Error as e:
+        start, end = prev + 1, reader.line_num
+        msg = str(e)
+        if msg == "unexpected end of data":
+            msg = f"unterminated quote: the record starting on this line runs to the end of the file (line {end})"
+        elif msg.startswith("field larger than field limit"):
+            msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} " \
+                  "characters"
+        else:
+            msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
+        raise InputError(msg, path, start) from None
 
 
 __all__ = ["CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "Problem", "control_char", "control_problem",

@@ -595,6 +595,15 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
         raise InputError(f"the observed share must be in [0, 1], got {observed!r}")
     cfg = config or GeneratorConfig()
     n_people, generations, seed = int(n_people), int(generations), int(seed)
+    from dukb.kb.io import gc_paused
+
+    with gc_paused():  # millions of acyclic objects: the cyclic collector would walk them again and again
+        return _generate(n_people, seed, generations, observed, cfg)
+
+
+def _generate(n_people: int, seed: int, generations: int, observed: float,
+              cfg: GeneratorConfig) -> tuple[KB, FamilyTruth]:
+    """The body of :func:`generate` (arguments checked)."""
     rng = np.random.default_rng(seed)
 
     net = _grow(n_people, generations, cfg, rng)
@@ -618,41 +627,44 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
 
     # -- jobs ----------------------------------------------------------------------------------------------------
     table = jobs_by_decade()
-    u = rng.random(n)
+    u = rng.random(n).tolist()
+    # plain lists in the per-person loops below: indexing numpy arrays one element at a time is slow
+    year_l, gender_l, gen_l, place_l = year.tolist(), gender.tolist(), gen.tolist(), place.tolist()
+    father_l, spouse_l = father.tolist(), spouse.tolist()
     jobs = []
     for i in range(n):
-        lst = table[job_decade(int(year[i]))]
+        lst = table[job_decade(year_l[i])]
         jobs.append(lst[min(int(u[i] * len(lst)), len(lst) - 1)])
 
     # -- names ---------------------------------------------------------------------------------------------------
     sn = surnames()
     birth_sn: list[str] = [""] * n
-    for i in np.argsort(gen, kind="stable"):
-        birth_sn[i] = birth_sn[father[i]] if father[i] >= 0 else sn[int(rng.integers(len(sn)))]
+    for i in np.argsort(gen, kind="stable").tolist():
+        birth_sn[i] = birth_sn[father_l[i]] if father_l[i] >= 0 else sn[int(rng.integers(len(sn)))]
     final_sn = list(birth_sn)
     wives = np.flatnonzero((gender == FEMALE) & (spouse >= 0))
     takes = rng.random(len(wives)) < cfg.p_wife_takes_surname
-    for w in wives[takes]:
-        final_sn[w] = birth_sn[spouse[w]]
+    for w in wives[takes].tolist():
+        final_sn[w] = birth_sn[spouse_l[w]]
     lists = (first_names("male"), first_names("female"))
     taken: set[str] = set()
     names: list[str] = []
     for i in range(n):
-        name = _unique_name(lists[gender[i]], final_sn[i], taken, rng)
+        name = _unique_name(lists[gender_l[i]], final_sn[i], taken, rng)
         taken.add(name)
         names.append(name)
 
     # -- facts ---------------------------------------------------------------------------------------------------
     relations = _true_relations(net, names)
     obs = _observe(relations, float(observed), cfg.observe_weights, rng)
-    people = {names[i]: Person(names[i], _GENDER[gender[i]], int(year[i]), states[place[i]], jobs[i], int(gen[i]))
+    people = {names[i]: Person(names[i], _GENDER[gender_l[i]], year_l[i], states[place_l[i]], jobs[i], gen_l[i])
               for i in range(n)}
     rels = [Fact(i, s, r, o) for i, (s, r, o) in enumerate(obs)]
     bios: list[BioFact] = []
     for i in range(n):
         k = 3 * i
-        bios.append(BioFact(k, names[i], "birthyear", str(int(year[i]))))
-        bios.append(BioFact(k + 1, names[i], "birthplace", birthplace_value(states[place[i]])))
+        bios.append(BioFact(k, names[i], "birthyear", str(year_l[i])))
+        bios.append(BioFact(k + 1, names[i], "birthplace", birthplace_value(states[place_l[i]])))
         bios.append(BioFact(k + 2, names[i], "job", jobs[i]))
     kb = KB(people, rels, bios)
     truth = FamilyTruth(names, gender, gen, father, mother, spouse, birth_sn, relations, obs)

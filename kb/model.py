@@ -85,10 +85,39 @@ class KB:
     source: Path | None = None
     _rel_by_id: dict[int, Fact] = field(default_factory=dict, repr=False)
     _rel_by_triple: dict[Triple, Fact] = field(default_factory=dict, repr=False)
+    _name_index: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._rel_by_id = {f.fact_id: f for f in self.relationships}
         self._rel_by_triple = {f.triple: f for f in self.relationships}
+
+    def set_name_index(self, subjects, objects) -> None:
+        """Record, per relationship fact, the position of its subject and object in ``people`` (array('q') or
+        sequences of ints, one entry per fact); :func:`dukb.kb.load_kb` records them while validating, so that the
+        solver does not look every name up again. Raises ValueError if the lengths do not match the facts."""
+        if len(subjects) != len(self.relationships) or len(objects) != len(self.relationships):
+            raise ValueError("one subject and one object index per relationship fact")
+        self._name_index = (self.relationships, len(self.relationships), len(self.people), subjects, objects)
+
+    def name_index(self):
+        """(subject positions, object positions) of the relationship facts in ``people`` order, as recorded by
+        :meth:`set_name_index`, or None when none was recorded or the KB changed since (facts or people added or
+        replaced; checked on the list's identity and lengths, and on the first and last fact)."""
+        ix = self._name_index
+        if ix is None:
+            return None
+        rels, n_rels, n_people, subj, obj = ix
+        if rels is not self.relationships or len(rels) != n_rels or len(self.people) != n_people:
+            return None
+        if n_rels:
+            names = None
+            for k in (0, n_rels - 1):
+                f = rels[k]
+                if names is None:
+                    names = list(self.people)
+                if names[subj[k]] != f.subject or names[obj[k]] != f.object:
+                    return None
+        return subj, obj
 
     # -- look-ups -------------------------------------------------------------------------------------------------
     def relationship(self, fact_id: int) -> Fact:
@@ -131,12 +160,16 @@ class KB:
         import hashlib
 
         h = hashlib.sha256()
-        for p in self.people.values():
-            h.update(f"P|{p.name}|{p.gender}\n".encode())
-        for f in self.relationships:
-            h.update(f"R|{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n".encode())
-        for f in self.biographies:
-            h.update(f"B|{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n".encode())
+        people, rels, bios = list(self.people.values()), self.relationships, self.biographies
+        step = 1 << 15  # the same bytes as one update per line, hashed in chunks (faster on large KBs)
+        for k in range(0, len(people), step):
+            h.update("".join([f"P|{p.name}|{p.gender}\n" for p in people[k:k + step]]).encode())
+        for k in range(0, len(rels), step):
+            h.update("".join([f"R|{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n"
+                              for f in rels[k:k + step]]).encode())
+        for k in range(0, len(bios), step):
+            h.update("".join([f"B|{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n"
+                              for f in bios[k:k + step]]).encode())
         return h.hexdigest()[:16]
 
     def __repr__(self) -> str:

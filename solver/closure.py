@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
+from dukb.kb.schema import RELATIONS
 from dukb.solver.rules import INSTANCE_PRED, RuleSet, load_rules
 
 
@@ -46,65 +49,189 @@ def kb_program(kb: KB) -> str:
     return "\n".join(parts)
 
 
-@dataclass
+class _HeadView(Sequence):
+    """``by_head[a]``: the instance ids deriving atom ``a`` (a ``range``: instances are sorted by head)."""
+
+    def __init__(self, ptr: np.ndarray):
+        self._ptr = ptr
+
+    def __len__(self) -> int:
+        return len(self._ptr) - 1
+
+    def __getitem__(self, a):
+        if isinstance(a, slice):
+            return [self[i] for i in range(*a.indices(len(self)))]
+        a = int(a)
+        if a < 0:
+            a += len(self)
+        if not 0 <= a < len(self):
+            raise IndexError(a)
+        return range(int(self._ptr[a]), int(self._ptr[a + 1]))
+
+
+class _BodyIndexView(Sequence):
+    """``by_body[a]``: the instance ids having atom ``a`` as a body atom (ascending list), from CSR arrays."""
+
+    def __init__(self, ptr: np.ndarray, idx: np.ndarray):
+        self._ptr, self._idx = ptr, idx
+
+    def __len__(self) -> int:
+        return len(self._ptr) - 1
+
+    def __getitem__(self, a):
+        if isinstance(a, slice):
+            return [self[i] for i in range(*a.indices(len(self)))]
+        a = int(a)
+        if a < 0:
+            a += len(self)
+        if not 0 <= a < len(self):
+            raise IndexError(a)
+        return self._idx[self._ptr[a]:self._ptr[a + 1]].tolist()
+
+
+class _BodyView(Sequence):
+    """``inst_body[i]``: the distinct body atoms of instance ``i`` as a tuple of ints, from a padded 2-D array."""
+
+    def __init__(self, body: np.ndarray):
+        self._body = body
+
+    def __len__(self) -> int:
+        return len(self._body)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return tuple(x for x in self._body[i].tolist() if x >= 0)
+
+    def __iter__(self):
+        for row in self._body.tolist():
+            yield tuple(x for x in row if x >= 0)
+
+
+class _Index(Mapping):
+    """``index``: triple -> atom id, looked up through the fact codes (no dict of every closure fact is built)."""
+
+    def __init__(self, closure: "Closure"):
+        self._c = closure
+
+    def __getitem__(self, triple) -> int:
+        a = self._c._lookup(triple)
+        if a is None:
+            raise KeyError(triple)
+        return a
+
+    def __contains__(self, triple) -> bool:
+        return self._c._lookup(triple) is not None
+
+    def __len__(self) -> int:
+        return len(self._c)
+
+    def __iter__(self):
+        return iter(self._c.atoms)
+
+
 class Closure:
-    """The deductive closure of a KB and its ground rule instances.
+    """The deductive closure of a KB and its ground rule instances (Wu et al. 2025, Definition 1).
 
     Atom ids: ``0 .. n_kb-1`` are the KB's relationship facts in file order (``fact_ids[i]`` is the fact_id of atom
-    i); ``n_kb ..`` are derived facts in sorted order.
+    i); ``n_kb ..`` are derived facts in sorted ``(subject, relation, object)`` order.
+
+    Facts are held as int64 codes over a symbol table (names ``0..``, relations in
+    :data:`dukb.kb.schema.RELATIONS` order); the Python views below are built on first use only. The ground rule
+    instances are numpy arrays, computed on first use when the closure came from the numpy evaluator
+    (:mod:`dukb.solver.horn`), so a closure that only lists its facts never grounds the rules' instances.
 
     Attributes:
         kb, rules: the inputs.
-        atoms: atom id -> ``(subject, relation, object)``.
-        index: triple -> atom id.
         n_kb: number of KB relationship facts.
-        fact_ids: fact_id of each KB atom.
-        inst_rule, inst_head, inst_body: per ground instance, the rule index, the head atom and its distinct body
-            atoms (tuple of ids).
-        by_head: atom id -> instance ids deriving it.
-        seconds: wall time of the clingo computation (seconds).
+        method: ``"numpy"`` (semi-naive joins, :mod:`dukb.solver.horn`) or ``"clingo"`` (full grounding).
+        seconds: wall time of the closure computation (seconds; instance grounding on demand is not included).
+        names: symbol table of names (symbol id -> name).
+        atom_code: int64 array, atom id -> fact code ``(s * 11 + r) * len(names) + o``.
+        atoms: atom id -> ``(subject, relation, object)`` (list, built on first use).
+        index: triple -> atom id (a read-only mapping).
+        fact_ids: fact_id of each KB atom (list).
+        inst_rule, inst_head: per ground instance (sorted by head, rule, body), the rule index and head atom
+            (numpy int arrays).
+        inst_body: per instance, its distinct body atoms (a sequence of tuples of ints); ``inst_body_array`` is
+            the padded int32 array of shape (n_instances, max body length), -1 after the last body atom.
+        by_head: atom id -> instance ids deriving it; by_body: atom id -> instance ids with it in their body.
     """
 
-    kb: KB
-    rules: RuleSet
-    atoms: list[Triple]
-    index: dict[Triple, int]
-    n_kb: int
-    fact_ids: list[int]
-    inst_rule: list[int]
-    inst_head: list[int]
-    inst_body: list[tuple[int, ...]]
-    by_head: list[list[int]] = field(repr=False)
-    seconds: float = 0.0
-    _atom_of_fact: dict[int, int] = field(default_factory=dict, repr=False)
+    def __init__(self, kb: KB, rules: RuleSet, names: list[str], name_id: dict[str, int], atom_code: np.ndarray,
+                 n_kb: int, method: str, seconds: float, instances=None, grounder=None):
+        self.kb, self.rules, self.names, self._name_id = kb, rules, names, name_id
+        self.atom_code = atom_code
+        self.n_kb = n_kb
+        self.method, self.seconds = method, seconds
+        self._nsym = max(len(names), 1)
+        order = np.argsort(atom_code, kind="stable")
+        self._sorted_codes = atom_code[order]
+        self._sorted_atoms = order
+        self._fid = np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
+        self._fid_is_position = bool(len(self._fid) == 0 or (self._fid == np.arange(len(self._fid))).all())
+        self._grounder = grounder
+        self._inst = None
+        if instances is not None:
+            self._set_instances(*instances)
 
-    def __post_init__(self) -> None:
-        self._atom_of_fact = {fid: i for i, fid in enumerate(self.fact_ids)}
-
+    # -- facts ----------------------------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.atoms)
+        return len(self.atom_code)
+
+    def __repr__(self) -> str:
+        return f"Closure({self.n_kb} KB + {self.n_derived} derived facts, rules={self.rules.name}, {self.method})"
+
+    def triples_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(subject symbol, relation id, object symbol) int64 arrays per atom id."""
+        sr, o = np.divmod(self.atom_code, self._nsym)
+        s, r = np.divmod(sr, len(RELATIONS))
+        return s, r, o
 
     @property
-    def by_body(self) -> list[list[int]]:
-        """Atom id -> instance ids having it as a body atom (built once, on first use)."""
-        cached = self.__dict__.get("_by_body")
+    def atoms(self) -> list[Triple]:
+        """Atom id -> ``(subject, relation, object)`` (built once, on first use)."""
+        cached = self.__dict__.get("_atoms")
         if cached is None:
-            cached = [[] for _ in self.atoms]
-            for i, body in enumerate(self.inst_body):
-                for b in body:
-                    cached[b].append(i)
-            self.__dict__["_by_body"] = cached
+            names, rel = self.names, RELATIONS
+            s, r, o = self.triples_arrays()
+            cached = [(names[a], rel[b], names[c]) for a, b, c in zip(s.tolist(), r.tolist(), o.tolist())]
+            self.__dict__["_atoms"] = cached
         return cached
+
+    @property
+    def index(self) -> Mapping:
+        """Triple -> atom id (a read-only mapping over the fact codes)."""
+        return _Index(self)
+
+    @property
+    def fact_ids(self) -> list[int]:
+        """fact_id of each KB atom (list, built once)."""
+        cached = self.__dict__.get("_fact_ids")
+        if cached is None:
+            cached = self._fid.tolist()
+            self.__dict__["_fact_ids"] = cached
+        return cached
+
+    def _lookup(self, triple) -> int | None:
+        try:
+            s, r, o = triple
+            si, oi = self._name_id.get(s), self._name_id.get(o)
+        except (TypeError, ValueError):
+            return None
+        ri = _REL_INDEX.get(r)
+        if si is None or oi is None or ri is None:
+            return None
+        code = (si * len(RELATIONS) + ri) * self._nsym + oi
+        k = int(np.searchsorted(self._sorted_codes, code))
+        if k < len(self._sorted_codes) and self._sorted_codes[k] == code:
+            return int(self._sorted_atoms[k])
+        return None
 
     @property
     def n_derived(self) -> int:
         """Number of closure facts not in K."""
-        return len(self.atoms) - self.n_kb
-
-    @property
-    def n_instances(self) -> int:
-        """Number of ground rule instances."""
-        return len(self.inst_head)
+        return len(self) - self.n_kb
 
     def is_kb(self, atom: int) -> bool:
         """True for atoms that are KB facts."""
@@ -121,8 +248,20 @@ class Closure:
             InputError: no relationship fact has this id.
         """
         try:
-            return self._atom_of_fact[fact_id]
-        except KeyError:
+            fid = int(fact_id)
+        except (TypeError, ValueError):
+            raise InputError(f"no relationship fact has fact_id {fact_id}") from None
+        if self._fid_is_position:
+            if 0 <= fid < self.n_kb and fid == fact_id:
+                return fid
+            raise InputError(f"no relationship fact has fact_id {fact_id}")
+        table = self.__dict__.get("_atom_of_fact")
+        if table is None:
+            table = {f: i for i, f in enumerate(self.fact_ids)}
+            self.__dict__["_atom_of_fact"] = table
+        try:
+            return table[fact_id]
+        except (KeyError, TypeError):
             raise InputError(f"no relationship fact has fact_id {fact_id}") from None
 
     def atom_of_triple(self, triple: Triple) -> int:
@@ -131,12 +270,12 @@ class Closure:
         Raises:
             InputError: the triple is not in the deductive closure.
         """
-        try:
-            return self.index[tuple(triple)]
-        except KeyError:
+        a = self._lookup(tuple(triple))
+        if a is None:
             s, r, o = triple
             raise InputError(f"({s}, {r}, {o}) is not in the deductive closure of the KB: "
-                             "it is not derivable, so there is nothing to unlearn") from None
+                             "it is not derivable, so there is nothing to unlearn")
+        return a
 
     def fact_id(self, atom: int) -> int:
         """fact_id of a KB atom. Raises IndexError for derived atoms."""
@@ -146,32 +285,263 @@ class Closure:
 
     def rows(self) -> list[dict]:
         """One dict per closure fact: subject, relation, object, source (kb|derived), fact_id (None if derived)."""
+        fids = self.fact_ids
         return [{"subject": s, "relation": r, "object": o, "source": self.source(i),
-                 "fact_id": self.fact_ids[i] if i < self.n_kb else None}
+                 "fact_id": fids[i] if i < self.n_kb else None}
                 for i, (s, r, o) in enumerate(self.atoms)]
 
+    def write_csv(self, fh) -> None:
+        """Write ``subject,relation,object,source`` rows (header first, ``\n`` line ends, minimal quoting as
+        :func:`csv.writer`) to a text file object, without building a dict per fact."""
+        import csv
 
-def compute_closure(kb: KB, rules: RuleSet | str = "family") -> Closure:
-    """Compute Omega(K, R) and all ground rule instances with clingo.
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["subject", "relation", "object", "source"])
+        names, rel = self.names, RELATIONS
+        s, r, o = self.triples_arrays()
+        step = 1 << 16
+        for lo in range(0, len(s), step):
+            hi = min(lo + step, len(s))
+            src = ["kb" if i < self.n_kb else "derived" for i in range(lo, hi)]
+            w.writerows(zip([names[x] for x in s[lo:hi].tolist()], [rel[x] for x in r[lo:hi].tolist()],
+                            [names[x] for x in o[lo:hi].tolist()], src))
+
+    # -- ground instances -----------------------------------------------------------------------------------------
+    def _set_instances(self, rule: np.ndarray, head: np.ndarray, body: np.ndarray) -> None:
+        """Store instances given as atom ids, sorting them by (head, rule, body) as the hypergraph's order."""
+        order = _sort_rows([head, rule] + [body[:, j] for j in range(body.shape[1])])
+        rule, head, body = rule[order].astype(np.int16), head[order].astype(np.int32), body[order].astype(np.int32)
+        ptr = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(head, minlength=len(self)), out=ptr[1:])
+        self._inst = (rule, head, body, ptr)
+
+    def _instances(self):
+        if self._inst is None:
+            rule, head_code, body = self._grounder(self._sorted_codes, self._sorted_atoms)
+            self._set_instances(rule, self._atoms_of_codes(head_code), body)
+            self._grounder = None
+        return self._inst
+
+    def _atoms_of_codes(self, codes: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(self._sorted_codes, codes)
+        if len(codes) and not (self._sorted_codes[np.minimum(k, len(self) - 1)] == codes).all():
+            raise AssertionError("a ground instance mentions a fact outside the closure")  # pragma: no cover
+        return self._sorted_atoms[k]
+
+    @property
+    def n_instances(self) -> int:
+        """Number of ground rule instances (grounds them on first use)."""
+        return len(self._instances()[1])
+
+    @property
+    def inst_rule(self) -> np.ndarray:
+        """Rule index per instance (int16 array)."""
+        return self._instances()[0]
+
+    @property
+    def inst_head(self) -> np.ndarray:
+        """Head atom per instance (int32 array)."""
+        return self._instances()[1]
+
+    @property
+    def inst_body_array(self) -> np.ndarray:
+        """Distinct body atoms per instance, int32 array (n_instances, max body length), padded with -1."""
+        return self._instances()[2]
+
+    @property
+    def inst_body(self) -> Sequence:
+        """Instance id -> tuple of its distinct body atoms (in the rule's order)."""
+        return _BodyView(self._instances()[2])
+
+    @property
+    def head_ptr(self) -> np.ndarray:
+        """CSR offsets: instances deriving atom a are ``head_ptr[a] .. head_ptr[a+1]-1`` (int64, len n_atoms+1)."""
+        return self._instances()[3]
+
+    @property
+    def by_head(self) -> Sequence:
+        """Atom id -> instance ids deriving it (a ``range`` per atom)."""
+        return _HeadView(self._instances()[3])
+
+    def body_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ptr, idx): instances having atom a in their body are ``idx[ptr[a]:ptr[a+1]]`` (ascending), built once."""
+        cached = self.__dict__.get("_body_csr")
+        if cached is None:
+            body = self.inst_body_array
+            inst = np.repeat(np.arange(len(body), dtype=np.int64), body.shape[1]).reshape(body.shape)
+            ok = body >= 0
+            atoms, insts = body[ok], inst[ok]
+            order = np.lexsort((insts, atoms))
+            ptr = np.zeros(len(self) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(atoms, minlength=len(self)), out=ptr[1:])
+            cached = (ptr, insts[order].astype(np.int64))
+            self.__dict__["_body_csr"] = cached
+        return cached
+
+    @property
+    def by_body(self) -> Sequence:
+        """Atom id -> instance ids having it as a body atom (ascending list per atom)."""
+        return _BodyIndexView(*self.body_csr())
+
+
+_REL_INDEX = {r: i for i, r in enumerate(RELATIONS)}
+
+
+def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
+    """Stable order of rows by several integer key columns (most significant first; values >= -1), as
+    ``np.lexsort`` on the reversed keys, but with the keys packed into as few int64 words as their ranges allow."""
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    words: list[np.ndarray] = []
+    cur, used = None, 0
+    for k in keys:
+        k = k.astype(np.int64) + 1
+        bits = max(int(k.max()).bit_length(), 1)
+        if cur is None or used + bits > 62:
+            if cur is not None:
+                words.append(cur)
+            cur, used = k, bits
+        else:
+            cur = (cur << bits) | k
+            used += bits
+    words.append(cur)
+    if len(words) == 1:
+        return np.argsort(words[0], kind="stable")
+    if len(words) > 2:
+        return np.lexsort(words[::-1])
+    # two words: sort by the first (fast unstable sort), then order the runs of equal first words, which are few
+    # here, by the second word and the row number (as a stable sort would)
+    w0, w1 = words
+    order = np.argsort(w0)
+    s0 = w0[order]
+    tie = np.zeros(len(s0), dtype=bool)
+    eq = s0[1:] == s0[:-1]
+    tie[1:] |= eq
+    tie[:-1] |= eq
+    if tie.any():
+        pos = np.flatnonzero(tie)
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((sub, w1[sub], s0[pos]))]
+    return order
+METHODS = ("auto", "numpy", "clingo")
+
+
+def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]:
+    """Symbol table of a KB's names (people first, in file order, then names only its facts mention) and the
+    subject and object symbol of every relationship fact (int64 arrays)."""
+    names = list(kb.people)
+    name_id = {n: i for i, n in enumerate(names)}
+    rels = kb.relationships
+    known = kb.name_index()  # recorded by load_kb while validating: no look-up per fact
+    if known is not None:
+        return names, name_id, np.frombuffer(known[0], dtype=np.int64), np.frombuffer(known[1], dtype=np.int64)
+    get = name_id.get
+    s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
+    o = np.fromiter((get(f.object, -1) for f in rels), dtype=np.int64, count=len(rels))
+    if (s < 0).any() or (o < 0).any():  # a KB built in memory may mention people outside kb.people
+        for f in rels:
+            for x in (f.subject, f.object):
+                if x not in name_id:
+                    name_id[x] = len(names)
+                    names.append(x)
+        s = np.fromiter((name_id[f.subject] for f in rels), dtype=np.int64, count=len(rels))
+        o = np.fromiter((name_id[f.object] for f in rels), dtype=np.int64, count=len(rels))
+    return names, name_id, s, o
+
+
+def _order_derived(names: list[str], codes: np.ndarray, nsym: int) -> np.ndarray:
+    """Codes sorted by their triples' string order (subject, relation, object), as ``sorted()`` on the triples."""
+    if not len(codes):
+        return codes
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)] = np.arange(len(names))
+    rrank = np.empty(len(RELATIONS), dtype=np.int64)
+    rrank[np.array(sorted(range(len(RELATIONS)), key=RELATIONS.__getitem__))] = np.arange(len(RELATIONS))
+    sr, o = np.divmod(codes, nsym)
+    s, r = np.divmod(sr, len(RELATIONS))
+    return codes[np.lexsort((rank[o], rrank[r], rank[s]))]
+
+
+def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
+    from dukb.solver import horn
+
+    crules = horn.rules_of(rules)
+    names, name_id, s, o = _symbols(kb)
+    for rule in crules:  # string constants of the rules join the symbol table (they may occur in head facts)
+        for a in rule.body + (rule.head,):
+            for t in (a[0], a[2]):
+                if t.const is not None and t.const not in name_id:
+                    name_id[t.const] = len(names)
+                    names.append(t.const)
+    n = len(names)
+    gender = {p.name: p.gender for p in kb.people.values()}
+    male = np.zeros(n, dtype=bool)
+    female = np.zeros(n, dtype=bool)
+    person = np.zeros(n, dtype=bool)
+    for name, g in gender.items():
+        i = name_id[name]
+        person[i] = True
+        if g == "male":
+            male[i] = True
+        elif g == "female":
+            female[i] = True
+    ev = horn.Evaluator(n, name_id, male, female, person)
+    rels = kb.relationships
+    r = np.fromiter(map(_REL_INDEX.__getitem__, (f.relation for f in rels)), dtype=np.int64, count=len(rels))
+    kb_codes = ev.encode(s, r, o)
+    codes = horn.fixpoint(ev, crules, kb_codes)
+    derived = codes[~horn.in_sorted(codes, np.sort(kb_codes))]
+    atom_code = np.concatenate([kb_codes, _order_derived(names, derived, ev.n)])
+    if len(codes) != len(derived) + len(kb_codes):
+        raise AssertionError("duplicate KB facts")  # pragma: no cover - a validated KB has none
+
+    def grounder(sorted_codes, atom_ids):
+        return horn.ground_instances(ev, crules, sorted_codes, atom_ids)
+
+    return Closure(kb, rules, names, name_id, atom_code, len(rels), "numpy", time.perf_counter() - t0,
+                   grounder=grounder)
+
+
+def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto") -> Closure:
+    """Compute Omega(K, R) and (on demand) all ground rule instances.
 
     Args:
         kb: a validated KB.
         rules: a :class:`RuleSet` or a name/path for :func:`load_rules`.
+        method: ``"auto"`` (numpy semi-naive evaluation, :mod:`dukb.solver.horn`, falling back to clingo for a
+            rule it does not support), ``"numpy"`` (no fallback) or ``"clingo"`` (clingo grounds every rule
+            instance; the reference path). All give the same facts, order and instances.
 
     Returns:
         The :class:`Closure` (KB facts first, then derived facts).
 
     Raises:
         RulesError: the rule set cannot be loaded.
-        InputError: clingo fails on the program (message from clingo).
+        InputError: clingo fails on the program (message from clingo); unknown method.
+        dukb.solver.horn.Unsupported: method "numpy" with a rule the numpy evaluator does not handle.
 
     Source: Wu et al. 2025, Definition 1.
     """
-    import clingo
-
+    if method not in METHODS:
+        raise InputError(f"unknown closure method {method!r} (known: {', '.join(METHODS)})")
     if not isinstance(rules, RuleSet):
         rules = load_rules(rules)
     t0 = time.perf_counter()
+    if method != "clingo":
+        from dukb.solver.horn import Unsupported
+
+        try:
+            return _closure_numpy(kb, rules, t0)
+        except Unsupported:
+            if method == "numpy":
+                raise
+    return _closure_clingo(kb, rules, t0)
+
+
+def _closure_clingo(kb: KB, rules: RuleSet, t0: float) -> Closure:
+    """The reference path: clingo grounds ``K ∪ R`` with every rule instance recorded as a ``dukb_inst`` atom."""
+    import clingo
+
     messages: list[str] = []
     ctl = clingo.Control(["--warn=none"], logger=lambda _c, m: messages.append(m), message_limit=3)
     try:
@@ -196,11 +566,23 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family") -> Closure:
     if len(atoms) != len(set(holds) | set(atoms[:n_kb])):
         raise AssertionError("closure bookkeeping mismatch")  # pragma: no cover
     inst_rule, inst_head, inst_body = _read_instances(ctl, index)
-    by_head: list[list[int]] = [[] for _ in atoms]
-    for i, h in enumerate(inst_head):
-        by_head[h].append(i)
-    return Closure(kb, rules, atoms, index, n_kb, [f.fact_id for f in kb.relationships], inst_rule, inst_head,
-                   inst_body, by_head, time.perf_counter() - t0)
+    names, name_id, _, _ = _symbols(kb)
+    for s, _, o in atoms[n_kb:]:
+        for x in (s, o):
+            if x not in name_id:
+                name_id[x] = len(names)
+                names.append(x)
+    nsym = max(len(names), 1)
+    atom_code = np.array([(name_id[s] * len(RELATIONS) + _REL_INDEX[r]) * nsym + name_id[o] for s, r, o in atoms],
+                         dtype=np.int64)
+    width = max([len(b) for b in inst_body] + [max(len(r.body_holds) for r in rules.rules)])
+    body = np.full((len(inst_body), width), -1, dtype=np.int64)
+    for i, b in enumerate(inst_body):
+        body[i, :len(b)] = b
+    c = Closure(kb, rules, names, name_id, atom_code, n_kb, "clingo", time.perf_counter() - t0,
+                instances=(np.array(inst_rule, dtype=np.int64), np.array(inst_head, dtype=np.int64), body))
+    c.__dict__["_atoms"] = atoms
+    return c
 
 
 # clingo prints strings with \\, \" and \n escaped; relation names are plain constants.
@@ -236,6 +618,7 @@ def _read_instances(ctl, index: dict[Triple, int]) -> tuple[list[int], list[int]
         keyed.append((atoms[0], int(toks[1]), body))
     keyed.sort()
     return [k[1] for k in keyed], [k[0] for k in keyed], [k[2] for k in keyed]
+
 
 
 def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:

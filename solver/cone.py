@@ -89,21 +89,32 @@ def cone_of(closure: Closure, targets: list[int] | tuple[int, ...]) -> Cone:
         The :class:`Cone`: every atom with a directed path of rule instances to some target, and the instances
         whose head is in the cone (their body atoms are then in the cone too).
     """
-    targets = tuple(dict.fromkeys(targets))
+    targets = tuple(dict.fromkeys(int(t) for t in targets))
     atoms: list[int] = list(targets)
     local = {a: i for i, a in enumerate(atoms)}
+    ptr, body_arr = closure.head_ptr, closure.inst_body_array
     insts: list[int] = []
+    inst_head: list[int] = []
+    inst_body: list[tuple[int, ...]] = []
     k = 0
     while k < len(atoms):
-        for i in closure.by_head[atoms[k]]:
-            insts.append(i)
-            for b in closure.inst_body[i]:
-                if b not in local:
-                    local[b] = len(atoms)
-                    atoms.append(b)
+        a = atoms[k]
+        lo, hi = int(ptr[a]), int(ptr[a + 1])
+        if hi > lo:
+            la = local[a]
+            for off, row in enumerate(body_arr[lo:hi].tolist()):
+                insts.append(lo + off)
+                inst_head.append(la)
+                body = []
+                for b in row:
+                    if b < 0:
+                        break
+                    if b not in local:
+                        local[b] = len(atoms)
+                        atoms.append(b)
+                    body.append(local[b])
+                inst_body.append(tuple(body))
         k += 1
-    inst_head = [local[closure.inst_head[i]] for i in insts]
-    inst_body = [tuple(local[b] for b in closure.inst_body[i]) for i in insts]
     by_head: list[list[int]] = [[] for _ in atoms]
     by_body: list[list[int]] = [[] for _ in atoms]
     for j, (h, body) in enumerate(zip(inst_head, inst_body)):

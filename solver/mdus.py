@@ -357,7 +357,8 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
 def closure_loss(closure: Closure, removed_fact_ids) -> int:
     """How many facts of Omega(K, R) are lost when U is removed: |Omega(K, R)| − |Omega(K \\ U, R)|.
 
-    Forward chaining over the whole instance hypergraph (linear in its size).
+    Only the atoms forward-reachable from U can be lost; forward chaining re-derives them (linear in the size of
+    that forward cone, not of the whole closure).
 
     Args:
         closure: the closure of K.
@@ -367,23 +368,49 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
         The number of closure facts (KB and derived, U's own facts included) no longer derivable.
     """
     removed = {closure.atom_of_fact(f) for f in removed_fact_ids}
-    n = len(closure.atoms)
-    true = bytearray(n)
-    by_body = closure.by_body
-    count = [len(b) for b in closure.inst_body]
-    stack = [a for a in range(closure.n_kb) if a not in removed]
-    for a in stack:
-        true[a] = 1
+    if not removed:
+        return 0
+    ptr, idx = closure.body_csr()
+    head, body = closure.inst_head, closure.inst_body_array
+    # F: the atoms forward-reachable from U. Any atom outside F keeps its derivation (it uses no atom of F), so
+    # only F needs re-deriving: from its KB atoms outside U, with body atoms outside F counting as true.
+    reach = set(removed)
+    stack = list(removed)
+    insts: set[int] = set()
     while stack:
         a = stack.pop()
-        for i in by_body[a]:
+        lo, hi = int(ptr[a]), int(ptr[a + 1])
+        if hi == lo:
+            continue
+        found = idx[lo:hi].tolist()
+        insts.update(found)
+        for h in head[found].tolist():
+            if h not in reach:
+                reach.add(h)
+                stack.append(h)
+    inst_list = sorted(i for i in insts if int(head[i]) in reach)
+    rows = body[inst_list].tolist() if inst_list else []
+    heads = head[inst_list].tolist() if inst_list else []
+    count, users = {}, {}
+    for i, h, row in zip(inst_list, heads, rows):
+        inside = [b for b in row if b >= 0 and b in reach]
+        count[i] = len(inside)
+        for b in inside:
+            users.setdefault(b, []).append((i, h))
+    true = {a for a in reach if a < closure.n_kb and a not in removed}
+    stack = list(true)
+    for i, h, _ in zip(inst_list, heads, rows):  # instances whose body lies outside F fire at once
+        if count[i] == 0 and h not in true:
+            true.add(h)
+            stack.append(h)
+    while stack:  # counter-based forward chaining inside F (Dowling & Gallier 1984)
+        a = stack.pop()
+        for i, h in users.get(a, ()):
             count[i] -= 1
-            if count[i] == 0:
-                h = closure.inst_head[i]
-                if not true[h]:
-                    true[h] = 1
-                    stack.append(h)
-    return n - sum(true)
+            if count[i] == 0 and h not in true:
+                true.add(h)
+                stack.append(h)
+    return len(reach) - len(true)
 
 
 def least_damaging_set(closure: Closure, sets) -> tuple[int, ...]:
