@@ -239,13 +239,14 @@ def read_model_record(model_dir: str | Path) -> dict | None:
     """The ``dukb_model.json`` record (prompt, family, base) of a directory dukb saved, or None."""
     f = Path(model_dir) / MODEL_RECORD
     try:
-        return json.loads(f.read_text()) if f.is_file() else None
+        rec = json.loads(f.read_text()) if f.is_file() else None
     except (OSError, ValueError):
         return None
+    return rec if isinstance(rec, dict) else None
 
 
 #: dukb's own records in a model directory: not part of the model, left out of its fingerprint
-RECORD_FILES = frozenset({"finetune.json", "train.json"})
+RECORD_FILES = frozenset({"finetune.json", "train.json", MODEL_RECORD})
 
 
 def model_fingerprint(name_or_path: str | Path) -> dict:
@@ -265,11 +266,11 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
         InputError: a file of the model cannot be read.
     """
     from dukb.neural.runs import sha256_file, sha256_json
-    from dukb.neural.zoo import KNOWN_MODELS, cached_file
+    from dukb.neural.zoo import KNOWN_MODELS
 
     p = Path(name_or_path)
-    if str(name_or_path).lower() in KNOWN_MODELS and not p.exists():
-        p = cached_file(str(name_or_path))
+    if str(name_or_path).lower() in KNOWN_MODELS and not p.exists():  # its pinned bytes, cached or not
+        return {"sha256": KNOWN_MODELS[str(name_or_path).lower()].sha256}
     if p.is_file():
         return {"sha256": sha256_file(p)}
     if p.is_dir():
@@ -296,7 +297,8 @@ def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
     spec = lm.spec
     (out / MODEL_RECORD).write_text(json.dumps({
         "prompt": spec.prompt if isinstance(spec.prompt, str) else "generic", "family": spec.preset_family,
-        "base": str(spec.name_or_path)}, indent=2))
+        "base": "tiny" if (Path(spec.name_or_path) / "dukb_tiny.json").exists() else str(spec.name_or_path)},
+        indent=2))
     src = Path(lm.spec.name_or_path) / "dukb_tiny.json"
     if src.exists() and not (out / "dukb_tiny.json").exists():
         (out / "dukb_tiny.json").write_text(src.read_text())

@@ -12,6 +12,7 @@ A :class:`Predictor` is what gets probed: a model, or a model with a logits tran
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -66,12 +67,19 @@ def _step(model, ids, mask, pos, past):
 
 
 def line_tables(tokenizer):
-    """Per-token tables for stopping at the end of the answer line, cached on the tokenizer.
+    """Per-token tables that pre-select where an answer line may end, cached on the tokenizer.
+
+    Each token is decoded alone with special tokens skipped (so a special token, which the final decode drops,
+    flags nothing). :func:`greedy_generate` confirms every pre-selected stop by decoding the row, so the tables
+    only need to over-approximate: a line break is always a whole character of one token.
+
+    Args:
+        tokenizer: an HF tokenizer.
 
     Returns:
-        ``(has_newline, has_content, content_then_newline)``: three bool tensors [V] over the vocabulary: the
+        ``(has_newline, has_content, content_then_newline)``: bool tensors [V] (V = the largest token id + 1): the
         token's text contains "\n"; contains a non-whitespace character; has a non-whitespace character followed
-        later by "\n" (the token itself ends a non-empty line).
+        later by "\n".
     """
     import torch
 
@@ -79,19 +87,25 @@ def line_tables(tokenizer):
     if cached is not None:
         return cached
     n = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
-    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False,
+    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=True,
                                    clean_up_tokenization_spaces=False)
-    special = set(tokenizer.all_special_ids)
-    nl = torch.tensor([("\n" in t) and i not in special for i, t in enumerate(texts)])
-    content = torch.tensor([bool(t.strip()) and i not in special for i, t in enumerate(texts)])
-    ends = torch.tensor([bool(t.split("\n", 1)[0].strip()) and "\n" in t and i not in special
-                         for i, t in enumerate(texts)])
+    nl = torch.tensor(["\n" in t for t in texts])
+    content = torch.tensor([bool(t.strip()) for t in texts])
+    ends = torch.tensor([bool(t.split("\n", 1)[0].strip()) and "\n" in t for t in texts])
     tables = (nl, content, ends)
     try:
         tokenizer._dukb_line_tables = tables
     except AttributeError:  # pragma: no cover - a tokenizer that refuses attributes: recompute each time
         pass
     return tables
+
+
+_LINE_END = re.compile(r"\S[^\n]*\n")
+
+
+def _line_ended(tok, ids: list[int], pad: int) -> bool:
+    """Whether the decoded continuation ``ids`` already holds a non-blank line and its line break."""
+    return bool(_LINE_END.search(tok.decode([t for t in ids if t != pad], skip_special_tokens=True)))
 
 
 def answer_line(text: str) -> str:
@@ -134,8 +148,8 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
     gen = torch.Generator(device="cpu").manual_seed(seed) if temperature > 0 else None
     if stop_at_newline:
-        nl, content, ends = (t.to(ids.device) for t in line_tables(tok))
-        seen_content = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        nl, content, ends = line_tables(tok)
+        seen_content = torch.zeros(ids.shape[0], dtype=torch.bool)
     with torch.no_grad():
         logits, past = _step(pred.model, ids, mask, pos, None)
         aux_past = None
@@ -154,10 +168,15 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
             out.append(nxt)
             if eos is not None:
                 done = done | (nxt == eos)
-            if stop_at_newline:
-                v = nxt.clamp(max=nl.shape[0] - 1)
-                done = done | ends[v] | (seen_content & nl[v])
-                seen_content = seen_content | content[v]
+            if stop_at_newline:  # pre-select with the tables, confirm by decoding the row (exact)
+                v = nxt.cpu()
+                inside = v < nl.shape[0]  # ids past the tokenizer (padded embeddings) decode to nothing
+                vi = torch.where(inside, v, torch.zeros_like(v))
+                cand = inside & (ends[vi] | (seen_content & nl[vi])) & ~done.cpu()
+                seen_content = seen_content | (inside & content[vi])
+                for i in cand.nonzero().flatten().tolist():
+                    if _line_ended(tok, [int(step[i]) for step in out], pad):
+                        done[i] = True
             if bool(done.all()):
                 break
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)

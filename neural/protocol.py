@@ -26,9 +26,10 @@ from dukb.neural.runs import SHARD_GLOB, ResultsFile, merge_shards, read_results
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
 
-#: The preset dukb recommends (see README, "Deep-unlearning-aware unlearning"; presets live in
-#: :data:`dukb.neural.methods.PRESETS`).
-RECOMMENDED = "du_ga_gdr"
+#: The preset dukb recommends: closed-loop deep unlearning (:mod:`dukb.neural.methods.closed_loop`), the one method
+#: that reaches mean Recall ≥ 0.8 and Accuracy ≥ 0.8 on EDU-RELAT's 55 targets under the honest protocol (README,
+#: "Closed-loop deep unlearning"; bench/RESULTS.md). Presets live in :data:`dukb.neural.methods.PRESETS`.
+RECOMMENDED = "du_cl"
 
 
 @dataclass
@@ -108,7 +109,7 @@ class EvaluateConfig:
 #: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
 RETAIN = {"n": 64, "batch_size": 8, "reg_weight": 1.0}
 #: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
-PROBE = {"kinds": ["qa"], "max_new_tokens": 10, "judge": "substring", "batch_size": 256}
+PROBE = {"kinds": ["qa"], "max_new_tokens": 10, "judge": "substring", "answer": "line", "batch_size": 256}
 
 
 def _model_spec(cfg: EvaluateConfig):
@@ -130,7 +131,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.runs`).
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
-    resolved finetuning config); dtype; prompt tags; lora; seed; lr; sets (method, N_seed, exact limits); retain
+    resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
+    lora; seed; lr; sets (method, N_seed, exact limits); retain
     and probe settings; the metrics; targets and methods (label -> method, parameter, scope, grid), the two
     extendable keys.
 
@@ -154,7 +156,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     return {
         "identity_version": IDENTITY_VERSION,
         "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
-        "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
+        "family": spec.preset_family, "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
         "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
         "retain": RETAIN, "probe": PROBE, "metrics": [m.name for m in metrics], "targets": list(targets),
         "methods": {label: {"method": m.name, "param": m.param, "scope": scope,

@@ -32,8 +32,9 @@ from typing import Callable, Collection, Iterable
 
 from dukb import InputError
 
-#: version of the identity layout; a run written with another layout cannot be resumed
-IDENTITY_VERSION = 1
+#: version of the identity layout; a run written with another layout cannot be resumed (2: probing judges the answer
+#: line, CL-DU's trace left the setting, the preset family is recorded)
+IDENTITY_VERSION = 2
 
 
 # ----------------------------------------------------------------------------------------------- hashing --------

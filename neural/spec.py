@@ -46,8 +46,9 @@ PROMPT_PRESETS: dict[str, PromptTags] = {
 
 
 def preset_for(name_or_path: str) -> str:
-    """Guess the prompt preset from a model id or path (gpt2-xl, phi, llama; else generic)."""
-    low = name_or_path.lower()
+    """Guess the prompt preset from the last component of a model id or path (gpt2-xl, phi, llama; else
+    generic)."""
+    low = name_or_path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
     if "gpt2" in low:
         return "gpt2-xl"
     if "phi" in low:

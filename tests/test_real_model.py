@@ -237,3 +237,58 @@ def test_smollm2_cli_probe_finetune_unlearn(tmp_path, capsys):
                  "--grid", "1", "--device", "cpu", "-o", str(tmp_path / "u")]) == 0
     row = json.loads((tmp_path / "u" / "results.jsonl").read_text().splitlines()[0])
     assert row["method"] == "ga" and row["setting"]["lr"] == 1e-5
+
+
+# ----------------------------------------------------------------------- the answer-line stop, exactly ----
+def _scripted(vocab_tokens, specials):
+    """A tokenizer whose tokens decode to exactly their strings, and a fake causal LM that emits a scripted token
+    sequence per row (whatever the prompt)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(vocab_tokens)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tk.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", eos_token="[EOS]",
+                                  additional_special_tokens=specials, padding_side="left")
+
+    class Out:
+        def __init__(self, logits, past):
+            self.logits, self.past_key_values = logits, past
+
+    class Scripted(torch.nn.Module):
+        def __init__(self, script):
+            super().__init__()
+            self.script = script
+
+        def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=True,
+                    logits_to_keep=None):
+            step = 0 if past_key_values is None else past_key_values + 1
+            logits = torch.full((input_ids.shape[0], 1, len(vocab)), -1e9)
+            for r, seq in enumerate(self.script):
+                logits[r, 0, vocab[seq[step] if step < len(seq) else "[EOS]"]] = 0.0
+            return Out(logits, step)
+
+    return tok, Scripted
+
+
+def test_answer_line_stop_is_exact_on_awkward_tokens():
+    """Special tokens before a line break, a line break then the answer, content and break in one token, and a
+    token holding a whole blank-content-blank line: the stopped continuation equals the answer line of the full
+    one, row by row."""
+    from dukb.neural.probe import Predictor, answer_line, greedy_generate
+    from dukb.neural.spec import PromptTags
+
+    toks = ["[UNK]", "[PAD]", "[EOS]", "<sp>", "\n", " b", "b\n", "\n a\n", "father", "x", "Q"]
+    tok, Scripted = _scripted(toks, ["<sp>"])
+    script = [["<sp>", "\n", " b", "\n", "x", "x"],   # a special token is no content: the answer is " b"
+              ["\n", "father", "\n", "x"],            # leading break, then the answer line
+              ["b\n", "x", "x"],                      # content and break in one token
+              ["\n a\n", "father"],                   # a whole line inside one token
+              ["father", "x", "x", "x"]]              # no break: runs to the budget
+    model = Scripted(script)
+    pred = Predictor(model, tok, PromptTags())
+    stopped = greedy_generate(pred, ["Q"] * len(script), 6, stop_at_newline=True)
+    full = greedy_generate(pred, ["Q"] * len(script), 6)
+    assert stopped == [answer_line(f) for f in full] == [" b", "father", "b", " a", "fatherxxx"]
