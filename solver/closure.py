@@ -310,7 +310,7 @@ class Closure:
     def _set_instances(self, rule: np.ndarray, head: np.ndarray, body: np.ndarray) -> None:
         """Store instances given as atom ids, sorting them by (head, rule, body) as the hypergraph's order."""
         order = _sort_rows([head, rule] + [body[:, j] for j in range(body.shape[1])])
-        rule, head, body = rule[order].astype(np.int16), head[order].astype(np.int32), body[order].astype(np.int32)
+        rule, head, body = rule[order].astype(np.int32), head[order].astype(np.int32), body[order].astype(np.int32)
         ptr = np.zeros(len(self) + 1, dtype=np.int64)
         np.cumsum(np.bincount(head, minlength=len(self)), out=ptr[1:])
         self._inst = (rule, head, body, ptr)
@@ -335,7 +335,7 @@ class Closure:
 
     @property
     def inst_rule(self) -> np.ndarray:
-        """Rule index per instance (int16 array)."""
+        """Rule index per instance (int32 array)."""
         return self._instances()[0]
 
     @property

@@ -462,7 +462,7 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
         codes: the closure's fact codes; ids: the atom id of each (int64 arrays of one length).
 
     Returns:
-        (rule index int16 array, head code int64 array, body atom ids int64 array of shape (n, max body length),
+        (rule index int32 array, head code int64 array, body atom ids int64 array of shape (n, max body length),
         padded with -1 after the distinct body atoms in the rule's order).
     """
     tab = ev.by_relation(*ev.decode(codes), ids)
@@ -485,9 +485,9 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
                 order = np.argsort(dup, axis=1, kind="stable")
                 m = np.take_along_axis(m, order, axis=1)
                 m[np.take_along_axis(dup, order, axis=1)] = -1
-        rr.append(np.full(len(h), rule.index, dtype=np.int16))
+        rr.append(np.full(len(h), rule.index, dtype=np.int32))
         hh.append(h)
         bb.append(m)
     if not hh:
-        return np.zeros(0, np.int16), np.zeros(0, np.int64), np.zeros((0, width), np.int64)
+        return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros((0, width), np.int64)
     return np.concatenate(rr), np.concatenate(hh), np.concatenate(bb)

@@ -366,6 +366,11 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
 
     Returns:
         The number of closure facts (KB and derived, U's own facts included) no longer derivable.
+
+    Raises:
+        InputError: a fact_id that is not a relationship fact of the KB.
+
+    Source: Wu et al. 2025, Def. 1 (deductive closure); counter-based forward chaining of Dowling & Gallier 1984.
     """
     removed = {closure.atom_of_fact(f) for f in removed_fact_ids}
     if not removed:
@@ -388,6 +393,9 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
             if h not in reach:
                 reach.add(h)
                 stack.append(h)
+    hp = closure.head_ptr
+    for a in reach:  # every instance deriving an atom of F, also one whose body lies wholly outside F
+        insts.update(range(int(hp[a]), int(hp[a + 1])))
     inst_list = sorted(i for i in insts if int(head[i]) in reach)
     rows = body[inst_list].tolist() if inst_list else []
     heads = head[inst_list].tolist() if inst_list else []
