@@ -688,7 +688,12 @@ def write_truth(truth: FamilyTruth, path: str | Path) -> Path:
 
 
 # -- the built-in default generated KB ----------------------------------------------------------------------------
-def _cache_root() -> Path:
+def cache_root() -> Path:
+    """dukb's cache folder: ``$DUKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/dukb``, else ``~/.cache/dukb``.
+
+    Returns:
+        The folder (it may not exist yet).
+    """
     env = os.environ.get("DUKB_CACHE_DIR")
     if env:
         return Path(env)
@@ -715,7 +720,7 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
     """
     from dukb.kb.io import save_kb
 
-    root = Path(cache_dir) if cache_dir is not None else _cache_root()
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
     target = root / f"generated-p{DEFAULT_PEOPLE}-s{DEFAULT_SEED}-v{GENERATOR_VERSION}"
     if (target / "people.csv").is_file() and (target / "relationships.csv").is_file() \
             and (target / "biographies.csv").is_file():
@@ -752,7 +757,7 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
 
 __all__ = [
-    "DEFAULT_PEOPLE", "DEFAULT_SEED", "EDU_RELAT_OBSERVED", "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth",
+    "DEFAULT_PEOPLE", "DEFAULT_SEED", "cache_root", "EDU_RELAT_OBSERVED", "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth",
     "GENERATOR_VERSION", "GeneratorConfig", "birthplace_value", "default_generated_kb", "default_generated_kb_dir",
     "first_names", "generate", "job_decade", "jobs_by_decade", "observation_probabilities", "surnames",
     "us_states", "write_truth",

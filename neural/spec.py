@@ -46,16 +46,12 @@ PROMPT_PRESETS: dict[str, PromptTags] = {
 
 
 def preset_for(name_or_path: str) -> str:
-    """Guess the prompt preset from the last component of a model id or path (gpt2-xl, phi, llama; else
-    generic)."""
-    low = name_or_path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
-    if "gpt2" in low:
-        return "gpt2-xl"
-    if "phi" in low:
-        return "phi"
-    if "llama" in low:
-        return "llama"
-    return "generic"
+    """Guess the prompt preset from the last component of a model id or path: the model family's
+    (:func:`dukb.neural.zoo.model_family`; SmolLM2 is prompted like Llama), else generic."""
+    from dukb.neural.zoo import model_family
+
+    fam = model_family(name_or_path)
+    return "llama" if fam == "smollm2" else fam
 
 
 @dataclass(frozen=True)

@@ -76,12 +76,11 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 
 
 def cache_root() -> Path:
-    """dukb's cache folder: ``$DUKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/dukb``, else ``~/.cache/dukb``."""
-    env = os.environ.get("DUKB_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "dukb"
+    """dukb's cache folder: ``$DUKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/dukb``, else ``~/.cache/dukb`` (the folder
+    of the built-in generated KB too, :func:`dukb.kb.generate.cache_root`)."""
+    from dukb.kb.generate import cache_root as root
+
+    return root()
 
 
 def cached_file(name: str) -> Path:
@@ -265,8 +264,8 @@ def resolve_model(value: str) -> ResolvedModel:
 
 
 def _prompt_for(name: str) -> str | None:
-    fam = model_family(name)
-    return {"smollm2": "llama"}.get(fam)
+    """The prompt preset of a known family (SmolLM2 is prompted like Llama), else None (choose by name)."""
+    return {"smollm2": "llama"}.get(model_family(name))
 
 
 __all__ = ["KNOWN_MODELS", "KnownModel", "ResolvedModel", "cache_root", "cached_file", "fetch", "known",

@@ -49,8 +49,8 @@ def kb_program(kb: KB) -> str:
     return "\n".join(parts)
 
 
-class _HeadView(Sequence):
-    """``by_head[a]``: the instance ids deriving atom ``a`` (a ``range``: instances are sorted by head)."""
+class _AtomView(Sequence):
+    """A read-only sequence indexed by atom id (negative ids count from the end), built on CSR offsets ``ptr``."""
 
     def __init__(self, ptr: np.ndarray):
         self._ptr = ptr
@@ -66,26 +66,27 @@ class _HeadView(Sequence):
             a += len(self)
         if not 0 <= a < len(self):
             raise IndexError(a)
+        return self._item(a)
+
+    def _item(self, a: int):
+        raise NotImplementedError
+
+
+class _HeadView(_AtomView):
+    """``by_head[a]``: the instance ids deriving atom ``a`` (a ``range``: instances are sorted by head)."""
+
+    def _item(self, a: int) -> range:
         return range(int(self._ptr[a]), int(self._ptr[a + 1]))
 
 
-class _BodyIndexView(Sequence):
+class _BodyIndexView(_AtomView):
     """``by_body[a]``: the instance ids having atom ``a`` as a body atom (ascending list), from CSR arrays."""
 
     def __init__(self, ptr: np.ndarray, idx: np.ndarray):
-        self._ptr, self._idx = ptr, idx
+        super().__init__(ptr)
+        self._idx = idx
 
-    def __len__(self) -> int:
-        return len(self._ptr) - 1
-
-    def __getitem__(self, a):
-        if isinstance(a, slice):
-            return [self[i] for i in range(*a.indices(len(self)))]
-        a = int(a)
-        if a < 0:
-            a += len(self)
-        if not 0 <= a < len(self):
-            raise IndexError(a)
+    def _item(self, a: int) -> list[int]:
         return self._idx[self._ptr[a]:self._ptr[a + 1]].tolist()
 
 
