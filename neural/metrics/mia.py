@@ -1,0 +1,145 @@
+"""Membership inference (MIA) scores, the rank AUC and MUSE's PrivLeak: the building blocks of the MUSE and RWKU
+protocols (their registration as row metrics needs the holdout split and is the next step).
+
+Scores of one text x = x_1..x_T under a model, from its token log-probabilities log p(x_t | x_<t) (RWKU's released
+code, which the RWKU paper does not give formulas for; Shi et al. 2024a for Min-K%, Zhang et al. 2024 for Min-K%++):
+
+- LOSS (Yeom et al. 2018):  ll(x) = (1/T) Σ_t log p(x_t | x_<t)
+- Zlib (Carlini et al. 2021): ll(x) / |zlib(x)|, the zlib-compressed length of x's UTF-8 bytes
+- Min-K% Prob:             mean of the ⌈k·T⌉ lowest log p(x_t | x_<t)          (k = 0.2 by default)
+- Min-K%++:                mean of the ⌈k·T⌉ lowest (log p(x_t | x_<t) − μ_t) / σ_t, with
+                           μ_t = Σ_v p(v | x_<t) log p(v | x_<t) and σ_t² = Σ_v p(v | x_<t) (log p(v | x_<t))² − μ_t²
+
+Every score rises with membership (a member text is more likely under the model). :func:`auc` takes members as the
+positive class, so a model that remembers its training texts has AUC > 0.5 on members vs holdout, and a model
+that never saw them ≈ 0.5.
+
+MUSE (Shi et al. 2024b, Sec. 3, C3) reports PrivLeak with the opposite orientation (the score rises with the loss,
+so f_target's AUC ≈ 0 and PrivLeak(f_target) ≈ −100%): :func:`privleak` converts, so its signs match MUSE's tables
+(negative = under-unlearning, positive = over-unlearning).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Sequence
+
+#: the MIA scores dukb computes (name -> one-line description)
+MIA_SCORES = {"loss": "mean token log-likelihood (LOSS)", "zlib": "log-likelihood / zlib-compressed length",
+              "mink": "Min-K% Prob: mean of the lowest k% token log-probabilities",
+              "minkpp": "Min-K%++: mean of the lowest k% normalised token log-probabilities"}
+
+
+def mia_scores(logits, labels, texts: Sequence[str], k: float = 0.2) -> dict[str, list[float]]:
+    """The four MIA scores of each text.
+
+    Args:
+        logits: [B, L, V] next-token logits aligned with ``labels`` (position t predicts labels[:, t]), float.
+        labels: [B, L] token ids scored, -100 where not scored (prompt, padding).
+        texts: the B texts (for Zlib's compressed length), str.
+        k: the fraction of lowest tokens for Min-K% and Min-K%++, in (0, 1].
+
+    Returns:
+        ``{"loss", "zlib", "mink", "minkpp"}`` -> B floats each (nats; higher = more member-like). A row with no
+        scored token gets NaN.
+
+    Raises:
+        ValueError: k outside (0, 1]; B differs between logits, labels and texts.
+
+    Source: RWKU (Jin et al. 2024), released code's MIA; Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++);
+    Carlini et al. 2021 (Zlib); Yeom et al. 2018 (LOSS).
+    """
+    import torch
+
+    if not 0 < k <= 1:
+        raise ValueError(f"k must be in (0, 1], got {k}")
+    if not (logits.shape[0] == labels.shape[0] == len(texts)):
+        raise ValueError("logits, labels and texts must have the same batch size")
+    logp_all = torch.log_softmax(logits.float(), dim=-1)  # [B, L, V]
+    mask = labels != -100
+    safe = torch.where(mask, labels, torch.zeros_like(labels))
+    tok = logp_all.gather(-1, safe[..., None]).squeeze(-1)  # [B, L]
+    p = logp_all.exp()
+    mu = (p * logp_all).sum(-1)
+    sigma = ((p * logp_all.square()).sum(-1) - mu.square()).clamp(min=1e-12).sqrt()
+    norm = (tok - mu) / sigma
+    out = {name: [] for name in MIA_SCORES}
+    for b in range(len(texts)):
+        m = mask[b]
+        n = int(m.sum())
+        if n == 0:
+            for name in out:
+                out[name].append(float("nan"))
+            continue
+        lp, nz = tok[b][m], norm[b][m]
+        ll = float(lp.mean())
+        take = max(1, math.ceil(k * n))
+        out["loss"].append(ll)
+        out["zlib"].append(ll / len(zlib.compress(texts[b].encode("utf-8"))))
+        out["mink"].append(float(torch.topk(lp, take, largest=False).values.mean()))
+        out["minkpp"].append(float(torch.topk(nz, take, largest=False).values.mean()))
+    return out
+
+
+def auc(members: Sequence[float], nonmembers: Sequence[float]) -> float:
+    """Area under the ROC curve with members as the positive class: the probability that a random member scores
+    above a random non-member, ties counting one half (the Mann–Whitney U statistic / (m·n)), from the ranks in
+    O((m + n) log(m + n)).
+
+    Args:
+        members, nonmembers: scores (floats; higher = more member-like); NaN is not allowed.
+
+    Returns:
+        AUC in [0, 1]: 1 = perfect separation, 0.5 = no separation (e.g. identical score lists).
+
+    Raises:
+        ValueError: an empty list, or a NaN score.
+
+    Source: Mann & Whitney 1947; the AUC-ROC of MUSE (Shi et al. 2024b, C3) and RWKU's MIA.
+    """
+    m, n = len(members), len(nonmembers)
+    if m == 0 or n == 0:
+        raise ValueError("AUC needs at least one member and one non-member score")
+    pooled = [(float(s), 1) for s in members] + [(float(s), 0) for s in nonmembers]
+    if any(math.isnan(s) for s, _ in pooled):
+        raise ValueError("AUC scores must not be NaN")
+    pooled.sort(key=lambda x: x[0])
+    rank_sum, i = 0.0, 0
+    while i < len(pooled):  # average ranks over ties
+        j = i
+        while j < len(pooled) and pooled[j][0] == pooled[i][0]:
+            j += 1
+        mean_rank = (i + 1 + j) / 2
+        rank_sum += mean_rank * sum(lab for _, lab in pooled[i:j])
+        i = j
+    u = rank_sum - m * (m + 1) / 2
+    return u / (m * n)
+
+
+def privleak(auc_unlearn: float, auc_retrain: float) -> float:
+    """MUSE's PrivLeak from member-positive AUCs (this module's orientation), as a fraction (×100 for %):
+
+        PrivLeak = (AUC'(f_unlearn) − AUC'(f_retrain)) / AUC'(f_retrain),  AUC' = 1 − AUC,
+
+    where AUC' is MUSE's orientation (the score rises with the loss; Min-K% Prob in the paper). 0 for f_retrain
+    itself; ≈ −1 for a model that still remembers the forget set (under-unlearning); > 0 for over-unlearning.
+
+    Args:
+        auc_unlearn, auc_retrain: member-positive AUCs in [0, 1] (forget vs holdout).
+
+    Returns:
+        PrivLeak as a fraction.
+
+    Raises:
+        ValueError: f_retrain's AUC is 1 (AUC' = 0: PrivLeak undefined).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C3.
+    """
+    ref = 1.0 - auc_retrain
+    if ref <= 0:
+        raise ValueError("PrivLeak is undefined when f_retrain separates the forget set perfectly (AUC 1)")
+    return ((1.0 - auc_unlearn) - ref) / ref
+
+
+__all__ = ["MIA_SCORES", "auc", "mia_scores", "privleak"]
