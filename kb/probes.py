@@ -605,6 +605,24 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
     return out
 
 
+def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
+    """The statement sentence of every KB fact, in EDU-RELAT's "fact" form ("Richard Perry is Reid Perry's
+    father."; "The birthyear of Sloane Lee is 1908.").
+
+    These are a fact's *verbatim text*: what MUSE's VerbMem prompts with a prefix of, and what its membership
+    inference scores (Shi et al. 2024b, Sec. 3, C1 and C3).
+
+    Returns:
+        (fact kind, fact_id) -> sentence, fact kind "relationship" or "biography", in file order.
+
+    Source: Wu et al. 2025 (EDU-RELAT's fact template).
+    """
+    b = _Builder(kb, FactIndex(kb, None), 0, EDU_RELAT_NO_SEED)
+    out = {(RELATIONSHIP, f.fact_id): b.fact_sentence(f) for f in kb.relationships}
+    out.update({(BIOGRAPHY, f.fact_id): b.fact_sentence(f) for f in kb.biographies})
+    return out
+
+
 # -- files ----------------------------------------------------------------------------------------------------------
 def probes_text(probes: Iterable[Probe], fmt: str = "jsonl") -> str:
     """Render probes as JSON lines or CSV (columns :data:`PROBE_COLUMNS`).

@@ -21,6 +21,10 @@ QAItem = Probe
 #: The probe kind used for finetuning and for recall/accuracy, as in the paper.
 QA_KIND = "qa"
 
+#: A plain-text item: ``answer`` holds a fact's statement sentence, trained and scored on every token (no prompt
+#: tags; ``question`` is empty). MUSE's verbatim corpus (Shi et al. 2024b, C1).
+TEXT_KIND = "text"
+
 
 def kb_qa(kb: KB, kinds: tuple[str, ...] = (QA_KIND,), seed: int = 0) -> list[QAItem]:
     """QA items for every KB fact (relationships first, then biographies, in file order).
@@ -41,16 +45,39 @@ def kb_qa(kb: KB, kinds: tuple[str, ...] = (QA_KIND,), seed: int = 0) -> list[QA
     return make_probes(kb, kinds=list(kinds), seed=seed)
 
 
-def vocabulary_texts(kb: KB, tags, extra_kinds: tuple[str, ...] = ()) -> list[str]:
-    """Every text the tiny model's tokenizer must cover: prompts and answers of the QA forms (and extra kinds)."""
+def kb_texts(kb: KB, keys=None) -> list[QAItem]:
+    """Plain-text items (:data:`TEXT_KIND`): the statement sentence of each fact.
+
+    Args:
+        kb: the KB.
+        keys: (fact kind, fact_id) pairs to include, fact kind "relationship" or "biography" (None: every fact).
+
+    Returns:
+        list of :class:`QAItem` with ``kind="text"``, ``question=""`` and the sentence as ``answer``, in KB order.
+
+    Source: EDU-RELAT's fact template (Wu et al. 2025); MUSE's verbatim corpus (Shi et al. 2024b, C1).
+    """
+    from dukb.kb.probes import fact_statements
+
+    wanted = None if keys is None else {(k, int(i)) for k, i in keys}
+    return [QAItem(TEXT_KIND, k, i, "", s) for (k, i), s in fact_statements(kb).items()
+            if wanted is None or (k, i) in wanted]
+
+
+def vocabulary_texts(kb: KB, tags, extra_kinds: tuple[str, ...] = (), statements: bool = False) -> list[str]:
+    """Every text the tiny model's tokenizer must cover: prompts and answers of the QA forms (and extra kinds), and
+    with ``statements`` every fact's statement sentence."""
     items = kb_qa(kb, (QA_KIND,) + tuple(extra_kinds))
     texts = [tags.prompt(it.question) + tags.target(it.answer) for it in items]
     texts += [p.name for p in kb.people.values()]
+    if statements:
+        texts += [it.answer for it in kb_texts(kb)]
     return texts
 
 
 def encode_qa(tokenizer, tags, items: list[QAItem], device: str = "cpu", max_length: int | None = None):
-    """Tokenise prompt+answer pairs for teacher forcing, loss on answer tokens only.
+    """Tokenise prompt+answer pairs for teacher forcing, loss on answer tokens only (a :data:`TEXT_KIND` item:
+    its text, loss on every token).
 
     Args:
         tokenizer: HF tokenizer (any padding side; this builds left-padded tensors itself).
@@ -69,6 +96,10 @@ def encode_qa(tokenizer, tags, items: list[QAItem], device: str = "cpu", max_len
     eos = tokenizer.eos_token_id
     rows = []
     for it in items:
+        if it.kind == TEXT_KIND:  # a plain text: every token is trained / scored
+            t = tokenizer(it.answer, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
+            rows.append((t, list(t)))
+            continue
         p = tokenizer(tags.prompt(it.question), add_special_tokens=False)["input_ids"]
         a = tokenizer(tags.target(it.answer), add_special_tokens=False)["input_ids"]
         if eos is not None:

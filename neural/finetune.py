@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from dukb.neural.data import QAItem, encode_qa
+from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
 from dukb.neural.runs import device_info, versions
 from dukb.neural.train import TrainConfig, train_loop
 
@@ -83,7 +83,8 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Args:
         lm: :class:`dukb.neural.models.LoadedModel` (with LoRA adapters if its spec asks for them).
-        items: the QA items to learn (the paper: every KB fact's question4/answer4 pair).
+        items: the QA items to learn (the paper: every KB fact's question4/answer4 pair); :data:`TEXT_KIND` items
+            are trained on every token and left out of the accuracy.
         config: :class:`dukb.neural.train.TrainConfig` (a :data:`FINETUNE_PRESETS` entry); gradient accumulation
             is not used here (one global batch is one step).
         progress: show a rich progress bar (main process only).
@@ -118,14 +119,16 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     # the data order has its own generator, shared by all processes
     gen = torch.Generator().manual_seed(config.seed)
     pred = Predictor(model, lm.tokenizer, lm.tags, device=lm.device)
-    my_probe_items = dist.shard(items)
+    # accuracy is judged on the QA items; plain texts (TEXT_KIND, MUSE's verbatim corpus) are trained only
+    probed = [it for it in items if it.kind != TEXT_KIND]
+    my_probe_items = dist.shard(probed)
     encoded = encode_qa(lm.tokenizer, lm.tags, items, lm.device)  # tokenise once; batches are row slices
     n_answer = (encoded["labels"][:, 1:] != -100).sum(-1).tolist()  # answer tokens per item
     state = {"acc": None}
 
     def accuracy() -> float:
         known = float(probe(pred, my_probe_items)["known"].sum()) if my_probe_items else 0.0
-        return dist.all_sum([known], lm.device)[0] / len(items)
+        return dist.all_sum([known], lm.device)[0] / max(1, len(probed))
 
     def steps(_epoch):
         perm = torch.randperm(len(items), generator=gen).tolist()

@@ -7,7 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from dukb.neural.data import kb_qa, vocabulary_texts
+from dukb.neural.data import TEXT_KIND, kb_qa, vocabulary_texts
 from dukb.neural.distributed import barrier, is_main_process
 from dukb.neural.finetune import FINETUNE_PRESETS, finetune, save_record
 from dukb.neural.models import build_tiny_model, load_model, save_model
@@ -45,7 +45,7 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
 
 def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epochs: int | None = None,
                 lr: float | None = None, batch_size: int | None = None, seed: int = 0, progress: bool = False,
-                log=None, identity: dict | None = None) -> dict:
+                log=None, identity: dict | None = None, items=None) -> dict:
     """Finetune a model on every KB fact's QA and save it, with ``finetune.json``, to ``out_dir``.
 
     Under a multi-process launch (accelerate launch / torchrun) finetuning is data parallel and process 0 saves;
@@ -61,6 +61,8 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         preset: finetuning preset (default: the spec's prompt preset); epochs, lr, batch_size override it.
         seed: seed of the tiny initialisation and the data order.
         identity: what the finetuned model depends on (a run's cache key), stored as ``identity`` in the record.
+        items: the items to learn (default: every KB fact's QA). With :data:`dukb.neural.data.TEXT_KIND` items the
+            tiny model's vocabulary covers every fact's statement sentence.
 
     Returns:
         The finetuning record (also written to out_dir/finetune.json).
@@ -74,7 +76,8 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
         if spec.name_or_path == TINY:
             tags = PROMPT_PRESETS[TINY]
-            build_tiny_model(vocabulary_texts(kb, tags), tmp, seed=seed)
+            texts = items is not None and any(it.kind == TEXT_KIND for it in items)
+            build_tiny_model(vocabulary_texts(kb, tags, statements=texts), tmp, seed=seed)
             tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
             spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
         lm = load_model(spec)
@@ -83,7 +86,7 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
 
             state = WeightState(lm, spec.lora, seed)
             lm.model = state.model
-        record = finetune(lm, kb_qa(kb), cfg, progress=progress, log=log)
+        record = finetune(lm, kb_qa(kb) if items is None else list(items), cfg, progress=progress, log=log)
         record["kb"] = str(kb.source)
         record["preset"] = name
         if identity is not None:

@@ -219,7 +219,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
     from dukb.neural.methods import resolve
-    from dukb.neural.metrics import parse_metrics, row_metrics
+    from dukb.neural.metrics import combined_needs, parse_metrics, row_metrics
     from dukb.neural.plan import build_plan, choose_targets
 
     methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
@@ -299,10 +299,12 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     if main:
         write_json_atomic(cfg_path, record)
         write_json_atomic(run / "finetune.json", ft)
-    items = kb_qa(kb)
+    row_metrics_ = row_metrics(metrics)
+    items = kb_qa(kb, combined_needs(row_metrics_).kinds)  # the probe kinds the metrics need ("qa" first)
     from dukb.neural.probe import Predictor, probe
 
-    base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, rouge=False, logprob=False)
+    base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), [it for it in items if it.kind == "qa"],
+                 rouge=False, logprob=False)
     acc0 = float(base["known"].mean())
     log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
     if acc0 < 1.0:
@@ -310,7 +312,6 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
 
     # 3. sweep -> probe -> metrics, streamed per setting (this process's share of the targets under a
     # multi-process launch); 4. report
-    row_metrics_ = row_metrics(metrics)
     my_targets = dist.shard(targets)
     total = len(my_targets) * sum(len(g) for g in grids.values())
     bar = None

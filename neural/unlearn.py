@@ -8,7 +8,7 @@ import random
 import time
 from typing import Iterator
 
-from dukb.neural.data import QAItem, kb_qa
+from dukb.neural.data import QA_KIND, QAItem, kb_qa
 from dukb.neural.methods import UnlearnContext, get_method
 from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
@@ -82,7 +82,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
 
     metrics = [get_metric("recall")] if metrics is None else list(metrics)
     needs = combined_needs(metrics)
-    items = probe_items or kb_qa(kb)
+    items = probe_items or kb_qa(kb, needs.kinds)
+    qa_items = [it for it in items if it.kind == QA_KIND]  # what methods train on; other kinds are only probed
     if sets is None:
         res = minimal_sets(closure, [closure.atom_of_fact(target_fact_id)], "exact")
         sets = (res.sets, "exact")
@@ -90,7 +91,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         forget_ids = forget_fact_ids(closure, target_fact_id, scope, sets[0])
     if forget is None:
         wanted = set(forget_ids)
-        forget = [it for it in items if it.fact_kind == "relationship" and it.fact_id in wanted]
+        forget = [it for it in qa_items if it.fact_kind == "relationship" and it.fact_id in wanted]
     m = get_method(method)
     if retain is None:
         cone_ids = ()
@@ -99,10 +100,10 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
 
             cone = cone_of(closure, [closure.atom_of_fact(target_fact_id)])
             cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
-        retain = default_retain(items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
+        retain = default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
     retain_ids = retain_fact_ids(retain)
     ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, kb=kb, closure=closure, target=target_fact_id,
-                         sets=[list(s) for s in sets[0]], items=items)
+                         sets=[list(s) for s in sets[0]], items=qa_items)
     t0 = time.perf_counter()
     for setting, pred in m.sweep(ctx, grid):
         t1 = time.perf_counter()

@@ -126,3 +126,22 @@ def test_choose_set_prefers_the_fewest_still_known_facts():
     assert choose_set(sets, known={1, 2, 3, 4}) == [3]  # one known fact each for [3] and [4,5,6]: smaller set
     assert choose_set(sets, known={3, 4}) == [1, 2]  # already forgotten facts cost nothing
     assert choose_set(sets, known=set(), fixed=[4, 5, 6]) == [4, 5, 6]
+
+
+def test_recall_under_attack_by_hand(kb_builder):
+    """A fact the QA probe finds forgotten but a paraphrase elicits counts as known: recall drops from 1 to 1/2."""
+    import pandas as pd
+
+    from dukb.neural.metrics.attack import recall_under_attack
+    from dukb.neural.metrics.base import RowContext
+
+    kb = kb_builder({"A": "male", "B": "female", "C": "male"},
+                    [("A", "wife", "B"), ("B", "husband", "A"), ("C", "father", "A")])
+    rows = [("qa", "relationship", 0, False), ("qa", "relationship", 1, False), ("qa", "relationship", 2, True),
+            ("paraphrase", "relationship", 1, True), ("yes", "relationship", 0, True),  # yes/no is no elicitation
+            ("reverse", "relationship", 2, True)]
+    df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "known"])
+    out = recall_under_attack(RowContext(kb, 0, [[0, 1]], "exact", df, [0]))
+    assert out["recall_under_attack"] == 0.5
+    assert out["leaked_relationships"] == [1] and out["leaks_by_kind"] == {"paraphrase": 1}
+    assert out["accuracy_all_under_attack"] == 1.0  # the one fact outside the set (2) is still known

@@ -547,3 +547,26 @@ def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tm
         assert r["recall"] == pytest.approx(rec) and r["accuracy_relationships"] == pytest.approx(acc_rel)
         assert r["accuracy_all"] == pytest.approx((acc_rel * len(scored_rel) + ok_bio) /
                                                   (len(scored_rel) + len(scored_bio)))
+
+
+def test_recall_under_attack_never_exceeds_recall(small_kb, finetuned, tmp_path):
+    """`--metrics recall,recall_under_attack`: every row's recall under attack is at most its plain recall, its
+    leaks are QA-forgotten facts, it recomputes from the QA-forgotten facts minus the leaks, and probing the extra
+    kinds does not change what the methods train on (the plain recall equals a run without the metric)."""
+    common = ["--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "--methods", "ga,du_cl",
+              "--grid", "ga=4,16", "--grid", "du_cl=2,8", "--n-targets", "2", "--device", "cpu"]
+    assert main(["evaluate", "-o", str(tmp_path / "a"), "--metrics", "recall,recall_under_attack"] + common) == 0
+    assert main(["evaluate", "-o", str(tmp_path / "b")] + common) == 0
+    rows, plain = _rows(tmp_path / "a"), _rows(tmp_path / "b")
+    sets = json.loads((tmp_path / "a" / "sets.json").read_text())["targets"]
+    assert len(rows) == len(plain) == 8
+    for r, p in zip(rows, plain):
+        assert (r["target"], r["method"], r["setting"]) == (p["target"], p["method"], p["setting"])
+        assert r["recall"] == p["recall"] and r["forgotten_relationships"] == p["forgotten_relationships"]
+        assert r["recall_under_attack"] <= r["recall"]
+        assert set(r["leaked_relationships"]) <= set(r["forgotten_relationships"])
+        still = set(r["forgotten_relationships"]) - set(r["leaked_relationships"])
+        again = recall_accuracy(small_kb, sets[str(r["target"])]["sets"], still, set(), r["sets_used"],
+                                [r["target"]])
+        assert again.recall == r["recall_under_attack"]
+    assert any(r["leaks_by_kind"] for r in rows)  # some adversarial form does elicit a QA-forgotten fact

@@ -1,0 +1,96 @@
+"""`dukb muse`: MUSE's six-way evaluation on a KB (thin: parse, call, render)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb import InputError
+from dukb.cli.evaluate_cmd import parse_grids
+from dukb.cli.symbolic import read_targets_file
+from dukb.neural.methods import methods_help
+from dukb.neural.metrics.muse import SELECTION_RULES
+from dukb.neural.muse import CURVE_METHODS, MUSE_METHODS
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{name} must be comma-separated integers, got {text!r}") from None
+
+
+def muse(
+    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
+                                     "generated KB (100 people, seed 0)."),
+    model: str = typer.Option("tiny", "--model", help="Base model finetuned into f_target and f_retrain: 'tiny', "
+                              "smollm2-135m, a .gguf file, hub id or directory."),
+    targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets, one relationship fact_id "
+                                                "per line ('#' comments); the first --n-targets form the main "
+                                                "request, the first c the scalability request of size c."),
+    n_targets: int = typer.Option(1, "--n-targets", help="Targets of the main request (Table 3)."),
+    methods: str = typer.Option(",".join(MUSE_METHODS), "--methods", help="Comma-separated methods of the main "
+                                "table (MUSE's eight by default). " + methods_help()),
+    curve_methods: str = typer.Option(",".join(CURVE_METHODS), "--curve-methods", help="Gradient methods of the "
+                                      "scalability (C5) and sustainability (C6) experiments."),
+    scale_sizes: str = typer.Option("1,2,4,8,16", "--scale-sizes", help="C5 forget-set sizes in targets (each a "
+                                    "joint deep unlearning set, nested); also the cumulative sizes of C6's "
+                                    "sequential requests. Empty: no C5/C6."),
+    sustain: bool = typer.Option(True, "--sustain/--no-sustain", help="Run C6's sequential requests."),
+    grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
+                                             "(repeatable)."),
+    forget_scope: str = typer.Option("joint", "--forget-scope", help="joint: a minimum joint deep unlearning set "
+                                     "of the request's targets (f_retrain cannot re-derive them); target: the "
+                                     "targets alone."),
+    holdout: float = typer.Option(0.1, "--holdout", help="Share of the KB's facts held out of every finetuning "
+                                  "(MIA non-members), drawn outside the targets' cones."),
+    retain_train: float = typer.Option(0.5, "--retain-train", help="Share of the trained facts in retain_train "
+                                       "(the regulariser's data); the rest is retain_eval (utility)."),
+    mia_k: float = typer.Option(0.2, "--mia-k", help="Min-K% share of lowest-probability tokens (MIA, PrivLeak)."),
+    verbmem_prefix: float = typer.Option(0.5, "--verbmem-prefix", help="VerbMem prompt: this share of each forget "
+                                         "text's tokens (the paper gives no value)."),
+    verbmem_tokens: int = typer.Option(32, "--verbmem-tokens", help="VerbMem continuation budget (tokens, greedy)."),
+    select: str = typer.Option("first_below_retrain", "--select", help="Setting reported per method (and continued "
+                               "from in C6): " + ", ".join(SELECTION_RULES) + " (first_below_retrain: MUSE's "
+                               "utility rule, the first setting whose utility is below f_retrain's, else the "
+                               "last)."),
+    bootstrap: int = typer.Option(9999, "--bootstrap", help="Bootstrap resamples of the 95% intervals."),
+    seed: int = typer.Option(0, "--seed", help="Run seed: targets, splits, finetuning, retain batches."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
+    output: Path = typer.Option(Path("runs/muse"), "-o", "--output", help="Run directory."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
+                                "differing keys named) when a row-changing setting differs; methods and "
+                                "requests may be added."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs."),
+) -> None:
+    """Run MUSE's six-way evaluation (Shi et al. 2024b) on a KB: f_target (finetuned on the QA pairs and statement
+    sentences of every fact but a holdout), f_retrain (the same without the forget set, cached per forget set),
+    every method from f_target, and per model VerbMem (C1), KnowMem on forget (C2), PrivLeak with Min-K% against
+    f_retrain (C3) and KnowMem on retain_eval (C4); scalability over forget-set sizes (C5) and sequential requests
+    (C6).
+
+    RUN_DIR gets config.json, splits.json (every split's fact ids), models/, results.jsonl (one row per model:
+    model_kind target, retrain or unlearned), summary.csv, report.md (Table 3 layout, ratios to f_retrain, 95%
+    bootstrap intervals) and scalability.png, sustainability.png, mia_roc.png.
+    """
+    from dukb.neural.muse import MuseConfig, run_muse
+
+    targets = read_targets_file(targets_file) if targets_file else None
+    cfg = MuseConfig(kb=kb, model=model, targets=targets, n_targets=n_targets,
+                     methods=[m.strip() for m in methods.split(",") if m.strip()],
+                     curve_methods=[m.strip() for m in curve_methods.split(",") if m.strip()],
+                     grids=parse_grids(grid), scale_sizes=_ints(scale_sizes, "--scale-sizes"), sustain=sustain,
+                     forget_scope=forget_scope, holdout_frac=holdout, retain_train_frac=retain_train, mia_k=mia_k,
+                     verbmem_prefix=verbmem_prefix, verbmem_tokens=verbmem_tokens, select=select, seed=seed, lr=lr,
+                     device=device, dtype=dtype, finetune_epochs=finetune_epochs, bootstrap=bootstrap)
+    run_muse(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"report: {output / 'report.md'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add muse to the app."""
+    app.command("muse")(muse)

@@ -1,0 +1,244 @@
+"""MUSE's metrics on a KB (Shi et al. 2024b, Sec. 3): VerbMem (C1), KnowMem (C2, C4), the membership inference
+behind PrivLeak (C3), ratios to f_retrain, bootstrap confidence intervals and the utility-based selection rule.
+
+On a KB, a fact's *verbatim text* is its statement sentence ("Richard Perry is Reid Perry's father.",
+:func:`dukb.kb.probes.fact_statements`), which the MUSE protocol finetunes on beside the QA pairs, and its
+*knowledge probe* is its QA pair.
+
+- VerbMem(f, D) = 1/|D| Σ_{x∈D} ROUGE-L-F1(f(x[:l]), x[l+1:])  (C1): greedy continuation of the first l tokens of
+  each forget text against the rest of it; ``prefix`` is l as a share of the text's tokens (the paper gives no
+  value; 0.5 by default), the continuation budget is configurable.
+- KnowMem(f, D) = 1/|D| Σ_{(q,a)∈D} ROUGE-L-F1(f(q), a)  (C2 on the forget set, C4 "utility" on retain_eval): the
+  answer line of greedy decoding after the QA prompt.
+- MIA: the scores of :mod:`dukb.neural.metrics.mia` on the statement texts, AUC with members (forget texts, or
+  retain_eval texts) as the positive class against the holdout texts; PrivLeak from Min-K% Prob
+  (:func:`dukb.neural.metrics.mia.privleak`).
+
+ROUGE-L F1 is rouge-score's ``rougeL`` F-measure with stemming (MUSE App. C.1 reports "mean ROUGE-L F1").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+_ROUGE = None
+
+
+def rouge_l_f1(reference: str, prediction: str) -> float:
+    """ROUGE-L F1 of ``prediction`` against ``reference``, in [0, 1] (rouge-score, stemming on).
+
+    Source: Lin 2004; Shi et al. 2024b (MUSE), App. C.1.
+    """
+    global _ROUGE
+    if _ROUGE is None:
+        from rouge_score import rouge_scorer
+
+        _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    return float(_ROUGE.score(reference, prediction)["rougeL"].fmeasure)
+
+
+def split_prefix(tokenizer, text: str, prefix: float) -> tuple[str, str]:
+    """Cut a text after its first l = round(prefix · n) tokens (1 ≤ l ≤ n − 1 for n ≥ 2 tokens).
+
+    Returns:
+        (prefix text, true continuation text), both decoded from the token ids.
+
+    Raises:
+        ValueError: ``prefix`` outside (0, 1).
+    """
+    if not 0 < prefix < 1:
+        raise ValueError(f"the VerbMem prefix share must be in (0, 1), got {prefix}")
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) < 2:
+        return "", text
+    cut = min(len(ids) - 1, max(1, round(prefix * len(ids))))
+    return (tokenizer.decode(ids[:cut], skip_special_tokens=True),
+            tokenizer.decode(ids[cut:], skip_special_tokens=True))
+
+
+def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int = 32,
+            batch_size: int = 64) -> list[float]:
+    """VerbMem per text: ROUGE-L F1 of the greedy continuation of each text's prefix against its true continuation.
+
+    Args:
+        pred: :class:`dukb.neural.probe.Predictor` (WHP's logit transform included).
+        texts: the forget texts (str).
+        prefix: l as a share of each text's tokens, in (0, 1).
+        max_new_tokens: continuation budget (tokens); the continuation stops at EOS or the end of its line.
+        batch_size: prompts per batch.
+
+    Returns:
+        one ROUGE-L F1 in [0, 1] per text (mean them for VerbMem(f, D_forget)).
+
+    Raises:
+        ValueError: ``prefix`` outside (0, 1).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C1.
+    """
+    from dukb.neural.probe import greedy_generate
+
+    cuts = [split_prefix(pred.tokenizer, t, prefix) for t in texts]
+    out: list[float] = []
+    for i in range(0, len(cuts), batch_size):
+        chunk = cuts[i:i + batch_size]
+        gens = greedy_generate(pred, [p for p, _ in chunk], max_new_tokens, stop_at_newline=True)
+        out += [rouge_l_f1(rest, g) for (_, rest), g in zip(chunk, gens)]
+    return out
+
+
+def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256) -> list[float]:
+    """KnowMem per QA item: ROUGE-L F1 of the answer line of greedy decoding against the gold answer.
+
+    Args:
+        pred: :class:`dukb.neural.probe.Predictor`.
+        items: QA items (:class:`dukb.neural.data.QAItem`).
+        max_new_tokens, batch_size: decoding budget and batch size.
+
+    Returns:
+        one ROUGE-L F1 in [0, 1] per item, in the items' order.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C2 (forget) and C4 (retain: utility).
+    """
+    from dukb.neural.probe import probe
+
+    if not items:
+        return []
+    df = probe(pred, list(items), batch_size=batch_size, max_new_tokens=max_new_tokens, rouge=False, logprob=False)
+    return [rouge_l_f1(a, o or "") for a, o in zip(df["answer"], df["output"])]
+
+
+def text_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[str, list[float]]:
+    """The MIA scores (LOSS, Zlib, Min-K% Prob, Min-K%++) of plain-text items under a predictor.
+
+    Args:
+        pred: :class:`dukb.neural.probe.Predictor` (its ``logits`` include WHP's transform).
+        items: :data:`dukb.neural.data.TEXT_KIND` items (the sentence in ``answer``); every token but the first is
+            scored, the closing EOS is not.
+        k: Min-K% share in (0, 1].
+        batch_size: texts per forward pass.
+
+    Returns:
+        score name -> one float per item (higher = more member-like; see :mod:`dukb.neural.metrics.mia`).
+
+    Raises:
+        ValueError: ``k`` outside (0, 1].
+
+    Source: Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++); RWKU's released code (LOSS, Zlib).
+    """
+    import torch
+
+    from dukb.neural.data import encode_qa
+    from dukb.neural.metrics.mia import MIA_SCORES, mia_scores
+
+    out: dict[str, list[float]] = {name: [] for name in MIA_SCORES}
+    items = list(items)
+    eos = pred.tokenizer.eos_token_id
+    for i in range(0, len(items), batch_size):
+        chunk = items[i:i + batch_size]
+        batch = encode_qa(pred.tokenizer, pred.tags, chunk, pred.device)
+        labels = batch["labels"]
+        if eos is not None:
+            labels = torch.where(labels == eos, torch.full_like(labels, -100), labels)
+        with torch.no_grad():
+            logits = pred.logits(batch)
+        s = mia_scores(logits[:, :-1], labels[:, 1:], [it.answer for it in chunk], k=k)
+        for name in out:
+            out[name] += s[name]
+    return out
+
+
+def relative(value: float, reference: float) -> float | None:
+    """MUSE's change relative to f_retrain, (m − m_retrain) / m_retrain, as a fraction; None when m_retrain is 0.
+
+    Source: Shi et al. 2024b (MUSE), Table 3.
+    """
+    if reference == 0 or value is None or reference is None:
+        return None
+    return (value - reference) / reference
+
+
+def bootstrap_ci(values: Sequence[float], n_resamples: int = 9999, level: float = 0.95,
+                 seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of a mean (two-tailed).
+
+    Args:
+        values: the per-item values (at least one).
+        n_resamples: bootstrap resamples (MUSE: 9,999).
+        level: confidence level in (0, 1) (MUSE: 0.95).
+        seed: seed of the resampling.
+
+    Returns:
+        (low, high) bounds of the mean.
+
+    Raises:
+        ValueError: no values, or ``level`` outside (0, 1).
+
+    Source: Shi et al. 2024b (MUSE), App. C (scipy.stats.bootstrap, "percentile" method, 9,999 resamples, 95%).
+    """
+    import numpy as np
+
+    x = np.asarray(list(values), dtype=float)
+    if x.size == 0:
+        raise ValueError("a bootstrap interval needs at least one value")
+    if not 0 < level < 1:
+        raise ValueError(f"the confidence level must be in (0, 1), got {level}")
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_resamples)
+    for lo in range(0, n_resamples, 1000):  # bounded memory
+        hi = min(n_resamples, lo + 1000)
+        means[lo:hi] = x[rng.integers(0, x.size, size=(hi - lo, x.size))].mean(axis=1)
+    a = (1 - level) / 2
+    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+#: selection rules for the reported setting of a method (see :func:`select_setting`)
+SELECTION_RULES = ("first_below_retrain", "last", "closest_utility")
+
+
+def select_setting(rows: Sequence[dict], retrain_utility: float, rule: str = "first_below_retrain") -> dict:
+    """The setting of one method that MUSE reports.
+
+    Args:
+        rows: the method's rows in grid order (each with ``knowmem_retain``).
+        retrain_utility: f_retrain's KnowMem on retain_eval.
+        rule: "first_below_retrain" (the paper: the first setting whose utility drops below f_retrain's, else the
+            last; read literally it does not reproduce the paper's Table 4, hence the alternatives), "last" (the
+            strongest setting) or "closest_utility" (the utility closest to f_retrain's).
+
+    Returns:
+        the chosen row.
+
+    Raises:
+        ValueError: no rows or an unknown rule.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 4 / Table 4 (utility-based epoch and α selection).
+    """
+    if not rows:
+        raise ValueError("no rows to select from")
+    if rule == "first_below_retrain":
+        for r in rows:
+            if r["knowmem_retain"] < retrain_utility:
+                return r
+        return rows[-1]
+    if rule == "last":
+        return rows[-1]
+    if rule == "closest_utility":
+        return min(rows, key=lambda r: abs(r["knowmem_retain"] - retrain_utility))
+    raise ValueError(f"unknown selection rule {rule!r} (choose from {', '.join(SELECTION_RULES)})")
+
+
+def privleak_label(value: float | None, tolerance: float = 0.05) -> str:
+    """MUSE's reading of a PrivLeak value: "ok" within ±tolerance, "over" (over-unlearning) above, "under" below.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C3 ("negligible" = within [−5%, 5%]).
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if abs(value) <= tolerance:
+        return "ok"
+    return "over" if value > 0 else "under"
+
+
+__all__ = ["SELECTION_RULES", "bootstrap_ci", "knowmem", "privleak_label", "relative", "rouge_l_f1",
+           "select_setting", "split_prefix", "text_mia_scores", "verbmem"]
