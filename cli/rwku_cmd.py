@@ -1,0 +1,68 @@
+"""`dukb rwku`: RWKU's evaluation on a KB (thin: parse, call, render)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb.cli.evaluate_cmd import parse_grids
+from dukb.cli.muse_cmd import _ints
+from dukb.cli.symbolic import read_targets_file
+from dukb.neural.methods import methods_help
+from dukb.neural.rwku import RWKU_METHODS
+
+
+def rwku(
+    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
+                                     "generated KB (100 people, seed 0)."),
+    model: str = typer.Option("tiny", "--model", help="Model to finetune on the KB's QA (as `dukb evaluate`): "
+                              "'tiny', smollm2-135m, a .gguf file, hub id or directory."),
+    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory."),
+    targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets, one relationship fact_id per "
+                                                "line ('#' comments): one single-target request each; the first N "
+                                                "form the batch request of size N."),
+    n_targets: int = typer.Option(11, "--n-targets", help="Without --targets-file: single-target requests, drawn "
+                                  "relation kinds in turn."),
+    methods: str = typer.Option(",".join(RWKU_METHODS), "--methods", help="Comma-separated. " + methods_help()),
+    grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
+                                             "(repeatable)."),
+    batch_sizes: str = typer.Option("2,4,8", "--batch-sizes", help="Batch-target requests: the first N targets "
+                                    "unlearned at once (RWKU's batch setting). Empty: none."),
+    forget_scope: str = typer.Option("target", "--forget-scope", help="target: the targets alone (RWKU); joint: a "
+                                     "minimum joint deep unlearning set of them."),
+    mia_k: float = typer.Option(0.2, "--mia-k", help="Min-K% share of lowest-probability tokens."),
+    seed: int = typer.Option(0, "--seed", help="Run seed: targets, probes, retain sampling, finetuning."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
+    output: Path = typer.Option(Path("runs/rwku"), "-o", "--output", help="Run directory."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
+                                "differing keys named) when a row-changing setting differs; targets and methods "
+                                "may be added."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs."),
+) -> None:
+    """Run RWKU's evaluation (Jin et al. 2024) on a KB: forget probes FB (cloze), QA and the nine adversarial kinds
+    (AA), scored by ROUGE-L recall; neighbour facts (about the forget facts' people) apart from distant ones; MIA on
+    forget members (FM) against retain members (RM) with LOSS, Zlib, Min-K% and Min-K%++; single-target and
+    batch-target requests; and deep unlearning's recall and recall under attack for every unlearned model.
+
+    RUN_DIR gets config.json, requests.json (each request's targets, forget and neighbour fact ids), finetuned/,
+    results.jsonl (a "before" row and one row per method and setting for each request), summary.csv, report.md
+    (RWKU's Table 1 layout, leaks per adversarial kind) and aa_kinds.png, batch_targets.png.
+    """
+    from dukb.neural.rwku import RwkuConfig, run_rwku
+
+    targets = read_targets_file(targets_file) if targets_file else None
+    cfg = RwkuConfig(kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
+                     methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
+                     batch_sizes=_ints(batch_sizes, "--batch-sizes"), forget_scope=forget_scope, mia_k=mia_k,
+                     seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
+    run_rwku(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"report: {output / 'report.md'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add rwku to the app."""
+    app.command("rwku")(rwku)

@@ -1,0 +1,361 @@
+"""`dukb rwku`: RWKU's evaluation (Jin et al. 2024) on a KB, resumable.
+
+RWKU asks a model to forget what it knows about a target and probes the result at three levels: fill-in-the-blank
+(FB, "cloze"), simple questions (QA) and nine kinds of adversarial attack (AA), each scored by ROUGE-L recall of the
+answer; it checks locality on *neighbour* knowledge, and membership inference on forget members (FM) against
+retain members (RM). On a KB:
+
+- a request is one target fact (single-target) or several at once (``batch-N``: the first N targets, RWKU's
+  batch-target setting); its forget set is the targets themselves (``--forget-scope target``, RWKU's setting) or a
+  minimum joint deep unlearning set of them (``joint``, :func:`dukb.solver.splits.forget_set`);
+- forget probes: the FB, QA and AA probes of the forget facts (:mod:`dukb.kb.probes`; AA = prefix injection,
+  affirmative suffix, role play, multiple choice, reverse query, synonym manipulation, context hint, in-context
+  learning, cross-lingual fr/de/es);
+- neighbour facts: the other facts about the forget facts' people (relationships where one of them is subject or
+  object, and their biographies); distant facts: every other fact. Both are scored on FB and QA;
+- FM: the QA texts of the forget facts; RM: the QA texts of the distant facts. Scores (:mod:`dukb.neural.metrics.mia`)
+  on the answer tokens; the mean score per set (RWKU's LOSS columns use the loss, here the log-likelihood, so FM
+  *falling* below RM means forgotten) and the AUC of FM (positive) against RM;
+- deep unlearning on top: recall and accuracy (Wu et al. 2025, Eq. 1-2) and recall under attack
+  (:mod:`dukb.neural.metrics.attack`: a fact counts as known if any probe kind elicits it).
+
+The model is the protocol's finetuned model (`dukb evaluate`'s finetuning, or ``--finetuned``); a ``before`` row
+scores it without unlearning (RWKU's "Before").
+
+Source: Jin et al. 2024 (RWKU), Sec. 3-4 and App. H; Wu et al. 2025, Eq. 1-2.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dukb import InputError
+
+#: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
+RWKU_METHODS = ("ga", "npo", "ga_gdr", "npo_gdr")
+#: forget probe families: FB (cloze), QA, AA (RWKU's nine adversarial kinds, cross-lingual in three languages)
+FB, QA = "cloze", "qa"
+AA_KINDS = ("prefix_injection", "affirmative_suffix", "role_play", "multiple_choice", "reverse", "synonym",
+            "context_hint", "in_context", "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es")
+
+
+@dataclass
+class RwkuConfig:
+    """Everything that defines a `dukb rwku` run (the row-changing part is its identity).
+
+    Attributes:
+        kb, model, finetuned: as in `dukb evaluate` (None kb: the built-in generated default).
+        targets / n_targets: target fact_ids (single-target requests, one per target).
+        methods: method names or presets; grids: method -> grid override.
+        batch_sizes: batch-target requests (the first N targets at once); empty: none.
+        forget_scope: "target" (RWKU) or "joint" (a minimum joint deep unlearning set).
+        mia_k: Min-K% share. seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in evaluate.
+    """
+
+    kb: str | None = None
+    model: str = "tiny"
+    finetuned: str | None = None
+    targets: list[int] | None = None
+    n_targets: int = 11
+    methods: list[str] = field(default_factory=lambda: list(RWKU_METHODS))
+    grids: dict[str, list] = field(default_factory=dict)
+    batch_sizes: list[int] = field(default_factory=lambda: [2, 4, 8])
+    forget_scope: str = "target"
+    mia_k: float = 0.2
+    seed: int = 0
+    lr: float | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    prompt: str | None = None
+    finetune_epochs: int | None = None
+    batch_size: int | None = None
+
+
+def rwku_row_key(row: dict) -> tuple:
+    """(request, method label, swept value) identifying a `dukb rwku` row ("" and None for the before rows)."""
+    v = row["setting"].get(row["param"]) if row.get("param") else None
+    return (row["request"], row.get("method") or "", None if v is None else float(v))
+
+
+def neighbour_facts(kb, forget_rel) -> dict:
+    """Facts about the forget facts' people, other than the forget facts themselves.
+
+    Returns:
+        {"relationships": [...], "biographies": [...]} (sorted fact_ids): relationships with a forget fact's subject
+        or object as subject or object, and those people's biographies.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.3 (neighbour knowledge), adapted to a KB.
+    """
+    forget = {int(i) for i in forget_rel}
+    people = set()
+    for i in forget:
+        f = kb.relationship(i)
+        people |= {f.subject, f.object}
+    rel = sorted(f.fact_id for f in kb.relationships
+                 if f.fact_id not in forget and (f.subject in people or f.object in people))
+    bio = sorted(b.fact_id for b in kb.biographies if b.subject in people)
+    return {"relationships": rel, "biographies": bio}
+
+
+def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict) -> dict:
+    """RWKU's row fields from a probe table (with ``rouge_l`` recall) and the FM/RM MIA scores.
+
+    Args:
+        df: :func:`dukb.neural.probe.probe` table over every fact and the kinds FB, QA and AA (and others).
+        kb: the KB.
+        forget_rel: the request's forget fact_ids (relationships).
+        neighbours: :func:`neighbour_facts`.
+        mia: {"fm": {score: [...]}, "rm": {score: [...]}}.
+
+    Returns:
+        rouge_forget_{fb,qa,aa,all}, rouge_forget_aa_by_kind, rouge_neighbour_{fb,qa,all},
+        rouge_distant_{fb,qa,all} (mean ROUGE-L recall in [0, 1]; All = the mean over the probes of the families,
+        RWKU's "All"), mia_fm / mia_rm (score -> mean) and mia_auc_fm_rm (score -> AUC of FM against RM).
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.3-4 (ROUGE-L recall; LOSS, Zlib, Min-K%, Min-K%++).
+    """
+    from dukb.neural.metrics.mia import auc
+
+    forget = {("relationship", int(i)) for i in forget_rel}
+    neigh = {("relationship", i) for i in neighbours["relationships"]} | \
+        {("biography", i) for i in neighbours["biographies"]}
+    key = list(zip(df["fact_kind"], df["fact_id"].astype(int)))
+    group = ["forget" if k in forget else "neighbour" if k in neigh else "distant" for k in key]
+    d = df.assign(group=group)
+    mean = (lambda s: float(s.mean()) if len(s) else None)
+    out = {}
+    f = d[d["group"] == "forget"]
+    out["rouge_forget_fb"] = mean(f[f["kind"] == FB]["rouge_l"])
+    out["rouge_forget_qa"] = mean(f[f["kind"] == QA]["rouge_l"])
+    aa = f[f["kind"].isin(AA_KINDS)]
+    out["rouge_forget_aa"] = mean(aa["rouge_l"])
+    out["rouge_forget_all"] = mean(f[f["kind"].isin((FB, QA) + AA_KINDS)]["rouge_l"])
+    out["rouge_forget_aa_by_kind"] = {k: mean(aa[aa["kind"] == k]["rouge_l"]) for k in AA_KINDS
+                                      if (aa["kind"] == k).any()}
+    for g in ("neighbour", "distant"):
+        x = d[d["group"] == g]
+        out[f"rouge_{g}_fb"] = mean(x[x["kind"] == FB]["rouge_l"])
+        out[f"rouge_{g}_qa"] = mean(x[x["kind"] == QA]["rouge_l"])
+        out[f"rouge_{g}_all"] = mean(x[x["kind"].isin((FB, QA))]["rouge_l"])
+    out["mia_fm"] = {k: sum(v) / len(v) for k, v in mia["fm"].items() if v}
+    out["mia_rm"] = {k: sum(v) / len(v) for k, v in mia["rm"].items() if v}
+    out["mia_auc_fm_rm"] = {k: auc(mia["fm"][k], mia["rm"][k]) for k in mia["fm"] if mia["fm"][k] and mia["rm"][k]}
+    return out
+
+
+def qa_mia_scores(pred, items, k: float = 0.2, batch_size: int = 64) -> dict[str, list[float]]:
+    """MIA scores of QA texts on their answer tokens (the closing EOS excluded) under a predictor.
+
+    Returns:
+        score name -> one float per item (higher = more member-like).
+
+    Source: RWKU's released code (LOSS, Zlib), Shi et al. 2024a (Min-K%), Zhang et al. 2024 (Min-K%++).
+    """
+    import torch
+
+    from dukb.neural.data import encode_qa
+    from dukb.neural.metrics.mia import MIA_SCORES, mia_scores
+
+    out: dict[str, list[float]] = {name: [] for name in MIA_SCORES}
+    eos = pred.tokenizer.eos_token_id
+    for i in range(0, len(items), batch_size):
+        chunk = items[i:i + batch_size]
+        batch = encode_qa(pred.tokenizer, pred.tags, chunk, pred.device)
+        labels = batch["labels"]
+        if eos is not None:
+            labels = torch.where(labels == eos, torch.full_like(labels, -100), labels)
+        with torch.no_grad():
+            logits = pred.logits(batch)
+        s = mia_scores(logits[:, :-1], labels[:, 1:], [pred.tags.prompt(it.question) + pred.tags.target(it.answer)
+                                                       for it in chunk], k=k)
+        for name in out:
+            out[name] += s[name]
+    return out
+
+
+def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
+    """Run (or resume) the RWKU protocol into ``run_dir`` and render its report.
+
+    Returns:
+        pandas DataFrame of the result rows.
+
+    Raises:
+        InputError: bad settings, a directory holding another run, results present without ``resume``, several
+            processes.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3-4.
+    """
+    import pandas as pd
+
+    from dukb.kb import load_kb
+    from dukb.neural import distributed as dist
+    from dukb.neural.data import QA_KIND, kb_qa
+    from dukb.neural.methods import UnlearnContext, resolve
+    from dukb.neural.metrics.attack import ATTACK_KINDS, recall_under_attack
+    from dukb.neural.metrics.base import RowContext
+    from dukb.neural.metrics.recall import RECALL
+    from dukb.neural.plan import choose_targets
+    from dukb.neural.probe import Predictor, probe
+    from dukb.neural.protocol import EvaluateConfig, _model_spec, run_identity
+    from dukb.neural.runs import ResultsFile, history_entry, open_run, provenance, read_results, write_json_atomic
+    from dukb.neural.rwku_report import render_rwku
+    from dukb.neural.unlearn import default_retain, retain_fact_ids
+    from dukb.solver.closure import compute_closure
+    from dukb.solver.mdus import minimal_sets
+    from dukb.solver.splits import forget_set
+
+    cfg = config or RwkuConfig()
+    if dist.is_distributed():
+        raise InputError("dukb rwku runs in one process; launch it without accelerate/torchrun")
+    if cfg.forget_scope not in ("target", "joint"):
+        raise InputError(f"unknown --forget-scope {cfg.forget_scope!r} (choose target or joint)")
+    if any(n < 2 for n in cfg.batch_sizes) or list(cfg.batch_sizes) != sorted(set(cfg.batch_sizes)):
+        raise InputError("--batch-sizes must be increasing integers of at least 2")
+    if not 0 < cfg.mia_k <= 1:
+        raise InputError(f"--mia-k must be in (0, 1], got {cfg.mia_k}")
+    run = Path(run_dir)
+    t_start = time.perf_counter()
+    # the model stage and most of the identity are evaluate's (same finetuning, same settings)
+    ecfg = EvaluateConfig(kb=cfg.kb, model=cfg.model, finetuned=cfg.finetuned, targets=cfg.targets,
+                          n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids, seed=cfg.seed,
+                          lr=cfg.lr, device=cfg.device, dtype=cfg.dtype, prompt=cfg.prompt,
+                          finetune_epochs=cfg.finetune_epochs, batch_size=cfg.batch_size)
+    if cfg.kb is None:
+        from dukb.kb.generate import default_generated_kb_dir
+
+        kb_dir = default_generated_kb_dir()
+    else:
+        kb_dir = cfg.kb
+    kb = load_kb(kb_dir)
+    closure = compute_closure(kb)
+    n_need = max([cfg.n_targets] + list(cfg.batch_sizes))
+    targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
+    if len(targets) < max(cfg.batch_sizes or [1]):
+        raise InputError(f"--batch-sizes needs {max(cfg.batch_sizes)} targets, {len(targets)} given")
+    methods = [tuple(resolve(m, "target")) for m in cfg.methods]
+    for label, m, scope, _g in methods:
+        if scope != "target":
+            raise InputError(f"{label}: a forget scope does not apply here; use --forget-scope")
+    grids = {label: list(cfg.grids.get(label) or cfg.grids.get(m.name) or g or m.default_grid)
+             for label, m, _s, g in methods}
+    from dukb.neural.models import resolve_device, resolve_dtype
+
+    device = resolve_device(cfg.device)
+    spec = _model_spec(ecfg)
+    dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
+    singles = targets if cfg.targets else targets[:cfg.n_targets]  # a targets file: every target is a request
+    identity = run_identity(ecfg, kb, closure, methods, grids, singles, spec, dtype)
+    for k in ("sets", "metrics"):
+        identity.pop(k, None)
+    identity["probe"] = {"kinds": [QA_KIND, FB, *AA_KINDS], "max_new_tokens": 10, "rouge": "rougeL recall"}
+    identity["rwku"] = {"forget_scope": cfg.forget_scope, "mia_k": cfg.mia_k, "batch_sizes": list(cfg.batch_sizes),
+                        "batch_targets": targets[:max(cfg.batch_sizes or [0])]}
+    identity, added, old = open_run(run, "rwku", identity, extendable=("targets", "methods"), resume=resume)
+    run.mkdir(parents=True, exist_ok=True)
+    res_path = run / "results.jsonl"
+    if not resume and res_path.exists():
+        raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
+    results = ResultsFile(res_path, key=rwku_row_key)
+    requests = [{"name": f"target-{t}", "kind": "single", "targets": [t]} for t in identity["targets"]]
+    requests += [{"name": f"batch-{n}", "kind": "batch", "targets": targets[:n]} for n in cfg.batch_sizes]
+    for r in requests:
+        r["forget"] = forget_set(closure, r["targets"], cfg.forget_scope)
+        r["neighbours"] = neighbour_facts(kb, r["forget"])
+    write_json_atomic(run / "requests.json", {"requests": requests})
+    record = {"protocol": "rwku", **asdict(cfg), "kb": str(kb.source), "identity": identity,
+              "history": old.get("history", []) + [history_entry(added)], "provenance": provenance(device)}
+
+    # model stage: evaluate's finetuning, cached in RUN_DIR/finetuned
+    from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
+
+    if cfg.finetuned:
+        lm = load_finetuned(cfg.finetuned, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+    else:
+        ft_dir = run / "finetuned"
+        ft = finetune_record(ft_dir)
+        if ft is None or ft.get("identity") != identity["model"]:
+            finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
+                        log=log, identity=identity["model"])
+        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device)
+    write_json_atomic(run / "config.json", record)
+    kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
+    items = kb_qa(kb, kinds, seed=cfg.seed)
+    qa_items = [it for it in items if it.kind == QA_KIND]
+    qa_of = {(it.fact_kind, it.fact_id): it for it in qa_items}
+
+    def score(pred, req, extra: dict) -> dict:
+        df = probe(pred, items, rouge=True, logprob=False)
+        forget_keys = {("relationship", i) for i in req["forget"]}
+        neigh = {("relationship", i) for i in req["neighbours"]["relationships"]} | \
+            {("biography", i) for i in req["neighbours"]["biographies"]}
+        fm = [qa_of[k] for k in sorted(forget_keys) if k in qa_of]
+        rm = [it for k, it in qa_of.items() if k not in forget_keys and k not in neigh]
+        mia = {"fm": qa_mia_scores(pred, fm, cfg.mia_k), "rm": qa_mia_scores(pred, rm, cfg.mia_k)}
+        fields = rwku_fields(df, kb, req["forget"], req["neighbours"], mia)
+        if len(req["targets"]) == 1:
+            t = req["targets"][0]
+            sets = minimal_sets(closure, [closure.atom_of_fact(t)], "exact")
+            used = "exact"
+        else:  # the batch's joint minimal sets, sampled (Algorithm 1): exact enumeration grows fast
+            sets = minimal_sets(closure, [closure.atom_of_fact(t) for t in req["targets"]], "random",
+                                n_seeds=100, seed=cfg.seed)
+            used = "random"
+        rctx = RowContext(kb, req["targets"][0], [list(s) for s in sets.sets], used, df, list(req["forget"]),
+                          extra.get("retain_fact_ids") or {"relationships": [], "biographies": []})
+        fields.update(RECALL.fn(rctx))
+        fields.update(recall_under_attack(rctx))
+        fields.pop("forgotten_biographies", None)
+        return fields
+
+    def emit(req, fields: dict, **extra) -> None:
+        results.append({"request": req["name"], "request_kind": req["kind"], "targets": req["targets"],
+                        "forget_set": req["forget"], "neighbour_fact_ids": req["neighbours"], **extra, **fields})
+
+    bar = task = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress()
+        bar.start()
+        task = bar.add_task("rwku", total=len(requests) * (1 + sum(len(g) for g in grids.values())))
+    pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    try:
+        for req in requests:
+            if (req["name"], "", None) not in results.done:
+                emit(req, score(pred0, req, {}), model_kind="before", method=None, param=None, setting={})
+            if bar is not None:
+                bar.advance(task)
+            forget = [qa_of[("relationship", i)] for i in req["forget"]]
+            for label, m, _s, _g in methods:
+                todo = [v for v in grids[label] if (req["name"], label, float(v)) not in results.done]
+                if bar is not None:
+                    bar.advance(task, len(grids[label]) - len(todo))
+                if not todo:
+                    continue
+                retain = default_retain(qa_items, forget, seed=cfg.seed) if m.uses_retain else []
+                rids = retain_fact_ids(retain)
+                ctx = UnlearnContext(lm, forget, retain, seed=cfg.seed, lr=cfg.lr)
+                t0 = time.perf_counter()
+                for setting, pred in m.sweep(ctx, todo):
+                    t1 = time.perf_counter()
+                    setting = {k: v for k, v in dict(setting).items() if k != "trace"}
+                    emit(req, score(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned", method=label,
+                         base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids,
+                         seconds_unlearn=round(t1 - t0, 4), seconds_eval=round(time.perf_counter() - t1, 4))
+                    if bar is not None:
+                        bar.advance(task)
+                    t0 = time.perf_counter()
+            log(f"{req['name']}: done")
+    finally:
+        if bar is not None:
+            bar.stop()
+    log(f"done in {time.perf_counter() - t_start:.1f} s")
+    paths = render_rwku(run)
+    log(f"report {paths['report']}")
+    return pd.DataFrame(read_results(res_path))
+
+
+__all__ = ["AA_KINDS", "RWKU_METHODS", "RwkuConfig", "neighbour_facts", "qa_mia_scores", "run_rwku",
+           "rwku_fields", "rwku_row_key"]
