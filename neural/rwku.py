@@ -32,13 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.metrics.rwku import AA_KINDS, FB, QA, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
 RWKU_METHODS = ("ga", "npo", "ga_gdr", "npo_gdr")
-#: forget probe families: FB (cloze), QA, AA (RWKU's nine adversarial kinds, cross-lingual in three languages)
-FB, QA = "cloze", "qa"
-AA_KINDS = ("prefix_injection", "affirmative_suffix", "role_play", "multiple_choice", "reverse", "synonym",
-            "context_hint", "in_context", "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es")
 
 
 @dataclass
@@ -77,102 +74,6 @@ def rwku_row_key(row: dict) -> tuple:
     """(request, method label, swept value) identifying a `dukb rwku` row ("" and None for the before rows)."""
     v = row["setting"].get(row["param"]) if row.get("param") else None
     return (row["request"], row.get("method") or "", None if v is None else float(v))
-
-
-def neighbour_facts(kb, forget_rel) -> dict:
-    """Facts about the forget facts' people, other than the forget facts themselves.
-
-    Returns:
-        {"relationships": [...], "biographies": [...]} (sorted fact_ids): relationships with a forget fact's subject
-        or object as subject or object, and those people's biographies.
-
-    Source: Jin et al. 2024 (RWKU), Sec. 3.3 (neighbour knowledge), adapted to a KB.
-    """
-    forget = {int(i) for i in forget_rel}
-    people = set()
-    for i in forget:
-        f = kb.relationship(i)
-        people |= {f.subject, f.object}
-    rel = sorted(f.fact_id for f in kb.relationships
-                 if f.fact_id not in forget and (f.subject in people or f.object in people))
-    bio = sorted(b.fact_id for b in kb.biographies if b.subject in people)
-    return {"relationships": rel, "biographies": bio}
-
-
-def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict) -> dict:
-    """RWKU's row fields from a probe table (with ``rouge_l`` recall) and the FM/RM MIA scores.
-
-    Args:
-        df: :func:`dukb.neural.probe.probe` table over every fact and the kinds FB, QA and AA (and others).
-        kb: the KB.
-        forget_rel: the request's forget fact_ids (relationships).
-        neighbours: :func:`neighbour_facts`.
-        mia: {"fm": {score: [...]}, "rm": {score: [...]}}.
-
-    Returns:
-        rouge_forget_{fb,qa,aa,all}, rouge_forget_aa_by_kind, rouge_neighbour_{fb,qa,all},
-        rouge_distant_{fb,qa,all} (mean ROUGE-L recall in [0, 1]; All = the mean over the probes of the families,
-        RWKU's "All"), mia_fm / mia_rm (score -> mean) and mia_auc_fm_rm (score -> AUC of FM against RM).
-
-    Source: Jin et al. 2024 (RWKU), Sec. 3.3-4 (ROUGE-L recall; LOSS, Zlib, Min-K%, Min-K%++).
-    """
-    from dukb.neural.metrics.mia import auc
-
-    forget = {("relationship", int(i)) for i in forget_rel}
-    neigh = {("relationship", i) for i in neighbours["relationships"]} | \
-        {("biography", i) for i in neighbours["biographies"]}
-    key = list(zip(df["fact_kind"], df["fact_id"].astype(int)))
-    group = ["forget" if k in forget else "neighbour" if k in neigh else "distant" for k in key]
-    d = df.assign(group=group)
-    mean = (lambda s: float(s.mean()) if len(s) else None)
-    out = {}
-    f = d[d["group"] == "forget"]
-    out["rouge_forget_fb"] = mean(f[f["kind"] == FB]["rouge_l"])
-    out["rouge_forget_qa"] = mean(f[f["kind"] == QA]["rouge_l"])
-    aa = f[f["kind"].isin(AA_KINDS)]
-    out["rouge_forget_aa"] = mean(aa["rouge_l"])
-    out["rouge_forget_all"] = mean(f[f["kind"].isin((FB, QA) + AA_KINDS)]["rouge_l"])
-    out["rouge_forget_aa_by_kind"] = {k: mean(aa[aa["kind"] == k]["rouge_l"]) for k in AA_KINDS
-                                      if (aa["kind"] == k).any()}
-    for g in ("neighbour", "distant"):
-        x = d[d["group"] == g]
-        out[f"rouge_{g}_fb"] = mean(x[x["kind"] == FB]["rouge_l"])
-        out[f"rouge_{g}_qa"] = mean(x[x["kind"] == QA]["rouge_l"])
-        out[f"rouge_{g}_all"] = mean(x[x["kind"].isin((FB, QA))]["rouge_l"])
-    out["mia_fm"] = {k: sum(v) / len(v) for k, v in mia["fm"].items() if v}
-    out["mia_rm"] = {k: sum(v) / len(v) for k, v in mia["rm"].items() if v}
-    out["mia_auc_fm_rm"] = {k: auc(mia["fm"][k], mia["rm"][k]) for k in mia["fm"] if mia["fm"][k] and mia["rm"][k]}
-    return out
-
-
-def qa_mia_scores(pred, items, k: float = 0.2, batch_size: int = 64) -> dict[str, list[float]]:
-    """MIA scores of QA texts on their answer tokens (the closing EOS excluded) under a predictor.
-
-    Returns:
-        score name -> one float per item (higher = more member-like).
-
-    Source: RWKU's released code (LOSS, Zlib), Shi et al. 2024a (Min-K%), Zhang et al. 2024 (Min-K%++).
-    """
-    import torch
-
-    from dukb.neural.data import encode_qa
-    from dukb.neural.metrics.mia import MIA_SCORES, mia_scores
-
-    out: dict[str, list[float]] = {name: [] for name in MIA_SCORES}
-    eos = pred.tokenizer.eos_token_id
-    for i in range(0, len(items), batch_size):
-        chunk = items[i:i + batch_size]
-        batch = encode_qa(pred.tokenizer, pred.tags, chunk, pred.device)
-        labels = batch["labels"]
-        if eos is not None:
-            labels = torch.where(labels == eos, torch.full_like(labels, -100), labels)
-        with torch.no_grad():
-            logits = pred.logits(batch)
-        s = mia_scores(logits[:, :-1], labels[:, 1:], [pred.tags.prompt(it.question) + pred.tags.target(it.answer)
-                                                       for it in chunk], k=k)
-        for name in out:
-            out[name] += s[name]
-    return out
 
 
 def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):

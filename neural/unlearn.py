@@ -112,7 +112,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         df = probe(pred, items, batch_size=batch_size, generate=needs.generate, rouge=needs.rouge,
                    logprob=needs.logprob)
         t2 = time.perf_counter()
-        rctx = RowContext(kb, target_fact_id, [list(s) for s in sets[0]], sets[1], df, list(forget_ids), retain_ids)
+        rctx = RowContext(kb, target_fact_id, [list(s) for s in sets[0]], sets[1], df, list(forget_ids), retain_ids,
+                          predictor=pred if needs.model else None)
         fields = {}
         for metric in metrics:
             fields.update(metric.fn(rctx))

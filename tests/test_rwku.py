@@ -95,3 +95,29 @@ def test_rwku_resume(rwku_run, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("dukb: error:") and "forget_scope" in err
     assert main(["rwku", "--kb", "demo", "--batch-sizes", "1", "-o", str(run.parent / "bad")]) == 2
+
+
+def test_evaluate_metrics_reproduce_the_rwku_rows(rwku_run, tmp_path):
+    """`dukb evaluate --metrics ...,knowmem,verbmem,rwku_rouge,mia_fm_rm` adds MUSE's and RWKU's metrics to the
+    deep-unlearning protocol; for the same finetuned model, target, method and setting the RWKU fields equal those
+    of `dukb rwku`'s row."""
+    from dukb.cli.main import main
+
+    run, _ = rwku_run
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    ref = next(r for r in rows if r["request_kind"] == "single" and r.get("method") == "ga"
+               and r["setting"]["steps"] == 8)
+    tfile = tmp_path / "t.txt"
+    tfile.write_text(f"{ref['targets'][0]}\n")
+    out = tmp_path / "ev"
+    assert main(["evaluate", "--kb", "demo", "--finetuned", str(run / "finetuned"), "--targets-file", str(tfile),
+                 "--methods", "ga", "--grid", "ga=8", "--metrics", "recall,knowmem,verbmem,rwku_rouge,mia_fm_rm",
+                 "--device", "cpu", "-o", str(out)]) == 0
+    (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    for k in ("rouge_forget_qa", "rouge_forget_fb", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_all",
+              "rouge_distant_all", "recall"):
+        assert row[k] == pytest.approx(ref[k]), k
+    for s in ("loss", "mink"):
+        assert row["mia_auc_fm_rm"][s] == pytest.approx(ref["mia_auc_fm_rm"][s])
+        assert row["mia_fm"][s] == pytest.approx(ref["mia_fm"][s], rel=1e-4)
+    assert 0 <= row["knowmem_forget"] <= 1 and 0 <= row["knowmem_retain"] <= 1 and 0 <= row["verbmem_forget"] <= 1

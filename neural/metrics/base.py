@@ -26,6 +26,8 @@ class Needs:
         rouge: ROUGE-L recall of each output against its answer (implies ``generate``).
         logprob: the length-normalised log-probability of each gold answer (one extra forward pass).
         reference: a reference model (e.g. f_retrain) is probed too.
+        model: the metric scores the unlearned model itself (``RowContext.predictor``: membership inference,
+            continuations), beyond the probe table.
         splits: fact splits it reads (e.g. "forget", "retain", "holdout").
         requires: other metrics whose fields it reads (summary metrics).
     """
@@ -35,6 +37,7 @@ class Needs:
     rouge: bool = False
     logprob: bool = False
     reference: bool = False
+    model: bool = False
     splits: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
 
@@ -74,6 +77,8 @@ class RowContext:
             needed).
         forget_ids: relationship fact_ids the method was asked to forget.
         retain_ids: {"relationships": [...], "biographies": [...]}: facts a method trained on as retain data.
+        predictor: the unlearned model's :class:`dukb.neural.probe.Predictor`, for metrics whose ``Needs.model``
+            is set (None otherwise).
     """
 
     kb: object
@@ -83,6 +88,7 @@ class RowContext:
     probe: object
     forget_ids: list[int]
     retain_ids: dict = field(default_factory=lambda: {"relationships": [], "biographies": []})
+    predictor: object = None
 
 
 def combined_needs(metrics) -> Needs:
@@ -93,6 +99,7 @@ def combined_needs(metrics) -> Needs:
     gen = any(m.needs.generate or m.needs.rouge for m in metrics)
     return Needs(kinds=tuple(kinds), generate=gen, rouge=any(m.needs.rouge for m in metrics),
                  logprob=any(m.needs.logprob for m in metrics), reference=any(m.needs.reference for m in metrics),
+                 model=any(m.needs.model for m in metrics),
                  splits=tuple(sorted({s for m in metrics for s in m.needs.splits})))
 
 

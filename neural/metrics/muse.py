@@ -240,5 +240,64 @@ def privleak_label(value: float | None, tolerance: float = 0.05) -> str:
     return "over" if value > 0 else "under"
 
 
-__all__ = ["SELECTION_RULES", "bootstrap_ci", "knowmem", "privleak_label", "relative", "rouge_l_f1",
+def knowmem_metric(ctx) -> dict:
+    """KnowMem inside `dukb evaluate`: mean ROUGE-L F1 of the QA answer lines on the row's forget set
+    (``knowmem_forget``) and on the facts that are scored as retained knowledge (``knowmem_retain``: every
+    relationship and biography outside the forget set and the row's retain-train facts).
+
+    Raises:
+        KeyError: the probe table has no ``output`` column (probing without generation).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C2 and C4.
+    """
+    df = ctx.probe[ctx.probe["kind"] == "qa"]
+    forget = {("relationship", int(i)) for i in ctx.forget_ids}
+    held = {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | \
+        {("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())}
+    f, r = [], []
+    for k, i, a, o in zip(df["fact_kind"], df["fact_id"], df["answer"], df["output"]):
+        key = (k, int(i))
+        if key in forget:
+            f.append(rouge_l_f1(a, o or ""))
+        elif key not in held:
+            r.append(rouge_l_f1(a, o or ""))
+    mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+    return {"knowmem_forget": mean(f), "knowmem_retain": mean(r)}
+
+
+def verbmem_metric(ctx) -> dict:
+    """VerbMem inside `dukb evaluate`: ROUGE-L F1 of the continuation of the first half of each forget fact's
+    statement sentence (:func:`verbmem` with its defaults). The evaluate protocol finetunes on QA only, so this
+    measures how much of a forget fact's statement the model still completes, not verbatim memorisation; `dukb
+    muse` trains on the statements.
+
+    Raises:
+        ValueError: the row context carries no predictor.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C1.
+    """
+    from dukb.neural.data import kb_texts
+
+    if ctx.predictor is None:
+        raise ValueError("verbmem needs the unlearned model (RowContext.predictor)")
+    texts = [it.answer for it in kb_texts(ctx.kb, [("relationship", int(i)) for i in ctx.forget_ids])]
+    vals = verbmem(ctx.predictor, texts)
+    return {"verbmem_forget": sum(vals) / len(vals) if vals else None}
+
+
+def _metrics():
+    from dukb.neural.metrics.base import Metric, Needs
+
+    return (Metric("knowmem", knowmem_metric, Needs(kinds=("qa",), generate=True), "row",
+                   ("knowmem_forget", "knowmem_retain"),
+                   "MUSE KnowMem: ROUGE-L F1 of QA answers on the forget set and on the scored retained facts",
+                   "Shi et al. 2024b (MUSE), Sec. 3, C2/C4"),
+            Metric("verbmem", verbmem_metric, Needs(kinds=("qa",), model=True), "row", ("verbmem_forget",),
+                   "MUSE VerbMem: ROUGE-L F1 of the continuation of each forget fact's statement prefix",
+                   "Shi et al. 2024b (MUSE), Sec. 3, C1"))
+
+
+KNOWMEM, VERBMEM = _metrics()
+
+__all__ = ["KNOWMEM", "SELECTION_RULES", "VERBMEM", "knowmem_metric", "verbmem_metric", "bootstrap_ci", "knowmem", "privleak_label", "relative", "rouge_l_f1",
            "select_setting", "split_prefix", "text_mia_scores", "verbmem"]
