@@ -82,6 +82,50 @@ def mia_scores(logits, labels, texts: Sequence[str], k: float = 0.2) -> dict[str
     return out
 
 
+def item_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[str, list[float]]:
+    """The four MIA scores of QA or plain-text items under a predictor.
+
+    A QA item is scored on its answer tokens (the prompt is context), a :data:`dukb.neural.data.TEXT_KIND` item on
+    every token but the first; the closing EOS never counts. Zlib compresses the text the model reads (prompt +
+    answer, or the sentence).
+
+    Args:
+        pred: :class:`dukb.neural.probe.Predictor` (its ``logits`` include WHP's transform).
+        items: :class:`dukb.neural.data.QAItem` list.
+        k: Min-K% share in (0, 1].
+        batch_size: items per forward pass.
+
+    Returns:
+        score name -> one float per item (higher = more member-like).
+
+    Raises:
+        ValueError: ``k`` outside (0, 1].
+
+    Source: RWKU's released code (LOSS, Zlib); Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++).
+    """
+    import torch
+
+    from dukb.neural.data import TEXT_KIND, encode_qa
+
+    out: dict[str, list[float]] = {name: [] for name in MIA_SCORES}
+    items = list(items)
+    eos = pred.tokenizer.eos_token_id
+    for i in range(0, len(items), batch_size):
+        chunk = items[i:i + batch_size]
+        batch = encode_qa(pred.tokenizer, pred.tags, chunk, pred.device)
+        labels = batch["labels"]
+        if eos is not None:
+            labels = torch.where(labels == eos, torch.full_like(labels, -100), labels)
+        with torch.no_grad():
+            logits = pred.logits(batch)
+        texts = [it.answer if it.kind == TEXT_KIND else pred.tags.prompt(it.question) + pred.tags.target(it.answer)
+                 for it in chunk]
+        s = mia_scores(logits[:, :-1], labels[:, 1:], texts, k=k)
+        for name in out:
+            out[name] += s[name]
+    return out
+
+
 def auc(members: Sequence[float], nonmembers: Sequence[float]) -> float:
     """Area under the ROC curve with members as the positive class: the probability that a random member scores
     above a random non-member, ties counting one half (the Mann–Whitney U statistic / (m·n)), from the ranks in
@@ -142,4 +186,4 @@ def privleak(auc_unlearn: float, auc_retrain: float) -> float:
     return ((1.0 - auc_unlearn) - ref) / ref
 
 
-__all__ = ["MIA_SCORES", "auc", "mia_scores", "privleak"]
+__all__ = ["MIA_SCORES", "auc", "item_mia_scores", "mia_scores", "privleak"]

@@ -109,43 +109,13 @@ def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256) -> lis
 
 
 def text_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[str, list[float]]:
-    """The MIA scores (LOSS, Zlib, Min-K% Prob, Min-K%++) of plain-text items under a predictor.
-
-    Args:
-        pred: :class:`dukb.neural.probe.Predictor` (its ``logits`` include WHP's transform).
-        items: :data:`dukb.neural.data.TEXT_KIND` items (the sentence in ``answer``); every token but the first is
-            scored, the closing EOS is not.
-        k: Min-K% share in (0, 1].
-        batch_size: texts per forward pass.
-
-    Returns:
-        score name -> one float per item (higher = more member-like; see :mod:`dukb.neural.metrics.mia`).
-
-    Raises:
-        ValueError: ``k`` outside (0, 1].
+    """The MIA scores of plain-text items (:func:`dukb.neural.metrics.mia.item_mia_scores`).
 
     Source: Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++); RWKU's released code (LOSS, Zlib).
     """
-    import torch
+    from dukb.neural.metrics.mia import item_mia_scores
 
-    from dukb.neural.data import encode_qa
-    from dukb.neural.metrics.mia import MIA_SCORES, mia_scores
-
-    out: dict[str, list[float]] = {name: [] for name in MIA_SCORES}
-    items = list(items)
-    eos = pred.tokenizer.eos_token_id
-    for i in range(0, len(items), batch_size):
-        chunk = items[i:i + batch_size]
-        batch = encode_qa(pred.tokenizer, pred.tags, chunk, pred.device)
-        labels = batch["labels"]
-        if eos is not None:
-            labels = torch.where(labels == eos, torch.full_like(labels, -100), labels)
-        with torch.no_grad():
-            logits = pred.logits(batch)
-        s = mia_scores(logits[:, :-1], labels[:, 1:], [it.answer for it in chunk], k=k)
-        for name in out:
-            out[name] += s[name]
-    return out
+    return item_mia_scores(pred, items, k, batch_size)
 
 
 def relative(value: float, reference: float) -> float | None:

@@ -86,33 +86,13 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict) -> dict:
 
 
 def qa_mia_scores(pred, items, k: float = 0.2, batch_size: int = 64) -> dict[str, list[float]]:
-    """MIA scores of QA texts on their answer tokens (the closing EOS excluded) under a predictor.
-
-    Returns:
-        score name -> one float per item (higher = more member-like).
+    """MIA scores of QA texts on their answer tokens (:func:`dukb.neural.metrics.mia.item_mia_scores`).
 
     Source: RWKU's released code (LOSS, Zlib), Shi et al. 2024a (Min-K%), Zhang et al. 2024 (Min-K%++).
     """
-    import torch
+    from dukb.neural.metrics.mia import item_mia_scores
 
-    from dukb.neural.data import encode_qa
-    from dukb.neural.metrics.mia import MIA_SCORES, mia_scores
-
-    out: dict[str, list[float]] = {name: [] for name in MIA_SCORES}
-    eos = pred.tokenizer.eos_token_id
-    for i in range(0, len(items), batch_size):
-        chunk = items[i:i + batch_size]
-        batch = encode_qa(pred.tokenizer, pred.tags, chunk, pred.device)
-        labels = batch["labels"]
-        if eos is not None:
-            labels = torch.where(labels == eos, torch.full_like(labels, -100), labels)
-        with torch.no_grad():
-            logits = pred.logits(batch)
-        s = mia_scores(logits[:, :-1], labels[:, 1:], [pred.tags.prompt(it.question) + pred.tags.target(it.answer)
-                                                       for it in chunk], k=k)
-        for name in out:
-            out[name] += s[name]
-    return out
+    return item_mia_scores(pred, items, k, batch_size)
 
 
 def _distant_qa(ctx: RowContext):
