@@ -53,7 +53,8 @@ class MuseConfig:
         sustain: run the sequential requests (C6).
         forget_scope: "joint" (minimum joint deep unlearning set of the request's targets) or "target".
         holdout_frac, retain_train_frac: split shares (:func:`dukb.solver.splits.base_split`).
-        mia_k: Min-K% share; verbmem_prefix: VerbMem prefix share; verbmem_tokens, knowmem_tokens: decoding budgets.
+        mia_k: Min-K% share; verbmem_prefix: VerbMem prefix share; verbmem_tokens, knowmem_tokens: decoding budgets;
+            verbmem_temperature: VerbMem decoding (0 = greedy, > 0 = sampling with the run seed).
         select: selection rule (:data:`dukb.neural.metrics.muse.SELECTION_RULES`), used by the report and by C6.
         seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in `dukb evaluate`.
         bootstrap: bootstrap resamples for the confidence intervals (MUSE: 9,999).
@@ -74,6 +75,7 @@ class MuseConfig:
     mia_k: float = 0.2
     verbmem_prefix: float = 0.5
     verbmem_tokens: int = 32
+    verbmem_temperature: float = 0.0
     knowmem_tokens: int = 10
     select: str = "first_below_retrain"
     seed: int = 0
@@ -101,6 +103,8 @@ class MuseConfig:
             raise InputError(f"unknown --select {self.select!r} (choose from {', '.join(SELECTION_RULES)})")
         if self.forget_scope not in ("joint", "target"):
             raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose joint or target)")
+        if self.verbmem_temperature < 0:
+            raise InputError("--verbmem-temperature must be >= 0")
         if self.bootstrap < 1:
             raise InputError("--bootstrap must be at least 1")
 
@@ -160,7 +164,8 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     f_qa, f_txt = _items_for(kb, splits.forget)
     r_qa, r_txt = _items_for(kb, splits.retain_eval)
     _h_qa, h_txt = _items_for(kb, splits.holdout)
-    vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens)
+    vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens,
+                 temperature=cfg.verbmem_temperature, seed=cfg.seed)
     km_f = knowmem(pred, f_qa, cfg.knowmem_tokens)
     km_r = knowmem(pred, r_qa, cfg.knowmem_tokens)
     s_f = text_mia_scores(pred, f_txt, cfg.mia_k)

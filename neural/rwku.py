@@ -180,6 +180,9 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
             finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
                         log=log, identity=identity["model"])
         lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device)
+        acc = (finetune_record(ft_dir) or {}).get("accuracy")
+        if acc is not None and acc < 1.0:
+            log(f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as forgotten")
     write_json_atomic(run / "config.json", record)
     kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
     items = kb_qa(kb, kinds, seed=cfg.seed)

@@ -105,7 +105,9 @@ def muse_run(tmp_path_factory):
     from dukb.cli.main import main
 
     out = tmp_path_factory.mktemp("muse") / "run"
-    args = ["muse", "--kb", "demo", "--methods", "ga,npo_gdr,whp", "--curve-methods", "ga", "--scale-sizes", "1,2",
+    kb_dir = out.parent / "kb"  # a generated KB ("done when": end to end on a generated KB)
+    assert main(["generate", "--people", "30", "--seed", "3", "-o", str(kb_dir)]) == 0
+    args = ["muse", "--kb", str(kb_dir), "--methods", "ga,npo_gdr,whp", "--curve-methods", "ga", "--scale-sizes", "1,2",
             "--grid", "ga=2,8", "--grid", "npo_gdr=8", "--grid", "whp=10", "--holdout", "0.2", "--bootstrap", "200",
             "--device", "cpu", "-o", str(out)]
     assert main(args) == 0

@@ -58,7 +58,7 @@ def split_prefix(tokenizer, text: str, prefix: float) -> tuple[str, str]:
 
 
 def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int = 32,
-            batch_size: int = 64) -> list[float]:
+            batch_size: int = 64, temperature: float = 0.0, seed: int = 0) -> list[float]:
     """VerbMem per text: ROUGE-L F1 of the greedy continuation of each text's prefix against its true continuation.
 
     Args:
@@ -67,6 +67,8 @@ def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int
         prefix: l as a share of each text's tokens, in (0, 1).
         max_new_tokens: continuation budget (tokens); the continuation stops at EOS or the end of its line.
         batch_size: prompts per batch.
+        temperature, seed: decoding (0 = greedy; > 0 samples from softmax(logits / temperature) with ``seed``; the
+            paper gives no decoding settings).
 
     Returns:
         one ROUGE-L F1 in [0, 1] per text (mean them for VerbMem(f, D_forget)).
@@ -82,7 +84,8 @@ def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int
     out: list[float] = []
     for i in range(0, len(cuts), batch_size):
         chunk = cuts[i:i + batch_size]
-        gens = greedy_generate(pred, [p for p, _ in chunk], max_new_tokens, stop_at_newline=True)
+        gens = greedy_generate(pred, [p for p, _ in chunk], max_new_tokens, stop_at_newline=True,
+                               temperature=temperature, seed=seed + i)
         out += [rouge_l_f1(rest, g) for (_, rest), g in zip(chunk, gens)]
     return out
 
