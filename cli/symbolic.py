@@ -69,16 +69,17 @@ def _load(kb: str, rules: str):
 
 
 def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
-    """Check a KB directory and list every problem with its file and line (exit 2 if there is any)."""
+    """Check a KB directory and list every problem with its file and line, one line `dukb: error: FILE:LINE:
+    problem` each (exit 2 if there is any); several problems end with a count."""
     from dukb.kb import KBError, load_kb
 
     try:
         k = load_kb(kb)
     except KBError as e:
         for p in e.problems:
-            typer.echo(str(p), err=True)
-        typer.echo(one_line(f"dukb: error: {len(e.problems)} problem{'s' if len(e.problems) > 1 else ''} in {kb}"),
-                   err=True)
+            typer.echo(one_line(f"dukb: error: {p}"), err=True)
+        if len(e.problems) > 1:
+            typer.echo(one_line(f"dukb: error: {len(e.problems)} problems in {kb}"), err=True)
         raise typer.Exit(2)
     typer.echo(f"ok: {len(k.people)} people, {len(k.relationships)} relationship facts, "
                f"{len(k.biographies)} biography facts")

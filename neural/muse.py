@@ -315,12 +315,15 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     from dukb.neural.probe import Predictor
 
     trained_qa, trained_txt = _items_for(kb, base.trained())
-    f_target = _finetune_cached(kb, spec, run / "models" / "target", trained_qa + trained_txt, cfg, ft_key, log)
+    # model caches are keyed by everything they depend on: base model, finetuning config, KB, dtype, the facts
+    cache_key = {**ft_key, "kb": identity["kb"], "dtype": dtype, "prompt": cfg.prompt,
+                 "trained": sha256_json(base.trained())}
+    f_target = _finetune_cached(kb, spec, run / "models" / "target", trained_qa + trained_txt, cfg, cache_key, log)
 
     def retrain_for(cum: str):
         sp = splits[cum]
         qa, txt = _items_for(kb, sp.trained_without_forget())
-        key = {**ft_key, "forget": sp.forget}
+        key = {**cache_key, "forget": sp.forget}
         return _finetune_cached(kb, spec, run / "models" / f"retrain-{sha256_json(sp.forget)[:12]}", qa + txt, cfg,
                                 key, log)
 

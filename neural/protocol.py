@@ -165,6 +165,14 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     }
 
 
+def finetune_cache_key(identity: dict) -> dict:
+    """What a run's finetuned model depends on, stored in its finetune.json and compared before reuse: the base
+    model and finetuning config, the KB's fingerprint, LoRA, dtype and prompt tags (a cache made with any other
+    value is finetuned again, even when the run's config.json was never written)."""
+    return {"model": identity["model"], "kb": identity["kb"], "lora": identity["lora"], "dtype": identity["dtype"],
+            "prompt": identity["prompt"]}
+
+
 def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False,
              log=print):
     """Run (or resume) the evaluate protocol into ``run_dir`` and render the report.
@@ -272,7 +280,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
 
     # 2. model: finetune (cached under its identity) or load
-    model_key = identity["model"]
+    model_key = finetune_cache_key(identity)
     if cfg.finetuned:
         lm = load_model(spec)
         from dukb.neural.pipeline import finetune_record

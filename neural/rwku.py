@@ -99,7 +99,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     from dukb.neural.metrics.recall import RECALL
     from dukb.neural.plan import choose_targets
     from dukb.neural.probe import Predictor, probe
-    from dukb.neural.protocol import EvaluateConfig, _model_spec, run_identity
+    from dukb.neural.protocol import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
     from dukb.neural.runs import ResultsFile, history_entry, open_run, provenance, read_results, write_json_atomic
     from dukb.neural.rwku_report import render_rwku
     from dukb.neural.unlearn import default_retain, retain_fact_ids
@@ -176,9 +176,9 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     else:
         ft_dir = run / "finetuned"
         ft = finetune_record(ft_dir)
-        if ft is None or ft.get("identity") != identity["model"]:
+        if ft is None or ft.get("identity") != finetune_cache_key(identity):
             finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                        log=log, identity=identity["model"])
+                        log=log, identity=finetune_cache_key(identity))
         lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device)
         acc = (finetune_record(ft_dir) or {}).get("accuracy")
         if acc is not None and acc < 1.0:

@@ -2,8 +2,8 @@
 the error contract of issue 11.
 
 The contract: bad input ends in exit code 2 and ONE line ``dukb: error: FILE[:LINE]: problem`` on stderr, no
-traceback; ``dukb validate`` may first list one line per problem (``FILE[:LINE]: problem``) before its summary error
-line. Exit code 1 (an uncaught exception) never happens.
+traceback; ``dukb validate`` prints one such line per problem, and after several problems a count line
+(``dukb: error: N problems in DIR``). Exit code 1 (an uncaught exception) never happens.
 """
 
 from __future__ import annotations
@@ -32,15 +32,16 @@ def run_main(capsys, *args) -> tuple[int, str, str]:
 def error_lines(rc: int, err: str, validate: bool = False) -> list[str]:
     """Check the error contract and return stderr's lines.
 
-    Asserts exit code 2, no traceback, the last line starting ``dukb: error: ``; and either exactly one line, or,
-    for ``validate``, any number of problem lines (not themselves error lines) before it.
+    Asserts exit code 2, no traceback, every line starting ``dukb: error: ``; and exactly one line, or, for
+    ``validate`` with several problems, one line per problem and a last line counting them.
     """
     assert rc == 2, (rc, err)
     assert "Traceback" not in err, err
     lines = err.splitlines()
-    assert lines and lines[-1].startswith("dukb: error: "), err
-    if validate:
-        assert all(not ln.startswith("dukb: ") for ln in lines[:-1]), err
+    assert lines and all(ln.startswith("dukb: error: ") for ln in lines), err
+    if validate and len(lines) > 1:
+        m = re.fullmatch(r"dukb: error: (\d+) problems in .+", lines[-1])
+        assert m and int(m[1]) == len(lines) - 1 > 1, err
     else:
         assert len(lines) == 1, err
     return lines

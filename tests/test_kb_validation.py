@@ -255,7 +255,7 @@ def test_validate_lists_every_problem(make_kb):
     lines = proc.stderr.splitlines()
     assert len(lines) == len(expected) + 1
     for text, (ef, eln, frag) in zip(lines, expected):
-        assert text.startswith(_expected_where(root, ef, eln)) and frag in text
+        assert text.startswith("dukb: error: " + _expected_where(root, ef, eln)) and frag in text
     assert lines[-1].startswith("dukb: error: 5 problems")
 
 

@@ -122,3 +122,19 @@ def test_rules_fingerprint_ignores_comments_but_not_rules(tmp_path):
     commented.write_text("% a comment\n" + text, encoding="utf-8")
     assert load_rules(str(commented)).fingerprint == fam.fingerprint
     assert load_rules("family_paper_compat").fingerprint != fam.fingerprint
+
+
+def test_finetune_cache_key_covers_everything_the_model_depends_on():
+    """The finetuned model in RUN_DIR/finetuned is reused only under an equal key: base model and finetuning
+    config, KB fingerprint, LoRA, dtype and prompt each change it (a run killed before config.json was written
+    cannot reuse a model made for another KB); the run's other settings (lr, grids, targets) do not."""
+    from dukb.neural.protocol import finetune_cache_key
+
+    ident = {"model": {"base": "tiny", "finetune": {"lr": 0.003}}, "kb": "kb-a", "lora": None, "dtype": "float32",
+             "prompt": {"question_start": "Question: "}, "seed": 0, "lr": None, "targets": [1], "methods": {}}
+    key = finetune_cache_key(ident)
+    for k, v in (("model", {"base": "tiny", "finetune": {"lr": 0.001}}), ("kb", "kb-b"), ("lora", {"r": 8}),
+                 ("dtype", "bfloat16"), ("prompt", {"question_start": "Q: "})):
+        assert finetune_cache_key({**ident, k: v}) != key, k
+    for k, v in (("lr", 0.5), ("targets", [1, 2]), ("methods", {"ga": {}})):
+        assert finetune_cache_key({**ident, k: v}) == key, k
