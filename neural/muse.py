@@ -103,6 +103,11 @@ class MuseConfig:
             raise InputError(f"unknown --select {self.select!r} (choose from {', '.join(SELECTION_RULES)})")
         if self.forget_scope not in ("joint", "target"):
             raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose joint or target)")
+        if not 0 < self.retain_train_frac < 1:
+            raise InputError(f"--retain-train must be in (0, 1): retain_train feeds the regularisers, retain_eval "
+                             f"the utility; got {self.retain_train_frac}")
+        if self.verbmem_tokens < 1 or self.knowmem_tokens < 1:
+            raise InputError("the decoding budgets must be at least 1 token")
         if self.verbmem_temperature < 0:
             raise InputError("--verbmem-temperature must be >= 0")
         if self.bootstrap < 1:
@@ -147,18 +152,30 @@ def _items_for(kb, keys):
     return qa, kb_texts(kb, want)
 
 
+def _auc(members, nonmembers) -> float | None:
+    """Member-positive AUC over the scores that are numbers (an item with no scored token has NaN); None when a
+    side is empty."""
+    from dukb.neural.metrics.mia import auc
+
+    m = [x for x in members if x == x]
+    n = [x for x in nonmembers if x == x]
+    return auc(m, n) if m and n else None
+
+
 def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None) -> dict:
     """Every MUSE metric of one model on one request's splits.
 
     Returns:
         verbmem_forget, knowmem_forget, knowmem_retain (means in [0, 1]); mia_auc_forget / mia_auc_retain
-        (score name -> member-positive AUC against the holdout); mia_auc (the Min-K% forget AUC); privleak
+        (score name -> member-positive AUC against the holdout: the holdout's relationship statements for the
+        forget set, all its statements for retain_eval); mia_auc (the Min-K% forget AUC); privleak
         (fraction, vs ``retrain_auc``; None without it); ``items`` (the per-item values, for bootstrap CIs) and
-        ``mia`` (per-text Min-K% scores of forget, retain_eval and holdout, for ROC plots).
+        ``mia`` (per-text Min-K% scores of forget, retain_eval and holdout, for ROC plots); per-item values are
+        rounded to 4 decimals.
 
     Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4).
     """
-    from dukb.neural.metrics.mia import auc, privleak
+    from dukb.neural.metrics.mia import privleak
     from dukb.neural.metrics.muse import knowmem, text_mia_scores, verbmem
 
     f_qa, f_txt = _items_for(kb, splits.forget)
@@ -172,8 +189,13 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
     s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
     mean = (lambda xs: sum(xs) / len(xs) if xs else None)
-    auc_f = {k: auc(s_f[k], s_h[k]) for k in s_f} if h_txt and f_txt else {}
-    auc_r = {k: auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
+    # the forget members are relationship statements: their non-members are the holdout's relationship statements
+    # (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
+    # holds no relationship
+    rel = [i for i, t in enumerate(h_txt) if t.fact_kind == "relationship"] or list(range(len(h_txt)))
+    s_h_rel = {k: [v[i] for i in rel] for k, v in s_h.items()}
+    auc_f = {k: _auc(s_f[k], s_h_rel[k]) for k in s_f} if h_txt and f_txt else {}
+    auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
     head = auc_f.get("mink")
     pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
     r4 = (lambda xs: [round(float(x), 4) for x in xs])
@@ -209,8 +231,8 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         pandas DataFrame of the result rows.
 
     Raises:
-        InputError: bad settings, a directory holding another run, results present without ``resume``, LoRA or
-            several processes (not supported here).
+        InputError: bad settings, a directory holding another run, results present without ``resume``, or several
+            processes (not supported here).
 
     Source: Shi et al. 2024b (MUSE), Sec. 2-4.
     """
@@ -333,7 +355,8 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     def emit(req: dict, kind: str, fields: dict, **extra) -> dict:
         sp = splits[req["name"]]
         row = {"request": req["name"], "experiment": req["experiment"], "model_kind": kind,
-               "targets": req["targets"], "forget_fact_ids": sp.forget, **extra, **fields}
+               "targets": req["targets"], "forget_fact_ids": sp.forget,
+               "scored_forget_fact_ids": splits[req["cumulative"]].forget, **extra, **fields}
         results.append(row)
         return row
 
@@ -441,6 +464,9 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
                     hit = cfg.select == "first_below_retrain" and row["knowmem_retain"] < util
                     return hit or v == grid[-1]
 
+                if not splits[req["name"]].forget["relationships"]:  # earlier requests already forgot this fold
+                    log(f"{label} {req['name']}: nothing new to forget; the model goes on unchanged")
+                    continue
                 sweep(req, lm, label, m, grids[label], on_row=on_row)
                 if state["model"] is None:
                     break

@@ -116,6 +116,8 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
         raise InputError("--batch-sizes must be increasing integers of at least 2")
     if not 0 < cfg.mia_k <= 1:
         raise InputError(f"--mia-k must be in (0, 1], got {cfg.mia_k}")
+    if cfg.n_targets < 1:
+        raise InputError("--n-targets must be at least 1")
     run = Path(run_dir)
     t_start = time.perf_counter()
     # the model stage and most of the identity are evaluate's (same finetuning, same settings)
@@ -194,10 +196,13 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
         forget_keys = {("relationship", i) for i in req["forget"]}
         neigh = {("relationship", i) for i in req["neighbours"]["relationships"]} | \
             {("biography", i) for i in req["neighbours"]["biographies"]}
+        rids = extra.get("retain_fact_ids") or {"relationships": [], "biographies": []}
+        held = {("relationship", int(i)) for i in rids["relationships"]} | \
+            {("biography", int(i)) for i in rids["biographies"]}
         fm = [qa_of[k] for k in sorted(forget_keys) if k in qa_of]
-        rm = [it for k, it in qa_of.items() if k not in forget_keys and k not in neigh]
+        rm = [it for k, it in qa_of.items() if k not in forget_keys and k not in neigh and k not in held]
         mia = {"fm": qa_mia_scores(pred, fm, cfg.mia_k), "rm": qa_mia_scores(pred, rm, cfg.mia_k)}
-        fields = rwku_fields(df, kb, req["forget"], req["neighbours"], mia)
+        fields = rwku_fields(df, kb, req["forget"], req["neighbours"], mia, exclude=rids)
         if len(req["targets"]) == 1:
             t = req["targets"][0]
             sets = minimal_sets(closure, [closure.atom_of_fact(t)], "exact")

@@ -144,6 +144,10 @@ def test_muse_end_to_end(muse_run):
             assert not used & set(scored["forget"]["relationships"])
             assert (r["base_method"] in ("npo_gdr",)) == bool(used)
     assert len([r for r in rows if r["request"] == "main" and r["model_kind"] == "unlearned"]) == 4
+    for r in rows:
+        assert r["scored_forget_fact_ids"] == splits["requests"][
+            "scale-2" if r["request"] == "sustain-2" else "scale-1" if r["request"] == "sustain-1"
+            else r["request"]]["forget"]
     sus = [r for r in rows if r["request"] == "sustain-2" and r["model_kind"] == "unlearned"]
     assert sus, "the second sequential request ran from the first one's model"
     report = (run / "report.md").read_text()
@@ -175,5 +179,7 @@ def test_muse_resume_refuses_other_settings_and_adds_nothing(muse_run, capsys):
     assert (run / "results.jsonl").read_text() == before
     assert main(["muse", "--kb", "demo", "--verbmem-prefix", "1.5", "-o", str(run.parent / "bad")]) == 2
     assert main(["muse", "--kb", "demo", "--scale-sizes", "2,1", "-o", str(run.parent / "bad")]) == 2
+    for share in ("0", "1"):  # an empty retain_train (no regulariser data) or retain_eval (no utility)
+        assert main(["muse", "--kb", "demo", "--retain-train", share, "-o", str(run.parent / "bad")]) == 2
     assert main(["muse", "--kb", "demo", "--methods", "ga", "--curve-methods", "tv", "-o", str(run.parent / "bad")]) \
         == 2

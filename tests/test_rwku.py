@@ -125,3 +125,16 @@ def test_evaluate_metrics_reproduce_the_rwku_rows(rwku_run, tmp_path):
         assert row["mia_auc_fm_rm"][s] == pytest.approx(ref["mia_auc_fm_rm"][s])
         assert row["mia_fm"][s] == pytest.approx(ref["mia_fm"][s], rel=1e-4)
     assert 0 <= row["knowmem_forget"] <= 1 and 0 <= row["knowmem_retain"] <= 1 and 0 <= row["verbmem_forget"] <= 1
+
+
+def test_retain_train_facts_are_scored_in_no_group(family):
+    """Honest evaluation: a fact a method trains on as retain data counts in no neighbour or distant mean."""
+    rows = [("qa", "relationship", 0, 0.0), ("qa", "relationship", 1, 1.0), ("qa", "relationship", 2, 0.0),
+            ("qa", "relationship", 3, 0.5), ("qa", "biography", 1, 1.0)]
+    df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "rouge_l"])
+    mia = {"fm": {}, "rm": {}}
+    plain = rwku_fields(df, family, [0], neighbour_facts(family, [0]), mia)
+    assert plain["rouge_neighbour_qa"] == 0.5 and plain["rouge_distant_qa"] == 0.75
+    honest = rwku_fields(df, family, [0], neighbour_facts(family, [0]), mia,
+                         exclude={"relationships": [1, 3], "biographies": []})
+    assert honest["rouge_neighbour_qa"] == 0.0 and honest["rouge_distant_qa"] == 1.0

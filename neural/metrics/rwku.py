@@ -5,6 +5,7 @@ members (RM). Used by `dukb rwku` and registered for `dukb evaluate --metrics` (
 - Neighbour facts: the other facts about the forget facts' people (:func:`neighbour_facts`); distant facts: the rest.
 - "All" of a group is the mean over all its probes of the families (RWKU's "All" is undefined in the paper;
   numerically it is roughly the probe-weighted mean).
+- Facts a method trains on as retain data are scored in no group and are no RM member (honest evaluation).
 - FM: the QA texts of the forget facts; RM: the QA texts of the distant facts; the scores of
   :mod:`dukb.neural.metrics.mia` on the answer tokens.
 """
@@ -39,7 +40,7 @@ def neighbour_facts(kb, forget_rel) -> dict:
     return {"relationships": rel, "biographies": bio}
 
 
-def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict) -> dict:
+def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict | None = None) -> dict:
     """RWKU's row fields from a probe table (with ``rouge_l`` recall) and the FM/RM MIA scores.
 
     Args:
@@ -48,6 +49,8 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict) -> dict:
         forget_rel: the request's forget fact_ids (relationships).
         neighbours: :func:`neighbour_facts`.
         mia: {"fm": {score: [...]}, "rm": {score: [...]}}.
+        exclude: {"relationships": [...], "biographies": [...]}: facts a method trained on as retain data; they are
+            scored in no group (honest evaluation).
 
     Returns:
         rouge_forget_{fb,qa,aa,all}, rouge_forget_aa_by_kind, rouge_neighbour_{fb,qa,all},
@@ -62,7 +65,10 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict) -> dict:
     neigh = {("relationship", i) for i in neighbours["relationships"]} | \
         {("biography", i) for i in neighbours["biographies"]}
     key = list(zip(df["fact_kind"], df["fact_id"].astype(int)))
-    group = ["forget" if k in forget else "neighbour" if k in neigh else "distant" for k in key]
+    held = {("relationship", int(i)) for i in (exclude or {}).get("relationships", ())} | \
+        {("biography", int(i)) for i in (exclude or {}).get("biographies", ())}
+    group = ["forget" if k in forget else "retain_train" if k in held else "neighbour" if k in neigh else "distant"
+             for k in key]
     d = df.assign(group=group)
     mean = (lambda s: float(s.mean()) if len(s) else None)
     out = {}
@@ -101,6 +107,8 @@ def _distant_qa(ctx: RowContext):
     forget = {("relationship", int(i)) for i in ctx.forget_ids}
     nb = neighbour_facts(ctx.kb, ctx.forget_ids)
     near = forget | {("relationship", i) for i in nb["relationships"]} | {("biography", i) for i in nb["biographies"]}
+    near |= {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | \
+        {("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())}  # trained on: never scored
     items = kb_qa(ctx.kb, (QA_KIND,))
     fm = [it for it in items if (it.fact_kind, it.fact_id) in forget]
     rm = [it for it in items if (it.fact_kind, it.fact_id) not in near]
@@ -118,7 +126,7 @@ def rwku_rouge(ctx: RowContext) -> dict:
     Source: Jin et al. 2024 (RWKU), Sec. 3.3-4.
     """
     out = rwku_fields(ctx.probe, ctx.kb, ctx.forget_ids, neighbour_facts(ctx.kb, ctx.forget_ids),
-                      {"fm": {}, "rm": {}})
+                      {"fm": {}, "rm": {}}, exclude=ctx.retain_ids)
     for k in ("mia_fm", "mia_rm", "mia_auc_fm_rm"):
         out.pop(k)
     return out
