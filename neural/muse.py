@@ -128,6 +128,15 @@ def plan_requests(cfg: MuseConfig, targets: list[int]) -> list[dict]:
     between consecutive scalability sizes, continuing from the model unlearned on ``sustain-(k-1)``; its cumulative
     forget set equals ``scale-c``'s (the sets are built fold by fold, see :func:`run_muse`), so the two experiments
     share f_retrain models.
+
+    Returns:
+        list of dicts: name, experiment ("main", "scalability", "sustainability"), targets (fact_ids),
+        cumulative (the request whose forget set it is scored against), after (sustainability: the previous one).
+
+    Raises:
+        nothing (the targets are checked by the caller).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C5 and C6.
     """
     reqs = [{"name": "main", "experiment": "main", "targets": targets[:cfg.n_targets], "cumulative": "main"}]
     for c in cfg.scale_sizes:

@@ -79,6 +79,13 @@ def rwku_row_key(row: dict) -> tuple:
 def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the RWKU protocol into ``run_dir`` and render its report.
 
+    Args:
+        run_dir: output directory.
+        config: :class:`RwkuConfig` (default: the built-in KB, the tiny model, 11 targets).
+        resume: continue a run in ``run_dir`` (refused when a row-changing setting differs).
+        progress: rich progress bar over the rows.
+        log: callable(str) for one-line progress reports.
+
     Returns:
         pandas DataFrame of the result rows.
 

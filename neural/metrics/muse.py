@@ -28,6 +28,9 @@ _ROUGE = None
 def rouge_l_f1(reference: str, prediction: str) -> float:
     """ROUGE-L F1 of ``prediction`` against ``reference``, in [0, 1] (rouge-score, stemming on).
 
+    Raises:
+        nothing for str inputs (an empty string scores 0).
+
     Source: Lin 2004; Shi et al. 2024b (MUSE), App. C.1.
     """
     global _ROUGE
@@ -42,10 +45,12 @@ def split_prefix(tokenizer, text: str, prefix: float) -> tuple[str, str]:
     """Cut a text after its first l = round(prefix · n) tokens (1 ≤ l ≤ n − 1 for n ≥ 2 tokens).
 
     Returns:
-        (prefix text, true continuation text), both decoded from the token ids.
+        (prefix text, true continuation text), both decoded from the token ids; a text of one token gives ("", text).
 
     Raises:
         ValueError: ``prefix`` outside (0, 1).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C1 (prompt x[:l], score against x[l+1:]).
     """
     if not 0 < prefix < 1:
         raise ValueError(f"the VerbMem prefix share must be in (0, 1), got {prefix}")
@@ -122,7 +127,11 @@ def text_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[s
 
 
 def relative(value: float, reference: float) -> float | None:
-    """MUSE's change relative to f_retrain, (m − m_retrain) / m_retrain, as a fraction; None when m_retrain is 0.
+    """MUSE's change relative to f_retrain, (m − m_retrain) / m_retrain, as a fraction; None when m_retrain is 0
+    or either value is missing.
+
+    Raises:
+        nothing (floats in, float or None out).
 
     Source: Shi et al. 2024b (MUSE), Table 3.
     """
@@ -202,7 +211,11 @@ def select_setting(rows: Sequence[dict], retrain_utility: float, rule: str = "fi
 
 
 def privleak_label(value: float | None, tolerance: float = 0.05) -> str:
-    """MUSE's reading of a PrivLeak value: "ok" within ±tolerance, "over" (over-unlearning) above, "under" below.
+    """MUSE's reading of a PrivLeak value (a fraction): "ok" within ±tolerance, "over" (over-unlearning) above,
+    "under" below, "n/a" for None or NaN.
+
+    Raises:
+        nothing.
 
     Source: Shi et al. 2024b (MUSE), Sec. 3, C3 ("negligible" = within [−5%, 5%]).
     """

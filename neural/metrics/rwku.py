@@ -27,6 +27,9 @@ def neighbour_facts(kb, forget_rel) -> dict:
         {"relationships": [...], "biographies": [...]} (sorted fact_ids): relationships with a forget fact's subject
         or object as subject or object, and those people's biographies.
 
+    Raises:
+        KBError: a forget id that is not a relationship fact of the KB.
+
     Source: Jin et al. 2024 (RWKU), Sec. 3.3 (neighbour knowledge), adapted to a KB.
     """
     forget = {int(i) for i in forget_rel}
