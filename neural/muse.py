@@ -247,17 +247,15 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     """
     import pandas as pd
 
-    from dukb.kb import load_kb
     from dukb.neural import distributed as dist
     from dukb.neural.methods import UnlearnContext, resolve
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype, spec_for_path
     from dukb.neural.muse_report import render_muse
     from dukb.neural.pipeline import finetune_config
-    from dukb.neural.plan import choose_targets
+    from dukb.neural.plan import choose_targets, load_kb_closure
     from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, history_entry, open_run, provenance, read_results,
                                   sha256_json, write_json_atomic)
     from dukb.neural.spec import ModelSpec
-    from dukb.solver.closure import compute_closure
     from dukb.solver.splits import base_split, forget_set
 
     cfg = config or MuseConfig()
@@ -266,14 +264,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         raise InputError("dukb muse runs in one process; launch it without accelerate/torchrun")
     run = Path(run_dir)
     t_start = time.perf_counter()
-    if cfg.kb is None:
-        from dukb.kb.generate import default_generated_kb_dir
-
-        kb_dir = default_generated_kb_dir()
-    else:
-        kb_dir = cfg.kb
-    kb = load_kb(kb_dir)
-    closure = compute_closure(kb)
+    kb, closure = load_kb_closure(cfg.kb)
     n_all = max([cfg.n_targets] + list(cfg.scale_sizes))
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_all, cfg.seed)
     if len(targets) < n_all:

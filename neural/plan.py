@@ -21,6 +21,29 @@ from dukb import InputError
 EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
 
 
+def load_kb_closure(kb_spec: str | None, rules: str = "family"):
+    """The plan stage's first step for every protocol: load and validate a KB (None: the built-in generated
+    default, 100 people, seed 0) and compute its deductive closure.
+
+    Returns:
+        (:class:`dukb.kb.KB`, :class:`dukb.solver.closure.Closure`).
+
+    Raises:
+        KBError: a malformed KB (every problem with file and line); InputError: an unreadable file or bad rules.
+
+    Source: Wu et al. 2025, Definition 1 (deductive closure).
+    """
+    from dukb.kb import load_kb
+    from dukb.solver.closure import compute_closure
+
+    if kb_spec is None:
+        from dukb.kb.generate import default_generated_kb_dir
+
+        kb_spec = default_generated_kb_dir()
+    kb = load_kb(kb_spec)
+    return kb, compute_closure(kb, rules)
+
+
 def choose_targets(kb, n: int, seed: int) -> list[int]:
     """Draw ``n`` relationship fact_ids with ``seed``: relation kinds in turn (as the paper's 5 per kind), each
     kind's facts drawn without replacement.

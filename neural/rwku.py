@@ -97,20 +97,18 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     """
     import pandas as pd
 
-    from dukb.kb import load_kb
     from dukb.neural import distributed as dist
     from dukb.neural.data import QA_KIND, kb_qa
     from dukb.neural.methods import UnlearnContext, resolve
     from dukb.neural.metrics.attack import ATTACK_KINDS, recall_under_attack
     from dukb.neural.metrics.base import RowContext
     from dukb.neural.metrics.recall import RECALL
-    from dukb.neural.plan import choose_targets
+    from dukb.neural.plan import choose_targets, load_kb_closure
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.protocol import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
     from dukb.neural.runs import ResultsFile, history_entry, open_run, provenance, read_results, write_json_atomic
     from dukb.neural.rwku_report import render_rwku
     from dukb.neural.unlearn import default_retain, retain_fact_ids
-    from dukb.solver.closure import compute_closure
     from dukb.solver.mdus import minimal_sets
     from dukb.solver.splits import forget_set
 
@@ -132,14 +130,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
                           n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids, seed=cfg.seed,
                           lr=cfg.lr, device=cfg.device, dtype=cfg.dtype, prompt=cfg.prompt,
                           finetune_epochs=cfg.finetune_epochs, batch_size=cfg.batch_size)
-    if cfg.kb is None:
-        from dukb.kb.generate import default_generated_kb_dir
-
-        kb_dir = default_generated_kb_dir()
-    else:
-        kb_dir = cfg.kb
-    kb = load_kb(kb_dir)
-    closure = compute_closure(kb)
+    kb, closure = load_kb_closure(cfg.kb)
     n_need = max([cfg.n_targets] + list(cfg.batch_sizes))
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
     if len(targets) < max(cfg.batch_sizes or [1]):
