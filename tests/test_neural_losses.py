@@ -74,3 +74,51 @@ def test_task_vector_alpha_zero_and_formula():
     out = task_vector_weights(theta0, over, 5.0)
     assert torch.allclose(out["w"], torch.tensor([1.0 - 5.0, 2.0 + 10.0]))
     assert torch.equal(out["step"], theta0["step"])  # integer buffers untouched
+
+
+def test_simnpo_by_hand():
+    """SimNPO (Fan et al. 2024, Eq. 4): two answers with the same per-token log-probability -2 (1 and 3 tokens) give
+    the same term, (2/β)·log(1 + e^{−4}) at β = 2; the margin γ = 1 gives log(1 + e^{−3}); at log π = 0 the loss is
+    (2/β) log 2; it falls as the answers become less likely; bad β or γ are refused."""
+    import math
+
+    import torch
+
+    from dukb import InputError
+    from dukb.neural.methods.simnpo import simnpo_loss
+
+    s, n = torch.tensor([-2.0, -6.0]), torch.tensor([1, 3])
+    assert float(simnpo_loss(s, n, beta=2.0)) == pytest.approx(math.log1p(math.exp(-4)))
+    assert float(simnpo_loss(s, n, beta=2.0, gamma=1.0)) == pytest.approx(math.log1p(math.exp(-3)))
+    assert float(simnpo_loss(torch.zeros(3), torch.ones(3), beta=2.5)) == pytest.approx(2 / 2.5 * math.log(2))
+    assert float(simnpo_loss(s * 2, n)) < float(simnpo_loss(s, n))
+    # length-normalised: a 3-token answer at -6 weighs like a 1-token answer at -2
+    assert float(simnpo_loss(s[1:], n[1:], beta=2.0)) == pytest.approx(float(simnpo_loss(s[:1], n[:1], beta=2.0)))
+    for bad in ({"beta": 0.0}, {"gamma": -0.1}):
+        with pytest.raises(InputError):
+            simnpo_loss(s, n, **bad)
+
+
+def test_simnpo_unlearns_the_target_on_the_tiny_model(tmp_path):
+    """SimNPO through the sweep interface: on a finetuned tiny model, enough steps make the forget QA unknown while
+    the model stays usable for other facts."""
+    from dukb.kb.generate import generate
+    from dukb.neural.data import kb_qa
+    from dukb.neural.methods import get_method
+    from dukb.neural.methods.base import UnlearnContext
+    from dukb.neural.pipeline import finetune_kb, load_finetuned
+    from dukb.neural.probe import Predictor, probe
+    from dukb.neural.spec import ModelSpec
+
+    kb, _ = generate(16, seed=2)
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), tmp_path / "m", seed=0)
+    lm = load_finetuned(tmp_path / "m", device="cpu")
+    items = kb_qa(kb)
+    forget = [items[0]]
+    seen = []
+    for setting, pred in get_method("simnpo").sweep(UnlearnContext(lm, forget), [1, 16]):
+        seen.append((setting["steps"], setting["beta"], probe(pred, items)["known"].tolist()))  # probe inside the sweep
+    assert [(t, b) for t, b, _ in seen] == [(1, 2.5), (16, 2.5)]
+    known = seen[-1][2]
+    before = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items)["known"].tolist()
+    assert before[0] and not known[0] and sum(known[1:]) >= len(items) // 2

@@ -30,6 +30,7 @@ from dukb.neural.methods.closed_loop import ClosedLoopDeepUnlearning
 from dukb.neural.methods.ga import GradientAscent
 from dukb.neural.methods.kl import KLDivergence
 from dukb.neural.methods.npo import NPO
+from dukb.neural.methods.simnpo import SimNPO
 from dukb.neural.methods.tv import TaskVector
 from dukb.neural.methods.whp import WHP
 from dukb.solver.scopes import FORGET_SCOPES, get_scope
@@ -49,6 +50,7 @@ METHODS: dict[str, Method] = _registry(
     GradientAscent(), GradientAscent("gdr"), GradientAscent("klr"),
     KLDivergence(), KLDivergence("gdr"), KLDivergence("klr"),
     NPO(), NPO("gdr"), NPO("klr"),
+    SimNPO(), SimNPO("gdr"),
     TaskVector(), WHP(),
     ClosedLoopDeepUnlearning(), ClosedLoopDeepUnlearning("fixed"), ClosedLoopDeepUnlearning("noselect"),
     ClosedLoopDeepUnlearning("noneighbour"),

@@ -1,0 +1,76 @@
+"""SimNPO (Fan et al. 2024): negative preference optimisation without a reference model, length-normalised.
+
+    L_SimNPO(θ) = E_{(x,y) ∈ forget} [ −(2/β) log σ( −(β/|y|) log π_θ(y|x) − γ ) ]
+
+|y| is the number of answer tokens and γ ≥ 0 a reward margin. Unlike NPO (:mod:`dukb.neural.methods.npo`), no
+f_ref enters the loss, and dividing by |y| keeps long answers from dominating. β = 2.5 and γ = 0 are the paper's
+settings for TOFU (configurable). Swept over steps T like GA and NPO, at NPO's learning rates.
+"""
+
+from __future__ import annotations
+
+from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
+from dukb.neural.methods.npo import NPO_LR
+from dukb.neural.methods.retain import REG_SUMMARY, regulariser, with_retain
+from dukb.neural.scoring import forward_logits, sequence_logprob
+
+BETA = 2.5
+GAMMA = 0.0
+
+
+def simnpo_loss(logp_sum, n_tokens, beta: float = BETA, gamma: float = GAMMA):
+    """SimNPO's forget loss (Fan et al. 2024, Eq. 4):
+
+        L = (2/β) · mean over answers of −log σ(−(β/|y|) · log π_θ(y|x) − γ).
+
+    Args:
+        logp_sum: [B] float, the summed log-probability log π_θ(y|x) of each answer (nats).
+        n_tokens: [B] number of answer tokens |y| (≥ 1; 0 is treated as 1).
+        beta: β > 0; gamma: margin γ ≥ 0.
+
+    Returns:
+        Scalar tensor (nats). At log π_θ(y|x) = 0 and γ = 0 it equals (2/β) log 2.
+
+    Raises:
+        InputError: beta <= 0 or gamma < 0.
+
+    Source: Fan et al. 2024, "Simplicity Prevails: Rethinking Negative Preference Optimization for LLM
+    Unlearning", Eq. 4 (SimNPO).
+    """
+    import torch.nn.functional as F
+
+    from dukb import InputError
+
+    if beta <= 0 or gamma < 0:
+        raise InputError(f"SimNPO needs beta > 0 and gamma >= 0, got beta={beta}, gamma={gamma}")
+    avg = logp_sum / n_tokens.clamp(min=1)
+    return (2.0 / beta) * (-F.logsigmoid(-beta * avg - gamma)).mean()
+
+
+class SimNPO(Method):
+    """SimNPO, optionally with a retain regulariser ("gdr" or "klr")."""
+
+    param = "steps"
+    default_grid = (1, 2, 4, 8, 16)
+    source = "Fan et al. 2024 (SimNPO), Eq. 4"
+
+    def __init__(self, reg: str | None = None, beta: float = BETA, gamma: float = GAMMA):
+        self.reg_kind = reg
+        self.beta, self.gamma = beta, gamma
+        self.name = "simnpo" if reg is None else f"simnpo_{reg}"
+        self.summary = ("reference-free, length-normalised NPO on the forget QA (SimNPO)" +
+                        REG_SUMMARY.get(reg, ""))
+        self.uses_retain = reg is not None
+
+    def sweep(self, ctx: UnlearnContext, grid=None):
+        reg = regulariser(self.reg_kind)
+
+        def step_loss(state, forget_batch, retain_items):
+            s, n = sequence_logprob(forward_logits(state.model, forget_batch), forget_batch["labels"])
+            return with_retain(simnpo_loss(s, n, self.beta, self.gamma), reg, state, retain_items, ctx.reg_weight)
+
+        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
+            yield dict(setting, beta=self.beta, gamma=self.gamma), pred
+
+
+__all__ = ["BETA", "GAMMA", "SimNPO", "simnpo_loss"]
