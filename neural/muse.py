@@ -248,7 +248,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     import pandas as pd
 
     from dukb.neural import distributed as dist
-    from dukb.neural.methods import UnlearnContext, resolve
+    from dukb.neural.methods import UnlearnContext, method_grids, resolve
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype, spec_for_path
     from dukb.neural.muse_report import render_muse
     from dukb.neural.pipeline import finetune_config
@@ -279,8 +279,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         if m.param != "steps":
             raise InputError(f"{label}: scalability and sustainability need a gradient method (MUSE runs them for "
                              "GA, NPO and their regularised variants)")
-    grids = {label: list(cfg.grids.get(label) or cfg.grids.get(m.name) or g or m.default_grid)
-             for label, m, _s, g in main_methods + curve_methods}
+    grids = method_grids(main_methods + curve_methods, cfg.grids)
 
     # 1. plan
     base = base_split(kb, closure, targets, holdout_frac=cfg.holdout_frac, retain_train_frac=cfg.retain_train_frac,

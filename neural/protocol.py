@@ -226,7 +226,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     kb = load_kb(kb_dir)
     fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
-    from dukb.neural.methods import resolve
+    from dukb.neural.methods import method_grids, resolve
     from dukb.neural.metrics import combined_needs, parse_metrics, row_metrics
     from dukb.neural.plan import build_plan, choose_targets
 
@@ -236,8 +236,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         raise InputError("no unlearning method given")
     if len({label for label, *_ in methods}) != len(methods):
         raise InputError("a method is listed twice in --methods")
-    grids = {label: list(cfg.grids.get(label) or cfg.grids.get(m.name) or pgrid or m.default_grid)
-             for label, m, _scope, pgrid in methods}
+    grids = method_grids(methods, cfg.grids)
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, cfg.n_targets, cfg.seed)
     for t in targets:
         closure.atom_of_fact(t)

@@ -99,7 +99,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
     from dukb.neural import distributed as dist
     from dukb.neural.data import QA_KIND, kb_qa
-    from dukb.neural.methods import UnlearnContext, resolve
+    from dukb.neural.methods import UnlearnContext, method_grids, resolve
     from dukb.neural.metrics.attack import ATTACK_KINDS, recall_under_attack
     from dukb.neural.metrics.base import RowContext
     from dukb.neural.metrics.recall import RECALL
@@ -139,8 +139,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     for label, m, scope, _g in methods:
         if scope != "target":
             raise InputError(f"{label}: a forget scope does not apply here; use --forget-scope")
-    grids = {label: list(cfg.grids.get(label) or cfg.grids.get(m.name) or g or m.default_grid)
-             for label, m, _s, g in methods}
+    grids = method_grids(methods, cfg.grids)
     from dukb.neural.models import resolve_device, resolve_dtype
 
     device = resolve_device(cfg.device)

@@ -169,5 +169,26 @@ def methods_table() -> str:
     return "\n".join(lines)
 
 
+def method_grids(resolved, overrides: dict) -> dict[str, list]:
+    """Each resolved method's grid: an override by label (``--grid du_ga_gdr=...``), else by base method name,
+    else the preset's grid, else the method's default grid.
+
+    Args:
+        resolved: :class:`Resolved` tuples (label, method, scope, preset grid or None).
+        overrides: label or method name -> list of values.
+
+    Returns:
+        label -> list of grid values.
+
+    Raises:
+        nothing.
+
+    Source: Wu et al. 2025, App. H (the paper's grids are the methods' defaults).
+    """
+    return {label: list(overrides.get(label) or overrides.get(m.name) or grid or m.default_grid)
+            for label, m, _scope, grid in resolved}
+
+
 __all__ = ["DOCUMENT_METHODS", "METHODS", "PRESETS", "Method", "Preset", "Resolved", "UnlearnContext",
-           "WeightState", "get_method", "get_scope", "methods_help", "methods_table", "parse_grid", "resolve"]
+           "WeightState", "get_method", "get_scope", "method_grids", "methods_help", "methods_table", "parse_grid",
+           "resolve"]
