@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.metrics.rwku import AA_KINDS, FB, QA, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
+from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
 RWKU_METHODS = ("ga", "npo", "ga_gdr", "npo_gdr")
@@ -188,6 +188,20 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     qa_items = [it for it in items if it.kind == QA_KIND]
     qa_of = {(it.fact_kind, it.fact_id): it for it in qa_items}
 
+    sets_cache: dict[str, tuple[list, str]] = {}
+
+    def sets_of(req) -> tuple[list, str]:
+        """A request's minimal deep unlearning sets, computed once: exact for one target, sampled (Algorithm 1,
+        N_seed = 100) for a batch, whose exact joint enumeration grows fast."""
+        if req["name"] not in sets_cache:
+            atoms = [closure.atom_of_fact(t) for t in req["targets"]]
+            if len(atoms) == 1:
+                res, used = minimal_sets(closure, atoms, "exact"), "exact"
+            else:
+                res, used = minimal_sets(closure, atoms, "random", n_seeds=100, seed=cfg.seed), "random"
+            sets_cache[req["name"]] = ([list(x) for x in res.sets], used)
+        return sets_cache[req["name"]]
+
     def score(pred, req, extra: dict) -> dict:
         df = probe(pred, items, rouge=True, logprob=False)
         forget_keys = {("relationship", i) for i in req["forget"]}
@@ -200,15 +214,8 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
         rm = [it for k, it in qa_of.items() if k not in forget_keys and k not in neigh and k not in held]
         mia = {"fm": qa_mia_scores(pred, fm, cfg.mia_k), "rm": qa_mia_scores(pred, rm, cfg.mia_k)}
         fields = rwku_fields(df, kb, req["forget"], req["neighbours"], mia, exclude=rids)
-        if len(req["targets"]) == 1:
-            t = req["targets"][0]
-            sets = minimal_sets(closure, [closure.atom_of_fact(t)], "exact")
-            used = "exact"
-        else:  # the batch's joint minimal sets, sampled (Algorithm 1): exact enumeration grows fast
-            sets = minimal_sets(closure, [closure.atom_of_fact(t) for t in req["targets"]], "random",
-                                n_seeds=100, seed=cfg.seed)
-            used = "random"
-        rctx = RowContext(kb, req["targets"][0], [list(s) for s in sets.sets], used, df, list(req["forget"]),
+        sets, used = sets_of(req)
+        rctx = RowContext(kb, req["targets"][0], sets, used, df, list(req["forget"]),
                           extra.get("retain_fact_ids") or {"relationships": [], "biographies": []})
         fields.update(RECALL.fn(rctx))
         fields.update(recall_under_attack(rctx))
