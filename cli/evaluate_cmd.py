@@ -75,6 +75,9 @@ def evaluate(
     lora_alpha: int = ModelOpts.lora_alpha, lora_dropout: float = ModelOpts.lora_dropout,
     lora_targets: Optional[str] = ModelOpts.lora_targets,
     gradient_checkpointing: bool = ModelOpts.gc, trust_remote_code: bool = ModelOpts.trust,
+    layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for every gradient "
+                                         "method: train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU "
+                                         "does), the rest frozen. Default: every layer."),
 ) -> None:
     """Run the paper's deep-unlearning protocol: finetune to 100% of the KB, unlearn every target with every method
     over its grid, probe every fact, score recall/accuracy with the logic core, and write the tables and curves.
@@ -100,8 +103,11 @@ def evaluate(
     for name, v in (("--batch-size", batch_size), ("--finetune-epochs", finetune_epochs)):
         if v is not None and v < 1:
             raise InputError(f"{name} must be at least 1, got {v}")
+    from dukb.neural.methods.base import parse_layers
+
+    parse_layers(layers)
     targets = read_targets_file(targets_file) if targets_file else None
-    cfg = EvaluateConfig(kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
+    cfg = EvaluateConfig(layers=layers, kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
                          methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                          rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
                          prompt=prompt, forget_scope=forget_scope, batch_size=batch_size,
@@ -116,14 +122,27 @@ def evaluate(
         typer.echo(f"report: {output / 'report.md'}")
 
 
-def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate`.")) -> None:
-    """Re-render summary.csv, report.md and accuracy_recall.png from RUN_DIR/results.jsonl alone (no model)."""
+def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate` (or `dukb "
+                                          "control`).")) -> None:
+    """Re-render summary.csv, report.md and the figures from RUN_DIR/results.jsonl alone (no model): evaluate's
+    accuracy_recall.png, or control's ps_curves.png and risk_curves.png."""
+    import json
+
     from dukb.neural.report import render
 
     if not (run_dir / "results.jsonl").exists():
         raise InputError("no results.jsonl here", run_dir)
     try:
-        paths = render(run_dir)
+        protocol = json.loads((run_dir / "config.json").read_text()).get("protocol")
+    except (OSError, ValueError):
+        protocol = None
+    try:
+        if protocol == "control":
+            from dukb.neural.control_report import render_control
+
+            paths = render_control(run_dir)
+        else:
+            paths = render(run_dir)
     except ValueError as e:
         raise InputError(str(e)) from None
     typer.echo(f"report: {paths['report']}")

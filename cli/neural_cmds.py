@@ -167,6 +167,9 @@ def unlearn(
     lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
     lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
     trust_remote_code: bool = ModelOpts.trust,
+    layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for gradient methods: "
+                                         "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
+                                         "rest frozen. Default: every layer."),
 ) -> None:
     """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
     and accuracy against the target's exact minimal deep unlearning sets.
@@ -177,6 +180,7 @@ def unlearn(
     """
     from dukb.kb import load_kb
     from dukb.neural.methods import PRESETS, parse_grid, resolve
+    from dukb.neural.methods.base import parse_layers
     from dukb.neural.models import load_model
     from dukb.neural.unlearn import sweep_target
     from dukb.solver.closure import compute_closure
@@ -185,6 +189,7 @@ def unlearn(
     if forget_scope is not None:
         get_scope(forget_scope)
     label, m, scope, preset_grid = resolve(method, forget_scope or "target")
+    block_range = parse_layers(layers)
     if method.strip().lower() in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
     k = load_kb(kb)
@@ -197,7 +202,7 @@ def unlearn(
     output.mkdir(parents=True, exist_ok=True)
     with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
         for row in sweep_target(lm, k, c, target_id, m.name, values, seed=seed, lr=lr, lora=spec.lora,
-                                scope=scope):
+                                layers=block_range, scope=scope):
             row["method"] = label
             fh.write(json.dumps(row) + "\n")
             fh.flush()

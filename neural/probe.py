@@ -117,8 +117,9 @@ def answer_line(text: str) -> str:
     return ""
 
 
-def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, *,
-                    temperature: float = 0.0, seed: int = 0, stop_at_newline: bool = False) -> list[str]:
+def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, *,
+                    temperature: float = 0.0, seed: int = 0, stop_at_newline: bool = False,
+                    token_ids: list[list[int]] | None = None, details: bool = False) -> list:
     """Greedy decoding (or sampling) of a batch of prompts with left padding and a KV cache (one per model).
 
     Args:
@@ -131,18 +132,32 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
             text) as well as at EOS, and its continuation is cut to :func:`answer_line`. Greedy decoding is
             causal, so this gives exactly the answer line of the full ``max_new_tokens`` continuation, in fewer
             steps.
+        token_ids: B prompts given as token ids instead of ``prompts`` (left-padded here; the PS
+            metrics of Wang et al. 2024 continue a prompt cut inside its answer, which must not be re-tokenised).
+        details: return a dict per prompt instead of its text: ``text``, ``ids`` (the generated token ids up to
+            EOS, EOS and padding excluded) and ``logprob`` (their summed natural-log probabilities under the
+            predictor's next-token distribution, the logits after WHP's transform).
 
     Returns:
-        B decoded continuations (special tokens removed).
+        B decoded continuations (special tokens removed), or B dicts with ``details``.
+
+    Raises:
+        ValueError: the tokenizer pads on the right.
     """
     import torch
 
     tok = pred.tokenizer
-    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-    ids = enc["input_ids"].to(pred.device)
-    mask = enc["attention_mask"].to(pred.device)
-    if tok.padding_side != "left":  # re-pad on the left
-        raise ValueError("the tokenizer must pad on the left for batched generation")
+    if token_ids is not None:
+        pad0 = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        width = max(len(r) for r in token_ids)
+        ids = torch.tensor([[pad0] * (width - len(r)) + list(r) for r in token_ids], device=pred.device)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in token_ids], device=pred.device)
+    else:
+        if tok.padding_side != "left":  # re-pad on the left
+            raise ValueError("the tokenizer must pad on the left for batched generation")
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        ids = enc["input_ids"].to(pred.device)
+        mask = enc["attention_mask"].to(pred.device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     eos = tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
@@ -156,7 +171,7 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
         if pred.aux_model is not None:
             aux_logits, aux_past = _step(pred.aux_model, ids, mask, pos, None)
         done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
-        out = []
+        out, lps = [], []
         for _ in range(max_new_tokens):
             step_logits = logits if pred.aux_model is None else pred.combine(logits, aux_logits)
             if gen is None:
@@ -164,6 +179,9 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
             else:
                 probs = torch.softmax(step_logits.float().cpu() / temperature, -1)
                 nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1).to(ids.device)
+            if details:
+                lp = torch.log_softmax(step_logits.float(), -1).gather(-1, nxt[:, None]).squeeze(-1)
+                lps.append(torch.where(done, torch.zeros_like(lp), lp))
             nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
             out.append(nxt)
             if eos is not None:
@@ -184,13 +202,15 @@ def greedy_generate(pred: Predictor, prompts: list[str], max_new_tokens: int = D
             logits, past = _step(pred.model, nxt[:, None], mask, pos, past)
             if pred.aux_model is not None:
                 aux_logits, aux_past = _step(pred.aux_model, nxt[:, None], mask, pos, aux_past)
-    gen = torch.stack(out, dim=1).tolist()
+    gen = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(ids.shape[0])]
+    lp_rows = torch.stack(lps, dim=1).tolist() if lps else [[] for _ in gen]
     texts = []
-    for row in gen:
-        if eos is not None and eos in row:
-            row = row[:row.index(eos)]
-        text = tok.decode([t for t in row if t != pad], skip_special_tokens=True)
-        texts.append(answer_line(text) if stop_at_newline else text)
+    for row, lp_row in zip(gen, lp_rows):
+        n = row.index(eos) if eos is not None and eos in row else len(row)
+        kept = [t for t in row[:n] if t != pad]
+        text = tok.decode(kept, skip_special_tokens=True)
+        text = answer_line(text) if stop_at_newline else text
+        texts.append({"text": text, "ids": kept, "logprob": float(sum(lp_row[:n]))} if details else text)
     return texts
 
 

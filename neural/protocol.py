@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.methods.base import parse_layers
 from dukb.neural.metrics import DEFAULT_METRICS
 from dukb.neural.runs import SHARD_GLOB, ResultsFile, merge_shards, read_results
 
@@ -57,6 +58,8 @@ class EvaluateConfig:
         forget_scope: default forget scope of methods given without ``@SCOPE`` (target, minimum, best).
         lora_r: LoRA rank for finetuning and every gradient method (0: full-parameter training); lora_alpha,
             lora_dropout, lora_targets (module names; None: peft's default for the architecture).
+        layers: partial-layer finetuning for every gradient method, "FIRST-LAST" blocks (RWKU, Jin et al. 2024,
+            App. H; None: every layer).
         gradient_checkpointing: trade compute for memory (does not change results).
         trust_remote_code: let transformers run model code from the hub (off by default).
         metrics: names of :data:`dukb.neural.metrics.METRICS` to compute (required ones are added); probing
@@ -85,6 +88,7 @@ class EvaluateConfig:
     lora_alpha: int = 16
     lora_dropout: float = 0.0
     lora_targets: list[str] | None = None
+    layers: str | None = None
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
@@ -162,6 +166,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         "methods": {label: {"method": m.name, "param": m.param, "scope": scope,
                             "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]]}
                     for label, m, scope, _g in methods},
+        # only when set, so that the identities of runs made before the option existed stay equal
+        **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),
     }
 
 
@@ -339,7 +345,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                     continue
                 for row in sweep_target(lm, kb, closure, t, m.name, todo,
                                         sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
-                                        lora=spec.lora, probe_items=items, scope=scope,
+                                        lora=spec.lora, layers=parse_layers(cfg.layers),
+                                        probe_items=items, scope=scope,
                                         forget_ids=plan.forget[(t, scope)], batch_size=PROBE["batch_size"],
                                         metrics=row_metrics_):
                     row["method"] = label

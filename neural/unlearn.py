@@ -41,7 +41,7 @@ def retain_fact_ids(retain: list[QAItem]) -> dict:
 
 def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *, sets=None,
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
-                 lr: float | None = None, lora=None, probe_items: list[QAItem] | None = None,
+                 lr: float | None = None, lora=None, layers: tuple[int, int] | None = None, probe_items: list[QAItem] | None = None,
                  batch_size: int = 256, scope: str = "target", forget_ids: list[int] | None = None,
                  metrics=None) -> Iterator[dict]:
     """Run ``method`` over its grid on one target and yield one result row per setting: the sweep, probe and
@@ -62,6 +62,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         forget_ids: the scope's forget set from the plan (default: computed here from ``scope``).
         retain: the retain QA for GDR/KLR (default: :func:`default_retain`).
         seed, lr, lora: passed to the method.
+        layers: partial-layer finetuning block range (first, last) for gradient methods (None: every layer).
         probe_items: items probed after each setting (default: every KB fact's "qa" item).
         batch_size: prompts per probing batch.
         metrics: row :class:`dukb.neural.metrics.Metric` objects (default: ``recall``); probing computes only what
@@ -102,7 +103,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
             cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
         retain = default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
     retain_ids = retain_fact_ids(retain)
-    ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, kb=kb, closure=closure, target=target_fact_id,
+    ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, layers=layers, kb=kb, closure=closure, target=target_fact_id,
                          sets=[list(s) for s in sets[0]], items=qa_items)
     t0 = time.perf_counter()
     for setting, pred in m.sweep(ctx, grid):

@@ -18,7 +18,8 @@ from dukb.neural.train import TrainConfig, build_optimizer, chunked, steps_per_e
 from dukb.solver.scopes import FORGET_SCOPES  # noqa: E402
 
 EXPECTED = {"ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "kl", "kl_gdr", "kl_klr", "tv", "whp", "cl_du",
-            "cl_du_fixed", "cl_du_noselect", "cl_du_noneighbour", "simnpo", "simnpo_gdr"}
+            "cl_du_fixed", "cl_du_noselect", "cl_du_noneighbour", "simnpo", "simnpo_gdr", "po", "rt", "dpo",
+            "dpo_refusal", "icu", "repe"}
 
 
 def test_registry_is_complete_right_after_import():

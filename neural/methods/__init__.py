@@ -7,6 +7,11 @@ presets.
 - :mod:`.kl`: KL unlearning as in RESTOR (maximise the divergence from the reference on the forget data);
 - :mod:`.tv`: task vector negation (Ilharco et al. 2023);
 - :mod:`.whp`: Who's Harry Potter logit steering (Eldan & Russinovich 2023; Wu et al. 2025 Eq. 3);
+- :mod:`.simnpo`: SimNPO (Fan et al. 2024); :mod:`.po`: refusal targets + GDR (TOFU; Wang et al. 2024);
+  :mod:`.rt`: rejection tuning and :mod:`.dpo`: DPO (RWKU, Jin et al. 2024); :mod:`.icu`: in-context unlearning and
+  :mod:`.repe`: representation engineering (RWKU), neither changing weights;
+- controls of excessive unlearning (OC, ES, MM; Wang et al. 2024) and partial-layer finetuning apply to every
+  gradient method through :func:`dukb.neural.methods.base.gradient_sweep`;
 - :mod:`.closed_loop`: closed-loop deep unlearning (dukb's own: the solver in the loop) and its ablations.
 
 Every method implements :class:`dukb.neural.methods.base.Method`: ``sweep(ctx, grid)`` yields ``(setting,
@@ -27,9 +32,14 @@ from dataclasses import dataclass
 from dukb import InputError
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, parse_grid
 from dukb.neural.methods.closed_loop import ClosedLoopDeepUnlearning
+from dukb.neural.methods.dpo import DPO
 from dukb.neural.methods.ga import GradientAscent
+from dukb.neural.methods.icu import InContextUnlearning
 from dukb.neural.methods.kl import KLDivergence
 from dukb.neural.methods.npo import NPO
+from dukb.neural.methods.po import PreferenceOptimisation
+from dukb.neural.methods.repe import RepE
+from dukb.neural.methods.rt import RejectionTuning
 from dukb.neural.methods.simnpo import SimNPO
 from dukb.neural.methods.tv import TaskVector
 from dukb.neural.methods.whp import WHP
@@ -51,7 +61,8 @@ METHODS: dict[str, Method] = _registry(
     KLDivergence(), KLDivergence("gdr"), KLDivergence("klr"),
     NPO(), NPO("gdr"), NPO("klr"),
     SimNPO(), SimNPO("gdr"),
-    TaskVector(), WHP(),
+    PreferenceOptimisation(), RejectionTuning(), DPO(), DPO("refusal"),
+    TaskVector(), WHP(), InContextUnlearning(), RepE(),
     ClosedLoopDeepUnlearning(), ClosedLoopDeepUnlearning("fixed"), ClosedLoopDeepUnlearning("noselect"),
     ClosedLoopDeepUnlearning("noneighbour"),
 )

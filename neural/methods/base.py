@@ -10,7 +10,8 @@ from __future__ import annotations
 import abc
 import copy
 import random
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from dukb import InputError
@@ -31,6 +32,10 @@ class UnlearnContext:
         retain_batch_size: retain items per step.
         reg_weight: λ of the retain regulariser.
         lora: optional :class:`dukb.neural.spec.LoraSpec`: train adapters only.
+        control: optional :class:`Control` (OC, ES or MM) applied to every gradient method by
+            :func:`gradient_sweep` (None: uncontrolled, the grid is the number of steps).
+        layers: optional inclusive range (first, last) of transformer blocks: partial-layer finetuning (RWKU,
+            Jin et al. 2024, App. H: e.g. layers 0-3), every other parameter frozen (gradient methods).
         kb, closure, target, sets, items: the symbolic plan, for methods that consult the solver while they
             unlearn (closed-loop deep unlearning): the KB, its closure, the target's fact_id, its minimal deep
             unlearning sets (lists of fact_ids) and the KB's QA items. None for the other methods' callers.
@@ -49,12 +54,94 @@ class UnlearnContext:
     target: int | None = None
     sets: list | None = None
     items: list[QAItem] | None = None
+    control: "Control | None" = None
+    layers: tuple[int, int] | None = None
 
     @property
     def family(self) -> str:
         """Preset family of the model (tiny, smollm2, gpt2-xl, phi, llama, generic): selects presets
         (:attr:`dukb.neural.spec.ModelSpec.preset_family`)."""
         return self.lm.spec.preset_family
+
+
+#: controls of excessive unlearning (Wang et al. 2024, Sec. 5)
+CONTROLS = ("none", "oc", "es", "mm")
+
+
+@dataclass(frozen=True)
+class Control:
+    """A control of excessive unlearning, applied by :func:`gradient_sweep` to any gradient method
+    (Wang et al. 2024, "Unlearning with Control", Sec. 5).
+
+    - ``none``: the grid is the number of steps T; each T is its own run from θ₀ (the schedule spans T).
+    - ``oc`` (objective capping, before unlearning): min −min(L_u, τ) + L_r. For any forget term, the step's
+      forget term is dropped once the batch's unlearning risk L_u (the forget answers' NLL, nats per token) reaches
+      τ; the grid is τ; each τ runs ``steps`` steps from θ₀. The cap is per batch (the paper does not say).
+    - ``es`` (early stopping, during unlearning): one run of max(grid) steps (the schedule spans it), evaluated at
+      each T of the grid (checkpoints of the same run, not separate runs); the grid is T.
+    - ``mm`` (model mixing, after unlearning): θ_α = (1−α)·θ₀ + α·θ_u with θ_u after ``steps`` steps; no
+      retraining per α; the grid is α ∈ [0, 1]. With LoRA only lora_B is mixed (lora_B₀ = 0), so that the weight
+      delta is exactly α·ΔW.
+
+    Attributes:
+        kind: one of :data:`CONTROLS`.
+        steps: the unlearning length T of OC and MM runs (ES and none take T from the grid).
+
+    Raises:
+        InputError: unknown kind or steps < 1 (``check``).
+    """
+
+    kind: str = "none"
+    steps: int = 16
+
+    def check(self) -> "Control":
+        """Validate (returns self)."""
+        if self.kind not in CONTROLS:
+            raise InputError(f"unknown control {self.kind!r} (choose from {', '.join(CONTROLS)})")
+        if self.steps < 1:
+            raise InputError(f"control steps must be at least 1, got {self.steps}")
+        return self
+
+    @property
+    def param(self) -> str:
+        """The swept parameter: steps (none, es), tau (oc) or alpha (mm)."""
+        return {"none": "steps", "es": "steps", "oc": "tau", "mm": "alpha"}[self.kind]
+
+
+@dataclass
+class StepTerms:
+    """One unlearning step's loss terms (what a gradient method's ``step_loss`` returns).
+
+    Attributes:
+        forget: the forget term to minimise (scalar tensor; GA: −L_u).
+        risk: the unlearning risk L_u: mean NLL of the forget answers (scalar, nats per token; Wang et al. 2024,
+            Eq. 6), used by OC and logged; None when the method does not compute it.
+        retain: the weighted retain term λ·L_reg (scalar tensor) or None.
+    """
+
+    forget: object
+    risk: object | None = None
+    retain: object | None = None
+
+    def total(self, tau: float | None = None):
+        """forget (dropped when ``tau`` is set and risk ≥ τ: objective capping) + retain."""
+        f = self.forget
+        if tau is not None:
+            if self.risk is None:
+                raise InputError("objective capping needs the method's unlearning risk; this method reports none")
+            if float(self.risk) >= tau:
+                f = f * 0.0
+        return f if self.retain is None else f + self.retain
+
+    def parts(self) -> dict:
+        """Floats to log: loss_forget, unlearning_risk, loss_retain (those present)."""
+        num = (lambda x: float(x.detach()) if hasattr(x, "detach") else float(x))
+        out = {"loss_forget": num(self.forget)}
+        if self.risk is not None:
+            out["unlearning_risk"] = num(self.risk)
+        if self.retain is not None:
+            out["loss_retain"] = num(self.retain)
+        return out
 
 
 class Method(abc.ABC):
@@ -137,6 +224,25 @@ def parse_grid(text: str, integer: bool = False) -> list:
     if not out:
         raise InputError(f"empty grid {text!r}")
     return out
+
+
+def parse_layers(text: str | None) -> tuple[int, int] | None:
+    """Parse a block range "FIRST-LAST" (inclusive, e.g. "0-3") or a single block "5" for partial-layer finetuning;
+    None or "" gives None (every layer).
+
+    Raises:
+        InputError: not of that form, negative, or LAST < FIRST.
+    """
+    if text is None or not str(text).strip():
+        return None
+    lo, _, hi = str(text).strip().partition("-")
+    try:
+        a, b = int(lo), int(hi or lo)
+    except ValueError:
+        raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {text!r}") from None
+    if a < 0 or b < a:
+        raise InputError(f"--layers {text!r}: need 0 <= FIRST <= LAST")
+    return a, b
 
 
 # ----------------------------------------------------------------------------------------- weight handling ----
@@ -232,32 +338,160 @@ def retain_batches(ctx: UnlearnContext, n: int) -> list[list[QAItem]]:
     return [rng.sample(ctx.retain, k) for _ in range(n)]
 
 
-def gradient_sweep(ctx: UnlearnContext, steps_grid, lr: float,
+_LAYER = re.compile(r"(?:^|\.)(?:h|layers|layer|blocks)\.(\d+)\.")
+
+
+def layer_index(name: str) -> int | None:
+    """The transformer-block index in a parameter name (``transformer.h.3.attn...`` -> 3,
+    ``model.layers.12.mlp...`` -> 12), or None outside the blocks (embeddings, final norm, head)."""
+    m = _LAYER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def select_layers(model, layers: tuple[int, int] | None) -> list:
+    """Partial-layer finetuning: freeze every trainable parameter outside blocks ``layers`` = (first, last),
+    inclusive, and return the (name, parameter) pairs left trainable (RWKU, Jin et al. 2024, App. H).
+
+    Args:
+        model: the module; layers: (first, last) or None (every trainable parameter).
+
+    Returns:
+        list of (name, parameter).
+
+    Raises:
+        InputError: an empty range, or no trainable parameter in it.
+    """
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if layers is None:
+        return named
+    lo, hi = layers
+    if lo < 0 or hi < lo:
+        raise InputError(f"layer range {lo}-{hi} is empty (first <= last, both >= 0)")
+    keep = [(n, p) for n, p in named if (i := layer_index(n)) is not None and lo <= i <= hi]
+    if not keep:
+        blocks = sorted({i for n, _ in named if (i := layer_index(n)) is not None})
+        raise InputError(f"no trainable parameter in layers {lo}-{hi} (the model's blocks: "
+                         f"{blocks[0] if blocks else '-'}..{blocks[-1] if blocks else '-'})")
+    kept = {id(p) for _, p in keep}
+    for _n, p in named:
+        if id(p) not in kept:
+            p.requires_grad_(False)
+    return keep
+
+
+def mix_weights(named, start: dict, end: dict, alpha: float) -> None:
+    """Model mixing in place: p = start + α (end − start) for each (name, p) of ``named`` (Wang et al. 2024,
+    Sec. 5, MM: θ_α = (1−α)θ_o + αθ_u); LoRA's lora_A is set to its end value (with lora_B₀ = 0, mixing lora_B
+    alone scales the weight delta B·A by exactly α)."""
+    import torch
+
+    with torch.no_grad():
+        for n, p in named:
+            if "lora_A" in n:
+                p.copy_(end[n])
+            else:
+                p.copy_(start[n] + alpha * (end[n] - start[n]))
+
+
+def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
                    step_loss: Callable, schedule: str = "linear") -> Iterator[tuple[dict, Predictor]]:
-    """Shared loop of the gradient methods: for each T in ``steps_grid``, from θ₀, T AdamW steps (one
-    :func:`dukb.neural.train.train_loop` epoch of T steps) on ``step_loss(state, forget_batch, retain_items) ->
-    scalar loss``; the learning rate decays linearly to 0 over the T steps (HF's linear schedule, as in the paper)
-    or stays constant (``schedule="constant"``).
+    """Shared loop of the gradient methods, and the one place where controls and partial-layer finetuning apply.
+
+    Each step is ``step_loss(state, forget_batch, retain_items)`` -> :class:`StepTerms` (or a scalar loss tensor),
+    minimised with AdamW (:func:`dukb.neural.train.train_loop`, one optimiser step per epoch so that the per-step
+    terms are logged); the learning rate decays linearly to 0 over the run (HF's linear schedule, as in the paper)
+    or stays constant (``schedule="constant"``). ``ctx.control`` (:class:`Control`) decides what the grid means:
+    uncontrolled (and ES) the number of steps T, OC the cap τ, MM the mixing weight α. ``ctx.layers`` restricts
+    training to a block range.
 
     Yields:
-        ({"steps": T, "lr": lr}, predictor).
+        (setting, predictor); setting holds steps and lr, and for a control: control, tau / alpha, es_steps.
+        ``predictor.meta["risk_curve"]`` holds the run's per-step loss_forget, unlearning_risk and loss_retain
+        lists (Wang et al. 2024, Fig. 1).
 
-    Source: Wu et al. 2025, App. H (unlearning steps T ∈ {1, 2, 4, 8, 16}, AdamW, linear schedule).
+    Raises:
+        InputError: a control needs what the method does not report (OC: the unlearning risk), a bad layer range.
+
+    Source: Wu et al. 2025, App. H (unlearning steps T ∈ {1, 2, 4, 8, 16}, AdamW, linear schedule); Wang et al.
+    2024, Sec. 5 (OC, ES, MM); Jin et al. 2024 (RWKU), App. H (partial-layer finetuning).
     """
     from dukb.neural.train import TrainConfig, train_loop
 
+    control = (ctx.control or Control()).check()
     state = WeightState(ctx.lm, ctx.lora, ctx.seed)
+    frozen_before = {id(p) for p in state.model.parameters() if not p.requires_grad}
     forget_batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
     cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(ctx.forget), schedule=schedule, seed=ctx.seed)
+
+    def run(T: int, tau: float | None = None, checkpoints=()) -> tuple[dict, dict]:
+        """T steps from θ₀; returns (risk curve, {step: trainable snapshot} at ``checkpoints``)."""
+        state.reset()
+        if T == 0:  # θ₀ itself
+            return {}, {}
+        named = select_layers(state.model, ctx.layers)
+        batches = retain_batches(ctx, T)
+        snaps: dict = {}
+
+        def loss_fn(_m, retain_items):
+            out = step_loss(state, forget_batch, retain_items)
+            terms = out if isinstance(out, StepTerms) else StepTerms(out)
+            return terms.total(tau), terms.parts()
+
+        def after(e, _logs):
+            if e in checkpoints:
+                snaps[e] = {n: p.detach().clone() for n, p in named}
+            return False
+
+        rec = train_loop(state.model, [p for _, p in named], replace(cfg, epochs=T),
+                         lambda e: [[batches[e - 1]]], loss_fn, total_steps=T, after_epoch=after)
+        for p in state.model.parameters():  # undo the partial-layer freeze
+            if id(p) not in frozen_before:
+                p.requires_grad_(True)
+        curve = {k: [round(v, 6) for v in vals] for k, vals in rec.get("parts_per_epoch", {}).items()}
+        return curve, snaps
+
+    def out(setting: dict, curve: dict) -> tuple[dict, Predictor]:
+        pred = state.predictor()
+        pred.meta["risk_curve"] = curve
+        return setting, pred
+
     try:
-        for T in steps_grid:
-            T = int(T)
+        if control.kind == "none":
+            for T in grid:
+                curve, _ = run(int(T))
+                yield out({"steps": int(T), "lr": lr}, curve)
+        elif control.kind == "oc":
+            for tau in grid:
+                curve, _ = run(control.steps, tau=float(tau))
+                yield out({"steps": control.steps, "lr": lr, "control": "oc", "tau": float(tau)}, curve)
+        elif control.kind == "es":
+            steps = sorted({int(T) for T in grid})
+            t_max = max(steps)
+            curve, snaps = run(t_max, checkpoints=set(steps))
+            named = select_layers(state.model, ctx.layers)
+            for T in steps:
+                if T == 0:
+                    state.reset()
+                else:
+                    mix_weights(named, snaps[T], snaps[T], 1.0)
+                yield out({"steps": T, "lr": lr, "control": "es", "es_steps": t_max},
+                          {k: v[:T] for k, v in curve.items()})
+        else:  # mm
+            curve, snaps = run(control.steps, checkpoints={control.steps})
+            end = snaps[control.steps]
             state.reset()
-            batches = retain_batches(ctx, T)
-            train_loop(state.model, state.trainable(), cfg, lambda _e, b=batches: [[r] for r in b],
-                       lambda _m, retain_items: step_loss(state, forget_batch, retain_items), total_steps=T)
-            yield {"steps": T, "lr": lr}, state.predictor()
+            named = select_layers(state.model, ctx.layers)
+            start = {n: p.detach().clone() for n, p in named}
+            for alpha in grid:
+                a = float(alpha)
+                if not 0.0 <= a <= 1.0:
+                    raise InputError(f"model mixing needs alpha in [0, 1], got {a}")
+                mix_weights(named, start, end, a)
+                yield out({"steps": control.steps, "lr": lr, "control": "mm", "alpha": a}, curve)
     finally:
+        for p in state.model.parameters():
+            if id(p) not in frozen_before:
+                p.requires_grad_(True)
         state.close()
 
 

@@ -8,7 +8,7 @@ lr 2e-5 for GPT2-XL/Phi-1.5, 1e-5 for Llama, linear schedule).
 from __future__ import annotations
 
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, with_retain
+from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, step_terms
 from dukb.neural.scoring import forward_logits
 
 #: learning rates by model family (tiny: tuned for the built-in default model; smollm2: measured on the demo KB so
@@ -50,6 +50,6 @@ class GradientAscent(Method):
 
         def step_loss(state, forget_batch, retain_items):
             loss = ga_loss(forward_logits(state.model, forget_batch), forget_batch["labels"])
-            return with_retain(loss, reg, state, retain_items, ctx.reg_weight)
+            return step_terms(loss, -loss, reg, state, retain_items, ctx.reg_weight)
 
         yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR), step_loss)

@@ -28,7 +28,7 @@ own setting is 2 epochs, lr 1.5e-5 with a cross-entropy retain term (App. C.2, "
 from __future__ import annotations
 
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.retain import REG_SUMMARY, regulariser, with_retain
+from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, step_terms
 from dukb.neural.scoring import forward_logits
 
 #: learning rates by model family (as GA's; tiny: tuned for the built-in default model).
@@ -102,7 +102,9 @@ class KLDivergence(Method):
         def step_loss(state, forget_batch, retain_items):
             if "ref" not in cache:  # P_c's logits on the (fixed) forget batch, computed once from θ₀
                 cache["ref"] = state.ref_logits(forget_batch).detach()
-            loss = -kl_loss(forward_logits(state.model, forget_batch), cache["ref"], forget_batch["labels"])
-            return with_retain(loss, reg, state, retain_items, ctx.reg_weight)
+            logits = forward_logits(state.model, forget_batch)
+            loss = -kl_loss(logits, cache["ref"], forget_batch["labels"])
+            return step_terms(loss, gdr_loss(logits, forget_batch["labels"]), reg, state, retain_items,
+                              ctx.reg_weight)
 
         yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, KL_LR), step_loss)

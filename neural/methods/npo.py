@@ -8,7 +8,7 @@ with twice GA's learning rate (4e-5 for GPT2-XL/Phi-1.5, 2e-5 for Llama).
 from __future__ import annotations
 
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.retain import REG_SUMMARY, regulariser, with_retain
+from dukb.neural.methods.retain import REG_SUMMARY, regulariser, step_terms
 from dukb.neural.scoring import forward_logits, sequence_logprob, token_logprobs
 
 NPO_LR = {"gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "generic": 4e-5, "tiny": 2e-3, "smollm2": 2e-5}
@@ -116,9 +116,9 @@ class NPO(Method):
             if "ref" not in cache:  # f_ref's answer log-probs, computed once from θ₀
                 ref_s, _ = sequence_logprob(state.ref_logits(forget_batch), forget_batch["labels"])
                 cache["ref"] = ref_s.detach()
-            s, _ = sequence_logprob(forward_logits(state.model, forget_batch), forget_batch["labels"])
+            s, n = sequence_logprob(forward_logits(state.model, forget_batch), forget_batch["labels"])
             loss = npo_loss(s, cache["ref"], self.beta)
-            return with_retain(loss, reg, state, retain_items, ctx.reg_weight)
+            return step_terms(loss, -s.sum() / n.sum().clamp(min=1), reg, state, retain_items, ctx.reg_weight)
 
         for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
             yield dict(setting, beta=self.beta), pred

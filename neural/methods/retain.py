@@ -10,6 +10,7 @@ Combined with a forget loss as L = L_forget + λ L_reg (λ = ``reg_weight``, def
 from __future__ import annotations
 
 from dukb.neural.data import encode_qa
+from dukb.neural.methods.base import StepTerms
 from dukb.neural.scoring import forward_logits, shifted
 
 #: what a retain regulariser adds to a method's one-line summary
@@ -67,15 +68,20 @@ def regulariser(kind: str | None):
     return reg
 
 
-def with_retain(loss, reg, state, retain_items, weight: float):
-    """L = L_forget + λ · L_reg when a regulariser and retain items are present, else L_forget unchanged.
+def step_terms(forget, risk, reg, state, retain_items, weight: float):
+    """A gradient step's :class:`dukb.neural.methods.base.StepTerms`: the forget term, the unlearning risk L_u
+    (detached) and λ · L_reg when a regulariser and retain items are present.
 
     Args:
-        loss: the forget loss (scalar tensor); reg: a function from :func:`regulariser` or None;
-        state: the :class:`dukb.neural.methods.base.WeightState`; retain_items: this step's retain QA;
-        weight: λ.
+        forget: the forget term to minimise (scalar tensor); risk: L_u, the forget answers' mean NLL (scalar tensor
+            or None); reg: a function from :func:`regulariser` or None; state: the
+            :class:`dukb.neural.methods.base.WeightState`; retain_items: this step's retain QA; weight: λ.
+
+    Returns:
+        StepTerms.
+
+    Source: Wang et al. 2024 (Unlearning with Control), Eqs. 6-7 (unlearning and retaining risks); Shi et al. 2024b
+    (MUSE), Sec. 3 (GDR/KLR).
     """
-    if reg is None:
-        return loss
-    r = reg(state, retain_items)
-    return loss if r is None else loss + weight * r
+    r = reg(state, retain_items) if reg is not None else None
+    return StepTerms(forget, None if risk is None else risk.detach(), None if r is None else weight * r)

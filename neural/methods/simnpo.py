@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
 from dukb.neural.methods.npo import NPO_LR
-from dukb.neural.methods.retain import REG_SUMMARY, regulariser, with_retain
+from dukb.neural.methods.retain import REG_SUMMARY, regulariser, step_terms
 from dukb.neural.scoring import forward_logits, sequence_logprob
 
 BETA = 2.5
@@ -67,7 +67,8 @@ class SimNPO(Method):
 
         def step_loss(state, forget_batch, retain_items):
             s, n = sequence_logprob(forward_logits(state.model, forget_batch), forget_batch["labels"])
-            return with_retain(simnpo_loss(s, n, self.beta, self.gamma), reg, state, retain_items, ctx.reg_weight)
+            return step_terms(simnpo_loss(s, n, self.beta, self.gamma), -s.sum() / n.sum().clamp(min=1), reg, state,
+                              retain_items, ctx.reg_weight)
 
         for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
             yield dict(setting, beta=self.beta, gamma=self.gamma), pred

@@ -1,0 +1,86 @@
+"""`dukb control`: the Unlearning-with-Control protocol on a KB (thin: parse, call, render)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb import InputError
+from dukb.neural.control import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{name} must be comma-separated numbers, got {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [m.strip().lower() for m in text.split(",") if m.strip()]
+
+
+def control(
+    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
+                                     "generated KB (100 people, seed 0)."),
+    model: str = typer.Option("tiny", "--model", help="Base model finetuned into θ_o: 'tiny', smollm2-135m, a .gguf "
+                              "file, hub id or directory."),
+    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory "
+                                            "as θ_o."),
+    methods: str = typer.Option(",".join(CONTROL_METHODS), "--methods", help="Comma-separated gradient methods "
+                                "(the paper's GA, GD = ga_gdr, KL = ga_klr and PO by default; any method swept "
+                                "over steps, e.g. npo, simnpo, dpo, rt)."),
+    controls: str = typer.Option(",".join(CONTROL_KINDS), "--controls", help="Controls of excessive unlearning: "
+                                 "oc (objective capping: the unlearning risk capped at τ), es (early stopping at "
+                                 "step T of one run), mm (model mixing (1−α)θ_o + αθ_u)."),
+    ratios: str = typer.Option(",".join(f"{r:g}" for r in RATIOS), "--ratios", help="Forget ratios of the KB's "
+                               "facts (1%, 5%, 10% by default); the forget sets are nested relationship facts."),
+    steps: int = typer.Option(16, "--steps", help="Steps T of the uncontrolled run; the length of OC and MM runs "
+                              "and the largest ES step."),
+    tau_max: Optional[float] = typer.Option(None, "--tau-max", help="Top of OC's τ grid (nats per token; default: "
+                                            "the largest unlearning risk of the method's uncontrolled run)."),
+    coarse: int = typer.Option(10, "--coarse", help="Intervals of the coarse grid over each control's range."),
+    fine: int = typer.Option(10, "--fine", help="Intervals of the fine grid over ±1 coarse step around the best "
+                             "coarse value."),
+    retain_eval: int = typer.Option(400, "--retain-eval", help="Facts in retain-eval D_t,eval (never trained on "
+                                    "by any method; the paper: 400)."),
+    selection: str = typer.Option("full", "--selection", help="full: all three floors; cheap: the PS-exact "
+                                  "(retain-eval) floor alone (App. G). " + ", ".join(SELECTIONS) + "."),
+    search: str = typer.Option("bisection", "--search", help="PS search over the prefix length: bisection or "
+                               "linear."),
+    sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for DU recall."),
+    seed: int = typer.Option(0, "--seed", help="Run seed: splits, finetuning, retain batches, refusals."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of the methods (default: preset)."),
+    output: Path = typer.Option(Path("runs/control"), "-o", "--output", help="Run directory."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
+                                "differing keys named) when a row-changing setting differs; methods, controls "
+                                "and ratios may be added."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs."),
+) -> None:
+    """Run the evaluation framework of "Unlearning with Control" (Wang et al. 2024) on a KB: θ_o finetuned on every
+    fact; per forget ratio and method, the uncontrolled run and each control (OC, ES, MM) calibrated on a coarse
+    then a fine grid so that PS-exact and PS-perturb on retain-eval stay ≥ 90% and PS-similar on the forget set ≥
+    50% of θ_o's, selecting the lowest PS-exact on the forget set; plus the deep-unlearning recall of every
+    selected model.
+
+    RUN_DIR gets config.json, splits.json (forget, retain-train and retain-eval fact ids), sets.json,
+    results.jsonl (one row per model, written at once), summary.csv, report.md (the paper's 6-number PS vector per
+    method and control) and ps_curves.png, risk_curves.png.
+    """
+    from dukb.neural.control import ControlConfig, run_control
+
+    cfg = ControlConfig(kb=kb, model=model, finetuned=finetuned, methods=_names(methods),
+                        controls=_names(controls), ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max,
+                        coarse=coarse, fine=fine, retain_eval=retain_eval, selection=selection, search=search,
+                        sets=sets, seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
+    run_control(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"report: {output / 'report.md'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add control to the app."""
+    app.command("control")(control)

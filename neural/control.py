@@ -1,0 +1,403 @@
+"""`dukb control`: the evaluation framework of "Unlearning with Control" (Wang et al. 2024, Sec. 5, App. C) on a KB,
+resumable, with the deep-unlearning recall of every calibrated model (which the paper cannot measure).
+
+Stages:
+
+1. **plan** (symbolic): the KB and its closure; one seeded permutation of the relationship facts gives nested
+   forget sets D_u at each forget ratio (a ratio of *all* KB facts, at least one fact; relationships only, so that
+   each forget fact is a deep-unlearning target); retain-eval D_t,eval (``retain_eval`` facts of both kinds, drawn
+   outside the largest D_u, the same for every ratio); retain-train D_t,train = the rest (the regulariser's data,
+   never scored). The minimal deep unlearning sets of every forget fact (cached in sets.json). splits.json records
+   every fact id.
+2. **model**: θ_o finetuned on every fact's QA (cached in RUN_DIR/finetuned under its identity), or ``finetuned``.
+3. **rows** per ratio: θ_o ("original": the floors' reference); per method the uncontrolled run ("none", T =
+   ``steps``: the paper's Table 2); per method and control a coarse grid, then a fine grid around the best passing
+   coarse value (:func:`coarse_grid`, :func:`fine_grid`). Every row holds the 6-number PS vector
+   (:func:`dukb.neural.metrics.ps.ps_vector`), the response confidences, the per-step risk curve, the facts the
+   model no longer knows, and the fact ids it used.
+4. **report** (:mod:`dukb.neural.control_report`): calibration (:func:`calibrate`) from the rows alone, the paper's
+   table layout, DU recall, PNGs.
+
+Source: Wang et al. 2024 ("Unlearning with Control"), Sec. 4-5, App. C and G; Wu et al. 2025, Eq. 1-2 (recall).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dukb import InputError
+from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
+
+#: GA, GD (= GA + GDR), KL (= GA + KL to θ_o on retain data) and PO: the paper's four methods
+CONTROL_METHODS = ("ga", "ga_gdr", "ga_klr", "po")
+#: the paper's forget ratios (1:99, 5:95, 10:90)
+RATIOS = (0.01, 0.05, 0.10)
+
+
+@dataclass
+class ControlConfig:
+    """Everything that defines a `dukb control` run.
+
+    Attributes:
+        kb: KB directory or built-in name (None: the built-in generated default).
+        model: base model ("tiny", a short name, a GGUF file, hub id or directory); finetuned: use this finetuned
+            model directory instead.
+        methods: gradient methods (:data:`dukb.neural.methods.METHODS` names).
+        controls: subset of :data:`CONTROL_KINDS`.
+        ratios: forget ratios in (0, 1).
+        steps: T of the uncontrolled run, the length of OC and MM runs, the largest ES step.
+        tau_max: the top of OC's coarse grid (nats per token); None: the largest unlearning risk the method's
+            uncontrolled run reached.
+        coarse, fine: intervals of the coarse grid over the control's range and of the fine grid over ±1 coarse
+            step around the best coarse value (10 and 10: the paper's 0..1 step 0.1, then step 0.02).
+        retain_eval: facts in D_t,eval (the paper: 400).
+        selection: "full" or "cheap" (:data:`SELECTIONS`).
+        search: PS search over k ("bisection" or "linear").
+        sets, seeds: "exact" or "random" minimal deep unlearning sets for the recall (N_seed for random).
+        seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in `dukb evaluate`.
+    """
+
+    kb: str | None = None
+    model: str = "tiny"
+    finetuned: str | None = None
+    methods: list[str] = field(default_factory=lambda: list(CONTROL_METHODS))
+    controls: list[str] = field(default_factory=lambda: list(CONTROL_KINDS))
+    ratios: list[float] = field(default_factory=lambda: list(RATIOS))
+    steps: int = 16
+    tau_max: float | None = None
+    coarse: int = 10
+    fine: int = 10
+    retain_eval: int = 400
+    selection: str = "full"
+    search: str = "bisection"
+    sets: str = "exact"
+    seeds: int = 100
+    seed: int = 0
+    lr: float | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    prompt: str | None = None
+    finetune_epochs: int | None = None
+    batch_size: int | None = None
+
+    def check(self) -> None:
+        """Raises InputError on settings outside their ranges."""
+        from dukb.neural.metrics.ps import SEARCHES
+
+        if not self.methods:
+            raise InputError("no method given")
+        bad = [c for c in self.controls if c not in CONTROL_KINDS]
+        if bad:
+            raise InputError(f"unknown control {bad[0]!r} (choose from {', '.join(CONTROL_KINDS)})")
+        if not self.ratios or any(not 0 < r < 1 for r in self.ratios):
+            raise InputError(f"--ratios must be in (0, 1), got {self.ratios}")
+        if self.steps < 1 or self.coarse < 1 or self.fine < 1:
+            raise InputError("--steps, --coarse and --fine must be at least 1")
+        if self.tau_max is not None and self.tau_max <= 0:
+            raise InputError(f"--tau-max must be > 0, got {self.tau_max}")
+        if self.retain_eval < 1:
+            raise InputError("--retain-eval must be at least 1")
+        if self.selection not in SELECTIONS:
+            raise InputError(f"unknown --selection {self.selection!r} (choose from {', '.join(SELECTIONS)})")
+        if self.search not in SEARCHES:
+            raise InputError(f"unknown --search {self.search!r} (choose from {', '.join(SEARCHES)})")
+        if self.sets not in ("exact", "random"):
+            raise InputError(f"unknown --sets {self.sets!r} (choose exact or random)")
+
+
+# ----------------------------------------------------------------------------------------------- the plan ----
+def ratio_key(ratio: float) -> str:
+    """The split name of a forget ratio: 0.01 -> "1%", 0.055 -> "5.5%"."""
+    return f"{ratio * 100:g}%"
+
+
+def split_facts(kb, ratios, n_retain_eval: int, seed: int = 0) -> dict:
+    """D_u per ratio, D_t,eval and D_t,train per ratio (Wang et al. 2024, Sec. 5 and App. C).
+
+    Args:
+        kb: the KB; ratios: forget ratios of all KB facts; n_retain_eval: size of D_t,eval (capped at what is left);
+        seed: the permutation's seed.
+
+    Returns:
+        {"forget": {ratio_key: [relationship ids]}, "retain_eval": {"relationships", "biographies"},
+        "retain_train": {ratio_key: {"relationships", "biographies"}}}; forget sets are nested (one permutation).
+
+    Raises:
+        InputError: the KB has too few relationships for the largest ratio plus one retain-eval fact.
+    """
+    rel = [f.fact_id for f in kb.relationships]
+    bio = [b.fact_id for b in kb.biographies]
+    n_all = len(rel) + len(bio)
+    rng = random.Random(seed)
+    perm = list(rel)
+    rng.shuffle(perm)
+    sizes = {ratio_key(r): max(1, round(r * n_all)) for r in ratios}
+    biggest = max(sizes.values())
+    if biggest >= len(rel):
+        raise InputError(f"a forget ratio of {max(ratios):g} needs {biggest} relationship facts; the KB has "
+                         f"{len(rel)}")
+    forget = {k: sorted(perm[:n]) for k, n in sizes.items()}
+    rest = [("relationship", i) for i in perm[biggest:]] + [("biography", i) for i in bio]
+    rng2 = random.Random(seed + 1)
+    pick = rng2.sample(rest, min(n_retain_eval, len(rest) - 1))
+    ev = {"relationships": sorted(i for k, i in pick if k == "relationship"),
+          "biographies": sorted(i for k, i in pick if k == "biography")}
+    ev_keys = set(pick)
+    train = {}
+    for k, f in forget.items():
+        fs = set(f)
+        train[k] = {"relationships": sorted(i for i in rel if i not in fs and ("relationship", i) not in ev_keys),
+                    "biographies": sorted(i for i in bio if ("biography", i) not in ev_keys)}
+    return {"forget": forget, "retain_eval": ev, "retain_train": train}
+
+
+def coarse_grid(control: str, cfg: ControlConfig, tau_max: float | None = None) -> list:
+    """The coarse grid of a control: MM α ∈ {0, 1/c, ..., 1}; ES T ∈ {round(i·T/c)}; OC τ ∈ {i·τ_max/c}
+    (c = ``cfg.coarse``); the first value is θ_o's (no unlearning).
+
+    Source: Wang et al. 2024, App. C (coarse grid of about 10 equally spaced values).
+    """
+    c = cfg.coarse
+    if control == "mm":
+        return [round(i / c, 6) for i in range(c + 1)]
+    if control == "es":
+        return sorted({round(i * cfg.steps / c) for i in range(c + 1)})
+    top = cfg.tau_max if cfg.tau_max is not None else tau_max
+    if not top or top <= 0:
+        top = 1.0
+    return [round(i * top / c, 6) for i in range(c + 1)]
+
+
+def fine_grid(control: str, best: float, coarse: list, cfg: ControlConfig) -> list:
+    """The fine grid: ``cfg.fine`` intervals over [best − Δ, best + Δ] ∩ the coarse range (Δ = one coarse step),
+    integers for ES, without the coarse values already run.
+
+    Source: Wang et al. 2024, App. C (a fine grid of 10 inside the best region, e.g. α 0.10-0.30 step 0.02).
+    """
+    lo_all, hi_all = min(coarse), max(coarse)
+    step = (hi_all - lo_all) / max(1, len(coarse) - 1)
+    lo, hi = max(lo_all, best - step), min(hi_all, best + step)
+    vals = [lo + i * (hi - lo) / cfg.fine for i in range(cfg.fine + 1)]
+    if control == "es":
+        vals = sorted({int(round(v)) for v in vals})
+    else:
+        vals = sorted({round(v, 6) for v in vals})
+    done = {float(v) for v in coarse}
+    return [v for v in vals if float(v) not in done]
+
+
+def control_row_key(row: dict) -> tuple:
+    """(ratio, method, control, value) identifying a `dukb control` row."""
+    v = row.get("value")
+    return (row["ratio"], row.get("method") or "", row["control"], None if v is None else float(v))
+
+
+# ------------------------------------------------------------------------------------------------ the run ----
+def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = True, progress: bool = False,
+                log=print):
+    """Run (or resume) the Unlearning-with-Control protocol into ``run_dir`` and render its report.
+
+    Args:
+        run_dir: output directory.
+        config: :class:`ControlConfig` (default: the built-in KB, the tiny model, GA/GD/KL/PO, OC/ES/MM, 1/5/10%).
+        resume: continue a run in ``run_dir`` (refused when a row-changing setting differs; methods, controls and
+            ratios may be added).
+        progress: rich progress bar over the rows.
+        log: callable(str) for one-line progress reports.
+
+    Returns:
+        pandas DataFrame of the result rows.
+
+    Raises:
+        InputError: bad settings, a directory holding another run, results present without ``resume``, a method
+            that is not a gradient method.
+
+    Source: Wang et al. 2024, Sec. 5, App. C.
+    """
+    import pandas as pd
+
+    from dukb.neural import distributed as dist
+    from dukb.neural.control_report import render_control
+    from dukb.neural.data import kb_qa
+    from dukb.neural.methods import UnlearnContext, get_method
+    from dukb.neural.methods.base import Control
+    from dukb.neural.metrics.ps import paraphrase_questions, ps_vector
+    from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype, spec_for_path
+    from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, load_finetuned
+    from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
+    from dukb.neural.probe import Predictor, probe
+    from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, history_entry, open_run, provenance, read_results,
+                                  write_json_atomic)
+    from dukb.neural.spec import ModelSpec
+
+    cfg = config or ControlConfig()
+    cfg.check()
+    if dist.is_distributed():
+        raise InputError("dukb control runs in one process; launch it without accelerate/torchrun")
+    methods = [get_method(m) for m in cfg.methods]
+    for m in methods:
+        if m.param != "steps":
+            raise InputError(f"{m.name}: controls apply to gradient methods (swept over steps), not to {m.param}")
+    run = Path(run_dir)
+    t_start = time.perf_counter()
+    kb, closure = load_kb_closure(cfg.kb)
+    splits = split_facts(kb, cfg.ratios, cfg.retain_eval, cfg.seed)
+    device = resolve_device(cfg.device)
+    if cfg.finetuned:
+        spec = None
+        model_id = {"finetuned": model_fingerprint(cfg.finetuned)}
+    else:
+        spec = ModelSpec("tiny", prompt=cfg.prompt or "tiny", dtype=cfg.dtype, device=cfg.device) \
+            if cfg.model == "tiny" else spec_for_path(cfg.model, prompt=cfg.prompt, dtype=cfg.dtype,
+                                                      device=cfg.device)
+        preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
+        model_id = {"base": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
+                    "finetune": {"preset": preset, **asdict(fcfg)}}
+    dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
+    settings = {k: v for k, v in asdict(cfg).items()
+                if k not in ("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
+                             "finetune_epochs", "batch_size", "selection")}
+    identity = {"identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
+                "model": model_id, "dtype": dtype, "prompt": cfg.prompt, "settings": settings,
+                "methods": {m.name: {"method": m.name} for m in methods},
+                "controls": {c: {"control": c} for c in cfg.controls},
+                "ratios": {ratio_key(r): {"forget": splits["forget"][ratio_key(r)]} for r in cfg.ratios}}
+    identity, added, old = open_run(run, "control", identity, extendable=("methods", "controls", "ratios"),
+                                    resume=resume)
+    run.mkdir(parents=True, exist_ok=True)
+    res_path = run / "results.jsonl"
+    if not resume and res_path.exists():
+        raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
+    results = ResultsFile(res_path, key=control_row_key)
+    write_json_atomic(run / "splits.json", splits)
+    record = {"protocol": "control", **asdict(cfg), "kb": str(kb.source), "identity": identity,
+              "history": old.get("history", []) + [history_entry(added)], "provenance": provenance(device)}
+    write_json_atomic(run / "config.json", record)
+    all_forget = sorted({t for f in splits["forget"].values() for t in f})
+    sets = sets_cache(run, closure, all_forget, sets_key(identity["kb"], identity["rules"], cfg.sets, cfg.seeds,
+                                                         cfg.seed))
+    log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; D_u sizes "
+        + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
+        + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}")
+
+    # 2. the model
+    if cfg.finetuned:
+        lm = load_finetuned(cfg.finetuned, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+    else:
+        ft_dir = run / "finetuned"
+        key = {"model": model_id, "kb": identity["kb"], "dtype": dtype, "prompt": cfg.prompt}
+        rec = finetune_record(ft_dir)
+        if rec is None or rec.get("identity") != key:
+            finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
+                        progress=progress, log=log, identity=key)
+        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+    qa = kb_qa(kb)
+    by_key = {(it.fact_kind, int(it.fact_id)): it for it in qa}
+    para = paraphrase_questions(kb)
+    ev_items = [by_key[("relationship", i)] for i in splits["retain_eval"]["relationships"]] + \
+        [by_key[("biography", i)] for i in splits["retain_eval"]["biographies"]]
+
+    def evaluate_model(pred, forget_items) -> dict:
+        fields = ps_vector(pred, forget_items, ev_items, para, search=cfg.search)
+        df = probe(pred, qa, generate=True, rouge=False, logprob=False)
+        gone = df[~df["known"].astype(bool)]
+        fields["forgotten_relationships"] = sorted(int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"])
+                                                   if k == "relationship")
+        fields["forgotten_biographies"] = sorted(int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"])
+                                                 if k == "biography")
+        fields["accuracy_all_facts"] = float(df["known"].mean())
+        return fields
+
+    bar = task = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task("control rows", total=None)
+
+    def emit(row: dict) -> dict:
+        results.append(row)
+        if bar is not None:
+            bar.advance(task)
+        return row
+
+    try:
+        for ratio in cfg.ratios:
+            rk = ratio_key(ratio)
+            forget_ids = splits["forget"][rk]
+            f_items = [by_key[("relationship", i)] for i in forget_ids]
+            train = splits["retain_train"][rk]
+            train_items = [by_key[("relationship", i)] for i in train["relationships"]] + \
+                [by_key[("biography", i)] for i in train["biographies"]]
+            base = {"ratio": rk, "forget_fact_ids": forget_ids}
+            orig = next((r for r in results.rows if control_row_key(r) == (rk, "", "original", None)), None)
+            if orig is None:
+                t0 = time.perf_counter()
+                pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+                orig = emit({**base, "method": None, "control": "original", "stage": "original", "value": None,
+                             **evaluate_model(pred0, f_items), "seconds": round(time.perf_counter() - t0, 3)})
+            log(f"{rk}: θ_o PS-exact forget {orig['ps_exact_forget']:.3f} retain {orig['ps_exact_retain']:.3f}")
+            for m in methods:
+                retain = train_items if m.uses_retain else []
+                used = {"retain_train_fact_ids": ({"relationships": train["relationships"],
+                                                   "biographies": train["biographies"]} if m.uses_retain else
+                                                  {"relationships": [], "biographies": []})}
+
+                def sweep(control: str, grid: list, stage: str) -> list[dict]:
+                    """Rows of ``m`` under ``control`` over ``grid`` (rows already present are reused)."""
+                    ckind = "none" if control == "none" else control
+                    out, todo = [], []
+                    for v in grid:
+                        hit = next((r for r in results.rows
+                                    if control_row_key(r) == (rk, m.name, control, float(v))), None)
+                        (out.append(hit) if hit is not None else todo.append(v))
+                    if not todo:
+                        return out
+                    ctx = UnlearnContext(lm, f_items, retain, seed=cfg.seed, lr=cfg.lr,
+                                         control=Control(ckind, cfg.steps), kb=kb, closure=closure, items=qa)
+                    t0 = time.perf_counter()
+                    for setting, pred in m.sweep(ctx, todo):
+                        t1 = time.perf_counter()
+                        value = setting.get(Control(ckind, cfg.steps).param)
+                        row = {**base, "method": m.name, "control": control, "stage": stage,
+                               "param": Control(ckind, cfg.steps).param, "value": float(value),
+                               "setting": setting, **used, **evaluate_model(pred, f_items),
+                               "risk_curve": pred.meta.get("risk_curve"),
+                               "seconds_unlearn": round(t1 - t0, 3),
+                               "seconds_eval": round(time.perf_counter() - t1, 3)}
+                        out.append(emit(row))
+                        t0 = time.perf_counter()
+                    return out
+
+                unc = sweep("none", [cfg.steps], "uncontrolled")[0]
+                risks = (unc.get("risk_curve") or {}).get("unlearning_risk") or []
+                tau_top = max(risks) if risks else None
+                log(f"{rk} {m.name}: uncontrolled T={cfg.steps}: PS-exact forget {unc['ps_exact_forget']:.3f} "
+                    f"retain {unc['ps_exact_retain']:.3f}")
+                for control in cfg.controls:
+                    grid = coarse_grid(control, cfg, tau_top)
+                    rows = sweep(control, grid, "coarse")
+                    best = calibrate(rows, orig, cfg.selection)
+                    centre = float(best["value"]) if best is not None else float(grid[0])
+                    rows += sweep(control, fine_grid(control, centre, grid, cfg), "fine")
+                    sel = calibrate(rows, orig, cfg.selection)
+                    if sel is None:
+                        log(f"{rk} {m.name} {control}: no setting passes the floors")
+                    else:
+                        log(f"{rk} {m.name} {control}: selected {sel['param']}={sel['value']:g}: PS-exact forget "
+                            f"{sel['ps_exact_forget']:.3f}, retain {sel['ps_exact_retain']:.3f}")
+    finally:
+        if bar is not None:
+            bar.stop()
+    paths = render_control(run)
+    log(f"done in {time.perf_counter() - t_start:.1f} s: report {paths['report']}")
+    return pd.DataFrame(read_results(res_path))
+
+
+__all__ = ["CONTROL_KINDS", "CONTROL_METHODS", "ControlConfig", "FLOORS", "RATIOS", "SELECTIONS", "calibrate",
+           "coarse_grid", "control_row_key", "du_recall", "fine_grid", "passes", "ratio_key", "run_control",
+           "split_facts"]
