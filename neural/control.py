@@ -54,6 +54,10 @@ class ControlConfig:
         coarse, fine: intervals of the coarse grid over the control's range and of the fine grid over ±1 coarse
             step around the best coarse value (10 and 10: the paper's 0..1 step 0.1, then step 0.02).
         retain_eval: facts in D_t,eval (the paper: 400).
+
+    Optimisation follows the deep-unlearning protocol, not TOFU's: each step uses the whole forget set as one batch
+    and ``retain_batch_size`` (8) retain-train items, with no warm-up (the paper's warm-up over the first epoch and
+    equal forget/retain batch sizes are TOFU defaults whose values its text lost).
         selection: "full" or "cheap" (:data:`SELECTIONS`).
         search: PS search over k ("bisection" or "linear").
         sets, seeds: "exact" or "random" minimal deep unlearning sets for the recall (N_seed for random).
@@ -117,38 +121,44 @@ def ratio_key(ratio: float) -> str:
 def split_facts(kb, ratios, n_retain_eval: int, seed: int = 0) -> dict:
     """D_u per ratio, D_t,eval and D_t,train per ratio (Wang et al. 2024, Sec. 5 and App. C).
 
+    D_t,eval is drawn first (``n_retain_eval`` facts of both kinds, seeded), so it does not depend on the ratios;
+    D_u(r) is the first round(r · N) (at least 1) of a seeded permutation of the other relationship facts, so the
+    forget sets are nested and each depends on its own ratio only; D_t,train(r) is every other fact.
+
     Args:
-        kb: the KB; ratios: forget ratios of all KB facts; n_retain_eval: size of D_t,eval (capped at what is left);
-        seed: the permutation's seed.
+        kb: the KB; ratios: forget ratios of all KB facts (N = relationships + biographies); n_retain_eval: size of
+            D_t,eval; seed: the draws' seed.
 
     Returns:
         {"forget": {ratio_key: [relationship ids]}, "retain_eval": {"relationships", "biographies"},
-        "retain_train": {ratio_key: {"relationships", "biographies"}}}; forget sets are nested (one permutation).
+        "retain_train": {ratio_key: {"relationships", "biographies"}}}.
 
     Raises:
-        InputError: the KB has too few relationships for the largest ratio plus one retain-eval fact.
+        InputError: ``n_retain_eval`` < 1, or the KB has too few relationships for a ratio once D_t,eval is drawn.
     """
+    if n_retain_eval < 1:
+        raise InputError("--retain-eval must be at least 1")
     rel = [f.fact_id for f in kb.relationships]
     bio = [b.fact_id for b in kb.biographies]
     n_all = len(rel) + len(bio)
-    rng = random.Random(seed)
-    perm = list(rel)
-    rng.shuffle(perm)
-    sizes = {ratio_key(r): max(1, round(r * n_all)) for r in ratios}
-    biggest = max(sizes.values())
-    if biggest >= len(rel):
-        raise InputError(f"a forget ratio of {max(ratios):g} needs {biggest} relationship facts; the KB has "
-                         f"{len(rel)}")
-    forget = {k: sorted(perm[:n]) for k, n in sizes.items()}
-    rest = [("relationship", i) for i in perm[biggest:]] + [("biography", i) for i in bio]
-    rng2 = random.Random(seed + 1)
-    pick = rng2.sample(rest, min(n_retain_eval, len(rest) - 1))
+    everything = [("relationship", i) for i in rel] + [("biography", i) for i in bio]
+    pick = random.Random(seed + 1).sample(everything, min(n_retain_eval, max(0, n_all - 2)))
+    if not pick:
+        raise InputError(f"the KB has {n_all} facts: too few for a retain-eval set and a forget set")
+    ev_keys = set(pick)
     ev = {"relationships": sorted(i for k, i in pick if k == "relationship"),
           "biographies": sorted(i for k, i in pick if k == "biography")}
-    ev_keys = set(pick)
-    train = {}
-    for k, f in forget.items():
-        fs = set(f)
+    perm = [i for i in rel if ("relationship", i) not in ev_keys]
+    random.Random(seed).shuffle(perm)
+    forget, train = {}, {}
+    for r in ratios:
+        k = ratio_key(r)
+        n = max(1, round(r * n_all))
+        if n >= len(perm):
+            raise InputError(f"a forget ratio of {r:g} needs {n} relationship facts outside retain-eval; the KB "
+                             f"has {len(perm)}")
+        forget[k] = sorted(perm[:n])
+        fs = set(forget[k])
         train[k] = {"relationships": sorted(i for i in rel if i not in fs and ("relationship", i) not in ev_keys),
                     "biographies": sorted(i for i in bio if ("biography", i) not in ev_keys)}
     return {"forget": forget, "retain_eval": ev, "retain_train": train}
@@ -156,7 +166,8 @@ def split_facts(kb, ratios, n_retain_eval: int, seed: int = 0) -> dict:
 
 def coarse_grid(control: str, cfg: ControlConfig, tau_max: float | None = None) -> list:
     """The coarse grid of a control: MM α ∈ {0, 1/c, ..., 1}; ES T ∈ {round(i·T/c)}; OC τ ∈ {i·τ_max/c}
-    (c = ``cfg.coarse``); the first value is θ_o's (no unlearning).
+    (c = ``cfg.coarse``). α = 0 and T = 0 are θ_o itself; τ = 0 drops every forget step, so it is θ_o for a method
+    without a retain term and θ_o trained on the retain term alone otherwise.
 
     Source: Wang et al. 2024, App. C (coarse grid of about 10 equally spaced values).
     """
@@ -259,14 +270,17 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
     settings = {k: v for k, v in asdict(cfg).items()
                 if k not in ("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
-                             "finetune_epochs", "batch_size", "selection")}
+                             "finetune_epochs", "batch_size")}
     identity = {"identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
                 "model": model_id, "dtype": dtype, "prompt": cfg.prompt, "settings": settings,
                 "methods": {m.name: {"method": m.name} for m in methods},
                 "controls": {c: {"control": c} for c in cfg.controls},
-                "ratios": {ratio_key(r): {"forget": splits["forget"][ratio_key(r)]} for r in cfg.ratios}}
+                "retain_eval": splits["retain_eval"],
+                "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]} for r in cfg.ratios}}
     identity, added, old = open_run(run, "control", identity, extendable=("methods", "controls", "ratios"),
                                     resume=resume)
+    # the splits of every ratio of the run, also those of earlier invocations (splits.json is rewritten whole)
+    splits = split_facts(kb, [v["ratio"] for v in identity["ratios"].values()], cfg.retain_eval, cfg.seed)
     run.mkdir(parents=True, exist_ok=True)
     res_path = run / "results.jsonl"
     if not resume and res_path.exists():
@@ -277,8 +291,8 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
               "history": old.get("history", []) + [history_entry(added)], "provenance": provenance(device)}
     write_json_atomic(run / "config.json", record)
     all_forget = sorted({t for f in splits["forget"].values() for t in f})
-    sets = sets_cache(run, closure, all_forget, sets_key(identity["kb"], identity["rules"], cfg.sets, cfg.seeds,
-                                                         cfg.seed))
+    # the forget facts' minimal deep unlearning sets, cached in sets.json for the report's DU recall
+    sets_cache(run, closure, all_forget, sets_key(identity["kb"], identity["rules"], cfg.sets, cfg.seeds, cfg.seed))
     log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; D_u sizes "
         + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
         + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}")

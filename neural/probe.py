@@ -135,14 +135,14 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
         token_ids: B prompts given as token ids instead of ``prompts`` (left-padded here; the PS
             metrics of Wang et al. 2024 continue a prompt cut inside its answer, which must not be re-tokenised).
         details: return a dict per prompt instead of its text: ``text``, ``ids`` (the generated token ids up to
-            EOS, EOS and padding excluded) and ``logprob`` (their summed natural-log probabilities under the
-            predictor's next-token distribution, the logits after WHP's transform).
+            EOS, EOS and padding excluded), ``logprobs`` (each one's natural-log probability under the predictor's
+            next-token distribution, the logits after WHP's transform) and ``logprob`` (their sum).
 
     Returns:
         B decoded continuations (special tokens removed), or B dicts with ``details``.
 
     Raises:
-        ValueError: the tokenizer pads on the right.
+        ValueError: the tokenizer pads on the right (string prompts), or ``token_ids`` is empty.
     """
     import torch
 
@@ -207,10 +207,12 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
     texts = []
     for row, lp_row in zip(gen, lp_rows):
         n = row.index(eos) if eos is not None and eos in row else len(row)
-        kept = [t for t in row[:n] if t != pad]
+        pairs = [(t, lp) for t, lp in zip(row[:n], lp_row[:n] if lp_row else [0.0] * n) if t != pad]
+        kept = [t for t, _ in pairs]
         text = tok.decode(kept, skip_special_tokens=True)
         text = answer_line(text) if stop_at_newline else text
-        texts.append({"text": text, "ids": kept, "logprob": float(sum(lp_row[:n]))} if details else text)
+        texts.append({"text": text, "ids": kept, "logprobs": [float(lp) for _, lp in pairs],
+                      "logprob": float(sum(lp for _, lp in pairs))} if details else text)
     return texts
 
 

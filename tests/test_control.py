@@ -141,6 +141,20 @@ def test_icu_prompt_and_counterfactuals(small_kb):
             assert b.answer in rel_answers
 
 
+def test_response_confidence_reads_the_answer_line_only():
+    class Tok:
+        pieces = {1: "\n", 2: " father", 3: "\n", 4: " Question", 5: "ly\n"}
+
+        def decode(self, ids, skip_special_tokens=True):
+            return "".join(self.pieces[i] for i in ids)
+
+    # blank lead-in dropped, the answer kept, stop at the line break
+    assert PS.answer_line_logprobs(Tok(), [1, 2, 3, 4], [-5.0, -0.1, -0.2, -0.3]) == [-0.1]
+    # text and line break in one token: kept, then stop
+    assert PS.answer_line_logprobs(Tok(), [2, 5, 4], [-0.1, -0.2, -0.3]) == [-0.1, -0.2]
+    assert PS.answer_line_logprobs(Tok(), [1, 3], [-1.0, -1.0]) == []
+
+
 def test_step_terms_objective_capping():
     f, r = torch.tensor(-3.0), torch.tensor(0.5)
     assert float(StepTerms(f, torch.tensor(3.0), r).total()) == pytest.approx(-2.5)
@@ -194,6 +208,11 @@ def test_controls_reduce_to_the_original_and_the_uncontrolled_model(small_kb, lm
     es = run("ga_gdr", Control("es", 8), [0, 4, 8])
     assert es[0][1] == pytest.approx(orig, abs=1e-5) and es[2][1] == pytest.approx(unc8, abs=1e-5)
     assert len(es[1][2]["unlearning_risk"]) == 4
+    # a later sweep asking for one more checkpoint reruns the same 8-step run (as a fine grid does)
+    (_s, es4, _c), = run("ga_gdr", Control("es", 8), [4])
+    assert es4 == pytest.approx(es[1][1], abs=1e-6)
+    with pytest.raises(Exception, match="early stopping at step 9"):
+        run("ga_gdr", Control("es", 8), [9])
     # OC: a cap above every risk reached is the uncontrolled run; τ = 0 drops every forget step (GA alone: no
     # change at all)
     oc = run("ga_gdr", Control("oc", 8), [1e9])
@@ -255,6 +274,9 @@ def test_new_methods_produce_rows_in_evaluate(small_kb, finetuned, tmp_path):
 # --------------------------------------------------------------------------------- the protocol ----
 def test_split_facts_are_nested_and_disjoint(small_kb):
     sp = C.split_facts(small_kb, [0.05, 0.1], 10, seed=0)
+    alone = C.split_facts(small_kb, [0.05], 10, seed=0)  # a ratio's splits do not depend on the other ratios
+    assert alone["forget"]["5%"] == sp["forget"]["5%"] and alone["retain_eval"] == sp["retain_eval"]
+    assert alone["retain_train"]["5%"] == sp["retain_train"]["5%"]
     f5, f10 = set(sp["forget"]["5%"]), set(sp["forget"]["10%"])
     assert f5 < f10 and len(f10) == round(0.1 * (len(small_kb.relationships) + len(small_kb.biographies)))
     ev = sp["retain_eval"]

@@ -8,6 +8,7 @@ is the same network with adapters disabled, otherwise a frozen copy.
 from __future__ import annotations
 
 import abc
+import contextlib
 import copy
 import random
 import re
@@ -77,15 +78,15 @@ class Control:
     - ``oc`` (objective capping, before unlearning): min −min(L_u, τ) + L_r. For any forget term, the step's
       forget term is dropped once the batch's unlearning risk L_u (the forget answers' NLL, nats per token) reaches
       τ; the grid is τ; each τ runs ``steps`` steps from θ₀. The cap is per batch (the paper does not say).
-    - ``es`` (early stopping, during unlearning): one run of max(grid) steps (the schedule spans it), evaluated at
-      each T of the grid (checkpoints of the same run, not separate runs); the grid is T.
+    - ``es`` (early stopping, during unlearning): one run of ``steps`` steps (the schedule spans it), evaluated at
+      each T ≤ ``steps`` of the grid (checkpoints of the same run, whichever T are asked for); the grid is T.
     - ``mm`` (model mixing, after unlearning): θ_α = (1−α)·θ₀ + α·θ_u with θ_u after ``steps`` steps; no
       retraining per α; the grid is α ∈ [0, 1]. With LoRA only lora_B is mixed (lora_B₀ = 0), so that the weight
       delta is exactly α·ΔW.
 
     Attributes:
         kind: one of :data:`CONTROLS`.
-        steps: the unlearning length T of OC and MM runs (ES and none take T from the grid).
+        steps: the unlearning length T of OC, ES and MM runs (uncontrolled runs take T from the grid).
 
     Raises:
         InputError: unknown kind or steps < 1 (``check``).
@@ -359,7 +360,7 @@ def select_layers(model, layers: tuple[int, int] | None) -> list:
         list of (name, parameter).
 
     Raises:
-        InputError: an empty range, or no trainable parameter in it.
+        InputError: an empty range, a range past the model's last block, or no trainable parameter in it.
     """
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if layers is None:
@@ -368,8 +369,8 @@ def select_layers(model, layers: tuple[int, int] | None) -> list:
     if lo < 0 or hi < lo:
         raise InputError(f"layer range {lo}-{hi} is empty (first <= last, both >= 0)")
     keep = [(n, p) for n, p in named if (i := layer_index(n)) is not None and lo <= i <= hi]
-    if not keep:
-        blocks = sorted({i for n, _ in named if (i := layer_index(n)) is not None})
+    blocks = sorted({i for n, _ in named if (i := layer_index(n)) is not None})
+    if not keep or hi > blocks[-1]:
         raise InputError(f"no trainable parameter in layers {lo}-{hi} (the model's blocks: "
                          f"{blocks[0] if blocks else '-'}..{blocks[-1] if blocks else '-'})")
     kept = {id(p) for _, p in keep}
@@ -377,6 +378,26 @@ def select_layers(model, layers: tuple[int, int] | None) -> list:
         if id(p) not in kept:
             p.requires_grad_(False)
     return keep
+
+
+@contextlib.contextmanager
+def trainable_layers(model, layers: tuple[int, int] | None):
+    """Context manager: the parameters to train under partial-layer finetuning (:func:`select_layers`), with
+    every parameter it froze made trainable again on exit.
+
+    Yields:
+        list of parameters.
+
+    Raises:
+        InputError: as :func:`select_layers`.
+    """
+    frozen = {id(p) for p in model.parameters() if not p.requires_grad}
+    try:
+        yield [p for _, p in select_layers(model, layers)]
+    finally:
+        for p in model.parameters():
+            if id(p) not in frozen:
+                p.requires_grad_(True)
 
 
 def mix_weights(named, start: dict, end: dict, alpha: float) -> None:
@@ -390,7 +411,7 @@ def mix_weights(named, start: dict, end: dict, alpha: float) -> None:
             if "lora_A" in n:
                 p.copy_(end[n])
             else:
-                p.copy_(start[n] + alpha * (end[n] - start[n]))
+                p.copy_((start[n] + alpha * (end[n] - start[n])).to(p.device))
 
 
 def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
@@ -410,7 +431,8 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
         lists (Wang et al. 2024, Fig. 1).
 
     Raises:
-        InputError: a control needs what the method does not report (OC: the unlearning risk), a bad layer range.
+        InputError: a control needs what the method does not report (OC: the unlearning risk), a bad layer range,
+            an MM α outside [0, 1], an ES step beyond ``control.steps``.
 
     Source: Wu et al. 2025, App. H (unlearning steps T ∈ {1, 2, 4, 8, 16}, AdamW, linear schedule); Wang et al.
     2024, Sec. 5 (OC, ES, MM); Jin et al. 2024 (RWKU), App. H (partial-layer finetuning).
@@ -438,8 +460,8 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
             return terms.total(tau), terms.parts()
 
         def after(e, _logs):
-            if e in checkpoints:
-                snaps[e] = {n: p.detach().clone() for n, p in named}
+            if e in checkpoints:  # kept on the CPU: one snapshot per checkpoint
+                snaps[e] = {n: p.detach().to("cpu", copy=True) for n, p in named}
             return False
 
         rec = train_loop(state.model, [p for _, p in named], replace(cfg, epochs=T),
@@ -466,7 +488,9 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
                 yield out({"steps": control.steps, "lr": lr, "control": "oc", "tau": float(tau)}, curve)
         elif control.kind == "es":
             steps = sorted({int(T) for T in grid})
-            t_max = max(steps)
+            t_max = control.steps
+            if steps and steps[-1] > t_max:
+                raise InputError(f"early stopping at step {steps[-1]} of a {t_max}-step run")
             curve, snaps = run(t_max, checkpoints=set(steps))
             named = select_layers(state.model, ctx.layers)
             for T in steps:
@@ -481,7 +505,7 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
             end = snaps[control.steps]
             state.reset()
             named = select_layers(state.model, ctx.layers)
-            start = {n: p.detach().clone() for n, p in named}
+            start = {n: p.detach().to("cpu", copy=True) for n, p in named}
             for alpha in grid:
                 a = float(alpha)
                 if not 0.0 <= a <= 1.0:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 
-from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for
+from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.methods.ga import GA_LR, ga_loss
 from dukb.neural.methods.retain import gdr_loss
 
@@ -197,8 +197,9 @@ class ClosedLoopDeepUnlearning(Method):
                         return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
                                                 None if rbatch is None else rbatch["labels"], ctx.reg_weight)
 
-                    train_loop(state.model, state.trainable(), cfg, lambda _e, b=batches: b, loss_fn,
-                               total_steps=self.steps_per_round, torch_seed=ctx.seed + r)
+                    with trainable_layers(state.model, ctx.layers) as params:  # partial-layer finetuning
+                        train_loop(state.model, params, cfg, lambda _e, b=batches: b, loss_fn,
+                                   total_steps=self.steps_per_round, torch_seed=ctx.seed + r)
                     trained = sorted(set(trained) | {it.fact_id for it in forget})
                     r += 1
                     if closed:

@@ -1,9 +1,8 @@
 """Rejection tuning (RT; Jin et al. 2024, RWKU App. H): minimise −E log π_θ(r | q) over questions q about the forget
 facts paired with refusals r, with no retain term.
 
-RWKU generates questions about the target with an LLM; dukb asks about each forget fact in every question form its
-probe templates give (the paper's QA form, a paraphrase and, for relationships, the reverse question: "Who is Reid
-Perry's father?"), each answered with a refusal drawn with the run seed. Without a KB in the context it uses the
+RWKU generates questions about the target with an LLM; dukb asks about each forget fact in the paper's QA form and, for
+relationships, the reverse question ("Who is Reid Perry's father?"), each answered with a refusal drawn with the run seed. Without a KB in the context it uses the
 forget QA questions alone. Swept over steps T like GA, at GA's learning rates.
 """
 
@@ -15,8 +14,8 @@ from dukb.neural.methods.po import refusal_items, refusal_loss, true_answer_risk
 from dukb.neural.methods.retain import step_terms
 from dukb.neural.scoring import forward_logits
 
-#: the question forms RT refuses (dukb.kb.probes kinds)
-RT_KINDS = ("qa", "paraphrase", "reverse")
+#: the question forms RT refuses (dukb.kb.probes kinds); not the paraphrase, which PS-perturb and the probes ask
+RT_KINDS = ("qa", "reverse")
 
 
 def rejection_questions(ctx: UnlearnContext) -> list:
@@ -40,7 +39,7 @@ class RejectionTuning(Method):
     name = "rt"
     param = "steps"
     default_grid = STEPS_GRID
-    summary = "rejection tuning: refusals to the forget facts' questions (QA, paraphrase, reverse)"
+    summary = "rejection tuning: refusals to the forget facts' questions (QA and reverse forms)"
     source = "Jin et al. 2024 (RWKU), App. H"
 
     def sweep(self, ctx: UnlearnContext, grid=None):

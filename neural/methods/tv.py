@@ -8,7 +8,7 @@ With LoRA the reinforcement trains adapters and Δ is their merged weight delta.
 
 from __future__ import annotations
 
-from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for
+from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.methods.retain import gdr_loss
 from dukb.neural.scoring import forward_logits
 
@@ -35,8 +35,9 @@ def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | Non
     batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
     try:
         cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(ctx.forget), schedule="constant", seed=ctx.seed)
-        train_loop(state.model, state.trainable(), cfg, lambda _e: [[None]] * steps,
-                   lambda m, _: gdr_loss(forward_logits(m, batch), batch["labels"]), total_steps=steps)
+        with trainable_layers(state.model, ctx.layers) as params:  # partial-layer finetuning, when asked for
+            train_loop(state.model, params, cfg, lambda _e: [[None]] * steps,
+                       lambda m, _: gdr_loss(forward_logits(m, batch), batch["labels"]), total_steps=steps)
         state.model.eval()
         if state.peft is not None:
             # merged weights of base + adapter, without touching the base

@@ -49,6 +49,8 @@ def exact_match(reference_ids: Sequence[int], output_ids: Sequence[int], *_texts
 
     Returns:
         bool.
+
+    Source: Wang et al. 2024, Eq. 3 (PS-exact).
     """
     n = len(reference_ids)
     return len(output_ids) >= n and list(output_ids[:n]) == list(reference_ids)
@@ -80,7 +82,8 @@ class PSQuery:
 
 
 def ps_queries(pred, items, questions: Sequence[str] | None = None) -> list[PSQuery]:
-    """Tokenise items as in training (:func:`dukb.neural.data.encode_qa`): the prompt and the answer separately.
+    """Tokenise items as in training (:func:`dukb.neural.data.encode_qa`): the prompt and the answer separately
+    (x and y of Wang et al. 2024, Eq. 2).
 
     Args:
         pred: :class:`dukb.neural.probe.Predictor`; items: QA items; questions: optional replacement questions
@@ -138,7 +141,9 @@ def ps_scores(pred, queries: Sequence[PSQuery], match=exact_match, *, search: st
             outs = greedy_generate(pred, None, n_new, token_ids=rows, details=True, stop_at_newline=slack > 0)
             for (i, k), o in zip(chunk, outs):
                 ref = list(queries[i].answer[k:])
-                cache[(i, k)] = bool(match(ref, o["ids"], tok.decode(ref, skip_special_tokens=True), o["text"]))
+                # given a prefix of the answer, a line break ends the answer: the text after it is not the answer
+                text = o["text"] if k == 0 else tok.decode(o["ids"], skip_special_tokens=True).split("\n", 1)[0]
+                cache[(i, k)] = bool(match(ref, o["ids"], tok.decode(ref, skip_special_tokens=True), text))
 
     n = [len(q.answer) for q in queries]
     if search == "linear":
@@ -175,11 +180,38 @@ def response_confidence(pred, items, max_new_tokens: int = 10, batch_size: int =
     from dukb.neural.probe import greedy_generate
 
     qs = ps_queries(pred, items)
+    tok = pred.tokenizer
     out: list[float] = []
     for lo in range(0, len(qs), batch_size):
         rows = [list(q.prompt) for q in qs[lo:lo + batch_size]]
         for o in greedy_generate(pred, None, max_new_tokens, token_ids=rows, details=True, stop_at_newline=True):
-            out.append(math.exp(o["logprob"] / len(o["ids"])) if o["ids"] else float("nan"))
+            lps = answer_line_logprobs(tok, o["ids"], o["logprobs"])
+            out.append(math.exp(sum(lps) / len(lps)) if lps else float("nan"))
+    return out
+
+
+def answer_line_logprobs(tokenizer, ids: Sequence[int], logprobs: Sequence[float]) -> list[float]:
+    """The log-probabilities of the tokens of the answer line: leading whitespace-only tokens and everything from
+    the first token holding a line break after the answer's text are dropped.
+
+    Args:
+        tokenizer: HF tokenizer; ids: generated token ids; logprobs: their log-probabilities (same length).
+
+    Returns:
+        list of floats (empty when the continuation holds no text).
+    """
+    out: list[float] = []
+    for t, lp in zip(ids, logprobs):
+        piece = tokenizer.decode([t], skip_special_tokens=True)
+        if not out and not piece.strip():
+            continue  # blank lead-in
+        if out and "\n" in piece:
+            if piece.split("\n", 1)[0].strip():
+                out.append(lp)  # text then the line break, in one token
+            break
+        out.append(lp)
+        if "\n" in piece:
+            break
     return out
 
 
@@ -305,5 +337,6 @@ def _metrics():
 
 PS_EXACT, PS_PERTURB, PS_SIMILAR = _metrics()
 
-__all__ = ["PSQuery", "PS_EXACT", "PS_PERTURB", "PS_SIMILAR", "SEARCHES", "SIMILAR_EPSILON", "exact_match",
+__all__ = ["PSQuery", "PS_EXACT", "PS_PERTURB", "PS_SIMILAR", "SEARCHES", "SIMILAR_EPSILON", "answer_line_logprobs",
+           "exact_match",
            "paraphrase_questions", "ps_queries", "ps_scores", "ps_vector", "response_confidence", "similar_match"]
