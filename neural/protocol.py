@@ -112,6 +112,9 @@ class EvaluateConfig:
 #: Settings of the protocol that are fixed in code but change rows: part of every run identity.
 #: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
 RETAIN = {"n": 64, "batch_size": 8, "reg_weight": 1.0}
+#: Identity keys a resume may add entries to: targets, methods, and values to a method's grid (a row depends on its
+#: own grid value only: each T of a gradient method is its own run from θ₀, each α its own weights).
+EXTENDABLE = ("targets", "methods", "methods.*.grid")
 #: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
 PROBE = {"kinds": ["qa"], "max_new_tokens": 10, "judge": "substring", "answer": "line", "batch_size": 256}
 
@@ -137,8 +140,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
     lora; seed; lr; sets (method, N_seed, exact limits); retain
-    and probe settings; the metrics; targets and methods (label -> method, parameter, scope, grid), the two
-    extendable keys.
+    and probe settings; the metrics; targets and methods (label -> method, parameter, scope, grid): targets, methods
+    and each method's grid are extendable (:data:`EXTENDABLE`).
 
     Raises:
         InputError: a model file cannot be read.
@@ -250,7 +253,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
     identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics)
     # refuses a run with other settings before anything in the directory is touched
-    identity, added, old_record = open_run(run, "evaluate", identity, extendable=("targets", "methods"),
+    identity, added, old_record = open_run(run, "evaluate", identity, extendable=EXTENDABLE,
                                            resume=resume)
     run.mkdir(parents=True, exist_ok=True)
     cfg_path = run / "config.json"

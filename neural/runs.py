@@ -7,8 +7,9 @@ settings). A rerun into the same directory computes its own identity and compare
 
 - any differing key is refused (:class:`RunIdentityError`, exit 2) with the key and both values, so rows made
   with different settings are never mixed in one file;
-- keys listed as *extendable* (evaluate: ``targets`` and ``methods``) may gain entries: a resume that adds targets
-  or methods to a run whose other settings are equal goes ahead, and the additions are recorded in ``history``.
+- keys listed as *extendable* (evaluate: ``targets``, ``methods`` and each method's grid) may gain entries: a resume
+  that adds targets, methods or grid values to a run whose other settings are equal goes ahead, and the additions
+  are recorded in ``history``.
 
 **Provenance.** What does not change a row but explains it (versions, device, world size, dukb's git revision,
 command line, time) is recorded beside the identity, never compared.
@@ -94,28 +95,58 @@ def _diff(old, new, key: str, out: list[Difference]) -> None:
         out.append(Difference(key, old, new))
 
 
+def _extendable_keys(extendable: Collection[str]) -> tuple[set[str], dict[str, set[str]]]:
+    """Split ``extendable`` into top-level keys and nested list keys (``"methods.*.grid"`` -> {"methods": {"grid"}})."""
+    top: set[str] = set()
+    nested: dict[str, set[str]] = {}
+    for k in extendable:
+        parts = k.split(".")
+        if len(parts) == 3 and parts[1] == "*":
+            top.add(parts[0])
+            nested.setdefault(parts[0], set()).add(parts[2])
+        elif len(parts) == 1:
+            top.add(k)
+        else:
+            raise ValueError(f"an extendable key is 'key' or 'key.*.sub', got {k!r}")
+    return top, nested
+
+
+def _without_lists(entry, lists: set[str]):
+    """A dict entry without its extendable nested lists (compared as sets of additions, not as values)."""
+    if not lists or not isinstance(entry, dict):
+        return entry
+    return {k: v for k, v in entry.items() if not (k in lists and isinstance(v, list))}
+
+
 def identity_differences(old: dict, new: dict, extendable: Collection[str] = ()) -> list[Difference]:
     """The keys on which two run identities disagree.
 
     Keys in ``extendable`` hold a list (e.g. targets) or a dict (e.g. method label -> settings): entries present in
     only one of the two are not differences (a resume may add or leave out targets/methods), but a dict entry present
-    in both must agree in every sub-key.
+    in both must agree in every sub-key. A list inside a dict entry is extendable too when named as ``"key.*.sub"``
+    (evaluate: ``methods.*.grid``, so that a resume may add grid values to a method; a row is a function of its own
+    grid value, never of the others').
 
     Args:
         old: identity recorded in the run (JSON-like dict).
         new: identity of the new invocation.
-        extendable: top-level keys that may gain entries.
+        extendable: top-level keys that may gain entries, and ``"key.*.sub"`` nested lists.
 
     Returns:
         The differences, in sorted key order (empty when the run may be resumed).
+
+    Raises:
+        ValueError: an ``extendable`` name of another form.
     """
+    top, nested = _extendable_keys(extendable)
     out: list[Difference] = []
     for k in sorted(set(old) | set(new)):
-        if k in extendable:
+        if k in top:
             a, b = old.get(k), new.get(k)
             if isinstance(a, dict) and isinstance(b, dict):
+                lists = nested.get(k, set())
                 for sub in sorted(set(a) & set(b), key=str):
-                    _diff(a[sub], b[sub], f"{k}.{sub}", out)
+                    _diff(_without_lists(a[sub], lists), _without_lists(b[sub], lists), f"{k}.{sub}", out)
                 continue
             if isinstance(a, list) and isinstance(b, list):
                 continue
@@ -131,15 +162,29 @@ def merge_identity(old: dict, new: dict, extendable: Collection[str] = ()) -> tu
 
     Returns:
         (merged identity: ``old`` with the new entries of the extendable keys appended in order, the additions as
-        ``{key: [new entries]}`` with only non-empty keys).
+        ``{key: [new entries]}`` with only non-empty keys; a nested list's additions under its dotted path, e.g.
+        ``{"methods.ga.grid": [32, 64]}``).
+
+    Raises:
+        ValueError: an ``extendable`` name of another form.
     """
+    top, nested = _extendable_keys(extendable)
     merged = dict(old)
     added: dict[str, list] = {}
-    for k in extendable:
+    for k in [k for k in extendable if "." not in k] + sorted(top - set(extendable)):
         a, b = old.get(k), new.get(k)
         if isinstance(a, dict) and isinstance(b, dict):
             extra = [x for x in b if x not in a]
-            merged[k] = {**a, **{x: b[x] for x in extra}}
+            entries = {**a, **{x: b[x] for x in extra}}
+            for sub in (x for x in b if x in a):
+                for lk in sorted(nested.get(k, ())):
+                    la = a[sub].get(lk) if isinstance(a[sub], dict) else None
+                    lb = b[sub].get(lk) if isinstance(b[sub], dict) else None
+                    more = [v for v in lb if v not in la] if isinstance(la, list) and isinstance(lb, list) else []
+                    if more:
+                        entries[sub] = {**entries[sub], lk: la + more}
+                        added[f"{k}.{sub}.{lk}"] = more
+            merged[k] = entries
         elif isinstance(a, list) and isinstance(b, list):
             extra = [x for x in b if x not in a]
             merged[k] = a + extra

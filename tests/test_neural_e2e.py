@@ -364,8 +364,6 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
         assert main(base + methods + ["--grid", "ga=1,4,16"] + extra) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("dukb: error: ") and want in err[0], (extra, err)
-    assert main(base + methods + ["--grid", "ga=1,2"]) == 2
-    assert "methods.ga.grid: [1, 4, 16] in the run, [1, 2] now" in capsys.readouterr().err
     assert {n: (run / n).read_text() for n in files} == files  # nothing was touched
     # other weights under --finetuned: the weights' hash differs
     other = tmp_path / "other"
@@ -382,9 +380,35 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["history"][-1]["added"] == {"methods": ["whp"]} and cfg["methods"] == ["ga", "tv", "whp"]
     assert cfg["identity"]["methods"]["whp"]["grid"] == [0.0] and cfg["identity"]["seed"] == 0
+    # values may be added to a method's grid: only the new value's rows are computed, and the addition is recorded
+    assert main(base + ["--methods", "ga", "--grid", "ga=2,4"]) == 0
+    rows = _rows(run)
+    assert len(rows) == 18 + 3 and {(r["method"], r["setting"]["steps"]) for r in rows[18:]} == {("ga", 2)}
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["history"][-1]["added"] == {"methods.ga.grid": [2]}
+    assert cfg["identity"]["methods"]["ga"]["grid"] == [1, 4, 16, 2] and cfg["grids"]["ga"] == [1, 4, 16, 2]
     # the sets cache is keyed by everything the sets depend on
     key = json.loads((run / "sets.json").read_text())["key"]
     assert key["seed"] == 0 and key["seeds"] == 100 and key["method"] == "exact" and key["kb"] == cfg["kb_fingerprint"]
+
+
+def test_a_row_depends_on_its_own_grid_value_only(eval_run, small_kb, finetuned, tmp_path):
+    """What makes grids extendable: the rows of one grid value, computed alone on resume, equal those computed in
+    the sweep over the whole grid."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(eval_run, run)
+    full = (run / "results.jsonl").read_text().splitlines()
+    middle = [x for x in full if json.loads(x)["method"] == "ga" and json.loads(x)["setting"]["steps"] == 4]
+    assert middle
+    (run / "results.jsonl").write_text("".join(x + "\n" for x in full if x not in middle))
+    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
+                 "--resume", "--n-targets", "3", "--device", "cpu", "--methods", "ga", "--grid", "ga=4"]) == 0
+    again = [x for x in (run / "results.jsonl").read_text().splitlines() if x not in full]
+    strip = lambda rs: sorted(json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")},  # noqa: E731
+                                         sort_keys=True) for x in rs)
+    assert len(again) == len(middle) and strip(again) == strip(middle)
 
 
 @pytest.mark.slow

@@ -49,6 +49,23 @@ def test_extendable_keys_may_gain_entries_but_shared_entries_must_agree():
     assert [d.key for d in identity_differences(BASE, new, ())] == ["methods.npo", "targets"]
 
 
+def test_a_nested_list_named_key_star_sub_may_gain_entries():
+    ext = ("targets", "methods", "methods.*.grid")
+    new = _with(methods={"ga": {"grid": [4, 2], "scope": "target"}, "npo": {"grid": [3]}})
+    assert identity_differences(BASE, new, ext) == []
+    merged, added = merge_identity(BASE, new, ext)
+    assert merged["methods"] == {"ga": {"grid": [1, 2, 4], "scope": "target"}, "npo": {"grid": [3]}}
+    assert added == {"methods.ga.grid": [4], "methods": ["npo"]}
+    assert BASE["methods"]["ga"]["grid"] == [1, 2]  # the recorded identity is not changed in place
+    # the entry's other keys must still agree, and only lists are extendable
+    other = _with(methods={"ga": {"grid": [1, 2], "scope": "minimum"}})
+    assert [d.key for d in identity_differences(BASE, other, ext)] == ["methods.ga.scope"]
+    scalar = _with(methods={"ga": {"grid": 7, "scope": "target"}})
+    assert [d.key for d in identity_differences(BASE, scalar, ext)] == ["methods.ga.grid"]
+    with pytest.raises(ValueError):
+        identity_differences(BASE, new, ("methods.grid",))
+
+
 def test_a_key_present_on_one_side_only_is_a_difference():
     new = {k: v for k, v in BASE.items() if k != "lr"} | {"dtype": "float32"}
     assert {d.key for d in identity_differences(BASE, new)} == {"dtype", "lr"}
