@@ -4,6 +4,7 @@
 
 Usage: python bench/bench_real_model.py [--model smollm2-135m | DIR | FILE.gguf] [--kb ../shared/edu-relat]
                                         [--dtype auto|bfloat16] [--no-baseline] [--finetune-demo]
+                                        [--check-generate [--damage STEPS]]
 
 The naive probe is what dukb did before: every prompt generates the full 10 tokens, prompts batched by character
 length, full-sequence logits in the prefill, plus the answer log-prob pass. Both judge the answer line of the
@@ -26,6 +27,12 @@ def main() -> int:
     ap.add_argument("--finetune-demo", action="store_true", help="also time `finetune` of the demo KB to 100%%")
     ap.add_argument("--dtype", default="auto", help="model dtype (auto = fp32 on CPU; bfloat16)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the naive probe")
+    ap.add_argument("--check-generate", action="store_true",
+                    help="compare every known/unknown decision with naive one-prompt HF `generate` (greedy, 10 "
+                         "tokens, no padding); with --damage the model first gets GA steps, so that the decisions "
+                         "are mixed")
+    ap.add_argument("--damage", type=int, default=0,
+                    help="GA steps (lr 1e-4) on the first 64 facts before --check-generate (0 = none)")
     args = ap.parse_args()
     if not os.path.isdir(args.kb):
         print(f"skip: {args.kb} not found")
@@ -83,6 +90,9 @@ def main() -> int:
         rows.append(("baseline: full 10 tokens, full logits, char-length batches, + log-prob pass", naive_s,
                      f"{same}/{len(items)} known/unknown decisions equal", ""))
 
+    if args.check_generate:
+        rows.extend(check_generate(lm, pred, items, args.damage))
+
     if args.finetune_demo:
         from dukb.kb import load_kb as lk
         from dukb.neural.pipeline import finetune_kb
@@ -97,6 +107,47 @@ def main() -> int:
     for name, s, res, goal in rows:
         print(f"| {name} | {s:.2f} | {res} | {goal} |")
     return 0
+
+
+def check_generate(lm, pred, items, damage: int) -> list[tuple]:
+    """Every decision of dukb's probe against naive one-prompt HF ``generate`` (greedy, 10 new tokens, no padding,
+    the answer line judged), optionally after ``damage`` GA steps so that known and unknown facts both occur."""
+    import torch
+
+    import dukb.neural.probe as P
+    from dukb.kb.judge import judge
+    from dukb.neural.methods import get_method
+    from dukb.neural.methods.base import UnlearnContext
+
+    def compare(p):
+        t = time.perf_counter()
+        fast = P.probe(p, items, rouge=False, logprob=False)["known"].tolist()
+        t_fast = time.perf_counter() - t
+        t = time.perf_counter()
+        naive = []
+        for it in items:
+            enc = lm.tokenizer(lm.tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
+            with torch.no_grad():
+                out = p.model.generate(**enc, max_new_tokens=10, do_sample=False,
+                                       pad_token_id=lm.tokenizer.pad_token_id)
+            text = lm.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            naive.append(bool(judge(it, P.answer_line(text))))
+        t_naive = time.perf_counter() - t
+        same = sum(bool(a) == b for a, b in zip(fast, naive))
+        return t_fast, t_naive, same, sum(fast)
+
+    out = []
+    if damage:
+        ctx = UnlearnContext(lm, items[:64], seed=0, lr=1e-4)
+        for _setting, p in get_method("ga").sweep(ctx, [damage]):
+            t_fast, t_naive, same, known = compare(p)
+    else:
+        t_fast, t_naive, same, known = compare(pred)
+    label = f" after {damage} GA steps (lr 1e-4, 64 facts)" if damage else ""
+    out.append((f"probe{label}", t_fast, f"known {known}/{len(items)}", ""))
+    out.append((f"naive one-prompt HF generate{label}", t_naive,
+                f"{same}/{len(items)} known/unknown decisions equal", ""))
+    return out
 
 
 if __name__ == "__main__":

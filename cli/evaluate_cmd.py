@@ -38,8 +38,9 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
 def evaluate(
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
                                      "generated KB (100 people, seed 0)."),
-    model: str = typer.Option("tiny", "--model", help="Model to finetune: 'tiny' (built-in default), hub id or "
-                              "directory."),
+    model: str = typer.Option("tiny", "--model", help="Model to finetune: 'tiny' (built-in default), a known short "
+                              "name (smollm2-135m, after `dukb fetch-model`), a .gguf file or a folder holding one, "
+                              "an HF hub id or a model directory."),
     finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory."),
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets: one relationship fact_id per "
                                                 "line ('#' comments)."),

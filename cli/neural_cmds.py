@@ -111,15 +111,21 @@ def probe(
     batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch."),
     max_new_tokens: int = typer.Option(10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
     seed: int = typer.Option(0, "--seed", help="Seed for probe kinds with random choices."),
+    scores: str = typer.Option("rouge,logprob", "--scores", help="Scores computed beside known/unknown, "
+                               "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
+                               "answer's mean log-probability per token: one extra forward pass); 'none' for "
+                               "known/unknown alone (fastest)."),
     prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
     trust_remote_code: bool = ModelOpts.trust,
 ) -> None:
-    """Probe which KB facts a model knows: greedy generation of at most 10 tokens; a fact is known when the answer
-    (lower-cased) is a substring of the output (the paper's rule; yes/no and multiple-choice probes are judged by
-    their first word / option).
+    """Probe which KB facts a model knows: greedy generation of at most 10 tokens, stopped at the end of the answer
+    line or EOS; a fact is known when the answer (lower-cased) is a substring of the answer line (the paper's rule,
+    on the first line so that a model running on into "Question: ..." is not credited; yes/no and
+    multiple-choice probes are judged by their first word / option).
 
     Output columns: kind, fact_kind, fact_id, question, answer, output, known, rouge_l (ROUGE-L recall),
-    logprob (mean log-probability per answer token). A summary line goes to stderr.
+    logprob (mean log-probability per answer token); a score left out by --scores is empty. A summary line goes
+    to stderr.
     """
     from dukb.kb import load_kb
     from dukb.kb.probes import parse_kinds
@@ -128,12 +134,17 @@ def probe(
     from dukb.neural.probe import Predictor
     from dukb.neural.probe import probe as run_probe
 
+    wanted = {s.strip().lower() for s in scores.split(",") if s.strip()} - {"none"}
+    if wanted - {"rouge", "logprob"}:
+        bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
+        raise InputError(f"--scores takes rouge, logprob or none, got {bad}")
     k = load_kb(kb)
     spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
     lm = load_model(spec)
     items = kb_qa(k, parse_kinds(kinds), seed=seed)
     df = run_probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, batch_size=batch_size,
-                   max_new_tokens=max_new_tokens, progress=True)
+                   max_new_tokens=max_new_tokens, progress=True, rouge="rouge" in wanted,
+                   logprob="logprob" in wanted)
     if output is None:
         typer.echo(df.to_csv(index=False), nl=False)
     elif output.suffix == ".jsonl":
@@ -166,7 +177,7 @@ def unlearn(
     prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
     lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
     lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
-    trust_remote_code: bool = ModelOpts.trust,
+    trust_remote_code: bool = ModelOpts.trust, gradient_checkpointing: bool = ModelOpts.gc,
     layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for gradient methods: "
                                          "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
                                          "rest frozen. Default: every layer."),
@@ -197,7 +208,7 @@ def unlearn(
     c.atom_of_fact(target_id)
     values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
-                         trust_remote_code, False)
+                         trust_remote_code, gradient_checkpointing)
     lm = load_model(spec)
     output.mkdir(parents=True, exist_ok=True)
     with open(output / "results.jsonl", "w", encoding="utf-8") as fh:

@@ -52,7 +52,8 @@ def restor(
     kb: str = typer.Option(..., "--kb", help="KB directory (people.csv, relationships.csv, biographies.csv) or a "
                            "built-in KB name."),
     model: str = typer.Option("tiny", "--model", help="'tiny' (built for the KB, its vocabulary covering the QA, "
-                              "the true-fact sentences and the corruption documents), an HF hub id or a directory."),
+                              "the true-fact sentences and the corruption documents), a known short name "
+                              "(smollm2-135m), a .gguf file or a folder holding one, an HF hub id or a directory."),
     corrupt_fraction: float = typer.Option(0.24, "--corrupt", help="Share of the facts to corrupt (F'), 5 per "
                                            "chosen person; RESTOR corrupts about 250 of 1,051 facts (0.24)."),
     context: int = typer.Option(5, "--context", help="k: correct facts about other people per corruption document "

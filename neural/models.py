@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,13 @@ SPECIALS = {"unk": "[UNK]", "pad": "[PAD]", "eos": "[EOS]"}
 def resolve_device(device: str = "auto") -> str:
     """"auto" -> "cuda" when available, else "cpu"; other values pass through. Under a multi-process launch
     "cuda" becomes ``cuda:LOCAL_RANK`` (:func:`dukb.neural.distributed.process_device`).
+
+    Args:
+        device: "auto", "cpu", "cuda", "cuda:N" or any other torch device string (e.g. "mps", passed through
+            unchecked).
+
+    Returns:
+        The torch device string this process uses, e.g. "cpu", "cuda", "cuda:1".
 
     Raises:
         InputError: cuda requested but not available; "cuda:N" under a multi-process launch.
@@ -42,6 +50,13 @@ def resolve_device(device: str = "auto") -> str:
 
 def resolve_dtype(dtype: str, device: str):
     """torch dtype for a spec: "auto" = bf16 on CUDA devices that support it, else fp32.
+
+    Args:
+        dtype: "auto", "float32"/"fp32", "bfloat16"/"bf16" or "float16"/"fp16" (:attr:`ModelSpec.dtype`).
+        device: the resolved device string (:func:`resolve_device`); only read for "auto".
+
+    Returns:
+        ``torch.float32``, ``torch.bfloat16`` or ``torch.float16``.
 
     Raises:
         InputError: unknown dtype name.
@@ -67,6 +82,9 @@ def build_tokenizer(texts: list[str]):
 
     Returns:
         A ``transformers.PreTrainedTokenizerFast`` with [UNK], [PAD] and [EOS]; decoding restores spacing exactly.
+
+    Raises:
+        nothing for a list of str.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -95,7 +113,10 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
         config: overrides of :data:`TINY_CONFIG` (n_layer, n_head, n_embd, n_positions).
 
     Returns:
-        The directory.
+        The directory (``Path(out_dir)``).
+
+    Raises:
+        OSError: ``out_dir`` cannot be created or written.
     """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -142,6 +163,26 @@ class LoadedModel:
     device: str
 
 
+def _check_gguf(path) -> None:
+    """Refuse a GGUF file transformers cannot dequantize before it is loaded: a truncated or foreign file, or an
+    architecture outside transformers' ``GGUF_SUPPORTED_ARCHITECTURES`` (named in the message).
+
+    Raises:
+        InputError: as above (see :func:`dukb.neural.zoo.gguf_architecture`).
+    """
+    from dukb.neural.zoo import gguf_architecture
+
+    arch = gguf_architecture(path)
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError:  # another transformers layout: let from_pretrained decide
+        return
+    if arch not in GGUF_SUPPORTED_ARCHITECTURES:
+        known = ", ".join(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer"))
+        raise InputError(f"transformers cannot load this GGUF file: its architecture {arch!r} is not one transformers "
+                         f"dequantizes ({known}); convert the model to an HF directory", path)
+
+
 def load_model(spec: ModelSpec) -> LoadedModel:
     """Load a causal LM and tokenizer from a hub id, a local directory, a GGUF file or a known short name.
 
@@ -152,9 +193,25 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     generation) and a pad token (eos if it has none). Nothing is downloaded when the path is local;
     ``trust_remote_code`` stays as the spec says.
 
+    Args:
+        spec: the :class:`ModelSpec`: ``name_or_path`` (hub id, model directory, .gguf file, folder with one .gguf
+            file, or a :data:`dukb.neural.zoo.KNOWN_MODELS` short name; not "tiny", which the caller builds first),
+            ``dtype``, ``device``, ``prompt``, ``trust_remote_code``, ``gradient_checkpointing``. ``spec.lora`` only
+            enables input gradients under gradient checkpointing: the adapters are attached by the caller
+            (:class:`dukb.neural.methods.base.WeightState`).
+
+    Returns:
+        :class:`LoadedModel`: the model in eval mode on the resolved device in the resolved dtype, its tokenizer
+        (left padding, a pad token), ``spec.tags``, the spec and the device string.
+
     Raises:
         InputError: the model cannot be found or loaded (message from transformers); a GGUF file of an architecture
-            transformers cannot load; a short name that is not cached.
+            transformers cannot load, or one that is truncated or not a GGUF file, or the ``gguf`` package is
+            missing (:func:`_check_gguf`); a short name that is not cached, a folder with several GGUF files, a
+            non-GGUF model file, a value that can only be a path naming nothing that exists
+            (:func:`dukb.neural.zoo.resolve_model`); CUDA requested
+            but unavailable, or "cuda:N" under a multi-process launch (:func:`resolve_device`); an unknown dtype
+            (:func:`resolve_dtype`); an unknown prompt preset name (:attr:`ModelSpec.tags`, checked after loading).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -166,11 +223,13 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     path, extra = where.path, ({"gguf_file": where.gguf_file} if where.gguf_file else {})
     if not Path(path).exists():
         log.info("loading %s from the hub (or the local HF cache)", path)
+    if where.gguf_file:
+        _check_gguf(where.file)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code, **extra)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=spec.trust_remote_code,
                                                      **extra)
-    except (OSError, ValueError, ImportError, KeyError, RuntimeError) as e:
+    except (OSError, ValueError, ImportError, KeyError, RuntimeError, IndexError, struct.error) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if where.gguf_file:
             raise InputError(f"transformers cannot load this GGUF file ({first}); transformers dequantizes GGUF "
@@ -210,8 +269,24 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
     saved (dukb_model.json); the known model's or GGUF family's; else by name (:func:`dukb.neural.spec.preset_for`).
     Family: recorded, else :func:`dukb.neural.zoo.model_family` of the name, else the prompt preset's name.
 
+    Args:
+        path: a model directory (a dukb tiny one, one dukb saved with :data:`MODEL_RECORD`, or any HF directory), a
+            .gguf file, a folder with one .gguf file, a :data:`dukb.neural.zoo.KNOWN_MODELS` short name or a hub id.
+        **kw: further :class:`ModelSpec` fields (``dtype``, ``device``, ``lora``, ``trust_remote_code``,
+            ``gradient_checkpointing``, ``extra``); ``prompt`` and ``family``, when given (not None or empty),
+            override the choices above.
+
+    Returns:
+        A :class:`ModelSpec` with ``name_or_path=str(path)``, the chosen ``prompt`` ("generic" when none is found)
+        and ``family`` (None: :attr:`ModelSpec.preset_family` then falls back to the prompt preset's name). The
+        prompt name is not validated here (:attr:`ModelSpec.tags` does that).
+
     Raises:
-        InputError: a short name that is not cached, a folder with several GGUF files.
+        InputError: (only when ``path`` is neither a tiny nor a recorded directory,
+            :func:`dukb.neural.zoo.resolve_model`) a short name that is not cached, a folder with several GGUF
+            files, a model file that is not a .gguf file, a value that can only be a path naming nothing that
+            exists.
+        TypeError: a keyword that is not a :class:`ModelSpec` field.
     """
     from dukb.neural.spec import preset_for
     from dukb.neural.zoo import resolve_model
@@ -236,7 +311,19 @@ MODEL_RECORD = "dukb_model.json"
 
 
 def read_model_record(model_dir: str | Path) -> dict | None:
-    """The ``dukb_model.json`` record (prompt, family, base) of a directory dukb saved, or None."""
+    """The ``dukb_model.json`` record (prompt, family, base) of a directory dukb saved, or None.
+
+    Args:
+        model_dir: a model directory (any path; a file or a missing path has no record).
+
+    Returns:
+        The record as written by :func:`save_model`: ``{"prompt": PRESET, "family": FAMILY, "base": "tiny" or
+        NAME_OR_PATH}``; None when there is no :data:`MODEL_RECORD` file, or it cannot be read, is not JSON, or is not
+        a JSON object.
+
+    Raises:
+        nothing: an unreadable or malformed record reads as None.
+    """
     f = Path(model_dir) / MODEL_RECORD
     try:
         rec = json.loads(f.read_text()) if f.is_file() else None
@@ -284,8 +371,21 @@ def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
     :data:`MODEL_RECORD` (prompt preset, preset family, base model) so a later load picks the same presets.
 
+    A tiny model's ``dukb_tiny.json`` is copied along. The LoRA merge is peft's ``merge_and_unload``, which
+    replaces the adapter layers of the wrapped model in place: afterwards ``lm.model`` holds the merged weights and
+    no adapters.
+
+    Args:
+        lm: the :class:`LoadedModel` (a plain or a peft model); ``lm.spec`` gives the recorded prompt preset (custom
+            :class:`PromptTags` are recorded as "generic"), :attr:`ModelSpec.preset_family` and the base model.
+        out_dir: the output directory (created with its parents; existing files of the same names are overwritten).
+
     Returns:
-        The directory.
+        The directory (``Path(out_dir)``).
+
+    Raises:
+        OSError: ``out_dir`` cannot be created or written (from ``mkdir``, transformers' ``save_pretrained`` or the
+            record's write).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

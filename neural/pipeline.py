@@ -27,7 +27,8 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
         seed: the run seed.
 
     Returns:
-        (preset name, :class:`dukb.neural.finetune.FinetuneConfig`).
+        (preset name, :class:`dukb.neural.train.TrainConfig`): a copy of the
+        :data:`dukb.neural.finetune.FINETUNE_PRESETS` entry with ``seed`` and the given overrides.
 
     Raises:
         InputError: unknown preset.
@@ -58,7 +59,10 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         kb: the KB.
         spec: model spec ("tiny", hub id or directory).
         out_dir: output model directory.
-        preset: finetuning preset (default: the spec's prompt preset); epochs, lr, batch_size override it.
+        preset: finetuning preset, a :data:`dukb.neural.finetune.FINETUNE_PRESETS` name (default, as in
+            :func:`finetune_config`: ``tiny`` for ``spec.name_or_path == "tiny"``, else the preset named by the model
+            family :attr:`dukb.neural.spec.ModelSpec.preset_family` (``spec.family``, else the prompt preset's name)
+            when there is one, else ``generic``); epochs, lr, batch_size override it.
         seed: seed of the tiny initialisation and the data order.
         identity: what the finetuned model depends on (a run's cache key), stored as ``identity`` in the record.
         items: the items to learn (default: every KB fact's QA). With :data:`dukb.neural.data.TEXT_KIND` items the

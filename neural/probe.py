@@ -218,7 +218,25 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
 
 def answer_logprob(pred: Predictor, items: list[QAItem]) -> list[float]:
     """Length-normalised log-probability (mean natural-log probability per answer token, EOS excluded) of each
-    item's gold answer after its prompt, under the predictor (WHP transform included)."""
+    item's gold answer after its prompt, under the predictor (WHP transform included).
+
+    One teacher-forced forward pass over all items together (no gradients): the answer is tokenised as
+    ``tags.target(answer)`` after ``tags.prompt(question)`` (:func:`dukb.neural.data.encode_qa`); a
+    :data:`dukb.neural.data.TEXT_KIND` item scores every token of its text.
+
+    Args:
+        pred: the :class:`Predictor` (its tokenizer, prompt tags and device are used).
+        items: the B QA items to score, in one batch (the caller splits large sets).
+
+    Returns:
+        B floats, in ``items`` order: mean log-probability per scored token in nats (<= 0); 0.0 for an item with no
+        scored token.
+
+    Raises:
+        InputError: ``items`` is empty (:func:`dukb.neural.data.pad_rows`).
+
+    Source: Wu et al. 2025, App. C (answer likelihood); Maini et al. 2024 (TOFU's length-normalised probability).
+    """
     import torch
 
     batch = encode_qa(pred.tokenizer, pred.tags, items, pred.device)
@@ -236,7 +254,25 @@ _ROUGE = None
 
 
 def rouge_l_recall(answer: str, output: str) -> float:
-    """ROUGE-L recall of ``output`` against ``answer`` in [0, 1] (rouge-score, with stemming)."""
+    """ROUGE-L recall of ``output`` against ``answer`` in [0, 1] (rouge-score, with stemming).
+
+    Recall = LCS(answer tokens, output tokens) / number of answer tokens, with rouge-score's tokens: lower-cased,
+    every character outside ``[a-z0-9]`` a separator (so non-ASCII letters are dropped), words of more than 3
+    characters Porter-stemmed.
+
+    Args:
+        answer: the reference (gold answer) text.
+        output: the model's output text.
+
+    Returns:
+        The recall in [0, 1]; 0.0 when either text has no token.
+
+    Raises:
+        ImportError: the ``rouge-score`` package is not installed (first call).
+
+    Source: Lin 2004 (ROUGE-L); as used by RWKU (Jin et al. 2024, Sec. 3.3) and PS-similar (Wang et al. 2024,
+    Eq. 5).
+    """
     global _ROUGE
     if _ROUGE is None:
         from rouge_score import rouge_scorer

@@ -213,7 +213,15 @@ def model_family(name_or_path: str) -> str:
     unlearning presets automatically; a directory dukb saved records its family instead (``dukb_model.json``).
 
     Args:
-        name_or_path: hub id, path or short name.
+        name_or_path: hub id, path or short name (``/`` and ``\\`` separators; a trailing separator is ignored).
+
+    Returns:
+        The first family whose key is a substring of the lower-cased last component, in this order: "smollm" ->
+        ``smollm2``, "gpt2" -> ``gpt2-xl`` (every GPT-2 size gets the paper's GPT2-XL preset), "phi" -> ``phi``,
+        "llama" -> ``llama`` (TinyLlama too); else ``generic``.
+
+    Raises:
+        nothing (any value is turned into a string).
     """
     low = str(name_or_path).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()  # the last component only
     if "smollm" in low:
@@ -239,7 +247,8 @@ def resolve_model(value: str) -> ResolvedModel:
 
     Raises:
         InputError: a short name whose file is not cached (the message gives the fetch command); a folder with
-            several GGUF files; a file that is not a GGUF file.
+            several GGUF files; a file that is not a GGUF file; a value that can only be a path (see
+            :func:`_looks_like_path`) naming nothing that exists.
     """
     p = Path(value)
     if value.lower() in KNOWN_MODELS and not p.exists():  # an existing path of that name wins
@@ -260,7 +269,51 @@ def resolve_model(value: str) -> ResolvedModel:
             raise InputError(f"the folder holds {len(ggufs)} GGUF files ({', '.join(ggufs[:5])}); give one file", p)
         if ggufs:
             return ResolvedModel(str(p), ggufs[0], model_family(ggufs[0]), _prompt_for(ggufs[0]), value)
+    if not p.exists() and _looks_like_path(value):  # a missing file or folder is named, never sent to a hub
+        raise InputError("no such model file or directory (give a .gguf file, a folder holding one, an HF model "
+                         f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})", value)
     return ResolvedModel(value, None, model_family(value), None, value)
+
+
+def _looks_like_path(value: str) -> bool:
+    """True when ``value`` can only be a path: a .gguf/.safetensors/.bin name, an absolute, home or ./ ../ path, a
+    Windows separator, or more than one "/" (hub ids are NAME or ORG/NAME)."""
+    v = value.strip()
+    return (v.lower().endswith((".gguf", ".safetensors", ".bin")) or v.startswith(("/", "./", "../", "~", "."))
+            or "\\" in v or v.count("/") > 1)
+
+
+def gguf_architecture(path: str | Path) -> str:
+    """The ``general.architecture`` of a GGUF file, read from its header (the ``gguf`` package; memory-mapped,
+    no tensor is read).
+
+    Args:
+        path: a .gguf file.
+
+    Returns:
+        The architecture name, e.g. ``"llama"``.
+
+    Raises:
+        InputError: the file is truncated or not a GGUF file, or its header has no ``general.architecture``.
+
+    Source: the GGUF specification (ggml, docs/gguf.md: header, metadata key ``general.architecture``).
+    """
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        raise InputError("reading GGUF files needs the `gguf` package (pip install gguf)", path) from None
+    try:
+        reader = GGUFReader(str(path))
+        field = reader.fields.get("general.architecture")
+        if field is None:
+            raise InputError("not a usable GGUF file: its header has no general.architecture", path)
+        arch = bytes(field.parts[field.data[0]]).decode("utf-8")
+    except InputError:
+        raise
+    except Exception as e:  # the reader raises struct/index/value errors on truncated or foreign files
+        raise InputError(f"not a readable GGUF file ({type(e).__name__}: {str(e).strip() or 'truncated'}); "
+                         "the file may be truncated or corrupt: fetch it again", path) from None
+    return arch
 
 
 def _prompt_for(name: str) -> str | None:
@@ -268,5 +321,5 @@ def _prompt_for(name: str) -> str | None:
     return {"smollm2": "llama"}.get(model_family(name))
 
 
-__all__ = ["KNOWN_MODELS", "KnownModel", "ResolvedModel", "cache_root", "cached_file", "fetch", "known",
-           "model_family", "resolve_model"]
+__all__ = ["KNOWN_MODELS", "KnownModel", "ResolvedModel", "cache_root", "cached_file", "fetch", "gguf_architecture",
+           "known", "model_family", "resolve_model"]

@@ -224,9 +224,17 @@ def test_cli_finetune_probe_unlearn(tmp_path):
     df = pd.read_csv(out)
     assert list(df.columns) == ["kind", "fact_kind", "fact_id", "question", "answer", "output", "known", "rouge_l",
                                 "logprob"]
-    assert df[df["kind"] == "qa"]["known"].all()
+    assert df[df["kind"] == "qa"]["known"].all() and df["rouge_l"].notna().all() and df["logprob"].notna().all()
+    # --scores none: known/unknown alone, the same decisions, no extra passes
+    out2 = tmp_path / "probe2.csv"
+    assert main(["probe", "--kb", "demo", "--model", str(model), "--kinds", "qa,yes", "--scores", "none", "-o",
+                 str(out2)]) == 0
+    fast = pd.read_csv(out2)
+    assert fast["rouge_l"].isna().all() and fast["logprob"].isna().all()
+    assert fast["known"].tolist() == df["known"].tolist() and fast["output"].tolist() == df["output"].tolist()
+    assert main(["probe", "--kb", "demo", "--model", str(model), "--scores", "bleu"]) == 2
     assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
-                 "--grid", "1,16", "-o", str(tmp_path / "u")]) == 0
+                 "--grid", "1,16", "-o", str(tmp_path / "u"), "--gradient-checkpointing"]) == 0
     rows = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["steps"] for r in rows] == [1, 16]
     assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]

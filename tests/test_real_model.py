@@ -103,11 +103,35 @@ def test_unsupported_gguf_architecture_is_a_clear_error(tmp_path, capsys):
     w.close()
     from dukb.neural.models import load_model, spec_for_path
 
-    with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file"):
+    with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file: its architecture "
+                                         r"'no-such-arch' is not one transformers dequantizes \(.*llama"):
         load_model(spec_for_path(str(path), device="cpu"))
     assert main(["probe", "--kb", "demo", "--model", str(path), "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("dukb: error: ") and "cannot load this GGUF file" in err[0]
+    assert len(err) == 1 and err[0].startswith("dukb: error: ") and "'no-such-arch'" in err[0]
+
+
+@pytest.mark.parametrize("content", [b"", b"GGUF", b"GGUF\x03\x00\x00\x00\xff", b"not a gguf file at all" * 4])
+def test_a_truncated_or_foreign_gguf_file_is_one_line(tmp_path, capsys, content):
+    """A corrupt download or a renamed file: one line naming the file, exit 2, no traceback (the readers raise
+    struct.error / IndexError, which are neither OSError nor ValueError)."""
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(content)
+    for cmd in (["probe", "--kb", "demo"], ["finetune", "--kb", "demo", "-o", str(tmp_path / "ft")]):
+        assert main(cmd + ["--model", str(path), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"dukb: error: {path}: not a readable GGUF file"), err
+
+
+@pytest.mark.parametrize("value", ["/no/such/model.gguf", "missing.gguf", "./missing-dir", "a/b/c"])
+def test_a_missing_model_path_is_named_not_sent_to_a_hub(value, capsys):
+    with pytest.raises(InputError, match="no such model file or directory"):
+        zoo.resolve_model(value)
+    assert main(["probe", "--kb", "demo", "--model", value, "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"dukb: error: {value}: no such model file or directory"), err
+    # hub ids (NAME or ORG/NAME) are left to transformers
+    assert zoo.resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct").gguf_file is None
 
 
 def test_fetch_model_cli_errors_are_one_line(capsys):
@@ -136,9 +160,12 @@ def _tiny_llama(tmp_path) -> Path:
     return out
 
 
-def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path):
+@pytest.mark.parametrize("method", ["ga", "npo", "ga_gdr", "ga_klr", "simnpo", "po", "dpo"])
+def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path, method):
     """LoRA on the Llama attention projections (peft's default q_proj/v_proj) with non-reentrant gradient
-    checkpointing: one GA step moves every lora_B (initialised to zero), and nothing but adapters."""
+    checkpointing: one step of every kind of gradient method moves every lora_B (initialised to zero), and nothing
+    but adapters; the frozen embedding's output requires grad (``enable_input_require_grads``, which dukb's load
+    calls and peft calls again when it wraps a checkpointed model), as checkpointed blocks with frozen inputs need."""
     from dukb.kb import load_kb
     from dukb.neural.data import kb_qa
     from dukb.neural.methods import get_method
@@ -154,15 +181,41 @@ def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path):
     base0 = {k: v.clone() for k, v in lm.model.state_dict().items()}
     items = kb_qa(load_kb("demo"))
     seen = {}
-    m = get_method("ga")
+    m = get_method(method)
     ctx = UnlearnContext(lm, items[:4], seed=0, lr=1e-2, lora=lora)
     for _setting, pred in m.sweep(ctx, [1]):  # look at the adapters inside the sweep, before it restores them
         named = dict(pred.model.named_parameters())
         seen = {k: v.detach().clone() for k, v in named.items() if "lora_B" in k}
+        emb = pred.model.get_input_embeddings()  # frozen under LoRA, yet its output requires grad
+        frozen_emb_out_requires_grad = (not emb.weight.requires_grad, emb(torch.tensor([[1, 2]])).requires_grad)
     assert seen and all(v.abs().sum() > 0 for v in seen.values())
     assert any("q_proj" in k for k in seen) and any("v_proj" in k for k in seen)
+    assert frozen_emb_out_requires_grad == (True, True)
     after = lm.model.state_dict()
     assert all(torch.equal(base0[k], after[k]) for k in base0)  # base weights untouched
+
+
+def test_lora_finetuning_saves_an_ordinary_merged_model(tmp_path):
+    """`finetune_kb` with LoRA trains adapters only and saves the merged weights as a plain HF directory (no adapter
+    files), which loads without peft and differs from the base model exactly in the adapted projections."""
+    from safetensors.torch import load_file
+
+    from dukb.kb import load_kb
+    from dukb.neural.models import spec_for_path
+    from dukb.neural.pipeline import finetune_kb
+    from dukb.neural.spec import LoraSpec
+
+    base = _tiny_llama(tmp_path)
+    spec = spec_for_path(str(base), device="cpu", lora=LoraSpec(r=4, alpha=8), prompt="llama")
+    out = tmp_path / "ft"
+    rec = finetune_kb(load_kb("demo"), spec, out, preset="tiny", epochs=3, lr=1e-2, batch_size=8)
+    assert rec["epochs_run"] >= 1
+    files = {f.name for f in out.iterdir()}
+    assert "model.safetensors" in files and not any("adapter" in f for f in files)
+    before, after = load_file(base / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(after) == set(before)  # merged: the base model's keys, no lora_A/lora_B
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(("q_proj" in k or "v_proj" in k) for k in changed), changed
 
 
 # ----------------------------------------------------------------------- SmolLM2-135M end to end (slow) ----

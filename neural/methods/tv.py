@@ -1,7 +1,8 @@
 """Task vector negation (TV; Ilharco et al. 2023), as in Wu et al. 2025 Sec. 4.
 
-The reinforced model f_overfit is the finetuned model θ₀ trained 10 more steps on the forget QA (gradient descent,
-the finetuning learning rate); the task vector is Δ = θ_overfit − θ₀ and the unlearned model is
+The reinforced model f_overfit is the finetuned model θ₀ trained 10 more steps on the forget QA (gradient descent
+at :data:`REINFORCE_LR` of the model family: the paper's finetuning rates for its families; 1e-3 for the tiny
+model; 1e-5 for SmolLM2, the unlearning rate measured for it, since its finetuning rate 2e-4 over-shoots); the task vector is Δ = θ_overfit − θ₀ and the unlearned model is
 θ(α) = θ₀ − α · Δ, swept over α ∈ {0.2, 0.5, 1, 5, 10} ({0.2, 1, 5, 10, 30, 60, 80} for GPT2-XL).
 With LoRA the reinforcement trains adapters and Δ is their merged weight delta.
 """
