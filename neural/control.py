@@ -54,14 +54,16 @@ class ControlConfig:
         coarse, fine: intervals of the coarse grid over the control's range and of the fine grid over ±1 coarse
             step around the best coarse value (10 and 10: the paper's 0..1 step 0.1, then step 0.02).
         retain_eval: facts in D_t,eval (the paper: 400).
-
-    Optimisation follows the deep-unlearning protocol, not TOFU's: each step uses the whole forget set as one batch
-    and ``retain_batch_size`` (8) retain-train items, with no warm-up (the paper's warm-up over the first epoch and
-    equal forget/retain batch sizes are TOFU defaults whose values its text lost).
         selection: "full" or "cheap" (:data:`SELECTIONS`).
         search: PS search over k ("bisection" or "linear").
         sets, seeds: "exact" or "random" minimal deep unlearning sets for the recall (N_seed for random).
         seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in `dukb evaluate`.
+
+    Optimisation follows the deep-unlearning protocol, not TOFU's: each step uses the whole forget set as one batch
+    and ``retain_batch_size`` (8) retain-train items, with no warm-up (the paper's warm-up over the first epoch and
+    equal forget/retain batch sizes are TOFU defaults whose values its text lost).
+
+    Source: Wang et al. 2024 (Unlearning with Control), Sec. 5 and App. C.
     """
 
     kb: str | None = None

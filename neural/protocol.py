@@ -40,7 +40,8 @@ class EvaluateConfig:
 
     Attributes:
         kb: KB directory or built-in name; None = the built-in generated default (100 people, seed 0).
-        model: "tiny", hub id or directory to finetune; ignored when ``finetuned`` is set.
+        model: "tiny", a short name (``smollm2-135m``), a .gguf file or a folder holding one, hub id or directory
+            to finetune; ignored when ``finetuned`` is set.
         finetuned: an already finetuned model directory.
         targets: explicit relationship fact_ids (None: ``n_targets`` drawn with the seed, one per relation kind
             first, as evenly as possible).
