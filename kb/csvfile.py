@@ -32,7 +32,9 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,11 @@ from dukb import InputError, one_line
 #: Longest field accepted, in characters: the default of :func:`csv.field_size_limit`, enforced here whatever the
 #: process-wide setting is.
 MAX_FIELD_CHARS = 131072
+
+#: Largest user file dukb reads whole (KB CSVs, targets and retained files, rule files, JSON records), in bytes:
+#: 256 MiB, far above EDU-RELAT's largest file (under 1 MiB) and below what would exhaust memory. Readers with a
+#: tighter bound pass their own ``limit``.
+MAX_INPUT_BYTES = 256 * 1024 * 1024
 
 #: Unicode categories refused in a cell: controls (Cc), line/paragraph separators (Zl, Zp), surrogates (Cs).
 CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cs"})
@@ -121,24 +128,89 @@ def _line_of(text: str) -> int:
     return text.replace("\r\n", "\n").replace("\r", "\n").count("\n") + 1
 
 
-def read_bytes(path: str | Path, what: str = "file") -> bytes:
-    """The bytes of a user's file.
+def open_regular(path: str | Path, what: str = "file", limit: int | None = None):
+    """Open a user's file for binary reading, refusing anything that is not a regular file of at most ``limit``
+    bytes, before a byte is read.
+
+    A FIFO, a character or block device (``/dev/zero``, ``/dev/urandom``), a socket or a directory is refused, also
+    behind a symbolic link: a read from one of them could block for ever or never end. The file is opened with
+    ``O_NONBLOCK`` (so that a FIFO put in place after the check cannot block the open) and checked again on the open
+    descriptor, so a swap between the check and the open is caught too.
 
     Args:
         path: the file.
         what: what the file is, for the message when it is missing (``missing <what>``).
+        limit: largest size accepted, in bytes (None: :data:`MAX_INPUT_BYTES`).
+
+    Returns:
+        An open binary file object (the caller closes it).
 
     Raises:
-        InputError: ``missing <what>`` when it does not exist; ``cannot read: <strerror>`` for any other OS error
-            (permission denied, a folder in place of the file, ...). The path is named.
+        InputError: ``missing <what>``; ``not a regular file (a FIFO|a character device|...)``; ``too large: N bytes
+            (the limit is L bytes)``; ``cannot read: <strerror>`` for any other OS error. The path is named.
     """
+    limit = MAX_INPUT_BYTES if limit is None else limit
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise InputError(f"missing {what}", path) from None
     except OSError as e:
+        if stat.S_ISDIR(_mode(path)):
+            raise InputError("not a regular file (a directory)", path) from None
         raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"not a regular file ({_kind(st.st_mode)})", path)
+        if st.st_size > limit:
+            raise InputError(f"too large: {st.st_size:,} bytes (the limit for a {what} is {limit:,} bytes)", path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fh
+
+
+def _mode(path) -> int:
+    try:
+        return os.stat(path).st_mode
+    except OSError:
+        return 0
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def read_bytes(path: str | Path, what: str = "file", limit: int | None = None) -> bytes:
+    """The bytes of a user's file, bounded: only a regular file of at most ``limit`` bytes is read
+    (:func:`open_regular`). A file that grows past the limit while it is read is refused too.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message when it is missing (``missing <what>``).
+        limit: largest size accepted, in bytes (None: :data:`MAX_INPUT_BYTES`).
+
+    Raises:
+        InputError: ``missing <what>`` when it does not exist; not a regular file (FIFO, device, socket,
+            directory); larger than ``limit``; ``cannot read: <strerror>`` for any other OS error. The path is named.
+    """
+    limit = MAX_INPUT_BYTES if limit is None else limit
+    with open_regular(path, what, limit) as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    if len(data) > limit:
+        raise InputError(f"too large: more than {limit:,} bytes (the limit for a {what} is {limit:,} bytes)", path)
+    return data
 
 
 def decode_text(data: bytes, path: str | Path) -> str:
@@ -308,5 +380,5 @@ def _records_span(text: str, path: str | Path):
         raise InputError(msg, path, start) from None
 
 
-__all__ = ["CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "Problem", "control_char", "control_problem",
+__all__ = ["CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "MAX_INPUT_BYTES", "open_regular", "Problem", "control_char", "control_problem",
            "decode_text", "parse_csv", "read_bytes", "read_csv", "read_text"]
