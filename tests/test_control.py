@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 
@@ -24,9 +23,6 @@ from dukb.neural.metrics import ps as PS  # noqa: E402
 from dukb.neural.pipeline import finetune_kb, load_finetuned  # noqa: E402
 from dukb.neural.probe import Predictor, answer_logprob  # noqa: E402
 from dukb.neural.spec import ModelSpec  # noqa: E402
-
-torch.set_num_threads(min(2, os.cpu_count() or 1))
-
 
 # ------------------------------------------------------------------------------------------- PS, by hand ----
 class _Oracle:

@@ -4,7 +4,6 @@ LoRA, the CLI commands, and `dukb evaluate` with resume and its agreement with `
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,9 +24,6 @@ from dukb.neural.probe import Predictor, answer_logprob, probe  # noqa: E402
 from dukb.neural.spec import LoraSpec, ModelSpec  # noqa: E402
 from dukb.solver.closure import compute_closure  # noqa: E402
 from dukb.solver.metrics import recall_accuracy  # noqa: E402
-
-torch.set_num_threads(min(2, os.cpu_count() or 1))
-
 
 @pytest.fixture(scope="module")
 def small_kb(tmp_path_factory):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural import zoo  # noqa: E402
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 SMOL = zoo.cached_file("smollm2-135m")
 needs_smol = pytest.mark.skipif(not SMOL.is_file(), reason=f"SmolLM2 GGUF not cached at {SMOL} "

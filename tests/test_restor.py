@@ -202,16 +202,6 @@ def test_retain_and_targeted_forget_sets():
 
 # ------------------------------------------------------------------------------------------- pipeline and CLI ----
 @pytest.fixture(scope="module")
-def one_thread():
-    """The tiny model trains faster with one thread when the two cores are shared (oversubscription)."""
-    torch = pytest.importorskip("torch")
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-@pytest.fixture(scope="module")
 def small_kb(tmp_path_factory):
     from dukb.kb import save_kb
     from dukb.kb.generate import generate
@@ -227,7 +217,7 @@ CLI_ARGS = ["--samples", "1", "--docs-per-entity", "12", "--n-retain", "16", "--
 
 
 @pytest.fixture(scope="module")
-def restor_run(small_kb, tmp_path_factory, one_thread):
+def restor_run(small_kb, tmp_path_factory):
     from dukb.cli.main import main
 
     run = tmp_path_factory.mktemp("restor") / "run"
@@ -354,7 +344,7 @@ def test_cli_targeted_adds_a_row_to_the_same_run(restor_run, small_kb, capsys):
     assert "NPO (t)" in (run / "report.md").read_text()
 
 
-def test_kl_method_is_registered_and_moves_away_from_the_reference(tmp_path, one_thread):
+def test_kl_method_is_registered_and_moves_away_from_the_reference(tmp_path):
     torch = pytest.importorskip("torch")
     import dukb.neural.methods.kl  # noqa: F401  (registration)
     from dukb.kb.probes import Probe
