@@ -8,12 +8,19 @@ epochs).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 from dataclasses import replace
+from pathlib import Path
 
+from dukb import InputError
 from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
 from dukb.neural.runs import device_info, versions
 from dukb.neural.train import TrainConfig, train_loop
+
+_log = logging.getLogger(__name__)
 
 
 #: QA finetuning presets (:class:`dukb.neural.train.TrainConfig`; early stop at 100% checked every ``eval_every``
@@ -29,8 +36,10 @@ FINETUNE_PRESETS: dict[str, TrainConfig] = {
     "phi": TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
     "llama": TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
     "generic": TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
-    "tiny": TrainConfig(epochs=400, lr=3e-3, batch_size=0, warmup_steps=50, eval_every=20),
-    "smollm2": TrainConfig(epochs=16, lr=2e-4, batch_size=16, warmup_steps=10, schedule="linear", eval_every=1),
+    "tiny": TrainConfig(epochs=400, lr=3e-3, batch_size=0, warmup_steps=50, eval_every=20, extra_epochs=400,
+                        extra_lr=3e-4),
+    "smollm2": TrainConfig(epochs=16, lr=2e-4, batch_size=16, warmup_steps=10, schedule="linear", eval_every=1,
+                           extra_epochs=8, extra_lr=2e-5),
 }
 
 
@@ -73,7 +82,8 @@ def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
     return -logp.sum() * (scale / n_tokens)
 
 
-def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = False, log=None) -> dict:
+def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = False, log=None,
+             checkpoint_dir=None) -> dict:
     """Finetune ``lm.model`` in place on QA items (through :func:`dukb.neural.train.train_loop`).
 
     Runs data parallel when launched with several processes (accelerate launch / torchrun, see
@@ -91,6 +101,10 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
             is not used here (one global batch is one step).
         progress: show a rich progress bar (main process only).
         log: optional callable(str) for one-line epoch reports (main process only).
+        checkpoint_dir: where to keep :data:`CHECKPOINT` (None: no checkpoint). After every probed epoch
+            (``config.eval_every``) the model, optimiser, schedule, data order and RNG states are written there
+            (atomically); a later call with the same items, settings, model and world size continues from it
+            exactly (the result equals an uninterrupted run's), and the file is removed when training ends.
 
     Returns:
         A JSON-able record: config, seed, epochs run, final accuracy (fraction of items known, in [0, 1]), mean
@@ -98,7 +112,7 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Raises:
         ValueError: ``items`` is empty.
-        InputError: bad settings.
+        InputError: bad settings; a checkpoint in ``checkpoint_dir`` made with other settings, or unreadable.
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
@@ -148,29 +162,127 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
         return answer_token_loss(fmodel, batch, n_tok, scale=world if mine else 0.0)
 
     losses: list[float] = []
+    ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT
+    key = _checkpoint_key(lm, items, config, world)
+    resume = _load_checkpoint(ckpt, key) if ckpt is not None else None
+    if resume is not None:
+        model.load_state_dict(resume["model"])
+        gen.set_state(resume["gen"])
+        losses.extend(float(x) for x in resume["losses"])
+        state["acc"] = resume["acc"] if resume["acc"] >= 0 else None
+        if log and main:
+            log(f"resuming finetuning from its checkpoint after epoch {resume['offset'] + resume['epoch']} ({ckpt})")
 
-    def after_epoch(epoch: int, logs: dict) -> bool:
-        # the loop's mean is over this process's micro-batches of loss × world; the global mean sums the processes
-        losses.append(dist.all_sum([logs["loss"] / world], lm.device)[0])
-        if config.eval_every and (epoch % config.eval_every == 0 or epoch == config.epochs):
-            state["acc"] = accuracy()
-            if log and main:
-                log(f"epoch {epoch}: loss {losses[-1]:.4f}, accuracy {state['acc']:.4f}")
-            return state["acc"] >= config.target_accuracy
-        return False
+    def saver(phase: int, offset: int):
+        def save(epoch: int, opt_state: dict) -> None:
+            if main and config.eval_every and epoch % config.eval_every == 0:
+                _save_checkpoint(ckpt, {"key": key, "phase": phase, "epoch": epoch, "offset": offset,
+                                        "model": model.state_dict(), "gen": gen.get_state(), "losses": list(losses),
+                                        "acc": -1.0 if state["acc"] is None else float(state["acc"]), **opt_state})
+        return save if ckpt is not None else None
+
+    def stopper(cfg: TrainConfig, offset: int):
+        def after_epoch(epoch: int, logs: dict) -> bool:
+            # the loop's mean is over this process's micro-batches of loss × world; the global mean sums processes
+            losses.append(dist.all_sum([logs["loss"] / world], lm.device)[0])
+            if cfg.eval_every and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
+                state["acc"] = accuracy()
+                if log and main:
+                    log(f"epoch {offset + epoch}: loss {losses[-1]:.4f}, accuracy {state['acc']:.4f}")
+                return state["acc"] >= cfg.target_accuracy
+            return False
+        return after_epoch
+
+    def run(cfg: TrainConfig, phase: int, offset: int, what: str) -> dict:
+        here = resume if resume is not None and resume["phase"] == phase else None
+        # dropout: independent masks per process (rank 0 draws what one process would)
+        return train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch * cfg.epochs,
+                          prepare=acc_.prepare, backward=acc_.backward, after_epoch=stopper(cfg, offset),
+                          torch_seed=cfg.seed + me + offset, progress=what if progress and main else None,
+                          start_epoch=here["epoch"] if here else 0, restore=here, checkpoint=saver(phase, offset))
 
     try:
-        # dropout: independent masks per process (rank 0 draws what one process would)
-        rec = train_loop(model, params, config, steps, loss_fn, total_steps=steps_per_epoch * config.epochs,
-                         prepare=acc_.prepare, backward=acc_.backward, after_epoch=after_epoch,
-                         torch_seed=config.seed + me, progress="finetuning" if progress and main else None)
+        if resume is not None and resume["phase"] == 1:  # interrupted in the extra epochs
+            rec = {"epochs_run": resume["offset"], "seconds": 0.0, "config": config.to_json()}
+        else:
+            rec = run(config, 0, 0, "finetuning")
+        extra = None
+        if config.extra_epochs and config.eval_every and state["acc"] is not None \
+                and state["acc"] < config.target_accuracy:
+            # the schedule ended short of the target: more epochs at a small constant rate, same early stop
+            if log and main:
+                log(f"accuracy {state['acc']:.4f} after {rec['epochs_run']} epochs is below "
+                    f"{config.target_accuracy:g}: up to {config.extra_epochs} more epochs at lr {config.extra_lr:g}")
+            cfg2 = replace(config, epochs=config.extra_epochs, lr=config.extra_lr, warmup=0.0, warmup_steps=0,
+                           schedule="constant")
+            extra = run(cfg2, 1, rec["epochs_run"], "finetuning (extra epochs)")
     finally:
         acc_.free_memory()  # drop accelerate's references to the DDP wrapper and optimizer
+    if ckpt is not None and main:
+        ckpt.unlink(missing_ok=True)
     acc = state["acc"] if state["acc"] is not None else accuracy()
-    return {"config": rec["config"], "seed": config.seed, "epochs_run": rec["epochs_run"], "accuracy": acc,
-            "n_items": len(items), "loss_per_epoch": losses, "seconds": rec["seconds"],
+    epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
+    if acc < config.target_accuracy and main:
+        known = round(acc * len(probed))
+        message = (f"finetuning ended at accuracy {acc:.4f} ({known} of {len(probed)} facts known) after "
+                   f"{epochs_run} epochs, below the target {config.target_accuracy:g}; facts the finetuned model "
+                   "does not know cannot be unlearned (raise --finetune-epochs or --lr)")
+        (log or _log.warning)(message)
+    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run,
+            "extra_epochs_run": extra["epochs_run"] if extra else 0, "accuracy": acc,
+            "n_items": len(items), "loss_per_epoch": losses, "seconds": rec["seconds"] + (extra["seconds"] if extra
+                                                                                          else 0.0),
             "versions": versions(), "device": device_info(lm.device), "world_size": world,
-            "model": lm.spec.to_json()}
+            "model": lm.spec.to_json(),
+            "resumed_after_epoch": None if resume is None else resume["offset"] + resume["epoch"]}
+
+
+#: File name of a finetuning checkpoint (see :func:`finetune`).
+CHECKPOINT = "finetune-checkpoint.pt"
+
+
+def _checkpoint_key(lm, items, config: TrainConfig, world: int) -> str:
+    """What a finetuning checkpoint depends on, as one string: settings, items (hashed), model spec, world size."""
+    digest = hashlib.sha256()
+    for it in items:
+        digest.update(json.dumps([it.kind, it.question, it.answer], ensure_ascii=False).encode() + b"\n")
+    model = lm.spec.to_json()
+    tiny = Path(str(lm.spec.name_or_path)) / "dukb_tiny.json"
+    if tiny.is_file():  # the built-in tiny model is built in a temporary folder: its recipe identifies it
+        model["name_or_path"] = json.loads(tiny.read_text(encoding="utf-8"))
+    return json.dumps({"config": config.to_json(), "items": digest.hexdigest(), "n_items": len(items),
+                       "model": model, "world": world}, sort_keys=True, default=str)
+
+
+def _load_checkpoint(path: Path, key: str) -> dict | None:
+    """The checkpoint at ``path`` when it exists (None otherwise), read with ``torch.load(weights_only=True)``.
+
+    Raises:
+        InputError: unreadable, or made with other settings (both named).
+    """
+    import torch
+
+    if not path.is_file():
+        return None
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises many kinds for a damaged file
+        raise InputError(f"unreadable finetuning checkpoint ({type(e).__name__}); remove it to start again",
+                         path) from None
+    if not isinstance(data, dict) or data.get("key") != key:
+        raise InputError("a finetuning checkpoint made with other settings (KB, model, preset, lr, epochs, batch "
+                         "size, seed or number of processes); remove it or choose another output directory", path)
+    return data
+
+
+def _save_checkpoint(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file, then a rename)."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(data, tmp)
+    os.replace(tmp, path)
 
 
 def save_record(record: dict, path) -> None:

@@ -71,8 +71,11 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
     Returns:
         The finetuning record (also written to out_dir/finetune.json).
 
+    An interrupted finetuning resumes from its checkpoint in ``out_dir`` (:data:`dukb.neural.finetune.CHECKPOINT`,
+    written after every probed epoch) when called again with the same KB, model and settings.
+
     Raises:
-        InputError: unknown preset, model cannot be loaded.
+        InputError: unknown preset, model cannot be loaded, a checkpoint in ``out_dir`` made with other settings.
     """
     out = Path(out_dir)
     requested = spec.name_or_path
@@ -90,7 +93,8 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
 
             state = WeightState(lm, spec.lora, seed)
             lm.model = state.model
-        record = finetune(lm, kb_qa(kb) if items is None else list(items), cfg, progress=progress, log=log)
+        record = finetune(lm, kb_qa(kb) if items is None else list(items), cfg, progress=progress, log=log,
+                          checkpoint_dir=out)
         record["kb"] = str(kb.source)
         record["preset"] = name
         if identity is not None:
