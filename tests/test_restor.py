@@ -268,8 +268,12 @@ def test_cli_states_partition_every_fact(restor_run):
         assert all(s in STATES for s in states)
         for r, s in zip(table, states):  # the state agrees with the three models' correctness
             clean, corr = r["clean_correct"] == "True", r["corrupted_correct"] == "True"
-            assert (s in STATES_A) == (clean and not corr) and (s in STATES_B) == (clean and corr)
+            retain = r["in_retain"] == "True"  # retain-train facts stay out of A and B
+            assert (s == "retain-train") == retain
+            assert (s in STATES_A) == (clean and not corr and not retain)
+            assert (s in STATES_B) == (clean and corr and not retain)
         row = summary[(m, "all")]
+        assert int(row["n_retain_train"]) == sum(r["in_retain"] == "True" for r in table)
         if int(row["n_A"]):
             assert math.isclose(sum(float(row[s]) for s in STATES_A), 100.0, abs_tol=1e-3)
         if int(row["n_B"]):

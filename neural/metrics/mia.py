@@ -6,9 +6,16 @@ code, which the RWKU paper does not give formulas for; Shi et al. 2024a for Min-
 
 - LOSS (Yeom et al. 2018):  ll(x) = (1/T) Σ_t log p(x_t | x_<t)
 - Zlib (Carlini et al. 2021): ll(x) / |zlib(x)|, the zlib-compressed length of x's UTF-8 bytes
-- Min-K% Prob:             mean of the ⌈k·T⌉ lowest log p(x_t | x_<t)          (k = 0.2 by default)
-- Min-K%++:                mean of the ⌈k·T⌉ lowest (log p(x_t | x_<t) − μ_t) / σ_t, with
+- Min-K% Prob:             mean of the max(1, ⌊k·T⌋) lowest log p(x_t | x_<t)  (k = 0.2 by default)
+- Min-K%++:                mean of the max(1, ⌊k·T⌋) lowest (log p(x_t | x_<t) − μ_t) / σ_t, with
                            μ_t = Σ_v p(v | x_<t) log p(v | x_<t) and σ_t² = Σ_v p(v | x_<t) (log p(v | x_<t))² − μ_t²
+
+The number of tokens, :func:`min_k_count`, is ⌊k·T⌋ with a floor of 1, as the reference code takes it: RWKU's
+``eval_mia.py`` (``k_length = int(len(token_log_probs) * ratio)``, for Min-K% and Min-K%++) and open-unlearning's
+``src/evals/metrics/mia/min_k.py`` (``num_k = max(1, int(len(lp) * self.k))``); RWKU has no floor (an empty
+selection gives NaN), dukb keeps open-unlearning's floor of 1 so every text with a scored token gets a score.
+Shi et al. 2024a and Zhang et al. 2024 define the score over "the k% of tokens with the lowest probability"
+without fixing the rounding.
 
 Every score rises with membership (a member text is more likely under the model). :func:`auc` takes members as the
 positive class, so a model that remembers its training texts has AUC > 0.5 on members vs holdout, and a model
@@ -29,6 +36,30 @@ from typing import Sequence
 MIA_SCORES = {"loss": "mean token log-likelihood (LOSS)", "zlib": "log-likelihood / zlib-compressed length",
               "mink": "Min-K% Prob: mean of the lowest k% token log-probabilities",
               "minkpp": "Min-K%++: mean of the lowest k% normalised token log-probabilities"}
+
+
+def min_k_count(k: float, n: int) -> int:
+    """How many of a text's n scored tokens Min-K% and Min-K%++ average: max(1, ⌊k·n⌋).
+
+    Args:
+        k: the fraction, float in (0, 1].
+        n: number of scored tokens, int ≥ 1.
+
+    Returns:
+        int in [1, n].
+
+    Raises:
+        ValueError: k outside (0, 1] or n < 1.
+
+    Source: Shi et al. 2024a (Min-K% Prob), Zhang et al. 2024 (Min-K%++); the rounding of RWKU's released
+    ``eval_mia.py`` (``int(len(token_log_probs) * ratio)``) and open-unlearning's ``mia/min_k.py``
+    (``max(1, int(len(lp) * self.k))``), computed as ``int(n * k)`` like both.
+    """
+    if not 0 < k <= 1:
+        raise ValueError(f"k must be in (0, 1], got {k}")
+    if n < 1:
+        raise ValueError(f"need at least one scored token, got {n}")
+    return max(1, int(n * k))
 
 
 def mia_scores(logits, labels, texts: Sequence[str], k: float = 0.2) -> dict[str, list[float]]:
@@ -74,7 +105,7 @@ def mia_scores(logits, labels, texts: Sequence[str], k: float = 0.2) -> dict[str
             continue
         lp, nz = tok[b][m], norm[b][m]
         ll = float(lp.mean())
-        take = max(1, math.ceil(k * n))
+        take = min_k_count(k, n)
         out["loss"].append(ll)
         out["zlib"].append(ll / len(zlib.compress(texts[b].encode("utf-8"))))
         out["mink"].append(float(torch.topk(lp, take, largest=False).values.mean()))

@@ -4,6 +4,10 @@ Recall = max over minimal deep unlearning sets M of |U_A ∩ M| / |M| (Eq. 1), a
 outside that M the model still knows (Eq. 2), over relationships, biographies and all facts; computed by
 :func:`dukb.solver.metrics.recall_accuracy` from the facts the probe finds forgotten. Honest protocol: the facts the
 method trained on as retain data (the row's ``retain_fact_ids``) are not scored for accuracy.
+
+Success-DU (:func:`success_du`): 1 when the target is not in the deductive closure of K minus the facts the model
+forgot (Definition 2 of the paper, deep unlearning), else 0; :func:`fill_success_du` adds it at report time to rows
+written before dukb recorded it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,68 @@ def recall_metric(ctx: RowContext) -> dict:
                         exclude_bio=ctx.retain_ids.get("biographies", ()))
     return {**r.to_json(), "forgotten_relationships": sorted(ret.forgotten_relationships),
             "forgotten_biographies": sorted(ret.forgotten_biographies)}
+
+
+def success_du(closure, target: int, forgotten_relationships) -> int:
+    """Success-DU of one unlearned model: 1 when the target is not in Ω(K \\ U_A, R), else 0.
+
+    Args:
+        closure: the :class:`dukb.solver.closure.Closure` of K under the run's rules.
+        target: the target's relationship fact_id, int.
+        forgotten_relationships: U_A, the relationship fact_ids the model no longer knows (iterable of int).
+
+    Returns:
+        1 or 0 (int).
+
+    Raises:
+        InputError: a fact_id is not a fact of K.
+
+    Source: Wu et al. 2025, Definition 2 (deep unlearning); Success-DU of the paper's v4.
+    """
+    from dukb.solver.mdus import is_deep_unlearning_set
+
+    return int(is_deep_unlearning_set(closure, [closure.atom_of_fact(int(target))],
+                                      [int(f) for f in forgotten_relationships]))
+
+
+def fill_success_du(rows: list[dict], config: dict) -> tuple[list[dict], str | None]:
+    """Add ``success_du`` to rows that lack it (rows of an older dukb), from their ``forgotten_relationships``.
+
+    The KB and rules come from the run's config.json (``kb``, ``rules``); they must still match the run's
+    ``kb_fingerprint`` and ``rules_fingerprint`` when those are recorded.
+
+    Args:
+        rows: result rows (dicts; changed in place only where the field is missing).
+        config: the run's config.json (dict).
+
+    Returns:
+        (rows, note): note is None when nothing was missing or everything was filled, else one sentence on why
+        Success-DU stays empty for the rows that lack it.
+
+    Source: Wu et al. 2025, Definition 2.
+    """
+    todo = [r for r in rows if r.get("success_du") is None and "recall" in r]
+    if not todo:
+        return rows, None
+    if any(r.get("forgotten_relationships") is None for r in todo):
+        return rows, "Success-DU is empty for rows without forgotten_relationships."
+    from dukb import InputError
+
+    try:
+        from dukb.kb import load_kb
+        from dukb.solver.closure import compute_closure
+
+        kb = load_kb(config["kb"])
+        if config.get("kb_fingerprint") and kb.fingerprint() != config["kb_fingerprint"]:
+            return rows, f"Success-DU is empty for older rows: the KB at {config['kb']} has changed since the run."
+        closure = compute_closure(kb, config.get("rules") or "family")
+        if config.get("rules_fingerprint") and closure.rules.fingerprint != config["rules_fingerprint"]:
+            return rows, "Success-DU is empty for older rows: the run's rules have changed since the run."
+        for r in todo:
+            r["success_du"] = success_du(closure, r["target"], r["forgotten_relationships"])
+    except (InputError, OSError, KeyError, TypeError) as e:  # a report renders without the KB; the note says why
+        return rows, f"Success-DU is empty for older rows: cannot rebuild the KB closure ({type(e).__name__}: {e})."
+    return rows, f"Success-DU of {len(todo)} older rows computed at report time from forgotten_relationships."
 
 
 RECALL = Metric("recall", recall_metric, Needs(kinds=("qa",), generate=True), "row", FIELDS,

@@ -1,17 +1,51 @@
-"""Summary metrics of an evaluate run: the accuracy-recall trade-off and Acc@Superficial per method.
+"""Summary metrics of an evaluate run: the accuracy-recall trade-off, Success-DU and Acc@Superficial per method.
 
-Per method and setting, recall and accuracy are averaged over targets; these mean points form the method's
-accuracy-recall curve (Wu et al. 2025, Sec. 4, Fig. 3a: "each point is the average ... of an unlearning method with one
-hyperparameter across the evaluation of 55 target facts"). Trade-off summaries (Table 1/6, Table 2/8):
+Trade-off summaries (Wu et al. 2025, Table 1/6, Figs. 4-5; the benchmark's figure notebook "Unlearning Evaluation --
+Final Paper Figure Generation.ipynb", wrh14/deep_unlearning commit 20c927b, cells 10, 17, 18 and 20):
 
-- the curve is the upper envelope (best accuracy reachable at recall ≥ r) through the mean points, anchored at the
-  finetuned model (recall 0, accuracy 1) and at forgetting everything (recall 1, accuracy 0), linearly
-  interpolated; the paper does not spell out its interpolation, dukb documents this one;
-- Acc@Recall≥0.8 = the curve's accuracy at recall 0.8; Recall@Acc≥0.8 = the largest recall whose curve accuracy is
-  ≥ 0.8; AR-AUC = the area under the curve on [0, 1]. The ``observed_*`` variants use measured points only (None if
-  no setting reaches the threshold);
-- Acc@Superficial = mean over targets of the accuracy at the weakest setting that makes the target itself unknown
-  (superficial unlearning), with the share of targets where some setting does.
+**The paper's rule (default: ``acc_at_recall``, ``recall_at_acc``, ``ar_auc``), per target.** For one target and
+one method, the observed (recall, accuracy_all) points of the sweep are sorted by recall and anchored with
+(recall 0, accuracy 1) in front and (recall 1, accuracy 0) at the end; then
+
+- Acc@Recall≥τ = the largest accuracy among those points with recall ≥ τ,
+- Recall@Acc≥τ = the largest recall among those points with accuracy ≥ τ,
+- AR-AUC = the trapezoid area of those points in that order,
+
+and the summary is the mean over targets, with the population standard deviation (numpy's default ``std``,
+ddof 0) in ``*_std``. The notebook's code, verbatim::
+
+    sorted_rank = np.argsort(rec_list)                                       # cell 10
+    ...
+    y = all_acc_list
+    y = np.concatenate([np.ones(1), y, np.zeros(1)])                         # cells 17, 18, 20
+    rec_list = np.concatenate([np.zeros(1), rec_list, np.ones(1)])
+    if thr is None:
+        all_data_acc_at_rec_list.append(auc(rec_list, y))                    # sklearn.metrics.auc
+    else:
+        all_data_acc_at_rec_list.append(y[rec_list >= thr].max())            # Acc@Recall>=thr
+    ...
+    all_data_acc_at_rec_list.append(rec_list[y >= thr].max())                # Recall@Acc>=thr (cell 18)
+    avg_acc_at_rec_list = (np.asarray(all_data_acc_at_rec_list).mean(), np.asarray(all_data_acc_at_rec_list).std())
+
+Where dukb differs from that code, and why: (1) ties in recall keep the sweep's order (weaker setting first; a
+stable sort), where ``np.argsort``'s default quicksort leaves the order of equal recalls unspecified; the order of
+tied points changes AR-AUC, so dukb fixes it. (2) The notebook skips a target with fewer than 5 sweep points
+(``required_len``); dukb uses every target with at least one point of the method (``n_settings`` says how many
+settings the method has). (3) The y axis is ``accuracy_all`` (the notebook's "Accuracy" = ``all_acc_list``).
+
+**The mean-envelope variant (``*_envelope``; dukb's earlier default).** Per method and setting, recall and accuracy
+are averaged over targets (the paper's average curves, Fig. 3a); the curve is the upper envelope (best accuracy
+reachable at recall ≥ r) through these mean points anchored at (0, 1) and (1, 0), linearly interpolated;
+Acc@Recall≥0.8 is its accuracy at recall 0.8, Recall@Acc≥0.8 the largest recall where it is ≥ 0.8, AR-AUC its area.
+The ``observed_*`` values use the measured mean points only (None if no setting reaches the threshold).
+
+**Success-DU** (Definition 2 of the paper: the target is not in Ω(K \\ U_A, R); row field ``success_du``, 1 or 0,
+:func:`dukb.neural.metrics.recall.success_du`). Per method: ``success_du`` = the mean over targets at the best
+setting (the setting with the highest mean; ties: higher mean accuracy, then the weaker setting),
+``success_du_setting`` = that setting, ``success_du_any`` = the share of targets some setting deeply unlearns.
+
+**Acc@Superficial** = mean over targets of the accuracy at the weakest setting that makes the target itself unknown
+(superficial unlearning), with the share of targets where some setting does.
 """
 
 from __future__ import annotations
@@ -59,7 +93,12 @@ def _interp(curve, x: float) -> float:
 
 
 def tradeoff(points: list[tuple[float, float]], threshold: float = THRESHOLD) -> dict:
-    """Acc@Recall≥t, Recall@Acc≥t and AR-AUC of mean (recall, accuracy) points (see module docstring).
+    """The mean-envelope variant: Acc@Recall≥t, Recall@Acc≥t and AR-AUC read off the interpolated upper envelope of
+    mean (recall, accuracy) points (module docstring; dukb's rule, not the paper's: see :func:`target_tradeoff`).
+
+    Args:
+        points: (recall, accuracy) pairs, floats in [0, 1] (one per setting, each a mean over targets).
+        threshold: τ, float.
 
     Returns:
         dict with acc_at_recall, recall_at_acc, ar_auc (curve-based, in [0, 1]) and observed_acc_at_recall,
@@ -83,6 +122,81 @@ def tradeoff(points: list[tuple[float, float]], threshold: float = THRESHOLD) ->
             "observed_recall_at_acc": max(obs_rec) if obs_rec else None}
 
 
+def anchored(points) -> list[tuple[float, float]]:
+    """The points of one target's curve as the benchmark's figure code orders them: (0, 1), the observed points
+    sorted by recall (ties keep the given order: a stable sort), (1, 0).
+
+    Args:
+        points: (recall, accuracy) pairs of one target and method, in sweep order (weaker setting first).
+
+    Returns:
+        list of (recall, accuracy) float pairs, len(points) + 2 long.
+
+    Source: figure notebook of wrh14/deep_unlearning, cells 10 and 17 (``np.argsort(rec_list)``, then
+    ``np.concatenate([np.zeros(1), rec_list, np.ones(1)])`` and ``np.concatenate([np.ones(1), y, np.zeros(1)])``).
+    """
+    pts = sorted(((float(r), float(a)) for r, a in points), key=lambda p: p[0])
+    return [(0.0, 1.0), *pts, (1.0, 0.0)]
+
+
+def target_tradeoff(points, threshold: float = THRESHOLD) -> dict:
+    """The paper's trade-off numbers of one target: Acc@Recall≥τ, Recall@Acc≥τ and AR-AUC of its anchored points.
+
+    Args:
+        points: (recall, accuracy) pairs of one target and method (floats in [0, 1]), in sweep order.
+        threshold: τ, float.
+
+    Returns:
+        dict: acc_at_recall = max accuracy over the anchored points with recall ≥ τ; recall_at_acc = max recall over
+        those with accuracy ≥ τ; ar_auc = trapezoid area of the anchored points in recall order (all in [0, 1];
+        the anchors make each defined).
+
+    Source: figure notebook of wrh14/deep_unlearning, cells 17, 18, 20: ``y[rec_list >= thr].max()``,
+    ``rec_list[y >= thr].max()``, ``auc(rec_list, y)`` (sklearn.metrics.auc, the trapezoid rule).
+    """
+    pts = anchored(points)
+    auc = sum((r1 - r0) * (a0 + a1) / 2 for (r0, a0), (r1, a1) in zip(pts, pts[1:]))
+    return {"acc_at_recall": max(a for r, a in pts if r >= threshold),
+            "recall_at_acc": max(r for r, a in pts if a >= threshold), "ar_auc": auc}
+
+
+def _mean_std(xs: list[float]) -> tuple[float | None, float | None]:
+    if not xs:
+        return None, None
+    m = sum(xs) / len(xs)
+    return m, (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5  # population std, as numpy's .std()
+
+
+def per_target_tradeoff(df, accuracy: str = ACCURACY, threshold: float = THRESHOLD) -> dict:
+    """Per method: the mean and standard deviation over targets of :func:`target_tradeoff`.
+
+    Args:
+        df: result rows (pandas DataFrame with method, target, setting, param, recall and ``accuracy``).
+        accuracy: the accuracy column (the y axis), str.
+        threshold: τ, float.
+
+    Returns:
+        method -> {acc_at_recall, acc_at_recall_std, recall_at_acc, recall_at_acc_std, ar_auc, ar_auc_std}
+        (floats; None without rows).
+
+    Source: Wu et al. 2025, Table 1/6; figure notebook of wrh14/deep_unlearning, cell 17
+    (``(np.asarray(all_data_acc_at_rec_list).mean(), np.asarray(all_data_acc_at_rec_list).std())``).
+    """
+    out = {}
+    for method, g in df.groupby("method", sort=False):
+        per: dict[str, list[float]] = {"acc_at_recall": [], "recall_at_acc": [], "ar_auc": []}
+        for _, t in g.groupby("target", sort=False):
+            t = t.assign(_s=[strength(r) for r in t.to_dict("records")]).sort_values("_s", kind="stable")
+            v = target_tradeoff(list(zip(t["recall"], t[accuracy])), threshold)
+            for k in per:
+                per[k].append(v[k])
+        row = {}
+        for k, xs in per.items():
+            row[k], row[f"{k}_std"] = _mean_std(xs)
+        out[method] = row
+    return out
+
+
 def curve_points(df, accuracy: str = ACCURACY):
     """Mean recall and accuracy per (method, setting) over targets.
 
@@ -90,16 +204,20 @@ def curve_points(df, accuracy: str = ACCURACY):
         df: results DataFrame (one row per target, method, setting).
 
     Returns:
-        DataFrame with method, setting (JSON), strength, recall, accuracy, n_targets, target_forgotten (share).
+        DataFrame with method, setting (JSON), strength, recall, accuracy, n_targets, target_forgotten (share) and,
+        when the rows carry it, success_du (share of targets deeply unlearned, Definition 2 of the paper).
     """
     import pandas as pd
 
     d = df.copy()
     d["setting_json"] = d["setting"].map(setting_key)
     d["strength"] = [strength(r) for r in d.to_dict("records")]
-    g = d.groupby(["method", "setting_json"], sort=False).agg(
-        strength=("strength", "first"), recall=("recall", "mean"), accuracy=(accuracy, "mean"),
-        n_targets=("target", "nunique"), target_forgotten=("target_forgotten", "mean")).reset_index()
+    agg = dict(strength=("strength", "first"), recall=("recall", "mean"), accuracy=(accuracy, "mean"),
+               n_targets=("target", "nunique"), target_forgotten=("target_forgotten", "mean"))
+    if "success_du" in d.columns:
+        d["success_du"] = d["success_du"].astype(float)
+        agg["success_du"] = ("success_du", "mean")
+    g = d.groupby(["method", "setting_json"], sort=False).agg(**agg).reset_index()
     order = {m: i for i, m in enumerate(d["method"].unique())}  # methods in the order the run lists them
     g = g.rename(columns={"setting_json": "setting"})
     g = g.assign(_o=g["method"].map(order)).sort_values(["_o", "strength"]).drop(columns="_o")
@@ -126,17 +244,64 @@ def superficial(df, accuracy: str = ACCURACY) -> dict:
 
 
 def tradeoff_metric(df, accuracy: str = ACCURACY) -> dict:
-    """Per method: :func:`tradeoff` of its mean (recall, accuracy) curve points and the number of settings.
+    """Per method: the paper's per-target trade-off (:func:`per_target_tradeoff`: mean and std over targets), the
+    mean-envelope variant (:func:`tradeoff` of the mean curve points, as ``*_envelope`` and ``observed_*``),
+    Success-DU (:func:`success_summary`) and the number of settings.
+
+    Args:
+        df: result rows (pandas DataFrame).
+        accuracy: the accuracy column, str.
 
     Returns:
-        method -> {acc_at_recall, recall_at_acc, ar_auc, observed_acc_at_recall, observed_recall_at_acc,
-        n_settings}.
+        method -> {n_settings, acc_at_recall, acc_at_recall_std, recall_at_acc, recall_at_acc_std, ar_auc,
+        ar_auc_std, acc_at_recall_envelope, recall_at_acc_envelope, ar_auc_envelope, observed_acc_at_recall,
+        observed_recall_at_acc, success_du, success_du_setting, success_du_any}.
 
-    Source: Wu et al. 2025, Table 1 and Fig. 3.
+    Source: Wu et al. 2025, Table 1/6, Definition 2; figure notebook of wrh14/deep_unlearning (module docstring).
     """
     pts = curve_points(df, accuracy)
-    return {method: {"n_settings": len(p), **tradeoff(list(zip(p["recall"], p["accuracy"])))}
-            for method, p in pts.groupby("method", sort=False)}
+    target = per_target_tradeoff(df, accuracy)
+    success = success_summary(df, accuracy)
+    out = {}
+    for method, p in pts.groupby("method", sort=False):
+        env = tradeoff(list(zip(p["recall"], p["accuracy"])))
+        out[method] = {"n_settings": len(p), **target.get(method, {}),
+                       **{f"{k}_envelope": env[k] for k in ("acc_at_recall", "recall_at_acc", "ar_auc")},
+                       "observed_acc_at_recall": env["observed_acc_at_recall"],
+                       "observed_recall_at_acc": env["observed_recall_at_acc"],
+                       **success.get(method, {"success_du": None, "success_du_setting": None,
+                                              "success_du_any": None})}
+    return out
+
+
+def success_summary(df, accuracy: str = ACCURACY) -> dict:
+    """Per method: Success-DU at the best setting and over any setting.
+
+    Args:
+        df: result rows (pandas DataFrame); rows without a ``success_du`` value (None/NaN) are left out.
+        accuracy: the accuracy column that breaks ties between settings, str.
+
+    Returns:
+        method -> {success_du: mean over targets at the setting with the highest mean (ties: higher mean accuracy,
+        then the weaker setting), success_du_setting: that setting (JSON), success_du_any: share of targets some
+        setting deeply unlearns}; methods without any value are absent.
+
+    Source: Wu et al. 2025, Definition 2 (deep unlearning); Success-DU of the paper's v4.
+    """
+    if "success_du" not in df.columns:
+        return {}
+    d = df[df["success_du"].notna()]
+    if not len(d):
+        return {}
+    d = d.assign(success_du=d["success_du"].astype(float))
+    out = {}
+    pts = curve_points(d, accuracy)
+    for method, p in pts.groupby("method", sort=False):
+        best = max(p.to_dict("records"), key=lambda r: (r["success_du"], r["accuracy"], -r["strength"]))
+        any_ = d[d["method"] == method].groupby("target")["success_du"].max()
+        out[method] = {"success_du": float(best["success_du"]), "success_du_setting": best["setting"],
+                       "success_du_any": float(any_.mean())}
+    return out
 
 
 def superficial_metric(df, accuracy: str = ACCURACY) -> dict:
@@ -148,11 +313,21 @@ def superficial_metric(df, accuracy: str = ACCURACY) -> dict:
             for m, v in superficial(df, accuracy).items()}
 
 
+#: The sentence each report puts under its trade-off table (the rule behind the numbers).
+TRADEOFF_RULE = ("Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC follow the paper's rule (Eval-DU figure code): per "
+                 "target, the observed (recall, accuracy) points anchored with (0, 1) and (1, 0), the largest accuracy "
+                 "at recall ≥ 0.8, the largest recall at accuracy ≥ 0.8 and the trapezoid area in recall order; "
+                 "mean ± std over targets. The envelope rows read the same off the interpolated upper envelope of "
+                 "the mean points.")
+
 TRADEOFF = Metric("tradeoff", tradeoff_metric, Needs(requires=("recall",)), "summary",
-                  ("n_settings", "acc_at_recall", "recall_at_acc", "ar_auc", "observed_acc_at_recall",
-                   "observed_recall_at_acc"),
-                  "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC of each method's accuracy-recall curve",
-                  "Wu et al. 2025, Table 1")
+                  ("n_settings", "acc_at_recall", "acc_at_recall_std", "recall_at_acc", "recall_at_acc_std", "ar_auc",
+                   "ar_auc_std", "acc_at_recall_envelope", "recall_at_acc_envelope", "ar_auc_envelope",
+                   "observed_acc_at_recall", "observed_recall_at_acc", "success_du", "success_du_setting",
+                   "success_du_any"),
+                  "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per target, mean ± std; and off the mean envelope), "
+                  "Success-DU",
+                  "Wu et al. 2025, Table 1, Def. 2")
 ACC_AT_SUPERFICIAL = Metric("acc_at_superficial", superficial_metric, Needs(requires=("recall",)), "summary",
                             ("acc_at_superficial", "share_superficial"),
                             "accuracy at the weakest setting that forgets the target itself",

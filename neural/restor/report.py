@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 from dukb.neural.restor.facts import FactProbe
 from dukb.neural.restor.files import load_run
 from dukb.neural.restor.states import (DEGRADED, FORGET, RECOVERY, STATES, STATES_A, STATES_B, UNAFFECTED, UNCHANGED,
-                                       fact_state, logprob_means, partition, summarize_model)
+                                       fact_state, fact_states, logprob_means, partition, summarize_model)
 
 
 def method_label(row: dict, rows: Sequence[dict] = ()) -> str:
@@ -56,7 +56,7 @@ def states_table(facts: Sequence[FactProbe], clean: Sequence[dict], corrupted: S
             lab = method_label(res, results).replace(" ", "")
             r = res["rows"][i]
             d |= {f"{lab}_answer": r["answer"], f"{lab}_label": r["label"], f"{lab}_correct": r["correct"],
-                  f"{lab}_state": fact_state(clean[i], corrupted[i], r)}
+                  f"{lab}_state": fact_state(clean[i], corrupted[i], r, d["in_retain"])}
         out.append(d)
     return out
 
@@ -75,8 +75,8 @@ def summary_rows(data: dict) -> list[dict]:
     out = []
     for name, rows, doc in models:
         acc = summarize_model(facts, rows)
-        states = [fact_state(c, k, u) for c, k, u in zip(clean, corr, rows)] if name not in ("clean", "corrupted") \
-            else None
+        states = fact_states(facts, clean, corr, rows, data["config"].get("retain_facts", [])) \
+            if name not in ("clean", "corrupted") else None
         for g, v in acc.items():
             row = {"model": name, "group": g, "n": v["n"], "accuracy": round(v["accuracy"], 4),
                    "injected": round(v["injected"], 4)}
@@ -84,7 +84,7 @@ def summary_rows(data: dict) -> list[dict]:
                 sel = [s for f, s in zip(facts, states) if _in_group(f, g)]
                 part = partition(sel)
                 row |= {k: (None if part[k] is None else round(part[k], 4)) if k in STATES else part[k]
-                        for k in ("n_A", *STATES_A, "n_B", *STATES_B)}
+                        for k in ("n_A", *STATES_A, "n_B", *STATES_B, "n_retain_train")}
             if g == "all":
                 lp = logprob_means(doc.get("logprobs_A", []))
                 row |= {"logprob_true_A": lp["true"], "logprob_injected_A": lp["injected"],
@@ -169,12 +169,15 @@ def markdown(data: dict) -> str:
                       + f" | \\|{sub[2]}\\| | on F' only: " + " / ".join(keys) + f" (\\|{sub[2]}∩F'\\|) |",
                       "|---|" + "---|" * (len(keys) + 2)]
             for lab, r in zip(labels, res):
-                st = [fact_state(a, b, u) for a, b, u in zip(clean, corr, r["rows"])]
+                st = fact_states(facts, clean, corr, r["rows"], cfgd.get("retain_facts", []))
                 p = partition(st)
                 pf = partition([s for f, s in zip(facts, st) if f.injected is not None])
                 lines.append(f"| {lab} | " + " | ".join(_f(p[k]) for k in keys) + f" | {p[sub]} | "
                              + " / ".join(_f(pf[k]) for k in keys) + f" ({pf[sub]}) |")
             lines.append("")
+        n_rt = p["n_retain_train"]  # the same facts for every result
+        lines += [f"{n_rt} retain-train fact(s) (stated in the retain documents the unlearning trained on) are left "
+                  "out of A and B.", ""]
     lines += ["## Fig. 2: mean length-normalised log-probability over A", "",
               "Mean over the facts of A of (1/T) Σ log P(answer token) for the true answer, the injected answer "
               "(facts of A in F' only) and the mean over up to 15 random plausible answers.", "",
@@ -235,7 +238,7 @@ def plot_states(data: dict, row: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     clean, corr = data["clean"]["rows"], data["corrupted"]["rows"]
-    p = partition(fact_state(a, b, u) for a, b, u in zip(clean, corr, row["rows"]))
+    p = partition(fact_states(data["facts"], clean, corr, row["rows"], data["config"].get("retain_facts", [])))
     colors = {RECOVERY: "#2a9d8f", FORGET: "#e9c46a", UNCHANGED: "#e76f51", DEGRADED: "#9b2226",
               UNAFFECTED: "#94d2bd"}
     fig, ax = plt.subplots(figsize=(4.6, 3.8), dpi=120)
