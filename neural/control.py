@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.runs import holds_run_lock
 from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
 
 #: GA, GD (= GA + GDR), KL (= GA + KL to θ_o on retain data) and PO: the paper's four methods
@@ -209,6 +210,7 @@ def control_row_key(row: dict) -> tuple:
 
 
 # ------------------------------------------------------------------------------------------------ the run ----
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_control returns
 def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = True, progress: bool = False,
                 log=print):
     """Run (or resume) the Unlearning-with-Control protocol into ``run_dir`` and render its report.
@@ -225,8 +227,9 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
         pandas DataFrame of the result rows.
 
     Raises:
-        InputError: bad settings, a directory holding another run, results present without ``resume``, a method
-            that is not a gradient method.
+        InputError: bad settings, a directory holding another run or in use by another process
+            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, a method that is not a
+            gradient method.
 
     Source: Wang et al. 2024, Sec. 5, App. C.
     """
@@ -242,7 +245,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
     from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, load_finetuned
     from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
     from dukb.neural.probe import Predictor, probe
-    from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, history_entry, open_run, provenance, read_results,
+    from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, claim_run, history_entry, provenance, read_results,
                                   write_json_atomic)
     from dukb.neural.spec import ModelSpec
 
@@ -279,8 +282,8 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
                 "controls": {c: {"control": c} for c in cfg.controls},
                 "retain_eval": splits["retain_eval"],
                 "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]} for r in cfg.ratios}}
-    identity, added, old = open_run(run, "control", identity, extendable=("methods", "controls", "ratios"),
-                                    resume=resume)
+    identity, added, old = claim_run(run, "control", identity, extendable=("methods", "controls", "ratios"),
+                                     resume=resume, log=log)
     # the splits of every ratio of the run, also those of earlier invocations (splits.json is rewritten whole)
     splits = split_facts(kb, [v["ratio"] for v in identity["ratios"].values()], cfg.retain_eval, cfg.seed)
     run.mkdir(parents=True, exist_ok=True)

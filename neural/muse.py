@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.runs import holds_run_lock
 
 #: MUSE's eight methods (Shi et al. 2024b, Sec. 4)
 MUSE_METHODS = ("ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "tv", "whp")
@@ -226,6 +227,7 @@ def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log
     return load_finetuned(out, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
 
 
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_muse returns
 def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the MUSE protocol into ``run_dir`` and render its report.
 
@@ -240,8 +242,9 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         pandas DataFrame of the result rows.
 
     Raises:
-        InputError: bad settings, a directory holding another run, results present without ``resume``, or several
-            processes (not supported here).
+        InputError: bad settings, a directory holding another run or in use by another process
+            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, or several processes (not
+            supported here).
 
     Source: Shi et al. 2024b (MUSE), Sec. 2-4.
     """
@@ -253,7 +256,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     from dukb.neural.muse_report import render_muse
     from dukb.neural.pipeline import finetune_config
     from dukb.neural.plan import choose_targets, load_kb_closure
-    from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, history_entry, open_run, provenance, read_results,
+    from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, claim_run, history_entry, provenance, read_results,
                                   sha256_json, write_json_atomic)
     from dukb.neural.spec import ModelSpec
     from dukb.solver.splits import base_split, forget_set
@@ -317,7 +320,8 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
                             "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]]}
                     for label, m, _s, _g in main_methods + curve_methods},
     }
-    identity, added, old = open_run(run, "muse", identity, extendable=("methods", "requests"), resume=resume)
+    identity, added, old = claim_run(run, "muse", identity, extendable=("methods", "requests"), resume=resume,
+                                     log=log)
     run.mkdir(parents=True, exist_ok=True)
     res_path = run / "results.jsonl"
     if not resume and res_path.exists():

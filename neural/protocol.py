@@ -22,7 +22,7 @@ from pathlib import Path
 from dukb import InputError
 from dukb.neural.methods.base import parse_layers
 from dukb.neural.metrics import DEFAULT_METRICS
-from dukb.neural.runs import SHARD_GLOB, ResultsFile, merge_shards, read_results
+from dukb.neural.runs import SHARD_GLOB, ResultsFile, holds_run_lock, merge_shards, read_results
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
@@ -183,6 +183,7 @@ def finetune_cache_key(identity: dict) -> dict:
             "prompt": identity["prompt"]}
 
 
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until evaluate returns
 def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False,
              log=print):
     """Run (or resume) the evaluate protocol into ``run_dir`` and render the report.
@@ -199,7 +200,9 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         pandas DataFrame of all result rows (one per target, method, setting).
 
     Raises:
-        InputError: bad configuration, a run_dir holding a different run, or results present without ``resume``.
+        InputError: bad configuration, a run_dir holding a different run, or results present without ``resume``;
+            run_dir in use by another process with other settings (or without ``resume``; with the same settings
+            and ``resume`` this waits for it, :func:`dukb.neural.runs.claim_run`).
 
     Source: Wu et al. 2025, Sec. 4 and App. C/H (protocol), Eq. 1-2 (metrics).
     """
@@ -211,7 +214,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     from dukb.neural.models import load_model, resolve_device, resolve_dtype
     from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
     from dukb.neural.report import render
-    from dukb.neural.runs import history_entry, open_run, provenance, write_json_atomic
+    from dukb.neural.runs import claim_run, history_entry, provenance, write_json_atomic
     from dukb.neural.unlearn import sweep_target
     from dukb.solver.closure import compute_closure
 
@@ -253,9 +256,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     spec = _model_spec(cfg)
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
     identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics)
-    # refuses a run with other settings before anything in the directory is touched
-    identity, added, old_record = open_run(run, "evaluate", identity, extendable=EXTENDABLE,
-                                           resume=resume)
+    # one writer: locks the directory, refuses a run with other settings before anything in it is touched
+    identity, added, old_record = claim_run(run, "evaluate", identity, extendable=EXTENDABLE, resume=resume, log=log)
     grown = [k.split(".")[1] for k in added if k.startswith("methods.") and k.endswith(".grid")]
     left_out = [t for t in identity["targets"] if t not in targets]
     if grown and left_out:  # a setting must cover the same targets as the others on its method's curve

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dukb.neural.metrics.summary import (ACCURACY, THRESHOLD, curve_points, envelope, setting_key,  # noqa: F401
                                          strength, superficial, tradeoff)
-from dukb.neural.runs import read_results
+from dukb.neural.runs import DAMAGED_NAME, Journal, read_journal
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
@@ -127,6 +127,32 @@ def plot_curves(df, path, accuracy: str = ACCURACY) -> None:
     plt.close(fig)
 
 
+def journal_note(journal: Journal) -> str:
+    """A report.md paragraph on the journal's damaged lines (skipped, FILE:LINE each) and on those an earlier resume
+    moved to results.damaged.jsonl; empty when there are none.
+
+    Args:
+        journal: results.jsonl as read by :func:`dukb.neural.runs.read_journal`.
+
+    Returns:
+        Markdown text (starting with a blank line) or "".
+    """
+    out = []
+    if journal.damaged:
+        lines = ", ".join(str(d.line) for d in journal.damaged)
+        out.append(f"**Damaged journal lines.** {len(journal.damaged)} line(s) of {journal.path.name} hold no row "
+                   f"(line{'s' if len(journal.damaged) > 1 else ''} {lines}); they are left out of this report. "
+                   f"A `--resume` moves them to {DAMAGED_NAME} and recomputes their rows.")
+    aside = journal.path.parent / DAMAGED_NAME
+    if aside.exists():
+        n = sum(1 for ln in aside.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip())
+        out.append(f"{n} damaged line(s) were moved from the journal to {DAMAGED_NAME} by a resume.")
+    if journal.torn is not None:
+        out.append(f"The last line of {journal.path.name} (line {journal.torn.line}) was cut short by a kill and is "
+                   "left out.")
+    return "".join("\n\n" + p for p in out) + ("\n" if out else "")
+
+
 def render(run_dir) -> dict:
     """(Re)write summary.csv, report.md and accuracy_recall.png of a run directory from results.jsonl alone.
 
@@ -139,7 +165,11 @@ def render(run_dir) -> dict:
     import pandas as pd
 
     run = Path(run_dir)
-    rows = read_results(run / "results.jsonl")
+    if not (run / "results.jsonl").exists():
+        raise FileNotFoundError(f"{run / 'results.jsonl'}: no such file")
+    journal = read_journal(run / "results.jsonl")
+    journal.warn()  # each damaged line on stderr (FILE:LINE); the valid rows are all rendered
+    rows = journal.rows
     if not rows:
         raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
     df = pd.DataFrame(rows)
@@ -153,7 +183,8 @@ def render(run_dir) -> dict:
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
     summary.to_csv(run / "summary.csv", index=False)
-    (run / "report.md").write_text(markdown_report(df, summary, config, finetune), encoding="utf-8")
+    (run / "report.md").write_text(markdown_report(df, summary, config, finetune) + journal_note(journal),
+                                   encoding="utf-8")
     paths = {"summary": run / "summary.csv", "report": run / "report.md"}
     if "recall" in df.columns:
         plot_curves(df, run / "accuracy_recall.png")

@@ -14,24 +14,38 @@ settings). A rerun into the same directory computes its own identity and compare
 **Provenance.** What does not change a row but explains it (versions, device, world size, dukb's git revision,
 command line, time) is recorded beside the identity, never compared.
 
-**Results.** :class:`ResultsFile`: one JSON line per row, flushed and fsynced; a torn last line (a kill mid-write)
-is cut off on open.
+**One writer.** :func:`claim_run` takes RUN_DIR/run.lock (``flock``, released by the kernel when its process
+ends, even by SIGKILL) before config.json is read, and the protocol holds it until it returns
+(:func:`holds_run_lock`). A second invocation with other settings is refused at once, naming the directory and the
+holder (pid, host); one with the same settings waits for the holder, then resumes.
+
+**Results.** :class:`ResultsFile`: one JSON line per row, flushed and fsynced. Reading keeps every valid row: each
+damaged line is reported as FILE:LINE on stderr, and on resume moved to results.damaged.jsonl with its line number;
+a torn last line (a kill mid-write) is dropped with a note.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Iterable
 
-from dukb import InputError
+from dukb import InputError, one_line
+
+try:  # POSIX; elsewhere a run directory is not locked
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
 
 #: version of the identity layout; a run written with another layout cannot be resumed (2: probing judges the answer
 #: line, CL-DU's trace left the setting, the preset family is recorded)
@@ -253,6 +267,240 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
     return merged, added, old
 
 
+# ----------------------------------------------------------------------------------- one writer per run --------
+#: the lock file of a run directory (its content: the holder's pid, host, protocol, start time and identity)
+LOCK_NAME = "run.lock"
+#: seconds a second invocation waits for a holder that has the lock but has not yet recorded its identity
+HOLDER_INFO_TIMEOUT = 30.0
+
+_HELD: dict[tuple[str, int], "RunLock"] = {}
+_HELD_GUARD = threading.Lock()
+
+
+@dataclass
+class RunLock:
+    """This process's exclusive lock on a run directory (``flock`` on RUN_DIR/run.lock).
+
+    The kernel releases it when the process ends, however it ends. Attributes: ``run`` (the directory), ``fd`` (the
+    locked file descriptor, not inherited by child programs), ``created`` (directories this claim created, removed
+    again on release when the lock file is all they hold, so a refused invocation leaves nothing behind).
+    """
+
+    run: Path
+    fd: int
+    created: list[Path] = field(default_factory=list)
+
+    def record(self, info: dict) -> None:
+        """Write the holder's description into the lock file (read by a second invocation)."""
+        data = json.dumps(info, sort_keys=True, default=str).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data, 0)
+
+    def release(self) -> None:
+        """Unlock (and remove the directories this claim created when nothing but the lock file is in them)."""
+        if self.fd < 0:
+            return
+        try:
+            if self.created and [p.name for p in self.run.iterdir()] == [LOCK_NAME]:
+                (self.run / LOCK_NAME).unlink()  # still locked: a waiter re-checks the file it locked (_same_file)
+                for d in reversed(self.created):
+                    d.rmdir()
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)  # releases the flock
+            self.fd = -1
+
+
+def _describe(holder: dict) -> str:
+    who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+    if holder.get("since"):
+        who += f", since {holder['since']}"
+    return f"a running `dukb {holder.get('protocol', '?')}` ({who})"
+
+
+def _read_holder(path: Path) -> dict | None:
+    try:
+        info = json.loads(path.read_bytes() or b"null")
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """The locked descriptor is still the file at ``path`` (a releasing holder may have removed it)."""
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _make_dir(run: Path) -> list[Path]:
+    """Create ``run`` (and missing parents); return the directories created, outermost first."""
+    missing = []
+    p = run
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    try:
+        run.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create the run directory: {e.strerror or e}", run) from None
+    return list(reversed(missing))
+
+
+def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
+             log: Callable[[str], None]) -> RunLock:
+    """Lock ``run`` for this process, refusing or waiting for a holder (see :func:`claim_run`)."""
+    started = time.monotonic()
+    announced = False
+    while True:
+        created = _make_dir(run) if not run.is_dir() else []
+        path = run / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise InputError(f"cannot open the run's lock file: {e.strerror or e}", path) from None
+        lock = RunLock(run, fd, created)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            if _same_file(fd, path):
+                return lock
+            os.close(fd)  # the file was removed by the holder that just released it: lock the new one
+            continue
+        holder = _read_holder(path)
+        if holder is None or "identity" not in holder:  # the holder is between taking the lock and opening the run
+            os.close(fd)
+            if time.monotonic() - started > HOLDER_INFO_TIMEOUT:
+                raise RunIdentityError("in use by another process that has not recorded its settings; wait for it "
+                                       "to finish or choose another -o", run)
+            time.sleep(0.1)
+            continue
+        try:
+            if holder.get("protocol") != kind:
+                raise RunIdentityError(f"in use by {_describe(holder)}, not `dukb {kind}`; choose another -o", run)
+            diffs = identity_differences(holder["identity"], identity, extendable if resume else ())
+            if diffs:
+                raise RunIdentityError(f"in use by {_describe(holder)} with other settings ({len(diffs)} differing "
+                                       f"key{'s' if len(diffs) > 1 else ''}): " + "; ".join(map(str, diffs))
+                                       + ". Wait for it to finish or choose another -o", run, diffs)
+            if not resume:
+                raise RunIdentityError(f"in use by {_describe(holder)} with the same settings; pass --resume to "
+                                       "wait for it and continue the run, or choose another -o", run)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not announced:
+            log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; waiting for it to finish"))
+            announced = True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _same_file(fd, path):
+            return lock
+        os.close(fd)
+
+
+def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collection[str] = (),
+              resume: bool = True, log: Callable[[str], None] | None = None) -> tuple[dict, dict, dict]:
+    """Take the run directory's lock, then check the invocation against the run there (:func:`open_run`).
+
+    The lock (``flock`` on RUN_DIR/run.lock, which this creates along with the directory) is taken before
+    config.json is read and held until the protocol function decorated with :func:`holds_run_lock` returns (or
+    until the process ends, however it ends: the kernel releases it). The lock file records the holder's pid, host,
+    protocol, start time and identity. When another process holds the lock:
+
+    - other settings (its identity differs, compared as :func:`open_run` would), another protocol, or ``resume``
+      off: refused at once, naming the directory and the holder;
+    - the same settings with ``resume``: one line through ``log`` saying it waits for the holder, then, once the
+      lock is free, the run is opened as a resume of what the holder wrote.
+
+    Under a multi-process launch only the main process locks (the others read what it checked).
+
+    Args:
+        run: the run directory (created when missing; removed again when the claim fails and left it empty).
+        kind: the protocol ("evaluate", "rwku", "muse", "control", "restor").
+        identity: the new invocation's identity (JSON-like).
+        extendable: identity keys that may gain entries (see :func:`identity_differences`).
+        resume: the user asked to continue the run (see :func:`open_run`).
+        log: callable(str) for the waiting line (default: stderr).
+
+    Returns:
+        As :func:`open_run`: (merged identity to record, additions, previous config.json or {}).
+
+    Raises:
+        RunIdentityError: another process holds the directory with other settings, another protocol, or without
+            ``resume``; or the run's config.json refuses the invocation (:func:`open_run`). One line naming the
+            directory (and the holder's pid and host).
+        InputError: the directory or its lock file cannot be created.
+    """
+    from dukb.neural import distributed as dist
+
+    run = Path(run)
+    key = (os.path.realpath(run), threading.get_ident())
+    if fcntl is None or (dist.is_distributed() and not dist.is_main_process()) or key in _HELD:
+        return open_run(run, kind, identity, extendable=extendable, resume=resume)
+    lock = _acquire(run, kind, identity, extendable, resume, log or _stderr)
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "protocol": kind,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv)}
+    try:
+        lock.record(info)
+        merged, added, old = open_run(run, kind, identity, extendable=extendable, resume=resume)
+        lock.record(info | {"identity": merged})
+    except BaseException:
+        lock.release()
+        raise
+    with _HELD_GUARD:
+        _HELD[key] = lock
+    return merged, added, old
+
+
+def release_run(run: str | Path) -> None:
+    """Release this thread's lock on ``run`` (taken by :func:`claim_run`); nothing when it holds none."""
+    with _HELD_GUARD:
+        lock = _HELD.pop((os.path.realpath(Path(run)), threading.get_ident()), None)
+    if lock is not None:
+        lock.release()
+
+
+def holds_run_lock(fn: Callable) -> Callable:
+    """Decorator of a protocol function: every run lock :func:`claim_run` takes during the call is released when
+    the call returns or raises.
+
+    Args:
+        fn: the protocol function.
+
+    Returns:
+        The wrapped function (same signature and docstring).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        me = threading.get_ident()
+        with _HELD_GUARD:
+            before = {k for k in _HELD if k[1] == me}
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with _HELD_GUARD:
+                mine = [k for k in _HELD if k[1] == me and k not in before]
+                locks = [_HELD.pop(k) for k in mine]
+            for lock in locks:
+                lock.release()
+
+    return wrapper
+
+
+def _stderr(msg: str) -> None:
+    print(one_line(msg), file=sys.stderr, flush=True)
+
+
 def history_entry(added: dict, **extra) -> dict:
     """One ``history`` record of a run: when it was (re)started, with what command, and what it added."""
     return {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv), "added": added, **extra}
@@ -267,18 +515,28 @@ def write_json_atomic(path: str | Path, obj) -> None:
 
 
 # -------------------------------------------------------------------------------------------- provenance --------
+#: the libraries whose versions every run records (None when one is not installed)
+RECORDED_LIBRARIES = ("torch", "transformers", "tokenizers", "peft", "accelerate", "clingo", "ortools", "numpy",
+                      "gguf")
+
+
 def versions() -> dict:
-    """Versions of python and of every library a result depends on, and dukb's version and git revision."""
+    """Versions of python and of every library a result depends on, and dukb's version and git revision.
+
+    Returns:
+        dict: ``python``, ``dukb``, each of :data:`RECORDED_LIBRARIES` (None when not installed) and
+        ``dukb_revision`` when dukb runs from a git checkout.
+    """
     from importlib import metadata
 
     from dukb import __version__
 
     out = {"python": platform.python_version(), "dukb": __version__}
-    for dist in ("torch", "transformers", "tokenizers", "peft", "accelerate", "clingo", "ortools", "numpy", "gguf"):
+    for dist in RECORDED_LIBRARIES:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            pass
+            out[dist] = None
     rev = git_revision()
     if rev:
         out["dukb_revision"] = rev
@@ -312,8 +570,18 @@ def device_info(device: str) -> dict:
     return info
 
 
+def thread_info() -> dict:
+    """The CPU threads a result was computed with: torch's intra- and inter-op thread counts, the thread variables
+    of the environment (None when unset) and the machine's CPU count."""
+    import torch
+
+    return {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads(),
+            **{v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}, "cpu_count": os.cpu_count()}
+
+
 def provenance(device: str | None = None, **extra) -> dict:
-    """Provenance of a run: versions (with dukb's revision), device, world size, command line and time.
+    """Provenance of a run: versions (with dukb's revision), threads (:func:`thread_info`), device, world size,
+    host, pid, command line and time.
 
     Args:
         device: the resolved device string (None: not recorded).
@@ -321,32 +589,190 @@ def provenance(device: str | None = None, **extra) -> dict:
     """
     from dukb.neural import distributed as dist
 
-    out = {"versions": versions(), "world_size": dist.world_size(), "argv": list(sys.argv),
-           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    out = {"versions": versions(), "threads": thread_info(), "world_size": dist.world_size(), "argv": list(sys.argv),
+           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": socket.gethostname(), "pid": os.getpid()}
     if device is not None:
         out["device"] = device_info(device)
     return out | extra
 
 
 # ----------------------------------------------------------------------------------------------- results --------
-def read_results(path) -> list[dict]:
-    """Rows of a results.jsonl; a truncated last line (from a kill) is skipped.
+#: where a resume moves the damaged lines of RUN_DIR/results*.jsonl (one JSON object per line: file, line, reason,
+#: text, moved)
+DAMAGED_NAME = "results.damaged.jsonl"
+
+
+@dataclass(frozen=True)
+class DamagedLine:
+    """A line of a results journal that holds no row.
+
+    Attributes:
+        line: its 1-based line number.
+        reason: what is wrong (not UTF-8, not JSON, not a JSON object, not a row of this journal).
+        text: its content (undecodable bytes as ``\\xNN``).
+    """
+
+    line: int
+    reason: str
+    text: str
+
+
+@dataclass
+class Journal:
+    """A results journal as read: the valid rows and what was not.
+
+    Attributes:
+        path: the file.
+        rows: every valid row, in file order.
+        lines: the raw bytes of each valid row's line (without its line break), parallel to ``rows``.
+        damaged: lines that hold no row (a torn last line is not among them).
+        torn: the last line when it is cut short by a kill mid-write (no line break and no row), else None.
+        newline: the file ends with a line break (or is empty).
+    """
+
+    path: Path
+    rows: list[dict] = field(default_factory=list)
+    lines: list[bytes] = field(default_factory=list)
+    damaged: list[DamagedLine] = field(default_factory=list)
+    torn: DamagedLine | None = None
+    newline: bool = True
+
+    def warn(self, log: Callable[[str], None] | None = None, moved_to: Path | None = None) -> None:
+        """One line per damaged line (``FILE:LINE``) and one for a torn last line, through ``log`` (default: stderr)."""
+        log = log or _stderr
+        for d in self.damaged:
+            where = f"moved to {moved_to}" if moved_to else "skipped; a resume moves it to " + DAMAGED_NAME
+            log(f"dukb: warning: {self.path}:{d.line}: damaged journal line ({d.reason}); {where}")
+        if self.torn is not None:
+            log(f"dukb: note: {self.path}:{self.torn.line}: torn last line (a kill mid-write) dropped")
+
+
+def _row_problem(raw: bytes, key: Callable[[dict], object] | None) -> tuple[dict | None, str]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, f"not JSON: {e.msg} at column {e.colno}"
+    if not isinstance(row, dict):
+        return None, "not a JSON object"
+    if key is not None:
+        try:
+            key(row)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            return None, f"not a row of this journal ({type(e).__name__}: {e})"
+    return row, ""
+
+
+def read_journal(path: str | Path, key: Callable[[dict], object] | None = None) -> Journal:
+    """Read a results journal, keeping every valid row and listing each line that holds none.
+
+    Blank lines are skipped. A line is damaged when it is not UTF-8, not JSON, not a JSON object, or (given
+    ``key``) a row the key cannot be computed for. The last line is *torn* instead when it is damaged and the file
+    does not end with a line break (a kill mid-write).
+
+    Args:
+        path: the JSONL file (missing: an empty journal).
+        key: the journal's row key (e.g. :func:`evaluate_row_key`); None checks only that a row is an object.
+
+    Returns:
+        The :class:`Journal`.
 
     Raises:
-        ValueError: a line other than the last is not valid JSON (names file and line).
+        InputError: the file exists but cannot be read.
     """
-    rows = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
+    path = Path(path)
+    out = Journal(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return out
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    parts = data.split(b"\n")
+    out.newline = parts[-1] == b""
+    if out.newline:
+        parts.pop()
+    for i, raw in enumerate(parts, 1):
+        if not raw.strip():
             continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines):
-                break
-            raise ValueError(f"{path}:{i}: not a JSON line") from None
-    return rows
+        row, problem = _row_problem(raw, key)
+        if row is not None:
+            out.rows.append(row)
+            out.lines.append(raw)
+            continue
+        bad = DamagedLine(i, problem, raw.decode("utf-8", "backslashreplace"))
+        if i == len(parts) and not out.newline:
+            out.torn = bad
+        else:
+            out.damaged.append(bad)
+    return out
+
+
+def read_results(path, key: Callable[[dict], object] | None = None, *,
+                 log: Callable[[str], None] | None = None) -> list[dict]:
+    """Every valid row of a results.jsonl; each damaged line is reported on one line (``FILE:LINE``) and skipped,
+    a torn last line (from a kill) is dropped with a note (see :func:`read_journal`). The file is not changed.
+
+    Args:
+        path: the JSONL file.
+        key: the journal's row key (rows it cannot key count as damaged); None: any JSON object is a row.
+        log: callable(str) for the warnings (default: stderr).
+
+    Returns:
+        The rows, in file order.
+
+    Raises:
+        InputError: the file cannot be read.
+        FileNotFoundError: the file does not exist.
+    """
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    journal = read_journal(path, key)
+    journal.warn(log)
+    return journal.rows
+
+
+def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Path | None:
+    """Move the damaged lines of ``journal`` to RUN_DIR/results.damaged.jsonl and rewrite the file with its valid
+    rows only (atomically; a torn last line is dropped), so it is a clean journal again. Each move is reported.
+
+    Args:
+        journal: a journal read by :func:`read_journal` (its file is rewritten).
+        log: callable(str) for the report (default: stderr).
+
+    Returns:
+        The path of results.damaged.jsonl when lines were moved, else None.
+
+    Raises:
+        OSError: the files cannot be written.
+    """
+    aside = None
+    if journal.damaged:
+        aside = journal.path.parent / DAMAGED_NAME
+        moved = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        with open(aside, "a", encoding="utf-8") as fh:
+            for d in journal.damaged:
+                fh.write(json.dumps({"file": journal.path.name, "line": d.line, "reason": d.reason, "text": d.text,
+                                     "moved": moved}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    journal.warn(log, moved_to=aside)
+    if journal.damaged or journal.torn is not None:
+        tmp = journal.path.with_name(journal.path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(b"".join(raw + b"\n" for raw in journal.lines))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, journal.path)
+        journal.damaged, journal.torn, journal.newline = [], None, True
+    elif not journal.newline:  # a complete last row whose line break was lost
+        with open(journal.path, "ab") as fh:
+            fh.write(b"\n")
+        journal.newline = True
+    return aside
 
 
 def evaluate_row_key(row: dict) -> tuple:
@@ -357,51 +783,41 @@ def evaluate_row_key(row: dict) -> tuple:
 class ResultsFile:
     """Append-only JSONL of result rows with resume support.
 
-    Each row is written as one line, flushed and fsynced; on open, a torn last line of the file this process owns
-    is cut off so the file stays valid JSONL. :meth:`absorb` adds the rows of other files (the shard files of a
-    multi-process run, see :mod:`dukb.neural.distributed`) as done; those files are read, never changed.
+    Each row is written as one line, flushed and fsynced. On open, the file this process owns is made a clean
+    journal: every valid row is kept, each damaged line is moved to RUN_DIR/results.damaged.jsonl with its line
+    number and reported (``FILE:LINE``), a torn last line is dropped with a note (:func:`move_aside`).
+    :meth:`absorb` adds the rows of other files (the shard files of a multi-process run, see
+    :mod:`dukb.neural.distributed`) as done; those files are read, never changed.
 
     Args:
         path: the file this process appends to.
         key: function row -> hashable key identifying a row (default: :func:`evaluate_row_key`).
+        log: callable(str) for the reports of damaged and torn lines (default: stderr).
+
+    Raises:
+        InputError: the file cannot be read. OSError: it cannot be repaired.
     """
 
-    def __init__(self, path: Path, key: Callable[[dict], tuple] = evaluate_row_key):
+    def __init__(self, path: Path, key: Callable[[dict], tuple] = evaluate_row_key,
+                 log: Callable[[str], None] | None = None):
         self.path = Path(path)
         self.key = key
-        self.rows: list[dict] = []
-        if self.path.exists():
-            good, keep = [], 0
-            data = self.path.read_bytes()
-            pos = 0
-            for raw in data.splitlines(keepends=True):
-                try:
-                    good.append(json.loads(raw))
-                    keep = pos + len(raw)
-                except json.JSONDecodeError:
-                    break
-                pos += len(raw)
-            if keep < len(data):
-                with open(self.path, "r+b") as fh:
-                    fh.truncate(keep)
-            if good and not data[:keep].endswith(b"\n"):
-                with open(self.path, "ab") as fh:
-                    fh.write(b"\n")
-            self.rows = good
+        self.log = log
+        journal = read_journal(self.path, key)
+        move_aside(journal, log)
+        self.rows: list[dict] = journal.rows
         self.done = {self.key(r) for r in self.rows}
 
     def absorb(self, paths) -> None:
         """Count the rows of the complete lines of ``paths`` (other than this file; missing ones skipped) as done.
 
         Call it once every process has repaired its own file (after a barrier), so no file is read mid-repair.
-
-        Raises:
-            ValueError: a line other than the last of a file is not JSON (names file and line).
+        Damaged lines of those files are reported and skipped.
         """
         for other in paths:
             other = Path(other)
             if other.exists() and other.resolve() != self.path.resolve():
-                for row in read_results(other):
+                for row in read_results(other, self.key, log=self.log):
                     if self.key(row) not in self.done:
                         self.rows.append(row)
                         self.done.add(self.key(row))
@@ -421,7 +837,8 @@ SHARD_GLOB = "results.rank*.jsonl"
 
 def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_row_key) -> int:
     """Append the rows of RUN_DIR/results.rank*.jsonl (a multi-process run) that results.jsonl lacks, then delete
-    the shard files. Call on one process, after every process finished writing.
+    the shard files. Call on one process, after every process finished writing. Damaged shard lines are moved to
+    results.damaged.jsonl (with the shard's name and line) before the shard is deleted.
 
     Args:
         run: run directory.
@@ -432,7 +849,7 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
         number of rows appended.
 
     Raises:
-        ValueError: a shard line other than the last is not JSON (names file and line).
+        InputError: a shard cannot be read. OSError: a file cannot be written.
     """
     shards = sorted(Path(run).glob(SHARD_GLOB))
     if not shards:
@@ -440,7 +857,9 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     main = ResultsFile(Path(run) / "results.jsonl", key)
     new: dict[tuple, dict] = {}
     for sh in shards:
-        for row in read_results(sh):
+        journal = read_journal(sh, key)
+        move_aside(journal)
+        for row in journal.rows:
             k = key(row)
             if k not in main.done:
                 new.setdefault(k, row)
@@ -451,6 +870,8 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     return len(new)
 
 
-__all__ = ["SHARD_GLOB", "merge_shards", "Difference", "IDENTITY_VERSION", "ResultsFile", "RunIdentityError", "device_info",
-           "evaluate_row_key", "history_entry", "identity_differences", "merge_identity", "open_run", "provenance",
-           "read_results", "sha256_file", "sha256_json", "versions", "write_json_atomic"]
+__all__ = ["DAMAGED_NAME", "LOCK_NAME", "RECORDED_LIBRARIES", "SHARD_GLOB", "DamagedLine", "Difference",
+           "IDENTITY_VERSION", "Journal", "ResultsFile", "RunIdentityError", "RunLock", "claim_run", "device_info",
+           "evaluate_row_key", "history_entry", "holds_run_lock", "identity_differences", "merge_identity",
+           "merge_shards", "move_aside", "open_run", "provenance", "read_journal", "read_results", "release_run",
+           "sha256_file", "sha256_json", "thread_info", "versions", "write_json_atomic"]

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.runs import holds_run_lock
 from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
@@ -76,6 +77,7 @@ def rwku_row_key(row: dict) -> tuple:
     return (row["request"], row.get("method") or "", None if v is None else float(v))
 
 
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_rwku returns
 def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the RWKU protocol into ``run_dir`` and render its report.
 
@@ -90,8 +92,8 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
         pandas DataFrame of the result rows.
 
     Raises:
-        InputError: bad settings, a directory holding another run, results present without ``resume``, several
-            processes.
+        InputError: bad settings, a directory holding another run or in use by another process
+            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, several processes.
 
     Source: Jin et al. 2024 (RWKU), Sec. 3-4.
     """
@@ -106,7 +108,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     from dukb.neural.plan import choose_targets, load_kb_closure
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.protocol import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
-    from dukb.neural.runs import ResultsFile, history_entry, open_run, provenance, read_results, write_json_atomic
+    from dukb.neural.runs import ResultsFile, claim_run, history_entry, provenance, read_results, write_json_atomic
     from dukb.neural.rwku_report import render_rwku
     from dukb.neural.unlearn import default_retain, retain_fact_ids
     from dukb.solver.mdus import minimal_sets
@@ -152,7 +154,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     identity["probe"] = {"kinds": [QA_KIND, FB, *AA_KINDS], "max_new_tokens": 10, "rouge": "rougeL recall"}
     identity["rwku"] = {"forget_scope": cfg.forget_scope, "mia_k": cfg.mia_k, "batch_sizes": list(cfg.batch_sizes),
                         "batch_targets": targets[:max(cfg.batch_sizes or [0])]}
-    identity, added, old = open_run(run, "rwku", identity, extendable=("targets", "methods"), resume=resume)
+    identity, added, old = claim_run(run, "rwku", identity, extendable=("targets", "methods"), resume=resume, log=log)
     run.mkdir(parents=True, exist_ok=True)
     res_path = run / "results.jsonl"
     if not resume and res_path.exists():

@@ -38,6 +38,7 @@ from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
 from dukb.neural.restor.states import STATES_A, STATES_B, fact_state, partition, summarize_model
 from dukb.neural.restor.texts import forget_texts, retain_texts
+from dukb.neural.runs import holds_run_lock
 from dukb.neural.runs import write_json_atomic as write_json
 
 
@@ -175,6 +176,7 @@ class _Setup:
     retain: list[str]
 
 
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run in _prepare, is held until run_restor returns
 def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
     """Run (or resume) the RESTOR pipeline into ``run_dir`` and render its report.
 
@@ -192,7 +194,8 @@ def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
         The paths written by :func:`dukb.neural.restor.report.render`.
 
     Raises:
-        InputError: bad settings or KB, a KB too small for the corruption, or a run directory holding a run with
+        InputError: bad settings or KB, a KB too small for the corruption, a run directory in use by another process
+            with other settings (one with the same settings is waited for), or a run directory holding a run with
             other settings.
 
     Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); rule-aware analysis: dukb.
@@ -237,7 +240,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     from dukb.kb import load_kb
     from dukb.kb.corrupt import corrupt, save_corruption
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-    from dukb.neural.runs import IDENTITY_VERSION, history_entry, open_run, provenance
+    from dukb.neural.runs import IDENTITY_VERSION, claim_run, history_entry, provenance
     from dukb.solver.closure import compute_closure
 
     kb = load_kb(cfg.kb)
@@ -248,8 +251,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
         "identity_version": IDENTITY_VERSION, "kb_fingerprint": fp, "rules_fingerprint": closure.rules.fingerprint,
         "model_fingerprint": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
         "dtype": dtype}
-    # a directory holding a run with other settings is refused (every differing key named) before it is touched
-    identity, _added, old_record = open_run(run, "restor", identity)
+    # one writer: locks the directory (a second restor with the same settings waits); a run with other settings is
+    # refused (every differing key named) before anything in it is touched
+    identity, _added, old_record = claim_run(run, "restor", identity, log=log)
     cor = corrupt(kb, cfg.corrupt, cfg.seed, cfg.context, closure=closure.atoms,
                   docs_per_entity=cfg.docs_per_entity)
     try:  # created only once the settings, the KB and the corruption are known to be good
