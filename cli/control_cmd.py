@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.control import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
 
 
@@ -77,7 +78,8 @@ def control(
                         controls=_names(controls), ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max,
                         coarse=coarse, fine=fine, retain_eval=retain_eval, selection=selection, search=search,
                         sets=sets, seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
-    run_control(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    on_interrupt(keep_rows_note(output))
+    run_control(output, cfg, resume=resume, progress=True, log=log_line)
     typer.echo(f"report: {output / 'report.md'}")
 
 

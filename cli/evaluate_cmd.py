@@ -9,6 +9,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.neural_cmds import ModelOpts
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.methods import methods_help
 from dukb.neural.metrics import DEFAULT_METRICS, metrics_help
 from dukb.neural.protocol import DEFAULT_METHODS, RECOMMENDED
@@ -118,34 +119,80 @@ def evaluate(
                          else None,
                          gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code,
                          metrics=[m.strip() for m in metrics.split(",") if m.strip()])
-    run_evaluate(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    on_interrupt(keep_rows_note(output))
+    run_evaluate(output, cfg, resume=resume, progress=True, log=log_line)
     if is_main_process():
         typer.echo(f"report: {output / 'report.md'}")
 
 
-def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate` (or `dukb "
-                                          "control`).")) -> None:
-    """Re-render summary.csv, report.md and the figures from RUN_DIR/results.jsonl alone (no model): evaluate's
-    accuracy_recall.png, or control's ps_curves.png and risk_curves.png."""
+#: `dukb report`'s renderer of each protocol's run: config.json's "protocol" -> (module, function). Each renders
+#: from the run directory's files alone (no model) and returns a dict whose "report" is report.md's path.
+RENDERERS = {
+    "evaluate": ("dukb.neural.report", "render"),
+    "muse": ("dukb.neural.muse_report", "render_muse"),
+    "rwku": ("dukb.neural.rwku_report", "render_rwku"),
+    "control": ("dukb.neural.control_report", "render_control"),
+    "restor": ("dukb.neural.restor.report", "render"),
+}
+
+
+def _run_protocol(run_dir: Path) -> str:
+    """The protocol of the run in ``run_dir`` from its config.json ("evaluate" for an evaluate run written before
+    config.json named its protocol, or one with results.jsonl alone).
+
+    Raises:
+        InputError: not a directory, nothing to render, an unreadable config.json or an unknown protocol.
+    """
     import json
 
-    from dukb.neural.report import render
-
-    if not (run_dir / "results.jsonl").exists():
-        raise InputError("no results.jsonl here", run_dir)
+    if not run_dir.is_dir():
+        raise InputError("not a run directory" if run_dir.exists() else "no such run directory", run_dir)
+    config = run_dir / "config.json"
+    if not config.exists():
+        if (run_dir / "results.jsonl").exists():
+            return "evaluate"
+        raise InputError("not a run directory: neither config.json nor results.jsonl is here", run_dir)
     try:
-        protocol = json.loads((run_dir / "config.json").read_text()).get("protocol")
-    except (OSError, ValueError):
-        protocol = None
-    try:
-        if protocol == "control":
-            from dukb.neural.control_report import render_control
+        doc = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"not a readable run config ({type(e).__name__}: {e})", config) from None
+    if not isinstance(doc, dict):
+        raise InputError("not a run config (expected a JSON object)", config)
+    protocol = doc.get("protocol", "evaluate")
+    if protocol not in RENDERERS:
+        raise InputError(f"cannot render a {protocol!r} run: `dukb report` renders {', '.join(RENDERERS)} runs",
+                         config)
+    return protocol
 
-            paths = render_control(run_dir)
-        else:
-            paths = render(run_dir)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+
+def _why(e: Exception) -> str:
+    """A short reason for a run whose files the renderer cannot use."""
+    if isinstance(e, KeyError):
+        return f"a row or file lacks the field {e.args[0]!r}" if e.args else "a field is missing"
+    if isinstance(e, (TypeError, AttributeError)):
+        return f"a row or file holds a field of another type than this dukb writes ({type(e).__name__}: {e})"
+    return f"{type(e).__name__}: {e}"
+
+
+def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate`, `dukb muse`, "
+                                          "`dukb rwku`, `dukb control` or `dukb restor`.")) -> None:
+    """Re-render a run's summary.csv, report.md and figures from its files alone (no model), by the protocol its
+    config.json names: evaluate's accuracy_recall.png, muse's scalability/sustainability/ROC figures, rwku's
+    aa_kinds.png and batch_targets.png, control's ps_curves.png and risk_curves.png, restor's states.csv and
+    states_<METHOD>.png. A run it cannot render gives one line `dukb: error: ...` and exit 2."""
+    import importlib
+
+    protocol = _run_protocol(run_dir)
+    if protocol != "restor" and not (run_dir / "results.jsonl").exists():
+        raise InputError(f"no results.jsonl here (a {protocol} run that has written no rows yet)", run_dir)
+    module, name = RENDERERS[protocol]
+    render = getattr(importlib.import_module(module), name)
+    try:
+        paths = render(run_dir)
+    except (InputError, OSError):
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
+        raise InputError(f"cannot render this {protocol} run: {_why(e)}", run_dir) from None
     typer.echo(f"report: {paths['report']}")
 
 

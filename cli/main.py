@@ -2,7 +2,10 @@
 (clingo, torch) only inside the command, so `dukb closure` and `dukb mdus` start fast and never import torch.
 
 Errors in user input (:class:`dukb.DukbError`), usage errors and file-system errors (:class:`OSError`) print one
-line ``dukb: error: ...`` (control characters escaped by :func:`dukb.one_line`) and exit with code 2.
+line ``dukb: error: ...`` (control characters escaped by :func:`dukb.one_line`) and exit with code 2. Ctrl-C prints
+one line saying what the command kept (``dukb: interrupted; ...``) and exits with 130; a closed stdout (``dukb
+closure ... | head``) ends the command quietly with 0. The app is invoked directly rather than through
+``Command.main``, whose handlers would turn Ctrl-C into a silent 130 and a broken pipe into exit 1.
 """
 
 from __future__ import annotations
@@ -30,6 +33,27 @@ def _version(value: bool) -> None:
     if value:
         typer.echo(f"dukb {__version__}")
         raise typer.Exit()
+
+
+def _flags_without_type() -> None:
+    """Show boolean flags as plain flags in ``--help``: typer 0.29 prints ``<bool>`` in the type column of every
+    flag (``--resume``, ``--help``), although a flag takes no value."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption.display_type_rich, "_dukb", False):
+        return
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        if getattr(self, "is_flag", False) and not getattr(self, "count", False):
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._dukb = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_flags_without_type()
 
 
 @app.callback()
@@ -97,6 +121,17 @@ def _click_exceptions():
     return ex
 
 
+def _stdout_gone() -> None:
+    """After a broken pipe on stdout: point stdout at os.devnull so that the interpreter's final flush does not fail
+    again ("Exception ignored ... BrokenPipeError"), as Python's documentation of SIGPIPE recommends."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (an in-process caller's captured stdout)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dukb`` console script.
 
@@ -104,24 +139,30 @@ def main(argv: list[str] | None = None) -> int:
     with code 2 (:mod:`dukb.neural.distributed`).
 
     Returns:
-        The exit code: 0 on success, 2 on bad input, usage or a file-system error (one line
-        ``dukb: error: ...``, no traceback), 130 on Ctrl-C.
+        The exit code: 0 on success (also when a reader of stdout, such as ``head``, closed it early), 2 on bad
+        input, usage or a file-system error (one line ``dukb: error: ...``, no traceback), 130 on Ctrl-C (one line
+        ``dukb: interrupted; ...`` saying what the command kept).
     """
+    from dukb.cli.render import interrupt_message, on_interrupt, progress_to_stderr
     from dukb.neural.distributed import check_single_process
 
     ex = _click_exceptions()
     command = _command(len(app.registered_commands), len(app.registered_groups))
     args = sys.argv[1:] if argv is None else list(argv)
+    on_interrupt(None)
+    progress_to_stderr()
     try:
         name = next((a for a in args if not a.startswith("-")), None)
         if name is not None:
             check_single_process(name)  # under accelerate launch/torchrun only finetune and evaluate may run
-        rv = command.main(args=args, prog_name="dukb", standalone_mode=False)
+        with command.make_context("dukb", args) as ctx:
+            rv = command.invoke(ctx)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return rv if isinstance(rv, int) else 0
     except DukbError as e:
         _error(e)
         return 2
-    except (typer.Exit,) as e:
+    except typer.Exit as e:
         return e.exit_code
     except getattr(ex, "NoArgsIsHelpError", ()) as e:
         typer.echo(e.ctx.get_help() if e.ctx is not None else str(e))
@@ -133,14 +174,30 @@ def main(argv: list[str] | None = None) -> int:
     except ex.ClickException as e:
         _error(e.format_message())
         return 2
-    except (typer.Abort, KeyboardInterrupt):
-        typer.echo("dukb: interrupted", err=True)
+    except (typer.Abort, KeyboardInterrupt, EOFError):
+        _say(interrupt_message())
         return 130
     except BrokenPipeError:
+        _stdout_gone()
         return 0
+    except SystemExit as e:
+        if isinstance(e.__context__, BrokenPipeError):  # rich (the --help screens) exits 1 on a closed pipe
+            _stdout_gone()
+            return 0
+        raise
     except OSError as e:  # last resort: a file the command could not read or write, not caught where it was used
         _error(os_error_message(e))
         return 2
+    finally:
+        on_interrupt(None)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, quietly skipped when stderr is gone too."""
+    try:
+        typer.echo(one_line(line), err=True)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.evaluate_cmd import parse_grids
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import read_targets_file
 from dukb.neural.methods import methods_help
 from dukb.neural.metrics.muse import SELECTION_RULES
@@ -90,7 +91,8 @@ def muse(
                      verbmem_prefix=verbmem_prefix, verbmem_tokens=verbmem_tokens,
                      verbmem_temperature=verbmem_temperature, select=select, seed=seed, lr=lr,
                      device=device, dtype=dtype, finetune_epochs=finetune_epochs, bootstrap=bootstrap)
-    run_muse(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    on_interrupt(keep_rows_note(output))
+    run_muse(output, cfg, resume=resume, progress=True, log=log_line)
     typer.echo(f"report: {output / 'report.md'}")
 
 

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.methods import methods_help
 from dukb.neural.finetune import FINETUNE_PRESETS
@@ -60,6 +61,16 @@ class ModelOpts:
     gc = typer.Option(False, "--gradient-checkpointing", help="Trade compute for memory on large models.")
 
 
+def _finetune_note(output: Path) -> str:
+    """What an interrupted `dukb finetune` kept: its checkpoint in OUT (a rerun continues from it) or nothing yet."""
+    from dukb.neural.finetune import CHECKPOINT
+
+    ckpt = output / CHECKPOINT
+    if ckpt.exists():
+        return f"the finetuning checkpoint {ckpt} is kept; run the same command again to continue from it"
+    return "finetuning stopped before its first checkpoint; run the same command again to start over"
+
+
 def finetune(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
     model: str = typer.Option("tiny", "--model", help=MODEL_HELP),
@@ -92,8 +103,9 @@ def finetune(
     k = load_kb(kb)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, gradient_checkpointing)
+    on_interrupt(lambda: _finetune_note(output))
     record = finetune_kb(k, spec, output, preset=preset, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                         progress=True, log=lambda m: typer.echo(m, err=True))
+                         progress=True, log=log_line)
     if not is_main_process():
         return
     typer.echo(f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
@@ -138,10 +150,14 @@ def probe(
     if wanted - {"rouge", "logprob"}:
         bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
         raise InputError(f"--scores takes rouge, logprob or none, got {bad}")
+    for name, v in (("--batch-size", batch_size), ("--max-new-tokens", max_new_tokens)):
+        if v < 1:
+            raise InputError(f"{name} must be at least 1, got {v}")
+    chosen = parse_kinds(kinds)  # every option is checked before the KB and the model load
     k = load_kb(kb)
     spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
+    items = kb_qa(k, chosen, seed=seed)
     lm = load_model(spec)
-    items = kb_qa(k, parse_kinds(kinds), seed=seed)
     df = run_probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, batch_size=batch_size,
                    max_new_tokens=max_new_tokens, progress=True, rouge="rouge" in wanted,
                    logprob="logprob" in wanted)
@@ -211,14 +227,15 @@ def unlearn(
                          trust_remote_code, gradient_checkpointing)
     lm = load_model(spec)
     output.mkdir(parents=True, exist_ok=True)
+    on_interrupt(keep_rows_note(output, "a rerun of `dukb unlearn` starts that file over"))
     with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
         for row in sweep_target(lm, k, c, target_id, m.name, values, seed=seed, lr=lr, lora=spec.lora,
                                 layers=block_range, scope=scope):
             row["method"] = label
             fh.write(json.dumps(row) + "\n")
             fh.flush()
-            typer.echo(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
-                       f"target forgotten {row['target_forgotten']}", err=True)
+            log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
+                     f"target forgotten {row['target_forgotten']}")
     typer.echo(f"wrote {output / 'results.jsonl'}")
 
 

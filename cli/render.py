@@ -55,3 +55,71 @@ def to_table(rows: list[dict], columns: list[str], title: str | None = None) -> 
     console = Console(file=io.StringIO(), width=160, force_terminal=False, color_system=None)
     console.print(table)
     return console.file.getvalue()
+
+
+# ------------------------------------------------------------------------------ progress and interrupts --------
+def progress_to_stderr() -> None:
+    """Put rich's global console on stderr. Every dukb progress bar (``rich.progress.Progress()`` in the protocol
+    functions) draws on that console, so bars go to stderr beside the log lines and leave stdout to results."""
+    import rich
+
+    rich.reconfigure(stderr=True)
+
+
+def log_line(message: str) -> None:
+    """Print one log line (e.g. a per-target result) on stderr through the console the progress bars draw on, so
+    that it appears above a live bar instead of being glued onto it; plain text (no markup, highlighting, emoji or
+    wrapping)."""
+    from rich import get_console
+
+    get_console().print(str(message), markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+#: What the running command keeps when Ctrl-C stops it: a function returning the text after "dukb: interrupted; ".
+_interrupt_note = None
+
+
+def on_interrupt(note) -> None:
+    """Set (or clear, with None) the function that says what an interrupted command kept; `dukb` prints
+    ``dukb: interrupted; NOTE`` and exits with 130 (:func:`dukb.cli.main.main`)."""
+    global _interrupt_note
+    _interrupt_note = note
+
+
+def interrupt_message() -> str:
+    """``dukb: interrupted`` with the running command's note (a failing note is left out)."""
+    try:
+        note = _interrupt_note() if _interrupt_note is not None else None
+    except Exception:  # noqa: BLE001 - the note must never hide the interrupt
+        note = None
+    return "dukb: interrupted" + (f"; {note}" if note else "")
+
+
+def count_rows(path: Path) -> int:
+    """Complete JSON lines of a results file (0 when it is missing or unreadable; a torn last line is not
+    counted)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    n = 0
+    for raw in data.splitlines(keepends=True):
+        if not raw.endswith(b"\n") or not raw.strip():
+            continue
+        try:
+            json.loads(raw)
+        except ValueError:
+            continue
+        n += 1
+    return n
+
+
+def keep_rows_note(run_dir: Path, advice: str = "run the same command with --resume to continue"):
+    """An :func:`on_interrupt` note for a command writing RUN_DIR/results.jsonl (and, under a multi-process launch,
+    results.rank*.jsonl): ``N rows are kept in RUN_DIR/results.jsonl; ADVICE``."""
+    def note() -> str:
+        results = Path(run_dir) / "results.jsonl"
+        n = count_rows(results) + sum(count_rows(p) for p in Path(run_dir).glob("results.rank*.jsonl"))
+        return f"{n} row{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} kept in {results}; {advice}"
+
+    return note

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 
 
 def parse_method_values(option: str, values: list[str] | None, integer: bool = False) -> dict:
@@ -124,7 +125,9 @@ def restor(
                        dtype=dtype, prompt=prompt)
     if output.exists() and not output.is_dir():
         raise InputError("-o must be a directory, not a file", output)
-    paths = run_restor(output, cfg, log=lambda m: typer.echo(m, err=True))
+    on_interrupt(keep_rows_note(output, "run the same command again to continue (finished stages and methods "
+                                        "are skipped)"))
+    paths = run_restor(output, cfg, log=log_line)
     typer.echo(f"report: {paths['report']}")
 
 

@@ -9,6 +9,7 @@ import typer
 
 from dukb.cli.evaluate_cmd import parse_grids
 from dukb.cli.muse_cmd import _ints
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import read_targets_file
 from dukb.neural.methods import methods_help
 from dukb.neural.rwku import RWKU_METHODS
@@ -59,7 +60,8 @@ def rwku(
                      methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                      batch_sizes=_ints(batch_sizes, "--batch-sizes"), forget_scope=forget_scope, mia_k=mia_k,
                      seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
-    run_rwku(output, cfg, resume=resume, progress=True, log=lambda m: typer.echo(m, err=True))
+    on_interrupt(keep_rows_note(output))
+    run_rwku(output, cfg, resume=resume, progress=True, log=log_line)
     typer.echo(f"report: {output / 'report.md'}")
 
 

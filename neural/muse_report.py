@@ -159,6 +159,16 @@ def plot_curves(summary, experiment: str, path: Path) -> Path | None:
     return path
 
 
+def roc_label(name: str, auc) -> str:
+    """The ROC legend entry ``NAME (AUC 0.73)``: an AUC of 0.0 is shown as 0.00, a missing or non-numeric one as
+    "AUC –"."""
+    try:
+        value = float(auc)
+    except (TypeError, ValueError):
+        value = float("nan")
+    return f"{name} (AUC {'–' if value != value else f'{value:.2f}'})"
+
+
 def plot_roc(rows: list[dict], path: Path, request: str = "main") -> Path | None:
     """ROC curves of the Min-K% MIA (forget members vs holdout) for f_target, f_retrain and each method's last
     setting (MUSE Fig. 4)."""
@@ -181,7 +191,7 @@ def plot_roc(rows: list[dict], path: Path, request: str = "main") -> Path | None
         th = np.unique(np.concatenate([pos, neg, [np.inf]]))[::-1]
         tpr = [(pos >= t).mean() for t in th]
         fpr = [(neg >= t).mean() for t in th]
-        ax.plot(fpr, tpr, label=f"{name} (AUC {r.get('mia_auc') or float('nan'):.2f})")
+        ax.plot(fpr, tpr, label=roc_label(name, r.get("mia_auc")))
     ax.plot([0, 1], [0, 1], "k:", lw=0.8)
     ax.set_xlabel("false positive rate (holdout)")
     ax.set_ylabel("true positive rate (forget)")
@@ -215,4 +225,5 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
             "roc": plot_roc(rows, run / "mia_roc.png")}
 
 
-__all__ = ["markdown_report", "plot_curves", "plot_roc", "render_muse", "summarize_muse", "table_rows"]
+__all__ = ["markdown_report", "plot_curves", "plot_roc", "render_muse", "roc_label", "summarize_muse",
+           "table_rows"]

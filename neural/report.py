@@ -75,8 +75,10 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None) -> 
                   "| Acc@Superficial (↑) | " + " | ".join(_fmt(v) for v in allrows["acc_at_superficial"]) + " |",
                   "| share of targets forgotten | " + " | ".join(_fmt(v) for v in allrows["share_superficial"])
                   + " |", ""]
-    extra = [c for c in df.columns if c.startswith(("rouge_l_", "logprob_"))]
-    if extra:  # row metrics beyond recall: mean over targets and settings
+    from pandas.api.types import is_numeric_dtype
+
+    extra = [c for c in df.columns if c.startswith(("rouge_l_", "logprob_")) and is_numeric_dtype(df[c])]
+    if extra:  # row metrics beyond recall: mean over targets and settings (a non-numeric field is not a metric)
         means = df.groupby("method", sort=False)[extra].mean()
         lines += ["## Other metrics (mean over targets and settings)", "", *head]
         for c in extra:

@@ -76,3 +76,43 @@ def test_readme_tables_are_the_registries(capsys):
     start, end = "<!-- dukb methods -->\n", "\n<!-- /dukb methods -->"
     assert start in README and end in README
     assert README[README.index(start) + len(start):README.index(end)] == out
+
+
+def _table_usages() -> list[tuple[str, str]]:
+    """(command, usage) of each row of README's Commands table."""
+    section = README[README.index("## Commands"):]
+    section = section[:section.index("\n## ", 1)]
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^\| `dukb ([a-z][a-z-]*)((?:[^`]|\\\|)*)` \|", section,
+                                                           flags=re.M)]
+
+
+def _shown_required() -> list[tuple[str, str, bool]]:
+    """(command, flag, shown as required) for each flag of README's Commands table: outside brackets is required,
+    inside [...] optional; flags inside (... | ...) alternatives are left out."""
+    out = []
+    for cmd, usage in _table_usages():
+        square = paren = 0
+        for m in re.finditer(r"\[|\]|\(|\)|(?<![\w-])(--[a-z][a-z0-9-]*|-o)(?![\w-])", usage):
+            tok = m.group(0)
+            square += (tok == "[") - (tok == "]")
+            paren += (tok == "(") - (tok == ")")
+            if m.group(1) and not paren:
+                out.append((cmd, m.group(1), square == 0))
+    return out
+
+
+def test_commands_table_covers_the_commands():
+    shown = {c for c, _ in _table_usages()}
+    assert shown == set(_options())  # every command has a row
+    assert len(_shown_required()) > 40
+
+
+@pytest.mark.parametrize("command,flag,required", _shown_required())
+def test_commands_table_shows_required_options_as_required(command, flag, required):
+    """README's Commands table writes a required option bare and an optional one in brackets (`--kb` of finetune,
+    probe and unlearn defaults to the built-in demo KB; evaluate, rwku, muse and control to the generated one)."""
+    cli = typer.main.get_command(app)
+    param = next((p for p in cli.commands[command].params if flag in (*p.opts, *p.secondary_opts)), None)
+    assert param is not None, f"README's table shows `dukb {command} {flag}`, which `dukb {command}` lacks"
+    assert param.required == required, (f"README's table shows `dukb {command} {flag}` as "
+                                        f"{'required' if required else 'optional'}")
