@@ -241,6 +241,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     closure = compute_closure(kb, cfg.rules)
     from dukb.neural.methods import method_grids, resolve
     from dukb.neural.metrics import combined_needs, parse_metrics, row_metrics
+    from dukb.neural.metrics.recall import success_du
     from dukb.neural.plan import build_plan, choose_targets
 
     methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
@@ -366,6 +367,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                     row["target_relation"] = fact.relation
                     row["n_kb_rel"] = len(kb.relationships)
                     row["n_kb_bio"] = len(kb.biographies)
+                    if "forgotten_relationships" in row:  # Success-DU (Definition 2): t not in Ω(K \ U_A, R)
+                        row["success_du"] = success_du(closure, t, row["forgotten_relationships"])
                     results.append(row)
                     if bar is not None:
                         bar.advance(task)

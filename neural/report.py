@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dukb.neural.metrics.summary import (ACCURACY, THRESHOLD, curve_points, envelope, setting_key,  # noqa: F401
-                                         strength, superficial, tradeoff)
+from dukb.neural.metrics.summary import (ACCURACY, THRESHOLD, TRADEOFF_RULE, curve_points, envelope,  # noqa: F401
+                                         setting_key, strength, superficial, target_tradeoff, tradeoff)
 from dukb.neural.runs import DAMAGED_NAME, Journal, read_journal
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
@@ -50,12 +50,24 @@ def _fmt(v) -> str:
     return "–" if v is None or v != v else f"{v:.2f}"
 
 
-def markdown_report(df, summary, config: dict, finetune: dict | None = None) -> str:
+def _pm(row: dict, key: str) -> str:
+    """A per-target summary field as mean ± std (the std in ``key + "_std"``); "–" when empty."""
+    m, sd = row.get(key), row.get(f"{key}_std")
+    return _fmt(m) if sd is None or sd != sd or m is None or m != m else f"{m:.2f} ± {sd:.2f}"
+
+
+def markdown_report(df, summary, config: dict, finetune: dict | None = None, notes=()) -> str:
     """report.md: Table 1 layout (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC per method), Table 2 layout
-    (Acc@Superficial), per-relation table, curve points, and the run's config, seed, versions and device."""
+    (Acc@Superficial), per-relation table, curve points, and the run's config, seed, versions and device.
+
+    Table 1 shows the paper's per-target rule as mean ± std over targets, then the mean-envelope variant, the
+    observed values and Success-DU, with :data:`dukb.neural.metrics.summary.TRADEOFF_RULE` under it; ``notes``
+    (strings) are appended to the sentence under the curve points.
+
+    Source: Wu et al. 2025, Tables 1/6 and 2/8; the Eval-DU figure notebook (trade-off rule)."""
     allrows = summary[summary["group"] == "all"]
     methods = list(allrows["method"])
-    lines = ["# dukb evaluate report", ""]
+    lines = ["# dukb evaluate report (Eval-DU protocol)", ""]
     model = config.get("model", "?")
     lines += [f"KB: `{config.get('kb')}` · model: `{model}` · rules: `{config.get('rules')}` · sets: "
               f"{config.get('sets')} · targets: {config.get('n_targets')} · seed: {config.get('seed')}", ""]
@@ -65,11 +77,21 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None) -> 
     head = ["| metric | " + " | ".join(m.upper() for m in methods) + " |", "|---|" + "---|" * len(methods)]
     if "acc_at_recall" in allrows:
         lines += ["## Table 1: trade-off between recall and accuracy", "", *head]
+        recs = allrows.to_dict("records")
         for key, label in (("acc_at_recall", "Acc@Recall≥0.8 (↑)"), ("recall_at_acc", "Recall@Acc≥0.8 (↑)"),
-                           ("ar_auc", "AR-AUC (↑)"), ("observed_acc_at_recall", "observed Acc@Recall≥0.8"),
-                           ("observed_recall_at_acc", "observed Recall@Acc≥0.8")):
-            lines.append(f"| {label} | " + " | ".join(_fmt(v) for v in allrows[key]) + " |")
-        lines.append("")
+                           ("ar_auc", "AR-AUC (↑)")):
+            lines.append(f"| {label} | " + " | ".join(_pm(r, key) for r in recs) + " |")
+        for key, label in (("acc_at_recall_envelope", "Acc@Recall≥0.8, mean envelope"),
+                           ("recall_at_acc_envelope", "Recall@Acc≥0.8, mean envelope"),
+                           ("ar_auc_envelope", "AR-AUC, mean envelope"),
+                           ("observed_acc_at_recall", "observed Acc@Recall≥0.8"),
+                           ("observed_recall_at_acc", "observed Recall@Acc≥0.8"),
+                           ("success_du", "Success-DU at the best setting (↑)"),
+                           ("success_du_any", "Success-DU at any setting")):
+            if key in allrows:
+                lines.append(f"| {label} | " + " | ".join(_fmt(v) for v in allrows[key]) + " |")
+        lines += ["", TRADEOFF_RULE + " Success-DU: share of targets not in the deductive closure of the KB minus "
+                  "the facts the model forgot (Definition 2).", ""]
     if "acc_at_superficial" in allrows:
         lines += ["## Table 2: accuracy at superficial unlearning", "", *head,
                   "| Acc@Superficial (↑) | " + " | ".join(_fmt(v) for v in allrows["acc_at_superficial"]) + " |",
@@ -89,18 +111,21 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None) -> 
         lines += ["## By relation of the target", "", "| relation | method | targets | Acc@Recall≥0.8 | Recall@Acc≥0.8 "
                   "| AR-AUC |", "|---|---|---|---|---|---|"]
         for r in rel.to_dict("records"):
-            lines.append(f"| {r['group']} | {r['method']} | {r['n_targets']} | {_fmt(r['acc_at_recall'])} | "
-                         f"{_fmt(r['recall_at_acc'])} | {_fmt(r['ar_auc'])} |")
-        lines.append("")
+            lines.append(f"| {r['group']} | {r['method']} | {r['n_targets']} | {_pm(r, 'acc_at_recall')} | "
+                         f"{_pm(r, 'recall_at_acc')} | {_pm(r, 'ar_auc')} |")
+        lines += ["", "Per-target rule, mean ± std over the relation's targets (as Table 1).", ""]
     if "recall" in df.columns:
         pts = curve_points(df)
+        sdu = "success_du" in pts
         lines += ["## Accuracy-recall points (mean over targets)", "", "| method | setting | recall | accuracy | "
-                  "target forgotten |", "|---|---|---|---|---|"]
+                  "target forgotten |" + (" Success-DU |" if sdu else ""),
+                  "|---|---|---|---|---|" + ("---|" if sdu else "")]
         for p in pts.to_dict("records"):
             lines.append(f"| {p['method']} | `{p['setting']}` | {p['recall']:.3f} | {p['accuracy']:.3f} | "
-                         f"{p['target_forgotten']:.2f} |")
-    lines += ["", "Curve: upper envelope through the mean points, anchored at (0, 1) and (1, 0), linear "
-              "interpolation; observed values use measured points only (– when none reaches 0.8).", "",
+                         f"{p['target_forgotten']:.2f} |" + (f" {_fmt(p['success_du'])} |" if sdu else ""))
+    lines += ["", "Mean envelope: upper envelope through the mean points, anchored at (0, 1) and (1, 0), linear "
+              "interpolation; observed values use measured points only (– when none reaches 0.8)."
+              + "".join(f" {n}" for n in notes), "",
               "## Config", "", "```json", json.dumps(config, indent=2, default=str), "```", ""]
     return "\n".join(lines)
 
@@ -174,8 +199,11 @@ def render(run_dir) -> dict:
     rows = journal.rows
     if not rows:
         raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
-    df = pd.DataFrame(rows)
     config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
+    from dukb.neural.metrics.recall import fill_success_du
+
+    rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
+    df = pd.DataFrame(rows)
     finetune = json.loads((run / "finetune.json").read_text()) if (run / "finetune.json").exists() else None
     from dukb.neural.metrics import DEFAULT_METRICS, parse_metrics, summary_metrics
 
@@ -185,7 +213,8 @@ def render(run_dir) -> dict:
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
     summary.to_csv(run / "summary.csv", index=False)
-    (run / "report.md").write_text(markdown_report(df, summary, config, finetune) + journal_note(journal),
+    (run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note else [])
+                                   + journal_note(journal),
                                    encoding="utf-8")
     paths = {"summary": run / "summary.csv", "report": run / "report.md"}
     if "recall" in df.columns:
