@@ -22,11 +22,11 @@ def import_edu_relat(
     job), qa_relationships.jsonl, qa_biographies.jsonl (the benchmark's question/answer texts per fact) and
     targets.txt (the paper's 55 target fact_ids). Prints one summary line.
     """
+    from dukb.cli.symbolic import read_targets_file
     from dukb.kb.edu_relat import import_edu_relat as run
 
     kb = run(src, out)
-    n_targets = sum(1 for line in (out / "targets.txt").read_text(encoding="utf-8").splitlines()
-                    if line.strip() and not line.startswith("#"))
+    n_targets = len(read_targets_file(out / "targets.txt"))  # read back bounded, as every file
     typer.echo(f"imported {len(kb.people)} people, {len(kb.relationships)} relationship facts, "
                f"{len(kb.biographies)} biography facts, {n_targets} targets into {out}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -13,6 +14,10 @@ from dukb import InputError, one_line
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
 RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
              "rules dead) or a .lp file of positive Horn rules over holds(S,R,O)."
+
+
+#: Default of ``dukb mdus --seeds`` (the paper's N_seed).
+MDUS_SEEDS = 100
 
 
 class ClosureFormat(str, Enum):
@@ -40,21 +45,40 @@ class RecallMethod(str, Enum):
 def read_targets_file(path: Path) -> list[int]:
     """Read a targets file: one relationship fact_id per line; '#' starts a comment; blank lines are skipped.
 
+    Args:
+        path: the file (read bounded by :func:`dukb.kb.csvfile.read_text`: a regular file of at most
+            :data:`dukb.kb.csvfile.MAX_INPUT_BYTES` bytes).
+
+    Returns:
+        The fact_ids in file order.
+
     Raises:
-        InputError: missing or unreadable file, not UTF-8, or a line that is not an integer (file and line named).
+        InputError: missing, unreadable or not regular file (FIFO, device, folder), too large, not UTF-8, no
+            fact_id at all, or a line that is not an integer ``-?[0-9]+`` in ASCII of at most 18 digits (file and
+            line named).
     """
-    from dukb.kb.csvfile import read_text
+    return [fid for fid, _ in read_targets_lines(path)]
+
+
+def read_targets_lines(path: Path) -> list[tuple[int, int]]:
+    """:func:`read_targets_file` with the 1-based line of each fact_id: ``[(fact_id, line), ...]``.
+
+    Raises:
+        InputError: as :func:`read_targets_file`.
+    """
+    from dukb.kb.csvfile import MAX_INT_DIGITS, read_text, strict_int
 
     ids = []
     for n, raw in enumerate(read_text(path, "targets file").replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        text = raw.split("#", 1)[0].strip()
+        text = raw.split("#", 1)[0].strip(" \t")
         if not text:
             continue
-        try:
-            ids.append(int(text))
-        except ValueError:
-            raise InputError(f"{text!r} is not a fact_id (one integer per line, '#' for comments)", path, n) \
-                from None
+        fid = strict_int(text)
+        if fid is None:
+            shown = text if len(text) <= 60 else text[:60] + f"... ({len(text)} characters)"
+            raise InputError(f"{shown!r} is not a fact_id (one integer per line: the digits 0-9, at most "
+                             f"{MAX_INT_DIGITS}, and a leading '-'; '#' for comments)", path, n)
+        ids.append((fid, n))
     if not ids:
         raise InputError("targets file lists no fact_id", path)
     return ids
@@ -135,10 +159,13 @@ def _write_closure_csv(c, output: Optional[Path]) -> None:
 def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int | None]]:
     from dukb.solver.closure import resolve_target
 
-    ids = list(target_id or [])
+    out = [(resolve_target(c, i), i) for i in target_id or []]
     if targets_file is not None:
-        ids += read_targets_file(targets_file)
-    out = [(resolve_target(c, i), i) for i in ids]
+        for i, line in read_targets_lines(targets_file):
+            try:
+                out.append((resolve_target(c, i), i))
+            except InputError as e:
+                raise InputError(e.message, targets_file, line) from None
     for t in target or []:
         a = resolve_target(c, t)
         out.append((a, c.fact_ids[a] if c.is_kb(a) else None))
@@ -158,7 +185,8 @@ def mdus(
     method: MdusMethod = typer.Option(MdusMethod.exact, "--method", help="exact: all subset-minimal sets (clingo); "
                                       "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
                                       "Algorithm 1."),
-    seeds: int = typer.Option(100, "--seeds", help="random: number of seeds N_seed."),
+    seeds: int = typer.Option(MDUS_SEEDS, "--seeds", help="random: number of seeds N_seed (only with --method "
+                              "random)."),
     seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum)."),
     max_sets: Optional[int] = typer.Option(None, "--max-sets", help="exact: stop after this many sets."),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="exact/minimum: time limit per target, "
@@ -181,6 +209,8 @@ def mdus(
 
     if seeds < 1:
         raise InputError(f"--seeds must be at least 1, got {seeds}")
+    if seeds != MDUS_SEEDS and method != MdusMethod.random:
+        raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
     _, c = _load(kb, rules)
     tg = _collect_targets(c, target_id, targets_file, target)
     kw = dict(max_sets=max_sets, seconds=seconds, n_seeds=seeds, seed=seed)
@@ -245,7 +275,7 @@ def recall(
 
         rel_p, bio_p = retained_dir / "relationships_correct.pt", retained_dir / "biographies_correct.pt"
         rel = load_bool_list(rel_p)
-        bio = load_bool_list(bio_p) if bio_p.exists() else None
+        bio = load_bool_list(bio_p) if os.path.lexists(bio_p) else None  # a dangling link is reported
         ret = retained_from_lists(k, rel, bio, source=str(retained_dir))
     atom = c.atom_of_fact(target_id)
     res = target_recall(c, atom, ret, method.value, n_seeds=seeds, seed=seed)

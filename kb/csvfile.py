@@ -10,6 +10,8 @@ Strict means nothing is guessed and nothing is dropped:
 - a quote that is never closed, or text after a closing quote, is a syntax error reported at the line where the
   record starts (Python's :mod:`csv` with ``strict=True`` finds it; its non-strict mode would silently merge the
   following rows into one field);
+- a quote inside a field that does not start with a quote (``ab"c``, a "bare quote") is an error, as RFC 4180
+  allows quotes only in quoted fields (Python's :mod:`csv` keeps it as a literal character);
 - a field longer than :data:`MAX_FIELD_CHARS` characters is an error;
 - the header may not repeat a column or have an empty column name, must hold the required columns and, where the
   caller lists the optional ones, no other column;
@@ -49,6 +51,11 @@ MAX_FIELD_CHARS = 131072
 #: tighter bound pass their own ``limit``.
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 
+#: Most digits of an integer in a user's file (fact_id, birthyear, generation, target and retained ids): every
+#: accepted integer fits a signed 64-bit integer, and no huge number is converted (Python refuses to convert more
+#: than 4,300 digits, and converting fewer is quadratic).
+MAX_INT_DIGITS = 18
+
 #: Unicode categories refused in a cell: controls (Cc), line/paragraph separators (Zl, Zp), surrogates (Cs).
 CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cs"})
 
@@ -84,6 +91,10 @@ class CsvTable:
     header: tuple[str, ...]
     rows: list[tuple[int, dict[str, str]]]
 
+
+#: The message for a bare quote (RFC 4180 allows a quote only inside a quoted field, doubled).
+BARE_QUOTE = 'bare quote (") inside a field that is not quoted: enclose the field in double quotes and double the ' \
+             'quote ("")'
 
 #: The characters of :data:`CONTROL_CATEGORIES` (the categories are fixed sets: Cc is U+0000-001F and U+007F-009F,
 #: Zl is U+2028, Zp U+2029, Cs U+D800-DFFF) and U+FEFF, as a regular expression (a per-character loop is 20x slower).
@@ -126,6 +137,63 @@ def _cut(text: str, limit: int) -> str:
 def _line_of(text: str) -> int:
     """1-based line number after ``text`` (CRLF, LF and CR each end a line, as in :func:`read_csv`)."""
     return text.replace("\r\n", "\n").replace("\r", "\n").count("\n") + 1
+
+
+def strict_int(value: str) -> int | None:
+    """The integer ``value`` spells as ``-?[0-9]+`` in ASCII with at most :data:`MAX_INT_DIGITS` digits, else None.
+
+    Python's ``int()`` also accepts ``19_21``, ``+10``, surrounding spaces and non-ASCII digits (``\uff11\uff10``),
+    so a number could mean something other than what the file shows; this does not. Leading zeros are allowed
+    (``007`` is 7).
+
+    Args:
+        value: the text (a cell, a line of a targets file).
+
+    Returns:
+        The integer, or None when ``value`` is not such a numeral.
+    """
+    digits = value[1:] if value[:1] == "-" else value
+    if 0 < len(digits) <= MAX_INT_DIGITS and digits.isascii() and digits.isdigit():  # ASCII isdigit: 0-9 only
+        return int(value)
+    return None
+
+
+def int_problem(what: str, value: str, of: str | None = None) -> str | None:
+    """The message for ``value`` (``what`` names it, e.g. "fact_id"; ``of`` whose it is, e.g. a person's name) when
+    it is not an integer as :func:`strict_int` reads them, or None when it is one.
+
+    Example: ``birthyear '19_21' of 'Anna Berg' is not an integer (only the digits 0-9 and a leading '-')``.
+    """
+    if strict_int(value) is not None:
+        return None
+    subject = f"{what} {_clip(value)}" + ("" if of is None else f" of {of!r}")
+    digits = value[1:] if value[:1] == "-" else value
+    if len(digits) > MAX_INT_DIGITS and digits.isascii() and digits.isdigit():
+        return f"{subject} has {len(digits):,} digits, more than the {MAX_INT_DIGITS} allowed"
+    return f"{subject} is not an integer (only the digits 0-9 and a leading '-')"
+
+
+def parse_int(value: str, what: str, path: str | Path | None = None, line: int | None = None) -> int:
+    """Read an integer of a user's file strictly (:func:`strict_int`: ``-?[0-9]+`` in ASCII, at most
+    :data:`MAX_INT_DIGITS` digits).
+
+    Args:
+        value: the text.
+        what: what it is, for the message (e.g. "fact_id").
+        path: the file, for the message.
+        line: the 1-based line, for the message.
+
+    Returns:
+        The integer.
+
+    Raises:
+        InputError: ``<what> '<value>' is not an integer (...)`` or ``... has N digits, more than the 18 allowed``,
+            naming ``path`` and ``line``.
+    """
+    n = strict_int(value)
+    if n is None:
+        raise InputError(int_problem(what, value), path, line)
+    return n
 
 
 def open_regular(path: str | Path, what: str = "file", limit: int | None = None):
@@ -248,6 +316,30 @@ def read_text(path: str | Path, what: str = "file") -> str:
     return decode_text(read_bytes(path, what), path)
 
 
+def read_package_text(*parts: str) -> tuple[str, str]:
+    """Read a text file shipped in the ``dukb.data`` package (templates, name lists), bounded as a user's file when
+    it lies on the file system (:func:`read_text`: an installed package can be edited or replaced).
+
+    Args:
+        parts: the path inside ``dukb.data``, e.g. ``("templates", "probes.json")``.
+
+    Returns:
+        (text, the file's name for messages).
+
+    Raises:
+        InputError: missing or unreadable file, not a regular file, too large, not UTF-8 (file named).
+    """
+    from importlib import resources
+
+    res = resources.files("dukb.data").joinpath(*parts)
+    if isinstance(res, Path):
+        return read_text(res, "package data file"), str(res)
+    try:  # a package inside a zip archive: its reader is bounded by the archive
+        return res.read_text(encoding="utf-8"), str(res)
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read package data: {e}", str(res)) from None
+
+
 def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tuple[str, ...] | None = None,
              strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None,
              fields_only: bool = False) -> CsvTable:
@@ -291,9 +383,12 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
 
     records = _records_span(text, path)
     try:
-        _, _, header = next(records)
+        _, header_end, header = next(records)
     except StopIteration:
         raise InputError("empty file: expected a header row " + ",".join(required), path, 1) from None
+    bare = _bare_quote_lines(text)
+    if bare and bare[0] <= header_end:
+        raise InputError(BARE_QUOTE, path, 1)
     for h in header:
         bad = control_problem("column name", h)
         if bad:
@@ -322,7 +417,13 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
     clean = _CONTROL_NOT_EOL.search(text) is None
     check_long = len(text) > MAX_FIELD_CHARS
     nh = len(header)
+    b = 0  # next bare quote
     for line, end, fields in records:
+        if b < len(bare) and bare[b] <= end:
+            while b < len(bare) and bare[b] <= end:
+                b += 1
+            problem(line, BARE_QUOTE)
+            continue
         if not "".join(fields).strip(" "):
             continue  # an empty line, or nothing but commas and spaces
         if len(fields) != nh:
@@ -343,6 +444,35 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
         else:
             rows.append((line, dict(zip(header, map(str.strip, fields))) if strip else dict(zip(header, fields))))
     return CsvTable(Path(path), tuple(header), rows)
+
+
+_FIELD = r'(?:"(?:[^"]|"")*+"|[^,\r\n"]*+)'
+#: The longest prefix of a text made of well-formed fields (quoted, or without any quote) and separators; it stops
+#: at a bare quote, at an unterminated quote and at text after a closing quote (possessive: linear time).
+_WELL_FORMED = re.compile(f"{_FIELD}(?:[,\r\n]{_FIELD})*+")
+_SEPARATOR = re.compile("[,\r\n]")
+
+
+def _bare_quote_lines(text: str) -> list[int]:
+    """The 1-based lines of the bare quotes of ``text`` (a quote inside a field that does not start with one), in
+    order. Unterminated quotes and text after a closing quote are left to the csv module, which reports them."""
+    if '"' not in text:
+        return []
+    out: list[int] = []
+    pos, last, line, n = 0, 0, 1, len(text)
+    while pos < n:
+        at = _WELL_FORMED.match(text, pos).end()
+        if at >= n or text[at] != '"' or at == 0 or text[at - 1] in ',\r\n"':
+            break  # the end, or a syntax error the csv module reports
+        chunk = text[last:at]  # never splits a CRLF: ``at`` is at a quote
+        line += chunk.count("\n") + chunk.count("\r") - chunk.count("\r\n")
+        last = at
+        out.append(line)
+        sep = _SEPARATOR.search(text, at)
+        if sep is None:
+            break
+        pos = sep.end()
+    return out
 
 
 def _records(text: str, path: str | Path):
@@ -380,5 +510,6 @@ def _records_span(text: str, path: str | Path):
         raise InputError(msg, path, start) from None
 
 
-__all__ = ["CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "MAX_INPUT_BYTES", "open_regular", "Problem", "control_char", "control_problem",
-           "decode_text", "parse_csv", "read_bytes", "read_csv", "read_text"]
+__all__ = ["BARE_QUOTE", "CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "MAX_INPUT_BYTES", "MAX_INT_DIGITS",
+           "Problem", "control_char", "control_problem", "decode_text", "int_problem", "open_regular", "parse_csv",
+           "parse_int", "read_bytes", "read_csv", "read_package_text", "read_text", "strict_int"]

@@ -28,6 +28,7 @@ import json
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import MAX_INT_DIGITS
 from dukb.kb.io import check_kb, load_kb, save_kb
 from dukb.kb.model import KB, BioFact, Fact, Person
 from dukb.kb.ptfile import PickledPerson, load_benchmark_pickle, short_repr
@@ -48,14 +49,26 @@ BIO_QA_KEYS = ("fact", "question", "answer", "question4", "answer4")
 
 
 def _int(value, what: str, path: Path) -> int:
-    """A Python int from an int or a numpy integer (scalar or one-element array)."""
+    """A Python int from an int or a numpy integer (scalar or one-element array) of at most
+    :data:`dukb.kb.csvfile.MAX_INT_DIGITS` digits.
+
+    Raises:
+        InputError: (naming ``path``; ``what`` says where in the file) not an integer, or an absurdly large one.
+    """
     import numpy as np
 
     if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iu":
         value = value.reshape(-1)[0]
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return int(value)
+        value = int(value)
+        if -_INT_BOUND < value < _INT_BOUND:
+            return value
+        raise InputError(f"{what} is an integer of more than {MAX_INT_DIGITS} digits ({value.bit_length():,} bits)",
+                         path)
     raise InputError(f"{what} is {type(value).__name__} {short_repr(value)}, expected an integer", path)
+
+
+_INT_BOUND = 10 ** MAX_INT_DIGITS
 
 
 def _read_graph(path: Path):
@@ -72,9 +85,11 @@ def _read_graph(path: Path):
     for k, name in enumerate(names):
         if not isinstance(name, str) or not name:
             raise InputError(f"name {k} is {short_repr(name)}, expected a non-empty string", path)
-    if len(set(names)) != n:
-        dup = next(x for x in names if names.count(x) > 1)
-        raise InputError(f"the name {short_repr(dup)} is used by more than one person", path)
+    first: dict[str, int] = {}  # name -> index of its first person (linear; list.count would be quadratic)
+    for k, name in enumerate(names):
+        if first.setdefault(name, k) != k:
+            raise InputError(f"the name {short_repr(name)} is used by more than one person (names {first[name]} "
+                             f"and {k})", path)
     pairs = []
     for e, (edge, rel) in enumerate(zip(edges, types)):
         if not (isinstance(edge, (tuple, list)) and len(edge) == 2):

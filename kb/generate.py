@@ -44,13 +44,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
 
 from dukb import InputError
+from dukb.kb.csvfile import read_package_text
 from dukb.kb.model import KB, BioFact, Fact, Person, Triple
 from dukb.kb.schema import RELATIONS
 
@@ -232,7 +232,7 @@ class FamilyTruth:
 
 # -- package data -------------------------------------------------------------------------------------------------
 def _data_lines(name: str) -> list[str]:
-    text = resources.files("dukb.data").joinpath(name).read_text(encoding="utf-8")
+    text, _ = read_package_text(name)
     return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
 
 

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from dukb import InputError
-from dukb.kb.csvfile import Problem, control_problem, read_csv
+from dukb.kb.csvfile import MAX_INT_DIGITS, Problem, control_problem, int_problem, read_csv, strict_int
 from dukb.kb.model import KB, BioFact, Fact, Person
 from dukb.kb.schema import ATTRIBUTES, GENDERS, RELATIONS, gender_violation
 
@@ -127,10 +127,6 @@ def _name_problem(name: str) -> str | None:
     return control_problem("name", name)
 
 
-def _opt_int(value: str) -> int:
-    return int(value)
-
-
 def load_kb(directory: str | Path) -> KB:
     """Load and validate a KB directory.
 
@@ -146,7 +142,10 @@ def load_kb(directory: str | Path) -> KB:
             (e.g. an unterminated quote), wrong number of fields, duplicate, missing or unknown column, control
             character in a cell, unknown relation or attribute, person not in people.csv,
             gender not male/female, duplicate fact, reflexive fact, fact violating its relation's gender,
-            non-integer or duplicate fact_id. Each problem names the file and line.
+            non-integer or duplicate fact_id, an integer (fact_id, birthyear, generation) not written
+            ``-?[0-9]+`` in ASCII with at most 18 digits (:func:`dukb.kb.csvfile.strict_int`), a bare quote. Each
+            problem names the file and line; a file that cannot be read as a whole (missing, bad header, CSV syntax
+            error) does not stop the checks of the others, so the error lists every problem found, in file order.
     """
     root = resolve_kb_path(directory)
     with gc_paused():
@@ -156,17 +155,18 @@ def load_kb(directory: str | Path) -> KB:
 def _load_kb(root: Path) -> KB:
     problems: list[Problem] = []
     p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems, PEOPLE_OPTIONAL)
+    # when people.csv has a problem of its own, a fact naming someone not in it is not reported again
+    people_complete = not problems
     r_rows = _read_fact_rows(root / RELATIONSHIPS, REL_COLUMNS, problems)
     bio_path = root / BIOGRAPHIES
     # biographies.csv is optional; anything of that name (a folder, a dangling link) is read and reported
     b_rows = _read_fact_rows(bio_path, BIO_COLUMNS, problems) if os.path.lexists(bio_path) else []
-    if problems:
-        raise KBError(problems)
+    # a file that cannot be read as a whole (None) does not stop the checks of the others: every problem is listed
 
     people: dict[str, Person] = {}
     excused: set[str] = set()  # people with a reported problem: their facts are not reported again
     ppath = str(root / PEOPLE)
-    for line, row in p_rows:
+    for line, row in p_rows or ():
         name, gender = row["name"], row["gender"].lower()
         bad = _name_problem(name)
         if bad:
@@ -183,31 +183,44 @@ def _load_kb(root: Path) -> KB:
         for col in ("birthyear", "generation"):
             v = row.get(col, "")
             if v:
-                try:
-                    extra[col] = _opt_int(v)
-                except ValueError:
-                    problems.append(Problem(ppath, line, f"{col} {v!r} of {name!r} is not an integer"))
+                n = strict_int(v)
+                if n is None:
+                    problems.append(Problem(ppath, line, int_problem(col, v, name)))
+                extra[col] = n
         people[name] = Person(name, gender, extra.get("birthyear"), row.get("birthplace") or None,
                               row.get("job") or None, extra.get("generation"))
 
     del p_rows
+    if not people_complete:
+        excused = _Everyone()
     ids = (array("q"), array("q"))
-    relationships = _check_relationships(people, r_rows, str(root / RELATIONSHIPS), problems, excused, ids)
+    relationships = _check_relationships(people, r_rows or (), str(root / RELATIONSHIPS), problems, excused, ids)
     del r_rows  # rows are freed as soon as their facts exist (peak memory on large KBs)
-    biographies = _check_biographies(people, b_rows, str(bio_path), problems, excused)
+    biographies = _check_biographies(people, b_rows or (), str(bio_path), problems, excused)
     del b_rows
     if problems:
+        rank = {str(root / PEOPLE): 0, str(root / RELATIONSHIPS): 1, str(bio_path): 2}
+        problems.sort(key=lambda p: (rank.get(p.path, 3), p.line or 0))  # stable: file order, then line order
         raise KBError(problems)
     kb = KB(people, relationships, biographies, source=root)
     kb.set_name_index(*ids)
     return kb
 
 
+class _Everyone:
+    """A set holding every name: the people excused when people.csv itself has a problem."""
+
+    def __contains__(self, name) -> bool:
+        return True
+
+    def add(self, name) -> None:
+        pass
+
+
 def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems: list[Problem]) -> int | None:
-    try:
-        fid = int(value)
-    except (TypeError, ValueError):
-        problems.append(Problem(path, line, f"fact_id {value!r} is not an integer"))
+    fid = strict_int(value)
+    if fid is None:
+        problems.append(Problem(path, line, int_problem("fact_id", value)))
         return None
     if fid < 0:
         problems.append(Problem(path, line, f"fact_id {fid} is negative"))
@@ -238,11 +251,8 @@ def _check_relationships(people, rows, path, problems, excused=frozenset(), ids=
         # fast path: a row with no problem at all (the checks below, in one expression); the fact shares the
         # person's name and the relation's string objects (memory, and identity-fast dict look-ups later)
         a, b = get(s), get(o)
-        try:
-            fid = int(v)
-        except (TypeError, ValueError):
-            fid = -1
-        if fid >= 0 and a is not None and b is not None and s != o and fid not in seen_ids \
+        fid = v.isdigit() and v.isascii() and len(v) <= MAX_INT_DIGITS and int(v)  # strict_int, inlined: False when not
+        if fid is not False and a is not None and b is not None and s != o and fid not in seen_ids \
                 and (r, a[0].gender, b[0].gender) in _GENDER_OK and (s, r, o) not in seen:
             seen_ids.add(fid)
             s, r, o = a[0].name, _INTERN[r], b[0].name
@@ -290,13 +300,11 @@ def _check_biographies(people, rows, path, problems, excused=frozenset()) -> lis
     get = people.get
     for line, (fv, s, a, v) in rows:
         p = get(s)
-        try:  # fast path: a row with no problem at all (the checks below, in one expression)
-            fid = int(fv)
-            if a == "birthyear":
-                int(v)
-        except (TypeError, ValueError):
-            fid = -1
-        if fid >= 0 and v and a in ATTRIBUTES and p is not None and fid not in seen_ids and (s, a, v) not in seen:
+        # fast path: a row with no problem at all (the checks below, in one expression)
+        fid = fv.isdigit() and fv.isascii() and len(fv) <= MAX_INT_DIGITS and int(fv)  # strict_int, inlined: False when not
+        if a == "birthyear" and strict_int(v) is None:
+            fid = False
+        if fid is not False and v and a in ATTRIBUTES and p is not None and fid not in seen_ids and (s, a, v) not in seen:
             seen_ids.add(fid)
             s, a, v = p.name, _INTERN[a], values.setdefault(v, v)
             seen[(s, a, v)] = line
@@ -314,12 +322,9 @@ def _check_biographies(people, rows, path, problems, excused=frozenset()) -> lis
         if not v:
             problems.append(Problem(path, line, "empty value"))
             ok = False
-        elif a == "birthyear":
-            try:
-                int(v)
-            except ValueError:
-                problems.append(Problem(path, line, f"birthyear {v!r} is not an integer"))
-                ok = False
+        elif a == "birthyear" and strict_int(v) is None:
+            problems.append(Problem(path, line, int_problem("birthyear", v)))
+            ok = False
         if not ok:
             continue
         if (s, a, v) in seen:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from dukb import InputError
-from dukb.kb.csvfile import parse_csv, read_text
+from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, parse_int, read_text
 # the answer judge lives in dukb.kb.judge; its names stay importable from here
 from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES  # noqa: F401
 from dukb.kb.judge import choice_options, judge  # noqa: F401
@@ -664,11 +664,13 @@ def read_probes(path: str | Path) -> list[Probe]:
     The file is read strictly (:mod:`dukb.kb.csvfile`: UTF-8, RFC 4180 CSV with exactly one field per column).
 
     Raises:
-        InputError: missing or unreadable file, not UTF-8, malformed line or record, missing column (file and line
-            named).
+        InputError: missing, unreadable or not regular file (FIFO, device, folder), larger than
+            :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`, not UTF-8, malformed line or record, bare quote, missing
+            column, a fact_id that is not an integer of at most 18 digits (CSV: ``-?[0-9]+`` in ASCII; JSON: an
+            integer, not a float, string or boolean) (file and line named).
     """
     p = Path(path)
-    text = read_text(p)
+    text = read_text(p, "probe file")
     out = []
     if text.lstrip().startswith("{"):
         for n, line in enumerate(text.split("\n"), 1):  # not splitlines: JSON strings may hold U+2028
@@ -676,14 +678,19 @@ def read_probes(path: str | Path) -> list[Probe]:
                 continue
             try:
                 d = json.loads(line)
-                out.append(Probe(d["kind"], d["fact_kind"], int(d["fact_id"]), d["question"], d["answer"],
+                fid = d["fact_id"]
+                if type(fid) is not int or not -_ID_BOUND < fid < _ID_BOUND:  # noqa: E721 (bool is not an id)
+                    raise InputError(f"fact_id {str(fid)[:60]!r} is not an integer of at most {MAX_INT_DIGITS} "
+                                     "digits", p, n)
+                out.append(Probe(d["kind"], d["fact_kind"], fid, d["question"], d["answer"],
                                  d.get("match", MATCH_SUBSTRING)))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                 raise InputError(f"malformed probe line: {e}", p, n) from None
         return out
     for line, d in parse_csv(text, p, PROBE_COLUMNS, strip=False, multiline=True).rows:
-        try:
-            out.append(Probe(d["kind"], d["fact_kind"], int(d["fact_id"]), d["question"], d["answer"], d["match"]))
-        except ValueError as e:
-            raise InputError(f"malformed probe row: {e}", p, line) from None
+        fid = parse_int(d["fact_id"].strip(" "), "fact_id", p, line)
+        out.append(Probe(d["kind"], d["fact_kind"], fid, d["question"], d["answer"], d["match"]))
     return out
+
+
+_ID_BOUND = 10 ** MAX_INT_DIGITS

@@ -41,6 +41,7 @@ import zlib
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import open_regular
 
 #: Largest data.pkl read (bytes). The benchmark's largest is about 100 KB.
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
@@ -331,13 +332,17 @@ class _RestrictedUnpickler(pickle._Unpickler):
 
 
 def _read_data_pkl(path: Path) -> bytes:
-    """The bytes of ``<name>/data.pkl`` inside a torch.save zip archive."""
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise InputError("missing file", path) from None
-    except OSError as e:  # permission denied, a folder in place of the file, ...
-        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    """The bytes of ``<name>/data.pkl`` inside a torch.save zip archive.
+
+    The archive must be a regular file of at most :data:`dukb.kb.csvfile.MAX_INPUT_BYTES` bytes
+    (:func:`dukb.kb.csvfile.open_regular`), and data.pkl at most :data:`MAX_PICKLE_BYTES` bytes once inflated.
+
+    Raises:
+        InputError: (naming the file) missing, not a regular file, too large, unreadable, not a zip archive, not
+            one data.pkl, data.pkl too large or corrupt.
+    """
+    # a regular file of at most MAX_INPUT_BYTES bytes (no FIFO, device or folder); data.pkl is bounded below
+    fh = open_regular(path, "file")
     try:
         zf = zipfile.ZipFile(fh)
     except zipfile.BadZipFile:

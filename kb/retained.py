@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError
-from dukb.kb.csvfile import read_csv
+from dukb.kb.csvfile import parse_int, read_csv
 from dukb.kb.model import KB
 
 KINDS = ("relationship", "biography")
@@ -52,7 +52,8 @@ def read_retained_csv(path: str | Path, kb: KB) -> Retained:
 
     Raises:
         InputError: (file and line named) missing or unreadable file, not UTF-8, CSV syntax error, missing or
-            repeated column, wrong number of fields, control character, unknown kind, non-integer or unknown fact_id,
+            repeated column, wrong number of fields, control character, bare quote, unknown kind, a fact_id that is
+            not ``-?[0-9]+`` in ASCII (at most 18 digits; :func:`dukb.kb.csvfile.parse_int`) or is unknown,
             retained not 0/1, a fact listed twice, relationship facts missing, or only some biography facts given.
     """
     path = Path(path)
@@ -64,10 +65,7 @@ def read_retained_csv(path: str | Path, kb: KB) -> Retained:
         kind = row["kind"]
         if kind not in KINDS:
             raise InputError(f"kind {kind!r} is not relationship or biography", path, line)
-        try:
-            fid = int(row["fact_id"])
-        except ValueError:
-            raise InputError(f"fact_id {row['fact_id']!r} is not an integer", path, line) from None
+        fid = parse_int(row["fact_id"], "fact_id", path, line)
         if fid not in ids[kind]:
             raise InputError(f"the KB has no {kind} fact with fact_id {fid}", path, line)
         if row["retained"] not in ("0", "1"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 
 from dukb import InputError
+from dukb.kb.csvfile import read_package_text
 
 
 @lru_cache(maxsize=None)
@@ -21,14 +21,11 @@ def load_template(name: str) -> dict:
         The parsed JSON object (cached; do not modify).
 
     Raises:
-        InputError: the file is missing or is not valid JSON (file and line named).
+        InputError: the file is missing, unreadable, not a regular file, too large, not UTF-8 or not valid JSON
+            (file and, where it applies, line named).
     """
-    res = resources.files("dukb.data").joinpath("templates", name)
-    try:
-        text = res.read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError):
-        raise InputError("missing template file", str(res)) from None
+    text, where = read_package_text("templates", name)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"template file is not valid JSON: {e.msg}", str(res), e.lineno) from None
+        raise InputError(f"template file is not valid JSON: {e.msg}", where, e.lineno) from None

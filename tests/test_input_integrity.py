@@ -86,18 +86,26 @@ def retained_csv(path: Path, kb_dir) -> Path:
 
 @pytest.fixture
 def deny(monkeypatch):
-    """``deny(path)``: make ``open`` (builtins and io) raise PermissionError for that path, as chmod 000 does for a
-    user who is not root."""
+    """``deny(path)``: make ``open`` (builtins and io) and ``os.open`` (what :func:`dukb.kb.csvfile.open_regular`
+    uses) raise PermissionError for that path, as chmod 000 does for a user who is not root."""
     denied: set[str] = set()
-    real_open = builtins.open
+    real_open, real_os_open = builtins.open, os.open
 
-    def fake_open(file, *args, **kwargs):
+    def check(file):
         if isinstance(file, (str, os.PathLike)) and os.path.abspath(os.fspath(file)) in denied:
             raise PermissionError(13, "Permission denied", os.fspath(file))
+
+    def fake_open(file, *args, **kwargs):
+        check(file)
         return real_open(file, *args, **kwargs)
+
+    def fake_os_open(file, *args, **kwargs):
+        check(file)
+        return real_os_open(file, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(io, "open", fake_open)
+    monkeypatch.setattr(os, "open", fake_os_open)
     return lambda path: denied.add(os.path.abspath(path))
 
 
@@ -229,10 +237,10 @@ def test_folder_in_place_of_a_kb_file(cli, kb, name):
     (kb / name).mkdir()
     rc, _, err = cli("validate", "--kb", kb)
     lines = error_lines(rc, err, validate=True)
-    assert lines[0] == f"dukb: error: {kb / name}: cannot read: Is a directory"
+    assert lines[0] == f"dukb: error: {kb / name}: not a regular file (a directory)"
     for command in (["closure"], ["mdus", "--target-id", "2"]):
         rc, _, err = cli(*command, "--kb", kb)
-        assert_one_line_error(rc, err, f"dukb: error: {kb / name}: cannot read: Is a directory")
+        assert_one_line_error(rc, err, f"dukb: error: {kb / name}: not a regular file (a directory)")
 
 
 @pytest.mark.parametrize("name", ["people.csv", "relationships.csv", "biographies.csv"])
@@ -296,7 +304,7 @@ def test_targets_and_rules_files(cli, tmp_path):
     folder = tmp_path / "targets"
     folder.mkdir()
     rc, _, err = cli("mdus", "--kb", "demo", "--targets-file", folder)
-    assert_one_line_error(rc, err, f"dukb: error: {folder}: cannot read: Is a directory")
+    assert_one_line_error(rc, err, f"dukb: error: {folder}: not a regular file (a directory)")
     targets = tmp_path / "t.txt"
     targets.write_bytes(b"2\n3\n\xff\n")
     rc, _, err = cli("mdus", "--kb", "demo", "--targets-file", targets)
@@ -361,7 +369,7 @@ def test_retained_folder_and_permission(cli, retained, deny, tmp_path):
     folder = tmp_path / "folder.csv"
     folder.mkdir()
     rc, _, err = recall(cli, folder)
-    assert_one_line_error(rc, err, f"dukb: error: {folder}: cannot read: Is a directory")
+    assert_one_line_error(rc, err, f"dukb: error: {folder}: not a regular file (a directory)")
     deny(retained[0])
     rc, _, err = recall(cli, retained[0])
     assert_one_line_error(rc, err, f"dukb: error: {retained[0]}: cannot read: Permission denied")
@@ -427,7 +435,7 @@ def test_retained_dir_os_errors(cli, tmp_path, deny):
     rd = tmp_path / "rd"
     (rd / "relationships_correct.pt").mkdir(parents=True)
     rc, _, err = cli("recall", "--kb", "demo", "--target-id", "2", "--retained-dir", rd)
-    assert_one_line_error(rc, err, f"{rd / 'relationships_correct.pt'}: cannot read: Is a directory")
+    assert_one_line_error(rc, err, f"{rd / 'relationships_correct.pt'}: not a regular file (a directory)")
     pt = write_pt(tmp_path / "ok.pt", pickle.dumps([True]))
     deny(pt)
     with pytest.raises(InputError, match="cannot read: Permission denied"):
