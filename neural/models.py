@@ -8,9 +8,12 @@ model directory, so every later code path is the one a real model takes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import struct
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +21,121 @@ from dukb import InputError
 from dukb.neural.spec import ModelSpec, PromptTags
 
 log = logging.getLogger(__name__)
+
+#: the loggers of the libraries dukb drives: their records go to Python logging (the run log), never the terminal
+LIBRARY_LOGGERS = ("transformers", "huggingface_hub", "accelerate", "peft", "torch", "safetensors", "tokenizers",
+                   "py.warnings")
+#: largest config.json / dukb_model.json / generation_config.json read (bytes)
+JSON_LIMIT = 16 * 1024 * 1024
+_QUIETED = False
+
+
+def quiet_libraries() -> None:
+    """Route the warnings and logs of transformers, huggingface_hub, accelerate, peft and torch into Python
+    logging, and turn their progress bars off, so that they neither reach the terminal nor interleave with dukb's
+    own progress and one-line errors. Idempotent; called by :func:`load_model` (and safe to call earlier).
+
+    - ``warnings.warn`` calls go to the ``py.warnings`` logger (``logging.captureWarnings``); warning filters
+      still apply first, so ``-W error::FutureWarning`` or ``warnings.simplefilter("error")`` still raise.
+    - transformers' own stderr handler is removed and its records propagate to the root logger (verbosity
+      WARNING: warnings are kept for the log, info/debug dropped); its and huggingface_hub's progress bars are
+      disabled.
+    - each library logger gets a ``logging.NullHandler``: with no handler configured on the root logger (the
+      plain CLI), nothing is printed (Python's last-resort stderr handler is not used); a handler on the root
+      logger, such as a run's log file, receives every record.
+
+    Raises:
+        nothing: a library that is not installed is skipped.
+    """
+    global _QUIETED
+    if _QUIETED:
+        return
+    _QUIETED = True
+    logging.captureWarnings(True)
+    for name in LIBRARY_LOGGERS:
+        lg = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in lg.handlers):
+            lg.addHandler(logging.NullHandler())
+    try:
+        from transformers.utils import logging as tlog
+
+        tlog.set_verbosity_warning()
+        tlog.disable_default_handler()
+        tlog.enable_propagation()
+        tlog.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+    try:
+        from huggingface_hub import utils as hub_utils
+
+        hub_utils.disable_progress_bars()
+        hub_utils.logging.set_verbosity_warning()
+    except (ImportError, AttributeError):  # pragma: no cover - an older huggingface_hub
+        pass
+
+
+@contextlib.contextmanager
+def _native_stderr_to_log(what: str):
+    """While the block runs, what native code writes to file descriptor 2 (a Rust panic message of the tokenizers
+    library, a C++ warning of torch) goes to a temporary file, then to the log at INFO, not to the terminal."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no file descriptor 2: nothing to redirect
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):  # pragma: no cover
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read(1 << 16).decode("utf-8", "replace").strip()
+            if text:
+                log.info("native output while loading %s:\n%s", what, text)
+
+
+def read_json_object(path: str | Path, what: str) -> dict:
+    """A small JSON file of a model directory (config.json, dukb_model.json), which must hold a JSON object.
+
+    Read through :func:`dukb.kb.csvfile.read_bytes` (regular files only, at most :data:`JSON_LIMIT` bytes).
+
+    Args:
+        path: the file.
+        what: what it is, for messages (e.g. "model config").
+
+    Returns:
+        The object as a dict.
+
+    Raises:
+        InputError: missing, not a regular file, too large, unreadable, not UTF-8, not JSON (its line named), or
+            not a JSON object; the file is named.
+    """
+    from dukb.kb.csvfile import read_bytes
+
+    data = read_bytes(path, what, limit=JSON_LIMIT)
+    try:
+        obj = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise InputError(f"{what} is not UTF-8 text ({e.reason} at byte {e.start})", path) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{what} is not valid JSON: {e.msg} (column {e.colno})", path, e.lineno) from None
+    except ValueError as e:  # e.g. a number too large to convert
+        raise InputError(f"{what} is not valid JSON: {e}", path) from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{what} must be a JSON object, not a JSON {_json_kind(obj)}", path)
+    return obj
+
+
+def _json_kind(obj) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(obj), "null")
+
 
 TINY_CONFIG = dict(n_layer=2, n_head=4, n_embd=128, n_positions=96)
 SPECIALS = {"unk": "[UNK]", "pad": "[PAD]", "eos": "[EOS]"}
@@ -167,11 +285,181 @@ def _gguf_supported() -> str:
     """" (llama, mistral, ...)": the architectures transformers dequantizes from GGUF, for error messages ("" when
     this transformers does not expose the list). transformers also accepts a few renamed forms (e.g. qwen3moe for
     qwen3_moe), so the list is shown, never used to refuse a file."""
+    archs = _gguf_architectures()
+    if archs is None:
+        return ""
+    return " (" + ", ".join(a for a in archs if a not in ("general", "tokenizer")) + ")"
+
+
+def _auto_config(path: str, trust: bool, extra: dict):
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(path, trust_remote_code=trust, **extra)
+
+
+def _auto_tokenizer(path: str, config, trust: bool, extra: dict):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, config=config, trust_remote_code=trust, **extra)
+
+
+def _auto_model(path: str, config, dtype, trust: bool, extra: dict):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, trust_remote_code=trust,
+                                                output_loading_info=True, **extra)
+
+
+#: weights files transformers looks for in a model directory, in its order of preference
+WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+
+def _weights_file(path: str) -> str:
+    """The weights file transformers loads from a local directory (the directory when none is found, or a hub
+    id as given)."""
+    p = Path(path)
+    return str(next((p / f for f in WEIGHTS_FILES if (p / f).is_file()), p))
+
+
+def _tokenizer_file(path: str) -> str:
+    p = Path(path)
+    names = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+    return str(next((p / f for f in names if (p / f).is_file()), p))
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first.endswith(":") and len(lines) > 1:  # "Validation error for field 'x':" + the reason
+        first = f"{first} {lines[1]}"
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def _loading(step: str, where, arch: str | None, fn):
+    """Run one loading step (``"config"``, ``"tokenizer"`` or ``"weights"``) and turn whatever it raises into one
+    :class:`InputError` naming the file at fault: any ``Exception``, and the ``BaseException`` subclasses that
+    extension modules raise (pyo3's ``PanicException`` for a Rust panic in the tokenizers or safetensors
+    library). ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit`` pass through."""
+    try:
+        return fn()
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except InputError:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a Rust panic derives from BaseException, not Exception
+        first = _first_line(e)
+        if where.gguf_file:
+            supported = _gguf_architectures()
+            if supported is None or arch not in supported:
+                raise InputError(f"transformers cannot load this GGUF file of architecture {arch!r} ({first}); "
+                                 "transformers dequantizes GGUF files of the architectures it lists in "
+                                 f"GGUF_SUPPORTED_ARCHITECTURES{_gguf_supported()}; convert other models to an "
+                                 "HF directory", where.file) from None
+            raise InputError(f"cannot load the {step} of this GGUF file of architecture {arch!r}: {first}",
+                             where.file) from None
+        path = where.path
+        if step == "config":
+            where_ = Path(path) / "config.json" if Path(path).is_dir() else path
+            raise InputError(f"cannot load the model config: {first}", where_) from None
+        if step == "tokenizer":
+            raise InputError(f"cannot load the tokenizer: {first}", _tokenizer_file(path)) from None
+        if "weights only load failed" in str(e).lower() or "weights_only" in str(e):
+            raise InputError("torch refuses to load this pickle checkpoint safely (torch.load weights_only: it "
+                             "holds objects other than tensors); convert the model to safetensors",
+                             _weights_file(path)) from None
+        if "ignore_mismatched_sizes" in str(e):
+            raise InputError("tensors of the weights file have the wrong shape for config.json (the weights and "
+                             "config.json do not belong together)", _weights_file(path)) from None
+        raise InputError(f"cannot load the model weights: {first}", _weights_file(path)) from None
+
+
+def _gguf_architectures() -> tuple[str, ...] | None:
     try:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
     except ImportError:
-        return ""
-    return " (" + ", ".join(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")) + ")"
+        return None
+    return tuple(GGUF_SUPPORTED_ARCHITECTURES)
+
+
+def _safetensors_shards(model_dir: Path) -> list[Path]:
+    """The safetensors files transformers loads from ``model_dir``: the shards its index names, else
+    model.safetensors; [] when it has neither."""
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = read_json_object(index, "safetensors index").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise InputError("safetensors index has no weight_map object of file names", index)
+        shards = [model_dir / name for name in sorted(set(weight_map.values()))]
+        for f in shards:
+            if Path(f.name) != Path(str(f.relative_to(model_dir))) or not f.is_file():
+                raise InputError(f"safetensors index names {f.relative_to(model_dir)}, which is not a file of the "
+                                 "model directory", index)
+        return shards
+    single = model_dir / "model.safetensors"
+    return [single] if single.is_file() else []
+
+
+def _check_weights(model_dir: Path, config, trust: bool) -> None:
+    """Refuse, before anything is allocated, safetensors files that cannot be read (their headers only) and
+    weights that cover less than half of the parameters ``config`` describes (a config.json that does not belong
+    to the weights: transformers would initialise the rest at random, and a large default config would fill the
+    memory). Quantized configs (``quantization_config``) are not counted."""
+    shards = _safetensors_shards(model_dir)
+    if not shards:
+        return
+    from safetensors import safe_open
+
+    values = 0
+    for f in shards:
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                for key in fh.keys():
+                    n = 1
+                    for d in fh.get_slice(key).get_shape():
+                        n *= int(d)
+                    values += n
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - SafetensorError, OSError, a Rust panic
+            raise InputError(f"not a readable safetensors file ({_first_line(e)}); the file may be truncated or "
+                             "corrupt", f) from None
+    if getattr(config, "quantization_config", None) is not None:
+        return
+    params = _config_parameters(config, trust)
+    if params and values < params // 2:
+        raise InputError(f"the weights hold {values:,} values, but config.json describes a model of {params:,} "
+                         "parameters: the weights and config.json do not belong together", shards[0])
+
+
+def _config_parameters(config, trust: bool) -> int | None:
+    """Number of parameters of the causal LM ``config`` describes, counted on the meta device (nothing is
+    allocated); None when the model cannot be built from the config alone."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with torch.device("meta"):
+            m = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+        return sum(p.numel() for p in m.parameters())
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException:  # noqa: BLE001 - the real load reports the problem, naming the file
+        return None
+
+
+def _check_loading_info(info: dict, weights: str) -> None:
+    """Refuse a load that left weights missing (transformers would initialise them at random) or of the wrong
+    shape; ``info`` is transformers' ``output_loading_info``."""
+    missing = sorted(info.get("missing_keys") or [])
+    mismatched = sorted(str(k[0]) if isinstance(k, (tuple, list)) else str(k)
+                        for k in info.get("mismatched_keys") or [])
+    if missing:
+        raise InputError(f"the weights file lacks {len(missing)} of the model's tensors (e.g. {missing[0]}); "
+                         "the file is incomplete or belongs to another model", weights)
+    if mismatched:
+        raise InputError(f"{len(mismatched)} tensors of the weights file have the wrong shape for config.json "
+                         f"(e.g. {mismatched[0]})", weights)
 
 
 def load_model(spec: ModelSpec) -> LoadedModel:
@@ -183,6 +471,9 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     config), so :func:`save_model` writes an ordinary HF directory. The tokenizer gets left padding (for batched
     generation) and a pad token (eos if it has none). Nothing is downloaded when the path is local;
     ``trust_remote_code`` stays as the spec says.
+
+    Library warnings and progress bars are routed into Python logging first (:func:`quiet_libraries`), and what
+    native code writes to stderr while loading goes to the log.
 
     Args:
         spec: the :class:`ModelSpec`: ``name_or_path`` (hub id, model directory, .gguf file, folder with one .gguf
@@ -196,7 +487,13 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         (left padding, a pad token), ``spec.tags``, the spec and the device string.
 
     Raises:
-        InputError: the model cannot be found or loaded (message from transformers); a GGUF file of an architecture
+        InputError: the model cannot be found or loaded, always naming the file at fault (one line; never a
+            traceback, whatever transformers, torch, safetensors or the tokenizers library raise, a Rust panic
+            included): a config.json that is not a JSON object, or that transformers rejects; a malformed
+            :data:`MODEL_RECORD` (:func:`read_model_record`); a truncated or foreign safetensors file; weights that
+            cover less than half of the parameters config.json describes, or that leave some of the model's
+            weights missing or of the wrong shape; a pickle checkpoint that torch's weights-only loader refuses; a
+            tokenizer that cannot be built; a GGUF file of an architecture
             transformers cannot load (its architecture named), or one that is truncated or not a GGUF file, or the
             ``gguf`` package is missing (:func:`dukb.neural.zoo.gguf_architecture`); a short name that is not cached, a folder with several GGUF files, a
             non-GGUF model file, a value that can only be a path naming nothing that exists
@@ -204,14 +501,14 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             but unavailable, or "cuda:N" under a multi-process launch (:func:`resolve_device`); an unknown dtype
             (:func:`resolve_dtype`); an unknown prompt preset name (:attr:`ModelSpec.tags`, checked after loading).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from dukb.neural.zoo import resolve_model
 
+    quiet_libraries()
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     where = resolve_model(spec.name_or_path)
     path, extra = where.path, ({"gguf_file": where.gguf_file} if where.gguf_file else {})
+    local = Path(path).is_dir()
     if not Path(path).exists():
         log.info("loading %s from the hub (or the local HF cache)", path)
     arch = None
@@ -219,18 +516,18 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         from dukb.neural.zoo import gguf_architecture
 
         arch = gguf_architecture(where.file)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code, **extra)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=spec.trust_remote_code,
-                                                     **extra)
-    except (OSError, ValueError, ImportError, KeyError, RuntimeError, IndexError, struct.error) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if where.gguf_file:
-            raise InputError(f"transformers cannot load this GGUF file of architecture {arch!r} ({first}); "
-                             "transformers dequantizes GGUF files of the architectures it lists in "
-                             f"GGUF_SUPPORTED_ARCHITECTURES{_gguf_supported()}; convert other models to an HF "
-                             "directory", where.file) from None
-        raise InputError(f"cannot load model: {first}", path) from None
+    elif local:
+        read_json_object(Path(path) / "config.json", "model config")
+        read_model_record(path)
+    trust = spec.trust_remote_code
+    with _native_stderr_to_log(path):
+        config = _loading("config", where, arch, lambda: _auto_config(path, trust, extra))
+        if local and not where.gguf_file:
+            _check_weights(Path(path), config, trust)
+        tokenizer = _loading("tokenizer", where, arch, lambda: _auto_tokenizer(path, config, trust, extra))
+        model, info = _loading("weights", where, arch, lambda: _auto_model(path, config, dtype, trust, extra))
+    if not where.gguf_file:
+        _check_loading_info(info, _weights_file(path))
     if where.gguf_file:  # dequantized: a plain float model from here on (saved without a quantization config)
         for obj in (model.config, getattr(model, "generation_config", None)):
             if obj is not None and hasattr(obj, "quantization_config"):
@@ -277,7 +574,8 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
         prompt name is not validated here (:attr:`ModelSpec.tags` does that).
 
     Raises:
-        InputError: (only when ``path`` is neither a tiny nor a recorded directory,
+        InputError: a malformed :data:`MODEL_RECORD` in ``path`` (:func:`read_model_record`); (only when ``path``
+            is neither a tiny nor a recorded directory,
             :func:`dukb.neural.zoo.resolve_model`) a short name that is not cached, a folder with several GGUF
             files, a model file that is not a .gguf file, a value that can only be a path naming nothing that
             exists.
@@ -309,22 +607,30 @@ def read_model_record(model_dir: str | Path) -> dict | None:
     """The ``dukb_model.json`` record (prompt, family, base) of a directory dukb saved, or None.
 
     Args:
-        model_dir: a model directory (any path; a file or a missing path has no record).
+        model_dir: a model directory (any path; a file, a missing path or a hub id has no record).
 
     Returns:
         The record as written by :func:`save_model`: ``{"prompt": PRESET, "family": FAMILY, "base": "tiny" or
-        NAME_OR_PATH}``; None when there is no :data:`MODEL_RECORD` file, or it cannot be read, is not JSON, or is not
-        a JSON object.
+        NAME_OR_PATH}``; None when there is no :data:`MODEL_RECORD` file.
 
     Raises:
-        nothing: an unreadable or malformed record reads as None.
+        InputError: the record exists but is not a regular file, is too large, cannot be read, is not JSON, is not
+            a JSON object, or holds a "prompt", "family" or "base" that is neither a string nor null; the file is
+            named (:func:`read_json_object`).
     """
-    f = Path(model_dir) / MODEL_RECORD
+    p = Path(model_dir)
+    f = p / MODEL_RECORD
     try:
-        rec = json.loads(f.read_text()) if f.is_file() else None
-    except (OSError, ValueError):
+        present = p.is_dir() and (f.exists() or f.is_symlink())
+    except OSError:
+        present = False
+    if not present:
         return None
-    return rec if isinstance(rec, dict) else None
+    rec = read_json_object(f, "model record")
+    for key in ("prompt", "family", "base"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise InputError(f"model record: {key!r} must be a string, not {json.dumps(rec[key])[:40]}", f)
+    return rec
 
 
 #: dukb's own records in a model directory: not part of the model, left out of its fingerprint

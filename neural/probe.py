@@ -55,14 +55,70 @@ class Predictor:
         return self.combine(base, forward_logits(self.aux_model, batch))
 
 
-def _step(model, ids, mask, pos, past):
-    """One forward pass; only the last position's logits are computed (``logits_to_keep=1``): in the prefill of a
-    batch of prompts the full [B, L, V] logits would dominate time and memory for large vocabularies."""
+def cache_argument(model) -> str:
+    """The name under which ``model.forward`` takes its KV cache: ``"cache"`` (transformers >= 5.2x, where
+    ``past_key_values`` is deprecated, FutureWarning, and removed in 5.40) or ``"past_key_values"`` (older
+    transformers, and models whose forward only knows that name). A peft wrapper is looked through to the model
+    it wraps; cached on the model's class.
+
+    Args:
+        model: a causal LM (a transformers model, a peft model, or any module with such a forward).
+
+    Returns:
+        ``"cache"`` or ``"past_key_values"``.
+    """
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cls = type(base)
+    name = _CACHE_ARG.get(cls)
+    if name is None:
+        try:
+            params = inspect.signature(base.forward).parameters
+        except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+            params = {}
+        name = "cache" if "cache" in params else "past_key_values"
+        _CACHE_ARG[cls] = name
+    return name
+
+
+_CACHE_ARG: dict[type, str] = {}
+
+
+def new_cache(model):
+    """An empty KV cache for ``model``: transformers' ``DynamicCache`` built from the model's config (its layer
+    types), or None (the model makes its own) when this transformers or model has none."""
+    if cache_argument(model) != "cache":
+        return None
     try:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
-                    logits_to_keep=1)
+        from transformers import DynamicCache
+    except ImportError:  # pragma: no cover - transformers without the Cache API
+        return None
+    config = getattr(model, "config", None)
+    try:
+        return DynamicCache(config=config) if config is not None else DynamicCache()
+    except (TypeError, ValueError, AttributeError):  # a config DynamicCache cannot read: the model's own cache
+        return None
+
+
+def _step(model, ids, mask, pos, past):
+    """One forward pass with the KV cache ``past`` (a transformers ``Cache``, filled in place; for a model whose
+    forward only knows ``past_key_values``, whatever it returned last). Only the last position's logits are
+    computed (``logits_to_keep=1``): in the prefill of a batch of prompts the full [B, L, V] logits would dominate
+    time and memory for large vocabularies.
+
+    Returns:
+        (logits [B, V] of the last position, the cache to pass to the next step).
+    """
+    name = cache_argument(model)
+    kw = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, name: past, "use_cache": True}
+    try:
+        out = model(**kw, logits_to_keep=1)
     except TypeError:  # a model whose forward has no logits_to_keep
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+        out = model(**kw)
+    if name == "cache":
+        returned = out.get("cache") if hasattr(out, "get") else getattr(out, "cache", None)
+        return out.logits[:, -1, :], returned if returned is not None else past
     return out.logits[:, -1, :], out.past_key_values
 
 
@@ -166,10 +222,10 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
         nl, content, ends = line_tables(tok)
         seen_content = torch.zeros(ids.shape[0], dtype=torch.bool)
     with torch.no_grad():
-        logits, past = _step(pred.model, ids, mask, pos, None)
+        logits, past = _step(pred.model, ids, mask, pos, new_cache(pred.model))
         aux_past = None
         if pred.aux_model is not None:
-            aux_logits, aux_past = _step(pred.aux_model, ids, mask, pos, None)
+            aux_logits, aux_past = _step(pred.aux_model, ids, mask, pos, new_cache(pred.aux_model))
         done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
         out, lps = [], []
         for _ in range(max_new_tokens):
