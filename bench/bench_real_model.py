@@ -60,8 +60,9 @@ def main() -> int:
 
     # the naive probe, as before: full logits, 10 tokens always, character-length order, log-prob pass
     def full_step(model, ids, mask, pos, past):
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
-        return out.logits[:, -1, :], out.past_key_values
+        name = P.cache_argument(model)  # transformers' current cache argument (past_key_values is deprecated)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{name: past})
+        return out.logits[:, -1, :], (out.get("cache", past) if name == "cache" else out.past_key_values)
 
     if args.no_baseline:
         items_base = []

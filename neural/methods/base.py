@@ -12,6 +12,7 @@ import contextlib
 import copy
 import random
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
@@ -273,7 +274,9 @@ class WeightState:
             import torch
 
             torch.manual_seed(seed)  # adapter initialisation must not depend on what ran before
-            self.peft = get_peft_model(self.base, cfg)
+            with warnings.catch_warnings():  # peft 0.21 calls transformers' deprecated is_gradient_checkpointing
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                self.peft = get_peft_model(self.base, cfg)
             self._adapter0 = {k: v.detach().clone() for k, v in self.peft.named_parameters() if v.requires_grad}
         else:
             self._snapshot = {k: v.detach().clone() for k, v in self.base.state_dict().items()}
