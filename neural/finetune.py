@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
-from dukb.neural.runs import device_info, versions
+from dukb.neural.runs import device_info, thread_info, versions
 from dukb.neural.train import TrainConfig, train_loop
 
 _log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
             "extra_epochs_run": extra["epochs_run"] if extra else 0, "accuracy": acc,
             "n_items": len(items), "loss_per_epoch": losses, "seconds": rec["seconds"] + (extra["seconds"] if extra
                                                                                           else 0.0),
-            "versions": versions(), "device": device_info(lm.device), "world_size": world,
+            "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
             "model": lm.spec.to_json(),
             "resumed_after_epoch": None if resume is None else resume["offset"] + resume["epoch"]}
 

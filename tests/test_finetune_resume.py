@@ -55,6 +55,8 @@ def test_extra_epochs_run_when_the_schedule_ends_short_and_the_shortfall_is_one_
         short = [x for x in lines if x.startswith("finetuning ended at accuracy")]
         assert len(short) == 1 and f"of {rec['n_items']} facts known" in short[0]
     assert not (tmp_path / "m" / FT.CHECKPOINT).exists()  # removed when training ends
+    # the record says what the numbers were computed with
+    assert rec["threads"]["torch"] == torch.get_num_threads() and rec["versions"]["torch"] == torch.__version__
 
 
 @pytest.mark.parametrize("stop", [4, 10])  # in the scheduled epochs, and in the extra epochs
