@@ -248,9 +248,14 @@ def resolve_model(value: str) -> ResolvedModel:
     Raises:
         InputError: a short name whose file is not cached (the message gives the fetch command); a folder with
             several GGUF files; a file that is not a GGUF file; a value that can only be a path (see
-            :func:`_looks_like_path`) naming nothing that exists.
+            :func:`_looks_like_path`) naming nothing that exists; ``tiny`` where no such path exists (the built-in
+            tiny model has no weights until it is finetuned on a KB).
     """
     p = Path(value).expanduser()  # --model=~/m reaches us unexpanded
+    if value == "tiny" and not p.exists():  # never a hub id: it would be looked up (and retried) on the hub
+        raise InputError("the built-in tiny model exists only finetuned on a KB: make it with `dukb finetune --kb "
+                         "DIR --model tiny -o MODEL_DIR` and pass --model MODEL_DIR (evaluate, muse, rwku and "
+                         "control build it themselves)")
     if value.lower() in KNOWN_MODELS and not p.exists():  # an existing path of that name wins
         m = known(value)
         f = cached_file(m.name)

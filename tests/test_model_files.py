@@ -245,3 +245,16 @@ def test_library_warnings_go_to_logging_not_stderr(tiny_dir, capsys, caplog):
     # warnings.warn goes to the py.warnings logger (pytest records warnings itself, so this is checked directly)
     assert logging._warnings_showwarning is not None
     assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("py.warnings").handlers)
+
+
+def test_tiny_without_weights_is_refused_at_once_not_sent_to_a_hub(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no folder named tiny here
+    from dukb.neural.zoo import resolve_model
+
+    with pytest.raises(InputError, match="exists only finetuned on a KB"):
+        resolve_model("tiny")
+    assert main(["probe", "--kb", "demo", "--model", "tiny", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dukb finetune" in err[0]
+    (tmp_path / "tiny").mkdir()  # an existing folder of that name is a path like any other
+    assert resolve_model("tiny").path == "tiny"
