@@ -14,14 +14,15 @@ from dukb.neural.methods import methods_help
 from dukb.neural.metrics import DEFAULT_METRICS, metrics_help
 from dukb.neural.protocol import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
-from dukb.cli.symbolic import RULES_HELP, read_targets_file
+from dukb.cli.symbolic import RULES_HELP, option_int, read_targets_in_kb
 
 
 def parse_grids(values: list[str] | None) -> dict[str, list]:
     """Parse repeated ``--grid METHOD=v1,v2`` options.
 
     Raises:
-        InputError: malformed option or unknown method.
+        InputError: malformed option, unknown method, or a value of an integer grid (steps) that is not
+            ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`).
     """
     from dukb.neural.methods import parse_grid, resolve
 
@@ -31,9 +32,29 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
             raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
         name, vals = v.split("=", 1)
         label, m, _scope, _g = resolve(name)
-        out[label if "@" in name or name.strip().lower() == label else m.name] = \
-            parse_grid(vals, integer=m.param == "steps")
+        integer = m.param == "steps"
+        if integer:  # parse_grid reads with int(), which also takes 1_0, +1 and full-width digits
+            for part in vals.split(","):
+                if part.strip():
+                    option_int(part, f"--grid {name.strip()} value")
+        out[label if "@" in name or name.strip().lower() == label else m.name] = parse_grid(vals, integer=integer)
     return out
+
+
+def check_layers(layers: str | None) -> None:
+    """Refuse a ``--layers`` bound that is not ``[0-9]+`` in ASCII before :func:`dukb.neural.methods.base.parse_layers`
+    (which reads with int(), taking 1_0, +1 and full-width digits) sees it.
+
+    Raises:
+        InputError: ``--layers must be FIRST-LAST (e.g. 0-3), got ...``.
+    """
+    from dukb.kb.csvfile import strict_int
+
+    if layers is None or not layers.strip():
+        return
+    lo, _, hi = layers.strip().partition("-")
+    if strict_int(lo.strip()) is None or (hi and strict_int(hi.strip()) is None):
+        raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {layers!r}")
 
 
 def evaluate(
@@ -107,8 +128,10 @@ def evaluate(
             raise InputError(f"{name} must be at least 1, got {v}")
     from dukb.neural.methods.base import parse_layers
 
+    check_layers(layers)
     parse_layers(layers)
-    targets = read_targets_file(targets_file) if targets_file else None
+    # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
+    targets = read_targets_in_kb(targets_file, kb) if targets_file else None
     cfg = EvaluateConfig(layers=layers, kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
                          methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                          rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
@@ -144,17 +167,22 @@ def _run_protocol(run_dir: Path) -> str:
         InputError: not a directory, nothing to render, an unreadable config.json or an unknown protocol.
     """
     import json
+    import os
+
+    from dukb.kb.csvfile import read_bytes
+    from dukb.neural.runs import RUN_JSON_BYTES
 
     if not run_dir.is_dir():
         raise InputError("not a run directory" if run_dir.exists() else "no such run directory", run_dir)
     config = run_dir / "config.json"
-    if not config.exists():
-        if (run_dir / "results.jsonl").exists():
+    if not os.path.lexists(config):
+        if os.path.lexists(run_dir / "results.jsonl"):
             return "evaluate"
         raise InputError("not a run directory: neither config.json nor results.jsonl is here", run_dir)
+    data = read_bytes(config, "run config", limit=RUN_JSON_BYTES)  # a FIFO, device or folder: one line naming it
     try:
-        doc = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        doc = json.loads(data.decode("utf-8"))
+    except ValueError as e:
         raise InputError(f"not a readable run config ({type(e).__name__}: {e})", config) from None
     if not isinstance(doc, dict):
         raise InputError("not a run config (expected a JSON object)", config)
@@ -182,9 +210,17 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
     states_<METHOD>.png. A run it cannot render gives one line `dukb: error: ...` and exit 2."""
     import importlib
 
+    import os
+
     protocol = _run_protocol(run_dir)
-    if protocol != "restor" and not (run_dir / "results.jsonl").exists():
+    if protocol != "restor" and not os.path.lexists(run_dir / "results.jsonl"):
         raise InputError(f"no results.jsonl here (a {protocol} run that has written no rows yet)", run_dir)
+    if protocol == "restor":  # its renderer writes these whole: nothing but a regular file may stand in their place
+        from dukb.neural.runs import output_file
+
+        for out in [run_dir / n for n in ("states.csv", "summary.csv", "report.md")] \
+                + sorted(run_dir.glob("states_*.png")):
+            output_file(out)
     module, name = RENDERERS[protocol]
     render = getattr(importlib.import_module(module), name)
     try:

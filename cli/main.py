@@ -56,6 +56,47 @@ def _flags_without_type() -> None:
 _flags_without_type()
 
 
+def _is_int_annotation(annotation) -> bool:
+    """``int``, ``Optional[int]``, ``list[int]`` or ``Optional[list[int]]``."""
+    import types
+    import typing
+
+    while annotation is not int:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1 or typing.get_origin(annotation) not in (typing.Union, types.UnionType, list):
+            return False
+        annotation = args[0]
+    return True
+
+
+def _strict_integer_options() -> None:
+    """Read every integer option and argument strictly (``-?[0-9]+`` in ASCII, at most 18 digits, as
+    :func:`dukb.kb.csvfile.strict_int` reads the integers of files): typer 0.29 converts them with pydantic, which
+    also takes ``1_0``, ``+1``, `` 1`` and ``1.0``, so `--target-id 1_0` would unlearn fact 10. A value typed
+    otherwise is a usage error (one line, exit 2). ``--help`` is unchanged (the check runs on values only)."""
+    from typer.core import _TyperParameter
+
+    if getattr(_TyperParameter.process_value, "_dukb", False):
+        return
+    convert = _TyperParameter.process_value
+    bad_parameter = _click_exceptions().BadParameter
+
+    def process_value(self, ctx, value):
+        desc = getattr(self, "type_descriptor", None)
+        if desc is not None and getattr(desc.parameter_info, "parser", None) is None \
+                and _is_int_annotation(desc.annotation):
+            from dukb.kb.csvfile import int_problem
+
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                problem = int_problem("value", item) if isinstance(item, str) else None
+                if problem:
+                    raise bad_parameter(problem.removeprefix("value "), ctx=ctx, param=self)
+        return convert(self, ctx, value)
+
+    process_value._dukb = True
+    _TyperParameter.process_value = process_value
+
+
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
@@ -119,6 +160,9 @@ def _click_exceptions():
     except ImportError:  # pragma: no cover - older typer uses click itself
         from click import exceptions as ex
     return ex
+
+
+_strict_integer_options()
 
 
 def _stdout_gone() -> None:

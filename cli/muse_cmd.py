@@ -10,17 +10,23 @@ import typer
 from dukb import InputError
 from dukb.cli.evaluate_cmd import parse_grids
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.cli.symbolic import read_targets_file
+from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.neural.methods import methods_help
 from dukb.neural.metrics.muse import SELECTION_RULES
 from dukb.neural.muse import CURVE_METHODS, MUSE_METHODS
 
 
 def _ints(text: str, name: str) -> list[int]:
+    """Comma-separated integers, each ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`).
+
+    Raises:
+        InputError: ``<name> must be comma-separated integers, got ...``.
+    """
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"{name} must be comma-separated integers, got {text!r}") from None
+        return [option_int(x, name) for x in text.split(",") if x.strip()]
+    except InputError:
+        raise InputError(f"{name} must be comma-separated integers (the digits 0-9 and a leading '-'), got "
+                         f"{text!r}") from None
 
 
 def muse(
@@ -82,7 +88,8 @@ def muse(
     """
     from dukb.neural.muse import MuseConfig, run_muse
 
-    targets = read_targets_file(targets_file) if targets_file else None
+    # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
+    targets = read_targets_in_kb(targets_file, kb) if targets_file else None
     cfg = MuseConfig(kb=kb, model=model, targets=targets, n_targets=n_targets,
                      methods=[m.strip() for m in methods.split(",") if m.strip()],
                      curve_methods=[m.strip() for m in curve_methods.split(",") if m.strip()],

@@ -39,7 +39,14 @@ def parse_method_values(option: str, values: list[str] | None, integer: bool = F
         if name != "all" and name not in RESTOR_METHODS:
             raise InputError(f"{option}: unknown method {name!r} (choose from {', '.join(RESTOR_METHODS)}, all)")
         try:
-            num = int(val) if integer else float(val)
+            if integer:  # int() also takes 1_0, +1 and full-width digits
+                from dukb.kb.csvfile import strict_int
+
+                num = strict_int(val.strip())
+                if num is None:
+                    raise ValueError(val)
+            else:
+                num = float(val)
         except ValueError:
             raise InputError(f"{option} {v!r}: {val!r} is not {'an integer' if integer else 'a number'}") from None
         if num < 0:

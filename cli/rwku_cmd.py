@@ -10,7 +10,7 @@ import typer
 from dukb.cli.evaluate_cmd import parse_grids
 from dukb.cli.muse_cmd import _ints
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.cli.symbolic import read_targets_file
+from dukb.cli.symbolic import read_targets_in_kb
 from dukb.neural.methods import methods_help
 from dukb.neural.rwku import RWKU_METHODS
 
@@ -55,7 +55,8 @@ def rwku(
     """
     from dukb.neural.rwku import RwkuConfig, run_rwku
 
-    targets = read_targets_file(targets_file) if targets_file else None
+    # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
+    targets = read_targets_in_kb(targets_file, kb) if targets_file else None
     cfg = RwkuConfig(kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
                      methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                      batch_sizes=_ints(batch_sizes, "--batch-sizes"), forget_scope=forget_scope, mia_k=mia_k,

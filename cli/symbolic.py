@@ -84,6 +84,51 @@ def read_targets_lines(path: Path) -> list[tuple[int, int]]:
     return ids
 
 
+def read_targets_in_kb(path: Path, kb: str | None) -> list[int]:
+    """Read a targets file (:func:`read_targets_lines`) and check every fact_id against the KB's relationship facts
+    before anything else runs (no model is loaded): an unknown fact_id is reported at its line.
+
+    Args:
+        path: the targets file.
+        kb: the KB directory or built-in name; None: the built-in generated KB (100 people, seed 0), as
+            `dukb evaluate`, `dukb muse` and `dukb rwku` take it.
+
+    Returns:
+        The fact_ids in file order.
+
+    Raises:
+        InputError: as :func:`read_targets_file`; ``no relationship fact has fact_id N`` at FILE:LINE; a bad KB.
+    """
+    from dukb.kb import load_kb
+
+    lines = read_targets_lines(path)
+    if kb is None:
+        from dukb.kb.generate import default_generated_kb_dir
+
+        kb = default_generated_kb_dir()
+    known = {f.fact_id for f in load_kb(kb).relationships}
+    for fid, line in lines:
+        if fid not in known:
+            raise InputError(f"no relationship fact has fact_id {fid}", path, line)
+    return [fid for fid, _ in lines]
+
+
+def option_int(text: str, what: str) -> int:
+    """An integer in an option's text (a list item of --scale-sizes, a --grid value, a --layers bound), read as
+    strictly as an integer option (:func:`dukb.kb.csvfile.strict_int`: ``-?[0-9]+`` in ASCII, at most 18 digits;
+    surrounding spaces are dropped).
+
+    Raises:
+        InputError: ``<what> '<text>' is not an integer (...)``.
+    """
+    from dukb.kb.csvfile import int_problem, strict_int
+
+    n = strict_int(text.strip())
+    if n is None:
+        raise InputError(int_problem(what, text.strip()))
+    return n
+
+
 def _load(kb: str, rules: str):
     from dukb.kb import load_kb
     from dukb.solver.closure import compute_closure

@@ -8,10 +8,10 @@ Source: Wang et al. 2024 ("Unlearning with Control"), Sec. 5, Tables 2-3 and 6, 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
+from dukb.neural.runs import output_file, read_json
 
 #: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
 PS_COLUMNS = ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
@@ -142,7 +142,7 @@ def plot_ps_curves(rows: list[dict], path: Path) -> Path | None:
                 ax.set_ylabel("PS-exact (— forget, -- retain)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(output_file(path), dpi=110)
     plt.close(fig)
     return path
 
@@ -174,7 +174,7 @@ def plot_risk_curves(rows: list[dict], path: Path) -> Path | None:
         ax.set_yscale("symlog", linthresh=0.1)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(output_file(path), dpi=110)
     plt.close(fig)
     return path
 
@@ -187,7 +187,8 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
         {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot).
 
     Raises:
-        InputError: the directory holds no control run.
+        InputError: the directory holds no control run; a file read is missing, not a regular file (a FIFO, a
+            device, a folder), too large or not JSON (named).
     """
     import pandas as pd
 
@@ -196,20 +197,21 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     from dukb.neural.runs import read_results
 
     run = Path(run_dir)
-    try:
-        config = json.loads((run / "config.json").read_text())
-        splits = json.loads((run / "splits.json").read_text())
-        sets_doc = json.loads((run / "sets.json").read_text())
-    except (OSError, ValueError) as e:
-        raise InputError(f"{run}: not a `dukb control` run ({type(e).__name__}: {e})") from None
+    # read bounded: a FIFO, a device or a folder in a file's place is an error naming it
+    config = read_json(run / "config.json", "run config (config.json)")
+    splits = read_json(run / "splits.json", "splits file (splits.json)")
+    sets_doc = read_json(run / "sets.json", "sets file (sets.json)")
+    for name, doc in (("config.json", config), ("splits.json", splits), ("sets.json", sets_doc)):
+        if not isinstance(doc, dict):
+            raise InputError("not a `dukb control` run file (expected a JSON object)", run / name)
     if config.get("protocol") != "control":
         raise InputError(f"{run}: not a `dukb control` run (protocol {config.get('protocol')!r})")
     rows = read_results(run / "results.jsonl") if (run / "results.jsonl").exists() else []
     kb = load_kb(config["kb"])
     sets = {int(k): v for k, v in sets_doc["targets"].items()}
     summary = summarize_control(rows, kb, sets, splits, selection or config.get("selection", "full"))
-    pd.DataFrame(summary).to_csv(run / "summary.csv", index=False)
-    (run / "report.md").write_text(markdown_report(summary, config, splits), encoding="utf-8")
+    pd.DataFrame(summary).to_csv(output_file(run / "summary.csv"), index=False)
+    output_file(run / "report.md").write_text(markdown_report(summary, config, splits), encoding="utf-8")
     return {"report": run / "report.md", "summary": run / "summary.csv",
             "ps_curves": plot_ps_curves(rows, run / "ps_curves.png"),
             "risk_curves": plot_risk_curves(rows, run / "risk_curves.png")}

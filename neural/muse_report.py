@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dukb import InputError
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
-from dukb.neural.runs import read_results
+from dukb.neural.runs import output_file, read_json, read_results
 
 COLUMNS = (("verbmem_forget", "VerbMem ↓"), ("knowmem_forget", "KnowMem forget ↓"),
            ("knowmem_retain", "KnowMem retain ↑"))
@@ -154,7 +155,7 @@ def plot_curves(summary, experiment: str, path: Path) -> Path | None:
     axes[0].legend(fontsize=7)
     fig.suptitle(f"MUSE {experiment}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(output_file(path), dpi=120)
     plt.close(fig)
     return path
 
@@ -198,7 +199,7 @@ def plot_roc(rows: list[dict], path: Path, request: str = "main") -> Path | None
     ax.legend(fontsize=7)
     ax.set_title("Min-K% MIA, forget vs holdout", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(output_file(path), dpi=120)
     plt.close(fig)
     return path
 
@@ -213,12 +214,14 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
         ValueError: a malformed results line (file and line named).
     """
     run = Path(run_dir)
-    config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
+    if not isinstance(config, dict):
+        raise InputError("not a run config (expected a JSON object)", run / "config.json")
     rows = read_results(run / "results.jsonl") if (run / "results.jsonl").exists() else []
     select = select or config.get("select", "first_below_retrain")
     summary = summarize_muse(rows, select, bootstrap, seed=int(config.get("seed", 0)))
-    summary.to_csv(run / "summary.csv", index=False)
-    (run / "report.md").write_text(markdown_report(summary, config), encoding="utf-8")
+    summary.to_csv(output_file(run / "summary.csv"), index=False)
+    output_file(run / "report.md").write_text(markdown_report(summary, config), encoding="utf-8")
     return {"summary": run / "summary.csv", "report": run / "report.md",
             "scalability": plot_curves(summary, "scalability", run / "scalability.png"),
             "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png"),

@@ -11,6 +11,7 @@ Source: Wu et al. 2025, Sec. 3-4 (Definitions 2-3, the 55-target protocol, Algor
 from __future__ import annotations
 
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,13 +86,13 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
     path = run / "sets.json"
     cache = {}
     missing = True
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError:
-            doc = {}
-        if doc.get("key") == key:
-            cache = {int(k): v for k, v in doc["targets"].items()}
+    if os.path.lexists(path):
+        doc = _read_doc(path, "sets cache")
+        if doc.get("key") == key and isinstance(doc.get("targets"), dict):
+            try:
+                cache = {int(k): v for k, v in doc["targets"].items()}
+            except ValueError:  # not a cache this dukb wrote: recomputed
+                cache = {}
             missing = any(t not in cache for t in targets)
     for t in targets:
         if t in cache:
@@ -116,15 +117,35 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
     return cache
 
 
-def _read_cache(path: Path, key: dict) -> dict:
-    """The entries of a JSON cache file if its ``key`` equals ``key``, else {} (missing or unreadable: {})."""
-    if not path.exists():
-        return {}
+def _read_doc(path: Path, what: str) -> dict:
+    """The JSON object of a cache file, read bounded (:func:`dukb.kb.csvfile.read_bytes`: a regular file of at most
+    :data:`dukb.neural.runs.RUN_JSON_BYTES` bytes); {} when it is not a JSON object (it is then recomputed).
+
+    Raises:
+        InputError: not a regular file (a FIFO, a device, a folder) or too large (named).
+    """
+    from dukb.kb.csvfile import read_bytes
+    from dukb.neural.runs import RUN_JSON_BYTES
+
+    data = read_bytes(path, what, limit=RUN_JSON_BYTES)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(data.decode("utf-8"))
+    except ValueError:
         return {}
-    return doc.get("entries", {}) if doc.get("key") == key else {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _read_cache(path: Path, key: dict) -> dict:
+    """The entries of a JSON cache file if its ``key`` equals ``key``, else {} (missing or not JSON: {}).
+
+    Raises:
+        InputError: not a regular file (a FIFO, a device, a folder) or too large (named).
+    """
+    if not os.path.lexists(path):
+        return {}
+    doc = _read_doc(path, "cache file")
+    entries = doc.get("entries", {}) if doc.get("key") == key else {}
+    return entries if isinstance(entries, dict) else {}
 
 
 def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: bool = True) -> dict:

@@ -6,11 +6,13 @@ report.md (Table 1/2 layout) and accuracy_recall.png. The figures themselves are
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+from dukb import InputError
 from dukb.neural.metrics.summary import (ACCURACY, THRESHOLD, TRADEOFF_RULE, curve_points, envelope,  # noqa: F401
                                          setting_key, strength, superficial, target_tradeoff, tradeoff)
-from dukb.neural.runs import DAMAGED_NAME, Journal, read_journal
+from dukb.neural.runs import DAMAGED_NAME, Journal, output_file, read_journal, read_json
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
@@ -171,8 +173,10 @@ def journal_note(journal: Journal) -> str:
                    f"(line{'s' if len(journal.damaged) > 1 else ''} {lines}); they are left out of this report. "
                    f"A `--resume` moves them to {DAMAGED_NAME} and recomputes their rows.")
     aside = journal.path.parent / DAMAGED_NAME
-    if aside.exists():
-        n = sum(1 for ln in aside.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip())
+    if os.path.lexists(aside):  # read bounded: a regular file only
+        from dukb.kb.csvfile import read_bytes
+
+        n = sum(1 for ln in read_bytes(aside, "damaged-lines file").splitlines() if ln.strip())
         out.append(f"{n} damaged line(s) were moved from the journal to {DAMAGED_NAME} by a resume.")
     if journal.torn is not None:
         out.append(f"The last line of {journal.path.name} (line {journal.torn.line}) was cut short by a kill and is "
@@ -187,7 +191,9 @@ def render(run_dir) -> dict:
         dict of written paths.
 
     Raises:
-        FileNotFoundError: no results.jsonl; ValueError: it holds no rows.
+        FileNotFoundError: no results.jsonl; ValueError: it holds no rows; InputError: a file read is not a
+            regular file (a FIFO, a device, a folder), too large or not JSON, or a directory is in an output's place
+            (named).
     """
     import pandas as pd
 
@@ -199,12 +205,15 @@ def render(run_dir) -> dict:
     rows = journal.rows
     if not rows:
         raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
-    config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
+    config = read_json(run / "config.json", "run config") if os.path.lexists(run / "config.json") else {}
+    if not isinstance(config, dict):
+        raise InputError("not a run config (expected a JSON object)", run / "config.json")
     from dukb.neural.metrics.recall import fill_success_du
 
     rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
     df = pd.DataFrame(rows)
-    finetune = json.loads((run / "finetune.json").read_text()) if (run / "finetune.json").exists() else None
+    finetune = read_json(run / "finetune.json", "finetune record") if os.path.lexists(run / "finetune.json") \
+        else None
     from dukb.neural.metrics import DEFAULT_METRICS, parse_metrics, summary_metrics
 
     by_rel = {r["target"]: r.get("target_relation") for r in rows if r.get("target_relation")}
@@ -212,12 +221,12 @@ def render(run_dir) -> dict:
     if "recall" not in df.columns:  # the summary metrics read recall and accuracy
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
-    summary.to_csv(run / "summary.csv", index=False)
-    (run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note else [])
+    summary.to_csv(output_file(run / "summary.csv"), index=False)
+    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note else [])
                                    + journal_note(journal),
                                    encoding="utf-8")
     paths = {"summary": run / "summary.csv", "report": run / "report.md"}
     if "recall" in df.columns:
-        plot_curves(df, run / "accuracy_recall.png")
+        plot_curves(df, output_file(run / "accuracy_recall.png"))
         paths["plot"] = run / "accuracy_recall.png"
     return paths

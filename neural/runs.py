@@ -22,6 +22,13 @@ holder (pid, host); one with the same settings waits for the holder, then resume
 **Results.** :class:`ResultsFile`: one JSON line per row, flushed and fsynced. Reading keeps every valid row: each
 damaged line is reported as FILE:LINE on stderr, and on resume moved to results.damaged.jsonl with its line number;
 a torn last line (a kill mid-write) is dropped with a note.
+
+**Bounded.** Every file of a run directory that dukb did not just write (config.json, results*.jsonl, run.lock,
+the caches) is read through :func:`dukb.kb.csvfile.read_bytes`: only a regular file of bounded size, so a FIFO,
+a device (a link to ``/dev/zero``) or a directory planted in its place is an error naming it, not a hang. Files are
+written through a fresh temporary file and an atomic rename (:func:`write_bytes_atomic`), appended to only when
+they are regular files (:func:`open_append`), and a report's outputs are cleared of anything but a regular file
+first (:func:`output_file`).
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ import hashlib
 import json
 import os
 import platform
+import secrets
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -53,19 +62,28 @@ IDENTITY_VERSION = 2
 
 
 # ----------------------------------------------------------------------------------------------- hashing --------
+#: Largest file :func:`sha256_file` hashes (model weights): 1 TiB, a bound on the time a planted file can take.
+MAX_HASHED_BYTES = 1 << 40
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file's bytes.
+    """Hex SHA-256 of a file's bytes, read in chunks from a regular file only
+    (:func:`dukb.kb.csvfile.open_regular`: a FIFO or a device such as ``/dev/zero`` is refused before a byte is
+    read, so hashing ends).
 
     Raises:
-        InputError: the file cannot be read (names it).
+        InputError: the file cannot be read, is not a regular file or is larger than :data:`MAX_HASHED_BYTES`
+            (names it).
     """
+    from dukb.kb.csvfile import open_regular
+
     h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
+    with open_regular(path, "file", limit=MAX_HASHED_BYTES) as fh:
+        try:
             while block := fh.read(chunk):
                 h.update(block)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror or e}", path) from None
     return h.hexdigest()
 
 
@@ -237,16 +255,21 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
         (merged identity to record, additions ``{key: [entries]}``, the previous config.json or {}).
 
     Raises:
-        RunIdentityError: config.json is unreadable, belongs to another protocol, has no identity (an older dukb),
+        InputError: config.json is not a regular file (a FIFO, a device, a folder) or larger than
+            :data:`RUN_JSON_BYTES`.
+        RunIdentityError: config.json is not JSON, belongs to another protocol, has no identity (an older dukb),
             or its identity differs on a non-extendable key or a shared entry (every differing key is named with
             both values, on one line).
     """
+    from dukb.kb.csvfile import read_bytes
+
     path = Path(run) / "config.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         return dict(identity), {}, {}
+    data = read_bytes(path, "run config", limit=RUN_JSON_BYTES)  # a FIFO, device or folder: an error naming it
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        old = json.loads(data.decode("utf-8"))
+    except ValueError as e:
         raise RunIdentityError(f"not a readable run config ({type(e).__name__}: {e}); choose another -o", path) \
             from None
     if not isinstance(old, dict):
@@ -270,6 +293,8 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
 # ----------------------------------------------------------------------------------- one writer per run --------
 #: the lock file of a run directory (its content: the holder's pid, host, protocol, start time and identity)
 LOCK_NAME = "run.lock"
+#: largest lock file read (the holder's description, a few KiB)
+LOCK_BYTES = 1 << 20
 #: seconds a second invocation waits for a holder that has the lock but has not yet recorded its identity
 HOLDER_INFO_TIMEOUT = 30.0
 
@@ -320,9 +345,13 @@ def _describe(holder: dict) -> str:
 
 
 def _read_holder(path: Path) -> dict | None:
+    """The holder's description in the lock file, or None when it is unreadable (not yet written, not JSON, not
+    a regular file, larger than :data:`LOCK_BYTES`)."""
+    from dukb.kb.csvfile import read_bytes
+
     try:
-        info = json.loads(path.read_bytes() or b"null")
-    except (OSError, ValueError):
+        info = json.loads(read_bytes(path, "run lock file", limit=LOCK_BYTES) or b"null")
+    except (InputError, ValueError):
         return None
     return info if isinstance(info, dict) else None
 
@@ -334,6 +363,63 @@ def _same_file(fd: int, path: Path) -> bool:
     except OSError:
         return False
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _open_lock(path: Path) -> int:
+    """Open (or create) the lock file for reading and writing: a regular file only, not through a symbolic link
+    (the holder's description is written into it), without blocking on a FIFO.
+
+    Raises:
+        InputError: it cannot be opened, or something other than a regular file is in its place (named).
+    """
+    return _open_regular_fd(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0), 0o644,
+                            "the run's lock file is not a regular file ({}); remove it",
+                            "cannot open the run's lock file: {}")
+
+
+def _open_regular_fd(path: Path, flags: int, mode: int, not_regular: str, failed: str) -> int:
+    """``os.open(path, flags | O_CREAT | O_NONBLOCK)`` of a regular file only (checked on the descriptor), then
+    made blocking: a FIFO in its place cannot block the open, a device is refused.
+
+    Raises:
+        InputError: ``not_regular`` (formatted with what is there) or ``failed`` (with the OS error), naming
+            ``path``.
+    """
+    try:
+        fd = os.open(path, flags | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as e:
+        kind = _kind_at(path, follow=not flags & getattr(os, "O_NOFOLLOW", 0))
+        if kind:
+            raise InputError(not_regular.format(kind), path) from None
+        raise InputError(failed.format(e.strerror or e), path) from None
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(st_mode):
+            raise InputError(not_regular.format(_kind(st_mode)), path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def _kind_at(path: Path, follow: bool = False) -> str | None:
+    """What is at ``path`` when it is not a regular file (a symbolic link itself unless ``follow``), else None."""
+    try:
+        mode = (os.stat if follow else os.lstat)(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else _kind(mode)
 
 
 def _make_dir(run: Path) -> list[Path]:
@@ -358,10 +444,7 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
     while True:
         created = _make_dir(run) if not run.is_dir() else []
         path = run / LOCK_NAME
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise InputError(f"cannot open the run's lock file: {e.strerror or e}", path) from None
+        fd = _open_lock(path)
         lock = RunLock(run, fd, created)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -506,12 +589,104 @@ def history_entry(added: dict, **extra) -> dict:
     return {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv), "added": added, **extra}
 
 
-def write_json_atomic(path: str | Path, obj) -> None:
-    """Write JSON through a temporary file and an atomic rename, so a kill never leaves half a file."""
+#: Largest JSON file of a run directory read back (config.json, sets.json, splits.json, the caches): as
+#: :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`.
+RUN_JSON_BYTES = 256 * 1024 * 1024
+
+
+def read_json(path: str | Path, what: str = "file", limit: int | None = None):
+    """The JSON document in a file of a run or model directory, read bounded
+    (:func:`dukb.kb.csvfile.read_bytes`: a regular file of at most ``limit`` bytes, default
+    :data:`RUN_JSON_BYTES`).
+
+    Args:
+        path: the file.
+        what: what it is, for the message when it is missing (``missing <what>``).
+        limit: largest size accepted, in bytes.
+
+    Raises:
+        InputError: missing, not a regular file (a FIFO, a device, a folder), too large, not UTF-8 or not JSON
+            (file and, for bad JSON, line named).
+    """
+    from dukb.kb.csvfile import decode_text, read_bytes
+
+    text = decode_text(read_bytes(path, what, limit=RUN_JSON_BYTES if limit is None else limit), path)
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InputError(f"not JSON: {getattr(e, 'msg', e)}", path, getattr(e, "lineno", None)) from None
+
+
+def output_file(path: str | Path) -> Path:
+    """Make room for an output that dukb rewrites whole (summary.csv, report.md, a figure): a FIFO, device, socket
+    or symbolic link in its place is removed first, so writing neither blocks nor goes elsewhere.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        InputError: a directory is in its place (named).
+    """
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    kind = _kind_at(path)
+    if kind == "a directory":
+        raise InputError("cannot write this file: a directory is in its place", path)
+    if kind is not None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise InputError(f"cannot replace {kind}: {e.strerror or e}", path) from None
+    return path
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write a file through a fresh temporary file beside it and an atomic rename, so a kill never leaves half a
+    file and whatever is in its place (a FIFO, a link) is replaced, never written through.
+
+    Raises:
+        InputError: a directory is in its place. OSError: the file cannot be written.
+    """
+    path = Path(path)
+    if _kind_at(path) == "a directory":
+        raise InputError("cannot write this file: a directory is in its place", path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    """Write JSON through a temporary file and an atomic rename, so a kill never leaves half a file
+    (:func:`write_bytes_atomic`)."""
+    write_bytes_atomic(path, json.dumps(obj, indent=2, default=str).encode("utf-8"))
+
+
+def open_append(path: str | Path):
+    """Open a journal for appending (created when missing): a regular file only, so a FIFO or a device in its place
+    neither blocks nor swallows rows.
+
+    Returns:
+        A text file object (UTF-8) positioned at the end.
+
+    Raises:
+        InputError: something other than a regular file is in its place, or it cannot be opened (named).
+    """
+    fd = _open_regular_fd(Path(path), os.O_WRONLY | os.O_APPEND, 0o666, "not a regular file ({})",
+                          "cannot write: {}")
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 # -------------------------------------------------------------------------------------------- provenance --------
@@ -602,6 +777,11 @@ def provenance(device: str | None = None, **extra) -> dict:
 DAMAGED_NAME = "results.damaged.jsonl"
 
 
+#: Largest results journal read (results.jsonl, a shard): as :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`, far above
+#: the rows of any run (a row is about 1 KiB).
+RESULTS_BYTES = 256 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class DamagedLine:
     """A line of a results journal that holds no row.
@@ -681,16 +861,16 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None) 
         The :class:`Journal`.
 
     Raises:
-        InputError: the file exists but cannot be read.
+        InputError: the file exists but cannot be read, is not a regular file (a FIFO, a device, a folder) or is
+            larger than :data:`RESULTS_BYTES` (named).
     """
+    from dukb.kb.csvfile import read_bytes
+
     path = Path(path)
     out = Journal(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return out
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    data = read_bytes(path, "results journal", limit=RESULTS_BYTES)
     parts = data.split(b"\n")
     out.newline = parts[-1] == b""
     if out.newline:
@@ -747,13 +927,13 @@ def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Pa
         The path of results.damaged.jsonl when lines were moved, else None.
 
     Raises:
-        OSError: the files cannot be written.
+        InputError: results.damaged.jsonl is not a regular file. OSError: the files cannot be written.
     """
     aside = None
     if journal.damaged:
         aside = journal.path.parent / DAMAGED_NAME
         moved = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        with open(aside, "a", encoding="utf-8") as fh:
+        with open_append(aside) as fh:
             for d in journal.damaged:
                 fh.write(json.dumps({"file": journal.path.name, "line": d.line, "reason": d.reason, "text": d.text,
                                      "moved": moved}) + "\n")
@@ -761,16 +941,11 @@ def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Pa
             os.fsync(fh.fileno())
     journal.warn(log, moved_to=aside)
     if journal.damaged or journal.torn is not None:
-        tmp = journal.path.with_name(journal.path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(b"".join(raw + b"\n" for raw in journal.lines))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, journal.path)
+        write_bytes_atomic(journal.path, b"".join(raw + b"\n" for raw in journal.lines))
         journal.damaged, journal.torn, journal.newline = [], None, True
     elif not journal.newline:  # a complete last row whose line break was lost
-        with open(journal.path, "ab") as fh:
-            fh.write(b"\n")
+        with open_append(journal.path) as fh:
+            fh.write("\n")
         journal.newline = True
     return aside
 
@@ -824,7 +999,7 @@ class ResultsFile:
 
     def append(self, row: dict) -> None:
         """Write one row durably."""
-        with open(self.path, "a", encoding="utf-8") as fh:
+        with open_append(self.path) as fh:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -870,8 +1045,10 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     return len(new)
 
 
-__all__ = ["DAMAGED_NAME", "LOCK_NAME", "RECORDED_LIBRARIES", "SHARD_GLOB", "DamagedLine", "Difference",
+__all__ = ["DAMAGED_NAME", "LOCK_BYTES", "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES",
+           "RUN_JSON_BYTES", "SHARD_GLOB", "DamagedLine", "Difference",
            "IDENTITY_VERSION", "Journal", "ResultsFile", "RunIdentityError", "RunLock", "claim_run", "device_info",
            "evaluate_row_key", "history_entry", "holds_run_lock", "identity_differences", "merge_identity",
-           "merge_shards", "move_aside", "open_run", "provenance", "read_journal", "read_results", "release_run",
-           "sha256_file", "sha256_json", "thread_info", "versions", "write_json_atomic"]
+           "merge_shards", "move_aside", "open_append", "open_run", "output_file", "provenance", "read_journal",
+           "read_json", "read_results", "release_run", "sha256_file", "sha256_json", "thread_info", "versions",
+           "write_bytes_atomic", "write_json_atomic"]

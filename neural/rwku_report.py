@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dukb.neural.runs import read_results
+from dukb import InputError
+from dukb.neural.runs import output_file, read_json, read_results
 
 COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
         "rouge_neighbour_qa", "rouge_neighbour_all", "rouge_distant_all", "mia_fm_loss", "mia_rm_loss",
@@ -136,7 +137,7 @@ def plot_aa(rows: list[dict], path: Path) -> Path | None:
     ax.legend(fontsize=7)
     ax.set_title("Leak per probe kind (strongest setting)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(output_file(path), dpi=120)
     plt.close(fig)
     return path
 
@@ -174,7 +175,7 @@ def plot_batches(rows: list[dict], path: Path) -> Path | None:
         ax.set_xlabel("targets unlearned at once")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(output_file(path), dpi=120)
     plt.close(fig)
     return path
 
@@ -189,11 +190,13 @@ def render_rwku(run_dir) -> dict:
         ValueError: a malformed results line (file and line named).
     """
     run = Path(run_dir)
-    config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
+    if not isinstance(config, dict):
+        raise InputError("not a run config (expected a JSON object)", run / "config.json")
     rows = read_results(run / "results.jsonl") if (run / "results.jsonl").exists() else []
     summary = summarize_rwku(rows)
-    summary.to_csv(run / "summary.csv", index=False)
-    (run / "report.md").write_text(markdown_report(summary, rows, config), encoding="utf-8")
+    summary.to_csv(output_file(run / "summary.csv"), index=False)
+    output_file(run / "report.md").write_text(markdown_report(summary, rows, config), encoding="utf-8")
     return {"summary": run / "summary.csv", "report": run / "report.md", "aa": plot_aa(rows, run / "aa_kinds.png"),
             "batches": plot_batches(rows, run / "batch_targets.png")}
 

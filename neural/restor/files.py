@@ -16,14 +16,21 @@ from typing import Sequence
 from dukb import InputError
 from dukb.neural.restor.facts import FactProbe
 from dukb.neural.runs import ResultsFile, read_results
+from dukb.neural.runs import read_json as _read_json_bounded
 
 #: Files a run must hold before its report can be rendered (relative to the run directory).
 REQUIRED = ("config.json", "probes/facts.jsonl", "probes/clean.json", "probes/corrupted.json")
 
 
 def read_json(path: Path):
-    """The JSON document in ``path`` (UTF-8)."""
-    return json.loads(path.read_text(encoding="utf-8"))
+    """The JSON document in ``path`` (UTF-8), read bounded (:func:`dukb.neural.runs.read_json`: a regular file of
+    at most :data:`dukb.neural.runs.RUN_JSON_BYTES` bytes).
+
+    Raises:
+        InputError: missing, not a regular file (a FIFO, a device, a folder), too large, not UTF-8 or not JSON
+            (file named).
+    """
+    return _read_json_bounded(path, "run file")
 
 
 def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
@@ -32,9 +39,24 @@ def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
 
 
 def read_facts(path: Path) -> list[FactProbe]:
-    """Read probes/facts.jsonl (:func:`write_facts`)."""
-    return [FactProbe(**{**d, "random": tuple(d["random"])})
-            for d in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if d]
+    """Read probes/facts.jsonl (:func:`write_facts`), bounded (:func:`dukb.kb.csvfile.read_text`: a regular file of
+    at most :data:`dukb.kb.csvfile.MAX_INPUT_BYTES` bytes).
+
+    Raises:
+        InputError: missing, not a regular file, too large, not UTF-8, or a line that is not JSON (file and line
+            named).
+    """
+    from dukb.kb.csvfile import read_text
+
+    out = []
+    for n, line in enumerate(read_text(path, "fact probe file").splitlines(), 1):
+        try:
+            d = json.loads(line) if line.strip() else None
+        except ValueError as e:
+            raise InputError(f"not JSON: {getattr(e, 'msg', e)}", path, n) from None
+        if d:
+            out.append(FactProbe(**{**d, "random": tuple(d["random"])}))
+    return out
 
 
 def _rows_key(row: dict) -> tuple:
@@ -73,9 +95,12 @@ def load_run(run: Path) -> dict:
         dict: config (config.json), facts (FactProbe list), clean and corrupted (probes/*.json), results (the rows
         of results.jsonl), clean_train and corrupt_train (train.json of each model, {} when missing).
 
+    A damaged line of results.jsonl is reported on stderr (``FILE:LINE``) and left out, the other rows are kept
+    (:func:`dukb.neural.runs.read_results`).
+
     Raises:
-        InputError: a file of :data:`REQUIRED` is missing; results.jsonl has a corrupt line
-            (:func:`dukb.neural.runs.read_results`).
+        InputError: a file of :data:`REQUIRED` is missing; a file read is not a regular file (a FIFO, a device, a
+            folder), too large, or not JSON (file named).
     """
     for need in REQUIRED:
         if not (run / need).exists():
