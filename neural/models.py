@@ -588,7 +588,7 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
     rec = read_model_record(p)
     prompt = kw.pop("prompt", None)
     family = kw.pop("family", None)
-    if (p / "dukb_tiny.json").exists():
+    if (p / "dukb_tiny.json").exists() or (str(path) == "tiny" and not p.exists()):  # built in: finetune makes it
         prompt, family = prompt or "tiny", family or "tiny"
     elif rec:
         prompt, family = prompt or rec.get("prompt"), family or rec.get("family")
