@@ -70,7 +70,7 @@ def test_ddp_finetune_equals_single_process(finetuned_pair):
     # the same global batches and the same gradient: identical losses until rounding differences grow
     for la, lb in list(zip(a["loss_per_epoch"], b["loss_per_epoch"]))[:10]:
         assert lb == pytest.approx(la, rel=1e-4)
-    assert a["loss_per_epoch"][0] > 3 * a["loss_per_epoch"][9]  # and it is learning
+    assert a["loss_per_epoch"][-1] < a["loss_per_epoch"][0] / 10  # and it learns the KB
     # after the first epochs rounding differences of the all-reduce grow chaotically, so the two runs end at
     # different points: the single process knows the whole KB, the data-parallel run (nearly) all of it
     assert a["accuracy"] == 1.0 and b["accuracy"] >= 0.9
