@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
-from dukb.neural.runs import device_info, thread_info, versions
+from dukb.neural.runs import device_info, read_json, thread_info, versions
 from dukb.neural.train import TrainConfig, train_loop
 
 _log = logging.getLogger(__name__)
@@ -244,14 +244,18 @@ CHECKPOINT = "finetune-checkpoint.pt"
 
 
 def _checkpoint_key(lm, items, config: TrainConfig, world: int) -> str:
-    """What a finetuning checkpoint depends on, as one string: settings, items (hashed), model spec, world size."""
+    """What a finetuning checkpoint depends on, as one string: settings, items (hashed), model spec, world size.
+
+    Raises:
+        InputError: the model directory's ``dukb_tiny.json`` is not a readable JSON file (read bounded).
+    """
     digest = hashlib.sha256()
     for it in items:
         digest.update(json.dumps([it.kind, it.question, it.answer], ensure_ascii=False).encode() + b"\n")
     model = lm.spec.to_json()
     tiny = Path(str(lm.spec.name_or_path)) / "dukb_tiny.json"
-    if tiny.is_file():  # the built-in tiny model is built in a temporary folder: its recipe identifies it
-        model["name_or_path"] = json.loads(tiny.read_text(encoding="utf-8"))
+    if tiny.exists():  # the built-in tiny model is built in a temporary folder: its recipe identifies it
+        model["name_or_path"] = read_json(tiny, "tiny-model record", limit=1 << 20)
     return json.dumps({"config": config.to_json(), "items": digest.hexdigest(), "n_items": len(items),
                        "model": model, "world": world}, sort_keys=True, default=str)
 

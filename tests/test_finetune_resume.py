@@ -92,3 +92,14 @@ def test_extra_epoch_settings_are_checked():
     for bad in (dict(extra_epochs=-1), dict(extra_epochs=3, extra_lr=0.0), dict(extra_lr=-1.0)):
         with pytest.raises(InputError):
             dataclasses.replace(SHORT, **bad).check()
+
+
+def test_a_malformed_tiny_record_is_one_line(kb, tmp_path, short_preset, capsys):
+    from dukb.cli.main import main
+
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), tmp_path / "m", seed=0)
+    (tmp_path / "m" / "dukb_tiny.json").write_text("[")
+    assert main(["finetune", "--kb", "demo", "--model", str(tmp_path / "m"), "--epochs", "1", "--device", "cpu",
+                 "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"dukb: error: {tmp_path / 'm' / 'dukb_tiny.json'}:")
