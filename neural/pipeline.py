@@ -23,7 +23,8 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
     Args:
         spec: model spec ("tiny" gets the tiny preset; otherwise the preset of its family,
             :attr:`dukb.neural.spec.ModelSpec.preset_family`, e.g. smollm2 for SmolLM2, or generic).
-        preset: explicit preset name; epochs, lr, batch_size: overrides (None: the preset's).
+        preset: explicit preset name; epochs, lr, batch_size: overrides (None: the preset's). Given ``epochs`` are
+            the most epochs in all: the preset's extra epochs (``TrainConfig.extra_epochs``) are then not run.
         seed: the run seed.
 
     Returns:
@@ -41,6 +42,8 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
     if name not in FINETUNE_PRESETS:
         raise InputError(f"unknown finetuning preset {name!r} (choose from {', '.join(FINETUNE_PRESETS)})")
     over = {k: v for k, v in dict(epochs=epochs, lr=lr, batch_size=batch_size).items() if v is not None}
+    if epochs is not None:  # the user's epoch count is the cap
+        over["extra_epochs"] = 0
     return name, dataclasses.replace(FINETUNE_PRESETS[name], seed=seed, **over)
 
 
@@ -113,9 +116,26 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
 
 
 def finetune_record(model_dir) -> dict | None:
-    """The finetune.json record of a model directory made by :func:`finetune_kb`, or None."""
+    """The finetune.json record of a model directory made by :func:`finetune_kb`, or None when there is none.
+
+    Read bounded (:func:`dukb.neural.runs.read_json`: a regular file of bounded size).
+
+    Raises:
+        InputError: the record is not a regular file (a FIFO, a device, a folder), too large, not UTF-8, not JSON or
+            not a JSON object (named).
+    """
+    import os
+
+    from dukb import InputError
+    from dukb.neural.runs import read_json
+
     p = Path(model_dir) / "finetune.json"
-    return json.loads(p.read_text()) if p.exists() else None
+    if not os.path.lexists(p):
+        return None
+    rec = read_json(p, "finetune record")
+    if not isinstance(rec, dict):
+        raise InputError("not a finetune record (expected a JSON object)", p)
+    return rec
 
 
 def load_finetuned(model_dir, **spec_kw):

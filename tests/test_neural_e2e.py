@@ -104,10 +104,12 @@ def test_probe_matches_one_prompt_at_a_time_generate(small_kb, lm):
 
 
 # must_forget: "unknown" = the paper's substring rule no longer finds the answer; "answer" = the model no longer
-# answers with it (NPO's degenerate outputs can repeat relation words, so the substring rule can still fire);
-# None = only the log-probability drop is required (WHP saturates, as the paper observes).
-@pytest.mark.parametrize("method,grid,lr,must_forget", [("ga", [12], None, "unknown"), ("npo", [16], 5e-3, "answer"),
-                                                        ("ga_gdr", [12], None, "unknown"),
+# answers with it (GA's and NPO's degenerate outputs repeat relation words, so the substring rule can fire again:
+# measured on this KB, GA's output is " mother" after 4-8 steps and " mother father father ..." after 12, with the
+# answer's log-probability down by 11 to 20 nats all along); None = only the log-probability drop is required (WHP
+# saturates, as the paper observes).
+@pytest.mark.parametrize("method,grid,lr,must_forget", [("ga", [12], None, "answer"), ("npo", [16], 5e-3, "answer"),
+                                                        ("ga_gdr", [12], None, "answer"),
                                                         ("npo_klr", [16], 5e-3, "answer"),
                                                         ("tv", [10.0], None, "unknown"), ("whp", [1000.0], None, None)])
 def test_each_method_lowers_the_target(small_kb, lm, method, grid, lr, must_forget):
