@@ -79,3 +79,19 @@ def kb_builder():
 def edu_relat_target_ids(edu_relat_dir) -> list[int]:
     """The 55 target fact_ids of EDU-RELAT's targets.txt, in order; skipped when absent."""
     return edu_relat_targets(edu_relat_dir)
+
+
+#: Test modules that finetune, unlearn or load a model (the neural path end to end, minutes on CPU): every test in
+#: them is marked ``slow``, so ``python -m pytest -q -m "not slow"`` runs the rest (logic, KB, inputs, CLI, reports).
+MODEL_MODULES = frozenset({
+    "test_control", "test_distributed", "test_finetune_resume", "test_model_files", "test_muse", "test_neural_e2e",
+    "test_neural_losses", "test_packaging", "test_real_model", "test_registry_and_training", "test_restor",
+    "test_run_lock", "test_rwku",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of :data:`MODEL_MODULES` ``slow`` (see pyproject's markers)."""
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in MODEL_MODULES:
+            item.add_marker(pytest.mark.slow)
