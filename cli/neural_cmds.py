@@ -146,6 +146,9 @@ def probe(
     from dukb.neural.probe import Predictor
     from dukb.neural.probe import probe as run_probe
 
+    for name, value in (("--kinds", kinds), ("--scores", scores)):  # "qa,,reverse": an item would be lost
+        if value.strip() and any(not part.strip() for part in value.split(",")):
+            raise InputError(f"{name} {value!r} has an empty item; separate the names by single commas")
     wanted = {s.strip().lower() for s in scores.split(",") if s.strip()} - {"none"}
     if wanted - {"rouge", "logprob"}:
         bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
@@ -158,8 +161,11 @@ def probe(
     spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
     items = kb_qa(k, chosen, seed=seed)
     lm = load_model(spec)
+    from rich import get_console
+
+    # the bar is transient: drawn on a terminal only, so a redirected stderr holds no blank line where it stood
     df = run_probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, batch_size=batch_size,
-                   max_new_tokens=max_new_tokens, progress=True, rouge="rouge" in wanted,
+                   max_new_tokens=max_new_tokens, progress=get_console().is_terminal, rouge="rouge" in wanted,
                    logprob="logprob" in wanted)
     if output is None:
         typer.echo(df.to_csv(index=False), nl=False)

@@ -96,11 +96,15 @@ def interrupt_message() -> str:
 
 
 def count_rows(path: Path) -> int:
-    """Complete JSON lines of a results file (0 when it is missing or unreadable; a torn last line is not
-    counted)."""
+    """Complete JSON lines of a results file (0 when it is missing, unreadable, not a regular file or larger than
+    :data:`dukb.neural.runs.RESULTS_BYTES`; a torn last line is not counted). Read bounded
+    (:func:`dukb.kb.csvfile.read_bytes`): a FIFO in its place cannot block the interrupt that asks."""
+    from dukb.kb.csvfile import read_bytes
+    from dukb.neural.runs import RESULTS_BYTES
+
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_bytes(path, "results journal", limit=RESULTS_BYTES)
+    except (InputError, OSError):
         return 0
     n = 0
     for raw in data.splitlines(keepends=True):
@@ -108,7 +112,7 @@ def count_rows(path: Path) -> int:
             continue
         try:
             json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         n += 1
     return n
@@ -116,10 +120,17 @@ def count_rows(path: Path) -> int:
 
 def keep_rows_note(run_dir: Path, advice: str = "run the same command with --resume to continue"):
     """An :func:`on_interrupt` note for a command writing RUN_DIR/results.jsonl (and, under a multi-process launch,
-    results.rank*.jsonl): ``N rows are kept in RUN_DIR/results.jsonl; ADVICE``."""
+    results.rank*.jsonl): ``N rows are kept in RUN_DIR/results.jsonl; ADVICE``, or, when no results file exists yet
+    (the run directory may not even have been created), ``nothing was written to RUN_DIR yet``."""
     def note() -> str:
-        results = Path(run_dir) / "results.jsonl"
-        n = count_rows(results) + sum(count_rows(p) for p in Path(run_dir).glob("results.rank*.jsonl"))
+        import os
+
+        run = Path(run_dir)
+        results = run / "results.jsonl"
+        shards = sorted(run.glob("results.rank*.jsonl")) if run.is_dir() else []
+        if not os.path.lexists(results) and not shards:
+            return f"no result row was written to {run} yet"
+        n = count_rows(results) + sum(count_rows(p) for p in shards)
         return f"{n} row{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} kept in {results}; {advice}"
 
     return note

@@ -8,10 +8,11 @@ Source: Wang et al. 2024 ("Unlearning with Control"), Sec. 5, Tables 2-3 and 6, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
-from dukb.neural.runs import output_file, read_json
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal
 
 #: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
 PS_COLUMNS = ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
@@ -186,15 +187,18 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     Returns:
         {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot).
 
+    A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN,
+    a ratio splits.json does not hold) is warned on stderr as FILE:LINE, left out and listed in report.md.
+
     Raises:
         InputError: the directory holds no control run; a file read is missing, not a regular file (a FIFO, a
-            device, a folder), too large or not JSON (named).
+            device, a folder), too large or not JSON (named); every line of results.jsonl is damaged (file and line
+            named).
     """
     import pandas as pd
 
     from dukb import InputError
     from dukb.kb import load_kb
-    from dukb.neural.runs import read_results
 
     run = Path(run_dir)
     # read bounded: a FIFO, a device or a folder in a file's place is an error naming it
@@ -206,12 +210,17 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
             raise InputError("not a `dukb control` run file (expected a JSON object)", run / name)
     if config.get("protocol") != "control":
         raise InputError(f"{run}: not a `dukb control` run (protocol {config.get('protocol')!r})")
-    rows = read_results(run / "results.jsonl") if (run / "results.jsonl").exists() else []
+    forget = splits.get("forget") if isinstance(splits.get("forget"), dict) else {}
+    # damaged lines (and rows of a ratio splits.json does not hold): FILE:LINE on stderr and in report.md
+    journal = report_journal(run / "results.jsonl", "control", drop=lambda r: None if isinstance(
+        forget.get(r["ratio"]), list) else f"field ratio: {json.dumps(r['ratio'])} is not a ratio of splits.json")
+    rows = journal.rows
     kb = load_kb(config["kb"])
     sets = {int(k): v for k, v in sets_doc["targets"].items()}
     summary = summarize_control(rows, kb, sets, splits, selection or config.get("selection", "full"))
     pd.DataFrame(summary).to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, config, splits), encoding="utf-8")
+    output_file(run / "report.md").write_text(markdown_report(summary, config, splits) + journal_note(journal),
+                                              encoding="utf-8")
     return {"report": run / "report.md", "summary": run / "summary.csv",
             "ps_curves": plot_ps_curves(rows, run / "ps_curves.png"),
             "risk_curves": plot_risk_curves(rows, run / "risk_curves.png")}

@@ -615,8 +615,9 @@ def read_model_record(model_dir: str | Path) -> dict | None:
 
     Raises:
         InputError: the record exists but is not a regular file, is too large, cannot be read, is not JSON, is not
-            a JSON object, or holds a "prompt", "family" or "base" that is neither a string nor null; the file is
-            named (:func:`read_json_object`).
+            a JSON object, holds a "prompt", "family" or "base" that is neither a string nor null, or a "prompt"
+            that is not a preset of :data:`dukb.neural.spec.PROMPT_PRESETS`; the file is named
+            (:func:`read_json_object`).
     """
     p = Path(model_dir)
     f = p / MODEL_RECORD
@@ -630,6 +631,11 @@ def read_model_record(model_dir: str | Path) -> dict | None:
     for key in ("prompt", "family", "base"):
         if rec.get(key) is not None and not isinstance(rec[key], str):
             raise InputError(f"model record: {key!r} must be a string, not {json.dumps(rec[key])[:40]}", f)
+    from dukb.neural.spec import PROMPT_PRESETS
+
+    if rec.get("prompt") and rec["prompt"] not in PROMPT_PRESETS:  # named here: the spec would not say which file
+        raise InputError(f"model record: unknown prompt preset {json.dumps(rec['prompt'])[:40]} (choose from "
+                         f"{', '.join(PROMPT_PRESETS)})", f)
     return rec
 
 

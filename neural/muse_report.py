@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
-from dukb.neural.runs import output_file, read_json, read_results
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal
 
 COLUMNS = (("verbmem_forget", "VerbMem ↓"), ("knowmem_forget", "KnowMem forget ↓"),
            ("knowmem_retain", "KnowMem retain ↑"))
@@ -210,18 +210,24 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     Returns:
         {"summary", "report", "scalability", "sustainability", "roc"} -> paths (None for an absent figure).
 
+    A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN)
+    is warned on stderr as FILE:LINE, left out and listed in report.md.
+
     Raises:
-        ValueError: a malformed results line (file and line named).
+        InputError: a file read is not a regular file, too large or not JSON, or every line of results.jsonl is
+            damaged (file and line named).
     """
     run = Path(run_dir)
     config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    rows = read_results(run / "results.jsonl") if (run / "results.jsonl").exists() else []
+    journal = report_journal(run / "results.jsonl", "muse")  # damaged lines: FILE:LINE on stderr and in report.md
+    rows = journal.rows
     select = select or config.get("select", "first_below_retrain")
     summary = summarize_muse(rows, select, bootstrap, seed=int(config.get("seed", 0)))
     summary.to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, config), encoding="utf-8")
+    output_file(run / "report.md").write_text(markdown_report(summary, config) + journal_note(journal),
+                                              encoding="utf-8")
     return {"summary": run / "summary.csv", "report": run / "report.md",
             "scalability": plot_curves(summary, "scalability", run / "scalability.png"),
             "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from dukb import InputError
 from dukb.neural.metrics.summary import (ACCURACY, THRESHOLD, TRADEOFF_RULE, curve_points, envelope,  # noqa: F401
                                          setting_key, strength, superficial, target_tradeoff, tradeoff)
-from dukb.neural.runs import DAMAGED_NAME, Journal, output_file, read_journal, read_json
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal  # noqa: F401
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
@@ -156,34 +156,6 @@ def plot_curves(df, path, accuracy: str = ACCURACY) -> None:
     plt.close(fig)
 
 
-def journal_note(journal: Journal) -> str:
-    """A report.md paragraph on the journal's damaged lines (skipped, FILE:LINE each) and on those an earlier resume
-    moved to results.damaged.jsonl; empty when there are none.
-
-    Args:
-        journal: results.jsonl as read by :func:`dukb.neural.runs.read_journal`.
-
-    Returns:
-        Markdown text (starting with a blank line) or "".
-    """
-    out = []
-    if journal.damaged:
-        lines = ", ".join(str(d.line) for d in journal.damaged)
-        out.append(f"**Damaged journal lines.** {len(journal.damaged)} line(s) of {journal.path.name} hold no row "
-                   f"(line{'s' if len(journal.damaged) > 1 else ''} {lines}); they are left out of this report. "
-                   f"A `--resume` moves them to {DAMAGED_NAME} and recomputes their rows.")
-    aside = journal.path.parent / DAMAGED_NAME
-    if os.path.lexists(aside):  # read bounded: a regular file only
-        from dukb.kb.csvfile import read_bytes
-
-        n = sum(1 for ln in read_bytes(aside, "damaged-lines file").splitlines() if ln.strip())
-        out.append(f"{n} damaged line(s) were moved from the journal to {DAMAGED_NAME} by a resume.")
-    if journal.torn is not None:
-        out.append(f"The last line of {journal.path.name} (line {journal.torn.line}) was cut short by a kill and is "
-                   "left out.")
-    return "".join("\n\n" + p for p in out) + ("\n" if out else "")
-
-
 def render(run_dir) -> dict:
     """(Re)write summary.csv, report.md and accuracy_recall.png of a run directory from results.jsonl alone.
 
@@ -200,8 +172,9 @@ def render(run_dir) -> dict:
     run = Path(run_dir)
     if not (run / "results.jsonl").exists():
         raise FileNotFoundError(f"{run / 'results.jsonl'}: no such file")
-    journal = read_journal(run / "results.jsonl")
-    journal.warn()  # each damaged line on stderr (FILE:LINE); the valid rows are all rendered
+    # each damaged line (not JSON, not a row: a missing field, a NaN) on stderr as FILE:LINE and in report.md; the
+    # valid rows are all rendered
+    journal = report_journal(run / "results.jsonl", "evaluate")
     rows = journal.rows
     if not rows:
         raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")

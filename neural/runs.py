@@ -21,7 +21,11 @@ holder (pid, host); one with the same settings waits for the holder, then resume
 
 **Results.** :class:`ResultsFile`: one JSON line per row, flushed and fsynced. Reading keeps every valid row: each
 damaged line is reported as FILE:LINE on stderr, and on resume moved to results.damaged.jsonl with its line number;
-a torn last line (a kill mid-write) is dropped with a note.
+a torn last line (a kill mid-write) is dropped with a note. A line that is JSON but not a row of its protocol (a
+field the report reads missing or of another type, a NaN, a bool for an integer; :func:`row_check`) is damaged too.
+
+**Log.** While a protocol holds its run, library warnings (transformers, peft, torch, ``warnings.warn``) go to
+RUN_DIR/run.log (:func:`attach_run_log`), not the terminal.
 
 **Bounded.** Every file of a run directory that dukb did not just write (config.json, results*.jsonl, run.lock,
 the caches) is read through :func:`dukb.kb.csvfile.read_bytes`: only a regular file of bounded size, so a FIFO,
@@ -36,6 +40,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
+import math
 import os
 import platform
 import secrets
@@ -308,12 +314,14 @@ class RunLock:
 
     The kernel releases it when the process ends, however it ends. Attributes: ``run`` (the directory), ``fd`` (the
     locked file descriptor, not inherited by child programs), ``created`` (directories this claim created, removed
-    again on release when the lock file is all they hold, so a refused invocation leaves nothing behind).
+    again on release when the lock file is all they hold, so a refused invocation leaves nothing behind),
+    ``log_handler`` (the RUN_DIR/run.log handler on the root logger while the claim holds, :func:`attach_run_log`).
     """
 
     run: Path
     fd: int
     created: list[Path] = field(default_factory=list)
+    log_handler: "logging.Handler | None" = None
 
     def record(self, info: dict) -> None:
         """Write the holder's description into the lock file (read by a second invocation)."""
@@ -325,6 +333,8 @@ class RunLock:
         """Unlock (and remove the directories this claim created when nothing but the lock file is in them)."""
         if self.fd < 0:
             return
+        detach_run_log(self.log_handler)
+        self.log_handler = None
         try:
             if self.created and [p.name for p in self.run.iterdir()] == [LOCK_NAME]:
                 (self.run / LOCK_NAME).unlink()  # still locked: a waiter re-checks the file it locked (_same_file)
@@ -504,7 +514,9 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     - the same settings with ``resume``: one line through ``log`` saying it waits for the holder, then, once the
       lock is free, the run is opened as a resume of what the holder wrote.
 
-    Under a multi-process launch only the main process locks (the others read what it checked).
+    Under a multi-process launch only the main process locks (the others read what it checked). While the claim
+    holds, library warnings (WARNING and worse of every logger, ``warnings.warn``) are written to RUN_DIR/run.log
+    (:func:`attach_run_log`), not to the terminal.
 
     Args:
         run: the run directory (created when missing; removed again when the claim fails and left it empty).
@@ -536,6 +548,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
         lock.record(info)
         merged, added, old = open_run(run, kind, identity, extendable=extendable, resume=resume)
         lock.record(info | {"identity": merged})
+        lock.log_handler = attach_run_log(run)
     except BaseException:
         lock.release()
         raise
@@ -578,6 +591,77 @@ def holds_run_lock(fn: Callable) -> Callable:
                 lock.release()
 
     return wrapper
+
+
+#: the log file of a run directory: library warnings (transformers, peft, torch, ``warnings.warn``) while a protocol
+#: holds the run
+RUN_LOG_NAME = "run.log"
+#: its line format: time, level, logger name, message
+RUN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _RunLogHandler(logging.FileHandler):
+    """A :class:`logging.FileHandler` appending to RUN_DIR/run.log, opened at its first record (a run that logs
+    nothing gets no file) as a regular file only (:func:`open_append`: a FIFO or a device in its place neither
+    blocks nor swallows the log). A log that cannot be written is said once on stderr, in one line."""
+
+    def __init__(self, path: str):
+        super().__init__(path, encoding="utf-8", delay=True)
+        self.failed = False
+
+    def _open(self):
+        return open_append(self.baseFilename)
+
+    def emit(self, record) -> None:
+        if self.failed:
+            return
+        if self.stream is None:
+            try:
+                self.stream = self._open()
+            except (InputError, OSError):
+                self.handleError(record)
+                return
+        logging.StreamHandler.emit(self, record)
+
+    def handleError(self, record) -> None:  # noqa: N802 - logging's name
+        if not self.failed:
+            self.failed = True
+            e = sys.exc_info()[1]
+            _stderr(f"dukb: warning: {e if isinstance(e, InputError) else f'{self.baseFilename}: {e}'}; the "
+                    "run's log (library warnings) is not kept")
+
+
+def attach_run_log(run: str | Path) -> logging.Handler:
+    """Send WARNING and worse records of every logger to RUN_DIR/run.log (appended; time, level, logger name) by a
+    handler on the root logger, and route the libraries' warnings into logging, so that transformers, peft and
+    torch warnings and ``warnings.warn`` calls (the ``py.warnings`` logger) land in the run's log instead of the
+    terminal. :func:`claim_run` attaches it once the run is claimed; releasing the claim removes it
+    (:func:`detach_run_log`).
+
+    ``warnings.warn`` calls go to logging from now on (``logging.captureWarnings``); transformers' and the other
+    libraries' loggers are routed to logging when a model is loaded (:func:`dukb.neural.models.quiet_libraries`,
+    called by ``load_model``; this module does not import the models module).
+
+    Returns:
+        The handler (for :func:`detach_run_log`).
+
+    The file is opened at the first record, as a regular file only: one that cannot be written (a FIFO or a
+    directory in its place) is said once on stderr in one line, and the run goes on.
+    """
+    logging.captureWarnings(True)
+    handler = _RunLogHandler(str(Path(run) / RUN_LOG_NAME))
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
+    logging.getLogger().addHandler(handler)
+    return handler
+
+
+def detach_run_log(handler: logging.Handler | None) -> None:
+    """Remove a handler of :func:`attach_run_log` from the root logger and close its file (nothing for None)."""
+    if handler is None:
+        return
+    logging.getLogger().removeHandler(handler)
+    handler.close()
 
 
 def _stderr(msg: str) -> None:
@@ -805,6 +889,7 @@ class Journal:
         path: the file.
         rows: every valid row, in file order.
         lines: the raw bytes of each valid row's line (without its line break), parallel to ``rows``.
+        numbers: the 1-based line number of each valid row, parallel to ``rows``.
         damaged: lines that hold no row (a torn last line is not among them).
         torn: the last line when it is cut short by a kill mid-write (no line break and no row), else None.
         newline: the file ends with a line break (or is empty).
@@ -813,6 +898,7 @@ class Journal:
     path: Path
     rows: list[dict] = field(default_factory=list)
     lines: list[bytes] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
     damaged: list[DamagedLine] = field(default_factory=list)
     torn: DamagedLine | None = None
     newline: bool = True
@@ -826,8 +912,27 @@ class Journal:
         if self.torn is not None:
             log(f"dukb: note: {self.path}:{self.torn.line}: torn last line (a kill mid-write) dropped")
 
+    def drop(self, problem: Callable[[dict], str | None]) -> None:
+        """Count the rows that ``problem`` finds fault with as damaged lines (e.g. a report's check of a row against
+        the run's other files: a restor row with another number of facts than probes/facts.jsonl).
 
-def _row_problem(raw: bytes, key: Callable[[dict], object] | None) -> tuple[dict | None, str]:
+        Args:
+            problem: callable(row) -> what is wrong with it, or None for a row that stays.
+        """
+        keep = []
+        for row, raw, n in zip(self.rows, self.lines, self.numbers):
+            why = problem(row)
+            if why:
+                self.damaged.append(DamagedLine(n, why, raw.decode("utf-8", "backslashreplace")))
+            else:
+                keep.append((row, raw, n))
+        self.damaged.sort(key=lambda d: d.line)
+        self.rows, self.lines, self.numbers = [k[0] for k in keep], [k[1] for k in keep], [k[2] for k in keep]
+
+
+def _row_problem(raw: bytes, key: Callable[[dict], object] | None,
+                 check: Callable[[dict], str | None] | None = None) -> tuple[dict | None, str]:
+    """(row, "") for a line holding a valid row, else (None, what is wrong with it)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -836,26 +941,39 @@ def _row_problem(raw: bytes, key: Callable[[dict], object] | None) -> tuple[dict
         row = json.loads(text)
     except json.JSONDecodeError as e:
         return None, f"not JSON: {e.msg} at column {e.colno}"
+    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        return None, f"not JSON: an integer of more than {limit} digits" if "digits" in str(e) else f"not JSON: {e}"
+    except RecursionError:
+        return None, "not JSON: nested too deeply"
     if not isinstance(row, dict):
         return None, "not a JSON object"
+    if check is not None:
+        problem = check(row)
+        if problem:
+            return None, problem
     if key is not None:
         try:
             key(row)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
             return None, f"not a row of this journal ({type(e).__name__}: {e})"
     return row, ""
 
 
-def read_journal(path: str | Path, key: Callable[[dict], object] | None = None) -> Journal:
+def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
+                 check: Callable[[dict], str | None] | None = None) -> Journal:
     """Read a results journal, keeping every valid row and listing each line that holds none.
 
-    Blank lines are skipped. A line is damaged when it is not UTF-8, not JSON, not a JSON object, or (given
-    ``key``) a row the key cannot be computed for. The last line is *torn* instead when it is damaged and the file
-    does not end with a line break (a kill mid-write).
+    Blank lines are skipped. A line is damaged when it is not UTF-8, not JSON (an integer of more than 4300 digits
+    included), not a JSON object, not a row of its protocol (``check``: a field a report reads is missing, of
+    another type or not a finite number), or (given ``key``) a row the key cannot be computed for. The last line
+    is *torn* instead when it is damaged and the file does not end with a line break (a kill mid-write).
 
     Args:
         path: the JSONL file (missing: an empty journal).
         key: the journal's row key (e.g. :func:`evaluate_row_key`); None checks only that a row is an object.
+        check: callable(row) -> the problem of a row, or None for a valid row (:func:`row_check`); default: the
+            check of the protocol whose key ``key`` is (:func:`check_for_key`), none for another key.
 
     Returns:
         The :class:`Journal`.
@@ -868,6 +986,7 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None) 
 
     path = Path(path)
     out = Journal(path)
+    check = check_for_key(key) if check is None else check
     if not os.path.lexists(path):
         return out
     data = read_bytes(path, "results journal", limit=RESULTS_BYTES)
@@ -878,10 +997,11 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None) 
     for i, raw in enumerate(parts, 1):
         if not raw.strip():
             continue
-        row, problem = _row_problem(raw, key)
+        row, problem = _row_problem(raw, key, check)
         if row is not None:
             out.rows.append(row)
             out.lines.append(raw)
+            out.numbers.append(i)
             continue
         bad = DamagedLine(i, problem, raw.decode("utf-8", "backslashreplace"))
         if i == len(parts) and not out.newline:
@@ -915,6 +1035,68 @@ def read_results(path, key: Callable[[dict], object] | None = None, *,
     return journal.rows
 
 
+def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], str | None] | None = None) -> Journal:
+    """A run's results journal as a report reads it: every row the protocol's report can render
+    (:func:`row_check`), each damaged line warned on stderr (``FILE:LINE``, with the reason).
+
+    Args:
+        path: results.jsonl (missing: an empty journal).
+        protocol: the run's protocol (a key of :data:`ROW_CHECKS`).
+        drop: callable(row) -> a problem, or None: rows it finds fault with are damaged lines too (a check against
+            the run's other files, :meth:`Journal.drop`).
+
+    Returns:
+        The :class:`Journal` (its damaged lines go into report.md through :func:`journal_note`).
+
+    Raises:
+        InputError: the file cannot be read (not a regular file, too large), or it holds lines but every one is
+            damaged: one line naming the first (``FILE:LINE``) and its reason, nothing else printed.
+    """
+    journal = read_journal(path, check=row_check(protocol))
+    if drop is not None:
+        journal.drop(drop)
+    if not journal.rows and journal.damaged:
+        first = journal.damaged[0]
+        n = len(journal.damaged)
+        raise InputError(f"no result row to render: {'the only line' if n == 1 else f'all {n} lines'} "
+                         f"damaged ({first.reason}{'' if n == 1 else ', and more'})", journal.path, first.line)
+    journal.warn()
+    return journal
+
+
+def journal_note(journal: Journal) -> str:
+    """A report.md paragraph on the journal's damaged lines (skipped, FILE:LINE each) and on those an earlier resume
+    moved to results.damaged.jsonl; empty when there are none.
+
+    Args:
+        journal: results.jsonl as read by :func:`read_journal`.
+
+    Returns:
+        Markdown text (starting with a blank line) or "".
+
+    Raises:
+        InputError: results.damaged.jsonl is not a regular file or too large (named).
+    """
+    out = []
+    if journal.damaged:
+        lines = ", ".join(str(d.line) for d in journal.damaged)
+        out.append(f"**Damaged journal lines.** {len(journal.damaged)} line(s) of {journal.path.name} hold no row "
+                   f"(line{'s' if len(journal.damaged) > 1 else ''} {lines}); they are left out of this report. "
+                   f"A `--resume` moves them to {DAMAGED_NAME} and recomputes their rows.")
+        out.append("\n".join(f"- line {d.line}: {d.reason}" for d in journal.damaged[:20])
+                   + (f"\n- ... and {len(journal.damaged) - 20} more" if len(journal.damaged) > 20 else ""))
+    aside = journal.path.parent / DAMAGED_NAME
+    if os.path.lexists(aside):  # read bounded: a regular file only
+        from dukb.kb.csvfile import read_bytes
+
+        n = sum(1 for ln in read_bytes(aside, "damaged-lines file", limit=RESULTS_BYTES).splitlines() if ln.strip())
+        out.append(f"{n} damaged line(s) were moved from the journal to {DAMAGED_NAME} by a resume.")
+    if journal.torn is not None:
+        out.append(f"The last line of {journal.path.name} (line {journal.torn.line}) was cut short by a kill and is "
+                   "left out.")
+    return "".join("\n\n" + p for p in out) + ("\n" if out else "")
+
+
 def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Path | None:
     """Move the damaged lines of ``journal`` to RUN_DIR/results.damaged.jsonl and rewrite the file with its valid
     rows only (atomically; a torn last line is dropped), so it is a clean journal again. Each move is reported.
@@ -943,6 +1125,7 @@ def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Pa
     if journal.damaged or journal.torn is not None:
         write_bytes_atomic(journal.path, b"".join(raw + b"\n" for raw in journal.lines))
         journal.damaged, journal.torn, journal.newline = [], None, True
+        journal.numbers = list(range(1, len(journal.lines) + 1))
     elif not journal.newline:  # a complete last row whose line break was lost
         with open_append(journal.path) as fh:
             fh.write("\n")
@@ -953,6 +1136,262 @@ def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Pa
 def evaluate_row_key(row: dict) -> tuple:
     """(target, method label, swept value) identifying a `dukb evaluate` row."""
     return (int(row["target"]), row["method"], float(row["setting"][row["param"]]))
+
+
+# --------------------------------------------------------------------------------------------- row checks --------
+#: Largest magnitude of an integer id in a row (a fact id, a target): :data:`dukb.kb.csvfile.MAX_INT_DIGITS` digits.
+ROW_ID_LIMIT = 10 ** 18
+
+
+class _RowFault(Exception):
+    """What is wrong with a row (:func:`row_check`)."""
+
+
+def _show(v) -> str:
+    """A value as a row check's message shows it: JSON spelling, clipped."""
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
+    if isinstance(v, int):
+        return str(v) if abs(v) < ROW_ID_LIMIT else f"an integer of {len(str(abs(v)))} digits"
+    if isinstance(v, float):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity") if v in (float("inf"), float("-inf")) \
+            else repr(v)
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "a list"
+    s = json.dumps(v, ensure_ascii=False)
+    return s if len(s) <= 40 else s[:37] + '..."'
+
+
+def _is_number(v, finite: bool = True) -> bool:
+    """A JSON number (a bool is not one) that converts to a float (a finite one when ``finite``)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        f = float(v)
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+    return math.isfinite(f) or not finite
+
+
+#: what each kind of a row check accepts: kind -> (test, the expectation in words)
+_KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < ROW_ID_LIMIT,
+            f"an integer of at most {len(str(ROW_ID_LIMIT)) - 1} digits"),
+    "num": (_is_number, "a number"),
+    "score": (lambda v: _is_number(v, finite=False), "a number"),  # NaN allowed (a score of an empty text)
+    "dict": (lambda v: isinstance(v, dict), "an object"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+    "any": (lambda v: True, "a value"),
+}
+
+
+def _expect(value, kind: str, name: str) -> None:
+    """Raise :class:`_RowFault` unless ``value`` is of ``kind`` (a trailing ``?`` also allows null; ``[kind]`` is a
+    list of such values)."""
+    nullable = kind.endswith("?")
+    if nullable:
+        if value is None:
+            return
+        kind = kind[:-1]
+    if kind.startswith("["):
+        if not isinstance(value, list):
+            raise _RowFault(f"field {name}: expected a list{' or null' if nullable else ''}, got {_show(value)}")
+        for i, v in enumerate(value):
+            _expect(v, kind[1:-1], f"{name}[{i}]")
+        return
+    test, words = _KINDS[kind]
+    if kind == "int" and not (isinstance(value, int) and not isinstance(value, bool)):
+        words = "an integer"
+    if not test(value):
+        raise _RowFault(f"field {name}: expected {words}{' or null' if nullable else ''}, got {_show(value)}")
+
+
+def _need(row: dict, name: str, kind: str) -> None:
+    if name not in row:
+        raise _RowFault(f"field {name}: missing")
+    _expect(row[name], kind, name)
+
+
+def _may(row: dict, name: str, kind: str) -> None:
+    if name in row:
+        _expect(row[name], kind, name)
+
+
+def _swept(row: dict, setting_kind: str = "dict") -> None:
+    """``param`` (a string or null) names a finite number in ``setting`` (the swept value a report orders by)."""
+    _need(row, "param", "str?")
+    _need(row, "setting", setting_kind)
+    if row["param"] is not None:
+        setting = row["setting"]
+        if not isinstance(setting, dict) or row["param"] not in setting:
+            raise _RowFault(f"field setting: no value of its param {_show(row['param'])}")
+        _expect(setting[row["param"]], "num", f"setting.{row['param']}")
+
+
+def _dict_of(row: dict, name: str, kinds: dict[str, str]) -> None:
+    """``row[name]``, when present and not null, is an object whose keys in ``kinds`` (when present) are of their
+    kinds."""
+    sub = row.get(name)
+    if sub is None:
+        return
+    _expect(sub, "dict", name)
+    for k, kind in kinds.items():
+        if k in sub:
+            _expect(sub[k], kind, f"{name}.{k}")
+
+
+def _evaluate_row(row: dict) -> None:
+    """What `dukb report` reads of an evaluate row (dukb.neural.report, dukb.neural.metrics.summary)."""
+    _may(row, "recall", "num")
+    _may(row, "accuracy_all", "num")
+    _may(row, "target_forgotten", "bool")
+    _need(row, "target", "int")
+    _need(row, "method", "str")
+    _need(row, "param", "str")
+    _swept(row)
+    if "recall" in row:  # the trade-off and Acc@Superficial read them beside recall
+        _need(row, "accuracy_all", "num")
+        _need(row, "target_forgotten", "bool")
+    if "success_du" in row and row["success_du"] is not None and not isinstance(row["success_du"], bool):
+        _expect(row["success_du"], "num", "success_du")
+    _may(row, "target_relation", "str?")
+    _may(row, "forgotten_relationships", "[int]?")
+
+
+def _muse_row(row: dict) -> None:
+    """What `dukb report` reads of a muse row (dukb.neural.muse_report)."""
+    for name in ("request", "experiment", "model_kind"):
+        _need(row, name, "str")
+    _need(row, "method", "str" if row["model_kind"] == "unlearned" else "str?")
+    if row.get("param") is not None or row.get("setting") is not None:
+        _swept(row, "dict?")
+    for name in ("verbmem_forget", "knowmem_forget", "knowmem_retain"):
+        _need(row, name, "num?")
+    _may(row, "privleak", "num?")
+    _may(row, "mia_auc", "num?")
+    _dict_of(row, "items", {c: "[num]?" for c in ("verbmem_forget", "knowmem_forget", "knowmem_retain")})
+    if "mia" in row:
+        _expect(row["mia"], "dict", "mia")
+        _dict_of(row, "mia", {"forget": "[score]", "retain": "[score]?", "holdout": "[score]?"})
+        if row["mia"].get("holdout"):
+            _need(row["mia"], "forget", "[score]")
+
+
+#: the rwku columns a report averages (dukb.neural.rwku_report.COLS without the MIA ones)
+_RWKU_SCORES = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_neighbour_fb", "rouge_neighbour_qa",
+                "rouge_neighbour_all", "rouge_distant_all", "recall", "recall_under_attack", "accuracy_all")
+
+
+def _rwku_row(row: dict) -> None:
+    """What `dukb report` reads of an rwku row (dukb.neural.rwku_report)."""
+    _need(row, "request", "str")
+    _need(row, "request_kind", "str")
+    if row["request_kind"] not in ("single", "batch"):
+        raise _RowFault(f"field request_kind: expected \"single\" or \"batch\", got {_show(row['request_kind'])}")
+    if row["request_kind"] == "batch":
+        from dukb.kb.csvfile import strict_int
+
+        parts = row["request"].split("-")
+        if len(parts) < 2 or strict_int(parts[1]) is None:
+            raise _RowFault(f"field request: a batch request is named batch-N, got {_show(row['request'])}")
+    _need(row, "method", "str?")
+    _swept(row)
+    _need(row, "targets", "list")
+    _need(row, "rouge_forget_all", "num")
+    for name in ("rouge_forget_fb", "rouge_forget_qa"):
+        _need(row, name, "num?")
+    for name in _RWKU_SCORES:
+        _may(row, name, "num?")
+    if row.get("rouge_forget_aa_by_kind") is not None:
+        _expect(row["rouge_forget_aa_by_kind"], "dict", "rouge_forget_aa_by_kind")
+        for k, v in row["rouge_forget_aa_by_kind"].items():
+            _expect(v, "num?", f"rouge_forget_aa_by_kind.{k}")
+    for name in ("mia_fm", "mia_rm", "mia_auc_fm_rm"):
+        _dict_of(row, name, {"loss": "score?"})
+
+
+def _control_row(row: dict) -> None:
+    """What `dukb report` reads of a control row (dukb.neural.control_report, dukb.neural.calibration)."""
+    _need(row, "ratio", "str")
+    _need(row, "control", "str")
+    original = row["control"] == "original"
+    _need(row, "method", "str?" if original else "str")
+    _need(row, "value", "num?" if original else "num")
+    _may(row, "param", "str?")
+    for name in ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
+                 "ps_similar_forget", "confidence_retain", "confidence_forget", "accuracy_all_facts"):
+        _may(row, name, "num?")
+    _need(row, "forgotten_relationships", "[int]")
+    _need(row, "forgotten_biographies", "[int]")
+    if row.get("retain_train_fact_ids"):
+        _dict_of(row, "retain_train_fact_ids", {})
+        for k in ("relationships", "biographies"):
+            _need(row["retain_train_fact_ids"], k, "[int]")
+    _dict_of(row, "risk_curve", {"unlearning_risk": "[score]?", "loss_retain": "[score]?"})
+
+
+def _restor_row(row: dict) -> None:
+    """What `dukb report` reads of a restor row (dukb.neural.restor.report, dukb.neural.restor.states)."""
+    _need(row, "method", "str")
+    _need(row, "targeted", "bool")
+    _need(row, "setting", "any")
+    _need(row, "rows", "list")
+    for i, r in enumerate(row["rows"]):
+        _expect(r, "dict", f"rows[{i}]")
+        _need(r, "correct", "bool")
+        _need(r, "label", "str")
+        _need(r, "answer", "str?")
+    for name in ("seconds_unlearn", "seconds_probe", "seconds_logprobs"):
+        _may(row, name, "num?")
+    if row.get("logprobs_A") is not None:
+        _expect(row["logprobs_A"], "list", "logprobs_A")
+        for i, d in enumerate(row["logprobs_A"]):
+            _expect(d, "dict", f"logprobs_A[{i}]")
+            for k in ("true", "injected", "random"):
+                _need(d, k, "score?")
+    _dict_of(row, "beliefs", {"examples_contradicting": "[str]?", "examples_false": "[str]?"})
+
+
+#: protocol -> the check of its result rows: the fields its report reads, their types (a bool is not a number or an
+#: integer), finite numbers
+ROW_CHECKS: dict[str, Callable[[dict], None]] = {"evaluate": _evaluate_row, "muse": _muse_row, "rwku": _rwku_row,
+                                                 "control": _control_row, "restor": _restor_row}
+
+#: each protocol's row key (``module.name``) -> the protocol: a journal read with that key gets its row check
+KEY_PROTOCOLS = {"dukb.neural.runs.evaluate_row_key": "evaluate", "dukb.neural.muse.muse_row_key": "muse",
+                 "dukb.neural.rwku.rwku_row_key": "rwku", "dukb.neural.control.control_row_key": "control",
+                 "dukb.neural.restor.files._rows_key": "restor"}
+
+
+def row_check(protocol: str) -> Callable[[dict], str | None]:
+    """The row check of a protocol: callable(row) -> None for a row its report can render, else the problem in words
+    (``field recall: expected a number, got NaN``, ``field target: missing``).
+
+    Raises:
+        KeyError: an unknown protocol.
+    """
+    fn = ROW_CHECKS[protocol]
+
+    def check(row: dict) -> str | None:
+        try:
+            fn(row)
+        except _RowFault as e:
+            return str(e)
+        return None
+
+    check.__name__ = f"{protocol}_row_check"
+    return check
+
+
+def check_for_key(key: Callable | None) -> Callable[[dict], str | None] | None:
+    """The row check of the protocol whose row key ``key`` is (:data:`KEY_PROTOCOLS`), None for another key."""
+    name = f"{getattr(key, '__module__', '')}.{getattr(key, '__qualname__', '')}"
+    protocol = KEY_PROTOCOLS.get(name)
+    return None if protocol is None else row_check(protocol)
 
 
 class ResultsFile:
@@ -1045,10 +1484,11 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     return len(new)
 
 
-__all__ = ["DAMAGED_NAME", "LOCK_BYTES", "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES",
-           "RUN_JSON_BYTES", "SHARD_GLOB", "DamagedLine", "Difference",
-           "IDENTITY_VERSION", "Journal", "ResultsFile", "RunIdentityError", "RunLock", "claim_run", "device_info",
-           "evaluate_row_key", "history_entry", "holds_run_lock", "identity_differences", "merge_identity",
-           "merge_shards", "move_aside", "open_append", "open_run", "output_file", "provenance", "read_journal",
-           "read_json", "read_results", "release_run", "sha256_file", "sha256_json", "thread_info", "versions",
+__all__ = ["DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
+           "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",
+           "RUN_LOG_NAME", "ResultsFile", "RunIdentityError", "RunLock", "SHARD_GLOB", "attach_run_log",
+           "check_for_key", "claim_run", "detach_run_log", "device_info", "evaluate_row_key", "history_entry",
+           "holds_run_lock", "identity_differences", "journal_note", "merge_identity", "merge_shards", "move_aside",
+           "open_append", "open_run", "output_file", "provenance", "read_journal", "read_json", "read_results",
+           "release_run", "report_journal", "row_check", "sha256_file", "sha256_json", "thread_info", "versions",
            "write_bytes_atomic", "write_json_atomic"]

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.runs import output_file, read_json, read_results
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal
 
 COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
         "rouge_neighbour_qa", "rouge_neighbour_all", "rouge_distant_all", "mia_fm_loss", "mia_rm_loss",
@@ -186,17 +186,23 @@ def render_rwku(run_dir) -> dict:
     Returns:
         {"summary", "report", "aa", "batches"} -> paths (None for an absent figure).
 
+    A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN)
+    is warned on stderr as FILE:LINE, left out and listed in report.md.
+
     Raises:
-        ValueError: a malformed results line (file and line named).
+        InputError: a file read is not a regular file, too large or not JSON, or every line of results.jsonl is
+            damaged (file and line named).
     """
     run = Path(run_dir)
     config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    rows = read_results(run / "results.jsonl") if (run / "results.jsonl").exists() else []
+    journal = report_journal(run / "results.jsonl", "rwku")  # damaged lines: FILE:LINE on stderr and in report.md
+    rows = journal.rows
     summary = summarize_rwku(rows)
     summary.to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, rows, config), encoding="utf-8")
+    output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + journal_note(journal),
+                                              encoding="utf-8")
     return {"summary": run / "summary.csv", "report": run / "report.md", "aa": plot_aa(rows, run / "aa_kinds.png"),
             "batches": plot_batches(rows, run / "batch_targets.png")}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import copy
+import math
 import random
 import re
 import warnings
@@ -205,21 +206,35 @@ class Method(abc.ABC):
                 "summary": self.summary, "source": self.source}
 
 
+#: a decimal number as --grid takes it: ASCII digits, an optional point and exponent (no ``_``, ``+``, ``nan``, ``inf``)
+_DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
 def parse_grid(text: str, integer: bool = False) -> list:
     """Parse "1,2,4" into [1, 2, 4] (ints when ``integer``), for --grid METHOD=v1,v2.
 
+    Integers are read strictly (:func:`dukb.kb.csvfile.strict_int`: ``-?[0-9]+`` in ASCII, at most 18 digits, so
+    ``1_0`` and ``+1`` are refused); other values are decimal numbers in ASCII (``1e-3``, ``0.5``; not ``nan``,
+    ``inf`` or ``1_0``).
+
     Raises:
-        InputError: a value is not a number, or is negative.
+        InputError: a value is not a number (an integer when ``integer``), or is negative.
     """
+    from dukb.kb.csvfile import int_problem, strict_int
+
     out = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
-        try:
-            v = int(part) if integer else float(part)
-        except ValueError:
-            raise InputError(f"grid value {part!r} is not {'an integer' if integer else 'a number'}") from None
+        if integer:
+            v = strict_int(part)
+            if v is None:
+                raise InputError(int_problem("grid value", part))
+        else:
+            v = float(part) if _DECIMAL.fullmatch(part) else None
+            if v is None or not math.isfinite(v):
+                raise InputError(f"grid value {part!r} is not a number (digits 0-9, a point, an exponent)")
         if v < 0:
             raise InputError(f"grid value {part!r} is negative")
         out.append(v)
@@ -230,18 +245,20 @@ def parse_grid(text: str, integer: bool = False) -> list:
 
 def parse_layers(text: str | None) -> tuple[int, int] | None:
     """Parse a block range "FIRST-LAST" (inclusive, e.g. "0-3") or a single block "5" for partial-layer finetuning;
-    None or "" gives None (every layer).
+    None or "" gives None (every layer). Block numbers are read strictly (:func:`dukb.kb.csvfile.strict_int`:
+    ASCII digits, no ``_`` or ``+``).
 
     Raises:
         InputError: not of that form, negative, or LAST < FIRST.
     """
+    from dukb.kb.csvfile import strict_int
+
     if text is None or not str(text).strip():
         return None
     lo, _, hi = str(text).strip().partition("-")
-    try:
-        a, b = int(lo), int(hi or lo)
-    except ValueError:
-        raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {text!r}") from None
+    a, b = strict_int(lo), strict_int(hi or lo)
+    if a is None or b is None:
+        raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {text!r}")
     if a < 0 or b < a:
         raise InputError(f"--layers {text!r}: need 0 <= FIRST <= LAST")
     return a, b

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from dukb import InputError
 from dukb.neural.restor.facts import FactProbe
-from dukb.neural.runs import ResultsFile, read_results
+from dukb.neural.runs import ResultsFile, report_journal
 from dukb.neural.runs import read_json as _read_json_bounded
 
 #: Files a run must hold before its report can be rendered (relative to the run directory).
@@ -93,10 +93,12 @@ def load_run(run: Path) -> dict:
 
     Returns:
         dict: config (config.json), facts (FactProbe list), clean and corrupted (probes/*.json), results (the rows
-        of results.jsonl), clean_train and corrupt_train (train.json of each model, {} when missing).
+        of results.jsonl), journal (results.jsonl as read, :class:`dukb.neural.runs.Journal`), clean_train and
+        corrupt_train (train.json of each model, {} when missing).
 
-    A damaged line of results.jsonl is reported on stderr (``FILE:LINE``) and left out, the other rows are kept
-    (:func:`dukb.neural.runs.read_results`).
+    A damaged line of results.jsonl (not JSON, a field the report reads missing or of another type, another number
+    of fact rows than probes/facts.jsonl) is reported on stderr (``FILE:LINE``) and left out, the other rows are
+    kept (:func:`dukb.neural.runs.report_journal`); every line damaged is an error naming the first.
 
     Raises:
         InputError: a file of :data:`REQUIRED` is missing; a file read is not a regular file (a FIFO, a device, a
@@ -105,11 +107,14 @@ def load_run(run: Path) -> dict:
     for need in REQUIRED:
         if not (run / need).exists():
             raise InputError(f"not a finished restor run: {need} is missing", run)
-    res = run / "results.jsonl"
-    rows = read_results(res) if res.exists() else []
-    return {"config": read_json(run / "config.json"), "facts": read_facts(run / "probes" / "facts.jsonl"),
-            "clean": read_json(run / "probes" / "clean.json"),
-            "corrupted": read_json(run / "probes" / "corrupted.json"), "results": rows,
+    config, facts = read_json(run / "config.json"), read_facts(run / "probes" / "facts.jsonl")
+    n = len(facts)
+    # a row that is not one (a field missing or of another type) or that judges another number of facts than
+    # probes/facts.jsonl holds: FILE:LINE on stderr and in report.md
+    journal = report_journal(run / "results.jsonl", "restor", drop=lambda r: None if len(r["rows"]) == n else
+                             f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts")
+    return {"config": config, "facts": facts, "clean": read_json(run / "probes" / "clean.json"),
+            "corrupted": read_json(run / "probes" / "corrupted.json"), "results": journal.rows, "journal": journal,
             "clean_train": read_json(run / "clean" / "train.json") if (run / "clean" / "train.json").exists()
             else {},
             "corrupt_train": read_json(run / "corrupted" / "train.json")

@@ -21,6 +21,7 @@ from dukb.neural.restor.facts import FactProbe
 from dukb.neural.restor.files import load_run
 from dukb.neural.restor.states import (DEGRADED, FORGET, RECOVERY, STATES, STATES_A, STATES_B, UNAFFECTED, UNCHANGED,
                                        fact_state, fact_states, logprob_means, partition, summarize_model)
+from dukb.neural.runs import journal_note
 
 
 def method_label(row: dict, rows: Sequence[dict] = ()) -> str:
@@ -281,7 +282,8 @@ def render(run_dir) -> dict:
     counts = [c for c in summary.columns if c == "n" or c.startswith("n_")]
     summary[counts] = summary[counts].astype("Int64")  # counts stay integers next to empty cells
     summary.to_csv(run / "summary.csv", index=False, lineterminator="\n")
-    (run / "report.md").write_text(markdown(data), encoding="utf-8")
+    (run / "report.md").write_text(markdown(data) + (journal_note(data["journal"]) if "journal" in data else ""),
+                                   encoding="utf-8")
     plots = []
     for r in data["results"]:
         name = re.sub(r"[^A-Za-z0-9]+", "_", method_label(r, data["results"])).strip("_")
