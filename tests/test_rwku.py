@@ -55,7 +55,7 @@ def rwku_run(tmp_path_factory):
     kb_dir = out.parent / "kb"  # a generated KB ("done when": end to end on a generated KB)
     assert main(["generate", "--people", "30", "--seed", "3", "-o", str(kb_dir)]) == 0
     args = ["rwku", "--kb", str(kb_dir), "--n-targets", "2", "--methods", "ga,npo_gdr", "--grid", "ga=2,8",
-            "--grid", "npo_gdr=8", "--batch-sizes", "2", "--device", "cpu", "-o", str(out)]
+            "--grid", "npo_gdr=32", "--batch-sizes", "2", "--device", "cpu", "-o", str(out)]
     assert main(args) == 0
     return out, args
 
@@ -80,6 +80,8 @@ def test_rwku_end_to_end(rwku_run):
                 assert r["recall"] == 0.0 and r["rouge_forget_qa"] == 1.0
         else:
             assert not set(r["retain_fact_ids"]["relationships"]) & set(r["forget_set"])
+    # NPO_GDR at 32 steps forgets the forget QA (measured on this KB: F-QA ROUGE 0.0 for every request at 16 and 32
+    # steps with 1 and with 2 threads; at 8 steps one target kept 1.0 with 2 threads)
     strong = [r for r in rows if r.get("method") == "npo_gdr"]
     assert all(r["rouge_forget_qa"] < 1.0 for r in strong)
     report = (run / "report.md").read_text()
