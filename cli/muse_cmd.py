@@ -58,7 +58,10 @@ def muse(
     mia_k: float = typer.Option(0.2, "--mia-k", help="Min-K% share of lowest-probability tokens (MIA, PrivLeak)."),
     verbmem_prefix: float = typer.Option(0.5, "--verbmem-prefix", help="VerbMem prompt: this share of each forget "
                                          "text's tokens (the paper gives no value)."),
-    verbmem_tokens: int = typer.Option(32, "--verbmem-tokens", help="VerbMem continuation budget (tokens)."),
+    verbmem_tokens: int = typer.Option(128, "--verbmem-tokens", help="VerbMem continuation budget in tokens, and "
+                                       "how much of the true continuation it is scored against (MUSE: 128)."),
+    verbmem_stemming: bool = typer.Option(False, "--verbmem-stemming", help="Stem words before VerbMem's ROUGE-L "
+                                          "(MUSE's code does not)."),
     verbmem_temperature: float = typer.Option(0.0, "--verbmem-temperature", help="VerbMem decoding: 0 = greedy, "
                                               "> 0 = sampling at this temperature (seeded)."),
     select: str = typer.Option("first_below_retrain", "--select", help="Setting reported per method (and continued "
@@ -95,7 +98,7 @@ def muse(
                      curve_methods=[m.strip() for m in curve_methods.split(",") if m.strip()],
                      grids=parse_grids(grid), scale_sizes=_ints(scale_sizes, "--scale-sizes"), sustain=sustain,
                      forget_scope=forget_scope, holdout_frac=holdout, retain_train_frac=retain_train, mia_k=mia_k,
-                     verbmem_prefix=verbmem_prefix, verbmem_tokens=verbmem_tokens,
+                     verbmem_prefix=verbmem_prefix, verbmem_tokens=verbmem_tokens, verbmem_stemming=verbmem_stemming,
                      verbmem_temperature=verbmem_temperature, select=select, seed=seed, lr=lr,
                      device=device, dtype=dtype, finetune_epochs=finetune_epochs, bootstrap=bootstrap)
     on_interrupt(keep_rows_note(output))

@@ -55,7 +55,9 @@ class MuseConfig:
         forget_scope: "joint" (minimum joint deep unlearning set of the request's targets) or "target".
         holdout_frac, retain_train_frac: split shares (:func:`dukb.solver.splits.base_split`).
         mia_k: Min-K% share; verbmem_prefix: VerbMem prefix share; verbmem_tokens, knowmem_tokens: decoding budgets;
-            verbmem_temperature: VerbMem decoding (0 = greedy, > 0 = sampling with the run seed).
+            verbmem_temperature: VerbMem decoding (0 = greedy, > 0 = sampling with the run seed); verbmem_stemming:
+            stem words before VerbMem's ROUGE-L. Defaults as MUSE's code (swj0419/muse_bench eval.py): 128 tokens,
+            no stemming.
         select: selection rule (:data:`dukb.neural.metrics.muse.SELECTION_RULES`), used by the report and by C6.
         seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in `dukb evaluate`.
         bootstrap: bootstrap resamples for the confidence intervals (MUSE: 9,999).
@@ -75,8 +77,9 @@ class MuseConfig:
     retain_train_frac: float = 0.5
     mia_k: float = 0.2
     verbmem_prefix: float = 0.5
-    verbmem_tokens: int = 32
+    verbmem_tokens: int = 128
     verbmem_temperature: float = 0.0
+    verbmem_stemming: bool = False
     knowmem_tokens: int = 10
     select: str = "first_below_retrain"
     seed: int = 0
@@ -192,7 +195,7 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     r_qa, r_txt = _items_for(kb, splits.retain_eval)
     _h_qa, h_txt = _items_for(kb, splits.holdout)
     vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens,
-                 temperature=cfg.verbmem_temperature, seed=cfg.seed)
+                 temperature=cfg.verbmem_temperature, seed=cfg.seed, stem=cfg.verbmem_stemming)
     km_f = knowmem(pred, f_qa, cfg.knowmem_tokens)
     km_r = knowmem(pred, r_qa, cfg.knowmem_tokens)
     s_f = text_mia_scores(pred, f_txt, cfg.mia_k)

@@ -64,6 +64,10 @@ def test_rouge_bootstrap_selection_by_hand():
     # LCS("a b c", "a c") = 2: precision 2/2, recall 2/3, F1 = 2·1·(2/3)/(1 + 2/3) = 0.8
     assert rouge_l_f1("a b c", "a c") == pytest.approx(0.8)
     assert rouge_l_f1("father", "") == 0.0
+    # MUSE's code scores without stemming (muse_bench metrics/logger.py, use_stemmer=False): "fathers" is not
+    # "father" unless stemming is asked for
+    assert rouge_l_f1("his fathers", "his father") == pytest.approx(0.5)
+    assert rouge_l_f1("his fathers", "his father", stem=True) == pytest.approx(1.0)
     assert bootstrap_ci([0.5] * 7, 500) == (0.5, 0.5)
     lo, hi = bootstrap_ci([0, 1] * 20, 2000, seed=3)
     assert lo < 0.5 < hi and bootstrap_ci([0, 1] * 20, 2000, seed=3) == (lo, hi)
@@ -183,3 +187,28 @@ def test_muse_resume_refuses_other_settings_and_adds_nothing(muse_run, capsys):
         assert main(["muse", "--kb", "demo", "--retain-train", share, "-o", str(run.parent / "bad")]) == 2
     assert main(["muse", "--kb", "demo", "--methods", "ga", "--curve-methods", "tv", "-o", str(run.parent / "bad")]) \
         == 2
+
+
+def test_verbmem_defaults_are_muses_and_the_reference_is_cut_to_the_budget():
+    """MUSE's eval.py: 128 new tokens, scored against gt_ids[:, :128], no stemming; dukb's config and function
+    defaults are the same, and ``split_prefix``'s limit cuts the true continuation."""
+    import inspect
+
+    from dukb.neural.metrics.muse import split_prefix, verbmem
+    from dukb.neural.muse import MuseConfig
+
+    assert MuseConfig().verbmem_tokens == 128 and MuseConfig().verbmem_stemming is False
+    params = inspect.signature(verbmem).parameters
+    assert params["max_new_tokens"].default == 128 and params["stem"].default is False
+
+    class Words:  # a word-level tokenizer
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": text.split()}
+
+        def decode(self, ids, skip_special_tokens=True):
+            return " ".join(ids)
+
+    text = "a b c d e f g h"
+    assert split_prefix(Words(), text, 0.5) == ("a b c d", "e f g h")
+    assert split_prefix(Words(), text, 0.5, limit=2) == ("a b c d", "e f")
+

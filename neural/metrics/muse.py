@@ -14,7 +14,12 @@ On a KB, a fact's *verbatim text* is its statement sentence ("Richard Perry is R
   retain_eval texts) as the positive class against the holdout texts; PrivLeak from Min-K% Prob
   (:func:`dukb.neural.metrics.mia.privleak`).
 
-ROUGE-L F1 is rouge-score's ``rougeL`` F-measure with stemming (MUSE App. C.1 reports "mean ROUGE-L F1").
+ROUGE-L F1 is rouge-score's ``rougeL`` F-measure without stemming, as MUSE's code computes it
+(swj0419/muse_bench, metrics/logger.py: ``RougeScorer(..., use_stemmer=False)``, ``mean_rougeL``); VerbMem decodes
+128 tokens and scores against the first 128 tokens of the true continuation (metrics/verbmem.py,
+eval.py: ``verbmem_max_new_tokens=128``). Stemming and the budget are options (``stem``, ``max_new_tokens``). One
+deviation stays: dukb's continuation ends at the end of its line (a KB statement is one line), MUSE's runs to EOS or
+the budget.
 """
 
 from __future__ import annotations
@@ -22,27 +27,34 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-_ROUGE = None
+_ROUGE: dict[bool, object] = {}
 
 
-def rouge_l_f1(reference: str, prediction: str) -> float:
-    """ROUGE-L F1 of ``prediction`` against ``reference``, in [0, 1] (rouge-score, stemming on).
+def rouge_l_f1(reference: str, prediction: str, stem: bool = False) -> float:
+    """ROUGE-L F1 of ``prediction`` against ``reference``, in [0, 1] (rouge-score's ``rougeL`` F-measure).
+
+    Args:
+        reference, prediction: texts (str).
+        stem: Porter stemming (rouge-score's ``use_stemmer``); MUSE's code uses none, the default.
 
     Raises:
         nothing for str inputs (an empty string scores 0).
 
-    Source: Lin 2004; Shi et al. 2024b (MUSE), App. C.1.
+    Source: Lin 2004; Shi et al. 2024b (MUSE), App. C.1; swj0419/muse_bench metrics/logger.py.
     """
-    global _ROUGE
-    if _ROUGE is None:
+    if stem not in _ROUGE:
         from rouge_score import rouge_scorer
 
-        _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    return float(_ROUGE.score(reference, prediction)["rougeL"].fmeasure)
+        _ROUGE[stem] = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stem)
+    return float(_ROUGE[stem].score(reference, prediction)["rougeL"].fmeasure)
 
 
-def split_prefix(tokenizer, text: str, prefix: float) -> tuple[str, str]:
+def split_prefix(tokenizer, text: str, prefix: float, limit: int | None = None) -> tuple[str, str]:
     """Cut a text after its first l = round(prefix · n) tokens (1 ≤ l ≤ n − 1 for n ≥ 2 tokens).
+
+    Args:
+        limit: keep at most this many tokens of the continuation (MUSE scores against ``gt_ids[:, :max_new_tokens]``);
+            None: all of it.
 
     Returns:
         (prefix text, true continuation text), both decoded from the token ids; a text of one token gives ("", text).
@@ -58,22 +70,25 @@ def split_prefix(tokenizer, text: str, prefix: float) -> tuple[str, str]:
     if len(ids) < 2:
         return "", text
     cut = min(len(ids) - 1, max(1, round(prefix * len(ids))))
+    rest = ids[cut:] if limit is None else ids[cut:cut + limit]
     return (tokenizer.decode(ids[:cut], skip_special_tokens=True),
-            tokenizer.decode(ids[cut:], skip_special_tokens=True))
+            tokenizer.decode(rest, skip_special_tokens=True))
 
 
-def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int = 32,
-            batch_size: int = 64, temperature: float = 0.0, seed: int = 0) -> list[float]:
+def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int = 128,
+            batch_size: int = 64, temperature: float = 0.0, seed: int = 0, stem: bool = False) -> list[float]:
     """VerbMem per text: ROUGE-L F1 of the greedy continuation of each text's prefix against its true continuation.
 
     Args:
         pred: :class:`dukb.neural.probe.Predictor` (WHP's logit transform included).
         texts: the forget texts (str).
         prefix: l as a share of each text's tokens, in (0, 1).
-        max_new_tokens: continuation budget (tokens); the continuation stops at EOS or the end of its line.
+        max_new_tokens: continuation budget (tokens; MUSE: 128); the continuation stops at EOS or the end of its
+            line, and is scored against the first ``max_new_tokens`` tokens of the true continuation.
         batch_size: prompts per batch.
         temperature, seed: decoding (0 = greedy; > 0 samples from softmax(logits / temperature) with ``seed``; the
             paper gives no decoding settings).
+        stem: stem words before ROUGE-L (MUSE's code does not: default False).
 
     Returns:
         one ROUGE-L F1 in [0, 1] per text (mean them for VerbMem(f, D_forget)).
@@ -85,14 +100,26 @@ def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int
     """
     from dukb.neural.probe import greedy_generate
 
-    cuts = [split_prefix(pred.tokenizer, t, prefix) for t in texts]
+    cuts = [split_prefix(pred.tokenizer, t, prefix, max_new_tokens) for t in texts]
     out: list[float] = []
     for i in range(0, len(cuts), batch_size):
         chunk = cuts[i:i + batch_size]
-        gens = greedy_generate(pred, [p for p, _ in chunk], max_new_tokens, stop_at_newline=True,
+        budget = _budget(pred, [p for p, _ in chunk], max_new_tokens)
+        gens = greedy_generate(pred, [p for p, _ in chunk], budget, stop_at_newline=True,
                                temperature=temperature, seed=seed + i)
-        out += [rouge_l_f1(rest, g) for (_, rest), g in zip(chunk, gens)]
+        out += [rouge_l_f1(rest, g, stem) for (_, rest), g in zip(chunk, gens)]
     return out
+
+
+def _budget(pred, prompts: Sequence[str], max_new_tokens: int) -> int:
+    """``max_new_tokens``, cut so that the longest prompt plus its continuation fits the model's positions
+    (``max_position_embeddings`` / ``n_positions`` of its config; the tiny model has 96), at least 1."""
+    config = getattr(getattr(pred, "model", None), "config", None)
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if not positions:
+        return max_new_tokens
+    longest = max((len(pred.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts), default=0)
+    return max(1, min(max_new_tokens, int(positions) - longest - 8))  # room for the prompt template's tags
 
 
 def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256) -> list[float]:
