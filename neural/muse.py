@@ -54,7 +54,8 @@ class MuseConfig:
         sustain: run the sequential requests (C6).
         forget_scope: "joint" (minimum joint deep unlearning set of the request's targets) or "target".
         holdout_frac, retain_train_frac: split shares (:func:`dukb.solver.splits.base_split`).
-        mia_k: Min-K% share; verbmem_prefix: VerbMem prefix share; verbmem_tokens, knowmem_tokens: decoding budgets;
+        mia_k: Min-K% share (0.4: MUSE's code reads PrivLeak off ``forget_holdout_Min-40%``, swj0419/muse_bench
+            eval.py; the paper gives no K); verbmem_prefix: VerbMem prefix share; verbmem_tokens, knowmem_tokens: decoding budgets;
             verbmem_temperature: VerbMem decoding (0 = greedy, > 0 = sampling with the run seed); verbmem_stemming:
             stem words before VerbMem's ROUGE-L. Defaults as MUSE's code (swj0419/muse_bench eval.py): 128 tokens,
             no stemming.
@@ -75,7 +76,7 @@ class MuseConfig:
     forget_scope: str = "joint"
     holdout_frac: float = 0.1
     retain_train_frac: float = 0.5
-    mia_k: float = 0.2
+    mia_k: float = 0.4
     verbmem_prefix: float = 0.5
     verbmem_tokens: int = 128
     verbmem_temperature: float = 0.0

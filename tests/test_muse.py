@@ -179,7 +179,7 @@ def test_muse_resume_refuses_other_settings_and_adds_nothing(muse_run, capsys):
     assert (run / "results.jsonl").read_text() == before  # every row was done
     assert main(args + ["--resume", "--mia-k", "0.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("dukb: error:") and "mia_k" in err and "0.2" in err and "0.5" in err
+    assert err.startswith("dukb: error:") and "mia_k" in err and "0.4" in err and "0.5" in err
     assert (run / "results.jsonl").read_text() == before
     assert main(["muse", "--kb", "demo", "--verbmem-prefix", "1.5", "-o", str(run.parent / "bad")]) == 2
     assert main(["muse", "--kb", "demo", "--scale-sizes", "2,1", "-o", str(run.parent / "bad")]) == 2
@@ -198,6 +198,7 @@ def test_verbmem_defaults_are_muses_and_the_reference_is_cut_to_the_budget():
     from dukb.neural.muse import MuseConfig
 
     assert MuseConfig().verbmem_tokens == 128 and MuseConfig().verbmem_stemming is False
+    assert MuseConfig().mia_k == 0.4  # eval.py: privleak_auc_key = 'forget_holdout_Min-40%'
     params = inspect.signature(verbmem).parameters
     assert params["max_new_tokens"].default == 128 and params["stem"].default is False
 
