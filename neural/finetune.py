@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -128,8 +129,8 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     if config.batch_size <= 0:
         config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
     config = replace(config, grad_accum=1)
-    world, me = dist.world_size(), dist.rank()
-    main = dist.is_main_process()
+    world, me, main = dist.world_size(), dist.rank(), dist.is_main_process()
+    log = log if main else None  # one process reports
     acc_ = dist.accelerator(lm.device)
     model = lm.model
     params = [p for p in model.parameters() if p.requires_grad]
@@ -164,24 +165,9 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
         return answer_token_loss(fmodel, batch, n_tok, scale=world if mine else 0.0)
 
     losses: list[float] = []
-    ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT
-    key = _checkpoint_key(lm, items, config, world)
-    resume = _load_checkpoint(ckpt, key) if ckpt is not None else None
-    if resume is not None:
-        model.load_state_dict(resume["model"])
-        gen.set_state(resume["gen"])
-        losses.extend(float(x) for x in resume["losses"])
-        state["acc"] = resume["acc"] if resume["acc"] >= 0 else None
-        if log and main:
-            log(f"resuming finetuning from its checkpoint after epoch {resume['offset'] + resume['epoch']} ({ckpt})")
-
-    def saver(phase: int, offset: int):
-        def save(epoch: int, opt_state: dict) -> None:
-            if main and config.eval_every and epoch % config.eval_every == 0:
-                _save_checkpoint(ckpt, {"key": key, "phase": phase, "epoch": epoch, "offset": offset,
-                                        "model": model.state_dict(), "gen": gen.get_state(), "losses": list(losses),
-                                        "acc": -1.0 if state["acc"] is None else float(state["acc"]), **opt_state})
-        return save if ckpt is not None else None
+    ckpt = _Checkpoint(checkpoint_dir, _checkpoint_key(lm, items, config, world), main and config.eval_every)
+    if ckpt.data is not None:
+        ckpt.restore(model, gen, losses, state, log)
 
     def stopper(cfg: TrainConfig, offset: int):
         def after_epoch(epoch: int, logs: dict) -> bool:
@@ -189,54 +175,35 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
             losses.append(dist.all_sum([logs["loss"] / world], lm.device)[0])
             if cfg.eval_every and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
                 state["acc"] = accuracy()
-                if log and main:
+                if log:
                     log(f"epoch {offset + epoch}: loss {losses[-1]:.4f}, accuracy {state['acc']:.4f}")
                 return state["acc"] >= cfg.target_accuracy
             return False
         return after_epoch
 
     def run(cfg: TrainConfig, phase: int, offset: int, what: str) -> dict:
-        here = resume if resume is not None and resume["phase"] == phase else None
+        here = ckpt.at(phase)
         # dropout: independent masks per process (rank 0 draws what one process would)
         return train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch * cfg.epochs,
                           prepare=acc_.prepare, backward=acc_.backward, after_epoch=stopper(cfg, offset),
                           torch_seed=cfg.seed + me + offset, progress=what if progress and main else None,
-                          start_epoch=here["epoch"] if here else 0, restore=here, checkpoint=saver(phase, offset))
+                          start_epoch=here["epoch"] if here else 0, restore=here,
+                          checkpoint=ckpt.saver(phase, offset, model, gen, losses, state))
 
     try:
-        if resume is not None and resume["phase"] == 1:  # interrupted in the extra epochs
-            rec = {"epochs_run": resume["offset"], "seconds": 0.0, "config": config.to_json()}
-        else:
-            rec = run(config, 0, 0, "finetuning")
-        extra = None
-        if config.extra_epochs and config.eval_every and state["acc"] is not None \
-                and state["acc"] < config.target_accuracy:
-            # the schedule ended short of the target: more epochs at a small constant rate, same early stop
-            if log and main:
-                log(f"accuracy {state['acc']:.4f} after {rec['epochs_run']} epochs is below "
-                    f"{config.target_accuracy:g}: up to {config.extra_epochs} more epochs at lr {config.extra_lr:g}")
-            cfg2 = replace(config, epochs=config.extra_epochs, lr=config.extra_lr, warmup=0.0, warmup_steps=0,
-                           schedule="constant")
-            extra = run(cfg2, 1, rec["epochs_run"], "finetuning (extra epochs)")
+        rec, extra = _phases(run, config, state, ckpt, log)
     finally:
         acc_.free_memory()  # drop accelerate's references to the DDP wrapper and optimizer
-    if ckpt is not None and main:
-        ckpt.unlink(missing_ok=True)
+    ckpt.clear()
     acc = state["acc"] if state["acc"] is not None else accuracy()
     epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
     if acc < config.target_accuracy and main:
-        known = round(acc * len(probed))
-        message = (f"finetuning ended at accuracy {acc:.4f} ({known} of {len(probed)} facts known) after "
-                   f"{epochs_run} epochs, below the target {config.target_accuracy:g}; facts the finetuned model "
-                   "does not know cannot be unlearned (raise --finetune-epochs or --lr)")
-        (log or _log.warning)(message)
+        (log or _log.warning)(_shortfall(acc, len(probed), epochs_run, config.target_accuracy))
     return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run,
-            "extra_epochs_run": extra["epochs_run"] if extra else 0, "accuracy": acc,
-            "n_items": len(items), "loss_per_epoch": losses, "seconds": rec["seconds"] + (extra["seconds"] if extra
-                                                                                          else 0.0),
+            "extra_epochs_run": extra["epochs_run"] if extra else 0, "accuracy": acc, "n_items": len(items),
+            "loss_per_epoch": losses, "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
             "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
-            "model": lm.spec.to_json(),
-            "resumed_after_epoch": None if resume is None else resume["offset"] + resume["epoch"]}
+            "model": lm.spec.to_json(), "resumed_after_epoch": ckpt.resumed_after}
 
 
 #: File name of a finetuning checkpoint (see :func:`finetune`).
@@ -281,14 +248,112 @@ def _load_checkpoint(path: Path, key: str) -> dict | None:
     return data
 
 
+def _shortfall(acc: float, n: int, epochs: int, target: float) -> str:
+    """The one line a finetuning that ends below its target accuracy prints (accuracy in [0, 1], ``n`` facts)."""
+    return (f"finetuning ended at accuracy {acc:.4f} ({round(acc * n)} of {n} facts known) after {epochs} epochs, "
+            f"below the target {target:g}; facts the finetuned model does not know cannot be unlearned (raise the "
+            "epochs or the learning rate)")
+
+
+def _phases(run, config: TrainConfig, state: dict, ckpt: "_Checkpoint", log) -> tuple[dict, dict | None]:
+    """The scheduled epochs (phase 0), then, when they end below the target accuracy, up to ``config.extra_epochs``
+    more at the constant rate ``config.extra_lr`` with the same early stop (phase 1); a run resumed in phase 1
+    skips phase 0.
+
+    Args:
+        run: ``(config, phase, epoch offset, progress label) -> train_loop record``.
+        config: the finetuning :class:`dukb.neural.train.TrainConfig`.
+        state: holds "acc", the last probed accuracy (None before the first probe).
+        ckpt: the call's :class:`_Checkpoint`.
+        log: optional callable(str) for the one line announcing the extra epochs.
+
+    Returns:
+        (phase 0's record, or a stand-in with its epochs when resumed in phase 1; phase 1's record or None).
+    """
+    if ckpt.at(1) is not None:  # interrupted in the extra epochs
+        rec = {"epochs_run": ckpt.data["offset"], "seconds": 0.0, "config": config.to_json()}
+    else:
+        rec = run(config, 0, 0, "finetuning")
+    if not (config.extra_epochs and config.eval_every and state["acc"] is not None
+            and state["acc"] < config.target_accuracy):
+        return rec, None
+    if log:
+        log(f"accuracy {state['acc']:.4f} after {rec['epochs_run']} epochs is below {config.target_accuracy:g}: up "
+            f"to {config.extra_epochs} more epochs at lr {config.extra_lr:g}")
+    extra = replace(config, epochs=config.extra_epochs, lr=config.extra_lr, warmup=0.0, warmup_steps=0,
+                    schedule="constant")
+    return rec, run(extra, 1, rec["epochs_run"], "finetuning (extra epochs)")
+
+
+class _Checkpoint:
+    """The checkpoint file of one :func:`finetune` call: read back when it exists (and matches ``key``), written
+    after every probed epoch by the main process, removed when training ends.
+
+    Args:
+        directory: where :data:`CHECKPOINT` lies (None: no checkpoint).
+        key: :func:`_checkpoint_key` of the call.
+        every: write after epochs divisible by this (0: never; the main process passes ``eval_every``, the others 0).
+
+    Raises:
+        InputError: a checkpoint of other settings, or unreadable (:func:`_load_checkpoint`).
+    """
+
+    def __init__(self, directory, key: str, every: int):
+        self.path = None if directory is None else Path(directory) / CHECKPOINT
+        self.key, self.every = key, every
+        self.data = _load_checkpoint(self.path, key) if self.path is not None else None
+
+    @property
+    def resumed_after(self) -> int | None:
+        """The epoch the run resumed after (counted over both phases), or None."""
+        return None if self.data is None else self.data["offset"] + self.data["epoch"]
+
+    def at(self, phase: int) -> dict | None:
+        """The checkpoint when it was written in ``phase`` (0: scheduled epochs, 1: extra epochs), else None."""
+        return self.data if self.data is not None and self.data["phase"] == phase else None
+
+    def restore(self, model, gen, losses: list, state: dict, log=None) -> None:
+        """Put the model weights, the data-order generator, the losses and the last accuracy back; say so on
+        ``log`` (optional callable(str))."""
+        if log:
+            log(f"resuming finetuning from its checkpoint after epoch {self.resumed_after} ({self.path})")
+        model.load_state_dict(self.data["model"])
+        gen.set_state(self.data["gen"])
+        losses.extend(float(x) for x in self.data["losses"])
+        state["acc"] = self.data["acc"] if self.data["acc"] >= 0 else None
+
+    def saver(self, phase: int, offset: int, model, gen, losses: list, state: dict):
+        """The ``checkpoint`` callback of :func:`dukb.neural.train.train_loop` for one phase (None: no file)."""
+        if self.path is None or not self.every:
+            return None
+
+        def save(epoch: int, opt_state: dict) -> None:
+            if epoch % self.every == 0:
+                _save_checkpoint(self.path, {
+                    "key": self.key, "phase": phase, "epoch": epoch, "offset": offset, "model": model.state_dict(),
+                    "gen": gen.get_state(), "losses": list(losses),
+                    "acc": -1.0 if state["acc"] is None else float(state["acc"]), **opt_state})
+        return save
+
+    def clear(self) -> None:
+        """Remove the file (training ended; only the process that writes it)."""
+        if self.path is not None and self.every:
+            self.path.unlink(missing_ok=True)
+
+
 def _save_checkpoint(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file, then a rename)."""
+    """Write ``data`` to ``path`` atomically (a fresh temporary file in the same folder, then a rename)."""
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(data, tmp)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)  # a fresh file, never planted
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(data, fh)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def save_record(record: dict, path) -> None:
