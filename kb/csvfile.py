@@ -229,7 +229,7 @@ def open_regular(path: str | Path, what: str = "file", limit: int | None = None)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"not a regular file ({_kind(st.st_mode)})", path)
+            raise InputError(f"not a regular file ({file_kind(st.st_mode)})", path)
         if st.st_size > limit:
             raise InputError(f"too large: {st.st_size:,} bytes (the limit for a {what} is {limit:,} bytes)", path)
         if hasattr(os, "set_blocking"):
@@ -248,10 +248,12 @@ def _mode(path) -> int:
         return 0
 
 
-def _kind(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words ("a FIFO", "a symbolic link", ...), from its
+    ``st_mode`` (int, from ``os.stat``/``os.lstat``)."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
         if test(mode):
             return name
     return "not a plain file"
@@ -511,5 +513,5 @@ def _records_span(text: str, path: str | Path):
 
 
 __all__ = ["BARE_QUOTE", "CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "MAX_INPUT_BYTES", "MAX_INT_DIGITS",
-           "Problem", "control_char", "control_problem", "decode_text", "int_problem", "open_regular", "parse_csv",
+           "Problem", "control_char", "control_problem", "decode_text", "file_kind", "int_problem", "open_regular", "parse_csv",
            "parse_int", "read_bytes", "read_csv", "read_package_text", "read_text", "strict_int"]

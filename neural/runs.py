@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Callable, Collection, Iterable
 
 from dukb import InputError, one_line
+from dukb.kb.csvfile import file_kind
 
 try:  # POSIX; elsewhere a run directory is not locked
     import fcntl
@@ -405,22 +406,12 @@ def _open_regular_fd(path: Path, flags: int, mode: int, not_regular: str, failed
     try:
         st_mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(st_mode):
-            raise InputError(not_regular.format(_kind(st_mode)), path)
+            raise InputError(not_regular.format(file_kind(st_mode)), path)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-def _kind(mode: int) -> str:
-    """What a file that is not a regular file is, in words."""
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a plain file"
 
 
 def _kind_at(path: Path, follow: bool = False) -> str | None:
@@ -429,7 +420,7 @@ def _kind_at(path: Path, follow: bool = False) -> str | None:
         mode = (os.stat if follow else os.lstat)(path).st_mode
     except OSError:
         return None
-    return None if stat.S_ISREG(mode) else _kind(mode)
+    return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def _make_dir(run: Path) -> list[Path]:
