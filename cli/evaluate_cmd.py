@@ -57,6 +57,25 @@ def check_layers(layers: str | None) -> None:
         raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {layers!r}")
 
 
+def _forms(text: str | None, option: str) -> list[str] | None:
+    """Resolve a comma-separated list of probe kinds or groups (None stays None).
+
+    Raises:
+        InputError: an unknown kind or an empty list (named with the option).
+    """
+    from dukb.kb.probes import parse_kinds
+
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InputError(f"{option} needs at least one probe form")
+    try:
+        return list(parse_kinds(names))
+    except InputError as e:
+        raise InputError(f"{option}: {e}") from None
+
+
 def evaluate(
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
                                      "generated KB (100 people, seed 0)."),
@@ -77,6 +96,16 @@ def evaluate(
                                 + metrics_help() + "."),
     grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
                                              "(repeatable)."),
+    heldout_forms: Optional[str] = typer.Option(None, "--heldout-forms", help="Probe forms every row is also "
+                                                "scored on (recall_heldout): comma-separated kinds or groups of "
+                                                "`dukb probes --kinds`, disjoint from the forms a method trains on or "
+                                                "queries (probe_forms_seen, 'qa' for every built-in method). Default: "
+                                                "every form that asks for a fact except those."),
+    finetune_forms: str = typer.Option("qa", "--finetune-forms", help="Probe forms the model is finetuned on "
+                                       "(comma-separated kinds or groups; default qa, the paper's). Adding forms "
+                                       "such as paraphrase,cloze,synonym,reverse makes the model know the facts "
+                                       "under forms the methods never see, so the held-out scores test the fact, "
+                                       "not the wording."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
     seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
@@ -101,6 +130,15 @@ def evaluate(
     layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for every gradient "
                                          "method: train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU "
                                          "does), the rest frozen. Default: every layer."),
+    schedule: str = typer.Option("reference", "--schedule", help="How the step grid T of gradient methods (ga, "
+                                 "npo, ...) is run. reference (default): as Eval-DU's code (wrh14/deep_unlearning "
+                                 "forget.py), one run of the grid's largest T steps from the finetuned model, read "
+                                 "at every T, HF's linear schedule with 1 warm-up step (learning rate 0 at step 1) "
+                                 "decaying over that run, AdamW with weight decay 0.01, and npo on Eval-DU's "
+                                 "500-token EOS-padded layout; a resume may add grid values below the largest only. "
+                                 "separate: each T its own run from the finetuned model, the rate decaying "
+                                 "linearly over its T steps, no warm-up or weight decay (dukb's earlier runs). "
+                                 "Presets (du_*) keep their own (separate)."),
 ) -> None:
     """Run the paper's deep-unlearning protocol: finetune to 100% of the KB, unlearn every target with every method
     over its grid, probe every fact, score recall/accuracy with the logic core, and write the tables and curves.
@@ -129,6 +167,10 @@ def evaluate(
     from dukb.neural.methods.base import parse_layers
 
     check_layers(layers)
+    from dukb.neural.methods.base import SWEEP_SCHEDULES
+
+    if schedule not in SWEEP_SCHEDULES:
+        raise InputError(f"--schedule must be one of {', '.join(SWEEP_SCHEDULES)}, got {schedule!r}")
     parse_layers(layers)
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     targets = read_targets_in_kb(targets_file, kb) if targets_file else None
@@ -141,7 +183,9 @@ def evaluate(
                          lora_targets=[t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets
                          else None,
                          gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code,
-                         metrics=[m.strip() for m in metrics.split(",") if m.strip()])
+                         metrics=[m.strip() for m in metrics.split(",") if m.strip()],
+                         heldout_forms=_forms(heldout_forms, "--heldout-forms"),
+                         finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule)
     on_interrupt(keep_rows_note(output))
     run_evaluate(output, cfg, resume=resume, progress=True, log=log_line)
     if is_main_process():

@@ -1,4 +1,6 @@
-"""`dukb import-edu-relat`: convert the EDU-RELAT benchmark's original .pt files into a KB directory (no torch)."""
+"""`dukb import-eval-du` (alias `import-edu-relat`): convert the Eval-DU benchmark's original .pt files into a KB
+directory (no torch). The paper's current version (Wu et al. 2025, arXiv 2410.15153v4) names the benchmark Eval-DU;
+earlier versions and its repository call the data set EDU-RELAT, which stays an alias."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ def import_edu_relat(
     out: Path = typer.Argument(..., metavar="OUT", help="KB directory to write (created if needed; files of the "
                                "same names are replaced)."),
 ) -> None:
-    """Convert the EDU-RELAT benchmark's pickled .pt files into a KB directory, reading them without torch and
-    refusing any pickled code.
+    """Convert the Eval-DU benchmark's pickled .pt files (the EDU-RELAT data set) into a KB directory, reading them
+    without torch and refusing any pickled code. `import-edu-relat` is the same command under its earlier name.
 
     Input: SRC, the benchmark's folder of .pt files. Output: OUT/people.csv, relationships.csv (fact_id = the
     paper's edge id; "object is subject's relation"), biographies.csv (3 facts per person: birthyear, birthplace,
@@ -32,5 +34,7 @@ def import_edu_relat(
 
 
 def register(app: typer.Typer) -> None:
-    """Add import-edu-relat to the app."""
-    app.command("import-edu-relat")(import_edu_relat)
+    """Add import-eval-du and its alias import-edu-relat to the app."""
+    app.command("import-eval-du")(import_edu_relat)
+    app.command("import-edu-relat", help="Alias of import-eval-du (the benchmark's earlier name EDU-RELAT): "
+                + (import_edu_relat.__doc__ or "").split("\n\n")[0].replace("\n    ", " "))(import_edu_relat)

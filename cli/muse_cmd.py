@@ -82,9 +82,9 @@ def muse(
 ) -> None:
     """Run MUSE's six-way evaluation (Shi et al. 2024b) on a KB: f_target (finetuned on the QA pairs and statement
     sentences of every fact but a holdout), f_retrain (the same without the forget set, cached per forget set),
-    every method from f_target, and per model VerbMem (C1), KnowMem on forget (C2), PrivLeak with Min-K% against
-    f_retrain (C3) and KnowMem on retain_eval (C4); scalability over forget-set sizes (C5) and sequential requests
-    (C6).
+    every method from f_target unlearning the statement texts alone (the QA pairs are evaluation-only), and per
+    model VerbMem (C1), KnowMem on forget (C2), PrivLeak with Min-K% against f_retrain (C3) and KnowMem on
+    retain_eval (C4); scalability over forget-set sizes (C5) and sequential requests (C6).
 
     RUN_DIR gets config.json, splits.json (every split's fact ids), models/, results.jsonl (one row per model:
     model_kind target, retrain or unlearned), summary.csv, report.md (Table 3 layout, ratios to f_retrain, 95%

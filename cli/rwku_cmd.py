@@ -18,9 +18,11 @@ from dukb.neural.rwku import RWKU_METHODS
 def rwku(
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
                                      "generated KB (100 people, seed 0)."),
-    model: str = typer.Option("tiny", "--model", help="Model to finetune on the KB's QA (as `dukb evaluate`): "
-                              "'tiny', smollm2-135m, a .gguf file, hub id or directory."),
-    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory."),
+    model: str = typer.Option("tiny", "--model", help="Model to finetune on the KB's QA and description sentences "
+                              "(`dukb evaluate`'s settings): 'tiny', smollm2-135m, a .gguf file, hub id or "
+                              "directory."),
+    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory "
+                                            "(its tokenizer must know the description corpus's words)."),
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets, one relationship fact_id per "
                                                 "line ('#' comments): one single-target request each; the first N "
                                                 "form the batch request of size N."),
@@ -45,13 +47,15 @@ def rwku(
     finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs."),
 ) -> None:
     """Run RWKU's evaluation (Jin et al. 2024) on a KB: forget probes FB (cloze), QA and the nine adversarial kinds
-    (AA), scored by ROUGE-L recall; neighbour facts (about the forget facts' people) apart from distant ones; MIA on
-    forget members (FM) against retain members (RM) with LOSS, Zlib, Min-K% and Min-K%++; single-target and
-    batch-target requests; and deep unlearning's recall and recall under attack for every unlearned model.
+    (AA), scored by ROUGE-L recall; neighbour facts (about the forget facts' people, outside the targets' cone)
+    apart from distant ones; MIA on forget members (FM) against retain members (RM) with LOSS, Zlib, Min-K% and
+    Min-K%++; single-target and batch-target requests; and deep unlearning's recall and recall under attack for every
+    unlearned model. Methods unlearn from a synthetic description corpus of the forget facts (RWKU's setting); every
+    probe and MIA member is evaluation-only.
 
-    RUN_DIR gets config.json, requests.json (each request's targets, forget and neighbour fact ids), finetuned/,
-    results.jsonl (a "before" row and one row per method and setting for each request), summary.csv, report.md
-    (RWKU's Table 1 layout, leaks per adversarial kind) and aa_kinds.png, batch_targets.png.
+    RUN_DIR gets config.json, requests.json (each request's targets, forget set, cone and neighbour fact ids),
+    finetuned/, results.jsonl (a "before" row and one row per method and setting for each request), summary.csv,
+    report.md (RWKU's Table 1 layout, leaks per adversarial kind) and aa_kinds.png, batch_targets.png.
     """
     from dukb.neural.rwku import RwkuConfig, run_rwku
 

@@ -21,8 +21,9 @@ QAItem = Probe
 #: The probe kind used for finetuning and for recall/accuracy, as in the paper.
 QA_KIND = "qa"
 
-#: A plain-text item: ``answer`` holds a fact's statement sentence, trained and scored on every token (no prompt
-#: tags; ``question`` is empty). MUSE's verbatim corpus (Shi et al. 2024b, C1).
+#: A plain-text item: ``answer`` holds a sentence about a fact, trained and scored on every token (no prompt tags;
+#: ``question`` is empty). MUSE's verbatim corpus (Shi et al. 2024b, C1: the statement sentences) and RWKU's
+#: synthetic forget corpus (Jin et al. 2024: the description sentences of :func:`kb_descriptions`).
 TEXT_KIND = "text"
 
 
@@ -64,14 +65,57 @@ def kb_texts(kb: KB, keys=None) -> list[QAItem]:
             if wanted is None or (k, i) in wanted]
 
 
+#: Names of the plain-text corpora in rows' ``trained_forms``: the statement sentences (:func:`kb_texts`, MUSE's
+#: verbatim corpus) and the description sentences (:func:`kb_descriptions`, RWKU's synthetic corpus). Both are
+#: :data:`TEXT_KIND` items.
+STATEMENT_FORM, DESCRIPTION_FORM = "statement", "description"
+
+
+def kb_descriptions(kb: KB, keys=None) -> list[QAItem]:
+    """Plain-text items (:data:`TEXT_KIND`): a synthetic description of each fact, one item per sentence frame of
+    ``templates/descriptions.json`` (three per relationship and per biography attribute).
+
+    The frames describe a fact in other words than every probe: none is the statement sentence (the cloze prompt
+    with its answer), a question or a filled paraphrase frame, so a description corpus never contains what a probe
+    asks or scores.
+
+    Args:
+        kb: the KB.
+        keys: (fact kind, fact_id) pairs to include, fact kind "relationship" or "biography" (None: every fact).
+
+    Returns:
+        list of :class:`QAItem` with ``kind="text"``, ``question=""`` and the sentence as ``answer``, in KB order
+        (relationships, then biographies), frame by frame within a fact.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.1 and App. G.1 (the synthetic forget corpus: text about the target, not
+    the probes); the frames are dukb's.
+    """
+    from dukb.kb.templates import load_template
+
+    t = load_template("descriptions.json")
+    wanted = None if keys is None else {(k, int(i)) for k, i in keys}
+    out = []
+    for f in kb.relationships:
+        if wanted is None or ("relationship", f.fact_id) in wanted:
+            out += [QAItem(TEXT_KIND, "relationship", f.fact_id, "",
+                           fr.format(s=f.subject, r=f.relation, o=f.object)) for fr in t["relationship"]]
+    for b in kb.biographies:
+        if wanted is None or ("biography", b.fact_id) in wanted:
+            out += [QAItem(TEXT_KIND, "biography", b.fact_id, "", fr.format(s=b.subject, v=b.value))
+                    for fr in t["biography"][b.attribute]]
+    return out
+
+
 def vocabulary_texts(kb: KB, tags, extra_kinds: tuple[str, ...] = (), statements: bool = False) -> list[str]:
     """Every text the tiny model's tokenizer must cover: prompts and answers of the QA forms (and extra kinds), and
-    with ``statements`` every fact's statement sentence."""
+    with ``statements`` every plain text dukb trains on: each fact's statement sentence (MUSE's corpus) and its
+    description sentences (:func:`kb_descriptions`, RWKU's corpus)."""
     items = kb_qa(kb, (QA_KIND,) + tuple(extra_kinds))
     texts = [tags.prompt(it.question) + tags.target(it.answer) for it in items]
     texts += [p.name for p in kb.people.values()]
     if statements:
         texts += [it.answer for it in kb_texts(kb)]
+        texts += [it.answer for it in kb_descriptions(kb)]
     return texts
 
 

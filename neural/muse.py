@@ -9,10 +9,13 @@ Stages (each consumes the previous one's output):
    ``sustain-k`` (sequential requests whose cumulative forget sets are the scalability sets: C6). splits.json
    records every fact id of every split.
 2. **models**: f_target finetuned on the QA pairs and statement texts of every trained fact (the KB minus the
-   holdout); f_retrain finetuned the same way, same preset and seed, on the trained facts minus a request's forget
-   set, cached per forget set under ``RUN_DIR/models/``.
-3. **sweep**: every method over its grid from f_target, forgetting the request's QA pairs and texts, with
-   retain_train (MUSE's D_retain^(reg)) as the regulariser's data.
+   holdout: the knowledge KnowMem asks about is installed here, the only stage that trains a QA pair); f_retrain
+   finetuned the same way, same preset and seed, on the trained facts minus a request's forget set, cached per
+   forget set under ``RUN_DIR/models/``.
+3. **sweep**: every method over its grid from f_target, unlearning the forget facts' statement texts alone (MUSE
+   unlearns on the forget corpus D_forget; its QA sets are evaluation-only), with the retain_train facts' statement
+   texts (MUSE's D_retain^(reg)) as the regulariser's data. No KnowMem QA pair is trained by unlearning; rows record
+   what was trained (``trained_forms``, ``trained_fact_ids``) and what was scored (``scored_forms``).
 4. **metrics** per model: VerbMem on the forget texts, KnowMem on forget and retain_eval QA, MIA AUCs (LOSS, Zlib,
    Min-K%, Min-K%++; forget vs holdout and retain_eval vs holdout) and PrivLeak against f_retrain
    (:mod:`dukb.neural.metrics.muse`). One row per model, written at once.
@@ -36,6 +39,11 @@ from dukb.neural.runs import holds_run_lock
 MUSE_METHODS = ("ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "tv", "whp")
 #: MUSE runs C5/C6 for GA, NPO and their regularised variants
 CURVE_METHODS = ("ga", "ga_gdr", "npo", "npo_gdr")
+#: version of what `dukb muse` unlearns on, in its run identity (1: the forget QA pairs and texts, retain QA and
+#: texts; 2: the statement texts alone): a run of another version is not resumed
+MUSE_TRAINING_VERSION = 2
+#: what each MUSE metric scores: KnowMem the QA pairs (evaluation-only), VerbMem and the MIA the statement texts
+SCORED_FORMS = {"knowmem": ["qa"], "verbmem": ["statement"], "mia": ["statement"]}
 
 
 @dataclass
@@ -282,6 +290,9 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     for label, m, scope, _g in main_methods + curve_methods:
         if scope != "target":
             raise InputError(f"{label}: MUSE forgets the request's forget set; a forget scope does not apply")
+    from dukb.neural.rwku import check_corpus_methods
+
+    check_corpus_methods(main_methods + curve_methods, "muse")
     for label, m, _s, _g in curve_methods:
         if m.param != "steps":
             raise InputError(f"{label}: scalability and sustainability need a gradient method (MUSE runs them for "
@@ -320,6 +331,8 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         "model": ft_key, "dtype": dtype, "family": spec.preset_family, "settings": settings,
         "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
         "select": cfg.select,
+        # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
+        "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
         "methods": {label: {"method": m.name, "param": m.param,
                             "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]]}
                     for label, m, _s, _g in main_methods + curve_methods},
@@ -363,7 +376,8 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         sp = splits[req["name"]]
         row = {"request": req["name"], "experiment": req["experiment"], "model_kind": kind,
                "targets": req["targets"], "forget_fact_ids": sp.forget,
-               "scored_forget_fact_ids": splits[req["cumulative"]].forget, **extra, **fields}
+               "scored_forget_fact_ids": splits[req["cumulative"]].forget, "scored_forms": SCORED_FORMS,
+               **extra, **fields}
         results.append(row)
         return row
 
@@ -405,13 +419,18 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         sp = splits[req["name"]]
         sp_eval = splits[req["cumulative"]] if req["experiment"] == "sustainability" else sp
         refs = reference_rows(req)
-        f_qa, f_txt = _items_for(kb, sp.forget)
-        r_qa, r_txt = _items_for(kb, sp_eval.retain_train)
-        retain = (r_qa + r_txt) if m.uses_retain else []
+        # MUSE unlearns on the text corpus alone: the forget facts' statements (D_forget) and, for GDR/KLR, the
+        # retain_train facts' statements (D_retain^(reg)); the QA pairs KnowMem scores are never trained here
+        _f_qa, f_txt = _items_for(kb, sp.forget)
+        _r_qa, r_txt = _items_for(kb, sp_eval.retain_train)
+        retain = r_txt if m.uses_retain else []
         todo = [v for v in grid if not done(req, "unlearned", label, v)] if on_row is None else list(grid)
-        if not todo or not f_qa:
+        if not todo or not f_txt:
             return
-        ctx = UnlearnContext(lm, f_qa + f_txt, retain, seed=cfg.seed, lr=cfg.lr)
+        trained = {"trained_forms": {"forget": ["statement"], "retain": ["statement"] if retain else []},
+                   "trained_fact_ids": {"forget": retain_fact_ids(f_txt), "retain": retain_fact_ids(retain)},
+                   "n_trained_texts": {"forget": len(f_txt), "retain": len(retain)}}
+        ctx = UnlearnContext(lm, f_txt, retain, seed=cfg.seed, lr=cfg.lr, kb=kb)
         t0 = time.perf_counter()
         gen = m.sweep(ctx, todo)
         try:
@@ -424,7 +443,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
                 else:
                     fields = model_metrics(pred, kb, sp_eval, cfg, retrain_auc=refs["retrain"]["mia_auc"])
                     row = emit(req, "unlearned", fields, method=label, base_method=m.name, param=m.param,
-                               setting=setting, retain_fact_ids=retain_fact_ids(retain),
+                               setting=setting, retain_fact_ids=retain_fact_ids(retain), **trained,
                                seconds_unlearn=round(t1 - t0, 4), seconds_eval=round(time.perf_counter() - t1, 4))
                 if bar is not None:
                     bar.advance(task)
@@ -488,5 +507,5 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     return pd.DataFrame(read_results(res_path))
 
 
-__all__ = ["CURVE_METHODS", "MUSE_METHODS", "MuseConfig", "model_metrics", "muse_row_key", "plan_requests",
-           "run_muse"]
+__all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "SCORED_FORMS", "model_metrics",
+           "muse_row_key", "plan_requests", "run_muse"]

@@ -82,6 +82,18 @@ def _arrow(v) -> str:
     return f" ({'↑' if v >= 0 else '↓'}{abs(100 * v):.1f}%)"
 
 
+def _training_note(config: dict) -> str:
+    """One line on what unlearning trained on, from the run identity's ``training`` entry."""
+    ident = config.get("identity")
+    tr = ident.get("training") if isinstance(ident, dict) else None
+    if not isinstance(tr, dict):
+        return ("Unlearning trained on the forget facts' QA pairs and statement texts (a run before training "
+                "version 2): KnowMem forget scores QA pairs that were trained on.")
+    return ("Unlearning trains on the statement texts alone: the forget facts' (D_forget) and, for GDR/KLR, the "
+            "retain_train facts' (D_retain^(reg)); the KnowMem QA pairs are evaluation-only (MUSE, Sec. 2). Rows "
+            "record `trained_forms`, `trained_fact_ids` and `scored_forms`.")
+
+
 def markdown_report(summary, config: dict) -> str:
     """report.md: Table 3 of the main request (×100, change vs f_retrain), the CIs, then the C5/C6 tables."""
     lines = ["# dukb muse report", "",
@@ -91,7 +103,7 @@ def markdown_report(summary, config: dict) -> str:
              "Values ×100; in brackets the change relative to f_retrain, (m − m_retrain) / m_retrain (MUSE, "
              "Table 3). PrivLeak = (AUC_unlearn − AUC_retrain) / AUC_retrain in MUSE's orientation: ≈ −100 for a "
              "model that remembers the forget set (under-unlearning), > 0 for over-unlearning, |PrivLeak| ≤ 5 "
-             "passes.", ""]
+             "passes.", "", _training_note(config), ""]
     main = summary[summary["request"] == "main"] if len(summary) else summary
     if len(main):
         lines += ["## Table 3 layout (main request)", "",

@@ -69,7 +69,8 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         seed: seed of the tiny initialisation and the data order.
         identity: what the finetuned model depends on (a run's cache key), stored as ``identity`` in the record.
         items: the items to learn (default: every KB fact's QA). With :data:`dukb.neural.data.TEXT_KIND` items the
-            tiny model's vocabulary covers every fact's statement sentence.
+            tiny model's vocabulary covers every fact's statement sentence, and with items of other probe forms
+            (``dukb evaluate --finetune-forms``) those forms' texts.
 
     Returns:
         The finetuning record (also written to out_dir/finetune.json).
@@ -87,7 +88,9 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         if spec.name_or_path == TINY:
             tags = PROMPT_PRESETS[TINY]
             texts = items is not None and any(it.kind == TEXT_KIND for it in items)
-            build_tiny_model(vocabulary_texts(kb, tags, statements=texts), tmp, seed=seed)
+            extra = () if items is None else tuple(dict.fromkeys(it.kind for it in items
+                                                                 if it.kind not in (TEXT_KIND, "qa")))
+            build_tiny_model(vocabulary_texts(kb, tags, extra_kinds=extra, statements=texts), tmp, seed=seed)
             tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
             spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
         lm = load_model(spec)

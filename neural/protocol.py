@@ -65,6 +65,16 @@ class EvaluateConfig:
         trust_remote_code: let transformers run model code from the hub (off by default).
         metrics: names of :data:`dukb.neural.metrics.METRICS` to compute (required ones are added); probing
             computes only what they need.
+        heldout_forms: probe forms every row is also scored on by ``recall_heldout`` (kinds of
+            :data:`dukb.kb.probes.KINDS`; None: every asking form the method did not see,
+            :func:`dukb.neural.metrics.heldout.default_heldout_forms`).
+        finetune_forms: probe forms the model is finetuned on (default ["qa"], the paper's; ignored with
+            ``finetuned``).
+        schedule: how the step grid of gradient methods (param "steps") is run
+            (:class:`dukb.neural.methods.base.SweepSchedule`): "reference" (default), as Eval-DU's code: one run of
+            the grid's largest T with 1 warm-up step, linear decay over that run and weight decay 0.01, read at
+            every T (and ``npo`` on Eval-DU's 500-token padded layout); "separate": each T its own run from θ₀
+            (dukb's earlier default). Presets keep their own (:attr:`dukb.neural.methods.Preset.schedule`).
     """
 
     kb: str | None = None
@@ -93,6 +103,9 @@ class EvaluateConfig:
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    heldout_forms: list[str] | None = None
+    finetune_forms: list[str] = field(default_factory=lambda: ["qa"])
+    schedule: str = "reference"
 
     def lora(self):
         """The :class:`dukb.neural.spec.LoraSpec` (None without LoRA).
@@ -114,7 +127,8 @@ class EvaluateConfig:
 #: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
 RETAIN = {"n": 64, "batch_size": 8, "reg_weight": 1.0}
 #: Identity keys a resume may add entries to: targets, methods, and values to a method's grid (a row depends on its
-#: own grid value only: each T of a gradient method is its own run from θ₀, each α its own weights).
+#: own grid value only: each T of a gradient method is its own run from θ₀, each α its own weights; under the
+#: reference schedule also on the run's length N, ``schedule_steps`` in the method's entry, which must not change).
 EXTENDABLE = ("targets", "methods", "methods.*.grid")
 #: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
 PROBE = {"kinds": ["qa"], "max_new_tokens": 10, "judge": "substring", "answer": "line", "batch_size": 256}
@@ -134,15 +148,32 @@ def _model_spec(cfg: EvaluateConfig):
     return spec_for_path(cfg.model, prompt=cfg.prompt, **kw)
 
 
+def method_identity(m, scope: str, grid, schedule: str = "separate") -> dict:
+    """A ``methods`` entry of a run identity: method, parameter, scope, grid; NPO's form (``npo`` and
+    ``npo_seq`` compute different losses); for a step grid under the reference schedule, ``schedule`` and
+    ``schedule_steps`` (the one run's length N = the grid's largest T, on which every row depends). The schedule
+    keys are absent under "separate" (such an entry reads as it did before the option existed)."""
+    entry = {"method": m.name, "param": m.param, "scope": scope,
+             "grid": [int(v) if m.param == "steps" else float(v) for v in grid]}
+    if getattr(m, "form", None):
+        entry["form"] = m.form
+    if schedule == "reference" and m.param == "steps":
+        entry["schedule"] = "reference"
+        entry["schedule_steps"] = max([int(v) for v in grid], default=0)
+    return entry
+
+
 def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str,
-                 metrics=()) -> dict:
+                 metrics=(), schedules: dict | None = None) -> dict:
     """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.runs`).
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
     lora; seed; lr; sets (method, N_seed, exact limits); retain
-    and probe settings; the metrics; targets and methods (label -> method, parameter, scope, grid): targets, methods
-    and each method's grid are extendable (:data:`EXTENDABLE`).
+    and probe settings; the metrics; targets and methods (label -> :func:`method_identity`): targets, methods
+    and each method's grid are extendable (:data:`EXTENDABLE`). ``schedules`` (label -> "separate" or
+    "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
+    method "separate".
 
     Raises:
         InputError: a model file cannot be read.
@@ -160,6 +191,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         base = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
         preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
         model = {"base": base, "finetune": {"preset": preset, **_asdict(fcfg)}}
+        if list(cfg.finetune_forms) != ["qa"]:  # only when set, so that earlier identities stay equal
+            model["finetune"]["forms"] = list(cfg.finetune_forms)
     lora = spec.lora
     return {
         "identity_version": IDENTITY_VERSION,
@@ -167,11 +200,12 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         "family": spec.preset_family, "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
         "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
         "retain": RETAIN, "probe": PROBE, "metrics": [m.name for m in metrics], "targets": list(targets),
-        "methods": {label: {"method": m.name, "param": m.param, "scope": scope,
-                            "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]]}
+        "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"))
                     for label, m, scope, _g in methods},
         # only when set, so that the identities of runs made before the option existed stay equal
         **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),
+        **({"heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms)}
+           if any(m.name == "recall_heldout" for m in metrics) else {}),
     }
 
 
@@ -241,6 +275,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     closure = compute_closure(kb, cfg.rules)
     from dukb.neural.methods import method_grids, resolve
     from dukb.neural.metrics import combined_needs, parse_metrics, row_metrics
+    from dukb.neural.metrics.heldout import check_heldout, elicited_by_form, heldout_known
     from dukb.neural.metrics.recall import success_du
     from dukb.neural.plan import build_plan, choose_targets
 
@@ -251,12 +286,25 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     if len({label for label, *_ in methods}) != len(methods):
         raise InputError("a method is listed twice in --methods")
     grids = method_grids(methods, cfg.grids)
+    from dukb.kb.probes import parse_kinds
+
+    cfg.finetune_forms = list(parse_kinds(list(cfg.finetune_forms)))
+    if "qa" not in cfg.finetune_forms:
+        raise InputError("--finetune-forms must include qa: recall and accuracy are the paper's, on the qa form")
+    if any(m.name == "recall_heldout" for m in metrics):  # every built-in method trains on or queries "qa"
+        check_heldout(cfg.heldout_forms, ("qa",))
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, cfg.n_targets, cfg.seed)
     for t in targets:
         closure.atom_of_fact(t)
     spec = _model_spec(cfg)
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
-    identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics)
+    from dukb.neural.methods import schedule_for
+    from dukb.neural.methods.base import SWEEP_SCHEDULES, SweepSchedule
+
+    if cfg.schedule not in SWEEP_SCHEDULES:
+        raise InputError(f"unknown schedule {cfg.schedule!r} (choose from {', '.join(SWEEP_SCHEDULES)})")
+    schedules = {label: schedule_for(label, cfg.schedule) for label, *_r in methods}
+    identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics, schedules)
     # one writer: locks the directory, refuses a run with other settings before anything in it is touched
     identity, added, old_record = claim_run(run, "evaluate", identity, extendable=EXTENDABLE, resume=resume, log=log)
     grown = [k.split(".")[1] for k in added if k.startswith("methods.") and k.endswith(".grid")]
@@ -312,7 +360,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         if ft is None or ft.get("identity") != model_key:  # a cache made with other settings is redone
             # data parallel under a multi-process launch; process 0 saves
             finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                        progress=progress, log=log, identity=model_key)
+                        progress=progress, log=log, identity=model_key,
+                        items=None if list(cfg.finetune_forms) == ["qa"] else kb_qa(kb, tuple(cfg.finetune_forms)))
         lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
                             gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora)
         ft = finetune_record(ft_dir)
@@ -327,13 +376,24 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         write_json_atomic(cfg_path, record)
         write_json_atomic(run / "finetune.json", ft)
     row_metrics_ = row_metrics(metrics)
-    items = kb_qa(kb, combined_needs(row_metrics_).kinds)  # the probe kinds the metrics need ("qa" first)
+    heldout = any(m.name == "recall_heldout" for m in row_metrics_)
+    kinds = combined_needs(row_metrics_).kinds  # the probe kinds the metrics need ("qa" first)
+    if heldout and cfg.heldout_forms:
+        kinds = tuple(dict.fromkeys(kinds + tuple(cfg.heldout_forms)))
+    items = kb_qa(kb, kinds)
     from dukb.neural.probe import Predictor, probe
 
-    base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), [it for it in items if it.kind == "qa"],
-                 rouge=False, logprob=False)
-    acc0 = float(base["known"].mean())
+    base_forms = set(check_heldout(cfg.heldout_forms, ("qa",))) if heldout else set()
+    base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
+                 [it for it in items if it.kind == "qa" or it.kind in base_forms], rouge=False, logprob=False)
+    acc0 = float(base[base["kind"] == "qa"]["known"].mean())
     log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
+    heldout_before = elicited_by_form(base, base_forms) if heldout else None
+    if heldout:  # how much of the KB the held-out forms elicit before unlearning: recall_heldout's baseline
+        record["heldout_known_before"] = heldout_known(kb, base, sorted(base_forms, key=list(kinds).index))
+        log(f"held-out forms elicit {record['heldout_known_before']['all']:.4f} of the KB before unlearning")
+        if main:
+            write_json_atomic(cfg_path, record)
     if acc0 < 1.0:
         log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
 
@@ -357,18 +417,24 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                 todo = [v for v in grids[label] if (t, label, float(v)) not in results.done]
                 if not todo:
                     continue
+                entry = identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
+                schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
+                    if entry.get("schedule") == "reference" else None
                 for row in sweep_target(lm, kb, closure, t, m.name, todo,
                                         sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
                                         lora=spec.lora, layers=parse_layers(cfg.layers),
                                         probe_items=items, scope=scope,
                                         forget_ids=plan.forget[(t, scope)], batch_size=PROBE["batch_size"],
-                                        metrics=row_metrics_):
+                                        metrics=row_metrics_, heldout_forms=cfg.heldout_forms,
+                                        heldout_before=heldout_before, schedule=schedule):
                     row["method"] = label
                     row["target_relation"] = fact.relation
                     row["n_kb_rel"] = len(kb.relationships)
                     row["n_kb_bio"] = len(kb.biographies)
                     if "forgotten_relationships" in row:  # Success-DU (Definition 2): t not in Ω(K \ U_A, R)
                         row["success_du"] = success_du(closure, t, row["forgotten_relationships"])
+                    if "forgotten_relationships_heldout" in row:  # the same, judged on held-out forms
+                        row["success_du_heldout"] = success_du(closure, t, row["forgotten_relationships_heldout"])
                     results.append(row)
                     if bar is not None:
                         bar.advance(task)

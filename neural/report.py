@@ -58,6 +58,43 @@ def _pm(row: dict, key: str) -> str:
     return _fmt(m) if sd is None or sd != sd or m is None or m != m else f"{m:.2f} ± {sd:.2f}"
 
 
+def _heldout_section(df, allrows, head: list[str], config: dict) -> list[str]:
+    """report.md's held-out section: Table 1's figures and the mean curve points judged on the probe forms the
+    methods never trained on or queried (:mod:`dukb.neural.metrics.heldout`); [] when the rows have none."""
+    if "acc_at_recall_heldout" not in allrows or allrows["acc_at_recall_heldout"].isna().all():
+        return []
+    from dukb.neural.metrics.summary import heldout_points
+
+    recs = allrows.to_dict("records")
+    seen = sorted({f for v in df.get("probe_forms_seen", []) if isinstance(v, list) for f in v})
+    forms = sorted({f for v in df.get("heldout_forms", []) if isinstance(v, list) for f in v})
+    lines = ["## Held-out probe forms", "",
+             f"Judged only on forms no method trained on or queried: {', '.join(forms)} (a fact is known when any "
+             f"of them elicits it). The methods saw: {', '.join(seen) or '–'}.", ""]
+    before = config.get("heldout_known_before")
+    if isinstance(before, dict) and before.get("all") is not None:
+        lines += [f"Before unlearning the held-out forms elicit {before['all']:.4f} of the KB's facts; a fact they "
+                  "never elicited counts as forgotten from the start (finetune on more forms with "
+                  "--finetune-forms to raise this).", ""]
+    lines += head
+    for key, label in (("acc_at_recall_heldout", "Acc@Recall≥0.8, held-out (↑)"),
+                       ("recall_at_acc_heldout", "Recall@Acc≥0.8, held-out (↑)"),
+                       ("ar_auc_heldout", "AR-AUC, held-out (↑)")):
+        lines.append(f"| {label} | " + " | ".join(_pm(r, key) for r in recs) + " |")
+    lines.append("| Success-DU at the best setting, held-out | "
+                 + " | ".join(_fmt(r.get("success_du_heldout")) for r in recs) + " |")
+    lines.append("| first setting in the region, held-out | "
+                 + " | ".join(f"`{r['region_setting_heldout']}`" if isinstance(r.get("region_setting_heldout"), str)
+                              else "–" for r in recs) + " |")
+    pts = curve_points(heldout_points(df))
+    lines += ["", "| method | setting | recall (held-out) | accuracy (held-out) | target forgotten |",
+              "|---|---|---|---|---|"]
+    for p in pts.to_dict("records"):
+        lines.append(f"| {p['method']} | `{p['setting']}` | {p['recall']:.3f} | {p['accuracy']:.3f} | "
+                     f"{p['target_forgotten']:.2f} |")
+    return lines + [""]
+
+
 def markdown_report(df, summary, config: dict, finetune: dict | None = None, notes=()) -> str:
     """report.md: Table 1 layout (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC per method), Table 2 layout
     (Acc@Superficial), per-relation table, curve points, and the run's config, seed, versions and device.
@@ -94,6 +131,7 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
                 lines.append(f"| {label} | " + " | ".join(_fmt(v) for v in allrows[key]) + " |")
         lines += ["", TRADEOFF_RULE + " Success-DU: share of targets not in the deductive closure of the KB minus "
                   "the facts the model forgot (Definition 2).", ""]
+    lines += _heldout_section(df, allrows, head, config)
     if "acc_at_superficial" in allrows:
         lines += ["## Table 2: accuracy at superficial unlearning", "", *head,
                   "| Acc@Superficial (↑) | " + " | ".join(_fmt(v) for v in allrows["acc_at_superficial"]) + " |",

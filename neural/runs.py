@@ -64,8 +64,10 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 #: version of the identity layout; a run written with another layout cannot be resumed (2: probing judges the answer
-#: line, CL-DU's trace left the setting, the preset family is recorded)
-IDENTITY_VERSION = 2
+#: line, CL-DU's trace left the setting, the preset family is recorded; 3: ``npo`` is the Eval-DU/MUSE code's logit
+#: form, the NPO paper's sequence form is ``npo_seq`` (muse's and control's identities name methods only), and
+#: evaluate's step grids run on the reference schedule by default)
+IDENTITY_VERSION = 3
 
 
 # ----------------------------------------------------------------------------------------------- hashing --------

@@ -11,16 +11,26 @@ retain members (RM). On a KB:
 - forget probes: the FB, QA and AA probes of the forget facts (:mod:`dukb.kb.probes`; AA = prefix injection,
   affirmative suffix, role play, multiple choice, reverse query, synonym manipulation, context hint, in-context
   learning, cross-lingual fr/de/es);
+- unlearning data: RWKU gives a method no forget corpus and unlearns from a *synthetic* one, text about the target
+  (App. G.1), never the probes. dukb's is the description corpus of the forget facts
+  (:func:`dukb.neural.data.kb_descriptions`: three sentence frames per fact, worded apart from every probe); the
+  GDR/KLR retain data are descriptions of distant facts, which are then scored in no group. Every FB/QA/AA probe
+  and every MIA member is evaluation-only; rows record what was trained (``trained_forms``, ``trained_fact_ids``)
+  and what was scored (``scored_forms``). Methods that train on questions about the forget facts (RT, DPO, PO,
+  closed-loop) are refused;
 - neighbour facts: the other facts about the forget facts' people (relationships where one of them is subject or
-  object, and their biographies); distant facts: every other fact. Both are scored on FB and QA;
+  object, and their biographies) outside the targets' cone (:func:`dukb.solver.cone.cone_of`: RWKU's neighbours
+  "must not involve the target"; the facts dropped for it are recorded); distant facts: every fact outside the
+  forget set, the neighbours and the cone. Both are scored on FB and QA;
 - FM: the QA texts of the forget facts; RM: the QA texts of the distant facts. Scores (:mod:`dukb.neural.metrics.mia`)
   on the answer tokens; the mean score per set (RWKU's LOSS columns use the loss, here the log-likelihood, so FM
   *falling* below RM means forgotten) and the AUC of FM (positive) against RM;
 - deep unlearning on top: recall and accuracy (Wu et al. 2025, Eq. 1-2) and recall under attack
   (:mod:`dukb.neural.metrics.attack`: a fact counts as known if any probe kind elicits it).
 
-The model is the protocol's finetuned model (`dukb evaluate`'s finetuning, or ``--finetuned``); a ``before`` row
-scores it without unlearning (RWKU's "Before").
+The model is finetuned on every fact's QA pair and description sentences (as RWKU's model knows the target before
+its own text about it is unlearned; cached in RUN_DIR/finetuned), or ``--finetuned`` (its tokenizer must cover the
+description corpus); a ``before`` row scores it without unlearning (RWKU's "Before").
 
 Source: Jin et al. 2024 (RWKU), Sec. 3-4 and App. H; Wu et al. 2025, Eq. 1-2.
 """
@@ -36,7 +46,42 @@ from dukb.neural.runs import holds_run_lock
 from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
-RWKU_METHODS = ("ga", "npo", "ga_gdr", "npo_gdr")
+#: RWKU's methods; NPO in the sequence form RWKU's code uses (jinzhuoran/RWKU, LLaMA-Factory npo/trainer.py: the
+#: summed answer log-likelihood ratio), not the Eval-DU/MUSE code's logit form that ``npo`` names
+RWKU_METHODS = ("ga", "npo_seq", "ga_gdr", "npo_seq_gdr")
+#: version of what `dukb rwku` trains on, in its run identity (1: the forget facts' QA; 2: the description corpus,
+#: neighbours outside the cone): a run of another version is not resumed
+RWKU_TRAINING_VERSION = 2
+
+
+def check_corpus_methods(methods, protocol: str) -> None:
+    """Refuse methods that cannot unlearn from a text corpus alone: those that train on questions about the forget
+    facts (RT, DPO, PO, closed-loop deep unlearning), which the protocol keeps for evaluation. The others train on
+    exactly the items they are given (GA, KL, NPO, SimNPO and their GDR/KLR variants, TV, WHP) or train nothing
+    (ICU, RepE: the people's names).
+
+    Args:
+        methods: resolved ``(label, method, scope, grid)`` tuples.
+        protocol: "rwku" or "muse", for the message.
+
+    Raises:
+        InputError: a method of the other kind (named).
+    """
+    from dukb.neural.methods.ga import GradientAscent
+    from dukb.neural.methods.icu import InContextUnlearning
+    from dukb.neural.methods.kl import KLDivergence
+    from dukb.neural.methods.npo import NPO
+    from dukb.neural.methods.repe import RepE
+    from dukb.neural.methods.simnpo import SimNPO
+    from dukb.neural.methods.tv import TaskVector
+    from dukb.neural.methods.whp import WHP
+
+    ok = (GradientAscent, KLDivergence, NPO, SimNPO, TaskVector, WHP, InContextUnlearning, RepE)
+    for label, m, *_ in methods:
+        if not isinstance(m, ok):
+            raise InputError(f"{label}: `dukb {protocol}` unlearns from a text corpus and keeps every question about "
+                             f"the forget facts for evaluation; {m.name} trains on such questions (choose ga, kl, "
+                             "npo, simnpo, their _gdr/_klr variants, tv, whp, icu or repe)")
 
 
 @dataclass
@@ -71,6 +116,27 @@ class RwkuConfig:
     batch_size: int | None = None
 
 
+def _near_keys(req: dict) -> set:
+    """(fact kind, fact_id) of a request's forget facts, its targets' cone and its neighbours: never retain data."""
+    nb = req["neighbours"]
+    rel = [*req["forget"], *req["cone"], *nb["relationships"], *nb["dropped"]]
+    return {("relationship", int(i)) for i in rel} | {("biography", int(i)) for i in nb["biographies"]}
+
+
+def _check_covers(tokenizer, items, where) -> None:
+    """Raise InputError when ``tokenizer`` maps words of the description corpus to its unknown token (a tiny model
+    finetuned without them, e.g. by `dukb evaluate`)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None or not items:
+        return
+    ids = tokenizer([it.answer for it in items], add_special_tokens=False)["input_ids"]
+    bad = [it.answer for it, row in zip(items, ids) if unk in row]
+    if bad:
+        raise InputError(f"the model's tokenizer does not know words of RWKU's description corpus ({len(bad)} of "
+                         f"{len(items)} sentences, e.g. {bad[0]!r}); leave out --finetuned so that `dukb rwku` "
+                         "finetunes a model on the QA pairs and descriptions", where)
+
+
 def rwku_row_key(row: dict) -> tuple:
     """(request, method label, swept value) identifying a `dukb rwku` row ("" and None for the before rows)."""
     v = row["setting"].get(row["param"]) if row.get("param") else None
@@ -100,11 +166,12 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     import pandas as pd
 
     from dukb.neural import distributed as dist
-    from dukb.neural.data import QA_KIND, kb_qa
+    from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, kb_descriptions, kb_qa
     from dukb.neural.methods import UnlearnContext, method_grids, resolve
     from dukb.neural.metrics.attack import ATTACK_KINDS, recall_under_attack
     from dukb.neural.metrics.base import RowContext
     from dukb.neural.metrics.recall import RECALL
+    from dukb.neural.metrics.rwku import cone_ids
     from dukb.neural.plan import choose_targets, load_kb_closure
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.protocol import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
@@ -141,6 +208,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     for label, m, scope, _g in methods:
         if scope != "target":
             raise InputError(f"{label}: a forget scope does not apply here; use --forget-scope")
+    check_corpus_methods(methods, "rwku")
     grids = method_grids(methods, cfg.grids)
     from dukb.neural.models import resolve_device, resolve_dtype
 
@@ -153,7 +221,11 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
         identity.pop(k, None)
     identity["probe"] = {"kinds": [QA_KIND, FB, *AA_KINDS], "max_new_tokens": 10, "rouge": "rougeL recall"}
     identity["rwku"] = {"forget_scope": cfg.forget_scope, "mia_k": cfg.mia_k, "batch_sizes": list(cfg.batch_sizes),
-                        "batch_targets": targets[:max(cfg.batch_sizes or [0])]}
+                        "batch_targets": targets[:max(cfg.batch_sizes or [0])],
+                        # what is trained (finetuning, unlearning's forget and retain data) and what neighbours are
+                        "training": {"version": RWKU_TRAINING_VERSION, "finetune": [QA_KIND, DESCRIPTION_FORM],
+                                     "forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM],
+                                     "neighbours": "outside the targets' cone"}}
     identity, added, old = claim_run(run, "rwku", identity, extendable=("targets", "methods"), resume=resume, log=log)
     run.mkdir(parents=True, exist_ok=True)
     res_path = run / "results.jsonl"
@@ -164,31 +236,38 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     requests += [{"name": f"batch-{n}", "kind": "batch", "targets": targets[:n]} for n in cfg.batch_sizes]
     for r in requests:
         r["forget"] = forget_set(closure, r["targets"], cfg.forget_scope)
-        r["neighbours"] = neighbour_facts(kb, r["forget"])
+        r["cone"] = cone_ids(closure, r["targets"])
+        r["neighbours"] = neighbour_facts(kb, r["forget"], r["cone"])
     write_json_atomic(run / "requests.json", {"requests": requests})
     record = {"protocol": "rwku", **asdict(cfg), "kb": str(kb.source), "identity": identity,
               "history": old.get("history", []) + [history_entry(added)], "provenance": provenance(device)}
 
-    # model stage: evaluate's finetuning, cached in RUN_DIR/finetuned
+    # model stage: evaluate's finetuning settings on the QA pairs and descriptions, cached in RUN_DIR/finetuned
     from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
 
+    descriptions = kb_descriptions(kb)  # RWKU's synthetic corpus: text about the facts, never a probe
     if cfg.finetuned:
         lm = load_finetuned(cfg.finetuned, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+        _check_covers(lm.tokenizer, descriptions, cfg.finetuned)
     else:
         ft_dir = run / "finetuned"
         ft = finetune_record(ft_dir)
-        if ft is None or ft.get("identity") != finetune_cache_key(identity):
+        ft_key = {**finetune_cache_key(identity), "items": identity["rwku"]["training"]["finetune"]}
+        if ft is None or ft.get("identity") != ft_key:
+            # the model knows every fact in the QA form and in its descriptions (RWKU's model knows the target
+            # before its own text about it is unlearned); the tiny tokenizer then covers the description words
             finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                        log=log, identity=finetune_cache_key(identity))
+                        log=log, identity=ft_key, items=kb_qa(kb) + descriptions)
         lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device)
         acc = (finetune_record(ft_dir) or {}).get("accuracy")
         if acc is not None and acc < 1.0:
             log(f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as forgotten")
     write_json_atomic(run / "config.json", record)
     kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
-    items = kb_qa(kb, kinds, seed=cfg.seed)
+    items = kb_qa(kb, kinds, seed=cfg.seed)  # every probe: evaluation only
     qa_items = [it for it in items if it.kind == QA_KIND]
     qa_of = {(it.fact_kind, it.fact_id): it for it in qa_items}
+    scored_forms = {"probes": list(kinds), "mia": [QA_KIND]}
 
     sets_cache: dict[str, tuple[list, str]] = {}
 
@@ -209,13 +288,15 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
         forget_keys = {("relationship", i) for i in req["forget"]}
         neigh = {("relationship", i) for i in req["neighbours"]["relationships"]} | \
             {("biography", i) for i in req["neighbours"]["biographies"]}
+        coned = {("relationship", i) for i in req["cone"]}
         rids = extra.get("retain_fact_ids") or {"relationships": [], "biographies": []}
         held = {("relationship", int(i)) for i in rids["relationships"]} | \
             {("biography", int(i)) for i in rids["biographies"]}
         fm = [qa_of[k] for k in sorted(forget_keys) if k in qa_of]
-        rm = [it for k, it in qa_of.items() if k not in forget_keys and k not in neigh and k not in held]
+        rm = [it for k, it in qa_of.items() if k not in forget_keys and k not in neigh and k not in held
+              and k not in coned]
         mia = {"fm": qa_mia_scores(pred, fm, cfg.mia_k), "rm": qa_mia_scores(pred, rm, cfg.mia_k)}
-        fields = rwku_fields(df, kb, req["forget"], req["neighbours"], mia, exclude=rids)
+        fields = rwku_fields(df, kb, req["forget"], req["neighbours"], mia, exclude=rids, cone=req["cone"])
         sets, used = sets_of(req)
         rctx = RowContext(kb, req["targets"][0], sets, used, df, list(req["forget"]),
                           extra.get("retain_fact_ids") or {"relationships": [], "biographies": []})
@@ -226,7 +307,9 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
     def emit(req, fields: dict, **extra) -> None:
         results.append({"request": req["name"], "request_kind": req["kind"], "targets": req["targets"],
-                        "forget_set": req["forget"], "neighbour_fact_ids": req["neighbours"], **extra, **fields})
+                        "forget_set": req["forget"], "neighbour_fact_ids": req["neighbours"],
+                        "neighbours_dropped": len(req["neighbours"]["dropped"]), "scored_forms": scored_forms,
+                        **extra, **fields})
 
     bar = task = None
     if progress:
@@ -239,25 +322,35 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     try:
         for req in requests:
             if (req["name"], "", None) not in results.done:
-                emit(req, score(pred0, req, {}), model_kind="before", method=None, param=None, setting={})
+                emit(req, score(pred0, req, {}), model_kind="before", method=None, param=None, setting={},
+                     trained_forms={"forget": [], "retain": []}, trained_fact_ids=None)
             if bar is not None:
                 bar.advance(task)
-            forget = [qa_of[("relationship", i)] for i in req["forget"]]
+            # the forget corpus: the descriptions of the forget facts; the retain pool: descriptions of distant
+            # facts (neither forget, neighbour nor cone facts), which are then scored in no group
+            forget_ids = set(req["forget"])
+            forget = [it for it in descriptions if it.fact_kind == "relationship" and it.fact_id in forget_ids]
+            near = _near_keys(req)
+            pool = [it for it in descriptions if (it.fact_kind, it.fact_id) not in near]
             for label, m, _s, _g in methods:
                 todo = [v for v in grids[label] if (req["name"], label, float(v)) not in results.done]
                 if bar is not None:
                     bar.advance(task, len(grids[label]) - len(todo))
                 if not todo:
                     continue
-                retain = default_retain(qa_items, forget, seed=cfg.seed) if m.uses_retain else []
+                retain = default_retain(pool, forget, seed=cfg.seed) if m.uses_retain else []
                 rids = retain_fact_ids(retain)
-                ctx = UnlearnContext(lm, forget, retain, seed=cfg.seed, lr=cfg.lr)
+                trained = {"trained_forms": {"forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM] if retain
+                                             else []},
+                           "trained_fact_ids": {"forget": retain_fact_ids(forget), "retain": rids},
+                           "n_trained_texts": {"forget": len(forget), "retain": len(retain)}}
+                ctx = UnlearnContext(lm, forget, retain, seed=cfg.seed, lr=cfg.lr, kb=kb)
                 t0 = time.perf_counter()
                 for setting, pred in m.sweep(ctx, todo):
                     t1 = time.perf_counter()
                     setting = {k: v for k, v in dict(setting).items() if k != "trace"}
                     emit(req, score(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned", method=label,
-                         base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids,
+                         base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids, **trained,
                          seconds_unlearn=round(t1 - t0, 4), seconds_eval=round(time.perf_counter() - t1, 4))
                     if bar is not None:
                         bar.advance(task)
@@ -272,5 +365,5 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     return pd.DataFrame(read_results(res_path))
 
 
-__all__ = ["AA_KINDS", "RWKU_METHODS", "RwkuConfig", "neighbour_facts", "qa_mia_scores", "run_rwku",
-           "rwku_fields", "rwku_row_key"]
+__all__ = ["AA_KINDS", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "check_corpus_methods",
+           "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key"]

@@ -61,6 +61,20 @@ def _v(x, scale: float = 100.0) -> str:
     return "–" if x is None or x != x else f"{scale * x:.1f}"
 
 
+def _training_note(config: dict) -> str:
+    """One line on what unlearning trained on and what the neighbours are, from the run identity."""
+    ident = config.get("identity")
+    rw = ident.get("rwku") if isinstance(ident, dict) else None
+    tr = rw.get("training") if isinstance(rw, dict) else None
+    if not isinstance(tr, dict):
+        return ("Unlearning trained on the forget facts' QA pairs, which F-QA and FM score, and neighbours may lie "
+                "in a target's cone (a run before training version 2).")
+    return ("Unlearning trains on a synthetic description corpus of the forget facts (RWKU's C_f^s; GDR/KLR: "
+            "descriptions of distant facts, then scored in no group); every FB/QA/AA probe and MIA member is "
+            "evaluation-only. Neighbours exclude the targets' cones. Rows record `trained_forms`, "
+            "`trained_fact_ids`, `scored_forms` and `neighbours_dropped`.")
+
+
 def markdown_report(summary, rows: list[dict], config: dict) -> str:
     """report.md: Table 1 layout for single targets and for each batch request, AA leaks per kind, the run."""
     lines = ["# dukb rwku report", "",
@@ -68,7 +82,7 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
              f"`{config.get('forget_scope')}` · seed {config.get('seed')}", "",
              "ROUGE-L recall ×100 (forget ↓, neighbour ↑); FM/RM: mean answer log-likelihood ×100 (FM below RM = "
              "forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
-             "(Wu et al. 2025, Eq. 1) ×100.", ""]
+             "(Wu et al. 2025, Eq. 1) ×100.", "", _training_note(config), ""]
     head = ("| method | setting | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
             "recall | recall under attack |")
     sep = "|" + "---|" * 15

@@ -43,7 +43,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
                  lr: float | None = None, lora=None, layers: tuple[int, int] | None = None, probe_items: list[QAItem] | None = None,
                  batch_size: int = 256, scope: str = "target", forget_ids: list[int] | None = None,
-                 metrics=None) -> Iterator[dict]:
+                 metrics=None, heldout_forms=None, heldout_before=None, schedule=None) -> Iterator[dict]:
     """Run ``method`` over its grid on one target and yield one result row per setting: the sweep, probe and
     metric stages of the protocol, streamed setting by setting (each stage only consumes the previous one's
     output: (setting, predictor) → probe table → metric fields).
@@ -67,17 +67,30 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         batch_size: prompts per probing batch.
         metrics: row :class:`dukb.neural.metrics.Metric` objects (default: ``recall``); probing computes only what
             they need.
+        heldout_forms: probe forms the row is also scored on by ``recall_heldout`` (None: every asking form the
+            method did not see, :func:`dukb.neural.metrics.heldout.default_heldout_forms`); they must be disjoint
+            from the forms it saw and present in ``probe_items``.
+        heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before unlearning (the
+            baseline of :mod:`dukb.neural.metrics.heldout`, :func:`~dukb.neural.metrics.heldout.elicited_by_form`;
+            None: none).
+        schedule: how a gradient method runs its step grid, :class:`dukb.neural.methods.base.SweepSchedule`
+            (None: "separate", each T from θ₀).
 
     Yields:
-        dict rows: method, base_method, scope, forget_set, retain_fact_ids, param, setting, target, the metrics'
+        dict rows: method, base_method, scope, forget_set, retain_fact_ids, probe_forms_seen (the forms of the
+        items the method trained on and of its in-loop probes), heldout_forms, param, setting, target, the metrics'
         fields (recall: recall, accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used,
         n_sets, target_forgotten, forgotten_relationships, forgotten_biographies), ``trace`` (a method's per-target
         diagnostics, e.g. CL-DU's rounds run and trained facts; absent for methods without one), seconds_unlearn,
         seconds_probe.
 
+    Raises:
+        InputError: held-out forms that the method saw, or none left.
+
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
     from dukb.neural.metrics import RowContext, combined_needs, get_metric
+    from dukb.neural.metrics.heldout import check_heldout
     from dukb.neural.probe import probe
     from dukb.solver.mdus import minimal_sets
 
@@ -103,23 +116,40 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
             cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
         retain = default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
     retain_ids = retain_fact_ids(retain)
+    seen = tuple(sorted({it.kind for it in forget} | {it.kind for it in retain} | set(m.queried_forms)))
+    heldout = check_heldout(heldout_forms, seen)
+    loop_items = qa_items  # what a method may ask in its own loop: the qa items and those of its queried forms
+    extra = [k for k in m.queried_forms if k != QA_KIND]
+    if extra:
+        have = [it for it in items if it.kind in extra]
+        missing = tuple(k for k in extra if k not in {it.kind for it in have})
+        loop_items = qa_items + have + (kb_qa(kb, missing) if missing else [])
     ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, layers=layers, kb=kb, closure=closure, target=target_fact_id,
-                         sets=[list(s) for s in sets[0]], items=qa_items)
+                         sets=[list(s) for s in sets[0]], items=loop_items, schedule=schedule)
     t0 = time.perf_counter()
+    last = None
     for setting, pred in m.sweep(ctx, grid):
         t1 = time.perf_counter()
         setting = dict(setting)
         trace = setting.pop("trace", None)  # per-target diagnostics: not part of the setting (the curve's key)
-        df = probe(pred, items, batch_size=batch_size, generate=needs.generate, rouge=needs.rouge,
-                   logprob=needs.logprob)
+        state = pred.meta.get("weights_version")  # a method that says its weights did not change since the last
+        if state is not None and last is not None and last[0] == state:  # setting (a stopped closed loop)
+            df = last[1]  # is probed once: the same weights give the same table
+        else:
+            df = probe(pred, items, batch_size=batch_size, generate=needs.generate, rouge=needs.rouge,
+                       logprob=needs.logprob)
+        last = (state, df)
         t2 = time.perf_counter()
         rctx = RowContext(kb, target_fact_id, [list(s) for s in sets[0]], sets[1], df, list(forget_ids), retain_ids,
-                          predictor=pred if needs.model else None)
+                          predictor=pred if needs.model else None, seen_forms=seen, heldout_forms=heldout,
+                          heldout_before=None if heldout_before is None else frozenset(heldout_before),
+                          closure=closure)
         fields = {}
         for metric in metrics:
             fields.update(metric.fn(rctx))
         yield {"method": m.name if scope == "target" else f"{m.name}@{scope}", "base_method": m.name,
-               "scope": scope, "forget_set": list(forget_ids), "retain_fact_ids": retain_ids, "param": m.param,
+               "scope": scope, "forget_set": list(forget_ids), "retain_fact_ids": retain_ids,
+               "probe_forms_seen": list(seen), "heldout_forms": list(heldout), "param": m.param,
                "setting": setting, "target": target_fact_id, **fields,
                **({"trace": trace} if trace is not None else {}),
                "seconds_unlearn": round(t1 - t0, 4), "seconds_probe": round(t2 - t1, 4)}

@@ -84,7 +84,8 @@ def edu_relat_target_ids(edu_relat_dir) -> list[int]:
 #: Test modules that finetune, unlearn or load a model (the neural path end to end, minutes on CPU): every test in
 #: them is marked ``slow``, so ``python -m pytest -q -m "not slow"`` runs the rest (logic, KB, inputs, CLI, reports).
 MODEL_MODULES = frozenset({
-    "test_control", "test_distributed", "test_finetune_resume", "test_model_files", "test_muse", "test_neural_e2e",
+    "test_control", "test_distributed", "test_finetune_resume", "test_heldout_e2e", "test_model_files", "test_muse",
+    "test_neural_e2e",
     "test_neural_losses", "test_packaging", "test_real_model", "test_registry_and_training", "test_restor",
     "test_run_lock", "test_rwku",
 })

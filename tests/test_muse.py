@@ -23,6 +23,10 @@ from dukb.solver.splits import base_split, cone_facts, forget_set  # noqa: E402
 from tests.independent_logic import closure as ref_closure, parse_raw_rules  # noqa: E402
 
 
+#: the fact-id dicts' keys -> probe fact kinds
+KIND = {"relationships": "relationship", "biographies": "biography"}
+
+
 def _keys(d: dict) -> set:
     return {(k, i) for k in ("relationships", "biographies") for i in d[k]}
 
@@ -104,8 +108,16 @@ def test_text_items_train_every_token():
     assert int((b["labels"][1] != -100).sum()) == len(tok(" father", add_special_tokens=False)["input_ids"]) + 1
 
 
+#: what the module's `dukb muse` run trained and scored (run dir -> record): every item a method was given to train
+#: on (the unlearning context), the KnowMem QA pairs and the VerbMem / MIA texts scored
+RECORDED: dict = {}
+
+
 @pytest.fixture(scope="module")
 def muse_run(tmp_path_factory):
+    import dukb.neural.methods as methods
+    import dukb.neural.metrics.muse as mm
+    import dukb.neural.unlearn  # noqa: F401  (imported before the wrapping: it binds the real class)
     from dukb.cli.main import main
 
     out = tmp_path_factory.mktemp("muse") / "run"
@@ -114,8 +126,75 @@ def muse_run(tmp_path_factory):
     args = ["muse", "--kb", str(kb_dir), "--methods", "ga,npo_gdr,whp", "--curve-methods", "ga", "--scale-sizes", "1,2",
             "--grid", "ga=2,8", "--grid", "npo_gdr=8", "--grid", "whp=10", "--holdout", "0.2", "--bootstrap", "200",
             "--device", "cpu", "-o", str(out)]
-    assert main(args) == 0
+    rec = RECORDED.setdefault(str(out), {"forget": [], "retain": [], "knowmem": [], "verbmem": [], "mia": [],
+                                         "open": True})
+    real_ctx, real_km, real_vm, real_mia = methods.UnlearnContext, mm.knowmem, mm.verbmem, mm.text_mia_scores
+
+    def keep(key, items):
+        if rec["open"]:
+            rec[key] += items
+
+    def ctx(lm, forget, retain=(), *a, **kw):
+        keep("forget", forget)
+        keep("retain", retain)
+        return real_ctx(lm, forget, retain, *a, **kw)
+
+    def knowmem(pred, items, *a, **kw):
+        keep("knowmem", items)
+        return real_km(pred, items, *a, **kw)
+
+    def verbmem(pred, texts, *a, **kw):
+        keep("verbmem", texts)
+        return real_vm(pred, texts, *a, **kw)
+
+    def mia(pred, items, *a, **kw):
+        keep("mia", items)
+        return real_mia(pred, items, *a, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(methods, "UnlearnContext", ctx)
+        for name, fn in (("knowmem", knowmem), ("verbmem", verbmem), ("text_mia_scores", mia)):
+            mp.setattr(mm, name, fn)
+        assert main(args) == 0
+    rec["open"] = False
     return out, args
+
+
+def test_muse_unlearns_on_the_text_corpus_alone(muse_run):
+    """MUSE unlearns on D_forget (and D_retain^(reg)) alone; its QA sets are evaluation-only: every item a method
+    was given to train on is a statement text of a forget or retain_train fact, no trained string is a KnowMem
+    question, answer or prompt + answer, the forget texts trained are texts VerbMem scores, and the rows'
+    ``trained_fact_ids`` are what was trained."""
+    run, _ = muse_run
+    rec = RECORDED[str(run)]
+    assert rec["forget"] and rec["retain"] and rec["knowmem"] and rec["verbmem"]
+    trained = rec["forget"] + rec["retain"]
+    assert {it.kind for it in trained} == {"text"} and {it.kind for it in rec["knowmem"]} == {"qa"}
+    texts = {it.answer for it in trained}
+    scored_qa = set()
+    for it in rec["knowmem"]:
+        scored_qa |= {it.question, it.answer, it.question + " " + it.answer, it.question + it.answer}
+    assert not texts & scored_qa
+    assert not [(t, it.question) for t in texts for it in rec["knowmem"] if it.question in t]
+    assert {it.answer for it in rec["forget"]} <= set(rec["verbmem"])  # VerbMem scores the forget corpus itself
+    rows = _rows(run)
+    splits = json.loads((run / "splits.json").read_text())
+    for part in ("forget", "retain"):
+        recorded = {(it.fact_kind, it.fact_id) for it in rec[part]}
+        in_rows = {(KIND[k], i) for r in rows if r["model_kind"] == "unlearned"
+                   for k, ids in r["trained_fact_ids"][part].items() for i in ids}
+        assert recorded == in_rows, part
+    for r in rows:
+        assert r["scored_forms"] == {"knowmem": ["qa"], "verbmem": ["statement"], "mia": ["statement"]}
+        if r["model_kind"] != "unlearned":
+            continue
+        assert r["trained_forms"]["forget"] == ["statement"]
+        assert r["trained_forms"]["retain"] == (["statement"] if r["base_method"] == "npo_gdr" else [])
+        assert r["trained_fact_ids"]["forget"] == splits["requests"][r["request"]]["forget"] == r["forget_fact_ids"]
+        scored = splits["requests"]["scale-2" if r["request"] == "sustain-2" else r["request"]]
+        assert not set(r["trained_fact_ids"]["retain"]["relationships"]) & set(scored["retain_eval"]["relationships"])
+    config = json.loads((run / "config.json").read_text())
+    assert config["identity"]["training"]["version"] == 2
 
 
 def _rows(run):

@@ -384,7 +384,10 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
              (["--dtype", "bfloat16"], 'dtype: "float32" in the run, "bfloat16" now'),
              (["--prompt", "gpt2-xl"], "prompt.question_end"),
              (["--lora-r", "4"], "lora: null in the run"),
-             (["--rules", "family_paper_compat"], "rules: ")]
+             (["--rules", "family_paper_compat"], "rules: "),
+             # GA's grid runs as one 16-step run read at 1, 4 and 16 (the reference schedule, evaluate's default)
+             (["--schedule", "separate"], 'methods.ga.schedule: "reference" in the run, "<absent>" now'),
+             (["--grid", "ga=1,4,32"], "methods.ga.schedule_steps: 16 in the run, 32 now")]
     for extra, want in cases:
         capsys.readouterr()
         assert main(base + methods + ["--grid", "ga=1,4,16"] + extra) == 2, extra
@@ -410,11 +413,11 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
     # the same targets as the other settings on its curve)
     before = (run / "results.jsonl").read_text()
     fewer = [x if x != "3" else "1" for x in base]  # --n-targets 1
-    assert main(fewer + ["--methods", "ga", "--grid", "ga=2"]) == 2
+    assert main(fewer + ["--methods", "ga", "--grid", "ga=2,16"]) == 2
     assert "adding grid values to ga needs every target of the run" in capsys.readouterr().err
     assert (run / "results.jsonl").read_text() == before
-    # only the new value's rows are computed, and the addition is recorded
-    assert main(base + ["--methods", "ga", "--grid", "ga=2,4"]) == 0
+    # only the new value's rows are computed (read off a run of the same 16 steps), and the addition is recorded
+    assert main(base + ["--methods", "ga", "--grid", "ga=2,4,16"]) == 0
     rows = _rows(run)
     assert len(rows) == 18 + 3 and {(r["method"], r["setting"]["steps"]) for r in rows[18:]} == {("ga", 2)}
     cfg = json.loads((run / "config.json").read_text())
@@ -428,7 +431,8 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
 @pytest.mark.parametrize("method,param,value", [("ga", "steps", 4), ("tv", "alpha", 5.0)])
 def test_a_row_depends_on_its_own_grid_value_only(eval_run, small_kb, finetuned, tmp_path, method, param, value):
     """What makes grids extendable: the rows of one grid value, computed alone on resume, equal those computed in
-    the sweep over the whole grid (a gradient method's T, and TV's α after the grid's other α)."""
+    the sweep over the whole grid (a gradient method's T, read off a run of the grid's 16 steps under the reference
+    schedule, and TV's α after the grid's other α)."""
     import shutil
 
     run = tmp_path / "run"
@@ -439,7 +443,7 @@ def test_a_row_depends_on_its_own_grid_value_only(eval_run, small_kb, finetuned,
     (run / "results.jsonl").write_text("".join(x + "\n" for x in full if x not in middle))
     assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
                  "--resume", "--n-targets", "3", "--device", "cpu", "--methods", method, "--grid",
-                 f"{method}={value:g}"]) == 0
+                 "ga=1,4,16" if method == "ga" else f"{method}={value:g}"]) == 0
     again = [x for x in (run / "results.jsonl").read_text().splitlines() if x not in full]
     strip = lambda rs: sorted(json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")},  # noqa: E731
                                          sort_keys=True) for x in rs)
@@ -495,9 +499,10 @@ def test_scope_minimum_strong_setting_makes_target_underivable(small_kb, lm):
     from dukb.solver.mdus import is_deep_unlearning_set
 
     c, tid = _target(small_kb)
-    rows = list(sweep_target(lm, small_kb, c, tid, "npo_gdr", [16], scope="minimum"))
+    # the sequence form, as the du_npo_gdr preset runs it (the logit form of ``npo_gdr`` does not aim at the answers)
+    rows = list(sweep_target(lm, small_kb, c, tid, "npo_seq_gdr", [16], scope="minimum"))
     r = rows[0]
-    assert r["method"] == "npo_gdr@minimum" and set(r["forget_set"]) <= set(r["forgotten_relationships"])
+    assert r["method"] == "npo_seq_gdr@minimum" and set(r["forget_set"]) <= set(r["forgotten_relationships"])
     # the target cannot be re-derived from what the model still knows
     assert is_deep_unlearning_set(c, [c.atom_of_fact(tid)], r["forgotten_relationships"])
     assert r["recall"] == 1.0
@@ -555,7 +560,7 @@ def test_closed_loop_success_means_the_target_is_not_derivable(small_kb, lm):
     targets = [f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0][:2]
     stopped = 0
     for t in targets:
-        for row in sweep_target(lm, small_kb, c, t, "cl_du", [1, 4, 8], seed=0):
+        for row in sweep_target(lm, small_kb, c, t, "cl_du", [1, 8, 24], seed=0):
             assert set(row["setting"]) == {"rounds", "lr", "steps_per_round"}  # equal across targets
             if row["trace"]["stopped"]:
                 stopped += 1

@@ -11,6 +11,10 @@ reference code's description, on the same inputs.
   and open-unlearning's ``mia/min_k.py`` take them.
 - Recall and accuracy on EDU-RELAT's example_for_evaluation against the benchmark's own rec_acc.pt
   (0.75, 0.25, 0.023333, 0.152299); skipped when EDU-RELAT is absent.
+- RWKU's neighbours (must not involve the target) against a plain-python cone: backward search over the rule
+  instances of :func:`independent_logic.ground_instances` on the naive closure; no neighbour lies in the cone or in
+  any of the solver's minimal deep unlearning sets (on generated KBs, and on EDU-RELAT's 55 targets, where the old
+  neighbours put 691 of 981 facts in a minimal set).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import pandas as pd
 import pytest
 
 from independent_logic import closure as ref_closure
-from independent_logic import family_tree_facts, parse_raw_rules, reference_recall
+from independent_logic import family_tree_facts, ground_instances, parse_raw_rules, reference_recall
 
 
 # -- the trade-off rule ------------------------------------------------------------------------------------------
@@ -253,3 +257,69 @@ def test_recall_accuracy_on_the_benchmark_example(edu_relat_dir):
 
     assert all(is_minimal(c, [c.atom_of_fact(272)], s) for s in res.sets)
     assert not any(set(a) < set(b) for a, b in itertools.permutations(res.sets, 2))
+
+
+# -- RWKU's neighbours and the target's cone ---------------------------------------------------------------------
+def plain_cone(facts: dict, genders: dict, rules, target) -> set[int]:
+    """fact_ids of the KB facts with a path of rule instances to ``target`` (a triple), the target included: a
+    backward search over every instance of the naive closure (no dukb.solver code)."""
+    full = ref_closure(facts.values(), genders, rules)
+    by_head: dict = {}
+    for head, body in ground_instances(full, genders, rules):
+        by_head.setdefault(head, []).append(body)
+    seen, todo = {target}, [target]
+    while todo:
+        for body in by_head.get(todo.pop(), ()):
+            for b in body:
+                if b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+    return {fid for fid, t in facts.items() if t in seen}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rwku_neighbours_avoid_a_plain_python_cone(seed):
+    from dukb.kb.generate import generate
+    from dukb.neural.metrics.rwku import cone_ids, neighbour_facts
+    from dukb.solver.closure import compute_closure
+    from dukb.solver.mdus import minimal_sets
+
+    kb, _ = generate(16, seed=seed)
+    closure = compute_closure(kb, "family")
+    facts = {f.fact_id: (f.subject, f.relation, f.object) for f in kb.relationships}
+    genders = {p.name: p.gender for p in kb.people.values()}
+    rules = parse_raw_rules(rule_set="family")
+    dropped_any = False
+    for t in random.Random(seed).sample(sorted(facts), 8):
+        cone = plain_cone(facts, genders, rules, facts[t])
+        assert cone_ids(closure, [t]) == sorted(cone)
+        nb = neighbour_facts(kb, [t], cone)
+        people = {facts[t][0], facts[t][2]}
+        near = {i for i, (s, _r, o) in facts.items() if i != t and (s in people or o in people)}
+        assert set(nb["relationships"]) == near - cone and set(nb["dropped"]) == near & cone
+        for u in minimal_sets(closure, [closure.atom_of_fact(t)], "exact").sets:
+            assert set(u) <= cone and not set(u) & set(nb["relationships"])
+        dropped_any |= bool(nb["dropped"])
+    assert dropped_any  # the cone does take neighbours away
+
+
+def test_rwku_neighbours_on_edu_relat_lie_in_no_minimal_set(edu_relat_dir, edu_relat_target_ids):
+    """On EDU-RELAT's 55 targets the neighbours of the forget fact's people put 691 of 981 facts in a minimal deep
+    unlearning set of their target; outside the cone, none."""
+    from dukb.kb import load_kb
+    from dukb.neural.metrics.rwku import cone_ids, neighbour_facts
+    from dukb.solver.closure import compute_closure
+    from dukb.solver.mdus import minimal_sets
+
+    kb = load_kb(edu_relat_dir)
+    closure = compute_closure(kb, "family")
+    before = inside = after = 0
+    for t in edu_relat_target_ids:
+        union = set().union(*map(set, minimal_sets(closure, [closure.atom_of_fact(t)], "exact").sets))
+        old = neighbour_facts(kb, [t])["relationships"]
+        new = neighbour_facts(kb, [t], cone_ids(closure, [t]))
+        before += len(old)
+        inside += len(union & set(old))
+        after += len(union & set(new["relationships"]))
+        assert set(new["relationships"]) | set(new["dropped"]) == set(old)
+    assert (before, inside, after) == (981, 691, 0)

@@ -17,8 +17,9 @@ from dukb.neural.methods import (DOCUMENT_METHODS, METHODS, PRESETS, get_method,
 from dukb.neural.train import TrainConfig, build_optimizer, chunked, steps_per_epoch, train_loop  # noqa: E402
 from dukb.solver.scopes import FORGET_SCOPES  # noqa: E402
 
-EXPECTED = {"ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "kl", "kl_gdr", "kl_klr", "tv", "whp", "cl_du",
-            "cl_du_fixed", "cl_du_noselect", "cl_du_noneighbour", "simnpo", "simnpo_gdr", "po", "rt", "dpo",
+EXPECTED = {"ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "npo_seq", "npo_seq_gdr", "npo_seq_klr", "kl",
+            "kl_gdr", "kl_klr", "tv", "whp", "cl_du",
+            "cl_du_fixed", "cl_du_noselect", "cl_du_noneighbour", "cl_du_multiform", "cl_du_strict", "simnpo", "simnpo_gdr", "po", "rt", "dpo",
             "dpo_refusal", "icu", "repe"}
 
 

@@ -14,6 +14,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from dukb.neural.rwku import AA_KINDS, neighbour_facts, rwku_fields  # noqa: E402
 
 
+#: the fact-id dicts' keys -> probe fact kinds
+KIND = {"relationships": "relationship", "biographies": "biography"}
+
+
 @pytest.fixture()
 def family(kb_builder):
     return kb_builder({"A": "male", "B": "female", "C": "male", "D": "female", "E": "male"},
@@ -23,8 +27,27 @@ def family(kb_builder):
 
 def test_neighbours_are_the_other_facts_about_the_forget_facts_people(family):
     # forget fact 0 (A wife B): people A, B; their other relationships 1 (B-A) and 2 (C father A); A's biography
-    assert neighbour_facts(family, [0]) == {"relationships": [1, 2], "biographies": [0]}
-    assert neighbour_facts(family, [3]) == {"relationships": [], "biographies": [1]}
+    assert neighbour_facts(family, [0]) == {"relationships": [1, 2], "biographies": [0], "dropped": []}
+    assert neighbour_facts(family, [3]) == {"relationships": [], "biographies": [1], "dropped": []}
+
+
+def test_neighbours_leave_out_the_targets_cone(family):
+    """RWKU's neighbours "must not involve the target": a fact that can derive the target (its cone) is dropped and
+    recorded; the cone's facts are scored in no group."""
+    from dukb.neural.metrics.rwku import cone_ids
+    from dukb.solver.closure import compute_closure
+
+    closure = compute_closure(family)
+    cone = cone_ids(closure, [0])
+    # "B is A's wife" (fact 0) follows from "A is B's husband" (fact 1); fact 2 (C father A) takes part in rule
+    # instances that reach it too (the father/mother/child/husband rules); D and E (fact 3) are another family
+    assert cone == [0, 1, 2]
+    assert neighbour_facts(family, [0], cone) == {"relationships": [], "biographies": [0], "dropped": [1, 2]}
+    assert neighbour_facts(family, [0], [0, 1]) == {"relationships": [2], "biographies": [0], "dropped": [1]}
+    rows = [("qa", "relationship", 1, 1.0), ("qa", "relationship", 2, 0.5), ("qa", "relationship", 3, 0.25)]
+    df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "rouge_l"])
+    out = rwku_fields(df, family, [0], neighbour_facts(family, [0], [0, 1]), {"fm": {}, "rm": {}}, cone=[0, 1])
+    assert out["rouge_neighbour_qa"] == 0.5 and out["rouge_distant_qa"] == 0.25  # fact 1: neither
 
 
 def test_rwku_fields_by_hand(family):
@@ -47,6 +70,44 @@ def test_rwku_fields_by_hand(family):
     assert set(AA_KINDS) >= set(out["rouge_forget_aa_by_kind"])
 
 
+#: what the module's `dukb rwku` run trained and scored, recorded by wrapping the unlearning context (every item a
+#: method is given to train on) and the scoring functions (every probe and MIA member): run dir -> record
+RECORDED: dict = {}
+
+
+def record_training_and_scoring(mp, rec: dict) -> None:
+    """Wrap UnlearnContext (forget and retain items), probe (probe items) and the QA MIA scorer (FM and RM members)
+    so that ``rec`` receives every item trained and scored while ``rec["open"]`` is true."""
+    import dukb.neural.methods as methods
+    import dukb.neural.probe as probe_mod
+    import dukb.neural.protocol  # noqa: F401  (imported before the wrapping: they bind the real functions)
+    import dukb.neural.rwku as rwku_mod
+    import dukb.neural.unlearn  # noqa: F401
+
+    real_ctx, real_probe, real_mia = methods.UnlearnContext, probe_mod.probe, rwku_mod.qa_mia_scores
+
+    def keep(key, items):
+        if rec.get("open"):
+            rec.setdefault(key, []).extend(items)
+
+    def ctx(lm, forget, retain=(), *a, **kw):
+        keep("forget", forget)
+        keep("retain", retain)
+        return real_ctx(lm, forget, retain, *a, **kw)
+
+    def probe(pred, items, *a, **kw):
+        keep("probed", items)
+        return real_probe(pred, items, *a, **kw)
+
+    def mia(pred, items, *a, **kw):
+        keep("mia", items)
+        return real_mia(pred, items, *a, **kw)
+
+    mp.setattr(methods, "UnlearnContext", ctx)
+    mp.setattr(probe_mod, "probe", probe)
+    mp.setattr(rwku_mod, "qa_mia_scores", mia)
+
+
 @pytest.fixture(scope="module")
 def rwku_run(tmp_path_factory):
     from dukb.cli.main import main
@@ -54,9 +115,13 @@ def rwku_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("rwku") / "run"
     kb_dir = out.parent / "kb"  # a generated KB ("done when": end to end on a generated KB)
     assert main(["generate", "--people", "30", "--seed", "3", "-o", str(kb_dir)]) == 0
-    args = ["rwku", "--kb", str(kb_dir), "--n-targets", "2", "--methods", "ga,npo_gdr", "--grid", "ga=2,8",
-            "--grid", "npo_gdr=32", "--batch-sizes", "2", "--device", "cpu", "-o", str(out)]
-    assert main(args) == 0
+    args = ["rwku", "--kb", str(kb_dir), "--n-targets", "2", "--methods", "ga,npo_gdr,repe", "--grid", "ga=2,8",
+            "--grid", "npo_gdr=32", "--grid", "repe=1", "--batch-sizes", "2", "--device", "cpu", "-o", str(out)]
+    rec = RECORDED.setdefault(str(out), {"open": True})
+    with pytest.MonkeyPatch.context() as mp:
+        record_training_and_scoring(mp, rec)
+        assert main(args) == 0
+    rec["open"] = False
     return out, args
 
 
@@ -75,11 +140,21 @@ def test_rwku_end_to_end(rwku_run):
             assert 0 <= r[k] <= 1
         assert set(r["mia_auc_fm_rm"]) == {"loss", "zlib", "mink", "minkpp"}
         assert r["neighbour_fact_ids"] == reqs[r["request"]]["neighbours"]
+        assert r["neighbours_dropped"] == len(reqs[r["request"]]["neighbours"]["dropped"])
+        assert not set(r["neighbour_fact_ids"]["relationships"]) & set(reqs[r["request"]]["cone"])
+        assert r["scored_forms"]["mia"] == ["qa"] and {"qa", "cloze"} <= set(r["scored_forms"]["probes"])
         if r["model_kind"] == "before":
             if ft_acc == 1.0:  # a model that knows every fact has forgotten none
                 assert r["recall"] == 0.0 and r["rouge_forget_qa"] == 1.0
         else:
             assert not set(r["retain_fact_ids"]["relationships"]) & set(r["forget_set"])
+            assert r["trained_forms"]["forget"] == ["description"]
+            assert r["trained_fact_ids"]["forget"] == {"relationships": sorted(r["forget_set"]), "biographies": []}
+            assert r["trained_fact_ids"]["retain"] == r["retain_fact_ids"]
+            assert (r["trained_forms"]["retain"] == ["description"]) == (r["base_method"] == "npo_gdr")
+            near = set(reqs[r["request"]]["cone"]) | set(r["neighbour_fact_ids"]["relationships"])
+            assert not set(r["retain_fact_ids"]["relationships"]) & near  # retain data: distant facts only
+    assert sum(reqs[n]["neighbours"]["dropped"] != [] for n in reqs) >= 1  # the cone does take neighbours away
     # NPO_GDR at 32 steps forgets the forget QA (measured on this KB: F-QA ROUGE 0.0 for every request at 16 and 32
     # steps with 1 and with 2 threads; at 8 steps one target kept 1.0 with 2 threads)
     strong = [r for r in rows if r.get("method") == "npo_gdr"]
@@ -105,19 +180,20 @@ def test_rwku_resume(rwku_run, capsys):
 
 def test_evaluate_metrics_reproduce_the_rwku_rows(rwku_run, tmp_path):
     """`dukb evaluate --metrics ...,knowmem,verbmem,rwku_rouge,mia_fm_rm` adds MUSE's and RWKU's metrics to the
-    deep-unlearning protocol; for the same finetuned model, target, method and setting the RWKU fields equal those
-    of `dukb rwku`'s row."""
+    deep-unlearning protocol; for the same finetuned model, target and method the RWKU fields equal those of
+    `dukb rwku`'s row. The method is RepE, which trains nothing and steers with the same people's names in both
+    protocols (the gradient methods train on the forget QA in `dukb evaluate` and on the description corpus in
+    `dukb rwku`), and evaluate's neighbours leave out the target's cone as rwku's do."""
     from dukb.cli.main import main
 
     run, _ = rwku_run
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
-    ref = next(r for r in rows if r["request_kind"] == "single" and r.get("method") == "ga"
-               and r["setting"]["steps"] == 8)
+    ref = next(r for r in rows if r["request_kind"] == "single" and r.get("method") == "repe")
     tfile = tmp_path / "t.txt"
     tfile.write_text(f"{ref['targets'][0]}\n")
     out = tmp_path / "ev"
     assert main(["evaluate", "--kb", str(run.parent / "kb"), "--finetuned", str(run / "finetuned"), "--targets-file", str(tfile),
-                 "--methods", "ga", "--grid", "ga=8", "--metrics", "recall,knowmem,verbmem,rwku_rouge,mia_fm_rm",
+                 "--methods", "repe", "--grid", "repe=1", "--metrics", "recall,knowmem,verbmem,rwku_rouge,mia_fm_rm",
                  "--device", "cpu", "-o", str(out)]) == 0
     (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     for k in ("rouge_forget_qa", "rouge_forget_fb", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_all",
@@ -140,3 +216,88 @@ def test_retain_train_facts_are_scored_in_no_group(family):
     honest = rwku_fields(df, family, [0], neighbour_facts(family, [0]), mia,
                          exclude={"relationships": [1, 3], "biographies": []})
     assert honest["rouge_neighbour_qa"] == 0.0 and honest["rouge_distant_qa"] == 1.0
+
+
+def test_rwku_trains_nothing_it_scores(rwku_run):
+    """RWKU unlearns from a synthetic description corpus and keeps every probe and MIA member for evaluation: the
+    exact texts the methods were given to train on (recorded by wrapping the unlearning context) share no string
+    with any probe's question, answer or prompt + answer, or any FM/RM member, that the run scored (recorded by
+    wrapping the scorers); the statement sentence (the cloze prompt with its answer) is never trained either. The
+    rows' ``trained_fact_ids`` are what was trained."""
+    from dukb.kb import load_kb
+    from dukb.kb.probes import fact_statements
+
+    run, _ = rwku_run
+    rec = RECORDED[str(run)]
+    trained = rec["forget"] + rec["retain"]
+    assert rec["forget"] and rec["retain"] and rec["probed"] and rec["mia"]
+    assert {it.kind for it in trained} == {"text"} and all(it.question == "" for it in trained)
+    texts = {it.answer for it in trained}
+    scored = set()
+    for it in rec["probed"] + rec["mia"]:
+        scored |= {it.question, it.answer, it.question + " " + it.answer, it.question + it.answer}
+    assert not texts & scored
+    # nor does a trained text contain a scored question, or a scored question contain a trained text
+    questions = {it.question for it in rec["probed"] + rec["mia"]}
+    assert not [(t, q) for t in texts for q in questions if q in t or t in q]
+    kb = load_kb(run.parent / "kb")
+    assert not texts & set(fact_statements(kb).values())
+    # the rows name the facts whose descriptions were trained
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    for part in ("forget", "retain"):
+        recorded = {(it.fact_kind, it.fact_id) for it in rec[part]}
+        in_rows = {(KIND[k], i) for r in rows if r["model_kind"] == "unlearned"
+                   for k, ids in r["trained_fact_ids"][part].items() for i in ids}
+        assert recorded == in_rows, part
+
+
+def test_rwku_refuses_methods_that_train_on_questions(capsys, tmp_path):
+    """RT, DPO, PO and closed-loop deep unlearning train on questions about the forget facts, which RWKU keeps for
+    evaluation: refused before anything runs."""
+    from dukb.cli.main import main
+
+    for m in ("rt", "dpo"):
+        assert main(["rwku", "--kb", "demo", "--methods", m, "--batch-sizes", "", "--device", "cpu", "-o",
+                     str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err
+        assert m in err and "text corpus" in err
+        assert not (tmp_path / "run").exists()
+
+
+def test_the_tiny_vocabulary_covers_the_description_corpus(family):
+    """The tiny tokenizer is word-level: a model built for the QA forms alone (`dukb evaluate`'s) maps description
+    words to [UNK], and `dukb rwku --finetuned` refuses it; built with the plain texts (as `dukb rwku` finetunes) it
+    knows every description word."""
+    from dukb import InputError
+    from dukb.neural.data import kb_descriptions, vocabulary_texts
+    from dukb.neural.models import build_tokenizer
+    from dukb.neural.rwku import _check_covers
+    from dukb.neural.spec import PROMPT_PRESETS
+
+    tags = PROMPT_PRESETS["tiny"]
+    corpus = kb_descriptions(family)
+    assert len(corpus) == 3 * (len(family.relationships) + len(family.biographies))
+    with pytest.raises(InputError, match="description corpus"):
+        _check_covers(build_tokenizer(vocabulary_texts(family, tags)), corpus, "model")
+    _check_covers(build_tokenizer(vocabulary_texts(family, tags, statements=True)), corpus, "model")
+
+
+def test_a_run_that_trained_on_the_probes_is_not_resumed(rwku_run, tmp_path, capsys):
+    """The training data is part of the run identity (``rwku.training``, version 2): a run made when unlearning
+    trained on the forget QA (no such entry) is refused, not mixed with rows trained on the descriptions."""
+    import shutil
+
+    from dukb.cli.main import main
+
+    run, args = rwku_run
+    config = json.loads((run / "config.json").read_text())
+    assert config["identity"]["rwku"]["training"]["version"] == 2
+    assert json.loads((run / "finetuned" / "finetune.json").read_text())["identity"]["items"] == ["qa", "description"]
+    old = tmp_path / "old"
+    shutil.copytree(run, old, ignore=shutil.ignore_patterns("finetuned", "run.lock"))
+    del config["identity"]["rwku"]["training"]
+    (old / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    assert main(args[:-1] + [str(old), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "rwku" in err and "training" in err

@@ -39,6 +39,8 @@ class UnlearnContext:
             :func:`gradient_sweep` (None: uncontrolled, the grid is the number of steps).
         layers: optional inclusive range (first, last) of transformer blocks: partial-layer finetuning (RWKU,
             Jin et al. 2024, App. H: e.g. layers 0-3), every other parameter frozen (gradient methods).
+        schedule: optional :class:`SweepSchedule`: how :func:`gradient_sweep` runs a grid of step counts (None:
+            "separate", each T its own run from θ₀; "reference": Eval-DU's one checkpointed run).
         kb, closure, target, sets, items: the symbolic plan, for methods that consult the solver while they
             unlearn (closed-loop deep unlearning): the KB, its closure, the target's fact_id, its minimal deep
             unlearning sets (lists of fact_ids) and the KB's QA items. None for the other methods' callers.
@@ -59,12 +61,83 @@ class UnlearnContext:
     items: list[QAItem] | None = None
     control: "Control | None" = None
     layers: tuple[int, int] | None = None
+    schedule: "SweepSchedule | None" = None
 
     @property
     def family(self) -> str:
         """Preset family of the model (tiny, smollm2, gpt2-xl, phi, llama, generic): selects presets
         (:attr:`dukb.neural.spec.ModelSpec.preset_family`)."""
         return self.lm.spec.preset_family
+
+
+#: how :func:`gradient_sweep` runs a grid of step counts T (``dukb evaluate --schedule``)
+SWEEP_SCHEDULES = ("separate", "reference")
+#: Eval-DU's unlearning run (wrh14/deep_unlearning forget.py, TrainingArguments): ``warmup_steps=max(1,
+#: steps_per_epoch)`` = 1 (one step per epoch: the one target fact, batch 1 on each of 2 GPUs),
+#: ``lr_scheduler_type="linear"`` over ``max_steps`` = the largest T, ``weight_decay`` 0.01
+#: (config/forget_family.yaml), AdamW (``optim="paged_adamw_32bit"``).
+REFERENCE_WARMUP_STEPS = 1
+REFERENCE_WEIGHT_DECAY = 0.01
+
+
+@dataclass(frozen=True)
+class SweepSchedule:
+    """How :func:`gradient_sweep` runs an uncontrolled grid of step counts T.
+
+    - ``separate`` (dukb's earlier default; still that of ``dukb unlearn``, muse, rwku and control): each T is its
+      own run from θ₀, its learning rate decaying linearly from ``lr`` to 0 over those T steps, no warm-up, no
+      weight decay. A row depends on its own T alone.
+    - ``reference`` (Eval-DU's code; ``dukb evaluate``'s default): **one** run of N = ``steps`` steps (None: the
+      grid's largest T) from θ₀, read at every T of the grid (T = 0 is θ₀), as forget.py + unlearn_trainer.py of
+      wrh14/deep_unlearning do: HF's linear schedule with 1 warm-up step over N steps, so the learning rate of step
+      k (1-based) is **0 at step 1** (the warm-up step) and ``lr · (N − k + 1)/(N − 1)`` at k ≥ 2
+      (transformers' ``get_linear_schedule_with_warmup(opt, 1, N)``, stepped after each optimiser step);
+      AdamW (β = 0.9, 0.999, ε = 1e-8) with weight decay 0.01; checkpoints saved at global steps {1, 2, 4, 8, 16,
+      32} (unlearn_trainer.py ``evaluate``). Step 1 therefore leaves the weights at θ₀ (only Adam's moments take
+      the first gradient), and a row depends on N (recorded in its setting and in the run identity). As HF's
+      Trainer, biases and LayerNorm/RMSNorm weights get no weight decay (:func:`hf_decay_names`); as under
+      DeepSpeed (whose ds_config.json sets no ``gradient_clipping``), gradients are not clipped. The reference
+      trains in bf16 with DeepSpeed ZeRO-3 on 2 GPUs, each on the same fact (the same gradient as one process).
+
+    Attributes:
+        kind: one of :data:`SWEEP_SCHEDULES`.
+        steps: the reference run's length N (None: the grid's largest T).
+
+    Raises:
+        InputError: unknown kind, steps < 1 (``check``).
+    """
+
+    kind: str = "separate"
+    steps: int | None = None
+
+    def check(self) -> "SweepSchedule":
+        """Validate (returns self)."""
+        if self.kind not in SWEEP_SCHEDULES:
+            raise InputError(f"unknown schedule {self.kind!r} (choose from {', '.join(SWEEP_SCHEDULES)})")
+        if self.steps is not None and self.steps < 1:
+            raise InputError(f"the reference schedule's run length must be at least 1 step, got {self.steps}")
+        return self
+
+
+def hf_decay_names(model) -> set[str]:
+    """The parameters HF's Trainer applies weight decay to, by the rule of transformers 4.44 (Eval-DU's
+    environment.yml; ``Trainer.get_decay_parameter_names``): every parameter except those of LayerNorm modules
+    (``ALL_LAYERNORM_LAYERS``: ``nn.LayerNorm`` and the RMSNorm classes models register, e.g. Llama's) and those
+    whose name contains "bias"."""
+    import torch
+
+    exempt = {f"{mn}.{pn}" if mn else pn for mn, m in model.named_modules()
+              if isinstance(m, torch.nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")
+              for pn, _ in m.named_parameters(recurse=False)}
+    return {n for n, _ in model.named_parameters() if n not in exempt and "bias" not in n}
+
+
+def reference_train_config(cfg):
+    """``cfg`` (a :class:`dukb.neural.train.TrainConfig`) with Eval-DU's optimiser settings: HF's linear schedule
+    with :data:`REFERENCE_WARMUP_STEPS` warm-up step and weight decay :data:`REFERENCE_WEIGHT_DECAY` (see
+    :class:`SweepSchedule`)."""
+    return replace(cfg, schedule="linear", warmup=0.0, warmup_steps=REFERENCE_WARMUP_STEPS,
+                   weight_decay=REFERENCE_WEIGHT_DECAY)
 
 
 #: controls of excessive unlearning (Wang et al. 2024, Sec. 5)
@@ -76,7 +149,8 @@ class Control:
     """A control of excessive unlearning, applied by :func:`gradient_sweep` to any gradient method
     (Wang et al. 2024, "Unlearning with Control", Sec. 5).
 
-    - ``none``: the grid is the number of steps T; each T is its own run from θ₀ (the schedule spans T).
+    - ``none``: the grid is the number of steps T; each T is its own run from θ₀ (the schedule spans T), or under
+      the reference :class:`SweepSchedule` one run read at each T.
     - ``oc`` (objective capping, before unlearning): min −min(L_u, τ) + L_r. For any forget term, the step's
       forget term is dropped once the batch's unlearning risk L_u (the forget answers' NLL, nats per token) reaches
       τ; the grid is τ; each τ runs ``steps`` steps from θ₀. The cap is per batch (the paper does not say).
@@ -169,6 +243,9 @@ class Method(abc.ABC):
     uses_retain: bool = False
     #: the retain-train data excludes every fact of the target's cone (the method may unlearn any of them)
     retain_outside_cone: bool = False
+    #: probe forms the method asks the model while it unlearns (closed-loop deep unlearning: "qa"); with the forms of
+    #: the items it trains on they are the row's ``probe_forms_seen``, never its held-out forms
+    queried_forms: tuple = ()
 
     @abc.abstractmethod
     def sweep(self, ctx: UnlearnContext, grid=None) -> Iterator[tuple[dict, Predictor]]:
@@ -443,30 +520,40 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
     terms are logged); the learning rate decays linearly to 0 over the run (HF's linear schedule, as in the paper)
     or stays constant (``schedule="constant"``). ``ctx.control`` (:class:`Control`) decides what the grid means:
     uncontrolled (and ES) the number of steps T, OC the cap τ, MM the mixing weight α. ``ctx.layers`` restricts
-    training to a block range.
+    training to a block range. Uncontrolled, ``ctx.schedule`` (:class:`SweepSchedule`) decides how the steps are
+    run: "separate" (default) runs each T from θ₀ with the rate decaying over those T steps; "reference" runs once
+    for N steps with Eval-DU's warm-up, decay over N and weight decay (:func:`reference_train_config`) and reads
+    the weights at each T.
 
     Yields:
-        (setting, predictor); setting holds steps and lr, and for a control: control, tau / alpha, es_steps.
+        (setting, predictor); setting holds steps and lr, and for a control: control, tau / alpha, es_steps; under
+        the reference schedule: schedule ("reference") and schedule_steps (N).
         ``predictor.meta["risk_curve"]`` holds the run's per-step loss_forget, unlearning_risk and loss_retain
         lists (Wang et al. 2024, Fig. 1).
 
     Raises:
         InputError: a control needs what the method does not report (OC: the unlearning risk), a bad layer range,
-            an MM α outside [0, 1], an ES step beyond ``control.steps``.
+            an MM α outside [0, 1], an ES step beyond ``control.steps``, a reference-schedule T beyond its N, the
+            reference schedule with a control.
 
     Source: Wu et al. 2025, App. H (unlearning steps T ∈ {1, 2, 4, 8, 16}, AdamW, linear schedule); Wang et al.
-    2024, Sec. 5 (OC, ES, MM); Jin et al. 2024 (RWKU), App. H (partial-layer finetuning).
+    2024, Sec. 5 (OC, ES, MM); Jin et al. 2024 (RWKU), App. H (partial-layer finetuning); wrh14/deep_unlearning
+    forget.py and unlearn_trainer.py (the reference schedule, :class:`SweepSchedule`).
     """
     from dukb.neural.train import TrainConfig, train_loop
 
     control = (ctx.control or Control()).check()
+    sched = (ctx.schedule or SweepSchedule()).check()
+    if sched.kind == "reference" and control.kind != "none":
+        raise InputError(f"the reference schedule is for uncontrolled sweeps; the {control.kind} control runs its own")
     state = WeightState(ctx.lm, ctx.lora, ctx.seed)
     frozen_before = {id(p) for p in state.model.parameters() if not p.requires_grad}
     forget_batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
     cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(ctx.forget), schedule=schedule, seed=ctx.seed)
 
-    def run(T: int, tau: float | None = None, checkpoints=()) -> tuple[dict, dict]:
-        """T steps from θ₀; returns (risk curve, {step: trainable snapshot} at ``checkpoints``)."""
+    def run(T: int, tau: float | None = None, checkpoints=(), tcfg=cfg, decay=None) -> tuple[dict, dict]:
+        """T steps from θ₀ (optimiser settings ``tcfg``; with ``decay``, a set of parameter names, weight decay on
+        those alone); returns (risk curve, {step: trainable snapshot} at ``checkpoints``)."""
         state.reset()
         if T == 0:  # θ₀ itself
             return {}, {}
@@ -484,7 +571,12 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
                 snaps[e] = {n: p.detach().to("cpu", copy=True) for n, p in named}
             return False
 
-        rec = train_loop(state.model, [p for _, p in named], replace(cfg, epochs=T),
+        params = [p for _, p in named]
+        if decay is not None:  # AdamW parameter groups: HF's, the exempt ones without weight decay
+            groups = [{"params": [p for n, p in named if n in decay]},
+                      {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
+            params = [g for g in groups if g["params"]]
+        rec = train_loop(state.model, params, replace(tcfg, epochs=T),
                          lambda e: [[batches[e - 1]]], loss_fn, total_steps=T, after_epoch=after)
         for p in state.model.parameters():  # undo the partial-layer freeze
             if id(p) not in frozen_before:
@@ -497,8 +589,26 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
         pred.meta["risk_curve"] = curve
         return setting, pred
 
+    def read_at(n: int, what: str, extra: dict, **run_kw):
+        """One run of ``n`` steps, its model read at each T of the grid (checkpoints)."""
+        steps = sorted({int(T) for T in grid})
+        if steps and steps[-1] > n:
+            raise InputError(f"{what} at step {steps[-1]} of a {n}-step run")
+        curve, snaps = run(n, checkpoints=set(steps), **run_kw)
+        named = select_layers(state.model, ctx.layers)
+        for T in steps:
+            if T == 0:
+                state.reset()
+            else:
+                mix_weights(named, snaps[T], snaps[T], 1.0)
+            yield out({"steps": T, "lr": lr, **extra}, {k: v[:T] for k, v in curve.items()})
+
     try:
-        if control.kind == "none":
+        if control.kind == "none" and sched.kind == "reference":  # one run of N steps, read at each T
+            n = sched.steps or max((int(T) for T in grid), default=0)
+            yield from read_at(n, "the reference schedule", {"schedule": "reference", "schedule_steps": n},
+                               tcfg=reference_train_config(cfg), decay=hf_decay_names(state.model))
+        elif control.kind == "none":
             for T in grid:
                 curve, _ = run(int(T))
                 yield out({"steps": int(T), "lr": lr}, curve)
@@ -507,19 +617,7 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
                 curve, _ = run(control.steps, tau=float(tau))
                 yield out({"steps": control.steps, "lr": lr, "control": "oc", "tau": float(tau)}, curve)
         elif control.kind == "es":
-            steps = sorted({int(T) for T in grid})
-            t_max = control.steps
-            if steps and steps[-1] > t_max:
-                raise InputError(f"early stopping at step {steps[-1]} of a {t_max}-step run")
-            curve, snaps = run(t_max, checkpoints=set(steps))
-            named = select_layers(state.model, ctx.layers)
-            for T in steps:
-                if T == 0:
-                    state.reset()
-                else:
-                    mix_weights(named, snaps[T], snaps[T], 1.0)
-                yield out({"steps": T, "lr": lr, "control": "es", "es_steps": t_max},
-                          {k: v[:T] for k, v in curve.items()})
+            yield from read_at(control.steps, "early stopping", {"control": "es", "es_steps": control.steps})
         else:  # mm
             curve, snaps = run(control.steps, checkpoints={control.steps})
             end = snaps[control.steps]

@@ -39,6 +39,16 @@ from dukb.neural.methods.retain import gdr_loss
 
 #: optimiser steps per round
 STEPS_PER_ROUND = 2
+#: CL-DU's learning rates per model family: GA's (:data:`dukb.neural.methods.ga.GA_LR`) except the tiny model's
+#: 1e-4. Chosen on a development KB (``dukb generate --people 100 --seed 1``, 22 targets drawn by the run; lr 1e-3,
+#: 5e-4, 2e-4, 1e-4, recall and accuracy on the qa form; bench/RESULTS.md) before any EDU-RELAT run: with the tiny
+#: model finetuned at lr 1e-3, GA's 1e-3 costs accuracy 0.46 at recall 1 where 1e-4 keeps 0.93.
+CL_LR = {**GA_LR, "tiny": 1e-4}
+#: ``cl_du_strict``: a fact stays known in the loop while its gold answer's mean log-probability per token is at
+#: least log 0.1 (a geometric-mean token probability of 10%), fixed before any run
+STRICT_LOGPROB = -2.302585
+#: the forms ``cl_du_multiform`` asks and unlearns: the paper's question and two other phrasings of it
+MULTIFORM_FORMS = ("qa", "paraphrase", "cloze")
 ROUNDS_GRID = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
@@ -118,17 +128,31 @@ class ClosedLoopDeepUnlearning(Method):
     uses_retain = True
     retain_outside_cone = True
 
-    def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND):
-        if variant not in (None, "fixed", "noselect", "noneighbour"):
+    def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND,
+                 forms: tuple[str, ...] = ("qa",), min_logprob: float | None = None):
+        if variant not in (None, "fixed", "noselect", "noneighbour", "multiform", "strict"):
             raise ValueError(f"unknown CL-DU variant {variant!r}")
+        if variant == "multiform" and forms == ("qa",):
+            forms = MULTIFORM_FORMS
+        if variant == "strict" and min_logprob is None:
+            min_logprob = STRICT_LOGPROB
+        #: with a value, the in-loop probe also counts a fact as still known while its gold answer keeps a mean
+        #: log-probability per token ≥ this (natural log), even when greedy decoding misses it
+        self.min_logprob = min_logprob
         self.variant = variant
         self.steps_per_round = steps_per_round
+        #: the forms of the in-loop probe and of the forget data (a fact is still known when any of them elicits it)
+        self.queried_forms = tuple(forms)
         self.name = "cl_du" if variant is None else f"cl_du_{variant}"
         self.summary = {None: "closed-loop deep unlearning: unlearn the still-known facts of the cheapest minimal "
                               "set, re-probe, stop once the solver finds the target underivable",
                         "fixed": "CL-DU ablation: no closed loop (fixed steps on the initially cheapest set)",
                         "noselect": "CL-DU ablation: the set is chosen once, not re-selected each round",
                         "noneighbour": "CL-DU ablation: retain batches from all retain-train facts, not neighbours",
+                        "multiform": "CL-DU querying and unlearning several forms (" + ", ".join(self.queried_forms)
+                                     + "): a fact is still known when any of them elicits it",
+                        "strict": "CL-DU whose loop counts a fact as known until greedy decoding misses it and its "
+                                  f"answer's mean token log-prob is below {min_logprob or 0:g}",
                         }[variant]
 
     def sweep(self, ctx: UnlearnContext, grid=None):
@@ -154,17 +178,27 @@ class ClosedLoopDeepUnlearning(Method):
         atom = closure.atom_of_fact(ctx.target)
         cone = cone_of(closure, [atom])
         cone_ids = {closure.fact_ids[cone.atoms[a]] for a in cone.kb}
-        by_id = {it.fact_id: it for it in ctx.items if it.fact_kind == "relationship" and it.kind == "qa"}
-        cone_items = [by_id[f] for f in sorted(cone_ids)]
+        by_id: dict[int, list] = {}
+        for it in ctx.items:
+            if it.fact_kind == "relationship" and it.kind in self.queried_forms:
+                by_id.setdefault(it.fact_id, []).append(it)
+        lacking = sorted({k for k in self.queried_forms} - {it.kind for its in by_id.values() for it in its})
+        if lacking:
+            raise ValueError(f"closed-loop deep unlearning queries {', '.join(lacking)}, which ctx.items lacks")
+        cone_items = [it for f in sorted(cone_ids) for it in by_id[f]]
         pool = [it for it in ctx.retain if not (it.fact_kind == "relationship" and it.fact_id in cone_ids)]
-        lr = lr_for(ctx, GA_LR)
+        lr = lr_for(ctx, CL_LR)
         rng = random.Random(ctx.seed)
         state = WeightState(ctx.lm, ctx.lora, ctx.seed)
         cfg = TrainConfig(epochs=1, lr=lr, schedule="constant", seed=ctx.seed)
         trained: list[int] = []
 
         def still_known() -> set[int]:
-            df = probe(state.predictor(), cone_items, rouge=False, logprob=False)
+            strict = self.min_logprob is not None
+            df = probe(state.predictor(), cone_items, rouge=False, logprob=strict)
+            if strict:
+                return {int(f) for f, k, lp in zip(df["fact_id"], df["known"], df["logprob"])
+                        if k or lp >= self.min_logprob}
             return {int(f) for f, k in zip(df["fact_id"], df["known"]) if k}
 
         try:
@@ -178,7 +212,7 @@ class ClosedLoopDeepUnlearning(Method):
                         stopped = True
                         break
                     chosen = choose_set(ctx.sets, known, fixed)
-                    forget = [by_id[f] for f in chosen if f in known] if closed else [by_id[f] for f in chosen]
+                    forget = [it for f in chosen if f in known or not closed for it in by_id[f]]
                     if not forget:  # nothing left to unlearn in the set (the solver check above decides)
                         stopped = True
                         break
@@ -204,12 +238,13 @@ class ClosedLoopDeepUnlearning(Method):
                     r += 1
                     if closed:
                         known = still_known()
+                pred = state.predictor()
+                pred.meta["weights_version"] = r  # rounds run: equal at two settings = the same weights
                 yield ({"rounds": target_rounds, "lr": lr, "steps_per_round": self.steps_per_round,
-                        "trace": {"rounds_run": r, "stopped": stopped, "trained_on": list(trained)}},
-                       state.predictor())
+                        "trace": {"rounds_run": r, "stopped": stopped, "trained_on": list(trained)}}, pred)
         finally:
             state.close()
 
 
-__all__ = ["ClosedLoopDeepUnlearning", "ROUNDS_GRID", "STEPS_PER_ROUND", "choose_set", "closed_loop_loss",
+__all__ = ["CL_LR", "ClosedLoopDeepUnlearning", "MULTIFORM_FORMS", "ROUNDS_GRID", "STEPS_PER_ROUND", "choose_set", "closed_loop_loss",
            "neighbours"]

@@ -1,8 +1,31 @@
-"""Negative preference optimisation (NPO; Zhang et al. 2024), and NPO_GDR / NPO_KLR.
+"""Negative preference optimisation (NPO; Zhang et al. 2024) in the two forms the papers' tables used, and their
+GDR / KLR variants. β = 0.1, f_ref the finetuned model θ₀, swept over steps T like GA with twice GA's learning rate
+(4e-5 for GPT2-XL/Phi-1.5, 2e-5 for Llama; Wu et al. 2025, App. H).
 
-L_NPO(θ) = −(2/β) E_{(x,y) ∈ forget} log σ(−β log(p_θ(y|x) / p_ref(y|x))), β = 0.1, with p(y|x) the probability of
-the whole answer and f_ref the finetuned model (Wu et al. 2025, Sec. 4 / App. H; MUSE). Swept over steps T like GA,
-with twice GA's learning rate (4e-5 for GPT2-XL/Phi-1.5, 2e-5 for Llama).
+- ``npo`` (``form="logit"``, the reference code's): what Eval-DU's and MUSE's code compute,
+
+      L = −(2/β) · mean over b, t, v of log σ(β (z_ref[b, t, v] − z_θ[b, t, v])),
+
+  with z the raw next-token **logits** (not log-probabilities), averaged flatly over every batch row b, every
+  position t of the padded sequence (prompt, answer and padding alike; labels are not used) and every vocabulary
+  entry v. Source: wrh14/deep_unlearning unlearn_trainer.py, ``CustomFamilyTrainerForgetting.compute_loss``
+  (``neg_log_ratio = outputs_f_ref_logits - outputs.logits``; ``loss = -F.logsigmoid(self.beta *
+  neg_log_ratio).mean() * 2 / self.beta``, β = 0.1), the reference logits computed once in forget.py; the same
+  two lines in swj0419/muse_bench baselines/baselines/iterative.py (``IterativeUnlearner.compute_loss``). Eval-DU's
+  data_module.py pads every QA to 500 tokens with EOS (attention mask 0) and those positions enter the mean: under
+  ``dukb evaluate --schedule reference`` dukb builds that layout (:func:`eval_du_layout`); otherwise the mean runs
+  over the batch's attended positions (MUSE's forget chunks are full windows, with no padding).
+- ``npo_seq`` (``form="sequence"``, the NPO paper's): per answer, with p(y|x) the probability of the whole answer,
+
+      L = −(2/β) · mean over answers of log σ(−β log(p_θ(y|x) / p_ref(y|x))),
+
+  Zhang et al. 2024, Eq. 3 (their code: licong-lin/negative-preference-optimization TOFU/dataloader.py, the summed
+  answer NLL per sequence); Eval-DU's paper text (Wu et al. 2025, App. H) writes this form; RWKU's code
+  (jinzhuoran/RWKU LLaMA-Factory/src/llmtuner/train/npo/trainer.py) computes it too.
+- RESTOR's token-level form (Rezaei et al., Sec. 3.3), for document unlearning, is :func:`npo_token_loss`, reached
+  through :meth:`NPO.forget_loss` with ``level="token"``.
+
+At θ = f_ref every form equals (2/β) log 2.
 """
 
 from __future__ import annotations
@@ -13,6 +36,10 @@ from dukb.neural.scoring import forward_logits, sequence_logprob, token_logprobs
 
 NPO_LR = {"gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "generic": 4e-5, "tiny": 2e-3, "smollm2": 2e-5}
 BETA = 0.1
+#: NPO's forms: "logit" (Eval-DU's and MUSE's code, ``npo``), "sequence" (the NPO paper, ``npo_seq``)
+NPO_FORMS = ("logit", "sequence")
+#: Eval-DU's forget sequences are padded to this many tokens (data_module.py, ``max_length=500`` in forget.py)
+EVAL_DU_LENGTH = 500
 
 
 def npo_loss(logp, ref_logp, beta: float = BETA, mask=None):
@@ -20,8 +47,8 @@ def npo_loss(logp, ref_logp, beta: float = BETA, mask=None):
 
         L_NPO = (2/β) · mean over units of −log σ(−β (log p_θ − log p_ref)) = (2/β) · mean log(1 + (p_θ/p_ref)^β).
 
-    - sequence level (``mask`` None): a unit is an answer, ``logp`` [B] its summed log-probability (Wu et al. 2025,
-      App. H; MUSE);
+    - sequence level (``mask`` None): a unit is an answer, ``logp`` [B] its summed log-probability (``npo_seq``;
+      Zhang et al. 2024 and their code; Wu et al. 2025, App. H, text; RWKU's code);
     - token level (``mask`` [B, T]): a unit is a token, ``logp`` [B, T]; averaged over the tokens of each sequence,
       then over sequences with at least one token (RESTOR, Rezaei et al., Sec. 3.3).
 
@@ -84,19 +111,110 @@ def npo_token_loss(logits, ref_logits, labels, beta: float = BETA):
     return npo_forget_loss(logits, ref_logits, labels, beta, "token")
 
 
+def npo_logit_loss(logits, ref_logits, beta: float = BETA, mask=None):
+    """NPO as Eval-DU's and MUSE's code compute it, on raw logits:
+
+        L = −(2/β) · mean over (b, t, v) of log σ(β (z_ref[b, t, v] − z_θ[b, t, v])).
+
+    Source: wrh14/deep_unlearning unlearn_trainer.py (``neg_log_ratio = outputs_f_ref_logits - outputs.logits``;
+    ``loss = -F.logsigmoid(self.beta * neg_log_ratio).mean() * 2 / self.beta``); swj0419/muse_bench
+    baselines/baselines/iterative.py (the same two lines). The mean is flat over every element of the [B, L, V]
+    tensor: rows, positions (prompt, answer, padding) and vocabulary entries; labels play no part.
+
+    Args:
+        logits: [B, L, V] of θ; ref_logits: [B, L, V] of f_ref (detached here).
+        beta: β > 0.
+        mask: optional [B, L] of the positions to average over (1/True: kept); None: every position, as the
+            reference code does.
+
+    Returns:
+        Scalar tensor; (2/β) log 2 at θ = f_ref.
+
+    Raises:
+        InputError: beta <= 0.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from dukb import InputError
+
+    if beta <= 0:
+        raise InputError(f"NPO's beta must be > 0, got {beta}")
+    dt = torch.promote_types(logits.dtype, torch.float32)  # bf16/fp16 logits in fp32, fp64 kept
+    per = -F.logsigmoid(beta * (ref_logits.detach().to(dt) - logits.to(dt)))
+    if mask is None:
+        return (2.0 / beta) * per.mean()
+    m = mask.to(per.dtype).unsqueeze(-1)
+    return (2.0 / beta) * (per * m).sum() / (m.sum() * per.shape[-1]).clamp(min=1)
+
+
+def eval_du_layout(batch, eos_id: int, length: int = EVAL_DU_LENGTH) -> dict:
+    """An :func:`dukb.neural.data.encode_qa` batch (left-padded) laid out as Eval-DU's data_module.py lays out a
+    forget QA: the row's tokens from position 0, then EOS up to ``length`` positions with attention mask 0 (the
+    answer's closing EOS is the first of them: Eval-DU puts it in the labels, not in the attended input), position
+    ids 0..length−1. A row longer than ``length`` keeps all its tokens (Eval-DU would truncate it).
+
+    Source: wrh14/deep_unlearning data_module.py, ``convert_raw_data_to_model_format`` (``pad_input_ids =
+    encoded['input_ids'] + [tokenizer.eos_token_id] * pad_length``, ``pad_attention_mask = encoded['attention_mask']
+    + [0] * pad_length``, ``label = encoded['input_ids'] + [tokenizer.eos_token_id] + [-100] * (pad_length-1)``).
+
+    Args:
+        batch: dict with input_ids, attention_mask, labels [B, L].
+        eos_id: the EOS token id (the padding token); length: the padded length.
+
+    Returns:
+        dict with input_ids, attention_mask, labels, position_ids [B, max(length, longest row)].
+    """
+    import torch
+
+    ids, att, lab = batch["input_ids"], batch["attention_mask"], batch["labels"]
+    n_real = att.sum(-1)
+    width = max(int(length), int(n_real.max()) if len(n_real) else 0)
+    b = ids.shape[0]
+    out_ids = torch.full((b, width), int(eos_id), dtype=ids.dtype, device=ids.device)
+    out_att = torch.zeros((b, width), dtype=att.dtype, device=att.device)
+    out_lab = torch.full((b, width), -100, dtype=lab.dtype, device=lab.device)
+    for r in range(b):
+        keep = att[r].bool()
+        t, lb = ids[r][keep], lab[r][keep]
+        n = int(t.shape[0])
+        out_ids[r, :n], out_lab[r, :n], out_att[r, :n] = t, lb, 1
+        if n and int(t[-1]) == int(eos_id) and int(lb[-1]) == int(eos_id):
+            out_att[r, n - 1] = 0  # the closing EOS: a label, and the first padding token of the input
+    pos = torch.arange(width, device=ids.device).unsqueeze(0).expand(b, width).contiguous()
+    return {"input_ids": out_ids, "attention_mask": out_att, "labels": out_lab, "position_ids": pos}
+
+
 class NPO(Method):
-    """NPO, optionally with a retain regulariser ("gdr" or "klr")."""
+    """NPO in one of :data:`NPO_FORMS`, optionally with a retain regulariser ("gdr" or "klr").
+
+    ``form="logit"`` registers as ``npo``/``npo_gdr``/``npo_klr`` (Eval-DU's and MUSE's code), ``form="sequence"``
+    as ``npo_seq``/``npo_seq_gdr``/``npo_seq_klr`` (the NPO paper); see the module docstring for both equations.
+    """
 
     param = "steps"
     default_grid = (1, 2, 4, 8, 16)
-    source = "Zhang et al. 2024; Wu et al. 2025, App. H"
 
-    def __init__(self, reg: str | None = None, beta: float = BETA):
+    def __init__(self, reg: str | None = None, beta: float = BETA, form: str = "logit"):
+        if form not in NPO_FORMS:
+            raise ValueError(f"unknown NPO form {form!r} ({', '.join(NPO_FORMS)})")
         self.reg_kind = reg
         self.beta = beta
-        self.name = "npo" if reg is None else f"npo_{reg}"
-        self.summary = "negative preference optimisation on the forget QA" + REG_SUMMARY.get(reg, "")
-        self.document_level = reg is None
+        self.form = form
+        base = "npo" if form == "logit" else "npo_seq"
+        self.name = base if reg is None else f"{base}_{reg}"
+        if form == "logit":
+            self.summary = ("negative preference optimisation on the forget QA, Eval-DU's and MUSE's code form: raw "
+                            "logits vs f_ref, mean over every position and vocabulary entry")
+            self.source = ("Zhang et al. 2024; Eval-DU code (wrh14/deep_unlearning unlearn_trainer.py); MUSE code "
+                           "(swj0419/muse_bench iterative.py)")
+        else:
+            self.summary = ("negative preference optimisation on the forget QA, the NPO paper's sequence form: "
+                            "whole-answer likelihood ratio to f_ref")
+            self.source = "Zhang et al. 2024, Eq. 3; Wu et al. 2025, App. H (text); RWKU code"
+        self.summary += REG_SUMMARY.get(reg, "")
+        # RESTOR's document unlearning runs ``npo`` (forget_loss at the token level); npo_seq is not listed twice
+        self.document_level = reg is None and form == "logit"
         self.uses_retain = reg is not None
 
     @property
@@ -105,14 +223,22 @@ class NPO(Method):
         return True
 
     def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
-        """:func:`npo_forget_loss` with this method's β (or ``options["beta"]``)."""
+        """:func:`npo_forget_loss` at ``level`` ("sequence" or RESTOR's "token", documents being units of
+        answers' or texts' tokens) with this method's β (or ``options["beta"]``), whatever the method's form."""
         return npo_forget_loss(logits, ref_logits, labels, options.get("beta", self.beta), level)
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         reg = regulariser(self.reg_kind)
         cache = {}
+        # Eval-DU's layout (500 EOS-padded positions in the mean) where the run reproduces Eval-DU's training, cut
+        # to the model's context (the built-in tiny model has 96 positions)
+        pad = None
+        if self.form == "logit" and ctx.schedule is not None and ctx.schedule.kind == "reference":
+            mcfg = getattr(ctx.lm.model, "config", None)
+            limit = getattr(mcfg, "n_positions", None) or getattr(mcfg, "max_position_embeddings", None)
+            pad = min(EVAL_DU_LENGTH, int(limit)) if isinstance(limit, int) and limit > 0 else EVAL_DU_LENGTH
 
-        def step_loss(state, forget_batch, retain_items):
+        def sequence_step(state, forget_batch, retain_items):
             if "ref" not in cache:  # f_ref's answer log-probs, computed once from θ₀
                 ref_s, _ = sequence_logprob(state.ref_logits(forget_batch), forget_batch["labels"])
                 cache["ref"] = ref_s.detach()
@@ -120,5 +246,19 @@ class NPO(Method):
             loss = npo_loss(s, cache["ref"], self.beta)
             return step_terms(loss, -s.sum() / n.sum().clamp(min=1), reg, state, retain_items, ctx.reg_weight)
 
+        def logit_step(state, forget_batch, retain_items):
+            if "batch" not in cache:  # the batch as the reference lays it out, and f_ref's logits on it, once
+                tok = ctx.lm.tokenizer
+                eos = tok.eos_token_id if tok.eos_token_id is not None else (tok.pad_token_id or 0)
+                cache["batch"] = eval_du_layout(forget_batch, eos, pad) if pad else forget_batch
+                cache["ref"] = state.ref_logits(cache["batch"]).detach()
+            b = cache["batch"]
+            logits = forward_logits(state.model, b)
+            loss = npo_logit_loss(logits, cache["ref"], self.beta, None if pad else b["attention_mask"])
+            s, n = sequence_logprob(logits, b["labels"])
+            return step_terms(loss, -s.sum() / n.sum().clamp(min=1), reg, state, retain_items, ctx.reg_weight)
+
+        step_loss = logit_step if self.form == "logit" else sequence_step
+        extra = {"beta": self.beta, "form": self.form, **({"pad_to": pad} if pad else {})}
         for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
-            yield dict(setting, beta=self.beta), pred
+            yield dict(setting, **extra), pred

@@ -1,7 +1,8 @@
 """The metric registry: every metric dukb computes, registered explicitly by name with what it needs.
 
 Row metrics (one value set per unlearned model, written into its result row): ``recall`` (recall and accuracy of
-deep unlearning, Wu et al. 2025 Eq. 1-2), ``recall_under_attack`` (the same when any QA or RWKU adversarial
+deep unlearning, Wu et al. 2025 Eq. 1-2), ``recall_heldout`` (the same judged only on probe forms the method never
+trained on or queried), ``recall_under_attack`` (the same when any QA or RWKU adversarial
 probe may elicit a fact), ``rouge_l`` (ROUGE-L of QA answers, forget vs other facts) and
 ``logprob`` (answer log-probability, forget vs other facts), MUSE's ``knowmem`` and ``verbmem``, RWKU's
 ``rwku_rouge`` and ``mia_fm_rm``, and Unlearning with Control's ``ps_exact``, ``ps_perturb`` and ``ps_similar``. PrivLeak needs f_retrain, which only `dukb muse` trains. Summary metrics (per method, over a run's rows):
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dukb import InputError
 from dukb.neural.metrics.attack import RECALL_UNDER_ATTACK
 from dukb.neural.metrics.base import Metric, Needs, RowContext, combined_needs
+from dukb.neural.metrics.heldout import RECALL_HELDOUT
 from dukb.neural.metrics.muse import KNOWMEM, VERBMEM
 from dukb.neural.metrics.ps import PS_EXACT, PS_PERTURB, PS_SIMILAR
 from dukb.neural.metrics.recall import RECALL
@@ -25,12 +27,12 @@ from dukb.neural.metrics.summary import ACC_AT_SUPERFICIAL, TRADEOFF
 from dukb.neural.metrics.text import ANSWER_LOGPROB, ROUGE_L
 
 #: Every metric, by registry name.
-METRICS: dict[str, Metric] = {m.name: m for m in (RECALL, RECALL_UNDER_ATTACK, ROUGE_L, ANSWER_LOGPROB, KNOWMEM,
+METRICS: dict[str, Metric] = {m.name: m for m in (RECALL, RECALL_HELDOUT, RECALL_UNDER_ATTACK, ROUGE_L, ANSWER_LOGPROB, KNOWMEM,
                                                   VERBMEM, RWKU_ROUGE, MIA_FM_RM, PS_EXACT, PS_PERTURB, PS_SIMILAR,
                                                   TRADEOFF, ACC_AT_SUPERFICIAL)}
 
 #: What `dukb evaluate` computes without --metrics: the paper's protocol.
-DEFAULT_METRICS = ("recall", "tradeoff", "acc_at_superficial")
+DEFAULT_METRICS = ("recall", "recall_heldout", "tradeoff", "acc_at_superficial")
 
 
 def get_metric(name: str) -> Metric:

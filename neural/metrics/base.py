@@ -79,6 +79,12 @@ class RowContext:
         retain_ids: {"relationships": [...], "biographies": [...]}: facts a method trained on as retain data.
         predictor: the unlearned model's :class:`dukb.neural.probe.Predictor`, for metrics whose ``Needs.model``
             is set (None otherwise).
+        seen_forms: the probe forms the method trained on or queried (tuple of :data:`dukb.kb.probes.KINDS`).
+        heldout_forms: the forms the row is also scored on, disjoint from ``seen_forms`` (empty: not scored).
+        heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before unlearning (None: no
+            baseline; :mod:`dukb.neural.metrics.heldout`).
+        closure: the run's :class:`dukb.solver.closure.Closure` (None when the caller has none): metrics that need the
+            target's cone use it, so they follow the run's rules.
     """
 
     kb: object
@@ -89,6 +95,10 @@ class RowContext:
     forget_ids: list[int]
     retain_ids: dict = field(default_factory=lambda: {"relationships": [], "biographies": []})
     predictor: object = None
+    seen_forms: tuple = ("qa",)
+    heldout_forms: tuple = ()
+    heldout_before: frozenset | None = None
+    closure: object = None
 
 
 def combined_needs(metrics) -> Needs:

@@ -2,12 +2,16 @@
 QA, AA) and per adversarial kind, of neighbour and distant facts, and MIA on forget members (FM) against retain
 members (RM). Used by `dukb rwku` and registered for `dukb evaluate --metrics` (``rwku_rouge``, ``mia_fm_rm``).
 
-- Neighbour facts: the other facts about the forget facts' people (:func:`neighbour_facts`); distant facts: the rest.
+- Neighbour facts: the other facts about the forget facts' people (:func:`neighbour_facts`) outside the targets'
+  cones: RWKU's neighbour knowledge "must not involve the target", and a fact of the cone can take part in deriving
+  it (every minimal deep unlearning set lies in the cone). Cone facts that are not forgotten are scored in no group;
+  distant facts: the rest.
 - "All" of a group is the mean over all its probes of the families (RWKU's "All" is undefined in the paper;
   numerically it is roughly the probe-weighted mean).
 - Facts a method trains on as retain data are scored in no group and are no RM member (honest evaluation).
 - FM: the QA texts of the forget facts; RM: the QA texts of the distant facts; the scores of
-  :mod:`dukb.neural.metrics.mia` on the answer tokens.
+  :mod:`dukb.neural.metrics.mia` on the answer tokens. Every probe and MIA member is evaluation-only: `dukb rwku`
+  unlearns from description texts (:func:`dukb.neural.data.kb_descriptions`), never from a probe.
 """
 
 from __future__ import annotations
@@ -20,30 +24,68 @@ AA_KINDS = ("prefix_injection", "affirmative_suffix", "role_play", "multiple_cho
             "context_hint", "in_context", "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es")
 
 
-def neighbour_facts(kb, forget_rel) -> dict:
-    """Facts about the forget facts' people, other than the forget facts themselves.
+def neighbour_facts(kb, forget_rel, cone=()) -> dict:
+    """Facts about the forget facts' people, other than the forget facts and the facts of the targets' cone.
+
+    Args:
+        kb: the KB.
+        forget_rel: the forget set (relationship fact_ids).
+        cone: relationship fact_ids of the targets' cone (:func:`cone_ids`); none of them is a neighbour.
 
     Returns:
-        {"relationships": [...], "biographies": [...]} (sorted fact_ids): relationships with a forget fact's subject
-        or object as subject or object, and those people's biographies.
+        {"relationships": [...], "biographies": [...], "dropped": [...]} (sorted fact_ids): relationships with a
+        forget fact's subject or object as subject or object and outside the cone, those people's biographies, and
+        the relationships about those people left out because they lie in the cone.
 
     Raises:
         KBError: a forget id that is not a relationship fact of the KB.
 
-    Source: Jin et al. 2024 (RWKU), Sec. 3.3 (neighbour knowledge), adapted to a KB.
+    Source: Jin et al. 2024 (RWKU), Sec. 3.3 (neighbour knowledge "must not involve the target"), adapted to a KB.
     """
     forget = {int(i) for i in forget_rel}
+    in_cone = {int(i) for i in cone}
     people = set()
     for i in forget:
         f = kb.relationship(i)
         people |= {f.subject, f.object}
-    rel = sorted(f.fact_id for f in kb.relationships
-                 if f.fact_id not in forget and (f.subject in people or f.object in people))
+    near = [f.fact_id for f in kb.relationships
+            if f.fact_id not in forget and (f.subject in people or f.object in people)]
     bio = sorted(b.fact_id for b in kb.biographies if b.subject in people)
-    return {"relationships": rel, "biographies": bio}
+    return {"relationships": sorted(i for i in near if i not in in_cone), "biographies": bio,
+            "dropped": sorted(i for i in near if i in in_cone)}
 
 
-def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict | None = None) -> dict:
+def cone_ids(closure, targets) -> list[int]:
+    """Relationship fact_ids of the KB facts in the cone of ``targets`` (relationship fact_ids): every fact with a
+    path of rule instances to a target, the target included (:func:`dukb.solver.cone.cone_of`).
+
+    Raises:
+        InputError: a target that is not a relationship fact of the KB.
+    """
+    from dukb.solver.splits import cone_facts
+
+    return sorted(cone_facts(closure, [int(t) for t in targets]))
+
+
+_CLOSURES: dict = {}
+
+
+def _row_cone(ctx: RowContext) -> list[int]:
+    """The cone of a row's target: with ``ctx.closure`` when the row context carries one, else with the KB's closure
+    under the family rules (the protocols' default; computed once per KB)."""
+    closure = getattr(ctx, "closure", None)
+    if closure is None:
+        hit = _CLOSURES.get(id(ctx.kb))
+        if hit is None or hit[0] is not ctx.kb:
+            from dukb.solver.closure import compute_closure
+
+            _CLOSURES.clear()
+            hit = _CLOSURES[id(ctx.kb)] = (ctx.kb, compute_closure(ctx.kb, "family"))
+        closure = hit[1]
+    return cone_ids(closure, [ctx.target])
+
+
+def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict | None = None, cone=()) -> dict:
     """RWKU's row fields from a probe table (with ``rouge_l`` recall) and the FM/RM MIA scores.
 
     Args:
@@ -54,6 +96,8 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict |
         mia: {"fm": {score: [...]}, "rm": {score: [...]}}.
         exclude: {"relationships": [...], "biographies": [...]}: facts a method trained on as retain data; they are
             scored in no group (honest evaluation).
+        cone: relationship fact_ids of the targets' cone; those not forgotten are scored in no group (neither
+            neighbour nor distant knowledge: they can derive a target).
 
     Returns:
         rouge_forget_{fb,qa,aa,all}, rouge_forget_aa_by_kind, rouge_neighbour_{fb,qa,all},
@@ -70,8 +114,9 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict |
     key = list(zip(df["fact_kind"], df["fact_id"].astype(int)))
     held = {("relationship", int(i)) for i in (exclude or {}).get("relationships", ())} | \
         {("biography", int(i)) for i in (exclude or {}).get("biographies", ())}
-    group = ["forget" if k in forget else "retain_train" if k in held else "neighbour" if k in neigh else "distant"
-             for k in key]
+    coned = {("relationship", int(i)) for i in cone}
+    group = ["forget" if k in forget else "retain_train" if k in held else "cone" if k in coned else
+             "neighbour" if k in neigh else "distant" for k in key]
     d = df.assign(group=group)
     mean = (lambda s: float(s.mean()) if len(s) else None)
     out = {}
@@ -108,8 +153,10 @@ def _distant_qa(ctx: RowContext):
     from dukb.neural.data import QA_KIND, kb_qa
 
     forget = {("relationship", int(i)) for i in ctx.forget_ids}
-    nb = neighbour_facts(ctx.kb, ctx.forget_ids)
+    cone = _row_cone(ctx)
+    nb = neighbour_facts(ctx.kb, ctx.forget_ids, cone)
     near = forget | {("relationship", i) for i in nb["relationships"]} | {("biography", i) for i in nb["biographies"]}
+    near |= {("relationship", i) for i in cone}  # the cone: neither neighbour nor distant
     near |= {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | \
         {("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())}  # trained on: never scored
     items = kb_qa(ctx.kb, (QA_KIND,))
@@ -121,15 +168,16 @@ def _distant_qa(ctx: RowContext):
 def rwku_rouge(ctx: RowContext) -> dict:
     """RWKU's ROUGE-L recall fields of one unlearned model (no MIA): rouge_forget_{fb,qa,aa,all},
     rouge_forget_aa_by_kind, rouge_neighbour_{fb,qa,all}, rouge_distant_{fb,qa,all}; the forget set is the row's
-    forget set.
+    forget set, the cone that of the row's target.
 
     Raises:
         KeyError: the probe table has no ``rouge_l`` column (probing without ROUGE).
 
     Source: Jin et al. 2024 (RWKU), Sec. 3.3-4.
     """
-    out = rwku_fields(ctx.probe, ctx.kb, ctx.forget_ids, neighbour_facts(ctx.kb, ctx.forget_ids),
-                      {"fm": {}, "rm": {}}, exclude=ctx.retain_ids)
+    cone = _row_cone(ctx)
+    out = rwku_fields(ctx.probe, ctx.kb, ctx.forget_ids, neighbour_facts(ctx.kb, ctx.forget_ids, cone),
+                      {"fm": {}, "rm": {}}, exclude=ctx.retain_ids, cone=cone)
     for k in ("mia_fm", "mia_rm", "mia_auc_fm_rm"):
         out.pop(k)
     return out
@@ -168,5 +216,5 @@ MIA_FM_RM = Metric(
     "MIA (LOSS, Zlib, Min-K%, Min-K%++) of forget members against distant retain members",
     "Jin et al. 2024 (RWKU), Sec. 3.3; Shi et al. 2024a; Zhang et al. 2024")
 
-__all__ = ["AA_KINDS", "FB", "MIA_FM_RM", "QA", "RWKU_ROUGE", "mia_fm_rm", "neighbour_facts", "qa_mia_scores",
-           "rwku_fields", "rwku_rouge"]
+__all__ = ["AA_KINDS", "FB", "MIA_FM_RM", "QA", "RWKU_ROUGE", "cone_ids", "mia_fm_rm", "neighbour_facts",
+           "qa_mia_scores", "rwku_fields", "rwku_rouge"]

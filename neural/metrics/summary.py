@@ -262,6 +262,7 @@ def tradeoff_metric(df, accuracy: str = ACCURACY) -> dict:
     pts = curve_points(df, accuracy)
     target = per_target_tradeoff(df, accuracy)
     success = success_summary(df, accuracy)
+    held = heldout_tradeoff(df)
     out = {}
     for method, p in pts.groupby("method", sort=False):
         env = tradeoff(list(zip(p["recall"], p["accuracy"])))
@@ -270,7 +271,63 @@ def tradeoff_metric(df, accuracy: str = ACCURACY) -> dict:
                        "observed_acc_at_recall": env["observed_acc_at_recall"],
                        "observed_recall_at_acc": env["observed_recall_at_acc"],
                        **success.get(method, {"success_du": None, "success_du_setting": None,
-                                              "success_du_any": None})}
+                                              "success_du_any": None}),
+                       **held.get(method, {})}
+    return out
+
+
+#: Summary fields of :func:`heldout_tradeoff`.
+HELDOUT_FIELDS = ("acc_at_recall_heldout", "acc_at_recall_heldout_std", "recall_at_acc_heldout",
+                  "recall_at_acc_heldout_std", "ar_auc_heldout", "ar_auc_heldout_std", "success_du_heldout",
+                  "region_setting_heldout")
+
+
+def heldout_points(df):
+    """The rows' held-out scores as an ordinary curve: ``recall`` := ``recall_heldout``, ``accuracy_all`` :=
+    ``accuracy_all_heldout``, ``success_du`` := ``success_du_heldout``, ``target_forgotten`` :=
+    ``target_forgotten_heldout``; rows without held-out scores are left out.
+
+    Args:
+        df: result rows (pandas DataFrame).
+
+    Returns:
+        DataFrame (empty when no row has ``recall_heldout``).
+    """
+    if "recall_heldout" not in df.columns:
+        return df.iloc[0:0]
+    d = df[df["recall_heldout"].notna()]
+    cols = {"recall": "recall_heldout", "accuracy_all": "accuracy_all_heldout",
+            "target_forgotten": "target_forgotten_heldout", "success_du": "success_du_heldout"}
+    d = d.drop(columns=[c for c in cols if c in d.columns])
+    return d.rename(columns={v: k for k, v in cols.items() if v in d.columns})
+
+
+def heldout_tradeoff(df) -> dict:
+    """Per method: the paper's trade-off rule and Success-DU on the held-out probe forms, and the first setting
+    whose mean held-out point lies in the region (recall ≥ 0.8 and accuracy ≥ 0.8).
+
+    Args:
+        df: result rows (pandas DataFrame) with ``recall_heldout`` and ``accuracy_all_heldout``.
+
+    Returns:
+        method -> {f: value for f in :data:`HELDOUT_FIELDS`} (``region_setting_heldout``: the setting as JSON or
+        None); {} when no row has held-out scores.
+
+    Source: Wu et al. 2025, Table 1 rule (:func:`per_target_tradeoff`) over
+    :mod:`dukb.neural.metrics.heldout`'s scores.
+    """
+    d = heldout_points(df)
+    if not len(d):
+        return {}
+    target = per_target_tradeoff(d)
+    success = success_summary(d) if "success_du" in d.columns else {}
+    out = {}
+    for method, p in curve_points(d).groupby("method", sort=False):
+        inside = [r["setting"] for r in p.to_dict("records") if r["recall"] >= THRESHOLD and r["accuracy"] >= THRESHOLD]
+        out[method] = {**{f"{k}_heldout" if not k.endswith("_std") else f"{k[:-4]}_heldout_std": v
+                          for k, v in target.get(method, {}).items()},
+                       "success_du_heldout": success.get(method, {}).get("success_du"),
+                       "region_setting_heldout": inside[0] if inside else None}
     return out
 
 
@@ -324,7 +381,7 @@ TRADEOFF = Metric("tradeoff", tradeoff_metric, Needs(requires=("recall",)), "sum
                   ("n_settings", "acc_at_recall", "acc_at_recall_std", "recall_at_acc", "recall_at_acc_std", "ar_auc",
                    "ar_auc_std", "acc_at_recall_envelope", "recall_at_acc_envelope", "ar_auc_envelope",
                    "observed_acc_at_recall", "observed_recall_at_acc", "success_du", "success_du_setting",
-                   "success_du_any"),
+                   "success_du_any") + HELDOUT_FIELDS,
                   "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per target, mean ± std; and off the mean envelope), "
                   "Success-DU",
                   "Wu et al. 2025, Table 1, Def. 2")

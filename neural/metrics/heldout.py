@@ -1,0 +1,194 @@
+"""Recall on held-out probe forms: deep unlearning scored only with probe forms the method never trained on or
+queried.
+
+A method sees some probe forms: the forms of the items it trains on (forget and retain data) and the forms it asks
+the model in its own loop (closed-loop deep unlearning probes the cone facts with the QA form). Scoring a method
+only on those forms rewards forgetting the wording rather than the fact. Each row therefore records
+
+- ``probe_forms_seen``: the forms the method trained on or queried (:attr:`RowContext.seen_forms`), and
+- ``heldout_forms``: a non-empty set of forms disjoint from them (:attr:`RowContext.heldout_forms`),
+
+and is scored again with the held-out forms alone. A fact counts as still known when *any* held-out form elicits
+it (the worst case over held-out forms, as :mod:`dukb.neural.metrics.attack` does over every form):
+
+    U_A^held-out = {f : no held-out form k ∈ H elicits f},   recall_heldout = max_{M} |U_A^held-out ∩ M| / |M|
+
+and accuracy (Eq. 2) is recomputed at the best set M of that recall, leaving retain-train facts out as ``recall``
+does.
+
+**Baseline.** A held-out form can only show that a fact was forgotten if it elicited the fact before unlearning.
+With the finetuned model's held-out probe (:attr:`RowContext.heldout_before`, the facts some held-out form elicited
+before unlearning; the protocol passes it), a fact outside it is *unscorable*: it never counts as forgotten (recall
+gets no credit it cannot see; a lower bound) and is left out of the accuracies' numerators and denominators, like
+retain-train facts (so accuracy is over facts the held-out forms could show as kept). Rows record how many facts
+were unscorable (``heldout_unscorable``). Without a baseline (``heldout_before`` None) every fact is scored and one
+never elicited counts as forgotten. The run records the baseline's coverage (``heldout_known_before`` in
+config.json, :func:`heldout_known`); finetuning on more forms (``dukb evaluate --finetune-forms``) raises it.
+
+Source: recall and accuracy are Wu et al. 2025, Eq. 1-2; the held-out forms follow RWKU (Jin et al. 2024, Sec. 3.3:
+the forget corpus is never a probe) and TOFU's paraphrased evaluation (Maini et al. 2024, Sec. 2.2.1).
+"""
+
+from __future__ import annotations
+
+from dukb.neural.metrics.attack import ATTACK_KINDS
+from dukb.neural.metrics.base import Metric, Needs, RowContext
+
+#: Row fields of :func:`recall_heldout`.
+FIELDS = ("recall_heldout", "accuracy_relationships_heldout", "accuracy_biographies_heldout", "accuracy_all_heldout",
+          "best_set_heldout", "target_forgotten_heldout", "forgotten_relationships_heldout",
+          "forgotten_biographies_heldout", "heldout_unscorable")
+
+
+def default_heldout_forms(seen) -> tuple[str, ...]:
+    """The held-out forms a row gets when none are given: every form of :data:`ATTACK_KINDS` (the forms that ask
+    for a fact; yes/no are left out, a "yes" to everything is not elicitation) that is not in ``seen``.
+
+    Args:
+        seen: the probe forms the method trained on or queried (iterable of str).
+
+    Returns:
+        tuple of form names in :data:`ATTACK_KINDS` order.
+    """
+    seen = set(seen)
+    return tuple(k for k in ATTACK_KINDS if k not in seen)
+
+
+def check_heldout(heldout, seen) -> tuple[str, ...]:
+    """Validate the held-out forms of a row against the forms the method saw.
+
+    Args:
+        heldout: probe forms to score on (iterable of :data:`dukb.kb.probes.KINDS` names), or None for
+            :func:`default_heldout_forms`.
+        seen: the forms the method trained on or queried.
+
+    Returns:
+        The held-out forms (tuple, non-empty, disjoint from ``seen``).
+
+    Raises:
+        InputError: an unknown form, an empty set, or a form the method saw (named).
+    """
+    from dukb import InputError
+    from dukb.kb.probes import parse_kinds
+
+    forms = default_heldout_forms(seen) if heldout is None else parse_kinds(list(heldout))
+    overlap = sorted(set(forms) & set(seen))
+    if overlap:
+        raise InputError(f"held-out probe forms must be forms the method never trained on or queried; it saw "
+                         f"{', '.join(overlap)} (--heldout-forms)")
+    if not forms:
+        raise InputError("no held-out probe form is left: every form was trained on or queried (--heldout-forms)")
+    return tuple(forms)
+
+
+def elicited_facts(probe, forms) -> set[tuple[str, int]]:
+    """The facts some probe of ``forms`` elicits.
+
+    Args:
+        probe: probe table (pandas DataFrame with kind, fact_kind, fact_id, known).
+        forms: probe forms (iterable of str).
+
+    Returns:
+        set of (fact kind, fact_id) with at least one ``known`` row of those forms.
+    """
+    df = probe[probe["kind"].isin(list(forms))]
+    return {(fk, int(f)) for fk, f, v in zip(df["fact_kind"], df["fact_id"], df["known"]) if bool(v)}
+
+
+def elicited_by_form(probe, forms) -> frozenset:
+    """The (form, fact kind, fact_id) triples of ``forms`` that elicit their fact: a model's held-out baseline
+    (:attr:`RowContext.heldout_before`).
+
+    Args:
+        probe: probe table (pandas DataFrame with kind, fact_kind, fact_id, known); forms: iterable of str.
+
+    Returns:
+        frozenset of (kind, fact kind, fact_id).
+    """
+    df = probe[probe["kind"].isin(list(forms))]
+    return frozenset((k, fk, int(f)) for k, fk, f, v in zip(df["kind"], df["fact_kind"], df["fact_id"], df["known"])
+                     if bool(v))
+
+
+def heldout_known(kb, probe, forms) -> dict:
+    """How much of the KB the held-out forms elicit (the baseline of a model before unlearning).
+
+    Args:
+        kb: the :class:`dukb.kb.KB`; probe: a probe table of the model; forms: the held-out forms.
+
+    Returns:
+        {"forms": [...], "relationships": share, "biographies": share or None, "all": share, "unelicited":
+        {"relationships": [...], "biographies": [...]}}: shares in [0, 1] of the KB's facts some held-out form
+        elicits, and the sorted fact_ids none elicits (the facts :func:`recall_heldout` leaves unscored).
+    """
+    hit = elicited_facts(probe, forms)
+    rel = [("relationship", f.fact_id) in hit for f in kb.relationships]
+    bio = [("biography", b.fact_id) in hit for b in kb.biographies]
+    every = rel + bio
+    return {"forms": list(forms), "relationships": sum(rel) / len(rel) if rel else None,
+            "biographies": sum(bio) / len(bio) if bio else None, "all": sum(every) / len(every) if every else None,
+            "unelicited": {"relationships": sorted(f.fact_id for f, h in zip(kb.relationships, rel) if not h),
+                           "biographies": sorted(b.fact_id for b, h in zip(kb.biographies, bio) if not h)}}
+
+
+def recall_heldout(ctx: RowContext) -> dict:
+    """Recall, accuracy and forgotten facts of one unlearned model judged on held-out forms only.
+
+    Args:
+        ctx: :class:`RowContext` with ``heldout_forms`` set; its probe table holds the ``known`` rows of those
+            forms (every relationship fact has at least one).
+
+    Returns:
+        The fields of :data:`FIELDS`: ``recall_heldout`` and the accuracies (floats in [0, 1];
+        ``accuracy_biographies_heldout`` None when no held-out form asks about biographies), ``best_set_heldout``
+        (fact_ids), ``target_forgotten_heldout`` (bool), ``forgotten_relationships_heldout`` and
+        ``forgotten_biographies_heldout`` (sorted fact_ids no held-out form elicits among the scorable ones; a
+        biography no held-out form asks about counts as known), ``heldout_unscorable`` ({"relationships": n,
+        "biographies": n}: facts the held-out forms did not elicit before unlearning, or never ask about; see the
+        module docstring). The protocol writes the row's ``probe_forms_seen`` and ``heldout_forms``.
+
+    Raises:
+        ValueError: no held-out forms in the context, or a relationship fact without any held-out probe row.
+
+    Source: Wu et al. 2025, Eq. 1-2, over the held-out forms' worst case (module docstring).
+    """
+    from dukb.solver.metrics import recall_accuracy
+
+    forms = tuple(ctx.heldout_forms or ())
+    if not forms:
+        raise ValueError("recall_heldout needs the row's held-out forms")
+    df = ctx.probe[ctx.probe["kind"].isin(forms)]
+    asked = set(zip(df["fact_kind"], (int(f) for f in df["fact_id"])))
+    kb = ctx.kb
+    missing = [f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in asked]
+    if missing:
+        raise ValueError(f"no held-out probe ({', '.join(forms)}) asks about relationship fact {missing[0]}")
+    hit = elicited_facts(df, forms)
+    before = None if ctx.heldout_before is None else {(fk, f) for k, fk, f in ctx.heldout_before if k in forms}
+    scorable = (lambda key: key in asked) if before is None else (lambda key: key in asked and key in before)
+    forgot_rel = {f.fact_id for f in kb.relationships
+                  if scorable(("relationship", f.fact_id)) and ("relationship", f.fact_id) not in hit}
+    has_bio = any(fk == "biography" for fk, _ in asked)
+    forgot_bio = ({b.fact_id for b in kb.biographies
+                   if scorable(("biography", b.fact_id)) and ("biography", b.fact_id) not in hit} if has_bio else None)
+    un_rel = {f.fact_id for f in kb.relationships if not scorable(("relationship", f.fact_id))}
+    un_bio = {b.fact_id for b in kb.biographies if not scorable(("biography", b.fact_id))} if has_bio else set()
+    r = recall_accuracy(kb, ctx.sets, forgot_rel, forgot_bio, ctx.sets_used, [ctx.target],
+                        exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
+                        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio)
+    j = r.to_json()
+    return {"recall_heldout": j["recall"], "accuracy_relationships_heldout": j["accuracy_relationships"],
+            "accuracy_biographies_heldout": j["accuracy_biographies"], "accuracy_all_heldout": j["accuracy_all"],
+            "best_set_heldout": j["best_set"], "target_forgotten_heldout": j["target_forgotten"],
+            "forgotten_relationships_heldout": sorted(forgot_rel),
+            "forgotten_biographies_heldout": sorted(forgot_bio or ()),
+            "heldout_unscorable": {"relationships": len(un_rel), "biographies": len(un_bio)}}
+
+
+RECALL_HELDOUT = Metric(
+    "recall_heldout", recall_heldout, Needs(kinds=ATTACK_KINDS, generate=True), "row", FIELDS,
+    "recall and accuracy when only probe forms the method never trained on or queried may elicit a fact",
+    "Wu et al. 2025, Eq. 1-2 over held-out forms; RWKU (Jin et al. 2024), Sec. 3.3")
+
+__all__ = ["FIELDS", "RECALL_HELDOUT", "check_heldout", "default_heldout_forms", "elicited_by_form", "elicited_facts",
+           "heldout_known", "recall_heldout"]
