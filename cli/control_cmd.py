@@ -10,6 +10,7 @@ import typer
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.control import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
+from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -24,6 +25,7 @@ def _names(text: str) -> list[str]:
 
 
 def control(
+    config: Optional[Path] = CONFIG_OPTION,
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
                                      "generated KB (100 people, seed 0)."),
     model: str = typer.Option("tiny", "--model", help="Base model finetuned into θ_o: 'tiny', smollm2-135m, a .gguf "
@@ -80,6 +82,7 @@ def control(
                         sets=sets, seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
     on_interrupt(keep_rows_note(output))
     run_control(output, cfg, resume=resume, progress=True, log=log_line)
+    save_resolved_config(output)
     typer.echo(f"report: {output / 'report.md'}")
 
 

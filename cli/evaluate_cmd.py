@@ -15,6 +15,7 @@ from dukb.neural.metrics import DEFAULT_METRICS, metrics_help
 from dukb.neural.protocol import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
 from dukb.cli.symbolic import RULES_HELP, option_int, read_targets_in_kb
+from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 
 
 def parse_grids(values: list[str] | None) -> dict[str, list]:
@@ -77,6 +78,7 @@ def _forms(text: str | None, option: str) -> list[str] | None:
 
 
 def evaluate(
+    config: Optional[Path] = CONFIG_OPTION,
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
                                      "generated KB (100 people, seed 0)."),
     model: str = typer.Option("tiny", "--model", help="Model to finetune: 'tiny' (built-in default), a known short "
@@ -153,28 +155,9 @@ def evaluate(
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocol import EvaluateConfig
     from dukb.neural.protocol import evaluate as run_evaluate
-    from dukb.neural.spec import PROMPT_PRESETS
-
-    if sets not in ("exact", "random"):
-        raise InputError(f"--sets must be exact or random, got {sets!r}")
-    if prompt is not None and prompt not in PROMPT_PRESETS:
-        raise InputError(f"unknown --prompt {prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
-    if seeds < 1:
-        raise InputError(f"--seeds must be at least 1, got {seeds}")
-    for name, v in (("--batch-size", batch_size), ("--finetune-epochs", finetune_epochs)):
-        if v is not None and v < 1:
-            raise InputError(f"{name} must be at least 1, got {v}")
-    from dukb.neural.methods.base import parse_layers
 
     check_layers(layers)
-    from dukb.neural.methods.base import SWEEP_SCHEDULES
-
-    if schedule not in SWEEP_SCHEDULES:
-        raise InputError(f"--schedule must be one of {', '.join(SWEEP_SCHEDULES)}, got {schedule!r}")
-    parse_layers(layers)
-    # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
-    targets = read_targets_in_kb(targets_file, kb) if targets_file else None
-    cfg = EvaluateConfig(layers=layers, kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
+    cfg = EvaluateConfig(layers=layers, kb=kb, model=model, finetuned=finetuned, n_targets=n_targets,
                          methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                          rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
                          prompt=prompt, forget_scope=forget_scope, batch_size=batch_size,
@@ -185,10 +168,13 @@ def evaluate(
                          gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code,
                          metrics=[m.strip() for m in metrics.split(",") if m.strip()],
                          heldout_forms=_forms(heldout_forms, "--heldout-forms"),
-                         finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule)
+                         finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule).check()
+    # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
+    cfg.targets = read_targets_in_kb(targets_file, kb) if targets_file else None
     on_interrupt(keep_rows_note(output))
     run_evaluate(output, cfg, resume=resume, progress=True, log=log_line)
     if is_main_process():
+        save_resolved_config(output)
         typer.echo(f"report: {output / 'report.md'}")
 
 

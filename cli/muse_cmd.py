@@ -14,6 +14,7 @@ from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.neural.methods import methods_help
 from dukb.neural.metrics.muse import SELECTION_RULES
 from dukb.neural.muse import CURVE_METHODS, MUSE_METHODS
+from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -30,6 +31,7 @@ def _ints(text: str, name: str) -> list[int]:
 
 
 def muse(
+    config: Optional[Path] = CONFIG_OPTION,
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
                                      "generated KB (100 people, seed 0)."),
     model: str = typer.Option("tiny", "--model", help="Base model finetuned into f_target and f_retrain: 'tiny', "
@@ -104,6 +106,7 @@ def muse(
                      device=device, dtype=dtype, finetune_epochs=finetune_epochs, bootstrap=bootstrap)
     on_interrupt(keep_rows_note(output))
     run_muse(output, cfg, resume=resume, progress=True, log=log_line)
+    save_resolved_config(output)
     typer.echo(f"report: {output / 'report.md'}")
 
 

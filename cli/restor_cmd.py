@@ -11,6 +11,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 
 
 def parse_method_values(option: str, values: list[str] | None, integer: bool = False) -> dict:
@@ -57,6 +58,7 @@ def parse_method_values(option: str, values: list[str] | None, integer: bool = F
 
 
 def restor(
+    config: Optional[Path] = CONFIG_OPTION,
     kb: str = typer.Option(..., "--kb", help="KB directory (people.csv, relationships.csv, biographies.csv) or a "
                            "built-in KB name."),
     model: str = typer.Option("tiny", "--model", help="'tiny' (built for the KB, its vocabulary covering the QA, "
@@ -135,6 +137,7 @@ def restor(
     on_interrupt(keep_rows_note(output, "run the same command again to continue (finished stages and methods "
                                         "are skipped)"))
     paths = run_restor(output, cfg, log=log_line)
+    save_resolved_config(output)
     typer.echo(f"report: {paths['report']}")
 
 

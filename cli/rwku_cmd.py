@@ -13,9 +13,11 @@ from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import read_targets_in_kb
 from dukb.neural.methods import methods_help
 from dukb.neural.rwku import RWKU_METHODS
+from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 
 
 def rwku(
+    config: Optional[Path] = CONFIG_OPTION,
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
                                      "generated KB (100 people, seed 0)."),
     model: str = typer.Option("tiny", "--model", help="Model to finetune on the KB's QA and description sentences "
@@ -67,6 +69,7 @@ def rwku(
                      seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
     on_interrupt(keep_rows_note(output))
     run_rwku(output, cfg, resume=resume, progress=True, log=log_line)
+    save_resolved_config(output)
     typer.echo(f"report: {output / 'report.md'}")
 
 

@@ -107,6 +107,46 @@ class EvaluateConfig:
     finetune_forms: list[str] = field(default_factory=lambda: ["qa"])
     schedule: str = "reference"
 
+    def check(self) -> "EvaluateConfig":
+        """Validate every field that the protocol would otherwise read later or silently reinterpret (the Python
+        API gets the same checks as the command line).
+
+        Returns:
+            self, with ``finetune_forms`` and ``heldout_forms`` resolved to probe kinds (:func:`dukb.kb.probes.parse_kinds`).
+
+        Raises:
+            InputError: ``sets`` not exact/random; ``seeds``, ``n_targets``, ``batch_size`` or ``finetune_epochs``
+                below 1; an unknown ``prompt``, ``forget_scope`` or ``schedule``; a bad ``layers`` range; LoRA
+                values out of range; unknown probe forms, or ``finetune_forms`` without qa; no method.
+        """
+        from dukb.kb.probes import parse_kinds
+        from dukb.neural.methods.base import SWEEP_SCHEDULES
+        from dukb.neural.spec import PROMPT_PRESETS
+        from dukb.solver.scopes import FORGET_SCOPES
+
+        if self.sets not in ("exact", "random"):
+            raise InputError(f"--sets must be exact or random, got {self.sets!r}")
+        if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
+            raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
+        for name, v in (("--seeds", self.seeds), ("--n-targets", self.n_targets), ("--batch-size", self.batch_size),
+                        ("--finetune-epochs", self.finetune_epochs)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise InputError(f"{name} must be at least 1, got {v}")
+        if self.forget_scope not in FORGET_SCOPES:
+            raise InputError(f"unknown forget scope {self.forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
+        if self.schedule not in SWEEP_SCHEDULES:
+            raise InputError(f"--schedule must be one of {', '.join(SWEEP_SCHEDULES)}, got {self.schedule!r}")
+        if not self.methods:
+            raise InputError("no unlearning method given")
+        parse_layers(self.layers)
+        self.lora()
+        self.finetune_forms = list(parse_kinds(list(self.finetune_forms)))
+        if "qa" not in self.finetune_forms:
+            raise InputError("--finetune-forms must include qa: recall and accuracy are the paper's, on the qa form")
+        if self.heldout_forms is not None:
+            self.heldout_forms = list(parse_kinds(list(self.heldout_forms)))
+        return self
+
     def lora(self):
         """The :class:`dukb.neural.spec.LoraSpec` (None without LoRA).
 
@@ -123,15 +163,41 @@ class EvaluateConfig:
                         tuple(self.lora_targets) if self.lora_targets else None)
 
 
+def _retain_defaults() -> dict:
+    """The retain-data settings of GDR/KLR, read from where they are defined (:func:`dukb.neural.unlearn.default_retain`'s
+    ``n``, :class:`dukb.neural.methods.base.UnlearnContext`'s ``retain_batch_size`` and ``reg_weight``), so the run
+    identity records what runs, never a copy."""
+    import dataclasses
+    import inspect
+
+    from dukb.neural.methods.base import UnlearnContext
+    from dukb.neural.unlearn import default_retain
+
+    ctx = {f.name: f.default for f in dataclasses.fields(UnlearnContext)}
+    return {"n": inspect.signature(default_retain).parameters["n"].default, "batch_size": ctx["retain_batch_size"],
+            "reg_weight": ctx["reg_weight"]}
+
+
+def _probe_defaults() -> dict:
+    """The probing settings, read from :mod:`dukb.neural.probe` (the generation budget) and :func:`evaluate`'s own
+    probe batch size, so the run identity records what runs."""
+    from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS
+
+    return {"kinds": ["qa"], "max_new_tokens": DEFAULT_MAX_NEW_TOKENS, "judge": "substring", "answer": "line",
+            "batch_size": PROBE_BATCH_SIZE}
+
+
+#: Prompts per probing batch in evaluate.
+PROBE_BATCH_SIZE = 256
 #: Settings of the protocol that are fixed in code but change rows: part of every run identity.
 #: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
-RETAIN = {"n": 64, "batch_size": 8, "reg_weight": 1.0}
+RETAIN = _retain_defaults()
 #: Identity keys a resume may add entries to: targets, methods, and values to a method's grid (a row depends on its
 #: own grid value only: each T of a gradient method is its own run from θ₀, each α its own weights; under the
 #: reference schedule also on the run's length N, ``schedule_steps`` in the method's entry, which must not change).
 EXTENDABLE = ("targets", "methods", "methods.*.grid")
 #: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
-PROBE = {"kinds": ["qa"], "max_new_tokens": 10, "judge": "substring", "answer": "line", "batch_size": 256}
+PROBE = _probe_defaults()
 
 
 def _model_spec(cfg: EvaluateConfig):
@@ -252,7 +318,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     from dukb.neural.unlearn import sweep_target
     from dukb.solver.closure import compute_closure
 
-    cfg = config or EvaluateConfig()
+    cfg = (config or EvaluateConfig()).check()
     run = Path(run_dir)
     t_start = time.perf_counter()
     device = resolve_device(cfg.device)  # cuda:LOCAL_RANK under a multi-process launch
@@ -286,11 +352,6 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     if len({label for label, *_ in methods}) != len(methods):
         raise InputError("a method is listed twice in --methods")
     grids = method_grids(methods, cfg.grids)
-    from dukb.kb.probes import parse_kinds
-
-    cfg.finetune_forms = list(parse_kinds(list(cfg.finetune_forms)))
-    if "qa" not in cfg.finetune_forms:
-        raise InputError("--finetune-forms must include qa: recall and accuracy are the paper's, on the qa form")
     if any(m.name == "recall_heldout" for m in metrics):  # every built-in method trains on or queries "qa"
         check_heldout(cfg.heldout_forms, ("qa",))
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, cfg.n_targets, cfg.seed)

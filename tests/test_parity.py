@@ -323,3 +323,62 @@ def test_rwku_neighbours_on_edu_relat_lie_in_no_minimal_set(edu_relat_dir, edu_r
         after += len(union & set(new["relationships"]))
         assert set(new["relationships"]) | set(new["dropped"]) == set(old)
     assert (before, inside, after) == (981, 691, 0)
+
+
+# -- PrivLeak on fixed scores ------------------------------------------------------------------------------------
+def _roc_auc_sklearn_style(scores, y):
+    """sklearn's roc_curve + auc, written out: thresholds at every distinct score (descending), the ROC points
+    (FPR, TPR) from (0, 0) to (1, 1), and the trapezoid area. Ties share one threshold, so they count one half."""
+    pos, neg = sum(y), len(y) - sum(y)
+    pts = [(0.0, 0.0)]
+    for thr in sorted(set(scores), reverse=True):
+        tp = sum(1 for s, t in zip(scores, y) if s >= thr and t == 1)
+        fp = sum(1 for s, t in zip(scores, y) if s >= thr and t == 0)
+        pts.append((fp / neg, tp / pos))
+    return sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(pts, pts[1:]))
+
+
+def _muse_min_k(logprobs, ratio=0.4):
+    """swj0419/muse_bench metrics/privleak.py: ``k_length = int(len(all_prob)*ratio)``; the score is
+    ``-np.mean(np.sort(all_prob)[:k_length])`` (a perplexity-like value: higher = less member-like)."""
+    k = int(len(logprobs) * ratio)
+    low = sorted(logprobs)[:k]
+    return -sum(low) / len(low)
+
+
+def _muse_privleak(forget, holdout, forget_r, holdout_r):
+    """MUSE's eval.py: AUC key forget_holdout_Min-40% (forget labelled 0, holdout 1, ROC of -ppl), then
+    (auc - AUC_retrain) / AUC_retrain * 100."""
+    def key_auc(f, h):
+        ppl = [_muse_min_k(x) for x in f] + [_muse_min_k(x) for x in h]
+        return _roc_auc_sklearn_style([-p for p in ppl], [0] * len(f) + [1] * len(h))
+    a, r = key_auc(forget, holdout), key_auc(forget_r, holdout_r)
+    return (a - r) / r * 100
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_privleak_matches_muse_code_on_fixed_scores(seed):
+    """dukb's PrivLeak (member-positive AUC of Min-40% scores, :func:`privleak`) × 100 equals MUSE's code on the
+    same per-token log-probabilities, ties included (texts of 5 and 10 tokens: ⌊0.4·n⌋ = 2 and 4)."""
+    from dukb.neural.metrics.mia import auc, min_k_count, privleak
+
+    rng = random.Random(seed)
+
+    def texts(n, shift):
+        # rounded log-probs, so that some texts tie
+        return [[round(rng.uniform(-4, 0) + shift, 1) for _ in range(rng.choice((5, 10)))] for _ in range(n)]
+
+    forget_u, holdout_u = texts(12, 0.3), texts(12, 0.0)   # the unlearned model still favours the forget texts
+    forget_r, holdout_r = texts(12, 0.0), texts(12, 0.0)   # f_retrain: no separation on average
+
+    def dukb_score(lp):  # dukb's Min-K% score: mean of the ⌊k·n⌋ lowest token log-probs (higher = member-like)
+        c = min_k_count(0.4, len(lp))
+        return sum(sorted(lp)[:c]) / c
+
+    def dukb_auc(f, h):
+        return auc([dukb_score(x) for x in f], [dukb_score(x) for x in h])
+
+    got = 100 * privleak(dukb_auc(forget_u, holdout_u), dukb_auc(forget_r, holdout_r))
+    assert got == pytest.approx(_muse_privleak(forget_u, holdout_u, forget_r, holdout_r), abs=1e-9)
+    # f_retrain against itself: 0
+    assert privleak(dukb_auc(forget_r, holdout_r), dukb_auc(forget_r, holdout_r)) == 0.0

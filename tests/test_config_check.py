@@ -1,0 +1,37 @@
+"""EvaluateConfig.check(): the Python API refuses what the command line refuses, before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from dukb import InputError
+from dukb.neural.protocol import EvaluateConfig, evaluate
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"sets": "exat"}, "--sets must be exact or random"),
+    ({"seeds": 0}, "--seeds must be at least 1"),
+    ({"n_targets": 0}, "--n-targets must be at least 1"),
+    ({"batch_size": 0}, "--batch-size must be at least 1"),
+    ({"finetune_epochs": -1}, "--finetune-epochs must be at least 1"),
+    ({"prompt": "nope"}, "unknown --prompt"),
+    ({"forget_scope": "everything"}, "unknown forget scope"),
+    ({"schedule": "fast"}, "--schedule must be one of"),
+    ({"methods": []}, "no unlearning method"),
+    ({"layers": "3-1"}, "layers"),
+    ({"lora_r": -1}, "--lora-r"),
+    ({"finetune_forms": ["paraphrase"]}, "must include qa"),
+    ({"heldout_forms": ["no_such_form"]}, "unknown probe kind"),
+])
+def test_bad_config_is_refused_before_anything_runs(tmp_path, kw, msg):
+    with pytest.raises(InputError, match=msg):
+        EvaluateConfig(**kw).check()
+    with pytest.raises(InputError, match=msg):
+        evaluate(tmp_path / "run", EvaluateConfig(**kw))
+    assert not (tmp_path / "run").exists()
+
+
+def test_check_resolves_forms():
+    cfg = EvaluateConfig(finetune_forms=["paraphrase", "qa", "edu"], heldout_forms=["rwku"]).check()
+    assert cfg.finetune_forms == ["cloze", "yes", "no", "qa", "paraphrase"]
+    assert "reverse" in cfg.heldout_forms and "qa" not in cfg.heldout_forms

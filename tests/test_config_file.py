@@ -1,0 +1,89 @@
+"""`--config FILE` (YAML or TOML) for the protocol commands: the file sets options, command-line flags win, errors
+name FILE:LINE, and a run's saved RUN/config.yaml repeats it."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+
+from dukb import InputError
+from dukb.cli.config_file import RESOLVED_NAME, default_map, read_config_file
+from dukb.cli.main import app, main
+
+
+def _cmd(name):
+    return typer.main.get_command(app).commands[name]
+
+
+@pytest.fixture()
+def captured(monkeypatch):
+    """Replace the evaluate protocol by a recorder of the config it is given (no model is run)."""
+    import dukb.neural.protocol as protocol
+
+    got = []
+
+    def fake(run_dir, cfg, **kw):
+        got.append((run_dir, cfg))
+
+    monkeypatch.setattr(protocol, "evaluate", fake)
+    return got
+
+
+def test_yaml_sets_options_and_flags_win(tmp_path, captured):
+    f = tmp_path / "e.yaml"
+    f.write_text("n-targets: 3\nmethods: [ga, du_cl]\ngrid: ['ga=1,2']\nseed: 7\nheldout_forms: [cloze, reverse]\n"
+                 f"output: {tmp_path / 'run'}\n")
+    assert main(["evaluate", "--config", str(f), "--seed", "9"]) == 0
+    run_dir, cfg = captured[-1]
+    assert cfg.n_targets == 3 and cfg.methods == ["ga", "du_cl"] and cfg.grids == {"ga": [1, 2]}
+    assert cfg.seed == 9  # the flag wins over the file
+    assert cfg.heldout_forms == ["reverse", "cloze"] or cfg.heldout_forms == ["cloze", "reverse"]
+    assert str(run_dir) == str(tmp_path / "run")
+    # the run saved its resolved options; --config RUN/config.yaml repeats it
+    saved = tmp_path / "run" / RESOLVED_NAME
+    assert saved.read_text().startswith("# the options of this `dukb evaluate` run")
+    assert main(["evaluate", "--config", str(saved)]) == 0
+    run2, cfg2 = captured[-1]
+    assert cfg2 == cfg and str(run2) == str(run_dir)
+
+
+def test_toml_works_alike(tmp_path, captured):
+    f = tmp_path / "e.toml"
+    f.write_text(f'n_targets = 2\nmethods = "ga,npo"\noutput = "{tmp_path / "r"}"\nschedule = "separate"\n')
+    assert main(["evaluate", "--config", str(f)]) == 0
+    _, cfg = captured[-1]
+    assert cfg.n_targets == 2 and cfg.methods == ["ga", "npo"] and cfg.schedule == "separate"
+
+
+@pytest.mark.parametrize("name, text, line, msg", [
+    ("a.yaml", "seed: 1\nn-targest: 3\n", 2, "unknown option 'n-targest'"),
+    ("b.yaml", "seed: 1\nmethods: [ga\n", None, "not valid YAML"),
+    ("c.toml", "seed = 1\nnope = 2\n", 2, "unknown option 'nope'"),
+    ("d.toml", "seed = 1\nseed = = 2\n", 2, "not valid TOML"),
+    ("e.yaml", "- a\n- b\n", 1, "must map option names"),
+    ("f.json", "{}", None, "must be .yaml, .yml or .toml"),
+    ("g.yaml", "kb:\n  x: 1\n", 1, "not a table"),
+])
+def test_bad_config_files_are_one_line_errors(tmp_path, capsys, captured, name, text, line, msg):
+    f = tmp_path / name
+    f.write_text(text)
+    assert main(["evaluate", "--config", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"dukb: error: {f}") and msg in err[0]
+    if line is not None:
+        assert err[0].startswith(f"dukb: error: {f}:{line}: ")
+    assert not captured
+
+
+def test_every_protocol_command_takes_config():
+    for name in ("evaluate", "muse", "rwku", "control", "restor"):
+        assert "--config" in {o for p in _cmd(name).params for o in p.opts}, name
+
+
+def test_default_map_resolves_names(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("n-targets: 4\nmethods: [ga, npo]\n")
+    m = default_map(_cmd("muse"), f)
+    assert m["methods"] == "ga,npo" and m["n_targets"] == 4
+    with pytest.raises(InputError):
+        read_config_file(tmp_path / "missing.yaml")
