@@ -103,6 +103,12 @@ def evaluate(
                                                 "`dukb probes --kinds`, disjoint from the forms a method trains on or "
                                                 "queries (probe_forms_seen, 'qa' for every built-in method). Default: "
                                                 "every form that asks for a fact except those."),
+    heldout_rule: str = typer.Option("pairs", "--heldout-rule", help="What still counts as known on the held-out "
+                                     "forms: 'pairs' (after unlearning, probe the form-fact pairs that elicited "
+                                     "their fact before; a fact is known while one still does; cheap) or 'any' "
+                                     "(probe every held-out form; known while any does, also one that did not "
+                                     "before; the stricter worst case). Facts no held-out form elicited before "
+                                     "are left unscored under both."),
     finetune_forms: str = typer.Option("qa", "--finetune-forms", help="Probe forms the model is finetuned on "
                                        "(comma-separated kinds or groups; default qa, the paper's). Adding forms "
                                        "such as paraphrase,cloze,synonym,reverse makes the model know the facts "
@@ -167,7 +173,7 @@ def evaluate(
                          else None,
                          gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code,
                          metrics=[m.strip() for m in metrics.split(",") if m.strip()],
-                         heldout_forms=_forms(heldout_forms, "--heldout-forms"),
+                         heldout_forms=_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule,
                          finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule).check()
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     cfg.targets = read_targets_in_kb(targets_file, kb) if targets_file else None

@@ -68,6 +68,9 @@ class EvaluateConfig:
         heldout_forms: probe forms every row is also scored on by ``recall_heldout`` (kinds of
             :data:`dukb.kb.probes.KINDS`; None: every asking form the method did not see,
             :func:`dukb.neural.metrics.heldout.default_heldout_forms`).
+        heldout_rule: "pairs" (default: after unlearning, probe the (form, fact) pairs that elicited their fact
+            before; known while one still does) or "any" (probe every held-out form; known while any does);
+            :mod:`dukb.neural.metrics.heldout`.
         finetune_forms: probe forms the model is finetuned on (default ["qa"], the paper's; ignored with
             ``finetuned``).
         schedule: how the step grid of gradient methods (param "steps") is run
@@ -104,6 +107,7 @@ class EvaluateConfig:
     trust_remote_code: bool = False
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     heldout_forms: list[str] | None = None
+    heldout_rule: str = "pairs"
     finetune_forms: list[str] = field(default_factory=lambda: ["qa"])
     schedule: str = "reference"
 
@@ -143,6 +147,10 @@ class EvaluateConfig:
         self.finetune_forms = list(parse_kinds(list(self.finetune_forms)))
         if "qa" not in self.finetune_forms:
             raise InputError("--finetune-forms must include qa: recall and accuracy are the paper's, on the qa form")
+        from dukb.neural.metrics.heldout import HELDOUT_RULES
+
+        if self.heldout_rule not in HELDOUT_RULES:
+            raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
         if self.heldout_forms is not None:
             self.heldout_forms = list(parse_kinds(list(self.heldout_forms)))
         return self
@@ -270,8 +278,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
                     for label, m, scope, _g in methods},
         # only when set, so that the identities of runs made before the option existed stay equal
         **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),
-        **({"heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms)}
-           if any(m.name == "recall_heldout" for m in metrics) else {}),
+        **({"heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms),
+            "heldout_rule": cfg.heldout_rule} if any(m.name == "recall_heldout" for m in metrics) else {}),
     }
 
 
@@ -455,6 +463,9 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         log(f"held-out forms elicit {record['heldout_known_before']['all']:.4f} of the KB before unlearning")
         if main:
             write_json_atomic(cfg_path, record)
+    if heldout and cfg.heldout_rule == "pairs":  # after unlearning only the pairs that elicited before are evidence
+        others = set(combined_needs([m for m in row_metrics_ if m.name != "recall_heldout"]).kinds) | {"qa"}
+        items = [it for it in items if it.kind in others or (it.kind, it.fact_kind, it.fact_id) in heldout_before]
     if acc0 < 1.0:
         log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
 
@@ -487,7 +498,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                                         probe_items=items, scope=scope,
                                         forget_ids=plan.forget[(t, scope)], batch_size=PROBE["batch_size"],
                                         metrics=row_metrics_, heldout_forms=cfg.heldout_forms,
-                                        heldout_before=heldout_before, schedule=schedule):
+                                        heldout_before=heldout_before, heldout_rule=cfg.heldout_rule,
+                                        schedule=schedule):
                     row["method"] = label
                     row["target_relation"] = fact.relation
                     row["n_kb_rel"] = len(kb.relationships)

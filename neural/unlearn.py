@@ -73,6 +73,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before unlearning (the
             baseline of :mod:`dukb.neural.metrics.heldout`, :func:`~dukb.neural.metrics.heldout.elicited_by_form`;
             None: none).
+        heldout_rule: "pairs" or "any" (:data:`dukb.neural.metrics.heldout.HELDOUT_RULES`).
         schedule: how a gradient method runs its step grid, :class:`dukb.neural.methods.base.SweepSchedule`
             (None: "separate", each T from θ₀).
 
@@ -120,10 +121,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
     heldout = check_heldout(heldout_forms, seen)
     loop_items = qa_items  # what a method may ask in its own loop: the qa items and those of its queried forms
     extra = [k for k in m.queried_forms if k != QA_KIND]
-    if extra:
-        have = [it for it in items if it.kind in extra]
-        missing = tuple(k for k in extra if k not in {it.kind for it in have})
-        loop_items = qa_items + have + (kb_qa(kb, missing) if missing else [])
+    if extra:  # every fact's items of those forms (the probe items may hold only some of them)
+        loop_items = qa_items + kb_qa(kb, tuple(extra))
     ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, layers=layers, kb=kb, closure=closure, target=target_fact_id,
                          sets=[list(s) for s in sets[0]], items=loop_items, schedule=schedule)
     t0 = time.perf_counter()
@@ -143,7 +142,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         rctx = RowContext(kb, target_fact_id, [list(s) for s in sets[0]], sets[1], df, list(forget_ids), retain_ids,
                           predictor=pred if needs.model else None, seen_forms=seen, heldout_forms=heldout,
                           heldout_before=None if heldout_before is None else frozenset(heldout_before),
-                          closure=closure)
+                          heldout_rule=heldout_rule, closure=closure)
         fields = {}
         for metric in metrics:
             fields.update(metric.fn(rctx))

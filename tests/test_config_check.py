@@ -35,3 +35,8 @@ def test_check_resolves_forms():
     cfg = EvaluateConfig(finetune_forms=["paraphrase", "qa", "edu"], heldout_forms=["rwku"]).check()
     assert cfg.finetune_forms == ["cloze", "yes", "no", "qa", "paraphrase"]
     assert "reverse" in cfg.heldout_forms and "qa" not in cfg.heldout_forms
+
+
+def test_bad_heldout_rule_is_refused():
+    with pytest.raises(InputError, match="--heldout-rule must be one of pairs, any"):
+        EvaluateConfig(heldout_rule="some").check()

@@ -159,3 +159,29 @@ def test_heldout_summary_uses_the_papers_rule_on_heldout_points():
     # the mean held-out point of steps 2 is (0.875, 0.815): in the region
     assert got["region_setting_heldout"] is not None and '"steps": 2' in got["region_setting_heldout"]
     assert got["success_du_heldout"] == pytest.approx(0.5)
+
+
+def test_pairs_and_any_rules_differ_only_on_forms_that_did_not_elicit_before(kb):
+    """A fact elicited before only by cloze and now only by paraphrase: forgotten under "pairs" (the form that knew it
+    no longer does), known under "any" (some held-out form elicits it now). The "pairs" rule needs only the baseline
+    pairs' rows; a missing one is an error."""
+    rel = [f.fact_id for f in kb.relationships]
+    forms = ("paraphrase", "cloze")
+    before_tab = _table(kb, {("cloze", "relationship", f): True for f in rel}, forms=forms)
+    before = elicited_by_form(before_tab, forms)
+    now = {("cloze", "relationship", f): True for f in rel[1:]} | {("paraphrase", "relationship", rel[0]): True}
+    after = _table(kb, now, forms=forms)
+    sets = [[rel[0]]]
+
+    def run(rule, table=after):
+        return recall_heldout(RowContext(kb, rel[0], sets, "exact", table, [rel[0]], heldout_forms=forms,
+                                         heldout_before=before, heldout_rule=rule))
+
+    assert run("pairs")["forgotten_relationships_heldout"] == [rel[0]] and run("pairs")["recall_heldout"] == 1.0
+    assert run("any")["forgotten_relationships_heldout"] == [] and run("any")["recall_heldout"] == 0.0
+    only_pairs = after[(after["kind"] == "cloze") & (after["fact_kind"] == "relationship")]
+    assert run("pairs", only_pairs) == run("pairs")
+    with pytest.raises(ValueError, match="lacks the held-out probe"):
+        run("pairs", only_pairs[only_pairs["fact_id"] != rel[2]])
+    with pytest.raises(ValueError, match="unknown held-out rule"):
+        run("all")

@@ -76,6 +76,7 @@ def test_finetuning_on_more_forms_teaches_them(run):
     ft = json.loads((run / "finetune.json").read_text())
     assert ft["n_items"] > len(load_kb(cfg["kb"]).relationships) * 2  # qa + paraphrase + cloze items
     assert cfg["identity"]["model"]["finetune"]["forms"] == ["cloze", "qa", "paraphrase"]
+    assert cfg["identity"]["heldout_rule"] == "pairs" and cfg["identity"]["heldout_forms"] is None
     # the finetuned model knows the paraphrase and cloze forms it was taught (the tiny model knows little else)
     base = cfg["heldout_known_before"]
     assert base["all"] >= 0.9

@@ -83,6 +83,8 @@ class RowContext:
         heldout_forms: the forms the row is also scored on, disjoint from ``seen_forms`` (empty: not scored).
         heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before unlearning (None: no
             baseline; :mod:`dukb.neural.metrics.heldout`).
+        heldout_rule: with a baseline, "pairs" (a fact is known while a form that elicited it before still does)
+            or "any" (while any held-out form does); :data:`dukb.neural.metrics.heldout.HELDOUT_RULES`.
         closure: the run's :class:`dukb.solver.closure.Closure` (None when the caller has none): metrics that need the
             target's cone use it, so they follow the run's rules.
     """
@@ -98,6 +100,7 @@ class RowContext:
     seen_forms: tuple = ("qa",)
     heldout_forms: tuple = ()
     heldout_before: frozenset | None = None
+    heldout_rule: str = "pairs"
     closure: object = None
 
 

@@ -17,10 +17,16 @@ and accuracy (Eq. 2) is recomputed at the best set M of that recall, leaving ret
 does.
 
 **Baseline.** A held-out form can only show that a fact was forgotten if it elicited the fact before unlearning.
-With the finetuned model's held-out probe (:attr:`RowContext.heldout_before`, the facts some held-out form elicited
-before unlearning; the protocol passes it), a fact outside it is *unscorable*: it never counts as forgotten (recall
-gets no credit it cannot see; a lower bound) and is left out of the accuracies' numerators and denominators, like
-retain-train facts (so accuracy is over facts the held-out forms could show as kept). Rows record how many facts
+With the finetuned model's held-out probe (:attr:`RowContext.heldout_before`, the (form, fact) pairs that elicited
+their fact before unlearning; the protocol passes it), the evidence for a fact is its pairs: it counts as known when
+one of the forms that elicited it before still does, and as forgotten when none does. A fact without such a pair is
+*unscorable*: it never counts as forgotten (recall gets no credit it cannot see; a lower bound) and is left out of
+the accuracies' numerators and denominators, like retain-train facts (so accuracy is over facts the held-out forms
+could show as kept). The protocol therefore probes only those pairs after unlearning, a fraction of every
+(form, fact) pair when the model knows the facts under few forms. This is the ``pairs`` rule (the default,
+:data:`HELDOUT_RULES`); the ``any`` rule probes every held-out form after unlearning and counts a scorable fact as
+known when any of them elicits it, also a form that did not elicit it before (the stricter worst case, recall
+≤ the ``pairs`` rule's; about as many probes per setting as there are held-out forms times facts). Rows record how many facts
 were unscorable (``heldout_unscorable``). Without a baseline (``heldout_before`` None) every fact is scored and one
 never elicited counts as forgotten. The run records the baseline's coverage (``heldout_known_before`` in
 config.json, :func:`heldout_known`); finetuning on more forms (``dukb evaluate --finetune-forms``) raises it.
@@ -34,6 +40,8 @@ from __future__ import annotations
 from dukb.neural.metrics.attack import ATTACK_KINDS
 from dukb.neural.metrics.base import Metric, Needs, RowContext
 
+#: The rules for what counts as still known on the held-out forms (module docstring): the default first.
+HELDOUT_RULES = ("pairs", "any")
 #: Row fields of :func:`recall_heldout`.
 FIELDS = ("recall_heldout", "accuracy_relationships_heldout", "accuracy_biographies_heldout", "accuracy_all_heldout",
           "best_set_heldout", "target_forgotten_heldout", "forgotten_relationships_heldout",
@@ -136,7 +144,7 @@ def recall_heldout(ctx: RowContext) -> dict:
 
     Args:
         ctx: :class:`RowContext` with ``heldout_forms`` set; its probe table holds the ``known`` rows of those
-            forms (every relationship fact has at least one).
+            forms: every (form, fact) pair of ``heldout_before`` when given, else at least one per relationship.
 
     Returns:
         The fields of :data:`FIELDS`: ``recall_heldout`` and the accuracies (floats in [0, 1];
@@ -148,7 +156,8 @@ def recall_heldout(ctx: RowContext) -> dict:
         module docstring). The protocol writes the row's ``probe_forms_seen`` and ``heldout_forms``.
 
     Raises:
-        ValueError: no held-out forms in the context, or a relationship fact without any held-out probe row.
+        ValueError: no held-out forms in the context; without a baseline, a relationship fact without any held-out
+            probe row; with one, a baseline pair without its row.
 
     Source: Wu et al. 2025, Eq. 1-2, over the held-out forms' worst case (module docstring).
     """
@@ -158,21 +167,36 @@ def recall_heldout(ctx: RowContext) -> dict:
     if not forms:
         raise ValueError("recall_heldout needs the row's held-out forms")
     df = ctx.probe[ctx.probe["kind"].isin(forms)]
-    asked = set(zip(df["fact_kind"], (int(f) for f in df["fact_id"])))
     kb = ctx.kb
-    missing = [f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in asked]
-    if missing:
-        raise ValueError(f"no held-out probe ({', '.join(forms)}) asks about relationship fact {missing[0]}")
-    hit = elicited_facts(df, forms)
-    before = None if ctx.heldout_before is None else {(fk, f) for k, fk, f in ctx.heldout_before if k in forms}
-    scorable = (lambda key: key in asked) if before is None else (lambda key: key in asked and key in before)
+    rows = {(k, fk, int(f)): bool(v) for k, fk, f, v in zip(df["kind"], df["fact_kind"], df["fact_id"], df["known"])}
+    if ctx.heldout_before is None:  # no baseline: every fact is scored, on every held-out form asked
+        asked = {(fk, f) for _k, fk, f in rows}
+        missing = [f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in asked]
+        if missing:
+            raise ValueError(f"no held-out probe ({', '.join(forms)}) asks about relationship fact {missing[0]}")
+        scorable = asked
+        hit = {(fk, f) for (_k, fk, f), v in rows.items() if v}
+    else:  # the evidence: the (form, fact) pairs that elicited their fact before unlearning
+        pairs = {(k, fk, int(f)) for k, fk, f in ctx.heldout_before if k in forms}
+        absent = sorted(pr for pr in pairs if pr not in rows)
+        if absent:
+            raise ValueError(f"the probe table lacks the held-out probe {absent[0]} that elicited its fact before "
+                             "unlearning")
+        scorable = {(fk, f) for _k, fk, f in pairs}
+        if ctx.heldout_rule == "any":  # known when any held-out form elicits it now (every form probed)
+            hit = {(fk, f) for (_k, fk, f), v in rows.items() if v and (fk, f) in scorable}
+        elif ctx.heldout_rule == "pairs":
+            hit = {(fk, f) for (k, fk, f) in pairs if rows[(k, fk, f)]}
+        else:
+            raise ValueError(f"unknown held-out rule {ctx.heldout_rule!r} (pairs or any)")
     forgot_rel = {f.fact_id for f in kb.relationships
-                  if scorable(("relationship", f.fact_id)) and ("relationship", f.fact_id) not in hit}
-    has_bio = any(fk == "biography" for fk, _ in asked)
+                  if ("relationship", f.fact_id) in scorable and ("relationship", f.fact_id) not in hit}
+    has_bio = any(fk == "biography" for fk, _ in scorable)
     forgot_bio = ({b.fact_id for b in kb.biographies
-                   if scorable(("biography", b.fact_id)) and ("biography", b.fact_id) not in hit} if has_bio else None)
-    un_rel = {f.fact_id for f in kb.relationships if not scorable(("relationship", f.fact_id))}
-    un_bio = {b.fact_id for b in kb.biographies if not scorable(("biography", b.fact_id))} if has_bio else set()
+                   if ("biography", b.fact_id) in scorable and ("biography", b.fact_id) not in hit}
+                  if has_bio else None)
+    un_rel = {f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in scorable}
+    un_bio = {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in scorable} if has_bio else set()
     r = recall_accuracy(kb, ctx.sets, forgot_rel, forgot_bio, ctx.sets_used, [ctx.target],
                         exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
                         exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio)
