@@ -85,8 +85,8 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
     else:
         import yaml
 
-        try:
-            data = yaml.safe_load(text)
+        try:  # every scalar as written (no YAML 1.1 octal, 1_0, yes/no): the options' own strict parsers read it
+            data = yaml.load(text, Loader=yaml.BaseLoader)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             raise InputError(f"not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})", p,
@@ -98,6 +98,29 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
     return data, _key_lines(text, p)
 
 
+def _text(v) -> str:
+    """A config value as the command line would give it: TOML's typed scalars back to their text (``true``/``false``
+    for booleans), so every option's own strict parser (e.g. ``-?[0-9]+`` for integers) reads it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _check_int(param, value, key, path, line) -> None:
+    """An integer option's value read as the command line reads it (``-?[0-9]+``), refused at its FILE:LINE."""
+    from dukb.cli.main import _is_int_annotation
+    from dukb.kb.csvfile import int_problem
+
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None or getattr(desc.parameter_info, "parser", None) is not None \
+            or not _is_int_annotation(desc.annotation):
+        return
+    for item in value if isinstance(value, list) else [value]:
+        problem = int_problem(f"option {key!r}", _text(item))
+        if problem:
+            raise InputError(problem, path, line)
+
+
 def default_map(command, path) -> dict:
     """The click ``default_map`` a config file gives ``command``: each key resolved to the command's parameter.
 
@@ -105,12 +128,12 @@ def default_map(command, path) -> dict:
         command: the click command (its ``params``); path: the config file.
 
     Returns:
-        dict parameter name -> value (lists joined with "," for single-valued text options; scalars wrapped in a
-        list for repeatable options).
+        dict parameter name -> value as text (lists joined with "," for single-valued options; scalars wrapped in a
+        list for repeatable options), so the option's own parser and checks apply exactly as to a flag.
 
     Raises:
-        InputError: an unknown option or a value of the wrong shape (a mapping), at its line; the file errors of
-            :func:`read_config_file`.
+        InputError: an unknown option, an empty value or a value of the wrong shape (a mapping, nested lists), at
+            its line; the file errors of :func:`read_config_file`.
     """
     data, lines = read_config_file(path)
     by_name = {}
@@ -126,13 +149,18 @@ def default_map(command, path) -> dict:
         if p is None:
             raise InputError(f"unknown option {key!r} for `dukb {command.name}` (see `dukb {command.name} --help`)",
                              path, lines.get(str(key)))
-        if isinstance(value, dict):
-            raise InputError(f"option {key!r} takes a value or a list, not a table", path, lines.get(str(key)))
+        if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+            raise InputError(f"option {key!r} takes a value or a list of values, not a table", path,
+                             lines.get(str(key)))
+        if value is None or value == "":
+            raise InputError(f"option {key!r} has no value", path, lines.get(str(key)))
+        _check_int(p, value, key, path, lines.get(str(key)))
         if getattr(p, "multiple", False):
-            value = list(value) if isinstance(value, list) else [value]
-            value = [str(v) for v in value]
+            value = [_text(v) for v in (value if isinstance(value, list) else [value])]
         elif isinstance(value, list):
-            value = ",".join(str(v) for v in value)
+            value = ",".join(_text(v) for v in value)
+        else:
+            value = _text(value)
         out[p.name] = value
     return out
 

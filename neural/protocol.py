@@ -144,15 +144,22 @@ class EvaluateConfig:
             raise InputError("no unlearning method given")
         parse_layers(self.layers)
         self.lora()
+        if not list(self.finetune_forms) or (self.heldout_forms is not None and not list(self.heldout_forms)):
+            raise InputError("--finetune-forms and --heldout-forms need at least one probe form")
         self.finetune_forms = list(parse_kinds(list(self.finetune_forms)))
         if "qa" not in self.finetune_forms:
             raise InputError("--finetune-forms must include qa: recall and accuracy are the paper's, on the qa form")
+        if self.finetuned and self.finetune_forms != ["qa"]:
+            raise InputError("--finetune-forms applies to finetuning, which --finetuned skips (the model given was "
+                             "finetuned already)")
         from dukb.neural.metrics.heldout import HELDOUT_RULES
 
         if self.heldout_rule not in HELDOUT_RULES:
             raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
-        if self.heldout_forms is not None:
-            self.heldout_forms = list(parse_kinds(list(self.heldout_forms)))
+        if self.heldout_forms is not None:  # every built-in method trains on qa
+            from dukb.neural.metrics.heldout import check_heldout
+
+            self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
         return self
 
     def lora(self):
@@ -360,8 +367,9 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     if len({label for label, *_ in methods}) != len(methods):
         raise InputError("a method is listed twice in --methods")
     grids = method_grids(methods, cfg.grids)
-    if any(m.name == "recall_heldout" for m in metrics):  # every built-in method trains on or queries "qa"
-        check_heldout(cfg.heldout_forms, ("qa",))
+    seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
+    if any(m.name == "recall_heldout" for m in metrics):  # refused before anything runs: a form some method sees
+        check_heldout(cfg.heldout_forms, seen_any)
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, cfg.n_targets, cfg.seed)
     for t in targets:
         closure.atom_of_fact(t)
@@ -452,6 +460,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     items = kb_qa(kb, kinds)
     from dukb.neural.probe import Predictor, probe
 
+    # the baseline covers every form some row may be scored on (each row then keeps its own held-out forms)
     base_forms = set(check_heldout(cfg.heldout_forms, ("qa",))) if heldout else set()
     base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
                  [it for it in items if it.kind == "qa" or it.kind in base_forms], rouge=False, logprob=False)

@@ -66,16 +66,21 @@ def _heldout_section(df, allrows, head: list[str], config: dict) -> list[str]:
     from dukb.neural.metrics.summary import heldout_points
 
     recs = allrows.to_dict("records")
-    seen = sorted({f for v in df.get("probe_forms_seen", []) if isinstance(v, list) for f in v})
-    forms = sorted({f for v in df.get("heldout_forms", []) if isinstance(v, list) for f in v})
-    lines = ["## Held-out probe forms", "",
-             f"Judged only on forms no method trained on or queried: {', '.join(forms)} (a fact is known when any "
-             f"of them elicits it). The methods saw: {', '.join(seen) or '–'}.", ""]
+    per = {}
+    for m, g in df.groupby("method", sort=False):
+        seen, held = (g.iloc[0].get(k) for k in ("probe_forms_seen", "heldout_forms"))
+        per[m] = (", ".join(seen) if isinstance(seen, list) and seen else "–",
+                  ", ".join(held) if isinstance(held, list) else "–")
+    lines = ["## Held-out probe forms", "", "Each method judged only on forms it never trained on or queried (a fact is "
+             "known when a held-out form elicits it; the rule is config.json's `heldout_rule`):", "",
+             "| method | forms it saw | held-out forms |", "|---|---|---|"]
+    lines += [f"| {m} | {seen} | {held} |" for m, (seen, held) in per.items()]
+    lines.append("")
     before = config.get("heldout_known_before")
     if isinstance(before, dict) and before.get("all") is not None:
-        lines += [f"Before unlearning the held-out forms elicit {before['all']:.4f} of the KB's facts; a fact they "
-                  "never elicited counts as forgotten from the start (finetune on more forms with "
-                  "--finetune-forms to raise this).", ""]
+        lines += [f"Before unlearning the held-out forms elicit {before['all']:.4f} of the KB's facts. The facts they "
+                  "never elicited are unscorable: never counted as forgotten and left out of accuracy (each row's "
+                  "`heldout_unscorable` counts them; --finetune-forms teaches more forms).", ""]
     lines += head
     for key, label in (("acc_at_recall_heldout", "Acc@Recall≥0.8, held-out (↑)"),
                        ("recall_at_acc_heldout", "Recall@Acc≥0.8, held-out (↑)"),

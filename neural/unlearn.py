@@ -43,7 +43,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
                  lr: float | None = None, lora=None, layers: tuple[int, int] | None = None, probe_items: list[QAItem] | None = None,
                  batch_size: int = 256, scope: str = "target", forget_ids: list[int] | None = None,
-                 metrics=None, heldout_forms=None, heldout_before=None, schedule=None) -> Iterator[dict]:
+                 metrics=None, heldout_forms=None, heldout_before=None, heldout_rule: str = "pairs",
+                 schedule=None) -> Iterator[dict]:
     """Run ``method`` over its grid on one target and yield one result row per setting: the sweep, probe and
     metric stages of the protocol, streamed setting by setting (each stage only consumes the previous one's
     output: (setting, predictor) → probe table → metric fields).
@@ -117,7 +118,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
             cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
         retain = default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
     retain_ids = retain_fact_ids(retain)
-    seen = tuple(sorted({it.kind for it in forget} | {it.kind for it in retain} | set(m.queried_forms)))
+    seen = tuple(sorted({it.kind for it in forget} | {it.kind for it in retain} | set(m.seen_forms)))
     heldout = check_heldout(heldout_forms, seen)
     loop_items = qa_items  # what a method may ask in its own loop: the qa items and those of its queried forms
     extra = [k for k in m.queried_forms if k != QA_KIND]

@@ -22,6 +22,10 @@ from dukb.neural.protocol import EvaluateConfig, evaluate
     ({"lora_r": -1}, "--lora-r"),
     ({"finetune_forms": ["paraphrase"]}, "must include qa"),
     ({"heldout_forms": ["no_such_form"]}, "unknown probe kind"),
+    ({"heldout_forms": ["yes", "cloze"]}, "must ask for the fact"),
+    ({"heldout_forms": []}, "at least one probe form"),
+    ({"finetune_forms": []}, "at least one probe form"),
+    ({"finetuned": "somewhere", "finetune_forms": ["qa", "cloze"]}, "--finetuned skips"),
 ])
 def test_bad_config_is_refused_before_anything_runs(tmp_path, kw, msg):
     with pytest.raises(InputError, match=msg):

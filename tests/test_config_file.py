@@ -47,6 +47,14 @@ def test_yaml_sets_options_and_flags_win(tmp_path, captured):
     assert cfg2 == cfg and str(run2) == str(run_dir)
 
 
+def test_yaml_scalars_are_read_as_written(tmp_path, captured):
+    """No YAML 1.1 surprises: 010 is ten (as --seed 010), not octal eight."""
+    f = tmp_path / "o.yaml"
+    f.write_text(f"seed: 010\noutput: {tmp_path / 'r'}\n")
+    assert main(["evaluate", "--config", str(f)]) == 0
+    assert captured[-1][1].seed == 10
+
+
 def test_toml_works_alike(tmp_path, captured):
     f = tmp_path / "e.toml"
     f.write_text(f'n_targets = 2\nmethods = "ga,npo"\noutput = "{tmp_path / "r"}"\nschedule = "separate"\n')
@@ -63,6 +71,11 @@ def test_toml_works_alike(tmp_path, captured):
     ("e.yaml", "- a\n- b\n", 1, "must map option names"),
     ("f.json", "{}", None, "must be .yaml, .yml or .toml"),
     ("g.yaml", "kb:\n  x: 1\n", 1, "not a table"),
+    ("h.yaml", "n-targets: 1\nseed:\n", 2, "has no value"),
+    ("j.yaml", "seed: 1\nseeds: 1_0\n", 2, "'seeds'"),  # strict integers, as the flags read them
+    ("k.toml", "n_targets = 2.0\n", 1, "'n_targets'"),
+    ("l.toml", "seeds = true\n", 1, "'seeds'"),
+    ("m.yaml", "seed: 0x10\n", 1, "'seed'"),
 ])
 def test_bad_config_files_are_one_line_errors(tmp_path, capsys, captured, name, text, line, msg):
     f = tmp_path / name
@@ -84,6 +97,6 @@ def test_default_map_resolves_names(tmp_path):
     f = tmp_path / "m.yaml"
     f.write_text("n-targets: 4\nmethods: [ga, npo]\n")
     m = default_map(_cmd("muse"), f)
-    assert m["methods"] == "ga,npo" and m["n_targets"] == 4
+    assert m["methods"] == "ga,npo" and m["n_targets"] == "4"
     with pytest.raises(InputError):
         read_config_file(tmp_path / "missing.yaml")

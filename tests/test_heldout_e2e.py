@@ -64,7 +64,8 @@ def test_rows_record_seen_and_heldout_forms_and_recompute(run, small_kb):
         assert r["success_du_heldout"] == int(is_deep_unlearning_set(
             closure, [closure.atom_of_fact(r["target"])], r["forgotten_relationships_heldout"]))
     text = (run / "report.md").read_text()
-    assert "## Held-out probe forms" in text and "The methods saw: qa" in text
+    assert "## Held-out probe forms" in text and f"| ga | qa | {', '.join(held)} |" in text
+    assert "unscorable" in text and "counts as forgotten" not in text
     import pandas as pd
 
     summary = pd.read_csv(run / "summary.csv")

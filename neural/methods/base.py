@@ -246,6 +246,15 @@ class Method(abc.ABC):
     #: probe forms the method asks the model while it unlearns (closed-loop deep unlearning: "qa"); with the forms of
     #: the items it trains on they are the row's ``probe_forms_seen``, never its held-out forms
     queried_forms: tuple = ()
+    #: probe forms of items the method builds and trains on itself, beyond its forget and retain data (RT's refusals
+    #: of the forget facts' qa and reverse questions); also part of ``probe_forms_seen``
+    trained_forms: tuple = ()
+
+    @property
+    def seen_forms(self) -> tuple:
+        """The probe forms this method sees whatever its data: :attr:`queried_forms` and :attr:`trained_forms`
+        (tuple of :data:`dukb.kb.probes.KINDS`)."""
+        return tuple(dict.fromkeys((*self.queried_forms, *self.trained_forms)))
 
     @abc.abstractmethod
     def sweep(self, ctx: UnlearnContext, grid=None) -> Iterator[tuple[dict, Predictor]]:

@@ -36,6 +36,8 @@ def rejection_questions(ctx: UnlearnContext) -> list:
 class RejectionTuning(Method):
     """RT: refusals to questions about the forget facts."""
 
+    trained_forms = RT_KINDS  # refusals of the forget facts' questions in these forms
+
     name = "rt"
     param = "steps"
     default_grid = STEPS_GRID

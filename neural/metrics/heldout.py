@@ -74,12 +74,20 @@ def check_heldout(heldout, seen) -> tuple[str, ...]:
         The held-out forms (tuple, non-empty, disjoint from ``seen``).
 
     Raises:
-        InputError: an unknown form, an empty set, or a form the method saw (named).
+        InputError: an unknown form, an empty set, a form that does not ask for the fact (yes/no), or a form the
+            method saw (named).
     """
     from dukb import InputError
     from dukb.kb.probes import parse_kinds
 
+    if heldout is not None and not list(heldout):
+        raise InputError("--heldout-forms needs at least one probe form")
     forms = default_heldout_forms(seen) if heldout is None else parse_kinds(list(heldout))
+    not_asking = [k for k in forms if k not in ATTACK_KINDS]
+    if not_asking:
+        raise InputError(f"held-out forms must ask for the fact ({', '.join(ATTACK_KINDS)}); "
+                         f"{', '.join(not_asking)} do not (a yes to every question is not elicitation) "
+                         "(--heldout-forms)")
     overlap = sorted(set(forms) & set(seen))
     if overlap:
         raise InputError(f"held-out probe forms must be forms the method never trained on or queried; it saw "
