@@ -243,6 +243,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
     from dukb.neural.metrics.ps import paraphrase_questions, ps_vector
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype, spec_for_path
     from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, load_finetuned
+    from dukb.neural.metrics.recall import success_du_all
     from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, claim_run, history_entry, provenance, read_results,
@@ -328,6 +329,9 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
         fields["forgotten_biographies"] = sorted(int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"])
                                                  if k == "biography")
         fields["accuracy_all_facts"] = float(df["known"].mean())
+        # Success-DU (Wu et al. 2025, Definition 2): every forget fact underivable from what the model still knows
+        fields["success_du"] = success_du_all(closure, [it.fact_id for it in forget_items],
+                                              fields["forgotten_relationships"])
         return fields
 
     bar = task = None

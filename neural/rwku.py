@@ -170,7 +170,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     from dukb.neural.methods import UnlearnContext, method_grids, resolve
     from dukb.neural.metrics.attack import ATTACK_KINDS, recall_under_attack
     from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import RECALL
+    from dukb.neural.metrics.recall import RECALL, success_du_all
     from dukb.neural.metrics.rwku import cone_ids
     from dukb.neural.plan import choose_targets, load_kb_closure
     from dukb.neural.probe import Predictor, probe
@@ -302,6 +302,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
                           extra.get("retain_fact_ids") or {"relationships": [], "biographies": []})
         fields.update(RECALL.fn(rctx))
         fields.update(recall_under_attack(rctx))
+        fields["success_du"] = success_du_all(closure, req["targets"], fields["forgotten_relationships"])
         fields.pop("forgotten_biographies", None)
         return fields
 

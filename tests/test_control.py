@@ -313,10 +313,17 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     splits = json.loads((run / "splits.json").read_text())
     forget = splits["forget"]["5%"]
     assert {r["control"] for r in rows} == {"original", "none", "oc", "es", "mm"}
+    from dukb.solver.closure import compute_closure
+    from dukb.solver.mdus import is_deep_unlearning_set
+
+    closure = compute_closure(small_kb)
     for r in rows:
         assert r["forget_fact_ids"] == forget
         for k in C.FLOORS:
             assert 0 <= r[k] <= 1
+        # Success-DU: every forget fact underivable from what the model still knows (Definition 2)
+        assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
+                                                                 r["forgotten_relationships"]) for t in forget))
     gd = [r for r in rows if r.get("method") == "ga_gdr" and r["control"] != "original"]
     ev_rel = set(splits["retain_eval"]["relationships"])
     assert all(r["retain_train_fact_ids"]["relationships"] and

@@ -125,6 +125,22 @@ def rwku_run(tmp_path_factory):
     return out, args
 
 
+def test_rwku_rows_carry_success_du(rwku_run):
+    """Success-DU on every RWKU row: 1 exactly when every target of the request is underivable from the facts the
+    model still knows (Wu et al. 2025, Definition 2)."""
+    from dukb.kb import load_kb
+    from dukb.solver.closure import compute_closure
+    from dukb.solver.mdus import is_deep_unlearning_set
+
+    run, _ = rwku_run
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    closure = compute_closure(load_kb(json.loads((run / "config.json").read_text())["kb"]))
+    for r in rows:
+        assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
+                                                                 r["forgotten_relationships"]) for t in r["targets"]))
+    assert any(r["success_du"] for r in rows) or all(r["recall"] < 1 for r in rows)
+
+
 def test_rwku_end_to_end(rwku_run):
     run, _ = rwku_run
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]

@@ -82,6 +82,30 @@ def success_du(closure, target: int, forgotten_relationships) -> int:
                                       [int(f) for f in forgotten_relationships]))
 
 
+def success_du_all(closure, targets, forgotten_relationships) -> int:
+    """Success-DU of an unlearning request with several targets: 1 when *every* target is outside
+    Ω(K \\ U_A, R) (each is deeply unlearned, Definition 2), else 0.
+
+    Args:
+        closure: the run's :class:`dukb.solver.closure.Closure`; targets: relationship fact_ids (iterable of int,
+            non-empty); forgotten_relationships: U_A (iterable of int).
+
+    Returns:
+        1 or 0 (int).
+
+    Raises:
+        InputError: a fact_id is not a fact of K; ValueError: no target.
+
+    Source: Wu et al. 2025, Definition 2, applied to each target of a batch (RWKU's batch-target setting, Unlearning
+    with Control's forget ratios).
+    """
+    targets = [int(t) for t in targets]
+    if not targets:
+        raise ValueError("Success-DU needs at least one target")
+    forgotten = [int(f) for f in forgotten_relationships]
+    return int(all(success_du(closure, t, forgotten) for t in targets))
+
+
 def fill_success_du(rows: list[dict], config: dict) -> tuple[list[dict], str | None]:
     """Add ``success_du`` to rows that lack it (rows of an older dukb), from their ``forgotten_relationships``.
 
