@@ -265,6 +265,11 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
         raise InputError(f"cannot render this {protocol} run: {_why(e)}", run_dir) from None
+    missing = paths.get("missing_units") or []
+    if missing:
+        typer.echo(f"{len(missing)} units have no row yet (target, method, setting): "
+                   + ", ".join(f"({t}, {m}, {v:g})" for t, m, v in missing[:8]) + (", ..." if len(missing) > 8 else ""),
+                   err=True)
     typer.echo(f"report: {paths['report']}")
 
 

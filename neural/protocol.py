@@ -480,6 +480,9 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
 
     # 3. sweep -> probe -> metrics, streamed per setting (this process's share of the targets under a
     # multi-process launch); 4. report
+    from dukb.neural.runs import worker_id
+
+    worker = worker_id()
     my_targets = dist.shard(targets)
     total = len(my_targets) * sum(len(g) for g in grids.values())
     bar = None
@@ -510,6 +513,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                                         heldout_before=heldout_before, heldout_rule=cfg.heldout_rule,
                                         schedule=schedule):
                     row["method"] = label
+                    row["worker"] = worker
                     row["target_relation"] = fact.relation
                     row["n_kb_rel"] = len(kb.relationships)
                     row["n_kb_bio"] = len(kb.biographies)

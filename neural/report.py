@@ -12,7 +12,7 @@ from pathlib import Path
 from dukb import InputError
 from dukb.neural.metrics.summary import (ACCURACY, THRESHOLD, TRADEOFF_RULE, curve_points, envelope,  # noqa: F401
                                          setting_key, strength, superficial, target_tradeoff, tradeoff)
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal  # noqa: F401
+from dukb.neural.runs import journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
@@ -203,7 +203,8 @@ def render(run_dir) -> dict:
     """(Re)write summary.csv, report.md and accuracy_recall.png of a run directory from results.jsonl alone.
 
     Returns:
-        dict of written paths.
+        dict of written paths (summary, report, plot) and ``missing_units``: the (target, method, value) units of
+        the run's identity without a row (:func:`dukb.neural.runs.missing_units`), also named in report.md.
 
     Raises:
         FileNotFoundError: no results.jsonl; ValueError: it holds no rows; InputError: a file read is not a
@@ -227,6 +228,13 @@ def render(run_dir) -> dict:
     from dukb.neural.metrics.recall import fill_success_du
 
     rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
+    missing = missing_units(config["identity"], rows) if isinstance(config.get("identity"), dict) else []
+    if missing:
+        shown = ", ".join(f"({t}, {m}, {v:g})" for t, m, v in missing[:8])
+        sdu_note = ((sdu_note + " ") if sdu_note else "") + (
+            f"{len(missing)} (target, method, setting) units of the run have no row yet: {shown}"
+            f"{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the run to add "
+            "them).")
     df = pd.DataFrame(rows)
     finetune = read_json(run / "finetune.json", "finetune record") if os.path.lexists(run / "finetune.json") \
         else None
@@ -241,7 +249,7 @@ def render(run_dir) -> dict:
     output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note else [])
                                    + journal_note(journal),
                                    encoding="utf-8")
-    paths = {"summary": run / "summary.csv", "report": run / "report.md"}
+    paths = {"summary": run / "summary.csv", "report": run / "report.md", "missing_units": missing}
     if "recall" in df.columns:
         plot_curves(df, output_file(run / "accuracy_recall.png"))
         paths["plot"] = run / "accuracy_recall.png"

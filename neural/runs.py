@@ -1057,6 +1057,36 @@ def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], st
     return journal
 
 
+def worker_id() -> str:
+    """Who computed a row: ``HOST:PID`` (and ``/rRANK`` under a multi-process launch), recorded as each row's
+    ``worker``. A row's values never depend on it."""
+    from dukb.neural import distributed as dist
+
+    rank = f"/r{dist.rank()}" if dist.is_distributed() else ""
+    return f"{socket.gethostname()}:{os.getpid()}{rank}"
+
+
+def missing_units(identity: dict, rows: list[dict]) -> list[tuple[int, str, float]]:
+    """The (target, method, grid value) units of an evaluate run that have no row yet.
+
+    Args:
+        identity: the run's identity (config.json's ``identity``: targets, methods with their grids).
+        rows: the run's result rows.
+
+    Returns:
+        Sorted list of (target, method label, value), in the identity's order of targets and methods.
+    """
+    done = {(int(r["target"]), r["method"], float(r["setting"][r["param"]])) for r in rows
+            if isinstance(r.get("setting"), dict) and r.get("param") in r["setting"]}
+    out = []
+    for t in identity.get("targets") or []:
+        for label, entry in (identity.get("methods") or {}).items():
+            for v in entry.get("grid") or []:
+                if (int(t), label, float(v)) not in done:
+                    out.append((int(t), label, float(v)))
+    return out
+
+
 def journal_note(journal: Journal) -> str:
     """A report.md paragraph on the journal's damaged lines (skipped, FILE:LINE each) and on those an earlier resume
     moved to results.damaged.jsonl; empty when there are none.

@@ -49,7 +49,10 @@ def test_rows_record_seen_and_heldout_forms_and_recompute(run, small_kb):
     sets = json.loads((run / "sets.json").read_text())["targets"]
     closure = compute_closure(small_kb, "family")
     assert len(rows) == 8
+    import socket
+
     for r in rows:
+        assert r["worker"].startswith(socket.gethostname() + ":")  # who computed the row (host:pid)
         assert r["probe_forms_seen"] == ["qa"]
         assert r["heldout_forms"] == held and not set(r["heldout_forms"]) & set(r["probe_forms_seen"])
         # unscorable facts (no held-out form elicited them before unlearning) are never forgotten here

@@ -327,3 +327,21 @@ def test_a_run_log_that_cannot_be_written_is_one_line(tmp_path, capsys):
         detach_run_log(handler)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"dukb: warning: {tmp_path / 'run.log'}: not a regular file"), err
+
+
+def test_report_names_the_units_without_a_row(tmp_path, capsys):
+    """`dukb report` on an evaluate run whose identity has more (target, method, value) units than rows: it renders
+    the rows present and says, on stderr and in report.md, which units are missing."""
+    from dukb.neural.runs import missing_units
+
+    rows = evaluate_rows()
+    identity = {"targets": [28, 31, 40], "methods": {"ga": {"method": "ga", "grid": [1, 2, 4]}}}
+    assert missing_units(identity, rows) == [(28, "ga", 4.0), (31, "ga", 4.0), (40, "ga", 1.0), (40, "ga", 2.0),
+                                             (40, "ga", 4.0)]
+    run = _write_run(tmp_path / "run", "evaluate", rows, config={"identity": identity})
+    assert main(["report", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "5 units have no row yet (target, method, setting): (28, ga, 4), (31, ga, 4), (40, ga, 1)" in err
+    assert "5 (target, method, setting) units of the run have no row yet" in (run / "report.md").read_text()
+    # complete: no note
+    assert missing_units({"targets": [28, 31], "methods": {"ga": {"grid": [1, 2]}}}, rows) == []
