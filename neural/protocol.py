@@ -28,8 +28,9 @@ DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
 
 #: The preset dukb recommends: closed-loop deep unlearning (:mod:`dukb.neural.methods.closed_loop`), the one method
-#: that reaches mean Recall ≥ 0.8 and Accuracy ≥ 0.8 on EDU-RELAT's 55 targets under the honest protocol (README,
-#: "Closed-loop deep unlearning"; bench/RESULTS.md). Presets live in :data:`dukb.neural.methods.PRESETS`.
+#: that reaches mean Recall ≥ 0.8 and Accuracy ≥ 0.8 on EDU-RELAT's targets on the qa form; judged on held-out
+#: probe forms it falls short, like every method (README, "Closed-loop deep unlearning"; bench/RESULTS.md,
+#: "Citable numbers"). Presets live in :data:`dukb.neural.methods.PRESETS`.
 RECOMMENDED = "du_cl"
 
 

@@ -382,3 +382,33 @@ def test_privleak_matches_muse_code_on_fixed_scores(seed):
     assert got == pytest.approx(_muse_privleak(forget_u, holdout_u, forget_r, holdout_r), abs=1e-9)
     # f_retrain against itself: 0
     assert privleak(dukb_auc(forget_r, holdout_r), dukb_auc(forget_r, holdout_r)) == 0.0
+
+
+# -- Acc@Superficial ---------------------------------------------------------------------------------------------
+def test_acc_at_superficial_is_the_notebooks_rule():
+    """Cell 19 of the Eval-DU figure notebook: per target, max accuracy over the settings where the target itself is
+    unlearned, with an appended (accuracy 0, unlearned) point, so a target never unlearned scores 0; mean and
+    population std over targets. dukb's earlier reading (weakest forgetting setting, over forgotten targets only)
+    stays as acc_at_superficial_weakest."""
+    import numpy as np
+    import pandas as pd
+
+    from dukb.neural.metrics.summary import superficial_metric
+
+    curves = {  # target -> [(steps, accuracy, target forgotten)]
+        1: [(1, 0.99, False), (2, 0.90, True), (4, 0.93, True), (8, 0.50, True)],
+        2: [(1, 1.00, False), (2, 0.97, False), (4, 0.80, False), (8, 0.70, False)],
+        3: [(1, 0.95, True), (2, 0.96, True), (4, 0.60, True), (8, 0.40, True)],
+    }
+    rows = [{"method": "ga", "target": t, "param": "steps", "setting": {"steps": s}, "recall": 0.5,
+             "accuracy_all": a, "target_forgotten": f} for t, pts in curves.items() for s, a, f in pts]
+    per = []
+    for pts in curves.values():  # the notebook, written out with numpy
+        y = np.concatenate([np.asarray([a for _, a, _ in pts]), np.zeros(1)])
+        unl = np.concatenate([np.asarray([float(f) for _, _, f in pts]), np.ones(1)])
+        per.append(y[unl == 1].max())
+    got = superficial_metric(pd.DataFrame(rows))["ga"]
+    assert got["acc_at_superficial"] == pytest.approx(np.mean(per)) == pytest.approx((0.93 + 0 + 0.96) / 3)
+    assert got["acc_at_superficial_std"] == pytest.approx(np.std(per))
+    assert got["acc_at_superficial_weakest"] == pytest.approx((0.90 + 0.95) / 2)
+    assert got["share_superficial"] == pytest.approx(2 / 3)

@@ -225,21 +225,43 @@ def curve_points(df, accuracy: str = ACCURACY):
 
 
 def superficial(df, accuracy: str = ACCURACY) -> dict:
-    """Acc@Superficial per method: mean accuracy at the weakest setting that forgets the target itself.
+    """Acc@Superficial per method, as the Eval-DU figure code computes it, and dukb's earlier reading.
+
+    The paper's rule (figure notebook, cell 19): per target, the largest accuracy among the settings that make the
+    target itself unknown, with an anchor point (accuracy 0, target unknown) appended, so a target no setting forgets
+    scores 0; then the mean and the population std over targets::
+
+        y = np.concatenate([all_acc_list, np.zeros(1)])
+        target_unlearn_list = np.concatenate([target_unlearn_list, np.ones(1)])
+        all_data_acc_at_rec_list.append(y[target_unlearn_list == 1].max())
+
+    The earlier reading (``acc_at_superficial_weakest``): the accuracy at the weakest setting that forgets the
+    target, averaged over the targets some setting forgets.
+
+    Args:
+        df: result rows (pandas DataFrame with method, target, setting, param, target_forgotten and ``accuracy``).
+        accuracy: the accuracy column, str.
 
     Returns:
-        method -> {"acc_at_superficial": float | None, "share_forgotten": float in [0, 1]}.
+        method -> {"acc_at_superficial": float, "acc_at_superficial_std": float, "acc_at_superficial_weakest":
+        float | None, "share_forgotten": float in [0, 1]}.
+
+    Source: Wu et al. 2025, Table 2; wrh14/deep_unlearning commit 20c927b, notebooks/"Unlearning Evaluation -- Final
+    Paper Figure Generation.ipynb", cell 19.
     """
     out = {}
     for method, g in df.groupby("method", sort=False):
-        accs, n = [], g["target"].nunique()
+        paper, weakest, n = [], [], g["target"].nunique()
         for _, t in g.groupby("target"):
             t = t.assign(s=[strength(r) for r in t.to_dict("records")]).sort_values("s")
             hit = t[t["target_forgotten"] == True]  # noqa: E712
+            paper.append(max([float(a) for a in hit[accuracy]] + [0.0]))
             if len(hit):
-                accs.append(float(hit.iloc[0][accuracy]))
-        out[method] = {"acc_at_superficial": sum(accs) / len(accs) if accs else None,
-                       "share_forgotten": len(accs) / n if n else 0.0}
+                weakest.append(float(hit.iloc[0][accuracy]))
+        mean, std = _mean_std(paper)
+        out[method] = {"acc_at_superficial": mean, "acc_at_superficial_std": std,
+                       "acc_at_superficial_weakest": sum(weakest) / len(weakest) if weakest else None,
+                       "share_forgotten": len(weakest) / n if n else 0.0}
     return out
 
 
@@ -366,7 +388,8 @@ def superficial_metric(df, accuracy: str = ACCURACY) -> dict:
 
     Source: Wu et al. 2025, Table 2.
     """
-    return {m: {"acc_at_superficial": v["acc_at_superficial"], "share_superficial": v["share_forgotten"]}
+    return {m: {"acc_at_superficial": v["acc_at_superficial"], "acc_at_superficial_std": v["acc_at_superficial_std"],
+                "acc_at_superficial_weakest": v["acc_at_superficial_weakest"], "share_superficial": v["share_forgotten"]}
             for m, v in superficial(df, accuracy).items()}
 
 
@@ -386,6 +409,7 @@ TRADEOFF = Metric("tradeoff", tradeoff_metric, Needs(requires=("recall",)), "sum
                   "Success-DU",
                   "Wu et al. 2025, Table 1, Def. 2")
 ACC_AT_SUPERFICIAL = Metric("acc_at_superficial", superficial_metric, Needs(requires=("recall",)), "summary",
-                            ("acc_at_superficial", "share_superficial"),
+                            ("acc_at_superficial", "acc_at_superficial_std", "acc_at_superficial_weakest",
+                             "share_superficial"),
                             "accuracy at the weakest setting that forgets the target itself",
                             "Wu et al. 2025, Table 2")
