@@ -22,7 +22,7 @@ from pathlib import Path
 from dukb import InputError
 from dukb.neural.methods.base import parse_layers
 from dukb.neural.metrics import DEFAULT_METRICS
-from dukb.neural.runs import SHARD_GLOB, ResultsFile, holds_run_lock, merge_shards, read_results
+from dukb.neural.runs import SHARD_GLOB, ResultsFile, holds_run_lock, merge_shards, read_results, run_role
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
@@ -398,7 +398,12 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     mine_path = run / (f"results.rank{dist.rank()}.jsonl" if dist.is_distributed() else "results.jsonl")
     if not resume and (mine_path.exists() or (run / "results.jsonl").exists() or any(run.glob(SHARD_GLOB))):
         raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
-    results = ResultsFile(mine_path)  # repairs a torn last line of this process's own file
+    # a second invocation with the same settings joins a live run as another worker (runs.open_to_workers): it
+    # neither repairs results.jsonl nor rewrites config.json and the caches, which the run's owner did
+    joined = run_role(run) == "worker"
+    if joined:
+        log("joined the run as another worker: units (target, method) are claimed in RUN_DIR/units")
+    results = ResultsFile(mine_path, repair=not joined)  # repairs a torn last line of this process's own file
     dist.barrier(device)  # every process has repaired its file before any reads the others
     results.absorb([run / "results.jsonl", *sorted(run.glob(SHARD_GLOB))])
     all_labels = list(identity["methods"])
@@ -415,7 +420,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     dist.barrier(device)  # every process has read the old state before anyone writes
     scopes = [scope for _label, _m, scope, _g in methods]
     if main:
-        plan = build_plan(run, kb, closure, targets, scopes, sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed)
+        plan = build_plan(run, kb, closure, targets, scopes, sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed,
+                          write=not joined)
     dist.barrier(device)
     if not main:  # the caches process 0 just wrote
         plan = build_plan(run, kb, closure, targets, scopes, sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed,
@@ -450,7 +456,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     record["versions"] = record["provenance"]["versions"]
     record["device_used"] = record["provenance"]["device"]  # "device" keeps the configured value
     record["world_size"] = dist.world_size()
-    if main:
+    if main and not joined:
         write_json_atomic(cfg_path, record)
         write_json_atomic(run / "finetune.json", ft)
     row_metrics_ = row_metrics(metrics)
@@ -471,7 +477,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     if heldout:  # how much of the KB the held-out forms elicit before unlearning: recall_heldout's baseline
         record["heldout_known_before"] = heldout_known(kb, base, sorted(base_forms, key=list(kinds).index))
         log(f"held-out forms elicit {record['heldout_known_before']['all']:.4f} of the KB before unlearning")
-        if main:
+        if main and not joined:
             write_json_atomic(cfg_path, record)
     if heldout and cfg.heldout_rule == "pairs":  # after unlearning only the pairs that elicited before are evidence
         others = set(combined_needs([m for m in row_metrics_ if m.name != "recall_heldout"]).kinds) | {"qa"}
@@ -481,9 +487,14 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
 
     # 3. sweep -> probe -> metrics, streamed per setting (this process's share of the targets under a
     # multi-process launch); 4. report
-    from dukb.neural.runs import worker_id
+    from dukb.neural.runs import UnitClaims, open_to_workers, worker_id
 
     worker = worker_id()
+    # work units: (target, method), claimed atomically so that any number of processes share the run (one process:
+    # every claim is its own); under a multi-process launch the targets are sharded instead
+    claims = None if dist.is_distributed() else UnitClaims(run, worker)
+    if claims is not None:
+        open_to_workers(run)  # config.json, the caches and the model are on disk: others may join
     my_targets = dist.shard(targets)
     total = len(my_targets) * sum(len(g) for g in grids.values())
     bar = None
@@ -499,8 +510,19 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         for t in my_targets:
             fact = kb.relationship(t)
             for label, m, scope, _g in methods:
+                if claims is not None:
+                    results.refresh()  # the rows other workers appended meanwhile
                 todo = [v for v in grids[label] if (t, label, float(v)) not in results.done]
+                claimed = False
+                if claims is not None and todo:
+                    if not claims.claim((t, label), reopen=True):  # another live worker has it
+                        continue
+                    claimed = True
+                    results.refresh()  # rows its previous worker wrote before it stopped
+                    todo = [v for v in grids[label] if (t, label, float(v)) not in results.done]
                 if not todo:
+                    if claimed:
+                        claims.done((t, label))
                     continue
                 entry = identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
                 schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
@@ -523,8 +545,12 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                     if "forgotten_relationships_heldout" in row:  # the same, judged on held-out forms
                         row["success_du_heldout"] = success_du(closure, t, row["forgotten_relationships_heldout"])
                     results.append(row)
+                    if claims is not None:
+                        claims.heartbeat((t, label))
                     if bar is not None:
                         bar.advance(task)
+                if claims is not None:
+                    claims.done((t, label))
                 mine = [r for r in results.rows if r["target"] == t and r["method"] == label]
                 if "recall" not in mine[0]:
                     continue
@@ -535,6 +561,8 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     finally:
         if bar is not None:
             bar.stop()
+        if claims is not None:
+            claims.close()
     dist.barrier(device)
     if main:
         pos = {t: i for i, t in enumerate(targets)}

@@ -325,6 +325,10 @@ class RunLock:
     fd: int
     created: list[Path] = field(default_factory=list)
     log_handler: "logging.Handler | None" = None
+    #: True for a worker that joined a live run (a shared lock; the owner wrote config.json and the caches)
+    shared: bool = False
+    #: what the owner recorded in the lock file (pid, host, protocol, identity, ...)
+    info: dict = field(default_factory=dict)
 
     def record(self, info: dict) -> None:
         """Write the holder's description into the lock file (read by a second invocation)."""
@@ -439,11 +443,17 @@ def _make_dir(run: Path) -> list[Path]:
     return list(reversed(missing))
 
 
+#: protocols whose live runs a second invocation with the same identity may join as another worker
+JOINABLE_PROTOCOLS = ("evaluate",)
+#: seconds between a waiter's attempts to lock a run held by another process
+LOCK_POLL = 0.5
+
+
 def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
              log: Callable[[str], None]) -> RunLock:
     """Lock ``run`` for this process, refusing or waiting for a holder (see :func:`claim_run`)."""
     started = time.monotonic()
-    announced = False
+    announced = rechecked = False
     while True:
         created = _make_dir(run) if not run.is_dir() else []
         path = run / LOCK_NAME
@@ -480,17 +490,31 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
         except BaseException:
             os.close(fd)
             raise
+        if holder.get("identity") == identity and holder.get("protocol") in JOINABLE_PROTOCOLS:
+            # the same run exactly: join it as another worker once its owner has finished the setup (shared lock)
+            if not announced:
+                log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; joining it as another "
+                             "worker" + ("" if holder.get("joinable") else " once its setup is done")))
+                announced = True
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            except BaseException:
+                os.close(fd)
+                raise
+            holder = _read_holder(path) if _same_file(fd, path) else None
+            if holder is not None and holder.get("joinable") and holder.get("identity") == identity and rechecked:
+                lock.shared = True
+                return lock
+            # once more from the top: the owner may have finished (or failed) while this waited, and then this
+            # process takes the run over as its owner; if it still runs, this joins it
+            rechecked = True
+            os.close(fd)
+            continue
         if not announced:
             log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; waiting for it to finish"))
             announced = True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-        if _same_file(fd, path):
-            return lock
-        os.close(fd)
+        os.close(fd)  # polled, so that an owner's switch to a shared lock is never overtaken by this waiter
+        time.sleep(LOCK_POLL)
 
 
 def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collection[str] = (),
@@ -504,8 +528,13 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     - other settings (its identity differs, compared as :func:`open_run` would), another protocol, or ``resume``
       off: refused at once, naming the directory and the holder;
-    - the same settings with ``resume``: one line through ``log`` saying it waits for the holder, then, once the
-      lock is free, the run is opened as a resume of what the holder wrote.
+    - exactly the same identity with ``resume`` (evaluate): one line through ``log`` saying it joins, then a shared
+      lock once the owner has called :func:`open_to_workers`; the caller is a worker (:func:`run_role`) that claims
+      units (:class:`UnitClaims`) and leaves config.json and the caches to the owner. If the owner ended meanwhile,
+      this process owns the run (a resume);
+    - the same settings with ``resume`` and additions (targets, methods, grid values): one line through ``log``
+      saying it waits for the holder, then, once the lock is free, the run is opened as a resume of what the holder
+      wrote.
 
     Under a multi-process launch only the main process locks (the others read what it checked). While the claim
     holds, library warnings (WARNING and worse of every logger, ``warnings.warn``) are written to RUN_DIR/run.log
@@ -538,9 +567,12 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     info = {"pid": os.getpid(), "host": socket.gethostname(), "protocol": kind,
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv)}
     try:
-        lock.record(info)
+        if not lock.shared:  # a joining worker leaves the owner's record in place
+            lock.record(info)
         merged, added, old = open_run(run, kind, identity, extendable=extendable, resume=resume)
-        lock.record(info | {"identity": merged})
+        if not lock.shared:
+            lock.info = info | {"identity": merged}
+            lock.record(lock.info)
         lock.log_handler = attach_run_log(run)
     except BaseException:
         lock.release()
@@ -548,6 +580,31 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     with _HELD_GUARD:
         _HELD[key] = lock
     return merged, added, old
+
+
+def run_role(run: str | Path) -> str | None:
+    """This thread's role in ``run``: "owner" (it holds the exclusive lock, or shares it after
+    :func:`open_to_workers`), "worker" (it joined a live run) or None (it holds no lock there)."""
+    with _HELD_GUARD:
+        lock = _HELD.get((os.path.realpath(Path(run)), threading.get_ident()))
+    if lock is None:
+        return None
+    return "worker" if lock.shared else "owner"
+
+
+def open_to_workers(run: str | Path) -> None:
+    """Let other invocations with the same settings join ``run`` as workers: the owner, once config.json, the caches
+    and the model are on disk, records ``joinable`` in the lock file and turns its exclusive lock into a shared one.
+    Nothing when this thread is not the run's owner.
+
+    Source: dukb (work units any launcher can run: several shells, a SLURM array, torchrun without a process group).
+    """
+    with _HELD_GUARD:
+        lock = _HELD.get((os.path.realpath(Path(run)), threading.get_ident()))
+    if lock is None or lock.shared or fcntl is None:
+        return
+    lock.record({**lock.info, "joinable": True})
+    fcntl.flock(lock.fd, fcntl.LOCK_SH)
 
 
 def release_run(run: str | Path) -> None:
@@ -1436,14 +1493,43 @@ class ResultsFile:
     """
 
     def __init__(self, path: Path, key: Callable[[dict], tuple] = evaluate_row_key,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, repair: bool = True):
         self.path = Path(path)
         self.key = key
         self.log = log
+        try:  # where :meth:`refresh` reads on (taken before reading: a row appended meanwhile is read twice, kept once)
+            self._offset = os.stat(self.path).st_size
+        except OSError:
+            self._offset = 0
         journal = read_journal(self.path, key)
-        move_aside(journal, log)
+        if repair:  # a worker that joined a live run never repairs: the owner did, and others append meanwhile
+            move_aside(journal, log)
         self.rows: list[dict] = journal.rows
         self.done = {self.key(r) for r in self.rows}
+
+    def refresh(self) -> None:
+        """Count the rows other processes appended since the last read (a run several workers share) as done.
+        Reads only the complete lines after the last position read; a line that is not a row is left to the
+        owner's repair. Read only."""
+        from dukb.kb.csvfile import open_regular
+
+        try:
+            with open_regular(self.path, "results journal", limit=RESULTS_BYTES) as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except (InputError, OSError):
+            return
+        end = data.rfind(b"\n") + 1  # complete lines only: a line being written is read next time
+        self._offset += end
+        for line in data[:end].splitlines():
+            try:
+                row = json.loads(line)
+                k = self.key(row)
+            except (ValueError, KeyError, TypeError):
+                continue
+            if k not in self.done:
+                self.rows.append(row)
+                self.done.add(k)
 
     def absorb(self, paths) -> None:
         """Count the rows of the complete lines of ``paths`` (other than this file; missing ones skipped) as done.
@@ -1460,8 +1546,10 @@ class ResultsFile:
                         self.done.add(self.key(row))
 
     def append(self, row: dict) -> None:
-        """Write one row durably."""
+        """Write one row durably, as one line even when several processes append (an ``flock`` around the write)."""
         with open_append(self.path) as fh:
+            if fcntl is not None:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -1470,6 +1558,143 @@ class ResultsFile:
 
 
 SHARD_GLOB = "results.rank*.jsonl"
+
+#: where the work units of a run are claimed (one file per unit) and where each live worker holds its lock
+UNITS_DIR = "units"
+WORKERS_DIR = "workers"
+#: a claim whose worker has not written for this long (seconds) is taken over even when its worker's lock cannot be
+#: checked (a worker on another host whose file system does not share ``flock``)
+CLAIM_TIMEOUT = 6 * 3600
+
+
+class UnitClaims:
+    """Work units claimed atomically in the run directory, so that any number of processes (several shells, a SLURM
+    array, torchrun) share one run without a process group.
+
+    A unit (e.g. evaluate's (target, method)) is claimed by creating ``RUN_DIR/units/<unit>.claim`` with
+    ``O_CREAT | O_EXCL``; it names its worker and that worker's lock file ``RUN_DIR/workers/<worker>.lock``, which
+    the worker holds (``flock``) for its whole life. A claim whose worker is gone (its lock free: killed, even by
+    SIGKILL) or silent for :data:`CLAIM_TIMEOUT` seconds is taken over by exactly one other worker (an ``O_EXCL``
+    marker per stale claim). A finished unit's claim says ``done``. A unit's rows depend only on the unit and the
+    seed, never on which worker ran it.
+
+    Args:
+        run: the run directory; worker: this worker's id (:func:`worker_id`); timeout: see :data:`CLAIM_TIMEOUT`.
+
+    Raises:
+        InputError: the directories or the worker's lock file cannot be created.
+
+    Source: dukb; the claim file follows the O_EXCL lock-file idiom (open(2)).
+    """
+
+    def __init__(self, run: str | Path, worker: str, timeout: float = CLAIM_TIMEOUT):
+        self.dir = Path(run) / UNITS_DIR
+        self.workers = Path(run) / WORKERS_DIR
+        self.worker = worker
+        self.timeout = timeout
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.workers.mkdir(exist_ok=True)
+            self.lock_name = _safe_name(worker) + ".lock"
+            self._fd = os.open(self.workers / self.lock_name, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise InputError(f"cannot create the work-unit files ({e.strerror})", self.dir) from None
+        if fcntl is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def path(self, unit: tuple) -> Path:
+        """The claim file of ``unit`` (a tuple of ints and strings)."""
+        return self.dir / (_safe_name("-".join(map(str, unit))) + ".claim")
+
+    def _body(self, done: bool = False) -> bytes:
+        return json.dumps({"worker": self.worker, "worker_lock": self.lock_name, "done": done,
+                           "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode()
+
+    def _alive(self, info: dict, path: Path) -> bool:
+        try:
+            if time.time() - path.stat().st_mtime > self.timeout:
+                return False
+        except OSError:
+            return False
+        name = info.get("worker_lock")
+        if not isinstance(name, str) or fcntl is None:
+            return True  # nothing to check but the timeout
+        try:
+            fd = os.open(self.workers / _safe_name(name), os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def state(self, unit: tuple) -> dict | None:
+        """The claim of ``unit`` as recorded ({"worker", "done", ...}), or None when unclaimed or unreadable."""
+        try:
+            info = json.loads(self.path(unit).read_bytes()[:LOCK_BYTES] or b"null")
+        except (OSError, ValueError):
+            return None
+        return info if isinstance(info, dict) else None
+
+    def claim(self, unit: tuple, reopen: bool = False) -> bool:
+        """Claim ``unit`` for this worker. True when it is this worker's to run: newly claimed, already this
+        worker's, or taken over from a worker that is gone; False when another live worker has it, or when it is
+        done and ``reopen`` is False. ``reopen``: the caller still finds rows of the unit missing (values added to a
+        grid since it was done), so a done claim is taken over like a stale one (by exactly one worker)."""
+        path = self.path(unit)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            info = self.state(unit) or {}
+            if info.get("done"):
+                if not reopen:
+                    return False
+            elif info.get("worker") == self.worker:
+                return True
+            elif self._alive(info, path):
+                return False
+            try:  # one taker per stale claim: the marker names the claim file's identity
+                st = path.stat()
+                os.close(os.open(path.with_name(f"{path.name}.takeover-{st.st_ino}-{st.st_mtime_ns}"),
+                                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except (FileExistsError, FileNotFoundError):
+                return False
+            write_bytes_atomic(path, self._body())
+            return True
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(self._body())
+        return True
+
+    def heartbeat(self, unit: tuple) -> None:
+        """Say this worker is still on ``unit`` (the claim's time)."""
+        try:
+            os.utime(self.path(unit))
+        except OSError:
+            pass
+
+    def done(self, unit: tuple) -> None:
+        """Mark ``unit`` finished: no worker runs it again."""
+        write_bytes_atomic(self.path(unit), self._body(done=True))
+
+    def close(self) -> None:
+        """Release this worker's lock (its unfinished claims become free to take over) and remove its lock file."""
+        if self._fd >= 0:
+            try:
+                (self.workers / self.lock_name).unlink()
+            except OSError:
+                pass
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _safe_name(text: str) -> str:
+    """A file name for ``text``: characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:200]
 
 
 def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_row_key) -> int:
@@ -1509,7 +1734,8 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
 
 __all__ = ["DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
            "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",
-           "RUN_LOG_NAME", "ResultsFile", "RunIdentityError", "RunLock", "SHARD_GLOB", "attach_run_log",
+           "RUN_LOG_NAME", "ResultsFile", "RunIdentityError", "RunLock", "SHARD_GLOB", "UNITS_DIR", "UnitClaims",
+           "WORKERS_DIR", "attach_run_log", "missing_units", "open_to_workers", "run_role", "worker_id",
            "check_for_key", "claim_run", "detach_run_log", "device_info", "evaluate_row_key", "history_entry",
            "holds_run_lock", "identity_differences", "journal_note", "merge_identity", "merge_shards", "move_aside",
            "open_append", "open_run", "output_file", "provenance", "read_journal", "read_json", "read_results",

@@ -1,0 +1,93 @@
+"""Work units any launcher can run: claims in the run directory (O_EXCL), a worker's lock, takeover of a gone
+worker's units, and two `dukb evaluate` processes sharing one run with no process group."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dukb.neural.runs import UnitClaims
+
+
+def test_a_unit_is_claimed_once_and_taken_over_when_its_worker_is_gone(tmp_path):
+    a, b = UnitClaims(tmp_path, "host:1"), UnitClaims(tmp_path, "host:2")
+    assert a.claim((5, "ga")) and a.claim((5, "ga"))  # ours, and still ours
+    assert not b.claim((5, "ga"))  # a is alive (its worker lock is held)
+    assert b.claim((6, "ga")) and not a.claim((6, "ga"))
+    a.done((5, "ga"))
+    assert not b.claim((5, "ga"))  # done
+    assert b.claim((5, "ga"), reopen=True)  # done, but b still finds rows missing (a grid grew): taken over
+    assert b.state((5, "ga"))["worker"] == "host:2" and not b.state((5, "ga"))["done"]
+    c = UnitClaims(tmp_path, "host:3")
+    assert c.claim((7, "tv"))
+    c.close()  # c is gone (as when killed: the kernel releases its lock): its unfinished claim is free
+    assert not (tmp_path / "workers" / "host_3.lock").exists()
+    d, e = UnitClaims(tmp_path, "host:4"), UnitClaims(tmp_path, "host:5")
+    assert [d.claim((7, "tv")), e.claim((7, "tv"))] == [True, False]  # exactly one taker
+    assert d.state((7, "tv"))["worker"] == "host:4"
+    for w in (a, b, d, e):
+        w.close()
+
+
+def test_a_silent_claim_is_taken_over_after_the_timeout(tmp_path):
+    a = UnitClaims(tmp_path, "far:1")
+    assert a.claim((1, "ga"))
+    b = UnitClaims(tmp_path, "host:2", timeout=0.5)
+    assert not b.claim((1, "ga"))
+    old = time.time() - 10
+    os.utime(a.path((1, "ga")), (old, old))  # no heartbeat for 10 s
+    assert b.claim((1, "ga"))
+    a.close()
+    b.close()
+
+
+def test_unit_names_stay_inside_the_run_directory(tmp_path):
+    a = UnitClaims(tmp_path / "run", "../../evil host:1")
+    assert a.claim((3, "../../x"))
+    assert {p.parent for p in (tmp_path / "run").rglob("*.claim")} == {tmp_path / "run" / "units"}
+    assert [p.name for p in (tmp_path / "run" / "workers").iterdir()] == [a.lock_name]
+    a.close()
+
+
+@pytest.mark.slow
+def test_two_evaluate_processes_share_one_run(tmp_path):
+    """A second `dukb evaluate --resume` with the same settings joins the live run: each (target, method) unit is run
+    by exactly one of them, the rows record both workers, and the run equals a one-process run row for row."""
+    pytest.importorskip("torch")
+    from dukb.cli.main import main
+    from dukb.kb import save_kb
+    from dukb.kb.generate import generate
+
+    kb_dir = save_kb(generate(16, seed=4)[0], tmp_path / "kb")
+    run = tmp_path / "run"
+    # units slow enough (held-out probes) that the second process, which starts a few seconds later, finds work
+    opts = ["--methods", "ga,tv", "--grid", "ga=1,2,4,8", "--grid", "tv=0.5,5", "--n-targets", "10", "--metrics",
+            "recall,recall_heldout", "--device", "cpu"]
+    cmd = [sys.executable, "-m", "dukb.cli.main", "evaluate", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.0)
+    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    err_a, err_b = a.communicate(timeout=600)[1], b.communicate(timeout=600)[1]
+    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    assert "joining it as another worker" in err_b and "joined the run as another worker" in err_b
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    keys = [(r["target"], r["method"], json.dumps(r["setting"], sort_keys=True)) for r in rows]
+    assert len(keys) == len(set(keys)) == 10 * 6  # every unit once
+    by_unit = {}
+    for r in rows:
+        by_unit.setdefault((r["target"], r["method"]), set()).add(r["worker"])
+    assert all(len(w) == 1 for w in by_unit.values())  # a unit's rows come from one worker
+    assert len({w for ws in by_unit.values() for w in ws}) == 2  # both worked
+    assert all(json.loads(p.read_text())["done"] for p in (run / "units").glob("*.claim"))
+    # the same run in one process gives the same rows (a row depends on its unit and the seed only)
+    solo = tmp_path / "solo"
+    assert main(["evaluate", "--kb", str(kb_dir), "-o", str(solo), "--finetuned", str(run / "finetuned"), *opts]) == 0
+    want = {(r["target"], r["method"], json.dumps(r["setting"], sort_keys=True)): (r["recall"], r["accuracy_all"])
+            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    assert {k: (r["recall"], r["accuracy_all"]) for k, r in zip(keys, rows)} == want
