@@ -411,5 +411,6 @@ TRADEOFF = Metric("tradeoff", tradeoff_metric, Needs(requires=("recall",)), "sum
 ACC_AT_SUPERFICIAL = Metric("acc_at_superficial", superficial_metric, Needs(requires=("recall",)), "summary",
                             ("acc_at_superficial", "acc_at_superficial_std", "acc_at_superficial_weakest",
                              "share_superficial"),
-                            "accuracy at the weakest setting that forgets the target itself",
+                            "per target the best accuracy among settings that forget the target itself (0 if none), "
+                            "mean ± std",
                             "Wu et al. 2025, Table 2")
