@@ -185,3 +185,14 @@ def test_pairs_and_any_rules_differ_only_on_forms_that_did_not_elicit_before(kb)
         run("pairs", only_pairs[only_pairs["fact_id"] != rel[2]])
     with pytest.raises(ValueError, match="unknown held-out rule"):
         run("all")
+
+
+def test_scorable_recall_by_hand():
+    from dukb.neural.metrics.heldout import scorable_recall
+
+    sets = [[1, 2, 3, 4], [1, 5]]
+    # 4 unscorable: the first set is judged on {1, 2, 3}; 5 unscorable: the second on {1}
+    assert scorable_recall(sets, {1, 2}, {4, 5}) == 1.0
+    assert scorable_recall(sets, {2, 3}, {4, 5}) == pytest.approx(2 / 3)
+    assert scorable_recall(sets, {2, 3}, set()) == pytest.approx(0.5)
+    assert scorable_recall([[7]], {7}, {7}) is None

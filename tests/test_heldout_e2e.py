@@ -64,6 +64,12 @@ def test_rows_record_seen_and_heldout_forms_and_recompute(run, small_kb):
                                 exclude_rel=set(r["retain_fact_ids"]["relationships"]) | set(un["relationships"]),
                                 exclude_bio=set(r["retain_fact_ids"]["biographies"]) | set(un["biographies"]))
         assert again.recall == r["recall_heldout"] and again.accuracy_all == r["accuracy_all_heldout"]
+        from dukb.neural.metrics.heldout import scorable_recall
+
+        assert r["recall_heldout_scorable"] == scorable_recall(sets[str(r["target"])]["sets"],
+                                                               r["forgotten_relationships_heldout"],
+                                                               un["relationships"])
+        assert r["recall_heldout_scorable"] is None or r["recall_heldout_scorable"] >= r["recall_heldout"]
         assert r["success_du_heldout"] == int(is_deep_unlearning_set(
             closure, [closure.atom_of_fact(r["target"])], r["forgotten_relationships_heldout"]))
     text = (run / "report.md").read_text()

@@ -45,7 +45,7 @@ HELDOUT_RULES = ("pairs", "any")
 #: Row fields of :func:`recall_heldout`.
 FIELDS = ("recall_heldout", "accuracy_relationships_heldout", "accuracy_biographies_heldout", "accuracy_all_heldout",
           "best_set_heldout", "target_forgotten_heldout", "forgotten_relationships_heldout",
-          "forgotten_biographies_heldout", "heldout_unscorable")
+          "forgotten_biographies_heldout", "heldout_unscorable", "recall_heldout_scorable")
 
 
 def default_heldout_forms(seen) -> tuple[str, ...]:
@@ -147,6 +147,26 @@ def heldout_known(kb, probe, forms) -> dict:
                            "biographies": sorted(b.fact_id for b, h in zip(kb.biographies, bio) if not h)}}
 
 
+def scorable_recall(sets, forgotten, unscorable) -> float | None:
+    """Recall (Eq. 1) over the facts the held-out forms can judge: max over the minimal sets M with a scorable fact
+    of |U ∩ (M \\ X)| / |M \\ X|, X the unscorable facts. ``recall_heldout`` counts an unscorable fact as never
+    forgotten, a lower bound capped below 1 when a set holds one; this is the reading restricted to what the forms
+    can show. None when every set is wholly unscorable.
+
+    Args:
+        sets: minimal deep unlearning sets (iterables of relationship fact_ids); forgotten: U_A on the held-out
+            forms (fact_ids); unscorable: X (fact_ids).
+
+    Returns:
+        float in [0, 1] or None.
+
+    Source: Wu et al. 2025, Eq. 1, restricted to the judged facts (dukb).
+    """
+    forgotten, unscorable = set(forgotten), set(unscorable)
+    vals = [len(forgotten & (set(m) - unscorable)) / len(set(m) - unscorable) for m in sets if set(m) - unscorable]
+    return max(vals) if vals else None
+
+
 def recall_heldout(ctx: RowContext) -> dict:
     """Recall, accuracy and forgotten facts of one unlearned model judged on held-out forms only.
 
@@ -161,7 +181,8 @@ def recall_heldout(ctx: RowContext) -> dict:
         ``forgotten_biographies_heldout`` (sorted fact_ids no held-out form elicits among the scorable ones; a
         biography no held-out form asks about counts as known), ``heldout_unscorable`` ({"relationships": n,
         "biographies": n}: facts the held-out forms did not elicit before unlearning, or never ask about; see the
-        module docstring). The protocol writes the row's ``probe_forms_seen`` and ``heldout_forms``.
+        module docstring), ``recall_heldout_scorable`` (:func:`scorable_recall`: the recall over the facts the
+        held-out forms can judge). The protocol writes the row's ``probe_forms_seen`` and ``heldout_forms``.
 
     Raises:
         ValueError: no held-out forms in the context; without a baseline, a relationship fact without any held-out
@@ -214,7 +235,8 @@ def recall_heldout(ctx: RowContext) -> dict:
             "best_set_heldout": j["best_set"], "target_forgotten_heldout": j["target_forgotten"],
             "forgotten_relationships_heldout": sorted(forgot_rel),
             "forgotten_biographies_heldout": sorted(forgot_bio or ()),
-            "heldout_unscorable": {"relationships": len(un_rel), "biographies": len(un_bio)}}
+            "heldout_unscorable": {"relationships": len(un_rel), "biographies": len(un_bio)},
+            "recall_heldout_scorable": scorable_recall(ctx.sets, forgot_rel, un_rel)}
 
 
 RECALL_HELDOUT = Metric(
