@@ -119,7 +119,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         retain = default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
     retain_ids = retain_fact_ids(retain)
     seen = tuple(sorted({it.kind for it in forget} | {it.kind for it in retain} | set(m.seen_forms)))
-    heldout = check_heldout(heldout_forms, seen)
+    # the held-out forms the row is scored on: none when recall_heldout is not among the metrics
+    heldout = check_heldout(heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics) else ()
     loop_items = qa_items  # what a method may ask in its own loop: the qa items and those of its queried forms
     extra = [k for k in m.queried_forms if k != QA_KIND]
     if extra:  # every fact's items of those forms (the probe items may hold only some of them)
