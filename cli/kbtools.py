@@ -36,5 +36,5 @@ def import_edu_relat(
 def register(app: typer.Typer) -> None:
     """Add import-eval-du and its alias import-edu-relat to the app."""
     app.command("import-eval-du")(import_edu_relat)
-    app.command("import-edu-relat", help="Alias of import-eval-du (the benchmark's earlier name EDU-RELAT): "
-                + (import_edu_relat.__doc__ or "").split("\n\n")[0].replace("\n    ", " "))(import_edu_relat)
+    app.command("import-edu-relat", help="Alias of import-eval-du (the benchmark's earlier name EDU-RELAT). "
+                + (import_edu_relat.__doc__ or ""))(import_edu_relat)
