@@ -37,6 +37,7 @@ first (:func:`output_file`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -490,7 +491,10 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
         except BaseException:
             os.close(fd)
             raise
-        if holder.get("identity") == identity and holder.get("protocol") in JOINABLE_PROTOCOLS:
+        from dukb.neural import distributed as dist
+
+        same = holder.get("identity") == json.loads(json.dumps(identity, default=str))  # as the lock file holds it
+        if same and holder.get("protocol") in JOINABLE_PROTOCOLS and not dist.is_distributed():
             # the same run exactly: join it as another worker once its owner has finished the setup (shared lock)
             if not announced:
                 log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; joining it as another "
@@ -502,11 +506,14 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
                 os.close(fd)
                 raise
             holder = _read_holder(path) if _same_file(fd, path) else None
-            if holder is not None and holder.get("joinable") and holder.get("identity") == identity and rechecked:
+            if holder is not None and holder.get("joinable") and rechecked and \
+                    holder.get("identity") == json.loads(json.dumps(identity, default=str)):
                 lock.shared = True
                 return lock
             # once more from the top: the owner may have finished (or failed) while this waited, and then this
             # process takes the run over as its owner; if it still runs, this joins it
+            if rechecked:
+                time.sleep(LOCK_POLL)
             rechecked = True
             os.close(fd)
             continue
@@ -1504,6 +1511,10 @@ class ResultsFile:
         journal = read_journal(self.path, key)
         if repair:  # a worker that joined a live run never repairs: the owner did, and others append meanwhile
             move_aside(journal, log)
+            try:  # the repair may have shortened the file: read on from its end (nobody else writes yet)
+                self._offset = os.stat(self.path).st_size
+            except OSError:
+                self._offset = 0
         self.rows: list[dict] = journal.rows
         self.done = {self.key(r) for r in self.rows}
 
@@ -1550,6 +1561,12 @@ class ResultsFile:
         with open_append(self.path) as fh:
             if fcntl is not None:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
+            size = os.fstat(fh.fileno()).st_size
+            if size:  # a line a killed writer left unfinished stays one damaged line, never joined to this row
+                with open(self.path, "rb") as rd:
+                    rd.seek(size - 1)
+                    if rd.read(1) != b"\n":
+                        fh.write("\n")
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -1610,26 +1627,29 @@ class UnitClaims:
         return json.dumps({"worker": self.worker, "worker_lock": self.lock_name, "done": done,
                            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode()
 
-    def _alive(self, info: dict, path: Path) -> bool:
-        try:
-            if time.time() - path.stat().st_mtime > self.timeout:
-                return False
-        except OSError:
-            return False
+    def _alive(self, info: dict, mtime: float) -> bool:
+        """The claim's worker is alive: its lock file is locked; where that cannot be checked (no lock named, no
+        ``flock``), it wrote within :attr:`timeout` seconds."""
         name = info.get("worker_lock")
-        if not isinstance(name, str) or fcntl is None:
-            return True  # nothing to check but the timeout
-        try:
-            fd = os.open(self.workers / _safe_name(name), os.O_RDONLY)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+        if isinstance(name, str) and fcntl is not None:
+            try:
+                fd = os.open(self.workers / _safe_name(name), os.O_RDONLY)
+            except FileNotFoundError:
+                return False  # removed by its worker's close(): gone
+            except OSError:
+                pass  # cannot be checked from here: the timeout decides
+            else:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+                except OSError:
+                    pass
+                else:
+                    return False
+                finally:
+                    os.close(fd)
+        return time.time() - mtime <= self.timeout
 
     def state(self, unit: tuple) -> dict | None:
         """The claim of ``unit`` as recorded ({"worker", "done", ...}), or None when unclaimed or unreadable."""
@@ -1645,27 +1665,47 @@ class UnitClaims:
         done and ``reopen`` is False. ``reopen``: the caller still finds rows of the unit missing (values added to a
         grid since it was done), so a done claim is taken over like a stale one (by exactly one worker)."""
         path = self.path(unit)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            info = self.state(unit) or {}
-            if info.get("done"):
-                if not reopen:
-                    return False
-            elif info.get("worker") == self.worker:
-                return True
-            elif self._alive(info, path):
-                return False
-            try:  # one taker per stale claim: the marker names the claim file's identity
-                st = path.stat()
-                os.close(os.open(path.with_name(f"{path.name}.takeover-{st.st_ino}-{st.st_mtime_ns}"),
-                                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            except (FileExistsError, FileNotFoundError):
-                return False
-            write_bytes_atomic(path, self._body())
+        if self._create(path):
             return True
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(self._body())
+        try:  # the claim as it is now: its content and identity (inode, mtime) from one open descriptor
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                info = json.loads(fh.read(LOCK_BYTES) or b"null")
+        except (OSError, ValueError):
+            return False
+        info = info if isinstance(info, dict) else {}
+        if info.get("done"):
+            if not reopen:
+                return False
+        elif info.get("worker") == self.worker:
+            return True
+        elif self._alive(info, st.st_mtime):
+            return False
+        try:  # one taker per stale claim: the marker names the claim file this worker read (inode, mtime)
+            os.close(os.open(path.with_name(f"{path.name}.takeover-{st.st_ino}-{st.st_mtime_ns}"),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except OSError:
+            return False
+        try:
+            now = os.stat(path)
+        except OSError:
+            return False
+        if (now.st_ino, now.st_mtime_ns) != (st.st_ino, st.st_mtime_ns):
+            return False  # taken over (or finished) by another worker since this one read it
+        write_bytes_atomic(path, self._body())
+        return True
+
+    def _create(self, path: Path) -> bool:
+        """Create the claim file with its content at once (a temporary file hard-linked into place: never seen
+        empty); False when it exists."""
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(self._body())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
         return True
 
     def heartbeat(self, unit: tuple) -> None:
@@ -1688,6 +1728,21 @@ class UnitClaims:
                 pass
             os.close(self._fd)
             self._fd = -1
+
+
+@contextlib.contextmanager
+def render_lock(run: str | Path):
+    """Serialise the report renders of the processes sharing a run (``flock`` on RUN_DIR/render.lock): each renders
+    every row on disk when its turn comes, so the last one to finish leaves the complete report, never a mix."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(Path(run) / "render.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _safe_name(text: str) -> str:

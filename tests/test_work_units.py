@@ -35,15 +35,35 @@ def test_a_unit_is_claimed_once_and_taken_over_when_its_worker_is_gone(tmp_path)
 
 
 def test_a_silent_claim_is_taken_over_after_the_timeout(tmp_path):
-    a = UnitClaims(tmp_path, "far:1")
-    assert a.claim((1, "ga"))
+    """A claim whose worker's lock cannot be checked (another host, no shared flock: here no lock named) is live
+    until it has been silent for the timeout; a worker whose lock is held is live however long it stays silent."""
     b = UnitClaims(tmp_path, "host:2", timeout=0.5)
+    far = b.path((1, "ga"))
+    far.write_text(json.dumps({"worker": "far:1", "done": False}))
     assert not b.claim((1, "ga"))
     old = time.time() - 10
-    os.utime(a.path((1, "ga")), (old, old))  # no heartbeat for 10 s
-    assert b.claim((1, "ga"))
+    os.utime(far, (old, old))  # no heartbeat for 10 s
+    assert b.claim((1, "ga")) and b.state((1, "ga"))["worker"] == "host:2"
+    a = UnitClaims(tmp_path, "near:1")
+    assert a.claim((2, "ga"))
+    os.utime(a.path((2, "ga")), (old, old))
+    assert not b.claim((2, "ga"))  # its lock is held: alive
     a.close()
     b.close()
+
+
+def test_two_takers_of_one_stale_claim_never_both_win(tmp_path):
+    """A taker that read the claim before another took it over loses (the marker names the claim it read)."""
+    gone = UnitClaims(tmp_path, "host:1")
+    assert gone.claim((3, "tv"))
+    gone.close()
+    b, c = UnitClaims(tmp_path, "host:2"), UnitClaims(tmp_path, "host:3")
+    assert b.claim((3, "tv"))
+    assert not c.claim((3, "tv"))  # b is alive now
+    b.done((3, "tv"))
+    assert [b.claim((3, "tv"), reopen=True), c.claim((3, "tv"), reopen=True)] == [True, False]
+    b.close()
+    c.close()
 
 
 def test_unit_names_stay_inside_the_run_directory(tmp_path):
