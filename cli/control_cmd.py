@@ -11,6 +11,7 @@ from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.control import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
+from dukb.cli.run_options import run_options
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -24,14 +25,9 @@ def _names(text: str) -> list[str]:
     return [m.strip().lower() for m in text.split(",") if m.strip()]
 
 
+@run_options
 def control(
     config: Optional[Path] = CONFIG_OPTION,
-    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
-                                     "generated KB (100 people, seed 0)."),
-    model: str = typer.Option("tiny", "--model", help="Base model finetuned into θ_o: 'tiny', smollm2-135m, a .gguf "
-                              "file, hub id or directory."),
-    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory "
-                                            "as θ_o."),
     methods: str = typer.Option(",".join(CONTROL_METHODS), "--methods", help="Comma-separated gradient methods "
                                 "(the paper's GA, GD = ga_gdr, KL = ga_klr and PO by default; any method swept "
                                 "over steps, e.g. npo, simnpo, dpo, rt)."),
@@ -54,15 +50,11 @@ def control(
     search: str = typer.Option("bisection", "--search", help="PS search over the prefix length: bisection or "
                                "linear."),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for DU recall."),
-    seed: int = typer.Option(0, "--seed", help="Run seed: splits, finetuning, retain batches, refusals."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of the methods (default: preset)."),
     output: Path = typer.Option(Path("runs/control"), "-o", "--output", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; methods, controls "
                                 "and ratios may be added."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
-    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs."),
+    run_opts: dict = None,
 ) -> None:
     """Run the evaluation framework of "Unlearning with Control" (Wang et al. 2024) on a KB: θ_o finetuned on every
     fact; per forget ratio and method, the uncontrolled run and each control (OC, ES, MM) calibrated on a coarse
@@ -76,10 +68,10 @@ def control(
     """
     from dukb.neural.control import ControlConfig, run_control
 
-    cfg = ControlConfig(kb=kb, model=model, finetuned=finetuned, methods=_names(methods),
+    cfg = ControlConfig(**run_opts, methods=_names(methods),
                         controls=_names(controls), ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max,
                         coarse=coarse, fine=fine, retain_eval=retain_eval, selection=selection, search=search,
-                        sets=sets, seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
+                        sets=sets)
     on_interrupt(keep_rows_note(output))
     run_control(output, cfg, resume=resume, progress=True, log=log_line)
     save_resolved_config(output)

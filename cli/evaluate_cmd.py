@@ -8,14 +8,14 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.cli.neural_cmds import ModelOpts
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.methods import methods_help
 from dukb.neural.metrics import DEFAULT_METRICS, metrics_help
 from dukb.neural.protocol import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
-from dukb.cli.symbolic import RULES_HELP, option_int, read_targets_in_kb
+from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
+from dukb.cli.run_options import run_options
 
 
 def parse_grids(values: list[str] | None) -> dict[str, list]:
@@ -42,22 +42,6 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
     return out
 
 
-def check_layers(layers: str | None) -> None:
-    """Refuse a ``--layers`` bound that is not ``[0-9]+`` in ASCII before :func:`dukb.neural.methods.base.parse_layers`
-    (which reads with int(), taking 1_0, +1 and full-width digits) sees it.
-
-    Raises:
-        InputError: ``--layers must be FIRST-LAST (e.g. 0-3), got ...``.
-    """
-    from dukb.kb.csvfile import strict_int
-
-    if layers is None or not layers.strip():
-        return
-    lo, _, hi = layers.strip().partition("-")
-    if strict_int(lo.strip()) is None or (hi and strict_int(hi.strip()) is None):
-        raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {layers!r}")
-
-
 def _forms(text: str | None, option: str) -> list[str] | None:
     """Resolve a comma-separated list of probe kinds or groups (None stays None).
 
@@ -77,14 +61,9 @@ def _forms(text: str | None, option: str) -> list[str] | None:
         raise InputError(f"{option}: {e}") from None
 
 
+@run_options
 def evaluate(
     config: Optional[Path] = CONFIG_OPTION,
-    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
-                                     "generated KB (100 people, seed 0)."),
-    model: str = typer.Option("tiny", "--model", help="Model to finetune: 'tiny' (built-in default), a known short "
-                              "name (smollm2-135m, after `dukb fetch-model`), a .gguf file or a folder holding one, "
-                              "an HF hub id or a model directory."),
-    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory."),
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets: one relationship fact_id per "
                                                 "line ('#' comments)."),
     n_targets: int = typer.Option(11, "--n-targets", help="Without --targets-file: draw this many targets, relation "
@@ -114,30 +93,12 @@ def evaluate(
                                        "such as paraphrase,cloze,synonym,reverse makes the model know the facts "
                                        "under forms the methods never see, so the held-out scores test the fact, "
                                        "not the wording."),
-    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
     seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
-    seed: int = typer.Option(0, "--seed", help="Run seed: targets, retain sampling, tiny initialisation."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
                                 "rows. Refused (exit 2, differing keys named) when any setting that changes rows "
                                 "differs from the run's; targets and methods may be added."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
-    prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt preset (default: from the model)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Finetuning batch size (default: the "
-                                             "preset's; the paper's 16 for real models)."),
-    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs "
-                                                  "(default: the preset's; finetuning stops at 100%)."),
-    lora_r: int = typer.Option(0, "--lora-r", help="LoRA rank for finetuning and every gradient method (0: "
-                               "full-parameter training)."),
-    lora_alpha: int = ModelOpts.lora_alpha, lora_dropout: float = ModelOpts.lora_dropout,
-    lora_targets: Optional[str] = ModelOpts.lora_targets,
-    gradient_checkpointing: bool = ModelOpts.gc, trust_remote_code: bool = ModelOpts.trust,
-    layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for every gradient "
-                                         "method: train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU "
-                                         "does), the rest frozen. Default: every layer."),
     schedule: str = typer.Option("reference", "--schedule", help="How the step grid T of gradient methods (ga, "
                                  "npo, ...) is run. reference (default): as Eval-DU's code (wrh14/deep_unlearning "
                                  "forget.py), one run of the grid's largest T steps from the finetuned model, read "
@@ -147,6 +108,7 @@ def evaluate(
                                  "separate: each T its own run from the finetuned model, the rate decaying "
                                  "linearly over its T steps, no warm-up or weight decay (dukb's earlier runs). "
                                  "Presets (du_*) keep their own (separate)."),
+    run_opts: dict = None,
 ) -> None:
     """Run the paper's deep-unlearning protocol: finetune to 100% of the KB, unlearn every target with every method
     over its grid, probe every fact, score recall/accuracy with the logic core, and write the tables and curves.
@@ -162,21 +124,14 @@ def evaluate(
     from dukb.neural.protocol import EvaluateConfig
     from dukb.neural.protocol import evaluate as run_evaluate
 
-    check_layers(layers)
-    cfg = EvaluateConfig(layers=layers, kb=kb, model=model, finetuned=finetuned, n_targets=n_targets,
+    cfg = EvaluateConfig(**run_opts, n_targets=n_targets,
                          methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
-                         rules=rules, sets=sets, seeds=seeds, seed=seed, lr=lr, device=device, dtype=dtype,
-                         prompt=prompt, forget_scope=forget_scope, batch_size=batch_size,
-                         finetune_epochs=finetune_epochs, lora_r=lora_r, lora_alpha=lora_alpha,
-                         lora_dropout=lora_dropout,
-                         lora_targets=[t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets
-                         else None,
-                         gradient_checkpointing=gradient_checkpointing, trust_remote_code=trust_remote_code,
+                         sets=sets, seeds=seeds, forget_scope=forget_scope,
                          metrics=[m.strip() for m in metrics.split(",") if m.strip()],
                          heldout_forms=_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule,
                          finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule).check()
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
-    cfg.targets = read_targets_in_kb(targets_file, kb) if targets_file else None
+    cfg.targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
     on_interrupt(keep_rows_note(output))
     run_evaluate(output, cfg, resume=resume, progress=True, log=log_line)
     if is_main_process():
@@ -274,12 +229,13 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
 
 
 def methods() -> None:
-    """List every registered unlearning method, preset, forget scope and metric (markdown tables, generated from
-    the registries; README's tables are this output)."""
+    """List every registered unlearning method, preset, forget scope and metric, and the options every protocol
+    takes (markdown tables, generated from the registries; README's tables are this output)."""
     from dukb.neural.methods import methods_table
     from dukb.neural.metrics import metrics_table
+    from dukb.neural.runconfig import options_table
 
-    typer.echo(methods_table() + "\n\n" + metrics_table())
+    typer.echo(methods_table() + "\n\n" + metrics_table() + "\n\n" + options_table())
 
 
 def register(app: typer.Typer) -> None:

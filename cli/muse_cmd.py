@@ -15,6 +15,7 @@ from dukb.neural.methods import methods_help
 from dukb.neural.metrics.muse import SELECTION_RULES
 from dukb.neural.muse import CURVE_METHODS, MUSE_METHODS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
+from dukb.cli.run_options import run_options
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -30,12 +31,13 @@ def _ints(text: str, name: str) -> list[int]:
                          f"{text!r}") from None
 
 
+@run_options(model="Base model finetuned into f_target and every f_retrain: 'tiny', smollm2-135m, a .gguf file, "
+                   "hub id or directory.",
+             finetuned="Use this directory as f_target (e.g. a released target model) instead of finetuning it; "
+                       "its training must leave out the holdout facts of RUN/splits.json (MIA non-members). "
+                       "f_retrain is still finetuned from --model.")
 def muse(
     config: Optional[Path] = CONFIG_OPTION,
-    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
-                                     "generated KB (100 people, seed 0)."),
-    model: str = typer.Option("tiny", "--model", help="Base model finetuned into f_target and f_retrain: 'tiny', "
-                              "smollm2-135m, a .gguf file, hub id or directory."),
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets, one relationship fact_id "
                                                 "per line ('#' comments); the first --n-targets form the main "
                                                 "request, the first c the scalability request of size c."),
@@ -72,15 +74,11 @@ def muse(
                                "utility rule, the first setting whose utility is below f_retrain's, else the "
                                "last)."),
     bootstrap: int = typer.Option(9999, "--bootstrap", help="Bootstrap resamples of the 95% intervals."),
-    seed: int = typer.Option(0, "--seed", help="Run seed: targets, splits, finetuning, retain batches."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
+    run_opts: dict = None,
     output: Path = typer.Option(Path("runs/muse"), "-o", "--output", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; methods and "
                                 "requests may be added."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
-    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs."),
 ) -> None:
     """Run MUSE's six-way evaluation (Shi et al. 2024b) on a KB: f_target (finetuned on the QA pairs and statement
     sentences of every fact but a holdout), f_retrain (the same without the forget set, cached per forget set),
@@ -95,15 +93,14 @@ def muse(
     from dukb.neural.muse import MuseConfig, run_muse
 
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
-    targets = read_targets_in_kb(targets_file, kb) if targets_file else None
-    cfg = MuseConfig(kb=kb, model=model, targets=targets, n_targets=n_targets,
+    targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
+    cfg = MuseConfig(**run_opts, targets=targets, n_targets=n_targets,
                      methods=[m.strip() for m in methods.split(",") if m.strip()],
                      curve_methods=[m.strip() for m in curve_methods.split(",") if m.strip()],
                      grids=parse_grids(grid), scale_sizes=_ints(scale_sizes, "--scale-sizes"), sustain=sustain,
                      forget_scope=forget_scope, holdout_frac=holdout, retain_train_frac=retain_train, mia_k=mia_k,
                      verbmem_prefix=verbmem_prefix, verbmem_tokens=verbmem_tokens, verbmem_stemming=verbmem_stemming,
-                     verbmem_temperature=verbmem_temperature, select=select, seed=seed, lr=lr,
-                     device=device, dtype=dtype, finetune_epochs=finetune_epochs, bootstrap=bootstrap)
+                     verbmem_temperature=verbmem_temperature, select=select, bootstrap=bootstrap)
     on_interrupt(keep_rows_note(output))
     run_muse(output, cfg, resume=resume, progress=True, log=log_line)
     save_resolved_config(output)

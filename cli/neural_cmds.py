@@ -10,6 +10,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.run_options import shared_option
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.methods import methods_help
 from dukb.neural.finetune import FINETUNE_PRESETS
@@ -47,18 +48,15 @@ def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lo
 class ModelOpts:
     """Typer option declarations shared by the neural commands."""
 
-    prompt = typer.Option(None, "--prompt", help="Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: "
-                          "chosen from the model name).")
-    dtype = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, else fp32), float32, bfloat16, float16.")
-    device = typer.Option("auto", "--device", help="auto (cuda if available), cpu, cuda, cuda:N.")
-    lora_r = typer.Option(0, "--lora-r", help="LoRA rank for gradient methods and finetuning (0: full "
-                          "finetuning).")
-    lora_alpha = typer.Option(16, "--lora-alpha", help="LoRA alpha.")
-    lora_dropout = typer.Option(0.0, "--lora-dropout", help="LoRA dropout.")
-    lora_targets = typer.Option(None, "--lora-targets", help="Comma-separated module names (default: peft's for "
-                                "the architecture).")
-    trust = typer.Option(False, "--trust-remote-code", help="Allow model code from the hub (off by default).")
-    gc = typer.Option(False, "--gradient-checkpointing", help="Trade compute for memory on large models.")
+    prompt = shared_option("prompt")
+    dtype = shared_option("dtype")
+    device = shared_option("device")
+    lora_r = shared_option("lora_r")
+    lora_alpha = shared_option("lora_alpha")
+    lora_dropout = shared_option("lora_dropout")
+    lora_targets = shared_option("lora_targets")
+    trust = shared_option("trust_remote_code")
+    gc = shared_option("gradient_checkpointing")
 
 
 def _finetune_note(output: Path) -> str:

@@ -14,17 +14,13 @@ from dukb.cli.symbolic import read_targets_in_kb
 from dukb.neural.methods import methods_help
 from dukb.neural.rwku import RWKU_METHODS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
+from dukb.cli.run_options import run_options
 
 
+@run_options(finetuned="Use this already finetuned model directory (its tokenizer must know the description "
+                       "corpus's words).")
 def rwku(
     config: Optional[Path] = CONFIG_OPTION,
-    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the built-in "
-                                     "generated KB (100 people, seed 0)."),
-    model: str = typer.Option("tiny", "--model", help="Model to finetune on the KB's QA and description sentences "
-                              "(`dukb evaluate`'s settings): 'tiny', smollm2-135m, a .gguf file, hub id or "
-                              "directory."),
-    finetuned: Optional[str] = typer.Option(None, "--finetuned", help="Use this already finetuned model directory "
-                                            "(its tokenizer must know the description corpus's words)."),
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets, one relationship fact_id per "
                                                 "line ('#' comments): one single-target request each; the first N "
                                                 "form the batch request of size N."),
@@ -38,15 +34,11 @@ def rwku(
     forget_scope: str = typer.Option("target", "--forget-scope", help="target: the targets alone (RWKU); joint: a "
                                      "minimum joint deep unlearning set of them."),
     mia_k: float = typer.Option(0.2, "--mia-k", help="Min-K% share of lowest-probability tokens."),
-    seed: int = typer.Option(0, "--seed", help="Run seed: targets, probes, retain sampling, finetuning."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     output: Path = typer.Option(Path("runs/rwku"), "-o", "--output", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; targets and methods "
                                 "may be added."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
-    finetune_epochs: Optional[int] = typer.Option(None, "--finetune-epochs", help="Maximum finetuning epochs."),
+    run_opts: dict = None,
 ) -> None:
     """Run RWKU's evaluation (Jin et al. 2024) on a KB: forget probes FB (cloze), QA and the nine adversarial kinds
     (AA), scored by ROUGE-L recall; neighbour facts (about the forget facts' people, outside the targets' cone)
@@ -62,11 +54,10 @@ def rwku(
     from dukb.neural.rwku import RwkuConfig, run_rwku
 
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
-    targets = read_targets_in_kb(targets_file, kb) if targets_file else None
-    cfg = RwkuConfig(kb=kb, model=model, finetuned=finetuned, targets=targets, n_targets=n_targets,
+    targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
+    cfg = RwkuConfig(**run_opts, targets=targets, n_targets=n_targets,
                      methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
-                     batch_sizes=_ints(batch_sizes, "--batch-sizes"), forget_scope=forget_scope, mia_k=mia_k,
-                     seed=seed, lr=lr, device=device, dtype=dtype, finetune_epochs=finetune_epochs)
+                     batch_sizes=_ints(batch_sizes, "--batch-sizes"), forget_scope=forget_scope, mia_k=mia_k)
     on_interrupt(keep_rows_note(output))
     run_rwku(output, cfg, resume=resume, progress=True, log=log_line)
     save_resolved_config(output)

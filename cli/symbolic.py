@@ -10,10 +10,9 @@ from typing import Optional
 import typer
 
 from dukb import InputError, one_line
+from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the commands)
 
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
-RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
-             "rules dead) or a .lp file of positive Horn rules over holds(S,R,O)."
 
 
 #: Default of ``dukb mdus --seeds`` (the paper's N_seed).

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.runconfig import RunConfig
 from dukb.neural.runs import holds_run_lock
 from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
 
@@ -39,13 +40,10 @@ RATIOS = (0.01, 0.05, 0.10)
 
 
 @dataclass
-class ControlConfig:
+class ControlConfig(RunConfig):
     """Everything that defines a `dukb control` run.
 
     Attributes:
-        kb: KB directory or built-in name (None: the built-in generated default).
-        model: base model ("tiny", a short name, a GGUF file, hub id or directory); finetuned: use this finetuned
-            model directory instead.
         methods: gradient methods (:data:`dukb.neural.methods.METHODS` names).
         controls: subset of :data:`CONTROL_KINDS`.
         ratios: forget ratios in (0, 1).
@@ -58,7 +56,9 @@ class ControlConfig:
         selection: "full" or "cheap" (:data:`SELECTIONS`).
         search: PS search over k ("bisection" or "linear").
         sets, seeds: "exact" or "random" minimal deep unlearning sets for the recall (N_seed for random).
-        seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in `dukb evaluate`.
+        kb, rules, model, finetuned, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
+            gradient_checkpointing, trust_remote_code: the shared options
+            (:class:`dukb.neural.runconfig.RunConfig`).
 
     Optimisation follows the deep-unlearning protocol, not TOFU's: each step uses the whole forget set as one batch
     and ``retain_batch_size`` (8) retain-train items, with no warm-up (the paper's warm-up over the first epoch and
@@ -67,9 +67,6 @@ class ControlConfig:
     Source: Wang et al. 2024 (Unlearning with Control), Sec. 5 and App. C.
     """
 
-    kb: str | None = None
-    model: str = "tiny"
-    finetuned: str | None = None
     methods: list[str] = field(default_factory=lambda: list(CONTROL_METHODS))
     controls: list[str] = field(default_factory=lambda: list(CONTROL_KINDS))
     ratios: list[float] = field(default_factory=lambda: list(RATIOS))
@@ -82,18 +79,12 @@ class ControlConfig:
     search: str = "bisection"
     sets: str = "exact"
     seeds: int = 100
-    seed: int = 0
-    lr: float | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    prompt: str | None = None
-    finetune_epochs: int | None = None
-    batch_size: int | None = None
 
     def check(self) -> None:
         """Raises InputError on settings outside their ranges."""
         from dukb.neural.metrics.ps import SEARCHES
 
+        self.check_run()
         if not self.methods:
             raise InputError("no method given")
         bad = [c for c in self.controls if c not in CONTROL_KINDS]
@@ -241,14 +232,13 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
     from dukb.neural.methods import UnlearnContext, get_method
     from dukb.neural.methods.base import Control
     from dukb.neural.metrics.ps import paraphrase_questions, ps_vector
-    from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype, spec_for_path
+    from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
     from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, load_finetuned
     from dukb.neural.metrics.recall import success_du_all
     from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, claim_run, history_entry, provenance, read_results,
                                   write_json_atomic)
-    from dukb.neural.spec import ModelSpec
 
     cfg = config or ControlConfig()
     cfg.check()
@@ -260,23 +250,21 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
             raise InputError(f"{m.name}: controls apply to gradient methods (swept over steps), not to {m.param}")
     run = Path(run_dir)
     t_start = time.perf_counter()
-    kb, closure = load_kb_closure(cfg.kb)
+    kb, closure = load_kb_closure(cfg.kb, cfg.rules)
     splits = split_facts(kb, cfg.ratios, cfg.retain_eval, cfg.seed)
     device = resolve_device(cfg.device)
     if cfg.finetuned:
         spec = None
         model_id = {"finetuned": model_fingerprint(cfg.finetuned)}
     else:
-        spec = ModelSpec("tiny", prompt=cfg.prompt or "tiny", dtype=cfg.dtype, device=cfg.device) \
-            if cfg.model == "tiny" else spec_for_path(cfg.model, prompt=cfg.prompt, dtype=cfg.dtype,
-                                                      device=cfg.device)
+        spec = cfg.model_spec()
         preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
         model_id = {"base": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
                     "finetune": {"preset": preset, **asdict(fcfg)}}
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
-    settings = {k: v for k, v in asdict(cfg).items()
-                if k not in ("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
-                             "finetune_epochs", "batch_size")}
+    model_id.update(cfg.model_identity())  # LoRA and partial layers (absent at their defaults)
+    settings = cfg.identity_settings(("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
+                                      "finetune_epochs", "batch_size"))
     identity = {"identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
                 "model": model_id, "dtype": dtype, "prompt": cfg.prompt, "settings": settings,
                 "methods": {m.name: {"method": m.name} for m in methods},
@@ -305,7 +293,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
 
     # 2. the model
     if cfg.finetuned:
-        lm = load_finetuned(cfg.finetuned, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+        lm = load_finetuned(cfg.finetuned, **cfg.load_kwargs())
     else:
         ft_dir = run / "finetuned"
         key = {"model": model_id, "kb": identity["kb"], "dtype": dtype, "prompt": cfg.prompt}
@@ -313,7 +301,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
         if rec is None or rec.get("identity") != key:
             finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
                         progress=progress, log=log, identity=key)
-        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+        lm = load_finetuned(ft_dir, **cfg.load_kwargs())
     qa = kb_qa(kb)
     by_key = {(it.fact_kind, int(it.fact_id)): it for it in qa}
     para = paraphrase_questions(kb)
@@ -380,7 +368,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
                         (out.append(hit) if hit is not None else todo.append(v))
                     if not todo:
                         return out
-                    ctx = UnlearnContext(lm, f_items, retain, seed=cfg.seed, lr=cfg.lr,
+                    ctx = UnlearnContext(lm, f_items, retain, seed=cfg.seed, lr=cfg.lr, **cfg.unlearn_kwargs(),
                                          control=Control(ckind, cfg.steps), kb=kb, closure=closure, items=qa)
                     t0 = time.perf_counter()
                     for setting, pred in m.sweep(ctx, todo):

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.runconfig import RunConfig
 from dukb.neural.runs import holds_run_lock
 
 #: MUSE's eight methods (Shi et al. 2024b, Sec. 4)
@@ -47,12 +48,17 @@ SCORED_FORMS = {"knowmem": ["qa"], "verbmem": ["statement"], "mia": ["statement"
 
 
 @dataclass
-class MuseConfig:
+class MuseConfig(RunConfig):
     """Everything that defines a `dukb muse` run (the row-changing part is its identity).
 
     Attributes:
-        kb: KB directory or built-in name (None: the built-in generated default).
-        model: base model to finetune ("tiny", a short name, a GGUF file, hub id or directory).
+        kb, rules, model, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
+            gradient_checkpointing, trust_remote_code: the shared options
+            (:class:`dukb.neural.runconfig.RunConfig`); ``model`` is the base model finetuned into f_target and
+            every f_retrain.
+        finetuned: use this directory as f_target instead of finetuning it (MUSE's released target models); its
+            training data must leave out the holdout facts (the MIA non-members, splits.json), which dukb cannot
+            check: the run identity records its fingerprint as ``f_target``. f_retrain is still finetuned from ``model``.
         targets: explicit target fact_ids (None: drawn with the seed, relation kinds in turn).
         n_targets: targets of the main request.
         methods: methods of the main table (:data:`dukb.neural.methods.METHODS` names or presets).
@@ -68,12 +74,9 @@ class MuseConfig:
             stem words before VerbMem's ROUGE-L. Defaults as MUSE's code (swj0419/muse_bench eval.py): 128 tokens,
             no stemming.
         select: selection rule (:data:`dukb.neural.metrics.muse.SELECTION_RULES`), used by the report and by C6.
-        seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in `dukb evaluate`.
         bootstrap: bootstrap resamples for the confidence intervals (MUSE: 9,999).
     """
 
-    kb: str | None = None
-    model: str = "tiny"
     targets: list[int] | None = None
     n_targets: int = 1
     methods: list[str] = field(default_factory=lambda: list(MUSE_METHODS))
@@ -91,19 +94,13 @@ class MuseConfig:
     verbmem_stemming: bool = False
     knowmem_tokens: int = 10
     select: str = "first_below_retrain"
-    seed: int = 0
-    lr: float | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    prompt: str | None = None
-    finetune_epochs: int | None = None
-    batch_size: int | None = None
     bootstrap: int = 9999
 
     def check(self) -> None:
         """Raises InputError on settings outside their ranges."""
         from dukb.neural.metrics.muse import SELECTION_RULES
 
+        self.check_run()
         if self.n_targets < 1:
             raise InputError("--n-targets must be at least 1")
         if any(c < 1 for c in self.scale_sizes) or list(self.scale_sizes) != sorted(set(self.scale_sizes)):
@@ -236,7 +233,7 @@ def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log
         log(f"finetuning {out.name} on {len(items)} items")
         finetune_kb(kb, spec, out, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
                     log=log, identity=key, items=items)
-    return load_finetuned(out, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+    return load_finetuned(out, **cfg.load_kwargs())
 
 
 @holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_muse returns
@@ -264,13 +261,12 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
 
     from dukb.neural import distributed as dist
     from dukb.neural.methods import UnlearnContext, method_grids, resolve
-    from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype, spec_for_path
+    from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
     from dukb.neural.muse_report import render_muse
     from dukb.neural.pipeline import finetune_config
     from dukb.neural.plan import choose_targets, load_kb_closure
     from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, claim_run, history_entry, provenance, read_results,
                                   sha256_json, write_json_atomic)
-    from dukb.neural.spec import ModelSpec
     from dukb.solver.splits import base_split, forget_set
 
     cfg = config or MuseConfig()
@@ -279,7 +275,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         raise InputError("dukb muse runs in one process; launch it without accelerate/torchrun")
     run = Path(run_dir)
     t_start = time.perf_counter()
-    kb, closure = load_kb_closure(cfg.kb)
+    kb, closure = load_kb_closure(cfg.kb, cfg.rules)
     n_all = max([cfg.n_targets] + list(cfg.scale_sizes))
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_all, cfg.seed)
     if len(targets) < n_all:
@@ -317,18 +313,19 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         lo = c
     splits = {r["name"]: base.request(forget_of[r["name"]], r["targets"]) for r in requests}
     device = resolve_device(cfg.device)
-    spec = ModelSpec("tiny", prompt=cfg.prompt or "tiny", dtype=cfg.dtype, device=cfg.device) \
-        if cfg.model == "tiny" else spec_for_path(cfg.model, prompt=cfg.prompt, dtype=cfg.dtype, device=cfg.device)
+    spec = cfg.model_spec(cfg.model)  # f_retrain's base (and f_target's, unless --finetuned gives it)
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
     preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
     base_model = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
-    ft_key = {"base": base_model, "finetune": {"preset": preset, **asdict(fcfg)}, "texts": True}
-    settings = {k: v for k, v in asdict(cfg).items()
-                if k not in ("kb", "model", "targets", "methods", "curve_methods", "grids", "device", "finetune_epochs",
-                             "batch_size", "n_targets", "scale_sizes", "sustain", "select", "bootstrap")}
+    ft_key = {"base": base_model, "finetune": {"preset": preset, **asdict(fcfg)}, "texts": True,
+              **cfg.model_identity()}  # LoRA and partial layers (absent at their defaults)
+    settings = cfg.identity_settings(("kb", "model", "finetuned", "targets", "methods", "curve_methods", "grids",
+                                      "device", "finetune_epochs", "batch_size", "n_targets", "scale_sizes",
+                                      "sustain", "select", "bootstrap"))
     identity = {
         "identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
-        "model": ft_key, "dtype": dtype, "family": spec.preset_family, "settings": settings,
+        "model": ft_key, **({"f_target": model_fingerprint(cfg.finetuned)} if cfg.finetuned else {}),
+        "dtype": dtype, "family": spec.preset_family, "settings": settings,
         "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
         "select": cfg.select,
         # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
@@ -360,7 +357,16 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     # model caches are keyed by everything they depend on: base model, finetuning config, KB, dtype, the facts
     cache_key = {**ft_key, "kb": identity["kb"], "dtype": dtype, "prompt": cfg.prompt,
                  "trained": sha256_json(base.trained())}
-    f_target = _finetune_cached(kb, spec, run / "models" / "target", trained_qa + trained_txt, cfg, cache_key, log)
+    if cfg.finetuned:  # a given f_target (its training must leave the holdout out: recorded, not checkable)
+        from dukb.neural.pipeline import load_finetuned
+
+        n_hold = sum(map(len, base.holdout.values()))
+        log(f"f_target: {cfg.finetuned} (given; its training data must leave out the {n_hold} holdout facts of "
+            "splits.json, or PrivLeak is not MUSE's)")
+        f_target = load_finetuned(cfg.finetuned, **cfg.load_kwargs())
+    else:
+        f_target = _finetune_cached(kb, spec, run / "models" / "target", trained_qa + trained_txt, cfg, cache_key,
+                                    log)
 
     def retrain_for(cum: str):
         sp = splits[cum]
@@ -430,7 +436,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         trained = {"trained_forms": {"forget": ["statement"], "retain": ["statement"] if retain else []},
                    "trained_fact_ids": {"forget": retain_fact_ids(f_txt), "retain": retain_fact_ids(retain)},
                    "n_trained_texts": {"forget": len(f_txt), "retain": len(retain)}}
-        ctx = UnlearnContext(lm, f_txt, retain, seed=cfg.seed, lr=cfg.lr, kb=kb)
+        ctx = UnlearnContext(lm, f_txt, retain, seed=cfg.seed, lr=cfg.lr, kb=kb, **cfg.unlearn_kwargs())
         t0 = time.perf_counter()
         gen = m.sweep(ctx, todo)
         try:

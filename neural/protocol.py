@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.methods.base import parse_layers
 from dukb.neural.metrics import DEFAULT_METRICS
+from dukb.neural.runconfig import RunConfig, parse_layers
 from dukb.neural.runs import SHARD_GLOB, ResultsFile, holds_run_lock, merge_shards, read_results, run_role
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
@@ -35,35 +35,21 @@ RECOMMENDED = "du_cl"
 
 
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(RunConfig):
     """Everything that defines an evaluate run (written to RUN_DIR/config.json; the settings that change rows form
-    its identity, see :func:`run_identity`).
+    its identity, see :func:`run_identity`). The model options (kb, rules, model, finetuned, seed, lr, device,
+    dtype, prompt, finetune_epochs, batch_size, LoRA, layers, gradient checkpointing, remote code) are
+    :class:`dukb.neural.runconfig.RunConfig`'s, shared by every protocol.
 
     Attributes:
-        kb: KB directory or built-in name; None = the built-in generated default (100 people, seed 0).
-        model: "tiny", a short name (``smollm2-135m``), a .gguf file or a folder holding one, hub id or directory
-            to finetune; ignored when ``finetuned`` is set.
-        finetuned: an already finetuned model directory.
         targets: explicit relationship fact_ids (None: ``n_targets`` drawn with the seed, one per relation kind
             first, as evenly as possible).
         n_targets: number of targets to draw when ``targets`` is None (default 11 = one per relation).
         methods: method names, ``METHOD@SCOPE`` or presets (see :func:`dukb.neural.methods.resolve`).
         grids: method -> list of values overriding the default grid.
-        rules: rule set name or file.
         sets: "exact" or "random" minimal deep unlearning sets for recall.
         seeds: N_seed of random sets (also used when exact enumeration hits its limit).
-        seed: the run's seed (targets, retain sampling, tiny initialisation, finetuning order, random sets).
-        lr: learning-rate override for gradient methods.
-        device, dtype, prompt: model options.
-        finetune_epochs: override of the finetuning preset's epoch budget.
-        batch_size: finetuning batch size (None: the preset's; the paper's 16 for real models).
         forget_scope: default forget scope of methods given without ``@SCOPE`` (target, minimum, best).
-        lora_r: LoRA rank for finetuning and every gradient method (0: full-parameter training); lora_alpha,
-            lora_dropout, lora_targets (module names; None: peft's default for the architecture).
-        layers: partial-layer finetuning for every gradient method, "FIRST-LAST" blocks (RWKU, Jin et al. 2024,
-            App. H; None: every layer).
-        gradient_checkpointing: trade compute for memory (does not change results).
-        trust_remote_code: let transformers run model code from the hub (off by default).
         metrics: names of :data:`dukb.neural.metrics.METRICS` to compute (required ones are added); probing
             computes only what they need.
         heldout_forms: probe forms every row is also scored on by ``recall_heldout`` (kinds of
@@ -81,31 +67,13 @@ class EvaluateConfig:
             (dukb's earlier default). Presets keep their own (:attr:`dukb.neural.methods.Preset.schedule`).
     """
 
-    kb: str | None = None
-    model: str = "tiny"
-    finetuned: str | None = None
     targets: list[int] | None = None
     n_targets: int = 11
     methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
     grids: dict[str, list] = field(default_factory=dict)
-    rules: str = "family"
     sets: str = "exact"
     seeds: int = 100
-    seed: int = 0
-    lr: float | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    prompt: str | None = None
-    finetune_epochs: int | None = None
-    batch_size: int | None = None
     forget_scope: str = "target"
-    lora_r: int = 0
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
-    lora_targets: list[str] | None = None
-    layers: str | None = None
-    gradient_checkpointing: bool = False
-    trust_remote_code: bool = False
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     heldout_forms: list[str] | None = None
     heldout_rule: str = "pairs"
@@ -126,15 +94,12 @@ class EvaluateConfig:
         """
         from dukb.kb.probes import parse_kinds
         from dukb.neural.methods.base import SWEEP_SCHEDULES
-        from dukb.neural.spec import PROMPT_PRESETS
         from dukb.solver.scopes import FORGET_SCOPES
 
+        self.check_run()
         if self.sets not in ("exact", "random"):
             raise InputError(f"--sets must be exact or random, got {self.sets!r}")
-        if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
-            raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
-        for name, v in (("--seeds", self.seeds), ("--n-targets", self.n_targets), ("--batch-size", self.batch_size),
-                        ("--finetune-epochs", self.finetune_epochs)):
+        for name, v in (("--seeds", self.seeds), ("--n-targets", self.n_targets)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise InputError(f"{name} must be at least 1, got {v}")
         if self.forget_scope not in FORGET_SCOPES:
@@ -143,8 +108,6 @@ class EvaluateConfig:
             raise InputError(f"--schedule must be one of {', '.join(SWEEP_SCHEDULES)}, got {self.schedule!r}")
         if not self.methods:
             raise InputError("no unlearning method given")
-        parse_layers(self.layers)
-        self.lora()
         if not list(self.finetune_forms) or (self.heldout_forms is not None and not list(self.heldout_forms)):
             raise InputError("--finetune-forms and --heldout-forms need at least one probe form")
         self.finetune_forms = list(parse_kinds(list(self.finetune_forms)))
@@ -162,21 +125,6 @@ class EvaluateConfig:
 
             self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
         return self
-
-    def lora(self):
-        """The :class:`dukb.neural.spec.LoraSpec` (None without LoRA).
-
-        Raises:
-            InputError: negative rank, alpha or dropout outside [0, 1).
-        """
-        from dukb.neural.spec import LoraSpec
-
-        if self.lora_r < 0 or self.lora_alpha < 0 or not 0 <= self.lora_dropout < 1:
-            raise InputError("--lora-r and --lora-alpha must be >= 0 and --lora-dropout in [0, 1)")
-        if not self.lora_r:
-            return None
-        return LoraSpec(self.lora_r, self.lora_alpha, self.lora_dropout,
-                        tuple(self.lora_targets) if self.lora_targets else None)
 
 
 def _retain_defaults() -> dict:
@@ -216,18 +164,10 @@ EXTENDABLE = ("targets", "methods", "methods.*.grid")
 PROBE = _probe_defaults()
 
 
-def _model_spec(cfg: EvaluateConfig):
-    """The :class:`ModelSpec` to finetune (``cfg.model``) or to load (``cfg.finetuned``)."""
-    from dukb.neural.models import spec_for_path
-    from dukb.neural.spec import ModelSpec
-
-    kw = dict(dtype=cfg.dtype, device=cfg.device, lora=cfg.lora(), trust_remote_code=cfg.trust_remote_code,
-              gradient_checkpointing=cfg.gradient_checkpointing)
-    if cfg.finetuned:
-        return spec_for_path(cfg.finetuned, prompt=cfg.prompt, **kw)
-    if cfg.model == "tiny":
-        return ModelSpec("tiny", prompt=cfg.prompt or "tiny", **kw)
-    return spec_for_path(cfg.model, prompt=cfg.prompt, **kw)
+def _model_spec(cfg: RunConfig):
+    """The :class:`ModelSpec` to finetune (``cfg.model``) or to load (``cfg.finetuned``):
+    :meth:`dukb.neural.runconfig.RunConfig.model_spec`."""
+    return cfg.model_spec()
 
 
 def method_identity(m, scope: str, grid, schedule: str = "separate") -> dict:

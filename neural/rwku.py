@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.runconfig import RunConfig
 from dukb.neural.runs import holds_run_lock
 from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
 
@@ -85,21 +86,20 @@ def check_corpus_methods(methods, protocol: str) -> None:
 
 
 @dataclass
-class RwkuConfig:
+class RwkuConfig(RunConfig):
     """Everything that defines a `dukb rwku` run (the row-changing part is its identity).
 
     Attributes:
-        kb, model, finetuned: as in `dukb evaluate` (None kb: the built-in generated default).
+        kb, rules, model, finetuned, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
+            gradient_checkpointing, trust_remote_code: the shared options
+            (:class:`dukb.neural.runconfig.RunConfig`).
         targets / n_targets: target fact_ids (single-target requests, one per target).
         methods: method names or presets; grids: method -> grid override.
         batch_sizes: batch-target requests (the first N targets at once); empty: none.
         forget_scope: "target" (RWKU) or "joint" (a minimum joint deep unlearning set).
-        mia_k: Min-K% share. seed, lr, device, dtype, prompt, finetune_epochs, batch_size: as in evaluate.
+        mia_k: Min-K% share.
     """
 
-    kb: str | None = None
-    model: str = "tiny"
-    finetuned: str | None = None
     targets: list[int] | None = None
     n_targets: int = 11
     methods: list[str] = field(default_factory=lambda: list(RWKU_METHODS))
@@ -107,13 +107,23 @@ class RwkuConfig:
     batch_sizes: list[int] = field(default_factory=lambda: [2, 4, 8])
     forget_scope: str = "target"
     mia_k: float = 0.2
-    seed: int = 0
-    lr: float | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    prompt: str | None = None
-    finetune_epochs: int | None = None
-    batch_size: int | None = None
+
+    def check(self) -> None:
+        """Validate the run's settings (the shared ones by :meth:`RunConfig.check_run`).
+
+        Raises:
+            InputError: an unknown forget scope, batch sizes not increasing integers >= 2, ``mia_k`` outside
+                (0, 1], ``n_targets`` below 1, or a bad shared option.
+        """
+        self.check_run()
+        if self.forget_scope not in ("target", "joint"):
+            raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose target or joint)")
+        if any(n < 2 for n in self.batch_sizes) or list(self.batch_sizes) != sorted(set(self.batch_sizes)):
+            raise InputError("--batch-sizes must be increasing integers of at least 2")
+        if not 0 < self.mia_k <= 1:
+            raise InputError(f"--mia-k must be in (0, 1], got {self.mia_k}")
+        if self.n_targets < 1:
+            raise InputError("--n-targets must be at least 1")
 
 
 def _near_keys(req: dict) -> set:
@@ -182,24 +192,15 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     from dukb.solver.splits import forget_set
 
     cfg = config or RwkuConfig()
+    cfg.check()
     if dist.is_distributed():
         raise InputError("dukb rwku runs in one process; launch it without accelerate/torchrun")
-    if cfg.forget_scope not in ("target", "joint"):
-        raise InputError(f"unknown --forget-scope {cfg.forget_scope!r} (choose target or joint)")
-    if any(n < 2 for n in cfg.batch_sizes) or list(cfg.batch_sizes) != sorted(set(cfg.batch_sizes)):
-        raise InputError("--batch-sizes must be increasing integers of at least 2")
-    if not 0 < cfg.mia_k <= 1:
-        raise InputError(f"--mia-k must be in (0, 1], got {cfg.mia_k}")
-    if cfg.n_targets < 1:
-        raise InputError("--n-targets must be at least 1")
     run = Path(run_dir)
     t_start = time.perf_counter()
     # the model stage and most of the identity are evaluate's (same finetuning, same settings)
-    ecfg = EvaluateConfig(kb=cfg.kb, model=cfg.model, finetuned=cfg.finetuned, targets=cfg.targets,
-                          n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids, seed=cfg.seed,
-                          lr=cfg.lr, device=cfg.device, dtype=cfg.dtype, prompt=cfg.prompt,
-                          finetune_epochs=cfg.finetune_epochs, batch_size=cfg.batch_size)
-    kb, closure = load_kb_closure(cfg.kb)
+    ecfg = EvaluateConfig(**{k: getattr(cfg, k) for k in RunConfig.shared_fields()}, targets=cfg.targets,
+                          n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids)
+    kb, closure = load_kb_closure(cfg.kb, cfg.rules)
     n_need = max([cfg.n_targets] + list(cfg.batch_sizes))
     targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
     if len(targets) < max(cfg.batch_sizes or [1]):
@@ -247,7 +248,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
     descriptions = kb_descriptions(kb)  # RWKU's synthetic corpus: text about the facts, never a probe
     if cfg.finetuned:
-        lm = load_finetuned(cfg.finetuned, dtype=cfg.dtype, device=cfg.device, prompt=cfg.prompt)
+        lm = load_finetuned(cfg.finetuned, **cfg.load_kwargs())
         _check_covers(lm.tokenizer, descriptions, cfg.finetuned)
     else:
         ft_dir = run / "finetuned"
@@ -258,7 +259,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
             # before its own text about it is unlearned); the tiny tokenizer then covers the description words
             finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
                         log=log, identity=ft_key, items=kb_qa(kb) + descriptions)
-        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device)
+        lm = load_finetuned(ft_dir, **{**cfg.load_kwargs(), "prompt": None})
         acc = (finetune_record(ft_dir) or {}).get("accuracy")
         if acc is not None and acc < 1.0:
             log(f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as forgotten")
@@ -345,7 +346,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
                                              else []},
                            "trained_fact_ids": {"forget": retain_fact_ids(forget), "retain": rids},
                            "n_trained_texts": {"forget": len(forget), "retain": len(retain)}}
-                ctx = UnlearnContext(lm, forget, retain, seed=cfg.seed, lr=cfg.lr, kb=kb)
+                ctx = UnlearnContext(lm, forget, retain, seed=cfg.seed, lr=cfg.lr, kb=kb, **cfg.unlearn_kwargs())
                 t0 = time.perf_counter()
                 for setting, pred in m.sweep(ctx, todo):
                     t1 = time.perf_counter()

@@ -40,6 +40,9 @@ from dukb.kb.schema import RELATIONS
 
 #: Names of the built-in rule sets.
 BUILTIN_RULES = ("family", "family_paper_compat")
+#: The help text of every ``--rules`` option (one wording for every command).
+RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
+             "rules dead) or a .lp file of positive Horn rules over holds(S,R,O)."
 
 #: Background predicates a rule body may use, with their arity.
 BACKGROUND = {"male": 1, "female": 1, "person": 1}

@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 from dukb import InputError
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.probe import Predictor
+from dukb.neural.runconfig import parse_layers  # noqa: F401  (re-exported: methods read layers here)
 
 
 @dataclass
@@ -327,27 +328,6 @@ def parse_grid(text: str, integer: bool = False) -> list:
     if not out:
         raise InputError(f"empty grid {text!r}")
     return out
-
-
-def parse_layers(text: str | None) -> tuple[int, int] | None:
-    """Parse a block range "FIRST-LAST" (inclusive, e.g. "0-3") or a single block "5" for partial-layer finetuning;
-    None or "" gives None (every layer). Block numbers are read strictly (:func:`dukb.kb.csvfile.strict_int`:
-    ASCII digits, no ``_`` or ``+``).
-
-    Raises:
-        InputError: not of that form, negative, or LAST < FIRST.
-    """
-    from dukb.kb.csvfile import strict_int
-
-    if text is None or not str(text).strip():
-        return None
-    lo, _, hi = str(text).strip().partition("-")
-    a, b = strict_int(lo), strict_int(hi or lo)
-    if a is None or b is None:
-        raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {text!r}")
-    if a < 0 or b < a:
-        raise InputError(f"--layers {text!r}: need 0 <= FIRST <= LAST")
-    return a, b
 
 
 # ----------------------------------------------------------------------------------------- weight handling ----

@@ -1,0 +1,104 @@
+"""The shared run options of every protocol command (`dukb evaluate`, `muse`, `rwku`, `control`): one declaration,
+the same names and help everywhere.
+
+:func:`run_options` adds every option of :data:`dukb.neural.runconfig.SHARED_OPTIONS` to a command (under the help
+panel "Model and run options") and hands the command their values as one dict, ready for the protocol's config
+(:func:`dukb.neural.runconfig.run_kwargs`). The protocol configs inherit the fields from
+:class:`dukb.neural.runconfig.RunConfig`, so a flag, its help and its config field cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from typing import Optional
+
+import typer
+
+from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, run_kwargs
+
+#: The help panel the shared options are listed under in `--help`.
+PANEL = "Model and run options"
+#: The parameter a decorated command receives the shared options' values in.
+RUN_PARAM = "run_opts"
+
+
+def _annotation(f: dataclasses.Field):
+    """The command-line type of a :class:`RunConfig` field: a comma-separated string for a list, Optional[...] for
+    a field whose default is None."""
+    hint = typing.get_type_hints(RunConfig)[f.name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    base = args[0] if args else hint
+    if typing.get_origin(base) is list:
+        base = str
+    return Optional[base] if f.default is None else base
+
+
+def shared_parameters(helps: dict | None = None) -> list[inspect.Parameter]:
+    """One keyword parameter per shared option, with its typer Option (flag, default, help, panel) and type;
+    ``helps`` maps a field name to the help a command gives it instead (what the option means in that protocol)."""
+    by_name = {f.name: f for f in dataclasses.fields(RunConfig)}
+    out = []
+    for name, flag, text in SHARED_OPTIONS:
+        f = by_name[name]
+        opt = typer.Option(f.default, flag, help=(helps or {}).get(name) or text, rich_help_panel=PANEL)
+        out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=_annotation(f)))
+    return out
+
+
+def shared_option(name: str):
+    """The typer Option of one shared option (for commands outside the protocols, e.g. `dukb finetune`): the same
+    flag, default and help as in every protocol command.
+
+    Raises:
+        KeyError: ``name`` is not a shared option.
+    """
+    by_name = {f.name: f for f in dataclasses.fields(RunConfig)}
+    flag, text = next((fl, t) for n, fl, t in SHARED_OPTIONS if n == name) if name in by_name else (None, None)
+    if flag is None:
+        raise KeyError(name)
+    return typer.Option(by_name[name].default, flag, help=text)
+
+
+def run_options(func=None, **helps: str):
+    """Decorate a protocol command: add the shared options to its signature and call it with
+    ``run_opts=<dict of RunConfig fields>`` (comma-separated ``--lora-targets`` split, ``--layers`` checked).
+
+    The command declares ``run_opts: dict`` and none of the shared options itself. ``@run_options(finetuned="...")``
+    gives an option the help that says what it means in this protocol (same name, same field).
+
+    Raises:
+        TypeError: the command declares a shared option itself, lacks ``run_opts``, or ``helps`` names an option
+            that is not shared (programming errors).
+    """
+    if func is None:
+        return functools.partial(run_options, **helps)
+    unknown = set(helps) - set(RunConfig.shared_fields())
+    if unknown:
+        raise TypeError(f"run_options: no shared option {sorted(unknown)}")
+    sig = inspect.signature(func)
+    own = [p for p in sig.parameters.values() if p.name != RUN_PARAM]
+    if RUN_PARAM not in sig.parameters:
+        raise TypeError(f"{func.__name__} must take {RUN_PARAM}")
+    shared = shared_parameters(helps)
+    clash = {p.name for p in own} & {p.name for p in shared}
+    if clash:
+        raise TypeError(f"{func.__name__} declares shared options itself: {sorted(clash)}")
+    names = [p.name for p in shared]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs):
+        values = {k: kwargs.pop(k) for k in names if k in kwargs}
+        return func(**kwargs, **{RUN_PARAM: run_kwargs(**values)})
+
+    # keyword-only parameters after the command's own (which all have defaults, as typer options do)
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    wrapper.__signature__ = sig.replace(parameters=own + shared)
+    hints = typing.get_type_hints(func)
+    hints.pop(RUN_PARAM, None)
+    hints.pop("return", None)
+    wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in shared}}
+    del wrapper.__wrapped__  # typer must read this signature, not the command's own
+    return wrapper

@@ -1,0 +1,231 @@
+"""The run configuration every protocol shares: KB, rules, model, finetuning, LoRA, partial layers, dtype, device,
+prompt, gradient checkpointing, remote code, batch size, seed and learning rate.
+
+:class:`RunConfig` is the base of ``EvaluateConfig``, ``MuseConfig``, ``RwkuConfig`` and ``ControlConfig``: each
+protocol inherits the same fields with the same meaning and checks, and builds its model, its loading options and
+the model part of its run identity from the config object it runs (never from copies of the defaults). The command
+line's counterpart is :data:`SHARED_OPTIONS` (one name and help per field), which every protocol command takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from dukb import InputError
+from dukb.solver.rules import RULES_HELP
+
+#: (field, flag, help) of every shared option, in the order `--help` lists them; the help text is the single
+#: source of each command's flag help and of README's table of shared options (``dukb methods --options``)
+SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("kb", "--kb", "KB directory or built-in name; default: the built-in generated KB (100 people, seed 0)."),
+    ("rules", "--rules", RULES_HELP),
+    ("model", "--model", "Model to finetune on the KB: 'tiny' (built-in default), a known short name "
+     "(smollm2-135m), a .gguf file or a folder holding one, hub id or directory."),
+    ("finetuned", "--finetuned", "Use this already finetuned model directory instead of finetuning --model."),
+    ("seed", "--seed", "Run seed: targets, splits, retain sampling, tiny initialisation, finetuning order."),
+    ("lr", "--lr", "Learning rate of gradient methods (default: the model family's preset)."),
+    ("device", "--device", "auto (cuda if available), cpu, cuda, cuda:N."),
+    ("dtype", "--dtype", "auto (bf16 on CUDA, else fp32), float32, bfloat16, float16."),
+    ("prompt", "--prompt", "Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: chosen from the model)."),
+    ("finetune_epochs", "--finetune-epochs", "Maximum finetuning epochs (default: the model family's preset; "
+     "finetuning stops once the model answers every fact)."),
+    ("batch_size", "--batch-size", "Finetuning batch size (default: the preset's; the paper's 16 for real models)."),
+    ("lora_r", "--lora-r", "LoRA rank for finetuning and every gradient method (0: full-parameter training)."),
+    ("lora_alpha", "--lora-alpha", "LoRA alpha."),
+    ("lora_dropout", "--lora-dropout", "LoRA dropout, in [0, 1)."),
+    ("lora_targets", "--lora-targets", "Comma-separated LoRA module names (default: peft's for the architecture)."),
+    ("layers", "--layers", "Partial-layer finetuning for every gradient method: FIRST-LAST transformer blocks, "
+     "e.g. 0-3 (RWKU's App. H; default: every layer)."),
+    ("gradient_checkpointing", "--gradient-checkpointing", "Trade compute for memory on large models (does not "
+     "change results)."),
+    ("trust_remote_code", "--trust-remote-code", "Allow model code from the hub (off by default)."),
+)
+
+
+def parse_layers(text: str | None) -> tuple[int, int] | None:
+    """Parse a block range "FIRST-LAST" (inclusive, e.g. "0-3") or a single block "5" for partial-layer finetuning;
+    None or "" gives None (every layer). Block numbers are read strictly (:func:`dukb.kb.csvfile.strict_int`:
+    ASCII digits, no ``_`` or ``+``).
+
+    Returns:
+        (first, last) transformer block indices, or None.
+
+    Raises:
+        InputError: not of that form, negative, or LAST < FIRST.
+
+    Source: Jin et al. 2024 (RWKU), App. H (partial-layer finetuning).
+    """
+    from dukb.kb.csvfile import strict_int
+
+    if text is None or not str(text).strip():
+        return None
+    lo, _, hi = str(text).strip().partition("-")
+    a, b = strict_int(lo.strip()), strict_int((hi or lo).strip())
+    if a is None or b is None:
+        raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {text!r}")
+    if a < 0 or b < a:
+        raise InputError(f"--layers {text!r}: need 0 <= FIRST <= LAST")
+    return a, b
+
+
+#: shared fields a protocol's identity ``settings`` leave out: the rule set (its fingerprint is the identity's
+#: ``rules``), LoRA and layers (:meth:`RunConfig.model_identity`), and the two that change no row
+NOT_SETTINGS = ("rules", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "layers", "gradient_checkpointing",
+                "trust_remote_code")
+
+
+@dataclass
+class RunConfig:
+    """The options every protocol shares (inherited by each protocol's config dataclass).
+
+    Attributes:
+        kb: KB directory or built-in name (None: the built-in generated default, 100 people, seed 0).
+        rules: rule set name ("family") or a .lp file.
+        model: "tiny", a short name (``smollm2-135m``), a .gguf file or a folder holding one, hub id or directory
+            to finetune; ignored when ``finetuned`` is set.
+        finetuned: an already finetuned model directory.
+        seed: the run's seed.
+        lr: learning-rate override of gradient methods (None: the family preset's).
+        device: "auto", "cpu", "cuda" or "cuda:N"; dtype: "auto", "float32", "bfloat16" or "float16".
+        prompt: prompt preset (None: chosen from the model).
+        finetune_epochs: override of the finetuning preset's epoch budget (>= 1).
+        batch_size: finetuning batch size (>= 1; None: the preset's).
+        lora_r: LoRA rank for finetuning and every gradient method (0: full-parameter training); lora_alpha,
+            lora_dropout (in [0, 1)), lora_targets (module names; None: peft's default for the architecture).
+        layers: partial-layer finetuning for every gradient method, "FIRST-LAST" blocks (None: every layer).
+        gradient_checkpointing: trade compute for memory (does not change results).
+        trust_remote_code: let transformers run model code from the hub (off by default).
+
+    Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
+    """
+
+    kb: str | None = None
+    rules: str = "family"
+    model: str = "tiny"
+    finetuned: str | None = None
+    seed: int = 0
+    lr: float | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    prompt: str | None = None
+    finetune_epochs: int | None = None
+    batch_size: int | None = None
+    lora_r: int = 0
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_targets: list[str] | None = None
+    layers: str | None = None
+    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False
+
+    def check_run(self) -> None:
+        """Validate the shared fields (each protocol's ``check()`` calls this first).
+
+        Raises:
+            InputError: an unknown prompt preset; ``batch_size`` or ``finetune_epochs`` below 1 or not an
+                integer; a bad ``layers`` range; LoRA values out of range.
+        """
+        from dukb.neural.spec import PROMPT_PRESETS
+
+        if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
+            raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
+        for name, v in (("--batch-size", self.batch_size), ("--finetune-epochs", self.finetune_epochs)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise InputError(f"{name} must be at least 1, got {v}")
+        parse_layers(self.layers)
+        self.lora()
+
+    def lora(self):
+        """The :class:`dukb.neural.spec.LoraSpec` of this run (None without LoRA).
+
+        Raises:
+            InputError: negative rank or alpha, dropout outside [0, 1).
+        """
+        from dukb.neural.spec import LoraSpec
+
+        if self.lora_r < 0 or self.lora_alpha < 0 or not 0 <= self.lora_dropout < 1:
+            raise InputError("--lora-r and --lora-alpha must be >= 0 and --lora-dropout in [0, 1)")
+        if not self.lora_r:
+            return None
+        return LoraSpec(self.lora_r, self.lora_alpha, self.lora_dropout,
+                        tuple(self.lora_targets) if self.lora_targets else None)
+
+    def layer_range(self) -> tuple[int, int] | None:
+        """``layers`` parsed (:func:`parse_layers`)."""
+        return parse_layers(self.layers)
+
+    def model_spec(self, path: str | None = None):
+        """The :class:`dukb.neural.spec.ModelSpec` to finetune (``model``), to load (``finetuned``) or of ``path``,
+        with this run's dtype, device, prompt, LoRA, gradient checkpointing and remote-code setting."""
+        from dukb.neural.models import spec_for_path
+        from dukb.neural.spec import ModelSpec
+
+        kw = self.load_kwargs()
+        prompt = kw.pop("prompt")
+        src = path or self.finetuned or self.model
+        if src == "tiny":
+            return ModelSpec("tiny", prompt=prompt or "tiny", **kw)
+        return spec_for_path(src, prompt=prompt, **kw)
+
+    def load_kwargs(self) -> dict:
+        """Keyword arguments of :func:`dukb.neural.pipeline.load_finetuned` for this run's model options."""
+        return dict(dtype=self.dtype, device=self.device, prompt=self.prompt, lora=self.lora(),
+                    trust_remote_code=self.trust_remote_code, gradient_checkpointing=self.gradient_checkpointing)
+
+    def unlearn_kwargs(self) -> dict:
+        """Keyword arguments of :class:`dukb.neural.methods.UnlearnContext` for LoRA and partial layers."""
+        return {"lora": self.lora(), "layers": self.layer_range()}
+
+    def model_identity(self) -> dict:
+        """The row-changing model options beyond the model's own fingerprint (part of every run identity): the
+        LoRA adapter and the trained layers. Keys are absent at their defaults, so an identity written before
+        these options existed compares equal."""
+        lora = self.lora()
+        out = {}
+        if lora is not None:
+            out["lora"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(lora).items()}
+        if self.layers:
+            out["layers"] = list(self.layer_range())
+        return out
+
+    def identity_settings(self, exclude=()) -> dict:
+        """This config's fields for a run identity's ``settings``: every field but ``exclude`` and the shared
+        fields that are recorded elsewhere or change no row (:data:`NOT_SETTINGS`; LoRA and layers go to
+        :meth:`model_identity`), so an identity written before the shared options existed compares equal."""
+        skip = set(exclude) | set(NOT_SETTINGS)
+        return {k: v for k, v in asdict(self).items() if k not in skip}
+
+    @classmethod
+    def shared_fields(cls) -> list[str]:
+        """Names of the fields :class:`RunConfig` defines (every protocol's config has them)."""
+        return [f.name for f in fields(RunConfig)]
+
+
+def options_table() -> str:
+    """A markdown table of the shared options (flag, default, meaning), generated from :data:`SHARED_OPTIONS` and
+    :class:`RunConfig` (README's copy is this output, via `dukb methods`)."""
+    defaults = {f.name: f.default for f in fields(RunConfig)}
+    lines = ["Options every protocol command (`evaluate`, `muse`, `rwku`, `control`) takes:", "",
+             "| option | default | meaning |", "|---|---|---|"]
+    for name, flag, text in SHARED_OPTIONS:
+        d = defaults[name]
+        shown = "–" if d is None else ("off" if d is False else str(d))
+        lines.append(f"| `{flag}` | {shown} | {text.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def run_kwargs(**values) -> dict:
+    """The shared options of a command's parameters, ready for a protocol config: comma-separated
+    ``lora_targets`` split into a list, ``layers`` checked (:func:`parse_layers`); names not in
+    :class:`RunConfig` are left out.
+
+    Raises:
+        InputError: a bad ``layers`` range.
+    """
+    names = set(RunConfig.shared_fields())
+    out = {k: v for k, v in values.items() if k in names}
+    t = out.get("lora_targets")
+    if isinstance(t, str):
+        out["lora_targets"] = [x.strip() for x in t.split(",") if x.strip()] or None
+    parse_layers(out.get("layers"))
+    return out

@@ -1,0 +1,188 @@
+"""The shared run options: every protocol command takes every option of RunConfig under the same name and help, every
+protocol config inherits the fields and their checks, and the options reach the model and the run identity."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from dukb import InputError
+from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, parse_layers, run_kwargs
+
+PROTOCOLS = ("evaluate", "muse", "rwku", "control")
+
+
+def _configs():
+    from dukb.neural.control import ControlConfig
+    from dukb.neural.muse import MuseConfig
+    from dukb.neural.protocol import EvaluateConfig
+    from dukb.neural.rwku import RwkuConfig
+
+    return {"evaluate": EvaluateConfig, "muse": MuseConfig, "rwku": RwkuConfig, "control": ControlConfig}
+
+
+def _command(name):
+    import typer.main
+
+    from dukb.cli.main import app
+
+    group = typer.main.get_command(app)
+    return group.commands[name]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_protocol_command_takes_every_shared_option(protocol):
+    cmd = _command(protocol)
+    opts = {p.name: p for p in cmd.params}
+    for name, flag, text in SHARED_OPTIONS:
+        assert name in opts, f"dukb {protocol} lacks {flag}"
+        p = opts[name]
+        assert flag in p.opts
+        assert p.default == getattr(RunConfig(), name) or (p.default is None and name == "lora_targets")
+        # one help per option, unless the protocol says what it means there (muse's --finetuned is f_target)
+        if not (protocol == "muse" and name in ("model", "finetuned")) and not (protocol == "rwku" and
+                                                                                 name == "finetuned"):
+            assert p.help == text
+    # the options are listed under one panel
+    assert {getattr(opts[n], "rich_help_panel", None) for n, _f, _t in SHARED_OPTIONS} == {"Model and run options"}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_protocol_config_inherits_the_shared_fields_and_checks(protocol):
+    cls = _configs()[protocol]
+    assert issubclass(cls, RunConfig)
+    base = {f.name: f for f in dataclasses.fields(RunConfig)}
+    mine = {f.name: f for f in dataclasses.fields(cls)}
+    for name, f in base.items():
+        assert mine[name].default == f.default
+    for bad in (dict(lora_r=-1), dict(lora_dropout=1.0), dict(layers="3-1"), dict(layers="1_0"),
+                dict(prompt="nope"), dict(batch_size=0), dict(finetune_epochs=True)):
+        with pytest.raises(InputError):
+            cls(**bad).check()
+    cls(lora_r=4, layers="0-1", prompt="tiny", batch_size=2).check()
+
+
+def test_parse_layers_and_run_kwargs():
+    assert parse_layers(None) is None and parse_layers("") is None
+    assert parse_layers("0-3") == (0, 3) and parse_layers("5") == (5, 5)
+    for bad in ("3-1", "a-b", "-1", "1_0", "+1-2", "１-2"):
+        with pytest.raises(InputError):
+            parse_layers(bad)
+    kw = run_kwargs(kb="x", lora_targets=" q_proj, v_proj ,", layers="0-1", other=1)
+    assert kw == {"kb": "x", "lora_targets": ["q_proj", "v_proj"], "layers": "0-1"}
+    with pytest.raises(InputError):
+        run_kwargs(layers="2-1")
+
+
+def test_model_identity_is_empty_at_the_defaults_and_records_lora_and_layers():
+    assert RunConfig().model_identity() == {}
+    ident = RunConfig(lora_r=4, lora_alpha=8, lora_targets=["q_proj"], layers="1-2").model_identity()
+    assert ident["lora"]["r"] == 4 and ident["lora"]["alpha"] == 8 and ident["lora"]["target_modules"] == ["q_proj"]
+    assert ident["layers"] == [1, 2]
+    # settings leave out what is recorded elsewhere or changes no row, so old identities compare equal
+    s = RunConfig(lora_r=4, gradient_checkpointing=True).identity_settings(("kb",))
+    assert "lora_r" not in s and "gradient_checkpointing" not in s and "kb" not in s and s["seed"] == 0
+
+
+def test_config_file_sets_shared_options_of_every_protocol(tmp_path, capsys):
+    """`--config FILE` reads the shared options like the command line (names without dashes), and the value reaches
+    the protocol's checks: a bad one is refused in one line with exit 2 before any model is loaded."""
+    from dukb.cli.config_file import default_map
+    from dukb.cli.main import main
+
+    f = tmp_path / "c.yaml"
+    f.write_text("lora-r: 4\nlayers: 0-1\ngradient-checkpointing: true\ntrust_remote_code: false\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lora-dropout: 1.5\n")
+    for protocol in PROTOCOLS:
+        dm = default_map(_command(protocol), f)
+        assert (dm["lora_r"], dm["layers"], dm["gradient_checkpointing"]) == ("4", "0-1", "true")
+        capsys.readouterr()
+        assert main([protocol, "--config", str(bad), "-o", str(tmp_path / protocol)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dukb: error:") and "--lora-dropout" in err and len(err.strip().splitlines()) == 1
+
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    from dukb.kb import load_kb, save_kb
+    from dukb.kb.generate import generate
+    from dukb.neural.pipeline import finetune_kb
+    from dukb.neural.spec import ModelSpec
+
+    kb, _ = generate(24, seed=3)
+    kb = load_kb(save_kb(kb, tmp_path_factory.mktemp("kb") / "kb"))
+    out = tmp_path_factory.mktemp("ft") / "model"
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), out, seed=0)
+    return kb, out
+
+
+class _Stop(Exception):
+    pass
+
+
+def _record_contexts(monkeypatch, seen, stop=False):
+    """Record the LoRA and layer options every UnlearnContext of a protocol gets (and stop the run at the first)."""
+    import dukb.neural.methods as M
+
+    real = M.UnlearnContext
+
+    def make(*a, **kw):
+        seen.append({"lora": kw.get("lora"), "layers": kw.get("layers")})
+        if stop:
+            raise _Stop()
+        return real(*a, **kw)
+
+    monkeypatch.setattr(M, "UnlearnContext", make)
+
+
+def test_control_runs_with_lora_and_partial_layers(small, tmp_path, monkeypatch):
+    """`dukb control --lora-r --layers`: every unlearning run gets the adapter and the block range, the identity
+    records both, and a resume with another rank is refused."""
+    from dukb.cli.main import main
+
+    kb, ft = small
+    run = tmp_path / "ctl"
+    args = ["control", "--kb", str(kb.source), "--finetuned", str(ft), "-o", str(run), "--methods", "ga",
+            "--controls", "es", "--ratios", "0.05", "--steps", "2", "--coarse", "1", "--fine", "1",
+            "--retain-eval", "8", "--device", "cpu", "--lora-r", "2", "--layers", "0-0"]
+    seen = []
+    _record_contexts(monkeypatch, seen)
+    assert main(args) == 0
+    assert seen and all(s["lora"] is not None and s["lora"].r == 2 and s["layers"] == (0, 0) for s in seen)
+    ident = json.loads((run / "config.json").read_text())["identity"]
+    assert ident["model"]["lora"]["r"] == 2 and ident["model"]["layers"] == [0, 0]
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert any(r.get("method") == "ga" for r in rows)
+    assert main(args[:-4] + ["--lora-r", "4", "--layers", "0-0", "--resume"]) == 2
+
+
+@pytest.mark.parametrize("protocol", ["muse", "rwku"])
+def test_muse_and_rwku_pass_lora_and_layers_to_unlearning(protocol, small, tmp_path, monkeypatch):
+    """The shared options reach every unlearning run of `dukb muse` and `dukb rwku` (the run stops at the first)."""
+    from dukb.neural.muse import MuseConfig, run_muse
+    from dukb.neural.rwku import RwkuConfig, run_rwku
+
+    kb, ft = small
+    seen = []
+    _record_contexts(monkeypatch, seen, stop=True)
+    common = dict(kb=str(kb.source), device="cpu", lora_r=2, layers="1-1", methods=["ga"], grids={"ga": [1]})
+    if protocol == "muse":
+        cfg = MuseConfig(**common, finetuned=str(ft), scale_sizes=[], sustain=False, finetune_epochs=1,
+                         bootstrap=10)
+        runner = run_muse
+    else:
+        # rwku finetunes its own model (the tokenizer must know the description corpus); one epoch is enough here
+        cfg = RwkuConfig(**common, finetune_epochs=1, n_targets=1, batch_sizes=[])
+        runner = run_rwku
+    with pytest.raises(_Stop):
+        runner(tmp_path / protocol, cfg, resume=False, log=lambda *_: None)
+    assert seen and seen[0]["lora"].r == 2 and seen[0]["layers"] == (1, 1)
+    ident = json.loads((tmp_path / protocol / "config.json").read_text())["identity"]
+    text = json.dumps(ident)
+    assert '"lora"' in text and '"layers"' in text
