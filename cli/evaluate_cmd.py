@@ -61,6 +61,13 @@ def _forms(text: str | None, option: str) -> list[str] | None:
         raise InputError(f"{option}: {e}") from None
 
 
+def _attack_names() -> list[str]:
+    """The registered attacks' names (:data:`dukb.neural.attacks.ATTACKS`)."""
+    from dukb.neural.attacks import ATTACKS
+
+    return sorted(ATTACKS)
+
+
 @run_options
 def evaluate(
     config: Optional[Path] = CONFIG_OPTION,
@@ -108,6 +115,13 @@ def evaluate(
                                  "separate: each T its own run from the finetuned model, the rate decaying "
                                  "linearly over its T steps, no warm-up or weight decay (dukb's earlier runs). "
                                  "Presets (du_*) keep their own (separate)."),
+    attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks applied to every unlearned model right "
+                                          "after its probe, comma-separated NAME or NAME:key=value:... (" +
+                                          ", ".join(_attack_names()) + "; `dukb attack --help` lists their "
+                                          "settings). Each row gets an `attacks` entry per attack (recall, "
+                                          "accuracy_all, success_du, forgotten_relationships, target_known, "
+                                          "settings); recall_under_attack becomes the worst case over forms and "
+                                          "attacks. Part of the run identity."),
     run_opts: dict = None,
 ) -> None:
     """Run the paper's deep-unlearning protocol: finetune to 100% of the KB, unlearn every target with every method
@@ -129,7 +143,8 @@ def evaluate(
                          sets=sets, seeds=seeds, forget_scope=forget_scope,
                          metrics=[m.strip() for m in metrics.split(",") if m.strip()],
                          heldout_forms=_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule,
-                         finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule).check()
+                         finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule,
+                         attacks=[a.strip() for a in (attacks or "").split(",") if a.strip()]).check()
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     cfg.targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
     on_interrupt(keep_rows_note(output))
@@ -229,13 +244,15 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
 
 
 def methods() -> None:
-    """List every registered unlearning method, preset, forget scope and metric, and the options every protocol
-    takes (markdown tables, generated from the registries; README's tables are this output)."""
+    """List every registered unlearning method, preset, forget scope and metric, the options every protocol
+    takes and the attacks (markdown tables, generated from the registries; README's tables are this output)."""
     from dukb.neural.methods import methods_table
     from dukb.neural.metrics import metrics_table
+    from dukb.neural.attacks import attacks_table
     from dukb.neural.runconfig import options_table
 
-    typer.echo(methods_table() + "\n\n" + metrics_table() + "\n\n" + options_table())
+    typer.echo(methods_table() + "\n\n" + metrics_table() + "\n\n" + options_table() + "\n\n"
+               + "Attacks (`dukb evaluate --attacks`, `dukb attack`):\n\n" + attacks_table())
 
 
 def register(app: typer.Typer) -> None:

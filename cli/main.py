@@ -105,7 +105,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 #: Command-group modules of dukb.cli; each has ``register(app)`` and imports heavy libraries lazily.
 COMMAND_MODULES = ("symbolic", "kbtools", "probes", "generate", "neural_cmds", "evaluate_cmd", "restor_cmd",
-                   "muse_cmd", "rwku_cmd", "control_cmd")
+                   "muse_cmd", "rwku_cmd", "control_cmd", "attack_cmd")
 
 
 def _register() -> None:

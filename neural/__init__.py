@@ -5,6 +5,14 @@ Importing this package does not import torch; the submodules do.
 
 from __future__ import annotations
 
+import logging as _logging
+
+# torchao (the quantization attacks' library) is imported by peft and transformers whenever it is installed; on a
+# machine without its CUDA kernels it logs one warning per missing kernel library, and torch logs a deprecation for
+# each of its enums. Neither concerns dukb's output: keep them out of every command's stderr.
+for _name in ("torchao", "torchao.kernel.intmm", "torch.utils._pytree"):
+    _logging.getLogger(_name).setLevel(_logging.ERROR)
+
 
 def evaluate(run_dir="runs/evaluate", *, resume: bool = True, progress: bool = False, log=None, **config):
     """Python API of ``dukb evaluate``: run (or resume) the deep-unlearning protocol and return its rows.

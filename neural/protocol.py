@@ -65,6 +65,9 @@ class EvaluateConfig(RunConfig):
             the grid's largest T with 1 warm-up step, linear decay over that run and weight decay 0.01, read at
             every T (and ``npo`` on Eval-DU's 500-token padded layout); "separate": each T its own run from θ₀
             (dukb's earlier default). Presets keep their own (:attr:`dukb.neural.methods.Preset.schedule`).
+        attacks: attacks applied to every unlearned model after its probe, ``NAME`` or ``NAME:key=value:...``
+            (:data:`dukb.neural.attacks.ATTACKS`; each row gets an ``attacks`` dict and ``recall_under_attack``
+            becomes the worst case over forms and attacks). Their settings are part of the run identity.
     """
 
     targets: list[int] | None = None
@@ -79,6 +82,7 @@ class EvaluateConfig(RunConfig):
     heldout_rule: str = "pairs"
     finetune_forms: list[str] = field(default_factory=lambda: ["qa"])
     schedule: str = "reference"
+    attacks: list[str] = field(default_factory=list)
 
     def check(self) -> "EvaluateConfig":
         """Validate every field that the protocol would otherwise read later or silently reinterpret (the Python
@@ -108,6 +112,10 @@ class EvaluateConfig(RunConfig):
             raise InputError(f"--schedule must be one of {', '.join(SWEEP_SCHEDULES)}, got {self.schedule!r}")
         if not self.methods:
             raise InputError("no unlearning method given")
+        if self.attacks:
+            from dukb.neural.attacks import parse_attacks
+
+            parse_attacks(self.attacks)
         if not list(self.finetune_forms) or (self.heldout_forms is not None and not list(self.heldout_forms)):
             raise InputError("--finetune-forms and --heldout-forms need at least one probe form")
         self.finetune_forms = list(parse_kinds(list(self.finetune_forms)))
@@ -228,7 +236,32 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),
         **({"heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms),
             "heldout_rule": cfg.heldout_rule} if any(m.name == "recall_heldout" for m in metrics) else {}),
+        **({"attacks": _attack_identity(cfg.attacks)} if getattr(cfg, "attacks", None) else {}),
     }
+
+
+def _attacks_of(cfg: EvaluateConfig, lm):
+    """The run's parsed attacks and, when one compares with the model before unlearning, a Predictor over a copy
+    of θ₀ (the sweep changes ``lm``'s weights in place and restores them; the copy costs one model's memory)."""
+    if not cfg.attacks:
+        return None, None
+    from dukb.neural.attacks import parse_attacks
+
+    attacks = parse_attacks(cfg.attacks)
+    if not any(a.needs_reference for a, _s in attacks):
+        return attacks, None
+    import copy
+
+    from dukb.neural.probe import Predictor
+
+    return attacks, Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
+
+
+def _attack_identity(specs) -> dict:
+    """The attacks' part of a run identity: name -> settings (:func:`dukb.neural.attacks.attack_identity`)."""
+    from dukb.neural.attacks import attack_identity, parse_attacks
+
+    return attack_identity(parse_attacks(specs))
 
 
 def finetune_cache_key(identity: dict) -> dict:
@@ -412,6 +445,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
                  [it for it in items if it.kind == "qa" or it.kind in base_forms], rouge=False, logprob=False)
     acc0 = float(base[base["kind"] == "qa"]["known"].mean())
+    attacks, reference = _attacks_of(cfg, lm)
     log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
     heldout_before = elicited_by_form(base, base_forms) if heldout else None
     if heldout:  # how much of the KB the held-out forms elicit before unlearning: recall_heldout's baseline
@@ -476,7 +510,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
                                             forget_ids=plan.forget[(t, scope)], batch_size=PROBE["batch_size"],
                                             metrics=row_metrics_, heldout_forms=cfg.heldout_forms,
                                             heldout_before=heldout_before, heldout_rule=cfg.heldout_rule,
-                                            schedule=schedule):
+                                            schedule=schedule, attacks=attacks, reference=reference):
                         row["method"] = label
                         row["worker"] = worker
                         row["target_relation"] = fact.relation

@@ -137,6 +137,9 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
         lines += ["", TRADEOFF_RULE + " Success-DU: share of targets not in the deductive closure of the KB minus "
                   "the facts the model forgot (Definition 2).", ""]
     lines += _heldout_section(df, allrows, head, config)
+    from dukb.neural.attacks.report import attacks_section
+
+    lines += attacks_section(df)
     if "acc_at_superficial" in allrows:
         lines += ["## Table 2: accuracy at superficial unlearning", "", *head,
                   "| Acc@Superficial (↑) | " + " | ".join(_pm(r, "acc_at_superficial")
@@ -260,4 +263,8 @@ def render(run_dir) -> dict:
     if "recall" in df.columns:
         plot_curves(df, output_file(run / "accuracy_recall.png"))
         paths["plot"] = run / "accuracy_recall.png"
+    from dukb.neural.attacks.report import plot_attacks
+
+    if plot_attacks(df, output_file(run / "attacks.png")):
+        paths["attacks_plot"] = run / "attacks.png"
     return paths

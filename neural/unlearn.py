@@ -39,12 +39,25 @@ def retain_fact_ids(retain: list[QAItem]) -> dict:
     return {k: sorted(v) for k, v in out.items()}
 
 
+def _attack_fields(lm, pred, kb, closure, target, sets, forget_ids, retain_ids, qa_items, df, attacks, reference,
+                   seed, batch_size, fields) -> dict:
+    """The row's ``attacks`` entries and its worst case over forms and attacks (:mod:`dukb.neural.attacks`)."""
+    from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
+
+    qa = [it for it in qa_items if it.kind == QA_KIND]
+    actx = AttackContext(pred, kb, closure, target, [list(x) for x in sets[0]], sets[1], list(forget_ids), qa,
+                         df[df["kind"] == QA_KIND], retain_ids, spec=getattr(lm, "spec", None), reference=reference,
+                         seed=seed, batch_size=batch_size)
+    entries = run_attacks(actx, attacks)
+    return {"attacks": entries, **worst_case_fields(kb, sets[0], sets[1], target, fields, entries)}
+
+
 def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *, sets=None,
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
                  lr: float | None = None, lora=None, layers: tuple[int, int] | None = None, probe_items: list[QAItem] | None = None,
                  batch_size: int = 256, scope: str = "target", forget_ids: list[int] | None = None,
                  metrics=None, heldout_forms=None, heldout_before=None, heldout_rule: str = "pairs",
-                 schedule=None) -> Iterator[dict]:
+                 schedule=None, attacks=None, reference=None) -> Iterator[dict]:
     """Run ``method`` over its grid on one target and yield one result row per setting: the sweep, probe and
     metric stages of the protocol, streamed setting by setting (each stage only consumes the previous one's
     output: (setting, predictor) → probe table → metric fields).
@@ -77,6 +90,10 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         heldout_rule: "pairs" or "any" (:data:`dukb.neural.metrics.heldout.HELDOUT_RULES`).
         schedule: how a gradient method runs its step grid, :class:`dukb.neural.methods.base.SweepSchedule`
             (None: "separate", each T from θ₀).
+        attacks: [(Attack, settings)] of :func:`dukb.neural.attacks.parse_attacks`, applied to every unlearned
+            model right after its probe (the row's ``attacks`` dict; ``recall_under_attack`` becomes the worst case
+            over forms and attacks, :func:`dukb.neural.attacks.worst_case_fields`).
+        reference: the model before unlearning (a Predictor over a copy of θ₀), for attacks that compare with it.
 
     Yields:
         dict rows: method, base_method, scope, forget_set, retain_fact_ids, probe_forms_seen (the forms of the
@@ -148,6 +165,9 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         fields = {}
         for metric in metrics:
             fields.update(metric.fn(rctx))
+        if attacks:
+            fields.update(_attack_fields(lm, pred, kb, closure, target_fact_id, sets, forget_ids, retain_ids, qa_items,
+                                         df, attacks, reference, seed, batch_size, fields))
         yield {"method": m.name if scope == "target" else f"{m.name}@{scope}", "base_method": m.name,
                "scope": scope, "forget_set": list(forget_ids), "retain_fact_ids": retain_ids,
                "probe_forms_seen": list(seen), "heldout_forms": list(heldout), "param": m.param,

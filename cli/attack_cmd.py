@@ -1,0 +1,73 @@
+"""`dukb attack`: run the attacks on one unlearned checkpoint for one target (thin: parse, call, render)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dukb.cli.render import log_line
+from dukb.cli.run_options import shared_option
+
+
+def _attack_help() -> str:
+    from dukb.neural.attacks import ATTACKS
+
+    return "; ".join(f"{a.name} ({', '.join(f'{k}={v}' for k, v in a.defaults.items()) or 'no settings'})"
+                     for a in sorted(ATTACKS.values(), key=lambda a: a.name))
+
+
+def attack(
+    kb: Optional[str] = shared_option("kb"),
+    rules: str = shared_option("rules"),
+    model: str = typer.Option(..., "--model", help="The unlearned model: a directory (any framework's HF "
+                              "checkpoint), hub id or .gguf file."),
+    target_id: int = typer.Option(..., "--target-id", help="The target's relationship fact_id."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="The model before unlearning: the baseline "
+                                            "of incontext and the accuracy before unlearning."),
+    attacks: str = typer.Option("relearn,quant8,quant4,incontext,logitlens", "--attacks",
+                                help="Comma-separated NAME or NAME:key=value:... Attacks: " + _attack_help() + "."),
+    forget_scope: str = typer.Option("target", "--forget-scope", help="The forget scope the checkpoint was "
+                                     "unlearned on (relearn's neighbours are chosen around its forget set)."),
+    sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
+    seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
+    seed: int = shared_option("seed"),
+    device: str = shared_option("device"),
+    dtype: str = shared_option("dtype"),
+    prompt: Optional[str] = shared_option("prompt"),
+    trust_remote_code: bool = shared_option("trust_remote_code"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the row as JSON here (default: "
+                                          "print it)."),
+) -> None:
+    """Probe an unlearned checkpoint, score recall, accuracy and Success-DU for one target, then apply every
+    attack (relearning, quantization, in-context premises, logit lens) and score the model under each: does the
+    unlearned fact come back, and can it again be derived from what the model knows?"""
+    from dukb.neural.attacks import parse_attacks
+    from dukb.neural.attacks.checkpoint import attack_checkpoint
+    from dukb.neural.plan import load_kb_closure
+
+    parsed = parse_attacks(attacks)
+    kb_, closure = load_kb_closure(kb, rules)
+    row = attack_checkpoint(kb_, closure, model, target_id, parsed, reference_dir=reference, scope=forget_scope,
+                            sets=sets, seeds=seeds, seed=seed,
+                            spec_kw=dict(device=device, dtype=dtype, prompt=prompt,
+                                         trust_remote_code=trust_remote_code), log=log_line)
+    text = json.dumps(row, indent=1, default=str)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text + "\n")
+    lines = [f"{'attack':<10} {'recall':>7} {'acc':>6} {'succ_du':>7} {'target':>6}",
+             f"{'(none)':<10} {row['recall']:>7.3f} {row['accuracy_all']:>6.3f} {row['success_du']:>7} "
+             f"{1 - int(row.get('target_forgotten', 0)):>6}"]
+    for name, e in row["attacks"].items():
+        lines.append(f"{name:<10} {e['recall']:>7.3f} {e['accuracy_all']:>6.3f} {e['success_du']:>7} "
+                     f"{e['target_known']:>6}")
+    lines.append(f"recall under attack (worst case): {row['recall_under_attack']:.3f}")
+    typer.echo("\n".join(lines) if output is not None else text + "\n" + "\n".join(lines))
+
+
+def register(app: typer.Typer) -> None:
+    """Add attack to the app."""
+    app.command("attack")(attack)

@@ -1,0 +1,84 @@
+"""`dukb attack`: run the attacks on any unlearned checkpoint (one made by another framework too) for one target.
+
+The checkpoint is probed like an evaluate row (every fact's "qa" item, the paper's greedy substring rule), scored
+(recall, accuracy, Success-DU), then every attack is applied to it; the model before unlearning (``reference``)
+gives the attacks that compare with it their baseline and the row its accuracy before unlearning.
+"""
+
+from __future__ import annotations
+
+import time
+
+from dukb import InputError
+
+
+def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, reference_dir: str | None = None,
+                      scope: str = "target", sets: str = "exact", seeds: int = 100, seed: int = 0,
+                      batch_size: int = 256, spec_kw: dict | None = None, log=None) -> dict:
+    """Probe, score and attack one unlearned checkpoint.
+
+    Args:
+        kb, closure: the KB and its closure under the run's rules.
+        model_dir: the unlearned model (directory, hub id or GGUF file: :func:`dukb.neural.pipeline.load_finetuned`).
+        target: the target's relationship fact_id.
+        attacks: [(Attack, settings)] (:func:`dukb.neural.attacks.parse_attacks`).
+        reference_dir: the model before unlearning (None: attacks that compare with it report None there).
+        scope: forget scope that names the forget set the checkpoint was unlearned on (relearn's neighbours are
+            chosen around it; :data:`dukb.solver.scopes.FORGET_SCOPES`).
+        sets, seeds: minimal deep unlearning sets, "exact" or "random" (N_seed).
+        spec_kw: model loading options (dtype, device, prompt, trust_remote_code).
+
+    Returns:
+        a row: target, model, reference, forget_set, recall, accuracies, success_du, target_forgotten,
+        forgotten_relationships/biographies, accuracy_before (with a reference), attacks (name -> entry),
+        recall_under_attack, forgotten_under_attack, seconds.
+
+    Raises:
+        InputError: an unknown target or scope, a model that cannot be loaded.
+
+    Source: Wu et al. 2025, Eq. 1-2 and Definition 2; the attacks' papers (:mod:`dukb.neural.attacks`).
+    """
+    from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
+    from dukb.neural.data import kb_qa
+    from dukb.neural.metrics.base import RowContext
+    from dukb.neural.metrics.recall import recall_metric, success_du
+    from dukb.neural.pipeline import load_finetuned
+    from dukb.neural.probe import Predictor, probe
+    from dukb.solver.mdus import minimal_sets
+    from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
+
+    t0 = time.perf_counter()
+    if scope not in FORGET_SCOPES:
+        raise InputError(f"unknown forget scope {scope!r} (choose from {', '.join(FORGET_SCOPES)})")
+    if target not in {f.fact_id for f in kb.relationships}:
+        raise InputError(f"--target-id {target} is not a relationship fact of the KB")
+    atom = closure.atom_of_fact(target)
+    res = minimal_sets(closure, [atom], sets, n_seeds=seeds, seed=seed) if sets == "random" else \
+        minimal_sets(closure, [atom], "exact")
+    the_sets = [list(s) for s in res.sets]
+    used = "random" if sets == "random" else "exact"
+    forget = list(forget_fact_ids(closure, target, scope, the_sets))
+    spec_kw = dict(spec_kw or {})
+    lm = load_finetuned(model_dir, **spec_kw)
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    items = kb_qa(kb)
+    df = probe(pred, items, batch_size=batch_size, rouge=False, logprob=False)
+    row = {"target": target, "model": str(model_dir), "reference": reference_dir, "scope": scope,
+           "forget_set": forget, "sets_used": used}
+    row.update(recall_metric(RowContext(kb, target, the_sets, used, df, forget, closure=closure)))
+    row["success_du"] = success_du(closure, target, row["forgotten_relationships"])
+    reference = None
+    if reference_dir is not None:
+        ref = load_finetuned(reference_dir, **spec_kw)
+        reference = Predictor(ref.model, ref.tokenizer, ref.tags, device=ref.device)
+        before = probe(reference, items, batch_size=batch_size, rouge=False, logprob=False)
+        row["accuracy_before"] = round(float(before["known"].astype(bool).mean()), 6)
+    if log:
+        log(f"target {target}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
+            f"success_du {row['success_du']}")
+    ctx = AttackContext(pred, kb, closure, target, the_sets, used, forget, items, df, spec=lm.spec,
+                        reference=reference, seed=seed, batch_size=batch_size)
+    row["attacks"] = run_attacks(ctx, attacks)
+    row.update(worst_case_fields(kb, the_sets, used, target, row, row["attacks"]))
+    row["seconds"] = round(time.perf_counter() - t0, 3)
+    return row

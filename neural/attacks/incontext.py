@@ -1,0 +1,104 @@
+"""`incontext`: put a rule instance's premises in the prompt and ask the fact; does the model deduce it?
+
+Deep unlearning (Wu et al. 2025) counts a fact as re-derivable when the facts the model still knows derive it under
+the rules; it *assumes* that a model which knows the premises can make the deduction. This attack measures it. For
+each forgotten fact of the target's cone (the target included) and each ground rule instance that derives it from
+KB facts the unlearned model still knows (at most ``instances`` per fact, in the closure's order), the premises'
+statement sentences are put before the fact's question. The fact counts as known under the attack when one such
+prompt is answered correctly (the paper's substring rule). The same prompts are asked of the model before unlearning
+when it is given (``deduction_rate_reference``): how often the premises alone lead either model to the answer.
+
+``premises=self`` puts the fact's own statement in the prompt instead (a control: the model must then answer).
+"""
+
+from __future__ import annotations
+
+from dukb import InputError
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, register, row_known
+
+PREMISES = ("rules", "self")
+
+
+def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: str) -> list[tuple[int, object]]:
+    """(fact_id, QAItem) prompts: for each forgotten relationship fact of the target's cone, up to ``instances``
+    rule instances whose body atoms are all KB facts still known, the premises' sentences before the question.
+
+    Source: Wu et al. 2025, Definition 1 (rule instances of the deductive closure).
+    """
+    import dataclasses
+
+    from dukb.kb.probes import fact_statements
+    from dukb.solver.cone import cone_of
+
+    cl = ctx.closure
+    sentences = fact_statements(ctx.kb)
+    qa_of = {int(it.fact_id): it for it in ctx.items if it.fact_kind == "relationship"}
+    cone = cone_of(cl, [cl.atom_of_fact(ctx.target)])
+    out = []
+    for local in sorted(cone.kb):
+        atom = cone.atoms[local]
+        fid = cl.fact_ids[atom]
+        if known.get(("relationship", fid), True):
+            continue  # still known without help
+        q = qa_of[fid]
+        if premises == "self":
+            bodies = [(atom,)]
+        else:
+            bodies = []
+            for i in cl.by_head[atom]:
+                body = tuple(int(b) for b in cl.inst_body[i])
+                if all(b < cl.n_kb and known.get(("relationship", cl.fact_ids[b]), False) for b in body):
+                    bodies.append(body)
+                if len(bodies) >= instances:
+                    break
+        for body in bodies:
+            text = " ".join(sentences[("relationship", cl.fact_ids[b])] for b in body)
+            out.append((fid, dataclasses.replace(q, kind="incontext", question=f"{text} {q.question}")))
+    return out
+
+
+def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
+    """Ask every forgotten cone fact with a rule instance's known premises in the prompt.
+
+    Returns:
+        :class:`AttackOutcome`; extra: n_prompts, facts_tried, facts_deduced (fact_ids answered under a prompt),
+        deduction_rate (share of prompts answered; None without prompts), deduction_rate_reference (the model
+        before unlearning on the same prompts; None without it), target_deduced (1/0; None when no prompt asks
+        the target).
+
+    Source: Wu et al. 2025, Definition 1-2 (what deep unlearning assumes the model deduces); this attack tests it.
+    """
+    from dukb.neural.probe import probe
+
+    known = row_known(ctx)
+    prompts = premise_prompts(ctx, known, int(s["instances"]), s["premises"])
+    extra = {"n_prompts": len(prompts), "facts_tried": sorted({f for f, _ in prompts}), "facts_deduced": [],
+             "deduction_rate": None, "deduction_rate_reference": None, "target_deduced": None}
+    after = dict(known)
+    if prompts:
+        items = [it for _, it in prompts]
+        df = probe(ctx.pred, items, batch_size=ctx.batch_size, generate=True, rouge=False, logprob=False)
+        hits = [bool(v) for v in df["known"]]
+        deduced = sorted({f for (f, _), h in zip(prompts, hits) if h})
+        for f in deduced:
+            after[("relationship", f)] = True
+        extra.update(facts_deduced=deduced, deduction_rate=round(sum(hits) / len(hits), 6))
+        if any(f == ctx.target for f, _ in prompts):
+            extra["target_deduced"] = int(ctx.target in deduced)
+        if ctx.reference is not None:
+            ref = probe(ctx.reference, items, batch_size=ctx.batch_size, generate=True, rouge=False, logprob=False)
+            extra["deduction_rate_reference"] = round(float(ref["known"].astype(bool).mean()), 6)
+    return AttackOutcome(known_table(ctx.items, after), extra)
+
+
+def _check(s: dict) -> None:
+    if s["instances"] < 1 or s["premises"] not in PREMISES:
+        raise InputError(f"--attacks incontext: instances must be at least 1 and premises one of "
+                         f"{', '.join(PREMISES)}")
+
+
+incontext.check = _check
+register(Attack("incontext", "for each forgotten fact of the target's cone, the premises of up to `instances` rule "
+                "instances the model still knows go before its question (premises=self: the fact's own "
+                "sentence); compared with the model before unlearning", "Wu et al. 2025, Definitions 1-2",
+                {"instances": 3, "premises": "rules"}, incontext, needs_reference=True))

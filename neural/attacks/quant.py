@@ -1,0 +1,147 @@
+"""`quant8`, `quant4` (and the control `quant16`): quantize the unlearned model's weights, then probe.
+
+Zhang et al. (ICLR 2025, "Catastrophic failure of LLM unlearning via quantization", arXiv 2410.16454) find that
+4-bit quantization restores much of what GA/NPO unlearned (MUSE-News VerbMem of NPO_GDR 0.3 → 33.2): unlearning
+moves weights by less than a quantization step, so rounding undoes it.
+
+Weight-only round-to-nearest quantization of every ``nn.Linear`` (GPT-2's ``Conv1D`` converted to the equal Linear
+first) through torchao (PyTorch's quantization library,
+CPU and GPU): 8 bits per output channel (``Int8WeightOnlyConfig``) and 4 bits in groups of ``group`` input channels
+(``IntxWeightOnlyConfig(int4, PerGroup)``), activations in the model's dtype. ``quant16`` rounds every weight to
+float16 and back: the control, which must change no answer. The model is a copy; the entry names the library and
+scheme.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dukb import InputError
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
+
+
+def _torchao():
+    """Import torchao quietly (it logs the CUDA kernels it cannot load on a CPU machine)."""
+    for name in ("torchao", "torchao.kernel", "torchao.quantization"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        import torchao  # noqa: F401
+        from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_
+        from torchao.quantization.granularity import PerGroup
+    except ImportError as e:  # pragma: no cover - a dependency of dukb
+        raise InputError(f"the quantization attacks need torchao ({e})") from None
+    return Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_, PerGroup
+
+
+def _group(model, group: int) -> int:
+    """The largest divisor of every Linear's input size that is at most ``group`` (4-bit groups must tile rows)."""
+    import math
+
+    import torch
+
+    g = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear):
+            g = math.gcd(g, m.in_features)
+    g = g or group
+    best = max(d for d in range(1, min(g, group) + 1) if g % d == 0)
+    return best
+
+
+def conv1d_to_linear(model) -> int:
+    """Replace every transformers ``Conv1D`` (GPT-2's projections: y = x W + b with W of shape [in, out]) by the
+    equal ``nn.Linear`` (weight Wᵀ), so that weight quantization reaches them; in place.
+
+    Returns:
+        the number of modules replaced.
+    """
+    import torch
+
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover
+        return 0
+    n = 0
+    for name, mod in list(model.named_modules()):
+        for child_name, child in list(mod.named_children()):
+            if isinstance(child, Conv1D):
+                w = child.weight
+                lin = torch.nn.Linear(w.shape[0], w.shape[1], bias=child.bias is not None, device=w.device,
+                                      dtype=w.dtype)
+                with torch.no_grad():
+                    lin.weight.copy_(w.t())
+                    if child.bias is not None:
+                        lin.bias.copy_(child.bias)
+                setattr(mod, child_name, lin)
+                n += 1
+    return n
+
+
+def quantized_copy(pred, bits: int, group: int = 32):
+    """A copy of ``pred`` with every Linear weight quantized to ``bits`` (16, 8 or 4).
+
+    Returns:
+        (Predictor over the copy, scheme description str).
+
+    Raises:
+        InputError: bits not 4, 8 or 16; torchao missing.
+    """
+    import copy
+    import dataclasses
+
+    import torch
+
+    model = copy.deepcopy(pred.model)
+    if bits == 16:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.float16).to(p.dtype))
+        scheme = "float16 round trip of every weight (torch)"
+    elif bits in (8, 4):
+        Int8, Intx, quantize_, PerGroup = _torchao()
+        conv1d_to_linear(model)
+        import torchao
+
+        if bits == 8:
+            quantize_(model, Int8())
+            scheme = f"torchao {torchao.__version__} Int8WeightOnlyConfig: int8 per output channel, RTN, weight-only"
+        else:
+            g = _group(model, group)
+            quantize_(model, Intx(weight_dtype=torch.int4, granularity=PerGroup(g)))
+            scheme = (f"torchao {torchao.__version__} IntxWeightOnlyConfig: int4 in groups of {g}, RTN, "
+                      "weight-only")
+    else:
+        raise InputError(f"quantization supports 16, 8 or 4 bits, got {bits}")
+    aux = getattr(pred, "aux_model", None)
+    out = dataclasses.replace(pred, model=model)
+    if aux is not None:  # WHP's reinforced model runs in lockstep: quantized alike
+        out = dataclasses.replace(out, aux_model=quantized_copy(dataclasses.replace(pred, model=aux,
+                                                                                    aux_model=None), bits,
+                                                                group)[0].model)
+    return out, scheme
+
+
+def _quant(bits: int):
+    def quant(ctx: AttackContext, s: dict) -> AttackOutcome:
+        """Quantize a copy of the unlearned model and probe every fact.
+
+        Source: Zhang et al. 2025 (ICLR), arXiv 2410.16454, Sec. 4 (RTN quantization of unlearned models).
+        """
+        pred, scheme = quantized_copy(ctx.pred, bits, int(s.get("group", 32)))
+        known = probe_known(pred, ctx.items, ctx.batch_size)
+        return AttackOutcome(known_table(ctx.items, known), {"bits": bits, "scheme": scheme})
+
+    def check(s):
+        if "group" in s and s["group"] < 1:
+            raise InputError("--attacks quant4: group must be at least 1")
+
+    quant.check = check
+    return quant
+
+
+register(Attack("quant8", "int8 weight-only RTN quantization of every Linear (torchao), then probe",
+                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(8)))
+register(Attack("quant4", "int4 weight-only RTN quantization in groups of `group` input channels (torchao), then "
+                "probe", "Zhang et al. 2025, arXiv 2410.16454", {"group": 32}, _quant(4)))
+register(Attack("quant16", "control: every weight rounded to float16 and back; must change no answer",
+                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(16)))

@@ -1,0 +1,120 @@
+"""`relearn`: a few finetuning steps on facts outside the forget set; does the target come back?
+
+Hu et al. (ICLR 2025, "Jogging the memory of unlearned LLMs through targeted relearning attacks", arXiv 2406.13356)
+show that finetuning an unlearned model on a small set of *related* data (public text about the forgotten topic)
+restores the unlearned knowledge. Here the relearning set is chosen by rule, never from the forget set:
+
+- ``mode=neighbours`` (default): facts that share a person with the forget set (relationships and biographies), not in
+  it;
+- ``mode=half``: a random half of the forget set, the target left out (does the rest come back with it?);
+- ``mode=target``: the target itself (a sanity check: relearning the fact must bring it back).
+
+``facts`` caps the relearning set (a seeded random choice), ``steps`` is the number of full-batch AdamW steps on their
+"qa" items (answer-token loss, the finetuning loss of Wu et al. 2025, App. H) at ``lr`` (0: the model family's
+finetuning rate). The model is a copy: the unlearned weights are unchanged afterwards.
+"""
+
+from __future__ import annotations
+
+import random
+
+from dukb import InputError
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
+
+MODES = ("neighbours", "half", "target")
+
+
+def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tuple[str, int]]:
+    """The (fact_kind, fact_id) pairs relearned under ``mode`` (at most ``n``, a seeded choice, sorted).
+
+    Raises:
+        InputError: an unknown mode.
+    """
+    forget = set(int(i) for i in ctx.forget_ids)
+    if mode == "target":
+        pool = [("relationship", int(ctx.target))]
+    elif mode == "half":
+        rest = sorted(forget - {int(ctx.target)})
+        pool = [("relationship", i) for i in random.Random(seed).sample(rest, len(rest) // 2)]
+    elif mode == "neighbours":
+        people = {p for f in ctx.kb.relationships if f.fact_id in forget for p in (f.subject, f.object)}
+        pool = [("relationship", f.fact_id) for f in ctx.kb.relationships
+                if f.fact_id not in forget and (f.subject in people or f.object in people)]
+        pool += [("biography", b.fact_id) for b in ctx.kb.biographies if b.subject in people]
+    else:
+        raise InputError(f"relearn: mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if len(pool) > n:
+        pool = random.Random(seed).sample(pool, n)
+    return sorted(pool)
+
+
+def relearned_copy(pred, items, steps: int, lr: float):
+    """A copy of ``pred`` whose model took ``steps`` full-batch AdamW steps on ``items`` (answer-token NLL).
+
+    Returns:
+        :class:`dukb.neural.probe.Predictor` over the copy (the original model is unchanged).
+    """
+    import copy
+    import dataclasses
+
+    import torch
+
+    from dukb.neural.data import encode_qa
+    from dukb.neural.finetune import answer_token_loss
+
+    model = copy.deepcopy(pred.model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if items and steps > 0 and params:
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+        batch = encode_qa(pred.tokenizer, pred.tags, items, device=pred.device)
+        n_tok = int((batch["labels"] != -100).sum())
+        model.train()
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=True)
+            answer_token_loss(model, batch, max(n_tok, 1)).backward()
+            opt.step()
+        model.eval()
+    return dataclasses.replace(pred, model=model)
+
+
+def relearn(ctx: AttackContext, s: dict) -> AttackOutcome:
+    """Relearn ``s["facts"]`` facts chosen by ``s["mode"]`` for ``s["steps"]`` steps, then probe every fact.
+
+    Returns:
+        :class:`AttackOutcome` with extra ``relearned`` ({"relationships": [...], "biographies": [...]}) and ``lr``.
+
+    Source: Hu et al. 2025 (ICLR), arXiv 2406.13356, Sec. 3 (targeted relearning).
+    """
+    chosen = relearn_facts(ctx, s["mode"], int(s["facts"]), ctx.seed)
+    want = set(chosen)
+    items = [it for it in ctx.items if (it.fact_kind, int(it.fact_id)) in want]
+    lr = float(s["lr"]) or _family_lr(ctx.spec, ctx.seed)
+    pred = relearned_copy(ctx.pred, items, int(s["steps"]), lr)
+    known = probe_known(pred, ctx.items, ctx.batch_size)
+    del pred
+    return AttackOutcome(known_table(ctx.items, known), {
+        "relearned": {"relationships": [i for k, i in chosen if k == "relationship"],
+                      "biographies": [i for k, i in chosen if k == "biography"]}, "lr": lr})
+
+
+def _family_lr(spec, seed: int) -> float:
+    """The finetuning learning rate of the model family's preset (:func:`dukb.neural.pipeline.finetune_config`)."""
+    from dukb.neural.pipeline import finetune_config
+    from dukb.neural.spec import ModelSpec
+
+    _preset, cfg = finetune_config(spec or ModelSpec("tiny", prompt="tiny"), seed=seed)
+    return float(cfg.lr)
+
+
+def _check(s: dict) -> None:
+    if s["mode"] not in MODES:
+        raise InputError(f"--attacks relearn: mode must be one of {', '.join(MODES)}, got {s['mode']!r}")
+    if s["steps"] < 1 or s["facts"] < 1 or s["lr"] < 0:
+        raise InputError("--attacks relearn: steps and facts must be at least 1 and lr >= 0")
+
+
+relearn.check = _check
+register(Attack("relearn", "finetune a copy for `steps` steps on `facts` facts outside the forget set (mode "
+                "neighbours: sharing a person with it; half: a random half of it, target left out; target: the "
+                "target itself), then probe", "Hu et al. 2025, arXiv 2406.13356",
+                {"mode": "neighbours", "facts": 8, "steps": 8, "lr": 0.0}, relearn))

@@ -1,0 +1,247 @@
+"""Attacks on unlearned models (dukb.neural.attacks): registry and parsing, and on the tiny model end to end:
+16-bit quantization changes nothing, relearning the target brings it back, a prompt holding the fact is answered,
+every entry's recall and Success-DU recompute from its forgotten facts, attack settings are part of the run
+identity, and `dukb attack` runs on a saved checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dukb import InputError
+from dukb.neural.attacks import ATTACKS, parse_attacks
+
+
+def test_registry_and_parsing():
+    assert {"relearn", "quant8", "quant4", "quant16", "incontext", "logitlens"} <= set(ATTACKS)
+    (a, s), (b, t) = parse_attacks(["relearn:steps=4:mode=target", "quant4:group=16"])
+    assert a.name == "relearn" and s == {"mode": "target", "facts": 8, "steps": 4, "lr": 0.0}
+    assert b.name == "quant4" and t == {"group": 16}
+    assert [x.name for x, _ in parse_attacks("quant8,logitlens")] == ["quant8", "logitlens"]
+    for bad in ("nope", "relearn:steps=x", "relearn:zz=1", "relearn:mode=all", "relearn,relearn", "logitlens:k=0",
+                "relearn:steps=1_0", "incontext:premises=none"):
+        with pytest.raises(InputError):
+            parse_attacks(bad)
+    for a in ATTACKS.values():  # every attack names its source
+        assert a.source and a.summary
+
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from dukb.kb import load_kb, save_kb
+    from dukb.kb.generate import generate
+    from dukb.neural.pipeline import finetune_kb, load_finetuned
+    from dukb.neural.spec import ModelSpec
+    from dukb.solver.closure import compute_closure
+
+    kb, _ = generate(24, seed=3)
+    kb = load_kb(save_kb(kb, tmp_path_factory.mktemp("kb") / "kb"))
+    out = tmp_path_factory.mktemp("ft") / "model"
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), out, seed=0)
+    closure = compute_closure(kb)
+    # a target with a rule instance deriving it (so the minimal sets hold more than the target)
+    target = next(f.fact_id for f in kb.relationships if len(closure.by_head[closure.atom_of_fact(f.fact_id)]) > 0)
+    return kb, closure, out, load_finetuned(out, device="cpu"), target
+
+
+def _rows(setup, attacks, grid=(16,), reference=None):
+    from dukb.neural.unlearn import sweep_target
+
+    kb, closure, _out, lm, target = setup
+    return list(sweep_target(lm, kb, closure, target, "ga", list(grid), seed=0, lr=2e-3,
+                             attacks=parse_attacks(attacks), reference=reference))
+
+
+def _check_recomputes(setup, row):
+    """Every entry's recall and Success-DU follow from its own forgotten facts (Eq. 1, Definition 2)."""
+    from dukb.neural.metrics.recall import success_du
+    from dukb.solver.metrics import recall_accuracy
+
+    from dukb.solver.mdus import minimal_sets
+
+    kb, closure, _o, _lm, target = setup
+    sets = minimal_sets(closure, [closure.atom_of_fact(target)], "exact").sets
+    for name, e in row["attacks"].items():
+        r = recall_accuracy(kb, sets, e["forgotten_relationships"], e["forgotten_biographies"], "exact", [target])
+        assert e["recall"] == pytest.approx(r.recall), name
+        assert e["accuracy_all"] == pytest.approx(r.accuracy_all), name
+        assert e["success_du"] == success_du(closure, target, e["forgotten_relationships"]), name
+        assert e["target_known"] == int(target not in e["forgotten_relationships"]), name
+    # the worst case over forms and attacks is at most the row's recall and every attack's
+    assert row["recall_under_attack"] <= min([row["recall"]] + [e["recall"] for e in row["attacks"].values()]) + 1e-12
+
+
+def test_quant16_changes_nothing_and_quantization_names_its_scheme(setup):
+    row = _rows(setup, "quant16,quant8,quant4")[0]
+    q16 = row["attacks"]["quant16"]
+    assert q16["forgotten_relationships"] == row["forgotten_relationships"]
+    assert q16["forgotten_biographies"] == row["forgotten_biographies"]
+    from dukb.neural.metrics.recall import success_du
+
+    kb, closure, _o, _lm, target = setup
+    assert q16["recall"] == row["recall"]
+    assert q16["success_du"] == success_du(closure, target, row["forgotten_relationships"])
+    assert "torchao" in row["attacks"]["quant8"]["scheme"] and "int8" in row["attacks"]["quant8"]["scheme"]
+    assert "int4" in row["attacks"]["quant4"]["scheme"] and row["attacks"]["quant4"]["bits"] == 4
+    _check_recomputes(setup, row)
+
+
+def test_quantization_changes_the_weights_it_reads():
+    """quant4 really rounds: a Linear's weights take at most 16 values per group after quantization."""
+    import torch.nn as nn
+
+    from dukb.neural.attacks.quant import conv1d_to_linear, quantized_copy
+    from dukb.neural.probe import Predictor
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 8))
+    pred = Predictor(m, None, None, device="cpu")
+    q, scheme = quantized_copy(pred, 4, 32)
+    x = torch.randn(5, 64)
+    diff = (q.model(x) - m(x)).abs().max().item()
+    assert 0 < diff < 1, scheme
+    q16, _ = quantized_copy(pred, 16)
+    assert (q16.model(x) - m(x)).abs().max().item() < 1e-2
+    from transformers.pytorch_utils import Conv1D
+
+    c = nn.Sequential(Conv1D(6, 4))
+    y = c(x[:, :4])
+    assert conv1d_to_linear(c) == 1 and isinstance(c[0], nn.Linear)
+    assert torch.allclose(c(x[:, :4]), y, atol=1e-6)
+
+
+def test_relearning_the_target_brings_it_back(setup):
+    row = _rows(setup, "relearn:mode=target:steps=16")[0]
+    kb, closure, _o, _lm, target = setup
+    assert row["target_forgotten"], "GA at this setting must forget the target for the test to mean anything"
+    e = row["attacks"]["relearn"]
+    assert e["relearned"] == {"relationships": [target], "biographies": []}
+    assert e["target_known"] == 1 and target not in e["forgotten_relationships"]
+    _check_recomputes(setup, row)
+
+
+def test_relearn_neighbours_are_outside_the_forget_set_and_share_a_person(setup):
+    from dukb.neural.attacks import AttackContext
+    from dukb.neural.attacks.relearn import relearn_facts
+
+    kb, closure, _o, _lm, target = setup
+    forget = [target]
+    ctx = AttackContext(None, kb, closure, target, [[target]], "exact", forget, [], None)
+    chosen = relearn_facts(ctx, "neighbours", 1000, 0)
+    f = next(x for x in kb.relationships if x.fact_id == target)
+    people = {f.subject, f.object}
+    rel = {x.fact_id: x for x in kb.relationships}
+    bio = {x.fact_id: x for x in kb.biographies}
+    assert chosen and all(i != target for k, i in chosen if k == "relationship")
+    for k, i in chosen:
+        who = {rel[i].subject, rel[i].object} if k == "relationship" else {bio[i].subject}
+        assert who & people
+    assert len(relearn_facts(ctx, "neighbours", 3, 0)) == 3
+
+
+def test_a_prompt_holding_the_fact_is_answered(setup):
+    """incontext with premises=self on a model that knows the facts: a fact marked forgotten is answered when its own
+    sentence is in the prompt, so the attack recovers it (and the reference rate is that model's too)."""
+    from dukb.neural.attacks import AttackContext, run_attacks
+    from dukb.neural.data import kb_qa
+    from dukb.neural.probe import Predictor, probe
+
+    kb, closure, _o, lm, target = setup
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    items = kb_qa(kb)
+    df = probe(pred, items, rouge=False, logprob=False)
+    assert bool(df[(df.fact_kind == "relationship") & (df.fact_id == target)]["known"].iloc[0])
+    df.loc[(df.fact_kind == "relationship") & (df.fact_id == target), "known"] = False  # pretend it is forgotten
+    ctx = AttackContext(pred, kb, closure, target, [[target]], "exact", [target], items, df, reference=pred)
+    e = run_attacks(ctx, parse_attacks("incontext:premises=self"))["incontext"]
+    assert e["facts_tried"] == [target] and e["n_prompts"] == 1
+    assert e["target_deduced"] == 1 and e["target_known"] == 1 and e["deduction_rate_reference"] == 1.0
+
+
+def test_incontext_and_logitlens_on_an_unlearned_model(setup):
+    from dukb.neural.probe import Predictor
+
+    kb, closure, _o, lm, target = setup
+    import copy
+
+    ref = Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
+    row = _rows(setup, "incontext,logitlens", reference=ref)[0]
+    ic = row["attacks"]["incontext"]
+    assert ic["n_prompts"] >= 0 and set(ic["facts_deduced"]) <= set(ic["facts_tried"])
+    assert set(ic["facts_tried"]) <= set(row["forgotten_relationships"])
+    if ic["n_prompts"]:
+        assert ic["deduction_rate_reference"] is not None
+    ll = row["attacks"]["logitlens"]
+    n_layers = lm.model.config.n_layer
+    assert len(ll["target_ranks"]) == n_layers + 1 and all(0 <= p <= 1 for p in ll["target_probs"])
+    # the lens only adds known facts: what it recovers was forgotten by the probe
+    assert set(ll["recovered"]) <= set(row["forgotten_relationships"])
+    assert set(ll["forgotten_relationships"]) == set(row["forgotten_relationships"]) - set(ll["recovered"])
+    _check_recomputes(setup, row)
+
+
+def test_logitlens_final_layer_is_the_models_own_distribution(setup):
+    """The lens's last column is the model's output: rank 0 there exactly when greedy decoding's first token is the
+    gold first token."""
+    from dukb.neural.attacks.logitlens import lens_ranks
+    from dukb.neural.data import encode_qa, kb_qa
+    from dukb.neural.probe import Predictor
+
+    kb, _c, _o, lm, _t = setup
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    items = kb_qa(kb)[:20]
+    ranks, probs = lens_ranks(pred, items)
+    batch = encode_qa(lm.tokenizer, lm.tags, items)
+    first = (batch["labels"] != -100).int().argmax(dim=1)
+    with torch.no_grad():
+        logits = lm.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                          position_ids=batch["position_ids"]).logits
+    for i in range(len(items)):
+        top = int(logits[i, first[i] - 1].argmax())
+        assert (ranks[i, -1] == 0) == (top == int(batch["input_ids"][i, first[i]]))
+
+
+def test_evaluate_records_attacks_and_their_settings_in_the_identity(setup, tmp_path, capsys):
+    from dukb.cli.main import main
+
+    kb, _c, out, _lm, target = setup
+    tf = tmp_path / "t.txt"
+    tf.write_text(f"{target}\n")
+    run = tmp_path / "run"
+    args = ["evaluate", "--kb", str(kb.source), "--finetuned", str(out), "--targets-file", str(tf), "--methods",
+            "ga", "--grid", "ga=4", "--device", "cpu", "-o", str(run), "--attacks", "quant16,relearn:steps=2"]
+    assert main(args) == 0
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert rows and all(set(r["attacks"]) == {"quant16", "relearn"} for r in rows)
+    assert all(r["attacks"]["relearn"]["settings"]["steps"] == 2 for r in rows)
+    ident = json.loads((run / "config.json").read_text())["identity"]
+    assert ident["attacks"]["relearn"]["steps"] == 2 and ident["attacks"]["quant16"] == {}
+    # report.md: recall before and after each attack, as a table and as a plot
+    report = (run / "report.md").read_text()
+    assert "## Attacks: does the fact come back?" in report and "| quant16 | relearn | worst case |" in report
+    mean = sum(r["attacks"]["relearn"]["recall"] for r in rows) / len(rows)
+    assert f"{mean:.3f}" in report.split("## Attacks")[1]
+    assert (run / "attacks.png").stat().st_size > 0
+    capsys.readouterr()
+    assert main(args[:-1] + ["quant16,relearn:steps=3", "--resume"]) == 2
+    assert "attacks" in capsys.readouterr().err
+    assert main(args + ["--resume"]) == 0
+
+
+def test_attack_command_on_a_checkpoint(setup, tmp_path, capsys):
+    from dukb.cli.main import main
+
+    kb, _c, out, _lm, target = setup
+    res = tmp_path / "row.json"
+    assert main(["attack", "--kb", str(kb.source), "--model", str(out), "--reference", str(out), "--target-id",
+                 str(target), "--attacks", "quant16,incontext,logitlens", "--device", "cpu", "-o", str(res)]) == 0
+    row = json.loads(res.read_text())
+    assert row["target"] == target and set(row["attacks"]) == {"quant16", "incontext", "logitlens"}
+    assert row["attacks"]["quant16"]["recall"] == row["recall"]
+    assert row["accuracy_before"] >= row["accuracy_all"] - 1e-9
+    assert "recall under attack" in capsys.readouterr().out
+    assert main(["attack", "--kb", str(kb.source), "--model", str(out), "--target-id", "999999"]) == 2
