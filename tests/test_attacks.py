@@ -141,6 +141,12 @@ def test_relearn_neighbours_are_outside_the_forget_set_and_share_a_person(setup)
         who = {rel[i].subject, rel[i].object} if k == "relationship" else {bio[i].subject}
         assert who & people
     assert len(relearn_facts(ctx, "neighbours", 3, 0)) == 3
+    # the control: facts about people the forget set does not mention
+    far = relearn_facts(ctx, "random", 1000, 0)
+    assert far and not set(far) & set(chosen) and len(far) + len(chosen) == len(rel) - 1 + len(bio)
+    for k, i in far:
+        who = {rel[i].subject, rel[i].object} if k == "relationship" else {bio[i].subject}
+        assert not who & people
 
 
 def test_a_prompt_holding_the_fact_is_answered(setup):

@@ -7,7 +7,9 @@ restores the unlearned knowledge. Here the relearning set is chosen by rule, nev
 - ``mode=neighbours`` (default): facts that share a person with the forget set (relationships and biographies), not in
   it;
 - ``mode=half``: a random half of the forget set, the target left out (does the rest come back with it?);
-- ``mode=target``: the target itself (a sanity check: relearning the fact must bring it back).
+- ``mode=target``: the target itself (a sanity check: relearning the fact must bring it back);
+- ``mode=random``: facts about people the forget set does not mention (the control: does *any* finetuning bring the
+  forgotten facts back, or only related data, as Hu et al. find?).
 
 ``facts`` caps the relearning set (a seeded random choice), ``steps`` is the number of full-batch AdamW steps on their
 "qa" items (answer-token loss, the finetuning loss of Wu et al. 2025, App. H) at ``lr`` (0: the model family's
@@ -21,7 +23,7 @@ import random
 from dukb import InputError
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
 
-MODES = ("neighbours", "half", "target")
+MODES = ("neighbours", "half", "target", "random")
 
 
 def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tuple[str, int]]:
@@ -36,11 +38,12 @@ def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tupl
     elif mode == "half":
         rest = sorted(forget - {int(ctx.target)})
         pool = [("relationship", i) for i in random.Random(seed).sample(rest, len(rest) // 2)]
-    elif mode == "neighbours":
+    elif mode in ("neighbours", "random"):
         people = {p for f in ctx.kb.relationships if f.fact_id in forget for p in (f.subject, f.object)}
+        near = mode == "neighbours"
         pool = [("relationship", f.fact_id) for f in ctx.kb.relationships
-                if f.fact_id not in forget and (f.subject in people or f.object in people)]
-        pool += [("biography", b.fact_id) for b in ctx.kb.biographies if b.subject in people]
+                if f.fact_id not in forget and ((f.subject in people or f.object in people) == near)]
+        pool += [("biography", b.fact_id) for b in ctx.kb.biographies if (b.subject in people) == near]
     else:
         raise InputError(f"relearn: mode must be one of {', '.join(MODES)}, got {mode!r}")
     if len(pool) > n:
@@ -116,5 +119,5 @@ def _check(s: dict) -> None:
 relearn.check = _check
 register(Attack("relearn", "finetune a copy for `steps` steps on `facts` facts outside the forget set (mode "
                 "neighbours: sharing a person with it; half: a random half of it, target left out; target: the "
-                "target itself), then probe", "Hu et al. 2025, arXiv 2406.13356",
+                "target itself; random: about people it does not mention, the control), then probe", "Hu et al. 2025, arXiv 2406.13356",
                 {"mode": "neighbours", "facts": 8, "steps": 8, "lr": 0.0}, relearn))
