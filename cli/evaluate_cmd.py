@@ -245,13 +245,17 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
 
 def methods() -> None:
     """List every registered unlearning method, preset, forget scope and metric, the options every protocol
-    takes and the attacks (markdown tables, generated from the registries; README's tables are this output)."""
+    takes, the model families and the attacks (markdown tables, generated from the registries; README's tables are this output)."""
     from dukb.neural.methods import methods_table
     from dukb.neural.metrics import metrics_table
     from dukb.neural.attacks import attacks_table
     from dukb.neural.runconfig import options_table
 
+    from dukb.neural.families import families_table
+
     typer.echo(methods_table() + "\n\n" + metrics_table() + "\n\n" + options_table() + "\n\n"
+               + "Model families (`dukb.neural.families`: detection, prompt, finetuning and learning rates; `--lr` "
+               "overrides a method's):\n\n" + families_table() + "\n\n"
                + "Attacks (`dukb evaluate --attacks`, `dukb attack`):\n\n" + attacks_table())
 
 

@@ -18,32 +18,17 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
+from dukb.neural.families import finetune_presets
 from dukb.neural.runs import device_info, read_json, thread_info, versions
 from dukb.neural.train import TrainConfig, train_loop
 
 _log = logging.getLogger(__name__)
 
 
-#: QA finetuning presets (:class:`dukb.neural.train.TrainConfig`; early stop at 100% checked every ``eval_every``
-#: epochs): the paper's (Wu et al. 2025, App. H: batch 16, lr 2e-5 for GPT2-XL/Phi-1.5 and 1e-5 for Llama, 10 epochs,
-#: 15 for GPT2-XL, linear schedule) and ``tiny`` for the built-in default model (batch_size 0 = auto, ``n_items //
-#: 10`` clipped to [8, 64], so small KBs still get ~10 steps per epoch; lr 1e-3: at the earlier 3e-3 the tiny model
-#: stalled below 100% on some small KBs, 0.78 after 400 epochs and 0.88 after 400 more on a 16-person KB, while 1e-3
-#: reaches 100% in 40-80 epochs on KBs of 8 to 100 people and on EDU-RELAT, bench/RESULTS.md); ``smollm2`` for SmolLM2-135M (measured on
-#: 2 CPU cores, bench/RESULTS.md: the paper's 1e-5..2e-5 leaves a 135 M model at 0.19 on the demo KB after 8
-#: epochs; 2e-4 held constant after 10 warm-up steps climbs to 0.9986 of EDU-RELAT's 700 facts by epoch 16 and then
-#: oscillates (0.979, 0.959: bench/logs/smol-ft-constant.log), so the rate decays linearly to 0 over 16 epochs:
-#: 100% of EDU-RELAT after 10 epochs (bench/logs/smol-ft.log) and of the demo KB after 10 epochs, 79 s).
-FINETUNE_PRESETS: dict[str, TrainConfig] = {
-    "gpt2-xl": TrainConfig(epochs=15, lr=2e-5, batch_size=16, eval_every=1),
-    "phi": TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
-    "llama": TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
-    "generic": TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
-    "tiny": TrainConfig(epochs=400, lr=1e-3, batch_size=0, warmup_steps=50, eval_every=20, extra_epochs=200,
-                        extra_lr=1e-4),
-    "smollm2": TrainConfig(epochs=16, lr=2e-4, batch_size=16, warmup_steps=10, schedule="linear", eval_every=1,
-                           extra_epochs=8, extra_lr=2e-5),
-}
+#: QA finetuning presets by model family (:class:`dukb.neural.train.TrainConfig`; early stop at 100% checked every
+#: ``eval_every`` epochs), a view of :data:`dukb.neural.families.FAMILIES`, which notes each preset's source (the
+#: paper's, Wu et al. 2025, App. H; ``tiny`` and ``smollm2`` measured by dukb, bench/RESULTS.md).
+FINETUNE_PRESETS: dict[str, TrainConfig] = finetune_presets()
 
 
 def _trim(batch: dict) -> dict:

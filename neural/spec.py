@@ -47,11 +47,10 @@ PROMPT_PRESETS: dict[str, PromptTags] = {
 
 def preset_for(name_or_path: str) -> str:
     """Guess the prompt preset from the last component of a model id or path: the model family's
-    (:func:`dukb.neural.zoo.model_family`; SmolLM2 is prompted like Llama), else generic."""
-    from dukb.neural.zoo import model_family
+    (:data:`dukb.neural.families.FAMILIES`; SmolLM2 is prompted like Llama), else generic."""
+    from dukb.neural.families import FAMILIES, detect_family
 
-    fam = model_family(name_or_path)
-    return "llama" if fam == "smollm2" else fam
+    return FAMILIES[detect_family(name_or_path)].prompt
 
 
 @dataclass(frozen=True)

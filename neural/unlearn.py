@@ -45,6 +45,10 @@ def _attack_fields(lm, pred, kb, closure, target, sets, forget_ids, retain_ids, 
     from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
 
     qa = [it for it in qa_items if it.kind == QA_KIND]
+    if "forgotten_relationships" not in fields:  # the recall metric did not run: the QA probe's forgotten facts
+        from dukb.neural.metrics.recall import retained_from_probe
+
+        fields = {**fields, "forgotten_relationships": sorted(retained_from_probe(kb, df).forgotten_relationships)}
     actx = AttackContext(pred, kb, closure, target, [list(x) for x in sets[0]], sets[1], list(forget_ids), qa,
                          df[df["kind"] == QA_KIND], retain_ids, spec=getattr(lm, "spec", None), reference=reference,
                          seed=seed, batch_size=batch_size)

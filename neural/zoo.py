@@ -216,23 +216,16 @@ def model_family(name_or_path: str) -> str:
         name_or_path: hub id, path or short name (``/`` and ``\\`` separators; a trailing separator is ignored).
 
     Returns:
-        The first family whose key is a substring of the lower-cased last component, in this order: "smollm" ->
-        ``smollm2``, "gpt2" -> ``gpt2-xl`` (every GPT-2 size gets the paper's GPT2-XL preset), "phi" -> ``phi``,
-        "llama" -> ``llama`` (TinyLlama too); else ``generic``.
+        The first family of :data:`dukb.neural.families.FAMILIES` whose key is a substring of the lower-cased last
+        component, in this order: "smollm" -> ``smollm2``, "gpt2" -> ``gpt2-xl`` (every GPT-2 size gets the paper's
+        GPT2-XL preset), "phi" -> ``phi``, "llama" -> ``llama`` (TinyLlama too); else ``generic``.
 
     Raises:
         nothing (any value is turned into a string).
     """
-    low = str(name_or_path).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()  # the last component only
-    if "smollm" in low:
-        return "smollm2"
-    if "gpt2" in low:
-        return "gpt2-xl"
-    if "phi" in low:
-        return "phi"
-    if "llama" in low:
-        return "llama"
-    return "generic"
+    from dukb.neural.families import detect_family
+
+    return detect_family(name_or_path)
 
 
 def resolve_model(value: str) -> ResolvedModel:

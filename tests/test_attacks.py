@@ -248,6 +248,114 @@ def test_attack_command_on_a_checkpoint(setup, tmp_path, capsys):
     row = json.loads(res.read_text())
     assert row["target"] == target and set(row["attacks"]) == {"quant16", "incontext", "logitlens"}
     assert row["attacks"]["quant16"]["recall"] == row["recall"]
-    assert row["accuracy_before"] >= row["accuracy_all"] - 1e-9
+    assert row["known_share_before"] == 1.0  # the finetuned model knows every fact
     assert "recall under attack" in capsys.readouterr().out
     assert main(["attack", "--kb", str(kb.source), "--model", str(out), "--target-id", "999999"]) == 2
+
+
+def test_settings_refuse_non_finite_numbers():
+    for bad in ("relearn:lr=nan", "relearn:lr=inf", "relearn:lr=-1", "relearn:lr=1e400", "relearn:lr=0x1"):
+        with pytest.raises(InputError):
+            parse_attacks(bad)
+    assert parse_attacks("relearn:lr=2e-4")[0][1]["lr"] == 2e-4
+
+
+def test_attacks_run_without_the_recall_metric(setup):
+    """The worst case needs the QA probe's forgotten facts: taken from the probe when the recall metric is off."""
+    from dukb.neural.metrics import get_metric
+    from dukb.neural.unlearn import sweep_target
+
+    kb, closure, _out, lm, target = setup
+    row = next(sweep_target(lm, kb, closure, target, "ga", [16], seed=0, lr=2e-3,
+                            metrics=[get_metric("recall_under_attack")], attacks=parse_attacks("quant16")))
+    assert "recall_under_attack" in row and "quant16" in row["attacks"]
+
+
+def test_quant16_leaves_a_16_bit_model_exactly_as_it_is():
+    import torch.nn as nn
+
+    from dukb.neural.attacks.quant import quantized_copy
+    from dukb.neural.probe import Predictor
+
+    m = nn.Sequential(nn.Linear(8, 8)).to(torch.bfloat16)
+    q, scheme = quantized_copy(Predictor(m, None, None, device="cpu"), 16)
+    assert "none" in scheme
+    assert all(torch.equal(a, b) for a, b in zip(m.parameters(), q.model.parameters()))
+
+
+def test_relearning_and_quantization_act_on_merged_lora_weights(setup):
+    """An attacker holds the weights: a LoRA model is merged, every parameter is relearned (also when the method left
+    none trainable, as WHP after LoRA), and 4-bit groups tile the base layers, not the adapter's rank."""
+    import copy
+    import dataclasses
+
+    from dukb.neural.attacks.quant import quantized_copy
+    from dukb.neural.attacks.relearn import relearned_copy
+    from dukb.neural.data import kb_qa
+    from dukb.neural.methods.base import WeightState
+    from dukb.neural.spec import LoraSpec
+
+    kb, _c, _o, lm, _t = setup
+    lm2 = dataclasses.replace(lm, model=copy.deepcopy(lm.model))
+    n_base = sum(p.numel() for p in lm2.model.parameters())
+    state = WeightState(lm2, LoraSpec(r=2))
+    pred = state.predictor()
+    for p in pred.model.parameters():
+        p.requires_grad_(False)
+    relearned, n = relearned_copy(pred, kb_qa(kb)[:2], 1, 1e-3)
+    assert n == n_base and not hasattr(relearned.model, "peft_config")
+    assert any(p.requires_grad is False for p in pred.model.parameters())  # the unlearned model is untouched
+    _q, scheme = quantized_copy(pred, 4, 32)
+    assert "groups of 32" in scheme, scheme
+    state.close()
+
+
+def test_logitlens_combines_the_two_models_of_a_whp_predictor(setup):
+    """With an auxiliary model the lens combines both models' logits at every layer, so its last column is the
+    predictor's own output."""
+    import copy
+
+    from dukb.neural.attacks.logitlens import lens_ranks
+    from dukb.neural.data import encode_qa, kb_qa
+    from dukb.neural.probe import Predictor
+
+    kb, _c, _o, lm, _t = setup
+    aux = copy.deepcopy(lm.model)
+    with torch.no_grad():
+        for p in aux.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, aux_model=aux, combine=lambda b, a: b - 3.0 * a,
+                     device=lm.device)
+    items = kb_qa(kb)[:12]
+    ranks, _p = lens_ranks(pred, items)
+    batch = encode_qa(lm.tokenizer, lm.tags, items)
+    first = (batch["labels"] != -100).int().argmax(dim=1)
+    with torch.no_grad():
+        logits = pred.logits(batch)
+    rows = torch.arange(len(items))
+    own = logits[rows, first - 1]
+    gold = batch["input_ids"][rows, first]
+    expect = (own > own[rows, gold][:, None]).sum(dim=1)
+    assert ranks[:, -1].tolist() == expect.tolist()
+
+
+def test_relearn_half_takes_half_of_the_forgotten_premises(setup):
+    import pandas as pd
+
+    from dukb.neural.attacks import AttackContext
+    from dukb.neural.attacks.relearn import relearn_facts
+    from dukb.neural.data import kb_qa
+    from dukb.solver.mdus import minimal_sets
+
+    kb, closure, _o, _lm, target = setup
+    sets = [list(s) for s in minimal_sets(closure, [closure.atom_of_fact(target)], "exact").sets]
+    premises = sorted({i for s in sets for i in s} - {target})
+    items = kb_qa(kb)
+    gone = set(premises[: max(2, len(premises))])
+    df = pd.DataFrame({"kind": "qa", "fact_kind": [it.fact_kind for it in items],
+                       "fact_id": [it.fact_id for it in items],
+                       "known": [not (it.fact_kind == "relationship" and it.fact_id in gone) for it in items]})
+    ctx = AttackContext(None, kb, closure, target, sets, "exact", [target], items, df)
+    half = relearn_facts(ctx, "half", 1000, 0)
+    assert len(half) == len(gone & set(premises)) // 2
+    assert all(k == "relationship" and i in gone and i != target for k, i in half)

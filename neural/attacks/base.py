@@ -123,7 +123,15 @@ def _cast(name: str, key: str, text: str, default):
                 raise ValueError
             return v
         if isinstance(default, float) or default is None:
-            return float(text)
+            import math
+            import re
+
+            if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?", text):
+                raise ValueError
+            v = float(text)
+            if not math.isfinite(v):
+                raise ValueError
+            return v
         return text
     except ValueError:
         raise InputError(f"--attacks {name}: {key}={text!r} is not a {type(default).__name__}") from None
@@ -203,6 +211,9 @@ def run_attacks(ctx: AttackContext, attacks: list[tuple[Attack, dict]]) -> dict[
 
     Returns:
         name -> entry (:func:`score_attack`'s fields, ``settings`` and ``seconds``).
+
+    Raises:
+        InputError: an attack that cannot run on this model (named in the message).
     """
     import time
 
@@ -217,11 +228,19 @@ def run_attacks(ctx: AttackContext, attacks: list[tuple[Attack, dict]]) -> dict[
 
 def worst_case_fields(kb, sets, sets_used: str, target: int, row: dict, entries: dict) -> dict:
     """``recall_under_attack`` over probe forms *and* attacks: a relationship fact counts as forgotten only when
-    the QA probe, every other asking form (the row's ``leaked_relationships``, when recall_under_attack was
-    computed) and every attack find it forgotten; recall (Eq. 1) is recomputed over those facts.
+    the QA probe, every other asking form (the row's ``leaked_relationships``, when the ``recall_under_attack``
+    metric ran; else the QA probe alone) and every attack find it forgotten; recall (Eq. 1) is recomputed over those
+    facts. ``accuracy_all_under_attack`` (the metric's) stays over the probe forms only.
+
+    Args:
+        row: the row's fields, with ``forgotten_relationships`` (and ``leaked_relationships`` when present).
+        entries: the attack entries (:func:`run_attacks`).
 
     Returns:
         {"recall_under_attack": float, "forgotten_under_attack": sorted fact_ids}.
+
+    Raises:
+        InputError: a fact_id that is not a relationship fact of the KB (:func:`dukb.solver.metrics.recall_accuracy`).
 
     Source: Wu et al. 2025, Eq. 1; the worst case over RWKU's forms (Jin et al. 2024) and the attacks.
     """
@@ -234,8 +253,30 @@ def worst_case_fields(kb, sets, sets_used: str, target: int, row: dict, entries:
     return {"recall_under_attack": r.recall, "forgotten_under_attack": sorted(gone)}
 
 
+def plain_copy(model):
+    """A deep copy of ``model`` with any PEFT adapter merged into its weights (W + BA; peft handles GPT-2's
+    transposed Conv1D) and every parameter trainable: what relearning and quantization act on, as an attacker who
+    holds the weights would (the unlearned model itself is unchanged).
+
+    Returns:
+        the copy (a plain transformers model), in eval mode.
+    """
+    import copy
+
+    m = copy.deepcopy(model)
+    if hasattr(m, "merge_and_unload"):
+        m = m.merge_and_unload()
+    for p in m.parameters():
+        p.requires_grad_(True)
+    return m.eval()
+
+
 def known_table(items, known: dict) -> "object":
-    """A probe table (fact_kind, fact_id, kind, known) of ``items`` from ``known[(fact_kind, fact_id)] -> bool``."""
+    """A probe table (fact_kind, fact_id, kind, known) of ``items`` from ``known[(fact_kind, fact_id)] -> bool``.
+
+    Raises:
+        KeyError: an item's fact has no entry in ``known``.
+    """
     import pandas as pd
 
     return pd.DataFrame({"kind": [it.kind for it in items], "fact_kind": [it.fact_kind for it in items],

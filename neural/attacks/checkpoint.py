@@ -30,7 +30,8 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
 
     Returns:
         a row: target, model, reference, forget_set, recall, accuracies, success_du, target_forgotten,
-        forgotten_relationships/biographies, accuracy_before (with a reference), attacks (name -> entry),
+        forgotten_relationships/biographies, known_share_before (with a reference: the share of every fact's QA
+        item the reference answers, not Eq. 2's accuracy), attacks (name -> entry),
         recall_under_attack, forgotten_under_attack, seconds.
 
     Raises:
@@ -72,7 +73,7 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
         ref = load_finetuned(reference_dir, **spec_kw)
         reference = Predictor(ref.model, ref.tokenizer, ref.tags, device=ref.device)
         before = probe(reference, items, batch_size=batch_size, rouge=False, logprob=False)
-        row["accuracy_before"] = round(float(before["known"].astype(bool).mean()), 6)
+        row["known_share_before"] = round(float(before["known"].astype(bool).mean()), 6)
     if log:
         log(f"target {target}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
             f"success_du {row['success_du']}")

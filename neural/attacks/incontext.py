@@ -3,12 +3,15 @@
 Deep unlearning (Wu et al. 2025) counts a fact as re-derivable when the facts the model still knows derive it under
 the rules; it *assumes* that a model which knows the premises can make the deduction. This attack measures it. For
 each forgotten fact of the target's cone (the target included) and each ground rule instance that derives it from
-KB facts the unlearned model still knows (at most ``instances`` per fact, in the closure's order), the premises'
-statement sentences are put before the fact's question. The fact counts as known under the attack when one such
+KB facts the unlearned model still knows (every one by default; ``instances=N`` keeps the first N per fact in the
+closure's order), the premises' statement sentences are put before the fact's question. Instances with a derived
+premise are not asked (``skipped_instances`` counts them). The fact counts as known under the attack when one such
 prompt is answered correctly (the paper's substring rule). The same prompts are asked of the model before unlearning
 when it is given (``deduction_rate_reference``): how often the premises alone lead either model to the answer.
 
 ``premises=self`` puts the fact's own statement in the prompt instead (a control: the model must then answer).
+The substring judge credits a model that copies a name it was shown: ``answer_in_premises`` is the share of prompts
+whose premises contain the gold answer, to read ``deduction_rate`` against.
 """
 
 from __future__ import annotations
@@ -19,9 +22,16 @@ from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known
 PREMISES = ("rules", "self")
 
 
-def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: str) -> list[tuple[int, object]]:
-    """(fact_id, QAItem) prompts: for each forgotten relationship fact of the target's cone, up to ``instances``
-    rule instances whose body atoms are all KB facts still known, the premises' sentences before the question.
+def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: str):
+    """The prompts: for each forgotten relationship fact of the target's cone, the rule instances whose body atoms
+    are all KB facts still known (the first ``instances`` per fact; 0: all), the premises' sentences before the
+    question.
+
+    Returns:
+        ([(fact_id, QAItem)], number of instances skipped for a derived premise).
+
+    Raises:
+        KeyError: a cone fact without a "qa" item in ``ctx.items``.
 
     Source: Wu et al. 2025, Definition 1 (rule instances of the deductive closure).
     """
@@ -34,7 +44,7 @@ def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: s
     sentences = fact_statements(ctx.kb)
     qa_of = {int(it.fact_id): it for it in ctx.items if it.fact_kind == "relationship"}
     cone = cone_of(cl, [cl.atom_of_fact(ctx.target)])
-    out = []
+    out, skipped = [], 0
     for local in sorted(cone.kb):
         atom = cone.atoms[local]
         fid = cl.fact_ids[atom]
@@ -47,14 +57,16 @@ def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: s
             bodies = []
             for i in cl.by_head[atom]:
                 body = tuple(int(b) for b in cl.inst_body[i])
-                if all(b < cl.n_kb and known.get(("relationship", cl.fact_ids[b]), False) for b in body):
+                if any(b >= cl.n_kb for b in body):
+                    skipped += 1
+                elif all(known.get(("relationship", cl.fact_ids[b]), False) for b in body):
                     bodies.append(body)
-                if len(bodies) >= instances:
+                if instances and len(bodies) >= instances:
                     break
         for body in bodies:
             text = " ".join(sentences[("relationship", cl.fact_ids[b])] for b in body)
             out.append((fid, dataclasses.replace(q, kind="incontext", question=f"{text} {q.question}")))
-    return out
+    return out, skipped
 
 
 def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
@@ -71,9 +83,11 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
     from dukb.neural.probe import probe
 
     known = row_known(ctx)
-    prompts = premise_prompts(ctx, known, int(s["instances"]), s["premises"])
-    extra = {"n_prompts": len(prompts), "facts_tried": sorted({f for f, _ in prompts}), "facts_deduced": [],
-             "deduction_rate": None, "deduction_rate_reference": None, "target_deduced": None}
+    prompts, skipped = premise_prompts(ctx, known, int(s["instances"]), s["premises"])
+    extra = {"n_prompts": len(prompts), "skipped_instances": skipped,
+             "facts_tried": sorted({f for f, _ in prompts}), "facts_deduced": [],
+             "deduction_rate": None, "deduction_rate_reference": None, "target_deduced": None,
+             "answer_in_premises": None}
     after = dict(known)
     if prompts:
         items = [it for _, it in prompts]
@@ -82,7 +96,9 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
         deduced = sorted({f for (f, _), h in zip(prompts, hits) if h})
         for f in deduced:
             after[("relationship", f)] = True
-        extra.update(facts_deduced=deduced, deduction_rate=round(sum(hits) / len(hits), 6))
+        echo = [it.answer.lower() in it.question.lower() for it in items]
+        extra.update(facts_deduced=deduced, deduction_rate=round(sum(hits) / len(hits), 6),
+                     answer_in_premises=round(sum(echo) / len(echo), 6))
         if any(f == ctx.target for f, _ in prompts):
             extra["target_deduced"] = int(ctx.target in deduced)
         if ctx.reference is not None:
@@ -92,13 +108,13 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
 
 
 def _check(s: dict) -> None:
-    if s["instances"] < 1 or s["premises"] not in PREMISES:
-        raise InputError(f"--attacks incontext: instances must be at least 1 and premises one of "
+    if s["instances"] < 0 or s["premises"] not in PREMISES:
+        raise InputError(f"--attacks incontext: instances must be >= 0 (0: all) and premises one of "
                          f"{', '.join(PREMISES)}")
 
 
 incontext.check = _check
-register(Attack("incontext", "for each forgotten fact of the target's cone, the premises of up to `instances` rule "
-                "instances the model still knows go before its question (premises=self: the fact's own "
-                "sentence); compared with the model before unlearning", "Wu et al. 2025, Definitions 1-2",
-                {"instances": 3, "premises": "rules"}, incontext, needs_reference=True))
+register(Attack("incontext", "for each forgotten fact of the target's cone, the premises of every rule instance "
+                "(`instances`=N: the first N) the model still knows go before its question (premises=self: the "
+                "fact's own sentence); compared with the model before unlearning", "Wu et al. 2025, Definitions 1-2",
+                {"instances": 0, "premises": "rules"}, incontext, needs_reference=True))

@@ -7,9 +7,13 @@ moves weights by less than a quantization step, so rounding undoes it.
 Weight-only round-to-nearest quantization of every ``nn.Linear`` (GPT-2's ``Conv1D`` converted to the equal Linear
 first) through torchao (PyTorch's quantization library,
 CPU and GPU): 8 bits per output channel (``Int8WeightOnlyConfig``) and 4 bits in groups of ``group`` input channels
-(``IntxWeightOnlyConfig(int4, PerGroup)``), activations in the model's dtype. ``quant16`` rounds every weight to
-float16 and back: the control, which must change no answer. The model is a copy; the entry names the library and
-scheme.
+(``IntxWeightOnlyConfig(int4, PerGroup)``), activations in the model's dtype. The model is a copy, with
+any LoRA adapter merged into its weights first (W + BA is what is quantized; :func:`dukb.neural.attacks.base.plain_copy`);
+the entry names the library and scheme.
+
+``quant16`` is the control, 16-bit weights: a model already in bfloat16 or float16 (as Zhang et al.'s
+full-precision models) is left exactly as it is; a float32 model has every weight rounded to float16 and back (a
+relative change below 5e-4), which must change no answer.
 """
 
 from __future__ import annotations
@@ -85,18 +89,25 @@ def quantized_copy(pred, bits: int, group: int = 32):
 
     Raises:
         InputError: bits not 4, 8 or 16; torchao missing.
+
+    Source: Zhang et al. 2025 (ICLR), arXiv 2410.16454, Sec. 4 (RTN quantization of unlearned models).
     """
-    import copy
     import dataclasses
 
     import torch
 
-    model = copy.deepcopy(pred.model)
+    from dukb.neural.attacks.base import plain_copy
+
+    model = plain_copy(pred.model)
     if bits == 16:
+        n = 0
         with torch.no_grad():
             for p in model.parameters():
-                p.copy_(p.to(torch.float16).to(p.dtype))
-        scheme = "float16 round trip of every weight (torch)"
+                if p.dtype == torch.float32:
+                    p.copy_(p.to(torch.float16).to(p.dtype))
+                    n += 1
+        scheme = ("float16 round trip of every float32 weight (torch)" if n else
+                  "none: the weights are 16-bit already")
     elif bits in (8, 4):
         Int8, Intx, quantize_, PerGroup = _torchao()
         conv1d_to_linear(model)

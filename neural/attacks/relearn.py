@@ -6,14 +6,19 @@ restores the unlearned knowledge. Here the relearning set is chosen by rule, nev
 
 - ``mode=neighbours`` (default): facts that share a person with the forget set (relationships and biographies), not in
   it;
-- ``mode=half``: a random half of the forget set, the target left out (does the rest come back with it?);
+- ``mode=half``: a random half of the forgotten premises: the relationship facts of the target's minimal deep
+  unlearning sets that the unlearned model no longer knows, the target left out (does the target come back, or can
+  it again be derived, once part of what was forgotten is relearned?);
 - ``mode=target``: the target itself (a sanity check: relearning the fact must bring it back);
 - ``mode=random``: facts about people the forget set does not mention (the control: does *any* finetuning bring the
   forgotten facts back, or only related data, as Hu et al. find?).
 
 ``facts`` caps the relearning set (a seeded random choice), ``steps`` is the number of full-batch AdamW steps on their
 "qa" items (answer-token loss, the finetuning loss of Wu et al. 2025, App. H) at ``lr`` (0: the model family's
-finetuning rate). The model is a copy: the unlearned weights are unchanged afterwards.
+finetuning rate), seeded by the run seed. The attacker holds the weights: relearning trains every parameter of a copy
+with any LoRA adapter merged in (:func:`dukb.neural.attacks.base.plain_copy`), whatever the unlearning method
+trained; the unlearned weights are unchanged afterwards. Only ``half`` and ``target`` relearn facts of the
+forget set; ``neighbours`` and ``random`` never do.
 """
 
 from __future__ import annotations
@@ -36,8 +41,12 @@ def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tupl
     if mode == "target":
         pool = [("relationship", int(ctx.target))]
     elif mode == "half":
-        rest = sorted(forget - {int(ctx.target)})
-        pool = [("relationship", i) for i in random.Random(seed).sample(rest, len(rest) // 2)]
+        from dukb.neural.attacks.base import row_known
+
+        known = row_known(ctx)
+        premises = {int(i) for s in ctx.sets for i in s} - {int(ctx.target)}
+        gone = sorted(i for i in premises if not known.get(("relationship", i), True))
+        pool = [("relationship", i) for i in random.Random(seed).sample(gone, len(gone) // 2)]
     elif mode in ("neighbours", "random"):
         people = {p for f in ctx.kb.relationships if f.fact_id in forget for p in (f.subject, f.object)}
         near = mode == "neighbours"
@@ -51,23 +60,32 @@ def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tupl
     return sorted(pool)
 
 
-def relearned_copy(pred, items, steps: int, lr: float):
-    """A copy of ``pred`` whose model took ``steps`` full-batch AdamW steps on ``items`` (answer-token NLL).
+def relearned_copy(pred, items, steps: int, lr: float, seed: int = 0):
+    """A copy of ``pred`` whose model (every parameter, adapters merged) took ``steps`` full-batch AdamW steps on
+    ``items`` (answer-token NLL), seeded with ``seed``.
 
     Returns:
-        :class:`dukb.neural.probe.Predictor` over the copy (the original model is unchanged).
+        (:class:`dukb.neural.probe.Predictor` over the copy, number of parameters trained); the original model is
+        unchanged.
+
+    Raises:
+        InputError: the model has no parameter to train.
     """
-    import copy
     import dataclasses
 
     import torch
 
+    from dukb.neural.attacks.base import plain_copy
     from dukb.neural.data import encode_qa
     from dukb.neural.finetune import answer_token_loss
 
-    model = copy.deepcopy(pred.model)
+    model = plain_copy(pred.model)
     params = [p for p in model.parameters() if p.requires_grad]
-    if items and steps > 0 and params:
+    if not params:
+        raise InputError("relearn: the model has no parameter to train")
+    n_params = sum(p.numel() for p in params)
+    if items and steps > 0:
+        torch.manual_seed(seed)
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
         batch = encode_qa(pred.tokenizer, pred.tags, items, device=pred.device)
         n_tok = int((batch["labels"] != -100).sum())
@@ -77,14 +95,18 @@ def relearned_copy(pred, items, steps: int, lr: float):
             answer_token_loss(model, batch, max(n_tok, 1)).backward()
             opt.step()
         model.eval()
-    return dataclasses.replace(pred, model=model)
+    return dataclasses.replace(pred, model=model), (n_params if items and steps > 0 else 0)
 
 
 def relearn(ctx: AttackContext, s: dict) -> AttackOutcome:
     """Relearn ``s["facts"]`` facts chosen by ``s["mode"]`` for ``s["steps"]`` steps, then probe every fact.
 
     Returns:
-        :class:`AttackOutcome` with extra ``relearned`` ({"relationships": [...], "biographies": [...]}) and ``lr``.
+        :class:`AttackOutcome` with extra ``relearned`` ({"relationships": [...], "biographies": [...]}; empty when
+        the mode finds no fact, and then nothing is trained), ``lr`` and ``trained_params``.
+
+    Raises:
+        InputError: an unknown mode, or a model with no parameter to train.
 
     Source: Hu et al. 2025 (ICLR), arXiv 2406.13356, Sec. 3 (targeted relearning).
     """
@@ -92,12 +114,13 @@ def relearn(ctx: AttackContext, s: dict) -> AttackOutcome:
     want = set(chosen)
     items = [it for it in ctx.items if (it.fact_kind, int(it.fact_id)) in want]
     lr = float(s["lr"]) or _family_lr(ctx.spec, ctx.seed)
-    pred = relearned_copy(ctx.pred, items, int(s["steps"]), lr)
+    pred, n_params = relearned_copy(ctx.pred, items, int(s["steps"]), lr, ctx.seed)
     known = probe_known(pred, ctx.items, ctx.batch_size)
     del pred
     return AttackOutcome(known_table(ctx.items, known), {
         "relearned": {"relationships": [i for k, i in chosen if k == "relationship"],
-                      "biographies": [i for k, i in chosen if k == "biography"]}, "lr": lr})
+                      "biographies": [i for k, i in chosen if k == "biography"]}, "lr": lr,
+        "trained_params": n_params})
 
 
 def _family_lr(spec, seed: int) -> float:
@@ -118,6 +141,6 @@ def _check(s: dict) -> None:
 
 relearn.check = _check
 register(Attack("relearn", "finetune a copy for `steps` steps on `facts` facts outside the forget set (mode "
-                "neighbours: sharing a person with it; half: a random half of it, target left out; target: the "
-                "target itself; random: about people it does not mention, the control), then probe", "Hu et al. 2025, arXiv 2406.13356",
+                "neighbours: sharing a person with it; half: a random half of the target's forgotten premises; target: "
+                "the target itself; random: about people it does not mention, the control), then probe", "Hu et al. 2025, arXiv 2406.13356",
                 {"mode": "neighbours", "facts": 8, "steps": 8, "lr": 0.0}, relearn))

@@ -34,16 +34,17 @@ from __future__ import annotations
 import random
 
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
-from dukb.neural.methods.ga import GA_LR, ga_loss
+from dukb.neural.families import family_lrs
+from dukb.neural.methods.ga import ga_loss
 from dukb.neural.methods.retain import gdr_loss
 
 #: optimiser steps per round
 STEPS_PER_ROUND = 2
-#: CL-DU's learning rates per model family: GA's (:data:`dukb.neural.methods.ga.GA_LR`) except the tiny model's
+#: CL-DU's learning rates per model family (:data:`dukb.neural.families.FAMILIES`): GA's except the tiny model's
 #: 1e-4. Chosen on a development KB (``dukb generate --people 100 --seed 1``, 22 targets drawn by the run; lr 1e-3,
 #: 5e-4, 2e-4, 1e-4, recall and accuracy on the qa form; bench/RESULTS.md) before any EDU-RELAT run: with the tiny
 #: model finetuned at lr 1e-3, GA's 1e-3 costs accuracy 0.46 at recall 1 where 1e-4 keeps 0.93.
-CL_LR = {**GA_LR, "tiny": 1e-4}
+CL_LR = family_lrs("cl")
 #: ``cl_du_strict``: a fact stays known in the loop while its gold answer's mean log-probability per token is at
 #: least log 0.1 (a geometric-mean token probability of 10%), fixed before any run
 STRICT_LOGPROB = -2.302585

@@ -7,14 +7,13 @@ lr 2e-5 for GPT2-XL/Phi-1.5, 1e-5 for Llama, linear schedule).
 
 from __future__ import annotations
 
+from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
 from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, step_terms
 from dukb.neural.scoring import forward_logits
 
-#: learning rates by model family (tiny: tuned for the built-in default model; smollm2: measured on the demo KB so
-#: that T = 1..16 spans no forgetting to heavy damage, see bench/RESULTS.md — 2e-4, the finetuning rate, halves
-#: accuracy in one step).
-GA_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3, "smollm2": 1e-5}
+#: learning rates by model family (:data:`dukb.neural.families.FAMILIES`, where each rate's source is noted).
+GA_LR = family_lrs("ga")
 STEPS_GRID = (1, 2, 4, 8, 16)
 
 

@@ -27,12 +27,13 @@ own setting is 2 epochs, lr 1.5e-5 with a cross-entropy retain term (App. C.2, "
 
 from __future__ import annotations
 
+from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
 from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, step_terms
 from dukb.neural.scoring import forward_logits
 
-#: learning rates by model family (as GA's; tiny: tuned for the built-in default model).
-KL_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3, "smollm2": 1e-5}
+#: learning rates by model family (:data:`dukb.neural.families.FAMILIES`; as GA's).
+KL_LR = family_lrs("kl")
 STEPS_GRID = (1, 2, 4, 8, 16)
 
 

@@ -30,11 +30,13 @@ At θ = f_ref every form equals (2/β) log 2.
 
 from __future__ import annotations
 
+from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
 from dukb.neural.methods.retain import REG_SUMMARY, regulariser, step_terms
 from dukb.neural.scoring import forward_logits, sequence_logprob, token_logprobs
 
-NPO_LR = {"gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "generic": 4e-5, "tiny": 2e-3, "smollm2": 2e-5}
+#: learning rates by model family (:data:`dukb.neural.families.FAMILIES`).
+NPO_LR = family_lrs("npo")
 BETA = 0.1
 #: NPO's forms: "logit" (Eval-DU's and MUSE's code, ``npo``), "sequence" (the NPO paper, ``npo_seq``)
 NPO_FORMS = ("logit", "sequence")

@@ -9,12 +9,14 @@ With LoRA the reinforcement trains adapters and Δ is their merged weight delta.
 
 from __future__ import annotations
 
+from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.methods.retain import gdr_loss
 from dukb.neural.scoring import forward_logits
 
 REINFORCE_STEPS = 10
-REINFORCE_LR = {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3, "smollm2": 1e-5}
+#: learning rates of the reinforcement by model family (:data:`dukb.neural.families.FAMILIES`).
+REINFORCE_LR = family_lrs("reinforce")
 ALPHA_GRID = (0.2, 0.5, 1.0, 5.0, 10.0)
 ALPHA_GRID_GPT2XL = (0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0)
 

@@ -1,0 +1,119 @@
+"""One registry of model families: how a family is detected, prompted, finetuned and unlearned.
+
+Each :class:`Family` holds everything dukb chooses per model family: the name substrings that detect it, its prompt
+preset (:data:`dukb.neural.spec.PROMPT_PRESETS`), its QA finetuning preset (:class:`dukb.neural.train.TrainConfig`)
+and the learning rates of the gradient methods. A new model family is one entry here. The method modules read their
+rates from :func:`family_lrs` (``GA_LR`` etc. are views of this table) and the run identity records the family's
+name (``family``) and the resolved rates of every row (``setting["lr"]``), so a change here shows in the identity.
+
+Sources: Wu et al. 2025, App. H (the paper's finetuning presets for GPT2-XL, Phi-1.5 and Llama: batch 16, lr 2e-5 /
+2e-5 / 1e-5, 15 / 10 / 10 epochs); the tiny and SmolLM2 presets were measured by dukb (bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dukb.neural.train import TrainConfig
+
+#: the learning-rate keys a family sets: GA (and GA_GDR/GA_KLR), NPO (all forms), KL, TV/WHP's reinforcement of
+#: f_overfit, and CL-DU's rounds
+LR_KINDS = ("ga", "npo", "kl", "reinforce", "cl")
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family.
+
+    Attributes:
+        name: the family's name (``ModelSpec.family``; recorded as ``family`` in run identities).
+        detect: lower-case substrings of a model's last name component that select this family (checked in
+            :data:`FAMILIES` order); empty: never detected by name (``tiny``, ``generic``).
+        prompt: its prompt preset name (:data:`dukb.neural.spec.PROMPT_PRESETS`).
+        finetune: its QA finetuning preset (early stop at 100% checked every ``eval_every`` epochs).
+        lr: learning rate per kind of :data:`LR_KINDS` (per step, AdamW).
+        note: where the numbers come from.
+    """
+
+    name: str
+    detect: tuple[str, ...]
+    prompt: str
+    finetune: TrainConfig
+    lr: dict = field(default_factory=dict)
+    note: str = ""
+
+
+def _paper(lr: float) -> dict:
+    """The paper's families: unlearning at the finetuning rate, NPO at twice it (Wu et al. 2025, App. H)."""
+    return {"ga": lr, "npo": 2 * lr, "kl": lr, "reinforce": lr, "cl": lr}
+
+
+#: name -> Family, in detection order (the first whose substring matches wins; ``generic`` is the fallback).
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("smollm2", ("smollm",), "llama",
+           TrainConfig(epochs=16, lr=2e-4, batch_size=16, warmup_steps=10, schedule="linear", eval_every=1,
+                       extra_epochs=8, extra_lr=2e-5),
+           {"ga": 1e-5, "npo": 2e-5, "kl": 1e-5, "reinforce": 1e-5, "cl": 1e-5},
+           "Measured on 2 CPU cores (bench/RESULTS.md): the paper's 1e-5..2e-5 leaves a 135 M model at 0.19 of the "
+           "demo KB after 8 epochs; 2e-4 held constant climbs to 0.9986 of EDU-RELAT and then oscillates, so the rate "
+           "decays linearly to 0 over 16 epochs (100% of EDU-RELAT after 10). Unlearning at 1e-5 (2e-5 NPO): T = "
+           "1..16 spans no forgetting to heavy damage; the finetuning rate 2e-4 halves accuracy in one GA step."),
+    Family("gpt2-xl", ("gpt2",), "gpt2-xl", TrainConfig(epochs=15, lr=2e-5, batch_size=16, eval_every=1),
+           _paper(2e-5), "Wu et al. 2025, App. H (every GPT-2 size gets GPT2-XL's preset)."),
+    Family("phi", ("phi",), "phi", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), _paper(2e-5),
+           "Wu et al. 2025, App. H (Phi-1.5)."),
+    Family("llama", ("llama",), "llama", TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
+           _paper(1e-5), "Wu et al. 2025, App. H (Llama; TinyLlama too)."),
+    Family("tiny", (), "tiny",
+           TrainConfig(epochs=400, lr=1e-3, batch_size=0, warmup_steps=50, eval_every=20, extra_epochs=200,
+                       extra_lr=1e-4),
+           {"ga": 1e-3, "npo": 2e-3, "kl": 1e-3, "reinforce": 1e-3, "cl": 1e-4},
+           "The built-in default model. Finetuning: batch_size 0 = auto (n_items // 10 clipped to [8, 64]); lr 1e-3 "
+           "reaches 100% in 40-80 epochs on KBs of 8 to 100 people and on EDU-RELAT (3e-3 stalled below 100% on "
+           "some small KBs). CL-DU's 1e-4 was chosen on a development KB (dukb generate --people 100 --seed 1, 22 "
+           "targets) before any EDU-RELAT run: GA's 1e-3 costs accuracy 0.46 at recall 1 where 1e-4 keeps 0.93."),
+    Family("generic", (), "generic", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), _paper(2e-5),
+           "Any other model: the paper's GPT2-XL/Phi rates."),
+)}
+
+
+def detect_family(name_or_path: str) -> str:
+    """The family of a model from the last component of its name or path (a hub id's model name, a GGUF file's
+    name): the first family of :data:`FAMILIES` one of whose ``detect`` substrings is in it, else ``generic``.
+
+    Raises:
+        nothing (any value is turned into a string).
+    """
+    low = str(name_or_path).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
+    for fam in FAMILIES.values():
+        if any(d in low for d in fam.detect):
+            return fam.name
+    return "generic"
+
+
+def family_lrs(kind: str) -> dict[str, float]:
+    """family name -> learning rate of one kind (:data:`LR_KINDS`), e.g. ``family_lrs("ga")["tiny"]`` = 1e-3.
+
+    Raises:
+        KeyError: an unknown kind.
+    """
+    if kind not in LR_KINDS:
+        raise KeyError(f"unknown learning-rate kind {kind!r} (one of {', '.join(LR_KINDS)})")
+    return {name: f.lr[kind] for name, f in FAMILIES.items()}
+
+
+def finetune_presets() -> dict[str, TrainConfig]:
+    """family name -> QA finetuning preset (:data:`dukb.neural.finetune.FINETUNE_PRESETS`)."""
+    return {name: f.finetune for name, f in FAMILIES.items()}
+
+
+def families_table() -> str:
+    """A markdown table of the families (detection, prompt, finetuning rate and epochs, unlearning rates)."""
+    lines = ["| family | detected by | prompt | finetuning lr / epochs / batch | GA | NPO | KL | TV/WHP reinforce | "
+             "CL-DU |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in FAMILIES.values():
+        det = ", ".join(f"`{d}`" for d in f.detect) or ("the built-in model" if f.name == "tiny" else "fallback")
+        ft = f.finetune
+        lines.append(f"| `{f.name}` | {det} | {f.prompt} | {ft.lr:g} / {ft.epochs} / {ft.batch_size or 'auto'} | "
+                     + " | ".join(f"{f.lr[k]:g}" for k in LR_KINDS) + " |")
+    return "\n".join(lines)
