@@ -355,3 +355,35 @@ def test_answer_line_stop_is_exact_on_awkward_tokens():
     stopped = greedy_generate(pred, ["Q"] * len(script), 6, stop_at_newline=True)
     full = greedy_generate(pred, ["Q"] * len(script), 6)
     assert stopped == [answer_line(f) for f in full] == [" b", "father", "b", " a", "fatherxxx"]
+
+
+# ------------------------------------------------------------------------------- attacks on Llama models ----
+def test_attacks_on_a_llama_architecture(tmp_path):
+    """quant4/quant8 reach a Llama model's linear layers and the logit lens finds its final norm (`model.norm`)."""
+    from dukb.neural.attacks.logitlens import _final_norm
+    from dukb.neural.pipeline import load_finetuned
+
+    path = _tiny_llama(tmp_path)
+    lm = load_finetuned(str(path), device="cpu", prompt="llama")
+    assert _final_norm(lm.model) is lm.model.model.norm
+    out = tmp_path / "row.json"
+    assert main(["attack", "--kb", "demo", "--model", str(path), "--prompt", "llama", "--target-id", "1",
+                 "--attacks", "quant8,quant4:group=16,logitlens", "--device", "cpu", "-o", str(out)]) == 0
+    row = json.loads(out.read_text())
+    assert "groups of 16" in row["attacks"]["quant4"]["scheme"] and "int8" in row["attacks"]["quant8"]["scheme"]
+    assert len(row["attacks"]["logitlens"]["target_ranks"]) == lm.model.config.num_hidden_layers + 1
+
+
+@pytest.mark.slow
+@needs_smol
+def test_smollm2_attacks(tmp_path):
+    """`dukb attack` on SmolLM2-135M: quantization through torchao on the real weights, the lens over its 30 blocks,
+    and relearning the target brings it back."""
+    out = tmp_path / "row.json"
+    assert main(["attack", "--kb", "demo", "--model", "smollm2-135m", "--target-id", "1", "--attacks",
+                 "quant4,logitlens,relearn:mode=target:steps=8", "--device", "cpu", "-o", str(out)]) == 0
+    row = json.loads(out.read_text())
+    assert row["target_forgotten"]  # the base model does not know the demo KB
+    assert "int4" in row["attacks"]["quant4"]["scheme"]
+    assert len(row["attacks"]["logitlens"]["target_ranks"]) == 31
+    assert row["attacks"]["relearn"]["target_known"] == 1
