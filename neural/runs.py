@@ -445,7 +445,7 @@ def _make_dir(run: Path) -> list[Path]:
 
 
 #: protocols whose live runs a second invocation with the same identity may join as another worker
-JOINABLE_PROTOCOLS = ("evaluate",)
+JOINABLE_PROTOCOLS = ("evaluate", "rwku")
 #: seconds between a waiter's attempts to lock a run held by another process
 LOCK_POLL = 0.5
 
@@ -1728,6 +1728,43 @@ class UnitClaims:
                 pass
             os.close(self._fd)
             self._fd = -1
+
+
+def claimed_units(claims: "UnitClaims | None", results: "ResultsFile", units, pending: Callable):
+    """The work units this worker runs, in order: each unit whose rows are not all in ``results`` and that no other
+    live worker holds is claimed, handed to the caller with what is left of it, and marked done once the caller's
+    loop body for it returns. With claims, a second pass takes over the units of workers that ended (killed) while
+    this one ran. Without claims (one process, or a sharded multi-process launch) every unit is this worker's.
+
+    Args:
+        claims: this worker's :class:`UnitClaims`, or None.
+        results: the run's :class:`ResultsFile` (refreshed with other workers' rows before each decision).
+        units: the unit keys (tuples of ints and strings), in the order to run them.
+        pending: ``pending(unit)`` -> what of the unit is still to compute (a list; empty: done).
+
+    Yields:
+        (unit, pending(unit)) for each unit this worker computes.
+
+    Source: dukb (work units any launcher can run).
+    """
+    for _pass in range(2 if claims is not None else 1):
+        for unit in units:
+            if claims is not None:
+                results.refresh()  # the rows other workers appended meanwhile
+            todo = pending(unit)
+            if not todo:
+                continue
+            if claims is not None:
+                if not claims.claim(unit, reopen=True):  # another live worker has it
+                    continue
+                results.refresh()  # rows its previous worker wrote before it stopped
+                todo = pending(unit)
+                if not todo:
+                    claims.done(unit)
+                    continue
+            yield unit, todo
+            if claims is not None:
+                claims.done(unit)
 
 
 @contextlib.contextmanager

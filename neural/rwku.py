@@ -185,7 +185,8 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     from dukb.neural.plan import choose_targets, load_kb_closure
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.protocol import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
-    from dukb.neural.runs import ResultsFile, claim_run, history_entry, provenance, read_results, write_json_atomic
+    from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, history_entry, open_to_workers,
+                                  provenance, read_results, run_role, worker_id, write_json_atomic)
     from dukb.neural.rwku_report import render_rwku
     from dukb.neural.unlearn import default_retain, retain_fact_ids
     from dukb.solver.mdus import minimal_sets
@@ -232,14 +233,21 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     res_path = run / "results.jsonl"
     if not resume and res_path.exists():
         raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
-    results = ResultsFile(res_path, key=rwku_row_key)
+    # a second invocation with the same settings joins a live run as another worker (runs.open_to_workers): it
+    # neither repairs results.jsonl nor rewrites config.json and requests.json, which the run's owner did
+    joined = run_role(run) == "worker"
+    if joined:
+        log("joined the run as another worker: units (request, method) are claimed in RUN_DIR/units")
+    worker = worker_id()
+    results = ResultsFile(res_path, key=rwku_row_key, repair=not joined)
     requests = [{"name": f"target-{t}", "kind": "single", "targets": [t]} for t in identity["targets"]]
     requests += [{"name": f"batch-{n}", "kind": "batch", "targets": targets[:n]} for n in cfg.batch_sizes]
     for r in requests:
         r["forget"] = forget_set(closure, r["targets"], cfg.forget_scope)
         r["cone"] = cone_ids(closure, r["targets"])
         r["neighbours"] = neighbour_facts(kb, r["forget"], r["cone"])
-    write_json_atomic(run / "requests.json", {"requests": requests})
+    if not joined:
+        write_json_atomic(run / "requests.json", {"requests": requests})
     record = {"protocol": "rwku", **asdict(cfg), "kb": str(kb.source), "identity": identity,
               "history": old.get("history", []) + [history_entry(added)], "provenance": provenance(device)}
 
@@ -263,7 +271,8 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
         acc = (finetune_record(ft_dir) or {}).get("accuracy")
         if acc is not None and acc < 1.0:
             log(f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as forgotten")
-    write_json_atomic(run / "config.json", record)
+    if not joined:
+        write_json_atomic(run / "config.json", record)
     kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
     items = kb_qa(kb, kinds, seed=cfg.seed)  # every probe: evaluation only
     qa_items = [it for it in items if it.kind == QA_KIND]
@@ -319,50 +328,68 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
         bar = Progress()
         bar.start()
-        task = bar.add_task("rwku", total=len(requests) * (1 + sum(len(g) for g in grids.values())))
+        task = bar.add_task("rwku", total=len(requests) * (1 + sum(len(g) for g in grids.values())),
+                            completed=len(results.done))
     pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    by_name = {r["name"]: r for r in requests}
+    meth = {label: m for label, m, _s, _g in methods}
+
+    def pending(unit) -> list:
+        name, label = unit
+        if not label:  # the request's row before unlearning
+            return [] if (name, "", None) in results.done else [None]
+        return [v for v in grids[label] if (name, label, float(v)) not in results.done]
+
+    # work units: (request, "") for the model before unlearning, (request, method) after; claimed atomically so
+    # that any number of invocations with the same settings share the run (runs.claimed_units)
+    units = [(r["name"], label) for r in requests for label in [""] + [lb for lb, *_ in methods]]
+    claims = UnitClaims(run, worker)
+    open_to_workers(run)  # config.json, requests.json and the model are on disk: others may join
     try:
-        for req in requests:
-            if (req["name"], "", None) not in results.done:
+        for (name, label), todo in claimed_units(claims, results, units, pending):
+            req = by_name[name]
+            if not label:
                 emit(req, score(pred0, req, {}), model_kind="before", method=None, param=None, setting={},
-                     trained_forms={"forget": [], "retain": []}, trained_fact_ids=None)
-            if bar is not None:
-                bar.advance(task)
+                     trained_forms={"forget": [], "retain": []}, trained_fact_ids=None, worker=worker)
+                if bar is not None:
+                    bar.advance(task)
+                continue
+            m = meth[label]
             # the forget corpus: the descriptions of the forget facts; the retain pool: descriptions of distant
             # facts (neither forget, neighbour nor cone facts), which are then scored in no group
             forget_ids = set(req["forget"])
             forget = [it for it in descriptions if it.fact_kind == "relationship" and it.fact_id in forget_ids]
             near = _near_keys(req)
             pool = [it for it in descriptions if (it.fact_kind, it.fact_id) not in near]
-            for label, m, _s, _g in methods:
-                todo = [v for v in grids[label] if (req["name"], label, float(v)) not in results.done]
+            retain = default_retain(pool, forget, seed=cfg.seed) if m.uses_retain else []
+            rids = retain_fact_ids(retain)
+            trained = {"trained_forms": {"forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM] if retain
+                                         else []},
+                       "trained_fact_ids": {"forget": retain_fact_ids(forget), "retain": rids},
+                       "n_trained_texts": {"forget": len(forget), "retain": len(retain)}}
+            ctx = UnlearnContext(lm, forget, retain, seed=cfg.seed, lr=cfg.lr, kb=kb, **cfg.unlearn_kwargs())
+            t0 = time.perf_counter()
+            for setting, pred in m.sweep(ctx, todo):
+                t1 = time.perf_counter()
+                setting = {k: v for k, v in dict(setting).items() if k != "trace"}
+                emit(req, score(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned", method=label,
+                     base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids, **trained,
+                     seconds_unlearn=round(t1 - t0, 4), seconds_eval=round(time.perf_counter() - t1, 4),
+                     worker=worker)
+                claims.heartbeat((name, label))
                 if bar is not None:
-                    bar.advance(task, len(grids[label]) - len(todo))
-                if not todo:
-                    continue
-                retain = default_retain(pool, forget, seed=cfg.seed) if m.uses_retain else []
-                rids = retain_fact_ids(retain)
-                trained = {"trained_forms": {"forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM] if retain
-                                             else []},
-                           "trained_fact_ids": {"forget": retain_fact_ids(forget), "retain": rids},
-                           "n_trained_texts": {"forget": len(forget), "retain": len(retain)}}
-                ctx = UnlearnContext(lm, forget, retain, seed=cfg.seed, lr=cfg.lr, kb=kb, **cfg.unlearn_kwargs())
+                    bar.advance(task)
                 t0 = time.perf_counter()
-                for setting, pred in m.sweep(ctx, todo):
-                    t1 = time.perf_counter()
-                    setting = {k: v for k, v in dict(setting).items() if k != "trace"}
-                    emit(req, score(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned", method=label,
-                         base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids, **trained,
-                         seconds_unlearn=round(t1 - t0, 4), seconds_eval=round(time.perf_counter() - t1, 4))
-                    if bar is not None:
-                        bar.advance(task)
-                    t0 = time.perf_counter()
-            log(f"{req['name']}: done")
+            log(f"{name} {label}: done")
     finally:
         if bar is not None:
             bar.stop()
+        claims.close()
     log(f"done in {time.perf_counter() - t_start:.1f} s")
-    paths = render_rwku(run)
+    from dukb.neural.runs import render_lock
+
+    with render_lock(run):  # workers sharing the run render one after the other
+        paths = render_rwku(run)
     log(f"report {paths['report']}")
     return pd.DataFrame(read_results(res_path))
 

@@ -111,3 +111,41 @@ def test_two_evaluate_processes_share_one_run(tmp_path):
     want = {(r["target"], r["method"], json.dumps(r["setting"], sort_keys=True)): (r["recall"], r["accuracy_all"])
             for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
     assert {k: (r["recall"], r["accuracy_all"]) for k, r in zip(keys, rows)} == want
+
+
+def test_two_rwku_processes_share_one_run(tmp_path):
+    """`dukb rwku --resume` started twice with the same settings: the second joins once the first has finetuned,
+    each (request, method) unit is computed by one of them, and the rows equal a one-process run's."""
+    pytest.importorskip("torch")
+    from dukb.cli.main import main
+    from dukb.kb import save_kb
+    from dukb.kb.generate import generate
+
+    kb_dir = save_kb(generate(16, seed=4)[0], tmp_path / "kb")
+    run = tmp_path / "run"
+    opts = ["--methods", "ga,npo", "--grid", "ga=1,2", "--grid", "npo=1", "--n-targets", "4", "--batch-sizes", "2",
+            "--device", "cpu"]
+    cmd = [sys.executable, "-m", "dukb.cli.main", "rwku", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.0)
+    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    err_a, err_b = a.communicate(timeout=900)[1], b.communicate(timeout=900)[1]
+    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    assert "joined the run as another worker" in err_b
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    keys = [(r["request"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)) for r in rows]
+    assert len(keys) == len(set(keys)) == 5 * (1 + 2 + 1)  # 4 single requests and one batch: every row once
+    by_unit = {}
+    for r in rows:
+        by_unit.setdefault((r["request"], r.get("method") or ""), set()).add(r["worker"])
+    assert all(len(w) == 1 for w in by_unit.values())
+    assert len({w for ws in by_unit.values() for w in ws}) == 2  # both worked
+    assert (run / "report.md").exists()
+    solo = tmp_path / "solo"
+    assert main(["rwku", "--kb", str(kb_dir), "-o", str(solo), "--finetuned", str(run / "finetuned"), *opts]) == 0
+    want = {(r["request"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)):
+            (r["recall"], r["f_all"] if "f_all" in r else None)
+            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    got = {k: (r["recall"], r["f_all"] if "f_all" in r else None) for k, r in zip(keys, rows)}
+    assert got == want
