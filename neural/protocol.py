@@ -461,7 +461,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
 
     # 3. sweep -> probe -> metrics, streamed per setting (this process's share of the targets under a
     # multi-process launch); 4. report
-    from dukb.neural.runs import UnitClaims, open_to_workers, worker_id
+    from dukb.neural.runs import UnitClaims, claimed_units, open_to_workers, worker_id
 
     worker = worker_id()
     # work units: (target, method), claimed atomically so that any number of processes share the run (one process:
@@ -482,58 +482,48 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
         task = bar.add_task("unlearning", total=total, completed=done_mine)
     try:
         # with claims, a second pass takes over the units of workers that ended (killed) while this one ran
-        for _pass in range(2 if claims is not None else 1):
-            for t in my_targets:
-                fact = kb.relationship(t)
-                for label, m, scope, _g in methods:
-                    if claims is not None:
-                        results.refresh()  # the rows other workers appended meanwhile
-                    todo = [v for v in grids[label] if (t, label, float(v)) not in results.done]
-                    claimed = False
-                    if claims is not None and todo:
-                        if not claims.claim((t, label), reopen=True):  # another live worker has it
-                            continue
-                        claimed = True
-                        results.refresh()  # rows its previous worker wrote before it stopped
-                        todo = [v for v in grids[label] if (t, label, float(v)) not in results.done]
-                    if not todo:
-                        if claimed:
-                            claims.done((t, label))
-                        continue
-                    entry = identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
-                    schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
-                        if entry.get("schedule") == "reference" else None
-                    for row in sweep_target(lm, kb, closure, t, m.name, todo,
-                                            sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
-                                            lora=spec.lora, layers=parse_layers(cfg.layers),
-                                            probe_items=items, scope=scope,
-                                            forget_ids=plan.forget[(t, scope)], batch_size=PROBE["batch_size"],
-                                            metrics=row_metrics_, heldout_forms=cfg.heldout_forms,
-                                            heldout_before=heldout_before, heldout_rule=cfg.heldout_rule,
-                                            schedule=schedule, attacks=attacks, reference=reference):
-                        row["method"] = label
-                        row["worker"] = worker
-                        row["target_relation"] = fact.relation
-                        row["n_kb_rel"] = len(kb.relationships)
-                        row["n_kb_bio"] = len(kb.biographies)
-                        if "forgotten_relationships" in row:  # Success-DU (Definition 2): t not in Ω(K \ U_A, R)
-                            row["success_du"] = success_du(closure, t, row["forgotten_relationships"])
-                        if "forgotten_relationships_heldout" in row:  # the same, judged on held-out forms
-                            row["success_du_heldout"] = success_du(closure, t, row["forgotten_relationships_heldout"])
-                        results.append(row)
-                        if claims is not None:
-                            claims.heartbeat((t, label))
-                        if bar is not None:
-                            bar.advance(task)
-                    if claims is not None:
-                        claims.done((t, label))
-                    mine = [r for r in results.rows if r["target"] == t and r["method"] == label]
-                    if "recall" not in mine[0]:
-                        continue
-                    best = max(mine, key=lambda r: (r["recall"], r["accuracy_all"]))
-                    log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
-                        f"{best['recall']:.2f} at accuracy {best['accuracy_all']:.2f}; target forgotten in "
-                        f"{sum(r['target_forgotten'] for r in mine)}/{len(mine)} settings")
+        by_label = {label: (m, scope) for label, m, scope, _g in methods}
+        units = [(t, label) for t in my_targets for label, *_r in methods]
+
+        def pending(unit) -> list:
+            t, label = unit
+            return [v for v in grids[label] if (t, label, float(v)) not in results.done]
+
+        for (t, label), todo in claimed_units(claims, results, units, pending):
+            fact = kb.relationship(t)
+            m, scope = by_label[label]
+            entry = identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
+            schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
+                if entry.get("schedule") == "reference" else None
+            for row in sweep_target(lm, kb, closure, t, m.name, todo,
+                                    sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
+                                    lora=spec.lora, layers=parse_layers(cfg.layers),
+                                    probe_items=items, scope=scope,
+                                    forget_ids=plan.forget[(t, scope)], batch_size=PROBE["batch_size"],
+                                    metrics=row_metrics_, heldout_forms=cfg.heldout_forms,
+                                    heldout_before=heldout_before, heldout_rule=cfg.heldout_rule,
+                                    schedule=schedule, attacks=attacks, reference=reference):
+                row["method"] = label
+                row["worker"] = worker
+                row["target_relation"] = fact.relation
+                row["n_kb_rel"] = len(kb.relationships)
+                row["n_kb_bio"] = len(kb.biographies)
+                if "forgotten_relationships" in row:  # Success-DU (Definition 2): t not in Ω(K \ U_A, R)
+                    row["success_du"] = success_du(closure, t, row["forgotten_relationships"])
+                if "forgotten_relationships_heldout" in row:  # the same, judged on held-out forms
+                    row["success_du_heldout"] = success_du(closure, t, row["forgotten_relationships_heldout"])
+                results.append(row)
+                if claims is not None:
+                    claims.heartbeat((t, label))
+                if bar is not None:
+                    bar.advance(task)
+            mine = [r for r in results.rows if r["target"] == t and r["method"] == label]
+            if "recall" not in mine[0]:
+                continue
+            best = max(mine, key=lambda r: (r["recall"], r["accuracy_all"]))
+            log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
+                f"{best['recall']:.2f} at accuracy {best['accuracy_all']:.2f}; target forgotten in "
+                f"{sum(r['target_forgotten'] for r in mine)}/{len(mine)} settings")
     finally:
         if bar is not None:
             bar.stop()
