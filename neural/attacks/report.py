@@ -26,7 +26,10 @@ def attack_points(df):
         att = r.get("attacks")
         if not isinstance(att, dict) or not att:
             continue
-        setting = json.dumps(r.get("setting"), sort_keys=True)
+        st, param = r.get("setting") or {}, r.get("param")
+        # the swept value names the setting (the rest of it is fixed per method); the whole setting otherwise
+        setting = f"{param}={st[param]:g}" if param in st and isinstance(st[param], (int, float)) else \
+            json.dumps(st, sort_keys=True)
         sdu = r.get("success_du")
         recs.append({"method": r["method"], "setting": setting, "attack": "none", "recall": r["recall"],
                      "success_du": sdu, "target_known": 1 - int(bool(r.get("target_forgotten")))})
