@@ -237,8 +237,8 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
     from dukb.neural.metrics.recall import success_du_all
     from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
     from dukb.neural.probe import Predictor, probe
-    from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, claim_run, history_entry, provenance, read_results,
-                                  write_json_atomic)
+    from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, UnitClaims, claim_run, claimed_units, history_entry,
+                                  open_to_workers, provenance, read_results, run_role, worker_id, write_json_atomic)
 
     cfg = config or ControlConfig()
     cfg.check()
@@ -279,14 +279,23 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
     res_path = run / "results.jsonl"
     if not resume and res_path.exists():
         raise InputError(f"{run} already holds results; pass --resume to continue it or choose another -o")
-    results = ResultsFile(res_path, key=control_row_key)
-    write_json_atomic(run / "splits.json", splits)
+    # a second invocation with the same settings joins a live run as another worker (runs.open_to_workers): it
+    # neither repairs results.jsonl nor rewrites config.json, splits.json and the caches, which the owner did
+    joined = run_role(run) == "worker"
+    if joined:
+        log("joined the run as another worker: units (ratio, method) are claimed in RUN_DIR/units")
+    worker = worker_id()
+    results = ResultsFile(res_path, key=control_row_key, repair=not joined)
+    if not joined:
+        write_json_atomic(run / "splits.json", splits)
     record = {"protocol": "control", **asdict(cfg), "kb": str(kb.source), "identity": identity,
               "history": old.get("history", []) + [history_entry(added)], "provenance": provenance(device)}
-    write_json_atomic(run / "config.json", record)
+    if not joined:
+        write_json_atomic(run / "config.json", record)
     all_forget = sorted({t for f in splits["forget"].values() for t in f})
     # the forget facts' minimal deep unlearning sets, cached in sets.json for the report's DU recall
-    sets_cache(run, closure, all_forget, sets_key(identity["kb"], identity["rules"], cfg.sets, cfg.seeds, cfg.seed))
+    sets_cache(run, closure, all_forget, sets_key(identity["kb"], identity["rules"], cfg.sets, cfg.seeds, cfg.seed),
+               write=not joined)
     log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; D_u sizes "
         + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
         + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}")
@@ -336,75 +345,123 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
             bar.advance(task)
         return row
 
-    try:
-        for ratio in cfg.ratios:
-            rk = ratio_key(ratio)
-            forget_ids = splits["forget"][rk]
-            f_items = [by_key[("relationship", i)] for i in forget_ids]
-            train = splits["retain_train"][rk]
-            train_items = [by_key[("relationship", i)] for i in train["relationships"]] + \
-                [by_key[("biography", i)] for i in train["biographies"]]
-            base = {"ratio": rk, "forget_fact_ids": forget_ids}
-            orig = next((r for r in results.rows if control_row_key(r) == (rk, "", "original", None)), None)
-            if orig is None:
+    class _Missing(Exception):
+        """A dry run met a row that is not in results.jsonl yet."""
+
+    pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+
+    def ratio_data(rk: str):
+        forget_ids = splits["forget"][rk]
+        f_items = [by_key[("relationship", i)] for i in forget_ids]
+        train = splits["retain_train"][rk]
+        train_items = [by_key[("relationship", i)] for i in train["relationships"]] + \
+            [by_key[("biography", i)] for i in train["biographies"]]
+        return {"ratio": rk, "forget_fact_ids": forget_ids}, f_items, train, train_items
+
+    def original(rk: str, emit_it: bool, dry: bool = False) -> dict:
+        """θ_o's row of a ratio: read from the results, else computed (and written when ``emit_it``)."""
+        orig = next((r for r in results.rows if control_row_key(r) == (rk, "", "original", None)), None)
+        if orig is not None:
+            return orig
+        if dry:
+            raise _Missing
+        base, f_items, _t, _ti = ratio_data(rk)
+        t0 = time.perf_counter()
+        row = {**base, "method": None, "control": "original", "stage": "original", "value": None,
+               **evaluate_model(pred0, f_items), "seconds": round(time.perf_counter() - t0, 3), "worker": worker}
+        return emit(row) if emit_it else row
+
+    def method_unit(rk: str, m, dry: bool = False) -> None:
+        """The rows of one (ratio, method) unit: the uncontrolled run, then every control's coarse and fine grids
+        (each fine grid centred on the coarse calibration). ``dry``: only check that every row is present (raise
+        _Missing otherwise); the grids depend on rows already computed, so this replays the unit's decisions."""
+        base, f_items, train, train_items = ratio_data(rk)
+        orig = original(rk, emit_it=False, dry=dry)  # another worker may still be writing it: the same values
+        retain = train_items if m.uses_retain else []
+        used = {"retain_train_fact_ids": ({"relationships": train["relationships"],
+                                           "biographies": train["biographies"]} if m.uses_retain else
+                                          {"relationships": [], "biographies": []})}
+
+        def sweep(control: str, grid: list, stage: str) -> list[dict]:
+            """Rows of ``m`` under ``control`` over ``grid`` (rows already present are reused)."""
+            ckind = "none" if control == "none" else control
+            out, todo = [], []
+            for v in grid:
+                hit = next((r for r in results.rows
+                            if control_row_key(r) == (rk, m.name, control, float(v))), None)
+                (out.append(hit) if hit is not None else todo.append(v))
+            if not todo:
+                return out
+            if dry:
+                raise _Missing
+            ctx = UnlearnContext(lm, f_items, retain, seed=cfg.seed, lr=cfg.lr, **cfg.unlearn_kwargs(),
+                                 control=Control(ckind, cfg.steps), kb=kb, closure=closure, items=qa)
+            t0 = time.perf_counter()
+            for setting, pred in m.sweep(ctx, todo):
+                t1 = time.perf_counter()
+                value = setting.get(Control(ckind, cfg.steps).param)
+                row = {**base, "method": m.name, "control": control, "stage": stage,
+                       "param": Control(ckind, cfg.steps).param, "value": float(value),
+                       "setting": setting, **used, **evaluate_model(pred, f_items),
+                       "risk_curve": pred.meta.get("risk_curve"),
+                       "seconds_unlearn": round(t1 - t0, 3),
+                       "seconds_eval": round(time.perf_counter() - t1, 3), "worker": worker}
+                out.append(emit(row))
+                claims.heartbeat((rk, m.name))
                 t0 = time.perf_counter()
-                pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
-                orig = emit({**base, "method": None, "control": "original", "stage": "original", "value": None,
-                             **evaluate_model(pred0, f_items), "seconds": round(time.perf_counter() - t0, 3)})
-            log(f"{rk}: θ_o PS-exact forget {orig['ps_exact_forget']:.3f} retain {orig['ps_exact_retain']:.3f}")
-            for m in methods:
-                retain = train_items if m.uses_retain else []
-                used = {"retain_train_fact_ids": ({"relationships": train["relationships"],
-                                                   "biographies": train["biographies"]} if m.uses_retain else
-                                                  {"relationships": [], "biographies": []})}
+            return out
 
-                def sweep(control: str, grid: list, stage: str) -> list[dict]:
-                    """Rows of ``m`` under ``control`` over ``grid`` (rows already present are reused)."""
-                    ckind = "none" if control == "none" else control
-                    out, todo = [], []
-                    for v in grid:
-                        hit = next((r for r in results.rows
-                                    if control_row_key(r) == (rk, m.name, control, float(v))), None)
-                        (out.append(hit) if hit is not None else todo.append(v))
-                    if not todo:
-                        return out
-                    ctx = UnlearnContext(lm, f_items, retain, seed=cfg.seed, lr=cfg.lr, **cfg.unlearn_kwargs(),
-                                         control=Control(ckind, cfg.steps), kb=kb, closure=closure, items=qa)
-                    t0 = time.perf_counter()
-                    for setting, pred in m.sweep(ctx, todo):
-                        t1 = time.perf_counter()
-                        value = setting.get(Control(ckind, cfg.steps).param)
-                        row = {**base, "method": m.name, "control": control, "stage": stage,
-                               "param": Control(ckind, cfg.steps).param, "value": float(value),
-                               "setting": setting, **used, **evaluate_model(pred, f_items),
-                               "risk_curve": pred.meta.get("risk_curve"),
-                               "seconds_unlearn": round(t1 - t0, 3),
-                               "seconds_eval": round(time.perf_counter() - t1, 3)}
-                        out.append(emit(row))
-                        t0 = time.perf_counter()
-                    return out
+        unc = sweep("none", [cfg.steps], "uncontrolled")[0]
+        risks = (unc.get("risk_curve") or {}).get("unlearning_risk") or []
+        tau_top = max(risks) if risks else None
+        if not dry:
+            log(f"{rk} {m.name}: uncontrolled T={cfg.steps}: PS-exact forget {unc['ps_exact_forget']:.3f} "
+                f"retain {unc['ps_exact_retain']:.3f}")
+        for control in cfg.controls:
+            grid = coarse_grid(control, cfg, tau_top)
+            rows = sweep(control, grid, "coarse")
+            best = calibrate(rows, orig, cfg.selection)
+            centre = float(best["value"]) if best is not None else float(grid[0])
+            rows += sweep(control, fine_grid(control, centre, grid, cfg), "fine")
+            sel = calibrate(rows, orig, cfg.selection)
+            if dry:
+                continue
+            if sel is None:
+                log(f"{rk} {m.name} {control}: no setting passes the floors")
+            else:
+                log(f"{rk} {m.name} {control}: selected {sel['param']}={sel['value']:g}: PS-exact forget "
+                    f"{sel['ps_exact_forget']:.3f}, retain {sel['ps_exact_retain']:.3f}")
 
-                unc = sweep("none", [cfg.steps], "uncontrolled")[0]
-                risks = (unc.get("risk_curve") or {}).get("unlearning_risk") or []
-                tau_top = max(risks) if risks else None
-                log(f"{rk} {m.name}: uncontrolled T={cfg.steps}: PS-exact forget {unc['ps_exact_forget']:.3f} "
-                    f"retain {unc['ps_exact_retain']:.3f}")
-                for control in cfg.controls:
-                    grid = coarse_grid(control, cfg, tau_top)
-                    rows = sweep(control, grid, "coarse")
-                    best = calibrate(rows, orig, cfg.selection)
-                    centre = float(best["value"]) if best is not None else float(grid[0])
-                    rows += sweep(control, fine_grid(control, centre, grid, cfg), "fine")
-                    sel = calibrate(rows, orig, cfg.selection)
-                    if sel is None:
-                        log(f"{rk} {m.name} {control}: no setting passes the floors")
-                    else:
-                        log(f"{rk} {m.name} {control}: selected {sel['param']}={sel['value']:g}: PS-exact forget "
-                            f"{sel['ps_exact_forget']:.3f}, retain {sel['ps_exact_retain']:.3f}")
+    by_name = {m.name: m for m in methods}
+
+    def pending(unit) -> list:
+        rk, name = unit
+        try:
+            original(rk, emit_it=False, dry=True) if not name else method_unit(rk, by_name[name], dry=True)
+        except _Missing:
+            return [unit]
+        return []
+
+    # work units: (ratio, "") for θ_o's row, (ratio, method) for a method's uncontrolled run and every control's
+    # grids; claimed atomically so that any number of invocations with the same settings share the run
+    units = [(ratio_key(r), name) for r in cfg.ratios for name in [""] + [m.name for m in methods]]
+    claims = UnitClaims(run, worker)
+    open_to_workers(run)  # config.json, splits.json, sets.json and the model are on disk: others may join
+    try:
+        for (rk, name), _todo in claimed_units(claims, results, units, pending):
+            if not name:
+                orig = original(rk, emit_it=True)
+                log(f"{rk}: θ_o PS-exact forget {orig['ps_exact_forget']:.3f} retain {orig['ps_exact_retain']:.3f}")
+            else:
+                method_unit(rk, by_name[name])
     finally:
         if bar is not None:
             bar.stop()
-    paths = render_control(run)
+        claims.close()
+    from dukb.neural.runs import render_lock
+
+    with render_lock(run):  # workers sharing the run render one after the other
+        paths = render_control(run)
     log(f"done in {time.perf_counter() - t_start:.1f} s: report {paths['report']}")
     return pd.DataFrame(read_results(res_path))
 

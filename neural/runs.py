@@ -445,7 +445,7 @@ def _make_dir(run: Path) -> list[Path]:
 
 
 #: protocols whose live runs a second invocation with the same identity may join as another worker
-JOINABLE_PROTOCOLS = ("evaluate", "rwku")
+JOINABLE_PROTOCOLS = ("evaluate", "rwku", "control")
 #: seconds between a waiter's attempts to lock a run held by another process
 LOCK_POLL = 0.5
 

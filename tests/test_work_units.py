@@ -149,3 +149,38 @@ def test_two_rwku_processes_share_one_run(tmp_path):
             for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
     got = {k: (r["recall"], r["f_all"] if "f_all" in r else None) for k, r in zip(keys, rows)}
     assert got == want
+
+
+def test_two_control_processes_share_one_run(tmp_path):
+    """`dukb control --resume` started twice: units (ratio, θ_o) and (ratio, method) are each run by one worker
+    (a method unit's fine grids follow its own coarse rows), and the rows equal a one-process run's."""
+    pytest.importorskip("torch")
+    from dukb.cli.main import main
+    from dukb.kb import save_kb
+    from dukb.kb.generate import generate
+
+    kb_dir = save_kb(generate(16, seed=4)[0], tmp_path / "kb")
+    run = tmp_path / "run"
+    opts = ["--methods", "ga,ga_gdr", "--controls", "es,mm", "--ratios", "0.05,0.1", "--steps", "4", "--coarse",
+            "2", "--fine", "2", "--retain-eval", "8", "--device", "cpu"]
+    cmd = [sys.executable, "-m", "dukb.cli.main", "control", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.0)
+    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    err_a, err_b = a.communicate(timeout=900)[1], b.communicate(timeout=900)[1]
+    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    assert "joined the run as another worker" in err_b
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    keys = [(r["ratio"], r.get("method") or "", r["control"], r["value"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    by_unit = {}
+    for r in rows:
+        by_unit.setdefault((r["ratio"], r.get("method") or ""), set()).add(r["worker"])
+    assert len(by_unit) == 6 and all(len(w) == 1 for w in by_unit.values())
+    assert len({w for ws in by_unit.values() for w in ws}) == 2
+    solo = tmp_path / "solo"
+    assert main(["control", "--kb", str(kb_dir), "-o", str(solo), "--finetuned", str(run / "finetuned"), *opts]) == 0
+    want = {(r["ratio"], r.get("method") or "", r["control"], r["value"]): (r["ps_exact_forget"], r["ps_exact_retain"])
+            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    assert {k: (r["ps_exact_forget"], r["ps_exact_retain"]) for k, r in zip(keys, rows)} == want
