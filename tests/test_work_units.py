@@ -113,6 +113,18 @@ def test_two_evaluate_processes_share_one_run(tmp_path):
     assert {k: (r["recall"], r["accuracy_all"]) for k, r in zip(keys, rows)} == want
 
 
+def _two_workers(cmd: list[str]) -> str:
+    """Start ``cmd`` twice, the second a second later (one torch thread each); both must succeed. Returns the
+    second one's stderr."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.0)
+    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    err_a, err_b = a.communicate(timeout=900)[1], b.communicate(timeout=900)[1]
+    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    return err_b
+
+
 def test_two_rwku_processes_share_one_run(tmp_path):
     """`dukb rwku --resume` started twice with the same settings: the second joins once the first has finetuned,
     each (request, method) unit is computed by one of them, and the rows equal a one-process run's."""
@@ -126,12 +138,7 @@ def test_two_rwku_processes_share_one_run(tmp_path):
     opts = ["--methods", "ga,npo", "--grid", "ga=1,2", "--grid", "npo=1", "--n-targets", "4", "--batch-sizes", "2",
             "--device", "cpu"]
     cmd = [sys.executable, "-m", "dukb.cli.main", "rwku", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(1.0)
-    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    err_a, err_b = a.communicate(timeout=900)[1], b.communicate(timeout=900)[1]
-    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    err_b = _two_workers(cmd)
     assert "joined the run as another worker" in err_b
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     keys = [(r["request"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)) for r in rows]
@@ -164,12 +171,7 @@ def test_two_control_processes_share_one_run(tmp_path):
     opts = ["--methods", "ga,ga_gdr", "--controls", "es,mm", "--ratios", "0.05,0.1", "--steps", "4", "--coarse",
             "2", "--fine", "2", "--retain-eval", "8", "--device", "cpu"]
     cmd = [sys.executable, "-m", "dukb.cli.main", "control", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(1.0)
-    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    err_a, err_b = a.communicate(timeout=900)[1], b.communicate(timeout=900)[1]
-    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    err_b = _two_workers(cmd)
     assert "joined the run as another worker" in err_b
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     keys = [(r["ratio"], r.get("method") or "", r["control"], r["value"]) for r in rows]
