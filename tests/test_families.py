@@ -55,3 +55,14 @@ def test_every_family_is_complete():
     assert list(FAMILIES)[-1] == "generic"
     table = families_table()
     assert all(f"`{n}`" in table for n in FAMILIES)
+
+
+def test_a_grid_for_a_method_the_run_lacks_is_refused():
+    """Nothing is dropped silently: `--grid npo=...` on a run whose methods are npo_seq is an error, not ignored."""
+    from dukb import InputError
+    from dukb.neural.methods import method_grids, resolve
+
+    resolved = [tuple(resolve(m, "target")) for m in ("ga", "npo_seq")]
+    assert method_grids(resolved, {"ga": [1, 2]})["ga"] == [1, 2]
+    with pytest.raises(InputError, match="npo"):
+        method_grids(resolved, {"npo": [1]})

@@ -216,10 +216,16 @@ def method_grids(resolved, overrides: dict) -> dict[str, list]:
         label -> list of grid values.
 
     Raises:
-        nothing.
+        InputError: an override names no method of the run (it would be dropped silently: e.g. ``--grid npo=...``
+            when the run's methods are ``npo_seq``).
 
     Source: Wu et al. 2025, App. H (the paper's grids are the methods' defaults).
     """
+    known = {label for label, *_r in resolved} | {m.name for _l, m, *_r in resolved}
+    unused = sorted(k for k in overrides if k not in known)
+    if unused:
+        raise InputError(f"--grid {unused[0]}=...: {unused[0]} is not a method of this run (its methods: "
+                         f"{', '.join(label for label, *_r in resolved)})")
     return {label: list(overrides.get(label) or overrides.get(m.name) or grid or m.default_grid)
             for label, m, _scope, grid in resolved}
 
