@@ -236,6 +236,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
     from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, load_finetuned
     from dukb.neural.metrics.recall import success_du_all
     from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
+    from dukb.neural.muse import _lr_entry
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.runs import (IDENTITY_VERSION, ResultsFile, UnitClaims, claim_run, claimed_units, history_entry,
                                   open_to_workers, provenance, read_results, run_role, worker_id, write_json_atomic)
@@ -262,12 +263,13 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
         model_id = {"base": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
                     "finetune": {"preset": preset, **asdict(fcfg)}}
     dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
+    family = (spec or cfg.model_spec()).preset_family
     model_id.update(cfg.model_identity())  # LoRA and partial layers (absent at their defaults)
     settings = cfg.identity_settings(("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
                                       "finetune_epochs", "batch_size"))
     identity = {"identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
                 "model": model_id, "dtype": dtype, "prompt": cfg.prompt, "settings": settings,
-                "methods": {m.name: {"method": m.name} for m in methods},
+                "methods": {m.name: {"method": m.name, **_lr_entry(m, family, cfg.lr)} for m in methods},
                 "controls": {c: {"control": c} for c in cfg.controls},
                 "retain_eval": splits["retain_eval"],
                 "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]} for r in cfg.ratios}}

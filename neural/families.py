@@ -77,6 +77,39 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 )}
 
 
+#: The rates runs used while their identities did not record them (dukb up to this registry): a run identity records
+#: a method's resolved rate only where the registry now differs from these (:func:`identity_lr`), so those runs stay
+#: resumable and a changed preset can never be mixed into one of them. Never edit; change :data:`FAMILIES`.
+RECORDED_LRS: dict[str, dict[str, float]] = {
+    "ga": {"smollm2": 1e-5, "gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "tiny": 1e-3, "generic": 2e-5},
+    "npo": {"smollm2": 2e-5, "gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "tiny": 2e-3, "generic": 4e-5},
+    "kl": {"smollm2": 1e-5, "gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "tiny": 1e-3, "generic": 2e-5},
+    "reinforce": {"smollm2": 1e-5, "gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "tiny": 1e-3, "generic": 2e-5},
+    "cl": {"smollm2": 1e-5, "gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "tiny": 1e-4, "generic": 2e-5},
+}
+
+
+def identity_lr(method, family: str | None, override: float | None) -> float | None:
+    """The rate a run identity records for ``method``: its family's default rate when ``override`` (``--lr``) is
+    None and that rate differs from :data:`RECORDED_LRS` (None otherwise: the override is recorded by the identity's
+    ``lr``, and an unchanged rate by the family's name).
+
+    Args:
+        method: a :class:`dukb.neural.methods.base.Method` (its ``lr_kind``; None for methods without training).
+        family: the model family's name (:data:`FAMILIES`); None or unknown: ``generic``.
+        override: the run's ``--lr``.
+
+    Returns:
+        float or None.
+    """
+    kind = getattr(method, "lr_kind", None)
+    if override is not None or kind is None:
+        return None
+    fam = family if family in FAMILIES else "generic"
+    rate = FAMILIES[fam].lr[kind]
+    return None if RECORDED_LRS[kind].get(fam) == rate else rate
+
+
 def detect_family(name_or_path: str) -> str:
     """The family of a model from the last component of its name or path (a hub id's model name, a GGUF file's
     name): the first family of :data:`FAMILIES` one of whose ``detect`` substrings is in it, else ``generic``.

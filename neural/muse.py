@@ -124,6 +124,15 @@ class MuseConfig(RunConfig):
             raise InputError("--bootstrap must be at least 1")
 
 
+def _lr_entry(m, family, lr) -> dict:
+    """``{"lr": rate}`` when the run identity must record the method's resolved rate
+    (:func:`dukb.neural.families.identity_lr`), else {}."""
+    from dukb.neural.families import identity_lr
+
+    rate = identity_lr(m, family, lr)
+    return {} if rate is None else {"lr": rate}
+
+
 def muse_row_key(row: dict) -> tuple:
     """(request, model kind, method label, swept value) identifying a `dukb muse` row."""
     setting = row.get("setting") or {}
@@ -331,7 +340,8 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
         # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
         "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
         "methods": {label: {"method": m.name, "param": m.param,
-                            "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]]}
+                            "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]],
+                            **_lr_entry(m, spec.preset_family, cfg.lr)}
                     for label, m, _s, _g in main_methods + curve_methods},
     }
     identity, added, old = claim_run(run, "muse", identity, extendable=("methods", "requests"), resume=resume,

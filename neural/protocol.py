@@ -178,13 +178,21 @@ def _model_spec(cfg: RunConfig):
     return cfg.model_spec()
 
 
-def method_identity(m, scope: str, grid, schedule: str = "separate") -> dict:
+def method_identity(m, scope: str, grid, schedule: str = "separate", family: str | None = None,
+                    lr: float | None = None) -> dict:
     """A ``methods`` entry of a run identity: method, parameter, scope, grid; NPO's form (``npo`` and
     ``npo_seq`` compute different losses); for a step grid under the reference schedule, ``schedule`` and
     ``schedule_steps`` (the one run's length N = the grid's largest T, on which every row depends). The schedule
-    keys are absent under "separate" (such an entry reads as it did before the option existed)."""
+    keys are absent under "separate" (such an entry reads as it did before the option existed). ``lr``: the
+    family's default rate where it differs from the rates runs used before identities recorded them
+    (:func:`dukb.neural.families.identity_lr`; ``family`` and the run's ``lr`` override decide)."""
+    from dukb.neural.families import identity_lr
+
     entry = {"method": m.name, "param": m.param, "scope": scope,
              "grid": [int(v) if m.param == "steps" else float(v) for v in grid]}
+    rate = identity_lr(m, family, lr)
+    if rate is not None:
+        entry["lr"] = rate
     if getattr(m, "form", None):
         entry["form"] = m.form
     if schedule == "reference" and m.param == "steps":
@@ -230,7 +238,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         "family": spec.preset_family, "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
         "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
         "retain": RETAIN, "probe": PROBE, "metrics": [m.name for m in metrics], "targets": list(targets),
-        "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"))
+        "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"),
+                                           spec.preset_family, cfg.lr)
                     for label, m, scope, _g in methods},
         # only when set, so that the identities of runs made before the option existed stay equal
         **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),

@@ -66,3 +66,26 @@ def test_a_grid_for_a_method_the_run_lacks_is_refused():
     assert method_grids(resolved, {"ga": [1, 2]})["ga"] == [1, 2]
     with pytest.raises(InputError, match="npo"):
         method_grids(resolved, {"npo": [1]})
+
+
+def test_a_changed_preset_rate_enters_the_run_identity(monkeypatch):
+    """A run identity records a method's resolved rate once the registry's differs from the rates earlier runs used,
+    so a changed preset is never mixed into a resumed run; at today's rates identities are unchanged."""
+    import dataclasses
+
+    from dukb.neural import families as F
+    from dukb.neural.methods import get_method
+    from dukb.neural.protocol import method_identity
+    from dukb.neural.runs import identity_differences
+
+    ga, tv, icu = get_method("ga"), get_method("tv"), get_method("icu")
+    assert all(F.identity_lr(m, fam, None) is None for m in (ga, tv, icu) for fam in F.FAMILIES)
+    before = method_identity(ga, "target", [1, 2], "reference", "tiny", None)
+    assert "lr" not in before
+    tiny = F.FAMILIES["tiny"]
+    monkeypatch.setitem(F.FAMILIES, "tiny", dataclasses.replace(tiny, lr={**tiny.lr, "ga": 5e-4}))
+    after = method_identity(ga, "target", [1, 2], "reference", "tiny", None)
+    assert after["lr"] == 5e-4
+    assert identity_differences({"methods": {"ga": before}}, {"methods": {"ga": after}}, ("methods",))
+    assert "lr" not in method_identity(ga, "target", [1, 2], "reference", "tiny", 1e-3)  # --lr is recorded apart
+    assert "lr" not in method_identity(icu, "target", [1], "separate", "tiny", None)  # nothing trained

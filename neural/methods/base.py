@@ -234,6 +234,9 @@ class Method(abc.ABC):
     name: str = ""
     param: str = ""
     default_grid: tuple = ()
+    #: the learning-rate kind of :data:`dukb.neural.families.LR_KINDS` the method's default rate comes from (None:
+    #: no trained weights); the run identity records the resolved rate when it differs from the recorded one
+    lr_kind: str | None = None
     #: one line for help texts and README's method table
     summary: str = ""
     #: the paper or papers that define the method

@@ -124,6 +124,7 @@ class ClosedLoopDeepUnlearning(Method):
     """
 
     param = "rounds"
+    lr_kind = "cl"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = ROUNDS_GRID
     source = "dukb (closed loop with the solver); GA + GDR losses"
     uses_retain = True

@@ -81,6 +81,7 @@ class DPO(Method):
     """DPO with a counterfactual (default) or refusal as the preferred answer."""
 
     param = "steps"
+    lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = (1, 2, 4, 8, 16)
     source = "Rafailov et al. 2023; Jin et al. 2024 (RWKU), App. H"
 

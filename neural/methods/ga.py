@@ -30,6 +30,7 @@ class GradientAscent(Method):
     """GA, optionally with a retain regulariser ("gdr" or "klr")."""
 
     param = "steps"
+    lr_kind = "ga"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = STEPS_GRID
     source = "Jang et al. 2023; Wu et al. 2025, App. H"
 

@@ -76,6 +76,7 @@ class KLDivergence(Method):
     retain regulariser ("gdr" or "klr")."""
 
     param = "steps"
+    lr_kind = "kl"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = STEPS_GRID
     source = "Rezaei et al. (RESTOR), Sec. 3.3"
 

@@ -195,6 +195,7 @@ class NPO(Method):
     """
 
     param = "steps"
+    lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = (1, 2, 4, 8, 16)
 
     def __init__(self, reg: str | None = None, beta: float = BETA, form: str = "logit"):

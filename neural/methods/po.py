@@ -70,6 +70,7 @@ class PreferenceOptimisation(Method):
 
     name = "po"
     param = "steps"
+    lr_kind = "ga"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = STEPS_GRID
     summary = "gradient descent on refusals ('I don't know.') to the forget questions + GDR on retain QA (PO)"
     source = "Maini et al. 2024 (TOFU); Wang et al. 2024, App. E"

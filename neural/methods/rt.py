@@ -40,6 +40,7 @@ class RejectionTuning(Method):
 
     name = "rt"
     param = "steps"
+    lr_kind = "ga"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = STEPS_GRID
     summary = "rejection tuning: refusals to the forget facts' questions (QA and reverse forms)"
     source = "Jin et al. 2024 (RWKU), App. H"

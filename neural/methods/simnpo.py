@@ -51,6 +51,7 @@ class SimNPO(Method):
     """SimNPO, optionally with a retain regulariser ("gdr" or "klr")."""
 
     param = "steps"
+    lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = (1, 2, 4, 8, 16)
     source = "Fan et al. 2024 (SimNPO), Eq. 4"
 

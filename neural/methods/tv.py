@@ -80,6 +80,7 @@ class TaskVector(Method):
 
     name = "tv"
     param = "alpha"
+    lr_kind = "reinforce"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = ALPHA_GRID
     summary = "task vector negation: θ₀ − α (θ_reinforced − θ₀)"
     source = "Ilharco et al. 2023; Wu et al. 2025, Sec. 4"

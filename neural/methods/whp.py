@@ -26,6 +26,7 @@ class WHP(Method):
 
     name = "whp"
     param = "alpha"
+    lr_kind = "reinforce"  # its default rate: :func:`dukb.neural.families.family_lrs`
     default_grid = ALPHA_GRID
     summary = "Who's Harry Potter logit steering away from the reinforced model"
     source = "Eldan & Russinovich 2023; Wu et al. 2025, Eq. 3"
