@@ -89,12 +89,7 @@ def test_two_evaluate_processes_share_one_run(tmp_path):
     opts = ["--methods", "ga,tv", "--grid", "ga=1,2,4,8", "--grid", "tv=0.5,5", "--n-targets", "10", "--metrics",
             "recall,recall_heldout", "--device", "cpu"]
     cmd = [sys.executable, "-m", "dukb.cli.main", "evaluate", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(1.0)
-    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    err_a, err_b = a.communicate(timeout=600)[1], b.communicate(timeout=600)[1]
-    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    err_b = _two_workers(cmd)
     assert "joining it as another worker" in err_b and "joined the run as another worker" in err_b
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     keys = [(r["target"], r["method"], json.dumps(r["setting"], sort_keys=True)) for r in rows]
