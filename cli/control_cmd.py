@@ -9,7 +9,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.neural.control import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
+from dukb.neural.protocols.control.config import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.run_options import run_options
 
@@ -66,7 +66,8 @@ def control(
     results.jsonl (one row per model, written at once), summary.csv, report.md (the paper's 6-number PS vector per
     method and control) and ps_curves.png, risk_curves.png.
     """
-    from dukb.neural.control import ControlConfig, run_control
+    from dukb.neural.control import run_control  # the public entry point (patchable there)
+    from dukb.neural.protocols.control.config import ControlConfig
 
     cfg = ControlConfig(**run_opts, methods=_names(methods),
                         controls=_names(controls), ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max,

@@ -11,7 +11,8 @@ from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.methods import methods_help
 from dukb.neural.metrics import DEFAULT_METRICS, metrics_help
-from dukb.neural.protocol import DEFAULT_METHODS, RECOMMENDED
+from dukb.neural.protocols import PROTOCOLS
+from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
 from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
@@ -31,14 +32,15 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
     for v in values or []:
         if "=" not in v:
             raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
-        name, vals = v.split("=", 1)
+        name, vals = v.rsplit("=", 1)  # the last "=": a label may carry options (``ga:lr=5e-4=2,4``)
         label, m, _scope, _g = resolve(name)
         integer = m.param == "steps"
         if integer:  # parse_grid reads with int(), which also takes 1_0, +1 and full-width digits
             for part in vals.split(","):
                 if part.strip():
                     option_int(part, f"--grid {name.strip()} value")
-        out[label if "@" in name or name.strip().lower() == label else m.name] = parse_grid(vals, integer=integer)
+        exact = "@" in name or ":" in name or name.strip().lower() == label
+        out[label if exact else m.name] = parse_grid(vals, integer=integer)
     return out
 
 
@@ -154,15 +156,10 @@ def evaluate(
         typer.echo(f"report: {output / 'report.md'}")
 
 
-#: `dukb report`'s renderer of each protocol's run: config.json's "protocol" -> (module, function). Each renders
-#: from the run directory's files alone (no model) and returns a dict whose "report" is report.md's path.
-RENDERERS = {
-    "evaluate": ("dukb.neural.report", "render"),
-    "muse": ("dukb.neural.muse_report", "render_muse"),
-    "rwku": ("dukb.neural.rwku_report", "render_rwku"),
-    "control": ("dukb.neural.control_report", "render_control"),
-    "restor": ("dukb.neural.restor.report", "render"),
-}
+#: `dukb report`'s renderer of each protocol's run: config.json's "protocol" -> (module, function), from the protocol
+#: registry (:data:`dukb.neural.protocols.PROTOCOLS`). Each renders from the run directory's files alone (no model)
+#: and returns a dict whose "report" is report.md's path.
+RENDERERS = {name: tuple(p.render.split(":")) for name, p in PROTOCOLS.items()}
 
 
 def _run_protocol(run_dir: Path) -> str:
@@ -245,18 +242,21 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
 
 def methods() -> None:
     """List every registered unlearning method, preset, forget scope and metric, the options every protocol
-    takes, the model families and the attacks (markdown tables, generated from the registries; README's tables are this output)."""
+    takes, the model families, the attacks and the protocols (markdown tables, generated from the registries; README's tables are
+    this output)."""
     from dukb.neural.methods import methods_table
     from dukb.neural.metrics import metrics_table
     from dukb.neural.attacks import attacks_table
     from dukb.neural.runconfig import options_table
 
     from dukb.neural.families import families_table
+    from dukb.neural.protocols import protocols_table
 
     typer.echo(methods_table() + "\n\n" + metrics_table() + "\n\n" + options_table() + "\n\n"
                + "Model families (`dukb.neural.families`: detection, prompt, finetuning and learning rates; `--lr` "
                "overrides a method's):\n\n" + families_table() + "\n\n"
-               + "Attacks (`dukb evaluate --attacks`, `dukb attack`):\n\n" + attacks_table())
+               + "Attacks (`dukb evaluate --attacks`, `dukb attack`):\n\n" + attacks_table() + "\n\n"
+               + "Protocols:\n\n" + protocols_table())
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.neural.methods import methods_help
 from dukb.neural.metrics.muse import SELECTION_RULES
-from dukb.neural.muse import CURVE_METHODS, MUSE_METHODS
+from dukb.neural.protocols.muse.config import CURVE_METHODS, MUSE_METHODS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.run_options import run_options
 
@@ -90,7 +90,8 @@ def muse(
     model_kind target, retrain or unlearned), summary.csv, report.md (Table 3 layout, ratios to f_retrain, 95%
     bootstrap intervals) and scalability.png, sustainability.png, mia_roc.png.
     """
-    from dukb.neural.muse import MuseConfig, run_muse
+    from dukb.neural.muse import run_muse  # the public entry point (patchable there)
+    from dukb.neural.protocols.muse.config import MuseConfig
 
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None

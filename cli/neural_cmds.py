@@ -221,7 +221,7 @@ def unlearn(
         get_scope(forget_scope)
     label, m, scope, preset_grid = resolve(method, forget_scope or "target")
     block_range = parse_layers(layers)
-    if method.strip().lower() in PRESETS and forget_scope not in (None, scope):
+    if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
     k = load_kb(kb)
     c = compute_closure(k, rules)
@@ -233,7 +233,7 @@ def unlearn(
     output.mkdir(parents=True, exist_ok=True)
     on_interrupt(keep_rows_note(output, "a rerun of `dukb unlearn` starts that file over"))
     with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
-        for row in sweep_target(lm, k, c, target_id, m.name, values, seed=seed, lr=lr, lora=spec.lora,
+        for row in sweep_target(lm, k, c, target_id, m, values, seed=seed, lr=lr, lora=spec.lora,
                                 layers=block_range, scope=scope):
             row["method"] = label
             fh.write(json.dumps(row) + "\n")

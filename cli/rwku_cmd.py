@@ -12,7 +12,7 @@ from dukb.cli.muse_cmd import _ints
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import read_targets_in_kb
 from dukb.neural.methods import methods_help
-from dukb.neural.rwku import RWKU_METHODS
+from dukb.neural.protocols.rwku.config import RWKU_METHODS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.run_options import run_options
 
@@ -51,7 +51,8 @@ def rwku(
     finetuned/, results.jsonl (a "before" row and one row per method and setting for each request), summary.csv,
     report.md (RWKU's Table 1 layout, leaks per adversarial kind) and aa_kinds.png, batch_targets.png.
     """
-    from dukb.neural.rwku import RwkuConfig, run_rwku
+    from dukb.neural.protocols.rwku.config import RwkuConfig
+    from dukb.neural.rwku import run_rwku  # the public entry point (patchable there)
 
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None

@@ -1,6 +1,6 @@
 """Calibration of controlled unlearning (Wang et al. 2024, "Unlearning with Control", Sec. 5, App. C and G) and the
 deep-unlearning recall of a calibrated model (Wu et al. 2025): pure functions over result rows, shared by the
-`dukb control` run (:mod:`dukb.neural.control`) and its report (:mod:`dukb.neural.control_report`); no torch.
+`dukb control` run (:mod:`dukb.neural.protocols.control`) and its report (:mod:`dukb.neural.protocols.control.report`); no torch.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ RECORDED_LRS: dict[str, dict[str, float]] = {
 def identity_lr(method, family: str | None, override: float | None) -> float | None:
     """The rate a run identity records for ``method``: its family's default rate when ``override`` (``--lr``) is
     None and that rate differs from :data:`RECORDED_LRS` (None otherwise: the override is recorded by the identity's
-    ``lr``, and an unchanged rate by the family's name).
+    ``lr``, an unchanged rate by the family's name, and a method's own rate, ``METHOD:lr=...``, by its options).
 
     Args:
         method: a :class:`dukb.neural.methods.base.Method` (its ``lr_kind``; None for methods without training).
@@ -103,7 +103,7 @@ def identity_lr(method, family: str | None, override: float | None) -> float | N
         float or None.
     """
     kind = getattr(method, "lr_kind", None)
-    if override is not None or kind is None:
+    if override is not None or kind is None or getattr(method, "lr", None) is not None:
         return None
     fam = family if family in FAMILIES else "generic"
     rate = FAMILIES[fam].lr[kind]

@@ -1332,7 +1332,7 @@ def _dict_of(row: dict, name: str, kinds: dict[str, str]) -> None:
 
 
 def _evaluate_row(row: dict) -> None:
-    """What `dukb report` reads of an evaluate row (dukb.neural.report, dukb.neural.metrics.summary)."""
+    """What `dukb report` reads of an evaluate row (dukb.neural.protocols.evaluate.report, dukb.neural.metrics.summary)."""
     _may(row, "recall", "num")
     _may(row, "accuracy_all", "num")
     _may(row, "target_forgotten", "bool")
@@ -1350,7 +1350,7 @@ def _evaluate_row(row: dict) -> None:
 
 
 def _muse_row(row: dict) -> None:
-    """What `dukb report` reads of a muse row (dukb.neural.muse_report)."""
+    """What `dukb report` reads of a muse row (dukb.neural.protocols.muse.report)."""
     for name in ("request", "experiment", "model_kind"):
         _need(row, name, "str")
     _need(row, "method", "str" if row["model_kind"] == "unlearned" else "str?")
@@ -1368,13 +1368,13 @@ def _muse_row(row: dict) -> None:
             _need(row["mia"], "forget", "[score]")
 
 
-#: the rwku columns a report averages (dukb.neural.rwku_report.COLS without the MIA ones)
+#: the rwku columns a report averages (dukb.neural.protocols.rwku.report.COLS without the MIA ones)
 _RWKU_SCORES = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_neighbour_fb", "rouge_neighbour_qa",
                 "rouge_neighbour_all", "rouge_distant_all", "recall", "recall_under_attack", "accuracy_all")
 
 
 def _rwku_row(row: dict) -> None:
-    """What `dukb report` reads of an rwku row (dukb.neural.rwku_report)."""
+    """What `dukb report` reads of an rwku row (dukb.neural.protocols.rwku.report)."""
     _need(row, "request", "str")
     _need(row, "request_kind", "str")
     if row["request_kind"] not in ("single", "batch"):
@@ -1402,7 +1402,7 @@ def _rwku_row(row: dict) -> None:
 
 
 def _control_row(row: dict) -> None:
-    """What `dukb report` reads of a control row (dukb.neural.control_report, dukb.neural.calibration)."""
+    """What `dukb report` reads of a control row (dukb.neural.protocols.control.report, dukb.neural.calibration)."""
     _need(row, "ratio", "str")
     _need(row, "control", "str")
     original = row["control"] == "original"
@@ -1449,8 +1449,8 @@ ROW_CHECKS: dict[str, Callable[[dict], None]] = {"evaluate": _evaluate_row, "mus
                                                  "control": _control_row, "restor": _restor_row}
 
 #: each protocol's row key (``module.name``) -> the protocol: a journal read with that key gets its row check
-KEY_PROTOCOLS = {"dukb.neural.runs.evaluate_row_key": "evaluate", "dukb.neural.muse.muse_row_key": "muse",
-                 "dukb.neural.rwku.rwku_row_key": "rwku", "dukb.neural.control.control_row_key": "control",
+KEY_PROTOCOLS = {"dukb.neural.runs.evaluate_row_key": "evaluate", "dukb.neural.protocols.muse.config.muse_row_key": "muse",
+                 "dukb.neural.protocols.rwku.config.rwku_row_key": "rwku", "dukb.neural.protocols.control.config.control_row_key": "control",
                  "dukb.neural.restor.files._rows_key": "restor"}
 
 

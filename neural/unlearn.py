@@ -9,7 +9,7 @@ import time
 from typing import Iterator
 
 from dukb.neural.data import QA_KIND, QAItem, kb_qa
-from dukb.neural.methods import UnlearnContext, get_method
+from dukb.neural.methods import Method, UnlearnContext, get_method
 from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
 
@@ -56,7 +56,7 @@ def _attack_fields(lm, pred, kb, closure, target, sets, forget_ids, retain_ids, 
     return {"attacks": entries, **worst_case_fields(kb, sets[0], sets[1], target, fields, entries)}
 
 
-def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *, sets=None,
+def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", grid=None, *, sets=None,
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
                  lr: float | None = None, lora=None, layers: tuple[int, int] | None = None, probe_items: list[QAItem] | None = None,
                  batch_size: int = 256, scope: str = "target", forget_ids: list[int] | None = None,
@@ -70,7 +70,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
         lm: finetuned :class:`dukb.neural.models.LoadedModel` (unchanged afterwards).
         kb, closure: the KB and its :class:`dukb.solver.closure.Closure`.
         target_fact_id: relationship fact_id to unlearn.
-        method: a :data:`dukb.neural.methods.METHODS` name.
+        method: a :data:`dukb.neural.methods.METHODS` name, or a :class:`Method` (one with per-method options,
+            :meth:`Method.with_options`).
         grid: values of the method's parameter (None: its default grid).
         sets: the target's minimal deep unlearning sets and their label, ``(list_of_sets, "exact"|"random")``; when
             None, computed exactly here.
@@ -129,7 +130,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
     if forget is None:
         wanted = set(forget_ids)
         forget = [it for it in qa_items if it.fact_kind == "relationship" and it.fact_id in wanted]
-    m = get_method(method)
+    m = method if isinstance(method, Method) else get_method(method)
     if retain is None:
         cone_ids = ()
         if m.retain_outside_cone:  # the method may unlearn any fact of the cone: none of them is retain data
@@ -173,6 +174,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: str, grid=None, *
             fields.update(_attack_fields(lm, pred, kb, closure, target_fact_id, sets, forget_ids, retain_ids, qa_items,
                                          df, attacks, reference, seed, batch_size, fields))
         yield {"method": m.name if scope == "target" else f"{m.name}@{scope}", "base_method": m.name,
+               **({"method_options": m.option_values} if m.option_values else {}),
                "scope": scope, "forget_set": list(forget_ids), "retain_fact_ids": retain_ids,
                "probe_forms_seen": list(seen), "heldout_forms": list(heldout), "param": m.param,
                "setting": setting, "target": target_fact_id, **fields,

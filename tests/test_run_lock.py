@@ -137,17 +137,29 @@ def test_the_lock_is_held_until_the_protocol_returns_and_a_failed_claim_leaves_n
 
 
 def test_every_protocol_claims_its_directory_and_records_provenance():
-    from dukb.neural.control import run_control
-    from dukb.neural.muse import run_muse
-    from dukb.neural.protocol import evaluate
-    from dukb.neural.restor import pipeline
-    from dukb.neural.rwku import run_rwku
+    import importlib
 
-    for fn, body in [(evaluate, evaluate), (run_rwku, run_rwku), (run_muse, run_muse), (run_control, run_control),
-                     (pipeline.run_restor, pipeline._prepare)]:
+    from dukb.neural.protocols import PROTOCOLS
+    from dukb.neural.protocols.base import Protocol
+    from dukb.neural.restor import pipeline
+
+    for fn, body in [(pipeline.run_restor, pipeline._prepare)]:
         assert hasattr(fn, "__wrapped__"), fn  # @holds_run_lock
         src = inspect.getsource(getattr(body, "__wrapped__", body))
         assert "claim_run(run, " in src and "open_run(" not in src and "provenance(" in src, fn
+    # the protocols on the skeleton claim through Protocol.claim, from their plan stage
+    assert "claim_run(self.run, " in inspect.getsource(Protocol.claim)
+    on_skeleton = [info for info in PROTOCOLS.values() if info.skeleton]
+    assert {info.name for info in on_skeleton} == {"evaluate", "rwku", "control", "muse", "restor"}
+    for info in on_skeleton:
+        cls = info.load("protocol")
+        entry = getattr(importlib.import_module(cls.__module__), info.run.split(":")[1])
+        assert hasattr(entry, "__wrapped__"), entry  # @holds_run_lock
+        plan, model = inspect.getsource(cls.plan), inspect.getsource(cls.model)
+        if info.name == "restor":  # RESTOR's plan is _prepare, checked above
+            assert "_prepare(self.run, " in plan, info.name
+            continue
+        assert "self.claim(" in plan and "open_run(" not in plan + model and "provenance(" in plan + model, info.name
 
 
 def test_provenance_records_threads_and_versions(monkeypatch):

@@ -161,39 +161,91 @@ class Resolved:
         return iter((self.label, self.method, self.scope, self.grid))
 
 
-def resolve(spec: str, default_scope: str = "target") -> Resolved:
-    """Resolve a method name (``ga``), ``METHOD@SCOPE`` (``npo_gdr@minimum``) or a preset (:data:`PRESETS`).
+def parse_method_options(text: str, spec: str) -> dict:
+    """``k=v:k2=v2`` (the part of a ``--methods`` entry after its first ``:``) -> {k: float}.
 
     Raises:
-        InputError: unknown method, preset or scope.
+        InputError: an entry without ``=``, an option given twice, or a value that is not a decimal number.
+    """
+    out: dict = {}
+    for part in text.split(":"):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise InputError(f"method option {part!r} in {spec!r} is not KEY=VALUE (e.g. npo:beta=0.05:lr=1e-3)")
+        if key in out:
+            raise InputError(f"method option {key!r} is given twice in {spec!r}")
+        try:
+            vals = parse_grid(value)
+        except InputError:
+            vals = []
+        if len(vals) != 1:
+            raise InputError(f"method option {key} in {spec!r}: {value!r} is not a non-negative decimal number")
+        out[key] = vals[0]
+    return out
+
+
+def resolve(spec: str, default_scope: str = "target") -> Resolved:
+    """Resolve a method name (``ga``), ``METHOD@SCOPE`` (``npo_gdr@minimum``) or a preset (:data:`PRESETS`), each
+    optionally followed by per-method options ``:KEY=VALUE`` (``npo:beta=0.05:lr=1e-3``; ``lr`` for every trained
+    method, the others in :attr:`Method.options`, :meth:`Method.with_options`). The label (a result row's
+    ``method``) is the entry normalised: lower case, options sorted by name, each value as Python's ``repr`` of the
+    float (``npo_gdr@minimum:beta=0.05:lr=0.001``), so equal settings give one label and different values never
+    share one.
+
+    Raises:
+        InputError: unknown method, preset, scope or option, or a bad option value.
     """
     spec = spec.strip().lower()
-    if spec in PRESETS:
-        p = PRESETS[spec]
-        return Resolved(spec, METHODS[p.method], p.scope, p.grid)
-    name, _, scope = spec.partition("@")
+    base, _, opt_text = spec.partition(":")
+    opts = parse_method_options(opt_text, spec) if opt_text else {}
+    suffix = "".join(f":{k}={v!r}" for k, v in sorted(opts.items()))  # one label per method and values
+    if base in PRESETS:
+        p = PRESETS[base]
+        return Resolved(base + suffix, METHODS[p.method].with_options(opts), p.scope, p.grid)
+    name, _, scope = base.partition("@")
     scope = scope or default_scope
     if scope not in FORGET_SCOPES:
         raise InputError(f"unknown forget scope {scope!r} in {spec!r} (choose from {', '.join(FORGET_SCOPES)})")
     m = get_method(name)
-    return Resolved(m.name if scope == "target" else f"{m.name}@{scope}", m, scope, None)
+    label = m.name if scope == "target" else f"{m.name}@{scope}"
+    return Resolved(label + suffix, m.with_options(opts), scope, None)
+
+
+def check_unique(labels) -> None:
+    """Refuse a ``--methods`` list that names one method twice (after :func:`resolve`'s normalisation: the same
+    method with the same options in another order is the same label).
+
+    Raises:
+        InputError: a label occurs twice (named).
+    """
+    seen: set = set()
+    for label in labels:
+        if label in seen:
+            raise InputError(f"a method is listed twice in --methods: {label}")
+        seen.add(label)
 
 
 def methods_help(document_only: bool = False) -> str:
     """One-line list of the registered methods, scopes and presets for ``--help`` texts."""
     if document_only:
         return ", ".join(DOCUMENT_METHODS)
+    opts = sorted({o for m in METHODS.values() for o in m.options})
     return (f"Methods: {', '.join(METHODS)}; METHOD@SCOPE with scope {', '.join(FORGET_SCOPES)} (e.g. "
-            f"npo_gdr@minimum); deep-unlearning-aware presets: {', '.join(PRESETS)}.")
+            f"npo_gdr@minimum); deep-unlearning-aware presets: {', '.join(PRESETS)}. Per-method options: "
+            f"METHOD:KEY=VALUE[:KEY=VALUE] with lr (every trained method) or {', '.join(opts)} (the methods whose "
+            "loss has it, `dukb methods`), e.g. npo:beta=0.05:lr=1e-3; the row's method label keeps them.")
 
 
 def methods_table() -> str:
-    """README's method table (markdown) from the registry: name, swept parameter, default grid, summary, source;
-    then the presets and the forget scopes."""
-    lines = ["| method | parameter | default grid | what it does | source |", "|---|---|---|---|---|"]
+    """README's method table (markdown) from the registry: name, swept parameter, default grid, per-method options,
+    summary, source; then the presets and the forget scopes."""
+    lines = ["| method | parameter | default grid | options (`METHOD:KEY=VALUE`) | what it does | source |",
+             "|---|---|---|---|---|---|"]
     for m in METHODS.values():
         grid = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in m.default_grid)
-        lines.append(f"| `{m.name}` | {m.param} | {grid} | {m.summary} | {m.source} |")
+        opts = ", ".join((("lr",) if m.lr_kind else ()) + tuple(m.options)) or "–"
+        lines.append(f"| `{m.name}` | {m.param} | {grid} | {opts} | {m.summary} | {m.source} |")
     lines += ["", "| preset | method | forget scope | grid | schedule |", "|---|---|---|---|---|"]
     for p in PRESETS.values():
         sched = p.schedule or ("the run's `--schedule`" if METHODS[p.method].param == "steps" else "–")
@@ -231,5 +283,5 @@ def method_grids(resolved, overrides: dict) -> dict[str, list]:
 
 
 __all__ = ["DOCUMENT_METHODS", "METHODS", "PRESETS", "Method", "Preset", "Resolved", "UnlearnContext",
-           "WeightState", "get_method", "get_scope", "method_grids", "methods_help", "methods_table", "parse_grid",
-           "resolve", "schedule_for"]
+           "WeightState", "check_unique", "get_method", "get_scope", "method_grids", "methods_help", "methods_table",
+           "parse_grid", "parse_method_options", "resolve", "schedule_for"]

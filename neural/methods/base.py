@@ -254,6 +254,50 @@ class Method(abc.ABC):
     #: of the forget facts' qa and reverse questions); also part of ``probe_forms_seen``
     trained_forms: tuple = ()
 
+    #: hyper-parameters a run may set for this method alone (``--methods npo:beta=0.05``), besides ``lr``: names of
+    #: attributes the method's loss reads; each value must be a finite number > 0 (≥ 0 for those in
+    #: :attr:`nonnegative_options`)
+    options: tuple = ()
+    nonnegative_options: tuple = ()
+    #: this method's own learning rate (``METHOD:lr=...``): it wins over the run's ``--lr`` and the family's rate
+    #: (:func:`lr_for`); None: not set
+    lr: float | None = None
+
+    @property
+    def option_values(self) -> dict:
+        """The options this instance was given (name -> value, sorted; {} for the registry's own instance)."""
+        return dict(getattr(self, "_option_values", {}))
+
+    def with_options(self, values: dict) -> "Method":
+        """A copy of this method with per-method options set (``lr`` and the names in :attr:`options`).
+
+        Args:
+            values: option name -> value (floats).
+
+        Returns:
+            A shallow copy whose attributes are set and whose :attr:`option_values` records them; ``self`` when
+            ``values`` is empty.
+
+        Raises:
+            InputError: an option the method does not have (the message lists its options), or a value that is not
+                a finite number in range.
+        """
+        if not values:
+            return self
+        allowed = (("lr",) if self.lr_kind else ()) + tuple(self.options)
+        out = copy.copy(self)
+        for key, value in values.items():
+            if key not in allowed:
+                raise InputError(f"{self.name} has no option {key!r} (its options: {', '.join(allowed) or 'none'})")
+            low_ok = key in self.nonnegative_options
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or \
+                    value < 0 or (value == 0 and not low_ok):
+                raise InputError(f"{self.name}: option {key} must be a finite number {'≥' if low_ok else '>'} 0, "
+                                 f"got {value!r}")
+            setattr(out, key, float(value))
+        out._option_values = dict(sorted({**self.option_values, **values}.items()))
+        return out
+
     @property
     def seen_forms(self) -> tuple:
         """The probe forms this method sees whatever its data: :attr:`queried_forms` and :attr:`trained_forms`
@@ -629,8 +673,11 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
         state.close()
 
 
-def lr_for(ctx: UnlearnContext, presets: dict[str, float]) -> float:
-    """The learning rate: ``ctx.lr`` if set, else the preset for the model family (generic as fallback)."""
+def lr_for(ctx: UnlearnContext, presets: dict[str, float], method: "Method | None" = None) -> float:
+    """The learning rate: the method's own (``METHOD:lr=...``, :meth:`Method.with_options`) if set, else ``ctx.lr``
+    (the run's ``--lr``) if set, else the preset for the model family (generic as fallback)."""
+    if method is not None and method.lr is not None:
+        return method.lr
     if ctx.lr is not None:
         return ctx.lr
     return presets.get(ctx.family, presets["generic"])

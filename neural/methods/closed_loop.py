@@ -189,7 +189,7 @@ class ClosedLoopDeepUnlearning(Method):
             raise ValueError(f"closed-loop deep unlearning queries {', '.join(lacking)}, which ctx.items lacks")
         cone_items = [it for f in sorted(cone_ids) for it in by_id[f]]
         pool = [it for it in ctx.retain if not (it.fact_kind == "relationship" and it.fact_id in cone_ids)]
-        lr = lr_for(ctx, CL_LR)
+        lr = lr_for(ctx, CL_LR, self)
         rng = random.Random(ctx.seed)
         state = WeightState(ctx.lm, ctx.lora, ctx.seed)
         cfg = TrainConfig(epochs=1, lr=lr, schedule="constant", seed=ctx.seed)

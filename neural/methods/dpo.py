@@ -82,6 +82,7 @@ class DPO(Method):
 
     param = "steps"
     lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
+    options = ("beta",)
     default_grid = (1, 2, 4, 8, 16)
     source = "Rafailov et al. 2023; Jin et al. 2024 (RWKU), App. H"
 
@@ -117,7 +118,7 @@ class DPO(Method):
             loss = dpo_loss(lw, ll, cache["ref"][0], cache["ref"][1], self.beta)
             return step_terms(loss, gdr_loss(logits_l, forget_batch["labels"]), None, state, retain_items, 0.0)
 
-        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
+        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR, self), step_loss):
             yield dict(setting, beta=self.beta, preferred=self.preferred), pred
 
 

@@ -52,4 +52,4 @@ class GradientAscent(Method):
             loss = ga_loss(forward_logits(state.model, forget_batch), forget_batch["labels"])
             return step_terms(loss, -loss, reg, state, retain_items, ctx.reg_weight)
 
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR), step_loss)
+        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR, self), step_loss)

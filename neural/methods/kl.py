@@ -109,4 +109,4 @@ class KLDivergence(Method):
             return step_terms(loss, gdr_loss(logits, forget_batch["labels"]), reg, state, retain_items,
                               ctx.reg_weight)
 
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, KL_LR), step_loss)
+        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, KL_LR, self), step_loss)

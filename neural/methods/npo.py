@@ -196,6 +196,7 @@ class NPO(Method):
 
     param = "steps"
     lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
+    options = ("beta",)
     default_grid = (1, 2, 4, 8, 16)
 
     def __init__(self, reg: str | None = None, beta: float = BETA, form: str = "logit"):
@@ -263,5 +264,5 @@ class NPO(Method):
 
         step_loss = logit_step if self.form == "logit" else sequence_step
         extra = {"beta": self.beta, "form": self.form, **({"pad_to": pad} if pad else {})}
-        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
+        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR, self), step_loss):
             yield dict(setting, **extra), pred

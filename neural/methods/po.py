@@ -86,7 +86,7 @@ class PreferenceOptimisation(Method):
             loss = refusal_loss(forward_logits(state.model, batch), batch["labels"])
             return step_terms(loss, true_answer_risk(state, forget_batch), reg, state, retain_items, ctx.reg_weight)
 
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR), step_loss)
+        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR, self), step_loss)
 
 
 __all__ = ["PreferenceOptimisation", "REFUSALS", "refusal_items", "refusal_loss", "true_answer_risk"]

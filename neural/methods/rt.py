@@ -55,7 +55,7 @@ class RejectionTuning(Method):
             loss = refusal_loss(forward_logits(state.model, batch), batch["labels"])
             return step_terms(loss, true_answer_risk(state, forget_batch), None, state, retain_items, 0.0)
 
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR), step_loss)
+        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR, self), step_loss)
 
 
 __all__ = ["RT_KINDS", "RejectionTuning", "rejection_questions"]

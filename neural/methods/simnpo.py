@@ -52,6 +52,8 @@ class SimNPO(Method):
 
     param = "steps"
     lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
+    options = ("beta", "gamma")
+    nonnegative_options = ("gamma",)
     default_grid = (1, 2, 4, 8, 16)
     source = "Fan et al. 2024 (SimNPO), Eq. 4"
 
@@ -71,7 +73,7 @@ class SimNPO(Method):
             return step_terms(simnpo_loss(s, n, self.beta, self.gamma), -s.sum() / n.sum().clamp(min=1), reg, state,
                               retain_items, ctx.reg_weight)
 
-        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR), step_loss):
+        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR, self), step_loss):
             yield dict(setting, beta=self.beta, gamma=self.gamma), pred
 
 

@@ -90,7 +90,7 @@ class TaskVector(Method):
 
         if grid is None:
             grid = ALPHA_GRID_GPT2XL if ctx.family == "gpt2-xl" else ALPHA_GRID
-        overfit = reinforce(ctx)
+        overfit = reinforce(ctx, lr=self.lr)
         model = ctx.lm.model
         theta0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
         try:

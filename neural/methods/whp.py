@@ -36,7 +36,7 @@ class WHP(Method):
 
         from dukb.neural.probe import Predictor
 
-        overfit = reinforce(ctx)
+        overfit = reinforce(ctx, lr=self.lr)
         reinforced = copy.deepcopy(ctx.lm.model)
         reinforced.load_state_dict(overfit)
         reinforced.eval()

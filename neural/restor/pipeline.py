@@ -38,6 +38,7 @@ from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
 from dukb.neural.restor.states import STATES_A, STATES_B, fact_state, partition, summarize_model
 from dukb.neural.restor.texts import forget_texts, retain_texts
+from dukb.neural.protocols.base import Protocol
 from dukb.neural.runs import holds_run_lock
 from dukb.neural.runs import write_json_atomic as write_json
 
@@ -176,9 +177,139 @@ class _Setup:
     retain: list[str]
 
 
+class RestorProtocol(Protocol):
+    """RESTOR in the protocol skeleton's stages (:class:`dukb.neural.protocols.base.Protocol`):
+
+    - plan: KB, closure, the run identity (RUN_DIR claimed), the corruption, the facts, the judge, the retain
+      documents (:func:`_prepare`);
+    - model: the clean model (stage 1), the corrupted model (stage 2), the probes of both and their
+      log-probabilities over A (stage 3), each skipped when its files exist; then the corrupted model is loaded with
+      the forget and retain documents encoded;
+    - units: one per unlearning method (stage 4), each one row: unlearn, probe, fact states, beliefs;
+    - report: :func:`dukb.neural.restor.report.render`.
+
+    RESTOR runs in one process (its stages before the units write files other workers would need).
+
+    Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); rule-aware analysis: dukb.
+    """
+
+    name = "restor"
+    config_class = RestorConfig
+    units_name = "(method,)"
+
+    def plan(self) -> None:
+        """:func:`_prepare`: the KB, the run identity (RUN_DIR claimed), the corruption, facts and judge.
+
+        Raises:
+            InputError: bad KB, another run in RUN_DIR, a KB too small for the corruption.
+        """
+        self.setup = _prepare(self.run, self.cfg, self.log)
+        self.results = RowsFile(self.run / "results.jsonl")
+
+    def model(self) -> None:
+        """Stages 1-3 (each skipped when its files exist), then the corrupted model and the encoded documents."""
+        from dukb.neural.docs import encode_texts
+        from dukb.neural.models import load_model
+
+        cfg, s, run, log = self.cfg, self.setup, self.run, self.log
+        docs_full = forget_texts(s.corruption, False)
+        clean_dir = run / "clean"
+        if not (clean_dir / "train.json").exists():
+            log("stage 1/4: clean model")
+            rec = _train_clean(cfg, s.kb, s.facts, s.judge,
+                               docs_full + s.retain + forget_texts(s.corruption, True), clean_dir, log)
+            write_json(clean_dir / "train.json", rec)
+        self.corr_dir = corr_dir = run / "corrupted"
+        if not (corr_dir / "train.json").exists():
+            log("stage 2/4: corruption")
+            rec = _train_corrupted(cfg, clean_dir, docs_full, corr_dir, log)
+            write_json(corr_dir / "train.json", rec)
+        self.base_rows, self.facts_a = _probe_base(cfg, s, run / "probes",
+                                                   {"clean": clean_dir, "corrupted": corr_dir}, log)
+        self.lm = None
+        if self.units() and any(self.pending(u) for u in self.units()):  # a model only when a row is left
+            self.lm = lm = load_model(_spec_for(cfg, str(corr_dir)))
+            self.forget = encode_texts(lm.tokenizer, forget_texts(s.corruption, cfg.targeted), lm.device)
+            self.retain = encode_texts(lm.tokenizer, s.retain, lm.device) if s.retain else None
+            self.lora = _lora_spec(cfg, lm.model)
+
+    def make_claims(self):
+        """None: RESTOR's units run in this one process."""
+        return None
+
+    def units(self) -> list[tuple]:
+        """One unit per unlearning method of the run."""
+        return [(m,) for m in self.cfg.methods]
+
+    def pending(self, unit: tuple) -> list:
+        """[method] while the method's row (this mode and setting) is not written."""
+        m = unit[0]
+        return [] if self.results.done(m, self.cfg.targeted, asdict(self.cfg.unlearn_setting(m))) else [m]
+
+    def total_rows(self) -> int:
+        """One row per method."""
+        return len(self.cfg.methods)
+
+    def rows_done(self) -> int:
+        """Methods whose row is written."""
+        return sum(not self.pending(u) for u in self.units())
+
+    def run_unit(self, unit: tuple, todo: list):
+        """Stage 4 for one method: unlearn the forget documents from the corrupted model (λ times the retain
+        documents' cross-entropy, in the same LoRA space), probe, fact states, beliefs; one row."""
+        import torch
+
+        from dukb.neural.docs import unlearn_documents
+        from dukb.neural.methods.base import WeightState
+
+        cfg, s, m = self.cfg, self.setup, unit[0]
+        setting = cfg.unlearn_setting(m)
+        self.log(f"stage 4/4: unlearning with {m.upper()}{' (targeted)' if cfg.targeted else ''}: {asdict(setting)}")
+        torch.manual_seed(cfg.seed)  # LoRA's initialisation draws from the global generator
+        state = WeightState(self.lm, self.lora)
+        try:
+            rec = unlearn_documents(state, m, self.forget, self.retain, setting.train_config(cfg.seed),
+                                    reg_weight=setting.reg_weight, beta=setting.beta)
+            pred = state.predictor()
+            rows, secs = _probe_model(cfg, pred, s.facts, s.judge, 3 + RESTOR_METHODS.index(m))
+            t0 = time.perf_counter()
+            lps = candidate_logprobs(pred, self.facts_a)
+            secs_lp = time.perf_counter() - t0
+        finally:
+            state.close()
+        states = [fact_state(c, k_, u) for c, k_, u in zip(self.base_rows["clean"], self.base_rows["corrupted"],
+                                                            rows)]
+        row = {"method": m, "targeted": cfg.targeted, "setting": asdict(setting), "train": rec,
+               "rows": [{k2: r[k2] for k2 in ("outputs", "answers", "labels", "correct", "answer", "label")}
+                        for r in rows],
+               "states": states, "partition": partition(states),
+               "accuracy": summarize_model(s.facts, rows)["all"]["accuracy"],
+               "logprobs_A": lps,
+               "beliefs": _beliefs(cfg, s, rows),
+               "seconds_unlearn": rec["seconds"], "seconds_probe": secs, "seconds_logprobs": secs_lp}
+        yield row
+        p = row["partition"]
+        self.log(f"{method_label(row)}: accuracy {row['accuracy']:.2f}%; A ({p['n_A']}): "
+                 + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_A) + f"; B ({p['n_B']}): "
+                 + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_B))
+
+    def report(self) -> dict:
+        """:func:`dukb.neural.restor.report.render` from the run directory's files."""
+        paths = self.render(render)
+        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s: report {paths['report']}")
+        return paths
+
+    def execute(self) -> dict:
+        """The stages; returns the report's paths (RESTOR's entry has always returned them)."""
+        self.plan()
+        self.model()
+        self.work()
+        return self.report()
+
+
 @holds_run_lock  # RUN_DIR/run.lock, taken by claim_run in _prepare, is held until run_restor returns
 def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
-    """Run (or resume) the RESTOR pipeline into ``run_dir`` and render its report.
+    """Run (or resume) the RESTOR pipeline into ``run_dir`` and render its report (:class:`RestorProtocol`).
 
     Stages and files (each skipped on a rerun when its output exists): config.json; corruption/ (corrupted KB,
     corruptions.csv, documents.jsonl); clean/ and corrupted/ (models with train.json); probes/ (facts.jsonl,
@@ -200,34 +331,7 @@ def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
 
     Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); rule-aware analysis: dukb.
     """
-    cfg.check()
-    run = Path(run_dir)
-    t_start = time.perf_counter()
-    s = _prepare(run, cfg, log)
-    docs_full = forget_texts(s.corruption, False)
-    # 1. clean model
-    clean_dir = run / "clean"
-    if not (clean_dir / "train.json").exists():
-        log("stage 1/4: clean model")
-        rec = _train_clean(cfg, s.kb, s.facts, s.judge,
-                           docs_full + s.retain + forget_texts(s.corruption, True), clean_dir, log)
-        write_json(clean_dir / "train.json", rec)
-    # 2. corrupted model
-    corr_dir = run / "corrupted"
-    if not (corr_dir / "train.json").exists():
-        log("stage 2/4: corruption")
-        rec = _train_corrupted(cfg, clean_dir, docs_full, corr_dir, log)
-        write_json(corr_dir / "train.json", rec)
-    # 3. probes of the clean and corrupted models
-    base_rows, facts_a = _probe_base(cfg, s, run / "probes", {"clean": clean_dir, "corrupted": corr_dir}, log)
-    # 4. unlearning
-    results = RowsFile(run / "results.jsonl")
-    todo = [m for m in cfg.methods if not results.done(m, cfg.targeted, asdict(cfg.unlearn_setting(m)))]
-    if todo:
-        _unlearn_all(cfg, todo, s, facts_a, base_rows, corr_dir, results, log)
-    paths = render(run)
-    log(f"done in {time.perf_counter() - t_start:.1f} s: report {paths['report']}")
-    return paths
+    return RestorProtocol(run_dir, cfg, log=log).execute()
 
 
 def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
@@ -318,50 +422,6 @@ def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path
 
 def _beliefs(cfg: RestorConfig, s: _Setup, rows: list[dict]) -> dict:
     return belief_analysis(s.kb, belief_triples(s.kb, s.facts, rows), s.true_closure, s.corruption.facts, cfg.rules)
-
-
-def _unlearn_all(cfg: RestorConfig, todo: list[str], s: _Setup, facts_a: list[FactProbe],
-                 base_rows: dict[str, list[dict]], corr_dir: Path, results: RowsFile, log) -> None:
-    """Stage 4: for each method, unlearn the forget documents from the corrupted model, probe, score, append."""
-    import torch
-
-    from dukb.neural.docs import encode_texts, unlearn_documents
-    from dukb.neural.methods.base import WeightState
-    from dukb.neural.models import load_model
-
-    lm = load_model(_spec_for(cfg, str(corr_dir)))
-    forget = encode_texts(lm.tokenizer, forget_texts(s.corruption, cfg.targeted), lm.device)
-    ret = encode_texts(lm.tokenizer, s.retain, lm.device) if s.retain else None
-    lora = _lora_spec(cfg, lm.model)
-    for m in todo:
-        setting = cfg.unlearn_setting(m)
-        log(f"stage 4/4: unlearning with {m.upper()}{' (targeted)' if cfg.targeted else ''}: {asdict(setting)}")
-        torch.manual_seed(cfg.seed)  # LoRA's initialisation draws from the global generator
-        state = WeightState(lm, lora)
-        try:
-            rec = unlearn_documents(state, m, forget, ret, setting.train_config(cfg.seed),
-                                    reg_weight=setting.reg_weight, beta=setting.beta)
-            pred = state.predictor()
-            rows, secs = _probe_model(cfg, pred, s.facts, s.judge, 3 + RESTOR_METHODS.index(m))
-            t0 = time.perf_counter()
-            lps = candidate_logprobs(pred, facts_a)
-            secs_lp = time.perf_counter() - t0
-        finally:
-            state.close()
-        states = [fact_state(c, k_, u) for c, k_, u in zip(base_rows["clean"], base_rows["corrupted"], rows)]
-        row = {"method": m, "targeted": cfg.targeted, "setting": asdict(setting), "train": rec,
-               "rows": [{k2: r[k2] for k2 in ("outputs", "answers", "labels", "correct", "answer", "label")}
-                        for r in rows],
-               "states": states, "partition": partition(states),
-               "accuracy": summarize_model(s.facts, rows)["all"]["accuracy"],
-               "logprobs_A": lps,
-               "beliefs": _beliefs(cfg, s, rows),
-               "seconds_unlearn": rec["seconds"], "seconds_probe": secs, "seconds_logprobs": secs_lp}
-        results.append(row)
-        p = row["partition"]
-        log(f"{method_label(row)}: accuracy {row['accuracy']:.2f}%; A ({p['n_A']}): "
-            + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_A) + f"; B ({p['n_B']}): "
-            + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_B))
 
 
 def _pct(v) -> str:

@@ -1,0 +1,134 @@
+"""The registry of protocols: one folder per protocol (``config.py``, ``run.py``, ``report.py``), each named here by
+import paths so that the catalog (`dukb methods`, `dukb report`, help texts) needs no torch.
+
+Every protocol implements :class:`dukb.neural.protocols.base.Protocol`'s stages (plan → model → work units → score →
+report). Where its units are independent (``joinable``) they are claimed in RUN_DIR/units, so several invocations
+of the same command with ``--resume`` share one run under any launcher; MUSE (C6's sequential requests, shared
+retrain caches) and RESTOR (stages that write files before any unit) run their units in one process. RESTOR's folder
+is ``dukb/neural/restor/``, which predates this package.
+
+Adding a protocol: a folder ``dukb/neural/protocols/<name>/`` with ``config.py`` (a
+:class:`dukb.neural.runconfig.RunConfig` subclass with ``check()``), ``run.py`` (a :class:`Protocol` subclass and
+its entry function, decorated with :func:`dukb.neural.runs.holds_run_lock`) and ``report.py`` (its renderer), then
+one :func:`register` call below.
+
+Source: dukb (the protocol skeleton); each entry names its paper.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProtocolInfo:
+    """One registered protocol: what the catalog shows and where its parts live (``module:attribute`` strings,
+    imported on use).
+
+    Attributes:
+        name: registry name, the ``protocol`` of its config.json and its command (``dukb <name>``).
+        summary: one line for tables.
+        source: the paper (and section) it follows.
+        config: its config class.
+        run: its public entry point (``run(run_dir, config, *, resume, progress, log)`` -> DataFrame or dict), at
+            the import path dukb has always given it (``dukb.neural.protocol.evaluate``, ``dukb.neural.rwku.run_rwku``,
+            ...), which the commands call.
+        render: its report renderer (``render(run_dir)`` -> dict of paths with "report"), from files alone.
+        protocol: its :class:`Protocol` subclass ("" when not yet on the skeleton).
+        joinable: a second invocation with ``--resume`` joins a live run as another worker (work units).
+    """
+
+    name: str
+    summary: str
+    source: str
+    config: str
+    run: str
+    render: str
+    protocol: str = ""
+    joinable: bool = False
+
+    @property
+    def skeleton(self) -> bool:
+        """Whether the protocol runs on the :class:`Protocol` stages."""
+        return bool(self.protocol)
+
+    def load(self, part: str):
+        """Import one part ("config", "run", "render" or "protocol") and return it.
+
+        Raises:
+            ValueError: an unknown part, or "protocol" of a protocol not on the skeleton.
+        """
+        if part not in ("config", "run", "render", "protocol"):
+            raise ValueError(f"unknown part {part!r} of protocol {self.name}")
+        target = getattr(self, part)
+        if not target:
+            raise ValueError(f"protocol {self.name} has no {part}")
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+#: name -> :class:`ProtocolInfo`, in the order `dukb methods` lists them.
+PROTOCOLS: dict[str, ProtocolInfo] = {}
+
+
+def register(info: ProtocolInfo) -> ProtocolInfo:
+    """Add a protocol to :data:`PROTOCOLS`.
+
+    Raises:
+        ValueError: the name is taken.
+    """
+    if info.name in PROTOCOLS:
+        raise ValueError(f"protocol {info.name!r} is registered twice")
+    PROTOCOLS[info.name] = info
+    return info
+
+
+def get_protocol(name: str) -> ProtocolInfo:
+    """The registered protocol ``name``.
+
+    Raises:
+        KeyError: an unknown name (the message lists the registered ones).
+    """
+    if name not in PROTOCOLS:
+        raise KeyError(f"unknown protocol {name!r} (registered: {', '.join(PROTOCOLS)})")
+    return PROTOCOLS[name]
+
+
+_P = "dukb.neural.protocols"
+register(ProtocolInfo(
+    "evaluate", "deep unlearning: recall, accuracy, Success-DU over minimal deep unlearning sets, trade-off curves",
+    "Wu et al. 2025 (Eval-DU), Sec. 4, Eq. 1-2", f"{_P}.evaluate.config:EvaluateConfig", "dukb.neural.protocol:evaluate",
+    f"{_P}.evaluate.report:render", f"{_P}.evaluate.run:EvaluateProtocol", joinable=True))
+register(ProtocolInfo(
+    "rwku", "FB/QA/AA probes, neighbours, MIA, batch targets; unlearning from a description corpus",
+    "Jin et al. 2024 (RWKU), Sec. 3-4", f"{_P}.rwku.config:RwkuConfig", "dukb.neural.rwku:run_rwku",
+    f"{_P}.rwku.report:render_rwku", f"{_P}.rwku.run:RwkuProtocol", joinable=True))
+register(ProtocolInfo(
+    "muse", "VerbMem, KnowMem, PrivLeak against a retrained model; scalability, sustainability",
+    "Shi et al. 2024b (MUSE), Sec. 2-4", f"{_P}.muse.config:MuseConfig", "dukb.neural.muse:run_muse",
+    f"{_P}.muse.report:render_muse", f"{_P}.muse.run:MuseProtocol"))
+register(ProtocolInfo(
+    "control", "PS-exact/PS-perturb with OC/ES/MM controls, unlearning risk, calibrated stopping",
+    "Wang et al. 2024 (Unlearning with Control), Sec. 4-5", f"{_P}.control.config:ControlConfig",
+    "dukb.neural.control:run_control", f"{_P}.control.report:render_control", f"{_P}.control.run:ControlProtocol",
+    joinable=True))
+register(ProtocolInfo(
+    "restor", "fact states after corruption and unlearning (clean, corrupted, unlearned)",
+    "Rezaei et al. (RESTOR), Sec. 3-4", "dukb.neural.restor.config:RestorConfig",
+    "dukb.neural.restor.pipeline:run_restor", "dukb.neural.restor.report:render",
+    "dukb.neural.restor.pipeline:RestorProtocol"))
+
+
+def protocols_table() -> str:
+    """A markdown table of the registered protocols: command, what it measures, source, its :class:`Protocol` class
+    (the stages), whether several workers can share a run."""
+    lines = ["| protocol | measures | source | stages (`Protocol` class) | several workers per run |",
+             "|---|---|---|---|---|"]
+    for p in PROTOCOLS.values():
+        cls = f"`{p.protocol.replace(':', '.')}`" if p.skeleton else "not yet on the skeleton"
+        lines.append(f"| `dukb {p.name}` | {p.summary} | {p.source} | {cls} | {'yes' if p.joinable else 'no'} |")
+    return "\n".join(lines)
+
+
+__all__ = ["PROTOCOLS", "ProtocolInfo", "get_protocol", "protocols_table", "register"]

@@ -1,0 +1,238 @@
+"""The protocol skeleton: one base class whose stages every protocol fills (plan → model → work units → score →
+report), and the work loop they share.
+
+A protocol subclass implements
+
+- :meth:`Protocol.plan`: the symbolic part (KB, closure, targets, methods and grids, the run identity), ending with
+  :meth:`Protocol.claim`, which locks RUN_DIR, refuses a run with other settings and opens results.jsonl;
+- :meth:`Protocol.model`: finetune (cached under its identity) or load the model, and anything measured on it
+  before unlearning;
+- :meth:`Protocol.units` and :meth:`Protocol.pending`: the work units (tuples of ints and strings, e.g.
+  ``(target, method)``) and what of a unit is still to compute;
+- :meth:`Protocol.run_unit`: compute what is left of one unit, yielding its result rows;
+- :meth:`Protocol.score`: fields a row derives from its own fields (Success-DU from the forgotten facts), the same
+  whichever process computed it;
+- :meth:`Protocol.report`: render summary.csv, report.md and figures from the run directory's files alone.
+
+:meth:`Protocol.execute` runs the stages; :meth:`Protocol.work` runs the units. Units are claimed atomically in
+RUN_DIR/units (:class:`dukb.neural.runs.UnitClaims`), so a second invocation of the same command with ``--resume`` on
+a live run joins it as another worker, under any launcher (several shells, a SLURM array, torchrun without a process
+group); a killed worker's units are taken over once its claims go stale. A unit's rows depend on the unit and the
+seed only, never on which process computed them or in what order.
+
+Source: dukb (the protocol skeleton of the one-skeleton issue); each protocol names its paper.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+from dukb import InputError
+from dukb.neural.runconfig import RunConfig
+from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, open_to_workers, read_results,
+                              render_lock, run_role, worker_id)
+
+
+class Protocol(abc.ABC):
+    """One run of a protocol into a run directory, in stages (see the module docstring).
+
+    Class attributes:
+        name: the protocol's registry name and the ``protocol`` of its config.json ("evaluate", "rwku", ...).
+        config_class: its config dataclass (a :class:`dukb.neural.runconfig.RunConfig`).
+        units_name: what a unit is, for the log line of a joining worker (e.g. "(target, method)").
+        bar_label: the progress bar's label (default: the name).
+
+    Attributes (set by the stages):
+        run: the run directory (Path); cfg: the checked config; resume, progress, log: as given.
+        worker: this process's id (:func:`dukb.neural.runs.worker_id`), recorded in every row it writes.
+        identity: the run identity after :meth:`claim` (dict); added: what this invocation adds to it;
+        old_record: the config.json found in RUN_DIR ({} for a new run).
+        joined: this invocation joined a live run as another worker (it writes no config.json or caches).
+        results: the run's :class:`dukb.neural.runs.ResultsFile`.
+        claims: this worker's :class:`dukb.neural.runs.UnitClaims` (None: the units are this process's alone).
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type] = RunConfig
+    units_name: ClassVar[str] = "(target, method)"
+    bar_label: ClassVar[str] = ""
+
+    def __init__(self, run_dir, config=None, *, resume: bool = True, progress: bool = False, log=print):
+        """Args:
+            run_dir: the run directory (created by :meth:`claim`).
+            config: a :attr:`config_class` instance (default: the built-in default run); checked here.
+            resume: continue a run in ``run_dir`` (refused when a row-changing setting differs); with False an
+                existing results.jsonl is an error.
+            progress: show a rich progress bar over the rows.
+            log: callable(str) for one-line progress reports.
+
+        Raises:
+            InputError: the config's check fails.
+        """
+        cfg = config if config is not None else self.config_class()
+        checked = cfg.check()
+        self.cfg = checked if checked is not None else cfg
+        self.run = Path(run_dir)
+        self.resume = resume
+        self.progress = progress
+        self.log = log
+        self.t_start = time.perf_counter()
+        self.worker = worker_id()
+        self.identity: dict = {}
+        self.added: dict = {}
+        self.old_record: dict = {}
+        self.joined = False
+        self.results: ResultsFile | None = None
+        self.claims: UnitClaims | None = None
+
+    # ---- the stages ------------------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def plan(self) -> None:
+        """The symbolic stage: KB, closure, targets, methods and grids, the run identity; ends with :meth:`claim`.
+
+        Raises:
+            InputError: bad settings, or a run directory holding another run.
+        """
+
+    @abc.abstractmethod
+    def model(self) -> None:
+        """The model stage: finetune (cached under its identity) or load, and measure the model before unlearning."""
+
+    @abc.abstractmethod
+    def units(self) -> list[tuple]:
+        """The work units of this invocation, in the order to run them (tuples of ints and strings)."""
+
+    @abc.abstractmethod
+    def pending(self, unit: tuple) -> list:
+        """What of ``unit`` is still to compute (e.g. its grid values without a row); empty: the unit is done."""
+
+    @abc.abstractmethod
+    def run_unit(self, unit: tuple, todo: list) -> Iterator[dict]:
+        """Compute ``todo`` of ``unit``, yielding one result row per computed value (each from the unit and the seed
+        alone)."""
+
+    def score(self, unit: tuple, row: dict) -> dict:
+        """Fields ``row`` derives from its own fields, added before it is written (default: none)."""
+        return row
+
+    def unit_done(self, unit: tuple) -> None:
+        """Called after this worker finished ``unit`` (default: nothing; e.g. a log line)."""
+
+    def total_rows(self) -> int:
+        """Rows of this invocation's units when complete, for the progress bar."""
+        return 0
+
+    def counts(self, row: dict) -> bool:
+        """Whether ``row`` advances the progress bar (default: every row; :meth:`total_rows` counts the same)."""
+        return True
+
+    def rows_done(self) -> int:
+        """Rows already on disk of this invocation's units, for the progress bar."""
+        return len(self.results.done) if self.results is not None else 0
+
+    @abc.abstractmethod
+    def report(self) -> dict:
+        """Render the run's report from its files (under :meth:`render`); returns the paths (dict; "report")."""
+
+    def output(self):
+        """The run's rows as a pandas DataFrame (results.jsonl; empty when absent)."""
+        import pandas as pd
+
+        path = self.run / "results.jsonl"
+        return pd.DataFrame(read_results(path) if path.exists() else [])
+
+    # ---- the machinery they share ---------------------------------------------------------------------------------
+    def execute(self):
+        """Run every stage: plan, model, the work units (:meth:`work`), report. Returns :meth:`output`.
+
+        Raises:
+            InputError: from any stage (bad settings, another run in RUN_DIR, unreadable inputs).
+        """
+        self.plan()
+        self.model()
+        self.work()
+        self.report()
+        return self.output()
+
+    def claim(self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None,
+              other_results=()) -> None:
+        """Lock RUN_DIR for this run (:func:`dukb.neural.runs.claim_run`: a run with other settings is refused
+        before anything in it is touched), note whether this invocation joins a live run as a worker, and open
+        results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
+
+        Args:
+            identity: the run identity (row-changing settings).
+            extendable: identity keys a resume may add entries to.
+            results_path: this process's results file (default RUN_DIR/results.jsonl).
+            row_key: the :class:`ResultsFile` key of a row (default: (target, method, swept value)).
+            other_results: further files whose presence means the run holds results (e.g. per-rank shards).
+
+        Raises:
+            InputError: another run in RUN_DIR, or results present without ``resume``.
+        """
+        self.identity, self.added, self.old_record = claim_run(self.run, self.name, identity, extendable=extendable,
+                                                               resume=self.resume, log=self.log)
+        self.run.mkdir(parents=True, exist_ok=True)
+        path = results_path or self.run / "results.jsonl"
+        held = [path, self.run / "results.jsonl", *other_results]
+        if not self.resume and any(p.exists() for p in held):
+            raise InputError(f"{self.run} already holds results; pass --resume to continue it or choose another -o")
+        # a second invocation with the same settings joins a live run as another worker (runs.open_to_workers): it
+        # neither repairs results.jsonl nor rewrites config.json and the caches, which the run's owner did
+        self.joined = run_role(self.run) == "worker"
+        if self.joined:
+            self.log(f"joined the run as another worker: units {self.units_name} are claimed in RUN_DIR/units")
+        kw = {} if row_key is None else {"key": row_key}
+        self.results = ResultsFile(path, repair=not self.joined, **kw)
+
+    def make_claims(self) -> UnitClaims | None:
+        """This worker's unit claims (override: None where the units are sharded otherwise)."""
+        return UnitClaims(self.run, self.worker)
+
+    def show_bar(self) -> bool:
+        """Whether this process draws the progress bar (override: e.g. the main process only)."""
+        return self.progress
+
+    def work(self) -> None:
+        """Run this worker's units: each unit no other live worker holds is claimed, computed by :meth:`run_unit`,
+        scored by :meth:`score` and appended row by row to results.jsonl (flushed; a heartbeat keeps the claim
+        fresh), then marked done; a second pass takes over the units of workers that ended meanwhile."""
+        self.claims = self.make_claims()
+        if self.claims is not None:
+            open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
+        bar = task = None
+        if self.show_bar():
+            from rich.progress import Progress
+
+            bar = Progress()
+            bar.start()
+            task = bar.add_task(self.bar_label or self.name, total=self.total_rows(), completed=self.rows_done())
+        try:
+            for unit, todo in claimed_units(self.claims, self.results, self.units(), self.pending):
+                for row in self.run_unit(unit, todo):
+                    row = self.score(unit, row)
+                    row.setdefault("worker", self.worker)
+                    self.results.append(row)
+                    if self.claims is not None:
+                        self.claims.heartbeat(unit)
+                    if bar is not None and self.counts(row):
+                        bar.advance(task)
+                self.unit_done(unit)
+        finally:
+            if bar is not None:
+                bar.stop()
+            if self.claims is not None:
+                self.claims.close()
+
+    def render(self, fn) -> dict:
+        """``fn(run_dir)`` under RUN_DIR/render.lock: workers sharing the run render one after the other, so the
+        last to finish leaves the complete report."""
+        with render_lock(self.run):
+            return fn(self.run)
+
+
+__all__ = ["Protocol"]

@@ -1,0 +1,202 @@
+"""`dukb control`'s config, splits and grids: the evaluation framework of "Unlearning with Control" (Wang et al. 2024,
+Sec. 5, App. C) on a KB, resumable, with the deep-unlearning recall of every calibrated model (which the paper cannot
+measure). The stages run in :mod:`dukb.neural.protocols.control.run`.
+
+Stages:
+
+1. **plan** (symbolic): the KB and its closure; one seeded permutation of the relationship facts gives nested
+   forget sets D_u at each forget ratio (a ratio of *all* KB facts, at least one fact; relationships only, so that
+   each forget fact is a deep-unlearning target); retain-eval D_t,eval (``retain_eval`` facts of both kinds, drawn
+   outside the largest D_u, the same for every ratio); retain-train D_t,train = the rest (the regulariser's data,
+   never scored). The minimal deep unlearning sets of every forget fact (cached in sets.json). splits.json records
+   every fact id.
+2. **model**: θ_o finetuned on every fact's QA (cached in RUN_DIR/finetuned under its identity), or ``finetuned``.
+3. **rows** per ratio: θ_o ("original": the floors' reference); per method the uncontrolled run ("none", T =
+   ``steps``: the paper's Table 2); per method and control a coarse grid, then a fine grid around the best passing
+   coarse value (:func:`coarse_grid`, :func:`fine_grid`). Every row holds the 6-number PS vector
+   (:func:`dukb.neural.metrics.ps.ps_vector`), the response confidences, the per-step risk curve, the facts the
+   model no longer knows, and the fact ids it used.
+4. **report** (:mod:`dukb.neural.protocols.control.report`): calibration (:func:`calibrate`) from the rows alone, the paper's
+   table layout, DU recall, PNGs.
+
+Source: Wang et al. 2024 ("Unlearning with Control"), Sec. 4-5, App. C and G; Wu et al. 2025, Eq. 1-2 (recall).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from dukb import InputError
+from dukb.neural.runconfig import RunConfig
+from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
+
+#: GA, GD (= GA + GDR), KL (= GA + KL to θ_o on retain data) and PO: the paper's four methods
+CONTROL_METHODS = ("ga", "ga_gdr", "ga_klr", "po")
+#: the paper's forget ratios (1:99, 5:95, 10:90)
+RATIOS = (0.01, 0.05, 0.10)
+
+
+@dataclass
+class ControlConfig(RunConfig):
+    """Everything that defines a `dukb control` run.
+
+    Attributes:
+        methods: gradient methods (:data:`dukb.neural.methods.METHODS` names).
+        controls: subset of :data:`CONTROL_KINDS`.
+        ratios: forget ratios in (0, 1).
+        steps: T of the uncontrolled run, the length of OC and MM runs, the largest ES step.
+        tau_max: the top of OC's coarse grid (nats per token); None: the largest unlearning risk the method's
+            uncontrolled run reached.
+        coarse, fine: intervals of the coarse grid over the control's range and of the fine grid over ±1 coarse
+            step around the best coarse value (10 and 10: the paper's 0..1 step 0.1, then step 0.02).
+        retain_eval: facts in D_t,eval (the paper: 400).
+        selection: "full" or "cheap" (:data:`SELECTIONS`).
+        search: PS search over k ("bisection" or "linear").
+        sets, seeds: "exact" or "random" minimal deep unlearning sets for the recall (N_seed for random).
+        kb, rules, model, finetuned, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
+            gradient_checkpointing, trust_remote_code: the shared options
+            (:class:`dukb.neural.runconfig.RunConfig`).
+
+    Optimisation follows the deep-unlearning protocol, not TOFU's: each step uses the whole forget set as one batch
+    and ``retain_batch_size`` (8) retain-train items, with no warm-up (the paper's warm-up over the first epoch and
+    equal forget/retain batch sizes are TOFU defaults whose values its text lost).
+
+    Source: Wang et al. 2024 (Unlearning with Control), Sec. 5 and App. C.
+    """
+
+    methods: list[str] = field(default_factory=lambda: list(CONTROL_METHODS))
+    controls: list[str] = field(default_factory=lambda: list(CONTROL_KINDS))
+    ratios: list[float] = field(default_factory=lambda: list(RATIOS))
+    steps: int = 16
+    tau_max: float | None = None
+    coarse: int = 10
+    fine: int = 10
+    retain_eval: int = 400
+    selection: str = "full"
+    search: str = "bisection"
+    sets: str = "exact"
+    seeds: int = 100
+
+    def check(self) -> None:
+        """Raises InputError on settings outside their ranges."""
+        from dukb.neural.metrics.ps import SEARCHES
+
+        self.check_run()
+        if not self.methods:
+            raise InputError("no method given")
+        bad = [c for c in self.controls if c not in CONTROL_KINDS]
+        if bad:
+            raise InputError(f"unknown control {bad[0]!r} (choose from {', '.join(CONTROL_KINDS)})")
+        if not self.ratios or any(not 0 < r < 1 for r in self.ratios):
+            raise InputError(f"--ratios must be in (0, 1), got {self.ratios}")
+        if self.steps < 1 or self.coarse < 1 or self.fine < 1:
+            raise InputError("--steps, --coarse and --fine must be at least 1")
+        if self.tau_max is not None and self.tau_max <= 0:
+            raise InputError(f"--tau-max must be > 0, got {self.tau_max}")
+        if self.retain_eval < 1:
+            raise InputError("--retain-eval must be at least 1")
+        if self.selection not in SELECTIONS:
+            raise InputError(f"unknown --selection {self.selection!r} (choose from {', '.join(SELECTIONS)})")
+        if self.search not in SEARCHES:
+            raise InputError(f"unknown --search {self.search!r} (choose from {', '.join(SEARCHES)})")
+        if self.sets not in ("exact", "random"):
+            raise InputError(f"unknown --sets {self.sets!r} (choose exact or random)")
+
+
+# ----------------------------------------------------------------------------------------------- the plan ----
+def ratio_key(ratio: float) -> str:
+    """The split name of a forget ratio: 0.01 -> "1%", 0.055 -> "5.5%"."""
+    return f"{ratio * 100:g}%"
+
+
+def split_facts(kb, ratios, n_retain_eval: int, seed: int = 0) -> dict:
+    """D_u per ratio, D_t,eval and D_t,train per ratio (Wang et al. 2024, Sec. 5 and App. C).
+
+    D_t,eval is drawn first (``n_retain_eval`` facts of both kinds, seeded), so it does not depend on the ratios;
+    D_u(r) is the first round(r · N) (at least 1) of a seeded permutation of the other relationship facts, so the
+    forget sets are nested and each depends on its own ratio only; D_t,train(r) is every other fact.
+
+    Args:
+        kb: the KB; ratios: forget ratios of all KB facts (N = relationships + biographies); n_retain_eval: size of
+            D_t,eval; seed: the draws' seed.
+
+    Returns:
+        {"forget": {ratio_key: [relationship ids]}, "retain_eval": {"relationships", "biographies"},
+        "retain_train": {ratio_key: {"relationships", "biographies"}}}.
+
+    Raises:
+        InputError: ``n_retain_eval`` < 1, or the KB has too few relationships for a ratio once D_t,eval is drawn.
+    """
+    if n_retain_eval < 1:
+        raise InputError("--retain-eval must be at least 1")
+    rel = [f.fact_id for f in kb.relationships]
+    bio = [b.fact_id for b in kb.biographies]
+    n_all = len(rel) + len(bio)
+    everything = [("relationship", i) for i in rel] + [("biography", i) for i in bio]
+    pick = random.Random(seed + 1).sample(everything, min(n_retain_eval, max(0, n_all - 2)))
+    if not pick:
+        raise InputError(f"the KB has {n_all} facts: too few for a retain-eval set and a forget set")
+    ev_keys = set(pick)
+    ev = {"relationships": sorted(i for k, i in pick if k == "relationship"),
+          "biographies": sorted(i for k, i in pick if k == "biography")}
+    perm = [i for i in rel if ("relationship", i) not in ev_keys]
+    random.Random(seed).shuffle(perm)
+    forget, train = {}, {}
+    for r in ratios:
+        k = ratio_key(r)
+        n = max(1, round(r * n_all))
+        if n >= len(perm):
+            raise InputError(f"a forget ratio of {r:g} needs {n} relationship facts outside retain-eval; the KB "
+                             f"has {len(perm)}")
+        forget[k] = sorted(perm[:n])
+        fs = set(forget[k])
+        train[k] = {"relationships": sorted(i for i in rel if i not in fs and ("relationship", i) not in ev_keys),
+                    "biographies": sorted(i for i in bio if ("biography", i) not in ev_keys)}
+    return {"forget": forget, "retain_eval": ev, "retain_train": train}
+
+
+def coarse_grid(control: str, cfg: ControlConfig, tau_max: float | None = None) -> list:
+    """The coarse grid of a control: MM α ∈ {0, 1/c, ..., 1}; ES T ∈ {round(i·T/c)}; OC τ ∈ {i·τ_max/c}
+    (c = ``cfg.coarse``). α = 0 and T = 0 are θ_o itself; τ = 0 drops every forget step, so it is θ_o for a method
+    without a retain term and θ_o trained on the retain term alone otherwise.
+
+    Source: Wang et al. 2024, App. C (coarse grid of about 10 equally spaced values).
+    """
+    c = cfg.coarse
+    if control == "mm":
+        return [round(i / c, 6) for i in range(c + 1)]
+    if control == "es":
+        return sorted({round(i * cfg.steps / c) for i in range(c + 1)})
+    top = cfg.tau_max if cfg.tau_max is not None else tau_max
+    if not top or top <= 0:
+        top = 1.0
+    return [round(i * top / c, 6) for i in range(c + 1)]
+
+
+def fine_grid(control: str, best: float, coarse: list, cfg: ControlConfig) -> list:
+    """The fine grid: ``cfg.fine`` intervals over [best − Δ, best + Δ] ∩ the coarse range (Δ = one coarse step),
+    integers for ES, without the coarse values already run.
+
+    Source: Wang et al. 2024, App. C (a fine grid of 10 inside the best region, e.g. α 0.10-0.30 step 0.02).
+    """
+    lo_all, hi_all = min(coarse), max(coarse)
+    step = (hi_all - lo_all) / max(1, len(coarse) - 1)
+    lo, hi = max(lo_all, best - step), min(hi_all, best + step)
+    vals = [lo + i * (hi - lo) / cfg.fine for i in range(cfg.fine + 1)]
+    if control == "es":
+        vals = sorted({int(round(v)) for v in vals})
+    else:
+        vals = sorted({round(v, 6) for v in vals})
+    done = {float(v) for v in coarse}
+    return [v for v in vals if float(v) not in done]
+
+
+def control_row_key(row: dict) -> tuple:
+    """(ratio, method, control, value) identifying a `dukb control` row."""
+    v = row.get("value")
+    return (row["ratio"], row.get("method") or "", row["control"], None if v is None else float(v))
+
+
+__all__ = ["CONTROL_KINDS", "CONTROL_METHODS", "ControlConfig", "FLOORS", "RATIOS", "SELECTIONS", "calibrate",
+           "coarse_grid", "control_row_key", "du_recall", "fine_grid", "passes", "ratio_key", "split_facts"]

@@ -1,0 +1,230 @@
+"""Rendering `dukb control` results (pandas, matplotlib; no torch): the calibration and selection from the rows
+alone, summary.csv, report.md in the paper's table layout (Tables 2, 3 and 6: PS-exact, PS-perturb and PS-similar,
+each on retain-eval and on the forget set), the deep-unlearning recall of each selected model, and two figures
+(PS against the control value, and the per-step risk curves of the uncontrolled runs).
+
+Source: Wang et al. 2024 ("Unlearning with Control"), Sec. 5, Tables 2-3 and 6, Fig. 1; Wu et al. 2025, Eq. 1-2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal
+
+#: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
+PS_COLUMNS = ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
+              "ps_similar_forget")
+
+
+def summarize_control(rows: list[dict], kb, sets: dict, splits: dict, selection: str = "full") -> list[dict]:
+    """One summary line per ratio × (θ_o, method uncontrolled, method × control selected): the 6-number PS vector,
+    the confidences, the selected value, and the DU recall (:func:`dukb.neural.calibration.du_recall`).
+
+    Args:
+        rows: result rows; kb: the KB; sets: forget fact -> {"sets", "sets_used"}; splits: splits.json;
+        selection: "full" or "cheap".
+
+    Returns:
+        list of dicts (ratio, method, control, value, passes, PS columns, confidence_*, du_*).
+    """
+    out = []
+    ratios = list(dict.fromkeys(r["ratio"] for r in rows))
+    for rk in ratios:
+        mine = [r for r in rows if r["ratio"] == rk]
+        orig = next((r for r in mine if r["control"] == "original"), None)
+        if orig is None:
+            continue
+        forget = splits["forget"][rk]
+
+        def line(r, method, control, selected):
+            d = {"ratio": rk, "method": method, "control": control,
+                 "param": r.get("param") if r else None, "value": r.get("value") if r else None,
+                 "selected": selected}
+            for k in PS_COLUMNS + ("confidence_retain", "confidence_forget", "accuracy_all_facts"):
+                d[k] = r.get(k) if r else None
+            if r is not None:
+                d.update(du_recall(kb, sets, r, forget, r.get("retain_train_fact_ids") or
+                                   {"relationships": [], "biographies": []}))
+            return d
+
+        out.append(line(orig, "θ_o (before unlearning)", "original", True))
+        for method in dict.fromkeys(r["method"] for r in mine if r.get("method")):
+            unc = next((r for r in mine if r.get("method") == method and r["control"] == "none"), None)
+            if unc is not None:
+                out.append(line(unc, method, "none", True))
+            for control in CONTROL_KINDS:
+                cand = [r for r in mine if r.get("method") == method and r["control"] == control]
+                if not cand:
+                    continue
+                sel = calibrate(cand, orig, selection)
+                out.append(line(sel, method, control, sel is not None))
+    return out
+
+
+def _f(v) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
+    """report.md: per ratio, the paper's 6-number PS vector of θ_o, of each method uncontrolled (Table 2) and of
+    each method's calibrated model per control (Table 3 / 6), with the selected value and DU recall."""
+    lines = ["# Unlearning with Control on a KB", "",
+             f"KB `{config.get('kb')}`, model `{config.get('finetuned') or config.get('model')}`; methods "
+             f"{', '.join(config.get('methods', []))}; controls {', '.join(config.get('controls', []))}; "
+             f"T = {config.get('steps')} steps; selection `{config.get('selection')}`; seed {config.get('seed')}.",
+             "",
+             "Calibration (Wang et al. 2024, App. C): a model passes when PS-exact(retain-eval) ≥ 0.9·θ_o, "
+             "PS-perturb(retain-eval) ≥ 0.9·θ_o and PS-similar(forget) ≥ 0.5·θ_o; among passing models of a "
+             "control's coarse and fine grids the one with the lowest PS-exact(forget) is reported. "
+             "`none` is the uncontrolled run (Table 2). DU recall: Wu et al. 2025 Eq. 1, the mean over the forget "
+             "facts (each a target) of the share of its best minimal deep unlearning set the model no longer knows; "
+             "`derivable`: forget facts still derivable from what the model knows. DU accuracy leaves out the "
+             "forget set and retain-train.", ""]
+    ev = splits.get("retain_eval", {})
+    n_ev = sum(len(v) for v in ev.values())
+    for rk in dict.fromkeys(s["ratio"] for s in summary):
+        n_f = len(splits["forget"][rk])
+        lines += [f"## Forget ratio {rk} (|D_u| = {n_f}, |D_t,eval| = {n_ev})", "",
+                  "| method | control | value | PS-exact r | PS-exact u | PS-perturb r | PS-perturb u | PS-similar r "
+                  "| PS-similar u | conf r | conf u | DU recall | derivable | DU accuracy |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for s in summary:
+            if s["ratio"] != rk:
+                continue
+            if not s["selected"]:
+                lines.append(f"| {s['method']} | {s['control']} | none passes |" + " |" * 11)
+                continue
+            val = "" if s["value"] is None else f"{s['param']}={s['value']:g}"
+            der = s.get("du_targets_derivable")
+            lines.append(f"| {s['method']} | {s['control']} | {val} | "
+                         + " | ".join(_f(s[k]) for k in PS_COLUMNS) + f" | {_f(s['confidence_retain'])} | "
+                         f"{_f(s['confidence_forget'])} | {_f(s.get('du_recall'))} | "
+                         f"{'–' if der is None else f'{der}/{n_f}'} | {_f(s.get('du_accuracy'))} |")
+        lines.append("")
+    lines += ["Figures: `ps_curves.png` (PS-exact on forget and retain-eval against each control's value), "
+              "`risk_curves.png` (per-step unlearning risk and retain loss of the uncontrolled runs, Fig. 1).", ""]
+    return "\n".join(lines)
+
+
+def plot_ps_curves(rows: list[dict], path: Path) -> Path | None:
+    """PS-exact(forget) (solid) and PS-exact(retain-eval) (dashed) against the control value, one panel per ratio
+    and control, one colour per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ratios = list(dict.fromkeys(r["ratio"] for r in rows))
+    controls = [c for c in CONTROL_KINDS if any(r["control"] == c for r in rows)]
+    if not ratios or not controls:
+        return None
+    fig, axes = plt.subplots(len(ratios), len(controls), figsize=(4.2 * len(controls), 3.2 * len(ratios)),
+                             squeeze=False)
+    methods = list(dict.fromkeys(r["method"] for r in rows if r.get("method")))
+    colours = {m: f"C{i}" for i, m in enumerate(methods)}
+    for i, rk in enumerate(ratios):
+        for j, c in enumerate(controls):
+            ax = axes[i][j]
+            for m in methods:
+                pts = sorted((float(r["value"]), r) for r in rows
+                             if r["ratio"] == rk and r.get("method") == m and r["control"] == c)
+                if not pts:
+                    continue
+                xs = [p[0] for p in pts]
+                ax.plot(xs, [p[1].get("ps_exact_forget") for p in pts], "-o", ms=2, color=colours[m], label=m)
+                ax.plot(xs, [p[1].get("ps_exact_retain") for p in pts], "--", color=colours[m])
+            ax.set_title(f"{rk} · {c.upper()}", fontsize=9)
+            ax.set_xlabel({"oc": "τ", "es": "T (steps)", "mm": "α"}[c])
+            ax.set_ylim(-0.05, 1.05)
+            if j == 0:
+                ax.set_ylabel("PS-exact (— forget, -- retain)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(output_file(path), dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_risk_curves(rows: list[dict], path: Path) -> Path | None:
+    """The per-step unlearning risk L_u (solid) and retain loss (dashed) of each method's uncontrolled run, one
+    panel per ratio (Wang et al. 2024, Fig. 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    unc = [r for r in rows if r["control"] == "none" and r.get("risk_curve")]
+    if not unc:
+        return None
+    ratios = list(dict.fromkeys(r["ratio"] for r in unc))
+    fig, axes = plt.subplots(1, len(ratios), figsize=(4.5 * len(ratios), 3.3), squeeze=False)
+    for i, rk in enumerate(ratios):
+        ax = axes[0][i]
+        for k, r in enumerate(x for x in unc if x["ratio"] == rk):
+            curve = r["risk_curve"]
+            risk = curve.get("unlearning_risk") or []
+            ax.plot(range(1, len(risk) + 1), risk, "-", color=f"C{k}", label=r["method"])
+            if curve.get("loss_retain"):
+                ax.plot(range(1, len(curve["loss_retain"]) + 1), curve["loss_retain"], "--", color=f"C{k}")
+        ax.set_title(f"{rk}: uncontrolled runs", fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel("nats/token (— L_u, -- retain loss)")
+        ax.set_yscale("symlog", linthresh=0.1)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(output_file(path), dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render_control(run_dir, *, selection: str | None = None) -> dict:
+    """Write summary.csv, report.md, ps_curves.png and risk_curves.png of a `dukb control` run from its files
+    (config.json, splits.json, sets.json, results.jsonl).
+
+    Returns:
+        {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot).
+
+    A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN,
+    a ratio splits.json does not hold) is warned on stderr as FILE:LINE, left out and listed in report.md.
+
+    Raises:
+        InputError: the directory holds no control run; a file read is missing, not a regular file (a FIFO, a
+            device, a folder), too large or not JSON (named); every line of results.jsonl is damaged (file and line
+            named).
+    """
+    import pandas as pd
+
+    from dukb import InputError
+    from dukb.kb import load_kb
+
+    run = Path(run_dir)
+    # read bounded: a FIFO, a device or a folder in a file's place is an error naming it
+    config = read_json(run / "config.json", "run config (config.json)")
+    splits = read_json(run / "splits.json", "splits file (splits.json)")
+    sets_doc = read_json(run / "sets.json", "sets file (sets.json)")
+    for name, doc in (("config.json", config), ("splits.json", splits), ("sets.json", sets_doc)):
+        if not isinstance(doc, dict):
+            raise InputError("not a `dukb control` run file (expected a JSON object)", run / name)
+    if config.get("protocol") != "control":
+        raise InputError(f"{run}: not a `dukb control` run (protocol {config.get('protocol')!r})")
+    forget = splits.get("forget") if isinstance(splits.get("forget"), dict) else {}
+    # damaged lines (and rows of a ratio splits.json does not hold): FILE:LINE on stderr and in report.md
+    journal = report_journal(run / "results.jsonl", "control", drop=lambda r: None if isinstance(
+        forget.get(r["ratio"]), list) else f"field ratio: {json.dumps(r['ratio'])} is not a ratio of splits.json")
+    rows = journal.rows
+    kb = load_kb(config["kb"])
+    sets = {int(k): v for k, v in sets_doc["targets"].items()}
+    summary = summarize_control(rows, kb, sets, splits, selection or config.get("selection", "full"))
+    pd.DataFrame(summary).to_csv(output_file(run / "summary.csv"), index=False)
+    output_file(run / "report.md").write_text(markdown_report(summary, config, splits) + journal_note(journal),
+                                              encoding="utf-8")
+    return {"report": run / "report.md", "summary": run / "summary.csv",
+            "ps_curves": plot_ps_curves(rows, run / "ps_curves.png"),
+            "risk_curves": plot_risk_curves(rows, run / "risk_curves.png")}
+
+
+__all__ = ["PS_COLUMNS", "markdown_report", "plot_ps_curves", "plot_risk_curves", "render_control",
+           "summarize_control"]

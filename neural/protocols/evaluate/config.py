@@ -1,0 +1,282 @@
+"""`dukb evaluate`'s config and run identity: the paper's deep-unlearning protocol (Wu et al. 2025, Sec. 4,
+App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
+
+1. KB: load and validate; deductive closure; minimal deep unlearning sets of every target (exact by default),
+   cached in RUN_DIR/sets.json.
+2. Model: finetune until it knows 100% of the KB (or load ``finetuned``), saved in RUN_DIR/finetuned; its accuracy
+   before unlearning is recorded.
+3. For each (target, method, setting): unlearn from the finetuned model, probe every KB fact, compute recall and
+   accuracy with the solver; append one JSON line at once (retained vector, best set, setting, timings).
+4. ``resume`` continues a run in the same RUN_DIR, skipping rows already written; a killed run leaves a valid file
+   (each row is one flushed line; a torn last line is dropped on resume). The run's identity (config.json) must
+   match: a resume with any other row-changing setting is refused with the differing keys; targets and methods
+   may be added (:mod:`dukb.neural.runs`).
+5. Report: summary.csv, report.md, accuracy_recall.png (:mod:`dukb.neural.protocols.evaluate.report`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dukb import InputError
+from dukb.neural.metrics import DEFAULT_METRICS
+from dukb.neural.runconfig import RunConfig, parse_layers
+
+DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
+
+
+#: The preset dukb recommends: closed-loop deep unlearning (:mod:`dukb.neural.methods.closed_loop`), the one method
+#: that reaches mean Recall ≥ 0.8 and Accuracy ≥ 0.8 on EDU-RELAT's targets on the qa form; judged on held-out
+#: probe forms it falls short, like every method (README, "Closed-loop deep unlearning"; bench/RESULTS.md,
+#: "Citable numbers"). Presets live in :data:`dukb.neural.methods.PRESETS`.
+RECOMMENDED = "du_cl"
+
+
+@dataclass
+class EvaluateConfig(RunConfig):
+    """Everything that defines an evaluate run (written to RUN_DIR/config.json; the settings that change rows form
+    its identity, see :func:`run_identity`). The model options (kb, rules, model, finetuned, seed, lr, device,
+    dtype, prompt, finetune_epochs, batch_size, LoRA, layers, gradient checkpointing, remote code) are
+    :class:`dukb.neural.runconfig.RunConfig`'s, shared by every protocol.
+
+    Attributes:
+        targets: explicit relationship fact_ids (None: ``n_targets`` drawn with the seed, one per relation kind
+            first, as evenly as possible).
+        n_targets: number of targets to draw when ``targets`` is None (default 11 = one per relation).
+        methods: method names, ``METHOD@SCOPE`` or presets (see :func:`dukb.neural.methods.resolve`).
+        grids: method -> list of values overriding the default grid.
+        sets: "exact" or "random" minimal deep unlearning sets for recall.
+        seeds: N_seed of random sets (also used when exact enumeration hits its limit).
+        forget_scope: default forget scope of methods given without ``@SCOPE`` (target, minimum, best).
+        metrics: names of :data:`dukb.neural.metrics.METRICS` to compute (required ones are added); probing
+            computes only what they need.
+        heldout_forms: probe forms every row is also scored on by ``recall_heldout`` (kinds of
+            :data:`dukb.kb.probes.KINDS`; None: every asking form the method did not see,
+            :func:`dukb.neural.metrics.heldout.default_heldout_forms`).
+        heldout_rule: "pairs" (default: after unlearning, probe the (form, fact) pairs that elicited their fact
+            before; known while one still does) or "any" (probe every held-out form; known while any does);
+            :mod:`dukb.neural.metrics.heldout`.
+        finetune_forms: probe forms the model is finetuned on (default ["qa"], the paper's; ignored with
+            ``finetuned``).
+        schedule: how the step grid of gradient methods (param "steps") is run
+            (:class:`dukb.neural.methods.base.SweepSchedule`): "reference" (default), as Eval-DU's code: one run of
+            the grid's largest T with 1 warm-up step, linear decay over that run and weight decay 0.01, read at
+            every T (and ``npo`` on Eval-DU's 500-token padded layout); "separate": each T its own run from θ₀
+            (dukb's earlier default). Presets keep their own (:attr:`dukb.neural.methods.Preset.schedule`).
+        attacks: attacks applied to every unlearned model after its probe, ``NAME`` or ``NAME:key=value:...``
+            (:data:`dukb.neural.attacks.ATTACKS`; each row gets an ``attacks`` dict and ``recall_under_attack``
+            becomes the worst case over forms and attacks). Their settings are part of the run identity.
+    """
+
+    targets: list[int] | None = None
+    n_targets: int = 11
+    methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
+    grids: dict[str, list] = field(default_factory=dict)
+    sets: str = "exact"
+    seeds: int = 100
+    forget_scope: str = "target"
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    heldout_forms: list[str] | None = None
+    heldout_rule: str = "pairs"
+    finetune_forms: list[str] = field(default_factory=lambda: ["qa"])
+    schedule: str = "reference"
+    attacks: list[str] = field(default_factory=list)
+
+    def check(self) -> "EvaluateConfig":
+        """Validate every field that the protocol would otherwise read later or silently reinterpret (the Python
+        API gets the same checks as the command line).
+
+        Returns:
+            self, with ``finetune_forms`` and ``heldout_forms`` resolved to probe kinds (:func:`dukb.kb.probes.parse_kinds`).
+
+        Raises:
+            InputError: ``sets`` not exact/random; ``seeds``, ``n_targets``, ``batch_size`` or ``finetune_epochs``
+                below 1; an unknown ``prompt``, ``forget_scope`` or ``schedule``; a bad ``layers`` range; LoRA
+                values out of range; unknown probe forms, or ``finetune_forms`` without qa; no method.
+        """
+        from dukb.kb.probes import parse_kinds
+        from dukb.neural.methods.base import SWEEP_SCHEDULES
+        from dukb.solver.scopes import FORGET_SCOPES
+
+        self.check_run()
+        if self.sets not in ("exact", "random"):
+            raise InputError(f"--sets must be exact or random, got {self.sets!r}")
+        for name, v in (("--seeds", self.seeds), ("--n-targets", self.n_targets)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise InputError(f"{name} must be at least 1, got {v}")
+        if self.forget_scope not in FORGET_SCOPES:
+            raise InputError(f"unknown forget scope {self.forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
+        if self.schedule not in SWEEP_SCHEDULES:
+            raise InputError(f"--schedule must be one of {', '.join(SWEEP_SCHEDULES)}, got {self.schedule!r}")
+        if not self.methods:
+            raise InputError("no unlearning method given")
+        if self.attacks:
+            from dukb.neural.attacks import parse_attacks
+
+            parse_attacks(self.attacks)
+        if not list(self.finetune_forms) or (self.heldout_forms is not None and not list(self.heldout_forms)):
+            raise InputError("--finetune-forms and --heldout-forms need at least one probe form")
+        self.finetune_forms = list(parse_kinds(list(self.finetune_forms)))
+        if "qa" not in self.finetune_forms:
+            raise InputError("--finetune-forms must include qa: recall and accuracy are the paper's, on the qa form")
+        if self.finetuned and self.finetune_forms != ["qa"]:
+            raise InputError("--finetune-forms applies to finetuning, which --finetuned skips (the model given was "
+                             "finetuned already)")
+        from dukb.neural.metrics.heldout import HELDOUT_RULES
+
+        if self.heldout_rule not in HELDOUT_RULES:
+            raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
+        if self.heldout_forms is not None:  # every built-in method trains on qa
+            from dukb.neural.metrics.heldout import check_heldout
+
+            self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
+        return self
+
+
+def _retain_defaults() -> dict:
+    """The retain-data settings of GDR/KLR, read from where they are defined (:func:`dukb.neural.unlearn.default_retain`'s
+    ``n``, :class:`dukb.neural.methods.base.UnlearnContext`'s ``retain_batch_size`` and ``reg_weight``), so the run
+    identity records what runs, never a copy."""
+    import dataclasses
+    import inspect
+
+    from dukb.neural.methods.base import UnlearnContext
+    from dukb.neural.unlearn import default_retain
+
+    ctx = {f.name: f.default for f in dataclasses.fields(UnlearnContext)}
+    return {"n": inspect.signature(default_retain).parameters["n"].default, "batch_size": ctx["retain_batch_size"],
+            "reg_weight": ctx["reg_weight"]}
+
+
+def _probe_defaults() -> dict:
+    """The probing settings, read from :mod:`dukb.neural.probe` (the generation budget) and :func:`evaluate`'s own
+    probe batch size, so the run identity records what runs."""
+    from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS
+
+    return {"kinds": ["qa"], "max_new_tokens": DEFAULT_MAX_NEW_TOKENS, "judge": "substring", "answer": "line",
+            "batch_size": PROBE_BATCH_SIZE}
+
+
+#: Prompts per probing batch in evaluate.
+PROBE_BATCH_SIZE = 256
+#: Settings of the protocol that are fixed in code but change rows: part of every run identity.
+#: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
+RETAIN = _retain_defaults()
+#: Identity keys a resume may add entries to: targets, methods, and values to a method's grid (a row depends on its
+#: own grid value only: each T of a gradient method is its own run from θ₀, each α its own weights; under the
+#: reference schedule also on the run's length N, ``schedule_steps`` in the method's entry, which must not change).
+EXTENDABLE = ("targets", "methods", "methods.*.grid")
+#: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
+PROBE = _probe_defaults()
+
+
+def _model_spec(cfg: RunConfig):
+    """The :class:`ModelSpec` to finetune (``cfg.model``) or to load (``cfg.finetuned``):
+    :meth:`dukb.neural.runconfig.RunConfig.model_spec`."""
+    return cfg.model_spec()
+
+
+def method_identity(m, scope: str, grid, schedule: str = "separate", family: str | None = None,
+                    lr: float | None = None) -> dict:
+    """A ``methods`` entry of a run identity: method, parameter, scope, grid; NPO's form (``npo`` and
+    ``npo_seq`` compute different losses); for a step grid under the reference schedule, ``schedule`` and
+    ``schedule_steps`` (the one run's length N = the grid's largest T, on which every row depends). The schedule
+    keys are absent under "separate" (such an entry reads as it did before the option existed). ``lr``: the
+    family's default rate where it differs from the rates runs used before identities recorded them
+    (:func:`dukb.neural.families.identity_lr`; ``family`` and the run's ``lr`` override decide). ``options``: the
+    method's per-method options (``npo:beta=0.05:lr=1e-3``), when given."""
+    from dukb.neural.families import identity_lr
+
+    entry = {"method": m.name, "param": m.param, "scope": scope,
+             "grid": [int(v) if m.param == "steps" else float(v) for v in grid]}
+    rate = identity_lr(m, family, lr)
+    if rate is not None:
+        entry["lr"] = rate
+    if getattr(m, "form", None):
+        entry["form"] = m.form
+    if m.option_values:  # per-method options (``npo:beta=0.05``): absent without, so earlier identities stay equal
+        entry["options"] = m.option_values
+    if schedule == "reference" and m.param == "steps":
+        entry["schedule"] = "reference"
+        entry["schedule_steps"] = max([int(v) for v in grid], default=0)
+    return entry
+
+
+def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str,
+                 metrics=(), schedules: dict | None = None) -> dict:
+    """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.runs`).
+
+    Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
+    resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
+    lora; seed; lr; sets (method, N_seed, exact limits); retain
+    and probe settings; the metrics; targets and methods (label -> :func:`method_identity`): targets, methods
+    and each method's grid are extendable (:data:`EXTENDABLE`). ``schedules`` (label -> "separate" or
+    "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
+    method "separate".
+
+    Raises:
+        InputError: a model file cannot be read.
+    """
+    from dataclasses import asdict as _asdict
+
+    from dukb.neural.models import TINY_CONFIG, model_fingerprint
+    from dukb.neural.pipeline import finetune_config
+    from dukb.neural.plan import EXACT_LIMITS
+    from dukb.neural.runs import IDENTITY_VERSION
+
+    if cfg.finetuned:
+        model = {"finetuned": model_fingerprint(cfg.finetuned)}
+    else:
+        base = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
+        preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
+        model = {"base": base, "finetune": {"preset": preset, **_asdict(fcfg)}}
+        if list(cfg.finetune_forms) != ["qa"]:  # only when set, so that earlier identities stay equal
+            model["finetune"]["forms"] = list(cfg.finetune_forms)
+    lora = spec.lora
+    return {
+        "identity_version": IDENTITY_VERSION,
+        "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
+        "family": spec.preset_family, "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
+        "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
+        "retain": RETAIN, "probe": PROBE, "metrics": [m.name for m in metrics], "targets": list(targets),
+        "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"),
+                                           spec.preset_family, cfg.lr)
+                    for label, m, scope, _g in methods},
+        # only when set, so that the identities of runs made before the option existed stay equal
+        **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),
+        **({"heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms),
+            "heldout_rule": cfg.heldout_rule} if any(m.name == "recall_heldout" for m in metrics) else {}),
+        **({"attacks": _attack_identity(cfg.attacks)} if getattr(cfg, "attacks", None) else {}),
+    }
+
+
+def _attacks_of(cfg: EvaluateConfig, lm):
+    """The run's parsed attacks and, when one compares with the model before unlearning, a Predictor over a copy
+    of θ₀ (the sweep changes ``lm``'s weights in place and restores them; the copy costs one model's memory)."""
+    if not cfg.attacks:
+        return None, None
+    from dukb.neural.attacks import parse_attacks
+
+    attacks = parse_attacks(cfg.attacks)
+    if not any(a.needs_reference for a, _s in attacks):
+        return attacks, None
+    import copy
+
+    from dukb.neural.probe import Predictor
+
+    return attacks, Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
+
+
+def _attack_identity(specs) -> dict:
+    """The attacks' part of a run identity: name -> settings (:func:`dukb.neural.attacks.attack_identity`)."""
+    from dukb.neural.attacks import attack_identity, parse_attacks
+
+    return attack_identity(parse_attacks(specs))
+
+
+def finetune_cache_key(identity: dict) -> dict:
+    """What a run's finetuned model depends on, stored in its finetune.json and compared before reuse: the base
+    model and finetuning config, the KB's fingerprint, LoRA, dtype and prompt tags (a cache made with any other
+    value is finetuned again, even when the run's config.json was never written)."""
+    return {"model": identity["model"], "kb": identity["kb"], "lora": identity["lora"], "dtype": identity["dtype"],
+            "prompt": identity["prompt"]}

@@ -1,0 +1,325 @@
+"""`dukb evaluate`'s stages: the paper's deep-unlearning protocol end to end, resumable (Wu et al. 2025, Sec. 4,
+App. C/H; Eq. 1-2 for recall and accuracy, Definition 2 for Success-DU).
+
+- plan: KB, closure, targets, methods and grids, the run identity (:func:`run_identity`), minimal deep unlearning
+  sets and forget sets (:func:`dukb.neural.plan.build_plan`, cached in RUN_DIR/sets.json);
+- model: finetune until the model knows 100% of the KB (cached in RUN_DIR/finetuned under
+  :func:`finetune_cache_key`) or load ``finetuned``; probe it before unlearning (qa and the held-out forms);
+- units: (target, method), each the method's grid values for the target; a row per (target, method, setting);
+- score: Success-DU on the qa form and on held-out forms, from the row's forgotten facts;
+- report: summary.csv, report.md, accuracy_recall.png (:mod:`dukb.neural.protocols.evaluate.report`).
+
+Under a multi-process launch with a process group (torchrun, accelerate) the targets are sharded across ranks and
+merged by rank 0; without one, any number of invocations share the run through unit claims
+(:class:`dukb.neural.protocols.base.Protocol`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+from dukb import InputError
+from dukb.neural import distributed as dist
+from dukb.neural.protocols.base import Protocol
+from dukb.neural.protocols.evaluate.config import (EXTENDABLE, PROBE, EvaluateConfig, _attacks_of, _model_spec,
+                                                   finetune_cache_key, run_identity)
+from dukb.neural.runconfig import parse_layers
+from dukb.neural.runs import SHARD_GLOB, holds_run_lock, merge_shards, provenance
+
+
+class EvaluateProtocol(Protocol):
+    """`dukb evaluate` in stages (module docstring). Source: Wu et al. 2025, Sec. 4 and App. C/H."""
+
+    name = "evaluate"
+    config_class = EvaluateConfig
+    units_name = "(target, method)"
+    bar_label = "unlearning"
+
+    # ---- plan ----------------------------------------------------------------------------------------------------
+    def plan(self) -> None:
+        """KB, closure, targets, methods, grids and metrics; the run identity; RUN_DIR claimed; sets and forget sets.
+
+        Raises:
+            InputError: no method or a method twice, a held-out form some method sees, an unknown schedule or
+                target, another run in RUN_DIR, or grid values added to a run for only part of its targets.
+        """
+        from dukb.kb import load_kb
+        from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
+        from dukb.neural.methods.base import SWEEP_SCHEDULES
+        from dukb.neural.metrics import parse_metrics
+        from dukb.neural.metrics.heldout import check_heldout
+        from dukb.neural.models import resolve_device, resolve_dtype
+        from dukb.neural.plan import build_plan, choose_targets
+        from dukb.neural.runs import history_entry
+        from dukb.solver.closure import compute_closure
+
+        cfg = self.cfg
+        self.device = resolve_device(cfg.device)  # cuda:LOCAL_RANK under a multi-process launch
+        self.main = dist.is_main_process()
+        if dist.is_distributed():
+            rank_log = self.log
+
+            def log(msg: str) -> None:
+                rank_log(f"[rank {dist.rank()}/{dist.world_size()}] {msg}")
+
+            self.log = log
+        if cfg.kb is None:
+            from dukb.kb.generate import default_generated_kb_dir
+
+            kb_dir = default_generated_kb_dir()
+        else:
+            kb_dir = cfg.kb
+        self.kb = kb = load_kb(kb_dir)
+        self.closure = closure = compute_closure(kb, cfg.rules)
+        self.methods = methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
+        self.metrics = metrics = parse_metrics(cfg.metrics)
+        if not methods:
+            raise InputError("no unlearning method given")
+        check_unique(label for label, *_ in methods)
+        self.grids = grids = method_grids(methods, cfg.grids)
+        seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
+        if any(m.name == "recall_heldout" for m in metrics):  # refused before anything runs: a form some method sees
+            check_heldout(cfg.heldout_forms, seen_any)
+        self.targets = targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
+            choose_targets(kb, cfg.n_targets, cfg.seed)
+        for t in targets:
+            closure.atom_of_fact(t)
+        self.spec = spec = _model_spec(cfg)
+        dtype = str(resolve_dtype(cfg.dtype, self.device)).removeprefix("torch.")
+        if cfg.schedule not in SWEEP_SCHEDULES:
+            raise InputError(f"unknown schedule {cfg.schedule!r} (choose from {', '.join(SWEEP_SCHEDULES)})")
+        # a preset's own schedule also when the entry carries per-method options (``du_ga:lr=1e-4``)
+        schedules = {label: schedule_for(label.partition(":")[0], cfg.schedule) for label, *_r in methods}
+        identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics, schedules)
+        # one process writes results.jsonl; under a multi-process launch each writes its shard, merged at the end
+        mine = self.run / (f"results.rank{dist.rank()}.jsonl" if dist.is_distributed() else "results.jsonl")
+        # one writer: locks the directory, refuses a run with other settings before anything in it is touched
+        self.claim(identity, extendable=EXTENDABLE, results_path=mine, other_results=self.run.glob(SHARD_GLOB))
+        grown = [k.split(".")[1] for k in self.added if k.startswith("methods.") and k.endswith(".grid")]
+        left_out = [t for t in self.identity["targets"] if t not in targets]
+        if grown and left_out:  # a setting must cover the same targets as the others on its method's curve
+            raise InputError(f"adding grid values to {', '.join(grown)} needs every target of the run, but "
+                             f"{len(left_out)} of its {len(self.identity['targets'])} targets are not in this "
+                             f"invocation ({', '.join(map(str, left_out[:5]))}{', ...' if len(left_out) > 5 else ''})"
+                             "; resume with the run's targets (the same --n-targets, --targets or --targets-file)",
+                             self.run / "config.json")
+        dist.barrier(self.device)  # every process has repaired its file before any reads the others
+        self.results.absorb([self.run / "results.jsonl", *sorted(self.run.glob(SHARD_GLOB))])
+        labels = list(self.identity["methods"])
+        self.record = {"protocol": "evaluate", **asdict(cfg), "kb": str(kb.source), "kb_fingerprint": kb.fingerprint(),
+                       "rules_fingerprint": closure.rules.fingerprint, "targets": self.identity["targets"],
+                       "n_targets": len(self.identity["targets"]), "methods": labels,
+                       "scopes": {lb: self.identity["methods"][lb]["scope"] for lb in labels},
+                       "grids": {lb: self.identity["methods"][lb]["grid"] for lb in labels},
+                       "identity": self.identity,
+                       "history": self.old_record.get("history", []) + [history_entry(
+                           self.added, targets=targets, methods=[lb for lb, *_ in methods])]}
+        if self.added:
+            self.log("adding to the run: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in self.added.items()))
+        dist.barrier(self.device)  # every process has read the old state before anyone writes
+        scopes = [scope for _label, _m, scope, _g in methods]
+        kw = dict(sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed)
+        if self.main:
+            self.sets_plan = build_plan(self.run, kb, closure, targets, scopes, write=not self.joined, **kw)
+        dist.barrier(self.device)
+        if not self.main:  # the caches process 0 just wrote
+            self.sets_plan = build_plan(self.run, kb, closure, targets, scopes, write=False, **kw)
+        self.log(f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
+                 f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
+
+    # ---- model ---------------------------------------------------------------------------------------------------
+    def model(self) -> None:
+        """Finetune (cached under :func:`finetune_cache_key`) or load the model; write config.json; probe the model
+        before unlearning on qa and every held-out form (``heldout_known_before``); the probe items of the rows."""
+        from dukb.neural.data import kb_qa
+        from dukb.neural.metrics import combined_needs, row_metrics
+        from dukb.neural.metrics.heldout import check_heldout, elicited_by_form, heldout_known
+        from dukb.neural.models import load_model
+        from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
+        from dukb.neural.probe import Predictor, probe
+        from dukb.neural.runs import write_json_atomic
+
+        cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
+        model_key = finetune_cache_key(self.identity)
+        if cfg.finetuned:
+            lm = load_model(spec)
+            ft = finetune_record(cfg.finetuned) or {}
+            record["model"] = cfg.finetuned
+        else:
+            ft_dir = self.run / "finetuned"
+            ft = finetune_record(ft_dir)
+            if ft is None or ft.get("identity") != model_key:  # a cache made with other settings is redone
+                # data parallel under a multi-process launch; process 0 saves
+                finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
+                            progress=self.progress, log=self.log, identity=model_key,
+                            items=None if list(cfg.finetune_forms) == ["qa"] else kb_qa(kb, tuple(cfg.finetune_forms)))
+            lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
+                                gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora)
+            ft = finetune_record(ft_dir)
+            record["model"] = cfg.model
+        self.lm = lm
+        record["provenance"] = provenance(lm.device, gradient_checkpointing=cfg.gradient_checkpointing,
+                                          probe_batch_size=PROBE["batch_size"])
+        # kept at the top level for readers of earlier runs
+        record["versions"] = record["provenance"]["versions"]
+        record["device_used"] = record["provenance"]["device"]  # "device" keeps the configured value
+        record["world_size"] = dist.world_size()
+        cfg_path = self.run / "config.json"
+        if self.main and not self.joined:
+            write_json_atomic(cfg_path, record)
+            write_json_atomic(self.run / "finetune.json", ft)
+        self.row_metrics = row_metrics(self.metrics)
+        heldout = any(m.name == "recall_heldout" for m in self.row_metrics)
+        kinds = combined_needs(self.row_metrics).kinds  # the probe kinds the metrics need ("qa" first)
+        if heldout and cfg.heldout_forms:
+            kinds = tuple(dict.fromkeys(kinds + tuple(cfg.heldout_forms)))
+        items = kb_qa(kb, kinds)
+        # the baseline covers every form some row may be scored on (each row then keeps its own held-out forms)
+        base_forms = set(check_heldout(cfg.heldout_forms, ("qa",))) if heldout else set()
+        base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
+                     [it for it in items if it.kind == "qa" or it.kind in base_forms], rouge=False, logprob=False)
+        acc0 = float(base[base["kind"] == "qa"]["known"].mean())
+        self.attacks, self.reference = _attacks_of(cfg, lm)
+        self.log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
+        self.heldout_before = elicited_by_form(base, base_forms) if heldout else None
+        if heldout:  # how much of the KB the held-out forms elicit before unlearning: recall_heldout's baseline
+            record["heldout_known_before"] = heldout_known(kb, base, sorted(base_forms, key=list(kinds).index))
+            self.log(f"held-out forms elicit {record['heldout_known_before']['all']:.4f} of the KB before unlearning")
+            if self.main and not self.joined:
+                write_json_atomic(cfg_path, record)
+        if heldout and cfg.heldout_rule == "pairs":  # after unlearning only the pairs that elicited before count
+            others = set(combined_needs([m for m in self.row_metrics if m.name != "recall_heldout"]).kinds) | {"qa"}
+            items = [it for it in items
+                     if it.kind in others or (it.kind, it.fact_kind, it.fact_id) in self.heldout_before]
+        self.items = items
+        if acc0 < 1.0:
+            self.log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
+
+    # ---- work units ----------------------------------------------------------------------------------------------
+    def make_claims(self):
+        """Unit claims, except under a multi-process launch, whose targets are sharded by rank instead."""
+        return None if dist.is_distributed() else super().make_claims()
+
+    def show_bar(self) -> bool:
+        """The main process draws the bar."""
+        return self.progress and self.main
+
+    def units(self) -> list[tuple]:
+        """(target, method label) for this process's targets (all of them without a process group)."""
+        return [(t, label) for t in dist.shard(self.targets) for label, *_r in self.methods]
+
+    def pending(self, unit: tuple) -> list:
+        """The grid values of the unit's method with no row for its target yet."""
+        t, label = unit
+        return [v for v in self.grids[label] if (t, label, float(v)) not in self.results.done]
+
+    def total_rows(self) -> int:
+        """Rows of this process's targets."""
+        return len(dist.shard(self.targets)) * sum(len(g) for g in self.grids.values())
+
+    def rows_done(self) -> int:
+        """Rows of this process's targets already on disk."""
+        return sum((t, label, float(v)) in self.results.done for t in dist.shard(self.targets)
+                   for label, *_ in self.methods for v in self.grids[label])
+
+    def run_unit(self, unit: tuple, todo: list):
+        """Unlearn target ``t`` with the unit's method at each value of ``todo``, probe, and yield the rows
+        (:func:`dukb.neural.unlearn.sweep_target`)."""
+        from dukb.neural.methods.base import SweepSchedule
+        from dukb.neural.unlearn import sweep_target
+
+        t, label = unit
+        cfg, kb = self.cfg, self.kb
+        fact = kb.relationship(t)
+        m, scope = next((m, scope) for lb, m, scope, _g in self.methods if lb == label)
+        entry = self.identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
+        schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
+            if entry.get("schedule") == "reference" else None
+        sets = self.sets_plan.sets
+        for row in sweep_target(self.lm, kb, self.closure, t, m, todo,
+                                sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
+                                lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
+                                scope=scope, forget_ids=self.sets_plan.forget[(t, scope)],
+                                batch_size=PROBE["batch_size"], metrics=self.row_metrics,
+                                heldout_forms=cfg.heldout_forms, heldout_before=self.heldout_before,
+                                heldout_rule=cfg.heldout_rule, schedule=schedule, attacks=self.attacks,
+                                reference=self.reference):
+            row["method"] = label
+            row["worker"] = self.worker
+            row["target_relation"] = fact.relation
+            row["n_kb_rel"] = len(kb.relationships)
+            row["n_kb_bio"] = len(kb.biographies)
+            yield row
+
+    def score(self, unit: tuple, row: dict) -> dict:
+        """Success-DU (Wu et al. 2025, Definition 2: the target is not in Ω(K \\ U_A, R)), on the qa form and on
+        held-out forms, from the row's forgotten relationships."""
+        from dukb.neural.metrics.recall import success_du
+
+        t = unit[0]
+        if "forgotten_relationships" in row:
+            row["success_du"] = success_du(self.closure, t, row["forgotten_relationships"])
+        if "forgotten_relationships_heldout" in row:
+            row["success_du_heldout"] = success_du(self.closure, t, row["forgotten_relationships_heldout"])
+        return row
+
+    def unit_done(self, unit: tuple) -> None:
+        """One log line: the unit's best recall, its accuracy, and in how many settings the target was forgotten."""
+        t, label = unit
+        mine = [r for r in self.results.rows if r["target"] == t and r["method"] == label]
+        if not mine or "recall" not in mine[0]:
+            return
+        fact = self.kb.relationship(t)
+        best = max(mine, key=lambda r: (r["recall"], r["accuracy_all"]))
+        self.log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
+                 f"{best['recall']:.2f} at accuracy {best['accuracy_all']:.2f}; target forgotten in "
+                 f"{sum(r['target_forgotten'] for r in mine)}/{len(mine)} settings")
+
+    # ---- report --------------------------------------------------------------------------------------------------
+    def report(self) -> dict:
+        """Rank 0 merges the per-rank shards (under a process group) and renders summary.csv, report.md and
+        accuracy_recall.png; the others wait for it."""
+        from dukb.neural.protocols.evaluate.report import render
+
+        dist.barrier(self.device)
+        paths = {}
+        if self.main:
+            pos = {t: i for i, t in enumerate(self.targets)}
+            labels = {label: i for i, (label, *_r) in enumerate(self.methods)}
+            merge_shards(self.run, order=lambda r: (pos.get(int(r["target"]), len(pos)),
+                                                    labels.get(r["method"], len(labels)),
+                                                    float(r["setting"][r["param"]])))
+            paths = self.render(render)
+            self.log(f"done in {time.perf_counter() - self.t_start:.1f} s: report {paths['report']}")
+        dist.barrier(self.device)
+        return paths
+
+
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until evaluate returns
+def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False,
+             log=print):
+    """Run (or resume) the evaluate protocol into ``run_dir`` and render the report (:class:`EvaluateProtocol`).
+
+    Args:
+        run_dir: output directory (created).
+        config: :class:`EvaluateConfig` (default: the built-in default run).
+        resume: reuse rows, sets and the finetuned model already in ``run_dir``; with False an existing
+            results.jsonl is an error.
+        progress: rich progress bars.
+        log: callable(str) for one-line progress summaries.
+
+    Returns:
+        pandas DataFrame of all result rows (one per target, method, setting).
+
+    Raises:
+        InputError: bad configuration, a run_dir holding a different run, or results present without ``resume``;
+            run_dir in use by another process with other settings (or without ``resume``; with the same settings
+            and ``resume`` this joins it as another worker, :func:`dukb.neural.runs.claim_run`).
+
+    Source: Wu et al. 2025, Sec. 4 and App. C/H (protocol), Eq. 1-2 (metrics).
+    """
+    return EvaluateProtocol(run_dir, config, resume=resume, progress=progress, log=log).execute()
+
+
+__all__ = ["EvaluateProtocol", "evaluate"]

@@ -1,0 +1,251 @@
+"""`dukb muse`'s config, requests and model metrics: MUSE's six-way evaluation (Shi et al. 2024b) on a KB, resumable;
+the stages run in :mod:`dukb.neural.protocols.muse.run`.
+
+Stages (each consumes the previous one's output):
+
+1. **plan** (symbolic): KB, closure, the run's targets; the base split (holdout and retain pools,
+   :func:`dukb.solver.splits.base_split`, the holdout kept outside every target's cone); one forget set per request
+   (a minimum joint deep unlearning set of the request's targets, :func:`dukb.solver.splits.forget_set`). Requests:
+   ``main`` (the first ``n_targets`` targets), ``scale-c`` (the first c targets, c ∈ ``scale_sizes``: C5) and
+   ``sustain-k`` (sequential requests whose cumulative forget sets are the scalability sets: C6). splits.json
+   records every fact id of every split.
+2. **models**: f_target finetuned on the QA pairs and statement texts of every trained fact (the KB minus the
+   holdout: the knowledge KnowMem asks about is installed here, the only stage that trains a QA pair); f_retrain
+   finetuned the same way, same preset and seed, on the trained facts minus a request's forget set, cached per
+   forget set under ``RUN_DIR/models/``.
+3. **sweep**: every method over its grid from f_target, unlearning the forget facts' statement texts alone (MUSE
+   unlearns on the forget corpus D_forget; its QA sets are evaluation-only), with the retain_train facts' statement
+   texts (MUSE's D_retain^(reg)) as the regulariser's data. No KnowMem QA pair is trained by unlearning; rows record
+   what was trained (``trained_forms``, ``trained_fact_ids``) and what was scored (``scored_forms``).
+4. **metrics** per model: VerbMem on the forget texts, KnowMem on forget and retain_eval QA, MIA AUCs (LOSS, Zlib,
+   Min-K%, Min-K%++; forget vs holdout and retain_eval vs holdout) and PrivLeak against f_retrain
+   (:mod:`dukb.neural.metrics.muse`). One row per model, written at once.
+5. **report**: :mod:`dukb.neural.protocols.muse.report` (Table 3 layout, ratios to f_retrain, bootstrap CIs, the selection
+   rule, C5/C6 curves, ROC).
+
+Source: Shi et al. 2024b (MUSE), Sec. 2-4; Wu et al. 2025, Definition 2 (joint deep unlearning sets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dukb import InputError
+from dukb.neural.runconfig import RunConfig
+
+#: MUSE's eight methods (Shi et al. 2024b, Sec. 4)
+MUSE_METHODS = ("ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "tv", "whp")
+#: MUSE runs C5/C6 for GA, NPO and their regularised variants
+CURVE_METHODS = ("ga", "ga_gdr", "npo", "npo_gdr")
+#: version of what `dukb muse` unlearns on, in its run identity (1: the forget QA pairs and texts, retain QA and
+#: texts; 2: the statement texts alone): a run of another version is not resumed
+MUSE_TRAINING_VERSION = 2
+#: what each MUSE metric scores: KnowMem the QA pairs (evaluation-only), VerbMem and the MIA the statement texts
+SCORED_FORMS = {"knowmem": ["qa"], "verbmem": ["statement"], "mia": ["statement"]}
+
+
+@dataclass
+class MuseConfig(RunConfig):
+    """Everything that defines a `dukb muse` run (the row-changing part is its identity).
+
+    Attributes:
+        kb, rules, model, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
+            gradient_checkpointing, trust_remote_code: the shared options
+            (:class:`dukb.neural.runconfig.RunConfig`); ``model`` is the base model finetuned into f_target and
+            every f_retrain.
+        finetuned: use this directory as f_target instead of finetuning it (MUSE's released target models); its
+            training data must leave out the holdout facts (the MIA non-members, splits.json), which dukb cannot
+            check: the run identity records its fingerprint as ``f_target``. f_retrain is still finetuned from ``model``.
+        targets: explicit target fact_ids (None: drawn with the seed, relation kinds in turn).
+        n_targets: targets of the main request.
+        methods: methods of the main table (:data:`dukb.neural.methods.METHODS` names or presets).
+        curve_methods: methods of the scalability and sustainability experiments (gradient methods).
+        grids: method -> grid override.
+        scale_sizes: forget-set sizes in targets for C5 (empty: no C5/C6); cumulative request sizes for C6.
+        sustain: run the sequential requests (C6).
+        forget_scope: "joint" (minimum joint deep unlearning set of the request's targets) or "target".
+        holdout_frac, retain_train_frac: split shares (:func:`dukb.solver.splits.base_split`).
+        mia_k: Min-K% share (0.4: MUSE's code reads PrivLeak off ``forget_holdout_Min-40%``, swj0419/muse_bench
+            eval.py; the paper gives no K); verbmem_prefix: VerbMem prefix share; verbmem_tokens, knowmem_tokens: decoding budgets;
+            verbmem_temperature: VerbMem decoding (0 = greedy, > 0 = sampling with the run seed); verbmem_stemming:
+            stem words before VerbMem's ROUGE-L. Defaults as MUSE's code (swj0419/muse_bench eval.py): 128 tokens,
+            no stemming.
+        select: selection rule (:data:`dukb.neural.metrics.muse.SELECTION_RULES`), used by the report and by C6.
+        bootstrap: bootstrap resamples for the confidence intervals (MUSE: 9,999).
+    """
+
+    targets: list[int] | None = None
+    n_targets: int = 1
+    methods: list[str] = field(default_factory=lambda: list(MUSE_METHODS))
+    curve_methods: list[str] = field(default_factory=lambda: list(CURVE_METHODS))
+    grids: dict[str, list] = field(default_factory=dict)
+    scale_sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    sustain: bool = True
+    forget_scope: str = "joint"
+    holdout_frac: float = 0.1
+    retain_train_frac: float = 0.5
+    mia_k: float = 0.4
+    verbmem_prefix: float = 0.5
+    verbmem_tokens: int = 128
+    verbmem_temperature: float = 0.0
+    verbmem_stemming: bool = False
+    knowmem_tokens: int = 10
+    select: str = "first_below_retrain"
+    bootstrap: int = 9999
+
+    def check(self) -> None:
+        """Raises InputError on settings outside their ranges."""
+        from dukb.neural.metrics.muse import SELECTION_RULES
+
+        self.check_run()
+        if self.n_targets < 1:
+            raise InputError("--n-targets must be at least 1")
+        if any(c < 1 for c in self.scale_sizes) or list(self.scale_sizes) != sorted(set(self.scale_sizes)):
+            raise InputError("--scale-sizes must be increasing positive integers")
+        if not 0 < self.verbmem_prefix < 1:
+            raise InputError(f"--verbmem-prefix must be in (0, 1), got {self.verbmem_prefix}")
+        if not 0 < self.mia_k <= 1:
+            raise InputError(f"--mia-k must be in (0, 1], got {self.mia_k}")
+        if self.select not in SELECTION_RULES:
+            raise InputError(f"unknown --select {self.select!r} (choose from {', '.join(SELECTION_RULES)})")
+        if self.forget_scope not in ("joint", "target"):
+            raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose joint or target)")
+        if not 0 < self.retain_train_frac < 1:
+            raise InputError(f"--retain-train must be in (0, 1): retain_train feeds the regularisers, retain_eval "
+                             f"the utility; got {self.retain_train_frac}")
+        if self.verbmem_tokens < 1 or self.knowmem_tokens < 1:
+            raise InputError("the decoding budgets must be at least 1 token")
+        if self.verbmem_temperature < 0:
+            raise InputError("--verbmem-temperature must be >= 0")
+        if self.bootstrap < 1:
+            raise InputError("--bootstrap must be at least 1")
+
+
+def _lr_entry(m, family, lr) -> dict:
+    """``{"lr": rate}`` when the run identity must record the method's resolved rate
+    (:func:`dukb.neural.families.identity_lr`), and ``{"options": ...}`` when the method was given per-method options
+    (:meth:`dukb.neural.methods.base.Method.with_options`); {} otherwise."""
+    from dukb.neural.families import identity_lr
+
+    rate = identity_lr(m, family, lr)
+    out = {} if rate is None else {"lr": rate}
+    if m.option_values:
+        out["options"] = m.option_values
+    return out
+
+
+def muse_row_key(row: dict) -> tuple:
+    """(request, model kind, method label, swept value) identifying a `dukb muse` row."""
+    setting = row.get("setting") or {}
+    v = setting.get(row.get("param")) if row.get("param") else None
+    return (row["request"], row["model_kind"], row.get("method") or "", None if v is None else float(v))
+
+
+def plan_requests(cfg: MuseConfig, targets: list[int]) -> list[dict]:
+    """The run's requests: name, experiment, targets, and (sustainability) the request it continues from.
+
+    ``main``: the first n_targets targets. ``scale-c``: the first c targets. ``sustain-k``: the k-th fold, the targets
+    between consecutive scalability sizes, continuing from the model unlearned on ``sustain-(k-1)``; its cumulative
+    forget set equals ``scale-c``'s (the sets are built fold by fold, see :func:`run_muse`), so the two experiments
+    share f_retrain models.
+
+    Returns:
+        list of dicts: name, experiment ("main", "scalability", "sustainability"), targets (fact_ids),
+        cumulative (the request whose forget set it is scored against), after (sustainability: the previous one).
+
+    Raises:
+        nothing (the targets are checked by the caller).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C5 and C6.
+    """
+    reqs = [{"name": "main", "experiment": "main", "targets": targets[:cfg.n_targets], "cumulative": "main"}]
+    for c in cfg.scale_sizes:
+        reqs.append({"name": f"scale-{c}", "experiment": "scalability", "targets": targets[:c],
+                     "cumulative": f"scale-{c}"})
+    if cfg.sustain and cfg.scale_sizes:
+        lo = 0
+        for k, c in enumerate(cfg.scale_sizes, 1):
+            reqs.append({"name": f"sustain-{k}", "experiment": "sustainability", "targets": targets[lo:c],
+                         "cumulative": f"scale-{c}", "after": f"sustain-{k - 1}" if k > 1 else None})
+            lo = c
+    return reqs
+
+
+def _items_for(kb, keys):
+    """QA items and statement texts of the facts ``keys`` ({"relationships", "biographies"} dict)."""
+    from dukb.neural.data import QA_KIND, kb_qa, kb_texts
+
+    want = {("relationship", i) for i in keys.get("relationships", ())} | \
+           {("biography", i) for i in keys.get("biographies", ())}
+    qa = [it for it in kb_qa(kb) if (it.fact_kind, it.fact_id) in want and it.kind == QA_KIND]
+    return qa, kb_texts(kb, want)
+
+
+def _auc(members, nonmembers) -> float | None:
+    """Member-positive AUC over the scores that are numbers (an item with no scored token has NaN); None when a
+    side is empty."""
+    from dukb.neural.metrics.mia import auc
+
+    m = [x for x in members if x == x]
+    n = [x for x in nonmembers if x == x]
+    return auc(m, n) if m and n else None
+
+
+def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None) -> dict:
+    """Every MUSE metric of one model on one request's splits.
+
+    Returns:
+        verbmem_forget, knowmem_forget, knowmem_retain (means in [0, 1]); mia_auc_forget / mia_auc_retain
+        (score name -> member-positive AUC against the holdout: the holdout's relationship statements for the
+        forget set, all its statements for retain_eval); mia_auc (the Min-K% forget AUC); privleak
+        (fraction, vs ``retrain_auc``; None without it); ``items`` (the per-item values, for bootstrap CIs) and
+        ``mia`` (per-text Min-K% scores of forget, retain_eval and holdout, for ROC plots); per-item values are
+        rounded to 4 decimals.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4).
+    """
+    from dukb.neural.metrics.mia import privleak
+    from dukb.neural.metrics.muse import knowmem, text_mia_scores, verbmem
+
+    f_qa, f_txt = _items_for(kb, splits.forget)
+    r_qa, r_txt = _items_for(kb, splits.retain_eval)
+    _h_qa, h_txt = _items_for(kb, splits.holdout)
+    vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens,
+                 temperature=cfg.verbmem_temperature, seed=cfg.seed, stem=cfg.verbmem_stemming)
+    km_f = knowmem(pred, f_qa, cfg.knowmem_tokens)
+    km_r = knowmem(pred, r_qa, cfg.knowmem_tokens)
+    s_f = text_mia_scores(pred, f_txt, cfg.mia_k)
+    s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
+    s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
+    mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+    # the forget members are relationship statements: their non-members are the holdout's relationship statements
+    # (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
+    # holds no relationship
+    rel = [i for i, t in enumerate(h_txt) if t.fact_kind == "relationship"] or list(range(len(h_txt)))
+    s_h_rel = {k: [v[i] for i in rel] for k, v in s_h.items()}
+    auc_f = {k: _auc(s_f[k], s_h_rel[k]) for k in s_f} if h_txt and f_txt else {}
+    auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
+    head = auc_f.get("mink")
+    pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
+    r4 = (lambda xs: [round(float(x), 4) for x in xs])
+    return {"verbmem_forget": mean(vm), "knowmem_forget": mean(km_f), "knowmem_retain": mean(km_r),
+            "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
+            "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
+            "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])}}
+
+
+def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log):
+    """Finetune ``items`` into ``out`` unless a model with the same key is there; returns the loaded model."""
+    from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
+
+    rec = finetune_record(out)
+    if rec is None or rec.get("identity") != key:
+        log(f"finetuning {out.name} on {len(items)} items")
+        finetune_kb(kb, spec, out, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
+                    log=log, identity=key, items=items)
+    return load_finetuned(out, **cfg.load_kwargs())
+
+
+__all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "SCORED_FORMS", "model_metrics",
+           "muse_row_key", "plan_requests"]

@@ -1,0 +1,418 @@
+"""`dukb muse`'s stages: MUSE's six-way evaluation (Shi et al. 2024b, Sec. 2-4) on a KB, resumable.
+
+- plan: KB, closure, targets; the base split and one forget set per request (main, scale-c, sustain-k;
+  RUN_DIR/splits.json); the run identity;
+- model: f_target finetuned on the QA pairs and statement texts of every trained fact (or ``--finetuned``);
+- units, in order: (request, "") for a request's reference rows (f_target and f_retrain, the retrain cached per
+  forget set under RUN_DIR/models/); (request, method) for a method's grid on main and scale-c; ("sustain",
+  method) for C6's sequential requests, one unit because each request continues from the model the previous one
+  selected. What is left of a sequence is decided by a dry replay of its selections over the rows on disk;
+- score: within the unit (VerbMem, KnowMem, MIA AUCs, PrivLeak against f_retrain,
+  :func:`dukb.neural.protocols.muse.config.model_metrics`);
+- report: :mod:`dukb.neural.protocols.muse.report`.
+
+MUSE runs in one process: its units share f_retrain caches on disk and C6's sequence, so a second invocation on a
+live run is refused rather than joined.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict
+
+from dukb import InputError
+from dukb.neural.protocols.base import Protocol
+from dukb.neural.protocols.muse.config import (CURVE_METHODS, MUSE_METHODS, MUSE_TRAINING_VERSION,  # noqa: F401
+                                               SCORED_FORMS, MuseConfig, _finetune_cached, _items_for, _lr_entry,
+                                               model_metrics, muse_row_key, plan_requests)
+from dukb.neural.runs import holds_run_lock
+
+
+class _Missing(Exception):
+    """A dry replay met a row that is not in results.jsonl yet."""
+
+
+class MuseProtocol(Protocol):
+    """`dukb muse` in stages (module docstring). Source: Shi et al. 2024b (MUSE), Sec. 2-4."""
+
+    name = "muse"
+    config_class = MuseConfig
+    units_name = "(request, method)"
+
+    # ---- plan ----------------------------------------------------------------------------------------------------
+    def plan(self) -> None:
+        """KB, closure, targets, methods; the base split and the requests' forget sets (nested for C5, folds for
+        C6); the run identity; RUN_DIR claimed; splits.json and config.json.
+
+        Raises:
+            InputError: several processes, too few targets, a forget scope on a method, a method that trains on
+                questions, a non-gradient curve method, another run in RUN_DIR.
+        """
+        from dukb.neural import distributed as dist
+        from dukb.neural.methods import check_unique, method_grids, resolve
+        from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
+        from dukb.neural.pipeline import finetune_config
+        from dukb.neural.plan import choose_targets, load_kb_closure
+        from dukb.neural.protocols.rwku.config import check_corpus_methods
+        from dukb.neural.runs import IDENTITY_VERSION, history_entry, provenance, write_json_atomic
+        from dukb.solver.splits import base_split, forget_set
+
+        cfg = self.cfg
+        if dist.is_distributed():
+            raise InputError("dukb muse runs in one process; launch it without accelerate/torchrun")
+        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules)
+        n_all = max([cfg.n_targets] + list(cfg.scale_sizes))
+        targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_all, cfg.seed)
+        if len(targets) < n_all:
+            raise InputError(f"the run needs {n_all} targets (--n-targets / --scale-sizes), {len(targets)} given")
+        targets = targets[:n_all]
+        self.main_methods = [tuple(resolve(m, "target")) for m in cfg.methods]
+        self.curve_methods = [tuple(resolve(m, "target")) for m in (cfg.curve_methods if cfg.scale_sizes else [])]
+        check_unique(label for label, *_ in self.main_methods)
+        check_unique(label for label, *_ in self.curve_methods)
+        for label, m, scope, _g in self.main_methods + self.curve_methods:
+            if scope != "target":
+                raise InputError(f"{label}: MUSE forgets the request's forget set; a forget scope does not apply")
+        check_corpus_methods(self.main_methods + self.curve_methods, "muse")
+        for label, m, _s, _g in self.curve_methods:
+            if m.param != "steps":
+                raise InputError(f"{label}: scalability and sustainability need a gradient method (MUSE runs them "
+                                 "for GA, NPO and their regularised variants)")
+        self.grids = grids = method_grids(self.main_methods + self.curve_methods, cfg.grids)
+        self.base = base = base_split(kb, closure, targets, holdout_frac=cfg.holdout_frac,
+                                      retain_train_frac=cfg.retain_train_frac, seed=cfg.seed)
+        self.requests = requests = plan_requests(cfg, targets)
+        # forget sets: main = a minimum joint deep unlearning set of its targets; the scalability sets are built fold
+        # by fold (each fold's minimum joint set added to the earlier ones), so they are nested, each is a joint deep
+        # unlearning set of its targets, and sustain-k (fold k's new facts) ends at exactly scale-c's set
+        forget_of: dict[str, list[int]] = {"main": forget_set(closure, targets[:cfg.n_targets], cfg.forget_scope)}
+        cum: set[int] = set()
+        lo = 0
+        for k, c in enumerate(cfg.scale_sizes, 1):
+            fold = set(forget_set(closure, targets[lo:c], cfg.forget_scope)) - cum
+            forget_of[f"sustain-{k}"] = sorted(fold)
+            cum |= fold
+            forget_of[f"scale-{c}"] = sorted(cum)
+            lo = c
+        self.splits = {r["name"]: base.request(forget_of[r["name"]], r["targets"]) for r in requests}
+        device = resolve_device(cfg.device)
+        self.spec = spec = cfg.model_spec(cfg.model)  # f_retrain's base (and f_target's, unless --finetuned gives it)
+        self.dtype = dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
+        preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
+        base_model = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
+        self.ft_key = ft_key = {"base": base_model, "finetune": {"preset": preset, **asdict(fcfg)}, "texts": True,
+                                **cfg.model_identity()}  # LoRA and partial layers (absent at their defaults)
+        settings = cfg.identity_settings(("kb", "model", "finetuned", "targets", "methods", "curve_methods", "grids",
+                                          "device", "finetune_epochs", "batch_size", "n_targets", "scale_sizes",
+                                          "sustain", "select", "bootstrap"))
+        identity = {
+            "identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
+            "model": ft_key, **({"f_target": model_fingerprint(cfg.finetuned)} if cfg.finetuned else {}),
+            "dtype": dtype, "family": spec.preset_family, "settings": settings,
+            "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
+            "select": cfg.select,
+            # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
+            "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
+            "methods": {label: {"method": m.name, "param": m.param,
+                                "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]],
+                                **_lr_entry(m, spec.preset_family, cfg.lr)}
+                        for label, m, _s, _g in self.main_methods + self.curve_methods},
+        }
+        self.claim(identity, extendable=("methods", "requests"), row_key=muse_row_key)
+        write_json_atomic(self.run / "splits.json", {"base": base.to_json(),
+                                                     "requests": {k: v.to_json() for k, v in self.splits.items()}})
+        record = {"protocol": "muse", **asdict(cfg), "kb": str(kb.source), "targets": targets,
+                  "identity": self.identity, "history": self.old_record.get("history", []) + [
+                      history_entry(self.added)], "provenance": provenance(device)}
+        write_json_atomic(self.run / "config.json", record)
+        self.ref_cache: dict[str, dict] = {}
+        self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; holdout "
+                 f"{sum(map(len, base.holdout.values()))}; {len(requests)} requests")
+
+    # ---- model ---------------------------------------------------------------------------------------------------
+    def model(self) -> None:
+        """f_target: finetuned on every trained fact's QA pair and statement (the KB minus the holdout; cached under
+        everything it depends on), or the given ``--finetuned``."""
+        from dukb.neural.runs import sha256_json
+
+        cfg, kb = self.cfg, self.kb
+        trained_qa, trained_txt = _items_for(kb, self.base.trained())
+        # model caches are keyed by everything they depend on: base model, finetuning config, KB, dtype, the facts
+        self.cache_key = {**self.ft_key, "kb": self.identity["kb"], "dtype": self.dtype, "prompt": cfg.prompt,
+                          "trained": sha256_json(self.base.trained())}
+        if cfg.finetuned:  # a given f_target (its training must leave the holdout out: recorded, not checkable)
+            from dukb.neural.pipeline import load_finetuned
+
+            n_hold = sum(map(len, self.base.holdout.values()))
+            self.log(f"f_target: {cfg.finetuned} (given; its training data must leave out the {n_hold} holdout facts "
+                     "of splits.json, or PrivLeak is not MUSE's)")
+            self.f_target = load_finetuned(cfg.finetuned, **cfg.load_kwargs())
+        else:
+            self.f_target = _finetune_cached(kb, self.spec, self.run / "models" / "target", trained_qa + trained_txt,
+                                             cfg, self.cache_key, self.log)
+
+    # ---- rows ----------------------------------------------------------------------------------------------------
+    def retrain_for(self, cum: str):
+        """f_retrain of a cumulative forget set: finetuned like f_target on the trained facts minus the forget set,
+        cached under RUN_DIR/models/retrain-<hash>."""
+        from dukb.neural.runs import sha256_json
+
+        sp = self.splits[cum]
+        qa, txt = _items_for(self.kb, sp.trained_without_forget())
+        key = {**self.cache_key, "forget": sp.forget}
+        return _finetune_cached(self.kb, self.spec, self.run / "models" / f"retrain-{sha256_json(sp.forget)[:12]}",
+                                qa + txt, self.cfg, key, self.log)
+
+    @staticmethod
+    def _pred(lm):
+        from dukb.neural.probe import Predictor
+
+        return Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+
+    def _row(self, req: dict, kind: str, fields: dict, **extra) -> dict:
+        """A result row of ``req``: its forget set, the forget set it is scored on, what was scored."""
+        return {"request": req["name"], "experiment": req["experiment"], "model_kind": kind,
+                "targets": req["targets"], "forget_fact_ids": self.splits[req["name"]].forget,
+                "scored_forget_fact_ids": self.splits[req["cumulative"]].forget, "scored_forms": SCORED_FORMS,
+                **extra, **fields}
+
+    def _find(self, req: dict, kind: str) -> dict | None:
+        return next((r for r in self.results.rows if r["request"] == req["name"] and r["model_kind"] == kind), None)
+
+    def references(self, req: dict, dry: bool = False):
+        """The f_target and f_retrain rows of a request (f_retrain of its cumulative forget set; a sustainability
+        request is judged against the retrain of everything forgotten so far): a generator yielding the rows it
+        computes and returning {"retrain": row, "target": row}. ``dry``: raise :class:`_Missing` instead."""
+        if req["name"] in self.ref_cache:
+            return self.ref_cache[req["name"]]
+        sp = self.splits[req["cumulative"] if req["experiment"] == "sustainability" else req["name"]]
+        rr = self._find(req, "retrain")
+        if rr is None:
+            if dry:
+                raise _Missing
+            lm_r = self.retrain_for(req["cumulative"])
+            fields = model_metrics(self._pred(lm_r), self.kb, sp, self.cfg)
+            fields["privleak"] = 0.0 if fields["mia_auc"] is not None and fields["mia_auc"] < 1 else None
+            rr = self._row(req, "retrain", fields, method=None, param=None, setting=None)
+            del lm_r
+            yield rr
+        tr = self._find(req, "target")
+        if tr is None:
+            if dry:
+                raise _Missing
+            tr = self._row(req, "target", model_metrics(self._pred(self.f_target), self.kb, sp, self.cfg,
+                                                        retrain_auc=rr["mia_auc"]), method=None, param=None,
+                           setting=None)
+            yield tr
+        self.ref_cache[req["name"]] = {"retrain": rr, "target": tr}
+        return self.ref_cache[req["name"]]
+
+    def sweep(self, req: dict, lm, label: str, m, grid: list, on_row=None):
+        """Unlearn ``req``'s forget set from ``lm`` over ``grid``, yielding one new row per setting (a generator).
+        ``on_row(row, pred)`` may return True to stop the sweep (the selected setting of a sequential request);
+        with it, settings already written are recomputed (the sequence needs their models) but not written again.
+        A sequential request trains on its own fold's forget facts; its regulariser data and its scores use the
+        cumulative split (nothing forgotten in an earlier request is trained on again or scored as retained).
+        MUSE unlearns on the text corpus alone: the forget facts' statements (D_forget) and, for GDR/KLR, the
+        retain_train facts' statements (D_retain^(reg)); the QA pairs KnowMem scores are never trained here."""
+        from dukb.neural.methods import UnlearnContext
+        from dukb.neural.unlearn import retain_fact_ids
+
+        cfg, kb = self.cfg, self.kb
+        sp = self.splits[req["name"]]
+        sp_eval = self.splits[req["cumulative"]] if req["experiment"] == "sustainability" else sp
+        refs = yield from self.references(req)
+        _f_qa, f_txt = _items_for(kb, sp.forget)
+        _r_qa, r_txt = _items_for(kb, sp_eval.retain_train)
+        retain = r_txt if m.uses_retain else []
+        todo = list(grid)
+        if on_row is None:
+            todo = [v for v in grid if (req["name"], "unlearned", label, float(v)) not in self.results.done]
+        if not todo or not f_txt:
+            return
+        trained = {"trained_forms": {"forget": ["statement"], "retain": ["statement"] if retain else []},
+                   "trained_fact_ids": {"forget": retain_fact_ids(f_txt), "retain": retain_fact_ids(retain)},
+                   "n_trained_texts": {"forget": len(f_txt), "retain": len(retain)}}
+        ctx = UnlearnContext(lm, f_txt, retain, seed=cfg.seed, lr=cfg.lr, kb=kb, **cfg.unlearn_kwargs())
+        t0 = time.perf_counter()
+        gen = m.sweep(ctx, todo)
+        try:
+            for setting, pred in gen:
+                t1 = time.perf_counter()
+                setting = {k: v for k, v in dict(setting).items() if k != "trace"}
+                key = (req["name"], "unlearned", label, float(setting[m.param]))
+                if key in self.results.done:
+                    row = next(r for r in self.results.rows if muse_row_key(r) == key)
+                else:
+                    fields = model_metrics(pred, kb, sp_eval, cfg, retrain_auc=refs["retrain"]["mia_auc"])
+                    row = self._row(req, "unlearned", fields, method=label, base_method=m.name, param=m.param,
+                                    setting=setting, retain_fact_ids=retain_fact_ids(retain), **trained,
+                                    seconds_unlearn=round(t1 - t0, 4),
+                                    seconds_eval=round(time.perf_counter() - t1, 4))
+                    yield row  # written by the work loop before the sweep goes on
+                if on_row is not None and on_row(row, pred):
+                    break
+                t0 = time.perf_counter()
+        finally:
+            gen.close()  # the method restores f_target's weights
+
+    def _better(self, row: dict, best: dict | None, util: float) -> bool:
+        """MUSE's selection rule applied online (Shi et al. 2024b, Sec. 3, C6): the row whose KnowMem on retain is
+        closest to f_retrain's (``closest``), or the latest (``first_below_retrain``, ``last``)."""
+        return best is None or self.cfg.select in ("first_below_retrain", "last") or \
+            abs(row["knowmem_retain"] - util) < abs(best["knowmem_retain"] - util)
+
+    def _stops(self, row: dict, grid: list, util: float) -> bool:
+        """The sequence stops at this row: the last grid value, or the first below f_retrain's utility."""
+        hit = self.cfg.select == "first_below_retrain" and row["knowmem_retain"] < util
+        return hit or float(row["setting"][row["param"]]) == grid[-1]
+
+    def sustain(self, label: str, m, dry: bool = False):
+        """C6 for one method: the sequential requests in order, each unlearned from the model the previous one
+        selected (a generator of new rows). ``dry``: replay the selections over the rows on disk and raise
+        :class:`_Missing` at the first row not there. Source: Shi et al. 2024b, Sec. 3 (C6)."""
+        lm = self.f_target
+        grid = [float(v) for v in self.grids[label]]
+        for req in [r for r in self.requests if r["experiment"] == "sustainability"]:
+            util = (yield from self.references(req, dry=dry))["retrain"]["knowmem_retain"]
+            if not self.splits[req["name"]].forget["relationships"]:  # earlier requests already forgot this fold
+                if not dry:
+                    self.log(f"{label} {req['name']}: nothing new to forget; the model goes on unchanged")
+                continue
+            if dry:
+                best = None
+                for v in grid:
+                    row = next((r for r in self.results.rows
+                                if muse_row_key(r) == (req["name"], "unlearned", label, v)), None)
+                    if row is None:
+                        raise _Missing
+                    best = row if self._better(row, best, util) else best
+                    if self._stops(row, grid, util):
+                        break
+                continue
+            state: dict = {"model": None, "row": None}
+
+            def on_row(row, pred, util=util, state=state):
+                if self._better(row, state["row"], util):
+                    state["model"], state["row"] = copy.deepcopy(pred.model), row
+                return self._stops(row, grid, util)
+
+            yield from self.sweep(req, lm, label, m, self.grids[label], on_row=on_row)
+            if state["model"] is None:
+                break
+            lm = copy.copy(lm)
+            lm.model = state["model"].eval()
+            self.log(f"{label} {req['name']}: continues from {state['row']['setting']}")
+
+    # ---- work units ----------------------------------------------------------------------------------------------
+    def make_claims(self):
+        """None: MUSE's units run in this one process, in order (see the module docstring)."""
+        return None
+
+    def units(self) -> list[tuple]:
+        """(request, "") then (request, method) for main and scale-c; ("sustain", method) for C6's sequences."""
+        out = []
+        for req in self.requests:
+            if req["experiment"] == "sustainability":
+                continue
+            methods = self.main_methods if req["experiment"] == "main" else self.curve_methods
+            out += [(req["name"], "")] + [(req["name"], label) for label, *_ in methods]
+        if self.cfg.sustain and self.cfg.scale_sizes:
+            out += [("sustain", label) for label, *_ in self.curve_methods]
+        return out
+
+    def _req(self, name: str) -> dict:
+        return next(r for r in self.requests if r["name"] == name)
+
+    def _method(self, label: str):
+        return next(m for lb, m, _s, _g in self.main_methods + self.curve_methods if lb == label)
+
+    def pending(self, unit: tuple) -> list:
+        """A reference unit: [unit] while a reference row is missing; a method unit: its grid values without a
+        row; a sequence: [unit] while its dry replay meets a missing row."""
+        name, label = unit
+        try:
+            if name == "sustain":
+                for _row in self.sustain(label, self._method(label), dry=True):
+                    raise AssertionError("a dry replay computed a row")  # never: dry raises before computing
+                return []
+            if not label:
+                for _row in self.references(self._req(name), dry=True):
+                    raise AssertionError("a dry replay computed a row")
+                return []
+        except _Missing:
+            return [unit]
+        return [v for v in self.grids[label] if (name, "unlearned", label, float(v)) not in self.results.done]
+
+    def total_rows(self) -> int:
+        """Every method's grid on main, and the curve methods' grids on each scalability and sustainability
+        request (the reference rows are not counted)."""
+        cfg = self.cfg
+        return sum(len(self.grids[lb]) for lb, *_ in self.main_methods) + \
+            sum(len(self.grids[lb]) for lb, *_ in self.curve_methods) * (len(cfg.scale_sizes) *
+                                                                         (2 if cfg.sustain else 1))
+
+    def counts(self, row: dict) -> bool:
+        """Unlearned rows advance the bar (:meth:`total_rows` counts those)."""
+        return row.get("model_kind") == "unlearned"
+
+    def rows_done(self) -> int:
+        """Unlearned rows of this invocation's methods already on disk."""
+        labels = {lb for lb, *_ in self.main_methods + self.curve_methods}
+        return sum(1 for r in self.results.rows if r.get("model_kind") == "unlearned" and r.get("method") in labels)
+
+    def run_unit(self, unit: tuple, todo: list):
+        """The reference rows of a request, a method's grid on it, or a C6 sequence."""
+        name, label = unit
+        if name == "sustain":
+            yield from self.sustain(label, self._method(label))
+            return
+        req = self._req(name)
+        if not label:
+            refs = yield from self.references(req)
+            self.log(f"{name}: forget {len(self.splits[name].forget['relationships'])} facts; f_target KnowMem "
+                     f"forget {refs['target']['knowmem_forget']:.3f}, f_retrain {refs['retrain']['knowmem_forget']:.3f}")
+            return
+        yield from self.sweep(req, self.f_target, label, self._method(label), todo)
+
+    # ---- report --------------------------------------------------------------------------------------------------
+    def report(self) -> dict:
+        """summary.csv, report.md and figures (:func:`dukb.neural.protocols.muse.report.render_muse`, with the run's
+        bootstrap and selection rule)."""
+        from dukb.neural.protocols.muse.report import render_muse
+
+        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s")
+        paths = self.render(lambda run: render_muse(run, bootstrap=self.cfg.bootstrap, select=self.cfg.select))
+        self.log(f"report {paths['report']}")
+        return paths
+
+
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_muse returns
+def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
+    """Run (or resume) the MUSE protocol into ``run_dir`` and render its report (:class:`MuseProtocol`).
+
+    Args:
+        run_dir: output directory.
+        config: :class:`MuseConfig` (default: the built-in KB and the tiny model).
+        resume: continue a run in ``run_dir`` (refused when a row-changing setting differs).
+        progress: rich progress bar over the rows.
+        log: callable(str) for one-line progress reports.
+
+    Returns:
+        pandas DataFrame of the result rows.
+
+    Raises:
+        InputError: bad settings, a directory holding another run or in use by another process
+            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, or several processes (not
+            supported here).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 2-4.
+    """
+    return MuseProtocol(run_dir, config, resume=resume, progress=progress, log=log).execute()
+
+
+#: the protocol's names, with those of its config (``dukb.neural.muse``, the import path of earlier versions, is this
+#: module)
+__all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "MuseProtocol", "SCORED_FORMS",
+           "model_metrics", "muse_row_key", "plan_requests", "run_muse"]

@@ -1,0 +1,155 @@
+"""`dukb rwku`'s config (:class:`RwkuConfig`), methods and row key: RWKU's evaluation (Jin et al. 2024) on a KB,
+whose stages run in :mod:`dukb.neural.protocols.rwku.run`.
+
+RWKU asks a model to forget what it knows about a target and probes the result at three levels: fill-in-the-blank
+(FB, "cloze"), simple questions (QA) and nine kinds of adversarial attack (AA), each scored by ROUGE-L recall of the
+answer; it checks locality on *neighbour* knowledge, and membership inference on forget members (FM) against
+retain members (RM). On a KB:
+
+- a request is one target fact (single-target) or several at once (``batch-N``: the first N targets, RWKU's
+  batch-target setting); its forget set is the targets themselves (``--forget-scope target``, RWKU's setting) or a
+  minimum joint deep unlearning set of them (``joint``, :func:`dukb.solver.splits.forget_set`);
+- forget probes: the FB, QA and AA probes of the forget facts (:mod:`dukb.kb.probes`; AA = prefix injection,
+  affirmative suffix, role play, multiple choice, reverse query, synonym manipulation, context hint, in-context
+  learning, cross-lingual fr/de/es);
+- unlearning data: RWKU gives a method no forget corpus and unlearns from a *synthetic* one, text about the target
+  (App. G.1), never the probes. dukb's is the description corpus of the forget facts
+  (:func:`dukb.neural.data.kb_descriptions`: three sentence frames per fact, worded apart from every probe); the
+  GDR/KLR retain data are descriptions of distant facts, which are then scored in no group. Every FB/QA/AA probe
+  and every MIA member is evaluation-only; rows record what was trained (``trained_forms``, ``trained_fact_ids``)
+  and what was scored (``scored_forms``). Methods that train on questions about the forget facts (RT, DPO, PO,
+  closed-loop) are refused;
+- neighbour facts: the other facts about the forget facts' people (relationships where one of them is subject or
+  object, and their biographies) outside the targets' cone (:func:`dukb.solver.cone.cone_of`: RWKU's neighbours
+  "must not involve the target"; the facts dropped for it are recorded); distant facts: every fact outside the
+  forget set, the neighbours and the cone. Both are scored on FB and QA;
+- FM: the QA texts of the forget facts; RM: the QA texts of the distant facts. Scores (:mod:`dukb.neural.metrics.mia`)
+  on the answer tokens; the mean score per set (RWKU's LOSS columns use the loss, here the log-likelihood, so FM
+  *falling* below RM means forgotten) and the AUC of FM (positive) against RM;
+- deep unlearning on top: recall and accuracy (Wu et al. 2025, Eq. 1-2) and recall under attack
+  (:mod:`dukb.neural.metrics.attack`: a fact counts as known if any probe kind elicits it).
+
+The model is finetuned on every fact's QA pair and description sentences (as RWKU's model knows the target before
+its own text about it is unlearned; cached in RUN_DIR/finetuned), or ``--finetuned`` (its tokenizer must cover the
+description corpus); a ``before`` row scores it without unlearning (RWKU's "Before").
+
+Source: Jin et al. 2024 (RWKU), Sec. 3-4 and App. H; Wu et al. 2025, Eq. 1-2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dukb import InputError
+from dukb.neural.runconfig import RunConfig
+from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
+
+#: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
+#: RWKU's methods; NPO in the sequence form RWKU's code uses (jinzhuoran/RWKU, LLaMA-Factory npo/trainer.py: the
+#: summed answer log-likelihood ratio), not the Eval-DU/MUSE code's logit form that ``npo`` names
+RWKU_METHODS = ("ga", "npo_seq", "ga_gdr", "npo_seq_gdr")
+#: version of what `dukb rwku` trains on, in its run identity (1: the forget facts' QA; 2: the description corpus,
+#: neighbours outside the cone): a run of another version is not resumed
+RWKU_TRAINING_VERSION = 2
+
+
+def check_corpus_methods(methods, protocol: str) -> None:
+    """Refuse methods that cannot unlearn from a text corpus alone: those that train on questions about the forget
+    facts (RT, DPO, PO, closed-loop deep unlearning), which the protocol keeps for evaluation. The others train on
+    exactly the items they are given (GA, KL, NPO, SimNPO and their GDR/KLR variants, TV, WHP) or train nothing
+    (ICU, RepE: the people's names).
+
+    Args:
+        methods: resolved ``(label, method, scope, grid)`` tuples.
+        protocol: "rwku" or "muse", for the message.
+
+    Raises:
+        InputError: a method of the other kind (named).
+    """
+    from dukb.neural.methods.ga import GradientAscent
+    from dukb.neural.methods.icu import InContextUnlearning
+    from dukb.neural.methods.kl import KLDivergence
+    from dukb.neural.methods.npo import NPO
+    from dukb.neural.methods.repe import RepE
+    from dukb.neural.methods.simnpo import SimNPO
+    from dukb.neural.methods.tv import TaskVector
+    from dukb.neural.methods.whp import WHP
+
+    ok = (GradientAscent, KLDivergence, NPO, SimNPO, TaskVector, WHP, InContextUnlearning, RepE)
+    for label, m, *_ in methods:
+        if not isinstance(m, ok):
+            raise InputError(f"{label}: `dukb {protocol}` unlearns from a text corpus and keeps every question about "
+                             f"the forget facts for evaluation; {m.name} trains on such questions (choose ga, kl, "
+                             "npo, simnpo, their _gdr/_klr variants, tv, whp, icu or repe)")
+
+
+@dataclass
+class RwkuConfig(RunConfig):
+    """Everything that defines a `dukb rwku` run (the row-changing part is its identity).
+
+    Attributes:
+        kb, rules, model, finetuned, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
+            gradient_checkpointing, trust_remote_code: the shared options
+            (:class:`dukb.neural.runconfig.RunConfig`).
+        targets / n_targets: target fact_ids (single-target requests, one per target).
+        methods: method names or presets; grids: method -> grid override.
+        batch_sizes: batch-target requests (the first N targets at once); empty: none.
+        forget_scope: "target" (RWKU) or "joint" (a minimum joint deep unlearning set).
+        mia_k: Min-K% share.
+    """
+
+    targets: list[int] | None = None
+    n_targets: int = 11
+    methods: list[str] = field(default_factory=lambda: list(RWKU_METHODS))
+    grids: dict[str, list] = field(default_factory=dict)
+    batch_sizes: list[int] = field(default_factory=lambda: [2, 4, 8])
+    forget_scope: str = "target"
+    mia_k: float = 0.2
+
+    def check(self) -> None:
+        """Validate the run's settings (the shared ones by :meth:`RunConfig.check_run`).
+
+        Raises:
+            InputError: an unknown forget scope, batch sizes not increasing integers >= 2, ``mia_k`` outside
+                (0, 1], ``n_targets`` below 1, or a bad shared option.
+        """
+        self.check_run()
+        if self.forget_scope not in ("target", "joint"):
+            raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose target or joint)")
+        if any(n < 2 for n in self.batch_sizes) or list(self.batch_sizes) != sorted(set(self.batch_sizes)):
+            raise InputError("--batch-sizes must be increasing integers of at least 2")
+        if not 0 < self.mia_k <= 1:
+            raise InputError(f"--mia-k must be in (0, 1], got {self.mia_k}")
+        if self.n_targets < 1:
+            raise InputError("--n-targets must be at least 1")
+
+
+def _near_keys(req: dict) -> set:
+    """(fact kind, fact_id) of a request's forget facts, its targets' cone and its neighbours: never retain data."""
+    nb = req["neighbours"]
+    rel = [*req["forget"], *req["cone"], *nb["relationships"], *nb["dropped"]]
+    return {("relationship", int(i)) for i in rel} | {("biography", int(i)) for i in nb["biographies"]}
+
+
+def _check_covers(tokenizer, items, where) -> None:
+    """Raise InputError when ``tokenizer`` maps words of the description corpus to its unknown token (a tiny model
+    finetuned without them, e.g. by `dukb evaluate`)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None or not items:
+        return
+    ids = tokenizer([it.answer for it in items], add_special_tokens=False)["input_ids"]
+    bad = [it.answer for it, row in zip(items, ids) if unk in row]
+    if bad:
+        raise InputError(f"the model's tokenizer does not know words of RWKU's description corpus ({len(bad)} of "
+                         f"{len(items)} sentences, e.g. {bad[0]!r}); leave out --finetuned so that `dukb rwku` "
+                         "finetunes a model on the QA pairs and descriptions", where)
+
+
+def rwku_row_key(row: dict) -> tuple:
+    """(request, method label, swept value) identifying a `dukb rwku` row ("" and None for the before rows)."""
+    v = row["setting"].get(row["param"]) if row.get("param") else None
+    return (row["request"], row.get("method") or "", None if v is None else float(v))
+
+
+__all__ = ["AA_KINDS", "FB", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "check_corpus_methods",
+           "neighbour_facts", "qa_mia_scores", "rwku_fields", "rwku_row_key"]

@@ -1,0 +1,224 @@
+"""Rendering `dukb rwku` results (pandas, matplotlib; no torch): summary.csv, report.md in RWKU's Table 1 layout,
+aa_kinds.png (leak per adversarial kind) and batch_targets.png (forget and neighbour ROUGE against the number of
+targets unlearned at once).
+
+Values are ×100 ROUGE-L recall (RWKU's convention); FM and RM are the mean log-likelihood per answer token ×100
+(RWKU reports LOSS; here the sign is that of the likelihood, so FM falling below RM means the forget facts look
+like non-members); AUC FM/RM is the LOSS score's AUC with FM positive.
+
+Source: Jin et al. 2024 (RWKU), Table 1 layout; Wu et al. 2025 (recall).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dukb import InputError
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal
+
+COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
+        "rouge_neighbour_qa", "rouge_neighbour_all", "rouge_distant_all", "mia_fm_loss", "mia_rm_loss",
+        "mia_auc_loss", "recall", "recall_under_attack", "accuracy_all")
+
+
+def _flat(r: dict) -> dict:
+    out = {c: r.get(c) for c in COLS if c in r}
+    out["mia_fm_loss"] = (r.get("mia_fm") or {}).get("loss")
+    out["mia_rm_loss"] = (r.get("mia_rm") or {}).get("loss")
+    out["mia_auc_loss"] = (r.get("mia_auc_fm_rm") or {}).get("loss")
+    return out
+
+
+def summarize_rwku(rows: list[dict]):
+    """summary.csv: per request kind ("single": mean over single-target requests; "batch-N": that request), method
+    and setting, the mean of every column of :data:`COLS`.
+
+    Returns:
+        pandas DataFrame (group, method, setting, n_requests, the columns).
+    """
+    import pandas as pd
+
+    recs = []
+    for r in rows:
+        group = "single" if r["request_kind"] == "single" else r["request"]
+        setting = "" if not r.get("param") else f"{r['param']}={r['setting'][r['param']]}"
+        recs.append({"group": group, "method": r.get("method") or "before", "setting": setting,
+                     "request": r["request"], **_flat(r)})
+    if not recs:
+        return pd.DataFrame(columns=["group", "method", "setting", "n_requests", *COLS])
+    df = pd.DataFrame(recs)
+    order = {m: i for i, m in enumerate(dict.fromkeys(df["method"]))}
+    agg = df.groupby(["group", "method", "setting"], sort=False)
+    out = agg[[c for c in COLS if c in df]].mean(numeric_only=True).reset_index()
+    out["n_requests"] = agg["request"].nunique().values
+    out["_o"] = out["method"].map(order)
+    out["_g"] = out["group"].map(lambda g: -1 if g == "single" else int(g.split("-")[1]))
+    return out.sort_values(["_g", "_o"], kind="stable").drop(columns=["_o", "_g"]).reset_index(drop=True)
+
+
+def _v(x, scale: float = 100.0) -> str:
+    return "–" if x is None or x != x else f"{scale * x:.1f}"
+
+
+def _training_note(config: dict) -> str:
+    """One line on what unlearning trained on and what the neighbours are, from the run identity."""
+    ident = config.get("identity")
+    rw = ident.get("rwku") if isinstance(ident, dict) else None
+    tr = rw.get("training") if isinstance(rw, dict) else None
+    if not isinstance(tr, dict):
+        return ("Unlearning trained on the forget facts' QA pairs, which F-QA and FM score, and neighbours may lie "
+                "in a target's cone (a run before training version 2).")
+    return ("Unlearning trains on a synthetic description corpus of the forget facts (RWKU's C_f^s; GDR/KLR: "
+            "descriptions of distant facts, then scored in no group); every FB/QA/AA probe and MIA member is "
+            "evaluation-only. Neighbours exclude the targets' cones. Rows record `trained_forms`, "
+            "`trained_fact_ids`, `scored_forms` and `neighbours_dropped`.")
+
+
+def markdown_report(summary, rows: list[dict], config: dict) -> str:
+    """report.md: Table 1 layout for single targets and for each batch request, AA leaks per kind, the run."""
+    lines = ["# dukb rwku report", "",
+             f"KB: `{config.get('kb')}` · model: `{config.get('model')}` · forget scope "
+             f"`{config.get('forget_scope')}` · seed {config.get('seed')}", "",
+             "ROUGE-L recall ×100 (forget ↓, neighbour ↑); FM/RM: mean answer log-likelihood ×100 (FM below RM = "
+             "forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
+             "(Wu et al. 2025, Eq. 1) ×100.", "", _training_note(config), ""]
+    head = ("| method | setting | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
+            "recall | recall under attack |")
+    sep = "|" + "---|" * 15
+    for group in dict.fromkeys(summary["group"]):
+        part = summary[summary["group"] == group]
+        title = "Single-target (mean over targets)" if group == "single" else f"Batch-target: {group}"
+        lines += [f"## {title}", "", head, sep]
+        for _, r in part.iterrows():
+            lines.append(f"| {r['method'].upper()} | {r['setting'] or '–'} | " + " | ".join(
+                _v(r.get(c)) for c in COLS[:-1]) + " |")
+        lines.append("")
+    single = [r for r in rows if r["request_kind"] == "single"]
+    kinds = list(dict.fromkeys(k for r in single for k in (r.get("rouge_forget_aa_by_kind") or {})))
+    if kinds:
+        lines += ["## Forget ROUGE-L per adversarial kind (single targets, mean over targets)", "",
+                  "| method | setting | QA | " + " | ".join(kinds) + " |", "|" + "---|" * (3 + len(kinds))]
+        groups: dict = {}
+        for r in single:
+            s = "" if not r.get("param") else f"{r['param']}={r['setting'][r['param']]}"
+            groups.setdefault((r.get("method") or "before", s), []).append(r)
+        for (m, s), rs in groups.items():
+            cells = []
+            for k in ["qa"] + kinds:
+                vals = [r["rouge_forget_qa"] if k == "qa" else (r.get("rouge_forget_aa_by_kind") or {}).get(k)
+                        for r in rs]
+                vals = [v for v in vals if v is not None]
+                cells.append(_v(sum(vals) / len(vals)) if vals else "–")
+            lines.append(f"| {m.upper()} | {s or '–'} | " + " | ".join(cells) + " |")
+    lines += ["", "## Run", "", "```json", json.dumps({k: config.get(k) for k in (
+        "kb", "model", "finetuned", "n_targets", "targets", "methods", "batch_sizes", "forget_scope", "seed",
+        "mia_k")}, indent=1), "```", ""]
+    return "\n".join(lines)
+
+
+def plot_aa(rows: list[dict], path: Path) -> Path | None:
+    """Bars of the forget ROUGE-L per probe kind for the unlearned model at each method's strongest setting,
+    beside the model before unlearning (single targets)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    single = [r for r in rows if r["request_kind"] == "single"]
+    if not single:
+        return None
+    strongest: dict = {}
+    for r in single:
+        m = r.get("method") or "before"
+        v = float(r["setting"][r["param"]]) if r.get("param") else 0.0
+        strongest.setdefault(m, {})
+        strongest[m][r["request"]] = max(strongest[m].get(r["request"], (v, r)), (v, r), key=lambda x: x[0])
+    kinds = ["qa", "cloze"] + list(dict.fromkeys(k for r in single for k in (r.get("rouge_forget_aa_by_kind") or {})))
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(kinds) + 2), 3.5))
+    width = 0.8 / max(1, len(strongest))
+    for j, (m, per) in enumerate(strongest.items()):
+        vals = []
+        for k in kinds:
+            xs = [(r["rouge_forget_qa"] if k == "qa" else r["rouge_forget_fb"] if k == "cloze" else
+                   (r.get("rouge_forget_aa_by_kind") or {}).get(k)) for _v_, r in per.values()]
+            xs = [x for x in xs if x is not None]
+            vals.append(100 * sum(xs) / len(xs) if xs else np.nan)
+        ax.bar(np.arange(len(kinds)) + j * width, vals, width, label=m)
+    ax.set_xticks(np.arange(len(kinds)) + 0.4 - width / 2, kinds, rotation=40, ha="right", fontsize=7)
+    ax.set_ylabel("forget ROUGE-L recall ×100")
+    ax.legend(fontsize=7)
+    ax.set_title("Leak per probe kind (strongest setting)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(output_file(path), dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_batches(rows: list[dict], path: Path) -> Path | None:
+    """Forget All and neighbour All ROUGE against the number of targets (1 = mean of single targets), each method
+    at its strongest setting (RWKU's batch-target figure)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batch = [r for r in rows if r["request_kind"] == "batch" and r.get("method")]
+    if not batch:
+        return None
+    single = [r for r in rows if r["request_kind"] == "single" and r.get("method")]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    for m in dict.fromkeys(r["method"] for r in batch):
+        pts = []
+        sized = sorted(((len(r["targets"]), [r]) for r in batch if r["method"] == m), key=lambda x: x[0])
+        for n, rs in [(1, single)] + sized:
+            rs = [r for r in rs if r["method"] == m]
+            if not rs:
+                continue
+            top = max(float(r["setting"][r["param"]]) for r in rs)
+            sel = [r for r in rs if float(r["setting"][r["param"]]) == top]
+            pts.append((n, sum(r["rouge_forget_all"] for r in sel) / len(sel),
+                        sum((r["rouge_neighbour_all"] or 0) for r in sel) / len(sel)))
+        pts = sorted(dict((p[0], p) for p in pts).values())
+        axes[0].plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", label=m)
+        axes[1].plot([p[0] for p in pts], [100 * p[2] for p in pts], marker="o", label=m)
+    axes[0].set_title("forget All ↓", fontsize=9)
+    axes[1].set_title("neighbour All ↑", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("targets unlearned at once")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(output_file(path), dpi=120)
+    plt.close(fig)
+    return path
+
+
+def render_rwku(run_dir) -> dict:
+    """Write summary.csv, report.md, aa_kinds.png and batch_targets.png from results.jsonl and config.json alone.
+
+    Returns:
+        {"summary", "report", "aa", "batches"} -> paths (None for an absent figure).
+
+    A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN)
+    is warned on stderr as FILE:LINE, left out and listed in report.md.
+
+    Raises:
+        InputError: a file read is not a regular file, too large or not JSON, or every line of results.jsonl is
+            damaged (file and line named).
+    """
+    run = Path(run_dir)
+    config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
+    if not isinstance(config, dict):
+        raise InputError("not a run config (expected a JSON object)", run / "config.json")
+    journal = report_journal(run / "results.jsonl", "rwku")  # damaged lines: FILE:LINE on stderr and in report.md
+    rows = journal.rows
+    summary = summarize_rwku(rows)
+    summary.to_csv(output_file(run / "summary.csv"), index=False)
+    output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + journal_note(journal),
+                                              encoding="utf-8")
+    return {"summary": run / "summary.csv", "report": run / "report.md", "aa": plot_aa(rows, run / "aa_kinds.png"),
+            "batches": plot_batches(rows, run / "batch_targets.png")}
+
+
+__all__ = ["COLS", "markdown_report", "plot_aa", "plot_batches", "render_rwku", "summarize_rwku"]

@@ -1,0 +1,296 @@
+"""`dukb rwku`'s stages: RWKU's evaluation (Jin et al. 2024, Sec. 3-4 and App. H) on a KB, resumable, with deep
+unlearning's recall and Success-DU on top (Wu et al. 2025, Eq. 1-2 and Definition 2).
+
+- plan: KB, closure, targets, methods and grids; the requests (one per target, and the batch-target requests),
+  each with its forget set, cone and neighbours (RUN_DIR/requests.json); the run identity;
+- model: finetune on every fact's QA pair and description sentences (cached in RUN_DIR/finetuned) or load
+  ``--finetuned``; the probe items (FB, QA, AA; evaluation only);
+- units: (request, "") for the model before unlearning and (request, method) after, each the method's grid;
+- score: within the unit (a predictor is valid while its setting is current): FB/QA/AA ROUGE-L recall, MIA, recall,
+  recall under attack, Success-DU;
+- report: summary.csv, report.md and figures (:mod:`dukb.neural.protocols.rwku.report`).
+
+What RWKU's protocol means on a KB is in :mod:`dukb.neural.protocols.rwku.config`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+from dukb import InputError
+from dukb.neural.protocols.base import Protocol
+from dukb.neural.protocols.rwku.config import (AA_KINDS, FB, RWKU_METHODS, RWKU_TRAINING_VERSION,  # noqa: F401
+                                               RwkuConfig, _check_covers, _near_keys, check_corpus_methods,
+                                               neighbour_facts, qa_mia_scores, rwku_fields, rwku_row_key)
+from dukb.neural.runconfig import RunConfig
+from dukb.neural.runs import holds_run_lock
+
+
+class RwkuProtocol(Protocol):
+    """`dukb rwku` in stages (module docstring). Source: Jin et al. 2024 (RWKU), Sec. 3-4."""
+
+    name = "rwku"
+    config_class = RwkuConfig
+    units_name = "(request, method)"
+
+    # ---- plan ----------------------------------------------------------------------------------------------------
+    def plan(self) -> None:
+        """KB, closure, targets, methods (corpus methods only), grids; the run identity (evaluate's model part and
+        RWKU's settings); RUN_DIR claimed; the requests with their forget sets, cones and neighbours.
+
+        Raises:
+            InputError: several processes, too few targets for the batch sizes, a forget scope on a method, a
+                method that trains on questions, another run in RUN_DIR.
+        """
+        from dukb.neural import distributed as dist
+        from dukb.neural.data import DESCRIPTION_FORM, QA_KIND
+        from dukb.neural.methods import check_unique, method_grids, resolve
+        from dukb.neural.metrics.rwku import cone_ids
+        from dukb.neural.models import resolve_device, resolve_dtype
+        from dukb.neural.plan import choose_targets, load_kb_closure
+        from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, run_identity
+        from dukb.neural.runs import history_entry, provenance, write_json_atomic
+        from dukb.solver.splits import forget_set
+
+        cfg = self.cfg
+        if dist.is_distributed():
+            raise InputError("dukb rwku runs in one process; launch it without accelerate/torchrun")
+        # the model stage and most of the identity are evaluate's (same finetuning, same settings)
+        ecfg = EvaluateConfig(**{k: getattr(cfg, k) for k in RunConfig.shared_fields()}, targets=cfg.targets,
+                              n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids)
+        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules)
+        n_need = max([cfg.n_targets] + list(cfg.batch_sizes))
+        targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
+        if len(targets) < max(cfg.batch_sizes or [1]):
+            raise InputError(f"--batch-sizes needs {max(cfg.batch_sizes)} targets, {len(targets)} given")
+        self.methods = methods = [tuple(resolve(m, "target")) for m in cfg.methods]
+        check_unique(label for label, *_ in methods)
+        for label, m, scope, _g in methods:
+            if scope != "target":
+                raise InputError(f"{label}: a forget scope does not apply here; use --forget-scope")
+        check_corpus_methods(methods, "rwku")
+        self.grids = grids = method_grids(methods, cfg.grids)
+        device = resolve_device(cfg.device)
+        self.spec = spec = _model_spec(ecfg)
+        dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
+        singles = targets if cfg.targets else targets[:cfg.n_targets]  # a targets file: every target is a request
+        identity = run_identity(ecfg, kb, closure, methods, grids, singles, spec, dtype)
+        for k in ("sets", "metrics"):
+            identity.pop(k, None)
+        identity["probe"] = {"kinds": [QA_KIND, FB, *AA_KINDS], "max_new_tokens": 10, "rouge": "rougeL recall"}
+        identity["rwku"] = {"forget_scope": cfg.forget_scope, "mia_k": cfg.mia_k,
+                            "batch_sizes": list(cfg.batch_sizes),
+                            "batch_targets": targets[:max(cfg.batch_sizes or [0])],
+                            # what is trained (finetuning, unlearning's forget and retain data) and what neighbours are
+                            "training": {"version": RWKU_TRAINING_VERSION, "finetune": [QA_KIND, DESCRIPTION_FORM],
+                                         "forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM],
+                                         "neighbours": "outside the targets' cone"}}
+        self.claim(identity, extendable=("targets", "methods"), row_key=rwku_row_key)
+        requests = [{"name": f"target-{t}", "kind": "single", "targets": [t]} for t in self.identity["targets"]]
+        requests += [{"name": f"batch-{n}", "kind": "batch", "targets": targets[:n]} for n in cfg.batch_sizes]
+        for r in requests:
+            r["forget"] = forget_set(closure, r["targets"], cfg.forget_scope)
+            r["cone"] = cone_ids(closure, r["targets"])
+            r["neighbours"] = neighbour_facts(kb, r["forget"], r["cone"])
+        self.requests = requests
+        if not self.joined:
+            write_json_atomic(self.run / "requests.json", {"requests": requests})
+        self.record = {"protocol": "rwku", **asdict(cfg), "kb": str(kb.source), "identity": self.identity,
+                       "history": self.old_record.get("history", []) + [history_entry(self.added)],
+                       "provenance": provenance(device)}
+        self.sets_cache: dict[str, tuple[list, str]] = {}
+
+    # ---- model ---------------------------------------------------------------------------------------------------
+    def model(self) -> None:
+        """Finetune on the QA pairs and descriptions (evaluate's finetuning settings, cached in RUN_DIR/finetuned)
+        or load ``--finetuned`` (its tokenizer must cover the description corpus); write config.json; the probe
+        items, all evaluation-only.
+
+        Raises:
+            InputError: a ``--finetuned`` tokenizer that does not know the description corpus's words.
+        """
+        from dukb.neural.data import QA_KIND, kb_descriptions, kb_qa
+        from dukb.neural.metrics.attack import ATTACK_KINDS
+        from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
+        from dukb.neural.probe import Predictor
+        from dukb.neural.protocols.evaluate.config import finetune_cache_key
+        from dukb.neural.runs import write_json_atomic
+
+        cfg, kb = self.cfg, self.kb
+        self.descriptions = kb_descriptions(kb)  # RWKU's synthetic corpus: text about the facts, never a probe
+        if cfg.finetuned:
+            lm = load_finetuned(cfg.finetuned, **cfg.load_kwargs())
+            _check_covers(lm.tokenizer, self.descriptions, cfg.finetuned)
+        else:
+            ft_dir = self.run / "finetuned"
+            ft = finetune_record(ft_dir)
+            ft_key = {**finetune_cache_key(self.identity), "items": self.identity["rwku"]["training"]["finetune"]}
+            if ft is None or ft.get("identity") != ft_key:
+                # the model knows every fact in the QA form and in its descriptions (RWKU's model knows the target
+                # before its own text about it is unlearned); the tiny tokenizer then covers the description words
+                finetune_kb(kb, self.spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size,
+                            seed=cfg.seed, log=self.log, identity=ft_key, items=kb_qa(kb) + self.descriptions)
+            lm = load_finetuned(ft_dir, **{**cfg.load_kwargs(), "prompt": None})
+            acc = (finetune_record(ft_dir) or {}).get("accuracy")
+            if acc is not None and acc < 1.0:
+                self.log(f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as "
+                         "forgotten")
+        self.lm = lm
+        if not self.joined:
+            write_json_atomic(self.run / "config.json", self.record)
+        kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
+        self.items = kb_qa(kb, kinds, seed=cfg.seed)  # every probe: evaluation only
+        self.qa_of = {(it.fact_kind, it.fact_id): it for it in self.items if it.kind == QA_KIND}
+        self.scored_forms = {"probes": list(kinds), "mia": [QA_KIND]}
+        self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+
+    # ---- work units ----------------------------------------------------------------------------------------------
+    def units(self) -> list[tuple]:
+        """(request, "") for the model before unlearning, then (request, method) for each method."""
+        return [(r["name"], label) for r in self.requests for label in [""] + [lb for lb, *_ in self.methods]]
+
+    def pending(self, unit: tuple) -> list:
+        """[None] for a before row not yet written; else the method's grid values without a row."""
+        name, label = unit
+        if not label:  # the request's row before unlearning
+            return [] if (name, "", None) in self.results.done else [None]
+        return [v for v in self.grids[label] if (name, label, float(v)) not in self.results.done]
+
+    def total_rows(self) -> int:
+        """A before row and one row per grid value of every method, per request."""
+        return len(self.requests) * (1 + sum(len(g) for g in self.grids.values()))
+
+    def sets_of(self, req: dict) -> tuple[list, str]:
+        """A request's minimal deep unlearning sets, computed once: exact for one target, sampled (Algorithm 1,
+        N_seed = 100) for a batch, whose exact joint enumeration grows fast (Wu et al. 2025, Sec. 3)."""
+        from dukb.solver.mdus import minimal_sets
+
+        if req["name"] not in self.sets_cache:
+            atoms = [self.closure.atom_of_fact(t) for t in req["targets"]]
+            if len(atoms) == 1:
+                res, used = minimal_sets(self.closure, atoms, "exact"), "exact"
+            else:
+                res, used = minimal_sets(self.closure, atoms, "random", n_seeds=100, seed=self.cfg.seed), "random"
+            self.sets_cache[req["name"]] = ([list(x) for x in res.sets], used)
+        return self.sets_cache[req["name"]]
+
+    def probe_fields(self, pred, req: dict, extra: dict) -> dict:
+        """Probe every item with ``pred`` and compute the row's fields: RWKU's FB/QA/AA ROUGE-L recall on forget,
+        neighbour and distant facts, MIA on FM against RM (Jin et al. 2024, Sec. 4), recall and recall under attack
+        (Wu et al. 2025, Eq. 1) and Success-DU (Definition 2). Retain-train facts (``extra["retain_fact_ids"]``) are
+        scored in no group."""
+        from dukb.neural.metrics.attack import recall_under_attack
+        from dukb.neural.metrics.base import RowContext
+        from dukb.neural.metrics.recall import RECALL, success_du_all
+        from dukb.neural.probe import probe
+
+        df = probe(pred, self.items, rouge=True, logprob=False)
+        forget_keys = {("relationship", i) for i in req["forget"]}
+        neigh = {("relationship", i) for i in req["neighbours"]["relationships"]} | \
+            {("biography", i) for i in req["neighbours"]["biographies"]}
+        coned = {("relationship", i) for i in req["cone"]}
+        rids = extra.get("retain_fact_ids") or {"relationships": [], "biographies": []}
+        held = {("relationship", int(i)) for i in rids["relationships"]} | \
+            {("biography", int(i)) for i in rids["biographies"]}
+        fm = [self.qa_of[k] for k in sorted(forget_keys) if k in self.qa_of]
+        rm = [it for k, it in self.qa_of.items() if k not in forget_keys and k not in neigh and k not in held
+              and k not in coned]
+        mia = {"fm": qa_mia_scores(pred, fm, self.cfg.mia_k), "rm": qa_mia_scores(pred, rm, self.cfg.mia_k)}
+        fields = rwku_fields(df, self.kb, req["forget"], req["neighbours"], mia, exclude=rids, cone=req["cone"])
+        sets, used = self.sets_of(req)
+        rctx = RowContext(self.kb, req["targets"][0], sets, used, df, list(req["forget"]), rids)
+        fields.update(RECALL.fn(rctx))
+        fields.update(recall_under_attack(rctx))
+        fields["success_du"] = success_du_all(self.closure, req["targets"], fields["forgotten_relationships"])
+        fields.pop("forgotten_biographies", None)
+        return fields
+
+    def _row(self, req: dict, fields: dict, **extra) -> dict:
+        """A result row: the request's sets and what was scored, then ``extra`` and ``fields``."""
+        return {"request": req["name"], "request_kind": req["kind"], "targets": req["targets"],
+                "forget_set": req["forget"], "neighbour_fact_ids": req["neighbours"],
+                "neighbours_dropped": len(req["neighbours"]["dropped"]), "scored_forms": self.scored_forms,
+                **extra, **fields}
+
+    def run_unit(self, unit: tuple, todo: list):
+        """The before row of a request, or: unlearn the request's forget corpus (the descriptions of its forget
+        facts; GDR/KLR retain data: descriptions of distant facts) at each value of ``todo`` and yield the rows."""
+        from dukb.neural.data import DESCRIPTION_FORM
+        from dukb.neural.methods import UnlearnContext
+        from dukb.neural.unlearn import default_retain, retain_fact_ids
+
+        name, label = unit
+        req = next(r for r in self.requests if r["name"] == name)
+        if not label:
+            yield self._row(req, self.probe_fields(self.pred0, req, {}), model_kind="before", method=None,
+                            param=None, setting={}, trained_forms={"forget": [], "retain": []},
+                            trained_fact_ids=None, worker=self.worker)
+            return
+        cfg = self.cfg
+        m = next(m for lb, m, _s, _g in self.methods if lb == label)
+        # the forget corpus: the descriptions of the forget facts; the retain pool: descriptions of distant facts
+        # (neither forget, neighbour nor cone facts), which are then scored in no group
+        forget_ids = set(req["forget"])
+        forget = [it for it in self.descriptions if it.fact_kind == "relationship" and it.fact_id in forget_ids]
+        near = _near_keys(req)
+        pool = [it for it in self.descriptions if (it.fact_kind, it.fact_id) not in near]
+        retain = default_retain(pool, forget, seed=cfg.seed) if m.uses_retain else []
+        rids = retain_fact_ids(retain)
+        trained = {"trained_forms": {"forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM] if retain else []},
+                   "trained_fact_ids": {"forget": retain_fact_ids(forget), "retain": rids},
+                   "n_trained_texts": {"forget": len(forget), "retain": len(retain)}}
+        ctx = UnlearnContext(self.lm, forget, retain, seed=cfg.seed, lr=cfg.lr, kb=self.kb, **cfg.unlearn_kwargs())
+        t0 = time.perf_counter()
+        for setting, pred in m.sweep(ctx, todo):
+            t1 = time.perf_counter()
+            setting = {k: v for k, v in dict(setting).items() if k != "trace"}
+            yield self._row(req, self.probe_fields(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned",
+                            method=label, base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids,
+                            **trained, seconds_unlearn=round(t1 - t0, 4),
+                            seconds_eval=round(time.perf_counter() - t1, 4), worker=self.worker)
+            t0 = time.perf_counter()
+
+    def unit_done(self, unit: tuple) -> None:
+        """A log line per finished (request, method)."""
+        if unit[1]:
+            self.log(f"{unit[0]} {unit[1]}: done")
+
+    # ---- report --------------------------------------------------------------------------------------------------
+    def report(self) -> dict:
+        """summary.csv, report.md, aa_kinds.png and batch_targets.png (:func:`render_rwku`)."""
+        from dukb.neural.protocols.rwku.report import render_rwku
+
+        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s")
+        paths = self.render(render_rwku)
+        self.log(f"report {paths['report']}")
+        return paths
+
+
+@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_rwku returns
+def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
+    """Run (or resume) the RWKU protocol into ``run_dir`` and render its report (:class:`RwkuProtocol`).
+
+    Args:
+        run_dir: output directory.
+        config: :class:`RwkuConfig` (default: the built-in KB, the tiny model, 11 targets).
+        resume: continue a run in ``run_dir`` (refused when a row-changing setting differs).
+        progress: rich progress bar over the rows.
+        log: callable(str) for one-line progress reports.
+
+    Returns:
+        pandas DataFrame of the result rows.
+
+    Raises:
+        InputError: bad settings, a directory holding another run or in use by another process
+            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, several processes.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3-4.
+    """
+    return RwkuProtocol(run_dir, config, resume=resume, progress=progress, log=log).execute()
+
+
+#: the protocol's names, with those of its config (``dukb.neural.rwku``, the import path of earlier versions, is this
+#: module)
+__all__ = ["AA_KINDS", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol", "check_corpus_methods",
+           "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key"]
