@@ -445,7 +445,7 @@ def _make_dir(run: Path) -> list[Path]:
 
 
 #: protocols whose live runs a second invocation with the same identity may join as another worker
-JOINABLE_PROTOCOLS = ("evaluate", "rwku", "control")
+JOINABLE_PROTOCOLS = ("evaluate", "rwku", "muse", "control", "restor")
 #: seconds between a waiter's attempts to lock a run held by another process
 LOCK_POLL = 0.5
 
@@ -1771,10 +1771,19 @@ def claimed_units(claims: "UnitClaims | None", results: "ResultsFile", units, pe
 def render_lock(run: str | Path):
     """Serialise the report renders of the processes sharing a run (``flock`` on RUN_DIR/render.lock): each renders
     every row on disk when its turn comes, so the last one to finish leaves the complete report, never a mix."""
+    with file_lock(Path(run) / "render.lock"):
+        yield
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path):
+    """Hold an exclusive ``flock`` on ``path`` (created) for the ``with`` block: the processes sharing a run take turns
+    for one thing, e.g. a model cache that the first finetunes and the others then load (no lock where the platform
+    has no ``flock``)."""
     if fcntl is None:
         yield
         return
-    fd = os.open(Path(run) / "render.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(Path(path), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -1828,7 +1837,8 @@ __all__ = ["DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Jou
            "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",
            "RUN_LOG_NAME", "ResultsFile", "RunIdentityError", "RunLock", "SHARD_GLOB", "UNITS_DIR", "UnitClaims",
            "WORKERS_DIR", "attach_run_log", "missing_units", "open_to_workers", "run_role", "worker_id",
-           "check_for_key", "claim_run", "detach_run_log", "device_info", "evaluate_row_key", "history_entry",
+           "check_for_key", "claim_run", "detach_run_log", "device_info", "evaluate_row_key", "file_lock",
+           "history_entry",
            "holds_run_lock", "identity_differences", "journal_note", "merge_identity", "merge_shards", "move_aside",
            "open_append", "open_run", "output_file", "provenance", "read_journal", "read_json", "read_results",
            "release_run", "report_journal", "row_check", "sha256_file", "sha256_json", "thread_info", "versions",

@@ -56,6 +56,25 @@ def _attack_fields(lm, pred, kb, closure, target, sets, forget_ids, retain_ids, 
     return {"attacks": entries, **worst_case_fields(kb, sets[0], sets[1], target, fields, entries)}
 
 
+def method_retain(m: Method, closure, target_fact_id: int, qa_items: list[QAItem], forget: list[QAItem],
+                  seed: int) -> list[QAItem]:
+    """The retain-train QA of a method on one target: :func:`default_retain` from the qa items outside the forget set
+    (and outside the target's cone when the method may unlearn any cone fact, ``retain_outside_cone``); [] for a
+    method without retain data.
+
+    Source: Wu et al. 2025, App. H (GDR/KLR retain data).
+    """
+    if not m.uses_retain:
+        return []
+    cone_ids = ()
+    if m.retain_outside_cone:  # the method may unlearn any fact of the cone: none of them is retain data
+        from dukb.solver.cone import cone_of
+
+        cone = cone_of(closure, [closure.atom_of_fact(target_fact_id)])
+        cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
+    return default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids)
+
+
 def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", grid=None, *, sets=None,
                  forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
                  lr: float | None = None, lora=None, layers: tuple[int, int] | None = None, probe_items: list[QAItem] | None = None,
@@ -132,13 +151,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
         forget = [it for it in qa_items if it.fact_kind == "relationship" and it.fact_id in wanted]
     m = method if isinstance(method, Method) else get_method(method)
     if retain is None:
-        cone_ids = ()
-        if m.retain_outside_cone:  # the method may unlearn any fact of the cone: none of them is retain data
-            from dukb.solver.cone import cone_of
-
-            cone = cone_of(closure, [closure.atom_of_fact(target_fact_id)])
-            cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
-        retain = default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids) if m.uses_retain else []
+        retain = method_retain(m, closure, target_fact_id, qa_items, forget, seed)
     retain_ids = retain_fact_ids(retain)
     seen = tuple(sorted({it.kind for it in forget} | {it.kind for it in retain} | set(m.seen_forms)))
     # the held-out forms the row is scored on: none when recall_heldout is not among the metrics

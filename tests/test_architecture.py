@@ -237,3 +237,17 @@ def test_kb_and_solver_never_import_torch():
     assert not first, "model libraries loaded by kb/solver (library: first module after which it was loaded): " \
         + str(first)
     assert len(names) >= 15  # every module was imported, not an empty list
+
+
+def test_no_function_in_neural_or_cli_is_longer_than_120_lines():
+    """The skeleton's constraint: protocols are stages and helpers, not one long function each."""
+    root = Path(__file__).resolve().parent.parent
+    long = []
+    for layer in ("neural", "cli"):
+        for path in sorted((root / layer).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > 120:
+                        long.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, long

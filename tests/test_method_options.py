@@ -100,3 +100,17 @@ def test_evaluate_runs_each_method_entry_with_its_own_options(tmp_path):
                  "--metrics", "recall", "--device", "cpu", "-o", str(out), "--resume"]) == 0
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {r["method"]: r["setting"]["lr"] for r in rows}["ga:lr=0.0002"] == 2e-4 and len(rows) == 4
+
+
+@pytest.mark.slow
+def test_dukb_unlearn_runs_the_method_with_its_options(tmp_path):
+    from dukb.cli.main import main
+
+    model = tmp_path / "ft"
+    assert main(["finetune", "--kb", "demo", "--model", "tiny", "-o", str(model), "--device", "cpu"]) == 0
+    out = tmp_path / "un"
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "npo:beta=0.05:lr=2e-4",
+                 "--target-id", "1", "--grid", "2", "-o", str(out), "--device", "cpu"]) == 0
+    (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert row["method"] == "npo:beta=0.05:lr=0.0002" and row["method_options"] == {"beta": 0.05, "lr": 2e-4}
+    assert row["setting"]["beta"] == 0.05 and row["setting"]["lr"] == 2e-4

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -181,3 +182,64 @@ def test_two_control_processes_share_one_run(tmp_path):
     want = {(r["ratio"], r.get("method") or "", r["control"], r["value"]): (r["ps_exact_forget"], r["ps_exact_retain"])
             for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
     assert {k: (r["ps_exact_forget"], r["ps_exact_retain"]) for k, r in zip(keys, rows)} == want
+
+
+def test_two_muse_processes_share_one_run(tmp_path):
+    """`dukb muse --resume` started twice: the second joins once f_target is finetuned; reference, method and C6
+    sequence units are each run by one worker (a retrain model is finetuned once, under its lock), every row is
+    written once, and the rows equal a one-process run's."""
+    pytest.importorskip("torch")
+    from dukb.cli.main import main
+    from dukb.kb import save_kb
+    from dukb.kb.generate import generate
+
+    kb_dir = save_kb(generate(24, seed=3)[0], tmp_path / "kb")
+    run = tmp_path / "run"
+    opts = ["--methods", "ga,npo", "--curve-methods", "ga,npo", "--scale-sizes", "1,2", "--grid", "ga=2,8",
+            "--grid", "npo=2", "--holdout", "0.2", "--bootstrap", "50", "--device", "cpu"]
+    cmd = [sys.executable, "-m", "dukb.cli.main", "muse", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
+    err_b = _two_workers(cmd)
+    assert "joined the run as another worker" in err_b
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    keys = [(r["request"], r["model_kind"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True))
+            for r in rows]
+    assert len(keys) == len(set(keys))  # every row once
+    assert len({r["worker"] for r in rows}) == 2  # both worked
+    retrains = [p for p in (run / "models").iterdir() if p.is_dir() and p.name.startswith("retrain-")]
+    assert len(retrains) == len({json.dumps(r["scored_forget_fact_ids"], sort_keys=True)
+                                 for r in rows if r["model_kind"] == "retrain"})
+    solo = tmp_path / "solo"  # with the run's model caches (f_target, retrains), as evaluate's test gives --finetuned
+    shutil.copytree(run / "models", solo / "models", ignore=shutil.ignore_patterns("*.lock"))
+    assert main(["muse", "--kb", str(kb_dir), "-o", str(solo), *opts]) == 0
+    want = {(r["request"], r["model_kind"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)):
+            (r["knowmem_forget"], r["knowmem_retain"], r["verbmem_forget"])
+            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    got = {k: (r["knowmem_forget"], r["knowmem_retain"], r["verbmem_forget"]) for k, r in zip(keys, rows)}
+    assert got == want
+
+
+def test_two_restor_processes_share_one_run(tmp_path):
+    """`dukb restor` started twice with the same settings: the second joins once the clean and corrupted models are
+    trained and probed, each unlearning method is one worker's unit, and the rows equal a one-process run's."""
+    pytest.importorskip("torch")
+    from dukb.cli.main import main
+    from dukb.kb import save_kb
+    from dukb.kb.generate import generate
+
+    kb_dir = save_kb(generate(24, 1)[0], tmp_path / "kb")
+    run = tmp_path / "run"
+    opts = ["--samples", "1", "--docs-per-entity", "12", "--n-retain", "16", "--n-random", "5", "--templates", "1",
+            "--clean-epochs", "80", "--corrupt-lr", "5e-3", "--device", "cpu"]
+    cmd = [sys.executable, "-m", "dukb.cli.main", "restor", "--kb", str(kb_dir), "-o", str(run), *opts]
+    err_b = _two_workers(cmd)
+    assert "joined the run as another worker" in err_b
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["method"] for r in rows) == ["ga", "kl", "npo"]  # each method once
+    assert len({r["worker"] for r in rows}) == 2
+    solo = tmp_path / "solo"  # with the run's trained and probed models: the solo run only unlearns
+    for part in ("corruption", "clean", "corrupted", "probes"):
+        shutil.copytree(run / part, solo / part)
+    assert main(["restor", "--kb", str(kb_dir), "-o", str(solo), *opts]) == 0
+    want = {r["method"]: (r["accuracy"], r["partition"]) for r in
+            (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    assert {r["method"]: (r["accuracy"], r["partition"]) for r in rows} == want

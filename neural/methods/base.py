@@ -182,8 +182,9 @@ class Control:
 
     @property
     def param(self) -> str:
-        """The swept parameter: steps (none, es), tau (oc) or alpha (mm)."""
-        return {"none": "steps", "es": "steps", "oc": "tau", "mm": "alpha"}[self.kind]
+        """The swept parameter of its strategy (:data:`CONTROL_STRATEGIES`): steps (none, es), tau (oc) or alpha
+        (mm)."""
+        return CONTROL_STRATEGIES[self.kind].param
 
 
 @dataclass
@@ -547,6 +548,177 @@ def mix_weights(named, start: dict, end: dict, alpha: float) -> None:
                 p.copy_((start[n] + alpha * (end[n] - start[n])).to(p.device))
 
 
+class SweepRun:
+    """The machinery one gradient sweep shares between its control strategies: θ₀'s weight state, the forget batch,
+    the optimiser settings, and three operations (:meth:`run`, :meth:`out`, :meth:`read_at`).
+
+    Args:
+        ctx: the unlearning context (model, forget and retain data, LoRA, layers, seed).
+        grid: the sweep's grid values.
+        lr: the learning rate (per step, AdamW).
+        step_loss: ``step_loss(state, forget_batch, retain_items)`` -> :class:`StepTerms` or a scalar loss.
+        schedule: the rate's schedule over a run ("linear" or "constant").
+    """
+
+    def __init__(self, ctx: UnlearnContext, grid, lr: float, step_loss: Callable, schedule: str = "linear"):
+        from dukb.neural.train import TrainConfig
+
+        self.ctx, self.grid, self.lr, self.step_loss = ctx, grid, lr, step_loss
+        self.state = WeightState(ctx.lm, ctx.lora, ctx.seed)
+        self.frozen_before = {id(p) for p in self.state.model.parameters() if not p.requires_grad}
+        self.forget_batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
+        self.cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(ctx.forget), schedule=schedule, seed=ctx.seed)
+
+    def run(self, T: int, tau: float | None = None, checkpoints=(), tcfg=None, decay=None) -> tuple[dict, dict]:
+        """T steps from θ₀ (optimiser settings ``tcfg``, default the sweep's; with ``decay``, a set of parameter
+        names, weight decay on those alone; with ``tau``, objective capping); returns (risk curve, {step: trainable
+        snapshot} at ``checkpoints``)."""
+        from dukb.neural.train import train_loop
+
+        state, ctx = self.state, self.ctx
+        state.reset()
+        if T == 0:  # θ₀ itself
+            return {}, {}
+        named = select_layers(state.model, ctx.layers)
+        batches = retain_batches(ctx, T)
+        snaps: dict = {}
+
+        def loss_fn(_m, retain_items):
+            out = self.step_loss(state, self.forget_batch, retain_items)
+            terms = out if isinstance(out, StepTerms) else StepTerms(out)
+            return terms.total(tau), terms.parts()
+
+        def after(e, _logs):
+            if e in checkpoints:  # kept on the CPU: one snapshot per checkpoint
+                snaps[e] = {n: p.detach().to("cpu", copy=True) for n, p in named}
+            return False
+
+        params = [p for _, p in named]
+        if decay is not None:  # AdamW parameter groups: HF's, the exempt ones without weight decay
+            groups = [{"params": [p for n, p in named if n in decay]},
+                      {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
+            params = [g for g in groups if g["params"]]
+        rec = train_loop(state.model, params, replace(tcfg or self.cfg, epochs=T),
+                         lambda e: [[batches[e - 1]]], loss_fn, total_steps=T, after_epoch=after)
+        self.unfreeze()
+        curve = {k: [round(v, 6) for v in vals] for k, vals in rec.get("parts_per_epoch", {}).items()}
+        return curve, snaps
+
+    def out(self, setting: dict, curve: dict) -> tuple[dict, Predictor]:
+        """(setting, a predictor over the current weights with the run's risk curve in its meta)."""
+        pred = self.state.predictor()
+        pred.meta["risk_curve"] = curve
+        return setting, pred
+
+    def read_at(self, n: int, what: str, extra: dict, **run_kw):
+        """One run of ``n`` steps, its model read at each T of the grid (checkpoints).
+
+        Raises:
+            InputError: a T of the grid beyond ``n``.
+        """
+        steps = sorted({int(T) for T in self.grid})
+        if steps and steps[-1] > n:
+            raise InputError(f"{what} at step {steps[-1]} of a {n}-step run")
+        curve, snaps = self.run(n, checkpoints=set(steps), **run_kw)
+        named = select_layers(self.state.model, self.ctx.layers)
+        for T in steps:
+            if T == 0:
+                self.state.reset()
+            else:
+                mix_weights(named, snaps[T], snaps[T], 1.0)
+            yield self.out({"steps": T, "lr": self.lr, **extra}, {k: v[:T] for k, v in curve.items()})
+
+    def unfreeze(self) -> None:
+        """Undo the partial-layer freeze."""
+        for p in self.state.model.parameters():
+            if id(p) not in self.frozen_before:
+                p.requires_grad_(True)
+
+    def close(self) -> None:
+        """Undo the freeze and restore θ₀."""
+        self.unfreeze()
+        self.state.close()
+
+
+class ControlStrategy:
+    """How a gradient sweep reads its grid under one control of excessive unlearning (Wang et al. 2024, Sec. 5):
+    one strategy object per :data:`CONTROLS` kind, in :data:`CONTROL_STRATEGIES`.
+
+    Attributes:
+        kind: the control's name; param: what the grid sweeps (steps, tau, alpha).
+    """
+
+    kind: str = ""
+    param: str = "steps"
+
+    def sweep(self, r: SweepRun, control: "Control", sched: SweepSchedule) -> Iterator[tuple[dict, Predictor]]:
+        """Yield (setting, predictor) for each grid value of ``r``."""
+        raise NotImplementedError
+
+
+class Uncontrolled(ControlStrategy):
+    """The grid is T: each T its own run from θ₀ (``separate``), or one run of N steps read at each T under the
+    reference schedule (Wu et al. 2025, App. H; wrh14/deep_unlearning forget.py)."""
+
+    kind, param = "none", "steps"
+
+    def sweep(self, r, control, sched):
+        if sched.kind == "reference":  # one run of N steps, read at each T
+            n = sched.steps or max((int(T) for T in r.grid), default=0)
+            yield from r.read_at(n, "the reference schedule", {"schedule": "reference", "schedule_steps": n},
+                                 tcfg=reference_train_config(r.cfg), decay=hf_decay_names(r.state.model))
+            return
+        for T in r.grid:
+            curve, _ = r.run(int(T))
+            yield r.out({"steps": int(T), "lr": r.lr}, curve)
+
+
+class ObjectiveCapping(ControlStrategy):
+    """OC: the grid is τ; each τ runs ``control.steps`` steps from θ₀, the forget term dropped once the batch's
+    unlearning risk reaches τ (Wang et al. 2024, Sec. 5, Eq. 7)."""
+
+    kind, param = "oc", "tau"
+
+    def sweep(self, r, control, sched):
+        for tau in r.grid:
+            curve, _ = r.run(control.steps, tau=float(tau))
+            yield r.out({"steps": control.steps, "lr": r.lr, "control": "oc", "tau": float(tau)}, curve)
+
+
+class EarlyStopping(ControlStrategy):
+    """ES: one run of ``control.steps`` steps read at each T of the grid (Wang et al. 2024, Sec. 5)."""
+
+    kind, param = "es", "steps"
+
+    def sweep(self, r, control, sched):
+        yield from r.read_at(control.steps, "early stopping", {"control": "es", "es_steps": control.steps})
+
+
+class ModelMixing(ControlStrategy):
+    """MM: θ_α = (1−α)·θ₀ + α·θ_u with θ_u after ``control.steps`` steps; the grid is α ∈ [0, 1] (Wang et al.
+    2024, Sec. 5)."""
+
+    kind, param = "mm", "alpha"
+
+    def sweep(self, r, control, sched):
+        curve, snaps = r.run(control.steps, checkpoints={control.steps})
+        end = snaps[control.steps]
+        r.state.reset()
+        named = select_layers(r.state.model, r.ctx.layers)
+        start = {n: p.detach().to("cpu", copy=True) for n, p in named}
+        for alpha in r.grid:
+            a = float(alpha)
+            if not 0.0 <= a <= 1.0:
+                raise InputError(f"model mixing needs alpha in [0, 1], got {a}")
+            mix_weights(named, start, end, a)
+            yield r.out({"steps": control.steps, "lr": r.lr, "control": "mm", "alpha": a}, curve)
+
+
+#: control kind -> its strategy (the keys are :data:`CONTROLS`)
+CONTROL_STRATEGIES: dict[str, ControlStrategy] = {s.kind: s for s in (Uncontrolled(), ObjectiveCapping(),
+                                                                         EarlyStopping(), ModelMixing())}
+
+
 def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
                    step_loss: Callable, schedule: str = "linear") -> Iterator[tuple[dict, Predictor]]:
     """Shared loop of the gradient methods, and the one place where controls and partial-layer finetuning apply.
@@ -554,12 +726,12 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
     Each step is ``step_loss(state, forget_batch, retain_items)`` -> :class:`StepTerms` (or a scalar loss tensor),
     minimised with AdamW (:func:`dukb.neural.train.train_loop`, one optimiser step per epoch so that the per-step
     terms are logged); the learning rate decays linearly to 0 over the run (HF's linear schedule, as in the paper)
-    or stays constant (``schedule="constant"``). ``ctx.control`` (:class:`Control`) decides what the grid means:
-    uncontrolled (and ES) the number of steps T, OC the cap τ, MM the mixing weight α. ``ctx.layers`` restricts
-    training to a block range. Uncontrolled, ``ctx.schedule`` (:class:`SweepSchedule`) decides how the steps are
-    run: "separate" (default) runs each T from θ₀ with the rate decaying over those T steps; "reference" runs once
-    for N steps with Eval-DU's warm-up, decay over N and weight decay (:func:`reference_train_config`) and reads
-    the weights at each T.
+    or stays constant (``schedule="constant"``). ``ctx.control`` (:class:`Control`) picks the strategy
+    (:data:`CONTROL_STRATEGIES`) that decides what the grid means: uncontrolled (and ES) the number of steps T, OC
+    the cap τ, MM the mixing weight α. ``ctx.layers`` restricts training to a block range. Uncontrolled,
+    ``ctx.schedule`` (:class:`SweepSchedule`) decides how the steps are run: "separate" (default) runs each T from
+    θ₀ with the rate decaying over those T steps; "reference" runs once for N steps with Eval-DU's warm-up, decay
+    over N and weight decay (:func:`reference_train_config`) and reads the weights at each T.
 
     Yields:
         (setting, predictor); setting holds steps and lr, and for a control: control, tau / alpha, es_steps; under
@@ -576,101 +748,15 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
     2024, Sec. 5 (OC, ES, MM); Jin et al. 2024 (RWKU), App. H (partial-layer finetuning); wrh14/deep_unlearning
     forget.py and unlearn_trainer.py (the reference schedule, :class:`SweepSchedule`).
     """
-    from dukb.neural.train import TrainConfig, train_loop
-
     control = (ctx.control or Control()).check()
     sched = (ctx.schedule or SweepSchedule()).check()
     if sched.kind == "reference" and control.kind != "none":
         raise InputError(f"the reference schedule is for uncontrolled sweeps; the {control.kind} control runs its own")
-    state = WeightState(ctx.lm, ctx.lora, ctx.seed)
-    frozen_before = {id(p) for p in state.model.parameters() if not p.requires_grad}
-    forget_batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, ctx.forget, ctx.lm.device)
-    cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(ctx.forget), schedule=schedule, seed=ctx.seed)
-
-    def run(T: int, tau: float | None = None, checkpoints=(), tcfg=cfg, decay=None) -> tuple[dict, dict]:
-        """T steps from θ₀ (optimiser settings ``tcfg``; with ``decay``, a set of parameter names, weight decay on
-        those alone); returns (risk curve, {step: trainable snapshot} at ``checkpoints``)."""
-        state.reset()
-        if T == 0:  # θ₀ itself
-            return {}, {}
-        named = select_layers(state.model, ctx.layers)
-        batches = retain_batches(ctx, T)
-        snaps: dict = {}
-
-        def loss_fn(_m, retain_items):
-            out = step_loss(state, forget_batch, retain_items)
-            terms = out if isinstance(out, StepTerms) else StepTerms(out)
-            return terms.total(tau), terms.parts()
-
-        def after(e, _logs):
-            if e in checkpoints:  # kept on the CPU: one snapshot per checkpoint
-                snaps[e] = {n: p.detach().to("cpu", copy=True) for n, p in named}
-            return False
-
-        params = [p for _, p in named]
-        if decay is not None:  # AdamW parameter groups: HF's, the exempt ones without weight decay
-            groups = [{"params": [p for n, p in named if n in decay]},
-                      {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
-            params = [g for g in groups if g["params"]]
-        rec = train_loop(state.model, params, replace(tcfg, epochs=T),
-                         lambda e: [[batches[e - 1]]], loss_fn, total_steps=T, after_epoch=after)
-        for p in state.model.parameters():  # undo the partial-layer freeze
-            if id(p) not in frozen_before:
-                p.requires_grad_(True)
-        curve = {k: [round(v, 6) for v in vals] for k, vals in rec.get("parts_per_epoch", {}).items()}
-        return curve, snaps
-
-    def out(setting: dict, curve: dict) -> tuple[dict, Predictor]:
-        pred = state.predictor()
-        pred.meta["risk_curve"] = curve
-        return setting, pred
-
-    def read_at(n: int, what: str, extra: dict, **run_kw):
-        """One run of ``n`` steps, its model read at each T of the grid (checkpoints)."""
-        steps = sorted({int(T) for T in grid})
-        if steps and steps[-1] > n:
-            raise InputError(f"{what} at step {steps[-1]} of a {n}-step run")
-        curve, snaps = run(n, checkpoints=set(steps), **run_kw)
-        named = select_layers(state.model, ctx.layers)
-        for T in steps:
-            if T == 0:
-                state.reset()
-            else:
-                mix_weights(named, snaps[T], snaps[T], 1.0)
-            yield out({"steps": T, "lr": lr, **extra}, {k: v[:T] for k, v in curve.items()})
-
+    r = SweepRun(ctx, grid, lr, step_loss, schedule)
     try:
-        if control.kind == "none" and sched.kind == "reference":  # one run of N steps, read at each T
-            n = sched.steps or max((int(T) for T in grid), default=0)
-            yield from read_at(n, "the reference schedule", {"schedule": "reference", "schedule_steps": n},
-                               tcfg=reference_train_config(cfg), decay=hf_decay_names(state.model))
-        elif control.kind == "none":
-            for T in grid:
-                curve, _ = run(int(T))
-                yield out({"steps": int(T), "lr": lr}, curve)
-        elif control.kind == "oc":
-            for tau in grid:
-                curve, _ = run(control.steps, tau=float(tau))
-                yield out({"steps": control.steps, "lr": lr, "control": "oc", "tau": float(tau)}, curve)
-        elif control.kind == "es":
-            yield from read_at(control.steps, "early stopping", {"control": "es", "es_steps": control.steps})
-        else:  # mm
-            curve, snaps = run(control.steps, checkpoints={control.steps})
-            end = snaps[control.steps]
-            state.reset()
-            named = select_layers(state.model, ctx.layers)
-            start = {n: p.detach().to("cpu", copy=True) for n, p in named}
-            for alpha in grid:
-                a = float(alpha)
-                if not 0.0 <= a <= 1.0:
-                    raise InputError(f"model mixing needs alpha in [0, 1], got {a}")
-                mix_weights(named, start, end, a)
-                yield out({"steps": control.steps, "lr": lr, "control": "mm", "alpha": a}, curve)
+        yield from CONTROL_STRATEGIES[control.kind].sweep(r, control, sched)
     finally:
-        for p in state.model.parameters():
-            if id(p) not in frozen_before:
-                p.requires_grad_(True)
-        state.close()
+        r.close()
 
 
 def lr_for(ctx: UnlearnContext, presets: dict[str, float], method: "Method | None" = None) -> float:

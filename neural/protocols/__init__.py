@@ -2,10 +2,9 @@
 import paths so that the catalog (`dukb methods`, `dukb report`, help texts) needs no torch.
 
 Every protocol implements :class:`dukb.neural.protocols.base.Protocol`'s stages (plan → model → work units → score →
-report). Where its units are independent (``joinable``) they are claimed in RUN_DIR/units, so several invocations
-of the same command with ``--resume`` share one run under any launcher; MUSE (C6's sequential requests, shared
-retrain caches) and RESTOR (stages that write files before any unit) run their units in one process. RESTOR's folder
-is ``dukb/neural/restor/``, which predates this package.
+report). Its units are claimed in RUN_DIR/units, so several invocations of the same command with ``--resume`` share
+one run under any launcher (``joinable``). RESTOR's folder is ``dukb/neural/restor/``, which predates this
+package.
 
 Adding a protocol: a folder ``dukb/neural/protocols/<name>/`` with ``config.py`` (a
 :class:`dukb.neural.runconfig.RunConfig` subclass with ``check()``), ``run.py`` (a :class:`Protocol` subclass and
@@ -107,7 +106,7 @@ register(ProtocolInfo(
 register(ProtocolInfo(
     "muse", "VerbMem, KnowMem, PrivLeak against a retrained model; scalability, sustainability",
     "Shi et al. 2024b (MUSE), Sec. 2-4", f"{_P}.muse.config:MuseConfig", "dukb.neural.muse:run_muse",
-    f"{_P}.muse.report:render_muse", f"{_P}.muse.run:MuseProtocol"))
+    f"{_P}.muse.report:render_muse", f"{_P}.muse.run:MuseProtocol", joinable=True))
 register(ProtocolInfo(
     "control", "PS-exact/PS-perturb with OC/ES/MM controls, unlearning risk, calibrated stopping",
     "Wang et al. 2024 (Unlearning with Control), Sec. 4-5", f"{_P}.control.config:ControlConfig",
@@ -117,7 +116,7 @@ register(ProtocolInfo(
     "restor", "fact states after corruption and unlearning (clean, corrupted, unlearned)",
     "Rezaei et al. (RESTOR), Sec. 3-4", "dukb.neural.restor.config:RestorConfig",
     "dukb.neural.restor.pipeline:run_restor", "dukb.neural.restor.report:render",
-    "dukb.neural.restor.pipeline:RestorProtocol"))
+    "dukb.neural.restor.pipeline:RestorProtocol", joinable=True))
 
 
 def protocols_table() -> str:

@@ -69,10 +69,15 @@ class RowsFile:
 
     Args:
         path: results.jsonl of the run.
+        repair: the run's owner makes the file a clean journal on open; a worker that joined the run does not.
     """
 
-    def __init__(self, path: Path):
-        self._f = ResultsFile(path, _rows_key)
+    def __init__(self, path: Path, repair: bool = True):
+        self._f = ResultsFile(path, _rows_key, repair=repair)
+
+    def refresh(self) -> int:
+        """Read the rows other workers appended since (:meth:`dukb.neural.runs.ResultsFile.refresh`)."""
+        return self._f.refresh()
 
     @property
     def rows(self) -> list[dict]:

@@ -175,6 +175,7 @@ class _Setup:
     facts: list[FactProbe]
     judge: Judge
     retain: list[str]
+    joined: bool = False  # this process joined a live run as another worker: it writes no run files of its own
 
 
 class RestorProtocol(Protocol):
@@ -188,7 +189,8 @@ class RestorProtocol(Protocol):
     - units: one per unlearning method (stage 4), each one row: unlearn, probe, fact states, beliefs;
     - report: :func:`dukb.neural.restor.report.render`.
 
-    RESTOR runs in one process (its stages before the units write files other workers would need).
+    A second ``dukb restor`` with the same settings joins a live run once its owner has written stages 1-3 (the
+    lock is shared from :meth:`Protocol.work` on): each method is a unit claimed in RUN_DIR/units.
 
     Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); rule-aware analysis: dukb.
     """
@@ -204,7 +206,8 @@ class RestorProtocol(Protocol):
             InputError: bad KB, another run in RUN_DIR, a KB too small for the corruption.
         """
         self.setup = _prepare(self.run, self.cfg, self.log)
-        self.results = RowsFile(self.run / "results.jsonl")
+        self.joined = self.setup.joined
+        self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined)
 
     def model(self) -> None:
         """Stages 1-3 (each skipped when its files exist), then the corrupted model and the encoded documents."""
@@ -232,10 +235,6 @@ class RestorProtocol(Protocol):
             self.forget = encode_texts(lm.tokenizer, forget_texts(s.corruption, cfg.targeted), lm.device)
             self.retain = encode_texts(lm.tokenizer, s.retain, lm.device) if s.retain else None
             self.lora = _lora_spec(cfg, lm.model)
-
-    def make_claims(self):
-        """None: RESTOR's units run in this one process."""
-        return None
 
     def units(self) -> list[tuple]:
         """One unit per unlearning method of the run."""
@@ -344,7 +343,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     from dukb.kb import load_kb
     from dukb.kb.corrupt import corrupt, save_corruption
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-    from dukb.neural.runs import IDENTITY_VERSION, claim_run, history_entry, provenance
+    from dukb.neural.runs import IDENTITY_VERSION, claim_run, history_entry, provenance, run_role
     from dukb.solver.closure import compute_closure
 
     kb = load_kb(cfg.kb)
@@ -358,13 +357,16 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     # one writer: locks the directory (a second restor with the same settings waits); a run with other settings is
     # refused (every differing key named) before anything in it is touched
     identity, _added, old_record = claim_run(run, "restor", identity, log=log)
+    joined = run_role(run) == "worker"  # a second invocation on a live run: the owner wrote the run's files
+    if joined:
+        log("joined the run as another worker: units (method,) are claimed in RUN_DIR/units")
     cor = corrupt(kb, cfg.corrupt, cfg.seed, cfg.context, closure=closure.atoms,
                   docs_per_entity=cfg.docs_per_entity)
     try:  # created only once the settings, the KB and the corruption are known to be good
         run.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"cannot create the run directory: {e.strerror}", run) from None
-    if not (run / "corruption" / "documents.jsonl").exists():
+    if not joined and not (run / "corruption" / "documents.jsonl").exists():
         save_corruption(cor, run / "corruption")
     facts = fact_probes(kb, closure.atoms, cor.facts, cfg.n_random, cfg.seed)
     judge = Judge.for_kb(kb, [c.injected_value for c in cor.facts])
@@ -377,14 +379,15 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     record["history"] = old_record.get("history", []) + [history_entry({}, methods=cfg.methods,
                                                                        targeted=cfg.targeted)]
     record["provenance"] = provenance(resolve_device(cfg.device))
-    write_json(run / "config.json", record)
+    if not joined:
+        write_json(run / "config.json", record)
     log(f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
         f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})")
     probes = run / "probes"
     probes.mkdir(exist_ok=True)
-    if not (probes / "facts.jsonl").exists():
+    if not joined and not (probes / "facts.jsonl").exists():
         write_facts(probes / "facts.jsonl", facts)
-    return _Setup(kb, set(closure.atoms), cor, facts, judge, retain)
+    return _Setup(kb, set(closure.atoms), cor, facts, judge, retain, joined)
 
 
 def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path], log) \

@@ -4,15 +4,17 @@
   RUN_DIR/splits.json); the run identity;
 - model: f_target finetuned on the QA pairs and statement texts of every trained fact (or ``--finetuned``);
 - units, in order: (request, "") for a request's reference rows (f_target and f_retrain, the retrain cached per
-  forget set under RUN_DIR/models/); (request, method) for a method's grid on main and scale-c; ("sustain",
-  method) for C6's sequential requests, one unit because each request continues from the model the previous one
-  selected. What is left of a sequence is decided by a dry replay of its selections over the rows on disk;
+  forget set under RUN_DIR/models/, finetuned by the first worker that needs it while the others wait for it);
+  (request, method) for a method's grid on main and scale-c; ("sustain", method) for C6's sequential requests, one
+  unit because each request continues from the model the previous one selected. What is left of a sequence is
+  decided by a dry replay of its selections over the rows on disk;
 - score: within the unit (VerbMem, KnowMem, MIA AUCs, PrivLeak against f_retrain,
   :func:`dukb.neural.protocols.muse.config.model_metrics`);
 - report: :mod:`dukb.neural.protocols.muse.report`.
 
-MUSE runs in one process: its units share f_retrain caches on disk and C6's sequence, so a second invocation on a
-live run is refused rather than joined.
+A second ``dukb muse`` with the same settings joins a live run once its owner has finetuned f_target: the units are
+claimed in RUN_DIR/units, and a unit that needs a request's reference values before the unit that writes them has
+run computes them itself (the same values) without writing them.
 """
 
 from __future__ import annotations
@@ -120,12 +122,13 @@ class MuseProtocol(Protocol):
                         for label, m, _s, _g in self.main_methods + self.curve_methods},
         }
         self.claim(identity, extendable=("methods", "requests"), row_key=muse_row_key)
-        write_json_atomic(self.run / "splits.json", {"base": base.to_json(),
-                                                     "requests": {k: v.to_json() for k, v in self.splits.items()}})
         record = {"protocol": "muse", **asdict(cfg), "kb": str(kb.source), "targets": targets,
                   "identity": self.identity, "history": self.old_record.get("history", []) + [
                       history_entry(self.added)], "provenance": provenance(device)}
-        write_json_atomic(self.run / "config.json", record)
+        if not self.joined:  # a joined worker leaves splits.json and config.json to the run's owner
+            write_json_atomic(self.run / "splits.json", {"base": base.to_json(), "requests": {
+                k: v.to_json() for k, v in self.splits.items()}})
+            write_json_atomic(self.run / "config.json", record)
         self.ref_cache: dict[str, dict] = {}
         self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; holdout "
                  f"{sum(map(len, base.holdout.values()))}; {len(requests)} requests")
@@ -156,13 +159,16 @@ class MuseProtocol(Protocol):
     def retrain_for(self, cum: str):
         """f_retrain of a cumulative forget set: finetuned like f_target on the trained facts minus the forget set,
         cached under RUN_DIR/models/retrain-<hash>."""
-        from dukb.neural.runs import sha256_json
+        from dukb.neural.runs import file_lock, sha256_json
 
         sp = self.splits[cum]
         qa, txt = _items_for(self.kb, sp.trained_without_forget())
         key = {**self.cache_key, "forget": sp.forget}
-        return _finetune_cached(self.kb, self.spec, self.run / "models" / f"retrain-{sha256_json(sp.forget)[:12]}",
-                                qa + txt, self.cfg, key, self.log)
+        name = f"retrain-{sha256_json(sp.forget)[:12]}"
+        (self.run / "models").mkdir(parents=True, exist_ok=True)
+        with file_lock(self.run / "models" / f"{name}.lock"):  # one worker finetunes it, the others then load it
+            return _finetune_cached(self.kb, self.spec, self.run / "models" / name, qa + txt, self.cfg, key,
+                                    self.log)
 
     @staticmethod
     def _pred(lm):
@@ -180,10 +186,12 @@ class MuseProtocol(Protocol):
     def _find(self, req: dict, kind: str) -> dict | None:
         return next((r for r in self.results.rows if r["request"] == req["name"] and r["model_kind"] == kind), None)
 
-    def references(self, req: dict, dry: bool = False):
+    def references(self, req: dict, dry: bool = False, emit: bool = True):
         """The f_target and f_retrain rows of a request (f_retrain of its cumulative forget set; a sustainability
         request is judged against the retrain of everything forgotten so far): a generator yielding the rows it
-        computes and returning {"retrain": row, "target": row}. ``dry``: raise :class:`_Missing` instead."""
+        computes and returning {"retrain": row, "target": row}. ``dry``: raise :class:`_Missing` instead of
+        computing. ``emit`` False: compute what is missing without yielding it (the request's reference unit, run
+        by this or another worker, writes those rows)."""
         if req["name"] in self.ref_cache:
             return self.ref_cache[req["name"]]
         sp = self.splits[req["cumulative"] if req["experiment"] == "sustainability" else req["name"]]
@@ -196,7 +204,8 @@ class MuseProtocol(Protocol):
             fields["privleak"] = 0.0 if fields["mia_auc"] is not None and fields["mia_auc"] < 1 else None
             rr = self._row(req, "retrain", fields, method=None, param=None, setting=None)
             del lm_r
-            yield rr
+            if emit:
+                yield rr
         tr = self._find(req, "target")
         if tr is None:
             if dry:
@@ -204,7 +213,10 @@ class MuseProtocol(Protocol):
             tr = self._row(req, "target", model_metrics(self._pred(self.f_target), self.kb, sp, self.cfg,
                                                         retrain_auc=rr["mia_auc"]), method=None, param=None,
                            setting=None)
-            yield tr
+            if emit:
+                yield tr
+            elif not dry:
+                return {"retrain": rr, "target": tr}  # not cached: the reference unit must still write them
         self.ref_cache[req["name"]] = {"retrain": rr, "target": tr}
         return self.ref_cache[req["name"]]
 
@@ -222,7 +234,7 @@ class MuseProtocol(Protocol):
         cfg, kb = self.cfg, self.kb
         sp = self.splits[req["name"]]
         sp_eval = self.splits[req["cumulative"]] if req["experiment"] == "sustainability" else sp
-        refs = yield from self.references(req)
+        refs = yield from self.references(req, emit=False)
         _f_qa, f_txt = _items_for(kb, sp.forget)
         _r_qa, r_txt = _items_for(kb, sp_eval.retain_train)
         retain = r_txt if m.uses_retain else []
@@ -275,7 +287,7 @@ class MuseProtocol(Protocol):
         lm = self.f_target
         grid = [float(v) for v in self.grids[label]]
         for req in [r for r in self.requests if r["experiment"] == "sustainability"]:
-            util = (yield from self.references(req, dry=dry))["retrain"]["knowmem_retain"]
+            util = (yield from self.references(req, dry=dry, emit=False))["retrain"]["knowmem_retain"]
             if not self.splits[req["name"]].forget["relationships"]:  # earlier requests already forgot this fold
                 if not dry:
                     self.log(f"{label} {req['name']}: nothing new to forget; the model goes on unchanged")
@@ -306,12 +318,9 @@ class MuseProtocol(Protocol):
             self.log(f"{label} {req['name']}: continues from {state['row']['setting']}")
 
     # ---- work units ----------------------------------------------------------------------------------------------
-    def make_claims(self):
-        """None: MUSE's units run in this one process, in order (see the module docstring)."""
-        return None
-
     def units(self) -> list[tuple]:
-        """(request, "") then (request, method) for main and scale-c; ("sustain", method) for C6's sequences."""
+        """(request, "") then (request, method) for main and scale-c; then (sustain-k, "") for the sequential
+        requests' reference rows and ("sustain", method) for C6's sequences."""
         out = []
         for req in self.requests:
             if req["experiment"] == "sustainability":
@@ -319,6 +328,7 @@ class MuseProtocol(Protocol):
             methods = self.main_methods if req["experiment"] == "main" else self.curve_methods
             out += [(req["name"], "")] + [(req["name"], label) for label, *_ in methods]
         if self.cfg.sustain and self.cfg.scale_sizes:
+            out += [(r["name"], "") for r in self.requests if r["experiment"] == "sustainability"]
             out += [("sustain", label) for label, *_ in self.curve_methods]
         return out
 
