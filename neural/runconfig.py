@@ -39,6 +39,9 @@ SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("gradient_checkpointing", "--gradient-checkpointing", "Trade compute for memory on large models (does not "
      "change results)."),
     ("trust_remote_code", "--trust-remote-code", "Allow model code from the hub (off by default)."),
+    ("log_with", "--log-with", "Log every training's losses per epoch to an experiment tracker through accelerate: "
+     "tensorboard (RUN_DIR/tensorboard; needs the tensorboard package, dukb's extra of that name). Changes no "
+     "result."),
 )
 
 
@@ -69,9 +72,9 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
 
 
 #: shared fields a protocol's identity ``settings`` leave out: the rule set (its fingerprint is the identity's
-#: ``rules``), LoRA and layers (:meth:`RunConfig.model_identity`), and the two that change no row
+#: ``rules``), LoRA and layers (:meth:`RunConfig.model_identity`), and the three that change no row
 NOT_SETTINGS = ("rules", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "layers", "gradient_checkpointing",
-                "trust_remote_code")
+                "trust_remote_code", "log_with")
 
 
 @dataclass
@@ -95,6 +98,8 @@ class RunConfig:
         layers: partial-layer finetuning for every gradient method, "FIRST-LAST" blocks (None: every layer).
         gradient_checkpointing: trade compute for memory (does not change results).
         trust_remote_code: let transformers run model code from the hub (off by default).
+        log_with: an experiment tracker for the training losses (:data:`dukb.neural.tracking.TRACKERS`; None:
+            none).
 
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
@@ -117,13 +122,14 @@ class RunConfig:
     layers: str | None = None
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
+    log_with: str | None = None
 
     def check_run(self) -> None:
         """Validate the shared fields (each protocol's ``check()`` calls this first).
 
         Raises:
             InputError: an unknown prompt preset; ``batch_size`` or ``finetune_epochs`` below 1 or not an
-                integer; a bad ``layers`` range; LoRA values out of range.
+                integer; a bad ``layers`` range; LoRA values out of range; an unknown or uninstalled tracker.
         """
         from dukb.neural.spec import PROMPT_PRESETS
 
@@ -133,6 +139,9 @@ class RunConfig:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise InputError(f"{name} must be at least 1, got {v}")
         parse_layers(self.layers)
+        from dukb.neural.tracking import check_log_with
+
+        check_log_with(self.log_with)
         self.lora()
 
     def lora(self):

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 from dukb import InputError
+from dukb.neural import tracking
 
 SCHEDULES = ("linear", "cosine", "constant")
 
@@ -138,7 +139,8 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     (any objects ``loss_fn`` understands). For each micro-batch, ``loss_fn(fmodel, micro)`` returns a scalar loss
     tensor, or ``(loss, {name: scalar})`` with parts to log; ``loss / cfg.grad_accum`` is back-propagated. After
     the micro-batches of a step: gradient clipping (``cfg.max_grad_norm``), optimiser step, scheduler step, zeroed
-    gradients. After each epoch the model is put in eval mode and ``after_epoch(e, logs)`` may stop training.
+    gradients. After each epoch the model is put in eval mode, the epoch's logs go to the run's tracker when one is
+    open (:mod:`dukb.neural.tracking`, ``--log-with``), and ``after_epoch(e, logs)`` may stop training.
 
     Args:
         model: the module trained (put in train mode for each epoch, eval mode after).
@@ -219,6 +221,7 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
             if bar is not None:
                 bar.advance(task)
             logs = {"loss": losses[-1], **{k: v[-1] for k, v in parts.items()}}
+            tracking.log_epoch(logs)  # to the run's tracker, when one is open (--log-with)
             if after_epoch is not None and after_epoch(epoch, logs):
                 break
             if checkpoint is not None:

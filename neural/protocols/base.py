@@ -152,9 +152,13 @@ class Protocol(abc.ABC):
         Raises:
             InputError: from any stage (bad settings, another run in RUN_DIR, unreadable inputs).
         """
-        self.plan()
-        self.model()
-        self.work()
+        from dukb.neural import tracking
+
+        with tracking.tracking(self.run, getattr(self.cfg, "log_with", None), self.name):
+            self.plan()
+            with tracking.scope("finetune"):
+                self.model()
+            self.work()
         self.report()
         return self.output()
 
@@ -200,7 +204,10 @@ class Protocol(abc.ABC):
     def work(self) -> None:
         """Run this worker's units: each unit no other live worker holds is claimed, computed by :meth:`run_unit`,
         scored by :meth:`score` and appended row by row to results.jsonl (flushed; a heartbeat keeps the claim
-        fresh), then marked done; a second pass takes over the units of workers that ended meanwhile."""
+        fresh), then marked done; a second pass takes over the units of workers that ended meanwhile. Trainings
+        inside a unit log to the run's tracker under the unit's name (:mod:`dukb.neural.tracking`)."""
+        from dukb.neural import tracking
+
         self.claims = self.make_claims()
         if self.claims is not None:
             open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
@@ -213,14 +220,22 @@ class Protocol(abc.ABC):
             task = bar.add_task(self.bar_label or self.name, total=self.total_rows(), completed=self.rows_done())
         try:
             for unit, todo in claimed_units(self.claims, self.results, self.units(), self.pending):
-                for row in self.run_unit(unit, todo):
-                    row = self.score(unit, row)
-                    row.setdefault("worker", self.worker)
-                    self.results.append(row)
-                    if self.claims is not None:
-                        self.claims.heartbeat(unit)
-                    if bar is not None and self.counts(row):
-                        bar.advance(task)
+                rows = self.run_unit(unit, todo)
+                try:
+                    while True:
+                        with tracking.scope("/".join(str(x) for x in unit if x != "") or self.name):
+                            row = next(rows, None)  # the unit's trainings run inside next(): their losses go here
+                        if row is None:
+                            break
+                        row = self.score(unit, row)
+                        row.setdefault("worker", self.worker)
+                        self.results.append(row)
+                        if self.claims is not None:
+                            self.claims.heartbeat(unit)
+                        if bar is not None and self.counts(row):
+                            bar.advance(task)
+                finally:
+                    rows.close()  # a method restores θ₀ when its sweep is closed, also after an error
                 self.unit_done(unit)
         finally:
             if bar is not None:
