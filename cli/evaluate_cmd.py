@@ -234,8 +234,10 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
         raise InputError(f"cannot render this {protocol} run: {_why(e)}", run_dir) from None
     missing = paths.get("missing_units") or []
     if missing:
-        typer.echo(f"{len(missing)} units have no row yet (target, method, setting): "
-                   + ", ".join(f"({t}, {m}, {v:g})" for t, m, v in missing[:8]) + (", ..." if len(missing) > 8 else ""),
+        what = "(request, method, setting)" if protocol == "rwku" else "(target, method, setting)"
+        shown = ", ".join("(" + ", ".join(f"{x:g}" if isinstance(x, float) else ("before" if x == "" else str(x))
+                                          for x in unit if x is not None) + ")" for unit in missing[:8])
+        typer.echo(f"{len(missing)} units have no row yet {what}: {shown}" + (", ..." if len(missing) > 8 else ""),
                    err=True)
     typer.echo(f"report: {paths['report']}")
 

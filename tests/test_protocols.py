@@ -186,3 +186,18 @@ def test_the_config_is_checked_before_anything_runs(tmp_path):
     with pytest.raises(InputError, match="n must be"):
         Toy(tmp_path / "run", ToyConfig(n=0))
     assert not (tmp_path / "run").exists()
+
+
+def test_an_rwku_report_names_the_rows_still_missing(tmp_path):
+    from dukb.neural.protocols.rwku.report import missing_rwku_units
+
+    identity = {"targets": [3, 5], "methods": {"ga": {"grid": [1, 2]}}, "rwku": {"batch_sizes": [2]}}
+    rows = [{"request": "target-3", "method": None, "param": None, "setting": {}},
+            {"request": "target-3", "method": "ga", "param": "steps", "setting": {"steps": 1}},
+            {"request": "batch-2", "method": "ga", "param": "steps", "setting": {"steps": 2}}]
+    assert missing_rwku_units(identity, rows) == [
+        ("target-3", "ga", 2.0), ("target-5", "", None), ("target-5", "ga", 1.0), ("target-5", "ga", 2.0),
+        ("batch-2", "", None), ("batch-2", "ga", 1.0)]
+    assert missing_rwku_units(identity, rows + [
+        {"request": n, "method": m or None, "param": "steps" if m else None, "setting": {"steps": v} if m else {}}
+        for n, m, v in missing_rwku_units(identity, rows)]) == []

@@ -195,7 +195,7 @@ def test_two_muse_processes_share_one_run(tmp_path):
 
     kb_dir = save_kb(generate(24, seed=3)[0], tmp_path / "kb")
     run = tmp_path / "run"
-    opts = ["--methods", "ga,npo", "--curve-methods", "ga,npo", "--scale-sizes", "1,2", "--grid", "ga=2,8",
+    opts = ["--methods", "ga,npo", "--curve-methods", "ga", "--scale-sizes", "1,2", "--grid", "ga=2",
             "--grid", "npo=2", "--holdout", "0.2", "--bootstrap", "50", "--device", "cpu"]
     cmd = [sys.executable, "-m", "dukb.cli.main", "muse", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
     err_b = _two_workers(cmd)

@@ -194,11 +194,37 @@ def plot_batches(rows: list[dict], path: Path) -> Path | None:
     return path
 
 
+def missing_rwku_units(identity: dict, rows: list[dict]) -> list[tuple]:
+    """The (request, method, value) rows of an rwku run's identity that are not written yet: each request's
+    "before" row (method "", value None) and one row per grid value of every method.
+
+    Args:
+        identity: config.json's ``identity`` (targets, methods with their grids, rwku.batch_sizes).
+        rows: the run's rows.
+
+    Returns:
+        list of (request, method label, value or None), in the identity's order.
+    """
+    from dukb.neural.protocols.rwku.config import rwku_row_key
+
+    done = {rwku_row_key(r) for r in rows}
+    names = [f"target-{t}" for t in identity.get("targets") or []]
+    names += [f"batch-{n}" for n in (identity.get("rwku") or {}).get("batch_sizes") or []]
+    out = []
+    for name in names:
+        want = [(name, "", None)] + [(name, label, float(v)) for label, entry in (identity.get("methods") or {}).items()
+                                     for v in entry.get("grid") or []]
+        out += [k for k in want if k not in done]
+    return out
+
+
 def render_rwku(run_dir) -> dict:
     """Write summary.csv, report.md, aa_kinds.png and batch_targets.png from results.jsonl and config.json alone.
 
     Returns:
-        {"summary", "report", "aa", "batches"} -> paths (None for an absent figure).
+        {"summary", "report", "aa", "batches"} -> paths (None for an absent figure), and ``missing_units``: the
+        (request, method, value) rows of the run's identity not written yet (:func:`missing_rwku_units`), also
+        named in report.md.
 
     A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN)
     is warned on stderr as FILE:LINE, left out and listed in report.md.
@@ -215,10 +241,18 @@ def render_rwku(run_dir) -> dict:
     rows = journal.rows
     summary = summarize_rwku(rows)
     summary.to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + journal_note(journal),
+    missing = missing_rwku_units(config["identity"], rows) if isinstance(config.get("identity"), dict) else []
+    note = ""
+    if missing:
+        shown = ", ".join(f"({n}, {m or 'before'}{'' if v is None else f', {v:g}'})" for n, m, v in missing[:8])
+        note = (f"\n\n**Incomplete run.** {len(missing)} (request, method, setting) rows of the run are not written "
+                f"yet: {shown}{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the "
+                "run to add them).\n")
+    output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + note + journal_note(journal),
                                               encoding="utf-8")
     return {"summary": run / "summary.csv", "report": run / "report.md", "aa": plot_aa(rows, run / "aa_kinds.png"),
-            "batches": plot_batches(rows, run / "batch_targets.png")}
+            "batches": plot_batches(rows, run / "batch_targets.png"), "missing_units": missing}
 
 
-__all__ = ["COLS", "markdown_report", "plot_aa", "plot_batches", "render_rwku", "summarize_rwku"]
+__all__ = ["COLS", "markdown_report", "missing_rwku_units", "plot_aa", "plot_batches", "render_rwku",
+           "summarize_rwku"]
