@@ -5,6 +5,7 @@
 For every (method, setting) of each run: the mean over targets of recall, accuracy_all and Success-DU with no
 attack (the row's own probe), then recall / Success-DU under each attack of the run, and the worst case
 (recall_under_attack). Runs given together are joined on (method, setting) (e.g. one run per relearning mode).
+Then, for runs with the incontext attack, the share of in-context prompts answered per (method, setting).
 """
 
 from __future__ import annotations
@@ -48,6 +49,32 @@ def main(runs: list[str]) -> None:
             cells.append(f"{mean([x[0] for x in vals]):.2f} / {mean([x[1] for x in vals]):.2f}" if vals else "–")
         print(f"| {m} | {v:g} | {len(t['n'])} | {mean(t['recall']):.2f} | {mean(t['acc']):.2f} | "
               f"{mean(t['sdu']):.2f} | " + " | ".join(cells) + " |")
+    incontext_table(runs)
+
+
+def incontext_table(runs: list[str]) -> None:
+    """The in-context premises attack per (method, setting): prompts over all targets, the share the unlearned
+    model answers, the share the model before unlearning answers (the same prompts), and the share whose gold
+    answer appears in the premises (pooled over prompts)."""
+    pooled: dict[tuple, list[float]] = {}
+    for run in map(Path, runs):
+        for r in rows_of(run):
+            e = (r.get("attacks") or {}).get("incontext")
+            if not e or not e.get("n_prompts"):
+                continue
+            setting = r.get("setting") or {}
+            acc = pooled.setdefault((r["method"], setting.get(r.get("param"))), [0, 0.0, 0.0, 0.0])
+            n = e["n_prompts"]
+            acc[0] += n
+            acc[1] += n * e["deduction_rate"]
+            acc[2] += n * (e.get("deduction_rate_reference") or 0.0)
+            acc[3] += n * e.get("answer_in_premises", 0.0)
+    if not pooled:
+        return
+    print("\n| method | setting | prompts | answered (unlearned) | answered (before unlearning) | gold in premises |")
+    print("|---|---|---|---|---|---|")
+    for (m, v), (n, d, ref, echo) in pooled.items():
+        print(f"| {m} | {v:g} | {n} | {d / n:.1%} | {ref / n:.1%} | {echo / n:.1%} |")
 
 
 if __name__ == "__main__":
