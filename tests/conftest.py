@@ -87,7 +87,7 @@ MODEL_MODULES = frozenset({
     "test_control", "test_distributed", "test_finetune_resume", "test_heldout_e2e", "test_model_files", "test_muse",
     "test_neural_e2e",
     "test_neural_losses", "test_packaging", "test_real_model", "test_registry_and_training", "test_restor",
-    "test_run_lock", "test_rwku",
+    "test_run_lock", "test_rwku", "test_work_units", "test_attacks", "test_run_options",
 })
 
 
