@@ -377,13 +377,17 @@ def test_attacks_on_a_llama_architecture(tmp_path):
 @pytest.mark.slow
 @needs_smol
 def test_smollm2_attacks(tmp_path):
-    """`dukb attack` on SmolLM2-135M: quantization through torchao on the real weights, the lens over its 30 blocks,
-    and relearning the target brings it back."""
+    """`dukb attack` on SmolLM2-135M with all five attacks: quantization through torchao on the real weights (8 and 4
+    bits), the lens over its 30 blocks, in-context premises against the model itself as reference, and relearning
+    the target brings it back."""
     out = tmp_path / "row.json"
     assert main(["attack", "--kb", "demo", "--model", "smollm2-135m", "--target-id", "1", "--attacks",
-                 "quant4,logitlens,relearn:mode=target:steps=8", "--device", "cpu", "-o", str(out)]) == 0
+                 "quant8,quant4,logitlens,relearn:mode=target:steps=8,incontext", "--reference", "smollm2-135m",
+                 "--device", "cpu", "-o", str(out)]) == 0
     row = json.loads(out.read_text())
     assert row["target_forgotten"]  # the base model does not know the demo KB
-    assert "int4" in row["attacks"]["quant4"]["scheme"]
+    assert set(row["attacks"]) == {"quant8", "quant4", "logitlens", "relearn", "incontext"}  # all five attacks
+    assert "int8" in row["attacks"]["quant8"]["scheme"] and "int4" in row["attacks"]["quant4"]["scheme"]
+    assert 0 <= row["attacks"]["incontext"]["n_prompts"]
     assert len(row["attacks"]["logitlens"]["target_ranks"]) == 31
     assert row["attacks"]["relearn"]["target_known"] == 1
