@@ -121,6 +121,13 @@ def _two_workers(cmd: list[str]) -> str:
     return err_b
 
 
+def _solo(cmd: list[str]) -> None:
+    """Run ``cmd`` alone with one torch thread, as the workers ran (generated text is compared, so the thread count
+    must match theirs)."""
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=900)
+    assert r.returncode == 0, r.stderr
+
+
 def test_two_rwku_processes_share_one_run(tmp_path):
     """`dukb rwku --resume` started twice with the same settings: the second joins once the first has finetuned,
     each (request, method) unit is computed by one of them, and the rows equal a one-process run's."""
@@ -189,7 +196,6 @@ def test_two_muse_processes_share_one_run(tmp_path):
     sequence units are each run by one worker (a retrain model is finetuned once, under its lock), every row is
     written once, and the rows equal a one-process run's."""
     pytest.importorskip("torch")
-    from dukb.cli.main import main
     from dukb.kb import save_kb
     from dukb.kb.generate import generate
 
@@ -210,7 +216,7 @@ def test_two_muse_processes_share_one_run(tmp_path):
                                  for r in rows if r["model_kind"] == "retrain"})
     solo = tmp_path / "solo"  # with the run's model caches (f_target, retrains), as evaluate's test gives --finetuned
     shutil.copytree(run / "models", solo / "models", ignore=shutil.ignore_patterns("*.lock"))
-    assert main(["muse", "--kb", str(kb_dir), "-o", str(solo), *opts]) == 0
+    _solo([sys.executable, "-m", "dukb.cli.main", "muse", "--kb", str(kb_dir), "-o", str(solo), *opts])
     want = {(r["request"], r["model_kind"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)):
             (r["knowmem_forget"], r["knowmem_retain"], r["verbmem_forget"])
             for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
@@ -222,7 +228,6 @@ def test_two_restor_processes_share_one_run(tmp_path):
     """`dukb restor` started twice with the same settings: the second joins once the clean and corrupted models are
     trained and probed, each unlearning method is one worker's unit, and the rows equal a one-process run's."""
     pytest.importorskip("torch")
-    from dukb.cli.main import main
     from dukb.kb import save_kb
     from dukb.kb.generate import generate
 
@@ -239,7 +244,7 @@ def test_two_restor_processes_share_one_run(tmp_path):
     solo = tmp_path / "solo"  # with the run's trained and probed models: the solo run only unlearns
     for part in ("corruption", "clean", "corrupted", "probes"):
         shutil.copytree(run / part, solo / part)
-    assert main(["restor", "--kb", str(kb_dir), "-o", str(solo), *opts]) == 0
+    _solo([sys.executable, "-m", "dukb.cli.main", "restor", "--kb", str(kb_dir), "-o", str(solo), *opts])
     want = {r["method"]: (r["accuracy"], r["partition"]) for r in
             (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
     assert {r["method"]: (r["accuracy"], r["partition"]) for r in rows} == want
