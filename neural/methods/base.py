@@ -640,7 +640,7 @@ class SweepRun:
         self.state.close()
 
 
-class ControlStrategy:
+class ControlStrategy(abc.ABC):
     """How a gradient sweep reads its grid under one control of excessive unlearning (Wang et al. 2024, Sec. 5):
     one strategy object per :data:`CONTROLS` kind, in :data:`CONTROL_STRATEGIES`.
 
@@ -651,9 +651,9 @@ class ControlStrategy:
     kind: str = ""
     param: str = "steps"
 
+    @abc.abstractmethod
     def sweep(self, r: SweepRun, control: "Control", sched: SweepSchedule) -> Iterator[tuple[dict, Predictor]]:
         """Yield (setting, predictor) for each grid value of ``r``."""
-        raise NotImplementedError
 
 
 class Uncontrolled(ControlStrategy):

@@ -37,6 +37,11 @@ from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units,
                               render_lock, run_role, worker_id)
 
 
+class RowMissing(Exception):
+    """A dry replay of a unit's decisions (control's calibrated grids, muse's C6 sequence) met a row that is not in
+    results.jsonl yet: the unit is still to compute."""
+
+
 class Protocol(abc.ABC):
     """One run of a protocol into a run directory, in stages (see the module docstring).
 
@@ -250,4 +255,4 @@ class Protocol(abc.ABC):
             return fn(self.run)
 
 
-__all__ = ["Protocol"]
+__all__ = ["Protocol", "RowMissing"]

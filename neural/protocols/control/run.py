@@ -20,14 +20,10 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
-from dukb.neural.protocols.base import Protocol
+from dukb.neural.protocols.base import Protocol, RowMissing
 from dukb.neural.protocols.control.config import (ControlConfig, calibrate, coarse_grid, control_row_key, fine_grid,
                                                   ratio_key, split_facts)
 from dukb.neural.runs import holds_run_lock
-
-
-class _Missing(Exception):
-    """A dry replay met a row that is not in results.jsonl yet."""
 
 
 class ControlProtocol(Protocol):
@@ -173,12 +169,12 @@ class ControlProtocol(Protocol):
 
     def original(self, rk: str, dry: bool = False) -> dict:
         """θ_o's row of a ratio: read from the results, else computed (never written here). ``dry``: raise
-        :class:`_Missing` instead of computing."""
+        :class:`RowMissing` instead of computing."""
         orig = self._row_of((rk, "", "original", None))
         if orig is not None:
             return orig
         if dry:
-            raise _Missing
+            raise RowMissing
         base, f_items, _t, _ti = self.ratio_data(rk)
         t0 = time.perf_counter()
         return {**base, "method": None, "control": "original", "stage": "original", "value": None,
@@ -199,7 +195,7 @@ class ControlProtocol(Protocol):
         if not todo:
             return out
         if dry:
-            raise _Missing
+            raise RowMissing
         base, f_items, train, train_items = self.ratio_data(rk)
         used = {"retain_train_fact_ids": ({"relationships": train["relationships"],
                                            "biographies": train["biographies"]} if m.uses_retain else
@@ -223,7 +219,7 @@ class ControlProtocol(Protocol):
     def method_unit(self, rk: str, label: str, m, dry: bool = False):
         """The rows of one (ratio, method) unit: the uncontrolled run, then every control's coarse and fine grids
         (each fine grid centred on the coarse calibration). ``dry``: only check that every row is present (raise
-        :class:`_Missing` otherwise); the grids depend on rows already computed, so this replays the unit's
+        :class:`RowMissing` otherwise); the grids depend on rows already computed, so this replays the unit's
         decisions. Source: Wang et al. 2024, App. C."""
         cfg = self.cfg
         orig = self.original(rk, dry=dry)  # another worker may still be writing it: the same values
@@ -263,7 +259,7 @@ class ControlProtocol(Protocol):
             else:
                 for _row in self.method_unit(rk, name, self._method(name), dry=True):
                     raise AssertionError("a dry replay computed a row")  # never: dry raises before computing
-        except _Missing:
+        except RowMissing:
             return [unit]
         return []
 

@@ -24,15 +24,11 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
-from dukb.neural.protocols.base import Protocol
+from dukb.neural.protocols.base import Protocol, RowMissing
 from dukb.neural.protocols.muse.config import (CURVE_METHODS, MUSE_METHODS, MUSE_TRAINING_VERSION,  # noqa: F401
                                                SCORED_FORMS, MuseConfig, _finetune_cached, _items_for, _lr_entry,
                                                model_metrics, muse_row_key, plan_requests)
 from dukb.neural.runs import holds_run_lock
-
-
-class _Missing(Exception):
-    """A dry replay met a row that is not in results.jsonl yet."""
 
 
 class MuseProtocol(Protocol):
@@ -189,7 +185,7 @@ class MuseProtocol(Protocol):
     def references(self, req: dict, dry: bool = False, emit: bool = True):
         """The f_target and f_retrain rows of a request (f_retrain of its cumulative forget set; a sustainability
         request is judged against the retrain of everything forgotten so far): a generator yielding the rows it
-        computes and returning {"retrain": row, "target": row}. ``dry``: raise :class:`_Missing` instead of
+        computes and returning {"retrain": row, "target": row}. ``dry``: raise :class:`RowMissing` instead of
         computing. ``emit`` False: compute what is missing without yielding it (the request's reference unit, run
         by this or another worker, writes those rows)."""
         if req["name"] in self.ref_cache:
@@ -198,7 +194,7 @@ class MuseProtocol(Protocol):
         rr = self._find(req, "retrain")
         if rr is None:
             if dry:
-                raise _Missing
+                raise RowMissing
             lm_r = self.retrain_for(req["cumulative"])
             fields = model_metrics(self._pred(lm_r), self.kb, sp, self.cfg)
             fields["privleak"] = 0.0 if fields["mia_auc"] is not None and fields["mia_auc"] < 1 else None
@@ -209,7 +205,7 @@ class MuseProtocol(Protocol):
         tr = self._find(req, "target")
         if tr is None:
             if dry:
-                raise _Missing
+                raise RowMissing
             tr = self._row(req, "target", model_metrics(self._pred(self.f_target), self.kb, sp, self.cfg,
                                                         retrain_auc=rr["mia_auc"]), method=None, param=None,
                            setting=None)
@@ -283,7 +279,7 @@ class MuseProtocol(Protocol):
     def sustain(self, label: str, m, dry: bool = False):
         """C6 for one method: the sequential requests in order, each unlearned from the model the previous one
         selected (a generator of new rows). ``dry``: replay the selections over the rows on disk and raise
-        :class:`_Missing` at the first row not there. Source: Shi et al. 2024b, Sec. 3 (C6)."""
+        :class:`RowMissing` at the first row not there. Source: Shi et al. 2024b, Sec. 3 (C6)."""
         lm = self.f_target
         grid = [float(v) for v in self.grids[label]]
         for req in [r for r in self.requests if r["experiment"] == "sustainability"]:
@@ -298,7 +294,7 @@ class MuseProtocol(Protocol):
                     row = next((r for r in self.results.rows
                                 if muse_row_key(r) == (req["name"], "unlearned", label, v)), None)
                     if row is None:
-                        raise _Missing
+                        raise RowMissing
                     best = row if self._better(row, best, util) else best
                     if self._stops(row, grid, util):
                         break
@@ -351,7 +347,7 @@ class MuseProtocol(Protocol):
                 for _row in self.references(self._req(name), dry=True):
                     raise AssertionError("a dry replay computed a row")
                 return []
-        except _Missing:
+        except RowMissing:
             return [unit]
         return [v for v in self.grids[label] if (name, "unlearned", label, float(v)) not in self.results.done]
 
