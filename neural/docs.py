@@ -175,7 +175,9 @@ def forget_loss(method: str, logits, ref_logits, labels, beta: float = 0.1):
 
     Source: Rezaei et al., RESTOR, Sec. 3.3.
     """
-    return _document_method(method).forget_loss(logits, ref_logits, labels, level="token", beta=beta)
+    m = _document_method(method)
+    m = m.with_options({"beta": beta}) if "beta" in m.options else m
+    return m.loss(logits, ref_logits, {"labels": labels}, level="token")
 
 
 def _document_method(name: str):
@@ -190,8 +192,9 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
                       reg_weight: float = 1.0, beta: float = 0.1, log=None) -> dict:
     """Unlearn forget documents in place: minimise ``forget_loss + λ · CE(retain)`` with AdamW.
 
-    θ* = argmin_θ L_f(θ) + λ E_{x ∈ D_r}[CE(x, θ)], where L_f is the method's forget term (:func:`forget_loss`) on a
-    micro-batch of forget documents and the retain cross-entropy is taken on a micro-batch of retain texts of the
+    θ* = argmin_θ L_f(θ) + λ E_{x ∈ D_r}[CE(x, θ)], where L_f is the method's forget term, declared once and run
+    here as by the QA unlearner (:meth:`dukb.neural.methods.gradient.GradientMethod.step` at the token level, with
+    the GDR retain term), on a micro-batch of forget documents, and the retain cross-entropy is taken on a micro-batch of retain texts of the
     same size, drawn with the seed. The reference P_c is ``state.ref_logits`` (the model the state started from:
     with LoRA the network with adapters disabled, else a frozen copy), i.e. the corrupted model.
 
@@ -213,11 +216,9 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
 
     Source: Rezaei et al., RESTOR, Sec. 3.3 and App. C.2.
     """
-    from dukb.neural.methods.retain import gdr_loss
-    from dukb.neural.scoring import forward_logits
-
     cfg.check()
     m = _document_method(method)
+    m = m.with_options({"beta": beta}) if "beta" in m.options else m
     if reg_weight < 0:
         raise InputError(f"the retain weight lambda must be >= 0, got {reg_weight}")
     n = int(forget["input_ids"].shape[0])
@@ -230,16 +231,13 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
         return chunked(order, cfg)
 
     def loss_fn(model_, chunk):
-        b = rows_of(forget, chunk)
-        ref = state.ref_logits(b) if m.needs_reference else None
-        loss = m.forget_loss(forward_logits(model_, b), ref, b["labels"], level="token", beta=beta)
-        parts = {"forget": loss.detach(), "retain": 0.0}
-        if n_ret and reg_weight > 0:
+        rb = None
+        if n_ret and reg_weight > 0:  # one draw of the seeded generator per micro-batch
             rb = rows_of(retain, rng.sample(range(n_ret), min(cfg.batch_size, n_ret)))
-            r = gdr_loss(forward_logits(model_, rb), rb["labels"])
-            parts["retain"] = r.detach()
-            loss = loss + reg_weight * r
-        return loss, parts
+        t = m.step(state, rows_of(forget, chunk), rb, level="token", reg_kind="gdr", reg_weight=reg_weight,
+                   model=model_)
+        return t.total(), {"forget": t.forget.detach(), "retain": 0.0 if t.retain is None else
+                           (t.retain / reg_weight).detach()}
 
     def after_epoch(epoch: int, logs: dict) -> bool:
         if log:

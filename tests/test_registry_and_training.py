@@ -175,5 +175,5 @@ def test_npo_one_definition_at_both_levels_by_hand():
     labels = torch.tensor([[-100, -100, 3, 4, 1], [-100, 2, 2, 5, 6]])
     for level in ("sequence", "token"):
         assert npo_forget_loss(logits, logits, labels, beta, level).item() == pytest.approx(2 / beta * math.log(2))
-    assert METHODS["npo"].forget_loss(logits, logits, labels, level="token", beta=beta).item() == \
-        pytest.approx(2 / beta * math.log(2))
+    npo = METHODS["npo"].with_options({"beta": beta})
+    assert npo.loss(logits, logits, {"labels": labels}, level="token").item() == pytest.approx(2 / beta * math.log(2))

@@ -224,7 +224,8 @@ class StepTerms:
 
 
 class Method(abc.ABC):
-    """An unlearning method (abstract: subclasses implement :meth:`sweep`).
+    """An unlearning method (abstract: subclasses implement :meth:`sweep`; gradient methods declare their loss once
+    in :class:`dukb.neural.methods.gradient.GradientMethod`, which implements it).
 
     Attributes:
         name: registry name (e.g. "ga", "npo_gdr").
@@ -242,7 +243,8 @@ class Method(abc.ABC):
     summary: str = ""
     #: the paper or papers that define the method
     source: str = ""
-    #: the forget term can also unlearn plain documents (RESTOR's document-level unlearning, :meth:`forget_loss`)
+    #: the forget term can also unlearn plain documents (RESTOR's document-level unlearning:
+    #: :meth:`dukb.neural.methods.gradient.GradientMethod.step` at the token level)
     document_level: bool = False
     #: the method trains on retain data (``ctx.retain``): those facts are retain-train, never scored for accuracy
     uses_retain: bool = False
@@ -312,23 +314,6 @@ class Method(abc.ABC):
         The predictor is valid until the next item is requested; after the generator is exhausted or closed, θ₀
         is restored.
         """
-
-    def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
-        """The forget term to *minimise* on a batch (gradient methods with ``document_level``).
-
-        Args:
-            logits: [B, L, V] of the model being unlearned; ref_logits: [B, L, V] of the reference (None when the
-                method needs none); labels: [B, L], -100 where no loss.
-            level: "sequence" (a QA answer or document is one unit) or "token" (RESTOR's token-level averaging).
-            options: method-specific settings (NPO: ``beta``).
-
-        Returns:
-            Scalar tensor.
-
-        Raises:
-            NotImplementedError: the method has no differentiable forget term (TV, WHP).
-        """
-        raise NotImplementedError(f"{self.name} has no forget loss")
 
     @property
     def needs_reference(self) -> bool:

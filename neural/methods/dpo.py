@@ -14,10 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.npo import NPO_LR
+from dukb.neural.methods.base import UnlearnContext
+from dukb.neural.methods.gradient import GradientMethod
 from dukb.neural.methods.po import REFUSALS, refusal_items
-from dukb.neural.methods.retain import gdr_loss, step_terms
+from dukb.neural.methods.retain import gdr_loss
 from dukb.neural.scoring import forward_logits, sequence_logprob
 
 BETA = 0.1
@@ -77,13 +77,11 @@ def counterfactual_items(items, pool, seed: int = 0):
     return out
 
 
-class DPO(Method):
+class DPO(GradientMethod):
     """DPO with a counterfactual (default) or refusal as the preferred answer."""
 
-    param = "steps"
     lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
     options = ("beta",)
-    default_grid = (1, 2, 4, 8, 16)
     source = "Rafailov et al. 2023; Jin et al. 2024 (RWKU), App. H"
 
     def __init__(self, preferred: str = "counterfactual", beta: float = BETA):
@@ -98,28 +96,35 @@ class DPO(Method):
         """DPO compares with π_ref = θ₀."""
         return True
 
-    def sweep(self, ctx: UnlearnContext, grid=None):
+    def prepare(self, ctx: UnlearnContext) -> dict:
+        """The preferred answers' batch: counterfactuals drawn from the KB's answers (or refusals), with the seed."""
         from dukb.neural.data import encode_qa
 
         if self.preferred == "counterfactual":
             won = counterfactual_items(ctx.forget, ctx.items or (list(ctx.forget) + list(ctx.retain)), ctx.seed)
         else:
             won = refusal_items(ctx.forget, ctx.seed)
-        w_batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, won, ctx.lm.device)
-        cache = {}
+        return {"won": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, won, ctx.lm.device)}
 
-        def step_loss(state, forget_batch, retain_items):
-            if "ref" not in cache:  # π_ref's answer log-probs, computed once from θ₀
-                cache["ref"] = (sequence_logprob(state.ref_logits(w_batch), w_batch["labels"])[0].detach(),
-                                sequence_logprob(state.ref_logits(forget_batch), forget_batch["labels"])[0].detach())
-            lw, _ = sequence_logprob(forward_logits(state.model, w_batch), w_batch["labels"])
-            logits_l = forward_logits(state.model, forget_batch)
-            ll, _ = sequence_logprob(logits_l, forget_batch["labels"])
-            loss = dpo_loss(lw, ll, cache["ref"][0], cache["ref"][1], self.beta)
-            return step_terms(loss, gdr_loss(logits_l, forget_batch["labels"]), None, state, retain_items, 0.0)
+    def terms(self, state, batch, cache=None, level="sequence", model=None):
+        """:func:`dpo_loss` of the preferred answers (``cache["won"]``) over the true forget answers (``batch``),
+        π_ref's log-probabilities computed once; L_u: the forget answers' mean NLL."""
+        memo = {} if cache is None else cache
+        w_batch = memo.get("won")
+        if w_batch is None:
+            raise ValueError("DPO's terms need the preferred answers of prepare(ctx)")
+        if "ref" not in memo:  # π_ref's answer log-probs, computed once from θ₀
+            memo["ref"] = (sequence_logprob(state.ref_logits(w_batch), w_batch["labels"])[0].detach(),
+                           sequence_logprob(state.ref_logits(batch), batch["labels"])[0].detach())
+        run = state.model if model is None else model
+        lw, _ = sequence_logprob(forward_logits(run, w_batch), w_batch["labels"])
+        logits_l = forward_logits(run, batch)
+        ll, _ = sequence_logprob(logits_l, batch["labels"])
+        return dpo_loss(lw, ll, memo["ref"][0], memo["ref"][1], self.beta), gdr_loss(logits_l, batch["labels"])
 
-        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR, self), step_loss):
-            yield dict(setting, beta=self.beta, preferred=self.preferred), pred
+    def setting_fields(self, cache: dict) -> dict:
+        """β and the preferred answer."""
+        return {"beta": self.beta, "preferred": self.preferred}
 
 
 __all__ = ["BETA", "DPO", "counterfactual_items", "dpo_loss"]

@@ -8,13 +8,11 @@ lr 2e-5 for GPT2-XL/Phi-1.5, 1e-5 for Llama, linear schedule).
 from __future__ import annotations
 
 from dukb.neural.families import family_lrs
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, step_terms
-from dukb.neural.scoring import forward_logits
+from dukb.neural.methods.gradient import STEPS_GRID, LossMethod
+from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss
 
 #: learning rates by model family (:data:`dukb.neural.families.FAMILIES`, where each rate's source is noted).
 GA_LR = family_lrs("ga")
-STEPS_GRID = (1, 2, 4, 8, 16)
 
 
 def ga_loss(logits, labels):
@@ -26,12 +24,10 @@ def ga_loss(logits, labels):
     return -gdr_loss(logits, labels)
 
 
-class GradientAscent(Method):
+class GradientAscent(LossMethod):
     """GA, optionally with a retain regulariser ("gdr" or "klr")."""
 
-    param = "steps"
     lr_kind = "ga"  # its default rate: :func:`dukb.neural.families.family_lrs`
-    default_grid = STEPS_GRID
     source = "Jang et al. 2023; Wu et al. 2025, App. H"
 
     def __init__(self, reg: str | None = None):
@@ -41,15 +37,9 @@ class GradientAscent(Method):
         self.document_level = reg is None
         self.uses_retain = reg is not None
 
-    def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
+    def loss(self, logits, ref_logits, batch, level="sequence"):
         """:func:`ga_loss` (the mean over labelled tokens, at either level)."""
-        return ga_loss(logits, labels)
+        return ga_loss(logits, batch["labels"])
 
-    def sweep(self, ctx: UnlearnContext, grid=None):
-        reg = regulariser(self.reg_kind)
 
-        def step_loss(state, forget_batch, retain_items):
-            loss = ga_loss(forward_logits(state.model, forget_batch), forget_batch["labels"])
-            return step_terms(loss, -loss, reg, state, retain_items, ctx.reg_weight)
-
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR, self), step_loss)
+__all__ = ["GA_LR", "STEPS_GRID", "GradientAscent", "ga_loss"]

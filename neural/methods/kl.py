@@ -28,13 +28,11 @@ own setting is 2 epochs, lr 1.5e-5 with a cross-entropy retain term (App. C.2, "
 from __future__ import annotations
 
 from dukb.neural.families import family_lrs
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.retain import REG_SUMMARY, gdr_loss, regulariser, step_terms
-from dukb.neural.scoring import forward_logits
+from dukb.neural.methods.gradient import STEPS_GRID, LossMethod
+from dukb.neural.methods.retain import REG_SUMMARY
 
 #: learning rates by model family (:data:`dukb.neural.families.FAMILIES`; as GA's).
 KL_LR = family_lrs("kl")
-STEPS_GRID = (1, 2, 4, 8, 16)
 
 
 def kl_loss(logits, ref_logits, labels, entropy: bool = True):
@@ -71,13 +69,11 @@ def kl_loss(logits, ref_logits, labels, entropy: bool = True):
     return (per_pos * mask).sum() / mask.sum().clamp(min=1)
 
 
-class KLDivergence(Method):
+class KLDivergence(LossMethod):
     """KL unlearning on the forget QA (the released code's cross-entropy form of :func:`kl_loss`), optionally with a
     retain regulariser ("gdr" or "klr")."""
 
-    param = "steps"
     lr_kind = "kl"  # its default rate: :func:`dukb.neural.families.family_lrs`
-    default_grid = STEPS_GRID
     source = "Rezaei et al. (RESTOR), Sec. 3.3"
 
     def __init__(self, reg: str | None = None):
@@ -92,21 +88,9 @@ class KLDivergence(Method):
         """KL compares with the reference P_c."""
         return True
 
-    def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
+    def loss(self, logits, ref_logits, batch, level="sequence"):
         """−:func:`kl_loss` (the code's cross-entropy form), the mean over labelled tokens at either level."""
-        return -kl_loss(logits, ref_logits, labels)
+        return -kl_loss(logits, ref_logits, batch["labels"])
 
-    def sweep(self, ctx: UnlearnContext, grid=None):
-        """Yield ``({"steps": T, "lr": lr}, predictor)`` per T: T AdamW steps on −L_KL (+ λ retain) from θ₀."""
-        reg = regulariser(self.reg_kind)
-        cache = {}
 
-        def step_loss(state, forget_batch, retain_items):
-            if "ref" not in cache:  # P_c's logits on the (fixed) forget batch, computed once from θ₀
-                cache["ref"] = state.ref_logits(forget_batch).detach()
-            logits = forward_logits(state.model, forget_batch)
-            loss = -kl_loss(logits, cache["ref"], forget_batch["labels"])
-            return step_terms(loss, gdr_loss(logits, forget_batch["labels"]), reg, state, retain_items,
-                              ctx.reg_weight)
-
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, KL_LR, self), step_loss)
+__all__ = ["KLDivergence", "KL_LR", "STEPS_GRID", "kl_loss"]

@@ -31,9 +31,10 @@ At θ = f_ref every form equals (2/β) log 2.
 from __future__ import annotations
 
 from dukb.neural.families import family_lrs
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.retain import REG_SUMMARY, regulariser, step_terms
-from dukb.neural.scoring import forward_logits, sequence_logprob, token_logprobs
+from dukb.neural.methods.base import UnlearnContext
+from dukb.neural.methods.gradient import LossMethod
+from dukb.neural.methods.retain import REG_SUMMARY
+from dukb.neural.scoring import sequence_logprob, token_logprobs
 
 #: learning rates by model family (:data:`dukb.neural.families.FAMILIES`).
 NPO_LR = family_lrs("npo")
@@ -187,17 +188,15 @@ def eval_du_layout(batch, eos_id: int, length: int = EVAL_DU_LENGTH) -> dict:
     return {"input_ids": out_ids, "attention_mask": out_att, "labels": out_lab, "position_ids": pos}
 
 
-class NPO(Method):
+class NPO(LossMethod):
     """NPO in one of :data:`NPO_FORMS`, optionally with a retain regulariser ("gdr" or "klr").
 
     ``form="logit"`` registers as ``npo``/``npo_gdr``/``npo_klr`` (Eval-DU's and MUSE's code), ``form="sequence"``
     as ``npo_seq``/``npo_seq_gdr``/``npo_seq_klr`` (the NPO paper); see the module docstring for both equations.
     """
 
-    param = "steps"
     lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
     options = ("beta",)
-    default_grid = (1, 2, 4, 8, 16)
 
     def __init__(self, reg: str | None = None, beta: float = BETA, form: str = "logit"):
         if form not in NPO_FORMS:
@@ -226,43 +225,42 @@ class NPO(Method):
         """NPO compares with f_ref."""
         return True
 
-    def forget_loss(self, logits, ref_logits, labels, level: str = "sequence", **options):
-        """:func:`npo_forget_loss` at ``level`` ("sequence" or RESTOR's "token", documents being units of
-        answers' or texts' tokens) with this method's β (or ``options["beta"]``), whatever the method's form."""
-        return npo_forget_loss(logits, ref_logits, labels, options.get("beta", self.beta), level)
-
-    def sweep(self, ctx: UnlearnContext, grid=None):
-        reg = regulariser(self.reg_kind)
-        cache = {}
-        # Eval-DU's layout (500 EOS-padded positions in the mean) where the run reproduces Eval-DU's training, cut
-        # to the model's context (the built-in tiny model has 96 positions)
-        pad = None
+    def prepare(self, ctx: UnlearnContext) -> dict:
+        """The logit form under Eval-DU's reference schedule lays the forget batch out as Eval-DU does: 500
+        EOS-padded positions in the mean (:func:`eval_du_layout`), cut to the model's context (the built-in tiny
+        model has 96 positions); else the batch as encoded."""
+        cache = {"eos": None, "pad": None}
         if self.form == "logit" and ctx.schedule is not None and ctx.schedule.kind == "reference":
             mcfg = getattr(ctx.lm.model, "config", None)
             limit = getattr(mcfg, "n_positions", None) or getattr(mcfg, "max_position_embeddings", None)
-            pad = min(EVAL_DU_LENGTH, int(limit)) if isinstance(limit, int) and limit > 0 else EVAL_DU_LENGTH
+            cache["pad"] = min(EVAL_DU_LENGTH, int(limit)) if isinstance(limit, int) and limit > 0 else EVAL_DU_LENGTH
+            tok = ctx.lm.tokenizer
+            cache["eos"] = tok.eos_token_id if tok.eos_token_id is not None else (tok.pad_token_id or 0)
+        return cache
 
-        def sequence_step(state, forget_batch, retain_items):
-            if "ref" not in cache:  # f_ref's answer log-probs, computed once from θ₀
-                ref_s, _ = sequence_logprob(state.ref_logits(forget_batch), forget_batch["labels"])
-                cache["ref"] = ref_s.detach()
-            s, n = sequence_logprob(forward_logits(state.model, forget_batch), forget_batch["labels"])
-            loss = npo_loss(s, cache["ref"], self.beta)
-            return step_terms(loss, -s.sum() / n.sum().clamp(min=1), reg, state, retain_items, ctx.reg_weight)
+    def layout(self, batch: dict, cache: dict) -> dict:
+        """Eval-DU's EOS-padded layout when :meth:`prepare` chose it (every position then enters the logit form's
+        mean: ``loss_positions`` None), else the batch (the mean over its attended positions)."""
+        if cache.get("pad"):
+            return dict(eval_du_layout(batch, cache["eos"], cache["pad"]), loss_positions=None)
+        return batch
 
-        def logit_step(state, forget_batch, retain_items):
-            if "batch" not in cache:  # the batch as the reference lays it out, and f_ref's logits on it, once
-                tok = ctx.lm.tokenizer
-                eos = tok.eos_token_id if tok.eos_token_id is not None else (tok.pad_token_id or 0)
-                cache["batch"] = eval_du_layout(forget_batch, eos, pad) if pad else forget_batch
-                cache["ref"] = state.ref_logits(cache["batch"]).detach()
-            b = cache["batch"]
-            logits = forward_logits(state.model, b)
-            loss = npo_logit_loss(logits, cache["ref"], self.beta, None if pad else b["attention_mask"])
-            s, n = sequence_logprob(logits, b["labels"])
-            return step_terms(loss, -s.sum() / n.sum().clamp(min=1), reg, state, retain_items, ctx.reg_weight)
+    def loss(self, logits, ref_logits, batch, level="sequence"):
+        """The method's form on a QA or text batch (:func:`npo_logit_loss` for ``npo``: over the batch's
+        ``loss_positions``, default its attended positions; :func:`npo_loss` on whole answers for ``npo_seq``); at
+        RESTOR's "token" level :func:`npo_forget_loss` per token, whatever the form. β: this method's."""
+        if level == "token":
+            return npo_forget_loss(logits, ref_logits, batch["labels"], self.beta, "token")
+        if self.form == "sequence":
+            s, _ = sequence_logprob(logits, batch["labels"])
+            r, _ = sequence_logprob(ref_logits, batch["labels"])
+            return npo_loss(s, r, self.beta)
+        return npo_logit_loss(logits, ref_logits, self.beta, batch.get("loss_positions", batch["attention_mask"]))
 
-        step_loss = logit_step if self.form == "logit" else sequence_step
-        extra = {"beta": self.beta, "form": self.form, **({"pad_to": pad} if pad else {})}
-        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR, self), step_loss):
-            yield dict(setting, **extra), pred
+    def setting_fields(self, cache: dict) -> dict:
+        """β, the form and, with Eval-DU's layout, the padded length."""
+        return {"beta": self.beta, "form": self.form, **({"pad_to": cache["pad"]} if cache.get("pad") else {})}
+
+
+__all__ = ["BETA", "EVAL_DU_LENGTH", "NPO", "NPO_FORMS", "NPO_LR", "eval_du_layout", "npo_forget_loss",
+           "npo_logit_loss", "npo_loss", "npo_token_loss"]

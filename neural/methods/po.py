@@ -14,9 +14,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.ga import GA_LR, STEPS_GRID
-from dukb.neural.methods.retain import gdr_loss, regulariser, step_terms
+from dukb.neural.methods.base import UnlearnContext
+from dukb.neural.methods.gradient import GradientMethod
+from dukb.neural.methods.retain import gdr_loss
 from dukb.neural.scoring import forward_logits
 
 #: Refusal answers (TOFU's idk list starts with "I don't know."; Maini et al. 2024).
@@ -65,28 +65,31 @@ def true_answer_risk(state, forget_batch):
         return gdr_loss(forward_logits(state.model, forget_batch), forget_batch["labels"])
 
 
-class PreferenceOptimisation(Method):
+class PreferenceOptimisation(GradientMethod):
     """PO: refusals on the forget questions + GDR on retain-train."""
 
     name = "po"
-    param = "steps"
     lr_kind = "ga"  # its default rate: :func:`dukb.neural.families.family_lrs`
-    default_grid = STEPS_GRID
     summary = "gradient descent on refusals ('I don't know.') to the forget questions + GDR on retain QA (PO)"
     source = "Maini et al. 2024 (TOFU); Wang et al. 2024, App. E"
     uses_retain = True
 
-    def sweep(self, ctx: UnlearnContext, grid=None):
+    reg_kind = "gdr"  # PO's retaining risk L_r
+
+    def prepare(self, ctx: UnlearnContext) -> dict:
+        """The refusal batch: every forget question answered with a refusal drawn with the run seed."""
         from dukb.neural.data import encode_qa
 
-        reg = regulariser("gdr")
-        batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(ctx.forget, ctx.seed), ctx.lm.device)
+        return {"refusals": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(ctx.forget, ctx.seed),
+                                      ctx.lm.device)}
 
-        def step_loss(state, forget_batch, retain_items):
-            loss = refusal_loss(forward_logits(state.model, batch), batch["labels"])
-            return step_terms(loss, true_answer_risk(state, forget_batch), reg, state, retain_items, ctx.reg_weight)
-
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR, self), step_loss)
+    def terms(self, state, batch, cache=None, level="sequence", model=None):
+        """:func:`refusal_loss` on the refusal batch; L_u: :func:`true_answer_risk` on the true forget answers."""
+        b = (cache or {}).get("refusals")
+        if b is None:
+            raise ValueError("PO's terms need the refusal batch of prepare(ctx)")
+        loss = refusal_loss(forward_logits(state.model if model is None else model, b), b["labels"])
+        return loss, true_answer_risk(state, batch)
 
 
 __all__ = ["PreferenceOptimisation", "REFUSALS", "refusal_items", "refusal_loss", "true_answer_risk"]

@@ -10,7 +10,6 @@ Combined with a forget loss as L = L_forget + λ L_reg (λ = ``reg_weight``, def
 from __future__ import annotations
 
 from dukb.neural.data import encode_qa
-from dukb.neural.methods.base import StepTerms
 from dukb.neural.scoring import forward_logits, shifted
 
 #: what a retain regulariser adds to a method's one-line summary
@@ -51,37 +50,37 @@ def klr_loss(logits, ref_logits, labels):
     return (kl * mask).sum() / mask.sum().clamp(min=1)
 
 
-def regulariser(kind: str | None):
-    """A function ``(state, retain_items) -> loss`` for kind "gdr", "klr" or None (no regulariser: returns None)."""
-    if kind is None:
-        return None
-
-    def reg(state, retain_items):
-        if not retain_items:
-            return None
-        batch = encode_qa(state.lm.tokenizer, state.lm.tags, retain_items, state.lm.device)
-        logits = forward_logits(state.model, batch)
-        if kind == "gdr":
-            return gdr_loss(logits, batch["labels"])
-        return klr_loss(logits, state.ref_logits(batch), batch["labels"])
-
-    return reg
-
-
-def step_terms(forget, risk, reg, state, retain_items, weight: float):
-    """A gradient step's :class:`dukb.neural.methods.base.StepTerms`: the forget term, the unlearning risk L_u
-    (detached) and λ · L_reg when a regulariser and retain items are present.
+def retain_loss(kind: str | None, state, retain, model=None):
+    """The retain term L_reg of one step, on QA items or on encoded texts alike.
 
     Args:
-        forget: the forget term to minimise (scalar tensor); risk: L_u, the forget answers' mean NLL (scalar tensor
-            or None); reg: a function from :func:`regulariser` or None; state: the
-            :class:`dukb.neural.methods.base.WeightState`; retain_items: this step's retain QA; weight: λ.
+        kind: "gdr" (:func:`gdr_loss`), "klr" (:func:`klr_loss` against ``state.ref_logits``) or None.
+        state: the :class:`dukb.neural.methods.base.WeightState`.
+        retain: a list of QA items (encoded here with the model's prompt tags) or an encoded batch (dict with
+            input_ids, attention_mask, position_ids, labels); None or empty: no term.
+        model: the module to run (default ``state.model``).
 
     Returns:
-        StepTerms.
+        Scalar tensor (nats per token), or None when ``kind`` or ``retain`` is empty.
 
-    Source: Wang et al. 2024 (Unlearning with Control), Eqs. 6-7 (unlearning and retaining risks); Shi et al. 2024b
-    (MUSE), Sec. 3 (GDR/KLR).
+    Raises:
+        InputError: an unknown kind.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3 (GDR, KLR); Rezaei et al. (RESTOR), Sec. 3.3 (λ · CE on retain texts).
     """
-    r = reg(state, retain_items) if reg is not None else None
-    return StepTerms(forget, None if risk is None else risk.detach(), None if r is None else weight * r)
+    from dukb import InputError
+
+    if kind not in REG_SUMMARY and kind is not None:
+        raise InputError(f"unknown retain term {kind!r} (gdr, klr)")
+    if kind is None or retain is None or (not isinstance(retain, dict) and not retain):
+        return None
+    if isinstance(retain, dict):
+        if int(retain["input_ids"].shape[0]) == 0:
+            return None
+        batch = retain
+    else:
+        batch = encode_qa(state.lm.tokenizer, state.lm.tags, retain, state.lm.device)
+    logits = forward_logits(state.model if model is None else model, batch)
+    if kind == "gdr":
+        return gdr_loss(logits, batch["labels"])
+    return klr_loss(logits, state.ref_logits(batch), batch["labels"])

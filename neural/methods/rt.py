@@ -8,10 +8,9 @@ forget QA questions alone. Swept over steps T like GA, at GA's learning rates.
 
 from __future__ import annotations
 
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.ga import GA_LR, STEPS_GRID
+from dukb.neural.methods.base import UnlearnContext
+from dukb.neural.methods.gradient import GradientMethod
 from dukb.neural.methods.po import refusal_items, refusal_loss, true_answer_risk
-from dukb.neural.methods.retain import step_terms
 from dukb.neural.scoring import forward_logits
 
 #: the question forms RT refuses (dukb.kb.probes kinds); not the paraphrase, which PS-perturb and the probes ask
@@ -33,29 +32,31 @@ def rejection_questions(ctx: UnlearnContext) -> list:
     return out or list(ctx.forget)
 
 
-class RejectionTuning(Method):
+class RejectionTuning(GradientMethod):
     """RT: refusals to questions about the forget facts."""
 
     trained_forms = RT_KINDS  # refusals of the forget facts' questions in these forms
 
     name = "rt"
-    param = "steps"
     lr_kind = "ga"  # its default rate: :func:`dukb.neural.families.family_lrs`
-    default_grid = STEPS_GRID
     summary = "rejection tuning: refusals to the forget facts' questions (QA and reverse forms)"
     source = "Jin et al. 2024 (RWKU), App. H"
 
-    def sweep(self, ctx: UnlearnContext, grid=None):
+    def prepare(self, ctx: UnlearnContext) -> dict:
+        """The refusal batch: the forget facts' questions in every :data:`RT_KINDS` form, answered with refusals
+        drawn with the run seed."""
         from dukb.neural.data import encode_qa
 
-        batch = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(rejection_questions(ctx), ctx.seed),
-                          ctx.lm.device)
+        return {"refusals": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(rejection_questions(ctx),
+                                                                                    ctx.seed), ctx.lm.device)}
 
-        def step_loss(state, forget_batch, retain_items):
-            loss = refusal_loss(forward_logits(state.model, batch), batch["labels"])
-            return step_terms(loss, true_answer_risk(state, forget_batch), None, state, retain_items, 0.0)
-
-        yield from gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, GA_LR, self), step_loss)
+    def terms(self, state, batch, cache=None, level="sequence", model=None):
+        """:func:`refusal_loss` on the refusal batch (no retain term); L_u on the true forget answers."""
+        b = (cache or {}).get("refusals")
+        if b is None:
+            raise ValueError("RT's terms need the refusal batch of prepare(ctx)")
+        loss = refusal_loss(forward_logits(state.model if model is None else model, b), b["labels"])
+        return loss, true_answer_risk(state, batch)
 
 
 __all__ = ["RT_KINDS", "RejectionTuning", "rejection_questions"]

@@ -9,10 +9,9 @@ settings for TOFU (configurable). Swept over steps T like GA and NPO, at NPO's l
 
 from __future__ import annotations
 
-from dukb.neural.methods.base import Method, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.npo import NPO_LR
-from dukb.neural.methods.retain import REG_SUMMARY, regulariser, step_terms
-from dukb.neural.scoring import forward_logits, sequence_logprob
+from dukb.neural.methods.gradient import LossMethod
+from dukb.neural.methods.retain import REG_SUMMARY
+from dukb.neural.scoring import sequence_logprob
 
 BETA = 2.5
 GAMMA = 0.0
@@ -47,14 +46,12 @@ def simnpo_loss(logp_sum, n_tokens, beta: float = BETA, gamma: float = GAMMA):
     return (2.0 / beta) * (-F.logsigmoid(-beta * avg - gamma)).mean()
 
 
-class SimNPO(Method):
+class SimNPO(LossMethod):
     """SimNPO, optionally with a retain regulariser ("gdr" or "klr")."""
 
-    param = "steps"
     lr_kind = "npo"  # its default rate: :func:`dukb.neural.families.family_lrs`
     options = ("beta", "gamma")
     nonnegative_options = ("gamma",)
-    default_grid = (1, 2, 4, 8, 16)
     source = "Fan et al. 2024 (SimNPO), Eq. 4"
 
     def __init__(self, reg: str | None = None, beta: float = BETA, gamma: float = GAMMA):
@@ -65,16 +62,14 @@ class SimNPO(Method):
                         REG_SUMMARY.get(reg, ""))
         self.uses_retain = reg is not None
 
-    def sweep(self, ctx: UnlearnContext, grid=None):
-        reg = regulariser(self.reg_kind)
+    def loss(self, logits, ref_logits, batch, level="sequence"):
+        """:func:`simnpo_loss` over the answers' summed log-probabilities (an answer is the unit)."""
+        s, n = sequence_logprob(logits, batch["labels"])
+        return simnpo_loss(s, n, self.beta, self.gamma)
 
-        def step_loss(state, forget_batch, retain_items):
-            s, n = sequence_logprob(forward_logits(state.model, forget_batch), forget_batch["labels"])
-            return step_terms(simnpo_loss(s, n, self.beta, self.gamma), -s.sum() / n.sum().clamp(min=1), reg, state,
-                              retain_items, ctx.reg_weight)
-
-        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr_for(ctx, NPO_LR, self), step_loss):
-            yield dict(setting, beta=self.beta, gamma=self.gamma), pred
+    def setting_fields(self, cache: dict) -> dict:
+        """β and γ."""
+        return {"beta": self.beta, "gamma": self.gamma}
 
 
 __all__ = ["BETA", "GAMMA", "SimNPO", "simnpo_loss"]

@@ -1,0 +1,146 @@
+"""The one entry point of the gradient methods: a method declares its loss once, one unlearner runs it.
+
+A gradient method (:class:`GradientMethod`) declares
+
+- its forget term, :meth:`GradientMethod.terms`: the loss to minimise on a forget batch and the unlearning risk L_u
+  (the forget answers' mean NLL, Wang et al. 2024, Eq. 6). Methods whose forget term is a function of the forget
+  batch's logits (and f_ref's) subclass :class:`LossMethod` and declare only :meth:`LossMethod.loss`; methods that
+  train on batches of their own (PO's and RT's refusals, DPO's preferred answers) build them in
+  :meth:`GradientMethod.prepare` and declare :meth:`GradientMethod.terms`;
+- its retain term, :attr:`GradientMethod.reg_kind`: GDR, KLR (MUSE, Shi et al. 2024, Sec. 3) or none, computed by
+  :func:`dukb.neural.methods.retain.retain_loss` on QA items or on encoded texts alike.
+
+:meth:`GradientMethod.step` combines them into one step's :class:`~dukb.neural.methods.base.StepTerms`. Both
+unlearners call it and nothing else: :meth:`GradientMethod.sweep` (QA items and text corpora: Eval-DU, MUSE, RWKU,
+Unlearning with Control; controls and schedules through :func:`~dukb.neural.methods.base.gradient_sweep`) and
+:func:`dukb.neural.docs.unlearn_documents` (RESTOR's documents, at the token level).
+"""
+
+from __future__ import annotations
+
+import abc
+
+from dukb.neural.families import family_lrs
+from dukb.neural.methods.base import Method, StepTerms, UnlearnContext, gradient_sweep, lr_for
+from dukb.neural.methods.retain import retain_loss
+
+#: the paper's step grid T (Wu et al. 2025, App. H)
+STEPS_GRID = (1, 2, 4, 8, 16)
+
+
+class GradientMethod(Method):
+    """A method that unlearns by gradient steps on a loss it declares once (abstract: :meth:`terms`).
+
+    Attributes:
+        reg_kind: the retain term, "gdr", "klr" or None (:func:`dukb.neural.methods.retain.retain_loss`).
+        lr_kind: the learning-rate kind of the model family's presets (:func:`dukb.neural.families.family_lrs`).
+    """
+
+    param = "steps"
+    default_grid = STEPS_GRID
+    reg_kind: str | None = None
+
+    def prepare(self, ctx: UnlearnContext) -> dict:
+        """Per-sweep data the forget term needs beyond the forget batch (e.g. refusal batches), computed once per
+        sweep; the returned dict is the ``cache`` :meth:`terms` receives. Default: {}."""
+        return {}
+
+    @abc.abstractmethod
+    def terms(self, state, batch: dict, cache: dict | None = None, level: str = "sequence", model=None) -> tuple:
+        """The forget term on a batch.
+
+        Args:
+            state: the :class:`dukb.neural.methods.base.WeightState` (θ₀'s reference logits: ``state.ref_logits``).
+            batch: the encoded forget batch (input_ids, attention_mask, position_ids, labels [B, L]).
+            cache: the sweep's dict (:meth:`prepare`'s, also memoising what depends on a fixed batch alone, e.g.
+                f_ref's logits); None: the batch changes between calls (documents), compute everything afresh.
+            level: "sequence" (a QA answer or text is one unit) or "token" (RESTOR's token-level averaging).
+            model: the module to run (default ``state.model``; a training loop's wrapped model).
+
+        Returns:
+            (loss to minimise: scalar tensor, L_u: scalar tensor (nats per token) or None).
+        """
+
+    def setting_fields(self, cache: dict) -> dict:
+        """Fields every setting of a sweep carries besides steps and lr (NPO: beta and form). Default: {}."""
+        return {}
+
+    def step(self, state, batch: dict, retain=None, *, cache: dict | None = None, level: str = "sequence",
+             reg_weight: float = 1.0, reg_kind: str | None | bool = False, model=None) -> StepTerms:
+        """One step's terms: the forget term, L_u (detached) and λ · the retain term.
+
+        Args:
+            state, batch, cache, level, model: as :meth:`terms`.
+            retain: retain data for the retain term: a list of QA items or an encoded batch; None or empty: none.
+            reg_weight: λ ≥ 0.
+            reg_kind: the retain term's kind; False (default): the method's :attr:`reg_kind` (RESTOR's documents
+                pass "gdr", its λ · CE(retain)).
+
+        Returns:
+            :class:`dukb.neural.methods.base.StepTerms`.
+
+        Source: Wang et al. 2024 (Unlearning with Control), Eqs. 6-7; Shi et al. 2024b (MUSE), Sec. 3 (GDR/KLR);
+        Rezaei et al. (RESTOR), Sec. 3.3.
+        """
+        loss, risk = self.terms(state, batch, cache, level, model)
+        kind = self.reg_kind if reg_kind is False else reg_kind
+        r = retain_loss(kind, state, retain, model) if kind else None
+        return StepTerms(loss, None if risk is None else risk.detach(), None if r is None else reg_weight * r)
+
+    def sweep(self, ctx: UnlearnContext, grid=None):
+        """The unlearner of QA items and text corpora: :func:`~dukb.neural.methods.base.gradient_sweep` over
+        :meth:`step`, at :func:`~dukb.neural.methods.base.lr_for`'s rate. Yields ``(setting, predictor)``."""
+        cache = self.prepare(ctx)
+
+        def step_loss(state, forget_batch, retain_items):
+            return self.step(state, forget_batch, retain_items, cache=cache, reg_weight=ctx.reg_weight)
+
+        lr = lr_for(ctx, family_lrs(self.lr_kind), self)
+        for setting, pred in gradient_sweep(ctx, grid or self.default_grid, lr, step_loss):
+            extra = self.setting_fields(cache)
+            yield (dict(setting, **extra) if extra else setting), pred
+
+
+class LossMethod(GradientMethod):
+    """A gradient method whose forget term is a function of the forget batch's logits and, where
+    :attr:`needs_reference`, f_ref's (abstract: :meth:`loss`). GA, KL, NPO and SimNPO."""
+
+    @abc.abstractmethod
+    def loss(self, logits, ref_logits, batch: dict, level: str = "sequence"):
+        """The forget term to minimise.
+
+        Args:
+            logits: [B, L, V] of the model being unlearned; ref_logits: [B, L, V] of f_ref (None unless
+                :attr:`needs_reference`); batch: the (laid out) forget batch, labels [B, L] with -100 where no loss.
+            level: "sequence" or "token" (:meth:`GradientMethod.terms`).
+
+        Returns:
+            Scalar tensor.
+        """
+
+    def layout(self, batch: dict, cache: dict) -> dict:
+        """The forget batch as the loss reads it (default: unchanged; NPO under Eval-DU's schedule: EOS-padded)."""
+        return batch
+
+    def risk(self, logits, batch: dict):
+        """L_u: the mean NLL of the batch's labelled tokens (:func:`dukb.neural.methods.retain.gdr_loss`)."""
+        from dukb.neural.methods.retain import gdr_loss
+
+        return gdr_loss(logits, batch["labels"])
+
+    def terms(self, state, batch, cache=None, level="sequence", model=None):
+        """:meth:`loss` and :meth:`risk` on one forward pass; the laid-out batch and f_ref's logits are memoised in
+        ``cache`` (computed once per sweep: the forget batch and θ₀ are fixed)."""
+        from dukb.neural.scoring import forward_logits
+
+        memo = {} if cache is None else cache
+        if "batch" not in memo:
+            memo["batch"] = self.layout(batch, memo)
+            if self.needs_reference:
+                memo["ref"] = state.ref_logits(memo["batch"]).detach()
+        b = memo["batch"]
+        logits = forward_logits(state.model if model is None else model, b)
+        return self.loss(logits, memo.get("ref"), b, level), self.risk(logits, b)
+
+
+__all__ = ["GradientMethod", "LossMethod", "STEPS_GRID"]
