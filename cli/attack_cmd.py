@@ -13,10 +13,9 @@ from dukb.cli.run_options import shared_option
 
 
 def _attack_help() -> str:
-    from dukb.neural.attacks import ATTACKS
+    from dukb.neural.catalog import attack_settings_help
 
-    return "; ".join(f"{a.name} ({', '.join(f'{k}={v}' for k, v in a.defaults.items()) or 'no settings'})"
-                     for a in sorted(ATTACKS.values(), key=lambda a: a.name))
+    return attack_settings_help()
 
 
 def attack(

@@ -9,8 +9,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.neural.methods import methods_help
-from dukb.neural.metrics import DEFAULT_METRICS, metrics_help
+from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
 from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
@@ -63,13 +62,6 @@ def _forms(text: str | None, option: str) -> list[str] | None:
         raise InputError(f"{option}: {e}") from None
 
 
-def _attack_names() -> list[str]:
-    """The registered attacks' names (:data:`dukb.neural.attacks.ATTACKS`)."""
-    from dukb.neural.attacks import ATTACKS
-
-    return sorted(ATTACKS)
-
-
 @run_options
 def evaluate(
     config: Optional[Path] = CONFIG_OPTION,
@@ -81,7 +73,7 @@ def evaluate(
                                 help="Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}."),
     forget_scope: str = typer.Option("target", "--forget-scope", help="Forget set of methods without @SCOPE: "
                                      + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + "."),
-    metrics: str = typer.Option(",".join(DEFAULT_METRICS), "--metrics", help="Comma-separated metrics to compute "
+    metrics: str = typer.Option(",".join(default_metrics()), "--metrics", help="Comma-separated metrics to compute "
                                 "(required ones are added; probing computes only what they need). "
                                 + metrics_help() + "."),
     grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
@@ -119,7 +111,7 @@ def evaluate(
                                  "Presets (du_*) keep their own (separate)."),
     attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks applied to every unlearned model right "
                                           "after its probe, comma-separated NAME or NAME:key=value:... (" +
-                                          ", ".join(_attack_names()) + "; `dukb attack --help` lists their "
+                                          ", ".join(attack_names()) + "; `dukb attack --help` lists their "
                                           "settings). Each row gets an `attacks` entry per attack (recall, "
                                           "accuracy_all, success_du, forgotten_relationships, target_known, "
                                           "settings); recall_under_attack becomes the worst case over forms and "
@@ -239,6 +231,13 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
                                           for x in unit if x is not None) + ")" for unit in missing[:8])
         typer.echo(f"{len(missing)} units have no row yet {what}: {shown}" + (", ..." if len(missing) > 8 else ""),
                    err=True)
+    unfinished = paths.get("unfinished_units") or []
+    if unfinished:
+        what = {"muse": "(request, method)", "control": "(ratio, method)"}.get(protocol, "")
+        shown = ", ".join("(" + ", ".join("reference" if x == "" else str(x) for x in unit) + ")"
+                          for unit in unfinished[:8])
+        typer.echo(f"{len(unfinished)} work units {what} are not finished: {shown}"
+                   + (", ..." if len(unfinished) > 8 else ""), err=True)
     typer.echo(f"report: {paths['report']}")
 
 

@@ -11,8 +11,7 @@ from dukb import InputError
 from dukb.cli.evaluate_cmd import parse_grids
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import option_int, read_targets_in_kb
-from dukb.neural.methods import methods_help
-from dukb.neural.metrics.muse import SELECTION_RULES
+from dukb.neural.catalog import methods_help, selection_rules
 from dukb.neural.protocols.muse.config import CURVE_METHODS, MUSE_METHODS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.run_options import run_options
@@ -70,7 +69,7 @@ def muse(
     verbmem_temperature: float = typer.Option(0.0, "--verbmem-temperature", help="VerbMem decoding: 0 = greedy, "
                                               "> 0 = sampling at this temperature (seeded)."),
     select: str = typer.Option("first_below_retrain", "--select", help="Setting reported per method (and continued "
-                               "from in C6): " + ", ".join(SELECTION_RULES) + " (first_below_retrain: MUSE's "
+                               "from in C6): " + ", ".join(selection_rules()) + " (first_below_retrain: MUSE's "
                                "utility rule, the first setting whose utility is below f_retrain's, else the "
                                "last)."),
     bootstrap: int = typer.Option(9999, "--bootstrap", help="Bootstrap resamples of the 95% intervals."),

@@ -12,8 +12,7 @@ from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.run_options import shared_option
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
-from dukb.neural.methods import methods_help
-from dukb.neural.finetune import FINETUNE_PRESETS
+from dukb.neural.catalog import finetune_presets, methods_help
 from dukb.neural.zoo import KNOWN_MODELS
 from dukb.solver.scopes import FORGET_SCOPES
 
@@ -73,7 +72,7 @@ def finetune(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
     model: str = typer.Option("tiny", "--model", help=MODEL_HELP),
     output: Path = typer.Option(..., "-o", "--output", help="Output model directory."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(FINETUNE_PRESETS)
+    preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(finetune_presets())
                                          + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
                                          "prompt preset)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum epochs (overrides the preset)."),

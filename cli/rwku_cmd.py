@@ -11,7 +11,7 @@ from dukb.cli.evaluate_cmd import parse_grids
 from dukb.cli.muse_cmd import _ints
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import read_targets_in_kb
-from dukb.neural.methods import methods_help
+from dukb.neural.catalog import methods_help
 from dukb.neural.protocols.rwku.config import RWKU_METHODS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.run_options import run_options

@@ -20,6 +20,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Sequence
 
+import torch
+
 from dukb import InputError
 from dukb.neural.data import QAItem, pad_rows
 from dukb.neural.methods.npo import npo_token_loss  # noqa: F401  (RESTOR's token-level NPO, re-exported)
@@ -95,7 +97,6 @@ def trim(batch: dict) -> dict:
 
 def rows_of(batch: dict, idx) -> dict:
     """Rows ``idx`` (a list of ints) of a batch, trimmed."""
-    import torch
 
     ix = torch.tensor(list(idx), device=batch["input_ids"].device)
     return trim({k: v[ix] for k, v in batch.items()})

@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 from dukb import InputError
 from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
 from dukb.neural.families import finetune_presets
@@ -104,7 +106,6 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
-    import torch
 
     from dukb.neural import distributed as dist
     from dukb.neural.probe import Predictor, probe
@@ -218,7 +219,6 @@ def _load_checkpoint(path: Path, key: str) -> dict | None:
     Raises:
         InputError: unreadable, or made with other settings (both named).
     """
-    import torch
 
     if not path.is_file():
         return None
@@ -328,7 +328,6 @@ class _Checkpoint:
 
 def _save_checkpoint(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` atomically (a fresh temporary file in the same folder, then a rename)."""
-    import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)  # a fresh file, never planted

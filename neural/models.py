@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from dukb import InputError
 from dukb.neural.spec import ModelSpec, PromptTags
 
@@ -155,7 +157,6 @@ def resolve_device(device: str = "auto") -> str:
     Raises:
         InputError: cuda requested but not available; "cuda:N" under a multi-process launch.
     """
-    import torch
 
     from dukb.neural.distributed import process_device
 
@@ -179,7 +180,6 @@ def resolve_dtype(dtype: str, device: str):
     Raises:
         InputError: unknown dtype name.
     """
-    import torch
 
     if dtype == "auto":
         if device.startswith("cuda") and torch.cuda.is_bf16_supported():
@@ -236,7 +236,6 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
     Raises:
         OSError: ``out_dir`` cannot be created or written.
     """
-    import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     out = Path(out_dir)
@@ -435,7 +434,6 @@ def _check_weights(model_dir: Path, config, trust: bool) -> None:
 def _config_parameters(config, trust: bool) -> int | None:
     """Number of parameters of the causal LM ``config`` describes, counted on the meta device (nothing is
     allocated); None when the model cannot be built from the config alone."""
-    import torch
     from transformers import AutoModelForCausalLM
 
     try:

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import torch
+
 from dukb.kb.judge import judge
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.scoring import sequence_logprob
@@ -137,7 +139,6 @@ def line_tables(tokenizer):
         token's text contains "\n"; contains a non-whitespace character; has a non-whitespace character followed
         later by "\n".
     """
-    import torch
 
     cached = getattr(tokenizer, "_dukb_line_tables", None)
     if cached is not None:
@@ -200,7 +201,6 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
     Raises:
         ValueError: the tokenizer pads on the right (string prompts), or ``token_ids`` is empty.
     """
-    import torch
 
     tok = pred.tokenizer
     if token_ids is not None:
@@ -293,7 +293,6 @@ def answer_logprob(pred: Predictor, items: list[QAItem]) -> list[float]:
 
     Source: Wu et al. 2025, App. C (answer likelihood); Maini et al. 2024 (TOFU's length-normalised probability).
     """
-    import torch
 
     batch = encode_qa(pred.tokenizer, pred.tags, items, pred.device)
     eos = pred.tokenizer.eos_token_id

@@ -9,8 +9,18 @@ Source: Wu et al. 2025, Sec. 4 and App. C/H (the protocol).
 from __future__ import annotations
 
 from dukb.neural.protocols.evaluate.config import (  # noqa: F401  (re-exported)
-    DEFAULT_METHODS, EXTENDABLE, PROBE, PROBE_BATCH_SIZE, RECOMMENDED, RETAIN, EvaluateConfig, _attack_identity,
-    _attacks_of, _model_spec, _probe_defaults, _retain_defaults, finetune_cache_key, method_identity, run_identity)
+    DEFAULT_METHODS, EXTENDABLE, PROBE_BATCH_SIZE, RECOMMENDED, EvaluateConfig, _attack_identity, _attacks_of,
+    _model_spec, _probe_defaults, _retain_defaults, finetune_cache_key, method_identity, run_identity)
+
+
+def __getattr__(name: str):
+    """``PROBE`` and ``RETAIN``: the config module's, read on first use (they come from modules that import
+    torch)."""
+    if name in ("PROBE", "RETAIN"):
+        from dukb.neural.protocols.evaluate import config
+
+        return getattr(config, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False,

@@ -1791,6 +1791,88 @@ def file_lock(path: str | Path):
         os.close(fd)
 
 
+#: the work units a run's workers planned, in RUN_DIR/units (:func:`record_units`)
+UNITS_PLAN = "planned.json"
+
+
+def record_units(run: str | Path, units) -> None:
+    """Add ``units`` to RUN_DIR/units/planned.json (under a lock: every worker adds the units of its invocation), so
+    that ``dukb report`` can name the units no worker finished (:func:`unfinished_units`).
+
+    Args:
+        run: the run directory; units: tuples of ints and strings (a protocol's :meth:`units`).
+
+    Raises:
+        InputError: the file cannot be written.
+    """
+    folder = Path(run) / UNITS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder / (UNITS_PLAN + ".lock")):
+        old = _planned_units(Path(run)) or []
+        new, seen = list(old), {tuple(u) for u in old}
+        for u in units:
+            if tuple(u) not in seen:
+                seen.add(tuple(u))
+                new.append(list(u))
+        if new != old or not (folder / UNITS_PLAN).exists():
+            write_json_atomic(folder / UNITS_PLAN, new)
+
+
+def _planned_units(run: Path) -> list[list] | None:
+    path = run / UNITS_DIR / UNITS_PLAN
+    if not path.exists():
+        return None
+    data = read_json(path, "planned work units")
+    if not isinstance(data, list) or not all(isinstance(u, list) for u in data):
+        raise InputError("not a list of work units", path)
+    return data
+
+
+def unfinished_units(run: str | Path) -> list[tuple] | None:
+    """The planned work units of a run whose claim does not say ``done`` (never claimed, or a worker still on it or
+    killed on it), in plan order.
+
+    Args:
+        run: the run directory.
+
+    Returns:
+        list of unit tuples; None for a run without a plan (written before work units, or not started).
+
+    Raises:
+        InputError: planned.json is damaged (named).
+    """
+    run = Path(run)
+    planned = _planned_units(run)
+    if planned is None:
+        return None
+    out = []
+    for unit in planned:
+        claim = run / UNITS_DIR / (_safe_name("-".join(map(str, unit))) + ".claim")
+        try:
+            info = json.loads(claim.read_bytes()[:LOCK_BYTES] or b"null")
+        except (OSError, ValueError):
+            info = None
+        if not (isinstance(info, dict) and info.get("done") is True):
+            out.append(tuple(unit))
+    return out
+
+
+def unfinished_note(run: str | Path, what: str) -> str:
+    """A report.md paragraph naming the run's unfinished work units (:func:`unfinished_units`); "" when none (or no
+    plan).
+
+    Args:
+        run: the run directory; what: how the units read, e.g. "(ratio, method)".
+    """
+    left = unfinished_units(run)
+    if not left:
+        return ""
+    shown = ", ".join("(" + ", ".join(str(x) if x != "" else "reference" for x in u) + ")" for u in left[:8])
+    return (f"\n\n**Incomplete run.** {len(left)} {what} work unit(s) are not finished: {shown}"
+            f"{', ...' if len(left) > 8 else ''}; the tables and figures cover the rows present (resume the run, or "
+            "start another worker with `--resume`, to finish them).\n")
+
+
 def _safe_name(text: str) -> str:
     """A file name for ``text``: characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``."""
     import re

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 
 def shifted(logits, labels):
     """Align next-token logits with their labels.
@@ -28,7 +30,6 @@ def sequence_logprob(logits, labels):
     Returns:
         (sum_logp [B] float, n_tokens [B] long). The mean log-probability per token is sum_logp / n_tokens.
     """
-    import torch
 
     lg, lb, mask = shifted(logits, labels)
     logp = torch.log_softmax(lg.float(), dim=-1)
@@ -56,7 +57,6 @@ def token_logprobs(logits, labels):
     Returns:
         (logp [B, L-1] float, with 0 where unlabelled; mask [B, L-1] bool).
     """
-    import torch
 
     lg, lb, mask = shifted(logits, labels)
     logp = torch.log_softmax(lg.float(), -1).gather(-1, lb.clamp(min=0).unsqueeze(-1)).squeeze(-1)

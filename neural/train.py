@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
+import torch
+
 from dukb import InputError
 from dukb.neural import tracking
 
@@ -100,7 +102,6 @@ def build_optimizer(params, cfg: TrainConfig, total_steps: int):
     Raises:
         InputError: unknown schedule.
     """
-    import torch
     from transformers import (get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup,
                               get_linear_schedule_with_warmup)
 
@@ -171,7 +172,6 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     Raises:
         InputError: bad settings.
     """
-    import torch
 
     cfg.check()
     opt, sched = build_optimizer(params, cfg, total_steps)

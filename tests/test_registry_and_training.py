@@ -24,9 +24,10 @@ EXPECTED = {"ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "npo_seq", "n
 
 
 def test_registry_is_complete_right_after_import():
-    code = "import dukb.neural.methods as m, sys; print(','.join(m.METHODS)); print('torch' in sys.modules)"
+    # (the registry's modules import torch at the top; the CLI reads the light catalog instead: tests/test_catalog.py)
+    code = "import dukb.neural.methods as m; print(','.join(m.METHODS))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert set(out[0].split(",")) == EXPECTED and out[1] == "False"
+    assert set(out[0].split(",")) == EXPECTED
     assert set(METHODS) == EXPECTED and DOCUMENT_METHODS == ("ga", "kl", "npo")
 
 

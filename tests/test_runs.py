@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dukb import InputError
 from dukb.kb import load_kb
 from dukb.neural.runs import (IDENTITY_VERSION, Difference, ResultsFile, RunIdentityError, identity_differences,
                               merge_identity, open_run, read_results)
@@ -155,3 +156,30 @@ def test_finetune_cache_key_covers_everything_the_model_depends_on():
         assert finetune_cache_key({**ident, k: v}) != key, k
     for k, v in (("lr", 0.5), ("targets", [1, 2]), ("methods", {"ga": {}})):
         assert finetune_cache_key({**ident, k: v}) == key, k
+
+
+def test_planned_units_and_the_unfinished_ones(tmp_path):
+    """record_units merges every worker's units into RUN_DIR/units/planned.json (in order, once each);
+    unfinished_units names those whose claim is missing or not done; a run without a plan gives None."""
+    import json
+
+    from dukb.neural.runs import UnitClaims, record_units, unfinished_note, unfinished_units
+
+    run = tmp_path / "run"
+    assert unfinished_units(run) is None and unfinished_note(run, "(ratio, method)") == ""
+    record_units(run, [("1%", ""), ("1%", "ga")])
+    record_units(run, [("1%", "ga"), ("1%", "npo")])  # a second worker's invocation adds a method
+    assert json.loads((run / "units" / "planned.json").read_text()) == [["1%", ""], ["1%", "ga"], ["1%", "npo"]]
+    claims = UnitClaims(run, "w1")
+    try:
+        assert claims.claim(("1%", ""))
+        claims.done(("1%", ""))
+        assert claims.claim(("1%", "ga"))  # claimed, not finished
+    finally:
+        claims.close()
+    assert unfinished_units(run) == [("1%", "ga"), ("1%", "npo")]
+    note = unfinished_note(run, "(ratio, method)")
+    assert "2 (ratio, method) work unit(s) are not finished: (1%, ga), (1%, npo)" in note
+    (run / "units" / "planned.json").write_text('{"not": "a list"}')
+    with pytest.raises(InputError, match="not a list of work units"):
+        unfinished_units(run)

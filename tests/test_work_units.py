@@ -189,6 +189,19 @@ def test_two_control_processes_share_one_run(tmp_path):
     want = {(r["ratio"], r.get("method") or "", r["control"], r["value"]): (r["ps_exact_forget"], r["ps_exact_retain"])
             for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
     assert {k: (r["ps_exact_forget"], r["ps_exact_retain"]) for k, r in zip(keys, rows)} == want
+    # `dukb report` names the planned units no worker finished (here: none; then one claim reopened by hand)
+    from dukb.neural.runs import _safe_name, unfinished_units
+
+    planned = json.loads((run / "units" / "planned.json").read_text())
+    assert unfinished_units(run) == [] and len(planned) == 6 and ["5%", "ga_gdr"] in planned
+    claim = run / "units" / (_safe_name("5%-ga_gdr") + ".claim")
+    claim.write_text(json.dumps(dict(json.loads(claim.read_text()), done=False)))
+    res = subprocess.run([sys.executable, "-m", "dukb.cli.main", "report", str(run)], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "1 work units (ratio, method) are not finished: (5%, ga_gdr)" in res.stderr
+    assert "**Incomplete run.** 1 (ratio, method) work unit(s) are not finished: (5%, ga_gdr)" in \
+        (run / "report.md").read_text()
 
 
 def test_two_muse_processes_share_one_run(tmp_path):

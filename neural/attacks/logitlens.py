@@ -15,6 +15,8 @@ layer's lens logits of the two are combined the same way.
 
 from __future__ import annotations
 
+import torch
+
 from dukb import InputError
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, register, row_known
 
@@ -39,7 +41,6 @@ def _final_norm(model):
 def _gold_positions(tokenizer, labels, input_ids):
     """Per row, the position of the first answer token that is not whitespace (SentencePiece tokenizers may start
     the answer with a bare "▁"), falling back to the first answer token."""
-    import torch
 
     pos = []
     for row_l, row_i in zip(labels, input_ids):
@@ -78,7 +79,6 @@ def lens_ranks(pred, items, batch_size: int = 64):
     Source: nostalgebraist 2020 (logit lens); Patil et al. 2024 (ICLR), Sec. 4 (logit-lens attack on unlearning).
     """
     import numpy as np
-    import torch
 
     from dukb.neural.data import encode_qa
 

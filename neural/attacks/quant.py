@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 
+import torch
+
 from dukb import InputError
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
 
@@ -41,7 +43,6 @@ def _group(model, group: int) -> int:
     """The largest divisor of every Linear's input size that is at most ``group`` (4-bit groups must tile rows)."""
     import math
 
-    import torch
 
     g = 0
     for m in model.modules():
@@ -59,7 +60,6 @@ def conv1d_to_linear(model) -> int:
     Returns:
         the number of modules replaced.
     """
-    import torch
 
     try:
         from transformers.pytorch_utils import Conv1D
@@ -94,7 +94,6 @@ def quantized_copy(pred, bits: int, group: int = 32):
     """
     import dataclasses
 
-    import torch
 
     from dukb.neural.attacks.base import plain_copy
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import random
 
+import torch
+
 from dukb import InputError
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
 
@@ -73,7 +75,6 @@ def relearned_copy(pred, items, steps: int, lr: float, seed: int = 0):
     """
     import dataclasses
 
-    import torch
 
     from dukb.neural.attacks.base import plain_copy
     from dukb.neural.data import encode_qa

@@ -22,8 +22,9 @@ forget term also applies to plain documents (``document_level``: ga, kl, npo) se
 **The registry is this module**: :data:`METHODS` lists every method explicitly, :data:`PRESETS` the
 deep-unlearning-aware presets (method, forget scope, grid), and forget scopes come from
 :data:`dukb.solver.scopes.FORGET_SCOPES`. Help texts, error messages and README's method table are generated from
-them (:func:`methods_help`, :func:`methods_table`). Adding a method: one module with the Method subclass and its loss
-function, plus one line in :data:`METHODS`.
+them (:func:`methods_table`; help texts through the light catalog :mod:`dukb.neural.catalog`, which the CLI reads
+without importing this registry or torch). Adding a method: one module with the Method subclass and its loss, one
+line in :data:`METHODS`, then ``python -m dukb.neural.catalog_build`` (tests/test_catalog.py fails until it is run).
 """
 
 from __future__ import annotations
@@ -226,15 +227,12 @@ def check_unique(labels) -> None:
         seen.add(label)
 
 
-def methods_help(document_only: bool = False) -> str:
-    """One-line list of the registered methods, scopes and presets for ``--help`` texts."""
-    if document_only:
-        return ", ".join(DOCUMENT_METHODS)
-    opts = sorted({o for m in METHODS.values() for o in m.options})
-    return (f"Methods: {', '.join(METHODS)}; METHOD@SCOPE with scope {', '.join(FORGET_SCOPES)} (e.g. "
-            f"npo_gdr@minimum); deep-unlearning-aware presets: {', '.join(PRESETS)}. Per-method options: "
-            f"METHOD:KEY=VALUE[:KEY=VALUE] with lr (every trained method) or {', '.join(opts)} (the methods whose "
-            "loss has it, `dukb methods`), e.g. npo:beta=0.05:lr=1e-3; the row's method label keeps them.")
+def methods_help() -> str:
+    """One-line list of the registered methods, scopes, presets and options for ``--help`` texts: the light
+    catalog's (:func:`dukb.neural.catalog.methods_help`, which the CLI reads without importing this registry)."""
+    from dukb.neural.catalog import methods_help as _help
+
+    return _help()
 
 
 def methods_table() -> str:

@@ -17,6 +17,8 @@ import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
+import torch
+
 from dukb import InputError
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.probe import Predictor
@@ -125,7 +127,6 @@ def hf_decay_names(model) -> set[str]:
     environment.yml; ``Trainer.get_decay_parameter_names``): every parameter except those of LayerNorm modules
     (``ALL_LAYERNORM_LAYERS``: ``nn.LayerNorm`` and the RMSNorm classes models register, e.g. Llama's) and those
     whose name contains "bias"."""
-    import torch
 
     exempt = {f"{mn}.{pn}" if mn else pn for mn, m in model.named_modules()
               if isinstance(m, torch.nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")
@@ -387,7 +388,6 @@ class WeightState:
                              target_modules=list(lora.target_modules) if lora.target_modules else None,
                              task_type="CAUSAL_LM",
                              fan_in_fan_out=getattr(self.base.config, "model_type", "") == "gpt2")
-            import torch
 
             torch.manual_seed(seed)  # adapter initialisation must not depend on what ran before
             with warnings.catch_warnings():  # peft 0.21 calls transformers' deprecated is_gradient_checkpointing
@@ -408,7 +408,6 @@ class WeightState:
 
     def reset(self) -> None:
         """Back to θ₀ (LoRA: adapters back to their initialisation)."""
-        import torch
 
         with torch.no_grad():
             if self.peft is not None:
@@ -420,7 +419,6 @@ class WeightState:
 
     def ref_logits(self, batch):
         """Logits of θ₀ (f_ref) on a batch, without gradients."""
-        import torch
 
         from dukb.neural.scoring import forward_logits
 
@@ -523,7 +521,6 @@ def mix_weights(named, start: dict, end: dict, alpha: float) -> None:
     """Model mixing in place: p = start + α (end − start) for each (name, p) of ``named`` (Wang et al. 2024,
     Sec. 5, MM: θ_α = (1−α)θ_o + αθ_u); LoRA's lora_A is set to its end value (with lora_B₀ = 0, mixing lora_B
     alone scales the weight delta B·A by exactly α)."""
-    import torch
 
     with torch.no_grad():
         for n, p in named:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import torch.nn.functional as F
+
 from dukb.neural.methods.base import UnlearnContext
 from dukb.neural.methods.gradient import GradientMethod
 from dukb.neural.methods.po import REFUSALS, refusal_items
@@ -39,7 +41,6 @@ def dpo_loss(logp_w, logp_l, ref_w, ref_l, beta: float = BETA):
     Raises:
         InputError: beta <= 0.
     """
-    import torch.nn.functional as F
 
     from dukb import InputError
 

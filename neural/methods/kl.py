@@ -27,6 +27,8 @@ own setting is 2 epochs, lr 1.5e-5 with a cross-entropy retain term (App. C.2, "
 
 from __future__ import annotations
 
+import torch
+
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.gradient import STEPS_GRID, LossMethod
 from dukb.neural.methods.retain import REG_SUMMARY
@@ -56,7 +58,6 @@ def kl_loss(logits, ref_logits, labels, entropy: bool = True):
 
     Source: Rezaei et al., RESTOR, Sec. 3.3 (KL Divergence); github.com/k1rezaei/restor unlearning/unlearn/KL.py.
     """
-    import torch
 
     from dukb.neural.scoring import shifted
 

@@ -30,6 +30,9 @@ At θ = f_ref every form equals (2/β) log 2.
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
+
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import UnlearnContext
 from dukb.neural.methods.gradient import LossMethod
@@ -66,7 +69,6 @@ def npo_loss(logp, ref_logp, beta: float = BETA, mask=None):
     Raises:
         InputError: beta <= 0.
     """
-    import torch.nn.functional as F
 
     from dukb import InputError
 
@@ -136,8 +138,6 @@ def npo_logit_loss(logits, ref_logits, beta: float = BETA, mask=None):
     Raises:
         InputError: beta <= 0.
     """
-    import torch
-    import torch.nn.functional as F
 
     from dukb import InputError
 
@@ -168,7 +168,6 @@ def eval_du_layout(batch, eos_id: int, length: int = EVAL_DU_LENGTH) -> dict:
     Returns:
         dict with input_ids, attention_mask, labels, position_ids [B, max(length, longest row)].
     """
-    import torch
 
     ids, att, lab = batch["input_ids"], batch["attention_mask"], batch["labels"]
     n_real = att.sum(-1)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import torch
+
 from dukb.neural.methods.base import UnlearnContext
 from dukb.neural.methods.gradient import GradientMethod
 from dukb.neural.methods.retain import gdr_loss
@@ -59,7 +61,6 @@ def refusal_loss(logits, labels):
 def true_answer_risk(state, forget_batch):
     """L_u: the NLL of the true forget answers under the current weights, without gradients (logged, and read by
     objective capping)."""
-    import torch
 
     with torch.no_grad():
         return gdr_loss(forward_logits(state.model, forget_batch), forget_batch["labels"])

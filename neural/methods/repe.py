@@ -13,6 +13,8 @@ third of the blocks by default, or ``ctx.layers`` when set. α ∈ {0.5, 1.0, 1.
 
 from __future__ import annotations
 
+import torch
+
 from dukb import InputError
 from dukb.neural.methods.base import Method, UnlearnContext
 from dukb.neural.methods.icu import forget_target_names
@@ -28,7 +30,6 @@ def decoder_blocks(model) -> list:
     Raises:
         InputError: no ModuleList named h, layers or blocks.
     """
-    import torch
 
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.ModuleList) and name.split(".")[-1] in ("h", "layers", "blocks") and len(mod):
@@ -46,7 +47,6 @@ def block_means(model, tokenizer, text: str, device: str = "cpu"):
     Returns:
         tensor [n_blocks, d] (float32).
     """
-    import torch
 
     blocks = decoder_blocks(model)
     got: dict[int, object] = {}

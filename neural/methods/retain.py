@@ -9,6 +9,9 @@ Combined with a forget loss as L = L_forget + λ L_reg (λ = ``reg_weight``, def
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
+
 from dukb.neural.data import encode_qa
 from dukb.neural.scoring import forward_logits, shifted
 
@@ -25,7 +28,6 @@ def gdr_loss(logits, labels):
     Returns:
         Scalar tensor (nats per token).
     """
-    import torch.nn.functional as F
 
     lg, lb, _ = shifted(logits, labels)
     return F.cross_entropy(lg.reshape(-1, lg.shape[-1]).float(), lb.reshape(-1), ignore_index=-100)
@@ -40,7 +42,6 @@ def klr_loss(logits, ref_logits, labels):
     Returns:
         Scalar tensor (nats per token), ≥ 0.
     """
-    import torch
 
     lg, lb, mask = shifted(logits, labels)
     rg = ref_logits[:, :-1, :]

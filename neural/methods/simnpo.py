@@ -9,6 +9,8 @@ settings for TOFU (configurable). Swept over steps T like GA and NPO, at NPO's l
 
 from __future__ import annotations
 
+import torch.nn.functional as F
+
 from dukb.neural.methods.gradient import LossMethod
 from dukb.neural.methods.retain import REG_SUMMARY
 from dukb.neural.scoring import sequence_logprob
@@ -36,7 +38,6 @@ def simnpo_loss(logp_sum, n_tokens, beta: float = BETA, gamma: float = GAMMA):
     Source: Fan et al. 2024, "Simplicity Prevails: Rethinking Negative Preference Optimization for LLM
     Unlearning", Eq. 4 (SimNPO).
     """
-    import torch.nn.functional as F
 
     from dukb import InputError
 

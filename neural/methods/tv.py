@@ -9,6 +9,8 @@ With LoRA the reinforcement trains adapters and Δ is their merged weight delta.
 
 from __future__ import annotations
 
+import torch
+
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.methods.retain import gdr_loss
@@ -28,7 +30,6 @@ def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | Non
     Returns:
         dict name -> tensor of f_overfit's weights (same keys as ``ctx.lm.model.state_dict()``).
     """
-    import torch
 
     from dukb.neural.data import encode_qa
     from dukb.neural.train import TrainConfig, train_loop
@@ -86,7 +87,6 @@ class TaskVector(Method):
     source = "Ilharco et al. 2023; Wu et al. 2025, Sec. 4"
 
     def sweep(self, ctx: UnlearnContext, grid=None):
-        import torch
 
         if grid is None:
             grid = ALPHA_GRID_GPT2XL if ctx.family == "gpt2-xl" else ALPHA_GRID

@@ -8,6 +8,8 @@ in lockstep. α ∈ {0.5, 1, 5, 10, 100, 1000}.
 
 from __future__ import annotations
 
+import torch
+
 from dukb.neural.methods.base import Method, UnlearnContext
 from dukb.neural.methods.tv import reinforce
 
@@ -16,7 +18,6 @@ ALPHA_GRID = (0.5, 1.0, 5.0, 10.0, 100.0, 1000.0)
 
 def whp_logits(base_logits, reinforced_logits, alpha: float):
     """Eq. 3: ``base − alpha * relu(reinforced − base)`` (any shape [..., V]); α = 0 returns the base logits."""
-    import torch
 
     return base_logits - alpha * torch.relu(reinforced_logits - base_logits)
 

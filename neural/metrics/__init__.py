@@ -85,8 +85,11 @@ def metrics_table() -> str:
 
 
 def metrics_help() -> str:
-    """One line listing the registered metrics for ``--help``."""
-    return "; ".join(f"{m.name}: {m.summary}" for m in METRICS.values())
+    """One line listing the registered metrics for ``--help``: the light catalog's
+    (:func:`dukb.neural.catalog.metrics_help`)."""
+    from dukb.neural.catalog import metrics_help as _help
+
+    return _help()
 
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric",

@@ -32,6 +32,8 @@ import math
 import zlib
 from typing import Sequence
 
+import torch
+
 #: the MIA scores dukb computes (name -> one-line description)
 MIA_SCORES = {"loss": "mean token log-likelihood (LOSS)", "zlib": "log-likelihood / zlib-compressed length",
               "mink": "Min-K% Prob: mean of the lowest k% token log-probabilities",
@@ -81,7 +83,6 @@ def mia_scores(logits, labels, texts: Sequence[str], k: float = 0.2) -> dict[str
     Source: RWKU (Jin et al. 2024), released code's MIA; Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++);
     Carlini et al. 2021 (Zlib); Yeom et al. 2018 (LOSS).
     """
-    import torch
 
     if not 0 < k <= 1:
         raise ValueError(f"k must be in (0, 1], got {k}")
@@ -134,7 +135,6 @@ def item_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[s
 
     Source: RWKU's released code (LOSS, Zlib); Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++).
     """
-    import torch
 
     from dukb.neural.data import TEXT_KIND, encode_qa
 

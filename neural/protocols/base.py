@@ -34,7 +34,7 @@ from typing import ClassVar
 from dukb import InputError
 from dukb.neural.runconfig import RunConfig
 from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, open_to_workers, read_results,
-                              render_lock, run_role, worker_id)
+                              record_units, render_lock, run_role, worker_id)
 
 
 class RowMissing(Exception):
@@ -215,6 +215,7 @@ class Protocol(abc.ABC):
 
         self.claims = self.make_claims()
         if self.claims is not None:
+            record_units(self.run, self.units())  # what `dukb report` checks the claims against
             open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
         bar = task = None
         if self.show_bar():

@@ -19,7 +19,8 @@ is probed on all models and each answer judged as the true value, the injected v
 - :mod:`.pipeline`: the resumable stages and :func:`run_restor`;
 - :mod:`.report`: states.csv, summary.csv, report.md and the plots (Tables 1-3, Fig. 2 as a table).
 
-Importing the package imports neither torch nor transformers; the pipeline's stages do.
+Importing the package imports neither torch nor transformers (:func:`run_restor` and :func:`lora_targets` load
+:mod:`.pipeline`, which does, on first use).
 """
 
 from dukb.kb.judge import INJECTED, LABELS, OTHER, TRUE, Judge, aliases, majority, normalize
@@ -27,13 +28,23 @@ from dukb.neural.restor.beliefs import belief_analysis, belief_triples
 from dukb.neural.restor.config import PRESET_NAMES, RESTOR_METHODS, RestorConfig, UnlearnSetting
 from dukb.neural.restor.facts import N_RANDOM, FactProbe, fact_probes, fact_sentences, random_candidates
 from dukb.neural.restor.files import RowsFile
-from dukb.neural.restor.pipeline import lora_targets, run_restor
 from dukb.neural.restor.probing import candidate_logprobs, probe_facts, sample_generate
 from dukb.neural.restor.report import markdown, method_label, plot_states, render, states_table, summary_rows
 from dukb.neural.restor.states import (DEGRADED, EXCLUDED, FORGET, RECOVERY, STATES, STATES_A, STATES_B, UNAFFECTED,
                                        UNCHANGED, fact_state, logprob_means, partition, summarize_model)
 from dukb.neural.restor.texts import forget_texts, retain_texts
 from dukb.solver.beliefs import FUNCTIONAL
+
+
+def __getattr__(name: str):
+    """:func:`run_restor` and :func:`lora_targets`, imported from :mod:`.pipeline` (which imports torch) on first
+    use (PEP 562), so that the package, its config and its report stay torch-free."""
+    if name in ("run_restor", "lora_targets"):
+        from dukb.neural.restor import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     # judging (dukb.kb.judge)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dukb import InputError
-from dukb.neural.methods import DOCUMENT_METHODS
+from dukb.neural.catalog import document_methods
 from dukb.neural.restor.facts import N_RANDOM
 
 #: Unlearning methods of ``dukb restor`` (RESTOR Sec. 3.3): the registry's document-level methods
-#: (:data:`dukb.neural.methods.DOCUMENT_METHODS`), in RESTOR's order GA, KL, NPO.
-RESTOR_METHODS = DOCUMENT_METHODS
+#: (:data:`dukb.neural.methods.DOCUMENT_METHODS`, read from the light catalog), in RESTOR's order GA, KL, NPO.
+RESTOR_METHODS = tuple(document_methods())
 
 
 @dataclass(frozen=True)

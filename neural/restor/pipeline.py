@@ -27,6 +27,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+
 from dukb import InputError
 from dukb.kb.judge import Judge
 from dukb.kb.model import KB, Triple
@@ -50,7 +52,6 @@ def lora_targets(model) -> tuple[str, ...]:
 
     Source: Rezaei et al., RESTOR, App. C.1 (LLaMA-Factory's lora_target: all).
     """
-    import torch
 
     names = set()
     for name, mod in model.named_modules():
@@ -135,7 +136,6 @@ def _train_corrupted(cfg: RestorConfig, clean_dir: Path, docs: list[str], out: P
     from dukb.neural.models import load_model, save_model
 
     t0 = time.perf_counter()
-    import torch
 
     lm = load_model(_spec_for(cfg, str(clean_dir)))
     lora = _lora_spec(cfg, lm.model)
@@ -256,7 +256,6 @@ class RestorProtocol(Protocol):
     def run_unit(self, unit: tuple, todo: list):
         """Stage 4 for one method: unlearn the forget documents from the corrupted model (λ times the retain
         documents' cross-entropy, in the same LoRA space), probe, fact states, beliefs; one row."""
-        import torch
 
         from dukb.neural.docs import unlearn_documents
         from dukb.neural.methods.base import WeightState

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
 
 #: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
 PS_COLUMNS = ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
@@ -185,7 +185,9 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     (config.json, splits.json, sets.json, results.jsonl).
 
     Returns:
-        {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot).
+        {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot),
+        and ``unfinished_units``: the (ratio, method) work units no worker finished
+        (:func:`dukb.neural.runs.unfinished_units`; "" is θ_o's unit), also named in report.md.
 
     A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN,
     a ratio splits.json does not hold) is warned on stderr as FILE:LINE, left out and listed in report.md.
@@ -219,9 +221,10 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     sets = {int(k): v for k, v in sets_doc["targets"].items()}
     summary = summarize_control(rows, kb, sets, splits, selection or config.get("selection", "full"))
     pd.DataFrame(summary).to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, config, splits) + journal_note(journal),
+    output_file(run / "report.md").write_text(markdown_report(summary, config, splits)
+                                              + unfinished_note(run, "(ratio, method)") + journal_note(journal),
                                               encoding="utf-8")
-    return {"report": run / "report.md", "summary": run / "summary.csv",
+    return {"report": run / "report.md", "summary": run / "summary.csv", "unfinished_units": unfinished_units(run) or [],
             "ps_curves": plot_ps_curves(rows, run / "ps_curves.png"),
             "risk_curves": plot_risk_curves(rows, run / "risk_curves.png")}
 

@@ -16,10 +16,11 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from dukb import InputError
-from dukb.neural.metrics import DEFAULT_METRICS
+from dukb.neural.catalog import default_metrics
 from dukb.neural.runconfig import RunConfig, parse_layers
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
@@ -75,7 +76,7 @@ class EvaluateConfig(RunConfig):
     sets: str = "exact"
     seeds: int = 100
     forget_scope: str = "target"
-    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    metrics: list[str] = field(default_factory=lambda: list(default_metrics()))
     heldout_forms: list[str] | None = None
     heldout_rule: str = "pairs"
     finetune_forms: list[str] = field(default_factory=lambda: ["qa"])
@@ -133,6 +134,7 @@ class EvaluateConfig(RunConfig):
         return self
 
 
+@functools.cache
 def _retain_defaults() -> dict:
     """The retain-data settings of GDR/KLR, read from where they are defined (:func:`dukb.neural.unlearn.default_retain`'s
     ``n``, :class:`dukb.neural.methods.base.UnlearnContext`'s ``retain_batch_size`` and ``reg_weight``), so the run
@@ -148,6 +150,7 @@ def _retain_defaults() -> dict:
             "reg_weight": ctx["reg_weight"]}
 
 
+@functools.cache
 def _probe_defaults() -> dict:
     """The probing settings, read from :mod:`dukb.neural.probe` (the generation budget) and :func:`evaluate`'s own
     probe batch size, so the run identity records what runs."""
@@ -159,15 +162,22 @@ def _probe_defaults() -> dict:
 
 #: Prompts per probing batch in evaluate.
 PROBE_BATCH_SIZE = 256
-#: Settings of the protocol that are fixed in code but change rows: part of every run identity.
-#: Retain data of GDR/KLR (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults).
-RETAIN = _retain_defaults()
 #: Identity keys a resume may add entries to: targets, methods, and values to a method's grid (a row depends on its
 #: own grid value only: each T of a gradient method is its own run from θ₀, each α its own weights; under the
 #: reference schedule also on the run's length N, ``schedule_steps`` in the method's entry, which must not change).
 EXTENDABLE = ("targets", "methods", "methods.*.grid")
-#: Probing: the paper's question form, greedy decoding of 10 tokens, substring rule.
-PROBE = _probe_defaults()
+#: Settings of the protocol that are fixed in code but change rows, part of every run identity, read on first use
+#: (they live in modules that import torch): ``RETAIN``, the retain data of GDR/KLR
+#: (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults), and ``PROBE``, the probing (the
+#: paper's question form, greedy decoding of 10 tokens, substring rule).
+_LAZY = {"RETAIN": _retain_defaults, "PROBE": _probe_defaults}
+
+
+def __getattr__(name: str):
+    """``RETAIN`` and ``PROBE``, computed once on first use (PEP 562)."""
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _model_spec(cfg: RunConfig):
@@ -238,7 +248,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
         "family": spec.preset_family, "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
         "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
-        "retain": RETAIN, "probe": PROBE, "metrics": [m.name for m in metrics], "targets": list(targets),
+        "retain": _retain_defaults(), "probe": _probe_defaults(), "metrics": [m.name for m in metrics], "targets": list(targets),
         "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"),
                                            spec.preset_family, cfg.lr)
                     for label, m, scope, _g in methods},

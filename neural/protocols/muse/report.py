@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal
+from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
 
 COLUMNS = (("verbmem_forget", "VerbMem ↓"), ("knowmem_forget", "KnowMem forget ↓"),
            ("knowmem_retain", "KnowMem retain ↑"))
@@ -220,7 +220,9 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     """Write summary.csv, report.md and the PNGs of a muse run from its results.jsonl and config.json alone.
 
     Returns:
-        {"summary", "report", "scalability", "sustainability", "roc"} -> paths (None for an absent figure).
+        {"summary", "report", "scalability", "sustainability", "roc"} -> paths (None for an absent figure), and
+        ``unfinished_units``: the (request, method) work units no worker finished
+        (:func:`dukb.neural.runs.unfinished_units`; method "" is a request's reference rows), also named in report.md.
 
     A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN)
     is warned on stderr as FILE:LINE, left out and listed in report.md.
@@ -238,9 +240,9 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     select = select or config.get("select", "first_below_retrain")
     summary = summarize_muse(rows, select, bootstrap, seed=int(config.get("seed", 0)))
     summary.to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, config) + journal_note(journal),
-                                              encoding="utf-8")
-    return {"summary": run / "summary.csv", "report": run / "report.md",
+    output_file(run / "report.md").write_text(markdown_report(summary, config) + unfinished_note(run, "(request, method)")
+                                              + journal_note(journal), encoding="utf-8")
+    return {"summary": run / "summary.csv", "report": run / "report.md", "unfinished_units": unfinished_units(run) or [],
             "scalability": plot_curves(summary, "scalability", run / "scalability.png"),
             "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png"),
             "roc": plot_roc(rows, run / "mia_roc.png")}

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 
 from dukb import InputError
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
 #: RWKU's methods; NPO in the sequence form RWKU's code uses (jinzhuoran/RWKU, LLaMA-Factory npo/trainer.py: the
@@ -151,5 +150,4 @@ def rwku_row_key(row: dict) -> tuple:
     return (row["request"], row.get("method") or "", None if v is None else float(v))
 
 
-__all__ = ["AA_KINDS", "FB", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "check_corpus_methods",
-           "neighbour_facts", "qa_mia_scores", "rwku_fields", "rwku_row_key"]
+__all__ = ["RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "check_corpus_methods", "rwku_row_key"]

@@ -20,9 +20,10 @@ from dataclasses import asdict
 
 from dukb import InputError
 from dukb.neural.protocols.base import Protocol
-from dukb.neural.protocols.rwku.config import (AA_KINDS, FB, RWKU_METHODS, RWKU_TRAINING_VERSION,  # noqa: F401
+from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
+from dukb.neural.protocols.rwku.config import (RWKU_METHODS, RWKU_TRAINING_VERSION,  # noqa: F401
                                                RwkuConfig, _check_covers, _near_keys, check_corpus_methods,
-                                               neighbour_facts, qa_mia_scores, rwku_fields, rwku_row_key)
+                                               rwku_row_key)
 from dukb.neural.runconfig import RunConfig
 from dukb.neural.runs import holds_run_lock
 
