@@ -214,8 +214,9 @@ class Protocol(abc.ABC):
         from dukb.neural import tracking
 
         self.claims = self.make_claims()
+        units = self.units()
         if self.claims is not None:
-            record_units(self.run, self.units())  # what `dukb report` checks the claims against
+            record_units(self.run, units)  # what `dukb report` checks the claims against
             open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
         bar = task = None
         if self.show_bar():
@@ -225,7 +226,7 @@ class Protocol(abc.ABC):
             bar.start()
             task = bar.add_task(self.bar_label or self.name, total=self.total_rows(), completed=self.rows_done())
         try:
-            for unit, todo in claimed_units(self.claims, self.results, self.units(), self.pending):
+            for unit, todo in claimed_units(self.claims, self.results, units, self.pending):
                 rows = self.run_unit(unit, todo)
                 try:
                     while True:
