@@ -11,6 +11,7 @@ out of vocabulary and encodes as [UNK] tokens: PO then teaches an [UNK] answer, 
 
 from __future__ import annotations
 
+import abc
 import random
 from dataclasses import replace
 
@@ -66,7 +67,36 @@ def true_answer_risk(state, forget_batch):
         return gdr_loss(forward_logits(state.model, forget_batch), forget_batch["labels"])
 
 
-class PreferenceOptimisation(GradientMethod):
+class RefusalMethod(GradientMethod):
+    """A gradient method that trains refusals (abstract: :meth:`questions`): its forget term is
+    :func:`refusal_loss` on the questions' refusal batch, built once per sweep with the run seed; L_u is
+    :func:`true_answer_risk` on the true forget answers. PO and RT."""
+
+    @abc.abstractmethod
+    def questions(self, ctx: UnlearnContext) -> list:
+        """The QA items whose answers become refusals."""
+
+    def prepare(self, ctx: UnlearnContext) -> dict:
+        """The refusal batch: :meth:`questions` answered with refusals drawn with the run seed."""
+        from dukb.neural.data import encode_qa
+
+        return {"refusals": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(self.questions(ctx), ctx.seed),
+                                      ctx.lm.device)}
+
+    def terms(self, state, batch, cache=None, level="sequence", model=None):
+        """:func:`refusal_loss` on the refusal batch; L_u: :func:`true_answer_risk` on the true forget answers.
+
+        Raises:
+            ValueError: ``cache`` lacks :meth:`prepare`'s refusal batch.
+        """
+        b = (cache or {}).get("refusals")
+        if b is None:
+            raise ValueError(f"{self.name}'s terms need the refusal batch of prepare(ctx)")
+        loss = refusal_loss(forward_logits(state.model if model is None else model, b), b["labels"])
+        return loss, true_answer_risk(state, batch)
+
+
+class PreferenceOptimisation(RefusalMethod):
     """PO: refusals on the forget questions + GDR on retain-train."""
 
     name = "po"
@@ -74,23 +104,11 @@ class PreferenceOptimisation(GradientMethod):
     summary = "gradient descent on refusals ('I don't know.') to the forget questions + GDR on retain QA (PO)"
     source = "Maini et al. 2024 (TOFU); Wang et al. 2024, App. E"
     uses_retain = True
-
     reg_kind = "gdr"  # PO's retaining risk L_r
 
-    def prepare(self, ctx: UnlearnContext) -> dict:
-        """The refusal batch: every forget question answered with a refusal drawn with the run seed."""
-        from dukb.neural.data import encode_qa
-
-        return {"refusals": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(ctx.forget, ctx.seed),
-                                      ctx.lm.device)}
-
-    def terms(self, state, batch, cache=None, level="sequence", model=None):
-        """:func:`refusal_loss` on the refusal batch; L_u: :func:`true_answer_risk` on the true forget answers."""
-        b = (cache or {}).get("refusals")
-        if b is None:
-            raise ValueError("PO's terms need the refusal batch of prepare(ctx)")
-        loss = refusal_loss(forward_logits(state.model if model is None else model, b), b["labels"])
-        return loss, true_answer_risk(state, batch)
+    def questions(self, ctx: UnlearnContext) -> list:
+        """The forget QA items."""
+        return list(ctx.forget)
 
 
-__all__ = ["PreferenceOptimisation", "REFUSALS", "refusal_items", "refusal_loss", "true_answer_risk"]
+__all__ = ["PreferenceOptimisation", "REFUSALS", "RefusalMethod", "refusal_items", "refusal_loss", "true_answer_risk"]

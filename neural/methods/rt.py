@@ -9,9 +9,7 @@ forget QA questions alone. Swept over steps T like GA, at GA's learning rates.
 from __future__ import annotations
 
 from dukb.neural.methods.base import UnlearnContext
-from dukb.neural.methods.gradient import GradientMethod
-from dukb.neural.methods.po import refusal_items, refusal_loss, true_answer_risk
-from dukb.neural.scoring import forward_logits
+from dukb.neural.methods.po import RefusalMethod
 
 #: the question forms RT refuses (dukb.kb.probes kinds); not the paraphrase, which PS-perturb and the probes ask
 RT_KINDS = ("qa", "reverse")
@@ -32,7 +30,7 @@ def rejection_questions(ctx: UnlearnContext) -> list:
     return out or list(ctx.forget)
 
 
-class RejectionTuning(GradientMethod):
+class RejectionTuning(RefusalMethod):
     """RT: refusals to questions about the forget facts."""
 
     trained_forms = RT_KINDS  # refusals of the forget facts' questions in these forms
@@ -42,21 +40,9 @@ class RejectionTuning(GradientMethod):
     summary = "rejection tuning: refusals to the forget facts' questions (QA and reverse forms)"
     source = "Jin et al. 2024 (RWKU), App. H"
 
-    def prepare(self, ctx: UnlearnContext) -> dict:
-        """The refusal batch: the forget facts' questions in every :data:`RT_KINDS` form, answered with refusals
-        drawn with the run seed."""
-        from dukb.neural.data import encode_qa
-
-        return {"refusals": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(rejection_questions(ctx),
-                                                                                    ctx.seed), ctx.lm.device)}
-
-    def terms(self, state, batch, cache=None, level="sequence", model=None):
-        """:func:`refusal_loss` on the refusal batch (no retain term); L_u on the true forget answers."""
-        b = (cache or {}).get("refusals")
-        if b is None:
-            raise ValueError("RT's terms need the refusal batch of prepare(ctx)")
-        loss = refusal_loss(forward_logits(state.model if model is None else model, b), b["labels"])
-        return loss, true_answer_risk(state, batch)
+    def questions(self, ctx: UnlearnContext) -> list:
+        """:func:`rejection_questions`: the forget facts' questions in every :data:`RT_KINDS` form."""
+        return rejection_questions(ctx)
 
 
 __all__ = ["RT_KINDS", "RejectionTuning", "rejection_questions"]
