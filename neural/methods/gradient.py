@@ -89,7 +89,22 @@ class GradientMethod(Method):
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         """The unlearner of QA items and text corpora: :func:`~dukb.neural.methods.base.gradient_sweep` over
-        :meth:`step`, at :func:`~dukb.neural.methods.base.lr_for`'s rate. Yields ``(setting, predictor)``."""
+        :meth:`step`, at :func:`~dukb.neural.methods.base.lr_for`'s rate.
+
+        Args:
+            ctx: the unlearning context (model θ₀, forget and retain items, seed, control, schedule, layers, LoRA).
+            grid: step counts T (default :attr:`default_grid`); under a control its τ or α.
+
+        Yields:
+            ``(setting, predictor)`` per grid value, each from θ₀; setting holds steps, lr and
+            :meth:`setting_fields` (θ₀ is restored when the generator ends or is closed).
+
+        Raises:
+            InputError: what :func:`~dukb.neural.methods.base.gradient_sweep` refuses (a bad layer range, control or
+                schedule).
+
+        Source: Wu et al. 2025, App. H (T steps of AdamW, linear schedule).
+        """
         cache = self.prepare(ctx)
 
         def step_loss(state, forget_batch, retain_items):
