@@ -5,7 +5,8 @@
 On a tiny model built from 8 QA items (seed 0): every registered step method except the closed loop, swept over
 T = 1, 3 under the separate and the reference schedule and under objective capping (τ = 0.5, 2), on 2 forget items
 and 4 retain items, lr 1e-2; then RESTOR's document unlearner (ga, kl, npo; 2 epochs). Records each setting and a
-SHA-256 prefix of the model's weights after it, and the document runs' per-epoch losses (10 digits).
+SHA-256 prefix of the model's weights after it and its per-step risk curve (loss_forget, unlearning_risk,
+loss_retain), and the document runs' per-epoch losses (10 digits).
 """
 import hashlib, json, sys, tempfile
 from pathlib import Path
@@ -38,7 +39,8 @@ for n in names_:
         rows = []
         for s, p in m.sweep(ctx, [1, 3]):
             s = {k: v for k, v in s.items() if k not in ("trace", "seconds")}
-            rows.append([json.dumps(s, sort_keys=True, default=str), h(p.model)])
+            rows.append([json.dumps(s, sort_keys=True, default=str), h(p.model),
+                         json.dumps(p.meta.get("risk_curve"), sort_keys=True)])
         out[f"{n}/{sched}"] = rows
     ctx = UnlearnContext(lm, items[:2], items[2:6], seed=0, lr=1e-2, items=items, control=Control("oc"))
     try:

@@ -234,8 +234,8 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
     unfinished = paths.get("unfinished_units") or []
     if unfinished:
         what = {"muse": "(request, method)", "control": "(ratio, method)"}.get(protocol, "")
-        shown = ", ".join("(" + ", ".join("reference" if x == "" else str(x) for x in unit) + ")"
-                          for unit in unfinished[:8])
+        empty = "θ_o" if protocol == "control" else "reference"
+        shown = ", ".join("(" + ", ".join(empty if x == "" else str(x) for x in unit) + ")" for unit in unfinished[:8])
         typer.echo(f"{len(unfinished)} work units {what} are not finished: {shown}"
                    + (", ..." if len(unfinished) > 8 else ""), err=True)
     typer.echo(f"report: {paths['report']}")

@@ -159,7 +159,7 @@ def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int
 
 def forget_loss(method: str, logits, ref_logits, labels, beta: float = 0.1):
     """The forget term to *minimise* for one method on a batch of forget documents: the registered method's
-    :meth:`~dukb.neural.methods.base.Method.forget_loss` at the token level (RESTOR's NPO averages per token; GA and
+    :meth:`~dukb.neural.methods.gradient.LossMethod.loss` at the token level (RESTOR's NPO averages per token; GA and
     KL are token means at either level).
 
     Args:
@@ -235,10 +235,11 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
         rb = None
         if n_ret and reg_weight > 0:  # one draw of the seeded generator per micro-batch
             rb = rows_of(retain, rng.sample(range(n_ret), min(cfg.batch_size, n_ret)))
-        t = m.step(state, rows_of(forget, chunk), rb, level="token", reg_kind="gdr", reg_weight=reg_weight,
-                   model=model_)
-        return t.total(), {"forget": t.forget.detach(), "retain": 0.0 if t.retain is None else
-                           (t.retain / reg_weight).detach()}
+        # the method's step with λ = 1 gives the unweighted retain term (logged); λ weights it here
+        t = m.step(state, rows_of(forget, chunk), rb, level="token", reg_kind="gdr", reg_weight=1.0, model=model_)
+        if t.retain is None:
+            return t.forget, {"forget": t.forget.detach(), "retain": 0.0}
+        return t.forget + reg_weight * t.retain, {"forget": t.forget.detach(), "retain": t.retain.detach()}
 
     def after_epoch(epoch: int, logs: dict) -> bool:
         if log:

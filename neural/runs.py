@@ -1734,7 +1734,8 @@ def claimed_units(claims: "UnitClaims | None", results: "ResultsFile", units, pe
     """The work units this worker runs, in order: each unit whose rows are not all in ``results`` and that no other
     live worker holds is claimed, handed to the caller with what is left of it, and marked done once the caller's
     loop body for it returns. With claims, a second pass takes over the units of workers that ended (killed) while
-    this one ran. Without claims (one process, or a sharded multi-process launch) every unit is this worker's.
+    this one ran, and a unit found complete whose claim does not say so (its worker was killed after the last row)
+    is marked done, so that :func:`unfinished_units` does not name it. Without claims (one process, or a sharded multi-process launch) every unit is this worker's.
 
     Args:
         claims: this worker's :class:`UnitClaims`, or None.
@@ -1753,6 +1754,8 @@ def claimed_units(claims: "UnitClaims | None", results: "ResultsFile", units, pe
                 results.refresh()  # the rows other workers appended meanwhile
             todo = pending(unit)
             if not todo:
+                if claims is not None and not (claims.state(unit) or {}).get("done"):
+                    claims.done(unit)  # every row is on disk (its worker stopped before saying so): finished
                 continue
             if claims is not None:
                 if not claims.claim(unit, reopen=True):  # another live worker has it
@@ -1803,19 +1806,23 @@ def record_units(run: str | Path, units) -> None:
         run: the run directory; units: tuples of ints and strings (a protocol's :meth:`units`).
 
     Raises:
-        InputError: the file cannot be written.
+        InputError: the file cannot be written, or an existing planned.json is damaged (named; delete it and resume:
+            it lists units only, and every worker writes its own again).
     """
     folder = Path(run) / UNITS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    with file_lock(folder / (UNITS_PLAN + ".lock")):
-        old = _planned_units(Path(run)) or []
-        new, seen = list(old), {tuple(u) for u in old}
-        for u in units:
-            if tuple(u) not in seen:
-                seen.add(tuple(u))
-                new.append(list(u))
-        if new != old or not (folder / UNITS_PLAN).exists():
-            write_json_atomic(folder / UNITS_PLAN, new)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with file_lock(folder / (UNITS_PLAN + ".lock")):
+            old = _planned_units(Path(run)) or []
+            new, seen = list(old), {tuple(u) for u in old}
+            for u in units:
+                if tuple(u) not in seen:
+                    seen.add(tuple(u))
+                    new.append(list(u))
+            if new != old or not (folder / UNITS_PLAN).exists():
+                write_json_atomic(folder / UNITS_PLAN, new)
+    except OSError as e:
+        raise InputError(f"cannot write the planned work units ({e.strerror or e})", folder / UNITS_PLAN) from None
 
 
 def _planned_units(run: Path) -> list[list] | None:
@@ -1857,17 +1864,18 @@ def unfinished_units(run: str | Path) -> list[tuple] | None:
     return out
 
 
-def unfinished_note(run: str | Path, what: str) -> str:
+def unfinished_note(run: str | Path, what: str, empty: str = "reference") -> str:
     """A report.md paragraph naming the run's unfinished work units (:func:`unfinished_units`); "" when none (or no
     plan).
 
     Args:
-        run: the run directory; what: how the units read, e.g. "(ratio, method)".
+        run: the run directory; what: how the units read, e.g. "(ratio, method)"; empty: what a unit's "" part is
+            called (muse: "reference", a request's reference rows; control: "θ_o").
     """
     left = unfinished_units(run)
     if not left:
         return ""
-    shown = ", ".join("(" + ", ".join(str(x) if x != "" else "reference" for x in u) + ")" for u in left[:8])
+    shown = ", ".join("(" + ", ".join(str(x) if x != "" else empty for x in u) + ")" for u in left[:8])
     return (f"\n\n**Incomplete run.** {len(left)} {what} work unit(s) are not finished: {shown}"
             f"{', ...' if len(left) > 8 else ''}; the tables and figures cover the rows present (resume the run, or "
             "start another worker with `--resume`, to finish them).\n")

@@ -83,11 +83,13 @@ def test_retain_term_is_the_same_on_items_and_on_encoded_texts(tiny):
 
 
 def test_step_is_forget_term_plus_weighted_retain_term(tiny):
-    """step() = terms() + λ · retain_loss(); the closed loop's L_CL (GA + GDR) is GA_GDR's step; the risk is the
+    """step() = terms() + λ · retain_loss(); the closed loop's L_CL (GA + GDR) is ga_gdr's step; the risk is the
     forget answers' NLL, detached."""
     from dukb.neural.data import encode_qa
-    from dukb.neural.methods.closed_loop import GA_GDR, closed_loop_loss
+    from dukb.neural.methods.closed_loop import closed_loop_loss
     from dukb.neural.scoring import forward_logits
+
+    GA_GDR = METHODS["ga_gdr"]
 
     lm, items = tiny
     state = WeightState(lm)

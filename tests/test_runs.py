@@ -183,3 +183,27 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
     (run / "units" / "planned.json").write_text('{"not": "a list"}')
     with pytest.raises(InputError, match="not a list of work units"):
         unfinished_units(run)
+
+
+def test_a_complete_unit_whose_worker_died_before_done_is_marked_done(tmp_path):
+    """A worker killed after a unit's last row but before its claim said done: the next worker finds nothing
+    pending, marks the claim done and runs nothing, so `dukb report` does not name the unit."""
+    from dukb.neural.runs import UnitClaims, claimed_units, record_units, unfinished_units
+
+    run = tmp_path / "run"
+    record_units(run, [("t", "ga"), ("t", "npo")])
+    dead = UnitClaims(run, "dead")
+    assert dead.claim(("t", "ga"))  # claimed; its rows were written; no done
+    dead.close()
+    results = ResultsFile(tmp_path / "r.jsonl")
+    live = UnitClaims(run, "live")
+    finished = {("t", "ga")}  # its rows are on disk
+    got = []
+    try:
+        for unit, todo in claimed_units(live, results, [("t", "ga"), ("t", "npo")],
+                                        lambda u: [] if u in finished else [1]):
+            got.append((unit, todo))
+            finished.add(unit)
+    finally:
+        live.close()
+    assert got == [(("t", "npo"), [1])] and unfinished_units(run) == []

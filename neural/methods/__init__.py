@@ -227,12 +227,13 @@ def check_unique(labels) -> None:
         seen.add(label)
 
 
-def methods_help() -> str:
-    """One-line list of the registered methods, scopes, presets and options for ``--help`` texts: the light
-    catalog's (:func:`dukb.neural.catalog.methods_help`, which the CLI reads without importing this registry)."""
-    from dukb.neural.catalog import methods_help as _help
+def methods_help(document_only: bool = False) -> str:
+    """One-line list of the registered methods, scopes, presets and options for ``--help`` texts (with
+    ``document_only``: the document-level methods, comma-separated): the light catalog's
+    (:func:`dukb.neural.catalog.methods_help`, which the CLI reads without importing this registry)."""
+    from dukb.neural import catalog
 
-    return _help()
+    return ", ".join(catalog.document_methods()) if document_only else catalog.methods_help()
 
 
 def methods_table() -> str:

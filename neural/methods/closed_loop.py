@@ -35,7 +35,7 @@ import random
 
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.families import family_lrs
-from dukb.neural.methods.ga import GradientAscent, ga_loss
+from dukb.neural.methods.ga import ga_loss
 from dukb.neural.methods.retain import gdr_loss
 
 #: optimiser steps per round
@@ -51,13 +51,12 @@ STRICT_LOGPROB = -2.302585
 #: the forms ``cl_du_multiform`` asks and unlearns: the paper's question and two other phrasings of it
 MULTIFORM_FORMS = ("qa", "paraphrase", "cloze")
 ROUNDS_GRID = (1, 2, 3, 4, 6, 8, 12, 16)
-#: the loss every round minimises: GA + GDR (:meth:`dukb.neural.methods.gradient.GradientMethod.step`)
-GA_GDR = GradientAscent("gdr")
 
 
 def closed_loop_loss(forget_logits, forget_labels, retain_logits=None, retain_labels=None, weight: float = 1.0):
-    """L_CL = L_GA(forget) + λ · L_GDR(retain) on given logits (each round computes it as :data:`GA_GDR`'s step):
-    the negated answer NLL of the still-known facts of the chosen set
+    """L_CL = L_GA(forget) + λ · L_GDR(retain) on given logits, GA's and GDR's own loss functions (the value of
+    ``ga_gdr``'s :meth:`~dukb.neural.methods.gradient.GradientMethod.step`; each round runs the retain forward pass
+    first, so models with dropout keep the numbers of earlier dukb versions): the negated answer NLL of the still-known facts of the chosen set
     plus λ times the answer NLL of the neighbour retain facts (no retain term when ``retain_logits`` is None).
 
     Args:
@@ -171,6 +170,7 @@ class ClosedLoopDeepUnlearning(Method):
         """
         from dukb.neural.data import encode_qa
         from dukb.neural.probe import probe
+        from dukb.neural.scoring import forward_logits
         from dukb.neural.train import TrainConfig, train_loop
         from dukb.solver.cone import cone_of
         from dukb.solver.mdus import is_deep_unlearning_set
@@ -230,8 +230,10 @@ class ClosedLoopDeepUnlearning(Method):
                             else []
                         batches.append([encode_qa(ctx.lm.tokenizer, ctx.lm.tags, rb, ctx.lm.device) if rb else None])
 
-                    def loss_fn(model, rbatch, fb=fb):  # closed_loop_loss, through GA + GDR's one step
-                        return GA_GDR.step(state, fb, rbatch, reg_weight=ctx.reg_weight, model=model).total()
+                    def loss_fn(model, rbatch, fb=fb):
+                        rl = forward_logits(model, rbatch) if rbatch is not None else None
+                        return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
+                                                None if rbatch is None else rbatch["labels"], ctx.reg_weight)
 
                     with trainable_layers(state.model, ctx.layers) as params:  # partial-layer finetuning
                         train_loop(state.model, params, cfg, lambda _e, b=batches: b, loss_fn,

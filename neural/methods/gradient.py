@@ -138,19 +138,21 @@ class LossMethod(GradientMethod):
         return batch
 
     def risk(self, logits, batch: dict):
-        """L_u: the mean NLL of the batch's labelled tokens (:func:`dukb.neural.methods.retain.gdr_loss`)."""
+        """L_u: the mean NLL of the batch's labelled tokens (:func:`dukb.neural.methods.retain.gdr_loss`; the
+        sequence-level methods override it with :func:`sequence_risk`, the same quantity from their answer sums)."""
         from dukb.neural.methods.retain import gdr_loss
 
         return gdr_loss(logits, batch["labels"])
 
     def terms(self, state, batch, cache=None, level="sequence", model=None):
         """:meth:`loss` and :meth:`risk` on one forward pass; the laid-out batch and f_ref's logits are memoised in
-        ``cache`` (computed once per sweep: the forget batch and θ₀ are fixed)."""
+        ``cache`` for the batch object they were computed from (once per sweep: its forget batch and θ₀ are fixed;
+        another batch object is laid out and referenced afresh)."""
         from dukb.neural.scoring import forward_logits
 
         memo = {} if cache is None else cache
-        if "batch" not in memo:
-            memo["batch"] = self.layout(batch, memo)
+        if memo.get("source") is not batch:  # a sweep passes one batch object at every step: computed once
+            memo["source"], memo["batch"] = batch, self.layout(batch, memo)
             if self.needs_reference:
                 memo["ref"] = state.ref_logits(memo["batch"]).detach()
         b = memo["batch"]
@@ -158,4 +160,22 @@ class LossMethod(GradientMethod):
         return self.loss(logits, memo.get("ref"), b, level), self.risk(logits, b)
 
 
-__all__ = ["GradientMethod", "LossMethod", "STEPS_GRID"]
+def sequence_risk(logits, batch: dict):
+    """L_u from summed answer log-probabilities: −Σ_b log p(y_b|x_b) / Σ_b |y_b| (nats per token; 0 for a batch
+    without labelled tokens), what NPO and SimNPO report as their unlearning risk.
+
+    Args:
+        logits: [B, L, V]; batch: with labels [B, L] (-100 where no loss).
+
+    Returns:
+        Scalar tensor.
+
+    Source: Wang et al. 2024 (Unlearning with Control), Eq. 6 (the unlearning risk).
+    """
+    from dukb.neural.scoring import sequence_logprob
+
+    s, n = sequence_logprob(logits, batch["labels"])
+    return -s.sum() / n.sum().clamp(min=1)
+
+
+__all__ = ["GradientMethod", "LossMethod", "STEPS_GRID", "sequence_risk"]

@@ -23,7 +23,7 @@ GDR / KLR variants. β = 0.1, f_ref the finetuned model θ₀, swept over steps 
   answer NLL per sequence); Eval-DU's paper text (Wu et al. 2025, App. H) writes this form; RWKU's code
   (jinzhuoran/RWKU LLaMA-Factory/src/llmtuner/train/npo/trainer.py) computes it too.
 - RESTOR's token-level form (Rezaei et al., Sec. 3.3), for document unlearning, is :func:`npo_token_loss`, reached
-  through :meth:`NPO.forget_loss` with ``level="token"``.
+  through :meth:`NPO.loss` with ``level="token"`` (what :func:`dukb.neural.docs.unlearn_documents` runs).
 
 At θ = f_ref every form equals (2/β) log 2.
 """
@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import UnlearnContext
-from dukb.neural.methods.gradient import LossMethod
+from dukb.neural.methods.gradient import LossMethod, sequence_risk
 from dukb.neural.methods.retain import REG_SUMMARY
 from dukb.neural.scoring import sequence_logprob, token_logprobs
 
@@ -215,7 +215,7 @@ class NPO(LossMethod):
                             "whole-answer likelihood ratio to f_ref")
             self.source = "Zhang et al. 2024, Eq. 3; Wu et al. 2025, App. H (text); RWKU code"
         self.summary += REG_SUMMARY.get(reg, "")
-        # RESTOR's document unlearning runs ``npo`` (forget_loss at the token level); npo_seq is not listed twice
+        # RESTOR's document unlearning runs ``npo`` (its loss at the token level); npo_seq is not listed twice
         self.document_level = reg is None and form == "logit"
         self.uses_retain = reg is not None
 
@@ -255,6 +255,10 @@ class NPO(LossMethod):
             r, _ = sequence_logprob(ref_logits, batch["labels"])
             return npo_loss(s, r, self.beta)
         return npo_logit_loss(logits, ref_logits, self.beta, batch.get("loss_positions", batch["attention_mask"]))
+
+    def risk(self, logits, batch):
+        """L_u: :func:`~dukb.neural.methods.gradient.sequence_risk`."""
+        return sequence_risk(logits, batch)
 
     def setting_fields(self, cache: dict) -> dict:
         """β, the form and, with Eval-DU's layout, the padded length."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from dukb.neural.methods.gradient import LossMethod
+from dukb.neural.methods.gradient import LossMethod, sequence_risk
 from dukb.neural.methods.retain import REG_SUMMARY
 from dukb.neural.scoring import sequence_logprob
 
@@ -67,6 +67,10 @@ class SimNPO(LossMethod):
         """:func:`simnpo_loss` over the answers' summed log-probabilities (an answer is the unit)."""
         s, n = sequence_logprob(logits, batch["labels"])
         return simnpo_loss(s, n, self.beta, self.gamma)
+
+    def risk(self, logits, batch):
+        """L_u: :func:`~dukb.neural.methods.gradient.sequence_risk`."""
+        return sequence_risk(logits, batch)
 
     def setting_fields(self, cache: dict) -> dict:
         """β and γ."""

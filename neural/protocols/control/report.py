@@ -222,7 +222,7 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     summary = summarize_control(rows, kb, sets, splits, selection or config.get("selection", "full"))
     pd.DataFrame(summary).to_csv(output_file(run / "summary.csv"), index=False)
     output_file(run / "report.md").write_text(markdown_report(summary, config, splits)
-                                              + unfinished_note(run, "(ratio, method)") + journal_note(journal),
+                                              + unfinished_note(run, "(ratio, method)", "θ_o") + journal_note(journal),
                                               encoding="utf-8")
     return {"report": run / "report.md", "summary": run / "summary.csv", "unfinished_units": unfinished_units(run) or [],
             "ps_curves": plot_ps_curves(rows, run / "ps_curves.png"),

@@ -144,6 +144,17 @@ def _check_covers(tokenizer, items, where) -> None:
                          "finetunes a model on the QA pairs and descriptions", where)
 
 
+def __getattr__(name: str):
+    """The RWKU metric names this module re-exported before the protocol skeleton (``AA_KINDS``, ``FB``,
+    ``neighbour_facts``, ``qa_mia_scores``, ``rwku_fields``), from :mod:`dukb.neural.metrics.rwku` on first use
+    (PEP 562), so that importing the config stays light."""
+    if name in ("AA_KINDS", "FB", "neighbour_facts", "qa_mia_scores", "rwku_fields"):
+        from dukb.neural.metrics import rwku
+
+        return getattr(rwku, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def rwku_row_key(row: dict) -> tuple:
     """(request, method label, swept value) identifying a `dukb rwku` row ("" and None for the before rows)."""
     v = row["setting"].get(row["param"]) if row.get("param") else None
