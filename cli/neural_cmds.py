@@ -12,7 +12,8 @@ from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.run_options import shared_option
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
-from dukb.neural.catalog import finetune_presets, methods_help
+from dukb.neural.catalog import methods_help
+from dukb.neural.families import finetune_presets
 from dukb.neural.zoo import KNOWN_MODELS
 from dukb.solver.scopes import FORGET_SCOPES
 

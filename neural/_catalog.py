@@ -356,5 +356,4 @@ CATALOG = {'methods': [{'name': 'ga',
                          'premises; target: the target itself; random: about people it does not mention, the '
                          'control), then probe',
               'defaults': {'mode': 'neighbours', 'facts': 8, 'steps': 8, 'lr': 0.0}}],
- 'finetune_presets': ['smollm2', 'gpt2-xl', 'phi', 'llama', 'tiny', 'generic'],
  'selection_rules': ['first_below_retrain', 'last', 'closest_utility']}

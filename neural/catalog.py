@@ -68,15 +68,10 @@ def attack_settings_help() -> str:
                      for a in sorted(CATALOG["attacks"], key=lambda a: a["name"]))
 
 
-def finetune_presets() -> list[str]:
-    """Finetuning preset names (model families)."""
-    return list(CATALOG["finetune_presets"])
-
-
 def selection_rules() -> list[str]:
     """MUSE's rules for picking the unlearned model that C6 continues from."""
     return list(CATALOG["selection_rules"])
 
 
 __all__ = ["attack_names", "attack_settings_help", "attacks_help", "default_metrics", "document_methods",
-           "finetune_presets", "method_names", "methods_help", "metrics_help", "preset_names", "selection_rules"]
+           "method_names", "methods_help", "metrics_help", "preset_names", "selection_rules"]

@@ -21,10 +21,9 @@ def build() -> dict:
     Returns:
         dict with methods (name, param, default_grid, options, trained, document_level, summary, source),
         presets (name, method, scope, grid, schedule, summary), scopes, metrics (name, summary), default_metrics,
-        attacks (name, summary, defaults), finetune_presets and selection_rules.
+        attacks (name, summary, defaults) and selection_rules.
     """
     from dukb.neural.attacks import ATTACKS
-    from dukb.neural.families import finetune_presets as _presets
     from dukb.neural.methods import METHODS, PRESETS
     from dukb.neural.metrics import DEFAULT_METRICS, METRICS
     from dukb.neural.metrics.muse import SELECTION_RULES
@@ -41,7 +40,6 @@ def build() -> dict:
         "metrics": [{"name": m.name, "summary": m.summary} for m in METRICS.values()],
         "default_metrics": list(DEFAULT_METRICS),
         "attacks": [{"name": a.name, "summary": a.summary, "defaults": dict(a.defaults)} for a in ATTACKS.values()],
-        "finetune_presets": list(_presets()),
         "selection_rules": list(SELECTION_RULES),
     }
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dukb.neural.train import TrainConfig
+from dukb.neural.trainconfig import TrainConfig
 
 #: the learning-rate keys a family sets: GA (and GA_GDR/GA_KLR), NPO (all forms), KL, TV/WHP's reinforcement of
 #: f_overfit, and CL-DU's rounds
