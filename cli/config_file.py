@@ -108,12 +108,10 @@ def _text(v) -> str:
 
 def _check_int(param, value, key, path, line) -> None:
     """An integer option's value read as the command line reads it (``-?[0-9]+``), refused at its FILE:LINE."""
-    from dukb.cli.main import _is_int_annotation
+    from dukb.cli.main import _is_integer_option
     from dukb.kb.csvfile import int_problem
 
-    desc = getattr(param, "type_descriptor", None)
-    if desc is None or getattr(desc.parameter_info, "parser", None) is not None \
-            or not _is_int_annotation(desc.annotation):
+    if not _is_integer_option(param):
         return
     for item in value if isinstance(value, list) else [value]:
         problem = int_problem(f"option {key!r}", _text(item))

@@ -40,9 +40,9 @@ def _flags_without_type() -> None:
     flag (``--resume``, ``--help``), although a flag takes no value."""
     from typer.core import TyperOption
 
-    if getattr(TyperOption.display_type_rich, "_dukb", False):
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_dukb", False):  # older typer has no such hook
         return
-    shown = TyperOption.display_type_rich
 
     def display_type_rich(self, ctx):
         if getattr(self, "is_flag", False) and not getattr(self, "count", False):
@@ -69,22 +69,36 @@ def _is_int_annotation(annotation) -> bool:
     return True
 
 
+def _is_integer_option(param) -> bool:
+    """Whether a click parameter of a dukb command takes integers (``int``, ``list[int]``, optional or not) with
+    typer's own conversion: from the annotation (typer >= 0.29) or from click's integer type (older typer, whose
+    click may be vendored as ``typer._click``, so the type is matched by name)."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None:
+        return getattr(desc.parameter_info, "parser", None) is None and _is_int_annotation(desc.annotation)
+    return any(c.__name__ == "IntParamType" for c in type(getattr(param, "type", None)).__mro__)
+
+
 def _strict_integer_options() -> None:
     """Read every integer option and argument strictly (``-?[0-9]+`` in ASCII, at most 18 digits, as
     :func:`dukb.kb.csvfile.strict_int` reads the integers of files): typer 0.29 converts them with pydantic, which
     also takes ``1_0``, ``+1``, `` 1`` and ``1.0``, so `--target-id 1_0` would unlearn fact 10. A value typed
     otherwise is a usage error (one line, exit 2). ``--help`` is unchanged (the check runs on values only)."""
-    from typer.core import _TyperParameter
+    try:
+        from typer.core import _TyperParameter as parameter_class  # typer >= 0.29
+    except ImportError:  # older typer: its options are click's (vendored as typer._click from 0.26), which
+        try:             # convert with int() too
+            from typer._click.core import Parameter as parameter_class
+        except ImportError:
+            from click.core import Parameter as parameter_class
 
-    if getattr(_TyperParameter.process_value, "_dukb", False):
+    if getattr(parameter_class.process_value, "_dukb", False):
         return
-    convert = _TyperParameter.process_value
+    convert = parameter_class.process_value
     bad_parameter = _click_exceptions().BadParameter
 
     def process_value(self, ctx, value):
-        desc = getattr(self, "type_descriptor", None)
-        if desc is not None and getattr(desc.parameter_info, "parser", None) is None \
-                and _is_int_annotation(desc.annotation):
+        if _is_integer_option(self):
             from dukb.kb.csvfile import int_problem
 
             for item in value if isinstance(value, (list, tuple)) else (value,):
@@ -94,7 +108,7 @@ def _strict_integer_options() -> None:
         return convert(self, ctx, value)
 
     process_value._dukb = True
-    _TyperParameter.process_value = process_value
+    parameter_class.process_value = process_value
 
 
 @app.callback()

@@ -186,3 +186,12 @@ def pad_rows(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: s
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
     return {k: v.to(device) for k, v in dict(input_ids=input_ids, attention_mask=mask, labels=labels,
                                                position_ids=position_ids).items()}
+
+
+def model_device(model) -> str:
+    """The device of ``model``'s first parameter as a torch device string (``"cuda:0"``, ``"cpu"``); ``"cpu"``
+    when it has none (a stand-in module in tests)."""
+    try:
+        return str(next(model.parameters()).device)
+    except (StopIteration, AttributeError):
+        return "cpu"

@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import torch
 
 from dukb import InputError
-from dukb.neural.data import QAItem, pad_rows
+from dukb.neural.data import QAItem, model_device, pad_rows
 from dukb.neural.methods.npo import npo_token_loss  # noqa: F401  (RESTOR's token-level NPO, re-exported)
 from dukb.neural.scoring import token_logprobs  # noqa: F401  (re-exported)
 from dukb.neural.train import TrainConfig
@@ -222,6 +222,10 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
     m = m.with_options({"beta": beta}) if "beta" in m.options else m
     if reg_weight < 0:
         raise InputError(f"the retain weight lambda must be >= 0, got {reg_weight}")
+    dev = model_device(state.lm.model)  # batches encoded elsewhere (encode_texts defaults to the CPU) follow the model
+    forget = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in forget.items()}
+    if retain is not None:
+        retain = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in retain.items()}
     n = int(forget["input_ids"].shape[0])
     n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
     rng = random.Random(cfg.seed)

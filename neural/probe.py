@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from dukb.kb.judge import judge
-from dukb.neural.data import QAItem, encode_qa
+from dukb.neural.data import QAItem, encode_qa, model_device
 from dukb.neural.scoring import sequence_logprob
 
 DEFAULT_MAX_NEW_TOKENS = 10
@@ -36,7 +36,9 @@ class Predictor:
         tags: :class:`dukb.neural.spec.PromptTags`.
         aux_model: optional second model run in lockstep (WHP's reinforced model).
         combine: ``combine(base_logits, aux_logits) -> logits`` when aux_model is set.
-        device: torch device string.
+        device: torch device string the batches are built on; None (the default) takes the device of the model's
+            first parameter (``"cpu"`` for a model without parameters), so a predictor of a model on a GPU
+            never feeds it CPU batches.
     """
 
     model: object
@@ -44,8 +46,12 @@ class Predictor:
     tags: object
     aux_model: object | None = None
     combine: Callable | None = None
-    device: str = "cpu"
+    device: str | None = None
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.device is None:
+            self.device = model_device(self.model)
 
     def logits(self, batch):
         """Next-token logits [B, L, V] of the (possibly combined) predictor on an encode_qa batch."""

@@ -840,8 +840,10 @@ def versions() -> dict:
     """Versions of python and of every library a result depends on, and dukb's version and git revision.
 
     Returns:
-        dict: ``python``, ``dukb``, each of :data:`RECORDED_LIBRARIES` (None when not installed) and
-        ``dukb_revision`` when dukb runs from a git checkout.
+        dict: ``python``, ``dukb``, each of :data:`RECORDED_LIBRARIES` (None when not installed; torch's as
+        ``torch.__version__``, with its build, once torch is loaded), ``torch_cuda`` (the CUDA version torch was
+        built for, None for a CPU build) once torch is loaded, and ``dukb_revision`` when dukb runs from a git
+        checkout.
     """
     from importlib import metadata
 
@@ -853,6 +855,10 @@ def versions() -> dict:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = None
+    torch = sys.modules.get("torch")  # never imported here (dukb closure/mdus load no torch)
+    if torch is not None:
+        out["torch"] = torch.__version__  # with its build (2.11.0+cu130, 2.13.0+cpu), which metadata may omit
+        out["torch_cuda"] = torch.version.cuda
     rev = git_revision()
     if rev:
         out["dukb_revision"] = rev

@@ -8,11 +8,17 @@ never copied into the repository. Tests that need it ask for the ``edu_relat_dir
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from dukb.kb import KB, BioFact, Fact, Person, check_kb
+
+#: The device the neural tests run on: ``cpu`` unless ``python -m pytest --device cuda`` (or ``mps``) asks for
+#: another. Test modules read it at collection (``from conftest import DEVICE``), after :func:`pytest_configure`
+#: set it; ``DUKB_TEST_DEVICE`` carries it to subprocesses.
+DEVICE = "cpu"
 
 #: The repository root (the folder holding pyproject.toml).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -96,3 +102,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in MODEL_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_addoption(parser):
+    """``--device``: run the neural tests (finetuning, unlearning, probing) on this torch device."""
+    parser.addoption("--device", default="cpu", choices=("cpu", "cuda", "mps"),
+                     help="torch device of the neural tests (default cpu; cuda runs the CUDA path on a GPU machine)")
+
+
+def pytest_configure(config):
+    """Set :data:`DEVICE` (and ``DUKB_TEST_DEVICE``) from ``--device`` before the test modules are collected."""
+    global DEVICE
+    DEVICE = config.getoption("--device")
+    os.environ["DUKB_TEST_DEVICE"] = DEVICE

@@ -11,6 +11,7 @@ import pytest
 
 from dukb import InputError
 from dukb.neural.attacks import ATTACKS, parse_attacks
+from conftest import DEVICE
 
 
 def test_registry_and_parsing():
@@ -41,11 +42,11 @@ def setup(tmp_path_factory):
     kb, _ = generate(24, seed=3)
     kb = load_kb(save_kb(kb, tmp_path_factory.mktemp("kb") / "kb"))
     out = tmp_path_factory.mktemp("ft") / "model"
-    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), out, seed=0)
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), out, seed=0)
     closure = compute_closure(kb)
     # a target with a rule instance deriving it (so the minimal sets hold more than the target)
     target = next(f.fact_id for f in kb.relationships if len(closure.by_head[closure.atom_of_fact(f.fact_id)]) > 0)
-    return kb, closure, out, load_finetuned(out, device="cpu"), target
+    return kb, closure, out, load_finetuned(out, device=DEVICE), target
 
 
 def _rows(setup, attacks, grid=(16,), reference=None):
@@ -99,7 +100,7 @@ def test_quantization_changes_the_weights_it_reads():
 
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 8))
-    pred = Predictor(m, None, None, device="cpu")
+    pred = Predictor(m, None, None, device=DEVICE)
     q, scheme = quantized_copy(pred, 4, 32)
     x = torch.randn(5, 64)
     diff = (q.model(x) - m(x)).abs().max().item()
@@ -219,7 +220,7 @@ def test_evaluate_records_attacks_and_their_settings_in_the_identity(setup, tmp_
     tf.write_text(f"{target}\n")
     run = tmp_path / "run"
     args = ["evaluate", "--kb", str(kb.source), "--finetuned", str(out), "--targets-file", str(tf), "--methods",
-            "ga", "--grid", "ga=4", "--device", "cpu", "-o", str(run), "--attacks", "quant16,relearn:steps=2"]
+            "ga", "--grid", "ga=4", "--device", DEVICE, "-o", str(run), "--attacks", "quant16,relearn:steps=2"]
     assert main(args) == 0
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     assert rows and all(set(r["attacks"]) == {"quant16", "relearn"} for r in rows)
@@ -244,7 +245,7 @@ def test_attack_command_on_a_checkpoint(setup, tmp_path, capsys):
     kb, _c, out, _lm, target = setup
     res = tmp_path / "row.json"
     assert main(["attack", "--kb", str(kb.source), "--model", str(out), "--reference", str(out), "--target-id",
-                 str(target), "--attacks", "quant16,incontext,logitlens", "--device", "cpu", "-o", str(res)]) == 0
+                 str(target), "--attacks", "quant16,incontext,logitlens", "--device", DEVICE, "-o", str(res)]) == 0
     row = json.loads(res.read_text())
     assert row["target"] == target and set(row["attacks"]) == {"quant16", "incontext", "logitlens"}
     assert row["attacks"]["quant16"]["recall"] == row["recall"]
@@ -278,7 +279,7 @@ def test_quant16_leaves_a_16_bit_model_exactly_as_it_is():
     from dukb.neural.probe import Predictor
 
     m = nn.Sequential(nn.Linear(8, 8)).to(torch.bfloat16)
-    q, scheme = quantized_copy(Predictor(m, None, None, device="cpu"), 16)
+    q, scheme = quantized_copy(Predictor(m, None, None, device=DEVICE), 16)
     assert "none" in scheme
     assert all(torch.equal(a, b) for a, b in zip(m.parameters(), q.model.parameters()))
 

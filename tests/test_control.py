@@ -23,6 +23,7 @@ from dukb.neural.metrics import ps as PS  # noqa: E402
 from dukb.neural.pipeline import finetune_kb, load_finetuned  # noqa: E402
 from dukb.neural.probe import Predictor, answer_logprob  # noqa: E402
 from dukb.neural.spec import ModelSpec  # noqa: E402
+from conftest import DEVICE
 
 # ------------------------------------------------------------------------------------------- PS, by hand ----
 class _Oracle:
@@ -170,13 +171,13 @@ def small_kb(tmp_path_factory):
 @pytest.fixture(scope="module")
 def finetuned(small_kb, tmp_path_factory):
     out = tmp_path_factory.mktemp("ft") / "model"
-    finetune_kb(small_kb, ModelSpec("tiny", prompt="tiny", device="cpu"), out, seed=0)
+    finetune_kb(small_kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), out, seed=0)
     return out
 
 
 @pytest.fixture()
 def lm(finetuned):
-    return load_finetuned(finetuned, device="cpu")
+    return load_finetuned(finetuned, device=DEVICE)
 
 
 def _lp(pred, items):
@@ -249,7 +250,7 @@ def test_new_methods_produce_rows_in_evaluate(small_kb, finetuned, tmp_path):
     run = tmp_path / "ev"
     methods = ["po", "rt", "dpo", "dpo_refusal", "icu", "repe", "simnpo"]
     args = ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned), "-o", str(run),
-            "--methods", ",".join(methods), "--n-targets", "1", "--device", "cpu",
+            "--methods", ",".join(methods), "--n-targets", "1", "--device", DEVICE,
             "--metrics", "recall,ps_exact,ps_perturb,ps_similar"]
     for m in methods:
         args += ["--grid", f"{m}={'1' if m in ('icu', 'repe') else '4'}"]
@@ -307,7 +308,7 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     run = tmp_path / "ctl"
     args = ["control", "--kb", str(small_kb.source), "--finetuned", str(finetuned), "-o", str(run),
             "--methods", "ga_gdr,po", "--ratios", "0.05", "--steps", "4", "--coarse", "2", "--fine", "4",
-            "--retain-eval", "12", "--device", "cpu"]
+            "--retain-eval", "12", "--device", DEVICE]
     assert main(args) == 0
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     splits = json.loads((run / "splits.json").read_text())
@@ -349,7 +350,7 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     assert main(["report", str(run)]) == 0 and (run / "report.md").read_text() == report
     # resuming with another T is refused, not mixed
     capsys.readouterr()
-    assert main(args[:-2] + ["--steps", "6", "--resume", "--device", "cpu"]) == 2
+    assert main(args[:-2] + ["--steps", "6", "--resume", "--device", DEVICE]) == 2
     assert "steps" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
     assert len((run / "results.jsonl").read_text().splitlines()) == len(rows)

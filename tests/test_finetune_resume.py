@@ -15,6 +15,7 @@ from dukb.neural import finetune as FT  # noqa: E402
 from dukb.neural.pipeline import finetune_kb, load_finetuned  # noqa: E402
 from dukb.neural.spec import ModelSpec  # noqa: E402
 from dukb.neural.train import TrainConfig  # noqa: E402
+from conftest import DEVICE
 
 # short enough not to reach 100% in the scheduled epochs, so the extra epochs run too
 SHORT = TrainConfig(epochs=6, lr=3e-3, batch_size=8, warmup_steps=2, eval_every=2, extra_epochs=6, extra_lr=1e-3)
@@ -31,7 +32,7 @@ def kb():
 
 
 def _weights(path):
-    return {k: v.clone() for k, v in load_finetuned(path, device="cpu").model.state_dict().items()}
+    return {k: v.clone() for k, v in load_finetuned(path, device=DEVICE).model.state_dict().items()}
 
 
 class _Stop(Exception):
@@ -48,7 +49,7 @@ def _stop_at(epoch: int, lines: list):
 
 def test_extra_epochs_run_when_the_schedule_ends_short_and_the_shortfall_is_one_line(kb, tmp_path, short_preset):
     lines: list[str] = []
-    rec = finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), tmp_path / "m", seed=0, log=lines.append)
+    rec = finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), tmp_path / "m", seed=0, log=lines.append)
     assert rec["epochs_run"] == 6 + rec["extra_epochs_run"] and rec["extra_epochs_run"] >= 2
     assert any(x.startswith("accuracy ") and "up to 6 more epochs at lr 0.001" in x for x in lines)
     if rec["accuracy"] < 1:  # still short: exactly one line says what it reached
@@ -61,7 +62,7 @@ def test_extra_epochs_run_when_the_schedule_ends_short_and_the_shortfall_is_one_
 
 @pytest.mark.parametrize("stop", [4, 10])  # in the scheduled epochs, and in the extra epochs
 def test_an_interrupted_finetuning_resumes_from_its_checkpoint_exactly(kb, tmp_path, short_preset, stop):
-    spec = ModelSpec("tiny", prompt="tiny", device="cpu")
+    spec = ModelSpec("tiny", prompt="tiny", device=DEVICE)
     whole = finetune_kb(kb, spec, tmp_path / "whole", seed=0)
     lines: list[str] = []
     with pytest.raises(_Stop):
@@ -78,7 +79,7 @@ def test_an_interrupted_finetuning_resumes_from_its_checkpoint_exactly(kb, tmp_p
 
 
 def test_a_checkpoint_of_other_settings_is_refused(kb, tmp_path, short_preset):
-    spec = ModelSpec("tiny", prompt="tiny", device="cpu")
+    spec = ModelSpec("tiny", prompt="tiny", device=DEVICE)
     with pytest.raises(_Stop):
         finetune_kb(kb, spec, tmp_path / "m", seed=0, log=_stop_at(4, []))
     with pytest.raises(InputError, match="finetuning checkpoint made with other settings"):
@@ -97,9 +98,9 @@ def test_extra_epoch_settings_are_checked():
 def test_a_malformed_tiny_record_is_one_line(kb, tmp_path, short_preset, capsys):
     from dukb.cli.main import main
 
-    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), tmp_path / "m", seed=0)
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), tmp_path / "m", seed=0)
     (tmp_path / "m" / "dukb_tiny.json").write_text("[")
-    assert main(["finetune", "--kb", "demo", "--model", str(tmp_path / "m"), "--epochs", "1", "--device", "cpu",
+    assert main(["finetune", "--kb", "demo", "--model", str(tmp_path / "m"), "--epochs", "1", "--device", DEVICE,
                  "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"dukb: error: {tmp_path / 'm' / 'dukb_tiny.json'}:")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dukb.cli.main import main
+from conftest import DEVICE
 
 #: seconds a command may take on a planted file (it must not block or read without end)
 WITHIN = 20.0
@@ -261,7 +262,7 @@ def test_evaluate_resume_on_a_planted_file(name, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     plant(run / name, "fifo")
-    rc, err, _ = run_cli(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga", "--device", "cpu",
+    rc, err, _ = run_cli(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga", "--device", DEVICE,
                           "-o", run, "--resume"], capsys)
     assert rc == 2
     assert str(run / name) in one_error_line(err)
@@ -273,7 +274,7 @@ def test_rwku_resume_on_a_planted_config(tmp_path, capsys, monkeypatch):
     run.mkdir()
     plant(run / "config.json", "devzero")
     rc, err, _ = run_cli(["rwku", "--kb", "demo", "--n-targets", "1", "--batch-sizes", "", "--methods", "ga",
-                          "--device", "cpu", "-o", run, "--resume"], capsys)
+                          "--device", DEVICE, "-o", run, "--resume"], capsys)
     assert rc == 2
     assert str(run / "config.json") in one_error_line(err)
 
@@ -323,8 +324,14 @@ def test_help_is_unchanged_by_strict_integers(capsys, monkeypatch):
     assert main(["mdus", "--help"]) == 0
     lines = {ln.split()[1]: ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("│ ")
              and len(ln.split()) > 2 and ln.split()[1].startswith("--")}
-    assert lines["--target-id"].split()[2] == "<list[int]>"
-    assert lines["--seed"].split()[2] == "<int>"
+    import typer
+
+    if tuple(int(x) for x in typer.__version__.split(".")[:2]) >= (0, 29):
+        assert lines["--target-id"].split()[2] == "<list[int]>"
+        assert lines["--seed"].split()[2] == "<int>"
+    else:  # older typer names the type of a list option by its items (0.26-0.28: <int>; 0.12: INTEGER)
+        assert lines["--target-id"].split()[2] in ("<int>", "INTEGER")
+        assert lines["--seed"].split()[2] in ("<int>", "INTEGER")
 
 
 # ------------------------------------------------------------------------------------- --targets-file ids -----
@@ -333,7 +340,7 @@ def test_unknown_target_id_is_reported_at_its_line_before_a_model_loads(command,
     no_model_loads(monkeypatch)
     targets = tmp_path / "targets.txt"
     targets.write_text("# targets\n1\n\n99999\n")
-    rc, err, seconds = run_cli([*command, "--kb", "demo", "--targets-file", targets, "--device", "cpu",
+    rc, err, seconds = run_cli([*command, "--kb", "demo", "--targets-file", targets, "--device", DEVICE,
                                 "-o", tmp_path / "run"], capsys)
     assert rc == 2
     line = one_error_line(err)

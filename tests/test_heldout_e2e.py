@@ -17,6 +17,7 @@ from dukb.neural.metrics.attack import ATTACK_KINDS  # noqa: E402
 from dukb.solver.closure import compute_closure  # noqa: E402
 from dukb.solver.mdus import is_deep_unlearning_set  # noqa: E402
 from dukb.solver.metrics import recall_accuracy  # noqa: E402
+from conftest import DEVICE
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def run(small_kb, tmp_path_factory):
     """Finetuned on qa, paraphrase and cloze; GA (trains on qa) and du_cl (trains on and queries qa)."""
     out = tmp_path_factory.mktemp("eval") / "run"
     assert main(["evaluate", "--kb", str(small_kb.source), "-o", str(out), "--methods", "ga,du_cl", "--grid", "ga=2,8",
-                 "--grid", "du_cl=2,6", "--n-targets", "2", "--device", "cpu",
+                 "--grid", "du_cl=2,6", "--n-targets", "2", "--device", DEVICE,
                  "--finetune-forms", "qa,paraphrase,cloze"]) == 0
     return out
 
@@ -92,7 +93,7 @@ def test_finetuning_on_more_forms_teaches_them(run):
     assert base["all"] >= 0.9
     # another set of forms is another run: resuming with it is refused, naming the key
     assert main(["evaluate", "--kb", cfg["kb"], "-o", str(run), "--methods", "ga,du_cl", "--grid", "ga=2,8",
-                 "--grid", "du_cl=2,6", "--n-targets", "2", "--device", "cpu", "--resume"]) == 2
+                 "--grid", "du_cl=2,6", "--n-targets", "2", "--device", DEVICE, "--resume"]) == 2
 
 
 @pytest.mark.parametrize("args, msg", [(["--heldout-forms", "qa,cloze"], "saw qa"),
@@ -100,7 +101,7 @@ def test_finetuning_on_more_forms_teaches_them(run):
                                        (["--finetune-forms", "paraphrase"], "must include qa")])
 def test_bad_forms_are_one_line_errors(small_kb, tmp_path, capsys, args, msg):
     assert main(["evaluate", "--kb", str(small_kb.source), "-o", str(tmp_path / "r"), "--n-targets", "1",
-                 "--device", "cpu"] + args) == 2
+                 "--device", DEVICE] + args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dukb: error:") and msg in err[0]
     assert not (tmp_path / "r" / "finetuned").exists()  # refused before any finetuning

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from dukb.neural.methods import DOCUMENT_METHODS, METHODS  # noqa: E402
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState  # noqa: E402
 from dukb.neural.methods.gradient import GradientMethod, LossMethod  # noqa: E402
+from conftest import DEVICE
 
 
 @pytest.fixture()
@@ -26,7 +27,7 @@ def tiny(tmp_path):
     rows = [("Ann", "Bob", "mother"), ("Cy", "Dee", "father"), ("Eve", "Fay", "aunt"), ("Gus", "Hal", "uncle")]
     items = [QAItem(QA_KIND, "relationship", i, f"Who is {a} to {b} ?", r) for i, (a, b, r) in enumerate(rows)]
     build_tiny_model([tags.prompt(it.question) + tags.target(it.answer) for it in items], tmp_path / "m", seed=0)
-    return load_model(ModelSpec(str(tmp_path / "m"), prompt="tiny", device="cpu")), items
+    return load_model(ModelSpec(str(tmp_path / "m"), prompt="tiny", device=DEVICE)), items
 
 
 def test_every_trained_method_is_one_gradient_method_with_the_shared_unlearner():

@@ -13,6 +13,7 @@ from dukb.neural.methods import METHODS, resolve
 from dukb.neural.methods.base import lr_for
 from dukb.neural.protocols.evaluate.config import method_identity
 from dukb.neural.protocols.muse.config import _lr_entry
+from conftest import DEVICE
 
 
 def test_options_parse_into_a_copy_with_a_normalised_label():
@@ -86,7 +87,7 @@ def test_evaluate_runs_each_method_entry_with_its_own_options(tmp_path):
 
     out = tmp_path / "run"
     assert main(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga,ga:lr=5e-4,npo:beta=0.05",
-                 "--grid", "ga=2", "--grid", "npo=2", "--metrics", "recall", "--device", "cpu", "-o", str(out)]) == 0
+                 "--grid", "ga=2", "--grid", "npo=2", "--metrics", "recall", "--device", DEVICE, "-o", str(out)]) == 0
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     by = {r["method"]: r for r in rows}
     assert set(by) == {"ga", "ga:lr=0.0005", "npo:beta=0.05"}
@@ -97,7 +98,7 @@ def test_evaluate_runs_each_method_entry_with_its_own_options(tmp_path):
     assert ident["ga:lr=0.0005"]["options"] == {"lr": 5e-4} and "options" not in ident["ga"]
     # the same entry with another value is another method of the run, never mixed into this one's rows
     assert main(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga:lr=2e-4", "--grid", "ga=2",
-                 "--metrics", "recall", "--device", "cpu", "-o", str(out), "--resume"]) == 0
+                 "--metrics", "recall", "--device", DEVICE, "-o", str(out), "--resume"]) == 0
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {r["method"]: r["setting"]["lr"] for r in rows}["ga:lr=0.0002"] == 2e-4 and len(rows) == 4
 
@@ -107,10 +108,10 @@ def test_dukb_unlearn_runs_the_method_with_its_options(tmp_path):
     from dukb.cli.main import main
 
     model = tmp_path / "ft"
-    assert main(["finetune", "--kb", "demo", "--model", "tiny", "-o", str(model), "--device", "cpu"]) == 0
+    assert main(["finetune", "--kb", "demo", "--model", "tiny", "-o", str(model), "--device", DEVICE]) == 0
     out = tmp_path / "un"
     assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "npo:beta=0.05:lr=2e-4",
-                 "--target-id", "1", "--grid", "2", "-o", str(out), "--device", "cpu"]) == 0
+                 "--target-id", "1", "--grid", "2", "-o", str(out), "--device", DEVICE]) == 0
     (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert row["method"] == "npo:beta=0.05:lr=0.0002" and row["method_options"] == {"beta": 0.05, "lr": 2e-4}
     assert row["setting"]["beta"] == 0.05 and row["setting"]["lr"] == 2e-4

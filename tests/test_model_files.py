@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural import models  # noqa: E402
+from conftest import DEVICE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -112,7 +113,7 @@ def test_a_broken_model_file_is_one_line_naming_it(tiny_dir, tmp_path, capsys, c
     d = tmp_path / "m"
     shutil.copytree(tiny_dir, d)
     breaks(d)
-    rc = main(["probe", "--kb", "demo", "--model", str(d), "--device", "cpu", "--scores", "none"])
+    rc = main(["probe", "--kb", "demo", "--model", str(d), "--device", DEVICE, "--scores", "none"])
     out, err = capsys.readouterr()
     assert rc == 2, (out, err)
     line = _one_error_line(err)
@@ -125,7 +126,7 @@ def test_the_intact_model_probes_without_any_library_output(tiny_dir, tmp_path, 
     d = tmp_path / "m"
     shutil.copytree(tiny_dir, d)
     (d / "dukb_model.json").write_text(json.dumps({"prompt": "tiny", "family": "tiny", "base": "tiny"}))
-    assert main(["probe", "--kb", "demo", "--model", str(d), "--device", "cpu", "-o", str(tmp_path / "p.csv")]) == 0
+    assert main(["probe", "--kb", "demo", "--model", str(d), "--device", DEVICE, "-o", str(tmp_path / "p.csv")]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("known: qa "), err
     assert models.read_model_record(d)["prompt"] == "tiny"
@@ -158,7 +159,7 @@ def test_a_crafted_gguf_tokenizer_panic_is_one_line(tmp_path):
     path = _panicking_gguf(tmp_path / "crafted.gguf")
     env = dict(os.environ, OMP_NUM_THREADS="1", RUST_BACKTRACE="1")
     res = subprocess.run([sys.executable, "-m", "dukb.cli.main", "probe", "--kb", "demo", "--model", str(path),
-                          "--device", "cpu"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+                          "--device", DEVICE], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert res.returncode == 2, res.stderr
     line = _one_error_line(res.stderr)
     assert line.startswith(f"dukb: error: {path}: cannot load the tokenizer of this GGUF file"), line
@@ -170,7 +171,7 @@ class PanicException(BaseException):
 
 
 def test_a_panic_in_any_loading_step_is_an_input_error(tiny_dir, monkeypatch):
-    spec = models.spec_for_path(str(tiny_dir), device="cpu")
+    spec = models.spec_for_path(str(tiny_dir), device=DEVICE)
 
     def panic(*a, **k):
         raise PanicException("called `Option::unwrap()` on a `None` value\nmore")
@@ -198,11 +199,11 @@ def test_probe_emits_no_future_or_deprecation_warning(tiny_dir):
     from dukb.neural.data import kb_qa
     from dukb.neural.probe import Predictor, cache_argument, probe
 
-    lm = models.load_model(models.spec_for_path(str(tiny_dir), device="cpu"))
+    lm = models.load_model(models.spec_for_path(str(tiny_dir), device=DEVICE))
     items = kb_qa(load_kb("demo"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        df = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device="cpu"), items, batch_size=8)
+        df = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=DEVICE), items, batch_size=8)
     assert len(df) == len(items)
     import inspect
 
@@ -217,10 +218,10 @@ def test_batched_generation_with_the_cache_equals_hf_generate(tiny_dir):
     from dukb.neural.data import kb_qa
     from dukb.neural.probe import Predictor, greedy_generate
 
-    lm = models.load_model(models.spec_for_path(str(tiny_dir), device="cpu"))
+    lm = models.load_model(models.spec_for_path(str(tiny_dir), device=DEVICE))
     prompts = [lm.tags.prompt(it.question) for it in kb_qa(load_kb("demo"))[:6]]
     tok = lm.tokenizer
-    got = greedy_generate(Predictor(lm.model, tok, lm.tags, device="cpu"), prompts, 10, details=True)
+    got = greedy_generate(Predictor(lm.model, tok, lm.tags, device=DEVICE), prompts, 10, details=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for p, g in zip(prompts, got):
@@ -234,7 +235,7 @@ def test_batched_generation_with_the_cache_equals_hf_generate(tiny_dir):
 def test_library_warnings_go_to_logging_not_stderr(tiny_dir, capsys, caplog):
     import logging
 
-    models.load_model(models.spec_for_path(str(tiny_dir), device="cpu"))  # quiets the libraries
+    models.load_model(models.spec_for_path(str(tiny_dir), device=DEVICE))  # quiets the libraries
     from transformers.utils import logging as tlog
 
     capsys.readouterr()
@@ -253,7 +254,7 @@ def test_tiny_without_weights_is_refused_at_once_not_sent_to_a_hub(tmp_path, mon
 
     with pytest.raises(InputError, match="exists only finetuned on a KB"):
         resolve_model("tiny")
-    assert main(["probe", "--kb", "demo", "--model", "tiny", "--device", "cpu"]) == 2
+    assert main(["probe", "--kb", "demo", "--model", "tiny", "--device", DEVICE]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "dukb finetune" in err[0]
     (tmp_path / "tiny").mkdir()  # an existing folder of that name is a path like any other

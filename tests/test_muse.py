@@ -21,6 +21,7 @@ from dukb.neural.metrics.muse import (bootstrap_ci, privleak_label, relative, ro
 from dukb.solver.closure import compute_closure  # noqa: E402
 from dukb.solver.splits import base_split, cone_facts, forget_set  # noqa: E402
 from tests.independent_logic import closure as ref_closure, parse_raw_rules  # noqa: E402
+from conftest import DEVICE
 
 
 #: the fact-id dicts' keys -> probe fact kinds
@@ -125,7 +126,7 @@ def muse_run(tmp_path_factory):
     assert main(["generate", "--people", "30", "--seed", "3", "-o", str(kb_dir)]) == 0
     args = ["muse", "--kb", str(kb_dir), "--methods", "ga,npo_gdr,whp", "--curve-methods", "ga", "--scale-sizes", "1,2",
             "--grid", "ga=2,8", "--grid", "npo_gdr=8", "--grid", "whp=10", "--holdout", "0.2", "--bootstrap", "200",
-            "--device", "cpu", "-o", str(out)]
+            "--device", DEVICE, "-o", str(out)]
     rec = RECORDED.setdefault(str(out), {"forget": [], "retain": [], "knowmem": [], "verbmem": [], "mia": [],
                                          "open": True})
     real_ctx, real_km, real_vm, real_mia = methods.UnlearnContext, mm.knowmem, mm.verbmem, mm.text_mia_scores

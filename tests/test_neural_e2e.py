@@ -24,6 +24,7 @@ from dukb.neural.probe import Predictor, answer_logprob, probe  # noqa: E402
 from dukb.neural.spec import LoraSpec, ModelSpec  # noqa: E402
 from dukb.solver.closure import compute_closure  # noqa: E402
 from dukb.solver.metrics import recall_accuracy  # noqa: E402
+from conftest import DEVICE
 
 @pytest.fixture(scope="module")
 def small_kb(tmp_path_factory):
@@ -35,13 +36,13 @@ def small_kb(tmp_path_factory):
 @pytest.fixture(scope="module")
 def finetuned(small_kb, tmp_path_factory):
     out = tmp_path_factory.mktemp("ft") / "model"
-    rec = finetune_kb(small_kb, ModelSpec("tiny", prompt="tiny", device="cpu"), out, seed=0)
+    rec = finetune_kb(small_kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), out, seed=0)
     return out, rec
 
 
 @pytest.fixture()
 def lm(finetuned):
-    return load_finetuned(finetuned[0], device="cpu")
+    return load_finetuned(finetuned[0], device=DEVICE)
 
 
 def _target(kb):
@@ -135,7 +136,7 @@ def test_each_method_lowers_the_target(small_kb, lm, method, grid, lr, must_forg
 def test_bf16_path_probes_unlearns_and_finetunes(small_kb, finetuned):
     """The dtype a CUDA device gets by default (bf16), run on CPU: probing, GA unlearning and finetuning steps
     work on bf16 weights, with losses computed in float32."""
-    lm16 = load_finetuned(finetuned[0], device="cpu", dtype="bfloat16")
+    lm16 = load_finetuned(finetuned[0], device=DEVICE, dtype="bfloat16")
     assert next(lm16.model.parameters()).dtype == torch.bfloat16
     items = kb_qa(small_kb)
     pred = Predictor(lm16.model, lm16.tokenizer, lm16.tags)
@@ -165,7 +166,10 @@ def test_device_and_dtype_selection(monkeypatch):
     assert resolve_dtype("auto", "cuda:0") == torch.float32
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device("auto") == "cuda:1" and resolve_device("cuda") == "cuda:1"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # a launcher that gives each process one GPU
+    assert resolve_device("auto") == "cuda:0" and resolve_device("cuda") == "cuda:0"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv("WORLD_SIZE")
     from dukb import InputError
@@ -212,9 +216,9 @@ def test_lora_changes_only_adapter_weights(small_kb, lm):
 
 def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     model = tmp_path / "m"
-    assert main(["finetune", "--kb", "demo", "-o", str(model), "--device", "cpu"]) == 0
+    assert main(["finetune", "--kb", "demo", "-o", str(model), "--device", DEVICE]) == 0
     rec = json.loads((model / "finetune.json").read_text())
-    assert rec["accuracy"] == 1.0 and rec["seed"] == 0 and "versions" in rec and rec["device"]["device"] == "cpu"
+    assert rec["accuracy"] == 1.0 and rec["seed"] == 0 and "versions" in rec and rec["device"]["device"] == DEVICE
     out = tmp_path / "probe.csv"
     assert main(["probe", "--kb", "demo", "--model", str(model), "--kinds", "qa,yes", "-o", str(out)]) == 0
     import pandas as pd
@@ -258,7 +262,7 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------ evaluate ------
 EVAL_ARGS = ["--methods", "ga,tv", "--grid", "ga=1,4,16", "--grid", "tv=0.5,5", "--n-targets", "3",
-             "--device", "cpu"]
+             "--device", DEVICE]
 
 
 @pytest.fixture(scope="module")
@@ -371,17 +375,22 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
                                                                      capsys):
     import shutil
 
+    from dukb.neural.models import resolve_device, resolve_dtype
+
     run = tmp_path / "run"
     shutil.copytree(eval_run, run)
     base = ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run), "--resume",
-            "--n-targets", "3", "--device", "cpu"]
+            "--n-targets", "3", "--device", DEVICE]
     methods = ["--methods", "ga,tv", "--grid", "tv=0.5,5"]
     files = {n: (run / n).read_text() for n in ("config.json", "results.jsonl", "report.md", "sets.json")}
+    # the run's dtype is --dtype auto's: float32 on the CPU, bfloat16 on a GPU that has it (--device cuda)
+    run_dtype = str(resolve_dtype("auto", resolve_device(DEVICE))).removeprefix("torch.")
+    other_dtype = "float32" if run_dtype != "float32" else "bfloat16"
     cases = [(["--lr", "0.01"], "lr: null in the run, 0.01 now"),
              (["--seed", "1"], "seed: 0 in the run, 1 now"),
              (["--sets", "random"], 'sets.method: "exact" in the run, "random" now'),
              (["--seeds", "7"], "sets.seeds: 100 in the run, 7 now"),
-             (["--dtype", "bfloat16"], 'dtype: "float32" in the run, "bfloat16" now'),
+             (["--dtype", other_dtype], f'dtype: "{run_dtype}" in the run, "{other_dtype}" now'),
              (["--prompt", "gpt2-xl"], "prompt.question_end"),
              (["--lora-r", "4"], "lora: null in the run"),
              (["--rules", "family_paper_compat"], "rules: "),
@@ -442,7 +451,7 @@ def test_a_row_depends_on_its_own_grid_value_only(eval_run, small_kb, finetuned,
     assert middle
     (run / "results.jsonl").write_text("".join(x + "\n" for x in full if x not in middle))
     assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--resume", "--n-targets", "3", "--device", "cpu", "--methods", method, "--grid",
+                 "--resume", "--n-targets", "3", "--device", DEVICE, "--methods", method, "--grid",
                  "ga=1,4,16" if method == "ga" else f"{method}={value:g}"]) == 0
     again = [x for x in (run / "results.jsonl").read_text().splitlines() if x not in full]
     strip = lambda rs: sorted(json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")},  # noqa: E731
@@ -512,7 +521,7 @@ def test_scope_minimum_strong_setting_makes_target_underivable(small_kb, lm):
 def test_metrics_option_adds_fields_and_probing_computes_only_what_is_needed(small_kb, finetuned, tmp_path, eval_run):
     run = tmp_path / "m"
     assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", "cpu",
+                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", DEVICE,
                  "--metrics", "rouge_l,logprob"]) == 0
     (row,) = _rows(run)
     assert "recall" not in row and {"rouge_l_forget", "rouge_l_other", "logprob_forget", "logprob_other"} <= set(row)
@@ -522,7 +531,7 @@ def test_metrics_option_adds_fields_and_probing_computes_only_what_is_needed(sma
     # honest protocol: with the recall metric too, the row's accuracy leaves the retain-train facts out
     run2 = tmp_path / "m2"
     assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run2),
-                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", "cpu"]) == 0
+                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", DEVICE]) == 0
     (r,) = _rows(run2)
     sets = json.loads((run2 / "sets.json").read_text())["targets"][str(r["target"])]["sets"]
     ret = r["retain_fact_ids"]
@@ -540,7 +549,7 @@ def test_metrics_option_adds_fields_and_probing_computes_only_what_is_needed(sma
 
 def test_probe_skips_passes_no_metric_needs(small_kb, lm):
     items = kb_qa(small_kb)[:6]
-    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device="cpu")
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=DEVICE)
     only = probe(pred, items, generate=True, rouge=False, logprob=False)
     full = probe(pred, items)
     assert only["logprob"].isna().all() and only["rouge_l"].isna().all()
@@ -580,7 +589,7 @@ def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tm
     run = tmp_path / "run"
     assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
                  "--methods", "du_ga_gdr,du_cl", "--grid", "du_ga_gdr=4", "--grid", "du_cl=1,4", "--n-targets", "2",
-                 "--device", "cpu"]) == 0
+                 "--device", DEVICE]) == 0
     rows = _rows(run)
     sets = json.loads((run / "sets.json").read_text())["targets"]
     c = compute_closure(small_kb)
@@ -624,7 +633,7 @@ def test_recall_under_attack_never_exceeds_recall(small_kb, finetuned, tmp_path)
     leaks are QA-forgotten facts, it recomputes from the QA-forgotten facts minus the leaks, and probing the extra
     kinds does not change what the methods train on (the plain recall equals a run without the metric)."""
     common = ["--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "--methods", "ga,du_cl",
-              "--grid", "ga=4,16", "--grid", "du_cl=2,8", "--n-targets", "2", "--device", "cpu"]
+              "--grid", "ga=4,16", "--grid", "du_cl=2,8", "--n-targets", "2", "--device", DEVICE]
     assert main(["evaluate", "-o", str(tmp_path / "a"), "--metrics", "recall,recall_under_attack"] + common) == 0
     assert main(["evaluate", "-o", str(tmp_path / "b")] + common) == 0
     rows, plain = _rows(tmp_path / "a"), _rows(tmp_path / "b")

@@ -12,6 +12,7 @@ from dukb.neural.methods.retain import gdr_loss, klr_loss  # noqa: E402
 from dukb.neural.methods.tv import task_vector_weights  # noqa: E402
 from dukb.neural.methods.whp import whp_logits  # noqa: E402
 from dukb.neural.scoring import sequence_logprob  # noqa: E402
+from conftest import DEVICE
 
 
 def _toy():
@@ -111,8 +112,8 @@ def test_simnpo_unlearns_the_target_on_the_tiny_model(tmp_path):
     from dukb.neural.spec import ModelSpec
 
     kb, _ = generate(16, seed=2)
-    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), tmp_path / "m", seed=0)
-    lm = load_finetuned(tmp_path / "m", device="cpu")
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), tmp_path / "m", seed=0)
+    lm = load_finetuned(tmp_path / "m", device=DEVICE)
     items = kb_qa(kb)
     forget = [items[0]]
     seen = []

@@ -21,6 +21,7 @@ from dukb.neural.methods.base import (REFERENCE_WEIGHT_DECAY, SweepSchedule, Unl
                                       reference_train_config)
 from dukb.neural.methods.npo import (eval_du_layout, npo_forget_loss, npo_logit_loss,  # noqa: E402
                                      npo_token_loss)
+from conftest import DEVICE  # noqa: E402
 
 BETA = 0.1
 
@@ -171,7 +172,7 @@ def tiny(tmp_path):
     items = [QAItem(QA_KIND, "relationship", i, f"Who is {a} to {b} ?", r)
              for i, (a, b, r) in enumerate([("Ann", "Bob", "mother"), ("Cy", "Dee", "father"), ("Eve", "Fay", "aunt")])]
     build_tiny_model([tags.prompt(it.question) + tags.target(it.answer) for it in items], tmp_path / "m", seed=0)
-    return load_model(ModelSpec(str(tmp_path / "m"), prompt="tiny", device="cpu")), items
+    return load_model(ModelSpec(str(tmp_path / "m"), prompt="tiny", device=DEVICE)), items
 
 
 def _weights(model) -> dict:
@@ -188,7 +189,7 @@ def _hand_run(lm, items, lr: float, n: int, loss_of) -> dict:
     from dukb.neural.data import encode_qa
 
     model = lm.model
-    batch = encode_qa(lm.tokenizer, lm.tags, items, "cpu")
+    batch = encode_qa(lm.tokenizer, lm.tags, items, DEVICE)
     named = list(model.named_parameters())
     exempt = [p for n, p in named if "bias" in n or ".ln_" in n]
     decayed = [p for n, p in named if not ("bias" in n or ".ln_" in n)]
@@ -269,7 +270,7 @@ def test_npo_forms_through_the_sweep(tiny):
     assert rows[3][2] != before  # no direction: the logit form does not aim at the answer (here it even rises)
 
     eos = lm.tokenizer.eos_token_id
-    ref_batch = eval_du_layout(encode_qa(lm.tokenizer, lm.tags, forget, "cpu"), eos, 96)
+    ref_batch = eval_du_layout(encode_qa(lm.tokenizer, lm.tags, forget, DEVICE), eos, 96)
     with torch.no_grad():
         ref_logits = lm.model(**{k: ref_batch[k] for k in ("input_ids", "attention_mask", "position_ids")}).logits
 
@@ -305,7 +306,7 @@ def test_reference_schedule_is_hf_trainers_run(tiny, tmp_path):
     got = {s["steps"]: _weights(p.model) for s, p in
            METHODS["ga"].sweep(UnlearnContext(lm, forget, lr=1e-2, schedule=SweepSchedule("reference")), [1, 2, 4, 8])}
     lm.model.load_state_dict(state0)
-    batch = encode_qa(lm.tokenizer, lm.tags, forget, "cpu")
+    batch = encode_qa(lm.tokenizer, lm.tags, forget, DEVICE)
 
     class One(torch.utils.data.Dataset):
         def __len__(self):
@@ -327,19 +328,19 @@ def test_reference_schedule_is_hf_trainers_run(tiny, tmp_path):
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "hf"), per_device_train_batch_size=1, max_steps=8, warmup_steps=1,
         learning_rate=1e-2, weight_decay=0.01, lr_scheduler_type="linear", optim="adamw_torch", max_grad_norm=0.0,
-        save_strategy="no", report_to=[], use_cpu=True, logging_steps=100)
+        save_strategy="no", report_to=[], use_cpu=DEVICE == "cpu", logging_steps=100)
     GA(model=lm.model, args=args, train_dataset=One(), callbacks=[Keep()],
        data_collator=lambda xs: {k: torch.stack([x[k] for x in xs]) for k in xs[0]}).train()
     for T in (1, 2, 4, 8):
         for n in got[T]:
-            assert torch.allclose(got[T][n], seen[T][n], atol=1e-6, rtol=1e-5), (T, n)
-    assert all(torch.equal(seen[1][n], v) for n, v in state0.items() if n in seen[1])  # step 1: rate 0
+            assert torch.allclose(got[T][n].cpu(), seen[T][n].cpu(), atol=1e-6, rtol=1e-5), (T, n)
+    assert all(torch.equal(seen[1][n].cpu(), v.cpu()) for n, v in state0.items() if n in seen[1])  # step 1: rate 0
 
 
 def lm_predictor(lm):
     from dukb.neural.probe import Predictor
 
-    return Predictor(lm.model, lm.tokenizer, lm.tags, device="cpu")
+    return Predictor(lm.model, lm.tokenizer, lm.tags, device=DEVICE)
 
 
 def test_reference_schedule_refuses_a_control_and_a_step_beyond_its_run():

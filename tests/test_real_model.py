@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural import zoo  # noqa: E402
+from conftest import DEVICE
 
 
 SMOL = zoo.cached_file("smollm2-135m")
@@ -114,8 +115,8 @@ def test_unsupported_gguf_architecture_is_a_clear_error(tmp_path, capsys):
 
     with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file of architecture "
                                          r"'no-such-arch' \(.*GGUF_SUPPORTED_ARCHITECTURES \(.*llama"):
-        load_model(spec_for_path(str(path), device="cpu"))
-    assert main(["probe", "--kb", "demo", "--model", str(path), "--device", "cpu"]) == 2
+        load_model(spec_for_path(str(path), device=DEVICE))
+    assert main(["probe", "--kb", "demo", "--model", str(path), "--device", DEVICE]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dukb: error: ") and "'no-such-arch'" in err[0]
 
@@ -127,7 +128,7 @@ def test_a_truncated_or_foreign_gguf_file_is_one_line(tmp_path, capsys, content)
     path = tmp_path / "broken.gguf"
     path.write_bytes(content)
     for cmd in (["probe", "--kb", "demo"], ["finetune", "--kb", "demo", "-o", str(tmp_path / "ft")]):
-        assert main(cmd + ["--model", str(path), "--device", "cpu"]) == 2
+        assert main(cmd + ["--model", str(path), "--device", DEVICE]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"dukb: error: {path}: not a readable GGUF file"), err
 
@@ -136,7 +137,7 @@ def test_a_truncated_or_foreign_gguf_file_is_one_line(tmp_path, capsys, content)
 def test_a_missing_model_path_is_named_not_sent_to_a_hub(value, capsys):
     with pytest.raises(InputError, match="no such model file or directory"):
         zoo.resolve_model(value)
-    assert main(["probe", "--kb", "demo", "--model", value, "--device", "cpu"]) == 2
+    assert main(["probe", "--kb", "demo", "--model", value, "--device", DEVICE]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"dukb: error: {value}: no such model file or directory"), err
     # hub ids (NAME or ORG/NAME) are left to transformers
@@ -183,7 +184,7 @@ def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path, method):
     from dukb.neural.spec import LoraSpec
 
     lora = LoraSpec(r=4, alpha=8)
-    spec = spec_for_path(str(_tiny_llama(tmp_path)), device="cpu", lora=lora, gradient_checkpointing=True,
+    spec = spec_for_path(str(_tiny_llama(tmp_path)), device=DEVICE, lora=lora, gradient_checkpointing=True,
                          prompt="llama")
     lm = load_model(spec)
     assert getattr(lm.model, "is_activation_checkpointing", None) or lm.model.is_gradient_checkpointing
@@ -216,7 +217,9 @@ def test_lora_finetuning_saves_an_ordinary_merged_model(tmp_path):
     from dukb.neural.spec import LoraSpec
 
     base = _tiny_llama(tmp_path)
-    spec = spec_for_path(str(base), device="cpu", lora=LoraSpec(r=4, alpha=8), prompt="llama")
+    # float32: the saved merged model is then bitwise the base outside the adapted weights (on a GPU --dtype auto
+    # would train and save in bf16, changing every tensor's precision)
+    spec = spec_for_path(str(base), device=DEVICE, lora=LoraSpec(r=4, alpha=8), prompt="llama", dtype="float32")
     out = tmp_path / "ft"
     rec = finetune_kb(load_kb("demo"), spec, out, preset="tiny", epochs=3, lr=1e-2, batch_size=8)
     assert rec["epochs_run"] >= 1
@@ -245,11 +248,11 @@ def test_smollm2_gguf_end_to_end(tmp_path):
     from dukb.solver.closure import compute_closure
 
     for value in (str(SMOL), str(SMOL.parent), "smollm2-135m"):
-        spec = spec_for_path(value, device="cpu")
+        spec = spec_for_path(value, device=DEVICE)
         assert (spec.preset_family, spec.prompt) == ("smollm2", "llama"), value
     assert model_fingerprint("smollm2-135m") == model_fingerprint(str(SMOL)) == {"sha256": zoo.known(
         "smollm2-135m").sha256}
-    lm = load_model(spec_for_path(str(SMOL), device="cpu"))
+    lm = load_model(spec_for_path(str(SMOL), device=DEVICE))
     assert lm.model.config.model_type == "llama" and lm.model.dtype == torch.float32
     assert not hasattr(lm.model.config, "quantization_config")
     kb = load_kb("demo")
@@ -274,7 +277,7 @@ def test_smollm2_gguf_end_to_end(tmp_path):
     cfg = json.loads((out / "config.json").read_text())
     assert "quantization_config" not in cfg and (out / "model.safetensors").is_file()
     assert json.loads((out / "dukb_model.json").read_text())["family"] == "smollm2"
-    lm2 = load_model(spec_for_path(str(out), device="cpu"))
+    lm2 = load_model(spec_for_path(str(out), device=DEVICE))
     assert lm2.spec.preset_family == "smollm2"
     df2 = probe(Predictor(lm2.model, lm2.tokenizer, lm2.tags), items)
     for it, o, ref, known in zip(items, df2["output"], naive(lm2.model), df2["known"]):
@@ -289,15 +292,15 @@ def test_smollm2_gguf_end_to_end(tmp_path):
 @needs_smol
 def test_smollm2_cli_probe_finetune_unlearn(tmp_path, capsys):
     """`dukb probe --model FILE.gguf`, `dukb finetune --model FILE.gguf` and `dukb unlearn` on the result."""
-    assert main(["probe", "--kb", "demo", "--model", str(SMOL), "--device", "cpu", "-o",
+    assert main(["probe", "--kb", "demo", "--model", str(SMOL), "--device", DEVICE, "-o",
                  str(tmp_path / "p.csv")]) == 0
     assert "known: qa" in capsys.readouterr().err
-    assert main(["finetune", "--kb", "demo", "--model", "smollm2-135m", "--epochs", "1", "--device", "cpu",
+    assert main(["finetune", "--kb", "demo", "--model", "smollm2-135m", "--epochs", "1", "--device", DEVICE,
                  "-o", str(tmp_path / "ft")]) == 0
     rec = json.loads((tmp_path / "ft" / "finetune.json").read_text())
     assert rec["preset"] == "smollm2" and rec["epochs_run"] == 1
     assert main(["unlearn", "--kb", "demo", "--model", str(tmp_path / "ft"), "--method", "ga", "--target-id", "1",
-                 "--grid", "1", "--device", "cpu", "-o", str(tmp_path / "u")]) == 0
+                 "--grid", "1", "--device", DEVICE, "-o", str(tmp_path / "u")]) == 0
     row = json.loads((tmp_path / "u" / "results.jsonl").read_text().splitlines()[0])
     assert row["method"] == "ga" and row["setting"]["lr"] == 1e-5
 
@@ -364,11 +367,11 @@ def test_attacks_on_a_llama_architecture(tmp_path):
     from dukb.neural.pipeline import load_finetuned
 
     path = _tiny_llama(tmp_path)
-    lm = load_finetuned(str(path), device="cpu", prompt="llama")
+    lm = load_finetuned(str(path), device=DEVICE, prompt="llama")
     assert _final_norm(lm.model) is lm.model.model.norm
     out = tmp_path / "row.json"
     assert main(["attack", "--kb", "demo", "--model", str(path), "--prompt", "llama", "--target-id", "1",
-                 "--attacks", "quant8,quant4:group=16,logitlens", "--device", "cpu", "-o", str(out)]) == 0
+                 "--attacks", "quant8,quant4:group=16,logitlens", "--device", DEVICE, "-o", str(out)]) == 0
     row = json.loads(out.read_text())
     assert "groups of 16" in row["attacks"]["quant4"]["scheme"] and "int8" in row["attacks"]["quant8"]["scheme"]
     assert len(row["attacks"]["logitlens"]["target_ranks"]) == lm.model.config.num_hidden_layers + 1
@@ -383,7 +386,7 @@ def test_smollm2_attacks(tmp_path):
     out = tmp_path / "row.json"
     assert main(["attack", "--kb", "demo", "--model", "smollm2-135m", "--target-id", "1", "--attacks",
                  "quant8,quant4,logitlens,relearn:mode=target:steps=8,incontext", "--reference", "smollm2-135m",
-                 "--device", "cpu", "-o", str(out)]) == 0
+                 "--device", DEVICE, "-o", str(out)]) == 0
     row = json.loads(out.read_text())
     assert row["target_forgotten"]  # the base model does not know the demo KB
     assert set(row["attacks"]) == {"quant8", "quant4", "logitlens", "relearn", "incontext"}  # all five attacks

@@ -14,6 +14,7 @@ from dukb.kb.corrupt import CorruptedFact
 from dukb.neural.restor import (DEGRADED, EXCLUDED, FORGET, INJECTED, OTHER, RECOVERY, STATES, STATES_A, STATES_B,
                                 TRUE, UNAFFECTED, UNCHANGED, FactProbe, Judge, belief_analysis, belief_triples,
                                 fact_state, majority, normalize, partition)
+from conftest import DEVICE  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------ exact judge ----
 JUDGE = Judge(["Washington state", "West Virginia state", "Virginia state", "Ohio state", "Richard Perry",
@@ -363,7 +364,7 @@ def test_kl_method_is_registered_and_moves_away_from_the_reference(tmp_path):
     items = [Probe("qa", "biography", i, f"What is the job of Person {n}?", job)
              for i, (n, job) in enumerate([("Ann", "Banker"), ("Bob", "Teacher"), ("Cy", "Farmer")])]
     build_tiny_model([tags.prompt(it.question) + tags.target(it.answer) for it in items], tmp_path, seed=0)
-    lm = load_model(ModelSpec(str(tmp_path), prompt="tiny", device="cpu"))
+    lm = load_model(ModelSpec(str(tmp_path), prompt="tiny", device=DEVICE))
     batch = encode_qa(lm.tokenizer, tags, items[:2])
     with torch.no_grad():
         ref = forward_logits(lm.model, batch)

@@ -29,6 +29,7 @@ import pytest
 
 from dukb.neural.runs import (DAMAGED_NAME, IDENTITY_VERSION, LOCK_NAME, ResultsFile, RunIdentityError, claim_run,
                               holds_run_lock, provenance, read_journal, read_results, release_run)
+from conftest import DEVICE  # noqa: E402
 
 ID = {"identity_version": IDENTITY_VERSION, "kb": "abc", "lr": None, "targets": [1, 2],
       "methods": {"ga": {"grid": [1, 2]}}}
@@ -227,13 +228,13 @@ def tiny(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("tiny")
     kb = load_kb(save_kb(generate(12, seed=3)[0], base / "kb"))
-    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), base / "model", epochs=1, seed=0)
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), base / "model", epochs=1, seed=0)
     return base / "kb", base / "model"
 
 
 def _evaluate(tiny, run: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "dukb.cli.main", "evaluate", "--kb", str(tiny[0]), "--finetuned", str(tiny[1]),
-            "-o", str(run), "--methods", "ga", "--grid", "ga=1,2", "--n-targets", "1", "--device", "cpu",
+            "-o", str(run), "--methods", "ga", "--grid", "ga=1,2", "--n-targets", "1", "--device", DEVICE,
             "--metrics", "recall", *extra]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from dukb import InputError
 from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, parse_layers, run_kwargs
+from conftest import DEVICE
 
 PROTOCOLS = ("evaluate", "muse", "rwku", "control")
 
@@ -118,7 +119,7 @@ def small(tmp_path_factory):
     kb, _ = generate(24, seed=3)
     kb = load_kb(save_kb(kb, tmp_path_factory.mktemp("kb") / "kb"))
     out = tmp_path_factory.mktemp("ft") / "model"
-    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), out, seed=0)
+    finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), out, seed=0)
     return kb, out
 
 
@@ -150,7 +151,7 @@ def test_control_runs_with_lora_and_partial_layers(small, tmp_path, monkeypatch)
     run = tmp_path / "ctl"
     args = ["control", "--kb", str(kb.source), "--finetuned", str(ft), "-o", str(run), "--methods", "ga",
             "--controls", "es", "--ratios", "0.05", "--steps", "2", "--coarse", "1", "--fine", "1",
-            "--retain-eval", "8", "--device", "cpu", "--lora-r", "2", "--layers", "0-0"]
+            "--retain-eval", "8", "--device", DEVICE, "--lora-r", "2", "--layers", "0-0"]
     seen = []
     _record_contexts(monkeypatch, seen)
     assert main(args) == 0
@@ -171,7 +172,7 @@ def test_muse_and_rwku_pass_lora_and_layers_to_unlearning(protocol, small, tmp_p
     kb, ft = small
     seen = []
     _record_contexts(monkeypatch, seen, stop=True)
-    common = dict(kb=str(kb.source), device="cpu", lora_r=2, layers="1-1", methods=["ga"], grids={"ga": [1]})
+    common = dict(kb=str(kb.source), device=DEVICE, lora_r=2, layers="1-1", methods=["ga"], grids={"ga": [1]})
     if protocol == "muse":
         cfg = MuseConfig(**common, finetuned=str(ft), scale_sizes=[], sustain=False, finetune_epochs=1,
                          bootstrap=10)

@@ -12,6 +12,7 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from dukb.neural.rwku import AA_KINDS, neighbour_facts, rwku_fields  # noqa: E402
+from conftest import DEVICE
 
 
 #: the fact-id dicts' keys -> probe fact kinds
@@ -116,7 +117,7 @@ def rwku_run(tmp_path_factory):
     kb_dir = out.parent / "kb"  # a generated KB ("done when": end to end on a generated KB)
     assert main(["generate", "--people", "30", "--seed", "3", "-o", str(kb_dir)]) == 0
     args = ["rwku", "--kb", str(kb_dir), "--n-targets", "2", "--methods", "ga,npo_gdr,repe", "--grid", "ga=2,8",
-            "--grid", "npo_gdr=32", "--grid", "repe=1", "--batch-sizes", "2", "--device", "cpu", "-o", str(out)]
+            "--grid", "npo_gdr=32", "--grid", "repe=1", "--batch-sizes", "2", "--device", DEVICE, "-o", str(out)]
     rec = RECORDED.setdefault(str(out), {"open": True})
     with pytest.MonkeyPatch.context() as mp:
         record_training_and_scoring(mp, rec)
@@ -210,7 +211,7 @@ def test_evaluate_metrics_reproduce_the_rwku_rows(rwku_run, tmp_path):
     out = tmp_path / "ev"
     assert main(["evaluate", "--kb", str(run.parent / "kb"), "--finetuned", str(run / "finetuned"), "--targets-file", str(tfile),
                  "--methods", "repe", "--grid", "repe=1", "--metrics", "recall,knowmem,verbmem,rwku_rouge,mia_fm_rm",
-                 "--device", "cpu", "-o", str(out)]) == 0
+                 "--device", DEVICE, "-o", str(out)]) == 0
     (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     for k in ("rouge_forget_qa", "rouge_forget_fb", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_all",
               "rouge_distant_all", "recall"):
@@ -273,7 +274,7 @@ def test_rwku_refuses_methods_that_train_on_questions(capsys, tmp_path):
     from dukb.cli.main import main
 
     for m in ("rt", "dpo"):
-        assert main(["rwku", "--kb", "demo", "--methods", m, "--batch-sizes", "", "--device", "cpu", "-o",
+        assert main(["rwku", "--kb", "demo", "--methods", m, "--batch-sizes", "", "--device", DEVICE, "-o",
                      str(tmp_path / "run")]) == 2
         err = capsys.readouterr().err
         assert m in err and "text corpus" in err

@@ -9,6 +9,7 @@ import pytest
 
 from dukb import InputError
 from dukb.neural.tracking import check_log_with
+from conftest import DEVICE
 
 
 def test_an_unknown_or_missing_tracker_is_refused(monkeypatch):
@@ -31,7 +32,7 @@ def test_losses_reach_tensorboard_and_change_nothing(tmp_path):
 
     run = tmp_path / "run"
     args = ["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga,npo", "--grid", "ga=2,4", "--grid",
-            "npo=2", "--metrics", "recall", "--device", "cpu"]
+            "npo=2", "--metrics", "recall", "--device", DEVICE]
     assert main([*args, "--log-with", "tensorboard", "-o", str(run)]) == 0
     (logdir,) = (run / "tensorboard").iterdir()
     ea = EventAccumulator(str(logdir))
