@@ -31,6 +31,78 @@ def default_retain(items: list[QAItem], forget: list[QAItem], n: int = 64, seed:
     return rng.sample(pool, min(n, len(pool)))
 
 
+def _split_heldout_pairs(items, metrics, heldout, heldout_before, heldout_rule) -> tuple[list, list]:
+    """(items probed in full, held-out baseline pairs probed with :func:`probe_until_elicited`).
+
+    Under the ``pairs`` rule with a baseline, ``recall_heldout`` counts a fact as known when one of its baseline
+    (form, fact) pairs still elicits it, so once one pair has, the fact's other pairs cannot change the row: they are
+    left unprobed. Items of a kind another metric needs (and the qa form) are always probed in full."""
+    if not heldout or heldout_before is None or heldout_rule != "pairs":
+        return items, []
+    from dukb.neural.metrics import combined_needs
+
+    others = set(combined_needs([mt for mt in metrics if mt.name != "recall_heldout"]).kinds) | {QA_KIND}
+    before = set(heldout_before)
+    pair = [it.kind in heldout and it.kind not in others and (it.kind, it.fact_kind, it.fact_id) in before
+            for it in items]
+    return [it for it, p in zip(items, pair) if not p], [it for it, p in zip(items, pair) if p]
+
+
+def _probe_setting(pred, items, pair_items, needs, batch_size):
+    """The probe table of one setting: ``items`` in full, then the pairs rule's evidence ``pair_items`` fact by
+    fact until one pair elicits the fact (:func:`probe_until_elicited`)."""
+    from dukb.neural.probe import probe
+
+    kw = dict(batch_size=batch_size, generate=needs.generate, rouge=needs.rouge, logprob=needs.logprob)
+    df = probe(pred, items, **kw)
+    return _concat(df, probe_until_elicited(pred, pair_items, **kw)) if pair_items else df
+
+
+def probe_until_elicited(pred, items: list[QAItem], **kw):
+    """Probe each fact's items in rounds, round r asking every fact still unelicited its r-th item, until one
+    elicits it (or its items run out): the probe table of the ``pairs`` held-out rule, whose recall and accuracy
+    equal those of probing every item (a fact is known once any of its baseline pairs elicits it).
+
+    Args:
+        pred: :class:`dukb.neural.probe.Predictor`; items: QA items (several per fact, in the order to ask them);
+        kw: :func:`dukb.neural.probe.probe`'s options (``generate`` must be on: ``known`` decides the rounds).
+
+    Returns:
+        pandas DataFrame of :func:`dukb.neural.probe.probe`'s rows for the items asked (a fact's items after its
+        first eliciting one are absent); ``attrs["seconds"]`` the total, ``attrs["asked"]`` the number asked.
+
+    Source: dukb (an exact shortcut of the pairs rule of :mod:`dukb.neural.metrics.heldout`).
+    """
+    from dukb.neural.probe import probe
+
+    by_fact: dict[tuple, list[QAItem]] = {}
+    for it in items:
+        by_fact.setdefault((it.fact_kind, int(it.fact_id)), []).append(it)
+    frames, pending, r = [], list(by_fact), 0
+    while pending:
+        df = probe(pred, [by_fact[k][r] for k in pending], **kw)
+        frames.append(df)
+        hit = {(fk, int(f)) for fk, f, v in zip(df["fact_kind"], df["fact_id"], df["known"]) if v}
+        r += 1
+        pending = [k for k in pending if k not in hit and len(by_fact[k]) > r]
+    if not frames:  # no items: the empty table
+        frames.append(probe(pred, [], **kw))
+    out = frames[0]
+    for df in frames[1:]:
+        out = _concat(out, df)
+    out.attrs["asked"] = sum(len(df) for df in frames)
+    return out
+
+
+def _concat(a, b):
+    """Two probe tables one after the other (their ``seconds`` added)."""
+    import pandas as pd
+
+    out = pd.concat([a, b], ignore_index=True)
+    out.attrs = {**a.attrs, "seconds": a.attrs.get("seconds", 0.0) + b.attrs.get("seconds", 0.0)}
+    return out
+
+
 def retain_fact_ids(retain: list[QAItem]) -> dict:
     """The fact ids a method trains on as retain data: {"relationships": [...], "biographies": [...]} (sorted)."""
     out = {"relationships": set(), "biographies": set()}
@@ -134,7 +206,6 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
     """
     from dukb.neural.metrics import RowContext, combined_needs, get_metric
     from dukb.neural.metrics.heldout import check_heldout
-    from dukb.neural.probe import probe
     from dukb.solver.mdus import minimal_sets
 
     metrics = [get_metric("recall")] if metrics is None else list(metrics)
@@ -162,6 +233,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
         loop_items = qa_items + kb_qa(kb, tuple(extra))
     ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, layers=layers, kb=kb, closure=closure, target=target_fact_id,
                          sets=[list(s) for s in sets[0]], items=loop_items, schedule=schedule)
+    rest, pair_items = _split_heldout_pairs(items, metrics, heldout, heldout_before, heldout_rule)
     t0 = time.perf_counter()
     last = None
     for setting, pred in m.sweep(ctx, grid):
@@ -172,8 +244,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
         if state is not None and last is not None and last[0] == state:  # setting (a stopped closed loop)
             df = last[1]  # is probed once: the same weights give the same table
         else:
-            df = probe(pred, items, batch_size=batch_size, generate=needs.generate, rouge=needs.rouge,
-                       logprob=needs.logprob)
+            df = _probe_setting(pred, rest, pair_items, needs, batch_size)
         last = (state, df)
         t2 = time.perf_counter()
         rctx = RowContext(kb, target_fact_id, [list(s) for s in sets[0]], sets[1], df, list(forget_ids), retain_ids,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dukb import InputError
 from dukb.kb.generate import generate
@@ -196,3 +198,51 @@ def test_scorable_recall_by_hand():
     assert scorable_recall(sets, {2, 3}, {4, 5}) == pytest.approx(2 / 3)
     assert scorable_recall(sets, {2, 3}, set()) == pytest.approx(0.5)
     assert scorable_recall([[7]], {7}, {7}) is None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_probing_until_elicited_gives_the_rows_of_probing_every_pair(kb, data, monkeypatch):
+    """The pairs rule's shortcut (dukb.neural.unlearn.probe_until_elicited: a fact's baseline pairs are asked form
+    by form until one elicits it) gives recall_heldout's fields of probing every pair, on random baselines and
+    random answers after unlearning; it asks each fact's pairs in order and stops at its first eliciting one."""
+    import dukb.neural.probe as probe_mod
+    from dukb.neural.data import kb_qa
+    from dukb.neural.unlearn import probe_until_elicited
+
+    forms = ("paraphrase", "cloze", "reverse")
+    facts = [("relationship", f.fact_id) for f in kb.relationships] + [("biography", b.fact_id)
+                                                                       for b in kb.biographies]
+    flags = st.lists(st.booleans(), min_size=len(facts) * len(forms), max_size=len(facts) * len(forms))
+    keys = [(k, fk, f) for k in forms for fk, f in facts]
+    items = kb_qa(kb, forms)
+    exists = {(it.kind, it.fact_kind, it.fact_id) for it in items}  # (reverse asks no biography)
+    before = elicited_by_form(_table(kb, dict(zip(keys, data.draw(flags))), forms=forms), forms) & exists
+    now = dict(zip(keys, data.draw(flags)))
+    asked = []
+
+    def fake_probe(pred, items, **kw):
+        asked.extend((it.kind, it.fact_kind, it.fact_id) for it in items)
+        return pd.DataFrame([(it.kind, it.fact_kind, it.fact_id, now.get((it.kind, it.fact_kind, it.fact_id), False))
+                             for it in items], columns=["kind", "fact_kind", "fact_id", "known"])
+
+    monkeypatch.setattr(probe_mod, "probe", fake_probe)
+    pair_items = [it for it in items if (it.kind, it.fact_kind, it.fact_id) in before]
+    short = probe_until_elicited(None, pair_items)
+    full = fake_probe(None, pair_items)
+    rel = [f.fact_id for f in kb.relationships]
+    sets = [rel[:2], rel[2:3]]
+
+    def run(table):
+        return recall_heldout(RowContext(kb, rel[0], sets, "exact", table, [rel[0]], heldout_forms=forms,
+                                         heldout_before=before, heldout_rule="pairs"))
+
+    assert run(short) == run(full)
+    by_fact = {}
+    for k, fk, f in asked[:len(short)]:  # the rounds' asks (the full table's come after)
+        by_fact.setdefault((fk, f), []).append(k)
+    for (fk, f), ks in by_fact.items():  # asked in form order, up to and including the first eliciting pair
+        order = [it.kind for it in pair_items if (it.fact_kind, it.fact_id) == (fk, f)]
+        assert ks == order[:len(ks)]
+        assert all(not now.get((k, fk, f), False) for k in ks[:-1])
+        assert now.get((ks[-1], fk, f), False) or len(ks) == len(order)

@@ -23,7 +23,9 @@ one of the forms that elicited it before still does, and as forgotten when none 
 *unscorable*: it never counts as forgotten (recall gets no credit it cannot see; a lower bound) and is left out of
 the accuracies' numerators and denominators, like retain-train facts (so accuracy is over facts the held-out forms
 could show as kept). The protocol therefore probes only those pairs after unlearning, a fraction of every
-(form, fact) pair when the model knows the facts under few forms. This is the ``pairs`` rule (the default,
+(form, fact) pair when the model knows the facts under few forms, and asks a fact's pairs one form at a time until
+one elicits it (:func:`dukb.neural.unlearn.probe_until_elicited`): its other pairs cannot change the row, so a fact
+still known costs one probe, not one per form. This is the ``pairs`` rule (the default,
 :data:`HELDOUT_RULES`); the ``any`` rule probes every held-out form after unlearning and counts a scorable fact as
 known when any of them elicits it, also a form that did not elicit it before (the stricter worst case, recall
 ≤ the ``pairs`` rule's; about as many probes per setting as there are held-out forms times facts). Rows record how many facts
@@ -186,7 +188,8 @@ def recall_heldout(ctx: RowContext) -> dict:
 
     Raises:
         ValueError: no held-out forms in the context; without a baseline, a relationship fact without any held-out
-            probe row; with one, a baseline pair without its row.
+            probe row; with one, a baseline pair without its row (under the ``pairs`` rule only when no other
+            pair of its fact elicited it: those are left unprobed, :func:`dukb.neural.unlearn.probe_until_elicited`).
 
     Source: Wu et al. 2025, Eq. 1-2, over the held-out forms' worst case (module docstring).
     """
@@ -207,7 +210,10 @@ def recall_heldout(ctx: RowContext) -> dict:
         hit = {(fk, f) for (_k, fk, f), v in rows.items() if v}
     else:  # the evidence: the (form, fact) pairs that elicited their fact before unlearning
         pairs = {(k, fk, int(f)) for k, fk, f in ctx.heldout_before if k in forms}
-        absent = sorted(pr for pr in pairs if pr not in rows)
+        elicited = {(fk, f) for (k, fk, f) in pairs if rows.get((k, fk, f))}
+        # under the pairs rule a fact's other pairs may be left unprobed once one elicits it (probe_until_elicited)
+        absent = sorted(pr for pr in pairs if pr not in rows
+                        and (ctx.heldout_rule != "pairs" or pr[1:] not in elicited))
         if absent:
             raise ValueError(f"the probe table lacks the held-out probe {absent[0]} that elicited its fact before "
                              "unlearning")
@@ -215,7 +221,7 @@ def recall_heldout(ctx: RowContext) -> dict:
         if ctx.heldout_rule == "any":  # known when any held-out form elicits it now (every form probed)
             hit = {(fk, f) for (_k, fk, f), v in rows.items() if v and (fk, f) in scorable}
         elif ctx.heldout_rule == "pairs":
-            hit = {(fk, f) for (k, fk, f) in pairs if rows[(k, fk, f)]}
+            hit = elicited
         else:
             raise ValueError(f"unknown held-out rule {ctx.heldout_rule!r} (pairs or any)")
     forgot_rel = {f.fact_id for f in kb.relationships
