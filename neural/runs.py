@@ -1629,9 +1629,12 @@ class UnitClaims:
         """The claim file of ``unit`` (a tuple of ints and strings)."""
         return self.dir / (_safe_name("-".join(map(str, unit))) + ".claim")
 
-    def _body(self, done: bool = False) -> bytes:
+    def _body(self, done: bool = False, claimed: float | None = None) -> bytes:
+        """The claim's content: worker, its lock file, done, ``since`` (when last written, local time) and
+        ``claimed`` (when this worker claimed the unit, seconds since the epoch; kept when it is marked done)."""
         return json.dumps({"worker": self.worker, "worker_lock": self.lock_name, "done": done,
-                           "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode()
+                           "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                           "claimed": round(time.time() if claimed is None else claimed, 3)}).encode()
 
     def _alive(self, info: dict, mtime: float) -> bool:
         """The claim's worker is alive: its lock file is locked; where that cannot be checked (no lock named, no
@@ -1722,8 +1725,10 @@ class UnitClaims:
             pass
 
     def done(self, unit: tuple) -> None:
-        """Mark ``unit`` finished: no worker runs it again."""
-        write_bytes_atomic(self.path(unit), self._body(done=True))
+        """Mark ``unit`` finished: no worker runs it again (the claim keeps the time it was ``claimed``)."""
+        claimed = (self.state(unit) or {}).get("claimed")
+        write_bytes_atomic(self.path(unit), self._body(done=True, claimed=claimed if isinstance(
+            claimed, (int, float)) else None))
 
     def close(self) -> None:
         """Release this worker's lock (its unfinished claims become free to take over) and remove its lock file."""

@@ -8,7 +8,6 @@ never copied into the repository. Tests that need it ask for the ``edu_relat_dir
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from dukb.kb import KB, BioFact, Fact, Person, check_kb
 
 #: The device the neural tests run on: ``cpu`` unless ``python -m pytest --device cuda`` (or ``mps``) asks for
 #: another. Test modules read it at collection (``from conftest import DEVICE``), after :func:`pytest_configure`
-#: set it; ``DUKB_TEST_DEVICE`` carries it to subprocesses.
+#: set it (tests that start subprocesses pass ``--device DEVICE`` on their command lines).
 DEVICE = "cpu"
 
 #: The repository root (the folder holding pyproject.toml).
@@ -111,7 +110,6 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    """Set :data:`DEVICE` (and ``DUKB_TEST_DEVICE``) from ``--device`` before the test modules are collected."""
+    """Set :data:`DEVICE` from ``--device`` before the test modules are collected."""
     global DEVICE
     DEVICE = config.getoption("--device")
-    os.environ["DUKB_TEST_DEVICE"] = DEVICE

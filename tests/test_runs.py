@@ -207,3 +207,24 @@ def test_a_complete_unit_whose_worker_died_before_done_is_marked_done(tmp_path):
     finally:
         live.close()
     assert got == [(("t", "npo"), [1])] and unfinished_units(run) == []
+
+
+def test_a_claim_keeps_when_it_was_claimed_once_done(tmp_path):
+    """A claim records when its worker claimed the unit (``claimed``, epoch seconds) and keeps it when the unit is
+    marked done, while ``since`` moves to the last write: the time a unit was taken survives its finish."""
+    import time
+
+    from dukb.neural.runs import UnitClaims
+
+    claims = UnitClaims(tmp_path, "w1")
+    try:
+        t0 = time.time()
+        assert claims.claim(("1", "ga"))
+        first = claims.state(("1", "ga"))
+        assert t0 - 0.01 <= first["claimed"] <= time.time() + 0.01 and first["done"] is False
+        time.sleep(1.1)
+        claims.done(("1", "ga"))
+        after = claims.state(("1", "ga"))
+        assert after["done"] is True and after["claimed"] == first["claimed"] and after["since"] != first["since"]
+    finally:
+        claims.close()

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
-from datetime import datetime
+import threading
 from pathlib import Path
 import sys
 import time
@@ -113,30 +112,41 @@ def test_two_evaluate_processes_share_one_run(tmp_path):
     assert {k: (r["recall"], r["accuracy_all"]) for k, r in zip(keys, rows)} == want
 
 
+#: when the last _two_workers call's second process said it joined the run (time.time(), read as the line arrived)
+JOINED_AT: list[float] = []
+
+
 def assert_both_worked(run: Path, workers: set[str]) -> None:
     """Both processes ran units, unless the owner had claimed every unit before the joiner reached the units (on a
     fast device, e.g. the tiny model on a GPU, the owner can finish while the joiner still loads): then every claim
-    is older than the joiner's lock file in RUN_DIR/workers, which a worker creates before it claims anything."""
+    was made (its ``claimed`` time, kept when the unit is marked done) before the joiner said it joined."""
     if len(workers) == 2:
         return
-    assert len(workers) == 1, workers
-    (owner,) = workers
-    locks = [p for p in (run / "workers").glob("*.lock") if p.stem != re.sub(r"[^A-Za-z0-9._-]", "_", owner)[:200]]
-    assert len(locks) == 1, locks
-    joined = locks[0].stat().st_mtime
-    since = [datetime.strptime(json.loads(p.read_text())["since"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
-             for p in (run / "units").glob("*.claim")]
-    assert since and max(since) <= joined + 1, (max(since), joined)
+    assert len(workers) == 1 and JOINED_AT, (workers, JOINED_AT)
+    claimed = [json.loads(p.read_text())["claimed"] for p in (run / "units").glob("*.claim")]
+    assert claimed and max(claimed) <= JOINED_AT[0] + 1.0, (max(claimed or [0]), JOINED_AT)
 
 
 def _two_workers(cmd: list[str]) -> str:
     """Start ``cmd`` twice, the second a second later (one torch thread each); both must succeed. Returns the
-    second one's stderr."""
+    second one's stderr (and sets :data:`JOINED_AT`)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     time.sleep(1.0)
     b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    err_a, err_b = a.communicate(timeout=900)[1], b.communicate(timeout=900)[1]
+    lines_b: list[tuple[float, str]] = []
+
+    def read_b():
+        for line in b.stderr:
+            lines_b.append((time.time(), line))
+
+    reader = threading.Thread(target=read_b, daemon=True)
+    reader.start()
+    err_a = a.communicate(timeout=900)[1]
+    b.wait(timeout=900)
+    reader.join(timeout=60)
+    err_b = "".join(line for _t, line in lines_b)
+    JOINED_AT[:] = [t for t, line in lines_b if "joined the run as another worker" in line][:1]
     assert a.returncode == 0 and b.returncode == 0, err_a + err_b
     return err_b
 

@@ -25,7 +25,7 @@ the accuracies' numerators and denominators, like retain-train facts (so accurac
 could show as kept). The protocol therefore probes only those pairs after unlearning, a fraction of every
 (form, fact) pair when the model knows the facts under few forms, and asks a fact's pairs one form at a time until
 one elicits it (:func:`dukb.neural.unlearn.probe_until_elicited`): its other pairs cannot change the row, so a fact
-still known costs one probe, not one per form. This is the ``pairs`` rule (the default,
+costs one probe per form up to the first that still elicits it, not one per form. This is the ``pairs`` rule (the default,
 :data:`HELDOUT_RULES`); the ``any`` rule probes every held-out form after unlearning and counts a scorable fact as
 known when any of them elicits it, also a form that did not elicit it before (the stricter worst case, recall
 ≤ the ``pairs`` rule's; about as many probes per setting as there are held-out forms times facts). Rows record how many facts
@@ -174,7 +174,8 @@ def recall_heldout(ctx: RowContext) -> dict:
 
     Args:
         ctx: :class:`RowContext` with ``heldout_forms`` set; its probe table holds the ``known`` rows of those
-            forms: every (form, fact) pair of ``heldout_before`` when given, else at least one per relationship.
+            forms: with ``heldout_before``, every (form, fact) pair of it, except, under the ``pairs`` rule, the
+            pairs of a fact that another of its pairs elicited; without, at least one per relationship.
 
     Returns:
         The fields of :data:`FIELDS`: ``recall_heldout`` and the accuracies (floats in [0, 1];
