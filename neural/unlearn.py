@@ -232,7 +232,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
     # the held-out forms the row is scored on: none when recall_heldout is not among the metrics
     heldout = check_heldout(heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics) else ()
     loop_items = qa_items  # what a method may ask in its own loop: the qa items and those of its queried forms
-    extra = [k for k in m.queried_forms if k != QA_KIND]
+    extra = [k for k in m.seen_forms if k != QA_KIND]  # the forms it queries or trains on
     if extra:  # every fact's items of those forms (the probe items may hold only some of them)
         loop_items = qa_items + kb_qa(kb, tuple(extra))
     ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, layers=layers, kb=kb, closure=closure, target=target_fact_id,

@@ -580,6 +580,38 @@ def test_closed_loop_success_means_the_target_is_not_derivable(small_kb, lm):
     assert stopped >= 1
 
 
+def test_multiform_retain_retains_the_neighbours_in_every_queried_form(small_kb, lm, monkeypatch):
+    """cl_du_multiform_retain's and cl_du_retainforms' retain pools hold the retain facts in qa, paraphrase and cloze
+    (cl_du_multiform's only in qa), never a cone fact; the row's seen forms cover them and its held-out forms
+    exclude them."""
+    import dukb.neural.methods.closed_loop as cl
+    from dukb.neural.metrics import get_metric
+    from dukb.neural.unlearn import sweep_target
+
+    c = compute_closure(small_kb)
+    t = next(f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0)
+    pools = []
+    real = cl.neighbours
+
+    def spy(kb, fact_ids, pool, cone_ids):
+        pools.append((list(pool), set(cone_ids)))
+        return real(kb, fact_ids, pool, cone_ids)
+
+    monkeypatch.setattr(cl, "neighbours", spy)
+    for name, kinds in (("cl_du_multiform", {"qa"}), ("cl_du_multiform_retain", {"qa", "paraphrase", "cloze"}),
+                        ("cl_du_retainforms", {"qa", "paraphrase", "cloze"})):
+        pools.clear()
+        (row,) = sweep_target(lm, small_kb, c, t, name, [1], seed=0,
+                              metrics=[get_metric("recall"), get_metric("recall_heldout")])
+        pool, cone = pools[0]
+        assert {it.kind for it in pool} == kinds
+        assert not {it.fact_id for it in pool if it.fact_kind == "relationship"} & cone
+        facts = {(it.fact_kind, it.fact_id) for it in pool if it.kind == "qa"}
+        assert {(it.fact_kind, it.fact_id) for it in pool} == facts  # the same retain facts, more forms
+        assert {"qa", "paraphrase", "cloze"} <= set(row["probe_forms_seen"])
+        assert not set(row["heldout_forms"]) & {"qa", "paraphrase", "cloze"}
+
+
 def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tmp_path):
     """Rows of methods that train on retain data (DU_GA_GDR, CL-DU): the retain-train facts are disjoint from what
     the method unlearns (forget set, CL-DU's trained facts and, for CL-DU, the target's cone) and from the scored

@@ -68,6 +68,7 @@ METHODS: dict[str, Method] = _registry(
     TaskVector(), WHP(), InContextUnlearning(), RepE(),
     ClosedLoopDeepUnlearning(), ClosedLoopDeepUnlearning("fixed"), ClosedLoopDeepUnlearning("noselect"),
     ClosedLoopDeepUnlearning("noneighbour"), ClosedLoopDeepUnlearning("multiform"),
+    ClosedLoopDeepUnlearning("multiform_retain"), ClosedLoopDeepUnlearning("retainforms"),
     ClosedLoopDeepUnlearning("strict"),
 )
 
@@ -116,6 +117,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "closed-loop deep unlearning (the solver picks and re-picks what to unlearn)"),
     Preset("du_cl_multiform", "cl_du_multiform", "target", (1, 2, 3, 4, 6, 8, 12, 16),
            "closed-loop deep unlearning that asks and unlearns qa, paraphrase and cloze (scored on the other forms)"),
+    Preset("du_cl_multiform_retain", "cl_du_multiform_retain", "target", (1, 2, 3, 4, 6, 8, 12, 16),
+           "du_cl_multiform whose retain batches also ask the neighbour facts in qa, paraphrase and cloze"),
     Preset("du_cl_strict", "cl_du_strict", "target", (1, 2, 3, 4, 6, 8, 12, 16),
            "closed-loop deep unlearning that keeps unlearning a fact until its answer's probability is low, not only "
            "until greedy decoding misses it"),

@@ -134,10 +134,15 @@ class ClosedLoopDeepUnlearning(Method):
 
     def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND,
                  forms: tuple[str, ...] = ("qa",), min_logprob: float | None = None):
-        if variant not in (None, "fixed", "noselect", "noneighbour", "multiform", "strict"):
+        if variant not in (None, "fixed", "noselect", "noneighbour", "multiform", "multiform_retain", "retainforms",
+                           "strict"):
             raise ValueError(f"unknown CL-DU variant {variant!r}")
-        if variant == "multiform" and forms == ("qa",):
+        if variant in ("multiform", "multiform_retain") and forms == ("qa",):
             forms = MULTIFORM_FORMS
+        #: the forms of the retain batches' neighbour facts: qa alone, or also those of MULTIFORM_FORMS
+        #: (multiform_retain, whose forget data ask them too; retainforms, whose forget data and loop ask qa alone)
+        self.retain_forms = MULTIFORM_FORMS if variant in ("multiform_retain", "retainforms") else ("qa",)
+        self.trained_forms = self.retain_forms if variant == "retainforms" else ()
         if variant == "strict" and min_logprob is None:
             min_logprob = STRICT_LOGPROB
         #: with a value, the in-loop probe also counts a fact as still known while its gold answer keeps a mean
@@ -155,6 +160,11 @@ class ClosedLoopDeepUnlearning(Method):
                         "noneighbour": "CL-DU ablation: retain batches from all retain-train facts, not neighbours",
                         "multiform": "CL-DU querying and unlearning several forms (" + ", ".join(self.queried_forms)
                                      + "): a fact is still known when any of them elicits it",
+                        "multiform_retain": "CL-DU querying, unlearning and retaining several forms ("
+                                            + ", ".join(self.queried_forms) + "): multiform whose retain batches "
+                                            "also ask the neighbour facts in those forms",
+                        "retainforms": "CL-DU (qa in the loop and the forget data) whose retain batches ask the "
+                                       "neighbour facts in " + ", ".join(self.retain_forms),
                         "strict": "CL-DU whose loop counts a fact as known until greedy decoding misses it and its "
                                   f"answer's mean token log-prob is below {min_logprob or 0:g}",
                         }[variant]
@@ -191,6 +201,10 @@ class ClosedLoopDeepUnlearning(Method):
             raise ValueError(f"closed-loop deep unlearning queries {', '.join(lacking)}, which ctx.items lacks")
         cone_items = [it for f in sorted(cone_ids) for it in by_id[f]]
         pool = [it for it in ctx.retain if not (it.fact_kind == "relationship" and it.fact_id in cone_ids)]
+        if self.retain_forms != ("qa",):  # the retain facts' items in the other retain forms (forms it sees)
+            keep = {(it.fact_kind, it.fact_id) for it in pool}
+            pool = pool + [it for it in ctx.items if it.kind != "qa" and it.kind in self.retain_forms
+                           and (it.fact_kind, it.fact_id) in keep]
         lr = lr_for(ctx, CL_LR, self)
         rng = random.Random(ctx.seed)
         state = WeightState(ctx.lm, ctx.lora, ctx.seed)
