@@ -12,7 +12,7 @@
 # Usage (repository root):  OUT=/tmp/out KB=../shared/edu-relat bash bench/gpu_session.sh
 # Environment: OUT (required), KB (EDU-RELAT folder), MODEL (smollm2-135m), DEVICE (cuda), DTYPE (float32),
 #   K (workers per run, 5), T (seconds for the whole script, 520), TESTS (pytest arguments, "" skips the suite;
-#   default: the modules that import conftest's DEVICE),
+#   default: the modules that import conftest's DEVICE, in 6 processes: needs pytest-xdist, which the GPU image has),
 #   GRID (the evaluate options after --methods), NT (targets, 11).
 set -u
 : "${OUT:?set OUT}" "${KB:=../shared/edu-relat}" "${MODEL:=smollm2-135m}" "${DEVICE:=cuda}" "${DTYPE:=float32}"
