@@ -157,3 +157,34 @@ def test_documents_and_qa_run_the_same_step(tiny, monkeypatch):
         st.close()
     assert ("npo", "sequence", False) in seen and ("npo", "token", "gdr") in seen
     assert rec["forget_loss"][0] == pytest.approx(20 * math.log(2), rel=1e-5)  # θ = f_ref at the first step
+
+
+@pytest.mark.parametrize("name", ["npo_seq", "npo_seq_gdr", "simnpo", "npo", "ga"])
+def test_loss_and_risk_equal_loss_and_risk_and_the_sweep_keeps_only_what_the_loss_reads(tiny, name):
+    """terms = (loss, risk) on one forward pass, bitwise: NPO's sequence form and SimNPO compute the answers' sums
+    once for both; NPO's sequence form keeps f_ref's summed answer log-probabilities [B] for the sweep, not its
+    [B, L, V] logits (the logit form and GA keep what they read: the logits, nothing)."""
+    from dukb.neural.data import encode_qa
+    from dukb.neural.scoring import forward_logits
+
+    lm, items = tiny
+    m = METHODS[name]
+    batch = encode_qa(lm.tokenizer, lm.tags, items[:3], lm.device)
+    st = WeightState(lm)
+    try:
+        cache = {}
+        loss, risk = m.terms(st, batch, cache)
+        with torch.no_grad():
+            logits = forward_logits(st.model, batch)
+            ref = st.ref_logits(batch) if m.needs_reference else None
+        assert torch.equal(loss.detach(), m.loss(logits, ref, batch).detach())
+        assert torch.equal(risk.detach(), m.risk(logits, batch).detach())
+        kept = cache.get("ref")
+        if name.startswith("npo_seq"):
+            assert kept.shape == (3,)
+        elif m.needs_reference:
+            assert kept.shape == logits.shape
+        else:
+            assert kept is None
+    finally:
+        st.close()

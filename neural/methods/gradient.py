@@ -144,20 +144,31 @@ class LossMethod(GradientMethod):
 
         return gdr_loss(logits, batch["labels"])
 
+    def reference(self, ref_logits, batch: dict, level: str):
+        """What :meth:`loss_and_risk` needs of f_ref, kept for the sweep instead of its logits (default: the
+        logits [B, L, V]; NPO's sequence form: the answers' summed log-probabilities [B], far smaller)."""
+        return ref_logits
+
+    def loss_and_risk(self, logits, ref, batch: dict, level: str) -> tuple:
+        """(:meth:`loss`, :meth:`risk`) from one forward pass's logits and :meth:`reference`'s ``ref``; a method
+        whose loss and risk share a reduction of the logits (the answers' summed log-probabilities of NPO's
+        sequence form and SimNPO) overrides it to compute that once, with the same values."""
+        return self.loss(logits, ref, batch, level), self.risk(logits, batch)
+
     def terms(self, state, batch, cache=None, level="sequence", model=None):
-        """:meth:`loss` and :meth:`risk` on one forward pass; the laid-out batch and f_ref's logits are memoised in
-        ``cache`` for the batch object they were computed from (once per sweep: its forget batch and θ₀ are fixed;
-        another batch object is laid out and referenced afresh)."""
+        """:meth:`loss_and_risk` on one forward pass; the laid-out batch and f_ref's :meth:`reference` are memoised
+        in ``cache`` for the batch object (and level) they were computed from (once per sweep: its forget batch and
+        θ₀ are fixed; another batch object is laid out and referenced afresh)."""
         from dukb.neural.scoring import forward_logits
 
         memo = {} if cache is None else cache
-        if memo.get("source") is not batch:  # a sweep passes one batch object at every step: computed once
-            memo["source"], memo["batch"] = batch, self.layout(batch, memo)
+        if memo.get("source") is not batch or memo.get("level") != level:  # one batch object per sweep: once
+            memo["source"], memo["level"], memo["batch"] = batch, level, self.layout(batch, memo)
             if self.needs_reference:
-                memo["ref"] = state.ref_logits(memo["batch"]).detach()
+                memo["ref"] = self.reference(state.ref_logits(memo["batch"]).detach(), memo["batch"], level)
         b = memo["batch"]
         logits = forward_logits(state.model if model is None else model, b)
-        return self.loss(logits, memo.get("ref"), b, level), self.risk(logits, b)
+        return self.loss_and_risk(logits, memo.get("ref"), b, level)
 
 
 def sequence_risk(logits, batch: dict):

@@ -260,6 +260,24 @@ class NPO(LossMethod):
         """L_u: :func:`~dukb.neural.methods.gradient.sequence_risk`."""
         return sequence_risk(logits, batch)
 
+    def _summed(self, level: str) -> bool:
+        """The sequence form on whole answers: loss and risk read only the answers' summed log-probabilities."""
+        return self.form == "sequence" and level != "token"
+
+    def reference(self, ref_logits, batch, level):
+        """f_ref's summed answer log-probabilities r [B] for the sequence form (what :func:`npo_loss` reads; the
+        sweep then keeps [B] numbers, not [B, L, V] logits), else its logits."""
+        return sequence_logprob(ref_logits, batch["labels"])[0] if self._summed(level) else ref_logits
+
+    def loss_and_risk(self, logits, ref, batch, level):
+        """The sequence form computes the answers' sums s once for :func:`npo_loss` and the risk −Σs / Σ|y|
+        (:func:`~dukb.neural.methods.gradient.sequence_risk`'s value); the logit form as :meth:`loss` and
+        :meth:`risk`."""
+        if not self._summed(level):
+            return super().loss_and_risk(logits, ref, batch, level)
+        s, n = sequence_logprob(logits, batch["labels"])
+        return npo_loss(s, ref, self.beta), -s.sum() / n.sum().clamp(min=1)
+
     def setting_fields(self, cache: dict) -> dict:
         """β, the form and, with Eval-DU's layout, the padded length."""
         return {"beta": self.beta, "form": self.form, **({"pad_to": cache["pad"]} if cache.get("pad") else {})}

@@ -72,6 +72,12 @@ class SimNPO(LossMethod):
         """L_u: :func:`~dukb.neural.methods.gradient.sequence_risk`."""
         return sequence_risk(logits, batch)
 
+    def loss_and_risk(self, logits, ref, batch, level):
+        """The answers' sums s and lengths n computed once for :func:`simnpo_loss` and the risk −Σs / Σ|y|
+        (:func:`~dukb.neural.methods.gradient.sequence_risk`'s value)."""
+        s, n = sequence_logprob(logits, batch["labels"])
+        return simnpo_loss(s, n, self.beta, self.gamma), -s.sum() / n.sum().clamp(min=1)
+
     def setting_fields(self, cache: dict) -> dict:
         """β and γ."""
         return {"beta": self.beta, "gamma": self.gamma}
