@@ -568,8 +568,8 @@ def test_closed_loop_success_means_the_target_is_not_derivable(small_kb, lm):
     c = compute_closure(small_kb)
     targets = [f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0][:2]
     stopped = 0
-    for t in targets:
-        for row in sweep_target(lm, small_kb, c, t, "cl_du", [1, 8, 24], seed=0):
+    for t, name in [(t, "cl_du") for t in targets] + [(targets[0], "cl_du_npo")]:  # (and its NPO forget term)
+        for row in sweep_target(lm, small_kb, c, t, name, [1, 8, 24], seed=0):
             assert set(row["setting"]) == {"rounds", "lr", "steps_per_round"}  # equal across targets
             if row["trace"]["stopped"]:
                 stopped += 1

@@ -69,6 +69,7 @@ METHODS: dict[str, Method] = _registry(
     ClosedLoopDeepUnlearning(), ClosedLoopDeepUnlearning("fixed"), ClosedLoopDeepUnlearning("noselect"),
     ClosedLoopDeepUnlearning("noneighbour"), ClosedLoopDeepUnlearning("multiform"),
     ClosedLoopDeepUnlearning("multiform_retain"), ClosedLoopDeepUnlearning("retainforms"),
+    ClosedLoopDeepUnlearning("npo"),
     ClosedLoopDeepUnlearning("strict"),
 )
 

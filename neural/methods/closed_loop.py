@@ -135,7 +135,7 @@ class ClosedLoopDeepUnlearning(Method):
     def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND,
                  forms: tuple[str, ...] = ("qa",), min_logprob: float | None = None):
         if variant not in (None, "fixed", "noselect", "noneighbour", "multiform", "multiform_retain", "retainforms",
-                           "strict"):
+                           "strict", "npo"):
             raise ValueError(f"unknown CL-DU variant {variant!r}")
         if variant in ("multiform", "multiform_retain") and forms == ("qa",):
             forms = MULTIFORM_FORMS
@@ -165,6 +165,7 @@ class ClosedLoopDeepUnlearning(Method):
                                             "also ask the neighbour facts in those forms",
                         "retainforms": "CL-DU (qa in the loop and the forget data) whose retain batches ask the "
                                        "neighbour facts in " + ", ".join(self.retain_forms),
+                        "npo": "CL-DU whose forget term is NPO's (sequence form, beta 0.1) instead of GA's",
                         "strict": "CL-DU whose loop counts a fact as known until greedy decoding misses it and its "
                                   f"answer's mean token log-prob is below {min_logprob or 0:g}",
                         }[variant]
@@ -180,7 +181,8 @@ class ClosedLoopDeepUnlearning(Method):
         """
         from dukb.neural.data import encode_qa
         from dukb.neural.probe import probe
-        from dukb.neural.scoring import forward_logits
+        from dukb.neural.methods.npo import npo_loss
+        from dukb.neural.scoring import forward_logits, sequence_logprob
         from dukb.neural.train import TrainConfig, train_loop
         from dukb.solver.cone import cone_of
         from dukb.solver.mdus import is_deep_unlearning_set
@@ -238,14 +240,20 @@ class ClosedLoopDeepUnlearning(Method):
                                                                               pool, cone_ids)
                     retain_src = near or pool
                     fb = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, forget, ctx.lm.device)
+                    # cl_du_npo: f_ref's summed answer log-probabilities of this round's forget batch
+                    ref_sums = sequence_logprob(state.ref_logits(fb), fb["labels"])[0].detach() \
+                        if self.variant == "npo" else None
                     batches = []
                     for _ in range(self.steps_per_round):
                         rb = rng.sample(retain_src, min(ctx.retain_batch_size, len(retain_src))) if retain_src \
                             else []
                         batches.append([encode_qa(ctx.lm.tokenizer, ctx.lm.tags, rb, ctx.lm.device) if rb else None])
 
-                    def loss_fn(model, rbatch, fb=fb):
+                    def loss_fn(model, rbatch, fb=fb, ref_sums=ref_sums):
                         rl = forward_logits(model, rbatch) if rbatch is not None else None
+                        if ref_sums is not None:  # NPO's forget term + λ · GDR
+                            loss = npo_loss(sequence_logprob(forward_logits(model, fb), fb["labels"])[0], ref_sums)
+                            return loss if rl is None else loss + ctx.reg_weight * gdr_loss(rl, rbatch["labels"])
                         return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
                                                 None if rbatch is None else rbatch["labels"], ctx.reg_weight)
 
