@@ -121,8 +121,17 @@ class ClosedLoopDeepUnlearning(Method):
     """CL-DU and its ablations (see the module docstring).
 
     Args:
-        variant: None (the method), "fixed", "noselect" or "noneighbour".
+        variant: None (the method); the ablations "fixed", "noselect", "noneighbour"; "multiform" (asks and
+            unlearns :data:`MULTIFORM_FORMS`), "multiform_retain" (and retains the neighbours in them),
+            "retainforms" (qa in the loop and the forget data, the neighbours retained in :data:`MULTIFORM_FORMS`),
+            "strict" (a fact stays known until its answer is improbable, :data:`STRICT_LOGPROB`), "npo" (NPO's
+            sequence-form forget term, Zhang et al. 2024, Eq. 3, instead of GA's).
         steps_per_round: S.
+        forms: the forms the loop asks and unlearns (default qa; MULTIFORM_FORMS for the multiform variants).
+        min_logprob: the strict variant's threshold (natural log, mean per answer token).
+
+    Raises:
+        ValueError: an unknown variant.
     """
 
     param = "rounds"
