@@ -231,7 +231,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
     seen = tuple(sorted({it.kind for it in forget} | {it.kind for it in retain} | set(m.seen_forms)))
     # the held-out forms the row is scored on: none when recall_heldout is not among the metrics
     heldout = check_heldout(heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics) else ()
-    loop_items = qa_items  # what a method may ask in its own loop: the qa items and those of its queried forms
+    loop_items = qa_items  # what a method may ask or train on in its loop: qa and its queried and trained forms
     extra = [k for k in m.seen_forms if k != QA_KIND]  # the forms it queries or trains on
     if extra:  # every fact's items of those forms (the probe items may hold only some of them)
         loop_items = qa_items + kb_qa(kb, tuple(extra))

@@ -24,9 +24,13 @@ tens of facts, not the KB.
 Ablations (registered variants): ``cl_du_fixed`` (no closed loop: the set chosen at the start is trained for
 S · R_max steps, never re-probed, never stopped), ``cl_du_noselect`` (the set is chosen once; each round unlearns its
 still-known facts and the loop still stops), ``cl_du_noneighbour`` (the retain batch is drawn from all of R \\ C).
+Variants judged on held-out forms (bench/RESULTS.md): ``cl_du_multiform`` (the loop asks and unlearns qa,
+paraphrase and cloze), ``cl_du_multiform_retain`` (and retains the neighbours in those forms), ``cl_du_retainforms``
+(qa in the loop, the neighbours retained in the three forms), ``cl_du_strict`` (a fact stays known until its
+answer is improbable) and ``cl_du_npo`` (NPO's sequence-form forget term instead of GA's).
 
-Source: dukb (this module); the losses are GA (Jang et al. 2023) and GDR (Shi et al. 2024, MUSE Sec. 3); the
-stopping rule is Wu et al. 2025, Definition 2.
+Source: dukb (this module); the losses are GA (Jang et al. 2023) or NPO (Zhang et al. 2024, Eq. 3) and GDR (Shi et
+al. 2024, MUSE Sec. 3); the stopping rule is Wu et al. 2025, Definition 2.
 """
 
 from __future__ import annotations
@@ -151,7 +155,10 @@ class ClosedLoopDeepUnlearning(Method):
         #: the forms of the retain batches' neighbour facts: qa alone, or also those of MULTIFORM_FORMS
         #: (multiform_retain, whose forget data ask them too; retainforms, whose forget data and loop ask qa alone)
         self.retain_forms = MULTIFORM_FORMS if variant in ("multiform_retain", "retainforms") else ("qa",)
-        self.trained_forms = self.retain_forms if variant == "retainforms" else ()
+        # every retain form is a form the method sees (never scored as held-out), whatever ``forms`` is
+        self.trained_forms = self.retain_forms if self.retain_forms != ("qa",) else ()
+        if variant == "npo":
+            self.source = "dukb (closed loop with the solver); NPO (Zhang et al. 2024, Eq. 3) + GDR losses"
         if variant == "strict" and min_logprob is None:
             min_logprob = STRICT_LOGPROB
         #: with a value, the in-loop probe also counts a fact as still known while its gold answer keeps a mean

@@ -126,7 +126,9 @@ class LossMethod(GradientMethod):
 
         Args:
             logits: [B, L, V] of the model being unlearned; ref_logits: [B, L, V] of f_ref (None unless
-                :attr:`needs_reference`); batch: the (laid out) forget batch, labels [B, L] with -100 where no loss.
+                :attr:`needs_reference`; a method whose :meth:`reference` keeps less reads that in its own
+                :meth:`loss_and_risk`, while ``loss`` keeps this signature); batch: the (laid out) forget batch,
+                labels [B, L] with -100 where no loss.
             level: "sequence" or "token" (:meth:`GradientMethod.terms`).
 
         Returns:
