@@ -151,8 +151,14 @@ def test_relearn_neighbours_are_outside_the_forget_set_and_share_a_person(setup)
 
 
 def test_a_prompt_holding_the_fact_is_answered(setup):
-    """incontext with premises=self on a model that knows the facts: a fact marked forgotten is answered when its own
-    sentence is in the prompt, so the attack recovers it (and the reference rate is that model's too)."""
+    """incontext with premises=self on a model that knows the facts: a fact marked forgotten is asked once with its
+    own sentence before its question (which holds the answer), and the attack counts it deduced exactly when the
+    model answers that prompt, the reference rate being the same model's. Whether a model trained on bare questions
+    copies from its prompt is the checkpoint's behaviour, not the attack's (the GPU-trained tiny model of one run
+    did not), so the outcome is checked against an independent probe of the same prompt."""
+    import dataclasses
+
+    from dukb.kb.probes import fact_statements
     from dukb.neural.attacks import AttackContext, run_attacks
     from dukb.neural.data import kb_qa
     from dukb.neural.probe import Predictor, probe
@@ -165,8 +171,13 @@ def test_a_prompt_holding_the_fact_is_answered(setup):
     df.loc[(df.fact_kind == "relationship") & (df.fact_id == target), "known"] = False  # pretend it is forgotten
     ctx = AttackContext(pred, kb, closure, target, [[target]], "exact", [target], items, df, reference=pred)
     e = run_attacks(ctx, parse_attacks("incontext:premises=self"))["incontext"]
-    assert e["facts_tried"] == [target] and e["n_prompts"] == 1
-    assert e["target_deduced"] == 1 and e["target_known"] == 1 and e["deduction_rate_reference"] == 1.0
+    assert e["facts_tried"] == [target] and e["n_prompts"] == 1 and e["answer_in_premises"] == 1.0
+    q = next(it for it in items if it.fact_kind == "relationship" and it.fact_id == target)
+    sentence = fact_statements(kb)[("relationship", target)]
+    asked = dataclasses.replace(q, kind="incontext", question=f"{sentence} {q.question}")
+    answered = int(bool(probe(pred, [asked], rouge=False, logprob=False)["known"].iloc[0]))
+    assert e["target_deduced"] == answered and e["target_known"] == answered
+    assert e["deduction_rate"] == e["deduction_rate_reference"] == float(answered)
 
 
 def test_incontext_and_logitlens_on_an_unlearned_model(setup):
