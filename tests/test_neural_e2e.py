@@ -612,6 +612,39 @@ def test_multiform_retain_retains_the_neighbours_in_every_queried_form(small_kb,
         assert not set(row["heldout_forms"]) & {"qa", "paraphrase", "cloze"}
 
 
+def test_noneighbour_variants_combine_their_parts(small_kb, lm, monkeypatch):
+    """cl_du_noneighbour_strict and cl_du_noneighbour_npo draw retain batches from the whole retain-train pool
+    (never asking for neighbours), with the strict loop's threshold or NPO's forget term; the plain variants keep
+    their parts."""
+    import dukb.neural.methods.closed_loop as cl
+    import dukb.neural.methods.npo as npo_mod
+    from dukb.neural.methods import METHODS
+    from dukb.neural.unlearn import sweep_target
+
+    parts = {n: (METHODS[n].neighbour, METHODS[n].forget_term, METHODS[n].min_logprob)
+             for n in ("cl_du", "cl_du_noneighbour", "cl_du_strict", "cl_du_npo", "cl_du_noneighbour_strict",
+                       "cl_du_noneighbour_npo")}
+    assert parts == {"cl_du": (True, "ga", None), "cl_du_noneighbour": (False, "ga", None),
+                     "cl_du_strict": (True, "ga", cl.STRICT_LOGPROB), "cl_du_npo": (True, "npo", None),
+                     "cl_du_noneighbour_strict": (False, "ga", cl.STRICT_LOGPROB),
+                     "cl_du_noneighbour_npo": (False, "npo", None)}
+    c = compute_closure(small_kb)
+    t = next(f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0)
+
+    def no_neighbours(*_a, **_k):
+        raise AssertionError("a noneighbour variant asked for neighbours")
+
+    calls = []
+    real = npo_mod.npo_loss
+    monkeypatch.setattr(cl, "neighbours", no_neighbours)
+    monkeypatch.setattr(npo_mod, "npo_loss", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for name in ("cl_du_noneighbour_strict", "cl_du_noneighbour_npo"):
+        calls.clear()
+        (row,) = sweep_target(lm, small_kb, c, t, name, [2], seed=0)
+        assert row["trace"]["rounds_run"] >= 1 and row["retain_fact_ids"]["relationships"]
+        assert bool(calls) == (name == "cl_du_noneighbour_npo")
+
+
 def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tmp_path):
     """Rows of methods that train on retain data (DU_GA_GDR, CL-DU): the retain-train facts are disjoint from what
     the method unlearns (forget set, CL-DU's trained facts and, for CL-DU, the target's cone) and from the scored

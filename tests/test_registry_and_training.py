@@ -19,7 +19,7 @@ from dukb.solver.scopes import FORGET_SCOPES  # noqa: E402
 
 EXPECTED = {"ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "npo_seq", "npo_seq_gdr", "npo_seq_klr", "kl",
             "kl_gdr", "kl_klr", "tv", "whp", "cl_du",
-            "cl_du_fixed", "cl_du_noselect", "cl_du_noneighbour", "cl_du_multiform", "cl_du_multiform_retain", "cl_du_retainforms", "cl_du_npo", "cl_du_strict", "simnpo", "simnpo_gdr", "po", "rt", "dpo",
+            "cl_du_fixed", "cl_du_noselect", "cl_du_noneighbour", "cl_du_multiform", "cl_du_multiform_retain", "cl_du_retainforms", "cl_du_npo", "cl_du_strict", "cl_du_noneighbour_strict", "cl_du_noneighbour_npo", "simnpo", "simnpo_gdr", "po", "rt", "dpo",
             "dpo_refusal", "icu", "repe"}
 
 

@@ -70,7 +70,8 @@ METHODS: dict[str, Method] = _registry(
     ClosedLoopDeepUnlearning("noneighbour"), ClosedLoopDeepUnlearning("multiform"),
     ClosedLoopDeepUnlearning("multiform_retain"), ClosedLoopDeepUnlearning("retainforms"),
     ClosedLoopDeepUnlearning("npo"),
-    ClosedLoopDeepUnlearning("strict"),
+    ClosedLoopDeepUnlearning("strict"), ClosedLoopDeepUnlearning("noneighbour_strict"),
+    ClosedLoopDeepUnlearning("noneighbour_npo"),
 )
 
 #: Methods whose forget term also unlearns plain documents (RESTOR, Rezaei et al. Sec. 3.3).

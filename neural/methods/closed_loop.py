@@ -27,7 +27,8 @@ still-known facts and the loop still stops), ``cl_du_noneighbour`` (the retain b
 Variants judged on held-out forms (bench/RESULTS.md): ``cl_du_multiform`` (the loop asks and unlearns qa,
 paraphrase and cloze), ``cl_du_multiform_retain`` (and retains the neighbours in those forms), ``cl_du_retainforms``
 (qa in the loop, the neighbours retained in the three forms), ``cl_du_strict`` (a fact stays known until its
-answer is improbable) and ``cl_du_npo`` (NPO's sequence-form forget term instead of GA's).
+answer is improbable) and ``cl_du_npo`` (NPO's sequence-form forget term instead of GA's), and those two with the
+retain batches of ``cl_du_noneighbour`` (``cl_du_noneighbour_strict``, ``cl_du_noneighbour_npo``).
 
 Source: dukb (this module); the losses are GA (Jang et al. 2023) or NPO (Zhang et al. 2024, Eq. 3) and GDR (Shi et
 al. 2024, MUSE Sec. 3); the stopping rule is Wu et al. 2025, Definition 2.
@@ -129,7 +130,8 @@ class ClosedLoopDeepUnlearning(Method):
             unlearns :data:`MULTIFORM_FORMS`), "multiform_retain" (and retains the neighbours in them),
             "retainforms" (qa in the loop and the forget data, the neighbours retained in :data:`MULTIFORM_FORMS`),
             "strict" (a fact stays known until its answer is improbable, :data:`STRICT_LOGPROB`), "npo" (NPO's
-            sequence-form forget term, Zhang et al. 2024, Eq. 3, instead of GA's).
+            sequence-form forget term, Zhang et al. 2024, Eq. 3, instead of GA's); "noneighbour_strict" and
+            "noneighbour_npo" (each with the retain batches of "noneighbour").
         steps_per_round: S.
         forms: the forms the loop asks and unlearns (default qa; MULTIFORM_FORMS for the multiform variants).
         min_logprob: the strict variant's threshold (natural log, mean per answer token).
@@ -148,7 +150,7 @@ class ClosedLoopDeepUnlearning(Method):
     def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND,
                  forms: tuple[str, ...] = ("qa",), min_logprob: float | None = None):
         if variant not in (None, "fixed", "noselect", "noneighbour", "multiform", "multiform_retain", "retainforms",
-                           "strict", "npo"):
+                           "strict", "npo", "noneighbour_strict", "noneighbour_npo"):
             raise ValueError(f"unknown CL-DU variant {variant!r}")
         if variant in ("multiform", "multiform_retain") and forms == ("qa",):
             forms = MULTIFORM_FORMS
@@ -157,9 +159,13 @@ class ClosedLoopDeepUnlearning(Method):
         self.retain_forms = MULTIFORM_FORMS if variant in ("multiform_retain", "retainforms") else ("qa",)
         # every retain form is a form the method sees (never scored as held-out), whatever ``forms`` is
         self.trained_forms = self.retain_forms if self.retain_forms != ("qa",) else ()
-        if variant == "npo":
+        #: retain batches from the neighbours of the forget facts (False: from the whole retain-train pool)
+        self.neighbour = variant not in ("noneighbour", "noneighbour_strict", "noneighbour_npo")
+        #: the forget term: "ga" or NPO's sequence form ("npo")
+        self.forget_term = "npo" if variant in ("npo", "noneighbour_npo") else "ga"
+        if self.forget_term == "npo":
             self.source = "dukb (closed loop with the solver); NPO (Zhang et al. 2024, Eq. 3) + GDR losses"
-        if variant == "strict" and min_logprob is None:
+        if variant in ("strict", "noneighbour_strict") and min_logprob is None:
             min_logprob = STRICT_LOGPROB
         #: with a value, the in-loop probe also counts a fact as still known while its gold answer keeps a mean
         #: log-probability per token ≥ this (natural log), even when greedy decoding misses it
@@ -182,6 +188,11 @@ class ClosedLoopDeepUnlearning(Method):
                         "retainforms": "CL-DU (qa in the loop and the forget data) whose retain batches ask the "
                                        "neighbour facts in " + ", ".join(self.retain_forms),
                         "npo": "CL-DU whose forget term is NPO's (sequence form, beta 0.1) instead of GA's",
+                        "noneighbour_strict": "CL-DU with retain batches from all retain-train facts whose loop "
+                                              "counts a fact as known until greedy decoding misses it and its answer's "
+                                              f"mean token log-prob is below {min_logprob or 0:g}",
+                        "noneighbour_npo": "CL-DU with NPO's forget term (sequence form, beta 0.1) and retain batches "
+                                           "from all retain-train facts",
                         "strict": "CL-DU whose loop counts a fact as known until greedy decoding misses it and its "
                                   f"answer's mean token log-prob is below {min_logprob or 0:g}",
                         }[variant]
@@ -252,13 +263,13 @@ class ClosedLoopDeepUnlearning(Method):
                     if not forget:  # nothing left to unlearn in the set (the solver check above decides)
                         stopped = True
                         break
-                    near = [] if self.variant == "noneighbour" else neighbours(kb, [it.fact_id for it in forget],
+                    near = [] if not self.neighbour else neighbours(kb, [it.fact_id for it in forget],
                                                                               pool, cone_ids)
                     retain_src = near or pool
                     fb = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, forget, ctx.lm.device)
                     # cl_du_npo: f_ref's summed answer log-probabilities of this round's forget batch
                     ref_sums = sequence_logprob(state.ref_logits(fb), fb["labels"])[0].detach() \
-                        if self.variant == "npo" else None
+                        if self.forget_term == "npo" else None
                     batches = []
                     for _ in range(self.steps_per_round):
                         rb = rng.sample(retain_src, min(ctx.retain_batch_size, len(retain_src))) if retain_src \
