@@ -28,6 +28,9 @@ def test_options_parse_into_a_copy_with_a_normalised_label():
     s = resolve("ga_gdr@minimum:lr=5e-4")
     assert (s.label, s.scope, s.method.lr) == ("ga_gdr@minimum:lr=0.0005", "minimum", 5e-4)
     assert resolve("simnpo:gamma=0").method.gamma == 0.0  # gamma may be 0, beta may not
+    import math
+    st = resolve("cl_du_noneighbour_strict:min_prob=0.05").method  # the strict loop's threshold, as a probability
+    assert st.min_logprob == pytest.approx(math.log(0.05)) and METHODS["cl_du_strict"].min_prob == pytest.approx(0.1)
     # one label per method and values: options sorted, values exact
     assert resolve("npo:lr=1e-3:beta=0.05").label == r.label
     assert resolve("ga:lr=0.00012345678").label != resolve("ga:lr=0.00012345679").label
@@ -57,6 +60,9 @@ def test_a_preset_keeps_its_schedule_and_grids_reach_an_options_label():
     ("npo:beta=-1", "is not a non-negative decimal number"),
     ("npo:beta=nan", "is not a non-negative decimal number"),
     ("npo:lr=1e-3:lr=2e-3", "given twice"),
+    ("cl_du:min_prob=0.1", "cl_du has no option 'min_prob' (its options: lr)"),
+    ("cl_du_strict:min_prob=1", "min_prob must be below 1"),
+    ("du_cl_strict:min_prob=0", "min_prob must be a finite number > 0"),
 ])
 def test_bad_options_are_refused_by_name(spec, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):

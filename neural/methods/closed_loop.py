@@ -36,7 +36,10 @@ al. 2024, MUSE Sec. 3); the stopping rule is Wu et al. 2025, Definition 2.
 
 from __future__ import annotations
 
+import math
 import random
+
+from dukb import InputError
 
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.families import family_lrs
@@ -167,9 +170,12 @@ class ClosedLoopDeepUnlearning(Method):
             self.source = "dukb (closed loop with the solver); NPO (Zhang et al. 2024, Eq. 3) + GDR losses"
         if variant in ("strict", "noneighbour_strict") and min_logprob is None:
             min_logprob = STRICT_LOGPROB
-        #: with a value, the in-loop probe also counts a fact as still known while its gold answer keeps a mean
-        #: log-probability per token ≥ this (natural log), even when greedy decoding misses it
-        self.min_logprob = min_logprob
+        #: with a value, the in-loop probe also counts a fact as still known while its gold answer keeps a
+        #: geometric-mean token probability ≥ this, even when greedy decoding misses it; a per-method option of the
+        #: strict variants (``cl_du_strict:min_prob=0.05``), in (0, 1)
+        self.min_prob = None if min_logprob is None else math.exp(min_logprob)
+        if self.min_prob is not None:
+            self.options = ("min_prob",)
         self.variant = variant
         self.steps_per_round = steps_per_round
         #: the forms of the in-loop probe and of the forget data (a fact is still known when any of them elicits it)
@@ -196,6 +202,22 @@ class ClosedLoopDeepUnlearning(Method):
                         "strict": "CL-DU whose loop counts a fact as known until greedy decoding misses it and its "
                                   f"answer's mean token log-prob is below {min_logprob or 0:g}",
                         }[variant]
+
+    @property
+    def min_logprob(self) -> float | None:
+        """The strict threshold as a mean log-probability per answer token (natural log; None: not strict)."""
+        return None if self.min_prob is None else math.log(self.min_prob)
+
+    def with_options(self, values: dict) -> "Method":
+        """:meth:`Method.with_options`, and ``min_prob`` must lie in (0, 1).
+
+        Raises:
+            InputError: as :meth:`Method.with_options`, or ``min_prob`` ≥ 1.
+        """
+        if values.get("min_prob", 0) >= 1:
+            raise InputError(f"{self.name}: option min_prob must be below 1 (a geometric-mean token probability), "
+                             f"got {values['min_prob']!r}")
+        return super().with_options(values)
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         """Yield ``({"rounds": R, "lr", "steps_per_round", "trace": {"rounds_run", "stopped", "trained_on"}},
