@@ -918,6 +918,70 @@ def provenance(device: str | None = None, **extra) -> dict:
     return out | extra
 
 
+# ------------------------------------------------------------------------------------------ probe cache --------
+#: the baseline probe of a run's model (before unlearning), kept in RUN_DIR so that a resume or a joining worker
+#: reads it instead of probing again (:func:`read_probe_cache`)
+PROBE_CACHE_NAME = "baseline_probe.json"
+#: the largest probe cache read (a row is about 40 bytes: 64 MiB holds far more than a KB's items in every form)
+PROBE_CACHE_BYTES = 64 * 1024 * 1024
+PROBE_CACHE_COLUMNS = ("kind", "fact_kind", "fact_id", "known")
+
+
+def probe_cache_key(model: dict, items, settings: dict) -> str:
+    """The key of a cached probe table: everything its rows depend on.
+
+    Args:
+        model: what identifies the weights probed (:func:`dukb.neural.models.model_fingerprint` of the files, with
+            dtype, prompt tags and LoRA).
+        items: the probed items, in order (each's kind, fact kind, fact_id, question and answer enter the key).
+        settings: the probe's settings and where it ran (batch size, generation budget, device, thread counts,
+            versions with dukb's revision), so a table is never reused across code or hardware that may decode
+            otherwise.
+
+    Returns:
+        Hex SHA-256 (:func:`sha256_json`).
+    """
+    rows = [[it.kind, it.fact_kind, int(it.fact_id), it.question, it.answer] for it in items]
+    return sha256_json({"model": model, "items": rows, "settings": settings})
+
+
+def read_probe_cache(path: str | Path, key: str):
+    """The probe table cached at ``path`` under ``key``, or None (no file, another key, or a file that is not a
+    cache dukb wrote: it is probed again and overwritten, never trusted).
+
+    Returns:
+        pandas DataFrame with :data:`PROBE_CACHE_COLUMNS` (known: bool), or None.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    if not p.exists():
+        return None
+    try:
+        doc = read_json(p, "probe cache", limit=PROBE_CACHE_BYTES)
+    except InputError:
+        return None
+    if not isinstance(doc, dict) or doc.get("key") != key or doc.get("columns") != list(PROBE_CACHE_COLUMNS):
+        return None
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == 4 and isinstance(r[0], str) and isinstance(r[1], str)
+            and isinstance(r[2], int) and not isinstance(r[2], bool) and isinstance(r[3], bool) for r in rows):
+        return None
+    return pd.DataFrame(rows, columns=list(PROBE_CACHE_COLUMNS))
+
+
+def write_probe_cache(path: str | Path, key: str, table) -> None:
+    """Write a probe table's :data:`PROBE_CACHE_COLUMNS` under ``key`` (atomically, :func:`write_json_atomic`).
+
+    Args:
+        path: the cache file; key: :func:`probe_cache_key`; table: a :func:`dukb.neural.probe.probe` DataFrame.
+    """
+    rows = [[str(k), str(fk), int(f), bool(v)] for k, fk, f, v in
+            zip(table["kind"], table["fact_kind"], table["fact_id"], table["known"])]
+    write_json_atomic(path, {"key": key, "columns": list(PROBE_CACHE_COLUMNS), "rows": rows})
+
+
 # ----------------------------------------------------------------------------------------------- results --------
 #: where a resume moves the damaged lines of RUN_DIR/results*.jsonl (one JSON object per line: file, line, reason,
 #: text, moved)

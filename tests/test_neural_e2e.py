@@ -371,6 +371,36 @@ def test_resume_after_a_torn_write_completes_with_the_same_rows(eval_run, small_
     assert strip(again) == strip(full)
 
 
+def test_a_resume_reads_the_baseline_probe_kept_under_its_key(eval_run, small_kb, finetuned, tmp_path, capsys):
+    """The probe of the model before unlearning is kept in RUN_DIR/baseline_probe.json under a key of everything
+    it depends on: a resume reads it (and writes the same rows); a file under another key, or one that is not a
+    cache, is probed again and rewritten."""
+    import shutil
+
+    from dukb.neural.runs import PROBE_CACHE_NAME, read_probe_cache
+
+    run = tmp_path / "run"
+    shutil.copytree(eval_run, run)
+    cache = run / PROBE_CACHE_NAME
+    doc = json.loads(cache.read_text())
+    base = read_probe_cache(cache, doc["key"])
+    qa = base[base["kind"] == "qa"]  # and every held-out form, which the baseline covers
+    assert len(qa) == len(small_kb.relationships) + len(small_kb.biographies) and len(base) > len(qa)
+    assert qa["known"].all()  # the finetuned model knows every fact
+    assert read_probe_cache(cache, "0" * 64) is None
+    args = ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
+            "--resume"] + EVAL_ARGS
+    for planted, read in ((None, True), ({**doc, "key": "0" * 64}, False), ("not json {", False)):
+        if planted is not None:
+            cache.write_text(planted if isinstance(planted, str) else json.dumps(planted))
+        capsys.readouterr()
+        assert main(args) == 0
+        out = capsys.readouterr()
+        assert ("its probe read from" in out.out + out.err) == read
+        assert json.loads(cache.read_text()) == doc  # probed again under the right key, the same rows
+    assert sorted(_rows(run), key=json.dumps) == sorted(_rows(eval_run), key=json.dumps)
+
+
 def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, small_kb, finetuned, tmp_path,
                                                                      capsys):
     import shutil

@@ -138,7 +138,10 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.models import load_model
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import Predictor, probe
-        from dukb.neural.runs import write_json_atomic
+        from dukb.neural.models import model_fingerprint
+        from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS
+        from dukb.neural.runs import (PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_json_atomic,
+                                      write_probe_cache)
 
         cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
         model_key = finetune_cache_key(self.identity)
@@ -177,8 +180,25 @@ class EvaluateProtocol(Protocol):
         items = kb_qa(kb, kinds)
         # the baseline covers every form some row may be scored on (each row then keeps its own held-out forms)
         base_forms = set(check_heldout(cfg.heldout_forms, ("qa",))) if heldout else set()
-        base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
-                     [it for it in items if it.kind == "qa" or it.kind in base_forms], rouge=False, logprob=False)
+        asked = [it for it in items if it.kind == "qa" or it.kind in base_forms]
+        # the baseline is kept in RUN_DIR under a key of everything it depends on: a resume or a joining worker
+        # reads it instead of probing the whole KB again
+        cache = self.run / PROBE_CACHE_NAME
+        weights = self.identity["model"]["finetuned"] if cfg.finetuned else model_fingerprint(self.run / "finetuned")
+        key = probe_cache_key({"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
+                              asked, {"batch_size": PROBE["batch_size"], "stop_at_newline": True,
+                                      "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
+                                      "device": record["provenance"]["device"],
+                                      "threads": record["provenance"]["threads"]["torch"],
+                                      "versions": record["provenance"]["versions"]})
+        base = read_probe_cache(cache, key)
+        if base is not None:
+            self.log(f"the model before unlearning: its probe read from {cache}")
+        else:
+            base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), asked, rouge=False,
+                         logprob=False, batch_size=PROBE["batch_size"])
+            if self.main:
+                write_probe_cache(cache, key, base)
         acc0 = float(base[base["kind"] == "qa"]["known"].mean())
         self.attacks, self.reference = _attacks_of(cfg, lm)
         self.log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
