@@ -60,8 +60,9 @@ def test_a_preset_keeps_its_schedule_and_grids_reach_an_options_label():
     ("npo:beta=-1", "is not a non-negative decimal number"),
     ("npo:beta=nan", "is not a non-negative decimal number"),
     ("npo:lr=1e-3:lr=2e-3", "given twice"),
-    ("cl_du:min_prob=0.1", "cl_du has no option 'min_prob' (its options: lr)"),
+    ("cl_du:min_prob=0.1", "cl_du has no option 'min_prob' (its options: lr, reg_weight, retain_batch)"),
     ("cl_du_strict:min_prob=1", "min_prob must be below 1"),
+    ("du_cl:retain_batch=2.5", "retain_batch must be a whole number"),
     ("du_cl_strict:min_prob=0", "min_prob must be a finite number > 0"),
 ])
 def test_bad_options_are_refused_by_name(spec, message):

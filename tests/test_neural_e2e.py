@@ -674,6 +674,22 @@ def test_noneighbour_variants_combine_their_parts(small_kb, lm, monkeypatch):
         assert row["trace"]["rounds_run"] >= 1 and row["retain_fact_ids"]["relationships"]
         assert bool(calls) == (name == "cl_du_noneighbour_npo")
 
+    # the per-method retain options reach the loss: λ and the retain items per step
+    from dukb.neural.methods import resolve
+
+    seen = []
+    real_cl = cl.closed_loop_loss
+
+    def spy(fl, flab, rl=None, rlab=None, weight=1.0):
+        seen.append((None if rl is None else rl.shape[0], weight))
+        return real_cl(fl, flab, rl, rlab, weight)
+
+    monkeypatch.setattr(cl, "closed_loop_loss", spy)
+    for spec, want in (("cl_du_noneighbour", (8, 1.0)), ("cl_du_noneighbour:reg_weight=2.5:retain_batch=3", (3, 2.5))):
+        seen.clear()
+        list(sweep_target(lm, small_kb, c, t, resolve(spec).method, [1], seed=0))
+        assert seen and set(seen) == {want}
+
 
 def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tmp_path):
     """Rows of methods that train on retain data (DU_GA_GDR, CL-DU): the retain-train facts are disjoint from what

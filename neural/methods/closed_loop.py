@@ -174,8 +174,12 @@ class ClosedLoopDeepUnlearning(Method):
         #: geometric-mean token probability ≥ this, even when greedy decoding misses it; a per-method option of the
         #: strict variants (``cl_du_strict:min_prob=0.05``), in (0, 1)
         self.min_prob = None if min_logprob is None else math.exp(min_logprob)
-        if self.min_prob is not None:
-            self.options = ("min_prob",)
+        #: per-method options (``cl_du:reg_weight=2:retain_batch=32``): λ of the retain term and the retain items
+        #: per step, overriding the run's (:class:`UnlearnContext` ``reg_weight``, ``retain_batch_size``); None: the
+        #: run's. The retain pool, and so the facts left out of accuracy, stay the same.
+        self.reg_weight: float | None = None
+        self.retain_batch: float | None = None
+        self.options = ("reg_weight", "retain_batch") + (("min_prob",) if self.min_prob is not None else ())
         self.variant = variant
         self.steps_per_round = steps_per_round
         #: the forms of the in-loop probe and of the forget data (a fact is still known when any of them elicits it)
@@ -209,14 +213,17 @@ class ClosedLoopDeepUnlearning(Method):
         return None if self.min_prob is None else math.log(self.min_prob)
 
     def with_options(self, values: dict) -> "Method":
-        """:meth:`Method.with_options`, and ``min_prob`` must lie in (0, 1).
+        """:meth:`Method.with_options`; ``min_prob`` must lie in (0, 1) and ``retain_batch`` be a whole number.
 
         Raises:
-            InputError: as :meth:`Method.with_options`, or ``min_prob`` ≥ 1.
+            InputError: as :meth:`Method.with_options`, ``min_prob`` ≥ 1, or a fractional ``retain_batch``.
         """
         if values.get("min_prob", 0) >= 1:
             raise InputError(f"{self.name}: option min_prob must be below 1 (a geometric-mean token probability), "
                              f"got {values['min_prob']!r}")
+        rb = values.get("retain_batch")
+        if rb is not None and (rb != int(rb) if math.isfinite(rb) else True):
+            raise InputError(f"{self.name}: option retain_batch must be a whole number of items, got {rb!r}")
         return super().with_options(values)
 
     def sweep(self, ctx: UnlearnContext, grid=None):
@@ -260,6 +267,8 @@ class ClosedLoopDeepUnlearning(Method):
         rng = random.Random(ctx.seed)
         state = WeightState(ctx.lm, ctx.lora, ctx.seed)
         cfg = TrainConfig(epochs=1, lr=lr, schedule="constant", seed=ctx.seed)
+        lam = ctx.reg_weight if self.reg_weight is None else self.reg_weight
+        n_retain = ctx.retain_batch_size if self.retain_batch is None else int(self.retain_batch)
         trained: list[int] = []
 
         def still_known() -> set[int]:
@@ -294,7 +303,7 @@ class ClosedLoopDeepUnlearning(Method):
                         if self.forget_term == "npo" else None
                     batches = []
                     for _ in range(self.steps_per_round):
-                        rb = rng.sample(retain_src, min(ctx.retain_batch_size, len(retain_src))) if retain_src \
+                        rb = rng.sample(retain_src, min(n_retain, len(retain_src))) if retain_src \
                             else []
                         batches.append([encode_qa(ctx.lm.tokenizer, ctx.lm.tags, rb, ctx.lm.device) if rb else None])
 
@@ -302,9 +311,9 @@ class ClosedLoopDeepUnlearning(Method):
                         rl = forward_logits(model, rbatch) if rbatch is not None else None
                         if ref_sums is not None:  # NPO's forget term + λ · GDR
                             loss = npo_loss(sequence_logprob(forward_logits(model, fb), fb["labels"])[0], ref_sums)
-                            return loss if rl is None else loss + ctx.reg_weight * gdr_loss(rl, rbatch["labels"])
+                            return loss if rl is None else loss + lam * gdr_loss(rl, rbatch["labels"])
                         return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
-                                                None if rbatch is None else rbatch["labels"], ctx.reg_weight)
+                                                None if rbatch is None else rbatch["labels"], lam)
 
                     with trainable_layers(state.model, ctx.layers) as params:  # partial-layer finetuning
                         train_loop(state.model, params, cfg, lambda _e, b=batches: b, loss_fn,
