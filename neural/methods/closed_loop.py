@@ -174,6 +174,7 @@ class ClosedLoopDeepUnlearning(Method):
         #: geometric-mean token probability ≥ this, even when greedy decoding misses it; a per-method option of the
         #: strict variants (``cl_du_strict:min_prob=0.05``), in (0, 1)
         self.min_prob = None if min_logprob is None else math.exp(min_logprob)
+        self._logprob = min_logprob  # the threshold as given, used exactly while min_prob is not reset
         #: per-method options (``cl_du:reg_weight=2:retain_batch=32``): λ of the retain term and the retain items
         #: per step, overriding the run's (:class:`UnlearnContext` ``reg_weight``, ``retain_batch_size``); None: the
         #: run's. The retain pool, and so the facts left out of accuracy, stay the same.
@@ -210,7 +211,9 @@ class ClosedLoopDeepUnlearning(Method):
     @property
     def min_logprob(self) -> float | None:
         """The strict threshold as a mean log-probability per answer token (natural log; None: not strict)."""
-        return None if self.min_prob is None else math.log(self.min_prob)
+        if self.min_prob is None:
+            return None
+        return self._logprob if self.min_prob == math.exp(self._logprob) else math.log(self.min_prob)
 
     def with_options(self, values: dict) -> "Method":
         """:meth:`Method.with_options`; ``min_prob`` must lie in (0, 1) and ``retain_batch`` be a whole number.
