@@ -7,7 +7,8 @@ For each (run, method, setting with ``rounds`` = ROUNDS) and every row of it: th
 (scorable, not retain-train, not in the row's best held-out set) that the held-out forms no longer elicit, split by
 whether they name a person of the facts the method unlearned (the row's ``trace.trained_on``: subject or object of
 a relationship, subject of a biography), and how many of them the qa form also lost. Prints one markdown row per
-setting (sums over targets). Reads rows only (no model).
+setting (sums over targets). Reads the rows of RUN_DIR/results.jsonl only (no model; a multi-process run's shards
+once `dukb report` has merged them); refuses a run made on another KB.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def main() -> int:
           "of the lost, also lost on qa |\n|---|---|---:|---:|---:|---:|---:|---:|")
     for i in range(1, len(args), 3):
         run, method, rounds = args[i], args[i + 1], int(args[i + 2])
+        fp = json.loads((Path(run) / "config.json").read_text()).get("kb_fingerprint")
+        if fp is not None and fp != kb.fingerprint():
+            print(f"{run} was made on another KB than {args[0]}", file=sys.stderr)
+            return 2
         rows = [json.loads(x) for x in (Path(run) / "results.jsonl").read_text().splitlines() if x.strip()]
         rows = [r for r in rows if r["method"] == method and r["setting"].get("rounds") == rounds]
         near = far = both = 0

@@ -180,6 +180,34 @@ def test_a_prompt_holding_the_fact_is_answered(setup):
     assert e["deduction_rate"] == e["deduction_rate_reference"] == float(answered)
 
 
+def test_incontext_counts_a_fact_deduced_when_the_prompt_is_answered(setup, monkeypatch):
+    """With a model that answers exactly when the fact's sentence is in its prompt (decoding stubbed), the attack
+    counts the forgotten target deduced and known, and the same prompts without the sentence are not answered."""
+    import dukb.neural.probe as probe_mod
+    from dukb.kb.probes import fact_statements
+    from dukb.neural.attacks import AttackContext, run_attacks
+    from dukb.neural.data import kb_qa
+    from dukb.neural.probe import Predictor, probe
+
+    kb, closure, _o, lm, target = setup
+    sentence = fact_statements(kb)[("relationship", target)]
+    gold = kb.relationship(target).relation
+
+    def answers_with_the_sentence(pred, prompts, max_new_tokens=10, **_kw):
+        return [f" {gold}" if sentence in p else " nobody" for p in prompts]
+
+    monkeypatch.setattr(probe_mod, "greedy_generate", answers_with_the_sentence)
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    items = kb_qa(kb)
+    df = probe(pred, items, rouge=False, logprob=False)
+    assert not df["known"].any()  # no prompt holds a sentence: nothing is answered
+    ctx = AttackContext(pred, kb, closure, target, [[target]], "exact", [target], items, df, reference=pred)
+    e = run_attacks(ctx, parse_attacks("incontext:premises=self"))["incontext"]
+    assert e["n_prompts"] >= 1 and target in e["facts_tried"]
+    assert e["target_deduced"] == 1 and e["target_known"] == 1 and target in e["facts_deduced"]
+    assert e["deduction_rate_reference"] == e["deduction_rate"]
+
+
 def test_incontext_and_logitlens_on_an_unlearned_model(setup):
     from dukb.neural.probe import Predictor
 

@@ -33,6 +33,11 @@ def test_options_parse_into_a_copy_with_a_normalised_label():
     assert st.min_logprob == pytest.approx(math.log(0.05)) and METHODS["cl_du_strict"].min_prob == pytest.approx(0.1)
     from dukb.neural.methods.closed_loop import STRICT_LOGPROB
     assert METHODS["cl_du_strict"].min_logprob == STRICT_LOGPROB  # the registry's threshold exactly as before
+    from dukb.neural.methods.closed_loop import ClosedLoopDeepUnlearning
+
+    assert ClosedLoopDeepUnlearning("strict", min_logprob=-0.01).min_logprob == -0.01  # log(exp(x)) != x here
+    with pytest.raises(InputError, match="cl_du has no option 'min_prob'"):
+        resolve("cl_du:min_prob=5")
     # one label per method and values: options sorted, values exact
     assert resolve("npo:lr=1e-3:beta=0.05").label == r.label
     assert resolve("ga:lr=0.00012345678").label != resolve("ga:lr=0.00012345679").label

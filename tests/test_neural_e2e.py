@@ -397,8 +397,14 @@ def test_a_resume_reads_the_baseline_probe_kept_under_its_key(eval_run, small_kb
         assert main(args) == 0
         out = capsys.readouterr()
         assert ("its probe read from" in out.out + out.err) == read
+        assert read or "not used" in out.out + out.err  # says why a file present was not used
         assert json.loads(cache.read_text()) == doc  # probed again under the right key, the same rows
     assert sorted(_rows(run), key=json.dumps) == sorted(_rows(eval_run), key=json.dumps)
+    # what is read is what the run uses: rows planted under the right key (no held-out form elicits anything)
+    before = json.loads((run / "config.json").read_text())["heldout_known_before"]["all"]
+    cache.write_text(json.dumps({**doc, "rows": [[k, fk, f, k == "qa"] for k, fk, f, _v in doc["rows"]]}))
+    assert before > 0 and main(args) == 0
+    assert json.loads((run / "config.json").read_text())["heldout_known_before"]["all"] == 0.0
 
 
 def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, small_kb, finetuned, tmp_path,

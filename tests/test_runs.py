@@ -228,3 +228,39 @@ def test_a_claim_keeps_when_it_was_claimed_once_done(tmp_path):
         assert after["done"] is True and after["claimed"] == first["claimed"] and after["since"] != first["since"]
     finally:
         claims.close()
+
+
+def test_the_probe_cache_key_covers_items_judge_settings_and_code(tmp_path, monkeypatch):
+    """probe_cache_key changes with any item field (the judge's match rule included), the settings, the weights and
+    dukb's own source; the cache round-trips under its key, refuses another, and is not written past its size
+    bound."""
+    import dataclasses
+
+    import pandas as pd
+
+    import dukb.neural.runs as runs
+    from dukb.kb.generate import generate
+    from dukb.kb.probes import make_probes
+
+    kb, _ = generate(8, seed=1)
+    items = make_probes(kb, ("qa", "yes"))[:6]
+    k0 = runs.probe_cache_key({"w": 1}, items, {"batch_size": 8})
+    assert k0 == runs.probe_cache_key({"w": 1}, list(items), {"batch_size": 8})
+    other = [dataclasses.replace(items[0], match="exact")] + items[1:]
+    keys = {runs.probe_cache_key({"w": 1}, other, {"batch_size": 8}),
+            runs.probe_cache_key({"w": 1}, items[::-1], {"batch_size": 8}),
+            runs.probe_cache_key({"w": 2}, items, {"batch_size": 8}),
+            runs.probe_cache_key({"w": 1}, items, {"batch_size": 16})}
+    monkeypatch.setattr(runs, "source_fingerprint", lambda: "edited")
+    keys.add(runs.probe_cache_key({"w": 1}, items, {"batch_size": 8}))
+    assert len(keys) == 5 and k0 not in keys
+    table = pd.DataFrame({"kind": [it.kind for it in items], "fact_kind": [it.fact_kind for it in items],
+                          "fact_id": [it.fact_id for it in items], "known": [i % 2 == 0 for i in range(6)]})
+    path = tmp_path / runs.PROBE_CACHE_NAME
+    assert runs.write_probe_cache(path, k0, table)
+    back = runs.read_probe_cache(path, k0)
+    assert back.to_dict("list") == table.to_dict("list")
+    said = []
+    assert runs.read_probe_cache(path, "other", log=said.append) is None and "other weights" in said[0]
+    monkeypatch.setattr(runs, "PROBE_CACHE_BYTES", 100)
+    assert not runs.write_probe_cache(tmp_path / "big.json", k0, table) and not (tmp_path / "big.json").exists()

@@ -221,13 +221,14 @@ class ClosedLoopDeepUnlearning(Method):
         Raises:
             InputError: as :meth:`Method.with_options`, ``min_prob`` ≥ 1, or a fractional ``retain_batch``.
         """
+        out = super().with_options(values)  # unknown options and non-numbers are refused there first
         if values.get("min_prob", 0) >= 1:
             raise InputError(f"{self.name}: option min_prob must be below 1 (a geometric-mean token probability), "
                              f"got {values['min_prob']!r}")
         rb = values.get("retain_batch")
-        if rb is not None and (rb != int(rb) if math.isfinite(rb) else True):
+        if rb is not None and rb != int(rb):
             raise InputError(f"{self.name}: option retain_batch must be a whole number of items, got {rb!r}")
-        return super().with_options(values)
+        return out
 
     def sweep(self, ctx: UnlearnContext, grid=None):
         """Yield ``({"rounds": R, "lr", "steps_per_round", "trace": {"rounds_run", "stopped", "trained_on"}},

@@ -185,19 +185,20 @@ class EvaluateProtocol(Protocol):
         # reads it instead of probing the whole KB again
         cache = self.run / PROBE_CACHE_NAME
         weights = self.identity["model"]["finetuned"] if cfg.finetuned else model_fingerprint(self.run / "finetuned")
+        probe_kw = {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"], "stop_at_newline": True,
+                    "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+        dev = record["provenance"]["device"]
+        kind = str(lm.device).split(":")[0]
+        where = {"type": kind, "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
+                 "threads": dev["threads"] if kind == "cpu" else None}
         key = probe_cache_key({"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
-                              asked, {"batch_size": PROBE["batch_size"], "stop_at_newline": True,
-                                      "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
-                                      "device": record["provenance"]["device"],
-                                      "threads": record["provenance"]["threads"]["torch"],
-                                      "versions": record["provenance"]["versions"]})
-        base = read_probe_cache(cache, key)
+                              asked, {**probe_kw, **where})
+        base = read_probe_cache(cache, key, log=self.log)
         if base is not None:
             self.log(f"the model before unlearning: its probe read from {cache}")
         else:
-            base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), asked, rouge=False,
-                         logprob=False, batch_size=PROBE["batch_size"])
-            if self.main:
+            base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), asked, **probe_kw)
+            if self.main and not self.joined:  # the owner keeps the caches (a joined worker only reads them)
                 write_probe_cache(cache, key, base)
         acc0 = float(base[base["kind"] == "qa"]["known"].mean())
         self.attacks, self.reference = _attacks_of(cfg, lm)
