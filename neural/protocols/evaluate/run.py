@@ -135,11 +135,9 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.data import kb_qa
         from dukb.neural.metrics import combined_needs, row_metrics
         from dukb.neural.metrics.heldout import check_heldout, elicited_by_form, heldout_known
-        from dukb.neural.models import load_model
+        from dukb.neural.models import load_model, model_fingerprint
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
-        from dukb.neural.probe import Predictor, probe
-        from dukb.neural.models import model_fingerprint
-        from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS
+        from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
         from dukb.neural.runs import (PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_json_atomic,
                                       write_probe_cache)
 
