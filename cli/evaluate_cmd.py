@@ -15,7 +15,7 @@ from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
 from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
-from dukb.cli.run_options import run_options
+from dukb.cli.run_options import parse_forms, run_options
 
 
 def parse_grids(values: list[str] | None) -> dict[str, list]:
@@ -41,25 +41,6 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
         exact = "@" in name or ":" in name or name.strip().lower() == label
         out[label if exact else m.name] = parse_grid(vals, integer=integer)
     return out
-
-
-def _forms(text: str | None, option: str) -> list[str] | None:
-    """Resolve a comma-separated list of probe kinds or groups (None stays None).
-
-    Raises:
-        InputError: an unknown kind or an empty list (named with the option).
-    """
-    from dukb.kb.probes import parse_kinds
-
-    if text is None:
-        return None
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise InputError(f"{option} needs at least one probe form")
-    try:
-        return list(parse_kinds(names))
-    except InputError as e:
-        raise InputError(f"{option}: {e}") from None
 
 
 @run_options
@@ -136,8 +117,8 @@ def evaluate(
                          methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
                          sets=sets, seeds=seeds, forget_scope=forget_scope,
                          metrics=[m.strip() for m in metrics.split(",") if m.strip()],
-                         heldout_forms=_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule,
-                         finetune_forms=list(_forms(finetune_forms, "--finetune-forms")), schedule=schedule,
+                         heldout_forms=parse_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule,
+                         finetune_forms=list(parse_forms(finetune_forms, "--finetune-forms")), schedule=schedule,
                          attacks=[a.strip() for a in (attacks or "").split(",") if a.strip()]).check()
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     cfg.targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None

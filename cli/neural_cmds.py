@@ -10,7 +10,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.cli.run_options import shared_option
+from dukb.cli.run_options import parse_forms, shared_option
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
@@ -201,19 +201,33 @@ def unlearn(
     layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for gradient methods: "
                                          "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
                                          "rest frozen. Default: every layer."),
+    heldout_forms: Optional[str] = typer.Option(None, "--heldout-forms", help="Probe forms every row is also "
+                                                "scored on (recall_heldout, success_du_heldout): comma-separated "
+                                                "kinds or groups of `dukb probes --kinds`, none of which the method "
+                                                "trains on or queries. Default: every form that asks for a fact "
+                                                "except those."),
+    heldout_rule: str = typer.Option("pairs", "--heldout-rule", help="'pairs' (a fact stays known while a "
+                                     "form-fact pair that elicited it before unlearning still does) or 'any' "
+                                     "(while any held-out form does); as in `dukb evaluate`."),
 ) -> None:
     """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
-    and accuracy against the target's exact minimal deep unlearning sets.
+    and accuracy against the target's exact minimal deep unlearning sets, on the qa form the method trains on and
+    on held-out forms it never saw (the model before unlearning is probed on them first: facts none of them
+    elicited then are left unscored).
 
-    results.jsonl rows: method, param, setting, target, recall, accuracy_relationships, accuracy_biographies,
-    accuracy_all, best_set, sets_used, n_sets, target_forgotten, forgotten_relationships, forgotten_biographies,
-    seconds_unlearn, seconds_probe.
+    results.jsonl rows: method, param, setting, target, probe_forms_seen, heldout_forms, recall,
+    accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, target_forgotten,
+    forgotten_relationships, forgotten_biographies, success_du, the same on the held-out forms (``*_heldout``,
+    heldout_unscorable), seconds_unlearn, seconds_probe.
     """
+    from dukb.neural.data import kb_qa
+    from dukb.neural.metrics import get_metric
+    from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
     from dukb.kb import load_kb
     from dukb.neural.methods import PRESETS, parse_grid, resolve
     from dukb.neural.methods.base import parse_layers
     from dukb.neural.models import load_model
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import heldout_baseline, sweep_target
     from dukb.solver.closure import compute_closure
     from dukb.solver.scopes import get_scope
 
@@ -226,21 +240,40 @@ def unlearn(
     k = load_kb(kb)
     c = compute_closure(k, rules)
     c.atom_of_fact(target_id)
+    if heldout_rule not in HELDOUT_RULES:
+        raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
+    forms = parse_forms(heldout_forms, "--heldout-forms")
+    # refused before the model loads: a form the method trains on or queries (every built-in one trains on qa)
+    forms = check_heldout(forms, ("qa",) + tuple(m.seen_forms))
     values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, gradient_checkpointing)
     lm = load_model(spec)
+    log_line(f"probing the model before unlearning on the held-out forms {', '.join(forms)}")
+    before = heldout_baseline(lm, k, forms)
+    items = kb_qa(k, ("qa",) + forms)
+    if heldout_rule == "pairs":  # only the pairs that elicited their fact before unlearning are asked again
+        items = [it for it in items if it.kind == "qa" or (it.kind, it.fact_kind, it.fact_id) in before]
     output.mkdir(parents=True, exist_ok=True)
     on_interrupt(keep_rows_note(output, "a rerun of `dukb unlearn` starts that file over"))
     with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
         for row in sweep_target(lm, k, c, target_id, m, values, seed=seed, lr=lr, lora=spec.lora,
-                                layers=block_range, scope=scope):
+                                layers=block_range, scope=scope, probe_items=items,
+                                metrics=[get_metric("recall"), get_metric("recall_heldout")], heldout_forms=forms,
+                                heldout_before=before, heldout_rule=heldout_rule):
             row["method"] = label
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
-                     f"target forgotten {row['target_forgotten']}")
+                     f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
+                     f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
+                     f"Success-DU {row.get('success_du_heldout')}")
     typer.echo(f"wrote {output / 'results.jsonl'}")
+
+
+def _num(v) -> str:
+    """A metric for a log line: 3 decimals, or "n/a" when the row has none (e.g. no held-out form elicits a fact)."""
+    return f"{v:.3f}" if isinstance(v, (int, float)) else "n/a"
 
 
 def fetch_model(

@@ -17,6 +17,7 @@ from typing import Optional
 
 import typer
 
+from dukb import InputError
 from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, run_kwargs
 
 #: The help panel the shared options are listed under in `--help`.
@@ -102,3 +103,28 @@ def run_options(func=None, **helps: str):
     wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in shared}}
     del wrapper.__wrapped__  # typer must read this signature, not the command's own
     return wrapper
+
+
+def parse_forms(text: str | None, option: str) -> list[str] | None:
+    """Resolve a comma-separated list of probe kinds or groups of ``dukb probes --kinds`` (None stays None).
+
+    Args:
+        text: the option's value (str or None); option: its name for messages, e.g. "--heldout-forms".
+
+    Returns:
+        list of probe kinds (:data:`dukb.kb.probes.KINDS` names), or None.
+
+    Raises:
+        InputError: an unknown kind or an empty list (named with the option).
+    """
+    from dukb.kb.probes import parse_kinds
+
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InputError(f"{option} needs at least one probe form")
+    try:
+        return list(parse_kinds(names))
+    except InputError as e:
+        raise InputError(f"{option}: {e}") from None

@@ -42,33 +42,46 @@ def calibrate(rows: list[dict], original: dict, selection: str = "full") -> dict
     return min(ok, key=lambda r: (r["ps_exact_forget"], float(r["value"])))
 
 
-def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict) -> dict:
+def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, heldout: bool = False) -> dict:
     """Deep-unlearning recall of a row's model: for each forget fact t, Eq. 1's recall against t's minimal deep
     unlearning sets given the facts the model no longer knows; the accuracy leaves out D_u and D_t,train (data the
     method trained on). Means over the forget facts.
 
+    Args:
+        kb: the KB; sets: forget fact -> {"sets", "sets_used"} (sets.json); row: a result row;
+        forget: D_u's relationship fact_ids; retain_train: {"relationships", "biographies"} fact_ids.
+        heldout: judge on the held-out forms: the row's ``forgotten_*_heldout`` facts, with the facts no held-out
+            form elicited from θ_o (``heldout_unscorable_fact_ids``: counted as known) left out of the accuracy.
+
     Returns:
         {"du_recall", "du_accuracy", "du_targets_derivable"} (the last: forget facts whose best minimal set is not
-        wholly forgotten, i.e. still derivable from what the model knows).
+        wholly forgotten, i.e. still derivable from what the model knows), with the suffix ``_heldout`` when
+        ``heldout``; values None when the row has no held-out fields (a row of an older dukb).
 
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy); Definition 1 (minimal deep unlearning sets).
     """
     from dukb.solver.metrics import recall_accuracy
 
+    sfx = "_heldout" if heldout else ""
+    keys = ("du_recall" + sfx, "du_accuracy" + sfx, "du_targets_derivable" + sfx)
+    if row.get("forgotten_relationships" + sfx) is None:
+        return dict.fromkeys(keys)
+    un = (row.get("heldout_unscorable_fact_ids") or {}) if heldout else {}
     rec, acc, derivable = [], [], 0
     for t in forget:
         entry = sets.get(t) or sets.get(str(t))
         if not entry:
             continue
-        r = recall_accuracy(kb, entry["sets"], row["forgotten_relationships"], row["forgotten_biographies"],
-                            entry["sets_used"], target_fact_ids=[t],
-                            exclude_rel=sorted(set(forget) | set(retain_train["relationships"])),
-                            exclude_bio=retain_train["biographies"])
+        r = recall_accuracy(kb, entry["sets"], row["forgotten_relationships" + sfx],
+                            row["forgotten_biographies" + sfx], entry["sets_used"], target_fact_ids=[t],
+                            exclude_rel=sorted(set(forget) | set(retain_train["relationships"])
+                                               | set(un.get("relationships", ()))),
+                            exclude_bio=sorted(set(retain_train["biographies"]) | set(un.get("biographies", ()))))
         rec.append(r.recall)
         acc.append(r.accuracy_all)
         derivable += r.recall < 1.0
     mean = (lambda xs: sum(xs) / len(xs) if xs else None)
-    return {"du_recall": mean(rec), "du_accuracy": mean(acc), "du_targets_derivable": derivable}
+    return dict(zip(keys, (mean(rec), mean(acc), derivable)))
 
 
 __all__ = ["CONTROL_KINDS", "FLOORS", "SELECTIONS", "calibrate", "du_recall", "passes"]

@@ -107,6 +107,46 @@ def _concat(a, b):
     return out
 
 
+def _success_du_fields(closure, target: int, fields: dict) -> dict:
+    """``success_du`` (and ``success_du_heldout``) of a row from its forgotten relationships on the probed forms
+    (and on the held-out forms): 1 when the target is outside Ω(K \\ U_A, R). Source: Wu et al. 2025, Definition 2
+    (Success-DU of the paper's v4)."""
+    from dukb.neural.metrics.recall import success_du
+
+    out = {}
+    for src, dst in (("forgotten_relationships", "success_du"),
+                     ("forgotten_relationships_heldout", "success_du_heldout")):
+        if fields.get(src) is not None:
+            out[dst] = success_du(closure, target, fields[src])
+    return out
+
+
+def heldout_baseline(lm, kb, forms, *, batch_size: int = 256) -> frozenset:
+    """The held-out baseline of a model before unlearning: which (form, fact) pairs of ``forms`` elicit their fact
+    (:attr:`dukb.neural.metrics.base.RowContext.heldout_before`, the reference every row's ``recall_heldout`` is
+    judged against).
+
+    Args:
+        lm: the finetuned :class:`dukb.neural.models.LoadedModel` (θ₀).
+        kb: the KB; forms: held-out probe forms (iterable of :data:`dukb.kb.probes.KINDS` names, non-empty).
+        batch_size: prompts per probing batch.
+
+    Returns:
+        frozenset of (form, fact kind, fact_id) triples whose item θ₀ answers
+        (:func:`dukb.neural.metrics.heldout.elicited_by_form`).
+
+    Source: Wu et al. 2025, Eq. 1 (a fact counts as forgotten only if the model knew it); held-out scoring as in
+    :mod:`dukb.neural.metrics.heldout`.
+    """
+    from dukb.neural.metrics.heldout import elicited_by_form
+    from dukb.neural.probe import Predictor, probe
+
+    forms = tuple(forms)
+    df = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), kb_qa(kb, forms),
+               batch_size=batch_size, rouge=False, logprob=False)
+    return elicited_by_form(df, forms)
+
+
 def retain_fact_ids(retain: list[QAItem]) -> dict:
     """The fact ids a method trains on as retain data: {"relationships": [...], "biographies": [...]} (sorted)."""
     out = {"relationships": set(), "biographies": set()}
@@ -199,7 +239,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
         dict rows: method, base_method, scope, forget_set, retain_fact_ids, probe_forms_seen (the forms of the
         items the method trained on and of its in-loop probes), heldout_forms, param, setting, target, the metrics'
         fields (recall: recall, accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used,
-        n_sets, target_forgotten, forgotten_relationships, forgotten_biographies), ``trace`` (a method's per-target
+        n_sets, target_forgotten, forgotten_relationships, forgotten_biographies), success_du (and
+        success_du_heldout with ``recall_heldout``: Wu et al. 2025, Definition 2), ``trace`` (a method's per-target
         diagnostics, e.g. CL-DU's rounds run and trained facts; absent for methods without one), seconds_unlearn,
         seconds_probe.
 
@@ -258,6 +299,7 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
         fields = {}
         for metric in metrics:
             fields.update(metric.fn(rctx))
+        fields.update(_success_du_fields(closure, target_fact_id, fields))
         if attacks:
             fields.update(_attack_fields(lm, pred, kb, closure, target_fact_id, sets, forget_ids, retain_ids, qa_items,
                                          df, attacks, reference, seed, batch_size, fields))

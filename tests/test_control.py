@@ -318,6 +318,21 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     from dukb.solver.mdus import is_deep_unlearning_set
 
     closure = compute_closure(small_kb)
+    # an independent held-out baseline: the facts no held-out form elicits from θ_o
+    from dukb.neural.data import kb_qa
+    from dukb.neural.metrics.heldout import default_heldout_forms
+    from dukb.neural.pipeline import load_finetuned
+    from dukb.neural.probe import Predictor, probe
+
+    held = list(default_heldout_forms(["qa"]))
+    lm0 = load_finetuned(finetuned, device=DEVICE)
+    base = probe(Predictor(lm0.model, lm0.tokenizer, lm0.tags, device=lm0.device), kb_qa(small_kb, tuple(held)),
+                 rouge=False, logprob=False)
+    known0 = {int(f) for fk, f, v in zip(base["fact_kind"], base["fact_id"], base["known"])
+              if fk == "relationship" and v}
+    unscorable = {f.fact_id for f in small_kb.relationships} - known0
+    orig0 = next(r for r in rows if r["control"] == "original")
+    assert orig0["forgotten_relationships_heldout"] == [] and orig0["accuracy_all_facts_heldout"] == 1.0
     for r in rows:
         assert r["forget_fact_ids"] == forget
         for k in C.FLOORS:
@@ -325,6 +340,14 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
         # Success-DU: every forget fact underivable from what the model still knows (Definition 2)
         assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
                                                                  r["forgotten_relationships"]) for t in forget))
+        # ... and on forms no method trained on or queried, judged against θ_o on those forms
+        assert r["probe_forms_seen"] == ([] if r["control"] == "original" else ["qa"])
+        assert r["heldout_forms"] == held and "qa" not in held
+        assert r["success_du_heldout"] == int(all(
+            is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], r["forgotten_relationships_heldout"])
+            for t in forget))
+        assert not set(r["forgotten_relationships_heldout"]) & unscorable
+        assert r["heldout_unscorable_fact_ids"]["relationships"] == sorted(unscorable)
     gd = [r for r in rows if r.get("method") == "ga_gdr" and r["control"] != "original"]
     ev_rel = set(splits["retain_eval"]["relationships"])
     assert all(r["retain_train_fact_ids"]["relationships"] and
@@ -345,6 +368,7 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     mm_rows = [r for r in gd if r["control"] == "mm"]
     expect = C.calibrate(mm_rows, orig)
     assert sel["value"] == pytest.approx(expect["value"]) and 0 <= sel["du_recall"] <= 1
+    assert 0 <= sel["du_recall_heldout"] <= 1 and "DU recall (held-out)" in report
     # the report re-renders from the run's files alone
     (run / "report.md").unlink()
     assert main(["report", str(run)]) == 0 and (run / "report.md").read_text() == report
@@ -357,6 +381,12 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     # bad input: one line, exit 2
     assert main(["control", "--ratios", "1.5", "-o", str(tmp_path / "x")]) == 2
     assert main(["control", "--controls", "zz", "-o", str(tmp_path / "y")]) == 2
+    assert main(["control", "--heldout-forms", "qa", "-o", str(tmp_path / "z")]) == 2
+    assert main(["control", "--heldout-rule", "most", "-o", str(tmp_path / "z")]) == 2
+    # other held-out forms are another run: refused on resume
+    capsys.readouterr()
+    assert main(args + ["--heldout-forms", "cloze", "--resume"]) == 2
+    assert "heldout_forms" in capsys.readouterr().err
 
 
 def test_registered_names():

@@ -245,6 +245,37 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     rows = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["steps"] for r in rows] == [1, 16]
     assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]
+    # every row is also judged on forms ga never saw, and carries Success-DU on both (Wu et al. 2025, Definition 2)
+    from dukb.neural.metrics.heldout import default_heldout_forms
+    from dukb.solver.mdus import is_deep_unlearning_set
+
+    kb_demo = load_kb("demo")
+    c6 = compute_closure(kb_demo)
+    lm0 = real_load(specs[0])
+    held = list(default_heldout_forms(["qa"]))
+    base = probe(Predictor(lm0.model, lm0.tokenizer, lm0.tags, device=lm0.device), kb_qa(kb_demo, tuple(held)),
+                     rouge=False, logprob=False)
+    elicited = {int(f) for fk, f, v in zip(base["fact_kind"], base["fact_id"], base["known"])
+                if fk == "relationship" and v}
+    for r in rows:
+        assert r["probe_forms_seen"] == ["qa"] and sorted(r["heldout_forms"]) == sorted(held)
+        for suffix in ("", "_heldout"):
+            forgotten = r["forgotten_relationships" + suffix]
+            assert r["success_du" + suffix] == int(is_deep_unlearning_set(c6, [c6.atom_of_fact(6)], forgotten))
+        # held-out forgetting is judged against the model before unlearning: a fact no held-out form elicited then
+        # is never counted as forgotten
+        assert set(r["forgotten_relationships_heldout"]) <= elicited
+        assert 0.0 <= r["recall_heldout"] <= 1.0
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
+                 "--grid", "1", "--heldout-forms", "qa,cloze", "-o", str(tmp_path / "u5")]) == 2
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
+                 "--grid", "1", "--heldout-rule", "most", "-o", str(tmp_path / "u5")]) == 2
+    assert not (tmp_path / "u5").exists()  # refused before anything is written
+    one = tmp_path / "u6"
+    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
+                 "--grid", "16", "--heldout-forms", "cloze", "--heldout-rule", "any", "-o", str(one)]) == 0
+    (r1,) = [json.loads(x) for x in (one / "results.jsonl").read_text().splitlines()]
+    assert r1["heldout_forms"] == ["cloze"] and r1["success_du"] == rows[1]["success_du"]
     assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "nope", "--target-id", "6",
                  "-o", str(tmp_path / "u2")]) == 2
     # a preset: method, forget scope and grid from the registry

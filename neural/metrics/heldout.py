@@ -169,6 +169,71 @@ def scorable_recall(sets, forgotten, unscorable) -> float | None:
     return max(vals) if vals else None
 
 
+def heldout_forgotten(kb, probe, forms, heldout_before=None, rule: str = "pairs") -> dict:
+    """Which facts an unlearned model no longer knows when only held-out forms may elicit them, and which facts the
+    held-out forms cannot judge.
+
+    Args:
+        kb: the KB; probe: probe table after unlearning (pandas DataFrame with kind, fact_kind, fact_id, known);
+        forms: the held-out forms (iterable of str, non-empty);
+        heldout_before: the baseline, (form, fact kind, fact_id) triples that elicited their fact before unlearning
+            (:func:`elicited_by_form`), or None (every fact is scored, on every held-out form asked);
+        rule: "pairs" (known while a baseline pair still elicits it) or "any" (known while any held-out form does):
+            :data:`HELDOUT_RULES`.
+
+    Returns:
+        {"forgotten_relationships": set of fact_ids, "forgotten_biographies": set or None (None when no held-out
+        form asks about biographies), "unscorable_relationships": set, "unscorable_biographies": set}: a fact is
+        unscorable when no held-out form elicited it before unlearning (or none asks about it); it is never counted
+        as forgotten.
+
+    Raises:
+        ValueError: no forms; an unknown rule; without a baseline, a relationship fact without any held-out probe
+            row; with one, a baseline pair without its row (under the ``pairs`` rule only when no other pair of its
+            fact elicited it: those are left unprobed, :func:`dukb.neural.unlearn.probe_until_elicited`).
+
+    Source: Wu et al. 2025, Eq. 1 (forgotten facts U_A) over the held-out forms (module docstring).
+    """
+    forms = tuple(forms)
+    if not forms:
+        raise ValueError("held-out scoring needs at least one held-out form")
+    df = probe[probe["kind"].isin(forms)]
+    rows = {(k, fk, int(f)): bool(v) for k, fk, f, v in zip(df["kind"], df["fact_kind"], df["fact_id"], df["known"])}
+    if heldout_before is None:  # no baseline: every fact is scored, on every held-out form asked
+        asked = {(fk, f) for _k, fk, f in rows}
+        missing = [f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in asked]
+        if missing:
+            raise ValueError(f"no held-out probe ({', '.join(forms)}) asks about relationship fact {missing[0]}")
+        scorable = asked
+        hit = {(fk, f) for (_k, fk, f), v in rows.items() if v}
+    else:  # the evidence: the (form, fact) pairs that elicited their fact before unlearning
+        pairs = {(k, fk, int(f)) for k, fk, f in heldout_before if k in forms}
+        elicited = {(fk, f) for (k, fk, f) in pairs if rows.get((k, fk, f))}
+        # under the pairs rule a fact's other pairs may be left unprobed once one elicits it (probe_until_elicited)
+        absent = sorted(pr for pr in pairs if pr not in rows
+                        and (rule != "pairs" or pr[1:] not in elicited))
+        if absent:
+            raise ValueError(f"the probe table lacks the held-out probe {absent[0]} that elicited its fact before "
+                             "unlearning")
+        scorable = {(fk, f) for _k, fk, f in pairs}
+        if rule == "any":  # known when any held-out form elicits it now (every form probed)
+            hit = {(fk, f) for (_k, fk, f), v in rows.items() if v and (fk, f) in scorable}
+        elif rule == "pairs":
+            hit = elicited
+        else:
+            raise ValueError(f"unknown held-out rule {rule!r} (pairs or any)")
+    forgot_rel = {f.fact_id for f in kb.relationships
+                  if ("relationship", f.fact_id) in scorable and ("relationship", f.fact_id) not in hit}
+    has_bio = any(fk == "biography" for fk, _ in scorable)
+    forgot_bio = ({b.fact_id for b in kb.biographies
+                   if ("biography", b.fact_id) in scorable and ("biography", b.fact_id) not in hit}
+                  if has_bio else None)
+    un_rel = {f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in scorable}
+    un_bio = {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in scorable} if has_bio else set()
+    return {"forgotten_relationships": forgot_rel, "forgotten_biographies": forgot_bio,
+            "unscorable_relationships": un_rel, "unscorable_biographies": un_bio}
+
+
 def recall_heldout(ctx: RowContext) -> dict:
     """Recall, accuracy and forgotten facts of one unlearned model judged on held-out forms only.
 
@@ -199,40 +264,10 @@ def recall_heldout(ctx: RowContext) -> dict:
     forms = tuple(ctx.heldout_forms or ())
     if not forms:
         raise ValueError("recall_heldout needs the row's held-out forms")
-    df = ctx.probe[ctx.probe["kind"].isin(forms)]
     kb = ctx.kb
-    rows = {(k, fk, int(f)): bool(v) for k, fk, f, v in zip(df["kind"], df["fact_kind"], df["fact_id"], df["known"])}
-    if ctx.heldout_before is None:  # no baseline: every fact is scored, on every held-out form asked
-        asked = {(fk, f) for _k, fk, f in rows}
-        missing = [f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in asked]
-        if missing:
-            raise ValueError(f"no held-out probe ({', '.join(forms)}) asks about relationship fact {missing[0]}")
-        scorable = asked
-        hit = {(fk, f) for (_k, fk, f), v in rows.items() if v}
-    else:  # the evidence: the (form, fact) pairs that elicited their fact before unlearning
-        pairs = {(k, fk, int(f)) for k, fk, f in ctx.heldout_before if k in forms}
-        elicited = {(fk, f) for (k, fk, f) in pairs if rows.get((k, fk, f))}
-        # under the pairs rule a fact's other pairs may be left unprobed once one elicits it (probe_until_elicited)
-        absent = sorted(pr for pr in pairs if pr not in rows
-                        and (ctx.heldout_rule != "pairs" or pr[1:] not in elicited))
-        if absent:
-            raise ValueError(f"the probe table lacks the held-out probe {absent[0]} that elicited its fact before "
-                             "unlearning")
-        scorable = {(fk, f) for _k, fk, f in pairs}
-        if ctx.heldout_rule == "any":  # known when any held-out form elicits it now (every form probed)
-            hit = {(fk, f) for (_k, fk, f), v in rows.items() if v and (fk, f) in scorable}
-        elif ctx.heldout_rule == "pairs":
-            hit = elicited
-        else:
-            raise ValueError(f"unknown held-out rule {ctx.heldout_rule!r} (pairs or any)")
-    forgot_rel = {f.fact_id for f in kb.relationships
-                  if ("relationship", f.fact_id) in scorable and ("relationship", f.fact_id) not in hit}
-    has_bio = any(fk == "biography" for fk, _ in scorable)
-    forgot_bio = ({b.fact_id for b in kb.biographies
-                   if ("biography", b.fact_id) in scorable and ("biography", b.fact_id) not in hit}
-                  if has_bio else None)
-    un_rel = {f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in scorable}
-    un_bio = {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in scorable} if has_bio else set()
+    h = heldout_forgotten(kb, ctx.probe, forms, ctx.heldout_before, ctx.heldout_rule)
+    forgot_rel, forgot_bio = h["forgotten_relationships"], h["forgotten_biographies"]
+    un_rel, un_bio = h["unscorable_relationships"], h["unscorable_biographies"]
     r = recall_accuracy(kb, ctx.sets, forgot_rel, forgot_bio, ctx.sets_used, [ctx.target],
                         exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
                         exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio)
@@ -252,4 +287,4 @@ RECALL_HELDOUT = Metric(
     "Wu et al. 2025, Eq. 1-2 over held-out forms; RWKU (Jin et al. 2024), Sec. 3.3")
 
 __all__ = ["FIELDS", "RECALL_HELDOUT", "check_heldout", "default_heldout_forms", "elicited_by_form", "elicited_facts",
-           "heldout_known", "recall_heldout"]
+           "heldout_forgotten", "heldout_known", "recall_heldout"]

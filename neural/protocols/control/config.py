@@ -54,6 +54,10 @@ class ControlConfig(RunConfig):
         selection: "full" or "cheap" (:data:`SELECTIONS`).
         search: PS search over k ("bisection" or "linear").
         sets, seeds: "exact" or "random" minimal deep unlearning sets for the recall (N_seed for random).
+        heldout_forms: probe forms every model is also judged on (the ``*_heldout`` fields: the facts it no longer
+            knows, their accuracy, Success-DU, DU recall), none of which a method trains on or queries; None: every
+            form that asks for a fact except those (:func:`dukb.neural.metrics.heldout.default_heldout_forms`).
+        heldout_rule: "pairs" or "any" (:data:`dukb.neural.metrics.heldout.HELDOUT_RULES`).
         kb, rules, model, finetuned, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
             gradient_checkpointing, trust_remote_code: the shared options
             (:class:`dukb.neural.runconfig.RunConfig`).
@@ -77,6 +81,8 @@ class ControlConfig(RunConfig):
     search: str = "bisection"
     sets: str = "exact"
     seeds: int = 100
+    heldout_forms: list[str] | None = None
+    heldout_rule: str = "pairs"
 
     def check(self) -> None:
         """Raises InputError on settings outside their ranges."""
@@ -102,6 +108,12 @@ class ControlConfig(RunConfig):
             raise InputError(f"unknown --search {self.search!r} (choose from {', '.join(SEARCHES)})")
         if self.sets not in ("exact", "random"):
             raise InputError(f"unknown --sets {self.sets!r} (choose exact or random)")
+        from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
+
+        if self.heldout_rule not in HELDOUT_RULES:
+            raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
+        if self.heldout_forms is not None:  # every method here trains on qa (its forms are checked in the plan)
+            self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
 
 
 # ----------------------------------------------------------------------------------------------- the plan ----

@@ -43,11 +43,13 @@ def summarize_control(rows: list[dict], kb, sets: dict, splits: dict, selection:
             d = {"ratio": rk, "method": method, "control": control,
                  "param": r.get("param") if r else None, "value": r.get("value") if r else None,
                  "selected": selected}
-            for k in PS_COLUMNS + ("confidence_retain", "confidence_forget", "accuracy_all_facts"):
+            for k in PS_COLUMNS + ("confidence_retain", "confidence_forget", "accuracy_all_facts",
+                                   "accuracy_all_facts_heldout", "success_du", "success_du_heldout"):
                 d[k] = r.get(k) if r else None
             if r is not None:
-                d.update(du_recall(kb, sets, r, forget, r.get("retain_train_fact_ids") or
-                                   {"relationships": [], "biographies": []}))
+                rt = r.get("retain_train_fact_ids") or {"relationships": [], "biographies": []}
+                d.update(du_recall(kb, sets, r, forget, rt))
+                d.update(du_recall(kb, sets, r, forget, rt, heldout=True))
             return d
 
         out.append(line(orig, "θ_o (before unlearning)", "original", True))
@@ -82,27 +84,33 @@ def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
              "`none` is the uncontrolled run (Table 2). DU recall: Wu et al. 2025 Eq. 1, the mean over the forget "
              "facts (each a target) of the share of its best minimal deep unlearning set the model no longer knows; "
              "`derivable`: forget facts still derivable from what the model knows. DU accuracy leaves out the "
-             "forget set and retain-train.", ""]
+             "forget set and retain-train. The held-out columns judge the same models on probe forms no method "
+             "trains on or queries (`heldout_forms` of the rows, the `heldout_rule` of config.json): a fact counts as "
+             "forgotten when none of them elicits it any more; facts none of them elicited from θ_o count as known "
+             "and are left out of the accuracy.", ""]
     ev = splits.get("retain_eval", {})
     n_ev = sum(len(v) for v in ev.values())
     for rk in dict.fromkeys(s["ratio"] for s in summary):
         n_f = len(splits["forget"][rk])
         lines += [f"## Forget ratio {rk} (|D_u| = {n_f}, |D_t,eval| = {n_ev})", "",
                   "| method | control | value | PS-exact r | PS-exact u | PS-perturb r | PS-perturb u | PS-similar r "
-                  "| PS-similar u | conf r | conf u | DU recall | derivable | DU accuracy |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| PS-similar u | conf r | conf u | DU recall | derivable | DU accuracy | DU recall (held-out) | "
+                  "derivable (held-out) | DU accuracy (held-out) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in summary:
             if s["ratio"] != rk:
                 continue
             if not s["selected"]:
-                lines.append(f"| {s['method']} | {s['control']} | none passes |" + " |" * 11)
+                lines.append(f"| {s['method']} | {s['control']} | none passes |" + " |" * 14)
                 continue
             val = "" if s["value"] is None else f"{s['param']}={s['value']:g}"
-            der = s.get("du_targets_derivable")
+            der, der_h = s.get("du_targets_derivable"), s.get("du_targets_derivable_heldout")
             lines.append(f"| {s['method']} | {s['control']} | {val} | "
                          + " | ".join(_f(s[k]) for k in PS_COLUMNS) + f" | {_f(s['confidence_retain'])} | "
                          f"{_f(s['confidence_forget'])} | {_f(s.get('du_recall'))} | "
-                         f"{'–' if der is None else f'{der}/{n_f}'} | {_f(s.get('du_accuracy'))} |")
+                         f"{'–' if der is None else f'{der}/{n_f}'} | {_f(s.get('du_accuracy'))} | "
+                         f"{_f(s.get('du_recall_heldout'))} | {'–' if der_h is None else f'{der_h}/{n_f}'} | "
+                         f"{_f(s.get('du_accuracy_heldout'))} |")
         lines.append("")
     lines += ["Figures: `ps_curves.png` (PS-exact on forget and retain-eval against each control's value), "
               "`risk_curves.png` (per-step unlearning risk and retain loss of the uncontrolled runs, Fig. 1).", ""]

@@ -49,6 +49,7 @@ class ControlProtocol(Protocol):
         from dukb.neural.protocols.muse.config import _lr_entry
         from dukb.neural.pipeline import finetune_config
         from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
+        from dukb.neural.metrics.heldout import check_heldout
         from dukb.neural.runs import IDENTITY_VERSION, history_entry, provenance, write_json_atomic
 
         cfg = self.cfg
@@ -86,6 +87,10 @@ class ControlProtocol(Protocol):
                     "retain_eval": splits["retain_eval"],
                     "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]}
                                for r in cfg.ratios}}
+        # one set of held-out forms for every model of the run (θ_o's row is compared with each method's): the
+        # forms no method trains on or queries
+        self.seen = tuple(sorted({"qa"} | {k for _label, m in methods for k in m.seen_forms}))
+        self.heldout = check_heldout(cfg.heldout_forms, self.seen)
         self.claim(identity, extendable=("methods", "controls", "ratios"), row_key=control_row_key)
         # the splits of every ratio of the run, also those of earlier invocations (splits.json is rewritten whole)
         self.splits = splits = split_facts(kb, [v["ratio"] for v in self.identity["ratios"].values()],
@@ -133,15 +138,37 @@ class ControlProtocol(Protocol):
         self.ev_items = [self.by_key[("relationship", i)] for i in ev["relationships"]] + \
             [self.by_key[("biography", i)] for i in ev["biographies"]]
         self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+        # the held-out baseline: which (form, fact) pairs θ_o answers; a fact none of them elicits is unscorable on
+        # the held-out forms (never counted as forgotten there)
+        from dukb.neural.unlearn import heldout_baseline
+
+        self.heldout_before = heldout_baseline(lm, kb, self.heldout)
+        scorable = {(fk, f) for _k, fk, f in self.heldout_before}
+        self.unscorable = {"relationships": sorted(f.fact_id for f in kb.relationships
+                                                   if ("relationship", f.fact_id) not in scorable),
+                           "biographies": sorted(b.fact_id for b in kb.biographies
+                                                 if ("biography", b.fact_id) not in scorable)}
+        held_items = kb_qa(kb, tuple(self.heldout))
+        if self.cfg.heldout_rule == "pairs":  # only the pairs that elicited their fact before are asked again
+            held_items = [it for it in held_items if (it.kind, it.fact_kind, it.fact_id) in self.heldout_before]
+        self.held_items = held_items
+        n = len(kb.relationships) + len(kb.biographies)
+        self.log(f"held-out forms ({', '.join(self.heldout)}) elicit "
+                 f"{1 - sum(map(len, self.unscorable.values())) / max(1, n):.4f} of the KB before unlearning")
 
     # ---- scoring a model -----------------------------------------------------------------------------------------
-    def evaluate_model(self, pred, forget_items) -> dict:
+    def evaluate_model(self, pred, forget_items, seen=()) -> dict:
         """The PS vector on the forget and retain-eval items (Wang et al. 2024, Sec. 4), the facts the model no
         longer knows, its accuracy over every fact, and Success-DU (Wu et al. 2025, Definition 2: every forget fact
-        underivable from what the model still knows)."""
+        underivable from what the model still knows), on the qa form and on the held-out forms (``*_heldout``:
+        :func:`dukb.neural.metrics.heldout.heldout_forgotten`; facts no held-out form elicited from θ_o count as
+        known there and are left out of ``accuracy_all_facts_heldout``). ``seen``: the forms the model's method
+        trained on or queried (``probe_forms_seen``; none for θ_o)."""
+        from dukb.neural.metrics.heldout import heldout_forgotten
         from dukb.neural.metrics.ps import ps_vector
         from dukb.neural.metrics.recall import success_du_all
         from dukb.neural.probe import probe
+        from dukb.neural.unlearn import probe_until_elicited
 
         fields = ps_vector(pred, forget_items, self.ev_items, self.para, search=self.cfg.search)
         df = probe(pred, self.qa, generate=True, rouge=False, logprob=False)
@@ -153,6 +180,22 @@ class ControlProtocol(Protocol):
         fields["accuracy_all_facts"] = float(df["known"].mean())
         fields["success_du"] = success_du_all(self.closure, [it.fact_id for it in forget_items],
                                               fields["forgotten_relationships"])
+        kw = dict(generate=True, rouge=False, logprob=False)
+        hdf = (probe_until_elicited(pred, self.held_items, **kw) if self.cfg.heldout_rule == "pairs"
+               else probe(pred, self.held_items, **kw))
+        h = heldout_forgotten(self.kb, hdf, self.heldout, self.heldout_before, self.cfg.heldout_rule)
+        un = self.unscorable
+        n_scorable = len(self.kb.relationships) + len(self.kb.biographies) - len(un["relationships"]) \
+            - len(un["biographies"])
+        gone_h = len(h["forgotten_relationships"]) + len(h["forgotten_biographies"] or ())
+        fields.update({
+            "probe_forms_seen": list(seen), "heldout_forms": list(self.heldout),
+            "forgotten_relationships_heldout": sorted(h["forgotten_relationships"]),
+            "forgotten_biographies_heldout": sorted(h["forgotten_biographies"] or ()),
+            "accuracy_all_facts_heldout": 1 - gone_h / n_scorable if n_scorable else None,
+            "success_du_heldout": success_du_all(self.closure, [it.fact_id for it in forget_items],
+                                                 h["forgotten_relationships"]),
+            "heldout_unscorable_fact_ids": un})
         return fields
 
     def ratio_data(self, rk: str):
@@ -208,7 +251,7 @@ class ControlProtocol(Protocol):
             t1 = time.perf_counter()
             row = {**base, "method": label, "control": control, "stage": stage, "param": ctl.param,
                    "value": float(setting.get(ctl.param)), "setting": setting, **used,
-                   **self.evaluate_model(pred, f_items), "risk_curve": pred.meta.get("risk_curve"),
+                   **self.evaluate_model(pred, f_items, sorted({"qa"} | set(m.seen_forms))), "risk_curve": pred.meta.get("risk_curve"),
                    "seconds_unlearn": round(t1 - t0, 3), "seconds_eval": round(time.perf_counter() - t1, 3),
                    "worker": self.worker}
             yield row  # written by the work loop before the sweep goes on

@@ -271,18 +271,6 @@ class EvaluateProtocol(Protocol):
             row["n_kb_bio"] = len(kb.biographies)
             yield row
 
-    def score(self, unit: tuple, row: dict) -> dict:
-        """Success-DU (Wu et al. 2025, Definition 2: the target is not in Ω(K \\ U_A, R)), on the qa form and on
-        held-out forms, from the row's forgotten relationships."""
-        from dukb.neural.metrics.recall import success_du
-
-        t = unit[0]
-        if "forgotten_relationships" in row:
-            row["success_du"] = success_du(self.closure, t, row["forgotten_relationships"])
-        if "forgotten_relationships_heldout" in row:
-            row["success_du_heldout"] = success_du(self.closure, t, row["forgotten_relationships_heldout"])
-        return row
-
     def unit_done(self, unit: tuple) -> None:
         """One log line: the unit's best recall, its accuracy, and in how many settings the target was forgotten."""
         t, label = unit
