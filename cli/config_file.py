@@ -46,7 +46,7 @@ def _key_lines(text: str, path: Path) -> dict[str, int]:
 
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return lines
     if isinstance(node, yaml.MappingNode):
         for k, _v in node.value:
@@ -64,8 +64,8 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
         (options: dict of key -> value, lines: key -> 1-based line).
 
     Raises:
-        InputError: not a regular file, too large, not UTF-8, not valid YAML/TOML (with its line), another suffix,
-            or not a mapping at the top level.
+        InputError: not a regular file, too large, not UTF-8, not valid YAML/TOML (with its line), nested too
+            deeply for the parser (a RecursionError), another suffix, or not a mapping at the top level.
     """
     from dukb.kb.csvfile import read_text
 
@@ -82,6 +82,8 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
         except tomllib.TOMLDecodeError as e:
             m = re.search(r"line (\d+)", str(e))
             raise InputError(f"not valid TOML ({e})", p, int(m.group(1)) if m else None) from None
+        except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+            raise InputError("not valid TOML (a value is nested too deeply)", p) from None
     else:
         import yaml
 
@@ -91,6 +93,8 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
             mark = getattr(e, "problem_mark", None)
             raise InputError(f"not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})", p,
                              mark.line + 1 if mark is not None else None) from None
+        except RecursionError:  # PyYAML composes nested sequences and mappings recursively
+            raise InputError("not valid YAML (a value is nested too deeply)", p) from None
         if data is None:
             data = {}
     if not isinstance(data, dict):

@@ -53,8 +53,9 @@ def control(
     heldout_forms: Optional[str] = typer.Option(None, "--heldout-forms", help="Probe forms every model is also "
                                                 "judged on (the *_heldout fields and the report's held-out DU "
                                                 "columns): comma-separated kinds or groups of `dukb probes --kinds`, "
-                                                "none of which a method trains on or queries (qa). Default: every "
-                                                "form that asks for a fact except those."),
+                                                "none of which a method trains on or queries (qa) and neither of "
+                                                "the calibration's (qa, paraphrase). Default: every form that asks "
+                                                "for a fact except those."),
     heldout_rule: str = typer.Option("pairs", "--heldout-rule", help="'pairs' (a fact stays known while a "
                                      "form-fact pair that elicited it from θ_o still does) or 'any' (while any "
                                      "held-out form does); as in `dukb evaluate`."),

@@ -140,13 +140,13 @@ def _run_protocol(run_dir: Path) -> str:
     config.json named its protocol, or one with results.jsonl alone).
 
     Raises:
-        InputError: not a directory, nothing to render, an unreadable config.json or an unknown protocol.
+        InputError: not a directory, nothing to render, an unreadable config.json (not UTF-8, not JSON, nested too
+            deeply, not an object), a "protocol" that is not a string, or an unknown protocol.
     """
-    import json
     import os
 
     from dukb.kb.csvfile import read_bytes
-    from dukb.neural.runs import RUN_JSON_BYTES
+    from dukb.neural.runs import RUN_JSON_BYTES, json_problem
 
     if not run_dir.is_dir():
         raise InputError("not a run directory" if run_dir.exists() else "no such run directory", run_dir)
@@ -157,16 +157,62 @@ def _run_protocol(run_dir: Path) -> str:
         raise InputError("not a run directory: neither config.json nor results.jsonl is here", run_dir)
     data = read_bytes(config, "run config", limit=RUN_JSON_BYTES)  # a FIFO, device or folder: one line naming it
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except ValueError as e:
-        raise InputError(f"not a readable run config ({type(e).__name__}: {e})", config) from None
+        doc, problem, _ = json_problem(data.decode("utf-8"))  # nested too deeply included: one line, no traceback
+    except ValueError as e:  # not UTF-8
+        doc, problem = None, f"{type(e).__name__}: {e}"
+    if problem:
+        raise InputError(f"not a readable run config ({problem})", config)
     if not isinstance(doc, dict):
         raise InputError("not a run config (expected a JSON object)", config)
     protocol = doc.get("protocol", "evaluate")
+    if not isinstance(protocol, str):
+        raise InputError(f"not a run config: its \"protocol\" is a JSON {_json_type(protocol)}, not a string "
+                         f"(one of {', '.join(RENDERERS)})", config)
     if protocol not in RENDERERS:
         raise InputError(f"cannot render a {protocol!r} run: `dukb report` renders {', '.join(RENDERERS)} runs",
                          config)
     return protocol
+
+
+def _blank_file(path: Path, chunk: int = 1 << 20) -> bool:
+    """Whether ``path`` is a regular file holding nothing but blank lines (whitespace), read until its first other
+    byte. Anything else (a link, a FIFO, a device, a folder, an unreadable file) is False: the renderer's bounded
+    reader reports it.
+
+    Args:
+        path: the file (a run's results.jsonl).
+        chunk: bytes read at a time.
+
+    Returns:
+        True for an empty or all-blank regular file.
+
+    Raises:
+        Nothing.
+    """
+    import os
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with open(path, "rb") as fh:
+            while True:
+                data = fh.read(chunk)
+                if not data:
+                    return True
+                if data.strip():
+                    return False
+    except OSError:
+        return False
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a parsed value's type: object, array, string, number, boolean or null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "number")
 
 
 def _why(e: Exception) -> str:
@@ -191,6 +237,9 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
     protocol = _run_protocol(run_dir)
     if protocol != "restor" and not os.path.lexists(run_dir / "results.jsonl"):
         raise InputError(f"no results.jsonl here (a {protocol} run that has written no rows yet)", run_dir)
+    if protocol in ("evaluate", "muse", "rwku") and _blank_file(run_dir / "results.jsonl"):
+        raise InputError(f"no result rows yet: the file is empty (the {protocol} run has written no rows yet)",
+                         run_dir / "results.jsonl")
     if protocol == "restor":  # its renderer writes these whole: nothing but a regular file may stand in their place
         from dukb.neural.runs import output_file
 

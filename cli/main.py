@@ -1,7 +1,8 @@
 """The `dukb` command: a thin typer app. Each command group lives in its own module and imports heavy libraries
 (clingo, torch) only inside the command, so `dukb closure` and `dukb mdus` start fast and never import torch.
 
-Errors in user input (:class:`dukb.DukbError`), usage errors and file-system errors (:class:`OSError`) print one
+Errors in user input (:class:`dukb.DukbError`), usage errors and file-system errors (:class:`OSError`), and as a
+last resort an input too large (:class:`MemoryError`) or nested too deeply (:class:`RecursionError`), print one
 line ``dukb: error: ...`` (control characters escaped by :func:`dukb.one_line`) and exit with code 2. Ctrl-C prints
 one line saying what the command kept (``dukb: interrupted; ...``) and exits with 130; a closed stdout (``dukb
 closure ... | head``) ends the command quietly with 0. The app is invoked directly rather than through
@@ -198,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit code: 0 on success (also when a reader of stdout, such as ``head``, closed it early), 2 on bad
-        input, usage or a file-system error (one line ``dukb: error: ...``, no traceback), 130 on Ctrl-C (one line
+        input, usage or a file-system error, or when memory or Python's recursion limit runs out (one line
+        ``dukb: error: ...``, no traceback), 130 on Ctrl-C (one line
         ``dukb: interrupted; ...`` saying what the command kept).
     """
     from dukb.cli.render import interrupt_message, on_interrupt, progress_to_stderr
@@ -245,6 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except OSError as e:  # last resort: a file the command could not read or write, not caught where it was used
         _error(os_error_message(e))
+        return 2
+    except MemoryError:  # last resort: an input too large for this machine, not bounded where it was read
+        _error("out of memory: the input is too large for this machine")
+        return 2
+    except RecursionError:  # last resort: an input nested too deeply, not bounded where it was read
+        _error("an input is nested too deeply to be read (maximum recursion depth exceeded)")
         return 2
     finally:
         on_interrupt(None)

@@ -225,16 +225,20 @@ def mdus(
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="File with one fact_id per line; '#' "
                                                 "starts a comment."),
     target: Optional[list[str]] = typer.Option(None, "--target", help="Target as 'Subject,relation,Object' "
-                                               "(repeatable); may be a derived fact."),
+                                               "(repeatable); may be a derived fact. Read as one CSV record: quote "
+                                               "a name that holds a comma, as in '\"Hale, George\",wife,Martha "
+                                               "Hale'."),
     method: MdusMethod = typer.Option(MdusMethod.exact, "--method", help="exact: all subset-minimal sets (clingo); "
                                       "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
                                       "Algorithm 1."),
     seeds: int = typer.Option(MDUS_SEEDS, "--seeds", help="random: number of seeds N_seed (only with --method "
                               "random)."),
     seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum)."),
-    max_sets: Optional[int] = typer.Option(None, "--max-sets", help="exact: stop after this many sets."),
+    max_sets: Optional[int] = typer.Option(None, "--max-sets", help="exact: stop after this many sets, at least 1 "
+                                           "(only with --method exact; default: all)."),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="exact/minimum: time limit per target, "
-                                            "in seconds."),
+                                            "in seconds, above 0 (only with --method exact or minimum; default: "
+                                            "none)."),
     joint: bool = typer.Option(False, "--joint", help="Treat all targets as one group that must all become "
                                "non-derivable (adds a 'joint' entry)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
@@ -249,12 +253,19 @@ def mdus(
     entry holds the sets that remove all targets at once.
     """
     from dukb.cli.render import emit, to_json, to_table
-    from dukb.solver.mdus import minimal_sets
+    from dukb.solver.mdus import check_limits, minimal_sets
 
     if seeds < 1:
         raise InputError(f"--seeds must be at least 1, got {seeds}")
+    check_limits(max_sets=max_sets, seconds=seconds)  # --max-sets < 1; --seconds 0, negative, NaN or infinite
     if seeds != MDUS_SEEDS and method != MdusMethod.random:
         raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
+    if max_sets is not None and method != MdusMethod.exact:
+        raise InputError(f"--max-sets applies only to --method exact (the {method.value} method "
+                         + ("finds one set)" if method == MdusMethod.minimum else "draws one set per seed)"))
+    if seconds is not None and method == MdusMethod.random:
+        raise InputError("--seconds applies only to --method exact and minimum (the random method has no time "
+                         "limit)")
     _, c = _load(kb, rules)
     tg = _collect_targets(c, target_id, targets_file, target)
     kw = dict(max_sets=max_sets, seconds=seconds, n_seeds=seeds, seed=seed)

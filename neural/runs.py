@@ -278,10 +278,11 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
         return dict(identity), {}, {}
     data = read_bytes(path, "run config", limit=RUN_JSON_BYTES)  # a FIFO, device or folder: an error naming it
     try:
-        old = json.loads(data.decode("utf-8"))
-    except ValueError as e:
-        raise RunIdentityError(f"not a readable run config ({type(e).__name__}: {e}); choose another -o", path) \
-            from None
+        old, problem, _ = json_problem(data.decode("utf-8"))
+    except ValueError as e:  # not UTF-8
+        old, problem = None, f"{type(e).__name__}: {e}"
+    if problem:
+        raise RunIdentityError(f"not a readable run config ({problem}); choose another -o", path)
     if not isinstance(old, dict):
         raise RunIdentityError("not a run config (expected a JSON object); choose another -o", path)
     if old.get("protocol", kind) != kind:
@@ -369,7 +370,7 @@ def _read_holder(path: Path) -> dict | None:
 
     try:
         info = json.loads(read_bytes(path, "run lock file", limit=LOCK_BYTES) or b"null")
-    except (InputError, ValueError):
+    except (InputError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return None
     return info if isinstance(info, dict) else None
 
@@ -747,15 +748,64 @@ def read_json(path: str | Path, what: str = "file", limit: int | None = None):
 
     Raises:
         InputError: missing, not a regular file (a FIFO, a device, a folder), too large, not UTF-8 or not JSON
-            (file and, for bad JSON, line named).
+            (:func:`loads_json`: bad syntax, an over-long integer, nested too deeply; file and, for bad syntax,
+            line named).
     """
     from dukb.kb.csvfile import decode_text, read_bytes
 
     text = decode_text(read_bytes(path, what, limit=RUN_JSON_BYTES if limit is None else limit), path)
+    return loads_json(text, path)
+
+
+def json_problem(text: str | bytes) -> tuple[object, str, int | None]:
+    """Parse one JSON document, turning every way it can fail into a reason instead of an exception: bad syntax,
+    an integer of more than ``sys.get_int_max_str_digits()`` digits (a ValueError) and a document nested deeper
+    than Python's recursion limit (``[[[...]]]``: a RecursionError, which ``json.loads`` raises).
+
+    Args:
+        text: the document (str, or UTF-8 bytes).
+
+    Returns:
+        ``(value, "", None)`` for a JSON document, else ``(None, reason, line)``: the reason starts with ``"not
+        JSON: "``; line is the 1-based line of a syntax error within ``text`` (None for the other reasons).
+
+    Raises:
+        Nothing (UnicodeDecodeError aside, for bytes that are not UTF-8: callers decode first).
+    """
     try:
-        return json.loads(text)
-    except ValueError as e:
-        raise InputError(f"not JSON: {getattr(e, 'msg', e)}", path, getattr(e, "lineno", None)) from None
+        return json.loads(text), "", None
+    except json.JSONDecodeError as e:
+        return None, f"not JSON: {e.msg} at column {e.colno}", e.lineno
+    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        return None, f"not JSON: an integer of more than {limit} digits" if "digits" in str(e) \
+            else f"not JSON: {e}", None
+    except RecursionError:
+        return None, "not JSON: nested too deeply", None
+
+
+def loads_json(text: str | bytes, path: str | Path | None = None, line: int | None = None):
+    """One JSON document of a run file, or one :class:`InputError` line naming the file (:func:`json_problem`: bad
+    syntax, an over-long integer and a document nested too deeply are all refused, never a traceback).
+
+    Args:
+        text: the document (str, or UTF-8 bytes).
+        path: the file it was read from, for the message.
+        line: the 1-based line of ``text`` in that file (a line of a JSONL file); None when ``text`` is the whole
+            file (a syntax error then names its own line).
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        InputError: ``FILE[:LINE]: not JSON: ...``.
+    """
+    value, problem, at = json_problem(text)
+    if problem:
+        if at is not None and line is not None:
+            at = line + at - 1
+        raise InputError(problem, path, at if at is not None else line)
+    return value
 
 
 def output_file(path: str | Path) -> Path:
@@ -1125,15 +1175,9 @@ def _row_problem(raw: bytes, key: Callable[[dict], object] | None,
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None, "not UTF-8"
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as e:
-        return None, f"not JSON: {e.msg} at column {e.colno}"
-    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
-        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
-        return None, f"not JSON: an integer of more than {limit} digits" if "digits" in str(e) else f"not JSON: {e}"
-    except RecursionError:
-        return None, "not JSON: nested too deeply"
+    row, problem, _ = json_problem(text)
+    if problem:
+        return None, problem
     if not isinstance(row, dict):
         return None, "not a JSON object"
     if check is not None:
@@ -1667,7 +1711,7 @@ class ResultsFile:
             try:
                 row = json.loads(line)
                 k = self.key(row)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deeply
                 continue
             if k not in self.done:
                 self.rows.append(row)
@@ -1789,7 +1833,7 @@ class UnitClaims:
         """The claim of ``unit`` as recorded ({"worker", "done", ...}), or None when unclaimed or unreadable."""
         try:
             info = json.loads(self.path(unit).read_bytes()[:LOCK_BYTES] or b"null")
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
             return None
         return info if isinstance(info, dict) else None
 
@@ -1805,7 +1849,7 @@ class UnitClaims:
             with open(path, "rb") as fh:
                 st = os.fstat(fh.fileno())
                 info = json.loads(fh.read(LOCK_BYTES) or b"null")
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
             return False
         info = info if isinstance(info, dict) else {}
         if info.get("done"):
@@ -1993,7 +2037,7 @@ def unfinished_units(run: str | Path) -> list[tuple] | None:
         claim = run / UNITS_DIR / (_safe_name("-".join(map(str, unit))) + ".claim")
         try:
             info = json.loads(claim.read_bytes()[:LOCK_BYTES] or b"null")
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
             info = None
         if not (isinstance(info, dict) and info.get("done") is True):
             out.append(tuple(unit))
@@ -2067,5 +2111,6 @@ __all__ = ["DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Jou
            "history_entry",
            "holds_run_lock", "identity_differences", "journal_note", "merge_identity", "merge_shards", "move_aside",
            "open_append", "open_run", "output_file", "provenance", "read_journal", "read_json", "read_results",
+           "json_problem", "loads_json",
            "release_run", "report_journal", "row_check", "sha256_file", "sha256_json", "thread_info", "versions",
            "write_bytes_atomic", "write_json_atomic"]

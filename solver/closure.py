@@ -490,17 +490,42 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     rels = kb.relationships
     r = np.fromiter(map(_REL_INDEX.__getitem__, (f.relation for f in rels)), dtype=np.int64, count=len(rels))
     kb_codes = ev.encode(s, r, o)
-    codes = horn.fixpoint(ev, crules, kb_codes)
+    try:
+        codes = horn.fixpoint(ev, crules, kb_codes)
+    except horn.JoinTooLarge as e:
+        raise join_error(e, rules) from None
     derived = codes[~horn.in_sorted(codes, np.sort(kb_codes))]
     atom_code = np.concatenate([kb_codes, _order_derived(names, derived, ev.n)])
     if len(codes) != len(derived) + len(kb_codes):
         raise AssertionError("duplicate KB facts")  # pragma: no cover - a validated KB has none
 
     def grounder(sorted_codes, atom_ids):
-        return horn.ground_instances(ev, crules, sorted_codes, atom_ids)
+        try:
+            return horn.ground_instances(ev, crules, sorted_codes, atom_ids)
+        except horn.JoinTooLarge as e:
+            raise join_error(e, rules) from None
 
     return Closure(kb, rules, names, name_id, atom_code, len(rels), "numpy", time.perf_counter() - t0,
                    grounder=grounder)
+
+
+def join_error(e, rules: RuleSet) -> InputError:
+    """The :class:`InputError` for a rule whose body joins too many rows (:class:`dukb.solver.horn.JoinTooLarge`).
+
+    Args:
+        e: the JoinTooLarge raised by the numpy evaluator (``e.rule`` the rule's index, ``e.rows``, ``e.limit``).
+        rules: the rule set the rule belongs to.
+
+    Returns:
+        An InputError at ``FILE:LINE`` of the rule (the rule set's file), to raise.
+
+    Raises:
+        Nothing.
+    """
+    rule = rules.rules[e.rule] if e.rule is not None and 0 <= e.rule < len(rules.rules) else None
+    return InputError(f"the body of this rule joins {e.rows:,} rows, more than the limit of {e.limit:,}: its body "
+                      "atoms must share variables (a body atom that shares none is joined with every fact)",
+                      rules.path, None if rule is None else rule.line)
 
 
 def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto") -> Closure:
@@ -518,7 +543,9 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto
 
     Raises:
         RulesError: the rule set cannot be loaded.
-        InputError: clingo fails on the program (message from clingo); unknown method.
+        InputError: clingo fails on the program (message from clingo); unknown method; a rule whose body joins
+            more than :data:`dukb.solver.horn.MAX_JOIN_ROWS` rows (``FILE:LINE`` of the rule; also raised when
+            the instances are grounded on first use).
         dukb.solver.horn.Unsupported: method "numpy" with a rule the numpy evaluator does not handle.
 
     Source: Wu et al. 2025, Definition 1.
@@ -625,16 +652,55 @@ def _read_instances(ctl, index: dict[Triple, int]) -> tuple[list[int], list[int]
 def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
     """Atom id of a target given as a fact_id, a triple, a Fact, or a string ``"S,R,O"``.
 
+    The string is read as one CSV record of three fields (Python's csv module, as the KB's files are read), so a
+    field in double quotes may hold a comma: ``'"Hale, George",wife,Martha Hale'``. Spaces around a field are
+    dropped.
+
+    Args:
+        closure: the closure the target must lie in.
+        target: a relationship fact_id (int), a :class:`Fact`, a ``(subject, relation, object)`` triple or a string
+            ``"Subject,relation,Object"``.
+
+    Returns:
+        The target's atom id in ``closure``.
+
     Raises:
-        InputError: unknown fact_id, malformed string, or a fact outside the deductive closure.
+        InputError: unknown fact_id, malformed string (not one CSV record of three non-empty fields), or a fact
+            outside the deductive closure.
     """
     if isinstance(target, Fact):
         return closure.atom_of_triple(target.triple)
     if isinstance(target, int):
         return closure.atom_of_fact(target)
     if isinstance(target, str):
-        parts = [p.strip() for p in target.split(",")]
-        if len(parts) != 3 or not all(parts):
-            raise InputError(f"target {target!r} is not of the form 'Subject,relation,Object'")
-        return closure.atom_of_triple(tuple(parts))
+        return closure.atom_of_triple(parse_target(target))
     return closure.atom_of_triple(tuple(target))
+
+
+def parse_target(text: str) -> Triple:
+    """The ``(subject, relation, object)`` of a target string: one CSV record of three fields (a quoted field may
+    hold a comma or a doubled quote), each stripped of surrounding spaces.
+
+    Args:
+        text: e.g. ``"Leo Hale,uncle,Owen Stone"`` or ``'"Hale, George",wife,Martha Hale'``.
+
+    Returns:
+        The triple of strings.
+
+    Raises:
+        InputError: not one CSV record (a line break, a stray quote) or not three non-empty fields.
+    """
+    import csv
+
+    problem = f"target {text!r} is not of the form 'Subject,relation,Object' (quote a field that holds a comma: " \
+              "'\"Hale, George\",wife,Martha Hale')"
+    if "\n" in text or "\r" in text:
+        raise InputError(problem)
+    try:
+        records = list(csv.reader([text], skipinitialspace=True, strict=True))
+    except csv.Error:
+        raise InputError(problem) from None
+    parts = [p.strip() for p in records[0]] if len(records) == 1 else []
+    if len(parts) != 3 or not all(parts):
+        raise InputError(problem)
+    return (parts[0], parts[1], parts[2])

@@ -29,6 +29,10 @@ from dukb.kb.schema import RELATIONS
 
 NREL = len(RELATIONS)
 _REL_ID = {r: i for i, r in enumerate(RELATIONS)}
+#: Most rows one join of a rule's body may produce (checked before the join allocates anything). The family rules
+#: join at most about 160,000 rows on a generated KB of 100,000 people (about 1.5 million at 1,000,000 people); a
+#: rule whose body atoms share no variables joins the product of their sizes, which soon exceeds any memory.
+MAX_JOIN_ROWS = 20_000_000
 
 
 def unique(x: np.ndarray) -> np.ndarray:
@@ -67,6 +71,20 @@ def _rank(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 class Unsupported(Exception):
     """A rule the numpy evaluator does not handle (the caller uses clingo instead)."""
+
+
+class JoinTooLarge(Exception):
+    """A join of a rule's body would produce more than :data:`MAX_JOIN_ROWS` rows.
+
+    Attributes:
+        rows: the number of rows the join would produce.
+        limit: the limit it exceeds.
+        rule: the index of the rule in its rule set (set by :meth:`Evaluator.evaluate`; None before).
+    """
+
+    def __init__(self, rows: int, limit: int, rule: int | None = None):
+        self.rows, self.limit, self.rule = rows, limit, rule
+        super().__init__(f"a join of {rows} rows, more than the limit of {limit}")
 
 
 @dataclass(frozen=True)
@@ -292,13 +310,26 @@ class Evaluator:
 
     @staticmethod
     def join(left: Bindings, right: Bindings) -> Bindings:
-        """Natural join of two binding tables on their shared variables (sort + searchsorted)."""
+        """Natural join of two binding tables on their shared variables (sort + searchsorted).
+
+        Args:
+            left, right: binding tables (a column per variable and ``#n``).
+
+        Returns:
+            The joined bindings, with ``#l`` and ``#r`` the matched rows of each side.
+
+        Raises:
+            JoinTooLarge: the join would produce more than :data:`MAX_JOIN_ROWS` rows (counted before any row is
+                allocated).
+        """
         shared = [v for v in left if v in right and not v.startswith(("#", "@"))]
         nl, nr = len(left["#n"]), len(right["#n"])
         if nl == 0 or nr == 0:
             li = np.zeros(0, dtype=np.int64)
             ri = li
         elif not shared:
+            if nl * nr > MAX_JOIN_ROWS:
+                raise JoinTooLarge(nl * nr, MAX_JOIN_ROWS)
             li = np.repeat(np.arange(nl), nr)
             ri = np.tile(np.arange(nr), nl)
         else:
@@ -316,6 +347,9 @@ class Evaluator:
             krs = kr[order]
             lo = np.searchsorted(krs, kl, "left")
             cnt = np.searchsorted(krs, kl, "right") - lo
+            total = int(cnt.sum())
+            if total > MAX_JOIN_ROWS:
+                raise JoinTooLarge(total, MAX_JOIN_ROWS)
             li, pos = _expand(lo, cnt)
             ri = order[pos]
         out = {v: a[li] for v, a in left.items() if not v.startswith("#")}
@@ -368,7 +402,17 @@ class Evaluator:
 
         Returns:
             (head codes, body codes per body atom or None): int64 arrays, one entry per binding.
+
+        Raises:
+            JoinTooLarge: a join of the body exceeds :data:`MAX_JOIN_ROWS` rows (its ``rule`` is ``rule.index``).
         """
+        try:
+            return self._evaluate(rule, tables, want_body)
+        except JoinTooLarge as e:
+            e.rule = rule.index
+            raise
+
+    def _evaluate(self, rule: CRule, tables: list, want_body: bool):
         k = len(rule.body)
         # order: start with the atom at the smallest table, then atoms sharing variables
         sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var else len(t[_REL_ID[rule.body[j][1].const]][0])
@@ -427,6 +471,9 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     Returns:
         Sorted int64 array of the closure's fact codes.
 
+    Raises:
+        JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
+
     Source: Wu et al. 2025, Definition 1; semi-naive evaluation (Ullman 1988, Sec. 3.9).
     """
     known = unique(kb_codes)
@@ -464,6 +511,9 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
     Returns:
         (rule index int32 array, head code int64 array, body atom ids int64 array of shape (n, max body length),
         padded with -1 after the distinct body atoms in the rule's order).
+
+    Raises:
+        JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
     """
     tab = ev.by_relation(*ev.decode(codes), ids)
     width = max(len(r.body) for r in rules)

@@ -18,6 +18,7 @@ Every returned set is checked to be a deep unlearning set before it is returned.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -99,6 +100,31 @@ def _finish(cone: Cone, sets_local, method: str, complete: bool, t0: float, **kw
                       cone_atoms=len(cone.atoms), cone_instances=len(cone.inst_head), **kw)
 
 
+def check_limits(max_sets: int | None = None, seconds: float | None = None) -> None:
+    """Refuse limits no search can honour: fewer than one set, or a time limit that is not a positive finite number
+    of seconds (0, negative, NaN or infinite; CP-SAT reports a negative or NaN limit as an invalid model).
+
+    Args:
+        max_sets: the most sets to enumerate, or None (no limit).
+        seconds: the time limit in seconds, or None (no limit).
+
+    Returns:
+        None.
+
+    Raises:
+        InputError: naming the limit and its value.
+    """
+    if max_sets is not None and (isinstance(max_sets, bool) or not isinstance(max_sets, int) or max_sets < 1):
+        raise InputError(f"--max-sets must be a whole number of at least 1, got {max_sets!r}")
+    if seconds is not None:
+        try:
+            ok = not isinstance(seconds, bool) and math.isfinite(seconds) and seconds > 0
+        except TypeError:
+            ok = False
+        if not ok:
+            raise InputError(f"--seconds must be a positive finite number of seconds, got {seconds!r}")
+
+
 # --------------------------------------------------------------------------------------------------- exact ------
 @lru_cache(maxsize=1)
 def deletion_program() -> str:
@@ -134,11 +160,15 @@ def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: 
     Returns:
         :class:`MDUSResult` with ``complete`` True when the enumeration was exhausted.
 
+    Raises:
+        InputError: ``max_sets`` below 1, or ``seconds`` not a positive finite number.
+
     Source: Wu et al. 2025, Definition 3; clingo domain heuristics (Gebser et al. 2013, "Domain-specific heuristics
     in answer set programming").
     """
     import clingo
 
+    check_limits(max_sets=max_sets, seconds=seconds)
     t0 = time.perf_counter()
     cone = cone_of(closure, list(targets))
     lines = [f"kb({a})." for a in cone.kb]
@@ -189,8 +219,13 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
     Returns:
         :class:`MDUSResult` with one set.
 
+    Raises:
+        InputError: ``seconds`` is not a positive finite number, or the time limit was reached before CP-SAT found
+            any deep unlearning set (a larger limit is needed).
+
     Source: notes/deep-unlearning.md, exact characterisation; OR-tools CP-SAT.
     """
+    check_limits(seconds=seconds)
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()
@@ -208,6 +243,9 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
     if seconds is not None:
         solver.parameters.max_time_in_seconds = float(seconds)
     status = solver.Solve(m)
+    if status == cp_model.UNKNOWN:  # the time limit came before the first solution
+        raise InputError(f"the time limit ({float(seconds):g} seconds) was reached before CP-SAT found a deep "
+                         "unlearning set; give a larger --seconds")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - removing all of K always works
         raise AssertionError(f"CP-SAT found no deep unlearning set (status {solver.StatusName(status)})")
     chosen = frozenset(a for a in cone.kb if solver.Value(f[a]))
@@ -339,8 +377,10 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
         n_seeds, seed: for random.
 
     Raises:
-        InputError: unknown method, or no targets.
+        InputError: unknown method, or no targets; ``max_sets`` below 1 or ``seconds`` not a positive finite number
+            (:func:`check_limits`); method "minimum" reaching its time limit before any set is found.
     """
+    check_limits(max_sets=max_sets, seconds=seconds)
     targets = [targets] if isinstance(targets, int) else list(targets)
     if not targets:
         raise InputError("no targets given")

@@ -49,6 +49,14 @@ BACKGROUND = {"male": 1, "female": 1, "person": 1}
 INSTANCE_PRED = "dukb_inst"
 #: Largest rule file read, in bytes (the built-in ``family.lp`` has about 15 kB).
 MAX_RULES_BYTES = 1 << 20
+#: Deepest syntax tree a rule may have, in AST levels below the statement (a valid rule needs about 6: statement,
+#: literal, atom, function, argument). Deeper terms are refused before clingo's recursive printer sees them.
+MAX_TERM_DEPTH = 100
+#: Most brackets and operators one statement of a rule file may hold (a rule of the family set has about 10; a rule
+#: with 300 body atoms about 1000). clingo's parser builds, and frees, a syntax tree about as deep as this count
+#: recursively in C++, and crashes the process (a segmentation fault) at about 100000 levels, so a statement above
+#: the limit is refused on its text, before clingo parses it.
+MAX_STATEMENT_OPERATORS = 5000
 
 # clingo's parser opens the file of an ``#include`` while it lexes, before any statement reaches the callback (an
 # included empty file leaves no trace in the syntax tree at all). So every ``#include`` token is replaced by a
@@ -183,6 +191,7 @@ def _parse(text: str, path: Path) -> tuple[tuple[Rule, ...], str]:
     safe = text
     while _INCLUDE in safe:
         safe = safe.replace(_INCLUDE, _NO_INCLUDE)
+    _check_operators(safe, path)
     messages: list[str] = []
     stmts: list = []
     try:
@@ -209,6 +218,67 @@ def _parse(text: str, path: Path) -> tuple[tuple[Rule, ...], str]:
         raise RulesError("the rule file contains no rules", path)
     program = "\n".join(lines) + f"\nholds(S,R,O) :- {INSTANCE_PRED}(_,(S,R,O),_).\n"
     return tuple(rules), program
+
+
+# The text that matters for counting brackets and operators: block comments (nested, as clingo's lexer nests them),
+# line comments, strings, the statement end ".", the interval "..", ":-" and ":~" (not operators), brackets and
+# operators, line breaks. Inside a block comment only its delimiters and line breaks count.
+_SCAN = re.compile(r'%\*|%[^\n]*|"(?:[^"\\\n]|\\.)*"?|\.\.|\.|:[-~]|[(\[{+\-*/\\&?^|~@]|\n')
+_SCAN_BLOCK = re.compile(r"%\*|\*%|\n")
+
+
+def _check_operators(text: str, path: Path) -> None:
+    """Refuse a statement with more than :data:`MAX_STATEMENT_OPERATORS` brackets and operators, on the text alone.
+
+    clingo's parser and its syntax tree's destructor recurse once per level of nesting (``f(f(...))``, ``-(-(...))``,
+    ``A+A+...+A``), and a tree about 100000 levels deep crashes the process, so such a statement must never reach
+    clingo. The count skips comments and strings, and starts again after every statement's final ``.``.
+
+    Args:
+        text: the rule file's text (``#include`` already neutralised).
+        path: the file name used in messages.
+
+    Returns:
+        None.
+
+    Raises:
+        RulesError: ``FILE:LINE`` of the first such statement.
+    """
+    line, start, count, pos, n = 1, None, 0, 0, len(text)
+    while pos < n:
+        m = _SCAN.search(text, pos)
+        gap = text[pos:n if m is None else m.start()]  # identifiers, numbers, commas, spaces
+        if start is None and gap.strip():
+            start = line + gap[:len(gap) - len(gap.lstrip())].count("\n")
+        line += gap.count("\n")
+        if m is None:
+            break
+        tok, pos = m.group(), m.end()
+        if tok == "\n":
+            line += 1
+        elif tok == "%*":
+            depth = 1
+            while depth and pos < n:
+                b = _SCAN_BLOCK.search(text, pos)
+                if b is None:
+                    pos = n
+                    break
+                line += text.count("\n", pos, b.end())
+                depth += {"%*": 1, "*%": -1}.get(b.group(), 0)
+                pos = b.end()
+        elif tok.startswith("%"):
+            continue
+        elif tok == ".":
+            start, count = None, 0
+        else:
+            if start is None:
+                start = line
+            if len(tok) == 1:  # a bracket or an operator (not a string, "..", ":-" or ":~")
+                count += 1
+                if count > MAX_STATEMENT_OPERATORS:
+                    raise RulesError(f"a statement holds more than {MAX_STATEMENT_OPERATORS} brackets and "
+                                     "operators (a term nested this deep is not allowed; rules use only variables "
+                                     "and relation names)", path, start)
 
 
 def _implicit(st) -> bool:
@@ -244,19 +314,38 @@ def _short(node, limit: int = 40) -> str:
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
-def _external_call(node) -> bool:
-    """True when an AST node contains an external function call ``@f(...)`` (Python/Lua code in the grounder)."""
+def _check_terms(st, path: Path) -> None:
+    """Refuse a statement with an external function call ``@f(...)`` (Python/Lua code in the grounder) or with a
+    syntax tree nested more than :data:`MAX_TERM_DEPTH` levels deep (``male(f(f(...(A)...)))``).
+
+    The walk is iterative (an explicit stack) and stops at the depth limit, so neither Python's recursion limit nor
+    clingo's recursive printer (which crashes on terms nested ~100000 deep) is ever reached.
+
+    Args:
+        st: a clingo AST statement (``clingo.ast.AST``).
+        path: the rule file, for messages.
+
+    Returns:
+        None.
+
+    Raises:
+        RulesError: ``FILE:LINE`` of the statement, for an external call or a too deeply nested term.
+    """
     from clingo import ast
 
-    if node.ast_type == ast.ASTType.Function and getattr(node, "external", 0):
-        return True
-    for key in node.child_keys:
-        child = getattr(node, key)
-        children = child if isinstance(child, (list, tuple, ast.ASTSequence)) else [child]
-        for c in children:
-            if isinstance(c, ast.AST) and _external_call(c):
-                return True
-    return False
+    line = st.location.begin.line
+    stack = [(st, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TERM_DEPTH:
+            raise RulesError(f"a term is nested more than {MAX_TERM_DEPTH} levels deep; rules may use only "
+                             "variables (and relation names for R)", path, line)
+        if node.ast_type == ast.ASTType.Function and getattr(node, "external", 0):
+            raise RulesError("external function calls (@f(...)) are not allowed in rules", path, line)
+        for key in node.child_keys:
+            child = getattr(node, key)
+            children = child if isinstance(child, (list, tuple, ast.ASTSequence)) else [child]
+            stack.extend((c, depth + 1) for c in children if isinstance(c, ast.AST))
 
 
 def _check_rule(st, index: int, path: Path) -> tuple[Rule, str]:
@@ -275,8 +364,7 @@ def _check_rule(st, index: int, path: Path) -> tuple[Rule, str]:
                          path, line)
     if head.sign != ast.Sign.NoSign:
         raise RulesError("negated rule head; only positive Horn rules are allowed", path, line)
-    if _external_call(st):
-        raise RulesError("external function calls (@f(...)) are not allowed in rules", path, line)
+    _check_terms(st, path)
     hsym = head.atom.symbol
     if not (hsym.ast_type == T.Function and hsym.name == "holds" and len(hsym.arguments) == 3):
         raise RulesError(f"rule head {_short(head)} is not holds(S,R,O); rules may derive only relationship facts",

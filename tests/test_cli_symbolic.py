@@ -323,11 +323,50 @@ def test_mdus_table_and_output_file(cli, demo, tmp_path):
     (["--target", "George Hale,father"], ["Subject,relation,Object"]),
     ([], ["at least one target"]),
     (["--target-id", 0, "--seeds", 0, "--method", "random"], ["--seeds"]),
-], ids=["unknown id", "outside closure", "malformed target", "no target", "zero seeds"])
+    # CP-SAT: status UNKNOWN (an AssertionError) for a limit too short to find a set, MODEL_INVALID for -1 or nan
+    (["--target-id", 1, "--method", "minimum", "--seconds", "1e-6"], ["time limit", "larger --seconds"]),
+    (["--target-id", 1, "--method", "minimum", "--seconds", "0"], ["--seconds must be a positive"]),
+    (["--target-id", 1, "--method", "minimum", "--seconds", "-1"], ["--seconds must be a positive"]),
+    (["--target-id", 1, "--method", "minimum", "--seconds", "nan"], ["--seconds must be a positive"]),
+    (["--target-id", 1, "--method", "exact", "--seconds", "0"], ["--seconds must be a positive"]),
+    (["--target-id", 1, "--method", "random", "--seconds", "-1"], ["--seconds must be a positive"]),
+    (["--target-id", 1, "--method", "exact", "--max-sets", "0"], ["--max-sets must be"]),
+    (["--target-id", 1, "--method", "random", "--max-sets", "-2"], ["--max-sets must be"]),
+    (["--target-id", 1, "--method", "random", "--seconds", "5"], ["--seconds applies only to --method exact"]),
+    (["--target-id", 1, "--method", "minimum", "--max-sets", "3"], ["--max-sets applies only to --method exact"]),
+    (["--target-id", 1, "--method", "random", "--max-sets", "3"], ["--max-sets applies only to --method exact"]),
+    (["--target", '"George Hale,wife,Leo Hale'], ["Subject,relation,Object"]),
+], ids=["unknown id", "outside closure", "malformed target", "no target", "zero seeds", "minimum timeout",
+        "zero seconds", "negative seconds", "nan seconds", "exact zero seconds", "random negative seconds",
+        "zero max-sets", "negative max-sets", "seconds with random", "max-sets with minimum",
+        "max-sets with random", "unclosed quote"])
 def test_mdus_errors(cli, demo, args, fragments):
     rc, out, err = cli("mdus", "--kb", "demo", *args)
     assert out == ""
     assert_one_line_error(rc, err, *fragments)
+
+
+def test_mdus_target_with_a_comma_in_a_quoted_name(cli, tmp_path):
+    """A KB person named ``Hale, George`` validates and `closure` writes CSV-quoted rows, but --target split on
+    every comma and refused '"Hale, George",wife,Martha Hale'; it is read as one CSV record now."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "people.csv").write_text('name,gender,birthyear,birthplace,job,generation\n"Hale, George",male,1921,Ohio,'
+                                   "Carpenter,0\nMartha Hale,female,1924,Ohio,Teacher,0\nHenry Hale,male,1948,Ohio,"
+                                   "Engineer,1\n", encoding="utf-8")
+    (kb / "relationships.csv").write_text('fact_id,subject,relation,object\n0,Martha Hale,husband,"Hale, George"\n'
+                                          '1,"Hale, George",child,Henry Hale\n2,Henry Hale,father,"Hale, George"\n',
+                                          encoding="utf-8")
+    (kb / "biographies.csv").write_text("fact_id,subject,attribute,value\n", encoding="utf-8")
+    rc, out, err = cli("validate", "--kb", kb)
+    assert rc == 0, err
+    doc = mdus_json(cli, "--kb", kb, "--target", ' "Hale, George", wife , Martha Hale')
+    (e,) = doc["targets"]
+    assert (e["subject"], e["relation"], e["object"]) == ("Hale, George", "wife", "Martha Hale")
+    assert e["fact_id"] is None and e["sets"] == [[0]]
+    rc, out, err = cli("mdus", "--kb", kb, "--target", "Hale, George,wife,Martha Hale")
+    assert out == "" and "Traceback" not in err
+    assert_one_line_error(rc, err, "Subject,relation,Object", "quote a field")
 
 
 def test_mdus_error_subprocess_has_no_traceback():

@@ -279,13 +279,48 @@ def test_report_says_in_one_line_what_it_cannot_render(protocol, drop, tmp_path,
     (lambda run: (run.mkdir(), (run / "config.json").write_text("{oops")), "not a readable run config"),
     (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": "other"}')), "cannot render a 'other'"),
     (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": "muse"}')), "no results.jsonl"),
-])
+    # a protocol that is not a string was looked up in a dict: TypeError unhashable (a traceback)
+    (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": []}')), "is a JSON array, not a string"),
+    (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": {}}')), "is a JSON object, not a"),
+    # nested past Python's recursion limit: json.loads raised RecursionError, which only ValueError was caught for
+    (lambda run: (run.mkdir(), (run / "config.json").write_text("[" * 100000 + "]" * 100000)), "nested too deeply"),
+], ids=["file", "empty dir", "bad json", "other protocol", "no results", "protocol array", "protocol object",
+        "deep config"])
 def test_report_on_what_is_not_a_run(setup, expected, tmp_path, capsys):
     run = tmp_path / "run"
     setup(run)
     capsys.readouterr()
     assert main(["report", str(run)]) == 2
     assert expected in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"], ids=["empty", "blank lines"])
+@pytest.mark.parametrize("protocol", sorted(RUNS))
+def test_report_on_an_empty_results_file_is_refused_alike(protocol, content, tmp_path, capsys):
+    """An empty results.jsonl: evaluate exited 2, muse and rwku 0 with an empty report. All three refuse it now."""
+    run = _write_run(tmp_path / "run", protocol, [], config={"select": "first_below_retrain"})
+    (run / "results.jsonl").write_text(content)
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 2
+    line = _one_error_line(capsys)
+    assert f"{run / 'results.jsonl'}: no result rows yet" in line
+    assert not (run / "report.md").exists()
+
+
+@pytest.mark.parametrize("error, fragment", [(MemoryError, "out of memory"),
+                                              (RecursionError, "nested too deeply")])
+def test_memory_and_recursion_errors_are_one_line(error, fragment, monkeypatch, capsys):
+    """The last resort in main(): an input that exhausts memory or the recursion limit somewhere not bounded where
+    it was read is one line and exit 2, not a traceback."""
+    import dukb.solver.closure as closure
+
+    def exhausted(*a, **k):
+        raise error()
+
+    monkeypatch.setattr(closure, "compute_closure", exhausted)
+    capsys.readouterr()
+    assert main(["closure", "--kb", "demo"]) == 2
+    assert fragment in _one_error_line(capsys)
 
 
 def test_muse_roc_legend_shows_an_auc_of_zero(tmp_path, monkeypatch):

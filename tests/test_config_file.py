@@ -76,6 +76,10 @@ def test_toml_works_alike(tmp_path, captured):
     ("k.toml", "n_targets = 2.0\n", 1, "'n_targets'"),
     ("l.toml", "seeds = true\n", 1, "'seeds'"),
     ("m.yaml", "seed: 0x10\n", 1, "'seed'"),
+    # nested past Python's recursion limit: PyYAML and tomllib raised RecursionError (a traceback)
+    ("deep.yaml", "methods: " + "[" * 100000 + "]" * 100000 + "\n", None, "nested too deeply"),
+    ("deep.toml", "methods = " + "[" * 100000 + "]" * 100000 + "\n", None, "nested too deeply"),
+    ("deepi.toml", "methods = " + "{a=" * 100000 + "1" + "}" * 100000 + "\n", None, "nested too deeply"),
 ])
 def test_bad_config_files_are_one_line_errors(tmp_path, capsys, captured, name, text, line, msg):
     f = tmp_path / name
@@ -83,6 +87,7 @@ def test_bad_config_files_are_one_line_errors(tmp_path, capsys, captured, name, 
     assert main(["evaluate", "--config", str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"dukb: error: {f}") and msg in err[0]
+    assert "Traceback" not in "".join(err)
     if line is not None:
         assert err[0].startswith(f"dukb: error: {f}:{line}: ")
     assert not captured

@@ -324,7 +324,7 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     from dukb.neural.pipeline import load_finetuned
     from dukb.neural.probe import Predictor, probe
 
-    held = list(default_heldout_forms(["qa"]))
+    held = list(default_heldout_forms(["qa", "paraphrase"]))
     lm0 = load_finetuned(finetuned, device=DEVICE)
     base = probe(Predictor(lm0.model, lm0.tokenizer, lm0.tags, device=lm0.device), kb_qa(small_kb, tuple(held)),
                  rouge=False, logprob=False)
@@ -341,8 +341,9 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
         assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
                                                                  r["forgotten_relationships"]) for t in forget))
         # ... and on forms no method trained on or queried, judged against θ_o on those forms
-        assert r["probe_forms_seen"] == ([] if r["control"] == "original" else ["qa"])
-        assert r["heldout_forms"] == held and "qa" not in held
+        # methods train on qa; the calibration selects on qa (PS-exact) and paraphrase (PS-perturb)
+        assert r["probe_forms_seen"] == ([] if r["control"] == "original" else ["paraphrase", "qa"])
+        assert r["heldout_forms"] == held and not {"qa", "paraphrase"} & set(held)
         assert r["success_du_heldout"] == int(all(
             is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], r["forgotten_relationships_heldout"])
             for t in forget))
@@ -382,6 +383,7 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
     assert main(["control", "--ratios", "1.5", "-o", str(tmp_path / "x")]) == 2
     assert main(["control", "--controls", "zz", "-o", str(tmp_path / "y")]) == 2
     assert main(["control", "--heldout-forms", "qa", "-o", str(tmp_path / "z")]) == 2
+    assert main(["control", "--heldout-forms", "paraphrase", "-o", str(tmp_path / "z")]) == 2
     assert main(["control", "--heldout-rule", "most", "-o", str(tmp_path / "z")]) == 2
     # other held-out forms are another run: refused on resume
     capsys.readouterr()

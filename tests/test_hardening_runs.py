@@ -159,6 +159,26 @@ def test_report_on_a_planted_file_is_one_line_exit_2(protocol, name, kind, tmp_p
     assert seconds < WITHIN
 
 
+#: the files of CASES that `dukb report` parses as JSON and must refuse (results.damaged.jsonl is only listed)
+JSON_CASES = [(p, n) for p, n in CASES if n != "results.damaged.jsonl"]
+
+
+@pytest.mark.parametrize("protocol,name", JSON_CASES, ids=[f"{p}-{n}" for p, n in JSON_CASES])
+def test_report_on_json_nested_too_deeply_is_one_line_exit_2(protocol, name, tmp_path, capsys):
+    """``'[' * 100000 + ']' * 100000`` in a run file: json.loads raised RecursionError, which config.json's reader,
+    read_json (finetune.json, control's splits.json and sets.json, restor's probes and train.json) and restor's
+    facts.jsonl reader did not catch (a traceback). Every JSON read of a run file now goes through one helper
+    (:func:`dukb.neural.runs.loads_json`), as results.jsonl already did."""
+    run = LAYOUTS[protocol][0](tmp_path / "run")
+    text = "[" * 100000 + "]" * 100000
+    (run / name).write_text(text + "\n" if name.endswith(".jsonl") else text)
+    rc, err, seconds = run_cli(["report", run], capsys)
+    assert rc == 2, err
+    line = one_error_line(err)
+    assert str(run / name) in line and "nested too deeply" in line, line
+    assert seconds < WITHIN
+
+
 @pytest.mark.parametrize("protocol", ["evaluate", "muse", "rwku"])
 def test_the_hand_made_runs_render(protocol, tmp_path, capsys):
     """The layouts above are renderable as written: what fails in the test above is the planted file alone."""

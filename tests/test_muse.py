@@ -228,6 +228,23 @@ def test_muse_end_to_end(muse_run):
             assert not used & set(scored["forget"]["relationships"])
             assert (r["base_method"] in ("npo_gdr",)) == bool(used)
     assert len([r for r in rows if r["request"] == "main" and r["model_kind"] == "unlearned"]) == 4
+    # Success-DU (Wu et al. 2025, Definition 2) of every row, from the facts it no longer answers on the qa form
+    # (which no MUSE method trains on), over every target unlearned so far
+    from dukb.solver.closure import compute_closure
+    from dukb.solver.mdus import is_deep_unlearning_set
+
+    config = json.loads((run / "config.json").read_text())
+    closure = compute_closure(load_kb(config["kb"]))
+    for r in rows:
+        cum = "scale-2" if r["request"] == "sustain-2" else "scale-1" if r["request"] == "sustain-1" else r["request"]
+        targets = splits["requests"][cum]["targets"]
+        assert r["success_du_forms"] == ["qa"] and 0 <= r["accuracy_all_facts"] <= 1
+        assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
+                                                                 r["forgotten_relationships"]) for t in targets))
+    for req in ("main", "scale-2"):
+        ref = {r["model_kind"]: r for r in rows if r["request"] == req and r["model_kind"] != "unlearned"}
+        assert ref["retrain"]["success_du"] >= ref["target"]["success_du"]
+        assert len(ref["retrain"]["forgotten_relationships"]) > len(ref["target"]["forgotten_relationships"])
     for r in rows:
         assert r["scored_forget_fact_ids"] == splits["requests"][
             "scale-2" if r["request"] == "sustain-2" else "scale-1" if r["request"] == "sustain-1"

@@ -103,6 +103,53 @@ def test_recursive_function_head_is_one_quick_cli_error(tmp_path, cli):
     assert time.perf_counter() - t0 < 10
 
 
+def test_deeply_nested_term_is_one_line_error(tmp_path, cli):
+    """``male(f(f(...1200 levels...(A)...)))`` made the validator's recursive walk raise RecursionError (a
+    traceback): it is refused at FILE:LINE, and a valid rule's depth is far below the limit."""
+    from dukb.solver.rules import MAX_TERM_DEPTH
+
+    rule = "holds(A,child,B) :- holds(B,father,A), male(" + "f(" * 1200 + "A" + ")" * 1200 + ").\n"
+    refused(tmp_path, HEADER + rule, 3, f"nested more than {MAX_TERM_DEPTH} levels deep")
+    path = tmp_path / "bad.lp"
+    assert_cli_refuses(cli, path, 3, "nested more than")
+
+
+@pytest.mark.parametrize("body", [
+    "male(" + "f(" * 300000 + "A" + ")" * 300000 + ")",
+    "A = B" + "+B" * 300000,
+    "A = " + "-" * 300000 + "B",
+], ids=["function", "sum", "minus"])
+def test_statement_clingo_cannot_hold_is_refused_on_its_text(tmp_path, body):
+    """clingo's parser builds (and frees) a syntax tree as deep as these terms recursively in C++ and crashed the
+    process with a segmentation fault; the statement is refused before clingo sees it. In a subprocess, so that a
+    regression cannot take the test run down."""
+    from test_cli_symbolic import run_subprocess
+
+    path = tmp_path / "deep.lp"
+    path.write_text(HEADER + "%* a (((( comment *%\nholds(A,child,B) :- holds(B,father,A),\n  " + body + ".\n",
+                    encoding="utf-8")
+    p = run_subprocess("closure", "--kb", "demo", "--rules", path)
+    assert "Traceback" not in p.stderr
+    assert_one_line_error(p.returncode, p.stderr, f"dukb: error: {path}:4: ", "brackets and operators")
+
+
+def test_rule_whose_body_shares_no_variables_is_refused_before_its_join(tmp_path, cli):
+    """Eight body atoms sharing no variable: the numpy closure built ever larger cross products and died with
+    numpy's _ArrayMemoryError (a traceback). The join's size is computed before anything is allocated and the rule
+    is named at FILE:LINE."""
+    from dukb.solver.horn import MAX_JOIN_ROWS
+
+    body = ", ".join(f"holds(C{i},R{i},D{i})" for i in range(8))
+    path = tmp_path / "cross.lp"
+    path.write_text(HEADER + f"holds(A,child,B) :- holds(B,father,A), {body}.\n", encoding="utf-8")
+    t0 = time.perf_counter()
+    assert_cli_refuses(cli, path, 3, f"more than the limit of {MAX_JOIN_ROWS:,}")
+    assert time.perf_counter() - t0 < 20
+    with pytest.raises(InputError) as info:
+        compute_closure(load_kb("demo"), load_rules(path))
+    assert (info.value.path, info.value.line) == (str(path), 3) and "rows" in info.value.message
+
+
 @pytest.mark.parametrize("rule, line, fragment", [
     ("holds(A,child,B) :- holds(A,child,B), A < B.", 3, "ordering comparison 'A < B'"),
     ("holds(A,child,B) :- holds(A,child,B), A >= B.", 3, "ordering comparison"),

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from dukb import InputError
 from dukb.neural.restor.facts import FactProbe
-from dukb.neural.runs import ResultsFile, report_journal
+from dukb.neural.runs import ResultsFile, loads_json, report_journal
 from dukb.neural.runs import read_json as _read_json_bounded
 
 #: Files a run must hold before its report can be rendered (relative to the run directory).
@@ -43,17 +43,15 @@ def read_facts(path: Path) -> list[FactProbe]:
     at most :data:`dukb.kb.csvfile.MAX_INPUT_BYTES` bytes).
 
     Raises:
-        InputError: missing, not a regular file, too large, not UTF-8, or a line that is not JSON (file and line
-            named).
+        InputError: missing, not a regular file, too large, not UTF-8, or a line that is not JSON
+            (:func:`dukb.neural.runs.loads_json`: bad syntax, an over-long integer, nested too deeply; file and
+            line named).
     """
     from dukb.kb.csvfile import read_text
 
     out = []
     for n, line in enumerate(read_text(path, "fact probe file").splitlines(), 1):
-        try:
-            d = json.loads(line) if line.strip() else None
-        except ValueError as e:
-            raise InputError(f"not JSON: {getattr(e, 'msg', e)}", path, n) from None
+        d = loads_json(line, path, n) if line.strip() else None
         if d:
             out.append(FactProbe(**{**d, "random": tuple(d["random"])}))
     return out

@@ -55,8 +55,9 @@ class ControlConfig(RunConfig):
         search: PS search over k ("bisection" or "linear").
         sets, seeds: "exact" or "random" minimal deep unlearning sets for the recall (N_seed for random).
         heldout_forms: probe forms every model is also judged on (the ``*_heldout`` fields: the facts it no longer
-            knows, their accuracy, Success-DU, DU recall), none of which a method trains on or queries; None: every
-            form that asks for a fact except those (:func:`dukb.neural.metrics.heldout.default_heldout_forms`).
+            knows, their accuracy, Success-DU, DU recall), none of which a method trains on or queries and neither
+            of the calibration's forms (qa, paraphrase); None: every form that asks for a fact except those
+            (:func:`dukb.neural.metrics.heldout.default_heldout_forms`).
         heldout_rule: "pairs" or "any" (:data:`dukb.neural.metrics.heldout.HELDOUT_RULES`).
         kb, rules, model, finetuned, seed, lr, device, dtype, prompt, finetune_epochs, batch_size, LoRA, layers,
             gradient_checkpointing, trust_remote_code: the shared options
@@ -112,8 +113,8 @@ class ControlConfig(RunConfig):
 
         if self.heldout_rule not in HELDOUT_RULES:
             raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
-        if self.heldout_forms is not None:  # every method here trains on qa (its forms are checked in the plan)
-            self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
+        if self.heldout_forms is not None:  # methods train on qa, calibration asks paraphrases (more in the plan)
+            self.heldout_forms = list(check_heldout(self.heldout_forms, ("paraphrase", "qa")))
 
 
 # ----------------------------------------------------------------------------------------------- the plan ----

@@ -26,6 +26,11 @@ from dukb.neural.protocols.control.config import (ControlConfig, calibrate, coar
 from dukb.neural.runs import holds_run_lock
 
 
+#: the forms a method's models are trained on (qa) or selected on (the calibration's PS-exact asks the qa questions,
+#: PS-perturb the paraphrases): never held out
+CALIBRATION_FORMS = ("paraphrase", "qa")
+
+
 class ControlProtocol(Protocol):
     """`dukb control` in stages (module docstring). Source: Wang et al. 2024, Sec. 5, App. C."""
 
@@ -88,8 +93,8 @@ class ControlProtocol(Protocol):
                     "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]}
                                for r in cfg.ratios}}
         # one set of held-out forms for every model of the run (θ_o's row is compared with each method's): the
-        # forms no method trains on or queries
-        self.seen = tuple(sorted({"qa"} | {k for _label, m in methods for k in m.seen_forms}))
+        # forms no method trains on or queries, and none the calibration selects on (PS-perturb asks paraphrases)
+        self.seen = tuple(sorted(set(CALIBRATION_FORMS) | {k for _label, m in methods for k in m.seen_forms}))
         self.heldout = check_heldout(cfg.heldout_forms, self.seen)
         self.claim(identity, extendable=("methods", "controls", "ratios"), row_key=control_row_key)
         # the splits of every ratio of the run, also those of earlier invocations (splits.json is rewritten whole)
@@ -163,7 +168,8 @@ class ControlProtocol(Protocol):
         underivable from what the model still knows), on the qa form and on the held-out forms (``*_heldout``:
         :func:`dukb.neural.metrics.heldout.heldout_forgotten`; facts no held-out form elicited from θ_o count as
         known there and are left out of ``accuracy_all_facts_heldout``). ``seen``: the forms the model's method
-        trained on or queried (``probe_forms_seen``; none for θ_o)."""
+        trained on or was selected on (``probe_forms_seen``, :data:`CALIBRATION_FORMS` and the method's in-loop
+        forms; none for θ_o)."""
         from dukb.neural.metrics.heldout import heldout_forgotten
         from dukb.neural.metrics.ps import ps_vector
         from dukb.neural.metrics.recall import success_du_all
@@ -251,7 +257,8 @@ class ControlProtocol(Protocol):
             t1 = time.perf_counter()
             row = {**base, "method": label, "control": control, "stage": stage, "param": ctl.param,
                    "value": float(setting.get(ctl.param)), "setting": setting, **used,
-                   **self.evaluate_model(pred, f_items, sorted({"qa"} | set(m.seen_forms))), "risk_curve": pred.meta.get("risk_curve"),
+                   **self.evaluate_model(pred, f_items, sorted(set(CALIBRATION_FORMS) | set(m.seen_forms))),
+                   "risk_curve": pred.meta.get("risk_curve"),
                    "seconds_unlearn": round(t1 - t0, 3), "seconds_eval": round(time.perf_counter() - t1, 3),
                    "worker": self.worker}
             yield row  # written by the work loop before the sweep goes on

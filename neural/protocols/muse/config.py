@@ -192,8 +192,17 @@ def _auc(members, nonmembers) -> float | None:
     return auc(m, n) if m and n else None
 
 
-def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None) -> dict:
-    """Every MUSE metric of one model on one request's splits.
+def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None, closure=None,
+                  targets=None) -> dict:
+    """Every MUSE metric of one model on one request's splits, and deep unlearning's Success-DU of its targets.
+
+    Args:
+        pred: the model (:class:`dukb.neural.probe.Predictor`); kb: the KB; splits: the request's
+            :class:`dukb.solver.splits.FactSplits` (forget, retain_eval, holdout);
+        cfg: the run's :class:`MuseConfig`; retrain_auc: f_retrain's Min-K% AUC on the forget set (for PrivLeak);
+        closure, targets: the run's closure and the request's target fact_ids; with both, every KB fact's qa item
+            is probed (a form no MUSE method trains on: they unlearn the statement texts) for
+            ``forgotten_relationships`` and ``success_du``.
 
     Returns:
         verbmem_forget, knowmem_forget, knowmem_retain (means in [0, 1]); mia_auc_forget / mia_auc_retain
@@ -201,9 +210,14 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
         forget set, all its statements for retain_eval); mia_auc (the Min-K% forget AUC); privleak
         (fraction, vs ``retrain_auc``; None without it); ``items`` (the per-item values, for bootstrap CIs) and
         ``mia`` (per-text Min-K% scores of forget, retain_eval and holdout, for ROC plots); per-item values are
-        rounded to 4 decimals.
+        rounded to 4 decimals. With ``closure`` and ``targets``: ``forgotten_relationships`` (sorted fact_ids the
+        model does not answer on the qa form), ``accuracy_all_facts`` (share of every KB fact it answers),
+        ``success_du`` (1 when no target is derivable from the facts it answers) and ``success_du_forms`` (["qa"]).
 
-    Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4).
+    Raises:
+        ValueError: ``targets`` given but empty.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4); Wu et al. 2025, Definition 2 (Success-DU).
     """
     from dukb.neural.metrics.mia import privleak
     from dukb.neural.metrics.muse import knowmem, text_mia_scores, verbmem
@@ -229,10 +243,27 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     head = auc_f.get("mink")
     pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
     r4 = (lambda xs: [round(float(x), 4) for x in xs])
-    return {"verbmem_forget": mean(vm), "knowmem_forget": mean(km_f), "knowmem_retain": mean(km_r),
-            "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
-            "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
-            "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])}}
+    out = {"verbmem_forget": mean(vm), "knowmem_forget": mean(km_f), "knowmem_retain": mean(km_r),
+           "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
+           "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
+           "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])}}
+    if closure is not None and targets is not None:
+        out.update(_success_du_fields(pred, kb, closure, targets))
+    return out
+
+
+def _success_du_fields(pred, kb, closure, targets) -> dict:
+    """Success-DU of a MUSE model: probe every fact's qa item, then check that no target is derivable from the facts
+    it answers (Wu et al. 2025, Definition 2; every target of a request, as for a batch of targets)."""
+    from dukb.neural.data import QA_KIND, kb_qa
+    from dukb.neural.metrics.recall import success_du_all
+    from dukb.neural.probe import probe
+
+    df = probe(pred, kb_qa(kb, (QA_KIND,)), generate=True, rouge=False, logprob=False)
+    gone = sorted(int(f) for fk, f, v in zip(df["fact_kind"], df["fact_id"], df["known"])
+                  if fk == "relationship" and not bool(v))
+    return {"forgotten_relationships": gone, "accuracy_all_facts": float(df["known"].astype(bool).mean()),
+            "success_du": success_du_all(closure, targets, gone), "success_du_forms": [QA_KIND]}
 
 
 def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log):

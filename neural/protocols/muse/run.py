@@ -110,6 +110,8 @@ class MuseProtocol(Protocol):
             "dtype": dtype, "family": spec.preset_family, "settings": settings,
             "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
             "select": cfg.select,
+            # every row also probes each fact's qa item for Success-DU (rows of an earlier dukb lack it: not mixed)
+            "scoring": {"success_du": ["qa"]},
             # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
             "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
             "methods": {label: {"method": m.name, "param": m.param,
@@ -179,6 +181,12 @@ class MuseProtocol(Protocol):
                 "scored_forget_fact_ids": self.splits[req["cumulative"]].forget, "scored_forms": SCORED_FORMS,
                 **extra, **fields}
 
+    def _du_args(self, req: dict) -> dict:
+        """Success-DU's inputs for a request's rows: the closure and the targets of everything unlearned so far (a
+        sustainability request's cumulative request, whose split it is scored on)."""
+        cum = next((r for r in self.requests if r["name"] == req["cumulative"]), req)
+        return {"closure": self.closure, "targets": list(cum["targets"])}
+
     def _find(self, req: dict, kind: str) -> dict | None:
         return next((r for r in self.results.rows if r["request"] == req["name"] and r["model_kind"] == kind), None)
 
@@ -196,7 +204,7 @@ class MuseProtocol(Protocol):
             if dry:
                 raise RowMissing
             lm_r = self.retrain_for(req["cumulative"])
-            fields = model_metrics(self._pred(lm_r), self.kb, sp, self.cfg)
+            fields = model_metrics(self._pred(lm_r), self.kb, sp, self.cfg, **self._du_args(req))
             fields["privleak"] = 0.0 if fields["mia_auc"] is not None and fields["mia_auc"] < 1 else None
             rr = self._row(req, "retrain", fields, method=None, param=None, setting=None)
             del lm_r
@@ -207,8 +215,8 @@ class MuseProtocol(Protocol):
             if dry:
                 raise RowMissing
             tr = self._row(req, "target", model_metrics(self._pred(self.f_target), self.kb, sp, self.cfg,
-                                                        retrain_auc=rr["mia_auc"]), method=None, param=None,
-                           setting=None)
+                                                        retrain_auc=rr["mia_auc"], **self._du_args(req)),
+                           method=None, param=None, setting=None)
             if emit:
                 yield tr
             elif not dry:
@@ -253,7 +261,8 @@ class MuseProtocol(Protocol):
                 if key in self.results.done:
                     row = next(r for r in self.results.rows if muse_row_key(r) == key)
                 else:
-                    fields = model_metrics(pred, kb, sp_eval, cfg, retrain_auc=refs["retrain"]["mia_auc"])
+                    fields = model_metrics(pred, kb, sp_eval, cfg, retrain_auc=refs["retrain"]["mia_auc"],
+                                           **self._du_args(req))
                     row = self._row(req, "unlearned", fields, method=label, base_method=m.name, param=m.param,
                                     setting=setting, retain_fact_ids=retain_fact_ids(retain), **trained,
                                     seconds_unlearn=round(t1 - t0, 4),
