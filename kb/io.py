@@ -1,6 +1,6 @@
 """Reading, validating and writing KB directories (the EDU-RELAT layout).
 
-A KB directory holds three CSV files (notes/deep-unlearning.md; ../shared/edu-relat/README.md):
+A KB directory holds three CSV files (the layout of the Eval-DU release, Wu et al. 2025, App. B and F):
 
 - ``people.csv``: name, gender, and optional birthyear, birthplace, job, generation;
 - ``relationships.csv``: fact_id, subject, relation, object ("object is subject's relation");

@@ -36,7 +36,7 @@ def gender_violation(relation: str, subject_gender: str, object_gender: str) -> 
     Returns:
         A short English reason, or None when the fact respects the constraint.
 
-    Source: notes/deep-unlearning.md, "Facts, knowledge base, rules" (the guards of the rules).
+    Source: Wu et al. 2025, Sec. 2 and App. B (Eval-DU's knowledge base and family rules, with their guards).
     """
     need = OBJECT_GENDER.get(relation)
     if need is not None and object_gender != need:

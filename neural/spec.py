@@ -4,7 +4,7 @@ Prompt tags follow the paper's finetuning/probing format (Wu et al. 2025, App. C
 ``question_start + q + question_end`` and the answer follows ``answer_tag``. Presets:
 
 - ``gpt2-xl``: "Question: {q}\\n Answer:"; ``phi``: "Question: {q}\\nAnswer: "; ``llama``: "Question: {q}\\nAnswer:"
-  (notes/deep-unlearning.md, "Protocol of the paper"); ``generic`` = the llama form; ``tiny`` = the llama form.
+  (Wu et al. 2025, Sec. 4.1 and App. C.1, the finetuning prompt); ``generic`` = the llama form; ``tiny`` = the llama form.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ all of them must become non-derivable.
   minimal in its ``del`` atoms, and clingo enumerates all of them.
 - ``minimum``: one minimum-cardinality set, a CP-SAT model (OR-tools) of the exact characterisation: U is a deep
   unlearning set iff there is a set F of closure atoms with k ∈ F, U ⊇ F ∩ K, and every rule instance whose head is
-  in F has a body atom in F (notes/deep-unlearning.md, "Definitions").
+  in F has a body atom in F (Wu et al. 2025, Definitions 1-2: k stays underivable from K \\ U).
 - ``random``: the paper's Algorithm 1 (MDUS = Algorithm 2 DUS + Algorithm 3 random pruning) over N seeds,
   deterministic per seed; all derivability checks by forward chaining on the cone.
 
@@ -223,7 +223,7 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
         InputError: ``seconds`` is not a positive finite number, or the time limit was reached before CP-SAT found
             any deep unlearning set (a larger limit is needed).
 
-    Source: notes/deep-unlearning.md, exact characterisation; OR-tools CP-SAT.
+    Source: Wu et al. 2025, Definitions 1-3 (a minimum-cardinality minimal deep unlearning set); OR-tools CP-SAT.
     """
     check_limits(seconds=seconds)
     from ortools.sat.python import cp_model

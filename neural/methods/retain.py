@@ -1,4 +1,4 @@
-"""Retain regularisers GDR and KLR (MUSE, Shi et al. 2024, Sec. 3; notes/muse.md "Methods").
+"""Retain regularisers GDR and KLR (MUSE, Shi et al. 2024, Sec. 4, "Unlearning methods").
 
 - GDR: gradient descent on retain data, L_GDR = NLL of the retain answers.
 - KLR: keep the model close to the finetuned model f_ref on retain inputs,
