@@ -11,7 +11,7 @@ from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.protocols.control.config import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
-from dukb.cli.run_options import parse_forms, run_options
+from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, run_options
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -50,15 +50,10 @@ def control(
     search: str = typer.Option("bisection", "--search", help="PS search over the prefix length: bisection or "
                                "linear."),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for DU recall."),
-    heldout_forms: Optional[str] = typer.Option(None, "--heldout-forms", help="Probe forms every model is also "
-                                                "judged on (the *_heldout fields and the report's held-out DU "
-                                                "columns): comma-separated kinds or groups of `dukb probes --kinds`, "
-                                                "none of which a method trains on or queries (qa) and neither of "
-                                                "the calibration's (qa, paraphrase). Default: every form that asks "
-                                                "for a fact except those."),
-    heldout_rule: str = typer.Option("pairs", "--heldout-rule", help="'pairs' (a fact stays known while a "
-                                     "form-fact pair that elicited it from θ_o still does) or 'any' (while any "
-                                     "held-out form does); as in `dukb evaluate`."),
+    heldout_forms: Optional[str] = heldout_forms_option(
+        "every model is also judged on (the *_heldout fields and the report's held-out DU columns)",
+        "the forms a method trains on or queries (qa) and the calibration's (qa, paraphrase)"),
+    heldout_rule: str = HELDOUT_RULE_OPTION,
     output: Path = typer.Option(Path("runs/control"), "-o", "--output", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; methods, controls "

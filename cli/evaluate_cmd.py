@@ -15,7 +15,7 @@ from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
 from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
-from dukb.cli.run_options import parse_forms, run_options
+from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, run_options
 
 
 def parse_grids(values: list[str] | None) -> dict[str, list]:
@@ -59,17 +59,10 @@ def evaluate(
                                 + metrics_help() + "."),
     grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
                                              "(repeatable)."),
-    heldout_forms: Optional[str] = typer.Option(None, "--heldout-forms", help="Probe forms every row is also "
-                                                "scored on (recall_heldout): comma-separated kinds or groups of "
-                                                "`dukb probes --kinds`, disjoint from the forms a method trains on or "
-                                                "queries (probe_forms_seen, 'qa' for every built-in method). Default: "
-                                                "every form that asks for a fact except those."),
-    heldout_rule: str = typer.Option("pairs", "--heldout-rule", help="What still counts as known on the held-out "
-                                     "forms: 'pairs' (after unlearning, probe the form-fact pairs that elicited "
-                                     "their fact before; a fact is known while one still does; cheap) or 'any' "
-                                     "(probe every held-out form; known while any does, also one that did not "
-                                     "before; the stricter worst case). Facts no held-out form elicited before "
-                                     "are left unscored under both."),
+    heldout_forms: Optional[str] = heldout_forms_option(
+        "every row is also scored on (recall_heldout)",
+        "the forms a method trains on or queries (probe_forms_seen, 'qa' for every built-in method)"),
+    heldout_rule: str = HELDOUT_RULE_OPTION,
     finetune_forms: str = typer.Option("qa", "--finetune-forms", help="Probe forms the model is finetuned on "
                                        "(comma-separated kinds or groups; default qa, the paper's). Adding forms "
                                        "such as paraphrase,cloze,synonym,reverse makes the model know the facts "

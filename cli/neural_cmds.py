@@ -10,7 +10,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.cli.run_options import parse_forms, shared_option
+from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, shared_option
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
@@ -201,14 +201,10 @@ def unlearn(
     layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for gradient methods: "
                                          "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
                                          "rest frozen. Default: every layer."),
-    heldout_forms: Optional[str] = typer.Option(None, "--heldout-forms", help="Probe forms every row is also "
-                                                "scored on (recall_heldout, success_du_heldout): comma-separated "
-                                                "kinds or groups of `dukb probes --kinds`, none of which the method "
-                                                "trains on or queries. Default: every form that asks for a fact "
-                                                "except those."),
-    heldout_rule: str = typer.Option("pairs", "--heldout-rule", help="'pairs' (a fact stays known while a "
-                                     "form-fact pair that elicited it before unlearning still does) or 'any' "
-                                     "(while any held-out form does); as in `dukb evaluate`."),
+    heldout_forms: Optional[str] = heldout_forms_option(
+        "every row is also scored on (recall_heldout, success_du_heldout)",
+        "the forms the method trains on or queries (qa for every built-in method)"),
+    heldout_rule: str = HELDOUT_RULE_OPTION,
 ) -> None:
     """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
     and accuracy against the target's exact minimal deep unlearning sets, on the qa form the method trains on and

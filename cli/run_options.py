@@ -128,3 +128,26 @@ def parse_forms(text: str | None, option: str) -> list[str] | None:
         return list(parse_kinds(names))
     except InputError as e:
         raise InputError(f"{option}: {e}") from None
+
+
+#: ``--heldout-rule`` of every command that scores rows on held-out forms (evaluate, unlearn, control)
+HELDOUT_RULE_OPTION = typer.Option(
+    "pairs", "--heldout-rule", help="What still counts as known on the held-out forms: 'pairs' (after unlearning, "
+    "probe the form-fact pairs that elicited their fact before; a fact is known while one still does; cheap) or "
+    "'any' (probe every held-out form; known while any does, also one that did not before; the stricter worst "
+    "case). Facts no held-out form elicited before are left unscored under both.")
+
+
+def heldout_forms_option(scored: str, seen: str):
+    """The ``--heldout-forms`` option of a command that scores rows on held-out forms.
+
+    Args:
+        scored: what the forms score, e.g. "every row is also scored on (recall_heldout)"; seen: the forms they
+            must avoid, e.g. "the forms a method trains on or queries (qa for every built-in method)".
+
+    Returns:
+        a typer Option (str or None; None: every form that asks for a fact except the seen ones).
+    """
+    return typer.Option(None, "--heldout-forms", help=f"Probe forms {scored}: comma-separated kinds or groups of "
+                        f"`dukb probes --kinds`, disjoint from {seen}. Default: every form that asks for a fact "
+                        "except those.")
