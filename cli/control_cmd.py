@@ -52,7 +52,8 @@ def control(
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for DU recall."),
     heldout_forms: Optional[str] = heldout_forms_option(
         "every model is also judged on (the *_heldout fields and the report's held-out DU columns)",
-        "the forms a method trains on or queries (qa) and the calibration's (qa, paraphrase)"),
+        "the forms a method of the run trains on or queries (qa, and reverse for rt) and the calibration's "
+        "(qa, paraphrase)"),
     heldout_rule: str = HELDOUT_RULE_OPTION,
     output: Path = typer.Option(Path("runs/control"), "-o", "--output", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "

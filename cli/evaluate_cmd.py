@@ -61,7 +61,8 @@ def evaluate(
                                              "(repeatable)."),
     heldout_forms: Optional[str] = heldout_forms_option(
         "every row is also scored on (recall_heldout)",
-        "the forms a method trains on or queries (probe_forms_seen, 'qa' for every built-in method)"),
+        "the forms a method trains on or queries (probe_forms_seen: qa, and more for rt and the multi-form "
+        "CL-DU variants)"),
     heldout_rule: str = HELDOUT_RULE_OPTION,
     finetune_forms: str = typer.Option("qa", "--finetune-forms", help="Probe forms the model is finetuned on "
                                        "(comma-separated kinds or groups; default qa, the paper's). Adding forms "

@@ -203,7 +203,7 @@ def unlearn(
                                          "rest frozen. Default: every layer."),
     heldout_forms: Optional[str] = heldout_forms_option(
         "every row is also scored on (recall_heldout, success_du_heldout)",
-        "the forms the method trains on or queries (qa for every built-in method)"),
+        "the forms the method trains on or queries (probe_forms_seen: qa, and reverse for rt)"),
     heldout_rule: str = HELDOUT_RULE_OPTION,
 ) -> None:
     """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
@@ -239,7 +239,7 @@ def unlearn(
     if heldout_rule not in HELDOUT_RULES:
         raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     forms = parse_forms(heldout_forms, "--heldout-forms")
-    # refused before the model loads: a form the method trains on or queries (every built-in one trains on qa)
+    # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
     forms = check_heldout(forms, ("qa",) + tuple(m.seen_forms))
     values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,

@@ -244,8 +244,9 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
         solver.parameters.max_time_in_seconds = float(seconds)
     status = solver.Solve(m)
     if status == cp_model.UNKNOWN:  # the time limit came before the first solution
-        raise InputError(f"the time limit ({float(seconds):g} seconds) was reached before CP-SAT found a deep "
-                         "unlearning set; give a larger --seconds")
+        limit = f" ({float(seconds):g} seconds)" if seconds is not None else ""
+        raise InputError(f"the time limit{limit} was reached before CP-SAT found a deep unlearning set; give a "
+                         "larger --seconds")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - removing all of K always works
         raise AssertionError(f"CP-SAT found no deep unlearning set (status {solver.StatusName(status)})")
     chosen = frozenset(a for a in cone.kb if solver.Value(f[a]))

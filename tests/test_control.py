@@ -394,3 +394,24 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
 def test_registered_names():
     for name in ("po", "rt", "dpo", "dpo_refusal", "icu", "repe", "simnpo"):
         assert name in METHODS
+
+
+def test_a_resume_that_would_change_the_held_out_forms_is_refused(small_kb, finetuned, tmp_path, capsys):
+    """The held-out forms are resolved over every method of the run: adding `rt` (which trains on reverse) to a run
+    whose rows were judged with reverse held out is refused, not mixed; resuming with a subset of its methods is
+    not."""
+    run = tmp_path / "ctl"
+    base = ["control", "--kb", str(small_kb.source), "--finetuned", str(finetuned), "-o", str(run), "--ratios",
+            "0.05", "--steps", "2", "--coarse", "1", "--fine", "1", "--controls", "mm", "--retain-eval", "12",
+            "--device", DEVICE]
+    assert main(base + ["--methods", "ga,ga_gdr"]) == 0
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert all("reverse" in r["heldout_forms"] for r in rows)
+    n = len(rows)
+    capsys.readouterr()
+    assert main(base + ["--methods", "rt", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "heldout" in err
+    assert len((run / "results.jsonl").read_text().splitlines()) == n
+    assert main(base + ["--methods", "ga", "--resume"]) == 0  # a subset of the run's methods: the same forms
+    assert len((run / "results.jsonl").read_text().splitlines()) == n

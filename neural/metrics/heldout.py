@@ -182,10 +182,12 @@ def heldout_forgotten(kb, probe, forms, heldout_before=None, rule: str = "pairs"
             :data:`HELDOUT_RULES`.
 
     Returns:
-        {"forgotten_relationships": set of fact_ids, "forgotten_biographies": set or None (None when no held-out
-        form asks about biographies), "unscorable_relationships": set, "unscorable_biographies": set}: a fact is
-        unscorable when no held-out form elicited it before unlearning (or none asks about it); it is never counted
-        as forgotten.
+        {"forgotten_relationships": set of fact_ids, "forgotten_biographies": set or None,
+        "unscorable_relationships": set, "unscorable_biographies": set}: a fact is unscorable when no held-out form
+        elicited it before unlearning (with a baseline) or none asks about it (without); it is never counted as
+        forgotten. When no biography is scorable at all (no held-out form asks about biographies, or none elicited
+        one before), ``forgotten_biographies`` is None and ``unscorable_biographies`` empty: biographies are then
+        left out of the judgement altogether.
 
     Raises:
         ValueError: no forms; an unknown rule; without a baseline, a relationship fact without any held-out probe

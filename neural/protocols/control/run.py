@@ -83,6 +83,12 @@ class ControlProtocol(Protocol):
         family = (self.spec or cfg.model_spec()).preset_family
         model_id.update(cfg.model_identity())  # LoRA and partial layers (absent at their defaults)
         self.model_id = model_id
+        # one set of held-out forms for every model of the run (θ_o's row is compared with each method's): the
+        # forms no method trains on or queries, and none the calibration selects on (PS-perturb asks paraphrases)
+        # (the run's methods: this invocation's and those an earlier one of a resumed run recorded)
+        run_methods = [m for _label, m in methods] + self._recorded_methods()
+        self.seen = tuple(sorted(set(CALIBRATION_FORMS) | {k for m in run_methods for k in m.seen_forms}))
+        self.heldout = check_heldout(cfg.heldout_forms, self.seen)
         settings = cfg.identity_settings(("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
                                           "finetune_epochs", "batch_size"))
         identity = {"identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
@@ -90,12 +96,11 @@ class ControlProtocol(Protocol):
                     "methods": {label: {"method": m.name, **_lr_entry(m, family, cfg.lr)} for label, m in methods},
                     "controls": {c: {"control": c} for c in cfg.controls},
                     "retain_eval": splits["retain_eval"],
+                    # the resolved held-out forms: a resume whose methods would change them (e.g. adding `rt`, which
+                    # trains on reverse) is refused, so every row of the run is judged on the same forms
+                    "heldout": {"forms": list(self.heldout), "rule": cfg.heldout_rule},
                     "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]}
                                for r in cfg.ratios}}
-        # one set of held-out forms for every model of the run (θ_o's row is compared with each method's): the
-        # forms no method trains on or queries, and none the calibration selects on (PS-perturb asks paraphrases)
-        self.seen = tuple(sorted(set(CALIBRATION_FORMS) | {k for _label, m in methods for k in m.seen_forms}))
-        self.heldout = check_heldout(cfg.heldout_forms, self.seen)
         self.claim(identity, extendable=("methods", "controls", "ratios"), row_key=control_row_key)
         # the splits of every ratio of the run, also those of earlier invocations (splits.json is rewritten whole)
         self.splits = splits = split_facts(kb, [v["ratio"] for v in self.identity["ratios"].values()],
@@ -114,6 +119,29 @@ class ControlProtocol(Protocol):
         self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; D_u sizes "
                  + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
                  + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}")
+
+    def _recorded_methods(self) -> list:
+        """The methods an earlier invocation of this run recorded in config.json's identity (none for a new run or
+        without --resume), so that the held-out forms are resolved over every method of the run.
+
+        Raises:
+            InputError: config.json unreadable, or it names a method without a name or one this dukb lacks.
+        """
+        from dukb.neural.methods import get_method
+        from dukb.neural.runs import read_json
+
+        path = self.run / "config.json"
+        if not self.resume or not path.is_file():
+            return []
+        ident = read_json(path, "config.json").get("identity")
+        entries = (ident.get("methods") or {}).values() if isinstance(ident, dict) else ()
+        out = []
+        for e in entries:
+            name = e.get("method") if isinstance(e, dict) else None
+            if not isinstance(name, str):
+                raise InputError(f"{path}: the run identity records a method entry without a method name")
+            out.append(get_method(name))  # InputError for a method this dukb does not know
+        return out
 
     # ---- model ---------------------------------------------------------------------------------------------------
     def model(self) -> None:
