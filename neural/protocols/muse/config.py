@@ -256,12 +256,11 @@ def _success_du_fields(pred, kb, closure, targets) -> dict:
     """Success-DU of a MUSE model: probe every fact's qa item, then check that no target is derivable from the facts
     it answers (Wu et al. 2025, Definition 2; every target of a request, as for a batch of targets)."""
     from dukb.neural.data import QA_KIND, kb_qa
-    from dukb.neural.metrics.recall import success_du_all
+    from dukb.neural.metrics.recall import retained_from_probe, success_du_all
     from dukb.neural.probe import probe
 
     df = probe(pred, kb_qa(kb, (QA_KIND,)), generate=True, rouge=False, logprob=False)
-    gone = sorted(int(f) for fk, f, v in zip(df["fact_kind"], df["fact_id"], df["known"])
-                  if fk == "relationship" and not bool(v))
+    gone = sorted(retained_from_probe(kb, df).forgotten_relationships)
     return {"forgotten_relationships": gone, "accuracy_all_facts": float(df["known"].astype(bool).mean()),
             "success_du": success_du_all(closure, targets, gone), "success_du_forms": [QA_KIND]}
 
