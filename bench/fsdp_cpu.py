@@ -5,7 +5,12 @@
 
 The first prints accelerate's distributed type in each process (accelerate 1.15: ``NO``, every process rank 0: no
 sharding happens); the second shards a two-layer model with torch's own ``fully_shard`` over gloo and takes one
-AdamW step (it runs on CPU processes), printing each rank's loss.
+AdamW step (it runs on CPU processes), printing each rank's loss. The third runs dukb itself with accelerate's
+state set to what an FSDP2 launch gives on GPUs (``FSDP``, ``fsdp_version=2``), so accelerate's own ``prepare``
+shards the model with ``fully_shard`` on CPU processes:
+
+    OMP_NUM_THREADS=1 PYTHONPATH=. torchrun --nproc_per_node 2 bench/fsdp_cpu.py --dukb finetune --kb demo \
+        --epochs 100 --device cpu --seed 0 -o OUT
 """
 
 import sys
@@ -13,7 +18,26 @@ import sys
 import torch
 
 
+def dukb_under_fsdp2(argv: list[str]) -> int:
+    """Run ``dukb ARGV`` with every accelerator created in FSDP2 state (see the module docstring)."""
+    import accelerate
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+    class FSDPOnCPU(accelerate.Accelerator):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.state.distributed_type = DistributedType.FSDP
+            self.state.fsdp_plugin = FullyShardedDataParallelPlugin(fsdp_version=2)
+
+    accelerate.Accelerator = FSDPOnCPU
+    from dukb.cli.main import main as dukb_main
+
+    return dukb_main(argv)
+
+
 def main() -> None:
+    if "--dukb" in sys.argv:
+        sys.exit(dukb_under_fsdp2(sys.argv[sys.argv.index("--dukb") + 1:]))
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
     x = torch.randn(4, 8)

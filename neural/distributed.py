@@ -12,10 +12,17 @@ What runs in parallel:
   permutation; each global batch (``batch_size`` items, the paper's 16) is split across the processes, and each
   process scales its summed token loss by ``world_size / n_answer_tokens(global batch)``, so the averaged gradient is
   exactly the single-process gradient of the global batch. Early-stopping probes are split across processes too.
+  A launch with an FSDP2 configuration (``accelerate launch --use_fsdp --fsdp_version 2`` or an accelerate config
+  file) passes straight through: accelerate shards the model and the optimiser (torch's ``fully_shard``), the
+  batches are split as under DDP, every process probes the same items in lockstep (a sharded forward is a
+  collective), and checkpoints and the saved model are gathered into full state dicts (:func:`full_state_dict`).
 * ``evaluate``: targets are split across processes (target ``i`` goes to process ``i mod world_size``); each process
   unlearns and probes its targets on its own device and writes its own ``results.rank{r}.jsonl``; process 0 merges
   them into ``results.jsonl`` at the end. Unlearning one target is a tiny-batch job, so this is where extra GPUs pay.
 * Every other command runs in one process and refuses a multi-process launch (see :func:`check_single_process`).
+* Refused: FSDP for ``evaluate`` (each process unlearns its own targets with a whole model; a sharded model would
+  make every process work on one target); FSDP version 1, DeepSpeed, Megatron-LM and XLA for every command
+  (:data:`UNSUPPORTED`).
 
 Without a launcher everything here is a no-op: world size 1, rank 0, no process group.
 """
@@ -110,8 +117,9 @@ def accelerator(device: str = "cpu"):
         ``accelerate.Accelerator``.
 
     Raises:
-        InputError: the launch asks for sharded training (FSDP, DeepSpeed, Megatron-LM) or XLA: dukb trains data
-            parallel with a full model copy per process (DDP) only.
+        InputError: the launch asks for FSDP version 1, DeepSpeed, Megatron-LM or XLA: dukb trains data parallel
+            (DDP) or with FSDP2 (:func:`check_unsharded` refuses FSDP2 where a command needs a whole model per
+            process).
     """
     global _ACCELERATOR
     if _ACCELERATOR is None:
@@ -124,16 +132,84 @@ def accelerator(device: str = "cpu"):
                           gradient_accumulation_steps=1, dynamo_backend="no",
                           kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=timeout_seconds()))])
         kind = acc.distributed_type.name
-        if kind in UNSUPPORTED:
-            raise InputError(f"this launch uses {kind}; dukb runs data parallel (DDP) only: launch with "
-                             f"`accelerate launch --multi_gpu` or torchrun, and use --lora-r/--gradient-checkpointing "
-                             f"for models that do not fit one device")
+        if kind == "FSDP" and getattr(acc.state.fsdp_plugin, "fsdp_version", 1) != 2:
+            kind = "FSDP version 1"
+        if kind in UNSUPPORTED or kind == "FSDP version 1":
+            raise InputError(f"this launch uses {kind}; dukb trains data parallel (DDP) or, for `dukb finetune`, "
+                             f"with FSDP2 (`accelerate launch --use_fsdp --fsdp_version 2`): use one of those, and "
+                             f"--lora-r/--gradient-checkpointing for models that do not fit one device")
         _ACCELERATOR = acc
     return _ACCELERATOR
 
 
-#: accelerate distributed types dukb refuses (it keeps one full model copy per process).
-UNSUPPORTED = ("FSDP", "DEEPSPEED", "MEGATRON_LM", "XLA")
+#: accelerate distributed types dukb refuses (FSDP version 1 is refused too; FSDP2 runs ``dukb finetune``). DeepSpeed
+#: would need its engine's own backward, step and ZeRO-3 gathering for generation, none of which runs without GPUs.
+UNSUPPORTED = ("DEEPSPEED", "MEGATRON_LM", "XLA")
+
+
+def is_sharded(device: str = "cpu") -> bool:
+    """True under a multi-process launch whose accelerate state is FSDP (version 2: the model is sharded).
+
+    Args:
+        device: the resolved torch device string of this process (creates the accelerator when needed).
+
+    Raises:
+        InputError: an unsupported launch (:func:`accelerator`).
+    """
+    return is_distributed() and accelerator(device).distributed_type.name == "FSDP"
+
+
+def check_unsharded(command: str, device: str = "cpu") -> None:
+    """Refuse an FSDP launch of a command that holds a whole model per process (``evaluate``).
+
+    Raises:
+        InputError: the launch is FSDP (:func:`is_sharded`).
+    """
+    if is_sharded(device):
+        raise InputError(f"`dukb {command}` unlearns each target with a whole model per process (its processes "
+                         f"split the targets), so it cannot run under FSDP; launch it with `accelerate launch "
+                         f"--multi_gpu` or torchrun, or as several workers on one run directory (README, \"Several "
+                         f"workers\"), and use --lora-r/--gradient-checkpointing for large models")
+
+
+def is_fsdp_module(model) -> bool:
+    """True when ``model`` was sharded in place by torch's ``fully_shard`` (FSDP2, what accelerate applies)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - torch without FSDP2
+        return False
+    return isinstance(model, FSDPModule)
+
+
+def full_state_dict(model) -> dict | None:
+    """The full (unsharded) state dict of an FSDP2-sharded model, on the CPU of process 0.
+
+    A collective: every process must call it (the others get an empty dict). Source: torch's
+    ``torch.distributed.checkpoint.state_dict.get_model_state_dict`` with ``full_state_dict=True, cpu_offload=True``.
+
+    Args:
+        model: a module, sharded or not.
+
+    Returns:
+        {name: CPU tensor} on process 0 and {} elsewhere for a sharded model; None for a model that is not sharded
+        (its own ``state_dict()`` is already whole).
+    """
+    if not is_fsdp_module(model):
+        return None
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def all_true(flag: bool, device: str = "cpu") -> bool:
+    """Whether ``flag`` holds on every process (a collective; ``flag`` itself without a launcher).
+
+    Sharded models decode in lockstep: a process stops generating only when every process has finished its batch,
+    since each forward of a sharded model gathers parameters from all processes.
+    """
+    if not is_distributed():
+        return bool(flag)
+    return all_sum([0.0 if flag else 1.0], device)[0] == 0.0
 
 
 def shard(items: list, r: int | None = None, n: int | None = None) -> list:

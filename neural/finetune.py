@@ -79,9 +79,11 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     Runs data parallel when launched with several processes (accelerate launch / torchrun, see
     :mod:`dukb.neural.distributed`): each global batch of ``config.batch_size`` items is split over the processes
     and the gradient equals the single-process one (exactly for models without dropout, up to the all-reduce's
-    rounding in the parameter dtype); the early-stopping probe is split too. Without a launcher it is a plain
-    single-device loop. Models with parameters unused in a forward pass (mixture of experts) are not supported
-    under DDP.
+    rounding in the parameter dtype); the early-stopping probe is split too. Under an FSDP2 launch
+    (:func:`dukb.neural.distributed.is_sharded`) accelerate shards the model and optimiser, the batches are split
+    the same way, every process probes every item in lockstep, and checkpoints hold full state dicts. Without a
+    launcher it is a plain single-device loop. Models with parameters unused in a forward pass (mixture of experts)
+    are not supported under DDP.
 
     Args:
         lm: :class:`dukb.neural.models.LoadedModel` (with LoRA adapters if its spec asks for them).
@@ -98,17 +100,18 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Returns:
         A JSON-able record: config, seed, epochs run, final accuracy (fraction of items known, in [0, 1]), mean
-        loss per epoch (nats per answer token), seconds, versions, device, world size.
+        loss per epoch (nats per answer token), seconds, versions, device, world size, parallelism ("none",
+        "ddp" or "fsdp2").
 
     Raises:
         ValueError: ``items`` is empty.
-        InputError: bad settings; a checkpoint in ``checkpoint_dir`` made with other settings, or unreadable.
+        InputError: bad settings; a checkpoint in ``checkpoint_dir`` made with other settings, or unreadable; LoRA
+            adapters under an FSDP launch.
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
 
     from dukb.neural import distributed as dist
-    from dukb.neural.probe import Predictor, probe
 
     if not items:
         raise ValueError("no QA items to finetune on")
@@ -118,24 +121,17 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     world, me, main = dist.world_size(), dist.rank(), dist.is_main_process()
     log = log if main else None  # one process reports
     acc_ = dist.accelerator(lm.device)
+    sharded = _sharded(lm)
     model = lm.model
-    params = [p for p in model.parameters() if p.requires_grad]
     steps_per_epoch = (len(items) + config.batch_size - 1) // config.batch_size
     # the data order has its own generator, shared by all processes
     gen = torch.Generator().manual_seed(config.seed)
-    pred = Predictor(model, lm.tokenizer, lm.tags, device=lm.device)
     # accuracy is judged on the QA items; plain texts (TEXT_KIND, MUSE's verbatim corpus) are trained only
     probed = [it for it in items if it.kind != TEXT_KIND]
-    my_probe_items = dist.shard(probed)
+    accuracy = _accuracy_probe(lm, probed, sharded)
     encoded = encode_qa(lm.tokenizer, lm.tags, items, lm.device)  # tokenise once; batches are row slices
     n_answer = (encoded["labels"][:, 1:] != -100).sum(-1).tolist()  # answer tokens per item
     state = {"acc": None}
-
-    def accuracy() -> float:
-        # only known/unknown is needed: no ROUGE and no log-prob pass
-        known = float(probe(pred, my_probe_items, rouge=False, logprob=False)["known"].sum()) if my_probe_items \
-            else 0.0
-        return dist.all_sum([known], lm.device)[0] / max(1, len(probed))
 
     def steps(_epoch):
         perm = torch.randperm(len(items), generator=gen).tolist()
@@ -151,7 +147,9 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
         return answer_token_loss(fmodel, batch, n_tok, scale=world if mine else 0.0)
 
     losses: list[float] = []
-    ckpt = _Checkpoint(checkpoint_dir, _checkpoint_key(lm, items, config, world), main and config.eval_every)
+    # under sharding every process gathers the checkpoint's state (a collective); process 0 writes it
+    ckpt = _Checkpoint(checkpoint_dir, _checkpoint_key(lm, items, config, world, sharded),
+                       config.eval_every if main or sharded else 0, write=main)
     if ckpt.data is not None:
         ckpt.restore(model, gen, losses, state, log)
 
@@ -170,11 +168,14 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     def run(cfg: TrainConfig, phase: int, offset: int, what: str) -> dict:
         here = ckpt.at(phase)
         # dropout: independent masks per process (rank 0 draws what one process would)
+        # FSDP2 replaces the module's parameters with sharded ones in the first phase's prepare: collect them anew
+        params = [p for p in model.parameters() if p.requires_grad]
         return train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch * cfg.epochs,
                           prepare=acc_.prepare, backward=acc_.backward, after_epoch=stopper(cfg, offset),
                           torch_seed=cfg.seed + me + offset, progress=what if progress and main else None,
                           start_epoch=here["epoch"] if here else 0, restore=here,
-                          checkpoint=ckpt.saver(phase, offset, model, gen, losses, state))
+                          checkpoint=ckpt.saver(phase, offset, model, gen, losses, state),
+                          checkpoint_every=max(1, config.eval_every), sharded=sharded)
 
     try:
         rec, extra = _phases(run, config, state, ckpt, log)
@@ -189,15 +190,54 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
             "extra_epochs_run": extra["epochs_run"] if extra else 0, "accuracy": acc, "n_items": len(items),
             "loss_per_epoch": losses, "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
             "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
+            "parallelism": "fsdp2" if sharded else ("ddp" if world > 1 else "none"),
             "model": lm.spec.to_json(), "resumed_after_epoch": ckpt.resumed_after}
+
+
+def _sharded(lm) -> bool:
+    """Whether this finetuning is sharded (an FSDP2 launch, :func:`dukb.neural.distributed.is_sharded`).
+
+    Raises:
+        InputError: LoRA adapters under FSDP (LoRA keeps a whole model per process).
+    """
+    from dukb.neural import distributed as dist
+
+    sharded = dist.is_sharded(lm.device)
+    if sharded and hasattr(lm.model, "peft_config"):
+        raise InputError("LoRA finetuning keeps a whole model per process: launch it without FSDP (accelerate "
+                         "launch --multi_gpu or torchrun)")
+    return sharded
+
+
+def _accuracy_probe(lm, probed: list[QAItem], sharded: bool):
+    """The early-stopping probe of :func:`finetune`: a function () -> fraction of ``probed`` the model knows.
+
+    Data parallel, each process probes its share and the counts are summed. Sharded (FSDP), a forward is a
+    collective: every process probes every item in the same batches, and decoding stops when every process has
+    finished (:func:`dukb.neural.distributed.all_true`). Only known/unknown is computed: no ROUGE, no log-prob pass.
+    """
+    from dukb.neural import distributed as dist
+    from dukb.neural.probe import Predictor, probe
+
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    mine = probed if sharded else dist.shard(probed)
+    if sharded:
+        pred.all_done = lambda flag: dist.all_true(flag, lm.device)
+
+    def accuracy() -> float:
+        known = float(probe(pred, mine, rouge=False, logprob=False)["known"].sum()) if mine else 0.0
+        return (known if sharded else dist.all_sum([known], lm.device)[0]) / max(1, len(probed))
+    return accuracy
 
 
 #: File name of a finetuning checkpoint (see :func:`finetune`).
 CHECKPOINT = "finetune-checkpoint.pt"
 
 
-def _checkpoint_key(lm, items, config: TrainConfig, world: int) -> str:
-    """What a finetuning checkpoint depends on, as one string: settings, items (hashed), model spec, world size.
+def _checkpoint_key(lm, items, config: TrainConfig, world: int, sharded: bool = False) -> str:
+    """What a finetuning checkpoint depends on, as one string: settings, items (hashed), model spec, world size,
+    and FSDP sharding (its optimiser state is keyed by parameter name; recorded only when set, so the keys of
+    unsharded checkpoints are unchanged).
 
     Raises:
         InputError: the model directory's ``dukb_tiny.json`` is not a readable JSON file (read bounded).
@@ -210,7 +250,8 @@ def _checkpoint_key(lm, items, config: TrainConfig, world: int) -> str:
     if tiny.exists():  # the built-in tiny model is built in a temporary folder: its recipe identifies it
         model["name_or_path"] = read_json(tiny, "tiny-model record", limit=1 << 20)
     return json.dumps({"config": config.to_json(), "items": digest.hexdigest(), "n_items": len(items),
-                       "model": model, "world": world}, sort_keys=True, default=str)
+                       "model": model, "world": world, **({"sharded": True} if sharded else {})},
+                      sort_keys=True, default=str)
 
 
 def _load_checkpoint(path: Path, key: str) -> dict | None:
@@ -277,15 +318,17 @@ class _Checkpoint:
     Args:
         directory: where :data:`CHECKPOINT` lies (None: no checkpoint).
         key: :func:`_checkpoint_key` of the call.
-        every: write after epochs divisible by this (0: never; the main process passes ``eval_every``, the others 0).
+        every: save after epochs divisible by this (0: never; the main process passes ``eval_every``, the others 0,
+            except under FSDP, where every process gathers the state).
+        write: this process writes and removes the file (the main process).
 
     Raises:
         InputError: a checkpoint of other settings, or unreadable (:func:`_load_checkpoint`).
     """
 
-    def __init__(self, directory, key: str, every: int):
+    def __init__(self, directory, key: str, every: int, write: bool = True):
         self.path = None if directory is None else Path(directory) / CHECKPOINT
-        self.key, self.every = key, every
+        self.key, self.every, self.write = key, every, write
         self.data = _load_checkpoint(self.path, key) if self.path is not None else None
 
     @property
@@ -313,16 +356,18 @@ class _Checkpoint:
             return None
 
         def save(epoch: int, opt_state: dict) -> None:
-            if epoch % self.every == 0:
+            # opt_state holds the full model state too when training is sharded (gathered by every process)
+            if epoch % self.every == 0 and self.write:
+                weights = opt_state["model"] if "model" in opt_state else model.state_dict()
                 _save_checkpoint(self.path, {
-                    "key": self.key, "phase": phase, "epoch": epoch, "offset": offset, "model": model.state_dict(),
-                    "gen": gen.get_state(), "losses": list(losses),
-                    "acc": -1.0 if state["acc"] is None else float(state["acc"]), **opt_state})
+                    "key": self.key, "phase": phase, "epoch": epoch, "offset": offset, **opt_state,
+                    "model": weights, "gen": gen.get_state(), "losses": list(losses),
+                    "acc": -1.0 if state["acc"] is None else float(state["acc"])})
         return save
 
     def clear(self) -> None:
         """Remove the file (training ended; only the process that writes it)."""
-        if self.path is not None and self.every:
+        if self.path is not None and self.every and self.write:
             self.path.unlink(missing_ok=True)
 
 

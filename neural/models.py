@@ -672,7 +672,7 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
     return {"hub_id": str(name_or_path)}
 
 
-def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
+def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
     :data:`MODEL_RECORD` (prompt preset, preset family, base model) so a later load picks the same presets.
 
@@ -684,6 +684,8 @@ def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
         lm: the :class:`LoadedModel` (a plain or a peft model); ``lm.spec`` gives the recorded prompt preset (custom
             :class:`PromptTags` are recorded as "generic"), :attr:`ModelSpec.preset_family` and the base model.
         out_dir: the output directory (created with its parents; existing files of the same names are overwritten).
+        state_dict: the weights to write instead of the model's own (the full state dict of an FSDP-sharded model,
+            :func:`dukb.neural.distributed.full_state_dict`).
 
     Returns:
         The directory (``Path(out_dir)``).
@@ -697,7 +699,13 @@ def save_model(lm: LoadedModel, out_dir: str | Path) -> Path:
     model = lm.model
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    model.save_pretrained(out, safe_serialization=True)
+    if state_dict is None:
+        model.save_pretrained(out, safe_serialization=True)
+    else:  # a tied parameter is written once, under the name the model's own save keeps
+        tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
+                - {n for n, _ in model.named_parameters()})
+        model.save_pretrained(out, safe_serialization=True,
+                              state_dict={k: v for k, v in state_dict.items() if k not in tied})
     lm.tokenizer.save_pretrained(out)
     spec = lm.spec
     (out / MODEL_RECORD).write_text(json.dumps({

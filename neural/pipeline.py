@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from dukb.neural.data import TEXT_KIND, kb_qa, vocabulary_texts
-from dukb.neural.distributed import barrier, is_main_process
+from dukb.neural.distributed import barrier, full_state_dict, is_main_process
 from dukb.neural.finetune import FINETUNE_PRESETS, finetune, save_record
 from dukb.neural.models import build_tiny_model, load_model, save_model
 from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
@@ -106,8 +106,9 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         if identity is not None:
             record["identity"] = identity
         lm.spec = dataclasses.replace(spec, name_or_path=str(spec.name_or_path))
+        weights = full_state_dict(lm.model)  # FSDP: gathered by every process (a collective); else None
         if is_main_process():  # multi-process launch: process 0 writes, the others wait for it
-            save_model(lm, out)
+            save_model(lm, out, state_dict=weights)
     record["model"]["saved_to"] = str(out)
     if requested == TINY:  # not the temporary directory it was built in
         record["model"]["name_or_path"] = TINY

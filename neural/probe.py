@@ -39,6 +39,10 @@ class Predictor:
         device: torch device string the batches are built on; None (the default) takes the device of the model's
             first parameter (``"cpu"`` for a model without parameters), so a predictor of a model on a GPU
             never feeds it CPU batches.
+        meta: free-form notes of the caller.
+        all_done: optional ``all_done(flag) -> bool``: whether every process has finished its batch, given this
+            process's ``flag`` (:func:`dukb.neural.distributed.all_true`). Set for a sharded (FSDP) model, whose
+            forward is a collective: decoding goes on in lockstep until every process is done.
     """
 
     model: object
@@ -48,6 +52,7 @@ class Predictor:
     combine: Callable | None = None
     device: str | None = None
     meta: dict = field(default_factory=dict)
+    all_done: Callable | None = None
 
     def __post_init__(self):
         if self.device is None:
@@ -257,7 +262,8 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
                 for i in cand.nonzero().flatten().tolist():
                     if _line_ended(tok, [int(step[i]) for step in out], pad):
                         done[i] = True
-            if bool(done.all()):
+            finished = bool(done.all())
+            if pred.all_done(finished) if pred.all_done is not None else finished:
                 break
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             pos = pos[:, -1:] + 1

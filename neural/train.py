@@ -68,7 +68,8 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
                loss_fn: Callable[[Any, Any], Any], *, total_steps: int, prepare: Callable | None = None,
                backward: Callable | None = None, after_epoch: Callable[[int, dict], bool] | None = None,
                torch_seed: int | None = None, progress: str | None = None, start_epoch: int = 0,
-               restore: dict | None = None, checkpoint: Callable[[int, dict], None] | None = None) -> dict:
+               restore: dict | None = None, checkpoint: Callable[[int, dict], None] | None = None,
+               checkpoint_every: int = 1, sharded: bool = False) -> dict:
     """Minimise ``loss_fn`` with AdamW: the loop every training in dukb runs.
 
     For epoch e = 1..``cfg.epochs``: ``steps(e)`` gives the epoch's optimiser steps, each a list of micro-batches
@@ -99,6 +100,11 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
             continues exactly where the interrupted one was.
         checkpoint: optional ``(epoch, state)`` called after each epoch that did not stop training, with ``state``
             holding the optimizer's and scheduler's state dicts and torch's RNG state (what ``restore`` takes).
+        checkpoint_every: call ``checkpoint`` after epochs divisible by this only (>= 1).
+        sharded: ``prepare`` shards the model and optimiser (an FSDP2 launch): the optimiser state is restored
+            after ``prepare`` and handed to ``checkpoint`` as full state dicts (``state["model"]`` too), gathered
+            by torch's ``get_state_dict(full_state_dict=True, cpu_offload=True)``, a collective: under a sharded
+            launch every process must pass a ``checkpoint`` (only process 0's state holds the tensors).
 
     Returns:
         Record: config, epochs_run, loss_per_epoch (mean micro-batch loss, the loss's unit), parts_per_epoch
@@ -111,12 +117,19 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     cfg.check()
     opt, sched = build_optimizer(params, cfg, total_steps)
     if restore is not None:
-        opt.load_state_dict(restore["optimizer"])
+        if not sharded:
+            opt.load_state_dict(restore["optimizer"])
         sched.load_state_dict(restore["scheduler"])
         torch.set_rng_state(restore["rng"])
     else:
         torch.manual_seed(cfg.seed if torch_seed is None else torch_seed)
     fmodel, opt_ = prepare(model, opt) if prepare is not None else (model, opt)
+    if restore is not None and sharded:  # the optimiser holds the sharded parameters only after prepare
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        set_optimizer_state_dict(fmodel, opt, restore["optimizer"], options=StateDictOptions(full_state_dict=True))
+    # the parameters the optimiser updates (FSDP2 replaces a module's parameters with sharded ones in prepare)
+    clipped = [p for group in opt.param_groups for p in group["params"]]
     back = backward or (lambda loss: loss.backward())
     t0 = time.perf_counter()
     losses: list[float] = []
@@ -144,7 +157,7 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
                     for k, v in logged.items():
                         sums[k] = sums.get(k, 0.0) + (v.detach() if hasattr(v, "detach") else v)
                 if cfg.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(clipped, cfg.max_grad_norm)
                 opt_.step()
                 sched.step()
                 opt_.zero_grad(set_to_none=True)
@@ -159,8 +172,8 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
             tracking.log_epoch(logs)  # to the run's tracker, when one is open (--log-with)
             if after_epoch is not None and after_epoch(epoch, logs):
                 break
-            if checkpoint is not None:
-                checkpoint(epoch, {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+            if checkpoint is not None and epoch % max(1, checkpoint_every) == 0:
+                checkpoint(epoch, {**_state_dicts(fmodel, opt, sharded), "scheduler": sched.state_dict(),
                                    "rng": torch.get_rng_state()})
     finally:
         if bar is not None:
@@ -168,6 +181,17 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     model.eval()
     return {"config": cfg.to_json(), "epochs_run": epoch, "loss_per_epoch": losses, "parts_per_epoch": parts,
             "steps": n_steps, "seconds": time.perf_counter() - t0}
+
+
+def _state_dicts(fmodel, opt, sharded: bool) -> dict:
+    """``{"optimizer": state dict}``, or under sharding ``{"model": ..., "optimizer": ...}`` as full state dicts
+    on the CPU of process 0 (a collective; the other processes get empty dicts)."""
+    if not sharded:
+        return {"optimizer": opt.state_dict()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    msd, osd = get_state_dict(fmodel, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return {"model": msd, "optimizer": osd}
 
 
 __all__ = ["SCHEDULES", "TrainConfig", "build_optimizer", "chunked", "steps_per_epoch", "train_loop"]

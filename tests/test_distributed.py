@@ -187,8 +187,10 @@ def test_batch_split_and_shard_partition(n_items, world):
     assert sorted(sum(shards, [])) == idx
 
 
-def test_sharded_launches_are_refused(monkeypatch):
-    """FSDP/DeepSpeed would shard the model that dukb probes and saves whole: refused with a clear message."""
+@pytest.mark.parametrize("kind,version", [("FSDP", 1), ("DEEPSPEED", None), ("MEGATRON_LM", None), ("XLA", None)])
+def test_unsupported_sharded_launches_are_refused(monkeypatch, kind, version):
+    """FSDP version 1 (a wrapper around the model dukb probes), DeepSpeed, Megatron-LM and XLA: refused with a
+    clear message, and nothing is cached."""
     import types
 
     import accelerate
@@ -197,10 +199,121 @@ def test_sharded_launches_are_refused(monkeypatch):
 
     class FakeAccelerator:
         def __init__(self, **kw):
-            self.distributed_type = types.SimpleNamespace(name="FSDP")
+            self.distributed_type = types.SimpleNamespace(name=kind)
+            self.state = types.SimpleNamespace(fsdp_plugin=types.SimpleNamespace(fsdp_version=version))
 
     monkeypatch.setattr(dist, "_ACCELERATOR", None)
     monkeypatch.setattr(accelerate, "Accelerator", FakeAccelerator)
-    with pytest.raises(InputError, match="FSDP.*DDP"):
+    with pytest.raises(InputError, match="DDP.*FSDP2"):
         dist.accelerator("cuda:0")
     assert dist._ACCELERATOR is None
+
+
+def test_lora_finetuning_under_fsdp_is_refused(monkeypatch):
+    """LoRA keeps a whole model per process: refused under an FSDP launch before anything trains."""
+    import types
+
+    from dukb import InputError
+    from dukb.neural.finetune import finetune
+    from dukb.neural.train import TrainConfig
+
+    monkeypatch.setattr(dist, "is_sharded", lambda device="cpu": True)
+    lm = types.SimpleNamespace(device="cpu", model=types.SimpleNamespace(peft_config={"default": None}))
+    with pytest.raises(InputError, match="LoRA .* without FSDP"):
+        finetune(lm, [object()], TrainConfig(epochs=1, batch_size=1))
+
+
+# accelerate applies FSDP only on GPUs (on CPU processes its state says MULTI_CPU, and `accelerate launch --cpu`
+# refuses --use_fsdp); torch's fully_shard itself runs on CPU over gloo. bench/fsdp_cpu.py's --dukb mode creates
+# every Accelerator with the state `accelerate launch --use_fsdp --fsdp_version 2` gives on GPUs, so the same
+# prepare (fully_shard on every layer, optimiser parameters swapped for shards) runs here; STOP_AT=N leaves every
+# process right after the checkpoint of epoch N, as a killed job would.
+FSDP_DRIVER = """
+import os, sys, runpy
+stop = int(os.environ.get("STOP_AT", "0"))
+if stop:
+    from dukb.neural import finetune as FT
+    saver = FT._Checkpoint.saver
+
+    def stopping(self, *a, **kw):
+        save = saver(self, *a, **kw)
+
+        def wrapped(epoch, state):
+            save(epoch, state)
+            if epoch == stop:
+                sys.stdout.flush()
+                os._exit(3)
+        return wrapped if save is not None else None
+    FT._Checkpoint.saver = stopping
+bench = runpy.run_path(os.environ["FSDP_BENCH"])
+sys.exit(bench["dukb_under_fsdp2"](sys.argv[1:]))
+"""
+
+
+def _fsdp(args: list[str], tmp_path, stop: int = 0) -> subprocess.CompletedProcess:
+    driver = tmp_path / "fsdp_driver.py"
+    driver.write_text(FSDP_DRIVER)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([root, ENV.get("PYTHONPATH", "")]), STOP_AT=str(stop),
+               FSDP_BENCH=os.path.join(root, "bench", "fsdp_cpu.py"))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(driver), *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_fsdp2_finetune_equals_single_process_and_resumes(finetuned_pair, tmp_path):
+    """An FSDP2 launch of `dukb finetune` passes straight through: the model is sharded, the per-epoch losses are
+    the single process's to float precision, the saved model is whole (the same tensors by name and shape), and a
+    run killed after a checkpoint continues from it to the uninterrupted FSDP run's result."""
+    from safetensors.torch import load_file
+
+    one = finetuned_pair[0]
+    args = ["finetune", "--kb", "demo", "--epochs", "100", "--device", "cpu", "--seed", "0"]
+    proc = _fsdp(args + ["-o", str(tmp_path / "fsdp")], tmp_path)
+    _ok(proc)
+    a = json.loads((one / "finetune.json").read_text())
+    b = json.loads((tmp_path / "fsdp" / "finetune.json").read_text())
+    assert (a["parallelism"], b["parallelism"], b["world_size"]) == ("none", "fsdp2", 2)
+    for la, lb in list(zip(a["loss_per_epoch"], b["loss_per_epoch"]))[:10]:
+        assert lb == pytest.approx(la, rel=1e-5)
+    assert b["accuracy"] >= 0.9 and proc.stdout.count("finetuned tiny on 32 facts") == 1
+    wa, wb = load_file(one / "model.safetensors"), load_file(tmp_path / "fsdp" / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(wa[k].shape == wb[k].shape for k in wa)
+    # the whole model was gathered: it loads and answers like the finetuning said (its own record's accuracy)
+    from dukb.neural.pipeline import load_finetuned
+    from dukb.neural.probe import Predictor, probe
+    from dukb.kb import load_kb
+    from dukb.neural.data import kb_qa
+
+    lm = load_finetuned(tmp_path / "fsdp", device="cpu")
+    items = kb_qa(load_kb("demo"))
+    known = float(probe(Predictor(lm.model, lm.tokenizer, lm.tags), items, rouge=False, logprob=False)["known"].mean())
+    assert known == pytest.approx(b["accuracy"])
+    # killed right after the checkpoint of epoch 20 (the tiny preset probes every 20 epochs), then run again
+    cut = tmp_path / "cut"
+    killed = _fsdp(args + ["-o", str(cut)], tmp_path, stop=20)
+    assert killed.returncode != 0 and (cut / "finetune-checkpoint.pt").is_file()
+    proc = _fsdp(args + ["-o", str(cut)], tmp_path)
+    _ok(proc)
+    c = json.loads((cut / "finetune.json").read_text())
+    assert c["resumed_after_epoch"] == 20 and "resuming finetuning from its checkpoint after epoch 20" in proc.stderr
+    assert (c["epochs_run"], c["accuracy"]) == (b["epochs_run"], b["accuracy"])
+    assert c["loss_per_epoch"] == pytest.approx(b["loss_per_epoch"], rel=1e-6)
+    wc = load_file(cut / "model.safetensors")
+    assert all(torch_allclose(wb[k], wc[k]) for k in wb)
+    assert not (cut / "finetune-checkpoint.pt").exists()
+
+
+def torch_allclose(x, y) -> bool:
+    import torch
+
+    return bool(torch.allclose(x, y, rtol=1e-5, atol=1e-6))
+
+
+def test_evaluate_refuses_an_fsdp_launch(finetuned_pair, tmp_path):
+    """evaluate splits targets over processes, each unlearning with a whole model: an FSDP launch is one line,
+    exit code 2, and no run directory is written."""
+    proc = _fsdp(["evaluate", "--finetuned", str(finetuned_pair[0]), "-o", str(tmp_path / "run"), *EVAL], tmp_path)
+    assert proc.returncode != 0
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("dukb: error:")]
+    assert lines and all("cannot run under FSDP" in x for x in lines) and "Traceback" not in proc.stdout
+    assert not (tmp_path / "run" / "results.jsonl").exists()

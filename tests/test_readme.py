@@ -61,7 +61,8 @@ def test_every_flag_readme_shows_is_in_the_commands_help(command, flag, capsys, 
 
 def test_every_flag_readme_mentions_belongs_to_a_command():
     every = set().union(*_options().values()) | {"--version", "--help"}
-    launcher = {"--multi_gpu", "--num_processes", "--nproc_per_node"}  # accelerate launch / torchrun
+    launcher = {"--multi_gpu", "--num_processes", "--nproc_per_node",  # accelerate launch / torchrun
+                "--use_fsdp", "--fsdp_version", "--config_file", "--cpu"}
     mentioned = {f for seg in _segments(README) for f in FLAG.findall(seg)} - launcher
     mentioned -= {"--heuristic", "--enum-mode"}  # clingo's options, named where README explains the exact sets
     mentioned -= {"--no-deps"}  # pip's, named where README explains how fetch-model downloads the GGUF

@@ -42,7 +42,8 @@ class EvaluateProtocol(Protocol):
 
         Raises:
             InputError: no method or a method twice, a held-out form some method sees, an unknown schedule or
-                target, another run in RUN_DIR, or grid values added to a run for only part of its targets.
+                target, another run in RUN_DIR, grid values added to a run for only part of its targets, or an
+                FSDP launch (each process unlearns its own targets with a whole model).
         """
         from dukb.kb import load_kb
         from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
@@ -56,6 +57,7 @@ class EvaluateProtocol(Protocol):
 
         cfg = self.cfg
         self.device = resolve_device(cfg.device)  # cuda:LOCAL_RANK under a multi-process launch
+        dist.check_unsharded("evaluate", self.device)
         self.main = dist.is_main_process()
         if dist.is_distributed():
             rank_log = self.log
