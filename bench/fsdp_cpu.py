@@ -11,6 +11,10 @@ shards the model with ``fully_shard`` on CPU processes:
 
     OMP_NUM_THREADS=1 PYTHONPATH=. torchrun --nproc_per_node 2 bench/fsdp_cpu.py --dukb finetune --kb demo \
         --epochs 100 --device cpu --seed 0 -o OUT
+
+``DUKB_FSDP_PLUGIN`` (JSON) passes keyword arguments to accelerate's ``FullyShardedDataParallelPlugin``, e.g.
+``{"auto_wrap_policy": "transformer_based_wrap", "activation_checkpointing": true,
+"cpu_ram_efficient_loading": true}`` (without it accelerate puts the whole model in the root unit).
 """
 
 import sys
@@ -19,7 +23,11 @@ import torch
 
 
 def dukb_under_fsdp2(argv: list[str]) -> int:
-    """Run ``dukb ARGV`` with every accelerator created in FSDP2 state (see the module docstring)."""
+    """Run ``dukb ARGV`` with every accelerator created in FSDP2 state (see the module docstring); the plugin's
+    options come from ``$DUKB_FSDP_PLUGIN``."""
+    import json
+    import os
+
     import accelerate
     from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 
@@ -27,7 +35,8 @@ def dukb_under_fsdp2(argv: list[str]) -> int:
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             self.state.distributed_type = DistributedType.FSDP
-            self.state.fsdp_plugin = FullyShardedDataParallelPlugin(fsdp_version=2)
+            options = json.loads(os.environ.get("DUKB_FSDP_PLUGIN") or "{}")
+            self.state.fsdp_plugin = FullyShardedDataParallelPlugin(fsdp_version=2, **options)
 
     accelerate.Accelerator = FSDPOnCPU
     from dukb.cli.main import main as dukb_main

@@ -92,7 +92,8 @@ def finetune(
     finetune.json (config, seed, epochs, final accuracy, versions, device) to the output directory.
 
     Several GPUs: `accelerate launch --multi_gpu --num_processes N -m dukb.cli.main finetune ...` trains data
-    parallel with the same global batch (and gradient) as one process.
+    parallel with the same global batch (and gradient) as one process; `accelerate launch --use_fsdp
+    --fsdp_version 2 ...` (or your accelerate FSDP2 config) shards the model and optimiser state.
     """
     from dukb.kb import load_kb
     from dukb.neural.distributed import is_main_process

@@ -153,8 +153,13 @@ def is_sharded(device: str = "cpu") -> bool:
     Args:
         device: the resolved torch device string of this process (creates the accelerator when needed).
 
+    Returns:
+        bool; False without a launcher.
+
     Raises:
         InputError: an unsupported launch (:func:`accelerator`).
+
+    Source: accelerate's ``DistributedType.FSDP`` with ``FullyShardedDataParallelPlugin(fsdp_version=2)``.
     """
     return is_distributed() and accelerator(device).distributed_type.name == "FSDP"
 
@@ -162,8 +167,12 @@ def is_sharded(device: str = "cpu") -> bool:
 def check_unsharded(command: str, device: str = "cpu") -> None:
     """Refuse an FSDP launch of a command that holds a whole model per process (``evaluate``).
 
+    Args:
+        command: the command's name, for the message.
+        device: the resolved torch device string of this process.
+
     Raises:
-        InputError: the launch is FSDP (:func:`is_sharded`).
+        InputError: the launch is FSDP (:func:`is_sharded`), or unsupported (:func:`accelerator`).
     """
     if is_sharded(device):
         raise InputError(f"`dukb {command}` unlearns each target with a whole model per process (its processes "
@@ -173,7 +182,16 @@ def check_unsharded(command: str, device: str = "cpu") -> None:
 
 
 def is_fsdp_module(model) -> bool:
-    """True when ``model`` was sharded in place by torch's ``fully_shard`` (FSDP2, what accelerate applies)."""
+    """Whether ``model`` was sharded in place by torch's ``fully_shard`` (FSDP2, what accelerate applies).
+
+    Args:
+        model: any object (a ``torch.nn.Module`` normally).
+
+    Returns:
+        bool: ``isinstance(model, torch.distributed.fsdp.FSDPModule)``; False where torch has no FSDP2.
+
+    Source: torch's FSDP2 (``torch.distributed.fsdp.fully_shard``).
+    """
     try:
         from torch.distributed.fsdp import FSDPModule
     except ImportError:  # pragma: no cover - torch without FSDP2
@@ -193,6 +211,9 @@ def full_state_dict(model) -> dict | None:
     Returns:
         {name: CPU tensor} on process 0 and {} elsewhere for a sharded model; None for a model that is not sharded
         (its own ``state_dict()`` is already whole).
+
+    Raises:
+        RuntimeError: from torch's collectives (a process that does not take part times out).
     """
     if not is_fsdp_module(model):
         return None
@@ -206,6 +227,13 @@ def all_true(flag: bool, device: str = "cpu") -> bool:
 
     Sharded models decode in lockstep: a process stops generating only when every process has finished its batch,
     since each forward of a sharded model gathers parameters from all processes.
+
+    Args:
+        flag: this process's value.
+        device: the device of the collective (the model's: NCCL needs CUDA tensors).
+
+    Returns:
+        bool, the same on every process.
     """
     if not is_distributed():
         return bool(flag)

@@ -226,7 +226,10 @@ def _accuracy_probe(lm, probed: list[QAItem], sharded: bool):
 
     def accuracy() -> float:
         known = float(probe(pred, mine, rouge=False, logprob=False)["known"].sum()) if mine else 0.0
-        return (known if sharded else dist.all_sum([known], lm.device)[0]) / max(1, len(probed))
+        # sharded: every process probed every item; the mean of their counts is one number on every process, so
+        # the early-stopping decision (and with it the collectives that follow) is the same everywhere
+        total = dist.all_sum([known], lm.device)[0]
+        return (total / dist.world_size() if sharded else total) / max(1, len(probed))
     return accuracy
 
 

@@ -39,13 +39,21 @@ def sequence_logprob(logits, labels):
 
 
 def forward_logits(model, batch):
-    """Run a causal LM on an :func:`dukb.neural.data.encode_qa` batch.
+    """Run a causal LM on an :func:`dukb.neural.data.encode_qa` batch, without a KV cache (``use_cache=False``).
+
+    No cache is wanted for a whole-sequence pass, and one must not be built in training: activation checkpointing
+    that is not transformers' own (an FSDP config's ``activation_checkpointing``) re-runs each layer in the
+    backward pass and would find the cache already filled.
+
+    Args:
+        model: a Hugging Face causal LM (or anything taking its keyword arguments and returning ``.logits``).
+        batch: {"input_ids", "attention_mask", "position_ids"}: [B, L] long tensors on the model's device.
 
     Returns:
         logits [B, L, V].
     """
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                 position_ids=batch["position_ids"]).logits
+                 position_ids=batch["position_ids"], use_cache=False).logits
 
 
 def token_logprobs(logits, labels):

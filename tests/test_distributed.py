@@ -225,45 +225,70 @@ def test_lora_finetuning_under_fsdp_is_refused(monkeypatch):
 
 # accelerate applies FSDP only on GPUs (on CPU processes its state says MULTI_CPU, and `accelerate launch --cpu`
 # refuses --use_fsdp); torch's fully_shard itself runs on CPU over gloo. bench/fsdp_cpu.py's --dukb mode creates
-# every Accelerator with the state `accelerate launch --use_fsdp --fsdp_version 2` gives on GPUs, so the same
-# prepare (fully_shard on every layer, optimiser parameters swapped for shards) runs here; STOP_AT=N leaves every
-# process right after the checkpoint of epoch N, as a killed job would.
+# every Accelerator with the state `accelerate launch --use_fsdp --fsdp_version 2` gives on GPUs (plugin options
+# from $DUKB_FSDP_PLUGIN), so accelerate's own FSDP2 prepare runs here. The driver also takes SHORT=1 (the tiny
+# preset cut to 6 epochs at a rate that ends short of 100%, so the extra epochs and a second prepare run),
+# STOP_AT=N (every process leaves right after the N-th checkpoint, as a killed job would) and FSDP_OFF=1 (plain
+# dukb in one process, with the same preset).
 FSDP_DRIVER = """
 import os, sys, runpy
+from dukb.neural import finetune as FT
+if os.environ.get("SHORT"):
+    from dukb.neural.train import TrainConfig
+    FT.FINETUNE_PRESETS["tiny"] = TrainConfig(epochs=6, lr=3e-3, batch_size=8, warmup_steps=2, eval_every=2,
+                                              extra_epochs=6, extra_lr=1e-3)
 stop = int(os.environ.get("STOP_AT", "0"))
 if stop:
-    from dukb.neural import finetune as FT
-    saver = FT._Checkpoint.saver
+    saver, saves = FT._Checkpoint.saver, []
 
     def stopping(self, *a, **kw):
         save = saver(self, *a, **kw)
 
         def wrapped(epoch, state):
             save(epoch, state)
-            if epoch == stop:
+            saves.append(epoch)
+            if len(saves) == stop:
                 sys.stdout.flush()
+                sys.stderr.flush()
                 os._exit(3)
         return wrapped if save is not None else None
     FT._Checkpoint.saver = stopping
+if os.environ.get("FSDP_OFF"):
+    from dukb.cli.main import main
+    sys.exit(main(sys.argv[1:]))
 bench = runpy.run_path(os.environ["FSDP_BENCH"])
 sys.exit(bench["dukb_under_fsdp2"](sys.argv[1:]))
 """
 
 
-def _fsdp(args: list[str], tmp_path, stop: int = 0) -> subprocess.CompletedProcess:
+def _fsdp(args: list[str], tmp_path, nproc: int = 2, **env) -> subprocess.CompletedProcess:
     driver = tmp_path / "fsdp_driver.py"
     driver.write_text(FSDP_DRIVER)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(ENV, PYTHONPATH=os.pathsep.join([root, ENV.get("PYTHONPATH", "")]), STOP_AT=str(stop),
-               FSDP_BENCH=os.path.join(root, "bench", "fsdp_cpu.py"))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(driver), *args]
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([root, ENV.get("PYTHONPATH", "")]),
+               FSDP_BENCH=os.path.join(root, "bench", "fsdp_cpu.py"), **{k: str(v) for k, v in env.items()})
+    cmd = [sys.executable, str(driver), *args] if nproc == 1 else \
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", str(driver), *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_fsdp2_finetune_equals_single_process_and_resumes(finetuned_pair, tmp_path):
-    """An FSDP2 launch of `dukb finetune` passes straight through: the model is sharded, the per-epoch losses are
-    the single process's to float precision, the saved model is whole (the same tensors by name and shape), and a
-    run killed after a checkpoint continues from it to the uninterrupted FSDP run's result."""
+def _answers_like_its_record(model_dir, record: dict) -> None:
+    """The saved model loads as an ordinary model and knows the share of the KB its record says."""
+    from dukb.kb import load_kb
+    from dukb.neural.data import kb_qa
+    from dukb.neural.pipeline import load_finetuned
+    from dukb.neural.probe import Predictor, probe
+
+    lm = load_finetuned(model_dir, device="cpu")
+    known = probe(Predictor(lm.model, lm.tokenizer, lm.tags), kb_qa(load_kb("demo")), rouge=False,
+                  logprob=False)["known"]
+    assert float(known.mean()) == pytest.approx(record["accuracy"])
+
+
+def test_fsdp2_finetune_equals_single_process(finetuned_pair, tmp_path):
+    """An FSDP2 launch of `dukb finetune` (accelerate's default plugin: the whole model in the root unit) passes
+    straight through: per-epoch losses are the single process's to float precision, and the saved model is whole
+    (the single process's tensors by name and shape) and answers as its record says."""
     from safetensors.torch import load_file
 
     one = finetuned_pair[0]
@@ -278,35 +303,39 @@ def test_fsdp2_finetune_equals_single_process_and_resumes(finetuned_pair, tmp_pa
     assert b["accuracy"] >= 0.9 and proc.stdout.count("finetuned tiny on 32 facts") == 1
     wa, wb = load_file(one / "model.safetensors"), load_file(tmp_path / "fsdp" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(wa[k].shape == wb[k].shape for k in wa)
-    # the whole model was gathered: it loads and answers like the finetuning said (its own record's accuracy)
-    from dukb.neural.pipeline import load_finetuned
-    from dukb.neural.probe import Predictor, probe
-    from dukb.kb import load_kb
-    from dukb.neural.data import kb_qa
+    _answers_like_its_record(tmp_path / "fsdp", b)
 
-    lm = load_finetuned(tmp_path / "fsdp", device="cpu")
-    items = kb_qa(load_kb("demo"))
-    known = float(probe(Predictor(lm.model, lm.tokenizer, lm.tags), items, rouge=False, logprob=False)["known"].mean())
-    assert known == pytest.approx(b["accuracy"])
-    # killed right after the checkpoint of epoch 20 (the tiny preset probes every 20 epochs), then run again
+
+def test_fsdp2_per_layer_with_activation_checkpointing_runs_extra_epochs_and_resumes(tmp_path):
+    """Per-layer units (transformer_based_wrap), accelerate's activation checkpointing and rank-0 loading: the
+    losses are one process's, the extra epochs (a second prepare of the sharded model, a new optimiser) run, and a
+    run killed after a checkpoint in the extra epochs resumes to the uninterrupted run's losses and weights."""
+    import torch
+    from safetensors.torch import load_file
+
+    plugin = json.dumps({"auto_wrap_policy": "transformer_based_wrap", "activation_checkpointing": True,
+                         "cpu_ram_efficient_loading": True})
+    args = ["finetune", "--kb", "demo", "--device", "cpu", "--seed", "0"]
+    _ok(_fsdp(args + ["-o", str(tmp_path / "one")], tmp_path, nproc=1, SHORT=1, FSDP_OFF=1))
+    _ok(_fsdp(args + ["-o", str(tmp_path / "whole")], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin))
+    a = json.loads((tmp_path / "one" / "finetune.json").read_text())
+    b = json.loads((tmp_path / "whole" / "finetune.json").read_text())
+    assert b["parallelism"] == "fsdp2" and a["extra_epochs_run"] >= 2 and b["extra_epochs_run"] >= 2
+    assert b["loss_per_epoch"] == pytest.approx(a["loss_per_epoch"], rel=1e-5)
+    # checkpoints after epochs 2, 4, 6 of the schedule, then 2 of the extra epochs: killed after that one
     cut = tmp_path / "cut"
-    killed = _fsdp(args + ["-o", str(cut)], tmp_path, stop=20)
+    killed = _fsdp(args + ["-o", str(cut)], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin, STOP_AT=4)
     assert killed.returncode != 0 and (cut / "finetune-checkpoint.pt").is_file()
-    proc = _fsdp(args + ["-o", str(cut)], tmp_path)
+    proc = _fsdp(args + ["-o", str(cut)], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin)
     _ok(proc)
     c = json.loads((cut / "finetune.json").read_text())
-    assert c["resumed_after_epoch"] == 20 and "resuming finetuning from its checkpoint after epoch 20" in proc.stderr
+    assert c["resumed_after_epoch"] == 8 and "resuming finetuning from its checkpoint after epoch 8" in proc.stderr
     assert (c["epochs_run"], c["accuracy"]) == (b["epochs_run"], b["accuracy"])
     assert c["loss_per_epoch"] == pytest.approx(b["loss_per_epoch"], rel=1e-6)
-    wc = load_file(cut / "model.safetensors")
-    assert all(torch_allclose(wb[k], wc[k]) for k in wb)
+    wb, wc = load_file(tmp_path / "whole" / "model.safetensors"), load_file(cut / "model.safetensors")
+    assert wb.keys() == wc.keys() and all(torch.allclose(wb[k], wc[k], rtol=1e-5, atol=1e-6) for k in wb)
     assert not (cut / "finetune-checkpoint.pt").exists()
-
-
-def torch_allclose(x, y) -> bool:
-    import torch
-
-    return bool(torch.allclose(x, y, rtol=1e-5, atol=1e-6))
+    _answers_like_its_record(cut, c)
 
 
 def test_evaluate_refuses_an_fsdp_launch(finetuned_pair, tmp_path):
