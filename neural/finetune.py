@@ -258,7 +258,8 @@ def _checkpoint_key(lm, items, config: TrainConfig, world: int, sharded: bool = 
 
 
 def _load_checkpoint(path: Path, key: str) -> dict | None:
-    """The checkpoint at ``path`` when it exists (None otherwise), read with ``torch.load(weights_only=True)``.
+    """The checkpoint at ``path`` when it exists (None otherwise), read with ``torch.load(weights_only=True)``
+    (memory-mapped on POSIX).
 
     Raises:
         InputError: unreadable, or made with other settings (both named).
@@ -267,7 +268,10 @@ def _load_checkpoint(path: Path, key: str) -> dict | None:
     if not path.is_file():
         return None
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        # memory-mapped on POSIX: the processes of a launch that all read it share the page cache instead of each
+        # holding a copy of the weights and optimiser state (the file is replaced by a rename, which leaves a
+        # mapping valid there; Windows refuses to replace a mapped file)
+        data = torch.load(path, map_location="cpu", weights_only=True, mmap=os.name == "posix")
     except Exception as e:  # noqa: BLE001 - torch raises many kinds for a damaged file
         raise InputError(f"unreadable finetuning checkpoint ({type(e).__name__}); remove it to start again",
                          path) from None
