@@ -222,6 +222,48 @@ def full_state_dict(model) -> dict | None:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
+def full_state_dicts(model, optimizer) -> tuple[dict, dict]:
+    """The full (unsharded) state dicts of an FSDP2-sharded model and its optimiser, on the CPU of process 0.
+
+    A collective: every process must call it (the others get empty dicts). The optimiser state is keyed by
+    parameter name, as torch's distributed checkpoint API writes it. Source: torch's
+    ``torch.distributed.checkpoint.state_dict.get_state_dict`` (``full_state_dict=True, cpu_offload=True``).
+
+    Args:
+        model: the sharded module (after accelerate's ``prepare``).
+        optimizer: the optimiser ``prepare`` switched to the sharded parameters (the unwrapped one).
+
+    Returns:
+        (model state dict {name: CPU tensor}, optimiser state dict), both empty outside process 0.
+
+    Raises:
+        RuntimeError: from torch's collectives.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_optimizer_state(model, optimizer, state: dict) -> None:
+    """Load a full optimiser state dict (:func:`full_state_dicts`) into the optimiser of a sharded model: each
+    process keeps its shards.
+
+    Source: torch's ``torch.distributed.checkpoint.state_dict.set_optimizer_state_dict`` (``full_state_dict=True``;
+    every process passes the whole dict).
+
+    Args:
+        model: the sharded module.
+        optimizer: its optimiser, after ``prepare``.
+        state: the full optimiser state dict, the same on every process.
+
+    Raises:
+        RuntimeError: from torch (a state of another model or optimiser), or its collectives.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+
+
 def all_true(flag: bool, device: str = "cpu") -> bool:
     """Whether ``flag`` holds on every process (a collective; ``flag`` itself without a launcher).
 

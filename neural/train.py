@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from dukb.neural import tracking
+from dukb.neural import distributed, tracking
 from dukb.neural.trainconfig import SCHEDULES, TrainConfig  # noqa: F401  (defined there, torch-free; re-exported)
 
 def build_optimizer(params, cfg: TrainConfig, total_steps: int):
@@ -125,9 +125,7 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
         torch.manual_seed(cfg.seed if torch_seed is None else torch_seed)
     fmodel, opt_ = prepare(model, opt) if prepare is not None else (model, opt)
     if restore is not None and sharded:  # the optimiser holds the sharded parameters only after prepare
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-        set_optimizer_state_dict(fmodel, opt, restore["optimizer"], options=StateDictOptions(full_state_dict=True))
+        distributed.load_full_optimizer_state(fmodel, opt, restore["optimizer"])
     # the parameters the optimiser updates (FSDP2 replaces a module's parameters with sharded ones in prepare)
     clipped = [p for group in opt.param_groups for p in group["params"]]
     back = backward or (lambda loss: loss.backward())
@@ -188,9 +186,7 @@ def _state_dicts(fmodel, opt, sharded: bool) -> dict:
     on the CPU of process 0 (a collective; the other processes get empty dicts)."""
     if not sharded:
         return {"optimizer": opt.state_dict()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-    msd, osd = get_state_dict(fmodel, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    msd, osd = distributed.full_state_dicts(fmodel, opt)
     return {"model": msd, "optimizer": osd}
 
 
