@@ -177,8 +177,8 @@ def check_unsharded(command: str, device: str = "cpu") -> None:
     if is_sharded(device):
         raise InputError(f"`dukb {command}` unlearns each target with a whole model per process (its processes "
                          f"split the targets), so it cannot run under FSDP; launch it with `accelerate launch "
-                         f"--multi_gpu` or torchrun, or as several workers on one run directory (README, \"Several "
-                         f"workers\"), and use --lora-r/--gradient-checkpointing for large models")
+                         f"--multi_gpu` or torchrun, or as several workers on one run directory (`dukb evaluate --resume` "
+                         f"from several shells or SLURM array tasks joins a live run), and use --lora-r/--gradient-checkpointing for large models")
 
 
 def is_fsdp_module(model) -> bool:
