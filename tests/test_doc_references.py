@@ -10,31 +10,38 @@ Rules
    - a quoted name follows a mention of ``RESULTS`` / ``RESULTS.md`` (``bench/RESULTS.md, "Attacks"``,
      ``RESULTS "On a GPU"``, ``bench/RESULTS.md`` ("A" and "B")): the quoted names right after it, joined by
      ``,``, ``;``, ``and`` or ``or``;
+   - a description follows a RESULTS mention as ``bench/RESULTS.md, the section on X`` (X up to the next ``.``,
+     ``,``, ``;``, ``:`` or ``)``; ``X and on Y`` names two sections): every word of X except ``the a an of on in
+     at and with for to by``, without backticks and a plural ``s``, must be a word of one heading or of the
+     ``##`` section above it;
    - a markdown link points at RESULTS.md with an anchor (``bench/RESULTS.md#attacks``,
      ``[..](../bench/RESULTS.md#x)``);
    - inside any document, a quoted name followed by ``above`` or ``below`` (``"On a GPU" below``) or a link
      ``(#anchor)`` names a section of that same document.
    A cited name exists when, after normalising both (markdown links reduced to their text, backticks and ``*``
    removed, typographic apostrophes made plain, whitespace collapsed, case folded, a leading section number such
-   as ``3`` or ``3.2`` dropped, trailing ``.:,;`` dropped), it equals a heading or is the start of one followed by a
-   separator (space, ``:``, ``,``, ``;``, ``(``, ``.``, ``?`` or a dash); ``...`` in a cited name stands for any text.
-   An anchor exists when it is the GitHub slug or the mkdocs (python-markdown ``toc``) slug of a heading, with
-   either generator's suffix for a repeated heading (``-1`` / ``_1``).
+   as ``3`` or ``3.2`` dropped, trailing ``.:,;`` dropped), it equals a heading or is the start of one followed
+   by a separator (space, ``:``, ``,``, ``;``, ``(``, ``.``, ``?`` or a dash); ``...`` in a cited name stands for
+   any text. An anchor exists when it is the GitHub slug or the mkdocs (python-markdown ``toc``) slug of a
+   heading, with either generator's suffix for a repeated heading (``-1`` / ``_1``). Headings inside fenced code
+   are not headings.
 2. **Repository files.** Every relative markdown link (outside fenced code) must resolve from the document's
    folder; every path beginning ``bench/``, ``tests/``, ``docs/``, ``neural/``, ``cli/``, ``data/``, ``kb/``,
    ``solver/`` or ``.ci/`` (in prose, inline code and code blocks, not preceded by another path segment, so
    ``../shared/x`` and ``/work/x`` are not repository paths) and every bare ``LICENSE``, ``CITATION.cff``,
-   ``CHANGELOG.md``, ``mkdocs.yml`` must exist in the repository. Patterns (``*``, ``<name>``, ``{a,b}``, ``$VAR``)
-   and pytest node ids' ``::name`` tails are not paths and are skipped, and so are placeholders a tutorial asks the
-   reader to create: a path with a segment starting ``my`` or ``your`` (``neural/methods/mymethod.py``).
+   ``CHANGELOG.md``, ``mkdocs.yml`` must exist in the repository. Not paths: patterns (``*``, ``<name>``,
+   ``{a,b}``, ``$VAR``), pytest node ids' ``::name`` tails, and placeholders a tutorial asks the reader to create
+   (a segment starting ``my`` or ``your``: ``neural/methods/mymethod.py``). A link to a page that mkdocs.yml's
+   ``nav`` declares counts as existing: reference pages are generated at build time, and the strict mkdocs build
+   checks those links.
 3. **Commands.** In fenced code blocks and inline code spans (shell comments removed), every ``dukb SUBCOMMAND``
-   (also ``python -m dukb.cli.main SUBCOMMAND``) must be a registered command, and in bench/RESULTS.md and docs
-   every ``--flag`` after it on the same command line must be listed by that command's ``--help`` (``--help``
-   itself always is). README's flags
-   are checked by tests/test_readme.py, whose segment splitter and option table this module reuses.
-4. **README's figures are in RESULTS.** In README's prose and tables (fenced code, inline code, link targets, HTML
-   comments and the generated ``<!-- dukb methods -->`` block left out), a *figure* is
-   - a ``A ± B`` pair (each a number): the same pair, whitespace aside, must appear in bench/RESULTS.md;
+   (also ``python -m dukb.cli.main SUBCOMMAND``) must be a registered command, and every ``--flag`` after it on
+   the same command line must be listed by that command's ``--help`` (``--help`` itself always is). The commands
+   of bench/RESULTS.md's "Superseded runs" section (records of their time, headings marked ``(superseded``) are
+   held to the first half only. The segment splitter and option table are tests/test_readme.py's.
+4. **README's figures are in RESULTS.** In README's prose and tables (fenced code, inline code, link targets,
+   HTML comments and the generated ``<!-- dukb methods -->`` block left out), a *figure* is
+   - an ``A ± B`` pair (each a number): the same pair, whitespace aside, must appear in bench/RESULTS.md;
    - a decimal with two or more digits after the point (``0.78``, ``0.996``, ``363.62``) that is not part of a
      dotted version (``2.13.0``) or a word (``x1.25y``): the same digits must appear in bench/RESULTS.md, not
      adjacent to another digit (so ``0.50`` is not found in ``10.50`` or ``0.505``).
@@ -160,6 +167,38 @@ _LINK = re.compile(r"!?\[(?:[^\]\n]|\n(?!\n))*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]
 _REF_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", flags=re.M)
 
 
+_RESULTS_ON = re.compile(r"RESULTS(?:\.md)?[`'*]*\s*[,:;]?\s*\(?\s*the\s+sections?\s+on\s+"
+                         r"([^.,;:)\n]+(?:\n[^.,;:)\n]+)?)")
+_STOP = {"the", "a", "an", "of", "on", "in", "at", "and", "with", "for", "to", "by"}
+
+
+def _words(s: str) -> set[str]:
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w
+            for w in re.findall(r"[\w-]+", normalise(s))} - _STOP
+
+
+def described_results_sections(text: str) -> list[tuple[int, str]]:
+    """(offset, description) of each ``RESULTS.md, the section on X``."""
+    out = []
+    for m in _RESULTS_ON.finditer(prose(text)):
+        pos = m.start(1)
+        for part in re.split(r"(\s+and\s+(?:the\s+sections?\s+)?on\s+)", m.group(1)):
+            if not re.fullmatch(r"\s+and\s+(?:the\s+sections?\s+)?on\s+", part):
+                out.append((pos, part))
+            pos += len(part)
+    return out
+
+
+def section_described(description: str, text: str) -> bool:
+    """Whether some heading of ``text`` (with its ``##`` section's heading) holds every word of ``description``."""
+    want, top = _words(description), ""
+    for m in re.finditer(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", prose(text), flags=re.M):
+        top = m.group(2) if len(m.group(1)) <= 2 else top
+        if want <= _words(m.group(2)) | _words(top):
+            return True
+    return False
+
+
 def cited_results_sections(text: str) -> list[tuple[int, str]]:
     """(offset, name) of each RESULTS section named by a quoted name after a RESULTS mention."""
     out = []
@@ -191,6 +230,9 @@ def section_problems(path: Path, text: str, results_text: str, root: Path = REPO
     for off, name in cited_results_sections(text):
         if not section_exists(name, res_heads):
             bad.append(f"{rel}:{line_of(text, off)}: bench/RESULTS.md has no section {name!r}")
+    for off, desc in described_results_sections(text):
+        if not section_described(desc, results_text):
+            bad.append(f"{rel}:{line_of(text, off)}: bench/RESULTS.md has no section on {desc!r}")
     for off, name in cited_own_sections(text):
         if not section_exists(name, own_heads):
             bad.append(f"{rel}:{line_of(text, off)}: no section {name!r} in this document")
@@ -231,9 +273,22 @@ def named_paths(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def site_pages(root: Path = REPO_ROOT) -> set[Path]:
+    """The pages mkdocs.yml's ``nav`` declares, as paths under ``root/docs`` (empty without mkdocs.yml). Some are
+    generated at build time (reference pages made from the registries), so they need not exist on disk; the strict
+    mkdocs build checks them."""
+    cfg = root / "mkdocs.yml"
+    if not cfg.is_file():
+        return set()
+    nav = cfg.read_text(encoding="utf-8").partition("\nnav:")[2]
+    nav = re.split(r"^\S", nav, maxsplit=1, flags=re.M)[0]  # up to the next top-level key
+    return {(root / "docs" / m).resolve() for m in re.findall(r"([\w./-]+\.md)\s*$", nav, flags=re.M)}
+
+
 def file_problems(path: Path, text: str, root: Path = REPO_ROOT) -> list[str]:
     """Rule 2 for one document: named repository paths and relative links that do not exist."""
     rel = path.relative_to(root) if path.is_relative_to(root) else path
+    pages = site_pages(root)
     bad = []
     for off, name in named_paths(text):
         if not (root / name).exists():
@@ -242,7 +297,7 @@ def file_problems(path: Path, text: str, root: Path = REPO_ROOT) -> list[str]:
         if re.match(r"[a-z][a-z0-9+.-]*:", target, flags=re.I) or target.startswith("#"):
             continue
         file_part = target.split("#", 1)[0]
-        if not (path.parent / file_part).exists():
+        if not (path.parent / file_part).exists() and (path.parent / file_part).resolve() not in pages:
             bad.append(f"{rel}:{line_of(text, off)}: links to {file_part}, which does not exist")
     return bad
 
@@ -259,6 +314,19 @@ def command_lines(text: str) -> list[str]:
         seg = re.sub(r"(?:^|\s)#.*$", "", seg)
         out += [part for part in re.split(r"&&|\|\||;|\|", seg) if part.strip()]
     return out
+
+
+def split_superseded(text: str) -> tuple[str, str]:
+    """``text`` split into what lies outside and inside sections whose heading says ``(superseded`` (rule 3)."""
+    current, superseded, inside, level = [], [], False, 0
+    for block in re.split(r"(?m)^(?=#{1,6} )", text):
+        m = re.match(r"(#{1,6}) ", block)
+        if m and inside and len(m.group(1)) <= level and "(superseded" not in block.split("\n", 1)[0]:
+            inside = False
+        if m and not inside and "(superseded" in block.split("\n", 1)[0]:
+            inside, level = True, len(m.group(1))
+        (superseded if inside else current).append(block)
+    return "".join(current), "".join(superseded)
 
 
 def command_problems(rel: str, text: str, options: dict[str, set[str]], flags: bool = True) -> list[str]:
@@ -342,6 +410,13 @@ Figure 0.50 ± 0.24 and 0.78 at 0.996; Python 3.11.7.
     ("See [GPU](bench/RESULTS.md#on-a-gpu-the-suite-2026-11-26).", True),
     ("See [GPU](bench/RESULTS.md#on-a-gpu).", False),
     ('```bash\n# bench/RESULTS.md, "Nothing" in a code block is not prose\n```', True),
+    ("See bench/RESULTS.md, the section on GPUs.", True),
+    ("See bench/RESULTS.md, the section on the\nattacks of SmolLM2-135M).", True),
+    ("See `bench/RESULTS.md`, the section on `du` presets; or", True),
+    ("See bench/RESULTS.md, the section on TPUs.", False),
+    ("See bench/RESULTS.md, the section on GPUs and on attacks.", True),
+    ("See bench/RESULTS.md, the section on GPUs and on TPUs.", False),
+    ("See bench/RESULTS.md, the section on attacks on GPUs.", False),  # the words must be under one heading
 ])
 def test_results_section_rule(tmp_path, doc, ok):
     (tmp_path / "bench").mkdir()
@@ -352,7 +427,8 @@ def test_results_section_rule(tmp_path, doc, ok):
 
 
 def test_own_section_and_anchor_rule(tmp_path):
-    doc = '# T\n## Closed-loop deep unlearning\nAs in "Closed-loop deep unlearning" below, [x](#closed-loop-deep-unlearning).\n'
+    doc = ('# T\n## Closed-loop deep unlearning\nAs in "Closed-loop deep unlearning" below, '
+           '[x](#closed-loop-deep-unlearning).\n')
     assert section_problems(tmp_path / "a.md", doc, RES, root=tmp_path) == []
     bad = section_problems(tmp_path / "a.md", doc + '"Open loop" above; [y](#open-loop).\n', RES, root=tmp_path)
     assert len(bad) == 2 and "'Open loop'" in bad[0] and "#open-loop" in bad[1]
@@ -371,7 +447,8 @@ def test_file_rule(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("", encoding="utf-8")
     doc = ("Run `python bench/x.py` (tests/test_x.py::t is a node id of a missing file); see ../shared/kb/x, "
-           "/work/bench/y.py, tests/test_*.py, neural/protocols/<name>/run.py, neural/methods/mymethod.py and [a](docs/a.md#s), [b](docs/b.md), "
+           "/work/bench/y.py, tests/test_*.py, neural/protocols/<name>/run.py, neural/methods/mymethod.py and "
+           "[a](docs/a.md#s), [b](docs/b.md), "
            "[w](https://example.org/bench/z.py). LICENSE and CITATION.cff.\n```bash\npython bench/gone.py\n```\n")
     bad = file_problems(tmp_path / "README.md", doc, root=tmp_path)
     assert sorted(b.split(": ", 1)[1] for b in bad) == [
@@ -381,6 +458,15 @@ def test_file_rule(tmp_path):
         "names bench/gone.py, which does not exist",
         "names tests/test_x.py, which does not exist",
     ]
+
+
+def test_generated_site_pages_count_as_existing(tmp_path):
+    (tmp_path / "docs" / "guide").mkdir(parents=True)
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\nnav:\n  - Home: index.md\n  - Reference:\n"
+                                         "      - Commands: reference/cli.md\nplugins: []\n", encoding="utf-8")
+    doc = "[cli](../reference/cli.md#evaluate), [gone](../reference/gone.md)\n"
+    bad = file_problems(tmp_path / "docs" / "guide" / "a.md", doc, root=tmp_path)
+    assert [b.split(": ", 1)[1] for b in bad] == ["links to ../reference/gone.md, which does not exist"]
 
 
 def test_command_rule():
@@ -394,6 +480,9 @@ def test_command_rule():
     assert any("has no option --gone" in b for b in bad) and any("has no option --x" in b for b in bad)
     assert any("`dukb evalute` is not a command" in b for b in bad)
     assert len(command_problems("R.md", doc, options, flags=False)) == 1
+    cur, old = split_superseded("# R\n## A\ndukb evaluate --kb x\n## Old (superseded)\n### B (superseded)\n"
+                                "dukb evaluate --gone\n## C\n`dukb report`\n")
+    assert "--gone" in old and "--gone" not in cur and "## C" in cur and "## A" in cur
 
 
 def test_figure_rule():
@@ -438,7 +527,10 @@ def test_named_files_exist(path):
 @pytest.mark.parametrize("path", DOCS, ids=_id)
 def test_shown_commands_exist(path):
     text = path.read_text(encoding="utf-8")
-    assert command_problems(_id(path), text, _options(), flags=path != README) == []
+    current, superseded = split_superseded(text)
+    options = _options()
+    assert command_problems(_id(path), current, options) + \
+        command_problems(_id(path), superseded, options, flags=False) == []
 
 
 def test_readme_figures_are_in_results():
