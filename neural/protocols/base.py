@@ -15,10 +15,10 @@ A protocol subclass implements
 - :meth:`Protocol.report`: render summary.csv, report.md and figures from the run directory's files alone.
 
 :meth:`Protocol.execute` runs the stages; :meth:`Protocol.work` runs the units. Units are claimed atomically in
-RUN_DIR/units (:class:`dukb.neural.runs.UnitClaims`), so a second invocation of the same command with ``--resume`` on
-a live run joins it as another worker, under any launcher (several shells, a SLURM array, torchrun without a process
-group); a killed worker's units are taken over once its claims go stale. A unit's rows depend on the unit and the
-seed only, never on which process computed them or in what order.
+RUN_DIR/.dukb/units (:class:`dukb.neural.runs.UnitClaims`), so a second invocation of the same command with
+``--resume`` on a live run joins it as another worker, under any launcher (several shells, a SLURM array, torchrun
+without a process group); a killed worker's units are taken over once its claims go stale. A unit's rows depend on
+the unit and the seed only, never on which process computed them or in what order.
 
 Source: dukb (the protocol skeleton of the one-skeleton issue); each protocol names its paper.
 """
@@ -194,7 +194,8 @@ class Protocol(abc.ABC):
         # neither repairs results.jsonl nor rewrites config.json and the caches, which the run's owner did
         self.joined = run_role(self.run) == "worker"
         if self.joined:
-            self.log(f"joined the run as another worker: units {self.units_name} are claimed in RUN_DIR/units")
+            self.log(f"joined the run as another worker: units {self.units_name} are claimed in "
+                     "RUN_DIR/.dukb/units")
         kw = {} if row_key is None else {"key": row_key}
         self.results = ResultsFile(path, repair=not self.joined, **kw)
 
@@ -251,7 +252,7 @@ class Protocol(abc.ABC):
                 self.claims.close()
 
     def render(self, fn) -> dict:
-        """``fn(run_dir)`` under RUN_DIR/render.lock: workers sharing the run render one after the other, so the
+        """``fn(run_dir)`` under RUN_DIR/.dukb/render.lock: workers sharing the run render one after the other, so the
         last to finish leaves the complete report."""
         with render_lock(self.run):
             return fn(self.run)

@@ -305,7 +305,7 @@ class RestorProtocol(Protocol):
         return self.report()
 
 
-@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run in _prepare, is held until run_restor returns
+@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run in _prepare, is held until run_restor returns
 def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
     """Run (or resume) the RESTOR pipeline into ``run_dir`` and render its report (:class:`RestorProtocol`).
 
