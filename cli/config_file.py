@@ -197,7 +197,12 @@ def load_config_callback(ctx: typer.Context, param: typer.CallbackParam, value: 
         return value
     from dukb.neural.runs import set_claim_hook
 
-    before = set_claim_hook(lambda run, role, identity, added: on_claim(ctx, run, role, identity, added))
+    def hook(run, role, identity, added):
+        # only while this command runs: a context whose parsing failed is never closed, so its hook may outlive it
+        if _current_context() is ctx:
+            on_claim(ctx, run, role, identity, added)
+
+    before = set_claim_hook(hook)
     ctx.call_on_close(lambda: set_claim_hook(before))
     if value is None:
         return value
@@ -209,8 +214,9 @@ def load_config_callback(ctx: typer.Context, param: typer.CallbackParam, value: 
 CONFIG_OPTION = typer.Option(None, "--config", is_eager=True, callback=load_config_callback,
                              help="YAML or TOML file of this command's options (names without the leading dashes; a "
                                   "list for a comma-separated or repeated option); flags on the command line win. "
-                                  "A finished run saves its options to RUN/config.yaml, so --config RUN/config.yaml "
-                                  "repeats it.")
+                                  "A run's owner saves its options to RUN/config.yaml (paths absolute), so "
+                                  "--config RUN/config.yaml -o NEW repeats it from any folder (--resume continues "
+                                  "it).")
 
 
 def _current_context():

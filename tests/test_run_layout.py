@@ -247,3 +247,56 @@ def test_a_run_an_older_dukb_still_holds_is_refused_in_one_line(tmp_path):
         holder.kill()
         holder.wait()
         release_run(run)
+
+
+# ------------------------------------------------------------------------------------- every protocol alike ------
+class _Stop(Exception):
+    """Raised right after a run is claimed and its config.yaml written: the identity is known, nothing is trained."""
+
+
+@pytest.fixture()
+def claims_only(monkeypatch):
+    """Every protocol command stops right after its claim (config.yaml and commands.log written under the run lock);
+    the identities the claims saw are recorded."""
+    import dukb.cli.config_file as config_file
+    from dukb import InputError
+
+    seen: list[dict] = []
+    real = config_file.on_claim
+
+    def on_claim(ctx, run, role, identity, added):
+        real(ctx, run, role, identity, added)
+        seen.append(identity)
+        raise InputError("stopped after the claim (test)")
+
+    monkeypatch.setattr(config_file, "on_claim", on_claim)
+    return seen
+
+
+@pytest.mark.parametrize("command, args", [
+    ("evaluate", ["--targets-file", "t.txt", "--methods", "ga", "--grid", "ga=1,2", "--metrics", "recall"]),
+    ("muse", ["--targets-file", "t.txt", "--n-targets", "1", "--methods", "ga", "--curve-methods", "ga",
+              "--scale-sizes", "1"]),
+    ("rwku", ["--targets-file", "t.txt", "--methods", "ga", "--batch-sizes", "2"]),
+    ("control", ["--methods", "ga", "--controls", "es", "--ratios", "0.1", "--retain-eval", "10"]),
+    ("restor", ["--methods", "ga"]),
+])
+def test_every_protocols_config_yaml_gives_the_same_identity_elsewhere(command, args, tmp_path, kb_dir, claims_only,
+                                                                        monkeypatch, capsys):
+    """For each protocol command, RUN/config.yaml of a run made with relative paths (KB, targets file, -o) gives the
+    same run identity when repeated from another folder into another directory."""
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "t.txt").write_text("".join(f"{t}\n" for t in _ids(kb_dir, 2)))
+    monkeypatch.chdir(first)
+    assert main([command, "--kb", os.path.relpath(kb_dir, first), *args, "-o", "run"]) == 2
+    assert "stopped after the claim" in capsys.readouterr().err
+    saved = yaml.safe_load((first / "run" / "config.yaml").read_text())
+    assert saved["kb"] == str(kb_dir) and saved["output"] == str(first / "run")
+    assert saved.get("targets-file", str(first / "t.txt")) == str(first / "t.txt")
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    assert main([command, "--config", str(first / "run" / "config.yaml"), "-o", "new"]) == 2
+    assert len(claims_only) == 2 and claims_only[1] == claims_only[0]
+    assert [ln.split("\t")[1] for ln in (other / "new" / COMMANDS_LOG).read_text().splitlines()] == ["owner"]

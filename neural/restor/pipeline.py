@@ -358,7 +358,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     identity, _added, old_record = claim_run(run, "restor", identity, log=log)
     joined = run_role(run) == "worker"  # a second invocation on a live run: the owner wrote the run's files
     if joined:
-        log("joined the run as another worker: units (method,) are claimed in RUN_DIR/units")
+        log("joined the run as another worker: units (method,) are claimed in RUN_DIR/.dukb/units")
     cor = corrupt(kb, cfg.corrupt, cfg.seed, cfg.context, closure=closure.atoms,
                   docs_per_entity=cfg.docs_per_entity)
     try:  # created only once the settings, the KB and the corruption are known to be good
