@@ -170,8 +170,9 @@ class Protocol(abc.ABC):
     def claim(self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None,
               other_results=()) -> None:
         """Lock RUN_DIR for this run (:func:`dukb.neural.runs.claim_run`: a run with other settings is refused
-        before anything in it is touched), note whether this invocation joins a live run as a worker, and open
-        results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
+        before anything in it is touched; the invocation is logged in RUN_DIR/commands.log, and the command line's
+        hook writes RUN_DIR/config.yaml for the run's owner), note whether this invocation joins a live run as a
+        worker, and open results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
 
         Args:
             identity: the run identity (row-changing settings).

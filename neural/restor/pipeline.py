@@ -190,7 +190,7 @@ class RestorProtocol(Protocol):
     - report: :func:`dukb.neural.restor.report.render`.
 
     A second ``dukb restor`` with the same settings joins a live run once its owner has written stages 1-3 (the
-    lock is shared from :meth:`Protocol.work` on): each method is a unit claimed in RUN_DIR/units.
+    lock is shared from :meth:`Protocol.work` on): each method is a unit claimed in RUN_DIR/.dukb/units.
 
     Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); rule-aware analysis: dukb.
     """

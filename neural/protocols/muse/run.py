@@ -13,7 +13,7 @@
 - report: :mod:`dukb.neural.protocols.muse.report`.
 
 A second ``dukb muse`` with the same settings joins a live run once its owner has finetuned f_target: the units are
-claimed in RUN_DIR/units, and a unit that needs a request's reference values before the unit that writes them has
+claimed in RUN_DIR/.dukb/units, and a unit that needs a request's reference values before the unit that writes them has
 run computes them itself (the same values) without writing them.
 """
 
