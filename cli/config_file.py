@@ -50,6 +50,8 @@ PATH_OPTIONS = ("kb", "rules", "model", "finetuned")
 #: keys: methods, controls, ratios, requests): config.yaml holds the union of the invocations' values.
 EXTENDABLE_OPTIONS = {"evaluate": ("methods",), "muse": ("methods", "curve-methods", "scale-sizes"),
                       "rwku": ("methods", "batch-sizes"), "control": ("methods", "controls", "ratios")}
+#: The options that choose a run's targets (config.yaml keeps the run's own when a resume adds other things)
+TARGET_OPTIONS = ("targets-file", "n-targets")
 #: The words of config.yaml's header that mark a file written once by the run's owner (an older dukb rewrote it at
 #: the end of every invocation, with paths as given).
 _OWNER_MARK = "written once by the invocation that created the run"
@@ -307,7 +309,8 @@ def _number(v) -> str:
 def _union(command: str, run: Path, old: dict, new: dict, identity: dict, added: dict) -> dict:
     """The options of a run a resume added to: this invocation's options, with each extendable comma-separated list
     the union of the run's (``old``) and this invocation's values, the grid entries of both (a grown grid as the
-    identity's whole list) and grown targets written to RUN/targets.txt."""
+    identity's whole list), and the run's targets: grown ones (or any, when the run's file is unreadable) written
+    to RUN/targets.txt, else the run's own target options (this invocation may have named only some)."""
     out = dict(new)
     for key in EXTENDABLE_OPTIONS.get(command, ()):
         if key in old or key in new:
@@ -325,14 +328,21 @@ def _union(command: str, run: Path, old: dict, new: dict, identity: dict, added:
     if grids:
         out["grid"] = list(grids.values())
     targets = identity.get("targets")
-    if "targets" in added and isinstance(targets, list) and all(isinstance(t, int) for t in targets):
-        from dukb.neural.runs import output_file, write_bytes_atomic
+    if isinstance(targets, list) and targets and all(isinstance(t, int) for t in targets):
+        if "targets" in added or not old:  # the run's targets, whatever this invocation named
+            from dukb.neural.runs import output_file, write_bytes_atomic
 
-        path = Path(run).absolute() / TARGETS_NAME
-        text = ("# the targets of this run (the union of its invocations'), written by dukb for config.yaml\n"
-                + "".join(f"{t}\n" for t in targets))
-        write_bytes_atomic(output_file(path), text.encode("utf-8"))
-        out["targets-file"] = str(path)
+            path = Path(run).absolute() / TARGETS_NAME
+            text = ("# the targets of this run (the union of its invocations'), written by dukb for config.yaml\n"
+                    + "".join(f"{t}\n" for t in targets))
+            write_bytes_atomic(output_file(path), text.encode("utf-8"))
+            out["targets-file"] = str(path)
+        else:  # none added: the run's file says them all (this invocation may have named only some)
+            for key in TARGET_OPTIONS:
+                if key in old:
+                    out[key] = old[key]
+                else:
+                    out.pop(key, None)
     return out
 
 

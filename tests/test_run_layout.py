@@ -128,6 +128,12 @@ def test_a_resume_that_adds_to_the_run_rewrites_config_yaml_as_the_whole_run(tmp
     assert run_identity["methods"]["npo_seq"]["grid"] == [2, 4, 1] and list(run_identity["methods"]) == [
         "npo_seq", "ga"]
     assert "npo_seq=2,4,1" in saved["grid"]
+    # a method added by an invocation that names only some of the run's targets: the run's targets stay
+    assert main(["evaluate", "--targets-file", "a.txt", "--methods", "tv", "--resume", *common]) == 0
+    saved = yaml.safe_load(Path("run/config.yaml").read_text())
+    assert saved["methods"] == "npo_seq,ga,tv" and saved["targets-file"] == str(tmp_path / "run" / "targets.txt")
+    run_identity = json.loads(Path("run/config.json").read_text())["identity"]
+    assert run_identity["targets"] == [t1, t2]
 
     os.mkdir("other")
     monkeypatch.chdir("other")
