@@ -228,6 +228,7 @@ def test_a_run_of_an_older_dukb_is_moved_over_by_its_next_owner(tmp_path):
     keep their state (unit (1, ga) done, (2, ga) not)."""
     run = tmp_path / "run"
     _old_run(run)
+    assert unfinished_units(run) == [(2, "ga")]  # `dukb report` reads an older run where it is
     try:
         _merged, _added, old = claim_run(run, "evaluate", ID)
         assert old["identity"] == ID
