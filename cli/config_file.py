@@ -13,8 +13,9 @@ The file maps option names to values, as on the command line without the leading
 A flag given on the command line overrides the file (the file only replaces the defaults: click's ``default_map``).
 
 **RUN/config.yaml reproduces the run.** The invocation that creates a run (its *owner*) writes the options it runs
-with to ``RUN/config.yaml`` once, as soon as it has claimed the run (under the run lock, :func:`on_claim`), with every
-path option (``kb``, ``targets-file``, ``finetuned``, ``model``, ``rules``, ``output``) resolved to an absolute path;
+with to ``RUN/config.yaml`` once, when its plan stage has accepted the run (under the run lock, :func:`on_claim`,
+called through :func:`dukb.neural.runs.confirm_run`), with every path option (``kb``, ``targets-file``,
+``finetuned``, ``model``, ``rules``, ``output``) resolved to an absolute path;
 a built-in name (the ``demo`` KB, ``tiny``, ``smollm2-135m``, the rule sets ``family`` and ``family_paper_compat``)
 and a hub id stay names. So ``dukb evaluate --config RUN/config.yaml -o NEW`` makes a run with the same identity from
 any folder, and ``dukb evaluate --config RUN/config.yaml --resume`` continues the run. A ``--resume`` that adds to the
@@ -355,9 +356,9 @@ def _items_list(value) -> list[str]:
 
 def on_claim(ctx, run, role: str, identity: dict, added: dict) -> None:
     """Write RUN/config.yaml for an invocation that has claimed ``run`` (called under the run lock by
-    :func:`dukb.neural.runs.claim_run`): the owner, which creates the run, writes its options once; a resume that
-    added to the run rewrites the file to describe the whole run (:func:`_union`); a resume that adds nothing and
-    a worker leave it as it is (a missing file is written).
+    :func:`dukb.neural.runs.confirm_run` once the protocol accepted the run): the owner, which creates the run,
+    writes its options once; a resume that added to the run rewrites the file to describe the whole run
+    (:func:`_union`); a resume that adds nothing and a worker leave it as it is (a missing file is written).
 
     Args:
         ctx: the command's click context; run: the run directory; role: "owner", "resume" or "worker"; identity: the

@@ -393,6 +393,8 @@ class RunLock:
     shared: bool = False
     #: what the owner recorded in the lock file (pid, host, protocol, identity, ...)
     info: dict = field(default_factory=dict)
+    #: (role, merged identity, additions) of the claim until :func:`confirm_run` hands them to the front end's hook
+    claimed: tuple | None = None
 
     def record(self, info: dict) -> None:
         """Write the holder's description into the lock file (read by a second invocation)."""
@@ -617,9 +619,10 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     Once the run is claimed, the invocation is logged (:func:`log_invocation`: one line in RUN_DIR/commands.log with
     its role, "owner" for the invocation that creates the run, "resume" for one that continues it, "worker" for one
-    that joins a live run), the owner moves an older dukb's bookkeeping into RUN_DIR/.dukb
-    (:func:`_migrate_bookkeeping`), and the front end's hook runs under the lock (:func:`set_claim_hook`: the
-    command line writes RUN_DIR/config.yaml there).
+    that joins a live run) and the owner moves an older dukb's bookkeeping into RUN_DIR/.dukb
+    (:func:`_migrate_bookkeeping`). When the protocol has accepted the run (its plan stage passed), it calls
+    :func:`confirm_run`, which runs the front end's hook under the lock (:func:`set_claim_hook`: the command line
+    writes RUN_DIR/config.yaml there).
 
     Under a multi-process launch only the main process locks (the others read what it checked). While the claim
     holds, library warnings (WARNING and worse of every logger, ``warnings.warn``) are written to RUN_DIR/run.log
@@ -662,8 +665,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
             _migrate_bookkeeping(run)
         role = "worker" if lock.shared else ("resume" if old else "owner")
         log_invocation(run, role)
-        if _CLAIM_HOOK is not None:
-            _CLAIM_HOOK(run, role, merged, added)
+        lock.claimed = (role, merged, added)  # for the front end's hook, once the protocol accepts the run
         lock.log_handler = attach_run_log(run)
     except BaseException:
         lock.release()
@@ -678,8 +680,9 @@ _CLAIM_HOOK: "Callable[[Path, str, dict, dict], None] | None" = None
 
 
 def set_claim_hook(hook: "Callable[[Path, str, dict, dict], None] | None"):
-    """Set what :func:`claim_run` calls once a run is claimed, under its lock: ``hook(run, role, identity, added)``
-    with the role ("owner", "resume" or "worker"), the run's merged identity and what this invocation added to it.
+    """Set what :func:`confirm_run` calls once a protocol has claimed a run and accepted it (its plan stage passed),
+    under the run lock: ``hook(run, role, identity, added)`` with the role ("owner", "resume" or "worker"), the
+    run's merged identity and what this invocation added to it.
     The command line sets one per command (it writes RUN_DIR/config.yaml, :mod:`dukb.cli.config_file`) and clears
     it when the command ends; library calls run without one.
 
@@ -692,6 +695,23 @@ def set_claim_hook(hook: "Callable[[Path, str, dict, dict], None] | None"):
     global _CLAIM_HOOK
     before, _CLAIM_HOOK = _CLAIM_HOOK, hook
     return before
+
+
+def confirm_run(run: str | Path) -> None:
+    """Hand this thread's claim of ``run`` to the front end's hook (:func:`set_claim_hook`), once: called by a protocol
+    when its plan stage has accepted the run (no later refusal can leave a config.yaml describing an addition the
+    run never recorded). Nothing without a hook, a claim of this thread, or after the first call.
+
+    Raises:
+        whatever the hook raises (e.g. InputError: config.yaml cannot be written).
+    """
+    with _HELD_GUARD:
+        lock = _HELD.get((os.path.realpath(Path(run)), threading.get_ident()))
+    if lock is None or lock.claimed is None:
+        return
+    claimed, lock.claimed = lock.claimed, None
+    if _CLAIM_HOOK is not None:
+        _CLAIM_HOOK(Path(run), *claimed)
 
 
 def log_invocation(run: str | Path, role: str, argv: list[str] | None = None) -> None:
@@ -2316,7 +2336,8 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
 
 
 __all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "RENDER_LOCK_NAME", "bookkeeping_dir",
-           "bookkeeping_path", "log_invocation", "set_claim_hook", "DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
+           "bookkeeping_path", "confirm_run", "log_invocation", "set_claim_hook",
+           "DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
            "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",
            "RUN_LOG_NAME", "ResultsFile", "RunIdentityError", "RunLock", "SHARD_GLOB", "UNITS_DIR", "UnitClaims",
            "WORKERS_DIR", "attach_run_log", "missing_units", "open_to_workers", "run_role", "worker_id",

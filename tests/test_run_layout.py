@@ -119,6 +119,11 @@ def test_a_resume_that_adds_to_the_run_rewrites_config_yaml_as_the_whole_run(tmp
     assert saved["methods"] == "npo_seq,ga" and sorted(saved["grid"]) == ["ga=2,4", "npo_seq=2,4"]
     assert saved["targets-file"] == str(tmp_path / "run" / "targets.txt")
     assert [int(x) for x in Path("run/targets.txt").read_text().split("\n")[1:] if x] == [t1, t2]
+    # refused after the claim (a grid value added for only part of the run's targets): config.yaml is untouched
+    before = Path("run/config.yaml").read_text()
+    assert main(["evaluate", "--targets-file", "a.txt", "--methods", "npo_seq", "--grid", "npo_seq=1,4",
+                 "--resume", *common]) == 2
+    assert Path("run/config.yaml").read_text() == before
     # a grid value added below the largest (the reference schedule's rule), for every target of the run
     Path("ab.txt").write_text(f"{t1}\n{t2}\n")
     assert main(["evaluate", "--targets-file", "ab.txt", "--methods", "npo_seq", "--grid", "npo_seq=1,4",

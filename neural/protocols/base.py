@@ -33,8 +33,8 @@ from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, open_to_workers, read_results,
-                              record_units, render_lock, run_role, worker_id)
+from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, confirm_run, open_to_workers,
+                              read_results, record_units, render_lock, run_role, worker_id)
 
 
 class RowMissing(Exception):
@@ -161,6 +161,7 @@ class Protocol(abc.ABC):
 
         with tracking.tracking(self.run, getattr(self.cfg, "log_with", None), self.name):
             self.plan()
+            confirm_run(self.run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
             with tracking.scope("finetune"):
                 self.model()
             self.work()
@@ -170,8 +171,9 @@ class Protocol(abc.ABC):
     def claim(self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None,
               other_results=()) -> None:
         """Lock RUN_DIR for this run (:func:`dukb.neural.runs.claim_run`: a run with other settings is refused
-        before anything in it is touched; the invocation is logged in RUN_DIR/commands.log, and the command line's
-        hook writes RUN_DIR/config.yaml for the run's owner), note whether this invocation joins a live run as a
+        before anything in it is touched; the invocation is logged in RUN_DIR/commands.log; once :meth:`plan`
+        returns, :meth:`execute` confirms the claim and the command line writes RUN_DIR/config.yaml,
+        :func:`dukb.neural.runs.confirm_run`), note whether this invocation joins a live run as a
         worker, and open results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
 
         Args:

@@ -342,7 +342,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     from dukb.kb import load_kb
     from dukb.kb.corrupt import corrupt, save_corruption
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-    from dukb.neural.runs import IDENTITY_VERSION, claim_run, history_entry, provenance, run_role
+    from dukb.neural.runs import IDENTITY_VERSION, claim_run, confirm_run, history_entry, provenance, run_role
     from dukb.solver.closure import compute_closure
 
     kb = load_kb(cfg.kb)
@@ -386,6 +386,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     probes.mkdir(exist_ok=True)
     if not joined and not (probes / "facts.jsonl").exists():
         write_facts(probes / "facts.jsonl", facts)
+    confirm_run(run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
     return _Setup(kb, set(closure.atoms), cor, facts, judge, retain, joined)
 
 
