@@ -11,8 +11,19 @@ The file maps option names to values, as on the command line without the leading
     output: runs/edu
 
 A flag given on the command line overrides the file (the file only replaces the defaults: click's ``default_map``).
-Each protocol command writes the options it ran with to ``RUN/config.yaml`` when it finishes, so ``dukb evaluate --config
-RUN/config.yaml`` (with ``--resume`` to continue) repeats the run.
+
+**RUN/config.yaml reproduces the run.** The invocation that creates a run (its *owner*) writes the options it runs
+with to ``RUN/config.yaml`` once, when its plan stage has accepted the run (under the run lock, :func:`on_claim`,
+called through :func:`dukb.neural.runs.confirm_run`), with every path option (``kb``, ``targets-file``,
+``finetuned``, ``model``, ``rules``, ``output``) resolved to an absolute path;
+a built-in name (the ``demo`` KB, ``tiny``, ``smollm2-135m``, the rule sets ``family`` and ``family_paper_compat``)
+and a hub id stay names. So ``dukb evaluate --config RUN/config.yaml -o NEW`` makes a run with the same identity from
+any folder, and ``dukb evaluate --config RUN/config.yaml --resume`` continues the run. A ``--resume`` that adds to the
+run (targets, methods, grid values, controls, ratios, ...) rewrites it under the run lock to describe the whole run:
+the comma-separated lists that may grow hold the union of the invocations' values, a grown grid its whole list, and
+grown targets are written to ``RUN/targets.txt`` (the union, in the run's order), which ``targets-file`` then names.
+A resume that adds nothing and a worker joining a live run leave it untouched. Every invocation's command line is
+appended to ``RUN/commands.log`` (:func:`dukb.neural.runs.log_invocation`).
 
 Errors name the file and line: ``dukb: error: FILE:LINE: problem`` (exit 2).
 """
@@ -29,8 +40,22 @@ from dukb import InputError
 
 #: The name of the resolved-options file a protocol command writes into its run directory.
 RESOLVED_NAME = "config.yaml"
+#: The union of a run's targets, written when a resume added targets (config.yaml's ``targets-file`` names it).
+TARGETS_NAME = "targets.txt"
 #: Options never written to the resolved file: the file itself and whether to resume (a repeat decides that).
 _NOT_SAVED = ("config", "resume")
+#: Options that may name a file or folder (besides those typed as paths): resolved to an absolute path when they
+#: name one that exists (as the loaders read them: an existing path wins over a built-in name, except a rule-set name)
+PATH_OPTIONS = ("kb", "rules", "model", "finetuned")
+#: Per command, the comma-separated options a ``--resume`` may add values to (they feed the identity's extendable
+#: keys: methods, controls, ratios, requests): config.yaml holds the union of the invocations' values.
+EXTENDABLE_OPTIONS = {"evaluate": ("methods",), "muse": ("methods", "curve-methods", "scale-sizes"),
+                      "rwku": ("methods", "batch-sizes"), "control": ("methods", "controls", "ratios")}
+#: The options that choose a run's targets (config.yaml keeps the run's own when a resume adds other things)
+TARGET_OPTIONS = ("targets-file", "n-targets")
+#: The words of config.yaml's header that mark a file written once by the run's owner (an older dukb rewrote it at
+#: the end of every invocation, with paths as given).
+_OWNER_MARK = "written once by the invocation that created the run"
 
 
 def _key_lines(text: str, path: Path) -> dict[str, int]:
@@ -168,8 +193,21 @@ def default_map(command, path) -> dict:
 
 
 def load_config_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[Path]):
-    """Eager ``--config`` callback: the file's options become the command's defaults (command-line flags win)."""
-    if value is None or ctx.resilient_parsing:
+    """Eager ``--config`` callback (click calls it for every invocation, given or not): the file's options become the
+    command's defaults (command-line flags win), and the command's run claims write RUN/config.yaml
+    (:func:`on_claim`, set as :func:`dukb.neural.runs.set_claim_hook` until the command ends)."""
+    if ctx.resilient_parsing:
+        return value
+    from dukb.neural.runs import set_claim_hook
+
+    def hook(run, role, identity, added):
+        # only while this command runs: a context whose parsing failed is never closed, so its hook may outlive it
+        if _current_context() is ctx:
+            on_claim(ctx, run, role, identity, added)
+
+    before = set_claim_hook(hook)
+    ctx.call_on_close(lambda: set_claim_hook(before))
+    if value is None:
         return value
     ctx.default_map = {**(ctx.default_map or {}), **default_map(ctx.command, value)}
     return value
@@ -179,8 +217,9 @@ def load_config_callback(ctx: typer.Context, param: typer.CallbackParam, value: 
 CONFIG_OPTION = typer.Option(None, "--config", is_eager=True, callback=load_config_callback,
                              help="YAML or TOML file of this command's options (names without the leading dashes; a "
                                   "list for a comma-separated or repeated option); flags on the command line win. "
-                                  "A finished run saves its options to RUN/config.yaml, so --config RUN/config.yaml "
-                                  "repeats it.")
+                                  "A run's owner saves its options to RUN/config.yaml (paths absolute), so "
+                                  "--config RUN/config.yaml -o NEW repeats it from any folder (--resume continues "
+                                  "it).")
 
 
 def _current_context():
@@ -192,39 +231,184 @@ def _current_context():
     return get_current_context(silent=True)
 
 
+def _absolute(name: str, value):
+    """An option's value with a path resolved to an absolute one (see :data:`PATH_OPTIONS`); other values as given."""
+    import os
+
+    if isinstance(value, Path):
+        return os.path.abspath(os.path.expanduser(value))
+    if isinstance(value, (list, tuple)):
+        return [_absolute(name, v) for v in value]
+    if name in PATH_OPTIONS and isinstance(value, str) and value:
+        from dukb.solver.rules import BUILTIN_RULES
+
+        if name == "rules" and value in BUILTIN_RULES:  # the loader takes a rule-set name before a path
+            return value
+        path = os.path.expanduser(value)
+        if os.path.lexists(path):  # an existing path wins over a built-in name (kb, model): it is what ran
+            return os.path.abspath(path)
+    return value
+
+
+def resolved_options(ctx, exclude=()) -> dict:
+    """The running command's options as config.yaml records them: every parameter but ``config``, ``resume``,
+    ``exclude`` and those left unset (None, an empty list), dashes in the names, paths absolute (:func:`_absolute`).
+
+    Args:
+        ctx: the command's click context; exclude: more parameter names to leave out.
+
+    Returns:
+        dict option name -> value (str, int, float, bool or a list of them).
+    """
+    values = {}
+    for name, v in ctx.params.items():
+        if name in _NOT_SAVED or name in exclude or v is None or (isinstance(v, (list, tuple)) and not v):
+            continue  # unset (a repeatable option not given is an empty list)
+        v = _absolute(name, v)
+        if isinstance(v, tuple):
+            v = list(v)
+        values[name.replace("_", "-")] = v
+    return values
+
+
+def _header(command: str) -> str:
+    """config.yaml's header comment: what the file guarantees (see the module docstring)."""
+    return (f"# the options of this `dukb {command}` run, {_OWNER_MARK} (its owner: the first\n"
+            "# line of commands.log), every path absolute. From any folder,\n"
+            f"#   dukb {command} --config THIS_FILE -o NEW_DIR      makes a run of the same identity,\n"
+            f"#   dukb {command} --config THIS_FILE --resume        continues this run.\n"
+            "# A --resume that added to the run (targets, methods, grid values, ...) rewrote it under the run lock to\n"
+            "# describe the whole run; each invocation's command line is in commands.log.\n")
+
+
+def _write(path: Path, command: str, values: dict) -> None:
+    """Write config.yaml: the header and the options (YAML, in the command's order), atomically."""
+    import yaml
+
+    from dukb.neural.runs import output_file, write_bytes_atomic
+
+    text = _header(command) + yaml.safe_dump(values, sort_keys=False, allow_unicode=True)
+    write_bytes_atomic(output_file(path), text.encode("utf-8"))
+
+
+def _items(value) -> list[str]:
+    """A comma-separated option's value (a string or a list) as its items, stripped, empty ones left out."""
+    parts = value if isinstance(value, list) else [value]
+    return [x.strip() for part in parts for x in str(part).split(",") if x.strip()]
+
+
+def _grid_key(entry: str) -> str:
+    """The method part of a ``--grid METHOD=v1,v2`` entry (the text before the last ``=``)."""
+    return str(entry).rsplit("=", 1)[0].strip()
+
+
+def _number(v) -> str:
+    """A grid value as ``--grid`` reads it back (an int as is, a float exactly)."""
+    return str(v) if isinstance(v, int) else repr(float(v))
+
+
+def _union(command: str, run: Path, old: dict, new: dict, identity: dict, added: dict) -> dict:
+    """The options of a run a resume added to: this invocation's options, with each extendable comma-separated list
+    the union of the run's (``old``) and this invocation's values, the grid entries of both (a grown grid as the
+    identity's whole list), and the run's targets: grown ones (or any, when the run's file is unreadable) written
+    to RUN/targets.txt, else the run's own target options (this invocation may have named only some)."""
+    out = dict(new)
+    for key in EXTENDABLE_OPTIONS.get(command, ()):
+        if key in old or key in new:
+            out[key] = ",".join(dict.fromkeys(_items(old.get(key, "")) + _items(new.get(key, ""))))
+    grids = {}
+    for entry in _items_list(old.get("grid")) + _items_list(new.get("grid")):
+        grids.setdefault(_grid_key(entry), str(entry))
+    methods = identity.get("methods") if isinstance(identity.get("methods"), dict) else {}
+    for k in added:
+        parts = k.split(".")
+        if len(parts) == 3 and parts[0] == "methods" and parts[2] == "grid" and isinstance(
+                methods.get(parts[1], {}).get("grid"), list):
+            grids.pop(parts[1], None)
+            grids[parts[1]] = f"{parts[1]}=" + ",".join(_number(v) for v in methods[parts[1]]["grid"])
+    if grids:
+        out["grid"] = list(grids.values())
+    targets = identity.get("targets")
+    if isinstance(targets, list) and targets and all(isinstance(t, int) for t in targets):
+        if "targets" in added or not old:  # the run's targets, whatever this invocation named
+            from dukb.neural.runs import output_file, write_bytes_atomic
+
+            path = Path(run).absolute() / TARGETS_NAME
+            text = ("# the targets of this run (the union of its invocations'), written by dukb for config.yaml\n"
+                    + "".join(f"{t}\n" for t in targets))
+            write_bytes_atomic(output_file(path), text.encode("utf-8"))
+            out["targets-file"] = str(path)
+        else:  # none added: the run's file says them all (this invocation may have named only some)
+            for key in TARGET_OPTIONS:
+                if key in old:
+                    out[key] = old[key]
+                else:
+                    out.pop(key, None)
+    return out
+
+
+def _items_list(value) -> list[str]:
+    """A repeatable option's value (None, a string or a list) as a list of strings."""
+    if value is None:
+        return []
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def on_claim(ctx, run, role: str, identity: dict, added: dict) -> None:
+    """Write RUN/config.yaml for an invocation that has claimed ``run`` (called under the run lock by
+    :func:`dukb.neural.runs.confirm_run` once the protocol accepted the run): the owner, which creates the run,
+    writes its options once; a resume that added to the run rewrites the file to describe the whole run
+    (:func:`_union`); a resume that adds nothing and a worker leave it as it is (a missing file is written).
+
+    Args:
+        ctx: the command's click context; run: the run directory; role: "owner", "resume" or "worker"; identity: the
+            run's merged identity; added: what this invocation added to it (``{key: [entries]}``).
+
+    Raises:
+        InputError: the file cannot be written (a folder in its place).
+    """
+    import os
+
+    if role == "worker":
+        return
+    path = Path(run) / RESOLVED_NAME
+    values = resolved_options(ctx)
+    command = ctx.command.name
+    if role == "owner" or not os.path.lexists(path):
+        _write(path, command, values)
+        return
+    if not added:
+        return
+    try:
+        old, _lines = read_config_file(path)
+    except InputError:  # unreadable: the union is this invocation's values
+        old = {}
+    _write(path, command, _union(command, Path(run), old, values, identity, added))
+
+
 def save_resolved_config(output, exclude=()) -> Path | None:
-    """Write the running command's resolved options to ``output/config.yaml`` (see the module docstring).
+    """Make sure ``output/config.yaml`` exists once the command has run: written from the running command's options
+    (:func:`resolved_options`) only when no run claim wrote it (:func:`on_claim`; e.g. where runs are not locked);
+    never rewritten here.
 
     Args:
         output: the run directory (created if needed).
         exclude: more parameter names to leave out.
 
     Returns:
-        The written path, or None outside a click command.
+        The path, or None outside a click command.
     """
-    import yaml
+    import os
 
     ctx = _current_context()
     if ctx is None:
         return None
-    from dukb.neural.runs import output_file, write_bytes_atomic
-
-    values = {}
-    for name, v in ctx.params.items():
-        if name in _NOT_SAVED or name in exclude or v is None:
-            continue
-        if isinstance(v, Path):
-            v = str(v)
-        elif isinstance(v, (list, tuple)):
-            v = [str(x) if isinstance(x, Path) else x for x in v]
-        values[name.replace("_", "-")] = v
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    text = (f"# the options of this `dukb {ctx.command.name}` run; repeat it with "
-            f"`dukb {ctx.command.name} --config {out / RESOLVED_NAME}` (add --resume to continue it)\n"
-            + yaml.safe_dump(values, sort_keys=False, allow_unicode=True))
-    write_bytes_atomic(output_file(out / RESOLVED_NAME), text.encode("utf-8"))
+    if not os.path.lexists(out / RESOLVED_NAME):
+        out.mkdir(parents=True, exist_ok=True)
+        _write(out / RESOLVED_NAME, ctx.command.name, resolved_options(ctx, exclude))
     return out / RESOLVED_NAME
 
 
-__all__ = ["CONFIG_OPTION", "RESOLVED_NAME", "default_map", "load_config_callback", "read_config_file", "save_resolved_config"]
+__all__ = ["CONFIG_OPTION", "EXTENDABLE_OPTIONS", "PATH_OPTIONS", "RESOLVED_NAME", "TARGETS_NAME", "default_map",
+           "load_config_callback", "on_claim", "read_config_file", "resolved_options", "save_resolved_config"]

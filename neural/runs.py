@@ -14,10 +14,17 @@ settings). A rerun into the same directory computes its own identity and compare
 **Provenance.** What does not change a row but explains it (versions, device, world size, dukb's git revision,
 command line, time) is recorded beside the identity, never compared.
 
-**One writer.** :func:`claim_run` takes RUN_DIR/run.lock (``flock``, released by the kernel when its process
+**One writer.** :func:`claim_run` takes RUN_DIR/.dukb/run.lock (``flock``, released by the kernel when its process
 ends, even by SIGKILL) before config.json is read, and the protocol holds it until it returns
 (:func:`holds_run_lock`). A second invocation with other settings is refused at once, naming the directory and the
 holder (pid, host); one with the same settings waits for the holder, then resumes.
+
+**Layout.** The top level of a run directory holds what a user reads: config.yaml (the options, written once by the
+run's owner), config.json (identity and provenance), commands.log (one line per invocation, :func:`log_invocation`),
+results.jsonl, report.md, summary.csv, figures, run.log and the caches. Every lock and claim lives in the hidden
+folder RUN_DIR/.dukb/ (:data:`BOOKKEEPING_DIR`): run.lock, render.lock, units/ (a claim per work unit, planned.json
+and its lock) and workers/ (each live worker's lock). A run made by a dukb that kept them at the top level is moved
+over by its next owner (:func:`_migrate_bookkeeping`).
 
 **Results.** :class:`ResultsFile`: one JSON line per row, flushed and fsynced. Reading keeps every valid row: each
 damaged line is reported as FILE:LINE on stderr, and on resume moved to results.damaged.jsonl with its line number;
@@ -301,9 +308,63 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
     return merged, added, old
 
 
-# ----------------------------------------------------------------------------------- one writer per run --------
-#: the lock file of a run directory (its content: the holder's pid, host, protocol, start time and identity)
+# ------------------------------------------------------------------------------------------- bookkeeping --------
+#: the hidden folder of a run directory that holds its bookkeeping (locks, work-unit claims, worker locks, the plan
+#: of work units), so the top level holds only what a user reads (config.yaml, config.json, commands.log,
+#: results.jsonl, report.md, summary.csv, figures, caches): RUN_DIR/.dukb/
+BOOKKEEPING_DIR = ".dukb"
+#: the lock file of a run directory, in :data:`BOOKKEEPING_DIR` (its content: the holder's pid, host, protocol, start
+#: time and identity)
 LOCK_NAME = "run.lock"
+#: the lock the processes sharing a run take in turn to render its report, in :data:`BOOKKEEPING_DIR`
+RENDER_LOCK_NAME = "render.lock"
+#: where the work units of a run are claimed (one file per unit, and the plan of units) and where each live worker
+#: holds its lock: folders of :data:`BOOKKEEPING_DIR`
+UNITS_DIR = "units"
+WORKERS_DIR = "workers"
+#: the bookkeeping names that dukb before RUN_DIR/.dukb/ kept at a run's top level (moved or removed by
+#: :func:`claim_run`'s owner, :func:`_migrate_bookkeeping`)
+LEGACY_BOOKKEEPING = (LOCK_NAME, RENDER_LOCK_NAME, UNITS_DIR, WORKERS_DIR)
+#: the log of a run's invocations, one line each (:func:`log_invocation`), beside config.yaml
+COMMANDS_LOG = "commands.log"
+
+
+def bookkeeping_path(run: str | Path, *names: str) -> Path:
+    """The path of a bookkeeping file or folder of ``run``: RUN_DIR/.dukb/NAME/... (nothing is created).
+
+    Args:
+        run: the run directory; names: the path parts inside :data:`BOOKKEEPING_DIR` (e.g. ``"run.lock"`` or
+            ``"units", "planned.json"``).
+    """
+    return Path(run, BOOKKEEPING_DIR, *names)
+
+
+def bookkeeping_dir(run: str | Path, *names: str) -> Path:
+    """Create (when missing) and return RUN_DIR/.dukb (or a folder inside it, ``names``), a real directory only.
+
+    Raises:
+        InputError: something other than a directory is in its place (a symbolic link, a file, a FIFO; named), or
+            it cannot be created.
+    """
+    path = Path(run, BOOKKEEPING_DIR)
+    for part in ("", *names):
+        path = path / part if part else path
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise InputError(f"cannot create the run's bookkeeping folder: {e.strerror or e}", path) from None
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError as e:
+            raise InputError(f"cannot read the run's bookkeeping folder: {e.strerror or e}", path) from None
+        if not stat.S_ISDIR(mode):
+            raise InputError(f"the run's bookkeeping folder is not a directory ({file_kind(mode)}); remove it", path)
+    return path
+
+
+# ----------------------------------------------------------------------------------- one writer per run --------
 #: largest lock file read (the holder's description, a few KiB)
 LOCK_BYTES = 1 << 20
 #: seconds a second invocation waits for a holder that has the lock but has not yet recorded its identity
@@ -315,11 +376,12 @@ _HELD_GUARD = threading.Lock()
 
 @dataclass
 class RunLock:
-    """This process's exclusive lock on a run directory (``flock`` on RUN_DIR/run.lock).
+    """This process's exclusive lock on a run directory (``flock`` on RUN_DIR/.dukb/run.lock).
 
     The kernel releases it when the process ends, however it ends. Attributes: ``run`` (the directory), ``fd`` (the
     locked file descriptor, not inherited by child programs), ``created`` (directories this claim created, removed
-    again on release when the lock file is all they hold, so a refused invocation leaves nothing behind),
+    again on release, with RUN_DIR/.dukb, when the lock file is all they hold, so a refused invocation leaves nothing
+    behind),
     ``log_handler`` (the RUN_DIR/run.log handler on the root logger while the claim holds, :func:`attach_run_log`).
     """
 
@@ -331,6 +393,8 @@ class RunLock:
     shared: bool = False
     #: what the owner recorded in the lock file (pid, host, protocol, identity, ...)
     info: dict = field(default_factory=dict)
+    #: (role, merged identity, additions) of the claim until :func:`confirm_run` hands them to the front end's hook
+    claimed: tuple | None = None
 
     def record(self, info: dict) -> None:
         """Write the holder's description into the lock file (read by a second invocation)."""
@@ -345,8 +409,11 @@ class RunLock:
         detach_run_log(self.log_handler)
         self.log_handler = None
         try:
-            if self.created and [p.name for p in self.run.iterdir()] == [LOCK_NAME]:
-                (self.run / LOCK_NAME).unlink()  # still locked: a waiter re-checks the file it locked (_same_file)
+            folder = self.run / BOOKKEEPING_DIR
+            if self.created and [p.name for p in self.run.iterdir()] == [BOOKKEEPING_DIR] \
+                    and [p.name for p in folder.iterdir()] == [LOCK_NAME]:
+                (folder / LOCK_NAME).unlink()  # still locked: a waiter re-checks the file it locked (_same_file)
+                folder.rmdir()
                 for d in reversed(self.created):
                     d.rmdir()
         except OSError:
@@ -458,8 +525,14 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
     announced = rechecked = False
     while True:
         created = _make_dir(run) if not run.is_dir() else []
-        path = run / LOCK_NAME
-        fd = _open_lock(path)
+        path = bookkeeping_path(run, LOCK_NAME)
+        try:
+            bookkeeping_dir(run)
+            fd = _open_lock(path)
+        except InputError:
+            if not run.is_dir() or not os.path.lexists(path.parent):  # removed by a holder that created the run
+                continue
+            raise
         lock = RunLock(run, fd, created)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -529,7 +602,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
               resume: bool = True, log: Callable[[str], None] | None = None) -> tuple[dict, dict, dict]:
     """Take the run directory's lock, then check the invocation against the run there (:func:`open_run`).
 
-    The lock (``flock`` on RUN_DIR/run.lock, which this creates along with the directory) is taken before
+    The lock (``flock`` on RUN_DIR/.dukb/run.lock, which this creates along with the directory) is taken before
     config.json is read and held until the protocol function decorated with :func:`holds_run_lock` returns (or
     until the process ends, however it ends: the kernel releases it). The lock file records the holder's pid, host,
     protocol, start time and identity. When another process holds the lock:
@@ -543,6 +616,13 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     - the same settings with ``resume`` and additions (targets, methods, grid values): one line through ``log``
       saying it waits for the holder, then, once the lock is free, the run is opened as a resume of what the holder
       wrote.
+
+    Once the run is claimed, the invocation is logged (:func:`log_invocation`: one line in RUN_DIR/commands.log with
+    its role, "owner" for the invocation that creates the run, "resume" for one that continues it, "worker" for one
+    that joins a live run) and the owner moves an older dukb's bookkeeping into RUN_DIR/.dukb
+    (:func:`_migrate_bookkeeping`). When the protocol has accepted the run (its plan stage passed), it calls
+    :func:`confirm_run`, which runs the front end's hook under the lock (:func:`set_claim_hook`: the command line
+    writes RUN_DIR/config.yaml there).
 
     Under a multi-process launch only the main process locks (the others read what it checked). While the claim
     holds, library warnings (WARNING and worse of every logger, ``warnings.warn``) are written to RUN_DIR/run.log
@@ -563,7 +643,8 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
         RunIdentityError: another process holds the directory with other settings, another protocol, or without
             ``resume``; or the run's config.json refuses the invocation (:func:`open_run`). One line naming the
             directory (and the holder's pid and host).
-        InputError: the directory or its lock file cannot be created.
+        InputError: the directory or its lock file cannot be created; RUN_DIR/.dukb is not a directory; an older
+            dukb still holds the run (its RUN_DIR/run.lock).
     """
     from dukb.neural import distributed as dist
 
@@ -581,6 +662,10 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
         if not lock.shared:
             lock.info = info | {"identity": merged}
             lock.record(lock.info)
+            _migrate_bookkeeping(run)
+        role = "worker" if lock.shared else ("resume" if old else "owner")
+        log_invocation(run, role)
+        lock.claimed = (role, merged, added)  # for the front end's hook, once the protocol accepts the run
         lock.log_handler = attach_run_log(run)
     except BaseException:
         lock.release()
@@ -588,6 +673,137 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     with _HELD_GUARD:
         _HELD[key] = lock
     return merged, added, old
+
+
+#: what the front end does for each invocation that claims a run (:func:`set_claim_hook`), or None
+_CLAIM_HOOK: "Callable[[Path, str, dict, dict], None] | None" = None
+
+
+def set_claim_hook(hook: "Callable[[Path, str, dict, dict], None] | None"):
+    """Set what :func:`confirm_run` calls once a protocol has claimed a run and accepted it (its plan stage passed),
+    under the run lock: ``hook(run, role, identity, added)`` with the role ("owner", "resume" or "worker"), the
+    run's merged identity and what this invocation added to it.
+    The command line sets one per command (it writes RUN_DIR/config.yaml, :mod:`dukb.cli.config_file`) and clears
+    it when the command ends; library calls run without one.
+
+    Args:
+        hook: the callable, or None for none.
+
+    Returns:
+        The hook set before (to restore).
+    """
+    global _CLAIM_HOOK
+    before, _CLAIM_HOOK = _CLAIM_HOOK, hook
+    return before
+
+
+def confirm_run(run: str | Path) -> None:
+    """Hand this thread's claim of ``run`` to the front end's hook (:func:`set_claim_hook`), once: called by a protocol
+    when its plan stage has accepted the run (no later refusal can leave a config.yaml describing an addition the
+    run never recorded). Nothing without a hook, a claim of this thread, or after the first call.
+
+    Raises:
+        whatever the hook raises (e.g. InputError: config.yaml cannot be written).
+    """
+    with _HELD_GUARD:
+        lock = _HELD.get((os.path.realpath(Path(run)), threading.get_ident()))
+    if lock is None or lock.claimed is None:
+        return
+    claimed, lock.claimed = lock.claimed, None
+    if _CLAIM_HOOK is not None:
+        _CLAIM_HOOK(Path(run), *claimed)
+
+
+def log_invocation(run: str | Path, role: str, argv: list[str] | None = None) -> None:
+    """Append one line for this invocation to RUN_DIR/commands.log (:data:`COMMANDS_LOG`): five tab-separated
+    fields, the UTC time (ISO 8601, ``Z``), the role ("owner": it created the run; "resume": it continued it;
+    "worker": it joined a live run), ``dukb VERSION``, the working directory and the command line, both
+    shell-quoted (``cd DIR && COMMAND`` repeats the invocation); control characters are escaped, so a line is one
+    line. The file is appended to with one write (processes sharing a run append alike), as a regular file only.
+
+    Args:
+        run: the run directory; role: as above; argv: the command line (default: ``sys.argv``).
+
+    Raises:
+        InputError: something other than a regular file is in its place, or it cannot be written (named).
+    """
+    import shlex
+
+    from dukb import __version__
+
+    words = list(sys.argv if argv is None else argv)
+    fields = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), role, f"dukb {__version__}",
+              shlex.quote(os.getcwd()), shlex.join(words)]
+    line = "\t".join(one_line(f) for f in fields) + "\n"
+    with open_append(Path(run) / COMMANDS_LOG) as fh:
+        fh.write(line)
+
+
+#: the entries an older dukb's RUN_DIR/units folder holds: claims, takeover markers, the plan and its lock
+_LEGACY_UNIT_FILES = (".claim", "planned.json", "planned.json.lock")
+
+
+def _migrate_bookkeeping(run: Path) -> None:
+    """Move the bookkeeping a dukb before RUN_DIR/.dukb kept at the run's top level (:data:`LEGACY_BOOKKEEPING`)
+    into RUN_DIR/.dukb, so an older run resumes with its work-unit claims and its top level holds user files only.
+    Called by :func:`claim_run` for the run's owner (an exclusive lock), after its identity was accepted.
+
+    - run.lock: refused when an older dukb still holds it (``flock``), else removed;
+    - render.lock: removed;
+    - units/: moved to RUN_DIR/.dukb/units when it holds claims and the plan only and RUN_DIR/.dukb/units does not
+      exist yet (its claims keep their done state; a claim's worker, gone, is taken over as usual);
+    - workers/: its lock files removed (their workers are gone: the older owner's lock is free), then the folder
+      when empty.
+
+    Only regular files and real directories are touched (a symbolic link in their place is left alone).
+
+    Raises:
+        RunIdentityError: an older dukb still holds RUN_DIR/run.lock (one line).
+    """
+    def kind(path: Path) -> int | None:
+        try:
+            return os.lstat(path).st_mode
+        except OSError:
+            return None
+
+    old_lock = run / LOCK_NAME
+    mode = kind(old_lock)
+    if mode is not None and stat.S_ISREG(mode):
+        if fcntl is not None:
+            try:
+                fd = os.open(old_lock, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise RunIdentityError("in use by an older dukb (it holds RUN_DIR/run.lock); wait for it to "
+                                           "finish, then resume", run) from None
+                finally:
+                    os.close(fd)
+        old_lock.unlink(missing_ok=True)
+    mode = kind(run / RENDER_LOCK_NAME)
+    if mode is not None and stat.S_ISREG(mode):
+        (run / RENDER_LOCK_NAME).unlink(missing_ok=True)
+    units = run / UNITS_DIR
+    mode = kind(units)
+    if mode is not None and stat.S_ISDIR(mode) and not os.path.lexists(bookkeeping_path(run, UNITS_DIR)):
+        names = [p.name for p in units.iterdir()]
+        if all(n.endswith(_LEGACY_UNIT_FILES) or ".claim.takeover-" in n for n in names):
+            bookkeeping_dir(run)
+            os.rename(units, bookkeeping_path(run, UNITS_DIR))
+    workers = run / WORKERS_DIR
+    mode = kind(workers)
+    if mode is not None and stat.S_ISDIR(mode):
+        for p in workers.iterdir():
+            m = kind(p)
+            if p.name.endswith(".lock") and m is not None and stat.S_ISREG(m):
+                p.unlink(missing_ok=True)
+        try:
+            workers.rmdir()
+        except OSError:
+            pass  # something else is in it: left alone
 
 
 def run_role(run: str | Path) -> str | None:
@@ -1751,9 +1967,6 @@ class ResultsFile:
 
 SHARD_GLOB = "results.rank*.jsonl"
 
-#: where the work units of a run are claimed (one file per unit) and where each live worker holds its lock
-UNITS_DIR = "units"
-WORKERS_DIR = "workers"
 #: a claim whose worker has not written for this long (seconds) is taken over even when its worker's lock cannot be
 #: checked (a worker on another host whose file system does not share ``flock``)
 CLAIM_TIMEOUT = 6 * 3600
@@ -1763,8 +1976,8 @@ class UnitClaims:
     """Work units claimed atomically in the run directory, so that any number of processes (several shells, a SLURM
     array, torchrun) share one run without a process group.
 
-    A unit (e.g. evaluate's (target, method)) is claimed by creating ``RUN_DIR/units/<unit>.claim`` with
-    ``O_CREAT | O_EXCL``; it names its worker and that worker's lock file ``RUN_DIR/workers/<worker>.lock``, which
+    A unit (e.g. evaluate's (target, method)) is claimed by creating ``RUN_DIR/.dukb/units/<unit>.claim`` with
+    ``O_CREAT | O_EXCL``; it names its worker and that worker's lock file ``RUN_DIR/.dukb/workers/<worker>.lock``, which
     the worker holds (``flock``) for its whole life. A claim whose worker is gone (its lock free: killed, even by
     SIGKILL) or silent for :data:`CLAIM_TIMEOUT` seconds is taken over by exactly one other worker (an ``O_EXCL``
     marker per stale claim). A finished unit's claim says ``done``. A unit's rows depend only on the unit and the
@@ -1774,19 +1987,22 @@ class UnitClaims:
         run: the run directory; worker: this worker's id (:func:`worker_id`); timeout: see :data:`CLAIM_TIMEOUT`.
 
     Raises:
-        InputError: the directories or the worker's lock file cannot be created.
+        InputError: the directories or the worker's lock file cannot be created, or RUN_DIR/.dukb (or a folder in
+            it) is not a directory.
 
     Source: dukb; the claim file follows the O_EXCL lock-file idiom (open(2)).
     """
 
     def __init__(self, run: str | Path, worker: str, timeout: float = CLAIM_TIMEOUT):
-        self.dir = Path(run) / UNITS_DIR
-        self.workers = Path(run) / WORKERS_DIR
+        try:
+            Path(run).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"cannot create the run directory ({e.strerror})", run) from None
+        self.dir = bookkeeping_dir(run, UNITS_DIR)
+        self.workers = bookkeeping_dir(run, WORKERS_DIR)
         self.worker = worker
         self.timeout = timeout
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self.workers.mkdir(exist_ok=True)
             self.lock_name = _safe_name(worker) + ".lock"
             self._fd = os.open(self.workers / self.lock_name, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
@@ -1952,9 +2168,14 @@ def claimed_units(claims: "UnitClaims | None", results: "ResultsFile", units, pe
 
 @contextlib.contextmanager
 def render_lock(run: str | Path):
-    """Serialise the report renders of the processes sharing a run (``flock`` on RUN_DIR/render.lock): each renders
-    every row on disk when its turn comes, so the last one to finish leaves the complete report, never a mix."""
-    with file_lock(Path(run) / "render.lock"):
+    """Serialise the report renders of the processes sharing a run (``flock`` on RUN_DIR/.dukb/render.lock): each
+    renders every row on disk when its turn comes, so the last one to finish leaves the complete report, never a
+    mix.
+
+    Raises:
+        InputError: RUN_DIR/.dukb is not a directory (named).
+    """
+    with file_lock(bookkeeping_dir(run) / RENDER_LOCK_NAME):
         yield
 
 
@@ -1974,13 +2195,13 @@ def file_lock(path: str | Path):
         os.close(fd)
 
 
-#: the work units a run's workers planned, in RUN_DIR/units (:func:`record_units`)
+#: the work units a run's workers planned, in RUN_DIR/.dukb/units (:func:`record_units`)
 UNITS_PLAN = "planned.json"
 
 
 def record_units(run: str | Path, units) -> None:
-    """Add ``units`` to RUN_DIR/units/planned.json (under a lock: every worker adds the units of its invocation), so
-    that ``dukb report`` can name the units no worker finished (:func:`unfinished_units`).
+    """Add ``units`` to RUN_DIR/.dukb/units/planned.json (under a lock: every worker adds the units of its
+    invocation), so that ``dukb report`` can name the units no worker finished (:func:`unfinished_units`).
 
     Args:
         run: the run directory; units: tuples of ints and strings (a protocol's :meth:`units`).
@@ -1989,9 +2210,10 @@ def record_units(run: str | Path, units) -> None:
         InputError: the file cannot be written, or an existing planned.json is damaged (named; delete it and resume:
             it lists units only, and every worker writes its own again).
     """
-    folder = Path(run) / UNITS_DIR
+    folder = bookkeeping_path(run, UNITS_DIR)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        Path(run).mkdir(parents=True, exist_ok=True)
+        bookkeeping_dir(run, UNITS_DIR)
         with file_lock(folder / (UNITS_PLAN + ".lock")):
             old = _planned_units(Path(run)) or []
             new, seen = list(old), {tuple(u) for u in old}
@@ -2005,8 +2227,18 @@ def record_units(run: str | Path, units) -> None:
         raise InputError(f"cannot write the planned work units ({e.strerror or e})", folder / UNITS_PLAN) from None
 
 
+def _units_folder(run: Path) -> Path:
+    """Where the run's work units are: RUN_DIR/.dukb/units, or, for a run an older dukb made and no owner has
+    resumed since (:func:`_migrate_bookkeeping`), its top-level units folder (read only, a real directory only)."""
+    here = bookkeeping_path(run, UNITS_DIR)
+    legacy = run / UNITS_DIR
+    if not os.path.lexists(here) and not os.path.islink(legacy) and legacy.is_dir():
+        return legacy
+    return here
+
+
 def _planned_units(run: Path) -> list[list] | None:
-    path = run / UNITS_DIR / UNITS_PLAN
+    path = _units_folder(run) / UNITS_PLAN
     if not path.exists():
         return None
     data = read_json(path, "planned work units")
@@ -2034,7 +2266,7 @@ def unfinished_units(run: str | Path) -> list[tuple] | None:
         return None
     out = []
     for unit in planned:
-        claim = run / UNITS_DIR / (_safe_name("-".join(map(str, unit))) + ".claim")
+        claim = _units_folder(run) / (_safe_name("-".join(map(str, unit))) + ".claim")
         try:
             info = json.loads(claim.read_bytes()[:LOCK_BYTES] or b"null")
         except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
@@ -2103,7 +2335,9 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     return len(new)
 
 
-__all__ = ["DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
+__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "RENDER_LOCK_NAME", "bookkeeping_dir",
+           "bookkeeping_path", "confirm_run", "log_invocation", "set_claim_hook",
+           "DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
            "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",
            "RUN_LOG_NAME", "ResultsFile", "RunIdentityError", "RunLock", "SHARD_GLOB", "UNITS_DIR", "UnitClaims",
            "WORKERS_DIR", "attach_run_log", "missing_units", "open_to_workers", "run_role", "worker_id",

@@ -246,9 +246,11 @@ def test_lock_file_planted_as_a_fifo_is_refused(tmp_path):
     from dukb import InputError
     from dukb.neural.runs import claim_run, release_run
 
+    from dukb.neural.runs import LOCK_NAME, bookkeeping_path
+
     run = tmp_path / "run"
-    run.mkdir()
-    os.mkfifo(run / "run.lock")
+    bookkeeping_path(run).mkdir(parents=True)
+    os.mkfifo(bookkeeping_path(run, LOCK_NAME))
     with watchdog(), pytest.raises(InputError) as e:
         claim_run(run, "evaluate", {"identity_version": 2})
     release_run(run)

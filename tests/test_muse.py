@@ -161,6 +161,18 @@ def muse_run(tmp_path_factory):
     return out, args
 
 
+def test_a_finished_muse_run_keeps_its_locks_and_claims_out_of_sight(muse_run):
+    """A finished run's top level (and models/) holds no lock or claim file: they are in RUN/.dukb (issue 38)."""
+    from dukb.neural.runs import BOOKKEEPING_DIR
+
+    run, _ = muse_run
+    top = {p.name for p in run.iterdir()}
+    assert not [n for n in top if n.endswith((".lock", ".claim"))] and not {"units", "workers"} & top, top
+    assert not list((run / "models").glob("*.lock"))
+    assert {"config.yaml", "config.json", "commands.log", "results.jsonl", "report.md"} <= top
+    assert list((run / BOOKKEEPING_DIR / "units").glob("*.claim"))
+
+
 def test_muse_unlearns_on_the_text_corpus_alone(muse_run):
     """MUSE unlearns on D_forget (and D_retain^(reg)) alone; its QA sets are evaluation-only: every item a method
     was given to train on is a statement text of a forget or retain_train fact, no trained string is a KnowMem

@@ -357,6 +357,17 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
     assert "Acc@Recall≥0.8" in text and "Acc@Superficial" in text and "per target" in text
 
 
+def test_a_finished_run_keeps_its_locks_and_claims_out_of_sight(eval_run):
+    """A finished run's top level holds what a user reads; every lock and claim is in RUN/.dukb (issue 38)."""
+    from dukb.neural.runs import BOOKKEEPING_DIR
+
+    top = {p.name for p in eval_run.iterdir()}
+    assert not [n for n in top if n.endswith((".lock", ".claim"))] and not {"units", "workers"} & top, top
+    assert {"config.yaml", "config.json", "commands.log", "results.jsonl", "report.md", "summary.csv"} <= top
+    assert len(list((eval_run / BOOKKEEPING_DIR / "units").glob("*.claim"))) == 3 * 2  # (target, method) units
+    assert (eval_run / "commands.log").read_text().count("\towner\t") == 1
+
+
 def test_report_rerenders_from_results_alone(eval_run, tmp_path):
     import shutil
 

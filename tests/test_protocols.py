@@ -163,9 +163,9 @@ def test_execute_runs_the_stages_in_order_and_writes_scored_rows(tmp_path):
     assert [(r["unit"], r["v"]) for r in rows] == [(u, v) for u in range(3) for v in (1, 2)]
     assert all(r["y2"] == 2 * r["y"] and r["worker"] == p.worker for r in rows)
     assert len(df) == 6 and list(df["y"]) == [1, 2, 11, 12, 21, 22]
-    claims = sorted((run / "units").glob("*.claim"))
+    claims = sorted((run / ".dukb" / "units").glob("*.claim"))
     assert len(claims) == 3 and all(json.loads(c.read_text())["done"] for c in claims)  # every unit marked done
-    assert not list((run / "workers").glob("*.lock"))  # the worker's lock is gone with it
+    assert not list((run / ".dukb" / "workers").glob("*.lock"))  # the worker's lock is gone with it
 
 
 def test_an_interrupted_run_resumes_the_missing_rows_only(tmp_path):

@@ -1,6 +1,6 @@
 """One writer per run directory and a journal that never drops a valid row silently (issue: hardening).
 
-- the lock (RUN_DIR/run.lock, :func:`dukb.neural.runs.claim_run`): a second process with other settings is refused
+- the lock (RUN_DIR/.dukb/run.lock, :func:`dukb.neural.runs.claim_run`): a second process with other settings is refused
   at once with one line naming the directory and the holder; one with the same settings and more targets waits,
   then resumes; an evaluate with exactly the same settings joins the live run as another worker
   (tests/test_work_units.py); a SIGKILLed holder's lock is gone;
@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from dukb.neural.runs import (DAMAGED_NAME, IDENTITY_VERSION, LOCK_NAME, ResultsFile, RunIdentityError, claim_run,
-                              holds_run_lock, provenance, read_journal, read_results, release_run)
+from dukb.neural.runs import (DAMAGED_NAME, IDENTITY_VERSION, LOCK_NAME, ResultsFile, RunIdentityError,
+                              bookkeeping_path, claim_run, holds_run_lock, provenance, read_journal, read_results,
+                              release_run)
 from conftest import DEVICE  # noqa: E402
 
 ID = {"identity_version": IDENTITY_VERSION, "kb": "abc", "lr": None, "targets": [1, 2],
@@ -66,7 +67,7 @@ def test_other_settings_are_refused_at_once_naming_the_holder(tmp_path):
     run = tmp_path / "run"
     p = _holder(run, ID, 120)
     try:
-        holder = json.loads((run / LOCK_NAME).read_text())
+        holder = json.loads(bookkeeping_path(run, LOCK_NAME).read_text())
         assert holder["pid"] == p.pid and holder["host"] == socket.gethostname() and holder["identity"] == ID
         t0 = time.monotonic()
         with pytest.raises(RunIdentityError) as e:
@@ -98,7 +99,7 @@ def test_same_settings_wait_for_the_holder_then_resume(tmp_path):
         assert waited > 1 and p.returncode == 0  # it waited for the holder to finish
         assert len(said) == 1 and "waiting" in said[0] and f"pid {p.pid}" in said[0] and str(run) in said[0]
         assert old["identity"] == ID and merged == ID and added == {}  # the holder's run, resumed
-        assert json.loads((run / LOCK_NAME).read_text())["pid"] == os.getpid()
+        assert json.loads(bookkeeping_path(run, LOCK_NAME).read_text())["pid"] == os.getpid()
     finally:
         release_run(run)
 
@@ -123,7 +124,7 @@ def test_the_lock_is_held_until_the_protocol_returns_and_a_failed_claim_leaves_n
     def protocol(fail: bool):
         claim_run(run, "evaluate", ID)
         claim_run(run, "evaluate", ID)  # re-entrant in the same thread
-        assert (run / LOCK_NAME).exists()
+        assert bookkeeping_path(run, LOCK_NAME).exists()
         if fail:
             raise ValueError("bad setting found after the claim")
         (run / "config.json").write_text(json.dumps({"protocol": "evaluate", "identity": ID}))
@@ -241,7 +242,7 @@ def _evaluate(tiny, run: Path, *extra: str) -> list[str]:
 def _locked(run: Path) -> bool:
     """The run's lock file names its holder's identity (the holder has opened the run)."""
     try:
-        return "identity" in json.loads((run / LOCK_NAME).read_text() or "{}")
+        return "identity" in json.loads(bookkeeping_path(run, LOCK_NAME).read_text() or "{}")
     except (OSError, ValueError):
         return False
 

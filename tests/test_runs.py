@@ -159,7 +159,7 @@ def test_finetune_cache_key_covers_everything_the_model_depends_on():
 
 
 def test_planned_units_and_the_unfinished_ones(tmp_path):
-    """record_units merges every worker's units into RUN_DIR/units/planned.json (in order, once each);
+    """record_units merges every worker's units into RUN_DIR/.dukb/units/planned.json (in order, once each);
     unfinished_units names those whose claim is missing or not done; a run without a plan gives None."""
     import json
 
@@ -169,7 +169,7 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
     assert unfinished_units(run) is None and unfinished_note(run, "(ratio, method)") == ""
     record_units(run, [("1%", ""), ("1%", "ga")])
     record_units(run, [("1%", "ga"), ("1%", "npo")])  # a second worker's invocation adds a method
-    assert json.loads((run / "units" / "planned.json").read_text()) == [["1%", ""], ["1%", "ga"], ["1%", "npo"]]
+    assert json.loads((run / ".dukb" / "units" / "planned.json").read_text()) == [["1%", ""], ["1%", "ga"], ["1%", "npo"]]
     claims = UnitClaims(run, "w1")
     try:
         assert claims.claim(("1%", ""))
@@ -180,7 +180,7 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
     assert unfinished_units(run) == [("1%", "ga"), ("1%", "npo")]
     note = unfinished_note(run, "(ratio, method)")
     assert "2 (ratio, method) work unit(s) are not finished: (1%, ga), (1%, npo)" in note
-    (run / "units" / "planned.json").write_text('{"not": "a list"}')
+    (run / ".dukb" / "units" / "planned.json").write_text('{"not": "a list"}')
     with pytest.raises(InputError, match="not a list of work units"):
         unfinished_units(run)
 

@@ -30,7 +30,7 @@ def test_a_unit_is_claimed_once_and_taken_over_when_its_worker_is_gone(tmp_path)
     c = UnitClaims(tmp_path, "host:3")
     assert c.claim((7, "tv"))
     c.close()  # c is gone (as when killed: the kernel releases its lock): its unfinished claim is free
-    assert not (tmp_path / "workers" / "host_3.lock").exists()
+    assert not (tmp_path / ".dukb" / "workers" / "host_3.lock").exists()
     d, e = UnitClaims(tmp_path, "host:4"), UnitClaims(tmp_path, "host:5")
     assert [d.claim((7, "tv")), e.claim((7, "tv"))] == [True, False]  # exactly one taker
     assert d.state((7, "tv"))["worker"] == "host:4"
@@ -73,8 +73,8 @@ def test_two_takers_of_one_stale_claim_never_both_win(tmp_path):
 def test_unit_names_stay_inside_the_run_directory(tmp_path):
     a = UnitClaims(tmp_path / "run", "../../evil host:1")
     assert a.claim((3, "../../x"))
-    assert {p.parent for p in (tmp_path / "run").rglob("*.claim")} == {tmp_path / "run" / "units"}
-    assert [p.name for p in (tmp_path / "run" / "workers").iterdir()] == [a.lock_name]
+    assert {p.parent for p in (tmp_path / "run").rglob("*.claim")} == {tmp_path / "run" / ".dukb" / "units"}
+    assert [p.name for p in (tmp_path / "run" / ".dukb" / "workers").iterdir()] == [a.lock_name]
     a.close()
 
 
@@ -103,7 +103,7 @@ def test_two_evaluate_processes_share_one_run(tmp_path):
         by_unit.setdefault((r["target"], r["method"]), set()).add(r["worker"])
     assert all(len(w) == 1 for w in by_unit.values())  # a unit's rows come from one worker
     assert_both_worked(run, {w for ws in by_unit.values() for w in ws})
-    assert all(json.loads(p.read_text())["done"] for p in (run / "units").glob("*.claim"))
+    assert all(json.loads(p.read_text())["done"] for p in (run / ".dukb" / "units").glob("*.claim"))
     # the same run in one process gives the same rows (a row depends on its unit and the seed only)
     solo = tmp_path / "solo"
     assert main(["evaluate", "--kb", str(kb_dir), "-o", str(solo), "--finetuned", str(run / "finetuned"), *opts]) == 0
@@ -123,7 +123,7 @@ def assert_both_worked(run: Path, workers: set[str]) -> None:
     if len(workers) == 2:
         return
     assert len(workers) == 1 and JOINED_AT, (workers, JOINED_AT)
-    claimed = [json.loads(p.read_text())["claimed"] for p in (run / "units").glob("*.claim")]
+    claimed = [json.loads(p.read_text())["claimed"] for p in (run / ".dukb" / "units").glob("*.claim")]
     assert claimed and max(claimed) <= JOINED_AT[0] + 1.0, (max(claimed or [0]), JOINED_AT)
 
 
@@ -222,9 +222,9 @@ def test_two_control_processes_share_one_run(tmp_path):
     # `dukb report` names the planned units no worker finished (here: none; then one claim reopened by hand)
     from dukb.neural.runs import _safe_name, unfinished_units
 
-    planned = json.loads((run / "units" / "planned.json").read_text())
+    planned = json.loads((run / ".dukb" / "units" / "planned.json").read_text())
     assert unfinished_units(run) == [] and len(planned) == 6 and ["5%", "ga_gdr"] in planned
-    claim = run / "units" / (_safe_name("5%-ga_gdr") + ".claim")
+    claim = run / ".dukb" / "units" / (_safe_name("5%-ga_gdr") + ".claim")
     claim.write_text(json.dumps(dict(json.loads(claim.read_text()), done=False)))
     res = subprocess.run([sys.executable, "-m", "dukb.cli.main", "report", str(run)], capture_output=True,
                          text=True, timeout=300)

@@ -2,9 +2,9 @@
 import paths so that the catalog (`dukb methods`, `dukb report`, help texts) needs no torch.
 
 Every protocol implements :class:`dukb.neural.protocols.base.Protocol`'s stages (plan → model → work units → score →
-report). Its units are claimed in RUN_DIR/units, so several invocations of the same command with ``--resume`` share
-one run under any launcher (``joinable``). RESTOR's folder is ``dukb/neural/restor/``, which predates this
-package.
+report). Its units are claimed in RUN_DIR/.dukb/units, so several invocations of the same command with
+``--resume`` share one run under any launcher (``joinable``). RESTOR's folder is ``dukb/neural/restor/``, which
+predates this package.
 
 Adding a protocol: a folder ``dukb/neural/protocols/<name>/`` with ``config.py`` (a
 :class:`dukb.neural.runconfig.RunConfig` subclass with ``check()``), ``run.py`` (a :class:`Protocol` subclass and

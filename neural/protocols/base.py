@@ -15,10 +15,10 @@ A protocol subclass implements
 - :meth:`Protocol.report`: render summary.csv, report.md and figures from the run directory's files alone.
 
 :meth:`Protocol.execute` runs the stages; :meth:`Protocol.work` runs the units. Units are claimed atomically in
-RUN_DIR/units (:class:`dukb.neural.runs.UnitClaims`), so a second invocation of the same command with ``--resume`` on
-a live run joins it as another worker, under any launcher (several shells, a SLURM array, torchrun without a process
-group); a killed worker's units are taken over once its claims go stale. A unit's rows depend on the unit and the
-seed only, never on which process computed them or in what order.
+RUN_DIR/.dukb/units (:class:`dukb.neural.runs.UnitClaims`), so a second invocation of the same command with
+``--resume`` on a live run joins it as another worker, under any launcher (several shells, a SLURM array, torchrun
+without a process group); a killed worker's units are taken over once its claims go stale. A unit's rows depend on
+the unit and the seed only, never on which process computed them or in what order.
 
 Source: dukb (the protocol skeleton of the one-skeleton issue); each protocol names its paper.
 """
@@ -33,8 +33,8 @@ from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, open_to_workers, read_results,
-                              record_units, render_lock, run_role, worker_id)
+from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, confirm_run, open_to_workers,
+                              read_results, record_units, render_lock, run_role, worker_id)
 
 
 class RowMissing(Exception):
@@ -161,6 +161,7 @@ class Protocol(abc.ABC):
 
         with tracking.tracking(self.run, getattr(self.cfg, "log_with", None), self.name):
             self.plan()
+            confirm_run(self.run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
             with tracking.scope("finetune"):
                 self.model()
             self.work()
@@ -170,8 +171,10 @@ class Protocol(abc.ABC):
     def claim(self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None,
               other_results=()) -> None:
         """Lock RUN_DIR for this run (:func:`dukb.neural.runs.claim_run`: a run with other settings is refused
-        before anything in it is touched), note whether this invocation joins a live run as a worker, and open
-        results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
+        before anything in it is touched; the invocation is logged in RUN_DIR/commands.log; once :meth:`plan`
+        returns, :meth:`execute` confirms the claim and the command line writes RUN_DIR/config.yaml,
+        :func:`dukb.neural.runs.confirm_run`), note whether this invocation joins a live run as a
+        worker, and open results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
 
         Args:
             identity: the run identity (row-changing settings).
@@ -194,7 +197,8 @@ class Protocol(abc.ABC):
         # neither repairs results.jsonl nor rewrites config.json and the caches, which the run's owner did
         self.joined = run_role(self.run) == "worker"
         if self.joined:
-            self.log(f"joined the run as another worker: units {self.units_name} are claimed in RUN_DIR/units")
+            self.log(f"joined the run as another worker: units {self.units_name} are claimed in "
+                     "RUN_DIR/.dukb/units")
         kw = {} if row_key is None else {"key": row_key}
         self.results = ResultsFile(path, repair=not self.joined, **kw)
 
@@ -251,7 +255,7 @@ class Protocol(abc.ABC):
                 self.claims.close()
 
     def render(self, fn) -> dict:
-        """``fn(run_dir)`` under RUN_DIR/render.lock: workers sharing the run render one after the other, so the
+        """``fn(run_dir)`` under RUN_DIR/.dukb/render.lock: workers sharing the run render one after the other, so the
         last to finish leaves the complete report."""
         with render_lock(self.run):
             return fn(self.run)

@@ -190,7 +190,7 @@ class RestorProtocol(Protocol):
     - report: :func:`dukb.neural.restor.report.render`.
 
     A second ``dukb restor`` with the same settings joins a live run once its owner has written stages 1-3 (the
-    lock is shared from :meth:`Protocol.work` on): each method is a unit claimed in RUN_DIR/units.
+    lock is shared from :meth:`Protocol.work` on): each method is a unit claimed in RUN_DIR/.dukb/units.
 
     Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); rule-aware analysis: dukb.
     """
@@ -305,7 +305,7 @@ class RestorProtocol(Protocol):
         return self.report()
 
 
-@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run in _prepare, is held until run_restor returns
+@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run in _prepare, is held until run_restor returns
 def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
     """Run (or resume) the RESTOR pipeline into ``run_dir`` and render its report (:class:`RestorProtocol`).
 
@@ -342,7 +342,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     from dukb.kb import load_kb
     from dukb.kb.corrupt import corrupt, save_corruption
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-    from dukb.neural.runs import IDENTITY_VERSION, claim_run, history_entry, provenance, run_role
+    from dukb.neural.runs import IDENTITY_VERSION, claim_run, confirm_run, history_entry, provenance, run_role
     from dukb.solver.closure import compute_closure
 
     kb = load_kb(cfg.kb)
@@ -358,7 +358,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     identity, _added, old_record = claim_run(run, "restor", identity, log=log)
     joined = run_role(run) == "worker"  # a second invocation on a live run: the owner wrote the run's files
     if joined:
-        log("joined the run as another worker: units (method,) are claimed in RUN_DIR/units")
+        log("joined the run as another worker: units (method,) are claimed in RUN_DIR/.dukb/units")
     cor = corrupt(kb, cfg.corrupt, cfg.seed, cfg.context, closure=closure.atoms,
                   docs_per_entity=cfg.docs_per_entity)
     try:  # created only once the settings, the KB and the corruption are known to be good
@@ -386,6 +386,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     probes.mkdir(exist_ok=True)
     if not joined and not (probes / "facts.jsonl").exists():
         write_facts(probes / "facts.jsonl", facts)
+    confirm_run(run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
     return _Setup(kb, set(closure.atoms), cor, facts, judge, retain, joined)
 
 

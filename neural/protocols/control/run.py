@@ -369,7 +369,7 @@ class ControlProtocol(Protocol):
         return paths
 
 
-@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_control returns
+@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until run_control returns
 def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = True, progress: bool = False,
                 log=print):
     """Run (or resume) the Unlearning-with-Control protocol into ``run_dir`` and render its report

@@ -305,7 +305,7 @@ class EvaluateProtocol(Protocol):
         return paths
 
 
-@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until evaluate returns
+@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until evaluate returns
 def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False,
              log=print):
     """Run (or resume) the evaluate protocol into ``run_dir`` and render the report (:class:`EvaluateProtocol`).

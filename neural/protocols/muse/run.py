@@ -13,7 +13,7 @@
 - report: :mod:`dukb.neural.protocols.muse.report`.
 
 A second ``dukb muse`` with the same settings joins a live run once its owner has finetuned f_target: the units are
-claimed in RUN_DIR/units, and a unit that needs a request's reference values before the unit that writes them has
+claimed in RUN_DIR/.dukb/units, and a unit that needs a request's reference values before the unit that writes them has
 run computes them itself (the same values) without writing them.
 """
 
@@ -157,14 +157,15 @@ class MuseProtocol(Protocol):
     def retrain_for(self, cum: str):
         """f_retrain of a cumulative forget set: finetuned like f_target on the trained facts minus the forget set,
         cached under RUN_DIR/models/retrain-<hash>."""
-        from dukb.neural.runs import file_lock, sha256_json
+        from dukb.neural.runs import bookkeeping_dir, file_lock, sha256_json
 
         sp = self.splits[cum]
         qa, txt = _items_for(self.kb, sp.trained_without_forget())
         key = {**self.cache_key, "forget": sp.forget}
         name = f"retrain-{sha256_json(sp.forget)[:12]}"
         (self.run / "models").mkdir(parents=True, exist_ok=True)
-        with file_lock(self.run / "models" / f"{name}.lock"):  # one worker finetunes it, the others then load it
+        # one worker finetunes it, the others then load it (the lock is bookkeeping: RUN_DIR/.dukb/models/NAME.lock)
+        with file_lock(bookkeeping_dir(self.run, "models") / f"{name}.lock"):
             return _finetune_cached(self.kb, self.spec, self.run / "models" / name, qa + txt, self.cfg, key,
                                     self.log)
 
@@ -403,7 +404,7 @@ class MuseProtocol(Protocol):
         return paths
 
 
-@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_muse returns
+@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until run_muse returns
 def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the MUSE protocol into ``run_dir`` and render its report (:class:`MuseProtocol`).
 

@@ -268,7 +268,7 @@ class RwkuProtocol(Protocol):
         return paths
 
 
-@holds_run_lock  # RUN_DIR/run.lock, taken by claim_run, is held until run_rwku returns
+@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until run_rwku returns
 def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the RWKU protocol into ``run_dir`` and render its report (:class:`RwkuProtocol`).
 
