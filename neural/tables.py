@@ -58,12 +58,12 @@ class Table:
         return "\n".join(lines)
 
 
-#: reference page -> what it holds (the docs site's reference/<page>.md, in this order).
+#: reference page -> its title (the docs site's reference/<page>.md, in this order).
 PAGES = {
-    "methods": "Unlearning methods, presets, forget scopes and the model families' learning rates",
+    "methods": "Methods, presets, forget scopes and model families",
     "metrics": "Metrics",
     "attacks": "Attacks",
-    "protocols": "Protocols and the options every protocol command takes",
+    "protocols": "Protocols and shared options",
 }
 
 

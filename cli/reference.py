@@ -1,0 +1,101 @@
+"""The docs site's reference pages, generated at build time (docs/hooks.py; never committed as copies):
+reference/cli.md from every command's ``--help``, and reference/{methods,metrics,attacks,protocols}.md from the
+registries' tables (:func:`dukb.neural.tables.reference_tables`, the tables `dukb methods` draws).
+
+Source: dukb (issue 38, item 8: reference pages generated from the registries, not pasted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+
+#: The width, in characters, of the ``--help`` texts on the CLI reference page.
+HELP_WIDTH = 100
+
+_GENERATED = ("*Generated when the site is built{how}; do not edit: change the {what} and the page "
+              "follows.*")
+
+
+def command_help(args: list[str], width: int = HELP_WIDTH) -> str:
+    """The text ``dukb ARGS --help`` prints, at ``width`` characters, without colour.
+
+    Args:
+        args: the command path after ``dukb`` (``[]`` for the top level, ``["finetune"]``).
+        width: terminal width the help is wrapped to.
+
+    Returns:
+        The help text, trailing spaces removed.
+
+    Raises:
+        RuntimeError: the help exits with a status other than 0.
+    """
+    from dukb.cli.main import main
+
+    out = io.StringIO()
+    old = {k: os.environ.get(k) for k in ("COLUMNS", "NO_COLOR", "TERM")}
+    os.environ.update(COLUMNS=str(width), NO_COLOR="1", TERM="dumb")
+    try:
+        with contextlib.redirect_stdout(out):
+            code = main([*args, "--help"])
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if code != 0:
+        raise RuntimeError(f"dukb {' '.join(args)} --help exited with {code}")
+    return "\n".join(line.rstrip() for line in out.getvalue().strip("\n").splitlines())
+
+
+def command_names() -> list[str]:
+    """The names of the visible ``dukb`` commands, in the order ``dukb --help`` lists them."""
+    import typer
+
+    from dukb.cli.main import app
+
+    group = typer.main.get_command(app)
+    return [name for name, cmd in group.commands.items() if not getattr(cmd, "hidden", False)]
+
+
+def cli_page() -> str:
+    """reference/cli.md: the top-level ``--help``, then one section per command (``## dukb NAME``, anchor
+    ``#dukb-NAME``) holding its ``--help``."""
+    names = command_names()
+    lines = ["# Command-line reference", "",
+             _GENERATED.format(how=" from each command's `--help`", what="command's options or docstring"), "",
+             "Every command prints the same text with `dukb COMMAND --help`. Exit codes: 0 success; 1 the command "
+             "finished short of its goal (e.g. `dukb finetune` below its target accuracy); 2 bad input or a "
+             "refusal (one line `dukb: error: ...`); 130 interrupted.", "",
+             "Commands: " + ", ".join(f"[`{n}`](#dukb-{n})" for n in names) + ".", "",
+             "```text", command_help([]), "```"]
+    for n in names:
+        lines += ["", f"## dukb {n}", "", "```text", command_help([n]), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def table_pages() -> dict[str, str]:
+    """reference/{methods,metrics,attacks,protocols}.md from the registries' tables (imports them, and so torch).
+
+    Returns:
+        page path relative to docs/ -> markdown.
+    """
+    from dukb.neural.tables import PAGES, reference_tables
+
+    out = {}
+    for page, tables in reference_tables().items():
+        head = [f"# {PAGES[page]}", "",
+                _GENERATED.format(how=" from the registries (`dukb methods --format markdown` prints the same "
+                                      "tables)", what="registry"), ""]
+        out[f"reference/{page}.md"] = "\n".join(head) + "\n" + "\n\n".join(t.markdown(level=2) for t in tables) + "\n"
+    return out
+
+
+def reference_pages() -> dict[str, str]:
+    """Every generated reference page: page path relative to docs/ -> markdown."""
+    return {"reference/cli.md": cli_page(), **table_pages()}
+
+
+__all__ = ["HELP_WIDTH", "cli_page", "command_help", "command_names", "reference_pages", "table_pages"]
