@@ -281,7 +281,7 @@ def methods(
     """List every registered unlearning method, preset, forget scope and model family, the metrics, the attacks,
     the protocols and the options every protocol takes (generated from the registries: the same tables as the docs'
     reference pages)."""
-    from dukb.neural.tables import reference_tables
+    from dukb.cli.reference import reference_tables
 
     tables = [t for page in reference_tables().values() for t in page]
     if fmt == TableFormat.markdown:

@@ -1,6 +1,6 @@
 """The docs site's reference pages, generated at build time (docs/hooks.py; never committed as copies):
 reference/cli.md from every command's ``--help``, and reference/{methods,metrics,attacks,protocols}.md from the
-registries' tables (:func:`dukb.neural.tables.reference_tables`, the tables `dukb methods` draws).
+registries' tables (:func:`reference_tables`, the tables `dukb methods` draws).
 
 Source: dukb (issue 38, item 8: reference pages generated from the registries, not pasted).
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+
+from dukb.neural.tables import Table
 
 #: The width, in characters, of the ``--help`` texts on the CLI reference page.
 HELP_WIDTH = 100
@@ -76,14 +78,41 @@ def cli_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: reference page -> its title (the docs site's reference/<page>.md, in this order).
+PAGES = {
+    "methods": "Methods, presets, forget scopes and model families",
+    "metrics": "Metrics",
+    "attacks": "Attacks",
+    "protocols": "Protocols and shared options",
+}
+
+
+def reference_tables() -> dict[str, list[Table]]:
+    """Every registry's table, by reference page (:data:`PAGES`): methods (methods, presets, forget scopes, model
+    families), metrics, attacks, protocols (protocols, shared options). Imports the registries (and so torch).
+
+    Returns:
+        page name -> its tables, in display order.
+    """
+    from dukb.neural.attacks import attacks_table
+    from dukb.neural.families import families_table
+    from dukb.neural.methods import methods_table, presets_table, scopes_table
+    from dukb.neural.metrics import metrics_table
+    from dukb.neural.protocols import protocols_table
+    from dukb.neural.runconfig import options_table
+
+    return {"methods": [methods_table(), presets_table(), scopes_table(), families_table()],
+            "metrics": [metrics_table()],
+            "attacks": [attacks_table()],
+            "protocols": [protocols_table(), options_table()]}
+
+
 def table_pages() -> dict[str, str]:
     """reference/{methods,metrics,attacks,protocols}.md from the registries' tables (imports them, and so torch).
 
     Returns:
         page path relative to docs/ -> markdown.
     """
-    from dukb.neural.tables import PAGES, reference_tables
-
     out = {}
     for page, tables in reference_tables().items():
         head = [f"# {PAGES[page]}", "",
@@ -98,4 +127,5 @@ def reference_pages() -> dict[str, str]:
     return {"reference/cli.md": cli_page(), **table_pages()}
 
 
-__all__ = ["HELP_WIDTH", "cli_page", "command_help", "command_names", "reference_pages", "table_pages"]
+__all__ = ["HELP_WIDTH", "PAGES", "cli_page", "command_help", "command_names", "reference_pages",
+           "reference_tables", "table_pages"]

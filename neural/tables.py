@@ -2,10 +2,10 @@
 ``--format markdown``) and for the docs site's generated reference pages (docs/hooks.py).
 
 Each registry builds its own :class:`Table` from its entries (:func:`dukb.neural.methods.methods_table`,
-:func:`dukb.neural.metrics.metrics_table`, ...); :func:`reference_tables` gathers them by reference page. A table
-holds plain cell texts; :meth:`Table.markdown` formats them for the docs and ``--format markdown``, and the CLI
+:func:`dukb.neural.metrics.metrics_table`, ...); :func:`dukb.cli.reference.reference_tables` gathers them by
+reference page. A table holds plain cell texts; :meth:`Table.markdown` formats them for the docs and ``--format markdown``, and the CLI
 draws the same cells as rich tables wrapped to the terminal's width (:func:`dukb.cli.render.print_tables`).
-Importing this module imports no registry and no torch.
+This module imports no registry and no torch (the registries import it).
 
 Source: dukb (issue 38, item 8: reference pages generated from the registries, not pasted).
 """
@@ -58,33 +58,4 @@ class Table:
         return "\n".join(lines)
 
 
-#: reference page -> its title (the docs site's reference/<page>.md, in this order).
-PAGES = {
-    "methods": "Methods, presets, forget scopes and model families",
-    "metrics": "Metrics",
-    "attacks": "Attacks",
-    "protocols": "Protocols and shared options",
-}
-
-
-def reference_tables() -> dict[str, list[Table]]:
-    """Every registry's table, by reference page (:data:`PAGES`): methods (methods, presets, forget scopes, model
-    families), metrics, attacks, protocols (protocols, shared options). Imports the registries (and so torch).
-
-    Returns:
-        page name -> its tables, in display order.
-    """
-    from dukb.neural.attacks import attacks_table
-    from dukb.neural.families import families_table
-    from dukb.neural.methods import methods_table, presets_table, scopes_table
-    from dukb.neural.metrics import metrics_table
-    from dukb.neural.protocols import protocols_table
-    from dukb.neural.runconfig import options_table
-
-    return {"methods": [methods_table(), presets_table(), scopes_table(), families_table()],
-            "metrics": [metrics_table()],
-            "attacks": [attacks_table()],
-            "protocols": [protocols_table(), options_table()]}
-
-
-__all__ = ["PAGES", "Table", "reference_tables"]
+__all__ = ["Table"]

@@ -13,7 +13,8 @@ import yaml
 
 from conftest import REPO_ROOT
 from dukb.cli.main import main
-from dukb.neural.tables import Table, reference_tables
+from dukb.cli.reference import reference_tables
+from dukb.neural.tables import Table
 
 PAPERS = REPO_ROOT.parent / "shared" / "papers"
 
