@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -265,23 +266,30 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
     typer.echo(f"report: {paths['report']}")
 
 
-def methods() -> None:
-    """List every registered unlearning method, preset, forget scope and metric, the options every protocol
-    takes, the model families, the attacks and the protocols (markdown tables, generated from the registries; README's tables are
-    this output)."""
-    from dukb.neural.methods import methods_table
-    from dukb.neural.metrics import metrics_table
-    from dukb.neural.attacks import attacks_table
-    from dukb.neural.runconfig import options_table
+class TableFormat(str, Enum):
+    """`dukb methods --format`: rich tables for the terminal, or markdown."""
 
-    from dukb.neural.families import families_table
-    from dukb.neural.protocols import protocols_table
+    table = "table"
+    markdown = "markdown"
 
-    typer.echo(methods_table() + "\n\n" + metrics_table() + "\n\n" + options_table() + "\n\n"
-               + "Model families (`dukb.neural.families`: detection, prompt, finetuning and learning rates; `--lr` "
-               "overrides a method's):\n\n" + families_table() + "\n\n"
-               + "Attacks (`dukb evaluate --attacks`, `dukb attack`):\n\n" + attacks_table() + "\n\n"
-               + "Protocols:\n\n" + protocols_table())
+
+def methods(
+    fmt: TableFormat = typer.Option(TableFormat.table, "--format",
+                                    help="table: tables drawn for the terminal, wrapped to its width; markdown: the "
+                                         "docs' reference tables as markdown."),
+) -> None:
+    """List every registered unlearning method, preset, forget scope and model family, the metrics, the attacks,
+    the protocols and the options every protocol takes (generated from the registries: the same tables as the docs'
+    reference pages)."""
+    from dukb.cli.reference import reference_tables
+
+    tables = [t for page in reference_tables().values() for t in page]
+    if fmt == TableFormat.markdown:
+        typer.echo("\n\n".join(t.markdown() for t in tables))
+        return
+    from dukb.cli.render import print_tables
+
+    print_tables(tables)
 
 
 def register(app: typer.Typer) -> None:

@@ -57,6 +57,56 @@ def to_table(rows: list[dict], columns: list[str], title: str | None = None) -> 
     return console.file.getvalue()
 
 
+def print_tables(tables, width: int | None = None) -> None:
+    """Draw reference tables (:class:`dukb.neural.tables.Table`) on stdout for a terminal, wrapped to its width
+    (``width`` characters when given; rich reads ``$COLUMNS`` and takes 80 when stdout is not a terminal).
+
+    A table whose columns fit the width (each at most 30 characters wide) is drawn as a rich table whose long cells
+    wrap inside their column; a wider one as one block per entry (its name, then one ``column  value`` line per
+    cell, the value wrapped), so that no cell is cut on a narrow terminal. Code spans lose their backticks and
+    nothing is read as rich markup.
+
+    Args:
+        tables: iterable of :class:`dukb.neural.tables.Table`.
+        width: the width in characters (None: the terminal's).
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(width=width, highlight=False, emoji=False)
+
+    def plain(text) -> Text:
+        return Text(str(text).replace("`", ""))
+
+    for t in tables:
+        console.print(Text(t.title, style="bold underline"))
+        if t.intro:
+            console.print(plain(t.intro))
+        wanted = sum(min(30, max([len(c)] + [len(str(r[i])) for r in t.rows])) + 3 for i, c in enumerate(t.columns))
+        if wanted <= console.width:
+            table = Table(box=box.SIMPLE_HEAD, show_lines=False)
+            for i, c in enumerate(t.columns):
+                table.add_column(c, overflow="fold", style="cyan" if i in t.code else None)
+            for r in t.rows:
+                table.add_row(*(plain(c) for c in r))
+            console.print(table)
+            continue
+        console.print()
+        label = max(len(c) for c in t.columns[1:]) + 2
+        for r in t.rows:
+            entry = Table.grid(padding=(0, 1))
+            entry.add_column(width=label, style="dim", no_wrap=True, overflow="ellipsis")
+            entry.add_column(overflow="fold")
+            for c, v in zip(t.columns[1:], r[1:]):
+                if str(v):
+                    entry.add_row(plain(c), plain(v))
+            console.print(Text(str(r[0]), style="bold cyan"))
+            console.print(entry)
+        console.print()
+
+
 # ------------------------------------------------------------------------------ progress and interrupts --------
 def progress_to_stderr() -> None:
     """Put rich's global console on stderr. Every dukb progress bar (``rich.progress.Progress()`` in the protocol

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dukb.neural.tables import Table
 from dukb.neural.trainconfig import TrainConfig
 
 #: the learning-rate keys a family sets: GA (and GA_GDR/GA_KLR), NPO (all forms), KL, TV/WHP's reinforcement of
@@ -140,13 +141,16 @@ def finetune_presets() -> dict[str, TrainConfig]:
     return {name: f.finetune for name, f in FAMILIES.items()}
 
 
-def families_table() -> str:
-    """A markdown table of the families (detection, prompt, finetuning rate and epochs, unlearning rates)."""
-    lines = ["| family | detected by | prompt | finetuning lr / epochs / batch | GA | NPO | KL | TV/WHP reinforce | "
-             "CL-DU |", "|---|---|---|---|---|---|---|---|---|"]
+def families_table() -> Table:
+    """The model families' reference table (detection, prompt, finetuning rate, epochs and batch, unlearning rate
+    per kind), in registry order (`dukb methods`, the docs' reference/methods page)."""
+    rows = []
     for f in FAMILIES.values():
         det = ", ".join(f"`{d}`" for d in f.detect) or ("the built-in model" if f.name == "tiny" else "fallback")
         ft = f.finetune
-        lines.append(f"| `{f.name}` | {det} | {f.prompt} | {ft.lr:g} / {ft.epochs} / {ft.batch_size or 'auto'} | "
-                     + " | ".join(f"{f.lr[k]:g}" for k in LR_KINDS) + " |")
-    return "\n".join(lines)
+        rows.append((f.name, det, f.prompt, f"{ft.lr:g} / {ft.epochs} / {ft.batch_size or 'auto'}",
+                     *(f"{f.lr[k]:g}" for k in LR_KINDS)))
+    return Table("Model families", ("family", "detected by", "prompt", "finetuning lr / epochs / batch", "GA", "NPO",
+                                    "KL", "TV/WHP reinforce", "CL-DU"), tuple(rows),
+                 "Detection, prompt, finetuning preset and learning rate per method kind (`dukb.neural.families`); "
+                 "`--lr` or `METHOD:lr=...` overrides a method's rate.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from dukb import InputError
+from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
 
 #: (field, flag, help) of every shared option, in the order `--help` lists them; the help text is the single
@@ -210,17 +211,16 @@ class RunConfig:
         return [f.name for f in fields(RunConfig)]
 
 
-def options_table() -> str:
-    """A markdown table of the shared options (flag, default, meaning), generated from :data:`SHARED_OPTIONS` and
-    :class:`RunConfig` (README's copy is this output, via `dukb methods`)."""
+def options_table() -> Table:
+    """The shared options' reference table (flag, default, meaning), generated from :data:`SHARED_OPTIONS` and
+    :class:`RunConfig` (`dukb methods`, the docs' reference/protocols page)."""
     defaults = {f.name: f.default for f in fields(RunConfig)}
-    lines = ["Options every protocol command (`evaluate`, `muse`, `rwku`, `control`) takes:", "",
-             "| option | default | meaning |", "|---|---|---|"]
+    rows = []
     for name, flag, text in SHARED_OPTIONS:
         d = defaults[name]
-        shown = "–" if d is None else ("off" if d is False else str(d))
-        lines.append(f"| `{flag}` | {shown} | {text.replace('|', '/')} |")
-    return "\n".join(lines)
+        rows.append((flag, "" if d is None else ("off" if d is False else str(d)), text))
+    return Table("Shared options", ("option", "default", "meaning"), tuple(rows),
+                 "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`) takes.")
 
 
 def run_kwargs(**values) -> dict:

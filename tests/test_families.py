@@ -53,7 +53,7 @@ def test_every_family_is_complete():
         assert f.prompt in PROMPT_PRESETS and set(f.lr) == set(LR_KINDS) and all(v > 0 for v in f.lr.values())
         assert f.finetune.lr > 0 and f.note
     assert list(FAMILIES)[-1] == "generic"
-    table = families_table()
+    table = families_table().markdown()
     assert all(f"`{n}`" in table for n in FAMILIES)
 
 

@@ -42,7 +42,7 @@ def test_registry_is_the_report_command_s_and_the_table_names_each():
     from dukb.cli.evaluate_cmd import RENDERERS
 
     assert RENDERERS == {n: tuple(p.render.split(":")) for n, p in PROTOCOLS.items()}
-    table = protocols_table()
+    table = protocols_table().markdown()
     for name, info in PROTOCOLS.items():
         line = next(ln for ln in table.splitlines() if ln.startswith(f"| `dukb {name}` |"))
         assert line.endswith("| yes |" if info.joinable else "| no |")

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural.methods import (DOCUMENT_METHODS, METHODS, PRESETS, get_method, methods_table,  # noqa: E402
-                                 resolve)
+                                 presets_table, resolve, scopes_table)
 from dukb.neural.train import TrainConfig, build_optimizer, chunked, steps_per_epoch, train_loop  # noqa: E402
 from dukb.solver.scopes import FORGET_SCOPES  # noqa: E402
 
@@ -59,7 +59,7 @@ def test_every_registered_method_preset_and_scope_is_in_help(command, capsys, mo
 
 
 def test_methods_table_lists_every_entry():
-    table = methods_table()
+    table = "\n".join(t.markdown() for t in (methods_table(), presets_table(), scopes_table()))
     for name in [*METHODS, *PRESETS, *FORGET_SCOPES]:
         assert f"`{name}`" in table
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dukb import InputError
+from dukb.neural.tables import Table
 
 
 @dataclass
@@ -299,10 +300,11 @@ def row_known(ctx: AttackContext) -> dict:
     return {(k, int(f)): bool(v) for k, f, v in zip(qa["fact_kind"], qa["fact_id"], qa["known"])}
 
 
-def attacks_table() -> str:
-    """A markdown table of the registered attacks (name, settings, what it does, source)."""
-    lines = ["| attack | settings (defaults) | what it does | source |", "|---|---|---|---|"]
-    for a in sorted(ATTACKS.values(), key=lambda a: a.name):
-        st = ", ".join(f"{k}={v}" for k, v in a.defaults.items()) or "–"
-        lines.append(f"| `{a.name}` | {st} | {a.summary} | {a.source} |")
-    return "\n".join(lines)
+def attacks_table() -> Table:
+    """The attacks' reference table (name, settings with their defaults, what it does, source), sorted by name
+    (`dukb methods`, the docs' reference/attacks page)."""
+    return Table("Attacks", ("attack", "settings (defaults)", "what it does", "source"),
+                 tuple((a.name, ", ".join(f"{k}={v}" for k, v in a.defaults.items()), a.summary, a.source)
+                       for a in sorted(ATTACKS.values(), key=lambda a: a.name)),
+                 "`dukb evaluate --attacks` and `dukb attack` take these names; an attack is applied to an unlearned "
+                 "model and the model is probed again.")

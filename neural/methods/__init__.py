@@ -21,8 +21,8 @@ forget term also applies to plain documents (``document_level``: ga, kl, npo) se
 
 **The registry is this module**: :data:`METHODS` lists every method explicitly, :data:`PRESETS` the
 deep-unlearning-aware presets (method, forget scope, grid), and forget scopes come from
-:data:`dukb.solver.scopes.FORGET_SCOPES`. Help texts, error messages and README's method table are generated from
-them (:func:`methods_table`; help texts through the light catalog :mod:`dukb.neural.catalog`, which the CLI reads
+:data:`dukb.solver.scopes.FORGET_SCOPES`. Help texts, error messages and the reference tables (`dukb methods`, the docs'
+reference pages) are generated from them (:func:`methods_table`; help texts through the light catalog :mod:`dukb.neural.catalog`, which the CLI reads
 without importing this registry or torch). Adding a method: one module with the Method subclass and its loss, one
 line in :data:`METHODS`, then ``python -m dukb.neural.catalog_build`` (tests/test_catalog.py fails until it is run).
 """
@@ -45,6 +45,7 @@ from dukb.neural.methods.rt import RejectionTuning
 from dukb.neural.methods.simnpo import SimNPO
 from dukb.neural.methods.tv import TaskVector
 from dukb.neural.methods.whp import WHP
+from dukb.neural.tables import Table
 from dukb.solver.scopes import FORGET_SCOPES, get_scope
 
 
@@ -241,23 +242,35 @@ def methods_help(document_only: bool = False) -> str:
     return ", ".join(catalog.document_methods()) if document_only else catalog.methods_help()
 
 
-def methods_table() -> str:
-    """README's method table (markdown) from the registry: name, swept parameter, default grid, per-method options,
-    summary, source; then the presets and the forget scopes."""
-    lines = ["| method | parameter | default grid | options (`METHOD:KEY=VALUE`) | what it does | source |",
-             "|---|---|---|---|---|---|"]
+def methods_table() -> Table:
+    """The methods' reference table from the registry: name, swept parameter, default grid, per-method options
+    (``lr`` for every trained method), summary, source (`dukb methods`, the docs' reference/methods page)."""
+    rows = []
     for m in METHODS.values():
         grid = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in m.default_grid)
-        opts = ", ".join((("lr",) if m.lr_kind else ()) + tuple(m.options)) or "–"
-        lines.append(f"| `{m.name}` | {m.param} | {grid} | {opts} | {m.summary} | {m.source} |")
-    lines += ["", "| preset | method | forget scope | grid | schedule |", "|---|---|---|---|---|"]
+        opts = ", ".join(o + (" (≥ 0)" if o in m.nonnegative_options else "")
+                         for o in (("lr",) if m.lr_kind else ()) + tuple(m.options))
+        rows.append((m.name, m.param, grid, opts, m.summary, m.source))
+    return Table("Methods", ("method", "parameter", "default grid", "options (METHOD:KEY=VALUE)", "what it does",
+                             "source"), tuple(rows),
+                 "`--methods` / `--method` take these names; `METHOD@SCOPE` picks a forget scope, "
+                 "`METHOD:KEY=VALUE` sets an option (values must be > 0, or ≥ 0 where marked).")
+
+
+def presets_table() -> Table:
+    """The presets' reference table: name, method, forget scope, grid, schedule."""
+    rows = []
     for p in PRESETS.values():
-        sched = p.schedule or ("the run's `--schedule`" if METHODS[p.method].param == "steps" else "–")
-        lines.append(f"| `{p.name}` | `{p.method}` | {p.scope} | {', '.join(map(str, p.grid or ()))} | {sched} |")
-    lines += ["", "| forget scope | what the forget set holds |", "|---|---|"]
-    for s in FORGET_SCOPES.values():
-        lines.append(f"| `{s.name}` | {s.summary} |")
-    return "\n".join(lines)
+        sched = p.schedule or ("the run's `--schedule`" if METHODS[p.method].param == "steps" else "")
+        rows.append((p.name, p.method, p.scope, ", ".join(map(str, p.grid or ())), sched))
+    return Table("Presets", ("preset", "method", "forget scope", "grid", "schedule"), tuple(rows),
+                 "Deep-unlearning-aware presets: a method, a forget scope chosen by the solver and a grid.", (0, 1))
+
+
+def scopes_table() -> Table:
+    """The forget scopes' reference table (:data:`dukb.solver.scopes.FORGET_SCOPES`): name and forget set."""
+    return Table("Forget scopes", ("forget scope", "what the forget set holds"),
+                 tuple((s.name, s.summary) for s in FORGET_SCOPES.values()))
 
 
 def method_grids(resolved, overrides: dict) -> dict[str, list]:
@@ -288,4 +301,4 @@ def method_grids(resolved, overrides: dict) -> dict[str, list]:
 
 __all__ = ["DOCUMENT_METHODS", "METHODS", "PRESETS", "Method", "Preset", "Resolved", "UnlearnContext",
            "WeightState", "check_unique", "get_method", "get_scope", "method_grids", "methods_help", "methods_table",
-           "parse_grid", "parse_method_options", "resolve", "schedule_for"]
+           "parse_grid", "parse_method_options", "presets_table", "resolve", "schedule_for", "scopes_table"]

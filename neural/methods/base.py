@@ -240,7 +240,7 @@ class Method(abc.ABC):
     #: the learning-rate kind of :data:`dukb.neural.families.LR_KINDS` the method's default rate comes from (None:
     #: no trained weights); the run identity records the resolved rate when it differs from the recorded one
     lr_kind: str | None = None
-    #: one line for help texts and README's method table
+    #: one line for help texts and the methods reference table (`dukb methods`)
     summary: str = ""
     #: the paper or papers that define the method
     source: str = ""

@@ -25,6 +25,7 @@ from dukb.neural.metrics.recall import RECALL
 from dukb.neural.metrics.rwku import MIA_FM_RM, RWKU_ROUGE
 from dukb.neural.metrics.summary import ACC_AT_SUPERFICIAL, TRADEOFF
 from dukb.neural.metrics.text import ANSWER_LOGPROB, ROUGE_L
+from dukb.neural.tables import Table
 
 #: Every metric, by registry name.
 METRICS: dict[str, Metric] = {m.name: m for m in (RECALL, RECALL_HELDOUT, RECALL_UNDER_ATTACK, ROUGE_L, ANSWER_LOGPROB, KNOWMEM,
@@ -76,12 +77,13 @@ def summary_metrics(metrics=None) -> list[Metric]:
     return [m for m in (metrics if metrics is not None else METRICS.values()) if m.level == "summary"]
 
 
-def metrics_table() -> str:
-    """README's metric table (markdown) from the registry: name, level, fields, what it measures, source."""
-    lines = ["| metric | level | fields | what it measures | source |", "|---|---|---|---|---|"]
-    for m in METRICS.values():
-        lines.append(f"| `{m.name}` | {m.level} | {', '.join(m.fields)} | {m.summary} | {m.source} |")
-    return "\n".join(lines)
+def metrics_table() -> Table:
+    """The metrics' reference table from the registry: name, level, fields, what it measures, source (`dukb
+    methods`, the docs' reference/metrics page)."""
+    return Table("Metrics", ("metric", "level", "fields", "what it measures", "source"),
+                 tuple((m.name, m.level, ", ".join(m.fields), m.summary, m.source) for m in METRICS.values()),
+                 "`dukb evaluate --metrics` takes these names (default: " + ", ".join(DEFAULT_METRICS) + "). A row "
+                 "metric adds fields to every result row; a summary metric to summary.csv and the report.")
 
 
 def metrics_help() -> str:

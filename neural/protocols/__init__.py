@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from dukb.neural.tables import Table
+
 
 @dataclass(frozen=True)
 class ProtocolInfo:
@@ -119,15 +121,13 @@ register(ProtocolInfo(
     "dukb.neural.restor.pipeline:RestorProtocol", joinable=True))
 
 
-def protocols_table() -> str:
-    """A markdown table of the registered protocols: command, what it measures, source, its :class:`Protocol` class
-    (the stages), whether several workers can share a run."""
-    lines = ["| protocol | measures | source | stages (`Protocol` class) | several workers per run |",
-             "|---|---|---|---|---|"]
-    for p in PROTOCOLS.values():
-        cls = f"`{p.protocol.replace(':', '.')}`" if p.skeleton else "not yet on the skeleton"
-        lines.append(f"| `dukb {p.name}` | {p.summary} | {p.source} | {cls} | {'yes' if p.joinable else 'no'} |")
-    return "\n".join(lines)
+def protocols_table() -> Table:
+    """The protocols' reference table: command, what it measures, source, its :class:`Protocol` class (the stages),
+    whether several workers can share a run (`dukb methods`, the docs' reference/protocols page)."""
+    return Table("Protocols", ("protocol", "measures", "source", "stages (Protocol class)", "several workers per run"),
+                 tuple((f"dukb {p.name}", p.summary, p.source,
+                        f"`{p.protocol.replace(':', '.')}`" if p.skeleton else "not yet on the skeleton",
+                        "yes" if p.joinable else "no") for p in PROTOCOLS.values()))
 
 
 __all__ = ["PROTOCOLS", "ProtocolInfo", "get_protocol", "protocols_table", "register"]
