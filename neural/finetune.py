@@ -91,19 +91,16 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
             are trained on every token and left out of the accuracy.
         config: :class:`dukb.neural.train.TrainConfig` (a :data:`FINETUNE_PRESETS` entry); gradient accumulation
             is not used here (one global batch is one step).
-        progress: show a rich progress bar (main process only).
-        log: optional callable(str) for one-line epoch reports (main process only).
+        progress, log: show a rich progress bar; optional callable(str) for one-line reports (main process only).
         checkpoint_dir: where to keep :data:`CHECKPOINT` (None: no checkpoint). After every probed epoch
             (``config.eval_every``) the model, optimiser, schedule, data order and RNG states are written there
             (atomically); a later call with the same items, settings, model and world size continues from it
             exactly (the result equals an uninterrupted run's), and the file is removed when training ends.
-        say_shortfall: print the one line :func:`shortfall_line` when training ends below the target (False: the
-            caller says it, e.g. `dukb finetune`, which names the saved model and exits 1).
+        say_shortfall: say :func:`shortfall_line` (on ``log``, else the logger) when training ends short.
 
     Returns:
         A JSON-able record: config, seed, epochs run, final accuracy (fraction of items known, in [0, 1]),
-        target_accuracy and reached_target (accuracy >= target; when not, one line :func:`shortfall_line` goes to
-        ``log``, or to this module's logger without one), mean loss per epoch (nats per answer token), seconds,
+        target_accuracy, reached_target (accuracy >= target), mean loss per epoch (nats per answer token), seconds,
         versions, device, world size, parallelism ("none", "ddp" or "fsdp2").
 
     Raises:
@@ -113,7 +110,6 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
-
     from dukb.neural import distributed as dist
 
     if not items:
@@ -189,10 +185,10 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
     if acc < config.target_accuracy and main and say_shortfall:
         (log or _log.warning)(shortfall_line(acc, len(probed), epochs_run, config.target_accuracy))
-    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run,
+    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run, "accuracy": acc,
             "target_accuracy": config.target_accuracy, "reached_target": acc >= config.target_accuracy,
-            "extra_epochs_run": extra["epochs_run"] if extra else 0, "accuracy": acc, "n_items": len(items),
-            "loss_per_epoch": losses, "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
+            "extra_epochs_run": extra["epochs_run"] if extra else 0, "n_items": len(items), "loss_per_epoch": losses,
+            "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
             "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
             "parallelism": "fsdp2" if sharded else ("ddp" if world > 1 else "none"),
             "model": lm.spec.to_json(), "resumed_after_epoch": ckpt.resumed_after}
