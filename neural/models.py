@@ -705,8 +705,10 @@ def kb_fingerprint(kb: str | Path | None) -> str:
 
 
 def _warn_once(line: str) -> None:
-    """Print ``dukb: warning: LINE`` on stderr, once per process."""
-    if line not in _WARNED:
+    """Print ``dukb: warning: LINE`` on stderr, once per process (the main process of a launch only)."""
+    from dukb.neural.distributed import is_main_process
+
+    if line not in _WARNED and is_main_process():
         _WARNED.add(line)
         print(f"dukb: warning: {line}", file=sys.stderr, flush=True)
 
