@@ -754,28 +754,24 @@ def model_kb(model, kb: str | Path | None, *, allow_mismatch: bool = False, warn
         return kb
     was = f"the model {model} was finetuned on KB {where} (sha256 {sha})"
     if kb is not None:
-        got = kb_fingerprint(kb)
-        if got != sha:
-            if not allow_mismatch:
-                raise InputError(f"{was} but --kb {kb} has sha256 {got}: pass the model's KB or "
-                                 "--allow-kb-mismatch")
-            warn(f"{was} but --kb {kb} has sha256 {got}: used anyway (--allow-kb-mismatch)")
-        return kb
-    if not where:
-        raise InputError(f"{was.replace(' KB None', ' a KB')}, but its record does not say where that KB is: pass "
-                         "--kb")
-    from dukb.kb import BUILTIN_KBS
+        differs, advice = f"{was} but --kb {kb} has sha256", "pass the model's KB or --allow-kb-mismatch"
+    else:
+        from dukb.kb import BUILTIN_KBS
 
-    if where not in BUILTIN_KBS and not Path(where).is_dir():
-        raise InputError(f"{was}, which no longer exists: pass --kb with that KB (or another and "
-                         "--allow-kb-mismatch)")
-    got = kb_fingerprint(where)
+        if not where:
+            raise InputError(f"the model {model} records the sha256 {sha} of the KB it was finetuned on, but not "
+                             "where that KB is: pass --kb")
+        if where not in BUILTIN_KBS and not Path(where).is_dir():
+            raise InputError(f"{was}, which no longer exists: pass --kb with that KB (or another and "
+                             "--allow-kb-mismatch)")
+        kb, differs, advice = where, f"{was}, which now has sha256", ("pass --kb with the model's KB, or "
+                                                                      "--allow-kb-mismatch")
+    got = kb_fingerprint(kb)
     if got != sha:
         if not allow_mismatch:
-            raise InputError(f"{was}, which now has sha256 {got}: pass --kb with the model's KB, or "
-                             "--allow-kb-mismatch")
-        warn(f"{was}, which now has sha256 {got}: used anyway (--allow-kb-mismatch)")
-    return where
+            raise InputError(f"{differs} {got}: {advice}")
+        warn(f"{differs} {got}: used anyway (--allow-kb-mismatch)")
+    return kb
 
 
 #: dukb's own records in a model directory: not part of the model, left out of its fingerprint

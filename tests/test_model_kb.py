@@ -76,6 +76,10 @@ def test_the_models_own_kb_passes_the_check_under_any_name(tmp_path, other_kb):
     assert model_kb(tmp_path / "no-record", "demo") == "demo"  # a model dukb did not save: nothing to check
     with pytest.raises(InputError, match="was finetuned on KB .* but --kb demo has sha256"):
         model_kb(model, "demo")
+    nowhere = _model(tmp_path / "nowhere", kb=None, kb_sha256=DEMO_SHA)  # a KB not loaded from a directory
+    assert model_kb(nowhere, "demo") == "demo"
+    with pytest.raises(InputError, match="but not where that KB is: pass --kb"):
+        model_kb(nowhere, None)
 
 
 def test_allow_kb_mismatch_warns_once_and_is_recorded_in_the_config(tmp_path, other_kb, capsys):
