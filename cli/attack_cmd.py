@@ -19,7 +19,11 @@ def _attack_help() -> str:
 
 
 def attack(
-    kb: Optional[str] = shared_option("kb"),
+    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the KB the model "
+                                     "(else --reference) was finetuned on, recorded in its dukb_model.json, else the "
+                                     "built-in generated KB (100 people, seed 0). A model finetuned on another KB is "
+                                     "refused (exit 2) unless --allow-kb-mismatch."),
+    allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
     rules: str = shared_option("rules"),
     model: str = typer.Option(..., "--model", help="The unlearned model: a directory (any framework's HF "
                               "checkpoint), hub id or .gguf file."),
@@ -42,12 +46,23 @@ def attack(
 ) -> None:
     """Probe an unlearned checkpoint, score recall, accuracy and Success-DU for one target, then apply every
     attack (relearning, quantization, in-context premises, logit lens) and score the model under each: does the
-    unlearned fact come back, and can it again be derived from what the model knows?"""
+    unlearned fact come back, and can it again be derived from what the model knows?
+
+    Without --kb the KB is the one --model (else --reference) records in its dukb_model.json (`dukb finetune`
+    writes it); a recorded KB that no longer exists or has changed, or a --kb other than the recorded one, is
+    refused (exit 2)."""
     from dukb.neural.attacks import parse_attacks
     from dukb.neural.attacks.checkpoint import attack_checkpoint
+    from dukb.neural.models import model_kb, read_model_record
     from dukb.neural.plan import load_kb_closure
 
     parsed = parse_attacks(attacks)
+    # the unlearned model's record names its KB when dukb saved it; else the reference's (the finetuned model); a
+    # model whose record names no KB comes last (then --kb or a recorded KB is trusted without a warning)
+    given = [m for m in (model, reference) if m is not None]
+    named = [m for m in given if (read_model_record(m) or {}).get("kb_sha256")]
+    for m in named + [m for m in given if m not in named]:
+        kb = model_kb(m, kb, allow_mismatch=allow_kb_mismatch)
     kb_, closure = load_kb_closure(kb, rules)
     row = attack_checkpoint(kb_, closure, model, target_id, parsed, reference_dir=reference, scope=forget_scope,
                             sets=sets, seeds=seeds, seed=seed,

@@ -101,6 +101,11 @@ def evaluate(
     at once), summary.csv, report.md (the paper's Table 1/2 layout) and accuracy_recall.png. With no arguments it
     runs the built-in default (generated KB, tiny model, 11 targets, GA/NPO/TV/WHP) on CPU.
 
+    A finetuning that ends below 100% does not stop the run (exit 0, unlike `dukb finetune`'s 1): its rows are
+    still measurements of that model. One line says so ("finetuning ended at accuracy ..."), a warning follows that
+    recall counts facts the model never knew as forgotten, and RUN_DIR/finetune.json records accuracy,
+    target_accuracy and reached_target. With --finetuned and no --kb the KB is the one the model was finetuned on.
+
     Several GPUs: `torchrun --nproc_per_node N -m dukb.cli.main evaluate ...` (or accelerate launch) splits the
     targets over the processes; process 0 merges their rows into results.jsonl.
     """

@@ -5,8 +5,10 @@ Errors in user input (:class:`dukb.DukbError`), usage errors and file-system err
 last resort an input too large (:class:`MemoryError`) or nested too deeply (:class:`RecursionError`), print one
 line ``dukb: error: ...`` (control characters escaped by :func:`dukb.one_line`) and exit with code 2. Ctrl-C prints
 one line saying what the command kept (``dukb: interrupted; ...``) and exits with 130; a closed stdout (``dukb
-closure ... | head``) ends the command quietly with 0. The app is invoked directly rather than through
-``Command.main``, whose handlers would turn Ctrl-C into a silent 130 and a broken pipe into exit 1.
+closure ... | head``) ends the command quietly with 0. A command that finishes short of its goal exits with 1
+(``dukb finetune`` below its target accuracy; the model is kept and one line says so). The app is invoked directly
+rather than through ``Command.main``, whose handlers would turn Ctrl-C into a silent 130 and a broken pipe into
+exit 1.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ app = typer.Typer(
     name="dukb",
     help="Evaluate deep unlearning in LLMs: deductive closures, minimal deep unlearning sets, recall/accuracy, "
          "finetuning, unlearning and probing.",
+    epilog="Exit codes: 0 success; 1 the command finished short of its goal (`dukb finetune` ended below its target "
+           "accuracy: the model is kept, one line says so); 2 bad input or a refusal (one line `dukb: error: ...`, "
+           "e.g. a model finetuned on another KB); 130 interrupted (Ctrl-C; one line says what was kept).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -198,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     with code 2 (:mod:`dukb.neural.distributed`).
 
     Returns:
-        The exit code: 0 on success (also when a reader of stdout, such as ``head``, closed it early), 2 on bad
-        input, usage or a file-system error, or when memory or Python's recursion limit runs out (one line
-        ``dukb: error: ...``, no traceback), 130 on Ctrl-C (one line
-        ``dukb: interrupted; ...`` saying what the command kept).
+        The exit code: 0 on success (also when a reader of stdout, such as ``head``, closed it early); 1 when the
+        command finished short of its goal (``dukb finetune`` ended below its target accuracy: the model is kept
+        and one line says so; no other command exits 1); 2 on bad input or a refusal (e.g. a model finetuned on
+        another KB), usage or a file-system error, or when memory or Python's recursion limit runs out (one line
+        ``dukb: error: ...``, no traceback); 130 on Ctrl-C (one line ``dukb: interrupted; ...`` saying what the
+        command kept).
     """
     from dukb.cli.render import interrupt_message, on_interrupt, progress_to_stderr
     from dukb.neural.distributed import check_single_process

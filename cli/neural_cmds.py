@@ -17,6 +17,11 @@ from dukb.neural.families import finetune_presets
 from dukb.neural.zoo import KNOWN_MODELS
 from dukb.solver.scopes import FORGET_SCOPES
 
+#: --kb of the commands that take a finetuned model (probe, unlearn)
+MODEL_KB_HELP = ("KB directory or built-in name (demo); default: the KB the model was finetuned on (recorded in "
+                 "its dukb_model.json by `dukb finetune`), else demo. A model finetuned on another KB is refused "
+                 "(exit 2) unless --allow-kb-mismatch.")
+
 MODEL_HELP = ("Model: 'tiny' (the built-in default, created for the KB), a known short name (smollm2-135m; fetch "
               "it once with `dukb fetch-model`), a .gguf file or a folder holding one, an HF hub id, or a local "
               "model directory.")
@@ -89,14 +94,22 @@ def finetune(
 
     QA format ("Who is X to Y?" -> relation; "What is the birthyear of X?" -> value), loss on answer tokens only,
     AdamW with a linear schedule, early stop at 100% probe accuracy. Writes the model, its tokenizer and
-    finetune.json (config, seed, epochs, final accuracy, versions, device) to the output directory.
+    finetune.json (config, seed, epochs, final accuracy, versions, device) to the output directory; its
+    dukb_model.json records the KB (`kb`, its name or absolute path, and `kb_sha256`, the hash of its people and
+    facts), so that the commands given this model use that KB without --kb and refuse another.
+
+    Exit codes: 0 when the model reaches the target accuracy (the preset's, 100%); 1 when finetuning ends below it:
+    the model is saved all the same and one line on stderr says the accuracy reached (raise --epochs or --lr); 2
+    bad input; 130 interrupted (the checkpoint is kept; the same command continues from it).
 
     Several GPUs: `accelerate launch --multi_gpu --num_processes N -m dukb.cli.main finetune ...` trains data
     parallel with the same global batch (and gradient) as one process; `accelerate launch --use_fsdp
     --fsdp_version 2 ...` (or your accelerate FSDP2 config) shards the model and optimiser state.
     """
+    from dukb import one_line
     from dukb.kb import load_kb
     from dukb.neural.distributed import is_main_process
+    from dukb.neural.finetune import shortfall_line
     from dukb.neural.pipeline import finetune_kb
 
     k = load_kb(kb)
@@ -104,7 +117,13 @@ def finetune(
                          trust_remote_code, gradient_checkpointing)
     on_interrupt(lambda: _finetune_note(output))
     record = finetune_kb(k, spec, output, preset=preset, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                         progress=True, log=log_line)
+                         progress=True, log=log_line, say_shortfall=False)
+    if not record["reached_target"]:  # every process exits 1; the main one says why
+        if is_main_process():
+            line = shortfall_line(record["accuracy"], record["n_items"], record["epochs_run"],
+                                  record["target_accuracy"])
+            typer.echo(one_line(f"dukb: {line}; the model is kept in {output}"), err=True)
+        raise typer.Exit(1)
     if not is_main_process():
         return
     typer.echo(f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
@@ -112,7 +131,8 @@ def finetune(
 
 
 def probe(
-    kb: str = typer.Option("demo", "--kb", help=KB_HELP),
+    kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
+    allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
     model: str = typer.Option(..., "--model", help="Model to probe: a directory, .gguf file, known short name "
                               "(smollm2-135m) or hub id."),
     kinds: str = typer.Option("qa", "--kinds", help="Comma-separated probe kinds (see `dukb probes --help`); "
@@ -141,7 +161,7 @@ def probe(
     from dukb.kb import load_kb
     from dukb.kb.probes import parse_kinds
     from dukb.neural.data import kb_qa
-    from dukb.neural.models import load_model
+    from dukb.neural.models import load_model, model_kb
     from dukb.neural.probe import Predictor
     from dukb.neural.probe import probe as run_probe
 
@@ -156,7 +176,7 @@ def probe(
         if v < 1:
             raise InputError(f"{name} must be at least 1, got {v}")
     chosen = parse_kinds(kinds)  # every option is checked before the KB and the model load
-    k = load_kb(kb)
+    k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
     spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
     items = kb_qa(k, chosen, seed=seed)
     lm = load_model(spec)
@@ -180,7 +200,8 @@ def probe(
 
 
 def unlearn(
-    kb: str = typer.Option("demo", "--kb", help=KB_HELP),
+    kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
+    allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
     model: str = typer.Option(..., "--model", help="The finetuned model (directory from `dukb finetune`; any "
                               "model --model accepts elsewhere also works)."),
     method: str = typer.Option(..., "--method", help=methods_help()),
@@ -223,7 +244,7 @@ def unlearn(
     from dukb.kb import load_kb
     from dukb.neural.methods import PRESETS, parse_grid, resolve
     from dukb.neural.methods.base import parse_layers
-    from dukb.neural.models import load_model
+    from dukb.neural.models import load_model, model_kb
     from dukb.neural.unlearn import heldout_baseline, sweep_target
     from dukb.solver.closure import compute_closure
     from dukb.solver.scopes import get_scope
@@ -234,7 +255,7 @@ def unlearn(
     block_range = parse_layers(layers)
     if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
-    k = load_kb(kb)
+    k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
     c = compute_closure(k, rules)
     c.atom_of_fact(target_id)
     if heldout_rule not in HELDOUT_RULES:

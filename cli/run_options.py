@@ -67,7 +67,8 @@ def run_options(func=None, **helps: str):
     """Decorate a protocol command: add the shared options to its signature and call it with
     ``run_opts=<dict of RunConfig fields>`` (comma-separated ``--lora-targets`` split, ``--layers`` checked).
 
-    The command declares ``run_opts: dict`` and none of the shared options itself. ``@run_options(finetuned="...")``
+    The command declares ``run_opts: dict`` and none of the shared options itself. With ``--finetuned``, its
+    ``kb`` is already the model's KB or checked against it (:func:`model_kb_options`). ``@run_options(finetuned="...")``
     gives an option the help that says what it means in this protocol (same name, same field).
 
     Raises:
@@ -92,7 +93,7 @@ def run_options(func=None, **helps: str):
     @functools.wraps(func)
     def wrapper(**kwargs):
         values = {k: kwargs.pop(k) for k in names if k in kwargs}
-        return func(**kwargs, **{RUN_PARAM: run_kwargs(**values)})
+        return func(**kwargs, **{RUN_PARAM: model_kb_options(run_kwargs(**values))})
 
     # keyword-only parameters after the command's own (which all have defaults, as typer options do)
     own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
@@ -103,6 +104,26 @@ def run_options(func=None, **helps: str):
     wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in shared}}
     del wrapper.__wrapped__  # typer must read this signature, not the command's own
     return wrapper
+
+
+def model_kb_options(opts: dict) -> dict:
+    """The shared options with ``kb`` checked against the KB a ``finetuned`` model was finetuned on, or set to it
+    when not given (:func:`dukb.neural.models.model_kb`), so that a command reads its targets from the model's KB.
+
+    Args:
+        opts: the shared options' values (:func:`dukb.neural.runconfig.run_kwargs`).
+
+    Returns:
+        ``opts`` (the same dict), ``kb`` resolved when ``finetuned`` is set.
+
+    Raises:
+        InputError: a model finetuned on another KB (without ``allow_kb_mismatch``) or whose KB is gone.
+    """
+    if opts.get("finetuned"):
+        from dukb.neural.models import model_kb
+
+        opts["kb"] = model_kb(opts["finetuned"], opts.get("kb"), allow_mismatch=bool(opts.get("allow_kb_mismatch")))
+    return opts
 
 
 def parse_forms(text: str | None, option: str) -> list[str] | None:

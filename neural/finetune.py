@@ -73,7 +73,7 @@ def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
 
 
 def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = False, log=None,
-             checkpoint_dir=None) -> dict:
+             checkpoint_dir=None, say_shortfall: bool = True) -> dict:
     """Finetune ``lm.model`` in place on QA items (through :func:`dukb.neural.train.train_loop`).
 
     Runs data parallel when launched with several processes (accelerate launch / torchrun, see
@@ -91,17 +91,17 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
             are trained on every token and left out of the accuracy.
         config: :class:`dukb.neural.train.TrainConfig` (a :data:`FINETUNE_PRESETS` entry); gradient accumulation
             is not used here (one global batch is one step).
-        progress: show a rich progress bar (main process only).
-        log: optional callable(str) for one-line epoch reports (main process only).
+        progress, log: show a rich progress bar; optional callable(str) for one-line reports (main process only).
         checkpoint_dir: where to keep :data:`CHECKPOINT` (None: no checkpoint). After every probed epoch
             (``config.eval_every``) the model, optimiser, schedule, data order and RNG states are written there
             (atomically); a later call with the same items, settings, model and world size continues from it
             exactly (the result equals an uninterrupted run's), and the file is removed when training ends.
+        say_shortfall: say :func:`shortfall_line` (on ``log``, else the logger) when training ends short.
 
     Returns:
-        A JSON-able record: config, seed, epochs run, final accuracy (fraction of items known, in [0, 1]), mean
-        loss per epoch (nats per answer token), seconds, versions, device, world size, parallelism ("none",
-        "ddp" or "fsdp2").
+        A JSON-able record: config, seed, epochs run, final accuracy (fraction of items known, in [0, 1]),
+        target_accuracy, reached_target (accuracy >= target), mean loss per epoch (nats per answer token), seconds,
+        versions, device, world size, parallelism ("none", "ddp" or "fsdp2").
 
     Raises:
         ValueError: ``items`` is empty.
@@ -110,7 +110,6 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
-
     from dukb.neural import distributed as dist
 
     if not items:
@@ -184,11 +183,12 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     ckpt.clear()
     acc = state["acc"] if state["acc"] is not None else accuracy()
     epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
-    if acc < config.target_accuracy and main:
-        (log or _log.warning)(_shortfall(acc, len(probed), epochs_run, config.target_accuracy))
-    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run,
-            "extra_epochs_run": extra["epochs_run"] if extra else 0, "accuracy": acc, "n_items": len(items),
-            "loss_per_epoch": losses, "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
+    if acc < config.target_accuracy and main and say_shortfall:
+        (log or _log.warning)(shortfall_line(acc, len(probed), epochs_run, config.target_accuracy))
+    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run, "accuracy": acc,
+            "target_accuracy": config.target_accuracy, "reached_target": acc >= config.target_accuracy,
+            "extra_epochs_run": extra["epochs_run"] if extra else 0, "n_items": len(items), "loss_per_epoch": losses,
+            "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
             "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
             "parallelism": "fsdp2" if sharded else ("ddp" if world > 1 else "none"),
             "model": lm.spec.to_json(), "resumed_after_epoch": ckpt.resumed_after}
@@ -281,9 +281,18 @@ def _load_checkpoint(path: Path, key: str) -> dict | None:
     return data
 
 
-def _shortfall(acc: float, n: int, epochs: int, target: float) -> str:
-    """The one line a finetuning that ends below its target accuracy prints (accuracy in [0, 1], ``n`` facts)."""
-    return (f"finetuning ended at accuracy {acc:.4f} ({round(acc * n)} of {n} facts known) after {epochs} epochs, "
+def shortfall_line(acc: float, n: int, epochs: int, target: float) -> str:
+    """The one line a finetuning that ends below its target accuracy prints.
+
+    Args:
+        acc: the final accuracy, in [0, 1]; n: the facts probed; epochs: the epochs run; target: the target
+            accuracy, in [0, 1].
+
+    Returns:
+        ``finetuning ended at accuracy A (K of N facts known) after E epochs, below the target T; ...``.
+    """
+    return (f"finetuning ended at accuracy {acc:.4f} ({round(acc * n)} of {n} facts known) after {epochs} "
+            f"epoch{'' if epochs == 1 else 's'}, "
             f"below the target {target:g}; facts the finetuned model does not know cannot be unlearned (raise the "
             "epochs or the learning rate)")
 

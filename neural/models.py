@@ -602,18 +602,21 @@ MODEL_RECORD = "dukb_model.json"
 
 
 def read_model_record(model_dir: str | Path) -> dict | None:
-    """The ``dukb_model.json`` record (prompt, family, base) of a directory dukb saved, or None.
+    """The ``dukb_model.json`` record (prompt, family, base, KB) of a directory dukb saved, or None.
 
     Args:
         model_dir: a model directory (any path; a file, a missing path or a hub id has no record).
 
     Returns:
         The record as written by :func:`save_model`: ``{"prompt": PRESET, "family": FAMILY, "base": "tiny" or
-        NAME_OR_PATH}``; None when there is no :data:`MODEL_RECORD` file.
+        NAME_OR_PATH}``, and for a model finetuned on a KB ``"kb"`` (its built-in name or absolute path) and
+        ``"kb_sha256"`` (:meth:`dukb.kb.KB.fingerprint`); a record written by dukb before the KB was recorded lacks
+        both. None when there is no :data:`MODEL_RECORD` file.
 
     Raises:
         InputError: the record exists but is not a regular file, is too large, cannot be read, is not JSON, is not
-            a JSON object, holds a "prompt", "family" or "base" that is neither a string nor null, or a "prompt"
+            a JSON object, holds a "prompt", "family", "base", "kb" or "kb_sha256" that is neither a string nor
+            null, or a "prompt"
             that is not a preset of :data:`dukb.neural.spec.PROMPT_PRESETS`; the file is named
             (:func:`read_json_object`).
     """
@@ -626,7 +629,7 @@ def read_model_record(model_dir: str | Path) -> dict | None:
     if not present:
         return None
     rec = read_json_object(f, "model record")
-    for key in ("prompt", "family", "base"):
+    for key in ("prompt", "family", "base", "kb", "kb_sha256"):
         if rec.get(key) is not None and not isinstance(rec[key], str):
             raise InputError(f"model record: {key!r} must be a string, not {json.dumps(rec[key])[:40]}", f)
     from dukb.neural.spec import PROMPT_PRESETS
@@ -635,6 +638,140 @@ def read_model_record(model_dir: str | Path) -> dict | None:
         raise InputError(f"model record: unknown prompt preset {json.dumps(rec['prompt'])[:40]} (choose from "
                          f"{', '.join(PROMPT_PRESETS)})", f)
     return rec
+
+
+def kb_label(kb) -> str | None:
+    """How a model record names the KB a model was finetuned on: a built-in KB's name (``demo``), else the absolute
+    path of its directory, so that the name resolves from any working directory.
+
+    Args:
+        kb: a :class:`dukb.kb.KB`.
+
+    Returns:
+        The name or path (str); None for a KB not loaded from a directory (``kb.source`` None).
+    """
+    from importlib import resources
+
+    from dukb.kb import BUILTIN_KBS
+
+    if kb.source is None:
+        return None
+    src = Path(kb.source).resolve()
+    for name in BUILTIN_KBS:
+        if Path(str(resources.files("dukb.data").joinpath(name))).resolve() == src:
+            return name
+    return str(src)
+
+
+#: fingerprints of KB directories already loaded, by (directory, size and mtime of its three files)
+_KB_FINGERPRINTS: dict[tuple, str] = {}
+#: the warnings :func:`model_kb` printed on stderr in this process (each is printed once)
+_WARNED: set[str] = set()
+
+
+def kb_fingerprint(kb: str | Path | None) -> str:
+    """The :meth:`dukb.kb.KB.fingerprint` (SHA-256 of the people and facts, first 16 hex digits) of a KB argument,
+    computed once per directory and content (its files' sizes and modification times).
+
+    Args:
+        kb: a KB directory or built-in name; None: the built-in generated default
+            (:func:`dukb.kb.generate.default_generated_kb_dir`).
+
+    Returns:
+        16 hex digits.
+
+    Raises:
+        InputError: no such KB directory; KBError: a malformed KB.
+    """
+    from dukb.kb import load_kb, resolve_kb_path
+
+    if kb is None:
+        from dukb.kb.generate import default_generated_kb_dir
+
+        root = default_generated_kb_dir()
+    else:
+        root = resolve_kb_path(kb)
+    stamp = []
+    for name in ("people.csv", "relationships.csv", "biographies.csv"):
+        try:
+            st = (root / name).stat()
+            stamp.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamp.append(None)
+    key = (str(root.resolve()), tuple(stamp))
+    if key not in _KB_FINGERPRINTS:
+        _KB_FINGERPRINTS[key] = load_kb(root).fingerprint()
+    return _KB_FINGERPRINTS[key]
+
+
+def _warn_once(line: str) -> None:
+    """Print ``dukb: warning: LINE`` on stderr, once per process (the main process of a launch only)."""
+    from dukb.neural.distributed import is_main_process
+
+    if line not in _WARNED and is_main_process():
+        _WARNED.add(line)
+        print(f"dukb: warning: {line}", file=sys.stderr, flush=True)
+
+
+def model_kb(model, kb: str | Path | None, *, allow_mismatch: bool = False, warn=None) -> str | None:
+    """The KB to use with a finetuned model: a given KB is checked against the one the model's :data:`MODEL_RECORD`
+    names (its ``kb_sha256``); without one, the model's own KB is used.
+
+    - ``kb`` given, the model records a KB: their fingerprints must agree, else InputError naming both
+      (``allow_mismatch``: a warning instead).
+    - ``kb`` None, the model records a KB: that KB (its built-in name or path), which must still exist and still
+      have the recorded fingerprint (``allow_mismatch``: a changed one is used with a warning).
+    - the model's record names no KB (a model dukb saved before records named it): ``kb`` is trusted; without
+      ``kb`` a warning says the KB is not checked and None is returned (the command's default KB).
+    - no record (a hub id, a GGUF file, a directory dukb did not save): ``kb``, unchecked.
+
+    Args:
+        model: the model argument (directory, file, short name or hub id); None: no model, ``kb`` is returned.
+        kb: the KB argument (directory or built-in name), None when not given.
+        allow_mismatch: accept a KB other than the model's (``--allow-kb-mismatch``).
+        warn: callable(str) for the one-line warnings (default: ``dukb: warning: ...`` on stderr, once per
+            process).
+
+    Returns:
+        The KB argument to load (str or Path), or None (not given and not recorded: the command's default).
+
+    Raises:
+        InputError: the KB's fingerprint differs from the model's (not allowed); the model's recorded KB no
+            longer exists or has changed (not allowed), or the record names no directory; a malformed record
+            (:func:`read_model_record`); KBError: a malformed KB.
+
+    Source: dukb (a model is evaluated on the facts it was finetuned on, Wu et al. 2025, Sec. 4).
+    """
+    warn = warn or _warn_once
+    rec = read_model_record(model) if model is not None else None
+    if rec is None:
+        return kb
+    sha, where = rec.get("kb_sha256"), rec.get("kb")
+    if not sha:
+        if kb is None:
+            warn(f"the model {model} records no KB (saved by an older dukb): the KB it was finetuned on is not "
+                 "checked; pass --kb to name it")
+        return kb
+    was = f"the model {model} was finetuned on KB {where} (sha256 {sha})"
+    if kb is not None:
+        differs, advice = f"{was} but --kb {kb} has sha256", "pass the model's KB or --allow-kb-mismatch"
+    else:
+        from dukb.kb import BUILTIN_KBS
+
+        if not where:
+            raise InputError(f"the model {model} records the sha256 {sha} of the KB it was finetuned on, but not "
+                             "where that KB is: pass --kb")
+        if where not in BUILTIN_KBS and not Path(where).is_dir():
+            raise InputError(f"{was}, which no longer exists: pass --kb with that KB (or another and "
+                             "--allow-kb-mismatch)")
+        kb, differs, advice = where, f"{was}, which now has sha256", ("pass --kb with the model's KB, or "
+                                                                      "--allow-kb-mismatch")
+    got = kb_fingerprint(kb)
+    if got != sha:
+        if not allow_mismatch:
+            raise InputError(f"{differs} {got}: {advice}")
+        warn(f"{differs} {got}: used anyway (--allow-kb-mismatch)")
+    return kb
 
 
 #: dukb's own records in a model directory: not part of the model, left out of its fingerprint
@@ -672,9 +809,10 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
     return {"hub_id": str(name_or_path)}
 
 
-def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None) -> Path:
+def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
-    :data:`MODEL_RECORD` (prompt preset, preset family, base model) so a later load picks the same presets.
+    :data:`MODEL_RECORD` (prompt preset, preset family, base model and, given ``kb``, the KB it was finetuned on) so
+    a later load picks the same presets and a command given another KB refuses it (:func:`model_kb`).
 
     A tiny model's ``dukb_tiny.json`` is copied along. The LoRA merge is peft's ``merge_and_unload``, which
     replaces the adapter layers of the wrapped model in place: afterwards ``lm.model`` holds the merged weights and
@@ -686,6 +824,8 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
         out_dir: the output directory (created with its parents; existing files of the same names are overwritten).
         state_dict: the weights to write instead of the model's own (the full state dict of an FSDP-sharded model,
             :func:`dukb.neural.distributed.full_state_dict`).
+        kb: the :class:`dukb.kb.KB` the model was finetuned on (None: none recorded): recorded as ``"kb"``
+            (:func:`kb_label`) and ``"kb_sha256"`` (its :meth:`dukb.kb.KB.fingerprint`).
 
     Returns:
         The directory (``Path(out_dir)``).
@@ -708,10 +848,11 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
                               state_dict={k: v for k, v in state_dict.items() if k not in tied})
     lm.tokenizer.save_pretrained(out)
     spec = lm.spec
-    (out / MODEL_RECORD).write_text(json.dumps({
-        "prompt": spec.prompt if isinstance(spec.prompt, str) else "generic", "family": spec.preset_family,
-        "base": "tiny" if (Path(spec.name_or_path) / "dukb_tiny.json").exists() else str(spec.name_or_path)},
-        indent=2))
+    record = {"prompt": spec.prompt if isinstance(spec.prompt, str) else "generic", "family": spec.preset_family,
+              "base": "tiny" if (Path(spec.name_or_path) / "dukb_tiny.json").exists() else str(spec.name_or_path)}
+    if kb is not None:
+        record.update(kb=kb_label(kb), kb_sha256=kb.fingerprint())
+    (out / MODEL_RECORD).write_text(json.dumps(record, indent=2))
     src = Path(lm.spec.name_or_path) / "dukb_tiny.json"
     if src.exists() and not (out / "dukb_tiny.json").exists():
         (out / "dukb_tiny.json").write_text(src.read_text())

@@ -49,7 +49,7 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
 
 def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epochs: int | None = None,
                 lr: float | None = None, batch_size: int | None = None, seed: int = 0, progress: bool = False,
-                log=None, identity: dict | None = None, items=None) -> dict:
+                log=None, identity: dict | None = None, items=None, say_shortfall: bool = True) -> dict:
     """Finetune a model on every KB fact's QA and save it, with ``finetune.json``, to ``out_dir``.
 
     Under a multi-process launch (accelerate launch / torchrun) finetuning is data parallel and process 0 saves;
@@ -71,9 +71,14 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         items: the items to learn (default: every KB fact's QA). With :data:`dukb.neural.data.TEXT_KIND` items the
             tiny model's vocabulary covers every fact's statement sentence, and with items of other probe forms
             (``dukb evaluate --finetune-forms``) those forms' texts.
+        say_shortfall: log the one line of a finetuning that ends below its target
+            (:func:`dukb.neural.finetune.finetune`; False: the caller says it).
 
     Returns:
-        The finetuning record (also written to out_dir/finetune.json).
+        The finetuning record (also written to out_dir/finetune.json), with ``kb`` (the KB's directory) and
+        ``kb_sha256`` (its :meth:`dukb.kb.KB.fingerprint`, also in the model's ``dukb_model.json``,
+        :func:`dukb.neural.models.save_model`). A finetuning that ends below its target accuracy (the record's
+        ``accuracy`` < ``target_accuracy``) still saves the model; the caller decides what that means.
 
     An interrupted finetuning resumes from its checkpoint in ``out_dir`` (:data:`dukb.neural.finetune.CHECKPOINT`,
     written after every probed epoch) when called again with the same KB, model and settings.
@@ -100,15 +105,16 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
             state = WeightState(lm, spec.lora, seed)
             lm.model = state.model
         record = finetune(lm, kb_qa(kb) if items is None else list(items), cfg, progress=progress, log=log,
-                          checkpoint_dir=out)
+                          checkpoint_dir=out, say_shortfall=say_shortfall)
         record["kb"] = str(kb.source)
+        record["kb_sha256"] = kb.fingerprint()
         record["preset"] = name
         if identity is not None:
             record["identity"] = identity
         lm.spec = dataclasses.replace(spec, name_or_path=str(spec.name_or_path))
         weights = full_state_dict(lm.model)  # FSDP: gathered by every process (a collective); else None
         if is_main_process():  # multi-process launch: process 0 writes, the others wait for it
-            save_model(lm, out, state_dict=weights)
+            save_model(lm, out, state_dict=weights, kb=kb)
     record["model"]["saved_to"] = str(out)
     if requested == TINY:  # not the temporary directory it was built in
         record["model"]["name_or_path"] = TINY

@@ -18,11 +18,15 @@ from dukb.solver.rules import RULES_HELP
 #: (field, flag, help) of every shared option, in the order `--help` lists them; the help text is the single
 #: source of each command's flag help and of README's table of shared options (``dukb methods --options``)
 SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("kb", "--kb", "KB directory or built-in name; default: the built-in generated KB (100 people, seed 0)."),
+    ("kb", "--kb", "KB directory or built-in name; default: with --finetuned, the KB the model was finetuned on "
+     "(its dukb_model.json), else the built-in generated KB (100 people, seed 0)."),
     ("rules", "--rules", RULES_HELP),
     ("model", "--model", "Model to finetune on the KB: 'tiny' (built-in default), a known short name "
      "(smollm2-135m), a .gguf file or a folder holding one, hub id or directory."),
-    ("finetuned", "--finetuned", "Use this already finetuned model directory instead of finetuning --model."),
+    ("finetuned", "--finetuned", "Use this already finetuned model directory instead of finetuning --model. A "
+     "model finetuned on another KB than --kb is refused (exit 2)."),
+    ("allow_kb_mismatch", "--allow-kb-mismatch", "Accept a model finetuned on another KB than --kb (the kb_sha256 "
+     "its dukb_model.json records): a warning instead of the refusal (exit 2); recorded in a run's config."),
     ("seed", "--seed", "Run seed: targets, splits, retain sampling, tiny initialisation, finetuning order."),
     ("lr", "--lr", "Learning rate of gradient methods (default: the model family's preset)."),
     ("device", "--device", "auto (cuda if available), cpu, cuda, cuda:N."),
@@ -73,9 +77,10 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
 
 
 #: shared fields a protocol's identity ``settings`` leave out: the rule set (its fingerprint is the identity's
-#: ``rules``), LoRA and layers (:meth:`RunConfig.model_identity`), and the three that change no row
+#: ``rules``), LoRA and layers (:meth:`RunConfig.model_identity`), and those that change no row (the KB's
+#: fingerprint is the identity's ``kb``, so ``allow_kb_mismatch`` need not be)
 NOT_SETTINGS = ("rules", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "layers", "gradient_checkpointing",
-                "trust_remote_code", "log_with")
+                "trust_remote_code", "log_with", "allow_kb_mismatch")
 
 
 @dataclass
@@ -83,11 +88,13 @@ class RunConfig:
     """The options every protocol shares (inherited by each protocol's config dataclass).
 
     Attributes:
-        kb: KB directory or built-in name (None: the built-in generated default, 100 people, seed 0).
+        kb: KB directory or built-in name (None: with ``finetuned``, the KB the model records, else the built-in
+            generated default, 100 people, seed 0); :meth:`check_run` sets it to the model's KB.
         rules: rule set name ("family") or a .lp file.
         model: "tiny", a short name (``smollm2-135m``), a .gguf file or a folder holding one, hub id or directory
             to finetune; ignored when ``finetuned`` is set.
-        finetuned: an already finetuned model directory.
+        finetuned: an already finetuned model directory (refused when it records another KB than ``kb``).
+        allow_kb_mismatch: accept a ``finetuned`` model that records another KB (a warning instead of the refusal).
         seed: the run's seed.
         lr: learning-rate override of gradient methods (None: the family preset's).
         device: "auto", "cpu", "cuda" or "cuda:N"; dtype: "auto", "float32", "bfloat16" or "float16".
@@ -109,6 +116,7 @@ class RunConfig:
     rules: str = "family"
     model: str = "tiny"
     finetuned: str | None = None
+    allow_kb_mismatch: bool = False
     seed: int = 0
     lr: float | None = None
     device: str = "auto"
@@ -126,11 +134,15 @@ class RunConfig:
     log_with: str | None = None
 
     def check_run(self) -> None:
-        """Validate the shared fields (each protocol's ``check()`` calls this first).
+        """Validate the shared fields (each protocol's ``check()`` calls this first); with ``finetuned``, check
+        ``kb`` against the KB the model was finetuned on, or set ``kb`` to it when None
+        (:func:`dukb.neural.models.model_kb`).
 
         Raises:
             InputError: an unknown prompt preset; ``batch_size`` or ``finetune_epochs`` below 1 or not an
-                integer; a bad ``layers`` range; LoRA values out of range; an unknown or uninstalled tracker.
+                integer; a bad ``layers`` range; LoRA values out of range; an unknown or uninstalled tracker; a
+                ``finetuned`` model finetuned on another KB than ``kb`` (unless ``allow_kb_mismatch``), or whose
+                recorded KB no longer exists.
         """
         from dukb.neural.spec import PROMPT_PRESETS
 
@@ -144,6 +156,10 @@ class RunConfig:
 
         check_log_with(self.log_with)
         self.lora()
+        if self.finetuned:
+            from dukb.neural.models import model_kb
+
+            self.kb = model_kb(self.finetuned, self.kb, allow_mismatch=self.allow_kb_mismatch)
 
     def lora(self):
         """The :class:`dukb.neural.spec.LoraSpec` of this run (None without LoRA).

@@ -49,15 +49,24 @@ def _ok(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+def _finetuned(proc: subprocess.CompletedProcess, out: Path) -> int:
+    """Check a `dukb finetune` into ``out``: exit 0 at its target accuracy, else 1 with the model kept; returns how
+    many times its final line was printed (stdout's summary, or stderr's shortfall line)."""
+    rec = json.loads((out / "finetune.json").read_text())
+    assert proc.returncode == (0 if rec["reached_target"] else 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (out / "model.safetensors").is_file()
+    return proc.stdout.count("finetuned tiny on 32 facts") + proc.stderr.count("dukb: finetuning ended at accuracy")
+
+
 @pytest.fixture(scope="module")
 def finetuned_pair(tmp_path_factory):
     """The demo KB finetuned (tiny preset, at most 100 epochs) in one process and data parallel in two."""
     root = tmp_path_factory.mktemp("ddp")
     args = ["finetune", "--kb", "demo", "--epochs", "100", "--device", "cpu", "--seed", "0"]
     one, two = root / "one", root / "two"
-    _ok(_dukb(args + ["-o", str(one)]))
+    _finetuned(_dukb(args + ["-o", str(one)]), one)
     proc = _dukb(args + ["-o", str(two)], nproc=2)
-    _ok(proc)
+    _finetuned(proc, two)
     return one, two, proc
 
 
@@ -76,7 +85,7 @@ def test_ddp_finetune_equals_single_process(finetuned_pair):
     assert a["accuracy"] == 1.0 and b["accuracy"] >= 0.9
     assert (two / "model.safetensors").exists() and b["model"]["name_or_path"] == "tiny"
     # one process reports: the final line is printed once
-    assert proc.stdout.count("finetuned tiny on 32 facts") == 1
+    assert _finetuned(proc, two) == 1
 
 
 def _keyed(run) -> dict:
@@ -294,13 +303,13 @@ def test_fsdp2_finetune_equals_single_process(finetuned_pair, tmp_path):
     one = finetuned_pair[0]
     args = ["finetune", "--kb", "demo", "--epochs", "100", "--device", "cpu", "--seed", "0"]
     proc = _fsdp(args + ["-o", str(tmp_path / "fsdp")], tmp_path)
-    _ok(proc)
+    said = _finetuned(proc, tmp_path / "fsdp")
     a = json.loads((one / "finetune.json").read_text())
     b = json.loads((tmp_path / "fsdp" / "finetune.json").read_text())
     assert (a["parallelism"], b["parallelism"], b["world_size"]) == ("none", "fsdp2", 2)
     for la, lb in list(zip(a["loss_per_epoch"], b["loss_per_epoch"]))[:10]:
         assert lb == pytest.approx(la, rel=1e-5)
-    assert b["accuracy"] >= 0.9 and proc.stdout.count("finetuned tiny on 32 facts") == 1
+    assert b["accuracy"] >= 0.9 and said == 1
     wa, wb = load_file(one / "model.safetensors"), load_file(tmp_path / "fsdp" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(wa[k].shape == wb[k].shape for k in wa)
     _answers_like_its_record(tmp_path / "fsdp", b)
@@ -316,8 +325,10 @@ def test_fsdp2_per_layer_with_activation_checkpointing_runs_extra_epochs_and_res
     plugin = json.dumps({"auto_wrap_policy": "transformer_based_wrap", "activation_checkpointing": True,
                          "cpu_ram_efficient_loading": True})
     args = ["finetune", "--kb", "demo", "--device", "cpu", "--seed", "0"]
-    _ok(_fsdp(args + ["-o", str(tmp_path / "one")], tmp_path, nproc=1, SHORT=1, FSDP_OFF=1))
-    _ok(_fsdp(args + ["-o", str(tmp_path / "whole")], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin))
+    _finetuned(_fsdp(args + ["-o", str(tmp_path / "one")], tmp_path, nproc=1, SHORT=1, FSDP_OFF=1),
+               tmp_path / "one")
+    _finetuned(_fsdp(args + ["-o", str(tmp_path / "whole")], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin),
+               tmp_path / "whole")
     a = json.loads((tmp_path / "one" / "finetune.json").read_text())
     b = json.loads((tmp_path / "whole" / "finetune.json").read_text())
     assert b["parallelism"] == "fsdp2" and a["extra_epochs_run"] >= 2 and b["extra_epochs_run"] >= 2
@@ -327,7 +338,7 @@ def test_fsdp2_per_layer_with_activation_checkpointing_runs_extra_epochs_and_res
     killed = _fsdp(args + ["-o", str(cut)], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin, STOP_AT=4)
     assert killed.returncode != 0 and (cut / "finetune-checkpoint.pt").is_file()
     proc = _fsdp(args + ["-o", str(cut)], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin)
-    _ok(proc)
+    _finetuned(proc, cut)
     c = json.loads((cut / "finetune.json").read_text())
     assert c["resumed_after_epoch"] == 8 and "resuming finetuning from its checkpoint after epoch 8" in proc.stderr
     assert (c["epochs_run"], c["accuracy"]) == (b["epochs_run"], b["accuracy"])
