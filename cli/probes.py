@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.render import output_path
 
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
 
@@ -48,8 +49,9 @@ def probes(
                                         "person."),
     rules: str = typer.Option("family", "--rules", help="Rule set of the closure used to keep gold answers right: "
                               "'family', 'family_paper_compat' or a .lp file."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output file (stdout if omitted); a "
-                                          "folder with --format edu or --corrupt."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
+                                          help="Output file (stdout if omitted); a folder with --format edu or "
+                                          "--corrupt. Each file is written all or nothing."),
 ) -> None:
     """Probe questions for every fact of a KB, one row per (fact, kind) where the kind applies.
 

@@ -61,6 +61,15 @@ GENERATOR_VERSION = 1
 DEFAULT_PEOPLE = 100
 DEFAULT_SEED = 0
 
+#: Most people :func:`generate` (and ``dukb generate --people``) makes: 1,000,000, the largest KB the symbolic core
+#: is measured on (bench/RESULTS.md: its closure in 93 s and 5 GiB). A larger count would run for hours and
+#: exhaust memory instead of being refused.
+MAX_PEOPLE = 1_000_000
+
+#: Most generations :func:`generate` (and ``dukb generate --generations``) spans: 100 (EDU-RELAT has 4). Each
+#: generation is a pass over the people, and birth years move 27 years a generation.
+MAX_GENERATIONS = 100
+
 #: EDU-RELAT's share of the true relationship facts that K holds: 400 of the 562 facts of its closure.
 EDU_RELAT_OBSERVED = 400 / 562
 
@@ -567,9 +576,9 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
     """Generate a synthetic family KB and its true network (Wu et al. 2025, Appendix B).
 
     Args:
-        n_people: number of people (exactly), >= 1.
+        n_people: number of people (exactly), 1 to :data:`MAX_PEOPLE`.
         seed: random seed (any integer >= 0); the same arguments give the same KB.
-        generations: number of generations (>= 1); generation 0 is the oldest.
+        generations: number of generations, 1 to :data:`MAX_GENERATIONS`; generation 0 is the oldest.
         observed: share of the true relationship facts put in K, in [0, 1] (default EDU-RELAT's 400/562): K holds
             round(observed * number of true facts) of them (fewer only if relations of observe weight 0 make
             that impossible), chosen per relation by :func:`observation_probabilities`.
@@ -581,14 +590,17 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
         people order: birthyear, birthplace written "<State> state", job), and the :class:`FamilyTruth`.
 
     Raises:
-        InputError: n_people < 1, generations < 1, observed outside [0, 1], negative seed, bad config.
+        InputError: n_people or generations outside their range, observed outside [0, 1], negative seed, bad
+            config.
 
     Source: Wu et al. 2025, "Evaluating Deep Unlearning in Large Language Models", Appendix B and F.
     """
-    if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or n_people < 1:
-        raise InputError(f"the number of people must be an integer >= 1, got {n_people!r}")
-    if isinstance(generations, bool) or not isinstance(generations, (int, np.integer)) or generations < 1:
-        raise InputError(f"the number of generations must be an integer >= 1, got {generations!r}")
+    if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or not 1 <= n_people <= MAX_PEOPLE:
+        raise InputError(f"the number of people must be an integer in [1, {MAX_PEOPLE:,}], got {n_people!r}")
+    if isinstance(generations, bool) or not isinstance(generations, (int, np.integer)) \
+            or not 1 <= generations <= MAX_GENERATIONS:
+        raise InputError(f"the number of generations must be an integer in [1, {MAX_GENERATIONS}], "
+                         f"got {generations!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"the seed must be an integer >= 0, got {seed!r}")
     if not (isinstance(observed, (int, float)) and 0.0 <= observed <= 1.0):
@@ -672,14 +684,20 @@ def _generate(n_people: int, seed: int, generations: int, observed: float,
 
 
 def write_truth(truth: FamilyTruth, path: str | Path) -> Path:
-    """Write every true relationship fact as CSV ``subject,relation,object,observed`` (observed 1 if in K, else 0).
+    """Write every true relationship fact as CSV ``subject,relation,object,observed`` (observed 1 if in K, else 0),
+    all or nothing (:func:`dukb.kb.io.atomic_output`).
 
     Returns:
         The path written.
+
+    Raises:
+        InputError: the file cannot be written (named).
     """
+    from dukb.kb.io import atomic_output
+
     path = Path(path)
     seen = set(truth.observed)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    with atomic_output(path) as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["subject", "relation", "object", "observed"])
         for t in truth.relations:
@@ -758,7 +776,7 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
 __all__ = [
     "DEFAULT_PEOPLE", "DEFAULT_SEED", "cache_root", "EDU_RELAT_OBSERVED", "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth",
-    "GENERATOR_VERSION", "GeneratorConfig", "birthplace_value", "default_generated_kb", "default_generated_kb_dir",
-    "first_names", "generate", "job_decade", "jobs_by_decade", "observation_probabilities", "surnames",
+    "GENERATOR_VERSION", "GeneratorConfig", "MAX_GENERATIONS", "MAX_PEOPLE", "birthplace_value",
+    "default_generated_kb", "default_generated_kb_dir", "first_names", "generate", "job_decade", "jobs_by_decade", "observation_probabilities", "surnames",
     "us_states", "write_truth",
 ]
