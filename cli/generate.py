@@ -14,6 +14,11 @@ from dukb.kb.generate import MAX_GENERATIONS, MAX_PEOPLE
 KB_FILES = ("people.csv", "relationships.csv", "biographies.csv", "truth.csv")
 
 
+def _tie(flag: str, event: str, default: float):
+    """The option of a family-tie probability: a chance strictly between 0 and 1 (checked in :func:`generate`)."""
+    return typer.Option(None, flag, help=f"Chance that {event}, in (0, 1) (default {default}).")
+
+
 def generate(
     output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="DIR",
                                 help="KB directory to write (created if needed; each file all or nothing)."),
@@ -25,12 +30,9 @@ def generate(
     observed: Optional[float] = typer.Option(None, "--observed", help="Share of the true relationship facts "
                                              "written to K, in (0, 1]: 0 would leave K without relationship facts "
                                              "(default 400/562 = 0.712, EDU-RELAT's)."),
-    p_parents: Optional[float] = typer.Option(None, "--p-parents", help="Chance that a person gets parents, in "
-                                              "(0, 1) (default 0.8)."),
-    p_spouse: Optional[float] = typer.Option(None, "--p-spouse", help="Chance that a person gets a spouse, in "
-                                             "(0, 1) (default 0.7)."),
-    p_children: Optional[float] = typer.Option(None, "--p-children", help="Chance that a couple has children, in "
-                                               "(0, 1) (default 0.9)."),
+    p_parents: Optional[float] = _tie("--p-parents", "a person gets parents", 0.8),
+    p_spouse: Optional[float] = _tie("--p-spouse", "a person gets a spouse", 0.7),
+    p_children: Optional[float] = _tie("--p-children", "a couple has children", 0.9),
     children_p: Optional[float] = typer.Option(None, "--children-p", help="Success probability of the geometric "
                                                "number of children, truncated at 4 (default 0.4)."),
     p_wife_surname: Optional[float] = typer.Option(None, "--p-wife-surname", help="Chance that a wife takes her "

@@ -255,11 +255,13 @@ def mdus(
     target_id: Optional[list[int]] = typer.Option(None, "--target-id", help="Relationship fact_id of a target "
                                                   "(repeatable)."),
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="File with one fact_id per line; '#' "
-                                                "starts a comment."),
+                                                f"starts a comment; each fact_id once; at most {MAX_TARGETS_LINES:,} "
+                                                "lines."),
     target: Optional[list[str]] = typer.Option(None, "--target", help="Target as 'Subject,relation,Object' "
                                                "(repeatable); may be a derived fact. Read as one CSV record: quote "
-                                               "a name that holds a comma, as in '\"Hale, George\",wife,Martha "
-                                               "Hale'."),
+                                               "a name that holds a comma or a quote, as in '\"Hale, George\",wife,"
+                                               "Martha Hale'. Names must be the KB's exactly: only spaces around a "
+                                               "field are dropped; anything else is refused with the closest names."),
     method: MdusMethod = typer.Option(MdusMethod.exact, "--method", help="exact: all subset-minimal sets (clingo); "
                                       "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
                                       "Algorithm 1."),
