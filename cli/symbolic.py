@@ -11,7 +11,7 @@ import typer
 
 from dukb import InputError, one_line
 from dukb.cli.render import output_path
-from dukb.solver.mdus import MAX_SEEDS
+from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED
 from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the commands)
 
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
@@ -267,7 +267,8 @@ def mdus(
                                       "Algorithm 1."),
     seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help="random: number of seeds N_seed, "
                               f"1 to {MAX_SEEDS:,} (only with --method random)."),
-    seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum)."),
+    seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum), a 32-bit integer "
+                             f"({MIN_SEED:,} to {MAX_SEED:,})."),
     max_sets: Optional[int] = typer.Option(None, "--max-sets", help="exact: stop after this many sets, at least 1 "
                                            "(only with --method exact; default: all)."),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="exact/minimum: time limit per target, "
@@ -290,6 +291,8 @@ def mdus(
     from dukb.solver.mdus import check_limits, minimal_sets
 
     check_limits(max_sets=max_sets, seconds=seconds)  # --max-sets < 1; --seconds 0, negative, NaN or infinite
+    if not MIN_SEED <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be a 32-bit integer ({MIN_SEED:,} to {MAX_SEED:,}), got {seed}")
     if seeds != MDUS_SEEDS and method != MdusMethod.random:
         raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
     if max_sets is not None and method != MdusMethod.exact:

@@ -33,6 +33,8 @@ METHODS = ("exact", "minimum", "random")
 #: 100; each run is a forward-chaining pass over the target's cone (about 0.7 ms on the demo KB), so a larger count
 #: would run for hours instead of being refused.
 MAX_SEEDS = 10_000
+#: Range of ``--seed`` of the minimal sets: CP-SAT's random seed (:func:`minimum_set`) is a signed 32-bit integer.
+MIN_SEED, MAX_SEED = -2**31, 2**31 - 1
 #: file name of the exact sets' deletion program in dukb.data/rules
 DELETION_PROGRAM = "deep_unlearning_sets.lp"
 
@@ -218,18 +220,22 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
     Args:
         closure, targets: as for :func:`exact_sets`.
         seconds: CP-SAT time limit (None: none). ``complete`` is False if optimality was not proven.
-        seed: CP-SAT random seed (single worker, so the result is deterministic).
+        seed: CP-SAT random seed, :data:`MIN_SEED` to :data:`MAX_SEED` (single worker, so the result is
+            deterministic).
 
     Returns:
         :class:`MDUSResult` with one set.
 
     Raises:
-        InputError: ``seconds`` is not a positive finite number, or the time limit was reached before CP-SAT found
-            any deep unlearning set (a larger limit is needed).
+        InputError: ``seconds`` is not a positive finite number, ``seed`` is not a 32-bit integer, or the time
+            limit was reached before CP-SAT found any deep unlearning set (a larger limit is needed).
 
     Source: Wu et al. 2025, Definitions 1-3 (a minimum-cardinality minimal deep unlearning set); OR-tools CP-SAT.
     """
     check_limits(seconds=seconds)
+    if not MIN_SEED <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be in [{MIN_SEED:,}, {MAX_SEED:,}] (CP-SAT's seed is a 32-bit integer), "
+                         f"got {seed}")
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()

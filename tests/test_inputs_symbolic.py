@@ -41,7 +41,7 @@ from dukb.kb.csvfile import MAX_FIELD_CHARS
 from dukb.kb.generate import CACHE_MANIFEST, MAX_GENERATIONS, MAX_PEOPLE, default_generated_kb_dir, generate
 from dukb.kb.io import atomic_output
 from dukb.solver.closure import compute_closure, parse_target, resolve_target
-from dukb.solver.mdus import MAX_SEEDS, random_sets
+from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED, minimum_set, random_sets
 from input_checks import assert_one_line_error, error_lines, run_main
 from test_hardening_inputs import deadline, make_special
 
@@ -107,6 +107,8 @@ def test_huge_sizes_refused_at_once_in_a_process(tmp_path, args, says):
     (["generate", "--observed", "nan"], "--observed"),
     (["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", "0"], "--seeds"),
     (["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", str(MAX_SEEDS + 1)], "--seeds"),
+    (["mdus", "--kb", "demo", "--target-id", "0", "--method", "minimum", "--seed", HUGE], "--seed must be a 32-bit"),
+    (["mdus", "--kb", "demo", "--target-id", "0", "--seed", str(MIN_SEED - 1)], "--seed must be a 32-bit"),
     (["recall", "--kb", "demo", "--target-id", "0", "--retained", "r.csv", "--seeds", HUGE], "--seeds"),
     (["probes", "--kb", "demo", "--corrupt", "0.2", "--context", "0"], "--context"),
     (["probes", "--kb", "demo", "--corrupt", "0.2", "--context", str(MAX_CONTEXT + 1)], "--context"),
@@ -155,6 +157,9 @@ def test_library_bounds_match_the_cli():
     c = compute_closure(load_kb(DEMO))
     with pytest.raises(InputError, match="--seeds"):
         random_sets(c, [c.atom_of_fact(0)], n_seeds=MAX_SEEDS + 1)
+    with pytest.raises(InputError, match="--seed must be in"):
+        minimum_set(c, [c.atom_of_fact(0)], seed=MAX_SEED + 1)
+    assert minimum_set(c, [c.atom_of_fact(0)], seed=MIN_SEED).sets  # the bounds themselves are CP-SAT seeds
 
 
 # ----------------------------------------------------------------------------------------------- targets -------
