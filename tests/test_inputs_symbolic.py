@@ -162,6 +162,46 @@ def test_library_bounds_match_the_cli():
     assert minimum_set(c, [c.atom_of_fact(0)], seed=MIN_SEED).sets  # the bounds themselves are CP-SAT seeds
 
 
+INT_TEXT = st.sampled_from(["0", "-1", HUGE, "-" + HUGE, "1_0", "+1", "1.0", "nan", ""])
+FLOAT_TEXT = st.sampled_from(["0", "1", "-0.1", "1.5", "nan", "inf", "-inf", "1e999", "1e-300", "0.5", "1_0", ""])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(people=st.one_of(st.integers(1, 25).map(str), INT_TEXT), generations=st.one_of(st.integers(1, 8).map(str),
+                                                                                       INT_TEXT),
+       probs=st.dictionaries(st.sampled_from(["--observed", "--p-parents", "--p-spouse", "--p-children",
+                                              "--children-p", "--p-wife-surname", "--p-parent-birthplace"]),
+                             FLOAT_TEXT, max_size=3))
+def test_generate_options_fuzzed(tmp_path, capsys, people, generations, probs):
+    """Any value of generate's numeric options: exit 0 with a KB, or exit 2 with one line, within seconds."""
+    args = ["generate", "--people", people, "--generations", generations, "-o", tmp_path / "g", "--force"]
+    for flag, value in probs.items():
+        args += [flag, value]
+    with deadline(30):
+        rc, _, err = run_main(capsys, *args)
+    if rc == 0:
+        assert len(load_kb(tmp_path / "g").people) == int(people)
+    else:
+        error_lines(rc, err)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=st.sampled_from(["exact", "minimum", "random"]),
+       options=st.dictionaries(st.sampled_from(["--seeds", "--seed", "--max-sets", "--seconds"]),
+                               st.one_of(st.integers(1, 3).map(str), INT_TEXT, FLOAT_TEXT), max_size=3))
+def test_mdus_options_fuzzed(capsys, method, options):
+    """Any value of mdus's numeric options: exit 0 with sets, or exit 2 with one line, within seconds."""
+    args = ["mdus", "--kb", "demo", "--target-id", "0", "--method", method]
+    for flag, value in options.items():
+        args += [flag, value]
+    with deadline(30):
+        rc, out, err = run_main(capsys, *args)
+    if rc == 0:
+        assert json.loads(out)["targets"][0]["sets"]
+    else:
+        error_lines(rc, err)
+
+
 # ----------------------------------------------------------------------------------------------- targets -------
 def test_a_repeated_id_is_refused_at_its_line(tmp_path, capsys):
     f = tmp_path / "t.txt"
