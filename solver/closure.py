@@ -674,7 +674,10 @@ def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
     elif isinstance(target, int):
         return closure.atom_of_fact(target)
     elif isinstance(target, str):
-        triple = parse_target(target)
+        try:
+            triple = parse_target(target)
+        except InputError as e:  # malformed: still point at the people it seems to name
+            raise InputError(e.message + _closest_in_malformed(closure.kb, target)) from None
     else:
         triple = tuple(target)
     if tuple(triple) not in closure.index and all(isinstance(x, str) for x in triple):
@@ -719,6 +722,23 @@ def parse_target(text: str) -> Triple:
     return parts
 
 
+def _closest_names(kb: KB, name: str) -> list[str]:
+    """Up to 3 names of ``kb``'s people closest to ``name`` (:func:`difflib.get_close_matches`, cutoff 0.6)."""
+    import difflib
+
+    return difflib.get_close_matches(name, list(kb.people), n=3, cutoff=0.6)
+
+
+def _closest_in_malformed(kb: KB, text: str) -> str:
+    """``"; closest names: 'A', 'B'"`` for the people a malformed target string seems to name (its text split at
+    commas, quotes removed, first and last part), or "" when none is close."""
+    parts = [p.replace('"', "").strip(" ") for p in text.replace("\r", " ").replace("\n", " ").split(",")]
+    close = []
+    for part in (parts[0], parts[-1]) if len(parts) > 1 else parts[:1]:
+        close += [n for n in _closest_names(kb, part) if n not in close]
+    return f"; closest names: {', '.join(map(repr, close[:4]))}" if close else ""
+
+
 def check_target_names(kb: KB, triple: Triple) -> None:
     """Refuse a target whose names are not the KB's exactly: the subject and object must be people of ``kb`` and
     the relation one of :data:`dukb.kb.schema.RELATIONS` (case matters).
@@ -738,7 +758,7 @@ def check_target_names(kb: KB, triple: Triple) -> None:
     s, r, o = triple
     for what, name in (("subject", s), ("object", o)):
         if name not in kb.people:
-            close = difflib.get_close_matches(name, list(kb.people), n=3, cutoff=0.6)
+            close = _closest_names(kb, name)
             hint = f" (closest: {', '.join(map(repr, close))})" if close else ""
             c = control_char(name)
             why = f"; it holds a control character (U+{ord(c):04X}), which no name has" if c else \

@@ -251,8 +251,8 @@ def test_a_target_given_twice_is_refused(capsys):
 
 
 @pytest.mark.parametrize("target, fragments", [
-    ('Martha "Hale,husband,George Hale', ["not of the form"]),          # a bare quote
-    ('Martha Hale,husband,George Hale"', ["not of the form"]),
+    ('Martha "Hale,husband,George Hale', ["not of the form", "closest names: 'Martha Hale'"]),  # a bare quote
+    ('Martha Hale,husband,George Hale"', ["not of the form", "'George Hale'"]),
     ('"Martha ""Hale",husband,George Hale', ["no person named 'Martha \"Hale'", "'Martha Hale'"]),
     ("Martha\tHale,husband,George Hale", ["no person named 'Martha\\tHale'", "'Martha Hale'", "U+0009"]),
     ("Martha\u2028Hale,husband,George Hale", ["'Martha\\u2028Hale'", "'Martha Hale'", "U+2028"]),
