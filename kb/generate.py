@@ -786,7 +786,8 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
     (:func:`cache_problem`); a damaged folder (a file edited, truncated, missing or replaced, or the record itself
     damaged) is moved aside and built again, with one line on stderr (``dukb: note: the cached built-in KB DIR was
     damaged (REASON); rebuilt``). A folder without the record whose files are exactly what the generator makes
-    (a cache written before the record existed) gets the record quietly. Use it wherever dukb needs an EDU-RELAT-like KB that ships with the package.
+    (a cache written before the record existed) gets the record quietly. Use it wherever dukb needs an
+    EDU-RELAT-like KB that ships with the package.
 
     Args:
         cache_dir: folder to keep it in (created if needed).
@@ -861,8 +862,9 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
 
 __all__ = [
-    "CACHE_FILES", "CACHE_MANIFEST", "DEFAULT_PEOPLE", "DEFAULT_SEED", "cache_problem", "cache_root", "EDU_RELAT_OBSERVED", "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth",
-    "GENERATOR_VERSION", "GeneratorConfig", "MAX_GENERATIONS", "MAX_PEOPLE", "birthplace_value",
-    "default_generated_kb", "default_generated_kb_dir", "first_names", "generate", "job_decade", "jobs_by_decade", "observation_probabilities", "surnames",
-    "us_states", "write_truth",
+    "CACHE_FILES", "CACHE_MANIFEST", "DEFAULT_PEOPLE", "DEFAULT_SEED", "EDU_RELAT_OBSERVED",
+    "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth", "GENERATOR_VERSION", "GeneratorConfig", "MAX_GENERATIONS",
+    "MAX_PEOPLE", "birthplace_value", "cache_problem", "cache_root", "default_generated_kb",
+    "default_generated_kb_dir", "first_names", "generate", "job_decade", "jobs_by_decade",
+    "observation_probabilities", "surnames", "us_states", "write_truth",
 ]

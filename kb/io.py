@@ -82,11 +82,11 @@ def resolve_kb_path(kb: str | Path) -> Path:
 @contextmanager
 def atomic_output(path: str | Path, binary: bool = False):
     """Write an output file all or nothing: the block writes to a fresh temporary file beside ``path``
-    (``.NAME.PID.RANDOM.tmp``, created with ``O_EXCL`` and ``O_NOFOLLOW``), which is flushed, synced and renamed over
-    ``path`` (:func:`os.replace`) only when the block ends without error. A failed write (a full disk, a file size
-    limit, an error or Ctrl-C in the block) removes the temporary file and leaves ``path`` as it was: never a
-    truncated file. A symbolic link, FIFO or other file in ``path``'s place is replaced, never written through.
-    Parent folders are created.
+    (``.NAME.RANDOM.tmp``, NAME cut to 48 characters, created with ``O_EXCL`` and ``O_NOFOLLOW``), which is
+    flushed, synced and renamed over ``path`` (:func:`os.replace`) only when the block ends without error. A failed
+    write (a full disk, a file size limit, an error or Ctrl-C in the block) removes the temporary file and leaves
+    ``path`` as it was: never a truncated file. A symbolic link, FIFO or other file in ``path``'s place is
+    replaced, never written through. Parent folders are created.
 
     Args:
         path: the output file.
@@ -103,7 +103,7 @@ def atomic_output(path: str | Path, binary: bool = False):
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
         raise InputError("cannot write this file: a directory is in its place", path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name[:48]}.{secrets.token_hex(6)}.tmp")  # short: a long name stays writable
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
