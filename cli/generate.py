@@ -8,23 +8,31 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.render import output_path
+from dukb.kb.generate import MAX_GENERATIONS, MAX_PEOPLE
 
 KB_FILES = ("people.csv", "relationships.csv", "biographies.csv", "truth.csv")
 
 
+def _tie(flag: str, event: str, default: float):
+    """The option of a family-tie probability: a chance strictly between 0 and 1 (checked in :func:`generate`)."""
+    return typer.Option(None, flag, help=f"Chance that {event}, in (0, 1) (default {default}).")
+
+
 def generate(
-    output: Path = typer.Option(..., "-o", "--output", help="KB directory to write (created if needed)."),
-    people: int = typer.Option(100, "--people", help="Number of people (exactly)."),
+    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="DIR",
+                                help="KB directory to write (created if needed; each file all or nothing)."),
+    people: int = typer.Option(100, "--people", min=1, max=MAX_PEOPLE, help="Number of people (exactly), 1 to "
+                               f"{MAX_PEOPLE:,}."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same options give the same KB."),
-    generations: int = typer.Option(4, "--generations", help="Number of generations (the paper's 4)."),
+    generations: int = typer.Option(4, "--generations", min=1, max=MAX_GENERATIONS, help="Number of generations, "
+                                    f"1 to {MAX_GENERATIONS} (the paper's 4)."),
     observed: Optional[float] = typer.Option(None, "--observed", help="Share of the true relationship facts "
-                                             "written to K, in [0, 1] (default 400/562 = 0.712, EDU-RELAT's)."),
-    p_parents: Optional[float] = typer.Option(None, "--p-parents", help="Chance that a person gets parents "
-                                              "(default 0.8)."),
-    p_spouse: Optional[float] = typer.Option(None, "--p-spouse", help="Chance that a person gets a spouse "
-                                             "(default 0.7)."),
-    p_children: Optional[float] = typer.Option(None, "--p-children", help="Chance that a couple has children "
-                                               "(default 0.9)."),
+                                             "written to K, in (0, 1]: 0 would leave K without relationship facts "
+                                             "(default 400/562 = 0.712, EDU-RELAT's)."),
+    p_parents: Optional[float] = _tie("--p-parents", "a person gets parents", 0.8),
+    p_spouse: Optional[float] = _tie("--p-spouse", "a person gets a spouse", 0.7),
+    p_children: Optional[float] = _tie("--p-children", "a couple has children", 0.9),
     children_p: Optional[float] = typer.Option(None, "--children-p", help="Success probability of the geometric "
                                                "number of children, truncated at 4 (default 0.4)."),
     p_wife_surname: Optional[float] = typer.Option(None, "--p-wife-surname", help="Chance that a wife takes her "
@@ -42,6 +50,10 @@ def generate(
     only a share (--observed) of the true relationship facts goes into relationships.csv, so that the closure under
     the family rules adds facts. Output: people.csv, relationships.csv, biographies.csv (and truth.csv with
     --truth), loadable with `dukb validate --kb DIR`.
+
+    Degenerate networks are refused: --p-parents, --p-spouse and --p-children lie strictly between 0 and 1 (at 0 a
+    kind of family tie never forms, at 1 every person or couple gets one, so the draw no longer varies), and
+    --observed is above 0.
     """
     from dukb.kb.generate import EDU_RELAT_OBSERVED, GeneratorConfig, generate as gen, write_truth
     from dukb.kb.io import save_kb
@@ -52,6 +64,12 @@ def generate(
     flags = {"p_parents": "--p-parents", "p_spouse": "--p-spouse", "p_children": "--p-children",
              "children_geometric_p": "--children-p", "p_wife_takes_surname": "--p-wife-surname",
              "p_parent_birthplace": "--p-parent-birthplace"}
+    for flag, value in (("--p-parents", p_parents), ("--p-spouse", p_spouse), ("--p-children", p_children)):
+        if value is not None and not 0.0 < value < 1.0:  # NaN fails too
+            raise InputError(f"{flag} must lie strictly between 0 and 1 (0 or 1 makes a degenerate family network), "
+                             f"got {value}")
+    if observed is not None and not 0.0 < observed <= 1.0:
+        raise InputError(f"--observed must be in (0, 1] (0 leaves K without relationship facts), got {observed}")
     try:
         cfg = GeneratorConfig(**{k: v for k, v in overrides.items() if v is not None})
     except InputError as e:

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import typer
 
+from dukb.cli.render import output_path
+
 
 def import_edu_relat(
     src: Path = typer.Argument(..., metavar="SRC", help="The benchmark's original folder (EDU-RELAT data/, e.g. "
                                "../shared/edu-relat/original): family-200-graph.pt, family_relationships.pt, "
                                "family_biographies.pt, subsample.pt, us_population_distribution."),
-    out: Path = typer.Argument(..., metavar="OUT", help="KB directory to write (created if needed; files of the "
-                               "same names are replaced)."),
+    out: Path = typer.Argument(..., metavar="OUT", parser=output_path, help="KB directory to write (created if "
+                               "needed; files of the same names are replaced, each all or nothing)."),
 ) -> None:
     """Convert the Eval-DU benchmark's pickled .pt files (the EDU-RELAT data set) into a KB directory, reading them
     without torch and refusing any pickled code. `import-edu-relat` is the same command under its earlier name.

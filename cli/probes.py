@@ -11,8 +11,18 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.render import output_path
 
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
+
+#: Most corruption documents per corrupted person (``--docs-per-entity`` of probes and restor): 1,000, above
+#: RESTOR's about 60 per incorrect fact (300 per person); each document is written and trained on, so a larger
+#: count would run for hours instead of being refused.
+MAX_DOCS_PER_ENTITY = 1000
+
+#: Most correct context facts per corruption document (``--context``): 1,000 (RESTOR's k counts batches of 5). At
+#: least 1: a document without context is the targeted forget set, not a corruption document.
+MAX_CONTEXT = 1000
 
 
 class ProbeFormat(str, Enum):
@@ -42,14 +52,16 @@ def probes(
     corrupt_fraction: Optional[float] = typer.Option(None, "--corrupt", help="RESTOR-style: corrupt this share "
                                                      "of the KB's facts, in (0, 1], 5 per chosen person, and write "
                                                      "the corrupted KB and its documents into the -o folder."),
-    context: Optional[int] = typer.Option(None, "--context", help="With --corrupt: correct facts about other "
-                                          "people per corruption document (k; default 5)."),
-    docs_per_entity: int = typer.Option(1, "--docs-per-entity", help="With --corrupt: documents per corrupted "
-                                        "person."),
+    context: Optional[int] = typer.Option(None, "--context", min=1, max=MAX_CONTEXT, help="With --corrupt: "
+                                          f"correct facts about other people per corruption document (k), 1 to "
+                                          f"{MAX_CONTEXT:,} (default 5)."),
+    docs_per_entity: int = typer.Option(1, "--docs-per-entity", min=1, max=MAX_DOCS_PER_ENTITY, help="With "
+                                        f"--corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}."),
     rules: str = typer.Option("family", "--rules", help="Rule set of the closure used to keep gold answers right: "
                               "'family', 'family_paper_compat' or a .lp file."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output file (stdout if omitted); a "
-                                          "folder with --format edu or --corrupt."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
+                                          help="Output file (stdout if omitted); a folder with --format edu or "
+                                          "--corrupt. Each file is written all or nothing."),
 ) -> None:
     """Probe questions for every fact of a KB, one row per (fact, kind) where the kind applies.
 

@@ -13,15 +13,33 @@ from dukb import InputError
 
 
 def emit(text: str, output: Path | None) -> None:
-    """Write ``text`` to ``output`` (creating parent folders) or to stdout."""
+    """Write ``text`` to ``output`` (creating parent folders; all or nothing, :func:`dukb.kb.io.atomic_output`) or
+    to stdout.
+
+    Raises:
+        InputError: the file cannot be written (a failed write leaves no partial file).
+    """
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write output: {e.strerror}", output) from None
+    from dukb.kb.io import atomic_output
+
+    with atomic_output(output) as fh:
+        fh.write(text if text.endswith("\n") else text + "\n")
+
+
+def output_path(value: str) -> Path:
+    """Typer parser of an ``-o/--output`` value: the path as given; an empty value (``-o ''``, which would
+    otherwise become the working directory) is a usage error (one line, exit 2).
+
+    Raises:
+        typer.BadParameter: the value is empty or only spaces.
+    """
+    if not value.strip():
+        import typer
+
+        raise typer.BadParameter("an empty path; give a file or folder name")
+    return Path(value)
 
 
 _FLAT_LIST = re.compile(r"\[\s+([-0-9.,\s]+?)\s+\]")

@@ -12,6 +12,7 @@ import typer
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
+from dukb.cli.probes import MAX_DOCS_PER_ENTITY
 
 
 def parse_method_values(option: str, values: list[str] | None, integer: bool = False) -> dict:
@@ -68,8 +69,9 @@ def restor(
                                            "chosen person; RESTOR corrupts about 250 of 1,051 facts (0.24)."),
     context: int = typer.Option(5, "--context", help="k: correct facts about other people per corruption document "
                                 "(RESTOR's k counts batches of 5: k_RESTOR = context / 5)."),
-    docs_per_entity: int = typer.Option(20, "--docs-per-entity", help="Corruption documents per corrupted person "
-                                        "(RESTOR: about 60 per incorrect fact)."),
+    docs_per_entity: int = typer.Option(20, "--docs-per-entity", min=1, max=MAX_DOCS_PER_ENTITY,
+                                        help="Corruption documents per corrupted person, 1 to "
+                                        f"{MAX_DOCS_PER_ENTITY:,} (RESTOR: about 60 per incorrect fact)."),
     methods: str = typer.Option("ga,kl,npo", "--methods", help="Comma-separated unlearning methods: ga, kl, npo."),
     targeted: bool = typer.Option(False, "--targeted", help="Unlearn only the incorrect-fact sentences of each "
                                   "document (RESTOR's k=0 forget set)."),

@@ -10,9 +10,16 @@ from typing import Optional
 import typer
 
 from dukb import InputError, one_line
+from dukb.cli.render import output_path
+from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED
 from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the commands)
 
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
+
+#: ``-o/--output`` of closure, mdus and recall: written all or nothing (:func:`dukb.kb.io.atomic_output`); an empty
+#: value is refused (:func:`dukb.cli.render.output_path`).
+OUTPUT_OPTION = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
+                             help="Write here instead of stdout (all or nothing: a failed write leaves no file).")
 
 
 #: Default of ``dukb mdus --seeds`` (the paper's N_seed).
@@ -41,20 +48,30 @@ class RecallMethod(str, Enum):
     random = "random"
 
 
+#: Most lines a targets file may have (comments and blank lines included): 1,000,000, checked before any line is
+#: read (a KB of :data:`dukb.kb.generate.MAX_PEOPLE` people has about 4 million relationship facts, but no protocol
+#: runs a million targets).
+MAX_TARGETS_LINES = 1_000_000
+
+
 def read_targets_file(path: Path) -> list[int]:
     """Read a targets file: one relationship fact_id per line; '#' starts a comment; blank lines are skipped.
 
+    The file shares the KB files' limits: a regular file of at most :data:`dukb.kb.csvfile.MAX_INPUT_BYTES` bytes
+    (:func:`dukb.kb.csvfile.read_text`), no line longer than :data:`dukb.kb.csvfile.MAX_FIELD_CHARS` characters;
+    and it has at most :data:`MAX_TARGETS_LINES` lines. Each fact_id is listed once: a repeat is refused at its
+    line (a repeated target would be solved and unlearned again, for nothing).
+
     Args:
-        path: the file (read bounded by :func:`dukb.kb.csvfile.read_text`: a regular file of at most
-            :data:`dukb.kb.csvfile.MAX_INPUT_BYTES` bytes).
+        path: the file.
 
     Returns:
         The fact_ids in file order.
 
     Raises:
-        InputError: missing, unreadable or not regular file (FIFO, device, folder), too large, not UTF-8, no
-            fact_id at all, or a line that is not an integer ``-?[0-9]+`` in ASCII of at most 18 digits (file and
-            line named).
+        InputError: missing, unreadable or not regular file (FIFO, device, folder), too large, not UTF-8, too many
+            lines, no fact_id at all, or (file and line named) a line over the length limit, a line that is not
+            an integer ``-?[0-9]+`` in ASCII of at most 18 digits, or a fact_id listed again.
     """
     return [fid for fid, _ in read_targets_lines(path)]
 
@@ -65,22 +82,31 @@ def read_targets_lines(path: Path) -> list[tuple[int, int]]:
     Raises:
         InputError: as :func:`read_targets_file`.
     """
-    from dukb.kb.csvfile import MAX_INT_DIGITS, read_text, strict_int
+    from dukb.kb.csvfile import MAX_FIELD_CHARS, MAX_INT_DIGITS, read_text, strict_int
 
-    ids = []
-    for n, raw in enumerate(read_text(path, "targets file").replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
-        text = raw.split("#", 1)[0].strip(" \t")
-        if not text:
+    text = read_text(path, "targets file").replace("\r\n", "\n").replace("\r", "\n")
+    n_lines = text.count("\n") + (not text.endswith("\n"))
+    if n_lines > MAX_TARGETS_LINES:
+        raise InputError(f"{n_lines:,} lines, more than the {MAX_TARGETS_LINES:,} a targets file may have", path)
+    first: dict[int, int] = {}
+    for n, raw in enumerate(text.split("\n"), 1):
+        if len(raw) > MAX_FIELD_CHARS:
+            raise InputError(f"line of {len(raw):,} characters, longer than the {MAX_FIELD_CHARS:,} allowed", path, n)
+        cell = raw.split("#", 1)[0].strip(" \t")
+        if not cell:
             continue
-        fid = strict_int(text)
+        fid = strict_int(cell)
         if fid is None:
-            shown = text if len(text) <= 60 else text[:60] + f"... ({len(text)} characters)"
+            shown = cell if len(cell) <= 60 else cell[:60] + f"... ({len(cell)} characters)"
             raise InputError(f"{shown!r} is not a fact_id (one integer per line: the digits 0-9, at most "
                              f"{MAX_INT_DIGITS}, and a leading '-'; '#' for comments)", path, n)
-        ids.append((fid, n))
-    if not ids:
+        if fid in first:
+            raise InputError(f"fact_id {fid} is listed again (first on line {first[fid]}); list each target once",
+                             path, n)
+        first[fid] = n
+    if not first:
         raise InputError("targets file lists no fact_id", path)
-    return ids
+    return list(first.items())
 
 
 def read_targets_in_kb(path: Path, kb: str | None) -> list[int]:
@@ -157,7 +183,7 @@ def closure(
     kb: str = typer.Option(..., "--kb", help=KB_HELP),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
     fmt: ClosureFormat = typer.Option(ClosureFormat.csv, "--format", help="csv | json | table."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    output: Optional[Path] = OUTPUT_OPTION,
 ) -> None:
     """Deductive closure Omega(K, R): every fact of the KB and every fact the rules derive from it.
 
@@ -182,22 +208,21 @@ def closure(
 
 
 def _write_closure_csv(c, output: Optional[Path]) -> None:
-    """Write the closure as CSV (subject,relation,object,source) to ``output`` or stdout.
+    """Write the closure as CSV (subject,relation,object,source) to ``output`` (all or nothing,
+    :func:`dukb.kb.io.atomic_output`) or stdout.
 
     Raises:
-        InputError: the output file cannot be written.
+        InputError: the output file cannot be written (a failed write leaves no partial file).
     """
     import sys
 
     if output is None:
         c.write_csv(sys.stdout)
         return
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with open(output, "w", encoding="utf-8", newline="") as fh:
-            c.write_csv(fh)
-    except OSError as e:
-        raise InputError(f"cannot write output: {e.strerror}", output) from None
+    from dukb.kb.io import atomic_output
+
+    with atomic_output(output) as fh:
+        c.write_csv(fh)
 
 
 def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int | None]]:
@@ -215,6 +240,13 @@ def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int 
         out.append((a, c.fact_ids[a] if c.is_kb(a) else None))
     if not out:
         raise InputError("give at least one target: --target-id N, --targets-file FILE or --target 'S,R,O'")
+    seen = set()
+    for a, _ in out:
+        if a in seen:
+            s, r, o = c.atoms[a]
+            raise InputError(f"target ({s}, {r}, {o}) is given twice (by --target-id, --targets-file or --target); "
+                             "give each target once")
+        seen.add(a)
     return out
 
 
@@ -223,17 +255,20 @@ def mdus(
     target_id: Optional[list[int]] = typer.Option(None, "--target-id", help="Relationship fact_id of a target "
                                                   "(repeatable)."),
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="File with one fact_id per line; '#' "
-                                                "starts a comment."),
+                                                f"starts a comment; each fact_id once; at most {MAX_TARGETS_LINES:,} "
+                                                "lines."),
     target: Optional[list[str]] = typer.Option(None, "--target", help="Target as 'Subject,relation,Object' "
                                                "(repeatable); may be a derived fact. Read as one CSV record: quote "
-                                               "a name that holds a comma, as in '\"Hale, George\",wife,Martha "
-                                               "Hale'."),
+                                               "a name that holds a comma or a quote, as in '\"Hale, George\",wife,"
+                                               "Martha Hale'. Names must be the KB's exactly: only spaces around a "
+                                               "field are dropped; anything else is refused with the closest names."),
     method: MdusMethod = typer.Option(MdusMethod.exact, "--method", help="exact: all subset-minimal sets (clingo); "
                                       "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
                                       "Algorithm 1."),
-    seeds: int = typer.Option(MDUS_SEEDS, "--seeds", help="random: number of seeds N_seed (only with --method "
-                              "random)."),
-    seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum)."),
+    seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help="random: number of seeds N_seed, "
+                              f"1 to {MAX_SEEDS:,} (only with --method random)."),
+    seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum), a 32-bit integer "
+                             f"({MIN_SEED:,} to {MAX_SEED:,})."),
     max_sets: Optional[int] = typer.Option(None, "--max-sets", help="exact: stop after this many sets, at least 1 "
                                            "(only with --method exact; default: all)."),
     seconds: Optional[float] = typer.Option(None, "--seconds", help="exact/minimum: time limit per target, "
@@ -243,7 +278,7 @@ def mdus(
                                "non-derivable (adds a 'joint' entry)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
     fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    output: Optional[Path] = OUTPUT_OPTION,
 ) -> None:
     """Minimal deep unlearning sets of each target: sets of KB facts whose removal makes the target non-derivable,
     none of whose proper subsets does (Wu et al. 2025, Definition 3).
@@ -255,9 +290,9 @@ def mdus(
     from dukb.cli.render import emit, to_json, to_table
     from dukb.solver.mdus import check_limits, minimal_sets
 
-    if seeds < 1:
-        raise InputError(f"--seeds must be at least 1, got {seeds}")
     check_limits(max_sets=max_sets, seconds=seconds)  # --max-sets < 1; --seconds 0, negative, NaN or infinite
+    if not MIN_SEED <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be a 32-bit integer ({MIN_SEED:,} to {MAX_SEED:,}), got {seed}")
     if seeds != MDUS_SEEDS and method != MdusMethod.random:
         raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
     if max_sets is not None and method != MdusMethod.exact:
@@ -305,11 +340,12 @@ def recall(
                                                 "relationships_correct.pt and biographies_correct.pt."),
     method: RecallMethod = typer.Option(RecallMethod.exact, "--method", help="exact: all minimal sets (falls back "
                                         "to random if enumeration hits its limit); random: Algorithm 1."),
-    seeds: int = typer.Option(100, "--seeds", help="random: number of seeds."),
+    seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help=f"random: number of seeds, 1 to "
+                              f"{MAX_SEEDS:,}."),
     seed: int = typer.Option(0, "--seed", help="random: base seed."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
     fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    output: Optional[Path] = OUTPUT_OPTION,
 ) -> None:
     """Recall and accuracy of an unlearned model (Wu et al. 2025, Eq. 1-2) from the facts it still knows.
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from dukb import InputError
-from dukb.kb.io import check_kb, save_kb
+from dukb.kb.io import atomic_output, check_kb, save_kb
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.probes import BIOGRAPHY, RELATIONSHIP, FactIndex, fallback_values, load_template
 from dukb.kb.schema import OBJECT_GENDER
@@ -414,14 +414,14 @@ def save_corruption(result: Corruption, directory: str | Path) -> dict[str, Path
     try:
         kb_dir = save_kb(result.kb, root / "kb")
         cpath = root / "corruptions.csv"
-        with open(cpath, "w", newline="", encoding="utf-8") as fh:
+        with atomic_output(cpath) as fh:
             w = csv.writer(fh, lineterminator="\n")
             w.writerow(CORRUPTION_COLUMNS)
             for c in result.facts:
                 w.writerow([c.fact_kind, c.fact_id, c.subject, c.predicate, c.true_value, c.injected_value])
         dpath = root / "documents.jsonl"
-        dpath.write_text("".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in result.documents),
-                         encoding="utf-8")
+        with atomic_output(dpath) as fh:
+            fh.write("".join(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in result.documents))
     except OSError as e:
         raise InputError(f"cannot write the corruption: {e.strerror}", root) from None
     return {"kb": kb_dir, "corruptions": cpath, "documents": dpath}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.kb.csvfile import MAX_INT_DIGITS
-from dukb.kb.io import check_kb, load_kb, save_kb
+from dukb.kb.io import atomic_output, check_kb, load_kb, save_kb
 from dukb.kb.model import KB, BioFact, Fact, Person
 from dukb.kb.ptfile import PickledPerson, load_benchmark_pickle, short_repr
 from dukb.kb.schema import ATTRIBUTES, RELATIONS
@@ -164,7 +164,7 @@ def _person_row(p: PickledPerson, name: str, states: list[str], path: Path, k: i
 
 
 def _write_jsonl(path: Path, qa: dict[str, list[str]], n: int) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+    with atomic_output(path) as fh:
         for k in range(n):
             fh.write(json.dumps({"fact_id": k, **{key: v[k] for key, v in qa.items()}}) + "\n")
 
@@ -231,8 +231,8 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
     save_kb(kb, out)
     _write_jsonl(out / "qa_relationships.jsonl", rel_qa, len(edges))
     _write_jsonl(out / "qa_biographies.jsonl", bio_qa, len(biographies))
-    (out / "targets.txt").write_text(TARGETS_HEADER.format(n=len(targets)) + "\n"
-                                     + "".join(f"{t}\n" for t in targets), encoding="utf-8", newline="\n")
+    with atomic_output(out / "targets.txt") as fh:
+        fh.write(TARGETS_HEADER.format(n=len(targets)) + "\n" + "".join(f"{t}\n" for t in targets))
     return load_kb(out)
 
 

@@ -61,6 +61,15 @@ GENERATOR_VERSION = 1
 DEFAULT_PEOPLE = 100
 DEFAULT_SEED = 0
 
+#: Most people :func:`generate` (and ``dukb generate --people``) makes: 1,000,000, the largest KB the symbolic core
+#: is measured on (bench/RESULTS.md: its closure in 93 s and 5 GiB). A larger count would run for hours and
+#: exhaust memory instead of being refused.
+MAX_PEOPLE = 1_000_000
+
+#: Most generations :func:`generate` (and ``dukb generate --generations``) spans: 100 (EDU-RELAT has 4). Each
+#: generation is a pass over the people, and birth years move 27 years a generation.
+MAX_GENERATIONS = 100
+
 #: EDU-RELAT's share of the true relationship facts that K holds: 400 of the 562 facts of its closure.
 EDU_RELAT_OBSERVED = 400 / 562
 
@@ -567,9 +576,9 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
     """Generate a synthetic family KB and its true network (Wu et al. 2025, Appendix B).
 
     Args:
-        n_people: number of people (exactly), >= 1.
+        n_people: number of people (exactly), 1 to :data:`MAX_PEOPLE`.
         seed: random seed (any integer >= 0); the same arguments give the same KB.
-        generations: number of generations (>= 1); generation 0 is the oldest.
+        generations: number of generations, 1 to :data:`MAX_GENERATIONS`; generation 0 is the oldest.
         observed: share of the true relationship facts put in K, in [0, 1] (default EDU-RELAT's 400/562): K holds
             round(observed * number of true facts) of them (fewer only if relations of observe weight 0 make
             that impossible), chosen per relation by :func:`observation_probabilities`.
@@ -581,14 +590,17 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
         people order: birthyear, birthplace written "<State> state", job), and the :class:`FamilyTruth`.
 
     Raises:
-        InputError: n_people < 1, generations < 1, observed outside [0, 1], negative seed, bad config.
+        InputError: n_people or generations outside their range, observed outside [0, 1], negative seed, bad
+            config.
 
     Source: Wu et al. 2025, "Evaluating Deep Unlearning in Large Language Models", Appendix B and F.
     """
-    if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or n_people < 1:
-        raise InputError(f"the number of people must be an integer >= 1, got {n_people!r}")
-    if isinstance(generations, bool) or not isinstance(generations, (int, np.integer)) or generations < 1:
-        raise InputError(f"the number of generations must be an integer >= 1, got {generations!r}")
+    if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or not 1 <= n_people <= MAX_PEOPLE:
+        raise InputError(f"the number of people must be an integer in [1, {MAX_PEOPLE:,}], got {n_people!r}")
+    if isinstance(generations, bool) or not isinstance(generations, (int, np.integer)) \
+            or not 1 <= generations <= MAX_GENERATIONS:
+        raise InputError(f"the number of generations must be an integer in [1, {MAX_GENERATIONS}], "
+                         f"got {generations!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"the seed must be an integer >= 0, got {seed!r}")
     if not (isinstance(observed, (int, float)) and 0.0 <= observed <= 1.0):
@@ -672,14 +684,20 @@ def _generate(n_people: int, seed: int, generations: int, observed: float,
 
 
 def write_truth(truth: FamilyTruth, path: str | Path) -> Path:
-    """Write every true relationship fact as CSV ``subject,relation,object,observed`` (observed 1 if in K, else 0).
+    """Write every true relationship fact as CSV ``subject,relation,object,observed`` (observed 1 if in K, else 0),
+    all or nothing (:func:`dukb.kb.io.atomic_output`).
 
     Returns:
         The path written.
+
+    Raises:
+        InputError: the file cannot be written (named).
     """
+    from dukb.kb.io import atomic_output
+
     path = Path(path)
     seen = set(truth.observed)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    with atomic_output(path) as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["subject", "relation", "object", "observed"])
         for t in truth.relations:
@@ -701,13 +719,75 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "dukb"
 
 
+#: The files of the built-in generated KB's cache folder, each recorded in :data:`CACHE_MANIFEST`.
+CACHE_FILES = ("people.csv", "relationships.csv", "biographies.csv", "truth.csv")
+
+#: The cache folder's record of its files' SHA-256 digests, written when the folder is built and checked at every
+#: use (:func:`default_generated_kb_dir`).
+CACHE_MANIFEST = "sha256.json"
+
+
+def _cache_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 (hex) of each of :data:`CACHE_FILES` in ``folder``, read bounded (a regular file of at most
+    :data:`dukb.kb.csvfile.MAX_INPUT_BYTES` bytes).
+
+    Raises:
+        InputError: a file is missing, not a regular file, too large or unreadable (named).
+    """
+    import hashlib
+
+    from dukb.kb.csvfile import read_bytes
+
+    return {name: hashlib.sha256(read_bytes(folder / name, "cached KB file")).hexdigest() for name in CACHE_FILES}
+
+
+def cache_problem(folder: str | Path) -> str | None:
+    """What is wrong with a built-in KB cache folder, or None when every file has the SHA-256 its
+    :data:`CACHE_MANIFEST` recorded when it was built.
+
+    Args:
+        folder: the cache folder (``generated-p100-s0-v<GENERATOR_VERSION>``).
+
+    Returns:
+        None, or a short reason: ``no sha256.json``, ``sha256.json is damaged``, ``people.csv is missing`` (or not a
+        regular file, or unreadable), ``relationships.csv changed since it was built``.
+    """
+    import json
+
+    from dukb.kb.csvfile import read_bytes
+
+    folder = Path(folder)
+    if not os.path.lexists(folder / CACHE_MANIFEST):
+        return f"no {CACHE_MANIFEST}"
+    try:
+        recorded = json.loads(read_bytes(folder / CACHE_MANIFEST, CACHE_MANIFEST, limit=1 << 16))
+    except InputError as e:
+        return f"{CACHE_MANIFEST}: {e.message}"
+    except (ValueError, RecursionError):
+        return f"{CACHE_MANIFEST} is damaged"
+    if not isinstance(recorded, dict) or set(recorded) != set(CACHE_FILES) \
+            or not all(isinstance(v, str) for v in recorded.values()):
+        return f"{CACHE_MANIFEST} is damaged"
+    try:
+        got = _cache_digests(folder)
+    except InputError as e:
+        return f"{Path(e.path).name if e.path else 'a file'}: {e.message}"
+    changed = [name for name in CACHE_FILES if got[name] != recorded[name]]
+    return f"{', '.join(changed)} changed since it was built" if changed else None
+
+
 def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
     """The built-in default generated KB: ``generate(DEFAULT_PEOPLE, DEFAULT_SEED)`` written as a KB directory.
 
     The directory is ``<cache>/generated-p100-s0-v<GENERATOR_VERSION>``, where ``<cache>`` is ``cache_dir``, else
     ``$DUKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/dukb``, else ``~/.cache/dukb``. It is written on first use
-    (atomically: into a temporary sibling, then renamed) and reused afterwards; it also holds ``truth.csv``
-    (:func:`write_truth`). Use it wherever dukb needs an EDU-RELAT-like KB that ships with the package.
+    (atomically: into a temporary sibling, then renamed) with ``truth.csv`` (:func:`write_truth`) and
+    :data:`CACHE_MANIFEST`, the SHA-256 of each file. Every later use checks the files against it
+    (:func:`cache_problem`); a damaged folder (a file edited, truncated, missing or replaced, or the record itself
+    damaged) is moved aside and built again, with one line on stderr (``dukb: note: the cached built-in KB DIR was
+    damaged (REASON); rebuilt``). A folder without the record whose files are exactly what the generator makes
+    (a cache written before the record existed) gets the record quietly. Use it wherever dukb needs an
+    EDU-RELAT-like KB that ships with the package.
 
     Args:
         cache_dir: folder to keep it in (created if needed).
@@ -718,30 +798,55 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
     Raises:
         InputError: the cache folder cannot be written.
     """
+    import json
+    import sys
+
+    from dukb import one_line
     from dukb.kb.io import save_kb
 
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     target = root / f"generated-p{DEFAULT_PEOPLE}-s{DEFAULT_SEED}-v{GENERATOR_VERSION}"
-    if (target / "people.csv").is_file() and (target / "relationships.csv").is_file() \
-            and (target / "biographies.csv").is_file():
-        return target
+    problem = None
+    if os.path.lexists(target):
+        problem = cache_problem(target)
+        if problem is None:
+            return target
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".generating-", dir=root))
     except OSError as e:
         raise InputError(f"cannot write the generated KB cache: {e.strerror}", root) from None
+    old = None
     try:
         kb, truth = generate(DEFAULT_PEOPLE, DEFAULT_SEED)
         save_kb(kb, tmp)
         write_truth(truth, tmp / "truth.csv")
+        digests = _cache_digests(tmp)
+        (tmp / CACHE_MANIFEST).write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
+        if problem == f"no {CACHE_MANIFEST}":  # a folder built before the record existed: quiet if its files
+            try:                               # are what the generator makes
+                if _cache_digests(target) == digests:
+                    problem = None
+            except InputError:
+                pass
         try:
+            if os.path.lexists(target):  # set the old folder aside (another process may have done it already)
+                old = Path(tempfile.mkdtemp(prefix=".damaged-", dir=root))
+                try:
+                    os.replace(target, old / "kb")
+                except FileNotFoundError:
+                    pass
             os.replace(tmp, target)
         except OSError as e:
-            if not (target / "people.csv").is_file():  # not another process having won the race
+            if not os.path.lexists(target) or cache_problem(target) is not None:  # not another process's good copy
                 raise InputError(f"cannot write the generated KB cache: {e.strerror}", target) from None
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        for folder in (tmp, old):
+            if folder is not None and folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+    if problem is not None:
+        print(one_line(f"dukb: note: the cached built-in KB {target} was damaged ({problem}); rebuilt"),
+              file=sys.stderr, flush=True)
     return target
 
 
@@ -757,8 +862,9 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
 
 __all__ = [
-    "DEFAULT_PEOPLE", "DEFAULT_SEED", "cache_root", "EDU_RELAT_OBSERVED", "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth",
-    "GENERATOR_VERSION", "GeneratorConfig", "birthplace_value", "default_generated_kb", "default_generated_kb_dir",
-    "first_names", "generate", "job_decade", "jobs_by_decade", "observation_probabilities", "surnames",
-    "us_states", "write_truth",
+    "CACHE_FILES", "CACHE_MANIFEST", "DEFAULT_PEOPLE", "DEFAULT_SEED", "EDU_RELAT_OBSERVED",
+    "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth", "GENERATOR_VERSION", "GeneratorConfig", "MAX_GENERATIONS",
+    "MAX_PEOPLE", "birthplace_value", "cache_problem", "cache_root", "default_generated_kb",
+    "default_generated_kb_dir", "first_names", "generate", "job_decade", "jobs_by_decade",
+    "observation_probabilities", "surnames", "us_states", "write_truth",
 ]

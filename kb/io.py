@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import gc
 import os
+import secrets
 from array import array
 from contextlib import contextmanager
 from importlib import resources
@@ -76,6 +77,53 @@ def resolve_kb_path(kb: str | Path) -> Path:
     if not is_dir:
         raise InputError("a KB must be a directory holding people.csv and relationships.csv", path)
     return path
+
+
+@contextmanager
+def atomic_output(path: str | Path, binary: bool = False):
+    """Write an output file all or nothing: the block writes to a fresh temporary file beside ``path``
+    (``.NAME.RANDOM.tmp``, NAME cut to 48 characters, created with ``O_EXCL`` and ``O_NOFOLLOW``), which is
+    flushed, synced and renamed over ``path`` (:func:`os.replace`) only when the block ends without error. A failed
+    write (a full disk, a file size limit, an error or Ctrl-C in the block) removes the temporary file and leaves
+    ``path`` as it was: never a truncated file. A symbolic link, FIFO or other file in ``path``'s place is
+    replaced, never written through. Parent folders are created.
+
+    Args:
+        path: the output file.
+        binary: yield a binary file object instead of a text one (UTF-8, ``newline=""``: the text is written as
+            given, CSV writers choose their own line ends).
+
+    Yields:
+        The open temporary file (the caller writes to it and does not close it).
+
+    Raises:
+        InputError: ``cannot write: <strerror>`` naming ``path`` when any step fails with an OS error, or ``cannot
+            write this file: a directory is in its place``. Other exceptions of the block propagate unchanged.
+    """
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise InputError("cannot write this file: a directory is in its place", path)
+    tmp = path.with_name(f".{path.name[:48]}.{secrets.token_hex(6)}.tmp")  # short: a long name stays writable
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as e:
+        raise InputError(f"cannot write: {e.strerror or e}", path) from None
+    try:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise InputError(f"cannot write: {e.strerror or e}", path) from None
+        raise
 
 
 @contextmanager
@@ -358,29 +406,36 @@ def check_kb(kb: KB) -> None:
 
 
 def save_kb(kb: KB, directory: str | Path) -> Path:
-    """Write a KB as a KB directory (people.csv, relationships.csv, biographies.csv), creating it if needed.
+    """Write a KB as a KB directory (people.csv, relationships.csv, biographies.csv), creating it if needed; each
+    file is written all or nothing (:func:`atomic_output`).
 
     Returns:
         The directory path.
+
+    Raises:
+        InputError: the directory or a file cannot be written (named).
     """
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot write: {e.strerror or e}", root) from None
     with gc_paused():
         _save_kb(kb, root)
     return root
 
 
 def _save_kb(kb: KB, root: Path) -> None:
-    with open(root / PEOPLE, "w", newline="", encoding="utf-8") as fh:
+    with atomic_output(root / PEOPLE) as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
         w.writerows([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
                      p.job or "", "" if p.generation is None else p.generation] for p in kb.people.values())
-    with open(root / RELATIONSHIPS, "w", newline="", encoding="utf-8") as fh:
+    with atomic_output(root / RELATIONSHIPS) as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(REL_COLUMNS)
         w.writerows([f.fact_id, f.subject, f.relation, f.object] for f in kb.relationships)
-    with open(root / BIOGRAPHIES, "w", newline="", encoding="utf-8") as fh:
+    with atomic_output(root / BIOGRAPHIES) as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(BIO_COLUMNS)
         w.writerows([f.fact_id, f.subject, f.attribute, f.value] for f in kb.biographies)

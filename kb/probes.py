@@ -38,6 +38,7 @@ from typing import Iterable, Sequence
 
 from dukb import InputError
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, parse_int, read_text
+from dukb.kb.io import atomic_output
 # the answer judge lives in dukb.kb.judge; its names stay importable from here
 from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES  # noqa: F401
 from dukb.kb.judge import choice_options, judge  # noqa: F401
@@ -327,7 +328,8 @@ def write_edu_qa(kb: KB, directory: str | Path, closure: Iterable[Triple] | Fact
         root.mkdir(parents=True, exist_ok=True)
         for name, rows in (("qa_relationships.jsonl", rel_rows), ("qa_biographies.jsonl", bio_rows)):
             p = root / name
-            p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+            with atomic_output(p) as fh:
+                fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
             paths.append(p)
     except OSError as e:
         raise InputError(f"cannot write QA files: {e.strerror}", root) from None
@@ -643,18 +645,15 @@ def probes_text(probes: Iterable[Probe], fmt: str = "jsonl") -> str:
 
 
 def write_probes(probes: Iterable[Probe], path: str | Path, fmt: str = "jsonl") -> Path:
-    """Write probes to a file (parent folders created).
+    """Write probes to a file (parent folders created), all or nothing (:func:`dukb.kb.io.atomic_output`).
 
     Raises:
         InputError: unknown format or the file cannot be written.
     """
     p = Path(path)
     text = probes_text(probes, fmt)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write probes: {e.strerror}", p) from None
+    with atomic_output(p) as fh:
+        fh.write(text)
     return p
 
 

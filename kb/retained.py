@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.kb.csvfile import parse_int, read_csv
+from dukb.kb.io import atomic_output
 from dukb.kb.model import KB
 
 KINDS = ("relationship", "biography")
@@ -106,8 +107,13 @@ def retained_from_lists(kb: KB, rel_known, bio_known=None, source: str | None = 
 
 
 def write_retained_csv(retained: Retained, path: str | Path) -> None:
-    """Write :class:`Retained` as a ``kind,fact_id,retained`` CSV."""
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    """Write :class:`Retained` as a ``kind,fact_id,retained`` CSV, all or nothing
+    (:func:`dukb.kb.io.atomic_output`).
+
+    Raises:
+        InputError: the file cannot be written (named).
+    """
+    with atomic_output(path) as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["kind", "fact_id", "retained"])
         for fid, k in retained.relationships.items():

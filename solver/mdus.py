@@ -29,6 +29,12 @@ from dukb.solver.closure import Closure
 from dukb.solver.cone import Cone, cone_of
 
 METHODS = ("exact", "minimum", "random")
+#: Most runs of Algorithm 1 :func:`random_sets` makes (``--seeds``): 10,000, a hundred times the paper's N_seed of
+#: 100; each run is a forward-chaining pass over the target's cone (about 0.7 ms on the demo KB), so a larger count
+#: would run for hours instead of being refused.
+MAX_SEEDS = 10_000
+#: Range of ``--seed`` of the minimal sets: CP-SAT's random seed (:func:`minimum_set`) is a signed 32-bit integer.
+MIN_SEED, MAX_SEED = -2**31, 2**31 - 1
 #: file name of the exact sets' deletion program in dukb.data/rules
 DELETION_PROGRAM = "deep_unlearning_sets.lp"
 
@@ -214,18 +220,22 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
     Args:
         closure, targets: as for :func:`exact_sets`.
         seconds: CP-SAT time limit (None: none). ``complete`` is False if optimality was not proven.
-        seed: CP-SAT random seed (single worker, so the result is deterministic).
+        seed: CP-SAT random seed, :data:`MIN_SEED` to :data:`MAX_SEED` (single worker, so the result is
+            deterministic).
 
     Returns:
         :class:`MDUSResult` with one set.
 
     Raises:
-        InputError: ``seconds`` is not a positive finite number, or the time limit was reached before CP-SAT found
-            any deep unlearning set (a larger limit is needed).
+        InputError: ``seconds`` is not a positive finite number, ``seed`` is not a 32-bit integer, or the time
+            limit was reached before CP-SAT found any deep unlearning set (a larger limit is needed).
 
     Source: Wu et al. 2025, Definitions 1-3 (a minimum-cardinality minimal deep unlearning set); OR-tools CP-SAT.
     """
     check_limits(seconds=seconds)
+    if not MIN_SEED <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be in [{MIN_SEED:,}, {MAX_SEED:,}] (CP-SAT's seed is a 32-bit integer), "
+                         f"got {seed}")
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()
@@ -346,17 +356,17 @@ def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) ->
 
     Args:
         closure, targets: as for :func:`exact_sets`.
-        n_seeds: number of runs N_seed (the paper's code uses 100).
+        n_seeds: number of runs N_seed (the paper's code uses 100), 1 to :data:`MAX_SEEDS`.
         seed: base seed; run s uses ``random.Random(seed * 1_000_003 + s)``, so the result is deterministic.
 
     Returns:
         :class:`MDUSResult` (``complete`` False: a sample of the minimal sets).
 
     Raises:
-        InputError: n_seeds < 1.
+        InputError: n_seeds < 1 or above :data:`MAX_SEEDS`.
     """
-    if n_seeds < 1:
-        raise InputError(f"--seeds must be at least 1, got {n_seeds}")
+    if not 1 <= n_seeds <= MAX_SEEDS:
+        raise InputError(f"--seeds must be in [1, {MAX_SEEDS:,}], got {n_seeds}")
     t0 = time.perf_counter()
     cone = cone_of(closure, list(targets))
     sets = []
