@@ -1,0 +1,507 @@
+"""Checks of a model folder (or GGUF file) before transformers reads it, so that a broken or hostile folder fails in
+one line naming the file at fault (:class:`dukb.InputError`, exit 2), never a traceback, a hang or a silent guess.
+
+What transformers opens in a local model folder is read here first, bounded:
+
+- **Every file it will open is a regular file.** A FIFO, a device (a link to /dev/zero), a socket, a directory, a
+  dangling link or a link loop at the name of such a file is refused. Symbolic links are followed and allowed when
+  their final target is a regular file, wherever it lies: the files are only read, and the hub cache's snapshot
+  folders are made of links into ``../../blobs/``. The files checked are :data:`JSON_FILES`, :data:`TEXT_FILES`,
+  :data:`WEIGHT_FILES`, the shards a weights index names, the chat templates in ``additional_chat_templates/``, and
+  every top-level entry whose name ends in one of :data:`MODEL_SUFFIXES`.
+- **Bounded sizes.** JSON configs (:data:`JSON_FILES`) hold at most :data:`CONFIG_BYTES` (16 MiB) and
+  must be JSON objects (nested at most as deep as Python's JSON parser allows); tokenizer data (:data:`TEXT_FILES`)
+  at most :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`, the limit of KB files. Weights are not size-bounded (their
+  headers are checked by :func:`dukb.neural.models.load_model`).
+- **Index entries stay inside the folder.** Each ``weight_map`` value of ``model.safetensors.index.json`` or
+  ``pytorch_model.bin.index.json`` is a plain file name (no absolute path, no directory, no ``..``) of a regular
+  file of the folder.
+- **Config values in sane ranges** (:data:`CONFIG_RANGES`): layers 1..1024, attention heads 1..1024, hidden size
+  1..131072, head dimension 1..16384, intermediate size 1..1048576, vocabulary 1..10,000,000, positions
+  1..16,777,216, experts 0..4096; integers only (JSON ``null`` is left to transformers' default). Checked in
+  config.json and in every sub-config it nests (``text_config``, ...), so a config of 100,000 layers is refused at
+  once instead of hanging while the model is built.
+- **Code is asked for only with ``--trust-remote-code``.** Without it, an ``auto_map`` or ``"trust_remote_code":
+  true`` in any JSON config, a ``tokenizer_class`` (tokenizer_config.json or config.json) transformers does not
+  have, or a model class in config.json's ``architectures`` transformers does not have, is refused in one line
+  naming the file that asks for code. (transformers itself would ignore most of these silently and load something
+  else.)
+- **The tokenizer config is there and says something.** A folder without ``tokenizer_config.json`` is refused:
+  transformers would guess the tokenizer's class and special tokens. One that names neither a tokenizer class nor a
+  special token (``{}``), with no ``special_tokens_map.json`` beside it, is loaded with one warning line on stderr
+  (the hub's own gpt2 folders are like this: transformers' defaults for the model type are right for them), and
+  refused when the special tokens it then gets are not tokens of the model (:func:`check_loaded`).
+
+A GGUF file is checked to be a regular file whose 24-byte header has the GGUF magic, version 2 or 3, and at most
+:data:`GGUF_MAX_COUNT` tensors and metadata entries (:func:`check_gguf`).
+
+The checks and the loading are not atomic: a file swapped between them is read as transformers finds it.
+
+Source: the formats as transformers and the GGUF specification define them (transformers: ``PretrainedConfig``,
+``AutoTokenizer.from_pretrained``, sharded checkpoints' ``weight_map``; ggml docs/gguf.md: the file header).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+from pathlib import Path
+
+from dukb import InputError, one_line
+
+log = logging.getLogger(__name__)
+
+#: JSON configs transformers (or dukb) may read from a model folder: regular files of at most CONFIG_BYTES, objects
+JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
+              "added_tokens.json", "model.safetensors.index.json", "pytorch_model.bin.index.json",
+              "adapter_config.json", "preprocessor_config.json", "processor_config.json",
+              "video_preprocessor_config.json", "audio_tokenizer_config.json", "chat_template.json",
+              "dukb_model.json", "dukb_tiny.json")
+#: tokenizer data files: regular files of at most MAX_INPUT_BYTES (the KB files' limit); their content is the
+#: tokenizer library's to judge
+TEXT_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model", "spiece.model",
+              "sentencepiece.bpe.model", "chat_template.jinja")
+#: weights files: regular files (their headers are read by load_model)
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
+#: any top-level entry whose name ends so must be a regular file (transformers may open it)
+MODEL_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".tiktoken", ".jinja", ".gguf", ".py", ".txt")
+#: largest JSON config read (bytes), as :data:`dukb.neural.models.JSON_LIMIT` for config.json
+CONFIG_BYTES = 16 * 1024 * 1024
+#: the weights indexes whose ``weight_map`` names the shards
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+#: the folder of extra chat templates transformers lists (``*.jinja``)
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+#: (config keys, smallest, largest, what) for the sizes a config.json may give (integers; null = the default)
+CONFIG_RANGES = (
+    (("n_layer", "num_hidden_layers", "num_layers", "n_layers"), 1, 1024, "number of layers"),
+    (("n_head", "num_attention_heads", "num_key_value_heads", "n_heads", "num_heads", "num_kv_heads",
+      "multi_query_group_num", "n_head_kv"), 1, 1024, "number of attention heads"),
+    (("n_embd", "hidden_size", "d_model", "n_embed", "embed_dim"), 1, 131072, "hidden size"),
+    (("head_dim", "kv_channels"), 1, 16384, "head dimension"),
+    (("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size", "moe_intermediate_size",
+      "shared_expert_intermediate_size"), 1, 1048576, "intermediate size"),
+    (("vocab_size", "padded_vocab_size"), 1, 10_000_000, "vocabulary size"),
+    (("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length"), 1,
+     16_777_216, "number of positions"),
+    (("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts"), 0, 4096,
+     "number of experts"),
+)
+_RANGE_OF = {key: (lo, hi, what) for keys, lo, hi, what in CONFIG_RANGES for key in keys}
+#: nested objects of a config that are not sub-configs (their keys mean other things)
+_NOT_SUBCONFIGS = frozenset({"quantization_config", "rope_scaling", "rope_parameters", "auto_map", "id2label",
+                             "label2id", "task_specific_params"})
+#: deepest nesting of sub-configs searched (transformers' composite configs nest two or three levels)
+_MAX_NESTING = 16
+#: keys of tokenizer_config.json that name its special tokens or class
+_TOKENIZER_KEYS = ("tokenizer_class", "bos_token", "eos_token", "unk_token", "pad_token", "added_tokens_decoder",
+                   "additional_special_tokens", "extra_special_tokens")
+#: largest tensor count and metadata-entry count a GGUF header may give
+GGUF_MAX_COUNT = 1 << 20
+_TRUST = "pass --trust-remote-code to allow it (only for a folder whose code you trust)"
+#: warnings already printed, so that a model loaded several times by one run warns once
+_WARNED: set[str] = set()
+
+
+def check_model(value: str | os.PathLike, trust_remote_code: bool = False) -> list[str]:
+    """Check what a ``--model`` value names before transformers reads it (see the module's rules).
+
+    Args:
+        value: the ``--model`` value: a model folder, a .gguf file, a folder holding .gguf files; anything that
+            does not exist on disk (a short name, a hub id) is left to :func:`dukb.neural.zoo.resolve_model`.
+        trust_remote_code: whether the user passed ``--trust-remote-code``.
+
+    Returns:
+        Warnings to show once the model has loaded (:func:`check_loaded`): one line each, the file named.
+
+    Raises:
+        InputError: (the file named, one line) a file transformers will open that is not a regular file (FIFO,
+            device, socket, directory, dangling link, link loop) or is too large; a JSON config that is not UTF-8,
+            not JSON, nested too deeply or not an object; an index entry that is not a plain file name of a
+            regular file of the folder; an added_tokens.json id that is not an integer from 0; a config size out
+            of its :data:`CONFIG_RANGES` range or not an integer, or more parameters than the weights files can
+            hold (:func:`check_weights_size`);
+            without ``trust_remote_code``, a config that asks for code; a missing tokenizer_config.json; a GGUF
+            file that fails :func:`check_gguf`.
+    """
+    p = Path(os.path.expanduser(os.fspath(value)))
+    if not os.path.lexists(p):
+        return []
+    if not p.is_dir():
+        _regular(p, "model file")
+        if p.suffix.lower() == ".gguf":
+            check_gguf(p)
+        return []
+    if not os.path.lexists(p / "config.json"):  # a folder of GGUF files (or not a model: resolve_model says so)
+        for f in _entries(p):
+            if f.suffix.lower() == ".gguf":
+                _regular(f, "GGUF file")
+        return []
+    return check_folder(p, trust_remote_code)
+
+
+def check_folder(folder: Path, trust_remote_code: bool = False) -> list[str]:
+    """Check an HF model folder (one with config.json) before transformers reads it (see the module's rules).
+
+    Args:
+        folder: the model folder.
+        trust_remote_code: whether the user passed ``--trust-remote-code``.
+
+    Returns:
+        Warnings to show once the model has loaded (:func:`check_loaded`).
+
+    Raises:
+        InputError: as :func:`check_model`, naming the file.
+    """
+    from dukb.kb.csvfile import MAX_INPUT_BYTES
+
+    configs: dict[str, dict] = {}
+    for name in JSON_FILES:
+        if os.path.lexists(folder / name):
+            configs[name] = _json_object(folder / name)
+    for name in TEXT_FILES:
+        if os.path.lexists(folder / name):
+            _regular(folder / name, "tokenizer file", MAX_INPUT_BYTES)
+    for name in WEIGHT_FILES:
+        if os.path.lexists(folder / name):
+            _regular(folder / name, "weights file")
+    for f in _entries(folder):
+        if f.name.lower().endswith(MODEL_SUFFIXES):
+            _regular(f, "model file")
+    templates = folder / CHAT_TEMPLATE_DIR
+    if os.path.lexists(templates):
+        if not templates.is_dir():
+            raise InputError("not a directory (transformers reads chat templates from it)", templates)
+        for f in _entries(templates):
+            _regular(f, "chat template", MAX_INPUT_BYTES)
+    for name in INDEX_FILES:
+        if name in configs:
+            check_index(folder, name, configs[name])
+    added = configs.get("added_tokens.json", {})
+    bad = next((k for k, v in added.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0), None)
+    if bad is not None:
+        raise InputError(f"added token {bad!r} has the id {json_text(added[bad])}: ids are integers from 0",
+                         folder / "added_tokens.json")
+    check_config(configs["config.json"], folder / "config.json")
+    check_weights_size(configs, folder)
+    if not trust_remote_code:
+        for name, obj in configs.items():
+            check_no_code(obj, folder / name)
+        check_classes(configs, folder)
+    return _tokenizer_notes(folder, configs)
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return sorted(folder.iterdir())
+    except OSError as e:
+        raise InputError(f"cannot list the folder: {e.strerror or e}", folder) from None
+
+
+def _regular(path: Path, what: str, limit: int | None = None) -> None:
+    """Refuse ``path`` unless it is (or links to) a regular file of at most ``limit`` bytes (None: no bound): it
+    is opened without blocking and checked (:func:`dukb.kb.csvfile.open_regular`), then closed unread."""
+    from dukb.kb.csvfile import open_regular
+
+    try:
+        open_regular(path, what, (1 << 62) if limit is None else limit).close()
+    except InputError as e:
+        if os.path.islink(path):
+            target = os.path.realpath(path) if os.path.exists(path) else os.readlink(path)
+            raise InputError(f"{e.message} (a link to {target})", path) from None
+        raise
+
+
+def _json_object(path: Path) -> dict:
+    """A JSON config of the folder, read bounded (:func:`dukb.neural.runs.read_json`, at most
+    :data:`CONFIG_BYTES`), which must be a JSON object."""
+    from dukb.neural.runs import read_json
+
+    try:
+        obj = read_json(path, path.name, limit=CONFIG_BYTES)
+    except InputError as e:
+        if os.path.islink(path) and "regular file" in e.message:
+            raise InputError(f"{e.message} (a link to {os.path.realpath(path)})", path, e.line) from None
+        raise
+    if not isinstance(obj, dict):
+        raise InputError(f"{path.name} must be a JSON object, not {json_text(obj, 20)}", path)
+    return obj
+
+
+def check_index(folder: Path, name: str, index: dict) -> None:
+    """Check a sharded checkpoint's index: its ``weight_map`` maps tensor names to plain file names of regular
+    files in ``folder``.
+
+    Args:
+        folder: the model folder.
+        name: the index's file name (``model.safetensors.index.json`` or ``pytorch_model.bin.index.json``).
+        index: its JSON object.
+
+    Raises:
+        InputError: (the index named, with the entry) no ``weight_map`` object of strings; an entry that is empty,
+            absolute, holds a directory part or ``..``, or names a missing file or one that is not a regular file.
+    """
+    path = folder / name
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise InputError("the index has no weight_map object of file names", path)
+    for tensor, shard in weight_map.items():
+        entry = f"entry {tensor!r}: {shard!r}"
+        if not shard or os.path.isabs(shard) or "/" in shard or "\\" in shard or shard in (".", ".."):
+            raise InputError(f"weight_map {entry} is not a plain file name in the model folder (no absolute path, "
+                             "directory or '..')", path)
+        f = folder / shard
+        if not os.path.lexists(f):
+            raise InputError(f"weight_map {entry} names a file that does not exist in the model folder", path)
+        try:
+            _regular(f, "weights shard")
+        except InputError as e:
+            raise InputError(f"weight_map {entry}: {e.message}", path) from None
+
+
+def check_config(config: dict, path: Path) -> None:
+    """Check the sizes a model config gives against :data:`CONFIG_RANGES`, in the config and every sub-config it
+    nests (a JSON object under any key but :data:`_NOT_SUBCONFIGS`, to depth :data:`_MAX_NESTING`).
+
+    Args:
+        config: the JSON object of config.json.
+        path: config.json, for messages.
+
+    Raises:
+        InputError: (config.json named) a size that is not an integer (a bool, float or string) or a list of
+            integers, or is out of its range; the key (with its sub-config) and the range are named.
+    """
+    def walk(obj: dict, where: str, depth: int) -> None:
+        for key, value in obj.items():
+            if key in _RANGE_OF and value is not None:
+                lo, hi, what = _RANGE_OF[key]
+                values = value if isinstance(value, list) and value else [value]
+                for v in values:
+                    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi or len(values) > 4096:
+                        shown = json_text(value)
+                        raise InputError(f"{where}{key} = {shown} is not a valid {what}: an integer from {lo:,} "
+                                         f"to {hi:,}{' (or a list of them)' if isinstance(value, list) else ''}",
+                                         path)
+            elif isinstance(value, dict) and key not in _NOT_SUBCONFIGS and depth < _MAX_NESTING:
+                walk(value, f"{where}{key}.", depth + 1)
+
+    walk(config, "", 0)
+
+
+def check_weights_size(configs: dict[str, dict], folder: Path) -> None:
+    """Refuse, before the model is built, a config.json that describes far more parameters than the weights files
+    can hold: at least ``layers * hidden_size**2 + vocab_size * hidden_size`` parameters (every layer of a causal
+    LM has a projection of at least hidden_size x hidden_size), while unquantized weights take at least 2 bytes a
+    value. Building the model of such a config (transformers' meta-device count in
+    :func:`dukb.neural.models.load_model`) takes long for a thousand layers; this check is instant and refuses only
+    what that count would refuse (fewer values than half the parameters). Skipped for a quantized config
+    (``quantization_config``), without local weights files, or when the config lacks one of the three sizes at its
+    top level.
+
+    Args:
+        configs: the folder's JSON configs by file name (config.json, and the weights index if any).
+        folder: the model folder.
+
+    Raises:
+        InputError: (config.json named) the weights files hold fewer bytes than that lower bound on the number
+            of parameters.
+    """
+    cfg = configs["config.json"]
+    if cfg.get("quantization_config") is not None:
+        return
+
+    def first(*keys):
+        return next((cfg[k] for k in keys if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)), None)
+
+    layers = first("n_layer", "num_hidden_layers", "n_layers", "num_layers")
+    hidden = first("n_embd", "hidden_size", "d_model")
+    vocab = first("vocab_size")
+    if None in (layers, hidden, vocab):
+        return
+    files = {folder / n for n in WEIGHT_FILES[:2]}
+    for name in INDEX_FILES:
+        files |= {folder / v for v in configs.get(name, {}).get("weight_map", {}).values()}
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    least = layers * hidden * hidden + vocab * hidden
+    if size and size < least:
+        raise InputError(f"config.json describes a model of at least {least:,} parameters ({layers:,} layers of "
+                         f"hidden size {hidden:,}, {vocab:,} tokens), but its weights files hold {size:,} bytes: "
+                         "the weights and config.json do not belong together", folder / "config.json")
+
+
+def json_text(value, limit: int = 40) -> str:
+    """``value`` as compact JSON, cut to ``limit`` characters, for a message."""
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (ValueError, TypeError, RecursionError):  # pragma: no cover - JSON-parsed values always dump
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_no_code(config: dict, path: Path) -> None:
+    """Refuse a JSON config that asks transformers to run the folder's own code: an ``auto_map`` (non-empty) or
+    ``"trust_remote_code": true``, at its top level or in a nested object (to depth :data:`_MAX_NESTING`).
+
+    Args:
+        config: the JSON object.
+        path: its file, for messages.
+
+    Raises:
+        InputError: (the file named) it asks for code; the message says to pass ``--trust-remote-code``.
+    """
+    def walk(obj: dict, where: str, depth: int) -> None:
+        for key, value in obj.items():
+            if key == "auto_map" and value:
+                raise InputError(f"the folder asks to run its own code ({where}auto_map = {json_text(value)}); "
+                                 + _TRUST, path)
+            if key == "trust_remote_code" and value is True:
+                raise InputError(f"the folder asks to run its own code ({where}trust_remote_code = true); " + _TRUST,
+                                 path)
+            if isinstance(value, dict) and depth < _MAX_NESTING:
+                walk(value, f"{where}{key}.", depth + 1)
+
+    walk(config, "", 0)
+
+
+def check_classes(configs: dict[str, dict], folder: Path) -> None:
+    """Refuse a tokenizer class or model class that transformers does not have (a custom class, which only the
+    folder's own code could provide; transformers would silently load another class instead).
+
+    Args:
+        configs: the folder's JSON configs by file name (config.json at least).
+        folder: the model folder.
+
+    Raises:
+        InputError: (the file named) ``tokenizer_class`` of tokenizer_config.json or config.json (or a sub-config)
+            that transformers cannot find, with or without its "Fast" suffix; a class of config.json's
+            ``architectures`` that transformers does not export; ``architectures`` that is not a list of strings.
+    """
+    tok = configs.get("tokenizer_config.json", {})
+    cfg = configs["config.json"]
+    for name, obj, where in (("tokenizer_config.json", tok, ""), ("config.json", cfg, ""),
+                             ("config.json", cfg.get("text_config") if isinstance(cfg.get("text_config"), dict)
+                              else {}, "text_config.")):
+        cls = obj.get("tokenizer_class")
+        if cls is None:
+            continue
+        if not isinstance(cls, str) or not _tokenizer_class_exists(cls):
+            raise InputError(f"{where}tokenizer_class = {json_text(cls)} is not a tokenizer class of transformers "
+                             "(the folder's own code would provide it); " + _TRUST, folder / name)
+    archs = cfg.get("architectures")
+    if archs is None:
+        return
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise InputError(f"architectures = {json_text(archs)} must be a list of class names", folder / "config.json")
+    import transformers
+
+    for a in archs:
+        if not a.isidentifier() or not hasattr(transformers, a):
+            raise InputError(f"architectures names the model class {a!r}, which transformers does not have (the "
+                             "folder's own code would provide it); " + _TRUST, folder / "config.json")
+
+
+def _tokenizer_class_exists(name: str) -> bool:
+    """Whether transformers knows the tokenizer class ``name`` (as AutoTokenizer looks it up)."""
+    if not name.isidentifier():
+        return False
+    try:
+        from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+    except ImportError:  # pragma: no cover - another transformers layout: its exported names
+        import transformers
+
+        return any(hasattr(transformers, n) for n in (name, name.removesuffix("Fast"), name + "Fast"))
+    try:
+        return any(tokenizer_class_from_name(n) is not None for n in (name, name.removesuffix("Fast")))
+    except (ImportError, AttributeError, ValueError):  # a class whose module cannot be imported here
+        return False
+
+
+def _tokenizer_notes(folder: Path, configs: dict[str, dict]) -> list[str]:
+    """Refuse a folder without tokenizer_config.json; a warning when it names no class and no special token."""
+    path = folder / "tokenizer_config.json"
+    if "tokenizer_config.json" not in configs:
+        raise InputError("missing: without tokenizer_config.json transformers guesses the tokenizer's class and "
+                         "special tokens (copy the model's tokenizer_config.json into the folder)", path)
+    tok = configs["tokenizer_config.json"]
+    if any(tok.get(k) for k in _TOKENIZER_KEYS) or "special_tokens_map.json" in configs:
+        return []
+    return [f"{path}: names no tokenizer class and no special token, and there is no special_tokens_map.json; "
+            f"transformers' defaults for model type {json_text(configs['config.json'].get('model_type'))} are used"]
+
+
+def check_loaded(tokenizer, model, folder: str | os.PathLike, notes: list[str]) -> None:
+    """After loading: refuse special tokens that are not tokens of the model, then print ``notes`` (from
+    :func:`check_model`) once each on stderr as ``dukb: warning: ...`` lines (and to the log).
+
+    Args:
+        tokenizer: the loaded tokenizer (``bos/eos/unk/pad_token_id`` attributes).
+        model: the loaded model (``get_input_embeddings()``; skipped when it has none).
+        folder: the model folder or GGUF file, for messages (tokenizer_config.json of a folder is named).
+        notes: the warnings of :func:`check_model`.
+
+    Raises:
+        InputError: a special token whose id is negative or at least the number of rows of the model's input
+            embeddings (the tokenizer does not belong to the model; the notes are part of the message, which names
+            tokenizer_config.json).
+    """
+    try:
+        rows = int(model.get_input_embeddings().weight.shape[0])
+    except (AttributeError, TypeError, IndexError, NotImplementedError):
+        rows = None
+    if rows is not None:
+        for kind in ("bos", "eos", "unk", "pad"):
+            tid = getattr(tokenizer, f"{kind}_token_id", None)
+            if isinstance(tid, int) and not 0 <= tid < rows:
+                p = Path(folder)
+                where = p / "tokenizer_config.json" if p.is_dir() else p
+                why = f" ({notes[0].split(': ', 1)[1]})" if notes else ""  # the note without its path
+                raise InputError(f"the tokenizer's {kind} token {getattr(tokenizer, f'{kind}_token')!r} has id "
+                                 f"{tid}, which is not one of the model's {rows:,} token embeddings: the tokenizer "
+                                 f"does not belong to the model{why}", where)
+    for note in notes:
+        if note not in _WARNED:
+            _WARNED.add(note)
+            log.warning("%s", note)
+            print("dukb: warning: " + one_line(note), file=sys.stderr, flush=True)
+
+
+def check_gguf(path: Path) -> None:
+    """Check a GGUF file's fixed header, reading 24 bytes: the magic ``GGUF``, version 2 or 3, and tensor and
+    metadata counts of at most :data:`GGUF_MAX_COUNT` (a forged count would make the reader loop or allocate).
+
+    Args:
+        path: the .gguf file (a regular file; see :func:`check_model`).
+
+    Raises:
+        InputError: (the file named) not a regular file, shorter than the header, not a GGUF file, an unknown
+            version, a count out of range, or unreadable.
+
+    Source: ggml docs/gguf.md (header: uint32 magic, uint32 version, uint64 tensor_count, uint64
+    metadata_kv_count, little-endian).
+    """
+    from dukb.kb.csvfile import open_regular
+
+    with open_regular(path, "GGUF file", 1 << 62) as fh:
+        try:
+            head = fh.read(24)
+        except OSError as e:
+            raise InputError(f"cannot read the GGUF file: {e.strerror or e}", path) from None
+    if len(head) < 24:
+        raise InputError(f"not a GGUF file: {len(head)} bytes, shorter than the 24-byte header (truncated?)", path)
+    if head[:4] != b"GGUF":
+        raise InputError(f"not a GGUF file: it starts with {head[:4]!r}, not b'GGUF'", path)
+    version, tensors, entries = struct.unpack("<IQQ", head[4:])
+    if version not in (2, 3):
+        raise InputError(f"GGUF version {version} is not supported (2 or 3)", path)
+    for count, what in ((tensors, "tensors"), (entries, "metadata entries")):
+        if count > GGUF_MAX_COUNT:
+            raise InputError(f"the GGUF header claims {count:,} {what}, more than {GGUF_MAX_COUNT:,} (a corrupt or "
+                             "forged file)", path)
+
+
+__all__ = ["CONFIG_RANGES", "GGUF_MAX_COUNT", "JSON_FILES", "MODEL_SUFFIXES", "TEXT_FILES", "WEIGHT_FILES",
+           "check_classes", "check_config", "check_folder", "check_gguf", "check_index", "check_loaded",
+           "check_model", "check_no_code", "json_text"]
