@@ -67,6 +67,8 @@ TEXT_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "tokeni
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
 #: any top-level entry whose name ends so must be a regular file (transformers may open it)
 MODEL_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".tiktoken", ".jinja", ".gguf", ".py", ".txt")
+#: how messages call the JSON files dukb itself reads (as dukb.neural.models does)
+_WHAT = {"config.json": "model config", "dukb_model.json": "model record"}
 #: largest JSON config read (bytes), as :data:`dukb.neural.models.JSON_LIMIT` for config.json
 CONFIG_BYTES = 16 * 1024 * 1024
 #: the weights indexes whose ``weight_map`` names the shards
@@ -120,8 +122,7 @@ def check_model(value: str | os.PathLike, trust_remote_code: bool = False) -> li
             device, socket, directory, dangling link, link loop) or is too large; a JSON config that is not UTF-8,
             not JSON, nested too deeply or not an object; an index entry that is not a plain file name of a
             regular file of the folder; an added_tokens.json id that is not an integer from 0; a config size out
-            of its :data:`CONFIG_RANGES` range or not an integer, or more parameters than the weights files can
-            hold (:func:`check_weights_size`);
+            of its :data:`CONFIG_RANGES` range or not an integer;
             without ``trust_remote_code``, a config that asks for code; a missing tokenizer_config.json; a GGUF
             file that fails :func:`check_gguf`.
     """
@@ -160,6 +161,9 @@ def check_folder(folder: Path, trust_remote_code: bool = False) -> list[str]:
     for name in JSON_FILES:
         if os.path.lexists(folder / name):
             configs[name] = _json_object(folder / name)
+    for name in INDEX_FILES:  # first, so that a bad shard is reported with the index entry that names it
+        if name in configs:
+            check_index(folder, name, configs[name])
     for name in TEXT_FILES:
         if os.path.lexists(folder / name):
             _regular(folder / name, "tokenizer file", MAX_INPUT_BYTES)
@@ -175,16 +179,12 @@ def check_folder(folder: Path, trust_remote_code: bool = False) -> list[str]:
             raise InputError("not a directory (transformers reads chat templates from it)", templates)
         for f in _entries(templates):
             _regular(f, "chat template", MAX_INPUT_BYTES)
-    for name in INDEX_FILES:
-        if name in configs:
-            check_index(folder, name, configs[name])
     added = configs.get("added_tokens.json", {})
     bad = next((k for k, v in added.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0), None)
     if bad is not None:
         raise InputError(f"added token {bad!r} has the id {json_text(added[bad])}: ids are integers from 0",
                          folder / "added_tokens.json")
     check_config(configs["config.json"], folder / "config.json")
-    check_weights_size(configs, folder)
     if not trust_remote_code:
         for name, obj in configs.items():
             check_no_code(obj, folder / name)
@@ -218,14 +218,17 @@ def _json_object(path: Path) -> dict:
     :data:`CONFIG_BYTES`), which must be a JSON object."""
     from dukb.neural.runs import read_json
 
+    what = _WHAT.get(path.name, path.name)
     try:
-        obj = read_json(path, path.name, limit=CONFIG_BYTES)
+        obj = read_json(path, what, limit=CONFIG_BYTES)
     except InputError as e:
         if os.path.islink(path) and "regular file" in e.message:
             raise InputError(f"{e.message} (a link to {os.path.realpath(path)})", path, e.line) from None
+        if e.message.startswith("not JSON: "):
+            raise InputError(f"{what} is not valid JSON: {e.message[10:]}", path, e.line) from None
         raise
     if not isinstance(obj, dict):
-        raise InputError(f"{path.name} must be a JSON object, not {json_text(obj, 20)}", path)
+        raise InputError(f"{what} must be a JSON object, not {json_text(obj, 20)}", path)
     return obj
 
 
@@ -289,45 +292,38 @@ def check_config(config: dict, path: Path) -> None:
     walk(config, "", 0)
 
 
-def check_weights_size(configs: dict[str, dict], folder: Path) -> None:
-    """Refuse, before the model is built, a config.json that describes far more parameters than the weights files
-    can hold: at least ``layers * hidden_size**2 + vocab_size * hidden_size`` parameters (every layer of a causal
-    LM has a projection of at least hidden_size x hidden_size), while unquantized weights take at least 2 bytes a
-    value. Building the model of such a config (transformers' meta-device count in
-    :func:`dukb.neural.models.load_model`) takes long for a thousand layers; this check is instant and refuses only
-    what that count would refuse (fewer values than half the parameters). Skipped for a quantized config
-    (``quantization_config``), without local weights files, or when the config lacks one of the three sizes at its
-    top level.
+def least_parameters(config: dict) -> int | None:
+    """A lower bound on the number of parameters of the causal LM a config describes, computed from three sizes
+    instead of building the model: ``layers * hidden_size**2 + vocab_size * hidden_size`` (every layer of a
+    causal LM has a projection of at least hidden_size x hidden_size: attention's output, or a recurrent block's
+    input projection; the input embeddings add vocab_size x hidden_size). Instant, where transformers' exact count
+    on the meta device takes tens of seconds for a thousand layers.
 
     Args:
-        configs: the folder's JSON configs by file name (config.json, and the weights index if any).
-        folder: the model folder.
+        config: a config as a dict (config.json's object, or ``PretrainedConfig.to_dict()``), with the sizes at its
+            top level under any of their usual names (``n_layer``/``num_hidden_layers``/..., ``n_embd``/
+            ``hidden_size``/``d_model``, ``vocab_size``).
+
+    Returns:
+        The bound, or None when one of the three sizes is missing or not an integer, or the config is quantized
+        (``quantization_config``: its weights are packed).
 
     Raises:
-        InputError: (config.json named) the weights files hold fewer bytes than that lower bound on the number
-            of parameters.
+        nothing.
     """
-    cfg = configs["config.json"]
-    if cfg.get("quantization_config") is not None:
-        return
+    if config.get("quantization_config") is not None:
+        return None
 
     def first(*keys):
-        return next((cfg[k] for k in keys if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)), None)
+        return next((config[k] for k in keys if isinstance(config.get(k), int)
+                     and not isinstance(config.get(k), bool)), None)
 
     layers = first("n_layer", "num_hidden_layers", "n_layers", "num_layers")
     hidden = first("n_embd", "hidden_size", "d_model")
     vocab = first("vocab_size")
     if None in (layers, hidden, vocab):
-        return
-    files = {folder / n for n in WEIGHT_FILES[:2]}
-    for name in INDEX_FILES:
-        files |= {folder / v for v in configs.get(name, {}).get("weight_map", {}).values()}
-    size = sum(f.stat().st_size for f in files if f.is_file())
-    least = layers * hidden * hidden + vocab * hidden
-    if size and size < least:
-        raise InputError(f"config.json describes a model of at least {least:,} parameters ({layers:,} layers of "
-                         f"hidden size {hidden:,}, {vocab:,} tokens), but its weights files hold {size:,} bytes: "
-                         "the weights and config.json do not belong together", folder / "config.json")
+        return None
+    return layers * hidden * hidden + vocab * hidden
 
 
 def json_text(value, limit: int = 40) -> str:
@@ -504,4 +500,4 @@ def check_gguf(path: Path) -> None:
 
 __all__ = ["CONFIG_RANGES", "GGUF_MAX_COUNT", "JSON_FILES", "MODEL_SUFFIXES", "TEXT_FILES", "WEIGHT_FILES",
            "check_classes", "check_config", "check_folder", "check_gguf", "check_index", "check_loaded",
-           "check_model", "check_no_code", "json_text"]
+           "check_model", "check_no_code", "json_text", "least_parameters"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from dukb import InputError
-from dukb.neural.modelcheck import check_loaded, check_model
+from dukb.neural.modelcheck import check_loaded, check_model, least_parameters
 from dukb.neural.spec import ModelSpec, PromptTags
 
 log = logging.getLogger(__name__)
@@ -426,9 +426,11 @@ def _check_weights(model_dir: Path, config, trust: bool) -> None:
                              "corrupt", f) from None
     if getattr(config, "quantization_config", None) is not None:
         return
-    params = _config_parameters(config, trust)
+    least = least_parameters(config.to_dict()) or 0  # instant, where building a config of 1,024 layers is not
+    params = least if values < least // 2 else _config_parameters(config, trust)
     if params and values < params // 2:
-        raise InputError(f"the weights hold {values:,} values, but config.json describes a model of {params:,} "
+        raise InputError(f"the weights hold {values:,} values, but config.json describes a model of "
+                         f"{'at least ' if params == least else ''}{params:,} "
                          "parameters: the weights and config.json do not belong together", shards[0])
 
 
