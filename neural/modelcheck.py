@@ -485,17 +485,21 @@ def check_gguf(path: Path) -> None:
             head = fh.read(24)
         except OSError as e:
             raise InputError(f"cannot read the GGUF file: {e.strerror or e}", path) from None
+    problem = None
     if len(head) < 24:
-        raise InputError(f"not a GGUF file: {len(head)} bytes, shorter than the 24-byte header (truncated?)", path)
-    if head[:4] != b"GGUF":
-        raise InputError(f"not a GGUF file: it starts with {head[:4]!r}, not b'GGUF'", path)
-    version, tensors, entries = struct.unpack("<IQQ", head[4:])
-    if version not in (2, 3):
-        raise InputError(f"GGUF version {version} is not supported (2 or 3)", path)
-    for count, what in ((tensors, "tensors"), (entries, "metadata entries")):
-        if count > GGUF_MAX_COUNT:
-            raise InputError(f"the GGUF header claims {count:,} {what}, more than {GGUF_MAX_COUNT:,} (a corrupt or "
-                             "forged file)", path)
+        problem = f"{len(head)} bytes, shorter than its 24-byte header"
+    elif head[:4] != b"GGUF":
+        problem = f"it starts with {head[:4]!r}, not b'GGUF'"
+    else:
+        version, tensors, entries = struct.unpack("<IQQ", head[4:])
+        if version not in (2, 3):
+            problem = f"GGUF version {version}; versions 2 and 3 are read"
+        elif max(tensors, entries) > GGUF_MAX_COUNT:
+            problem = (f"its header claims {tensors:,} tensors and {entries:,} metadata entries, more than the "
+                       f"{GGUF_MAX_COUNT:,} allowed")
+    if problem:
+        raise InputError(f"not a readable GGUF file ({problem}); the file may be truncated or corrupt: fetch it "
+                         "again", path)
 
 
 __all__ = ["CONFIG_RANGES", "GGUF_MAX_COUNT", "JSON_FILES", "MODEL_SUFFIXES", "TEXT_FILES", "WEIGHT_FILES",

@@ -246,11 +246,12 @@ def _gguf_header(magic=b"GGUF", version=3, tensors=1, entries=1) -> bytes:
 GGUF_DAMAGED = [
     ("FIFO", lambda p: os.mkfifo(p), "not a regular file (a FIFO)"),
     ("link to /dev/zero", lambda p: os.symlink("/dev/zero", p), "a link to /dev/zero"),
-    ("empty", lambda p: p.write_bytes(b""), "shorter than the 24-byte header"),
-    ("not GGUF", lambda p: p.write_bytes(b"PK\x03\x04" + bytes(40)), "not a GGUF file"),
-    ("version 7", lambda p: p.write_bytes(_gguf_header(version=7)), "GGUF version 7"),
+    ("empty", lambda p: p.write_bytes(b""), "not a readable GGUF file (0 bytes, shorter than its 24-byte header)"),
+    ("not GGUF", lambda p: p.write_bytes(b"PK\x03\x04" + bytes(40)), "not a readable GGUF file (it starts with"),
+    ("version 7", lambda p: p.write_bytes(_gguf_header(version=7)), "(GGUF version 7;"),
     ("2**60 tensors", lambda p: p.write_bytes(_gguf_header(tensors=2**60)), "claims 1,152,921,504,606,846,976 tensors"),
-    ("2**40 metadata entries", lambda p: p.write_bytes(_gguf_header(entries=2**40)), "metadata entries"),
+    ("2**40 metadata entries", lambda p: p.write_bytes(_gguf_header(entries=2**40)),
+     "and 1,099,511,627,776 metadata entries"),
 ]
 
 
