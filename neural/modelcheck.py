@@ -219,6 +219,8 @@ def _json_object(path: Path) -> dict:
     from dukb.neural.runs import read_json
 
     what = _WHAT.get(path.name, path.name)
+    if os.path.islink(path) and not os.path.exists(path):
+        raise InputError(f"a link to a missing file ({os.readlink(path)})", path)
     try:
         obj = read_json(path, what, limit=CONFIG_BYTES)
     except InputError as e:
