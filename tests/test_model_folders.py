@@ -265,14 +265,40 @@ def test_a_damaged_gguf_file_is_one_line(tmp_path, capsys, case, make, says):
 
 # ---- property test: every config size against its documented range ----
 
-_SIZE_KEYS = sorted(k for keys, *_ in modelcheck.CONFIG_RANGES for k in keys)
-_VALUES = st.one_of(st.integers(-2**70, 2**70), st.integers(-2, 1100), st.booleans(), st.none(),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+#: the documented ranges (the module's docstring), written out independently of modelcheck.CONFIG_RANGES
+DOCUMENTED = {
+    **dict.fromkeys(("n_layer", "num_hidden_layers", "num_layers", "n_layers"), (1, 1024)),
+    **dict.fromkeys(("n_head", "num_attention_heads", "num_key_value_heads", "n_heads", "num_heads", "num_kv_heads",
+                     "multi_query_group_num", "n_head_kv"), (1, 1024)),
+    **dict.fromkeys(("n_embd", "hidden_size", "d_model", "n_embed", "embed_dim"), (1, 131072)),
+    **dict.fromkeys(("head_dim", "kv_channels"), (1, 16384)),
+    **dict.fromkeys(("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size", "moe_intermediate_size",
+                     "shared_expert_intermediate_size"), (1, 1048576)),
+    **dict.fromkeys(("vocab_size", "padded_vocab_size"), (1, 10_000_000)),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length",
+                     "max_sequence_length"), (1, 16_777_216)),
+    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok",
+                     "n_shared_experts"), (0, 4096)),
+}
+_SIZE_KEYS = sorted(DOCUMENTED)
+
+
+def test_the_checked_keys_are_the_documented_ones_with_their_bounds():
+    assert sorted(k for keys, *_ in modelcheck.CONFIG_RANGES for k in keys) == _SIZE_KEYS
+    for key, (lo, hi) in DOCUMENTED.items():
+        for v in (lo, hi, [lo, hi]):
+            modelcheck.check_config({key: v}, Path("config.json"))
+        for v in (lo - 1, hi + 1, [lo, hi + 1]):
+            with pytest.raises(InputError, match=f"^config.json: {key} = .* an integer from {lo:,} to {hi:,}"):
+                modelcheck.check_config({key: v}, Path("config.json"))
+_BOUNDS = sorted({b + e for lo, hi in DOCUMENTED.values() for b in (lo, hi) for e in (-1, 0, 1)})
+_VALUES = st.one_of(st.integers(-2**70, 2**70), st.integers(-2, 1100), st.sampled_from(_BOUNDS), st.booleans(),
+                    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
                     st.lists(st.integers(-3, 2000), max_size=4))
 
 
 def _valid(key, value) -> bool:
-    lo, hi = next((lo, hi) for keys, lo, hi, _ in modelcheck.CONFIG_RANGES if key in keys)
+    lo, hi = DOCUMENTED[key]
 
     def ok(v):
         return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
@@ -298,3 +324,36 @@ def test_config_sizes_are_refused_exactly_outside_their_range(key, value, nested
     msg = str(e.value)
     assert msg.startswith(f"{path}: {'text_config.' if nested else ''}{key} = ") and "\n" not in msg
     assert "an integer from" in msg
+
+
+_SMALL_TOKENIZER_CONFIG = json.dumps({"tokenizer_class": "TokenizersBackend", "eos_token": "[EOS]"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.sampled_from(_SIZE_KEYS), value=_VALUES)
+def test_a_folder_is_refused_exactly_when_its_config_json_holds_a_size_out_of_range(key, value):
+    """The same rule through the files: a folder whose config.json holds the drawn value (and no weights, so that
+    nothing but the sizes is judged) passes check_model or is refused in one line naming config.json."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "config.json").write_text(json.dumps({"model_type": "gpt2", key: value}))
+        (d / "tokenizer_config.json").write_text(_SMALL_TOKENIZER_CONFIG)
+        if _valid(key, value):
+            assert modelcheck.check_model(d) == []
+            return
+        with pytest.raises(InputError) as e:
+            modelcheck.check_model(d)
+        assert str(e.value).startswith(f"{d / 'config.json'}: {key} = ") and "\n" not in str(e.value)
+
+
+def test_evaluate_refuses_a_damaged_folder_before_it_creates_the_run(tiny_dir, tmp_path, capsys):
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dir, d)
+    _edit_config(n_layer=100_000)(d)
+    run = tmp_path / "run"
+    assert main(["evaluate", "--kb", "demo", "--model", str(d), "--device", DEVICE, "-o", str(run)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"dukb: error: {d / 'config.json'}: n_layer = 100000 is not a valid number of layers")
+    assert not run.exists()
