@@ -32,8 +32,10 @@ What transformers opens in a local model folder is read here first, bounded:
   (the hub's own gpt2 folders are like this: transformers' defaults for the model type are right for them), and
   refused when the special tokens it then gets are not tokens of the model (:func:`check_loaded`).
 
-A GGUF file is checked to be a regular file whose 24-byte header has the GGUF magic, version 2 or 3, and at most
-:data:`GGUF_MAX_COUNT` tensors and metadata entries (:func:`check_gguf`).
+A GGUF file is checked to be a regular file whose header has the GGUF magic, version 2 or 3, and at most
+:data:`GGUF_MAX_COUNT` tensors and metadata entries, each of which lies inside the file (:func:`check_gguf`: a walk
+over the metadata and the tensor index, no tensor read; a forged array length would make the ``gguf`` reader loop
+for hours).
 
 The checks and the loading are not atomic: a file swapped between them is read as transformers finds it.
 
@@ -467,43 +469,112 @@ def check_loaded(tokenizer, model, folder: str | os.PathLike, notes: list[str]) 
 
 
 def check_gguf(path: Path) -> None:
-    """Check a GGUF file's fixed header, reading 24 bytes: the magic ``GGUF``, version 2 or 3, and tensor and
-    metadata counts of at most :data:`GGUF_MAX_COUNT` (a forged count would make the reader loop or allocate).
+    """Check a GGUF file's header and the layout of its metadata and tensor index, without reading a tensor: the
+    magic ``GGUF``, version 2 or 3, tensor and metadata counts of at most :data:`GGUF_MAX_COUNT`, and every
+    metadata value and tensor entry inside the file (a string, array or dimension count that reaches past the end
+    of the file, which would make the ``gguf`` reader loop for hours or allocate without bound, is refused).
 
     Args:
         path: the .gguf file (a regular file; see :func:`check_model`).
 
     Raises:
-        InputError: (the file named) not a regular file, shorter than the header, not a GGUF file, an unknown
-            version, a count out of range, or unreadable.
+        InputError: (the file named, one line "not a readable GGUF file (...)") not a regular file, shorter than
+            its header, not a GGUF file, an unknown version, a count out of range, a value type that GGUF does
+            not define, a string, array or tensor entry past the end of the file, more than
+            :data:`GGUF_MAX_DIMS` dimensions, or unreadable.
 
     Source: ggml docs/gguf.md (header: uint32 magic, uint32 version, uint64 tensor_count, uint64
-    metadata_kv_count, little-endian).
+    metadata_kv_count; metadata: string key, uint32 value type, value; tensor info: string name, uint32 n_dims,
+    uint64 dims, uint32 type, uint64 offset; little-endian).
     """
+    import mmap
+
     from dukb.kb.csvfile import open_regular
 
     with open_regular(path, "GGUF file", 1 << 62) as fh:
         try:
-            head = fh.read(24)
-        except OSError as e:
-            raise InputError(f"cannot read the GGUF file: {e.strerror or e}", path) from None
-    problem = None
-    if len(head) < 24:
-        problem = f"{len(head)} bytes, shorter than its 24-byte header"
-    elif head[:4] != b"GGUF":
-        problem = f"it starts with {head[:4]!r}, not b'GGUF'"
-    else:
-        version, tensors, entries = struct.unpack("<IQQ", head[4:])
-        if version not in (2, 3):
-            problem = f"GGUF version {version}; versions 2 and 3 are read"
-        elif max(tensors, entries) > GGUF_MAX_COUNT:
-            problem = (f"its header claims {tensors:,} tensors and {entries:,} metadata entries, more than the "
-                       f"{GGUF_MAX_COUNT:,} allowed")
+            size = os.fstat(fh.fileno()).st_size
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot read the GGUF file: {getattr(e, 'strerror', None) or e}", path) from None
+    try:
+        problem = _gguf_problem(buf)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
     if problem:
         raise InputError(f"not a readable GGUF file ({problem}); the file may be truncated or corrupt: fetch it "
                          "again", path)
 
 
-__all__ = ["CONFIG_RANGES", "GGUF_MAX_COUNT", "JSON_FILES", "MODEL_SUFFIXES", "TEXT_FILES", "WEIGHT_FILES",
+#: most dimensions a GGUF tensor may have (ggml's GGML_MAX_DIMS is 4)
+GGUF_MAX_DIMS = 8
+#: byte size of each fixed-size GGUF metadata value type (8 is a string, 9 an array)
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+class _Past(Exception):
+    """A GGUF field reaches past the end of the file."""
+
+
+def _gguf_problem(buf) -> str | None:
+    """What is wrong with the GGUF bytes ``buf`` (see :func:`check_gguf`), or None."""
+    if len(buf) < 24:
+        return f"{len(buf)} bytes, shorter than its 24-byte header"
+    if buf[:4] != b"GGUF":
+        return f"it starts with {bytes(buf[:4])!r}, not b'GGUF'"
+    version, tensors, entries = struct.unpack_from("<IQQ", buf, 4)
+    if version not in (2, 3):
+        return f"GGUF version {version}; versions 2 and 3 are read"
+    if max(tensors, entries) > GGUF_MAX_COUNT:
+        return (f"its header claims {tensors:,} tensors and {entries:,} metadata entries, more than the "
+                f"{GGUF_MAX_COUNT:,} allowed")
+    end = len(buf)
+
+    def take(at: int, n: int) -> int:
+        if n < 0 or at + n > end:
+            raise _Past
+        return at + n
+
+    def string(at: int) -> int:
+        (n,) = struct.unpack_from("<Q", buf, take(at, 8) - 8)
+        return take(at + 8, n)
+
+    def value(at: int, kind: int, depth: int = 0) -> int:
+        if kind in _GGUF_SIZES:
+            return take(at, _GGUF_SIZES[kind])
+        if kind == 8:
+            return string(at)
+        if kind != 9 or depth > 2:
+            raise ValueError(f"metadata value type {kind} is not a GGUF type")
+        item, count = struct.unpack_from("<IQ", buf, take(at, 12) - 12)
+        at += 12
+        if item in _GGUF_SIZES:  # fixed-size items: skipped at once, their total bounded by the file
+            return take(at, count * _GGUF_SIZES[item])
+        take(at, count * 8)  # every string or array item takes at least 8 bytes: the loop below is bounded
+        for _ in range(count):
+            at = value(at, item, depth + 1)
+        return at
+
+    at = 24
+    try:
+        for _ in range(entries):
+            at = string(at)
+            (kind,) = struct.unpack_from("<I", buf, take(at, 4) - 4)
+            at = value(at + 4, kind)
+        for _ in range(tensors):
+            at = string(at)
+            (dims,) = struct.unpack_from("<I", buf, take(at, 4) - 4)
+            if dims > GGUF_MAX_DIMS:
+                return f"a tensor with {dims:,} dimensions, more than {GGUF_MAX_DIMS}"
+            at = take(at + 4, dims * 8 + 12)
+    except _Past:
+        return f"a metadata value or tensor entry reaches past the end of the file at byte {at:,}"
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+__all__ = ["CONFIG_RANGES", "GGUF_MAX_COUNT", "GGUF_MAX_DIMS", "JSON_FILES", "MODEL_SUFFIXES", "TEXT_FILES", "WEIGHT_FILES",
            "check_classes", "check_config", "check_folder", "check_gguf", "check_index", "check_loaded",
            "check_model", "check_no_code", "json_text", "least_parameters"]

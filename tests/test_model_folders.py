@@ -357,3 +357,55 @@ def test_evaluate_refuses_a_damaged_folder_before_it_creates_the_run(tiny_dir, t
     line = _one_error_line(capsys.readouterr().err)
     assert line.startswith(f"dukb: error: {d / 'config.json'}: n_layer = 100000 is not a valid number of layers")
     assert not run.exists()
+
+
+def _written_gguf(path: Path, tokens: int = 50_000) -> Path:
+    """A GGUF file written by the ``gguf`` package: metadata of every kind (strings, ints, floats, a bool, arrays
+    of strings, ints and floats) and two tensors."""
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("written")
+    w.add_context_length(64)
+    w.add_float32("x.scale", 0.5)
+    w.add_bool("x.flag", True)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(tokens)])
+    w.add_token_types([1] * tokens)
+    w.add_token_scores([0.0] * tokens)
+    w.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    w.add_tensor("output_norm.weight", np.ones(4, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _forged_array(path: Path, item_type: int, count: int) -> Path:
+    """A GGUF header with one metadata array that claims ``count`` items of ``item_type`` but holds none (the
+    ``gguf`` reader loops over such a count for hours)."""
+    import struct
+
+    def text(s: str) -> bytes:
+        return struct.pack("<Q", len(s)) + s.encode()
+
+    path.write_bytes(_gguf_header(tensors=0, entries=2) + text("general.architecture") + struct.pack("<I", 8)
+                     + text("llama") + text("x.big") + struct.pack("<IIQ", 9, item_type, count))
+    return path
+
+
+def test_a_gguf_file_written_by_the_gguf_package_passes_and_forged_counts_do_not(tmp_path, capsys):
+    good = _written_gguf(tmp_path / "good.gguf")
+    start = time.monotonic()
+    modelcheck.check_gguf(good)
+    assert time.monotonic() - start < QUICK
+    for item_type, name in ((0, "bytes"), (8, "strings"), (9, "arrays")):
+        forged = _forged_array(tmp_path / f"forged-{name}.gguf", item_type, 2**40)
+        line = _refusal(forged, capsys)
+        assert line.startswith(f"dukb: error: {forged}: not a readable GGUF file (a metadata value or tensor entry "
+                               "reaches past the end of the file"), line
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(good.read_bytes()[:5000])  # the token list cut short
+    assert "reaches past the end of the file" in _refusal(cut, capsys)
