@@ -20,7 +20,8 @@ What transformers opens in a local model folder is read here first, bounded:
   1..131072, head dimension 1..16384, intermediate size 1..1048576, vocabulary 1..10,000,000, positions
   1..16,777,216, experts 0..4096; integers only (JSON ``null`` is left to transformers' default). Checked in
   config.json and in every sub-config it nests (``text_config``, ...), so a config of 100,000 layers is refused at
-  once instead of hanging while the model is built.
+  once instead of hanging while the model is built. Weights far smaller than the config describes are refused by
+  :func:`dukb.neural.models.load_model` from :func:`least_parameters`, without building the model.
 - **Code is asked for only with ``--trust-remote-code``.** Without it, an ``auto_map`` or ``"trust_remote_code":
   true`` in any JSON config, a ``tokenizer_class`` (tokenizer_config.json or config.json) transformers does not
   have, or a model class in config.json's ``architectures`` transformers does not have, is refused in one line
@@ -37,7 +38,8 @@ A GGUF file is checked to be a regular file whose header has the GGUF magic, ver
 over the metadata and the tensor index, no tensor read; a forged array length would make the ``gguf`` reader loop
 for hours).
 
-The checks and the loading are not atomic: a file swapped between them is read as transformers finds it.
+Only what exists on disk is checked: a hub id is downloaded and read by transformers as the hub serves it. The
+checks and the loading are not atomic: a file swapped between them is read as transformers finds it.
 
 Source: the formats as transformers and the GGUF specification define them (transformers: ``PretrainedConfig``,
 ``AutoTokenizer.from_pretrained``, sharded checkpoints' ``weight_map``; ggml docs/gguf.md: the file header).
