@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from dukb import InputError
+from dukb.neural.modelcheck import check_loaded, check_model, least_parameters
 from dukb.neural.spec import ModelSpec, PromptTags
 
 log = logging.getLogger(__name__)
@@ -425,9 +426,11 @@ def _check_weights(model_dir: Path, config, trust: bool) -> None:
                              "corrupt", f) from None
     if getattr(config, "quantization_config", None) is not None:
         return
-    params = _config_parameters(config, trust)
+    least = least_parameters(config.to_dict()) or 0  # instant, where building a config of 1,024 layers is not
+    params = least if values < least // 2 else _config_parameters(config, trust)
     if params and values < params // 2:
-        raise InputError(f"the weights hold {values:,} values, but config.json describes a model of {params:,} "
+        raise InputError(f"the weights hold {values:,} values, but config.json describes a model of "
+                         f"{'at least ' if params == least else ''}{params:,} "
                          "parameters: the weights and config.json do not belong together", shards[0])
 
 
@@ -487,7 +490,10 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     Raises:
         InputError: the model cannot be found or loaded, always naming the file at fault (one line; never a
             traceback, whatever transformers, torch, safetensors or the tokenizers library raise, a Rust panic
-            included): a config.json that is not a JSON object, or that transformers rejects; a malformed
+            included): a folder or GGUF file that fails :func:`dukb.neural.modelcheck.check_model` (checked before
+            transformers reads it) or whose special tokens are not tokens of the model
+            (:func:`dukb.neural.modelcheck.check_loaded`); a config.json that is not a JSON object, or that
+            transformers rejects; a malformed
             :data:`MODEL_RECORD` (:func:`read_model_record`); a truncated or foreign safetensors file; weights that
             cover less than half of the parameters config.json describes, or that leave some of the model's
             weights missing or of the wrong shape; a pickle checkpoint that torch's weights-only loader refuses; a
@@ -505,6 +511,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     where = resolve_model(spec.name_or_path)
+    notes = check_model(where.file if where.gguf_file else where.path, spec.trust_remote_code)
     path, extra = where.path, ({"gguf_file": where.gguf_file} if where.gguf_file else {})
     local = Path(path).is_dir()
     if not Path(path).exists():
@@ -526,6 +533,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         model, info = _loading("weights", where, arch, lambda: _auto_model(path, config, dtype, trust, extra))
     if not where.gguf_file:
         _check_loading_info(info, _weights_file(path))
+    check_loaded(tokenizer, model, where.file if where.gguf_file else path, notes)
     if where.gguf_file:  # dequantized: a plain float model from here on (saved without a quantization config)
         for obj in (model.config, getattr(model, "generation_config", None)):
             if obj is not None and hasattr(obj, "quantization_config"):
@@ -572,7 +580,8 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
         prompt name is not validated here (:attr:`ModelSpec.tags` does that).
 
     Raises:
-        InputError: a malformed :data:`MODEL_RECORD` in ``path`` (:func:`read_model_record`); (only when ``path``
+        InputError: a local folder or file that fails :func:`dukb.neural.modelcheck.check_model`; a malformed
+            :data:`MODEL_RECORD` in ``path`` (:func:`read_model_record`); (only when ``path``
             is neither a tiny nor a recorded directory,
             :func:`dukb.neural.zoo.resolve_model`) a short name that is not cached, a folder with several GGUF
             files, a model file that is not a .gguf file, a value that can only be a path naming nothing that
@@ -583,6 +592,7 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
     from dukb.neural.zoo import resolve_model
 
     p = Path(path)
+    check_model(p, kw.get("trust_remote_code", False))
     rec = read_model_record(p)
     prompt = kw.pop("prompt", None)
     family = kw.pop("family", None)
