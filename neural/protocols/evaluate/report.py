@@ -1,5 +1,5 @@
 """Rendering evaluate results into the paper's tables and figures (pandas, matplotlib; no torch): summary.csv,
-report.md (Table 1/2 layout) and accuracy_recall.png. The figures themselves are the summary metrics of
+report.md (Table 1/2 layout) and accuracy_recall.png/.pdf. The figures themselves are the summary metrics of
 :mod:`dukb.neural.metrics.summary` (trade-off, Acc@Superficial), computed for the metrics a run asked for.
 """
 
@@ -185,35 +185,27 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
     return "\n".join(lines)
 
 
-def plot_curves(df, path, accuracy: str = ACCURACY) -> None:
-    """accuracy_recall.png: one curve per method (mean points per setting, in order of strength)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pts = curve_points(df, accuracy)
-    fig, ax = plt.subplots(figsize=(5.5, 4.2), dpi=120)
-    for method, p in pts.groupby("method", sort=False):
-        ax.plot(p["recall"], p["accuracy"], marker="o", label=method.upper())
-    ax.axvline(THRESHOLD, color="grey", lw=0.6, ls="--")
-    ax.axhline(THRESHOLD, color="grey", lw=0.6, ls="--")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("Recall (deep unlearning)")
-    ax.set_ylabel("Accuracy (other facts kept)")
-    ax.set_title("Accuracy-recall trade-off")
-    ax.legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def render(run_dir) -> dict:
-    """(Re)write summary.csv, report.md and accuracy_recall.png of a run directory from results.jsonl alone.
+def plot_curves(df, path, accuracy: str = ACCURACY, *, band: str = "std", order=None) -> list[Path]:
+    """accuracy_recall.png and accuracy_recall.pdf: the qa and held-out panels of mean curves over targets with
+    bands and setting labels (:func:`dukb.neural.plots.tradeoff_figure`).
 
     Returns:
-        dict of written paths (summary, report, plot) and ``missing_units``: the (target, method, value) units of
+        [png path, pdf path].
+    """
+    from dukb.neural.plots import tradeoff_figure
+
+    return tradeoff_figure(df, path, accuracy=accuracy, band=band, order=order)
+
+
+def render(run_dir, *, band: str = "std") -> dict:
+    """(Re)write summary.csv, report.md and accuracy_recall.png/.pdf of a run directory from results.jsonl alone.
+
+    Args:
+        run_dir: the run directory.
+        band: the figure's band, "std" (±1 std over targets) or "bootstrap" (:func:`dukb.neural.plots.mean_curves`).
+
+    Returns:
+        dict of written paths (summary, report, plot: the PNG, plot_pdf: the PDF) and ``missing_units``: the (target, method, value) units of
         the run's identity without a row (:func:`dukb.neural.runs.missing_units`), also named in report.md.
 
     Raises:
@@ -261,8 +253,8 @@ def render(run_dir) -> dict:
                                    encoding="utf-8")
     paths = {"summary": run / "summary.csv", "report": run / "report.md", "missing_units": missing}
     if "recall" in df.columns:
-        plot_curves(df, output_file(run / "accuracy_recall.png"))
-        paths["plot"] = run / "accuracy_recall.png"
+        paths["plot"], paths["plot_pdf"] = plot_curves(df, run / "accuracy_recall.png", band=band,
+                                                       order=config.get("methods"))
     from dukb.neural.attacks.report import plot_attacks
 
     if plot_attacks(df, output_file(run / "attacks.png")):
