@@ -342,7 +342,7 @@ def _merge_labels(points: list[CurvePoint], eps: float = 0.02) -> list[tuple[Cur
 def _place_labels(fig, ax, items, markers, taken=()) -> None:
     """Annotate each (x, y, normal, text, colour, gid) at the first small offset that overlaps no marker and no label
     placed before and stays inside the axes; a label with no such place is left out (clutter). ``markers``: the
-    (x, y) data points drawn; ``taken``: display boxes already used (the region's label)."""
+    (x, y) data points drawn and points along the lines; ``taken``: display boxes already used (the region's label)."""
     from matplotlib.transforms import Bbox
 
     renderer = fig.canvas.get_renderer()
@@ -405,7 +405,9 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
             (labels if j in (0, len(merged) - 1) else inner).append((q.recall, q.accuracy, q.normal, text + (f" (n={q.n})" if q.n != base else ""), look.color,
                            f"label:{c.method}"))
     fig.canvas.draw()
-    _place_labels(fig, ax, labels + inner, [(q.recall, q.accuracy) for c in curves for q in c.points],
+    along = [(a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy))
+             for c in curves for a, b in zip(c.points, c.points[1:]) for f in (0.25, 0.5, 0.75)]
+    _place_labels(fig, ax, labels + inner, [(q.recall, q.accuracy) for c in curves for q in c.points] + along,
                   [region.get_window_extent(fig.canvas.get_renderer())])
 
 
