@@ -105,8 +105,8 @@ def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str,
 
     Returns:
         name -> Look (keys as given in ``names``). References (:data:`REFERENCES`) are black (solid) and grey
-        (dashed); the others take :data:`PALETTE`, :data:`MARKERS` and :data:`LINESTYLES` in turn, with line widths
-        from 1.8 down to 0.9 points and rising drawing order.
+        (dashed), 1.1 points wide; the others take :data:`PALETTE`, :data:`MARKERS` and :data:`LINESTYLES` in turn,
+        with line widths from 1.8 down to 0.9 points. The thinner a line, the later it is drawn (on top).
 
     Source: Okabe & Ito 2008 (palette).
     """
@@ -119,11 +119,12 @@ def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str,
         if k in REFERENCES:
             grey = REFERENCES.index(k) % 2
             out[n] = Look("#000000" if not grey else "#7f7f7f", "o" if not grey else "s", "-" if not grey else "--",
-                          1.4, 2.0 + 0.1 * REFERENCES.index(k))
+                          1.1, 3.9 + 0.01 * REFERENCES.index(k))
             continue
         i = methods.index(k)
+        width = max(0.9, 1.8 - 0.25 * i)
         out[n] = Look(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)],
-                      max(0.9, 1.8 - 0.25 * i), 3.0 + 0.1 * i)
+                      width, 5.0 - width + 0.01 * i)
     return out
 
 
@@ -503,7 +504,7 @@ class Series:
 
     Attributes:
         name: the method or reference (picks the :class:`Look`). x, y: values (NaN: a gap). label: legend text
-        (default ``name``; None: not in the legend). linestyle, marker: overrides of the look (e.g. dashed for a
+        ("": ``name``, in upper case for a method; None: not in the legend). linestyle, marker: overrides of the look (e.g. dashed for a
         second quantity of the same method).
     """
 
@@ -573,7 +574,7 @@ def lines_figure(panels: Sequence[Panel], path, *, ncols: int | None = None, ord
                     kw["marker"] = s.marker
                 x = range(len(s.y)) if p.xticks is not None and s.x is None else s.x
                 ax.plot(list(x), list(s.y), gid=f"curve:{s.name}", **kw)
-                label = s.name if s.label == "" else s.label
+                label = (s.name if s.name.lower() in REFERENCES else s.name.upper()) if s.label == "" else s.label
                 if label is not None and label not in legend:
                     legend[label] = Line2D([], [], label=label, **kw)
             if p.xticks is not None:

@@ -132,6 +132,7 @@ def test_colours_are_okabe_ito_and_a_method_keeps_its_look():
     ref = plots.looks(["target", "retrain", "ga"])
     assert ref["target"].color == "#000000" and ref["retrain"].color != ref["target"].color
     assert ref["ga"].color == plots.PALETTE[0]
+    assert ref["target"].linewidth < ref["ga"].linewidth and ref["target"].zorder > ref["ga"].zorder  # thin on top
 
 
 def test_curves_use_the_methods_look(fig):

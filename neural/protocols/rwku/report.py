@@ -143,7 +143,7 @@ def plot_aa(rows: list[dict], path: Path, order=None) -> Path | None:
                    (r.get("rouge_forget_aa_by_kind") or {}).get(k)) for _v_, r in per.values()]
             xs = [x for x in xs if x is not None]
             vals.append(100 * sum(xs) / len(xs) if xs else np.nan)
-        series[m] = vals
+        series[m if m == "before" else m.upper()] = vals
     return bars_figure(kinds, series, path, ylabel="forget ROUGE-L recall ×100", order=order,
                        title="Leak per probe kind (strongest setting)")[0]
 
