@@ -91,8 +91,23 @@ class Look:
 
 
 def _order(order) -> list[str]:
-    """A run's method order as a list of names ([] for anything but a list or tuple, e.g. an older config's string)."""
-    return [str(m) for m in order] if isinstance(order, (list, tuple)) else []
+    """A method order as a list of names: a list or tuple as given, a dict's keys; [] for anything else."""
+    return [str(m) for m in order] if isinstance(order, (list, tuple, dict)) else []
+
+
+def run_order(config: dict) -> list[str]:
+    """A run's method order from its config.json: the method labels of its identity (the rows' ``method``), else its
+    ``methods`` list; [] when neither is there.
+
+    Args:
+        config: the run's config.json (dict).
+
+    Returns:
+        list of method labels, in the order the run lists them.
+    """
+    ident = config.get("identity") if isinstance(config, dict) else None
+    methods = ident.get("methods") if isinstance(ident, dict) else None
+    return _order(methods) or _order(config.get("methods") if isinstance(config, dict) else None)
 
 
 def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str, Look]:
@@ -682,5 +697,5 @@ def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
 
 
 __all__ = ["BANDS", "DPI", "LINESTYLES", "Look", "MARKERS", "OKABE_ITO", "PALETTE", "Panel", "REFERENCES", "Series",
-           "bars_figure", "figure_files", "figure_markdown", "lines_figure", "looks", "mean_curves", "save",
+           "bars_figure", "figure_files", "figure_markdown", "lines_figure", "looks", "mean_curves", "run_order", "save",
            "setting_label", "stacked_bars_figure", "style", "tradeoff_figure", "tradeoff_plot"]

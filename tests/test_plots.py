@@ -257,3 +257,11 @@ def test_lines_figure_draws_each_series_in_its_methods_look(tmp_path, monkeypatc
     plots.lines_figure([panel], tmp_path / "x.png", order=["ga", "npo"])
     assert seen["curve:npo"] == (plots.PALETTE[1].lower(), "--")  # the last npo series: the retain line, dashed
     assert seen["curve:Retrain"][0] == "#7f7f7f"
+
+
+def test_the_runs_method_order_comes_from_its_identity_then_its_methods_list():
+    assert plots.run_order({"identity": {"methods": {"ga": {}, "npo_gdr": {}}}, "methods": ["npo_gdr"]}) == \
+        ["ga", "npo_gdr"]
+    assert plots.run_order({"methods": ["tv", "ga"]}) == ["tv", "ga"]
+    assert plots.run_order({"methods": "ga"}) == [] and plots.run_order({}) == []
+    assert plots.looks(["ga"], plots.run_order({"methods": ["tv", "ga"]}))["ga"].color == plots.PALETTE[1]

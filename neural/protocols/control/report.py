@@ -216,9 +216,11 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     output_file(run / "report.md").write_text(markdown_report(summary, config, splits)
                                               + unfinished_note(run, "(ratio, method)", "θ_o") + journal_note(journal),
                                               encoding="utf-8")
+    from dukb.neural.plots import run_order
+
     return {"report": run / "report.md", "summary": run / "summary.csv", "unfinished_units": unfinished_units(run) or [],
-            "ps_curves": plot_ps_curves(rows, run / "ps_curves.png", order=config.get("methods")),
-            "risk_curves": plot_risk_curves(rows, run / "risk_curves.png", order=config.get("methods"))}
+            "ps_curves": plot_ps_curves(rows, run / "ps_curves.png", order=run_order(config)),
+            "risk_curves": plot_risk_curves(rows, run / "risk_curves.png", order=run_order(config))}
 
 
 __all__ = ["PS_COLUMNS", "markdown_report", "plot_ps_curves", "plot_risk_curves", "render_control",

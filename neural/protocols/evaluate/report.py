@@ -253,8 +253,10 @@ def render(run_dir, *, band: str = "std") -> dict:
                                    encoding="utf-8")
     paths = {"summary": run / "summary.csv", "report": run / "report.md", "missing_units": missing}
     if "recall" in df.columns:
+        from dukb.neural.plots import run_order
+
         paths["plot"], paths["plot_pdf"] = plot_curves(df, run / "accuracy_recall.png", band=band,
-                                                       order=config.get("methods"))
+                                                       order=run_order(config))
     from dukb.neural.attacks.report import plot_attacks
 
     if plot_attacks(df, output_file(run / "attacks.png")):

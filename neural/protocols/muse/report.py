@@ -225,10 +225,12 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     summary.to_csv(output_file(run / "summary.csv"), index=False)
     output_file(run / "report.md").write_text(markdown_report(summary, config) + unfinished_note(run, "(request, method)")
                                               + journal_note(journal), encoding="utf-8")
+    from dukb.neural.plots import run_order
+
     return {"summary": run / "summary.csv", "report": run / "report.md", "unfinished_units": unfinished_units(run) or [],
-            "scalability": plot_curves(summary, "scalability", run / "scalability.png", config.get("methods")),
-            "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png", config.get("methods")),
-            "roc": plot_roc(rows, run / "mia_roc.png", order=config.get("methods"))}
+            "scalability": plot_curves(summary, "scalability", run / "scalability.png", run_order(config)),
+            "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png", run_order(config)),
+            "roc": plot_roc(rows, run / "mia_roc.png", order=run_order(config))}
 
 
 __all__ = ["markdown_report", "plot_curves", "plot_roc", "render_muse", "roc_label", "summarize_muse",

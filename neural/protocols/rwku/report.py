@@ -235,9 +235,11 @@ def render_rwku(run_dir) -> dict:
                 "run to add them).\n")
     output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + note + journal_note(journal),
                                               encoding="utf-8")
+    from dukb.neural.plots import run_order
+
     return {"summary": run / "summary.csv", "report": run / "report.md",
-            "aa": plot_aa(rows, run / "aa_kinds.png", order=config.get("methods")),
-            "batches": plot_batches(rows, run / "batch_targets.png", order=config.get("methods")),
+            "aa": plot_aa(rows, run / "aa_kinds.png", order=run_order(config)),
+            "batches": plot_batches(rows, run / "batch_targets.png", order=run_order(config)),
             "missing_units": missing}
 
 
