@@ -1,5 +1,5 @@
 """Rendering evaluate results into the paper's tables and figures (pandas, matplotlib; no torch): summary.csv,
-report.md (Table 1/2 layout) and accuracy_recall.png/.pdf. The figures themselves are the summary metrics of
+report.md (Table 1/2 layout) and accuracy_recall.png. The figures themselves are the summary metrics of
 :mod:`dukb.neural.metrics.summary` (trade-off, Acc@Superficial), computed for the metrics a run asked for.
 """
 
@@ -197,15 +197,11 @@ def plot_curves(df, path, accuracy: str = ACCURACY, *, band: str = "std", order=
     return tradeoff_figure(df, path, accuracy=accuracy, band=band, order=order)
 
 
-def render(run_dir, *, band: str = "std") -> dict:
-    """(Re)write summary.csv, report.md and accuracy_recall.png/.pdf of a run directory from results.jsonl alone.
-
-    Args:
-        run_dir: the run directory.
-        band: the figure's band, "std" (±1 std over targets) or "bootstrap" (:func:`dukb.neural.plots.mean_curves`).
+def render(run_dir) -> dict:
+    """(Re)write summary.csv, report.md and accuracy_recall.png of a run directory from results.jsonl alone.
 
     Returns:
-        dict of written paths (summary, report, plot: the PNG, plot_pdf: the PDF) and ``missing_units``: the (target, method, value) units of
+        dict of written paths (summary, report, plot) and ``missing_units``: the (target, method, value) units of
         the run's identity without a row (:func:`dukb.neural.runs.missing_units`), also named in report.md.
 
     Raises:
@@ -255,8 +251,7 @@ def render(run_dir, *, band: str = "std") -> dict:
     if "recall" in df.columns:
         from dukb.neural.plots import run_order
 
-        paths["plot"], paths["plot_pdf"] = plot_curves(df, run / "accuracy_recall.png", band=band,
-                                                       order=run_order(config))
+        paths["plot"], paths["plot_pdf"] = plot_curves(df, run / "accuracy_recall.png", order=run_order(config))
     from dukb.neural.attacks.report import plot_attacks
 
     if plot_attacks(df, output_file(run / "attacks.png")):

@@ -191,7 +191,7 @@ def plot_roc(rows: list[dict], path: Path, request: str = "main", order=None) ->
     panel = Panel(title="Min-K% MIA, forget vs holdout", xlabel="false positive rate (holdout)",
                   ylabel="true positive rate (forget)", diagonal=True)
     for name, r in pick.items():
-        pos, neg = np.asarray(r["mia"]["forget"]), np.asarray(r["mia"]["holdout"])
+        pos, neg = np.asarray(r["mia"]["forget"], dtype=float), np.asarray(r["mia"]["holdout"], dtype=float)
         th = np.unique(np.concatenate([pos, neg, [np.inf]]))[::-1]
         panel.series.append(Series(name, [float((neg >= t).mean()) for t in th], [float((pos >= t).mean()) for t in th],
                                    label=roc_label(name, r.get("mia_auc")), marker=""))
