@@ -84,6 +84,13 @@ class Look:
     linewidth: float
     zorder: float
 
+    @property
+    def ink(self) -> str:
+        """The colour darkened by a third (hex), for text in the method's colour (a yellow label stays readable)."""
+        from matplotlib.colors import to_hex, to_rgb
+
+        return to_hex(tuple(0.67 * c for c in to_rgb(self.color)))
+
     def line(self, **kw) -> dict:
         """Keyword arguments of ``Axes.plot`` for this look (``kw`` overrides)."""
         return {"color": self.color, "marker": self.marker, "linestyle": self.linestyle, "linewidth": self.linewidth,
@@ -400,6 +407,7 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
                 gid="empty")
         return
     labels, inner = [], []
+    fill = min(0.14, max(0.06, 0.5 / len(curves)))  # fainter bands when many overlap
     for c in curves:
         look = lk[c.method]
         xs = [q.recall for q in c.points]
@@ -407,7 +415,7 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
         if c.n_targets >= 2 and len(c.points) >= 2:
             upper = [(q.recall + q.hi * q.normal[0], q.accuracy + q.hi * q.normal[1]) for q in c.points]
             lower = [(q.recall + q.lo * q.normal[0], q.accuracy + q.lo * q.normal[1]) for q in c.points]
-            ax.add_patch(Polygon(upper + lower[::-1], closed=True, facecolor=look.color, alpha=0.14, edgecolor="none",
+            ax.add_patch(Polygon(upper + lower[::-1], closed=True, facecolor=look.color, alpha=fill, edgecolor="none",
                                  zorder=1 + 0.01 * look.zorder, gid=f"band:{c.method}"))
         elif c.n_targets >= 2:  # one setting: the spread as error bars in both directions
             q = c.points[0]
@@ -418,8 +426,9 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
         base = c.n_targets
         merged = _merge_labels(c.points)
         for j, (q, text) in enumerate(merged):  # a curve's two ends are placed first, then its inner settings
-            (labels if j in (0, len(merged) - 1) else inner).append((q.recall, q.accuracy, q.normal, text + (f" (n={q.n})" if q.n != base else ""), look.color,
-                           f"label:{c.method}"))
+            text += f" (n={q.n})" if q.n != base else ""
+            (labels if j in (0, len(merged) - 1) else inner).append((q.recall, q.accuracy, q.normal, text, look.ink,
+                                                                      f"label:{c.method}"))
     fig.canvas.draw()
     along = [(a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy))
              for c in curves for a, b in zip(c.points, c.points[1:]) for f in (0.25, 0.5, 0.75)]
@@ -435,8 +444,8 @@ def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accu
     Each panel draws, per method, the mean curve over targets (:func:`mean_curves`; markers and line styles of
     :func:`looks`), its band (none for a method with a single target; error bars for a single setting), a short
     label per setting (offset text; settings at the same place share one; ``(n=k)`` when fewer targets have it), and
-    the region accuracy ≥ ``threshold`` and recall ≥ ``threshold`` shaded and labelled. A panel whose rows are None or
-    hold no scored row says ``empty`` instead of curves. The legend (below) names each method with its number of
+    the region accuracy ≥ ``threshold`` and recall ≥ ``threshold`` shaded and labelled. A panel whose rows are None
+    or hold no scored row says ``empty`` instead of curves. The legend (below) names each method with its number of
     targets, e.g. "GA (n=11)".
 
     Args:
@@ -507,8 +516,8 @@ def tradeoff_figure(df, path, *, accuracy: str = "accuracy_all", band: str = "st
     forms = [f for f in df["probe_forms_seen"].dropna().iloc[0]] if "probe_forms_seen" in df.columns and \
         df["probe_forms_seen"].notna().any() and isinstance(df["probe_forms_seen"].dropna().iloc[0], list) else ["qa"]
     fig = tradeoff_plot([(f"{', '.join(forms)} form{'s' if len(forms) > 1 else ''} (seen in unlearning)", df),
-                         ("held-out probe forms", held if len(held) else None)], accuracy=accuracy, band=band,
-                        order=order)
+                         ("held-out probe forms (never seen)", held if len(held) else None)],
+                        accuracy=accuracy, band=band, order=order)
     return save(fig, path)
 
 
@@ -519,8 +528,8 @@ class Series:
 
     Attributes:
         name: the method or reference (picks the :class:`Look`). x, y: values (NaN: a gap). label: legend text
-        ("": ``name``, in upper case for a method; None: not in the legend). linestyle, marker: overrides of the look (e.g. dashed for a
-        second quantity of the same method).
+        ("": ``name``, in upper case for a method; None: not in the legend). linestyle, marker: overrides of the
+        look (e.g. dashed for a second quantity of the same method).
     """
 
     name: str
@@ -697,5 +706,5 @@ def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
 
 
 __all__ = ["BANDS", "DPI", "LINESTYLES", "Look", "MARKERS", "OKABE_ITO", "PALETTE", "Panel", "REFERENCES", "Series",
-           "bars_figure", "figure_files", "figure_markdown", "lines_figure", "looks", "mean_curves", "run_order", "save",
-           "setting_label", "stacked_bars_figure", "style", "tradeoff_figure", "tradeoff_plot"]
+           "bars_figure", "figure_files", "figure_markdown", "lines_figure", "looks", "mean_curves", "run_order",
+           "save", "setting_label", "stacked_bars_figure", "style", "tradeoff_figure", "tradeoff_plot"]

@@ -95,7 +95,7 @@ def test_points_are_means_per_setting_and_the_band_is_the_std_across_the_curve()
         plots.mean_curves(df, band="sem")
 
 
-def test_setting_labels_are_text_artists_in_the_methods_colour(fig):
+def test_setting_labels_are_small_text_artists_in_the_methods_colour_darkened(fig):
     f = plots.tradeoff_plot([("qa", rows()), ("held-out", None)], order=list(GRIDS))
     fig(f)
     labels = by_gid(f, "label:")
@@ -103,7 +103,7 @@ def test_setting_labels_are_text_artists_in_the_methods_colour(fig):
     for m, (p, grid) in GRIDS.items():
         texts = [a.get_text() for a in labels[m]]
         assert any(t.startswith(f"{p}=") for t in texts), texts
-        assert all(to_hex(a.get_color()) == to_hex(lk[m].color) for a in labels[m])
+        assert all(to_hex(a.get_color()) == lk[m].ink != lk[m].color for a in labels[m])
         assert all(a.get_fontsize() < 7 for a in labels[m])
     assert {t for a in labels.values() for t in (x.get_text() for x in a)} >= {"steps=1", "steps=16", "alpha=10"}
 

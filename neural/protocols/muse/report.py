@@ -229,7 +229,8 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
 
     return {"summary": run / "summary.csv", "report": run / "report.md", "unfinished_units": unfinished_units(run) or [],
             "scalability": plot_curves(summary, "scalability", run / "scalability.png", run_order(config)),
-            "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png", run_order(config)),
+            "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png",
+                                          run_order(config)),
             "roc": plot_roc(rows, run / "mia_roc.png", order=run_order(config))}
 
 
