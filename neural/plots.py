@@ -362,20 +362,28 @@ def _merge_labels(points: list[CurvePoint], eps: float = 0.02) -> list[tuple[Cur
     return out
 
 
-def _place_labels(fig, ax, items, markers, taken=()) -> None:
-    """Annotate each (x, y, normal, text, colour, gid) at the first small offset that overlaps no marker and no label
-    placed before and stays inside the axes; a label with no such place is left out (clutter). ``markers``: the
-    (x, y) data points drawn and points along the lines; ``taken``: display boxes already used (the region's label)."""
+def _place_labels(fig, ax, items, markers, lines=(), taken=()) -> None:
+    """Annotate each (x, y, normal, text, colour, gid) at the first small offset (along the curve's normal first,
+    then the eight compass directions, near then farther) that stays inside the axes and overlaps no marker, no label
+    placed before and no other method's line; a label with no such place is left out (clutter). ``markers``: the
+    (x, y) data points; ``lines``: (x, y, gid) points along each method's line (a label may touch its own);
+    ``taken``: display boxes already used (the region's label)."""
+    import math
+
     from matplotlib.transforms import Bbox
 
     renderer = fig.canvas.get_renderer()
     box = ax.get_window_extent(renderer)
-    r = 2.2 * fig.dpi / 72  # half a marker, in pixels
-    placed = [Bbox.from_extents(px - r, py - r, px + r, py + r)
-              for px, py in (ax.transData.transform(xy) for xy in markers)] + list(taken)
+
+    def square(xy, half):  # half: in points
+        (px, py), r = ax.transData.transform(xy), half * fig.dpi / 72
+        return Bbox.from_extents(px - r, py - r, px + r, py + r)
+
+    placed = [(b, None) for b in taken] + [(square(xy, 2.2), None) for xy in markers]
+    placed += [(square((x, y), 0.8), gid) for x, y, gid in lines]
+    compass = [(math.cos(math.radians(d)), math.sin(math.radians(d))) for d in (0, 180, 90, 270, 45, 225, 135, 315)]
     for x, y, (nx, ny), text, colour, gid in items:
-        cands = [(6 * nx, 6 * ny), (-6 * nx, -6 * ny), (7, -3), (-7, 3), (0, 7), (0, -7), (8, 0), (-8, 0),
-                 (12 * nx, 12 * ny), (-12 * nx, -12 * ny)]
+        cands = [(d * ux, d * uy) for d in (6, 11) for ux, uy in [(nx, ny), (-nx, -ny)] + compass]
         for dx, dy in cands:
             a = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=5.5, color=colour,
                             ha="left" if dx > 1 else "right" if dx < -1 else "center",
@@ -383,8 +391,8 @@ def _place_labels(fig, ax, items, markers, taken=()) -> None:
                             annotation_clip=False)
             bb = a.get_window_extent(renderer).expanded(1.05, 1.1)
             inside = box.x0 <= bb.x0 and bb.x1 <= box.x1 and box.y0 <= bb.y0 and bb.y1 <= box.y1
-            if inside and not any(bb.overlaps(o) for o in placed):
-                placed.append(bb)
+            if inside and not any(owner != gid and bb.overlaps(o) for o, owner in placed):
+                placed.append((bb, None))
                 break
             a.remove()
 
@@ -430,9 +438,9 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
             (labels if j in (0, len(merged) - 1) else inner).append((q.recall, q.accuracy, q.normal, text, look.ink,
                                                                       f"label:{c.method}"))
     fig.canvas.draw()
-    along = [(a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy))
-             for c in curves for a, b in zip(c.points, c.points[1:]) for f in (0.25, 0.5, 0.75)]
-    _place_labels(fig, ax, labels + inner, [(q.recall, q.accuracy) for c in curves for q in c.points] + along,
+    along = [(a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy), f"label:{c.method}")
+             for c in curves for a, b in zip(c.points, c.points[1:]) for f in (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9)]
+    _place_labels(fig, ax, labels + inner, [(q.recall, q.accuracy) for c in curves for q in c.points], along,
                   [region.get_window_extent(fig.canvas.get_renderer())])
 
 
@@ -473,6 +481,7 @@ def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accu
         lk = looks(names, order)
         fig, axes = plt.subplots(1, len(panels), figsize=(3.5 * len(panels) + 0.4, 4.0), sharex=True, sharey=True,
                                  squeeze=False)
+        fig.subplots_adjust(bottom=0.16, wspace=0.08)  # before the labels are placed: they are fitted to this layout
         for ax, (title, curves) in zip(axes[0], per):
             _draw_panel(fig, ax, curves, lk, title, empty, threshold)
             ax.set_xlabel("Recall (deep unlearning)")
@@ -491,7 +500,6 @@ def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accu
         fig.text(0.5, 0.07 - 0.045 * (1 + (len(handles) - 1) // 5), f"Points: mean over targets per setting. "
                  f"Band: {what}, across the curve. Shaded: accuracy ≥ {threshold:g} and recall ≥ {threshold:g}.",
                  ha="center", va="top", fontsize=6, color="0.3")
-        fig.subplots_adjust(bottom=0.16, wspace=0.08)
     return fig
 
 
