@@ -521,10 +521,7 @@ def tradeoff_figure(df, path, *, accuracy: str = "accuracy_all", band: str = "st
     from dukb.neural.metrics.summary import heldout_points
 
     held = heldout_points(df)
-    forms = [f for f in df["probe_forms_seen"].dropna().iloc[0]] if "probe_forms_seen" in df.columns and \
-        df["probe_forms_seen"].notna().any() and isinstance(df["probe_forms_seen"].dropna().iloc[0], list) else ["qa"]
-    fig = tradeoff_plot([(f"{', '.join(forms)} form{'s' if len(forms) > 1 else ''} (seen in unlearning)", df),
-                         ("held-out probe forms (never seen)", held if len(held) else None)],
+    fig = tradeoff_plot([("qa probe form", df), ("held-out probe forms (never seen)", held if len(held) else None)],
                         accuracy=accuracy, band=band, order=order)
     return save(fig, path)
 
