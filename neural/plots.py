@@ -221,7 +221,8 @@ class CurvePoint:
     Attributes:
         label: the setting's short label. strength: the swept value. recall, accuracy: means over targets (floats in
         [0, 1]). n: the number of targets averaged. targets: (n, 2) array of the targets' (recall, accuracy).
-        lo, hi: the band's extent along the curve's normal (signed, in axis units; 0 without a band).
+        lo, hi: the band's extent along the curve's normal (signed, in axis units; 0 without a band). normal: the
+        curve's unit normal at the point (recall, accuracy components).
     """
 
     label: str
