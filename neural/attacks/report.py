@@ -81,32 +81,17 @@ def attacks_section(df) -> list[str]:
 
 
 def plot_attacks(df, path) -> bool:
-    """attacks.png: mean recall per method and setting, one bar per attack ("none" first). Returns False (nothing
-    written) when the run applied no attack."""
+    """attacks.png and attacks.pdf: mean recall per method and setting, one bar per attack ("none" first), in
+    dukb's figure style (:func:`dukb.neural.plots.bars_figure`). Returns False (nothing written) when the run applied
+    no attack."""
     pts = attack_points(df)
     if pts.empty:
         return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    from dukb.neural.plots import bars_figure
 
     keys = list(dict.fromkeys(zip(pts["method"], pts["setting"])))
-    attacks = list(dict.fromkeys(pts["attack"]))
     by = {(r["method"], r["setting"], r["attack"]): r["recall"] for r in pts.to_dict("records")}
-    x = np.arange(len(keys))
-    w = 0.8 / max(len(attacks), 1)
-    fig, ax = plt.subplots(figsize=(max(5.5, 0.9 * len(keys) + 2), 4.2), dpi=120)
-    for i, a in enumerate(attacks):
-        ax.bar(x + i * w - 0.4 + w / 2, [by.get((m, s, a), np.nan) for m, s in keys], w, label=a)
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{m}\n{s}" for m, s in keys], fontsize=6)
-    ax.set_ylim(0, 1.02)
-    ax.set_ylabel("Recall (deep unlearning)")
-    ax.set_title("Recall before and after each attack")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    series = {a: [by.get((m, s, a), float("nan")) for m, s in keys] for a in dict.fromkeys(pts["attack"])}
+    bars_figure([f"{m}\n{s}" for m, s in keys], series, path, ylabel="Recall (deep unlearning)", ylim=(0, 1.02),
+                title="Recall before and after each attack")
     return True

@@ -1,13 +1,14 @@
 """The report of a restor run, rendered from its files alone (no model, no solver): states.csv (one row per fact),
-summary.csv (per model and group), report.md and one stacked-bar PNG of the fact states per unlearning result.
+summary.csv (per model and group), report.md and one stacked-bar figure (PNG and PDF) of the fact states per
+unlearning result.
 
 report.md follows RESTOR's layout: Table 1 (accuracy of the clean, corrupted and unlearned models), Table 2
 (Recovery / Forget / Unchanged over A), Table 3 (Degraded / Unaffected over B), Fig. 2 as a table (mean
 length-normalised log-probabilities of the true, injected and random answers over A), accuracy per relation
 (Fig. 3's per-relation view), then dukb's rule-aware analysis, timings and settings.
 
-Source: Rezaei et al., RESTOR, Sec. 4.3 (Tables 1-3, Figs. 2-3). pandas and matplotlib are imported by
-:func:`render` and :func:`plot_states` only.
+Source: Rezaei et al., RESTOR, Sec. 4.3 (Tables 1-3, Figs. 2-3). pandas is imported by :func:`render` only;
+the figures are drawn by :mod:`dukb.neural.plots`.
 """
 
 from __future__ import annotations
@@ -227,46 +228,32 @@ def markdown(data: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_states(data: dict, row: dict, path: Path) -> None:
-    """A stacked-bar PNG of one unlearning result: bar A (Recovery, Forget, Unchanged) and bar B (Degraded,
-    Unaffected), each summing to 100% (matplotlib, Agg).
+def plot_states(data: dict, row: dict, path: Path) -> list[Path]:
+    """A stacked-bar figure of one unlearning result, as PNG and PDF (:func:`dukb.neural.plots.stacked_bars_figure`):
+    bar A (Recovery, Forget, Unchanged) and bar B (Degraded, Unaffected), each summing to 100%.
+
+    Returns:
+        [png path, pdf path].
 
     Source: Rezaei et al., RESTOR, Sec. 4.3, Tables 2 and 3.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from dukb.neural.plots import OKABE_ITO, stacked_bars_figure
 
     clean, corr = data["clean"]["rows"], data["corrupted"]["rows"]
     p = partition(fact_states(data["facts"], clean, corr, row["rows"], data["config"].get("retain_facts", [])))
-    colors = {RECOVERY: "#2a9d8f", FORGET: "#e9c46a", UNCHANGED: "#e76f51", DEGRADED: "#9b2226",
-              UNAFFECTED: "#94d2bd"}
-    fig, ax = plt.subplots(figsize=(4.6, 3.8), dpi=120)
-    for x, (keys, n) in enumerate(((STATES_A, p["n_A"]), (STATES_B, p["n_B"]))):
-        bottom = 0.0
-        for k in keys:
-            v = p[k] or 0.0
-            ax.bar(x, v, bottom=bottom, color=colors[k], label=k, width=0.6)
-            if v >= 6:
-                ax.text(x, bottom + v / 2, f"{v:.0f}%", ha="center", va="center", fontsize=8)
-            bottom += v
-    ax.set_xticks([0, 1], [f"A (n={p['n_A']})", f"B (n={p['n_B']})"])
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("% of facts")
-    ax.set_title(f"Fact states after {method_label(row, data['results'])}")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    colours = {RECOVERY: OKABE_ITO["bluish green"], FORGET: OKABE_ITO["sky blue"], UNCHANGED: OKABE_ITO["vermillion"],
+               DEGRADED: OKABE_ITO["orange"], UNAFFECTED: OKABE_ITO["blue"]}
+    bars = [(f"A (n={p['n_A']})", [(k, p[k]) for k in STATES_A]), (f"B (n={p['n_B']})", [(k, p[k]) for k in STATES_B])]
+    return stacked_bars_figure(bars, colours, path, ylabel="% of facts",
+                               title=f"Fact states after {method_label(row, data['results'])}")
 
 
 def render(run_dir) -> dict:
-    """(Re)write states.csv, summary.csv, report.md and one states_<METHOD>.png per unlearning result from the files
-    of a run directory alone (no model, no solver).
+    """(Re)write states.csv, summary.csv, report.md and one states_<METHOD>.png and .pdf per unlearning result from
+    the files of a run directory alone (no model, no solver).
 
     Returns:
-        dict of written paths (report, states, summary, plots).
+        dict of written paths (report, states, summary, plots: the PNGs, plots_pdf: the PDFs).
 
     Raises:
         InputError: the directory does not hold a restor run whose clean and corrupted models were probed.
@@ -287,8 +274,6 @@ def render(run_dir) -> dict:
     plots = []
     for r in data["results"]:
         name = re.sub(r"[^A-Za-z0-9]+", "_", method_label(r, data["results"])).strip("_")
-        p = run / f"states_{name}.png"
-        plot_states(data, r, p)
-        plots.append(p)
+        plots.append(plot_states(data, r, run / f"states_{name}.png"))
     return {"report": run / "report.md", "states": run / "states.csv", "summary": run / "summary.csv",
-            "plots": plots}
+            "plots": [png for png, _ in plots], "plots_pdf": [pdf for _, pdf in plots]}

@@ -117,83 +117,67 @@ def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_ps_curves(rows: list[dict], path: Path) -> Path | None:
+def plot_ps_curves(rows: list[dict], path: Path, order=None) -> Path | None:
     """PS-exact(forget) (solid) and PS-exact(retain-eval) (dashed) against the control value, one panel per ratio
-    and control, one colour per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    and control, one look per method, as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns the PNG's
+    path, None without rows."""
+    from dukb.neural.plots import Panel, Series, lines_figure
 
     ratios = list(dict.fromkeys(r["ratio"] for r in rows))
     controls = [c for c in CONTROL_KINDS if any(r["control"] == c for r in rows)]
     if not ratios or not controls:
         return None
-    fig, axes = plt.subplots(len(ratios), len(controls), figsize=(4.2 * len(controls), 3.2 * len(ratios)),
-                             squeeze=False)
     methods = list(dict.fromkeys(r["method"] for r in rows if r.get("method")))
-    colours = {m: f"C{i}" for i, m in enumerate(methods)}
-    for i, rk in enumerate(ratios):
+    panels = []
+    for rk in ratios:
         for j, c in enumerate(controls):
-            ax = axes[i][j]
+            p = Panel(title=f"{rk} · {c.upper()}", xlabel={"oc": "τ", "es": "T (steps)", "mm": "α"}[c],
+                      ylabel="PS-exact" if j == 0 else "", ylim=(-0.05, 1.05))
             for m in methods:
-                pts = sorted((float(r["value"]), r) for r in rows
-                             if r["ratio"] == rk and r.get("method") == m and r["control"] == c)
+                pts = sorted(((float(r["value"]), r) for r in rows
+                              if r["ratio"] == rk and r.get("method") == m and r["control"] == c), key=lambda x: x[0])
                 if not pts:
                     continue
-                xs = [p[0] for p in pts]
-                ax.plot(xs, [p[1].get("ps_exact_forget") for p in pts], "-o", ms=2, color=colours[m], label=m)
-                ax.plot(xs, [p[1].get("ps_exact_retain") for p in pts], "--", color=colours[m])
-            ax.set_title(f"{rk} · {c.upper()}", fontsize=9)
-            ax.set_xlabel({"oc": "τ", "es": "T (steps)", "mm": "α"}[c])
-            ax.set_ylim(-0.05, 1.05)
-            if j == 0:
-                ax.set_ylabel("PS-exact (— forget, -- retain)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(output_file(path), dpi=110)
-    plt.close(fig)
-    return path
+                xs = [x for x, _ in pts]
+                p.series.append(Series(m, xs, [r.get("ps_exact_forget") for _, r in pts], linestyle="-"))
+                p.series.append(Series(m, xs, [r.get("ps_exact_retain") for _, r in pts], label=None, linestyle="--"))
+            panels.append(p)
+    return lines_figure(panels, path, ncols=len(controls), order=order,
+                        extra_legend=(("forget", "-"), ("retain-eval", "--")))[0]
 
 
-def plot_risk_curves(rows: list[dict], path: Path) -> Path | None:
+def plot_risk_curves(rows: list[dict], path: Path, order=None) -> Path | None:
     """The per-step unlearning risk L_u (solid) and retain loss (dashed) of each method's uncontrolled run, one
-    panel per ratio (Wang et al. 2024, Fig. 1)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    panel per ratio (Wang et al. 2024, Fig. 1), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns
+    the PNG's path, None without uncontrolled runs."""
+    from dukb.neural.plots import Panel, Series, lines_figure
 
     unc = [r for r in rows if r["control"] == "none" and r.get("risk_curve")]
     if not unc:
         return None
-    ratios = list(dict.fromkeys(r["ratio"] for r in unc))
-    fig, axes = plt.subplots(1, len(ratios), figsize=(4.5 * len(ratios), 3.3), squeeze=False)
-    for i, rk in enumerate(ratios):
-        ax = axes[0][i]
-        for k, r in enumerate(x for x in unc if x["ratio"] == rk):
+    panels = []
+    for rk in dict.fromkeys(r["ratio"] for r in unc):
+        p = Panel(title=f"{rk}: uncontrolled runs", xlabel="step", ylabel="nats/token", yscale="symlog",
+                  yscale_kw={"linthresh": 0.1})
+        for r in (x for x in unc if x["ratio"] == rk):
             curve = r["risk_curve"]
             risk = curve.get("unlearning_risk") or []
-            ax.plot(range(1, len(risk) + 1), risk, "-", color=f"C{k}", label=r["method"])
+            p.series.append(Series(r["method"], range(1, len(risk) + 1), risk, linestyle="-", marker=""))
             if curve.get("loss_retain"):
-                ax.plot(range(1, len(curve["loss_retain"]) + 1), curve["loss_retain"], "--", color=f"C{k}")
-        ax.set_title(f"{rk}: uncontrolled runs", fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_ylabel("nats/token (— L_u, -- retain loss)")
-        ax.set_yscale("symlog", linthresh=0.1)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(output_file(path), dpi=110)
-    plt.close(fig)
-    return path
+                p.series.append(Series(r["method"], range(1, len(curve["loss_retain"]) + 1), curve["loss_retain"],
+                                       label=None, linestyle="--", marker=""))
+        panels.append(p)
+    return lines_figure(panels, path, order=order, extra_legend=(("L_u (unlearning risk)", "-"),
+                                                                 ("retain loss", "--")))[0]
 
 
 def render_control(run_dir, *, selection: str | None = None) -> dict:
-    """Write summary.csv, report.md, ps_curves.png and risk_curves.png of a `dukb control` run from its files
-    (config.json, splits.json, sets.json, results.jsonl).
+    """Write summary.csv, report.md, ps_curves.png and risk_curves.png (each with its PDF) of a `dukb control` run
+    from its files (config.json, splits.json, sets.json, results.jsonl).
 
     Returns:
-        {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot),
+        {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot; its
+        PDF lies beside its PNG),
         and ``unfinished_units``: the (ratio, method) work units no worker finished
         (:func:`dukb.neural.runs.unfinished_units`; "" is θ_o's unit), also named in report.md.
 
@@ -232,9 +216,11 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     output_file(run / "report.md").write_text(markdown_report(summary, config, splits)
                                               + unfinished_note(run, "(ratio, method)", "θ_o") + journal_note(journal),
                                               encoding="utf-8")
+    from dukb.neural.plots import run_order
+
     return {"report": run / "report.md", "summary": run / "summary.csv", "unfinished_units": unfinished_units(run) or [],
-            "ps_curves": plot_ps_curves(rows, run / "ps_curves.png"),
-            "risk_curves": plot_risk_curves(rows, run / "risk_curves.png")}
+            "ps_curves": plot_ps_curves(rows, run / "ps_curves.png", order=run_order(config)),
+            "risk_curves": plot_risk_curves(rows, run / "risk_curves.png", order=run_order(config))}
 
 
 __all__ = ["PS_COLUMNS", "markdown_report", "plot_ps_curves", "plot_risk_curves", "render_control",

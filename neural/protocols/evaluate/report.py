@@ -185,28 +185,16 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
     return "\n".join(lines)
 
 
-def plot_curves(df, path, accuracy: str = ACCURACY) -> None:
-    """accuracy_recall.png: one curve per method (mean points per setting, in order of strength)."""
-    import matplotlib
+def plot_curves(df, path, accuracy: str = ACCURACY, *, band: str = "std", order=None) -> list[Path]:
+    """accuracy_recall.png and accuracy_recall.pdf: the qa and held-out panels of mean curves over targets with
+    bands and setting labels (:func:`dukb.neural.plots.tradeoff_figure`).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Returns:
+        [png path, pdf path].
+    """
+    from dukb.neural.plots import tradeoff_figure
 
-    pts = curve_points(df, accuracy)
-    fig, ax = plt.subplots(figsize=(5.5, 4.2), dpi=120)
-    for method, p in pts.groupby("method", sort=False):
-        ax.plot(p["recall"], p["accuracy"], marker="o", label=method.upper())
-    ax.axvline(THRESHOLD, color="grey", lw=0.6, ls="--")
-    ax.axhline(THRESHOLD, color="grey", lw=0.6, ls="--")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("Recall (deep unlearning)")
-    ax.set_ylabel("Accuracy (other facts kept)")
-    ax.set_title("Accuracy-recall trade-off")
-    ax.legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return tradeoff_figure(df, path, accuracy=accuracy, band=band, order=order)
 
 
 def render(run_dir) -> dict:
@@ -261,8 +249,9 @@ def render(run_dir) -> dict:
                                    encoding="utf-8")
     paths = {"summary": run / "summary.csv", "report": run / "report.md", "missing_units": missing}
     if "recall" in df.columns:
-        plot_curves(df, output_file(run / "accuracy_recall.png"))
-        paths["plot"] = run / "accuracy_recall.png"
+        from dukb.neural.plots import run_order
+
+        paths["plot"], paths["plot_pdf"] = plot_curves(df, run / "accuracy_recall.png", order=run_order(config))
     from dukb.neural.attacks.report import plot_attacks
 
     if plot_attacks(df, output_file(run / "attacks.png")):

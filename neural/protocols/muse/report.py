@@ -1,5 +1,5 @@
 """Rendering `dukb muse` results (pandas, matplotlib; no torch): summary.csv, report.md in MUSE's Table 3 layout,
-scalability.png and sustainability.png (Fig. 6) and mia_roc.png (Fig. 4).
+scalability.png and sustainability.png (Fig. 6) and mia_roc.png (Fig. 4), each also as PDF.
 
 Table 3 rows: f_target, f_retrain, then every method at the setting the selection rule picks
 (:func:`dukb.neural.metrics.muse.select_setting`). Columns: VerbMem (C1), KnowMem on the forget set (C2), PrivLeak
@@ -143,33 +143,24 @@ def markdown_report(summary, config: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_curves(summary, experiment: str, path: Path) -> Path | None:
+def plot_curves(summary, experiment: str, path: Path, order=None) -> Path | None:
     """Utility (KnowMem on retain_eval) and KnowMem on the forget set per request, one line per method (MUSE
-    Fig. 6); None when the run has no such experiment."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Fig. 6), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns the PNG's path, None when the run has no
+    such experiment."""
+    from dukb.neural.plots import Panel, Series, lines_figure
 
     part = summary[(summary["experiment"] == experiment) & (summary["model_kind"] != "target")] \
         if len(summary) else summary
     if not len(part):
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    order = list(dict.fromkeys(part["request"]))
+    order_r = list(dict.fromkeys(part["request"]))
+    panels = [Panel(title=title, ylabel="%", xticks=order_r) for title in ("KnowMem retain (utility) ↑",
+                                                                          "KnowMem forget ↓")]
     for name in dict.fromkeys(part["name"]):
-        d = part[part["name"] == name].set_index("request").reindex(order)
-        for ax, col in zip(axes, ("knowmem_retain", "knowmem_forget")):
-            ax.plot(range(len(order)), 100 * d[col].astype(float), marker="o", label=name)
-    for ax, title in zip(axes, ("KnowMem retain (utility) ↑", "KnowMem forget ↓")):
-        ax.set_xticks(range(len(order)), order, rotation=30, fontsize=7)
-        ax.set_title(title, fontsize=9)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"MUSE {experiment}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(output_file(path), dpi=120)
-    plt.close(fig)
-    return path
+        d = part[part["name"] == name].set_index("request").reindex(order_r)
+        for p, col in zip(panels, ("knowmem_retain", "knowmem_forget")):
+            p.series.append(Series(name, range(len(order_r)), list(100 * d[col].astype(float))))
+    return lines_figure(panels, path, order=order, suptitle=f"MUSE {experiment}")[0]
 
 
 def roc_label(name: str, auc) -> str:
@@ -182,14 +173,13 @@ def roc_label(name: str, auc) -> str:
     return f"{name} (AUC {'–' if value != value else f'{value:.2f}'})"
 
 
-def plot_roc(rows: list[dict], path: Path, request: str = "main") -> Path | None:
+def plot_roc(rows: list[dict], path: Path, request: str = "main", order=None) -> Path | None:
     """ROC curves of the Min-K% MIA (forget members vs holdout) for f_target, f_retrain and each method's last
-    setting (MUSE Fig. 4)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    setting (MUSE Fig. 4), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns the PNG's path, None
+    without MIA scores."""
     import numpy as np
+
+    from dukb.neural.plots import Panel, Series, lines_figure
 
     mine = [r for r in rows if r["request"] == request and r.get("mia", {}).get("holdout")]
     if not mine:
@@ -198,29 +188,22 @@ def plot_roc(rows: list[dict], path: Path, request: str = "main") -> Path | None
     for r in mine:
         name = r["model_kind"] if r["model_kind"] != "unlearned" else r["method"]
         pick[name] = r  # the last row of each method (its strongest setting)
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    panel = Panel(title="Min-K% MIA, forget vs holdout", xlabel="false positive rate (holdout)",
+                  ylabel="true positive rate (forget)", diagonal=True)
     for name, r in pick.items():
-        pos, neg = np.asarray(r["mia"]["forget"]), np.asarray(r["mia"]["holdout"])
+        pos, neg = np.asarray(r["mia"]["forget"], dtype=float), np.asarray(r["mia"]["holdout"], dtype=float)
         th = np.unique(np.concatenate([pos, neg, [np.inf]]))[::-1]
-        tpr = [(pos >= t).mean() for t in th]
-        fpr = [(neg >= t).mean() for t in th]
-        ax.plot(fpr, tpr, label=roc_label(name, r.get("mia_auc")))
-    ax.plot([0, 1], [0, 1], "k:", lw=0.8)
-    ax.set_xlabel("false positive rate (holdout)")
-    ax.set_ylabel("true positive rate (forget)")
-    ax.legend(fontsize=7)
-    ax.set_title("Min-K% MIA, forget vs holdout", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(output_file(path), dpi=120)
-    plt.close(fig)
-    return path
+        panel.series.append(Series(name, [float((neg >= t).mean()) for t in th], [float((pos >= t).mean()) for t in th],
+                                   label=roc_label(name, r.get("mia_auc")), marker=""))
+    return lines_figure([panel], path, order=order, panel_size=(3.6, 3.4))[0]
 
 
 def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) -> dict:
     """Write summary.csv, report.md and the PNGs of a muse run from its results.jsonl and config.json alone.
 
     Returns:
-        {"summary", "report", "scalability", "sustainability", "roc"} -> paths (None for an absent figure), and
+        {"summary", "report", "scalability", "sustainability", "roc"} -> paths (None for an absent figure; a figure's
+        PDF lies beside its PNG), and
         ``unfinished_units``: the (request, method) work units no worker finished
         (:func:`dukb.neural.runs.unfinished_units`; method "" is a request's reference rows), also named in report.md.
 
@@ -242,10 +225,13 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     summary.to_csv(output_file(run / "summary.csv"), index=False)
     output_file(run / "report.md").write_text(markdown_report(summary, config) + unfinished_note(run, "(request, method)")
                                               + journal_note(journal), encoding="utf-8")
+    from dukb.neural.plots import run_order
+
     return {"summary": run / "summary.csv", "report": run / "report.md", "unfinished_units": unfinished_units(run) or [],
-            "scalability": plot_curves(summary, "scalability", run / "scalability.png"),
-            "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png"),
-            "roc": plot_roc(rows, run / "mia_roc.png")}
+            "scalability": plot_curves(summary, "scalability", run / "scalability.png", run_order(config)),
+            "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png",
+                                          run_order(config)),
+            "roc": plot_roc(rows, run / "mia_roc.png", order=run_order(config))}
 
 
 __all__ = ["markdown_report", "plot_curves", "plot_roc", "render_muse", "roc_label", "summarize_muse",

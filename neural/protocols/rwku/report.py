@@ -1,6 +1,6 @@
 """Rendering `dukb rwku` results (pandas, matplotlib; no torch): summary.csv, report.md in RWKU's Table 1 layout,
 aa_kinds.png (leak per adversarial kind) and batch_targets.png (forget and neighbour ROUGE against the number of
-targets unlearned at once).
+targets unlearned at once), each also as PDF.
 
 Values are ×100 ROUGE-L recall (RWKU's convention); FM and RM are the mean log-likelihood per answer token ×100
 (RWKU reports LOSS; here the sign is that of the likelihood, so FM falling below RM means the forget facts look
@@ -117,14 +117,13 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_aa(rows: list[dict], path: Path) -> Path | None:
+def plot_aa(rows: list[dict], path: Path, order=None) -> Path | None:
     """Bars of the forget ROUGE-L per probe kind for the unlearned model at each method's strongest setting,
-    beside the model before unlearning (single targets)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    beside the model before unlearning (single targets), as PNG and PDF (:func:`dukb.neural.plots.bars_figure`);
+    returns the PNG's path, None without single-target rows."""
     import numpy as np
+
+    from dukb.neural.plots import bars_figure
 
     single = [r for r in rows if r["request_kind"] == "single"]
     if not single:
@@ -136,39 +135,31 @@ def plot_aa(rows: list[dict], path: Path) -> Path | None:
         strongest.setdefault(m, {})
         strongest[m][r["request"]] = max(strongest[m].get(r["request"], (v, r)), (v, r), key=lambda x: x[0])
     kinds = ["qa", "cloze"] + list(dict.fromkeys(k for r in single for k in (r.get("rouge_forget_aa_by_kind") or {})))
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(kinds) + 2), 3.5))
-    width = 0.8 / max(1, len(strongest))
-    for j, (m, per) in enumerate(strongest.items()):
+    series = {}
+    for m, per in strongest.items():
         vals = []
         for k in kinds:
             xs = [(r["rouge_forget_qa"] if k == "qa" else r["rouge_forget_fb"] if k == "cloze" else
                    (r.get("rouge_forget_aa_by_kind") or {}).get(k)) for _v_, r in per.values()]
             xs = [x for x in xs if x is not None]
             vals.append(100 * sum(xs) / len(xs) if xs else np.nan)
-        ax.bar(np.arange(len(kinds)) + j * width, vals, width, label=m)
-    ax.set_xticks(np.arange(len(kinds)) + 0.4 - width / 2, kinds, rotation=40, ha="right", fontsize=7)
-    ax.set_ylabel("forget ROUGE-L recall ×100")
-    ax.legend(fontsize=7)
-    ax.set_title("Leak per probe kind (strongest setting)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(output_file(path), dpi=120)
-    plt.close(fig)
-    return path
+        series[m if m == "before" else m.upper()] = vals
+    return bars_figure(kinds, series, path, ylabel="forget ROUGE-L recall ×100", order=order,
+                       title="Leak per probe kind (strongest setting)")[0]
 
 
-def plot_batches(rows: list[dict], path: Path) -> Path | None:
+def plot_batches(rows: list[dict], path: Path, order=None) -> Path | None:
     """Forget All and neighbour All ROUGE against the number of targets (1 = mean of single targets), each method
-    at its strongest setting (RWKU's batch-target figure)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    at its strongest setting (RWKU's batch-target figure), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`);
+    returns the PNG's path, None without batch rows."""
+    from dukb.neural.plots import Panel, Series, lines_figure
 
     batch = [r for r in rows if r["request_kind"] == "batch" and r.get("method")]
     if not batch:
         return None
     single = [r for r in rows if r["request_kind"] == "single" and r.get("method")]
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    panels = [Panel(title="forget All ↓", xlabel="targets unlearned at once", ylabel="ROUGE-L recall ×100"),
+              Panel(title="neighbour All ↑", xlabel="targets unlearned at once")]
     for m in dict.fromkeys(r["method"] for r in batch):
         pts = []
         sized = sorted(((len(r["targets"]), [r]) for r in batch if r["method"] == m), key=lambda x: x[0])
@@ -181,17 +172,9 @@ def plot_batches(rows: list[dict], path: Path) -> Path | None:
             pts.append((n, sum(r["rouge_forget_all"] for r in sel) / len(sel),
                         sum((r["rouge_neighbour_all"] or 0) for r in sel) / len(sel)))
         pts = sorted(dict((p[0], p) for p in pts).values())
-        axes[0].plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", label=m)
-        axes[1].plot([p[0] for p in pts], [100 * p[2] for p in pts], marker="o", label=m)
-    axes[0].set_title("forget All ↓", fontsize=9)
-    axes[1].set_title("neighbour All ↑", fontsize=9)
-    for ax in axes:
-        ax.set_xlabel("targets unlearned at once")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(output_file(path), dpi=120)
-    plt.close(fig)
-    return path
+        panels[0].series.append(Series(m, [p[0] for p in pts], [100 * p[1] for p in pts]))
+        panels[1].series.append(Series(m, [p[0] for p in pts], [100 * p[2] for p in pts]))
+    return lines_figure(panels, path, order=order)[0]
 
 
 def missing_rwku_units(identity: dict, rows: list[dict]) -> list[tuple]:
@@ -219,10 +202,12 @@ def missing_rwku_units(identity: dict, rows: list[dict]) -> list[tuple]:
 
 
 def render_rwku(run_dir) -> dict:
-    """Write summary.csv, report.md, aa_kinds.png and batch_targets.png from results.jsonl and config.json alone.
+    """Write summary.csv, report.md, aa_kinds.png and batch_targets.png (each with its PDF) from results.jsonl and
+    config.json alone.
 
     Returns:
-        {"summary", "report", "aa", "batches"} -> paths (None for an absent figure), and ``missing_units``: the
+        {"summary", "report", "aa", "batches"} -> paths (None for an absent figure; a figure's PDF lies beside its
+        PNG), and ``missing_units``: the
         (request, method, value) rows of the run's identity not written yet (:func:`missing_rwku_units`), also
         named in report.md.
 
@@ -250,8 +235,12 @@ def render_rwku(run_dir) -> dict:
                 "run to add them).\n")
     output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + note + journal_note(journal),
                                               encoding="utf-8")
-    return {"summary": run / "summary.csv", "report": run / "report.md", "aa": plot_aa(rows, run / "aa_kinds.png"),
-            "batches": plot_batches(rows, run / "batch_targets.png"), "missing_units": missing}
+    from dukb.neural.plots import run_order
+
+    return {"summary": run / "summary.csv", "report": run / "report.md",
+            "aa": plot_aa(rows, run / "aa_kinds.png", order=run_order(config)),
+            "batches": plot_batches(rows, run / "batch_targets.png", order=run_order(config)),
+            "missing_units": missing}
 
 
 __all__ = ["COLS", "markdown_report", "missing_rwku_units", "plot_aa", "plot_batches", "render_rwku",
