@@ -12,8 +12,8 @@ from dukb.cli.render import output_path
 
 
 def import_edu_relat(
-    src: Path = typer.Argument(..., metavar="SRC", help="The benchmark's original folder (EDU-RELAT data/, e.g. "
-                               "../shared/edu-relat/original): family-200-graph.pt, family_relationships.pt, "
+    src: Path = typer.Argument(..., metavar="SRC", help="The benchmark's original folder (synthetic_data/ of "
+                               "github.com/wrh14/deep_unlearning): family-200-graph.pt, family_relationships.pt, "
                                "family_biographies.pt, subsample.pt, us_population_distribution."),
     out: Path = typer.Argument(..., metavar="OUT", parser=output_path, help="KB directory to write (created if "
                                "needed; files of the same names are replaced, each all or nothing)."),

@@ -1,7 +1,7 @@
 """Import the EDU-RELAT benchmark's original files into a dukb KB directory.
 
 The benchmark (Wu et al. 2025, "Evaluating Deep Unlearning in Large Language Models", Sec. 4; the Eval-DU
-repository's ``data/`` folder, copied to ../shared/edu-relat/original) stores its synthetic family as pickled
+repository's ``synthetic_data/`` folder, github.com/wrh14/deep_unlearning) stores its synthetic family as pickled
 Python objects. This module reads them with :mod:`dukb.kb.ptfile` (no torch, no code from the files) and writes:
 
 - ``people.csv``: person i of the graph, in index order: name, gender, birthyear (``Person.age``), birthplace (state
@@ -174,7 +174,7 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
 
     Args:
         src_dir: folder with family-200-graph.pt, family_relationships.pt, family_biographies.pt, subsample.pt and
-            us_population_distribution (EDU-RELAT's ``data/``; ../shared/edu-relat/original).
+            us_population_distribution (the Eval-DU repository's ``synthetic_data/`` folder).
         out_dir: KB directory to write (created if needed; existing files of the same names are replaced).
 
     Returns:

@@ -123,7 +123,7 @@ def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: 
         lm.model.eval()
         if acc["value"] is None:
             stop(record["epochs_run"])
-        save_model(lm, out)
+        save_model(lm, out, kb=kb)
     record.update(accuracy=acc["value"], n_qa=len(items), n_sentences=len(sentences),
                   seconds_total=time.perf_counter() - t0, model=cfg.model)
     return record
