@@ -16,7 +16,8 @@ from dukb.neural.data import QA_KIND
 from dukb.neural.metrics.base import Metric, Needs, RowContext
 
 FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
-          "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies")
+          "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies", "n_scored",
+          "n_scored_relationships")
 
 
 def retained_from_probe(kb, df):
@@ -42,7 +43,8 @@ def recall_metric(ctx: RowContext) -> dict:
 
     Returns:
         The fields of :data:`FIELDS` (forgotten_* as sorted fact_id lists); the accuracies leave out
-        ``ctx.retain_ids``.
+        ``ctx.retain_ids``; an accuracy with nothing left to score is None (JSON null) and ``n_scored`` (facts
+        accuracy_all scored) is 0.
 
     Raises:
         ValueError: the probe table lacks a fact of the KB.

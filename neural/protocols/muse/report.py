@@ -200,7 +200,7 @@ def plot_roc(rows: list[dict], path: Path, request: str = "main") -> Path | None
         pick[name] = r  # the last row of each method (its strongest setting)
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     for name, r in pick.items():
-        pos, neg = np.asarray(r["mia"]["forget"]), np.asarray(r["mia"]["holdout"])
+        pos, neg = np.asarray(r["mia"]["forget"], dtype=float), np.asarray(r["mia"]["holdout"], dtype=float)
         th = np.unique(np.concatenate([pos, neg, [np.inf]]))[::-1]
         tpr = [(pos >= t).mean() for t in th]
         fpr = [(neg >= t).mean() for t in th]
