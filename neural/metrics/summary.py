@@ -566,3 +566,89 @@ ACC_AT_SUPERFICIAL = Metric("acc_at_superficial", superficial_metric, Needs(requ
                             "per target the best accuracy among settings that forget the target itself (0 if none), "
                             "mean ± std",
                             "Wu et al. 2025, Table 2")
+
+
+# ------------------------------------------------------------------------------------------ how reports print --------
+#: The readings of a summary number, as summary.csv's ``reading`` column names them: the paper's rule first; every
+#: other reading says it is not comparable to the paper.
+PAPER = "paper (per target)"
+PAPER_HELDOUT = "paper (per target), held-out forms"
+ENVELOPE = "envelope (not comparable to the paper)"
+OBSERVED = "observed mean points (not comparable to the paper)"
+ANY_SETTING = "any setting (not comparable to the paper)"
+WEAKEST = "weakest forgetting setting (not comparable to the paper)"
+REGION = "first mean held-out point in the region (not comparable to the paper)"
+COUNT = "count"
+
+#: Report limits (dukb's one-page report): at most this many lines, none longer than :data:`PAGE_WIDTH` characters.
+PAGE_LINES = 150
+PAGE_WIDTH = 200
+
+
+def missing(v) -> bool:
+    """True for None or a float NaN (a number that is not there: nothing to score, no row)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def num(v, digits: int = 2) -> str:
+    """A summary number with ``digits`` decimals; "–" when it is missing (:func:`missing`)."""
+    return "–" if missing(v) else f"{float(v):.{digits}f}"
+
+
+def mean_std(mean, std, n, digits: int = 2) -> str:
+    """A mean over n targets as reports print it: ``0.49 ± 0.20`` when n ≥ 2, the number alone when n = 1 (a
+    single target has no spread), "–" when n = 0 or the mean is missing.
+
+    Args:
+        mean, std: floats or None; n: the number of targets (int or None: then "±" is shown when std is given).
+
+    Returns:
+        str.
+    """
+    if missing(mean) or n == 0:
+        return "–"
+    if (n is not None and n < 2) or missing(std):
+        return num(mean, digits)
+    return f"{num(mean, digits)} ± {num(std, digits)}"
+
+
+def wrap_prose(text: str, width: int = 118, limit: int = PAGE_WIDTH) -> str:
+    """``text`` with every prose line longer than ``limit`` characters wrapped at ``width`` (markdown joins the lines
+    again); table rows (``|``), headings, code and image lines are left as they are.
+
+    Args:
+        text: markdown.
+
+    Returns:
+        markdown text.
+    """
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= limit or line.startswith(("|", "#", "```", "![", "    ")):
+            out.append(line)
+            continue
+        lead = "  " if line.startswith(("- ", "* ")) else ""
+        out += textwrap.wrap(line, width, subsequent_indent=lead, break_on_hyphens=False, break_long_words=False)
+    return "\n".join(out)
+
+
+def page_problems(text: str, lines: int = PAGE_LINES, width: int = PAGE_WIDTH) -> list[str]:
+    """What keeps a report from being one page: more than ``lines`` lines, a line over ``width`` characters, or
+    JSON (a line opening a JSON object or a fenced json block).
+
+    Args:
+        text: the report's markdown.
+
+    Returns:
+        list of problems in words ([] for a one-page report).
+    """
+    out = []
+    rows = text.rstrip("\n").split("\n")
+    if len(rows) > lines:
+        out.append(f"{len(rows)} lines (at most {lines})")
+    out += [f"line {i}: {len(r)} characters (at most {width})" for i, r in enumerate(rows, 1) if len(r) > width]
+    out += [f"line {i}: JSON" for i, r in enumerate(rows, 1) if r.startswith("```json") or r.lstrip().startswith('{"')
+            or '`{"' in r]
+    return out
