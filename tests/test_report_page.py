@@ -209,3 +209,49 @@ def test_results_writer_writes_nan_as_null(tmp_path):
     old = {**row, "accuracy_all": 1.0}
     del old["n_scored"]
     assert row_check("evaluate")(old) is None
+
+
+def _protocol_runs(tmp_path):
+    """A small run of every other protocol, written by hand (as tests/test_report_rows.py does)."""
+    from tests.test_cli_ux import _write_run, muse_rows, rwku_rows
+    from tests.test_report_rows import _restor_run
+
+    base = {"ratio": "1%", "forget_fact_ids": [1], "forgotten_relationships": [], "forgotten_biographies": [],
+            "ps_exact_retain": 0.9, "ps_exact_forget": 0.8, "ps_perturb_retain": 0.9, "ps_perturb_forget": 0.8,
+            "ps_similar_retain": 0.9, "ps_similar_forget": None, "confidence_retain": 0.5,
+            "confidence_forget": 0.5}
+    control = [{**base, "method": None, "control": "original", "value": None},
+               {**base, "method": "ga", "control": "none", "param": "steps", "value": 8.0, "ps_exact_forget": 0.1}]
+    restor = {"method": "ga", "targeted": False, "setting": {"steps": 1, "lr": 1e-3},
+              "rows": [{"correct": False, "label": "other", "answer": "x"},
+                       {"correct": True, "label": "true", "answer": "banker"}]}
+    return {
+        "muse": _write_run(tmp_path / "muse", "muse", muse_rows(), config={"select": "first_below_retrain",
+                                                                           "targets": list(range(40))}),
+        "rwku": _write_run(tmp_path / "rwku", "rwku", rwku_rows(), config={"targets": list(range(40))}),
+        "control": _write_run(tmp_path / "control", "control", control,
+                              config={"kb": "demo", "methods": ["ga"], "controls": []},
+                              **{"splits.json": {"forget": {"1%": [1]},
+                                                 "retain_eval": {"relationships": [], "biographies": []}},
+                                 "sets.json": {"targets": {}}}),
+        "restor": _restor_run(tmp_path / "restor", [restor]),
+    }
+
+
+@pytest.mark.parametrize("protocol", ["muse", "rwku", "control", "restor"])
+def test_every_protocols_report_has_labels_not_json(protocol, tmp_path):
+    """Each protocol's report.md: no JSON (settings and the run as labels), no line over 200 characters, no "nan"
+    printed for a metric with nothing to score."""
+    from dukb.cli.main import main
+
+    run = _protocol_runs(tmp_path)[protocol]
+    assert main(["report", str(run)]) == 0
+    text = (run / "report.md").read_text()
+    assert [p for p in page_problems(text, lines=10 ** 6)] == []
+    assert "```" not in text and '{"' not in text and "nan" not in text.replace("finetuned", "")
+    if protocol == "muse":
+        assert "40 values (config.json)" in text  # a long id list is not pasted
+    if protocol == "restor":
+        assert "steps=1, lr=1e-3" in text
+    if protocol == "control":
+        assert "| ga | none | steps=8 |" in text

@@ -652,3 +652,32 @@ def page_problems(text: str, lines: int = PAGE_LINES, width: int = PAGE_WIDTH) -
     out += [f"line {i}: JSON" for i, r in enumerate(rows, 1) if r.startswith("```json") or r.lstrip().startswith('{"')
             or '`{"' in r]
     return out
+
+
+def config_value(v, max_items: int = 8) -> str:
+    """One config value as report text, never JSON: a list joined with ", " (longer than ``max_items``: its length
+    and "config.json"), a dict as ``key=value`` labels, numbers as :func:`short_number`, None as "–"."""
+    if v is None:
+        return "–"
+    if isinstance(v, dict):
+        return setting_label(v) if all(not isinstance(x, (dict, list)) for x in v.values()) else "see config.json"
+    if isinstance(v, (list, tuple)):
+        if len(v) > max_items:
+            return f"{len(v)} values (config.json)"
+        return ", ".join(config_value(x) for x in v) or "–"
+    return short_number(v)
+
+
+def config_lines(config: dict, keys) -> list[str]:
+    """The run's settings as markdown list items ``- key: value`` (:func:`config_value`), for the keys present."""
+    return [f"- {k}: {config_value(config.get(k))}" for k in keys if k in config]
+
+
+def versions_line(config: dict) -> str | None:
+    """``versions: python 3.11.7 · torch 2.13.0 · ...`` from the run's provenance, or None when it has none."""
+    prov = config.get("provenance") if isinstance(config.get("provenance"), dict) else {}
+    ver = config.get("versions") if isinstance(config.get("versions"), dict) else prov.get("versions")
+    if not isinstance(ver, dict) or not ver:
+        return None
+    return "- versions: " + " · ".join(f"{k} {str(v)[:12] if k == 'dukb_revision' else v}" for k, v in ver.items()
+                                       if v is not None and not isinstance(v, (dict, list)))

@@ -115,7 +115,10 @@ def summary_table(summary):
                         "targets_skipped": None if absent(skipped[0]) else int(skipped[0]),
                         "rows_skipped": None if absent(skipped[1]) else int(skipped[1]),
                         "setting": r.get(setting) if setting else None})
-    return pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
+    table = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
+    for c in ("n", "targets", "targets_skipped", "rows_skipped"):
+        table[c] = table[c].astype("Int64")  # counts stay integers beside an empty cell
+    return table
 
 
 def _n_cell(r: dict, suffix: str = "") -> str:
