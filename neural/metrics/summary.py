@@ -74,7 +74,17 @@ def setting_key(setting: dict) -> str:
 
 
 def short_number(v) -> str:
-    """A hyper-parameter value as a short label: ``4``, ``0.5``, ``1e-3``, ``2.5e-5``; other values as ``str``."""
+    """A hyper-parameter value as a short label: ``4``, ``0.5``, ``1e-3``, ``2.5e-5``; other values as ``str``.
+
+    Args:
+        v: a number (int or float; a bool is not one) or any other value.
+
+    Returns:
+        str.
+
+    Source: dukb's report layout (no paper defines it; the papers print hyper-parameters this way, e.g. Wu et al.
+    2025, App. H).
+    """
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
     if isinstance(v, float) and v.is_integer() and abs(v) < 1e6:
@@ -95,6 +105,8 @@ def setting_label(setting, param: str | None = None) -> str:
 
     Returns:
         str ("–" for an empty or missing setting).
+
+    Source: dukb's report layout; the swept values are those of Wu et al. 2025, App. H (T for GA/NPO, α for TV/WHP).
     """
     if isinstance(setting, str):
         try:
@@ -110,7 +122,19 @@ def setting_label(setting, param: str | None = None) -> str:
 
 def fixed_label(setting, param: str) -> str:
     """The hyper-parameters a method holds fixed over its sweep (every key of the setting but ``param``) as a label
-    (``lr=1e-3, schedule=reference``); "–" when there is none."""
+    (``lr=1e-3, schedule=reference``); "–" when there is none.
+
+    Args:
+        setting: dict or its JSON string; param: the swept parameter, str.
+
+    Returns:
+        str.
+
+    Raises:
+        ValueError: ``setting`` is a string that is not JSON.
+
+    Source: dukb's report layout (Wu et al. 2025, App. H lists the fixed learning rates beside the swept T).
+    """
     if isinstance(setting, str):
         setting = json.loads(setting)
     rest = {k: v for k, v in (setting or {}).items() if k != param}
@@ -126,6 +150,8 @@ def scored(df, accuracy: str = ACCURACY):
     Returns:
         (DataFrame of the rows with a finite ``accuracy``, number of rows skipped: null/NaN accuracy, nothing left to
         score).
+
+    Source: Wu et al. 2025, Eq. 2 (an accuracy over no fact, 0/0, is undefined; dukb skips it, never reads 1.0).
     """
     import pandas as pd
 
@@ -480,6 +506,8 @@ def chosen_settings(labels) -> str:
 
     Returns:
         str ("–" for no target).
+
+    Source: the best setting of Wu et al. 2025, Table 1's rule (:func:`best_setting`).
     """
     from collections import Counter
 
@@ -586,12 +614,18 @@ PAGE_WIDTH = 200
 
 
 def missing(v) -> bool:
-    """True for None or a float NaN (a number that is not there: nothing to score, no row)."""
+    """True for None or a float NaN (a number that is not there: nothing to score, no row).
+
+    Source: Wu et al. 2025, Eq. 2 (a metric over no fact is undefined).
+    """
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def num(v, digits: int = 2) -> str:
-    """A summary number with ``digits`` decimals; "–" when it is missing (:func:`missing`)."""
+    """A summary number with ``digits`` decimals; "–" when it is missing (:func:`missing`).
+
+    Source: dukb's report layout (Wu et al. 2025, Table 1 prints two decimals).
+    """
     return "–" if missing(v) else f"{float(v):.{digits}f}"
 
 
@@ -604,6 +638,8 @@ def mean_std(mean, std, n, digits: int = 2) -> str:
 
     Returns:
         str.
+
+    Source: Wu et al. 2025, Table 1 (mean ± std over targets); the Eval-DU figure code's population std.
     """
     if missing(mean) or n == 0:
         return "–"
@@ -621,6 +657,8 @@ def wrap_prose(text: str, width: int = 118, limit: int = PAGE_WIDTH) -> str:
 
     Returns:
         markdown text.
+
+    Source: dukb's report layout (one page: issue 38).
     """
     import textwrap
 
@@ -643,6 +681,8 @@ def page_problems(text: str, lines: int = PAGE_LINES, width: int = PAGE_WIDTH) -
 
     Returns:
         list of problems in words ([] for a one-page report).
+
+    Source: dukb's report layout (one page: at most 150 lines of at most 200 characters, no JSON).
     """
     out = []
     rows = text.rstrip("\n").split("\n")
@@ -656,7 +696,10 @@ def page_problems(text: str, lines: int = PAGE_LINES, width: int = PAGE_WIDTH) -
 
 def config_value(v, max_items: int = 8) -> str:
     """One config value as report text, never JSON: a list joined with ", " (longer than ``max_items``: its length
-    and "config.json"), a dict as ``key=value`` labels, numbers as :func:`short_number`, None as "–"."""
+    and "config.json"), a dict as ``key=value`` labels, numbers as :func:`short_number`, None as "–".
+
+    Source: dukb's report layout.
+    """
     if v is None:
         return "–"
     if isinstance(v, dict):
@@ -669,12 +712,24 @@ def config_value(v, max_items: int = 8) -> str:
 
 
 def config_lines(config: dict, keys) -> list[str]:
-    """The run's settings as markdown list items ``- key: value`` (:func:`config_value`), for the keys present."""
+    """The run's settings as markdown list items ``- key: value`` (:func:`config_value`), for the keys present.
+
+    Args:
+        config: the run's config.json (dict); keys: the keys to show, in order.
+
+    Returns:
+        list of str.
+
+    Source: dukb's report layout.
+    """
     return [f"- {k}: {config_value(config.get(k))}" for k in keys if k in config]
 
 
 def versions_line(config: dict) -> str | None:
-    """``versions: python 3.11.7 · torch 2.13.0 · ...`` from the run's provenance, or None when it has none."""
+    """``- versions: python 3.11.7 · torch 2.13.0 · ...`` from the run's provenance, or None when it has none.
+
+    Source: dukb's run provenance (:func:`dukb.neural.runs.provenance`).
+    """
     prov = config.get("provenance") if isinstance(config.get("provenance"), dict) else {}
     ver = config.get("versions") if isinstance(config.get("versions"), dict) else prov.get("versions")
     if not isinstance(ver, dict) or not ver:

@@ -510,10 +510,8 @@ def render(run_dir) -> dict:
                                                               else []) + wrap_prose(journal_note(journal)),
                                               encoding="utf-8")
     output_file(run / "appendix.md").write_text(appendix_report(df, summary, config), encoding="utf-8")
-    from dukb.cli.render import to_csv
-
-    output_file(run / "facts.csv").write_text(to_csv(fact_rows(df, config), ["list", "fact_kind", "fact_id", "note"]),
-                                              encoding="utf-8")
+    pd.DataFrame(fact_rows(df, config), columns=["list", "fact_kind", "fact_id", "note"]).to_csv(
+        output_file(run / "facts.csv"), index=False)
     paths = {"summary": run / "summary.csv", "report": run / "report.md", "appendix": run / "appendix.md",
              "facts": run / "facts.csv", "missing_units": missing}
     if "recall" in df.columns:
