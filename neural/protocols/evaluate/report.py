@@ -210,19 +210,21 @@ def _nothing_scored(df) -> list[str]:
 def _run_lines(df, config: dict, finetune: dict | None) -> list[str]:
     """The run in a few lines: methods with their settings as labels, metrics, device and versions."""
     lines = ["## Run", ""]
+    scopes = config.get("scopes") if isinstance(config.get("scopes"), dict) else {}
     for m, g in df.groupby("method", sort=False):
         first = g.iloc[0]
         param = first.get("param")
         values = sorted({float(s[param]) for s in g["setting"] if isinstance(s, dict) and param in s})
         fixed = fixed_label(first["setting"], param) if isinstance(first.get("setting"), dict) else "–"
+        scope = scopes.get(m) or first.get("scope")
         lines.append(f"- {m.upper()}: {param}={', '.join(short_number(v) for v in values)}"
-                     + (f" · fixed: {fixed}" if fixed != "–" else ""))
+                     + (f" · fixed: {fixed}" if fixed != "–" else "") + (f" · forget scope: {scope}" if scope else ""))
     if finetune:
         lines.append(f"- finetuned model: accuracy {finetune.get('accuracy', float('nan')):.4f} before unlearning "
                      f"({finetune.get('epochs_run')} epochs, {finetune.get('seconds', 0):.1f} s)")
     metrics = config.get("metrics")
     lines.append("- metrics: " + (", ".join(metrics) if isinstance(metrics, list) else "default")
-                 + f" · forget scope: {config.get('forget_scope', '–')} · finetune forms: "
+                 + " · finetune forms: "
                  + ", ".join(config.get("finetune_forms") or ["qa"]))
     dev = config.get("device_used") if isinstance(config.get("device_used"), dict) else {}
     ver = config.get("versions") if isinstance(config.get("versions"), dict) else \
@@ -231,7 +233,7 @@ def _run_lines(df, config: dict, finetune: dict | None) -> list[str]:
     rev = str(ver.get("dukb_revision") or "")[:12]
     shown = " · ".join(f"{k} {ver[k]}" for k in ("python", "torch", "transformers") if ver.get(k))
     lines.append(f"- device: {dev.get('device', config.get('device', '–'))}"
-                 + (f" ({dev['threads']} threads)" if dev.get("threads") else "")
+                 + (f" ({dev['threads']} thread{'s' if dev['threads'] != 1 else ''})" if dev.get("threads") else "")
                  + (f" · {shown}" if shown else "") + (f" · dukb {ver.get('dukb')}" if ver.get("dukb") else "")
                  + (f" ({rev})" if rev else ""))
     lines.append("- everything else (the run's identity, every option): config.json")
@@ -287,9 +289,11 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
     if "acc_at_superficial" in allrows:
         lines += ["## Table 2: accuracy at superficial unlearning", "",
                   "| method | n | Acc@Superficial ↑ |", "|---|---|---|"]
-        lines += [f"| {r['method'].upper()} | {_n_cell({'n': r.get('acc_at_superficial_n')})} | "
-                  f"{mean_std(r.get('acc_at_superficial'), r.get('acc_at_superficial_std'), r.get('acc_at_superficial_n'))} |"
-                  for r in recs]
+        for r in recs:  # the rows Table 1 skips (nothing to score) are skipped here too
+            n = r.get("acc_at_superficial_n")
+            cell = _n_cell({"n": n, "n_skipped_targets": r.get("n_skipped_targets")})
+            lines.append(f"| {r['method'].upper()} | {cell} | "
+                         f"{mean_std(r.get('acc_at_superficial'), r.get('acc_at_superficial_std'), n)} |")
         lines += ["", "Per target the largest accuracy among the settings that make the target itself unknown (0 "
                   "when none does), mean ± std over targets (the Eval-DU figure code).", ""]
     from pandas.api.types import is_numeric_dtype
