@@ -489,9 +489,11 @@ def render(run_dir) -> dict:
     config = read_json(run / "config.json", "run config") if os.path.lexists(run / "config.json") else {}
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    from dukb.neural.metrics.recall import fill_success_du
+    from dukb.neural.metrics.recall import fill_n_scored, fill_success_du
 
     rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
+    rows, old_note = fill_n_scored(rows)  # and n_scored: an accuracy of 1.0 over no fact is read as null
+    sdu_note = " ".join(n for n in (sdu_note, old_note) if n) or None
     missing = missing_units(config["identity"], rows) if isinstance(config.get("identity"), dict) else []
     if missing:
         shown = ", ".join(f"({t}, {m}, {v:g})" for t, m, v in missing[:8])
