@@ -511,9 +511,15 @@ def chosen_settings(labels) -> str:
     """
     from collections import Counter
 
+    def value(label: str) -> float:  # the swept value of "steps=4", for ties in count (weaker setting first)
+        try:
+            return float(label.rsplit("=", 1)[1])
+        except (IndexError, ValueError):
+            return math.inf
+
     counts = Counter("none" if x is None else x for x in labels)
     return ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] == "none",
-                                                                                   kv[0]))) or "–"
+                                                                                   value(kv[0]), kv[0]))) or "–"
 
 
 def success_summary(df, accuracy: str = ACCURACY) -> dict:
