@@ -427,8 +427,9 @@ def fact_rows(df, config: dict) -> list[dict]:
     """
     out = []
     rel = {int(t): r for t, r in zip(df["target"], df.get("target_relation", [None] * len(df)))}
-    for t in sorted(rel):
-        out.append({"list": "target", "fact_kind": "relationship", "fact_id": t, "note": rel[t] or ""})
+    targets = config.get("targets") if isinstance(config.get("targets"), list) else []
+    for t in sorted(set(rel) | {int(t) for t in targets if isinstance(t, int) and not isinstance(t, bool)}):
+        out.append({"list": "target", "fact_kind": "relationship", "fact_id": t, "note": rel.get(t) or ""})
     before = config.get("heldout_known_before")
     un = before.get("unelicited") if isinstance(before, dict) else None
     if isinstance(un, dict):
