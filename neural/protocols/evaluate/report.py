@@ -73,7 +73,7 @@ SUMMARY_ROWS = (
     ("recall_at_acc", OBSERVED, "observed_recall_at_acc", None, None, None),
     ("success_du", ANY_SETTING, "success_du_any", None, None, None),
     ("acc_at_superficial", WEAKEST, "acc_at_superficial_weakest", None, None, None),
-    ("share_targets_forgotten", COUNT, "share_superficial", None, None, None),
+    ("share_targets_forgotten", ANY_SETTING, "share_superficial", None, None, None),
     ("region_setting", REGION, None, None, None, "region_setting_heldout"),
     ("settings", COUNT, "n_settings", None, None, None),
 )
