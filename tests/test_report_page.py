@@ -249,6 +249,7 @@ def test_every_protocols_report_has_labels_not_json(protocol, tmp_path):
     text = (run / "report.md").read_text()
     assert [p for p in page_problems(text, lines=10 ** 6)] == []
     assert "```" not in text and '{"' not in text and "nan" not in text.replace("finetuned", "")
+    assert "**What to cite**" in text
     if protocol == "muse":
         assert "40 values (config.json)" in text  # a long id list is not pasted
     if protocol == "restor":

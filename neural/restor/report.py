@@ -144,6 +144,8 @@ def markdown(data: dict) -> str:
              f"people (fraction {c.get('corrupt')}) · documents: {cfgd.get('n_documents')} ({c.get('docs_per_entity')}"
              f" per person, k_context {c.get('context')}) · LoRA r: {c.get('lora_r') or 'full finetuning'} · "
              f"M: {cfgd.get('identity', {}).get('samples')} · seed: {c.get('seed')}", "",
+             "**What to cite**: Table 1 (accuracy), Tables 2 and 3 (outcomes over A and B) and Fig. 2 as a table "
+             "(RESTOR, Sec. 4.3).", "",
              "Judging is exact against the KB (normalised case, accents, trailing words and punctuation; "
              "'X state' = 'X'); a fact is known when a majority of the M generations give the true value.", ""]
     groups = [("all", "all facts"), ("F'", "F' (corrupted facts)"), ("other", "other facts")]

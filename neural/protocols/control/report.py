@@ -79,6 +79,8 @@ def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
              f"{', '.join(config.get('methods', []))}; controls {', '.join(config.get('controls', []))}; "
              f"T = {config.get('steps')} steps; selection `{config.get('selection')}`; seed {config.get('seed')}.",
              "",
+             "**What to cite**: per forget ratio, the PS vector of each method's calibrated model per control "
+             "(Wang et al. 2024, Tables 3/6) beside the uncontrolled one (Table 2), and its DU recall.", "",
              "Calibration (Wang et al. 2024, App. C): a model passes when PS-exact(retain-eval) ≥ 0.9·θ_o, "
              "PS-perturb(retain-eval) ≥ 0.9·θ_o and PS-similar(forget) ≥ 0.5·θ_o; among passing models of a "
              "control's coarse and fine grids the one with the lowest PS-exact(forget) is reported. "

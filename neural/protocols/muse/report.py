@@ -114,7 +114,10 @@ def markdown_report(summary, config: dict) -> str:
              "Values ×100; in brackets the change relative to f_retrain, (m − m_retrain) / m_retrain (MUSE, "
              "Table 3). PrivLeak = (AUC_unlearn − AUC_retrain) / AUC_retrain in MUSE's orientation: ≈ −100 for a "
              "model that remembers the forget set (under-unlearning), > 0 for over-unlearning, |PrivLeak| ≤ 5 "
-             "passes.", "", _training_note(config), ""]
+             "passes.", "", _training_note(config), "",
+             "**What to cite**: the Table 3 rows, each method at the setting the selection rule picks (MUSE, Sec. 4), "
+             "with the bootstrap intervals under them; the C5/C6 tables are MUSE's scalability and sustainability "
+             "curves.", ""]
     main = summary[summary["request"] == "main"] if len(summary) else summary
     if len(main):
         lines += ["## Table 3 layout (main request)", "",

@@ -83,7 +83,9 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
              "ROUGE-L recall ×100 (forget ↓, neighbour ↑); FM/RM: mean answer log-likelihood ×100 (FM below RM = "
              "forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
              "(Wu et al. 2025, Eq. 1) ×100. Each number is the mean over the n requests (RWKU, Table 1); – where "
-             "nothing was scored.", "", _training_note(config), ""]
+             "nothing was scored.", "", _training_note(config), "",
+             "**What to cite**: the single-target table (RWKU, Table 1: the mean over the n targets per method and "
+             "setting) and the batch tables for batch-target unlearning.", ""]
     head = ("| method | setting | n | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
             "recall | recall under attack |")
     sep = "|" + "---|" * 16
