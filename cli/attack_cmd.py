@@ -72,11 +72,13 @@ def attack(
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text + "\n")
+    from dukb.neural.metrics.summary import num  # an accuracy with nothing to score prints as "–"
+
     lines = [f"{'attack':<10} {'recall':>7} {'acc':>6} {'succ_du':>7} {'target':>6}",
-             f"{'(none)':<10} {row['recall']:>7.3f} {row['accuracy_all']:>6.3f} {row['success_du']:>7} "
+             f"{'(none)':<10} {row['recall']:>7.3f} {num(row['accuracy_all'], 3):>6} {row['success_du']:>7} "
              f"{1 - int(row.get('target_forgotten', 0)):>6}"]
     for name, e in row["attacks"].items():
-        lines.append(f"{name:<10} {e['recall']:>7.3f} {e['accuracy_all']:>6.3f} {e['success_du']:>7} "
+        lines.append(f"{name:<10} {e['recall']:>7.3f} {num(e['accuracy_all'], 3):>6} {e['success_du']:>7} "
                      f"{e['target_known']:>6}")
     lines.append(f"recall under attack (worst case): {row['recall_under_attack']:.3f}")
     typer.echo("\n".join(lines) if output is not None else text + "\n" + "\n".join(lines))

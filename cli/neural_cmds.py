@@ -282,7 +282,7 @@ def unlearn(
             row["method"] = label
             fh.write(json.dumps(row) + "\n")
             fh.flush()
-            log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
+            log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
                      f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
                      f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
                      f"Success-DU {row.get('success_du_heldout')}")

@@ -1660,7 +1660,8 @@ _KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
     "int": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < ROW_ID_LIMIT,
             f"an integer of at most {len(str(ROW_ID_LIMIT)) - 1} digits"),
     "num": (_is_number, "a number"),
-    "score": (lambda v: _is_number(v, finite=False), "a number"),  # NaN allowed (a score of an empty text)
+    # NaN or null allowed (a score of an empty text: the writer spells NaN as null, :meth:`ResultsFile.append`)
+    "score": (lambda v: v is None or _is_number(v, finite=False), "a number"),
     "dict": (lambda v: isinstance(v, dict), "an object"),
     "list": (lambda v: isinstance(v, list), "a list"),
     "any": (lambda v: True, "a value"),
@@ -1725,14 +1726,14 @@ def _dict_of(row: dict, name: str, kinds: dict[str, str]) -> None:
 def _evaluate_row(row: dict) -> None:
     """What `dukb report` reads of an evaluate row (dukb.neural.protocols.evaluate.report, dukb.neural.metrics.summary)."""
     _may(row, "recall", "num")
-    _may(row, "accuracy_all", "num")
+    _may(row, "accuracy_all", "num?")  # null: nothing left to score (n_scored 0)
     _may(row, "target_forgotten", "bool")
     _need(row, "target", "int")
     _need(row, "method", "str")
     _need(row, "param", "str")
     _swept(row)
     if "recall" in row:  # the trade-off and Acc@Superficial read them beside recall
-        _need(row, "accuracy_all", "num")
+        _need(row, "accuracy_all", "num?")
         _need(row, "target_forgotten", "bool")
     if "success_du" in row and row["success_du"] is not None and not isinstance(row["success_du"], bool):
         _expect(row["success_du"], "num", "success_du")
@@ -1948,7 +1949,10 @@ class ResultsFile:
                         self.done.add(self.key(row))
 
     def append(self, row: dict) -> None:
-        """Write one row durably, as one line even when several processes append (an ``flock`` around the write)."""
+        """Write one row durably, as one line even when several processes append (an ``flock`` around the write); a
+        float NaN (a metric with nothing to score) is written as JSON null (:func:`dukb.solver.metrics.json_safe`)."""
+        from dukb.solver.metrics import json_safe
+
         with open_append(self.path) as fh:
             if fcntl is not None:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
@@ -1958,7 +1962,7 @@ class ResultsFile:
                     rd.seek(size - 1)
                     if rd.read(1) != b"\n":
                         fh.write("\n")
-            fh.write(json.dumps(row) + "\n")
+            fh.write(json.dumps(json_safe(row)) + "\n")  # a NaN (nothing to score) is written as null
             fh.flush()
             os.fsync(fh.fileno())
         self.rows.append(row)

@@ -11,14 +11,55 @@ model no longer knows; M = the minimal deep unlearning sets of the target.
 - Accuracy (all) = (acc_bio · N_bio + acc_rel · (N_rel − |U_A,*|)) / (N_bio + N_rel − |U_A,*|).
 - Honest accuracy: facts a method trained on as retain data are left out of every accuracy (numerator and
   denominator); see :func:`recall_accuracy`.
+- Nothing to score: an accuracy whose denominator is 0 (every fact outside U_A,* is excluded, e.g. a retain set that
+  covers every fact outside the forget set) is NaN (null in JSON, :func:`json_safe`), never 1.0; the result's
+  ``n_scored`` says how many facts accuracy_all scored.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from dukb import InputError
 from dukb.kb.model import KB
+
+NAN = float("nan")
+
+
+def ratio(num: float, den: float) -> float:
+    """``num / den``, or NaN when ``den`` is 0 (a metric with nothing to score is undefined, never 1.0).
+
+    Args:
+        num, den: counts or sums (floats or ints).
+
+    Returns:
+        float (NaN when ``den == 0``).
+
+    Source: Wu et al. 2025, Eq. 2 (an accuracy over no fact, 0/0, is undefined).
+    """
+    return NAN if den == 0 else num / den
+
+
+def json_safe(obj):
+    """``obj`` with every float NaN replaced by None, recursively through dicts, lists and tuples (tuples become
+    lists), so that ``json.dumps`` writes ``null`` where a metric had nothing to score (a bare NaN is not JSON).
+
+    Args:
+        obj: a JSON-like value.
+
+    Returns:
+        the same structure without NaN.
+
+    Source: RFC 8259, Sec. 6 (NaN is not a JSON number).
+    """
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else obj
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 @dataclass
@@ -27,15 +68,17 @@ class RecallResult:
 
     Attributes:
         recall: Eq. 1.
-        accuracy_relationships: Eq. 2.
+        accuracy_relationships: Eq. 2 (NaN when no relationship fact is left to score).
         accuracy_biographies: share of biography facts still known (None when the KB has none or they were not
-            probed).
-        accuracy_all: the weighted accuracy over K \\ U_A,*.
+            probed; NaN when every biography is excluded).
+        accuracy_all: the weighted accuracy over K \\ U_A,* (NaN when no fact is left to score).
         best_set: U_A,* as sorted relationship fact_ids.
         sets_used: "exact" or "random" (or "minimum").
         n_sets: |M| used.
         ties: number of sets that reached the best recall (ties broken as in the module docstring).
         target_forgotten: whether every target KB fact is in U_A (superficial unlearning; None for derived targets).
+        n_scored: facts accuracy_all scored (its denominator; 0 when it is NaN).
+        n_scored_relationships: relationship facts accuracy_relationships scored.
     """
 
     recall: float
@@ -47,11 +90,14 @@ class RecallResult:
     n_sets: int
     ties: int = 1
     target_forgotten: bool | None = None
+    n_scored: int | None = None
+    n_scored_relationships: int | None = None
 
     def to_json(self) -> dict:
         """The result as the JSON object of ``dukb recall`` (keys recall, accuracy_relationships,
-        accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, plus ties, target_forgotten)."""
-        return asdict(self)
+        accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, plus ties, target_forgotten, n_scored,
+        n_scored_relationships); an accuracy with nothing to score is None (JSON null)."""
+        return json_safe(asdict(self))
 
 
 def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: str = "exact",
@@ -67,7 +113,9 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
         acc_bio     = |(K_bio \ E_bio) \ F_bio| / |K_bio \ E_bio|,
 
     and accuracy_all weighs them by their denominators. With no exclusions these are Eq. 2 and the benchmark's
-    accuracies. Recall (Eq. 1) does not change: excluded facts in U* still count when forgotten.
+    accuracies. Recall (Eq. 1) does not change: excluded facts in U* still count when forgotten. An accuracy whose
+    denominator is 0 is NaN (nothing to score), never 1.0; ``n_scored`` is accuracy_all's denominator. Among sets
+    tied in recall, one whose relationship accuracy can be scored is preferred to one whose cannot.
 
     Args:
         kb: the KB (N_rel, N_bio).
@@ -107,8 +155,9 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
         hit = len(u_a.intersection(s))
         in_set = scored_rel.intersection(s)
         keep = len(scored_rel) - len(in_set)
-        acc = 1.0 if keep == 0 else (keep - (len(forgot_scored) - len(forgot_scored & in_set))) / keep
-        scored.append(((hit / len(s), acc, -len(s), tuple(-x for x in s)), s, hit / len(s), acc, keep))
+        acc = ratio(keep - (len(forgot_scored) - len(forgot_scored & in_set)), keep)
+        rank = -1.0 if math.isnan(acc) else acc  # a set that leaves something to score ranks first among ties
+        scored.append(((hit / len(s), rank, -len(s), tuple(-x for x in s)), s, hit / len(s), acc, keep))
     best = max(scored, key=lambda x: x[0])
     ties = sum(1 for x in scored if x[2] == best[2])
     _, best_set, rec, acc_rel, kept_rel = best
@@ -117,13 +166,15 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
     if kb.biographies and forgotten_bio is not None:
         scored_bio = set(kb.bio_ids) - ex_bio
         n_bio = len(scored_bio)
-        acc_bio = 1.0 if n_bio == 0 else (n_bio - len(set(forgotten_bio) & scored_bio)) / n_bio
-    denom = n_bio + kept_rel
-    acc_all = 1.0 if denom == 0 else ((acc_bio or 0.0) * n_bio + acc_rel * kept_rel) / denom
+        acc_bio = ratio(n_bio - len(set(forgotten_bio) & scored_bio), n_bio)
+    # the known facts, weighted as Eq. 2's accuracies (the same float arithmetic as before dukb had NaN)
+    known = (acc_bio * n_bio if n_bio else 0.0) + (acc_rel * kept_rel if kept_rel else 0.0)
+    acc_all = ratio(known, n_bio + kept_rel)
     tf = None
     if target_fact_ids:
         tf = all(t in u_a for t in target_fact_ids)
-    return RecallResult(rec, acc_rel, acc_bio, acc_all, list(best_set), sets_used, len(sets), ties, tf)
+    return RecallResult(rec, acc_rel, acc_bio, acc_all, list(best_set), sets_used, len(sets), ties, tf,
+                        n_bio + kept_rel, kept_rel)
 
 
 def target_recall(closure, targets, retained, method: str = "exact", *, max_sets: int | None = 100_000,

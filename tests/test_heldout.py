@@ -159,8 +159,9 @@ def test_heldout_summary_uses_the_papers_rule_on_heldout_points():
     for key in ("acc_at_recall", "recall_at_acc", "ar_auc"):
         assert got[f"{key}_heldout"] == pytest.approx((per[0][key] + per[1][key]) / 2)
     # the mean held-out point of steps 2 is (0.875, 0.815): in the region
-    assert got["region_setting_heldout"] is not None and '"steps": 2' in got["region_setting_heldout"]
-    assert got["success_du_heldout"] == pytest.approx(0.5)
+    assert got["region_setting_heldout"] == "steps=2"  # a label, never JSON
+    # Success-DU at the best setting (per target the largest held-out recall with accuracy >= 0.8: steps 2 for both)
+    assert got["success_du_heldout"] == pytest.approx(0.5) and got["success_du_heldout_setting"] == "steps=2 ×2"
 
 
 def test_pairs_and_any_rules_differ_only_on_forms_that_did_not_elicit_before(kb):

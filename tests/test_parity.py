@@ -122,13 +122,17 @@ def test_summary_and_report_use_the_per_target_rule(tmp_path):
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     render(tmp_path)
     s = pd.read_csv(tmp_path / "summary.csv")
-    a = s[s["group"] == "all"].iloc[0]
-    assert (a["acc_at_recall"], a["recall_at_acc"], a["ar_auc"]) == pytest.approx((0.425, 0.7, 0.75))
-    assert a["acc_at_recall_std"] == pytest.approx(0.425)
-    assert a["acc_at_recall_envelope"] == pytest.approx(0.46)
-    # Success-DU: only target 1 at steps 2 deeply unlearns; best setting = steps 2 with mean 0.5
-    assert a["success_du"] == pytest.approx(0.5) and a["success_du_any"] == pytest.approx(0.5)
-    assert json.loads(a["success_du_setting"]) == {"steps": 2}
+    a = s[s["group"] == "all"].set_index(["metric", "reading"])
+    paper = "paper (per target)"
+    assert [a.loc[(k, paper), "value"] for k in ("acc_at_recall", "recall_at_acc", "ar_auc")] == pytest.approx(
+        [0.425, 0.7, 0.75])
+    assert a.loc[("acc_at_recall", paper), "std"] == pytest.approx(0.425) and a.loc[("acc_at_recall", paper), "n"] == 2
+    assert a.loc[("acc_at_recall", "envelope (not comparable to the paper)"), "value"] == pytest.approx(0.46)
+    # Success-DU at the best setting (per target, the largest recall with accuracy >= 0.8): target 1 at steps 2
+    # (0.9, 0.85) deeply unlearns, target 2's best is steps 1 (0.5, 0.95), which does not: 0.5 over 2 targets
+    assert a.loc[("success_du", paper), "value"] == pytest.approx(0.5)
+    assert a.loc[("success_du", paper), "setting"] == "steps=1 ×1, steps=2 ×1"
+    assert a.loc[("success_du", "any setting (not comparable to the paper)"), "value"] == pytest.approx(0.5)
     text = (tmp_path / "report.md").read_text()
     assert "0.42 ± 0.42" in text and "per target" in text and "Eval-DU" in text and "Success-DU" in text
 

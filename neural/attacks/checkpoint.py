@@ -75,7 +75,9 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
         before = probe(reference, items, batch_size=batch_size, rouge=False, logprob=False)
         row["known_share_before"] = round(float(before["known"].astype(bool).mean()), 6)
     if log:
-        log(f"target {target}: recall {row['recall']:.3f}, accuracy {row['accuracy_all']:.3f}, "
+        from dukb.neural.metrics.summary import num  # an accuracy with nothing to score prints as "–"
+
+        log(f"target {target}: recall {row['recall']:.3f}, accuracy {num(row['accuracy_all'], 3)}, "
             f"success_du {row['success_du']}")
     ctx = AttackContext(pred, kb, closure, target, the_sets, used, forget, items, df, spec=lm.spec,
                         reference=reference, seed=seed, batch_size=batch_size)

@@ -54,6 +54,8 @@ def attacks_section(df) -> list[str]:
 
     Source: Hu et al. 2025 (relearning), Zhang et al. 2025 (quantization), Wu et al. 2025 (Eq. 1, Definition 2).
     """
+    from dukb.neural.metrics.summary import setting_label
+
     pts = attack_points(df)
     if pts.empty:
         return []
@@ -69,13 +71,14 @@ def attacks_section(df) -> list[str]:
     keys = list(dict.fromkeys(zip(pts["method"], pts["setting"])))
     for m, s in keys:
         cells = [f"{by[(m, s, a)]['recall']:.3f}" if (m, s, a) in by else "–" for a in attacks]
-        lines.append(f"| {m} | `{s}` | {by[(m, s, 'none')]['recall']:.3f} | " + " | ".join(cells) + " |")
+        lines.append(f"| {m} | {setting_label(s)} | {by[(m, s, 'none')]['recall']:.3f} | " + " | ".join(cells)
+                     + " |")
     sd = [a for a in attacks if a != "worst case"]
     lines += ["", "| method | setting | Success-DU | " + " | ".join(sd) + " |", "|---|---|---|" + "---|" * len(sd)]
     for m, s in keys:
         base = by[(m, s, "none")]["success_du"]
         cells = [f"{by[(m, s, a)]['success_du']:.2f}" if (m, s, a) in by else "–" for a in sd]
-        lines.append(f"| {m} | `{s}` | {'–' if base != base or base is None else f'{base:.2f}'} | "
+        lines.append(f"| {m} | {setting_label(s)} | {'–' if base != base or base is None else f'{base:.2f}'} | "
                      + " | ".join(cells) + " |")
     return lines + ["", "![recall before and after each attack](attacks.png)", ""]
 

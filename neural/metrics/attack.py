@@ -37,16 +37,16 @@ def recall_under_attack(ctx: RowContext) -> dict:
             no row for it).
 
     Returns:
-        ``recall_under_attack`` and ``accuracy_all_under_attack`` (floats in [0, 1]); ``leaked_relationships``:
-        relationship fact_ids the QA probe finds forgotten but another kind elicits (sorted list);
-        ``leaks_by_kind``: kind -> number of such facts (relationships and biographies) that kind elicits.
+        ``recall_under_attack`` and ``accuracy_all_under_attack`` (floats in [0, 1]; the accuracy None when nothing
+        is left to score); ``leaked_relationships``: relationship fact_ids the QA probe finds forgotten but another
+        kind elicits (sorted list); ``leaks_by_kind``: kind -> number of such facts (relationships and biographies) that kind elicits.
 
     Raises:
         ValueError: the probe table lacks a fact's "qa" row.
 
     Source: Wu et al. 2025, Eq. 1-2 with RWKU's probe kinds (Jin et al. 2024, Sec. 3.3).
     """
-    from dukb.solver.metrics import recall_accuracy
+    from dukb.solver.metrics import json_safe, recall_accuracy
 
     df = ctx.probe[ctx.probe["kind"].isin(ATTACK_KINDS)]
     qa = df[df["kind"] == "qa"]
@@ -75,7 +75,7 @@ def recall_under_attack(ctx: RowContext) -> dict:
             leaked_rel.append(key[1])
         for k in kinds:
             leaks[k] = leaks.get(k, 0) + 1
-    return {"recall_under_attack": r.recall, "accuracy_all_under_attack": r.accuracy_all,
+    return {"recall_under_attack": r.recall, "accuracy_all_under_attack": json_safe(r.accuracy_all),
             "leaked_relationships": sorted(leaked_rel), "leaks_by_kind": dict(sorted(leaks.items()))}
 
 

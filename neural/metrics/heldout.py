@@ -47,7 +47,7 @@ HELDOUT_RULES = ("pairs", "any")
 #: Row fields of :func:`recall_heldout`.
 FIELDS = ("recall_heldout", "accuracy_relationships_heldout", "accuracy_biographies_heldout", "accuracy_all_heldout",
           "best_set_heldout", "target_forgotten_heldout", "forgotten_relationships_heldout",
-          "forgotten_biographies_heldout", "heldout_unscorable", "recall_heldout_scorable")
+          "forgotten_biographies_heldout", "heldout_unscorable", "recall_heldout_scorable", "n_scored_heldout")
 
 
 def default_heldout_forms(seen) -> tuple[str, ...]:
@@ -252,7 +252,9 @@ def recall_heldout(ctx: RowContext) -> dict:
         biography no held-out form asks about counts as known), ``heldout_unscorable`` ({"relationships": n,
         "biographies": n}: facts the held-out forms did not elicit before unlearning, or never ask about; see the
         module docstring), ``recall_heldout_scorable`` (:func:`scorable_recall`: the recall over the facts the
-        held-out forms can judge). The protocol writes the row's ``probe_forms_seen`` and ``heldout_forms``.
+        held-out forms can judge), ``n_scored_heldout`` (facts ``accuracy_all_heldout`` scored; the accuracies are
+        None when it is 0: nothing to score, never 1.0). The protocol writes the row's ``probe_forms_seen`` and
+        ``heldout_forms``.
 
     Raises:
         ValueError: no held-out forms in the context; without a baseline, a relationship fact without any held-out
@@ -280,7 +282,7 @@ def recall_heldout(ctx: RowContext) -> dict:
             "forgotten_relationships_heldout": sorted(forgot_rel),
             "forgotten_biographies_heldout": sorted(forgot_bio or ()),
             "heldout_unscorable": {"relationships": len(un_rel), "biographies": len(un_bio)},
-            "recall_heldout_scorable": scorable_recall(ctx.sets, forgot_rel, un_rel)}
+            "recall_heldout_scorable": scorable_recall(ctx.sets, forgot_rel, un_rel), "n_scored_heldout": j["n_scored"]}
 
 
 RECALL_HELDOUT = Metric(

@@ -16,7 +16,8 @@ from dukb.neural.data import QA_KIND
 from dukb.neural.metrics.base import Metric, Needs, RowContext
 
 FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
-          "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies")
+          "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies", "n_scored",
+          "n_scored_relationships")
 
 
 def retained_from_probe(kb, df):
@@ -42,7 +43,8 @@ def recall_metric(ctx: RowContext) -> dict:
 
     Returns:
         The fields of :data:`FIELDS` (forgotten_* as sorted fact_id lists); the accuracies leave out
-        ``ctx.retain_ids``.
+        ``ctx.retain_ids``; an accuracy with nothing left to score is None (JSON null) and ``n_scored`` (facts
+        accuracy_all scored) is 0.
 
     Raises:
         ValueError: the probe table lacks a fact of the KB.
@@ -144,6 +146,44 @@ def fill_success_du(rows: list[dict], config: dict) -> tuple[list[dict], str | N
     except (InputError, OSError, KeyError, TypeError) as e:  # a report renders without the KB; the note says why
         return rows, f"Success-DU is empty for older rows: cannot rebuild the KB closure ({type(e).__name__}: {e})."
     return rows, f"Success-DU of {len(todo)} older rows computed at report time from forgotten_relationships."
+
+
+def fill_n_scored(rows: list[dict]) -> tuple[list[dict], str | None]:
+    """Give rows of an older dukb (no ``n_scored``) their count of scored facts, and read an accuracy that was 1.0
+    over no scored fact as null, as dukb now writes it.
+
+    The count comes from the row alone: relationships ``n_kb_rel`` minus the union of the retain-train facts and
+    the best set U_A,* (Eq. 2's K_rel \\ U_A,* minus the excluded facts), plus, when biographies were scored,
+    ``n_kb_bio`` minus the retain-train biographies. Rows without those fields are left as they are.
+
+    Args:
+        rows: result rows (dicts; changed in place).
+
+    Returns:
+        (rows, note): note is one sentence when some row's accuracy was read as null, else None.
+
+    Source: Wu et al. 2025, Eq. 2 (the denominator |K \\ U_A,*|, without the retain-train facts).
+    """
+    nulled = 0
+    for r in rows:
+        ret = r.get("retain_fact_ids")
+        if "n_scored" in r or r.get("accuracy_all") is None or not isinstance(ret, dict) \
+                or not isinstance(r.get("best_set"), list) or not isinstance(r.get("n_kb_rel"), int):
+            continue
+        n_rel = r["n_kb_rel"] - len(set(ret.get("relationships") or ()) | set(r["best_set"]))
+        n_bio = (r.get("n_kb_bio") or 0) - len(set(ret.get("biographies") or ())) \
+            if r.get("accuracy_biographies") is not None else 0
+        r["n_scored"], r["n_scored_relationships"] = n_rel + n_bio, n_rel
+        if n_rel == 0:
+            r["accuracy_relationships"] = None
+        if n_bio == 0 and r.get("accuracy_biographies") is not None:
+            r["accuracy_biographies"] = None
+        if n_rel + n_bio == 0:
+            r["accuracy_all"] = None
+            nulled += 1
+    note = (f"{nulled} older row(s) had accuracy 1.0 over no scored fact (their retain set covered everything else): "
+            "read as null (n_scored 0)." if nulled else None)
+    return rows, note
 
 
 RECALL = Metric("recall", recall_metric, Needs(kinds=("qa",), generate=True), "row", FIELDS,

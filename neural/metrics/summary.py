@@ -40,9 +40,18 @@ Acc@Recall≥0.8 is its accuracy at recall 0.8, Recall@Acc≥0.8 the largest rec
 The ``observed_*`` values use the measured mean points only (None if no setting reaches the threshold).
 
 **Success-DU** (Definition 2 of the paper: the target is not in Ω(K \\ U_A, R); row field ``success_du``, 1 or 0,
-:func:`dukb.neural.metrics.recall.success_du`). Per method: ``success_du`` = the mean over targets at the best
-setting (the setting with the highest mean; ties: higher mean accuracy, then the weaker setting),
-``success_du_setting`` = that setting, ``success_du_any`` = the share of targets some setting deeply unlearns.
+:func:`dukb.neural.metrics.recall.success_du`). Per method, ``success_du`` is read at **the best setting**, the setting
+the paper's per-target rule selects: per target, the setting Recall@Acc≥0.8 reads, i.e. the largest recall among the
+settings with accuracy ≥ 0.8 (ties: higher accuracy, then the weaker setting; :func:`best_setting`); a target where
+no setting keeps accuracy ≥ 0.8 has no best setting and counts 0 (the rule's anchor (0, 1) is the model before
+unlearning). Mean ± std over targets; ``success_du_setting`` names the settings chosen (``steps=4 ×6, none ×2``).
+``success_du_any`` (not comparable to the paper) is the share of targets some setting deeply unlearns, whatever its
+accuracy.
+
+**Nothing to score.** A row whose accuracy is null/NaN (``n_scored`` 0: e.g. a retain set that covers every fact
+outside the forget set) has no point on the curve: the trade-off, Acc@Superficial and the best setting skip it, a
+target left without rows is skipped, and the summary counts both (``n_skipped_rows``, ``n_skipped_targets``; ``n``
+= the targets scored). A metric over no target is None, never 1.0.
 
 **Acc@Superficial** = mean over targets of the accuracy at the weakest setting that makes the target itself unknown
 (superficial unlearning), with the share of targets where some setting does.
@@ -51,6 +60,7 @@ setting (the setting with the highest mean; ties: higher mean accuracy, then the
 from __future__ import annotations
 
 import json
+import math
 
 from dukb.neural.metrics.base import Metric, Needs
 
@@ -61,6 +71,94 @@ ACCURACY = "accuracy_all"
 def setting_key(setting: dict) -> str:
     """Canonical string of a setting dict (the grid parameter and fixed hyper-parameters)."""
     return json.dumps(setting, sort_keys=True)
+
+
+def short_number(v) -> str:
+    """A hyper-parameter value as a short label: ``4``, ``0.5``, ``1e-3``, ``2.5e-5``; other values as ``str``.
+
+    Args:
+        v: a number (int or float; a bool is not one) or any other value.
+
+    Returns:
+        str.
+
+    Source: dukb's report layout (no paper defines it; the papers print hyper-parameters this way, e.g. Wu et al.
+    2025, App. H).
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e6:
+        return str(int(v))
+    if v and abs(v) < 0.01:
+        mant, exp = f"{v:.6e}".split("e")
+        return f"{mant.rstrip('0').rstrip('.')}e{int(exp)}"
+    return f"{v:g}"
+
+
+def setting_label(setting, param: str | None = None) -> str:
+    """A setting as a short label, never JSON: the swept value ``steps=4`` when ``param`` is given, else every
+    ``key=value`` of the setting joined with ", " (``lr=1e-3, schedule=reference, steps=4``).
+
+    Args:
+        setting: the row's setting (dict, or its JSON string as :func:`setting_key` writes it); param: the swept
+            parameter (str) or None.
+
+    Returns:
+        str ("–" for an empty or missing setting).
+
+    Source: dukb's report layout; the swept values are those of Wu et al. 2025, App. H (T for GA/NPO, α for TV/WHP).
+    """
+    if isinstance(setting, str):
+        try:
+            setting = json.loads(setting)
+        except ValueError:
+            return setting
+    if not isinstance(setting, dict) or not setting:
+        return "–"
+    if param is not None and param in setting:
+        return f"{param}={short_number(setting[param])}"
+    return ", ".join(f"{k}={short_number(v)}" for k, v in setting.items())
+
+
+def fixed_label(setting, param: str) -> str:
+    """The hyper-parameters a method holds fixed over its sweep (every key of the setting but ``param``) as a label
+    (``lr=1e-3, schedule=reference``); "–" when there is none.
+
+    Args:
+        setting: dict or its JSON string; param: the swept parameter, str.
+
+    Returns:
+        str.
+
+    Raises:
+        ValueError: ``setting`` is a string that is not JSON.
+
+    Source: dukb's report layout (Wu et al. 2025, App. H lists the fixed learning rates beside the swept T).
+    """
+    if isinstance(setting, str):
+        setting = json.loads(setting)
+    rest = {k: v for k, v in (setting or {}).items() if k != param}
+    return setting_label(rest) if rest else "–"
+
+
+def scored(df, accuracy: str = ACCURACY):
+    """The rows whose accuracy was scored, and how many were skipped.
+
+    Args:
+        df: result rows (pandas DataFrame); accuracy: the accuracy column.
+
+    Returns:
+        (DataFrame of the rows with a finite ``accuracy``, number of rows skipped: null/NaN accuracy, nothing left to
+        score).
+
+    Source: Wu et al. 2025, Eq. 2 (an accuracy over no fact, 0/0, is undefined; dukb skips it, never reads 1.0).
+    """
+    import pandas as pd
+
+    acc = pd.to_numeric(df[accuracy], errors="coerce") if accuracy in df.columns else pd.Series(float("nan"),
+                                                                                                 index=df.index)
+    keep = acc.notna()
+    return df[keep].assign(**{accuracy: acc[keep].astype(float)}), int((~keep).sum())
 
 
 def strength(row: dict) -> float:
@@ -167,8 +265,41 @@ def _mean_std(xs: list[float]) -> tuple[float | None, float | None]:
     return m, (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5  # population std, as numpy's .std()
 
 
+def best_setting(points):
+    """The index of the best setting of one target's sweep: the point Recall@Acc≥τ reads, the largest recall among
+    the points with accuracy ≥ τ (ties: higher accuracy, then the earlier, weaker setting); None when no point keeps
+    accuracy ≥ τ (the rule then reads its anchor (0, 1), the model before unlearning).
+
+    Args:
+        points: (recall, accuracy) pairs of one target and method in sweep order (weaker setting first).
+
+    Returns:
+        int index into ``points``, or None.
+
+    Source: Wu et al. 2025, Table 1 (Recall@Acc≥0.8); figure notebook of wrh14/deep_unlearning, cell 18
+    (``rec_list[y >= thr].max()``).
+    """
+    ok = [(float(r), float(a), -i) for i, (r, a) in enumerate(points) if float(a) >= THRESHOLD]
+    return -max(ok)[2] if ok else None
+
+
+def _per_target(df, accuracy: str, threshold: float):
+    """method -> list of (target, sorted rows of that target with a scored accuracy) and the skip counts."""
+    out = {}
+    for method, g in df.groupby("method", sort=False):
+        kept, skipped_rows = scored(g, accuracy)
+        targets = []
+        for _, t in kept.groupby("target", sort=False):
+            t = t.assign(_s=[strength(r) for r in t.to_dict("records")]).sort_values("_s", kind="stable")
+            targets.append(t)
+        out[method] = (targets, skipped_rows, int(g["target"].nunique()) - len(targets))
+    return out
+
+
 def per_target_tradeoff(df, accuracy: str = ACCURACY, threshold: float = THRESHOLD) -> dict:
     """Per method: the mean and standard deviation over targets of :func:`target_tradeoff`.
+
+    Rows whose accuracy is null/NaN (nothing to score) are skipped; a target left without rows is skipped.
 
     Args:
         df: result rows (pandas DataFrame with method, target, setting, param, recall and ``accuracy``).
@@ -176,24 +307,23 @@ def per_target_tradeoff(df, accuracy: str = ACCURACY, threshold: float = THRESHO
         threshold: τ, float.
 
     Returns:
-        method -> {acc_at_recall, acc_at_recall_std, recall_at_acc, recall_at_acc_std, ar_auc, ar_auc_std}
-        (floats; None without rows).
+        method -> {acc_at_recall, acc_at_recall_std, recall_at_acc, recall_at_acc_std, ar_auc, ar_auc_std (floats;
+        None when no target is scored), n (targets scored), n_skipped_targets, n_skipped_rows (ints)}.
 
     Source: Wu et al. 2025, Table 1/6; figure notebook of wrh14/deep_unlearning, cell 17
     (``(np.asarray(all_data_acc_at_rec_list).mean(), np.asarray(all_data_acc_at_rec_list).std())``).
     """
     out = {}
-    for method, g in df.groupby("method", sort=False):
+    for method, (targets, skipped_rows, skipped_targets) in _per_target(df, accuracy, threshold).items():
         per: dict[str, list[float]] = {"acc_at_recall": [], "recall_at_acc": [], "ar_auc": []}
-        for _, t in g.groupby("target", sort=False):
-            t = t.assign(_s=[strength(r) for r in t.to_dict("records")]).sort_values("_s", kind="stable")
+        for t in targets:
             v = target_tradeoff(list(zip(t["recall"], t[accuracy])), threshold)
             for k in per:
                 per[k].append(v[k])
         row = {}
         for k, xs in per.items():
             row[k], row[f"{k}_std"] = _mean_std(xs)
-        out[method] = row
+        out[method] = {**row, "n": len(targets), "n_skipped_targets": skipped_targets, "n_skipped_rows": skipped_rows}
     return out
 
 
@@ -204,16 +334,21 @@ def curve_points(df, accuracy: str = ACCURACY):
         df: results DataFrame (one row per target, method, setting).
 
     Returns:
-        DataFrame with method, setting (JSON), strength, recall, accuracy, n_targets, target_forgotten (share) and,
-        when the rows carry it, success_du (share of targets deeply unlearned, Definition 2 of the paper).
+        DataFrame with method, setting (JSON), label (the swept value, ``steps=4``), strength, recall, accuracy (the
+        mean over the rows whose accuracy was scored; NaN when none was), n_targets, n_accuracy (rows with a scored
+        accuracy), target_forgotten (share) and, when the rows carry it, success_du (share of targets deeply
+        unlearned, Definition 2 of the paper).
     """
     import pandas as pd
 
     d = df.copy()
     d["setting_json"] = d["setting"].map(setting_key)
+    d["label"] = [setting_label(r["setting"], r.get("param")) for r in d.to_dict("records")]
     d["strength"] = [strength(r) for r in d.to_dict("records")]
-    agg = dict(strength=("strength", "first"), recall=("recall", "mean"), accuracy=(accuracy, "mean"),
-               n_targets=("target", "nunique"), target_forgotten=("target_forgotten", "mean"))
+    d[accuracy] = pd.to_numeric(d[accuracy], errors="coerce").astype(float)
+    agg = dict(label=("label", "first"), strength=("strength", "first"), recall=("recall", "mean"),
+               accuracy=(accuracy, "mean"), n_targets=("target", "nunique"), n_accuracy=(accuracy, "count"),
+               target_forgotten=("target_forgotten", "mean"))
     if "success_du" in d.columns:
         d["success_du"] = d["success_du"].astype(float)
         agg["success_du"] = ("success_du", "mean")
@@ -243,25 +378,26 @@ def superficial(df, accuracy: str = ACCURACY) -> dict:
         accuracy: the accuracy column, str.
 
     Returns:
-        method -> {"acc_at_superficial": float, "acc_at_superficial_std": float, "acc_at_superficial_weakest":
-        float | None, "share_forgotten": float in [0, 1]}.
+        method -> {"acc_at_superficial": float, "acc_at_superficial_std": float, "n": targets scored,
+        "n_skipped_targets": targets without a row whose accuracy was scored (left out), "acc_at_superficial_weakest":
+        float | None, "share_forgotten": float in [0, 1]} (the floats None when no target is scored).
 
     Source: Wu et al. 2025, Table 2; wrh14/deep_unlearning commit 20c927b, notebooks/"Unlearning Evaluation -- Final
     Paper Figure Generation.ipynb", cell 19.
     """
     out = {}
-    for method, g in df.groupby("method", sort=False):
-        paper, weakest, n = [], [], g["target"].nunique()
-        for _, t in g.groupby("target"):
-            t = t.assign(s=[strength(r) for r in t.to_dict("records")]).sort_values("s")
+    for method, (targets, _rows, skipped) in _per_target(df, accuracy, THRESHOLD).items():
+        paper, weakest = [], []
+        for t in targets:
             hit = t[t["target_forgotten"] == True]  # noqa: E712
             paper.append(max([float(a) for a in hit[accuracy]] + [0.0]))
             if len(hit):
                 weakest.append(float(hit.iloc[0][accuracy]))
         mean, std = _mean_std(paper)
-        out[method] = {"acc_at_superficial": mean, "acc_at_superficial_std": std,
+        out[method] = {"acc_at_superficial": mean, "acc_at_superficial_std": std, "n": len(paper),
+                       "n_skipped_targets": skipped,
                        "acc_at_superficial_weakest": sum(weakest) / len(weakest) if weakest else None,
-                       "share_forgotten": len(weakest) / n if n else 0.0}
+                       "share_forgotten": len(weakest) / len(paper) if paper else None}
     return out
 
 
@@ -276,8 +412,9 @@ def tradeoff_metric(df, accuracy: str = ACCURACY) -> dict:
 
     Returns:
         method -> {n_settings, acc_at_recall, acc_at_recall_std, recall_at_acc, recall_at_acc_std, ar_auc,
-        ar_auc_std, acc_at_recall_envelope, recall_at_acc_envelope, ar_auc_envelope, observed_acc_at_recall,
-        observed_recall_at_acc, success_du, success_du_setting, success_du_any}.
+        ar_auc_std, n, n_skipped_targets, n_skipped_rows, acc_at_recall_envelope, recall_at_acc_envelope,
+        ar_auc_envelope, observed_acc_at_recall, observed_recall_at_acc, the :data:`SUCCESS_FIELDS` and the
+        :data:`HELDOUT_FIELDS`} (a metric over no scored target is None).
 
     Source: Wu et al. 2025, Table 1/6, Definition 2; figure notebook of wrh14/deep_unlearning (module docstring).
     """
@@ -287,21 +424,26 @@ def tradeoff_metric(df, accuracy: str = ACCURACY) -> dict:
     held = heldout_tradeoff(df)
     out = {}
     for method, p in pts.groupby("method", sort=False):
-        env = tradeoff(list(zip(p["recall"], p["accuracy"])))
-        out[method] = {"n_settings": len(p), **target.get(method, {}),
+        p = p[p["accuracy"].notna()]  # a setting no row of which was scored has no mean point
+        env = tradeoff(list(zip(p["recall"], p["accuracy"]))) if len(p) else dict.fromkeys(
+            ("acc_at_recall", "recall_at_acc", "ar_auc", "observed_acc_at_recall", "observed_recall_at_acc"))
+        out[method] = {"n_settings": int(pts[pts["method"] == method]["setting"].nunique()), **target.get(method, {}),
                        **{f"{k}_envelope": env[k] for k in ("acc_at_recall", "recall_at_acc", "ar_auc")},
                        "observed_acc_at_recall": env["observed_acc_at_recall"],
                        "observed_recall_at_acc": env["observed_recall_at_acc"],
-                       **success.get(method, {"success_du": None, "success_du_setting": None,
-                                              "success_du_any": None}),
+                       **success.get(method, dict.fromkeys(SUCCESS_FIELDS)),
                        **held.get(method, {})}
     return out
 
 
 #: Summary fields of :func:`heldout_tradeoff`.
 HELDOUT_FIELDS = ("acc_at_recall_heldout", "acc_at_recall_heldout_std", "recall_at_acc_heldout",
-                  "recall_at_acc_heldout_std", "ar_auc_heldout", "ar_auc_heldout_std", "success_du_heldout",
+                  "recall_at_acc_heldout_std", "ar_auc_heldout", "ar_auc_heldout_std", "n_heldout",
+                  "n_skipped_targets_heldout", "n_skipped_rows_heldout", "success_du_heldout",
+                  "success_du_heldout_std", "success_du_heldout_n", "success_du_heldout_setting",
                   "region_setting_heldout")
+#: Summary fields of :func:`success_summary`.
+SUCCESS_FIELDS = ("success_du", "success_du_std", "success_du_n", "success_du_setting", "success_du_any")
 
 
 def heldout_points(df):
@@ -332,8 +474,9 @@ def heldout_tradeoff(df) -> dict:
         df: result rows (pandas DataFrame) with ``recall_heldout`` and ``accuracy_all_heldout``.
 
     Returns:
-        method -> {f: value for f in :data:`HELDOUT_FIELDS`} (``region_setting_heldout``: the setting as JSON or
-        None); {} when no row has held-out scores.
+        method -> {f: value for f in :data:`HELDOUT_FIELDS`} (``region_setting_heldout``: the setting's label or
+        None; the others as :func:`per_target_tradeoff` and :func:`success_summary` name them, with ``_heldout``);
+        {} when no row has held-out scores.
 
     Source: Wu et al. 2025, Table 1 rule (:func:`per_target_tradeoff`) over
     :mod:`dukb.neural.metrics.heldout`'s scores.
@@ -345,41 +488,83 @@ def heldout_tradeoff(df) -> dict:
     success = success_summary(d) if "success_du" in d.columns else {}
     out = {}
     for method, p in curve_points(d).groupby("method", sort=False):
-        inside = [r["setting"] for r in p.to_dict("records") if r["recall"] >= THRESHOLD and r["accuracy"] >= THRESHOLD]
+        inside = [r["label"] for r in p.to_dict("records") if r["recall"] >= THRESHOLD and r["accuracy"] >= THRESHOLD]
+        sd = success.get(method, {})
         out[method] = {**{f"{k}_heldout" if not k.endswith("_std") else f"{k[:-4]}_heldout_std": v
                           for k, v in target.get(method, {}).items()},
-                       "success_du_heldout": success.get(method, {}).get("success_du"),
+                       **{f"success_du_heldout{k[10:]}": sd.get(k) for k in SUCCESS_FIELDS if k != "success_du_any"},
                        "region_setting_heldout": inside[0] if inside else None}
     return out
 
 
-def success_summary(df, accuracy: str = ACCURACY) -> dict:
-    """Per method: Success-DU at the best setting and over any setting.
+def chosen_settings(labels) -> str:
+    """The best settings chosen over targets as one label: each setting with its number of targets, most chosen
+    first (``steps=4 ×6, steps=2 ×3, none ×2``; "none": no setting keeps accuracy ≥ 0.8).
 
     Args:
-        df: result rows (pandas DataFrame); rows without a ``success_du`` value (None/NaN) are left out.
-        accuracy: the accuracy column that breaks ties between settings, str.
+        labels: one label per target (str, or None for a target without a best setting).
 
     Returns:
-        method -> {success_du: mean over targets at the setting with the highest mean (ties: higher mean accuracy,
-        then the weaker setting), success_du_setting: that setting (JSON), success_du_any: share of targets some
-        setting deeply unlearns}; methods without any value are absent.
+        str ("–" for no target).
 
-    Source: Wu et al. 2025, Definition 2 (deep unlearning); Success-DU of the paper's v4.
+    Source: the best setting of Wu et al. 2025, Table 1's rule (:func:`best_setting`).
+    """
+    from collections import Counter
+
+    def value(label: str) -> float:  # the swept value of "steps=4", for ties in count (weaker setting first)
+        try:
+            return float(label.rsplit("=", 1)[1])
+        except (IndexError, ValueError):
+            return math.inf
+
+    counts = Counter("none" if x is None else x for x in labels)
+    return ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] == "none",
+                                                                                   value(kv[0]), kv[0]))) or "–"
+
+
+def success_summary(df, accuracy: str = ACCURACY) -> dict:
+    """Per method: Success-DU at the best setting (the setting the paper's per-target rule selects,
+    :func:`best_setting`) and over any setting.
+
+    Rows whose accuracy is null/NaN cannot be a best setting (their accuracy is unknown); a target without a
+    scored row, or whose best setting lacks a ``success_du`` value (a row of an older dukb), is left out.
+
+    Args:
+        df: result rows (pandas DataFrame with method, target, setting, param, recall, ``accuracy``, success_du).
+        accuracy: the accuracy column, str.
+
+    Returns:
+        method -> {success_du: mean over targets of the row at the target's best setting (0 for a target without
+        one), success_du_std: population std, success_du_n: targets counted, success_du_setting: the settings chosen
+        (:func:`chosen_settings`), success_du_any: share of targets some setting deeply unlearns, whatever its
+        accuracy (not comparable to the paper)}; methods without any ``success_du`` value are absent.
+
+    Source: Wu et al. 2025, Definition 2 (deep unlearning) and Table 1 (Recall@Acc≥0.8 selects the setting);
+    Success-DU of the paper's v4.
     """
     if "success_du" not in df.columns:
         return {}
-    d = df[df["success_du"].notna()]
-    if not len(d):
-        return {}
-    d = d.assign(success_du=d["success_du"].astype(float))
+    import pandas as pd
+
+    d = df.assign(success_du=pd.to_numeric(df["success_du"], errors="coerce").astype(float))
     out = {}
-    pts = curve_points(d, accuracy)
-    for method, p in pts.groupby("method", sort=False):
-        best = max(p.to_dict("records"), key=lambda r: (r["success_du"], r["accuracy"], -r["strength"]))
-        any_ = d[d["method"] == method].groupby("target")["success_du"].max()
-        out[method] = {"success_du": float(best["success_du"]), "success_du_setting": best["setting"],
-                       "success_du_any": float(any_.mean())}
+    for method, (targets, _rows, _skipped) in _per_target(d, accuracy, THRESHOLD).items():
+        vals, labels = [], []
+        for t in targets:
+            recs = t.to_dict("records")
+            i = best_setting([(r["recall"], r[accuracy]) for r in recs])
+            v = 0.0 if i is None else recs[i]["success_du"]
+            if v != v:  # the chosen row has no Success-DU (an older row)
+                continue
+            vals.append(float(v))
+            labels.append(None if i is None else setting_label(recs[i]["setting"], recs[i].get("param")))
+        any_ = d[(d["method"] == method) & d["success_du"].notna()].groupby("target")["success_du"].max()
+        if not vals and not len(any_):
+            continue
+        mean, std = _mean_std(vals)
+        out[method] = {"success_du": mean, "success_du_std": std, "success_du_n": len(vals),
+                       "success_du_setting": chosen_settings(labels) if vals else None,
+                       "success_du_any": float(any_.mean()) if len(any_) else None}
     return out
 
 
@@ -389,7 +574,8 @@ def superficial_metric(df, accuracy: str = ACCURACY) -> dict:
     Source: Wu et al. 2025, Table 2.
     """
     return {m: {"acc_at_superficial": v["acc_at_superficial"], "acc_at_superficial_std": v["acc_at_superficial_std"],
-                "acc_at_superficial_weakest": v["acc_at_superficial_weakest"], "share_superficial": v["share_forgotten"]}
+                "acc_at_superficial_n": v["n"], "acc_at_superficial_weakest": v["acc_at_superficial_weakest"],
+                "share_superficial": v["share_forgotten"]}
             for m, v in superficial(df, accuracy).items()}
 
 
@@ -403,14 +589,156 @@ TRADEOFF_RULE = ("Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC follow the paper
 TRADEOFF = Metric("tradeoff", tradeoff_metric, Needs(requires=("recall",)), "summary",
                   ("n_settings", "acc_at_recall", "acc_at_recall_std", "recall_at_acc", "recall_at_acc_std", "ar_auc",
                    "ar_auc_std", "acc_at_recall_envelope", "recall_at_acc_envelope", "ar_auc_envelope",
-                   "observed_acc_at_recall", "observed_recall_at_acc", "success_du", "success_du_setting",
-                   "success_du_any") + HELDOUT_FIELDS,
+                   "n", "n_skipped_targets", "n_skipped_rows", "observed_acc_at_recall", "observed_recall_at_acc")
+                  + SUCCESS_FIELDS + HELDOUT_FIELDS,
                   "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per target, mean ± std; and off the mean envelope), "
                   "Success-DU",
                   "Wu et al. 2025, Table 1, Def. 2")
 ACC_AT_SUPERFICIAL = Metric("acc_at_superficial", superficial_metric, Needs(requires=("recall",)), "summary",
-                            ("acc_at_superficial", "acc_at_superficial_std", "acc_at_superficial_weakest",
-                             "share_superficial"),
+                            ("acc_at_superficial", "acc_at_superficial_std", "acc_at_superficial_n",
+                             "acc_at_superficial_weakest", "share_superficial"),
                             "per target the best accuracy among settings that forget the target itself (0 if none), "
                             "mean ± std",
                             "Wu et al. 2025, Table 2")
+
+
+# ------------------------------------------------------------------------------------------ how reports print --------
+#: The readings of a summary number, as summary.csv's ``reading`` column names them: the paper's rule first; every
+#: other reading says it is not comparable to the paper.
+PAPER = "paper (per target)"
+PAPER_HELDOUT = "paper (per target), held-out forms"
+ENVELOPE = "envelope (not comparable to the paper)"
+OBSERVED = "observed mean points (not comparable to the paper)"
+ANY_SETTING = "any setting (not comparable to the paper)"
+WEAKEST = "weakest forgetting setting (not comparable to the paper)"
+REGION = "first mean held-out point in the region (not comparable to the paper)"
+COUNT = "count"
+
+#: Report limits (dukb's one-page report): at most this many lines, none longer than :data:`PAGE_WIDTH` characters.
+PAGE_LINES = 150
+PAGE_WIDTH = 200
+
+
+def missing(v) -> bool:
+    """True for None or a float NaN (a number that is not there: nothing to score, no row).
+
+    Source: Wu et al. 2025, Eq. 2 (a metric over no fact is undefined).
+    """
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def num(v, digits: int = 2) -> str:
+    """A summary number with ``digits`` decimals; "–" when it is missing (:func:`missing`).
+
+    Source: dukb's report layout (Wu et al. 2025, Table 1 prints two decimals).
+    """
+    return "–" if missing(v) else f"{float(v):.{digits}f}"
+
+
+def mean_std(mean, std, n, digits: int = 2) -> str:
+    """A mean over n targets as reports print it: ``0.49 ± 0.20`` when n ≥ 2, the number alone when n = 1 (a
+    single target has no spread), "–" when n = 0 or the mean is missing.
+
+    Args:
+        mean, std: floats or None; n: the number of targets (int or None: then "±" is shown when std is given).
+
+    Returns:
+        str.
+
+    Source: Wu et al. 2025, Table 1 (mean ± std over targets); the Eval-DU figure code's population std.
+    """
+    if missing(mean) or n == 0:
+        return "–"
+    if (n is not None and n < 2) or missing(std):
+        return num(mean, digits)
+    return f"{num(mean, digits)} ± {num(std, digits)}"
+
+
+def wrap_prose(text: str, width: int = 118, limit: int = PAGE_WIDTH) -> str:
+    """``text`` with every prose line longer than ``limit`` characters wrapped at ``width`` (markdown joins the lines
+    again); table rows (``|``), headings, code and image lines are left as they are.
+
+    Args:
+        text: markdown.
+
+    Returns:
+        markdown text.
+
+    Source: dukb's report layout (one page: issue 38).
+    """
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= limit or line.startswith(("|", "#", "```", "![", "    ")):
+            out.append(line)
+            continue
+        lead = "  " if line.startswith(("- ", "* ")) else ""
+        out += textwrap.wrap(line, width, subsequent_indent=lead, break_on_hyphens=False, break_long_words=False)
+    return "\n".join(out)
+
+
+def page_problems(text: str, lines: int = PAGE_LINES, width: int = PAGE_WIDTH) -> list[str]:
+    """What keeps a report from being one page: more than ``lines`` lines, a line over ``width`` characters, or
+    JSON (a line opening a JSON object or a fenced json block).
+
+    Args:
+        text: the report's markdown.
+
+    Returns:
+        list of problems in words ([] for a one-page report).
+
+    Source: dukb's report layout (one page: at most 150 lines of at most 200 characters, no JSON).
+    """
+    out = []
+    rows = text.rstrip("\n").split("\n")
+    if len(rows) > lines:
+        out.append(f"{len(rows)} lines (at most {lines})")
+    out += [f"line {i}: {len(r)} characters (at most {width})" for i, r in enumerate(rows, 1) if len(r) > width]
+    out += [f"line {i}: JSON" for i, r in enumerate(rows, 1) if r.startswith("```json") or r.lstrip().startswith('{"')
+            or '`{"' in r]
+    return out
+
+
+def config_value(v, max_items: int = 8) -> str:
+    """One config value as report text, never JSON: a list joined with ", " (longer than ``max_items``: its length
+    and "config.json"), a dict as ``key=value`` labels, numbers as :func:`short_number`, None as "–".
+
+    Source: dukb's report layout.
+    """
+    if v is None:
+        return "–"
+    if isinstance(v, dict):
+        return setting_label(v) if all(not isinstance(x, (dict, list)) for x in v.values()) else "see config.json"
+    if isinstance(v, (list, tuple)):
+        if len(v) > max_items:
+            return f"{len(v)} values (config.json)"
+        return ", ".join(config_value(x) for x in v) or "–"
+    return short_number(v)
+
+
+def config_lines(config: dict, keys) -> list[str]:
+    """The run's settings as markdown list items ``- key: value`` (:func:`config_value`), for the keys present.
+
+    Args:
+        config: the run's config.json (dict); keys: the keys to show, in order.
+
+    Returns:
+        list of str.
+
+    Source: dukb's report layout.
+    """
+    return [f"- {k}: {config_value(config.get(k))}" for k in keys if k in config]
+
+
+def versions_line(config: dict) -> str | None:
+    """``- versions: python 3.11.7 · torch 2.13.0 · ...`` from the run's provenance, or None when it has none.
+
+    Source: dukb's run provenance (:func:`dukb.neural.runs.provenance`).
+    """
+    prov = config.get("provenance") if isinstance(config.get("provenance"), dict) else {}
+    ver = config.get("versions") if isinstance(config.get("versions"), dict) else prov.get("versions")
+    if not isinstance(ver, dict) or not ver:
+        return None
+    return "- versions: " + " · ".join(f"{k} {str(v)[:12] if k == 'dukb_revision' else v}" for k, v in ver.items()
+                                       if v is not None and not isinstance(v, (dict, list)))

@@ -13,7 +13,6 @@ the figures are drawn by :mod:`dukb.neural.plots`.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -112,14 +111,14 @@ def _in_group(f: FactProbe, g: str) -> bool:
 
 
 def _f(v, nd: int = 2) -> str:
-    return "–" if v is None else f"{v:.{nd}f}"
+    return "–" if v is None or v != v else f"{v:.{nd}f}"  # None or NaN: nothing to score
 
 
 def _delta(v, ref) -> str:
     if v is None or ref is None:
         return _f(v)
     d = v - ref
-    arrow = "↑" if d > 0 else ("↓" if d < 0 else "±")
+    arrow = "↑" if d > 0 else ("↓" if d < 0 else "=")
     return f"{v:.2f} ({arrow}{abs(d):.2f})"
 
 
@@ -146,6 +145,8 @@ def markdown(data: dict) -> str:
              f"people (fraction {c.get('corrupt')}) · documents: {cfgd.get('n_documents')} ({c.get('docs_per_entity')}"
              f" per person, k_context {c.get('context')}) · LoRA r: {c.get('lora_r') or 'full finetuning'} · "
              f"M: {cfgd.get('identity', {}).get('samples')} · seed: {c.get('seed')}", "",
+             "**What to cite**: Table 1 (accuracy), Tables 2 and 3 (outcomes over A and B) and Fig. 2 as a table "
+             "(RESTOR, Sec. 4.3).", "",
              "Judging is exact against the KB (normalised case, accents, trailing words and punctuation; "
              "'X state' = 'X'); a fact is known when a majority of the M generations give the true value.", ""]
     groups = [("all", "all facts"), ("F'", "F' (corrupted facts)"), ("other", "other facts")]
@@ -223,9 +224,12 @@ def markdown(data: dict) -> str:
     for lab, r in zip(labels, res):
         lines.append(f"| {lab}: unlearning / probing / log-probs | {_f(r.get('seconds_unlearn'), 1)} / "
                      f"{_f(r.get('seconds_probe'), 1)} / {_f(r.get('seconds_logprobs'), 1)} |")
-    lines += ["", "## Settings", "", "```json", json.dumps({"config": c, "unlearning": {
-        lab: r["setting"] for lab, r in zip(labels, res)}}, indent=1, default=str), "```", ""]
-    return "\n".join(lines)
+    from dukb.neural.metrics.summary import config_value, setting_label, wrap_prose
+
+    lines += ["", "## Settings", ""] + [f"- {lab}: {setting_label(r['setting'])}" for lab, r in zip(labels, res)]
+    lines += ["- config: " + "; ".join(f"{k}={config_value(v)}" for k, v in c.items())] if c else []
+    lines += ["- everything else: config.json", ""]
+    return wrap_prose("\n".join(lines))
 
 
 def plot_states(data: dict, row: dict, path: Path) -> list[Path]:

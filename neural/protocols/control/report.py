@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
+from dukb.neural.metrics.summary import short_number, wrap_prose
 from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
 
 #: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
@@ -67,7 +68,7 @@ def summarize_control(rows: list[dict], kb, sets: dict, splits: dict, selection:
 
 
 def _f(v) -> str:
-    return "–" if v is None else f"{v:.3f}"
+    return "–" if v is None or v != v else f"{v:.3f}"  # None or NaN: nothing to score
 
 
 def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
@@ -78,6 +79,8 @@ def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
              f"{', '.join(config.get('methods', []))}; controls {', '.join(config.get('controls', []))}; "
              f"T = {config.get('steps')} steps; selection `{config.get('selection')}`; seed {config.get('seed')}.",
              "",
+             "**What to cite**: per forget ratio, the PS vector of each method's calibrated model per control "
+             "(Wang et al. 2024, Tables 3/6) beside the uncontrolled one (Table 2), and its DU recall.", "",
              "Calibration (Wang et al. 2024, App. C): a model passes when PS-exact(retain-eval) ≥ 0.9·θ_o, "
              "PS-perturb(retain-eval) ≥ 0.9·θ_o and PS-similar(forget) ≥ 0.5·θ_o; among passing models of a "
              "control's coarse and fine grids the one with the lowest PS-exact(forget) is reported. "
@@ -94,27 +97,29 @@ def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
         n_f = len(splits["forget"][rk])
         lines += [f"## Forget ratio {rk} (|D_u| = {n_f}, |D_t,eval| = {n_ev})", "",
                   "| method | control | value | PS-exact r | PS-exact u | PS-perturb r | PS-perturb u | PS-similar r "
-                  "| PS-similar u | conf r | conf u | DU recall | derivable | DU accuracy | DU recall (held-out) | "
-                  "derivable (held-out) | DU accuracy (held-out) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| PS-similar u | conf r | conf u |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        du = ["", "| method | control | DU recall | derivable | DU accuracy | DU recall (held-out) | "
+              "derivable (held-out) | DU accuracy (held-out) |", "|---|---|---|---|---|---|---|---|"]
         for s in summary:
             if s["ratio"] != rk:
                 continue
             if not s["selected"]:
-                lines.append(f"| {s['method']} | {s['control']} | none passes |" + " |" * 14)
+                lines.append(f"| {s['method']} | {s['control']} | none passes |" + " |" * 8)
+                du.append(f"| {s['method']} | {s['control']} | none passes |" + " |" * 5)
                 continue
-            val = "" if s["value"] is None else f"{s['param']}={s['value']:g}"
+            val = "" if s["value"] is None else f"{s['param']}={short_number(s['value'])}"
             der, der_h = s.get("du_targets_derivable"), s.get("du_targets_derivable_heldout")
             lines.append(f"| {s['method']} | {s['control']} | {val} | "
                          + " | ".join(_f(s[k]) for k in PS_COLUMNS) + f" | {_f(s['confidence_retain'])} | "
-                         f"{_f(s['confidence_forget'])} | {_f(s.get('du_recall'))} | "
-                         f"{'–' if der is None else f'{der}/{n_f}'} | {_f(s.get('du_accuracy'))} | "
-                         f"{_f(s.get('du_recall_heldout'))} | {'–' if der_h is None else f'{der_h}/{n_f}'} | "
-                         f"{_f(s.get('du_accuracy_heldout'))} |")
-        lines.append("")
+                         f"{_f(s['confidence_forget'])} |")
+            du.append(f"| {s['method']} | {s['control']} | {_f(s.get('du_recall'))} | "
+                      f"{'–' if der is None else f'{der}/{n_f}'} | {_f(s.get('du_accuracy'))} | "
+                      f"{_f(s.get('du_recall_heldout'))} | {'–' if der_h is None else f'{der_h}/{n_f}'} | "
+                      f"{_f(s.get('du_accuracy_heldout'))} |")
+        lines += du + [""]
     lines += ["Figures: `ps_curves.png` (PS-exact on forget and retain-eval against each control's value), "
               "`risk_curves.png` (per-step unlearning risk and retain loss of the uncontrolled runs, Fig. 1).", ""]
-    return "\n".join(lines)
+    return wrap_prose("\n".join(lines))
 
 
 def plot_ps_curves(rows: list[dict], path: Path, order=None) -> Path | None:

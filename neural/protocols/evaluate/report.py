@@ -1,6 +1,8 @@
-"""Rendering evaluate results into the paper's tables and figures (pandas, matplotlib; no torch): summary.csv,
-report.md (Table 1/2 layout) and accuracy_recall.png. The figures themselves are the summary metrics of
-:mod:`dukb.neural.metrics.summary` (trade-off, Acc@Superficial), computed for the metrics a run asked for.
+"""Rendering evaluate results into the paper's tables and figures (pandas, matplotlib; no torch): report.md (one
+page: the paper's Table 1/2 numbers, what to cite), appendix.md (every other reading, labelled as not comparable to
+the paper), summary.csv (every reading, one labelled row each), facts.csv (per-fact ids) and accuracy_recall.png. The
+numbers themselves are the summary metrics of :mod:`dukb.neural.metrics.summary` (trade-off, Success-DU,
+Acc@Superficial), computed for the metrics a run asked for.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ import os
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.metrics.summary import (ACCURACY, THRESHOLD, TRADEOFF_RULE, curve_points, envelope,  # noqa: F401
-                                         setting_key, strength, superficial, target_tradeoff, tradeoff)
+from dukb.neural.metrics.summary import (ACCURACY, ANY_SETTING, COUNT, ENVELOPE, OBSERVED, PAPER,  # noqa: F401
+                                         PAPER_HELDOUT, REGION, THRESHOLD, TRADEOFF_RULE, WEAKEST, curve_points,
+                                         envelope, fixed_label, mean_std, num, setting_key, short_number, strength,
+                                         superficial, target_tradeoff, tradeoff, wrap_prose)
+from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.runs import journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
@@ -26,7 +31,8 @@ def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, met
 
     Returns:
         DataFrame with group, method, n_targets and each metric's fields (trade-off: n_settings, acc_at_recall,
-        recall_at_acc, ar_auc, observed_*; Acc@Superficial: acc_at_superficial, share_superficial).
+        recall_at_acc, ar_auc, n, n_skipped_targets, observed_*, success_du*; Acc@Superficial: acc_at_superficial,
+        share_superficial); :func:`summary_table` turns it into summary.csv's labelled rows.
     """
     import pandas as pd
 
@@ -48,141 +54,389 @@ def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, met
     return pd.DataFrame(rows)
 
 
-def _fmt(v) -> str:
-    return "–" if v is None or v != v else f"{v:.2f}"
+#: summary.csv's rows per (group, method): (metric, reading, value field, std field, n field, setting field)
+SUMMARY_ROWS = (
+    ("acc_at_recall", PAPER, "acc_at_recall", "acc_at_recall_std", "n", None),
+    ("recall_at_acc", PAPER, "recall_at_acc", "recall_at_acc_std", "n", None),
+    ("ar_auc", PAPER, "ar_auc", "ar_auc_std", "n", None),
+    ("success_du", PAPER, "success_du", "success_du_std", "success_du_n", "success_du_setting"),
+    ("acc_at_superficial", PAPER, "acc_at_superficial", "acc_at_superficial_std", "acc_at_superficial_n", None),
+    ("acc_at_recall", PAPER_HELDOUT, "acc_at_recall_heldout", "acc_at_recall_heldout_std", "n_heldout", None),
+    ("recall_at_acc", PAPER_HELDOUT, "recall_at_acc_heldout", "recall_at_acc_heldout_std", "n_heldout", None),
+    ("ar_auc", PAPER_HELDOUT, "ar_auc_heldout", "ar_auc_heldout_std", "n_heldout", None),
+    ("success_du", PAPER_HELDOUT, "success_du_heldout", "success_du_heldout_std", "success_du_heldout_n",
+     "success_du_heldout_setting"),
+    ("acc_at_recall", ENVELOPE, "acc_at_recall_envelope", None, None, None),
+    ("recall_at_acc", ENVELOPE, "recall_at_acc_envelope", None, None, None),
+    ("ar_auc", ENVELOPE, "ar_auc_envelope", None, None, None),
+    ("acc_at_recall", OBSERVED, "observed_acc_at_recall", None, None, None),
+    ("recall_at_acc", OBSERVED, "observed_recall_at_acc", None, None, None),
+    ("success_du", ANY_SETTING, "success_du_any", None, None, None),
+    ("acc_at_superficial", WEAKEST, "acc_at_superficial_weakest", None, None, None),
+    ("share_targets_forgotten", ANY_SETTING, "share_superficial", None, None, None),
+    ("region_setting", REGION, None, None, None, "region_setting_heldout"),
+    ("settings", COUNT, "n_settings", None, None, None),
+)
+#: summary.csv's columns
+SUMMARY_COLUMNS = ("group", "method", "metric", "reading", "value", "std", "n", "targets", "targets_skipped",
+                   "rows_skipped", "setting")
 
 
-def _pm(row: dict, key: str) -> str:
-    """A per-target summary field as mean ± std (the std in ``key + "_std"``); "–" when empty."""
-    m, sd = row.get(key), row.get(f"{key}_std")
-    return _fmt(m) if sd is None or sd != sd or m is None or m != m else f"{m:.2f} ± {sd:.2f}"
+def summary_table(summary):
+    """summary.csv: one labelled row per (group, method, metric, reading), the paper's rule first; every other
+    reading says in its ``reading`` that it is not comparable to the paper.
+
+    Args:
+        summary: :func:`summarize`'s DataFrame.
+
+    Returns:
+        DataFrame with :data:`SUMMARY_COLUMNS`: value (float or empty), std (population std over targets, empty when
+        n < 2), n (targets the number is over), targets (the method's targets), targets_skipped and rows_skipped
+        (left out: accuracy with nothing to score), setting (labels: the best settings chosen, ``steps=4 ×6``).
+    """
+    import pandas as pd
+
+    out = []
+    for r in summary.to_dict("records"):
+        held = r.get("n_heldout")
+        for metric, reading, value, std, n, setting in SUMMARY_ROWS:
+            if (value is None or value not in r) and (setting is None or setting not in r):
+                continue
+            nn = r.get(n) if n else None
+            skipped = (r.get("n_skipped_targets_heldout"), r.get("n_skipped_rows_heldout")) \
+                if reading == PAPER_HELDOUT else (r.get("n_skipped_targets"), r.get("n_skipped_rows"))
+            if reading == PAPER_HELDOUT and absent(held):
+                continue
+            out.append({"group": r["group"], "method": r["method"], "metric": metric, "reading": reading,
+                        "value": None if value is None or absent(r.get(value)) else r.get(value),
+                        "std": None if std is None or absent(r.get(std)) or (nn is not None and nn < 2)
+                        else r.get(std),
+                        "n": None if absent(nn) else int(nn), "targets": r.get("n_targets"),
+                        "targets_skipped": None if absent(skipped[0]) else int(skipped[0]),
+                        "rows_skipped": None if absent(skipped[1]) else int(skipped[1]),
+                        "setting": r.get(setting) if setting else None})
+    table = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
+    for c in ("n", "targets", "targets_skipped", "rows_skipped"):
+        table[c] = table[c].astype("Int64")  # counts stay integers beside an empty cell
+    return table
 
 
-def _heldout_section(df, allrows, head: list[str], config: dict) -> list[str]:
-    """report.md's held-out section: Table 1's figures and the mean curve points judged on the probe forms the
-    methods never trained on or queried (:mod:`dukb.neural.metrics.heldout`); [] when the rows have none."""
-    if "acc_at_recall_heldout" not in allrows or allrows["acc_at_recall_heldout"].isna().all():
-        return []
-    from dukb.neural.metrics.summary import heldout_points
+def _n_cell(r: dict, suffix: str = "") -> str:
+    n, skipped = r.get("n" + suffix), r.get("n_skipped_targets" + suffix)
+    if absent(n):
+        return "–"
+    return f"{int(n)}" + (f" ({int(skipped)} skipped)" if not absent(skipped) and skipped else "")
 
-    recs = allrows.to_dict("records")
-    per = {}
+
+def _chosen(text) -> str:
+    """At most three of the chosen settings (the rest counted)."""
+    if not isinstance(text, str):
+        return "–"
+    parts = text.split(", ")
+    return ", ".join(parts[:3]) + (f", {len(parts) - 3} more" if len(parts) > 3 else "")
+
+
+def _table1(recs: list[dict], suffix: str = "") -> list[str]:
+    """Table 1's rows, methods as rows: n, the three trade-off numbers, Success-DU and the best settings."""
+    sd = "success_du" + suffix
+    lines = ["| method | n | Acc@Recall≥0.8 ↑ | Recall@Acc≥0.8 ↑ | AR-AUC ↑ | Success-DU ↑ | best setting (targets) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in recs:
+        n = r.get("n" + suffix)
+        cells = [mean_std(r.get(f"{k}{suffix}"), r.get(f"{k}{suffix}_std"), n)
+                 for k in ("acc_at_recall", "recall_at_acc", "ar_auc")]
+        cells.append(mean_std(r.get(sd), r.get(sd + "_std"), r.get(sd + "_n")))
+        lines.append(f"| {r['method'].upper()} | {_n_cell(r, suffix)} | " + " | ".join(cells)
+                     + f" | {_chosen(r.get(sd + '_setting'))} |")
+    return lines
+
+
+def _forms(df) -> dict:
+    """method -> (forms it saw, held-out forms), as comma-separated text."""
+    out = {}
     for m, g in df.groupby("method", sort=False):
         seen, held = (g.iloc[0].get(k) for k in ("probe_forms_seen", "heldout_forms"))
-        per[m] = (", ".join(seen) if isinstance(seen, list) and seen else "–",
+        out[m] = (", ".join(seen) if isinstance(seen, list) and seen else "–",
                   ", ".join(held) if isinstance(held, list) else "–")
-    lines = ["## Held-out probe forms", "", "Each method judged only on forms it never trained on or queried (a fact is "
-             "known when a held-out form elicits it; the rule is config.json's `heldout_rule`):", "",
-             "| method | forms it saw | held-out forms |", "|---|---|---|"]
-    lines += [f"| {m} | {seen} | {held} |" for m, (seen, held) in per.items()]
-    lines.append("")
+    return out
+
+
+def _heldout_section(df, recs: list[dict], config: dict) -> list[str]:
+    """report.md's held-out table: Table 1 judged on the probe forms the methods never trained on or queried
+    (:mod:`dukb.neural.metrics.heldout`); [] when the rows have none."""
+    if not any(not absent(r.get("n_heldout")) for r in recs):
+        return []
+    forms = _forms(df)
+    lines = ["## Table 1 on held-out probe forms", ""]
+    if len(set(forms.values())) == 1:
+        seen, held = next(iter(forms.values()))
+        lines += [f"Every method saw `{seen}`; judged only on forms it never trained on or queried: {held}. "
+                  f"A fact is known when a held-out form elicits it (rule `{config.get('heldout_rule', 'pairs')}`).",
+                  ""]
+    else:
+        lines += ["Each method judged only on forms it never trained on or queried (forms per method: appendix.md; "
+                  f"rule `{config.get('heldout_rule', 'pairs')}`).", ""]
     before = config.get("heldout_known_before")
-    if isinstance(before, dict) and before.get("all") is not None:
-        lines += [f"Before unlearning the held-out forms elicit {before['all']:.4f} of the KB's facts. The facts they "
-                  "never elicited are unscorable: never counted as forgotten and left out of accuracy (each row's "
-                  "`heldout_unscorable` counts them; --finetune-forms teaches more forms).", ""]
-    lines += head
-    for key, label in (("acc_at_recall_heldout", "Acc@Recall≥0.8, held-out (↑)"),
-                       ("recall_at_acc_heldout", "Recall@Acc≥0.8, held-out (↑)"),
-                       ("ar_auc_heldout", "AR-AUC, held-out (↑)")):
-        lines.append(f"| {label} | " + " | ".join(_pm(r, key) for r in recs) + " |")
-    lines.append("| Success-DU at the best setting, held-out | "
-                 + " | ".join(_fmt(r.get("success_du_heldout")) for r in recs) + " |")
-    lines.append("| first setting in the region, held-out | "
-                 + " | ".join(f"`{r['region_setting_heldout']}`" if isinstance(r.get("region_setting_heldout"), str)
-                              else "–" for r in recs) + " |")
-    pts = curve_points(heldout_points(df))
-    lines += ["", "| method | setting | recall (held-out) | accuracy (held-out) | target forgotten |",
-              "|---|---|---|---|---|"]
-    for p in pts.to_dict("records"):
-        lines.append(f"| {p['method']} | `{p['setting']}` | {p['recall']:.3f} | {p['accuracy']:.3f} | "
-                     f"{p['target_forgotten']:.2f} |")
+    if isinstance(before, dict) and not absent(before.get("all")):
+        lines += [f"Before unlearning the held-out forms elicit {before['all']:.4f} of the KB's facts; the others are "
+                  "unscorable (never counted as forgotten, left out of accuracy; ids in facts.csv).", ""]
+    return lines + _table1(recs, "_heldout") + [""]
+
+
+def _nothing_scored(df) -> list[str]:
+    """One warning line per method with rows whose accuracy had nothing left to score (null)."""
+    import pandas as pd
+
+    out = []
+    for m, g in df.groupby("method", sort=False):
+        parts = []
+        for col, what in (("accuracy_all", ""), ("accuracy_all_heldout", "held-out ")):
+            if col not in g or (col == "accuracy_all_heldout" and "recall_heldout" not in g):
+                continue
+            rows = g[g["recall_heldout"].notna()] if col == "accuracy_all_heldout" else g
+            bad = rows[pd.to_numeric(rows[col], errors="coerce").isna()]
+            if len(bad):
+                parts.append(f"{len(bad)} of {len(rows)} {what}rows"
+                             + ("" if what else f" ({bad['target'].nunique()} of {rows['target'].nunique()} targets)"))
+        if parts:
+            retain = g.iloc[0].get("retain_fact_ids")
+            has_retain = isinstance(retain, dict) and any(retain.get(k) for k in ("relationships", "biographies"))
+            cause = "its retain set leaves no fact for accuracy" if has_retain else "no fact is left for accuracy"
+            out.append(f"- **{m.upper()}: nothing to score.** {cause[0].upper() + cause[1:]} in {', '.join(parts)}: "
+                       "accuracy null (n_scored 0), not 1.0; skipped.")
+    return out
+
+
+def _run_lines(df, config: dict, finetune: dict | None) -> list[str]:
+    """The run in a few lines: methods with their settings as labels, metrics, device and versions."""
+    lines = ["## Run", ""]
+    scopes = config.get("scopes") if isinstance(config.get("scopes"), dict) else {}
+    for m, g in df.groupby("method", sort=False):
+        first = g.iloc[0]
+        param = first.get("param")
+        values = sorted({float(s[param]) for s in g["setting"] if isinstance(s, dict) and param in s})
+        fixed = fixed_label(first["setting"], param) if isinstance(first.get("setting"), dict) else "–"
+        scope = scopes.get(m) or first.get("scope")
+        lines.append(f"- {m.upper()}: {param}={', '.join(short_number(v) for v in values)}"
+                     + (f" · fixed: {fixed}" if fixed != "–" else "") + (f" · forget scope: {scope}" if scope else ""))
+    if finetune:
+        lines.append(f"- finetuned model: accuracy {finetune.get('accuracy', float('nan')):.4f} before unlearning "
+                     f"({finetune.get('epochs_run')} epochs, {finetune.get('seconds', 0):.1f} s)")
+    metrics = config.get("metrics")
+    lines.append("- metrics: " + (", ".join(metrics) if isinstance(metrics, list) else "default")
+                 + " · finetune forms: "
+                 + ", ".join(config.get("finetune_forms") or ["qa"]))
+    dev = config.get("device_used") if isinstance(config.get("device_used"), dict) else {}
+    ver = config.get("versions") if isinstance(config.get("versions"), dict) else \
+        (config.get("provenance") or {}).get("versions") if isinstance(config.get("provenance"), dict) else {}
+    ver = ver if isinstance(ver, dict) else {}
+    rev = str(ver.get("dukb_revision") or "")[:12]
+    shown = " · ".join(f"{k} {ver[k]}" for k in ("python", "torch", "transformers") if ver.get(k))
+    lines.append(f"- device: {dev.get('device', config.get('device', '–'))}"
+                 + (f" ({dev['threads']} thread{'s' if dev['threads'] != 1 else ''})" if dev.get("threads") else "")
+                 + (f" · {shown}" if shown else "") + (f" · dukb {ver.get('dukb')}" if ver.get("dukb") else "")
+                 + (f" ({rev})" if rev else ""))
+    lines.append("- everything else (the run's identity, every option): config.json")
     return lines + [""]
 
 
+#: report.md's paragraph on how to read it and what to cite (README quotes it), one item per line.
+HOW_TO_READ = (
+    "**How to read this report, and what to cite.**",
+    "- Cite the numbers of the tables, with their n: they follow the paper's rule (Wu et al. 2025, Table 1; the "
+    "Eval-DU figure code). Per target, the (recall, accuracy) points of the method's sweep are anchored with (0, 1) "
+    "and (1, 0); Acc@Recall≥0.8 is the largest accuracy at recall ≥ 0.8, Recall@Acc≥0.8 the largest recall at "
+    "accuracy ≥ 0.8, AR-AUC the area under them; then mean ± std (population) over the n targets. A number without "
+    "± is over one target.",
+    "- **Best setting**: per target, the setting Recall@Acc≥0.8 selects, the largest recall among the settings that "
+    "keep accuracy ≥ 0.8 (none when no setting does: Success-DU counts 0 there). Success-DU (the target is no "
+    "longer derivable from what the model knows, Definition 2) is read at the best setting.",
+    "- Other readings (mean envelope, observed mean points, Success-DU at any setting, per-setting means) are in "
+    "summary.csv and appendix.md, labelled as not comparable to the paper. Per-fact ids are in facts.csv.",
+)
+
+
 def markdown_report(df, summary, config: dict, finetune: dict | None = None, notes=()) -> str:
-    """report.md: Table 1 layout (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC per method), Table 2 layout
-    (Acc@Superficial), per-relation table, curve points, and the run's config, seed, versions and device.
+    """report.md, one page (at most :data:`PAGE_LINES` lines of at most :data:`PAGE_WIDTH` characters, no JSON):
+    what to cite, Table 1 (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC, Success-DU at the best setting; per target,
+    mean ± std over n targets) on the qa form and on the held-out forms, Table 2 (Acc@Superficial), Acc@Recall≥0.8
+    by relation of the target, warnings (accuracy with nothing to score), the figure and the run in a few lines.
+    Every other reading goes to summary.csv and appendix.md (:func:`appendix_report`); per-fact ids to facts.csv.
 
-    Table 1 shows the paper's per-target rule as mean ± std over targets, then the mean-envelope variant, the
-    observed values and Success-DU, with :data:`dukb.neural.metrics.summary.TRADEOFF_RULE` under it; ``notes``
-    (strings) are appended to the sentence under the curve points.
+    Args:
+        df: result rows (pandas DataFrame); summary: :func:`summarize`'s DataFrame; config: the run's config.json;
+        finetune: finetune.json or None; notes: sentences for the report's end (missing units, Success-DU filled).
 
-    Source: Wu et al. 2025, Tables 1/6 and 2/8; the Eval-DU figure notebook (trade-off rule)."""
+    Returns:
+        markdown text.
+
+    Source: Wu et al. 2025, Tables 1/6 and 2/8, Definition 2; the Eval-DU figure notebook (trade-off rule).
+    """
     allrows = summary[summary["group"] == "all"]
-    methods = list(allrows["method"])
+    recs = allrows.to_dict("records")
+    methods = [r["method"] for r in recs]
     lines = ["# dukb evaluate report (Eval-DU protocol)", ""]
-    model = config.get("model", "?")
-    lines += [f"KB: `{config.get('kb')}` · model: `{model}` · rules: `{config.get('rules')}` · sets: "
-              f"{config.get('sets')} · targets: {config.get('n_targets')} · seed: {config.get('seed')}", ""]
-    if finetune:
-        lines += [f"Finetuned model accuracy before unlearning: {finetune.get('accuracy', float('nan')):.4f} "
-                  f"({finetune.get('epochs_run')} epochs, {finetune.get('seconds', 0):.1f} s)", ""]
-    head = ["| metric | " + " | ".join(m.upper() for m in methods) + " |", "|---|" + "---|" * len(methods)]
+    lines += [f"KB `{config.get('kb')}` · model `{config.get('model', '?')}` · rules `{config.get('rules')}` · minimal "
+              f"sets `{config.get('sets')}` · {config.get('n_targets', df['target'].nunique())} targets · "
+              f"{len(methods)} methods · seed {config.get('seed')}", ""]
     if "acc_at_recall" in allrows:
-        lines += ["## Table 1: trade-off between recall and accuracy", "", *head]
-        recs = allrows.to_dict("records")
-        for key, label in (("acc_at_recall", "Acc@Recall≥0.8 (↑)"), ("recall_at_acc", "Recall@Acc≥0.8 (↑)"),
-                           ("ar_auc", "AR-AUC (↑)")):
-            lines.append(f"| {label} | " + " | ".join(_pm(r, key) for r in recs) + " |")
-        for key, label in (("acc_at_recall_envelope", "Acc@Recall≥0.8, mean envelope"),
-                           ("recall_at_acc_envelope", "Recall@Acc≥0.8, mean envelope"),
-                           ("ar_auc_envelope", "AR-AUC, mean envelope"),
-                           ("observed_acc_at_recall", "observed Acc@Recall≥0.8"),
-                           ("observed_recall_at_acc", "observed Recall@Acc≥0.8"),
-                           ("success_du", "Success-DU at the best setting (↑)"),
-                           ("success_du_any", "Success-DU at any setting")):
-            if key in allrows:
-                lines.append(f"| {label} | " + " | ".join(_fmt(v) for v in allrows[key]) + " |")
-        lines += ["", TRADEOFF_RULE + " Success-DU: share of targets not in the deductive closure of the KB minus "
-                  "the facts the model forgot (Definition 2).", ""]
-    lines += _heldout_section(df, allrows, head, config)
+        lines += [*HOW_TO_READ, ""]
+        lines += ["## Table 1: trade-off between recall and accuracy (qa form)", ""] + _table1(recs) + [""]
+        lines += _heldout_section(df, recs, config)
     from dukb.neural.attacks.report import attacks_section
 
     lines += attacks_section(df)
     if "acc_at_superficial" in allrows:
-        lines += ["## Table 2: accuracy at superficial unlearning", "", *head,
-                  "| Acc@Superficial (↑) | " + " | ".join(_pm(r, "acc_at_superficial")
-                                                       for r in allrows.to_dict("records")) + " |",
-                  "| accuracy at the weakest forgetting setting | "
-                  + " | ".join(_fmt(v) for v in allrows.get("acc_at_superficial_weakest", [None] * len(allrows)))
-                  + " |",
-                  "| share of targets forgotten | " + " | ".join(_fmt(v) for v in allrows["share_superficial"])
-                  + " |", "", "Acc@Superficial as the Eval-DU figure code computes it: per target the largest accuracy "
-                  "among the settings that make the target itself unknown (0 when none does), mean ± std over "
-                  "targets; the row under it is dukb's earlier reading (the weakest such setting, over the targets "
-                  "some setting forgets).", ""]
+        lines += ["## Table 2: accuracy at superficial unlearning", "",
+                  "| method | n | Acc@Superficial ↑ |", "|---|---|---|"]
+        for r in recs:  # the rows Table 1 skips (nothing to score) are skipped here too
+            n = r.get("acc_at_superficial_n")
+            cell = _n_cell({"n": n, "n_skipped_targets": r.get("n_skipped_targets")})
+            lines.append(f"| {r['method'].upper()} | {cell} | "
+                         f"{mean_std(r.get('acc_at_superficial'), r.get('acc_at_superficial_std'), n)} |")
+        lines += ["", "Per target the largest accuracy among the settings that make the target itself unknown (0 "
+                  "when none does), mean ± std over targets (the Eval-DU figure code).", ""]
     from pandas.api.types import is_numeric_dtype
 
     extra = [c for c in df.columns if c.startswith(("rouge_l_", "logprob_")) and is_numeric_dtype(df[c])]
     if extra:  # row metrics beyond recall: mean over targets and settings (a non-numeric field is not a metric)
         means = df.groupby("method", sort=False)[extra].mean()
-        lines += ["## Other metrics (mean over targets and settings)", "", *head]
-        for c in extra:
-            lines.append(f"| {c} | " + " | ".join(_fmt(means.loc[m, c]) for m in methods) + " |")
+        lines += ["## Other metrics (mean over targets and settings)", "",
+                  "| metric | " + " | ".join(m.upper() for m in methods) + " |", "|---|" + "---|" * len(methods)]
+        lines += [f"| {c} | " + " | ".join(num(means.loc[m, c]) for m in methods) + " |" for c in extra]
         lines.append("")
     rel = summary[summary["group"] != "all"]
     if len(rel) and "acc_at_recall" in rel:
-        lines += ["## By relation of the target", "", "| relation | method | targets | Acc@Recall≥0.8 | Recall@Acc≥0.8 "
-                  "| AR-AUC |", "|---|---|---|---|---|---|"]
-        for r in rel.to_dict("records"):
-            lines.append(f"| {r['group']} | {r['method']} | {r['n_targets']} | {_pm(r, 'acc_at_recall')} | "
-                         f"{_pm(r, 'recall_at_acc')} | {_pm(r, 'ar_auc')} |")
-        lines += ["", "Per-target rule, mean ± std over the relation's targets (as Table 1).", ""]
+        lines += _by_relation(rel, methods)
+    warn = _nothing_scored(df)
+    if warn:
+        lines += ["## Warnings", ""] + warn + [""]
     if "recall" in df.columns:
-        pts = curve_points(df)
-        sdu = "success_du" in pts
-        lines += ["## Accuracy-recall points (mean over targets)", "", "| method | setting | recall | accuracy | "
-                  "target forgotten |" + (" Success-DU |" if sdu else ""),
-                  "|---|---|---|---|---|" + ("---|" if sdu else "")]
-        for p in pts.to_dict("records"):
-            lines.append(f"| {p['method']} | `{p['setting']}` | {p['recall']:.3f} | {p['accuracy']:.3f} | "
-                         f"{p['target_forgotten']:.2f} |" + (f" {_fmt(p['success_du'])} |" if sdu else ""))
-    lines += ["", "Mean envelope: upper envelope through the mean points, anchored at (0, 1) and (1, 0), linear "
-              "interpolation; observed values use measured points only (– when none reaches 0.8)."
-              + "".join(f" {n}" for n in notes), "",
-              "## Config", "", "```json", json.dumps(config, indent=2, default=str), "```", ""]
-    return "\n".join(lines)
+        lines += ["## Figure", "", "![accuracy-recall trade-off](accuracy_recall.png)", "",
+                  "Mean (recall, accuracy) over targets per setting (points labelled by setting; the table of these "
+                  "points is in appendix.md).", ""]
+    lines += _run_lines(df, config, finetune)
+    lines += [n for n in notes if n]
+    return wrap_prose("\n".join(lines).rstrip("\n")) + "\n"
+
+
+def _by_relation(rel, methods: list[str]) -> list[str]:
+    """Acc@Recall≥0.8 per relation kind of the target (paper's rule), methods as columns; the other numbers per
+    relation are in summary.csv and appendix.md."""
+    lines = ["## Acc@Recall≥0.8 by relation of the target", "",
+             "| relation | targets | " + " | ".join(m.upper() for m in methods) + " |",
+             "|---|---|" + "---|" * len(methods)]
+    for group, g in rel.groupby("group", sort=True):
+        by = {r["method"]: r for r in g.to_dict("records")}
+        targets = int(max(r.get("n_targets") or 0 for r in by.values()))
+        cells = []
+        for m in methods:
+            r = by.get(m)
+            if r is None:
+                cells.append("–")
+                continue
+            n = r.get("n")
+            cell = mean_std(r.get("acc_at_recall"), r.get("acc_at_recall_std"), n)
+            cells.append(cell + (f" (n={int(n)})" if not absent(n) and int(n) != targets and cell != "–" else ""))
+        lines.append(f"| {group} | {targets} | " + " | ".join(cells) + " |")
+    return lines + ["", "Per target, mean ± std over the relation's targets (a number alone: one target).", ""]
+
+
+def appendix_report(df, summary, config: dict) -> str:
+    """appendix.md: every reading report.md leaves out, each labelled as not comparable to the paper: the
+    mean-envelope and observed-point readings, Success-DU at any setting, Acc@Superficial at the weakest forgetting
+    setting, the mean (recall, accuracy) points per setting (qa and held-out forms), the forms each method saw, and
+    the per-relation numbers.
+
+    Args:
+        df: result rows; summary: :func:`summarize`'s DataFrame; config: the run's config.json.
+
+    Returns:
+        markdown text.
+
+    Source: Wu et al. 2025, Fig. 3a (mean curves); dukb's earlier readings (:mod:`dukb.neural.metrics.summary`).
+    """
+    from dukb.neural.metrics.summary import heldout_points
+
+    allrows = summary[summary["group"] == "all"]
+    recs = allrows.to_dict("records")
+    lines = ["# dukb evaluate report: appendix", "",
+             "Readings **not comparable to the paper** (report.md holds the paper's per-target rule, the one to cite). "
+             "They read the mean points over targets, or a setting chosen otherwise.", ""]
+    if "acc_at_recall_envelope" in allrows:
+        lines += ["## Other readings of the trade-off", "",
+                  "| method | Acc@Recall≥0.8, envelope | Recall@Acc≥0.8, envelope | AR-AUC, envelope | Acc@Recall≥0.8, "
+                  "observed | Recall@Acc≥0.8, observed | Success-DU, any setting | first held-out mean point in the "
+                  "region |", "|---|---|---|---|---|---|---|---|"]
+        for r in recs:
+            region = r.get("region_setting_heldout")
+            lines.append(f"| {r['method'].upper()} | " + " | ".join(num(r.get(k)) for k in (
+                "acc_at_recall_envelope", "recall_at_acc_envelope", "ar_auc_envelope", "observed_acc_at_recall",
+                "observed_recall_at_acc", "success_du_any")) + f" | {region if isinstance(region, str) else '–'} |")
+        lines += ["", "Envelope: the upper envelope through the mean points anchored at (0, 1) and (1, 0), linearly "
+                  "interpolated; observed: the measured mean points only (– when none reaches 0.8); Success-DU at "
+                  "any setting: the share of targets some setting deeply unlearns, whatever its accuracy.", ""]
+    if "acc_at_superficial_weakest" in allrows:
+        lines += ["## Acc@Superficial, other readings", "",
+                  "| method | accuracy at the weakest forgetting setting | share of targets some setting forgets |",
+                  "|---|---|---|"]
+        lines += [f"| {r['method'].upper()} | {num(r.get('acc_at_superficial_weakest'))} | "
+                  f"{num(r.get('share_superficial'))} |" for r in recs]
+        lines.append("")
+    if "recall" in df.columns:
+        for title, d in (("qa form", df), ("held-out forms", heldout_points(df))):
+            if not len(d):
+                continue
+            pts = curve_points(d)
+            sdu = "success_du" in pts
+            lines += [f"## Mean points per setting ({title})", "",
+                      "| method | setting | recall | accuracy | rows scored | target forgotten |"
+                      + (" Success-DU |" if sdu else ""), "|---|---|---|---|---|---|" + ("---|" if sdu else "")]
+            for p in pts.to_dict("records"):
+                lines.append(f"| {p['method'].upper()} | {p['label']} | {num(p['recall'], 3)} | "
+                             f"{num(p['accuracy'], 3)} | {int(p['n_accuracy'])} of {int(p['n_targets'])} | "
+                             f"{num(p['target_forgotten'])} |" + (f" {num(p['success_du'])} |" if sdu else ""))
+            lines.append("")
+    if "heldout_forms" in df.columns:
+        lines += ["## Probe forms per method", "", "| method | forms it saw | held-out forms |", "|---|---|---|"]
+        lines += [f"| {m.upper()} | {seen} | {held} |" for m, (seen, held) in _forms(df).items()]
+        lines.append("")
+    rel = summary[summary["group"] != "all"]
+    if len(rel) and "acc_at_recall" in rel:
+        lines += ["## By relation of the target (paper's rule)", "",
+                  "| relation | method | n | Acc@Recall≥0.8 | Recall@Acc≥0.8 | AR-AUC | Success-DU |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in rel.to_dict("records"):
+            lines.append(f"| {r['group']} | {r['method'].upper()} | {_n_cell(r)} | "
+                         + " | ".join(mean_std(r.get(k), r.get(f"{k}_std"), r.get("n"))
+                                      for k in ("acc_at_recall", "recall_at_acc", "ar_auc"))
+                         + f" | {mean_std(r.get('success_du'), r.get('success_du_std'), r.get('success_du_n'))} |")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def fact_rows(df, config: dict) -> list[dict]:
+    """facts.csv: the per-fact ids a report refers to, one row each (never in report.md): the run's targets, and
+    the facts no held-out form elicited before unlearning (unscorable on the held-out forms).
+
+    Args:
+        df: result rows; config: the run's config.json.
+
+    Returns:
+        list of {"list", "fact_kind", "fact_id", "note"} dicts.
+    """
+    out = []
+    rel = {int(t): r for t, r in zip(df["target"], df.get("target_relation", [None] * len(df)))}
+    targets = config.get("targets") if isinstance(config.get("targets"), list) else []
+    for t in sorted(set(rel) | {int(t) for t in targets if isinstance(t, int) and not isinstance(t, bool)}):
+        out.append({"list": "target", "fact_kind": "relationship", "fact_id": t, "note": rel.get(t) or ""})
+    before = config.get("heldout_known_before")
+    un = before.get("unelicited") if isinstance(before, dict) else None
+    if isinstance(un, dict):
+        for kind, key in (("relationship", "relationships"), ("biography", "biographies")):
+            out += [{"list": "heldout_unelicited", "fact_kind": kind, "fact_id": int(f),
+                     "note": "no held-out form elicited it before unlearning"} for f in un.get(key) or ()]
+    return out
 
 
 def plot_curves(df, path, accuracy: str = ACCURACY, *, band: str = "std", order=None) -> list[Path]:
@@ -198,11 +452,12 @@ def plot_curves(df, path, accuracy: str = ACCURACY, *, band: str = "std", order=
 
 
 def render(run_dir) -> dict:
-    """(Re)write summary.csv, report.md and accuracy_recall.png of a run directory from results.jsonl alone.
+    """(Re)write summary.csv, report.md, appendix.md, facts.csv and accuracy_recall.png of a run directory from
+    results.jsonl (and config.json, finetune.json when present) alone.
 
     Returns:
-        dict of written paths (summary, report, plot) and ``missing_units``: the (target, method, value) units of
-        the run's identity without a row (:func:`dukb.neural.runs.missing_units`), also named in report.md.
+        dict of written paths (summary, report, appendix, facts, plot) and ``missing_units``: the (target, method,
+        value) units of the run's identity without a row (:func:`dukb.neural.runs.missing_units`), also named in report.md.
 
     Raises:
         FileNotFoundError: no results.jsonl; ValueError: it holds no rows; InputError: a file read is not a
@@ -223,9 +478,11 @@ def render(run_dir) -> dict:
     config = read_json(run / "config.json", "run config") if os.path.lexists(run / "config.json") else {}
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    from dukb.neural.metrics.recall import fill_success_du
+    from dukb.neural.metrics.recall import fill_n_scored, fill_success_du
 
     rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
+    rows, old_note = fill_n_scored(rows)  # and n_scored: an accuracy of 1.0 over no fact is read as null
+    sdu_note = " ".join(n for n in (sdu_note, old_note) if n) or None
     missing = missing_units(config["identity"], rows) if isinstance(config.get("identity"), dict) else []
     if missing:
         shown = ", ".join(f"({t}, {m}, {v:g})" for t, m, v in missing[:8])
@@ -243,11 +500,15 @@ def render(run_dir) -> dict:
     if "recall" not in df.columns:  # the summary metrics read recall and accuracy
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
-    summary.to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note else [])
-                                   + journal_note(journal),
-                                   encoding="utf-8")
-    paths = {"summary": run / "summary.csv", "report": run / "report.md", "missing_units": missing}
+    summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
+    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note
+                                                              else []) + wrap_prose(journal_note(journal)),
+                                              encoding="utf-8")
+    output_file(run / "appendix.md").write_text(appendix_report(df, summary, config), encoding="utf-8")
+    pd.DataFrame(fact_rows(df, config), columns=["list", "fact_kind", "fact_id", "note"]).to_csv(
+        output_file(run / "facts.csv"), index=False)
+    paths = {"summary": run / "summary.csv", "report": run / "report.md", "appendix": run / "appendix.md",
+             "facts": run / "facts.csv", "missing_units": missing}
     if "recall" in df.columns:
         from dukb.neural.plots import run_order
 

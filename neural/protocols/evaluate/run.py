@@ -280,9 +280,12 @@ class EvaluateProtocol(Protocol):
         if not mine or "recall" not in mine[0]:
             return
         fact = self.kb.relationship(t)
-        best = max(mine, key=lambda r: (r["recall"], r["accuracy_all"]))
+        from dukb.neural.metrics.summary import missing, num
+
+        # an accuracy with nothing to score (null) ranks last and prints as "–"
+        best = max(mine, key=lambda r: (r["recall"], -1.0 if missing(r["accuracy_all"]) else r["accuracy_all"]))
         self.log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
-                 f"{best['recall']:.2f} at accuracy {best['accuracy_all']:.2f}; target forgotten in "
+                 f"{best['recall']:.2f} at accuracy {num(best['accuracy_all'])}; target forgotten in "
                  f"{sum(r['target_forgotten'] for r in mine)}/{len(mine)} settings")
 
     # ---- report --------------------------------------------------------------------------------------------------

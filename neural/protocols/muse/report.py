@@ -9,11 +9,11 @@ f_retrain and a 95% percentile bootstrap interval of the mean (Shi et al. 2024b,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
+from dukb.neural.metrics.summary import setting_label
 from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
 
 COLUMNS = (("verbmem_forget", "VerbMem ↓"), ("knowmem_forget", "KnowMem forget ↓"),
@@ -42,11 +42,22 @@ def table_rows(rows: list[dict], request: str = "main", select: str = "first_bel
     return out
 
 
+def _setting(row: dict) -> str:
+    """A row's setting as a label (``steps=4``, with the other hyper-parameters but lr), "" for a reference model."""
+    setting = row.get("setting")
+    if not isinstance(setting, dict) or not setting:
+        return ""
+    param = row.get("param")
+    rest = {k: v for k, v in setting.items() if k not in ("lr", param)}
+    return ", ".join(x for x in (setting_label(setting, param) if param in setting else "", setting_label(rest)
+                                 if rest else "") if x)
+
+
 def summarize_muse(rows: list[dict], select: str = "first_below_retrain", bootstrap: int = 9999, seed: int = 0):
     """summary.csv: one line per (request, reported model) with the four criteria, ratios to f_retrain and CIs.
 
     Returns:
-        pandas DataFrame (request, experiment, name, model_kind, setting, verbmem_forget, knowmem_forget,
+        pandas DataFrame (request, experiment, name, model_kind, setting (a label, ``steps=4``), verbmem_forget, knowmem_forget,
         knowmem_retain, privleak, privleak_label, mia_auc, their ``*_vs_retrain`` ratios and ``*_ci_low/high``).
     """
     import pandas as pd
@@ -59,7 +70,7 @@ def summarize_muse(rows: list[dict], select: str = "first_below_retrain", bootst
         retrain = trows[1]
         for t in trows:
             line = {"request": request, "experiment": t["experiment"], "name": t["name"],
-                    "model_kind": t["model_kind"], "setting": json.dumps(t.get("setting")),
+                    "model_kind": t["model_kind"], "setting": _setting(t),
                     "privleak": t.get("privleak"), "privleak_label": privleak_label(t.get("privleak")),
                     "mia_auc": t.get("mia_auc")}
             for col, _ in COLUMNS:
@@ -103,15 +114,17 @@ def markdown_report(summary, config: dict) -> str:
              "Values ×100; in brackets the change relative to f_retrain, (m − m_retrain) / m_retrain (MUSE, "
              "Table 3). PrivLeak = (AUC_unlearn − AUC_retrain) / AUC_retrain in MUSE's orientation: ≈ −100 for a "
              "model that remembers the forget set (under-unlearning), > 0 for over-unlearning, |PrivLeak| ≤ 5 "
-             "passes.", "", _training_note(config), ""]
+             "passes.", "", _training_note(config), "",
+             "**What to cite**: the Table 3 rows, each method at the setting the selection rule picks (MUSE, Sec. 4), "
+             "with the bootstrap intervals under them; the C5/C6 tables are MUSE's scalability and sustainability "
+             "curves.", ""]
     main = summary[summary["request"] == "main"] if len(summary) else summary
     if len(main):
         lines += ["## Table 3 layout (main request)", "",
                   "| method | setting | VerbMem ↓ | KnowMem forget ↓ | PrivLeak | KnowMem retain ↑ |",
                   "|---|---|---|---|---|---|"]
         for _, r in main.iterrows():
-            setting = json.loads(r["setting"]) if r["setting"] not in (None, "null") else None
-            s = "–" if not setting else ", ".join(f"{k}={v}" for k, v in setting.items() if k != "lr")
+            s = r["setting"] if isinstance(r["setting"], str) and r["setting"] else "–"
             rel = (lambda c: "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"]))
             pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else \
                 f"{100 * r['privleak']:.1f} {r['privleak_label']}"
@@ -136,11 +149,13 @@ def markdown_report(summary, config: dict) -> str:
             pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else f"{100 * r['privleak']:.1f}"
             lines.append(f"| {r['request']} | {r['name']} | {_pct(r['verbmem_forget'])} | "
                          f"{_pct(r['knowmem_forget'])} | {pl} | {_pct(r['knowmem_retain'])} |")
-    lines += ["", "## Run", "", "```json", json.dumps({k: config.get(k) for k in (
+    from dukb.neural.metrics.summary import config_lines, versions_line, wrap_prose
+
+    lines += ["", "## Run", "", *config_lines(config, (
         "kb", "model", "targets", "n_targets", "methods", "curve_methods", "scale_sizes", "sustain", "holdout_frac",
-        "retain_train_frac", "seed", "select", "forget_scope")}, indent=1), "```",
-              "", f"versions: `{json.dumps((config.get('provenance') or {}).get('versions'))}`", ""]
-    return "\n".join(lines)
+        "retain_train_frac", "seed", "select", "forget_scope")), *[v for v in [versions_line(config)] if v],
+              "- everything else: config.json", ""]
+    return wrap_prose("\n".join(lines))
 
 
 def plot_curves(summary, experiment: str, path: Path, order=None) -> Path | None:

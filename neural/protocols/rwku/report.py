@@ -11,10 +11,10 @@ Source: Jin et al. 2024 (RWKU), Table 1 layout; Wu et al. 2025 (recall).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.metrics.summary import setting_label
 from dukb.neural.runs import journal_note, output_file, read_json, report_journal
 
 COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
@@ -42,7 +42,7 @@ def summarize_rwku(rows: list[dict]):
     recs = []
     for r in rows:
         group = "single" if r["request_kind"] == "single" else r["request"]
-        setting = "" if not r.get("param") else f"{r['param']}={r['setting'][r['param']]}"
+        setting = "" if not r.get("param") else setting_label(r["setting"], r["param"])
         recs.append({"group": group, "method": r.get("method") or "before", "setting": setting,
                      "request": r["request"], **_flat(r)})
     if not recs:
@@ -82,16 +82,19 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
              f"`{config.get('forget_scope')}` · seed {config.get('seed')}", "",
              "ROUGE-L recall ×100 (forget ↓, neighbour ↑); FM/RM: mean answer log-likelihood ×100 (FM below RM = "
              "forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
-             "(Wu et al. 2025, Eq. 1) ×100.", "", _training_note(config), ""]
-    head = ("| method | setting | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
+             "(Wu et al. 2025, Eq. 1) ×100. Each number is the mean over the n requests (RWKU, Table 1); – where "
+             "nothing was scored.", "", _training_note(config), "",
+             "**What to cite**: the single-target table (RWKU, Table 1: the mean over the n targets per method and "
+             "setting) and the batch tables for batch-target unlearning.", ""]
+    head = ("| method | setting | n | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
             "recall | recall under attack |")
-    sep = "|" + "---|" * 15
+    sep = "|" + "---|" * 16
     for group in dict.fromkeys(summary["group"]):
         part = summary[summary["group"] == group]
         title = "Single-target (mean over targets)" if group == "single" else f"Batch-target: {group}"
         lines += [f"## {title}", "", head, sep]
         for _, r in part.iterrows():
-            lines.append(f"| {r['method'].upper()} | {r['setting'] or '–'} | " + " | ".join(
+            lines.append(f"| {r['method'].upper()} | {r['setting'] or '–'} | {int(r['n_requests'])} | " + " | ".join(
                 _v(r.get(c)) for c in COLS[:-1]) + " |")
         lines.append("")
     single = [r for r in rows if r["request_kind"] == "single"]
@@ -101,7 +104,7 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
                   "| method | setting | QA | " + " | ".join(kinds) + " |", "|" + "---|" * (3 + len(kinds))]
         groups: dict = {}
         for r in single:
-            s = "" if not r.get("param") else f"{r['param']}={r['setting'][r['param']]}"
+            s = "" if not r.get("param") else setting_label(r["setting"], r["param"])
             groups.setdefault((r.get("method") or "before", s), []).append(r)
         for (m, s), rs in groups.items():
             cells = []
@@ -111,10 +114,12 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
                 vals = [v for v in vals if v is not None]
                 cells.append(_v(sum(vals) / len(vals)) if vals else "–")
             lines.append(f"| {m.upper()} | {s or '–'} | " + " | ".join(cells) + " |")
-    lines += ["", "## Run", "", "```json", json.dumps({k: config.get(k) for k in (
-        "kb", "model", "finetuned", "n_targets", "targets", "methods", "batch_sizes", "forget_scope", "seed",
-        "mia_k")}, indent=1), "```", ""]
-    return "\n".join(lines)
+    from dukb.neural.metrics.summary import config_lines, versions_line, wrap_prose
+
+    lines += ["", "## Run", "", *config_lines(config, ("kb", "model", "finetuned", "n_targets", "targets", "methods",
+                                                       "batch_sizes", "forget_scope", "seed", "mia_k")),
+              *[v for v in [versions_line(config)] if v], "- everything else: config.json", ""]
+    return wrap_prose("\n".join(lines))
 
 
 def plot_aa(rows: list[dict], path: Path, order=None) -> Path | None:
