@@ -98,8 +98,9 @@ def evaluate(
     over its grid, probe every fact, score recall/accuracy with the logic core, and write the tables and curves.
 
     RUN_DIR gets config.json, sets.json, finetuned/, results.jsonl (one row per target, method and setting, written
-    at once), summary.csv, report.md (the paper's Table 1/2 layout) and accuracy_recall.png. With no arguments it
-    runs the built-in default (generated KB, tiny model, 11 targets, GA/NPO/TV/WHP) on CPU.
+    at once), report.md (one page: the paper's Table 1/2 rule, what to cite), appendix.md (the other readings, not
+    comparable to the paper), summary.csv (every reading, labelled), facts.csv (per-fact ids) and
+    accuracy_recall.png/.pdf. With no arguments it runs the built-in default (generated KB, tiny model, 11 targets, GA/NPO/TV/WHP) on CPU.
 
     A finetuning that ends below 100% does not stop the run (exit 0, unlike `dukb finetune`'s 1): its rows are
     still measurements of that model. One line says so ("finetuning ended at accuracy ..."), a warning follows that

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from dukb import InputError
+from dukb.neural.metrics import summary
 
 #: The Okabe-Ito palette (Okabe & Ito 2008), name -> hex colour.
 OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
@@ -195,8 +196,9 @@ def figure_markdown(path, caption: str) -> str:
 
 # ------------------------------------------------------------------------------ accuracy-recall curves ---------
 def setting_label(setting: dict, param: str | None, keys: Sequence[str] = ()) -> str:
-    """A setting's short label: the swept parameter first (``steps=4``, ``alpha=10``), then each of ``keys`` (the
-    fixed parameters that differ between a method's settings), ``k=v`` joined by ", ".
+    """A setting's short label: the swept parameter first (``steps=4``, ``alpha=10``, as the report's tables write it,
+    :func:`dukb.neural.metrics.summary.setting_label`), then each of ``keys`` (the fixed parameters that differ
+    between a method's settings), ``k=v`` joined by ", ".
 
     Args:
         setting: the row's setting (parameter -> value).
@@ -204,14 +206,13 @@ def setting_label(setting: dict, param: str | None, keys: Sequence[str] = ()) ->
         keys: further parameters to show.
 
     Returns:
-        str; numbers in ``%g`` form.
+        str; numbers as :func:`dukb.neural.metrics.summary.short_number` writes them (``4``, ``0.5``, ``1e-3``).
     """
-    def fmt(v) -> str:
-        return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
-
-    names = [param] if param in setting else sorted(setting) if param is None else []
-    names += [k for k in keys if k in setting and k not in names]
-    return ", ".join(f"{k}={fmt(setting[k])}" for k in names)
+    if param is None:
+        return summary.setting_label(setting) if setting else ""
+    parts = [summary.setting_label(setting, param)] if param in setting else []
+    parts += [f"{k}={summary.short_number(setting[k])}" for k in keys if k in setting and k != param]
+    return ", ".join(parts)
 
 
 @dataclass

@@ -193,7 +193,7 @@ def test_settings_differing_in_a_fixed_parameter_name_it():
     df = rows(2, {"ga": ("steps", [1, 4])})
     df.at[1, "setting"] = {"steps": 1, "lr": 0.01}  # target 100's second row: another lr
     labels = sorted(q.label for q in plots.mean_curves(df)[0].points)
-    assert labels == ["steps=1, lr=0.001", "steps=1, lr=0.01", "steps=4, lr=0.001"]
+    assert labels == ["steps=1, lr=0.01", "steps=1, lr=1e-3", "steps=4, lr=1e-3"]  # the report tables' number form
 
 
 def test_both_files_are_written_and_the_pdf_is_deterministic(tmp_path):

@@ -3,6 +3,10 @@ plot (attacks.png)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from dukb.neural.plots import figure_markdown
+
 
 def attack_points(df):
     """Mean over targets of recall, Success-DU and target known, per (method, setting) and attack ("none": the
@@ -80,7 +84,7 @@ def attacks_section(df) -> list[str]:
         cells = [f"{by[(m, s, a)]['success_du']:.2f}" if (m, s, a) in by else "–" for a in sd]
         lines.append(f"| {m} | {setting_label(s)} | {'–' if base != base or base is None else f'{base:.2f}'} | "
                      + " | ".join(cells) + " |")
-    return lines + ["", "![recall before and after each attack](attacks.png)", ""]
+    return lines + ["", figure_markdown(Path("attacks.png"), "recall before and after each attack"), ""]
 
 
 def plot_attacks(df, path) -> bool:

@@ -117,7 +117,7 @@ def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
                       f"{_f(s.get('du_recall_heldout'))} | {'–' if der_h is None else f'{der_h}/{n_f}'} | "
                       f"{_f(s.get('du_accuracy_heldout'))} |")
         lines += du + [""]
-    lines += ["Figures: `ps_curves.png` (PS-exact on forget and retain-eval against each control's value), "
+    lines += ["Figures (each also as PDF): `ps_curves.png` (PS-exact on forget and retain-eval against each control's value), "
               "`risk_curves.png` (per-step unlearning risk and retain loss of the uncontrolled runs, Fig. 1).", ""]
     return wrap_prose("\n".join(lines))
 

@@ -11,7 +11,7 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
    (each row is one flushed line; a torn last line is dropped on resume). The run's identity (config.json) must
    match: a resume with any other row-changing setting is refused with the differing keys; targets and methods
    may be added (:mod:`dukb.neural.runs`).
-5. Report: summary.csv, report.md, accuracy_recall.png (:mod:`dukb.neural.protocols.evaluate.report`).
+5. Report: report.md, appendix.md, summary.csv, facts.csv, accuracy_recall.png/.pdf (:mod:`dukb.neural.protocols.evaluate.report`).
 """
 
 from __future__ import annotations

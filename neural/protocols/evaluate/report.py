@@ -17,6 +17,7 @@ from dukb.neural.metrics.summary import (ACCURACY, ANY_SETTING, COUNT, ENVELOPE,
                                          envelope, fixed_label, mean_std, num, setting_key, short_number, strength,
                                          superficial, target_tradeoff, tradeoff, wrap_prose)
 from dukb.neural.metrics.summary import missing as absent
+from dukb.neural.plots import figure_markdown
 from dukb.neural.runs import journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
@@ -312,7 +313,7 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
     if warn:
         lines += ["## Warnings", ""] + warn + [""]
     if "recall" in df.columns:
-        lines += ["## Figure", "", "![accuracy-recall trade-off](accuracy_recall.png)", "",
+        lines += ["## Figure", "", figure_markdown(Path("accuracy_recall.png"), "accuracy-recall trade-off"), "",
                   "Mean (recall, accuracy) over targets per setting (points labelled by setting; the table of these "
                   "points is in appendix.md).", ""]
     lines += _run_lines(df, config, finetune)
