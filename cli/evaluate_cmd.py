@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
 from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
@@ -72,7 +72,7 @@ def evaluate(
                                        "not the wording."),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
     seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
-    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", help="Run directory."),
+    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", parser=output_path, metavar="PATH", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
                                 "rows. Refused (exit 2, differing keys named) when any setting that changes rows "
                                 "differs from the run's; targets and methods may be added."),

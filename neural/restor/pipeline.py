@@ -366,7 +366,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     except OSError as e:
         raise InputError(f"cannot create the run directory: {e.strerror}", run) from None
     if not joined and not (run / "corruption" / "documents.jsonl").exists():
-        save_corruption(cor, run / "corruption")
+        from dukb.neural.runs import refuse_links_in
+
+        save_corruption(cor, refuse_links_in(run / "corruption"))  # no link inside carries a file out of the run
     facts = fact_probes(kb, closure.atoms, cor.facts, cfg.n_random, cfg.seed)
     judge = Judge.for_kb(kb, [c.injected_value for c in cor.facts])
     retain, retain_facts = retain_texts(kb, cor, cfg.n_retain, cfg.seed)
@@ -383,7 +385,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     log(f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
         f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})")
     probes = run / "probes"
-    probes.mkdir(exist_ok=True)
+    from dukb.neural.runs import refuse_links
+
+    refuse_links(probes).mkdir(exist_ok=True)
     if not joined and not (probes / "facts.jsonl").exists():
         write_facts(probes / "facts.jsonl", facts)
     confirm_run(run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
