@@ -299,13 +299,37 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
     if not isinstance(rec, dict) or rec.get("identity_version") != IDENTITY_VERSION:
         raise RunIdentityError("this run was written by an older dukb without a comparable run identity; it cannot "
                                "be resumed safely (choose another -o)", path)
-    diffs = identity_differences(rec, identity, extendable if resume else ())
+    shape = config_problem(old)
+    if shape:
+        raise RunIdentityError(f"a damaged run config ({shape}); restore it or choose another -o", path)
+    try:
+        diffs = identity_differences(rec, identity, extendable if resume else ())
+        if not diffs:
+            merged, added = merge_identity(rec, identity, extendable)
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:  # a value of another type
+        raise RunIdentityError(f"a damaged run config (its identity has a value of another type: "
+                               f"{type(e).__name__}: {e}); restore it or choose another -o", path) from None
     if diffs:
         raise RunIdentityError(f"the run here has other settings ({len(diffs)} differing key"
                                f"{'s' if len(diffs) > 1 else ''}): " + "; ".join(map(str, diffs))
                                + ". Resume with the run's settings or choose another -o", path, diffs)
-    merged, added = merge_identity(rec, identity, extendable)
     return merged, added, old
+
+
+def config_problem(record: dict) -> str | None:
+    """What is wrong with the shape of a run's config.json (a JSON object), or None: ``protocol`` a string,
+    ``identity`` an object, ``history`` (when present) a list of objects whose ``added`` is an object. The values a
+    resume reads back are checked before they are used, so a damaged file is one line naming it, not a traceback.
+    """
+    if "protocol" in record and not isinstance(record["protocol"], str):
+        return "protocol is not a string"
+    if not isinstance(record.get("identity"), dict):
+        return "identity is not an object"
+    history = record.get("history", [])
+    if not isinstance(history, list) or not all(isinstance(h, dict) and isinstance(h.get("added", {}), dict)
+                                                for h in history):
+        return "history is not a list of objects"
+    return None
 
 
 # ------------------------------------------------------------------------------------------- bookkeeping --------
@@ -619,6 +643,7 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
     """Lock ``run`` for this process, refusing or waiting for a holder (see :func:`claim_run`)."""
     started = time.monotonic()
     announced = rechecked = False
+    stopped_since = None
     while True:
         created = _make_dir(run) if not run.is_dir() else []
         path = bookkeeping_path(run, LOCK_NAME)
@@ -648,9 +673,6 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
             time.sleep(0.1)
             continue
         try:
-            if _holder_stopped(holder):
-                raise RunIdentityError(f"in use by {_describe(holder)}, which is stopped (kill -STOP or Ctrl-Z); "
-                                       "continue it (kill -CONT) or end it, then resume", run)
             if holder.get("protocol") != kind:
                 raise RunIdentityError(f"in use by {_describe(holder)}, not `dukb {kind}`; choose another -o", run)
             diffs = identity_differences(holder["identity"], identity, extendable if resume else ())
@@ -661,6 +683,13 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
             if not resume:
                 raise RunIdentityError(f"in use by {_describe(holder)} with the same settings; pass --resume to "
                                        "wait for it and continue the run, or choose another -o", run)
+            # a holder stopped (kill -STOP, Ctrl-Z) would be waited for without end: refused once it has stayed
+            # stopped for LOCK_WAIT seconds
+            stopped_since = (stopped_since or time.monotonic()) if _holder_stopped(holder) else None
+            if stopped_since is not None and time.monotonic() - stopped_since > LOCK_WAIT:
+                raise RunIdentityError(f"in use by {_describe(holder)}, which has been stopped (kill -STOP or Ctrl-Z) "
+                                       f"for more than {LOCK_WAIT:g} s; continue it (kill -CONT) or end it, then "
+                                       "resume", run)
         except BaseException:
             os.close(fd)
             raise
@@ -673,8 +702,12 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
                 log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; joining it as another "
                              "worker" + ("" if holder.get("joinable") else " once its setup is done")))
                 announced = True
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH)
+            try:  # polled, not blocking: a stopped owner is noticed above
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                time.sleep(LOCK_POLL)
+                continue
             except BaseException:
                 os.close(fd)
                 raise
@@ -2219,8 +2252,8 @@ class UnitClaims:
         elif info.get("done"):
             if not reopen:
                 return False
-        elif info.get("worker") == self.worker:
-            return True
+        elif info.get("worker") == self.worker or info.get("worker_lock") == self.lock_name:
+            return True  # this worker's (a claim naming this worker's lock is this worker's: only it holds it)
         elif self._alive(info, st.st_mtime):
             return False
         try:  # one taker per stale claim: the marker names the claim file this worker read (inode, mtime)
@@ -2542,7 +2575,9 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     return len(new)
 
 
-__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "RENDER_LOCK_NAME", "bookkeeping_dir",
+__all__ = ["LOCK_WAIT", "check_output_dir", "config_problem", "guard_run", "link_refusal", "read_claim",
+           "refuse_links", "refuse_links_in",
+           "BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "RENDER_LOCK_NAME", "bookkeeping_dir",
            "bookkeeping_path", "confirm_run", "log_invocation", "set_claim_hook",
            "DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
            "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",

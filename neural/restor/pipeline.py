@@ -294,7 +294,7 @@ class RestorProtocol(Protocol):
     def report(self) -> dict:
         """:func:`dukb.neural.restor.report.render` from the run directory's files."""
         paths = self.render(render)
-        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s: report {paths['report']}")
+        self.log(self.done_line(f": report {paths['report']}"))
         return paths
 
     def execute(self) -> dict:

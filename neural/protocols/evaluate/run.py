@@ -300,7 +300,7 @@ class EvaluateProtocol(Protocol):
                                                     labels.get(r["method"], len(labels)),
                                                     float(r["setting"][r["param"]])))
             paths = self.render(render)
-            self.log(f"done in {time.perf_counter() - self.t_start:.1f} s: report {paths['report']}")
+            self.log(self.done_line(f": report {paths['report']}"))
         dist.barrier(self.device)
         return paths
 

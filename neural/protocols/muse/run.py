@@ -398,7 +398,7 @@ class MuseProtocol(Protocol):
         bootstrap and selection rule)."""
         from dukb.neural.protocols.muse.report import render_muse
 
-        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s")
+        self.log(self.done_line())
         paths = self.render(lambda run: render_muse(run, bootstrap=self.cfg.bootstrap, select=self.cfg.select))
         self.log(f"report {paths['report']}")
         return paths
