@@ -427,7 +427,8 @@ def refuse_links_in(folder: str | Path, depth: int = 4) -> Path:
     Raises:
         InputError: a link (named, :func:`link_refusal`).
     """
-    refuse_links(folder)
+    if os.path.abspath(folder) not in _GUARDED:  # a run directory itself may be a link: the user chose it
+        refuse_links(folder)
 
     def walk(d: str, left: int) -> None:
         try:
@@ -749,6 +750,11 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
       saying it waits for the holder, then, once the lock is free, the run is opened as a resume of what the holder
       wrote.
 
+    Nothing is written through a symbolic link: a link anywhere below RUN_DIR (down to 4 levels: a file, ``.dukb``,
+    ``.dukb/units``, ``finetuned``, a claim) is refused in one line naming it before the run is touched
+    (:func:`refuse_links_in`), and every later write below RUN_DIR checks again (:func:`refuse_links`).
+    An empty ``run`` is refused (:func:`check_output_dir`).
+
     Once the run is claimed, the invocation is logged (:func:`log_invocation`: one line in RUN_DIR/commands.log with
     its role, "owner" for the invocation that creates the run, "resume" for one that continues it, "worker" for one
     that joins a live run) and the owner moves an older dukb's bookkeeping into RUN_DIR/.dukb
@@ -782,6 +788,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     run = check_output_dir(run)
     guard_run(run)  # no write below RUN_DIR follows a symbolic link (refuse_links)
+    refuse_links_in(run)  # a link planted anywhere in the run is refused before anything is read or written
     key = (os.path.realpath(run), threading.get_ident())
     if fcntl is None or (dist.is_distributed() and not dist.is_main_process()) or key in _HELD:
         return open_run(run, kind, identity, extendable=extendable, resume=resume)
@@ -2029,7 +2036,7 @@ class ResultsFile:
 
     def __init__(self, path: Path, key: Callable[[dict], tuple] = evaluate_row_key,
                  log: Callable[[str], None] | None = None, repair: bool = True):
-        self.path = Path(path)
+        self.path = refuse_links(path)  # the journal is appended to: never through a link
         self.key = key
         self.log = log
         try:  # where :meth:`refresh` reads on (taken before reading: a row appended meanwhile is read twice, kept once)
