@@ -2122,8 +2122,8 @@ CLAIM_TIMEOUT = 6 * 3600
 
 def read_claim(path: str | Path) -> tuple[dict | None, os.stat_result | None]:
     """A work-unit claim as recorded, read without following a link or blocking on a FIFO (``O_NOFOLLOW |
-    O_NONBLOCK``, then ``fstat``), and checked: a JSON object whose ``worker`` and ``worker_lock`` are strings and
-    ``done`` a bool. Anything else is *unreadable*, i.e. stale (a claim no live worker wrote, taken over), never a
+    O_NONBLOCK``, then ``fstat``), and checked: a JSON object whose ``worker`` is a string, ``done`` a bool and
+    ``worker_lock`` (absent for a worker whose lock cannot be checked from here) a string. Anything else is *unreadable*, i.e. stale (a claim no live worker wrote, taken over), never a
     unit taken.
 
     Returns:
@@ -2157,7 +2157,7 @@ def read_claim(path: str | Path) -> tuple[dict | None, os.stat_result | None]:
         os.close(fd)
     info, problem, _ = json_problem(data.decode("utf-8", "replace") or "null")
     if problem or not isinstance(info, dict) or not isinstance(info.get("worker"), str) \
-            or not isinstance(info.get("worker_lock"), str) or not isinstance(info.get("done"), bool):
+            or not isinstance(info.get("worker_lock", ""), str) or not isinstance(info.get("done"), bool):
         return None, fst
     return info, fst
 

@@ -31,7 +31,7 @@ from dukb import InputError
 from dukb.cli.main import main
 from dukb.neural import runs
 from dukb.neural.runs import (BOOKKEEPING_DIR, ResultsFile, UnitClaims, bookkeeping_path, claim_run, file_lock,
-                              open_append, output_file, read_claim, record_units, release_run, unfinished_units,
+                              open_append, output_file, read_claim, record_units, unfinished_units,
                               write_bytes_atomic)
 from tests.test_hardening_runs import evaluate_run, one_error_line, run_cli, watchdog
 from tests.test_run_layout import ID, _ids, kb_dir, plan_only  # noqa: F401 - fixtures
@@ -314,6 +314,27 @@ def test_a_linked_claim_is_refused(tmp_path, bait):
     finally:
         claims.close()
     _untouched(bait)
+
+
+def test_a_run_says_done_only_when_every_unit_has_its_rows():
+    """The run's last line names the units still without rows (held by a live worker, or a claim no worker could
+    take) instead of saying done."""
+    from dukb.neural.protocols.base import Protocol
+
+    class Stub(Protocol):
+        name = "evaluate"
+        plan = model = report = lambda self: None
+        run_unit = lambda self, unit, todo: iter(())  # noqa: E731
+        units = lambda self: [(1, "ga"), (2, "ga")]  # noqa: E731
+        pending = lambda self, unit: self.left.get(unit, [])  # noqa: E731
+
+    p = Stub.__new__(Stub)
+    p.t_start, p.results, p._units, p.left = time.perf_counter(), None, [(1, "ga"), (2, "ga")], {(2, "ga"): [1.0]}
+    line = p.done_line(": report r.md")
+    assert line.startswith("not done after ") and "1 of 2 work units (target, method)" in line
+    assert "(2, ga)" in line and "(1, ga)" not in line and line.endswith(": report r.md")
+    p.left = {}
+    assert p.done_line().startswith("done in ")
 
 
 # ----------------------------------------------------------------------------------------------- locks --------

@@ -16,7 +16,6 @@ merged by rank 0; without one, any number of invocations share the run through u
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 
 from dukb import InputError
