@@ -40,6 +40,19 @@ a device (a link to ``/dev/zero``) or a directory planted in its place is an err
 written through a fresh temporary file and an atomic rename (:func:`write_bytes_atomic`), appended to only when
 they are regular files (:func:`open_append`), and a report's outputs are cleared of anything but a regular file
 first (:func:`output_file`).
+
+**Inside.** Nothing is written through a symbolic link: :func:`claim_run` refuses a link anywhere below RUN_DIR
+(:func:`refuse_links_in`) before the run is touched, and every write below a run directory this process holds checks
+again that no part of the path below RUN_DIR is a link (:func:`refuse_links`; files opened with ``O_NOFOLLOW``,
+folders ``lstat``-checked): one line ``dukb: error: PATH: a symbolic link (to TARGET) is in the place of a file or
+folder dukb writes; ...``, exit 2. RUN_DIR itself may be a link (the user chose it); an empty ``-o`` is refused.
+
+**Checked, not trusted.** config.json's shape (:func:`config_problem`), sets.json and forget_sets.json
+(:mod:`dukb.neural.plan`: every cached set verified against the KB) and the claims (:func:`read_claim`: one that is
+not a claim dukb wrote is stale, never "taken") are checked when read back. No lock waits without limit:
+:func:`file_lock` (render.lock, the plan's lock) names its holder (pid, host: written in the lock file) and gives up
+after :data:`LOCK_WAIT` seconds (60) or at once when the holder is stopped; a run lock held by a process stopped for
+longer than that is refused too.
 """
 
 from __future__ import annotations

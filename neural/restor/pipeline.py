@@ -403,8 +403,13 @@ def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path
     base_rows = {}
     for name, off in (("clean", 1), ("corrupted", 2)):
         p = probes / f"{name}.json"
-        if p.exists():
-            base_rows[name] = read_json(p)["rows"]
+        if p.exists():  # checked, not trusted: one row object per fact of probes/facts.jsonl
+            doc = read_json(p)
+            rows = doc.get("rows") if isinstance(doc, dict) else None
+            if not isinstance(rows, list) or len(rows) != len(s.facts) or not all(isinstance(r, dict) for r in rows):
+                raise InputError(f"not a probe file of this run (expected rows: one object per fact, "
+                                 f"{len(s.facts)}); delete it and rerun to probe again", p)
+            base_rows[name] = rows
             continue
         log(f"stage 3/4: probing the {name} model")
         lm = load_model(_spec_for(cfg, str(dirs[name])))
