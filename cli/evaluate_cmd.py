@@ -224,7 +224,8 @@ def _why(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate`, `dukb muse`, "
+def report(run_dir: Path = typer.Argument(..., parser=output_path,
+                                          help="A run directory written by `dukb evaluate`, `dukb muse`, "
                                           "`dukb rwku`, `dukb control` or `dukb restor`.")) -> None:
     """Re-render a run's summary.csv, report.md and figures from its files alone (no model), by the protocol its
     config.json names: evaluate's accuracy_recall.png, muse's scalability/sustainability/ROC figures, rwku's
