@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from dukb.cli.render import log_line
+from dukb.cli.render import output_path, log_line
 from dukb.cli.run_options import shared_option
 
 
@@ -41,7 +41,7 @@ def attack(
     dtype: str = shared_option("dtype"),
     prompt: Optional[str] = shared_option("prompt"),
     trust_remote_code: bool = shared_option("trust_remote_code"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the row as JSON here (default: "
+    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the row as JSON here (default: "
                                           "print it)."),
 ) -> None:
     """Probe an unlearned checkpoint, score recall, accuracy and Success-DU for one target, then apply every

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.neural.protocols.control.config import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, run_options
@@ -55,7 +55,7 @@ def control(
         "the forms a method of the run trains on or queries (qa, and reverse for rt) and the calibration's "
         "(qa, paraphrase)"),
     heldout_rule: str = HELDOUT_RULE_OPTION,
-    output: Path = typer.Option(Path("runs/control"), "-o", "--output", help="Run directory."),
+    output: Path = typer.Option(Path("runs/control"), "-o", "--output", parser=output_path, metavar="PATH", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; methods, controls "
                                 "and ratios may be added."),

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
 from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
@@ -72,7 +72,7 @@ def evaluate(
                                        "not the wording."),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
     seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
-    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", help="Run directory."),
+    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", parser=output_path, metavar="PATH", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
                                 "rows. Refused (exit 2, differing keys named) when any setting that changes rows "
                                 "differs from the run's; targets and methods may be added."),
@@ -225,7 +225,8 @@ def _why(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def report(run_dir: Path = typer.Argument(..., help="A run directory written by `dukb evaluate`, `dukb muse`, "
+def report(run_dir: Path = typer.Argument(..., parser=output_path,
+                                          help="A run directory written by `dukb evaluate`, `dukb muse`, "
                                           "`dukb rwku`, `dukb control` or `dukb restor`.")) -> None:
     """Re-render a run's summary.csv, report.md and figures from its files alone (no model), by the protocol its
     config.json names: evaluate's accuracy_recall.png, muse's scalability/sustainability/ROC figures, rwku's

@@ -242,7 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.format_message())
         return 2
     except (typer.Abort, KeyboardInterrupt, EOFError):
-        _say(interrupt_message())
+        _ignore_interrupts(argv is None)  # a second Ctrl-C during this cleanup still ends with 130 and this line
+        try:
+            _say(interrupt_message())
+        except KeyboardInterrupt:
+            _say("dukb: interrupted")
         return 130
     except BrokenPipeError:
         _stdout_gone()
@@ -263,6 +267,41 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         on_interrupt(None)
+        _restore_interrupts()
+
+
+#: SIGINT's handler before :func:`_ignore_interrupts` (restored for in-process callers), or None
+_SIGINT_BEFORE = None
+
+
+def _ignore_interrupts(for_good: bool) -> None:
+    """After the first Ctrl-C: ignore further SIGINTs (main thread only), so a second one during the cleanup cannot
+    end the process by the signal instead of exit 130 with its line. The console script (``for_good``) keeps them
+    ignored until it exits; an in-process caller (``main(argv)``) gets its handler back when :func:`main` returns."""
+    global _SIGINT_BEFORE
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):
+        return
+    if not for_good:
+        _SIGINT_BEFORE = before
+
+
+def _restore_interrupts() -> None:
+    global _SIGINT_BEFORE
+    import signal
+
+    if _SIGINT_BEFORE is not None:
+        try:
+            signal.signal(signal.SIGINT, _SIGINT_BEFORE)
+        except (ValueError, OSError):
+            pass
+        _SIGINT_BEFORE = None
 
 
 def _say(line: str) -> None:

@@ -9,7 +9,7 @@ import typer
 
 from dukb import InputError
 from dukb.cli.evaluate_cmd import parse_grids
-from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.neural.catalog import methods_help, selection_rules
 from dukb.neural.protocols.muse.config import CURVE_METHODS, MUSE_METHODS
@@ -74,7 +74,7 @@ def muse(
                                "last)."),
     bootstrap: int = typer.Option(9999, "--bootstrap", help="Bootstrap resamples of the 95% intervals."),
     run_opts: dict = None,
-    output: Path = typer.Option(Path("runs/muse"), "-o", "--output", help="Run directory."),
+    output: Path = typer.Option(Path("runs/muse"), "-o", "--output", parser=output_path, metavar="PATH", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; methods and "
                                 "requests may be added."),

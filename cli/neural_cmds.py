@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, shared_option
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
@@ -77,7 +77,7 @@ def _finetune_note(output: Path) -> str:
 def finetune(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
     model: str = typer.Option("tiny", "--model", help=MODEL_HELP),
-    output: Path = typer.Option(..., "-o", "--output", help="Output model directory."),
+    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Output model directory."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(finetune_presets())
                                          + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
                                          "prompt preset)."),
@@ -137,7 +137,7 @@ def probe(
                               "(smollm2-135m) or hub id."),
     kinds: str = typer.Option("qa", "--kinds", help="Comma-separated probe kinds (see `dukb probes --help`); "
                               "'qa' is the paper's question form."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table here (.csv or .jsonl); "
+    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the table here (.csv or .jsonl); "
                                           "default: stdout as CSV."),
     batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch."),
     max_new_tokens: int = typer.Option(10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
@@ -208,7 +208,7 @@ def unlearn(
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
     grid: Optional[str] = typer.Option(None, "--grid", help="Comma-separated values of the method's parameter "
                                        "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
-    output: Path = typer.Option(..., "-o", "--output", help="Output directory (results.jsonl, one row per "
+    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Output directory (results.jsonl, one row per "
                                 "setting)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = typer.Option(0, "--seed", help="Seed (retain sampling, torch)."),

@@ -28,13 +28,15 @@ def emit(text: str, output: Path | None) -> None:
         fh.write(text if text.endswith("\n") else text + "\n")
 
 
-def output_path(value: str) -> Path:
+def output_path(value: "str | Path") -> Path:
     """Typer parser of an ``-o/--output`` value: the path as given; an empty value (``-o ''``, which would
     otherwise become the working directory) is a usage error (one line, exit 2).
 
     Raises:
         typer.BadParameter: the value is empty or only spaces.
     """
+    if isinstance(value, Path):  # a default, already a path
+        return value
     if not value.strip():
         import typer
 

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.probes import MAX_DOCS_PER_ENTITY
 
@@ -106,7 +106,7 @@ def restor(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt preset (default: from the model)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Run directory (a rerun skips finished stages and "
+    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Run directory (a rerun skips finished stages and "
                                 "methods)."),
 ) -> None:
     """RESTOR-style restorative-unlearning analysis with exact, rule-aware judging.

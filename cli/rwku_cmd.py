@@ -9,7 +9,7 @@ import typer
 
 from dukb.cli.evaluate_cmd import parse_grids
 from dukb.cli.muse_cmd import _ints
-from dukb.cli.render import keep_rows_note, log_line, on_interrupt
+from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.cli.symbolic import read_targets_in_kb
 from dukb.neural.catalog import methods_help
 from dukb.neural.protocols.rwku.config import RWKU_METHODS
@@ -34,7 +34,7 @@ def rwku(
     forget_scope: str = typer.Option("target", "--forget-scope", help="target: the targets alone (RWKU); joint: a "
                                      "minimum joint deep unlearning set of them."),
     mia_k: float = typer.Option(0.2, "--mia-k", help="Min-K% share of lowest-probability tokens."),
-    output: Path = typer.Option(Path("runs/rwku"), "-o", "--output", help="Run directory."),
+    output: Path = typer.Option(Path("runs/rwku"), "-o", "--output", parser=output_path, metavar="PATH", help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; targets and methods "
                                 "may be added."),

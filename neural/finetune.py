@@ -388,8 +388,11 @@ class _Checkpoint:
 
 
 def _save_checkpoint(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` atomically (a fresh temporary file in the same folder, then a rename)."""
+    """Write ``data`` to ``path`` atomically (a fresh temporary file in the same folder, then a rename), never
+    through a symbolic link (:func:`dukb.neural.runs.refuse_links`)."""
+    from dukb.neural.runs import refuse_links
 
+    refuse_links(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)  # a fresh file, never planted
     try:
@@ -402,6 +405,8 @@ def _save_checkpoint(path: Path, data: dict) -> None:
 
 
 def save_record(record: dict, path) -> None:
-    """Write a finetuning record as JSON."""
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(record, fh, indent=2)
+    """Write a finetuning record as JSON, atomically and never through a symbolic link
+    (:func:`dukb.neural.runs.write_json_atomic`)."""
+    from dukb.neural.runs import write_json_atomic
+
+    write_json_atomic(path, record)

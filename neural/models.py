@@ -843,8 +843,11 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
     Raises:
         OSError: ``out_dir`` cannot be created or written (from ``mkdir``, transformers' ``save_pretrained`` or the
             record's write).
+        InputError: a symbolic link is in ``out_dir`` or in its place (:func:`dukb.neural.runs.refuse_links_in`).
     """
-    out = Path(out_dir)
+    from dukb.neural.runs import refuse_links_in
+
+    out = refuse_links_in(out_dir)  # transformers opens its files by name: no link may carry them elsewhere
     out.mkdir(parents=True, exist_ok=True)
     model = lm.model
     if hasattr(model, "merge_and_unload"):

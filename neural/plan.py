@@ -75,9 +75,70 @@ def sets_key(kb_fingerprint: str, rules_fingerprint: str, method: str, seeds: in
             "exact_limits": EXACT_LIMITS}
 
 
-def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = True) -> dict:
+def _warn(log, msg: str) -> None:
+    import sys
+
+    (log or (lambda m: print(m, file=sys.stderr, flush=True)))(msg)
+
+
+def _fact_ids(value) -> bool:
+    """``value`` is a non-empty list of distinct integer fact ids (JSON ints, not bools)."""
+    return isinstance(value, list) and bool(value) and all(type(f) is int for f in value) \
+        and len(set(value)) == len(value)
+
+
+def _not_minimal(closure, target: int, fact_ids: list[int]) -> str | None:
+    """Why ``fact_ids`` is not a minimal deep unlearning set of ``target`` (Wu et al. 2025, Definitions 2-3), or
+    None when it is one: every fact a relationship of the KB, the target underivable without them, and underivable
+    without no proper subset (one fact put back at a time suffices: derivability is monotone)."""
+    from dukb.solver.mdus import is_deep_unlearning_set, is_minimal
+
+    try:
+        for f in fact_ids:
+            closure.atom_of_fact(f)
+    except InputError:
+        return f"fact {f} is not a relationship fact of the KB"
+    atom = [closure.atom_of_fact(target)]
+    if not is_deep_unlearning_set(closure, atom, fact_ids):
+        return f"the target stays derivable without {fact_ids}"
+    if not is_minimal(closure, atom, fact_ids):
+        return f"{fact_ids} is not minimal (a fact of it can stay)"
+    return None
+
+
+def sets_entry_problem(closure, target: int, entry) -> str | None:
+    """What is wrong with a cached sets.json entry of ``target``, or None when it holds: an object with ``sets``
+    (a non-empty list of distinct sets, each a non-empty list of distinct int fact ids), ``sets_used`` ("exact" or
+    "random") and ``complete`` (a bool), every set a minimal deep unlearning set of the target, checked against the
+    KB's closure (Wu et al. 2025, Definitions 2-3).
+
+    Args:
+        closure: the KB's :class:`dukb.solver.closure.Closure`; target: the target's fact_id; entry: the value read.
+    """
+    if not isinstance(entry, dict):
+        return "not an object"
+    sets = entry.get("sets")
+    if not isinstance(sets, list) or not sets or not all(_fact_ids(x) for x in sets):
+        return "sets is not a non-empty list of lists of distinct fact ids"
+    if len({frozenset(x) for x in sets}) != len(sets):
+        return "a set is listed twice"
+    if entry.get("sets_used") not in ("exact", "random") or not isinstance(entry.get("complete"), bool):
+        return "sets_used or complete is missing or of another type"
+    for x in sets:
+        why = _not_minimal(closure, target, x)
+        if why:
+            return why
+    return None
+
+
+def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = True, log=None) -> dict:
     """Minimal deep unlearning sets per target, cached in RUN_DIR/sets.json under :func:`sets_key` (a cache with
     another key is recomputed); the cache is rewritten when ``write`` and a target was missing from it.
+
+    What a run reads back is checked, not trusted: each cached entry is verified against the KB
+    (:func:`sets_entry_problem`: its types, and every set a minimal deep unlearning set of its target); an entry
+    that fails is recomputed with one line through ``log`` (default: stderr) naming the file, the target and why,
+    and the file is rewritten. A document of another shape is recomputed whole, also with one line.
 
     sets.json: {"kb", "rules", "method", "key", "targets": {fact_id: {"sets", "sets_used", "complete"}}}.
     """
@@ -91,9 +152,18 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
         if doc.get("key") == key and isinstance(doc.get("targets"), dict):
             try:
                 cache = {int(k): v for k, v in doc["targets"].items()}
-            except ValueError:  # not a cache this dukb wrote: recomputed
+            except (ValueError, TypeError):  # not a cache this dukb wrote: recomputed
                 cache = {}
+                _warn(log, f"dukb: warning: {path}: not a sets cache of this dukb (a target that is not a fact "
+                           "id); recomputed")
+            for t in targets:
+                why = sets_entry_problem(closure, t, cache[t]) if t in cache else None
+                if why:
+                    _warn(log, f"dukb: warning: {path}: target {t}: {why}; its sets are recomputed")
+                    del cache[t]
             missing = any(t not in cache for t in targets)
+        elif doc.get("key") == key:
+            _warn(log, f"dukb: warning: {path}: targets is not an object; the sets are recomputed")
     for t in targets:
         if t in cache:
             continue
@@ -145,12 +215,26 @@ def _read_cache(path: Path, key: dict) -> dict:
         return {}
     doc = _read_doc(path, "cache file")
     entries = doc.get("entries", {}) if doc.get("key") == key else {}
-    return entries if isinstance(entries, dict) else {}
+    return dict(entries) if isinstance(entries, dict) else {}
 
 
-def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: bool = True) -> dict:
+def forget_entry_problem(closure, target: int, scope: str, value, sets) -> str | None:
+    """What is wrong with a cached forget set of (``target``, ``scope``), or None: a non-empty list of distinct int
+    fact ids; for the ``target`` scope the target alone; for a deep scope (``minimum``, ``best``) a minimal deep
+    unlearning set of the target (Wu et al. 2025, Definition 3), and for ``best`` one of the target's ``sets``."""
+    if not _fact_ids(value):
+        return "not a non-empty list of distinct fact ids"
+    if scope == "target":
+        return None if value == [target] else f"the target scope forgets the target alone, not {value}"
+    if scope == "best" and frozenset(value) not in {frozenset(x) for x in sets}:
+        return f"{value} is not one of the target's minimal sets"
+    return _not_minimal(closure, target, value)
+
+
+def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: bool = True, log=None) -> dict:
     """The forget set of every (target, scope) pair, cached in RUN_DIR/forget_sets.json under ``key`` (KB, rules and
-    the sets key, which the ``best`` scope reads).
+    the sets key, which the ``best`` scope reads). Each cached entry is checked (:func:`forget_entry_problem`); one
+    that fails is recomputed with one line through ``log`` (default: stderr) and the file rewritten.
 
     Args:
         run: the run directory.
@@ -159,6 +243,7 @@ def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: b
         sets: target -> sets entry (from :func:`sets_cache`).
         key: the cache key.
         write: write the file when an entry was missing.
+        log: callable(str) for the line on a recomputed entry.
 
     Returns:
         {(target, scope): [relationship fact_ids]}.
@@ -173,6 +258,10 @@ def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: b
     out, missing = {}, False
     for t, scope in pairs:
         k = f"{t}@{scope}"
+        why = forget_entry_problem(closure, t, scope, entries[k], sets[t]["sets"]) if k in entries else None
+        if why:
+            _warn(log, f"dukb: warning: {path}: {k}: {why}; recomputed")
+            del entries[k]
         if k not in entries:
             entries[k] = forget_fact_ids(closure, t, scope, [tuple(s) for s in sets[t]["sets"]])
             missing = True
@@ -203,7 +292,7 @@ class Plan:
 
 
 def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_method: str = "exact", seeds: int = 100,
-               seed: int = 0, write: bool = True) -> Plan:
+               seed: int = 0, write: bool = True, log=None) -> Plan:
     """Stage 1: minimal sets of every target and forget sets of every (target, scope), through the run's caches.
 
     Args:
@@ -213,6 +302,7 @@ def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_metho
         scopes: forget scope names used by the run's methods.
         sets_method: "exact" or "random"; seeds, seed: N_seed and seed of Algorithm 1.
         write: write missing cache entries (False on the non-main processes of a multi-process run).
+        log: callable(str) for the line on a cached entry that fails its check and is recomputed (default: stderr).
 
     Returns:
         :class:`Plan`.
@@ -223,11 +313,12 @@ def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_metho
     for t in targets:
         closure.atom_of_fact(t)
     skey = sets_key(kb.fingerprint(), closure.rules.fingerprint, sets_method, seeds, seed)
-    sets = sets_cache(run, closure, targets, skey, write)
+    sets = sets_cache(run, closure, targets, skey, write, log)
     fkey = {"kb": skey["kb"], "rules": skey["rules"], "sets": skey}
     forget = forget_sets_cache(run, closure, [(t, s) for t in targets for s in dict.fromkeys(scopes)], sets, fkey,
-                               write)
+                               write, log)
     return Plan(kb, closure, list(targets), sets, forget)
 
 
-__all__ = ["EXACT_LIMITS", "Plan", "build_plan", "choose_targets", "forget_sets_cache", "sets_cache", "sets_key"]
+__all__ = ["EXACT_LIMITS", "Plan", "build_plan", "choose_targets", "forget_entry_problem", "forget_sets_cache",
+           "sets_cache", "sets_entry_problem", "sets_key"]

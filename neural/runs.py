@@ -40,6 +40,19 @@ a device (a link to ``/dev/zero``) or a directory planted in its place is an err
 written through a fresh temporary file and an atomic rename (:func:`write_bytes_atomic`), appended to only when
 they are regular files (:func:`open_append`), and a report's outputs are cleared of anything but a regular file
 first (:func:`output_file`).
+
+**Inside.** Nothing is written through a symbolic link: :func:`claim_run` refuses a link anywhere below RUN_DIR
+(:func:`refuse_links_in`) before the run is touched, and every write below a run directory this process holds checks
+again that no part of the path below RUN_DIR is a link (:func:`refuse_links`; files opened with ``O_NOFOLLOW``,
+folders ``lstat``-checked): one line ``dukb: error: PATH: a symbolic link (to TARGET) is in the place of a file or
+folder dukb writes; ...``, exit 2. RUN_DIR itself may be a link (the user chose it); an empty ``-o`` is refused.
+
+**Checked, not trusted.** config.json's shape (:func:`config_problem`), sets.json and forget_sets.json
+(:mod:`dukb.neural.plan`: every cached set verified against the KB) and the claims (:func:`read_claim`: one that is
+not a claim dukb wrote is stale, never "taken") are checked when read back. No lock waits without limit:
+:func:`file_lock` (render.lock, the plan's lock) names its holder (pid, host: written in the lock file) and gives up
+after :data:`LOCK_WAIT` seconds (60) or at once when the holder is stopped; a run lock held by a process stopped for
+longer than that is refused too.
 """
 
 from __future__ import annotations
@@ -299,13 +312,37 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
     if not isinstance(rec, dict) or rec.get("identity_version") != IDENTITY_VERSION:
         raise RunIdentityError("this run was written by an older dukb without a comparable run identity; it cannot "
                                "be resumed safely (choose another -o)", path)
-    diffs = identity_differences(rec, identity, extendable if resume else ())
+    shape = config_problem(old)
+    if shape:
+        raise RunIdentityError(f"a damaged run config ({shape}); restore it or choose another -o", path)
+    try:
+        diffs = identity_differences(rec, identity, extendable if resume else ())
+        if not diffs:
+            merged, added = merge_identity(rec, identity, extendable)
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:  # a value of another type
+        raise RunIdentityError(f"a damaged run config (its identity has a value of another type: "
+                               f"{type(e).__name__}: {e}); restore it or choose another -o", path) from None
     if diffs:
         raise RunIdentityError(f"the run here has other settings ({len(diffs)} differing key"
                                f"{'s' if len(diffs) > 1 else ''}): " + "; ".join(map(str, diffs))
                                + ". Resume with the run's settings or choose another -o", path, diffs)
-    merged, added = merge_identity(rec, identity, extendable)
     return merged, added, old
+
+
+def config_problem(record: dict) -> str | None:
+    """What is wrong with the shape of a run's config.json (a JSON object), or None: ``protocol`` a string,
+    ``identity`` an object, ``history`` (when present) a list of objects whose ``added`` is an object. The values a
+    resume reads back are checked before they are used, so a damaged file is one line naming it, not a traceback.
+    """
+    if "protocol" in record and not isinstance(record["protocol"], str):
+        return "protocol is not a string"
+    if not isinstance(record.get("identity"), dict):
+        return "identity is not an object"
+    history = record.get("history", [])
+    if not isinstance(history, list) or not all(isinstance(h, dict) and isinstance(h.get("added", {}), dict)
+                                                for h in history):
+        return "history is not a list of objects"
+    return None
 
 
 # ------------------------------------------------------------------------------------------- bookkeeping --------
@@ -327,6 +364,99 @@ WORKERS_DIR = "workers"
 LEGACY_BOOKKEEPING = (LOCK_NAME, RENDER_LOCK_NAME, UNITS_DIR, WORKERS_DIR)
 #: the log of a run's invocations, one line each (:func:`log_invocation`), beside config.yaml
 COMMANDS_LOG = "commands.log"
+
+
+# ------------------------------------------------------------------------------------- writes stay inside --------
+#: O_NOFOLLOW where the platform has it: a file dukb opens for writing in a run directory is never a symbolic link
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: the run directories this process writes into (absolute, as given; :func:`guard_run`): below them no part of a path
+#: written to may be a symbolic link
+_GUARDED: set[str] = set()
+
+
+def check_output_dir(run: str | Path | None, option: str = "-o") -> Path:
+    """The output directory of a run command, refused when it is missing or empty (``-o ''`` would write into the
+    working directory).
+
+    Raises:
+        InputError: ``no output directory: OPTION is empty``.
+    """
+    if run is None or not str(run).strip():
+        raise InputError(f"no output directory: {option} is empty (give the run directory to write into)")
+    return Path(run)
+
+
+def guard_run(run: str | Path) -> None:
+    """Record ``run`` as a directory this process writes into: from now on every write of this module below it
+    (:func:`refuse_links`) refuses a symbolic link at any level below ``run`` (``run`` itself may be one: the user
+    chose it)."""
+    _GUARDED.add(os.path.abspath(run))
+
+
+def refuse_links(path: str | Path) -> Path:
+    """Check that writing ``path`` goes nowhere else: ``path`` itself is not a symbolic link, and, when it lies in a
+    run directory of :func:`guard_run`, no existing part of it below that directory is one (a planted
+    ``.dukb/units``, ``finetuned`` or ``probes`` link would carry the write out of the run).
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        InputError: one line naming the link and where it points: ``a symbolic link (to TARGET) is in the place of a
+            file or folder dukb writes; dukb writes nothing through a link: remove it``.
+    """
+    full = os.path.abspath(path)
+    parts = [full]
+    for root in _GUARDED:
+        if full.startswith(root.rstrip(os.sep) + os.sep):
+            cur = root
+            for name in Path(full[len(root.rstrip(os.sep)) + 1:]).parts:
+                cur = os.path.join(cur, name)
+                parts.append(cur)
+    for p in parts:
+        if os.path.islink(p):
+            raise link_refusal(p)
+    return Path(path)
+
+
+def link_refusal(path: str | Path) -> InputError:
+    """The one-line error for a symbolic link found where dukb writes (named, with its target)."""
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return InputError(f"a symbolic link{target} is in the place of a file or folder dukb writes; dukb writes nothing "
+                      "through a link: remove it", path)
+
+
+def refuse_links_in(folder: str | Path, depth: int = 4) -> Path:
+    """Check a folder that a library fills (transformers' ``save_pretrained``, a model cache in a run directory)
+    before it writes: the folder and its parts below a guarded run (:func:`refuse_links`) and every entry in it, down
+    to ``depth`` levels, are not symbolic links, so no file written there lands elsewhere.
+
+    Returns:
+        ``Path(folder)``.
+
+    Raises:
+        InputError: a link (named, :func:`link_refusal`).
+    """
+    if os.path.abspath(folder) not in _GUARDED:  # a run directory itself may be a link: the user chose it
+        refuse_links(folder)
+
+    def walk(d: str, left: int) -> None:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return
+        for e in entries:
+            if e.is_symlink():
+                raise link_refusal(e.path)
+            if left > 1 and e.is_dir(follow_symlinks=False):
+                walk(e.path, left - 1)
+
+    if os.path.isdir(folder) and not os.path.islink(folder):
+        walk(str(folder), depth)
+    return Path(folder)
 
 
 def bookkeeping_path(run: str | Path, *names: str) -> Path:
@@ -359,6 +489,8 @@ def bookkeeping_dir(run: str | Path, *names: str) -> Path:
             mode = os.lstat(path).st_mode
         except OSError as e:
             raise InputError(f"cannot read the run's bookkeeping folder: {e.strerror or e}", path) from None
+        if stat.S_ISLNK(mode):
+            raise link_refusal(path)
         if not stat.S_ISDIR(mode):
             raise InputError(f"the run's bookkeeping folder is not a directory ({file_kind(mode)}); remove it", path)
     return path
@@ -474,7 +606,9 @@ def _open_regular_fd(path: Path, flags: int, mode: int, not_regular: str, failed
     try:
         fd = os.open(path, flags | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0), mode)
     except OSError as e:
-        kind = _kind_at(path, follow=not flags & getattr(os, "O_NOFOLLOW", 0))
+        kind = _kind_at(path, follow=not flags & _NOFOLLOW)
+        if kind == "a symbolic link":
+            raise link_refusal(path) from None
         if kind:
             raise InputError(not_regular.format(kind), path) from None
         raise InputError(failed.format(e.strerror or e), path) from None
@@ -523,6 +657,7 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
     """Lock ``run`` for this process, refusing or waiting for a holder (see :func:`claim_run`)."""
     started = time.monotonic()
     announced = rechecked = False
+    stopped_since = None
     while True:
         created = _make_dir(run) if not run.is_dir() else []
         path = bookkeeping_path(run, LOCK_NAME)
@@ -562,6 +697,13 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
             if not resume:
                 raise RunIdentityError(f"in use by {_describe(holder)} with the same settings; pass --resume to "
                                        "wait for it and continue the run, or choose another -o", run)
+            # a holder stopped (kill -STOP, Ctrl-Z) would be waited for without end: refused once it has stayed
+            # stopped for LOCK_WAIT seconds
+            stopped_since = (stopped_since or time.monotonic()) if _holder_stopped(holder) else None
+            if stopped_since is not None and time.monotonic() - stopped_since > LOCK_WAIT:
+                raise RunIdentityError(f"in use by {_describe(holder)}, which has been stopped (kill -STOP or Ctrl-Z) "
+                                       f"for more than {LOCK_WAIT:g} s; continue it (kill -CONT) or end it, then "
+                                       "resume", run)
         except BaseException:
             os.close(fd)
             raise
@@ -574,8 +716,12 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
                 log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; joining it as another "
                              "worker" + ("" if holder.get("joinable") else " once its setup is done")))
                 announced = True
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH)
+            try:  # polled, not blocking: a stopped owner is noticed above
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                time.sleep(LOCK_POLL)
+                continue
             except BaseException:
                 os.close(fd)
                 raise
@@ -617,6 +763,11 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
       saying it waits for the holder, then, once the lock is free, the run is opened as a resume of what the holder
       wrote.
 
+    Nothing is written through a symbolic link: a link anywhere below RUN_DIR (down to 4 levels: a file, ``.dukb``,
+    ``.dukb/units``, ``finetuned``, a claim) is refused in one line naming it before the run is touched
+    (:func:`refuse_links_in`), and every later write below RUN_DIR checks again (:func:`refuse_links`).
+    An empty ``run`` is refused (:func:`check_output_dir`).
+
     Once the run is claimed, the invocation is logged (:func:`log_invocation`: one line in RUN_DIR/commands.log with
     its role, "owner" for the invocation that creates the run, "resume" for one that continues it, "worker" for one
     that joins a live run) and the owner moves an older dukb's bookkeeping into RUN_DIR/.dukb
@@ -648,7 +799,9 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     """
     from dukb.neural import distributed as dist
 
-    run = Path(run)
+    run = check_output_dir(run)
+    guard_run(run)  # no write below RUN_DIR follows a symbolic link (refuse_links)
+    refuse_links_in(run)  # a link planted anywhere in the run is refused before anything is read or written
     key = (os.path.realpath(run), threading.get_ident())
     if fcntl is None or (dist.is_distributed() and not dist.is_main_process()) or key in _HELD:
         return open_run(run, kind, identity, extendable=extendable, resume=resume)
@@ -1025,16 +1178,17 @@ def loads_json(text: str | bytes, path: str | Path | None = None, line: int | No
 
 
 def output_file(path: str | Path) -> Path:
-    """Make room for an output that dukb rewrites whole (summary.csv, report.md, a figure): a FIFO, device, socket
-    or symbolic link in its place is removed first, so writing neither blocks nor goes elsewhere.
+    """Make room for an output that dukb rewrites whole (summary.csv, report.md, a figure): a FIFO, device or socket
+    in its place is removed first, so writing neither blocks nor swallows it; a symbolic link there (or at any level
+    below a guarded run directory, :func:`refuse_links`) is refused, so nothing is written elsewhere.
 
     Returns:
         ``path``.
 
     Raises:
-        InputError: a directory is in its place (named).
+        InputError: a directory or a symbolic link is in its place (named).
     """
-    path = Path(path)
+    path = refuse_links(path)
     kind = _kind_at(path)
     if kind == "a directory":
         raise InputError("cannot write this file: a directory is in its place", path)
@@ -1053,13 +1207,14 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     file and whatever is in its place (a FIFO, a link) is replaced, never written through.
 
     Raises:
-        InputError: a directory is in its place. OSError: the file cannot be written.
+        InputError: a directory or a symbolic link is in its place, or a link at a level below a guarded run
+            directory (:func:`refuse_links`). OSError: the file cannot be written.
     """
-    path = Path(path)
+    path = refuse_links(path)
     if _kind_at(path) == "a directory":
         raise InputError("cannot write this file: a directory is in its place", path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
                  | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -1083,15 +1238,17 @@ def write_json_atomic(path: str | Path, obj) -> None:
 
 def open_append(path: str | Path):
     """Open a journal for appending (created when missing): a regular file only, so a FIFO or a device in its place
-    neither blocks nor swallows rows.
+    neither blocks nor swallows rows, and never through a symbolic link (``O_NOFOLLOW``; nor one at a level below a
+    guarded run directory, :func:`refuse_links`), so rows land in the run and nowhere else.
 
     Returns:
         A text file object (UTF-8) positioned at the end.
 
     Raises:
-        InputError: something other than a regular file is in its place, or it cannot be opened (named).
+        InputError: something other than a regular file is in its place (a symbolic link: :func:`link_refusal`), or
+            it cannot be opened (named).
     """
-    fd = _open_regular_fd(Path(path), os.O_WRONLY | os.O_APPEND, 0o666, "not a regular file ({})",
+    fd = _open_regular_fd(refuse_links(path), os.O_WRONLY | os.O_APPEND | _NOFOLLOW, 0o666, "not a regular file ({})",
                           "cannot write: {}")
     return os.fdopen(fd, "a", encoding="utf-8")
 
@@ -1893,7 +2050,7 @@ class ResultsFile:
 
     def __init__(self, path: Path, key: Callable[[dict], tuple] = evaluate_row_key,
                  log: Callable[[str], None] | None = None, repair: bool = True):
-        self.path = Path(path)
+        self.path = refuse_links(path)  # the journal is appended to: never through a link
         self.key = key
         self.log = log
         try:  # where :meth:`refresh` reads on (taken before reading: a row appended meanwhile is read twice, kept once)
@@ -1958,10 +2115,14 @@ class ResultsFile:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
             size = os.fstat(fh.fileno()).st_size
             if size:  # a line a killed writer left unfinished stays one damaged line, never joined to this row
-                with open(self.path, "rb") as rd:
-                    rd.seek(size - 1)
-                    if rd.read(1) != b"\n":
-                        fh.write("\n")
+                rd = _open_regular_fd(self.path, os.O_RDONLY | _NOFOLLOW, 0o666, "not a regular file ({})",
+                                      "cannot read: {}")
+                try:
+                    last = os.pread(rd, 1, size - 1)
+                finally:
+                    os.close(rd)
+                if last != b"\n":
+                    fh.write("\n")
             fh.write(json.dumps(json_safe(row)) + "\n")  # a NaN (nothing to score) is written as null
             fh.flush()
             os.fsync(fh.fileno())
@@ -1974,6 +2135,48 @@ SHARD_GLOB = "results.rank*.jsonl"
 #: a claim whose worker has not written for this long (seconds) is taken over even when its worker's lock cannot be
 #: checked (a worker on another host whose file system does not share ``flock``)
 CLAIM_TIMEOUT = 6 * 3600
+
+
+def read_claim(path: str | Path) -> tuple[dict | None, os.stat_result | None]:
+    """A work-unit claim as recorded, read without following a link or blocking on a FIFO (``O_NOFOLLOW |
+    O_NONBLOCK``, then ``fstat``), and checked: a JSON object whose ``worker`` is a string, ``done`` a bool and
+    ``worker_lock`` (absent for a worker whose lock cannot be checked from here) a string. Anything else is *unreadable*, i.e. stale (a claim no live worker wrote, taken over), never a
+    unit taken.
+
+    Returns:
+        (the claim or None when unreadable, its ``lstat``), or (None, None) when no file is there.
+
+    Raises:
+        InputError: a symbolic link (:func:`link_refusal`) or a directory is in its place (named).
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None, None
+    if stat.S_ISLNK(st.st_mode):
+        raise link_refusal(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("a directory is in the place of a work-unit claim; remove it", path)
+    if not stat.S_ISREG(st.st_mode):
+        return None, st
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None, st
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode):
+            return None, st
+        data = os.read(fd, LOCK_BYTES)
+    except OSError:
+        return None, st
+    finally:
+        os.close(fd)
+    info, problem, _ = json_problem(data.decode("utf-8", "replace") or "null")
+    if problem or not isinstance(info, dict) or not isinstance(info.get("worker"), str) \
+            or not isinstance(info.get("worker_lock", ""), str) or not isinstance(info.get("done"), bool):
+        return None, fst
+    return info, fst
 
 
 class UnitClaims:
@@ -2006,11 +2209,10 @@ class UnitClaims:
         self.workers = bookkeeping_dir(run, WORKERS_DIR)
         self.worker = worker
         self.timeout = timeout
-        try:
-            self.lock_name = _safe_name(worker) + ".lock"
-            self._fd = os.open(self.workers / self.lock_name, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise InputError(f"cannot create the work-unit files ({e.strerror})", self.dir) from None
+        self.lock_name = _safe_name(worker) + ".lock"
+        self._fd = _open_regular_fd(self.workers / self.lock_name, os.O_RDWR | _NOFOLLOW, 0o644,
+                                    "a worker's lock file is not a regular file ({}); remove it",
+                                    "cannot create the work-unit files: {}")
         if fcntl is not None:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
 
@@ -2031,7 +2233,7 @@ class UnitClaims:
         name = info.get("worker_lock")
         if isinstance(name, str) and fcntl is not None:
             try:
-                fd = os.open(self.workers / _safe_name(name), os.O_RDONLY)
+                fd = os.open(self.workers / _safe_name(name), os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
             except FileNotFoundError:
                 return False  # removed by its worker's close(): gone
             except OSError:
@@ -2050,12 +2252,13 @@ class UnitClaims:
         return time.time() - mtime <= self.timeout
 
     def state(self, unit: tuple) -> dict | None:
-        """The claim of ``unit`` as recorded ({"worker", "done", ...}), or None when unclaimed or unreadable."""
-        try:
-            info = json.loads(self.path(unit).read_bytes()[:LOCK_BYTES] or b"null")
-        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
-            return None
-        return info if isinstance(info, dict) else None
+        """The claim of ``unit`` as recorded ({"worker", "done", ...}), or None when unclaimed or unreadable
+        (:func:`read_claim`).
+
+        Raises:
+            InputError: a symbolic link or a directory is in its place (named).
+        """
+        return read_claim(self.path(unit))[0]
 
     def claim(self, unit: tuple, reopen: bool = False) -> bool:
         """Claim ``unit`` for this worker. True when it is this worker's to run: newly claimed, already this
@@ -2065,18 +2268,16 @@ class UnitClaims:
         path = self.path(unit)
         if self._create(path):
             return True
-        try:  # the claim as it is now: its content and identity (inode, mtime) from one open descriptor
-            with open(path, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                info = json.loads(fh.read(LOCK_BYTES) or b"null")
-        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
-            return False
-        info = info if isinstance(info, dict) else {}
-        if info.get("done"):
+        info, st = read_claim(path)  # its content and identity (inode, mtime) from one open descriptor
+        if st is None:  # removed meanwhile (finished and cleared, or taken over): try once more
+            return self._create(path)
+        if info is None:
+            pass  # unreadable (not a claim dukb wrote, a FIFO, a device): stale, taken over below
+        elif info.get("done"):
             if not reopen:
                 return False
-        elif info.get("worker") == self.worker:
-            return True
+        elif info.get("worker") == self.worker or info.get("worker_lock") == self.lock_name:
+            return True  # this worker's (a claim naming this worker's lock is this worker's: only it holds it)
         elif self._alive(info, st.st_mtime):
             return False
         try:  # one taker per stale claim: the marker names the claim file this worker read (inode, mtime)
@@ -2085,20 +2286,25 @@ class UnitClaims:
         except OSError:
             return False
         try:
-            now = os.stat(path)
+            now = os.lstat(path)
         except OSError:
             return False
         if (now.st_ino, now.st_mtime_ns) != (st.st_ino, st.st_mtime_ns):
             return False  # taken over (or finished) by another worker since this one read it
-        write_bytes_atomic(path, self._body())
+        write_bytes_atomic(path, self._body())  # replaces whatever was there (a FIFO too), never writes through it
         return True
 
     def _create(self, path: Path) -> bool:
         """Create the claim file with its content at once (a temporary file hard-linked into place: never seen
         empty); False when it exists."""
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(self._body())
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as e:
+            raise InputError(f"cannot create a work-unit claim: {e.strerror or e}", tmp) from None
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(self._body())
             os.link(tmp, path)
         except FileExistsError:
             return False
@@ -2174,26 +2380,80 @@ def claimed_units(claims: "UnitClaims | None", results: "ResultsFile", units, pe
 def render_lock(run: str | Path):
     """Serialise the report renders of the processes sharing a run (``flock`` on RUN_DIR/.dukb/render.lock): each
     renders every row on disk when its turn comes, so the last one to finish leaves the complete report, never a
-    mix.
+    mix. Waiting is bounded (:data:`LOCK_WAIT`, :func:`file_lock`).
 
     Raises:
-        InputError: RUN_DIR/.dukb is not a directory (named).
+        InputError: RUN_DIR/.dukb is not a directory, or render.lock is a link or not a regular file, or its holder
+            kept it past :data:`LOCK_WAIT` or is stopped (named).
     """
     with file_lock(bookkeeping_dir(run) / RENDER_LOCK_NAME):
         yield
 
 
+#: seconds a process waits for a lock file another process holds (render.lock, planned.json's lock) before it gives
+#: up with one line naming the holder; a model cache's lock (one worker finetunes, the others then load) passes a
+#: longer wait (:data:`CLAIM_TIMEOUT`)
+LOCK_WAIT = 60.0
+
+
+def _holder_stopped(info: dict | None) -> bool:
+    """The holder recorded in a lock file is a process of this host that is stopped (``kill -STOP``, Ctrl-Z):
+    it will not release the lock until continued (read from /proc; False where that cannot be told)."""
+    if not isinstance(info, dict) or info.get("host") != socket.gethostname() or not isinstance(info.get("pid"), int):
+        return False
+    try:
+        with open(f"/proc/{info['pid']}/stat", "rb") as fh:
+            state = fh.read(4096).rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"T", b"t")
+
+
 @contextlib.contextmanager
-def file_lock(path: str | Path):
+def file_lock(path: str | Path, wait: float | None = None, log: Callable[[str], None] | None = None):
     """Hold an exclusive ``flock`` on ``path`` (created) for the ``with`` block: the processes sharing a run take turns
     for one thing, e.g. a model cache that the first finetunes and the others then load (no lock where the platform
-    has no ``flock``)."""
+    has no ``flock``). The file is opened without following a link or blocking on a FIFO (a regular file only), and
+    the holder writes its pid, host and start time into it.
+
+    No wait is without limit: when another process holds the lock, one line through ``log`` (default: stderr) names
+    it and says how long this one waits; a holder still there after ``wait`` seconds (default :data:`LOCK_WAIT`), or
+    found stopped (``kill -STOP``; same host), is refused in one line naming it.
+
+    Raises:
+        InputError: a link or something other than a regular file is in the lock's place; the holder kept it past
+            the wait or is stopped (pid and host named).
+    """
     if fcntl is None:
         yield
         return
-    fd = os.open(Path(path), os.O_RDWR | os.O_CREAT, 0o644)
+    path = refuse_links(path)
+    fd = _open_regular_fd(path, os.O_RDWR | _NOFOLLOW, 0o644, "a lock file is not a regular file ({}); remove it",
+                          "cannot open a lock file: {}")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        limit = LOCK_WAIT if wait is None else wait
+        started, said = time.monotonic(), False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+            holder = _read_holder(path)
+            who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}" if holder else "another process"
+            if _holder_stopped(holder):
+                raise InputError(f"held by {who}, which is stopped (kill -STOP or Ctrl-Z): continue it (kill -CONT) "
+                                 "or end it, then resume", path)
+            if time.monotonic() - started > limit:
+                raise InputError(f"held by {who} for more than {limit:g} s; wait for it to finish (or end it), "
+                                 "then resume", path)
+            if not said:
+                (log or _stderr)(f"{path}: held by {who}; waiting up to {limit:g} s")
+                said = True
+            time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                  "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode(), 0)
         yield
     finally:
         os.close(fd)
@@ -2272,8 +2532,8 @@ def unfinished_units(run: str | Path) -> list[tuple] | None:
     for unit in planned:
         claim = _units_folder(run) / (_safe_name("-".join(map(str, unit))) + ".claim")
         try:
-            info = json.loads(claim.read_bytes()[:LOCK_BYTES] or b"null")
-        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
+            info = read_claim(claim)[0]
+        except InputError:  # a link or a folder in its place: not a finished claim
             info = None
         if not (isinstance(info, dict) and info.get("done") is True):
             out.append(tuple(unit))
@@ -2339,7 +2599,9 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     return len(new)
 
 
-__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "RENDER_LOCK_NAME", "bookkeeping_dir",
+__all__ = ["LOCK_WAIT", "check_output_dir", "config_problem", "guard_run", "link_refusal", "read_claim",
+           "refuse_links", "refuse_links_in",
+           "BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "RENDER_LOCK_NAME", "bookkeeping_dir",
            "bookkeeping_path", "confirm_run", "log_invocation", "set_claim_hook",
            "DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
            "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",

@@ -192,9 +192,9 @@ OUTPUTS = {"evaluate": ["summary.csv", "report.md", "accuracy_recall.png"],
            "rwku": ["summary.csv", "report.md", "aa_kinds.png"]}
 
 
-@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+@pytest.mark.parametrize("kind", ["fifo"])  # a symbolic link there is refused: tests/test_run_tamper.py
 @pytest.mark.parametrize("protocol", sorted(OUTPUTS))
-def test_an_output_planted_as_a_fifo_or_link_is_replaced(protocol, kind, tmp_path, capsys):
+def test_an_output_planted_as_a_fifo_is_replaced(protocol, kind, tmp_path, capsys):
     run = LAYOUTS[protocol][0](tmp_path / "run")
     for name in OUTPUTS[protocol]:
         plant(run / name, kind)

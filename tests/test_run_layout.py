@@ -207,7 +207,7 @@ def test_a_symbolic_link_in_place_of_the_hidden_folder_is_refused(tmp_path):
     os.symlink(tmp_path / "elsewhere", run / BOOKKEEPING_DIR)
     from dukb import InputError
 
-    with pytest.raises(InputError, match="not a directory"):
+    with pytest.raises(InputError, match="symbolic link"):
         claim_run(run, "evaluate", ID)
     release_run(run)
     assert not list((tmp_path / "elsewhere").iterdir())

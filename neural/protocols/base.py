@@ -218,7 +218,7 @@ class Protocol(abc.ABC):
         from dukb.neural import tracking
 
         self.claims = self.make_claims()
-        units = self.units()
+        units = self._units = self.units()
         if self.claims is not None:
             record_units(self.run, units)  # what `dukb report` checks the claims against
             open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
@@ -253,6 +253,30 @@ class Protocol(abc.ABC):
                 bar.stop()
             if self.claims is not None:
                 self.claims.close()
+
+    def units_left(self) -> list[tuple]:
+        """This invocation's units that still lack rows once :meth:`work` ended (other workers' rows read first):
+        units another live worker is still on, or that no worker could take. Empty before :meth:`work`."""
+        if self.results is not None:
+            self.results.refresh()
+        return [u for u in getattr(self, "_units", []) if self.pending(u)]
+
+    def done_line(self, extra: str = "") -> str:
+        """The run's last line: ``done in S s`` only when every unit of this invocation has its rows
+        (:meth:`units_left`); otherwise ``not done after S s: N of M work units ... have no rows yet (...)``, naming
+        them, so a run never says done with units missing.
+
+        Args:
+            extra: appended to the line (e.g. ``": report RUN/report.md"``).
+        """
+        seconds = time.perf_counter() - self.t_start
+        left = self.units_left()
+        if not left:
+            return f"done in {seconds:.1f} s{extra}"
+        shown = ", ".join("(" + ", ".join(str(x) for x in u) + ")" for u in left[:5]) + (", ..." if len(left) > 5
+                                                                                         else "")
+        return (f"not done after {seconds:.1f} s: {len(left)} of {len(self._units)} work units {self.units_name} "
+                f"have no rows yet ({shown}); another worker holds them, or resume the run to compute them{extra}")
 
     def render(self, fn) -> dict:
         """``fn(run_dir)`` under RUN_DIR/.dukb/render.lock: workers sharing the run render one after the other, so the

@@ -34,8 +34,11 @@ def read_json(path: Path):
 
 
 def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
-    """Write probes/facts.jsonl: one :class:`FactProbe` per line, as its fields."""
-    path.write_text("".join(json.dumps(asdict(f)) + "\n" for f in facts), encoding="utf-8")
+    """Write probes/facts.jsonl: one :class:`FactProbe` per line, as its fields (atomically, never through a
+    symbolic link: :func:`dukb.neural.runs.write_bytes_atomic`)."""
+    from dukb.neural.runs import write_bytes_atomic
+
+    write_bytes_atomic(path, "".join(json.dumps(asdict(f)) + "\n" for f in facts).encode("utf-8"))
 
 
 def read_facts(path: Path) -> list[FactProbe]:

@@ -294,7 +294,7 @@ class RestorProtocol(Protocol):
     def report(self) -> dict:
         """:func:`dukb.neural.restor.report.render` from the run directory's files."""
         paths = self.render(render)
-        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s: report {paths['report']}")
+        self.log(self.done_line(f": report {paths['report']}"))
         return paths
 
     def execute(self) -> dict:
@@ -366,7 +366,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     except OSError as e:
         raise InputError(f"cannot create the run directory: {e.strerror}", run) from None
     if not joined and not (run / "corruption" / "documents.jsonl").exists():
-        save_corruption(cor, run / "corruption")
+        from dukb.neural.runs import refuse_links_in
+
+        save_corruption(cor, refuse_links_in(run / "corruption"))  # no link inside carries a file out of the run
     facts = fact_probes(kb, closure.atoms, cor.facts, cfg.n_random, cfg.seed)
     judge = Judge.for_kb(kb, [c.injected_value for c in cor.facts])
     retain, retain_facts = retain_texts(kb, cor, cfg.n_retain, cfg.seed)
@@ -383,7 +385,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     log(f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
         f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})")
     probes = run / "probes"
-    probes.mkdir(exist_ok=True)
+    from dukb.neural.runs import refuse_links
+
+    refuse_links(probes).mkdir(exist_ok=True)
     if not joined and not (probes / "facts.jsonl").exists():
         write_facts(probes / "facts.jsonl", facts)
     confirm_run(run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
@@ -399,8 +403,13 @@ def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path
     base_rows = {}
     for name, off in (("clean", 1), ("corrupted", 2)):
         p = probes / f"{name}.json"
-        if p.exists():
-            base_rows[name] = read_json(p)["rows"]
+        if p.exists():  # checked, not trusted: one row object per fact of probes/facts.jsonl
+            doc = read_json(p)
+            rows = doc.get("rows") if isinstance(doc, dict) else None
+            if not isinstance(rows, list) or len(rows) != len(s.facts) or not all(isinstance(r, dict) for r in rows):
+                raise InputError(f"not a probe file of this run (expected rows: one object per fact, "
+                                 f"{len(s.facts)}); delete it and rerun to probe again", p)
+            base_rows[name] = rows
             continue
         log(f"stage 3/4: probing the {name} model")
         lm = load_model(_spec_for(cfg, str(dirs[name])))

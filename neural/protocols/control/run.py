@@ -365,7 +365,7 @@ class ControlProtocol(Protocol):
         from dukb.neural.protocols.control.report import render_control
 
         paths = self.render(render_control)
-        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s: report {paths['report']}")
+        self.log(self.done_line(f": report {paths['report']}"))
         return paths
 
 

@@ -16,7 +16,6 @@ merged by rank 0; without one, any number of invocations share the run through u
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 
 from dukb import InputError
@@ -194,6 +193,10 @@ class EvaluateProtocol(Protocol):
         key = probe_cache_key({"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
                               asked, {**probe_kw, **where})
         base = read_probe_cache(cache, key, log=self.log)
+        if base is not None and sorted(zip(base["kind"], base["fact_kind"], base["fact_id"])) != sorted(
+                (it.kind, it.fact_kind, it.fact_id) for it in asked):  # checked, not trusted: the items asked
+            self.log(f"probe cache {cache} not used (its items are not the ones asked): probing again")
+            base = None
         if base is not None:
             self.log(f"the model before unlearning: its probe read from {cache}")
         else:
@@ -303,7 +306,7 @@ class EvaluateProtocol(Protocol):
                                                     labels.get(r["method"], len(labels)),
                                                     float(r["setting"][r["param"]])))
             paths = self.render(render)
-            self.log(f"done in {time.perf_counter() - self.t_start:.1f} s: report {paths['report']}")
+            self.log(self.done_line(f": report {paths['report']}"))
         dist.barrier(self.device)
         return paths
 

@@ -157,7 +157,7 @@ class MuseProtocol(Protocol):
     def retrain_for(self, cum: str):
         """f_retrain of a cumulative forget set: finetuned like f_target on the trained facts minus the forget set,
         cached under RUN_DIR/models/retrain-<hash>."""
-        from dukb.neural.runs import bookkeeping_dir, file_lock, sha256_json
+        from dukb.neural.runs import CLAIM_TIMEOUT, bookkeeping_dir, file_lock, sha256_json
 
         sp = self.splits[cum]
         qa, txt = _items_for(self.kb, sp.trained_without_forget())
@@ -165,7 +165,7 @@ class MuseProtocol(Protocol):
         name = f"retrain-{sha256_json(sp.forget)[:12]}"
         (self.run / "models").mkdir(parents=True, exist_ok=True)
         # one worker finetunes it, the others then load it (the lock is bookkeeping: RUN_DIR/.dukb/models/NAME.lock)
-        with file_lock(bookkeeping_dir(self.run, "models") / f"{name}.lock"):
+        with file_lock(bookkeeping_dir(self.run, "models") / f"{name}.lock", wait=CLAIM_TIMEOUT, log=self.log):
             return _finetune_cached(self.kb, self.spec, self.run / "models" / name, qa + txt, self.cfg, key,
                                     self.log)
 
@@ -398,7 +398,7 @@ class MuseProtocol(Protocol):
         bootstrap and selection rule)."""
         from dukb.neural.protocols.muse.report import render_muse
 
-        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s")
+        self.log(self.done_line())
         paths = self.render(lambda run: render_muse(run, bootstrap=self.cfg.bootstrap, select=self.cfg.select))
         self.log(f"report {paths['report']}")
         return paths

@@ -262,7 +262,7 @@ class RwkuProtocol(Protocol):
         """summary.csv, report.md, aa_kinds.png and batch_targets.png (:func:`render_rwku`)."""
         from dukb.neural.protocols.rwku.report import render_rwku
 
-        self.log(f"done in {time.perf_counter() - self.t_start:.1f} s")
+        self.log(self.done_line())
         paths = self.render(render_rwku)
         self.log(f"report {paths['report']}")
         return paths
