@@ -535,15 +535,19 @@ class RunLock:
         os.pwrite(self.fd, data, 0)
 
     def release(self) -> None:
-        """Unlock (and remove the directories this claim created when nothing but the lock file is in them)."""
+        """Unlock (and remove the directories this claim created when nothing but the lock file and this
+        invocation's commands.log line are in them: a claim that fails leaves nothing)."""
         if self.fd < 0:
             return
         detach_run_log(self.log_handler)
         self.log_handler = None
         try:
             folder = self.run / BOOKKEEPING_DIR
-            if self.created and [p.name for p in self.run.iterdir()] == [BOOKKEEPING_DIR] \
+            top = {p.name for p in self.run.iterdir()}
+            if self.created and BOOKKEEPING_DIR in top and top <= {BOOKKEEPING_DIR, COMMANDS_LOG} \
                     and [p.name for p in folder.iterdir()] == [LOCK_NAME]:
+                if COMMANDS_LOG in top:  # the line of the invocation that created the run and failed
+                    (self.run / COMMANDS_LOG).unlink()
                 (folder / LOCK_NAME).unlink()  # still locked: a waiter re-checks the file it locked (_same_file)
                 folder.rmdir()
                 for d in reversed(self.created):

@@ -280,7 +280,12 @@ class Protocol(abc.ABC):
 
     def render(self, fn) -> dict:
         """``fn(run_dir)`` under RUN_DIR/.dukb/render.lock: workers sharing the run render one after the other, so the
-        last to finish leaves the complete report."""
+        last to finish leaves the complete report. A worker that ends before any row of the run is written (its
+        units all held by live workers) renders nothing and returns ``{}``: the worker that writes the rows renders
+        the report."""
+        journal = self.run / "results.jsonl"  # every process's rows end up here (shards merged before a render)
+        if not journal.exists() or journal.stat().st_size == 0:
+            return {}
         with render_lock(self.run):
             return fn(self.run)
 

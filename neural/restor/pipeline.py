@@ -294,7 +294,7 @@ class RestorProtocol(Protocol):
     def report(self) -> dict:
         """:func:`dukb.neural.restor.report.render` from the run directory's files."""
         paths = self.render(render)
-        self.log(self.done_line(f": report {paths['report']}"))
+        self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         return paths
 
     def execute(self) -> dict:

@@ -365,7 +365,7 @@ class ControlProtocol(Protocol):
         from dukb.neural.protocols.control.report import render_control
 
         paths = self.render(render_control)
-        self.log(self.done_line(f": report {paths['report']}"))
+        self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         return paths
 
 

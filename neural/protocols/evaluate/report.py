@@ -77,6 +77,7 @@ SUMMARY_ROWS = (
     ("share_targets_forgotten", ANY_SETTING, "share_superficial", None, None, None),
     ("region_setting", REGION, None, None, None, "region_setting_heldout"),
     ("settings", COUNT, "n_settings", None, None, None),
+    ("targets", COUNT, "n_targets", None, None, None),  # every method present has a row, whatever --metrics names
 )
 #: summary.csv's columns
 SUMMARY_COLUMNS = ("group", "method", "metric", "reading", "value", "std", "n", "targets", "targets_skipped",

@@ -306,7 +306,7 @@ class EvaluateProtocol(Protocol):
                                                     labels.get(r["method"], len(labels)),
                                                     float(r["setting"][r["param"]])))
             paths = self.render(render)
-            self.log(self.done_line(f": report {paths['report']}"))
+            self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         dist.barrier(self.device)
         return paths
 

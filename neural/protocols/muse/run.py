@@ -400,7 +400,7 @@ class MuseProtocol(Protocol):
 
         self.log(self.done_line())
         paths = self.render(lambda run: render_muse(run, bootstrap=self.cfg.bootstrap, select=self.cfg.select))
-        self.log(f"report {paths['report']}")
+        self.log(f"report {paths.get('report', 'not rendered yet (no rows)')}")
         return paths
 
 

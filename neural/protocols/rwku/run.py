@@ -264,7 +264,7 @@ class RwkuProtocol(Protocol):
 
         self.log(self.done_line())
         paths = self.render(render_rwku)
-        self.log(f"report {paths['report']}")
+        self.log(f"report {paths.get('report', 'not rendered yet (no rows)')}")
         return paths
 
 
