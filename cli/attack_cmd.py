@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 
 from dukb.cli.render import log_line
-from dukb.cli.run_options import shared_option
+from dukb.cli.run_options import ranged, shared_option
+from dukb.neural import bounds as B
 
 
 def _attack_help() -> str:
@@ -35,7 +36,7 @@ def attack(
     forget_scope: str = typer.Option("target", "--forget-scope", help="The forget scope the checkpoint was "
                                      "unlearned on (relearn's neighbours are chosen around its forget set)."),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
-    seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
+    seeds: int = ranged(B.N_SEEDS, 100, "--seeds", help="N_seed for random sets."),
     seed: int = shared_option("seed"),
     device: str = shared_option("device"),
     dtype: str = shared_option("dtype"),

@@ -10,7 +10,8 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, shared_option
+from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, ranged, shared_option
+from dukb.neural import bounds as B
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
@@ -81,10 +82,10 @@ def finetune(
     preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(finetune_presets())
                                          + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
                                          "prompt preset)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum epochs (overrides the preset)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (overrides the preset)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (overrides the preset)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for initialisation (tiny) and data order."),
+    epochs: Optional[int] = ranged(B.EPOCHS, None, "--epochs", help="Maximum epochs (overrides the preset)."),
+    lr: Optional[float] = ranged(B.LR, None, "--lr", help="Peak learning rate (overrides the preset)."),
+    batch_size: Optional[int] = ranged(B.BATCH_SIZE, None, "--batch-size", help="Batch size (overrides the preset)."),
+    seed: int = ranged(B.SEED, 0, "--seed", help="Seed for initialisation (tiny) and data order."),
     prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
     lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
     lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
@@ -139,9 +140,9 @@ def probe(
                               "'qa' is the paper's question form."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table here (.csv or .jsonl); "
                                           "default: stdout as CSV."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch."),
-    max_new_tokens: int = typer.Option(10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for probe kinds with random choices."),
+    batch_size: int = ranged(B.BATCH_SIZE, 64, "--batch-size", help="Prompts per batch."),
+    max_new_tokens: int = ranged(B.NEW_TOKENS, 10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
+    seed: int = ranged(B.SEED, 0, "--seed", help="Seed for probe kinds with random choices."),
     scores: str = typer.Option("rouge,logprob", "--scores", help="Scores computed beside known/unknown, "
                                "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
                                "answer's mean log-probability per token: one extra forward pass); 'none' for "
@@ -210,8 +211,8 @@ def unlearn(
                                        "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
     output: Path = typer.Option(..., "-o", "--output", help="Output directory (results.jsonl, one row per "
                                 "setting)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
-    seed: int = typer.Option(0, "--seed", help="Seed (retain sampling, torch)."),
+    lr: Optional[float] = ranged(B.LR, None, "--lr", help="Learning rate of gradient methods (default: preset)."),
+    seed: int = ranged(B.SEED, 0, "--seed", help="Seed (retain sampling, torch)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
     forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help="Forget set (default: the preset's, "
                                                "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in
@@ -264,6 +265,11 @@ def unlearn(
     # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
     forms = check_heldout(forms, ("qa",) + tuple(m.seen_forms))
     values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
+    if grid:
+        if any(not part.strip() for part in grid.split(",")):
+            raise InputError(f"--grid {grid!r} has an empty value; separate the values by single commas")
+        for v in values:
+            (B.GRID_STEPS if m.param == "steps" else B.GRID_VALUE).check("--grid value", v)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, gradient_checkpointing)
     lm = load_model(spec)

@@ -18,6 +18,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.neural.bounds import Range, check_device
 from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, run_kwargs
 
 #: The help panel the shared options are listed under in `--help`.
@@ -37,14 +38,67 @@ def _annotation(f: dataclasses.Field):
     return Optional[base] if f.default is None else base
 
 
+def _range_callback(rng: Range):
+    """A typer callback refusing a value outside ``rng`` (one line ``dukb: error: --flag must be ...``, exit 2):
+    the check of the half-open ranges typer's ``min``/``max`` cannot express, and of values from a --config file."""
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value):
+        if ctx.resilient_parsing or value is None:
+            return value
+        flag = max(param.opts, key=len) if param.opts else f"--{param.name}"
+        rng.check(flag, value)
+        return value
+
+    return callback
+
+
+def ranged(rng: Range, default, *decls: str, help: str, **kw):
+    """The typer Option of a numeric option bounded by ``rng`` (:mod:`dukb.neural.bounds`, the option's one
+    declaration of its range): a closed range is typer's ``min``/``max`` (``--help`` shows ``[1<=x<=4096]``), a
+    half-open one is stated in the help (``Range: in (0, 10].``); both are checked at parse time, before any work.
+
+    Args:
+        rng: the range; default: the option's default; decls: its flags; help: its help; kw: more typer.Option
+            arguments.
+    """
+    if rng.closed:
+        kw.update(min=rng.lo, max=rng.hi)
+    else:
+        help = f"{help} Range: {rng.text().removeprefix('in ')}."
+    return typer.Option(default, *decls, help=help, callback=_range_callback(rng), **kw)
+
+
+def _device_callback(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Check a --device value against what torch reports (:func:`dukb.neural.bounds.check_device`)."""
+    if ctx.resilient_parsing or value is None:
+        return value
+    return check_device(value)
+
+
+def device_option(help: str):
+    """The typer Option of a --device option (default auto), checked at parse time against torch
+    (:func:`dukb.neural.bounds.check_device`)."""
+    return typer.Option("auto", "--device", help=help, callback=_device_callback)
+
+
+def _shared(f: dataclasses.Field, flag: str, text: str, **kw):
+    """The typer Option of a shared option: its range from the field's metadata (:func:`dukb.neural.bounds.bounded`),
+    --device checked against torch."""
+    rng = f.metadata.get("range")
+    if rng is not None:
+        return ranged(rng, f.default, flag, help=text, **kw)
+    if f.name == "device":
+        return typer.Option(f.default, flag, help=text, callback=_device_callback, **kw)
+    return typer.Option(f.default, flag, help=text, **kw)
+
+
 def shared_parameters(helps: dict | None = None) -> list[inspect.Parameter]:
-    """One keyword parameter per shared option, with its typer Option (flag, default, help, panel) and type;
+    """One keyword parameter per shared option, with its typer Option (flag, default, help, panel, range) and type;
     ``helps`` maps a field name to the help a command gives it instead (what the option means in that protocol)."""
     by_name = {f.name: f for f in dataclasses.fields(RunConfig)}
     out = []
     for name, flag, text in SHARED_OPTIONS:
         f = by_name[name]
-        opt = typer.Option(f.default, flag, help=(helps or {}).get(name) or text, rich_help_panel=PANEL)
+        opt = _shared(f, flag, (helps or {}).get(name) or text, rich_help_panel=PANEL)
         out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=_annotation(f)))
     return out
 
@@ -60,7 +114,7 @@ def shared_option(name: str):
     flag, text = next((fl, t) for n, fl, t in SHARED_OPTIONS if n == name) if name in by_name else (None, None)
     if flag is None:
         raise KeyError(name)
-    return typer.Option(by_name[name].default, flag, help=text)
+    return _shared(by_name[name], flag, text)
 
 
 def run_options(func=None, **helps: str):
@@ -172,3 +226,47 @@ def heldout_forms_option(scored: str, seen: str):
     return typer.Option(None, "--heldout-forms", help=f"Probe forms {scored}: comma-separated kinds or groups of "
                         f"`dukb probes --kinds`, disjoint from {seen}. Default: every form that asks for a fact "
                         "except those.")
+
+
+def split_items(text: str | None, option: str, known=None) -> list[str]:
+    """The items of a comma-separated option (``--methods ga,npo``), each stripped of the spaces around it.
+
+    Args:
+        text: the option's value (None or "": no items); option: its flag, for messages; known: the names an item's
+            base (the text before ``@`` or ``:``, e.g. ``npo`` of ``npo@minimum:beta=0.1``) may take, or None
+            (any).
+
+    Returns:
+        list of str.
+
+    Raises:
+        InputError: an empty item (``ga,``, ``ga,,npo``, ``,``); a base with a space inside or not lower-case
+            (``GA``: the right name is suggested); a base not in ``known`` (the closest names suggested).
+    """
+    import difflib
+
+    if text is None or not text.strip():
+        return []
+    items = [x.strip() for x in text.split(",")]
+    if any(not x for x in items):
+        raise InputError(f"{option} {text!r} has an empty item; separate the names by single commas")
+    for item in items:
+        base = item.split(":", 1)[0].split("@", 1)[0]
+        if base != base.strip() or any(c.isspace() for c in base):
+            raise InputError(f"{option}: {item!r} has a space inside a name")
+        if base != base.lower():
+            raise InputError(f"{option}: unknown name {base!r}; did you mean {base.lower()!r}? (names are "
+                             "lower-case)")
+        if known is not None and base not in known:
+            close = difflib.get_close_matches(base, list(known), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else f" (choose from {', '.join(known)})"
+            raise InputError(f"{option}: unknown name {base!r}{hint}")
+    return items
+
+
+def method_items(text: str | None, option: str = "--methods") -> list[str]:
+    """:func:`split_items` of a methods list: each base a registered method or preset (the light catalog's names,
+    :mod:`dukb.neural.catalog`; torch is not imported)."""
+    from dukb.neural.catalog import method_names, preset_names
+
+    return split_items(text, option, known=[*method_names(), *preset_names()])

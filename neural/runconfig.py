@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from dukb import InputError
+from dukb.neural.bounds import (BATCH_SIZE, EPOCHS, LORA_ALPHA, LORA_DROPOUT, LORA_R, LR, SEED, bounded, check_ranges,
+                                field_range)
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
 
@@ -117,16 +119,16 @@ class RunConfig:
     model: str = "tiny"
     finetuned: str | None = None
     allow_kb_mismatch: bool = False
-    seed: int = 0
-    lr: float | None = None
+    seed: int = bounded(0, SEED, "--seed")
+    lr: float | None = bounded(None, LR, "--lr")
     device: str = "auto"
     dtype: str = "auto"
     prompt: str | None = None
-    finetune_epochs: int | None = None
-    batch_size: int | None = None
-    lora_r: int = 0
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
+    finetune_epochs: int | None = bounded(None, EPOCHS, "--finetune-epochs")
+    batch_size: int | None = bounded(None, BATCH_SIZE, "--batch-size")
+    lora_r: int = bounded(0, LORA_R, "--lora-r")
+    lora_alpha: int = bounded(16, LORA_ALPHA, "--lora-alpha")
+    lora_dropout: float = bounded(0.0, LORA_DROPOUT, "--lora-dropout")
     lora_targets: list[str] | None = None
     layers: str | None = None
     gradient_checkpointing: bool = False
@@ -139,18 +141,19 @@ class RunConfig:
         (:func:`dukb.neural.models.model_kb`).
 
         Raises:
-            InputError: an unknown prompt preset; ``batch_size`` or ``finetune_epochs`` below 1 or not an
-                integer; a bad ``layers`` range; LoRA values out of range; an unknown or uninstalled tracker; a
+            InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
+                lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
+                not report (:func:`dukb.neural.bounds.check_device`); a bad ``layers`` range; LoRA values out of range; an unknown or uninstalled tracker; a
                 ``finetuned`` model finetuned on another KB than ``kb`` (unless ``allow_kb_mismatch``), or whose
                 recorded KB no longer exists.
         """
+        from dukb.neural.bounds import check_device
         from dukb.neural.spec import PROMPT_PRESETS
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
             raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
-        for name, v in (("--batch-size", self.batch_size), ("--finetune-epochs", self.finetune_epochs)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise InputError(f"{name} must be at least 1, got {v}")
+        check_ranges(self)  # every bounded field, the protocol's own included (dukb.neural.bounds)
+        check_device(self.device)
         parse_layers(self.layers)
         from dukb.neural.tracking import check_log_with
 
@@ -165,12 +168,13 @@ class RunConfig:
         """The :class:`dukb.neural.spec.LoraSpec` of this run (None without LoRA).
 
         Raises:
-            InputError: negative rank or alpha, dropout outside [0, 1).
+            InputError: rank, alpha or dropout outside its range (:data:`dukb.neural.bounds.LORA_R`, ...).
         """
         from dukb.neural.spec import LoraSpec
 
-        if self.lora_r < 0 or self.lora_alpha < 0 or not 0 <= self.lora_dropout < 1:
-            raise InputError("--lora-r and --lora-alpha must be >= 0 and --lora-dropout in [0, 1)")
+        for name in ("lora_r", "lora_alpha", "lora_dropout"):
+            rng = field_range(RunConfig, name)
+            rng.check("--" + name.replace("_", "-"), getattr(self, name))
         if not self.lora_r:
             return None
         return LoraSpec(self.lora_r, self.lora_alpha, self.lora_dropout,
