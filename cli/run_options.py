@@ -64,7 +64,16 @@ def ranged(rng: Range, default, *decls: str, help: str, **kw):
         kw.update(min=rng.lo, max=rng.hi)
     else:
         help = f"{help} Range: {rng.text().removeprefix('in ')}."
-    return typer.Option(default, *decls, help=help, callback=_range_callback(rng), **kw)
+    info = typer.Option(default, *decls, help=help, callback=_range_callback(rng), **kw)
+    info.dukb_range = rng  # read back by option_range (the docs' table of ranges and the tests)
+    return info
+
+
+def option_range(param) -> Range | None:
+    """The :class:`dukb.neural.bounds.Range` a click parameter of a dukb command was declared with through
+    :func:`ranged` (None for any other parameter)."""
+    desc = getattr(param, "type_descriptor", None)
+    return getattr(getattr(desc, "parameter_info", None), "dukb_range", None)
 
 
 def _device_callback(ctx: typer.Context, param: typer.CallbackParam, value):
