@@ -49,10 +49,13 @@ def control(
                               "and the largest ES step."),
     tau_max: Optional[float] = ranged(B.TAU, None, "--tau-max", help="Top of OC's τ grid (nats per token; default: "
                                             "the largest unlearning risk of the method's uncontrolled run)."),
-    coarse: int = ranged(B.GRID_INTERVALS, 10, "--coarse", help="Intervals of the coarse grid over each control's range."),
-    fine: int = ranged(B.GRID_INTERVALS, 10, "--fine", help="Intervals of the fine grid over ±1 coarse step around the best "
+    coarse: int = ranged(B.GRID_INTERVALS, 10, "--coarse",
+                         help="Intervals of the coarse grid over each control's range."),
+    fine: int = ranged(B.GRID_INTERVALS, 10, "--fine",
+                       help="Intervals of the fine grid over ±1 coarse step around the best "
                              "coarse value."),
-    retain_eval: int = ranged(B.RETAIN_EVAL, 400, "--retain-eval", help="Facts in retain-eval D_t,eval (never trained on "
+    retain_eval: int = ranged(B.RETAIN_EVAL, 400, "--retain-eval",
+                              help="Facts in retain-eval D_t,eval (never trained on "
                                     "by any method; the paper: 400)."),
     selection: str = typer.Option("full", "--selection", help="full: all three floors; cheap: the PS-exact "
                                   "(retain-eval) floor alone (App. G). " + ", ".join(SELECTIONS) + "."),
@@ -84,10 +87,10 @@ def control(
     from dukb.neural.protocols.control.config import ControlConfig
 
     cfg = ControlConfig(**run_opts, methods=method_items(methods),
-                        controls=split_items(controls, "--controls", known=CONTROL_KINDS), ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max,
-                        coarse=coarse, fine=fine, retain_eval=retain_eval, selection=selection, search=search,
-                        sets=sets, heldout_forms=parse_forms(heldout_forms, "--heldout-forms"),
-                        heldout_rule=heldout_rule)
+                        controls=split_items(controls, "--controls", known=CONTROL_KINDS),
+                        ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max, coarse=coarse, fine=fine,
+                        retain_eval=retain_eval, selection=selection, search=search, sets=sets,
+                        heldout_forms=parse_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule)
     on_interrupt(keep_rows_note(output))
     run_control(output, cfg, resume=resume, progress=True, log=log_line)
     save_resolved_config(output)

@@ -28,7 +28,8 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
         InputError: malformed option (spaces around ``=``, an empty value ``1,,2``), an unknown or wrongly-cased
             method (the right name suggested, :func:`dukb.cli.run_options.method_items`), a method given twice, a
             value of an integer grid (steps) that is not ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`),
-            or a value outside its range (:data:`dukb.neural.bounds.GRID_STEPS`, :data:`~dukb.neural.bounds.GRID_VALUE`).
+            or a value outside its range (:data:`dukb.neural.bounds.GRID_STEPS`,
+            :data:`~dukb.neural.bounds.GRID_VALUE`).
     """
     from dukb.neural.methods import parse_grid, resolve
 
@@ -64,7 +65,8 @@ def evaluate(
     config: Optional[Path] = CONFIG_OPTION,
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets: one relationship fact_id per "
                                                 "line ('#' comments)."),
-    n_targets: int = ranged(B.N_TARGETS, 11, "--n-targets", help="Without --targets-file: draw this many targets, relation "
+    n_targets: int = ranged(B.N_TARGETS, 11, "--n-targets",
+                            help="Without --targets-file: draw this many targets, relation "
                                   "kinds in turn (11 = one per kind; 55 = the paper's 5 per kind)."),
     methods: str = typer.Option(",".join(DEFAULT_METHODS), "--methods",
                                 help="Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}."),

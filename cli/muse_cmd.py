@@ -62,19 +62,25 @@ def muse(
     forget_scope: str = typer.Option("joint", "--forget-scope", help="joint: a minimum joint deep unlearning set "
                                      "of the request's targets (f_retrain cannot re-derive them); target: the "
                                      "targets alone."),
-    holdout: float = ranged(B.FRACTION_OPEN, 0.1, "--holdout", help="Share of the KB's facts held out of every finetuning "
+    holdout: float = ranged(B.FRACTION_OPEN, 0.1, "--holdout",
+                            help="Share of the KB's facts held out of every finetuning "
                                   "(MIA non-members), drawn outside the targets' cones."),
-    retain_train: float = ranged(B.FRACTION_OPEN, 0.5, "--retain-train", help="Share of the trained facts in retain_train "
+    retain_train: float = ranged(B.FRACTION_OPEN, 0.5, "--retain-train",
+                                 help="Share of the trained facts in retain_train "
                                        "(the regulariser's data); the rest is retain_eval (utility)."),
-    mia_k: float = ranged(B.FRACTION_HALF, 0.4, "--mia-k", help="Min-K% share of lowest-probability tokens (MIA, PrivLeak); "
+    mia_k: float = ranged(B.FRACTION_HALF, 0.4, "--mia-k",
+                          help="Min-K% share of lowest-probability tokens (MIA, PrivLeak); "
                                 "0.4 as MUSE's code (Min-40%)."),
-    verbmem_prefix: float = ranged(B.FRACTION_OPEN, 0.5, "--verbmem-prefix", help="VerbMem prompt: this share of each forget "
+    verbmem_prefix: float = ranged(B.FRACTION_OPEN, 0.5, "--verbmem-prefix",
+                                   help="VerbMem prompt: this share of each forget "
                                          "text's tokens (the paper gives no value)."),
-    verbmem_tokens: int = ranged(B.NEW_TOKENS, 128, "--verbmem-tokens", help="VerbMem continuation budget in tokens, and "
+    verbmem_tokens: int = ranged(B.NEW_TOKENS, 128, "--verbmem-tokens",
+                                 help="VerbMem continuation budget in tokens, and "
                                        "how much of the true continuation it is scored against (MUSE: 128)."),
     verbmem_stemming: bool = typer.Option(False, "--verbmem-stemming", help="Stem words before VerbMem's ROUGE-L "
                                           "(MUSE's code does not)."),
-    verbmem_temperature: float = ranged(B.TEMPERATURE, 0.0, "--verbmem-temperature", help="VerbMem decoding: 0 = greedy, "
+    verbmem_temperature: float = ranged(B.TEMPERATURE, 0.0, "--verbmem-temperature",
+                                        help="VerbMem decoding: 0 = greedy, "
                                               "> 0 = sampling at this temperature (seeded)."),
     select: str = typer.Option("first_below_retrain", "--select", help="Setting reported per method (and continued "
                                "from in C6): " + ", ".join(selection_rules()) + " (first_below_retrain: MUSE's "

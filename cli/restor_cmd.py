@@ -13,7 +13,7 @@ from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
 from dukb.cli.probes import MAX_DOCS_PER_ENTITY
-from dukb.cli.run_options import device_option, ranged, split_items
+from dukb.cli.run_options import device_option, dtype_option, ranged, split_items
 from dukb.neural.catalog import document_methods
 from dukb.neural import bounds as B
 
@@ -78,7 +78,8 @@ def restor(
     model: str = typer.Option("tiny", "--model", help="'tiny' (built for the KB, its vocabulary covering the QA, "
                               "the true-fact sentences and the corruption documents), a known short name "
                               "(smollm2-135m), a .gguf file or a folder holding one, an HF hub id or a directory."),
-    corrupt_fraction: float = ranged(B.FRACTION_HALF, 0.24, "--corrupt", help="Share of the facts to corrupt (F'), 5 per "
+    corrupt_fraction: float = ranged(B.FRACTION_HALF, 0.24, "--corrupt",
+                                     help="Share of the facts to corrupt (F'), 5 per "
                                            "chosen person; RESTOR corrupts about 250 of 1,051 facts (0.24)."),
     context: int = ranged(B.CONTEXT, 5, "--context", help="k: correct facts about other people per corruption document "
                                 "(RESTOR's k counts batches of 5: k_RESTOR = context / 5)."),
@@ -111,13 +112,15 @@ def restor(
     corrupt_lr: Optional[float] = ranged(B.LR, None, "--corrupt-lr", help="Corruption learning rate."),
     templates: Optional[int] = ranged(B.TEMPLATES, None, "--templates", help="Sentence templates per fact in the clean "
                                             "model's training text (default: all)."),
-    n_retain: int = ranged(B.N_TEXTS, 64, "--n-retain", help="Retain documents (5 unrelated true-fact sentences each)."),
-    n_random: int = ranged(B.RANDOM_ANSWERS, 15, "--n-random", help="Random plausible answers per fact for the log-probabilities "
+    n_retain: int = ranged(B.N_TEXTS, 64, "--n-retain",
+                           help="Retain documents (5 unrelated true-fact sentences each)."),
+    n_random: int = ranged(B.RANDOM_ANSWERS, 15, "--n-random",
+                           help="Random plausible answers per fact for the log-probabilities "
                                  "(RESTOR Fig. 2: 15)."),
     rules: str = typer.Option("family", "--rules", help="Rule set of the closures: 'family', "
                               "'family_paper_compat' or a .lp file."),
     device: str = device_option("auto, cpu, cuda, cuda:N (checked against what torch reports)."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    dtype: str = dtype_option("auto, float32, bfloat16, float16."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt preset (default: from the model)."),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory (a rerun skips finished stages and "
                                 "methods)."),

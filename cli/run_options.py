@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.neural.bounds import Range, check_device
+from dukb.neural.bounds import Range, check_device, check_dtype
 from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, run_kwargs
 
 #: The help panel the shared options are listed under in `--help`.
@@ -83,6 +83,18 @@ def _device_callback(ctx: typer.Context, param: typer.CallbackParam, value):
     return check_device(value)
 
 
+def _dtype_callback(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Check a --dtype value (:func:`dukb.neural.bounds.check_dtype`)."""
+    if ctx.resilient_parsing or value is None:
+        return value
+    return check_dtype(value)
+
+
+def dtype_option(help: str):
+    """The typer Option of a --dtype option (default auto), checked at parse time."""
+    return typer.Option("auto", "--dtype", help=help, callback=_dtype_callback)
+
+
 def device_option(help: str):
     """The typer Option of a --device option (default auto), checked at parse time against torch
     (:func:`dukb.neural.bounds.check_device`)."""
@@ -97,6 +109,8 @@ def _shared(f: dataclasses.Field, flag: str, text: str, **kw):
         return ranged(rng, f.default, flag, help=text, **kw)
     if f.name == "device":
         return typer.Option(f.default, flag, help=text, callback=_device_callback, **kw)
+    if f.name == "dtype":
+        return typer.Option(f.default, flag, help=text, callback=_dtype_callback, **kw)
     return typer.Option(f.default, flag, help=text, **kw)
 
 
@@ -199,13 +213,13 @@ def parse_forms(text: str | None, option: str) -> list[str] | None:
         list of probe kinds (:data:`dukb.kb.probes.KINDS` names), or None.
 
     Raises:
-        InputError: an unknown kind or an empty list (named with the option).
+        InputError: an unknown kind, an empty list or an empty item (named with the option).
     """
     from dukb.kb.probes import parse_kinds
 
     if text is None:
         return None
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = split_items(text, option)
     if not names:
         raise InputError(f"{option} needs at least one probe form")
     try:

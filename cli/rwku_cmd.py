@@ -25,7 +25,8 @@ def rwku(
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets, one relationship fact_id per "
                                                 "line ('#' comments): one single-target request each; the first N "
                                                 "form the batch request of size N."),
-    n_targets: int = ranged(B.N_TARGETS, 11, "--n-targets", help="Without --targets-file: single-target requests, drawn "
+    n_targets: int = ranged(B.N_TARGETS, 11, "--n-targets",
+                            help="Without --targets-file: single-target requests, drawn "
                                   "relation kinds in turn."),
     methods: str = typer.Option(",".join(RWKU_METHODS), "--methods", help="Comma-separated. " + methods_help()),
     grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "

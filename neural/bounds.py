@@ -159,6 +159,24 @@ RANDOM_ANSWERS = Range(0, 1000)
 REG_WEIGHT = Range(0, 1e6, integer=False)
 UNLEARN_EPOCHS = Range(0, 10_000)
 
+#: block indices of ``--layers FIRST-LAST`` (partial-layer training)
+LAYER = Range(0, 10_000)
+
+#: dtype names a model may be loaded in (:func:`dukb.neural.models.resolve_dtype` reads the same names)
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+
+
+def check_dtype(dtype: str, flag: str = "--dtype") -> str:
+    """Check a dtype name (:data:`DTYPES`) before any model is loaded.
+
+    Raises:
+        InputError: another name (``FP16``, ``int8``, ``''``).
+    """
+    if dtype not in DTYPES:
+        raise InputError(f"{flag} {dtype!r} is not a dtype (choose auto, float32, bfloat16, float16)")
+    return dtype
+
+
 #: devices given by name (``cuda:N`` besides)
 DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
 _CUDA_N = re.compile(r"cuda:(0|[1-9][0-9]{0,3})")
@@ -196,4 +214,5 @@ def check_device(device: str, flag: str = "--device") -> str:
     return device
 
 
-__all__ = ["DECIMAL", "Range", "bounded", "check_device", "check_ranges", "decimal_problem", "field_range"]
+__all__ = ["DECIMAL", "DTYPES", "Range", "bounded", "check_device", "check_dtype", "check_ranges", "decimal_problem",
+           "field_range"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from dukb import InputError
-from dukb.neural.bounds import (BATCH_SIZE, EPOCHS, LORA_ALPHA, LORA_DROPOUT, LORA_R, LR, SEED, bounded, check_ranges,
-                                field_range)
+from dukb.neural.bounds import (BATCH_SIZE, EPOCHS, LAYER, LORA_ALPHA, LORA_DROPOUT, LORA_R, LR, SEED, bounded,
+                                check_ranges, field_range)
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
 
@@ -61,7 +61,7 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
         (first, last) transformer block indices, or None.
 
     Raises:
-        InputError: not of that form, negative, or LAST < FIRST.
+        InputError: not of that form, negative, LAST < FIRST, or LAST past :data:`dukb.neural.bounds.LAYER`.
 
     Source: Jin et al. 2024 (RWKU), App. H (partial-layer finetuning).
     """
@@ -75,6 +75,7 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
         raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {text!r}")
     if a < 0 or b < a:
         raise InputError(f"--layers {text!r}: need 0 <= FIRST <= LAST")
+    LAYER.check("--layers LAST", b)
     return a, b
 
 
@@ -143,17 +144,19 @@ class RunConfig:
         Raises:
             InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
-                not report (:func:`dukb.neural.bounds.check_device`); a bad ``layers`` range; LoRA values out of range; an unknown or uninstalled tracker; a
+                not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
+                unknown or uninstalled tracker; a
                 ``finetuned`` model finetuned on another KB than ``kb`` (unless ``allow_kb_mismatch``), or whose
                 recorded KB no longer exists.
         """
-        from dukb.neural.bounds import check_device
+        from dukb.neural.bounds import check_device, check_dtype
         from dukb.neural.spec import PROMPT_PRESETS
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
             raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
         check_ranges(self)  # every bounded field, the protocol's own included (dukb.neural.bounds)
         check_device(self.device)
+        check_dtype(self.dtype)
         parse_layers(self.layers)
         from dukb.neural.tracking import check_log_with
 
@@ -249,12 +252,14 @@ def run_kwargs(**values) -> dict:
     :class:`RunConfig` are left out.
 
     Raises:
-        InputError: a bad ``layers`` range.
+        InputError: a bad ``layers`` range; an empty item in ``lora_targets``.
     """
     names = set(RunConfig.shared_fields())
     out = {k: v for k, v in values.items() if k in names}
     t = out.get("lora_targets")
     if isinstance(t, str):
+        if t.strip() and any(not x.strip() for x in t.split(",")):
+            raise InputError(f"--lora-targets {t!r} has an empty item; separate the module names by single commas")
         out["lora_targets"] = [x.strip() for x in t.split(",") if x.strip()] or None
     parse_layers(out.get("layers"))
     return out

@@ -160,6 +160,7 @@ def test_bad_numbers_exit_2_with_one_line(name, flag, no_work, capsys):
     (["--lr", "inf"], "--lr"), (["--lr", "nan"], "--lr"), (["--lr", "1_0"], "--lr"), (["--lr", "0"], "--lr"),
     (["--lora-alpha", "0"], "--lora-alpha"), (["--lora-r", "999999999999"], "--lora-r"),
     (["--lora-dropout", "1"], "--lora-dropout"), (["--seeds", "999999999999999999"], "--seeds"),
+    (["--dtype", "FP16"], "not a dtype"), (["--dtype", ""], "not a dtype"),
 ])
 def test_shared_options_refused_at_parse_time(argv, says, no_work, capsys):
     import torch
@@ -198,6 +199,8 @@ def captured(monkeypatch):
     (["--attacks", "relearn:steps=2:steps=3"], "given twice"),
     (["--attacks", "quant4:group=7"], "power of two"), (["--attacks", "relearn,"], "empty item"),
     (["--attacks", "Relearn"], "did you mean 'relearn'"),
+    (["--heldout-forms", "cloze,"], "empty item"), (["--finetune-forms", "qa,,cloze"], "empty item"),
+    (["--lora-targets", "q_proj,,v_proj"], "empty item"), (["--layers", "0-99999999"], "--layers LAST"),
 ])
 def test_sloppy_lists_and_attack_settings_are_refused(argv, says, captured, capsys, tmp_path):
     assert main(["evaluate", *argv, "-o", str(tmp_path / "run")]) == 2
@@ -214,7 +217,7 @@ def test_valid_lists_still_run(captured, tmp_path):
 
 
 def test_python_api_checks_the_same_ranges():
-    """The config dataclasses check the ranges the flags declare (one declaration, :func:`dukb.neural.bounds.bounded`)."""
+    """The config dataclasses check the ranges the flags declare (declared once, as field metadata)."""
     from dukb.neural.protocols.evaluate.config import EvaluateConfig
     from dukb.neural.restor.config import RestorConfig
 
@@ -222,7 +225,8 @@ def test_python_api_checks_the_same_ranges():
                 {"finetune_epochs": 10**18}, {"device": "tpu"}, {"seed": -1}):
         with pytest.raises(InputError):
             EvaluateConfig(**bad).check()
-    for bad in ({"temperature": math.nan}, {"context": 10**9}, {"corrupt_lr": math.inf}, {"unlearn_epochs": {"ga": 10**9}}):
+    for bad in ({"temperature": math.nan}, {"context": 10**9}, {"corrupt_lr": math.inf},
+                {"unlearn_epochs": {"ga": 10**9}}):
         with pytest.raises(InputError):
             RestorConfig(kb="demo", **bad).check()
     assert B.N_SEEDS.hi == __import__("dukb.solver.mdus", fromlist=["MAX_SEEDS"]).MAX_SEEDS

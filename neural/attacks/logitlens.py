@@ -152,4 +152,5 @@ def _check(s: dict) -> None:
 logitlens.check = _check
 register(Attack("logitlens", "rank of the gold answer's first token at every layer (final norm + unembedding); "
                 "a fact is recoverable when it ranks in the top `k` at some intermediate layer",
-                "nostalgebraist 2020; Patil et al. 2024 (ICLR)", {"k": 1}, logitlens, ranges={"k": Range(1, 1_000_000)}))
+                "nostalgebraist 2020; Patil et al. 2024 (ICLR)", {"k": 1}, logitlens,
+                ranges={"k": Range(1, 1_000_000)}))

@@ -15,7 +15,7 @@ from dukb import InputError
 from dukb.neural.catalog import document_methods
 from dukb.neural.bounds import (CONTEXT, EPOCHS, FRACTION_HALF, LORA_ALPHA, LORA_R, LR, N_TEXTS, NEW_TOKENS,
                                 RANDOM_ANSWERS, REG_WEIGHT, SAMPLES, SEED, TEMPERATURE, TEMPLATES, UNLEARN_EPOCHS,
-                                bounded, check_device, check_ranges)
+                                bounded, check_device, check_dtype, check_ranges)
 from dukb.neural.restor.facts import N_RANDOM
 
 #: The range of each per-method option of ``dukb restor`` (``--lambda kl=5``: :mod:`dukb.neural.bounds`)
@@ -191,6 +191,7 @@ class RestorConfig:
         """
         check_ranges(self)  # every bounded field (dukb.neural.bounds)
         check_device(self.device)
+        check_dtype(self.dtype)
         if self.docs_per_entity < 1:
             raise InputError(f"--docs-per-entity must be >= 1, got {self.docs_per_entity}")
         if not self.methods:
