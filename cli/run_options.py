@@ -289,7 +289,61 @@ def split_items(text: str | None, option: str, known=None) -> list[str]:
 
 def method_items(text: str | None, option: str = "--methods") -> list[str]:
     """:func:`split_items` of a methods list: each base a registered method or preset (the light catalog's names,
-    :mod:`dukb.neural.catalog`; torch is not imported)."""
+    :mod:`dukb.neural.catalog`), and each entry resolved (:func:`dukb.neural.methods.resolve`: its scope and
+    per-method options checked, ``ga:lr=1e300`` refused) before any work.
+
+    Raises:
+        InputError: see :func:`split_items` and :func:`dukb.neural.methods.resolve`.
+    """
     from dukb.neural.catalog import method_names, preset_names
 
-    return split_items(text, option, known=[*method_names(), *preset_names()])
+    items = split_items(text, option, known=[*method_names(), *preset_names()])
+    if items:
+        from dukb.neural.methods import resolve
+
+        for item in items:
+            resolve(item)
+    return items
+
+
+def ranges_table():
+    """The reference table of every bounded numeric option of every command (option, range, commands, note),
+    generated from the declarations (:func:`ranged`, typer's ``min``/``max``, :data:`dukb.neural.bounds.GRID_STEPS`
+    and ``GRID_VALUE``, each attack's :attr:`~dukb.neural.attacks.base.Attack.ranges`): the docs'
+    reference/protocols page and `dukb methods`.
+
+    Returns:
+        a :class:`dukb.neural.tables.Table`.
+    """
+    import typer as _typer
+
+    from dukb.cli.main import app
+    from dukb.neural.tables import Table
+
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    for name, cmd in _typer.main.get_command(app).commands.items():
+        for p in cmd.params:
+            if not getattr(p, "opts", None):
+                continue
+            rng = option_range(p)
+            info = getattr(getattr(p, "type_descriptor", None), "parameter_info", None)
+            if rng is not None:
+                text, why = rng.text(), rng.why
+            elif getattr(info, "min", None) is not None and getattr(info, "max", None) is not None:
+                text, why = f"{info.min:,} to {info.max:,}", ""
+            else:
+                continue
+            rows.setdefault((max(p.opts, key=len), text, why), []).append(name)
+    from dukb.neural.attacks import ATTACKS
+    from dukb.neural.bounds import GRID_STEPS, GRID_VALUE
+
+    grids = ["evaluate", "muse", "rwku", "unlearn"]
+    rows[("--grid", GRID_STEPS.text(), "values of a step grid (ga, npo, ...)")] = grids
+    rows[("--grid", GRID_VALUE.text(), "values of any other grid (tv, whp alpha)")] = grids
+    for a in ATTACKS.values():
+        for key, rng in a.ranges.items():
+            rows[(f"--attacks {a.name}:{key}", rng.text(), rng.why)] = ["evaluate", "attack"]
+    return Table("Option ranges", ("option", "range", "commands", "note"),
+                 tuple((flag, text, ", ".join(cmds), why) for (flag, text, why), cmds in sorted(rows.items())),
+                 "Every numeric option is read strictly (ASCII digits, no `_`, finite) and checked against its "
+                 "range when the command line is parsed, before any work: a value outside exits 2 with one line.")

@@ -69,7 +69,7 @@ class Range:
     def text(self) -> str:
         """The interval as help and messages show it: ``1 to 10,000`` or ``in (0, 10]``."""
         def num(v):
-            return f"{v:,}" if self.integer else f"{v:g}"
+            return f"{int(v):,}" if self.integer or float(v).is_integer() else f"{v:g}"
 
         if self.closed:
             return f"{num(self.lo)} to {num(self.hi)}"

@@ -39,7 +39,7 @@ SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("batch_size", "--batch-size", "Finetuning batch size (default: the preset's; the paper's 16 for real models)."),
     ("lora_r", "--lora-r", "LoRA rank for finetuning and every gradient method (0: full-parameter training)."),
     ("lora_alpha", "--lora-alpha", "LoRA alpha."),
-    ("lora_dropout", "--lora-dropout", "LoRA dropout, in [0, 1)."),
+    ("lora_dropout", "--lora-dropout", "LoRA dropout."),
     ("lora_targets", "--lora-targets", "Comma-separated LoRA module names (default: peft's for the architecture)."),
     ("layers", "--layers", "Partial-layer finetuning for every gradient method: FIRST-LAST transformer blocks, "
      "e.g. 0-3 (RWKU's App. H; default: every layer)."),

@@ -199,6 +199,7 @@ def captured(monkeypatch):
     (["--attacks", "relearn:steps=2:steps=3"], "given twice"),
     (["--attacks", "quant4:group=7"], "power of two"), (["--attacks", "relearn,"], "empty item"),
     (["--attacks", "Relearn"], "did you mean 'relearn'"),
+    (["--methods", "ga:lr=1e300"], "at most 10"), (["--methods", "npo:beta=1e9"], "at most"),
     (["--heldout-forms", "cloze,"], "empty item"), (["--finetune-forms", "qa,,cloze"], "empty item"),
     (["--lora-targets", "q_proj,,v_proj"], "empty item"), (["--layers", "0-99999999"], "--layers LAST"),
 ])
@@ -252,3 +253,17 @@ def test_restor_per_method_ranges():
     with pytest.raises(InputError, match="--unlearn-epochs"):
         parse_method_values("--unlearn-epochs", ["all=999999999"], integer=True)
     assert parse_method_values("--lambda", ["all=2", ]) == {"ga": 2.0, "kl": 2.0, "npo": 2.0}
+
+
+def test_ranges_table_lists_every_bounded_option():
+    """The docs' table of ranges is generated from the declarations: every ranged option of a neural command is
+    in it with its range."""
+    from dukb.cli.run_options import ranges_table
+
+    table = ranges_table()
+    listed = {(row[0], row[1]) for row in table.rows}
+    for name, p in NUMERIC:
+        rng = option_range(p)
+        if rng is not None:
+            assert (max(p.opts, key=len), rng.text()) in listed, (name, p.name)
+    assert ("--attacks relearn:steps", B.STEPS.text()) in listed

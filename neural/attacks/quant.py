@@ -156,6 +156,6 @@ register(Attack("quant8", "int8 weight-only RTN quantization of every Linear (to
                 "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(8)))
 register(Attack("quant4", "int4 weight-only RTN quantization in groups of `group` input channels (torchao), then "
                 "probe", "Zhang et al. 2025, arXiv 2410.16454", {"group": 32}, _quant(4),
-                ranges={"group": Range(1, 1024)}))
+                ranges={"group": Range(1, 1024, why="a power of two")}))
 register(Attack("quant16", "control: every weight rounded to float16 and back; must change no answer",
                 "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(16)))
