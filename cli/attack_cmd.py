@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 
 from dukb.cli.render import log_line
-from dukb.cli.run_options import ranged, shared_option
+from dukb import InputError
+from dukb.cli.run_options import ranged, shared_option, split_items
 from dukb.neural import bounds as B
 
 
@@ -57,7 +58,17 @@ def attack(
     from dukb.neural.models import model_kb, read_model_record
     from dukb.neural.plan import load_kb_closure
 
-    parsed = parse_attacks(attacks)
+    from dukb.neural.catalog import attack_names
+    from dukb.solver.scopes import FORGET_SCOPES
+
+    # every option checked before the KB and any model load
+    parsed = parse_attacks(split_items(attacks, "--attacks", known=attack_names()))
+    if not parsed:
+        raise InputError("--attacks names no attack")
+    if sets not in ("exact", "random"):
+        raise InputError(f"--sets must be exact or random, got {sets!r}")
+    if forget_scope not in FORGET_SCOPES:
+        raise InputError(f"unknown --forget-scope {forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
     # the unlearned model's record names its KB when dukb saved it; else the reference's (the finetuned model); a
     # model whose record names no KB comes last (then --kb or a recorded KB is trusted without a warning)
     given = [m for m in (model, reference) if m is not None]

@@ -10,7 +10,8 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt
-from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, ranged, shared_option
+from dukb.cli.run_options import (HELDOUT_RULE_OPTION, heldout_forms_option, method_items, parse_forms, ranged,
+                                  shared_option)
 from dukb.neural import bounds as B
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
@@ -252,24 +253,25 @@ def unlearn(
 
     if forget_scope is not None:
         get_scope(forget_scope)
+    if len(method_items(method, "--method")) != 1:
+        raise InputError(f"--method takes one method, got {method!r}")
     label, m, scope, preset_grid = resolve(method, forget_scope or "target")
     block_range = parse_layers(layers)
+    if grid is not None and any(not part.strip() for part in grid.split(",")):
+        raise InputError(f"--grid {grid!r} has an empty value; separate the values by single commas")
+    values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
+    for v in values if grid else ():
+        (B.GRID_STEPS if m.param == "steps" else B.GRID_VALUE).check("--grid value", v)
+    if heldout_rule not in HELDOUT_RULES:
+        raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
     k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
     c = compute_closure(k, rules)
     c.atom_of_fact(target_id)
-    if heldout_rule not in HELDOUT_RULES:
-        raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     forms = parse_forms(heldout_forms, "--heldout-forms")
     # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
     forms = check_heldout(forms, ("qa",) + tuple(m.seen_forms))
-    values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
-    if grid:
-        if any(not part.strip() for part in grid.split(",")):
-            raise InputError(f"--grid {grid!r} has an empty value; separate the values by single commas")
-        for v in values:
-            (B.GRID_STEPS if m.param == "steps" else B.GRID_VALUE).check("--grid value", v)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, gradient_checkpointing)
     lm = load_model(spec)

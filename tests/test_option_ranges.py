@@ -267,3 +267,26 @@ def test_ranges_table_lists_every_bounded_option():
         if rng is not None:
             assert (max(p.opts, key=len), rng.text()) in listed, (name, p.name)
     assert ("--attacks relearn:steps", B.STEPS.text()) in listed
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["attack", "--model", "m", "--target-id", "1", "--attacks", "relearn,"], "empty item"),
+    (["attack", "--model", "m", "--target-id", "1", "--attacks", "quant4:group=7"], "power of two"),
+    (["attack", "--model", "m", "--target-id", "1", "--sets", "Exact"], "--sets"),
+    (["attack", "--model", "m", "--target-id", "1", "--forget-scope", "tgt"], "--forget-scope"),
+    (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "GA"], "did you mean 'ga'"),
+    (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "ga,npo"], "one method"),
+    (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "ga", "--grid", "1,,2"], "empty value"),
+])
+def test_attack_and_unlearn_check_before_loading(argv, says, capsys, monkeypatch):
+    """`dukb attack` and `dukb unlearn` refuse their options before the KB or any model is read."""
+    import dukb.neural.models as models
+
+    def refuse(*a, **k):  # pragma: no cover - a failure when reached
+        raise AssertionError("a model or KB was read")
+
+    monkeypatch.setattr(models, "model_kb", refuse)
+    monkeypatch.setattr(models, "load_model", refuse)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
