@@ -290,3 +290,59 @@ def test_attack_and_unlearn_check_before_loading(argv, says, capsys, monkeypatch
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_check_device_follows_what_torch_reports(monkeypatch):
+    """cuda:N below the device count is accepted, at or above it refused; mps only where torch has it (torch's
+    answers simulated: this machine may have no GPU)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert B.check_device("cuda") == "cuda" and B.check_device("cuda:1") == "cuda:1"
+    with pytest.raises(InputError, match="2 CUDA devices"):
+        B.check_device("cuda:2")
+    for bad in ("cuda:01", "cuda:-1", "cuda: 0", "Cuda", "cpu ", "gpu"):
+        with pytest.raises(InputError, match="not a device"):
+            B.check_device(bad)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InputError, match="no CUDA device"):
+        B.check_device("cuda")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert B.check_device("mps") == "mps"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(InputError, match="no MPS device"):
+        B.check_device("mps")
+
+
+#: evaluate's text options that name files or models (read only by later stages; fuzzed elsewhere)
+_PATHS = {"kb", "rules", "model", "finetuned", "config", "output", "targets_file"}
+_TEXT = st.one_of(st.text(max_size=24), st.sampled_from(["", ",", "ga,", "GA", " ga", "a,,b", "1_0", "nan", "inf",
+                                                         "x" * 300, "ga:lr=1e999", "qa,QA", "\u2028", "auto "]))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_text_option_of_evaluate_exits_0_or_2_with_one_line(data, captured, capsys, tmp_path):
+    """Whatever text a non-path option of `dukb evaluate` gets: exit 0 (the protocol, stubbed, receives a checked
+    config) or exit 2 with one line, never a traceback, quickly."""
+    cmd = _root().commands["evaluate"]
+    params = [p for p in cmd.params if getattr(p, "opts", None) and p.name not in _PATHS
+              and not getattr(p, "is_flag", False) and not (_is_integer_option(p) or _is_float_option(p))]
+    p = data.draw(st.sampled_from(params))
+    value = data.draw(_TEXT)
+    import dukb.neural.attacks  # noqa: F401  (imported once, before the clock starts: torch and the registries)
+    import dukb.neural.methods  # noqa: F401
+
+    capsys.readouterr()
+    start = time.monotonic()
+    try:
+        code = main(["evaluate", max(p.opts, key=len), value, "-o", str(tmp_path / "run")])
+    except Exception as e:  # pragma: no cover - the failure this test looks for
+        pytest.fail(f"{p.name}={value!r}: {type(e).__name__}: {e}")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert time.monotonic() - start < 5
+    assert code in (0, 2), (p.name, value, code, err)
+    if code == 2:
+        assert len(err) == 1 and err[0].startswith("dukb: error:"), (p.name, value, err)
