@@ -18,20 +18,23 @@ from dukb.neural.catalog import document_methods
 from dukb.neural import bounds as B
 
 
-def parse_method_values(option: str, values: list[str] | None, integer: bool = False) -> dict:
-    """Parse repeated ``METHOD=VALUE`` options (e.g. ``--lambda kl=5``); ``all=VALUE`` sets ga, kl and npo.
+def parse_method_values(option: str, values: list[str] | None, integer: bool = False,
+                        chosen: list[str] | None = None) -> dict:
+    """Parse repeated ``METHOD=VALUE`` options (e.g. ``--lambda kl=5``); ``all=VALUE`` sets every chosen method
+    (ga, kl and npo when ``chosen`` is None).
 
     Args:
         option: the option's name, for messages (its range: :data:`dukb.neural.restor.config.METHOD_VALUE_RANGES`).
         values: the raw values.
         integer: parse the values as integers.
+        chosen: the run's methods (``--methods``): a value for another method would be ignored, so it is refused.
 
     Returns:
         dict method -> value.
 
     Raises:
-        InputError: malformed item, unknown or wrongly-cased method, a method given twice, a value not a number
-            (strictly: no ``_``, ``nan`` or ``inf``) or outside the option's range.
+        InputError: malformed item, unknown or wrongly-cased method, a method not in ``chosen``, a method given
+            twice, a value not a number (strictly: no ``_``, ``nan`` or ``inf``) or outside the option's range.
     """
     from dukb.neural.bounds import decimal_problem
     from dukb.neural.restor import RESTOR_METHODS
@@ -46,9 +49,12 @@ def parse_method_values(option: str, values: list[str] | None, integer: bool = F
             raise InputError(f"{option} {v!r} is not METHOD=VALUE (no spaces around '=')")
         if name.lower() != name and name.lower() in (*RESTOR_METHODS, "all"):
             raise InputError(f"{option}: unknown method {name!r}; did you mean {name.lower()!r}?")
-        names = list(RESTOR_METHODS) if name == "all" else [name]
+        names = list(chosen or RESTOR_METHODS) if name == "all" else [name]
         if name != "all" and name not in RESTOR_METHODS:
             raise InputError(f"{option}: unknown method {name!r} (choose from {', '.join(RESTOR_METHODS)}, all)")
+        if chosen is not None and name != "all" and name not in chosen:
+            raise InputError(f"{option} {v!r}: {name} is not in --methods ({', '.join(chosen)}); its value would "
+                             "be ignored")
         try:
             if integer:  # int() also takes 1_0, +1 and full-width digits
                 from dukb.kb.csvfile import strict_int
@@ -139,14 +145,16 @@ def restor(
     """
     from dukb.neural.restor import RestorConfig, run_restor
 
+    chosen = split_items(methods, "--methods", known=document_methods())
     cfg = RestorConfig(kb=kb, model=model, corrupt=corrupt_fraction, context=context,
                        docs_per_entity=docs_per_entity,
-                       methods=split_items(methods, "--methods", known=document_methods()), targeted=targeted,
+                       methods=chosen, targeted=targeted,
                        seed=seed, lora_r=lora_r, lora_alpha=lora_alpha, samples=samples, temperature=temperature,
                        max_new_tokens=max_new_tokens, preset=preset,
-                       reg_weight=parse_method_values("--lambda", reg_weight),
-                       unlearn_lr=parse_method_values("--unlearn-lr", unlearn_lr),
-                       unlearn_epochs=parse_method_values("--unlearn-epochs", unlearn_epochs, integer=True),
+                       reg_weight=parse_method_values("--lambda", reg_weight, chosen=chosen),
+                       unlearn_lr=parse_method_values("--unlearn-lr", unlearn_lr, chosen=chosen),
+                       unlearn_epochs=parse_method_values("--unlearn-epochs", unlearn_epochs, integer=True,
+                                                          chosen=chosen),
                        clean_epochs=clean_epochs, corrupt_epochs=corrupt_epochs, corrupt_lr=corrupt_lr,
                        templates=templates, n_retain=n_retain, n_random=n_random, rules=rules, device=device,
                        dtype=dtype, prompt=prompt)

@@ -253,6 +253,10 @@ def test_restor_per_method_ranges():
     with pytest.raises(InputError, match="--unlearn-epochs"):
         parse_method_values("--unlearn-epochs", ["all=999999999"], integer=True)
     assert parse_method_values("--lambda", ["all=2", ]) == {"ga": 2.0, "kl": 2.0, "npo": 2.0}
+    # a value for a method the run does not use would be ignored: refused; all= covers the chosen ones
+    with pytest.raises(InputError, match="npo is not in --methods"):
+        parse_method_values("--lambda", ["npo=5"], chosen=["ga"])
+    assert parse_method_values("--lambda", ["all=2"], chosen=["ga", "kl"]) == {"ga": 2.0, "kl": 2.0}
 
 
 def test_ranges_table_lists_every_bounded_option():
