@@ -267,13 +267,21 @@ def _text(v) -> str:
 
 def _check_int(param, value, key, path, line) -> None:
     """An integer or float option's value read as the command line reads it (``-?[0-9]+``; a finite decimal
-    number without ``_``), refused at its FILE:LINE."""
-    from dukb.cli.main import _number_problem
+    number without ``_``) and within its declared range (:func:`dukb.cli.run_options.ranged`), refused at its
+    FILE:LINE."""
+    from dukb.cli.main import _is_integer_option, _number_problem
+    from dukb.cli.run_options import option_range
 
+    rng = option_range(param)
     for item in value if isinstance(value, list) else [value]:
         problem = _number_problem(param, _text(item))
         if problem:
             raise InputError(f"option {key!r}: {problem}", path, line)
+        if rng is not None:  # the option's declared range (dukb.neural.bounds), at the file's line
+            number = int(_text(item)) if _is_integer_option(param) else float(_text(item))
+            problem = rng.problem(f"option {key!r}", number)
+            if problem:
+                raise InputError(problem, path, line)
 
 
 def default_map(command, path) -> dict:
