@@ -279,7 +279,7 @@ def _check_int(param, value, key, path, line) -> None:
             raise InputError(f"option {key!r}: {problem}", path, line)
         if rng is not None:  # the option's declared range (dukb.neural.bounds), at the file's line
             number = int(_text(item)) if _is_integer_option(param) else float(_text(item))
-            problem = rng.problem(f"option {key!r}", number)
+            problem = rng.problem(max(param.opts, key=len), number)  # named as the flag, as on the command line
             if problem:
                 raise InputError(problem, path, line)
 

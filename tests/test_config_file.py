@@ -94,8 +94,8 @@ def test_toml_works_alike(tmp_path, captured):
     ("oct.toml", "seed = 0o17\n", 1, "'0o17'"), ("plus.toml", "n_targets = 2\nseed = +3\n", 2, "'+3'"),
     ("inf.toml", "lr = inf\n", 1, "'inf'"), ("fsep.toml", "lr = 1_0.5\n", 1, "'1_0.5'"),
     ("nan.yaml", "lr: nan\n", 1, "option 'lr'"), ("lr.yaml", "seed: 1\nlr: 1e999\n", 2, "option 'lr'"),
-    ("range.yaml", "seed: 1\nlora-alpha: 0\n", 2, "option 'lora-alpha' must be from 1 to 65,536"),
-    ("range.toml", "seed = 1\nlr = 20\n", 2, "option 'lr' must be in (0, 10]"),
+    ("range.yaml", "seed: 1\nlora-alpha: 0\n", 2, "--lora-alpha must be from 1 to 65,536"),
+    ("range.toml", "seed = 1\nlr = 20\n", 2, "--lr must be in (0, 10]"),
 ])
 def test_bad_config_files_are_one_line_errors(tmp_path, capsys, captured, name, text, line, msg):
     f = tmp_path / name
