@@ -125,7 +125,7 @@ def restor(
                                  "(RESTOR Fig. 2: 15)."),
     rules: str = typer.Option("family", "--rules", help="Rule set of the closures: 'family', "
                               "'family_paper_compat' or a .lp file."),
-    device: str = device_option("auto, cpu, cuda, cuda:N (checked against what torch reports)."),
+    device: str = device_option("auto, cpu, cuda, cuda:N or mps (checked against what torch reports)."),
     dtype: str = dtype_option("auto, float32, bfloat16, float16."),
     prompt: Optional[str] = typer.Option(None, "--prompt", help="Prompt preset (default: from the model)."),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory (a rerun skips finished stages and "

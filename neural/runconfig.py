@@ -31,7 +31,8 @@ SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
      "its dukb_model.json records): a warning instead of the refusal (exit 2); recorded in a run's config."),
     ("seed", "--seed", "Run seed: targets, splits, retain sampling, tiny initialisation, finetuning order."),
     ("lr", "--lr", "Learning rate of gradient methods (default: the model family's preset)."),
-    ("device", "--device", "auto (cuda if available), cpu, cuda, cuda:N."),
+    ("device", "--device", "auto (cuda if available), cpu, cuda, cuda:N or mps, checked against what torch reports "
+     "(cuda:N below the number of CUDA devices; mps where torch has it)."),
     ("dtype", "--dtype", "auto (bf16 on CUDA, else fp32), float32, bfloat16, float16."),
     ("prompt", "--prompt", "Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: chosen from the model)."),
     ("finetune_epochs", "--finetune-epochs", "Maximum finetuning epochs (default: the model family's preset; "
