@@ -8,8 +8,10 @@ from typing import Optional
 
 import typer
 
-from dukb.cli.render import output_path, log_line
-from dukb.cli.run_options import shared_option
+from dukb import InputError
+from dukb.cli.render import log_line, output_path
+from dukb.cli.run_options import ranged, shared_option, split_items
+from dukb.neural import bounds as B
 
 
 def _attack_help() -> str:
@@ -35,7 +37,7 @@ def attack(
     forget_scope: str = typer.Option("target", "--forget-scope", help="The forget scope the checkpoint was "
                                      "unlearned on (relearn's neighbours are chosen around its forget set)."),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
-    seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
+    seeds: int = ranged(B.N_SEEDS, 100, "--seeds", help="N_seed for random sets."),
     seed: int = shared_option("seed"),
     device: str = shared_option("device"),
     dtype: str = shared_option("dtype"),
@@ -56,7 +58,17 @@ def attack(
     from dukb.neural.models import model_kb, read_model_record
     from dukb.neural.plan import load_kb_closure
 
-    parsed = parse_attacks(attacks)
+    from dukb.neural.catalog import attack_names
+    from dukb.solver.scopes import FORGET_SCOPES
+
+    # every option checked before the KB and any model load
+    parsed = parse_attacks(split_items(attacks, "--attacks", known=attack_names()))
+    if not parsed:
+        raise InputError("--attacks names no attack")
+    if sets not in ("exact", "random"):
+        raise InputError(f"--sets must be exact or random, got {sets!r}")
+    if forget_scope not in FORGET_SCOPES:
+        raise InputError(f"unknown --forget-scope {forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
     # the unlearned model's record names its KB when dukb saved it; else the reference's (the finetuned model); a
     # model whose record names no KB comes last (then --kb or a recorded KB is trusted without a warning)
     given = [m for m in (model, reference) if m is not None]

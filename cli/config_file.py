@@ -79,8 +79,133 @@ def _key_lines(text: str, path: Path) -> dict[str, int]:
     return lines
 
 
+#: The most bytes a --config file may have (read with this bound, before parsing): an options file is a few lines.
+MAX_CONFIG_BYTES = 1024 * 1024
+#: The most items (lines plus commas) a --config file may hold: a list of targets belongs in --targets-file.
+MAX_CONFIG_ITEMS = 10_000
+#: The deepest nesting (brackets, braces, dotted key parts, YAML levels) a --config file may use: options are values
+#: or flat lists, so a few levels suffice; tomllib is quadratic in the depth of dotted keys.
+MAX_CONFIG_DEPTH = 8
+
+#: TOML numbers that are not written as dukb reads numbers (:func:`dukb.kb.csvfile.strict_int`, :data:`dukb.neural.
+#: bounds.DECIMAL`): hexadecimal, octal and binary integers, ``_`` separators, a leading ``+``, inf and nan
+_TOML_LOOSE_NUMBER = re.compile(r"(?<![\w.\-+])(?:[+-]?0[xob][0-9A-Fa-f_]*|[+-]?[0-9][0-9_.eE+-]*_[0-9_.eE+-]*"
+                                r"|\+[0-9.]+[0-9.eE+-]*|[+-]?(?:inf|nan))(?![\w.])")
+
+
+def _unquoted(text: str) -> list[str]:
+    """Each line of a TOML or YAML text with the contents of its quoted strings blanked (``"a.b"`` -> ``"   "``) and
+    comments dropped, so that brackets, dots and numbers are counted outside strings only. Multi-line strings
+    (TOML's triple quotes) are blanked across lines."""
+    out, quote = [], None
+    for line in text.split("\n"):
+        chars = []
+        i = 0
+        while i < len(line):
+            c = line[i]
+            if quote is None:
+                if c == "#":
+                    break
+                for q in ('"""', "'''", '"', "'"):
+                    if line.startswith(q, i):
+                        quote = q
+                        chars.append(" " * len(q))
+                        i += len(q)
+                        break
+                else:
+                    chars.append(c)
+                    i += 1
+                continue
+            if quote in ('"', '"""') and c == "\\":
+                chars.append("  ")
+                i += 2
+                continue
+            if line.startswith(quote, i):
+                chars.append(" " * len(quote))
+                i += len(quote)
+                quote = None
+                continue
+            chars.append(" ")
+            i += 1
+        if quote in ('"', "'"):  # a single-line string left open: the parser reports it
+            quote = None
+        out.append("".join(chars))
+    return out
+
+
+def _check_limits(text: str, p: Path, toml: bool) -> None:
+    """Refuse a config text past :data:`MAX_CONFIG_ITEMS` items or :data:`MAX_CONFIG_DEPTH` levels (brackets and
+    braces; TOML's dotted keys), and, in TOML, a number not written as dukb reads numbers, before any parser runs.
+
+    Raises:
+        InputError: at the first offending line.
+    """
+    lines = _unquoted(text)
+    items = len(lines) + sum(line.count(",") for line in lines)
+    if items > MAX_CONFIG_ITEMS:
+        raise InputError(f"{items:,} items (lines and commas), more than the {MAX_CONFIG_ITEMS:,} a --config file "
+                         "may hold (list many targets in a --targets-file)", p)
+    depth = 0
+    for n, line in enumerate(lines, 1):
+        for c in line:
+            if c in "[{":
+                depth += 1
+                if depth > MAX_CONFIG_DEPTH:
+                    raise InputError(f"a value is nested too deeply (more than {MAX_CONFIG_DEPTH} levels)", p, n)
+            elif c in "]}":
+                depth = max(0, depth - 1)
+        if toml:
+            key = line.strip().strip("[]") if line.strip().startswith("[") else line.split("=", 1)[0]
+            if key.count(".") >= MAX_CONFIG_DEPTH:
+                raise InputError(f"a key is nested too deeply ({key.count('.') + 1} dotted parts, more than "
+                                 f"{MAX_CONFIG_DEPTH})", p, n)
+            value = line.split("=", 1)[1] if "=" in line and not line.strip().startswith("[") else line
+            m = _TOML_LOOSE_NUMBER.search(value)
+            if m:
+                raise InputError(f"number {m.group(0).strip()!r} is not written as dukb reads numbers (the digits "
+                                 "0-9, a point, an exponent and a leading '-': no 0x/0o/0b, '_', '+', inf or nan)",
+                                 p, n)
+
+
+def _yaml_problems(node, p: Path, depth: int = 0, seen=None) -> None:
+    """Walk a composed YAML document: refuse a key given twice in one mapping, an alias (``*name``: options files
+    need none, and aliases can multiply a small file), and nesting past :data:`MAX_CONFIG_DEPTH`.
+
+    Raises:
+        InputError: at the line of the offending key or node.
+    """
+    import yaml
+
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        raise InputError("anchors and aliases (&name, *name) are not supported in a --config file", p,
+                         node.start_mark.line + 1)
+    seen.add(id(node))
+    if depth > MAX_CONFIG_DEPTH:
+        raise InputError(f"a value is nested too deeply (more than {MAX_CONFIG_DEPTH} levels)", p,
+                         node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        keys: dict = {}
+        for k, v in node.value:
+            key = str(k.value) if isinstance(k, yaml.ScalarNode) else None
+            if key is not None and key in keys:
+                raise InputError(f"option {key!r} is given twice (first at line {keys[key]})", p, k.start_mark.line + 1)
+            if key is not None:
+                keys[key] = k.start_mark.line + 1
+            _yaml_problems(k, p, depth + 1, seen)
+            _yaml_problems(v, p, depth + 1, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            _yaml_problems(v, p, depth + 1, seen)
+
+
 def read_config_file(path) -> tuple[dict, dict[str, int]]:
-    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) options file, bounded like every input.
+    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) options file, bounded before it is parsed.
+
+    The file is read with a bound of :data:`MAX_CONFIG_BYTES`; its text is checked for at most
+    :data:`MAX_CONFIG_ITEMS` items and :data:`MAX_CONFIG_DEPTH` levels of nesting (and, in TOML, dotted key parts
+    and numbers written otherwise than dukb reads them: ``0x10``, ``1_0``, ``0o17``, ``+3``) before a parser runs.
+    A YAML key given twice is refused as TOML refuses it; YAML aliases are refused.
 
     Args:
         path: the file (str or Path).
@@ -89,16 +214,18 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
         (options: dict of key -> value, lines: key -> 1-based line).
 
     Raises:
-        InputError: not a regular file, too large, not UTF-8, not valid YAML/TOML (with its line), nested too
-            deeply for the parser (a RecursionError), another suffix, or not a mapping at the top level.
+        InputError: not a regular file, larger than :data:`MAX_CONFIG_BYTES`, not UTF-8, past the item or depth
+            limits, a loose TOML number, a duplicate YAML key or an alias, not valid YAML/TOML (with its line),
+            another suffix, or not a mapping at the top level.
     """
-    from dukb.kb.csvfile import read_text
+    from dukb.kb.csvfile import decode_text, read_bytes
 
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".yaml", ".yml", ".toml"):
         raise InputError("a --config file must be .yaml, .yml or .toml", p)
-    text = read_text(p, "config file")
+    text = decode_text(read_bytes(p, "config file", limit=MAX_CONFIG_BYTES), p)
+    _check_limits(text, p, suffix == ".toml")
     if suffix == ".toml":
         import tomllib
 
@@ -113,6 +240,9 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
         import yaml
 
         try:  # every scalar as written (no YAML 1.1 octal, 1_0, yes/no): the options' own strict parsers read it
+            node = yaml.compose(text, Loader=yaml.BaseLoader)
+            if node is not None:
+                _yaml_problems(node, p)
             data = yaml.load(text, Loader=yaml.BaseLoader)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
@@ -136,16 +266,22 @@ def _text(v) -> str:
 
 
 def _check_int(param, value, key, path, line) -> None:
-    """An integer option's value read as the command line reads it (``-?[0-9]+``), refused at its FILE:LINE."""
-    from dukb.cli.main import _is_integer_option
-    from dukb.kb.csvfile import int_problem
+    """An integer or float option's value read as the command line reads it (``-?[0-9]+``; a finite decimal
+    number without ``_``) and within its declared range (:func:`dukb.cli.run_options.ranged`), refused at its
+    FILE:LINE."""
+    from dukb.cli.main import _is_integer_option, _number_problem
+    from dukb.cli.run_options import option_range
 
-    if not _is_integer_option(param):
-        return
+    rng = option_range(param)
     for item in value if isinstance(value, list) else [value]:
-        problem = int_problem(f"option {key!r}", _text(item))
+        problem = _number_problem(param, _text(item))
         if problem:
-            raise InputError(problem, path, line)
+            raise InputError(f"option {key!r}: {problem}", path, line)
+        if rng is not None:  # the option's declared range (dukb.neural.bounds), at the file's line
+            number = int(_text(item)) if _is_integer_option(param) else float(_text(item))
+            problem = rng.problem(max(param.opts, key=len), number)  # named as the flag, as on the command line
+            if problem:
+                raise InputError(problem, path, line)
 
 
 def default_map(command, path) -> dict:

@@ -11,18 +11,27 @@ from dukb import InputError
 from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
 from dukb.neural.protocols.control.config import CONTROL_KINDS, CONTROL_METHODS, RATIOS, SELECTIONS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
-from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, run_options
+from dukb.cli.run_options import (HELDOUT_RULE_OPTION, heldout_forms_option, method_items, parse_forms, ranged,
+                                  run_options, split_items)
+from dukb.neural import bounds as B
 
 
 def _floats(text: str, name: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"{name} must be comma-separated numbers, got {text!r}") from None
+    """Comma-separated decimal numbers (:func:`dukb.neural.bounds.decimal_problem`: no ``_``, ``nan``, ``inf``),
+    each a share in (0, 1) (:data:`dukb.neural.bounds.FRACTION_OPEN`).
 
+    Raises:
+        InputError: an empty item, a value that is not such a number or outside (0, 1).
+    """
+    from dukb.neural.bounds import decimal_problem
 
-def _names(text: str) -> list[str]:
-    return [m.strip().lower() for m in text.split(",") if m.strip()]
+    out = []
+    for x in split_items(text, name):
+        if decimal_problem("value", x):
+            raise InputError(f"{name} must be comma-separated numbers, got {text!r}")
+        out.append(float(x))
+        B.FRACTION_OPEN.check(name, out[-1])
+    return out
 
 
 @run_options
@@ -36,14 +45,17 @@ def control(
                                  "step T of one run), mm (model mixing (1−α)θ_o + αθ_u)."),
     ratios: str = typer.Option(",".join(f"{r:g}" for r in RATIOS), "--ratios", help="Forget ratios of the KB's "
                                "facts (1%, 5%, 10% by default); the forget sets are nested relationship facts."),
-    steps: int = typer.Option(16, "--steps", help="Steps T of the uncontrolled run; the length of OC and MM runs "
+    steps: int = ranged(B.STEPS, 16, "--steps", help="Steps T of the uncontrolled run; the length of OC and MM runs "
                               "and the largest ES step."),
-    tau_max: Optional[float] = typer.Option(None, "--tau-max", help="Top of OC's τ grid (nats per token; default: "
+    tau_max: Optional[float] = ranged(B.TAU, None, "--tau-max", help="Top of OC's τ grid (nats per token; default: "
                                             "the largest unlearning risk of the method's uncontrolled run)."),
-    coarse: int = typer.Option(10, "--coarse", help="Intervals of the coarse grid over each control's range."),
-    fine: int = typer.Option(10, "--fine", help="Intervals of the fine grid over ±1 coarse step around the best "
+    coarse: int = ranged(B.GRID_INTERVALS, 10, "--coarse",
+                         help="Intervals of the coarse grid over each control's range."),
+    fine: int = ranged(B.GRID_INTERVALS, 10, "--fine",
+                       help="Intervals of the fine grid over ±1 coarse step around the best "
                              "coarse value."),
-    retain_eval: int = typer.Option(400, "--retain-eval", help="Facts in retain-eval D_t,eval (never trained on "
+    retain_eval: int = ranged(B.RETAIN_EVAL, 400, "--retain-eval",
+                              help="Facts in retain-eval D_t,eval (never trained on "
                                     "by any method; the paper: 400)."),
     selection: str = typer.Option("full", "--selection", help="full: all three floors; cheap: the PS-exact "
                                   "(retain-eval) floor alone (App. G). " + ", ".join(SELECTIONS) + "."),
@@ -74,11 +86,11 @@ def control(
     from dukb.neural.control import run_control  # the public entry point (patchable there)
     from dukb.neural.protocols.control.config import ControlConfig
 
-    cfg = ControlConfig(**run_opts, methods=_names(methods),
-                        controls=_names(controls), ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max,
-                        coarse=coarse, fine=fine, retain_eval=retain_eval, selection=selection, search=search,
-                        sets=sets, heldout_forms=parse_forms(heldout_forms, "--heldout-forms"),
-                        heldout_rule=heldout_rule)
+    cfg = ControlConfig(**run_opts, methods=method_items(methods),
+                        controls=split_items(controls, "--controls", known=CONTROL_KINDS),
+                        ratios=_floats(ratios, "--ratios"), steps=steps, tau_max=tau_max, coarse=coarse, fine=fine,
+                        retain_eval=retain_eval, selection=selection, search=search, sets=sets,
+                        heldout_forms=parse_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule)
     on_interrupt(keep_rows_note(output))
     run_control(output, cfg, resume=resume, progress=True, log=log_line)
     save_resolved_config(output)

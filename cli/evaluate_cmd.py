@@ -16,15 +16,20 @@ from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
 from dukb.solver.scopes import FORGET_SCOPES
 from dukb.cli.symbolic import option_int, read_targets_in_kb
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
-from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, run_options
+from dukb.cli.run_options import (HELDOUT_RULE_OPTION, heldout_forms_option, method_items, parse_forms, ranged,
+                                  run_options, split_items)
+from dukb.neural import bounds as B
 
 
 def parse_grids(values: list[str] | None) -> dict[str, list]:
     """Parse repeated ``--grid METHOD=v1,v2`` options.
 
     Raises:
-        InputError: malformed option, unknown method, or a value of an integer grid (steps) that is not
-            ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`).
+        InputError: malformed option (spaces around ``=``, an empty value ``1,,2``), an unknown or wrongly-cased
+            method (the right name suggested, :func:`dukb.cli.run_options.method_items`), a method given twice, a
+            value of an integer grid (steps) that is not ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`),
+            or a value outside its range (:data:`dukb.neural.bounds.GRID_STEPS`,
+            :data:`~dukb.neural.bounds.GRID_VALUE`).
     """
     from dukb.neural.methods import parse_grid, resolve
 
@@ -33,6 +38,11 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
         if "=" not in v:
             raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
         name, vals = v.rsplit("=", 1)  # the last "=": a label may carry options (``ga:lr=5e-4=2,4``)
+        if name != name.strip() or vals != vals.strip() or not name:
+            raise InputError(f"--grid {v!r} is not METHOD=v1,v2,... (no spaces around '=')")
+        if any(not part.strip() for part in vals.split(",")):
+            raise InputError(f"--grid {v!r} has an empty value; separate the values by single commas")
+        method_items(name, "--grid")
         label, m, _scope, _g = resolve(name)
         integer = m.param == "steps"
         if integer:  # parse_grid reads with int(), which also takes 1_0, +1 and full-width digits
@@ -40,7 +50,13 @@ def parse_grids(values: list[str] | None) -> dict[str, list]:
                 if part.strip():
                     option_int(part, f"--grid {name.strip()} value")
         exact = "@" in name or ":" in name or name.strip().lower() == label
-        out[label if exact else m.name] = parse_grid(vals, integer=integer)
+        key = label if exact else m.name
+        if key in out:
+            raise InputError(f"--grid {key} is given twice")
+        out[key] = parse_grid(vals, integer=integer)
+        rng = B.GRID_STEPS if integer else B.GRID_VALUE
+        for x in out[key]:
+            rng.check(f"--grid {name} value", x)
     return out
 
 
@@ -49,7 +65,8 @@ def evaluate(
     config: Optional[Path] = CONFIG_OPTION,
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets: one relationship fact_id per "
                                                 "line ('#' comments)."),
-    n_targets: int = typer.Option(11, "--n-targets", help="Without --targets-file: draw this many targets, relation "
+    n_targets: int = ranged(B.N_TARGETS, 11, "--n-targets",
+                            help="Without --targets-file: draw this many targets, relation "
                                   "kinds in turn (11 = one per kind; 55 = the paper's 5 per kind)."),
     methods: str = typer.Option(",".join(DEFAULT_METHODS), "--methods",
                                 help="Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}."),
@@ -71,8 +88,9 @@ def evaluate(
                                        "under forms the methods never see, so the held-out scores test the fact, "
                                        "not the wording."),
     sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
-    seeds: int = typer.Option(100, "--seeds", help="N_seed for random sets."),
-    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", parser=output_path, metavar="PATH", help="Run directory."),
+    seeds: int = ranged(B.N_SEEDS, 100, "--seeds", help="N_seed for random sets."),
+    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", parser=output_path, metavar="PATH",
+                                help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
                                 "rows. Refused (exit 2, differing keys named) when any setting that changes rows "
                                 "differs from the run's; targets and methods may be added."),
@@ -115,12 +133,12 @@ def evaluate(
     from dukb.neural.protocol import evaluate as run_evaluate
 
     cfg = EvaluateConfig(**run_opts, n_targets=n_targets,
-                         methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
+                         methods=method_items(methods), grids=parse_grids(grid),
                          sets=sets, seeds=seeds, forget_scope=forget_scope,
-                         metrics=[m.strip() for m in metrics.split(",") if m.strip()],
+                         metrics=split_items(metrics, "--metrics"),
                          heldout_forms=parse_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule,
                          finetune_forms=list(parse_forms(finetune_forms, "--finetune-forms")), schedule=schedule,
-                         attacks=[a.strip() for a in (attacks or "").split(",") if a.strip()]).check()
+                         attacks=split_items(attacks, "--attacks", known=attack_names())).check()
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     cfg.targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
     on_interrupt(keep_rows_note(output))

@@ -62,12 +62,13 @@ def _flags_without_type() -> None:
 _flags_without_type()
 
 
-def _is_int_annotation(annotation) -> bool:
-    """``int``, ``Optional[int]``, ``list[int]`` or ``Optional[list[int]]``."""
+def _is_int_annotation(annotation, kind: type = int) -> bool:
+    """``int``, ``Optional[int]``, ``list[int]`` or ``Optional[list[int]]`` (``kind`` instead of int: the same for
+    float)."""
     import types
     import typing
 
-    while annotation is not int:
+    while annotation is not kind:
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) != 1 or typing.get_origin(annotation) not in (typing.Union, types.UnionType, list):
             return False
@@ -85,10 +86,35 @@ def _is_integer_option(param) -> bool:
     return any(c.__name__ == "IntParamType" for c in type(getattr(param, "type", None)).__mro__)
 
 
+def _is_float_option(param) -> bool:
+    """Whether a click parameter of a dukb command takes decimal numbers (``float``, optional or a list) with typer's
+    own conversion (from the annotation; older typer: click's float type, matched by name)."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None:
+        return getattr(desc.parameter_info, "parser", None) is None and _is_int_annotation(desc.annotation, float)
+    return any(c.__name__ == "FloatParamType" for c in type(getattr(param, "type", None)).__mro__)
+
+
+def _number_problem(param, item: str) -> str | None:
+    """Why the text of one value of an integer or float option is not a number as dukb reads them, or None."""
+    if _is_integer_option(param):
+        from dukb.kb.csvfile import int_problem
+
+        problem = int_problem("value", item)
+        return problem.removeprefix("value ") if problem else None
+    if _is_float_option(param):
+        from dukb.neural.bounds import decimal_problem
+
+        problem = decimal_problem("value", item)
+        return problem.removeprefix("value ") if problem else None
+    return None
+
+
 def _strict_integer_options() -> None:
     """Read every integer option and argument strictly (``-?[0-9]+`` in ASCII, at most 18 digits, as
     :func:`dukb.kb.csvfile.strict_int` reads the integers of files): typer 0.29 converts them with pydantic, which
-    also takes ``1_0``, ``+1``, `` 1`` and ``1.0``, so `--target-id 1_0` would unlearn fact 10. A value typed
+    also takes ``1_0``, ``+1``, `` 1`` and ``1.0``, so `--target-id 1_0` would unlearn fact 10. Every float option
+    likewise (:func:`dukb.neural.bounds.decimal_problem`: no ``_``, ``nan``, ``inf`` or ``1e999``). A value typed
     otherwise is a usage error (one line, exit 2). ``--help`` is unchanged (the check runs on values only)."""
     try:
         from typer.core import _TyperParameter as parameter_class  # typer >= 0.29
@@ -104,13 +130,10 @@ def _strict_integer_options() -> None:
     bad_parameter = _click_exceptions().BadParameter
 
     def process_value(self, ctx, value):
-        if _is_integer_option(self):
-            from dukb.kb.csvfile import int_problem
-
-            for item in value if isinstance(value, (list, tuple)) else (value,):
-                problem = int_problem("value", item) if isinstance(item, str) else None
-                if problem:
-                    raise bad_parameter(problem.removeprefix("value "), ctx=ctx, param=self)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            problem = _number_problem(self, item) if isinstance(item, str) else None
+            if problem:
+                raise bad_parameter(problem, ctx=ctx, param=self)
         return convert(self, ctx, value)
 
     process_value._dukb = True

@@ -9,8 +9,10 @@ from typing import Optional
 import typer
 
 from dukb import InputError
-from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
-from dukb.cli.run_options import HELDOUT_RULE_OPTION, heldout_forms_option, parse_forms, shared_option
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt, output_path
+from dukb.cli.run_options import (HELDOUT_RULE_OPTION, heldout_forms_option, method_items, parse_forms, ranged,
+                                  shared_option)
+from dukb.neural import bounds as B
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
@@ -81,10 +83,10 @@ def finetune(
     preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(finetune_presets())
                                          + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
                                          "prompt preset)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum epochs (overrides the preset)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (overrides the preset)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (overrides the preset)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for initialisation (tiny) and data order."),
+    epochs: Optional[int] = ranged(B.EPOCHS, None, "--epochs", help="Maximum epochs (overrides the preset)."),
+    lr: Optional[float] = ranged(B.LR, None, "--lr", help="Peak learning rate (overrides the preset)."),
+    batch_size: Optional[int] = ranged(B.BATCH_SIZE, None, "--batch-size", help="Batch size (overrides the preset)."),
+    seed: int = ranged(B.SEED, 0, "--seed", help="Seed for initialisation (tiny) and data order."),
     prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
     lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
     lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
@@ -139,9 +141,9 @@ def probe(
                               "'qa' is the paper's question form."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the table here (.csv or .jsonl); "
                                           "default: stdout as CSV."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch."),
-    max_new_tokens: int = typer.Option(10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for probe kinds with random choices."),
+    batch_size: int = ranged(B.BATCH_SIZE, 64, "--batch-size", help="Prompts per batch."),
+    max_new_tokens: int = ranged(B.NEW_TOKENS, 10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
+    seed: int = ranged(B.SEED, 0, "--seed", help="Seed for probe kinds with random choices."),
     scores: str = typer.Option("rouge,logprob", "--scores", help="Scores computed beside known/unknown, "
                                "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
                                "answer's mean log-probability per token: one extra forward pass); 'none' for "
@@ -210,8 +212,8 @@ def unlearn(
                                        "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
     output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Output directory (results.jsonl, one row per "
                                 "setting)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate of gradient methods (default: preset)."),
-    seed: int = typer.Option(0, "--seed", help="Seed (retain sampling, torch)."),
+    lr: Optional[float] = ranged(B.LR, None, "--lr", help="Learning rate of gradient methods (default: preset)."),
+    seed: int = ranged(B.SEED, 0, "--seed", help="Seed (retain sampling, torch)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
     forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help="Forget set (default: the preset's, "
                                                "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in
@@ -251,19 +253,25 @@ def unlearn(
 
     if forget_scope is not None:
         get_scope(forget_scope)
+    if len(method_items(method, "--method")) != 1:
+        raise InputError(f"--method takes one method, got {method!r}")
     label, m, scope, preset_grid = resolve(method, forget_scope or "target")
     block_range = parse_layers(layers)
+    if grid is not None and any(not part.strip() for part in grid.split(",")):
+        raise InputError(f"--grid {grid!r} has an empty value; separate the values by single commas")
+    values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
+    for v in values if grid else ():
+        (B.GRID_STEPS if m.param == "steps" else B.GRID_VALUE).check("--grid value", v)
+    if heldout_rule not in HELDOUT_RULES:
+        raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
     k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
     c = compute_closure(k, rules)
     c.atom_of_fact(target_id)
-    if heldout_rule not in HELDOUT_RULES:
-        raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     forms = parse_forms(heldout_forms, "--heldout-forms")
     # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
     forms = check_heldout(forms, ("qa",) + tuple(m.seen_forms))
-    values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, gradient_checkpointing)
     lm = load_model(spec)

@@ -89,7 +89,7 @@ PAGES = {
 
 def reference_tables() -> dict[str, list[Table]]:
     """Every registry's table, by reference page (:data:`PAGES`): methods (methods, presets, forget scopes, model
-    families), metrics, attacks, protocols (protocols, shared options). Imports the registries (and so torch).
+    families), metrics, attacks, protocols (protocols, shared options, option ranges). Imports the registries (and so torch).
 
     Returns:
         page name -> its tables, in display order.
@@ -100,11 +100,12 @@ def reference_tables() -> dict[str, list[Table]]:
     from dukb.neural.metrics import metrics_table
     from dukb.neural.protocols import protocols_table
     from dukb.neural.runconfig import options_table
+    from dukb.cli.run_options import ranges_table
 
     return {"methods": [methods_table(), presets_table(), scopes_table(), families_table()],
             "metrics": [metrics_table()],
             "attacks": [attacks_table()],
-            "protocols": [protocols_table(), options_table()]}
+            "protocols": [protocols_table(), options_table(), ranges_table()]}
 
 
 def table_pages() -> dict[str, str]:

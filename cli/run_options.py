@@ -18,6 +18,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.neural.bounds import Range, check_device, check_dtype
 from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, run_kwargs
 
 #: The help panel the shared options are listed under in `--help`.
@@ -37,14 +38,90 @@ def _annotation(f: dataclasses.Field):
     return Optional[base] if f.default is None else base
 
 
+def _range_callback(rng: Range):
+    """A typer callback refusing a value outside ``rng`` (one line ``dukb: error: --flag must be ...``, exit 2):
+    the check of the half-open ranges typer's ``min``/``max`` cannot express, and of values from a --config file."""
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value):
+        if ctx.resilient_parsing or value is None:
+            return value
+        flag = max(param.opts, key=len) if param.opts else f"--{param.name}"
+        rng.check(flag, value)
+        return value
+
+    return callback
+
+
+def ranged(rng: Range, default, *decls: str, help: str, **kw):
+    """The typer Option of a numeric option bounded by ``rng`` (:mod:`dukb.neural.bounds`, the option's one
+    declaration of its range): a closed range is typer's ``min``/``max`` (``--help`` shows ``[1<=x<=4096]``), a
+    half-open one is stated in the help (``Range: in (0, 10].``); both are checked at parse time, before any work.
+
+    Args:
+        rng: the range; default: the option's default; decls: its flags; help: its help; kw: more typer.Option
+            arguments.
+    """
+    if rng.closed:
+        kw.update(min=rng.lo, max=rng.hi)
+    else:
+        help = f"{help} Range: {rng.text().removeprefix('in ')}."
+    info = typer.Option(default, *decls, help=help, callback=_range_callback(rng), **kw)
+    info.dukb_range = rng  # read back by option_range (the docs' table of ranges and the tests)
+    return info
+
+
+def option_range(param) -> Range | None:
+    """The :class:`dukb.neural.bounds.Range` a click parameter of a dukb command was declared with through
+    :func:`ranged` (None for any other parameter)."""
+    desc = getattr(param, "type_descriptor", None)
+    return getattr(getattr(desc, "parameter_info", None), "dukb_range", None)
+
+
+def _device_callback(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Check a --device value against what torch reports (:func:`dukb.neural.bounds.check_device`)."""
+    if ctx.resilient_parsing or value is None:
+        return value
+    return check_device(value)
+
+
+def _dtype_callback(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Check a --dtype value (:func:`dukb.neural.bounds.check_dtype`)."""
+    if ctx.resilient_parsing or value is None:
+        return value
+    return check_dtype(value)
+
+
+def dtype_option(help: str):
+    """The typer Option of a --dtype option (default auto), checked at parse time."""
+    return typer.Option("auto", "--dtype", help=help, callback=_dtype_callback)
+
+
+def device_option(help: str):
+    """The typer Option of a --device option (default auto), checked at parse time against torch
+    (:func:`dukb.neural.bounds.check_device`)."""
+    return typer.Option("auto", "--device", help=help, callback=_device_callback)
+
+
+def _shared(f: dataclasses.Field, flag: str, text: str, **kw):
+    """The typer Option of a shared option: its range from the field's metadata (:func:`dukb.neural.bounds.bounded`),
+    --device checked against torch."""
+    rng = f.metadata.get("range")
+    if rng is not None:
+        return ranged(rng, f.default, flag, help=text, **kw)
+    if f.name == "device":
+        return typer.Option(f.default, flag, help=text, callback=_device_callback, **kw)
+    if f.name == "dtype":
+        return typer.Option(f.default, flag, help=text, callback=_dtype_callback, **kw)
+    return typer.Option(f.default, flag, help=text, **kw)
+
+
 def shared_parameters(helps: dict | None = None) -> list[inspect.Parameter]:
-    """One keyword parameter per shared option, with its typer Option (flag, default, help, panel) and type;
+    """One keyword parameter per shared option, with its typer Option (flag, default, help, panel, range) and type;
     ``helps`` maps a field name to the help a command gives it instead (what the option means in that protocol)."""
     by_name = {f.name: f for f in dataclasses.fields(RunConfig)}
     out = []
     for name, flag, text in SHARED_OPTIONS:
         f = by_name[name]
-        opt = typer.Option(f.default, flag, help=(helps or {}).get(name) or text, rich_help_panel=PANEL)
+        opt = _shared(f, flag, (helps or {}).get(name) or text, rich_help_panel=PANEL)
         out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=_annotation(f)))
     return out
 
@@ -60,7 +137,7 @@ def shared_option(name: str):
     flag, text = next((fl, t) for n, fl, t in SHARED_OPTIONS if n == name) if name in by_name else (None, None)
     if flag is None:
         raise KeyError(name)
-    return typer.Option(by_name[name].default, flag, help=text)
+    return _shared(by_name[name], flag, text)
 
 
 def run_options(func=None, **helps: str):
@@ -136,13 +213,13 @@ def parse_forms(text: str | None, option: str) -> list[str] | None:
         list of probe kinds (:data:`dukb.kb.probes.KINDS` names), or None.
 
     Raises:
-        InputError: an unknown kind or an empty list (named with the option).
+        InputError: an unknown kind, an empty list or an empty item (named with the option).
     """
     from dukb.kb.probes import parse_kinds
 
     if text is None:
         return None
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = split_items(text, option)
     if not names:
         raise InputError(f"{option} needs at least one probe form")
     try:
@@ -172,3 +249,101 @@ def heldout_forms_option(scored: str, seen: str):
     return typer.Option(None, "--heldout-forms", help=f"Probe forms {scored}: comma-separated kinds or groups of "
                         f"`dukb probes --kinds`, disjoint from {seen}. Default: every form that asks for a fact "
                         "except those.")
+
+
+def split_items(text: str | None, option: str, known=None) -> list[str]:
+    """The items of a comma-separated option (``--methods ga,npo``), each stripped of the spaces around it.
+
+    Args:
+        text: the option's value (None or "": no items); option: its flag, for messages; known: the names an item's
+            base (the text before ``@`` or ``:``, e.g. ``npo`` of ``npo@minimum:beta=0.1``) may take, or None
+            (any).
+
+    Returns:
+        list of str.
+
+    Raises:
+        InputError: an empty item (``ga,``, ``ga,,npo``, ``,``); a base with a space inside or not lower-case
+            (``GA``: the right name is suggested); a base not in ``known`` (the closest names suggested).
+    """
+    import difflib
+
+    if text is None or not text.strip():
+        return []
+    items = [x.strip() for x in text.split(",")]
+    if any(not x for x in items):
+        raise InputError(f"{option} {text!r} has an empty item; separate the names by single commas")
+    for item in items:
+        base = item.split(":", 1)[0].split("@", 1)[0]
+        if base != base.strip() or any(c.isspace() for c in base):
+            raise InputError(f"{option}: {item!r} has a space inside a name")
+        if base != base.lower():
+            raise InputError(f"{option}: unknown name {base!r}; did you mean {base.lower()!r}? (names are "
+                             "lower-case)")
+        if known is not None and base not in known:
+            close = difflib.get_close_matches(base, list(known), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else f" (choose from {', '.join(known)})"
+            raise InputError(f"{option}: unknown name {base!r}{hint}")
+    return items
+
+
+def method_items(text: str | None, option: str = "--methods") -> list[str]:
+    """:func:`split_items` of a methods list: each base a registered method or preset (the light catalog's names,
+    :mod:`dukb.neural.catalog`), and each entry resolved (:func:`dukb.neural.methods.resolve`: its scope and
+    per-method options checked, ``ga:lr=1e300`` refused) before any work.
+
+    Raises:
+        InputError: see :func:`split_items` and :func:`dukb.neural.methods.resolve`.
+    """
+    from dukb.neural.catalog import method_names, preset_names
+
+    items = split_items(text, option, known=[*method_names(), *preset_names()])
+    if items:
+        from dukb.neural.methods import resolve
+
+        for item in items:
+            resolve(item)
+    return items
+
+
+def ranges_table():
+    """The reference table of every bounded numeric option of every command (option, range, commands, note),
+    generated from the declarations (:func:`ranged`, typer's ``min``/``max``, :data:`dukb.neural.bounds.GRID_STEPS`
+    and ``GRID_VALUE``, each attack's :attr:`~dukb.neural.attacks.base.Attack.ranges`): the docs'
+    reference/protocols page and `dukb methods`.
+
+    Returns:
+        a :class:`dukb.neural.tables.Table`.
+    """
+    import typer as _typer
+
+    from dukb.cli.main import app
+    from dukb.neural.tables import Table
+
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    for name, cmd in _typer.main.get_command(app).commands.items():
+        for p in cmd.params:
+            if not getattr(p, "opts", None):
+                continue
+            rng = option_range(p)
+            info = getattr(getattr(p, "type_descriptor", None), "parameter_info", None)
+            if rng is not None:
+                text, why = rng.text(), rng.why
+            elif getattr(info, "min", None) is not None and getattr(info, "max", None) is not None:
+                text, why = f"{info.min:,} to {info.max:,}", ""
+            else:
+                continue
+            rows.setdefault((max(p.opts, key=len), text, why), []).append(name)
+    from dukb.neural.attacks import ATTACKS
+    from dukb.neural.bounds import GRID_STEPS, GRID_VALUE
+
+    grids = ["evaluate", "muse", "rwku", "unlearn"]
+    rows[("--grid", GRID_STEPS.text(), "values of a step grid (ga, npo, ...)")] = grids
+    rows[("--grid", GRID_VALUE.text(), "values of any other grid (tv, whp alpha)")] = grids
+    for a in ATTACKS.values():
+        for key, rng in a.ranges.items():
+            rows[(f"--attacks {a.name}:{key}", rng.text(), rng.why)] = ["evaluate", "attack"]
+    return Table("Option ranges", ("option", "range", "commands", "note"),
+                 tuple((flag, text, ", ".join(cmds), why) for (flag, text, why), cmds in sorted(rows.items())),
+                 "Every numeric option is read strictly (ASCII digits, no `_`, finite) and checked against its "
+                 "range when the command line is parsed, before any work: a value outside exits 2 with one line.")

@@ -14,7 +14,8 @@ from dukb.cli.symbolic import read_targets_in_kb
 from dukb.neural.catalog import methods_help
 from dukb.neural.protocols.rwku.config import RWKU_METHODS
 from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
-from dukb.cli.run_options import run_options
+from dukb.cli.run_options import method_items, ranged, run_options
+from dukb.neural import bounds as B
 
 
 @run_options(finetuned="Use this already finetuned model directory (its tokenizer must know the description "
@@ -24,7 +25,8 @@ def rwku(
     targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets, one relationship fact_id per "
                                                 "line ('#' comments): one single-target request each; the first N "
                                                 "form the batch request of size N."),
-    n_targets: int = typer.Option(11, "--n-targets", help="Without --targets-file: single-target requests, drawn "
+    n_targets: int = ranged(B.N_TARGETS, 11, "--n-targets",
+                            help="Without --targets-file: single-target requests, drawn "
                                   "relation kinds in turn."),
     methods: str = typer.Option(",".join(RWKU_METHODS), "--methods", help="Comma-separated. " + methods_help()),
     grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
@@ -33,8 +35,9 @@ def rwku(
                                     "unlearned at once (RWKU's batch setting). Empty: none."),
     forget_scope: str = typer.Option("target", "--forget-scope", help="target: the targets alone (RWKU); joint: a "
                                      "minimum joint deep unlearning set of them."),
-    mia_k: float = typer.Option(0.2, "--mia-k", help="Min-K% share of lowest-probability tokens."),
-    output: Path = typer.Option(Path("runs/rwku"), "-o", "--output", parser=output_path, metavar="PATH", help="Run directory."),
+    mia_k: float = ranged(B.FRACTION_HALF, 0.2, "--mia-k", help="Min-K% share of lowest-probability tokens."),
+    output: Path = typer.Option(Path("runs/rwku"), "-o", "--output", parser=output_path, metavar="PATH",
+                                help="Run directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory; refused (exit 2, "
                                 "differing keys named) when a row-changing setting differs; targets and methods "
                                 "may be added."),
@@ -57,7 +60,7 @@ def rwku(
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
     cfg = RwkuConfig(**run_opts, targets=targets, n_targets=n_targets,
-                     methods=[m.strip() for m in methods.split(",") if m.strip()], grids=parse_grids(grid),
+                     methods=method_items(methods), grids=parse_grids(grid),
                      batch_sizes=_ints(batch_sizes, "--batch-sizes"), forget_scope=forget_scope, mia_k=mia_k)
     on_interrupt(keep_rows_note(output))
     run_rwku(output, cfg, resume=resume, progress=True, log=log_line)

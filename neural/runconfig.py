@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from dukb import InputError
+from dukb.neural.bounds import (BATCH_SIZE, EPOCHS, LAYER, LORA_ALPHA, LORA_DROPOUT, LORA_R, LR, SEED, bounded,
+                                check_ranges, field_range)
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
 
@@ -29,7 +31,8 @@ SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
      "its dukb_model.json records): a warning instead of the refusal (exit 2); recorded in a run's config."),
     ("seed", "--seed", "Run seed: targets, splits, retain sampling, tiny initialisation, finetuning order."),
     ("lr", "--lr", "Learning rate of gradient methods (default: the model family's preset)."),
-    ("device", "--device", "auto (cuda if available), cpu, cuda, cuda:N."),
+    ("device", "--device", "auto (cuda if available), cpu, cuda, cuda:N or mps, checked against what torch reports "
+     "(cuda:N below the number of CUDA devices; mps where torch has it)."),
     ("dtype", "--dtype", "auto (bf16 on CUDA, else fp32), float32, bfloat16, float16."),
     ("prompt", "--prompt", "Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: chosen from the model)."),
     ("finetune_epochs", "--finetune-epochs", "Maximum finetuning epochs (default: the model family's preset; "
@@ -37,7 +40,7 @@ SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("batch_size", "--batch-size", "Finetuning batch size (default: the preset's; the paper's 16 for real models)."),
     ("lora_r", "--lora-r", "LoRA rank for finetuning and every gradient method (0: full-parameter training)."),
     ("lora_alpha", "--lora-alpha", "LoRA alpha."),
-    ("lora_dropout", "--lora-dropout", "LoRA dropout, in [0, 1)."),
+    ("lora_dropout", "--lora-dropout", "LoRA dropout."),
     ("lora_targets", "--lora-targets", "Comma-separated LoRA module names (default: peft's for the architecture)."),
     ("layers", "--layers", "Partial-layer finetuning for every gradient method: FIRST-LAST transformer blocks, "
      "e.g. 0-3 (RWKU's App. H; default: every layer)."),
@@ -59,7 +62,7 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
         (first, last) transformer block indices, or None.
 
     Raises:
-        InputError: not of that form, negative, or LAST < FIRST.
+        InputError: not of that form, negative, LAST < FIRST, or LAST past :data:`dukb.neural.bounds.LAYER`.
 
     Source: Jin et al. 2024 (RWKU), App. H (partial-layer finetuning).
     """
@@ -73,6 +76,7 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
         raise InputError(f"--layers must be FIRST-LAST (e.g. 0-3), got {text!r}")
     if a < 0 or b < a:
         raise InputError(f"--layers {text!r}: need 0 <= FIRST <= LAST")
+    LAYER.check("--layers LAST", b)
     return a, b
 
 
@@ -117,16 +121,16 @@ class RunConfig:
     model: str = "tiny"
     finetuned: str | None = None
     allow_kb_mismatch: bool = False
-    seed: int = 0
-    lr: float | None = None
+    seed: int = bounded(0, SEED, "--seed")
+    lr: float | None = bounded(None, LR, "--lr")
     device: str = "auto"
     dtype: str = "auto"
     prompt: str | None = None
-    finetune_epochs: int | None = None
-    batch_size: int | None = None
-    lora_r: int = 0
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
+    finetune_epochs: int | None = bounded(None, EPOCHS, "--finetune-epochs")
+    batch_size: int | None = bounded(None, BATCH_SIZE, "--batch-size")
+    lora_r: int = bounded(0, LORA_R, "--lora-r")
+    lora_alpha: int = bounded(16, LORA_ALPHA, "--lora-alpha")
+    lora_dropout: float = bounded(0.0, LORA_DROPOUT, "--lora-dropout")
     lora_targets: list[str] | None = None
     layers: str | None = None
     gradient_checkpointing: bool = False
@@ -139,18 +143,21 @@ class RunConfig:
         (:func:`dukb.neural.models.model_kb`).
 
         Raises:
-            InputError: an unknown prompt preset; ``batch_size`` or ``finetune_epochs`` below 1 or not an
-                integer; a bad ``layers`` range; LoRA values out of range; an unknown or uninstalled tracker; a
+            InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
+                lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
+                not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
+                unknown or uninstalled tracker; a
                 ``finetuned`` model finetuned on another KB than ``kb`` (unless ``allow_kb_mismatch``), or whose
                 recorded KB no longer exists.
         """
+        from dukb.neural.bounds import check_device, check_dtype
         from dukb.neural.spec import PROMPT_PRESETS
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
             raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
-        for name, v in (("--batch-size", self.batch_size), ("--finetune-epochs", self.finetune_epochs)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise InputError(f"{name} must be at least 1, got {v}")
+        check_ranges(self)  # every bounded field, the protocol's own included (dukb.neural.bounds)
+        check_device(self.device)
+        check_dtype(self.dtype)
         parse_layers(self.layers)
         from dukb.neural.tracking import check_log_with
 
@@ -165,12 +172,13 @@ class RunConfig:
         """The :class:`dukb.neural.spec.LoraSpec` of this run (None without LoRA).
 
         Raises:
-            InputError: negative rank or alpha, dropout outside [0, 1).
+            InputError: rank, alpha or dropout outside its range (:data:`dukb.neural.bounds.LORA_R`, ...).
         """
         from dukb.neural.spec import LoraSpec
 
-        if self.lora_r < 0 or self.lora_alpha < 0 or not 0 <= self.lora_dropout < 1:
-            raise InputError("--lora-r and --lora-alpha must be >= 0 and --lora-dropout in [0, 1)")
+        for name in ("lora_r", "lora_alpha", "lora_dropout"):
+            rng = field_range(RunConfig, name)
+            rng.check("--" + name.replace("_", "-"), getattr(self, name))
         if not self.lora_r:
             return None
         return LoraSpec(self.lora_r, self.lora_alpha, self.lora_dropout,
@@ -245,12 +253,14 @@ def run_kwargs(**values) -> dict:
     :class:`RunConfig` are left out.
 
     Raises:
-        InputError: a bad ``layers`` range.
+        InputError: a bad ``layers`` range; an empty item in ``lora_targets``.
     """
     names = set(RunConfig.shared_fields())
     out = {k: v for k, v in values.items() if k in names}
     t = out.get("lora_targets")
     if isinstance(t, str):
+        if t.strip() and any(not x.strip() for x in t.split(",")):
+            raise InputError(f"--lora-targets {t!r} has an empty item; separate the module names by single commas")
         out["lora_targets"] = [x.strip() for x in t.split(",") if x.strip()] or None
     parse_layers(out.get("layers"))
     return out

@@ -327,7 +327,7 @@ def test_mdus_table_and_output_file(cli, demo, tmp_path):
     (["--target-id", 1, "--method", "minimum", "--seconds", "1e-6"], ["time limit", "larger --seconds"]),
     (["--target-id", 1, "--method", "minimum", "--seconds", "0"], ["--seconds must be a positive"]),
     (["--target-id", 1, "--method", "minimum", "--seconds", "-1"], ["--seconds must be a positive"]),
-    (["--target-id", 1, "--method", "minimum", "--seconds", "nan"], ["--seconds must be a positive"]),
+    (["--target-id", 1, "--method", "minimum", "--seconds", "nan"], ["--seconds", "not a decimal number"]),
     (["--target-id", 1, "--method", "exact", "--seconds", "0"], ["--seconds must be a positive"]),
     (["--target-id", 1, "--method", "random", "--seconds", "-1"], ["--seconds must be a positive"]),
     (["--target-id", 1, "--method", "exact", "--max-sets", "0"], ["--max-sets must be"]),

@@ -83,6 +83,8 @@ class Attack:
         defaults: setting -> default value (the type of each default is the type a setting is read as).
         fn: ``fn(ctx: AttackContext, settings: dict) -> AttackOutcome``.
         needs_reference: the attack compares against the model before unlearning (it still runs without one).
+        ranges: setting -> its :class:`dukb.neural.bounds.Range` (every numeric setting has one, checked when the
+            ``--attacks`` entry is parsed, before any model is loaded).
     """
 
     name: str
@@ -91,6 +93,7 @@ class Attack:
     defaults: dict
     fn: Callable
     needs_reference: bool = False
+    ranges: dict = field(default_factory=dict)
 
 
 #: name -> :class:`Attack`, filled by the attack modules.
@@ -101,10 +104,14 @@ def register(attack: Attack) -> Attack:
     """Add ``attack`` to :data:`ATTACKS`.
 
     Raises:
-        ValueError: the name is taken (a programming error).
+        ValueError: the name is taken, or a numeric setting has no range (programming errors).
     """
     if attack.name in ATTACKS:
         raise ValueError(f"attack {attack.name!r} registered twice")
+    unbounded = [k for k, v in attack.defaults.items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in attack.ranges]
+    if unbounded:
+        raise ValueError(f"attack {attack.name!r}: settings without a range: {unbounded}")
     ATTACKS[attack.name] = attack
     return attack
 
@@ -148,7 +155,8 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
         [(Attack, settings dict with every default filled)], in the order given.
 
     Raises:
-        InputError: an unknown attack or setting, a value of the wrong type, or an attack named twice.
+        InputError: an unknown attack or setting, a value of the wrong type or outside the setting's range
+            (:attr:`Attack.ranges`), a setting given twice, or an attack named twice.
     """
     if isinstance(specs, str):
         specs = [specs]
@@ -162,12 +170,18 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
         seen.add(name)
         a = ATTACKS[name]
         settings = dict(a.defaults)
+        given: set = set()
         for p in pairs:
             key, eq, val = p.partition("=")
             if not eq or key not in a.defaults:
                 raise InputError(f"--attacks {name}: unknown setting {p!r} (settings: "
                                  f"{', '.join(f'{k}={v}' for k, v in a.defaults.items())})")
+            if key in given:
+                raise InputError(f"--attacks {name}: setting {key} is given twice in {spec!r}")
+            given.add(key)
             settings[key] = _cast(name, key, val, a.defaults[key])
+            if key in a.ranges:
+                a.ranges[key].check(f"--attacks {name}:{key}", settings[key])
         check = getattr(a.fn, "check", None)
         if check is not None:
             check(settings)

@@ -23,6 +23,7 @@ import logging
 import torch
 
 from dukb import InputError
+from dukb.neural.bounds import Range
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
 
 
@@ -142,8 +143,10 @@ def _quant(bits: int):
         return AttackOutcome(known_table(ctx.items, known), {"bits": bits, "scheme": scheme})
 
     def check(s):
-        if "group" in s and s["group"] < 1:
-            raise InputError("--attacks quant4: group must be at least 1")
+        g = s.get("group")
+        if g is not None and (g < 1 or g & (g - 1)):  # a divisor of power-of-two widths is used as given
+            raise InputError(f"--attacks quant4: group must be a power of two (1, 2, 4, ..., 1024), got {g}: "
+                             "another value would be replaced by a divisor of the model's layer widths")
 
     quant.check = check
     return quant
@@ -152,6 +155,7 @@ def _quant(bits: int):
 register(Attack("quant8", "int8 weight-only RTN quantization of every Linear (torchao), then probe",
                 "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(8)))
 register(Attack("quant4", "int4 weight-only RTN quantization in groups of `group` input channels (torchao), then "
-                "probe", "Zhang et al. 2025, arXiv 2410.16454", {"group": 32}, _quant(4)))
+                "probe", "Zhang et al. 2025, arXiv 2410.16454", {"group": 32}, _quant(4),
+                ranges={"group": Range(1, 1024, why="a power of two")}))
 register(Attack("quant16", "control: every weight rounded to float16 and back; must change no answer",
                 "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(16)))

@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 import torch
 
 from dukb import InputError
+from dukb.neural.bounds import GRID_VALUE, LR
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.probe import Predictor
 from dukb.neural.runconfig import parse_layers  # noqa: F401  (re-exported: methods read layers here)
@@ -284,7 +285,8 @@ class Method(abc.ABC):
 
         Raises:
             InputError: an option the method does not have (the message lists its options), or a value that is not
-                a finite number in range.
+                a finite number in range (above 0, or 0 where allowed; at most :data:`dukb.neural.bounds.LR`'s bound
+                for ``lr``, :data:`~dukb.neural.bounds.GRID_VALUE`'s for the others).
         """
         if not values:
             return self
@@ -298,6 +300,9 @@ class Method(abc.ABC):
                     value < 0 or (value == 0 and not low_ok):
                 raise InputError(f"{self.name}: option {key} must be a finite number {'≥' if low_ok else '>'} 0, "
                                  f"got {value!r}")
+            top = (LR if key == "lr" else GRID_VALUE).hi  # the bounds of --lr and of a grid value
+            if value > top:
+                raise InputError(f"{self.name}: option {key} must be at most {top:g}, got {value!r}")
             setattr(out, key, float(value))
         out._option_values = dict(sorted({**self.option_values, **values}.items()))
         return out

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field, replace
 
 from dukb import InputError
 from dukb.neural.catalog import document_methods
+from dukb.neural.bounds import (CONTEXT, EPOCHS, FRACTION_HALF, LORA_ALPHA, LORA_R, LR, N_TEXTS, NEW_TOKENS,
+                                RANDOM_ANSWERS, REG_WEIGHT, SAMPLES, SEED, TEMPERATURE, TEMPLATES, UNLEARN_EPOCHS,
+                                bounded, check_device, check_dtype, check_ranges)
 from dukb.neural.restor.facts import N_RANDOM
+
+#: The range of each per-method option of ``dukb restor`` (``--lambda kl=5``: :mod:`dukb.neural.bounds`)
+METHOD_VALUE_RANGES = {"--lambda": REG_WEIGHT, "--unlearn-lr": LR, "--unlearn-epochs": UNLEARN_EPOCHS}
 
 #: Unlearning methods of ``dukb restor`` (RESTOR Sec. 3.3): the registry's document-level methods
 #: (:data:`dukb.neural.methods.DOCUMENT_METHODS`, read from the light catalog), in RESTOR's order GA, KL, NPO.
@@ -136,27 +142,27 @@ class RestorConfig:
 
     kb: str
     model: str = "tiny"
-    corrupt: float = 0.24
-    context: int = 5
+    corrupt: float = bounded(0.24, FRACTION_HALF, "--corrupt")
+    context: int = bounded(5, CONTEXT, "--context")
     docs_per_entity: int = 20
     methods: list[str] = field(default_factory=lambda: list(RESTOR_METHODS))
     targeted: bool = False
-    seed: int = 0
-    lora_r: int = 8
-    lora_alpha: int | None = None
-    samples: int | None = None
-    temperature: float = 1.0
-    max_new_tokens: int = 10
+    seed: int = bounded(0, SEED, "--seed")
+    lora_r: int = bounded(8, LORA_R, "--lora-r")
+    lora_alpha: int | None = bounded(None, LORA_ALPHA, "--lora-alpha")
+    samples: int | None = bounded(None, SAMPLES, "--samples")
+    temperature: float = bounded(1.0, TEMPERATURE, "--temperature")
+    max_new_tokens: int = bounded(10, NEW_TOKENS, "--max-new-tokens")
     preset: str | None = None
     reg_weight: dict[str, float] = field(default_factory=dict)
     unlearn_lr: dict[str, float] = field(default_factory=dict)
     unlearn_epochs: dict[str, int] = field(default_factory=dict)
-    clean_epochs: int | None = None
-    corrupt_epochs: int | None = None
-    corrupt_lr: float | None = None
-    templates: int | None = None
-    n_retain: int = 64
-    n_random: int = N_RANDOM
+    clean_epochs: int | None = bounded(None, EPOCHS, "--clean-epochs")
+    corrupt_epochs: int | None = bounded(None, EPOCHS, "--corrupt-epochs")
+    corrupt_lr: float | None = bounded(None, LR, "--corrupt-lr")
+    templates: int | None = bounded(None, TEMPLATES, "--templates")
+    n_retain: int = bounded(64, N_TEXTS, "--n-retain")
+    n_random: int = bounded(N_RANDOM, RANDOM_ANSWERS, "--n-random")
     rules: str = "family"
     device: str = "auto"
     dtype: str = "auto"
@@ -183,10 +189,9 @@ class RestorConfig:
         Raises:
             InputError: a value out of range or an unknown method/preset.
         """
-        if not 0 < self.corrupt <= 1:
-            raise InputError(f"--corrupt must be in (0, 1], got {self.corrupt}")
-        if self.context < 0:
-            raise InputError(f"--context must be >= 0, got {self.context}")
+        check_ranges(self)  # every bounded field (dukb.neural.bounds)
+        check_device(self.device)
+        check_dtype(self.dtype)
         if self.docs_per_entity < 1:
             raise InputError(f"--docs-per-entity must be >= 1, got {self.docs_per_entity}")
         if not self.methods:
@@ -209,8 +214,7 @@ class RestorConfig:
             for m, v in d.items():
                 if m not in RESTOR_METHODS:
                     raise InputError(f"{name}: unknown method {m!r}")
-                if v < 0:
-                    raise InputError(f"{name}: {m} must be >= 0, got {v}")
+                METHOD_VALUE_RANGES[name].check(f"{name} {m}", v)
         if self.n_retain < 0 or self.n_random < 0 or self.max_new_tokens < 1:
             raise InputError("--n-retain and --n-random must be >= 0 and --max-new-tokens >= 1")
         if self.templates is not None and self.templates < 1:

@@ -28,6 +28,7 @@ import random
 from dataclasses import dataclass, field
 
 from dukb import InputError
+from dukb.neural.bounds import GRID_INTERVALS, N_SEEDS, RETAIN_EVAL, STEPS, TAU, bounded
 from dukb.neural.runconfig import RunConfig
 from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
 
@@ -73,15 +74,15 @@ class ControlConfig(RunConfig):
     methods: list[str] = field(default_factory=lambda: list(CONTROL_METHODS))
     controls: list[str] = field(default_factory=lambda: list(CONTROL_KINDS))
     ratios: list[float] = field(default_factory=lambda: list(RATIOS))
-    steps: int = 16
-    tau_max: float | None = None
-    coarse: int = 10
-    fine: int = 10
-    retain_eval: int = 400
+    steps: int = bounded(16, STEPS, "--steps")
+    tau_max: float | None = bounded(None, TAU, "--tau-max")
+    coarse: int = bounded(10, GRID_INTERVALS, "--coarse")
+    fine: int = bounded(10, GRID_INTERVALS, "--fine")
+    retain_eval: int = bounded(400, RETAIN_EVAL, "--retain-eval")
     selection: str = "full"
     search: str = "bisection"
     sets: str = "exact"
-    seeds: int = 100
+    seeds: int = bounded(100, N_SEEDS, "--seeds")
     heldout_forms: list[str] | None = None
     heldout_rule: str = "pairs"
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from dukb import InputError
 from dukb.neural.catalog import default_metrics
+from dukb.neural.bounds import N_SEEDS, N_TARGETS, bounded
 from dukb.neural.runconfig import RunConfig, parse_layers
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
@@ -70,11 +71,11 @@ class EvaluateConfig(RunConfig):
     """
 
     targets: list[int] | None = None
-    n_targets: int = 11
+    n_targets: int = bounded(11, N_TARGETS, "--n-targets")
     methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
     grids: dict[str, list] = field(default_factory=dict)
     sets: str = "exact"
-    seeds: int = 100
+    seeds: int = bounded(100, N_SEEDS, "--seeds")
     forget_scope: str = "target"
     metrics: list[str] = field(default_factory=lambda: list(default_metrics()))
     heldout_forms: list[str] | None = None

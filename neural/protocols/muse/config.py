@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.bounds import (BOOTSTRAP, FRACTION_HALF, FRACTION_OPEN, N_TARGETS, NEW_TOKENS, TEMPERATURE,
+                                bounded)
 from dukb.neural.runconfig import RunConfig
 
 #: MUSE's eight methods (Shi et al. 2024b, Sec. 4)
@@ -76,23 +78,23 @@ class MuseConfig(RunConfig):
     """
 
     targets: list[int] | None = None
-    n_targets: int = 1
+    n_targets: int = bounded(1, N_TARGETS, "--n-targets")
     methods: list[str] = field(default_factory=lambda: list(MUSE_METHODS))
     curve_methods: list[str] = field(default_factory=lambda: list(CURVE_METHODS))
     grids: dict[str, list] = field(default_factory=dict)
     scale_sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     sustain: bool = True
     forget_scope: str = "joint"
-    holdout_frac: float = 0.1
-    retain_train_frac: float = 0.5
-    mia_k: float = 0.4
-    verbmem_prefix: float = 0.5
-    verbmem_tokens: int = 128
-    verbmem_temperature: float = 0.0
+    holdout_frac: float = bounded(0.1, FRACTION_OPEN, "--holdout")
+    retain_train_frac: float = bounded(0.5, FRACTION_OPEN, "--retain-train")
+    mia_k: float = bounded(0.4, FRACTION_HALF, "--mia-k")
+    verbmem_prefix: float = bounded(0.5, FRACTION_OPEN, "--verbmem-prefix")
+    verbmem_tokens: int = bounded(128, NEW_TOKENS, "--verbmem-tokens")
+    verbmem_temperature: float = bounded(0.0, TEMPERATURE, "--verbmem-temperature")
     verbmem_stemming: bool = False
-    knowmem_tokens: int = 10
+    knowmem_tokens: int = bounded(10, NEW_TOKENS, "knowmem_tokens")
     select: str = "first_below_retrain"
-    bootstrap: int = 9999
+    bootstrap: int = bounded(9999, BOOTSTRAP, "--bootstrap")
 
     def check(self) -> None:
         """Raises InputError on settings outside their ranges."""

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dukb import InputError
+from dukb.neural.bounds import FRACTION_HALF, N_TARGETS, bounded
 from dukb.neural.runconfig import RunConfig
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
@@ -98,12 +99,12 @@ class RwkuConfig(RunConfig):
     """
 
     targets: list[int] | None = None
-    n_targets: int = 11
+    n_targets: int = bounded(11, N_TARGETS, "--n-targets")
     methods: list[str] = field(default_factory=lambda: list(RWKU_METHODS))
     grids: dict[str, list] = field(default_factory=dict)
     batch_sizes: list[int] = field(default_factory=lambda: [2, 4, 8])
     forget_scope: str = "target"
-    mia_k: float = 0.2
+    mia_k: float = bounded(0.2, FRACTION_HALF, "--mia-k")
 
     def check(self) -> None:
         """Validate the run's settings (the shared ones by :meth:`RunConfig.check_run`).
