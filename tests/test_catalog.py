@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: or two functions only: they keep ``import torch`` inside those functions
 LAZY_TORCH = {"neural/runs.py": "run records: device and thread info",
               "neural/distributed.py": "process-group helpers the CLI calls before any model",
-              "neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors"}
+              "neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors",
+              "neural/bounds.py": "option ranges the CLI checks at parse time; only --device asks torch what it sees"}
 
 
 def _torch_imports(path: Path) -> tuple[bool, list[int]]:
