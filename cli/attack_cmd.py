@@ -22,8 +22,8 @@ def _attack_help() -> str:
 
 def attack(
     kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the KB the model "
-                                     "(else --reference) was finetuned on, recorded in its dukb_model.json, else the "
-                                     "built-in generated KB (100 people, seed 0). A model finetuned on another KB is "
+                                     "(else --reference) was finetuned on, recorded in its dukb_model.json; without a "
+                                     "record --kb is required (exit 2 otherwise). A model finetuned on another KB is "
                                      "refused (exit 2) unless --allow-kb-mismatch."),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
     rules: str = shared_option("rules"),
@@ -43,8 +43,8 @@ def attack(
     dtype: str = shared_option("dtype"),
     prompt: Optional[str] = shared_option("prompt"),
     trust_remote_code: bool = shared_option("trust_remote_code"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the row as JSON here (default: "
-                                          "print it)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the row as JSON here, with "
+                                          "the forgotten facts' ids (default: print only the table)."),
 ) -> None:
     """Probe an unlearned checkpoint, score recall, accuracy and Success-DU for one target, then apply every
     attack (relearning, quantization, in-context premises, logit lens) and score the model under each: does the
@@ -75,6 +75,10 @@ def attack(
     named = [m for m in given if (read_model_record(m) or {}).get("kb_sha256")]
     for m in named + [m for m in given if m not in named]:
         kb = model_kb(m, kb, allow_mismatch=allow_kb_mismatch)
+    if kb is None:  # no --kb and no record: a default KB would score another model's facts without a word
+        raise InputError(f"neither --model {model}" + (f" nor --reference {reference}" if reference else "")
+                         + " records the KB it was finetuned on (dukb_model.json, written by dukb finetune): pass "
+                         "--kb with that KB")
     kb_, closure = load_kb_closure(kb, rules)
     row = attack_checkpoint(kb_, closure, model, target_id, parsed, reference_dir=reference, scope=forget_scope,
                             sets=sets, seeds=seeds, seed=seed,
@@ -93,7 +97,9 @@ def attack(
         lines.append(f"{name:<10} {e['recall']:>7.3f} {num(e['accuracy_all'], 3):>6} {e['success_du']:>7} "
                      f"{e['target_known']:>6}")
     lines.append(f"recall under attack (worst case): {row['recall_under_attack']:.3f}")
-    typer.echo("\n".join(lines) if output is not None else text + "\n" + "\n".join(lines))
+    if output is None:  # the full row (per-fact ids, per-attack lists) only in the file
+        lines.append("the full row, with the forgotten facts' ids: -o FILE")
+    typer.echo("\n".join(lines))
 
 
 def register(app: typer.Typer) -> None:

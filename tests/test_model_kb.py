@@ -163,6 +163,15 @@ def test_attack_without_kb_takes_the_kb_from_the_models_record(tmp_path, other_k
         assert main(["attack", *args, "--target-id", "1", "--attacks", "quant8", "-o", str(tmp_path / "a.json")]) == 0
     assert seen == [sha, sha]
     assert _err_lines(capsys) == []
+    # neither the model nor the reference records a KB: refused, never scored against a default KB
+    assert main(["attack", "--model", str(plain), "--target-id", "1", "--attacks", "quant8"]) == 2
+    err = _err_lines(capsys)
+    assert len(err) == 1 and err[0].startswith(f"dukb: error: neither --model {plain} records the KB") \
+        and err[0].endswith("pass --kb with that KB") and seen == [sha, sha]
+    # the terminal gets the table, not the row's JSON with its fact ids
+    assert main(["attack", "--model", str(model), "--target-id", "1", "--attacks", "quant8"]) == 0
+    out = capsys.readouterr().out
+    assert "recall under attack" in out and "{" not in out and "-o FILE" in out
 
 
 def test_a_record_from_an_older_dukb_is_accepted_with_one_warning(tmp_path, other_kb, capsys):

@@ -180,6 +180,19 @@ def test_report_warns_when_the_retain_set_leaves_nothing_to_score(tmp_path):
     assert not [ln for ln in text.splitlines() if ln.startswith("- **GA") and "nothing to score" in ln]
 
 
+def test_report_warns_when_the_finetuning_ended_short_of_its_target(tmp_path):
+    rows = _rows(methods=("ga",), null_method=None)
+    (tmp_path / "finetune.json").write_text(json.dumps({"accuracy": 0.4542, "target_accuracy": 1.0,
+                                                         "reached_target": False, "epochs_run": 20}))
+    text = _render(tmp_path, rows)
+    section = " ".join(text.split("## Warnings")[1].split("##")[0].split())  # a long line is wrapped
+    assert section.count("does not know the whole KB") == 1
+    assert "ended at accuracy 0.4542, below the target 1" in section
+    (tmp_path / "finetune.json").write_text(json.dumps({"accuracy": 1.0, "target_accuracy": 1.0,
+                                                         "reached_target": True}))
+    assert "does not know" not in _render(tmp_path, rows)
+
+
 def test_summary_csv_labels_every_reading(tmp_path):
     _render(tmp_path, _rows(null_method=None))
     csv = pd.read_csv(tmp_path / "summary.csv")
