@@ -1711,7 +1711,7 @@ def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], st
         key: the protocol's row key: a later row of a key an earlier line has is a damaged line (None: not checked).
         config: the run's config.json: rows are checked against its plan (:data:`PLAN_CHECKS`; None: not checked).
         drop: callable(row) -> a problem, or None: rows it finds fault with are damaged lines too (a check against
-            the run's other files, :meth:`Journal.drop`).
+            the run's other files, applied after :func:`row_check`).
 
     Returns:
         The :class:`Journal` (its damaged lines go into report.md through :func:`journal_note`).
@@ -1722,11 +1722,10 @@ def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], st
     """
     check = row_check(protocol)
     plan = PLAN_CHECKS[protocol](config) if config is not None and protocol in PLAN_CHECKS else None
-    if plan is not None:
-        check = _both(check, plan)
+    for more in (plan, drop):  # a row's own problem is named before a repeat of its key
+        if more is not None:
+            check = _both(check, more)
     journal = read_journal(path, key, check=check)
-    if drop is not None:
-        journal.drop(drop)
     if not journal.rows and journal.damaged:
         first = journal.damaged[0]
         n = len(journal.damaged)
@@ -2014,6 +2013,8 @@ def _muse_row(row: dict) -> None:
     _may(row, "privleak", "num?")
     _may(row, "mia_auc", "num?")
     _dict_of(row, "items", {c: "[num]?" for c in ("verbmem_forget", "knowmem_forget", "knowmem_retain")})
+    for name in ("verbmem_forget", "knowmem_forget", "knowmem_retain", "mia_auc"):  # ROUGE-L and AUC: shares
+        _share(row, name)
     if "mia" in row:
         _expect(row["mia"], "dict", "mia")
         _dict_of(row, "mia", {"forget": "[score]", "retain": "[score]?", "holdout": "[score]?"})
@@ -2052,6 +2053,11 @@ def _rwku_row(row: dict) -> None:
             _expect(v, "num?", f"rouge_forget_aa_by_kind.{k}")
     for name in ("mia_fm", "mia_rm", "mia_auc_fm_rm"):
         _dict_of(row, name, {"loss": "score?"})
+    for name in _RWKU_SCORES + ("rouge_forget_all", "rouge_distant_fb", "rouge_distant_qa"):  # ROUGE-L, recall
+        _share(row, name)
+    for k, v in (row.get("mia_auc_fm_rm") or {}).items():  # an AUC per attack (a NaN: nothing to score)
+        if _is_number(v) and not 0 <= float(v) <= 1:
+            raise _RowFault(f"field mia_auc_fm_rm.{k}: expected a share in [0, 1] or null, got {_show(v)}")
 
 
 def _control_row(row: dict) -> None:
@@ -2065,6 +2071,7 @@ def _control_row(row: dict) -> None:
     for name in ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
                  "ps_similar_forget", "confidence_retain", "confidence_forget", "accuracy_all_facts"):
         _may(row, name, "num?")
+        _share(row, name)  # means of probabilities and of 0/1 scores
     _need(row, "forgotten_relationships", "[int]")
     _need(row, "forgotten_biographies", "[int]")
     if row.get("retain_train_fact_ids"):

@@ -3,7 +3,7 @@
 A results.jsonl line that is a well-formed row but impossible for its run is a damaged line: named on stderr as
 FILE:LINE with its reason, listed in report.md's "Damaged journal lines", and left out of summary.csv and report.md,
 which equal those of the run without it. Forged here: a share out of [0, 1] (recall 1.5, -1 and 1e308, accuracy 2.0,
-success_du 5), a target, method, swept parameter or grid value outside config.json's identity, a second row of a
+success_du 5; a ROUGE-L, AUC or probability of muse, rwku or control above 1), a target, method, swept parameter or grid value outside config.json's identity, a second row of a
 key with other values (an identical one is kept once, noted), a row without ``recall`` when the run computes it, and
 a JSON object giving a key twice. A resume (:class:`dukb.neural.runs.ResultsFile`) moves the forged lines it can
 judge without the config aside.
@@ -20,7 +20,7 @@ import pytest
 
 from dukb.cli.main import main
 from dukb.neural import runs
-from tests.test_cli_ux import _write_run, evaluate_rows
+from tests.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: the plan of the hand-made run: evaluate_rows' two targets, GA over steps 1 and 2, the default metrics
 IDENTITY = {"targets": [28, 31], "methods": {"ga": {"method": "ga", "param": "steps", "scope": "target",
@@ -148,3 +148,39 @@ def test_json_problem_refuses_a_key_given_twice():
     assert runs.json_problem('{"a": 1, "a": 1}')[1] == 'not JSON: the key "a" is given twice in one object'
     assert runs.json_problem('{"a": {"b": 1, "b": 2}}')[1].startswith('not JSON: the key "b" is given twice')
     assert runs.json_problem('{"a": 1, "b": [{"a": 2}]}') == ({"a": 1, "b": [{"a": 2}]}, "", None)
+
+
+#: protocol -> (valid rows, forged lines after them with their reasons): a share out of range, a second row of a key
+OTHERS = {
+    "muse": (muse_rows, lambda r: [
+        (_forged(r, knowmem_retain=1.5), "field knowmem_retain: expected a share in [0, 1] or null, got 1.5"),
+        (_forged(r, mia_auc=-0.5), "field mia_auc: expected a share in [0, 1] or null, got -0.5"),
+        (_forged(r, knowmem_forget=0.01), "another row for the key of line 12 (one row per key; differs in "
+                                          "knowmem_forget)")]),
+    "rwku": (rwku_rows, lambda r: [
+        (_forged(r, rouge_forget_all=2.0), "field rouge_forget_all: expected a share in [0, 1] or null, got 2.0"),
+        (_forged(r, recall=1e308), "field recall: expected a share in [0, 1] or null, got 1e+308"),
+        (_forged(r, mia_auc_fm_rm={"loss": 7}), "field mia_auc_fm_rm.loss: expected a share in [0, 1] or null"),
+        (_forged(r, recall=0.0), "another row for the key of line 6 (one row per key; differs in recall)")]),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(OTHERS))
+def test_forged_rows_of_other_protocols_are_not_summarised(protocol, tmp_path, capsys):
+    rows_of, forged_of = OTHERS[protocol]
+    rows = rows_of()
+    cases = forged_of(rows[-1])
+    run = _write_run(tmp_path / "run", protocol, rows, config={"select": "first_below_retrain"})
+    with open(run / "results.jsonl", "a", encoding="utf-8") as fh:
+        fh.write("".join(line + "\n" for line, _ in cases))
+    rc, err = _report(run, capsys)
+    assert rc == 0, err
+    path = run / "results.jsonl"
+    for i, (_, reason) in enumerate(cases, len(rows) + 1):
+        hit = [ln for ln in err.splitlines() if ln.startswith(f"dukb: warning: {path}:{i}: damaged journal line (")]
+        assert len(hit) == 1 and reason in hit[0], (i, reason, err)
+    assert len(err.splitlines()) == len(cases), err
+    clean = _write_run(tmp_path / "clean", protocol, rows, config={"select": "first_below_retrain"})
+    assert _report(clean, capsys) == (0, "")
+    assert (run / "summary.csv").read_text() == (clean / "summary.csv").read_text()
+    assert (run / "report.md").read_text().startswith((clean / "report.md").read_text().rstrip("\n"))
