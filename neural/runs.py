@@ -1602,15 +1602,16 @@ def _repeat_problem(first: dict, k, row: dict, line: int) -> str:
     """"" for the first row of key ``k`` (recorded in ``first``), else why a later one is a damaged line: the same
     result again (kept once, noted) or another result for the same key (one row per key: the later one is not a
     row of the run)."""
-    values = {f: v for f, v in row.items() if f not in BOOKKEEPING_FIELDS}
     try:
         hash(k)
     except TypeError:
         return ""
     if k not in first:
-        first[k] = (line, values)
+        first[k] = (line, row)
         return ""
     was, earlier = first[k]
+    values = {f: v for f, v in row.items() if f not in BOOKKEEPING_FIELDS}
+    earlier = {f: v for f, v in earlier.items() if f not in BOOKKEEPING_FIELDS}
     if earlier == values:
         return f"a repeat of line {was} (the same row; kept once)"
     diff = sorted(f for f in set(values) | set(earlier) if values.get(f, ...) != earlier.get(f, ...))
@@ -1654,7 +1655,7 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
     out.newline = parts[-1] == b""
     if out.newline:
         parts.pop()
-    first: dict = {}  # row key -> (line number, the row's values)
+    first: dict = {}  # row key -> (line number, its first row)
     for i, raw in enumerate(parts, 1):
         if not raw.strip():
             continue
