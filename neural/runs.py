@@ -1130,9 +1130,31 @@ def read_json(path: str | Path, what: str = "file", limit: int | None = None):
     return loads_json(text, path)
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object that gives one key twice (:func:`json_problem`)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``json.loads``' object_pairs_hook: the object as a dict, refusing a key given twice (the standard library
+    would keep the last one silently).
+
+    Raises:
+        _DuplicateKey: naming the key.
+    """
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(f"the key {json.dumps(k)[:60]} is given twice in one object")
+            seen.add(k)
+    return out
+
+
 def json_problem(text: str | bytes) -> tuple[object, str, int | None]:
     """Parse one JSON document, turning every way it can fail into a reason instead of an exception: bad syntax,
-    an integer of more than ``sys.get_int_max_str_digits()`` digits (a ValueError) and a document nested deeper
+    an object that gives a key twice (``{"recall": 0.1, "recall": 0.9}``; RFC 8259 Sec. 4 leaves it undefined), an
+    integer of more than ``sys.get_int_max_str_digits()`` digits (a ValueError) and a document nested deeper
     than Python's recursion limit (``[[[...]]]``: a RecursionError, which ``json.loads`` raises).
 
     Args:
@@ -1146,7 +1168,9 @@ def json_problem(text: str | bytes) -> tuple[object, str, int | None]:
         Nothing (UnicodeDecodeError aside, for bytes that are not UTF-8: callers decode first).
     """
     try:
-        return json.loads(text), "", None
+        return json.loads(text, object_pairs_hook=_unique_keys), "", None
+    except _DuplicateKey as e:
+        return None, f"not JSON: {e}", None
     except json.JSONDecodeError as e:
         return None, f"not JSON: {e.msg} at column {e.colno}", e.lineno
     except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
@@ -1569,13 +1593,41 @@ def _row_problem(raw: bytes, key: Callable[[dict], object] | None,
     return row, ""
 
 
+#: fields of a row that say how and where it was computed, not what: two rows of one key that differ only in them
+#: are one result written twice (a unit recomputed after a kill)
+BOOKKEEPING_FIELDS = ("worker", "seconds_unlearn", "seconds_probe", "seconds_logprobs", "seconds_attack")
+
+
+def _repeat_problem(first: dict, k, row: dict, line: int) -> str:
+    """"" for the first row of key ``k`` (recorded in ``first``), else why a later one is a damaged line: the same
+    result again (kept once, noted) or another result for the same key (one row per key: the later one is not a
+    row of the run)."""
+    try:
+        hash(k)
+    except TypeError:
+        return ""
+    if k not in first:
+        first[k] = (line, row)
+        return ""
+    was, earlier = first[k]
+    values = {f: v for f, v in row.items() if f not in BOOKKEEPING_FIELDS}
+    earlier = {f: v for f, v in earlier.items() if f not in BOOKKEEPING_FIELDS}
+    if earlier == values:
+        return f"a repeat of line {was} (the same row; kept once)"
+    diff = sorted(f for f in set(values) | set(earlier) if values.get(f, ...) != earlier.get(f, ...))
+    shown = ", ".join(diff[:3]) + (", ..." if len(diff) > 3 else "")
+    return f"another row for the key of line {was} (one row per key; differs in {shown})"
+
+
 def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
                  check: Callable[[dict], str | None] | None = None) -> Journal:
     """Read a results journal, keeping every valid row and listing each line that holds none.
 
     Blank lines are skipped. A line is damaged when it is not UTF-8, not JSON (an integer of more than 4300 digits
-    included), not a JSON object, not a row of its protocol (``check``: a field a report reads is missing, of
-    another type or not a finite number), or (given ``key``) a row the key cannot be computed for. The last line
+    and an object giving a key twice included), not a JSON object, not a row of its protocol (``check``: a field a
+    report reads is missing, of another type, not a finite number or out of its range), or (given ``key``) a row the
+    key cannot be computed for, or a later row of a key an earlier line has (one row per key: another result, or the
+    same one again, kept once; :data:`BOOKKEEPING_FIELDS` aside). The last line
     is *torn* instead when it is damaged and the file does not end with a line break (a kill mid-write).
 
     Args:
@@ -1603,10 +1655,14 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
     out.newline = parts[-1] == b""
     if out.newline:
         parts.pop()
+    first: dict = {}  # row key -> (line number, its first row)
     for i, raw in enumerate(parts, 1):
         if not raw.strip():
             continue
         row, problem = _row_problem(raw, key, check)
+        if row is not None and key is not None:
+            problem = _repeat_problem(first, key(row), row, i)
+            row = None if problem else row
         if row is not None:
             out.rows.append(row)
             out.lines.append(raw)
@@ -1644,15 +1700,19 @@ def read_results(path, key: Callable[[dict], object] | None = None, *,
     return journal.rows
 
 
-def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], str | None] | None = None) -> Journal:
+def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], str | None] | None = None,
+                   key: Callable[[dict], object] | None = None, config: dict | None = None) -> Journal:
     """A run's results journal as a report reads it: every row the protocol's report can render
-    (:func:`row_check`), each damaged line warned on stderr (``FILE:LINE``, with the reason).
+    (:func:`row_check`) and its run can have written (:data:`PLAN_CHECKS`, one row per key), each damaged line
+    warned on stderr (``FILE:LINE``, with the reason).
 
     Args:
         path: results.jsonl (missing: an empty journal).
         protocol: the run's protocol (a key of :data:`ROW_CHECKS`).
+        key: the protocol's row key: a later row of a key an earlier line has is a damaged line (None: not checked).
+        config: the run's config.json: rows are checked against its plan (:data:`PLAN_CHECKS`; None: not checked).
         drop: callable(row) -> a problem, or None: rows it finds fault with are damaged lines too (a check against
-            the run's other files, :meth:`Journal.drop`).
+            the run's other files, applied after :func:`row_check`).
 
     Returns:
         The :class:`Journal` (its damaged lines go into report.md through :func:`journal_note`).
@@ -1661,9 +1721,12 @@ def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], st
         InputError: the file cannot be read (not a regular file, too large), or it holds lines but every one is
             damaged: one line naming the first (``FILE:LINE``) and its reason, nothing else printed.
     """
-    journal = read_journal(path, check=row_check(protocol))
-    if drop is not None:
-        journal.drop(drop)
+    check = row_check(protocol)
+    plan = PLAN_CHECKS[protocol](config) if config is not None and protocol in PLAN_CHECKS else None
+    for more in (plan, drop):  # a row's own problem is named before a repeat of its key
+        if more is not None:
+            check = _both(check, more)
+    journal = read_journal(path, key, check=check)
     if not journal.rows and journal.damaged:
         first = journal.damaged[0]
         n = len(journal.damaged)
@@ -1671,6 +1734,11 @@ def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], st
                          f"damaged ({first.reason}{'' if n == 1 else ', and more'})", journal.path, first.line)
     journal.warn()
     return journal
+
+
+def _both(first: Callable[[dict], str | None], then: Callable[[dict], str | None]) -> Callable[[dict], str | None]:
+    """A row check: ``first``'s problem, else ``then``'s (which may rely on what ``first`` checked)."""
+    return lambda row: first(row) or then(row)
 
 
 def worker_id() -> str:
@@ -1884,6 +1952,35 @@ def _dict_of(row: dict, name: str, kinds: dict[str, str]) -> None:
             _expect(sub[k], kind, f"{name}.{k}")
 
 
+def _share(row: dict, name: str) -> None:
+    """``row[name]``, when present, is null or a share: a number in [0, 1] (true and false count as 1 and 0)."""
+    if name not in row or row[name] is None:
+        return
+    v = row[name]
+    if not (isinstance(v, bool) or (_is_number(v) and 0 <= float(v) <= 1)):
+        raise _RowFault(f"field {name}: expected a share in [0, 1] or null, got {_show(v)}")
+
+
+def _finite(row: dict) -> None:
+    """Every number anywhere in ``row`` is finite (the writer spells a NaN as null, :meth:`ResultsFile.append`)."""
+    todo: list[tuple[str, object]] = [(k, v) for k, v in row.items()]
+    while todo:
+        name, v = todo.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _RowFault(f"field {name}: expected a finite number, got {_show(v)}")
+        if isinstance(v, dict):
+            todo += [(f"{name}.{k}", x) for k, x in v.items()]
+        elif isinstance(v, list):
+            todo += [(f"{name}[{i}]", x) for i, x in enumerate(v)]
+
+
+#: evaluate row fields that are shares (Wu et al. 2025, Eq. 1-2: recall and accuracy; Definition 2: Success-DU), with
+#: their held-out and under-attack variants
+_EVALUATE_SHARES = tuple(f"{base}{suffix}" for base in ("recall", "accuracy_all", "accuracy_relationships",
+                                                        "accuracy_biographies", "success_du")
+                         for suffix in ("", "_heldout", "_under_attack")) + ("recall_heldout_scorable",)
+
+
 def _evaluate_row(row: dict) -> None:
     """What `dukb report` reads of an evaluate row (dukb.neural.protocols.evaluate.report, dukb.neural.metrics.summary)."""
     _may(row, "recall", "num")
@@ -1900,6 +1997,9 @@ def _evaluate_row(row: dict) -> None:
         _expect(row["success_du"], "num", "success_du")
     _may(row, "target_relation", "str?")
     _may(row, "forgotten_relationships", "[int]?")
+    for name in _EVALUATE_SHARES:
+        _share(row, name)
+    _finite(row)
 
 
 def _muse_row(row: dict) -> None:
@@ -1914,6 +2014,8 @@ def _muse_row(row: dict) -> None:
     _may(row, "privleak", "num?")
     _may(row, "mia_auc", "num?")
     _dict_of(row, "items", {c: "[num]?" for c in ("verbmem_forget", "knowmem_forget", "knowmem_retain")})
+    for name in ("verbmem_forget", "knowmem_forget", "knowmem_retain", "mia_auc"):  # ROUGE-L and AUC: shares
+        _share(row, name)
     if "mia" in row:
         _expect(row["mia"], "dict", "mia")
         _dict_of(row, "mia", {"forget": "[score]", "retain": "[score]?", "holdout": "[score]?"})
@@ -1952,6 +2054,11 @@ def _rwku_row(row: dict) -> None:
             _expect(v, "num?", f"rouge_forget_aa_by_kind.{k}")
     for name in ("mia_fm", "mia_rm", "mia_auc_fm_rm"):
         _dict_of(row, name, {"loss": "score?"})
+    for name in _RWKU_SCORES + ("rouge_forget_all", "rouge_distant_fb", "rouge_distant_qa"):  # ROUGE-L, recall
+        _share(row, name)
+    for k, v in (row.get("mia_auc_fm_rm") or {}).items():  # an AUC per attack (a NaN: nothing to score)
+        if _is_number(v) and not 0 <= float(v) <= 1:
+            raise _RowFault(f"field mia_auc_fm_rm.{k}: expected a share in [0, 1] or null, got {_show(v)}")
 
 
 def _control_row(row: dict) -> None:
@@ -1965,6 +2072,7 @@ def _control_row(row: dict) -> None:
     for name in ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
                  "ps_similar_forget", "confidence_retain", "confidence_forget", "accuracy_all_facts"):
         _may(row, name, "num?")
+        _share(row, name)  # means of probabilities and of 0/1 scores
     _need(row, "forgotten_relationships", "[int]")
     _need(row, "forgotten_biographies", "[int]")
     if row.get("retain_train_fact_ids"):
@@ -2025,6 +2133,64 @@ def row_check(protocol: str) -> Callable[[dict], str | None]:
 
     check.__name__ = f"{protocol}_row_check"
     return check
+
+
+#: row metrics of an evaluate run whose field of the same name every row holds (the summary metrics tradeoff and
+#: acc_at_superficial read recall)
+_METRIC_FIELDS = {"recall": "recall", "recall_heldout": "recall_heldout", "recall_under_attack": "recall_under_attack",
+                  "tradeoff": "recall", "acc_at_superficial": "recall"}
+
+
+def evaluate_plan_check(config: dict) -> Callable[[dict], str | None] | None:
+    """The check of an evaluate row against its run's plan (config.json's ``identity``): its target is one of the
+    run's targets, its method one of its methods with that method's swept parameter, its swept value in that
+    method's grid, and it holds the field of every row metric the run computes (``recall`` when the run's metrics
+    include recall, tradeoff or acc_at_superficial). A row that fails cannot come from the run.
+
+    Args:
+        config: the run's config.json (a dict); its ``identity`` holds ``targets`` (ints), ``methods`` (label ->
+            ``param`` and ``grid``) and ``metrics`` (names).
+
+    Returns:
+        callable(row) -> the problem in words or None, for rows that passed :func:`row_check`; None when the
+        config has no identity to check against (a run of an older dukb, a hand-made directory).
+    """
+    identity = config.get("identity") if isinstance(config, dict) else None
+    if not isinstance(identity, dict):
+        return None
+    targets = identity.get("targets")
+    targets = {t for t in targets if isinstance(t, int)} if isinstance(targets, list) else None
+    methods = identity.get("methods") if isinstance(identity.get("methods"), dict) else None
+    metrics = identity.get("metrics")
+    need = sorted({_METRIC_FIELDS[m] for m in metrics if isinstance(m, str) and m in _METRIC_FIELDS}) \
+        if isinstance(metrics, list) else []
+
+    def check(row: dict) -> str | None:
+        if targets is not None and row["target"] not in targets:
+            return f"field target: {_show(row['target'])} is not a target of the run (config.json)"
+        if methods is not None:
+            entry = methods.get(row["method"])
+            if not isinstance(entry, dict):
+                return f"field method: {_show(row['method'])} is not a method of the run (config.json)"
+            param, grid = entry.get("param"), entry.get("grid")
+            if isinstance(param, str) and row["param"] != param:
+                return f"field param: {_show(row['param'])} is not the swept parameter of {row['method']} ({param})"
+            if isinstance(grid, list) and row["param"] is not None:
+                value = float(row["setting"][row["param"]])
+                if not any(_is_number(g) and float(g) == value for g in grid):
+                    return (f"field setting.{row['param']}: {_show(row['setting'][row['param']])} is not in the grid "
+                            f"of {row['method']} (config.json)")
+        for name in need:
+            if name not in row:
+                return f"field {name}: missing (the run computes it for every row)"
+        return None
+
+    return check
+
+
+#: protocol -> the check of its rows against the run's config (:func:`evaluate_plan_check`); the other protocols'
+#: identities are not checked yet
+PLAN_CHECKS: dict[str, Callable[[dict], Callable[[dict], str | None] | None]] = {"evaluate": evaluate_plan_check}
 
 
 def check_for_key(key: Callable | None) -> Callable[[dict], str | None] | None:
@@ -2609,6 +2775,7 @@ __all__ = ["LOCK_WAIT", "check_output_dir", "config_problem", "guard_run", "link
            "bookkeeping_path", "confirm_run", "log_invocation", "set_claim_hook",
            "DAMAGED_NAME", "DamagedLine", "Difference", "IDENTITY_VERSION", "Journal", "KEY_PROTOCOLS", "LOCK_BYTES",
            "LOCK_NAME", "MAX_HASHED_BYTES", "RECORDED_LIBRARIES", "RESULTS_BYTES", "ROW_CHECKS", "RUN_JSON_BYTES",
+           "BOOKKEEPING_FIELDS", "PLAN_CHECKS", "evaluate_plan_check",
            "RUN_LOG_NAME", "ResultsFile", "RunIdentityError", "RunLock", "SHARD_GLOB", "UNITS_DIR", "UnitClaims",
            "WORKERS_DIR", "attach_run_log", "missing_units", "open_to_workers", "run_role", "worker_id",
            "check_for_key", "claim_run", "detach_run_log", "device_info", "evaluate_row_key", "file_lock",

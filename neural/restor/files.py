@@ -117,7 +117,7 @@ def load_run(run: Path) -> dict:
     n = len(facts)
     # a row that is not one (a field missing or of another type) or that judges another number of facts than
     # probes/facts.jsonl holds: FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", "restor", drop=lambda r: None if len(r["rows"]) == n else
+    journal = report_journal(run / "results.jsonl", "restor", key=_rows_key, drop=lambda r: None if len(r["rows"]) == n else
                              f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts")
     return {"config": config, "facts": facts, "clean": read_json(run / "probes" / "clean.json"),
             "corrupted": read_json(run / "probes" / "corrupted.json"), "results": journal.rows, "journal": journal,

@@ -18,7 +18,7 @@ from dukb.neural.metrics.summary import (ACCURACY, ANY_SETTING, COUNT, ENVELOPE,
                                          superficial, target_tradeoff, tradeoff, wrap_prose)
 from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.plots import figure_markdown
-from dukb.neural.runs import journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
+from dukb.neural.runs import evaluate_row_key, journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
@@ -488,13 +488,14 @@ def render(run_dir) -> dict:
         raise FileNotFoundError(f"{run / 'results.jsonl'}: no such file")
     # each damaged line (not JSON, not a row: a missing field, a NaN) on stderr as FILE:LINE and in report.md; the
     # valid rows are all rendered
-    journal = report_journal(run / "results.jsonl", "evaluate")
-    rows = journal.rows
-    if not rows:
-        raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
     config = read_json(run / "config.json", "run config") if os.path.lexists(run / "config.json") else {}
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
+    # a row out of range, outside the run's plan (config.json's identity) or a second one of a key: damaged too
+    journal = report_journal(run / "results.jsonl", "evaluate", key=evaluate_row_key, config=config)
+    rows = journal.rows
+    if not rows:
+        raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
     from dukb.neural.metrics.recall import fill_n_scored, fill_success_du
 
     rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
