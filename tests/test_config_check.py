@@ -10,10 +10,10 @@ from dukb.neural.protocol import EvaluateConfig, evaluate
 
 @pytest.mark.parametrize("kw, msg", [
     ({"sets": "exat"}, "--sets must be exact or random"),
-    ({"seeds": 0}, "--seeds must be at least 1"),
-    ({"n_targets": 0}, "--n-targets must be at least 1"),
-    ({"batch_size": 0}, "--batch-size must be at least 1"),
-    ({"finetune_epochs": -1}, "--finetune-epochs must be at least 1"),
+    ({"seeds": 0}, "--seeds must be from 1 to 10,000, got 0"),
+    ({"n_targets": 0}, "--n-targets must be from 1 to 1,000,000, got 0"),
+    ({"batch_size": 0}, "--batch-size must be from 1 to 4,096, got 0"),
+    ({"finetune_epochs": -1}, "--finetune-epochs must be from 1 to 10,000, got -1"),
     ({"prompt": "nope"}, "unknown --prompt"),
     ({"forget_scope": "everything"}, "unknown forget scope"),
     ({"schedule": "fast"}, "--schedule must be one of"),
