@@ -334,8 +334,9 @@ def reference_recall(n_rel: int, n_bio: int, sets, forgotten_rel, forgotten_bio=
 
     Returns:
         dict with ``recall``, ``candidates`` (the sets reaching it), ``accuracy_relationships`` (the best over the
-        candidates: the tie rule), ``best_sets`` (candidates with that accuracy), ``accuracy_biographies`` (None
-        without biographies) and ``accuracy_all``.
+        candidates: the tie rule; None when no candidate leaves a fact to score, which dukb reports as NaN),
+        ``best_sets`` (candidates with that accuracy), ``accuracy_biographies`` (None without biographies) and
+        ``accuracy_all`` (None where nothing is scored).
     """
     u_a = set(forgotten_rel)
     ms = [frozenset(s) for s in sets]
@@ -346,18 +347,19 @@ def reference_recall(n_rel: int, n_bio: int, sets, forgotten_rel, forgotten_bio=
     def acc_rel(m):
         rest = n_rel - len(m)
         if rest == 0:
-            return Fraction(1)
+            return None  # nothing to score: undefined (NaN), never 1
         return Fraction(rest - len(u_a - m), rest)  # |(K_rel minus U*) minus U_A| / |K_rel minus U*|
 
     accs = {m: acc_rel(m) for m in cands}
-    top = max(accs.values())
+    scored = [a for a in accs.values() if a is not None]
+    top = max(scored) if scored else None  # a set that leaves facts to score wins a tie over one that leaves none
     best_sets = [m for m in cands if accs[m] == top]
     acc_bio = None if n_bio == 0 else Fraction(n_bio - len(set(forgotten_bio)), n_bio)
     out = []
     for m in best_sets:
         rest = n_rel - len(m)
         denom = n_bio + rest
-        acc_all = Fraction(1) if denom == 0 else ((acc_bio or 0) * n_bio + accs[m] * rest) / denom
+        acc_all = None if denom == 0 else ((acc_bio or 0) * n_bio + (accs[m] or 0) * rest) / denom
         out.append(acc_all)
     return {"recall": best, "candidates": cands, "accuracy_relationships": top, "best_sets": best_sets,
             "accuracy_biographies": acc_bio, "accuracy_all": out}
