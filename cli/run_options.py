@@ -289,7 +289,8 @@ def split_items(text: str | None, option: str, known=None) -> list[str]:
 
 def method_items(text: str | None, option: str = "--methods") -> list[str]:
     """:func:`split_items` of a methods list: each base a registered method or preset (the light catalog's names,
-    :mod:`dukb.neural.catalog`), and each entry resolved (:func:`dukb.neural.methods.resolve`: its scope and
+    :mod:`dukb.neural.catalog`, and, for a name the catalog lacks, the live registry, where a launcher may have
+    registered a method at run time), and each entry resolved (:func:`dukb.neural.methods.resolve`: its scope and
     per-method options checked, ``ga:lr=1e300`` refused) before any work.
 
     Raises:
@@ -297,7 +298,14 @@ def method_items(text: str | None, option: str = "--methods") -> list[str]:
     """
     from dukb.neural.catalog import method_names, preset_names
 
-    items = split_items(text, option, known=[*method_names(), *preset_names()])
+    known = [*method_names(), *preset_names()]
+    if text and any(item.strip().split("@")[0].split(":")[0] not in known for item in text.split(",")):
+        # a method registered at run time (a launcher script, docs/tutorials/add-method.md) is in the live registry,
+        # not in the light catalog built from the shipped registries
+        from dukb.neural.methods import METHODS, PRESETS
+
+        known = sorted({*known, *METHODS, *PRESETS})
+    items = split_items(text, option, known=known)
     if items:
         from dukb.neural.methods import resolve
 
