@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.format_message())
         return 2
     except (typer.Abort, KeyboardInterrupt, EOFError):
-        _ignore_interrupts(argv is None)  # a second Ctrl-C during this cleanup still ends with 130 and this line
+        _ignore_interrupts()  # a second Ctrl-C during this cleanup still ends with 130 and this line
         try:
             _say(interrupt_message())
         except KeyboardInterrupt:
@@ -297,10 +297,11 @@ def main(argv: list[str] | None = None) -> int:
 _SIGINT_BEFORE = None
 
 
-def _ignore_interrupts(for_good: bool) -> None:
+def _ignore_interrupts() -> None:
     """After the first Ctrl-C: ignore further SIGINTs (main thread only), so a second one during the cleanup cannot
-    end the process by the signal instead of exit 130 with its line. The console script (``for_good``) keeps them
-    ignored until it exits; an in-process caller (``main(argv)``) gets its handler back when :func:`main` returns."""
+    end the process by the signal instead of exit 130 with its line. The handler comes back when :func:`main`
+    returns (the console script exits right after; an in-process caller, or a process that starts others later,
+    must not be left ignoring Ctrl-C: an ignored SIGINT is inherited by every child process)."""
     global _SIGINT_BEFORE
     import signal
     import threading
@@ -311,8 +312,7 @@ def _ignore_interrupts(for_good: bool) -> None:
         before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except (ValueError, OSError):
         return
-    if not for_good:
-        _SIGINT_BEFORE = before
+    _SIGINT_BEFORE = before
 
 
 def _restore_interrupts() -> None:

@@ -415,8 +415,10 @@ def test_two_real_ctrl_c_exit_130(tmp_path):
             "    try:\n        time.sleep(60)\n    finally:\n        time.sleep(1)\n"
             "p.evaluate = slow\nfrom dukb.cli.main import main\nsys.argv = ['dukb', 'evaluate', '--n-targets', '1',"
             f" '-o', {str(tmp_path / 'run')!r}]\nsys.exit(main())")
+    # as from a shell: SIGINT at its default (an ignored SIGINT in the test process would be inherited)
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.stdout.readline().strip() == "working"
     p.send_signal(signal.SIGINT)
     time.sleep(0.3)
