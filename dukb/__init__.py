@@ -7,17 +7,7 @@ sets, recall/accuracy), :mod:`dukb.neural` (models, finetuning, unlearning, prob
 Source: Wu, Yadav, Salakhutdinov, Chaudhuri, "Evaluating Deep Unlearning in Large Language Models" (2025).
 """
 
-import os as _os
-
 __version__ = "0.1.0"
-
-# In a source checkout the subpackages live beside this folder (kb/, solver/, neural/, cli/, data/; see setup.py).
-# When the checkout's root comes first on sys.path (``python -m pytest`` in the repository after a non-editable
-# ``pip install .``), this folder shadows the installed package; the subpackages are then found in the checkout.
-_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if _os.path.isfile(_os.path.join(_checkout, "setup.py")) and _os.path.isfile(
-        _os.path.join(_checkout, "solver", "__init__.py")):
-    __path__.append(_checkout)  # noqa: F821  (a package's __path__)
 
 
 class DukbError(Exception):

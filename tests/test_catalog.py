@@ -15,10 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: modules that torch-free paths (``dukb report``, the CLI's start, config checks) import and that use torch in one
 #: or two functions only: they keep ``import torch`` inside those functions
-LAZY_TORCH = {"neural/runs.py": "run records: device and thread info",
-              "neural/distributed.py": "process-group helpers the CLI calls before any model",
-              "neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors",
-              "neural/bounds.py": "option ranges the CLI checks at parse time; only --device asks torch what it sees"}
+LAZY_TORCH = {"dukb/neural/runs.py": "run records: device and thread info",
+              "dukb/neural/distributed.py": "process-group helpers the CLI calls before any model",
+              "dukb/neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors",
+              "dukb/neural/bounds.py": "option ranges the CLI checks at parse time; only --device asks torch what it sees"}
 
 
 def _torch_imports(path: Path) -> tuple[bool, list[int]]:
@@ -47,7 +47,7 @@ def test_the_catalog_is_the_registries():
 
     live = catalog_build.build()
     assert CATALOG == live, "the catalog is stale: run `python -m dukb.neural.catalog_build`"
-    assert (ROOT / "neural" / "_catalog.py").read_text(encoding="utf-8") == catalog_build.source_text(live)
+    assert (ROOT / "dukb" / "neural" / "_catalog.py").read_text(encoding="utf-8") == catalog_build.source_text(live)
     from dukb.neural.methods import DOCUMENT_METHODS, METHODS, PRESETS, methods_help
     from dukb.neural.restor import RESTOR_METHODS
 
@@ -78,7 +78,7 @@ def test_modules_that_use_torch_import_it_at_the_top():
     """In dukb/neural every module that uses torch imports it at module level, except the named light modules
     (:data:`LAZY_TORCH`); and those three stay torch-free at import."""
     lazy_found, top_found = {}, []
-    for path in sorted((ROOT / "neural").rglob("*.py")):
+    for path in sorted((ROOT / "dukb" / "neural").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         top, inner = _torch_imports(path)
         if inner:
@@ -87,8 +87,8 @@ def test_modules_that_use_torch_import_it_at_the_top():
             top_found.append(rel)
     assert set(lazy_found) == set(LAZY_TORCH), {k: v for k, v in lazy_found.items() if k not in LAZY_TORCH}
     assert not set(LAZY_TORCH) & set(top_found)
-    assert {"neural/scoring.py", "neural/train.py", "neural/probe.py", "neural/methods/base.py",
-            "neural/methods/npo.py"} <= set(top_found)
+    assert {"dukb/neural/scoring.py", "dukb/neural/train.py", "dukb/neural/probe.py", "dukb/neural/methods/base.py",
+            "dukb/neural/methods/npo.py"} <= set(top_found)
 
 
 def test_help_texts_come_from_the_catalog(capsys):

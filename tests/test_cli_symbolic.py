@@ -175,7 +175,7 @@ def test_closure_errors(cli, args, fragments):
         assert f in err
 
 
-USAGE_BUG = ("cli/main.py main(): catches click.ClickException, but typer>=0.2x raises its vendored "
+USAGE_BUG = ("dukb/cli/main.py main(): catches click.ClickException, but typer>=0.2x raises its vendored "
              "typer._click.exceptions (BadParameter, NoSuchOption, MissingParameter), so a usage error ends in a "
              "traceback with exit 1 instead of 'dukb: error: ...' and exit 2")
 

@@ -1,4 +1,4 @@
-"""The numpy closure (solver/horn.py, the default) against clingo's full grounding (``method="clingo"``, the
+"""The numpy closure (dukb/solver/horn.py, the default) against clingo's full grounding (``method="clingo"``, the
 reference path): same facts in the same order, same sources and fact_ids, same ground instances in the same order,
 and the same minimal deep unlearning sets, on generated KBs, on hypothesis families (weird names included) and on
 user rule files (every rule file load_rules accepts compiles for the numpy evaluator; an ordering comparison is

@@ -72,7 +72,7 @@ def test_probing_uses_the_kb_judge():
     assert not hasattr(dukb.neural.probe, "is_known")
 
 
-# ------------------------------------------------------------------------------------------ solver/beliefs ----
+# ------------------------------------------------------------------------------------------ dukb/solver/beliefs ----
 def test_belief_closure_in_solver(kb_builder):
     from dukb.solver.beliefs import analyse_beliefs, belief_closure, contradictions, stated_or_derivable
     from dukb.solver.closure import compute_closure

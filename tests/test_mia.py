@@ -1,4 +1,4 @@
-"""MIA scores, the rank AUC and PrivLeak (neural/metrics/mia.py) against brute force and hand-computed values."""
+"""MIA scores, the rank AUC and PrivLeak (dukb/neural/metrics/mia.py) against brute force and hand-computed values."""
 
 from __future__ import annotations
 

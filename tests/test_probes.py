@@ -415,7 +415,7 @@ def test_save_corruption(family, tmp_path):
 # -- CLI ------------------------------------------------------------------------------------------------------------
 def run_cli(monkeypatch, *args: str) -> int:
     """Run `dukb probes ...` through dukb.cli.main.main (error handling, exit codes) on an app that has the
-    command registered, whether or not cli/main.py lists the module yet."""
+    command registered, whether or not dukb/cli/main.py lists the module yet."""
     from dukb.cli import main as m
     from dukb.cli import probes as probes_cli
 

@@ -1319,7 +1319,7 @@ def versions() -> dict:
 def git_revision() -> str | None:
     """``<commit>`` (with ``+dirty`` for uncommitted changes) of the checkout dukb runs from, or None when dukb is
     installed from a wheel or git is unavailable."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
     try:
@@ -1380,29 +1380,22 @@ PROBE_CACHE_COLUMNS = ("kind", "fact_kind", "fact_id", "known")
 
 
 def source_fingerprint() -> str:
-    """Hex SHA-256 over dukb's own files (the package root and the kb, solver, neural, cli and data subpackages:
-    every file's path relative to its package and its bytes, ``__pycache__`` left out), so a cache keyed with it is
+    """Hex SHA-256 over dukb's own files (the package folder with its kb, solver, neural, cli and data subpackages:
+    every file's path relative to the package and its bytes, ``__pycache__`` left out), so a cache keyed with it is
     never read by other code, committed or not (a git revision says ``+dirty`` whatever the edit).
 
     Raises:
         InputError: a source file cannot be read.
     """
-    import importlib.util
-
-    roots = [Path(__file__).resolve().parent.parent / "dukb"]
-    for sub in ("kb", "solver", "neural", "cli", "data"):
-        spec = importlib.util.find_spec(f"dukb.{sub}")
-        if spec is not None and spec.submodule_search_locations:
-            roots.append(Path(list(spec.submodule_search_locations)[0]))
+    root = Path(__file__).resolve().parents[1]
     entries = []
-    for root in roots:
-        for f in sorted(root.rglob("*")):
-            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
-                try:
-                    digest = hashlib.sha256(f.read_bytes()).hexdigest()
-                except OSError as e:
-                    raise InputError(f"cannot read dukb's source file: {e.strerror or e}", f) from None
-                entries.append([root.name, str(f.relative_to(root)), digest])
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+            try:
+                digest = hashlib.sha256(f.read_bytes()).hexdigest()
+            except OSError as e:
+                raise InputError(f"cannot read dukb's source file: {e.strerror or e}", f) from None
+            entries.append([str(f.relative_to(root)), digest])
     return sha256_json(entries)
 
 

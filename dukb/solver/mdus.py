@@ -147,7 +147,7 @@ def deletion_program() -> str:
 def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: float | None = None) -> MDUSResult:
     """Enumerate every subset-minimal deep unlearning set of ``targets`` with clingo.
 
-    The program (``data/rules/deep_unlearning_sets.lp``, :func:`deletion_program`) on the cone (atoms and
+    The program (``dukb/data/rules/deep_unlearning_sets.lp``, :func:`deletion_program`) on the cone (atoms and
     instances as integers, so no name ever enters it)::
 
         {del(A)} :- kb(A).              h(A) :- kb(A), not del(A).
