@@ -349,7 +349,7 @@ def test_muse_roc_legend_shows_an_auc_of_zero(tmp_path, monkeypatch):
 def test_per_target_lines_print_above_the_progress_bar(tmp_path, monkeypatch, capsys):
     """A log line written while a rich progress bar is live (a terminal) starts on a cleared line of its own, not
     glued onto the bar; bar and lines go to stderr, stdout keeps the result line alone."""
-    import dukb.neural.protocol as protocol
+    from dukb.neural.protocols.evaluate import run as protocol
 
     def fake(run_dir, cfg, *, resume, progress, log):
         from rich.progress import Progress

@@ -391,7 +391,7 @@ def test_a_second_ctrl_c_during_the_cleanup_still_exits_130(tmp_path, monkeypatc
     """The first Ctrl-C interrupts the command; a second one arrives while dukb says what it kept: still 130 and
     the one line."""
     import dukb.cli.render as render
-    import dukb.neural.protocol as protocol
+    from dukb.neural.protocols.evaluate import run as protocol
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
