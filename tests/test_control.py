@@ -15,12 +15,12 @@ torch = pytest.importorskip("torch")
 from dukb.cli.main import main  # noqa: E402
 from dukb.kb import load_kb, save_kb  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
-from dukb.neural import control as C  # noqa: E402
 from dukb.neural.data import kb_qa  # noqa: E402
 from dukb.neural.methods import METHODS, get_method  # noqa: E402
 from dukb.neural.methods.base import Control, StepTerms, UnlearnContext, layer_index  # noqa: E402
 from dukb.neural.metrics import ps as PS  # noqa: E402
 from dukb.neural.pipeline import finetune_kb, load_finetuned  # noqa: E402
+from dukb.neural.protocols.control import config as C  # noqa: E402
 from dukb.neural.probe import Predictor, answer_logprob  # noqa: E402
 from dukb.neural.spec import ModelSpec  # noqa: E402
 from conftest import DEVICE

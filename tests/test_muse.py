@@ -304,7 +304,7 @@ def test_verbmem_defaults_are_muses_and_the_reference_is_cut_to_the_budget():
     import inspect
 
     from dukb.neural.metrics.muse import split_prefix, verbmem
-    from dukb.neural.muse import MuseConfig
+    from dukb.neural.protocols.muse.config import MuseConfig
 
     assert MuseConfig().verbmem_tokens == 128 and MuseConfig().verbmem_stemming is False
     assert MuseConfig().mia_k == 0.4  # eval.py: privleak_auc_key = 'forget_holdout_Min-40%'

@@ -326,7 +326,7 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
     # the summary follows from the rows: recompute Recall@Acc>=0.8 of GA from the mean points
     import pandas as pd
 
-    from dukb.neural.report import tradeoff
+    from dukb.neural.metrics.summary import tradeoff
 
     summary = pd.read_csv(eval_run / "summary.csv")
     ga = [r for r in rows if r["method"] == "ga"]

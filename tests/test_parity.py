@@ -111,7 +111,7 @@ def test_two_targets_per_target_differs_from_the_mean_envelope():
 def test_summary_and_report_use_the_per_target_rule(tmp_path):
     import json
 
-    from dukb.neural.report import render
+    from dukb.neural.protocols.evaluate.report import render
 
     curves = {1: [(0.5, 0.95), (0.9, 0.85)], 2: [(0.5, 0.95), (0.6, 0.3)]}
     df = rows_of(curves)

@@ -61,7 +61,7 @@ def _config(rows) -> dict:
 
 
 def _render(tmp_path, rows, config=None):
-    from dukb.neural.report import render
+    from dukb.neural.protocols.evaluate.report import render
 
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "config.json").write_text(json.dumps(config if config is not None else _config(rows)))
@@ -147,7 +147,7 @@ def test_nothing_to_score_is_null_never_one(kb_builder):
 
 
 def test_summary_skips_null_rows_and_says_how_many(tmp_path):
-    from dukb.neural.report import summarize
+    from dukb.neural.protocols.evaluate.report import summarize
 
     rows = _rows(methods=("ga",), n_targets=3, null_method=None)
     for r in rows:

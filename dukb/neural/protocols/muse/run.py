@@ -428,7 +428,6 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     return MuseProtocol(run_dir, config, resume=resume, progress=progress, log=log).execute()
 
 
-#: the protocol's names, with those of its config (``dukb.neural.muse``, the import path of earlier versions, is this
-#: module)
+#: the protocol's names, with those of its config
 __all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "MuseProtocol", "SCORED_FORMS",
            "model_metrics", "muse_row_key", "plan_requests", "run_muse"]

@@ -291,7 +291,6 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     return RwkuProtocol(run_dir, config, resume=resume, progress=progress, log=log).execute()
 
 
-#: the protocol's names, with those of its config (``dukb.neural.rwku``, the import path of earlier versions, is this
-#: module)
+#: the protocol's names, with those of its config
 __all__ = ["AA_KINDS", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol", "check_corpus_methods",
            "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key"]
