@@ -784,10 +784,9 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
     (atomically: into a temporary sibling, then renamed) with ``truth.csv`` (:func:`write_truth`) and
     :data:`CACHE_MANIFEST`, the SHA-256 of each file. Every later use checks the files against it
     (:func:`cache_problem`); a damaged folder (a file edited, truncated, missing or replaced, or the record itself
-    damaged) is moved aside and built again, with one line on stderr (``dukb: note: the cached built-in KB DIR was
-    damaged (REASON); rebuilt``). A folder without the record whose files are exactly what the generator makes
-    (a cache written before the record existed) gets the record quietly. Use it wherever dukb needs an
-    EDU-RELAT-like KB that ships with the package.
+    damaged or missing) is moved aside and built again, with one line on stderr (``dukb: note: the cached built-in
+    KB DIR was damaged (REASON); rebuilt``). Use it wherever dukb needs an EDU-RELAT-like KB that ships with the
+    package.
 
     Args:
         cache_dir: folder to keep it in (created if needed).
@@ -823,12 +822,6 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
         write_truth(truth, tmp / "truth.csv")
         digests = _cache_digests(tmp)
         (tmp / CACHE_MANIFEST).write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
-        if problem == f"no {CACHE_MANIFEST}":  # a folder built before the record existed: quiet if its files
-            try:                               # are what the generator makes
-                if _cache_digests(target) == digests:
-                    problem = None
-            except InputError:
-                pass
         try:
             if os.path.lexists(target):  # set the old folder aside (another process may have done it already)
                 old = Path(tempfile.mkdtemp(prefix=".damaged-", dir=root))

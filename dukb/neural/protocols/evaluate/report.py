@@ -496,15 +496,11 @@ def render(run_dir) -> dict:
     rows = journal.rows
     if not rows:
         raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
-    from dukb.neural.metrics.recall import fill_n_scored, fill_success_du
-
-    rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
-    rows, old_note = fill_n_scored(rows)  # and n_scored: an accuracy of 1.0 over no fact is read as null
-    sdu_note = " ".join(n for n in (sdu_note, old_note) if n) or None
+    missing_note = None
     missing = missing_units(config["identity"], rows) if isinstance(config.get("identity"), dict) else []
     if missing:
         shown = ", ".join(f"({t}, {m}, {v:g})" for t, m, v in missing[:8])
-        sdu_note = ((sdu_note + " ") if sdu_note else "") + (
+        missing_note = (
             f"{len(missing)} (target, method, setting) units of the run have no row yet: {shown}"
             f"{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the run to add "
             "them).")
@@ -519,7 +515,7 @@ def render(run_dir) -> dict:
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
     summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note
+    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [missing_note] if missing_note
                                                               else []) + wrap_prose(journal_note(journal)),
                                               encoding="utf-8")
     output_file(run / "appendix.md").write_text(appendix_report(df, summary, config), encoding="utf-8")

@@ -110,7 +110,7 @@ class MuseProtocol(Protocol):
             "dtype": dtype, "family": spec.preset_family, "settings": settings,
             "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
             "select": cfg.select,
-            # every row also probes each fact's qa item for Success-DU (rows of an earlier dukb lack it: not mixed)
+            # every row also probes each fact's qa item for Success-DU (part of what a resumed run must share)
             "scoring": {"success_du": ["qa"]},
             # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
             "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
