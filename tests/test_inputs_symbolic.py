@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from input_checks import assert_one_line_error, error_lines, run_main
+from test_hardening_inputs import deadline, make_special
 
 from dukb import InputError
 from dukb.cli.probes import MAX_CONTEXT, MAX_DOCS_PER_ENTITY
@@ -42,8 +44,6 @@ from dukb.kb.generate import CACHE_MANIFEST, MAX_GENERATIONS, MAX_PEOPLE, defaul
 from dukb.kb.io import atomic_output
 from dukb.solver.closure import compute_closure, parse_target, resolve_target
 from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED, minimum_set, random_sets
-from input_checks import assert_one_line_error, error_lines, run_main
-from test_hardening_inputs import deadline, make_special
 
 DEMO = resolve_kb_path("demo")
 HUGE = "999999999999999999"  # 18 digits: a strict integer, far above every bound

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.cli.main import main
 from dukb.kb import load_kb, save_kb
 from dukb.kb.generate import generate
-from conftest import DEVICE
 
 DEMO_SHA = load_kb("demo").fingerprint()
 

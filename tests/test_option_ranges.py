@@ -9,7 +9,6 @@ import math
 import time
 
 import pytest
-import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,7 +65,7 @@ def _parse(name: str, argv: list[str]):
         with cmd.make_context(name, list(argv)):
             return None
     except (ex.UsageError, ex.BadParameter, InputError) as e:
-        return str(getattr(e, "format_message", lambda: e)())
+        return str(e.format_message() if hasattr(e, "format_message") else e)
 
 
 def test_every_numeric_option_of_the_neural_commands_has_a_range():

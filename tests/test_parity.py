@@ -26,7 +26,6 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
-
 from independent_logic import closure as ref_closure
 from independent_logic import family_tree_facts, ground_instances, parse_raw_rules, reference_recall
 

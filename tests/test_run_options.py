@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, parse_layers, run_kwargs
-from conftest import DEVICE
 
 PROTOCOLS = ("evaluate", "muse", "rwku", "control")
 

@@ -30,9 +30,20 @@ import pytest
 from dukb import InputError
 from dukb.cli.main import main
 from dukb.neural import runs
-from dukb.neural.runs import (BOOKKEEPING_DIR, ResultsFile, UnitClaims, bookkeeping_path, claim_run, file_lock,
-                              open_append, output_file, read_claim, record_units, unfinished_units,
-                              write_bytes_atomic)
+from dukb.neural.runs import (
+    BOOKKEEPING_DIR,
+    ResultsFile,
+    UnitClaims,
+    bookkeeping_path,
+    claim_run,
+    file_lock,
+    open_append,
+    output_file,
+    read_claim,
+    record_units,
+    unfinished_units,
+    write_bytes_atomic,
+)
 from tests.test_hardening_runs import evaluate_run, one_error_line, run_cli, watchdog
 from tests.test_run_layout import ID, _ids, kb_dir, plan_only  # noqa: F401 - fixtures
 

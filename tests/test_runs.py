@@ -12,8 +12,16 @@ from hypothesis import strategies as st
 
 from dukb import InputError
 from dukb.kb import load_kb
-from dukb.neural.runs import (IDENTITY_VERSION, Difference, ResultsFile, RunIdentityError, identity_differences,
-                              merge_identity, open_run, read_results)
+from dukb.neural.runs import (
+    IDENTITY_VERSION,
+    Difference,
+    ResultsFile,
+    RunIdentityError,
+    identity_differences,
+    merge_identity,
+    open_run,
+    read_results,
+)
 from dukb.solver.rules import load_rules
 
 BASE = {"identity_version": IDENTITY_VERSION, "kb": "abc", "seed": 0, "lr": None,

@@ -11,9 +11,8 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from dukb.neural.metrics.rwku import AA_KINDS, neighbour_facts, rwku_fields  # noqa: E402
 from conftest import DEVICE
-
+from dukb.neural.metrics.rwku import AA_KINDS, neighbour_facts, rwku_fields  # noqa: E402
 
 #: the fact-id dicts' keys -> probe fact kinds
 KIND = {"relationships": "relationship", "biographies": "biography"}

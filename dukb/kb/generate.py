@@ -43,7 +43,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from statistics import NormalDist
 
@@ -253,7 +253,7 @@ def _data_csv(name: str, columns: tuple[str, ...]) -> list[dict]:
     return rows
 
 
-@lru_cache(maxsize=None)
+@cache
 def first_names(gender: str) -> tuple[str, ...]:
     """The first-name list of a gender ("male"/"female"), from ``dukb/data/names_<gender>.txt``.
 
@@ -262,13 +262,13 @@ def first_names(gender: str) -> tuple[str, ...]:
     return tuple(_data_lines(f"names_{gender}.txt"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def surnames() -> tuple[str, ...]:
     """The surname list (``dukb/data/surnames.txt``), used for people without a father in the network."""
     return tuple(_data_lines("surnames.txt"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def us_states() -> tuple[tuple[str, ...], np.ndarray]:
     """The 50 US states and their probabilities (2020 Census population / US total), from ``us_states.csv``.
 
@@ -280,7 +280,7 @@ def us_states() -> tuple[tuple[str, ...], np.ndarray]:
     return tuple(r["state"] for r in rows), w / w.sum()
 
 
-@lru_cache(maxsize=None)
+@cache
 def jobs_by_decade() -> dict[int, tuple[str, ...]]:
     """Decade (1900, 1910, ..., 2020) -> the jobs typical of it, from ``jobs_by_decade.csv``.
 
@@ -452,7 +452,7 @@ def _true_relations(net: _Net, names: list[str]) -> list[Triple]:
     g = net.gender
     by: dict[str, list[Triple]] = {r: [] for r in RELATIONS}
     sibs: dict[int, list[int]] = {}
-    for m, kids in net.kids.items():
+    for kids in net.kids.values():
         for c in kids:
             sibs[c] = kids
     for c in range(len(g)):

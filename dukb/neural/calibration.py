@@ -82,7 +82,8 @@ def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, 
         if r.accuracy_all == r.accuracy_all:  # NaN: nothing left to score for this target, left out
             acc.append(r.accuracy_all)
         derivable += r.recall < 1.0
-    mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
     return dict(zip(keys, (mean(rec), mean(acc), derivable)))
 
 

@@ -7,18 +7,39 @@ Acc@Superficial), computed for the metrics a run asked for.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.metrics.summary import (ACCURACY, ANY_SETTING, COUNT, ENVELOPE, OBSERVED, PAPER,  # noqa: F401
-                                         PAPER_HELDOUT, REGION, THRESHOLD, TRADEOFF_RULE, WEAKEST, curve_points,
-                                         envelope, fixed_label, mean_std, num, setting_key, short_number, strength,
-                                         superficial, target_tradeoff, tradeoff, wrap_prose)
+from dukb.neural.metrics.summary import (  # noqa: F401
+    ACCURACY,
+    ANY_SETTING,
+    COUNT,
+    ENVELOPE,
+    OBSERVED,
+    PAPER,
+    PAPER_HELDOUT,
+    REGION,
+    THRESHOLD,
+    TRADEOFF_RULE,
+    WEAKEST,
+    curve_points,
+    envelope,
+    fixed_label,
+    mean_std,
+    num,
+    setting_key,
+    short_number,
+    strength,
+    superficial,
+    target_tradeoff,
+    tradeoff,
+    wrap_prose,
+)
 from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.plots import figure_markdown
 from dukb.neural.runs import evaluate_row_key, journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
+
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps

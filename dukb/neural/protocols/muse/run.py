@@ -25,9 +25,19 @@ from dataclasses import asdict
 
 from dukb import InputError
 from dukb.neural.protocols.base import Protocol, RowMissing
-from dukb.neural.protocols.muse.config import (CURVE_METHODS, MUSE_METHODS, MUSE_TRAINING_VERSION,  # noqa: F401
-                                               SCORED_FORMS, MuseConfig, _finetune_cached, _items_for, _lr_entry,
-                                               model_metrics, muse_row_key, plan_requests)
+from dukb.neural.protocols.muse.config import (  # noqa: F401
+    CURVE_METHODS,
+    MUSE_METHODS,
+    MUSE_TRAINING_VERSION,
+    SCORED_FORMS,
+    MuseConfig,
+    _finetune_cached,
+    _items_for,
+    _lr_entry,
+    model_metrics,
+    muse_row_key,
+    plan_requests,
+)
 from dukb.neural.runs import holds_run_lock
 
 
@@ -69,7 +79,7 @@ class MuseProtocol(Protocol):
         self.curve_methods = [tuple(resolve(m, "target")) for m in (cfg.curve_methods if cfg.scale_sizes else [])]
         check_unique(label for label, *_ in self.main_methods)
         check_unique(label for label, *_ in self.curve_methods)
-        for label, m, scope, _g in self.main_methods + self.curve_methods:
+        for label, _m, scope, _g in self.main_methods + self.curve_methods:
             if scope != "target":
                 raise InputError(f"{label}: MUSE forgets the request's forget set; a forget scope does not apply")
         check_corpus_methods(self.main_methods + self.curve_methods, "muse")
