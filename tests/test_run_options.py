@@ -8,18 +8,18 @@ import json
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, parse_layers, run_kwargs
-from conftest import DEVICE
 
 PROTOCOLS = ("evaluate", "muse", "rwku", "control")
 
 
 def _configs():
-    from dukb.neural.control import ControlConfig
-    from dukb.neural.muse import MuseConfig
-    from dukb.neural.protocol import EvaluateConfig
-    from dukb.neural.rwku import RwkuConfig
+    from dukb.neural.protocols.control.config import ControlConfig
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.muse.config import MuseConfig
+    from dukb.neural.protocols.rwku.config import RwkuConfig
 
     return {"evaluate": EvaluateConfig, "muse": MuseConfig, "rwku": RwkuConfig, "control": ControlConfig}
 
@@ -169,8 +169,10 @@ def test_control_runs_with_lora_and_partial_layers(small, tmp_path, monkeypatch)
 @pytest.mark.parametrize("protocol", ["muse", "rwku"])
 def test_muse_and_rwku_pass_lora_and_layers_to_unlearning(protocol, small, tmp_path, monkeypatch):
     """The shared options reach every unlearning run of `dukb muse` and `dukb rwku` (the run stops at the first)."""
-    from dukb.neural.muse import MuseConfig, run_muse
-    from dukb.neural.rwku import RwkuConfig, run_rwku
+    from dukb.neural.protocols.muse.config import MuseConfig
+    from dukb.neural.protocols.muse.run import run_muse
+    from dukb.neural.protocols.rwku.config import RwkuConfig
+    from dukb.neural.protocols.rwku.run import run_rwku
 
     kb, ft = small
     seen = []

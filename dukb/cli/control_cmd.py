@@ -83,8 +83,8 @@ def control(
     results.jsonl (one row per model, written at once), summary.csv, report.md (the paper's 6-number PS vector per
     method and control) and ps_curves.png, risk_curves.png.
     """
-    from dukb.neural.control import run_control  # the public entry point (patchable there)
     from dukb.neural.protocols.control.config import ControlConfig
+    from dukb.neural.protocols.control.run import run_control  # the public entry point (patchable there)
 
     cfg = ControlConfig(**run_opts, methods=method_items(methods),
                         controls=split_items(controls, "--controls", known=CONTROL_KINDS),

@@ -129,8 +129,7 @@ def evaluate(
     targets over the processes; process 0 merges their rows into results.jsonl.
     """
     from dukb.neural.distributed import is_main_process
-    from dukb.neural.protocol import EvaluateConfig
-    from dukb.neural.protocol import evaluate as run_evaluate
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
 
     cfg = EvaluateConfig(**run_opts, n_targets=n_targets,
                          methods=method_items(methods), grids=parse_grids(grid),
@@ -142,6 +141,9 @@ def evaluate(
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     cfg.targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
     on_interrupt(keep_rows_note(output))
+    # imported once the options are checked (the run module loads torch); patchable there
+    from dukb.neural.protocols.evaluate.run import evaluate as run_evaluate
+
     run_evaluate(output, cfg, resume=resume, progress=True, log=log_line)
     if is_main_process():
         save_resolved_config(output)

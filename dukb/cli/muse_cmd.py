@@ -103,8 +103,8 @@ def muse(
     model_kind target, retrain or unlearned), summary.csv, report.md (Table 3 layout, ratios to f_retrain, 95%
     bootstrap intervals) and scalability.png, sustainability.png, mia_roc.png.
     """
-    from dukb.neural.muse import run_muse  # the public entry point (patchable there)
     from dukb.neural.protocols.muse.config import MuseConfig
+    from dukb.neural.protocols.muse.run import run_muse  # the public entry point (patchable there)
 
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None

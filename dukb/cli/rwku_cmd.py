@@ -55,7 +55,7 @@ def rwku(
     report.md (RWKU's Table 1 layout, leaks per adversarial kind) and aa_kinds.png, batch_targets.png.
     """
     from dukb.neural.protocols.rwku.config import RwkuConfig
-    from dukb.neural.rwku import run_rwku  # the public entry point (patchable there)
+    from dukb.neural.protocols.rwku.run import run_rwku  # the public entry point (patchable there)
 
     # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
     targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None

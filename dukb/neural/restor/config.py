@@ -12,10 +12,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dukb import InputError
+from dukb.neural.bounds import (
+    CONTEXT,
+    EPOCHS,
+    FRACTION_HALF,
+    LORA_ALPHA,
+    LORA_R,
+    LR,
+    N_TEXTS,
+    NEW_TOKENS,
+    RANDOM_ANSWERS,
+    REG_WEIGHT,
+    SAMPLES,
+    SEED,
+    TEMPERATURE,
+    TEMPLATES,
+    UNLEARN_EPOCHS,
+    bounded,
+    check_device,
+    check_dtype,
+    check_ranges,
+)
 from dukb.neural.catalog import document_methods
-from dukb.neural.bounds import (CONTEXT, EPOCHS, FRACTION_HALF, LORA_ALPHA, LORA_R, LR, N_TEXTS, NEW_TOKENS,
-                                RANDOM_ANSWERS, REG_WEIGHT, SAMPLES, SEED, TEMPERATURE, TEMPLATES, UNLEARN_EPOCHS,
-                                bounded, check_device, check_dtype, check_ranges)
 from dukb.neural.restor.facts import N_RANDOM
 
 #: The range of each per-method option of ``dukb restor`` (``--lambda kl=5``: :mod:`dukb.neural.bounds`)

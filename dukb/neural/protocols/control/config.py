@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from dukb import InputError
 from dukb.neural.bounds import GRID_INTERVALS, N_SEEDS, RETAIN_EVAL, STEPS, TAU, bounded
-from dukb.neural.runconfig import RunConfig
 from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
+from dukb.neural.runconfig import RunConfig
 
 #: GA, GD (= GA + GDR), KL (= GA + KL to θ_o on retain data) and PO: the paper's four methods
 CONTROL_METHODS = ("ga", "ga_gdr", "ga_klr", "po")

@@ -20,8 +20,8 @@ import functools
 from dataclasses import dataclass, field
 
 from dukb import InputError
-from dukb.neural.catalog import default_metrics
 from dukb.neural.bounds import N_SEEDS, N_TARGETS, bounded
+from dukb.neural.catalog import default_metrics
 from dukb.neural.runconfig import RunConfig, parse_layers
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
@@ -84,7 +84,7 @@ class EvaluateConfig(RunConfig):
     schedule: str = "reference"
     attacks: list[str] = field(default_factory=list)
 
-    def check(self) -> "EvaluateConfig":
+    def check(self) -> EvaluateConfig:
         """Validate every field that the protocol would otherwise read later or silently reinterpret (the Python
         API gets the same checks as the command line).
 
