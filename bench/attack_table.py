@@ -23,7 +23,6 @@ def main(runs: list[str]) -> None:
     table: dict[tuple, dict] = {}
     attacks: list[str] = []
     for run in map(Path, runs):
-        tag = run.name
         for r in rows_of(run):
             setting = r.get("setting") or {}
             key = (r["method"], setting.get(r.get("param")))

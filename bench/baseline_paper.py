@@ -65,7 +65,7 @@ def rules_from_ruleset(rules: RuleSet) -> list[PaperRule]:
     for r in rules.rules:
         names: dict[str, int] = {}
 
-        def tup(text: str) -> tuple[int, str, int]:
+        def tup(text: str, r=r, names=names) -> tuple[int, str, int]:
             s, rel, o = (x.strip() for x in text.split(","))
             for v in (s, o):
                 if not v[:1].isupper():

@@ -8,18 +8,26 @@ and 4 retain items, lr 1e-2; then RESTOR's document unlearner (ga, kl, npo; 2 ep
 SHA-256 prefix of the model's weights after it and its per-step risk curve (loss_forget, unlearning_risk,
 loss_retain), and the document runs' per-epoch losses (10 digits).
 """
-import hashlib, json, sys, tempfile
+import hashlib
+import json
+import sys
+import tempfile
 from pathlib import Path
+
 from dukb.neural.data import QA_KIND, QAItem
+from dukb.neural.docs import encode_texts, unlearn_documents
+from dukb.neural.methods import METHODS
+from dukb.neural.methods.base import Control, SweepSchedule, UnlearnContext, WeightState
 from dukb.neural.models import build_tiny_model, load_model
 from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
-from dukb.neural.methods import METHODS
-from dukb.neural.methods.base import UnlearnContext, SweepSchedule, Control
+from dukb.neural.train import TrainConfig
+
 
 def h(model):
     m = hashlib.sha256()
     for k, v in sorted(model.state_dict().items()):
-        m.update(k.encode()); m.update(v.detach().cpu().numpy().tobytes())
+        m.update(k.encode())
+        m.update(v.detach().cpu().numpy().tobytes())
     return m.hexdigest()[:16]
 
 tmp = Path(tempfile.mkdtemp())
@@ -49,9 +57,6 @@ for n in names_:
         out[f"{n}/oc"] = repr(e)
     print(n, flush=True)
 # documents
-from dukb.neural.docs import unlearn_documents, encode_texts
-from dukb.neural.methods.base import WeightState
-from dukb.neural.train import TrainConfig
 texts = [tags.prompt(it.question) + tags.target(it.answer) for it in items]
 for n in ("ga", "kl", "npo"):
     st = WeightState(lm, None, seed=0)
@@ -59,6 +64,7 @@ for n in ("ga", "kl", "npo"):
     rb = encode_texts(lm.tokenizer, texts[3:], lm.device)
     rec = unlearn_documents(st, n, fb, rb, TrainConfig(epochs=2, lr=1e-2, batch_size=2, seed=0))
     out[f"doc/{n}"] = [h(st.model), [round(x, 10) for x in rec["forget_loss"]], [round(x, 10) for x in rec["retain_loss"]]]
-    st.reset(); st.close()
+    st.reset()
+    st.close()
     print("doc", n, flush=True)
 json.dump(out, open(sys.argv[1], "w"), indent=1, sort_keys=True)

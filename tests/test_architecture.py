@@ -14,10 +14,10 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterable
 
 import networkx as nx
 
@@ -63,7 +63,7 @@ def find_modules(roots: dict[str, Path]) -> dict[str, Path]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def modules() -> dict[str, Path]:
     """Every module of the installed dukb package (the root package's __init__ alone: its layers are found from
     their own folders, wherever the layout puts them)."""
@@ -131,7 +131,7 @@ def find_edges(known: dict[str, Path]) -> tuple[Edge, ...]:
     return tuple(sorted(out, key=lambda e: (e.source, e.where, e.target)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def edges() -> tuple[Edge, ...]:
     """Every import of a dukb module by a dukb module."""
     return find_edges(modules())

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.neural.attacks import ATTACKS, parse_attacks
-from conftest import DEVICE
 
 
 def test_registry_and_parsing():
@@ -60,9 +60,8 @@ def _rows(setup, attacks, grid=(16,), reference=None):
 def _check_recomputes(setup, row):
     """Every entry's recall and Success-DU follow from its own forgotten facts (Eq. 1, Definition 2)."""
     from dukb.neural.metrics.recall import success_du
-    from dukb.solver.metrics import recall_accuracy
-
     from dukb.solver.mdus import minimal_sets
+    from dukb.solver.metrics import recall_accuracy
 
     kb, closure, _o, _lm, target = setup
     sets = minimal_sets(closure, [closure.atom_of_fact(target)], "exact").sets

@@ -49,10 +49,10 @@ def _interrupted(script: str, timeout: float = 120) -> tuple[int, str]:
 
 #: command -> (module and function the command calls for its long work, its arguments)
 LONG = {
-    "evaluate": ("dukb.neural.protocol", "evaluate", ["evaluate"]),
-    "rwku": ("dukb.neural.rwku", "run_rwku", ["rwku"]),
-    "muse": ("dukb.neural.muse", "run_muse", ["muse"]),
-    "control": ("dukb.neural.control", "run_control", ["control"]),
+    "evaluate": ("dukb.neural.protocols.evaluate.run", "evaluate", ["evaluate"]),
+    "rwku": ("dukb.neural.protocols.rwku.run", "run_rwku", ["rwku"]),
+    "muse": ("dukb.neural.protocols.muse.run", "run_muse", ["muse"]),
+    "control": ("dukb.neural.protocols.control.run", "run_control", ["control"]),
     "restor": ("dukb.neural.restor", "run_restor", ["restor", "--kb", "demo"]),
 }
 
@@ -327,7 +327,7 @@ def test_muse_roc_legend_shows_an_auc_of_zero(tmp_path, monkeypatch):
     """An AUC of 0.0 is "AUC 0.00" in mia_roc.png's legend, not "AUC nan"; a missing one is "AUC –"."""
     import matplotlib.figure
 
-    from dukb.neural.muse_report import plot_roc, roc_label
+    from dukb.neural.protocols.muse.report import plot_roc, roc_label
 
     assert roc_label("ga", 0.0) == "ga (AUC 0.00)"
     assert roc_label("ga", None) == "ga (AUC –)"
@@ -349,7 +349,7 @@ def test_muse_roc_legend_shows_an_auc_of_zero(tmp_path, monkeypatch):
 def test_per_target_lines_print_above_the_progress_bar(tmp_path, monkeypatch, capsys):
     """A log line written while a rich progress bar is live (a terminal) starts on a cleared line of its own, not
     glued onto the bar; bar and lines go to stderr, stdout keeps the result line alone."""
-    from dukb.neural.protocols.evaluate import run as protocol
+    import dukb.neural.protocols.evaluate.run as protocol
 
     def fake(run_dir, cfg, *, resume, progress, log):
         from rich.progress import Progress

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_solver_properties import FAST, RULE_SETS, families  # tests/ is on sys.path under pytest
 
 from dukb.kb import KB
 from dukb.kb.generate import generate
 from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import closure_loss, minimal_sets
 from dukb.solver.rules import RulesError, load_rules
-from test_solver_properties import FAST, RULE_SETS, families  # tests/ is on sys.path under pytest
 
 
 def assert_same(fast, full) -> None:

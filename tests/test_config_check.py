@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dukb import InputError
-from dukb.neural.protocol import EvaluateConfig, evaluate
+from dukb.neural.protocols.evaluate.config import EvaluateConfig
+from dukb.neural.protocols.evaluate.run import evaluate
 
 
 @pytest.mark.parametrize("kw, msg", [

@@ -18,7 +18,7 @@ def _cmd(name):
 @pytest.fixture()
 def captured(monkeypatch):
     """Replace the evaluate protocol by a recorder of the config it is given (no model is run)."""
-    from dukb.neural.protocols.evaluate import run as protocol
+    import dukb.neural.protocols.evaluate.run as protocol
 
     got = []
 

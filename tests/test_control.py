@@ -12,18 +12,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import DEVICE  # noqa: E402
+from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.kb import load_kb, save_kb  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
-from dukb.neural import control as C  # noqa: E402
 from dukb.neural.data import kb_qa  # noqa: E402
 from dukb.neural.methods import METHODS, get_method  # noqa: E402
 from dukb.neural.methods.base import Control, StepTerms, UnlearnContext, layer_index  # noqa: E402
 from dukb.neural.metrics import ps as PS  # noqa: E402
 from dukb.neural.pipeline import finetune_kb, load_finetuned  # noqa: E402
 from dukb.neural.probe import Predictor, answer_logprob  # noqa: E402
+from dukb.neural.protocols.control import config as C  # noqa: E402
 from dukb.neural.spec import ModelSpec  # noqa: E402
-from conftest import DEVICE
+
 
 # ------------------------------------------------------------------------------------------- PS, by hand ----
 class _Oracle:
@@ -216,7 +218,7 @@ def test_controls_reduce_to_the_original_and_the_uncontrolled_model(small_kb, lm
     assert oc[0][1] == pytest.approx(unc8, abs=1e-5)
     (_s, oc0, _c), = run("ga", Control("oc", 8), [0.0])
     assert oc0 == pytest.approx(orig, abs=1e-6)
-    with pytest.raises(Exception):
+    with pytest.raises(InputError, match="alpha in \\[0, 1\\]"):
         run("ga", Control("mm", 8), [1.5])  # α outside [0, 1]
 
 

@@ -55,9 +55,9 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from test_readme import COMMAND, FLAG, _options, _segments
 
 from conftest import REPO_ROOT
-from test_readme import COMMAND, FLAG, _options, _segments
 
 RESULTS = REPO_ROOT / "bench" / "RESULTS.md"
 README = REPO_ROOT / "README.md"

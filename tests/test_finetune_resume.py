@@ -9,13 +9,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import DEVICE  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
 from dukb.neural import finetune as FT  # noqa: E402
 from dukb.neural.pipeline import finetune_kb, load_finetuned  # noqa: E402
 from dukb.neural.spec import ModelSpec  # noqa: E402
 from dukb.neural.train import TrainConfig  # noqa: E402
-from conftest import DEVICE
 
 # short enough not to reach 100% in the scheduled epochs, so the extra epochs run too
 SHORT = TrainConfig(epochs=6, lr=3e-3, batch_size=8, warmup_steps=2, eval_every=2, extra_epochs=6, extra_lr=1e-3)

@@ -44,12 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from input_checks import error_lines, physical_lines, run_main, where
 
 from dukb.kb import load_kb, resolve_kb_path, save_kb
 from dukb.kb.csvfile import MAX_FIELD_CHARS
 from dukb.kb.generate import generate
 from dukb.kb.retained import Retained, write_retained_csv
-from input_checks import error_lines, physical_lines, run_main, where
 
 SEED = int(os.environ.get("DUKB_FUZZ_SEED", "11"))
 N_CASES = int(os.environ.get("DUKB_FUZZ_CASES", "300"))
@@ -417,7 +417,7 @@ def check_case(capsys, monkeypatch, case: Case) -> list[str]:
             except BaseException as e:  # noqa: BLE001 - an escaping exception is what the test looks for
                 failures.append(f"{name}: exception out of main: {type(e).__name__}: {str(e)[:200]}")
                 results[name] = (1, "", "")
-    for name, (rc, out, err) in results.items():
+    for name, (rc, _out, err) in results.items():
         if rc == 1:
             continue
         if rc not in (0, 2):

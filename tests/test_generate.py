@@ -19,9 +19,19 @@ from hypothesis import strategies as st
 from dukb import InputError
 from dukb.cli.main import main
 from dukb.kb import check_kb, gender_violation, load_kb, save_kb
-from dukb.kb.generate import (EDU_RELAT_OBSERVED, GeneratorConfig, birthplace_value, default_generated_kb,
-                              default_generated_kb_dir, first_names, generate, job_decade, jobs_by_decade, surnames,
-                              us_states)
+from dukb.kb.generate import (
+    EDU_RELAT_OBSERVED,
+    GeneratorConfig,
+    birthplace_value,
+    default_generated_kb,
+    default_generated_kb_dir,
+    first_names,
+    generate,
+    job_decade,
+    jobs_by_decade,
+    surnames,
+    us_states,
+)
 from dukb.kb.schema import RELATIONS
 from dukb.solver.closure import compute_closure
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from input_checks import assert_one_line_error, error_lines, run_main
 
 import dukb.kb.csvfile as csvfile
 import dukb.kb.ptfile as ptfile
@@ -41,7 +42,6 @@ from dukb import InputError
 from dukb.kb import KBError, load_kb, resolve_kb_path
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, strict_int
 from dukb.kb.probes import read_probes
-from input_checks import assert_one_line_error, error_lines, run_main
 
 DEMO = resolve_kb_path("demo")
 KB_FILES = ("people.csv", "relationships.csv", "biographies.csv")

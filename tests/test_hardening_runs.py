@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dukb.cli.main import main
 from conftest import DEVICE
+from dukb.cli.main import main
 
 #: seconds a command may take on a planted file (it must not block or read without end)
 WITHIN = 20.0
@@ -244,9 +244,7 @@ def test_run_library_reads_are_bounded(kind, tmp_path):
 
 def test_lock_file_planted_as_a_fifo_is_refused(tmp_path):
     from dukb import InputError
-    from dukb.neural.runs import claim_run, release_run
-
-    from dukb.neural.runs import LOCK_NAME, bookkeeping_path
+    from dukb.neural.runs import LOCK_NAME, bookkeeping_path, claim_run, release_run
 
     run = tmp_path / "run"
     bookkeeping_path(run).mkdir(parents=True)

@@ -12,8 +12,13 @@ from dukb import InputError
 from dukb.kb.generate import generate
 from dukb.neural.metrics import DEFAULT_METRICS, RowContext, get_metric
 from dukb.neural.metrics.attack import ATTACK_KINDS
-from dukb.neural.metrics.heldout import (check_heldout, default_heldout_forms, elicited_by_form, heldout_known,
-                                         recall_heldout)
+from dukb.neural.metrics.heldout import (
+    check_heldout,
+    default_heldout_forms,
+    elicited_by_form,
+    heldout_known,
+    recall_heldout,
+)
 from dukb.neural.metrics.summary import heldout_tradeoff, target_tradeoff
 
 

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from conftest import DEVICE
 from dukb.cli.main import main  # noqa: E402
 from dukb.kb import load_kb, save_kb  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
@@ -17,7 +18,6 @@ from dukb.neural.metrics.attack import ATTACK_KINDS  # noqa: E402
 from dukb.solver.closure import compute_closure  # noqa: E402
 from dukb.solver.mdus import is_deep_unlearning_set  # noqa: E402
 from dukb.solver.metrics import recall_accuracy  # noqa: E402
-from conftest import DEVICE
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,8 @@ def test_honest_accuracy_matches_the_definition(case, kb_builder):
     # since forgetting a retain fact that lies in a set may change which set is best)
     if got.best_set is not None:
         fixed = [list(got.best_set)]
-        fb = (lambda op: None if forgot_bio is None else op(set(forgot_bio), set(ex_bio)))
+        def fb(op):
+            return None if forgot_bio is None else op(set(forgot_bio), set(ex_bio))
         base = recall_accuracy(kb, fixed, set(forgot_rel) - set(ex_rel), fb(set.__sub__), "exact",
                                exclude_rel=ex_rel, exclude_bio=ex_bio)
         more = recall_accuracy(kb, fixed, set(forgot_rel) | set(ex_rel), fb(set.__or__), "exact",

@@ -23,14 +23,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from input_checks import assert_one_line_error, error_lines, run_main
 
 from dukb import InputError, one_line
 from dukb.kb import KBError, load_kb, resolve_kb_path
 from dukb.kb.csvfile import CONTROL_CATEGORIES, MAX_FIELD_CHARS, Problem, control_char, parse_csv, read_csv
 from dukb.kb.ptfile import MAX_TUPLE_DEPTH, load_bool_list, short_repr
 from dukb.kb.retained import Retained, write_retained_csv
-from input_checks import assert_one_line_error, error_lines, run_main
-
 
 
 def _chmod_000_denies() -> bool:

@@ -11,10 +11,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import DEVICE  # noqa: E402
 from dukb.neural.methods import DOCUMENT_METHODS, METHODS  # noqa: E402
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState  # noqa: E402
 from dukb.neural.methods.gradient import GradientMethod, LossMethod  # noqa: E402
-from conftest import DEVICE
 
 
 @pytest.fixture()

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.neural.methods import METHODS, resolve
 from dukb.neural.methods.base import lr_for
 from dukb.neural.protocols.evaluate.config import method_identity
 from dukb.neural.protocols.muse.config import _lr_entry
-from conftest import DEVICE
 
 
 def test_options_parse_into_a_copy_with_a_normalised_label():

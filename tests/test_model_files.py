@@ -16,10 +16,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import DEVICE  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural import models  # noqa: E402
-from conftest import DEVICE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -185,7 +185,7 @@ def test_a_panic_in_any_loading_step_is_an_input_error(tiny_dir, monkeypatch):
         assert str(e.value).startswith(f"{tiny_dir / names}: ") and "PanicException: called" in str(e.value)
         assert "\n" not in str(e.value)
     for stop in (KeyboardInterrupt, SystemExit):  # never swallowed
-        def interrupt(*a, **k):
+        def interrupt(*a, stop=stop, **k):
             raise stop()
 
         with monkeypatch.context() as m:

@@ -17,13 +17,14 @@ from types import SimpleNamespace
 import pytest
 
 pytest.importorskip("torch")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
+from test_model_files import _edit_config, _fifo, _one_error_line, _write, tiny_dir  # noqa: E402,F401
 
 from conftest import DEVICE  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural import modelcheck  # noqa: E402
-from test_model_files import _edit_config, _fifo, _one_error_line, _write, tiny_dir  # noqa: E402,F401
 
 #: seconds a refusal may take (the checks run before any model is built; generous for a loaded test machine)
 QUICK = 20.0

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.cli.main import main
 from dukb.kb import load_kb, save_kb
 from dukb.kb.generate import generate
-from conftest import DEVICE
 
 DEMO_SHA = load_kb("demo").fingerprint()
 
@@ -83,7 +83,7 @@ def test_the_models_own_kb_passes_the_check_under_any_name(tmp_path, other_kb):
 
 
 def test_allow_kb_mismatch_warns_once_and_is_recorded_in_the_config(tmp_path, other_kb, capsys):
-    from dukb.neural.protocol import EvaluateConfig
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
 
     model = _model(tmp_path / "ft", kb="demo", kb_sha256=DEMO_SHA)
     cfg = EvaluateConfig(finetuned=str(model), kb=str(other_kb), allow_kb_mismatch=True).check()
@@ -98,10 +98,10 @@ def test_allow_kb_mismatch_warns_once_and_is_recorded_in_the_config(tmp_path, ot
 
 
 def _configs():
-    from dukb.neural.control import ControlConfig
-    from dukb.neural.muse import MuseConfig
-    from dukb.neural.protocol import EvaluateConfig
-    from dukb.neural.rwku import RwkuConfig
+    from dukb.neural.protocols.control.config import ControlConfig
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.muse.config import MuseConfig
+    from dukb.neural.protocols.rwku.config import RwkuConfig
 
     return (EvaluateConfig, MuseConfig, RwkuConfig, ControlConfig)
 
@@ -176,7 +176,7 @@ def test_attack_without_kb_takes_the_kb_from_the_models_record(tmp_path, other_k
 
 def test_a_record_from_an_older_dukb_is_accepted_with_one_warning(tmp_path, other_kb, capsys):
     from dukb.neural.models import model_kb
-    from dukb.neural.protocol import EvaluateConfig
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
 
     old = _model(tmp_path / "old")  # dukb_model.json without kb / kb_sha256
     cfg = EvaluateConfig(finetuned=str(old)).check()

@@ -13,16 +13,15 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from conftest import DEVICE
 from dukb import InputError  # noqa: E402
 from dukb.kb import load_kb  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
-from dukb.neural.metrics.muse import (bootstrap_ci, privleak_label, relative, rouge_l_f1,  # noqa: E402
-                                      select_setting)
+from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, rouge_l_f1, select_setting  # noqa: E402
 from dukb.solver.closure import compute_closure  # noqa: E402
 from dukb.solver.splits import base_split, cone_facts, forget_set  # noqa: E402
-from tests.independent_logic import closure as ref_closure, parse_raw_rules  # noqa: E402
-from conftest import DEVICE
-
+from tests.independent_logic import closure as ref_closure  # noqa: E402
+from tests.independent_logic import parse_raw_rules
 
 #: the fact-id dicts' keys -> probe fact kinds
 KIND = {"relationships": "relationship", "biographies": "biography"}
@@ -90,12 +89,13 @@ def test_rouge_bootstrap_selection_by_hand():
 
 def test_text_items_train_every_token():
     """A text item is scored on every token (and EOS); a QA item only on its answer."""
+    import tempfile
+
+    from transformers import AutoTokenizer
+
     from dukb.neural.data import QA_KIND, TEXT_KIND, QAItem, encode_qa
     from dukb.neural.models import build_tiny_model
     from dukb.neural.spec import PROMPT_PRESETS
-    from transformers import AutoTokenizer
-
-    import tempfile
 
     tags = PROMPT_PRESETS["tiny"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -304,7 +304,7 @@ def test_verbmem_defaults_are_muses_and_the_reference_is_cut_to_the_budget():
     import inspect
 
     from dukb.neural.metrics.muse import split_prefix, verbmem
-    from dukb.neural.muse import MuseConfig
+    from dukb.neural.protocols.muse.config import MuseConfig
 
     assert MuseConfig().verbmem_tokens == 128 and MuseConfig().verbmem_stemming is False
     assert MuseConfig().mia_k == 0.4  # eval.py: privleak_auc_key = 'forget_holdout_Min-40%'

@@ -13,6 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import DEVICE  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.kb import load_kb, save_kb  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
@@ -24,7 +25,7 @@ from dukb.neural.probe import Predictor, answer_logprob, probe  # noqa: E402
 from dukb.neural.spec import LoraSpec, ModelSpec  # noqa: E402
 from dukb.solver.closure import compute_closure  # noqa: E402
 from dukb.solver.metrics import recall_accuracy  # noqa: E402
-from conftest import DEVICE
+
 
 @pytest.fixture(scope="module")
 def small_kb(tmp_path_factory):
@@ -326,7 +327,7 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
     # the summary follows from the rows: recompute Recall@Acc>=0.8 of GA from the mean points
     import pandas as pd
 
-    from dukb.neural.report import tradeoff
+    from dukb.neural.metrics.summary import tradeoff
 
     summary = pd.read_csv(eval_run / "summary.csv")
     ga = [r for r in rows if r["method"] == "ga"]

@@ -6,13 +6,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import DEVICE  # noqa: E402
 from dukb.neural.methods.ga import ga_loss  # noqa: E402
 from dukb.neural.methods.npo import npo_loss  # noqa: E402
 from dukb.neural.methods.retain import gdr_loss, klr_loss  # noqa: E402
 from dukb.neural.methods.tv import task_vector_weights  # noqa: E402
 from dukb.neural.methods.whp import whp_logits  # noqa: E402
 from dukb.neural.scoring import sequence_logprob  # noqa: E402
-from conftest import DEVICE
 
 
 def _toy():

@@ -16,12 +16,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dukb.neural.methods import DOCUMENT_METHODS, METHODS, PRESETS, schedule_for  # noqa: E402
-from dukb.neural.methods.base import (REFERENCE_WEIGHT_DECAY, SweepSchedule, UnlearnContext,  # noqa: E402
-                                      reference_train_config)
-from dukb.neural.methods.npo import (eval_du_layout, npo_forget_loss, npo_logit_loss,  # noqa: E402
-                                     npo_token_loss)
 from conftest import DEVICE  # noqa: E402
+from dukb.neural.methods import DOCUMENT_METHODS, METHODS, PRESETS, schedule_for  # noqa: E402
+from dukb.neural.methods.base import REFERENCE_WEIGHT_DECAY, SweepSchedule, UnlearnContext, reference_train_config  # noqa: E402
+from dukb.neural.methods.npo import eval_du_layout, npo_forget_loss, npo_logit_loss, npo_token_loss  # noqa: E402
 
 BETA = 0.1
 
@@ -125,7 +123,7 @@ def test_registry_names_and_forms():
 
 
 def test_identity_tells_forms_and_schedules_apart():
-    from dukb.neural.protocol import method_identity
+    from dukb.neural.protocols.evaluate.config import method_identity
 
     seq = method_identity(METHODS["npo_seq"], "target", [1, 2, 4, 8, 16])
     logit = method_identity(METHODS["npo"], "target", [1, 2, 4, 8, 16])

@@ -9,7 +9,6 @@ import math
 import time
 
 import pytest
-import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,7 +65,7 @@ def _parse(name: str, argv: list[str]):
         with cmd.make_context(name, list(argv)):
             return None
     except (ex.UsageError, ex.BadParameter, InputError) as e:
-        return str(getattr(e, "format_message", lambda: e)())
+        return str(e.format_message() if hasattr(e, "format_message") else e)
 
 
 def test_every_numeric_option_of_the_neural_commands_has_a_range():
@@ -181,7 +180,7 @@ def test_shared_options_refused_at_parse_time(argv, says, no_work, capsys):
 @pytest.fixture()
 def captured(monkeypatch):
     """The evaluate protocol replaced by a recorder of its config (the command's own checks still run)."""
-    from dukb.neural.protocols.evaluate import run as protocol
+    import dukb.neural.protocols.evaluate.run as protocol
 
     got = []
     monkeypatch.setattr(protocol, "evaluate", lambda run_dir, cfg, **kw: got.append(cfg))
@@ -324,8 +323,9 @@ _PATHS = {"kb", "rules", "model", "finetuned", "config", "output", "targets_file
 _TEXT = st.one_of(st.text(max_size=24), st.sampled_from(["", ",", "ga,", "GA", " ga", "a,,b", "1_0", "nan", "inf",
                                                          "x" * 300, "ga:lr=1e999", "qa,QA", "\u2028", "auto "]))
 #: each protocol command's entry point (replaced by a recorder: the command's own checks still run)
-_ENTRY = {"evaluate": ("dukb.neural.protocol", "evaluate"), "muse": ("dukb.neural.muse", "run_muse"),
-          "rwku": ("dukb.neural.rwku", "run_rwku"), "control": ("dukb.neural.control", "run_control"),
+_ENTRY = {"evaluate": ("dukb.neural.protocols.evaluate.run", "evaluate"),
+          "muse": ("dukb.neural.protocols.muse.run", "run_muse"), "rwku": ("dukb.neural.protocols.rwku.run", "run_rwku"),
+          "control": ("dukb.neural.protocols.control.run", "run_control"),
           "restor": ("dukb.neural.restor", "run_restor")}
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import REPO_ROOT
 
+
 def _tracked_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "dukb"], cwd=REPO_ROOT, capture_output=True, text=True)
     if out.returncode != 0:

@@ -26,7 +26,6 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
-
 from independent_logic import closure as ref_closure
 from independent_logic import family_tree_facts, ground_instances, parse_raw_rules, reference_recall
 
@@ -111,7 +110,7 @@ def test_two_targets_per_target_differs_from_the_mean_envelope():
 def test_summary_and_report_use_the_per_target_rule(tmp_path):
     import json
 
-    from dukb.neural.report import render
+    from dukb.neural.protocols.evaluate.report import render
 
     curves = {1: [(0.5, 0.95), (0.9, 0.85)], 2: [(0.5, 0.95), (0.6, 0.3)]}
     df = rows_of(curves)
@@ -163,33 +162,6 @@ def test_success_du_matches_plain_closure(kb_builder):
             assert success_du(c, target, sorted(u)) == want, (target, sorted(u))
             checked[want] += 1
     assert checked[0] and checked[1]  # both outcomes occur
-
-
-def test_success_du_filled_at_report_time(kb_builder, tmp_path):
-    """Rows of an older dukb (no success_du) get it from forgotten_relationships, with the KB of config.json."""
-    from dukb.kb import save_kb
-    from dukb.neural.metrics.recall import fill_success_du
-
-    facts = sorted(family_tree_facts(GENDERS, PARENTS, COUPLES))
-    kb = kb_builder(GENDERS, facts)
-    save_kb(kb, tmp_path / "kb")
-    rules = parse_raw_rules(rule_set="family")
-    target = facts.index(("Cy", "father", "Al"))
-    rows = [{"target": target, "recall": 0.0, "forgotten_relationships": []},
-            {"target": target, "recall": 1.0, "forgotten_relationships": list(range(len(facts)))},
-            {"target": target, "recall": 0.5, "forgotten_relationships": [target]}]
-    cfg = {"kb": str(tmp_path / "kb"), "rules": "family", "kb_fingerprint": kb.fingerprint()}
-    rows, note = fill_success_du(rows, cfg)
-    for r in rows:
-        kept = [f for i, f in enumerate(facts) if i not in set(r["forgotten_relationships"])]
-        assert r["success_du"] == int(facts[target] not in ref_closure(kept, GENDERS, rules))
-    assert [r["success_du"] for r in rows][:2] == [0, 1] and "3 older rows" in note
-    # a changed KB: nothing is guessed
-    old = [{"target": target, "recall": 0.0, "forgotten_relationships": []}]
-    rows, note = fill_success_du(old, {**cfg, "kb_fingerprint": "0" * 16})
-    assert "success_du" not in rows[0] and "changed" in note
-    rows, note = fill_success_du([dict(old[0])], {})
-    assert "success_du" not in rows[0] and "cannot rebuild" in note
 
 
 # -- Min-K% and Min-K%++ -----------------------------------------------------------------------------------------

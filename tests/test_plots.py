@@ -100,7 +100,7 @@ def test_setting_labels_are_small_text_artists_in_the_methods_colour_darkened(fi
     fig(f)
     labels = by_gid(f, "label:")
     lk = plots.looks(list(GRIDS), list(GRIDS))
-    for m, (p, grid) in GRIDS.items():
+    for m, (p, _grid) in GRIDS.items():
         texts = [a.get_text() for a in labels[m]]
         assert any(t.startswith(f"{p}=") for t in texts), texts
         assert all(to_hex(a.get_color()) == lk[m].ink != lk[m].color for a in labels[m])

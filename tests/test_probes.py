@@ -24,17 +24,28 @@ from pathlib import Path
 import pytest
 import typer
 
+from conftest import build_kb, require_edu_relat
 from dukb import InputError
 from dukb.kb import KB, Person, check_kb, load_kb
 from dukb.kb.corrupt import AGE_GAPS, CORRUPTION_COLUMNS, YEAR_SHIFT, corrupt, save_corruption
 from dukb.kb.probes import (
-    EDU_RELAT_NO_SEED, KINDS, PROBE_COLUMNS, FactIndex, Probe, choice_options, edu_qa_rows, edu_wrong_relations,
-    judge, make_probes, parse_kinds, probes_text, read_probes, write_edu_qa,
+    EDU_RELAT_NO_SEED,
+    KINDS,
+    PROBE_COLUMNS,
+    FactIndex,
+    Probe,
+    choice_options,
+    edu_qa_rows,
+    edu_wrong_relations,
+    judge,
+    make_probes,
+    parse_kinds,
+    probes_text,
+    read_probes,
+    write_edu_qa,
 )
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
 from dukb.solver.closure import compute_closure
-
-from conftest import build_kb, require_edu_relat
 
 WRAPPED = ("prefix_injection", "affirmative_suffix", "role_play", "context_hint", "in_context")
 

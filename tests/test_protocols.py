@@ -4,6 +4,7 @@ released), on a toy protocol that needs no model."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -57,25 +58,25 @@ def test_registry_is_the_report_command_s_and_the_table_names_each():
 
 
 def test_the_catalog_imports_no_torch():
-    code = ("import sys, dukb.neural.protocols as p, dukb.neural.protocol, dukb.neural.rwku; "
-            "p.protocols_table(); print('torch' in sys.modules)")
+    code = ("import sys, dukb.neural.protocols as p, dukb.neural.protocols.evaluate.config, "
+            "dukb.neural.protocols.rwku.run; p.protocols_table(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
 
-def test_old_import_paths_give_the_moved_objects():
-    import dukb.neural.protocol as old_eval
-    import dukb.neural.report as old_report
-    import dukb.neural.rwku as old_rwku
-    import dukb.neural.rwku_report as old_rwku_report
-    from dukb.neural.protocols.evaluate import config as ev_config, report as ev_report
-    from dukb.neural.protocols.rwku import config as rw_config, report as rw_report
+@pytest.mark.parametrize("old", ["protocol", "report", "muse", "muse_report", "rwku", "rwku_report", "control",
+                                 "control_report"])
+def test_no_module_re_exports_a_protocol_at_an_old_path(old):
+    """No shim modules: a protocol's parts live in dukb/neural/protocols/<name>/ alone."""
+    assert importlib.util.find_spec(f"dukb.neural.{old}") is None
 
-    assert old_eval.EvaluateConfig is ev_config.EvaluateConfig
-    assert old_eval.run_identity is ev_config.run_identity and old_eval.PROBE is ev_config.PROBE
-    assert old_report.render is ev_report.render and old_report.tradeoff is ev_report.tradeoff
-    assert old_rwku.RwkuConfig is rw_config.RwkuConfig and old_rwku.rwku_row_key is rw_config.rwku_row_key
-    assert old_rwku_report.render_rwku is rw_report.render_rwku
+
+def test_each_registered_part_is_defined_where_the_registry_names_it():
+    """The registry names each part's own module (no re-exporting module in between)."""
+    for info in PROTOCOLS.values():
+        for part in ("config", "run", "render", "protocol"):
+            module = getattr(info, part).split(":")[0]
+            assert info.load(part).__module__ == module, (info.name, part)
 
 
 # ---- the base class's loop on a toy protocol ---------------------------------------------------------------------

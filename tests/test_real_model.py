@@ -17,11 +17,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import DEVICE  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural import zoo  # noqa: E402
-from conftest import DEVICE
-
 
 SMOL = zoo.cached_file("smollm2-135m")
 needs_smol = pytest.mark.skipif(not SMOL.is_file(), reason=f"SmolLM2 GGUF not cached at {SMOL} "

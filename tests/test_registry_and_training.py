@@ -12,8 +12,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dukb.cli.main import main  # noqa: E402
-from dukb.neural.methods import (DOCUMENT_METHODS, METHODS, PRESETS, get_method, methods_table,  # noqa: E402
-                                 presets_table, resolve, scopes_table)
+from dukb.neural.methods import (  # noqa: E402
+    DOCUMENT_METHODS,
+    METHODS,
+    PRESETS,
+    get_method,
+    methods_table,
+    presets_table,
+    resolve,
+    scopes_table,
+)
 from dukb.neural.train import TrainConfig, build_optimizer, chunked, steps_per_epoch, train_loop  # noqa: E402
 from dukb.solver.scopes import FORGET_SCOPES  # noqa: E402
 

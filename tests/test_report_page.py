@@ -61,7 +61,7 @@ def _config(rows) -> dict:
 
 
 def _render(tmp_path, rows, config=None):
-    from dukb.neural.report import render
+    from dukb.neural.protocols.evaluate.report import render
 
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "config.json").write_text(json.dumps(config if config is not None else _config(rows)))
@@ -147,7 +147,7 @@ def test_nothing_to_score_is_null_never_one(kb_builder):
 
 
 def test_summary_skips_null_rows_and_says_how_many(tmp_path):
-    from dukb.neural.report import summarize
+    from dukb.neural.protocols.evaluate.report import summarize
 
     rows = _rows(methods=("ga",), n_targets=3, null_method=None)
     for r in rows:
@@ -269,21 +269,3 @@ def test_every_protocols_report_has_labels_not_json(protocol, tmp_path):
         assert "steps=1, lr=1e-3" in text
     if protocol == "control":
         assert "| ga | none | steps=8 |" in text
-
-
-def test_older_rows_with_accuracy_one_over_nothing_are_read_as_null(tmp_path):
-    """A row of an older dukb (no n_scored) whose retain set covered every fact outside its best set said accuracy
-    1.0; the report reads it as null from the row's own counts, and says so. A row with facts left keeps its
-    number."""
-    from dukb.neural.metrics.recall import fill_n_scored
-
-    old = {"method": "du_npo_gdr", "target": 0, "param": "steps", "setting": {"steps": 2}, "recall": 1.0,
-           "accuracy_all": 1.0, "accuracy_relationships": 1.0, "accuracy_biographies": 1.0, "best_set": [0, 1],
-           "n_kb_rel": 5, "n_kb_bio": 2, "retain_fact_ids": {"relationships": [2, 3, 4], "biographies": [0, 1]},
-           "target_forgotten": True, "success_du": 1}
-    kept = {**old, "target": 1, "accuracy_all": 0.5, "retain_fact_ids": {"relationships": [2, 3], "biographies": [0, 1]}}
-    rows, note = fill_n_scored([dict(old), dict(kept)])
-    assert rows[0]["accuracy_all"] is None and rows[0]["n_scored"] == 0 and rows[0]["accuracy_biographies"] is None
-    assert rows[1]["accuracy_all"] == 0.5 and rows[1]["n_scored"] == 1 and "1 older row(s)" in note
-    text = _render(tmp_path, [old, kept], config={})
-    assert "1 older row(s) had accuracy 1.0 over no scored fact" in text and "| DU_NPO_GDR | 1 (1 skipped) |" in text

@@ -132,7 +132,10 @@ def test_every_line_damaged_is_one_error_line_naming_the_first(protocol, tmp_pat
 @pytest.mark.parametrize("key_name", ["evaluate", "muse", "rwku", "control", "restor"])
 def test_a_resume_moves_a_line_that_is_not_a_row_aside(key_name, tmp_path):
     """ResultsFile with a protocol's row key checks its rows too: the NaN row goes to results.damaged.jsonl."""
-    from dukb.neural import control, muse, runs, rwku
+    from dukb.neural import runs
+    from dukb.neural.protocols.control import config as control
+    from dukb.neural.protocols.muse import config as muse
+    from dukb.neural.protocols.rwku import config as rwku
     from dukb.neural.restor import files
 
     key, row = {"evaluate": (runs.evaluate_row_key, evaluate_rows()[0]), "muse": (muse.muse_row_key, muse_rows()[0]),

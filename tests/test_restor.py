@@ -10,11 +10,30 @@ import random
 
 import pytest
 
-from dukb.kb.corrupt import CorruptedFact
-from dukb.neural.restor import (DEGRADED, EXCLUDED, FORGET, INJECTED, OTHER, RECOVERY, STATES, STATES_A, STATES_B,
-                                TRUE, UNAFFECTED, UNCHANGED, FactProbe, Judge, belief_analysis, belief_triples,
-                                fact_state, majority, normalize, partition)
 from conftest import DEVICE  # noqa: E402
+from dukb.kb.corrupt import CorruptedFact
+from dukb.neural.restor import (
+    DEGRADED,
+    EXCLUDED,
+    FORGET,
+    INJECTED,
+    OTHER,
+    RECOVERY,
+    STATES,
+    STATES_A,
+    STATES_B,
+    TRUE,
+    UNAFFECTED,
+    UNCHANGED,
+    FactProbe,
+    Judge,
+    belief_analysis,
+    belief_triples,
+    fact_state,
+    majority,
+    normalize,
+    partition,
+)
 
 # ------------------------------------------------------------------------------------------------ exact judge ----
 JUDGE = Judge(["Washington state", "West Virginia state", "Virginia state", "Ohio state", "Richard Perry",
@@ -56,7 +75,8 @@ def test_judge_answers_and_normalisation():
     # an unknown answer is the output's first segment
     assert JUDGE.label("Mary Ann. Something else", ["Banker"])[1] == "mary ann"
     # the substring rule of the deep-unlearning paper disagrees on exactly the case the exact judge is for
-    from dukb.kb.probes import Probe, judge as substring_judge
+    from dukb.kb.probes import Probe
+    from dukb.kb.probes import judge as substring_judge
 
     assert substring_judge(Probe("qa", "biography", 0, "q", "Virginia state"), "West Virginia state")
 

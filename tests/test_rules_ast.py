@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from test_cli_symbolic import assert_one_line_error, cli  # noqa: F401 (cli: the in-process CLI fixture)
+from test_closure_fast import assert_same  # tests/ is on sys.path under pytest
+from test_solver_properties import families
 
 from dukb import InputError
 from dukb.kb import load_kb
 from dukb.solver.closure import compute_closure
 from dukb.solver.rules import MAX_RULES_BYTES, RulesError, load_rules, parse_rules
-from test_cli_symbolic import assert_one_line_error, cli  # noqa: F401 (cli: the in-process CLI fixture)
-from test_closure_fast import assert_same  # tests/ is on sys.path under pytest
-from test_solver_properties import families
 
 HEADER = "% a user rule file\nholds(A,wife,B) :- holds(B,husband,A), female(B), male(A), A != B.\n"  # lines 1-2
 

@@ -26,8 +26,19 @@ import yaml
 
 from dukb.cli.main import main
 from dukb.kb import load_kb
-from dukb.neural.runs import (BOOKKEEPING_DIR, COMMANDS_LOG, IDENTITY_VERSION, LOCK_NAME, RunIdentityError,
-                              UnitClaims, bookkeeping_path, claim_run, record_units, release_run, unfinished_units)
+from dukb.neural.runs import (
+    BOOKKEEPING_DIR,
+    COMMANDS_LOG,
+    IDENTITY_VERSION,
+    LOCK_NAME,
+    RunIdentityError,
+    UnitClaims,
+    bookkeeping_path,
+    claim_run,
+    record_units,
+    release_run,
+    unfinished_units,
+)
 
 #: config.json's fields that identify a run (its output directory and provenance aside)
 IDENTITY_FIELDS = ("identity", "kb_fingerprint", "rules_fingerprint", "targets", "methods", "grids", "scopes")

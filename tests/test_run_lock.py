@@ -27,10 +27,21 @@ from pathlib import Path
 
 import pytest
 
-from dukb.neural.runs import (DAMAGED_NAME, IDENTITY_VERSION, LOCK_NAME, ResultsFile, RunIdentityError,
-                              bookkeeping_path, claim_run, holds_run_lock, provenance, read_journal, read_results,
-                              release_run)
 from conftest import DEVICE  # noqa: E402
+from dukb.neural.runs import (
+    DAMAGED_NAME,
+    IDENTITY_VERSION,
+    LOCK_NAME,
+    ResultsFile,
+    RunIdentityError,
+    bookkeeping_path,
+    claim_run,
+    holds_run_lock,
+    provenance,
+    read_journal,
+    read_results,
+    release_run,
+)
 
 ID = {"identity_version": IDENTITY_VERSION, "kb": "abc", "lr": None, "targets": [1, 2],
       "methods": {"ga": {"grid": [1, 2]}}}

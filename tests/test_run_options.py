@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.cli.run_options import cli_default
 from dukb.neural.declare import SHARED, flag_of, group_fields, help_of
 from dukb.neural.runconfig import RunConfig, parse_layers, run_kwargs
-from conftest import DEVICE
 
 PROTOCOLS = ("evaluate", "muse", "rwku", "control")
 #: every protocol command, restor included (it takes every shared option too)

@@ -30,9 +30,20 @@ import pytest
 from dukb import InputError
 from dukb.cli.main import main
 from dukb.neural import runs
-from dukb.neural.runs import (BOOKKEEPING_DIR, ResultsFile, UnitClaims, bookkeeping_path, claim_run, file_lock,
-                              open_append, output_file, read_claim, record_units, unfinished_units,
-                              write_bytes_atomic)
+from dukb.neural.runs import (
+    BOOKKEEPING_DIR,
+    ResultsFile,
+    UnitClaims,
+    bookkeeping_path,
+    claim_run,
+    file_lock,
+    open_append,
+    output_file,
+    read_claim,
+    record_units,
+    unfinished_units,
+    write_bytes_atomic,
+)
 from tests.test_hardening_runs import evaluate_run, one_error_line, run_cli, watchdog
 from tests.test_run_layout import ID, _ids, kb_dir, plan_only  # noqa: F401 - fixtures
 
@@ -391,7 +402,7 @@ def test_a_second_ctrl_c_during_the_cleanup_still_exits_130(tmp_path, monkeypatc
     """The first Ctrl-C interrupts the command; a second one arrives while dukb says what it kept: still 130 and
     the one line."""
     import dukb.cli.render as render
-    from dukb.neural.protocols.evaluate import run as protocol
+    import dukb.neural.protocols.evaluate.run as protocol
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -410,7 +421,7 @@ def test_a_second_ctrl_c_during_the_cleanup_still_exits_130(tmp_path, monkeypatc
 def test_two_real_ctrl_c_exit_130(tmp_path):
     """The console script, sent SIGINT twice in a row while it works: exit 130 and the interrupt line, never death
     by the signal."""
-    code = ("import sys, time\nimport dukb.neural.protocol as p\n"
+    code = ("import sys, time\nimport dukb.neural.protocols.evaluate.run as p\n"
             "def slow(*a, **k):\n    print('working', flush=True)\n"
             "    try:\n        time.sleep(60)\n    finally:\n        time.sleep(1)\n"
             "p.evaluate = slow\nfrom dukb.cli.main import main\nsys.argv = ['dukb', 'evaluate', '--n-targets', '1',"

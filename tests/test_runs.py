@@ -12,8 +12,16 @@ from hypothesis import strategies as st
 
 from dukb import InputError
 from dukb.kb import load_kb
-from dukb.neural.runs import (IDENTITY_VERSION, Difference, ResultsFile, RunIdentityError, identity_differences,
-                              merge_identity, open_run, read_results)
+from dukb.neural.runs import (
+    IDENTITY_VERSION,
+    Difference,
+    ResultsFile,
+    RunIdentityError,
+    identity_differences,
+    merge_identity,
+    open_run,
+    read_results,
+)
 from dukb.solver.rules import load_rules
 
 BASE = {"identity_version": IDENTITY_VERSION, "kb": "abc", "seed": 0, "lr": None,
@@ -146,7 +154,7 @@ def test_finetune_cache_key_covers_everything_the_model_depends_on():
     """The finetuned model in RUN_DIR/finetuned is reused only under an equal key: base model and finetuning
     config, KB fingerprint, LoRA, dtype and prompt each change it (a run killed before config.json was written
     cannot reuse a model made for another KB); the run's other settings (lr, grids, targets) do not."""
-    from dukb.neural.protocol import finetune_cache_key
+    from dukb.neural.protocols.evaluate.config import finetune_cache_key
 
     ident = {"model": {"base": "tiny", "finetune": {"lr": 0.003}}, "kb": "kb-a", "lora": None, "dtype": "float32",
              "prompt": {"question_start": "Question: "}, "seed": 0, "lr": None, "targets": [1], "methods": {}}

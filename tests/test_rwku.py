@@ -11,9 +11,8 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from dukb.neural.rwku import AA_KINDS, neighbour_facts, rwku_fields  # noqa: E402
 from conftest import DEVICE
-
+from dukb.neural.metrics.rwku import AA_KINDS, neighbour_facts, rwku_fields  # noqa: E402
 
 #: the fact-id dicts' keys -> probe fact kinds
 KIND = {"relationships": "relationship", "biographies": "biography"}
@@ -81,8 +80,8 @@ def record_training_and_scoring(mp, rec: dict) -> None:
     so that ``rec`` receives every item trained and scored while ``rec["open"]`` is true."""
     import dukb.neural.methods as methods
     import dukb.neural.probe as probe_mod
-    import dukb.neural.protocol  # noqa: F401  (imported before the wrapping: they bind the real functions)
-    import dukb.neural.rwku as rwku_mod
+    import dukb.neural.protocols.evaluate.config  # noqa: F401  (imported before the wrapping: they bind the real functions)
+    import dukb.neural.protocols.rwku.run as rwku_mod
     import dukb.neural.unlearn  # noqa: F401
 
     real_ctx, real_probe, real_mia = methods.UnlearnContext, probe_mod.probe, rwku_mod.qa_mia_scores
@@ -288,7 +287,7 @@ def test_the_tiny_vocabulary_covers_the_description_corpus(family):
     from dukb import InputError
     from dukb.neural.data import kb_descriptions, vocabulary_texts
     from dukb.neural.models import build_tokenizer
-    from dukb.neural.rwku import _check_covers
+    from dukb.neural.protocols.rwku.config import _check_covers
     from dukb.neural.spec import PROMPT_PRESETS
 
     tags = PROMPT_PRESETS["tiny"]

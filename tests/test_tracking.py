@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from conftest import DEVICE
 from dukb import InputError
 from dukb.neural.tracking import check_log_with
-from conftest import DEVICE
 
 
 def test_an_unknown_or_missing_tracker_is_refused(monkeypatch):

@@ -7,15 +7,15 @@ import json
 import os
 import shutil
 import subprocess
-import threading
-from pathlib import Path
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from dukb.neural.runs import UnitClaims
 from conftest import DEVICE
+from dukb.neural.runs import UnitClaims
 
 
 def test_a_unit_is_claimed_once_and_taken_over_when_its_worker_is_gone(tmp_path):

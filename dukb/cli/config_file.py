@@ -53,8 +53,7 @@ EXTENDABLE_OPTIONS = {"evaluate": ("methods",), "muse": ("methods", "curve-metho
                       "rwku": ("methods", "batch-sizes"), "control": ("methods", "controls", "ratios")}
 #: The options that choose a run's targets (config.yaml keeps the run's own when a resume adds other things)
 TARGET_OPTIONS = ("targets-file", "n-targets")
-#: The words of config.yaml's header that mark a file written once by the run's owner (an older dukb rewrote it at
-#: the end of every invocation, with paths as given).
+#: The words of config.yaml's header that say the file is written once by the run's owner.
 _OWNER_MARK = "written once by the invocation that created the run"
 
 

@@ -21,8 +21,16 @@ import typer
 
 from dukb.cli.config_file import CONFIG_OPTION
 from dukb.cli.render import output_path
-from dukb.cli.run_options import (cli_default, float_items, int_items, method_items, option_info, parse_forms,
-                                  parse_grids, split_items)
+from dukb.cli.run_options import (
+    cli_default,
+    float_items,
+    int_items,
+    method_items,
+    option_info,
+    parse_forms,
+    parse_grids,
+    split_items,
+)
 from dukb.cli.symbolic import read_targets_in_kb
 from dukb.neural.declare import choices_of, declared, default_of, flag_of, freeze
 from dukb.neural.runconfig import split_lora_targets

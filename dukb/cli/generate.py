@@ -55,7 +55,8 @@ def generate(
     kind of family tie never forms, at 1 every person or couple gets one, so the draw no longer varies), and
     --observed is above 0.
     """
-    from dukb.kb.generate import EDU_RELAT_OBSERVED, GeneratorConfig, generate as gen, write_truth
+    from dukb.kb.generate import EDU_RELAT_OBSERVED, GeneratorConfig, write_truth
+    from dukb.kb.generate import generate as gen
     from dukb.kb.io import save_kb
 
     overrides = {"p_parents": p_parents, "p_spouse": p_spouse, "p_children": p_children,

@@ -167,7 +167,7 @@ def _register() -> None:
 _register()
 
 
-def fail(message: str) -> "typer.Exit":
+def fail(message: str) -> typer.Exit:
     """Print ``dukb: error: message`` to stderr on one line; return an Exit(2) to raise."""
     _error(message)
     return typer.Exit(2)

@@ -94,13 +94,13 @@ def reference_tables() -> dict[str, list[Table]]:
     Returns:
         page name -> its tables, in display order.
     """
+    from dukb.cli.run_options import ranges_table
     from dukb.neural.attacks import attacks_table
     from dukb.neural.families import families_table
     from dukb.neural.methods import methods_table, presets_table, scopes_table
     from dukb.neural.metrics import metrics_table
     from dukb.neural.protocols import protocols_table
     from dukb.neural.runconfig import options_table
-    from dukb.cli.run_options import ranges_table
 
     return {"methods": [methods_table(), presets_table(), scopes_table(), families_table()],
             "metrics": [metrics_table()],

@@ -28,7 +28,7 @@ def emit(text: str, output: Path | None) -> None:
         fh.write(text if text.endswith("\n") else text + "\n")
 
 
-def output_path(value: "str | Path") -> Path:
+def output_path(value: str | Path) -> Path:
     """Typer parser of an ``-o/--output`` value: the path as given; an empty value (``-o ''``, which would
     otherwise become the working directory) is a usage error (one line, exit 2).
 

@@ -174,7 +174,7 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
             typer.echo(one_line(f"dukb: error: {p}"), err=True)
         if len(e.problems) > 1:
             typer.echo(one_line(f"dukb: error: {len(e.problems)} problems in {kb}"), err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     typer.echo(f"ok: {len(k.people)} people, {len(k.relationships)} relationship facts, "
                f"{len(k.biographies)} biography facts")
 

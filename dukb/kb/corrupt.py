@@ -26,9 +26,10 @@ import csv
 import json
 import random
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from dukb import InputError
 from dukb.kb.io import atomic_output, check_kb, save_kb

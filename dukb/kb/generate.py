@@ -43,7 +43,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from statistics import NormalDist
 
@@ -253,7 +253,7 @@ def _data_csv(name: str, columns: tuple[str, ...]) -> list[dict]:
     return rows
 
 
-@lru_cache(maxsize=None)
+@cache
 def first_names(gender: str) -> tuple[str, ...]:
     """The first-name list of a gender ("male"/"female"), from ``dukb/data/names_<gender>.txt``.
 
@@ -262,13 +262,13 @@ def first_names(gender: str) -> tuple[str, ...]:
     return tuple(_data_lines(f"names_{gender}.txt"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def surnames() -> tuple[str, ...]:
     """The surname list (``dukb/data/surnames.txt``), used for people without a father in the network."""
     return tuple(_data_lines("surnames.txt"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def us_states() -> tuple[tuple[str, ...], np.ndarray]:
     """The 50 US states and their probabilities (2020 Census population / US total), from ``us_states.csv``.
 
@@ -280,7 +280,7 @@ def us_states() -> tuple[tuple[str, ...], np.ndarray]:
     return tuple(r["state"] for r in rows), w / w.sum()
 
 
-@lru_cache(maxsize=None)
+@cache
 def jobs_by_decade() -> dict[int, tuple[str, ...]]:
     """Decade (1900, 1910, ..., 2020) -> the jobs typical of it, from ``jobs_by_decade.csv``.
 
@@ -452,7 +452,7 @@ def _true_relations(net: _Net, names: list[str]) -> list[Triple]:
     g = net.gender
     by: dict[str, list[Triple]] = {r: [] for r in RELATIONS}
     sibs: dict[int, list[int]] = {}
-    for m, kids in net.kids.items():
+    for kids in net.kids.values():
         for c in kids:
             sibs[c] = kids
     for c in range(len(g)):
@@ -784,10 +784,9 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
     (atomically: into a temporary sibling, then renamed) with ``truth.csv`` (:func:`write_truth`) and
     :data:`CACHE_MANIFEST`, the SHA-256 of each file. Every later use checks the files against it
     (:func:`cache_problem`); a damaged folder (a file edited, truncated, missing or replaced, or the record itself
-    damaged) is moved aside and built again, with one line on stderr (``dukb: note: the cached built-in KB DIR was
-    damaged (REASON); rebuilt``). A folder without the record whose files are exactly what the generator makes
-    (a cache written before the record existed) gets the record quietly. Use it wherever dukb needs an
-    EDU-RELAT-like KB that ships with the package.
+    damaged or missing) is moved aside and built again, with one line on stderr (``dukb: note: the cached built-in
+    KB DIR was damaged (REASON); rebuilt``). Use it wherever dukb needs an EDU-RELAT-like KB that ships with the
+    package.
 
     Args:
         cache_dir: folder to keep it in (created if needed).
@@ -823,12 +822,6 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
         write_truth(truth, tmp / "truth.csv")
         digests = _cache_digests(tmp)
         (tmp / CACHE_MANIFEST).write_text(json.dumps(digests, indent=1) + "\n", encoding="utf-8")
-        if problem == f"no {CACHE_MANIFEST}":  # a folder built before the record existed: quiet if its files
-            try:                               # are what the generator makes
-                if _cache_digests(target) == digests:
-                    problem = None
-            except InputError:
-                pass
         try:
             if os.path.lexists(target):  # set the old folder aside (another process may have done it already)
                 old = Path(tempfile.mkdtemp(prefix=".damaged-", dir=root))

@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from typing import Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from dukb.kb.model import KB
 from dukb.kb.templates import load_template
@@ -155,7 +156,7 @@ class Judge:
         self.max_len = max((len(k) for k in self.known), default=0)
 
     @classmethod
-    def for_kb(cls, kb: KB, extra_values: Iterable[str] = (), extra_aliases=None) -> "Judge":
+    def for_kb(cls, kb: KB, extra_values: Iterable[str] = (), extra_aliases=None) -> Judge:
         """A judge whose known phrases are the KB's people, its biography values, the fallback value pools of
         templates/values.json and ``extra_values`` (e.g. injected values).
 

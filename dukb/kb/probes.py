@@ -32,16 +32,16 @@ import csv
 import io
 import json
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from dukb import InputError
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, parse_int, read_text
 from dukb.kb.io import atomic_output
+
 # the answer judge lives in dukb.kb.judge; its names stay importable from here
-from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES  # noqa: F401
-from dukb.kb.judge import choice_options, judge  # noqa: F401
+from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401  # noqa: F401
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
 from dukb.kb.templates import load_template

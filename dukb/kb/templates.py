@@ -4,13 +4,13 @@ read once and shared by probes, corruption documents and the answer judge."""
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 from dukb import InputError
 from dukb.kb.csvfile import read_package_text
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_template(name: str) -> dict:
     """Load a JSON template file of ``dukb.data/templates``.
 

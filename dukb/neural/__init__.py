@@ -22,7 +22,7 @@ def evaluate(run_dir="runs/evaluate", *, resume: bool = True, progress: bool = F
         resume: continue a run already in ``run_dir``.
         progress: rich progress bars.
         log: callable(str) for progress lines (default: silent).
-        **config: fields of :class:`dukb.neural.protocol.EvaluateConfig` (kb, model, finetuned, targets,
+        **config: fields of :class:`dukb.neural.protocols.evaluate.config.EvaluateConfig` (kb, model, finetuned, targets,
             n_targets, methods, grids, rules, sets, seeds, seed, lr, device, dtype, prompt, finetune_epochs).
 
     Returns:
@@ -30,12 +30,12 @@ def evaluate(run_dir="runs/evaluate", *, resume: bool = True, progress: bool = F
         accuracy_biographies, accuracy_all, best_set, target_forgotten, forgotten fact ids and timings.
 
     Raises:
-        InputError: bad configuration (see :func:`dukb.neural.protocol.evaluate`).
+        InputError: bad configuration (see :func:`dukb.neural.protocols.evaluate.run.evaluate`).
 
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
-    from dukb.neural.protocol import EvaluateConfig
-    from dukb.neural.protocol import evaluate as _evaluate
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.evaluate.run import evaluate as _evaluate
 
     return _evaluate(run_dir, EvaluateConfig(**config), resume=resume, progress=progress,
                      log=log or (lambda _m: None))

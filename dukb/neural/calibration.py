@@ -56,7 +56,7 @@ def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, 
     Returns:
         {"du_recall", "du_accuracy", "du_targets_derivable"} (the last: forget facts whose best minimal set is not
         wholly forgotten, i.e. still derivable from what the model knows), with the suffix ``_heldout`` when
-        ``heldout``; values None when the row has no held-out fields (a row of an older dukb); du_accuracy None when
+        ``heldout``; values None when the row has no such forgotten facts (no held-out forms probed); du_accuracy None when
         no forget fact leaves a fact to score (never 1.0).
 
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy); Definition 1 (minimal deep unlearning sets).
@@ -82,7 +82,8 @@ def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, 
         if r.accuracy_all == r.accuracy_all:  # NaN: nothing left to score for this target, left out
             acc.append(r.accuracy_all)
         derivable += r.recall < 1.0
-    mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
     return dict(zip(keys, (mean(rec), mean(acc), derivable)))
 
 

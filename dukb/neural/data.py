@@ -7,12 +7,11 @@ to Reid Perry?" -> "father"; "What is the birthyear of Sloane Lee?" -> "1908"), 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dukb import InputError
 from dukb.kb.model import KB
 from dukb.kb.probes import Probe
-
 
 #: A QA item is a probe of :mod:`dukb.kb.probes`: kind, fact_kind, fact_id, question, answer, match.
 QAItem = Probe

@@ -18,7 +18,7 @@ on every token) and unlearns those documents with GA, KL or NPO plus a cross-ent
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -26,8 +26,7 @@ from dukb import InputError
 from dukb.neural.data import QAItem, model_device, pad_rows
 from dukb.neural.methods.npo import npo_token_loss  # noqa: F401  (RESTOR's token-level NPO, re-exported)
 from dukb.neural.scoring import token_logprobs  # noqa: F401  (re-exported)
-from dukb.neural.train import TrainConfig
-from dukb.neural.train import chunked, steps_per_epoch, train_loop
+from dukb.neural.train import TrainConfig, chunked, steps_per_epoch, train_loop
 
 
 def _text_ids(tokenizer, text: str) -> list[int]:

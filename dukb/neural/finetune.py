@@ -297,7 +297,7 @@ def shortfall_line(acc: float, n: int, epochs: int, target: float) -> str:
             "epochs or the learning rate)")
 
 
-def _phases(run, config: TrainConfig, state: dict, ckpt: "_Checkpoint", log) -> tuple[dict, dict | None]:
+def _phases(run, config: TrainConfig, state: dict, ckpt: _Checkpoint, log) -> tuple[dict, dict | None]:
     """The scheduled epochs (phase 0), then, when they end below the target accuracy, up to ``config.extra_epochs``
     more at the constant rate ``config.extra_lr`` with the same early stop (phase 1); a run resumed in phase 1
     skips phase 0.

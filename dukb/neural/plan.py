@@ -3,7 +3,7 @@
 From the KB, the rules and the run's settings: the deductive closure, the targets, every target's minimal deep
 unlearning sets (exact, or the paper's Algorithm 1) and the forget set of every (target, forget scope), each cached in
 the run directory under a key of everything it depends on (``sets.json``, ``forget_sets.json``). Later stages (model,
-sweep, probe, metrics, report; :mod:`dukb.neural.protocol`) read the plan and never call back into it.
+sweep, probe, metrics, report; :mod:`dukb.neural.protocols.evaluate`) read the plan and never call back into it.
 
 Source: Wu et al. 2025, Sec. 3-4 (Definitions 2-3, the 55-target protocol, Algorithm 1).
 """

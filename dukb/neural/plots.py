@@ -20,10 +20,10 @@ Source: Okabe & Ito 2008, "Color Universal Design" (the palette); Wu et al. 2025
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from dukb import InputError
 from dukb.neural.metrics import summary

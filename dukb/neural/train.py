@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
 from dukb.neural import distributed, tracking
 from dukb.neural.trainconfig import SCHEDULES, TrainConfig  # noqa: F401  (defined there, torch-free; re-exported)
+
 
 def build_optimizer(params, cfg: TrainConfig, total_steps: int):
     """AdamW over ``params`` and its learning-rate schedule: the only place dukb builds an optimiser.
@@ -37,8 +39,11 @@ def build_optimizer(params, cfg: TrainConfig, total_steps: int):
     Raises:
         InputError: unknown schedule.
     """
-    from transformers import (get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup,
-                              get_linear_schedule_with_warmup)
+    from transformers import (
+        get_constant_schedule_with_warmup,
+        get_cosine_schedule_with_warmup,
+        get_linear_schedule_with_warmup,
+    )
 
     cfg.check()
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)

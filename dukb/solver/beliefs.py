@@ -18,7 +18,7 @@ left); Rezaei et al., RESTOR (corruption F', Sec. 3.2). Pure Python and clingo: 
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from dukb.kb.model import KB, Fact, Triple
 from dukb.solver.closure import Closure, compute_closure

@@ -112,7 +112,7 @@ class _BodyView(Sequence):
 class _Index(Mapping):
     """``index``: triple -> atom id, looked up through the fact codes (no dict of every closure fact is built)."""
 
-    def __init__(self, closure: "Closure"):
+    def __init__(self, closure: Closure):
         self._c = closure
 
     def __getitem__(self, triple) -> int:

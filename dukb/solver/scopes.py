@@ -13,8 +13,8 @@ the target non-derivable. A new scope is one function plus a :func:`register_sco
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from dukb import InputError
 from dukb.solver.closure import Closure

@@ -22,8 +22,8 @@ f_target serves every forget-set size (MUSE's scalability, C5) and every sequent
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from dukb import InputError
 from dukb.solver.closure import Closure
@@ -66,7 +66,7 @@ class BaseSplit:
         """Every fact f_target is finetuned on: the KB minus the holdout ({"relationships", "biographies"})."""
         return _as_dict(_ids(self.retain_train_pool) | _ids(self.retain_eval_pool))
 
-    def request(self, forget_rel: Sequence[int], targets: Sequence[int]) -> "FactSplits":
+    def request(self, forget_rel: Sequence[int], targets: Sequence[int]) -> FactSplits:
         """The splits of one unlearning request.
 
         Args:

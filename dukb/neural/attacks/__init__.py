@@ -5,7 +5,17 @@
 prompt; Wu et al. 2025, Definitions 1-2) and ``logitlens`` (nostalgebraist 2020; Patil et al. 2024).
 """
 
-from dukb.neural.attacks.base import (ATTACKS, Attack, AttackContext, AttackOutcome, attack_identity,  # noqa: F401
-                                      attacks_table, parse_attacks, register, run_attacks, score_attack,
-                                      worst_case_fields)
 from dukb.neural.attacks import incontext, logitlens, quant, relearn  # noqa: F401,E402  (registrations)
+from dukb.neural.attacks.base import (  # noqa: F401
+                                      ATTACKS,
+                                      Attack,
+                                      AttackContext,
+                                      AttackOutcome,
+                                      attack_identity,
+                                      attacks_table,
+                                      parse_attacks,
+                                      register,
+                                      run_attacks,
+                                      score_attack,
+                                      worst_case_fields,
+)

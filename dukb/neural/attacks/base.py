@@ -14,8 +14,8 @@ Source: Wu et al. 2025, Eq. 1-2 and Definition 2 (the figures); the attacks' own
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from dukb import InputError
 from dukb.neural.tables import Table
@@ -286,7 +286,7 @@ def plain_copy(model):
     return m.eval()
 
 
-def known_table(items, known: dict) -> "object":
+def known_table(items, known: dict) -> object:
     """A probe table (fact_kind, fact_id, kind, known) of ``items`` from ``known[(fact_kind, fact_id)] -> bool``.
 
     Raises:

@@ -17,8 +17,8 @@ whose premises contain the gold answer, to read ``deduction_rate`` against.
 from __future__ import annotations
 
 from dukb import InputError
-from dukb.neural.bounds import Range
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, register, row_known
+from dukb.neural.bounds import Range
 
 PREMISES = ("rules", "self")
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 
 from dukb import InputError
-from dukb.neural.bounds import Range
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, register, row_known
+from dukb.neural.bounds import Range
 
 
 def _final_norm(model):

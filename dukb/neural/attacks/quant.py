@@ -23,8 +23,8 @@ import logging
 import torch
 
 from dukb import InputError
-from dukb.neural.bounds import Range
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
+from dukb.neural.bounds import Range
 
 
 def _torchao():
@@ -67,7 +67,7 @@ def conv1d_to_linear(model) -> int:
     except ImportError:  # pragma: no cover
         return 0
     n = 0
-    for name, mod in list(model.named_modules()):
+    for _name, mod in list(model.named_modules()):
         for child_name, child in list(mod.named_children()):
             if isinstance(child, Conv1D):
                 w = child.weight
@@ -94,7 +94,6 @@ def quantized_copy(pred, bits: int, group: int = 32):
     Source: Zhang et al. 2025 (ICLR), arXiv 2410.16454, Sec. 4 (RTN quantization of unlearned models).
     """
     import dataclasses
-
 
     from dukb.neural.attacks.base import plain_copy
 

@@ -28,8 +28,8 @@ import random
 import torch
 
 from dukb import InputError
-from dukb.neural.bounds import STEPS, Range
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
+from dukb.neural.bounds import STEPS, Range
 
 MODES = ("neighbours", "half", "target", "random")
 
@@ -75,7 +75,6 @@ def relearned_copy(pred, items, steps: int, lr: float, seed: int = 0):
         InputError: the model has no parameter to train.
     """
     import dataclasses
-
 
     from dukb.neural.attacks.base import plain_copy
     from dukb.neural.data import encode_qa

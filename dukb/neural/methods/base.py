@@ -14,8 +14,8 @@ import math
 import random
 import re
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
 
 import torch
 
@@ -63,9 +63,9 @@ class UnlearnContext:
     target: int | None = None
     sets: list | None = None
     items: list[QAItem] | None = None
-    control: "Control | None" = None
+    control: Control | None = None
     layers: tuple[int, int] | None = None
-    schedule: "SweepSchedule | None" = None
+    schedule: SweepSchedule | None = None
 
     @property
     def family(self) -> str:
@@ -114,7 +114,7 @@ class SweepSchedule:
     kind: str = "separate"
     steps: int | None = None
 
-    def check(self) -> "SweepSchedule":
+    def check(self) -> SweepSchedule:
         """Validate (returns self)."""
         if self.kind not in SWEEP_SCHEDULES:
             raise InputError(f"unknown schedule {self.kind!r} (choose from {', '.join(SWEEP_SCHEDULES)})")
@@ -174,7 +174,7 @@ class Control:
     kind: str = "none"
     steps: int = 16
 
-    def check(self) -> "Control":
+    def check(self) -> Control:
         """Validate (returns self)."""
         if self.kind not in CONTROLS:
             raise InputError(f"unknown control {self.kind!r} (choose from {', '.join(CONTROLS)})")
@@ -216,7 +216,8 @@ class StepTerms:
 
     def parts(self) -> dict:
         """Floats to log: loss_forget, unlearning_risk, loss_retain (those present)."""
-        num = (lambda x: float(x.detach()) if hasattr(x, "detach") else float(x))
+        def num(x):
+            return float(x.detach()) if hasattr(x, "detach") else float(x)
         out = {"loss_forget": num(self.forget)}
         if self.risk is not None:
             out["unlearning_risk"] = num(self.risk)
@@ -273,7 +274,7 @@ class Method(abc.ABC):
         """The options this instance was given (name -> value, sorted; {} for the registry's own instance)."""
         return dict(getattr(self, "_option_values", {}))
 
-    def with_options(self, values: dict) -> "Method":
+    def with_options(self, values: dict) -> Method:
         """A copy of this method with per-method options set (``lr`` and the names in :attr:`options`).
 
         Args:
@@ -639,7 +640,7 @@ class ControlStrategy(abc.ABC):
     param: str = "steps"
 
     @abc.abstractmethod
-    def sweep(self, r: SweepRun, control: "Control", sched: SweepSchedule) -> Iterator[tuple[dict, Predictor]]:
+    def sweep(self, r: SweepRun, control: Control, sched: SweepSchedule) -> Iterator[tuple[dict, Predictor]]:
         """Yield (setting, predictor) for each grid value of ``r``."""
 
 
@@ -746,7 +747,7 @@ def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
         r.close()
 
 
-def lr_for(ctx: UnlearnContext, presets: dict[str, float], method: "Method | None" = None) -> float:
+def lr_for(ctx: UnlearnContext, presets: dict[str, float], method: Method | None = None) -> float:
     """The learning rate: the method's own (``METHOD:lr=...``, :meth:`Method.with_options`) if set, else ``ctx.lr``
     (the run's ``--lr``) if set, else the preset for the model family (generic as fallback)."""
     if method is not None and method.lr is not None:

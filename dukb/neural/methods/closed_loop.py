@@ -40,9 +40,8 @@ import math
 import random
 
 from dukb import InputError
-
-from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.families import family_lrs
+from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.methods.ga import ga_loss
 from dukb.neural.methods.retain import gdr_loss
 
@@ -215,7 +214,7 @@ class ClosedLoopDeepUnlearning(Method):
             return None
         return self._logprob if self.min_prob == math.exp(self._logprob) else math.log(self.min_prob)
 
-    def with_options(self, values: dict) -> "Method":
+    def with_options(self, values: dict) -> Method:
         """:meth:`Method.with_options`; ``min_prob`` must lie in (0, 1) and ``retain_batch`` be a whole number.
 
         Raises:
@@ -240,8 +239,8 @@ class ClosedLoopDeepUnlearning(Method):
             ValueError: the context lacks the symbolic plan (kb, closure, target, sets, items).
         """
         from dukb.neural.data import encode_qa
-        from dukb.neural.probe import probe
         from dukb.neural.methods.npo import npo_loss
+        from dukb.neural.probe import probe
         from dukb.neural.scoring import forward_logits, sequence_logprob
         from dukb.neural.train import TrainConfig, train_loop
         from dukb.solver.cone import cone_of

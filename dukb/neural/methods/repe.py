@@ -114,7 +114,7 @@ class RepE(Method):
                 a = float(alpha)
                 clear()
                 for i in range(lo, hi + 1):
-                    def hook(_m, _inp, out, i=i):
+                    def hook(_m, _inp, out, i=i, a=a):
                         if isinstance(out, tuple):
                             return (steer(out[0], v[i], a),) + tuple(out[1:])
                         return steer(out, v[i], a)

@@ -12,8 +12,8 @@ In the spirit of open-unlearning's ``@unlearning_metric`` registry (Dorna et al.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ the budget.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 _ROUGE: dict[bool, object] = {}
 
@@ -274,7 +274,8 @@ def knowmem_metric(ctx) -> dict:
             f.append(rouge_l_f1(a, o or ""))
         elif key not in held:
             r.append(rouge_l_f1(a, o or ""))
-    mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
     return {"knowmem_forget": mean(f), "knowmem_retain": mean(r)}
 
 

@@ -29,8 +29,8 @@ accuracy there; longer answers (birthplaces, multi-token years) give intermediat
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from dukb import InputError
 

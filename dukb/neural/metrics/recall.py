@@ -6,8 +6,7 @@ outside that M the model still knows (Eq. 2), over relationships, biographies an
 method trained on as retain data (the row's ``retain_fact_ids``) are not scored for accuracy.
 
 Success-DU (:func:`success_du`): 1 when the target is not in the deductive closure of K minus the facts the model
-forgot (Definition 2 of the paper, deep unlearning), else 0; :func:`fill_success_du` adds it at report time to rows
-written before dukb recorded it.
+forgot (Definition 2 of the paper, deep unlearning), else 0.
 """
 
 from __future__ import annotations
@@ -106,84 +105,6 @@ def success_du_all(closure, targets, forgotten_relationships) -> int:
         raise ValueError("Success-DU needs at least one target")
     forgotten = [int(f) for f in forgotten_relationships]
     return int(all(success_du(closure, t, forgotten) for t in targets))
-
-
-def fill_success_du(rows: list[dict], config: dict) -> tuple[list[dict], str | None]:
-    """Add ``success_du`` to rows that lack it (rows of an older dukb), from their ``forgotten_relationships``.
-
-    The KB and rules come from the run's config.json (``kb``, ``rules``); they must still match the run's
-    ``kb_fingerprint`` and ``rules_fingerprint`` when those are recorded.
-
-    Args:
-        rows: result rows (dicts; changed in place only where the field is missing).
-        config: the run's config.json (dict).
-
-    Returns:
-        (rows, note): note is None when nothing was missing or everything was filled, else one sentence on why
-        Success-DU stays empty for the rows that lack it.
-
-    Source: Wu et al. 2025, Definition 2.
-    """
-    todo = [r for r in rows if r.get("success_du") is None and "recall" in r]
-    if not todo:
-        return rows, None
-    if any(r.get("forgotten_relationships") is None for r in todo):
-        return rows, "Success-DU is empty for rows without forgotten_relationships."
-    from dukb import InputError
-
-    try:
-        from dukb.kb import load_kb
-        from dukb.solver.closure import compute_closure
-
-        kb = load_kb(config["kb"])
-        if config.get("kb_fingerprint") and kb.fingerprint() != config["kb_fingerprint"]:
-            return rows, f"Success-DU is empty for older rows: the KB at {config['kb']} has changed since the run."
-        closure = compute_closure(kb, config.get("rules") or "family")
-        if config.get("rules_fingerprint") and closure.rules.fingerprint != config["rules_fingerprint"]:
-            return rows, "Success-DU is empty for older rows: the run's rules have changed since the run."
-        for r in todo:
-            r["success_du"] = success_du(closure, r["target"], r["forgotten_relationships"])
-    except (InputError, OSError, KeyError, TypeError) as e:  # a report renders without the KB; the note says why
-        return rows, f"Success-DU is empty for older rows: cannot rebuild the KB closure ({type(e).__name__}: {e})."
-    return rows, f"Success-DU of {len(todo)} older rows computed at report time from forgotten_relationships."
-
-
-def fill_n_scored(rows: list[dict]) -> tuple[list[dict], str | None]:
-    """Give rows of an older dukb (no ``n_scored``) their count of scored facts, and read an accuracy that was 1.0
-    over no scored fact as null, as dukb now writes it.
-
-    The count comes from the row alone: relationships ``n_kb_rel`` minus the union of the retain-train facts and
-    the best set U_A,* (Eq. 2's K_rel \\ U_A,* minus the excluded facts), plus, when biographies were scored,
-    ``n_kb_bio`` minus the retain-train biographies. Rows without those fields are left as they are.
-
-    Args:
-        rows: result rows (dicts; changed in place).
-
-    Returns:
-        (rows, note): note is one sentence when some row's accuracy was read as null, else None.
-
-    Source: Wu et al. 2025, Eq. 2 (the denominator |K \\ U_A,*|, without the retain-train facts).
-    """
-    nulled = 0
-    for r in rows:
-        ret = r.get("retain_fact_ids")
-        if "n_scored" in r or r.get("accuracy_all") is None or not isinstance(ret, dict) \
-                or not isinstance(r.get("best_set"), list) or not isinstance(r.get("n_kb_rel"), int):
-            continue
-        n_rel = r["n_kb_rel"] - len(set(ret.get("relationships") or ()) | set(r["best_set"]))
-        n_bio = (r.get("n_kb_bio") or 0) - len(set(ret.get("biographies") or ())) \
-            if r.get("accuracy_biographies") is not None else 0
-        r["n_scored"], r["n_scored_relationships"] = n_rel + n_bio, n_rel
-        if n_rel == 0:
-            r["accuracy_relationships"] = None
-        if n_bio == 0 and r.get("accuracy_biographies") is not None:
-            r["accuracy_biographies"] = None
-        if n_rel + n_bio == 0:
-            r["accuracy_all"] = None
-            nulled += 1
-    note = (f"{nulled} older row(s) had accuracy 1.0 over no scored fact (their retain set covered everything else): "
-            "read as null (n_scored 0)." if nulled else None)
-    return rows, note
 
 
 RECALL = Metric("recall", recall_metric, Needs(kinds=("qa",), generate=True), "row", FIELDS,

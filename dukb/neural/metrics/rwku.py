@@ -118,7 +118,8 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict |
     group = ["forget" if k in forget else "retain_train" if k in held else "cone" if k in coned else
              "neighbour" if k in neigh else "distant" for k in key]
     d = df.assign(group=group)
-    mean = (lambda s: float(s.mean()) if len(s) else None)
+    def mean(s):
+        return float(s.mean()) if len(s) else None
     out = {}
     f = d[d["group"] == "forget"]
     out["rouge_forget_fb"] = mean(f[f["kind"] == FB]["rouge_l"])

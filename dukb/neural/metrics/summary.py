@@ -527,7 +527,7 @@ def success_summary(df, accuracy: str = ACCURACY) -> dict:
     :func:`best_setting`) and over any setting.
 
     Rows whose accuracy is null/NaN cannot be a best setting (their accuracy is unknown); a target without a
-    scored row, or whose best setting lacks a ``success_du`` value (a row of an older dukb), is left out.
+    scored row, or whose best setting lacks a ``success_du`` value, is left out.
 
     Args:
         df: result rows (pandas DataFrame with method, target, setting, param, recall, ``accuracy``, success_du).
@@ -554,7 +554,7 @@ def success_summary(df, accuracy: str = ACCURACY) -> dict:
             recs = t.to_dict("records")
             i = best_setting([(r["recall"], r[accuracy]) for r in recs])
             v = 0.0 if i is None else recs[i]["success_du"]
-            if v != v:  # the chosen row has no Success-DU (an older row)
+            if v != v:  # the chosen row has no Success-DU
                 continue
             vals.append(float(v))
             labels.append(None if i is None else setting_label(recs[i]["setting"], recs[i].get("param")))

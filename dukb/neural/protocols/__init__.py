@@ -32,9 +32,8 @@ class ProtocolInfo:
         summary: one line for tables.
         source: the paper (and section) it follows.
         config: its config class.
-        run: its public entry point (``run(run_dir, config, *, resume, progress, log)`` -> DataFrame or dict), at
-            the import path dukb has always given it (``dukb.neural.protocol.evaluate``, ``dukb.neural.rwku.run_rwku``,
-            ...), which the commands call.
+        run: its public entry point (``run(run_dir, config, *, resume, progress, log)`` -> DataFrame or dict), in
+            its ``run.py`` (``dukb.neural.protocols.rwku.run:run_rwku``, ...), which the commands call.
         render: its report renderer (``render(run_dir)`` -> dict of paths with "report"), from files alone.
         protocol: its :class:`Protocol` subclass ("" when not yet on the skeleton).
         joinable: a second invocation with ``--resume`` joins a live run as another worker (work units).
@@ -99,20 +98,20 @@ def get_protocol(name: str) -> ProtocolInfo:
 _P = "dukb.neural.protocols"
 register(ProtocolInfo(
     "evaluate", "deep unlearning: recall, accuracy, Success-DU over minimal deep unlearning sets, trade-off curves",
-    "Wu et al. 2025 (Eval-DU), Sec. 4, Eq. 1-2", f"{_P}.evaluate.config:EvaluateConfig", "dukb.neural.protocol:evaluate",
+    "Wu et al. 2025 (Eval-DU), Sec. 4, Eq. 1-2", f"{_P}.evaluate.config:EvaluateConfig", f"{_P}.evaluate.run:evaluate",
     f"{_P}.evaluate.report:render", f"{_P}.evaluate.run:EvaluateProtocol", joinable=True))
 register(ProtocolInfo(
     "rwku", "FB/QA/AA probes, neighbours, MIA, batch targets; unlearning from a description corpus",
-    "Jin et al. 2024 (RWKU), Sec. 3-4", f"{_P}.rwku.config:RwkuConfig", "dukb.neural.rwku:run_rwku",
+    "Jin et al. 2024 (RWKU), Sec. 3-4", f"{_P}.rwku.config:RwkuConfig", f"{_P}.rwku.run:run_rwku",
     f"{_P}.rwku.report:render_rwku", f"{_P}.rwku.run:RwkuProtocol", joinable=True))
 register(ProtocolInfo(
     "muse", "VerbMem, KnowMem, PrivLeak against a retrained model; scalability, sustainability",
-    "Shi et al. 2024b (MUSE), Sec. 2-4", f"{_P}.muse.config:MuseConfig", "dukb.neural.muse:run_muse",
+    "Shi et al. 2024b (MUSE), Sec. 2-4", f"{_P}.muse.config:MuseConfig", f"{_P}.muse.run:run_muse",
     f"{_P}.muse.report:render_muse", f"{_P}.muse.run:MuseProtocol", joinable=True))
 register(ProtocolInfo(
     "control", "PS-exact/PS-perturb with OC/ES/MM controls, unlearning risk, calibrated stopping",
     "Wang et al. 2024 (Unlearning with Control), Sec. 4-5", f"{_P}.control.config:ControlConfig",
-    "dukb.neural.control:run_control", f"{_P}.control.report:render_control", f"{_P}.control.run:ControlProtocol",
+    f"{_P}.control.run:run_control", f"{_P}.control.report:render_control", f"{_P}.control.run:ControlProtocol",
     joinable=True))
 register(ProtocolInfo(
     "restor", "fact states after corruption and unlearning (clean, corrupted, unlearned)",

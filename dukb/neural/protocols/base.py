@@ -33,8 +33,19 @@ from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, confirm_run, open_to_workers,
-                              read_results, record_units, render_lock, run_role, worker_id)
+from dukb.neural.runs import (
+    ResultsFile,
+    UnitClaims,
+    claim_run,
+    claimed_units,
+    confirm_run,
+    open_to_workers,
+    read_results,
+    record_units,
+    render_lock,
+    run_role,
+    worker_id,
+)
 
 
 class RowMissing(Exception):
@@ -124,7 +135,7 @@ class Protocol(abc.ABC):
         """Fields ``row`` derives from its own fields, added before it is written (default: none)."""
         return row
 
-    def unit_done(self, unit: tuple) -> None:
+    def unit_done(self, unit: tuple) -> None:  # noqa: B027  (an optional hook)
         """Called after this worker finished ``unit`` (default: nothing; e.g. a log line)."""
 
     def total_rows(self) -> int:

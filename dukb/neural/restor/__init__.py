@@ -30,8 +30,21 @@ from dukb.neural.restor.facts import N_RANDOM, FactProbe, fact_probes, fact_sent
 from dukb.neural.restor.files import RowsFile
 from dukb.neural.restor.probing import candidate_logprobs, probe_facts, sample_generate
 from dukb.neural.restor.report import markdown, method_label, plot_states, render, states_table, summary_rows
-from dukb.neural.restor.states import (DEGRADED, EXCLUDED, FORGET, RECOVERY, STATES, STATES_A, STATES_B, UNAFFECTED,
-                                       UNCHANGED, fact_state, logprob_means, partition, summarize_model)
+from dukb.neural.restor.states import (
+    DEGRADED,
+    EXCLUDED,
+    FORGET,
+    RECOVERY,
+    STATES,
+    STATES_A,
+    STATES_B,
+    UNAFFECTED,
+    UNCHANGED,
+    fact_state,
+    logprob_means,
+    partition,
+    summarize_model,
+)
 from dukb.neural.restor.texts import forget_texts, retain_texts
 from dukb.solver.beliefs import FUNCTIONAL
 

@@ -8,7 +8,7 @@ Source: dukb's rule-aware addition to RESTOR (Rezaei et al.); deductive closure:
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from dukb.kb.judge import normalize
 from dukb.kb.model import KB, Triple

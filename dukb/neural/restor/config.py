@@ -13,8 +13,24 @@ from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
 from dukb import InputError
-from dukb.neural.bounds import (BATCH_SIZE, CONTEXT, EPOCHS, FRACTION_HALF, LORA_ALPHA, LORA_R, LR, N_TEXTS, NEW_TOKENS,
-                                RANDOM_ANSWERS, REG_WEIGHT, SAMPLES, SEED, TEMPERATURE, TEMPLATES, UNLEARN_EPOCHS)
+from dukb.neural.bounds import (
+    BATCH_SIZE,
+    CONTEXT,
+    EPOCHS,
+    FRACTION_HALF,
+    LORA_ALPHA,
+    LORA_R,
+    LR,
+    N_TEXTS,
+    NEW_TOKENS,
+    RANDOM_ANSWERS,
+    REG_WEIGHT,
+    SAMPLES,
+    SEED,
+    TEMPERATURE,
+    TEMPLATES,
+    UNLEARN_EPOCHS,
+)
 from dukb.neural.catalog import document_methods
 from dukb.neural.declare import SHARED, default_of, option
 from dukb.neural.restor.facts import N_RANDOM

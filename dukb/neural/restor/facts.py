@@ -9,8 +9,8 @@ Source: Rezaei et al., RESTOR: fact set F and corrupted facts F' (Sec. 3.2), eva
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from dukb.kb.corrupt import is_int
 from dukb.kb.model import KB, BioFact, Fact, Triple

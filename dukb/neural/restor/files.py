@@ -9,9 +9,9 @@ corrupted.json); results.jsonl; then states.csv, summary.csv, report.md and stat
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 from dukb import InputError
 from dukb.neural.restor.facts import FactProbe

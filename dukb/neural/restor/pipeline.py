@@ -33,6 +33,7 @@ from dukb import InputError
 from dukb.kb.judge import Judge
 from dukb.kb.model import KB, Triple
 from dukb.neural import tracking
+from dukb.neural.protocols.base import Protocol
 from dukb.neural.restor.beliefs import belief_analysis, belief_triples
 from dukb.neural.restor.config import RESTOR_METHODS, RestorConfig
 from dukb.neural.restor.facts import FactProbe, fact_probes, fact_sentences
@@ -41,7 +42,6 @@ from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
 from dukb.neural.restor.states import STATES_A, STATES_B, fact_state, partition, summarize_model
 from dukb.neural.restor.texts import forget_texts, retain_texts
-from dukb.neural.protocols.base import Protocol
 from dukb.neural.runs import holds_run_lock
 from dukb.neural.runs import write_json_atomic as write_json
 

@@ -9,7 +9,7 @@ log-normalised probability (1/T) Σ log P(y_i | x, y_<i) from TOFU; Fig. 2's can
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dukb import InputError
 from dukb.kb.judge import Judge, majority

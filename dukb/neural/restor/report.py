@@ -14,13 +14,26 @@ the figures are drawn by :mod:`dukb.neural.plots`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from dukb.neural.restor.facts import FactProbe
 from dukb.neural.restor.files import load_run
-from dukb.neural.restor.states import (DEGRADED, FORGET, RECOVERY, STATES, STATES_A, STATES_B, UNAFFECTED, UNCHANGED,
-                                       fact_state, fact_states, logprob_means, partition, summarize_model)
+from dukb.neural.restor.states import (
+    DEGRADED,
+    FORGET,
+    RECOVERY,
+    STATES,
+    STATES_A,
+    STATES_B,
+    UNAFFECTED,
+    UNCHANGED,
+    fact_state,
+    fact_states,
+    logprob_means,
+    partition,
+    summarize_model,
+)
 from dukb.neural.runs import journal_note
 
 

@@ -14,7 +14,7 @@ retain-train / retain-eval split of MUSE, Shi et al. 2024, Sec. 3); :func:`parti
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from dukb.kb.judge import INJECTED
 from dukb.neural.restor.facts import FactProbe

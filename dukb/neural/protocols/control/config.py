@@ -30,9 +30,9 @@ from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.bounds import GRID_INTERVALS, N_SEEDS, RETAIN_EVAL, STEPS, TAU, bounded
+from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
 from dukb.neural.declare import option
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help
-from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
 
 #: GA, GD (= GA + GDR), KL (= GA + KL to θ_o on retain data) and PO: the paper's four methods
 CONTROL_METHODS = ("ga", "ga_gdr", "ga_klr", "po")

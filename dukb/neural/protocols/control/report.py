@@ -40,7 +40,7 @@ def summarize_control(rows: list[dict], kb, sets: dict, splits: dict, selection:
             continue
         forget = splits["forget"][rk]
 
-        def line(r, method, control, selected):
+        def line(r, method, control, selected, rk=rk, forget=forget):
             d = {"ratio": rk, "method": method, "control": control,
                  "param": r.get("param") if r else None, "value": r.get("value") if r else None,
                  "selected": selected}

@@ -21,10 +21,16 @@ from dataclasses import asdict
 
 from dukb import InputError
 from dukb.neural.protocols.base import Protocol, RowMissing
-from dukb.neural.protocols.control.config import (ControlConfig, calibrate, coarse_grid, control_row_key, fine_grid,
-                                                  ratio_key, split_facts)
+from dukb.neural.protocols.control.config import (
+    ControlConfig,
+    calibrate,
+    coarse_grid,
+    control_row_key,
+    fine_grid,
+    ratio_key,
+    split_facts,
+)
 from dukb.neural.runs import holds_run_lock
-
 
 #: the forms a method's models are trained on (qa) or selected on (the calibration's PS-exact asks the qa questions,
 #: PS-perturb the paraphrases): never held out
@@ -50,11 +56,11 @@ class ControlProtocol(Protocol):
         """
         from dukb.neural import distributed as dist
         from dukb.neural.methods import check_unique, resolve
+        from dukb.neural.metrics.heldout import check_heldout
         from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-        from dukb.neural.protocols.muse.config import _lr_entry
         from dukb.neural.pipeline import finetune_config
         from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
-        from dukb.neural.metrics.heldout import check_heldout
+        from dukb.neural.protocols.muse.config import _lr_entry
         from dukb.neural.runs import IDENTITY_VERSION, history_entry, provenance, write_json_atomic
 
         cfg = self.cfg

@@ -135,8 +135,8 @@ class EvaluateConfig(RunConfig):
                 held-out rule; held-out forms a method sees.
         """
         from dukb.kb.probes import parse_kinds
-        from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
         from dukb.neural.methods.base import SWEEP_SCHEDULES
+        from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
 
         if self.sets not in ("exact", "random"):
             raise InputError(f"--sets must be exact or random, got {self.sets!r}")

@@ -7,18 +7,39 @@ Acc@Superficial), computed for the metrics a run asked for.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.metrics.summary import (ACCURACY, ANY_SETTING, COUNT, ENVELOPE, OBSERVED, PAPER,  # noqa: F401
-                                         PAPER_HELDOUT, REGION, THRESHOLD, TRADEOFF_RULE, WEAKEST, curve_points,
-                                         envelope, fixed_label, mean_std, num, setting_key, short_number, strength,
-                                         superficial, target_tradeoff, tradeoff, wrap_prose)
+from dukb.neural.metrics.summary import (  # noqa: F401
+    ACCURACY,
+    ANY_SETTING,
+    COUNT,
+    ENVELOPE,
+    OBSERVED,
+    PAPER,
+    PAPER_HELDOUT,
+    REGION,
+    THRESHOLD,
+    TRADEOFF_RULE,
+    WEAKEST,
+    curve_points,
+    envelope,
+    fixed_label,
+    mean_std,
+    num,
+    setting_key,
+    short_number,
+    strength,
+    superficial,
+    target_tradeoff,
+    tradeoff,
+    wrap_prose,
+)
 from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.plots import figure_markdown
 from dukb.neural.runs import evaluate_row_key, journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
+
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
@@ -496,15 +517,11 @@ def render(run_dir) -> dict:
     rows = journal.rows
     if not rows:
         raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
-    from dukb.neural.metrics.recall import fill_n_scored, fill_success_du
-
-    rows, sdu_note = fill_success_du(rows, config)  # rows of an older dukb lack success_du
-    rows, old_note = fill_n_scored(rows)  # and n_scored: an accuracy of 1.0 over no fact is read as null
-    sdu_note = " ".join(n for n in (sdu_note, old_note) if n) or None
+    missing_note = None
     missing = missing_units(config["identity"], rows) if isinstance(config.get("identity"), dict) else []
     if missing:
         shown = ", ".join(f"({t}, {m}, {v:g})" for t, m, v in missing[:8])
-        sdu_note = ((sdu_note + " ") if sdu_note else "") + (
+        missing_note = (
             f"{len(missing)} (target, method, setting) units of the run have no row yet: {shown}"
             f"{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the run to add "
             "them).")
@@ -519,7 +536,7 @@ def render(run_dir) -> dict:
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
     summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [sdu_note] if sdu_note
+    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [missing_note] if missing_note
                                                               else []) + wrap_prose(journal_note(journal)),
                                               encoding="utf-8")
     output_file(run / "appendix.md").write_text(appendix_report(df, summary, config), encoding="utf-8")

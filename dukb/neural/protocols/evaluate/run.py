@@ -21,8 +21,15 @@ from dataclasses import asdict
 from dukb import InputError
 from dukb.neural import distributed as dist
 from dukb.neural.protocols.base import Protocol
-from dukb.neural.protocols.evaluate.config import (EXTENDABLE, PROBE, EvaluateConfig, _attacks_of, _model_spec,
-                                                   finetune_cache_key, run_identity)
+from dukb.neural.protocols.evaluate.config import (
+    EXTENDABLE,
+    PROBE,
+    EvaluateConfig,
+    _attacks_of,
+    _model_spec,
+    finetune_cache_key,
+    run_identity,
+)
 from dukb.neural.runconfig import parse_layers
 from dukb.neural.runs import SHARD_GLOB, holds_run_lock, merge_shards, provenance
 
@@ -134,8 +141,13 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.models import load_model, model_fingerprint
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
-        from dukb.neural.runs import (PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_json_atomic,
-                                      write_probe_cache)
+        from dukb.neural.runs import (
+            PROBE_CACHE_NAME,
+            probe_cache_key,
+            read_probe_cache,
+            write_json_atomic,
+            write_probe_cache,
+        )
 
         cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
         model_key = finetune_cache_key(self.identity)

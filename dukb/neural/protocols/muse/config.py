@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from dukb import InputError
-from dukb.neural.bounds import (BOOTSTRAP, FRACTION_HALF, FRACTION_OPEN, N_TARGETS, NEW_TOKENS, TEMPERATURE,
-                                bounded)
+from dukb.neural.bounds import BOOTSTRAP, FRACTION_HALF, FRACTION_OPEN, N_TARGETS, NEW_TOKENS, TEMPERATURE, bounded
 from dukb.neural.catalog import methods_help, selection_rules
 from dukb.neural.declare import SHARED, option
 from dukb.neural.runconfig import RunConfig
@@ -259,7 +258,8 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     s_f = text_mia_scores(pred, f_txt, cfg.mia_k)
     s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
     s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
-    mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
     # the forget members are relationship statements: their non-members are the holdout's relationship statements
     # (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
     # holds no relationship
@@ -269,7 +269,8 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
     head = auc_f.get("mink")
     pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
-    r4 = (lambda xs: [round(float(x), 4) for x in xs])
+    def r4(xs):
+        return [round(float(x), 4) for x in xs]
     out = {"verbmem_forget": mean(vm), "knowmem_forget": mean(km_f), "knowmem_retain": mean(km_r),
            "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
            "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},

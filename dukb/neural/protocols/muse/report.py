@@ -125,7 +125,8 @@ def markdown_report(summary, config: dict) -> str:
                   "|---|---|---|---|---|---|"]
         for _, r in main.iterrows():
             s = r["setting"] if isinstance(r["setting"], str) and r["setting"] else "–"
-            rel = (lambda c: "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"]))
+            def rel(c, r=r):
+                return "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"])
             pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else \
                 f"{100 * r['privleak']:.1f} {r['privleak_label']}"
             lines.append(f"| {r['name']} | {s} | {_pct(r['verbmem_forget'])}{rel('verbmem_forget')} | "

@@ -25,9 +25,19 @@ from dataclasses import asdict
 
 from dukb import InputError
 from dukb.neural.protocols.base import Protocol, RowMissing
-from dukb.neural.protocols.muse.config import (CURVE_METHODS, MUSE_METHODS, MUSE_TRAINING_VERSION,  # noqa: F401
-                                               SCORED_FORMS, MuseConfig, _finetune_cached, _items_for, _lr_entry,
-                                               model_metrics, muse_row_key, plan_requests)
+from dukb.neural.protocols.muse.config import (  # noqa: F401
+    CURVE_METHODS,
+    MUSE_METHODS,
+    MUSE_TRAINING_VERSION,
+    SCORED_FORMS,
+    MuseConfig,
+    _finetune_cached,
+    _items_for,
+    _lr_entry,
+    model_metrics,
+    muse_row_key,
+    plan_requests,
+)
 from dukb.neural.runs import holds_run_lock
 
 
@@ -69,7 +79,7 @@ class MuseProtocol(Protocol):
         self.curve_methods = [tuple(resolve(m, "target")) for m in (cfg.curve_methods if cfg.scale_sizes else [])]
         check_unique(label for label, *_ in self.main_methods)
         check_unique(label for label, *_ in self.curve_methods)
-        for label, m, scope, _g in self.main_methods + self.curve_methods:
+        for label, _m, scope, _g in self.main_methods + self.curve_methods:
             if scope != "target":
                 raise InputError(f"{label}: MUSE forgets the request's forget set; a forget scope does not apply")
         check_corpus_methods(self.main_methods + self.curve_methods, "muse")
@@ -110,7 +120,7 @@ class MuseProtocol(Protocol):
             "dtype": dtype, "family": spec.preset_family, "settings": settings,
             "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
             "select": cfg.select,
-            # every row also probes each fact's qa item for Success-DU (rows of an earlier dukb lack it: not mixed)
+            # every row also probes each fact's qa item for Success-DU (part of what a resumed run must share)
             "scoring": {"success_du": ["qa"]},
             # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
             "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
@@ -428,7 +438,6 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
     return MuseProtocol(run_dir, config, resume=resume, progress=progress, log=log).execute()
 
 
-#: the protocol's names, with those of its config (``dukb.neural.muse``, the import path of earlier versions, is this
-#: module)
+#: the protocol's names, with those of its config
 __all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "MuseProtocol", "SCORED_FORMS",
            "model_metrics", "muse_row_key", "plan_requests", "run_muse"]

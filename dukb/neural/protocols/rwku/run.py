@@ -19,11 +19,17 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
-from dukb.neural.protocols.base import Protocol
 from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
-from dukb.neural.protocols.rwku.config import (RWKU_METHODS, RWKU_TRAINING_VERSION,  # noqa: F401
-                                               RwkuConfig, _check_covers, _near_keys, check_corpus_methods,
-                                               rwku_row_key)
+from dukb.neural.protocols.base import Protocol
+from dukb.neural.protocols.rwku.config import (  # noqa: F401
+    RWKU_METHODS,
+    RWKU_TRAINING_VERSION,
+    RwkuConfig,
+    _check_covers,
+    _near_keys,
+    check_corpus_methods,
+    rwku_row_key,
+)
 from dukb.neural.runconfig import RunConfig
 from dukb.neural.runs import holds_run_lock
 
@@ -67,7 +73,7 @@ class RwkuProtocol(Protocol):
             raise InputError(f"--batch-sizes needs {max(cfg.batch_sizes)} targets, {len(targets)} given")
         self.methods = methods = [tuple(resolve(m, "target")) for m in cfg.methods]
         check_unique(label for label, *_ in methods)
-        for label, m, scope, _g in methods:
+        for label, _m, scope, _g in methods:
             if scope != "target":
                 raise InputError(f"{label}: a forget scope does not apply here; use --forget-scope")
         check_corpus_methods(methods, "rwku")
@@ -291,7 +297,6 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
     return RwkuProtocol(run_dir, config, resume=resume, progress=progress, log=log).execute()
 
 
-#: the protocol's names, with those of its config (``dukb.neural.rwku``, the import path of earlier versions, is this
-#: module)
+#: the protocol's names, with those of its config
 __all__ = ["AA_KINDS", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol", "check_corpus_methods",
            "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key"]
