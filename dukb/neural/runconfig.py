@@ -1,9 +1,10 @@
 """The run configuration every protocol shares: KB, rules, model, finetuning, LoRA, partial layers, dtype, device,
 prompt, gradient checkpointing, remote code, batch size, seed and learning rate.
 
-:class:`RunConfig` is the base of ``EvaluateConfig``, ``MuseConfig``, ``RwkuConfig`` and ``ControlConfig``: each
-protocol inherits the same fields with the same meaning and checks, and builds its model, its loading options and
-the model part of its run identity from the config object it runs (never from copies of the defaults). Each field
+:class:`RunConfig` is the base of ``EvaluateConfig``, ``MuseConfig``, ``RwkuConfig``, ``ControlConfig`` and
+``RestorConfig``: each protocol inherits the same fields with the same meaning and checks, and builds its model, its
+loading options and the model part of its run identity from the config object it runs (never from copies of the
+defaults). Each field
 declares its option in its metadata (:func:`dukb.neural.declare.option`: flag, help, range, group "shared"), from
 which every protocol command's options, the ``--config`` keys and the docs' table of shared options are generated.
 """
@@ -273,7 +274,7 @@ def options_table() -> Table:
         d = default_of(f)
         rows.append((flag_of(f), "" if d is None else ("off" if d is False else str(d)), help_of(f)))
     return Table("Shared options", ("option", "default", "meaning"), tuple(rows),
-                 "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`) takes.")
+                 "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) takes.")
 
 
 def run_kwargs(**values) -> dict:
