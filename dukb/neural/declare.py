@@ -28,7 +28,8 @@ PANELS = {SHARED: "Model and run options", RUN: None, PROTOCOL: None}
 
 def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str], flag: str | None = None,
            group: str = PROTOCOL, range=None, choices: tuple | Callable[[], tuple] | None = None,
-           identity: bool | str = True, default_factory: Any = dataclasses.MISSING, parse: str | None = None,
+           identity: bool | str = True, extendable: bool = False, default_factory: Any = dataclasses.MISSING,
+           parse: str | None = None,
            decls: tuple[str, ...] = (), cli_default: Any = dataclasses.MISSING, cli_type: str | None = None,
            param: str | None = None, panel: str | None | type = dataclasses.MISSING, **typer_kw) -> Any:
     """A config dataclass field declaring a command-line option.
@@ -44,6 +45,8 @@ def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str],
             no row (left out of the identity); a string: the identity key it is recorded under instead (e.g.
             "model" for LoRA, "rules" for the rule set's fingerprint), or "set": in the identity only when not at
             its default (an option added later, so that older identities compare equal).
+        extendable: a ``--resume`` may add values to this list option (its identity key grows: methods, controls,
+            ratios, requests); RUN/config.yaml then holds the union of the invocations' values.
         parse: how the command line's text becomes the field's value (a parser name of :mod:`dukb.cli.declared`:
             "items", "methods", "forms", "grids", "ints", "floats", "targets_file", "method_values", ...).
         decls: the option's declarations when not just ``flag`` (e.g. ``("--sustain/--no-sustain",)``).
@@ -61,7 +64,8 @@ def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str],
     if group not in GROUPS:
         raise ValueError(f"unknown option group {group!r}")
     meta = {"help": help, "flag": flag, "group": group, "range": range, "choices": choices, "identity": identity,
-            "parse": parse, "param": param, "decls": tuple(decls), "cli_default": cli_default, "cli_type": cli_type,
+            "extendable": extendable, "parse": parse, "param": param, "decls": tuple(decls), "cli_default": cli_default,
+            "cli_type": cli_type,
             "panel": PANELS[group] if panel is dataclasses.MISSING else panel, "typer": typer_kw}
     return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
 
@@ -100,6 +104,11 @@ def group_fields(cls, group: str) -> list[dataclasses.Field]:
     return [f for f in declared(cls) if f.metadata["group"] == group]
 
 
+def extendable_flags(cls) -> tuple[str, ...]:
+    """The flags (without the dashes) of the list options of ``cls`` a ``--resume`` may add values to."""
+    return tuple(flag_of(f).lstrip("-") for f in declared(cls) if f.metadata.get("extendable"))
+
+
 def identity_fields(cls) -> list[str]:
     """Names of the fields of ``cls`` that are run identity settings (declared with ``identity=True``, the default
     of a field declared without :func:`option`)."""
@@ -129,4 +138,4 @@ class Frozen:
 
 
 __all__ = ["GROUPS", "Frozen", "PANELS", "PROTOCOL", "RUN", "SHARED", "choices_of", "declared", "default_of",
-           "flag_of", "freeze", "group_fields", "help_of", "identity_fields", "option"]
+           "extendable_flags", "flag_of", "freeze", "group_fields", "help_of", "identity_fields", "option"]

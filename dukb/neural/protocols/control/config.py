@@ -80,14 +80,15 @@ class ControlConfig(RunConfig):
         "order": ("methods", "controls", "ratios", "steps", "tau_max", "coarse", "fine", "retain_eval", "selection",
                   "search", "sets", "heldout_forms", "heldout_rule", "output", "resume")}
 
-    methods: list[str] = option(default_factory=lambda: list(CONTROL_METHODS), parse="methods",
-                                help="Comma-separated gradient methods (the paper's GA, GD = ga_gdr, KL = ga_klr and PO "
-                                "by default; any method swept over steps, e.g. npo, simnpo, dpo, rt).")
-    controls: list[str] = option(default_factory=lambda: list(CONTROL_KINDS), parse="items", choices=CONTROL_KINDS,
+    methods: list[str] = option(default_factory=lambda: list(CONTROL_METHODS), extendable=True, parse="methods",
+                                help="Comma-separated gradient methods (the paper's GA, GD = ga_gdr, KL = ga_klr and "
+                                "PO by default; any method swept over steps, e.g. npo, simnpo, dpo, rt).")
+    controls: list[str] = option(default_factory=lambda: list(CONTROL_KINDS), extendable=True, parse="items",
+                                 choices=CONTROL_KINDS,
                                  help="Controls of excessive unlearning: oc (objective capping: the unlearning risk "
                                  "capped at τ), es (early stopping at step T of one run), mm (model mixing "
                                  "(1−α)θ_o + αθ_u).")
-    ratios: list[float] = option(default_factory=lambda: list(RATIOS), parse="floats",
+    ratios: list[float] = option(default_factory=lambda: list(RATIOS), extendable=True, parse="floats",
                                  help="Forget ratios of the KB's facts (1%, 5%, 10% by default); the forget sets are "
                                  "nested relationship facts.")
     steps: int = option(16, range=STEPS, help="Steps T of the uncontrolled run; the length of OC and MM runs and the "

@@ -85,7 +85,7 @@ class EvaluateConfig(RunConfig):
                                        help="Targets: one relationship fact_id per line ('#' comments).")
     n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: draw this many targets, relation kinds "
                             "in turn (11 = one per kind; 55 = the paper's 5 per kind).")
-    methods: list[str] = option(default_factory=lambda: list(DEFAULT_METHODS), parse="methods",
+    methods: list[str] = option(default_factory=lambda: list(DEFAULT_METHODS), extendable=True, parse="methods",
                                 help=lambda: "Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}.")
     grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
                                     help="METHOD=v1,v2,... overrides a method's grid (repeatable).")

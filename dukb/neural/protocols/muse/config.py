@@ -97,17 +97,17 @@ class MuseConfig(RunConfig):
                                        "--n-targets form the main request, the first c the scalability request of "
                                        "size c.")
     n_targets: int = option(1, range=N_TARGETS, help="Targets of the main request (Table 3).")
-    methods: list[str] = option(default_factory=lambda: list(MUSE_METHODS), parse="methods",
+    methods: list[str] = option(default_factory=lambda: list(MUSE_METHODS), extendable=True, parse="methods",
                                 help=lambda: "Comma-separated methods of the main table (MUSE's eight by default). "
                                 + methods_help())
-    curve_methods: list[str] = option(default_factory=lambda: list(CURVE_METHODS), parse="methods",
+    curve_methods: list[str] = option(default_factory=lambda: list(CURVE_METHODS), extendable=True, parse="methods",
                                       help="Gradient methods of the scalability (C5) and sustainability (C6) "
                                       "experiments.")
     grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
                                     help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
-    scale_sizes: list[int] = option(default_factory=lambda: [1, 2, 4, 8, 16], parse="ints", help="C5 forget-set sizes "
-                                    "in targets (each a joint deep unlearning set, nested); also the cumulative "
-                                    "sizes of C6's sequential requests. Empty: no C5/C6.")
+    scale_sizes: list[int] = option(default_factory=lambda: [1, 2, 4, 8, 16], extendable=True, parse="ints",
+                                    help="C5 forget-set sizes in targets (each a joint deep unlearning set, nested); "
+                                    "also the cumulative sizes of C6's sequential requests. Empty: no C5/C6.")
     sustain: bool = option(True, decls=("--sustain/--no-sustain",), help="Run C6's sequential requests.")
     forget_scope: str = option("joint", choices=("joint", "target"), help="joint: a minimum joint deep unlearning "
                                "set of the request's targets (f_retrain cannot re-derive them); target: the targets "

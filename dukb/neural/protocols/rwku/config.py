@@ -115,12 +115,13 @@ class RwkuConfig(RunConfig):
                                        "single-target request each; the first N form the batch request of size N.")
     n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: single-target requests, drawn "
                             "relation kinds in turn.")
-    methods: list[str] = option(default_factory=lambda: list(RWKU_METHODS), parse="methods",
+    methods: list[str] = option(default_factory=lambda: list(RWKU_METHODS), extendable=True, parse="methods",
                                 help=lambda: "Comma-separated. " + methods_help())
     grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
                                     help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
-    batch_sizes: list[int] = option(default_factory=lambda: [2, 4, 8], parse="ints", help="Batch-target requests: "
-                                    "the first N targets unlearned at once (RWKU's batch setting). Empty: none.")
+    batch_sizes: list[int] = option(default_factory=lambda: [2, 4, 8], extendable=True, parse="ints",
+                                    help="Batch-target requests: the first N targets unlearned at once (RWKU's batch "
+                                    "setting). Empty: none.")
     forget_scope: str = option("target", choices=("target", "joint"), help="target: the targets alone (RWKU); joint: "
                                "a minimum joint deep unlearning set of them.")
     mia_k: float = option(0.2, range=FRACTION_HALF, help="Min-K% share of lowest-probability tokens.")
