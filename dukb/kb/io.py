@@ -46,6 +46,14 @@ class KBError(InputError):
 
     Attributes:
         problems: every problem found, in file order; ``str(error)`` shows the first and counts the rest.
+
+    Example:
+        >>> err = KBError([Problem("people.csv", 3, "gender 'x' is not male or female"),
+        ...                Problem("people.csv", 5, "duplicate person 'Ann Lee'")])
+        >>> print(err)
+        people.csv:3: gender 'x' is not male or female (and 1 more problem; `dukb validate` lists them all)
+        >>> len(err.problems), err.line
+        (2, 3)
     """
 
     def __init__(self, problems: list[Problem]):
@@ -64,6 +72,18 @@ def resolve_kb_path(kb: str | Path) -> Path:
 
     Raises:
         InputError: the path does not exist or is not a directory.
+
+    Example:
+        >>> resolve_kb_path("demo").name
+        'demo'
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     resolve_kb_path(tmp) == Path(tmp)
+        True
+        >>> resolve_kb_path("no/such/kb")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: no/such/kb: ...
     """
     if str(kb) in BUILTIN_KBS and not Path(kb).exists():
         return Path(str(resources.files("dukb.data").joinpath(str(kb))))
@@ -99,6 +119,21 @@ def atomic_output(path: str | Path, binary: bool = False):
     Raises:
         InputError: ``cannot write: <strerror>`` naming ``path`` when any step fails with an OS error, or ``cannot
             write this file: a directory is in its place``. Other exceptions of the block propagate unchanged.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     out = Path(tmp) / "sub" / "a.txt"
+        ...     with atomic_output(out) as fh:
+        ...         _ = fh.write("first")
+        ...     try:
+        ...         with atomic_output(out) as fh:
+        ...             _ = fh.write("half")
+        ...             raise RuntimeError("interrupted")
+        ...     except RuntimeError:
+        ...         pass
+        ...     print(out.read_text(), sorted(p.name for p in out.parent.iterdir()))
+        first ['a.txt']
     """
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
@@ -132,6 +167,16 @@ def gc_paused():
 
     Loading a large KB creates millions of acyclic objects (rows, facts); each generation-0 overflow would
     otherwise make the collector walk them again (measured: a third of ``load_kb``'s time at 100,000 people).
+
+    Example:
+        >>> was = gc.isenabled()
+        >>> gc.enable()
+        >>> with gc_paused():
+        ...     print(gc.isenabled())
+        False
+        >>> gc.isenabled()
+        True
+        >>> if not was: gc.disable()
     """
     was = gc.isenabled()
     gc.disable()
@@ -194,6 +239,13 @@ def load_kb(directory: str | Path) -> KB:
             ``-?[0-9]+`` in ASCII with at most 18 digits (:func:`dukb.kb.csvfile.strict_int`), a bare quote. Each
             problem names the file and line; a file that cannot be read as a whole (missing, bad header, CSV syntax
             error) does not stop the checks of the others, so the error lists every problem found, in file order.
+
+    Example:
+        >>> kb = load_kb("demo")
+        >>> len(kb.people), len(kb.relationships), len(kb.biographies)
+        (11, 18, 14)
+        >>> str(kb.relationship(1))
+        "Henry Hale is George Hale's child"
     """
     root = resolve_kb_path(directory)
     with gc_paused():
@@ -388,6 +440,17 @@ def check_kb(kb: KB) -> None:
 
     Raises:
         KBError: listing every problem; "line" is the 2-based row position the fact would have in its CSV file.
+
+    Example:
+        >>> kb = KB({"Ann Lee": Person("Ann Lee", "female"), "Bo Lee": Person("Bo Lee", "male")},
+        ...         [Fact(0, "Bo Lee", "wife", "Ann Lee")])
+        >>> check_kb(kb)  # valid: returns None
+        >>> kb.relationships.append(Fact(1, "Ann Lee", "father", "Ann Lee"))
+        >>> try:
+        ...     check_kb(kb)
+        ... except KBError as e:
+        ...     print(e)
+        relationships.csv:3: reflexive fact: 'Ann Lee' cannot be their own father
     """
     problems: list[Problem] = []
     pseen: set[str] = set()
@@ -414,6 +477,16 @@ def save_kb(kb: KB, directory: str | Path) -> Path:
 
     Raises:
         InputError: the directory or a file cannot be written (named).
+
+    Example:
+        >>> import tempfile
+        >>> kb = load_kb("demo")
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     out = save_kb(kb, Path(tmp) / "copy")
+        ...     print(sorted(p.name for p in out.iterdir()))
+        ...     print(load_kb(out).fingerprint() == kb.fingerprint())
+        ['biographies.csv', 'people.csv', 'relationships.csv']
+        True
     """
     root = Path(directory)
     try:

@@ -21,6 +21,11 @@ class Person:
         name: unique full name.
         gender: "male" or "female".
         birthyear, birthplace, job, generation: optional background attributes (birthyear in years AD).
+
+    Example:
+        >>> p = Person("Ann Lee", "female", birthyear=1950)
+        >>> p.gender, p.birthyear, p.job
+        ('female', 1950, None)
     """
 
     name: str
@@ -36,6 +41,13 @@ class Fact:
     """A relationship fact ``(subject, relation, object)``, read "object is subject's relation".
 
     Example: ``Fact(0, "Reid Perry", "father", "Richard Perry")`` = "Richard Perry is Reid Perry's father".
+
+    Example:
+        >>> f = Fact(0, "Reid Perry", "father", "Richard Perry")
+        >>> str(f)
+        "Richard Perry is Reid Perry's father"
+        >>> f.triple
+        ('Reid Perry', 'father', 'Richard Perry')
     """
 
     fact_id: int
@@ -54,7 +66,12 @@ class Fact:
 
 @dataclass(frozen=True, slots=True)
 class BioFact:
-    """A biography fact ``(subject, attribute, value)``: "The attribute of subject is value"."""
+    """A biography fact ``(subject, attribute, value)``: "The attribute of subject is value".
+
+    Example:
+        >>> str(BioFact(3, "Ann Lee", "job", "Teacher"))
+        'The job of Ann Lee is Teacher'
+    """
 
     fact_id: int
     subject: str
@@ -77,6 +94,18 @@ class KB:
 
     Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :meth:`check` after building by
     hand.
+
+    Example:
+        >>> kb = KB({"Ann Lee": Person("Ann Lee", "female"), "Bo Lee": Person("Bo Lee", "male")},
+        ...         [Fact(7, "Bo Lee", "wife", "Ann Lee"), Fact(9, "Ann Lee", "husband", "Bo Lee")])
+        >>> kb
+        KB(2 people, 2 relationship facts, 0 biography facts, source=None)
+        >>> kb.rel_ids, kb.find(("Ann Lee", "husband", "Bo Lee")).fact_id, kb.gender("Bo Lee")
+        ([7, 9], 9, 'male')
+        >>> str(kb.relationship(7))
+        "Ann Lee is Bo Lee's wife"
+        >>> len(kb.fingerprint())
+        16
     """
 
     people: dict[str, Person]
