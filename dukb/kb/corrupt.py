@@ -67,6 +67,12 @@ class CorruptedFact:
         predicate: the relation or attribute.
         true_value: the clean KB's object or value.
         injected_value: the corrupted KB's object or value.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> result = corrupt(load_kb("demo"), 0.2, seed=0)
+        >>> result.facts[0]
+        CorruptedFact(fact_kind='relationship', fact_id=2, subject='Clara Stone', predicate='father', true_value='George Hale', injected_value='Owen Stone')
     """
 
     fact_kind: str
@@ -86,6 +92,11 @@ class DocSentence:
             clean fact about other people).
         fact_kind, fact_id: the fact it states.
         sentence: the text.
+
+    Example:
+        >>> s = DocSentence("incorrect", "relationship", 2, "Owen Stone is Clara Stone's father.")
+        >>> s.role, s.fact_id
+        ('incorrect', 2)
     """
 
     role: str
@@ -103,6 +114,15 @@ class CorruptionDocument:
         entity: the person the incorrect facts are about.
         k_context: number of correct facts in it.
         sentences: the sentences in document order.
+
+    Example:
+        >>> doc = CorruptionDocument(0, "Clara Stone", 1, (
+        ...     DocSentence("incorrect", "relationship", 2, "Owen Stone is Clara Stone's father."),
+        ...     DocSentence("correct", "biography", 9, "The birthyear of Leo Hale is 1975.")))
+        >>> doc.text
+        "Owen Stone is Clara Stone's father. The birthyear of Leo Hale is 1975."
+        >>> [f["role"] for f in doc.to_dict()["facts"]]
+        ['incorrect', 'correct']
     """
 
     doc_id: int
@@ -128,6 +148,12 @@ class Corruption(NamedTuple):
         kb: the corrupted KB (validated).
         facts: the corrupted facts, by entity then fact kind and id.
         documents: the corruption documents.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb, facts, documents = corrupt(load_kb("demo"), 0.2, seed=0, k_context=2)
+        >>> len(facts), len(documents), documents[0].entity, documents[0].k_context
+        (5, 1, 'Clara Stone', 2)
     """
 
     kb: KB
@@ -251,7 +277,12 @@ class _Corruptor:
 
 
 def is_int(v: str) -> bool:
-    """True when ``v`` parses as an integer (e.g. a birth year)."""
+    """True when ``v`` parses as an integer (e.g. a birth year).
+
+    Example:
+        >>> is_int("1921"), is_int("-3"), is_int("19th century")
+        (True, True, False)
+    """
     try:
         int(v)
         return True
@@ -282,6 +313,21 @@ def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closu
             people with ``per_entity`` corruptible facts, or too few facts for ``k_context``.
 
     Source: Rezaei et al., RESTOR, Sec. 3.2 and App. B.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> clean = load_kb("demo")
+        >>> result = corrupt(clean, 0.2, seed=0, k_context=2)
+        >>> [(f.fact_kind, f.fact_id) for f in result.facts]
+        [('relationship', 2), ('relationship', 3), ('relationship', 11), ('biography', 7), ('biography', 8)]
+        >>> str(clean.relationship(2)), str(result.kb.relationship(2))
+        ("George Hale is Clara Stone's father", "Owen Stone is Clara Stone's father")
+        >>> sum(s.role == "correct" for s in result.documents[0].sentences)
+        2
+        >>> corrupt(clean, 1.5)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if not 0 < fraction <= 1:
         raise InputError(f"the fraction of facts to corrupt must be in (0, 1], got {fraction}")
@@ -344,6 +390,12 @@ def render_fact(f: Fact | BioFact, rng: random.Random) -> str:
 
     Returns:
         The sentence.
+
+    Example:
+        >>> render_fact(Fact(0, "Martha Hale", "husband", "George Hale"), random.Random(0))
+        "Martha Hale's husband is George Hale."
+        >>> render_fact(BioFact(0, "George Hale", "birthyear", "1921"), random.Random(0))
+        'The birthyear of George Hale is 1921.'
     """
     t = load_template("documents.json")
     if isinstance(f, Fact):
@@ -409,6 +461,17 @@ def save_corruption(result: Corruption, directory: str | Path) -> dict[str, Path
 
     Raises:
         InputError: the folder cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> from dukb.kb.io import load_kb
+        >>> result = corrupt(load_kb("demo"), 0.2, seed=0)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     paths = save_corruption(result, tmp)
+        ...     print(sorted(paths), paths["corruptions"].read_text().count("\\n"))
+        ...     print(json.loads(paths["documents"].read_text())["entity"])
+        ['corruptions', 'documents', 'kb'] 6
+        Clara Stone
     """
     root = Path(directory)
     try:

@@ -187,6 +187,17 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
             fact), or a KB that fails :func:`dukb.kb.check_kb` (a :class:`dukb.kb.KBError`).
 
     Source: Wu et al. 2025, Sec. 4 (EDU-RELAT); the benchmark's data/ folder and ../shared/edu-relat/README.md.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     for src, out in ((Path(tmp) / "none", Path(tmp) / "kb"), (Path(tmp), Path(tmp))):
+        ...         try:
+        ...             import_edu_relat(src, out)
+        ...         except InputError as e:
+        ...             print(e.message)
+        benchmark folder does not exist
+        output directory must differ from the benchmark folder
     """
     src, out = Path(src_dir), Path(out_dir)
     if not src.exists():

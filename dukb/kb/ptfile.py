@@ -121,6 +121,14 @@ def short_repr(obj, limit: int = 60) -> str:
 
     Returns:
         The text.
+
+    Example:
+        >>> short_repr(list(range(100)))
+        '[0, 1, 2, 3, 4, 5, 6, 7, ...]'
+        >>> short_repr(10 ** 5000)
+        '<int of 16610 bits>'
+        >>> short_repr("x" * 100, limit=10)
+        "'xxxxxxxxx..."
     """
     try:
         text = _SHORT.repr(obj)
@@ -138,6 +146,17 @@ class PickledPerson(_StandIn):
     us_population_distribution), ``job`` (str), ``generation`` (int), ``if_build`` (bool).
 
     Source: EDU-RELAT (Wu et al. 2025), the generator's Person class, read from the pickle.
+
+    Example:
+        >>> import tempfile
+        >>> raw = (b"\\x80\\x02c__main__\\nPerson\\n)\\x81}(X\\x04\\x00\\x00\\x00nameK\\x05"
+        ...        b"X\\x06\\x00\\x00\\x00genderX\\x06\\x00\\x00\\x00femaleub.")  # a pickled __main__.Person
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "graph.pt", "w") as zf:
+        ...         zf.writestr("archive/data.pkl", raw)
+        ...     person = load_benchmark_pickle(Path(tmp) / "graph.pt")
+        >>> type(person).__name__, person.name, person.gender
+        ('PickledPerson', 5, 'female')
     """
 
 
@@ -148,6 +167,16 @@ class PickledRule(_StandIn):
     ``right_tuple`` ((var, relation, var) head), ``num_var`` (int).
 
     Source: EDU-RELAT (Wu et al. 2025), family_rule.pt.
+
+    Example:
+        >>> import tempfile
+        >>> raw = b"\\x80\\x02c__main__\\nRule\\n)\\x81}(X\\x07\\x00\\x00\\x00num_varK\\x03ub."  # a pickled __main__.Rule
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "family_rule.pt", "w") as zf:
+        ...         zf.writestr("archive/data.pkl", raw)
+        ...     rule = load_benchmark_pickle(Path(tmp) / "family_rule.pt", allowed_classes={"Rule"})
+        >>> isinstance(rule, PickledRule), rule.num_var
+        (True, 3)
     """
 
 
@@ -399,6 +428,14 @@ def load_bool_list(path: str | Path) -> list[bool]:
             global or persistent id, or content that is not a sequence of booleans.
 
     Source: EDU-RELAT (Wu et al. 2025), example_for_evaluation/*.pt and calculate_recall_and_acc.py.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "relationships_correct.pt", "w") as zf:
+        ...         zf.writestr("archive/data.pkl", pickle.dumps([True, False, True], protocol=2))
+        ...     load_bool_list(Path(tmp) / "relationships_correct.pt")
+        [True, False, True]
     """
     import numpy as np
 
@@ -439,6 +476,22 @@ def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
         ValueError: ``allowed_classes`` names a class other than Person/Rule (a programming error).
 
     Source: EDU-RELAT (Wu et al. 2025), original/*.pt; ../shared/edu-relat/README.md.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = Path(tmp) / "subsample.pt"
+        ...     with zipfile.ZipFile(path, "w") as zf:
+        ...         zf.writestr("archive/data.pkl", pickle.dumps({"targets": [3, 17]}, protocol=2))
+        ...     print(load_benchmark_pickle(path))
+        ...     with zipfile.ZipFile(path, "w") as zf:  # a pickle that would call print() when loaded
+        ...         zf.writestr("archive/data.pkl", pickle.dumps(print))
+        ...     try:
+        ...         load_benchmark_pickle(path)
+        ...     except InputError as e:
+        ...         print(e.message)
+        {'targets': [3, 17]}
+        refused global builtins.print (only the benchmark's Person/Rule and numpy array reconstruction are allowed)
     """
     unknown = set(allowed_classes) - BENCHMARK_CLASSES
     if unknown:
