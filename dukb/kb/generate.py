@@ -116,6 +116,14 @@ class GeneratorConfig:
         InputError: a probability outside [0, 1], a non-positive spread, an empty range, an unknown relation.
 
     Source: Wu et al. 2025, Appendix B (Eval-DU construction); defaults measured on EDU-RELAT (Appendix F).
+
+    Example:
+        >>> GeneratorConfig().p_spouse, GeneratorConfig(p_spouse=0.5).p_spouse
+        (0.7, 0.5)
+        >>> GeneratorConfig(p_spouse=1.5)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: p_spouse must be a probability in [0, 1], got 1.5
     """
 
     p_parents: float = 0.8
@@ -198,6 +206,13 @@ class FamilyTruth:
         observed: the facts of K, in K's order (fact_id i is ``observed[i]``).
 
     Source: Wu et al. 2025, Appendix B; the relation semantics are those of EDU-RELAT's closure.
+
+    Example:
+        >>> kb, truth = generate(20, seed=1, generations=3)
+        >>> len(truth.names), len(truth.relations), len(truth.observed) == len(kb.relationships)
+        (20, 74, True)
+        >>> truth.counts()["child"], set(truth.observed) <= truth.triples
+        (20, True)
     """
 
     names: list[str]
@@ -258,13 +273,22 @@ def first_names(gender: str) -> tuple[str, ...]:
     """The first-name list of a gender ("male"/"female"), from ``dukb/data/names_<gender>.txt``.
 
     Source: US Census Bureau 1990 name files (public domain); Wu et al. 2025 Appendix B (names by gender).
+
+    Example:
+        >>> first_names("female")[:3], len(first_names("male"))
+        (('Patricia', 'Linda', 'Barbara'), 915)
     """
     return tuple(_data_lines(f"names_{gender}.txt"))
 
 
 @lru_cache(maxsize=None)
 def surnames() -> tuple[str, ...]:
-    """The surname list (``dukb/data/surnames.txt``), used for people without a father in the network."""
+    """The surname list (``dukb/data/surnames.txt``), used for people without a father in the network.
+
+    Example:
+        >>> surnames()[:2], len(surnames())
+        (('Smith', 'Johnson'), 2000)
+    """
     return tuple(_data_lines("surnames.txt"))
 
 
@@ -274,6 +298,11 @@ def us_states() -> tuple[tuple[str, ...], np.ndarray]:
 
     Returns:
         (state names, float64 probabilities summing to 1).
+
+    Example:
+        >>> names, probs = us_states()
+        >>> len(names), names[0], round(float(probs.sum()), 6)
+        (50, 'Alabama', 1.0)
     """
     rows = _data_csv("us_states.csv", ("state", "population"))
     w = np.array([float(r["population"]) for r in rows])
@@ -285,6 +314,11 @@ def jobs_by_decade() -> dict[int, tuple[str, ...]]:
     """Decade (1900, 1910, ..., 2020) -> the jobs typical of it, from ``jobs_by_decade.csv``.
 
     Source: the 55 jobs of Wu et al. 2025, Appendix F ("collected from the job list across years 1900-2020").
+
+    Example:
+        >>> jobs = jobs_by_decade()
+        >>> min(jobs), max(jobs), len(jobs), jobs[1950][:2]
+        (1900, 2020, 13, ('Teacher', 'Nurse'))
     """
     out: dict[int, list[str]] = {}
     for r in _data_csv("jobs_by_decade.csv", ("decade", "job")):
@@ -293,12 +327,22 @@ def jobs_by_decade() -> dict[int, tuple[str, ...]]:
 
 
 def job_decade(birthyear: int) -> int:
-    """The decade whose job list a person born in ``birthyear`` draws from: the birth decade, clamped to 1900-2020."""
+    """The decade whose job list a person born in ``birthyear`` draws from: the birth decade, clamped to 1900-2020.
+
+    Example:
+        >>> job_decade(1957), job_decade(1850), job_decade(2031)
+        (1950, 1900, 2020)
+    """
     return int(min(max(birthyear // 10 * 10, _JOB_DECADES[0]), _JOB_DECADES[1]))
 
 
 def birthplace_value(state: str) -> str:
-    """A birthplace as EDU-RELAT's biographies write it: ``"Ohio"`` -> ``"Ohio state"``."""
+    """A birthplace as EDU-RELAT's biographies write it: ``"Ohio"`` -> ``"Ohio state"``.
+
+    Example:
+        >>> birthplace_value("Ohio")
+        'Ohio state'
+    """
     return f"{state} state"
 
 
@@ -497,6 +541,12 @@ def observation_probabilities(counts: dict[str, int], observed: float, weights: 
         relation of positive weight gets probability 1.
 
     Source: dukb's reading of EDU-RELAT (per-relation shares of K in its closure); Wu et al. 2025, Appendix F.
+
+    Example:
+        >>> observation_probabilities({"child": 100, "father": 50}, 0.5, {"child": 1.0, "father": 1.0})
+        {'child': 0.5, 'father': 0.5}
+        >>> observation_probabilities({"child": 100, "father": 50}, 0.5, {"child": 1.0})  # father weighs 0
+        {'child': 0.75, 'father': 0.0}
     """
     total = sum(counts.values())
     want = observed * total
@@ -594,6 +644,17 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
             config.
 
     Source: Wu et al. 2025, "Evaluating Deep Unlearning in Large Language Models", Appendix B and F.
+
+    Example:
+        >>> kb, truth = generate(20, seed=1, generations=3)
+        >>> kb
+        KB(20 people, 53 relationship facts, 60 biography facts, source=None)
+        >>> generate(20, seed=1, generations=3)[0].fingerprint() == kb.fingerprint()  # same seed, same KB
+        True
+        >>> generate(0)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or not 1 <= n_people <= MAX_PEOPLE:
         raise InputError(f"the number of people must be an integer in [1, {MAX_PEOPLE:,}], got {n_people!r}")
@@ -692,6 +753,15 @@ def write_truth(truth: FamilyTruth, path: str | Path) -> Path:
 
     Raises:
         InputError: the file cannot be written (named).
+
+    Example:
+        >>> kb, truth = generate(10, seed=0, generations=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     lines = write_truth(truth, Path(tmp) / "truth.csv").read_text().splitlines()
+        >>> lines[0], len(lines) - 1 == len(truth.relations)
+        ('subject,relation,object,observed', True)
+        >>> sum(line.endswith(",1") for line in lines) == len(kb.relationships)
+        True
     """
     from dukb.kb.io import atomic_output
 
@@ -711,6 +781,15 @@ def cache_root() -> Path:
 
     Returns:
         The folder (it may not exist yet).
+
+    Example:
+        >>> from unittest import mock
+        >>> with mock.patch.dict(os.environ, {"DUKB_CACHE_DIR": "/srv/cache"}):
+        ...     print(cache_root())
+        /srv/cache
+        >>> with mock.patch.dict(os.environ, {"DUKB_CACHE_DIR": "", "XDG_CACHE_HOME": "/xdg"}):
+        ...     print(cache_root())
+        /xdg/dukb
     """
     env = os.environ.get("DUKB_CACHE_DIR")
     if env:
@@ -751,6 +830,15 @@ def cache_problem(folder: str | Path) -> str | None:
     Returns:
         None, or a short reason: ``no sha256.json``, ``sha256.json is damaged``, ``people.csv is missing`` (or not a
         regular file, or unreadable), ``relationships.csv changed since it was built``.
+
+    Example:
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     folder = default_generated_kb_dir(tmp)
+        ...     print(cache_problem(folder))
+        ...     _ = (folder / "people.csv").write_text("name,gender\\n")
+        ...     print(cache_problem(folder))
+        None
+        people.csv changed since it was built
     """
     import json
 
@@ -797,6 +885,14 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
 
     Raises:
         InputError: the cache folder cannot be written.
+
+    Example:
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     folder = default_generated_kb_dir(tmp)
+        ...     print(folder.name, sorted(p.name for p in folder.iterdir()))
+        ...     print(default_generated_kb_dir(tmp) == folder)
+        generated-p100-s0-v... ['biographies.csv', 'people.csv', 'relationships.csv', 'sha256.json', 'truth.csv']
+        True
     """
     import json
     import sys
@@ -855,6 +951,14 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
     Returns:
         The validated :class:`KB` (100 people, seed 0).
+
+    Example:
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     kb = default_generated_kb(tmp)
+        >>> len(kb.people), len(kb.relationships), len(kb.biographies)
+        (100, 431, 300)
+        >>> kb.fingerprint() == generate()[0].fingerprint()
+        True
     """
     from dukb.kb.io import load_kb
 
