@@ -119,6 +119,13 @@ class Probe:
             answer, yes or no), "choice" (the output picks the answer's option of a multiple-choice question, by
             label or text) or "exact" (the normalised answer is the value or an alias of it; RESTOR's judge made
             exact). The generated kinds use the first three.
+
+    Example:
+        >>> p = Probe("qa", "relationship", 0, "Who is George Hale to Martha Hale?", "husband")
+        >>> p.match, p.to_dict()["question"]
+        ('substring', 'Who is George Hale to Martha Hale?')
+        >>> judge(p, "He is her husband."), judge(p, "Her brother.")
+        (True, False)
     """
 
     kind: str
@@ -144,6 +151,16 @@ def parse_kinds(kinds: str | Iterable[str] | None) -> tuple[str, ...]:
 
     Raises:
         InputError: an unknown name (the message lists the valid kinds and groups).
+
+    Example:
+        >>> parse_kinds("qa,reverse"), parse_kinds(["edu"])
+        (('qa', 'reverse'), ('cloze', 'yes', 'no', 'qa'))
+        >>> parse_kinds(None) == KINDS
+        True
+        >>> parse_kinds("bogus")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: unknown probe kind 'bogus'; kinds: cloze, yes, no, qa, ...
     """
     if kinds is None:
         return KINDS
@@ -178,6 +195,16 @@ class FactIndex:
         pair_relations: ``(s, o) -> set of r`` with ``(s, r, o)`` in the closure.
         bios_of: subject -> its biography facts in file order.
         rels_of: person -> relationship facts in which they are subject or object, in file order.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> ix = FactIndex(load_kb("demo"))
+        >>> ix.holds("Martha Hale", "husband", "George Hale"), ix.holds("George Hale", "wife", "Martha Hale")
+        (True, False)
+        >>> ix.values("George Hale", "job"), ix.objects[("George Hale", "child")]
+        ({'Carpenter'}, ['Henry Hale'])
+        >>> ix.attribute_values("birthplace")[:2]
+        ['Ohio state', 'Iowa state']
     """
 
     def __init__(self, kb: KB, closure: Iterable[Triple] | None = None):
@@ -251,6 +278,15 @@ def edu_wrong_relations(kb: KB, closure: Iterable[Triple] | FactIndex | None = N
         fact_id -> wrong relation (facts for which every relation holds, impossible in a valid KB, are left out).
 
     Source: ../shared/edu-relat/qa_relationships.jsonl (question3); the seed was found by search.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> wrong = edu_wrong_relations(kb)
+        >>> wrong[0], kb.relationship(0).relation
+        ('uncle', 'husband')
+        >>> all(wrong[f.fact_id] != f.relation for f in kb.relationships)
+        True
     """
     index = closure if isinstance(closure, FactIndex) else FactIndex(kb, closure)
     order = sorted(RELATIONS)
@@ -282,6 +318,16 @@ def edu_qa_rows(kb: KB, closure: Iterable[Triple] | FactIndex | None = None,
         :data:`EDU_BIO_FIELDS`, in file order.
 
     Source: Wu et al. 2025, Table 3; ../shared/edu-relat/qa_relationships.jsonl, qa_biographies.jsonl.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> rel_rows, bio_rows = edu_qa_rows(load_kb("demo"))
+        >>> len(rel_rows), len(bio_rows)
+        (18, 14)
+        >>> rel_rows[0]["question2"], rel_rows[0]["question3"], rel_rows[0]["answer3"]
+        ("Is George Hale Martha Hale's husband?", "Is George Hale Martha Hale's uncle?", 'no')
+        >>> bio_rows[0]["question4"], bio_rows[0]["answer4"]
+        ('What is the birthyear of George Hale?', '1921')
     """
     t = load_template("probes.json")["edu"]
     tr, tb = t[RELATIONSHIP], t[BIOGRAPHY]
@@ -320,6 +366,16 @@ def write_edu_qa(kb: KB, directory: str | Path, closure: Iterable[Triple] | Fact
         InputError: the folder cannot be written.
 
     Source: ../shared/edu-relat/qa_*.jsonl (same fields, order and JSON layout).
+
+    Example:
+        >>> import tempfile
+        >>> from dukb.kb.io import load_kb
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     paths = write_edu_qa(load_kb("demo"), tmp)
+        ...     print([p.name for p in paths], len(paths[0].read_text().splitlines()))
+        ...     print(json.loads(paths[1].read_text().splitlines()[0])["fact"])
+        ['qa_relationships.jsonl', 'qa_biographies.jsonl'] 18
+        The birthyear of George Hale is 1921.
     """
     root = Path(directory)
     rel_rows, bio_rows = edu_qa_rows(kb, closure, no_seed)
@@ -561,6 +617,14 @@ def fallback_values(index: FactIndex, attribute: str, value: str) -> list[str]:
 
     Returns:
         The candidates (may include ``value`` itself for birthplace and job; callers filter).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> ix = FactIndex(load_kb("demo"))
+        >>> fallback_values(ix, "birthyear", "1921")[:4]
+        ['1920', '1922', '1919', '1923']
+        >>> fallback_values(ix, "birthplace", "Ohio state")[:2]  # the demo KB writes "<State> state"
+        ['Alabama state', 'Alaska state']
     """
     if attribute == "birthyear":
         y = int(value)
@@ -595,6 +659,17 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
         InputError: an unknown kind.
 
     Source: Wu et al. 2025 (Table 3, EDU-RELAT forms); Jin et al. 2024, RWKU Sec. 3.3 (adversarial types).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> probes = make_probes(kb, "qa")
+        >>> len(probes), probes[0]
+        (32, Probe(kind='qa', fact_kind='relationship', fact_id=0, question='Who is George Hale to Martha Hale?', answer='husband', match='substring'))
+        >>> make_probes(kb, "qa,yes", seed=3) == make_probes(kb, "qa,yes", seed=3)
+        True
+        >>> sorted({p.kind for p in make_probes(kb, "edu") if p.fact_kind == "biography"})  # yes/no: relationships only
+        ['cloze', 'qa']
     """
     chosen = parse_kinds(kinds)
     b = _Builder(kb, FactIndex(kb, closure), seed, no_seed)
@@ -618,6 +693,12 @@ def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
         (fact kind, fact_id) -> sentence, fact kind "relationship" or "biography", in file order.
 
     Source: Wu et al. 2025 (EDU-RELAT's fact template).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> statements = fact_statements(load_kb("demo"))
+        >>> statements[("relationship", 0)], statements[("biography", 0)]
+        ("George Hale is Martha Hale's husband.", 'The birthyear of George Hale is 1921.')
     """
     b = _Builder(kb, FactIndex(kb, None), 0, EDU_RELAT_NO_SEED)
     out = {(RELATIONSHIP, f.fact_id): b.fact_sentence(f) for f in kb.relationships}
@@ -631,6 +712,14 @@ def probes_text(probes: Iterable[Probe], fmt: str = "jsonl") -> str:
 
     Raises:
         InputError: unknown format.
+
+    Example:
+        >>> p = Probe("qa", "relationship", 0, "Who is George Hale to Martha Hale?", "husband")
+        >>> print(probes_text([p]), end="")
+        {"kind": "qa", "fact_kind": "relationship", "fact_id": 0, "question": "Who is George Hale to Martha Hale?", "answer": "husband", "match": "substring"}
+        >>> print(probes_text([p], "csv"), end="")
+        kind,fact_kind,fact_id,question,answer,match
+        qa,relationship,0,Who is George Hale to Martha Hale?,husband,substring
     """
     if fmt == "jsonl":
         return "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
@@ -649,6 +738,14 @@ def write_probes(probes: Iterable[Probe], path: str | Path, fmt: str = "jsonl") 
 
     Raises:
         InputError: unknown format or the file cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> p = Probe("qa", "biography", 3, "What is the job of Ann?", "Teacher")
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = write_probes([p, p], Path(tmp) / "out" / "probes.csv", fmt="csv")
+        ...     print(path.name, len(path.read_text().splitlines()))
+        probes.csv 3
     """
     p = Path(path)
     text = probes_text(probes, fmt)
@@ -667,6 +764,15 @@ def read_probes(path: str | Path) -> list[Probe]:
             :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`, not UTF-8, malformed line or record, bare quote, missing
             column, a fact_id that is not an integer of at most 18 digits (CSV: ``-?[0-9]+`` in ASCII; JSON: an
             integer, not a float, string or boolean) (file and line named).
+
+    Example:
+        >>> import tempfile
+        >>> probes = [Probe("qa", "biography", 3, "What is the job of Ann, the teacher's aunt?", "Teacher"),
+        ...           Probe("yes", "relationship", 7, "Is Bo Ann's husband?", "yes", match="yesno")]
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     print(read_probes(write_probes(probes, Path(tmp) / "p.jsonl")) == probes,
+        ...           read_probes(write_probes(probes, Path(tmp) / "p.csv", fmt="csv")) == probes)
+        True True
     """
     p = Path(path)
     text = read_text(p, "probe file")
