@@ -30,6 +30,10 @@ def asp_string(value: str) -> str:
 
     Returns:
         The quoted literal, e.g. ``'"O\\'Neil \\"Jr\\""'``.
+
+    Example:
+        >>> print(asp_string('O\\'Neil "Jr"'))
+        "O'Neil \\"Jr\\""
     """
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -39,6 +43,12 @@ def kb_program(kb: KB) -> str:
 
     Returns:
         Program text (one fact per line).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> lines = kb_program(load_kb("demo")).splitlines()
+        >>> lines[0], lines[-1]
+        ('person("George Hale"). male("George Hale").', 'holds("Leo Hale",uncle,"Owen Stone").')
     """
     parts: list[str] = []
     for p in kb.people.values():
@@ -157,6 +167,19 @@ class Closure:
         inst_body: per instance, its distinct body atoms (a sequence of tuples of ints); ``inst_body_array`` is
             the padded int32 array of shape (n_instances, max body length), -1 after the last body atom.
         by_head: atom id -> instance ids deriving it; by_body: atom id -> instance ids with it in their body.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> closure.n_kb, closure.n_derived, closure.atoms[0]
+        (18, 32, ('Martha Hale', 'husband', 'George Hale'))
+        >>> a = closure.index[("George Hale", "wife", "Martha Hale")]  # derived from fact 0 by the wife rule
+        >>> closure.source(a), len(closure.by_head[a])  # three ground rule instances derive it
+        ('derived', 3)
+        >>> [closure.atoms[b] for b in closure.inst_body[closure.by_head[a][0]]]
+        [('Martha Hale', 'husband', 'George Hale')]
+        >>> closure.fact_id(closure.atom_of_fact(17)), closure.n_instances
+        (17, 162)
     """
 
     def __init__(self, kb: KB, rules: RuleSet, names: list[str], name_id: dict[str, int], atom_code: np.ndarray,
@@ -521,6 +544,12 @@ def join_error(e, rules: RuleSet) -> InputError:
 
     Raises:
         Nothing.
+
+    Example:
+        >>> from dukb.solver.horn import JoinTooLarge
+        >>> err = join_error(JoinTooLarge(10 ** 9, 10 ** 8, rule=0), load_rules("family"))
+        >>> err.path.endswith("family.lp"), err.line == load_rules("family").rules[0].line
+        (True, True)
     """
     rule = rules.rules[e.rule] if e.rule is not None and 0 <= e.rule < len(rules.rules) else None
     return InputError(f"the body of this rule joins {e.rows:,} rows, more than the limit of {e.limit:,}: its body "
@@ -549,6 +578,17 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto
         dukb.solver.horn.Unsupported: method "numpy" with a rule the numpy evaluator does not handle.
 
     Source: Wu et al. 2025, Definition 1.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> closure = compute_closure(kb)
+        >>> closure
+        Closure(18 KB + 32 derived facts, rules=family, numpy)
+        >>> compute_closure(kb, method="clingo").atoms == closure.atoms  # the reference path agrees
+        True
+        >>> ("Clara Stone", "brother", "Henry Hale") in closure.index  # Henry is Clara's sister's brother
+        True
     """
     if method not in METHODS:
         raise InputError(f"unknown closure method {method!r} (known: {', '.join(METHODS)})")
@@ -668,6 +708,18 @@ def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
     Raises:
         InputError: unknown fact_id, malformed string (see :func:`parse_target`), a name that is not the KB's (the
             closest ones suggested), or a fact outside the deductive closure.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> resolve_target(closure, 17), resolve_target(closure, "Leo Hale, uncle, Owen Stone")
+        (17, 17)
+        >>> closure.source(resolve_target(closure, ("Clara Stone", "brother", "Henry Hale")))
+        'derived'
+        >>> resolve_target(closure, "Leo Hale,uncle,Owen Ston")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: target object: no person named 'Owen Ston' in the KB (closest: 'Owen Stone'...
     """
     if isinstance(target, Fact):
         triple = target.triple
@@ -709,6 +761,16 @@ def parse_target(text: str) -> Triple:
     Raises:
         InputError: not one CSV record of three non-empty fields (a stray or bare quote, a missing or extra
             comma, a line break).
+
+    Example:
+        >>> parse_target("Leo Hale, uncle ,Owen Stone")
+        ('Leo Hale', 'uncle', 'Owen Stone')
+        >>> parse_target('"Hale, George",wife,Martha Hale')
+        ('Hale, George', 'wife', 'Martha Hale')
+        >>> parse_target("Leo Hale,uncle")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     problem = f"target {text!r} is not of the form 'Subject,relation,Object' (quote a field that holds a comma " \
               "or a quote, inner quotes doubled: '\"Hale, George\",wife,Martha Hale')"
@@ -750,6 +812,15 @@ def check_target_names(kb: KB, triple: Triple) -> None:
     Raises:
         InputError: ``target subject: no person named 'X' in the KB (closest: 'A', 'B'); ...`` or ``target
             relation: unknown relation 'X' (closest: ...; the relations: ...)``, naming the first wrong name.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> check_target_names(kb, ("Leo Hale", "uncle", "Owen Stone"))  # fine: returns None
+        >>> check_target_names(kb, ("Leo Hale", "Uncle", "Owen Stone"))
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: target relation: unknown relation 'Uncle' (closest: uncle; the relations: ...
     """
     import difflib
 

@@ -28,6 +28,17 @@ class Cone:
         inst_body: local distinct body atoms per cone instance.
         by_head: local atom -> cone instances deriving it.
         by_body: local atom -> cone instances it appears in as a body atom.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [closure.atom_of_fact(5)])  # "Henry Hale is Ruth Hale's husband"
+        >>> cone.fact_ids(cone.kb)
+        (5, 6, 7, 8)
+        >>> loc = {f: cone.local[closure.atom_of_fact(f)] for f in (5, 6, 7)}
+        >>> cone.any_target_derivable({loc[5]}), cone.any_target_derivable({loc[5], loc[6]})
+        (True, False)
     """
 
     closure: Closure
@@ -88,6 +99,16 @@ def cone_of(closure: Closure, targets: list[int] | tuple[int, ...]) -> Cone:
     Returns:
         The :class:`Cone`: every atom with a directed path of rule instances to some target, and the instances
         whose head is in the cone (their body atoms are then in the cone too).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [closure.atom_of_fact(17)])  # a fact no rule derives
+        >>> cone.targets, cone.fact_ids(cone.kb), len(cone.inst_head)
+        ((17,), (17,), 2)
+        >>> len(cone_of(closure, [closure.atom_of_fact(5)]).atoms)
+        12
     """
     targets = tuple(dict.fromkeys(int(t) for t in targets))
     atoms: list[int] = list(targets)

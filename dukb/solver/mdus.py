@@ -52,6 +52,13 @@ class MDUSResult:
         seconds: wall time (seconds).
         n_seeds: random only: number of seeds run.
         cone_atoms, cone_instances: size of the cone the method worked on.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> result = exact_sets(compute_closure(load_kb("demo")), [0])
+        >>> result.targets, result.method, result.sets, result.complete
+        ((0,), 'exact', [(0, 3), (0, 1, 2), (0, 2, 4)], True)
     """
 
     targets: tuple[int, ...]
@@ -74,6 +81,13 @@ def is_deep_unlearning_set(closure: Closure, targets, removed_fact_ids) -> bool:
         removed_fact_ids: relationship fact_ids of U.
 
     Source: Wu et al. 2025, Definition 2.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> is_deep_unlearning_set(closure, [0], [0, 3]), is_deep_unlearning_set(closure, [0], [0])
+        (True, False)
     """
     cone = cone_of(closure, list(targets))
     removed = {cone.local[closure.atom_of_fact(f)] for f in removed_fact_ids
@@ -86,6 +100,13 @@ def is_minimal(closure: Closure, targets, removed_fact_ids) -> bool:
 
     Checking single-element removals suffices: derivability is monotone in the retained facts, so if some proper
     subset deeply unlearns the targets, so does every superset of it inside U, including some U minus one fact.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> is_minimal(closure, [0], [0, 3]), is_minimal(closure, [0], [0, 3, 5]), is_minimal(closure, [0], [0])
+        (True, False, False)
     """
     u = list(removed_fact_ids)
     if not is_deep_unlearning_set(closure, targets, u):
@@ -119,6 +140,17 @@ def check_limits(max_sets: int | None = None, seconds: float | None = None) -> N
 
     Raises:
         InputError: naming the limit and its value.
+
+    Example:
+        >>> check_limits(10, 5.0)  # fine: returns None
+        >>> check_limits(seconds=float("nan"))
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
+        >>> check_limits(max_sets=0)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if max_sets is not None and (isinstance(max_sets, bool) or not isinstance(max_sets, int) or max_sets < 1):
         raise InputError(f"--max-sets must be a whole number of at least 1, got {max_sets!r}")
@@ -138,6 +170,11 @@ def deletion_program() -> str:
     (``dukb/data/rules/deep_unlearning_sets.lp``) like the rule sets.
 
     Source: Wu et al. 2025, Definitions 2-3.
+
+    Example:
+        >>> program = deletion_program()
+        >>> "del(A)" in program and "#heuristic" in program
+        True
     """
     from importlib import resources
 
@@ -171,6 +208,16 @@ def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: 
 
     Source: Wu et al. 2025, Definition 3; clingo domain heuristics (Gebser et al. 2013, "Domain-specific heuristics
     in answer set programming").
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> exact_sets(closure, [5]).sets  # Ruth's husband Henry: also derivable from their son Leo's parents
+        [(5, 6), (5, 7)]
+        >>> r = exact_sets(closure, [0], max_sets=1)
+        >>> len(r.sets), r.complete
+        (1, False)
     """
     import clingo
 
@@ -231,6 +278,14 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
             limit was reached before CP-SAT found any deep unlearning set (a larger limit is needed).
 
     Source: Wu et al. 2025, Definitions 1-3 (a minimum-cardinality minimal deep unlearning set); OR-tools CP-SAT.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> r = minimum_set(closure, [0])
+        >>> r.sets, r.complete
+        ([(0, 3)], True)
     """
     check_limits(seconds=seconds)
     if not MIN_SEED <= seed <= MAX_SEED:
@@ -269,6 +324,15 @@ def dus(cone: Cone, rng: random.Random) -> set[int]:
 
     Û = T = {targets}; while T: pop a uniformly random k_cur from T; for every instance deriving k_cur none of whose
     body atoms is in Û, in random order, add one uniformly random body atom to Û and T. Output Û ∩ K.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [0])
+        >>> removed = dus(cone, random.Random(0))
+        >>> is_deep_unlearning_set(closure, [0], cone.fact_ids(removed))
+        True
     """
     targets = cone.target_local
     in_u = bytearray(len(cone.atoms))
@@ -298,6 +362,16 @@ def random_prune(cone: Cone, removed: set[int], rng: random.Random) -> frozenset
     Repeat passes over U in random order until a pass drops nothing: drop k_cur if the targets stay non-derivable
     from K \\ (U \\ {k_cur}). Each check is incremental forward chaining: the closure of K \\ U is computed once,
     and putting k_cur back only propagates what k_cur adds (undone when a target becomes derivable).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [0])
+        >>> everything = set(cone.kb)  # removing every KB fact of the cone is a deep unlearning set
+        >>> pruned = cone.fact_ids(random_prune(cone, everything, random.Random(0)))
+        >>> pruned in exact_sets(closure, [0]).sets, is_minimal(closure, [0], pruned)
+        (True, True)
     """
     u = set(removed)
     true = cone.derived_from(u)
@@ -364,6 +438,14 @@ def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) ->
 
     Raises:
         InputError: n_seeds < 1 or above :data:`MAX_SEEDS`.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> r = random_sets(closure, [0], n_seeds=20)
+        >>> set(r.sets) <= set(exact_sets(closure, [0]).sets), r.complete, r.n_seeds
+        (True, False, 20)
     """
     if not 1 <= n_seeds <= MAX_SEEDS:
         raise InputError(f"--seeds must be in [1, {MAX_SEEDS:,}], got {n_seeds}")
@@ -390,6 +472,17 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
     Raises:
         InputError: unknown method, or no targets; ``max_sets`` below 1 or ``seconds`` not a positive finite number
             (:func:`check_limits`); method "minimum" reaching its time limit before any set is found.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> minimal_sets(closure, 5).sets, minimal_sets(closure, [0], "minimum").sets
+        ([(5, 6), (5, 7)], [(0, 3)])
+        >>> minimal_sets(closure, [0], "greedy")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     check_limits(max_sets=max_sets, seconds=seconds)
     targets = [targets] if isinstance(targets, int) else list(targets)
@@ -422,6 +515,13 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
         InputError: a fact_id that is not a relationship fact of the KB.
 
     Source: Wu et al. 2025, Def. 1 (deductive closure); counter-based forward chaining of Dowling & Gallier 1984.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> closure_loss(closure, [0, 3]), closure_loss(closure, [0, 2, 4]), closure_loss(closure, [])
+        (6, 12, 0)
     """
     removed = {closure.atom_of_fact(f) for f in removed_fact_ids}
     if not removed:
@@ -486,6 +586,13 @@ def least_damaging_set(closure: Closure, sets) -> tuple[int, ...]:
 
     Raises:
         InputError: no candidate set.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> least_damaging_set(closure, [(0, 2, 4), (0, 1, 2), (0, 3)])
+        (0, 3)
     """
     cands = [tuple(sorted(s)) for s in sets]
     if not cands:

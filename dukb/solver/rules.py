@@ -74,7 +74,13 @@ _DIRECTIVES = {
 
 
 class RulesError(InputError):
-    """A rule file is malformed or outside the accepted fragment (``FILE:LINE: problem`` in the message)."""
+    """A rule file is malformed or outside the accepted fragment (``FILE:LINE: problem`` in the message).
+
+    Example:
+        >>> err = RulesError("negation is not allowed", "my.lp", 3)
+        >>> str(err), isinstance(err, InputError)
+        ('my.lp:3: negation is not allowed', True)
+    """
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,13 @@ class Rule:
         head: text of the head atom's arguments, e.g. ``"A,husband,B"``.
         body_holds: text of each ``holds`` body atom's arguments, in order.
         line: 1-based line in the source file.
+
+    Example:
+        >>> rule = parse_rules("holds(A,wife,B) :- holds(B,husband,A), female(B).")[0]
+        >>> rule.head, rule.body_holds, rule.line
+        ('A,wife,B', ('B,husband,A',), 1)
+        >>> rule.text
+        'holds(A,wife,B) :- holds(B,husband,A); female(B).'
     """
 
     index: int
@@ -106,6 +119,13 @@ class RuleSet:
         rules: the rules in file order.
         program: ASP text that derives ``holds/3`` and records every ground rule instance as
             ``dukb_inst(I, (S,R,O), ((S1,R1,O1), ...))`` (I = rule index).
+
+    Example:
+        >>> family = load_rules("family")
+        >>> family.name, len(family.rules), family.path.name
+        ('family', 48, 'family.lp')
+        >>> "dukb_inst(" in family.program, len(family.fingerprint)
+        (True, 16)
     """
 
     name: str
@@ -141,6 +161,14 @@ def load_rules(name_or_file: str | Path = "family") -> RuleSet:
             is ``FILE[:LINE]: problem``.
 
     Source: Wu et al. 2025, Sec. 2 (rules as Horn clauses); the built-in sets are EDU-RELAT's 48 family rules.
+
+    Example:
+        >>> load_rules().rules[0].text
+        'holds(A,husband,B) :- holds(B,wife,A); male(B); female(A); A != B.'
+        >>> load_rules("no_such_rules")
+        Traceback (most recent call last):
+            ...
+        dukb.solver.rules.RulesError: ...
     """
     s = str(name_or_file)
     if s in BUILTIN_RULES:
@@ -181,6 +209,14 @@ def parse_rules(text: str, path: str | Path = "<rules>") -> tuple[Rule, ...]:
 
     Source: Wu et al. 2025, Sec. 2 (positive Horn rules); clingo's AST: Potassco, clingo Python API, ``clingo.ast``
     (``parse_string``, ``ASTType``, ``Location``).
+
+    Example:
+        >>> [r.head for r in parse_rules("holds(A,wife,B) :- holds(B,husband,A), female(B).")]
+        ['A,wife,B']
+        >>> parse_rules("holds(A,wife,B) :- holds(B,husband,A), not female(B).", "my.lp")
+        Traceback (most recent call last):
+            ...
+        dukb.solver.rules.RulesError: my.lp:1: negation ('not female(B)') is not allowed: rules must be positive Horn rules
     """
     return _parse(text, Path(str(path)))[0]
 
