@@ -44,6 +44,15 @@ def belief_closure(kb: KB, beliefs: Sequence[Triple], rules="family") -> Closure
         RulesError, InputError: as :func:`dukb.solver.closure.compute_closure`.
 
     Source: Wu et al. 2025, Definition 1.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> beliefs = [("Martha Hale", "husband", "George Hale"), ("Leo Hale", "father", "Owen Stone")]
+        >>> closure = belief_closure(load_kb("demo"), beliefs)
+        >>> closure.atoms[:2] == beliefs, closure.n_derived
+        (True, 2)
+        >>> closure.atoms[2:]
+        [('George Hale', 'wife', 'Martha Hale'), ('Owen Stone', 'child', 'Leo Hale')]
     """
     facts = [Fact(i, s, r, o) for i, (s, r, o) in enumerate(beliefs)]
     return compute_closure(KB(dict(kb.people), facts, []), rules)
@@ -61,6 +70,17 @@ def contradictions(closure: Closure, true_closure: set[Triple]) -> tuple[list[Tr
         facts of a :data:`FUNCTIONAL` relation whose subject has another object in B.
 
     Source: dukb's rule-aware addition to RESTOR (Rezaei et al.); closure: Wu et al. 2025, Def. 1.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> true_closure = set(compute_closure(kb).atoms)
+        >>> beliefs = [("Martha Hale", "husband", "George Hale"), ("George Hale", "wife", "Ruth Hale")]
+        >>> false, contradicting = contradictions(belief_closure(kb, beliefs), true_closure)
+        >>> false  # derived from the false belief
+        [('Ruth Hale', 'husband', 'George Hale')]
+        >>> contradicting  # George's wife is Martha by the rules, Ruth by the second belief
+        [('George Hale', 'wife', 'Martha Hale')]
     """
     stated: dict[tuple[str, str], set[str]] = {}
     for s, r, o in closure.atoms[:closure.n_kb]:
@@ -83,6 +103,14 @@ def stated_or_derivable(closure: Closure, triple: Triple) -> tuple[bool, bool]:
         (forward chaining in its cone with the triple itself removed; for a triple not in B, membership of Ω(B, R)).
 
     Source: Wu et al. 2025 (a fact is deeply unlearned when it is not derivable from the remaining facts).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> closure = belief_closure(load_kb("demo"), [("Martha Hale", "husband", "George Hale")])
+        >>> stated_or_derivable(closure, ("Martha Hale", "husband", "George Hale"))
+        (True, False)
+        >>> stated_or_derivable(closure, ("George Hale", "wife", "Martha Hale"))
+        (False, True)
     """
     atom = closure.index.get(tuple(triple))
     if atom is None:
@@ -116,6 +144,15 @@ def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple]
         RulesError, InputError: as :func:`dukb.solver.closure.compute_closure`.
 
     Source: Wu et al. 2025 (deductive closure, Def. 1); Rezaei et al., RESTOR (corruption, F', Sec. 3.2).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> true_closure = set(compute_closure(kb).atoms)
+        >>> beliefs = [("Martha Hale", "husband", "George Hale"), ("Leo Hale", "father", "Owen Stone")]
+        >>> report = analyse_beliefs(kb, beliefs, true_closure)
+        >>> report["n_beliefs_false"], report["n_derived"], report["examples_false"]
+        (1, 2, ['Owen Stone|child|Leo Hale'])
     """
     cl = belief_closure(kb, beliefs, rules)
     bset = set(cl.atoms[:cl.n_kb])

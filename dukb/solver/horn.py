@@ -36,7 +36,12 @@ MAX_JOIN_ROWS = 20_000_000
 
 
 def unique(x: np.ndarray) -> np.ndarray:
-    """Sorted distinct values of an int array (sort-based; numpy's hash-based ``unique`` is slower on int64)."""
+    """Sorted distinct values of an int array (sort-based; numpy's hash-based ``unique`` is slower on int64).
+
+    Example:
+        >>> unique(np.array([5, 1, 5, 3, 1]))
+        array([1, 3, 5])
+    """
     if len(x) < 2:
         return np.sort(x)
     a = np.sort(x)
@@ -47,7 +52,12 @@ def unique(x: np.ndarray) -> np.ndarray:
 
 
 def in_sorted(x: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
-    """Boolean mask: which elements of ``x`` occur in the sorted distinct array ``sorted_unique``."""
+    """Boolean mask: which elements of ``x`` occur in the sorted distinct array ``sorted_unique``.
+
+    Example:
+        >>> in_sorted(np.array([4, 1, 7]), np.array([1, 3, 4]))
+        array([ True,  True, False])
+    """
     if not len(sorted_unique):
         return np.zeros(len(x), dtype=bool)
     k = np.searchsorted(sorted_unique, x)
@@ -70,7 +80,14 @@ def _rank(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class Unsupported(Exception):
-    """A rule the numpy evaluator does not handle (the caller uses clingo instead)."""
+    """A rule the numpy evaluator does not handle (the caller uses clingo instead).
+
+    Example:
+        >>> compile_rules("example-unsupported", ("holds(A,R,B) :- holds(B,R,A); R != child.",))
+        Traceback (most recent call last):
+            ...
+        dukb.solver.horn.Unsupported: ...
+    """
 
 
 class JoinTooLarge(Exception):
@@ -80,6 +97,11 @@ class JoinTooLarge(Exception):
         rows: the number of rows the join would produce.
         limit: the limit it exceeds.
         rule: the index of the rule in its rule set (set by :meth:`Evaluator.evaluate`; None before).
+
+    Example:
+        >>> e = JoinTooLarge(10 ** 9, MAX_JOIN_ROWS, rule=3)
+        >>> e.rows > e.limit, e.rule
+        (True, 3)
     """
 
     def __init__(self, rows: int, limit: int, rule: int | None = None):
@@ -90,7 +112,13 @@ class JoinTooLarge(Exception):
 @dataclass(frozen=True)
 class Term:
     """A term of a compiled rule: a variable (``var`` its name) or a constant (``const``: a name for S/O or a
-    relation for R)."""
+    relation for R).
+
+    Example:
+        >>> rule = compile_rules("example-term", ("holds(A,wife,B) :- holds(B,husband,A).",))[0]
+        >>> rule.head
+        (Term(var='A', const=None), Term(var=None, const='wife'), Term(var='B', const=None))
+    """
 
     var: str | None = None
     const: str | None = None
@@ -106,6 +134,11 @@ class CRule:
         body: (S, R, O) terms of each body ``holds`` atom, in the rule's order.
         guards: (predicate, term) for male/female/person atoms.
         comparisons: (op, left, right) with op ``"="`` or ``"!="``.
+
+    Example:
+        >>> rule = compile_rules("example-crule", ("holds(A,wife,B) :- holds(B,husband,A); female(B); A != B.",))[0]
+        >>> len(rule.body), rule.guards, [op for op, _, _ in rule.comparisons]
+        (1, (('female', Term(var='B', const=None)),), ['!='])
     """
 
     index: int
@@ -154,6 +187,12 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
 
     Raises:
         Unsupported: a rule outside the supported form (see the module docstring).
+
+    Example:
+        >>> rules = compile_rules("example-compile", ("holds(A,wife,B) :- holds(B,husband,A).",
+        ...                                           "holds(A,husband,B) :- holds(B,wife,A)."))
+        >>> [r.index for r in rules], rules[1].head[1].const
+        ([0, 1], 'husband')
     """
     from clingo import ast
 
@@ -199,7 +238,14 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
 
 
 def rules_of(ruleset) -> tuple[CRule, ...]:
-    """:func:`compile_rules` for a :class:`dukb.solver.rules.RuleSet` (raises :class:`Unsupported`)."""
+    """:func:`compile_rules` for a :class:`dukb.solver.rules.RuleSet` (raises :class:`Unsupported`).
+
+    Example:
+        >>> from dukb.solver.rules import load_rules
+        >>> compiled = rules_of(load_rules("family"))
+        >>> len(compiled), compiled[0].head[1].const
+        (48, 'husband')
+    """
     return compile_rules(ruleset.fingerprint, tuple(r.text for r in ruleset.rules))
 
 
@@ -229,6 +275,14 @@ class Evaluator:
         n_names: number of names (symbols 0..n_names-1 in S/O positions).
         name_id: name -> symbol (for string constants of the rules; unknown names never match).
         male, female, person: boolean arrays over name symbols.
+
+    Example:
+        >>> # Ann (symbol 0, female) and Bo (symbol 1, male)
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, np.array([False, True]), np.array([True, False]), np.array([True, True]))
+        >>> wife = RELATIONS.index("wife")
+        >>> code = ev.encode(np.array([1]), np.array([wife]), np.array([0]))  # "Ann is Bo's wife"
+        >>> [int(x[0]) for x in ev.decode(code)] == [1, wife, 0]
+        True
     """
 
     def __init__(self, n_names: int, name_id: dict[str, int], male: np.ndarray, female: np.ndarray,
@@ -475,6 +529,14 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
         JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
 
     Source: Wu et al. 2025, Definition 1; semi-naive evaluation (Ullman 1988, Sec. 3.9).
+
+    Example:
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, np.array([False, True]), np.array([True, False]), np.array([True, True]))
+        >>> rules = compile_rules("example-fixpoint", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
+        >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))  # "Ann is Bo's wife"
+        >>> s, r, o = ev.decode(fixpoint(ev, rules, kb))
+        >>> [(int(a), RELATIONS[int(b)], int(c)) for a, b, c in zip(s, r, o)]
+        [(0, 'husband', 1), (1, 'wife', 0)]
     """
     known = unique(kb_codes)
     delta = known
@@ -514,6 +576,16 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
 
     Raises:
         JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
+
+    Example:
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, np.array([False, True]), np.array([True, False]), np.array([True, True]))
+        >>> rules = compile_rules("example-ground", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
+        >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))
+        >>> codes = fixpoint(ev, rules, kb)
+        >>> ids = np.arange(len(codes))
+        >>> rule, head, body = ground_instances(ev, rules, codes, ids)
+        >>> rule.tolist(), head.tolist() == [codes[0]], body.tolist()  # one instance: atom 1 (the wife fact) derives atom 0
+        ([0], True, [[1]])
     """
     tab = ev.by_relation(*ev.decode(codes), ids)
     width = max(len(r.body) for r in rules)

@@ -52,6 +52,17 @@ class BaseSplit:
             minus its forget facts.
         protected: relationship fact_ids the holdout was kept away from (the cones of the run's targets).
         seed, holdout_frac, retain_train_frac: how it was drawn.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> kb = load_kb("demo")
+        >>> split = base_split(kb, compute_closure(kb), [5], seed=0)
+        >>> split.holdout, split.protected
+        ({'relationships': [15, 16], 'biographies': [4]}, [5, 6, 7, 8])
+        >>> request = split.request([5, 6], [5])
+        >>> request.forget["relationships"], 5 in request.retain_train["relationships"] + request.retain_eval["relationships"]
+        ([5, 6], False)
     """
 
     holdout: dict
@@ -98,6 +109,16 @@ class FactSplits:
     Attributes:
         targets: the request's target relationship fact_ids.
         forget: D_forget; retain_train: D_retain^(reg); retain_eval: D_retain; holdout: D_holdout.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> kb = load_kb("demo")
+        >>> request = base_split(kb, compute_closure(kb), [5], seed=0).request([5, 6], [5])
+        >>> request.targets, request.holdout["relationships"]
+        ([5], [15, 16])
+        >>> sorted(request.trained_without_forget()["relationships"])
+        [0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 17]
     """
 
     targets: list[int]
@@ -121,6 +142,13 @@ def cone_facts(closure: Closure, targets: Sequence[int]) -> set[int]:
 
     Raises:
         InputError: a target is not a relationship fact of the KB.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> sorted(cone_facts(closure, [5])), sorted(cone_facts(closure, [17]))
+        ([5, 6, 7, 8], [17])
     """
     from dukb.solver.cone import cone_of
 
@@ -148,6 +176,22 @@ def base_split(kb, closure: Closure, targets: Sequence[int], *, holdout_frac: fl
         InputError: a fraction outside its range, or a target that is not a relationship fact.
 
     Source: Shi et al. 2024b (MUSE), Sec. 2 and App. D.2 (forget / retain / retain_reg / holdout).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> kb = load_kb("demo")
+        >>> closure = compute_closure(kb)
+        >>> split = base_split(kb, closure, [5], holdout_frac=0.1, seed=0)
+        >>> held = split.holdout["relationships"]
+        >>> held, set(held).isdisjoint(cone_facts(closure, [5]))
+        ([15, 16], True)
+        >>> base_split(kb, closure, [5], seed=0) == split  # same seed, same split
+        True
+        >>> base_split(kb, closure, [5], holdout_frac=1.0)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if not 0 <= holdout_frac < 1:
         raise InputError(f"the holdout share must be in [0, 1), got {holdout_frac}")
@@ -183,6 +227,13 @@ def forget_set(closure: Closure, targets: Sequence[int], scope: str = "joint") -
         InputError: unknown scope, no targets, or a target that is not a relationship fact.
 
     Source: Wu et al. 2025, Definition 2 (deep unlearning set), applied jointly to several targets.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> forget_set(closure, [0, 5]), forget_set(closure, [0, 5], scope="target")
+        ([0, 3, 5, 6], [0, 5])
     """
     from dukb.solver.mdus import minimal_sets
 
