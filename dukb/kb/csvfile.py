@@ -37,8 +37,10 @@ import io
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, cast
 
 from dukb import InputError, one_line
 
@@ -90,7 +92,8 @@ class CsvTable:
         path: the file.
         header: the column names, stripped of surrounding spaces, in file order.
         rows: one ``(line, {column: value})`` per data record, in file order; ``line`` is the 1-based line where the
-            record starts. Values are stripped of surrounding spaces unless ``strip=False`` was given.
+            record starts. Values are stripped of surrounding spaces unless ``strip=False`` was given. With
+            ``fields_only=True`` each row holds the list of values in header order instead of a dict.
 
     Example:
         >>> t = parse_csv("name, gender\\r\\nAnn Lee ,female\\r\\n", "people.csv", ("name", "gender"))
@@ -100,7 +103,7 @@ class CsvTable:
 
     path: Path
     header: tuple[str, ...]
-    rows: list[tuple[int, dict[str, str]]]
+    rows: list[tuple[int, Any]]  # (line, dict[str, str]), or (line, list[str]) with fields_only
 
 
 #: The message for a bare quote (RFC 4180 allows a quote only inside a quoted field, doubled).
@@ -240,11 +243,11 @@ def parse_int(value: str, what: str, path: str | Path | None = None, line: int |
     """
     n = strict_int(value)
     if n is None:
-        raise InputError(int_problem(what, value), path, line)
+        raise InputError(cast(str, int_problem(what, value)), path, line)  # a message: value is no integer
     return n
 
 
-def open_regular(path: str | Path, what: str = "file", limit: int | None = None):
+def open_regular(path: str | Path, what: str = "file", limit: int | None = None) -> IO[bytes]:
     """Open a user's file for binary reading, refusing anything that is not a regular file of at most ``limit``
     bytes, before a byte is read.
 
@@ -306,7 +309,7 @@ def open_regular(path: str | Path, what: str = "file", limit: int | None = None)
     return fh
 
 
-def _mode(path) -> int:
+def _mode(path: str | Path) -> int:
     try:
         return os.stat(path).st_mode
     except OSError:
@@ -538,8 +541,8 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
     unknown = [] if optional is None else [h for h in header if h not in required and h not in optional]
     if unknown:
         raise InputError(f"unknown column{'s' if len(unknown) > 1 else ''} {_cut(', '.join(unknown), 200)} "
-                         f"(known: {', '.join(required + optional)})", path, 1)
-    rows = []
+                         f"(known: {', '.join(required + (optional or ()))})", path, 1)
+    rows: list[tuple[int, Any]] = []
     allow = "\r\n" if multiline else ""
     # one scan of the whole text for control characters other than line breaks: when there is none, only a record
     # spanning several lines can hold a forbidden character (a line break inside a quoted field)
@@ -590,7 +593,7 @@ def _bare_quote_lines(text: str) -> list[int]:
     out: list[int] = []
     pos, last, line, n = 0, 0, 1, len(text)
     while pos < n:
-        at = _WELL_FORMED.match(text, pos).end()
+        at = cast(re.Match, _WELL_FORMED.match(text, pos)).end()  # it matches everywhere (maybe empty)
         if at >= n or text[at] != '"' or at == 0 or text[at - 1] in ',\r\n"':
             break  # the end, or a syntax error the csv module reports
         chunk = text[last:at]  # never splits a CRLF: ``at`` is at a quote
@@ -604,7 +607,7 @@ def _bare_quote_lines(text: str) -> list[int]:
     return out
 
 
-def _records(text: str, path: str | Path):
+def _records(text: str, path: str | Path) -> Iterator[tuple[int, list[str]]]:
     """Yield (line where the record starts, fields) for each CSV record of ``text``.
 
     Raises:
@@ -614,7 +617,7 @@ def _records(text: str, path: str | Path):
         yield start, fields
 
 
-def _records_span(text: str, path: str | Path):
+def _records_span(text: str, path: str | Path) -> Iterator[tuple[int, int, list[str]]]:
     """Yield (first line, last line, fields) for each CSV record of ``text`` (1-based lines).
 
     Raises:

@@ -189,7 +189,8 @@ class Judge:
         self.max_len = max((len(k) for k in self.known), default=0)
 
     @classmethod
-    def for_kb(cls, kb: KB, extra_values: Iterable[str] = (), extra_aliases=None) -> "Judge":
+    def for_kb(cls, kb: KB, extra_values: Iterable[str] = (),
+               extra_aliases: dict[str, Sequence[str]] | None = None) -> "Judge":
         """A judge whose known phrases are the KB's people, its biography values, the fallback value pools of
         templates/values.json and ``extra_values`` (e.g. injected values).
 

@@ -7,6 +7,7 @@ separate namespaces, so a fact is identified by ``(kind, fact_id)``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,7 +121,7 @@ class KB:
         self._rel_by_id = {f.fact_id: f for f in self.relationships}
         self._rel_by_triple = {f.triple: f for f in self.relationships}
 
-    def set_name_index(self, subjects, objects) -> None:
+    def set_name_index(self, subjects: Sequence[int], objects: Sequence[int]) -> None:
         """Record, per relationship fact, the position of its subject and object in ``people`` (array('q') or
         sequences of ints, one entry per fact); :func:`dukb.kb.load_kb` records them while validating, so that the
         solver does not look every name up again. Raises ValueError if the lengths do not match the facts."""
@@ -128,7 +129,7 @@ class KB:
             raise ValueError("one subject and one object index per relationship fact")
         self._name_index = (self.relationships, len(self.relationships), len(self.people), subjects, objects)
 
-    def name_index(self):
+    def name_index(self) -> tuple[Sequence[int], Sequence[int]] | None:
         """(subject positions, object positions) of the relationship facts in ``people`` order, as recorded by
         :meth:`set_name_index`, or None when none was recorded or the KB changed since (facts or people added or
         replaced; checked on the list's identity and lengths, and on the first and last fact)."""

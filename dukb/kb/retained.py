@@ -11,6 +11,7 @@ Two formats:
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +108,8 @@ def read_retained_csv(path: str | Path, kb: KB) -> Retained:
     return Retained(rel, bio or None)
 
 
-def retained_from_lists(kb: KB, rel_known, bio_known=None, source: str | None = None) -> Retained:
+def retained_from_lists(kb: KB, rel_known: Iterable[object], bio_known: Iterable[object] | None = None,
+                        source: str | None = None) -> Retained:
     """Build :class:`Retained` from boolean sequences in KB file order.
 
     Raises:
@@ -124,18 +126,18 @@ def retained_from_lists(kb: KB, rel_known, bio_known=None, source: str | None = 
             ...
         dukb.InputError: 1 relationship entries, but the KB has 18 relationship facts
     """
-    rel_known = [bool(x) for x in rel_known]
-    if len(rel_known) != len(kb.relationships):
-        raise InputError(f"{len(rel_known)} relationship entries, but the KB has {len(kb.relationships)} "
+    rel_flags = [bool(x) for x in rel_known]
+    if len(rel_flags) != len(kb.relationships):
+        raise InputError(f"{len(rel_flags)} relationship entries, but the KB has {len(kb.relationships)} "
                          "relationship facts", source)
-    bio = None
+    bio: dict[int, bool] | None = None
     if bio_known is not None:
-        bio_known = [bool(x) for x in bio_known]
-        if len(bio_known) != len(kb.biographies):
-            raise InputError(f"{len(bio_known)} biography entries, but the KB has {len(kb.biographies)} "
+        bio_flags = [bool(x) for x in bio_known]
+        if len(bio_flags) != len(kb.biographies):
+            raise InputError(f"{len(bio_flags)} biography entries, but the KB has {len(kb.biographies)} "
                              "biography facts", source)
-        bio = {f.fact_id: k for f, k in zip(kb.biographies, bio_known)}
-    return Retained({f.fact_id: k for f, k in zip(kb.relationships, rel_known)}, bio)
+        bio = {f.fact_id: k for f, k in zip(kb.biographies, bio_flags)}
+    return Retained({f.fact_id: k for f, k in zip(kb.relationships, rel_flags)}, bio)
 
 
 def write_retained_csv(retained: Retained, path: str | Path) -> None:
