@@ -28,7 +28,7 @@ import random
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, cast
 
 from dukb import InputError
 from dukb.kb.io import atomic_output, check_kb, save_kb
@@ -189,10 +189,10 @@ class _Corruptor:
         for g in ("male", "female"):
             names = [p.name for p in kb.people.values() if p.gender == g]
             self.by_gender[g] = names
-            pairs = sorted((self.years[n], n) for n in names if self.years[n] is not None)
+            pairs = sorted((cast(int, self.years[n]), n) for n in names if self.years[n] is not None)
             self.aged[g] = ([y for y, _ in pairs], [n for _, n in pairs])
             self.unaged[g] = [n for n in names if self.years[n] is None]
-        jobs = sorted((self.years[b.subject], b.value) for b in kb.biographies
+        jobs = sorted((cast(int, self.years[b.subject]), b.value) for b in kb.biographies
                       if b.attribute == "job" and self.years.get(b.subject) is not None)
         self.jobs_by_year = ([y for y, _ in jobs], [v for _, v in jobs])
 
@@ -257,7 +257,7 @@ class _Corruptor:
             return rng.choice(cands) if cands else None
         if b.attribute == "job" and self.years[b.subject] is not None:
             ys, vs = self.jobs_by_year
-            sy = self.years[b.subject]
+            sy = cast(int, self.years[b.subject])  # not None: checked above
             lo, hi = bisect_left(ys, sy - JOB_GENERATION), bisect_right(ys, sy + JOB_GENERATION)
             for _ in range(self.TRIES if hi > lo else 0):
                 v = vs[rng.randrange(lo, hi)]
@@ -428,7 +428,8 @@ def _documents(kb: KB, by_entity: dict[str, list[CorruptedFact]], new_rel: dict[
     return docs
 
 
-def _sample_context(pool: list, name: str, k: int, about, rng: random.Random) -> list:
+def _sample_context(pool: list[Fact | BioFact], name: str, k: int, about: Callable[[Fact | BioFact, str], bool],
+                    rng: random.Random) -> list[Fact | BioFact]:
     """k distinct facts of ``pool`` not about ``name``, drawn uniformly (rejection first, then a filtered scan)."""
     picked: dict[int, None] = {}
     for _ in range(8 * k + 64 if len(pool) > 4 * k else 0):

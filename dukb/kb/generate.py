@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from statistics import NormalDist
+from typing import cast
 
 import numpy as np
 
@@ -436,7 +437,8 @@ def _grow(n: int, generations: int, cfg: GeneratorConfig, rng: np.random.Generat
 
     def gap(mean_wife_year: float, husband_year: float | None, wife_year: float | None,
             lo: float = cfg.spouse_gap_min) -> int:  # wife's year - husband's; one of the two years is known
-        on_cohort = mean_wife_year - husband_year if husband_year is not None else wife_year - mean_wife_year
+        on_cohort = mean_wife_year - husband_year if husband_year is not None \
+            else cast(float, wife_year) - mean_wife_year
         mean = pulled(cfg.spouse_gap_mean, on_cohort)
         return _draw_years(rng.random(), mean, cfg.spouse_gap_sd, lo, cfg.spouse_gap_max)
 

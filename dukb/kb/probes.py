@@ -34,7 +34,7 @@ import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from dukb import InputError
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, parse_int, read_text
@@ -211,7 +211,7 @@ class FactIndex:
         self.kb = kb
         self.triples: set[Triple] = {f.triple for f in kb.relationships}
         if closure is not None:
-            self.triples.update(tuple(t) for t in closure)
+            self.triples.update(tuple(t) for t in closure)  # type: ignore[misc]  # (s, r, o) triples
         objects: dict[tuple[str, str], set[str]] = {}
         self.pair_relations: dict[tuple[str, str], set[str]] = {}
         for s, r, o in self.triples:
@@ -392,6 +392,10 @@ def write_edu_qa(kb: KB, directory: str | Path, closure: Iterable[Triple] | Fact
     return paths
 
 
+#: What a probe kind asks about a fact: (question, gold answer, match rule).
+_Asked = tuple[str, str, str]
+
+
 # -- probe builders -------------------------------------------------------------------------------------------------
 class _Builder:
     """Builds the probes of one KB (shared look-ups and templates)."""
@@ -442,17 +446,17 @@ class _Builder:
         return rng.choice(fits) if fits else None
 
     # kinds: each returns (question, answer, match) or None when the kind does not apply to the fact
-    def cloze(self, f, rng):
+    def cloze(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if isinstance(f, Fact):
             return self.t["edu"][RELATIONSHIP]["cloze"].format(s=f.subject, o=f.object), f.relation, MATCH_SUBSTRING
         return self.t["edu"][BIOGRAPHY]["cloze"].format(s=f.subject, a=f.attribute), f.value, MATCH_SUBSTRING
 
-    def yes(self, f, rng):
+    def yes(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if not isinstance(f, Fact):
             return None
         return self.t["edu"][RELATIONSHIP]["yes"].format(s=f.subject, r=f.relation, o=f.object), "yes", MATCH_YESNO
 
-    def no(self, f, rng):
+    def no(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if not isinstance(f, Fact):
             return None
         if self._wrong is None:
@@ -462,22 +466,22 @@ class _Builder:
         q = self.t["edu"][RELATIONSHIP]["no"].format(s=f.subject, o=f.object, wrong=self._wrong[f.fact_id])
         return q, "no", MATCH_YESNO
 
-    def qa_kind(self, f, rng):
+    def qa_kind(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         q, a = self.qa(f)
         return q, a, MATCH_SUBSTRING
 
-    def reverse(self, f, rng):
+    def reverse(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if not isinstance(f, Fact):
             return None
         return self.reverse_question(self.t["reverse"], f.relation, f, [f.relation], None), f.object, MATCH_SUBSTRING
 
-    def paraphrase(self, f, rng):
+    def paraphrase(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         p = self.t["paraphrase"]
         if isinstance(f, Fact):
             return rng.choice(p[RELATIONSHIP]).format(s=f.subject, o=f.object), f.relation, MATCH_SUBSTRING
         return rng.choice(p[BIOGRAPHY][f.attribute]).format(s=f.subject), f.value, MATCH_SUBSTRING
 
-    def synonym(self, f, rng):
+    def synonym(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         syn = self.t["synonym"]
         if isinstance(f, Fact):
             e = self.pick_phrase(syn[RELATIONSHIP].get(f.relation, []), f, rng)
@@ -488,20 +492,20 @@ class _Builder:
         b = syn[BIOGRAPHY]
         return b["frame"].format(syn=rng.choice(b[f.attribute]), s=f.subject), f.value, MATCH_SUBSTRING
 
-    def _wrap(self, key, f, rng):
+    def _wrap(self, key: str, f: Fact | BioFact, rng: random.Random) -> _Asked:
         q, a = self.qa(f)
         return rng.choice(self.t[key]).format(q=q, s=f.subject), a, MATCH_SUBSTRING
 
-    def prefix_injection(self, f, rng):
+    def prefix_injection(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         return self._wrap("prefix_injection", f, rng)
 
-    def affirmative_suffix(self, f, rng):
+    def affirmative_suffix(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         return self._wrap("affirmative_suffix", f, rng)
 
-    def role_play(self, f, rng):
+    def role_play(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         return self._wrap("role_play", f, rng)
 
-    def distractors(self, f, n: int, rng: random.Random) -> list[str]:
+    def distractors(self, f: Fact | BioFact, n: int, rng: random.Random) -> list[str]:
         """Up to ``n`` wrong options for a fact, drawn from the KB (fallback pools for sparse attributes)."""
         if isinstance(f, Fact):
             need = OBJECT_GENDER.get(f.relation)
@@ -526,7 +530,7 @@ class _Builder:
                 pool += [v for v in fallback_values(self.ix, f.attribute, f.value) if v not in true and v not in pool]
         return rng.sample(pool, min(n, len(pool)))
 
-    def multiple_choice(self, f, rng):
+    def multiple_choice(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         mc = self.t["multiple_choice"]
         labels = mc["labels"]
         wrong = self.distractors(f, len(labels) - 1, rng)
@@ -542,11 +546,11 @@ class _Builder:
         lines = "\n".join(mc["option"].format(label=lab, text=t) for lab, t in zip(labels, options))
         return mc["frame"].format(q=q, options=lines), answer, MATCH_CHOICE
 
-    def context_hint(self, f, rng):
+    def context_hint(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         ch = self.t["context_hint"]
         q, a = self.qa(f)
         if isinstance(f, Fact):
-            pool = [b for who in (f.subject, f.object) for b in self.ix.bios_of.get(who, ())]
+            pool: list[Fact | BioFact] = [b for who in (f.subject, f.object) for b in self.ix.bios_of.get(who, ())]
         else:
             pool = [b for b in self.ix.bios_of.get(f.subject, ()) if b.attribute != f.attribute]
             if not pool:
@@ -560,22 +564,23 @@ class _Builder:
             return None
         return ch["frame"].format(hint=hint, q=q), a, MATCH_SUBSTRING
 
-    def in_context(self, f, rng):
+    def in_context(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
+        pool: list[Fact | BioFact]
         if isinstance(f, Fact):
             pair = {f.subject, f.object}
             near = [g for who in (f.subject, f.object) for g in self.ix.rels_of.get(who, ())
                     if {g.subject, g.object} != pair]
             pool = list(dict.fromkeys(near)) or [g for g in self._rel_list if {g.subject, g.object} != pair]
         else:
-            near = [b for b in self.ix.bios_of.get(f.subject, ()) if b.attribute != f.attribute]
-            pool = near or [b for b in self._bio_list if b.subject != f.subject]
+            pool = [b for b in self.ix.bios_of.get(f.subject, ()) if b.attribute != f.attribute]
+            pool = pool or [b for b in self._bio_list if b.subject != f.subject]
         if not pool:
             return None
         demo_q, demo_a = self.qa(rng.choice(pool))
         q, a = self.qa(f)
         return self.t["in_context"]["frame"].format(demo_q=demo_q, demo_a=demo_a, q=q), a, MATCH_SUBSTRING
 
-    def cross_lingual(self, lang, f, rng):
+    def cross_lingual(self, lang: str, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         t = self.xl[lang]
         if isinstance(f, Fact):
             e = self.pick_phrase(t["relations"].get(f.relation, []), f, rng)
@@ -587,7 +592,8 @@ class _Builder:
 
     def build(self, kind: str, f: Fact | BioFact) -> Probe | None:
         fact_kind = RELATIONSHIP if isinstance(f, Fact) else BIOGRAPHY
-        rng = self.rng(kind, fact_kind, f.fact_id) if kind not in _FIXED_KINDS else None
+        # None for the kinds that draw nothing at random
+        rng: Any = self.rng(kind, fact_kind, f.fact_id) if kind not in _FIXED_KINDS else None
         if kind.startswith("cross_lingual_"):
             out = self.cross_lingual(kind.rsplit("_", 1)[1], f, rng)
         elif kind == "qa":
@@ -792,9 +798,9 @@ def read_probes(path: str | Path) -> list[Probe]:
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                 raise InputError(f"malformed probe line: {e}", p, n) from None
         return out
-    for line, d in parse_csv(text, p, PROBE_COLUMNS, strip=False, multiline=True).rows:
-        fid = parse_int(d["fact_id"].strip(" "), "fact_id", p, line)
-        out.append(Probe(d["kind"], d["fact_kind"], fid, d["question"], d["answer"], d["match"]))
+    for lineno, d in parse_csv(text, p, PROBE_COLUMNS, strip=False, multiline=True).rows:
+        fact_id = parse_int(d["fact_id"].strip(" "), "fact_id", p, lineno)
+        out.append(Probe(d["kind"], d["fact_kind"], fact_id, d["question"], d["answer"], d["match"]))
     return out
 
 
