@@ -38,7 +38,7 @@ import re
 import reprlib
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -341,7 +341,7 @@ class _RestrictedUnpickler(pickle._Unpickler):
         dispatch[_op[0]] = _depth_checked(dispatch[_op[0]])
     del _op
 
-    def __init__(self, file: IO[bytes], allowed: dict[tuple[str, str], object]):
+    def __init__(self, file: IO[bytes], allowed: Mapping[tuple[str, str], object]):
         super().__init__(file)
         self._allowed = allowed
         self._tuple_depth: dict[int, int] = {}  # id(tuple) -> nesting depth, for every tuple the pickle made
@@ -401,7 +401,7 @@ def _read_data_pkl(path: Path) -> bytes:
     return data
 
 
-def _load(path: str | Path, allowed: dict[tuple[str, str], object]) -> Any:
+def _load(path: str | Path, allowed: Mapping[tuple[str, str], object]) -> Any:
     path = Path(path)
     data = _read_data_pkl(path)
     try:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -18,6 +19,15 @@ from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
 from dukb.kb.schema import RELATIONS
 from dukb.solver.rules import INSTANCE_PRED, RuleSet, load_rules
+
+if TYPE_CHECKING:  # for annotations only
+    from clingo import Control
+
+    from dukb.solver.horn import JoinTooLarge
+
+#: Computes a closure's ground rule instances on first use: (sorted fact codes, their atom ids) -> (rule index,
+#: head code, body atom ids) arrays.
+Grounder = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def asp_string(value: str) -> str:
@@ -68,7 +78,7 @@ class _AtomView(Sequence):
     def __len__(self) -> int:
         return len(self._ptr) - 1
 
-    def __getitem__(self, a):
+    def __getitem__(self, a: Any) -> Any:
         if isinstance(a, slice):
             return [self[i] for i in range(*a.indices(len(self)))]
         a = int(a)
@@ -78,7 +88,7 @@ class _AtomView(Sequence):
             raise IndexError(a)
         return self._item(a)
 
-    def _item(self, a: int):
+    def _item(self, a: int) -> Any:
         raise NotImplementedError
 
 
@@ -109,12 +119,12 @@ class _BodyView(Sequence):
     def __len__(self) -> int:
         return len(self._body)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         return tuple(x for x in self._body[i].tolist() if x >= 0)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
         for row in self._body.tolist():
             yield tuple(x for x in row if x >= 0)
 
@@ -125,19 +135,19 @@ class _Index(Mapping):
     def __init__(self, closure: "Closure"):
         self._c = closure
 
-    def __getitem__(self, triple) -> int:
+    def __getitem__(self, triple: Any) -> int:
         a = self._c._lookup(triple)
         if a is None:
             raise KeyError(triple)
         return a
 
-    def __contains__(self, triple) -> bool:
+    def __contains__(self, triple: object) -> bool:
         return self._c._lookup(triple) is not None
 
     def __len__(self) -> int:
         return len(self._c)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Triple]:
         return iter(self._c.atoms)
 
 
@@ -183,7 +193,8 @@ class Closure:
     """
 
     def __init__(self, kb: KB, rules: RuleSet, names: list[str], name_id: dict[str, int], atom_code: np.ndarray,
-                 n_kb: int, method: str, seconds: float, instances=None, grounder=None):
+                 n_kb: int, method: str, seconds: float,
+                 instances: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, grounder: Grounder | None = None):
         self.kb, self.rules, self.names, self._name_id = kb, rules, names, name_id
         self.atom_code = atom_code
         self.n_kb = n_kb
@@ -195,7 +206,7 @@ class Closure:
         self._fid = np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
         self._fid_is_position = bool(len(self._fid) == 0 or (self._fid == np.arange(len(self._fid))).all())
         self._grounder = grounder
-        self._inst = None
+        self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if instances is not None:
             self._set_instances(*instances)
 
@@ -237,7 +248,7 @@ class Closure:
             self.__dict__["_fact_ids"] = cached
         return cached
 
-    def _lookup(self, triple) -> int | None:
+    def _lookup(self, triple: Any) -> int | None:
         try:
             s, r, o = triple
             si, oi = self._name_id.get(s), self._name_id.get(o)
@@ -314,7 +325,7 @@ class Closure:
                  "fact_id": fids[i] if i < self.n_kb else None}
                 for i, (s, r, o) in enumerate(self.atoms)]
 
-    def write_csv(self, fh) -> None:
+    def write_csv(self, fh: IO[str]) -> None:
         """Write ``subject,relation,object,source`` rows (header first, ``\n`` line ends, minimal quoting as
         :func:`csv.writer`) to a text file object, without building a dict per fact."""
         import csv
@@ -339,12 +350,13 @@ class Closure:
         np.cumsum(np.bincount(head, minlength=len(self)), out=ptr[1:])
         self._inst = (rule, head, body, ptr)
 
-    def _instances(self):
+    def _instances(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self._inst is None:
-            rule, head_code, body = self._grounder(self._sorted_codes, self._sorted_atoms)
+            grounder = cast(Grounder, self._grounder)  # set when the instances were not given
+            rule, head_code, body = grounder(self._sorted_codes, self._sorted_atoms)
             self._set_instances(rule, self._atoms_of_codes(head_code), body)
             self._grounder = None
-        return self._inst
+        return cast(tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], self._inst)
 
     def _atoms_of_codes(self, codes: np.ndarray) -> np.ndarray:
         k = np.searchsorted(self._sorted_codes, codes)
@@ -417,7 +429,8 @@ def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
     if not len(keys[0]):
         return np.zeros(0, dtype=np.int64)
     words: list[np.ndarray] = []
-    cur, used = None, 0
+    cur: np.ndarray | None = None
+    used = 0
     for k in keys:
         k = k.astype(np.int64) + 1
         bits = max(int(k.max()).bit_length(), 1)
@@ -428,7 +441,7 @@ def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
         else:
             cur = (cur << bits) | k
             used += bits
-    words.append(cur)
+    words.append(cast(np.ndarray, cur))  # keys is not empty
     if len(words) == 1:
         return np.argsort(words[0], kind="stable")
     if len(words) > 2:
@@ -458,7 +471,8 @@ def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]
     rels = kb.relationships
     known = kb.name_index()  # recorded by load_kb while validating: no look-up per fact
     if known is not None:
-        return names, name_id, np.frombuffer(known[0], dtype=np.int64), np.frombuffer(known[1], dtype=np.int64)
+        return names, name_id, np.frombuffer(cast(Any, known[0]), dtype=np.int64), \
+            np.frombuffer(cast(Any, known[1]), dtype=np.int64)  # array('q') from load_kb
     get = name_id.get
     s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
     o = np.fromiter((get(f.object, -1) for f in rels), dtype=np.int64, count=len(rels))
@@ -522,7 +536,7 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     if len(codes) != len(derived) + len(kb_codes):
         raise AssertionError("duplicate KB facts")  # pragma: no cover - a validated KB has none
 
-    def grounder(sorted_codes, atom_ids):
+    def grounder(sorted_codes: np.ndarray, atom_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         try:
             return horn.ground_instances(ev, crules, sorted_codes, atom_ids)
         except horn.JoinTooLarge as e:
@@ -532,7 +546,7 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
                    grounder=grounder)
 
 
-def join_error(e, rules: RuleSet) -> InputError:
+def join_error(e: JoinTooLarge, rules: RuleSet) -> InputError:
     """The :class:`InputError` for a rule whose body joins too many rows (:class:`dukb.solver.horn.JoinTooLarge`).
 
     Args:
@@ -675,7 +689,7 @@ def _parse_triple(text: str) -> Triple:
     return (toks[1], toks[2], toks[3])
 
 
-def _read_instances(ctl, index: dict[Triple, int]) -> tuple[list[int], list[int], list[tuple[int, ...]]]:
+def _read_instances(ctl: Control, index: Mapping[Triple, int]) -> tuple[list[int], list[int], list[tuple[int, ...]]]:
     keyed = []
     for sa in ctl.symbolic_atoms.by_signature(INSTANCE_PRED, 3):
         toks = _tokens(str(sa.symbol))  # dukb_inst, rule, S, R, O, S1, R1, O1, ...
@@ -731,7 +745,7 @@ def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
         except InputError as e:  # malformed: still point at the people it seems to name
             raise InputError(e.message + _closest_in_malformed(closure.kb, target)) from None
     else:
-        triple = tuple(target)
+        triple = cast(Triple, tuple(target))
     if tuple(triple) not in closure.index and all(isinstance(x, str) for x in triple):
         check_target_names(closure.kb, triple)
     return closure.atom_of_triple(triple)
@@ -781,7 +795,7 @@ def parse_target(text: str) -> Triple:
                   for k in range(3))
     if not all(parts):
         raise InputError(problem)
-    return parts
+    return cast(Triple, parts)
 
 
 def _closest_names(kb: KB, name: str) -> list[str]:

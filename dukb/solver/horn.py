@@ -22,10 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from dukb.kb.schema import RELATIONS
+
+if TYPE_CHECKING:  # for annotations only
+    from clingo.ast import AST
+
+    from dukb.solver.rules import RuleSet
 
 NREL = len(RELATIONS)
 _REL_ID = {r: i for i, r in enumerate(RELATIONS)}
@@ -153,7 +159,7 @@ class CRule:
         return {t.var for a in self.body + (self.head,) for t in (a[0], a[2]) if t.var}
 
 
-def _term(node, position: str) -> Term:
+def _term(node: AST, position: str) -> Term:
     from clingo import ast
 
     if node.ast_type == ast.ASTType.Variable:
@@ -169,7 +175,7 @@ def _term(node, position: str) -> Term:
     raise Unsupported(f"term {node}")
 
 
-def _holds(sym) -> tuple[Term, Term, Term]:
+def _holds(sym: AST) -> tuple[Term, Term, Term]:
     a = sym.arguments
     return (_term(a[0], "name"), _term(a[1], "rel"), _term(a[2], "name"))
 
@@ -237,7 +243,7 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
     return tuple(out)
 
 
-def rules_of(ruleset) -> tuple[CRule, ...]:
+def rules_of(ruleset: RuleSet) -> tuple[CRule, ...]:
     """:func:`compile_rules` for a :class:`dukb.solver.rules.RuleSet` (raises :class:`Unsupported`).
 
     Example:
@@ -316,8 +322,8 @@ class Evaluator:
 
     def _const(self, t: Term, rel: bool) -> int:
         if rel:
-            return _REL_ID[t.const]
-        return self.name_id.get(t.const, -1)
+            return _REL_ID[cast(str, t.const)]  # a constant term
+        return self.name_id.get(cast(str, t.const), -1)
 
     # -- one body atom --------------------------------------------------------------------------------------------
     def atom(self, atom: tuple[Term, Term, Term], table: list[tuple], tag: str | None = None) -> Bindings:
@@ -325,7 +331,7 @@ class Evaluator:
         numbers) and, with ``tag`` and a table holding atom ids, the column ``tag`` of the matched facts' ids."""
         ts, tr, to = atom
         if tr.var is None:
-            t = table[_REL_ID[tr.const]]
+            t = table[_REL_ID[cast(str, tr.const)]]
             s, o = t[0], t[1]
             ids = t[2] if len(t) > 2 else None
             rcol = None
@@ -336,7 +342,7 @@ class Evaluator:
             rcol = np.repeat(np.arange(NREL, dtype=np.int64), [len(t[0]) for t in table])
         keep = None
 
-        def filt(mask):
+        def filt(mask: np.ndarray) -> None:
             nonlocal keep
             keep = mask if keep is None else keep & mask
 
@@ -414,7 +420,7 @@ class Evaluator:
         out["#l"], out["#r"] = li, ri
         return out
 
-    def _value(self, b: Bindings, t: Term, n: int):
+    def _value(self, b: Bindings, t: Term, n: int) -> np.ndarray | int:
         return b[t.var] if t.var is not None else self._const(t, False)
 
     def filters(self, rule: CRule, b: Bindings, done: set) -> Bindings:
@@ -427,8 +433,8 @@ class Evaluator:
             done.add(("g", k))
             arr = self.guard[pred]
             if t.var is None:
-                x = self._const(t, False)
-                m = np.full(n, x >= 0 and bool(arr[x]))
+                c = self._const(t, False)
+                m = np.full(n, c >= 0 and bool(arr[c]))
             else:
                 m = arr[b[t.var]]
             keep = m if keep is None else keep & m
@@ -441,8 +447,7 @@ class Evaluator:
                 m = np.full(n, eq if op == "=" else not eq)
             else:
                 vx, vy = self._value(b, x, n), self._value(b, y, n)
-                m = (vx == vy) if op == "=" else (vx != vy)
-                m = np.broadcast_to(m, (n,))
+                m = np.broadcast_to((vx == vy) if op == "=" else (vx != vy), (n,))
             keep = m if keep is None else keep & m
         if keep is None:
             return b
@@ -451,7 +456,8 @@ class Evaluator:
         out["#n"] = np.arange(len(idx))
         return out
 
-    def evaluate(self, rule: CRule, tables: list, want_body: bool = False):
+    def evaluate(self, rule: CRule, tables: list, want_body: bool = False
+                 ) -> tuple[np.ndarray, list[np.ndarray] | None]:
         """All bindings of ``rule`` with body atom j read from ``tables[j]`` (a per-relation fact table).
 
         Returns:
@@ -466,10 +472,10 @@ class Evaluator:
             e.rule = rule.index
             raise
 
-    def _evaluate(self, rule: CRule, tables: list, want_body: bool):
+    def _evaluate(self, rule: CRule, tables: list, want_body: bool) -> tuple[np.ndarray, list[np.ndarray] | None]:
         k = len(rule.body)
         # order: start with the atom at the smallest table, then atoms sharing variables
-        sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var else len(t[_REL_ID[rule.body[j][1].const]][0])
+        sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var else len(t[_REL_ID[cast(str, rule.body[j][1].const)]][0])
                  for j, t in enumerate(tables)]
         if min(sizes) == 0:
             empty = np.zeros(0, dtype=np.int64)
@@ -502,7 +508,7 @@ class Evaluator:
 
     def codes(self, atom: tuple[Term, Term, Term], b: Bindings, n: int) -> np.ndarray:
         """Fact codes of an atom under bindings ``b`` (n rows)."""
-        def val(t: Term, rel: bool):
+        def val(t: Term, rel: bool) -> np.ndarray:
             if t.var is not None:
                 return b[t.var].astype(np.int64)
             return np.full(n, self._const(t, rel), dtype=np.int64)
@@ -562,7 +568,8 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     return known
 
 
-def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray, ids: np.ndarray):
+def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
+                     ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every ground rule instance whose body lies in the closure.
 
     Args:
@@ -591,7 +598,8 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
     width = max(len(r.body) for r in rules)
     rr, hh, bb = [], [], []
     for rule in rules:
-        h, body = ev.evaluate(rule, [tab] * len(rule.body), want_body=True)
+        h, bodies = ev.evaluate(rule, [tab] * len(rule.body), want_body=True)
+        body = cast(list[np.ndarray], bodies)  # want_body: a list
         if not len(h):
             continue
         m = np.full((len(h), width), -1, dtype=np.int64)
