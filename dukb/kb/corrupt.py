@@ -72,7 +72,8 @@ class CorruptedFact:
         >>> from dukb.kb.io import load_kb
         >>> result = corrupt(load_kb("demo"), 0.2, seed=0)
         >>> result.facts[0]
-        CorruptedFact(fact_kind='relationship', fact_id=2, subject='Clara Stone', predicate='father', true_value='George Hale', injected_value='Owen Stone')
+        CorruptedFact(fact_kind='relationship', fact_id=2, subject='Clara Stone', predicate='father',
+                      true_value='George Hale', injected_value='Owen Stone')
     """
 
     fact_kind: str

@@ -417,7 +417,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
         ...     read_text(f)
         Traceback (most recent call last):
             ...
-        dukb.InputError: ...rules.lp:1: not UTF-8 text: byte 0xff at offset 0 (invalid start byte) (the file looks like UTF-16; save it as UTF-8)
+        dukb.InputError: ...rules.lp:1: not UTF-8 text: byte 0xff at offset 0 (invalid start byte) (the file looks
+        like UTF-16; save it as UTF-8)
     """
     return decode_text(read_bytes(path, what), path)
 

@@ -671,7 +671,8 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
         >>> kb = load_kb("demo")
         >>> probes = make_probes(kb, "qa")
         >>> len(probes), probes[0]
-        (32, Probe(kind='qa', fact_kind='relationship', fact_id=0, question='Who is George Hale to Martha Hale?', answer='husband', match='substring'))
+        (32, Probe(kind='qa', fact_kind='relationship', fact_id=0, question='Who is George Hale to Martha Hale?',
+                   answer='husband', match='substring'))
         >>> make_probes(kb, "qa,yes", seed=3) == make_probes(kb, "qa,yes", seed=3)
         True
         >>> sorted({p.kind for p in make_probes(kb, "edu") if p.fact_kind == "biography"})  # yes/no: relationships only
@@ -722,7 +723,8 @@ def probes_text(probes: Iterable[Probe], fmt: str = "jsonl") -> str:
     Example:
         >>> p = Probe("qa", "relationship", 0, "Who is George Hale to Martha Hale?", "husband")
         >>> print(probes_text([p]), end="")
-        {"kind": "qa", "fact_kind": "relationship", "fact_id": 0, "question": "Who is George Hale to Martha Hale?", "answer": "husband", "match": "substring"}
+        {"kind": "qa", "fact_kind": "relationship", "fact_id": 0, "question": "Who is George Hale to Martha Hale?",
+         "answer": "husband", "match": "substring"}
         >>> print(probes_text([p], "csv"), end="")
         kind,fact_kind,fact_id,question,answer,match
         qa,relationship,0,Who is George Hale to Martha Hale?,husband,substring

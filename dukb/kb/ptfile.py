@@ -172,7 +172,7 @@ class PickledRule(_StandIn):
 
     Example:
         >>> import tempfile
-        >>> raw = b"\\x80\\x02c__main__\\nRule\\n)\\x81}(X\\x07\\x00\\x00\\x00num_varK\\x03ub."  # a pickled __main__.Rule
+        >>> raw = b"\\x80\\x02c__main__\\nRule\\n)\\x81}(X\\x07\\x00\\x00\\x00num_varK\\x03ub."  # __main__.Rule
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     with zipfile.ZipFile(Path(tmp) / "family_rule.pt", "w") as zf:
         ...         zf.writestr("archive/data.pkl", raw)

@@ -77,7 +77,8 @@ def read_retained_csv(path: str | Path, kb: KB) -> Retained:
         ...     read_retained_csv(path, kb)
         Traceback (most recent call last):
             ...
-        dukb.InputError: ...: 17 relationship facts are missing (fact_ids 1, 2, 3, 4, 5, ...); every relationship fact must be listed
+        dukb.InputError: ...: 17 relationship facts are missing (fact_ids 1, 2, 3, 4, 5, ...); every relationship fact
+        must be listed
     """
     path = Path(path)
     table = read_csv(path, ("kind", "fact_id", "retained"))

@@ -18,18 +18,22 @@ left); Rezaei et al., RESTOR (corruption F', Sec. 3.2). Pure Python and clingo: 
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from dukb.kb.model import KB, Fact, Triple
 from dukb.solver.closure import Closure, compute_closure
 from dukb.solver.cone import cone_of
+from dukb.solver.rules import RuleSet
+
+if TYPE_CHECKING:  # for annotations only
+    from dukb.kb.corrupt import CorruptedFact
 
 #: Relations with one object per subject in a family KB (one father, one mother, one spouse): two different objects
 #: for the same subject and relation contradict each other.
 FUNCTIONAL = ("father", "mother", "husband", "wife")
 
 
-def belief_closure(kb: KB, beliefs: Sequence[Triple], rules="family") -> Closure:
+def belief_closure(kb: KB, beliefs: Sequence[Triple], rules: RuleSet | str = "family") -> Closure:
     """The closure Ω(B, R) of a belief KB.
 
     Args:
@@ -121,8 +125,9 @@ def stated_or_derivable(closure: Closure, triple: Triple) -> tuple[bool, bool]:
     return True, cone.any_target_derivable({cone.local[atom]})
 
 
-def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple], corrupted: Iterable = (),
-                    rules="family", examples: int = 5) -> dict:
+def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple],
+                    corrupted: Iterable[CorruptedFact] = (), rules: RuleSet | str = "family",
+                    examples: int = 5) -> dict:
     """Rule-aware analysis of a model's beliefs (the module docstring's (a) and (b)).
 
     Args:

@@ -9,6 +9,7 @@ cone) per check; the incremental form used by random pruning (Algorithm 3) only 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dukb.solver.closure import Closure
@@ -60,7 +61,7 @@ class Cone:
         """True when local atom ``loc`` is a KB fact."""
         return self.atoms[loc] < self.closure.n_kb
 
-    def fact_ids(self, locs) -> tuple[int, ...]:
+    def fact_ids(self, locs: Iterable[int]) -> tuple[int, ...]:
         """Sorted KB fact_ids of local KB atoms."""
         return tuple(sorted(self.closure.fact_ids[self.atoms[x]] for x in locs))
 
@@ -138,9 +139,9 @@ def cone_of(closure: Closure, targets: list[int] | tuple[int, ...]) -> Cone:
         k += 1
     by_head: list[list[int]] = [[] for _ in atoms]
     by_body: list[list[int]] = [[] for _ in atoms]
-    for j, (h, body) in enumerate(zip(inst_head, inst_body)):
+    for j, (h, inst) in enumerate(zip(inst_head, inst_body)):
         by_head[h].append(j)
-        for b in body:
+        for b in inst:
             by_body[b].append(j)
     kb = [i for i, a in enumerate(atoms) if a < closure.n_kb]
     return Cone(closure, targets, atoms, local, kb, inst_head, inst_body, by_head, by_body)

@@ -284,7 +284,8 @@ class Evaluator:
 
     Example:
         >>> # Ann (symbol 0, female) and Bo (symbol 1, male)
-        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, np.array([False, True]), np.array([True, False]), np.array([True, True]))
+        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
         >>> wife = RELATIONS.index("wife")
         >>> code = ev.encode(np.array([1]), np.array([wife]), np.array([0]))  # "Ann is Bo's wife"
         >>> [int(x[0]) for x in ev.decode(code)] == [1, wife, 0]
@@ -475,7 +476,8 @@ class Evaluator:
     def _evaluate(self, rule: CRule, tables: list, want_body: bool) -> tuple[np.ndarray, list[np.ndarray] | None]:
         k = len(rule.body)
         # order: start with the atom at the smallest table, then atoms sharing variables
-        sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var else len(t[_REL_ID[cast(str, rule.body[j][1].const)]][0])
+        sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var
+                 else len(t[_REL_ID[cast(str, rule.body[j][1].const)]][0])
                  for j, t in enumerate(tables)]
         if min(sizes) == 0:
             empty = np.zeros(0, dtype=np.int64)
@@ -537,7 +539,8 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     Source: Wu et al. 2025, Definition 1; semi-naive evaluation (Ullman 1988, Sec. 3.9).
 
     Example:
-        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, np.array([False, True]), np.array([True, False]), np.array([True, True]))
+        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
         >>> rules = compile_rules("example-fixpoint", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
         >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))  # "Ann is Bo's wife"
         >>> s, r, o = ev.decode(fixpoint(ev, rules, kb))
@@ -585,13 +588,14 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
         JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
 
     Example:
-        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, np.array([False, True]), np.array([True, False]), np.array([True, True]))
+        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
         >>> rules = compile_rules("example-ground", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
         >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))
         >>> codes = fixpoint(ev, rules, kb)
         >>> ids = np.arange(len(codes))
         >>> rule, head, body = ground_instances(ev, rules, codes, ids)
-        >>> rule.tolist(), head.tolist() == [codes[0]], body.tolist()  # one instance: atom 1 (the wife fact) derives atom 0
+        >>> rule.tolist(), head.tolist() == [codes[0]], body.tolist()  # atom 1 (the wife fact) derives atom 0
         ([0], True, [[1]])
     """
     tab = ev.by_relation(*ev.decode(codes), ids)

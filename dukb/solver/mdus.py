@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from dukb import InputError
 from dukb.solver.closure import Closure
@@ -72,7 +74,7 @@ class MDUSResult:
     extra: dict = field(default_factory=dict)
 
 
-def is_deep_unlearning_set(closure: Closure, targets, removed_fact_ids) -> bool:
+def is_deep_unlearning_set(closure: Closure, targets: Iterable[int], removed_fact_ids: Iterable[int]) -> bool:
     """True when no target is in Omega(K \\ U, R) for U = ``removed_fact_ids``.
 
     Args:
@@ -95,7 +97,7 @@ def is_deep_unlearning_set(closure: Closure, targets, removed_fact_ids) -> bool:
     return not cone.any_target_derivable(removed)
 
 
-def is_minimal(closure: Closure, targets, removed_fact_ids) -> bool:
+def is_minimal(closure: Closure, targets: Collection[int], removed_fact_ids: Iterable[int]) -> bool:
     """True when U is a deep unlearning set and no U minus one element is (Definition 3).
 
     Checking single-element removals suffices: derivability is monotone in the retained facts, so if some proper
@@ -120,7 +122,8 @@ def _check_sets(cone: Cone, sets_local: list[frozenset[int]], method: str) -> No
             raise AssertionError(f"{method}: returned set {cone.fact_ids(s)} is not a deep unlearning set")
 
 
-def _finish(cone: Cone, sets_local, method: str, complete: bool, t0: float, **kw) -> MDUSResult:
+def _finish(cone: Cone, sets_local: list[frozenset[int]], method: str, complete: bool, t0: float,
+            **kw: Any) -> MDUSResult:
     _check_sets(cone, sets_local, method)
     sets = sorted({cone.fact_ids(s) for s in sets_local}, key=lambda s: (len(s), s))
     return MDUSResult(cone.targets, method, sets, complete, time.perf_counter() - t0,
@@ -181,7 +184,8 @@ def deletion_program() -> str:
     return resources.files("dukb.data").joinpath("rules", DELETION_PROGRAM).read_text(encoding="utf-8")
 
 
-def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: float | None = None) -> MDUSResult:
+def exact_sets(closure: Closure, targets: Iterable[int], max_sets: int | None = None,
+               seconds: float | None = None) -> MDUSResult:
     """Enumerate every subset-minimal deep unlearning set of ``targets`` with clingo.
 
     The program (``dukb/data/rules/deep_unlearning_sets.lp``, :func:`deletion_program`) on the cone (atoms and
@@ -258,7 +262,7 @@ def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: 
 
 
 # ------------------------------------------------------------------------------------------------- minimum ------
-def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: int = 0) -> MDUSResult:
+def minimum_set(closure: Closure, targets: Iterable[int], seconds: float | None = None, seed: int = 0) -> MDUSResult:
     """One minimum-cardinality deep unlearning set, by CP-SAT over the cone's ground rule instances.
 
     Model: a Boolean f_a per cone atom ("a is not derivable after unlearning"); f_t = 1 for each target; for every
@@ -296,12 +300,12 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
     t0 = time.perf_counter()
     cone = cone_of(closure, list(targets))
     m = cp_model.CpModel()
-    f = [m.NewBoolVar(f"f{i}") for i in range(len(cone.atoms))]
+    f = [m.new_bool_var(f"f{i}") for i in range(len(cone.atoms))]  # CP-SAT's PEP 8 names (ortools >= 9.8)
     for t in cone.target_local:
-        m.Add(f[t] == 1)
+        m.add(f[t] == 1)
     for h, body in zip(cone.inst_head, cone.inst_body):
-        m.AddBoolOr([f[h].Not()] + [f[b] for b in body])
-    m.Minimize(sum(f[a] for a in cone.kb))
+        m.add_bool_or([f[h].Not()] + [f[b] for b in body])
+    m.minimize(sum(f[a] for a in cone.kb))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
@@ -425,7 +429,7 @@ def random_prune(cone: Cone, removed: set[int], rng: random.Random) -> frozenset
     return frozenset(u)
 
 
-def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) -> MDUSResult:
+def random_sets(closure: Closure, targets: Iterable[int], n_seeds: int = 100, seed: int = 0) -> MDUSResult:
     """Algorithm 1 (MDUS) of Wu et al. 2025: distinct minimal sets from ``n_seeds`` runs of DUS + RP.
 
     Args:
@@ -458,7 +462,7 @@ def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) ->
     return _finish(cone, sets, "random", False, t0, n_seeds=n_seeds)
 
 
-def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: int | None = None,
+def minimal_sets(closure: Closure, targets: int | Iterable[int], method: str = "exact", *, max_sets: int | None = None,
                  seconds: float | None = None, n_seeds: int = 100, seed: int = 0) -> MDUSResult:
     """Dispatch to :func:`exact_sets`, :func:`minimum_set` or :func:`random_sets`.
 
@@ -498,7 +502,7 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
 
 
 # ------------------------------------------------------------------------------------ forget-set selection ------
-def closure_loss(closure: Closure, removed_fact_ids) -> int:
+def closure_loss(closure: Closure, removed_fact_ids: Iterable[int]) -> int:
     """How many facts of Omega(K, R) are lost when U is removed: |Omega(K, R)| − |Omega(K \\ U, R)|.
 
     Only the atoms forward-reachable from U can be lost; forward chaining re-derives them (linear in the size of
@@ -550,7 +554,8 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
     inst_list = sorted(i for i in insts if int(head[i]) in reach)
     rows = body[inst_list].tolist() if inst_list else []
     heads = head[inst_list].tolist() if inst_list else []
-    count, users = {}, {}
+    count: dict[int, int] = {}
+    users: dict[int, list[tuple[int, int]]] = {}
     for i, h, row in zip(inst_list, heads, rows):
         inside = [b for b in row if b >= 0 and b in reach]
         count[i] = len(inside)
@@ -572,7 +577,7 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
     return len(reach) - len(true)
 
 
-def least_damaging_set(closure: Closure, sets) -> tuple[int, ...]:
+def least_damaging_set(closure: Closure, sets: Iterable[Iterable[int]]) -> tuple[int, ...]:
     """The "best" forget set: among minimal deep unlearning sets, the one whose removal loses the fewest facts of
     the deductive closure (:func:`closure_loss`), i.e. the least logical collateral damage; ties go to the smaller
     set, then the smaller sorted fact_ids.

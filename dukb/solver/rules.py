@@ -220,7 +220,8 @@ def parse_rules(text: str, path: str | Path = "<rules>") -> tuple[Rule, ...]:
         >>> parse_rules("holds(A,wife,B) :- holds(B,husband,A), not female(B).", "my.lp")
         Traceback (most recent call last):
             ...
-        dukb.solver.rules.RulesError: my.lp:1: negation ('not female(B)') is not allowed: rules must be positive Horn rules
+        dukb.solver.rules.RulesError: my.lp:1: negation ('not female(B)') is not allowed: rules must be positive Horn
+        rules
     """
     return _parse(text, Path(str(path)))[0]
 

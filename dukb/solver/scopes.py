@@ -54,7 +54,8 @@ def register_scope(scope: ForgetScope) -> ForgetScope:
     """Add a scope to :data:`FORGET_SCOPES` (called at import of this module only).
 
     Example:
-        >>> scope = ForgetScope("everything_test", lambda closure, target, sets: list(closure.fact_ids), "all facts", True)
+        >>> everything = lambda closure, target, sets: list(closure.fact_ids)
+        >>> scope = ForgetScope("everything_test", everything, "all facts", True)
         >>> register_scope(scope) is scope, get_scope("everything_test") is scope
         (True, True)
         >>> del FORGET_SCOPES["everything_test"]  # keep the registry as shipped
@@ -63,18 +64,18 @@ def register_scope(scope: ForgetScope) -> ForgetScope:
     return scope
 
 
-def _target(closure: Closure, target: int, sets=None) -> list[int]:
+def _target(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
     closure.atom_of_fact(target)
     return [target]
 
 
-def _minimum(closure: Closure, target: int, sets=None) -> list[int]:
+def _minimum(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
     from dukb.solver.mdus import minimal_sets
 
     return list(minimal_sets(closure, [closure.atom_of_fact(target)], "minimum").sets[0])
 
 
-def _best(closure: Closure, target: int, sets=None) -> list[int]:
+def _best(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
     from dukb.solver.mdus import least_damaging_set, minimal_sets
 
     cands = sets if sets is not None else \
@@ -107,7 +108,8 @@ def get_scope(name: str) -> ForgetScope:
         raise InputError(f"unknown forget scope {name!r} (choose from {', '.join(FORGET_SCOPES)})") from None
 
 
-def forget_fact_ids(closure: Closure, target_fact_id: int, scope: str = "target", sets=None) -> list[int]:
+def forget_fact_ids(closure: Closure, target_fact_id: int, scope: str = "target",
+                    sets: Sequence | None = None) -> list[int]:
     """Relationship fact_ids to forget for a target under a forget scope.
 
     Args:

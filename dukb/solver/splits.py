@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from dukb import InputError
+from dukb.kb.model import KB
 from dukb.solver.closure import Closure
 
 REL, BIO = "relationships", "biographies"
@@ -61,8 +62,9 @@ class BaseSplit:
         >>> split.holdout, split.protected
         ({'relationships': [15, 16], 'biographies': [4]}, [5, 6, 7, 8])
         >>> request = split.request([5, 6], [5])
-        >>> request.forget["relationships"], 5 in request.retain_train["relationships"] + request.retain_eval["relationships"]
-        ([5, 6], False)
+        >>> retained = request.retain_train["relationships"] + request.retain_eval["relationships"]
+        >>> request.forget["relationships"], 5 in retained, 6 in retained
+        ([5, 6], False, False)
     """
 
     holdout: dict
@@ -156,7 +158,7 @@ def cone_facts(closure: Closure, targets: Sequence[int]) -> set[int]:
     return {int(closure.fact_ids[cone.atoms[a]]) for a in cone.kb}
 
 
-def base_split(kb, closure: Closure, targets: Sequence[int], *, holdout_frac: float = 0.1,
+def base_split(kb: KB, closure: Closure, targets: Sequence[int], *, holdout_frac: float = 0.1,
                retain_train_frac: float = 0.5, seed: int = 0) -> BaseSplit:
     """Draw a run's holdout and retain pools.
 
