@@ -37,7 +37,6 @@ Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments 
 from __future__ import annotations
 
 import csv
-import heapq
 import math
 import os
 import shutil
@@ -45,14 +44,13 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from statistics import NormalDist
-from typing import cast
 
 import numpy as np
 
 from dukb import InputError
 from dukb.kb.csvfile import read_package_text
 from dukb.kb.model import KB, BioFact, Fact, Person, Triple
+from dukb.kb.network import FEMALE, grow, true_relations
 from dukb.kb.schema import RELATIONS
 
 #: Bumped whenever the output for given arguments changes (names the cache of :func:`default_generated_kb_dir`).
@@ -82,7 +80,6 @@ EDU_RELAT_OBSERVE_WEIGHTS: dict[str, float] = {
     "aunt": 0.24, "uncle": 0.24, "nephew": 0.24, "niece": 0.24,
 }
 
-MALE, FEMALE = 0, 1
 _GENDER = ("male", "female")
 _JOB_DECADES = (1900, 2020)
 
@@ -347,189 +344,6 @@ def birthplace_value(state: str) -> str:
     return f"{state} state"
 
 
-# -- sampling helpers ---------------------------------------------------------------------------------------------
-_STD_NORMAL = NormalDist()
-
-
-def _truncnorm(u: float, mean: float, sd: float, lo: float, hi: float) -> float:
-    """Gaussian(mean, sd) truncated to [lo, hi], by the inverse CDF of the uniform draw u in [0, 1)."""
-    if lo > hi:
-        lo = hi = (lo + hi) / 2
-    a, b = _STD_NORMAL.cdf((lo - mean) / sd), _STD_NORMAL.cdf((hi - mean) / sd)
-    if b - a < 1e-12:  # the window lies far in a tail: take its nearest point to the mean
-        return min(max(mean, lo), hi)
-    p = min(max(a + u * (b - a), 1e-15), 1 - 1e-15)
-    return min(max(mean + sd * _STD_NORMAL.inv_cdf(p), lo), hi)
-
-
-def _draw_years(u: float, mean: float, sd: float, lo: float, hi: float) -> int:
-    """A whole number of years from Gaussian(mean, sd) truncated to [lo, hi]; the lower bound wins a conflict."""
-    x = round(_truncnorm(u, mean, sd, lo, hi))
-    return int(max(min(x, math.floor(hi)), math.ceil(lo)))
-
-
-def _geometric_cdf(p: float, k_max: int) -> np.ndarray:
-    probs = np.array([(1 - p) ** (k - 1) * p for k in range(1, k_max + 1)])
-    return np.cumsum(probs / probs.sum())
-
-
-# -- the network --------------------------------------------------------------------------------------------------
-class _Net:
-    """Growable arrays of the family network (plain lists: appends are O(1))."""
-
-    def __init__(self) -> None:
-        self.gender: list[int] = []
-        self.gen: list[int] = []
-        self.year: list[int] = []
-        self.father: list[int] = []
-        self.mother: list[int] = []
-        self.spouse: list[int] = []
-        self.kids: dict[int, list[int]] = {}  # mother -> children, in order of creation
-        self.decided: set[int] = set()  # mothers whose children are decided
-
-    def add(self, gen: int, gender: int, year: int) -> int:
-        self.gender.append(gender)
-        self.gen.append(gen)
-        self.year.append(year)
-        self.father.append(-1)
-        self.mother.append(-1)
-        self.spouse.append(-1)
-        return len(self.gender) - 1
-
-    def marry(self, a: int, b: int) -> None:
-        self.spouse[a] = b
-        self.spouse[b] = a
-
-    def wife_of(self, a: int) -> int:
-        return a if self.gender[a] == FEMALE else self.spouse[a]
-
-
-def _grow(n: int, generations: int, cfg: GeneratorConfig, rng: np.random.Generator) -> _Net:
-    """Grow the network to exactly n people, with birth years (Wu et al. 2025, Appendix B).
-
-    Every person but a founder is created relative to one existing person, and their birth year is drawn relative
-    to that person's, so every constraint holds by construction: a child is born to a mother aged
-    [mother_age_min, mother_age_max] (a truncated Gaussian) and a father aged at least father_min_age; a wife's
-    birth year minus her husband's lies in [spouse_gap_min, spouse_gap_max] (a truncated Gaussian).
-    """
-    net = _Net()
-    cdf = _geometric_cdf(cfg.children_geometric_p, cfg.max_children)
-    root_gen = min(cfg.root_generation, generations - 1)
-    youngest = generations - 1
-    queue: list[tuple[int, int]] = []  # (generation, person): the oldest generation is expanded first
-
-    def push(*people: int) -> None:
-        for q in people:
-            heapq.heappush(queue, (net.gen[q], q))
-
-    def n_children() -> int:
-        return int(np.searchsorted(cdf, rng.random(), side="right")) + 1
-
-    def cohort(g: int) -> float:  # mean birth year of generation g
-        return cfg.founder_year_mean + g * cfg.generation_years
-
-    def pulled(mean: float, on_cohort: float) -> float:  # a draw's mean, pulled toward the one on the cohort year
-        return (1 - cfg.cohort_pull) * mean + cfg.cohort_pull * on_cohort
-
-    def age_at_birth(mother_year: float, child_gen: int, lo: float) -> int:
-        mean = pulled(cfg.mother_age_mean, cohort(child_gen) - mother_year)
-        return _draw_years(rng.random(), mean, cfg.mother_age_sd, lo, cfg.mother_age_max)
-
-    def gap(mean_wife_year: float, husband_year: float | None, wife_year: float | None,
-            lo: float = cfg.spouse_gap_min) -> int:  # wife's year - husband's; one of the two years is known
-        on_cohort = mean_wife_year - husband_year if husband_year is not None \
-            else cast(float, wife_year) - mean_wife_year
-        mean = pulled(cfg.spouse_gap_mean, on_cohort)
-        return _draw_years(rng.random(), mean, cfg.spouse_gap_sd, lo, cfg.spouse_gap_max)
-
-    def add_children(f: int, m: int, k: int, first: int = -1) -> list[int]:
-        kids = [] if first < 0 else [first]
-        my, fy = net.year[m], net.year[f]
-        lo = max(cfg.mother_age_min, fy + cfg.father_min_age - my)
-        for _ in range(k):
-            kids.append(net.add(net.gen[m] + 1, int(rng.integers(2)), my + age_at_birth(my, net.gen[m] + 1, lo)))
-        for c in kids:
-            net.father[c], net.mother[c] = f, m
-        net.kids[m] = kids
-        net.decided.add(m)
-        return kids if first < 0 else kids[1:]
-
-    while len(net.gen) < n:
-        if not queue:
-            year = round(rng.normal(cfg.founder_year_mean + root_gen * cfg.generation_years, cfg.founder_year_sd))
-            push(net.add(root_gen, int(rng.integers(2)), year))
-        x = heapq.heappop(queue)[1]
-        # parents (and with them x's siblings)
-        if net.gen[x] > 0 and net.father[x] < 0 and rng.random() < cfg.p_parents and n - len(net.gen) >= 2:
-            g = net.gen[x] - 1
-            mean = pulled(cfg.mother_age_mean, net.year[x] - cohort(g))
-            age = _draw_years(rng.random(), mean, cfg.mother_age_sd, cfg.mother_age_min, cfg.mother_age_max)
-            my = net.year[x] - age
-            # the father is at least father_min_age at x's birth
-            fy = my - gap(cohort(g), None, my, max(cfg.spouse_gap_min, cfg.father_min_age - age))
-            f, m = net.add(g, MALE, fy), net.add(g, FEMALE, my)
-            net.marry(f, m)
-            k = min(n_children() - 1, n - len(net.gen))
-            sibs = add_children(f, m, k, first=x)
-            push(f, m, *sibs)
-        # spouse
-        if net.spouse[x] < 0 and rng.random() < cfg.p_spouse and len(net.gen) < n:
-            if net.gender[x] == MALE:
-                sy = net.year[x] + gap(cohort(net.gen[x]), net.year[x], None)
-            else:
-                sy = net.year[x] - gap(cohort(net.gen[x]), None, net.year[x])
-            s = net.add(net.gen[x], 1 - net.gender[x], sy)
-            net.marry(x, s)
-            push(s)
-        # children of x's couple
-        if net.spouse[x] >= 0 and net.gen[x] < youngest:
-            m = net.wife_of(x)
-            if m not in net.decided:
-                net.decided.add(m)
-                if rng.random() < cfg.p_children:
-                    k = min(n_children(), n - len(net.gen))
-                    if k > 0:
-                        push(*add_children(net.spouse[m], m, k))
-    return net
-
-
-def _true_relations(net: _Net, names: list[str]) -> list[Triple]:
-    """Every true relationship fact of the network, grouped by relation in RELATIONS order."""
-    g = net.gender
-    by: dict[str, list[Triple]] = {r: [] for r in RELATIONS}
-    sibs: dict[int, list[int]] = {}
-    for m, kids in net.kids.items():
-        for c in kids:
-            sibs[c] = kids
-    for c in range(len(g)):
-        f, m = net.father[c], net.mother[c]
-        if f < 0:
-            continue
-        nc = names[c]
-        by["child"].append((names[f], "child", nc))
-        by["child"].append((names[m], "child", nc))
-        by["father"].append((nc, "father", names[f]))
-        by["mother"].append((nc, "mother", names[m]))
-        for b in sibs[c]:
-            if b != c:
-                by["brother" if g[b] == MALE else "sister"].append((nc, "brother" if g[b] == MALE else "sister",
-                                                                    names[b]))
-        for p in (f, m):
-            for s in sibs.get(p, ()):
-                if s == p:
-                    continue
-                rel = "uncle" if g[s] == MALE else "aunt"
-                by[rel].append((nc, rel, names[s]))
-                inv = "nephew" if g[c] == MALE else "niece"
-                by[inv].append((names[s], inv, nc))
-    for a in range(len(g)):
-        b = net.spouse[a]
-        if b >= 0:
-            rel = "husband" if g[b] == MALE else "wife"
-            by[rel].append((names[a], rel, names[b]))
-    return [t for r in RELATIONS for t in by[r]]
-
-
 def observation_probabilities(counts: dict[str, int], observed: float, weights: dict[str, float]) -> dict[str, float]:
     """Per-relation observation probabilities ``min(1, c * weight)`` whose expected total is ``observed`` of all.
 
@@ -681,7 +495,7 @@ def _generate(n_people: int, seed: int, generations: int, observed: float,
     """The body of :func:`generate` (arguments checked)."""
     rng = np.random.default_rng(seed)
 
-    net = _grow(n_people, generations, cfg, rng)
+    net = grow(n_people, generations, cfg, rng)
     n = len(net.gen)
     gender = np.asarray(net.gender, dtype=np.int8)
     gen = np.asarray(net.gen, dtype=np.int16)
@@ -730,7 +544,7 @@ def _generate(n_people: int, seed: int, generations: int, observed: float,
         names.append(name)
 
     # -- facts ---------------------------------------------------------------------------------------------------
-    relations = _true_relations(net, names)
+    relations = true_relations(net, names)
     obs = _observe(relations, float(observed), cfg.observe_weights, rng)
     people = {names[i]: Person(names[i], _GENDER[gender_l[i]], year_l[i], states[place_l[i]], jobs[i], gen_l[i])
               for i in range(n)}
