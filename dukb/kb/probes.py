@@ -155,8 +155,6 @@ def parse_kinds(kinds: str | Iterable[str] | None) -> tuple[str, ...]:
     Example:
         >>> parse_kinds("qa,reverse"), parse_kinds(["edu"])
         (('qa', 'reverse'), ('cloze', 'yes', 'no', 'qa'))
-        >>> parse_kinds(None) == KINDS
-        True
         >>> parse_kinds("bogus")
         Traceback (most recent call last):
             ...
@@ -201,10 +199,8 @@ class FactIndex:
         >>> ix = FactIndex(load_kb("demo"))
         >>> ix.holds("Martha Hale", "husband", "George Hale"), ix.holds("George Hale", "wife", "Martha Hale")
         (True, False)
-        >>> ix.values("George Hale", "job"), ix.objects[("George Hale", "child")]
-        ({'Carpenter'}, ['Henry Hale'])
-        >>> ix.attribute_values("birthplace")[:2]
-        ['Ohio state', 'Iowa state']
+        >>> ix.values("George Hale", "job"), ix.objects[("George Hale", "child")], ix.attribute_values("job")[:2]
+        ({'Carpenter'}, ['Henry Hale'], ['Carpenter', 'Teacher'])
     """
 
     def __init__(self, kb: KB, closure: Iterable[Triple] | None = None):
@@ -324,10 +320,8 @@ def edu_qa_rows(kb: KB, closure: Iterable[Triple] | FactIndex | None = None,
         >>> rel_rows, bio_rows = edu_qa_rows(load_kb("demo"))
         >>> len(rel_rows), len(bio_rows)
         (18, 14)
-        >>> rel_rows[0]["question2"], rel_rows[0]["question3"], rel_rows[0]["answer3"]
-        ("Is George Hale Martha Hale's husband?", "Is George Hale Martha Hale's uncle?", 'no')
-        >>> bio_rows[0]["question4"], bio_rows[0]["answer4"]
-        ('What is the birthyear of George Hale?', '1921')
+        >>> rel_rows[0]["question2"], rel_rows[0]["question3"], rel_rows[0]["answer3"], bio_rows[0]["answer4"]
+        ("Is George Hale Martha Hale's husband?", "Is George Hale Martha Hale's uncle?", 'no', '1921')
     """
     t = load_template("probes.json")["edu"]
     tr, tb = t[RELATIONSHIP], t[BIOGRAPHY]
@@ -372,10 +366,8 @@ def write_edu_qa(kb: KB, directory: str | Path, closure: Iterable[Triple] | Fact
         >>> from dukb.kb.io import load_kb
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     paths = write_edu_qa(load_kb("demo"), tmp)
-        ...     print([p.name for p in paths], len(paths[0].read_text().splitlines()))
-        ...     print(json.loads(paths[1].read_text().splitlines()[0])["fact"])
-        ['qa_relationships.jsonl', 'qa_biographies.jsonl'] 18
-        The birthyear of George Hale is 1921.
+        ...     print([p.name for p in paths], [len(p.read_text().splitlines()) for p in paths])
+        ['qa_relationships.jsonl', 'qa_biographies.jsonl'] [18, 14]
     """
     root = Path(directory)
     rel_rows, bio_rows = edu_qa_rows(kb, closure, no_seed)
@@ -673,9 +665,7 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
         >>> len(probes), probes[0]
         (32, Probe(kind='qa', fact_kind='relationship', fact_id=0, question='Who is George Hale to Martha Hale?',
                    answer='husband', match='substring'))
-        >>> make_probes(kb, "qa,yes", seed=3) == make_probes(kb, "qa,yes", seed=3)
-        True
-        >>> sorted({p.kind for p in make_probes(kb, "edu") if p.fact_kind == "biography"})  # yes/no: relationships only
+        >>> sorted({p.kind for p in make_probes(kb, "edu", seed=3) if p.fact_kind == "biography"})  # no yes/no
         ['cloze', 'qa']
     """
     chosen = parse_kinds(kinds)
