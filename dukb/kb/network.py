@@ -3,26 +3,138 @@ every true relationship fact it implies.
 
 People are numbered 0, 1, ... in creation order; genders are :data:`MALE` (0) and :data:`FEMALE` (1); ``-1`` means
 "none". :func:`grow` builds the network as Wu et al. 2025 (Appendix B) describe Eval-DU's construction;
-:func:`true_relations` reads off its facts with EDU-RELAT's relation semantics.
+:func:`true_relations` reads off its facts with EDU-RELAT's relation semantics. :class:`GeneratorConfig` holds
+the generator's probabilities and distributions.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 
+from dukb import InputError
 from dukb.kb.model import Triple
 from dukb.kb.schema import RELATIONS
 
-if TYPE_CHECKING:  # for annotations only (generate imports this module)
-    from dukb.kb.generate import GeneratorConfig
-
 #: Gender codes of the network's arrays.
 MALE, FEMALE = 0, 1
+
+#: Relative chance of each relation's true facts to be observed in K, measured on EDU-RELAT (K / closure per
+#: relation: father, mother, husband, wife 1.0; child 100/130; brother 42/61, sister 28/41; aunt, uncle, niece and
+#: nephew 32/132 together). With ``observed`` = :data:`dukb.kb.generate.EDU_RELAT_OBSERVED` the probabilities are
+#: these weights.
+EDU_RELAT_OBSERVE_WEIGHTS: dict[str, float] = {
+    "father": 1.0, "mother": 1.0, "husband": 1.0, "wife": 1.0, "child": 0.77, "brother": 0.69, "sister": 0.69,
+    "aunt": 0.24, "uncle": 0.24, "nephew": 0.24, "niece": 0.24,
+}
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Probabilities and distributions of the generator (defaults reproduce EDU-RELAT's statistics at 100 people).
+
+    Attributes:
+        p_parents: chance that a person (not in generation 0) without parents gets parents.
+        p_spouse: chance that a person without a spouse gets one (a new person of the other gender, same generation).
+        p_children: chance that a couple (not in the youngest generation) has children.
+        children_geometric_p: success probability of the geometric number of children (support 1..max_children).
+        max_children: truncation of the geometric distribution (the paper's 4).
+        root_generation: generation of each founder that starts a family (0 = oldest).
+        p_wife_takes_surname: chance that a wife takes her husband's surname.
+        p_parent_birthplace: chance that a child is born in a parent's birth state.
+        founder_year_mean, founder_year_sd: birth year (years AD) of a founder of generation 0 (Gaussian); a
+            founder of generation g is born ``g * generation_years`` later.
+        generation_years: years between the mean birth years of two generations.
+        cohort_pull: in [0, 1]; how far each age or gap draw's mean moves from its own mean toward the value that
+            would put the new person on their generation's mean birth year (0: not at all).
+        mother_age_mean, mother_age_sd, mother_age_min, mother_age_max: the mother's age at a birth (years), a
+            Gaussian truncated to [min, max] (min >= 1, so a parent is always born before the child).
+        father_min_age: the father's least age at a birth (years, >= 1); raises the lower truncation bound.
+        spouse_gap_mean, spouse_gap_sd, spouse_gap_min, spouse_gap_max: the wife's birth year minus the husband's
+            (years), a truncated Gaussian.
+        observe_weights: relation -> relative chance of its true facts to be observed in K (see
+            :data:`EDU_RELAT_OBSERVE_WEIGHTS`).
+
+    Raises:
+        InputError: a probability outside [0, 1], a non-positive spread, an empty range, an unknown relation.
+
+    Source: Wu et al. 2025, Appendix B (Eval-DU construction); defaults measured on EDU-RELAT (Appendix F).
+
+    Example:
+        >>> GeneratorConfig().p_spouse, GeneratorConfig(p_spouse=0.5).p_spouse
+        (0.7, 0.5)
+        >>> GeneratorConfig(p_spouse=1.5)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: p_spouse must be a probability in [0, 1], got 1.5
+    """
+
+    p_parents: float = 0.8
+    p_spouse: float = 0.7
+    p_children: float = 0.9
+    children_geometric_p: float = 0.4
+    max_children: int = 4
+    root_generation: int = 2
+    p_wife_takes_surname: float = 0.2
+    p_parent_birthplace: float = 0.9
+    founder_year_mean: float = 1907.0
+    founder_year_sd: float = 5.0
+    generation_years: float = 27.0
+    cohort_pull: float = 0.2
+    mother_age_mean: float = 26.5
+    mother_age_sd: float = 3.5
+    mother_age_min: float = 18.0
+    mother_age_max: float = 42.0
+    father_min_age: float = 18.0
+    spouse_gap_mean: float = 2.0
+    spouse_gap_sd: float = 3.0
+    spouse_gap_min: float = -6.0
+    spouse_gap_max: float = 10.0
+    observe_weights: dict = field(default_factory=lambda: dict(EDU_RELAT_OBSERVE_WEIGHTS))
+
+    def __post_init__(self) -> None:
+        for name in ("p_parents", "p_spouse", "p_children", "p_wife_takes_surname", "p_parent_birthplace",
+                     "cohort_pull"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                raise InputError(f"{name} must be a probability in [0, 1], got {v!r}")
+        if not (0.0 < self.children_geometric_p <= 1.0):
+            raise InputError(f"children_geometric_p must be in (0, 1], got {self.children_geometric_p!r}")
+        if not (isinstance(self.max_children, int) and self.max_children >= 1):
+            raise InputError(f"max_children must be an integer >= 1, got {self.max_children!r}")
+        if not (isinstance(self.root_generation, int) and self.root_generation >= 0):
+            raise InputError(f"root_generation must be an integer >= 0, got {self.root_generation!r}")
+        for name in ("founder_year_sd", "mother_age_sd", "spouse_gap_sd"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not (1 <= self.mother_age_min and math.ceil(self.mother_age_min) <= math.floor(self.mother_age_max)):
+            raise InputError(f"mother_age_min..mother_age_max must hold a whole age >= 1, got "
+                             f"{self.mother_age_min}..{self.mother_age_max}")
+        if not (math.ceil(self.spouse_gap_min) <= math.floor(self.spouse_gap_max)):
+            raise InputError(f"spouse_gap_min..spouse_gap_max holds no whole number of years: "
+                             f"{self.spouse_gap_min}..{self.spouse_gap_max}")
+        if self.father_min_age < 1:
+            raise InputError(f"father_min_age must be at least 1, got {self.father_min_age!r}")
+        # a couple must be able to have a child: the father's age bound must fit the mother's ages and the gaps
+        if self.father_min_age - self.spouse_gap_min > self.mother_age_max or \
+                self.father_min_age - self.mother_age_min > self.spouse_gap_max:
+            raise InputError("father_min_age cannot be met with these mother ages and spouse gaps: need "
+                             "father_min_age - spouse_gap_min <= mother_age_max and "
+                             "father_min_age - mother_age_min <= spouse_gap_max")
+        if self.generation_years <= 0:
+            raise InputError(f"generation_years must be positive, got {self.generation_years!r}")
+        bad = sorted(set(self.observe_weights) - set(RELATIONS))
+        if bad:
+            raise InputError(f"observe_weights: unknown relation {', '.join(bad)} (known: {', '.join(RELATIONS)})")
+        for r, w in self.observe_weights.items():
+            if not (isinstance(w, (int, float)) and w >= 0 and math.isfinite(w)):
+                raise InputError(f"observe_weights[{r!r}] must be a finite number >= 0, got {w!r}")
+
 
 # -- sampling helpers ---------------------------------------------------------------------------------------------
 STD_NORMAL = NormalDist()
@@ -150,7 +262,6 @@ def grow(n: int, generations: int, cfg: GeneratorConfig, rng: np.random.Generato
         The :class:`FamilyNet`.
 
     Example:
-        >>> from dukb.kb.generate import GeneratorConfig
         >>> net = grow(10, 3, GeneratorConfig(), np.random.default_rng(0))
         >>> len(net.gender), max(net.gen) < 3
         (10, True)

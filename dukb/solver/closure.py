@@ -19,6 +19,7 @@ from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
 from dukb.kb.schema import RELATIONS
 from dukb.solver.rules import INSTANCE_PRED, RuleSet, load_rules
+from dukb.solver.views import BodyIndexView, BodyView, HeadView
 
 if TYPE_CHECKING:  # for annotations only
     from clingo import Control
@@ -67,66 +68,6 @@ def kb_program(kb: KB) -> str:
     for f in kb.relationships:
         parts.append(f"holds({asp_string(f.subject)},{f.relation},{asp_string(f.object)}).")
     return "\n".join(parts)
-
-
-class _AtomView(Sequence):
-    """A read-only sequence indexed by atom id (negative ids count from the end), built on CSR offsets ``ptr``."""
-
-    def __init__(self, ptr: np.ndarray):
-        self._ptr = ptr
-
-    def __len__(self) -> int:
-        return len(self._ptr) - 1
-
-    def __getitem__(self, a: Any) -> Any:
-        if isinstance(a, slice):
-            return [self[i] for i in range(*a.indices(len(self)))]
-        a = int(a)
-        if a < 0:
-            a += len(self)
-        if not 0 <= a < len(self):
-            raise IndexError(a)
-        return self._item(a)
-
-    def _item(self, a: int) -> Any:
-        raise NotImplementedError
-
-
-class _HeadView(_AtomView):
-    """``by_head[a]``: the instance ids deriving atom ``a`` (a ``range``: instances are sorted by head)."""
-
-    def _item(self, a: int) -> range:
-        return range(int(self._ptr[a]), int(self._ptr[a + 1]))
-
-
-class _BodyIndexView(_AtomView):
-    """``by_body[a]``: the instance ids having atom ``a`` as a body atom (ascending list), from CSR arrays."""
-
-    def __init__(self, ptr: np.ndarray, idx: np.ndarray):
-        super().__init__(ptr)
-        self._idx = idx
-
-    def _item(self, a: int) -> list[int]:
-        return self._idx[self._ptr[a]:self._ptr[a + 1]].tolist()
-
-
-class _BodyView(Sequence):
-    """``inst_body[i]``: the distinct body atoms of instance ``i`` as a tuple of ints, from a padded 2-D array."""
-
-    def __init__(self, body: np.ndarray):
-        self._body = body
-
-    def __len__(self) -> int:
-        return len(self._body)
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        return tuple(x for x in self._body[i].tolist() if x >= 0)
-
-    def __iter__(self) -> Iterator[tuple[int, ...]]:
-        for row in self._body.tolist():
-            yield tuple(x for x in row if x >= 0)
 
 
 class _Index(Mapping):
@@ -387,7 +328,7 @@ class Closure:
     @property
     def inst_body(self) -> Sequence:
         """Instance id -> tuple of its distinct body atoms (in the rule's order)."""
-        return _BodyView(self._instances()[2])
+        return BodyView(self._instances()[2])
 
     @property
     def head_ptr(self) -> np.ndarray:
@@ -397,7 +338,7 @@ class Closure:
     @property
     def by_head(self) -> Sequence:
         """Atom id -> instance ids deriving it (a ``range`` per atom)."""
-        return _HeadView(self._instances()[3])
+        return HeadView(self._instances()[3])
 
     def body_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """(ptr, idx): instances having atom a in their body are ``idx[ptr[a]:ptr[a+1]]`` (ascending), built once."""
@@ -417,7 +358,7 @@ class Closure:
     @property
     def by_body(self) -> Sequence:
         """Atom id -> instance ids having it as a body atom (ascending list per atom)."""
-        return _BodyIndexView(*self.body_csr())
+        return BodyIndexView(*self.body_csr())
 
 
 _REL_INDEX = {r: i for i, r in enumerate(RELATIONS)}
