@@ -93,8 +93,8 @@ class KB:
         biographies: biography facts in file order.
         source: directory it was loaded from, if any.
 
-    Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :meth:`check` after building by
-    hand.
+    Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :func:`dukb.kb.check_kb` after
+    building by hand.
 
     Example:
         >>> kb = KB({"Ann Lee": Person("Ann Lee", "female"), "Bo Lee": Person("Bo Lee", "male")},
