@@ -208,15 +208,14 @@ def score_attack(ctx: AttackContext, outcome: AttackOutcome) -> dict:
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
     """
     from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import recall_metric, success_du
+    from dukb.neural.metrics.recall import score_probe
 
     rctx = RowContext(ctx.kb, ctx.target, [list(s) for s in ctx.sets], ctx.sets_used, outcome.probe,
                       list(ctx.forget_ids), ctx.retain_ids, closure=ctx.closure)
-    r = recall_metric(rctx)
+    r = score_probe(rctx)
     keep = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "forgotten_relationships",
-            "forgotten_biographies")
+            "forgotten_biographies", "success_du")
     out = {k: r[k] for k in keep if k in r}
-    out["success_du"] = success_du(ctx.closure, ctx.target, out["forgotten_relationships"])
     out["target_known"] = int(ctx.target not in set(out["forgotten_relationships"]))
     return {**out, **outcome.extra}
 

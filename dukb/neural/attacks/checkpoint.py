@@ -42,7 +42,7 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
     from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
     from dukb.neural.data import kb_qa
     from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import recall_metric, success_du
+    from dukb.neural.metrics.recall import score_probe
     from dukb.neural.pipeline import load_finetuned
     from dukb.neural.probe import Predictor, probe
     from dukb.solver.mdus import minimal_sets
@@ -66,8 +66,7 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
     df = probe(pred, items, batch_size=batch_size, rouge=False, logprob=False)
     row = {"target": target, "model": str(model_dir), "reference": reference_dir, "scope": scope,
            "forget_set": forget, "sets_used": used}
-    row.update(recall_metric(RowContext(kb, target, the_sets, used, df, forget, closure=closure)))
-    row["success_du"] = success_du(closure, target, row["forgotten_relationships"])
+    row.update(score_probe(RowContext(kb, target, the_sets, used, df, forget, closure=closure)))
     reference = None
     if reference_dir is not None:
         ref = load_finetuned(reference_dir, **spec_kw)
