@@ -15,7 +15,7 @@ from dukb.neural import bounds as B
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
-from dukb.neural.zoo import KNOWN_MODELS
+from dukb.neural.zoo import KNOWN_MODELS, check_model_value
 from dukb.solver.scopes import FORGET_SCOPES
 
 #: --kb of the commands that take a finetuned model (probe, unlearn)
@@ -113,6 +113,7 @@ def finetune(
     from dukb.neural.finetune import shortfall_line
     from dukb.neural.pipeline import finetune_kb
 
+    check_model_value(model)
     k = load_kb(kb)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, gradient_checkpointing)
@@ -177,6 +178,7 @@ def probe(
         if v < 1:
             raise InputError(f"{name} must be at least 1, got {v}")
     chosen = parse_kinds(kinds)  # every option is checked before the KB and the model load
+    check_model_value(model)
     k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
     spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
     items = kb_qa(k, chosen, seed=seed)
@@ -306,6 +308,7 @@ def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, s
         raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
+    check_model_value(model)
     kb = model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo"
     _kb, closure = load_kb_closure(kb, rules)
     closure.atom_of_fact(target_id)

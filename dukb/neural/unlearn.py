@@ -373,6 +373,10 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
 
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
+    if plan.attacks:  # a setting the model cannot take (quant4's group) is refused before anything is unlearned
+        from dukb.neural.attacks.base import check_attacks_on_model
+
+        check_attacks_on_model(plan.attacks, plan.lm.model)
     ctx = UnlearnContext(plan.lm, list(plan.forget), list(plan.retain), seed=plan.seed, lr=plan.lr, lora=plan.lora,
                          layers=plan.layers, kb=plan.kb, closure=plan.closure, target=plan.target,
                          sets=[list(s) for s in plan.sets], items=list(plan.loop_items), schedule=plan.schedule)

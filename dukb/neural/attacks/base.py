@@ -189,6 +189,22 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
     return out
 
 
+def check_attacks_on_model(attacks, model) -> None:
+    """Check each attack's settings against the model it will attack (e.g. ``quant4``'s group against the layer
+    widths), before any unlearning or attack runs: an attack's ``fn.check_model(settings, model)``, when it has one.
+
+    Args:
+        attacks: [(Attack, settings)] (:func:`parse_attacks`); model: the torch model (θ₀ or the checkpoint).
+
+    Raises:
+        InputError: a setting the model cannot take (one line).
+    """
+    for a, settings in attacks or ():
+        check = getattr(a.fn, "check_model", None)
+        if check is not None:
+            check(settings, model)
+
+
 def attack_identity(attacks: list[tuple[Attack, dict]]) -> dict:
     """The run-identity entry of a list of attacks: name -> settings (a resume with other attacks or settings is
     refused)."""
