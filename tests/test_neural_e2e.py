@@ -244,6 +244,20 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     assert [s.gradient_checkpointing for s in specs] == [True]
     rows = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["steps"] for r in rows] == [1, 16]
+    # `dukb unlearn` is the evaluate protocol with one target and one method: its run identity, lock and journal
+    cfg = json.loads((tmp_path / "u" / "config.json").read_text())
+    assert cfg["protocol"] == "evaluate" and cfg["targets"] == [6] and cfg["methods"] == ["ga"]
+    assert "schedule" not in cfg["identity"]["methods"]["ga"] and cfg["identity"]["metrics"][:1] == ["recall"]
+    assert all(r["method"] == "ga" and r["worker"] and r["target_relation"] for r in rows)
+    assert (tmp_path / "u" / "report.md").exists()
+    again = ["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6", "--grid", "1,16",
+             "-o", str(tmp_path / "u")]
+    journal = (tmp_path / "u" / "results.jsonl").read_text()
+    assert main(again) == 2  # a run directory holding rows: refused without --resume, never overwritten
+    assert main(again + ["--resume"]) == 0 and (tmp_path / "u" / "results.jsonl").read_text() == journal
+    assert main(again[:-4] + ["1,2,16", "-o", str(tmp_path / "u"), "--resume"]) == 0  # a grid value added
+    grown = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
+    assert [r["setting"]["steps"] for r in grown] == [1, 16, 2] and grown[:2] == rows
     assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]
     # every row is also judged on forms ga never saw, and carries Success-DU on both (Wu et al. 2025, Definition 2)
     from dukb.neural.metrics.heldout import default_heldout_forms

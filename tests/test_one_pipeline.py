@@ -141,8 +141,8 @@ def test_quant4_group_must_divide_the_layer_widths():
 
 
 # --------------------------------------------------------------------------------------------- issue 39 (c) -----
-@pytest.mark.parametrize("spec", ["relearn:steps=2:steps=3", "quant4:group=16:group=16", "relearn:mode=half:mode=target",
-                                  "relearn,relearn:steps=2"])
+@pytest.mark.parametrize("spec", ["relearn:steps=2:steps=3", "quant4:group=16:group=16",
+                                  "relearn:mode=half:mode=target", "relearn,relearn:steps=2"])
 def test_an_attack_setting_given_twice_is_refused_like_a_method_option(spec, capsys):
     from dukb.neural.attacks import parse_attacks
     from dukb.neural.methods import resolve

@@ -386,27 +386,31 @@ def hub_cached(repo_id: str) -> bool:
     return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
 
 
-def check_model_value(value: str, option: str = "--model") -> None:
+def check_model_value(value: str, option: str = "--model") -> str:
     """The parse-time check of a ``--model`` value, before any KB or model is read: ``tiny``, an existing path and a
     short name pass (their files are checked when loaded, :func:`resolve_model`); a value that can only be a path
     must exist; anything else must be a well-formed hub id (:func:`check_hub_id`) that the local cache holds, or
     that the hub answers for within :data:`HUB_TIMEOUT` seconds (downloads off, ``HF_HUB_OFFLINE``: cached only).
+
+    Returns:
+        ``value`` (str).
 
     Raises:
         InputError: a missing path, a malformed hub id, or a hub id neither cached nor reachable (one line each).
     """
     p = Path(str(value)).expanduser()
     if value == "tiny" or str(value).lower() in KNOWN_MODELS or os.path.lexists(p):
-        return
+        return value
     if _looks_like_path(value):
         raise InputError("no such model file or directory (give a .gguf file, a folder holding one, an HF model "
                          f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})", value)
     check_hub_id(value, option)
     if hub_cached(value):
-        return
+        return value
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise InputError(f"{option} {value}: not in the Hugging Face cache, and downloads are off (HF_HUB_OFFLINE)")
     _hub_answers(value, option)
+    return value
 
 
 def _hub_answers(repo_id: str, option: str) -> None:
