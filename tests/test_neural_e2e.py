@@ -255,7 +255,7 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     journal = (tmp_path / "u" / "results.jsonl").read_text()
     assert main(again) == 2  # a run directory holding rows: refused without --resume, never overwritten
     assert main(again + ["--resume"]) == 0 and (tmp_path / "u" / "results.jsonl").read_text() == journal
-    assert main(again[:-4] + ["1,2,16", "-o", str(tmp_path / "u"), "--resume"]) == 0  # a grid value added
+    assert main(again[:-3] + ["1,2,16", "-o", str(tmp_path / "u"), "--resume"]) == 0  # a grid value added
     grown = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["steps"] for r in grown] == [1, 16, 2] and grown[:2] == rows
     assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]
