@@ -8,32 +8,20 @@ probe may elicit a fact), ``rouge_l`` (ROUGE-L of QA answers, forget vs other fa
 ``rwku_rouge`` and ``mia_fm_rm``, and Unlearning with Control's ``ps_exact``, ``ps_perturb`` and ``ps_similar``. PrivLeak needs f_retrain, which only `dukb muse` trains. Summary metrics (per method, over a run's rows):
 ``tradeoff`` (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC; Table 1) and ``acc_at_superficial`` (Table 2).
 
-Adding a metric: a module with its plain function and a :class:`~dukb.neural.metrics.base.Metric` entry, plus one
-line in :data:`METRICS`. Evaluate computes only the metrics asked for (``--metrics``) and probing only what they
+The registry is :data:`dukb.neural.catalog.METRICS` (lazy: each metric's module is imported on first use), and
+one registry serves every protocol: evaluate, rwku, muse and control look their metrics up by name
+(:func:`get_metric`) and call them. Adding a metric: a module with its plain function and a
+:class:`~dukb.neural.metrics.base.Metric` constant, plus one :class:`dukb.neural.catalog.MetricEntry` line in
+:data:`METRICS`. Evaluate computes only the metrics asked for (``--metrics``) and probing only what they
 need (:func:`~dukb.neural.metrics.base.combined_needs`).
 """
 
 from __future__ import annotations
 
 from dukb import InputError
-from dukb.neural.metrics.attack import RECALL_UNDER_ATTACK
+from dukb.neural.catalog import DEFAULT_METRICS, METRICS, metrics_table
+from dukb.neural.catalog import metrics_help as catalog_metrics_help
 from dukb.neural.metrics.base import Metric, Needs, RowContext, combined_needs
-from dukb.neural.metrics.heldout import RECALL_HELDOUT
-from dukb.neural.metrics.muse import KNOWMEM, VERBMEM
-from dukb.neural.metrics.ps import PS_EXACT, PS_PERTURB, PS_SIMILAR
-from dukb.neural.metrics.recall import RECALL
-from dukb.neural.metrics.rwku import MIA_FM_RM, RWKU_ROUGE
-from dukb.neural.metrics.summary import ACC_AT_SUPERFICIAL, TRADEOFF
-from dukb.neural.metrics.text import ANSWER_LOGPROB, ROUGE_L
-from dukb.neural.tables import Table
-
-#: Every metric, by registry name.
-METRICS: dict[str, Metric] = {m.name: m for m in (RECALL, RECALL_HELDOUT, RECALL_UNDER_ATTACK, ROUGE_L, ANSWER_LOGPROB, KNOWMEM,
-                                                  VERBMEM, RWKU_ROUGE, MIA_FM_RM, PS_EXACT, PS_PERTURB, PS_SIMILAR,
-                                                  TRADEOFF, ACC_AT_SUPERFICIAL)}
-
-#: What `dukb evaluate` computes without --metrics: the paper's protocol.
-DEFAULT_METRICS = ("recall", "recall_heldout", "tradeoff", "acc_at_superficial")
 
 
 def get_metric(name: str) -> Metric:
@@ -42,10 +30,10 @@ def get_metric(name: str) -> Metric:
     Raises:
         InputError: unknown metric (lists the registered ones).
     """
-    try:
-        return METRICS[name.strip().lower()]
-    except KeyError:
-        raise InputError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})") from None
+    key = name.strip().lower()
+    if key not in METRICS:
+        raise InputError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
+    return METRICS[key]
 
 
 def parse_metrics(names) -> list[Metric]:
@@ -77,21 +65,10 @@ def summary_metrics(metrics=None) -> list[Metric]:
     return [m for m in (metrics if metrics is not None else METRICS.values()) if m.level == "summary"]
 
 
-def metrics_table() -> Table:
-    """The metrics' reference table from the registry: name, level, fields, what it measures, source (`dukb
-    methods`, the docs' reference/metrics page)."""
-    return Table("Metrics", ("metric", "level", "fields", "what it measures", "source"),
-                 tuple((m.name, m.level, ", ".join(m.fields), m.summary, m.source) for m in METRICS.values()),
-                 "`dukb evaluate --metrics` takes these names (default: " + ", ".join(DEFAULT_METRICS) + "). A row "
-                 "metric adds fields to every result row; a summary metric to summary.csv and the report.")
-
-
 def metrics_help() -> str:
-    """One line listing the registered metrics for ``--help``: the light catalog's
+    """One line listing the registered metrics for ``--help``, from the registry's entries
     (:func:`dukb.neural.catalog.metrics_help`)."""
-    from dukb.neural.catalog import metrics_help as _help
-
-    return _help()
+    return catalog_metrics_help()
 
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric",
