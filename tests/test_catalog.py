@@ -62,6 +62,7 @@ def test_every_entry_s_metadata_equals_its_loaded_object():
     texts and tables read from the data cannot drift from the code."""
     pytest.importorskip("torch")
     from dukb.neural.catalog import ATTACKS, CONTROL_STRATEGIES, METHODS, METRICS, PRESETS
+    from dukb.neural.metrics import metric_call
     from dukb.neural.registry import compare_fields
 
     for name, e in zip(METHODS, METHODS.entries()):
@@ -76,6 +77,13 @@ def test_every_entry_s_metadata_equals_its_loaded_object():
                                                                "summary": "summary", "source": "source"}))
     assert not ATTACKS.drift(lambda e, a: compare_fields(e, a, {"name": "name", "summary": "summary",
                                                                "source": "source", "defaults": "defaults"}))
+    calls = {(e.name, c): metric_call(e.name, c) for e in METRICS.entries() for c in e.calls}
+    assert {c: f.__name__ for c, f in calls.items()} == {
+        ("recall", "success_du"): "success_du_all", ("recall_heldout", "forgotten"): "heldout_forgotten",
+        ("knowmem", "score"): "knowmem", ("verbmem", "score"): "verbmem", ("rwku_rouge", "fields"): "rwku_fields",
+        ("mia_fm_rm", "scores"): "qa_mia_scores", ("ps_exact", "vector"): "ps_vector"}
+    with pytest.raises(KeyError, match="has no call"):
+        metric_call("recall", "vector")
     assert not CONTROL_STRATEGIES.drift(lambda e, s: compare_fields(e, s, {"name": "kind", "param": "param"}))
     for p in PRESETS.values():
         assert p.method in METHODS and PRESETS[p.name] is p  # a preset is its own object

@@ -82,6 +82,7 @@ def record_training_and_scoring(mp, rec: dict) -> None:
     import dukb.neural.methods as methods
     import dukb.neural.probe as probe_mod
     import dukb.neural.protocol  # noqa: F401  (imported before the wrapping: they bind the real functions)
+    import dukb.neural.metrics.rwku as rwku_metrics
     import dukb.neural.rwku as rwku_mod
     import dukb.neural.unlearn  # noqa: F401
 
@@ -106,7 +107,7 @@ def record_training_and_scoring(mp, rec: dict) -> None:
 
     mp.setattr(methods, "UnlearnContext", ctx)
     mp.setattr(probe_mod, "probe", probe)
-    mp.setattr(rwku_mod, "qa_mia_scores", mia)
+    mp.setattr(rwku_metrics, "qa_mia_scores", mia)  # the protocol calls it through the metric registry
 
 
 @pytest.fixture(scope="module")

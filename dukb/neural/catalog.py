@@ -109,6 +109,9 @@ class MetricEntry:
         level: "row" (fields of every result row) or "summary" (per method, over a run's rows).
         summary: what it measures, one line.
         source: the paper and equation.
+        calls: the metric's computations that protocols call with their own arguments (call name ->
+            ``"module:function"``; :func:`dukb.neural.metrics.metric_call`), beside the row function ``fn`` of
+            the :class:`~dukb.neural.metrics.base.Metric` that `dukb evaluate` calls.
     """
 
     name: str
@@ -116,6 +119,7 @@ class MetricEntry:
     level: str
     summary: str
     source: str
+    calls: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,8 @@ _CL_SRC = "dukb (closed loop with the solver); GA + GDR losses"
 _CL_NPO_SRC = "dukb (closed loop with the solver); NPO (Zhang et al. 2024, Eq. 3) + GDR losses"
 _CL_OPTS = (Option("reg_weight"), Option("retain_batch"))
 _STRICT = _CL_OPTS + (Option("min_prob", 0.10000000929940499),)  # exp(-2.30259), the strict variants' threshold
-_KNOWN_UNTIL = "counts a fact as known until greedy decoding misses it and its answer's mean token log-prob is below -2.30259"
+_KNOWN_UNTIL = ("counts a fact as known until greedy decoding misses it and its answer's mean token log-prob is below "
+                "-2.30259")
 
 
 def _reg(name, target, what, reg=None, lr_kind="ga", **kw) -> MethodEntry:
@@ -197,8 +202,8 @@ METHODS: Registry = Registry("method", (
       for r in (None, "gdr", "klr")),
     *(_reg("npo_seq", f"{_M}.npo:NPO", _NPO_SEQ, r, "npo", options=_BETA, kwargs={"form": "sequence"})
       for r in (None, "gdr", "klr")),
-    *(_reg("simnpo", f"{_M}.simnpo:SimNPO", _SIMNPO, r, "npo", options=(Option("beta", 2.5), Option("gamma", 0.0, True)))
-      for r in (None, "gdr")),
+    *(_reg("simnpo", f"{_M}.simnpo:SimNPO", _SIMNPO, r, "npo",
+           options=(Option("beta", 2.5), Option("gamma", 0.0, nonnegative=True))) for r in (None, "gdr")),
     MethodEntry("po", f"{_M}.po:PreferenceOptimisation", "steps", _STEPS, "ga", "gradient descent on refusals ('I "
                 "don't know.') to the forget questions + GDR on retain QA (PO)",
                 "Maini et al. 2024 (TOFU); Wang et al. 2024, App. E"),
@@ -212,7 +217,8 @@ METHODS: Registry = Registry("method", (
     MethodEntry("tv", f"{_M}.tv:TaskVector", "alpha", (0.2, 0.5, 1.0, 5.0, 10.0), "reinforce", "task vector "
                 "negation: θ₀ − α (θ_reinforced − θ₀)", "Ilharco et al. 2023; Wu et al. 2025, Sec. 4"),
     MethodEntry("whp", f"{_M}.whp:WHP", "alpha", (0.5, 1.0, 5.0, 10.0, 100.0, 1000.0), "reinforce", "Who's Harry "
-                "Potter logit steering away from the reinforced model", "Eldan & Russinovich 2023; Wu et al. 2025, Eq. 3"),
+                "Potter logit steering away from the reinforced model",
+                "Eldan & Russinovich 2023; Wu et al. 2025, Eq. 3"),
     MethodEntry("icu", f"{_M}.icu:InContextUnlearning", "icu", (1,), None, "in-context unlearning: RWKU's 'unlearn "
                 "about {target}' instruction before every prompt, no weight change", "Jin et al. 2024 (RWKU), App. H"),
     MethodEntry("repe", f"{_M}.repe:RepE", "alpha", (0.5, 1.0, 1.5), None, "representation engineering: add "
@@ -268,10 +274,12 @@ _UWC = "Wang et al. 2024 (Unlearning with Control)"
 #: Every metric, by registry name; one registry serves every protocol (evaluate, rwku, muse, control).
 METRICS: Registry = Registry("metric", (
     MetricEntry("recall", f"{_X}.recall:RECALL", "row", "recall and accuracy of deep unlearning against the minimal "
-                "deep unlearning sets", "Wu et al. 2025, Eq. 1-2"),
+                "deep unlearning sets", "Wu et al. 2025, Eq. 1-2",
+                {"success_du": f"{_X}.recall:success_du_all"}),
     MetricEntry("recall_heldout", f"{_X}.heldout:RECALL_HELDOUT", "row", "recall and accuracy when only probe forms "
                 "the method never trained on or queried may elicit a fact",
-                "Wu et al. 2025, Eq. 1-2 over held-out forms; RWKU (Jin et al. 2024), Sec. 3.3"),
+                "Wu et al. 2025, Eq. 1-2 over held-out forms; RWKU (Jin et al. 2024), Sec. 3.3",
+                {"forgotten": f"{_X}.heldout:heldout_forgotten"}),
     MetricEntry("recall_under_attack", f"{_X}.attack:RECALL_UNDER_ATTACK", "row", "recall and accuracy when a fact "
                 "counts as known if any QA or RWKU adversarial probe elicits it",
                 "Wu et al. 2025, Eq. 1-2; Jin et al. 2024 (RWKU), Sec. 3.3"),
@@ -280,16 +288,21 @@ METRICS: Registry = Registry("metric", (
     MetricEntry("logprob", f"{_X}.text:ANSWER_LOGPROB", "row", "mean answer log-probability per token, forget vs "
                 "other facts", "Wu et al. 2025, App. C"),
     MetricEntry("knowmem", f"{_X}.muse:KNOWMEM", "row", "MUSE KnowMem: ROUGE-L F1 of QA answers on the forget set and "
-                "on the scored retained facts", "Shi et al. 2024b (MUSE), Sec. 3, C2/C4"),
+                "on the scored retained facts", "Shi et al. 2024b (MUSE), Sec. 3, C2/C4",
+                {"score": f"{_X}.muse:knowmem"}),
     MetricEntry("verbmem", f"{_X}.muse:VERBMEM", "row", "MUSE VerbMem: ROUGE-L F1 of the continuation of each forget "
-                "fact's statement prefix", "Shi et al. 2024b (MUSE), Sec. 3, C1"),
+                "fact's statement prefix", "Shi et al. 2024b (MUSE), Sec. 3, C1",
+                {"score": f"{_X}.muse:verbmem"}),
     MetricEntry("rwku_rouge", f"{_X}.rwku:RWKU_ROUGE", "row", "RWKU's ROUGE-L recall of the forget set's FB, QA and "
-                "adversarial probes, and of neighbour and distant facts", "Jin et al. 2024 (RWKU), Sec. 3.3-4"),
+                "adversarial probes, and of neighbour and distant facts", "Jin et al. 2024 (RWKU), Sec. 3.3-4",
+                {"fields": f"{_X}.rwku:rwku_fields"}),
     MetricEntry("mia_fm_rm", f"{_X}.rwku:MIA_FM_RM", "row", "MIA (LOSS, Zlib, Min-K%, Min-K%++) of forget members "
-                "against distant retain members", "Jin et al. 2024 (RWKU), Sec. 3.3; Shi et al. 2024a; Zhang et al. 2024"),
+                "against distant retain members",
+                "Jin et al. 2024 (RWKU), Sec. 3.3; Shi et al. 2024a; Zhang et al. 2024",
+                {"scores": f"{_X}.rwku:qa_mia_scores"}),
     MetricEntry("ps_exact", f"{_X}.ps:PS_EXACT", "row", "PS-exact (memorisation: shortest answer prefix after which "
                 "greedy decoding reproduces the rest) and the response confidence, forget vs retained facts",
-                f"{_UWC}, Eq. 2-3; App. D"),
+                f"{_UWC}, Eq. 2-3; App. D", {"vector": f"{_X}.ps:ps_vector"}),
     MetricEntry("ps_perturb", f"{_X}.ps:PS_PERTURB", "row", "PS-perturb (extrapolation: PS-exact on the paraphrased "
                 "question), forget vs retained facts", f"{_UWC}, Eq. 4"),
     MetricEntry("ps_similar", f"{_X}.ps:PS_SIMILAR", "row", "PS-similar (coherency: ROUGE-L recall >= 0.5 instead of "
@@ -452,5 +465,6 @@ def attacks_table() -> Table:
 
 __all__ = ["ATTACKS", "AttackEntry", "CONTROL_STRATEGIES", "ControlEntry", "DEFAULT_METRICS", "METHODS", "METRICS",
            "MethodEntry", "MetricEntry", "Option", "PRESETS", "Preset", "SELECTION_RULES", "attack_names",
-           "attack_settings_help", "attacks_help", "attacks_table", "default_metrics", "document_methods", "method_names",
-           "methods_help", "methods_table", "metrics_help", "metrics_table", "preset_names", "presets_table", "scopes_table", "selection_rules"]
+           "attack_settings_help", "attacks_help", "attacks_table", "default_metrics", "document_methods",
+           "method_names", "methods_help", "methods_table", "metrics_help", "metrics_table", "preset_names",
+           "presets_table", "scopes_table", "selection_rules"]

@@ -18,10 +18,13 @@ need (:func:`~dukb.neural.metrics.base.combined_needs`).
 
 from __future__ import annotations
 
+from typing import Callable
+
 from dukb import InputError
 from dukb.neural.catalog import DEFAULT_METRICS, METRICS, metrics_table
 from dukb.neural.catalog import metrics_help as catalog_metrics_help
 from dukb.neural.metrics.base import Metric, Needs, RowContext, combined_needs
+from dukb.neural.registry import import_target
 
 
 def get_metric(name: str) -> Metric:
@@ -34,6 +37,24 @@ def get_metric(name: str) -> Metric:
     if key not in METRICS:
         raise InputError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
     return METRICS[key]
+
+
+def metric_call(metric: str, call: str) -> Callable:
+    """A registered metric's protocol-level computation, looked up by name (imported on first use): how `dukb
+    rwku`, `dukb muse` and `dukb control` compute their metrics through the one registry, each with its own
+    arguments (e.g. ``metric_call("ps_exact", "vector")(pred, forget, retain, para, search=...)``).
+
+    Args:
+        metric: a :data:`METRICS` name.
+        call: one of its entry's ``calls`` (:class:`dukb.neural.catalog.MetricEntry`).
+
+    Raises:
+        InputError: an unknown metric; KeyError: a call the metric does not declare (names its calls).
+    """
+    calls = METRICS.entry(get_metric(metric).name).calls
+    if call not in calls:
+        raise KeyError(f"metric {metric!r} has no call {call!r} (its calls: {', '.join(calls) or 'none'})")
+    return import_target(calls[call])
 
 
 def parse_metrics(names) -> list[Metric]:
@@ -71,5 +92,5 @@ def metrics_help() -> str:
     return catalog_metrics_help()
 
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric",
+__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric", "metric_call",
            "metrics_help", "metrics_table", "parse_metrics", "row_metrics", "summary_metrics"]
