@@ -40,6 +40,13 @@ def _torch_imports(path: Path) -> tuple[bool, list[int]]:
     return top, sorted(set(inner))
 
 
+def _json_of(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter and read the JSON object its last output line prints."""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def _method_actual(m) -> dict:
     """A loaded method's attributes in the shape of its :class:`MethodEntry`."""
     return {"name": m.name, "param": m.param, "grid": tuple(m.default_grid), "lr_kind": m.lr_kind,
@@ -133,9 +140,7 @@ def test_help_and_tables_read_the_registries_without_torch():
             "    'loaded': [n for r in (METHODS, ATTACKS) for n in r if r.is_loaded(n)],\n"
             "    'mods': sorted(n for n in sys.modules if n.startswith(('dukb.neural.methods.',\n"
             "                   'dukb.neural.attacks.')))}))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out = _json_of(code)
     assert out["codes"] == [0, 0] and not out["torch"], out
     assert not out["loaded"] and not out["mods"], out
     assert out["rows"][0] >= 30 and out["rows"][2] == 6 and all(out["rows"])
@@ -148,9 +153,7 @@ def test_the_cli_starts_without_torch_or_any_torch_module():
             "print(json.dumps({'torch': 'torch' in sys.modules, 'transformers': 'transformers' in sys.modules,\n"
             "    'mods': sorted((n, getattr(m, '__file__', None)) for n, m in sys.modules.items()\n"
             "                   if n.startswith('dukb.') and getattr(m, '__file__', None))}))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out = _json_of(code)
     assert not out["torch"] and not out["transformers"]
     loaded = {n: Path(f) for n, f in out["mods"]}
     heavy = [n for n, f in loaded.items() if f.suffix == ".py" and _torch_imports(f)[0]]

@@ -100,44 +100,46 @@ class Preset:
 
 
 @dataclass(frozen=True)
-class MetricEntry:
-    """One metric (:data:`METRICS`).
+class Entry:
+    """What every entry of a registry of objects declares: its name, where the object lives, and what it is.
 
     Attributes:
-        name: registry name (``--metrics NAME``).
-        target: ``module:CONSTANT`` of its :class:`~dukb.neural.metrics.base.Metric`.
+        name: registry name (the command-line name: ``--metrics NAME``, ``--attacks NAME``).
+        target: ``module:CONSTANT`` of the object (a :class:`~dukb.neural.metrics.base.Metric`, an
+            :class:`~dukb.neural.attacks.base.Attack`).
+        summary: what it measures or does, one line.
+        source: the paper (and equation) it follows.
+    """
+
+    name: str
+    target: str
+    summary: str
+    source: str
+
+
+@dataclass(frozen=True)
+class MetricEntry(Entry):
+    """One metric (:data:`METRICS`): an :class:`Entry` and
+
+    Attributes:
         level: "row" (fields of every result row) or "summary" (per method, over a run's rows).
-        summary: what it measures, one line.
-        source: the paper and equation.
         calls: the metric's computations that protocols call with their own arguments (call name ->
             ``"module:function"``; :func:`dukb.neural.metrics.metric_call`), beside the row function ``fn`` of
             the :class:`~dukb.neural.metrics.base.Metric` that `dukb evaluate` calls.
     """
 
-    name: str
-    target: str
-    level: str
-    summary: str
-    source: str
+    level: str = "row"
     calls: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class AttackEntry:
-    """One attack (:data:`ATTACKS`).
+class AttackEntry(Entry):
+    """One attack (:data:`ATTACKS`): an :class:`Entry` and
 
     Attributes:
-        name: registry name (``--attacks NAME``).
-        target: ``module:CONSTANT`` of its :class:`~dukb.neural.attacks.base.Attack`.
-        summary: what it does, one line.
-        source: the paper it follows.
         defaults: setting -> default value (a setting is read as its default's type).
     """
 
-    name: str
-    target: str
-    summary: str
-    source: str
     defaults: dict = field(default_factory=dict)
 
 
@@ -273,44 +275,44 @@ _X = "dukb.neural.metrics"
 _UWC = "Wang et al. 2024 (Unlearning with Control)"
 #: Every metric, by registry name; one registry serves every protocol (evaluate, rwku, muse, control).
 METRICS: Registry = Registry("metric", (
-    MetricEntry("recall", f"{_X}.recall:RECALL", "row", "recall and accuracy of deep unlearning against the minimal "
+    MetricEntry("recall", f"{_X}.recall:RECALL", "recall and accuracy of deep unlearning against the minimal "
                 "deep unlearning sets", "Wu et al. 2025, Eq. 1-2",
-                {"success_du": f"{_X}.recall:success_du_all"}),
-    MetricEntry("recall_heldout", f"{_X}.heldout:RECALL_HELDOUT", "row", "recall and accuracy when only probe forms "
+                calls={"success_du": f"{_X}.recall:success_du_all"}),
+    MetricEntry("recall_heldout", f"{_X}.heldout:RECALL_HELDOUT", "recall and accuracy when only probe forms "
                 "the method never trained on or queried may elicit a fact",
                 "Wu et al. 2025, Eq. 1-2 over held-out forms; RWKU (Jin et al. 2024), Sec. 3.3",
-                {"forgotten": f"{_X}.heldout:heldout_forgotten"}),
-    MetricEntry("recall_under_attack", f"{_X}.attack:RECALL_UNDER_ATTACK", "row", "recall and accuracy when a fact "
+                calls={"forgotten": f"{_X}.heldout:heldout_forgotten"}),
+    MetricEntry("recall_under_attack", f"{_X}.attack:RECALL_UNDER_ATTACK", "recall and accuracy when a fact "
                 "counts as known if any QA or RWKU adversarial probe elicits it",
                 "Wu et al. 2025, Eq. 1-2; Jin et al. 2024 (RWKU), Sec. 3.3"),
-    MetricEntry("rouge_l", f"{_X}.text:ROUGE_L", "row", "mean ROUGE-L recall of QA answers, forget vs other facts",
+    MetricEntry("rouge_l", f"{_X}.text:ROUGE_L", "mean ROUGE-L recall of QA answers, forget vs other facts",
                 "Shi et al. 2024 (MUSE), Sec. 3"),
-    MetricEntry("logprob", f"{_X}.text:ANSWER_LOGPROB", "row", "mean answer log-probability per token, forget vs "
+    MetricEntry("logprob", f"{_X}.text:ANSWER_LOGPROB", "mean answer log-probability per token, forget vs "
                 "other facts", "Wu et al. 2025, App. C"),
-    MetricEntry("knowmem", f"{_X}.muse:KNOWMEM", "row", "MUSE KnowMem: ROUGE-L F1 of QA answers on the forget set and "
+    MetricEntry("knowmem", f"{_X}.muse:KNOWMEM", "MUSE KnowMem: ROUGE-L F1 of QA answers on the forget set and "
                 "on the scored retained facts", "Shi et al. 2024b (MUSE), Sec. 3, C2/C4",
-                {"score": f"{_X}.muse:knowmem"}),
-    MetricEntry("verbmem", f"{_X}.muse:VERBMEM", "row", "MUSE VerbMem: ROUGE-L F1 of the continuation of each forget "
+                calls={"score": f"{_X}.muse:knowmem"}),
+    MetricEntry("verbmem", f"{_X}.muse:VERBMEM", "MUSE VerbMem: ROUGE-L F1 of the continuation of each forget "
                 "fact's statement prefix", "Shi et al. 2024b (MUSE), Sec. 3, C1",
-                {"score": f"{_X}.muse:verbmem"}),
-    MetricEntry("rwku_rouge", f"{_X}.rwku:RWKU_ROUGE", "row", "RWKU's ROUGE-L recall of the forget set's FB, QA and "
+                calls={"score": f"{_X}.muse:verbmem"}),
+    MetricEntry("rwku_rouge", f"{_X}.rwku:RWKU_ROUGE", "RWKU's ROUGE-L recall of the forget set's FB, QA and "
                 "adversarial probes, and of neighbour and distant facts", "Jin et al. 2024 (RWKU), Sec. 3.3-4",
-                {"fields": f"{_X}.rwku:rwku_fields"}),
-    MetricEntry("mia_fm_rm", f"{_X}.rwku:MIA_FM_RM", "row", "MIA (LOSS, Zlib, Min-K%, Min-K%++) of forget members "
+                calls={"fields": f"{_X}.rwku:rwku_fields"}),
+    MetricEntry("mia_fm_rm", f"{_X}.rwku:MIA_FM_RM", "MIA (LOSS, Zlib, Min-K%, Min-K%++) of forget members "
                 "against distant retain members",
                 "Jin et al. 2024 (RWKU), Sec. 3.3; Shi et al. 2024a; Zhang et al. 2024",
-                {"scores": f"{_X}.rwku:qa_mia_scores"}),
-    MetricEntry("ps_exact", f"{_X}.ps:PS_EXACT", "row", "PS-exact (memorisation: shortest answer prefix after which "
+                calls={"scores": f"{_X}.rwku:qa_mia_scores"}),
+    MetricEntry("ps_exact", f"{_X}.ps:PS_EXACT", "PS-exact (memorisation: shortest answer prefix after which "
                 "greedy decoding reproduces the rest) and the response confidence, forget vs retained facts",
-                f"{_UWC}, Eq. 2-3; App. D", {"vector": f"{_X}.ps:ps_vector"}),
-    MetricEntry("ps_perturb", f"{_X}.ps:PS_PERTURB", "row", "PS-perturb (extrapolation: PS-exact on the paraphrased "
+                f"{_UWC}, Eq. 2-3; App. D", calls={"vector": f"{_X}.ps:ps_vector"}),
+    MetricEntry("ps_perturb", f"{_X}.ps:PS_PERTURB", "PS-perturb (extrapolation: PS-exact on the paraphrased "
                 "question), forget vs retained facts", f"{_UWC}, Eq. 4"),
-    MetricEntry("ps_similar", f"{_X}.ps:PS_SIMILAR", "row", "PS-similar (coherency: ROUGE-L recall >= 0.5 instead of "
+    MetricEntry("ps_similar", f"{_X}.ps:PS_SIMILAR", "PS-similar (coherency: ROUGE-L recall >= 0.5 instead of "
                 "exact match), forget vs retained facts", f"{_UWC}, Eq. 5"),
-    MetricEntry("tradeoff", f"{_X}.summary:TRADEOFF", "summary", "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per "
-                "target, mean ± std; and off the mean envelope), Success-DU", "Wu et al. 2025, Table 1, Def. 2"),
-    MetricEntry("acc_at_superficial", f"{_X}.summary:ACC_AT_SUPERFICIAL", "summary", "per target the best accuracy "
-                "among settings that forget the target itself (0 if none), mean ± std", "Wu et al. 2025, Table 2"),
+    MetricEntry("tradeoff", f"{_X}.summary:TRADEOFF", "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per target, mean ± "
+                "std; and off the mean envelope), Success-DU", "Wu et al. 2025, Table 1, Def. 2", "summary"),
+    MetricEntry("acc_at_superficial", f"{_X}.summary:ACC_AT_SUPERFICIAL", "per target the best accuracy among "
+                "settings that forget the target itself (0 if none), mean ± std", "Wu et al. 2025, Table 2", "summary"),
 ))
 
 #: What `dukb evaluate` computes without --metrics: the paper's protocol.
@@ -463,8 +465,8 @@ def attacks_table() -> Table:
                  "model and the model is probed again.")
 
 
-__all__ = ["ATTACKS", "AttackEntry", "CONTROL_STRATEGIES", "ControlEntry", "DEFAULT_METRICS", "METHODS", "METRICS",
-           "MethodEntry", "MetricEntry", "Option", "PRESETS", "Preset", "SELECTION_RULES", "attack_names",
+__all__ = ["ATTACKS", "AttackEntry", "CONTROL_STRATEGIES", "ControlEntry", "DEFAULT_METRICS", "Entry", "METHODS",
+           "METRICS", "MethodEntry", "MetricEntry", "Option", "PRESETS", "Preset", "SELECTION_RULES", "attack_names",
            "attack_settings_help", "attacks_help", "attacks_table", "default_metrics", "document_methods",
            "method_names", "methods_help", "methods_table", "metrics_help", "metrics_table", "preset_names",
            "presets_table", "scopes_table", "selection_rules"]
