@@ -2,9 +2,11 @@
 
 Each :class:`Family` holds everything dukb chooses per model family: the name substrings that detect it, its prompt
 preset (:data:`dukb.neural.spec.PROMPT_PRESETS`), its QA finetuning preset (:class:`dukb.neural.train.TrainConfig`)
-and the learning rates of the gradient methods. A new model family is one entry here. The method modules read their
-rates from :func:`family_lrs` (``GA_LR`` etc. are views of this table) and the run identity records the family's
-name (``family``) and the resolved rates of every row (``setting["lr"]``), so a change here shows in the identity.
+and the base learning rate of the gradient methods, from which each learning-rate kind (:data:`LR_KINDS`, declared
+once per kind) derives its rate. A new model family is one entry here, and a new kind one :class:`LrKind`. The method
+modules read their rates from :func:`family_lrs` (``GA_LR`` etc. are views of this table) and the run identity
+records the family's name (``family``) and the resolved rates of every row (``setting["lr"]``), so a change here shows
+in the identity.
 
 Sources: Wu et al. 2025, App. H (the paper's finetuning presets for GPT2-XL, Phi-1.5 and Llama: batch 16, lr 2e-5 /
 2e-5 / 1e-5, 15 / 10 / 10 epochs); the tiny and SmolLM2 presets were measured by dukb (bench/RESULTS.md).
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from dukb.neural.registry import Registry
 from dukb.neural.tables import Table
 from dukb.neural.trainconfig import TrainConfig
+
 
 @dataclass(frozen=True)
 class LrKind:

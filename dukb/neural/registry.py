@@ -143,6 +143,11 @@ class Registry(Mapping):
         return out
 
 
+def _as_tuple(value):
+    """Lists and tuples as tuples (so that a declared tuple equals an object's list); anything else as it is."""
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
 def compare_fields(entry, obj, fields: dict[str, Callable[[Any], Any] | str]) -> dict:
     """The differences between an entry's declared fields and an object's attributes.
 
@@ -154,12 +159,11 @@ def compare_fields(entry, obj, fields: dict[str, Callable[[Any], Any] | str]) ->
     Returns:
         {field: (declared, actual)} for each field whose values differ (tuples and lists compare as tuples).
     """
-    norm = (lambda v: tuple(v) if isinstance(v, (list, tuple)) else v)
     out = {}
     for name, how in fields.items():
         actual = how(obj) if callable(how) else getattr(obj, how)
         declared = getattr(entry, name)
-        if norm(declared) != norm(actual):
+        if _as_tuple(declared) != _as_tuple(actual):
             out[name] = (declared, actual)
     return out
 
