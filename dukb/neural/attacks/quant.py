@@ -24,7 +24,7 @@ import math
 import torch
 
 from dukb import InputError
-from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known
 from dukb.neural.bounds import Range
 
 
@@ -183,10 +183,10 @@ def _quant(bits: int):
     return quant
 
 
-register(Attack("quant8", "int8 weight-only RTN quantization of every Linear (torchao), then probe",
-                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(8)))
-register(Attack("quant4", "int4 weight-only RTN quantization in groups of `group` input channels (torchao), then "
+QUANT8 = Attack("quant8", "int8 weight-only RTN quantization of every Linear (torchao), then probe",
+                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(8))
+QUANT4 = Attack("quant4", "int4 weight-only RTN quantization in groups of `group` input channels (torchao), then "
                 "probe", "Zhang et al. 2025, arXiv 2410.16454", {"group": 32}, _quant(4),
-                ranges={"group": Range(1, 1024, why="a power of two")}))
-register(Attack("quant16", "control: every weight rounded to float16 and back; must change no answer",
-                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(16)))
+                ranges={"group": Range(1, 1024, why="a power of two")})
+QUANT16 = Attack("quant16", "control: every weight rounded to float16 and back; must change no answer",
+                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(16))

@@ -27,15 +27,7 @@ import dataclasses
 import random
 
 from dukb import InputError
-from dukb.neural.attacks.base import (
-    Attack,
-    AttackContext,
-    AttackOutcome,
-    known_table,
-    plain_copy,
-    probe_known,
-    register,
-)
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, plain_copy, probe_known
 from dukb.neural.bounds import STEPS, Range
 from dukb.neural.data import encode_qa
 from dukb.neural.finetune import answer_token_loss
@@ -146,9 +138,9 @@ def _check(s: dict) -> None:
 
 
 relearn.check = _check
-register(Attack("relearn", "finetune a copy for `steps` steps on `facts` facts outside the forget set (mode "
+RELEARN = Attack("relearn", "finetune a copy for `steps` steps on `facts` facts outside the forget set (mode "
                 "neighbours: sharing a person with it; half: a random half of the target's forgotten premises; target: "
                 "the target itself; random: about people it does not mention, the control), then probe", "Hu et al. 2025, arXiv 2406.13356",
                 {"mode": "neighbours", "facts": 8, "steps": 8, "lr": 0.0}, relearn,
                 ranges={"facts": Range(1, 1_000_000), "steps": STEPS,
-                        "lr": Range(0, 10, integer=False, why="0 = the model family's finetuning rate")}))
+                        "lr": Range(0, 10, integer=False, why="0 = the model family's finetuning rate")})

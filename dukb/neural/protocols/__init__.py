@@ -16,9 +16,9 @@ Source: dukb (the protocol skeleton); each entry names its paper.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
+from dukb.neural.registry import Registry, import_target
 from dukb.neural.tables import Table
 
 
@@ -64,12 +64,12 @@ class ProtocolInfo:
         target = getattr(self, part)
         if not target:
             raise ValueError(f"protocol {self.name} has no {part}")
-        module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return import_target(target)
 
 
-#: name -> :class:`ProtocolInfo`, in the order `dukb methods` lists them.
-PROTOCOLS: dict[str, ProtocolInfo] = {}
+#: name -> :class:`ProtocolInfo`, in the order `dukb methods` lists them (a :class:`dukb.neural.registry.Registry`
+#: whose entries are their own objects: each part is imported by :meth:`ProtocolInfo.load`).
+PROTOCOLS: Registry = Registry("protocol")
 
 
 def register(info: ProtocolInfo) -> ProtocolInfo:
@@ -78,10 +78,7 @@ def register(info: ProtocolInfo) -> ProtocolInfo:
     Raises:
         ValueError: the name is taken.
     """
-    if info.name in PROTOCOLS:
-        raise ValueError(f"protocol {info.name!r} is registered twice")
-    PROTOCOLS[info.name] = info
-    return info
+    return PROTOCOLS.add(info)
 
 
 def get_protocol(name: str) -> ProtocolInfo:

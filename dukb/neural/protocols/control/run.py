@@ -204,13 +204,14 @@ class ControlProtocol(Protocol):
         known there and are left out of ``accuracy_all_facts_heldout``). ``seen``: the forms the model's method
         trained on or was selected on (``probe_forms_seen``, :data:`CALIBRATION_FORMS` and the method's in-loop
         forms; none for θ_o)."""
-        from dukb.neural.metrics.heldout import heldout_forgotten
-        from dukb.neural.metrics.ps import ps_vector
-        from dukb.neural.metrics.recall import success_du_all
+        from dukb.neural.metrics import metric_call
         from dukb.neural.probe import probe
         from dukb.neural.unlearn import probe_until_elicited
 
-        fields = ps_vector(pred, forget_items, self.ev_items, self.para, search=self.cfg.search)
+        # the metrics through the one registry, by name
+        success_du_all = metric_call("recall", "success_du")
+        heldout_forgotten = metric_call("recall_heldout", "forgotten")
+        fields = metric_call("ps_exact", "vector")(pred, forget_items, self.ev_items, self.para, search=self.cfg.search)
         df = probe(pred, self.qa, generate=True, rouge=False, logprob=False)
         gone = df[~df["known"].astype(bool)]
         fields["forgotten_relationships"] = sorted(int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"])

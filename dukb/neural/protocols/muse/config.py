@@ -220,8 +220,11 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
 
     Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4); Wu et al. 2025, Definition 2 (Success-DU).
     """
+    from dukb.neural.metrics import metric_call
     from dukb.neural.metrics.mia import privleak
-    from dukb.neural.metrics.muse import knowmem, text_mia_scores, verbmem
+    from dukb.neural.metrics.muse import text_mia_scores
+
+    knowmem, verbmem = metric_call("knowmem", "score"), metric_call("verbmem", "score")  # through the registry
 
     f_qa, f_txt = _items_for(kb, splits.forget)
     r_qa, r_txt = _items_for(kb, splits.retain_eval)
