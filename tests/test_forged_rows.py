@@ -5,7 +5,7 @@ FILE:LINE with its reason, listed in report.md's "Damaged journal lines", and le
 which equal those of the run without it. Forged here: a share out of [0, 1] (recall 1.5, -1 and 1e308, accuracy 2.0,
 success_du 5; a ROUGE-L, AUC or probability of muse, rwku or control above 1), a target, method, swept parameter or grid value outside config.json's identity, a second row of a
 key with other values (an identical one is kept once, noted), a row without ``recall`` when the run computes it, and
-a JSON object giving a key twice. A resume (:class:`dukb.neural.runs.ResultsFile`) moves the forged lines it can
+a JSON object giving a key twice. A resume (:class:`dukb.neural.run.journal.ResultsFile`) moves the forged lines it can
 judge without the config aside.
 
 Run directories are written by hand (no model is trained).
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dukb.cli.main import main
-from dukb.neural import runs
+from dukb.neural.run import files as run_files, journal as run_journal, rows as run_rows
 from tests.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: the plan of the hand-made run: evaluate_rows' two targets, GA over steps 1 and 2, the default metrics
@@ -103,7 +103,7 @@ def test_each_forged_row_alone_leaves_the_numbers_of_the_valid_rows(case, tmp_pa
     """One forged line at a time, read as `dukb report` reads it: named with its reason, the rest kept intact."""
     line, reason = _cases()[case]
     run = _run(tmp_path / "run", [line])
-    journal = runs.report_journal(run / "results.jsonl", "evaluate", key=runs.evaluate_row_key,
+    journal = run_journal.report_journal(run / "results.jsonl", "evaluate", key=run_rows.evaluate_row_key,
                                   config=json.loads((run / "config.json").read_text()))
     assert journal.rows == evaluate_rows()
     assert [(d.line, reason in d.reason) for d in journal.damaged] == [(5, True)], journal.damaged
@@ -122,9 +122,9 @@ def test_a_huge_recall_never_reaches_the_std(tmp_path, capsys):
 
 def test_without_an_identity_the_plan_is_not_checked(tmp_path):
     """A hand-made or older run without config.json's identity: rows are checked for range and keys only."""
-    assert runs.evaluate_plan_check({}) is None
-    assert runs.evaluate_plan_check({"identity": "x"}) is None
-    check = runs.evaluate_plan_check({"identity": {"targets": [28]}})
+    assert run_rows.evaluate_plan_check({}) is None
+    assert run_rows.evaluate_plan_check({"identity": "x"}) is None
+    check = run_rows.evaluate_plan_check({"identity": {"targets": [28]}})
     assert check(evaluate_rows()[0]) is None
     assert check(evaluate_rows()[-1]) == "field target: 31 is not a target of the run (config.json)"
 
@@ -136,18 +136,18 @@ def test_a_resume_moves_forged_rows_aside(tmp_path):
                                                          "field setting.", "field recall: missing"))]
     run = _run(tmp_path / "run", [line for line, _ in cases])
     log: list[str] = []
-    results = runs.ResultsFile(run / "results.jsonl", key=runs.evaluate_row_key, log=log.append)
+    results = run_journal.ResultsFile(run / "results.jsonl", key=run_rows.evaluate_row_key, log=log.append)
     assert results.rows == evaluate_rows()
     assert (run / "results.jsonl").read_text() == "".join(json.dumps(r) + "\n" for r in evaluate_rows())
-    moved = [json.loads(x) for x in (run / runs.DAMAGED_NAME).read_text().splitlines()]
+    moved = [json.loads(x) for x in (run / run_journal.DAMAGED_NAME).read_text().splitlines()]
     assert [(m["line"], m["reason"]) for m in moved] == [(i, reason) for i, (_, reason) in enumerate(cases, 5)]
     assert len(log) == len(cases)
 
 
 def test_json_problem_refuses_a_key_given_twice():
-    assert runs.json_problem('{"a": 1, "a": 1}')[1] == 'not JSON: the key "a" is given twice in one object'
-    assert runs.json_problem('{"a": {"b": 1, "b": 2}}')[1].startswith('not JSON: the key "b" is given twice')
-    assert runs.json_problem('{"a": 1, "b": [{"a": 2}]}') == ({"a": 1, "b": [{"a": 2}]}, "", None)
+    assert run_files.json_problem('{"a": 1, "a": 1}')[1] == 'not JSON: the key "a" is given twice in one object'
+    assert run_files.json_problem('{"a": {"b": 1, "b": 2}}')[1].startswith('not JSON: the key "b" is given twice')
+    assert run_files.json_problem('{"a": 1, "b": [{"a": 2}]}') == ({"a": 1, "b": [{"a": 2}]}, "", None)
 
 
 #: protocol -> (valid rows, forged lines after them with their reasons): a share out of range, a second row of a key

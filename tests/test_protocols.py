@@ -15,7 +15,8 @@ from dukb import InputError
 from dukb.neural.protocols import PROTOCOLS, get_protocol, protocols_table, register
 from dukb.neural.protocols.base import Protocol
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import IDENTITY_VERSION, JOINABLE_PROTOCOLS, holds_run_lock
+from dukb.neural.run.identity import IDENTITY_VERSION
+from dukb.neural.run.lock import JOINABLE_PROTOCOLS, holds_run_lock
 
 
 def test_registry_lists_every_protocol_command_and_its_parts_import():

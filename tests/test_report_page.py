@@ -207,7 +207,8 @@ def test_summary_csv_labels_every_reading(tmp_path):
 
 
 def test_results_writer_writes_nan_as_null(tmp_path):
-    from dukb.neural.runs import ResultsFile, read_results, row_check
+    from dukb.neural.run.journal import ResultsFile, read_results
+    from dukb.neural.run.rows import row_check
 
     f = ResultsFile(tmp_path / "results.jsonl")
     row = {"method": "du_npo_gdr", "target": 3, "param": "steps", "setting": {"steps": 1}, "recall": 1.0,

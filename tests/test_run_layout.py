@@ -26,8 +26,10 @@ import yaml
 
 from dukb.cli.main import main
 from dukb.kb import load_kb
-from dukb.neural.runs import (BOOKKEEPING_DIR, COMMANDS_LOG, IDENTITY_VERSION, LOCK_NAME, RunIdentityError,
-                              UnitClaims, bookkeeping_path, claim_run, record_units, release_run, unfinished_units)
+from dukb.neural.run.files import BOOKKEEPING_DIR, COMMANDS_LOG, LOCK_NAME, bookkeeping_path
+from dukb.neural.run.identity import IDENTITY_VERSION, RunIdentityError
+from dukb.neural.run.lock import claim_run, release_run
+from dukb.neural.run.units import UnitClaims, record_units, unfinished_units
 
 #: config.json's fields that identify a run (its output directory and provenance aside)
 IDENTITY_FIELDS = ("identity", "kb_fingerprint", "rules_fingerprint", "targets", "methods", "grids", "scopes")
@@ -38,7 +40,7 @@ def plan_only(monkeypatch):
     """`dukb evaluate` runs its plan stage only: the model stage writes config.json (as the real one does before it
     probes) and records the identity; no model is loaded, no unit runs, no report is rendered."""
     from dukb.neural.protocols.evaluate.run import EvaluateProtocol
-    from dukb.neural.runs import write_json_atomic
+    from dukb.neural.run.files import write_json_atomic
 
     seen: list[dict] = []
 
@@ -168,7 +170,7 @@ def test_commands_log_has_one_line_per_invocation(tmp_path, kb_dir, plan_only, m
 
 def test_an_invocation_joining_a_live_run_is_logged_as_a_worker(tmp_path):
     """The role of an invocation in commands.log: owner, resume (the run existed) or worker (it shared the lock)."""
-    from dukb.neural.runs import log_invocation
+    from dukb.neural.run.lock import log_invocation
 
     log_invocation(tmp_path, "worker", ["dukb", "evaluate", "-o", "a b", "--resume"])
     line = (tmp_path / COMMANDS_LOG).read_text()

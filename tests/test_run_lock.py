@@ -1,6 +1,6 @@
 """One writer per run directory and a journal that never drops a valid row silently (issue: hardening).
 
-- the lock (RUN_DIR/.dukb/run.lock, :func:`dukb.neural.runs.claim_run`): a second process with other settings is refused
+- the lock (RUN_DIR/.dukb/run.lock, :func:`dukb.neural.run.lock.claim_run`): a second process with other settings is refused
   at once with one line naming the directory and the holder; one with the same settings and more targets waits,
   then resumes; an evaluate with exactly the same settings joins the live run as another worker
   (tests/test_work_units.py); a SIGKILLed holder's lock is gone;
@@ -27,9 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from dukb.neural.runs import (DAMAGED_NAME, IDENTITY_VERSION, LOCK_NAME, ResultsFile, RunIdentityError,
-                              bookkeeping_path, claim_run, holds_run_lock, provenance, read_journal, read_results,
-                              release_run)
+from dukb.neural.run.files import LOCK_NAME, bookkeeping_path
+from dukb.neural.run.identity import IDENTITY_VERSION, RunIdentityError
+from dukb.neural.run.journal import DAMAGED_NAME, ResultsFile, read_journal, read_results
+from dukb.neural.run.lock import claim_run, holds_run_lock, release_run
+from dukb.neural.run.provenance import provenance
 from conftest import DEVICE  # noqa: E402
 
 ID = {"identity_version": IDENTITY_VERSION, "kb": "abc", "lr": None, "targets": [1, 2],
@@ -39,7 +41,8 @@ EXT = ("targets", "methods")
 HOLDER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from dukb.neural.runs import claim_run, write_json_atomic
+    from dukb.neural.run.files import write_json_atomic
+    from dukb.neural.run.lock import claim_run
     run, identity, hold = Path(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
     merged, added, old = claim_run(run, "evaluate", identity, extendable=("targets", "methods"))
     write_json_atomic(run / "config.json", {"protocol": "evaluate", "identity": merged})

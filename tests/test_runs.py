@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from dukb import InputError
 from dukb.kb import load_kb
-from dukb.neural.runs import (IDENTITY_VERSION, Difference, ResultsFile, RunIdentityError, identity_differences,
-                              merge_identity, open_run, read_results)
+from dukb.neural.run.identity import (IDENTITY_VERSION, Difference, RunIdentityError, identity_differences,
+                                      merge_identity, open_run)
+from dukb.neural.run.journal import ResultsFile, read_results
 from dukb.solver.rules import load_rules
 
 BASE = {"identity_version": IDENTITY_VERSION, "kb": "abc", "seed": 0, "lr": None,
@@ -163,7 +164,7 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
     unfinished_units names those whose claim is missing or not done; a run without a plan gives None."""
     import json
 
-    from dukb.neural.runs import UnitClaims, record_units, unfinished_note, unfinished_units
+    from dukb.neural.run.units import UnitClaims, record_units, unfinished_note, unfinished_units
 
     run = tmp_path / "run"
     assert unfinished_units(run) is None and unfinished_note(run, "(ratio, method)") == ""
@@ -188,7 +189,7 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
 def test_a_complete_unit_whose_worker_died_before_done_is_marked_done(tmp_path):
     """A worker killed after a unit's last row but before its claim said done: the next worker finds nothing
     pending, marks the claim done and runs nothing, so `dukb report` does not name the unit."""
-    from dukb.neural.runs import UnitClaims, claimed_units, record_units, unfinished_units
+    from dukb.neural.run.units import UnitClaims, claimed_units, record_units, unfinished_units
 
     run = tmp_path / "run"
     record_units(run, [("t", "ga"), ("t", "npo")])
@@ -214,7 +215,7 @@ def test_a_claim_keeps_when_it_was_claimed_once_done(tmp_path):
     marked done, while ``since`` moves to the last write: the time a unit was taken survives its finish."""
     import time
 
-    from dukb.neural.runs import UnitClaims
+    from dukb.neural.run.units import UnitClaims
 
     claims = UnitClaims(tmp_path, "w1")
     try:
@@ -238,29 +239,29 @@ def test_the_probe_cache_key_covers_items_judge_settings_and_code(tmp_path, monk
 
     import pandas as pd
 
-    import dukb.neural.runs as runs
+    from dukb.neural.run import probecache
     from dukb.kb.generate import generate
     from dukb.kb.probes import make_probes
 
     kb, _ = generate(8, seed=1)
     items = make_probes(kb, ("qa", "yes"))[:6]
-    k0 = runs.probe_cache_key({"w": 1}, items, {"batch_size": 8})
-    assert k0 == runs.probe_cache_key({"w": 1}, list(items), {"batch_size": 8})
+    k0 = probecache.probe_cache_key({"w": 1}, items, {"batch_size": 8})
+    assert k0 == probecache.probe_cache_key({"w": 1}, list(items), {"batch_size": 8})
     other = [dataclasses.replace(items[0], match="exact")] + items[1:]
-    keys = {runs.probe_cache_key({"w": 1}, other, {"batch_size": 8}),
-            runs.probe_cache_key({"w": 1}, items[::-1], {"batch_size": 8}),
-            runs.probe_cache_key({"w": 2}, items, {"batch_size": 8}),
-            runs.probe_cache_key({"w": 1}, items, {"batch_size": 16})}
-    monkeypatch.setattr(runs, "source_fingerprint", lambda: "edited")
-    keys.add(runs.probe_cache_key({"w": 1}, items, {"batch_size": 8}))
+    keys = {probecache.probe_cache_key({"w": 1}, other, {"batch_size": 8}),
+            probecache.probe_cache_key({"w": 1}, items[::-1], {"batch_size": 8}),
+            probecache.probe_cache_key({"w": 2}, items, {"batch_size": 8}),
+            probecache.probe_cache_key({"w": 1}, items, {"batch_size": 16})}
+    monkeypatch.setattr(probecache, "source_fingerprint", lambda: "edited")
+    keys.add(probecache.probe_cache_key({"w": 1}, items, {"batch_size": 8}))
     assert len(keys) == 5 and k0 not in keys
     table = pd.DataFrame({"kind": [it.kind for it in items], "fact_kind": [it.fact_kind for it in items],
                           "fact_id": [it.fact_id for it in items], "known": [i % 2 == 0 for i in range(6)]})
-    path = tmp_path / runs.PROBE_CACHE_NAME
-    assert runs.write_probe_cache(path, k0, table)
-    back = runs.read_probe_cache(path, k0)
+    path = tmp_path / probecache.PROBE_CACHE_NAME
+    assert probecache.write_probe_cache(path, k0, table)
+    back = probecache.read_probe_cache(path, k0)
     assert back.to_dict("list") == table.to_dict("list")
     said = []
-    assert runs.read_probe_cache(path, "other", log=said.append) is None and "other weights" in said[0]
-    monkeypatch.setattr(runs, "PROBE_CACHE_BYTES", 100)
-    assert not runs.write_probe_cache(tmp_path / "big.json", k0, table) and not (tmp_path / "big.json").exists()
+    assert probecache.read_probe_cache(path, "other", log=said.append) is None and "other weights" in said[0]
+    monkeypatch.setattr(probecache, "PROBE_CACHE_BYTES", 100)
+    assert not probecache.write_probe_cache(tmp_path / "big.json", k0, table) and not (tmp_path / "big.json").exists()

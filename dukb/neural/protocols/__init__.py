@@ -8,7 +8,7 @@ predates this package.
 
 Adding a protocol: a folder ``dukb/neural/protocols/<name>/`` with ``config.py`` (a
 :class:`dukb.neural.runconfig.RunConfig` subclass with ``check()``), ``run.py`` (a :class:`Protocol` subclass and
-its entry function, decorated with :func:`dukb.neural.runs.holds_run_lock`) and ``report.py`` (its renderer), then
+its entry function, decorated with :func:`dukb.neural.run.lock.holds_run_lock`) and ``report.py`` (its renderer), then
 one :func:`register` call below.
 
 Source: dukb (the protocol skeleton); each entry names its paper.

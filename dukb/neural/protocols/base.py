@@ -15,7 +15,7 @@ A protocol subclass implements
 - :meth:`Protocol.report`: render summary.csv, report.md and figures from the run directory's files alone.
 
 :meth:`Protocol.execute` runs the stages; :meth:`Protocol.work` runs the units. Units are claimed atomically in
-RUN_DIR/.dukb/units (:class:`dukb.neural.runs.UnitClaims`), so a second invocation of the same command with
+RUN_DIR/.dukb/units (:class:`dukb.neural.run.units.UnitClaims`), so a second invocation of the same command with
 ``--resume`` on a live run joins it as another worker, under any launcher (several shells, a SLURM array, torchrun
 without a process group); a killed worker's units are taken over once its claims go stale. A unit's rows depend on
 the unit and the seed only, never on which process computed them or in what order.
@@ -33,8 +33,10 @@ from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import (ResultsFile, UnitClaims, claim_run, claimed_units, confirm_run, open_to_workers,
-                              read_results, record_units, render_lock, run_role, worker_id)
+from dukb.neural.run.journal import ResultsFile, read_results
+from dukb.neural.run.lock import claim_run, confirm_run, open_to_workers, render_lock, run_role
+from dukb.neural.run.provenance import worker_id
+from dukb.neural.run.units import UnitClaims, claimed_units, record_units
 
 
 class RowMissing(Exception):
@@ -53,12 +55,12 @@ class Protocol(abc.ABC):
 
     Attributes (set by the stages):
         run: the run directory (Path); cfg: the checked config; resume, progress, log: as given.
-        worker: this process's id (:func:`dukb.neural.runs.worker_id`), recorded in every row it writes.
+        worker: this process's id (:func:`dukb.neural.run.provenance.worker_id`), recorded in every row it writes.
         identity: the run identity after :meth:`claim` (dict); added: what this invocation adds to it;
         old_record: the config.json found in RUN_DIR ({} for a new run).
         joined: this invocation joined a live run as another worker (it writes no config.json or caches).
-        results: the run's :class:`dukb.neural.runs.ResultsFile`.
-        claims: this worker's :class:`dukb.neural.runs.UnitClaims` (None: the units are this process's alone).
+        results: the run's :class:`dukb.neural.run.journal.ResultsFile`.
+        claims: this worker's :class:`dukb.neural.run.units.UnitClaims` (None: the units are this process's alone).
     """
 
     name: ClassVar[str] = ""
@@ -170,10 +172,10 @@ class Protocol(abc.ABC):
 
     def claim(self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None,
               other_results=()) -> None:
-        """Lock RUN_DIR for this run (:func:`dukb.neural.runs.claim_run`: a run with other settings is refused
+        """Lock RUN_DIR for this run (:func:`dukb.neural.run.lock.claim_run`: a run with other settings is refused
         before anything in it is touched; the invocation is logged in RUN_DIR/commands.log; once :meth:`plan`
         returns, :meth:`execute` confirms the claim and the command line writes RUN_DIR/config.yaml,
-        :func:`dukb.neural.runs.confirm_run`), note whether this invocation joins a live run as a
+        :func:`dukb.neural.run.lock.confirm_run`), note whether this invocation joins a live run as a
         worker, and open results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
 
         Args:

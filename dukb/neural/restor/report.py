@@ -21,7 +21,7 @@ from dukb.neural.restor.facts import FactProbe
 from dukb.neural.restor.files import load_run
 from dukb.neural.restor.states import (DEGRADED, FORGET, RECOVERY, STATES, STATES_A, STATES_B, UNAFFECTED, UNCHANGED,
                                        fact_state, fact_states, logprob_means, partition, summarize_model)
-from dukb.neural.runs import journal_note
+from dukb.neural.run.journal import journal_note
 
 
 def method_label(row: dict, rows: Sequence[dict] = ()) -> str:

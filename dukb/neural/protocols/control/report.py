@@ -13,7 +13,9 @@ from pathlib import Path
 
 from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
 from dukb.neural.metrics.summary import short_number, wrap_prose
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
+from dukb.neural.run.units import unfinished_note, unfinished_units
 
 #: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
 PS_COLUMNS = ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
@@ -184,7 +186,7 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
         {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot; its
         PDF lies beside its PNG),
         and ``unfinished_units``: the (ratio, method) work units no worker finished
-        (:func:`dukb.neural.runs.unfinished_units`; "" is θ_o's unit), also named in report.md.
+        (:func:`dukb.neural.run.units.unfinished_units`; "" is θ_o's unit), also named in report.md.
 
     A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN,
     a ratio splits.json does not hold) is warned on stderr as FILE:LINE, left out and listed in report.md.

@@ -10,7 +10,7 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
 4. ``resume`` continues a run in the same RUN_DIR, skipping rows already written; a killed run leaves a valid file
    (each row is one flushed line; a torn last line is dropped on resume). The run's identity (config.json) must
    match: a resume with any other row-changing setting is refused with the differing keys; targets and methods
-   may be added (:mod:`dukb.neural.runs`).
+   may be added (:mod:`dukb.neural.run`).
 5. Report: report.md, appendix.md, summary.csv, facts.csv, accuracy_recall.png/.pdf (:mod:`dukb.neural.protocols.evaluate.report`).
 """
 
@@ -215,7 +215,7 @@ def method_identity(m, scope: str, grid, schedule: str = "separate", family: str
 
 def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str,
                  metrics=(), schedules: dict | None = None) -> dict:
-    """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.runs`).
+    """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.run`).
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
@@ -233,7 +233,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     from dukb.neural.models import TINY_CONFIG, model_fingerprint
     from dukb.neural.pipeline import finetune_config
     from dukb.neural.plan import EXACT_LIMITS
-    from dukb.neural.runs import IDENTITY_VERSION
+    from dukb.neural.run.identity import IDENTITY_VERSION
 
     if cfg.finetuned:
         model = {"finetuned": model_fingerprint(cfg.finetuned)}

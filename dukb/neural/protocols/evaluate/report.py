@@ -18,7 +18,9 @@ from dukb.neural.metrics.summary import (ACCURACY, ANY_SETTING, COUNT, ENVELOPE,
                                          superficial, target_tradeoff, tradeoff, wrap_prose)
 from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.plots import figure_markdown
-from dukb.neural.runs import evaluate_row_key, journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
+from dukb.neural.run.rows import evaluate_row_key, missing_units  # noqa: F401
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
@@ -474,7 +476,7 @@ def render(run_dir) -> dict:
 
     Returns:
         dict of written paths (summary, report, appendix, facts, plot) and ``missing_units``: the (target, method,
-        value) units of the run's identity without a row (:func:`dukb.neural.runs.missing_units`), also named in report.md.
+        value) units of the run's identity without a row (:func:`dukb.neural.run.rows.missing_units`), also named in report.md.
 
     Raises:
         FileNotFoundError: no results.jsonl; ValueError: it holds no rows; InputError: a file read is not a

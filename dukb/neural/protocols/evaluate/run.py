@@ -24,7 +24,9 @@ from dukb.neural.protocols.base import Protocol
 from dukb.neural.protocols.evaluate.config import (EXTENDABLE, PROBE, EvaluateConfig, _attacks_of, _model_spec,
                                                    finetune_cache_key, run_identity)
 from dukb.neural.runconfig import parse_layers
-from dukb.neural.runs import SHARD_GLOB, holds_run_lock, merge_shards, provenance
+from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.run.provenance import provenance
+from dukb.neural.run.units import SHARD_GLOB, merge_shards
 
 
 class EvaluateProtocol(Protocol):
@@ -51,7 +53,7 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.metrics.heldout import check_heldout
         from dukb.neural.models import resolve_device, resolve_dtype
         from dukb.neural.plan import build_plan, choose_targets
-        from dukb.neural.runs import history_entry
+        from dukb.neural.run.identity import history_entry
         from dukb.solver.closure import compute_closure
 
         cfg = self.cfg
@@ -139,8 +141,8 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.models import load_model, model_fingerprint
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
-        from dukb.neural.runs import (PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_json_atomic,
-                                      write_probe_cache)
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
 
         cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
         model_key = finetune_cache_key(self.identity)
@@ -330,7 +332,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     Raises:
         InputError: bad configuration, a run_dir holding a different run, or results present without ``resume``;
             run_dir in use by another process with other settings (or without ``resume``; with the same settings
-            and ``resume`` this joins it as another worker, :func:`dukb.neural.runs.claim_run`).
+            and ``resume`` this joins it as another worker, :func:`dukb.neural.run.lock.claim_run`).
 
     Source: Wu et al. 2025, Sec. 4 and App. C/H (protocol), Eq. 1-2 (metrics).
     """

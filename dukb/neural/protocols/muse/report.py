@@ -14,7 +14,9 @@ from pathlib import Path
 from dukb import InputError
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
 from dukb.neural.metrics.summary import setting_label
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
+from dukb.neural.run.units import unfinished_note, unfinished_units
 
 COLUMNS = (("verbmem_forget", "VerbMem ↓"), ("knowmem_forget", "KnowMem forget ↓"),
            ("knowmem_retain", "KnowMem retain ↑"))
@@ -220,7 +222,7 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
         {"summary", "report", "scalability", "sustainability", "roc"} -> paths (None for an absent figure; a figure's
         PDF lies beside its PNG), and
         ``unfinished_units``: the (request, method) work units no worker finished
-        (:func:`dukb.neural.runs.unfinished_units`; method "" is a request's reference rows), also named in report.md.
+        (:func:`dukb.neural.run.units.unfinished_units`; method "" is a request's reference rows), also named in report.md.
 
     A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN)
     is warned on stderr as FILE:LINE, left out and listed in report.md.

@@ -28,7 +28,7 @@ from dukb.neural.protocols.base import Protocol, RowMissing
 from dukb.neural.protocols.muse.config import (CURVE_METHODS, MUSE_METHODS, MUSE_TRAINING_VERSION,  # noqa: F401
                                                SCORED_FORMS, MuseConfig, _finetune_cached, _items_for, _lr_entry,
                                                model_metrics, muse_row_key, plan_requests)
-from dukb.neural.runs import holds_run_lock
+from dukb.neural.run.lock import holds_run_lock
 
 
 class MuseProtocol(Protocol):
@@ -53,7 +53,9 @@ class MuseProtocol(Protocol):
         from dukb.neural.pipeline import finetune_config
         from dukb.neural.plan import choose_targets, load_kb_closure
         from dukb.neural.protocols.rwku.config import check_corpus_methods
-        from dukb.neural.runs import IDENTITY_VERSION, history_entry, provenance, write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
+        from dukb.neural.run.provenance import provenance
         from dukb.solver.splits import base_split, forget_set
 
         cfg = self.cfg
@@ -135,7 +137,7 @@ class MuseProtocol(Protocol):
     def model(self) -> None:
         """f_target: finetuned on every trained fact's QA pair and statement (the KB minus the holdout; cached under
         everything it depends on), or the given ``--finetuned``."""
-        from dukb.neural.runs import sha256_json
+        from dukb.neural.run.identity import sha256_json
 
         cfg, kb = self.cfg, self.kb
         trained_qa, trained_txt = _items_for(kb, self.base.trained())
@@ -157,7 +159,10 @@ class MuseProtocol(Protocol):
     def retrain_for(self, cum: str):
         """f_retrain of a cumulative forget set: finetuned like f_target on the trained facts minus the forget set,
         cached under RUN_DIR/models/retrain-<hash>."""
-        from dukb.neural.runs import CLAIM_TIMEOUT, bookkeeping_dir, file_lock, sha256_json
+        from dukb.neural.run.files import bookkeeping_dir
+        from dukb.neural.run.identity import sha256_json
+        from dukb.neural.run.lock import file_lock
+        from dukb.neural.run.units import CLAIM_TIMEOUT
 
         sp = self.splits[cum]
         qa, txt = _items_for(self.kb, sp.trained_without_forget())
@@ -420,7 +425,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
 
     Raises:
         InputError: bad settings, a directory holding another run or in use by another process
-            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, or several processes (not
+            (:func:`dukb.neural.run.lock.claim_run`), results present without ``resume``, or several processes (not
             supported here).
 
     Source: Shi et al. 2024b (MUSE), Sec. 2-4.

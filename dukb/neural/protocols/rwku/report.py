@@ -15,7 +15,8 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.metrics.summary import setting_label
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
 
 COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
         "rouge_neighbour_qa", "rouge_neighbour_all", "rouge_distant_all", "mia_fm_loss", "mia_rm_loss",
