@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from dukb.cli.main import main
-from dukb.neural.run import files as run_files, journal as run_journal, rows as run_rows
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS, evaluate_plan_check
+from dukb.neural.run import files as run_files, journal as run_journal
 from tests.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: the plan of the hand-made run: evaluate_rows' two targets, GA over steps 1 and 2, the default metrics
@@ -103,8 +104,8 @@ def test_each_forged_row_alone_leaves_the_numbers_of_the_valid_rows(case, tmp_pa
     """One forged line at a time, read as `dukb report` reads it: named with its reason, the rest kept intact."""
     line, reason = _cases()[case]
     run = _run(tmp_path / "run", [line])
-    journal = run_journal.report_journal(run / "results.jsonl", "evaluate", key=run_rows.evaluate_row_key,
-                                  config=json.loads((run / "config.json").read_text()))
+    journal = run_journal.report_journal(run / "results.jsonl", EVALUATE_ROWS,
+                                         config=json.loads((run / "config.json").read_text()))
     assert journal.rows == evaluate_rows()
     assert [(d.line, reason in d.reason) for d in journal.damaged] == [(5, True)], journal.damaged
 
@@ -122,9 +123,9 @@ def test_a_huge_recall_never_reaches_the_std(tmp_path, capsys):
 
 def test_without_an_identity_the_plan_is_not_checked(tmp_path):
     """A hand-made or older run without config.json's identity: rows are checked for range and keys only."""
-    assert run_rows.evaluate_plan_check({}) is None
-    assert run_rows.evaluate_plan_check({"identity": "x"}) is None
-    check = run_rows.evaluate_plan_check({"identity": {"targets": [28]}})
+    assert evaluate_plan_check({}) is None
+    assert evaluate_plan_check({"identity": "x"}) is None
+    check = evaluate_plan_check({"identity": {"targets": [28]}})
     assert check(evaluate_rows()[0]) is None
     assert check(evaluate_rows()[-1]) == "field target: 31 is not a target of the run (config.json)"
 
@@ -136,7 +137,8 @@ def test_a_resume_moves_forged_rows_aside(tmp_path):
                                                          "field setting.", "field recall: missing"))]
     run = _run(tmp_path / "run", [line for line, _ in cases])
     log: list[str] = []
-    results = run_journal.ResultsFile(run / "results.jsonl", key=run_rows.evaluate_row_key, log=log.append)
+    results = run_journal.ResultsFile(run / "results.jsonl", EVALUATE_ROWS.key, log=log.append,
+                                      check=EVALUATE_ROWS.check())
     assert results.rows == evaluate_rows()
     assert (run / "results.jsonl").read_text() == "".join(json.dumps(r) + "\n" for r in evaluate_rows())
     moved = [json.loads(x) for x in (run / run_journal.DAMAGED_NAME).read_text().splitlines()]

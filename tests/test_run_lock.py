@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
 from dukb.neural.run.files import LOCK_NAME, bookkeeping_path
 from dukb.neural.run.identity import IDENTITY_VERSION, RunIdentityError
 from dukb.neural.run.journal import DAMAGED_NAME, ResultsFile, read_journal, read_results
@@ -199,7 +200,7 @@ def test_a_damaged_middle_line_keeps_every_valid_row_and_is_moved_aside_on_resum
     before = p.read_bytes()
     assert read_results(p) and p.read_bytes() == before  # reading never changes the file
 
-    f = ResultsFile(p)  # a resume
+    f = ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())  # a resume
     assert [r["target"] for r in f.rows] == [1, 3, 6] and f.done == {(1, "ga", 1.0), (3, "ga", 1.0), (6, "ga", 1.0)}
     assert p.read_text() == "".join(json.dumps(_row(t)) + "\n" for t in (1, 3, 6))  # a clean journal
     aside = [json.loads(x) for x in (tmp_path / DAMAGED_NAME).read_text().splitlines()]
@@ -215,7 +216,7 @@ def test_a_torn_last_line_is_dropped_with_a_note(tmp_path, capsys):
     p = tmp_path / "results.jsonl"
     p.write_text(json.dumps(_row(1)) + "\n" + '{"target": 2, "meth')
     capsys.readouterr()
-    assert [r["target"] for r in ResultsFile(p).rows] == [1]
+    assert [r["target"] for r in ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check()).rows] == [1]
     assert p.read_text() == json.dumps(_row(1)) + "\n" and not (tmp_path / DAMAGED_NAME).exists()
     assert "torn last line" in capsys.readouterr().err
 

@@ -29,6 +29,7 @@ import pytest
 
 from dukb import InputError
 from dukb.cli.main import main
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
 from dukb.neural.run import files as run_files, journal as run_journal, lock as run_lock
 from dukb.neural.run.files import BOOKKEEPING_DIR, bookkeeping_path, open_append, output_file, write_bytes_atomic
 from dukb.neural.run.journal import ResultsFile
@@ -136,7 +137,7 @@ WRITERS = {
     "write_bytes_atomic": lambda p: write_bytes_atomic(p, b"x"),
     "output_file": output_file,
     "file_lock": lambda p: file_lock(p).__enter__(),
-    "results_append": lambda p: ResultsFile(p).append({"target": 1, "method": "ga", "param": "lr",
+    "results_append": lambda p: ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check()).append({"target": 1, "method": "ga", "param": "lr",
                                                        "setting": {"lr": 1.0}}),
 }
 
@@ -165,7 +166,7 @@ def test_damaged_lines_are_not_moved_into_a_link(tmp_path, bait):
     (run / "results.jsonl").write_text("not json\n")
     os.symlink(bait["file"], run / run_journal.DAMAGED_NAME)
     with pytest.raises(InputError, match="symbolic link"):
-        ResultsFile(run / "results.jsonl")
+        ResultsFile(run / "results.jsonl", EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())
     _untouched(bait)
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dukb import InputError
 from dukb.kb import load_kb
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
 from dukb.neural.run.identity import (IDENTITY_VERSION, Difference, RunIdentityError, identity_differences,
                                       merge_identity, open_run)
 from dukb.neural.run.journal import ResultsFile, read_results
@@ -116,12 +117,12 @@ def test_results_file_cuts_a_torn_line_and_keys_rows(tmp_path):
     p = tmp_path / "results.jsonl"
     row = {"target": 3, "method": "ga", "param": "steps", "setting": {"steps": 2}}
     p.write_text(json.dumps(row) + "\n" + '{"target": 4, "meth')
-    f = ResultsFile(p)
+    f = ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())
     assert f.rows == [row] and (3, "ga", 2.0) in f.done
     assert p.read_text() == json.dumps(row) + "\n"
     f.append(row | {"target": 5})
     assert [r["target"] for r in read_results(p)] == [3, 5]
-    g = ResultsFile(p, key=lambda r: r["target"])
+    g = ResultsFile(p, lambda r: r["target"])
     assert g.done == {3, 5}
 
 
@@ -196,7 +197,7 @@ def test_a_complete_unit_whose_worker_died_before_done_is_marked_done(tmp_path):
     dead = UnitClaims(run, "dead")
     assert dead.claim(("t", "ga"))  # claimed; its rows were written; no done
     dead.close()
-    results = ResultsFile(tmp_path / "r.jsonl")
+    results = ResultsFile(tmp_path / "r.jsonl", EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())
     live = UnitClaims(run, "live")
     finished = {("t", "ga")}  # its rows are on disk
     got = []

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from dukb import InputError
+from dukb.neural.protocols import PROTOCOLS
+from dukb.neural.run.rows import RowSchema
 from dukb.neural.runconfig import RunConfig
 from dukb.neural.run.journal import ResultsFile, read_results
 from dukb.neural.run.lock import claim_run, confirm_run, open_to_workers, render_lock, run_role
@@ -60,6 +62,8 @@ class Protocol(abc.ABC):
         old_record: the config.json found in RUN_DIR ({} for a new run).
         joined: this invocation joined a live run as another worker (it writes no config.json or caches).
         results: the run's :class:`dukb.neural.run.journal.ResultsFile`.
+        row_schema: the protocol's :class:`dukb.neural.run.rows.RowSchema` after :meth:`claim` (None for a
+            protocol that is not registered).
         claims: this worker's :class:`dukb.neural.run.units.UnitClaims` (None: the units are this process's alone).
     """
 
@@ -94,6 +98,7 @@ class Protocol(abc.ABC):
         self.old_record: dict = {}
         self.joined = False
         self.results: ResultsFile | None = None
+        self.row_schema: RowSchema | None = None
         self.claims: UnitClaims | None = None
 
     # ---- the stages ------------------------------------------------------------------------------------------------
@@ -182,14 +187,19 @@ class Protocol(abc.ABC):
             identity: the run identity (row-changing settings).
             extendable: identity keys a resume may add entries to.
             results_path: this process's results file (default RUN_DIR/results.jsonl).
-            row_key: the :class:`ResultsFile` key of a row (default: (target, method, swept value)).
+            row_key: the :class:`ResultsFile` key of a row, for a protocol that is not registered (its rows are then
+                not checked); default: the registered protocol's rows (:attr:`ProtocolInfo.rows
+                <dukb.neural.protocols.ProtocolInfo>`: its row key, and its row model and plan check, against
+                which a resume checks every row already in results.jsonl).
             other_results: further files whose presence means the run holds results (e.g. per-rank shards).
 
         Raises:
             InputError: another run in RUN_DIR, or results present without ``resume``.
         """
+        info = PROTOCOLS.get(self.name)
         self.identity, self.added, self.old_record = claim_run(self.run, self.name, identity, extendable=extendable,
-                                                               resume=self.resume, log=self.log)
+                                                               resume=self.resume, log=self.log,
+                                                               joinable=info is None or info.joinable)
         self.run.mkdir(parents=True, exist_ok=True)
         path = results_path or self.run / "results.jsonl"
         held = [path, self.run / "results.jsonl", *other_results]
@@ -201,8 +211,12 @@ class Protocol(abc.ABC):
         if self.joined:
             self.log(f"joined the run as another worker: units {self.units_name} are claimed in "
                      "RUN_DIR/.dukb/units")
-        kw = {} if row_key is None else {"key": row_key}
-        self.results = ResultsFile(path, repair=not self.joined, **kw)
+        if row_key is None:  # a row the run's plan cannot hold is a damaged line (moved aside by the owner)
+            self.row_schema = info.load("rows")
+            key, check = self.row_schema.key, self.row_schema.check({"identity": self.identity})
+        else:
+            key, check = row_key, None
+        self.results = ResultsFile(path, key, repair=not self.joined, check=check)
 
     def make_claims(self) -> UnitClaims | None:
         """This worker's unit claims (override: None where the units are sharded otherwise)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dukb import InputError
+from dukb.neural.restor.config import RESTOR_ROWS
 from dukb.neural.restor.facts import FactProbe
 from dukb.neural.run.files import loads_json
 from dukb.neural.run.journal import ResultsFile, report_journal
@@ -61,8 +62,7 @@ def read_facts(path: Path) -> list[FactProbe]:
     return out
 
 
-def _rows_key(row: dict) -> tuple:
-    return (row["method"], bool(row["targeted"]), json.dumps(row["setting"], sort_keys=True))
+_rows_key = RESTOR_ROWS.key
 
 
 class RowsFile:
@@ -72,10 +72,11 @@ class RowsFile:
     Args:
         path: results.jsonl of the run.
         repair: the run's owner makes the file a clean journal on open; a worker that joined the run does not.
+        config: the run's config.json: a row its plan cannot hold is a damaged line (None: rows checked alone).
     """
 
-    def __init__(self, path: Path, repair: bool = True):
-        self._f = ResultsFile(path, _rows_key, repair=repair)
+    def __init__(self, path: Path, repair: bool = True, config: dict | None = None):
+        self._f = ResultsFile(path, _rows_key, repair=repair, check=RESTOR_ROWS.check(config))
 
     def refresh(self) -> int:
         """Read the rows other workers appended since (:meth:`dukb.neural.run.journal.ResultsFile.refresh`)."""
@@ -118,7 +119,7 @@ def load_run(run: Path) -> dict:
     n = len(facts)
     # a row that is not one (a field missing or of another type) or that judges another number of facts than
     # probes/facts.jsonl holds: FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", "restor", key=_rows_key, drop=lambda r: None if len(r["rows"]) == n else
+    journal = report_journal(run / "results.jsonl", RESTOR_ROWS, config=config, drop=lambda r: None if len(r["rows"]) == n else
                              f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts")
     return {"config": config, "facts": facts, "clean": read_json(run / "probes" / "clean.json"),
             "corrupted": read_json(run / "probes" / "corrupted.json"), "results": journal.rows, "journal": journal,

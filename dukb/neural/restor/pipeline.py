@@ -207,7 +207,11 @@ class RestorProtocol(Protocol):
         """
         self.setup = _prepare(self.run, self.cfg, self.log)
         self.joined = self.setup.joined
-        self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined)
+        from dukb.neural.run.files import read_json
+
+        config = self.run / "config.json"  # a resume checks every row against the run's plan (its methods)
+        self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined,
+                                config=read_json(config, "run config") if config.exists() else None)
 
     def model(self) -> None:
         """Stages 1-3 (each skipped when its files exist), then the corrupted model and the encoded documents."""

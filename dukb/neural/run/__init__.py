@@ -1,4 +1,4 @@
-"""The run layer, shared by every protocol (`dukb evaluate`, `dukb restor`, ...): a run directory's identity, its
+"""The run layer, shared by every protocol (each `dukb` command that writes a run directory): a run directory's identity, its
 lock, its log, its files, its results journal, its work units, its provenance and its probe cache. It knows no
 protocol: each protocol declares its row model, row key and plan check (:class:`dukb.neural.protocols.ProtocolInfo`)
 and hands them to this layer as arguments.

@@ -422,4 +422,7 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:200]
 
 
-__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "LOCK_NAME", "RENDER_LOCK_NAME", "RUN_JSON_BYTES", "UNITS_DIR", "WORKERS_DIR", "bookkeeping_dir", "bookkeeping_path", "check_output_dir", "guard_run", "json_problem", "link_refusal", "loads_json", "open_append", "output_file", "read_json", "refuse_links", "refuse_links_in", "write_bytes_atomic", "write_json_atomic"]
+__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "LOCK_NAME", "RENDER_LOCK_NAME", "RUN_JSON_BYTES",
+           "UNITS_DIR", "WORKERS_DIR", "bookkeeping_dir", "bookkeeping_path", "check_output_dir", "guard_run",
+           "json_problem", "link_refusal", "loads_json", "open_append", "output_file", "read_json", "refuse_links",
+           "refuse_links_in", "write_bytes_atomic", "write_json_atomic"]

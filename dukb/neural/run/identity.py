@@ -29,9 +29,8 @@ from dukb import InputError
 from dukb.neural.run.files import RUN_JSON_BYTES, json_problem
 
 #: version of the identity layout; a run written with another layout cannot be resumed (2: probing judges the answer
-#: line, CL-DU's trace left the setting, the preset family is recorded; 3: ``npo`` is the Eval-DU/MUSE code's logit
-#: form, the NPO paper's sequence form is ``npo_seq`` (muse's and control's identities name methods only), and
-#: evaluate's step grids run on the reference schedule by default)
+#: line, CL-DU's trace left the setting, the preset family is recorded; 3: ``npo`` is the Eval-DU code's logit
+#: form, the NPO paper's sequence form is ``npo_seq``, and step grids run on the reference schedule by default)
 IDENTITY_VERSION = 3
 
 
@@ -130,7 +129,7 @@ def identity_differences(old: dict, new: dict, extendable: Collection[str] = ())
     Keys in ``extendable`` hold a list (e.g. targets) or a dict (e.g. method label -> settings): entries present in
     only one of the two are not differences (a resume may add or leave out targets/methods), but a dict entry present
     in both must agree in every sub-key. A list inside a dict entry is extendable too when named as ``"key.*.sub"``
-    (evaluate: ``methods.*.grid``, so that a resume may add grid values to a method; a row is a function of its own
+    (e.g. ``methods.*.grid``, so that a resume may add grid values to a method; a row is a function of its own
     grid value, never of the others').
 
     Args:
@@ -219,7 +218,7 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
 
     Args:
         run: the run directory (need not exist).
-        kind: the protocol ("evaluate", "restor", ...): a directory of another protocol is refused.
+        kind: the protocol (its registry name): a directory of another protocol is refused.
         identity: the new invocation's identity (JSON-like).
         extendable: identity keys that may gain entries (see :func:`identity_differences`).
         resume: the user asked to continue the run; without it a directory that already has a config.json is
@@ -294,4 +293,5 @@ def history_entry(added: dict, **extra) -> dict:
     return {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv), "added": added, **extra}
 
 
-__all__ = ["Difference", "IDENTITY_VERSION", "MAX_HASHED_BYTES", "RunIdentityError", "config_problem", "history_entry", "identity_differences", "merge_identity", "open_run", "sha256_file", "sha256_json"]
+__all__ = ["Difference", "IDENTITY_VERSION", "MAX_HASHED_BYTES", "RunIdentityError", "config_problem", "history_entry",
+           "identity_differences", "merge_identity", "open_run", "sha256_file", "sha256_json"]

@@ -21,7 +21,7 @@ from typing import Callable
 from dukb import InputError
 from dukb.neural.run.files import (_NOFOLLOW, _open_regular_fd, _stderr, json_problem, open_append, refuse_links,
                                    write_bytes_atomic)
-from dukb.neural.run.rows import PLAN_CHECKS, check_for_key, evaluate_row_key, row_check
+from dukb.neural.run.rows import RowProblem, RowSchema
 
 try:  # POSIX; elsewhere a run directory is not locked
     import fcntl
@@ -87,7 +87,7 @@ class Journal:
 
     def drop(self, problem: Callable[[dict], str | None]) -> None:
         """Count the rows that ``problem`` finds fault with as damaged lines (e.g. a report's check of a row against
-        the run's other files: a restor row with another number of facts than probes/facts.jsonl).
+        the run's other files: a row that judges another number of facts than the run's probes hold).
 
         Args:
             problem: callable(row) -> what is wrong with it, or None for a row that stays.
@@ -166,9 +166,10 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
 
     Args:
         path: the JSONL file (missing: an empty journal).
-        key: the journal's row key (e.g. :func:`evaluate_row_key`); None checks only that a row is an object.
-        check: callable(row) -> the problem of a row, or None for a valid row (:func:`row_check`); default: the
-            check of the protocol whose key ``key`` is (:func:`check_for_key`), none for another key.
+        key: the journal's row key (a protocol's :attr:`~dukb.neural.run.rows.RowSchema.key`); None checks only
+            that a row is an object.
+        check: callable(row) -> the problem of a row, or None for a valid row
+            (:meth:`dukb.neural.run.rows.RowSchema.check`); None: no check.
 
     Returns:
         The :class:`Journal`.
@@ -181,7 +182,6 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
 
     path = Path(path)
     out = Journal(path)
-    check = check_for_key(key) if check is None else check
     if not os.path.lexists(path):
         return out
     data = read_bytes(path, "results journal", limit=RESULTS_BYTES)
@@ -211,7 +211,7 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
 
 
 def read_results(path, key: Callable[[dict], object] | None = None, *,
-                 log: Callable[[str], None] | None = None) -> list[dict]:
+                 log: Callable[[str], None] | None = None, check: RowProblem | None = None) -> list[dict]:
     """Every valid row of a results.jsonl; each damaged line is reported on one line (``FILE:LINE``) and skipped,
     a torn last line (from a kill) is dropped with a note (see :func:`read_journal`). The file is not changed.
 
@@ -219,6 +219,7 @@ def read_results(path, key: Callable[[dict], object] | None = None, *,
         path: the JSONL file.
         key: the journal's row key (rows it cannot key count as damaged); None: any JSON object is a row.
         log: callable(str) for the warnings (default: stderr).
+        check: callable(row) -> the problem of a row or None (rows it finds fault with are damaged); None: none.
 
     Returns:
         The rows, in file order.
@@ -229,24 +230,23 @@ def read_results(path, key: Callable[[dict], object] | None = None, *,
     """
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no such file")
-    journal = read_journal(path, key)
+    journal = read_journal(path, key, check)
     journal.warn(log)
     return journal.rows
 
 
-def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], str | None] | None = None,
-                   key: Callable[[dict], object] | None = None, config: dict | None = None) -> Journal:
-    """A run's results journal as a report reads it: every row the protocol's report can render
-    (:func:`row_check`) and its run can have written (:data:`PLAN_CHECKS`, one row per key), each damaged line
-    warned on stderr (``FILE:LINE``, with the reason).
+def report_journal(path: str | Path, schema: RowSchema, *, drop: RowProblem | None = None,
+                   config: dict | None = None) -> Journal:
+    """A run's results journal as a report reads it: every row the protocol's report can render (its row model)
+    and its run can have written (its plan check against ``config``; one row per key), each damaged line warned on
+    stderr (``FILE:LINE``, with the reason).
 
     Args:
         path: results.jsonl (missing: an empty journal).
-        protocol: the run's protocol (a key of :data:`ROW_CHECKS`).
-        key: the protocol's row key: a later row of a key an earlier line has is a damaged line (None: not checked).
-        config: the run's config.json: rows are checked against its plan (:data:`PLAN_CHECKS`; None: not checked).
+        schema: the protocol's rows (:class:`dukb.neural.run.rows.RowSchema`: key, row model, plan check).
+        config: the run's config.json: rows are checked against its plan (None: not checked).
         drop: callable(row) -> a problem, or None: rows it finds fault with are damaged lines too (a check against
-            the run's other files, applied after :func:`row_check`).
+            the run's other files, applied after the row model and the plan).
 
     Returns:
         The :class:`Journal` (its damaged lines go into report.md through :func:`journal_note`).
@@ -255,12 +255,10 @@ def report_journal(path: str | Path, protocol: str, *, drop: Callable[[dict], st
         InputError: the file cannot be read (not a regular file, too large), or it holds lines but every one is
             damaged: one line naming the first (``FILE:LINE``) and its reason, nothing else printed.
     """
-    check = row_check(protocol)
-    plan = PLAN_CHECKS[protocol](config) if config is not None and protocol in PLAN_CHECKS else None
-    for more in (plan, drop):  # a row's own problem is named before a repeat of its key
-        if more is not None:
-            check = _both(check, more)
-    journal = read_journal(path, key, check=check)
+    check = schema.check(config)  # a row's own problem is named before a repeat of its key
+    if drop is not None:
+        check = _both(check, drop)
+    journal = read_journal(path, schema.key, check=check)
     if not journal.rows and journal.damaged:
         first = journal.damaged[0]
         n = len(journal.damaged)
@@ -355,23 +353,28 @@ class ResultsFile:
 
     Args:
         path: the file this process appends to.
-        key: function row -> hashable key identifying a row (default: :func:`evaluate_row_key`).
+        key: function row -> hashable key identifying a row (a protocol's
+            :attr:`~dukb.neural.run.rows.RowSchema.key`).
         log: callable(str) for the reports of damaged and torn lines (default: stderr).
+        repair: move damaged lines aside on open (the run's owner; a worker that joined a live run does not).
+        check: callable(row) -> the problem of a row or None (:meth:`dukb.neural.run.rows.RowSchema.check`, with
+            the run's config for a resume: a row the run cannot have written is a damaged line); None: no check.
 
     Raises:
         InputError: the file cannot be read. OSError: it cannot be repaired.
     """
 
-    def __init__(self, path: Path, key: Callable[[dict], tuple] = evaluate_row_key,
-                 log: Callable[[str], None] | None = None, repair: bool = True):
+    def __init__(self, path: Path, key: Callable[[dict], tuple], log: Callable[[str], None] | None = None,
+                 repair: bool = True, check: RowProblem | None = None):
         self.path = refuse_links(path)  # the journal is appended to: never through a link
         self.key = key
         self.log = log
+        self.check = check
         try:  # where :meth:`refresh` reads on (taken before reading: a row appended meanwhile is read twice, kept once)
             self._offset = os.stat(self.path).st_size
         except OSError:
             self._offset = 0
-        journal = read_journal(self.path, key)
+        journal = read_journal(self.path, key, check)
         if repair:  # a worker that joined a live run never repairs: the owner did, and others append meanwhile
             move_aside(journal, log)
             try:  # the repair may have shortened the file: read on from its end (nobody else writes yet)
@@ -414,7 +417,7 @@ class ResultsFile:
         for other in paths:
             other = Path(other)
             if other.exists() and other.resolve() != self.path.resolve():
-                for row in read_results(other, self.key, log=self.log):
+                for row in read_results(other, self.key, log=self.log, check=self.check):
                     if self.key(row) not in self.done:
                         self.rows.append(row)
                         self.done.add(self.key(row))
@@ -444,4 +447,5 @@ class ResultsFile:
         self.done.add(self.key(row))
 
 
-__all__ = ["BOOKKEEPING_FIELDS", "DAMAGED_NAME", "DamagedLine", "Journal", "RESULTS_BYTES", "ResultsFile", "journal_note", "move_aside", "read_journal", "read_results", "report_journal"]
+__all__ = ["BOOKKEEPING_FIELDS", "DAMAGED_NAME", "DamagedLine", "Journal", "RESULTS_BYTES", "ResultsFile",
+           "journal_note", "move_aside", "read_journal", "read_results", "report_journal"]

@@ -141,14 +141,12 @@ def _open_lock(path: Path) -> int:
                             "cannot open the run's lock file: {}")
 
 
-#: protocols whose live runs a second invocation with the same identity may join as another worker
-JOINABLE_PROTOCOLS = ("evaluate", "rwku", "muse", "control", "restor")
 #: seconds between a waiter's attempts to lock a run held by another process
 LOCK_POLL = 0.5
 
 
 def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
-             log: Callable[[str], None]) -> RunLock:
+             log: Callable[[str], None], joinable: bool = True) -> RunLock:
     """Lock ``run`` for this process, refusing or waiting for a holder (see :func:`claim_run`)."""
     started = time.monotonic()
     announced = rechecked = False
@@ -205,7 +203,7 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
         from dukb.neural import distributed as dist
 
         same = holder.get("identity") == json.loads(json.dumps(identity, default=str))  # as the lock file holds it
-        if same and holder.get("protocol") in JOINABLE_PROTOCOLS and not dist.is_distributed():
+        if same and joinable and not dist.is_distributed():
             # the same run exactly: join it as another worker once its owner has finished the setup (shared lock)
             if not announced:
                 log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; joining it as another "
@@ -240,7 +238,8 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
 
 
 def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collection[str] = (),
-              resume: bool = True, log: Callable[[str], None] | None = None) -> tuple[dict, dict, dict]:
+              resume: bool = True, log: Callable[[str], None] | None = None,
+              joinable: bool = True) -> tuple[dict, dict, dict]:
     """Take the run directory's lock, then check the invocation against the run there (:func:`open_run`).
 
     The lock (``flock`` on RUN_DIR/.dukb/run.lock, which this creates along with the directory) is taken before
@@ -250,7 +249,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     - other settings (its identity differs, compared as :func:`open_run` would), another protocol, or ``resume``
       off: refused at once, naming the directory and the holder;
-    - exactly the same identity with ``resume`` (evaluate): one line through ``log`` saying it joins, then a shared
+    - exactly the same identity with ``resume`` (a ``joinable`` protocol): one line through ``log`` saying it joins, then a shared
       lock once the owner has called :func:`open_to_workers`; the caller is a worker (:func:`run_role`) that claims
       units (:class:`UnitClaims`) and leaves config.json and the caches to the owner. If the owner ended meanwhile,
       this process owns the run (a resume);
@@ -276,11 +275,13 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     Args:
         run: the run directory (created when missing; removed again when the claim fails and left it empty).
-        kind: the protocol ("evaluate", "rwku", "muse", "control", "restor").
+        kind: the protocol (its registry name, recorded in the lock file and config.json).
         identity: the new invocation's identity (JSON-like).
         extendable: identity keys that may gain entries (see :func:`identity_differences`).
         resume: the user asked to continue the run (see :func:`open_run`).
         log: callable(str) for the waiting line (default: stderr).
+        joinable: a second invocation with the same identity may join the live run as another worker (the
+            protocol's :attr:`dukb.neural.protocols.ProtocolInfo.joinable`); else it waits for the holder.
 
     Returns:
         As :func:`open_run`: (merged identity to record, additions, previous config.json or {}).
@@ -300,7 +301,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     key = (os.path.realpath(run), threading.get_ident())
     if fcntl is None or (dist.is_distributed() and not dist.is_main_process()) or key in _HELD:
         return open_run(run, kind, identity, extendable=extendable, resume=resume)
-    lock = _acquire(run, kind, identity, extendable, resume, log or _stderr)
+    lock = _acquire(run, kind, identity, extendable, resume, log or _stderr, joinable)
     info = {"pid": os.getpid(), "host": socket.gethostname(), "protocol": kind,
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv)}
     try:
@@ -366,7 +367,7 @@ def log_invocation(run: str | Path, role: str, argv: list[str] | None = None) ->
     """Append one line for this invocation to RUN_DIR/commands.log (:data:`COMMANDS_LOG`): five tab-separated
     fields, the UTC time (ISO 8601, ``Z``), the role ("owner": it created the run; "resume": it continued it;
     "worker": it joined a live run), ``dukb VERSION``, the working directory and the command line, both
-    shell-quoted (``cd DIR && COMMAND`` repeats the invocation); control characters are escaped, so a line is one
+    shell-quoted (``cd DIR && COMMAND`` repeats the invocation); non-printing characters are escaped, so a line is one
     line. The file is appended to with one write (processes sharing a run append alike), as a regular file only.
 
     Args:
@@ -598,4 +599,6 @@ def file_lock(path: str | Path, wait: float | None = None, log: Callable[[str], 
         os.close(fd)
 
 
-__all__ = ["HOLDER_INFO_TIMEOUT", "JOINABLE_PROTOCOLS", "LOCK_BYTES", "LOCK_POLL", "LOCK_WAIT", "RunLock", "claim_run", "confirm_run", "file_lock", "holds_run_lock", "log_invocation", "open_to_workers", "release_run", "render_lock", "run_role", "set_claim_hook"]
+__all__ = ["HOLDER_INFO_TIMEOUT", "LOCK_BYTES", "LOCK_POLL", "LOCK_WAIT", "RunLock", "claim_run", "confirm_run",
+           "file_lock", "holds_run_lock", "log_invocation", "open_to_workers", "release_run", "render_lock", "run_role",
+           "set_claim_hook"]

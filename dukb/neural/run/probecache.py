@@ -135,4 +135,5 @@ def write_probe_cache(path: str | Path, key: str, table) -> bool:
     return True
 
 
-__all__ = ["PROBE_CACHE_BYTES", "PROBE_CACHE_COLUMNS", "PROBE_CACHE_NAME", "probe_cache_key", "read_probe_cache", "source_fingerprint", "write_probe_cache"]
+__all__ = ["PROBE_CACHE_BYTES", "PROBE_CACHE_COLUMNS", "PROBE_CACHE_NAME", "probe_cache_key", "read_probe_cache",
+           "source_fingerprint", "write_probe_cache"]

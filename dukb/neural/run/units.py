@@ -20,7 +20,7 @@ from dukb.neural.run.files import (UNITS_DIR, WORKERS_DIR, _NOFOLLOW, _open_regu
                                    write_json_atomic)
 from dukb.neural.run.journal import ResultsFile, move_aside, read_journal
 from dukb.neural.run.lock import LOCK_BYTES, file_lock
-from dukb.neural.run.rows import evaluate_row_key
+from dukb.neural.run.rows import RowProblem
 
 try:  # POSIX; elsewhere a run directory is not locked
     import fcntl
@@ -80,7 +80,7 @@ class UnitClaims:
     """Work units claimed atomically in the run directory, so that any number of processes (several shells, a SLURM
     array, torchrun) share one run without a process group.
 
-    A unit (e.g. evaluate's (target, method)) is claimed by creating ``RUN_DIR/.dukb/units/<unit>.claim`` with
+    A unit (e.g. a (target, method) pair) is claimed by creating ``RUN_DIR/.dukb/units/<unit>.claim`` with
     ``O_CREAT | O_EXCL``; it names its worker and that worker's lock file ``RUN_DIR/.dukb/workers/<worker>.lock``, which
     the worker holds (``flock``) for its whole life. A claim whose worker is gone (its lock free: killed, even by
     SIGKILL) or silent for :data:`CLAIM_TIMEOUT` seconds is taken over by exactly one other worker (an ``O_EXCL``
@@ -360,7 +360,7 @@ def unfinished_note(run: str | Path, what: str, empty: str = "reference") -> str
 
     Args:
         run: the run directory; what: how the units read, e.g. "(ratio, method)"; empty: what a unit's "" part is
-            called (muse: "reference", a request's reference rows; control: "θ_o").
+            called (e.g. "reference" for a request's reference rows).
     """
     left = unfinished_units(run)
     if not left:
@@ -371,15 +371,16 @@ def unfinished_note(run: str | Path, what: str, empty: str = "reference") -> str
             "start another worker with `--resume`, to finish them).\n")
 
 
-def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_row_key) -> int:
+def merge_shards(run: Path, key: Callable[[dict], tuple], order=None, check: RowProblem | None = None) -> int:
     """Append the rows of RUN_DIR/results.rank*.jsonl (a multi-process run) that results.jsonl lacks, then delete
     the shard files. Call on one process, after every process finished writing. Damaged shard lines are moved to
     results.damaged.jsonl (with the shard's name and line) before the shard is deleted.
 
     Args:
         run: run directory.
+        key: the protocol's row key (see :class:`dukb.neural.run.journal.ResultsFile`).
         order: optional key function on rows for the order of the appended rows.
-        key: the row key (see :class:`ResultsFile`).
+        check: the protocol's row check (:meth:`dukb.neural.run.rows.RowSchema.check`); None: none.
 
     Returns:
         number of rows appended.
@@ -390,10 +391,10 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     shards = sorted(Path(run).glob(SHARD_GLOB))
     if not shards:
         return 0
-    main = ResultsFile(Path(run) / "results.jsonl", key)
+    main = ResultsFile(Path(run) / "results.jsonl", key, check=check)
     new: dict[tuple, dict] = {}
     for sh in shards:
-        journal = read_journal(sh, key)
+        journal = read_journal(sh, key, check)
         move_aside(journal)
         for row in journal.rows:
             k = key(row)
@@ -406,4 +407,5 @@ def merge_shards(run: Path, order=None, key: Callable[[dict], tuple] = evaluate_
     return len(new)
 
 
-__all__ = ["CLAIM_TIMEOUT", "SHARD_GLOB", "UNITS_PLAN", "UnitClaims", "claimed_units", "merge_shards", "read_claim", "record_units", "unfinished_note", "unfinished_units"]
+__all__ = ["CLAIM_TIMEOUT", "SHARD_GLOB", "UNITS_PLAN", "UnitClaims", "claimed_units", "merge_shards", "read_claim",
+           "record_units", "unfinished_note", "unfinished_units"]

@@ -212,11 +212,11 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     if config.get("protocol") != "control":
         raise InputError(f"{run}: not a `dukb control` run (protocol {config.get('protocol')!r})")
     forget = splits.get("forget") if isinstance(splits.get("forget"), dict) else {}
-    from dukb.neural.protocols.control.config import control_row_key
+    from dukb.neural.protocols.control.config import CONTROL_ROWS
 
     # damaged lines (a second row of a key, rows of a ratio splits.json does not hold): FILE:LINE on stderr and in
     # report.md
-    journal = report_journal(run / "results.jsonl", "control", key=control_row_key, drop=lambda r: None if isinstance(
+    journal = report_journal(run / "results.jsonl", CONTROL_ROWS, config=config, drop=lambda r: None if isinstance(
         forget.get(r["ratio"]), list) else f"field ratio: {json.dumps(r['ratio'])} is not a ratio of splits.json")
     rows = journal.rows
     kb = load_kb(config["kb"])

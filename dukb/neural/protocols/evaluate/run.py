@@ -304,9 +304,9 @@ class EvaluateProtocol(Protocol):
         if self.main:
             pos = {t: i for i, t in enumerate(self.targets)}
             labels = {label: i for i, (label, *_r) in enumerate(self.methods)}
-            merge_shards(self.run, order=lambda r: (pos.get(int(r["target"]), len(pos)),
-                                                    labels.get(r["method"], len(labels)),
-                                                    float(r["setting"][r["param"]])))
+            merge_shards(self.run, self.row_schema.key, check=self.row_schema.check({"identity": self.identity}),
+                         order=lambda r: (pos.get(int(r["target"]), len(pos)), labels.get(r["method"], len(labels)),
+                                          float(r["setting"][r["param"]])))
             paths = self.render(render)
             self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         dist.barrier(self.device)

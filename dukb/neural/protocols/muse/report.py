@@ -235,10 +235,10 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    from dukb.neural.protocols.muse.config import muse_row_key
+    from dukb.neural.protocols.muse.config import MUSE_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", "muse", key=muse_row_key)
+    journal = report_journal(run / "results.jsonl", MUSE_ROWS, config=config)
     rows = journal.rows
     select = select or config.get("select", "first_below_retrain")
     summary = summarize_muse(rows, select, bootstrap, seed=int(config.get("seed", 0)))

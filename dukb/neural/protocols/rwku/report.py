@@ -228,10 +228,10 @@ def render_rwku(run_dir) -> dict:
     config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    from dukb.neural.protocols.rwku.config import rwku_row_key
+    from dukb.neural.protocols.rwku.config import RWKU_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", "rwku", key=rwku_row_key)
+    journal = report_journal(run / "results.jsonl", RWKU_ROWS, config=config)
     rows = journal.rows
     summary = summarize_rwku(rows)
     summary.to_csv(output_file(run / "summary.csv"), index=False)
