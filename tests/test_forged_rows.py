@@ -186,3 +186,60 @@ def test_forged_rows_of_other_protocols_are_not_summarised(protocol, tmp_path, c
     assert _report(clean, capsys) == (0, "")
     assert (run / "summary.csv").read_text() == (clean / "summary.csv").read_text()
     assert (run / "report.md").read_text().startswith((clean / "report.md").read_text().rstrip("\n"))
+
+
+# ------------------------------------------------------------------ every protocol's rows against its plan ------
+def _control_rows() -> list[dict]:
+    base = {"ratio": "1%", "forgotten_relationships": [], "forgotten_biographies": []}
+    return [{**base, "control": "original", "method": None, "value": None},
+            {**base, "control": "oc", "method": "ga", "param": "steps", "value": 1.0}]
+
+
+def _restor_rows() -> list[dict]:
+    return [{"method": "ga", "targeted": False, "setting": {}, "rows": [{"correct": True, "label": "x", "answer": "y"}]}]
+
+
+#: protocol -> (its valid rows, the run's config.json, forged lines (changes of the first row) with their reasons)
+PLANS = {
+    "muse": (muse_rows, {"identity": {"requests": {"main": {}, "scale-1": {}, "sustain-1": {}},
+                                      "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1, 2]}}}},
+             lambda rs: [(_forged(rs[0], request="other"), 'field request: "other" is not a request of the run'),
+                         (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run'),
+                         (_forged(rs[2], setting={"steps": 7, "lr": 0.001}), "field setting.steps: 7 is not in the grid")]),
+    "rwku": (rwku_rows, {"identity": {"targets": [28, 31], "rwku": {"batch_sizes": [2]},
+                                      "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1]}}}},
+             lambda rs: [(_forged(rs[0], request="target-99"), 'field request: "target-99" is not a request'),
+                         (_forged(rs[0], request="batch-3", request_kind="batch"), 'field request: "batch-3"'),
+                         (_forged(rs[1], method="npo"), 'field method: "npo" is not a method of the run')]),
+    "control": (_control_rows, {"identity": {"ratios": {"1%": {}}, "controls": {"oc": {}}, "methods": {"ga": {}}}},
+                lambda rs: [(_forged(rs[0], ratio="5%"), 'field ratio: "5%" is not a ratio of the run'),
+                            (_forged(rs[1], control="es"), 'field control: "es" is not a control of the run'),
+                            (_forged(rs[1], method="npo"), 'field method: "npo" is not a method of the run')]),
+    "restor": (_restor_rows, {"identity": {}, "history": [{"methods": ["ga"]}]},
+               lambda rs: [(_forged(rs[0], method="npo"), 'field method: "npo" is not a method of the run')]),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(PLANS))
+def test_rows_a_run_cannot_hold_are_damaged_for_every_protocol(protocol, tmp_path):
+    """muse, rwku, control and restor rows are checked against the run's config.json as evaluate's are: a request,
+    ratio, control, method or grid value the run does not plan is a damaged line (FILE:LINE and reason) of the report,
+    and a resume moves it aside; the run's own rows stay, and without the config nothing is refused."""
+    from dukb.neural.protocols import get_protocol
+
+    schema = get_protocol(protocol).load("rows")
+    rows_of, config, forged = PLANS[protocol]
+    rows = rows_of()
+    bad = forged(rows)
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "".join(line + "\n" for line, _ in bad))
+    assert len(run_journal.read_journal(path, schema.key, schema.check()).rows) == len(rows) + len(bad)
+    journal = run_journal.report_journal(path, schema, config=config)
+    assert journal.rows == rows
+    assert [(d.line, reason in d.reason) for d, (_, reason) in zip(journal.damaged, bad)] == \
+        [(i, True) for i in range(len(rows) + 1, len(rows) + len(bad) + 1)], journal.damaged
+    assert len(journal.damaged) == len(bad)
+    results = run_journal.ResultsFile(path, schema.key, log=[].append, check=schema.check(config))  # a resume
+    assert results.rows == rows and path.read_text() == "".join(json.dumps(r) + "\n" for r in rows)
+    moved = [json.loads(x) for x in (tmp_path / run_journal.DAMAGED_NAME).read_text().splitlines()]
+    assert [m["line"] for m in moved] == list(range(len(rows) + 1, len(rows) + len(bad) + 1))

@@ -89,6 +89,29 @@ def test_other_settings_are_refused_at_once_naming_the_holder(tmp_path):
         _stop(p)
 
 
+def test_a_resume_waits_for_a_live_owner_a_bounded_time_then_refuses_naming_it(tmp_path, monkeypatch):
+    """A resume that adds a target waits for the live owner at most LOCK_WAIT seconds (said in its waiting line),
+    then refuses in one line naming the holder (issue 39: no lock waits without limit)."""
+    from dukb.neural.run import lock as run_lock
+
+    monkeypatch.setattr(run_lock, "LOCK_WAIT", 1.5)
+    run = tmp_path / "run"
+    p = _holder(run, ID, 120)
+    said = []
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RunIdentityError) as e:
+            claim_run(run, "evaluate", ID | {"targets": [1, 2, 3]}, extendable=EXT, log=said.append)
+        waited = time.monotonic() - t0
+        assert p.poll() is None  # the owner runs on
+    finally:
+        _stop(p)
+    msg = str(e.value)
+    assert 1.5 <= waited < 15 and "\n" not in msg and msg.startswith(str(run))
+    assert f"pid {p.pid} on {socket.gethostname()}" in msg and "for more than 1.5 s" in msg
+    assert len(said) == 1 and "waiting up to 1.5 s" in said[0]
+
+
 def test_same_settings_wait_for_the_holder_then_resume(tmp_path):
     run = tmp_path / "run"
     p = _holder(run, ID, 3)

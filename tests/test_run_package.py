@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import dukb.neural.run as run_pkg
+from dukb import InputError
 from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.run.journal import ResultsFile
 from dukb.neural.run.rows import RowSchema
@@ -81,3 +82,25 @@ def test_every_protocol_declares_its_rows_and_the_journal_has_no_default_key(tmp
         assert schema.check()({}) is not None  # an empty object is no row of any protocol
     with pytest.raises(TypeError):
         ResultsFile(tmp_path / "results.jsonl")  # noqa - the key is required
+
+
+def test_one_atomic_writer_kept_in_kb_io(tmp_path, monkeypatch):
+    """write_bytes_atomic is kb.io.atomic_output behind the run's link check (issue 39: one all-or-nothing writer,
+    in the lowest layer): a failure inside the write leaves the old file whole and no temporary file."""
+    from dukb.kb import io as kb_io
+    from dukb.neural.run import files as run_files
+
+    assert not any("os.replace(" in p.read_text(encoding="utf-8") for p in run_modules())
+    used = []
+    real = kb_io.atomic_output
+    monkeypatch.setattr(run_files, "atomic_output", lambda *a, **k: used.append(a) or real(*a, **k))
+    target = tmp_path / "x.json"
+    run_files.write_json_atomic(target, {"a": 1})
+    assert used and target.read_text() == '{\n  "a": 1\n}'
+
+    monkeypatch.setattr(run_files, "atomic_output", real)
+    with pytest.raises(InputError, match="No space left"):  # a full disk mid-write
+        with real(target, binary=True) as fh:
+            fh.write(b"partial")
+            raise OSError(28, "No space left on device")
+    assert target.read_text() == '{\n  "a": 1\n}' and [p.name for p in tmp_path.iterdir()] == ["x.json"]

@@ -14,7 +14,7 @@ writes; ...``, exit 2. RUN_DIR itself may be a link (the user chose it); an empt
 **Bounded.** Every file of a run directory that dukb did not just write is read through
 :func:`dukb.kb.csvfile.read_bytes`: only a regular file of bounded size, so a FIFO, a device or a directory planted in
 its place is an error naming it, not a hang. Files are written through a fresh temporary file and an atomic rename
-(:func:`dukb.kb.io.write_bytes_atomic`), appended to only when they are regular files (:func:`open_append`), and a
+(:func:`dukb.kb.io.atomic_output`), appended to only when they are regular files (:func:`open_append`), and a
 report's outputs are cleared of anything but a regular file first (:func:`output_file`).
 
 Source: dukb (the run directory of every protocol).
@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 import sys
 from pathlib import Path
 
 from dukb import InputError, one_line
 from dukb.kb.csvfile import file_kind
+from dukb.kb.io import atomic_output
 
 # ------------------------------------------------------------------------------------------- bookkeeping --------
 #: the hidden folder of a run directory that holds its bookkeeping (locks, work-unit claims, worker locks, the plan
@@ -46,9 +46,6 @@ RENDER_LOCK_NAME = "render.lock"
 #: holds its lock: folders of :data:`BOOKKEEPING_DIR`
 UNITS_DIR = "units"
 WORKERS_DIR = "workers"
-#: the bookkeeping names that dukb before RUN_DIR/.dukb/ kept at a run's top level (moved or removed by
-#: :func:`claim_run`'s owner, :func:`_migrate_bookkeeping`)
-LEGACY_BOOKKEEPING = (LOCK_NAME, RENDER_LOCK_NAME, UNITS_DIR, WORKERS_DIR)
 #: the log of a run's invocations, one line each (:func:`log_invocation`), beside config.yaml
 COMMANDS_LOG = "commands.log"
 
@@ -365,31 +362,17 @@ def output_file(path: str | Path) -> Path:
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write a file through a fresh temporary file beside it and an atomic rename, so a kill never leaves half a
-    file and whatever is in its place (a FIFO, a link) is replaced, never written through.
+    """Write a file of a run all or nothing, through :func:`dukb.kb.io.atomic_output` (a fresh temporary file beside
+    it, synced, then an atomic rename: a kill or a full disk never leaves half a file, and a FIFO in its place is
+    replaced, never written through), after checking that no part of the path below a guarded run directory is a
+    symbolic link (:func:`refuse_links`).
 
     Raises:
-        InputError: a directory or a symbolic link is in its place, or a link at a level below a guarded run
-            directory (:func:`refuse_links`). OSError: the file cannot be written.
+        InputError: a directory or a symbolic link is in its place, a link at a level below a guarded run directory,
+            or the file cannot be written (``cannot write: ...``, named).
     """
-    path = refuse_links(path)
-    if _kind_at(path) == "a directory":
-        raise InputError("cannot write this file: a directory is in its place", path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-                 | getattr(os, "O_CLOEXEC", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_output(refuse_links(path), binary=True) as fh:
+        fh.write(data)
 
 
 def write_json_atomic(path: str | Path, obj) -> None:
@@ -422,7 +405,7 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:200]
 
 
-__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LEGACY_BOOKKEEPING", "LOCK_NAME", "RENDER_LOCK_NAME", "RUN_JSON_BYTES",
+__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LOCK_NAME", "RENDER_LOCK_NAME", "RUN_JSON_BYTES",
            "UNITS_DIR", "WORKERS_DIR", "bookkeeping_dir", "bookkeeping_path", "check_output_dir", "guard_run",
            "json_problem", "link_refusal", "loads_json", "open_append", "output_file", "read_json", "refuse_links",
            "refuse_links_in", "write_bytes_atomic", "write_json_atomic"]

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Callable, Collection
 
 from dukb import InputError, one_line
-from dukb.neural.run.files import (BOOKKEEPING_DIR, COMMANDS_LOG, LOCK_NAME, RENDER_LOCK_NAME, UNITS_DIR, WORKERS_DIR,
-                                   _NOFOLLOW, _make_dir, _open_regular_fd, _stderr, bookkeeping_dir, bookkeeping_path,
-                                   check_output_dir, guard_run, open_append, refuse_links, refuse_links_in)
+from dukb.neural.run.files import (BOOKKEEPING_DIR, COMMANDS_LOG, LOCK_NAME, RENDER_LOCK_NAME, _NOFOLLOW, _make_dir,
+                                   _open_regular_fd, _stderr, bookkeeping_dir, bookkeeping_path, check_output_dir,
+                                   guard_run, open_append, refuse_links, refuse_links_in)
 from dukb.neural.run.identity import RunIdentityError, identity_differences, open_run
 from dukb.neural.run.log import attach_run_log, detach_run_log
+from dukb.neural.run.migrate import migrate
 
 try:  # POSIX; elsewhere a run directory is not locked
     import fcntl
@@ -143,6 +144,9 @@ def _open_lock(path: Path) -> int:
 
 #: seconds between a waiter's attempts to lock a run held by another process
 LOCK_POLL = 0.5
+#: seconds a second invocation with the same settings waits to join a live run while its owner sets it up (finetunes
+#: the model) before it refuses, naming the owner
+JOIN_WAIT = 6 * 3600.0
 
 
 def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
@@ -213,6 +217,9 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
+                if time.monotonic() - started > JOIN_WAIT:  # an owner whose setup never ends
+                    raise RunIdentityError(f"in use by {_describe(holder)} with the same settings, whose setup has "
+                                           f"not ended in {JOIN_WAIT:g} s; end it, then resume", run) from None
                 time.sleep(LOCK_POLL)
                 continue
             except BaseException:
@@ -230,8 +237,13 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
             rechecked = True
             os.close(fd)
             continue
+        if time.monotonic() - started > LOCK_WAIT:  # bounded: a resume never waits without end
+            os.close(fd)
+            raise RunIdentityError(f"in use by {_describe(holder)} with the same settings for more than {LOCK_WAIT:g} "
+                                   "s; wait for it to finish, then resume (or choose another -o)", run)
         if not announced:
-            log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; waiting for it to finish"))
+            log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; waiting up to {LOCK_WAIT:g} s "
+                         "for it to finish"))
             announced = True
         os.close(fd)  # polled, so that an owner's switch to a shared lock is never overtaken by this waiter
         time.sleep(LOCK_POLL)
@@ -249,13 +261,13 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     - other settings (its identity differs, compared as :func:`open_run` would), another protocol, or ``resume``
       off: refused at once, naming the directory and the holder;
-    - exactly the same identity with ``resume`` (a ``joinable`` protocol): one line through ``log`` saying it joins, then a shared
-      lock once the owner has called :func:`open_to_workers`; the caller is a worker (:func:`run_role`) that claims
-      units (:class:`UnitClaims`) and leaves config.json and the caches to the owner. If the owner ended meanwhile,
-      this process owns the run (a resume);
+    - exactly the same identity with ``resume`` (a ``joinable`` protocol): one line through ``log`` saying it joins,
+      then a shared lock once the owner has called :func:`open_to_workers` (at most :data:`JOIN_WAIT` seconds); the
+      caller is a worker (:func:`run_role`) that claims units (:class:`dukb.neural.run.units.UnitClaims`) and leaves
+      config.json and the caches to the owner. If the owner ended meanwhile, this process owns the run (a resume);
     - the same settings with ``resume`` and additions (targets, methods, grid values): one line through ``log``
-      saying it waits for the holder, then, once the lock is free, the run is opened as a resume of what the holder
-      wrote.
+      saying it waits for the holder (at most :data:`LOCK_WAIT` seconds, then refused in one line naming the
+      holder), then, once the lock is free, the run is opened as a resume of what the holder wrote.
 
     Nothing is written through a symbolic link: a link anywhere below RUN_DIR (down to 4 levels: a file, ``.dukb``,
     ``.dukb/units``, ``finetuned``, a claim) is refused in one line naming it before the run is touched
@@ -264,8 +276,8 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     Once the run is claimed, the invocation is logged (:func:`log_invocation`: one line in RUN_DIR/commands.log with
     its role, "owner" for the invocation that creates the run, "resume" for one that continues it, "worker" for one
-    that joins a live run) and the owner moves an older dukb's bookkeeping into RUN_DIR/.dukb
-    (:func:`_migrate_bookkeeping`). When the protocol has accepted the run (its plan stage passed), it calls
+    that joins a live run) and the owner brings a run of an earlier layout to the current one
+    (:func:`dukb.neural.run.migrate.migrate`). When the protocol has accepted the run (its plan stage passed), it calls
     :func:`confirm_run`, which runs the front end's hook under the lock (:func:`set_claim_hook`: the command line
     writes RUN_DIR/config.yaml there).
 
@@ -288,8 +300,9 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
 
     Raises:
         RunIdentityError: another process holds the directory with other settings, another protocol, or without
-            ``resume``; or the run's config.json refuses the invocation (:func:`open_run`). One line naming the
-            directory (and the holder's pid and host).
+            ``resume``; or it held the directory past :data:`LOCK_WAIT` (:data:`JOIN_WAIT` for a joining worker);
+            or the run's config.json refuses the invocation (:func:`open_run`). One line naming the directory (and
+            the holder's pid and host).
         InputError: the directory or its lock file cannot be created; RUN_DIR/.dukb is not a directory; an older
             dukb still holds the run (its RUN_DIR/run.lock).
     """
@@ -311,7 +324,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
         if not lock.shared:
             lock.info = info | {"identity": merged}
             lock.record(lock.info)
-            _migrate_bookkeeping(run)
+            migrate(run)  # a run of an earlier layout (config.json's run_layout) is moved over
         role = "worker" if lock.shared else ("resume" if old else "owner")
         log_invocation(run, role)
         lock.claimed = (role, merged, added)  # for the front end's hook, once the protocol accepts the run
@@ -386,73 +399,6 @@ def log_invocation(run: str | Path, role: str, argv: list[str] | None = None) ->
     line = "\t".join(one_line(f) for f in fields) + "\n"
     with open_append(Path(run) / COMMANDS_LOG) as fh:
         fh.write(line)
-
-
-#: the entries an older dukb's RUN_DIR/units folder holds: claims, takeover markers, the plan and its lock
-_LEGACY_UNIT_FILES = (".claim", "planned.json", "planned.json.lock")
-
-
-def _migrate_bookkeeping(run: Path) -> None:
-    """Move the bookkeeping a dukb before RUN_DIR/.dukb kept at the run's top level (:data:`LEGACY_BOOKKEEPING`)
-    into RUN_DIR/.dukb, so an older run resumes with its work-unit claims and its top level holds user files only.
-    Called by :func:`claim_run` for the run's owner (an exclusive lock), after its identity was accepted.
-
-    - run.lock: refused when an older dukb still holds it (``flock``), else removed;
-    - render.lock: removed;
-    - units/: moved to RUN_DIR/.dukb/units when it holds claims and the plan only and RUN_DIR/.dukb/units does not
-      exist yet (its claims keep their done state; a claim's worker, gone, is taken over as usual);
-    - workers/: its lock files removed (their workers are gone: the older owner's lock is free), then the folder
-      when empty.
-
-    Only regular files and real directories are touched (a symbolic link in their place is left alone).
-
-    Raises:
-        RunIdentityError: an older dukb still holds RUN_DIR/run.lock (one line).
-    """
-    def kind(path: Path) -> int | None:
-        try:
-            return os.lstat(path).st_mode
-        except OSError:
-            return None
-
-    old_lock = run / LOCK_NAME
-    mode = kind(old_lock)
-    if mode is not None and stat.S_ISREG(mode):
-        if fcntl is not None:
-            try:
-                fd = os.open(old_lock, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-            except OSError:
-                fd = -1
-            if fd >= 0:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise RunIdentityError("in use by an older dukb (it holds RUN_DIR/run.lock); wait for it to "
-                                           "finish, then resume", run) from None
-                finally:
-                    os.close(fd)
-        old_lock.unlink(missing_ok=True)
-    mode = kind(run / RENDER_LOCK_NAME)
-    if mode is not None and stat.S_ISREG(mode):
-        (run / RENDER_LOCK_NAME).unlink(missing_ok=True)
-    units = run / UNITS_DIR
-    mode = kind(units)
-    if mode is not None and stat.S_ISDIR(mode) and not os.path.lexists(bookkeeping_path(run, UNITS_DIR)):
-        names = [p.name for p in units.iterdir()]
-        if all(n.endswith(_LEGACY_UNIT_FILES) or ".claim.takeover-" in n for n in names):
-            bookkeeping_dir(run)
-            os.rename(units, bookkeeping_path(run, UNITS_DIR))
-    workers = run / WORKERS_DIR
-    mode = kind(workers)
-    if mode is not None and stat.S_ISDIR(mode):
-        for p in workers.iterdir():
-            m = kind(p)
-            if p.name.endswith(".lock") and m is not None and stat.S_ISREG(m):
-                p.unlink(missing_ok=True)
-        try:
-            workers.rmdir()
-        except OSError:
-            pass  # something else is in it: left alone
 
 
 def run_role(run: str | Path) -> str | None:
@@ -530,9 +476,9 @@ def render_lock(run: str | Path):
         yield
 
 
-#: seconds a process waits for a lock file another process holds (render.lock, planned.json's lock) before it gives
-#: up with one line naming the holder; a model cache's lock (one worker finetunes, the others then load) passes a
-#: longer wait (:data:`CLAIM_TIMEOUT`)
+#: seconds a process waits for a lock another process holds (the run lock of a resume with additions, render.lock,
+#: planned.json's lock) before it gives up with one line naming the holder; a model cache's lock (one worker
+#: finetunes, the others then load) passes a longer wait (:data:`dukb.neural.run.units.CLAIM_TIMEOUT`)
 LOCK_WAIT = 60.0
 
 
@@ -599,6 +545,6 @@ def file_lock(path: str | Path, wait: float | None = None, log: Callable[[str], 
         os.close(fd)
 
 
-__all__ = ["HOLDER_INFO_TIMEOUT", "LOCK_BYTES", "LOCK_POLL", "LOCK_WAIT", "RunLock", "claim_run", "confirm_run",
+__all__ = ["HOLDER_INFO_TIMEOUT", "JOIN_WAIT", "LOCK_BYTES", "LOCK_POLL", "LOCK_WAIT", "RunLock", "claim_run", "confirm_run",
            "file_lock", "holds_run_lock", "log_invocation", "open_to_workers", "release_run", "render_lock", "run_role",
            "set_claim_hook"]

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from dukb.neural.run.migrate import RUN_LAYOUT
+
 
 # -------------------------------------------------------------------------------------------- provenance --------
 #: the libraries whose versions every run records (None when one is not installed)
@@ -88,7 +90,8 @@ def thread_info() -> dict:
 
 def provenance(device: str | None = None, **extra) -> dict:
     """Provenance of a run: versions (with dukb's revision), threads (:func:`thread_info`), device, world size,
-    host, pid, command line and time.
+    host, pid, command line, time and the run directory's layout (:data:`dukb.neural.run.migrate.RUN_LAYOUT`, read
+    back by :func:`dukb.neural.run.migrate.migrate`).
 
     Args:
         device: the resolved device string (None: not recorded).
@@ -97,7 +100,8 @@ def provenance(device: str | None = None, **extra) -> dict:
     from dukb.neural import distributed as dist
 
     out = {"versions": versions(), "threads": thread_info(), "world_size": dist.world_size(), "argv": list(sys.argv),
-           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": socket.gethostname(), "pid": os.getpid()}
+           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": socket.gethostname(), "pid": os.getpid(),
+           "run_layout": RUN_LAYOUT}
     if device is not None:
         out["device"] = device_info(device)
     return out | extra

@@ -305,18 +305,8 @@ def record_units(run: str | Path, units) -> None:
         raise InputError(f"cannot write the planned work units ({e.strerror or e})", folder / UNITS_PLAN) from None
 
 
-def _units_folder(run: Path) -> Path:
-    """Where the run's work units are: RUN_DIR/.dukb/units, or, for a run an older dukb made and no owner has
-    resumed since (:func:`_migrate_bookkeeping`), its top-level units folder (read only, a real directory only)."""
-    here = bookkeeping_path(run, UNITS_DIR)
-    legacy = run / UNITS_DIR
-    if not os.path.lexists(here) and not os.path.islink(legacy) and legacy.is_dir():
-        return legacy
-    return here
-
-
 def _planned_units(run: Path) -> list[list] | None:
-    path = _units_folder(run) / UNITS_PLAN
+    path = bookkeeping_path(run, UNITS_DIR, UNITS_PLAN)
     if not path.exists():
         return None
     data = read_json(path, "planned work units")
@@ -344,7 +334,7 @@ def unfinished_units(run: str | Path) -> list[tuple] | None:
         return None
     out = []
     for unit in planned:
-        claim = _units_folder(run) / (_safe_name("-".join(map(str, unit))) + ".claim")
+        claim = bookkeeping_path(run, UNITS_DIR, _safe_name("-".join(map(str, unit))) + ".claim")
         try:
             info = read_claim(claim)[0]
         except InputError:  # a link or a folder in its place: not a finished claim
