@@ -192,11 +192,13 @@ def test_forged_rows_of_other_protocols_are_not_summarised(protocol, tmp_path, c
 def _control_rows() -> list[dict]:
     base = {"ratio": "1%", "forgotten_relationships": [], "forgotten_biographies": []}
     return [{**base, "control": "original", "method": None, "value": None},
+            {**base, "control": "none", "method": "ga", "param": "steps", "value": 8.0},
             {**base, "control": "oc", "method": "ga", "param": "steps", "value": 1.0}]
 
 
 def _restor_rows() -> list[dict]:
-    return [{"method": "ga", "targeted": False, "setting": {}, "rows": [{"correct": True, "label": "x", "answer": "y"}]}]
+    return [{"method": "ga", "targeted": False, "setting": {},
+             "rows": [{"correct": True, "label": "x", "answer": "y"}]}]
 
 
 #: protocol -> (its valid rows, the run's config.json, forged lines (changes of the first row) with their reasons)
@@ -205,7 +207,8 @@ PLANS = {
                                       "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1, 2]}}}},
              lambda rs: [(_forged(rs[0], request="other"), 'field request: "other" is not a request of the run'),
                          (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run'),
-                         (_forged(rs[2], setting={"steps": 7, "lr": 0.001}), "field setting.steps: 7 is not in the grid")]),
+                         (_forged(rs[2], setting={"steps": 7, "lr": 0.001}),
+                          "field setting.steps: 7 is not in the grid")]),
     "rwku": (rwku_rows, {"identity": {"targets": [28, 31], "rwku": {"batch_sizes": [2]},
                                       "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1]}}}},
              lambda rs: [(_forged(rs[0], request="target-99"), 'field request: "target-99" is not a request'),
@@ -213,8 +216,8 @@ PLANS = {
                          (_forged(rs[1], method="npo"), 'field method: "npo" is not a method of the run')]),
     "control": (_control_rows, {"identity": {"ratios": {"1%": {}}, "controls": {"oc": {}}, "methods": {"ga": {}}}},
                 lambda rs: [(_forged(rs[0], ratio="5%"), 'field ratio: "5%" is not a ratio of the run'),
-                            (_forged(rs[1], control="es"), 'field control: "es" is not a control of the run'),
-                            (_forged(rs[1], method="npo"), 'field method: "npo" is not a method of the run')]),
+                            (_forged(rs[2], control="es"), 'field control: "es" is not a control of the run'),
+                            (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run')]),
     "restor": (_restor_rows, {"identity": {}, "history": [{"methods": ["ga"]}]},
                lambda rs: [(_forged(rs[0], method="npo"), 'field method: "npo" is not a method of the run')]),
 }

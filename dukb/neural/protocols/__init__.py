@@ -7,10 +7,10 @@ report). Its units are claimed in RUN_DIR/.dukb/units, so several invocations of
 predates this package.
 
 Adding a protocol: a folder ``dukb/neural/protocols/<name>/`` with ``config.py`` (a
-:class:`dukb.neural.runconfig.RunConfig` subclass with ``check()``), ``run.py`` (a :class:`Protocol` subclass and
-its entry function, decorated with :func:`dukb.neural.run.lock.holds_run_lock`) and ``report.py`` (its renderer), with its rows (a
-:class:`dukb.neural.run.rows.RowSchema`) at the end of ``config.py``, then
-one :func:`register` call below.
+:class:`dukb.neural.runconfig.RunConfig` subclass with ``check()``, and its rows, a
+:class:`dukb.neural.run.rows.RowSchema`), ``run.py`` (a :class:`Protocol` subclass and its entry function, decorated
+with :func:`dukb.neural.run.lock.holds_run_lock`) and ``report.py`` (its renderer), then one :func:`register` call
+below.
 
 Source: dukb (the protocol skeleton); each entry names its paper.
 """

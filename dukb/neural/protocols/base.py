@@ -195,6 +195,7 @@ class Protocol(abc.ABC):
 
         Raises:
             InputError: another run in RUN_DIR, or results present without ``resume``.
+            ValueError: no ``row_key`` for a protocol that is not registered with its rows.
         """
         info = PROTOCOLS.get(self.name)
         self.identity, self.added, self.old_record = claim_run(self.run, self.name, identity, extendable=extendable,
@@ -212,6 +213,8 @@ class Protocol(abc.ABC):
             self.log(f"joined the run as another worker: units {self.units_name} are claimed in "
                      "RUN_DIR/.dukb/units")
         if row_key is None:  # a row the run's plan cannot hold is a damaged line (moved aside by the owner)
+            if info is None or not info.rows:
+                raise ValueError(f"protocol {self.name!r} declares no rows (ProtocolInfo.rows): pass row_key")
             self.row_schema = info.load("rows")
             key, check = self.row_schema.key, self.row_schema.check({"identity": self.identity})
         else:

@@ -26,6 +26,7 @@ import json
 import os
 import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError, one_line
@@ -46,8 +47,66 @@ RENDER_LOCK_NAME = "render.lock"
 #: holds its lock: folders of :data:`BOOKKEEPING_DIR`
 UNITS_DIR = "units"
 WORKERS_DIR = "workers"
-#: the log of a run's invocations, one line each (:func:`log_invocation`), beside config.yaml
+#: the log of a run's invocations, one line each (:func:`dukb.neural.run.lock.log_invocation`), beside config.yaml
 COMMANDS_LOG = "commands.log"
+#: the run's identity, provenance and history (:mod:`dukb.neural.run.identity`), and the options it ran with
+CONFIG_NAME = "config.json"
+CONFIG_YAML_NAME = "config.yaml"
+#: the results journal (:mod:`dukb.neural.run.journal`), the shards of a multi-process run, and where a resume moves
+#: the damaged lines of RUN_DIR/results*.jsonl (one JSON object per line: file, line, reason, text, moved)
+RESULTS_NAME = "results.jsonl"
+SHARD_GLOB = "results.rank*.jsonl"
+DAMAGED_NAME = "results.damaged.jsonl"
+#: the log file of a run directory: library warnings (transformers, peft, torch, ``warnings.warn``) while a protocol
+#: holds the run (:mod:`dukb.neural.run.log`)
+RUN_LOG_NAME = "run.log"
+#: the cached minimal deep unlearning sets of the run's targets, and the baseline probe of its model (before
+#: unlearning), kept so that a resume or a joining worker reads them instead of computing them again
+SETS_NAME = "sets.json"
+PROBE_CACHE_NAME = "baseline_probe.json"
+#: what a report writes at the top level
+REPORT_NAME = "report.md"
+SUMMARY_NAME = "summary.csv"
+#: the work units a run's workers planned, in RUN_DIR/.dukb/units (:func:`dukb.neural.run.units.record_units`)
+UNITS_PLAN = "planned.json"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory and the path of every file dukb keeps in it: the one place their names are spelled (the
+    constants above).
+
+    Attributes:
+        path: the run directory (RUN_DIR; need not exist).
+
+    Source: dukb (the run directory of every protocol).
+    """
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    config = property(lambda self: self.path / CONFIG_NAME, doc="RUN_DIR/config.json: identity, provenance, history.")
+    config_yaml = property(lambda self: self.path / CONFIG_YAML_NAME, doc="RUN_DIR/config.yaml: the options.")
+    results = property(lambda self: self.path / RESULTS_NAME, doc="RUN_DIR/results.jsonl: the rows.")
+    damaged = property(lambda self: self.path / DAMAGED_NAME, doc="RUN_DIR/results.damaged.jsonl: lines set aside.")
+    commands_log = property(lambda self: self.path / COMMANDS_LOG, doc="RUN_DIR/commands.log: one line per invocation.")
+    run_log = property(lambda self: self.path / RUN_LOG_NAME, doc="RUN_DIR/run.log: library warnings.")
+    sets = property(lambda self: self.path / SETS_NAME, doc="RUN_DIR/sets.json: the cached deep unlearning sets.")
+    probe_cache = property(lambda self: self.path / PROBE_CACHE_NAME, doc="RUN_DIR/baseline_probe.json.")
+    report = property(lambda self: self.path / REPORT_NAME, doc="RUN_DIR/report.md.")
+    summary = property(lambda self: self.path / SUMMARY_NAME, doc="RUN_DIR/summary.csv.")
+    bookkeeping = property(lambda self: self.path / BOOKKEEPING_DIR, doc="RUN_DIR/.dukb: locks and claims.")
+    lock = property(lambda self: self.bookkeeping / LOCK_NAME, doc="RUN_DIR/.dukb/run.lock: the run's lock.")
+    render_lock = property(lambda self: self.bookkeeping / RENDER_LOCK_NAME, doc="RUN_DIR/.dukb/render.lock.")
+    units = property(lambda self: self.bookkeeping / UNITS_DIR, doc="RUN_DIR/.dukb/units: the work-unit claims.")
+    units_plan = property(lambda self: self.units / UNITS_PLAN, doc="RUN_DIR/.dukb/units/planned.json.")
+    workers = property(lambda self: self.bookkeeping / WORKERS_DIR, doc="RUN_DIR/.dukb/workers: workers' locks.")
+
+    def shards(self) -> list[Path]:
+        """The shard files of a multi-process run (RUN_DIR/results.rank*.jsonl), sorted."""
+        return sorted(self.path.glob(SHARD_GLOB))
 
 
 # ------------------------------------------------------------------------------------- writes stay inside --------

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Collection, Iterable
 
 from dukb import InputError
-from dukb.neural.run.files import RUN_JSON_BYTES, json_problem
+from dukb.neural.run.files import RUN_JSON_BYTES, RunDir, json_problem
 
 #: version of the identity layout; a run written with another layout cannot be resumed (2: probing judges the answer
 #: line, CL-DU's trace left the setting, the preset family is recorded; 3: ``npo`` is the Eval-DU code's logit
@@ -236,7 +236,7 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
     """
     from dukb.kb.csvfile import read_bytes
 
-    path = Path(run) / "config.json"
+    path = RunDir(run).config
     if not os.path.lexists(path):
         return dict(identity), {}, {}
     data = read_bytes(path, "run config", limit=RUN_JSON_BYTES)  # a FIFO, device or folder: an error naming it

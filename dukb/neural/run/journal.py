@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from dukb import InputError
-from dukb.neural.run.files import (_NOFOLLOW, _open_regular_fd, _stderr, json_problem, open_append, refuse_links,
-                                   write_bytes_atomic)
+from dukb.neural.run.files import (DAMAGED_NAME, RunDir, _NOFOLLOW, _open_regular_fd, _stderr, json_problem,
+                                   open_append, refuse_links, write_bytes_atomic)
 from dukb.neural.run.rows import RowProblem, RowSchema
 
 try:  # POSIX; elsewhere a run directory is not locked
@@ -29,9 +29,6 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 # ----------------------------------------------------------------------------------------------- results --------
-#: where a resume moves the damaged lines of RUN_DIR/results*.jsonl (one JSON object per line: file, line, reason,
-#: text, moved)
-DAMAGED_NAME = "results.damaged.jsonl"
 
 
 #: Largest results journal read (results.jsonl, a shard): as :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`, far above
@@ -294,7 +291,7 @@ def journal_note(journal: Journal) -> str:
                    f"A `--resume` moves them to {DAMAGED_NAME} and recomputes their rows.")
         out.append("\n".join(f"- line {d.line}: {d.reason}" for d in journal.damaged[:20])
                    + (f"\n- ... and {len(journal.damaged) - 20} more" if len(journal.damaged) > 20 else ""))
-    aside = journal.path.parent / DAMAGED_NAME
+    aside = RunDir(journal.path.parent).damaged
     if os.path.lexists(aside):  # read bounded: a regular file only
         from dukb.kb.csvfile import read_bytes
 
@@ -322,7 +319,7 @@ def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Pa
     """
     aside = None
     if journal.damaged:
-        aside = journal.path.parent / DAMAGED_NAME
+        aside = RunDir(journal.path.parent).damaged
         moved = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         with open_append(aside) as fh:
             for d in journal.damaged:

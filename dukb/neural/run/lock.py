@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Callable, Collection
 
 from dukb import InputError, one_line
-from dukb.neural.run.files import (BOOKKEEPING_DIR, COMMANDS_LOG, LOCK_NAME, RENDER_LOCK_NAME, _NOFOLLOW, _make_dir,
-                                   _open_regular_fd, _stderr, bookkeeping_dir, bookkeeping_path, check_output_dir,
-                                   guard_run, open_append, refuse_links, refuse_links_in)
+from dukb.neural.run.files import (BOOKKEEPING_DIR, COMMANDS_LOG, LOCK_NAME, RENDER_LOCK_NAME, RunDir, _NOFOLLOW,
+                                   _make_dir, _open_regular_fd, _stderr, bookkeeping_dir, bookkeeping_path,
+                                   check_output_dir, guard_run, open_append, refuse_links, refuse_links_in)
 from dukb.neural.run.identity import RunIdentityError, identity_differences, open_run
 from dukb.neural.run.log import attach_run_log, detach_run_log
 from dukb.neural.run.migrate import migrate
@@ -397,7 +397,7 @@ def log_invocation(run: str | Path, role: str, argv: list[str] | None = None) ->
     fields = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), role, f"dukb {__version__}",
               shlex.quote(os.getcwd()), shlex.join(words)]
     line = "\t".join(one_line(f) for f in fields) + "\n"
-    with open_append(Path(run) / COMMANDS_LOG) as fh:
+    with open_append(RunDir(run).commands_log) as fh:
         fh.write(line)
 
 
@@ -545,6 +545,6 @@ def file_lock(path: str | Path, wait: float | None = None, log: Callable[[str], 
         os.close(fd)
 
 
-__all__ = ["HOLDER_INFO_TIMEOUT", "JOIN_WAIT", "LOCK_BYTES", "LOCK_POLL", "LOCK_WAIT", "RunLock", "claim_run", "confirm_run",
-           "file_lock", "holds_run_lock", "log_invocation", "open_to_workers", "release_run", "render_lock", "run_role",
-           "set_claim_hook"]
+__all__ = ["HOLDER_INFO_TIMEOUT", "JOIN_WAIT", "LOCK_BYTES", "LOCK_POLL", "LOCK_WAIT", "RunLock", "claim_run",
+           "confirm_run",            "file_lock", "holds_run_lock", "log_invocation", "open_to_workers", "release_run",
+           "render_lock", "run_role",            "set_claim_hook"]

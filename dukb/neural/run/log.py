@@ -11,11 +11,8 @@ import sys
 from pathlib import Path
 
 from dukb import InputError
-from dukb.neural.run.files import _stderr, open_append
+from dukb.neural.run.files import RUN_LOG_NAME, RunDir, _stderr, open_append
 
-#: the log file of a run directory: library warnings (transformers, peft, torch, ``warnings.warn``) while a protocol
-#: holds the run
-RUN_LOG_NAME = "run.log"
 #: its line format: time, level, logger name, message
 RUN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -69,7 +66,7 @@ def attach_run_log(run: str | Path) -> logging.Handler:
     directory in its place) is said once on stderr in one line, and the run goes on.
     """
     logging.captureWarnings(True)
-    handler = _RunLogHandler(str(Path(run) / RUN_LOG_NAME))
+    handler = _RunLogHandler(str(RunDir(run).run_log))
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
     logging.getLogger().addHandler(handler)

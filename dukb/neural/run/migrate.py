@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.kb.csvfile import read_bytes
-from dukb.neural.run.files import (LOCK_NAME, RENDER_LOCK_NAME, RUN_JSON_BYTES, UNITS_DIR, WORKERS_DIR,
+from dukb.neural.run.files import (LOCK_NAME, RENDER_LOCK_NAME, RUN_JSON_BYTES, RunDir, UNITS_DIR, WORKERS_DIR,
                                    bookkeeping_dir, bookkeeping_path, json_problem)
 from dukb.neural.run.identity import RunIdentityError
 
@@ -46,7 +46,7 @@ def run_layout(run: str | Path) -> int:
     """The layout of the run in ``run``: config.json's ``provenance.run_layout``; 1 for a config.json without it (or
     one that cannot be read: the identity check names what is wrong with it); :data:`RUN_LAYOUT` for a directory
     without config.json that holds none of layout 1's names (a new run)."""
-    path = Path(run) / "config.json"
+    path = RunDir(run).config
     if not os.path.lexists(path):
         return 1 if any(os.path.lexists(Path(run) / n) for n in _TOP_LEVEL) else RUN_LAYOUT
     try:

@@ -13,14 +13,11 @@ from pathlib import Path
 from typing import Callable
 
 from dukb import InputError, one_line
-from dukb.neural.run.files import read_json, write_bytes_atomic
+from dukb.neural.run.files import PROBE_CACHE_NAME, read_json, write_bytes_atomic
 from dukb.neural.run.identity import sha256_json
 from dukb.neural.run.provenance import versions
 
 # ------------------------------------------------------------------------------------------ probe cache --------
-#: the baseline probe of a run's model (before unlearning), kept in RUN_DIR so that a resume or a joining worker
-#: reads it instead of probing again (:func:`read_probe_cache`)
-PROBE_CACHE_NAME = "baseline_probe.json"
 #: the largest probe cache written or read (a row takes about 40 bytes of compact JSON: 64 MiB holds 1.5 million
 #: rows, far more than a KB's items in every form)
 PROBE_CACHE_BYTES = 64 * 1024 * 1024

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 from dukb import InputError
-from dukb.neural.run.files import (UNITS_DIR, WORKERS_DIR, _NOFOLLOW, _open_regular_fd, _safe_name, bookkeeping_dir,
-                                   bookkeeping_path, json_problem, link_refusal, read_json, write_bytes_atomic,
-                                   write_json_atomic)
+from dukb.neural.run.files import (RunDir, SHARD_GLOB, UNITS_DIR, UNITS_PLAN, WORKERS_DIR, _NOFOLLOW, _open_regular_fd,
+                                   _safe_name, bookkeeping_dir, bookkeeping_path, json_problem, link_refusal, read_json,
+                                   write_bytes_atomic, write_json_atomic)
 from dukb.neural.run.journal import ResultsFile, move_aside, read_journal
 from dukb.neural.run.lock import LOCK_BYTES, file_lock
 from dukb.neural.run.rows import RowProblem
@@ -27,7 +27,6 @@ try:  # POSIX; elsewhere a run directory is not locked
 except ImportError:  # pragma: no cover
     fcntl = None
 
-SHARD_GLOB = "results.rank*.jsonl"
 
 #: a claim whose worker has not written for this long (seconds) is taken over even when its worker's lock cannot be
 #: checked (a worker on another host whose file system does not share ``flock``)
@@ -273,8 +272,6 @@ def claimed_units(claims: "UnitClaims | None", results: "ResultsFile", units, pe
                 claims.done(unit)
 
 
-#: the work units a run's workers planned, in RUN_DIR/.dukb/units (:func:`record_units`)
-UNITS_PLAN = "planned.json"
 
 
 def record_units(run: str | Path, units) -> None:
@@ -306,7 +303,7 @@ def record_units(run: str | Path, units) -> None:
 
 
 def _planned_units(run: Path) -> list[list] | None:
-    path = bookkeeping_path(run, UNITS_DIR, UNITS_PLAN)
+    path = RunDir(run).units_plan
     if not path.exists():
         return None
     data = read_json(path, "planned work units")
@@ -378,10 +375,10 @@ def merge_shards(run: Path, key: Callable[[dict], tuple], order=None, check: Row
     Raises:
         InputError: a shard cannot be read. OSError: a file cannot be written.
     """
-    shards = sorted(Path(run).glob(SHARD_GLOB))
+    shards = RunDir(run).shards()
     if not shards:
         return 0
-    main = ResultsFile(Path(run) / "results.jsonl", key, check=check)
+    main = ResultsFile(RunDir(run).results, key, check=check)
     new: dict[tuple, dict] = {}
     for sh in shards:
         journal = read_journal(sh, key, check)

@@ -251,8 +251,8 @@ def control_row(row: dict) -> None:
 
 def control_plan_check(config: dict) -> RowProblem | None:
     """The check of a control row against its run's plan (config.json's ``identity``): its ratio is one of the
-    run's ratios, its control "original" or one of the run's controls, and its method (when it has one: θ_o's row
-    has none) one of the run's methods. A row that fails cannot come from the run.
+    run's ratios, its control "original" (θ_o), "none" (a method's uncontrolled run) or one of the run's controls,
+    and its method (when it has one: θ_o's row has none) one of the run's methods. A row that fails cannot come from the run.
 
     Args:
         config: the run's config.json (a dict); its ``identity`` holds ``ratios``, ``controls`` and ``methods``
@@ -271,7 +271,7 @@ def control_plan_check(config: dict) -> RowProblem | None:
     def check(row: dict) -> str | None:
         if ratios is not None and row["ratio"] not in ratios:
             return f"field ratio: {show(row['ratio'])} is not a ratio of the run (config.json)"
-        if controls is not None and row["control"] != "original" and row["control"] not in controls:
+        if controls is not None and row["control"] not in ("original", "none") and row["control"] not in controls:
             return f"field control: {show(row['control'])} is not a control of the run (config.json)"
         if methods is not None and row.get("method") and row["method"] not in methods:
             return f"field method: {show(row['method'])} is not a method of the run (config.json)"

@@ -223,15 +223,13 @@ def rwku_plan_check(config: dict) -> RowProblem | None:
     A row that fails cannot come from the run.
 
     Args:
-        config: the run's config.json (a dict); its ``identity`` holds ``targets`` (ints), ``methods`` (label ->
-            ``param`` and ``grid``) and ``rwku.batch_sizes``.
+        config: the run's config.json, whose ``identity`` holds the run's targets, its methods with their grids and
+            ``rwku.batch_sizes``.
 
     Returns:
-        callable(row) -> the problem in words or None, for rows that passed :func:`rwku_row`; None when the config
-        has no identity to check against.
+        A :data:`dukb.neural.run.rows.RowProblem` for rows that passed :func:`rwku_row`, or None (no identity).
     """
-    identity = identity_of(config)
-    if identity is None:
+    if (identity := identity_of(config)) is None:
         return None
     targets, extra = identity.get("targets"), identity.get("rwku")
     sizes = extra.get("batch_sizes") if isinstance(extra, dict) else None
