@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: modules that torch-free paths (``dukb report``, the CLI's start, config checks) import and that use torch in one
 #: or two functions only: they keep ``import torch`` inside those functions
-LAZY_TORCH = {"dukb/neural/runs.py": "run records: device and thread info",
+LAZY_TORCH = {"dukb/neural/run/provenance.py": "run records: device and thread info",
               "dukb/neural/distributed.py": "process-group helpers the CLI calls before any model",
               "dukb/neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors",
               "dukb/neural/bounds.py": "option ranges the CLI checks at parse time; only --device asks torch what it sees"}

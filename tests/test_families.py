@@ -74,7 +74,7 @@ def test_a_changed_preset_rate_enters_the_run_identity(monkeypatch):
     from dukb.neural import families as F
     from dukb.neural.methods import get_method
     from dukb.neural.protocols.evaluate.config import method_identity
-    from dukb.neural.runs import identity_differences
+    from dukb.neural.run.identity import identity_differences
 
     ga, tv, icu = get_method("ga"), get_method("tv"), get_method("icu")
     assert all(F.identity_lr(m, fam, None) is None for m in (ga, tv, icu) for fam in F.FAMILIES)

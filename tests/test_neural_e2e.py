@@ -379,7 +379,7 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
 
 def test_a_finished_run_keeps_its_locks_and_claims_out_of_sight(eval_run):
     """A finished run's top level holds what a user reads; every lock and claim is in RUN/.dukb (issue 38)."""
-    from dukb.neural.runs import BOOKKEEPING_DIR
+    from dukb.neural.run.files import BOOKKEEPING_DIR
 
     top = {p.name for p in eval_run.iterdir()}
     assert not [n for n in top if n.endswith((".lock", ".claim"))] and not {"units", "workers"} & top, top
@@ -439,7 +439,7 @@ def test_a_resume_reads_the_baseline_probe_kept_under_its_key(eval_run, small_kb
     cache, is probed again and rewritten."""
     import shutil
 
-    from dukb.neural.runs import PROBE_CACHE_NAME, read_probe_cache
+    from dukb.neural.run.probecache import PROBE_CACHE_NAME, read_probe_cache
 
     run = tmp_path / "run"
     shutil.copytree(eval_run, run)

@@ -323,7 +323,7 @@ def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, s
 
 def _unit_rows(output: Path, target: int, label: str) -> list[dict]:
     """The rows of (target, method) in RUN/results.jsonl, in the order written."""
-    from dukb.neural.runs import read_results
+    from dukb.neural.run.journal import read_results
 
     return [r for r in read_results(output / "results.jsonl") if r.get("target") == target
             and r.get("method") == label]

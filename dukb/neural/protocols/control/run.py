@@ -30,7 +30,7 @@ from dukb.neural.protocols.control.config import (
     ratio_key,
     split_facts,
 )
-from dukb.neural.runs import holds_run_lock
+from dukb.neural.run.lock import holds_run_lock
 
 #: the forms a method's models are trained on (qa) or selected on (the calibration's PS-exact asks the qa questions,
 #: PS-perturb the paraphrases): never held out
@@ -61,7 +61,9 @@ class ControlProtocol(Protocol):
         from dukb.neural.pipeline import finetune_config
         from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
         from dukb.neural.protocols.muse.config import _lr_entry
-        from dukb.neural.runs import IDENTITY_VERSION, history_entry, provenance, write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
+        from dukb.neural.run.provenance import provenance
 
         cfg = self.cfg
         if dist.is_distributed():
@@ -134,7 +136,7 @@ class ControlProtocol(Protocol):
             InputError: config.json unreadable, or it names a method without a name or one this dukb lacks.
         """
         from dukb.neural.methods import get_method
-        from dukb.neural.runs import read_json
+        from dukb.neural.run.files import read_json
 
         path = self.run / "config.json"
         if not self.resume or not path.is_file():
@@ -395,7 +397,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
 
     Raises:
         InputError: bad settings, a directory holding another run or in use by another process
-            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, a method that is not a
+            (:func:`dukb.neural.run.lock.claim_run`), results present without ``resume``, a method that is not a
             gradient method.
 
     Source: Wang et al. 2024, Sec. 5, App. C.

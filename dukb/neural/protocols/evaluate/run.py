@@ -30,8 +30,10 @@ from dukb.neural.protocols.evaluate.config import (
     finetune_cache_key,
     run_identity,
 )
+from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.run.provenance import provenance
+from dukb.neural.run.units import SHARD_GLOB, merge_shards
 from dukb.neural.runconfig import parse_layers
-from dukb.neural.runs import SHARD_GLOB, holds_run_lock, merge_shards, provenance
 
 
 class EvaluateProtocol(Protocol):
@@ -58,7 +60,7 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.metrics.heldout import check_heldout
         from dukb.neural.models import resolve_device, resolve_dtype
         from dukb.neural.plan import build_plan, choose_targets
-        from dukb.neural.runs import history_entry
+        from dukb.neural.run.identity import history_entry
         from dukb.solver.closure import compute_closure
 
         cfg = self.cfg
@@ -146,13 +148,8 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.models import load_model, model_fingerprint
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
-        from dukb.neural.runs import (
-            PROBE_CACHE_NAME,
-            probe_cache_key,
-            read_probe_cache,
-            write_json_atomic,
-            write_probe_cache,
-        )
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
 
         cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
         model_key = finetune_cache_key(self.identity)
@@ -308,9 +305,9 @@ class EvaluateProtocol(Protocol):
         if self.main:
             pos = {t: i for i, t in enumerate(self.targets)}
             labels = {label: i for i, (label, *_r) in enumerate(self.methods)}
-            merge_shards(self.run, order=lambda r: (pos.get(int(r["target"]), len(pos)),
-                                                    labels.get(r["method"], len(labels)),
-                                                    float(r["setting"][r["param"]])))
+            merge_shards(self.run, self.row_schema.key, check=self.row_schema.check({"identity": self.identity}),
+                         order=lambda r: (pos.get(int(r["target"]), len(pos)), labels.get(r["method"], len(labels)),
+                                          float(r["setting"][r["param"]])))
             paths = self.render(render)
             self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         dist.barrier(self.device)
@@ -336,7 +333,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     Raises:
         InputError: bad configuration, a run_dir holding a different run, or results present without ``resume``;
             run_dir in use by another process with other settings (or without ``resume``; with the same settings
-            and ``resume`` this joins it as another worker, :func:`dukb.neural.runs.claim_run`).
+            and ``resume`` this joins it as another worker, :func:`dukb.neural.run.lock.claim_run`).
 
     Source: Wu et al. 2025, Sec. 4 and App. C/H (protocol), Eq. 1-2 (metrics).
     """

@@ -30,8 +30,8 @@ from dukb.neural.protocols.rwku.config import (  # noqa: F401
     check_corpus_methods,
     rwku_row_key,
 )
+from dukb.neural.run.lock import holds_run_lock
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import holds_run_lock
 
 
 class RwkuProtocol(Protocol):
@@ -57,7 +57,9 @@ class RwkuProtocol(Protocol):
         from dukb.neural.models import resolve_device, resolve_dtype
         from dukb.neural.plan import choose_targets, load_kb_closure
         from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, run_identity
-        from dukb.neural.runs import history_entry, provenance, write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.identity import history_entry
+        from dukb.neural.run.provenance import provenance
         from dukb.solver.splits import forget_set
 
         cfg = self.cfg
@@ -122,7 +124,7 @@ class RwkuProtocol(Protocol):
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import Predictor
         from dukb.neural.protocols.evaluate.config import finetune_cache_key
-        from dukb.neural.runs import write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
 
         cfg, kb = self.cfg, self.kb
         self.descriptions = kb_descriptions(kb)  # RWKU's synthetic corpus: text about the facts, never a probe
@@ -291,7 +293,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
     Raises:
         InputError: bad settings, a directory holding another run or in use by another process
-            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, several processes.
+            (:func:`dukb.neural.run.lock.claim_run`), results present without ``resume``, several processes.
 
     Source: Jin et al. 2024 (RWKU), Sec. 3-4.
     """
