@@ -2,8 +2,11 @@
 time, so that they are never committed copies that can go stale.
 
 reference/cli.md holds every command's ``--help``; reference/{methods,metrics,attacks,protocols}.md the registries'
-tables (:func:`dukb.cli.reference.reference_pages`; the same tables `dukb methods` draws). The hook imports the
-checkout's dukb: run mkdocs from the repository root with dukb installed (`pip install -e ".[docs]"`).
+tables (:func:`dukb.cli.reference.reference_pages`; the same tables `dukb methods` draws), drawn from the metadata
+each registry entry declares as data (:mod:`dukb.neural.catalog`, :mod:`dukb.neural.families`,
+:mod:`dukb.neural.protocols`), so no table of methods, metrics or attacks is pasted into README or docs and compared:
+the build writes them. The hook imports the checkout's dukb: run mkdocs from the repository root with dukb installed
+(`pip install -e ".[docs]"`).
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ MODEL_MODULES = frozenset({
 def pytest_collection_modifyitems(config, items):
     """Mark every test of :data:`MODEL_MODULES` ``slow`` (see pyproject's markers)."""
     for item in items:
-        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in MODEL_MODULES:
+        module = getattr(item, "module", None)  # a doctest item (dukb/kb, dukb/solver) has none
+        if module is not None and module.__name__.rsplit(".", 1)[-1] in MODEL_MODULES:
             item.add_marker(pytest.mark.slow)
 
 

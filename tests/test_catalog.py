@@ -1,11 +1,13 @@
-"""The light CLI catalog (issue: one protocol skeleton, item 5): command help comes from names, summaries and grids
-that need no torch (:mod:`dukb.neural.catalog`), so the modules that use torch import it at the top and the CLI
-imports none of them at start-up."""
+"""The registries without a shadow (issue 40, item 4): every method, preset, metric, attack, control strategy,
+protocol and model family is one entry of a lazy :class:`dukb.neural.registry.Registry` whose metadata is plain data,
+so command help and the docs tables need no torch; the entry's metadata equals its loaded object (no drift); and the
+modules that use torch import it at the top while the CLI imports none of them at start-up."""
 
 from __future__ import annotations
 
 import ast
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: modules that torch-free paths (``dukb report``, the CLI's start, config checks) import and that use torch in one
 #: or two functions only: they keep ``import torch`` inside those functions
-LAZY_TORCH = {"dukb/neural/runs.py": "run records: device and thread info",
+LAZY_TORCH = {"dukb/neural/run/provenance.py": "run records: device and thread info",
               "dukb/neural/distributed.py": "process-group helpers the CLI calls before any model",
               "dukb/neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors",
               "dukb/neural/bounds.py": "option ranges the CLI checks at parse time; only --device asks torch what it sees"}
@@ -38,22 +40,111 @@ def _torch_imports(path: Path) -> tuple[bool, list[int]]:
     return top, sorted(set(inner))
 
 
-def test_the_catalog_is_the_registries():
-    """The committed catalog equals what the live registries give; `python -m dukb.neural.catalog_build` regenerates it
-    after a registry change (this test names the command)."""
+def _json_of(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter and read the JSON object its last output line prints."""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _method_actual(m) -> dict:
+    """A loaded method's attributes in the shape of its :class:`MethodEntry`."""
+    return {"name": m.name, "param": m.param, "grid": tuple(m.default_grid), "lr_kind": m.lr_kind,
+            "summary": m.summary, "source": m.source, "document_level": bool(m.document_level),
+            "options": tuple(m.options), "nonnegative": tuple(m.nonnegative_options),
+            "defaults": tuple(getattr(m, o) for o in m.options)}
+
+
+def _method_declared(e) -> dict:
+    return {"name": e.name, "param": e.param, "grid": tuple(e.grid), "lr_kind": e.lr_kind, "summary": e.summary,
+            "source": e.source, "document_level": e.document_level, "options": tuple(o.name for o in e.options),
+            "nonnegative": tuple(o.name for o in e.options if o.nonnegative),
+            "defaults": tuple(o.default for o in e.options)}
+
+
+def test_every_entry_s_metadata_equals_its_loaded_object():
+    """Methods (name, parameter, grid, learning-rate kind, summary, source, options with their defaults and ranges,
+    document level), metrics (name, level, summary, source), attacks (name, summary, source, setting defaults) and
+    control strategies (kind, parameter): what the registry declares as data is what the object says, so the help
+    texts and tables read from the data cannot drift from the code."""
     pytest.importorskip("torch")
-    from dukb.neural import catalog, catalog_build
-    from dukb.neural._catalog import CATALOG
+    from dukb.neural.catalog import ATTACKS, CONTROL_STRATEGIES, METHODS, METRICS, PRESETS
+    from dukb.neural.metrics import metric_call
+    from dukb.neural.registry import compare_fields
 
-    live = catalog_build.build()
-    assert CATALOG == live, "the catalog is stale: run `python -m dukb.neural.catalog_build`"
-    assert (ROOT / "dukb" / "neural" / "_catalog.py").read_text(encoding="utf-8") == catalog_build.source_text(live)
-    from dukb.neural.methods import DOCUMENT_METHODS, METHODS, PRESETS, methods_help
-    from dukb.neural.restor import RESTOR_METHODS
+    for name, e in zip(METHODS, METHODS.entries()):
+        declared, actual = _method_declared(e), _method_actual(METHODS[name])
+        for k in declared:
+            if k == "defaults":
+                assert all((a is None and d is None) or (a is not None and d is not None and math.isclose(a, d))
+                           for d, a in zip(declared[k], actual[k])), (name, k, declared[k], actual[k])
+            else:
+                assert declared[k] == actual[k], (name, k, declared[k], actual[k])
+    assert not METRICS.drift(lambda e, m: compare_fields(e, m, {"name": "name", "level": "level",
+                                                               "summary": "summary", "source": "source"}))
+    assert not ATTACKS.drift(lambda e, a: compare_fields(e, a, {"name": "name", "summary": "summary",
+                                                               "source": "source", "defaults": "defaults"}))
+    calls = {(e.name, c): metric_call(e.name, c) for e in METRICS.entries() for c in e.calls}
+    assert {c: f.__name__ for c, f in calls.items()} == {
+        ("recall", "success_du"): "success_du_all", ("recall_heldout", "forgotten"): "heldout_forgotten",
+        ("knowmem", "score"): "knowmem", ("verbmem", "score"): "verbmem", ("rwku_rouge", "fields"): "rwku_fields",
+        ("mia_fm_rm", "scores"): "qa_mia_scores", ("ps_exact", "vector"): "ps_vector"}
+    with pytest.raises(KeyError, match="has no call"):
+        metric_call("recall", "vector")
+    assert not CONTROL_STRATEGIES.drift(lambda e, s: compare_fields(e, s, {"name": "kind", "param": "param"}))
+    for p in PRESETS.values():
+        assert p.method in METHODS and PRESETS[p.name] is p  # a preset is its own object
 
-    assert catalog.method_names() == list(METHODS) and catalog.preset_names() == list(PRESETS)
-    assert catalog.document_methods() == list(DOCUMENT_METHODS) == list(RESTOR_METHODS)
-    assert methods_help() == catalog.methods_help() and all(n in methods_help() for n in METHODS)
+
+def test_a_registry_imports_an_entry_only_when_it_is_used():
+    """Reading names and metadata imports nothing; ``registry[name]`` imports the target once (and runs the check);
+    a name twice is refused; an unknown name is a KeyError naming the registered ones."""
+    from dataclasses import dataclass
+
+    from dukb.neural.registry import Registry
+
+    @dataclass(frozen=True)
+    class E:
+        name: str
+        target: str
+        args: tuple = ()
+
+    checked = []
+    reg = Registry("thing", (E("frac", "fractions:Fraction", (1, 3)), E("pi", "math:pi")), check=checked.append)
+    assert list(reg) == ["frac", "pi"] and "pi" in reg and "tau" not in reg and len(reg) == 2
+    assert not reg.is_loaded("frac") and reg.entry("frac").args == (1, 3)
+    assert str(reg["frac"]) == "1/3" and reg["frac"] is reg["frac"] and reg.is_loaded("frac")
+    assert checked == [reg["frac"]]
+    with pytest.raises(ValueError, match="registered twice"):
+        reg.add(E("pi", "math:e"))
+    with pytest.raises(KeyError, match="unknown thing 'tau' \\(registered: frac, pi\\)"):
+        reg["tau"]
+    differs = reg.drift(lambda e, obj: {"value": (e.name, obj)} if e.name == "pi" else {})
+    assert differs == {"pi": {"value": ("pi", math.pi)}}
+
+
+def test_help_and_tables_read_the_registries_without_torch():
+    """`dukb --help` and `dukb evaluate --help` import no torch, no method, metric or attack module; the methods,
+    metrics, attacks, protocols and families tables are drawn from the entries alone (no entry loaded)."""
+    code = ("import sys, json, contextlib, io\n"
+            "from dukb.cli.main import main\n"
+            "codes = []\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    codes = [main(['--help']), main(['evaluate', '--help'])]\n"
+            "from dukb.neural.catalog import ATTACKS, METHODS, METRICS\n"
+            "from dukb.neural.catalog import attacks_table, methods_table, presets_table\n"
+            "from dukb.neural.families import families_table\n"
+            "from dukb.neural.protocols import protocols_table\n"
+            "rows = [len(t().rows) for t in (methods_table, presets_table, attacks_table, families_table,\n"
+            "                                protocols_table)]\n"
+            "print(json.dumps({'codes': codes, 'torch': 'torch' in sys.modules, 'rows': rows,\n"
+            "    'loaded': [n for r in (METHODS, ATTACKS) for n in r if r.is_loaded(n)],\n"
+            "    'mods': sorted(n for n in sys.modules if n.startswith(('dukb.neural.methods.',\n"
+            "                   'dukb.neural.attacks.')))}))")
+    out = _json_of(code)
+    assert out["codes"] == [0, 0] and not out["torch"], out
+    assert not out["loaded"] and not out["mods"], out
+    assert out["rows"][0] >= 30 and out["rows"][2] == 6 and all(out["rows"])
 
 
 def test_the_cli_starts_without_torch_or_any_torch_module():
@@ -63,9 +154,7 @@ def test_the_cli_starts_without_torch_or_any_torch_module():
             "print(json.dumps({'torch': 'torch' in sys.modules, 'transformers': 'transformers' in sys.modules,\n"
             "    'mods': sorted((n, getattr(m, '__file__', None)) for n, m in sys.modules.items()\n"
             "                   if n.startswith('dukb.') and getattr(m, '__file__', None))}))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out = _json_of(code)
     assert not out["torch"] and not out["transformers"]
     loaded = {n: Path(f) for n, f in out["mods"]}
     heavy = [n for n, f in loaded.items() if f.suffix == ".py" and _torch_imports(f)[0]]
@@ -105,13 +194,17 @@ def test_help_texts_come_from_the_catalog(capsys):
     assert "first_below_retrain" in catalog.selection_rules()
 
 
-def test_a_model_family_is_still_one_registry_entry():
-    """The finetuning presets of the CLI's help come from the family registry itself (torch-free through
-    dukb.neural.trainconfig), not from the generated catalog: adding a family needs no catalog rebuild."""
-    from dukb.neural import _catalog
-    from dukb.neural.families import FAMILIES, finetune_presets
+def test_a_model_family_and_a_learning_rate_kind_are_one_registry_entry_each():
+    """The finetuning presets and rates come from the family registry itself (torch-free through
+    dukb.neural.trainconfig); every family has a rate of every kind, declared once per kind (a new kind is one
+    :class:`LrKind` entry), and no committed catalog shadows them."""
+    from dukb.neural.families import FAMILIES, LR_KINDS, family_lrs, finetune_presets
 
-    assert "finetune_presets" not in _catalog.CATALOG and list(finetune_presets()) == list(FAMILIES)
+    assert list(finetune_presets()) == list(FAMILIES)
+    assert not (ROOT / "dukb" / "neural" / "_catalog.py").exists()
+    assert not (ROOT / "dukb" / "neural" / "catalog_build.py").exists()
+    assert all(set(f.lr) == set(LR_KINDS) for f in FAMILIES.values())
+    assert family_lrs("npo")["gpt2-xl"] == 2 * family_lrs("ga")["gpt2-xl"] and family_lrs("cl")["tiny"] == 1e-4
     code = "import sys, dukb.neural.families; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr

@@ -71,19 +71,16 @@ def test_a_grid_for_a_method_the_run_lacks_is_refused():
 def test_a_changed_preset_rate_enters_the_run_identity(monkeypatch):
     """A run identity records a method's resolved rate once the registry's differs from the rates earlier runs used,
     so a changed preset is never mixed into a resumed run; at today's rates identities are unchanged."""
-    import dataclasses
-
     from dukb.neural import families as F
     from dukb.neural.methods import get_method
     from dukb.neural.protocols.evaluate.config import method_identity
-    from dukb.neural.runs import identity_differences
+    from dukb.neural.run.identity import identity_differences
 
     ga, tv, icu = get_method("ga"), get_method("tv"), get_method("icu")
     assert all(F.identity_lr(m, fam, None) is None for m in (ga, tv, icu) for fam in F.FAMILIES)
     before = method_identity(ga, "target", [1, 2], "reference", "tiny", None)
     assert "lr" not in before
-    tiny = F.FAMILIES["tiny"]
-    monkeypatch.setitem(F.FAMILIES, "tiny", dataclasses.replace(tiny, lr={**tiny.lr, "ga": 5e-4}))
+    monkeypatch.setitem(F.LR_KINDS["ga"].overrides, "tiny", 5e-4)  # the kind's one declaration, changed for tiny
     after = method_identity(ga, "target", [1, 2], "reference", "tiny", None)
     assert after["lr"] == 5e-4
     assert identity_differences({"methods": {"ga": before}}, {"methods": {"ga": after}}, ("methods",))

@@ -5,7 +5,7 @@ FILE:LINE with its reason, listed in report.md's "Damaged journal lines", and le
 which equal those of the run without it. Forged here: a share out of [0, 1] (recall 1.5, -1 and 1e308, accuracy 2.0,
 success_du 5; a ROUGE-L, AUC or probability of muse, rwku or control above 1), a target, method, swept parameter or grid value outside config.json's identity, a second row of a
 key with other values (an identical one is kept once, noted), a row without ``recall`` when the run computes it, and
-a JSON object giving a key twice. A resume (:class:`dukb.neural.runs.ResultsFile`) moves the forged lines it can
+a JSON object giving a key twice. A resume (:class:`dukb.neural.run.journal.ResultsFile`) moves the forged lines it can
 judge without the config aside.
 
 Run directories are written by hand (no model is trained).
@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from dukb.cli.main import main
-from dukb.neural import runs
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS, evaluate_plan_check
+from dukb.neural.run import files as run_files
+from dukb.neural.run import journal as run_journal
 from tests.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: the plan of the hand-made run: evaluate_rows' two targets, GA over steps 1 and 2, the default metrics
@@ -103,8 +105,8 @@ def test_each_forged_row_alone_leaves_the_numbers_of_the_valid_rows(case, tmp_pa
     """One forged line at a time, read as `dukb report` reads it: named with its reason, the rest kept intact."""
     line, reason = _cases()[case]
     run = _run(tmp_path / "run", [line])
-    journal = runs.report_journal(run / "results.jsonl", "evaluate", key=runs.evaluate_row_key,
-                                  config=json.loads((run / "config.json").read_text()))
+    journal = run_journal.report_journal(run / "results.jsonl", EVALUATE_ROWS,
+                                         config=json.loads((run / "config.json").read_text()))
     assert journal.rows == evaluate_rows()
     assert [(d.line, reason in d.reason) for d in journal.damaged] == [(5, True)], journal.damaged
 
@@ -122,9 +124,9 @@ def test_a_huge_recall_never_reaches_the_std(tmp_path, capsys):
 
 def test_without_an_identity_the_plan_is_not_checked(tmp_path):
     """A hand-made or older run without config.json's identity: rows are checked for range and keys only."""
-    assert runs.evaluate_plan_check({}) is None
-    assert runs.evaluate_plan_check({"identity": "x"}) is None
-    check = runs.evaluate_plan_check({"identity": {"targets": [28]}})
+    assert evaluate_plan_check({}) is None
+    assert evaluate_plan_check({"identity": "x"}) is None
+    check = evaluate_plan_check({"identity": {"targets": [28]}})
     assert check(evaluate_rows()[0]) is None
     assert check(evaluate_rows()[-1]) == "field target: 31 is not a target of the run (config.json)"
 
@@ -136,18 +138,19 @@ def test_a_resume_moves_forged_rows_aside(tmp_path):
                                                          "field setting.", "field recall: missing"))]
     run = _run(tmp_path / "run", [line for line, _ in cases])
     log: list[str] = []
-    results = runs.ResultsFile(run / "results.jsonl", key=runs.evaluate_row_key, log=log.append)
+    results = run_journal.ResultsFile(run / "results.jsonl", EVALUATE_ROWS.key, log=log.append,
+                                      check=EVALUATE_ROWS.check())
     assert results.rows == evaluate_rows()
     assert (run / "results.jsonl").read_text() == "".join(json.dumps(r) + "\n" for r in evaluate_rows())
-    moved = [json.loads(x) for x in (run / runs.DAMAGED_NAME).read_text().splitlines()]
+    moved = [json.loads(x) for x in (run / run_journal.DAMAGED_NAME).read_text().splitlines()]
     assert [(m["line"], m["reason"]) for m in moved] == [(i, reason) for i, (_, reason) in enumerate(cases, 5)]
     assert len(log) == len(cases)
 
 
 def test_json_problem_refuses_a_key_given_twice():
-    assert runs.json_problem('{"a": 1, "a": 1}')[1] == 'not JSON: the key "a" is given twice in one object'
-    assert runs.json_problem('{"a": {"b": 1, "b": 2}}')[1].startswith('not JSON: the key "b" is given twice')
-    assert runs.json_problem('{"a": 1, "b": [{"a": 2}]}') == ({"a": 1, "b": [{"a": 2}]}, "", None)
+    assert run_files.json_problem('{"a": 1, "a": 1}')[1] == 'not JSON: the key "a" is given twice in one object'
+    assert run_files.json_problem('{"a": {"b": 1, "b": 2}}')[1].startswith('not JSON: the key "b" is given twice')
+    assert run_files.json_problem('{"a": 1, "b": [{"a": 2}]}') == ({"a": 1, "b": [{"a": 2}]}, "", None)
 
 
 #: protocol -> (valid rows, forged lines after them with their reasons): a share out of range, a second row of a key
@@ -184,3 +187,63 @@ def test_forged_rows_of_other_protocols_are_not_summarised(protocol, tmp_path, c
     assert _report(clean, capsys) == (0, "")
     assert (run / "summary.csv").read_text() == (clean / "summary.csv").read_text()
     assert (run / "report.md").read_text().startswith((clean / "report.md").read_text().rstrip("\n"))
+
+
+# ------------------------------------------------------------------ every protocol's rows against its plan ------
+def _control_rows() -> list[dict]:
+    base = {"ratio": "1%", "forgotten_relationships": [], "forgotten_biographies": []}
+    return [{**base, "control": "original", "method": None, "value": None},
+            {**base, "control": "none", "method": "ga", "param": "steps", "value": 8.0},
+            {**base, "control": "oc", "method": "ga", "param": "steps", "value": 1.0}]
+
+
+def _restor_rows() -> list[dict]:
+    return [{"method": "ga", "targeted": False, "setting": {},
+             "rows": [{"correct": True, "label": "x", "answer": "y"}]}]
+
+
+#: protocol -> (its valid rows, the run's config.json, forged lines (changes of the first row) with their reasons)
+PLANS = {
+    "muse": (muse_rows, {"identity": {"requests": {"main": {}, "scale-1": {}, "sustain-1": {}},
+                                      "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1, 2]}}}},
+             lambda rs: [(_forged(rs[0], request="other"), 'field request: "other" is not a request of the run'),
+                         (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run'),
+                         (_forged(rs[2], setting={"steps": 7, "lr": 0.001}),
+                          "field setting.steps: 7 is not in the grid")]),
+    "rwku": (rwku_rows, {"identity": {"targets": [28, 31], "rwku": {"batch_sizes": [2]},
+                                      "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1]}}}},
+             lambda rs: [(_forged(rs[0], request="target-99"), 'field request: "target-99" is not a request'),
+                         (_forged(rs[0], request="batch-3", request_kind="batch"), 'field request: "batch-3"'),
+                         (_forged(rs[1], method="npo"), 'field method: "npo" is not a method of the run')]),
+    "control": (_control_rows, {"identity": {"ratios": {"1%": {}}, "controls": {"oc": {}}, "methods": {"ga": {}}}},
+                lambda rs: [(_forged(rs[0], ratio="5%"), 'field ratio: "5%" is not a ratio of the run'),
+                            (_forged(rs[2], control="es"), 'field control: "es" is not a control of the run'),
+                            (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run')]),
+    "restor": (_restor_rows, {"identity": {}, "history": [{"methods": ["ga"]}]},
+               lambda rs: [(_forged(rs[0], method="npo"), 'field method: "npo" is not a method of the run')]),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(PLANS))
+def test_rows_a_run_cannot_hold_are_damaged_for_every_protocol(protocol, tmp_path):
+    """muse, rwku, control and restor rows are checked against the run's config.json as evaluate's are: a request,
+    ratio, control, method or grid value the run does not plan is a damaged line (FILE:LINE and reason) of the report,
+    and a resume moves it aside; the run's own rows stay, and without the config nothing is refused."""
+    from dukb.neural.protocols import get_protocol
+
+    schema = get_protocol(protocol).load("rows")
+    rows_of, config, forged = PLANS[protocol]
+    rows = rows_of()
+    bad = forged(rows)
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "".join(line + "\n" for line, _ in bad))
+    assert len(run_journal.read_journal(path, schema.key, schema.check()).rows) == len(rows) + len(bad)
+    journal = run_journal.report_journal(path, schema, config=config)
+    assert journal.rows == rows
+    assert [(d.line, reason in d.reason) for d, (_, reason) in zip(journal.damaged, bad)] == \
+        [(i, True) for i in range(len(rows) + 1, len(rows) + len(bad) + 1)], journal.damaged
+    assert len(journal.damaged) == len(bad)
+    results = run_journal.ResultsFile(path, schema.key, log=[].append, check=schema.check(config))  # a resume
+    assert results.rows == rows and path.read_text() == "".join(json.dumps(r) + "\n" for r in rows)
+    moved = [json.loads(x) for x in (tmp_path / run_journal.DAMAGED_NAME).read_text().splitlines()]
+    assert [m["line"] for m in moved] == list(range(len(rows) + 1, len(rows) + len(bad) + 1))

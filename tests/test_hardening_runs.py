@@ -168,7 +168,7 @@ def test_report_on_json_nested_too_deeply_is_one_line_exit_2(protocol, name, tmp
     """``'[' * 100000 + ']' * 100000`` in a run file: json.loads raised RecursionError, which config.json's reader,
     read_json (finetune.json, control's splits.json and sets.json, restor's probes and train.json) and restor's
     facts.jsonl reader did not catch (a traceback). Every JSON read of a run file now goes through one helper
-    (:func:`dukb.neural.runs.loads_json`), as results.jsonl already did."""
+    (:func:`dukb.neural.run.files.loads_json`), as results.jsonl already did."""
     run = LAYOUTS[protocol][0](tmp_path / "run")
     text = "[" * 100000 + "]" * 100000
     (run / name).write_text(text + "\n" if name.endswith(".jsonl") else text)
@@ -230,11 +230,13 @@ def test_restor_outputs_planted_as_fifos_are_cleared_before_rendering(tmp_path, 
 @pytest.mark.parametrize("kind", KINDS)
 def test_run_library_reads_are_bounded(kind, tmp_path):
     from dukb import InputError
-    from dukb.neural import runs
+    from dukb.neural.run import files as run_files
+    from dukb.neural.run import identity as run_identity
+    from dukb.neural.run import journal as run_journal
 
-    for name, read in (("config.json", lambda p: runs.open_run(p.parent, "evaluate", {})),
-                       ("results.jsonl", runs.read_journal), ("weights.bin", runs.sha256_file),
-                       ("x.json", runs.read_json)):
+    for name, read in (("config.json", lambda p: run_identity.open_run(p.parent, "evaluate", {})),
+                       ("results.jsonl", run_journal.read_journal), ("weights.bin", run_identity.sha256_file),
+                       ("x.json", run_files.read_json)):
         p = tmp_path / name
         plant(p, kind)
         with watchdog(), pytest.raises(InputError) as e:
@@ -244,7 +246,8 @@ def test_run_library_reads_are_bounded(kind, tmp_path):
 
 def test_lock_file_planted_as_a_fifo_is_refused(tmp_path):
     from dukb import InputError
-    from dukb.neural.runs import LOCK_NAME, bookkeeping_path, claim_run, release_run
+    from dukb.neural.run.files import LOCK_NAME, bookkeeping_path
+    from dukb.neural.run.lock import claim_run, release_run
 
     run = tmp_path / "run"
     bookkeeping_path(run).mkdir(parents=True)
@@ -259,7 +262,7 @@ def test_planted_damaged_file_and_temporary_names_do_not_block(tmp_path):
     """On resume the journal is repaired: results.damaged.jsonl planted as a FIFO is refused (no block), and the
     rewrite goes through a fresh temporary file (a FIFO at the old fixed name results.jsonl.tmp is not used)."""
     from dukb import InputError
-    from dukb.neural.runs import ResultsFile
+    from dukb.neural.run.journal import ResultsFile
 
     run = tmp_path / "run"
     run.mkdir()

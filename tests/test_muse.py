@@ -163,7 +163,7 @@ def muse_run(tmp_path_factory):
 
 def test_a_finished_muse_run_keeps_its_locks_and_claims_out_of_sight(muse_run):
     """A finished run's top level (and models/) holds no lock or claim file: they are in RUN/.dukb (issue 38)."""
-    from dukb.neural.runs import BOOKKEEPING_DIR
+    from dukb.neural.run.files import BOOKKEEPING_DIR
 
     run, _ = muse_run
     top = {p.name for p in run.iterdir()}

@@ -15,8 +15,9 @@ import pytest
 from dukb import InputError
 from dukb.neural.protocols import PROTOCOLS, get_protocol, protocols_table, register
 from dukb.neural.protocols.base import Protocol
+from dukb.neural.run.identity import IDENTITY_VERSION
+from dukb.neural.run.lock import holds_run_lock
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import IDENTITY_VERSION, JOINABLE_PROTOCOLS, holds_run_lock
 
 
 def test_registry_lists_every_protocol_command_and_its_parts_import():
@@ -36,7 +37,7 @@ def test_registry_lists_every_protocol_command_and_its_parts_import():
             with pytest.raises(ValueError, match="has no protocol"):
                 info.load("protocol")
     # the run machinery's joinable protocols are the registry's
-    assert set(JOINABLE_PROTOCOLS) == {n for n, p in PROTOCOLS.items() if p.joinable}
+    assert all(p.joinable and p.load("rows").key for p in PROTOCOLS.values())  # every protocol declares its rows
 
 
 def test_registry_is_the_report_command_s_and_the_table_names_each():

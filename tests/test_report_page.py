@@ -207,21 +207,22 @@ def test_summary_csv_labels_every_reading(tmp_path):
 
 
 def test_results_writer_writes_nan_as_null(tmp_path):
-    from dukb.neural.runs import ResultsFile, read_results, row_check
+    from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+    from dukb.neural.run.journal import ResultsFile, read_results
 
-    f = ResultsFile(tmp_path / "results.jsonl")
+    f = ResultsFile(tmp_path / "results.jsonl", EVALUATE_ROWS.key)
     row = {"method": "du_npo_gdr", "target": 3, "param": "steps", "setting": {"steps": 1}, "recall": 1.0,
            "accuracy_all": float("nan"), "n_scored": 0, "target_forgotten": True}
     f.append(row)
     line = (tmp_path / "results.jsonl").read_text().strip()
     back = json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} written"))
     assert back["accuracy_all"] is None and back["n_scored"] == 0
-    assert row_check("evaluate")(back) is None  # a null accuracy is a valid row
+    assert EVALUATE_ROWS.check()(back) is None  # a null accuracy is a valid row
     assert read_results(tmp_path / "results.jsonl")[0]["accuracy_all"] is None
     # an older row (a number, no n_scored) is read as before
     old = {**row, "accuracy_all": 1.0}
     del old["n_scored"]
-    assert row_check("evaluate")(old) is None
+    assert EVALUATE_ROWS.check()(old) is None
 
 
 def _protocol_runs(tmp_path):

@@ -131,29 +131,26 @@ def test_every_line_damaged_is_one_error_line_naming_the_first(protocol, tmp_pat
 
 @pytest.mark.parametrize("key_name", ["evaluate", "muse", "rwku", "control", "restor"])
 def test_a_resume_moves_a_line_that_is_not_a_row_aside(key_name, tmp_path):
-    """ResultsFile with a protocol's row key checks its rows too: the NaN row goes to results.damaged.jsonl."""
-    from dukb.neural import runs
-    from dukb.neural.protocols.control import config as control
-    from dukb.neural.protocols.muse import config as muse
-    from dukb.neural.protocols.rwku import config as rwku
-    from dukb.neural.restor import files
+    """ResultsFile with a protocol's rows (its ProtocolInfo's row key and row model) checks them: the NaN row goes
+    to results.damaged.jsonl."""
+    from dukb.neural.protocols import get_protocol
+    from dukb.neural.run import journal as run_journal
 
-    key, row = {"evaluate": (runs.evaluate_row_key, evaluate_rows()[0]), "muse": (muse.muse_row_key, muse_rows()[0]),
-                "rwku": (rwku.rwku_row_key, rwku_rows()[0]),
-                "control": (control.control_row_key, {"ratio": "1%", "control": "original", "method": None,
-                                                      "value": None, "forgotten_relationships": [],
-                                                      "forgotten_biographies": []}),
-                "restor": (files._rows_key, {"method": "ga", "targeted": False, "setting": {},
-                                             "rows": [{"correct": True, "label": "true", "answer": "x"}]})}[key_name]
+    row = {"evaluate": evaluate_rows()[0], "muse": muse_rows()[0], "rwku": rwku_rows()[0],
+           "control": {"ratio": "1%", "control": "original", "method": None, "value": None,
+                       "forgotten_relationships": [], "forgotten_biographies": []},
+           "restor": {"method": "ga", "targeted": False, "setting": {},
+                      "rows": [{"correct": True, "label": "true", "answer": "x"}]}}[key_name]
+    schema = get_protocol(key_name).load("rows")
     path = tmp_path / "results.jsonl"
     field = {"evaluate": "recall", "muse": "knowmem_retain", "rwku": "rouge_forget_all",
              "control": "forgotten_relationships", "restor": "targeted"}[key_name]
     path.write_text(json.dumps(row) + "\n" + json.dumps({**row, field: float("nan")}) + "\n")
     log = []
-    results = runs.ResultsFile(path, key=key, log=log.append)
+    results = run_journal.ResultsFile(path, schema.key, log=log.append, check=schema.check())
     assert results.rows == [row]
     assert path.read_text() == json.dumps(row) + "\n"
-    moved = [json.loads(x) for x in (tmp_path / runs.DAMAGED_NAME).read_text().splitlines()]
+    moved = [json.loads(x) for x in (tmp_path / run_journal.DAMAGED_NAME).read_text().splitlines()]
     assert [(m["line"], m["reason"].startswith(f"field {field}: expected")) for m in moved] == [(2, True)]
     assert len(log) == 1 and f"{path}:2: damaged journal line (field {field}" in log[0]
 
@@ -293,7 +290,7 @@ def test_library_warnings_go_to_the_run_log_while_a_run_is_claimed(tmp_path):
         import logging, warnings
         from transformers.utils import logging as tlog
         from dukb.neural.models import quiet_libraries
-        from dukb.neural.runs import claim_run, release_run
+        from dukb.neural.run.lock import claim_run, release_run
         quiet_libraries()
         claim_run({str(run)!r}, "evaluate", {{"identity_version": 2}})
         warnings.warn("planted python warning", UserWarning)
@@ -317,7 +314,7 @@ def test_library_warnings_go_to_the_run_log_while_a_run_is_claimed(tmp_path):
 def test_a_run_log_that_cannot_be_written_is_one_line(tmp_path, capsys):
     import logging
 
-    from dukb.neural.runs import attach_run_log, detach_run_log
+    from dukb.neural.run.log import attach_run_log, detach_run_log
     from tests.test_hardening_runs import watchdog
 
     os.mkfifo(tmp_path / "run.log")
@@ -335,7 +332,7 @@ def test_a_run_log_that_cannot_be_written_is_one_line(tmp_path, capsys):
 def test_report_names_the_units_without_a_row(tmp_path, capsys):
     """`dukb report` on an evaluate run whose identity has more (target, method, value) units than rows: it renders
     the rows present and says, on stderr and in report.md, which units are missing."""
-    from dukb.neural.runs import missing_units
+    from dukb.neural.protocols.evaluate.config import missing_units
 
     rows = evaluate_rows()
     identity = {"targets": [28, 31, 40], "methods": {"ga": {"method": "ga", "grid": [1, 2, 4]}}}

@@ -26,19 +26,11 @@ import yaml
 
 from dukb.cli.main import main
 from dukb.kb import load_kb
-from dukb.neural.runs import (
-    BOOKKEEPING_DIR,
-    COMMANDS_LOG,
-    IDENTITY_VERSION,
-    LOCK_NAME,
-    RunIdentityError,
-    UnitClaims,
-    bookkeeping_path,
-    claim_run,
-    record_units,
-    release_run,
-    unfinished_units,
-)
+from dukb.neural.run.files import BOOKKEEPING_DIR, COMMANDS_LOG, LOCK_NAME, bookkeeping_path
+from dukb.neural.run.identity import IDENTITY_VERSION, RunIdentityError
+from dukb.neural.run.lock import claim_run, release_run
+from dukb.neural.run.migrate import run_layout
+from dukb.neural.run.units import UnitClaims, record_units, unfinished_units
 
 #: config.json's fields that identify a run (its output directory and provenance aside)
 IDENTITY_FIELDS = ("identity", "kb_fingerprint", "rules_fingerprint", "targets", "methods", "grids", "scopes")
@@ -49,7 +41,7 @@ def plan_only(monkeypatch):
     """`dukb evaluate` runs its plan stage only: the model stage writes config.json (as the real one does before it
     probes) and records the identity; no model is loaded, no unit runs, no report is rendered."""
     from dukb.neural.protocols.evaluate.run import EvaluateProtocol
-    from dukb.neural.runs import write_json_atomic
+    from dukb.neural.run.files import write_json_atomic
 
     seen: list[dict] = []
 
@@ -179,7 +171,7 @@ def test_commands_log_has_one_line_per_invocation(tmp_path, kb_dir, plan_only, m
 
 def test_an_invocation_joining_a_live_run_is_logged_as_a_worker(tmp_path):
     """The role of an invocation in commands.log: owner, resume (the run existed) or worker (it shared the lock)."""
-    from dukb.neural.runs import log_invocation
+    from dukb.neural.run.lock import log_invocation
 
     log_invocation(tmp_path, "worker", ["dukb", "evaluate", "-o", "a b", "--resume"])
     line = (tmp_path / COMMANDS_LOG).read_text()
@@ -244,7 +236,7 @@ def test_a_run_of_an_older_dukb_is_moved_over_by_its_next_owner(tmp_path):
     keep their state (unit (1, ga) done, (2, ga) not)."""
     run = tmp_path / "run"
     _old_run(run)
-    assert unfinished_units(run) == [(2, "ga")]  # `dukb report` reads an older run where it is
+    assert run_layout(run) == 1 and unfinished_units(run) is None  # read in the current layout only
     try:
         _merged, _added, old = claim_run(run, "evaluate", ID)
         assert old["identity"] == ID
@@ -252,6 +244,35 @@ def test_a_run_of_an_older_dukb_is_moved_over_by_its_next_owner(tmp_path):
         assert unfinished_units(run) == [(2, "ga")]
     finally:
         release_run(run)
+
+
+def test_the_layout_is_recorded_and_one_migration_brings_layout_1_to_the_current_one(tmp_path):
+    """config.json's provenance records the layout (every protocol writes provenance()); migrate() moves a layout-1
+    run's bookkeeping into RUN/.dukb once (a second call, or a run of the current layout, changes nothing), and
+    leaves a link in the place of a folder alone."""
+    from dukb.neural.run.migrate import RUN_LAYOUT, migrate
+    from dukb.neural.run.provenance import provenance
+
+    assert provenance()["run_layout"] == RUN_LAYOUT == 2
+    assert run_layout(tmp_path / "new") == RUN_LAYOUT  # nothing there yet: a new run
+    run = tmp_path / "run"
+    _old_run(run)
+    (tmp_path / "bait").mkdir()
+    (run / "workers" / "old_1.lock").unlink()
+    os.rmdir(run / "workers")
+    os.symlink(tmp_path / "bait", run / "workers")
+    assert migrate(run) == 1
+    assert sorted(p.name for p in run.iterdir()) == [BOOKKEEPING_DIR, "config.json", "workers"]
+    assert sorted(p.name for p in bookkeeping_path(run, "units").iterdir()) == ["1-ga.claim", "planned.json",
+                                                                                "planned.json.lock"]
+    assert unfinished_units(run) == [(2, "ga")] and (run / "workers").is_symlink()
+    before = sorted(str(p) for p in run.rglob("*"))
+    assert migrate(run) == 1 and sorted(str(p) for p in run.rglob("*")) == before  # nothing left to move
+    (run / "config.json").write_text(json.dumps({"protocol": "evaluate", "identity": ID,
+                                                 "provenance": {"run_layout": RUN_LAYOUT}}))
+    (run / "render.lock").write_text("")
+    assert run_layout(run) == RUN_LAYOUT and migrate(run) == RUN_LAYOUT
+    assert (run / "render.lock").exists()  # a run of the current layout is not touched
 
 
 def test_a_run_an_older_dukb_still_holds_is_refused_in_one_line(tmp_path):

@@ -1,6 +1,6 @@
 """One writer per run directory and a journal that never drops a valid row silently (issue: hardening).
 
-- the lock (RUN_DIR/.dukb/run.lock, :func:`dukb.neural.runs.claim_run`): a second process with other settings is refused
+- the lock (RUN_DIR/.dukb/run.lock, :func:`dukb.neural.run.lock.claim_run`): a second process with other settings is refused
   at once with one line naming the directory and the holder; one with the same settings and more targets waits,
   then resumes; an evaluate with exactly the same settings joins the live run as another worker
   (tests/test_work_units.py); a SIGKILLed holder's lock is gone;
@@ -28,20 +28,12 @@ from pathlib import Path
 import pytest
 
 from conftest import DEVICE  # noqa: E402
-from dukb.neural.runs import (
-    DAMAGED_NAME,
-    IDENTITY_VERSION,
-    LOCK_NAME,
-    ResultsFile,
-    RunIdentityError,
-    bookkeeping_path,
-    claim_run,
-    holds_run_lock,
-    provenance,
-    read_journal,
-    read_results,
-    release_run,
-)
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+from dukb.neural.run.files import LOCK_NAME, bookkeeping_path
+from dukb.neural.run.identity import IDENTITY_VERSION, RunIdentityError
+from dukb.neural.run.journal import DAMAGED_NAME, ResultsFile, read_journal, read_results
+from dukb.neural.run.lock import claim_run, holds_run_lock, release_run
+from dukb.neural.run.provenance import provenance
 
 ID = {"identity_version": IDENTITY_VERSION, "kb": "abc", "lr": None, "targets": [1, 2],
       "methods": {"ga": {"grid": [1, 2]}}}
@@ -50,7 +42,8 @@ EXT = ("targets", "methods")
 HOLDER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from dukb.neural.runs import claim_run, write_json_atomic
+    from dukb.neural.run.files import write_json_atomic
+    from dukb.neural.run.lock import claim_run
     run, identity, hold = Path(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
     merged, added, old = claim_run(run, "evaluate", identity, extendable=("targets", "methods"))
     write_json_atomic(run / "config.json", {"protocol": "evaluate", "identity": merged})
@@ -94,6 +87,29 @@ def test_other_settings_are_refused_at_once_naming_the_holder(tmp_path):
         assert p.poll() is None  # the holder runs on, untouched
     finally:
         _stop(p)
+
+
+def test_a_resume_waits_for_a_live_owner_a_bounded_time_then_refuses_naming_it(tmp_path, monkeypatch):
+    """A resume that adds a target waits for the live owner at most LOCK_WAIT seconds (said in its waiting line),
+    then refuses in one line naming the holder (issue 39: no lock waits without limit)."""
+    from dukb.neural.run import lock as run_lock
+
+    monkeypatch.setattr(run_lock, "LOCK_WAIT", 1.5)
+    run = tmp_path / "run"
+    p = _holder(run, ID, 120)
+    said = []
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RunIdentityError) as e:
+            claim_run(run, "evaluate", ID | {"targets": [1, 2, 3]}, extendable=EXT, log=said.append)
+        waited = time.monotonic() - t0
+        assert p.poll() is None  # the owner runs on
+    finally:
+        _stop(p)
+    msg = str(e.value)
+    assert 1.5 <= waited < 15 and "\n" not in msg and msg.startswith(str(run))
+    assert f"pid {p.pid} on {socket.gethostname()}" in msg and "for more than 1.5 s" in msg
+    assert len(said) == 1 and "waiting up to 1.5 s" in said[0]
 
 
 def test_same_settings_wait_for_the_holder_then_resume(tmp_path):
@@ -207,7 +223,7 @@ def test_a_damaged_middle_line_keeps_every_valid_row_and_is_moved_aside_on_resum
     before = p.read_bytes()
     assert read_results(p) and p.read_bytes() == before  # reading never changes the file
 
-    f = ResultsFile(p)  # a resume
+    f = ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())  # a resume
     assert [r["target"] for r in f.rows] == [1, 3, 6] and f.done == {(1, "ga", 1.0), (3, "ga", 1.0), (6, "ga", 1.0)}
     assert p.read_text() == "".join(json.dumps(_row(t)) + "\n" for t in (1, 3, 6))  # a clean journal
     aside = [json.loads(x) for x in (tmp_path / DAMAGED_NAME).read_text().splitlines()]
@@ -223,7 +239,7 @@ def test_a_torn_last_line_is_dropped_with_a_note(tmp_path, capsys):
     p = tmp_path / "results.jsonl"
     p.write_text(json.dumps(_row(1)) + "\n" + '{"target": 2, "meth')
     capsys.readouterr()
-    assert [r["target"] for r in ResultsFile(p).rows] == [1]
+    assert [r["target"] for r in ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check()).rows] == [1]
     assert p.read_text() == json.dumps(_row(1)) + "\n" and not (tmp_path / DAMAGED_NAME).exists()
     assert "torn last line" in capsys.readouterr().err
 

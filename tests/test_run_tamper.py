@@ -29,21 +29,14 @@ import pytest
 
 from dukb import InputError
 from dukb.cli.main import main
-from dukb.neural import runs
-from dukb.neural.runs import (
-    BOOKKEEPING_DIR,
-    ResultsFile,
-    UnitClaims,
-    bookkeeping_path,
-    claim_run,
-    file_lock,
-    open_append,
-    output_file,
-    read_claim,
-    record_units,
-    unfinished_units,
-    write_bytes_atomic,
-)
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+from dukb.neural.run import files as run_files
+from dukb.neural.run import journal as run_journal
+from dukb.neural.run import lock as run_lock
+from dukb.neural.run.files import BOOKKEEPING_DIR, bookkeeping_path, open_append, output_file, write_bytes_atomic
+from dukb.neural.run.journal import ResultsFile
+from dukb.neural.run.lock import claim_run, file_lock
+from dukb.neural.run.units import UnitClaims, read_claim, record_units, unfinished_units
 from tests.test_hardening_runs import evaluate_run, one_error_line, run_cli, watchdog
 from tests.test_run_layout import ID, _ids, kb_dir, plan_only  # noqa: F401 - fixtures
 
@@ -137,7 +130,7 @@ def test_an_empty_output_directory_is_refused(command, tmp_path, monkeypatch, ca
 def _guarded_run(tmp_path) -> Path:
     run = tmp_path / "run"
     run.mkdir()
-    runs.guard_run(run)
+    run_files.guard_run(run)
     return run
 
 
@@ -146,7 +139,7 @@ WRITERS = {
     "write_bytes_atomic": lambda p: write_bytes_atomic(p, b"x"),
     "output_file": output_file,
     "file_lock": lambda p: file_lock(p).__enter__(),
-    "results_append": lambda p: ResultsFile(p).append({"target": 1, "method": "ga", "param": "lr",
+    "results_append": lambda p: ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check()).append({"target": 1, "method": "ga", "param": "lr",
                                                        "setting": {"lr": 1.0}}),
 }
 
@@ -173,9 +166,9 @@ def test_each_run_writer_refuses_a_link(writer, where, tmp_path, bait):
 def test_damaged_lines_are_not_moved_into_a_link(tmp_path, bait):
     run = _guarded_run(tmp_path)
     (run / "results.jsonl").write_text("not json\n")
-    os.symlink(bait["file"], run / runs.DAMAGED_NAME)
+    os.symlink(bait["file"], run / run_journal.DAMAGED_NAME)
     with pytest.raises(InputError, match="symbolic link"):
-        ResultsFile(run / "results.jsonl")
+        ResultsFile(run / "results.jsonl", EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())
     _untouched(bait)
 
 
@@ -195,7 +188,7 @@ def test_a_saved_model_refuses_a_link_inside_its_folder(tmp_path, bait):
     (run / "finetuned").mkdir()
     os.symlink(bait["file"], run / "finetuned" / "model.safetensors")
     with pytest.raises(InputError, match="symbolic link"):
-        runs.refuse_links_in(run / "finetuned")
+        run_files.refuse_links_in(run / "finetuned")
 
 
 @pytest.mark.parametrize("name", ["summary.csv", "report.md", "accuracy_recall.png"])
@@ -351,7 +344,7 @@ def test_a_run_says_done_only_when_every_unit_has_its_rows():
 # ----------------------------------------------------------------------------------------------- locks --------
 def _holder(path: Path) -> subprocess.Popen:
     """Another process holding ``file_lock(path)`` (its pid and host written in the file)."""
-    code = ("import sys, time; from dukb.neural.runs import file_lock\n"
+    code = ("import sys, time; from dukb.neural.run.lock import file_lock\n"
             "with file_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(120)")
     p = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -363,9 +356,9 @@ def _holder(path: Path) -> subprocess.Popen:
 def test_a_held_render_lock_is_reported_and_never_waited_for_without_end(stopped, tmp_path, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
-    path = runs.bookkeeping_dir(run) / runs.RENDER_LOCK_NAME
+    path = run_files.bookkeeping_dir(run) / run_files.RENDER_LOCK_NAME
     holder = _holder(path)
-    monkeypatch.setattr(runs, "LOCK_WAIT", 1.0)
+    monkeypatch.setattr(run_lock, "LOCK_WAIT", 1.0)
     said: list[str] = []
     try:
         if stopped:
@@ -390,7 +383,7 @@ def test_a_held_render_lock_is_reported_and_never_waited_for_without_end(stopped
 def test_a_fifo_in_place_of_a_lock_is_refused_without_blocking(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    path = runs.bookkeeping_dir(run) / runs.RENDER_LOCK_NAME
+    path = run_files.bookkeeping_dir(run) / run_files.RENDER_LOCK_NAME
     os.mkfifo(path)
     with watchdog(10), pytest.raises(InputError, match="not a regular file"):
         with file_lock(path):

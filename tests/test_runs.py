@@ -12,16 +12,16 @@ from hypothesis import strategies as st
 
 from dukb import InputError
 from dukb.kb import load_kb
-from dukb.neural.runs import (
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+from dukb.neural.run.identity import (
     IDENTITY_VERSION,
     Difference,
-    ResultsFile,
     RunIdentityError,
     identity_differences,
     merge_identity,
     open_run,
-    read_results,
 )
+from dukb.neural.run.journal import ResultsFile, read_results
 from dukb.solver.rules import load_rules
 
 BASE = {"identity_version": IDENTITY_VERSION, "kb": "abc", "seed": 0, "lr": None,
@@ -123,12 +123,12 @@ def test_results_file_cuts_a_torn_line_and_keys_rows(tmp_path):
     p = tmp_path / "results.jsonl"
     row = {"target": 3, "method": "ga", "param": "steps", "setting": {"steps": 2}}
     p.write_text(json.dumps(row) + "\n" + '{"target": 4, "meth')
-    f = ResultsFile(p)
+    f = ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())
     assert f.rows == [row] and (3, "ga", 2.0) in f.done
     assert p.read_text() == json.dumps(row) + "\n"
     f.append(row | {"target": 5})
     assert [r["target"] for r in read_results(p)] == [3, 5]
-    g = ResultsFile(p, key=lambda r: r["target"])
+    g = ResultsFile(p, lambda r: r["target"])
     assert g.done == {3, 5}
 
 
@@ -171,7 +171,7 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
     unfinished_units names those whose claim is missing or not done; a run without a plan gives None."""
     import json
 
-    from dukb.neural.runs import UnitClaims, record_units, unfinished_note, unfinished_units
+    from dukb.neural.run.units import UnitClaims, record_units, unfinished_note, unfinished_units
 
     run = tmp_path / "run"
     assert unfinished_units(run) is None and unfinished_note(run, "(ratio, method)") == ""
@@ -196,14 +196,14 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
 def test_a_complete_unit_whose_worker_died_before_done_is_marked_done(tmp_path):
     """A worker killed after a unit's last row but before its claim said done: the next worker finds nothing
     pending, marks the claim done and runs nothing, so `dukb report` does not name the unit."""
-    from dukb.neural.runs import UnitClaims, claimed_units, record_units, unfinished_units
+    from dukb.neural.run.units import UnitClaims, claimed_units, record_units, unfinished_units
 
     run = tmp_path / "run"
     record_units(run, [("t", "ga"), ("t", "npo")])
     dead = UnitClaims(run, "dead")
     assert dead.claim(("t", "ga"))  # claimed; its rows were written; no done
     dead.close()
-    results = ResultsFile(tmp_path / "r.jsonl")
+    results = ResultsFile(tmp_path / "r.jsonl", EVALUATE_ROWS.key, check=EVALUATE_ROWS.check())
     live = UnitClaims(run, "live")
     finished = {("t", "ga")}  # its rows are on disk
     got = []
@@ -222,7 +222,7 @@ def test_a_claim_keeps_when_it_was_claimed_once_done(tmp_path):
     marked done, while ``since`` moves to the last write: the time a unit was taken survives its finish."""
     import time
 
-    from dukb.neural.runs import UnitClaims
+    from dukb.neural.run.units import UnitClaims
 
     claims = UnitClaims(tmp_path, "w1")
     try:
@@ -246,29 +246,29 @@ def test_the_probe_cache_key_covers_items_judge_settings_and_code(tmp_path, monk
 
     import pandas as pd
 
-    import dukb.neural.runs as runs
     from dukb.kb.generate import generate
     from dukb.kb.probes import make_probes
+    from dukb.neural.run import probecache
 
     kb, _ = generate(8, seed=1)
     items = make_probes(kb, ("qa", "yes"))[:6]
-    k0 = runs.probe_cache_key({"w": 1}, items, {"batch_size": 8})
-    assert k0 == runs.probe_cache_key({"w": 1}, list(items), {"batch_size": 8})
+    k0 = probecache.probe_cache_key({"w": 1}, items, {"batch_size": 8})
+    assert k0 == probecache.probe_cache_key({"w": 1}, list(items), {"batch_size": 8})
     other = [dataclasses.replace(items[0], match="exact")] + items[1:]
-    keys = {runs.probe_cache_key({"w": 1}, other, {"batch_size": 8}),
-            runs.probe_cache_key({"w": 1}, items[::-1], {"batch_size": 8}),
-            runs.probe_cache_key({"w": 2}, items, {"batch_size": 8}),
-            runs.probe_cache_key({"w": 1}, items, {"batch_size": 16})}
-    monkeypatch.setattr(runs, "source_fingerprint", lambda: "edited")
-    keys.add(runs.probe_cache_key({"w": 1}, items, {"batch_size": 8}))
+    keys = {probecache.probe_cache_key({"w": 1}, other, {"batch_size": 8}),
+            probecache.probe_cache_key({"w": 1}, items[::-1], {"batch_size": 8}),
+            probecache.probe_cache_key({"w": 2}, items, {"batch_size": 8}),
+            probecache.probe_cache_key({"w": 1}, items, {"batch_size": 16})}
+    monkeypatch.setattr(probecache, "source_fingerprint", lambda: "edited")
+    keys.add(probecache.probe_cache_key({"w": 1}, items, {"batch_size": 8}))
     assert len(keys) == 5 and k0 not in keys
     table = pd.DataFrame({"kind": [it.kind for it in items], "fact_kind": [it.fact_kind for it in items],
                           "fact_id": [it.fact_id for it in items], "known": [i % 2 == 0 for i in range(6)]})
-    path = tmp_path / runs.PROBE_CACHE_NAME
-    assert runs.write_probe_cache(path, k0, table)
-    back = runs.read_probe_cache(path, k0)
+    path = tmp_path / probecache.PROBE_CACHE_NAME
+    assert probecache.write_probe_cache(path, k0, table)
+    back = probecache.read_probe_cache(path, k0)
     assert back.to_dict("list") == table.to_dict("list")
     said = []
-    assert runs.read_probe_cache(path, "other", log=said.append) is None and "other weights" in said[0]
-    monkeypatch.setattr(runs, "PROBE_CACHE_BYTES", 100)
-    assert not runs.write_probe_cache(tmp_path / "big.json", k0, table) and not (tmp_path / "big.json").exists()
+    assert probecache.read_probe_cache(path, "other", log=said.append) is None and "other weights" in said[0]
+    monkeypatch.setattr(probecache, "PROBE_CACHE_BYTES", 100)
+    assert not probecache.write_probe_cache(tmp_path / "big.json", k0, table) and not (tmp_path / "big.json").exists()

@@ -79,6 +79,7 @@ def record_training_and_scoring(mp, rec: dict) -> None:
     """Wrap UnlearnContext (forget and retain items), probe (probe items) and the QA MIA scorer (FM and RM members)
     so that ``rec`` receives every item trained and scored while ``rec["open"]`` is true."""
     import dukb.neural.methods as methods
+    import dukb.neural.metrics.rwku as rwku_metrics
     import dukb.neural.probe as probe_mod
     import dukb.neural.protocols.evaluate.config  # noqa: F401  (imported before the wrapping: they bind the real functions)
     import dukb.neural.protocols.rwku.run as rwku_mod
@@ -105,7 +106,7 @@ def record_training_and_scoring(mp, rec: dict) -> None:
 
     mp.setattr(methods, "UnlearnContext", ctx)
     mp.setattr(probe_mod, "probe", probe)
-    mp.setattr(rwku_mod, "qa_mia_scores", mia)
+    mp.setattr(rwku_metrics, "qa_mia_scores", mia)  # the protocol calls it through the metric registry
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEVICE
-from dukb.neural.runs import UnitClaims
+from dukb.neural.run.units import UnitClaims
 
 
 def test_a_unit_is_claimed_once_and_taken_over_when_its_worker_is_gone(tmp_path):
@@ -220,7 +220,8 @@ def test_two_control_processes_share_one_run(tmp_path):
             for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
     assert {k: (r["ps_exact_forget"], r["ps_exact_retain"]) for k, r in zip(keys, rows)} == want
     # `dukb report` names the planned units no worker finished (here: none; then one claim reopened by hand)
-    from dukb.neural.runs import _safe_name, unfinished_units
+    from dukb.neural.run.files import _safe_name
+    from dukb.neural.run.units import unfinished_units
 
     planned = json.loads((run / ".dukb" / "units" / "planned.json").read_text())
     assert unfinished_units(run) == [] and len(planned) == 6 and ["5%", "ga_gdr"] in planned

@@ -14,7 +14,7 @@ A flag given on the command line overrides the file (the file only replaces the 
 
 **RUN/config.yaml reproduces the run.** The invocation that creates a run (its *owner*) writes the options it runs
 with to ``RUN/config.yaml`` once, when its plan stage has accepted the run (under the run lock, :func:`on_claim`,
-called through :func:`dukb.neural.runs.confirm_run`), with every path option (``kb``, ``targets-file``,
+called through :func:`dukb.neural.run.lock.confirm_run`), with every path option (``kb``, ``targets-file``,
 ``finetuned``, ``model``, ``rules``, ``output``) resolved to an absolute path;
 a built-in name (the ``demo`` KB, ``tiny``, ``smollm2-135m``, the rule sets ``family`` and ``family_paper_compat``)
 and a hub id stay names. So ``dukb evaluate --config RUN/config.yaml -o NEW`` makes a run with the same identity from
@@ -23,7 +23,7 @@ run (targets, methods, grid values, controls, ratios, ...) rewrites it under the
 the comma-separated lists that may grow hold the union of the invocations' values, a grown grid its whole list, and
 grown targets are written to ``RUN/targets.txt`` (the union, in the run's order), which ``targets-file`` then names.
 A resume that adds nothing and a worker joining a live run leave it untouched. Every invocation's command line is
-appended to ``RUN/commands.log`` (:func:`dukb.neural.runs.log_invocation`).
+appended to ``RUN/commands.log`` (:func:`dukb.neural.run.lock.log_invocation`).
 
 Errors name the file and line: ``dukb: error: FILE:LINE: problem`` (exit 2).
 """
@@ -326,10 +326,10 @@ def default_map(command, path) -> dict:
 def load_config_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[Path]):
     """Eager ``--config`` callback (click calls it for every invocation, given or not): the file's options become the
     command's defaults (command-line flags win), and the command's run claims write RUN/config.yaml
-    (:func:`on_claim`, set as :func:`dukb.neural.runs.set_claim_hook` until the command ends)."""
+    (:func:`on_claim`, set as :func:`dukb.neural.run.lock.set_claim_hook` until the command ends)."""
     if ctx.resilient_parsing:
         return value
-    from dukb.neural.runs import set_claim_hook
+    from dukb.neural.run.lock import set_claim_hook
 
     def hook(run, role, identity, added):
         # only while this command runs: a context whose parsing failed is never closed, so its hook may outlive it
@@ -416,7 +416,7 @@ def _write(path: Path, command: str, values: dict) -> None:
     """Write config.yaml: the header and the options (YAML, in the command's order), atomically."""
     import yaml
 
-    from dukb.neural.runs import output_file, write_bytes_atomic
+    from dukb.neural.run.files import output_file, write_bytes_atomic
 
     text = _header(command) + yaml.safe_dump(values, sort_keys=False, allow_unicode=True)
     write_bytes_atomic(output_file(path), text.encode("utf-8"))
@@ -477,7 +477,7 @@ def _union(command: str, run: Path, old: dict, new: dict, identity: dict, added:
     targets = identity.get("targets")
     if isinstance(targets, list) and targets and all(isinstance(t, int) for t in targets):
         if "targets" in added or not old:  # the run's targets, whatever this invocation named
-            from dukb.neural.runs import output_file, write_bytes_atomic
+            from dukb.neural.run.files import output_file, write_bytes_atomic
 
             path = Path(run).absolute() / TARGETS_NAME
             text = ("# the targets of this run (the union of its invocations'), written by dukb for config.yaml\n"
@@ -502,7 +502,7 @@ def _items_list(value) -> list[str]:
 
 def on_claim(ctx, run, role: str, identity: dict, added: dict) -> None:
     """Write RUN/config.yaml for an invocation that has claimed ``run`` (called under the run lock by
-    :func:`dukb.neural.runs.confirm_run` once the protocol accepted the run): the owner, which creates the run,
+    :func:`dukb.neural.run.lock.confirm_run` once the protocol accepted the run): the owner, which creates the run,
     writes its options once; a resume that added to the run rewrites the file to describe the whole run
     (:func:`_union`); a resume that adds nothing and a worker leave it as it is (a missing file is written).
 

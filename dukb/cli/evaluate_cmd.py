@@ -62,7 +62,7 @@ def _run_protocol(run_dir: Path) -> str:
     import os
 
     from dukb.kb.csvfile import read_bytes
-    from dukb.neural.runs import RUN_JSON_BYTES, json_problem
+    from dukb.neural.run.files import RUN_JSON_BYTES, json_problem
 
     if not run_dir.is_dir():
         raise InputError("not a run directory" if run_dir.exists() else "no such run directory", run_dir)
@@ -158,7 +158,7 @@ def report(run_dir: Path = typer.Argument(..., parser=output_path,
         raise InputError(f"no result rows yet: the file is empty (the {protocol} run has written no rows yet)",
                          run_dir / "results.jsonl")
     if protocol == "restor":  # its renderer writes these whole: nothing but a regular file may stand in their place
-        from dukb.neural.runs import output_file
+        from dukb.neural.run.files import output_file
 
         for out in [run_dir / n for n in ("states.csv", "summary.csv", "report.md")] \
                 + sorted(run_dir.glob("states_*.png")):

@@ -89,16 +89,15 @@ PAGES = {
 
 def reference_tables() -> dict[str, list[Table]]:
     """Every registry's table, by reference page (:data:`PAGES`): methods (methods, presets, forget scopes, model
-    families), metrics, attacks, protocols (protocols, shared options, option ranges). Imports the registries (and so torch).
+    families), metrics, attacks, protocols (protocols, shared options, option ranges). The registries' tables are
+    drawn from their entries' metadata (:mod:`dukb.neural.catalog`), with no method or attack imported.
 
     Returns:
         page name -> its tables, in display order.
     """
     from dukb.cli.run_options import ranges_table
-    from dukb.neural.attacks import attacks_table
+    from dukb.neural.catalog import attacks_table, methods_table, metrics_table, presets_table, scopes_table
     from dukb.neural.families import families_table
-    from dukb.neural.methods import methods_table, presets_table, scopes_table
-    from dukb.neural.metrics import metrics_table
     from dukb.neural.protocols import protocols_table
     from dukb.neural.runconfig import options_table
 

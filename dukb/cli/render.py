@@ -167,10 +167,10 @@ def interrupt_message() -> str:
 
 def count_rows(path: Path) -> int:
     """Complete JSON lines of a results file (0 when it is missing, unreadable, not a regular file or larger than
-    :data:`dukb.neural.runs.RESULTS_BYTES`; a torn last line is not counted). Read bounded
+    :data:`dukb.neural.run.journal.RESULTS_BYTES`; a torn last line is not counted). Read bounded
     (:func:`dukb.kb.csvfile.read_bytes`): a FIFO in its place cannot block the interrupt that asks."""
     from dukb.kb.csvfile import read_bytes
-    from dukb.neural.runs import RESULTS_BYTES
+    from dukb.neural.run.journal import RESULTS_BYTES
 
     try:
         data = read_bytes(path, "results journal", limit=RESULTS_BYTES)

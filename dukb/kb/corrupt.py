@@ -26,10 +26,10 @@ import csv
 import json
 import random
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from dukb import InputError
 from dukb.kb.io import atomic_output, check_kb, save_kb
@@ -68,6 +68,13 @@ class CorruptedFact:
         predicate: the relation or attribute.
         true_value: the clean KB's object or value.
         injected_value: the corrupted KB's object or value.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> result = corrupt(load_kb("demo"), 0.2, seed=0)
+        >>> result.facts[0]
+        CorruptedFact(fact_kind='relationship', fact_id=2, subject='Clara Stone', predicate='father',
+                      true_value='George Hale', injected_value='Owen Stone')
     """
 
     fact_kind: str
@@ -87,6 +94,11 @@ class DocSentence:
             clean fact about other people).
         fact_kind, fact_id: the fact it states.
         sentence: the text.
+
+    Example:
+        >>> s = DocSentence("incorrect", "relationship", 2, "Owen Stone is Clara Stone's father.")
+        >>> s.role, s.fact_id
+        ('incorrect', 2)
     """
 
     role: str
@@ -104,6 +116,15 @@ class CorruptionDocument:
         entity: the person the incorrect facts are about.
         k_context: number of correct facts in it.
         sentences: the sentences in document order.
+
+    Example:
+        >>> doc = CorruptionDocument(0, "Clara Stone", 1, (
+        ...     DocSentence("incorrect", "relationship", 2, "Owen Stone is Clara Stone's father."),
+        ...     DocSentence("correct", "biography", 9, "The birthyear of Leo Hale is 1975.")))
+        >>> doc.text
+        "Owen Stone is Clara Stone's father. The birthyear of Leo Hale is 1975."
+        >>> [f["role"] for f in doc.to_dict()["facts"]]
+        ['incorrect', 'correct']
     """
 
     doc_id: int
@@ -129,6 +150,12 @@ class Corruption(NamedTuple):
         kb: the corrupted KB (validated).
         facts: the corrupted facts, by entity then fact kind and id.
         documents: the corruption documents.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb, facts, documents = corrupt(load_kb("demo"), 0.2, seed=0, k_context=2)
+        >>> len(facts), len(documents), documents[0].entity, documents[0].k_context
+        (5, 1, 'Clara Stone', 2)
     """
 
     kb: KB
@@ -164,10 +191,10 @@ class _Corruptor:
         for g in ("male", "female"):
             names = [p.name for p in kb.people.values() if p.gender == g]
             self.by_gender[g] = names
-            pairs = sorted((self.years[n], n) for n in names if self.years[n] is not None)
+            pairs = sorted((cast(int, self.years[n]), n) for n in names if self.years[n] is not None)
             self.aged[g] = ([y for y, _ in pairs], [n for _, n in pairs])
             self.unaged[g] = [n for n in names if self.years[n] is None]
-        jobs = sorted((self.years[b.subject], b.value) for b in kb.biographies
+        jobs = sorted((cast(int, self.years[b.subject]), b.value) for b in kb.biographies
                       if b.attribute == "job" and self.years.get(b.subject) is not None)
         self.jobs_by_year = ([y for y, _ in jobs], [v for _, v in jobs])
 
@@ -232,7 +259,7 @@ class _Corruptor:
             return rng.choice(cands) if cands else None
         if b.attribute == "job" and self.years[b.subject] is not None:
             ys, vs = self.jobs_by_year
-            sy = self.years[b.subject]
+            sy = cast(int, self.years[b.subject])  # not None: checked above
             lo, hi = bisect_left(ys, sy - JOB_GENERATION), bisect_right(ys, sy + JOB_GENERATION)
             for _ in range(self.TRIES if hi > lo else 0):
                 v = vs[rng.randrange(lo, hi)]
@@ -252,7 +279,12 @@ class _Corruptor:
 
 
 def is_int(v: str) -> bool:
-    """True when ``v`` parses as an integer (e.g. a birth year)."""
+    """True when ``v`` parses as an integer (e.g. a birth year).
+
+    Example:
+        >>> is_int("1921"), is_int("-3"), is_int("19th century")
+        (True, True, False)
+    """
     try:
         int(v)
         return True
@@ -283,6 +315,21 @@ def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closu
             people with ``per_entity`` corruptible facts, or too few facts for ``k_context``.
 
     Source: Rezaei et al., RESTOR, Sec. 3.2 and App. B.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> clean = load_kb("demo")
+        >>> result = corrupt(clean, 0.2, seed=0, k_context=2)
+        >>> [(f.fact_kind, f.fact_id) for f in result.facts]
+        [('relationship', 2), ('relationship', 3), ('relationship', 11), ('biography', 7), ('biography', 8)]
+        >>> str(clean.relationship(2)), str(result.kb.relationship(2))
+        ("George Hale is Clara Stone's father", "Owen Stone is Clara Stone's father")
+        >>> sum(s.role == "correct" for s in result.documents[0].sentences)
+        2
+        >>> corrupt(clean, 1.5)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if not 0 < fraction <= 1:
         raise InputError(f"the fraction of facts to corrupt must be in (0, 1], got {fraction}")
@@ -345,6 +392,12 @@ def render_fact(f: Fact | BioFact, rng: random.Random) -> str:
 
     Returns:
         The sentence.
+
+    Example:
+        >>> render_fact(Fact(0, "Martha Hale", "husband", "George Hale"), random.Random(0))
+        "Martha Hale's husband is George Hale."
+        >>> render_fact(BioFact(0, "George Hale", "birthyear", "1921"), random.Random(0))
+        'The birthyear of George Hale is 1921.'
     """
     t = load_template("documents.json")
     if isinstance(f, Fact):
@@ -377,7 +430,8 @@ def _documents(kb: KB, by_entity: dict[str, list[CorruptedFact]], new_rel: dict[
     return docs
 
 
-def _sample_context(pool: list, name: str, k: int, about, rng: random.Random) -> list:
+def _sample_context(pool: list[Fact | BioFact], name: str, k: int, about: Callable[[Fact | BioFact, str], bool],
+                    rng: random.Random) -> list[Fact | BioFact]:
     """k distinct facts of ``pool`` not about ``name``, drawn uniformly (rejection first, then a filtered scan)."""
     picked: dict[int, None] = {}
     for _ in range(8 * k + 64 if len(pool) > 4 * k else 0):
@@ -410,6 +464,17 @@ def save_corruption(result: Corruption, directory: str | Path) -> dict[str, Path
 
     Raises:
         InputError: the folder cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> from dukb.kb.io import load_kb
+        >>> result = corrupt(load_kb("demo"), 0.2, seed=0)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     paths = save_corruption(result, tmp)
+        ...     print(sorted(paths), paths["corruptions"].read_text().count("\\n"))
+        ...     print(json.loads(paths["documents"].read_text())["entity"])
+        ['corruptions', 'documents', 'kb'] 6
+        Clara Stone
     """
     root = Path(directory)
     try:

@@ -37,8 +37,10 @@ import io
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, cast
 
 from dukb import InputError, one_line
 
@@ -66,6 +68,12 @@ class Problem:
 
     ``str(problem)`` is ``FILE[:LINE]: message`` on one line (control characters escaped by
     :func:`dukb.one_line`).
+
+    Example:
+        >>> str(Problem("people.csv", 4, "gender 'x' is not male or female"))
+        "people.csv:4: gender 'x' is not male or female"
+        >>> str(Problem("kb", None, "missing people.csv"))
+        'kb: missing people.csv'
     """
 
     path: str
@@ -84,12 +92,18 @@ class CsvTable:
         path: the file.
         header: the column names, stripped of surrounding spaces, in file order.
         rows: one ``(line, {column: value})`` per data record, in file order; ``line`` is the 1-based line where the
-            record starts. Values are stripped of surrounding spaces unless ``strip=False`` was given.
+            record starts. Values are stripped of surrounding spaces unless ``strip=False`` was given. With
+            ``fields_only=True`` each row holds the list of values in header order instead of a dict.
+
+    Example:
+        >>> t = parse_csv("name, gender\\r\\nAnn Lee ,female\\r\\n", "people.csv", ("name", "gender"))
+        >>> t.header, t.rows
+        (('name', 'gender'), [(2, {'name': 'Ann Lee', 'gender': 'female'})])
     """
 
     path: Path
     header: tuple[str, ...]
-    rows: list[tuple[int, dict[str, str]]]
+    rows: list[tuple[int, Any]]  # (line, dict[str, str]), or (line, list[str]) with fields_only
 
 
 #: The message for a bare quote (RFC 4180 allows a quote only inside a quoted field, doubled).
@@ -105,7 +119,16 @@ _CONTROL_NOT_EOL = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\
 
 def control_char(text: str, allow: str = "") -> str | None:
     """The first control character of ``text`` (see :data:`CONTROL_CATEGORIES`, plus U+FEFF) not in ``allow``, or
-    None."""
+    None.
+
+    Example:
+        >>> control_char("Ivo" + chr(7) + "Lund") == chr(7)
+        True
+        >>> print(control_char("Ivo Lund"))
+        None
+        >>> print(control_char("two" + chr(10) + "lines", allow=chr(10)))
+        None
+    """
     for m in _CONTROL.finditer(text):
         if m.group() not in allow:
             return m.group()
@@ -117,6 +140,12 @@ def control_problem(what: str, value: str, allow: str = "") -> str | None:
     "name"), or None if there is none.
 
     Example: ``name 'Ivo\\x07Lund' contains a control character (U+0007)``.
+
+    Example:
+        >>> print(control_problem("name", "Ivo" + chr(7) + "Lund"))
+        name 'Ivo\\x07Lund' contains a control character (U+0007)
+        >>> print(control_problem("name", "Ivo Lund"))
+        None
     """
     c = control_char(value, allow)
     if c is None:
@@ -151,6 +180,12 @@ def strict_int(value: str) -> int | None:
 
     Returns:
         The integer, or None when ``value`` is not such a numeral.
+
+    Example:
+        >>> strict_int("1921"), strict_int("-7"), strict_int("007")
+        (1921, -7, 7)
+        >>> strict_int("19_21"), strict_int("+10"), strict_int(" 5"), strict_int("1" * 19)
+        (None, None, None, None)
     """
     digits = value[1:] if value[:1] == "-" else value
     if 0 < len(digits) <= MAX_INT_DIGITS and digits.isascii() and digits.isdigit():  # ASCII isdigit: 0-9 only
@@ -163,6 +198,14 @@ def int_problem(what: str, value: str, of: str | None = None) -> str | None:
     it is not an integer as :func:`strict_int` reads them, or None when it is one.
 
     Example: ``birthyear '19_21' of 'Anna Berg' is not an integer (only the digits 0-9 and a leading '-')``.
+
+    Example:
+        >>> int_problem("birthyear", "19_21", of="Anna Berg")
+        "birthyear '19_21' of 'Anna Berg' is not an integer (only the digits 0-9 and a leading '-')"
+        >>> int_problem("fact_id", "1" * 20)
+        "fact_id '11111111111111111111' has 20 digits, more than the 18 allowed"
+        >>> print(int_problem("fact_id", "12"))
+        None
     """
     if strict_int(value) is not None:
         return None
@@ -189,14 +232,22 @@ def parse_int(value: str, what: str, path: str | Path | None = None, line: int |
     Raises:
         InputError: ``<what> '<value>' is not an integer (...)`` or ``... has N digits, more than the 18 allowed``,
             naming ``path`` and ``line``.
+
+    Example:
+        >>> parse_int("42", "fact_id")
+        42
+        >>> parse_int("4 2", "fact_id", "targets.txt", 3)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: targets.txt:3: fact_id '4 2' is not an integer (only the digits 0-9 and a leading '-')
     """
     n = strict_int(value)
     if n is None:
-        raise InputError(int_problem(what, value), path, line)
+        raise InputError(cast(str, int_problem(what, value)), path, line)  # a message: value is no integer
     return n
 
 
-def open_regular(path: str | Path, what: str = "file", limit: int | None = None):
+def open_regular(path: str | Path, what: str = "file", limit: int | None = None) -> IO[bytes]:
     """Open a user's file for binary reading, refusing anything that is not a regular file of at most ``limit``
     bytes, before a byte is read.
 
@@ -216,6 +267,23 @@ def open_regular(path: str | Path, what: str = "file", limit: int | None = None)
     Raises:
         InputError: ``missing <what>``; ``not a regular file (a FIFO|a character device|...)``; ``too large: N bytes
             (the limit is L bytes)``; ``cannot read: <strerror>`` for any other OS error. The path is named.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     f = Path(tmp) / "a.txt"
+        ...     _ = f.write_bytes(b"abc")
+        ...     with open_regular(f) as fh:
+        ...         print(fh.read())
+        ...     for bad in (Path(tmp), f.with_name("none.txt"), f):
+        ...         try:
+        ...             open_regular(bad, "KB file", limit=2)
+        ...         except InputError as e:
+        ...             print(e.message)
+        b'abc'
+        not a regular file (a directory)
+        missing KB file
+        too large: 3 bytes (the limit for a KB file is 2 bytes)
     """
     limit = MAX_INPUT_BYTES if limit is None else limit
     try:
@@ -241,7 +309,7 @@ def open_regular(path: str | Path, what: str = "file", limit: int | None = None)
     return fh
 
 
-def _mode(path) -> int:
+def _mode(path: str | Path) -> int:
     try:
         return os.stat(path).st_mode
     except OSError:
@@ -250,7 +318,12 @@ def _mode(path) -> int:
 
 def file_kind(mode: int) -> str:
     """What a file that is not a regular file is, in words ("a FIFO", "a symbolic link", ...), from its
-    ``st_mode`` (int, from ``os.stat``/``os.lstat``)."""
+    ``st_mode`` (int, from ``os.stat``/``os.lstat``).
+
+    Example:
+        >>> file_kind(stat.S_IFIFO), file_kind(stat.S_IFDIR), file_kind(stat.S_IFLNK)
+        ('a FIFO', 'a directory', 'a symbolic link')
+    """
     for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -271,6 +344,19 @@ def read_bytes(path: str | Path, what: str = "file", limit: int | None = None) -
     Raises:
         InputError: ``missing <what>`` when it does not exist; not a regular file (FIFO, device, socket,
             directory); larger than ``limit``; ``cannot read: <strerror>`` for any other OS error. The path is named.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     f = Path(tmp) / "a.bin"
+        ...     _ = f.write_bytes(b"12345")
+        ...     print(read_bytes(f))
+        ...     try:
+        ...         read_bytes(f, "rule file", limit=4)
+        ...     except InputError as e:
+        ...         print(e.message)
+        b'12345'
+        too large: 5 bytes (the limit for a rule file is 4 bytes)
     """
     limit = MAX_INPUT_BYTES if limit is None else limit
     with open_regular(path, what, limit) as fh:
@@ -288,6 +374,14 @@ def decode_text(data: bytes, path: str | Path) -> str:
 
     Raises:
         InputError: the bytes are not UTF-8, or hold a NUL byte (file and line named).
+
+    Example:
+        >>> decode_text(codecs.BOM_UTF8 + "Zoë".encode(), "a.txt")
+        'Zoë'
+        >>> decode_text(b"ok" + bytes([10]) + b"caf" + bytes([0xe9]), "a.txt")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: a.txt:2: not UTF-8 text: byte 0xe9 at offset 6 (unexpected end of data)
     """
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
@@ -314,6 +408,17 @@ def read_text(path: str | Path, what: str = "file") -> str:
 
     Raises:
         InputError: missing or unreadable file, not UTF-8, NUL byte (file and, where it applies, line named).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     f = Path(tmp) / "rules.lp"
+        ...     _ = f.write_bytes("caf\\u00e9".encode("utf-16"))
+        ...     read_text(f)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...rules.lp:1: not UTF-8 text: byte 0xff at offset 0 (invalid start byte) (the file looks
+        like UTF-16; save it as UTF-8)
     """
     return decode_text(read_bytes(path, what), path)
 
@@ -330,6 +435,11 @@ def read_package_text(*parts: str) -> tuple[str, str]:
 
     Raises:
         InputError: missing or unreadable file, not a regular file, too large, not UTF-8 (file named).
+
+    Example:
+        >>> text, where = read_package_text("templates", "probes.json")
+        >>> text.lstrip().startswith("{"), where.endswith("probes.json")
+        (True, True)
     """
     from importlib import resources
 
@@ -368,6 +478,18 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
             empty or control-character column name, a CSV syntax error (unterminated quote, text after a closing
             quote), a field over :data:`MAX_FIELD_CHARS` characters, and, when ``problems`` is None, the first
             per-record problem.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     f = Path(tmp) / "people.csv"
+        ...     _ = f.write_text('name,gender\\n"Lee, Ann",female\\n\\nBo,male,extra\\n')
+        ...     problems = []
+        ...     t = read_csv(f, ("name", "gender"), problems=problems)
+        ...     print(t.rows)
+        ...     print(problems[0].line, problems[0].message)
+        [(2, {'name': 'Lee, Ann', 'gender': 'female'})]
+        4 expected 2 fields, found 3
     """
     return parse_csv(read_text(path), path, required, optional=optional, strip=strip, multiline=multiline,
                      problems=problems, fields_only=fields_only)
@@ -376,7 +498,16 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
 def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
               optional: tuple[str, ...] | None = None, strip: bool = True, multiline: bool = False,
               problems: list[Problem] | None = None, fields_only: bool = False) -> CsvTable:
-    """:func:`read_csv` on text already read (e.g. by :func:`read_text`); ``path`` is only used in messages."""
+    """:func:`read_csv` on text already read (e.g. by :func:`read_text`); ``path`` is only used in messages.
+
+    Example:
+        >>> parse_csv("fact_id,subject\\n0,Ann\\n", "rel.csv", ("fact_id",), fields_only=True).rows
+        [(2, ['0', 'Ann'])]
+        >>> parse_csv('fact_id\\n"12\\n', "rel.csv", ("fact_id",))
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: rel.csv:2: ...
+    """
 
     def problem(line: int, message: str) -> None:
         if problems is None:
@@ -411,8 +542,8 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
     unknown = [] if optional is None else [h for h in header if h not in required and h not in optional]
     if unknown:
         raise InputError(f"unknown column{'s' if len(unknown) > 1 else ''} {_cut(', '.join(unknown), 200)} "
-                         f"(known: {', '.join(required + optional)})", path, 1)
-    rows = []
+                         f"(known: {', '.join(required + (optional or ()))})", path, 1)
+    rows: list[tuple[int, Any]] = []
     allow = "\r\n" if multiline else ""
     # one scan of the whole text for control characters other than line breaks: when there is none, only a record
     # spanning several lines can hold a forbidden character (a line break inside a quoted field)
@@ -463,7 +594,7 @@ def _bare_quote_lines(text: str) -> list[int]:
     out: list[int] = []
     pos, last, line, n = 0, 0, 1, len(text)
     while pos < n:
-        at = _WELL_FORMED.match(text, pos).end()
+        at = cast(re.Match, _WELL_FORMED.match(text, pos)).end()  # it matches everywhere (maybe empty)
         if at >= n or text[at] != '"' or at == 0 or text[at - 1] in ',\r\n"':
             break  # the end, or a syntax error the csv module reports
         chunk = text[last:at]  # never splits a CRLF: ``at`` is at a quote
@@ -477,7 +608,7 @@ def _bare_quote_lines(text: str) -> list[int]:
     return out
 
 
-def _records(text: str, path: str | Path):
+def _records(text: str, path: str | Path) -> Iterator[tuple[int, list[str]]]:
     """Yield (line where the record starts, fields) for each CSV record of ``text``.
 
     Raises:
@@ -487,7 +618,7 @@ def _records(text: str, path: str | Path):
         yield start, fields
 
 
-def _records_span(text: str, path: str | Path):
+def _records_span(text: str, path: str | Path) -> Iterator[tuple[int, int, list[str]]]:
     """Yield (first line, last line, fields) for each CSV record of ``text`` (1-based lines).
 
     Raises:

@@ -48,7 +48,7 @@ REL_QA_KEYS = ("fact", "question", "answer", "question2", "answer2", "question3"
 BIO_QA_KEYS = ("fact", "question", "answer", "question4", "answer4")
 
 
-def _int(value, what: str, path: Path) -> int:
+def _int(value: object, what: str, path: Path) -> int:
     """A Python int from an int or a numpy integer (scalar or one-element array) of at most
     :data:`dukb.kb.csvfile.MAX_INT_DIGITS` digits.
 
@@ -71,7 +71,7 @@ def _int(value, what: str, path: Path) -> int:
 _INT_BOUND = 10 ** MAX_INT_DIGITS
 
 
-def _read_graph(path: Path):
+def _read_graph(path: Path) -> tuple[list[tuple[int, int]], list[str], list[str], list[PickledPerson]]:
     """(edges, edge types, names, persons) of family-200-graph.pt, checked for shape and types."""
     obj = load_benchmark_pickle(path, {"Person"})
     if not (isinstance(obj, tuple) and len(obj) == 4 and all(isinstance(x, list) for x in obj)):
@@ -104,7 +104,7 @@ def _read_graph(path: Path):
         if not isinstance(p, PickledPerson):
             raise InputError(f"person {k} is a {type(p).__name__}, expected a Person", path)
         if _int(getattr(p, "name", None), f"person {k}'s name index", path) != k:
-            raise InputError(f"person {k} has name index {short_repr(p.name)}, expected {k}", path)
+            raise InputError(f"person {k} has name index {short_repr(getattr(p, 'name', None))}, expected {k}", path)
     return pairs, types, names, persons
 
 
@@ -187,6 +187,17 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
             fact), or a KB that fails :func:`dukb.kb.check_kb` (a :class:`dukb.kb.KBError`).
 
     Source: Wu et al. 2025, Sec. 4 (EDU-RELAT); the benchmark's data/ folder and ../shared/edu-relat/README.md.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     for src, out in ((Path(tmp) / "none", Path(tmp) / "kb"), (Path(tmp), Path(tmp))):
+        ...         try:
+        ...             import_edu_relat(src, out)
+        ...         except InputError as e:
+        ...             print(e.message)
+        benchmark folder does not exist
+        output directory must differ from the benchmark folder
     """
     src, out = Path(src_dir), Path(out_dir)
     if not src.exists():

@@ -27,9 +27,9 @@ EDU-RELAT like this, and :func:`generate` follows it:
   Uncles and aunts are a parent's siblings and siblings share both parents, as in EDU-RELAT, whose closure is
   exactly this set; everyone has a single spouse and every child has both parents (married to each other) or
   none, so the 48 family rules are sound on the network. Only a fraction ``observed`` of the true facts goes into
-  K, chosen per relation with the weights of :data:`EDU_RELAT_OBSERVE_WEIGHTS` (EDU-RELAT keeps every father,
-  mother, husband and wife fact, about 3/4 of child and sibling facts and 1/4 of aunt/uncle/niece/nephew facts),
-  so that the closure of K adds facts (EDU-RELAT: 400 in K, 562 in the closure).
+  K, chosen per relation with the weights of :data:`dukb.kb.network.EDU_RELAT_OBSERVE_WEIGHTS` (EDU-RELAT keeps
+  every father, mother, husband and wife fact, about 3/4 of child and sibling facts and 1/4 of
+  aunt/uncle/niece/nephew facts), so that the closure of K adds facts (EDU-RELAT: 400 in K, 562 in the closure).
 
 Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments give the same KB, byte for byte.
 """
@@ -37,7 +37,6 @@ Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments 
 from __future__ import annotations
 
 import csv
-import heapq
 import math
 import os
 import shutil
@@ -45,13 +44,13 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from statistics import NormalDist
 
 import numpy as np
 
 from dukb import InputError
 from dukb.kb.csvfile import read_package_text
 from dukb.kb.model import KB, BioFact, Fact, Person, Triple
+from dukb.kb.network import FEMALE, GeneratorConfig, grow, true_relations
 from dukb.kb.schema import RELATIONS
 
 #: Bumped whenever the output for given arguments changes (names the cache of :func:`default_generated_kb_dir`).
@@ -73,111 +72,8 @@ MAX_GENERATIONS = 100
 #: EDU-RELAT's share of the true relationship facts that K holds: 400 of the 562 facts of its closure.
 EDU_RELAT_OBSERVED = 400 / 562
 
-#: Relative chance of each relation's true facts to be observed in K, measured on EDU-RELAT (K / closure per
-#: relation: father, mother, husband, wife 1.0; child 100/130; brother 42/61, sister 28/41; aunt, uncle, niece and
-#: nephew 32/132 together). With ``observed`` = :data:`EDU_RELAT_OBSERVED` the probabilities are these weights.
-EDU_RELAT_OBSERVE_WEIGHTS: dict[str, float] = {
-    "father": 1.0, "mother": 1.0, "husband": 1.0, "wife": 1.0, "child": 0.77, "brother": 0.69, "sister": 0.69,
-    "aunt": 0.24, "uncle": 0.24, "nephew": 0.24, "niece": 0.24,
-}
-
-MALE, FEMALE = 0, 1
 _GENDER = ("male", "female")
 _JOB_DECADES = (1900, 2020)
-
-
-@dataclass(frozen=True)
-class GeneratorConfig:
-    """Probabilities and distributions of the generator (defaults reproduce EDU-RELAT's statistics at 100 people).
-
-    Attributes:
-        p_parents: chance that a person (not in generation 0) without parents gets parents.
-        p_spouse: chance that a person without a spouse gets one (a new person of the other gender, same generation).
-        p_children: chance that a couple (not in the youngest generation) has children.
-        children_geometric_p: success probability of the geometric number of children (support 1..max_children).
-        max_children: truncation of the geometric distribution (the paper's 4).
-        root_generation: generation of each founder that starts a family (0 = oldest).
-        p_wife_takes_surname: chance that a wife takes her husband's surname.
-        p_parent_birthplace: chance that a child is born in a parent's birth state.
-        founder_year_mean, founder_year_sd: birth year (years AD) of a founder of generation 0 (Gaussian); a
-            founder of generation g is born ``g * generation_years`` later.
-        generation_years: years between the mean birth years of two generations.
-        cohort_pull: in [0, 1]; how far each age or gap draw's mean moves from its own mean toward the value that
-            would put the new person on their generation's mean birth year (0: not at all).
-        mother_age_mean, mother_age_sd, mother_age_min, mother_age_max: the mother's age at a birth (years), a
-            Gaussian truncated to [min, max] (min >= 1, so a parent is always born before the child).
-        father_min_age: the father's least age at a birth (years, >= 1); raises the lower truncation bound.
-        spouse_gap_mean, spouse_gap_sd, spouse_gap_min, spouse_gap_max: the wife's birth year minus the husband's
-            (years), a truncated Gaussian.
-        observe_weights: relation -> relative chance of its true facts to be observed in K (see
-            :data:`EDU_RELAT_OBSERVE_WEIGHTS`).
-
-    Raises:
-        InputError: a probability outside [0, 1], a non-positive spread, an empty range, an unknown relation.
-
-    Source: Wu et al. 2025, Appendix B (Eval-DU construction); defaults measured on EDU-RELAT (Appendix F).
-    """
-
-    p_parents: float = 0.8
-    p_spouse: float = 0.7
-    p_children: float = 0.9
-    children_geometric_p: float = 0.4
-    max_children: int = 4
-    root_generation: int = 2
-    p_wife_takes_surname: float = 0.2
-    p_parent_birthplace: float = 0.9
-    founder_year_mean: float = 1907.0
-    founder_year_sd: float = 5.0
-    generation_years: float = 27.0
-    cohort_pull: float = 0.2
-    mother_age_mean: float = 26.5
-    mother_age_sd: float = 3.5
-    mother_age_min: float = 18.0
-    mother_age_max: float = 42.0
-    father_min_age: float = 18.0
-    spouse_gap_mean: float = 2.0
-    spouse_gap_sd: float = 3.0
-    spouse_gap_min: float = -6.0
-    spouse_gap_max: float = 10.0
-    observe_weights: dict = field(default_factory=lambda: dict(EDU_RELAT_OBSERVE_WEIGHTS))
-
-    def __post_init__(self) -> None:
-        for name in ("p_parents", "p_spouse", "p_children", "p_wife_takes_surname", "p_parent_birthplace",
-                     "cohort_pull"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-                raise InputError(f"{name} must be a probability in [0, 1], got {v!r}")
-        if not (0.0 < self.children_geometric_p <= 1.0):
-            raise InputError(f"children_geometric_p must be in (0, 1], got {self.children_geometric_p!r}")
-        if not (isinstance(self.max_children, int) and self.max_children >= 1):
-            raise InputError(f"max_children must be an integer >= 1, got {self.max_children!r}")
-        if not (isinstance(self.root_generation, int) and self.root_generation >= 0):
-            raise InputError(f"root_generation must be an integer >= 0, got {self.root_generation!r}")
-        for name in ("founder_year_sd", "mother_age_sd", "spouse_gap_sd"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if not (1 <= self.mother_age_min and math.ceil(self.mother_age_min) <= math.floor(self.mother_age_max)):
-            raise InputError(f"mother_age_min..mother_age_max must hold a whole age >= 1, got "
-                             f"{self.mother_age_min}..{self.mother_age_max}")
-        if not (math.ceil(self.spouse_gap_min) <= math.floor(self.spouse_gap_max)):
-            raise InputError(f"spouse_gap_min..spouse_gap_max holds no whole number of years: "
-                             f"{self.spouse_gap_min}..{self.spouse_gap_max}")
-        if self.father_min_age < 1:
-            raise InputError(f"father_min_age must be at least 1, got {self.father_min_age!r}")
-        # a couple must be able to have a child: the father's age bound must fit the mother's ages and the gaps
-        if self.father_min_age - self.spouse_gap_min > self.mother_age_max or \
-                self.father_min_age - self.mother_age_min > self.spouse_gap_max:
-            raise InputError("father_min_age cannot be met with these mother ages and spouse gaps: need "
-                             "father_min_age - spouse_gap_min <= mother_age_max and "
-                             "father_min_age - mother_age_min <= spouse_gap_max")
-        if self.generation_years <= 0:
-            raise InputError(f"generation_years must be positive, got {self.generation_years!r}")
-        bad = sorted(set(self.observe_weights) - set(RELATIONS))
-        if bad:
-            raise InputError(f"observe_weights: unknown relation {', '.join(bad)} (known: {', '.join(RELATIONS)})")
-        for r, w in self.observe_weights.items():
-            if not (isinstance(w, (int, float)) and w >= 0 and math.isfinite(w)):
-                raise InputError(f"observe_weights[{r!r}] must be a finite number >= 0, got {w!r}")
 
 
 @dataclass
@@ -198,6 +94,13 @@ class FamilyTruth:
         observed: the facts of K, in K's order (fact_id i is ``observed[i]``).
 
     Source: Wu et al. 2025, Appendix B; the relation semantics are those of EDU-RELAT's closure.
+
+    Example:
+        >>> kb, truth = generate(20, seed=1, generations=3)
+        >>> len(truth.names), len(truth.relations), len(truth.observed) == len(kb.relationships)
+        (20, 74, True)
+        >>> truth.counts()["child"], set(truth.observed) <= truth.triples
+        (20, True)
     """
 
     names: list[str]
@@ -258,13 +161,22 @@ def first_names(gender: str) -> tuple[str, ...]:
     """The first-name list of a gender ("male"/"female"), from ``dukb/data/names_<gender>.txt``.
 
     Source: US Census Bureau 1990 name files (public domain); Wu et al. 2025 Appendix B (names by gender).
+
+    Example:
+        >>> first_names("female")[:3], len(first_names("male"))
+        (('Patricia', 'Linda', 'Barbara'), 915)
     """
     return tuple(_data_lines(f"names_{gender}.txt"))
 
 
 @cache
 def surnames() -> tuple[str, ...]:
-    """The surname list (``dukb/data/surnames.txt``), used for people without a father in the network."""
+    """The surname list (``dukb/data/surnames.txt``), used for people without a father in the network.
+
+    Example:
+        >>> surnames()[:2], len(surnames())
+        (('Smith', 'Johnson'), 2000)
+    """
     return tuple(_data_lines("surnames.txt"))
 
 
@@ -274,6 +186,11 @@ def us_states() -> tuple[tuple[str, ...], np.ndarray]:
 
     Returns:
         (state names, float64 probabilities summing to 1).
+
+    Example:
+        >>> names, probs = us_states()
+        >>> len(names), names[0], round(float(probs.sum()), 6)
+        (50, 'Alabama', 1.0)
     """
     rows = _data_csv("us_states.csv", ("state", "population"))
     w = np.array([float(r["population"]) for r in rows])
@@ -285,6 +202,11 @@ def jobs_by_decade() -> dict[int, tuple[str, ...]]:
     """Decade (1900, 1910, ..., 2020) -> the jobs typical of it, from ``jobs_by_decade.csv``.
 
     Source: the 55 jobs of Wu et al. 2025, Appendix F ("collected from the job list across years 1900-2020").
+
+    Example:
+        >>> jobs = jobs_by_decade()
+        >>> min(jobs), max(jobs), len(jobs), jobs[1950][:2]
+        (1900, 2020, 13, ('Teacher', 'Nurse'))
     """
     out: dict[int, list[str]] = {}
     for r in _data_csv("jobs_by_decade.csv", ("decade", "job")):
@@ -293,195 +215,23 @@ def jobs_by_decade() -> dict[int, tuple[str, ...]]:
 
 
 def job_decade(birthyear: int) -> int:
-    """The decade whose job list a person born in ``birthyear`` draws from: the birth decade, clamped to 1900-2020."""
+    """The decade whose job list a person born in ``birthyear`` draws from: the birth decade, clamped to 1900-2020.
+
+    Example:
+        >>> job_decade(1957), job_decade(1850), job_decade(2031)
+        (1950, 1900, 2020)
+    """
     return int(min(max(birthyear // 10 * 10, _JOB_DECADES[0]), _JOB_DECADES[1]))
 
 
 def birthplace_value(state: str) -> str:
-    """A birthplace as EDU-RELAT's biographies write it: ``"Ohio"`` -> ``"Ohio state"``."""
-    return f"{state} state"
+    """A birthplace as EDU-RELAT's biographies write it: ``"Ohio"`` -> ``"Ohio state"``.
 
-
-# -- sampling helpers ---------------------------------------------------------------------------------------------
-_STD_NORMAL = NormalDist()
-
-
-def _truncnorm(u: float, mean: float, sd: float, lo: float, hi: float) -> float:
-    """Gaussian(mean, sd) truncated to [lo, hi], by the inverse CDF of the uniform draw u in [0, 1)."""
-    if lo > hi:
-        lo = hi = (lo + hi) / 2
-    a, b = _STD_NORMAL.cdf((lo - mean) / sd), _STD_NORMAL.cdf((hi - mean) / sd)
-    if b - a < 1e-12:  # the window lies far in a tail: take its nearest point to the mean
-        return min(max(mean, lo), hi)
-    p = min(max(a + u * (b - a), 1e-15), 1 - 1e-15)
-    return min(max(mean + sd * _STD_NORMAL.inv_cdf(p), lo), hi)
-
-
-def _draw_years(u: float, mean: float, sd: float, lo: float, hi: float) -> int:
-    """A whole number of years from Gaussian(mean, sd) truncated to [lo, hi]; the lower bound wins a conflict."""
-    x = round(_truncnorm(u, mean, sd, lo, hi))
-    return int(max(min(x, math.floor(hi)), math.ceil(lo)))
-
-
-def _geometric_cdf(p: float, k_max: int) -> np.ndarray:
-    probs = np.array([(1 - p) ** (k - 1) * p for k in range(1, k_max + 1)])
-    return np.cumsum(probs / probs.sum())
-
-
-# -- the network --------------------------------------------------------------------------------------------------
-class _Net:
-    """Growable arrays of the family network (plain lists: appends are O(1))."""
-
-    def __init__(self) -> None:
-        self.gender: list[int] = []
-        self.gen: list[int] = []
-        self.year: list[int] = []
-        self.father: list[int] = []
-        self.mother: list[int] = []
-        self.spouse: list[int] = []
-        self.kids: dict[int, list[int]] = {}  # mother -> children, in order of creation
-        self.decided: set[int] = set()  # mothers whose children are decided
-
-    def add(self, gen: int, gender: int, year: int) -> int:
-        self.gender.append(gender)
-        self.gen.append(gen)
-        self.year.append(year)
-        self.father.append(-1)
-        self.mother.append(-1)
-        self.spouse.append(-1)
-        return len(self.gender) - 1
-
-    def marry(self, a: int, b: int) -> None:
-        self.spouse[a] = b
-        self.spouse[b] = a
-
-    def wife_of(self, a: int) -> int:
-        return a if self.gender[a] == FEMALE else self.spouse[a]
-
-
-def _grow(n: int, generations: int, cfg: GeneratorConfig, rng: np.random.Generator) -> _Net:
-    """Grow the network to exactly n people, with birth years (Wu et al. 2025, Appendix B).
-
-    Every person but a founder is created relative to one existing person, and their birth year is drawn relative
-    to that person's, so every constraint holds by construction: a child is born to a mother aged
-    [mother_age_min, mother_age_max] (a truncated Gaussian) and a father aged at least father_min_age; a wife's
-    birth year minus her husband's lies in [spouse_gap_min, spouse_gap_max] (a truncated Gaussian).
+    Example:
+        >>> birthplace_value("Ohio")
+        'Ohio state'
     """
-    net = _Net()
-    cdf = _geometric_cdf(cfg.children_geometric_p, cfg.max_children)
-    root_gen = min(cfg.root_generation, generations - 1)
-    youngest = generations - 1
-    queue: list[tuple[int, int]] = []  # (generation, person): the oldest generation is expanded first
-
-    def push(*people: int) -> None:
-        for q in people:
-            heapq.heappush(queue, (net.gen[q], q))
-
-    def n_children() -> int:
-        return int(np.searchsorted(cdf, rng.random(), side="right")) + 1
-
-    def cohort(g: int) -> float:  # mean birth year of generation g
-        return cfg.founder_year_mean + g * cfg.generation_years
-
-    def pulled(mean: float, on_cohort: float) -> float:  # a draw's mean, pulled toward the one on the cohort year
-        return (1 - cfg.cohort_pull) * mean + cfg.cohort_pull * on_cohort
-
-    def age_at_birth(mother_year: float, child_gen: int, lo: float) -> int:
-        mean = pulled(cfg.mother_age_mean, cohort(child_gen) - mother_year)
-        return _draw_years(rng.random(), mean, cfg.mother_age_sd, lo, cfg.mother_age_max)
-
-    def gap(mean_wife_year: float, husband_year: float | None, wife_year: float | None,
-            lo: float = cfg.spouse_gap_min) -> int:  # wife's year - husband's; one of the two years is known
-        on_cohort = mean_wife_year - husband_year if husband_year is not None else wife_year - mean_wife_year
-        mean = pulled(cfg.spouse_gap_mean, on_cohort)
-        return _draw_years(rng.random(), mean, cfg.spouse_gap_sd, lo, cfg.spouse_gap_max)
-
-    def add_children(f: int, m: int, k: int, first: int = -1) -> list[int]:
-        kids = [] if first < 0 else [first]
-        my, fy = net.year[m], net.year[f]
-        lo = max(cfg.mother_age_min, fy + cfg.father_min_age - my)
-        for _ in range(k):
-            kids.append(net.add(net.gen[m] + 1, int(rng.integers(2)), my + age_at_birth(my, net.gen[m] + 1, lo)))
-        for c in kids:
-            net.father[c], net.mother[c] = f, m
-        net.kids[m] = kids
-        net.decided.add(m)
-        return kids if first < 0 else kids[1:]
-
-    while len(net.gen) < n:
-        if not queue:
-            year = round(rng.normal(cfg.founder_year_mean + root_gen * cfg.generation_years, cfg.founder_year_sd))
-            push(net.add(root_gen, int(rng.integers(2)), year))
-        x = heapq.heappop(queue)[1]
-        # parents (and with them x's siblings)
-        if net.gen[x] > 0 and net.father[x] < 0 and rng.random() < cfg.p_parents and n - len(net.gen) >= 2:
-            g = net.gen[x] - 1
-            mean = pulled(cfg.mother_age_mean, net.year[x] - cohort(g))
-            age = _draw_years(rng.random(), mean, cfg.mother_age_sd, cfg.mother_age_min, cfg.mother_age_max)
-            my = net.year[x] - age
-            # the father is at least father_min_age at x's birth
-            fy = my - gap(cohort(g), None, my, max(cfg.spouse_gap_min, cfg.father_min_age - age))
-            f, m = net.add(g, MALE, fy), net.add(g, FEMALE, my)
-            net.marry(f, m)
-            k = min(n_children() - 1, n - len(net.gen))
-            sibs = add_children(f, m, k, first=x)
-            push(f, m, *sibs)
-        # spouse
-        if net.spouse[x] < 0 and rng.random() < cfg.p_spouse and len(net.gen) < n:
-            if net.gender[x] == MALE:
-                sy = net.year[x] + gap(cohort(net.gen[x]), net.year[x], None)
-            else:
-                sy = net.year[x] - gap(cohort(net.gen[x]), None, net.year[x])
-            s = net.add(net.gen[x], 1 - net.gender[x], sy)
-            net.marry(x, s)
-            push(s)
-        # children of x's couple
-        if net.spouse[x] >= 0 and net.gen[x] < youngest:
-            m = net.wife_of(x)
-            if m not in net.decided:
-                net.decided.add(m)
-                if rng.random() < cfg.p_children:
-                    k = min(n_children(), n - len(net.gen))
-                    if k > 0:
-                        push(*add_children(net.spouse[m], m, k))
-    return net
-
-
-def _true_relations(net: _Net, names: list[str]) -> list[Triple]:
-    """Every true relationship fact of the network, grouped by relation in RELATIONS order."""
-    g = net.gender
-    by: dict[str, list[Triple]] = {r: [] for r in RELATIONS}
-    sibs: dict[int, list[int]] = {}
-    for kids in net.kids.values():
-        for c in kids:
-            sibs[c] = kids
-    for c in range(len(g)):
-        f, m = net.father[c], net.mother[c]
-        if f < 0:
-            continue
-        nc = names[c]
-        by["child"].append((names[f], "child", nc))
-        by["child"].append((names[m], "child", nc))
-        by["father"].append((nc, "father", names[f]))
-        by["mother"].append((nc, "mother", names[m]))
-        for b in sibs[c]:
-            if b != c:
-                by["brother" if g[b] == MALE else "sister"].append((nc, "brother" if g[b] == MALE else "sister",
-                                                                    names[b]))
-        for p in (f, m):
-            for s in sibs.get(p, ()):
-                if s == p:
-                    continue
-                rel = "uncle" if g[s] == MALE else "aunt"
-                by[rel].append((nc, rel, names[s]))
-                inv = "nephew" if g[c] == MALE else "niece"
-                by[inv].append((names[s], inv, nc))
-    for a in range(len(g)):
-        b = net.spouse[a]
-        if b >= 0:
-            rel = "husband" if g[b] == MALE else "wife"
-            by[rel].append((names[a], rel, names[b]))
-    return [t for r in RELATIONS for t in by[r]]
+    return f"{state} state"
 
 
 def observation_probabilities(counts: dict[str, int], observed: float, weights: dict[str, float]) -> dict[str, float]:
@@ -497,6 +247,12 @@ def observation_probabilities(counts: dict[str, int], observed: float, weights: 
         relation of positive weight gets probability 1.
 
     Source: dukb's reading of EDU-RELAT (per-relation shares of K in its closure); Wu et al. 2025, Appendix F.
+
+    Example:
+        >>> observation_probabilities({"child": 100, "father": 50}, 0.5, {"child": 1.0, "father": 1.0})
+        {'child': 0.5, 'father': 0.5}
+        >>> observation_probabilities({"child": 100, "father": 50}, 0.5, {"child": 1.0})  # father weighs 0
+        {'child': 0.75, 'father': 0.0}
     """
     total = sum(counts.values())
     want = observed * total
@@ -594,6 +350,17 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
             config.
 
     Source: Wu et al. 2025, "Evaluating Deep Unlearning in Large Language Models", Appendix B and F.
+
+    Example:
+        >>> kb, truth = generate(20, seed=1, generations=3)
+        >>> kb
+        KB(20 people, 53 relationship facts, 60 biography facts, source=None)
+        >>> generate(20, seed=1, generations=3)[0].fingerprint() == kb.fingerprint()  # same seed, same KB
+        True
+        >>> generate(0)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or not 1 <= n_people <= MAX_PEOPLE:
         raise InputError(f"the number of people must be an integer in [1, {MAX_PEOPLE:,}], got {n_people!r}")
@@ -618,7 +385,7 @@ def _generate(n_people: int, seed: int, generations: int, observed: float,
     """The body of :func:`generate` (arguments checked)."""
     rng = np.random.default_rng(seed)
 
-    net = _grow(n_people, generations, cfg, rng)
+    net = grow(n_people, generations, cfg, rng)
     n = len(net.gen)
     gender = np.asarray(net.gender, dtype=np.int8)
     gen = np.asarray(net.gen, dtype=np.int16)
@@ -667,7 +434,7 @@ def _generate(n_people: int, seed: int, generations: int, observed: float,
         names.append(name)
 
     # -- facts ---------------------------------------------------------------------------------------------------
-    relations = _true_relations(net, names)
+    relations = true_relations(net, names)
     obs = _observe(relations, float(observed), cfg.observe_weights, rng)
     people = {names[i]: Person(names[i], _GENDER[gender_l[i]], year_l[i], states[place_l[i]], jobs[i], gen_l[i])
               for i in range(n)}
@@ -692,6 +459,15 @@ def write_truth(truth: FamilyTruth, path: str | Path) -> Path:
 
     Raises:
         InputError: the file cannot be written (named).
+
+    Example:
+        >>> kb, truth = generate(10, seed=0, generations=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     lines = write_truth(truth, Path(tmp) / "truth.csv").read_text().splitlines()
+        >>> lines[0], len(lines) - 1 == len(truth.relations)
+        ('subject,relation,object,observed', True)
+        >>> sum(line.endswith(",1") for line in lines) == len(kb.relationships)
+        True
     """
     from dukb.kb.io import atomic_output
 
@@ -711,6 +487,15 @@ def cache_root() -> Path:
 
     Returns:
         The folder (it may not exist yet).
+
+    Example:
+        >>> from unittest import mock
+        >>> with mock.patch.dict(os.environ, {"DUKB_CACHE_DIR": "/srv/cache"}):
+        ...     print(cache_root())
+        /srv/cache
+        >>> with mock.patch.dict(os.environ, {"DUKB_CACHE_DIR": "", "XDG_CACHE_HOME": "/xdg"}):
+        ...     print(cache_root())
+        /xdg/dukb
     """
     env = os.environ.get("DUKB_CACHE_DIR")
     if env:
@@ -751,6 +536,15 @@ def cache_problem(folder: str | Path) -> str | None:
     Returns:
         None, or a short reason: ``no sha256.json``, ``sha256.json is damaged``, ``people.csv is missing`` (or not a
         regular file, or unreadable), ``relationships.csv changed since it was built``.
+
+    Example:
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     folder = default_generated_kb_dir(tmp)
+        ...     print(cache_problem(folder))
+        ...     _ = (folder / "people.csv").write_text("name,gender\\n")
+        ...     print(cache_problem(folder))
+        None
+        people.csv changed since it was built
     """
     import json
 
@@ -796,6 +590,14 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
 
     Raises:
         InputError: the cache folder cannot be written.
+
+    Example:
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     folder = default_generated_kb_dir(tmp)
+        ...     print(folder.name, sorted(p.name for p in folder.iterdir()))
+        ...     print(default_generated_kb_dir(tmp) == folder)
+        generated-p100-s0-v... ['biographies.csv', 'people.csv', 'relationships.csv', 'sha256.json', 'truth.csv']
+        True
     """
     import json
     import sys
@@ -848,6 +650,14 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
     Returns:
         The validated :class:`KB` (100 people, seed 0).
+
+    Example:
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     kb = default_generated_kb(tmp)
+        >>> len(kb.people), len(kb.relationships), len(kb.biographies)
+        (100, 431, 300)
+        >>> kb.fingerprint() == generate()[0].fingerprint()
+        True
     """
     from dukb.kb.io import load_kb
 
@@ -856,7 +666,7 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
 __all__ = [
     "CACHE_FILES", "CACHE_MANIFEST", "DEFAULT_PEOPLE", "DEFAULT_SEED", "EDU_RELAT_OBSERVED",
-    "EDU_RELAT_OBSERVE_WEIGHTS", "FamilyTruth", "GENERATOR_VERSION", "GeneratorConfig", "MAX_GENERATIONS",
+    "FamilyTruth", "GENERATOR_VERSION", "GeneratorConfig", "MAX_GENERATIONS",
     "MAX_PEOPLE", "birthplace_value", "cache_problem", "cache_root", "default_generated_kb",
     "default_generated_kb_dir", "first_names", "generate", "job_decade", "jobs_by_decade",
     "observation_probabilities", "surnames", "us_states", "write_truth",

@@ -19,9 +19,11 @@ import gc
 import os
 import secrets
 from array import array
+from collections.abc import Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import IO, Any, cast
 
 from dukb import InputError
 from dukb.kb.csvfile import MAX_INT_DIGITS, Problem, control_problem, int_problem, read_csv, strict_int
@@ -46,6 +48,14 @@ class KBError(InputError):
 
     Attributes:
         problems: every problem found, in file order; ``str(error)`` shows the first and counts the rest.
+
+    Example:
+        >>> err = KBError([Problem("people.csv", 3, "gender 'x' is not male or female"),
+        ...                Problem("people.csv", 5, "duplicate person 'Ann Lee'")])
+        >>> print(err)
+        people.csv:3: gender 'x' is not male or female (and 1 more problem; `dukb validate` lists them all)
+        >>> len(err.problems), err.line
+        (2, 3)
     """
 
     def __init__(self, problems: list[Problem]):
@@ -64,6 +74,18 @@ def resolve_kb_path(kb: str | Path) -> Path:
 
     Raises:
         InputError: the path does not exist or is not a directory.
+
+    Example:
+        >>> resolve_kb_path("demo").name
+        'demo'
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     resolve_kb_path(tmp) == Path(tmp)
+        True
+        >>> resolve_kb_path("no/such/kb")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: no/such/kb: ...
     """
     if str(kb) in BUILTIN_KBS and not Path(kb).exists():
         return Path(str(resources.files("dukb.data").joinpath(str(kb))))
@@ -80,7 +102,7 @@ def resolve_kb_path(kb: str | Path) -> Path:
 
 
 @contextmanager
-def atomic_output(path: str | Path, binary: bool = False):
+def atomic_output(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     """Write an output file all or nothing: the block writes to a fresh temporary file beside ``path``
     (``.NAME.RANDOM.tmp``, NAME cut to 48 characters, created with ``O_EXCL`` and ``O_NOFOLLOW``), which is
     flushed, synced and renamed over ``path`` (:func:`os.replace`) only when the block ends without error. A failed
@@ -99,6 +121,21 @@ def atomic_output(path: str | Path, binary: bool = False):
     Raises:
         InputError: ``cannot write: <strerror>`` naming ``path`` when any step fails with an OS error, or ``cannot
             write this file: a directory is in its place``. Other exceptions of the block propagate unchanged.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     out = Path(tmp) / "sub" / "a.txt"
+        ...     with atomic_output(out) as fh:
+        ...         _ = fh.write("first")
+        ...     try:
+        ...         with atomic_output(out) as fh:
+        ...             _ = fh.write("half")
+        ...             raise RuntimeError("interrupted")
+        ...     except RuntimeError:
+        ...         pass
+        ...     print(out.read_text(), sorted(p.name for p in out.parent.iterdir()))
+        first ['a.txt']
     """
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
@@ -127,11 +164,21 @@ def atomic_output(path: str | Path, binary: bool = False):
 
 
 @contextmanager
-def gc_paused():
+def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector inside the block (restored after, also on error).
 
     Loading a large KB creates millions of acyclic objects (rows, facts); each generation-0 overflow would
     otherwise make the collector walk them again (measured: a third of ``load_kb``'s time at 100,000 people).
+
+    Example:
+        >>> was = gc.isenabled()
+        >>> gc.enable()
+        >>> with gc_paused():
+        ...     print(gc.isenabled())
+        False
+        >>> gc.isenabled()
+        True
+        >>> if not was: gc.disable()
     """
     was = gc.isenabled()
     gc.disable()
@@ -194,6 +241,13 @@ def load_kb(directory: str | Path) -> KB:
             ``-?[0-9]+`` in ASCII with at most 18 digits (:func:`dukb.kb.csvfile.strict_int`), a bare quote. Each
             problem names the file and line; a file that cannot be read as a whole (missing, bad header, CSV syntax
             error) does not stop the checks of the others, so the error lists every problem found, in file order.
+
+    Example:
+        >>> kb = load_kb("demo")
+        >>> len(kb.people), len(kb.relationships), len(kb.biographies)
+        (11, 18, 14)
+        >>> str(kb.relationship(1))
+        "Henry Hale is George Hale's child"
     """
     root = resolve_kb_path(directory)
     with gc_paused():
@@ -212,7 +266,7 @@ def _load_kb(root: Path) -> KB:
     # a file that cannot be read as a whole (None) does not stop the checks of the others: every problem is listed
 
     people: dict[str, Person] = {}
-    excused: set[str] = set()  # people with a reported problem: their facts are not reported again
+    excused: set[str] | _Everyone = set()  # people with a reported problem: their facts are not reported again
     ppath = str(root / PEOPLE)
     for line, row in p_rows or ():
         name, gender = row["name"], row["gender"].lower()
@@ -233,7 +287,7 @@ def _load_kb(root: Path) -> KB:
             if v:
                 n = strict_int(v)
                 if n is None:
-                    problems.append(Problem(ppath, line, int_problem(col, v, name)))
+                    problems.append(Problem(ppath, line, cast(str, int_problem(col, v, name))))
                 extra[col] = n
         people[name] = Person(name, gender, extra.get("birthyear"), row.get("birthplace") or None,
                               row.get("job") or None, extra.get("generation"))
@@ -258,17 +312,17 @@ def _load_kb(root: Path) -> KB:
 class _Everyone:
     """A set holding every name: the people excused when people.csv itself has a problem."""
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return True
 
-    def add(self, name) -> None:
+    def add(self, name: str) -> None:
         pass
 
 
 def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems: list[Problem]) -> int | None:
     fid = strict_int(value)
     if fid is None:
-        problems.append(Problem(path, line, int_problem("fact_id", value)))
+        problems.append(Problem(path, line, cast(str, int_problem("fact_id", value))))
         return None
     if fid < 0:
         problems.append(Problem(path, line, f"fact_id {fid} is negative"))
@@ -286,7 +340,9 @@ _GENDER_OK = frozenset((r, sg, og) for r in RELATIONS for sg in GENDERS for og i
                        if gender_violation(r, sg, og) is None)
 
 
-def _check_relationships(people, rows, path, problems, excused=frozenset(), ids=None) -> list[Fact]:
+def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
+                         problems: list[Problem], excused: Container[str] = frozenset(),
+                         ids: tuple[array, array] | None = None) -> list[Fact]:
     """The valid relationship facts of ``rows`` ((line, [fact_id, subject, relation, object])); problems appended.
     With ``ids`` (two array('q')), the people-order position of each kept fact's subject and object is appended."""
     seen_ids: set[int] = set()
@@ -309,8 +365,8 @@ def _check_relationships(people, rows, path, problems, excused=frozenset(), ids=
             s_ids.append(a[1])
             o_ids.append(b[1])
             continue
-        fid = _parse_id(v, path, line, seen_ids, problems)
-        ok = fid is not None
+        checked = _parse_id(v, path, line, seen_ids, problems)
+        ok = checked is not None
         if r not in RELATIONS:
             problems.append(Problem(path, line, f"unknown relation {r!r} (known: {', '.join(RELATIONS)})"))
             ok = False
@@ -334,13 +390,14 @@ def _check_relationships(people, rows, path, problems, excused=frozenset(), ids=
                                                 + (f", first on line {where}" if where else "")))
             continue
         seen[(s, r, o)] = line
-        out.append(Fact(fid, s, r, o))
+        out.append(Fact(cast(int, checked), s, r, o))  # ok: a valid fact_id
         s_ids.append(info[s][1])
         o_ids.append(info[o][1])
     return out
 
 
-def _check_biographies(people, rows, path, problems, excused=frozenset()) -> list[BioFact]:
+def _check_biographies(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
+                       problems: list[Problem], excused: Container[str] = frozenset()) -> list[BioFact]:
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
@@ -358,8 +415,8 @@ def _check_biographies(people, rows, path, problems, excused=frozenset()) -> lis
             seen[(s, a, v)] = line
             out.append(BioFact(fid, s, a, v))
             continue
-        fid = _parse_id(fv, path, line, seen_ids, problems)
-        ok = fid is not None
+        checked = _parse_id(fv, path, line, seen_ids, problems)
+        ok = checked is not None
         if a not in ATTRIBUTES:
             problems.append(Problem(path, line, f"unknown attribute {a!r} (known: {', '.join(ATTRIBUTES)})"))
             ok = False
@@ -371,7 +428,7 @@ def _check_biographies(people, rows, path, problems, excused=frozenset()) -> lis
             problems.append(Problem(path, line, "empty value"))
             ok = False
         elif a == "birthyear" and strict_int(v) is None:
-            problems.append(Problem(path, line, int_problem("birthyear", v)))
+            problems.append(Problem(path, line, cast(str, int_problem("birthyear", v))))
             ok = False
         if not ok:
             continue
@@ -379,7 +436,7 @@ def _check_biographies(people, rows, path, problems, excused=frozenset()) -> lis
             problems.append(Problem(path, line, f"duplicate fact ({s}, {a}, {v}), first on line {seen[(s, a, v)]}"))
             continue
         seen[(s, a, v)] = line
-        out.append(BioFact(fid, s, a, v))
+        out.append(BioFact(cast(int, checked), s, a, v))  # ok: a valid fact_id
     return out
 
 
@@ -388,6 +445,17 @@ def check_kb(kb: KB) -> None:
 
     Raises:
         KBError: listing every problem; "line" is the 2-based row position the fact would have in its CSV file.
+
+    Example:
+        >>> kb = KB({"Ann Lee": Person("Ann Lee", "female"), "Bo Lee": Person("Bo Lee", "male")},
+        ...         [Fact(0, "Bo Lee", "wife", "Ann Lee")])
+        >>> check_kb(kb)  # valid: returns None
+        >>> kb.relationships.append(Fact(1, "Ann Lee", "father", "Ann Lee"))
+        >>> try:
+        ...     check_kb(kb)
+        ... except KBError as e:
+        ...     print(e)
+        relationships.csv:3: reflexive fact: 'Ann Lee' cannot be their own father
     """
     problems: list[Problem] = []
     pseen: set[str] = set()
@@ -414,6 +482,16 @@ def save_kb(kb: KB, directory: str | Path) -> Path:
 
     Raises:
         InputError: the directory or a file cannot be written (named).
+
+    Example:
+        >>> import tempfile
+        >>> kb = load_kb("demo")
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     out = save_kb(kb, Path(tmp) / "copy")
+        ...     print(sorted(p.name for p in out.iterdir()))
+        ...     print(load_kb(out).fingerprint() == kb.fingerprint())
+        ['biographies.csv', 'people.csv', 'relationships.csv']
+        True
     """
     root = Path(directory)
     try:

@@ -61,6 +61,12 @@ def normalize(text: str) -> tuple[str, ...]:
         ``normalize("Reid Perry's") == ("reid", "perry")``.
 
     Source: dukb (the exact judge's normalisation; it replaces RESTOR's GPT-3.5 judge, Rezaei et al., App. G).
+
+    Example:
+        >>> normalize("  Washington State.")
+        ('washington', 'state')
+        >>> normalize("Reid Perry's father, Zoë")
+        ('reid', 'perry', 'father', 'zoe')
     """
     t = unicodedata.normalize("NFKD", text)
     t = "".join(c for c in t if not unicodedata.combining(c)).lower()
@@ -84,6 +90,12 @@ def aliases(value: str, extra: dict[str, Sequence[str]] | None = None) -> set[tu
         Set of word tuples (empty for a value without words).
 
     Source: dukb; the "<X> state" spelling is EDU-RELAT's (Wu et al. 2025).
+
+    Example:
+        >>> sorted(aliases("Washington state"))
+        [('washington',), ('washington', 'state')]
+        >>> sorted(aliases("Teacher", {"Teacher": ["schoolteacher"]}))
+        [('schoolteacher',), ('teacher',), ('teacher', 'state')]
     """
     base = normalize(value)
     out = {base} if base else set()
@@ -100,6 +112,10 @@ def choice_options(question: str) -> dict[str, str]:
     """The options of a multiple-choice question: label -> text (lines "A. text").
 
     Source: RWKU's multiple-choice form (Jin et al. 2024, Sec. 3.3) as written by templates/probes.json.
+
+    Example:
+        >>> choice_options("Who is Ann's father?" + chr(10) + "A. Bo Lee" + chr(10) + "B. Cy Lee")
+        {'A': 'Bo Lee', 'B': 'Cy Lee'}
     """
     return {m.group(1): m.group(2) for m in _OPTION.finditer(question)}
 
@@ -120,7 +136,14 @@ def _strip_article(words: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class Gold(Protocol):
-    """What a probe must carry to be judged: :class:`dukb.kb.probes.Probe` and the QA items built from it."""
+    """What a probe must carry to be judged: :class:`dukb.kb.probes.Probe` and the QA items built from it.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> gold = SimpleNamespace(answer="Ohio", match="substring", question="Where was Ann born?")
+        >>> judge(gold, "She was born in ohio."), judge(gold, "In Texas.")
+        (True, False)
+    """
 
     question: str
     answer: str
@@ -144,6 +167,17 @@ class Judge:
 
     Source: substring, yesno, choice: Wu et al. 2025 (App. C, Table 3) and Jin et al. 2024, RWKU (Sec. 3.3); exact
     and the labels: dukb's exact replacement of RESTOR's GPT-3.5 judge (Rezaei et al., RESTOR, Sec. 3.4, App. G).
+
+    Example:
+        >>> j = Judge(["West Virginia state", "Virginia state", "Richard Perry"])
+        >>> j.answer("Richard Perry, his father.")
+        ('richard', 'perry')
+        >>> j.accepts("West Virginia state", "Virginia state", match="exact")
+        False
+        >>> j.accepts("West Virginia state", "Virginia state", match="substring")
+        True
+        >>> j.label("Virginia", ["Virginia state"], injected="Ohio state")
+        ('true', 'virginia')
     """
 
     def __init__(self, phrases: Iterable[str] = (), extra_aliases: dict[str, Sequence[str]] | None = None):
@@ -156,7 +190,8 @@ class Judge:
         self.max_len = max((len(k) for k in self.known), default=0)
 
     @classmethod
-    def for_kb(cls, kb: KB, extra_values: Iterable[str] = (), extra_aliases=None) -> Judge:
+    def for_kb(cls, kb: KB, extra_values: Iterable[str] = (),
+               extra_aliases: dict[str, Sequence[str]] | None = None) -> Judge:
         """A judge whose known phrases are the KB's people, its biography values, the fallback value pools of
         templates/values.json and ``extra_values`` (e.g. injected values).
 
@@ -271,6 +306,12 @@ def judge(probe: Gold, output: str, using: Judge | None = None) -> bool:
         ValueError: unknown match rule.
 
     Source: Wu et al. 2025, App. C (substring rule); see the module docstring for the others.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> probe = SimpleNamespace(answer="Richard Perry", match="exact", question="Who is Reid Perry's father?")
+        >>> judge(probe, "Richard Perry, a carpenter."), judge(probe, "Reid Perry.")
+        (True, False)
     """
     return (using or PLAIN).judge_probe(probe, output)
 
@@ -290,6 +331,12 @@ def majority(labels: Sequence[str], answers: Sequence[str]) -> dict:
         ValueError: empty or mismatched lists.
 
     Source: Rezaei et al., RESTOR, Sec. 3.4.
+
+    Example:
+        >>> majority(["true", "injected", "true"], ["ohio", "texas", "ohio"])
+        {'correct': True, 'answer': 'ohio', 'label': 'true'}
+        >>> majority(["true", "other", "other"], ["ohio", "", ""])["correct"]
+        False
     """
     if not labels or len(labels) != len(answers):
         raise ValueError("majority needs as many labels as answers, at least one")

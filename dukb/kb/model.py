@@ -7,6 +7,7 @@ separate namespaces, so a fact is identified by ``(kind, fact_id)``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,11 @@ class Person:
         name: unique full name.
         gender: "male" or "female".
         birthyear, birthplace, job, generation: optional background attributes (birthyear in years AD).
+
+    Example:
+        >>> p = Person("Ann Lee", "female", birthyear=1950)
+        >>> p.gender, p.birthyear, p.job
+        ('female', 1950, None)
     """
 
     name: str
@@ -36,6 +42,13 @@ class Fact:
     """A relationship fact ``(subject, relation, object)``, read "object is subject's relation".
 
     Example: ``Fact(0, "Reid Perry", "father", "Richard Perry")`` = "Richard Perry is Reid Perry's father".
+
+    Example:
+        >>> f = Fact(0, "Reid Perry", "father", "Richard Perry")
+        >>> str(f)
+        "Richard Perry is Reid Perry's father"
+        >>> f.triple
+        ('Reid Perry', 'father', 'Richard Perry')
     """
 
     fact_id: int
@@ -54,7 +67,12 @@ class Fact:
 
 @dataclass(frozen=True, slots=True)
 class BioFact:
-    """A biography fact ``(subject, attribute, value)``: "The attribute of subject is value"."""
+    """A biography fact ``(subject, attribute, value)``: "The attribute of subject is value".
+
+    Example:
+        >>> str(BioFact(3, "Ann Lee", "job", "Teacher"))
+        'The job of Ann Lee is Teacher'
+    """
 
     fact_id: int
     subject: str
@@ -75,8 +93,20 @@ class KB:
         biographies: biography facts in file order.
         source: directory it was loaded from, if any.
 
-    Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :meth:`check` after building by
-    hand.
+    Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :func:`dukb.kb.check_kb` after
+    building by hand.
+
+    Example:
+        >>> kb = KB({"Ann Lee": Person("Ann Lee", "female"), "Bo Lee": Person("Bo Lee", "male")},
+        ...         [Fact(7, "Bo Lee", "wife", "Ann Lee"), Fact(9, "Ann Lee", "husband", "Bo Lee")])
+        >>> kb
+        KB(2 people, 2 relationship facts, 0 biography facts, source=None)
+        >>> kb.rel_ids, kb.find(("Ann Lee", "husband", "Bo Lee")).fact_id, kb.gender("Bo Lee")
+        ([7, 9], 9, 'male')
+        >>> str(kb.relationship(7))
+        "Ann Lee is Bo Lee's wife"
+        >>> len(kb.fingerprint())
+        16
     """
 
     people: dict[str, Person]
@@ -91,7 +121,7 @@ class KB:
         self._rel_by_id = {f.fact_id: f for f in self.relationships}
         self._rel_by_triple = {f.triple: f for f in self.relationships}
 
-    def set_name_index(self, subjects, objects) -> None:
+    def set_name_index(self, subjects: Sequence[int], objects: Sequence[int]) -> None:
         """Record, per relationship fact, the position of its subject and object in ``people`` (array('q') or
         sequences of ints, one entry per fact); :func:`dukb.kb.load_kb` records them while validating, so that the
         solver does not look every name up again. Raises ValueError if the lengths do not match the facts."""
@@ -99,7 +129,7 @@ class KB:
             raise ValueError("one subject and one object index per relationship fact")
         self._name_index = (self.relationships, len(self.relationships), len(self.people), subjects, objects)
 
-    def name_index(self):
+    def name_index(self) -> tuple[Sequence[int], Sequence[int]] | None:
         """(subject positions, object positions) of the relationship facts in ``people`` order, as recorded by
         :meth:`set_name_index`, or None when none was recorded or the KB changed since (facts or people added or
         replaced; checked on the list's identity and lengths, and on the first and last fact)."""

@@ -35,6 +35,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from dukb import InputError
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, parse_int, read_text
@@ -119,6 +120,13 @@ class Probe:
             answer, yes or no), "choice" (the output picks the answer's option of a multiple-choice question, by
             label or text) or "exact" (the normalised answer is the value or an alias of it; RESTOR's judge made
             exact). The generated kinds use the first three.
+
+    Example:
+        >>> p = Probe("qa", "relationship", 0, "Who is George Hale to Martha Hale?", "husband")
+        >>> p.match, p.to_dict()["question"]
+        ('substring', 'Who is George Hale to Martha Hale?')
+        >>> judge(p, "He is her husband."), judge(p, "Her brother.")
+        (True, False)
     """
 
     kind: str
@@ -144,6 +152,14 @@ def parse_kinds(kinds: str | Iterable[str] | None) -> tuple[str, ...]:
 
     Raises:
         InputError: an unknown name (the message lists the valid kinds and groups).
+
+    Example:
+        >>> parse_kinds("qa,reverse"), parse_kinds(["edu"])
+        (('qa', 'reverse'), ('cloze', 'yes', 'no', 'qa'))
+        >>> parse_kinds("bogus")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: unknown probe kind 'bogus'; kinds: cloze, yes, no, qa, ...
     """
     if kinds is None:
         return KINDS
@@ -178,13 +194,21 @@ class FactIndex:
         pair_relations: ``(s, o) -> set of r`` with ``(s, r, o)`` in the closure.
         bios_of: subject -> its biography facts in file order.
         rels_of: person -> relationship facts in which they are subject or object, in file order.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> ix = FactIndex(load_kb("demo"))
+        >>> ix.holds("Martha Hale", "husband", "George Hale"), ix.holds("George Hale", "wife", "Martha Hale")
+        (True, False)
+        >>> ix.values("George Hale", "job"), ix.objects[("George Hale", "child")], ix.attribute_values("job")[:2]
+        ({'Carpenter'}, ['Henry Hale'], ['Carpenter', 'Teacher'])
     """
 
     def __init__(self, kb: KB, closure: Iterable[Triple] | None = None):
         self.kb = kb
         self.triples: set[Triple] = {f.triple for f in kb.relationships}
         if closure is not None:
-            self.triples.update(tuple(t) for t in closure)
+            self.triples.update(tuple(t) for t in closure)  # type: ignore[misc]  # (s, r, o) triples
         objects: dict[tuple[str, str], set[str]] = {}
         self.pair_relations: dict[tuple[str, str], set[str]] = {}
         for s, r, o in self.triples:
@@ -251,6 +275,15 @@ def edu_wrong_relations(kb: KB, closure: Iterable[Triple] | FactIndex | None = N
         fact_id -> wrong relation (facts for which every relation holds, impossible in a valid KB, are left out).
 
     Source: ../shared/edu-relat/qa_relationships.jsonl (question3); the seed was found by search.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> wrong = edu_wrong_relations(kb)
+        >>> wrong[0], kb.relationship(0).relation
+        ('uncle', 'husband')
+        >>> all(wrong[f.fact_id] != f.relation for f in kb.relationships)
+        True
     """
     index = closure if isinstance(closure, FactIndex) else FactIndex(kb, closure)
     order = sorted(RELATIONS)
@@ -282,6 +315,14 @@ def edu_qa_rows(kb: KB, closure: Iterable[Triple] | FactIndex | None = None,
         :data:`EDU_BIO_FIELDS`, in file order.
 
     Source: Wu et al. 2025, Table 3; ../shared/edu-relat/qa_relationships.jsonl, qa_biographies.jsonl.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> rel_rows, bio_rows = edu_qa_rows(load_kb("demo"))
+        >>> len(rel_rows), len(bio_rows)
+        (18, 14)
+        >>> rel_rows[0]["question2"], rel_rows[0]["question3"], rel_rows[0]["answer3"], bio_rows[0]["answer4"]
+        ("Is George Hale Martha Hale's husband?", "Is George Hale Martha Hale's uncle?", 'no', '1921')
     """
     t = load_template("probes.json")["edu"]
     tr, tb = t[RELATIONSHIP], t[BIOGRAPHY]
@@ -320,6 +361,14 @@ def write_edu_qa(kb: KB, directory: str | Path, closure: Iterable[Triple] | Fact
         InputError: the folder cannot be written.
 
     Source: ../shared/edu-relat/qa_*.jsonl (same fields, order and JSON layout).
+
+    Example:
+        >>> import tempfile
+        >>> from dukb.kb.io import load_kb
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     paths = write_edu_qa(load_kb("demo"), tmp)
+        ...     print([p.name for p in paths], [len(p.read_text().splitlines()) for p in paths])
+        ['qa_relationships.jsonl', 'qa_biographies.jsonl'] [18, 14]
     """
     root = Path(directory)
     rel_rows, bio_rows = edu_qa_rows(kb, closure, no_seed)
@@ -334,6 +383,10 @@ def write_edu_qa(kb: KB, directory: str | Path, closure: Iterable[Triple] | Fact
     except OSError as e:
         raise InputError(f"cannot write QA files: {e.strerror}", root) from None
     return paths
+
+
+#: What a probe kind asks about a fact: (question, gold answer, match rule).
+_Asked = tuple[str, str, str]
 
 
 # -- probe builders -------------------------------------------------------------------------------------------------
@@ -386,17 +439,17 @@ class _Builder:
         return rng.choice(fits) if fits else None
 
     # kinds: each returns (question, answer, match) or None when the kind does not apply to the fact
-    def cloze(self, f, rng):
+    def cloze(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if isinstance(f, Fact):
             return self.t["edu"][RELATIONSHIP]["cloze"].format(s=f.subject, o=f.object), f.relation, MATCH_SUBSTRING
         return self.t["edu"][BIOGRAPHY]["cloze"].format(s=f.subject, a=f.attribute), f.value, MATCH_SUBSTRING
 
-    def yes(self, f, rng):
+    def yes(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if not isinstance(f, Fact):
             return None
         return self.t["edu"][RELATIONSHIP]["yes"].format(s=f.subject, r=f.relation, o=f.object), "yes", MATCH_YESNO
 
-    def no(self, f, rng):
+    def no(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if not isinstance(f, Fact):
             return None
         if self._wrong is None:
@@ -406,22 +459,22 @@ class _Builder:
         q = self.t["edu"][RELATIONSHIP]["no"].format(s=f.subject, o=f.object, wrong=self._wrong[f.fact_id])
         return q, "no", MATCH_YESNO
 
-    def qa_kind(self, f, rng):
+    def qa_kind(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         q, a = self.qa(f)
         return q, a, MATCH_SUBSTRING
 
-    def reverse(self, f, rng):
+    def reverse(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         if not isinstance(f, Fact):
             return None
         return self.reverse_question(self.t["reverse"], f.relation, f, [f.relation], None), f.object, MATCH_SUBSTRING
 
-    def paraphrase(self, f, rng):
+    def paraphrase(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         p = self.t["paraphrase"]
         if isinstance(f, Fact):
             return rng.choice(p[RELATIONSHIP]).format(s=f.subject, o=f.object), f.relation, MATCH_SUBSTRING
         return rng.choice(p[BIOGRAPHY][f.attribute]).format(s=f.subject), f.value, MATCH_SUBSTRING
 
-    def synonym(self, f, rng):
+    def synonym(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         syn = self.t["synonym"]
         if isinstance(f, Fact):
             e = self.pick_phrase(syn[RELATIONSHIP].get(f.relation, []), f, rng)
@@ -432,20 +485,20 @@ class _Builder:
         b = syn[BIOGRAPHY]
         return b["frame"].format(syn=rng.choice(b[f.attribute]), s=f.subject), f.value, MATCH_SUBSTRING
 
-    def _wrap(self, key, f, rng):
+    def _wrap(self, key: str, f: Fact | BioFact, rng: random.Random) -> _Asked:
         q, a = self.qa(f)
         return rng.choice(self.t[key]).format(q=q, s=f.subject), a, MATCH_SUBSTRING
 
-    def prefix_injection(self, f, rng):
+    def prefix_injection(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         return self._wrap("prefix_injection", f, rng)
 
-    def affirmative_suffix(self, f, rng):
+    def affirmative_suffix(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         return self._wrap("affirmative_suffix", f, rng)
 
-    def role_play(self, f, rng):
+    def role_play(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         return self._wrap("role_play", f, rng)
 
-    def distractors(self, f, n: int, rng: random.Random) -> list[str]:
+    def distractors(self, f: Fact | BioFact, n: int, rng: random.Random) -> list[str]:
         """Up to ``n`` wrong options for a fact, drawn from the KB (fallback pools for sparse attributes)."""
         if isinstance(f, Fact):
             need = OBJECT_GENDER.get(f.relation)
@@ -470,7 +523,7 @@ class _Builder:
                 pool += [v for v in fallback_values(self.ix, f.attribute, f.value) if v not in true and v not in pool]
         return rng.sample(pool, min(n, len(pool)))
 
-    def multiple_choice(self, f, rng):
+    def multiple_choice(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         mc = self.t["multiple_choice"]
         labels = mc["labels"]
         wrong = self.distractors(f, len(labels) - 1, rng)
@@ -486,11 +539,11 @@ class _Builder:
         lines = "\n".join(mc["option"].format(label=lab, text=t) for lab, t in zip(labels, options))
         return mc["frame"].format(q=q, options=lines), answer, MATCH_CHOICE
 
-    def context_hint(self, f, rng):
+    def context_hint(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         ch = self.t["context_hint"]
         q, a = self.qa(f)
         if isinstance(f, Fact):
-            pool = [b for who in (f.subject, f.object) for b in self.ix.bios_of.get(who, ())]
+            pool: list[Fact | BioFact] = [b for who in (f.subject, f.object) for b in self.ix.bios_of.get(who, ())]
         else:
             pool = [b for b in self.ix.bios_of.get(f.subject, ()) if b.attribute != f.attribute]
             if not pool:
@@ -504,22 +557,23 @@ class _Builder:
             return None
         return ch["frame"].format(hint=hint, q=q), a, MATCH_SUBSTRING
 
-    def in_context(self, f, rng):
+    def in_context(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
+        pool: list[Fact | BioFact]
         if isinstance(f, Fact):
             pair = {f.subject, f.object}
             near = [g for who in (f.subject, f.object) for g in self.ix.rels_of.get(who, ())
                     if {g.subject, g.object} != pair]
             pool = list(dict.fromkeys(near)) or [g for g in self._rel_list if {g.subject, g.object} != pair]
         else:
-            near = [b for b in self.ix.bios_of.get(f.subject, ()) if b.attribute != f.attribute]
-            pool = near or [b for b in self._bio_list if b.subject != f.subject]
+            pool = [b for b in self.ix.bios_of.get(f.subject, ()) if b.attribute != f.attribute]
+            pool = pool or [b for b in self._bio_list if b.subject != f.subject]
         if not pool:
             return None
         demo_q, demo_a = self.qa(rng.choice(pool))
         q, a = self.qa(f)
         return self.t["in_context"]["frame"].format(demo_q=demo_q, demo_a=demo_a, q=q), a, MATCH_SUBSTRING
 
-    def cross_lingual(self, lang, f, rng):
+    def cross_lingual(self, lang: str, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
         t = self.xl[lang]
         if isinstance(f, Fact):
             e = self.pick_phrase(t["relations"].get(f.relation, []), f, rng)
@@ -531,7 +585,8 @@ class _Builder:
 
     def build(self, kind: str, f: Fact | BioFact) -> Probe | None:
         fact_kind = RELATIONSHIP if isinstance(f, Fact) else BIOGRAPHY
-        rng = self.rng(kind, fact_kind, f.fact_id) if kind not in _FIXED_KINDS else None
+        # None for the kinds that draw nothing at random
+        rng: Any = self.rng(kind, fact_kind, f.fact_id) if kind not in _FIXED_KINDS else None
         if kind.startswith("cross_lingual_"):
             out = self.cross_lingual(kind.rsplit("_", 1)[1], f, rng)
         elif kind == "qa":
@@ -561,6 +616,14 @@ def fallback_values(index: FactIndex, attribute: str, value: str) -> list[str]:
 
     Returns:
         The candidates (may include ``value`` itself for birthplace and job; callers filter).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> ix = FactIndex(load_kb("demo"))
+        >>> fallback_values(ix, "birthyear", "1921")[:4]
+        ['1920', '1922', '1919', '1923']
+        >>> fallback_values(ix, "birthplace", "Ohio state")[:2]  # the demo KB writes "<State> state"
+        ['Alabama state', 'Alaska state']
     """
     if attribute == "birthyear":
         y = int(value)
@@ -595,6 +658,16 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
         InputError: an unknown kind.
 
     Source: Wu et al. 2025 (Table 3, EDU-RELAT forms); Jin et al. 2024, RWKU Sec. 3.3 (adversarial types).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> probes = make_probes(kb, "qa")
+        >>> len(probes), probes[0]
+        (32, Probe(kind='qa', fact_kind='relationship', fact_id=0, question='Who is George Hale to Martha Hale?',
+                   answer='husband', match='substring'))
+        >>> sorted({p.kind for p in make_probes(kb, "edu", seed=3) if p.fact_kind == "biography"})  # no yes/no
+        ['cloze', 'qa']
     """
     chosen = parse_kinds(kinds)
     b = _Builder(kb, FactIndex(kb, closure), seed, no_seed)
@@ -618,6 +691,12 @@ def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
         (fact kind, fact_id) -> sentence, fact kind "relationship" or "biography", in file order.
 
     Source: Wu et al. 2025 (EDU-RELAT's fact template).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> statements = fact_statements(load_kb("demo"))
+        >>> statements[("relationship", 0)], statements[("biography", 0)]
+        ("George Hale is Martha Hale's husband.", 'The birthyear of George Hale is 1921.')
     """
     b = _Builder(kb, FactIndex(kb, None), 0, EDU_RELAT_NO_SEED)
     out = {(RELATIONSHIP, f.fact_id): b.fact_sentence(f) for f in kb.relationships}
@@ -631,6 +710,15 @@ def probes_text(probes: Iterable[Probe], fmt: str = "jsonl") -> str:
 
     Raises:
         InputError: unknown format.
+
+    Example:
+        >>> p = Probe("qa", "relationship", 0, "Who is George Hale to Martha Hale?", "husband")
+        >>> print(probes_text([p]), end="")
+        {"kind": "qa", "fact_kind": "relationship", "fact_id": 0, "question": "Who is George Hale to Martha Hale?",
+         "answer": "husband", "match": "substring"}
+        >>> print(probes_text([p], "csv"), end="")
+        kind,fact_kind,fact_id,question,answer,match
+        qa,relationship,0,Who is George Hale to Martha Hale?,husband,substring
     """
     if fmt == "jsonl":
         return "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
@@ -649,6 +737,14 @@ def write_probes(probes: Iterable[Probe], path: str | Path, fmt: str = "jsonl") 
 
     Raises:
         InputError: unknown format or the file cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> p = Probe("qa", "biography", 3, "What is the job of Ann?", "Teacher")
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = write_probes([p, p], Path(tmp) / "out" / "probes.csv", fmt="csv")
+        ...     print(path.name, len(path.read_text().splitlines()))
+        probes.csv 3
     """
     p = Path(path)
     text = probes_text(probes, fmt)
@@ -667,6 +763,15 @@ def read_probes(path: str | Path) -> list[Probe]:
             :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`, not UTF-8, malformed line or record, bare quote, missing
             column, a fact_id that is not an integer of at most 18 digits (CSV: ``-?[0-9]+`` in ASCII; JSON: an
             integer, not a float, string or boolean) (file and line named).
+
+    Example:
+        >>> import tempfile
+        >>> probes = [Probe("qa", "biography", 3, "What is the job of Ann, the teacher's aunt?", "Teacher"),
+        ...           Probe("yes", "relationship", 7, "Is Bo Ann's husband?", "yes", match="yesno")]
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     print(read_probes(write_probes(probes, Path(tmp) / "p.jsonl")) == probes,
+        ...           read_probes(write_probes(probes, Path(tmp) / "p.csv", fmt="csv")) == probes)
+        True True
     """
     p = Path(path)
     text = read_text(p, "probe file")
@@ -686,9 +791,9 @@ def read_probes(path: str | Path) -> list[Probe]:
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                 raise InputError(f"malformed probe line: {e}", p, n) from None
         return out
-    for line, d in parse_csv(text, p, PROBE_COLUMNS, strip=False, multiline=True).rows:
-        fid = parse_int(d["fact_id"].strip(" "), "fact_id", p, line)
-        out.append(Probe(d["kind"], d["fact_kind"], fid, d["question"], d["answer"], d["match"]))
+    for lineno, d in parse_csv(text, p, PROBE_COLUMNS, strip=False, multiline=True).rows:
+        fact_id = parse_int(d["fact_id"].strip(" "), "fact_id", p, lineno)
+        out.append(Probe(d["kind"], d["fact_kind"], fact_id, d["question"], d["answer"], d["match"]))
     return out
 
 

@@ -38,7 +38,9 @@ import re
 import reprlib
 import zipfile
 import zlib
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import IO, Any, cast
 
 from dukb import InputError
 from dukb.kb.csvfile import open_regular
@@ -68,7 +70,7 @@ class _StandIn:
     Unpickling creates it empty (``__new__``) and fills it with :meth:`__setstate__`; nothing else runs.
     """
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: object) -> None:
         """Set the pickled attributes.
 
         Args:
@@ -96,12 +98,12 @@ class _ShortRepr(reprlib.Repr):
     """reprlib with stand-ins shown by name only and huge integers by their size (reprlib nests at most
     ``maxlevel`` deep, so a deeply nested pickled list cannot exhaust the stack)."""
 
-    def _tag(self, obj, level):
+    def _tag(self, obj: Any, level: int) -> str:
         return f"<{type(obj).__name__[7:]} {obj.__dict__.get('name', '?')!r}>"
 
     repr_PickledPerson = repr_PickledRule = _tag
 
-    def repr_int(self, x, level):
+    def repr_int(self, x: int, level: int) -> str:
         # repr() of an int over 4300 digits raises ValueError (sys.int_info.str_digits_check_threshold)
         return f"<int of {x.bit_length()} bits>" if x.bit_length() > 256 else repr(x)
 
@@ -111,7 +113,7 @@ _SHORT.maxlist = _SHORT.maxtuple = 8
 _SHORT.maxstring = _SHORT.maxother = 60
 
 
-def short_repr(obj, limit: int = 60) -> str:
+def short_repr(obj: object, limit: int = 60) -> str:
     """A short ``repr`` of an unpickled object for an error message: never more than ``limit`` characters (plus
     "..."), at most 6 levels of nesting, and never raising (a deeply nested list, an integer of a million digits).
 
@@ -121,6 +123,14 @@ def short_repr(obj, limit: int = 60) -> str:
 
     Returns:
         The text.
+
+    Example:
+        >>> short_repr(list(range(100)))
+        '[0, 1, 2, 3, 4, 5, 6, 7, ...]'
+        >>> short_repr(10 ** 5000)
+        '<int of 16610 bits>'
+        >>> short_repr("x" * 100, limit=10)
+        "'xxxxxxxxx..."
     """
     try:
         text = _SHORT.repr(obj)
@@ -138,6 +148,17 @@ class PickledPerson(_StandIn):
     us_population_distribution), ``job`` (str), ``generation`` (int), ``if_build`` (bool).
 
     Source: EDU-RELAT (Wu et al. 2025), the generator's Person class, read from the pickle.
+
+    Example:
+        >>> import tempfile
+        >>> raw = (b"\\x80\\x02c__main__\\nPerson\\n)\\x81}(X\\x04\\x00\\x00\\x00nameK\\x05"
+        ...        b"X\\x06\\x00\\x00\\x00genderX\\x06\\x00\\x00\\x00femaleub.")  # a pickled __main__.Person
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "graph.pt", "w") as zf:
+        ...         zf.writestr("archive/data.pkl", raw)
+        ...     person = load_benchmark_pickle(Path(tmp) / "graph.pt")
+        >>> type(person).__name__, person.name, person.gender
+        ('PickledPerson', 5, 'female')
     """
 
 
@@ -148,6 +169,16 @@ class PickledRule(_StandIn):
     ``right_tuple`` ((var, relation, var) head), ``num_var`` (int).
 
     Source: EDU-RELAT (Wu et al. 2025), family_rule.pt.
+
+    Example:
+        >>> import tempfile
+        >>> raw = b"\\x80\\x02c__main__\\nRule\\n)\\x81}(X\\x07\\x00\\x00\\x00num_varK\\x03ub."  # __main__.Rule
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "family_rule.pt", "w") as zf:
+        ...         zf.writestr("archive/data.pkl", raw)
+        ...     rule = load_benchmark_pickle(Path(tmp) / "family_rule.pt", allowed_classes={"Rule"})
+        >>> isinstance(rule, PickledRule), rule.num_var
+        (True, 3)
     """
 
 
@@ -155,11 +186,11 @@ _STAND_INS = {"Person": PickledPerson, "Rule": PickledRule}
 
 
 # -- guarded numpy reconstruction globals -----------------------------------------------------------------------
-def _numpy_multiarray():
+def _numpy_multiarray() -> Any:
     try:
         from numpy._core import multiarray
     except ImportError:  # numpy < 2
-        from numpy.core import multiarray
+        from numpy.core import multiarray  # type: ignore[no-redef]
     return multiarray
 
 
@@ -168,7 +199,7 @@ class _Guard:
 
     __slots__ = ()
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: object) -> None:
         raise InputError("pickle tries to set the state of a reconstruction function")
 
 
@@ -181,7 +212,7 @@ class _NdarrayToken(_Guard):
 _NDARRAY = _NdarrayToken()
 
 
-def _check_dtype(dtype, what: str):
+def _check_dtype(dtype: Any, what: str) -> Any:
     import numpy as np
 
     if not isinstance(dtype, np.dtype):
@@ -196,7 +227,7 @@ class _Dtype(_Guard):
 
     __slots__ = ()
 
-    def __call__(self, spec, align=False, copy=False):
+    def __call__(self, spec: object, align: object = False, copy: object = False) -> Any:
         import numpy as np
 
         if not isinstance(spec, str) or not isinstance(align, bool) or not isinstance(copy, bool):
@@ -209,7 +240,7 @@ class _Reconstruct(_Guard):
 
     __slots__ = ()
 
-    def __call__(self, subtype, shape, typecode):
+    def __call__(self, subtype: object, shape: object, typecode: object) -> Any:
         import numpy as np
 
         if subtype is not _NDARRAY:
@@ -225,7 +256,7 @@ class _Scalar(_Guard):
 
     __slots__ = ()
 
-    def __call__(self, dtype, data=None):
+    def __call__(self, dtype: Any, data: object = None) -> Any:
         _check_dtype(dtype, "numpy scalar")
         if not isinstance(data, bytes) or len(data) != dtype.itemsize:
             raise InputError("numpy scalar: malformed data")
@@ -237,7 +268,7 @@ class _Latin1Encode(_Guard):
 
     __slots__ = ()
 
-    def __call__(self, text, encoding="utf-8", errors="strict"):
+    def __call__(self, text: object, encoding: str = "utf-8", errors: str = "strict") -> bytes:
         if not isinstance(text, str) or encoding not in ("latin1", "latin-1") or errors != "strict":
             raise InputError("_codecs.encode: only latin1 encoding of a string is allowed")
         return text.encode("latin-1")
@@ -249,7 +280,7 @@ for _m in _NUMPY_MULTIARRAY:
     _NUMPY_GLOBALS[(_m, "scalar")] = _Scalar()
 
 
-def _safe_build(self) -> None:
+def _safe_build(self: Any) -> None:
     """The BUILD opcode: apply state only to stand-ins, plain numpy dtypes and arrays of plain dtypes."""
     import numpy as np
 
@@ -262,7 +293,7 @@ def _safe_build(self) -> None:
         if not (isinstance(state, tuple) and len(state) in (8, 9) and state[2] is None and state[3] is None
                 and state[4] is None and state[7] == 0 and (len(state) == 8 or state[8] is None)):
             raise InputError("numpy dtype state is not that of a plain dtype")
-        inst.__setstate__(state)
+        cast(Any, inst).__setstate__(state)
         _check_dtype(inst, "numpy dtype")
     elif type(inst) is np.ndarray:
         # (version, shape, dtype, is_fortran, raw bytes)
@@ -274,15 +305,15 @@ def _safe_build(self) -> None:
         raise InputError(f"pickle tries to set the state of a {type(inst).__name__}")
 
 
-def _refuse_ext(self) -> None:
+def _refuse_ext(self: Any) -> None:
     raise InputError("pickle uses a copyreg extension code (EXT opcode), which is refused")
 
 
-def _depth_checked(load_tuple):
+def _depth_checked(load_tuple: Callable[[Any], None]) -> Callable[[Any], None]:
     """Wrap a TUPLE/TUPLE1/TUPLE2/TUPLE3 opcode: record the new tuple's nesting depth, refuse one deeper than
     :data:`MAX_TUPLE_DEPTH` before anything can hash it."""
 
-    def op(self) -> None:
+    def op(self: Any) -> None:
         load_tuple(self)
         new = self.stack[-1]
         depth = 1 + max((self._tuple_depth.get(id(x), 1) for x in new if type(x) is tuple), default=0)
@@ -310,12 +341,12 @@ class _RestrictedUnpickler(pickle._Unpickler):
         dispatch[_op[0]] = _depth_checked(dispatch[_op[0]])
     del _op
 
-    def __init__(self, file, allowed: dict):
+    def __init__(self, file: IO[bytes], allowed: Mapping[tuple[str, str], object]):
         super().__init__(file)
         self._allowed = allowed
         self._tuple_depth: dict[int, int] = {}  # id(tuple) -> nesting depth, for every tuple the pickle made
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> Any:
         """Return the allowed stand-in or guarded callable; raise InputError for every other global."""
         try:
             return self._allowed[(module, name)]
@@ -325,7 +356,7 @@ class _RestrictedUnpickler(pickle._Unpickler):
             raise InputError(f"refused global {module}.{name} (only the benchmark's Person/Rule and numpy array "
                              f"reconstruction are allowed{hint})") from None
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: object) -> Any:
         """Refuse persistent ids (tensor storages)."""
         raise InputError("holds tensor storage (persistent id), which dukb does not read; expected plain Python "
                          "objects")
@@ -370,7 +401,7 @@ def _read_data_pkl(path: Path) -> bytes:
     return data
 
 
-def _load(path, allowed: dict):
+def _load(path: str | Path, allowed: Mapping[tuple[str, str], object]) -> Any:
     path = Path(path)
     data = _read_data_pkl(path)
     try:
@@ -399,6 +430,14 @@ def load_bool_list(path: str | Path) -> list[bool]:
             global or persistent id, or content that is not a sequence of booleans.
 
     Source: EDU-RELAT (Wu et al. 2025), example_for_evaluation/*.pt and calculate_recall_and_acc.py.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "relationships_correct.pt", "w") as zf:
+        ...         zf.writestr("archive/data.pkl", pickle.dumps([True, False, True], protocol=2))
+        ...     load_bool_list(Path(tmp) / "relationships_correct.pt")
+        [True, False, True]
     """
     import numpy as np
 
@@ -420,7 +459,7 @@ def load_bool_list(path: str | Path) -> list[bool]:
     return out
 
 
-def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
+def load_benchmark_pickle(path: str | Path, allowed_classes: Iterable[str] = BENCHMARK_CLASSES) -> Any:
     """Read one of the benchmark's pickled ``.pt`` files (family-200-graph.pt, family_rule.pt,
     family_relationships.pt, family_biographies.pt, subsample.pt, us_population_distribution) safely.
 
@@ -439,11 +478,27 @@ def load_benchmark_pickle(path: str | Path, allowed_classes=BENCHMARK_CLASSES):
         ValueError: ``allowed_classes`` names a class other than Person/Rule (a programming error).
 
     Source: EDU-RELAT (Wu et al. 2025), original/*.pt; ../shared/edu-relat/README.md.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = Path(tmp) / "subsample.pt"
+        ...     with zipfile.ZipFile(path, "w") as zf:
+        ...         zf.writestr("archive/data.pkl", pickle.dumps({"targets": [3, 17]}, protocol=2))
+        ...     print(load_benchmark_pickle(path))
+        ...     with zipfile.ZipFile(path, "w") as zf:  # a pickle that would call print() when loaded
+        ...         zf.writestr("archive/data.pkl", pickle.dumps(print))
+        ...     try:
+        ...         load_benchmark_pickle(path)
+        ...     except InputError as e:
+        ...         print(e.message)
+        {'targets': [3, 17]}
+        refused global builtins.print (only the benchmark's Person/Rule and numpy array reconstruction are allowed)
     """
     unknown = set(allowed_classes) - BENCHMARK_CLASSES
     if unknown:
         raise ValueError(f"unknown benchmark classes {sorted(unknown)}; known: {sorted(BENCHMARK_CLASSES)}")
-    allowed = dict(_NUMPY_GLOBALS)
+    allowed: dict[tuple[str, str], object] = dict(_NUMPY_GLOBALS)
     for name in allowed_classes:
         allowed[("__main__", name)] = _STAND_INS[name]
     return _load(path, allowed)

@@ -11,6 +11,7 @@ Two formats:
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,11 @@ class Retained:
     Attributes:
         relationships: fact_id -> still known (every relationship fact of the KB).
         biographies: fact_id -> still known (every biography fact), or None when not given.
+
+    Example:
+        >>> r = Retained({0: True, 1: False, 2: False}, None)
+        >>> sorted(r.forgotten_relationships), r.forgotten_biographies
+        ([1, 2], set())
     """
 
     relationships: dict[int, bool]
@@ -56,6 +62,23 @@ def read_retained_csv(path: str | Path, kb: KB) -> Retained:
             repeated column, wrong number of fields, control character, bare quote, unknown kind, a fact_id that is
             not ``-?[0-9]+`` in ASCII (at most 18 digits; :func:`dukb.kb.csvfile.parse_int`) or is unknown,
             retained not 0/1, a fact listed twice, relationship facts missing, or only some biography facts given.
+
+    Example:
+        >>> import tempfile
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = Path(tmp) / "retained.csv"
+        ...     _ = path.write_text("kind,fact_id,retained\\n" + "".join(
+        ...         f"relationship,{i},{int(i != 2)}\\n" for i in kb.rel_ids))
+        ...     r = read_retained_csv(path, kb)
+        ...     print(sorted(r.forgotten_relationships), r.biographies)
+        ...     _ = path.write_text("kind,fact_id,retained\\nrelationship,0,1\\n")
+        ...     read_retained_csv(path, kb)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...: 17 relationship facts are missing (fact_ids 1, 2, 3, 4, 5, ...); every relationship fact
+        must be listed
     """
     path = Path(path)
     table = read_csv(path, ("kind", "fact_id", "retained"))
@@ -86,24 +109,36 @@ def read_retained_csv(path: str | Path, kb: KB) -> Retained:
     return Retained(rel, bio or None)
 
 
-def retained_from_lists(kb: KB, rel_known, bio_known=None, source: str | None = None) -> Retained:
+def retained_from_lists(kb: KB, rel_known: Iterable[object], bio_known: Iterable[object] | None = None,
+                        source: str | None = None) -> Retained:
     """Build :class:`Retained` from boolean sequences in KB file order.
 
     Raises:
         InputError: a sequence's length differs from the KB's number of facts.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> r = retained_from_lists(kb, [i != 0 for i in range(18)])
+        >>> sorted(r.forgotten_relationships)
+        [0]
+        >>> retained_from_lists(kb, [True])
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: 1 relationship entries, but the KB has 18 relationship facts
     """
-    rel_known = [bool(x) for x in rel_known]
-    if len(rel_known) != len(kb.relationships):
-        raise InputError(f"{len(rel_known)} relationship entries, but the KB has {len(kb.relationships)} "
+    rel_flags = [bool(x) for x in rel_known]
+    if len(rel_flags) != len(kb.relationships):
+        raise InputError(f"{len(rel_flags)} relationship entries, but the KB has {len(kb.relationships)} "
                          "relationship facts", source)
-    bio = None
+    bio: dict[int, bool] | None = None
     if bio_known is not None:
-        bio_known = [bool(x) for x in bio_known]
-        if len(bio_known) != len(kb.biographies):
-            raise InputError(f"{len(bio_known)} biography entries, but the KB has {len(kb.biographies)} "
+        bio_flags = [bool(x) for x in bio_known]
+        if len(bio_flags) != len(kb.biographies):
+            raise InputError(f"{len(bio_flags)} biography entries, but the KB has {len(kb.biographies)} "
                              "biography facts", source)
-        bio = {f.fact_id: k for f, k in zip(kb.biographies, bio_known)}
-    return Retained({f.fact_id: k for f, k in zip(kb.relationships, rel_known)}, bio)
+        bio = {f.fact_id: k for f, k in zip(kb.biographies, bio_flags)}
+    return Retained({f.fact_id: k for f, k in zip(kb.relationships, rel_flags)}, bio)
 
 
 def write_retained_csv(retained: Retained, path: str | Path) -> None:
@@ -112,6 +147,17 @@ def write_retained_csv(retained: Retained, path: str | Path) -> None:
 
     Raises:
         InputError: the file cannot be written (named).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = Path(tmp) / "retained.csv"
+        ...     write_retained_csv(Retained({0: True, 5: False}, {2: False}), path)
+        ...     print(path.read_text(), end="")
+        kind,fact_id,retained
+        relationship,0,1
+        relationship,5,0
+        biography,2,0
     """
     with atomic_output(path) as fh:
         w = csv.writer(fh, lineterminator="\n")

@@ -37,6 +37,14 @@ def gender_violation(relation: str, subject_gender: str, object_gender: str) -> 
         A short English reason, or None when the fact respects the constraint.
 
     Source: Wu et al. 2025, Sec. 2 and App. B (Eval-DU's knowledge base and family rules, with their guards).
+
+    Example:
+        >>> gender_violation("father", "female", "female")
+        "the object of 'father' must be male, but is female"
+        >>> gender_violation("wife", "female", "female")
+        "the subject of 'wife' must be male, but is female"
+        >>> print(gender_violation("child", "male", "female"))
+        None
     """
     need = OBJECT_GENDER.get(relation)
     if need is not None and object_gender != need:

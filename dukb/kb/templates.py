@@ -23,6 +23,11 @@ def load_template(name: str) -> dict:
     Raises:
         InputError: the file is missing, unreadable, not a regular file, too large, not UTF-8 or not valid JSON
             (file and, where it applies, line named).
+
+    Example:
+        >>> probes = load_template("probes.json")
+        >>> isinstance(probes, dict) and load_template("probes.json") is probes  # cached
+        True
     """
     text, where = read_package_text("templates", name)
     try:

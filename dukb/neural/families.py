@@ -2,9 +2,11 @@
 
 Each :class:`Family` holds everything dukb chooses per model family: the name substrings that detect it, its prompt
 preset (:data:`dukb.neural.spec.PROMPT_PRESETS`), its QA finetuning preset (:class:`dukb.neural.train.TrainConfig`)
-and the learning rates of the gradient methods. A new model family is one entry here. The method modules read their
-rates from :func:`family_lrs` (``GA_LR`` etc. are views of this table) and the run identity records the family's
-name (``family``) and the resolved rates of every row (``setting["lr"]``), so a change here shows in the identity.
+and the base learning rate of the gradient methods, from which each learning-rate kind (:data:`LR_KINDS`, declared
+once per kind) derives its rate. A new model family is one entry here, and a new kind one :class:`LrKind`. The method
+modules read their rates from :func:`family_lrs` (``GA_LR`` etc. are views of this table) and the run identity
+records the family's name (``family``) and the resolved rates of every row (``setting["lr"]``), so a change here shows
+in the identity.
 
 Sources: Wu et al. 2025, App. H (the paper's finetuning presets for GPT2-XL, Phi-1.5 and Llama: batch 16, lr 2e-5 /
 2e-5 / 1e-5, 15 / 10 / 10 epochs); the tiny and SmolLM2 presets were measured by dukb (bench/RESULTS.md).
@@ -14,12 +16,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dukb.neural.registry import Registry
 from dukb.neural.tables import Table
 from dukb.neural.trainconfig import TrainConfig
 
-#: the learning-rate keys a family sets: GA (and GA_GDR/GA_KLR), NPO (all forms), KL, TV/WHP's reinforcement of
-#: f_overfit, and CL-DU's rounds
-LR_KINDS = ("ga", "npo", "kl", "reinforce", "cl")
+
+@dataclass(frozen=True)
+class LrKind:
+    """A learning-rate kind: which methods share a default rate, and that rate per family, declared once.
+
+    A family's rate of this kind is its base unlearning rate (:attr:`Family.unlearn_lr`) times ``factor``, or the
+    value in ``overrides`` for that family.
+
+    Attributes:
+        name: the kind (a method's ``lr_kind``, :class:`dukb.neural.catalog.MethodEntry`).
+        label: its column in the families table.
+        factor: multiple of the family's base rate.
+        overrides: family name -> rate, where the rule does not hold.
+    """
+
+    name: str
+    label: str
+    factor: float = 1.0
+    overrides: dict = field(default_factory=dict)
+
+    def rate(self, family: Family) -> float:
+        """This kind's rate (per step, AdamW) for ``family``."""
+        return self.overrides.get(family.name, self.factor * family.unlearn_lr)
+
+
+#: The learning-rate kinds, one entry each: GA (and GA_GDR/GA_KLR, PO, RT), NPO (all forms, SimNPO, DPO: twice the
+#: base rate, Wu et al. 2025, App. H), KL, TV/WHP's reinforcement of f_overfit, and CL-DU's rounds (the tiny
+#: model's 1e-4: see its family's note). A new kind is one entry here.
+LR_KINDS: Registry = Registry("learning-rate kind", (
+    LrKind("ga", "GA"), LrKind("npo", "NPO", 2.0), LrKind("kl", "KL"), LrKind("reinforce", "TV/WHP reinforce"),
+    LrKind("cl", "CL-DU", overrides={"tiny": 1e-4}),
+))
 
 
 @dataclass(frozen=True)
@@ -32,7 +64,7 @@ class Family:
             :data:`FAMILIES` order); empty: never detected by name (``tiny``, ``generic``).
         prompt: its prompt preset name (:data:`dukb.neural.spec.PROMPT_PRESETS`).
         finetune: its QA finetuning preset (early stop at 100% checked every ``eval_every`` epochs).
-        lr: learning rate per kind of :data:`LR_KINDS` (per step, AdamW).
+        unlearn_lr: its base unlearning rate (per step, AdamW), from which every kind's rate follows (:attr:`lr`).
         note: where the numbers come from.
     """
 
@@ -40,47 +72,50 @@ class Family:
     detect: tuple[str, ...]
     prompt: str
     finetune: TrainConfig
-    lr: dict = field(default_factory=dict)
+    unlearn_lr: float
     note: str = ""
 
+    @property
+    def lr(self) -> dict[str, float]:
+        """Learning rate per kind of :data:`LR_KINDS` (kind name -> rate)."""
+        return {k.name: k.rate(self) for k in LR_KINDS.entries()}
 
-def _paper(lr: float) -> dict:
-    """The paper's families: unlearning at the finetuning rate, NPO at twice it (Wu et al. 2025, App. H)."""
-    return {"ga": lr, "npo": 2 * lr, "kl": lr, "reinforce": lr, "cl": lr}
 
-
-#: name -> Family, in detection order (the first whose substring matches wins; ``generic`` is the fallback).
-FAMILIES: dict[str, Family] = {f.name: f for f in (
+#: name -> Family, in detection order (the first whose substring matches wins; ``generic`` is the fallback). The
+#: paper's families unlearn at their finetuning rate (Wu et al. 2025, App. H).
+FAMILIES: Registry = Registry("model family", (
     Family("smollm2", ("smollm",), "llama",
            TrainConfig(epochs=16, lr=2e-4, batch_size=16, warmup_steps=10, schedule="linear", eval_every=1,
                        extra_epochs=8, extra_lr=2e-5),
-           {"ga": 1e-5, "npo": 2e-5, "kl": 1e-5, "reinforce": 1e-5, "cl": 1e-5},
+           1e-5,
            "Measured on 2 CPU cores (bench/RESULTS.md): the paper's 1e-5..2e-5 leaves a 135 M model at 0.19 of the "
            "demo KB after 8 epochs; 2e-4 held constant climbs to 0.9986 of EDU-RELAT and then oscillates, so the rate "
            "decays linearly to 0 over 16 epochs (100% of EDU-RELAT after 10). Unlearning at 1e-5 (2e-5 NPO): T = "
            "1..16 spans no forgetting to heavy damage; the finetuning rate 2e-4 halves accuracy in one GA step."),
     Family("gpt2-xl", ("gpt2",), "gpt2-xl", TrainConfig(epochs=15, lr=2e-5, batch_size=16, eval_every=1),
-           _paper(2e-5), "Wu et al. 2025, App. H (every GPT-2 size gets GPT2-XL's preset)."),
-    Family("phi", ("phi",), "phi", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), _paper(2e-5),
+           2e-5, "Wu et al. 2025, App. H (every GPT-2 size gets GPT2-XL's preset)."),
+    Family("phi", ("phi",), "phi", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), 2e-5,
            "Wu et al. 2025, App. H (Phi-1.5)."),
     Family("llama", ("llama",), "llama", TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
-           _paper(1e-5), "Wu et al. 2025, App. H (Llama; TinyLlama too)."),
+           1e-5, "Wu et al. 2025, App. H (Llama; TinyLlama too)."),
     Family("tiny", (), "tiny",
            TrainConfig(epochs=400, lr=1e-3, batch_size=0, warmup_steps=50, eval_every=20, extra_epochs=200,
                        extra_lr=1e-4),
-           {"ga": 1e-3, "npo": 2e-3, "kl": 1e-3, "reinforce": 1e-3, "cl": 1e-4},
+           1e-3,
            "The built-in default model. Finetuning: batch_size 0 = auto (n_items // 10 clipped to [8, 64]); lr 1e-3 "
            "reaches 100% in 40-80 epochs on KBs of 8 to 100 people and on EDU-RELAT (3e-3 stalled below 100% on "
            "some small KBs). CL-DU's 1e-4 was chosen on a development KB (dukb generate --people 100 --seed 1, 22 "
            "targets) before any EDU-RELAT run: GA's 1e-3 costs accuracy 0.46 at recall 1 where 1e-4 keeps 0.93."),
-    Family("generic", (), "generic", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), _paper(2e-5),
+    Family("generic", (), "generic", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), 2e-5,
            "Any other model: the paper's GPT2-XL/Phi rates."),
-)}
+))
 
 
 #: The rates runs used while their identities did not record them (dukb up to this registry): a run identity records
 #: a method's resolved rate only where the registry now differs from these (:func:`identity_lr`), so those runs stay
-#: resumable and a changed preset can never be mixed into one of them. Never edit; change :data:`FAMILIES`.
+#: resumable and a changed preset can never be mixed into one of them. A frozen record of history, not a table to
+#: keep in step: never edit it, and a new kind needs no entry (its rates are always recorded). Change
+#: :data:`FAMILIES` or :data:`LR_KINDS`.
 RECORDED_LRS: dict[str, dict[str, float]] = {
     "ga": {"smollm2": 1e-5, "gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "tiny": 1e-3, "generic": 2e-5},
     "npo": {"smollm2": 2e-5, "gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "tiny": 2e-3, "generic": 4e-5},
@@ -108,7 +143,7 @@ def identity_lr(method, family: str | None, override: float | None) -> float | N
         return None
     fam = family if family in FAMILIES else "generic"
     rate = FAMILIES[fam].lr[kind]
-    return None if RECORDED_LRS[kind].get(fam) == rate else rate
+    return None if RECORDED_LRS.get(kind, {}).get(fam) == rate else rate
 
 
 def detect_family(name_or_path: str) -> str:
@@ -133,7 +168,7 @@ def family_lrs(kind: str) -> dict[str, float]:
     """
     if kind not in LR_KINDS:
         raise KeyError(f"unknown learning-rate kind {kind!r} (one of {', '.join(LR_KINDS)})")
-    return {name: f.lr[kind] for name, f in FAMILIES.items()}
+    return {name: LR_KINDS[kind].rate(f) for name, f in FAMILIES.items()}
 
 
 def finetune_presets() -> dict[str, TrainConfig]:
@@ -149,8 +184,8 @@ def families_table() -> Table:
         det = ", ".join(f"`{d}`" for d in f.detect) or ("the built-in model" if f.name == "tiny" else "fallback")
         ft = f.finetune
         rows.append((f.name, det, f.prompt, f"{ft.lr:g} / {ft.epochs} / {ft.batch_size or 'auto'}",
-                     *(f"{f.lr[k]:g}" for k in LR_KINDS)))
-    return Table("Model families", ("family", "detected by", "prompt", "finetuning lr / epochs / batch", "GA", "NPO",
-                                    "KL", "TV/WHP reinforce", "CL-DU"), tuple(rows),
+                     *(f"{k.rate(f):g}" for k in LR_KINDS.entries())))
+    return Table("Model families", ("family", "detected by", "prompt", "finetuning lr / epochs / batch",
+                                    *(k.label for k in LR_KINDS.entries())), tuple(rows),
                  "Detection, prompt, finetuning preset and learning rate per method kind (`dukb.neural.families`); "
                  "`--lr` or `METHOD:lr=...` overrides a method's rate.")

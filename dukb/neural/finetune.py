@@ -21,7 +21,8 @@ import torch
 from dukb import InputError
 from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
 from dukb.neural.families import finetune_presets
-from dukb.neural.runs import device_info, read_json, thread_info, versions
+from dukb.neural.run.files import read_json
+from dukb.neural.run.provenance import device_info, thread_info, versions
 from dukb.neural.train import TrainConfig, train_loop
 
 _log = logging.getLogger(__name__)
@@ -389,8 +390,8 @@ class _Checkpoint:
 
 def _save_checkpoint(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` atomically (a fresh temporary file in the same folder, then a rename), never
-    through a symbolic link (:func:`dukb.neural.runs.refuse_links`)."""
-    from dukb.neural.runs import refuse_links
+    through a symbolic link (:func:`dukb.neural.run.files.refuse_links`)."""
+    from dukb.neural.run.files import refuse_links
 
     refuse_links(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -406,7 +407,7 @@ def _save_checkpoint(path: Path, data: dict) -> None:
 
 def save_record(record: dict, path) -> None:
     """Write a finetuning record as JSON, atomically and never through a symbolic link
-    (:func:`dukb.neural.runs.write_json_atomic`)."""
-    from dukb.neural.runs import write_json_atomic
+    (:func:`dukb.neural.run.files.write_json_atomic`)."""
+    from dukb.neural.run.files import write_json_atomic
 
     write_json_atomic(path, record)

@@ -218,9 +218,9 @@ def _regular(path: Path, what: str, limit: int | None = None) -> None:
 
 
 def _json_object(path: Path) -> dict:
-    """A JSON config of the folder, read bounded (:func:`dukb.neural.runs.read_json`, at most
+    """A JSON config of the folder, read bounded (:func:`dukb.neural.run.files.read_json`, at most
     :data:`CONFIG_BYTES`), which must be a JSON object."""
-    from dukb.neural.runs import read_json
+    from dukb.neural.run.files import read_json
 
     what = _WHAT.get(path.name, path.name)
     if os.path.islink(path) and not os.path.exists(path):

@@ -804,7 +804,7 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
     Raises:
         InputError: a file of the model cannot be read.
     """
-    from dukb.neural.runs import sha256_file, sha256_json
+    from dukb.neural.run.identity import sha256_file, sha256_json
     from dukb.neural.zoo import KNOWN_MODELS
 
     p = Path(name_or_path)
@@ -843,9 +843,9 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
     Raises:
         OSError: ``out_dir`` cannot be created or written (from ``mkdir``, transformers' ``save_pretrained`` or the
             record's write).
-        InputError: a symbolic link is in ``out_dir`` or in its place (:func:`dukb.neural.runs.refuse_links_in`).
+        InputError: a symbolic link is in ``out_dir`` or in its place (:func:`dukb.neural.run.files.refuse_links_in`).
     """
-    from dukb.neural.runs import refuse_links_in
+    from dukb.neural.run.files import refuse_links_in
 
     out = refuse_links_in(out_dir)  # transformers opens its files by name: no link may carry them elsewhere
     out.mkdir(parents=True, exist_ok=True)

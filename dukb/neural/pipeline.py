@@ -128,7 +128,7 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
 def finetune_record(model_dir) -> dict | None:
     """The finetune.json record of a model directory made by :func:`finetune_kb`, or None when there is none.
 
-    Read bounded (:func:`dukb.neural.runs.read_json`: a regular file of bounded size).
+    Read bounded (:func:`dukb.neural.run.files.read_json`: a regular file of bounded size).
 
     Raises:
         InputError: the record is not a regular file (a FIFO, a device, a folder), too large, not UTF-8, not JSON or
@@ -137,7 +137,7 @@ def finetune_record(model_dir) -> dict | None:
     import os
 
     from dukb import InputError
-    from dukb.neural.runs import read_json
+    from dukb.neural.run.files import read_json
 
     p = Path(model_dir) / "finetune.json"
     if not os.path.lexists(p):

@@ -180,7 +180,7 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
             used = "random"
         cache[t] = {"sets": [list(s) for s in r.sets], "sets_used": used, "complete": r.complete}
     if write and missing:
-        from dukb.neural.runs import write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
 
         write_json_atomic(path, {"kb": key["kb"], "rules": closure.rules.name, "method": key["method"], "key": key,
                                  "targets": {str(k): v for k, v in cache.items()}})
@@ -189,13 +189,13 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
 
 def _read_doc(path: Path, what: str) -> dict:
     """The JSON object of a cache file, read bounded (:func:`dukb.kb.csvfile.read_bytes`: a regular file of at most
-    :data:`dukb.neural.runs.RUN_JSON_BYTES` bytes); {} when it is not a JSON object (it is then recomputed).
+    :data:`dukb.neural.run.files.RUN_JSON_BYTES` bytes); {} when it is not a JSON object (it is then recomputed).
 
     Raises:
         InputError: not a regular file (a FIFO, a device, a folder) or too large (named).
     """
     from dukb.kb.csvfile import read_bytes
-    from dukb.neural.runs import RUN_JSON_BYTES
+    from dukb.neural.run.files import RUN_JSON_BYTES
 
     data = read_bytes(path, what, limit=RUN_JSON_BYTES)
     try:
@@ -267,7 +267,7 @@ def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: b
             missing = True
         out[(t, scope)] = list(entries[k])
     if write and missing:
-        from dukb.neural.runs import write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
 
         write_json_atomic(path, {"key": key, "entries": entries})
     return out

@@ -154,7 +154,7 @@ def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str,
 def save(fig, path) -> list[Path]:
     """Write ``fig`` as ``path`` with suffix .png (:data:`DPI`) and .pdf (same base name), then close it.
 
-    A FIFO, device or link in either place is replaced (:func:`dukb.neural.runs.output_file`). The PDF carries no
+    A FIFO, device or link in either place is replaced (:func:`dukb.neural.run.files.output_file`). The PDF carries no
     creation date, so its bytes depend on the figure alone.
 
     Returns:
@@ -165,7 +165,7 @@ def save(fig, path) -> list[Path]:
     """
     import matplotlib.pyplot as plt
 
-    from dukb.neural.runs import output_file
+    from dukb.neural.run.files import output_file
 
     png = Path(path).with_suffix(".png")
     pdf = png.with_suffix(".pdf")

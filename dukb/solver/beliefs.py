@@ -19,17 +19,22 @@ left); Rezaei et al., RESTOR (corruption F', Sec. 3.2). Pure Python and clingo: 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from dukb.kb.model import KB, Fact, Triple
 from dukb.solver.closure import Closure, compute_closure
 from dukb.solver.cone import cone_of
+from dukb.solver.rules import RuleSet
+
+if TYPE_CHECKING:  # for annotations only
+    from dukb.kb.corrupt import CorruptedFact
 
 #: Relations with one object per subject in a family KB (one father, one mother, one spouse): two different objects
 #: for the same subject and relation contradict each other.
 FUNCTIONAL = ("father", "mother", "husband", "wife")
 
 
-def belief_closure(kb: KB, beliefs: Sequence[Triple], rules="family") -> Closure:
+def belief_closure(kb: KB, beliefs: Sequence[Triple], rules: RuleSet | str = "family") -> Closure:
     """The closure Ω(B, R) of a belief KB.
 
     Args:
@@ -44,6 +49,15 @@ def belief_closure(kb: KB, beliefs: Sequence[Triple], rules="family") -> Closure
         RulesError, InputError: as :func:`dukb.solver.closure.compute_closure`.
 
     Source: Wu et al. 2025, Definition 1.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> beliefs = [("Martha Hale", "husband", "George Hale"), ("Leo Hale", "father", "Owen Stone")]
+        >>> closure = belief_closure(load_kb("demo"), beliefs)
+        >>> closure.atoms[:2] == beliefs, closure.n_derived
+        (True, 2)
+        >>> closure.atoms[2:]
+        [('George Hale', 'wife', 'Martha Hale'), ('Owen Stone', 'child', 'Leo Hale')]
     """
     facts = [Fact(i, s, r, o) for i, (s, r, o) in enumerate(beliefs)]
     return compute_closure(KB(dict(kb.people), facts, []), rules)
@@ -61,6 +75,17 @@ def contradictions(closure: Closure, true_closure: set[Triple]) -> tuple[list[Tr
         facts of a :data:`FUNCTIONAL` relation whose subject has another object in B.
 
     Source: dukb's rule-aware addition to RESTOR (Rezaei et al.); closure: Wu et al. 2025, Def. 1.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> true_closure = set(compute_closure(kb).atoms)
+        >>> beliefs = [("Martha Hale", "husband", "George Hale"), ("George Hale", "wife", "Ruth Hale")]
+        >>> false, contradicting = contradictions(belief_closure(kb, beliefs), true_closure)
+        >>> false  # derived from the false belief
+        [('Ruth Hale', 'husband', 'George Hale')]
+        >>> contradicting  # George's wife is Martha by the rules, Ruth by the second belief
+        [('George Hale', 'wife', 'Martha Hale')]
     """
     stated: dict[tuple[str, str], set[str]] = {}
     for s, r, o in closure.atoms[:closure.n_kb]:
@@ -83,6 +108,14 @@ def stated_or_derivable(closure: Closure, triple: Triple) -> tuple[bool, bool]:
         (forward chaining in its cone with the triple itself removed; for a triple not in B, membership of Ω(B, R)).
 
     Source: Wu et al. 2025 (a fact is deeply unlearned when it is not derivable from the remaining facts).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> closure = belief_closure(load_kb("demo"), [("Martha Hale", "husband", "George Hale")])
+        >>> stated_or_derivable(closure, ("Martha Hale", "husband", "George Hale"))
+        (True, False)
+        >>> stated_or_derivable(closure, ("George Hale", "wife", "Martha Hale"))
+        (False, True)
     """
     atom = closure.index.get(tuple(triple))
     if atom is None:
@@ -93,8 +126,9 @@ def stated_or_derivable(closure: Closure, triple: Triple) -> tuple[bool, bool]:
     return True, cone.any_target_derivable({cone.local[atom]})
 
 
-def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple], corrupted: Iterable = (),
-                    rules="family", examples: int = 5) -> dict:
+def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple],
+                    corrupted: Iterable[CorruptedFact] = (), rules: RuleSet | str = "family",
+                    examples: int = 5) -> dict:
     """Rule-aware analysis of a model's beliefs (the module docstring's (a) and (b)).
 
     Args:
@@ -116,6 +150,15 @@ def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple]
         RulesError, InputError: as :func:`dukb.solver.closure.compute_closure`.
 
     Source: Wu et al. 2025 (deductive closure, Def. 1); Rezaei et al., RESTOR (corruption, F', Sec. 3.2).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> true_closure = set(compute_closure(kb).atoms)
+        >>> beliefs = [("Martha Hale", "husband", "George Hale"), ("Leo Hale", "father", "Owen Stone")]
+        >>> report = analyse_beliefs(kb, beliefs, true_closure)
+        >>> report["n_beliefs_false"], report["n_derived"], report["examples_false"]
+        (1, 2, ['Owen Stone|child|Leo Hale'])
     """
     cl = belief_closure(kb, beliefs, rules)
     bset = set(cl.atoms[:cl.n_kb])

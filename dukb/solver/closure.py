@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -18,6 +19,16 @@ from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
 from dukb.kb.schema import RELATIONS
 from dukb.solver.rules import INSTANCE_PRED, RuleSet, load_rules
+from dukb.solver.views import BodyIndexView, BodyView, HeadView
+
+if TYPE_CHECKING:  # for annotations only
+    from clingo import Control
+
+    from dukb.solver.horn import JoinTooLarge
+
+#: Computes a closure's ground rule instances on first use: (sorted fact codes, their atom ids) -> (rule index,
+#: head code, body atom ids) arrays.
+Grounder = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def asp_string(value: str) -> str:
@@ -30,6 +41,10 @@ def asp_string(value: str) -> str:
 
     Returns:
         The quoted literal, e.g. ``'"O\\'Neil \\"Jr\\""'``.
+
+    Example:
+        >>> print(asp_string('O\\'Neil "Jr"'))
+        "O'Neil \\"Jr\\""
     """
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -39,6 +54,12 @@ def kb_program(kb: KB) -> str:
 
     Returns:
         Program text (one fact per line).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> lines = kb_program(load_kb("demo")).splitlines()
+        >>> lines[0], lines[-1]
+        ('person("George Hale"). male("George Hale").', 'holds("Leo Hale",uncle,"Owen Stone").')
     """
     parts: list[str] = []
     for p in kb.people.values():
@@ -49,85 +70,25 @@ def kb_program(kb: KB) -> str:
     return "\n".join(parts)
 
 
-class _AtomView(Sequence):
-    """A read-only sequence indexed by atom id (negative ids count from the end), built on CSR offsets ``ptr``."""
-
-    def __init__(self, ptr: np.ndarray):
-        self._ptr = ptr
-
-    def __len__(self) -> int:
-        return len(self._ptr) - 1
-
-    def __getitem__(self, a):
-        if isinstance(a, slice):
-            return [self[i] for i in range(*a.indices(len(self)))]
-        a = int(a)
-        if a < 0:
-            a += len(self)
-        if not 0 <= a < len(self):
-            raise IndexError(a)
-        return self._item(a)
-
-    def _item(self, a: int):
-        raise NotImplementedError
-
-
-class _HeadView(_AtomView):
-    """``by_head[a]``: the instance ids deriving atom ``a`` (a ``range``: instances are sorted by head)."""
-
-    def _item(self, a: int) -> range:
-        return range(int(self._ptr[a]), int(self._ptr[a + 1]))
-
-
-class _BodyIndexView(_AtomView):
-    """``by_body[a]``: the instance ids having atom ``a`` as a body atom (ascending list), from CSR arrays."""
-
-    def __init__(self, ptr: np.ndarray, idx: np.ndarray):
-        super().__init__(ptr)
-        self._idx = idx
-
-    def _item(self, a: int) -> list[int]:
-        return self._idx[self._ptr[a]:self._ptr[a + 1]].tolist()
-
-
-class _BodyView(Sequence):
-    """``inst_body[i]``: the distinct body atoms of instance ``i`` as a tuple of ints, from a padded 2-D array."""
-
-    def __init__(self, body: np.ndarray):
-        self._body = body
-
-    def __len__(self) -> int:
-        return len(self._body)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        return tuple(x for x in self._body[i].tolist() if x >= 0)
-
-    def __iter__(self):
-        for row in self._body.tolist():
-            yield tuple(x for x in row if x >= 0)
-
-
 class _Index(Mapping):
     """``index``: triple -> atom id, looked up through the fact codes (no dict of every closure fact is built)."""
 
     def __init__(self, closure: Closure):
         self._c = closure
 
-    def __getitem__(self, triple) -> int:
+    def __getitem__(self, triple: Any) -> int:
         a = self._c._lookup(triple)
         if a is None:
             raise KeyError(triple)
         return a
 
-    def __contains__(self, triple) -> bool:
+    def __contains__(self, triple: object) -> bool:
         return self._c._lookup(triple) is not None
 
     def __len__(self) -> int:
         return len(self._c)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Triple]:
         return iter(self._c.atoms)
 
 
@@ -157,10 +118,24 @@ class Closure:
         inst_body: per instance, its distinct body atoms (a sequence of tuples of ints); ``inst_body_array`` is
             the padded int32 array of shape (n_instances, max body length), -1 after the last body atom.
         by_head: atom id -> instance ids deriving it; by_body: atom id -> instance ids with it in their body.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> closure.n_kb, closure.n_derived, closure.atoms[0]
+        (18, 32, ('Martha Hale', 'husband', 'George Hale'))
+        >>> a = closure.index[("George Hale", "wife", "Martha Hale")]  # derived from fact 0 by the wife rule
+        >>> closure.source(a), len(closure.by_head[a])  # three ground rule instances derive it
+        ('derived', 3)
+        >>> [closure.atoms[b] for b in closure.inst_body[closure.by_head[a][0]]]
+        [('Martha Hale', 'husband', 'George Hale')]
+        >>> closure.fact_id(closure.atom_of_fact(17)), closure.n_instances
+        (17, 162)
     """
 
     def __init__(self, kb: KB, rules: RuleSet, names: list[str], name_id: dict[str, int], atom_code: np.ndarray,
-                 n_kb: int, method: str, seconds: float, instances=None, grounder=None):
+                 n_kb: int, method: str, seconds: float,
+                 instances: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, grounder: Grounder | None = None):
         self.kb, self.rules, self.names, self._name_id = kb, rules, names, name_id
         self.atom_code = atom_code
         self.n_kb = n_kb
@@ -172,7 +147,7 @@ class Closure:
         self._fid = np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
         self._fid_is_position = bool(len(self._fid) == 0 or (self._fid == np.arange(len(self._fid))).all())
         self._grounder = grounder
-        self._inst = None
+        self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if instances is not None:
             self._set_instances(*instances)
 
@@ -214,7 +189,7 @@ class Closure:
             self.__dict__["_fact_ids"] = cached
         return cached
 
-    def _lookup(self, triple) -> int | None:
+    def _lookup(self, triple: Any) -> int | None:
         try:
             s, r, o = triple
             si, oi = self._name_id.get(s), self._name_id.get(o)
@@ -291,7 +266,7 @@ class Closure:
                  "fact_id": fids[i] if i < self.n_kb else None}
                 for i, (s, r, o) in enumerate(self.atoms)]
 
-    def write_csv(self, fh) -> None:
+    def write_csv(self, fh: IO[str]) -> None:
         """Write ``subject,relation,object,source`` rows (header first, ``\n`` line ends, minimal quoting as
         :func:`csv.writer`) to a text file object, without building a dict per fact."""
         import csv
@@ -316,12 +291,13 @@ class Closure:
         np.cumsum(np.bincount(head, minlength=len(self)), out=ptr[1:])
         self._inst = (rule, head, body, ptr)
 
-    def _instances(self):
+    def _instances(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self._inst is None:
-            rule, head_code, body = self._grounder(self._sorted_codes, self._sorted_atoms)
+            grounder = cast(Grounder, self._grounder)  # set when the instances were not given
+            rule, head_code, body = grounder(self._sorted_codes, self._sorted_atoms)
             self._set_instances(rule, self._atoms_of_codes(head_code), body)
             self._grounder = None
-        return self._inst
+        return cast(tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], self._inst)
 
     def _atoms_of_codes(self, codes: np.ndarray) -> np.ndarray:
         k = np.searchsorted(self._sorted_codes, codes)
@@ -352,7 +328,7 @@ class Closure:
     @property
     def inst_body(self) -> Sequence:
         """Instance id -> tuple of its distinct body atoms (in the rule's order)."""
-        return _BodyView(self._instances()[2])
+        return BodyView(self._instances()[2])
 
     @property
     def head_ptr(self) -> np.ndarray:
@@ -362,7 +338,7 @@ class Closure:
     @property
     def by_head(self) -> Sequence:
         """Atom id -> instance ids deriving it (a ``range`` per atom)."""
-        return _HeadView(self._instances()[3])
+        return HeadView(self._instances()[3])
 
     def body_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """(ptr, idx): instances having atom a in their body are ``idx[ptr[a]:ptr[a+1]]`` (ascending), built once."""
@@ -382,7 +358,7 @@ class Closure:
     @property
     def by_body(self) -> Sequence:
         """Atom id -> instance ids having it as a body atom (ascending list per atom)."""
-        return _BodyIndexView(*self.body_csr())
+        return BodyIndexView(*self.body_csr())
 
 
 _REL_INDEX = {r: i for i, r in enumerate(RELATIONS)}
@@ -394,7 +370,8 @@ def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
     if not len(keys[0]):
         return np.zeros(0, dtype=np.int64)
     words: list[np.ndarray] = []
-    cur, used = None, 0
+    cur: np.ndarray | None = None
+    used = 0
     for k in keys:
         k = k.astype(np.int64) + 1
         bits = max(int(k.max()).bit_length(), 1)
@@ -405,7 +382,7 @@ def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
         else:
             cur = (cur << bits) | k
             used += bits
-    words.append(cur)
+    words.append(cast(np.ndarray, cur))  # keys is not empty
     if len(words) == 1:
         return np.argsort(words[0], kind="stable")
     if len(words) > 2:
@@ -435,7 +412,8 @@ def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]
     rels = kb.relationships
     known = kb.name_index()  # recorded by load_kb while validating: no look-up per fact
     if known is not None:
-        return names, name_id, np.frombuffer(known[0], dtype=np.int64), np.frombuffer(known[1], dtype=np.int64)
+        return names, name_id, np.frombuffer(cast(Any, known[0]), dtype=np.int64), \
+            np.frombuffer(cast(Any, known[1]), dtype=np.int64)  # array('q') from load_kb
     get = name_id.get
     s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
     o = np.fromiter((get(f.object, -1) for f in rels), dtype=np.int64, count=len(rels))
@@ -499,7 +477,7 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     if len(codes) != len(derived) + len(kb_codes):
         raise AssertionError("duplicate KB facts")  # pragma: no cover - a validated KB has none
 
-    def grounder(sorted_codes, atom_ids):
+    def grounder(sorted_codes: np.ndarray, atom_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         try:
             return horn.ground_instances(ev, crules, sorted_codes, atom_ids)
         except horn.JoinTooLarge as e:
@@ -509,7 +487,7 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
                    grounder=grounder)
 
 
-def join_error(e, rules: RuleSet) -> InputError:
+def join_error(e: JoinTooLarge, rules: RuleSet) -> InputError:
     """The :class:`InputError` for a rule whose body joins too many rows (:class:`dukb.solver.horn.JoinTooLarge`).
 
     Args:
@@ -521,6 +499,12 @@ def join_error(e, rules: RuleSet) -> InputError:
 
     Raises:
         Nothing.
+
+    Example:
+        >>> from dukb.solver.horn import JoinTooLarge
+        >>> err = join_error(JoinTooLarge(10 ** 9, 10 ** 8, rule=0), load_rules("family"))
+        >>> err.path.endswith("family.lp"), err.line == load_rules("family").rules[0].line
+        (True, True)
     """
     rule = rules.rules[e.rule] if e.rule is not None and 0 <= e.rule < len(rules.rules) else None
     return InputError(f"the body of this rule joins {e.rows:,} rows, more than the limit of {e.limit:,}: its body "
@@ -549,6 +533,17 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto
         dukb.solver.horn.Unsupported: method "numpy" with a rule the numpy evaluator does not handle.
 
     Source: Wu et al. 2025, Definition 1.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> closure = compute_closure(kb)
+        >>> closure
+        Closure(18 KB + 32 derived facts, rules=family, numpy)
+        >>> compute_closure(kb, method="clingo").atoms == closure.atoms  # the reference path agrees
+        True
+        >>> ("Clara Stone", "brother", "Henry Hale") in closure.index  # Henry is Clara's sister's brother
+        True
     """
     if method not in METHODS:
         raise InputError(f"unknown closure method {method!r} (known: {', '.join(METHODS)})")
@@ -635,7 +630,7 @@ def _parse_triple(text: str) -> Triple:
     return (toks[1], toks[2], toks[3])
 
 
-def _read_instances(ctl, index: dict[Triple, int]) -> tuple[list[int], list[int], list[tuple[int, ...]]]:
+def _read_instances(ctl: Control, index: Mapping[Triple, int]) -> tuple[list[int], list[int], list[tuple[int, ...]]]:
     keyed = []
     for sa in ctl.symbolic_atoms.by_signature(INSTANCE_PRED, 3):
         toks = _tokens(str(sa.symbol))  # dukb_inst, rule, S, R, O, S1, R1, O1, ...
@@ -668,6 +663,18 @@ def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
     Raises:
         InputError: unknown fact_id, malformed string (see :func:`parse_target`), a name that is not the KB's (the
             closest ones suggested), or a fact outside the deductive closure.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> resolve_target(closure, 17), resolve_target(closure, "Leo Hale, uncle, Owen Stone")
+        (17, 17)
+        >>> closure.source(resolve_target(closure, ("Clara Stone", "brother", "Henry Hale")))
+        'derived'
+        >>> resolve_target(closure, "Leo Hale,uncle,Owen Ston")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: target object: no person named 'Owen Ston' in the KB (closest: 'Owen Stone'...
     """
     if isinstance(target, Fact):
         triple = target.triple
@@ -679,7 +686,7 @@ def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
         except InputError as e:  # malformed: still point at the people it seems to name
             raise InputError(e.message + _closest_in_malformed(closure.kb, target)) from None
     else:
-        triple = tuple(target)
+        triple = cast(Triple, tuple(target))
     if tuple(triple) not in closure.index and all(isinstance(x, str) for x in triple):
         check_target_names(closure.kb, triple)
     return closure.atom_of_triple(triple)
@@ -709,6 +716,16 @@ def parse_target(text: str) -> Triple:
     Raises:
         InputError: not one CSV record of three non-empty fields (a stray or bare quote, a missing or extra
             comma, a line break).
+
+    Example:
+        >>> parse_target("Leo Hale, uncle ,Owen Stone")
+        ('Leo Hale', 'uncle', 'Owen Stone')
+        >>> parse_target('"Hale, George",wife,Martha Hale')
+        ('Hale, George', 'wife', 'Martha Hale')
+        >>> parse_target("Leo Hale,uncle")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     problem = f"target {text!r} is not of the form 'Subject,relation,Object' (quote a field that holds a comma " \
               "or a quote, inner quotes doubled: '\"Hale, George\",wife,Martha Hale')"
@@ -719,7 +736,7 @@ def parse_target(text: str) -> Triple:
                   for k in range(3))
     if not all(parts):
         raise InputError(problem)
-    return parts
+    return cast(Triple, parts)
 
 
 def _closest_names(kb: KB, name: str) -> list[str]:
@@ -750,6 +767,15 @@ def check_target_names(kb: KB, triple: Triple) -> None:
     Raises:
         InputError: ``target subject: no person named 'X' in the KB (closest: 'A', 'B'); ...`` or ``target
             relation: unknown relation 'X' (closest: ...; the relations: ...)``, naming the first wrong name.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> check_target_names(kb, ("Leo Hale", "uncle", "Owen Stone"))  # fine: returns None
+        >>> check_target_names(kb, ("Leo Hale", "Uncle", "Owen Stone"))
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: target relation: unknown relation 'Uncle' (closest: uncle; the relations: ...
     """
     import difflib
 

@@ -9,6 +9,7 @@ cone) per check; the incremental form used by random pruning (Algorithm 3) only 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dukb.solver.closure import Closure
@@ -28,6 +29,17 @@ class Cone:
         inst_body: local distinct body atoms per cone instance.
         by_head: local atom -> cone instances deriving it.
         by_body: local atom -> cone instances it appears in as a body atom.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [closure.atom_of_fact(5)])  # "Henry Hale is Ruth Hale's husband"
+        >>> cone.fact_ids(cone.kb)
+        (5, 6, 7, 8)
+        >>> loc = {f: cone.local[closure.atom_of_fact(f)] for f in (5, 6, 7)}
+        >>> cone.any_target_derivable({loc[5]}), cone.any_target_derivable({loc[5], loc[6]})
+        (True, False)
     """
 
     closure: Closure
@@ -49,7 +61,7 @@ class Cone:
         """True when local atom ``loc`` is a KB fact."""
         return self.atoms[loc] < self.closure.n_kb
 
-    def fact_ids(self, locs) -> tuple[int, ...]:
+    def fact_ids(self, locs: Iterable[int]) -> tuple[int, ...]:
         """Sorted KB fact_ids of local KB atoms."""
         return tuple(sorted(self.closure.fact_ids[self.atoms[x]] for x in locs))
 
@@ -88,6 +100,16 @@ def cone_of(closure: Closure, targets: list[int] | tuple[int, ...]) -> Cone:
     Returns:
         The :class:`Cone`: every atom with a directed path of rule instances to some target, and the instances
         whose head is in the cone (their body atoms are then in the cone too).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [closure.atom_of_fact(17)])  # a fact no rule derives
+        >>> cone.targets, cone.fact_ids(cone.kb), len(cone.inst_head)
+        ((17,), (17,), 2)
+        >>> len(cone_of(closure, [closure.atom_of_fact(5)]).atoms)
+        12
     """
     targets = tuple(dict.fromkeys(int(t) for t in targets))
     atoms: list[int] = list(targets)
@@ -117,9 +139,9 @@ def cone_of(closure: Closure, targets: list[int] | tuple[int, ...]) -> Cone:
         k += 1
     by_head: list[list[int]] = [[] for _ in atoms]
     by_body: list[list[int]] = [[] for _ in atoms]
-    for j, (h, body) in enumerate(zip(inst_head, inst_body)):
+    for j, (h, inst) in enumerate(zip(inst_head, inst_body)):
         by_head[h].append(j)
-        for b in body:
+        for b in inst:
             by_body[b].append(j)
     kb = [i for i, a in enumerate(atoms) if a < closure.n_kb]
     return Cone(closure, targets, atoms, local, kb, inst_head, inst_body, by_head, by_body)

@@ -22,10 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from dukb.kb.schema import RELATIONS
+
+if TYPE_CHECKING:  # for annotations only
+    from clingo.ast import AST
+
+    from dukb.solver.rules import RuleSet
 
 NREL = len(RELATIONS)
 _REL_ID = {r: i for i, r in enumerate(RELATIONS)}
@@ -36,7 +42,12 @@ MAX_JOIN_ROWS = 20_000_000
 
 
 def unique(x: np.ndarray) -> np.ndarray:
-    """Sorted distinct values of an int array (sort-based; numpy's hash-based ``unique`` is slower on int64)."""
+    """Sorted distinct values of an int array (sort-based; numpy's hash-based ``unique`` is slower on int64).
+
+    Example:
+        >>> unique(np.array([5, 1, 5, 3, 1]))
+        array([1, 3, 5])
+    """
     if len(x) < 2:
         return np.sort(x)
     a = np.sort(x)
@@ -47,7 +58,12 @@ def unique(x: np.ndarray) -> np.ndarray:
 
 
 def in_sorted(x: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
-    """Boolean mask: which elements of ``x`` occur in the sorted distinct array ``sorted_unique``."""
+    """Boolean mask: which elements of ``x`` occur in the sorted distinct array ``sorted_unique``.
+
+    Example:
+        >>> in_sorted(np.array([4, 1, 7]), np.array([1, 3, 4]))
+        array([ True,  True, False])
+    """
     if not len(sorted_unique):
         return np.zeros(len(x), dtype=bool)
     k = np.searchsorted(sorted_unique, x)
@@ -70,7 +86,14 @@ def _rank(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class Unsupported(Exception):
-    """A rule the numpy evaluator does not handle (the caller uses clingo instead)."""
+    """A rule the numpy evaluator does not handle (the caller uses clingo instead).
+
+    Example:
+        >>> compile_rules("example-unsupported", ("holds(A,R,B) :- holds(B,R,A); R != child.",))
+        Traceback (most recent call last):
+            ...
+        dukb.solver.horn.Unsupported: ...
+    """
 
 
 class JoinTooLarge(Exception):
@@ -80,6 +103,11 @@ class JoinTooLarge(Exception):
         rows: the number of rows the join would produce.
         limit: the limit it exceeds.
         rule: the index of the rule in its rule set (set by :meth:`Evaluator.evaluate`; None before).
+
+    Example:
+        >>> e = JoinTooLarge(10 ** 9, MAX_JOIN_ROWS, rule=3)
+        >>> e.rows > e.limit, e.rule
+        (True, 3)
     """
 
     def __init__(self, rows: int, limit: int, rule: int | None = None):
@@ -90,7 +118,13 @@ class JoinTooLarge(Exception):
 @dataclass(frozen=True)
 class Term:
     """A term of a compiled rule: a variable (``var`` its name) or a constant (``const``: a name for S/O or a
-    relation for R)."""
+    relation for R).
+
+    Example:
+        >>> rule = compile_rules("example-term", ("holds(A,wife,B) :- holds(B,husband,A).",))[0]
+        >>> rule.head
+        (Term(var='A', const=None), Term(var=None, const='wife'), Term(var='B', const=None))
+    """
 
     var: str | None = None
     const: str | None = None
@@ -106,6 +140,11 @@ class CRule:
         body: (S, R, O) terms of each body ``holds`` atom, in the rule's order.
         guards: (predicate, term) for male/female/person atoms.
         comparisons: (op, left, right) with op ``"="`` or ``"!="``.
+
+    Example:
+        >>> rule = compile_rules("example-crule", ("holds(A,wife,B) :- holds(B,husband,A); female(B); A != B.",))[0]
+        >>> len(rule.body), rule.guards, [op for op, _, _ in rule.comparisons]
+        (1, (('female', Term(var='B', const=None)),), ['!='])
     """
 
     index: int
@@ -120,7 +159,7 @@ class CRule:
         return {t.var for a in self.body + (self.head,) for t in (a[0], a[2]) if t.var}
 
 
-def _term(node, position: str) -> Term:
+def _term(node: AST, position: str) -> Term:
     from clingo import ast
 
     if node.ast_type == ast.ASTType.Variable:
@@ -136,7 +175,7 @@ def _term(node, position: str) -> Term:
     raise Unsupported(f"term {node}")
 
 
-def _holds(sym) -> tuple[Term, Term, Term]:
+def _holds(sym: AST) -> tuple[Term, Term, Term]:
     a = sym.arguments
     return (_term(a[0], "name"), _term(a[1], "rel"), _term(a[2], "name"))
 
@@ -154,6 +193,12 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
 
     Raises:
         Unsupported: a rule outside the supported form (see the module docstring).
+
+    Example:
+        >>> rules = compile_rules("example-compile", ("holds(A,wife,B) :- holds(B,husband,A).",
+        ...                                           "holds(A,husband,B) :- holds(B,wife,A)."))
+        >>> [r.index for r in rules], rules[1].head[1].const
+        ([0, 1], 'husband')
     """
     from clingo import ast
 
@@ -198,8 +243,15 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
     return tuple(out)
 
 
-def rules_of(ruleset) -> tuple[CRule, ...]:
-    """:func:`compile_rules` for a :class:`dukb.solver.rules.RuleSet` (raises :class:`Unsupported`)."""
+def rules_of(ruleset: RuleSet) -> tuple[CRule, ...]:
+    """:func:`compile_rules` for a :class:`dukb.solver.rules.RuleSet` (raises :class:`Unsupported`).
+
+    Example:
+        >>> from dukb.solver.rules import load_rules
+        >>> compiled = rules_of(load_rules("family"))
+        >>> len(compiled), compiled[0].head[1].const
+        (48, 'husband')
+    """
     return compile_rules(ruleset.fingerprint, tuple(r.text for r in ruleset.rules))
 
 
@@ -229,6 +281,15 @@ class Evaluator:
         n_names: number of names (symbols 0..n_names-1 in S/O positions).
         name_id: name -> symbol (for string constants of the rules; unknown names never match).
         male, female, person: boolean arrays over name symbols.
+
+    Example:
+        >>> # Ann (symbol 0, female) and Bo (symbol 1, male)
+        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
+        >>> wife = RELATIONS.index("wife")
+        >>> code = ev.encode(np.array([1]), np.array([wife]), np.array([0]))  # "Ann is Bo's wife"
+        >>> [int(x[0]) for x in ev.decode(code)] == [1, wife, 0]
+        True
     """
 
     def __init__(self, n_names: int, name_id: dict[str, int], male: np.ndarray, female: np.ndarray,
@@ -262,8 +323,8 @@ class Evaluator:
 
     def _const(self, t: Term, rel: bool) -> int:
         if rel:
-            return _REL_ID[t.const]
-        return self.name_id.get(t.const, -1)
+            return _REL_ID[cast(str, t.const)]  # a constant term
+        return self.name_id.get(cast(str, t.const), -1)
 
     # -- one body atom --------------------------------------------------------------------------------------------
     def atom(self, atom: tuple[Term, Term, Term], table: list[tuple], tag: str | None = None) -> Bindings:
@@ -271,7 +332,7 @@ class Evaluator:
         numbers) and, with ``tag`` and a table holding atom ids, the column ``tag`` of the matched facts' ids."""
         ts, tr, to = atom
         if tr.var is None:
-            t = table[_REL_ID[tr.const]]
+            t = table[_REL_ID[cast(str, tr.const)]]
             s, o = t[0], t[1]
             ids = t[2] if len(t) > 2 else None
             rcol = None
@@ -282,7 +343,7 @@ class Evaluator:
             rcol = np.repeat(np.arange(NREL, dtype=np.int64), [len(t[0]) for t in table])
         keep = None
 
-        def filt(mask):
+        def filt(mask: np.ndarray) -> None:
             nonlocal keep
             keep = mask if keep is None else keep & mask
 
@@ -360,7 +421,7 @@ class Evaluator:
         out["#l"], out["#r"] = li, ri
         return out
 
-    def _value(self, b: Bindings, t: Term, n: int):
+    def _value(self, b: Bindings, t: Term, n: int) -> np.ndarray | int:
         return b[t.var] if t.var is not None else self._const(t, False)
 
     def filters(self, rule: CRule, b: Bindings, done: set) -> Bindings:
@@ -373,8 +434,8 @@ class Evaluator:
             done.add(("g", k))
             arr = self.guard[pred]
             if t.var is None:
-                x = self._const(t, False)
-                m = np.full(n, x >= 0 and bool(arr[x]))
+                c = self._const(t, False)
+                m = np.full(n, c >= 0 and bool(arr[c]))
             else:
                 m = arr[b[t.var]]
             keep = m if keep is None else keep & m
@@ -387,8 +448,7 @@ class Evaluator:
                 m = np.full(n, eq if op == "=" else not eq)
             else:
                 vx, vy = self._value(b, x, n), self._value(b, y, n)
-                m = (vx == vy) if op == "=" else (vx != vy)
-                m = np.broadcast_to(m, (n,))
+                m = np.broadcast_to((vx == vy) if op == "=" else (vx != vy), (n,))
             keep = m if keep is None else keep & m
         if keep is None:
             return b
@@ -397,7 +457,8 @@ class Evaluator:
         out["#n"] = np.arange(len(idx))
         return out
 
-    def evaluate(self, rule: CRule, tables: list, want_body: bool = False):
+    def evaluate(self, rule: CRule, tables: list, want_body: bool = False
+                 ) -> tuple[np.ndarray, list[np.ndarray] | None]:
         """All bindings of ``rule`` with body atom j read from ``tables[j]`` (a per-relation fact table).
 
         Returns:
@@ -412,10 +473,11 @@ class Evaluator:
             e.rule = rule.index
             raise
 
-    def _evaluate(self, rule: CRule, tables: list, want_body: bool):
+    def _evaluate(self, rule: CRule, tables: list, want_body: bool) -> tuple[np.ndarray, list[np.ndarray] | None]:
         k = len(rule.body)
         # order: start with the atom at the smallest table, then atoms sharing variables
-        sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var else len(t[_REL_ID[rule.body[j][1].const]][0])
+        sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var
+                 else len(t[_REL_ID[cast(str, rule.body[j][1].const)]][0])
                  for j, t in enumerate(tables)]
         if min(sizes) == 0:
             empty = np.zeros(0, dtype=np.int64)
@@ -448,7 +510,7 @@ class Evaluator:
 
     def codes(self, atom: tuple[Term, Term, Term], b: Bindings, n: int) -> np.ndarray:
         """Fact codes of an atom under bindings ``b`` (n rows)."""
-        def val(t: Term, rel: bool):
+        def val(t: Term, rel: bool) -> np.ndarray:
             if t.var is not None:
                 return b[t.var].astype(np.int64)
             return np.full(n, self._const(t, rel), dtype=np.int64)
@@ -475,6 +537,15 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
         JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
 
     Source: Wu et al. 2025, Definition 1; semi-naive evaluation (Ullman 1988, Sec. 3.9).
+
+    Example:
+        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
+        >>> rules = compile_rules("example-fixpoint", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
+        >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))  # "Ann is Bo's wife"
+        >>> s, r, o = ev.decode(fixpoint(ev, rules, kb))
+        >>> [(int(a), RELATIONS[int(b)], int(c)) for a, b, c in zip(s, r, o)]
+        [(0, 'husband', 1), (1, 'wife', 0)]
     """
     known = unique(kb_codes)
     delta = known
@@ -500,7 +571,8 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     return known
 
 
-def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray, ids: np.ndarray):
+def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
+                     ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every ground rule instance whose body lies in the closure.
 
     Args:
@@ -514,12 +586,24 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
 
     Raises:
         JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
+
+    Example:
+        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
+        >>> rules = compile_rules("example-ground", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
+        >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))
+        >>> codes = fixpoint(ev, rules, kb)
+        >>> ids = np.arange(len(codes))
+        >>> rule, head, body = ground_instances(ev, rules, codes, ids)
+        >>> rule.tolist(), head.tolist() == [codes[0]], body.tolist()  # atom 1 (the wife fact) derives atom 0
+        ([0], True, [[1]])
     """
     tab = ev.by_relation(*ev.decode(codes), ids)
     width = max(len(r.body) for r in rules)
     rr, hh, bb = [], [], []
     for rule in rules:
-        h, body = ev.evaluate(rule, [tab] * len(rule.body), want_body=True)
+        h, bodies = ev.evaluate(rule, [tab] * len(rule.body), want_body=True)
+        body = cast(list[np.ndarray], bodies)  # want_body: a list
         if not len(h):
             continue
         m = np.full((len(h), width), -1, dtype=np.int64)

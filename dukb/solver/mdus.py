@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from dukb import InputError
 from dukb.solver.closure import Closure
@@ -52,6 +54,13 @@ class MDUSResult:
         seconds: wall time (seconds).
         n_seeds: random only: number of seeds run.
         cone_atoms, cone_instances: size of the cone the method worked on.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> result = exact_sets(compute_closure(load_kb("demo")), [0])
+        >>> result.targets, result.method, result.sets, result.complete
+        ((0,), 'exact', [(0, 3), (0, 1, 2), (0, 2, 4)], True)
     """
 
     targets: tuple[int, ...]
@@ -65,7 +74,7 @@ class MDUSResult:
     extra: dict = field(default_factory=dict)
 
 
-def is_deep_unlearning_set(closure: Closure, targets, removed_fact_ids) -> bool:
+def is_deep_unlearning_set(closure: Closure, targets: Iterable[int], removed_fact_ids: Iterable[int]) -> bool:
     """True when no target is in Omega(K \\ U, R) for U = ``removed_fact_ids``.
 
     Args:
@@ -74,6 +83,13 @@ def is_deep_unlearning_set(closure: Closure, targets, removed_fact_ids) -> bool:
         removed_fact_ids: relationship fact_ids of U.
 
     Source: Wu et al. 2025, Definition 2.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> is_deep_unlearning_set(closure, [0], [0, 3]), is_deep_unlearning_set(closure, [0], [0])
+        (True, False)
     """
     cone = cone_of(closure, list(targets))
     removed = {cone.local[closure.atom_of_fact(f)] for f in removed_fact_ids
@@ -81,11 +97,18 @@ def is_deep_unlearning_set(closure: Closure, targets, removed_fact_ids) -> bool:
     return not cone.any_target_derivable(removed)
 
 
-def is_minimal(closure: Closure, targets, removed_fact_ids) -> bool:
+def is_minimal(closure: Closure, targets: Collection[int], removed_fact_ids: Iterable[int]) -> bool:
     """True when U is a deep unlearning set and no U minus one element is (Definition 3).
 
     Checking single-element removals suffices: derivability is monotone in the retained facts, so if some proper
     subset deeply unlearns the targets, so does every superset of it inside U, including some U minus one fact.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> is_minimal(closure, [0], [0, 3]), is_minimal(closure, [0], [0, 3, 5]), is_minimal(closure, [0], [0])
+        (True, False, False)
     """
     u = list(removed_fact_ids)
     if not is_deep_unlearning_set(closure, targets, u):
@@ -99,7 +122,8 @@ def _check_sets(cone: Cone, sets_local: list[frozenset[int]], method: str) -> No
             raise AssertionError(f"{method}: returned set {cone.fact_ids(s)} is not a deep unlearning set")
 
 
-def _finish(cone: Cone, sets_local, method: str, complete: bool, t0: float, **kw) -> MDUSResult:
+def _finish(cone: Cone, sets_local: list[frozenset[int]], method: str, complete: bool, t0: float,
+            **kw: Any) -> MDUSResult:
     _check_sets(cone, sets_local, method)
     sets = sorted({cone.fact_ids(s) for s in sets_local}, key=lambda s: (len(s), s))
     return MDUSResult(cone.targets, method, sets, complete, time.perf_counter() - t0,
@@ -119,6 +143,17 @@ def check_limits(max_sets: int | None = None, seconds: float | None = None) -> N
 
     Raises:
         InputError: naming the limit and its value.
+
+    Example:
+        >>> check_limits(10, 5.0)  # fine: returns None
+        >>> check_limits(seconds=float("nan"))
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
+        >>> check_limits(max_sets=0)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if max_sets is not None and (isinstance(max_sets, bool) or not isinstance(max_sets, int) or max_sets < 1):
         raise InputError(f"--max-sets must be a whole number of at least 1, got {max_sets!r}")
@@ -138,13 +173,19 @@ def deletion_program() -> str:
     (``dukb/data/rules/deep_unlearning_sets.lp``) like the rule sets.
 
     Source: Wu et al. 2025, Definitions 2-3.
+
+    Example:
+        >>> program = deletion_program()
+        >>> "del(A)" in program and "#heuristic" in program
+        True
     """
     from importlib import resources
 
     return resources.files("dukb.data").joinpath("rules", DELETION_PROGRAM).read_text(encoding="utf-8")
 
 
-def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: float | None = None) -> MDUSResult:
+def exact_sets(closure: Closure, targets: Iterable[int], max_sets: int | None = None,
+               seconds: float | None = None) -> MDUSResult:
     """Enumerate every subset-minimal deep unlearning set of ``targets`` with clingo.
 
     The program (``dukb/data/rules/deep_unlearning_sets.lp``, :func:`deletion_program`) on the cone (atoms and
@@ -171,6 +212,16 @@ def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: 
 
     Source: Wu et al. 2025, Definition 3; clingo domain heuristics (Gebser et al. 2013, "Domain-specific heuristics
     in answer set programming").
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> exact_sets(closure, [5]).sets  # Ruth's husband Henry: also derivable from their son Leo's parents
+        [(5, 6), (5, 7)]
+        >>> r = exact_sets(closure, [0], max_sets=1)
+        >>> len(r.sets), r.complete
+        (1, False)
     """
     import clingo
 
@@ -211,7 +262,7 @@ def exact_sets(closure: Closure, targets, max_sets: int | None = None, seconds: 
 
 
 # ------------------------------------------------------------------------------------------------- minimum ------
-def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: int = 0) -> MDUSResult:
+def minimum_set(closure: Closure, targets: Iterable[int], seconds: float | None = None, seed: int = 0) -> MDUSResult:
     """One minimum-cardinality deep unlearning set, by CP-SAT over the cone's ground rule instances.
 
     Model: a Boolean f_a per cone atom ("a is not derivable after unlearning"); f_t = 1 for each target; for every
@@ -231,6 +282,14 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
             limit was reached before CP-SAT found any deep unlearning set (a larger limit is needed).
 
     Source: Wu et al. 2025, Definitions 1-3 (a minimum-cardinality minimal deep unlearning set); OR-tools CP-SAT.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> r = minimum_set(closure, [0])
+        >>> r.sets, r.complete
+        ([(0, 3)], True)
     """
     check_limits(seconds=seconds)
     if not MIN_SEED <= seed <= MAX_SEED:
@@ -241,12 +300,12 @@ def minimum_set(closure: Closure, targets, seconds: float | None = None, seed: i
     t0 = time.perf_counter()
     cone = cone_of(closure, list(targets))
     m = cp_model.CpModel()
-    f = [m.NewBoolVar(f"f{i}") for i in range(len(cone.atoms))]
+    f = [m.new_bool_var(f"f{i}") for i in range(len(cone.atoms))]  # CP-SAT's PEP 8 names (ortools >= 9.8)
     for t in cone.target_local:
-        m.Add(f[t] == 1)
+        m.add(f[t] == 1)
     for h, body in zip(cone.inst_head, cone.inst_body):
-        m.AddBoolOr([f[h].Not()] + [f[b] for b in body])
-    m.Minimize(sum(f[a] for a in cone.kb))
+        m.add_bool_or([f[h].Not()] + [f[b] for b in body])
+    m.minimize(sum(f[a] for a in cone.kb))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
@@ -269,6 +328,15 @@ def dus(cone: Cone, rng: random.Random) -> set[int]:
 
     Û = T = {targets}; while T: pop a uniformly random k_cur from T; for every instance deriving k_cur none of whose
     body atoms is in Û, in random order, add one uniformly random body atom to Û and T. Output Û ∩ K.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [0])
+        >>> removed = dus(cone, random.Random(0))
+        >>> is_deep_unlearning_set(closure, [0], cone.fact_ids(removed))
+        True
     """
     targets = cone.target_local
     in_u = bytearray(len(cone.atoms))
@@ -298,6 +366,16 @@ def random_prune(cone: Cone, removed: set[int], rng: random.Random) -> frozenset
     Repeat passes over U in random order until a pass drops nothing: drop k_cur if the targets stay non-derivable
     from K \\ (U \\ {k_cur}). Each check is incremental forward chaining: the closure of K \\ U is computed once,
     and putting k_cur back only propagates what k_cur adds (undone when a target becomes derivable).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> cone = cone_of(closure, [0])
+        >>> everything = set(cone.kb)  # removing every KB fact of the cone is a deep unlearning set
+        >>> pruned = cone.fact_ids(random_prune(cone, everything, random.Random(0)))
+        >>> pruned in exact_sets(closure, [0]).sets, is_minimal(closure, [0], pruned)
+        (True, True)
     """
     u = set(removed)
     true = cone.derived_from(u)
@@ -351,7 +429,7 @@ def random_prune(cone: Cone, removed: set[int], rng: random.Random) -> frozenset
     return frozenset(u)
 
 
-def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) -> MDUSResult:
+def random_sets(closure: Closure, targets: Iterable[int], n_seeds: int = 100, seed: int = 0) -> MDUSResult:
     """Algorithm 1 (MDUS) of Wu et al. 2025: distinct minimal sets from ``n_seeds`` runs of DUS + RP.
 
     Args:
@@ -364,6 +442,14 @@ def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) ->
 
     Raises:
         InputError: n_seeds < 1 or above :data:`MAX_SEEDS`.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> r = random_sets(closure, [0], n_seeds=20)
+        >>> set(r.sets) <= set(exact_sets(closure, [0]).sets), r.complete, r.n_seeds
+        (True, False, 20)
     """
     if not 1 <= n_seeds <= MAX_SEEDS:
         raise InputError(f"--seeds must be in [1, {MAX_SEEDS:,}], got {n_seeds}")
@@ -376,7 +462,7 @@ def random_sets(closure: Closure, targets, n_seeds: int = 100, seed: int = 0) ->
     return _finish(cone, sets, "random", False, t0, n_seeds=n_seeds)
 
 
-def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: int | None = None,
+def minimal_sets(closure: Closure, targets: int | Iterable[int], method: str = "exact", *, max_sets: int | None = None,
                  seconds: float | None = None, n_seeds: int = 100, seed: int = 0) -> MDUSResult:
     """Dispatch to :func:`exact_sets`, :func:`minimum_set` or :func:`random_sets`.
 
@@ -390,6 +476,17 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
     Raises:
         InputError: unknown method, or no targets; ``max_sets`` below 1 or ``seconds`` not a positive finite number
             (:func:`check_limits`); method "minimum" reaching its time limit before any set is found.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> minimal_sets(closure, 5).sets, minimal_sets(closure, [0], "minimum").sets
+        ([(5, 6), (5, 7)], [(0, 3)])
+        >>> minimal_sets(closure, [0], "greedy")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     check_limits(max_sets=max_sets, seconds=seconds)
     targets = [targets] if isinstance(targets, int) else list(targets)
@@ -405,7 +502,7 @@ def minimal_sets(closure: Closure, targets, method: str = "exact", *, max_sets: 
 
 
 # ------------------------------------------------------------------------------------ forget-set selection ------
-def closure_loss(closure: Closure, removed_fact_ids) -> int:
+def closure_loss(closure: Closure, removed_fact_ids: Iterable[int]) -> int:
     """How many facts of Omega(K, R) are lost when U is removed: |Omega(K, R)| − |Omega(K \\ U, R)|.
 
     Only the atoms forward-reachable from U can be lost; forward chaining re-derives them (linear in the size of
@@ -422,6 +519,13 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
         InputError: a fact_id that is not a relationship fact of the KB.
 
     Source: Wu et al. 2025, Def. 1 (deductive closure); counter-based forward chaining of Dowling & Gallier 1984.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> closure_loss(closure, [0, 3]), closure_loss(closure, [0, 2, 4]), closure_loss(closure, [])
+        (6, 12, 0)
     """
     removed = {closure.atom_of_fact(f) for f in removed_fact_ids}
     if not removed:
@@ -450,7 +554,8 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
     inst_list = sorted(i for i in insts if int(head[i]) in reach)
     rows = body[inst_list].tolist() if inst_list else []
     heads = head[inst_list].tolist() if inst_list else []
-    count, users = {}, {}
+    count: dict[int, int] = {}
+    users: dict[int, list[tuple[int, int]]] = {}
     for i, h, row in zip(inst_list, heads, rows):
         inside = [b for b in row if b >= 0 and b in reach]
         count[i] = len(inside)
@@ -472,7 +577,7 @@ def closure_loss(closure: Closure, removed_fact_ids) -> int:
     return len(reach) - len(true)
 
 
-def least_damaging_set(closure: Closure, sets) -> tuple[int, ...]:
+def least_damaging_set(closure: Closure, sets: Iterable[Iterable[int]]) -> tuple[int, ...]:
     """The "best" forget set: among minimal deep unlearning sets, the one whose removal loses the fewest facts of
     the deductive closure (:func:`closure_loss`), i.e. the least logical collateral damage; ties go to the smaller
     set, then the smaller sorted fact_ids.
@@ -486,6 +591,13 @@ def least_damaging_set(closure: Closure, sets) -> tuple[int, ...]:
 
     Raises:
         InputError: no candidate set.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> least_damaging_set(closure, [(0, 2, 4), (0, 1, 2), (0, 3)])
+        (0, 3)
     """
     cands = [tuple(sorted(s)) for s in sets]
     if not cands:

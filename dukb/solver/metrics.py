@@ -37,6 +37,10 @@ def ratio(num: float, den: float) -> float:
         float (NaN when ``den == 0``).
 
     Source: Wu et al. 2025, Eq. 2 (an accuracy over no fact, 0/0, is undefined).
+
+    Example:
+        >>> ratio(1, 4), ratio(0, 0)
+        (0.25, nan)
     """
     return NAN if den == 0 else num / den
 
@@ -52,6 +56,10 @@ def json_safe(obj):
         the same structure without NaN.
 
     Source: RFC 8259, Sec. 6 (NaN is not a JSON number).
+
+    Example:
+        >>> json_safe({"recall": float("nan"), "counts": (1, float("nan"))})
+        {'recall': None, 'counts': [1, None]}
     """
     if isinstance(obj, float):
         return None if math.isnan(obj) else obj
@@ -79,6 +87,12 @@ class RecallResult:
         target_forgotten: whether every target KB fact is in U_A (superficial unlearning; None for derived targets).
         n_scored: facts accuracy_all scored (its denominator; 0 when it is NaN).
         n_scored_relationships: relationship facts accuracy_relationships scored.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> result = recall_accuracy(load_kb("demo"), [(5, 6), (5, 7)], forgotten_rel=[5])
+        >>> result.recall, result.best_set, result.to_json()["accuracy_biographies"]
+        (0.5, [5, 6], None)
     """
 
     recall: float
@@ -135,6 +149,15 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
         InputError: M is empty or contains an empty set; U_A or an exclusion names unknown fact_ids.
 
     Source: Wu et al. 2025, Eq. 1 and 2; calculate_recall_and_acc.py of the benchmark.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb = load_kb("demo")
+        >>> r = recall_accuracy(kb, [(5, 6), (5, 7)], forgotten_rel=[5, 7, 9])
+        >>> r.recall, r.best_set, r.accuracy_relationships, r.n_scored_relationships  # fact 9 lost collaterally
+        (1.0, [5, 7], 0.9375, 16)
+        >>> recall_accuracy(kb, [(5, 6)], forgotten_rel=[], exclude_rel=range(18)).accuracy_relationships
+        nan
     """
     sets = [tuple(sorted(s)) for s in sets]
     if not sets or any(len(s) == 0 for s in sets):
@@ -195,6 +218,17 @@ def target_recall(closure, targets, retained, method: str = "exact", *, max_sets
         InputError: unknown method.
 
     Source: Wu et al. 2025, Eq. 1-2 and Algorithm 1.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.kb.retained import retained_from_lists
+        >>> from dukb.solver.closure import compute_closure
+        >>> kb = load_kb("demo")
+        >>> closure = compute_closure(kb)
+        >>> retained = retained_from_lists(kb, [f.fact_id not in (5, 7) for f in kb.relationships])
+        >>> r = target_recall(closure, closure.atom_of_fact(5), retained)
+        >>> r.recall, r.best_set, r.target_forgotten, r.n_sets
+        (1.0, [5, 7], True, 2)
     """
     from dukb.solver.mdus import minimal_sets
 

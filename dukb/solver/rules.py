@@ -33,10 +33,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dukb import InputError
 from dukb.kb.csvfile import decode_text, read_bytes
 from dukb.kb.schema import RELATIONS
+
+if TYPE_CHECKING:  # for annotations only: the functions below import clingo themselves
+    from clingo.ast import AST, ASTType
 
 #: Names of the built-in rule sets.
 BUILTIN_RULES = ("family", "family_paper_compat")
@@ -74,7 +78,13 @@ _DIRECTIVES = {
 
 
 class RulesError(InputError):
-    """A rule file is malformed or outside the accepted fragment (``FILE:LINE: problem`` in the message)."""
+    """A rule file is malformed or outside the accepted fragment (``FILE:LINE: problem`` in the message).
+
+    Example:
+        >>> err = RulesError("negation is not allowed", "my.lp", 3)
+        >>> str(err), isinstance(err, InputError)
+        ('my.lp:3: negation is not allowed', True)
+    """
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,13 @@ class Rule:
         head: text of the head atom's arguments, e.g. ``"A,husband,B"``.
         body_holds: text of each ``holds`` body atom's arguments, in order.
         line: 1-based line in the source file.
+
+    Example:
+        >>> rule = parse_rules("holds(A,wife,B) :- holds(B,husband,A), female(B).")[0]
+        >>> rule.head, rule.body_holds, rule.line
+        ('A,wife,B', ('B,husband,A',), 1)
+        >>> rule.text
+        'holds(A,wife,B) :- holds(B,husband,A); female(B).'
     """
 
     index: int
@@ -106,6 +123,13 @@ class RuleSet:
         rules: the rules in file order.
         program: ASP text that derives ``holds/3`` and records every ground rule instance as
             ``dukb_inst(I, (S,R,O), ((S1,R1,O1), ...))`` (I = rule index).
+
+    Example:
+        >>> family = load_rules("family")
+        >>> family.name, len(family.rules), family.path.name
+        ('family', 48, 'family.lp')
+        >>> "dukb_inst(" in family.program, len(family.fingerprint)
+        (True, 16)
     """
 
     name: str
@@ -141,6 +165,14 @@ def load_rules(name_or_file: str | Path = "family") -> RuleSet:
             is ``FILE[:LINE]: problem``.
 
     Source: Wu et al. 2025, Sec. 2 (rules as Horn clauses); the built-in sets are EDU-RELAT's 48 family rules.
+
+    Example:
+        >>> load_rules().rules[0].text
+        'holds(A,husband,B) :- holds(B,wife,A); male(B); female(A); A != B.'
+        >>> load_rules("no_such_rules")
+        Traceback (most recent call last):
+            ...
+        dukb.solver.rules.RulesError: ...
     """
     s = str(name_or_file)
     if s in BUILTIN_RULES:
@@ -181,6 +213,15 @@ def parse_rules(text: str, path: str | Path = "<rules>") -> tuple[Rule, ...]:
 
     Source: Wu et al. 2025, Sec. 2 (positive Horn rules); clingo's AST: Potassco, clingo Python API, ``clingo.ast``
     (``parse_string``, ``ASTType``, ``Location``).
+
+    Example:
+        >>> [r.head for r in parse_rules("holds(A,wife,B) :- holds(B,husband,A), female(B).")]
+        ['A,wife,B']
+        >>> parse_rules("holds(A,wife,B) :- holds(B,husband,A), not female(B).", "my.lp")
+        Traceback (most recent call last):
+            ...
+        dukb.solver.rules.RulesError: my.lp:1: negation ('not female(B)') is not allowed: rules must be positive Horn
+        rules
     """
     return _parse(text, Path(str(path)))[0]
 
@@ -281,7 +322,7 @@ def _check_operators(text: str, path: Path) -> None:
                                      "and relation names)", path, start)
 
 
-def _implicit(st) -> bool:
+def _implicit(st: AST) -> bool:
     """clingo's own ``#program base.``, the first statement of every parse (a ``#program base.`` written in the file
     comes after it, as a statement of its own)."""
     return st.name == "base" and not st.parameters
@@ -305,16 +346,16 @@ def _syntax_error(messages: list[str], path: Path) -> RulesError:
     return RulesError("clingo could not parse the file", path)
 
 
-def _kind_name(kind) -> str:
+def _kind_name(kind: ASTType) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", " ", kind.name).lower()
 
 
-def _short(node, limit: int = 40) -> str:
+def _short(node: object, limit: int = 40) -> str:
     s = str(node)
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
-def _check_terms(st, path: Path) -> None:
+def _check_terms(st: AST, path: Path) -> None:
     """Refuse a statement with an external function call ``@f(...)`` (Python/Lua code in the grounder) or with a
     syntax tree nested more than :data:`MAX_TERM_DEPTH` levels deep (``male(f(f(...(A)...)))``).
 
@@ -340,7 +381,7 @@ def _check_terms(st, path: Path) -> None:
         if depth > MAX_TERM_DEPTH:
             raise RulesError(f"a term is nested more than {MAX_TERM_DEPTH} levels deep; rules may use only "
                              "variables (and relation names for R)", path, line)
-        if node.ast_type == ast.ASTType.Function and getattr(node, "external", 0):
+        if node.ast_type == ast.ASTType.Function and getattr(node, "external", False):
             raise RulesError("external function calls (@f(...)) are not allowed in rules", path, line)
         for key in node.child_keys:
             child = getattr(node, key)
@@ -348,7 +389,7 @@ def _check_terms(st, path: Path) -> None:
             stack.extend((c, depth + 1) for c in children if isinstance(c, ast.AST))
 
 
-def _check_rule(st, index: int, path: Path) -> tuple[Rule, str]:
+def _check_rule(st: AST, index: int, path: Path) -> tuple[Rule, str]:
     """Validate one Rule statement; return the :class:`Rule` and its compiled clingo line."""
     from clingo import ast
 
@@ -430,7 +471,7 @@ def _check_rule(st, index: int, path: Path) -> tuple[Rule, str]:
     return Rule(index, str(st), head_s, tuple(body_holds), line), compiled
 
 
-def _holds_args(sym, path: Path, rel_vars: set[str], person_vars: set[str]) -> list[tuple[str, bool]]:
+def _holds_args(sym: AST, path: Path, rel_vars: set[str], person_vars: set[str]) -> list[tuple[str, bool]]:
     """The (text, is_variable) of the three arguments of a holds atom: S and O variables, R a variable or a
     relation."""
     s, r, o = sym.arguments
@@ -450,14 +491,14 @@ def _holds_args(sym, path: Path, rel_vars: set[str], person_vars: set[str]) -> l
     return out
 
 
-def _is_constant(t) -> bool:
+def _is_constant(t: AST) -> bool:
     from clingo import SymbolType, ast
 
     return (t.ast_type == ast.ASTType.SymbolicTerm and t.symbol.type == SymbolType.Function
             and not t.symbol.arguments and t.symbol.positive)
 
 
-def _variable(t, where: str, path: Path) -> str:
+def _variable(t: AST, where: str, path: Path) -> str:
     """The name of a named variable term, or RulesError naming what the term is instead."""
     from clingo import SymbolType, ast
 

@@ -30,6 +30,15 @@ class ForgetScope:
             minimal deep unlearning sets when the caller has them (else None).
         summary: one line for help texts.
         deep: the selected set is always a deep unlearning set of the target.
+
+    Example:
+        >>> scope = FORGET_SCOPES["minimum"]
+        >>> scope.name, scope.deep
+        ('minimum', True)
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> scope.select(compute_closure(load_kb("demo")), 0, None)
+        [0, 3]
     """
 
     name: str
@@ -42,23 +51,31 @@ FORGET_SCOPES: dict[str, ForgetScope] = {}
 
 
 def register_scope(scope: ForgetScope) -> ForgetScope:
-    """Add a scope to :data:`FORGET_SCOPES` (called at import of this module only)."""
+    """Add a scope to :data:`FORGET_SCOPES` (called at import of this module only).
+
+    Example:
+        >>> everything = lambda closure, target, sets: list(closure.fact_ids)
+        >>> scope = ForgetScope("everything_test", everything, "all facts", True)
+        >>> register_scope(scope) is scope, get_scope("everything_test") is scope
+        (True, True)
+        >>> del FORGET_SCOPES["everything_test"]  # keep the registry as shipped
+    """
     FORGET_SCOPES[scope.name] = scope
     return scope
 
 
-def _target(closure: Closure, target: int, sets=None) -> list[int]:
+def _target(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
     closure.atom_of_fact(target)
     return [target]
 
 
-def _minimum(closure: Closure, target: int, sets=None) -> list[int]:
+def _minimum(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
     from dukb.solver.mdus import minimal_sets
 
     return list(minimal_sets(closure, [closure.atom_of_fact(target)], "minimum").sets[0])
 
 
-def _best(closure: Closure, target: int, sets=None) -> list[int]:
+def _best(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
     from dukb.solver.mdus import least_damaging_set, minimal_sets
 
     cands = sets if sets is not None else \
@@ -76,6 +93,14 @@ def get_scope(name: str) -> ForgetScope:
 
     Raises:
         InputError: unknown scope (lists the registered ones).
+
+    Example:
+        >>> get_scope("best").summary
+        'the minimal deep unlearning set losing the fewest closure facts'
+        >>> get_scope("widest")
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     try:
         return FORGET_SCOPES[name]
@@ -83,7 +108,8 @@ def get_scope(name: str) -> ForgetScope:
         raise InputError(f"unknown forget scope {name!r} (choose from {', '.join(FORGET_SCOPES)})") from None
 
 
-def forget_fact_ids(closure: Closure, target_fact_id: int, scope: str = "target", sets=None) -> list[int]:
+def forget_fact_ids(closure: Closure, target_fact_id: int, scope: str = "target",
+                    sets: Sequence | None = None) -> list[int]:
     """Relationship fact_ids to forget for a target under a forget scope.
 
     Args:
@@ -97,6 +123,13 @@ def forget_fact_ids(closure: Closure, target_fact_id: int, scope: str = "target"
 
     Raises:
         InputError: unknown scope or target.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> forget_fact_ids(closure, 0), forget_fact_ids(closure, 0, "minimum"), forget_fact_ids(closure, 5, "best")
+        ([0], [0, 3], [5, 7])
     """
     return get_scope(scope).select(closure, target_fact_id, sets)
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from dukb import InputError
+from dukb.kb.model import KB
 from dukb.solver.closure import Closure
 
 REL, BIO = "relationships", "biographies"
@@ -52,6 +53,18 @@ class BaseSplit:
             minus its forget facts.
         protected: relationship fact_ids the holdout was kept away from (the cones of the run's targets).
         seed, holdout_frac, retain_train_frac: how it was drawn.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> kb = load_kb("demo")
+        >>> split = base_split(kb, compute_closure(kb), [5], seed=0)
+        >>> split.holdout, split.protected
+        ({'relationships': [15, 16], 'biographies': [4]}, [5, 6, 7, 8])
+        >>> request = split.request([5, 6], [5])
+        >>> retained = request.retain_train["relationships"] + request.retain_eval["relationships"]
+        >>> request.forget["relationships"], 5 in retained, 6 in retained
+        ([5, 6], False, False)
     """
 
     holdout: dict
@@ -98,6 +111,16 @@ class FactSplits:
     Attributes:
         targets: the request's target relationship fact_ids.
         forget: D_forget; retain_train: D_retain^(reg); retain_eval: D_retain; holdout: D_holdout.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> kb = load_kb("demo")
+        >>> request = base_split(kb, compute_closure(kb), [5], seed=0).request([5, 6], [5])
+        >>> request.targets, request.holdout["relationships"]
+        ([5], [15, 16])
+        >>> sorted(request.trained_without_forget()["relationships"])
+        [0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 17]
     """
 
     targets: list[int]
@@ -121,6 +144,13 @@ def cone_facts(closure: Closure, targets: Sequence[int]) -> set[int]:
 
     Raises:
         InputError: a target is not a relationship fact of the KB.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> sorted(cone_facts(closure, [5])), sorted(cone_facts(closure, [17]))
+        ([5, 6, 7, 8], [17])
     """
     from dukb.solver.cone import cone_of
 
@@ -128,7 +158,7 @@ def cone_facts(closure: Closure, targets: Sequence[int]) -> set[int]:
     return {int(closure.fact_ids[cone.atoms[a]]) for a in cone.kb}
 
 
-def base_split(kb, closure: Closure, targets: Sequence[int], *, holdout_frac: float = 0.1,
+def base_split(kb: KB, closure: Closure, targets: Sequence[int], *, holdout_frac: float = 0.1,
                retain_train_frac: float = 0.5, seed: int = 0) -> BaseSplit:
     """Draw a run's holdout and retain pools.
 
@@ -148,6 +178,22 @@ def base_split(kb, closure: Closure, targets: Sequence[int], *, holdout_frac: fl
         InputError: a fraction outside its range, or a target that is not a relationship fact.
 
     Source: Shi et al. 2024b (MUSE), Sec. 2 and App. D.2 (forget / retain / retain_reg / holdout).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> kb = load_kb("demo")
+        >>> closure = compute_closure(kb)
+        >>> split = base_split(kb, closure, [5], holdout_frac=0.1, seed=0)
+        >>> held = split.holdout["relationships"]
+        >>> held, set(held).isdisjoint(cone_facts(closure, [5]))
+        ([15, 16], True)
+        >>> base_split(kb, closure, [5], seed=0) == split  # same seed, same split
+        True
+        >>> base_split(kb, closure, [5], holdout_frac=1.0)
+        Traceback (most recent call last):
+            ...
+        dukb.InputError: ...
     """
     if not 0 <= holdout_frac < 1:
         raise InputError(f"the holdout share must be in [0, 1), got {holdout_frac}")
@@ -183,6 +229,13 @@ def forget_set(closure: Closure, targets: Sequence[int], scope: str = "joint") -
         InputError: unknown scope, no targets, or a target that is not a relationship fact.
 
     Source: Wu et al. 2025, Definition 2 (deep unlearning set), applied jointly to several targets.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.solver.closure import compute_closure
+        >>> closure = compute_closure(load_kb("demo"))
+        >>> forget_set(closure, [0, 5]), forget_set(closure, [0, 5], scope="target")
+        ([0, 3, 5, 6], [0, 5])
     """
     from dukb.solver.mdus import minimal_sets
 

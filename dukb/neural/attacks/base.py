@@ -7,7 +7,8 @@ into the deep-unlearning figures of the row: recall (Eq. 1), accuracy (Eq. 2), S
 forgotten facts and whether the target is known, all recomputed from the attack's forgotten facts exactly as the
 row's own are.
 
-A new attack is one module that builds an :class:`Attack` and calls :func:`register` (see ``relearn.py``).
+A new attack is one module that builds an :class:`Attack` constant (see ``relearn.py``) and one
+:class:`dukb.neural.catalog.AttackEntry` line in :data:`dukb.neural.catalog.ATTACKS`.
 
 Source: Wu et al. 2025, Eq. 1-2 and Definition 2 (the figures); the attacks' own sources are in their modules.
 """
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dukb import InputError
-from dukb.neural.tables import Table
+from dukb.neural.catalog import ATTACKS, attacks_table  # noqa: F401  (the lazy registry; attacks_table re-exported)
 
 
 @dataclass
@@ -96,24 +97,18 @@ class Attack:
     ranges: dict = field(default_factory=dict)
 
 
-#: name -> :class:`Attack`, filled by the attack modules.
-ATTACKS: dict[str, Attack] = {}
-
-
-def register(attack: Attack) -> Attack:
-    """Add ``attack`` to :data:`ATTACKS`.
+def check_attack(attack: Attack) -> None:
+    """Refuse an attack with a numeric setting that has no range (:data:`ATTACKS` runs it when it loads one).
 
     Raises:
-        ValueError: the name is taken, or a numeric setting has no range (programming errors).
+        ValueError: a numeric setting has no range (a programming error).
     """
-    if attack.name in ATTACKS:
-        raise ValueError(f"attack {attack.name!r} registered twice")
     unbounded = [k for k, v in attack.defaults.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in attack.ranges]
     if unbounded:
         raise ValueError(f"attack {attack.name!r}: settings without a range: {unbounded}")
-    ATTACKS[attack.name] = attack
-    return attack
+
+
 
 
 def _cast(name: str, key: str, text: str, default):
@@ -189,6 +184,22 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
     return out
 
 
+def check_attacks_on_model(attacks, model) -> None:
+    """Check each attack's settings against the model it will attack (e.g. ``quant4``'s group against the layer
+    widths), before any unlearning or attack runs: an attack's ``fn.check_model(settings, model)``, when it has one.
+
+    Args:
+        attacks: [(Attack, settings)] (:func:`parse_attacks`); model: the torch model (θ₀ or the checkpoint).
+
+    Raises:
+        InputError: a setting the model cannot take (one line).
+    """
+    for a, settings in attacks or ():
+        check = getattr(a.fn, "check_model", None)
+        if check is not None:
+            check(settings, model)
+
+
 def attack_identity(attacks: list[tuple[Attack, dict]]) -> dict:
     """The run-identity entry of a list of attacks: name -> settings (a resume with other attacks or settings is
     refused)."""
@@ -208,15 +219,14 @@ def score_attack(ctx: AttackContext, outcome: AttackOutcome) -> dict:
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
     """
     from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import recall_metric, success_du
+    from dukb.neural.metrics.recall import score_probe
 
     rctx = RowContext(ctx.kb, ctx.target, [list(s) for s in ctx.sets], ctx.sets_used, outcome.probe,
                       list(ctx.forget_ids), ctx.retain_ids, closure=ctx.closure)
-    r = recall_metric(rctx)
+    r = score_probe(rctx)
     keep = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "forgotten_relationships",
-            "forgotten_biographies")
+            "forgotten_biographies", "success_du")
     out = {k: r[k] for k in keep if k in r}
-    out["success_du"] = success_du(ctx.closure, ctx.target, out["forgotten_relationships"])
     out["target_known"] = int(ctx.target not in set(out["forgotten_relationships"]))
     return {**out, **outcome.extra}
 
@@ -312,13 +322,3 @@ def row_known(ctx: AttackContext) -> dict:
     df = ctx.probe
     qa = df[df["kind"] == "qa"]
     return {(k, int(f)): bool(v) for k, f, v in zip(qa["fact_kind"], qa["fact_id"], qa["known"])}
-
-
-def attacks_table() -> Table:
-    """The attacks' reference table (name, settings with their defaults, what it does, source), sorted by name
-    (`dukb methods`, the docs' reference/attacks page)."""
-    return Table("Attacks", ("attack", "settings (defaults)", "what it does", "source"),
-                 tuple((a.name, ", ".join(f"{k}={v}" for k, v in a.defaults.items()), a.summary, a.source)
-                       for a in sorted(ATTACKS.values(), key=lambda a: a.name)),
-                 "`dukb evaluate --attacks` and `dukb attack` take these names; an attack is applied to an unlearned "
-                 "model and the model is probed again.")

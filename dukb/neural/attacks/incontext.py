@@ -17,7 +17,7 @@ whose premises contain the gold answer, to read ``deduction_rate`` against.
 from __future__ import annotations
 
 from dukb import InputError
-from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, register, row_known
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, row_known
 from dukb.neural.bounds import Range
 
 PREMISES = ("rules", "self")
@@ -115,8 +115,8 @@ def _check(s: dict) -> None:
 
 
 incontext.check = _check
-register(Attack("incontext", "for each forgotten fact of the target's cone, the premises of every rule instance "
+INCONTEXT = Attack("incontext", "for each forgotten fact of the target's cone, the premises of every rule instance "
                 "(`instances`=N: the first N) the model still knows go before its question (premises=self: the "
                 "fact's own sentence); compared with the model before unlearning", "Wu et al. 2025, Definitions 1-2",
                 {"instances": 0, "premises": "rules"}, incontext, needs_reference=True,
-                ranges={"instances": Range(0, 1_000_000, why="0 = all")}))
+                ranges={"instances": Range(0, 1_000_000, why="0 = all")})

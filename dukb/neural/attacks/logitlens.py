@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from dukb import InputError
-from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, register, row_known
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, row_known
 from dukb.neural.bounds import Range
 
 
@@ -150,7 +150,7 @@ def _check(s: dict) -> None:
 
 
 logitlens.check = _check
-register(Attack("logitlens", "rank of the gold answer's first token at every layer (final norm + unembedding); "
+LOGITLENS = Attack("logitlens", "rank of the gold answer's first token at every layer (final norm + unembedding); "
                 "a fact is recoverable when it ranks in the top `k` at some intermediate layer",
                 "nostalgebraist 2020; Patil et al. 2024 (ICLR)", {"k": 1}, logitlens,
-                ranges={"k": Range(1, 1_000_000)}))
+                ranges={"k": Range(1, 1_000_000)})

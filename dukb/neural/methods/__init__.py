@@ -19,12 +19,13 @@ Every method implements :class:`dukb.neural.methods.base.Method`: ``sweep(ctx, g
 predictor)`` pairs, each starting from the finetuned weights, without writing checkpoints to disk. Methods whose
 forget term also applies to plain documents (``document_level``: ga, kl, npo) serve RESTOR's document unlearning.
 
-**The registry is this module**: :data:`METHODS` lists every method explicitly, :data:`PRESETS` the
-deep-unlearning-aware presets (method, forget scope, grid), and forget scopes come from
-:data:`dukb.solver.scopes.FORGET_SCOPES`. Help texts, error messages and the reference tables (`dukb methods`, the docs'
-reference pages) are generated from them (:func:`methods_table`; help texts through the light catalog :mod:`dukb.neural.catalog`, which the CLI reads
-without importing this registry or torch). Adding a method: one module with the Method subclass and its loss, one
-line in :data:`METHODS`, then ``python -m dukb.neural.catalog_build`` (tests/test_catalog.py fails until it is run).
+**The registry**: :data:`METHODS` and :data:`PRESETS` are the lazy registries of :mod:`dukb.neural.catalog`, where
+each method is one entry of metadata as data (name, class, variant, parameter, grid, options, summary, source);
+the method's object is built on first use. Forget scopes come from :data:`dukb.solver.scopes.FORGET_SCOPES`. Help
+texts, error messages and the reference tables (`dukb methods`, the docs' reference pages) are generated from the
+entries without importing torch. Adding a method: one module with the Method subclass and its loss, and one
+:class:`dukb.neural.catalog.MethodEntry` line in :data:`METHODS` (tests/test_catalog.py checks that the entry's
+metadata equals the method's).
 """
 
 from __future__ import annotations
@@ -32,100 +33,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dukb import InputError
+from dukb.neural.catalog import METHODS, PRESETS, Preset, methods_table, presets_table, scopes_table
+from dukb.neural.catalog import methods_help as catalog_methods_help
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, parse_grid
-from dukb.neural.methods.closed_loop import ClosedLoopDeepUnlearning
-from dukb.neural.methods.dpo import DPO
-from dukb.neural.methods.ga import GradientAscent
-from dukb.neural.methods.icu import InContextUnlearning
-from dukb.neural.methods.kl import KLDivergence
-from dukb.neural.methods.npo import NPO
-from dukb.neural.methods.po import PreferenceOptimisation
-from dukb.neural.methods.repe import RepE
-from dukb.neural.methods.rt import RejectionTuning
-from dukb.neural.methods.simnpo import SimNPO
-from dukb.neural.methods.tv import TaskVector
-from dukb.neural.methods.whp import WHP
-from dukb.neural.tables import Table
 from dukb.solver.scopes import FORGET_SCOPES, get_scope
 
-
-def _registry(*methods: Method) -> dict[str, Method]:
-    out: dict[str, Method] = {}
-    for m in methods:
-        if m.name in out:
-            raise ValueError(f"method {m.name!r} registered twice")
-        out[m.name] = m
-    return out
-
-
-#: Every unlearning method, by registry name.
-METHODS: dict[str, Method] = _registry(
-    GradientAscent(), GradientAscent("gdr"), GradientAscent("klr"),
-    KLDivergence(), KLDivergence("gdr"), KLDivergence("klr"),
-    NPO(), NPO("gdr"), NPO("klr"),
-    NPO(form="sequence"), NPO("gdr", form="sequence"), NPO("klr", form="sequence"),
-    SimNPO(), SimNPO("gdr"),
-    PreferenceOptimisation(), RejectionTuning(), DPO(), DPO("refusal"),
-    TaskVector(), WHP(), InContextUnlearning(), RepE(),
-    ClosedLoopDeepUnlearning(), ClosedLoopDeepUnlearning("fixed"), ClosedLoopDeepUnlearning("noselect"),
-    ClosedLoopDeepUnlearning("noneighbour"), ClosedLoopDeepUnlearning("multiform"),
-    ClosedLoopDeepUnlearning("multiform_retain"), ClosedLoopDeepUnlearning("retainforms"),
-    ClosedLoopDeepUnlearning("npo"),
-    ClosedLoopDeepUnlearning("strict"), ClosedLoopDeepUnlearning("noneighbour_strict"),
-    ClosedLoopDeepUnlearning("noneighbour_npo"),
-)
-
 #: Methods whose forget term also unlearns plain documents (RESTOR, Rezaei et al. Sec. 3.3).
-DOCUMENT_METHODS: tuple[str, ...] = tuple(n for n, m in METHODS.items() if m.document_level)
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named bundle of method, forget scope and grid (a registry entry like a method).
-
-    Attributes:
-        name: registry name (used in ``--methods`` and ``--method``).
-        method: a :data:`METHODS` name.
-        scope: a :data:`dukb.solver.scopes.FORGET_SCOPES` name.
-        grid: the values of the method's parameter (None: the method's default grid).
-        summary: one line for help texts.
-        schedule: how ``dukb evaluate`` runs the preset's step grid (:data:`dukb.neural.methods.base.SWEEP_SCHEDULES`),
-            whatever the run's ``--schedule`` says; None: the run's ``--schedule``.
-    """
-
-    name: str
-    method: str
-    scope: str
-    grid: tuple | None
-    summary: str
-    schedule: str | None = None
-
-
-#: Deep-unlearning-aware presets: forgetting a deep unlearning set chosen by the solver instead of the target
-#: alone. The grids are finer at the weak end than the paper's {1,2,4,8,16}: forgetting a whole deep unlearning set
-#: needs fewer steps per fact than the target alone, and the useful region is there. They keep what they were
-#: measured with (bench/RESULTS.md): NPO's sequence form (``npo_seq``) and each T its own run from θ₀ ("separate"),
-#: also when ``dukb evaluate`` runs GA and NPO with Eval-DU's reference schedule and form.
-PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("du_ga", "ga", "minimum", (1, 2, 3, 4, 6, 8), "GA on a minimum deep unlearning set", "separate"),
-    Preset("du_npo", "npo_seq", "minimum", (1, 2, 3, 4, 6, 8),
-           "NPO (the NPO paper's sequence form) on a minimum deep unlearning set", "separate"),
-    Preset("du_ga_gdr", "ga_gdr", "minimum", (2, 4, 6, 8, 12, 16), "GA + GDR on a minimum deep unlearning set",
-           "separate"),
-    Preset("du_npo_gdr", "npo_seq_gdr", "minimum", (1, 2, 3, 4, 6, 8),
-           "NPO (sequence form) + GDR on a minimum deep unlearning set", "separate"),
-    Preset("du_npo_gdr_best", "npo_seq_gdr", "best", (1, 2, 3, 4, 6, 8),
-           "NPO (sequence form) + GDR on the least damaging minimal set", "separate"),
-    Preset("du_cl", "cl_du", "target", (1, 2, 3, 4, 6, 8, 12, 16),
-           "closed-loop deep unlearning (the solver picks and re-picks what to unlearn)"),
-    Preset("du_cl_multiform", "cl_du_multiform", "target", (1, 2, 3, 4, 6, 8, 12, 16),
-           "closed-loop deep unlearning that asks and unlearns qa, paraphrase and cloze (scored on the other forms)"),
-    Preset("du_cl_multiform_retain", "cl_du_multiform_retain", "target", (1, 2, 3, 4, 6, 8, 12, 16),
-           "du_cl_multiform whose retain batches also ask the neighbour facts in qa, paraphrase and cloze"),
-    Preset("du_cl_strict", "cl_du_strict", "target", (1, 2, 3, 4, 6, 8, 12, 16),
-           "closed-loop deep unlearning that keeps unlearning a fact until its answer's probability is low, not only "
-           "until greedy decoding misses it"),
-)}
+DOCUMENT_METHODS: tuple[str, ...] = tuple(e.name for e in METHODS.entries() if e.document_level)
 
 
 def schedule_for(label: str, default: str) -> str:
@@ -235,42 +149,9 @@ def check_unique(labels) -> None:
 
 def methods_help(document_only: bool = False) -> str:
     """One-line list of the registered methods, scopes, presets and options for ``--help`` texts (with
-    ``document_only``: the document-level methods, comma-separated): the light catalog's
-    (:func:`dukb.neural.catalog.methods_help`, which the CLI reads without importing this registry)."""
-    from dukb.neural import catalog
-
-    return ", ".join(catalog.document_methods()) if document_only else catalog.methods_help()
-
-
-def methods_table() -> Table:
-    """The methods' reference table from the registry: name, swept parameter, default grid, per-method options
-    (``lr`` for every trained method), summary, source (`dukb methods`, the docs' reference/methods page)."""
-    rows = []
-    for m in METHODS.values():
-        grid = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in m.default_grid)
-        opts = ", ".join(o + (" (≥ 0)" if o in m.nonnegative_options else "")
-                         for o in (("lr",) if m.lr_kind else ()) + tuple(m.options))
-        rows.append((m.name, m.param, grid, opts, m.summary, m.source))
-    return Table("Methods", ("method", "parameter", "default grid", "options (METHOD:KEY=VALUE)", "what it does",
-                             "source"), tuple(rows),
-                 "`--methods` / `--method` take these names; `METHOD@SCOPE` picks a forget scope, "
-                 "`METHOD:KEY=VALUE` sets an option (values must be > 0, or ≥ 0 where marked).")
-
-
-def presets_table() -> Table:
-    """The presets' reference table: name, method, forget scope, grid, schedule."""
-    rows = []
-    for p in PRESETS.values():
-        sched = p.schedule or ("the run's `--schedule`" if METHODS[p.method].param == "steps" else "")
-        rows.append((p.name, p.method, p.scope, ", ".join(map(str, p.grid or ())), sched))
-    return Table("Presets", ("preset", "method", "forget scope", "grid", "schedule"), tuple(rows),
-                 "Deep-unlearning-aware presets: a method, a forget scope chosen by the solver and a grid.", (0, 1))
-
-
-def scopes_table() -> Table:
-    """The forget scopes' reference table (:data:`dukb.solver.scopes.FORGET_SCOPES`): name and forget set."""
-    return Table("Forget scopes", ("forget scope", "what the forget set holds"),
-                 tuple((s.name, s.summary) for s in FORGET_SCOPES.values()))
+    ``document_only``: the document-level methods, comma-separated), from the registry's metadata
+    (:func:`dukb.neural.catalog.methods_help`)."""
+    return ", ".join(DOCUMENT_METHODS) if document_only else catalog_methods_help()
 
 
 def method_grids(resolved, overrides: dict) -> dict[str, list]:

@@ -21,6 +21,7 @@ import torch
 
 from dukb import InputError
 from dukb.neural.bounds import GRID_VALUE, LR
+from dukb.neural.catalog import CONTROL_STRATEGIES  # control kind -> its strategy (lazy registry; keys: CONTROLS)
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.probe import Predictor
 from dukb.neural.runconfig import parse_layers  # noqa: F401  (re-exported: methods read layers here)
@@ -143,8 +144,8 @@ def reference_train_config(cfg):
                    weight_decay=REFERENCE_WEIGHT_DECAY)
 
 
-#: controls of excessive unlearning (Wang et al. 2024, Sec. 5)
-CONTROLS = ("none", "oc", "es", "mm")
+#: controls of excessive unlearning (Wang et al. 2024, Sec. 5): the names of the registry's entries
+CONTROLS = tuple(CONTROL_STRATEGIES)
 
 
 @dataclass(frozen=True)
@@ -700,11 +701,6 @@ class ModelMixing(ControlStrategy):
                 raise InputError(f"model mixing needs alpha in [0, 1], got {a}")
             mix_weights(named, start, end, a)
             yield r.out({"steps": control.steps, "lr": r.lr, "control": "mm", "alpha": a}, curve)
-
-
-#: control kind -> its strategy (the keys are :data:`CONTROLS`)
-CONTROL_STRATEGIES: dict[str, ControlStrategy] = {s.kind: s for s in (Uncontrolled(), ObjectiveCapping(),
-                                                                         EarlyStopping(), ModelMixing())}
 
 
 def gradient_sweep(ctx: UnlearnContext, grid, lr: float,

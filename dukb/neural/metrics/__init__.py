@@ -8,32 +8,23 @@ probe may elicit a fact), ``rouge_l`` (ROUGE-L of QA answers, forget vs other fa
 ``rwku_rouge`` and ``mia_fm_rm``, and Unlearning with Control's ``ps_exact``, ``ps_perturb`` and ``ps_similar``. PrivLeak needs f_retrain, which only `dukb muse` trains. Summary metrics (per method, over a run's rows):
 ``tradeoff`` (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC; Table 1) and ``acc_at_superficial`` (Table 2).
 
-Adding a metric: a module with its plain function and a :class:`~dukb.neural.metrics.base.Metric` entry, plus one
-line in :data:`METRICS`. Evaluate computes only the metrics asked for (``--metrics``) and probing only what they
+The registry is :data:`dukb.neural.catalog.METRICS` (lazy: each metric's module is imported on first use), and
+one registry serves every protocol: evaluate, rwku, muse and control look their metrics up by name
+(:func:`get_metric`) and call them. Adding a metric: a module with its plain function and a
+:class:`~dukb.neural.metrics.base.Metric` constant, plus one :class:`dukb.neural.catalog.MetricEntry` line in
+:data:`METRICS`. Evaluate computes only the metrics asked for (``--metrics``) and probing only what they
 need (:func:`~dukb.neural.metrics.base.combined_needs`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dukb import InputError
-from dukb.neural.metrics.attack import RECALL_UNDER_ATTACK
+from dukb.neural.catalog import DEFAULT_METRICS, METRICS, metrics_table
+from dukb.neural.catalog import metrics_help as catalog_metrics_help
 from dukb.neural.metrics.base import Metric, Needs, RowContext, combined_needs
-from dukb.neural.metrics.heldout import RECALL_HELDOUT
-from dukb.neural.metrics.muse import KNOWMEM, VERBMEM
-from dukb.neural.metrics.ps import PS_EXACT, PS_PERTURB, PS_SIMILAR
-from dukb.neural.metrics.recall import RECALL
-from dukb.neural.metrics.rwku import MIA_FM_RM, RWKU_ROUGE
-from dukb.neural.metrics.summary import ACC_AT_SUPERFICIAL, TRADEOFF
-from dukb.neural.metrics.text import ANSWER_LOGPROB, ROUGE_L
-from dukb.neural.tables import Table
-
-#: Every metric, by registry name.
-METRICS: dict[str, Metric] = {m.name: m for m in (RECALL, RECALL_HELDOUT, RECALL_UNDER_ATTACK, ROUGE_L, ANSWER_LOGPROB, KNOWMEM,
-                                                  VERBMEM, RWKU_ROUGE, MIA_FM_RM, PS_EXACT, PS_PERTURB, PS_SIMILAR,
-                                                  TRADEOFF, ACC_AT_SUPERFICIAL)}
-
-#: What `dukb evaluate` computes without --metrics: the paper's protocol.
-DEFAULT_METRICS = ("recall", "recall_heldout", "tradeoff", "acc_at_superficial")
+from dukb.neural.registry import import_target
 
 
 def get_metric(name: str) -> Metric:
@@ -42,10 +33,28 @@ def get_metric(name: str) -> Metric:
     Raises:
         InputError: unknown metric (lists the registered ones).
     """
-    try:
-        return METRICS[name.strip().lower()]
-    except KeyError:
-        raise InputError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})") from None
+    key = name.strip().lower()
+    if key not in METRICS:
+        raise InputError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
+    return METRICS[key]
+
+
+def metric_call(metric: str, call: str) -> Callable:
+    """A registered metric's protocol-level computation, looked up by name (imported on first use): how `dukb
+    rwku`, `dukb muse` and `dukb control` compute their metrics through the one registry, each with its own
+    arguments (e.g. ``metric_call("ps_exact", "vector")(pred, forget, retain, para, search=...)``).
+
+    Args:
+        metric: a :data:`METRICS` name.
+        call: one of its entry's ``calls`` (:class:`dukb.neural.catalog.MetricEntry`).
+
+    Raises:
+        InputError: an unknown metric; KeyError: a call the metric does not declare (names its calls).
+    """
+    calls = METRICS.entry(get_metric(metric).name).calls
+    if call not in calls:
+        raise KeyError(f"metric {metric!r} has no call {call!r} (its calls: {', '.join(calls) or 'none'})")
+    return import_target(calls[call])
 
 
 def parse_metrics(names) -> list[Metric]:
@@ -77,22 +86,11 @@ def summary_metrics(metrics=None) -> list[Metric]:
     return [m for m in (metrics if metrics is not None else METRICS.values()) if m.level == "summary"]
 
 
-def metrics_table() -> Table:
-    """The metrics' reference table from the registry: name, level, fields, what it measures, source (`dukb
-    methods`, the docs' reference/metrics page)."""
-    return Table("Metrics", ("metric", "level", "fields", "what it measures", "source"),
-                 tuple((m.name, m.level, ", ".join(m.fields), m.summary, m.source) for m in METRICS.values()),
-                 "`dukb evaluate --metrics` takes these names (default: " + ", ".join(DEFAULT_METRICS) + "). A row "
-                 "metric adds fields to every result row; a summary metric to summary.csv and the report.")
-
-
 def metrics_help() -> str:
-    """One line listing the registered metrics for ``--help``: the light catalog's
+    """One line listing the registered metrics for ``--help``, from the registry's entries
     (:func:`dukb.neural.catalog.metrics_help`)."""
-    from dukb.neural.catalog import metrics_help as _help
-
-    return _help()
+    return catalog_metrics_help()
 
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric",
+__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric", "metric_call",
            "metrics_help", "metrics_table", "parse_metrics", "row_metrics", "summary_metrics"]

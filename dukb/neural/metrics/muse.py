@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from dukb.neural.catalog import SELECTION_RULES  # the rules of select_setting, declared as data there
+
 _ROUGE: dict[bool, object] = {}
 
 
@@ -200,9 +202,6 @@ def bootstrap_ci(values: Sequence[float], n_resamples: int = 9999, level: float 
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
 
-
-#: selection rules for the reported setting of a method (see :func:`select_setting`)
-SELECTION_RULES = ("first_below_retrain", "last", "closest_utility")
 
 
 def select_setting(rows: Sequence[dict], retrain_utility: float, rule: str = "first_below_retrain") -> dict:

@@ -734,7 +734,7 @@ def config_lines(config: dict, keys) -> list[str]:
 def versions_line(config: dict) -> str | None:
     """``- versions: python 3.11.7 · torch 2.13.0 · ...`` from the run's provenance, or None when it has none.
 
-    Source: dukb's run provenance (:func:`dukb.neural.runs.provenance`).
+    Source: dukb's run provenance (:func:`dukb.neural.run.provenance.provenance`).
     """
     prov = config.get("provenance") if isinstance(config.get("provenance"), dict) else {}
     ver = config.get("versions") if isinstance(config.get("versions"), dict) else prov.get("versions")

@@ -15,7 +15,7 @@ A protocol subclass implements
 - :meth:`Protocol.report`: render summary.csv, report.md and figures from the run directory's files alone.
 
 :meth:`Protocol.execute` runs the stages; :meth:`Protocol.work` runs the units. Units are claimed atomically in
-RUN_DIR/.dukb/units (:class:`dukb.neural.runs.UnitClaims`), so a second invocation of the same command with
+RUN_DIR/.dukb/units (:class:`dukb.neural.run.units.UnitClaims`), so a second invocation of the same command with
 ``--resume`` on a live run joins it as another worker, under any launcher (several shells, a SLURM array, torchrun
 without a process group); a killed worker's units are taken over once its claims go stale. A unit's rows depend on
 the unit and the seed only, never on which process computed them or in what order.
@@ -32,20 +32,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from dukb import InputError
+from dukb.neural.protocols import PROTOCOLS
+from dukb.neural.run.journal import ResultsFile, read_results
+from dukb.neural.run.lock import claim_run, confirm_run, open_to_workers, render_lock, run_role
+from dukb.neural.run.provenance import worker_id
+from dukb.neural.run.rows import RowSchema
+from dukb.neural.run.units import UnitClaims, claimed_units, record_units
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import (
-    ResultsFile,
-    UnitClaims,
-    claim_run,
-    claimed_units,
-    confirm_run,
-    open_to_workers,
-    read_results,
-    record_units,
-    render_lock,
-    run_role,
-    worker_id,
-)
 
 
 class RowMissing(Exception):
@@ -64,12 +57,14 @@ class Protocol(abc.ABC):
 
     Attributes (set by the stages):
         run: the run directory (Path); cfg: the checked config; resume, progress, log: as given.
-        worker: this process's id (:func:`dukb.neural.runs.worker_id`), recorded in every row it writes.
+        worker: this process's id (:func:`dukb.neural.run.provenance.worker_id`), recorded in every row it writes.
         identity: the run identity after :meth:`claim` (dict); added: what this invocation adds to it;
         old_record: the config.json found in RUN_DIR ({} for a new run).
         joined: this invocation joined a live run as another worker (it writes no config.json or caches).
-        results: the run's :class:`dukb.neural.runs.ResultsFile`.
-        claims: this worker's :class:`dukb.neural.runs.UnitClaims` (None: the units are this process's alone).
+        results: the run's :class:`dukb.neural.run.journal.ResultsFile`.
+        row_schema: the protocol's :class:`dukb.neural.run.rows.RowSchema` after :meth:`claim` (None for a
+            protocol that is not registered).
+        claims: this worker's :class:`dukb.neural.run.units.UnitClaims` (None: the units are this process's alone).
     """
 
     name: ClassVar[str] = ""
@@ -103,6 +98,7 @@ class Protocol(abc.ABC):
         self.old_record: dict = {}
         self.joined = False
         self.results: ResultsFile | None = None
+        self.row_schema: RowSchema | None = None
         self.claims: UnitClaims | None = None
 
     # ---- the stages ------------------------------------------------------------------------------------------------
@@ -181,24 +177,30 @@ class Protocol(abc.ABC):
 
     def claim(self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None,
               other_results=()) -> None:
-        """Lock RUN_DIR for this run (:func:`dukb.neural.runs.claim_run`: a run with other settings is refused
+        """Lock RUN_DIR for this run (:func:`dukb.neural.run.lock.claim_run`: a run with other settings is refused
         before anything in it is touched; the invocation is logged in RUN_DIR/commands.log; once :meth:`plan`
         returns, :meth:`execute` confirms the claim and the command line writes RUN_DIR/config.yaml,
-        :func:`dukb.neural.runs.confirm_run`), note whether this invocation joins a live run as a
+        :func:`dukb.neural.run.lock.confirm_run`), note whether this invocation joins a live run as a
         worker, and open results.jsonl (a torn last line is repaired by the run's owner, never by a worker).
 
         Args:
             identity: the run identity (row-changing settings).
             extendable: identity keys a resume may add entries to.
             results_path: this process's results file (default RUN_DIR/results.jsonl).
-            row_key: the :class:`ResultsFile` key of a row (default: (target, method, swept value)).
+            row_key: the :class:`ResultsFile` key of a row, for a protocol that is not registered (its rows are then
+                not checked); default: the registered protocol's rows (:attr:`ProtocolInfo.rows
+                <dukb.neural.protocols.ProtocolInfo>`: its row key, and its row model and plan check, against
+                which a resume checks every row already in results.jsonl).
             other_results: further files whose presence means the run holds results (e.g. per-rank shards).
 
         Raises:
             InputError: another run in RUN_DIR, or results present without ``resume``.
+            ValueError: no ``row_key`` for a protocol that is not registered with its rows.
         """
+        info = PROTOCOLS.get(self.name)
         self.identity, self.added, self.old_record = claim_run(self.run, self.name, identity, extendable=extendable,
-                                                               resume=self.resume, log=self.log)
+                                                               resume=self.resume, log=self.log,
+                                                               joinable=info is None or info.joinable)
         self.run.mkdir(parents=True, exist_ok=True)
         path = results_path or self.run / "results.jsonl"
         held = [path, self.run / "results.jsonl", *other_results]
@@ -210,8 +212,14 @@ class Protocol(abc.ABC):
         if self.joined:
             self.log(f"joined the run as another worker: units {self.units_name} are claimed in "
                      "RUN_DIR/.dukb/units")
-        kw = {} if row_key is None else {"key": row_key}
-        self.results = ResultsFile(path, repair=not self.joined, **kw)
+        if row_key is None:  # a row the run's plan cannot hold is a damaged line (moved aside by the owner)
+            if info is None or not info.rows:
+                raise ValueError(f"protocol {self.name!r} declares no rows (ProtocolInfo.rows): pass row_key")
+            self.row_schema = info.load("rows")
+            key, check = self.row_schema.key, self.row_schema.check({"identity": self.identity})
+        else:
+            key, check = row_key, None
+        self.results = ResultsFile(path, key, repair=not self.joined, check=check)
 
     def make_claims(self) -> UnitClaims | None:
         """This worker's unit claims (override: None where the units are sharded otherwise)."""

@@ -327,3 +327,75 @@ class RestorConfig(RunConfig):
         if self.corrupt_lr is not None:
             over["lr"] = self.corrupt_lr
         return replace(c, **over)
+
+
+# ------------------------------------------------------------------------------------------------ rows --------
+# The protocol's rows as the run layer sees them (issue 40: the run layer knows no protocol; ProtocolInfo carries
+# them): the row model, the row key and the plan check. Kept at the end of the file, below the config.
+import json  # noqa: E402
+
+from dukb.neural.run.rows import RowProblem, RowSchema, dict_of, expect, identity_of, may, need, show  # noqa: E402
+
+
+def restor_row_key(row: dict) -> tuple:
+    """(method, targeted, setting as canonical JSON) identifying a `dukb restor` row."""
+    return (row["method"], bool(row["targeted"]), json.dumps(row["setting"], sort_keys=True))
+
+
+def restor_row(row: dict) -> None:
+    """The row model of `dukb restor`: what `dukb report` reads of a row (dukb.neural.restor.report,
+    dukb.neural.restor.states; Rezaei et al., Sec. 3-4).
+
+    Raises:
+        RowFault: the first problem, in words.
+    """
+    need(row, "method", "str")
+    need(row, "targeted", "bool")
+    need(row, "setting", "any")
+    need(row, "rows", "list")
+    for i, r in enumerate(row["rows"]):
+        expect(r, "dict", f"rows[{i}]")
+        need(r, "correct", "bool")
+        need(r, "label", "str")
+        need(r, "answer", "str?")
+    for name in ("seconds_unlearn", "seconds_probe", "seconds_logprobs"):
+        may(row, name, "num?")
+    if row.get("logprobs_A") is not None:
+        expect(row["logprobs_A"], "list", "logprobs_A")
+        for i, d in enumerate(row["logprobs_A"]):
+            expect(d, "dict", f"logprobs_A[{i}]")
+            for k in ("true", "injected", "random"):
+                need(d, k, "score?")
+    dict_of(row, "beliefs", {"examples_contradicting": "[str]?", "examples_false": "[str]?"})
+
+
+def restor_plan_check(config: dict) -> RowProblem | None:
+    """The check of a restor row against its run's config.json: its method is one the run's invocations ran (the
+    ``methods`` of its ``history`` entries, or of its ``config``). A row that fails cannot come from the run.
+
+    Args:
+        config: the run's config.json (a dict).
+
+    Returns:
+        callable(row) -> the problem in words or None, for rows that passed :func:`restor_row`; None when the config
+        records no methods to check against.
+    """
+    if identity_of(config) is None:
+        return None
+    lists = [h.get("methods") for h in config.get("history") or [] if isinstance(h, dict)]
+    if isinstance(config.get("config"), dict):
+        lists.append(config["config"].get("methods"))
+    methods = {m for ms in lists if isinstance(ms, list) for m in ms if isinstance(m, str)}
+    if not methods:
+        return None
+
+    def check(row: dict) -> str | None:
+        if row["method"] not in methods:
+            return f"field method: {show(row['method'])} is not a method of the run (config.json)"
+        return None
+
+    return check
+
+
+#: the rows of `dukb restor` (its row key, row model and plan check), carried to the run layer by its ProtocolInfo
+RESTOR_ROWS = RowSchema(key=restor_row_key, model=restor_row, plan=restor_plan_check)

@@ -14,17 +14,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.restor.config import RESTOR_ROWS
 from dukb.neural.restor.facts import FactProbe
-from dukb.neural.runs import ResultsFile, loads_json, report_journal
-from dukb.neural.runs import read_json as _read_json_bounded
+from dukb.neural.run.files import loads_json
+from dukb.neural.run.files import read_json as _read_json_bounded
+from dukb.neural.run.journal import ResultsFile, report_journal
 
 #: Files a run must hold before its report can be rendered (relative to the run directory).
 REQUIRED = ("config.json", "probes/facts.jsonl", "probes/clean.json", "probes/corrupted.json")
 
 
 def read_json(path: Path):
-    """The JSON document in ``path`` (UTF-8), read bounded (:func:`dukb.neural.runs.read_json`: a regular file of
-    at most :data:`dukb.neural.runs.RUN_JSON_BYTES` bytes).
+    """The JSON document in ``path`` (UTF-8), read bounded (:func:`dukb.neural.run.files.read_json`: a regular file of
+    at most :data:`dukb.neural.run.files.RUN_JSON_BYTES` bytes).
 
     Raises:
         InputError: missing, not a regular file (a FIFO, a device, a folder), too large, not UTF-8 or not JSON
@@ -35,8 +37,8 @@ def read_json(path: Path):
 
 def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
     """Write probes/facts.jsonl: one :class:`FactProbe` per line, as its fields (atomically, never through a
-    symbolic link: :func:`dukb.neural.runs.write_bytes_atomic`)."""
-    from dukb.neural.runs import write_bytes_atomic
+    symbolic link: :func:`dukb.neural.run.files.write_bytes_atomic`)."""
+    from dukb.neural.run.files import write_bytes_atomic
 
     write_bytes_atomic(path, "".join(json.dumps(asdict(f)) + "\n" for f in facts).encode("utf-8"))
 
@@ -47,7 +49,7 @@ def read_facts(path: Path) -> list[FactProbe]:
 
     Raises:
         InputError: missing, not a regular file, too large, not UTF-8, or a line that is not JSON
-            (:func:`dukb.neural.runs.loads_json`: bad syntax, an over-long integer, nested too deeply; file and
+            (:func:`dukb.neural.run.files.loads_json`: bad syntax, an over-long integer, nested too deeply; file and
             line named).
     """
     from dukb.kb.csvfile import read_text
@@ -60,24 +62,24 @@ def read_facts(path: Path) -> list[FactProbe]:
     return out
 
 
-def _rows_key(row: dict) -> tuple:
-    return (row["method"], bool(row["targeted"]), json.dumps(row["setting"], sort_keys=True))
+_rows_key = RESTOR_ROWS.key
 
 
 class RowsFile:
     """Append-only JSONL of per-method results, one durable line each; a torn last line (from a kill) is dropped on
-    open (the behaviour of :class:`dukb.neural.runs.ResultsFile`, keyed by method, targeted and setting).
+    open (the behaviour of :class:`dukb.neural.run.journal.ResultsFile`, keyed by method, targeted and setting).
 
     Args:
         path: results.jsonl of the run.
         repair: the run's owner makes the file a clean journal on open; a worker that joined the run does not.
+        config: the run's config.json: a row its plan cannot hold is a damaged line (None: rows checked alone).
     """
 
-    def __init__(self, path: Path, repair: bool = True):
-        self._f = ResultsFile(path, _rows_key, repair=repair)
+    def __init__(self, path: Path, repair: bool = True, config: dict | None = None):
+        self._f = ResultsFile(path, _rows_key, repair=repair, check=RESTOR_ROWS.check(config))
 
     def refresh(self) -> int:
-        """Read the rows other workers appended since (:meth:`dukb.neural.runs.ResultsFile.refresh`)."""
+        """Read the rows other workers appended since (:meth:`dukb.neural.run.journal.ResultsFile.refresh`)."""
         return self._f.refresh()
 
     @property
@@ -99,12 +101,12 @@ def load_run(run: Path) -> dict:
 
     Returns:
         dict: config (config.json), facts (FactProbe list), clean and corrupted (probes/*.json), results (the rows
-        of results.jsonl), journal (results.jsonl as read, :class:`dukb.neural.runs.Journal`), clean_train and
+        of results.jsonl), journal (results.jsonl as read, :class:`dukb.neural.run.journal.Journal`), clean_train and
         corrupt_train (train.json of each model, {} when missing).
 
     A damaged line of results.jsonl (not JSON, a field the report reads missing or of another type, another number
     of fact rows than probes/facts.jsonl) is reported on stderr (``FILE:LINE``) and left out, the other rows are
-    kept (:func:`dukb.neural.runs.report_journal`); every line damaged is an error naming the first.
+    kept (:func:`dukb.neural.run.journal.report_journal`); every line damaged is an error naming the first.
 
     Raises:
         InputError: a file of :data:`REQUIRED` is missing; a file read is not a regular file (a FIFO, a device, a
@@ -117,7 +119,7 @@ def load_run(run: Path) -> dict:
     n = len(facts)
     # a row that is not one (a field missing or of another type) or that judges another number of facts than
     # probes/facts.jsonl holds: FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", "restor", key=_rows_key, drop=lambda r: None if len(r["rows"]) == n else
+    journal = report_journal(run / "results.jsonl", RESTOR_ROWS, config=config, drop=lambda r: None if len(r["rows"]) == n else
                              f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts")
     return {"config": config, "facts": facts, "clean": read_json(run / "probes" / "clean.json"),
             "corrupted": read_json(run / "probes" / "corrupted.json"), "results": journal.rows, "journal": journal,

@@ -42,8 +42,8 @@ from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
 from dukb.neural.restor.states import STATES_A, STATES_B, fact_state, partition, summarize_model
 from dukb.neural.restor.texts import forget_texts, retain_texts
-from dukb.neural.runs import holds_run_lock
-from dukb.neural.runs import write_json_atomic as write_json
+from dukb.neural.run.files import write_json_atomic as write_json
+from dukb.neural.run.lock import holds_run_lock
 
 
 def lora_targets(model) -> tuple[str, ...]:
@@ -220,7 +220,11 @@ class RestorProtocol(Protocol):
         """
         self.setup = _prepare(self.run, self.cfg, self.log)
         self.joined = self.setup.joined
-        self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined)
+        from dukb.neural.run.files import read_json
+
+        config = self.run / "config.json"  # a resume checks every row against the run's plan (its methods)
+        self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined,
+                                config=read_json(config, "run config") if config.exists() else None)
 
     def model(self) -> None:
         """Stages 1-3 (each skipped when its files exist), then the corrupted model and the encoded documents."""
@@ -359,7 +363,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     from dukb.kb import load_kb
     from dukb.kb.corrupt import corrupt, save_corruption
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-    from dukb.neural.runs import IDENTITY_VERSION, claim_run, confirm_run, history_entry, provenance, run_role
+    from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
+    from dukb.neural.run.lock import claim_run, confirm_run, run_role
+    from dukb.neural.run.provenance import provenance
     from dukb.solver.closure import compute_closure
 
     kb = load_kb(cfg.kb)
@@ -384,7 +390,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     except OSError as e:
         raise InputError(f"cannot create the run directory: {e.strerror}", run) from None
     if not joined and not (run / "corruption" / "documents.jsonl").exists():
-        from dukb.neural.runs import refuse_links_in
+        from dukb.neural.run.files import refuse_links_in
 
         save_corruption(cor, refuse_links_in(run / "corruption"))  # no link inside carries a file out of the run
     facts = fact_probes(kb, closure.atoms, cor.facts, cfg.n_random, cfg.seed)
@@ -403,7 +409,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     log(f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
         f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})")
     probes = run / "probes"
-    from dukb.neural.runs import refuse_links
+    from dukb.neural.run.files import refuse_links
 
     refuse_links(probes).mkdir(exist_ok=True)
     if not joined and not (probes / "facts.jsonl").exists():

@@ -34,7 +34,7 @@ from dukb.neural.restor.states import (
     partition,
     summarize_model,
 )
-from dukb.neural.runs import journal_note
+from dukb.neural.run.journal import journal_note
 
 
 def method_label(row: dict, rows: Sequence[dict] = ()) -> str:

@@ -240,3 +240,72 @@ def control_row_key(row: dict) -> tuple:
 
 __all__ = ["CONTROL_KINDS", "CONTROL_METHODS", "ControlConfig", "FLOORS", "RATIOS", "SELECTIONS", "calibrate",
            "coarse_grid", "control_row_key", "du_recall", "fine_grid", "passes", "ratio_key", "split_facts"]
+
+
+# ------------------------------------------------------------------------------------------------ rows --------
+# The protocol's rows as the run layer sees them (issue 40: the run layer knows no protocol; ProtocolInfo carries
+# them): the row model, the row key and the plan check. Kept at the end of the file, below the config.
+from dukb.neural.run.rows import RowProblem, RowSchema, dict_of, identity_of, may, need, share, show  # noqa: E402
+
+
+def control_row(row: dict) -> None:
+    """The row model of `dukb control`: what `dukb report` reads of a row (dukb.neural.protocols.control.report,
+    dukb.neural.calibration); PS scores and confidences are shares (Wang et al. 2024, Sec. 4).
+
+    Raises:
+        RowFault: the first problem, in words.
+    """
+    need(row, "ratio", "str")
+    need(row, "control", "str")
+    original = row["control"] == "original"
+    need(row, "method", "str?" if original else "str")
+    need(row, "value", "num?" if original else "num")
+    may(row, "param", "str?")
+    for name in ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
+                 "ps_similar_forget", "confidence_retain", "confidence_forget", "accuracy_all_facts"):
+        may(row, name, "num?")
+        share(row, name)  # means of probabilities and of 0/1 scores
+    need(row, "forgotten_relationships", "[int]")
+    need(row, "forgotten_biographies", "[int]")
+    if row.get("retain_train_fact_ids"):
+        dict_of(row, "retain_train_fact_ids", {})
+        for k in ("relationships", "biographies"):
+            need(row["retain_train_fact_ids"], k, "[int]")
+    dict_of(row, "risk_curve", {"unlearning_risk": "[score]?", "loss_retain": "[score]?"})
+
+
+def control_plan_check(config: dict) -> RowProblem | None:
+    """The check of a control row against its run's plan (config.json's ``identity``): its ratio is one of the
+    run's ratios, its control "original" (θ_o), "none" (a method's uncontrolled run) or one of the run's controls,
+    and its method (when it has one: θ_o's row has none) one of the run's methods. A row that fails cannot come from the run.
+
+    Args:
+        config: the run's config.json (a dict); its ``identity`` holds ``ratios``, ``controls`` and ``methods``
+            (objects keyed by name).
+
+    Returns:
+        callable(row) -> the problem in words or None, for rows that passed :func:`control_row`; None when the
+        config has no identity to check against.
+    """
+    identity = identity_of(config)
+    if identity is None:
+        return None
+    ratios, controls, methods = (identity.get(k) if isinstance(identity.get(k), dict) else None
+                                 for k in ("ratios", "controls", "methods"))
+
+    def check(row: dict) -> str | None:
+        if ratios is not None and row["ratio"] not in ratios:
+            return f"field ratio: {show(row['ratio'])} is not a ratio of the run (config.json)"
+        if controls is not None and row["control"] not in ("original", "none") and row["control"] not in controls:
+            return f"field control: {show(row['control'])} is not a control of the run (config.json)"
+        if methods is not None and row.get("method") and row["method"] not in methods:
+            return f"field method: {show(row['method'])} is not a method of the run (config.json)"
+        return None
+
+    return check
+
+
+#: the rows of `dukb control` (its row key, row model and plan check), carried to the run layer by its ProtocolInfo
+CONTROL_ROWS = RowSchema(key=control_row_key, model=control_row, plan=control_plan_check)
+
+__all__ += ["CONTROL_ROWS", "control_plan_check", "control_row"]

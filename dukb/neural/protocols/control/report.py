@@ -13,7 +13,9 @@ from pathlib import Path
 
 from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
 from dukb.neural.metrics.summary import short_number, wrap_prose
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
+from dukb.neural.run.units import unfinished_note, unfinished_units
 
 #: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
 PS_COLUMNS = ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
@@ -184,7 +186,7 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
         {"report", "summary", "ps_curves", "risk_curves"} paths (a figure is None when there is nothing to plot; its
         PDF lies beside its PNG),
         and ``unfinished_units``: the (ratio, method) work units no worker finished
-        (:func:`dukb.neural.runs.unfinished_units`; "" is θ_o's unit), also named in report.md.
+        (:func:`dukb.neural.run.units.unfinished_units`; "" is θ_o's unit), also named in report.md.
 
     A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN,
     a ratio splits.json does not hold) is warned on stderr as FILE:LINE, left out and listed in report.md.
@@ -210,11 +212,11 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     if config.get("protocol") != "control":
         raise InputError(f"{run}: not a `dukb control` run (protocol {config.get('protocol')!r})")
     forget = splits.get("forget") if isinstance(splits.get("forget"), dict) else {}
-    from dukb.neural.protocols.control.config import control_row_key
+    from dukb.neural.protocols.control.config import CONTROL_ROWS
 
     # damaged lines (a second row of a key, rows of a ratio splits.json does not hold): FILE:LINE on stderr and in
     # report.md
-    journal = report_journal(run / "results.jsonl", "control", key=control_row_key, drop=lambda r: None if isinstance(
+    journal = report_journal(run / "results.jsonl", CONTROL_ROWS, config=config, drop=lambda r: None if isinstance(
         forget.get(r["ratio"]), list) else f"field ratio: {json.dumps(r['ratio'])} is not a ratio of splits.json")
     rows = journal.rows
     kb = load_kb(config["kb"])

@@ -30,7 +30,7 @@ from dukb.neural.protocols.control.config import (
     ratio_key,
     split_facts,
 )
-from dukb.neural.runs import holds_run_lock
+from dukb.neural.run.lock import holds_run_lock
 
 #: the forms a method's models are trained on (qa) or selected on (the calibration's PS-exact asks the qa questions,
 #: PS-perturb the paraphrases): never held out
@@ -61,7 +61,9 @@ class ControlProtocol(Protocol):
         from dukb.neural.pipeline import finetune_config
         from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
         from dukb.neural.protocols.muse.config import _lr_entry
-        from dukb.neural.runs import IDENTITY_VERSION, history_entry, provenance, write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
+        from dukb.neural.run.provenance import provenance
 
         cfg = self.cfg
         if dist.is_distributed():
@@ -134,7 +136,7 @@ class ControlProtocol(Protocol):
             InputError: config.json unreadable, or it names a method without a name or one this dukb lacks.
         """
         from dukb.neural.methods import get_method
-        from dukb.neural.runs import read_json
+        from dukb.neural.run.files import read_json
 
         path = self.run / "config.json"
         if not self.resume or not path.is_file():
@@ -204,13 +206,14 @@ class ControlProtocol(Protocol):
         known there and are left out of ``accuracy_all_facts_heldout``). ``seen``: the forms the model's method
         trained on or was selected on (``probe_forms_seen``, :data:`CALIBRATION_FORMS` and the method's in-loop
         forms; none for θ_o)."""
-        from dukb.neural.metrics.heldout import heldout_forgotten
-        from dukb.neural.metrics.ps import ps_vector
-        from dukb.neural.metrics.recall import success_du_all
+        from dukb.neural.metrics import metric_call
         from dukb.neural.probe import probe
         from dukb.neural.unlearn import probe_until_elicited
 
-        fields = ps_vector(pred, forget_items, self.ev_items, self.para, search=self.cfg.search)
+        # the metrics through the one registry, by name
+        success_du_all = metric_call("recall", "success_du")
+        heldout_forgotten = metric_call("recall_heldout", "forgotten")
+        fields = metric_call("ps_exact", "vector")(pred, forget_items, self.ev_items, self.para, search=self.cfg.search)
         df = probe(pred, self.qa, generate=True, rouge=False, logprob=False)
         gone = df[~df["known"].astype(bool)]
         fields["forgotten_relationships"] = sorted(int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"])
@@ -394,7 +397,7 @@ def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = 
 
     Raises:
         InputError: bad settings, a directory holding another run or in use by another process
-            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, a method that is not a
+            (:func:`dukb.neural.run.lock.claim_run`), results present without ``resume``, a method that is not a
             gradient method.
 
     Source: Wang et al. 2024, Sec. 5, App. C.

@@ -10,7 +10,7 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
 4. ``resume`` continues a run in the same RUN_DIR, skipping rows already written; a killed run leaves a valid file
    (each row is one flushed line; a torn last line is dropped on resume). The run's identity (config.json) must
    match: a resume with any other row-changing setting is refused with the differing keys; targets and methods
-   may be added (:mod:`dukb.neural.runs`).
+   may be added (:mod:`dukb.neural.run`).
 5. Report: report.md, appendix.md, summary.csv, facts.csv, accuracy_recall.png/.pdf (:mod:`dukb.neural.protocols.evaluate.report`).
 """
 
@@ -244,7 +244,7 @@ def method_identity(m, scope: str, grid, schedule: str = "separate", family: str
 
 def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str,
                  metrics=(), schedules: dict | None = None) -> dict:
-    """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.runs`).
+    """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.run`).
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
@@ -262,7 +262,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     from dukb.neural.models import TINY_CONFIG, model_fingerprint
     from dukb.neural.pipeline import finetune_config
     from dukb.neural.plan import EXACT_LIMITS
-    from dukb.neural.runs import IDENTITY_VERSION
+    from dukb.neural.run.identity import IDENTITY_VERSION
 
     if cfg.finetuned:
         model = {"finetuned": model_fingerprint(cfg.finetuned)}
@@ -320,3 +320,134 @@ def finetune_cache_key(identity: dict) -> dict:
     value is finetuned again, even when the run's config.json was never written)."""
     return {"model": identity["model"], "kb": identity["kb"], "lora": identity["lora"], "dtype": identity["dtype"],
             "prompt": identity["prompt"]}
+
+
+# ------------------------------------------------------------------------------------------------ rows --------
+# The protocol's rows as the run layer sees them (issue 40: the run layer knows no protocol; ProtocolInfo carries
+# them): the row model, the row key and the plan check. Kept at the end of the file, below the config.
+from dukb.neural.run.rows import (  # noqa: E402
+    RowProblem,
+    RowSchema,
+    expect,
+    finite,
+    identity_of,
+    may,
+    method_problem,
+    need,
+    share,
+    show,
+    swept,
+)
+
+
+def evaluate_row_key(row: dict) -> tuple:
+    """(target, method label, swept value) identifying a `dukb evaluate` row."""
+    return (int(row["target"]), row["method"], float(row["setting"][row["param"]]))
+
+
+
+
+#: evaluate row fields that are shares (Wu et al. 2025, Eq. 1-2: recall and accuracy; Definition 2: Success-DU), with
+#: their held-out and under-attack variants
+_EVALUATE_SHARES = tuple(f"{base}{suffix}" for base in ("recall", "accuracy_all", "accuracy_relationships",
+                                                        "accuracy_biographies", "success_du")
+                         for suffix in ("", "_heldout", "_under_attack")) + ("recall_heldout_scorable",)
+
+
+def evaluate_row(row: dict) -> None:
+    """The row model of `dukb evaluate`: what `dukb report` reads of a row (dukb.neural.protocols.evaluate.report,
+    dukb.neural.metrics.summary): fields, their types, shares in [0, 1] (Wu et al. 2025, Eq. 1-2 and Definition 2),
+    finite numbers.
+
+    Raises:
+        RowFault: the first problem, in words.
+    """
+    may(row, "recall", "num")
+    may(row, "accuracy_all", "num?")  # null: nothing left to score (n_scored 0)
+    may(row, "target_forgotten", "bool")
+    need(row, "target", "int")
+    need(row, "method", "str")
+    need(row, "param", "str")
+    swept(row)
+    if "recall" in row:  # the trade-off and Acc@Superficial read them beside recall
+        need(row, "accuracy_all", "num?")
+        need(row, "target_forgotten", "bool")
+    if "success_du" in row and row["success_du"] is not None and not isinstance(row["success_du"], bool):
+        expect(row["success_du"], "num", "success_du")
+    may(row, "target_relation", "str?")
+    may(row, "forgotten_relationships", "[int]?")
+    for name in _EVALUATE_SHARES:
+        share(row, name)
+    finite(row)
+
+
+
+
+def missing_units(identity: dict, rows: list[dict]) -> list[tuple[int, str, float]]:
+    """The (target, method, grid value) units of an evaluate run that have no row yet.
+
+    Args:
+        identity: the run's identity (config.json's ``identity``: targets, methods with their grids).
+        rows: the run's result rows.
+
+    Returns:
+        Sorted list of (target, method label, value), in the identity's order of targets and methods.
+    """
+    done = {(int(r["target"]), r["method"], float(r["setting"][r["param"]])) for r in rows
+            if isinstance(r.get("setting"), dict) and r.get("param") in r["setting"]}
+    out = []
+    for t in identity.get("targets") or []:
+        for label, entry in (identity.get("methods") or {}).items():
+            for v in entry.get("grid") or []:
+                if (int(t), label, float(v)) not in done:
+                    out.append((int(t), label, float(v)))
+    return out
+
+
+#: row metrics of an evaluate run whose field of the same name every row holds (the summary metrics tradeoff and
+#: acc_at_superficial read recall)
+_METRIC_FIELDS = {"recall": "recall", "recall_heldout": "recall_heldout", "recall_under_attack": "recall_under_attack",
+                  "tradeoff": "recall", "acc_at_superficial": "recall"}
+
+
+def evaluate_plan_check(config: dict) -> RowProblem | None:
+    """The check of an evaluate row against its run's plan (config.json's ``identity``): its target is one of the
+    run's targets, its method one of its methods with that method's swept parameter, its swept value in that
+    method's grid, and it holds the field of every row metric the run computes (``recall`` when the run's metrics
+    include recall, tradeoff or acc_at_superficial). A row that fails cannot come from the run.
+
+    Args:
+        config: the run's config.json (a dict); its ``identity`` holds ``targets`` (ints), ``methods`` (label ->
+            ``param`` and ``grid``) and ``metrics`` (names).
+
+    Returns:
+        callable(row) -> the problem in words or None, for rows that passed :func:`evaluate_row`; None when the
+        config has no identity to check against (a run of an older dukb, a hand-made directory).
+    """
+    identity = identity_of(config)
+    if identity is None:
+        return None
+    targets = identity.get("targets")
+    targets = {t for t in targets if isinstance(t, int)} if isinstance(targets, list) else None
+    methods = identity.get("methods") if isinstance(identity.get("methods"), dict) else None
+    metrics = identity.get("metrics")
+    need = sorted({_METRIC_FIELDS[m] for m in metrics if isinstance(m, str) and m in _METRIC_FIELDS}) \
+        if isinstance(metrics, list) else []
+
+    def check(row: dict) -> str | None:
+        if targets is not None and row["target"] not in targets:
+            return f"field target: {show(row['target'])} is not a target of the run (config.json)"
+        if methods is not None:
+            problem = method_problem(row, methods)
+            if problem:
+                return problem
+        for name in need:
+            if name not in row:
+                return f"field {name}: missing (the run computes it for every row)"
+        return None
+
+    return check
+
+
+#: the rows of `dukb evaluate` (its row key, row model and plan check), carried to the run layer by its ProtocolInfo
+EVALUATE_ROWS = RowSchema(key=evaluate_row_key, model=evaluate_row, plan=evaluate_plan_check)

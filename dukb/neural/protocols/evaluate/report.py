@@ -38,7 +38,9 @@ from dukb.neural.metrics.summary import (  # noqa: F401
 )
 from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.plots import figure_markdown
-from dukb.neural.runs import evaluate_row_key, journal_note, missing_units, output_file, read_json, report_journal  # noqa: F401
+from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS, evaluate_row_key, missing_units  # noqa: F401
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
 
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
@@ -495,7 +497,7 @@ def render(run_dir) -> dict:
 
     Returns:
         dict of written paths (summary, report, appendix, facts, plot) and ``missing_units``: the (target, method,
-        value) units of the run's identity without a row (:func:`dukb.neural.runs.missing_units`), also named in report.md.
+        value) units of the run's identity without a row (:func:`dukb.neural.protocols.evaluate.config.missing_units`), also named in report.md.
 
     Raises:
         FileNotFoundError: no results.jsonl; ValueError: it holds no rows; InputError: a file read is not a
@@ -513,7 +515,7 @@ def render(run_dir) -> dict:
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
     # a row out of range, outside the run's plan (config.json's identity) or a second one of a key: damaged too
-    journal = report_journal(run / "results.jsonl", "evaluate", key=evaluate_row_key, config=config)
+    journal = report_journal(run / "results.jsonl", EVALUATE_ROWS, config=config)
     rows = journal.rows
     if not rows:
         raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")

@@ -30,8 +30,10 @@ from dukb.neural.protocols.evaluate.config import (
     finetune_cache_key,
     run_identity,
 )
+from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.run.provenance import provenance
+from dukb.neural.run.units import SHARD_GLOB, merge_shards
 from dukb.neural.runconfig import parse_layers
-from dukb.neural.runs import SHARD_GLOB, holds_run_lock, merge_shards, provenance
 
 
 class EvaluateProtocol(Protocol):
@@ -57,7 +59,7 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.metrics.heldout import check_heldout
         from dukb.neural.models import resolve_device, resolve_dtype
         from dukb.neural.plan import build_plan, choose_targets
-        from dukb.neural.runs import history_entry
+        from dukb.neural.run.identity import history_entry
         from dukb.solver.closure import compute_closure
 
         cfg = self.cfg
@@ -141,13 +143,8 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.models import load_model, model_fingerprint
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
-        from dukb.neural.runs import (
-            PROBE_CACHE_NAME,
-            probe_cache_key,
-            read_probe_cache,
-            write_json_atomic,
-            write_probe_cache,
-        )
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
 
         cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
         model_key = finetune_cache_key(self.identity)
@@ -258,32 +255,26 @@ class EvaluateProtocol(Protocol):
 
     def run_unit(self, unit: tuple, todo: list):
         """Unlearn target ``t`` with the unit's method at each value of ``todo``, probe, and yield the rows
-        (:func:`dukb.neural.unlearn.sweep_target`)."""
+        (:func:`dukb.neural.unlearn.sweep_target` on the unit's :class:`dukb.neural.unlearn.UnitPlan`)."""
         from dukb.neural.methods.base import SweepSchedule
-        from dukb.neural.unlearn import sweep_target
+        from dukb.neural.unlearn import UnitPlan, sweep_target
 
         t, label = unit
         cfg, kb = self.cfg, self.kb
-        fact = kb.relationship(t)
         m, scope = next((m, scope) for lb, m, scope, _g in self.methods if lb == label)
         entry = self.identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
         schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
             if entry.get("schedule") == "reference" else None
-        sets = self.sets_plan.sets
-        for row in sweep_target(self.lm, kb, self.closure, t, m, todo,
-                                sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
-                                lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
-                                scope=scope, forget_ids=self.sets_plan.forget[(t, scope)],
-                                batch_size=PROBE["batch_size"], metrics=self.row_metrics,
-                                heldout_forms=cfg.heldout_forms, heldout_before=self.heldout_before,
-                                heldout_rule=cfg.heldout_rule, schedule=schedule, attacks=self.attacks,
-                                reference=self.reference):
-            row["method"] = label
-            row["worker"] = self.worker
-            row["target_relation"] = fact.relation
-            row["n_kb_rel"] = len(kb.relationships)
-            row["n_kb_bio"] = len(kb.biographies)
-            yield row
+        sets = self.sets_plan.sets[t]
+        row_fields = {"worker": self.worker, "target_relation": kb.relationship(t).relation,
+                      "n_kb_rel": len(kb.relationships), "n_kb_bio": len(kb.biographies)}
+        plan = UnitPlan(self.lm, kb, self.closure, t, m, tuple(todo), label=label, scope=scope, sets=sets["sets"],
+                        sets_used=sets["sets_used"], forget_ids=self.sets_plan.forget[(t, scope)], seed=cfg.seed,
+                        lr=cfg.lr, lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
+                        batch_size=PROBE["batch_size"], metrics=self.row_metrics, heldout_forms=cfg.heldout_forms,
+                        heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
+                        attacks=self.attacks, reference=self.reference, row_fields=row_fields)
+        yield from sweep_target(plan)
 
     def unit_done(self, unit: tuple) -> None:
         """One log line: the unit's best recall, its accuracy, and in how many settings the target was forgotten."""
@@ -311,9 +302,9 @@ class EvaluateProtocol(Protocol):
         if self.main:
             pos = {t: i for i, t in enumerate(self.targets)}
             labels = {label: i for i, (label, *_r) in enumerate(self.methods)}
-            merge_shards(self.run, order=lambda r: (pos.get(int(r["target"]), len(pos)),
-                                                    labels.get(r["method"], len(labels)),
-                                                    float(r["setting"][r["param"]])))
+            merge_shards(self.run, self.row_schema.key, check=self.row_schema.check({"identity": self.identity}),
+                         order=lambda r: (pos.get(int(r["target"]), len(pos)), labels.get(r["method"], len(labels)),
+                                          float(r["setting"][r["param"]])))
             paths = self.render(render)
             self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         dist.barrier(self.device)
@@ -339,7 +330,7 @@ def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = Tr
     Raises:
         InputError: bad configuration, a run_dir holding a different run, or results present without ``resume``;
             run_dir in use by another process with other settings (or without ``resume``; with the same settings
-            and ``resume`` this joins it as another worker, :func:`dukb.neural.runs.claim_run`).
+            and ``resume`` this joins it as another worker, :func:`dukb.neural.run.lock.claim_run`).
 
     Source: Wu et al. 2025, Sec. 4 and App. C/H (protocol), Eq. 1-2 (metrics).
     """

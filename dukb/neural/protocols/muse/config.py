@@ -245,8 +245,11 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
 
     Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4); Wu et al. 2025, Definition 2 (Success-DU).
     """
+    from dukb.neural.metrics import metric_call
     from dukb.neural.metrics.mia import privleak
-    from dukb.neural.metrics.muse import knowmem, text_mia_scores, verbmem
+    from dukb.neural.metrics.muse import text_mia_scores
+
+    knowmem, verbmem = metric_call("knowmem", "score"), metric_call("verbmem", "score")  # through the registry
 
     f_qa, f_txt = _items_for(kb, splits.forget)
     r_qa, r_txt = _items_for(kb, splits.retain_eval)
@@ -307,3 +310,82 @@ def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log
 
 __all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "SCORED_FORMS", "model_metrics",
            "muse_row_key", "plan_requests"]
+
+
+# ------------------------------------------------------------------------------------------------ rows --------
+# The protocol's rows as the run layer sees them (issue 40: the run layer knows no protocol; ProtocolInfo carries
+# them): the row model, the row key and the plan check. Kept at the end of the file, below the config.
+from dukb.neural.run.rows import (  # noqa: E402
+    RowProblem,
+    RowSchema,
+    dict_of,
+    expect,
+    identity_of,
+    may,
+    method_problem,
+    need,
+    share,
+    show,
+    swept,
+)
+
+
+def muse_row(row: dict) -> None:
+    """The row model of `dukb muse`: what `dukb report` reads of a row (dukb.neural.protocols.muse.report); ROUGE-L
+    and AUC are shares (Shi et al. 2024b, Sec. 2).
+
+    Raises:
+        RowFault: the first problem, in words.
+    """
+    for name in ("request", "experiment", "model_kind"):
+        need(row, name, "str")
+    need(row, "method", "str" if row["model_kind"] == "unlearned" else "str?")
+    if row.get("param") is not None or row.get("setting") is not None:
+        swept(row, "dict?")
+    for name in ("verbmem_forget", "knowmem_forget", "knowmem_retain"):
+        need(row, name, "num?")
+    may(row, "privleak", "num?")
+    may(row, "mia_auc", "num?")
+    dict_of(row, "items", {c: "[num]?" for c in ("verbmem_forget", "knowmem_forget", "knowmem_retain")})
+    for name in ("verbmem_forget", "knowmem_forget", "knowmem_retain", "mia_auc"):  # ROUGE-L and AUC: shares
+        share(row, name)
+    if "mia" in row:
+        expect(row["mia"], "dict", "mia")
+        dict_of(row, "mia", {"forget": "[score]", "retain": "[score]?", "holdout": "[score]?"})
+        if row["mia"].get("holdout"):
+            need(row["mia"], "forget", "[score]")
+
+
+def muse_plan_check(config: dict) -> RowProblem | None:
+    """The check of a muse row against its run's plan (config.json's ``identity``): its request is one of the run's
+    requests, and an unlearned row's method is one of the run's methods, with its swept parameter and a value of its
+    grid. A row that fails cannot come from the run.
+
+    Args:
+        config: the run's config.json (a dict); its ``identity`` holds ``requests`` (name -> targets) and
+            ``methods`` (label -> ``param`` and ``grid``).
+
+    Returns:
+        callable(row) -> the problem in words or None, for rows that passed :func:`muse_row`; None when the config
+        has no identity to check against.
+    """
+    identity = identity_of(config)
+    if identity is None:
+        return None
+    requests = identity.get("requests") if isinstance(identity.get("requests"), dict) else None
+    methods = identity.get("methods") if isinstance(identity.get("methods"), dict) else None
+
+    def check(row: dict) -> str | None:
+        if requests is not None and row["request"] not in requests:
+            return f"field request: {show(row['request'])} is not a request of the run (config.json)"
+        if methods is not None and row["model_kind"] == "unlearned":
+            return method_problem(row, methods)
+        return None
+
+    return check
+
+
+#: the rows of `dukb muse` (its row key, row model and plan check), carried to the run layer by its ProtocolInfo
+MUSE_ROWS = RowSchema(key=muse_row_key, model=muse_row, plan=muse_plan_check)
+
+__all__ += ["MUSE_ROWS", "muse_plan_check", "muse_row"]

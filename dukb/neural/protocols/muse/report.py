@@ -14,7 +14,9 @@ from pathlib import Path
 from dukb import InputError
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
 from dukb.neural.metrics.summary import setting_label
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal, unfinished_note, unfinished_units
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
+from dukb.neural.run.units import unfinished_note, unfinished_units
 
 COLUMNS = (("verbmem_forget", "VerbMem ↓"), ("knowmem_forget", "KnowMem forget ↓"),
            ("knowmem_retain", "KnowMem retain ↑"))
@@ -221,7 +223,7 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
         {"summary", "report", "scalability", "sustainability", "roc"} -> paths (None for an absent figure; a figure's
         PDF lies beside its PNG), and
         ``unfinished_units``: the (request, method) work units no worker finished
-        (:func:`dukb.neural.runs.unfinished_units`; method "" is a request's reference rows), also named in report.md.
+        (:func:`dukb.neural.run.units.unfinished_units`; method "" is a request's reference rows), also named in report.md.
 
     A results line that holds no row the report can render (not JSON, a field missing or of another type, a NaN)
     is warned on stderr as FILE:LINE, left out and listed in report.md.
@@ -234,10 +236,10 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    from dukb.neural.protocols.muse.config import muse_row_key
+    from dukb.neural.protocols.muse.config import MUSE_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", "muse", key=muse_row_key)
+    journal = report_journal(run / "results.jsonl", MUSE_ROWS, config=config)
     rows = journal.rows
     select = select or config.get("select", "first_below_retrain")
     summary = summarize_muse(rows, select, bootstrap, seed=int(config.get("seed", 0)))

@@ -38,7 +38,7 @@ from dukb.neural.protocols.muse.config import (  # noqa: F401
     muse_row_key,
     plan_requests,
 )
-from dukb.neural.runs import holds_run_lock
+from dukb.neural.run.lock import holds_run_lock
 
 
 class MuseProtocol(Protocol):
@@ -63,7 +63,9 @@ class MuseProtocol(Protocol):
         from dukb.neural.pipeline import finetune_config
         from dukb.neural.plan import choose_targets, load_kb_closure
         from dukb.neural.protocols.rwku.config import check_corpus_methods
-        from dukb.neural.runs import IDENTITY_VERSION, history_entry, provenance, write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
+        from dukb.neural.run.provenance import provenance
         from dukb.solver.splits import base_split, forget_set
 
         cfg = self.cfg
@@ -145,7 +147,7 @@ class MuseProtocol(Protocol):
     def model(self) -> None:
         """f_target: finetuned on every trained fact's QA pair and statement (the KB minus the holdout; cached under
         everything it depends on), or the given ``--finetuned``."""
-        from dukb.neural.runs import sha256_json
+        from dukb.neural.run.identity import sha256_json
 
         cfg, kb = self.cfg, self.kb
         trained_qa, trained_txt = _items_for(kb, self.base.trained())
@@ -167,7 +169,10 @@ class MuseProtocol(Protocol):
     def retrain_for(self, cum: str):
         """f_retrain of a cumulative forget set: finetuned like f_target on the trained facts minus the forget set,
         cached under RUN_DIR/models/retrain-<hash>."""
-        from dukb.neural.runs import CLAIM_TIMEOUT, bookkeeping_dir, file_lock, sha256_json
+        from dukb.neural.run.files import bookkeeping_dir
+        from dukb.neural.run.identity import sha256_json
+        from dukb.neural.run.lock import file_lock
+        from dukb.neural.run.units import CLAIM_TIMEOUT
 
         sp = self.splits[cum]
         qa, txt = _items_for(self.kb, sp.trained_without_forget())
@@ -430,7 +435,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
 
     Raises:
         InputError: bad settings, a directory holding another run or in use by another process
-            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, or several processes (not
+            (:func:`dukb.neural.run.lock.claim_run`), results present without ``resume``, or several processes (not
             supported here).
 
     Source: Shi et al. 2024b (MUSE), Sec. 2-4.

@@ -177,3 +177,103 @@ def rwku_row_key(row: dict) -> tuple:
 
 
 __all__ = ["RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "check_corpus_methods", "rwku_row_key"]
+
+
+# ------------------------------------------------------------------------------------------------ rows --------
+# The protocol's rows as the run layer sees them (issue 40: the run layer knows no protocol; ProtocolInfo carries
+# them): the row model, the row key and the plan check. Kept at the end of the file, below the config.
+from dukb.neural.run.rows import (  # noqa: E402
+    RowFault,
+    RowProblem,
+    RowSchema,
+    dict_of,
+    expect,
+    identity_of,
+    is_number,
+    may,
+    method_problem,
+    need,
+    share,
+    show,
+    swept,
+)
+
+#: the rwku columns a report averages (dukb.neural.protocols.rwku.report.COLS without the MIA ones)
+_RWKU_SCORES = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_neighbour_fb", "rouge_neighbour_qa",
+                "rouge_neighbour_all", "rouge_distant_all", "recall", "recall_under_attack", "accuracy_all")
+
+
+def rwku_row(row: dict) -> None:
+    """The row model of `dukb rwku`: what `dukb report` reads of a row (dukb.neural.protocols.rwku.report); ROUGE-L
+    recalls and AUCs are shares (Jin et al. 2024, Sec. 3).
+
+    Raises:
+        RowFault: the first problem, in words.
+    """
+    need(row, "request", "str")
+    need(row, "request_kind", "str")
+    if row["request_kind"] not in ("single", "batch"):
+        raise RowFault(f"field request_kind: expected \"single\" or \"batch\", got {show(row['request_kind'])}")
+    if row["request_kind"] == "batch":
+        from dukb.kb.csvfile import strict_int
+
+        parts = row["request"].split("-")
+        if len(parts) < 2 or strict_int(parts[1]) is None:
+            raise RowFault(f"field request: a batch request is named batch-N, got {show(row['request'])}")
+    need(row, "method", "str?")
+    swept(row)
+    need(row, "targets", "list")
+    need(row, "rouge_forget_all", "num")
+    for name in ("rouge_forget_fb", "rouge_forget_qa"):
+        need(row, name, "num?")
+    for name in _RWKU_SCORES:
+        may(row, name, "num?")
+    if row.get("rouge_forget_aa_by_kind") is not None:
+        expect(row["rouge_forget_aa_by_kind"], "dict", "rouge_forget_aa_by_kind")
+        for k, v in row["rouge_forget_aa_by_kind"].items():
+            expect(v, "num?", f"rouge_forget_aa_by_kind.{k}")
+    for name in ("mia_fm", "mia_rm", "mia_auc_fm_rm"):
+        dict_of(row, name, {"loss": "score?"})
+    for name in _RWKU_SCORES + ("rouge_forget_all", "rouge_distant_fb", "rouge_distant_qa"):  # ROUGE-L, recall
+        share(row, name)
+    for k, v in (row.get("mia_auc_fm_rm") or {}).items():  # an AUC per attack (a NaN: nothing to score)
+        if is_number(v) and not 0 <= float(v) <= 1:
+            raise RowFault(f"field mia_auc_fm_rm.{k}: expected a share in [0, 1] or null, got {show(v)}")
+
+
+def rwku_plan_check(config: dict) -> RowProblem | None:
+    """The check of an rwku row against its run's plan (config.json's ``identity``): its request is ``target-T`` for
+    a target T of the run or ``batch-N`` for one of its batch sizes, and its method (when it has one: the rows
+    before unlearning have none) is one of the run's methods, with its swept parameter and a value of its grid.
+    A row that fails cannot come from the run.
+
+    Args:
+        config: the run's config.json, whose ``identity`` holds the run's targets, its methods with their grids and
+            ``rwku.batch_sizes``.
+
+    Returns:
+        A :data:`dukb.neural.run.rows.RowProblem` for rows that passed :func:`rwku_row`, or None (no identity).
+    """
+    if (identity := identity_of(config)) is None:
+        return None
+    targets, extra = identity.get("targets"), identity.get("rwku")
+    sizes = extra.get("batch_sizes") if isinstance(extra, dict) else None
+    names = None
+    if isinstance(targets, list) and isinstance(sizes, list):
+        names = {f"target-{t}" for t in targets} | {f"batch-{n}" for n in sizes}
+    methods = identity.get("methods") if isinstance(identity.get("methods"), dict) else None
+
+    def check(row: dict) -> str | None:
+        if names is not None and row["request"] not in names:
+            return f"field request: {show(row['request'])} is not a request of the run (config.json)"
+        if methods is not None and row.get("method"):
+            return method_problem(row, methods)
+        return None
+
+    return check
+
+
+#: the rows of `dukb rwku` (its row key, row model and plan check), carried to the run layer by its ProtocolInfo
+RWKU_ROWS = RowSchema(key=rwku_row_key, model=rwku_row, plan=rwku_plan_check)
+
+__all__ += ["RWKU_ROWS", "rwku_plan_check", "rwku_row"]

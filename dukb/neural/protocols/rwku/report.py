@@ -15,7 +15,8 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.metrics.summary import setting_label
-from dukb.neural.runs import journal_note, output_file, read_json, report_journal
+from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.journal import journal_note, report_journal
 
 COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
         "rouge_neighbour_qa", "rouge_neighbour_all", "rouge_distant_all", "mia_fm_loss", "mia_rm_loss",
@@ -227,10 +228,10 @@ def render_rwku(run_dir) -> dict:
     config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
     if not isinstance(config, dict):
         raise InputError("not a run config (expected a JSON object)", run / "config.json")
-    from dukb.neural.protocols.rwku.config import rwku_row_key
+    from dukb.neural.protocols.rwku.config import RWKU_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", "rwku", key=rwku_row_key)
+    journal = report_journal(run / "results.jsonl", RWKU_ROWS, config=config)
     rows = journal.rows
     summary = summarize_rwku(rows)
     summary.to_csv(output_file(run / "summary.csv"), index=False)

@@ -30,8 +30,8 @@ from dukb.neural.protocols.rwku.config import (  # noqa: F401
     check_corpus_methods,
     rwku_row_key,
 )
+from dukb.neural.run.lock import holds_run_lock
 from dukb.neural.runconfig import RunConfig
-from dukb.neural.runs import holds_run_lock
 
 
 class RwkuProtocol(Protocol):
@@ -57,7 +57,9 @@ class RwkuProtocol(Protocol):
         from dukb.neural.models import resolve_device, resolve_dtype
         from dukb.neural.plan import choose_targets, load_kb_closure
         from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, run_identity
-        from dukb.neural.runs import history_entry, provenance, write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
+        from dukb.neural.run.identity import history_entry
+        from dukb.neural.run.provenance import provenance
         from dukb.solver.splits import forget_set
 
         cfg = self.cfg
@@ -122,7 +124,7 @@ class RwkuProtocol(Protocol):
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import Predictor
         from dukb.neural.protocols.evaluate.config import finetune_cache_key
-        from dukb.neural.runs import write_json_atomic
+        from dukb.neural.run.files import write_json_atomic
 
         cfg, kb = self.cfg, self.kb
         self.descriptions = kb_descriptions(kb)  # RWKU's synthetic corpus: text about the facts, never a probe
@@ -187,9 +189,7 @@ class RwkuProtocol(Protocol):
         neighbour and distant facts, MIA on FM against RM (Jin et al. 2024, Sec. 4), recall and recall under attack
         (Wu et al. 2025, Eq. 1) and Success-DU (Definition 2). Retain-train facts (``extra["retain_fact_ids"]``) are
         scored in no group."""
-        from dukb.neural.metrics.attack import recall_under_attack
-        from dukb.neural.metrics.base import RowContext
-        from dukb.neural.metrics.recall import RECALL, success_du_all
+        from dukb.neural.metrics import RowContext, get_metric, metric_call
         from dukb.neural.probe import probe
 
         df = probe(pred, self.items, rouge=True, logprob=False)
@@ -203,13 +203,16 @@ class RwkuProtocol(Protocol):
         fm = [self.qa_of[k] for k in sorted(forget_keys) if k in self.qa_of]
         rm = [it for k, it in self.qa_of.items() if k not in forget_keys and k not in neigh and k not in held
               and k not in coned]
-        mia = {"fm": qa_mia_scores(pred, fm, self.cfg.mia_k), "rm": qa_mia_scores(pred, rm, self.cfg.mia_k)}
-        fields = rwku_fields(df, self.kb, req["forget"], req["neighbours"], mia, exclude=rids, cone=req["cone"])
+        mia_scores = metric_call("mia_fm_rm", "scores")  # the metrics through the one registry, by name
+        mia = {"fm": mia_scores(pred, fm, self.cfg.mia_k), "rm": mia_scores(pred, rm, self.cfg.mia_k)}
+        fields = metric_call("rwku_rouge", "fields")(df, self.kb, req["forget"], req["neighbours"], mia, exclude=rids,
+                                                     cone=req["cone"])
         sets, used = self.sets_of(req)
         rctx = RowContext(self.kb, req["targets"][0], sets, used, df, list(req["forget"]), rids)
-        fields.update(RECALL.fn(rctx))
-        fields.update(recall_under_attack(rctx))
-        fields["success_du"] = success_du_all(self.closure, req["targets"], fields["forgotten_relationships"])
+        fields.update(get_metric("recall").fn(rctx))
+        fields.update(get_metric("recall_under_attack").fn(rctx))
+        fields["success_du"] = metric_call("recall", "success_du")(self.closure, req["targets"],
+                                                                   fields["forgotten_relationships"])
         fields.pop("forgotten_biographies", None)
         return fields
 
@@ -290,7 +293,7 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
     Raises:
         InputError: bad settings, a directory holding another run or in use by another process
-            (:func:`dukb.neural.runs.claim_run`), results present without ``resume``, several processes.
+            (:func:`dukb.neural.run.lock.claim_run`), results present without ``resume``, several processes.
 
     Source: Jin et al. 2024 (RWKU), Sec. 3-4.
     """
