@@ -131,3 +131,14 @@ def test_strings_and_plain_numbers_pass_the_limits(tmp_path, captured):
     assert main(["evaluate", "--config", str(f)]) == 0
     cfg = captured[-1][1]
     assert cfg.n_targets == 2 and cfg.lr == 1e-4 and cfg.seed == 7 and cfg.methods == ["ga", "npo:beta=0.05"]
+
+
+def test_the_options_a_resume_may_grow_are_declared_in_the_configs():
+    """config.yaml's union of a grown run's lists covers the options each protocol's config declares extendable."""
+    from dukb.cli.config_file import extendable_options
+
+    assert extendable_options("evaluate") == ("methods",)
+    assert extendable_options("muse") == ("methods", "curve-methods", "scale-sizes")
+    assert extendable_options("rwku") == ("methods", "batch-sizes")
+    assert extendable_options("control") == ("methods", "controls", "ratios")
+    assert extendable_options("restor") == () and extendable_options("unlearn") == ()

@@ -111,9 +111,7 @@ def test_without_kb_every_protocol_and_the_shared_options_take_the_models_kb(tmp
 
     model = _model(tmp_path / "ft", kb=str(other_kb), kb_sha256=load_kb(other_kb).fingerprint())
     for cls in _configs():
-        cfg, default = cls(finetuned=str(model)), cls()
-        cfg.check()
-        default.check()
+        cfg, default = cls(finetuned=str(model)).check(), cls().check()  # check() returns the resolved plan
         assert cfg.kb == str(other_kb) and default.kb is None, cls.__name__  # no model: the built-in default
     # the command line resolves it before a command reads its targets from the KB
     assert model_kb_options({"finetuned": str(model), "kb": None})["kb"] == str(other_kb)

@@ -364,3 +364,65 @@ def test_any_text_option_exits_0_or_2_with_one_line(name, monkeypatch, tmp_path)
             assert len(lines) == 1 and lines[0].startswith("dukb: error:"), (p.name, value, lines)
 
     check()
+
+
+def _declared_commands():
+    """(command, config class) of every protocol command generated from its config dataclass."""
+    from dukb.neural.protocols.control.config import ControlConfig
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.muse.config import MuseConfig
+    from dukb.neural.protocols.rwku.config import RwkuConfig
+    from dukb.neural.restor.config import RestorConfig
+
+    return [("evaluate", EvaluateConfig), ("muse", MuseConfig), ("rwku", RwkuConfig), ("control", ControlConfig),
+            ("restor", RestorConfig)]
+
+
+@pytest.mark.parametrize("name, cls", _declared_commands())
+def test_each_option_help_range_and_default_come_from_the_field_metadata(name, cls):
+    """One declaration per option: every declared field of a protocol's config is an option of its command whose
+    flag, help, range (the same :class:`dukb.neural.bounds.Range` object), default and panel are read from the
+    field's metadata; and the command has no option besides them and its run options."""
+    import dataclasses
+
+    from dukb.cli.declared import param_name
+    from dukb.cli.run_options import cli_default
+    from dukb.neural.declare import declared, flag_of, help_of
+
+    params = {p.name: p for p in _root().commands[name].params}
+    fields = declared(cls)
+    assert fields and {param_name(f) for f in fields} | {"config", "output", "resume"} >= set(params)
+    for f in fields:
+        p = params[param_name(f)]
+        assert flag_of(f) in p.opts
+        rng = f.metadata["range"]
+        assert option_range(p) is rng
+        text = help_of(f)
+        assert p.help == (text if rng is None or rng.closed else f"{text} Range: {rng.text().removeprefix('in ')}.")
+        if rng is not None and rng.closed:
+            assert (p.type_descriptor.parameter_info.min, p.type_descriptor.parameter_info.max) == (rng.lo, rng.hi)
+        assert p.default == (None if cli_default(f) is ... else cli_default(f)) or p.required
+        assert getattr(p, "rich_help_panel", None) == f.metadata["panel"]
+    # a changed declaration changes the command: the help is read from the metadata, not copied
+    f = next(f for f in fields if f.metadata["range"] is not None)
+    meta = dict(f.metadata, help="Changed help.")
+    changed = dataclasses.field(default=f.default, metadata=meta)
+    changed.name = f.name
+    from dukb.cli.run_options import option_info
+
+    assert option_info(changed).help.startswith("Changed help.")
+
+
+@pytest.mark.parametrize("name, cls", _declared_commands())
+def test_a_value_outside_a_declared_range_is_refused_by_check_too(name, cls):
+    """The Python API refuses what the command line refuses: every ranged field's check names its flag."""
+    from dukb.neural.declare import declared, flag_of
+
+    base = {"kb": "demo"} if name == "restor" else {}
+    for f in declared(cls):
+        rng = f.metadata["range"]
+        if rng is None:
+            continue
+        bad = rng.hi + 1 if rng.integer else rng.hi * 2 + 1
+        with pytest.raises(InputError, match=flag_of(f)):
+            cls(**base, **{f.name: int(bad) if rng.integer else bad}).check()

@@ -10,9 +10,17 @@ import pytest
 
 from conftest import DEVICE
 from dukb import InputError
-from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, parse_layers, run_kwargs
+from dukb.cli.run_options import cli_default
+from dukb.neural.declare import SHARED, flag_of, group_fields, help_of
+from dukb.neural.runconfig import RunConfig, parse_layers, run_kwargs
 
 PROTOCOLS = ("evaluate", "muse", "rwku", "control")
+#: every protocol command, restor included (it takes every shared option too)
+COMMANDS = PROTOCOLS + ("restor",)
+#: the shared options a protocol states in its own words or with its own default (same name, same field)
+OWN_WORDS = {"muse": ("model", "finetuned"), "rwku": ("finetuned",),
+             "restor": ("kb", "rules", "model", "seed", "device", "dtype", "prompt", "lora_r", "lora_alpha", "finetuned",
+                        "lr", "finetune_epochs", "batch_size", "lora_targets")}
 
 
 def _configs():
@@ -33,22 +41,35 @@ def _command(name):
     return group.commands[name]
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+def _shared():
+    """The shared options, from the mixin's field metadata (the one declaration)."""
+    return group_fields(RunConfig, SHARED)
+
+
+def test_the_mixin_declares_every_shared_field():
+    names = [f.name for f in _shared()]
+    assert names == RunConfig.shared_fields() and len(names) == 20
+    for f in _shared():
+        assert f.metadata["help"] and f.metadata["panel"] == "Model and run options"
+
+
+@pytest.mark.parametrize("protocol", COMMANDS)
 def test_every_protocol_command_takes_every_shared_option(protocol):
+    """Generated from the mixin: each shared field is an option of every protocol command, restor included, with
+    its flag, default and help (unless the protocol says what it means there)."""
     cmd = _command(protocol)
     opts = {p.name: p for p in cmd.params}
-    for name, flag, text in SHARED_OPTIONS:
-        assert name in opts, f"dukb {protocol} lacks {flag}"
-        p = opts[name]
+    own = OWN_WORDS.get(protocol, ())
+    for f in _shared():
+        flag, text = flag_of(f), help_of(f)
+        assert f.name in opts, f"dukb {protocol} lacks {flag}"
+        p = opts[f.name]
         assert flag in p.opts
-        assert p.default == getattr(RunConfig(), name) or (p.default is None and name == "lora_targets")
-        # one help per option, unless the protocol says what it means there (muse's --finetuned is f_target)
-        if not (protocol == "muse" and name in ("model", "finetuned")) and not (protocol == "rwku" and
-                                                                                 name == "finetuned"):
+        if f.name not in own:
+            assert p.default == cli_default(f)
             # a half-open range is stated after the help (dukb.cli.run_options.ranged; typer shows closed ones)
             assert p.help == text or p.help.startswith(text + " Range: ")
-    # the options are listed under one panel
-    assert {getattr(opts[n], "rich_help_panel", None) for n, _f, _t in SHARED_OPTIONS} == {"Model and run options"}
+            assert getattr(p, "rich_help_panel", None) == "Model and run options"
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -192,3 +213,23 @@ def test_muse_and_rwku_pass_lora_and_layers_to_unlearning(protocol, small, tmp_p
     ident = json.loads((tmp_path / protocol / "config.json").read_text())["identity"]
     text = json.dumps(ident)
     assert '"lora"' in text and '"layers"' in text
+
+
+def test_restor_pipeline_gets_the_shared_model_options(tmp_path):
+    """restor's model loading and adapters read the shared options: gradient checkpointing and remote code reach
+    the model spec, LoRA dropout and modules the adapter, --layers the trained blocks."""
+    from dukb.neural.models import build_tiny_model, load_model
+    from dukb.neural.restor import pipeline
+    from dukb.neural.restor.config import RestorConfig
+
+    cfg = RestorConfig(kb="demo", gradient_checkpointing=True, trust_remote_code=True, lora_dropout=0.1,
+                       lora_targets=["c_attn"], layers="0-0", device=DEVICE).check()
+    build_tiny_model(["a b c d e f"], tmp_path / "m", seed=0)
+    spec = pipeline._spec_for(cfg, str(tmp_path / "m"))
+    assert spec.gradient_checkpointing and spec.trust_remote_code
+    lm = load_model(pipeline._spec_for(dataclasses.replace(cfg, gradient_checkpointing=False), str(tmp_path / "m")))
+    lora = pipeline._lora_spec(cfg, lm.model)
+    assert lora.dropout == 0.1 and tuple(lora.target_modules) == ("c_attn",) and lora.alpha == 16
+    pipeline._select_layers(cfg, lm.model)
+    trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
+    assert trainable and all(".0." in n for n in trainable)

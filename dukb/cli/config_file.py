@@ -47,10 +47,6 @@ _NOT_SAVED = ("config", "resume")
 #: Options that may name a file or folder (besides those typed as paths): resolved to an absolute path when they
 #: name one that exists (as the loaders read them: an existing path wins over a built-in name, except a rule-set name)
 PATH_OPTIONS = ("kb", "rules", "model", "finetuned")
-#: Per command, the comma-separated options a ``--resume`` may add values to (they feed the identity's extendable
-#: keys: methods, controls, ratios, requests): config.yaml holds the union of the invocations' values.
-EXTENDABLE_OPTIONS = {"evaluate": ("methods",), "muse": ("methods", "curve-methods", "scale-sizes"),
-                      "rwku": ("methods", "batch-sizes"), "control": ("methods", "controls", "ratios")}
 #: The options that choose a run's targets (config.yaml keeps the run's own when a resume adds other things)
 TARGET_OPTIONS = ("targets-file", "n-targets")
 #: The words of config.yaml's header that say the file is written once by the run's owner.
@@ -442,13 +438,28 @@ def _number(v) -> str:
     return str(v) if isinstance(v, int) else repr(float(v))
 
 
+def extendable_options(command: str) -> tuple[str, ...]:
+    """The comma-separated options of protocol ``command`` a ``--resume`` may add values to (they feed the
+    identity's extendable keys: methods, controls, ratios, requests), declared in its config's field metadata
+    (:func:`dukb.neural.declare.extendable_flags`): config.yaml holds the union of the invocations' values.
+
+    Args:
+        command: the command's name (a protocol of :data:`dukb.neural.protocols.PROTOCOLS`; another: none).
+    """
+    from dukb.neural.declare import extendable_flags
+    from dukb.neural.protocols import PROTOCOLS
+
+    info = PROTOCOLS.get(command)
+    return extendable_flags(info.load("config")) if info is not None else ()
+
+
 def _union(command: str, run: Path, old: dict, new: dict, identity: dict, added: dict) -> dict:
     """The options of a run a resume added to: this invocation's options, with each extendable comma-separated list
     the union of the run's (``old``) and this invocation's values, the grid entries of both (a grown grid as the
     identity's whole list), and the run's targets: grown ones (or any, when the run's file is unreadable) written
     to RUN/targets.txt, else the run's own target options (this invocation may have named only some)."""
     out = dict(new)
-    for key in EXTENDABLE_OPTIONS.get(command, ()):
+    for key in extendable_options(command):
         if key in old or key in new:
             out[key] = ",".join(dict.fromkeys(_items(old.get(key, "")) + _items(new.get(key, ""))))
     grids = {}
@@ -545,5 +556,5 @@ def save_resolved_config(output, exclude=()) -> Path | None:
     return out / RESOLVED_NAME
 
 
-__all__ = ["CONFIG_OPTION", "EXTENDABLE_OPTIONS", "PATH_OPTIONS", "RESOLVED_NAME", "TARGETS_NAME", "default_map",
+__all__ = ["CONFIG_OPTION", "extendable_options", "PATH_OPTIONS", "RESOLVED_NAME", "TARGETS_NAME", "default_map",
            "load_config_callback", "on_claim", "read_config_file", "resolved_options", "save_resolved_config"]

@@ -1,117 +1,24 @@
-"""`dukb evaluate` and `dukb report`."""
+"""`dukb evaluate` (its options generated from :class:`dukb.neural.protocols.evaluate.config.EvaluateConfig`),
+`dukb report` and `dukb methods`."""
 
 from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from dukb import InputError
-from dukb.cli.render import output_path, keep_rows_note, log_line, on_interrupt
-from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
+from dukb.cli.config_file import save_resolved_config
+from dukb.cli.declared import declared_command
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt, output_path
+from dukb.cli.run_options import parse_grids  # noqa: F401  (the --grid parser of every protocol command)
 from dukb.neural.protocols import PROTOCOLS
-from dukb.neural.protocols.evaluate.config import DEFAULT_METHODS, RECOMMENDED
-from dukb.solver.scopes import FORGET_SCOPES
-from dukb.cli.symbolic import option_int, read_targets_in_kb
-from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
-from dukb.cli.run_options import (HELDOUT_RULE_OPTION, heldout_forms_option, method_items, parse_forms, ranged,
-                                  run_options, split_items)
-from dukb.neural import bounds as B
+from dukb.neural.protocols.evaluate.config import EvaluateConfig
 
 
-def parse_grids(values: list[str] | None) -> dict[str, list]:
-    """Parse repeated ``--grid METHOD=v1,v2`` options.
-
-    Raises:
-        InputError: malformed option (spaces around ``=``, an empty value ``1,,2``), an unknown or wrongly-cased
-            method (the right name suggested, :func:`dukb.cli.run_options.method_items`), a method given twice, a
-            value of an integer grid (steps) that is not ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`),
-            or a value outside its range (:data:`dukb.neural.bounds.GRID_STEPS`,
-            :data:`~dukb.neural.bounds.GRID_VALUE`).
-    """
-    from dukb.neural.methods import parse_grid, resolve
-
-    out: dict[str, list] = {}
-    for v in values or []:
-        if "=" not in v:
-            raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
-        name, vals = v.rsplit("=", 1)  # the last "=": a label may carry options (``ga:lr=5e-4=2,4``)
-        if name != name.strip() or vals != vals.strip() or not name:
-            raise InputError(f"--grid {v!r} is not METHOD=v1,v2,... (no spaces around '=')")
-        if any(not part.strip() for part in vals.split(",")):
-            raise InputError(f"--grid {v!r} has an empty value; separate the values by single commas")
-        method_items(name, "--grid")
-        label, m, _scope, _g = resolve(name)
-        integer = m.param == "steps"
-        if integer:  # parse_grid reads with int(), which also takes 1_0, +1 and full-width digits
-            for part in vals.split(","):
-                if part.strip():
-                    option_int(part, f"--grid {name.strip()} value")
-        exact = "@" in name or ":" in name or name.strip().lower() == label
-        key = label if exact else m.name
-        if key in out:
-            raise InputError(f"--grid {key} is given twice")
-        out[key] = parse_grid(vals, integer=integer)
-        rng = B.GRID_STEPS if integer else B.GRID_VALUE
-        for x in out[key]:
-            rng.check(f"--grid {name} value", x)
-    return out
-
-
-@run_options
-def evaluate(
-    config: Optional[Path] = CONFIG_OPTION,
-    targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="Targets: one relationship fact_id per "
-                                                "line ('#' comments)."),
-    n_targets: int = ranged(B.N_TARGETS, 11, "--n-targets",
-                            help="Without --targets-file: draw this many targets, relation "
-                                  "kinds in turn (11 = one per kind; 55 = the paper's 5 per kind)."),
-    methods: str = typer.Option(",".join(DEFAULT_METHODS), "--methods",
-                                help="Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}."),
-    forget_scope: str = typer.Option("target", "--forget-scope", help="Forget set of methods without @SCOPE: "
-                                     + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + "."),
-    metrics: str = typer.Option(",".join(default_metrics()), "--metrics", help="Comma-separated metrics to compute "
-                                "(required ones are added; probing computes only what they need). "
-                                + metrics_help() + "."),
-    grid: Optional[list[str]] = typer.Option(None, "--grid", help="METHOD=v1,v2,... overrides a method's grid "
-                                             "(repeatable)."),
-    heldout_forms: Optional[str] = heldout_forms_option(
-        "every row is also scored on (recall_heldout)",
-        "the forms a method trains on or queries (probe_forms_seen: qa, and more for rt and the multi-form "
-        "CL-DU variants)"),
-    heldout_rule: str = HELDOUT_RULE_OPTION,
-    finetune_forms: str = typer.Option("qa", "--finetune-forms", help="Probe forms the model is finetuned on "
-                                       "(comma-separated kinds or groups; default qa, the paper's). Adding forms "
-                                       "such as paraphrase,cloze,synonym,reverse makes the model know the facts "
-                                       "under forms the methods never see, so the held-out scores test the fact, "
-                                       "not the wording."),
-    sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
-    seeds: int = ranged(B.N_SEEDS, 100, "--seeds", help="N_seed for random sets."),
-    output: Path = typer.Option(Path("runs/evaluate"), "-o", "--output", parser=output_path, metavar="PATH",
-                                help="Run directory."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
-                                "rows. Refused (exit 2, differing keys named) when any setting that changes rows "
-                                "differs from the run's; targets and methods may be added."),
-    schedule: str = typer.Option("reference", "--schedule", help="How the step grid T of gradient methods (ga, "
-                                 "npo, ...) is run. reference (default): as Eval-DU's code (wrh14/deep_unlearning "
-                                 "forget.py), one run of the grid's largest T steps from the finetuned model, read "
-                                 "at every T, HF's linear schedule with 1 warm-up step (learning rate 0 at step 1) "
-                                 "decaying over that run, AdamW with weight decay 0.01, and npo on Eval-DU's "
-                                 "500-token EOS-padded layout; a resume may add grid values below the largest only. "
-                                 "separate: each T its own run from the finetuned model, the rate decaying "
-                                 "linearly over its T steps, no warm-up or weight decay (dukb's earlier runs). "
-                                 "Presets (du_*) keep their own (separate)."),
-    attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks applied to every unlearned model right "
-                                          "after its probe, comma-separated NAME or NAME:key=value:... (" +
-                                          ", ".join(attack_names()) + "; `dukb attack --help` lists their "
-                                          "settings). Each row gets an `attacks` entry per attack (recall, "
-                                          "accuracy_all, success_du, forgotten_relationships, target_known, "
-                                          "settings); recall_under_attack becomes the worst case over forms and "
-                                          "attacks. Part of the run identity."),
-    run_opts: dict = None,
-) -> None:
+@declared_command(EvaluateConfig)
+def evaluate(cfg: EvaluateConfig, output: Path, resume: bool) -> None:
     """Run the paper's deep-unlearning protocol: finetune to 100% of the KB, unlearn every target with every method
     over its grid, probe every fact, score recall/accuracy with the logic core, and write the tables and curves.
 
@@ -129,22 +36,10 @@ def evaluate(
     targets over the processes; process 0 merges their rows into results.jsonl.
     """
     from dukb.neural.distributed import is_main_process
-    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.evaluate import run  # the protocol's entry point (patchable there)
 
-    cfg = EvaluateConfig(**run_opts, n_targets=n_targets,
-                         methods=method_items(methods), grids=parse_grids(grid),
-                         sets=sets, seeds=seeds, forget_scope=forget_scope,
-                         metrics=split_items(metrics, "--metrics"),
-                         heldout_forms=parse_forms(heldout_forms, "--heldout-forms"), heldout_rule=heldout_rule,
-                         finetune_forms=list(parse_forms(finetune_forms, "--finetune-forms")), schedule=schedule,
-                         attacks=split_items(attacks, "--attacks", known=attack_names())).check()
-    # every fact_id checked against the KB before a model is loaded: an unknown one is reported at FILE:LINE
-    cfg.targets = read_targets_in_kb(targets_file, run_opts["kb"]) if targets_file else None
     on_interrupt(keep_rows_note(output))
-    # imported once the options are checked (the run module loads torch); patchable there
-    from dukb.neural.protocols.evaluate.run import evaluate as run_evaluate
-
-    run_evaluate(output, cfg, resume=resume, progress=True, log=log_line)
+    run.evaluate(output, cfg, resume=resume, progress=True, log=log_line)
     if is_main_process():
         save_resolved_config(output)
         typer.echo(f"report: {output / 'report.md'}")

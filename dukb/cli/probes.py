@@ -15,10 +15,9 @@ from dukb.cli.render import output_path
 
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
 
-#: Most corruption documents per corrupted person (``--docs-per-entity`` of probes and restor): 1,000, above
-#: RESTOR's about 60 per incorrect fact (300 per person); each document is written and trained on, so a larger
-#: count would run for hours instead of being refused.
-MAX_DOCS_PER_ENTITY = 1000
+#: Most corruption documents per corrupted person (``--docs-per-entity`` of probes and restor), declared with
+#: restor's config
+from dukb.neural.restor.config import MAX_DOCS_PER_ENTITY  # noqa: E402
 
 #: Most correct context facts per corruption document (``--context``): 1,000 (RESTOR's k counts batches of 5). At
 #: least 1: a document without context is the targeted forget set, not a corruption document.

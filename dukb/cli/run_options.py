@@ -1,41 +1,27 @@
-"""The shared run options of every protocol command (`dukb evaluate`, `muse`, `rwku`, `control`): one declaration,
-the same names and help everywhere.
+"""The options' building blocks shared by every command: typer Options of declared config fields
+(:func:`option_info`, :func:`shared_option`), ranged options (:func:`ranged`), the parse-time checks of a device and
+a dtype, and the parsers of list-valued options (methods, probe forms, grids, comma-separated numbers).
 
-:func:`run_options` adds every option of :data:`dukb.neural.runconfig.SHARED_OPTIONS` to a command (under the help
-panel "Model and run options") and hands the command their values as one dict, ready for the protocol's config
-(:func:`dukb.neural.runconfig.run_kwargs`). The protocol configs inherit the fields from
-:class:`dukb.neural.runconfig.RunConfig`, so a flag, its help and its config field cannot drift apart.
+Every protocol command is generated from its config dataclass by :mod:`dukb.cli.declared`; the shared options are
+the fields of :class:`dukb.neural.runconfig.RunConfig` (one declaration each, :func:`dukb.neural.declare.option`),
+so a flag, its help and its config field cannot drift apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-import typing
-from typing import Optional
 
 import typer
 
 from dukb import InputError
+from dukb.cli.symbolic import option_int
+from dukb.neural import bounds as B
 from dukb.neural.bounds import Range, check_device, check_dtype
-from dukb.neural.runconfig import SHARED_OPTIONS, RunConfig, run_kwargs
+from dukb.neural.declare import PANELS, SHARED, default_of, flag_of, group_fields, help_of
+from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help
 
 #: The help panel the shared options are listed under in `--help`.
-PANEL = "Model and run options"
-#: The parameter a decorated command receives the shared options' values in.
-RUN_PARAM = "run_opts"
-
-
-def _annotation(f: dataclasses.Field):
-    """The command-line type of a :class:`RunConfig` field: a comma-separated string for a list, Optional[...] for
-    a field whose default is None."""
-    hint = typing.get_type_hints(RunConfig)[f.name]
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    base = args[0] if args else hint
-    if typing.get_origin(base) is list:
-        base = str
-    return Optional[base] if f.default is None else base
+PANEL = PANELS[SHARED]
 
 
 def _range_callback(rng: Range):
@@ -76,14 +62,14 @@ def option_range(param) -> Range | None:
     return getattr(getattr(desc, "parameter_info", None), "dukb_range", None)
 
 
-def _device_callback(ctx: typer.Context, param: typer.CallbackParam, value):
+def device_callback(ctx: typer.Context, param: typer.CallbackParam, value):
     """Check a --device value against what torch reports (:func:`dukb.neural.bounds.check_device`)."""
     if ctx.resilient_parsing or value is None:
         return value
     return check_device(value)
 
 
-def _dtype_callback(ctx: typer.Context, param: typer.CallbackParam, value):
+def dtype_callback(ctx: typer.Context, param: typer.CallbackParam, value):
     """Check a --dtype value (:func:`dukb.neural.bounds.check_dtype`)."""
     if ctx.resilient_parsing or value is None:
         return value
@@ -92,95 +78,55 @@ def _dtype_callback(ctx: typer.Context, param: typer.CallbackParam, value):
 
 def dtype_option(help: str):
     """The typer Option of a --dtype option (default auto), checked at parse time."""
-    return typer.Option("auto", "--dtype", help=help, callback=_dtype_callback)
+    return typer.Option("auto", "--dtype", help=help, callback=dtype_callback)
 
 
 def device_option(help: str):
     """The typer Option of a --device option (default auto), checked at parse time against torch
     (:func:`dukb.neural.bounds.check_device`)."""
-    return typer.Option("auto", "--device", help=help, callback=_device_callback)
+    return typer.Option("auto", "--device", help=help, callback=device_callback)
 
 
-def _shared(f: dataclasses.Field, flag: str, text: str, **kw):
-    """The typer Option of a shared option: its range from the field's metadata (:func:`dukb.neural.bounds.bounded`),
-    --device checked against torch."""
-    rng = f.metadata.get("range")
-    if rng is not None:
-        return ranged(rng, f.default, flag, help=text, **kw)
-    if f.name == "device":
-        return typer.Option(f.default, flag, help=text, callback=_device_callback, **kw)
-    if f.name == "dtype":
-        return typer.Option(f.default, flag, help=text, callback=_dtype_callback, **kw)
-    return typer.Option(f.default, flag, help=text, **kw)
+def cli_default(f: dataclasses.Field):
+    """A declared field's default on the command line: the metadata's ``cli_default``, else the field's, a list
+    as its comma-separated text (an empty list or a mapping: None)."""
+    d = f.metadata.get("cli_default", dataclasses.MISSING)
+    if d is not dataclasses.MISSING:
+        return d
+    d = default_of(f)
+    if isinstance(d, dict):
+        return None
+    if isinstance(d, (list, tuple)):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in d) or None
+    return d
 
 
-def shared_parameters(helps: dict | None = None) -> list[inspect.Parameter]:
-    """One keyword parameter per shared option, with its typer Option (flag, default, help, panel, range) and type;
-    ``helps`` maps a field name to the help a command gives it instead (what the option means in that protocol)."""
-    by_name = {f.name: f for f in dataclasses.fields(RunConfig)}
-    out = []
-    for name, flag, text in SHARED_OPTIONS:
-        f = by_name[name]
-        opt = _shared(f, flag, (helps or {}).get(name) or text, rich_help_panel=PANEL)
-        out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=_annotation(f)))
-    return out
+def option_info(f: dataclasses.Field, panel: bool = True):
+    """The typer Option of a declared config field (:func:`dukb.neural.declare.option`): its flag(s), default
+    (:func:`cli_default`), help, ``--help`` panel (with ``panel``), range (:func:`ranged`) and the parse-time
+    check of a device or dtype."""
+    meta = f.metadata
+    decls = meta.get("decls") or (flag_of(f),)
+    kw = dict(meta.get("typer") or {})
+    if panel and meta.get("panel"):
+        kw["rich_help_panel"] = meta["panel"]
+    if meta.get("range") is not None:
+        return ranged(meta["range"], cli_default(f), *decls, help=help_of(f), **kw)
+    callback = {"device": device_callback, "dtype": dtype_callback}.get(meta.get("parse"))
+    if callback is not None:
+        kw["callback"] = callback
+    return typer.Option(cli_default(f), *decls, help=help_of(f), **kw)
 
 
 def shared_option(name: str):
-    """The typer Option of one shared option (for commands outside the protocols, e.g. `dukb finetune`): the same
-    flag, default and help as in every protocol command.
+    """The typer Option of one shared option (a :class:`dukb.neural.runconfig.RunConfig` field) for a command
+    outside the protocols (e.g. `dukb finetune`): the same flag, default and help, in the default panel.
 
     Raises:
         KeyError: ``name`` is not a shared option.
     """
-    by_name = {f.name: f for f in dataclasses.fields(RunConfig)}
-    flag, text = next((fl, t) for n, fl, t in SHARED_OPTIONS if n == name) if name in by_name else (None, None)
-    if flag is None:
-        raise KeyError(name)
-    return _shared(by_name[name], flag, text)
-
-
-def run_options(func=None, **helps: str):
-    """Decorate a protocol command: add the shared options to its signature and call it with
-    ``run_opts=<dict of RunConfig fields>`` (comma-separated ``--lora-targets`` split, ``--layers`` checked).
-
-    The command declares ``run_opts: dict`` and none of the shared options itself. With ``--finetuned``, its
-    ``kb`` is already the model's KB or checked against it (:func:`model_kb_options`). ``@run_options(finetuned="...")``
-    gives an option the help that says what it means in this protocol (same name, same field).
-
-    Raises:
-        TypeError: the command declares a shared option itself, lacks ``run_opts``, or ``helps`` names an option
-            that is not shared (programming errors).
-    """
-    if func is None:
-        return functools.partial(run_options, **helps)
-    unknown = set(helps) - set(RunConfig.shared_fields())
-    if unknown:
-        raise TypeError(f"run_options: no shared option {sorted(unknown)}")
-    sig = inspect.signature(func)
-    own = [p for p in sig.parameters.values() if p.name != RUN_PARAM]
-    if RUN_PARAM not in sig.parameters:
-        raise TypeError(f"{func.__name__} must take {RUN_PARAM}")
-    shared = shared_parameters(helps)
-    clash = {p.name for p in own} & {p.name for p in shared}
-    if clash:
-        raise TypeError(f"{func.__name__} declares shared options itself: {sorted(clash)}")
-    names = [p.name for p in shared]
-
-    @functools.wraps(func)
-    def wrapper(**kwargs):
-        values = {k: kwargs.pop(k) for k in names if k in kwargs}
-        return func(**kwargs, **{RUN_PARAM: model_kb_options(run_kwargs(**values))})
-
-    # keyword-only parameters after the command's own (which all have defaults, as typer options do)
-    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-    wrapper.__signature__ = sig.replace(parameters=own + shared)
-    hints = typing.get_type_hints(func)
-    hints.pop(RUN_PARAM, None)
-    hints.pop("return", None)
-    wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in shared}}
-    del wrapper.__wrapped__  # typer must read this signature, not the command's own
-    return wrapper
+    by_name = {f.name: f for f in group_fields(RunConfig, SHARED)}
+    return option_info(by_name[name], panel=False)
 
 
 def model_kb_options(opts: dict) -> dict:
@@ -229,11 +175,7 @@ def parse_forms(text: str | None, option: str) -> list[str] | None:
 
 
 #: ``--heldout-rule`` of every command that scores rows on held-out forms (evaluate, unlearn, control)
-HELDOUT_RULE_OPTION = typer.Option(
-    "pairs", "--heldout-rule", help="What still counts as known on the held-out forms: 'pairs' (after unlearning, "
-    "probe the form-fact pairs that elicited their fact before; a fact is known while one still does; cheap) or "
-    "'any' (probe every held-out form; known while any does, also one that did not before; the stricter worst "
-    "case). Facts no held-out form elicited before are left unscored under both.")
+HELDOUT_RULE_OPTION = typer.Option("pairs", "--heldout-rule", help=HELDOUT_RULE_HELP)
 
 
 def heldout_forms_option(scored: str, seen: str):
@@ -246,9 +188,7 @@ def heldout_forms_option(scored: str, seen: str):
     Returns:
         a typer Option (str or None; None: every form that asks for a fact except the seen ones).
     """
-    return typer.Option(None, "--heldout-forms", help=f"Probe forms {scored}: comma-separated kinds or groups of "
-                        f"`dukb probes --kinds`, disjoint from {seen}. Default: every form that asks for a fact "
-                        "except those.")
+    return typer.Option(None, "--heldout-forms", help=heldout_forms_help(scored, seen))
 
 
 def split_items(text: str | None, option: str, known=None) -> list[str]:
@@ -312,6 +252,81 @@ def method_items(text: str | None, option: str = "--methods") -> list[str]:
         for item in items:
             resolve(item)
     return items
+
+
+def parse_grids(values: list[str] | None) -> dict[str, list]:
+    """Parse repeated ``--grid METHOD=v1,v2`` options.
+
+    Raises:
+        InputError: malformed option (spaces around ``=``, an empty value ``1,,2``), an unknown or wrongly-cased
+            method (the right name suggested, :func:`dukb.cli.run_options.method_items`), a method given twice, a
+            value of an integer grid (steps) that is not ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`),
+            or a value outside its range (:data:`dukb.neural.bounds.GRID_STEPS`,
+            :data:`~dukb.neural.bounds.GRID_VALUE`).
+    """
+    from dukb.neural.methods import parse_grid, resolve
+
+    out: dict[str, list] = {}
+    for v in values or []:
+        if "=" not in v:
+            raise InputError(f"--grid {v!r} is not METHOD=v1,v2,...")
+        name, vals = v.rsplit("=", 1)  # the last "=": a label may carry options (``ga:lr=5e-4=2,4``)
+        if name != name.strip() or vals != vals.strip() or not name:
+            raise InputError(f"--grid {v!r} is not METHOD=v1,v2,... (no spaces around '=')")
+        if any(not part.strip() for part in vals.split(",")):
+            raise InputError(f"--grid {v!r} has an empty value; separate the values by single commas")
+        method_items(name, "--grid")
+        label, m, _scope, _g = resolve(name)
+        integer = m.param == "steps"
+        if integer:  # parse_grid reads with int(), which also takes 1_0, +1 and full-width digits
+            for part in vals.split(","):
+                if part.strip():
+                    option_int(part, f"--grid {name.strip()} value")
+        exact = "@" in name or ":" in name or name.strip().lower() == label
+        key = label if exact else m.name
+        if key in out:
+            raise InputError(f"--grid {key} is given twice")
+        out[key] = parse_grid(vals, integer=integer)
+        rng = B.GRID_STEPS if integer else B.GRID_VALUE
+        for x in out[key]:
+            rng.check(f"--grid {name} value", x)
+    return out
+
+
+def int_items(text: str, name: str) -> list[int]:
+    """Comma-separated integers, each ``-?[0-9]+`` in ASCII (:func:`dukb.cli.symbolic.option_int`), from 1 to
+    :data:`dukb.neural.bounds.N_TARGETS`'s bound (they count targets).
+
+    Raises:
+        InputError: ``<name> must be comma-separated integers, got ...`` (an empty item included); a value
+            outside the range.
+    """
+    try:
+        if text.strip() and any(not x.strip() for x in text.split(",")):
+            raise InputError(text)
+        values = [option_int(x, name) for x in text.split(",") if x.strip()]
+    except InputError:
+        raise InputError(f"{name} must be comma-separated integers (the digits 0-9 and a leading '-', no empty "
+                         f"item), got {text!r}") from None
+    for v in values:
+        B.N_TARGETS.check(name, v)
+    return values
+
+
+def float_items(text: str, name: str) -> list[float]:
+    """Comma-separated decimal numbers (:func:`dukb.neural.bounds.decimal_problem`: no ``_``, ``nan``, ``inf``),
+    each a share in (0, 1) (:data:`dukb.neural.bounds.FRACTION_OPEN`).
+
+    Raises:
+        InputError: an empty item, a value that is not such a number or outside (0, 1).
+    """
+    out = []
+    for x in split_items(text, name):
+        if B.decimal_problem("value", x):
+            raise InputError(f"{name} must be comma-separated numbers, got {text!r}")
+        out.append(float(x))
+        B.FRACTION_OPEN.check(name, out[-1])
+    return out
 
 
 def ranges_table():

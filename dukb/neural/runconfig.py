@@ -1,56 +1,42 @@
 """The run configuration every protocol shares: KB, rules, model, finetuning, LoRA, partial layers, dtype, device,
 prompt, gradient checkpointing, remote code, batch size, seed and learning rate.
 
-:class:`RunConfig` is the base of ``EvaluateConfig``, ``MuseConfig``, ``RwkuConfig`` and ``ControlConfig``: each
-protocol inherits the same fields with the same meaning and checks, and builds its model, its loading options and
-the model part of its run identity from the config object it runs (never from copies of the defaults). The command
-line's counterpart is :data:`SHARED_OPTIONS` (one name and help per field), which every protocol command takes.
+:class:`RunConfig` is the base of ``EvaluateConfig``, ``MuseConfig``, ``RwkuConfig``, ``ControlConfig`` and
+``RestorConfig``: each protocol inherits the same fields with the same meaning and checks, and builds its model, its
+loading options and the model part of its run identity from the config object it runs (never from copies of the
+defaults). Each field
+declares its option in its metadata (:func:`dukb.neural.declare.option`: flag, help, range, group "shared"), from
+which every protocol command's options, the ``--config`` keys and the docs' table of shared options are generated.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, fields
 
 from dukb import InputError
-from dukb.neural.bounds import (BATCH_SIZE, EPOCHS, LAYER, LORA_ALPHA, LORA_DROPOUT, LORA_R, LR, SEED, bounded,
+from dukb.neural.bounds import (BATCH_SIZE, DTYPES, EPOCHS, LAYER, LORA_ALPHA, LORA_DROPOUT, LORA_R, LR, SEED,
                                 check_ranges, field_range)
+from dukb.neural.declare import SHARED, Frozen, default_of, flag_of, freeze, group_fields, help_of, option
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
 
-#: (field, flag, help) of every shared option, in the order `--help` lists them; the help text is the single
-#: source of each command's flag help and of README's table of shared options (``dukb methods --options``)
-SHARED_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("kb", "--kb", "KB directory or built-in name; default: with --finetuned, the KB the model was finetuned on "
-     "(its dukb_model.json), else the built-in generated KB (100 people, seed 0)."),
-    ("rules", "--rules", RULES_HELP),
-    ("model", "--model", "Model to finetune on the KB: 'tiny' (built-in default), a known short name "
-     "(smollm2-135m), a .gguf file or a folder holding one, hub id or directory."),
-    ("finetuned", "--finetuned", "Use this already finetuned model directory instead of finetuning --model. A "
-     "model finetuned on another KB than --kb is refused (exit 2)."),
-    ("allow_kb_mismatch", "--allow-kb-mismatch", "Accept a model finetuned on another KB than --kb (the kb_sha256 "
-     "its dukb_model.json records): a warning instead of the refusal (exit 2); recorded in a run's config."),
-    ("seed", "--seed", "Run seed: targets, splits, retain sampling, tiny initialisation, finetuning order."),
-    ("lr", "--lr", "Learning rate of gradient methods (default: the model family's preset)."),
-    ("device", "--device", "auto (cuda if available), cpu, cuda, cuda:N or mps, checked against what torch reports "
-     "(cuda:N below the number of CUDA devices; mps where torch has it)."),
-    ("dtype", "--dtype", "auto (bf16 on CUDA, else fp32), float32, bfloat16, float16."),
-    ("prompt", "--prompt", "Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: chosen from the model)."),
-    ("finetune_epochs", "--finetune-epochs", "Maximum finetuning epochs (default: the model family's preset; "
-     "finetuning stops once the model answers every fact)."),
-    ("batch_size", "--batch-size", "Finetuning batch size (default: the preset's; the paper's 16 for real models)."),
-    ("lora_r", "--lora-r", "LoRA rank for finetuning and every gradient method (0: full-parameter training)."),
-    ("lora_alpha", "--lora-alpha", "LoRA alpha."),
-    ("lora_dropout", "--lora-dropout", "LoRA dropout."),
-    ("lora_targets", "--lora-targets", "Comma-separated LoRA module names (default: peft's for the architecture)."),
-    ("layers", "--layers", "Partial-layer finetuning for every gradient method: FIRST-LAST transformer blocks, "
-     "e.g. 0-3 (RWKU's App. H; default: every layer)."),
-    ("gradient_checkpointing", "--gradient-checkpointing", "Trade compute for memory on large models (does not "
-     "change results)."),
-    ("trust_remote_code", "--trust-remote-code", "Allow model code from the hub (off by default)."),
-    ("log_with", "--log-with", "Log every training's losses per epoch to an experiment tracker through accelerate: "
-     "tensorboard (RUN_DIR/tensorboard; needs the tensorboard package, dukb's extra of that name). Changes no "
-     "result."),
-)
+#: the help of ``--heldout-rule`` (every command that scores rows on held-out forms: evaluate, unlearn, control)
+HELDOUT_RULE_HELP = ("What still counts as known on the held-out forms: 'pairs' (after unlearning, probe the form-fact "
+                     "pairs that elicited their fact before; a fact is known while one still does; cheap) or 'any' "
+                     "(probe every held-out form; known while any does, also one that did not before; the stricter "
+                     "worst case). Facts no held-out form elicited before are left unscored under both.")
+
+
+def heldout_forms_help(scored: str, seen: str) -> str:
+    """The help of a ``--heldout-forms`` option.
+
+    Args:
+        scored: what the forms score, e.g. "every row is also scored on (recall_heldout)"; seen: the forms they
+            must avoid, e.g. "the forms a method trains on or queries (qa for every built-in method)".
+    """
+    return (f"Probe forms {scored}: comma-separated kinds or groups of `dukb probes --kinds`, disjoint from {seen}. "
+            "Default: every form that asks for a fact except those.")
 
 
 def parse_layers(text: str | None) -> tuple[int, int] | None:
@@ -80,15 +66,8 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
     return a, b
 
 
-#: shared fields a protocol's identity ``settings`` leave out: the rule set (its fingerprint is the identity's
-#: ``rules``), LoRA and layers (:meth:`RunConfig.model_identity`), and those that change no row (the KB's
-#: fingerprint is the identity's ``kb``, so ``allow_kb_mismatch`` need not be)
-NOT_SETTINGS = ("rules", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "layers", "gradient_checkpointing",
-                "trust_remote_code", "log_with", "allow_kb_mismatch")
-
-
 @dataclass
-class RunConfig:
+class RunConfig(Frozen):
     """The options every protocol shares (inherited by each protocol's config dataclass).
 
     Attributes:
@@ -116,42 +95,87 @@ class RunConfig:
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
 
-    kb: str | None = None
-    rules: str = "family"
-    model: str = "tiny"
-    finetuned: str | None = None
-    allow_kb_mismatch: bool = False
-    seed: int = bounded(0, SEED, "--seed")
-    lr: float | None = bounded(None, LR, "--lr")
-    device: str = "auto"
-    dtype: str = "auto"
-    prompt: str | None = None
-    finetune_epochs: int | None = bounded(None, EPOCHS, "--finetune-epochs")
-    batch_size: int | None = bounded(None, BATCH_SIZE, "--batch-size")
-    lora_r: int = bounded(0, LORA_R, "--lora-r")
-    lora_alpha: int = bounded(16, LORA_ALPHA, "--lora-alpha")
-    lora_dropout: float = bounded(0.0, LORA_DROPOUT, "--lora-dropout")
-    lora_targets: list[str] | None = None
-    layers: str | None = None
-    gradient_checkpointing: bool = False
-    trust_remote_code: bool = False
-    log_with: str | None = None
+    kb: str | None = option(None, group=SHARED, help="KB directory or built-in name; default: with --finetuned, the KB "
+                            "the model was finetuned on (its dukb_model.json), else the built-in generated KB (100 "
+                            "people, seed 0).")
+    rules: str = option("family", group=SHARED, identity="rules", help=RULES_HELP)
+    model: str = option("tiny", group=SHARED, help="Model to finetune on the KB: 'tiny' (built-in default), a known "
+                        "short name (smollm2-135m), a .gguf file or a folder holding one, hub id or directory.")
+    finetuned: str | None = option(None, group=SHARED, help="Use this already finetuned model directory instead of "
+                                   "finetuning --model. A model finetuned on another KB than --kb is refused (exit 2).")
+    allow_kb_mismatch: bool = option(False, group=SHARED, identity=False, help="Accept a model finetuned on another "
+                                     "KB than --kb (the kb_sha256 its dukb_model.json records): a warning instead of "
+                                     "the refusal (exit 2); recorded in a run's config.")
+    seed: int = option(0, group=SHARED, range=SEED, help="Run seed: targets, splits, retain sampling, tiny "
+                       "initialisation, finetuning order.")
+    lr: float | None = option(None, group=SHARED, range=LR, help="Learning rate of gradient methods (default: the "
+                              "model family's preset).")
+    device: str = option("auto", group=SHARED, parse="device", help="auto (cuda if available), cpu, cuda, cuda:N or "
+                         "mps, checked against what torch reports (cuda:N below the number of CUDA devices; mps where "
+                         "torch has it).")
+    dtype: str = option("auto", group=SHARED, parse="dtype", choices=DTYPES, help="auto (bf16 on CUDA, else fp32), "
+                        "float32, bfloat16, float16.")
+    prompt: str | None = option(None, group=SHARED, help="Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: "
+                                "chosen from the model).")
+    finetune_epochs: int | None = option(None, group=SHARED, range=EPOCHS, help="Maximum finetuning epochs (default: "
+                                         "the model family's preset; finetuning stops once the model answers every "
+                                         "fact).")
+    batch_size: int | None = option(None, group=SHARED, range=BATCH_SIZE, help="Finetuning batch size (default: the "
+                                    "preset's; the paper's 16 for real models).")
+    lora_r: int = option(0, group=SHARED, identity="model", range=LORA_R, help="LoRA rank for finetuning and every "
+                         "gradient method (0: full-parameter training).")
+    lora_alpha: int = option(16, group=SHARED, identity="model", range=LORA_ALPHA, help="LoRA alpha.")
+    lora_dropout: float = option(0.0, group=SHARED, identity="model", range=LORA_DROPOUT, help="LoRA dropout.")
+    lora_targets: list[str] | None = option(None, group=SHARED, identity="model", parse="lora_targets",
+                                            help="Comma-separated LoRA module names (default: peft's for the "
+                                            "architecture).")
+    layers: str | None = option(None, group=SHARED, identity="model", parse="layers", help="Partial-layer finetuning "
+                                "for every gradient method: FIRST-LAST transformer blocks, e.g. 0-3 (RWKU's App. H; "
+                                "default: every layer).")
+    gradient_checkpointing: bool = option(False, group=SHARED, identity=False, help="Trade compute for memory on "
+                                          "large models (does not change results).")
+    trust_remote_code: bool = option(False, group=SHARED, identity=False, help="Allow model code from the hub (off "
+                                     "by default).")
+    log_with: str | None = option(None, group=SHARED, identity=False, help="Log every training's losses per epoch to "
+                                  "an experiment tracker through accelerate: tensorboard (RUN_DIR/tensorboard; needs "
+                                  "the tensorboard package, dukb's extra of that name). Changes no result.")
+
+    def check(self):
+        """Validate and resolve this config once: the resolved plan every stage consumes.
+
+        Returns:
+            a frozen copy (:func:`dukb.neural.declare.freeze`) with the shared fields checked and resolved
+            (:meth:`check_run`) and the protocol's own (:meth:`resolve`); a config already checked is returned as
+            it is (never checked twice). The config given is left as it was.
+
+        Raises:
+            InputError: see :meth:`check_run` and the protocol's :meth:`resolve`.
+        """
+        if self.checked:
+            return self
+        plan = dataclasses.replace(self)
+        plan.check_run()
+        plan.resolve()
+        return freeze(plan)
+
+    def resolve(self) -> None:
+        """Check and resolve the protocol's own fields in place (each protocol's config overrides it; called once,
+        by :meth:`check`, after :meth:`check_run`)."""
 
     def check_run(self) -> None:
-        """Validate the shared fields (each protocol's ``check()`` calls this first); with ``finetuned``, check
-        ``kb`` against the KB the model was finetuned on, or set ``kb`` to it when None
-        (:func:`dukb.neural.models.model_kb`).
+        """Validate the shared fields (:meth:`check` calls this first); with ``finetuned``, check ``kb`` against the
+        KB the model was finetuned on, or set ``kb`` to it when None (:func:`dukb.neural.models.model_kb`).
 
         Raises:
             InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
                 not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
-                unknown or uninstalled tracker; a
-                ``finetuned`` model finetuned on another KB than ``kb`` (unless ``allow_kb_mismatch``), or whose
-                recorded KB no longer exists.
+                unknown or uninstalled tracker; a ``finetuned`` model finetuned on another KB than ``kb`` (unless
+                ``allow_kb_mismatch``), or whose recorded KB no longer exists.
         """
         from dukb.neural.bounds import check_device, check_dtype
         from dukb.neural.spec import PROMPT_PRESETS
+        from dukb.neural.tracking import check_log_with
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
             raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
@@ -159,8 +183,6 @@ class RunConfig:
         check_device(self.device)
         check_dtype(self.dtype)
         parse_layers(self.layers)
-        from dukb.neural.tracking import check_log_with
-
         check_log_with(self.log_with)
         self.lora()
         if self.finetuned:
@@ -224,9 +246,10 @@ class RunConfig:
 
     def identity_settings(self, exclude=()) -> dict:
         """This config's fields for a run identity's ``settings``: every field but ``exclude`` and the shared
-        fields that are recorded elsewhere or change no row (:data:`NOT_SETTINGS`; LoRA and layers go to
-        :meth:`model_identity`), so an identity written before the shared options existed compares equal."""
-        skip = set(exclude) | set(NOT_SETTINGS)
+        fields that are recorded elsewhere or change no row (:func:`not_settings`: their field metadata's
+        ``identity``; LoRA and layers go to :meth:`model_identity`), so an identity written before the shared options
+        existed compares equal."""
+        skip = set(exclude) | set(not_settings(type(self)))
         return {k: v for k, v in asdict(self).items() if k not in skip}
 
     @classmethod
@@ -235,16 +258,23 @@ class RunConfig:
         return [f.name for f in fields(RunConfig)]
 
 
+def not_settings(cls=None) -> list[str]:
+    """The fields a run identity's ``settings`` leave out, from their metadata
+    (:func:`dukb.neural.declare.option`'s ``identity``): those recorded under another identity key (the rule set's
+    fingerprint is ``rules``; LoRA and layers are :meth:`RunConfig.model_identity`) and those that change no row
+    (``identity=False``: the KB's fingerprint is the identity's ``kb``, so ``allow_kb_mismatch`` need not be)."""
+    return [f.name for f in fields(cls or RunConfig) if f.metadata.get("identity", True) is not True]
+
+
 def options_table() -> Table:
-    """The shared options' reference table (flag, default, meaning), generated from :data:`SHARED_OPTIONS` and
-    :class:`RunConfig` (`dukb methods`, the docs' reference/protocols page)."""
-    defaults = {f.name: f.default for f in fields(RunConfig)}
+    """The shared options' reference table (flag, default, meaning), generated from :class:`RunConfig`'s field
+    metadata (`dukb methods`, the docs' reference/protocols page)."""
     rows = []
-    for name, flag, text in SHARED_OPTIONS:
-        d = defaults[name]
-        rows.append((flag, "" if d is None else ("off" if d is False else str(d)), text))
+    for f in group_fields(RunConfig, SHARED):
+        d = default_of(f)
+        rows.append((flag_of(f), "" if d is None else ("off" if d is False else str(d)), help_of(f)))
     return Table("Shared options", ("option", "default", "meaning"), tuple(rows),
-                 "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`) takes.")
+                 "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) takes.")
 
 
 def run_kwargs(**values) -> dict:
@@ -259,8 +289,22 @@ def run_kwargs(**values) -> dict:
     out = {k: v for k, v in values.items() if k in names}
     t = out.get("lora_targets")
     if isinstance(t, str):
-        if t.strip() and any(not x.strip() for x in t.split(",")):
-            raise InputError(f"--lora-targets {t!r} has an empty item; separate the module names by single commas")
-        out["lora_targets"] = [x.strip() for x in t.split(",") if x.strip()] or None
+        out["lora_targets"] = split_lora_targets(t)
     parse_layers(out.get("layers"))
     return out
+
+
+def split_lora_targets(text: str | None) -> list[str] | None:
+    """``--lora-targets``' comma-separated module names as a list (None: none given).
+
+    Raises:
+        InputError: an empty item (``q_proj,,v_proj``).
+    """
+    if text is None:
+        return None
+    if text.strip() and any(not x.strip() for x in text.split(",")):
+        raise InputError(f"--lora-targets {text!r} has an empty item; separate the module names by single commas")
+    return [x.strip() for x in text.split(",") if x.strip()] or None
+
+
+__all__ = ["HELDOUT_RULE_HELP", "RunConfig", "heldout_forms_help", "not_settings", "options_table", "parse_layers", "run_kwargs", "split_lora_targets"]

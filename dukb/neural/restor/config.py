@@ -9,10 +9,12 @@ App. H. Torch-free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.bounds import (
+    BATCH_SIZE,
     CONTEXT,
     EPOCHS,
     FRACTION_HALF,
@@ -28,13 +30,16 @@ from dukb.neural.bounds import (
     TEMPERATURE,
     TEMPLATES,
     UNLEARN_EPOCHS,
-    bounded,
-    check_device,
-    check_dtype,
-    check_ranges,
 )
 from dukb.neural.catalog import document_methods
+from dukb.neural.declare import SHARED, default_of, option
 from dukb.neural.restor.facts import N_RANDOM
+from dukb.neural.runconfig import RunConfig
+
+#: Most corruption documents per corrupted person (``--docs-per-entity`` of probes and restor): 1,000, above
+#: RESTOR's about 60 per incorrect fact (300 per person); each document is written and trained on, so a larger
+#: count would run for hours instead of being refused.
+MAX_DOCS_PER_ENTITY = 1000
 
 #: The range of each per-method option of ``dukb restor`` (``--lambda kl=5``: :mod:`dukb.neural.bounds`)
 METHOD_VALUE_RANGES = {"--lambda": REG_WEIGHT, "--unlearn-lr": LR, "--unlearn-epochs": UNLEARN_EPOCHS}
@@ -126,12 +131,16 @@ PRESET_NAMES = ("tiny", "restor")
 
 
 @dataclass
-class RestorConfig:
-    """Everything that defines a ``dukb restor`` run (written to RUN_DIR/config.json).
+class RestorConfig(RunConfig):
+    """Everything that defines a ``dukb restor`` run (written to RUN_DIR/config.json). The shared options are
+    :class:`dukb.neural.runconfig.RunConfig`'s, as in every protocol; restor states some in its own words and
+    defaults (``kb`` required, ``lora_r`` 8, ``lora_alpha`` 2 r).
 
     Attributes:
         kb: KB directory or built-in name.
         model: "tiny" (built for the KB), hub id or model directory.
+        finetuned: an already finetuned clean model (stage 1 is skipped; refused when it records another KB than
+            ``kb``, unless ``allow_kb_mismatch``).
         corrupt: share of the facts in F', in (0, 1] (RESTOR: about 250 of 1,051 facts, 0.24).
         context: correct facts about other people per corruption document (dukb's k_context; RESTOR's k is
             context / 5).
@@ -139,7 +148,11 @@ class RestorConfig:
         methods: unlearning methods, of :data:`RESTOR_METHODS`.
         targeted: unlearn only the incorrect sentences of each document (RESTOR's k = 0 forget set).
         seed: seed of the corruption, the tiny model, data orders, sampling and retain set.
-        lora_r: LoRA rank of corruption and unlearning (0: full finetuning); lora_alpha: its alpha (None: 2 r).
+        lora_r: LoRA rank of corruption and unlearning (0: full finetuning); lora_alpha: its alpha (None: 2 r);
+            lora_dropout, lora_targets: the adapter's dropout and modules (None: every linear layer, RESTOR's).
+        layers: partial-layer training of corruption and unlearning ("FIRST-LAST" blocks; None: every layer).
+        lr: the unlearning learning rate of every method (``unlearn_lr`` overrides it per method).
+        finetune_epochs, batch_size: the clean model's finetuning epochs (as ``clean_epochs``) and batch size.
         samples: M generations per fact (RESTOR: 3); 1 = greedy; None: the preset's (tiny: 1, restor: 3). With
             temperature-1 sampling the tiny model's answers after corruption are mostly sampling noise (EDU-RELAT:
             10% of the facts right by a majority of 3 samples, 61% greedy), so its preset decodes greedily.
@@ -153,43 +166,81 @@ class RestorConfig:
         n_retain: retain documents (5 unrelated true-fact sentences each).
         n_random: random plausible answers per fact (RESTOR: 15).
         rules: rule set of the closures.
-        device, dtype, prompt: model options.
+        device, dtype, prompt, gradient_checkpointing, trust_remote_code, log_with: model and run options.
 
     Source: Rezaei et al., RESTOR, Sec. 3.2-3.4, 4.2 and App. C.
     """
 
-    kb: str
-    model: str = "tiny"
-    corrupt: float = bounded(0.24, FRACTION_HALF, "--corrupt")
-    context: int = bounded(5, CONTEXT, "--context")
-    docs_per_entity: int = 20
-    methods: list[str] = field(default_factory=lambda: list(RESTOR_METHODS))
-    targeted: bool = False
-    seed: int = bounded(0, SEED, "--seed")
-    lora_r: int = bounded(8, LORA_R, "--lora-r")
-    lora_alpha: int | None = bounded(None, LORA_ALPHA, "--lora-alpha")
-    samples: int | None = bounded(None, SAMPLES, "--samples")
-    temperature: float = bounded(1.0, TEMPERATURE, "--temperature")
-    max_new_tokens: int = bounded(10, NEW_TOKENS, "--max-new-tokens")
-    preset: str | None = None
-    reg_weight: dict[str, float] = field(default_factory=dict)
-    unlearn_lr: dict[str, float] = field(default_factory=dict)
-    unlearn_epochs: dict[str, int] = field(default_factory=dict)
-    clean_epochs: int | None = bounded(None, EPOCHS, "--clean-epochs")
-    corrupt_epochs: int | None = bounded(None, EPOCHS, "--corrupt-epochs")
-    corrupt_lr: float | None = bounded(None, LR, "--corrupt-lr")
-    templates: int | None = bounded(None, TEMPLATES, "--templates")
-    n_retain: int = bounded(64, N_TEXTS, "--n-retain")
-    n_random: int = bounded(N_RANDOM, RANDOM_ANSWERS, "--n-random")
-    rules: str = "family"
-    device: str = "auto"
-    dtype: str = "auto"
-    prompt: str | None = None
+    CLI: ClassVar[dict] = {
+        "output": None, "output_help": "Run directory (a rerun skips finished stages and methods).", "resume": None,
+        "order": ("kb", "model", "corrupt", "context", "docs_per_entity", "methods", "targeted", "seed", "lora_r",
+                  "lora_alpha", "samples", "temperature", "max_new_tokens", "preset", "reg_weight", "unlearn_lr",
+                  "unlearn_epochs", "clean_epochs", "corrupt_epochs", "corrupt_lr", "templates", "n_retain",
+                  "n_random", "rules", "device", "dtype", "prompt", "output")}
 
-    #: Fields that the clean, corrupted and probed models depend on: a rerun must agree on them.
-    IDENTITY = ("model", "corrupt", "context", "docs_per_entity", "seed", "lora_r", "lora_alpha", "samples",
-                "temperature", "max_new_tokens", "preset", "clean_epochs", "corrupt_epochs", "corrupt_lr",
-                "templates", "n_random", "n_retain", "rules", "prompt")
+    kb: str = option(cli_default=..., identity=False, help="KB directory (people.csv, relationships.csv, "
+                     "biographies.csv) or a built-in KB name.")
+    rules: str = option("family", help="Rule set of the closures: 'family', 'family_paper_compat' or a .lp file.")
+    model: str = option("tiny", help="'tiny' (built for the KB, its vocabulary covering the QA, the true-fact "
+                        "sentences and the corruption documents), a known short name (smollm2-135m), a .gguf file or "
+                        "a folder holding one, an HF hub id or a directory.")
+    seed: int = option(0, range=SEED, help="Seed: corruption, tiny model, data order, sampling, retain set.")
+    device: str = option("auto", parse="device", identity=False, help="auto, cpu, cuda, cuda:N or mps (checked "
+                         "against what torch reports).")
+    dtype: str = option("auto", parse="dtype", identity=False, help="auto, float32, bfloat16, float16.")
+    prompt: str | None = option(None, help="Prompt preset (default: from the model).")
+    lora_r: int = option(8, range=LORA_R, help="LoRA rank of corruption and unlearning, on all linear layers "
+                         "(RESTOR: LoRA, rank 8 by LLaMA-Factory's default); 0 = full finetuning.")
+    lora_alpha: int | None = option(None, range=LORA_ALPHA, help="LoRA alpha (default 2 x rank).")
+    finetuned: str | None = option(None, group=SHARED, identity="set", help="Use this already finetuned model directory as the clean "
+                                   "model instead of finetuning --model (stage 1 is skipped; its vocabulary must "
+                                   "cover the corruption documents). A model finetuned on another KB than --kb is "
+                                   "refused (exit 2).")
+    lr: float | None = option(None, group=SHARED, identity="set", range=LR, help="Unlearning learning rate of every method (default: "
+                              "the preset's; --unlearn-lr METHOD=lr overrides it per method).")
+    finetune_epochs: int | None = option(None, group=SHARED, identity="set", range=EPOCHS, help="Maximum epochs of the clean "
+                                         "model's finetuning (the same as --clean-epochs).")
+    batch_size: int | None = option(None, group=SHARED, identity="set", range=BATCH_SIZE, help="Batch size of the clean model's "
+                                    "finetuning (default: the preset's).")
+    lora_targets: list[str] | None = option(None, group=SHARED, identity="set", parse="lora_targets", help="Comma-separated LoRA "
+                                            "module names (default: every linear layer but the output head, "
+                                            "RESTOR's).")
+    corrupt: float = option(0.24, range=FRACTION_HALF, param="corrupt_fraction", help="Share of the facts to corrupt "
+                            "(F'), 5 per chosen person; RESTOR corrupts about 250 of 1,051 facts (0.24).")
+    context: int = option(5, range=CONTEXT, help="k: correct facts about other people per corruption document "
+                          "(RESTOR's k counts batches of 5: k_RESTOR = context / 5).")
+    docs_per_entity: int = option(20, min=1, max=MAX_DOCS_PER_ENTITY, help="Corruption documents per corrupted "
+                                  f"person, 1 to {MAX_DOCS_PER_ENTITY:,} (RESTOR: about 60 per incorrect fact).")
+    methods: list[str] = option(default_factory=lambda: list(RESTOR_METHODS), parse="items", choices=document_methods,
+                                identity=False, cli_default="ga,kl,npo",
+                                help="Comma-separated unlearning methods: ga, kl, npo.")
+    targeted: bool = option(False, identity=False, help="Unlearn only the incorrect-fact sentences of each document "
+                            "(RESTOR's k=0 forget set).")
+    samples: int | None = option(None, range=SAMPLES, help="M generations per fact, majority vote (RESTOR: 3); 1 = "
+                                 "greedy. Default: 1 with the tiny preset (its sampled answers are mostly noise after "
+                                 "corruption), 3 with the restor preset.")
+    temperature: float = option(1.0, range=TEMPERATURE, help="Sampling temperature when M > 1.")
+    max_new_tokens: int = option(10, range=NEW_TOKENS, help="Generation budget (tokens).")
+    preset: str | None = option(None, choices=PRESET_NAMES, help="Hyper-parameters: 'tiny' or 'restor' (RESTOR App. "
+                                "C.1/C.2); default: tiny for the tiny model, else restor.")
+    reg_weight: dict[str, float] = option(default_factory=dict, flag="--lambda", param="reg_weight",
+                                          cli_type="multiple", parse="method_values", identity=False,
+                                          help="METHOD=λ, weight of the retain cross-entropy (repeatable; all=λ for "
+                                          "every method). Presets: GA 4, KL 5, NPO 5.")
+    unlearn_lr: dict[str, float] = option(default_factory=dict, cli_type="multiple", parse="method_values",
+                                          identity=False, help="METHOD=lr (repeatable; all=lr).")
+    unlearn_epochs: dict[str, int] = option(default_factory=dict, cli_type="multiple", parse="method_values",
+                                            identity=False, help="METHOD=epochs (repeatable; all=N). Presets: GA 2, "
+                                            "KL 2, NPO 3.")
+    clean_epochs: int | None = option(None, range=EPOCHS, help="Maximum epochs of the clean model's finetuning "
+                                      "(stops early at 100% of the facts).")
+    corrupt_epochs: int | None = option(None, range=EPOCHS, help="Corruption epochs (RESTOR: 5).")
+    corrupt_lr: float | None = option(None, range=LR, help="Corruption learning rate.")
+    templates: int | None = option(None, range=TEMPLATES, help="Sentence templates per fact in the clean model's "
+                                   "training text (default: all).")
+    n_retain: int = option(64, range=N_TEXTS, help="Retain documents (5 unrelated true-fact sentences each).")
+    n_random: int = option(N_RANDOM, range=RANDOM_ANSWERS, help="Random plausible answers per fact for the "
+                           "log-probabilities (RESTOR Fig. 2: 15).")
 
     def resolved_preset(self) -> str:
         """The preset name in use."""
@@ -201,17 +252,15 @@ class RestorConfig:
             return self.samples
         return 1 if self.resolved_preset() == "tiny" else 3
 
-    def check(self) -> None:
-        """Validate the settings.
+    def resolve(self) -> None:
+        """Check restor's own fields (:meth:`dukb.neural.runconfig.RunConfig.check` calls it once, after the
+        shared ones and every range).
 
         Raises:
-            InputError: a value out of range or an unknown method/preset.
+            InputError: no method, an unknown or repeated method, an unknown preset, sampling at temperature 0, a
+                per-method value for another method or out of range, ``finetune_epochs`` and ``clean_epochs``
+                both given and different.
         """
-        check_ranges(self)  # every bounded field (dukb.neural.bounds)
-        check_device(self.device)
-        check_dtype(self.dtype)
-        if self.docs_per_entity < 1:
-            raise InputError(f"--docs-per-entity must be >= 1, got {self.docs_per_entity}")
         if not self.methods:
             raise InputError("no unlearning method given (--methods ga,kl,npo)")
         for m in self.methods:
@@ -219,10 +268,6 @@ class RestorConfig:
                 raise InputError(f"unknown method {m!r} for restor (choose from {', '.join(RESTOR_METHODS)})")
         if len(set(self.methods)) != len(self.methods):
             raise InputError("a method is listed twice in --methods")
-        if self.lora_r < 0:
-            raise InputError(f"--lora-r must be >= 0 (0 = full finetuning), got {self.lora_r}")
-        if self.samples is not None and self.samples < 1:
-            raise InputError(f"--samples must be >= 1, got {self.samples}")
         if self.resolved_samples() > 1 and self.temperature <= 0:
             raise InputError("--temperature must be > 0 when --samples > 1")
         if self.resolved_preset() not in PRESET_NAMES:
@@ -233,15 +278,21 @@ class RestorConfig:
                 if m not in RESTOR_METHODS:
                     raise InputError(f"{name}: unknown method {m!r}")
                 METHOD_VALUE_RANGES[name].check(f"{name} {m}", v)
-        if self.n_retain < 0 or self.n_random < 0 or self.max_new_tokens < 1:
-            raise InputError("--n-retain and --n-random must be >= 0 and --max-new-tokens >= 1")
-        if self.templates is not None and self.templates < 1:
-            raise InputError(f"--templates must be >= 1, got {self.templates}")
+        if None not in (self.finetune_epochs, self.clean_epochs) and self.finetune_epochs != self.clean_epochs:
+            raise InputError(f"--finetune-epochs {self.finetune_epochs} and --clean-epochs {self.clean_epochs} both "
+                             "set the clean model's epochs; give one")
 
     def identity(self) -> dict:
-        """The fields of :data:`IDENTITY` with their values (samples and preset resolved)."""
-        return {k: getattr(self, k) for k in self.IDENTITY} | {"samples": self.resolved_samples(),
-                                                                "preset": self.resolved_preset()}
+        """The fields the clean, corrupted and probed models depend on (a rerun must agree on them), from their
+        metadata (:func:`dukb.neural.declare.option`): ``identity=True`` always, samples and preset resolved; any
+        other but False (the shared options restor took later: "set", "model") only when set, so that a run written
+        before them compares equal."""
+        out = {}
+        for f in fields(self):
+            ident, v = f.metadata.get("identity", True), getattr(self, f.name)
+            if ident is True or (ident is not False and v != default_of(f)):
+                out[f.name] = v
+        return out | {"samples": self.resolved_samples(), "preset": self.resolved_preset()}
 
     def unlearn_setting(self, method: str) -> UnlearnSetting:
         """The resolved hyper-parameters of a method: the preset, with LoRA's learning rate scaled for full
@@ -251,6 +302,8 @@ class RestorConfig:
         if not self.lora_r:
             s = replace(s, lr=s.lr * p["unlearn_full_lr_scale"])
         over = {}
+        if self.lr is not None:  # --lr: every method's rate, below the per-method --unlearn-lr
+            over["lr"] = float(self.lr)
         if method in self.reg_weight:
             over["reg_weight"] = float(self.reg_weight[method])
         if method in self.unlearn_lr:
@@ -264,7 +317,9 @@ class RestorConfig:
         p = _presets()[self.resolved_preset()]
         if stage == "clean":
             c = p["clean"]
-            return replace(c, seed=self.seed, **({"epochs": self.clean_epochs} if self.clean_epochs else {}))
+            epochs = self.clean_epochs or self.finetune_epochs
+            return replace(c, seed=self.seed, **({"epochs": epochs} if epochs else {}),
+                           **({"batch_size": self.batch_size} if self.batch_size else {}))
         c = p["corrupt_lora" if self.lora_r else "corrupt_full"]
         over = {"seed": self.seed}
         if self.corrupt_epochs is not None:

@@ -32,6 +32,7 @@ import torch
 from dukb import InputError
 from dukb.kb.judge import Judge
 from dukb.kb.model import KB, Triple
+from dukb.neural import tracking
 from dukb.neural.protocols.base import Protocol
 from dukb.neural.restor.beliefs import belief_analysis, belief_triples
 from dukb.neural.restor.config import RESTOR_METHODS, RestorConfig
@@ -66,7 +67,8 @@ def lora_targets(model) -> tuple[str, ...]:
 def _spec_for(cfg: RestorConfig, path: str):
     from dukb.neural.models import spec_for_path
 
-    return spec_for_path(path, prompt=cfg.prompt, dtype=cfg.dtype, device=cfg.device)
+    return spec_for_path(path, prompt=cfg.prompt, dtype=cfg.dtype, device=cfg.device,
+                         trust_remote_code=cfg.trust_remote_code, gradient_checkpointing=cfg.gradient_checkpointing)
 
 
 def _predictor(lm):
@@ -81,7 +83,16 @@ def _lora_spec(cfg: RestorConfig, model):
 
     if not cfg.lora_r:
         return None
-    return LoraSpec(cfg.lora_r, cfg.lora_alpha or 2 * cfg.lora_r, 0.0, lora_targets(model))
+    targets = tuple(cfg.lora_targets) if cfg.lora_targets else lora_targets(model)
+    return LoraSpec(cfg.lora_r, cfg.lora_alpha or 2 * cfg.lora_r, cfg.lora_dropout, targets)
+
+
+def _select_layers(cfg: RestorConfig, model) -> None:
+    """``--layers``: freeze every trainable parameter outside the chosen blocks (corruption and unlearning)."""
+    if cfg.layers:
+        from dukb.neural.methods.base import select_layers
+
+        select_layers(model, cfg.layer_range())
 
 
 def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: Path, log) -> dict:
@@ -103,7 +114,8 @@ def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: 
             tok = build_tokenizer(texts)
             need = max(longest_tokens(tok, texts) + cfg.max_new_tokens + 4, 96)
             build_tiny_model(texts, tmp, seed=cfg.seed, config={"n_positions": -(-need // 32) * 32})
-            spec = ModelSpec(tmp, prompt="tiny", dtype=cfg.dtype, device=cfg.device)
+            spec = ModelSpec(tmp, prompt="tiny", dtype=cfg.dtype, device=cfg.device,
+                             gradient_checkpointing=cfg.gradient_checkpointing)
         else:
             spec = _spec_for(cfg, cfg.model)
         lm = load_model(spec)
@@ -143,6 +155,7 @@ def _train_corrupted(cfg: RestorConfig, clean_dir: Path, docs: list[str], out: P
         torch.manual_seed(cfg.seed)  # LoRA's initialisation draws from the global generator
         state = WeightState(lm, lora)
         lm.model = state.model
+    _select_layers(cfg, lm.model)
     tc = cfg.train_config("corrupt")
     record = train_sequences(lm.model, encode_texts(lm.tokenizer, docs, lm.device), tc)
     log(f"corruption: {len(docs)} documents, {tc.epochs} epochs, loss {record['loss_per_epoch'][-1]:.4f} "
@@ -220,8 +233,8 @@ class RestorProtocol(Protocol):
 
         cfg, s, run, log = self.cfg, self.setup, self.run, self.log
         docs_full = forget_texts(s.corruption, False)
-        clean_dir = run / "clean"
-        if not (clean_dir / "train.json").exists():
+        clean_dir = Path(cfg.finetuned) if cfg.finetuned else run / "clean"  # --finetuned: the clean model given
+        if not cfg.finetuned and not (clean_dir / "train.json").exists():
             log("stage 1/4: clean model")
             rec = _train_clean(cfg, s.kb, s.facts, s.judge,
                                docs_full + s.retain + forget_texts(s.corruption, True), clean_dir, log)
@@ -269,6 +282,7 @@ class RestorProtocol(Protocol):
         self.log(f"stage 4/4: unlearning with {m.upper()}{' (targeted)' if cfg.targeted else ''}: {asdict(setting)}")
         torch.manual_seed(cfg.seed)  # LoRA's initialisation draws from the global generator
         state = WeightState(self.lm, self.lora)
+        _select_layers(cfg, state.model)
         try:
             rec = unlearn_documents(state, m, self.forget, self.retain, setting.train_config(cfg.seed),
                                     reg_weight=setting.reg_weight, beta=setting.beta)
@@ -302,10 +316,13 @@ class RestorProtocol(Protocol):
         return paths
 
     def execute(self) -> dict:
-        """The stages; returns the report's paths (RESTOR's entry has always returned them)."""
-        self.plan()
-        self.model()
-        self.work()
+        """The stages; returns the report's paths (RESTOR's entry has always returned them). With ``log_with``,
+        every training's losses go to the run's tracker (:func:`dukb.neural.tracking.tracking`)."""
+        with tracking.tracking(self.run, self.cfg.log_with, self.name):
+            self.plan()
+            with tracking.scope("finetune"):
+                self.model()
+            self.work()
         return self.report()
 
 
@@ -357,7 +374,8 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     dtype = str(resolve_dtype(cfg.dtype, resolve_device(cfg.device))).removeprefix("torch.")
     identity = cfg.identity() | {
         "identity_version": IDENTITY_VERSION, "kb_fingerprint": fp, "rules_fingerprint": closure.rules.fingerprint,
-        "model_fingerprint": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
+        "model_fingerprint": model_fingerprint(cfg.finetuned) if cfg.finetuned else
+        {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
         "dtype": dtype}
     # one writer: locks the directory (a second restor with the same settings waits); a run with other settings is
     # refused (every differing key named) before anything in it is touched

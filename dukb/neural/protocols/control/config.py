@@ -25,12 +25,14 @@ Source: Wang et al. 2024 ("Unlearning with Control"), Sec. 4-5, App. C and G; Wu
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.bounds import GRID_INTERVALS, N_SEEDS, RETAIN_EVAL, STEPS, TAU, bounded
 from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
-from dukb.neural.runconfig import RunConfig
+from dukb.neural.declare import option
+from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help
 
 #: GA, GD (= GA + GDR), KL (= GA + KL to θ_o on retain data) and PO: the paper's four methods
 CONTROL_METHODS = ("ga", "ga_gdr", "ga_klr", "po")
@@ -71,26 +73,56 @@ class ControlConfig(RunConfig):
     Source: Wang et al. 2024 (Unlearning with Control), Sec. 5 and App. C.
     """
 
-    methods: list[str] = field(default_factory=lambda: list(CONTROL_METHODS))
-    controls: list[str] = field(default_factory=lambda: list(CONTROL_KINDS))
-    ratios: list[float] = field(default_factory=lambda: list(RATIOS))
-    steps: int = bounded(16, STEPS, "--steps")
-    tau_max: float | None = bounded(None, TAU, "--tau-max")
-    coarse: int = bounded(10, GRID_INTERVALS, "--coarse")
-    fine: int = bounded(10, GRID_INTERVALS, "--fine")
-    retain_eval: int = bounded(400, RETAIN_EVAL, "--retain-eval")
-    selection: str = "full"
-    search: str = "bisection"
-    sets: str = "exact"
-    seeds: int = bounded(100, N_SEEDS, "--seeds")
-    heldout_forms: list[str] | None = None
-    heldout_rule: str = "pairs"
+    CLI: ClassVar[dict] = {
+        "output": "runs/control",
+        "resume": "Continue a run in the same directory; refused (exit 2, differing keys named) when a row-changing "
+                  "setting differs; methods, controls and ratios may be added.",
+        "order": ("methods", "controls", "ratios", "steps", "tau_max", "coarse", "fine", "retain_eval", "selection",
+                  "search", "sets", "heldout_forms", "heldout_rule", "output", "resume")}
 
-    def check(self) -> None:
-        """Raises InputError on settings outside their ranges."""
+    methods: list[str] = option(default_factory=lambda: list(CONTROL_METHODS), extendable=True, parse="methods",
+                                help="Comma-separated gradient methods (the paper's GA, GD = ga_gdr, KL = ga_klr and "
+                                "PO by default; any method swept over steps, e.g. npo, simnpo, dpo, rt).")
+    controls: list[str] = option(default_factory=lambda: list(CONTROL_KINDS), extendable=True, parse="items",
+                                 choices=CONTROL_KINDS,
+                                 help="Controls of excessive unlearning: oc (objective capping: the unlearning risk "
+                                 "capped at τ), es (early stopping at step T of one run), mm (model mixing "
+                                 "(1−α)θ_o + αθ_u).")
+    ratios: list[float] = option(default_factory=lambda: list(RATIOS), extendable=True, parse="floats",
+                                 help="Forget ratios of the KB's facts (1%, 5%, 10% by default); the forget sets are "
+                                 "nested relationship facts.")
+    steps: int = option(16, range=STEPS, help="Steps T of the uncontrolled run; the length of OC and MM runs and the "
+                        "largest ES step.")
+    tau_max: float | None = option(None, range=TAU, help="Top of OC's τ grid (nats per token; default: the largest "
+                                   "unlearning risk of the method's uncontrolled run).")
+    coarse: int = option(10, range=GRID_INTERVALS, help="Intervals of the coarse grid over each control's range.")
+    fine: int = option(10, range=GRID_INTERVALS, help="Intervals of the fine grid over ±1 coarse step around the best "
+                       "coarse value.")
+    retain_eval: int = option(400, range=RETAIN_EVAL, help="Facts in retain-eval D_t,eval (never trained on by any "
+                              "method; the paper: 400).")
+    selection: str = option("full", choices=SELECTIONS, help="full: all three floors; cheap: the PS-exact "
+                            "(retain-eval) floor alone (App. G). " + ", ".join(SELECTIONS) + ".")
+    search: str = option("bisection", choices=("bisection", "linear"), help="PS search over the prefix length: "
+                         "bisection or linear.")
+    sets: str = option("exact", choices=("exact", "random"), help="exact | random minimal deep unlearning sets for "
+                       "DU recall.")
+    seeds: int = bounded(100, N_SEEDS, "--seeds")
+    heldout_forms: list[str] | None = option(None, parse="forms", help=heldout_forms_help(
+        "every model is also judged on (the *_heldout fields and the report's held-out DU columns)",
+        "the forms a method of the run trains on or queries (qa, and reverse for rt) and the calibration's "
+        "(qa, paraphrase)"))
+    heldout_rule: str = option("pairs", choices=("pairs", "any"), help=HELDOUT_RULE_HELP)
+
+    def resolve(self) -> None:
+        """Check the protocol's own fields (:meth:`dukb.neural.runconfig.RunConfig.check` calls it once) and
+        resolve ``heldout_forms`` to probe kinds.
+
+        Raises:
+            InputError: no method, an unknown control, selection, search, sets or held-out rule, a ratio outside
+                (0, 1), held-out forms a method or the calibration sees.
+        """
         from dukb.neural.metrics.ps import SEARCHES
 
-        self.check_run()
         if not self.methods:
             raise InputError("no method given")
         bad = [c for c in self.controls if c not in CONTROL_KINDS]
@@ -98,12 +130,6 @@ class ControlConfig(RunConfig):
             raise InputError(f"unknown control {bad[0]!r} (choose from {', '.join(CONTROL_KINDS)})")
         if not self.ratios or any(not 0 < r < 1 for r in self.ratios):
             raise InputError(f"--ratios must be in (0, 1), got {self.ratios}")
-        if self.steps < 1 or self.coarse < 1 or self.fine < 1:
-            raise InputError("--steps, --coarse and --fine must be at least 1")
-        if self.tau_max is not None and self.tau_max <= 0:
-            raise InputError(f"--tau-max must be > 0, got {self.tau_max}")
-        if self.retain_eval < 1:
-            raise InputError("--retain-eval must be at least 1")
         if self.selection not in SELECTIONS:
             raise InputError(f"unknown --selection {self.selection!r} (choose from {', '.join(SELECTIONS)})")
         if self.search not in SEARCHES:

@@ -17,12 +17,15 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from dukb import InputError
-from dukb.neural.bounds import N_SEEDS, N_TARGETS, bounded
-from dukb.neural.catalog import default_metrics
-from dukb.neural.runconfig import RunConfig, parse_layers
+from dukb.neural.bounds import N_SEEDS, N_TARGETS
+from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
+from dukb.neural.declare import option
+from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
+from dukb.solver.scopes import FORGET_SCOPES
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 
@@ -70,42 +73,73 @@ class EvaluateConfig(RunConfig):
             becomes the worst case over forms and attacks). Their settings are part of the run identity.
     """
 
-    targets: list[int] | None = None
-    n_targets: int = bounded(11, N_TARGETS, "--n-targets")
-    methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
-    grids: dict[str, list] = field(default_factory=dict)
-    sets: str = "exact"
-    seeds: int = bounded(100, N_SEEDS, "--seeds")
-    forget_scope: str = "target"
-    metrics: list[str] = field(default_factory=lambda: list(default_metrics()))
-    heldout_forms: list[str] | None = None
-    heldout_rule: str = "pairs"
-    finetune_forms: list[str] = field(default_factory=lambda: ["qa"])
-    schedule: str = "reference"
-    attacks: list[str] = field(default_factory=list)
+    CLI: ClassVar[dict] = {
+        "output": "runs/evaluate",
+        "resume": "Continue a run in the same directory, skipping finished rows. Refused (exit 2, differing keys "
+                  "named) when any setting that changes rows differs from the run's; targets and methods may be "
+                  "added.",
+        "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
+                  "heldout_rule", "finetune_forms", "sets", "seeds", "output", "resume", "schedule", "attacks")}
 
-    def check(self) -> EvaluateConfig:
+    targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
+                                       help="Targets: one relationship fact_id per line ('#' comments).")
+    n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: draw this many targets, relation kinds "
+                            "in turn (11 = one per kind; 55 = the paper's 5 per kind).")
+    methods: list[str] = option(default_factory=lambda: list(DEFAULT_METHODS), extendable=True, parse="methods",
+                                help=lambda: "Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}.")
+    grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
+                                    help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
+    sets: str = option("exact", choices=("exact", "random"), help="exact | random minimal deep unlearning sets for "
+                       "recall.")
+    seeds: int = option(100, range=N_SEEDS, help="N_seed for random sets.")
+    forget_scope: str = option("target", choices=tuple(FORGET_SCOPES), help="Forget set of methods without @SCOPE: "
+                               + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + ".")
+    metrics: list[str] = option(default_factory=lambda: list(default_metrics()), parse="items",
+                                help=lambda: "Comma-separated metrics to compute (required ones are added; probing "
+                                "computes only what they need). " + metrics_help() + ".")
+    heldout_forms: list[str] | None = option(None, parse="forms", help=heldout_forms_help(
+        "every row is also scored on (recall_heldout)",
+        "the forms a method trains on or queries (probe_forms_seen: qa, and more for rt and the multi-form "
+        "CL-DU variants)"))
+    heldout_rule: str = option("pairs", choices=("pairs", "any"), help=HELDOUT_RULE_HELP)
+    finetune_forms: list[str] = option(default_factory=lambda: ["qa"], parse="forms", help="Probe forms the model is "
+                                       "finetuned on (comma-separated kinds or groups; default qa, the paper's). "
+                                       "Adding forms such as paraphrase,cloze,synonym,reverse makes the model know "
+                                       "the facts under forms the methods never see, so the held-out scores test "
+                                       "the fact, not the wording.")
+    schedule: str = option("reference", choices=("reference", "separate"), help="How the step grid T of gradient "
+                           "methods (ga, npo, ...) is run. reference (default): as Eval-DU's code "
+                           "(wrh14/deep_unlearning forget.py), one run of the grid's largest T steps from the "
+                           "finetuned model, read at every T, HF's linear schedule with 1 warm-up step (learning rate "
+                           "0 at step 1) decaying over that run, AdamW with weight decay 0.01, and npo on Eval-DU's "
+                           "500-token EOS-padded layout; a resume may add grid values below the largest only. "
+                           "separate: each T its own run from the finetuned model, the rate decaying linearly over "
+                           "its T steps, no warm-up or weight decay (dukb's earlier runs). Presets (du_*) keep their "
+                           "own (separate).")
+    attacks: list[str] = option(default_factory=list, parse="items", choices=attack_names,
+                                help=lambda: "Attacks applied to every unlearned model right after its probe, "
+                                "comma-separated NAME or NAME:key=value:... (" + ", ".join(attack_names()) + "; "
+                                "`dukb attack --help` lists their settings). Each row gets an `attacks` entry per "
+                                "attack (recall, accuracy_all, success_du, forgotten_relationships, target_known, "
+                                "settings); recall_under_attack becomes the worst case over forms and attacks. Part "
+                                "of the run identity.")
+
+    def resolve(self) -> None:
         """Validate every field that the protocol would otherwise read later or silently reinterpret (the Python
-        API gets the same checks as the command line).
-
-        Returns:
-            self, with ``finetune_forms`` and ``heldout_forms`` resolved to probe kinds (:func:`dukb.kb.probes.parse_kinds`).
+        API gets the same checks as the command line; :meth:`check` calls it once), and resolve
+        ``finetune_forms`` and ``heldout_forms`` to probe kinds (:func:`dukb.kb.probes.parse_kinds`).
 
         Raises:
-            InputError: ``sets`` not exact/random; ``seeds``, ``n_targets``, ``batch_size`` or ``finetune_epochs``
-                below 1; an unknown ``prompt``, ``forget_scope`` or ``schedule``; a bad ``layers`` range; LoRA
-                values out of range; unknown probe forms, or ``finetune_forms`` without qa; no method.
+            InputError: ``sets`` not exact/random; an unknown ``forget_scope`` or ``schedule``; no method; an
+                unknown attack; unknown probe forms, ``finetune_forms`` without qa or with ``finetuned``; an unknown
+                held-out rule; held-out forms a method sees.
         """
         from dukb.kb.probes import parse_kinds
         from dukb.neural.methods.base import SWEEP_SCHEDULES
-        from dukb.solver.scopes import FORGET_SCOPES
+        from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
 
-        self.check_run()
         if self.sets not in ("exact", "random"):
             raise InputError(f"--sets must be exact or random, got {self.sets!r}")
-        for name, v in (("--seeds", self.seeds), ("--n-targets", self.n_targets)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise InputError(f"{name} must be at least 1, got {v}")
         if self.forget_scope not in FORGET_SCOPES:
             raise InputError(f"unknown forget scope {self.forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
         if self.schedule not in SWEEP_SCHEDULES:
@@ -124,15 +158,10 @@ class EvaluateConfig(RunConfig):
         if self.finetuned and self.finetune_forms != ["qa"]:
             raise InputError("--finetune-forms applies to finetuning, which --finetuned skips (the model given was "
                              "finetuned already)")
-        from dukb.neural.metrics.heldout import HELDOUT_RULES
-
         if self.heldout_rule not in HELDOUT_RULES:
             raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
         if self.heldout_forms is not None:  # every built-in method trains on qa
-            from dukb.neural.metrics.heldout import check_heldout
-
             self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
-        return self
 
 
 @functools.cache

@@ -55,7 +55,6 @@ class EvaluateProtocol(Protocol):
         """
         from dukb.kb import load_kb
         from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
-        from dukb.neural.methods.base import SWEEP_SCHEDULES
         from dukb.neural.metrics import parse_metrics
         from dukb.neural.metrics.heldout import check_heldout
         from dukb.neural.models import resolve_device, resolve_dtype
@@ -84,8 +83,6 @@ class EvaluateProtocol(Protocol):
         self.closure = closure = compute_closure(kb, cfg.rules)
         self.methods = methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
         self.metrics = metrics = parse_metrics(cfg.metrics)
-        if not methods:
-            raise InputError("no unlearning method given")
         check_unique(label for label, *_ in methods)
         self.grids = grids = method_grids(methods, cfg.grids)
         seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
@@ -97,8 +94,6 @@ class EvaluateProtocol(Protocol):
             closure.atom_of_fact(t)
         self.spec = spec = _model_spec(cfg)
         dtype = str(resolve_dtype(cfg.dtype, self.device)).removeprefix("torch.")
-        if cfg.schedule not in SWEEP_SCHEDULES:
-            raise InputError(f"unknown schedule {cfg.schedule!r} (choose from {', '.join(SWEEP_SCHEDULES)})")
         # a preset's own schedule also when the entry carries per-method options (``du_ga:lr=1e-4``)
         schedules = {label: schedule_for(label.partition(":")[0], cfg.schedule) for label, *_r in methods}
         identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics, schedules)
@@ -144,7 +139,7 @@ class EvaluateProtocol(Protocol):
         before unlearning on qa and every held-out form (``heldout_known_before``); the probe items of the rows."""
         from dukb.neural.data import kb_qa
         from dukb.neural.metrics import combined_needs, row_metrics
-        from dukb.neural.metrics.heldout import check_heldout, elicited_by_form, heldout_known
+        from dukb.neural.metrics.heldout import default_heldout_forms, elicited_by_form, heldout_known
         from dukb.neural.models import load_model, model_fingerprint
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
@@ -187,7 +182,9 @@ class EvaluateProtocol(Protocol):
             kinds = tuple(dict.fromkeys(kinds + tuple(cfg.heldout_forms)))
         items = kb_qa(kb, kinds)
         # the baseline covers every form some row may be scored on (each row then keeps its own held-out forms)
-        base_forms = set(check_heldout(cfg.heldout_forms, ("qa",))) if heldout else set()
+        # (the forms were checked once, by the config's check and the plan: only the default is resolved here)
+        base_forms = set(cfg.heldout_forms if cfg.heldout_forms is not None else default_heldout_forms(("qa",))) \
+            if heldout else set()
         asked = [it for it in items if it.kind == "qa" or it.kind in base_forms]
         # the baseline is kept in RUN_DIR under a key of everything it depends on: a resume or a joining worker
         # reads it instead of probing the whole KB again

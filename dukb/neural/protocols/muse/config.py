@@ -28,11 +28,14 @@ Source: Shi et al. 2024b (MUSE), Sec. 2-4; Wu et al. 2025, Definition 2 (joint d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.bounds import BOOTSTRAP, FRACTION_HALF, FRACTION_OPEN, N_TARGETS, NEW_TOKENS, TEMPERATURE, bounded
+from dukb.neural.catalog import methods_help, selection_rules
+from dukb.neural.declare import SHARED, option
 from dukb.neural.runconfig import RunConfig
 
 #: MUSE's eight methods (Shi et al. 2024b, Sec. 4)
@@ -76,51 +79,73 @@ class MuseConfig(RunConfig):
         bootstrap: bootstrap resamples for the confidence intervals (MUSE: 9,999).
     """
 
-    targets: list[int] | None = None
-    n_targets: int = bounded(1, N_TARGETS, "--n-targets")
-    methods: list[str] = field(default_factory=lambda: list(MUSE_METHODS))
-    curve_methods: list[str] = field(default_factory=lambda: list(CURVE_METHODS))
-    grids: dict[str, list] = field(default_factory=dict)
-    scale_sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
-    sustain: bool = True
-    forget_scope: str = "joint"
-    holdout_frac: float = bounded(0.1, FRACTION_OPEN, "--holdout")
-    retain_train_frac: float = bounded(0.5, FRACTION_OPEN, "--retain-train")
-    mia_k: float = bounded(0.4, FRACTION_HALF, "--mia-k")
-    verbmem_prefix: float = bounded(0.5, FRACTION_OPEN, "--verbmem-prefix")
-    verbmem_tokens: int = bounded(128, NEW_TOKENS, "--verbmem-tokens")
-    verbmem_temperature: float = bounded(0.0, TEMPERATURE, "--verbmem-temperature")
-    verbmem_stemming: bool = False
-    knowmem_tokens: int = bounded(10, NEW_TOKENS, "knowmem_tokens")
-    select: str = "first_below_retrain"
-    bootstrap: int = bounded(9999, BOOTSTRAP, "--bootstrap")
+    CLI: ClassVar[dict] = {
+        "output": "runs/muse",
+        "resume": "Continue a run in the same directory; refused (exit 2, differing keys named) when a row-changing "
+                  "setting differs; methods and requests may be added.",
+        "order": ("targets", "n_targets", "methods", "curve_methods", "scale_sizes", "sustain", "grids",
+                  "forget_scope", "holdout_frac", "retain_train_frac", "mia_k", "verbmem_prefix", "verbmem_tokens",
+                  "verbmem_stemming", "verbmem_temperature", "select", "bootstrap", "output", "resume")}
 
-    def check(self) -> None:
-        """Raises InputError on settings outside their ranges."""
+    model: str = option("tiny", group=SHARED, help="Base model finetuned into f_target and every f_retrain: 'tiny', "
+                        "smollm2-135m, a .gguf file, hub id or directory.")
+    finetuned: str | None = option(None, group=SHARED, help="Use this directory as f_target (e.g. a released target "
+                                   "model) instead of finetuning it; its training must leave out the holdout facts "
+                                   "of RUN/splits.json (MIA non-members). f_retrain is still finetuned from --model.")
+    targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
+                                       help="Targets, one relationship fact_id per line ('#' comments); the first "
+                                       "--n-targets form the main request, the first c the scalability request of "
+                                       "size c.")
+    n_targets: int = option(1, range=N_TARGETS, help="Targets of the main request (Table 3).")
+    methods: list[str] = option(default_factory=lambda: list(MUSE_METHODS), extendable=True, parse="methods",
+                                help=lambda: "Comma-separated methods of the main table (MUSE's eight by default). "
+                                + methods_help())
+    curve_methods: list[str] = option(default_factory=lambda: list(CURVE_METHODS), extendable=True, parse="methods",
+                                      help="Gradient methods of the scalability (C5) and sustainability (C6) "
+                                      "experiments.")
+    grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
+                                    help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
+    scale_sizes: list[int] = option(default_factory=lambda: [1, 2, 4, 8, 16], extendable=True, parse="ints",
+                                    help="C5 forget-set sizes in targets (each a joint deep unlearning set, nested); "
+                                    "also the cumulative sizes of C6's sequential requests. Empty: no C5/C6.")
+    sustain: bool = option(True, decls=("--sustain/--no-sustain",), help="Run C6's sequential requests.")
+    forget_scope: str = option("joint", choices=("joint", "target"), help="joint: a minimum joint deep unlearning "
+                               "set of the request's targets (f_retrain cannot re-derive them); target: the targets "
+                               "alone.")
+    holdout_frac: float = option(0.1, flag="--holdout", range=FRACTION_OPEN, help="Share of the KB's facts held out "
+                                 "of every finetuning (MIA non-members), drawn outside the targets' cones.")
+    retain_train_frac: float = option(0.5, flag="--retain-train", range=FRACTION_OPEN, help="Share of the trained "
+                                      "facts in retain_train (the regulariser's data); the rest is retain_eval "
+                                      "(utility).")
+    mia_k: float = option(0.4, range=FRACTION_HALF, help="Min-K% share of lowest-probability tokens (MIA, PrivLeak); "
+                          "0.4 as MUSE's code (Min-40%).")
+    verbmem_prefix: float = option(0.5, range=FRACTION_OPEN, help="VerbMem prompt: this share of each forget text's "
+                                   "tokens (the paper gives no value).")
+    verbmem_tokens: int = option(128, range=NEW_TOKENS, help="VerbMem continuation budget in tokens, and how much of "
+                                 "the true continuation it is scored against (MUSE: 128).")
+    verbmem_temperature: float = option(0.0, range=TEMPERATURE, help="VerbMem decoding: 0 = greedy, > 0 = sampling "
+                                        "at this temperature (seeded).")
+    verbmem_stemming: bool = option(False, help="Stem words before VerbMem's ROUGE-L (MUSE's code does not).")
+    knowmem_tokens: int = bounded(10, NEW_TOKENS, "knowmem_tokens")
+    select: str = option("first_below_retrain", choices=selection_rules, help=lambda: "Setting reported per method "
+                         "(and continued from in C6): " + ", ".join(selection_rules()) + " (first_below_retrain: "
+                         "MUSE's utility rule, the first setting whose utility is below f_retrain's, else the last).")
+    bootstrap: int = option(9999, range=BOOTSTRAP, help="Bootstrap resamples of the 95% intervals.")
+
+    def resolve(self) -> None:
+        """Validate the protocol's own fields (:meth:`check` calls it once, after the shared ones and every range).
+
+        Raises:
+            InputError: scale sizes not increasing positive integers, an unknown selection rule or forget scope.
+        """
         from dukb.neural.metrics.muse import SELECTION_RULES
 
-        self.check_run()
-        if self.n_targets < 1:
-            raise InputError("--n-targets must be at least 1")
         if any(c < 1 for c in self.scale_sizes) or list(self.scale_sizes) != sorted(set(self.scale_sizes)):
             raise InputError("--scale-sizes must be increasing positive integers")
-        if not 0 < self.verbmem_prefix < 1:
-            raise InputError(f"--verbmem-prefix must be in (0, 1), got {self.verbmem_prefix}")
-        if not 0 < self.mia_k <= 1:
-            raise InputError(f"--mia-k must be in (0, 1], got {self.mia_k}")
         if self.select not in SELECTION_RULES:
             raise InputError(f"unknown --select {self.select!r} (choose from {', '.join(SELECTION_RULES)})")
         if self.forget_scope not in ("joint", "target"):
             raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose joint or target)")
-        if not 0 < self.retain_train_frac < 1:
-            raise InputError(f"--retain-train must be in (0, 1): retain_train feeds the regularisers, retain_eval "
-                             f"the utility; got {self.retain_train_frac}")
-        if self.verbmem_tokens < 1 or self.knowmem_tokens < 1:
-            raise InputError("the decoding budgets must be at least 1 token")
-        if self.verbmem_temperature < 0:
-            raise InputError("--verbmem-temperature must be >= 0")
-        if self.bootstrap < 1:
-            raise InputError("--bootstrap must be at least 1")
 
 
 def _lr_entry(m, family, lr) -> dict:

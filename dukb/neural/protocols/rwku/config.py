@@ -38,10 +38,13 @@ Source: Jin et al. 2024 (RWKU), Sec. 3-4 and App. H; Wu et al. 2025, Eq. 1-2.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from dukb import InputError
-from dukb.neural.bounds import FRACTION_HALF, N_TARGETS, bounded
+from dukb.neural.bounds import FRACTION_HALF, N_TARGETS
+from dukb.neural.catalog import methods_help
+from dukb.neural.declare import SHARED, option
 from dukb.neural.runconfig import RunConfig
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
@@ -98,30 +101,41 @@ class RwkuConfig(RunConfig):
         mia_k: Min-K% share.
     """
 
-    targets: list[int] | None = None
-    n_targets: int = bounded(11, N_TARGETS, "--n-targets")
-    methods: list[str] = field(default_factory=lambda: list(RWKU_METHODS))
-    grids: dict[str, list] = field(default_factory=dict)
-    batch_sizes: list[int] = field(default_factory=lambda: [2, 4, 8])
-    forget_scope: str = "target"
-    mia_k: float = bounded(0.2, FRACTION_HALF, "--mia-k")
+    CLI: ClassVar[dict] = {
+        "output": "runs/rwku",
+        "resume": "Continue a run in the same directory; refused (exit 2, differing keys named) when a row-changing "
+                  "setting differs; targets and methods may be added.",
+        "order": ("targets", "n_targets", "methods", "grids", "batch_sizes", "forget_scope", "mia_k", "output",
+                  "resume")}
 
-    def check(self) -> None:
-        """Validate the run's settings (the shared ones by :meth:`RunConfig.check_run`).
+    finetuned: str | None = option(None, group=SHARED, help="Use this already finetuned model directory (its "
+                                   "tokenizer must know the description corpus's words).")
+    targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
+                                       help="Targets, one relationship fact_id per line ('#' comments): one "
+                                       "single-target request each; the first N form the batch request of size N.")
+    n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: single-target requests, drawn "
+                            "relation kinds in turn.")
+    methods: list[str] = option(default_factory=lambda: list(RWKU_METHODS), extendable=True, parse="methods",
+                                help=lambda: "Comma-separated. " + methods_help())
+    grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
+                                    help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
+    batch_sizes: list[int] = option(default_factory=lambda: [2, 4, 8], extendable=True, parse="ints",
+                                    help="Batch-target requests: the first N targets unlearned at once (RWKU's batch "
+                                    "setting). Empty: none.")
+    forget_scope: str = option("target", choices=("target", "joint"), help="target: the targets alone (RWKU); joint: "
+                               "a minimum joint deep unlearning set of them.")
+    mia_k: float = option(0.2, range=FRACTION_HALF, help="Min-K% share of lowest-probability tokens.")
+
+    def resolve(self) -> None:
+        """Validate the protocol's own fields (:meth:`check` calls it once, after the shared ones).
 
         Raises:
-            InputError: an unknown forget scope, batch sizes not increasing integers >= 2, ``mia_k`` outside
-                (0, 1], ``n_targets`` below 1, or a bad shared option.
+            InputError: an unknown forget scope, batch sizes not increasing integers >= 2.
         """
-        self.check_run()
         if self.forget_scope not in ("target", "joint"):
             raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose target or joint)")
         if any(n < 2 for n in self.batch_sizes) or list(self.batch_sizes) != sorted(set(self.batch_sizes)):
             raise InputError("--batch-sizes must be increasing integers of at least 2")
-        if not 0 < self.mia_k <= 1:
-            raise InputError(f"--mia-k must be in (0, 1], got {self.mia_k}")
-        if self.n_targets < 1:
-            raise InputError("--n-targets must be at least 1")
 
 
 def _near_keys(req: dict) -> set:

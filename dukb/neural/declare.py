@@ -1,0 +1,141 @@
+"""One declaration per option: a protocol config's dataclass fields carry, in their field metadata, everything the
+command line, the ``--config`` file, the run identity and the docs need (as Hugging Face TRL's configs do).
+
+:func:`option` makes such a field: its help, its flag, its group (a shared model option of every protocol, a run
+option of the command, or an option of the protocol itself), its documented range (:class:`dukb.neural.bounds.Range`)
+or choices, and whether it belongs to the run identity. The CLI builds each protocol command from these fields
+(:mod:`dukb.cli.declared`); :func:`dukb.neural.bounds.check_ranges` checks the ranges in every config's ``check()``.
+
+A checked config is frozen (:func:`freeze`): ``check()`` returns the resolved plan the stages consume, and a stage
+that tries to change it gets :class:`dataclasses.FrozenInstanceError` (a config is checked once, never re-resolved).
+
+Torch-free. Source: dukb (issue 40, "one declaration per protocol").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+#: option groups: a shared model option (:class:`dukb.neural.runconfig.RunConfig`, every protocol takes it), a run
+#: option of the command (its run directory, ``--config``, ``--resume``), an option of the protocol itself
+SHARED, RUN, PROTOCOL = "shared", "run", "protocol"
+GROUPS = (SHARED, RUN, PROTOCOL)
+#: the ``--help`` panel of each group (None: typer's default "Options" panel)
+PANELS = {SHARED: "Model and run options", RUN: None, PROTOCOL: None}
+
+
+def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str], flag: str | None = None,
+           group: str = PROTOCOL, range=None, choices: tuple | Callable[[], tuple] | None = None,
+           identity: bool | str = True, extendable: bool = False, default_factory: Any = dataclasses.MISSING,
+           parse: str | None = None,
+           decls: tuple[str, ...] = (), cli_default: Any = dataclasses.MISSING, cli_type: str | None = None,
+           param: str | None = None, panel: str | None | type = dataclasses.MISSING, **typer_kw) -> Any:
+    """A config dataclass field declaring a command-line option.
+
+    Args:
+        default, default_factory: the field's default (as :func:`dataclasses.field`).
+        help: the option's help (a callable is called when the command is built, e.g. a catalog's method list).
+        flag: its flag (default: ``--`` and the field name with dashes).
+        group: :data:`SHARED`, :data:`RUN` or :data:`PROTOCOL` (its ``--help`` panel, :data:`PANELS`).
+        range: its documented :class:`dukb.neural.bounds.Range` (checked by ``check()`` and at parse time).
+        choices: the documented values of a text option (a callable: read when asked).
+        identity: True: the field is one of the run identity's settings (:func:`identity_fields`); False: it changes
+            no row (left out of the identity); a string: the identity key it is recorded under instead (e.g.
+            "model" for LoRA, "rules" for the rule set's fingerprint), or "set": in the identity only when not at
+            its default (an option added later, so that older identities compare equal).
+        extendable: a ``--resume`` may add values to this list option (its identity key grows: methods, controls,
+            ratios, requests); RUN/config.yaml then holds the union of the invocations' values.
+        parse: how the command line's text becomes the field's value (a parser name of :mod:`dukb.cli.declared`:
+            "items", "methods", "forms", "grids", "ints", "floats", "targets_file", "method_values", ...).
+        decls: the option's declarations when not just ``flag`` (e.g. ``("--sustain/--no-sustain",)``).
+        cli_default: the option's default on the command line when it is not the field's (e.g. a list's text).
+        cli_type: the option's Python type on the command line when it is not derived from the field's
+            ("path": Optional[Path]; "multiple": a repeatable option, Optional[list[str]]).
+        param: the command's parameter name (its ``--config`` key and RUN/config.yaml's) when it is not the flag's
+            (e.g. ``reg_weight`` for ``--lambda``).
+        panel: a ``--help`` panel other than the group's.
+        typer_kw: more typer.Option arguments (e.g. ``min``/``max`` of a bound kept outside bounds.py).
+
+    Returns:
+        a :func:`dataclasses.field`.
+    """
+    if group not in GROUPS:
+        raise ValueError(f"unknown option group {group!r}")
+    meta = {"help": help, "flag": flag, "group": group, "range": range, "choices": choices, "identity": identity,
+            "extendable": extendable, "parse": parse, "param": param, "decls": tuple(decls), "cli_default": cli_default,
+            "cli_type": cli_type,
+            "panel": PANELS[group] if panel is dataclasses.MISSING else panel, "typer": typer_kw}
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
+
+
+def declared(cls_or_cfg) -> list[dataclasses.Field]:
+    """The fields of a config dataclass that declare a command-line option (:func:`option`), in field order."""
+    return [f for f in dataclasses.fields(cls_or_cfg) if "help" in f.metadata]
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    """The flag of a declared field (its ``flag``, else ``--`` and its name with dashes)."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def help_of(f: dataclasses.Field) -> str:
+    """The help of a declared field (a callable help is called now)."""
+    text = f.metadata["help"]
+    return text() if callable(text) else text
+
+
+def choices_of(f: dataclasses.Field) -> tuple | None:
+    """The documented choices of a declared field (None: any value)."""
+    c = f.metadata.get("choices")
+    return tuple(c() if callable(c) else c) if c is not None else None
+
+
+def default_of(f: dataclasses.Field):
+    """A field's default value (its default factory called)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+def group_fields(cls, group: str) -> list[dataclasses.Field]:
+    """The declared fields of ``cls`` in ``group``."""
+    return [f for f in declared(cls) if f.metadata["group"] == group]
+
+
+def extendable_flags(cls) -> tuple[str, ...]:
+    """The flags (without the dashes) of the list options of ``cls`` a ``--resume`` may add values to."""
+    return tuple(flag_of(f).lstrip("-") for f in declared(cls) if f.metadata.get("extendable"))
+
+
+def identity_fields(cls) -> list[str]:
+    """Names of the fields of ``cls`` that are run identity settings (declared with ``identity=True``, the default
+    of a field declared without :func:`option`)."""
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("identity", True) is True]
+
+
+def freeze(cfg):
+    """Mark a checked config frozen: setting a field afterwards raises :class:`dataclasses.FrozenInstanceError`
+    (the config must derive from :class:`Frozen`). Returns ``cfg``."""
+    object.__setattr__(cfg, "_frozen", True)
+    return cfg
+
+
+class Frozen:
+    """Mixin of a config dataclass that :func:`freeze` can freeze once checked (``check()`` returns it frozen)."""
+
+    def __setattr__(self, name, value):
+        if self.__dict__.get("_frozen"):
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}: the config is checked (frozen); "
+                                                  "make a new one with dataclasses.replace")
+        object.__setattr__(self, name, value)
+
+    @property
+    def checked(self) -> bool:
+        """Whether ``check()`` has resolved and frozen this config."""
+        return bool(self.__dict__.get("_frozen"))
+
+
+__all__ = ["GROUPS", "Frozen", "PANELS", "PROTOCOL", "RUN", "SHARED", "choices_of", "declared", "default_of",
+           "extendable_flags", "flag_of", "freeze", "group_fields", "help_of", "identity_fields", "option"]
