@@ -148,7 +148,6 @@ def report(run_dir: Path = typer.Argument(..., parser=output_path,
     aa_kinds.png and batch_targets.png, control's ps_curves.png and risk_curves.png, restor's states.csv and
     states_<METHOD>.png. A run it cannot render gives one line `dukb: error: ...` and exit 2."""
     import importlib
-
     import os
 
     protocol = _run_protocol(run_dir)

@@ -9,10 +9,16 @@ import typer
 
 from dukb import InputError
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt, output_path
-from dukb.cli.run_options import (HELDOUT_RULE_OPTION, heldout_forms_option, method_items, parse_forms, ranged,
-                                  shared_option)
-from dukb.neural import bounds as B
+from dukb.cli.run_options import (
+    HELDOUT_RULE_OPTION,
+    heldout_forms_option,
+    method_items,
+    parse_forms,
+    ranged,
+    shared_option,
+)
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
+from dukb.neural import bounds as B
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
 from dukb.neural.zoo import KNOWN_MODELS, check_model_value

@@ -15,8 +15,19 @@ import dataclasses
 from dataclasses import asdict, dataclass, fields
 
 from dukb import InputError
-from dukb.neural.bounds import (BATCH_SIZE, DTYPES, EPOCHS, LAYER, LORA_ALPHA, LORA_DROPOUT, LORA_R, LR, SEED,
-                                check_ranges, field_range)
+from dukb.neural.bounds import (
+    BATCH_SIZE,
+    DTYPES,
+    EPOCHS,
+    LAYER,
+    LORA_ALPHA,
+    LORA_DROPOUT,
+    LORA_R,
+    LR,
+    SEED,
+    check_ranges,
+    field_range,
+)
 from dukb.neural.declare import SHARED, Frozen, default_of, flag_of, freeze, group_fields, help_of, option
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
@@ -170,12 +181,15 @@ class RunConfig(Frozen):
             InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
                 not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
-                unknown or uninstalled tracker; a ``finetuned`` model finetuned on another KB than ``kb`` (unless
+                unknown or uninstalled tracker; a ``model`` (or ``finetuned``) that is neither ``tiny``, a known name,
+                an existing path nor a well-formed, cached or reachable hub id
+                (:func:`dukb.neural.zoo.check_model_value`); a ``finetuned`` model finetuned on another KB than ``kb`` (unless
                 ``allow_kb_mismatch``), or whose recorded KB no longer exists.
         """
         from dukb.neural.bounds import check_device, check_dtype
         from dukb.neural.spec import PROMPT_PRESETS
         from dukb.neural.tracking import check_log_with
+        from dukb.neural.zoo import check_model_value
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
             raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
@@ -185,6 +199,10 @@ class RunConfig(Frozen):
         parse_layers(self.layers)
         check_log_with(self.log_with)
         self.lora()
+        if self.finetuned is None:  # (with --finetuned, --model is not read)
+            check_model_value(self.model)
+        else:
+            check_model_value(self.finetuned, "--finetuned")
         if self.finetuned:
             from dukb.neural.models import model_kb
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 import functools
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from dukb.neural.data import QA_KIND, QAItem, kb_qa
 from dukb.neural.methods import Method, UnlearnContext, get_method
 from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
-
 
 #: Forget scope names (the registry is :data:`dukb.solver.scopes.FORGET_SCOPES`).
 SCOPES = tuple(FORGET_SCOPES)
@@ -212,7 +211,7 @@ class UnitPlan:
     kb: object
     closure: object
     target: int
-    method: "str | Method"
+    method: str | Method
     grid: tuple | None = None
     label: str | None = None
     scope: str = "target"
