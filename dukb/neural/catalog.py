@@ -7,7 +7,7 @@ use torch and import it at the top. The CLI builds every ``--help`` from this mo
 
     python -m dukb.neural.catalog_build    # rewrite dukb/neural/_catalog.py from the live registries
 
-and checked against them by the test suite (tests/test_catalog.py), so a registry change that is not regenerated
+and checked against them by the test suite (tests/cli/test_help_catalog.py), so a registry change that is not regenerated
 fails there, never silently. Importing this module imports neither torch nor any registry module.
 
 Source: dukb (the CLI's import graph; issue "one protocol skeleton", item 5).

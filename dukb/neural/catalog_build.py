@@ -2,7 +2,7 @@
 
     python -m dukb.neural.catalog_build    # rewrites dukb/neural/_catalog.py
 
-It imports the registries (and so torch); tests/test_catalog.py checks that the committed catalog equals what this
+It imports the registries (and so torch); tests/cli/test_help_catalog.py checks that the committed catalog equals what this
 module builds.
 
 Source: dukb (the CLI's import graph).

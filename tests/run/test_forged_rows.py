@@ -20,7 +20,7 @@ import pytest
 
 from dukb.cli.main import main
 from dukb.neural import runs
-from tests.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
+from tests.cli.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: the plan of the hand-made run: evaluate_rows' two targets, GA over steps 1 and 2, the default metrics
 IDENTITY = {"targets": [28, 31], "methods": {"ga": {"method": "ga", "param": "steps", "scope": "target",

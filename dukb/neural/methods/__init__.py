@@ -24,7 +24,7 @@ deep-unlearning-aware presets (method, forget scope, grid), and forget scopes co
 :data:`dukb.solver.scopes.FORGET_SCOPES`. Help texts, error messages and the reference tables (`dukb methods`, the docs'
 reference pages) are generated from them (:func:`methods_table`; help texts through the light catalog :mod:`dukb.neural.catalog`, which the CLI reads
 without importing this registry or torch). Adding a method: one module with the Method subclass and its loss, one
-line in :data:`METHODS`, then ``python -m dukb.neural.catalog_build`` (tests/test_catalog.py fails until it is run).
+line in :data:`METHODS`, then ``python -m dukb.neural.catalog_build`` (tests/cli/test_help_catalog.py fails until it is run).
 """
 
 from __future__ import annotations
