@@ -88,11 +88,13 @@ def edu_relat_target_ids(edu_relat_dir) -> list[int]:
 
 #: Test modules that finetune, unlearn or load a model (the neural path end to end, minutes on CPU): every test in
 #: them is marked ``slow``, so ``python -m pytest -q -m "not slow"`` runs the rest (logic, KB, inputs, CLI, reports).
+#: Module basenames (unique across tests/'s folders; tests/project/test_suite_layout.py checks that each exists).
 MODEL_MODULES = frozenset({
-    "test_control", "test_distributed", "test_finetune_resume", "test_heldout_e2e", "test_model_files", "test_muse",
-    "test_neural_e2e",
-    "test_neural_losses", "test_packaging", "test_real_model", "test_registry_and_training", "test_restor",
-    "test_run_lock", "test_rwku", "test_work_units", "test_attacks", "test_run_options",
+    "test_attacks", "test_distributed", "test_finetuning", "test_heldout_recall_e2e", "test_losses", "test_model_files",
+    "test_neural_e2e", "test_real_model", "test_registry_and_training",  # tests/neural
+    "test_run_lock_and_journal", "test_work_units",  # tests/run
+    "test_control", "test_muse", "test_restor", "test_rwku", "test_shared_run_options",  # tests/protocols
+    "test_packaging",  # tests/project
 })
 
 

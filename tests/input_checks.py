@@ -1,4 +1,4 @@
-"""Helpers for the bad-input tests (test_input_integrity.py, test_fuzz_input.py): run ``dukb`` in-process and check
+"""Helpers for the bad-input tests (kb/test_strict_readers.py, kb/test_input_fuzzing.py): run ``dukb`` in-process and check
 the error contract of issue 11.
 
 The contract: bad input ends in exit code 2 and ONE line ``dukb: error: FILE[:LINE]: problem`` on stderr, no

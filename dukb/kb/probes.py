@@ -93,7 +93,7 @@ KIND_HELP: dict[str, str] = {
 
 #: Seed of EDU-RELAT's wrong relations in question3: ``random.seed(6)``, then for each relationship fact in file
 #: order ``random.choice(sorted(RELATIONS))`` until it differs from the fact's relation. Found by search and checked
-#: on all 400 rows of qa_relationships.jsonl (tests/test_probes.py).
+#: on all 400 rows of qa_relationships.jsonl (tests/kb/test_probe_datasets.py).
 EDU_RELAT_NO_SEED = 6
 
 #: Columns of a probe file, in order.

@@ -5,7 +5,7 @@ Each item is one entry of a lazy :class:`dukb.neural.registry.Registry`: its nam
 grid, options with their defaults and ranges, level, kind). ``--help``, `dukb methods`, the docs build and the CLI's
 parse-time checks read the metadata from here without importing torch or any module that uses it; the modules that
 need the objects (:mod:`dukb.neural.methods`, :mod:`dukb.neural.metrics`, :mod:`dukb.neural.attacks`) use the same
-registries. tests/test_catalog.py loads every entry and checks that its declared metadata equals the object's, so the
+registries. tests/cli/test_help_catalog.py loads every entry and checks that its declared metadata equals the object's, so the
 data cannot drift.
 
 Adding a method: its module (a :class:`dukb.neural.methods.base.Method` subclass and its loss) and one

@@ -8,7 +8,7 @@ in a module that imports torch, its import path ``target = "module:attr"``. Read
 CLI's parse-time checks never import torch; the object is imported on first use (``registry[name]``) and kept. An
 entry without a ``target`` is its own object (plain data such as a preset or a model family).
 
-The declared metadata cannot drift from the object it describes: tests/test_catalog.py loads every entry and
+The declared metadata cannot drift from the object it describes: tests/cli/test_help_catalog.py loads every entry and
 compares (:meth:`Registry.drift`).
 
 Source: dukb; the lazy ``name -> "module:attr"`` registry follows lm-eval-harness's registry (EleutherAI,

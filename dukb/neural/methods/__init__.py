@@ -24,7 +24,7 @@ each method is one entry of metadata as data (name, class, variant, parameter, g
 the method's object is built on first use. Forget scopes come from :data:`dukb.solver.scopes.FORGET_SCOPES`. Help
 texts, error messages and the reference tables (`dukb methods`, the docs' reference pages) are generated from the
 entries without importing torch. Adding a method: one module with the Method subclass and its loss, and one
-:class:`dukb.neural.catalog.MethodEntry` line in :data:`METHODS` (tests/test_catalog.py checks that the entry's
+:class:`dukb.neural.catalog.MethodEntry` line in :data:`METHODS` (tests/cli/test_help_catalog.py checks that the entry's
 metadata equals the method's).
 """
 

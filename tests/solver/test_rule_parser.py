@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_cli_symbolic import assert_one_line_error, cli  # noqa: F401 (cli: the in-process CLI fixture)
-from test_closure_fast import assert_same  # tests/ is on sys.path under pytest
+from test_numpy_closure import assert_same  # this folder is on sys.path (prepend import mode)
 from test_solver_properties import families
 
 from dukb import InputError
 from dukb.kb import load_kb
 from dukb.solver.closure import compute_closure
 from dukb.solver.rules import MAX_RULES_BYTES, RulesError, load_rules, parse_rules
+from tests.cli.test_symbolic_commands import assert_one_line_error, cli  # noqa: F401 (cli: the in-process CLI fixture)
 
 HEADER = "% a user rule file\nholds(A,wife,B) :- holds(B,husband,A), female(B), male(A), A != B.\n"  # lines 1-2
 
@@ -123,7 +123,7 @@ def test_statement_clingo_cannot_hold_is_refused_on_its_text(tmp_path, body):
     """clingo's parser builds (and frees) a syntax tree as deep as these terms recursively in C++ and crashed the
     process with a segmentation fault; the statement is refused before clingo sees it. In a subprocess, so that a
     regression cannot take the test run down."""
-    from test_cli_symbolic import run_subprocess
+    from tests.cli.test_symbolic_commands import run_subprocess
 
     path = tmp_path / "deep.lp"
     path.write_text(HEADER + "%* a (((( comment *%\nholds(A,child,B) :- holds(B,father,A),\n  " + body + ".\n",

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 
 import clingo
-import independent_logic as il  # tests/ is on sys.path under pytest's default (prepend) import mode
+import independent_logic as il  # tests/ is on sys.path (pyproject's pythonpath)
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st

@@ -8,7 +8,7 @@ A page's fenced code blocks are taken in order:
   scratch folder, with this interpreter's ``dukb`` and ``python`` first on PATH and the folder and dukb on
   PYTHONPATH; a non-zero exit fails the test;
 - a block right after the comment ``<!-- not run: REASON -->`` is shown only (e.g. a command for a model this
-  machine does not have); README-style checks (tests/test_readme.py) still hold its flags to ``--help``.
+  machine does not have); README-style checks (tests/docs/test_readme.py) still hold its flags to ``--help``.
 
 A page with the comment ``<!-- test: slow -->`` trains a model and is marked slow. Every page must run at least one
 block.

@@ -13,12 +13,11 @@ import inspect
 import pkgutil
 import tomllib
 import types
-from pathlib import Path
+
+from conftest import REPO_ROOT
 
 #: The packages whose public API is documented by doctests.
 DOCTESTED = ("dukb.kb", "dukb.solver")
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def package_modules(package: str) -> list[types.ModuleType]:

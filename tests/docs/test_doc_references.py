@@ -38,7 +38,7 @@ Rules
    (also ``python -m dukb.cli.main SUBCOMMAND``) must be a registered command, and every ``--flag`` after it on
    the same command line must be listed by that command's ``--help`` (``--help`` itself always is). The commands
    of bench/RESULTS.md's "Superseded runs" section (records of their time, headings marked ``(superseded``) are
-   held to the first half only. The segment splitter and option table are tests/test_readme.py's.
+   held to the first half only. The segment splitter and option table are tests/docs/test_readme.py's.
 4. **README's figures are in RESULTS.** In README's prose and tables (fenced code, inline code, link targets,
    HTML comments and the generated ``<!-- dukb methods -->`` block left out), a *figure* is
    - an ``A ± B`` pair (each a number): the same pair, whitespace aside, must appear in bench/RESULTS.md;
@@ -307,7 +307,7 @@ def file_problems(path: Path, text: str, root: Path = REPO_ROOT) -> list[str]:
 
 
 def command_lines(text: str) -> list[str]:
-    """Command lines of code blocks and inline code spans (tests/test_readme.py's splitter), shell comments
+    """Command lines of code blocks and inline code spans (tests/docs/test_readme.py's splitter), shell comments
     removed, split at ``&&``, ``||``, ``;`` and ``|``."""
     out = []
     for seg in _segments(text):
@@ -446,8 +446,8 @@ def test_file_rule(tmp_path):
     (tmp_path / "bench" / "x.py").write_text("", encoding="utf-8")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("", encoding="utf-8")
-    doc = ("Run `python bench/x.py` (tests/test_x.py::t is a node id of a missing file); see ../shared/kb/x, "
-           "/work/bench/y.py, tests/test_*.py, neural/protocols/<name>/run.py, neural/methods/mymethod.py and "
+    doc = ("Run `python bench/x.py` (tests/kb/test_x.py::t is a node id of a missing file); see ../shared/kb/x, "
+           "/work/bench/y.py, tests/*/test_*.py, neural/protocols/<name>/run.py, neural/methods/mymethod.py and "
            "[a](docs/a.md#s), [b](docs/b.md), "
            "[w](https://example.org/bench/z.py). LICENSE and CITATION.cff.\n```bash\npython bench/gone.py\n```\n")
     bad = file_problems(tmp_path / "README.md", doc, root=tmp_path)
@@ -456,7 +456,7 @@ def test_file_rule(tmp_path):
         "names CITATION.cff, which does not exist",
         "names LICENSE, which does not exist",
         "names bench/gone.py, which does not exist",
-        "names tests/test_x.py, which does not exist",
+        "names tests/kb/test_x.py, which does not exist",
     ]
 
 

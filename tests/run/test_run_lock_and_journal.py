@@ -3,7 +3,7 @@
 - the lock (RUN_DIR/.dukb/run.lock, :func:`dukb.neural.run.lock.claim_run`): a second process with other settings is refused
   at once with one line naming the directory and the holder; one with the same settings and more targets waits,
   then resumes; an evaluate with exactly the same settings joins the live run as another worker
-  (tests/test_work_units.py); a SIGKILLed holder's lock is gone;
+  (tests/run/test_work_units.py); a SIGKILLed holder's lock is gone;
 - results.jsonl: a damaged middle line is reported with its line number, the valid rows after it are kept, a resume
   moves it to results.damaged.jsonl; `dukb report` renders the valid rows and mentions it;
 - every run records its threads and library versions.

@@ -16,12 +16,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import DEVICE  # noqa: E402
+from conftest import DEVICE, REPO_ROOT  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.neural import models  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 @pytest.fixture(scope="module")

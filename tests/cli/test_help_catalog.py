@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import REPO_ROOT
+
+ROOT = REPO_ROOT
 #: modules that torch-free paths (``dukb report``, the CLI's start, config checks) import and that use torch in one
 #: or two functions only: they keep ``import torch`` inside those functions
 LAZY_TORCH = {"dukb/neural/run/provenance.py": "run records: device and thread info",

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import collections
 import csv
-from pathlib import Path
 
 import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import EDU_RELAT_DIR
 from dukb import InputError
 from dukb.cli.main import main
 from dukb.kb import check_kb, gender_violation, load_kb, save_kb
@@ -35,7 +35,7 @@ from dukb.kb.generate import (
 from dukb.kb.schema import RELATIONS
 from dukb.solver.closure import compute_closure
 
-EDU = Path(__file__).resolve().parents[1] / ".." / "shared" / "edu-relat"
+EDU = EDU_RELAT_DIR
 CFG = GeneratorConfig()
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import EDU_RELAT_DIR
 from dukb.cli.main import main
 from dukb.kb import load_kb
 from dukb.solver.closure import compute_closure, resolve_target
 from dukb.solver.mdus import is_deep_unlearning_set, is_minimal, minimal_sets
 from dukb.solver.metrics import recall_accuracy
 
-EDU = Path(__file__).resolve().parents[1].parent / "shared" / "edu-relat"
+EDU = EDU_RELAT_DIR
 TARGET_KEYS = {"fact_id", "subject", "relation", "object", "method", "complete", "sets"}
 RECALL_KEYS = {"recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
                "n_sets"}

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from input_checks import assert_one_line_error, error_lines, run_main
-from test_hardening_inputs import deadline, make_special
+from test_special_and_strict_inputs import deadline, make_special
 
 from dukb import InputError
 from dukb.cli.probes import MAX_CONTEXT, MAX_DOCS_PER_ENTITY

@@ -1,6 +1,6 @@
 """Run directories know their identity (issue: integrity): identity comparison and merging, refusal of a resume
 with other settings, fingerprints and results files. The end-to-end refusals of `dukb evaluate --resume` are in
-tests/test_neural_e2e.py."""
+tests/neural/test_neural_e2e.py."""
 
 from __future__ import annotations
 

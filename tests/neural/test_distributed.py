@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
+
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
@@ -274,7 +276,7 @@ sys.exit(bench["dukb_under_fsdp2"](sys.argv[1:]))
 def _fsdp(args: list[str], tmp_path, nproc: int = 2, **env) -> subprocess.CompletedProcess:
     driver = tmp_path / "fsdp_driver.py"
     driver.write_text(FSDP_DRIVER)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(REPO_ROOT)
     env = dict(ENV, PYTHONPATH=os.pathsep.join([root, ENV.get("PYTHONPATH", "")]),
                FSDP_BENCH=os.path.join(root, "bench", "fsdp_cpu.py"), **{k: str(v) for k, v in env.items()})
     cmd = [sys.executable, str(driver), *args] if nproc == 1 else \

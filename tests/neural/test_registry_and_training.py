@@ -32,7 +32,7 @@ EXPECTED = {"ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "npo_seq", "n
 
 
 def test_registry_is_complete_right_after_import():
-    # (the method modules import torch at the top and load on first use; the CLI reads the entries: tests/test_catalog.py)
+    # (the method modules import torch at the top and load on first use; the CLI reads the entries: tests/cli/test_help_catalog.py)
     code = "import dukb.neural.methods as m; print(','.join(m.METHODS))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert set(out[0].split(",")) == EXPECTED

@@ -22,7 +22,7 @@ from dukb.cli.main import main
 from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS, evaluate_plan_check
 from dukb.neural.run import files as run_files
 from dukb.neural.run import journal as run_journal
-from tests.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
+from tests.cli.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: the plan of the hand-made run: evaluate_rows' two targets, GA over steps 1 and 2, the default metrics
 IDENTITY = {"targets": [28, 31], "methods": {"ga": {"method": "ga", "param": "steps", "scope": "target",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_solver_properties import FAST, RULE_SETS, families  # tests/ is on sys.path under pytest
+from test_solver_properties import FAST, RULE_SETS, families  # this folder is on sys.path (prepend import mode)
 
 from dukb.kb import KB
 from dukb.kb.generate import generate
@@ -96,7 +96,7 @@ holds(A,sister,D) :- holds(A,brother,B), holds(B,sister,D), female(D), A != D.
 holds(A,child,B) :- holds(A,child,B), holds(A,child,C), B = C.
 holds(B,nephew,A) :- holds(A,uncle,B), male(A), B != A.
 """,
-    # an ordering comparison: outside the accepted fragment, load_rules refuses it (tests/test_rules_ast.py)
+    # an ordering comparison: outside the accepted fragment, load_rules refuses it (tests/solver/test_rule_parser.py)
     "ordering": """
 holds(B,brother,A) :- holds(A,brother,B), male(A), A < B.
 holds(A,husband,B) :- holds(B,wife,A), male(B), female(A), A != B.

@@ -11,8 +11,8 @@ and its locks that waited forever):
 - a lock held by a stopped process, or held too long, is refused in one line naming its holder;
 - a second Ctrl-C during the cleanup still ends with exit 130 and its line.
 
-The evaluate runs stop after their plan stage (tests/test_run_layout.py's ``plan_only``); the report runs are written
-by hand (tests/test_hardening_runs.py).
+The evaluate runs stop after their plan stage (tests/run/test_run_layout.py's ``plan_only``); the report runs are written
+by hand (tests/run/test_planted_run_files.py).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from dukb.neural.run.files import BOOKKEEPING_DIR, bookkeeping_path, open_append
 from dukb.neural.run.journal import ResultsFile
 from dukb.neural.run.lock import claim_run, file_lock
 from dukb.neural.run.units import UnitClaims, read_claim, record_units, unfinished_units
-from tests.test_hardening_runs import evaluate_run, one_error_line, run_cli, watchdog
-from tests.test_run_layout import ID, _ids, kb_dir, plan_only  # noqa: F401 - fixtures
+from tests.run.test_planted_run_files import evaluate_run, one_error_line, run_cli, watchdog
+from tests.run.test_run_layout import ID, _ids, kb_dir, plan_only  # noqa: F401 - fixtures
 
 #: what the planted links point at: a file and a folder outside the run, which must stay as they were
 BAIT_TEXT = "not dukb's\n"

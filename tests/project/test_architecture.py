@@ -21,6 +21,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from conftest import REPO_ROOT
+
 #: Layers, lowest first: a module may import its own layer and lower ones only. The root package ``dukb`` (version,
 #: error types) and ``dukb.data`` (rule files and templates) sit below them all.
 LAYERS = ("dukb.kb", "dukb.solver", "dukb.neural", "dukb.cli")
@@ -241,7 +243,7 @@ def test_kb_and_solver_never_import_torch():
 
 def test_no_function_in_neural_or_cli_is_longer_than_120_lines():
     """The skeleton's constraint: protocols are stages and helpers, not one long function each."""
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     long = []
     for layer in ("neural", "cli"):
         for path in sorted((root / layer).rglob("*.py")):

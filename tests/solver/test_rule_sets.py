@@ -13,16 +13,16 @@ import re
 import subprocess
 import sys
 from importlib import resources
-from pathlib import Path
 
 import pytest
 
+from conftest import EDU_RELAT_DIR
 from dukb import InputError
 from dukb.kb import load_kb
 from dukb.solver.closure import compute_closure
 from dukb.solver.rules import RulesError, load_rules
 
-EDU = Path(__file__).resolve().parents[1].parent / "shared" / "edu-relat"
+EDU = EDU_RELAT_DIR
 
 TWO_RULES = """\
 % spouses: a user rule file with two rules

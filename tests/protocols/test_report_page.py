@@ -226,9 +226,9 @@ def test_results_writer_writes_nan_as_null(tmp_path):
 
 
 def _protocol_runs(tmp_path):
-    """A small run of every other protocol, written by hand (as tests/test_report_rows.py does)."""
-    from tests.test_cli_ux import _write_run, muse_rows, rwku_rows
-    from tests.test_report_rows import _restor_run
+    """A small run of every other protocol, written by hand (as tests/run/test_row_schema.py does)."""
+    from tests.cli.test_cli_ux import _write_run, muse_rows, rwku_rows
+    from tests.run.test_row_schema import _restor_run
 
     base = {"ratio": "1%", "forget_fact_ids": [1], "forgotten_relationships": [], "forgotten_biographies": [],
             "ps_exact_retain": 0.9, "ps_exact_forget": 0.8, "ps_perturb_retain": 0.9, "ps_perturb_forget": 0.8,

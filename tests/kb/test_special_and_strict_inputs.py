@@ -13,7 +13,7 @@ targets reported at their line, `mdus --seeds` refused where it does nothing, a 
 
 Every CLI case: exit code 2, exactly one stderr line starting ``dukb: error: `` (validate: one per problem and a
 count), no traceback. The generators here (special files, lenient spellings, quoted and unquoted cells, pickled
-benchmark graphs) are independent of those in test_fuzz_input.py.
+benchmark graphs) are independent of those in kb/test_input_fuzzing.py.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def _write(run: Path, files: dict[str, object]) -> Path:
 
 
 def evaluate_run(run: Path) -> Path:
-    from tests.test_cli_ux import evaluate_rows
+    from tests.cli.test_cli_ux import evaluate_rows
 
     return _write(run, {"config.json": {"protocol": "evaluate", "kb": "kb", "model": "tiny", "seed": 0},
                         "results.jsonl": _jsonl(evaluate_rows()), "finetune.json": {"epochs": 1},
@@ -108,7 +108,7 @@ def evaluate_run(run: Path) -> Path:
 
 
 def muse_run(run: Path) -> Path:
-    from tests.test_cli_ux import muse_rows
+    from tests.cli.test_cli_ux import muse_rows
 
     return _write(run, {"config.json": {"protocol": "muse", "kb": "kb", "model": "tiny", "seed": 0,
                                         "select": "first_below_retrain"},
@@ -116,7 +116,7 @@ def muse_run(run: Path) -> Path:
 
 
 def rwku_run(run: Path) -> Path:
-    from tests.test_cli_ux import rwku_rows
+    from tests.cli.test_cli_ux import rwku_rows
 
     return _write(run, {"config.json": {"protocol": "rwku", "kb": "kb", "model": "tiny", "seed": 0},
                         "results.jsonl": _jsonl(rwku_rows())})
@@ -192,7 +192,7 @@ OUTPUTS = {"evaluate": ["summary.csv", "report.md", "accuracy_recall.png"],
            "rwku": ["summary.csv", "report.md", "aa_kinds.png"]}
 
 
-@pytest.mark.parametrize("kind", ["fifo"])  # a symbolic link there is refused: tests/test_run_tamper.py
+@pytest.mark.parametrize("kind", ["fifo"])  # a symbolic link there is refused: tests/run/test_run_tampering.py
 @pytest.mark.parametrize("protocol", sorted(OUTPUTS))
 def test_an_output_planted_as_a_fifo_is_replaced(protocol, kind, tmp_path, capsys):
     run = LAYOUTS[protocol][0](tmp_path / "run")

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
 from dukb import InputError
 from dukb.cli.main import main
-from tests.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
+from tests.cli.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: lines that are JSON but no row of any protocol, with the reason each must be reported with
 NOT_ROWS = [
@@ -219,7 +220,7 @@ def test_the_interrupt_note_before_the_run_directory_exists(tmp_path):
 
 def test_count_rows_does_not_block_on_a_fifo(tmp_path):
     from dukb.cli.render import count_rows, keep_rows_note
-    from tests.test_hardening_runs import watchdog
+    from tests.run.test_planted_run_files import watchdog
 
     os.mkfifo(tmp_path / "results.jsonl")
     with watchdog(10):
@@ -268,7 +269,7 @@ def test_grid_and_layers_accept_plain_numbers():
 @pytest.mark.parametrize("content", ["fifo", "[1]", "{oops"])
 def test_finetune_record_is_read_bounded(content, tmp_path):
     from dukb.neural.pipeline import finetune_record
-    from tests.test_hardening_runs import watchdog
+    from tests.run.test_planted_run_files import watchdog
 
     assert finetune_record(tmp_path) is None
     if content == "fifo":
@@ -302,7 +303,7 @@ def test_library_warnings_go_to_the_run_log_while_a_run_is_claimed(tmp_path):
     """)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "default"}
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=Path(__file__).resolve().parent.parent)
+                       cwd=REPO_ROOT)
     assert p.returncode == 0 and p.stdout == "ok\n", p.stderr
     assert "planted" not in p.stderr, p.stderr
     log = (run / "run.log").read_text()
@@ -315,7 +316,7 @@ def test_a_run_log_that_cannot_be_written_is_one_line(tmp_path, capsys):
     import logging
 
     from dukb.neural.run.log import attach_run_log, detach_run_log
-    from tests.test_hardening_runs import watchdog
+    from tests.run.test_planted_run_files import watchdog
 
     os.mkfifo(tmp_path / "run.log")
     handler = attach_run_log(tmp_path)
