@@ -399,8 +399,8 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     ``spec.name_or_path`` is resolved by :func:`dukb.neural.zoo.resolve_model`. A GGUF file (or a folder holding
     one, or a short name such as ``smollm2-135m``) is dequantized by transformers to ``spec.dtype`` (auto: fp32 on
     CPU, bf16 on CUDA) and its own tokenizer is used; the loaded model is an ordinary float model (no quantization
-    config), so :func:`dukb.neural.modelbuild.save_model` writes an ordinary HF directory. The tokenizer gets left padding (for batched
-    generation) and a pad token (eos if it has none). Nothing is downloaded when the path is local;
+    config), so :func:`dukb.neural.modelbuild.save_model` writes an ordinary HF directory. The tokenizer gets left
+    padding (for batched generation) and a pad token (eos if it has none). Nothing is downloaded when the path is local;
     ``trust_remote_code`` stays as the spec says.
 
     Library warnings and progress bars are routed into Python logging first (:func:`quiet_libraries`), and what
@@ -464,12 +464,38 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     if not where.gguf_file:
         _check_loading_info(info, _weights_file(path))
     check_loaded(tokenizer, model, where.file if where.gguf_file else path, notes)
-    if where.gguf_file:  # dequantized: a plain float model from here on (saved without a quantization config)
-        for obj in (model.config, getattr(model, "generation_config", None)):
-            if obj is not None and hasattr(obj, "quantization_config"):
-                delattr(obj, "quantization_config")
-        model.hf_quantizer = None
-        model.is_quantized = False
+    if where.gguf_file:
+        _drop_quantization(model)
+    _prepare_loaded(model, tokenizer, spec, device)
+    return LoadedModel(model, tokenizer, spec.tags, spec, device)
+
+
+def _drop_quantization(model) -> None:
+    """Mark a model transformers dequantized from a GGUF file as a plain float model from here on, so that it is
+    saved without a quantization config (:func:`load_model`).
+
+    Args:
+        model: the loaded ``transformers.PreTrainedModel``; its config, generation config and quantizer attributes
+            are changed in place.
+    """
+    for obj in (model.config, getattr(model, "generation_config", None)):
+        if obj is not None and hasattr(obj, "quantization_config"):
+            delattr(obj, "quantization_config")
+    model.hf_quantizer = None
+    model.is_quantized = False
+
+
+def _prepare_loaded(model, tokenizer, spec: ModelSpec, device: str) -> None:
+    """Make a freshly loaded model and tokenizer ready for dukb, in place (:func:`load_model`): left padding and a
+    pad token (eos if the tokenizer has none, also set as the generation pad id), the model on ``device`` in eval
+    mode, and gradient checkpointing when ``spec.gradient_checkpointing`` asks for it.
+
+    Args:
+        model: the loaded ``transformers.PreTrainedModel``.
+        tokenizer: its tokenizer.
+        spec: the :class:`ModelSpec` (``gradient_checkpointing``; ``lora`` enables input gradients under it).
+        device: the resolved device string (:func:`resolve_device`).
+    """
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -486,7 +512,6 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         if spec.lora is not None:
             model.enable_input_require_grads()
-    return LoadedModel(model, tokenizer, spec.tags, spec, device)
 
 
 def spec_for_path(path: str | Path, **kw) -> ModelSpec:
