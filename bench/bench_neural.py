@@ -30,7 +30,7 @@ def main() -> int:
     from dukb.neural.pipeline import finetune_kb, load_finetuned
     from dukb.neural.probe import Predictor, probe
     from dukb.neural.spec import ModelSpec
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
     from dukb.solver.closure import compute_closure
 
     kb = load_kb(args.kb)
@@ -61,7 +61,7 @@ def main() -> int:
                      naive, "generation only", ""))
         c = compute_closure(kb)
         t = time.perf_counter()
-        out = list(sweep_target(lm, kb, c, args.target, "ga", probe_items=items))
+        out = list(sweep_target(UnitPlan(lm, kb, c, args.target, "ga", probe_items=items)))
         rows.append((f"GA sweep T in {{1,2,4,8,16}} on target {args.target}, probing all facts after each",
                      time.perf_counter() - t, f"recall {[round(r['recall'], 2) for r in out]}", "<= 15 s"))
     print(f"Command: python {' '.join(sys.argv)}  (torch threads: {torch.get_num_threads()})\n")

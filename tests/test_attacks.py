@@ -50,11 +50,11 @@ def setup(tmp_path_factory):
 
 
 def _rows(setup, attacks, grid=(16,), reference=None):
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
 
     kb, closure, _out, lm, target = setup
-    return list(sweep_target(lm, kb, closure, target, "ga", list(grid), seed=0, lr=2e-3,
-                             attacks=parse_attacks(attacks), reference=reference))
+    return list(sweep_target(UnitPlan(lm, kb, closure, target, "ga", list(grid), seed=0, lr=2e-3,
+                             attacks=parse_attacks(attacks), reference=reference)))
 
 
 def _check_recomputes(setup, row):
@@ -302,11 +302,11 @@ def test_settings_refuse_non_finite_numbers():
 def test_attacks_run_without_the_recall_metric(setup):
     """The worst case needs the QA probe's forgotten facts: taken from the probe when the recall metric is off."""
     from dukb.neural.metrics import get_metric
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
 
     kb, closure, _out, lm, target = setup
-    row = next(sweep_target(lm, kb, closure, target, "ga", [16], seed=0, lr=2e-3,
-                            metrics=[get_metric("recall_under_attack")], attacks=parse_attacks("quant16")))
+    row = next(sweep_target(UnitPlan(lm, kb, closure, target, "ga", [16], seed=0, lr=2e-3,
+                            metrics=[get_metric("recall_under_attack")], attacks=parse_attacks("quant16"))))
     assert "recall_under_attack" in row and "quant16" in row["attacks"]
 
 

@@ -245,6 +245,20 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     assert [s.gradient_checkpointing for s in specs] == [True]
     rows = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["steps"] for r in rows] == [1, 16]
+    # `dukb unlearn` is the evaluate protocol with one target and one method: its run identity, lock and journal
+    cfg = json.loads((tmp_path / "u" / "config.json").read_text())
+    assert cfg["protocol"] == "evaluate" and cfg["targets"] == [6] and cfg["methods"] == ["ga"]
+    assert "schedule" not in cfg["identity"]["methods"]["ga"] and cfg["identity"]["metrics"][:1] == ["recall"]
+    assert all(r["method"] == "ga" and r["worker"] and r["target_relation"] for r in rows)
+    assert (tmp_path / "u" / "report.md").exists()
+    again = ["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6", "--grid", "1,16",
+             "-o", str(tmp_path / "u")]
+    journal = (tmp_path / "u" / "results.jsonl").read_text()
+    assert main(again) == 2  # a run directory holding rows: refused without --resume, never overwritten
+    assert main(again + ["--resume"]) == 0 and (tmp_path / "u" / "results.jsonl").read_text() == journal
+    assert main(again[:-3] + ["1,2,16", "-o", str(tmp_path / "u"), "--resume"]) == 0  # a grid value added
+    grown = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
+    assert [r["setting"]["steps"] for r in grown] == [1, 16, 2] and grown[:2] == rows
     assert rows[1]["target_forgotten"] and rows[1]["recall"] >= rows[0]["recall"]
     # every row is also judged on forms ga never saw, and carries Success-DU on both (Wu et al. 2025, Definition 2)
     from dukb.neural.metrics.heldout import default_heldout_forms
@@ -589,12 +603,12 @@ def test_forget_scopes_are_deep_unlearning_sets(small_kb):
 
 
 def test_scope_minimum_strong_setting_makes_target_underivable(small_kb, lm):
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
     from dukb.solver.mdus import is_deep_unlearning_set
 
     c, tid = _target(small_kb)
     # the sequence form, as the du_npo_gdr preset runs it (the logit form of ``npo_gdr`` does not aim at the answers)
-    rows = list(sweep_target(lm, small_kb, c, tid, "npo_seq_gdr", [16], scope="minimum"))
+    rows = list(sweep_target(UnitPlan(lm, small_kb, c, tid, "npo_seq_gdr", [16], scope="minimum")))
     r = rows[0]
     assert r["method"] == "npo_seq_gdr@minimum" and set(r["forget_set"]) <= set(r["forgotten_relationships"])
     # the target cannot be re-derived from what the model still knows
@@ -647,14 +661,14 @@ def test_probe_skips_passes_no_metric_needs(small_kb, lm):
 def test_closed_loop_success_means_the_target_is_not_derivable(small_kb, lm):
     """Whenever CL-DU reports success (stopped), the facts the model no longer knows form a deep unlearning set of
     the target (checked with the solver), hence recall 1; its retain facts are never scored."""
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
     from dukb.solver.mdus import is_deep_unlearning_set
 
     c = compute_closure(small_kb)
     targets = [f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0][:2]
     stopped = 0
     for t, name in [(t, "cl_du") for t in targets] + [(targets[0], "cl_du_npo")]:  # (and its NPO forget term)
-        for row in sweep_target(lm, small_kb, c, t, name, [1, 8, 24], seed=0):
+        for row in sweep_target(UnitPlan(lm, small_kb, c, t, name, [1, 8, 24], seed=0)):
             assert set(row["setting"]) == {"rounds", "lr", "steps_per_round"}  # equal across targets
             if row["trace"]["stopped"]:
                 stopped += 1
@@ -671,7 +685,7 @@ def test_multiform_retain_retains_the_neighbours_in_every_queried_form(small_kb,
     exclude them."""
     import dukb.neural.methods.closed_loop as cl
     from dukb.neural.metrics import get_metric
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
 
     c = compute_closure(small_kb)
     t = next(f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0)
@@ -686,8 +700,8 @@ def test_multiform_retain_retains_the_neighbours_in_every_queried_form(small_kb,
     for name, kinds in (("cl_du_multiform", {"qa"}), ("cl_du_multiform_retain", {"qa", "paraphrase", "cloze"}),
                         ("cl_du_retainforms", {"qa", "paraphrase", "cloze"})):
         pools.clear()
-        (row,) = sweep_target(lm, small_kb, c, t, name, [1], seed=0,
-                              metrics=[get_metric("recall"), get_metric("recall_heldout")])
+        (row,) = sweep_target(UnitPlan(lm, small_kb, c, t, name, [1], seed=0,
+                              metrics=[get_metric("recall"), get_metric("recall_heldout")]))
         pool, cone = pools[0]
         assert {it.kind for it in pool} == kinds
         assert not {it.fact_id for it in pool if it.fact_kind == "relationship"} & cone
@@ -704,7 +718,7 @@ def test_noneighbour_variants_combine_their_parts(small_kb, lm, monkeypatch):
     import dukb.neural.methods.closed_loop as cl
     import dukb.neural.methods.npo as npo_mod
     from dukb.neural.methods import METHODS
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
 
     parts = {n: (METHODS[n].neighbour, METHODS[n].forget_term, METHODS[n].min_logprob)
              for n in ("cl_du", "cl_du_noneighbour", "cl_du_strict", "cl_du_npo", "cl_du_noneighbour_strict",
@@ -725,7 +739,7 @@ def test_noneighbour_variants_combine_their_parts(small_kb, lm, monkeypatch):
     monkeypatch.setattr(npo_mod, "npo_loss", lambda *a, **k: calls.append(1) or real(*a, **k))
     for name in ("cl_du_noneighbour_strict", "cl_du_noneighbour_npo"):
         calls.clear()
-        (row,) = sweep_target(lm, small_kb, c, t, name, [2], seed=0)
+        (row,) = sweep_target(UnitPlan(lm, small_kb, c, t, name, [2], seed=0))
         assert row["trace"]["rounds_run"] >= 1 and row["retain_fact_ids"]["relationships"]
         assert bool(calls) == (name == "cl_du_noneighbour_npo")
 
@@ -742,7 +756,7 @@ def test_noneighbour_variants_combine_their_parts(small_kb, lm, monkeypatch):
     monkeypatch.setattr(cl, "closed_loop_loss", spy)
     for spec, want in (("cl_du_noneighbour", (8, 1.0)), ("cl_du_noneighbour:reg_weight=2.5:retain_batch=3", (3, 2.5))):
         seen.clear()
-        list(sweep_target(lm, small_kb, c, t, resolve(spec).method, [1], seed=0))
+        list(sweep_target(UnitPlan(lm, small_kb, c, t, resolve(spec).method, [1], seed=0)))
         assert seen and set(seen) == {want}
 
 

@@ -244,7 +244,7 @@ def test_smollm2_gguf_end_to_end(tmp_path):
     from dukb.neural.models import load_model, model_fingerprint, spec_for_path
     from dukb.neural.probe import Predictor, answer_line, probe
     from dukb.neural.train import TrainConfig
-    from dukb.neural.unlearn import sweep_target
+    from dukb.neural.unlearn import UnitPlan, sweep_target
     from dukb.solver.closure import compute_closure
 
     for value in (str(SMOL), str(SMOL.parent), "smollm2-135m"):
@@ -284,7 +284,7 @@ def test_smollm2_gguf_end_to_end(tmp_path):
         assert o == ref and bool(known) == judge(it, ref), it.question
     c = compute_closure(kb)
     target = items[0].fact_id
-    rows = list(sweep_target(lm2, kb, c, target, "ga", [1], seed=0))
+    rows = list(sweep_target(UnitPlan(lm2, kb, c, target, "ga", [1], seed=0)))
     assert len(rows) == 1 and 0.0 <= rows[0]["recall"] <= 1.0 and rows[0]["setting"]["lr"] == 1e-5
 
 

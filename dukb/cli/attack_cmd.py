@@ -57,7 +57,7 @@ def attack(
     from dukb.neural.attacks.checkpoint import attack_checkpoint
     from dukb.neural.models import model_kb, read_model_record
     from dukb.neural.plan import load_kb_closure
-
+    from dukb.neural.zoo import check_model_value
     from dukb.neural.catalog import attack_names
     from dukb.solver.scopes import FORGET_SCOPES
 
@@ -71,7 +71,7 @@ def attack(
         raise InputError(f"unknown --forget-scope {forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
     # the unlearned model's record names its KB when dukb saved it; else the reference's (the finetuned model); a
     # model whose record names no KB comes last (then --kb or a recorded KB is trusted without a warning)
-    given = [m for m in (model, reference) if m is not None]
+    given = [check_model_value(m, f) for m, f in ((model, "--model"), (reference, "--reference")) if m is not None]
     named = [m for m in given if (read_model_record(m) or {}).get("kb_sha256")]
     for m in named + [m for m in given if m not in named]:
         kb = model_kb(m, kb, allow_mismatch=allow_kb_mismatch)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -16,7 +15,7 @@ from dukb.neural import bounds as B
 from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
-from dukb.neural.zoo import KNOWN_MODELS
+from dukb.neural.zoo import KNOWN_MODELS, check_model_value
 from dukb.solver.scopes import FORGET_SCOPES
 
 #: --kb of the commands that take a finetuned model (probe, unlearn)
@@ -114,6 +113,7 @@ def finetune(
     from dukb.neural.finetune import shortfall_line
     from dukb.neural.pipeline import finetune_kb
 
+    check_model_value(model)
     k = load_kb(kb)
     spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
                          trust_remote_code, gradient_checkpointing)
@@ -178,6 +178,7 @@ def probe(
         if v < 1:
             raise InputError(f"{name} must be at least 1, got {v}")
     chosen = parse_kinds(kinds)  # every option is checked before the KB and the model load
+    check_model_value(model)
     k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
     spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
     items = kb_qa(k, chosen, seed=seed)
@@ -210,8 +211,11 @@ def unlearn(
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
     grid: Optional[str] = typer.Option(None, "--grid", help="Comma-separated values of the method's parameter "
                                        "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
-    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Output directory (results.jsonl, one row per "
-                                "setting)."),
+    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Run directory "
+                                "(results.jsonl, one row per setting; config.json, sets.json and the report of "
+                                "`dukb evaluate`)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
+                                "rows (refused when a setting that changes rows differs from the run's)."),
     lr: Optional[float] = ranged(B.LR, None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed (retain sampling, torch)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
@@ -235,66 +239,94 @@ def unlearn(
     on held-out forms it never saw (the model before unlearning is probed on them first: facts none of them
     elicited then are left unscored).
 
+    This is `dukb evaluate` with one target, one method, the metrics recall and recall_heldout and the separate
+    sweep schedule (each setting from the finetuned model): the output directory is an evaluate run directory
+    (config.json with the run identity, sets.json, forget_sets.json, finetune.json, results.jsonl, report.md,
+    summary.csv, ...), locked while the command runs and continued by --resume.
+
     results.jsonl rows: method, param, setting, target, probe_forms_seen, heldout_forms, recall,
     accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, target_forgotten,
     forgotten_relationships, forgotten_biographies, success_du, the same on the held-out forms (``*_heldout``,
-    heldout_unscorable), seconds_unlearn, seconds_probe.
+    heldout_unscorable), seconds_unlearn, seconds_probe, worker, target_relation, n_kb_rel, n_kb_bio.
     """
-    from dukb.neural.data import kb_qa
-    from dukb.neural.metrics import get_metric
-    from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
-    from dukb.kb import load_kb
+    from dukb.neural.distributed import is_main_process
+    from dukb.neural.protocols.evaluate.run import evaluate
+
+    cfg, label, forms = _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, seed, rules,
+                                 forget_scope, layers, heldout_forms, heldout_rule,
+                                 dict(prompt=prompt, dtype=dtype, device=device, lora_r=lora_r, lora_alpha=lora_alpha,
+                                      lora_dropout=lora_dropout, lora_targets=_split_targets(lora_targets),
+                                      trust_remote_code=trust_remote_code,
+                                      gradient_checkpointing=gradient_checkpointing))
+    log_line(f"probing the model before unlearning on the held-out forms {', '.join(forms)}")
+    on_interrupt(keep_rows_note(output))
+    evaluate(output, cfg, resume=resume, progress=False, log=log_line)
+    if not is_main_process():
+        return
+    for row in _unit_rows(output, target_id, label):
+        log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
+                 f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
+                 f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
+                 f"Success-DU {row.get('success_du_heldout')}")
+    typer.echo(f"wrote {output / 'results.jsonl'}")
+
+
+def _split_targets(text: Optional[str]) -> Optional[list[str]]:
+    """``--lora-targets`` as a list of module names (None: peft's default)."""
+    return [t.strip() for t in text.split(",")] if text else None
+
+
+def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, seed, rules, forget_scope, layers,
+                    heldout_forms, heldout_rule, model_kw: dict):
+    """The checked :class:`dukb.neural.protocols.evaluate.config.EvaluateConfig` of `dukb unlearn` (one target, one
+    method), the method's label and its held-out forms (tuple), every option checked before any model loads.
+
+    Raises:
+        InputError: not one method; an empty or out-of-range grid value; an unknown held-out rule or scope; a
+            scope that contradicts the preset's; a held-out form the method sees; an unknown target.
+    """
     from dukb.neural.methods import PRESETS, parse_grid, resolve
     from dukb.neural.methods.base import parse_layers
-    from dukb.neural.models import load_model, model_kb
-    from dukb.neural.unlearn import heldout_baseline, sweep_target
-    from dukb.solver.closure import compute_closure
+    from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
+    from dukb.neural.models import model_kb
+    from dukb.neural.plan import load_kb_closure
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
     from dukb.solver.scopes import get_scope
 
     if forget_scope is not None:
         get_scope(forget_scope)
     if len(method_items(method, "--method")) != 1:
         raise InputError(f"--method takes one method, got {method!r}")
-    label, m, scope, preset_grid = resolve(method, forget_scope or "target")
-    block_range = parse_layers(layers)
+    label, m, scope, _preset_grid = resolve(method, forget_scope or "target")
+    parse_layers(layers)
     if grid is not None and any(not part.strip() for part in grid.split(",")):
         raise InputError(f"--grid {grid!r} has an empty value; separate the values by single commas")
-    values = parse_grid(grid, integer=m.param == "steps") if grid else (list(preset_grid) if preset_grid else None)
-    for v in values if grid else ():
+    values = parse_grid(grid, integer=m.param == "steps") if grid else None
+    for v in values or ():
         (B.GRID_STEPS if m.param == "steps" else B.GRID_VALUE).check("--grid value", v)
     if heldout_rule not in HELDOUT_RULES:
         raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
-    k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
-    c = compute_closure(k, rules)
-    c.atom_of_fact(target_id)
-    forms = parse_forms(heldout_forms, "--heldout-forms")
+    check_model_value(model)
+    kb = model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo"
+    _kb, closure = load_kb_closure(kb, rules)
+    closure.atom_of_fact(target_id)
     # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
-    forms = check_heldout(forms, ("qa",) + tuple(m.seen_forms))
-    spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
-                         trust_remote_code, gradient_checkpointing)
-    lm = load_model(spec)
-    log_line(f"probing the model before unlearning on the held-out forms {', '.join(forms)}")
-    before = heldout_baseline(lm, k, forms)
-    items = kb_qa(k, ("qa",) + forms)
-    if heldout_rule == "pairs":  # only the pairs that elicited their fact before unlearning are asked again
-        items = [it for it in items if it.kind == "qa" or (it.kind, it.fact_kind, it.fact_id) in before]
-    output.mkdir(parents=True, exist_ok=True)
-    on_interrupt(keep_rows_note(output, "a rerun of `dukb unlearn` starts that file over"))
-    with open(output / "results.jsonl", "w", encoding="utf-8") as fh:
-        for row in sweep_target(lm, k, c, target_id, m, values, seed=seed, lr=lr, lora=spec.lora,
-                                layers=block_range, scope=scope, probe_items=items,
-                                metrics=[get_metric("recall"), get_metric("recall_heldout")], heldout_forms=forms,
-                                heldout_before=before, heldout_rule=heldout_rule):
-            row["method"] = label
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
-            log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
-                     f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
-                     f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
-                     f"Success-DU {row.get('success_du_heldout')}")
-    typer.echo(f"wrote {output / 'results.jsonl'}")
+    forms = check_heldout(parse_forms(heldout_forms, "--heldout-forms"), ("qa",) + tuple(m.seen_forms))
+    cfg = EvaluateConfig(kb=kb, rules=rules, finetuned=model, allow_kb_mismatch=allow_kb_mismatch, seed=seed, lr=lr,
+                         layers=layers, targets=[target_id], methods=[method], grids={label: values} if values else {},
+                         forget_scope=forget_scope or "target", metrics=["recall", "recall_heldout"],
+                         heldout_forms=list(forms), heldout_rule=heldout_rule, schedule="separate", **model_kw)
+    return cfg.check(), label, forms
+
+
+def _unit_rows(output: Path, target: int, label: str) -> list[dict]:
+    """The rows of (target, method) in RUN/results.jsonl, in the order written."""
+    from dukb.neural.runs import read_results
+
+    return [r for r in read_results(output / "results.jsonl") if r.get("target") == target
+            and r.get("method") == label]
 
 
 def _num(v) -> str:

@@ -4,8 +4,10 @@ score the outcome with the solver's recall/accuracy (Wu et al. 2025, Sec. 4 prot
 
 from __future__ import annotations
 
+import functools
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from dukb.neural.data import QA_KIND, QAItem, kb_qa
@@ -107,20 +109,6 @@ def _concat(a, b):
     return out
 
 
-def _success_du_fields(closure, target: int, fields: dict) -> dict:
-    """``success_du`` (and ``success_du_heldout``) of a row from its forgotten relationships on the probed forms
-    (and on the held-out forms): 1 when the target is outside Ω(K \\ U_A, R). Source: Wu et al. 2025, Definition 2
-    (Success-DU of the paper's v4)."""
-    from dukb.neural.metrics.recall import success_du
-
-    out = {}
-    for src, dst in (("forgotten_relationships", "success_du"),
-                     ("forgotten_relationships_heldout", "success_du_heldout")):
-        if fields.get(src) is not None:
-            out[dst] = success_du(closure, target, fields[src])
-    return out
-
-
 def heldout_baseline(lm, kb, forms, *, batch_size: int = 256) -> frozenset:
     """The held-out baseline of a model before unlearning: which (form, fact) pairs of ``forms`` elicit their fact
     (:attr:`dukb.neural.metrics.base.RowContext.heldout_before`, the reference every row's ``recall_heldout`` is
@@ -155,23 +143,6 @@ def retain_fact_ids(retain: list[QAItem]) -> dict:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def _attack_fields(lm, pred, kb, closure, target, sets, forget_ids, retain_ids, qa_items, df, attacks, reference,
-                   seed, batch_size, fields) -> dict:
-    """The row's ``attacks`` entries and its worst case over forms and attacks (:mod:`dukb.neural.attacks`)."""
-    from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
-
-    qa = [it for it in qa_items if it.kind == QA_KIND]
-    if "forgotten_relationships" not in fields:  # the recall metric did not run: the QA probe's forgotten facts
-        from dukb.neural.metrics.recall import retained_from_probe
-
-        fields = {**fields, "forgotten_relationships": sorted(retained_from_probe(kb, df).forgotten_relationships)}
-    actx = AttackContext(pred, kb, closure, target, [list(x) for x in sets[0]], sets[1], list(forget_ids), qa,
-                         df[df["kind"] == QA_KIND], retain_ids, spec=getattr(lm, "spec", None), reference=reference,
-                         seed=seed, batch_size=batch_size)
-    entries = run_attacks(actx, attacks)
-    return {"attacks": entries, **worst_case_fields(kb, sets[0], sets[1], target, fields, entries)}
-
-
 def method_retain(m: Method, closure, target_fact_id: int, qa_items: list[QAItem], forget: list[QAItem],
                   seed: int) -> list[QAItem]:
     """The retain-train QA of a method on one target: :func:`default_retain` from the qa items outside the forget set
@@ -191,97 +162,227 @@ def method_retain(m: Method, closure, target_fact_id: int, qa_items: list[QAItem
     return default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids)
 
 
-def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", grid=None, *, sets=None,
-                 forget: list[QAItem] | None = None, retain: list[QAItem] | None = None, seed: int = 0,
-                 lr: float | None = None, lora=None, layers: tuple[int, int] | None = None, probe_items: list[QAItem] | None = None,
-                 batch_size: int = 256, scope: str = "target", forget_ids: list[int] | None = None,
-                 metrics=None, heldout_forms=None, heldout_before=None, heldout_rule: str = "pairs",
-                 schedule=None, attacks=None, reference=None) -> Iterator[dict]:
-    """Run ``method`` over its grid on one target and yield one result row per setting: the sweep, probe and
-    metric stages of the protocol, streamed setting by setting (each stage only consumes the previous one's
+
+
+@dataclass(frozen=True, eq=False)
+class UnitPlan:
+    """One work unit of the protocol, resolved once: unlearn ``target`` with ``method`` at each ``grid`` value, probe
+    after each setting and score the row (:func:`sweep_target` consumes it and resolves nothing again).
+
+    The protocol (:class:`dukb.neural.protocols.evaluate.run.EvaluateProtocol`) builds it from its plan; a caller
+    may give only the first five fields and let the others take their defaults, which are resolved here.
+
+    Attributes:
+        lm: the finetuned :class:`dukb.neural.models.LoadedModel` (θ₀; unchanged after the sweep).
+        kb, closure: the KB and its :class:`dukb.solver.closure.Closure`.
+        target: the relationship fact_id to unlearn (int).
+        method: a :data:`dukb.neural.methods.METHODS` name or a :class:`Method` (one with per-method options,
+            :meth:`Method.with_options`); resolved to the :class:`Method`.
+        grid: the values of the method's parameter to run (tuple; None: its default grid).
+        label: the rows' ``method`` (default: the method's name, ``NAME@SCOPE`` outside the target scope).
+        scope: forget scope (:func:`dukb.solver.scopes.forget_fact_ids`; the retain set excludes every forget fact).
+        sets, sets_used: the target's minimal deep unlearning sets (tuples of fact_ids) and "exact" | "random"
+            (default: computed exactly here).
+        forget_ids: the scope's forget set (default: computed from ``scope``); forget: its QA (default: the "qa"
+            items of ``forget_ids``); retain: the retain QA of GDR/KLR (default: :func:`method_retain`).
+        seed, lr, lora: passed to the method; layers: partial-layer block range (first, last) or None.
+        probe_items: items probed after each setting (default: every KB fact's items of the metrics' kinds).
+        batch_size: prompts per probing batch.
+        metrics: row :class:`dukb.neural.metrics.Metric` objects (default: ``recall``).
+        heldout_forms: forms the row is also scored on by ``recall_heldout`` (None: every asking form the method did
+            not see); heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before
+            unlearning (None: no baseline); heldout_rule: "pairs" or "any".
+        schedule: :class:`dukb.neural.methods.base.SweepSchedule` of a step grid (None: "separate").
+        attacks: [(Attack, settings)] applied to every unlearned model after its probe; reference: a Predictor over
+            θ₀ for attacks that compare with it.
+        row_fields: fields every row of the unit ends with (the protocol's: worker, target_relation, ...).
+
+    Resolved here (not arguments): needs (the metrics' combined needs), qa_items, retain_ids, seen (the forms the
+    method trained on or queried), heldout (the checked held-out forms, empty without ``recall_heldout``),
+    loop_items (what the method may ask or train on), probed and pair_items (items probed in full, and the pairs
+    rule's baseline pairs probed fact by fact).
+
+    Raises:
+        InputError: an unknown method or target; held-out forms that the method saw, or none left.
+
+    Source: Wu et al. 2025, Sec. 4 (protocol), App. H (retain data).
+    """
+
+    lm: object
+    kb: object
+    closure: object
+    target: int
+    method: "str | Method"
+    grid: tuple | None = None
+    label: str | None = None
+    scope: str = "target"
+    sets: tuple | None = None
+    sets_used: str = "exact"
+    forget_ids: tuple | None = None
+    forget: tuple | None = None
+    retain: tuple | None = None
+    seed: int = 0
+    lr: float | None = None
+    lora: object = None
+    layers: tuple | None = None
+    probe_items: tuple | None = None
+    batch_size: int = 256
+    metrics: tuple | None = None
+    heldout_forms: tuple | None = None
+    heldout_before: frozenset | None = None
+    heldout_rule: str = "pairs"
+    schedule: object = None
+    attacks: tuple | None = None
+    reference: object = None
+    row_fields: dict = field(default_factory=dict)
+    needs: object = field(init=False)
+    qa_items: tuple = field(init=False)
+    retain_ids: dict = field(init=False)
+    seen: tuple = field(init=False)
+    heldout: tuple = field(init=False)
+    loop_items: tuple = field(init=False)
+    probed: tuple = field(init=False)
+    pair_items: tuple = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Resolve the defaults and the derived fields (see the class docstring)."""
+        from dukb.neural.metrics import combined_needs, get_metric
+        from dukb.neural.metrics.heldout import check_heldout
+
+        put = functools.partial(object.__setattr__, self)
+        metrics = (get_metric("recall"),) if self.metrics is None else tuple(self.metrics)
+        needs = combined_needs(metrics)
+        items = tuple(self.probe_items or kb_qa(self.kb, needs.kinds))
+        qa_items = tuple(it for it in items if it.kind == QA_KIND)  # what methods train on; the rest is probed
+        m = self.method if isinstance(self.method, Method) else get_method(self.method)
+        put("metrics", metrics), put("needs", needs), put("qa_items", qa_items), put("method", m)
+        put("label", self.label or (m.name if self.scope == "target" else f"{m.name}@{self.scope}"))
+        put("grid", None if self.grid is None else tuple(self.grid))
+        self._resolve_sets(qa_items)
+        seen = tuple(sorted({it.kind for it in self.forget} | {it.kind for it in self.retain} | set(m.seen_forms)))
+        put("seen", seen)
+        # the held-out forms the row is scored on: none when recall_heldout is not among the metrics
+        put("heldout", check_heldout(self.heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics)
+            else ())
+        extra = [k for k in m.seen_forms if k != QA_KIND]  # the forms it queries or trains on beyond qa
+        # what a method may ask or train on in its loop: every fact's items of those forms
+        put("loop_items", qa_items + tuple(kb_qa(self.kb, tuple(extra))) if extra else qa_items)
+        before = None if self.heldout_before is None else frozenset(self.heldout_before)
+        put("heldout_before", before)
+        probed, pairs = _split_heldout_pairs(list(items), metrics, self.heldout, before, self.heldout_rule)
+        put("probed", tuple(probed)), put("pair_items", tuple(pairs))
+
+    def _resolve_sets(self, qa_items: tuple) -> None:
+        """The minimal sets, forget ids, forget QA, retain QA and retain ids (each a given value or its default)."""
+        from dukb.solver.mdus import minimal_sets
+
+        put = functools.partial(object.__setattr__, self)
+        if self.sets is None:
+            put("sets", tuple(minimal_sets(self.closure, [self.closure.atom_of_fact(self.target)], "exact").sets))
+            put("sets_used", "exact")
+        put("sets", tuple(tuple(s) for s in self.sets))
+        if self.forget_ids is None:
+            put("forget_ids", forget_fact_ids(self.closure, self.target, self.scope, list(self.sets)))
+        put("forget_ids", tuple(self.forget_ids))
+        if self.forget is None:
+            wanted = set(self.forget_ids)
+            put("forget", tuple(it for it in qa_items if it.fact_kind == "relationship" and it.fact_id in wanted))
+        if self.retain is None:
+            put("retain", method_retain(self.method, self.closure, self.target, list(qa_items), list(self.forget),
+                                        self.seed))
+        put("forget", tuple(self.forget)), put("retain", tuple(self.retain))
+        put("retain_ids", retain_fact_ids(list(self.retain)))
+
+
+def _attack_fields(plan: UnitPlan, pred, df, fields: dict) -> dict:
+    """The row's ``attacks`` entries and its worst case over forms and attacks (:mod:`dukb.neural.attacks`)."""
+    from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
+    from dukb.neural.metrics.recall import retained_from_probe
+
+    if "forgotten_relationships" not in fields:  # the recall metric did not run: the QA probe's forgotten facts
+        fields = {**fields,
+                  "forgotten_relationships": sorted(retained_from_probe(plan.kb, df).forgotten_relationships)}
+    sets = [list(x) for x in plan.sets]
+    actx = AttackContext(pred, plan.kb, plan.closure, plan.target, sets, plan.sets_used, list(plan.forget_ids),
+                         list(plan.qa_items), df[df["kind"] == QA_KIND], plan.retain_ids,
+                         spec=getattr(plan.lm, "spec", None), reference=plan.reference, seed=plan.seed,
+                         batch_size=plan.batch_size)
+    entries = run_attacks(actx, list(plan.attacks))
+    return {"attacks": entries, **worst_case_fields(plan.kb, sets, plan.sets_used, plan.target, fields, entries)}
+
+
+def score_setting(plan: UnitPlan, pred, df) -> dict:
+    """The metric fields of one setting's row: every metric of the plan on the probe table ``df``, Success-DU on
+    the probed and held-out forms (:func:`dukb.neural.metrics.recall.success_du_fields`), and the attacks' entries.
+
+    Args:
+        plan: the :class:`UnitPlan`; pred: the unlearned model's :class:`dukb.neural.probe.Predictor`; df: its
+            probe table (pandas DataFrame).
+
+    Returns:
+        dict of the metrics' fields, ``success_du`` (and ``success_du_heldout``), and with attacks ``attacks``,
+        ``recall_under_attack`` and ``forgotten_under_attack``.
+
+    Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
+    """
+    from dukb.neural.metrics import RowContext
+    from dukb.neural.metrics.recall import success_du_fields
+
+    rctx = RowContext(plan.kb, plan.target, [list(s) for s in plan.sets], plan.sets_used, df, list(plan.forget_ids),
+                      plan.retain_ids, predictor=pred if plan.needs.model else None, seen_forms=plan.seen,
+                      heldout_forms=plan.heldout, heldout_before=plan.heldout_before, heldout_rule=plan.heldout_rule,
+                      closure=plan.closure)
+    fields: dict = {}
+    for metric in plan.metrics:
+        fields.update(metric.fn(rctx))
+    fields.update(success_du_fields(plan.closure, plan.target, fields))
+    if plan.attacks:
+        fields.update(_attack_fields(plan, pred, df, fields))
+    return fields
+
+
+def _row(plan: UnitPlan, setting: dict, trace, fields: dict, seconds: tuple[float, float]) -> dict:
+    """One result row, each field set once: the unit's, the setting's, the metrics', the timings, then the
+    protocol's ``row_fields``."""
+    m = plan.method
+    return {"method": plan.label, "base_method": m.name,
+            **({"method_options": m.option_values} if m.option_values else {}),
+            "scope": plan.scope, "forget_set": list(plan.forget_ids), "retain_fact_ids": plan.retain_ids,
+            "probe_forms_seen": list(plan.seen), "heldout_forms": list(plan.heldout), "param": m.param,
+            "setting": setting, "target": plan.target, **fields, **({"trace": trace} if trace is not None else {}),
+            "seconds_unlearn": round(seconds[0], 4), "seconds_probe": round(seconds[1], 4), **plan.row_fields}
+
+
+def sweep_target(plan: UnitPlan) -> Iterator[dict]:
+    """Run the plan's method over its grid on its target and yield one result row per setting: the sweep, probe
+    and metric stages of the protocol, streamed setting by setting (each stage only consumes the previous one's
     output: (setting, predictor) → probe table → metric fields).
 
     Args:
-        lm: finetuned :class:`dukb.neural.models.LoadedModel` (unchanged afterwards).
-        kb, closure: the KB and its :class:`dukb.solver.closure.Closure`.
-        target_fact_id: relationship fact_id to unlearn.
-        method: a :data:`dukb.neural.methods.METHODS` name, or a :class:`Method` (one with per-method options,
-            :meth:`Method.with_options`).
-        grid: values of the method's parameter (None: its default grid).
-        sets: the target's minimal deep unlearning sets and their label, ``(list_of_sets, "exact"|"random")``; when
-            None, computed exactly here.
-        forget: the forget QA (default: the "qa" items of ``forget_ids``).
-        scope: forget scope, see :func:`dukb.solver.scopes.forget_fact_ids` (the retain set excludes every forget
-            fact).
-        forget_ids: the scope's forget set from the plan (default: computed here from ``scope``).
-        retain: the retain QA for GDR/KLR (default: :func:`default_retain`).
-        seed, lr, lora: passed to the method.
-        layers: partial-layer finetuning block range (first, last) for gradient methods (None: every layer).
-        probe_items: items probed after each setting (default: every KB fact's "qa" item).
-        batch_size: prompts per probing batch.
-        metrics: row :class:`dukb.neural.metrics.Metric` objects (default: ``recall``); probing computes only what
-            they need.
-        heldout_forms: probe forms the row is also scored on by ``recall_heldout`` (None: every asking form the
-            method did not see, :func:`dukb.neural.metrics.heldout.default_heldout_forms`); they must be disjoint
-            from the forms it saw and present in ``probe_items``.
-        heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before unlearning (the
-            baseline of :mod:`dukb.neural.metrics.heldout`, :func:`~dukb.neural.metrics.heldout.elicited_by_form`;
-            None: none).
-        heldout_rule: "pairs" or "any" (:data:`dukb.neural.metrics.heldout.HELDOUT_RULES`).
-        schedule: how a gradient method runs its step grid, :class:`dukb.neural.methods.base.SweepSchedule`
-            (None: "separate", each T from θ₀).
-        attacks: [(Attack, settings)] of :func:`dukb.neural.attacks.parse_attacks`, applied to every unlearned
-            model right after its probe (the row's ``attacks`` dict; ``recall_under_attack`` becomes the worst case
-            over forms and attacks, :func:`dukb.neural.attacks.worst_case_fields`).
-        reference: the model before unlearning (a Predictor over a copy of θ₀), for attacks that compare with it.
+        plan: the :class:`UnitPlan` (resolved once; nothing is re-checked here).
 
     Yields:
-        dict rows: method, base_method, scope, forget_set, retain_fact_ids, probe_forms_seen (the forms of the
-        items the method trained on and of its in-loop probes), heldout_forms, param, setting, target, the metrics'
-        fields (recall: recall, accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used,
-        n_sets, target_forgotten, forgotten_relationships, forgotten_biographies), success_du (and
-        success_du_heldout with ``recall_heldout``: Wu et al. 2025, Definition 2), ``trace`` (a method's per-target
-        diagnostics, e.g. CL-DU's rounds run and trained facts; absent for methods without one), seconds_unlearn,
-        seconds_probe.
-
-    Raises:
-        InputError: held-out forms that the method saw, or none left.
+        dict rows: method (the plan's label), base_method, method_options (when given), scope, forget_set,
+        retain_fact_ids, probe_forms_seen (the forms of the items the method trained on and of its in-loop
+        probes), heldout_forms, param, setting, target, the metrics' fields (recall: recall,
+        accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, target_forgotten,
+        forgotten_relationships, forgotten_biographies, n_scored, ...), success_du (and success_du_heldout with
+        ``recall_heldout``: Wu et al. 2025, Definition 2), ``trace`` (a method's per-target diagnostics, e.g.
+        CL-DU's rounds run and trained facts; absent for methods without one), seconds_unlearn, seconds_probe,
+        then the plan's ``row_fields``.
 
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
-    from dukb.neural.metrics import RowContext, combined_needs, get_metric
-    from dukb.neural.metrics.heldout import check_heldout
-    from dukb.solver.mdus import minimal_sets
+    if plan.attacks:  # a setting the model cannot take (quant4's group) is refused before anything is unlearned
+        from dukb.neural.attacks.base import check_attacks_on_model
 
-    metrics = [get_metric("recall")] if metrics is None else list(metrics)
-    needs = combined_needs(metrics)
-    items = probe_items or kb_qa(kb, needs.kinds)
-    qa_items = [it for it in items if it.kind == QA_KIND]  # what methods train on; other kinds are only probed
-    if sets is None:
-        res = minimal_sets(closure, [closure.atom_of_fact(target_fact_id)], "exact")
-        sets = (res.sets, "exact")
-    if forget_ids is None:
-        forget_ids = forget_fact_ids(closure, target_fact_id, scope, sets[0])
-    if forget is None:
-        wanted = set(forget_ids)
-        forget = [it for it in qa_items if it.fact_kind == "relationship" and it.fact_id in wanted]
-    m = method if isinstance(method, Method) else get_method(method)
-    if retain is None:
-        retain = method_retain(m, closure, target_fact_id, qa_items, forget, seed)
-    retain_ids = retain_fact_ids(retain)
-    seen = tuple(sorted({it.kind for it in forget} | {it.kind for it in retain} | set(m.seen_forms)))
-    # the held-out forms the row is scored on: none when recall_heldout is not among the metrics
-    heldout = check_heldout(heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics) else ()
-    loop_items = qa_items  # what a method may ask or train on in its loop: qa and its queried and trained forms
-    extra = [k for k in m.seen_forms if k != QA_KIND]  # the forms it queries or trains on
-    if extra:  # every fact's items of those forms (the probe items may hold only some of them)
-        loop_items = qa_items + kb_qa(kb, tuple(extra))
-    ctx = UnlearnContext(lm, forget, retain, seed=seed, lr=lr, lora=lora, layers=layers, kb=kb, closure=closure, target=target_fact_id,
-                         sets=[list(s) for s in sets[0]], items=loop_items, schedule=schedule)
-    rest, pair_items = _split_heldout_pairs(items, metrics, heldout, heldout_before, heldout_rule)
+        check_attacks_on_model(plan.attacks, plan.lm.model)
+    ctx = UnlearnContext(plan.lm, list(plan.forget), list(plan.retain), seed=plan.seed, lr=plan.lr, lora=plan.lora,
+                         layers=plan.layers, kb=plan.kb, closure=plan.closure, target=plan.target,
+                         sets=[list(s) for s in plan.sets], items=list(plan.loop_items), schedule=plan.schedule)
     t0 = time.perf_counter()
     last = None
-    for setting, pred in m.sweep(ctx, grid):
+    for setting, pred in plan.method.sweep(ctx, None if plan.grid is None else list(plan.grid)):
         t1 = time.perf_counter()
         setting = dict(setting)
         trace = setting.pop("trace", None)  # per-target diagnostics: not part of the setting (the curve's key)
@@ -289,25 +390,8 @@ def sweep_target(lm, kb, closure, target_fact_id: int, method: "str | Method", g
         if state is not None and last is not None and last[0] == state:  # setting (a stopped closed loop)
             df = last[1]  # is probed once: the same weights give the same table
         else:
-            df = _probe_setting(pred, rest, pair_items, needs, batch_size)
+            df = _probe_setting(pred, list(plan.probed), list(plan.pair_items), plan.needs, plan.batch_size)
         last = (state, df)
         t2 = time.perf_counter()
-        rctx = RowContext(kb, target_fact_id, [list(s) for s in sets[0]], sets[1], df, list(forget_ids), retain_ids,
-                          predictor=pred if needs.model else None, seen_forms=seen, heldout_forms=heldout,
-                          heldout_before=None if heldout_before is None else frozenset(heldout_before),
-                          heldout_rule=heldout_rule, closure=closure)
-        fields = {}
-        for metric in metrics:
-            fields.update(metric.fn(rctx))
-        fields.update(_success_du_fields(closure, target_fact_id, fields))
-        if attacks:
-            fields.update(_attack_fields(lm, pred, kb, closure, target_fact_id, sets, forget_ids, retain_ids, qa_items,
-                                         df, attacks, reference, seed, batch_size, fields))
-        yield {"method": m.name if scope == "target" else f"{m.name}@{scope}", "base_method": m.name,
-               **({"method_options": m.option_values} if m.option_values else {}),
-               "scope": scope, "forget_set": list(forget_ids), "retain_fact_ids": retain_ids,
-               "probe_forms_seen": list(seen), "heldout_forms": list(heldout), "param": m.param,
-               "setting": setting, "target": target_fact_id, **fields,
-               **({"trace": trace} if trace is not None else {}),
-               "seconds_unlearn": round(t1 - t0, 4), "seconds_probe": round(t2 - t1, 4)}
+        yield _row(plan, setting, trace, score_setting(plan, pred, df), (t1 - t0, t2 - t1))
         t0 = time.perf_counter()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -347,7 +348,88 @@ def resolve_model(value: str) -> ResolvedModel:
     if not p.exists() and _looks_like_path(value):  # a missing file or folder is named, never sent to a hub
         raise InputError("no such model file or directory (give a .gguf file, a folder holding one, an HF model "
                          f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})", value)
+    if not p.exists():  # a hub id must be well formed (whether it is cached is the commands' parse-time check)
+        check_hub_id(value)
     return ResolvedModel(str(p) if p.exists() else value, None, model_family(value), None, value)
+
+
+#: a hub id: NAME or ORG/NAME, each part 1-96 characters of ``A-Za-z0-9._-`` that neither starts nor ends with ``-`` or
+#: ``.`` and holds no ``--`` or ``..`` (the Hugging Face hub's rule for repository ids)
+HUB_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
+#: seconds the parse-time check waits for the hub when a hub id is not in the local cache
+HUB_TIMEOUT = 5.0
+
+
+def check_hub_id(value: str, option: str = "--model") -> str:
+    """Check that ``value`` is a well-formed hub id (:data:`HUB_PART`: ``NAME`` or ``ORG/NAME``).
+
+    Returns:
+        ``value`` (str).
+
+    Raises:
+        InputError: anything else (one line naming the option and the rule).
+
+    Source: the Hugging Face hub's repository-id rule (huggingface_hub ``validate_repo_id``).
+    """
+    parts = value.split("/")
+    if len(parts) > 2 or not all(HUB_PART.fullmatch(p) and "--" not in p and ".." not in p for p in parts):
+        raise InputError(f"{option} {value!r} is neither an existing path, a short name ({', '.join(KNOWN_MODELS)}) "
+                         "nor a hub id (NAME or ORG/NAME: letters, digits, '.', '_' and '-', at most 96 each, not "
+                         "starting or ending with '.' or '-')")
+    return value
+
+
+def hub_cached(repo_id: str) -> bool:
+    """Whether the local Hugging Face cache holds ``repo_id``'s config.json (nothing is downloaded)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def check_model_value(value: str, option: str = "--model") -> str:
+    """The parse-time check of a ``--model`` value, before any KB or model is read: ``tiny``, an existing path and a
+    short name pass (their files are checked when loaded, :func:`resolve_model`); a value that can only be a path
+    must exist; anything else must be a well-formed hub id (:func:`check_hub_id`) that the local cache holds, or
+    that the hub answers for within :data:`HUB_TIMEOUT` seconds (downloads off, ``HF_HUB_OFFLINE``: cached only).
+
+    Returns:
+        ``value`` (str).
+
+    Raises:
+        InputError: a missing path, a malformed hub id, or a hub id neither cached nor reachable (one line each).
+    """
+    p = Path(str(value)).expanduser()
+    if value == "tiny" or str(value).lower() in KNOWN_MODELS or os.path.lexists(p):
+        return value
+    if _looks_like_path(value):
+        raise InputError("no such model file or directory (give a .gguf file, a folder holding one, an HF model "
+                         f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})", value)
+    check_hub_id(value, option)
+    if hub_cached(value):
+        return value
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise InputError(f"{option} {value}: not in the Hugging Face cache, and downloads are off (HF_HUB_OFFLINE)")
+    _hub_answers(value, option)
+    return value
+
+
+def _hub_answers(repo_id: str, option: str) -> None:
+    """Refuse a hub id whose hub cannot be reached, or that the hub does not know (a private or gated model passes:
+    loading it says what access it needs)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(repo_id, timeout=HUB_TIMEOUT)
+    except GatedRepoError:
+        return
+    except RepositoryNotFoundError:
+        raise InputError(f"{option} {repo_id}: no such model on the hub (nor in the local Hugging Face cache)") \
+            from None
+    except Exception as e:  # noqa: BLE001  (no route, DNS, timeout, proxy: one line, no traceback)
+        raise InputError(f"{option} {repo_id}: not in the local Hugging Face cache, and the hub cannot be reached "
+                         f"({type(e).__name__}); download it where a hub is reachable, or give a model "
+                         "directory") from None
 
 
 def _looks_like_path(value: str) -> bool:
@@ -397,4 +479,4 @@ def _prompt_for(name: str) -> str | None:
 
 
 __all__ = ["KNOWN_MODELS", "KnownModel", "ResolvedModel", "cache_root", "cached_file", "fetch", "gguf_architecture",
-           "known", "model_family", "resolve_model"]
+           "check_hub_id", "check_model_value", "hub_cached", "known", "model_family", "resolve_model"]

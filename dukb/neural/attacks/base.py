@@ -189,6 +189,22 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
     return out
 
 
+def check_attacks_on_model(attacks, model) -> None:
+    """Check each attack's settings against the model it will attack (e.g. ``quant4``'s group against the layer
+    widths), before any unlearning or attack runs: an attack's ``fn.check_model(settings, model)``, when it has one.
+
+    Args:
+        attacks: [(Attack, settings)] (:func:`parse_attacks`); model: the torch model (θ₀ or the checkpoint).
+
+    Raises:
+        InputError: a setting the model cannot take (one line).
+    """
+    for a, settings in attacks or ():
+        check = getattr(a.fn, "check_model", None)
+        if check is not None:
+            check(settings, model)
+
+
 def attack_identity(attacks: list[tuple[Attack, dict]]) -> dict:
     """The run-identity entry of a list of attacks: name -> settings (a resume with other attacks or settings is
     refused)."""
@@ -208,15 +224,14 @@ def score_attack(ctx: AttackContext, outcome: AttackOutcome) -> dict:
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
     """
     from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import recall_metric, success_du
+    from dukb.neural.metrics.recall import score_probe
 
     rctx = RowContext(ctx.kb, ctx.target, [list(s) for s in ctx.sets], ctx.sets_used, outcome.probe,
                       list(ctx.forget_ids), ctx.retain_ids, closure=ctx.closure)
-    r = recall_metric(rctx)
+    r = score_probe(rctx)
     keep = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "forgotten_relationships",
-            "forgotten_biographies")
+            "forgotten_biographies", "success_du")
     out = {k: r[k] for k in keep if k in r}
-    out["success_du"] = success_du(ctx.closure, ctx.target, out["forgotten_relationships"])
     out["target_known"] = int(ctx.target not in set(out["forgotten_relationships"]))
     return {**out, **outcome.extra}
 

@@ -40,9 +40,10 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
     Source: Wu et al. 2025, Eq. 1-2 and Definition 2; the attacks' papers (:mod:`dukb.neural.attacks`).
     """
     from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
+    from dukb.neural.attacks.base import check_attacks_on_model
     from dukb.neural.data import kb_qa
     from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import recall_metric, success_du
+    from dukb.neural.metrics.recall import score_probe
     from dukb.neural.pipeline import load_finetuned
     from dukb.neural.probe import Predictor, probe
     from dukb.solver.mdus import minimal_sets
@@ -61,13 +62,13 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
     forget = list(forget_fact_ids(closure, target, scope, the_sets))
     spec_kw = dict(spec_kw or {})
     lm = load_finetuned(model_dir, **spec_kw)
+    check_attacks_on_model(attacks, lm.model)  # before any probe or attack
     pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
     items = kb_qa(kb)
     df = probe(pred, items, batch_size=batch_size, rouge=False, logprob=False)
     row = {"target": target, "model": str(model_dir), "reference": reference_dir, "scope": scope,
            "forget_set": forget, "sets_used": used}
-    row.update(recall_metric(RowContext(kb, target, the_sets, used, df, forget, closure=closure)))
-    row["success_du"] = success_du(closure, target, row["forgotten_relationships"])
+    row.update(score_probe(RowContext(kb, target, the_sets, used, df, forget, closure=closure)))
     reference = None
     if reference_dir is not None:
         ref = load_finetuned(reference_dir, **spec_kw)

@@ -19,6 +19,7 @@ relative change below 5e-4), which must change no answer.
 from __future__ import annotations
 
 import logging
+import math
 
 import torch
 
@@ -40,18 +41,43 @@ def _torchao():
     return Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_, PerGroup
 
 
-def _group(model, group: int) -> int:
-    """The largest divisor of every Linear's input size that is at most ``group`` (4-bit groups must tile rows)."""
-    import math
-
-
-    g = 0
-    for m in model.modules():
+def layer_widths(model) -> list[int]:
+    """The input sizes of every weight 4-bit quantization groups: each ``nn.Linear``'s ``in_features`` and each
+    transformers ``Conv1D``'s (GPT-2's, weight [in, out]), LoRA adapters left out (they are merged first), sorted."""
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover
+        Conv1D = ()
+    out = set()
+    for name, m in model.named_modules():
+        if "lora_" in name:
+            continue
         if isinstance(m, torch.nn.Linear):
-            g = math.gcd(g, m.in_features)
-    g = g or group
-    best = max(d for d in range(1, min(g, group) + 1) if g % d == 0)
-    return best
+            out.add(int(m.in_features))
+        elif Conv1D and isinstance(m, Conv1D):
+            out.add(int(m.weight.shape[0]))
+    return sorted(out)
+
+
+def check_group(model, group: int) -> int:
+    """``group`` when it divides every layer width of ``model`` (:func:`layer_widths`): 4-bit groups must tile
+    every row.
+
+    Returns:
+        ``group`` (int).
+
+    Raises:
+        InputError: a width ``group`` does not divide (one line naming the widths and the groups that fit).
+    """
+    widths = layer_widths(model)
+    bad = [w for w in widths if w % group]
+    if bad:
+        g = math.gcd(*widths)
+        fits = [2 ** k for k in range(11) if g % 2 ** k == 0]
+        raise InputError(f"--attacks quant4: group={group} does not divide the model's layer widths "
+                         f"({', '.join(map(str, bad[:5]))}); choose a group dividing {g} "
+                         f"({', '.join(map(str, fits))})")
+    return group
 
 
 def conv1d_to_linear(model) -> int:
@@ -116,7 +142,7 @@ def quantized_copy(pred, bits: int, group: int = 32):
             quantize_(model, Int8())
             scheme = f"torchao {torchao.__version__} Int8WeightOnlyConfig: int8 per output channel, RTN, weight-only"
         else:
-            g = _group(model, group)
+            g = check_group(model, group)
             quantize_(model, Intx(weight_dtype=torch.int4, granularity=PerGroup(g)))
             scheme = (f"torchao {torchao.__version__} IntxWeightOnlyConfig: int4 in groups of {g}, RTN, "
                       "weight-only")
@@ -147,7 +173,13 @@ def _quant(bits: int):
             raise InputError(f"--attacks quant4: group must be a power of two (1, 2, 4, ..., 1024), got {g}: "
                              "another value would be replaced by a divisor of the model's layer widths")
 
+    def check_model(s, model) -> None:
+        """Refuse a 4-bit group that does not divide the model's layer widths, before any model is changed."""
+        if bits == 4:
+            check_group(model, int(s.get("group", 32)))
+
     quant.check = check
+    quant.check_model = check_model
     return quant
 
 

@@ -23,13 +23,23 @@ forget set; ``neighbours`` and ``random`` never do.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
-import torch
-
 from dukb import InputError
-from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known, register
+from dukb.neural.attacks.base import (
+    Attack,
+    AttackContext,
+    AttackOutcome,
+    known_table,
+    plain_copy,
+    probe_known,
+    register,
+)
 from dukb.neural.bounds import STEPS, Range
+from dukb.neural.data import encode_qa
+from dukb.neural.finetune import answer_token_loss
+from dukb.neural.train import TrainConfig, train_loop
 
 MODES = ("neighbours", "half", "target", "random")
 
@@ -65,7 +75,8 @@ def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tupl
 
 def relearned_copy(pred, items, steps: int, lr: float, seed: int = 0):
     """A copy of ``pred`` whose model (every parameter, adapters merged) took ``steps`` full-batch AdamW steps on
-    ``items`` (answer-token NLL), seeded with ``seed``.
+    ``items`` (answer-token NLL) at the constant rate ``lr``, without weight decay or clipping, seeded with ``seed``:
+    one epoch of ``steps`` optimiser steps of the one training loop (:func:`dukb.neural.train.train_loop`).
 
     Returns:
         (:class:`dukb.neural.probe.Predictor` over the copy, number of parameters trained); the original model is
@@ -73,29 +84,23 @@ def relearned_copy(pred, items, steps: int, lr: float, seed: int = 0):
 
     Raises:
         InputError: the model has no parameter to train.
+
+    Source: Hu et al. 2025 (ICLR), arXiv 2406.13356, Sec. 3 (targeted relearning); the loss of Wu et al. 2025,
+    App. H.
     """
-    import dataclasses
-
-    from dukb.neural.attacks.base import plain_copy
-    from dukb.neural.data import encode_qa
-    from dukb.neural.finetune import answer_token_loss
-
     model = plain_copy(pred.model)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise InputError("relearn: the model has no parameter to train")
     n_params = sum(p.numel() for p in params)
     if items and steps > 0:
-        torch.manual_seed(seed)
-        opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
         batch = encode_qa(pred.tokenizer, pred.tags, items, device=pred.device)
-        n_tok = int((batch["labels"] != -100).sum())
-        model.train()
-        for _ in range(steps):
-            opt.zero_grad(set_to_none=True)
-            answer_token_loss(model, batch, max(n_tok, 1)).backward()
-            opt.step()
-        model.eval()
+        n_tok = max(int((batch["labels"] != -100).sum()), 1)
+        for p in params:  # the loop zeroes gradients after each step: none may be left over from the copied model
+            p.grad = None
+        cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(items), schedule="constant", seed=seed)
+        train_loop(model, params, cfg, lambda _epoch: [[batch]] * steps,
+                   lambda fmodel, b: answer_token_loss(fmodel, b, n_tok), total_steps=steps)
     return dataclasses.replace(pred, model=model), (n_params if items and steps > 0 else 0)
 
 

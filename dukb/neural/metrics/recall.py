@@ -83,6 +83,52 @@ def success_du(closure, target: int, forgotten_relationships) -> int:
                                       [int(f) for f in forgotten_relationships]))
 
 
+def success_du_fields(closure, target: int, fields: dict) -> dict:
+    """``success_du`` (and ``success_du_heldout``) of a row from its forgotten relationships on the probed forms
+    (``forgotten_relationships``) and on the held-out forms (``forgotten_relationships_heldout``): the one place a
+    row's Success-DU is computed (:func:`success_du`).
+
+    Args:
+        closure: the run's :class:`dukb.solver.closure.Closure`; target: the target's relationship fact_id;
+        fields: the row's metric fields (dict; a source field that is absent or None gives no output field).
+
+    Returns:
+        dict with ``success_du`` and/or ``success_du_heldout`` (1 or 0 each).
+
+    Raises:
+        InputError: a fact_id is not a fact of K.
+
+    Source: Wu et al. 2025, Definition 2 (Success-DU of the paper's v4).
+    """
+    out = {}
+    for src, dst in (("forgotten_relationships", "success_du"),
+                     ("forgotten_relationships_heldout", "success_du_heldout")):
+        if fields.get(src) is not None:
+            out[dst] = success_du(closure, target, fields[src])
+    return out
+
+
+def score_probe(ctx: RowContext) -> dict:
+    """Recall, accuracies, the forgotten facts and Success-DU of one probe table: :func:`recall_metric`'s fields
+    followed by ``success_du`` (:func:`success_du_fields`); what ``dukb attack`` scores a checkpoint and each
+    attacked copy with.
+
+    Args:
+        ctx: :class:`RowContext` with ``closure`` set and the "qa" rows of every KB fact in its probe table.
+
+    Returns:
+        dict: :data:`FIELDS`, forgotten_relationships, forgotten_biographies, success_du.
+
+    Raises:
+        ValueError: the probe table lacks a fact of the KB.
+
+    Source: Wu et al. 2025, Eq. 1-2 and Definition 2.
+    """
+    out = recall_metric(ctx)
+    out.update(success_du_fields(ctx.closure, ctx.target, out))
+    return out
+
+
 def success_du_all(closure, targets, forgotten_relationships) -> int:
     """Success-DU of an unlearning request with several targets: 1 when *every* target is outside
     Ω(K \\ U_A, R) (each is deeply unlearned, Definition 2), else 0.

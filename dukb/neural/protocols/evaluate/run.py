@@ -329,32 +329,26 @@ class EvaluateProtocol(Protocol):
 
     def run_unit(self, unit: tuple, todo: list):
         """Unlearn target ``t`` with the unit's method at each value of ``todo``, probe, and yield the rows
-        (:func:`dukb.neural.unlearn.sweep_target`)."""
+        (:func:`dukb.neural.unlearn.sweep_target` on the unit's :class:`dukb.neural.unlearn.UnitPlan`)."""
         from dukb.neural.methods.base import SweepSchedule
-        from dukb.neural.unlearn import sweep_target
+        from dukb.neural.unlearn import UnitPlan, sweep_target
 
         t, label = unit
         cfg, kb = self.cfg, self.kb
-        fact = kb.relationship(t)
         m, scope = next((m, scope) for lb, m, scope, _g in self.methods if lb == label)
         entry = self.identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
         schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
             if entry.get("schedule") == "reference" else None
-        sets = self.sets_plan.sets
-        for row in sweep_target(self.lm, kb, self.closure, t, m, todo,
-                                sets=(sets[t]["sets"], sets[t]["sets_used"]), seed=cfg.seed, lr=cfg.lr,
-                                lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
-                                scope=scope, forget_ids=self.sets_plan.forget[(t, scope)],
-                                batch_size=PROBE["batch_size"], metrics=self.row_metrics,
-                                heldout_forms=cfg.heldout_forms, heldout_before=self.heldout_before,
-                                heldout_rule=cfg.heldout_rule, schedule=schedule, attacks=self.attacks,
-                                reference=self.reference):
-            row["method"] = label
-            row["worker"] = self.worker
-            row["target_relation"] = fact.relation
-            row["n_kb_rel"] = len(kb.relationships)
-            row["n_kb_bio"] = len(kb.biographies)
-            yield row
+        sets = self.sets_plan.sets[t]
+        row_fields = {"worker": self.worker, "target_relation": kb.relationship(t).relation,
+                      "n_kb_rel": len(kb.relationships), "n_kb_bio": len(kb.biographies)}
+        plan = UnitPlan(self.lm, kb, self.closure, t, m, tuple(todo), label=label, scope=scope, sets=sets["sets"],
+                        sets_used=sets["sets_used"], forget_ids=self.sets_plan.forget[(t, scope)], seed=cfg.seed,
+                        lr=cfg.lr, lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
+                        batch_size=PROBE["batch_size"], metrics=self.row_metrics, heldout_forms=cfg.heldout_forms,
+                        heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
+                        attacks=self.attacks, reference=self.reference, row_fields=row_fields)
+        yield from sweep_target(plan)
 
     def unit_done(self, unit: tuple) -> None:
         """One log line: the unit's best recall, its accuracy, and in how many settings the target was forgotten."""
