@@ -16,13 +16,12 @@ FUNCTION_LAYERS = ("neural", "cli")
 
 # Oversized code that other helpers of issue 40 are shrinking in parallel branches. The lead empties this
 # list after merging them; an entry that is already within the limits fails the test, so it cannot go stale.
-# A bare path exempts the module and its functions; "path::name" exempts one function.
+# A bare path exempts the module and its functions; "path::name" exempts one function. (unlearn.sweep_target and
+# neural_cmds.unlearn came within the limits with i40-pipeline.)
 PENDING = frozenset(
     {
         "neural/runs.py",  # being split into a run package (covers its _acquire and claim_run too)
-        "neural/unlearn.py::sweep_target",  # to take a unit plan
         "neural/train.py::train_loop",
-        "cli/neural_cmds.py::unlearn",
         "cli/restor_cmd.py::restor",
         "cli/evaluate_cmd.py::evaluate",
     }
