@@ -18,7 +18,8 @@ from dukb.neural.data import QA_KIND, QAItem
 from dukb.neural.docs import encode_texts, unlearn_documents
 from dukb.neural.methods import METHODS
 from dukb.neural.methods.base import Control, SweepSchedule, UnlearnContext, WeightState
-from dukb.neural.models import build_tiny_model, load_model
+from dukb.neural.modelbuild import build_tiny_model
+from dukb.neural.models import load_model
 from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 from dukb.neural.train import TrainConfig
 

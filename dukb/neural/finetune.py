@@ -123,19 +123,123 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     acc_ = dist.accelerator(lm.device)
     sharded = _sharded(lm)
     model = lm.model
-    steps_per_epoch = (len(items) + config.batch_size - 1) // config.batch_size
     # the data order has its own generator, shared by all processes
     gen = torch.Generator().manual_seed(config.seed)
     # accuracy is judged on the QA items; plain texts (TEXT_KIND, MUSE's verbatim corpus) are trained only
     probed = [it for it in items if it.kind != TEXT_KIND]
     accuracy = _accuracy_probe(lm, probed, sharded)
-    encoded = encode_qa(lm.tokenizer, lm.tags, items, lm.device)  # tokenise once; batches are row slices
-    n_answer = (encoded["labels"][:, 1:] != -100).sum(-1).tolist()  # answer tokens per item
+    loss_fn = _batch_loss(lm, items, me, world)
     state = {"acc": None}
 
+    steps = _epoch_order(len(items), config.batch_size, gen)
+    losses: list[float] = []
+    # under sharding every process gathers the checkpoint's state (a collective); process 0 writes it
+    ckpt = _Checkpoint(checkpoint_dir, _checkpoint_key(lm, items, config, world, sharded),
+                       config.eval_every if main or sharded else 0, write=main)
+    if ckpt.data is not None:
+        ckpt.restore(model, gen, losses, state, log)
+
+    stopper = _epoch_stopper(lm.device, world, losses, state, accuracy, log)
+    run = _phase_runner(model, steps, loss_fn, stopper, ckpt, (gen, losses, state), accelerator=acc_, rank=me,
+                        show=progress and main, steps_per_epoch=(len(items) + config.batch_size - 1) // config.batch_size,
+                        checkpoint_every=max(1, config.eval_every), sharded=sharded)
+    try:
+        rec, extra = _phases(run, config, state, ckpt, log)
+    finally:
+        acc_.free_memory()  # drop accelerate's references to the DDP wrapper and optimizer
+    ckpt.clear()
+    acc = state["acc"] if state["acc"] is not None else accuracy()
+    epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
+    if acc < config.target_accuracy and main and say_shortfall:
+        (log or _log.warning)(shortfall_line(acc, len(probed), epochs_run, config.target_accuracy))
+    return _finetune_record(lm, len(items), config, (rec, extra), acc, losses, world, sharded, ckpt.resumed_after)
+
+
+def _finetune_record(lm, n_items: int, config: TrainConfig, phases: tuple, acc: float, losses: list[float],
+                     world: int, sharded: bool, resumed_after) -> dict:
+    """The record :func:`finetune` returns (its Returns section describes the keys).
+
+    Args:
+        lm: the finetuned :class:`dukb.neural.models.LoadedModel`.
+        n_items: the number of items finetuned on.
+        config: the settings finetuned with (batch size resolved).
+        phases: ``(rec, extra)``: the main phase's :func:`train_loop` record and the extra phase's (or None).
+        acc: the final accuracy, in [0, 1].
+        losses: the mean loss per epoch (nats per answer token).
+        world, sharded: the number of processes and whether the model was sharded (FSDP2).
+        resumed_after: the epoch a checkpoint was resumed after (None: not resumed).
+    """
+    rec, extra = phases
+    epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
+    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run, "accuracy": acc,
+            "target_accuracy": config.target_accuracy, "reached_target": acc >= config.target_accuracy,
+            "extra_epochs_run": extra["epochs_run"] if extra else 0, "n_items": n_items, "loss_per_epoch": losses,
+            "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
+            "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
+            "parallelism": "fsdp2" if sharded else ("ddp" if world > 1 else "none"),
+            "model": lm.spec.to_json(), "resumed_after_epoch": resumed_after}
+
+
+def _epoch_order(n_items: int, batch_size: int, gen: torch.Generator):
+    """The data order of :func:`finetune`: ``steps(epoch)`` draws a permutation of the items from ``gen`` (the
+    generator shared by all processes) and cuts it into global batches of ``batch_size`` item indices, one
+    micro-batch per step (a list of one list)."""
     def steps(_epoch):
-        perm = torch.randperm(len(items), generator=gen).tolist()
-        return [[perm[i:i + config.batch_size]] for i in range(0, len(perm), config.batch_size)]
+        perm = torch.randperm(n_items, generator=gen).tolist()
+        return [[perm[i:i + batch_size]] for i in range(0, len(perm), batch_size)]
+
+    return steps
+
+
+def _phase_runner(model, steps, loss_fn, stopper, ckpt, progress_state: tuple, *, accelerator, rank: int, show: bool,
+                  steps_per_epoch: int, checkpoint_every: int, sharded: bool):
+    """How :func:`finetune` trains one phase (:func:`_phases`): ``run(cfg, phase, offset, what) -> dict`` calls
+    :func:`train_loop` with this finetuning's data order, loss, early-stopping hook and checkpoint.
+
+    Args:
+        model: the model trained (its trainable parameters are collected anew per phase).
+        steps, loss_fn, stopper: from :func:`_epoch_order`, :func:`_batch_loss` and :func:`_epoch_stopper`.
+        ckpt: the :class:`_Checkpoint` (restored from, and written after probed epochs).
+        progress_state: ``(gen, losses, state)``: the data-order generator, the loss per epoch and the accuracy
+            state, saved in a checkpoint.
+        accelerator: accelerate's Accelerator (``prepare``, ``backward``).
+        rank: this process's rank (added to the torch seed).
+        show: show a progress bar (main process with ``progress``).
+        steps_per_epoch: global batches per epoch.
+        checkpoint_every: epochs between checkpoints.
+        sharded: an FSDP2 launch.
+    """
+    def run(cfg: TrainConfig, phase: int, offset: int, what: str) -> dict:
+        here = ckpt.at(phase)
+        # dropout: independent masks per process (rank 0 draws what one process would)
+        # FSDP2 replaces the module's parameters with sharded ones in the first phase's prepare: collect them anew
+        params = [p for p in model.parameters() if p.requires_grad]
+        return train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch * cfg.epochs,
+                          prepare=accelerator.prepare, backward=accelerator.backward, after_epoch=stopper(cfg, offset),
+                          torch_seed=cfg.seed + rank + offset, progress=what if show else None,
+                          start_epoch=here["epoch"] if here else 0, restore=here,
+                          checkpoint=ckpt.saver(phase, offset, model, *progress_state),
+                          checkpoint_every=checkpoint_every, sharded=sharded)
+
+    return run
+
+
+def _batch_loss(lm, items: list[QAItem], me: int, world: int):
+    """The loss of one global batch for :func:`finetune`: the items are tokenised once and a batch is a slice of
+    their rows; each process takes its share of the batch's item indices.
+
+    Args:
+        lm: the :class:`dukb.neural.models.LoadedModel`.
+        items: the QA items finetuned on (indices into them make up a batch).
+        me, world: this process's rank and the number of processes.
+
+    Returns:
+        ``loss_fn(fmodel, glob) -> Tensor``: the answer-token loss (:func:`answer_token_loss`) of this process's
+        slice of the global batch ``glob`` (a list of item indices), normalised by the answer tokens of the whole
+        batch and scaled by ``world``, so that the all-reduced gradient equals the single-process one.
+    """
+    encoded = encode_qa(lm.tokenizer, lm.tags, items, lm.device)  # tokenise once; batches are row slices
+    n_answer = (encoded["labels"][:, 1:] != -100).sum(-1).tolist()  # answer tokens per item
 
     def loss_fn(fmodel, glob):
         n_tok = sum(n_answer[j] for j in glob)
@@ -146,17 +250,31 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
         batch = _trim({k: v[idx] for k, v in encoded.items()})
         return answer_token_loss(fmodel, batch, n_tok, scale=world if mine else 0.0)
 
-    losses: list[float] = []
-    # under sharding every process gathers the checkpoint's state (a collective); process 0 writes it
-    ckpt = _Checkpoint(checkpoint_dir, _checkpoint_key(lm, items, config, world, sharded),
-                       config.eval_every if main or sharded else 0, write=main)
-    if ckpt.data is not None:
-        ckpt.restore(model, gen, losses, state, log)
+    return loss_fn
+
+
+def _epoch_stopper(device: str, world: int, losses: list[float], state: dict, accuracy, log):
+    """The end-of-epoch hook of :func:`finetune`'s phases: it records the epoch's global mean loss and, on probed
+    epochs, the accuracy, and says whether the target accuracy is reached (early stopping).
+
+    Args:
+        device: the model's device string (for the loss all-reduce).
+        world: the number of processes.
+        losses: the mean loss per epoch (nats per answer token), appended to in place.
+        state: ``{"acc": float | None}``, the last probed accuracy, updated in place.
+        accuracy: ``() -> float``, the fraction of QA items the model knows, in [0, 1].
+        log: optional callable(str) for one line per probed epoch.
+
+    Returns:
+        ``stopper(cfg, offset)``: the ``after_epoch(epoch, logs) -> bool`` hook for a phase trained with ``cfg``
+        whose epochs are numbered from ``offset`` in the reports.
+    """
+    from dukb.neural import distributed as dist
 
     def stopper(cfg: TrainConfig, offset: int):
         def after_epoch(epoch: int, logs: dict) -> bool:
             # the loop's mean is over this process's micro-batches of loss × world; the global mean sums processes
-            losses.append(dist.all_sum([logs["loss"] / world], lm.device)[0])
+            losses.append(dist.all_sum([logs["loss"] / world], device)[0])
             if cfg.eval_every and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
                 state["acc"] = accuracy()
                 if log:
@@ -165,34 +283,7 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
             return False
         return after_epoch
 
-    def run(cfg: TrainConfig, phase: int, offset: int, what: str) -> dict:
-        here = ckpt.at(phase)
-        # dropout: independent masks per process (rank 0 draws what one process would)
-        # FSDP2 replaces the module's parameters with sharded ones in the first phase's prepare: collect them anew
-        params = [p for p in model.parameters() if p.requires_grad]
-        return train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch * cfg.epochs,
-                          prepare=acc_.prepare, backward=acc_.backward, after_epoch=stopper(cfg, offset),
-                          torch_seed=cfg.seed + me + offset, progress=what if progress and main else None,
-                          start_epoch=here["epoch"] if here else 0, restore=here,
-                          checkpoint=ckpt.saver(phase, offset, model, gen, losses, state),
-                          checkpoint_every=max(1, config.eval_every), sharded=sharded)
-
-    try:
-        rec, extra = _phases(run, config, state, ckpt, log)
-    finally:
-        acc_.free_memory()  # drop accelerate's references to the DDP wrapper and optimizer
-    ckpt.clear()
-    acc = state["acc"] if state["acc"] is not None else accuracy()
-    epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
-    if acc < config.target_accuracy and main and say_shortfall:
-        (log or _log.warning)(shortfall_line(acc, len(probed), epochs_run, config.target_accuracy))
-    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run, "accuracy": acc,
-            "target_accuracy": config.target_accuracy, "reached_target": acc >= config.target_accuracy,
-            "extra_epochs_run": extra["epochs_run"] if extra else 0, "n_items": len(items), "loss_per_epoch": losses,
-            "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
-            "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
-            "parallelism": "fsdp2" if sharded else ("ddp" if world > 1 else "none"),
-            "model": lm.spec.to_json(), "resumed_after_epoch": ckpt.resumed_after}
+    return stopper
 
 
 def _sharded(lm) -> bool:

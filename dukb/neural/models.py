@@ -1,9 +1,9 @@
-"""Loading HF causal LMs, and the built-in default "tiny" model.
+"""Loading HF causal LMs, and reading what identifies a model directory.
 
-The tiny default is a GPT-2-architecture causal LM created from a config (no download), with a word-level tokenizer
-built from the KB's own text (tokenizers library: WordLevel model, Metaspace + punctuation pre-tokenizers so that
-decoding restores the exact text). It is saved with ``save_pretrained`` (safetensors) and then loaded like any other
-model directory, so every later code path is the one a real model takes.
+:func:`load_model` loads any model (a directory, a GGUF file, a hub id, a known short name) from a
+:class:`dukb.neural.spec.ModelSpec`; :func:`spec_for_path` picks its presets; :func:`read_model_record`,
+:func:`model_kb` and :func:`model_fingerprint` read the record and the files dukb identifies it by. Building the
+default "tiny" model and saving a model directory are in :mod:`dukb.neural.modelbuild`.
 """
 
 from __future__ import annotations
@@ -141,7 +141,6 @@ def _json_kind(obj) -> str:
 
 
 TINY_CONFIG = dict(n_layer=2, n_head=4, n_embd=128, n_positions=96)
-SPECIALS = {"unk": "[UNK]", "pad": "[PAD]", "eos": "[EOS]"}
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -191,75 +190,6 @@ def resolve_dtype(dtype: str, device: str):
     if dtype not in table:
         raise InputError(f"unknown dtype {dtype!r} (choose auto, float32, bfloat16, float16)")
     return table[dtype]
-
-
-def build_tokenizer(texts: list[str]):
-    """A word-level fast tokenizer whose vocabulary is every word and punctuation mark of ``texts``.
-
-    Args:
-        texts: the KB's QA texts (questions, answers, prompt tags).
-
-    Returns:
-        A ``transformers.PreTrainedTokenizerFast`` with [UNK], [PAD] and [EOS]; decoding restores spacing exactly.
-
-    Raises:
-        nothing for a list of str.
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel(unk_token=SPECIALS["unk"]))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never"),
-        pre_tokenizers.Split("\n", behavior="isolated"),
-        pre_tokenizers.Punctuation(behavior="isolated"),
-        pre_tokenizers.Digits(individual_digits=False),
-    ])
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="never")
-    trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIALS.values()), min_frequency=1)
-    tok.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=SPECIALS["unk"], pad_token=SPECIALS["pad"],
-                                   eos_token=SPECIALS["eos"], bos_token=SPECIALS["eos"], padding_side="left")
-
-
-def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, config: dict | None = None) -> Path:
-    """Create the tiny default model for a KB and save it as an HF model directory.
-
-    Args:
-        texts: every text the model will see (from :func:`dukb.neural.data.vocabulary_texts`).
-        out_dir: where to save (config.json, model.safetensors, tokenizer files, dukb_tiny.json).
-        seed: torch seed for the random initialisation.
-        config: overrides of :data:`TINY_CONFIG` (n_layer, n_head, n_embd, n_positions).
-
-    Returns:
-        The directory (``Path(out_dir)``).
-
-    Raises:
-        OSError: ``out_dir`` cannot be created or written.
-    """
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(texts)
-    cfg = dict(TINY_CONFIG, **(config or {}))
-    torch.manual_seed(seed)
-    gcfg = GPT2Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.eos_token_id,
-                      eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **cfg)
-    model = GPT2LMHeadModel(gcfg)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    # written by every process, not through model.save_pretrained: under a multi-process launch transformers saves
-    # on rank 0 only, and each process builds the (identical, seeded) tiny model in its own temporary directory
-    from safetensors.torch import save_model
-
-    gcfg.save_pretrained(out)
-    model.generation_config.save_pretrained(out)
-    save_model(model, str(out / "model.safetensors"))
-    tokenizer.save_pretrained(out)
-    (out / "dukb_tiny.json").write_text(json.dumps({"seed": seed, "config": cfg, "vocab": len(tokenizer),
-                                                    "prompt": "tiny"}, indent=2))
-    return out
 
 
 @dataclass
@@ -469,8 +399,8 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     ``spec.name_or_path`` is resolved by :func:`dukb.neural.zoo.resolve_model`. A GGUF file (or a folder holding
     one, or a short name such as ``smollm2-135m``) is dequantized by transformers to ``spec.dtype`` (auto: fp32 on
     CPU, bf16 on CUDA) and its own tokenizer is used; the loaded model is an ordinary float model (no quantization
-    config), so :func:`save_model` writes an ordinary HF directory. The tokenizer gets left padding (for batched
-    generation) and a pad token (eos if it has none). Nothing is downloaded when the path is local;
+    config), so :func:`dukb.neural.modelbuild.save_model` writes an ordinary HF directory. The tokenizer gets left
+    padding (for batched generation) and a pad token (eos if it has none). Nothing is downloaded when the path is local;
     ``trust_remote_code`` stays as the spec says.
 
     Library warnings and progress bars are routed into Python logging first (:func:`quiet_libraries`), and what
@@ -534,12 +464,38 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     if not where.gguf_file:
         _check_loading_info(info, _weights_file(path))
     check_loaded(tokenizer, model, where.file if where.gguf_file else path, notes)
-    if where.gguf_file:  # dequantized: a plain float model from here on (saved without a quantization config)
-        for obj in (model.config, getattr(model, "generation_config", None)):
-            if obj is not None and hasattr(obj, "quantization_config"):
-                delattr(obj, "quantization_config")
-        model.hf_quantizer = None
-        model.is_quantized = False
+    if where.gguf_file:
+        _drop_quantization(model)
+    _prepare_loaded(model, tokenizer, spec, device)
+    return LoadedModel(model, tokenizer, spec.tags, spec, device)
+
+
+def _drop_quantization(model) -> None:
+    """Mark a model transformers dequantized from a GGUF file as a plain float model from here on, so that it is
+    saved without a quantization config (:func:`load_model`).
+
+    Args:
+        model: the loaded ``transformers.PreTrainedModel``; its config, generation config and quantizer attributes
+            are changed in place.
+    """
+    for obj in (model.config, getattr(model, "generation_config", None)):
+        if obj is not None and hasattr(obj, "quantization_config"):
+            delattr(obj, "quantization_config")
+    model.hf_quantizer = None
+    model.is_quantized = False
+
+
+def _prepare_loaded(model, tokenizer, spec: ModelSpec, device: str) -> None:
+    """Make a freshly loaded model and tokenizer ready for dukb, in place (:func:`load_model`): left padding and a
+    pad token (eos if the tokenizer has none, also set as the generation pad id), the model on ``device`` in eval
+    mode, and gradient checkpointing when ``spec.gradient_checkpointing`` asks for it.
+
+    Args:
+        model: the loaded ``transformers.PreTrainedModel``.
+        tokenizer: its tokenizer.
+        spec: the :class:`ModelSpec` (``gradient_checkpointing``; ``lora`` enables input gradients under it).
+        device: the resolved device string (:func:`resolve_device`).
+    """
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -556,7 +512,6 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         if spec.lora is not None:
             model.enable_input_require_grads()
-    return LoadedModel(model, tokenizer, spec.tags, spec, device)
 
 
 def spec_for_path(path: str | Path, **kw) -> ModelSpec:
@@ -618,7 +573,7 @@ def read_model_record(model_dir: str | Path) -> dict | None:
         model_dir: a model directory (any path; a file, a missing path or a hub id has no record).
 
     Returns:
-        The record as written by :func:`save_model`: ``{"prompt": PRESET, "family": FAMILY, "base": "tiny" or
+        The record as written by :func:`dukb.neural.modelbuild.save_model`: ``{"prompt": PRESET, "family": FAMILY, "base": "tiny" or
         NAME_OR_PATH}``, and for a model finetuned on a KB ``"kb"`` (its built-in name or absolute path) and
         ``"kb_sha256"`` (:meth:`dukb.kb.KB.fingerprint`); a record written by dukb before the KB was recorded lacks
         both. None when there is no :data:`MODEL_RECORD` file.
@@ -817,56 +772,3 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
                        and not f.name.startswith("."))
         return {"sha256": sha256_json([[f.name, sha256_file(f)] for f in files])}
     return {"hub_id": str(name_or_path)}
-
-
-def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None) -> Path:
-    """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
-    :data:`MODEL_RECORD` (prompt preset, preset family, base model and, given ``kb``, the KB it was finetuned on) so
-    a later load picks the same presets and a command given another KB refuses it (:func:`model_kb`).
-
-    A tiny model's ``dukb_tiny.json`` is copied along. The LoRA merge is peft's ``merge_and_unload``, which
-    replaces the adapter layers of the wrapped model in place: afterwards ``lm.model`` holds the merged weights and
-    no adapters.
-
-    Args:
-        lm: the :class:`LoadedModel` (a plain or a peft model); ``lm.spec`` gives the recorded prompt preset (custom
-            :class:`PromptTags` are recorded as "generic"), :attr:`ModelSpec.preset_family` and the base model.
-        out_dir: the output directory (created with its parents; existing files of the same names are overwritten).
-        state_dict: the weights to write instead of the model's own (the full state dict of an FSDP-sharded model,
-            :func:`dukb.neural.distributed.full_state_dict`).
-        kb: the :class:`dukb.kb.KB` the model was finetuned on (None: none recorded): recorded as ``"kb"``
-            (:func:`kb_label`) and ``"kb_sha256"`` (its :meth:`dukb.kb.KB.fingerprint`).
-
-    Returns:
-        The directory (``Path(out_dir)``).
-
-    Raises:
-        OSError: ``out_dir`` cannot be created or written (from ``mkdir``, transformers' ``save_pretrained`` or the
-            record's write).
-        InputError: a symbolic link is in ``out_dir`` or in its place (:func:`dukb.neural.run.files.refuse_links_in`).
-    """
-    from dukb.neural.run.files import refuse_links_in
-
-    out = refuse_links_in(out_dir)  # transformers opens its files by name: no link may carry them elsewhere
-    out.mkdir(parents=True, exist_ok=True)
-    model = lm.model
-    if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
-    if state_dict is None:
-        model.save_pretrained(out, safe_serialization=True)
-    else:  # a tied parameter is written once, under the name the model's own save keeps
-        tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
-                - {n for n, _ in model.named_parameters()})
-        model.save_pretrained(out, safe_serialization=True,
-                              state_dict={k: v for k, v in state_dict.items() if k not in tied})
-    lm.tokenizer.save_pretrained(out)
-    spec = lm.spec
-    record = {"prompt": spec.prompt if isinstance(spec.prompt, str) else "generic", "family": spec.preset_family,
-              "base": "tiny" if (Path(spec.name_or_path) / "dukb_tiny.json").exists() else str(spec.name_or_path)}
-    if kb is not None:
-        record.update(kb=kb_label(kb), kb_sha256=kb.fingerprint())
-    (out / MODEL_RECORD).write_text(json.dumps(record, indent=2))
-    src = Path(lm.spec.name_or_path) / "dukb_tiny.json"
-    if src.exists() and not (out / "dukb_tiny.json").exists():
-        (out / "dukb_tiny.json").write_text(src.read_text())
-    return out

@@ -10,7 +10,8 @@ from pathlib import Path
 from dukb.neural.data import TEXT_KIND, kb_qa, vocabulary_texts
 from dukb.neural.distributed import barrier, full_state_dict, is_main_process
 from dukb.neural.finetune import FINETUNE_PRESETS, finetune, save_record
-from dukb.neural.models import build_tiny_model, load_model, save_model
+from dukb.neural.modelbuild import build_tiny_model, save_model
+from dukb.neural.models import load_model
 from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 
 TINY = "tiny"
@@ -77,7 +78,7 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
     Returns:
         The finetuning record (also written to out_dir/finetune.json), with ``kb`` (the KB's directory) and
         ``kb_sha256`` (its :meth:`dukb.kb.KB.fingerprint`, also in the model's ``dukb_model.json``,
-        :func:`dukb.neural.models.save_model`). A finetuning that ends below its target accuracy (the record's
+        :func:`dukb.neural.modelbuild.save_model`). A finetuning that ends below its target accuracy (the record's
         ``accuracy`` < ``target_accuracy``) still saves the model; the caller decides what that means.
 
     An interrupted finetuning resumes from its checkpoint in ``out_dir`` (:data:`dukb.neural.finetune.CHECKPOINT`,

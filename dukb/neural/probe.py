@@ -214,17 +214,7 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
     """
 
     tok = pred.tokenizer
-    if token_ids is not None:
-        pad0 = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
-        width = max(len(r) for r in token_ids)
-        ids = torch.tensor([[pad0] * (width - len(r)) + list(r) for r in token_ids], device=pred.device)
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in token_ids], device=pred.device)
-    else:
-        if tok.padding_side != "left":  # re-pad on the left
-            raise ValueError("the tokenizer must pad on the left for batched generation")
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        ids = enc["input_ids"].to(pred.device)
-        mask = enc["attention_mask"].to(pred.device)
+    ids, mask = _left_padded(pred, prompts, token_ids)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     eos = tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
@@ -241,11 +231,7 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
         out, lps = [], []
         for _ in range(max_new_tokens):
             step_logits = logits if pred.aux_model is None else pred.combine(logits, aux_logits)
-            if gen is None:
-                nxt = step_logits.argmax(-1)
-            else:
-                probs = torch.softmax(step_logits.float().cpu() / temperature, -1)
-                nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1).to(ids.device)
+            nxt = _next_token(step_logits, gen, temperature, ids.device)
             if details:
                 lp = torch.log_softmax(step_logits.float(), -1).gather(-1, nxt[:, None]).squeeze(-1)
                 lps.append(torch.where(done, torch.zeros_like(lp), lp))
@@ -270,10 +256,65 @@ def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: 
             logits, past = _step(pred.model, nxt[:, None], mask, pos, past)
             if pred.aux_model is not None:
                 aux_logits, aux_past = _step(pred.aux_model, nxt[:, None], mask, pos, aux_past)
-    gen = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(ids.shape[0])]
-    lp_rows = torch.stack(lps, dim=1).tolist() if lps else [[] for _ in gen]
+    return _decoded(tok, out, lps, ids.shape[0], pad, stop_at_newline=stop_at_newline, details=details)
+
+
+def _left_padded(pred: Predictor, prompts: list[str] | None, token_ids: list[list[int]] | None):
+    """The batch :func:`greedy_generate` starts from: input ids and attention mask, both ``[B, T]``, left-padded.
+
+    Args:
+        pred: the :class:`Predictor` (tokenizer, device).
+        prompts: B prompt strings, tokenised without special tokens (used when ``token_ids`` is None).
+        token_ids: B prompts as token ids, left-padded here with the pad token (eos, or 0, when there is none).
+
+    Returns:
+        ``(ids, mask)``: two long tensors on the predictor's device.
+
+    Raises:
+        ValueError: the tokenizer pads on the right (string prompts), or ``token_ids`` is empty.
+    """
+    tok = pred.tokenizer
+    if token_ids is not None:
+        pad0 = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        width = max(len(r) for r in token_ids)
+        ids = torch.tensor([[pad0] * (width - len(r)) + list(r) for r in token_ids], device=pred.device)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in token_ids], device=pred.device)
+        return ids, mask
+    if tok.padding_side != "left":  # re-pad on the left
+        raise ValueError("the tokenizer must pad on the left for batched generation")
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return enc["input_ids"].to(pred.device), enc["attention_mask"].to(pred.device)
+
+
+def _next_token(step_logits: torch.Tensor, gen: torch.Generator | None, temperature: float,
+                device: torch.device) -> torch.Tensor:
+    """The next token of each row: the argmax of ``step_logits`` ``[B, V]`` (greedy, ``gen`` None), else a draw
+    from softmax(logits / temperature) on the CPU with ``gen``, moved to ``device`` (the batch's). Returns ``[B]``
+    token ids."""
+    if gen is None:
+        return step_logits.argmax(-1)
+    probs = torch.softmax(step_logits.float().cpu() / temperature, -1)
+    return torch.multinomial(probs, 1, generator=gen).squeeze(-1).to(device)
+
+
+def _decoded(tok, out: list[torch.Tensor], lps: list[torch.Tensor], n_rows: int, pad: int, *,
+             stop_at_newline: bool, details: bool) -> list:
+    """Decode :func:`greedy_generate`'s steps into its result (its Returns section).
+
+    Args:
+        tok: the tokenizer.
+        out: one ``[B]`` tensor of token ids per generation step.
+        lps: one ``[B]`` tensor of log-probabilities per step (empty unless ``details``).
+        n_rows: B (the result's length when no step was taken).
+        pad: the pad id (left out of the continuation); each row is cut at its first EOS.
+        stop_at_newline: cut each text to its answer line (:func:`answer_line`).
+        details: return dicts (text, ids, logprobs, logprob) instead of texts.
+    """
+    eos = tok.eos_token_id
+    rows = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(n_rows)]
+    lp_rows = torch.stack(lps, dim=1).tolist() if lps else [[] for _ in rows]
     texts = []
-    for row, lp_row in zip(gen, lp_rows):
+    for row, lp_row in zip(rows, lp_rows):
         n = row.index(eos) if eos is not None and eos in row else len(row)
         pairs = [(t, lp) for t, lp in zip(row[:n], lp_row[:n] if lp_row else [0.0] * n) if t != pad]
         kept = [t for t, _ in pairs]

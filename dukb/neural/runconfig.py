@@ -181,7 +181,7 @@ class RunConfig(Frozen):
             InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
                 not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
-                unknown or uninstalled tracker; a ``model`` (or ``finetuned``) that is neither ``tiny``, a known name,
+                unknown or uninstalled tracker; a ``model`` (without ``finetuned``) that is neither ``tiny``, a known name,
                 an existing path nor a well-formed, cached or reachable hub id
                 (:func:`dukb.neural.zoo.check_model_value`); a ``finetuned`` model finetuned on another KB than ``kb`` (unless
                 ``allow_kb_mismatch``), or whose recorded KB no longer exists.
@@ -199,10 +199,8 @@ class RunConfig(Frozen):
         parse_layers(self.layers)
         check_log_with(self.log_with)
         self.lora()
-        if self.finetuned is None:  # (with --finetuned, --model is not read)
+        if self.finetuned is None:  # (with --finetuned, --model is not read; the directory is checked below)
             check_model_value(self.model)
-        else:
-            check_model_value(self.finetuned, "--finetuned")
         if self.finetuned:
             from dukb.neural.models import model_kb
 

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from conftest import DEVICE, REPO_ROOT  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
-from dukb.neural import models  # noqa: E402
+from dukb.neural import modelbuild, models  # noqa: E402
 
 REPO = REPO_ROOT
 
@@ -32,7 +32,7 @@ def tiny_dir(tmp_path_factory):
     from dukb.neural.spec import PROMPT_PRESETS
 
     out = tmp_path_factory.mktemp("tiny") / "model"
-    return models.build_tiny_model(vocabulary_texts(load_kb("demo"), PROMPT_PRESETS["tiny"]), out)
+    return modelbuild.build_tiny_model(vocabulary_texts(load_kb("demo"), PROMPT_PRESETS["tiny"]), out)
 
 
 def _truncate(d):

@@ -163,7 +163,8 @@ def test_reference_learning_rates_by_hand(n):
 @pytest.fixture()
 def tiny(tmp_path):
     from dukb.neural.data import QA_KIND, QAItem
-    from dukb.neural.models import build_tiny_model, load_model
+    from dukb.neural.modelbuild import build_tiny_model
+    from dukb.neural.models import load_model
     from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 
     tags = PROMPT_PRESETS["tiny"]

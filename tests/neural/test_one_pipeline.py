@@ -184,7 +184,7 @@ def test_relearn_on_the_training_loop_equals_the_hand_written_adamw_loop(tmp_pat
     from dukb.neural.attacks.base import plain_copy
     from dukb.neural.data import encode_qa, kb_qa, vocabulary_texts
     from dukb.neural.finetune import answer_token_loss
-    from dukb.neural.models import build_tiny_model
+    from dukb.neural.modelbuild import build_tiny_model
     from dukb.neural.pipeline import load_finetuned
     from dukb.neural.probe import Predictor
     from dukb.neural.spec import PROMPT_PRESETS

@@ -155,7 +155,7 @@ def _tiny_llama(tmp_path) -> Path:
 
     from dukb.kb import load_kb
     from dukb.neural.data import vocabulary_texts
-    from dukb.neural.models import build_tokenizer
+    from dukb.neural.modelbuild import build_tokenizer
     from dukb.neural.spec import PROMPT_PRESETS
 
     tok = build_tokenizer(vocabulary_texts(load_kb("demo"), PROMPT_PRESETS["llama"]))
@@ -240,7 +240,8 @@ def test_smollm2_gguf_end_to_end(tmp_path):
     from dukb.kb.judge import judge
     from dukb.neural.data import kb_qa
     from dukb.neural.finetune import finetune
-    from dukb.neural.models import load_model, model_fingerprint, save_model, spec_for_path
+    from dukb.neural.modelbuild import save_model
+    from dukb.neural.models import load_model, model_fingerprint, spec_for_path
     from dukb.neural.probe import Predictor, answer_line, probe
     from dukb.neural.train import TrainConfig
     from dukb.neural.unlearn import UnitPlan, sweep_target

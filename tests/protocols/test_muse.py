@@ -94,7 +94,7 @@ def test_text_items_train_every_token():
     from transformers import AutoTokenizer
 
     from dukb.neural.data import QA_KIND, TEXT_KIND, QAItem, encode_qa
-    from dukb.neural.models import build_tiny_model
+    from dukb.neural.modelbuild import build_tiny_model
     from dukb.neural.spec import PROMPT_PRESETS
 
     tags = PROMPT_PRESETS["tiny"]

@@ -376,7 +376,8 @@ def test_kl_method_is_registered_and_moves_away_from_the_reference(tmp_path):
     from dukb.neural.data import encode_qa
     from dukb.neural.methods import METHODS, UnlearnContext
     from dukb.neural.methods.kl import kl_loss
-    from dukb.neural.models import build_tiny_model, load_model
+    from dukb.neural.modelbuild import build_tiny_model
+    from dukb.neural.models import load_model
     from dukb.neural.scoring import forward_logits
     from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 

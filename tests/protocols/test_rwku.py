@@ -287,7 +287,7 @@ def test_the_tiny_vocabulary_covers_the_description_corpus(family):
     knows every description word."""
     from dukb import InputError
     from dukb.neural.data import kb_descriptions, vocabulary_texts
-    from dukb.neural.models import build_tokenizer
+    from dukb.neural.modelbuild import build_tokenizer
     from dukb.neural.protocols.rwku.config import _check_covers
     from dukb.neural.spec import PROMPT_PRESETS
 

@@ -238,40 +238,25 @@ class ClosedLoopDeepUnlearning(Method):
         Raises:
             ValueError: the context lacks the symbolic plan (kb, closure, target, sets, items).
         """
-        from dukb.neural.data import encode_qa
-        from dukb.neural.methods.npo import npo_loss
         from dukb.neural.probe import probe
-        from dukb.neural.scoring import forward_logits, sequence_logprob
-        from dukb.neural.train import TrainConfig, train_loop
+        from dukb.neural.train import TrainConfig
         from dukb.solver.cone import cone_of
         from dukb.solver.mdus import is_deep_unlearning_set
 
         if ctx.closure is None or ctx.sets is None or ctx.target is None or ctx.items is None:
             raise ValueError("closed-loop deep unlearning needs the plan: kb, closure, target, sets and items")
         grid = sorted(int(g) for g in (grid or self.default_grid))
-        closure, kb = ctx.closure, ctx.kb
+        closure = ctx.closure
         atom = closure.atom_of_fact(ctx.target)
         cone = cone_of(closure, [atom])
         cone_ids = {closure.fact_ids[cone.atoms[a]] for a in cone.kb}
-        by_id: dict[int, list] = {}
-        for it in ctx.items:
-            if it.fact_kind == "relationship" and it.kind in self.queried_forms:
-                by_id.setdefault(it.fact_id, []).append(it)
-        lacking = sorted({k for k in self.queried_forms} - {it.kind for its in by_id.values() for it in its})
-        if lacking:
-            raise ValueError(f"closed-loop deep unlearning queries {', '.join(lacking)}, which ctx.items lacks")
+        by_id = self._queried_items(ctx)
         cone_items = [it for f in sorted(cone_ids) for it in by_id[f]]
-        pool = [it for it in ctx.retain if not (it.fact_kind == "relationship" and it.fact_id in cone_ids)]
-        if self.retain_forms != ("qa",):  # the retain facts' items in the other retain forms (forms it sees)
-            keep = {(it.fact_kind, it.fact_id) for it in pool}
-            pool = pool + [it for it in ctx.items if it.kind != "qa" and it.kind in self.retain_forms
-                           and (it.fact_kind, it.fact_id) in keep]
+        pool = self._retain_pool(ctx, cone_ids)
         lr = lr_for(ctx, CL_LR, self)
         rng = random.Random(ctx.seed)
         state = WeightState(ctx.lm, ctx.lora, ctx.seed)
         cfg = TrainConfig(epochs=1, lr=lr, schedule="constant", seed=ctx.seed)
-        lam = ctx.reg_weight if self.reg_weight is None else self.reg_weight
-        n_retain = ctx.retain_batch_size if self.retain_batch is None else int(self.retain_batch)
         trained: list[int] = []
 
         def still_known() -> set[int]:
@@ -297,30 +282,7 @@ class ClosedLoopDeepUnlearning(Method):
                     if not forget:  # nothing left to unlearn in the set (the solver check above decides)
                         stopped = True
                         break
-                    near = [] if not self.neighbour else neighbours(kb, [it.fact_id for it in forget],
-                                                                              pool, cone_ids)
-                    retain_src = near or pool
-                    fb = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, forget, ctx.lm.device)
-                    # cl_du_npo: f_ref's summed answer log-probabilities of this round's forget batch
-                    ref_sums = sequence_logprob(state.ref_logits(fb), fb["labels"])[0].detach() \
-                        if self.forget_term == "npo" else None
-                    batches = []
-                    for _ in range(self.steps_per_round):
-                        rb = rng.sample(retain_src, min(n_retain, len(retain_src))) if retain_src \
-                            else []
-                        batches.append([encode_qa(ctx.lm.tokenizer, ctx.lm.tags, rb, ctx.lm.device) if rb else None])
-
-                    def loss_fn(model, rbatch, fb=fb, ref_sums=ref_sums):
-                        rl = forward_logits(model, rbatch) if rbatch is not None else None
-                        if ref_sums is not None:  # NPO's forget term + λ · GDR
-                            loss = npo_loss(sequence_logprob(forward_logits(model, fb), fb["labels"])[0], ref_sums)
-                            return loss if rl is None else loss + lam * gdr_loss(rl, rbatch["labels"])
-                        return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
-                                                None if rbatch is None else rbatch["labels"], lam)
-
-                    with trainable_layers(state.model, ctx.layers) as params:  # partial-layer finetuning
-                        train_loop(state.model, params, cfg, lambda _e, b=batches: b, loss_fn,
-                                   total_steps=self.steps_per_round, torch_seed=ctx.seed + r)
+                    self._train_round(ctx, state, cfg, forget, pool, cone_ids, rng, r)
                     trained = sorted(set(trained) | {it.fact_id for it in forget})
                     r += 1
                     if closed:
@@ -331,6 +293,93 @@ class ClosedLoopDeepUnlearning(Method):
                         "trace": {"rounds_run": r, "stopped": stopped, "trained_on": list(trained)}}, pred)
         finally:
             state.close()
+
+    def _queried_items(self, ctx: UnlearnContext) -> dict[int, list]:
+        """The items the loop queries and unlearns, by fact id: relationship facts' items in the queried forms.
+
+        Args:
+            ctx: the unlearning context (``ctx.items``: every item of every form).
+
+        Returns:
+            fact id -> its items in :attr:`queried_forms`.
+
+        Raises:
+            ValueError: ``ctx.items`` lacks a queried form.
+        """
+        by_id: dict[int, list] = {}
+        for it in ctx.items:
+            if it.fact_kind == "relationship" and it.kind in self.queried_forms:
+                by_id.setdefault(it.fact_id, []).append(it)
+        lacking = sorted({k for k in self.queried_forms} - {it.kind for its in by_id.values() for it in its})
+        if lacking:
+            raise ValueError(f"closed-loop deep unlearning queries {', '.join(lacking)}, which ctx.items lacks")
+        return by_id
+
+    def _retain_pool(self, ctx: UnlearnContext, cone_ids: set[int]) -> list:
+        """The retain items the loop samples from: ``ctx.retain`` without the relationship facts of the target's
+        cone, plus those facts' items in the other :attr:`retain_forms` (forms the model sees).
+
+        Args:
+            ctx: the unlearning context (``retain``, ``items``).
+            cone_ids: fact ids of the target's cone (:func:`dukb.solver.cone.cone_of`).
+
+        Returns:
+            The list of QA items.
+        """
+        pool = [it for it in ctx.retain if not (it.fact_kind == "relationship" and it.fact_id in cone_ids)]
+        if self.retain_forms != ("qa",):  # the retain facts' items in the other retain forms (forms it sees)
+            keep = {(it.fact_kind, it.fact_id) for it in pool}
+            pool = pool + [it for it in ctx.items if it.kind != "qa" and it.kind in self.retain_forms
+                           and (it.fact_kind, it.fact_id) in keep]
+        return pool
+
+    def _train_round(self, ctx: UnlearnContext, state: WeightState, cfg, forget: list, pool: list,
+                     cone_ids: set[int], rng: random.Random, r: int) -> None:
+        """One round of the loop: :attr:`steps_per_round` steps on the forget batch with sampled retain batches
+        (the forget items' neighbours when :attr:`neighbour`, else the pool), updating ``state.model`` in place.
+
+        Args:
+            ctx: the unlearning context (model, layers, seed, regularisation weight, retain batch size).
+            state: the :class:`WeightState` trained.
+            cfg: the round's :class:`dukb.neural.train.TrainConfig` (one epoch, constant learning rate).
+            forget: the items unlearned this round.
+            pool: the retain pool (:meth:`_retain_pool`).
+            cone_ids: fact ids of the target's cone (left out of the neighbours).
+            rng: the loop's retain-sampling generator (advanced in place).
+            r: the round number (0-based; added to the torch seed).
+
+        Source: the forget term is GA (Jang et al. 2023) or NPO (Zhang et al. 2024, Eq. 3), plus λ times GDR's
+        retain term (Shi et al. 2024, MUSE Sec. 3).
+        """
+        from dukb.neural.data import encode_qa
+        from dukb.neural.methods.npo import npo_loss
+        from dukb.neural.scoring import forward_logits, sequence_logprob
+        from dukb.neural.train import train_loop
+
+        lam = ctx.reg_weight if self.reg_weight is None else self.reg_weight
+        n_retain = ctx.retain_batch_size if self.retain_batch is None else int(self.retain_batch)
+        near = [] if not self.neighbour else neighbours(ctx.kb, [it.fact_id for it in forget], pool, cone_ids)
+        retain_src = near or pool
+        fb = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, forget, ctx.lm.device)
+        # cl_du_npo: f_ref's summed answer log-probabilities of this round's forget batch
+        ref_sums = sequence_logprob(state.ref_logits(fb), fb["labels"])[0].detach() \
+            if self.forget_term == "npo" else None
+        batches = []
+        for _ in range(self.steps_per_round):
+            rb = rng.sample(retain_src, min(n_retain, len(retain_src))) if retain_src else []
+            batches.append([encode_qa(ctx.lm.tokenizer, ctx.lm.tags, rb, ctx.lm.device) if rb else None])
+
+        def loss_fn(model, rbatch, fb=fb, ref_sums=ref_sums):
+            rl = forward_logits(model, rbatch) if rbatch is not None else None
+            if ref_sums is not None:  # NPO's forget term + λ · GDR
+                loss = npo_loss(sequence_logprob(forward_logits(model, fb), fb["labels"])[0], ref_sums)
+                return loss if rl is None else loss + lam * gdr_loss(rl, rbatch["labels"])
+            return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
+                                    None if rbatch is None else rbatch["labels"], lam)
+
+        with trainable_layers(state.model, ctx.layers) as params:  # partial-layer finetuning
+            train_loop(state.model, params, cfg, lambda _e, b=batches: b, loss_fn,
+                       total_steps=self.steps_per_round, torch_seed=ctx.seed + r)
 
 
 __all__ = ["CL_LR", "ClosedLoopDeepUnlearning", "MULTIFORM_FORMS", "ROUNDS_GRID", "STEPS_PER_ROUND", "choose_set", "closed_loop_loss",

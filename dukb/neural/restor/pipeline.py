@@ -100,7 +100,8 @@ def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: 
     import tempfile
 
     from dukb.neural.docs import encode_sequences, longest_tokens, train_sequences
-    from dukb.neural.models import build_tiny_model, build_tokenizer, load_model, save_model
+    from dukb.neural.modelbuild import build_tiny_model, build_tokenizer, save_model
+    from dukb.neural.models import load_model
     from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 
     sentences = fact_sentences(kb, cfg.templates)
@@ -145,7 +146,8 @@ def _train_corrupted(cfg: RestorConfig, clean_dir: Path, docs: list[str], out: P
     """Stage 2: continue training the clean model on the corruption documents (LoRA, merged afterwards, or full)."""
     from dukb.neural.docs import encode_texts, train_sequences
     from dukb.neural.methods.base import WeightState
-    from dukb.neural.models import load_model, save_model
+    from dukb.neural.modelbuild import save_model
+    from dukb.neural.models import load_model
 
     t0 = time.perf_counter()
 

@@ -141,31 +141,58 @@ def markdown(data: dict) -> str:
     same restricted to F', Fig. 2 as a table (mean length-normalised log-probabilities over A), accuracy per
     relation, the rule-aware analysis, timings and the configuration.
 
+    Args:
+        data: the run's documents (:func:`render`): "config", "facts", "clean", "corrupted", "results" and the
+            training records "clean_train", "corrupt_train".
+
+    Returns:
+        The Markdown text, prose wrapped (:func:`dukb.neural.metrics.summary.wrap_prose`).
+
     Source: Rezaei et al., RESTOR, Sec. 4.3 (Tables 1-3, Figs. 2-3).
     """
-    cfgd = data["config"]
-    c = cfgd.get("config", {})
-    facts = data["facts"]
-    clean, corr = data["clean"]["rows"], data["corrupted"]["rows"]
-    res = data["results"]
+    from dukb.neural.metrics.summary import wrap_prose
+
+    facts, res = data["facts"], data["results"]
     labels = [method_label(r, res) for r in res]
-    acc = {"clean": summarize_model(facts, clean), "corrupted": summarize_model(facts, corr)}
+    acc = {"clean": summarize_model(facts, data["clean"]["rows"]),
+           "corrupted": summarize_model(facts, data["corrupted"]["rows"])}
     for lab, r in zip(labels, res):
         acc[lab] = summarize_model(facts, r["rows"])
-    lines = ["# dukb restor report", "",
-             f"KB: `{cfgd.get('kb')}` · model: `{c.get('model')}` (preset {cfgd.get('preset')}) · facts: "
-             f"{cfgd.get('n_facts')} · F': {cfgd.get('n_corrupted')} facts of {cfgd.get('n_corrupted_people')} "
-             f"people (fraction {c.get('corrupt')}) · documents: {cfgd.get('n_documents')} ({c.get('docs_per_entity')}"
-             f" per person, k_context {c.get('context')}) · LoRA r: {c.get('lora_r') or 'full finetuning'} · "
-             f"M: {cfgd.get('identity', {}).get('samples')} · seed: {c.get('seed')}", "",
-             "**What to cite**: Table 1 (accuracy), Tables 2 and 3 (outcomes over A and B) and Fig. 2 as a table "
-             "(RESTOR, Sec. 4.3).", "",
-             "Judging is exact against the KB (normalised case, accents, trailing words and punctuation; "
-             "'X state' = 'X'); a fact is known when a majority of the M generations give the true value.", ""]
+    models = [("Clean", data["clean"]), ("Corrupted", data["corrupted"])] + list(zip(labels, res))
+    lines = (_header_lines(data["config"]) + _accuracy_lines(acc, labels) + _outcome_lines(data, labels)
+             + _logprob_lines(models) + _relation_lines(acc, labels) + _belief_lines(models)
+             + _timing_lines(data, labels) + _settings_lines(data["config"], labels, res))
+    return wrap_prose("\n".join(lines))
+
+
+def _header_lines(cfgd: dict) -> list[str]:
+    """The title, the run's setting in one line, and what to cite and how facts are judged (:func:`markdown`)."""
+    c = cfgd.get("config", {})
+    return ["# dukb restor report", "",
+            f"KB: `{cfgd.get('kb')}` · model: `{c.get('model')}` (preset {cfgd.get('preset')}) · facts: "
+            f"{cfgd.get('n_facts')} · F': {cfgd.get('n_corrupted')} facts of {cfgd.get('n_corrupted_people')} "
+            f"people (fraction {c.get('corrupt')}) · documents: {cfgd.get('n_documents')} ({c.get('docs_per_entity')}"
+            f" per person, k_context {c.get('context')}) · LoRA r: {c.get('lora_r') or 'full finetuning'} · "
+            f"M: {cfgd.get('identity', {}).get('samples')} · seed: {c.get('seed')}", "",
+            "**What to cite**: Table 1 (accuracy), Tables 2 and 3 (outcomes over A and B) and Fig. 2 as a table "
+            "(RESTOR, Sec. 4.3).", "",
+            "Judging is exact against the KB (normalised case, accents, trailing words and punctuation; "
+            "'X state' = 'X'); a fact is known when a majority of the M generations give the true value.", ""]
+
+
+def _accuracy_lines(acc: dict, labels: list[str]) -> list[str]:
+    """Table 1: accuracy (%) over all facts, F' and the other facts, with the share of injected answers.
+
+    Args:
+        acc: model name ("clean", "corrupted", each method label) -> :func:`summarize_model`'s groups.
+        labels: the unlearned models' labels (:func:`method_label`), in column order.
+
+    Source: Rezaei et al., RESTOR, Sec. 4.3, Table 1.
+    """
     groups = [("all", "all facts"), ("F'", "F' (corrupted facts)"), ("other", "other facts")]
     head = ["Clean", "Corrupted"] + labels
-    lines += ["## Table 1: accuracy (%)", "", "| facts | n | " + " | ".join(head) + " |",
-              "|---|---|" + "---|" * len(head)]
+    lines = ["## Table 1: accuracy (%)", "", "| facts | n | " + " | ".join(head) + " |",
+             "|---|---|" + "---|" * len(head)]
     for g, title in groups:
         if g not in acc["clean"]:
             continue
@@ -175,74 +202,118 @@ def markdown(data: dict) -> str:
     fprime = "F'"
     inj_all = ", ".join(f"{k} {_f(v['all']['injected'])}" for k, v in acc.items())
     inj_f = ", ".join(f"{k} {_f(v[fprime]['injected'])}" for k, v in acc.items()) if fprime in acc["clean"] else "–"
-    lines += ["", "Arrows: corrupted vs clean; unlearned vs corrupted (as RESTOR Table 1). Share of facts answered "
-              f"with the injected value (%): {inj_all}; on F': {inj_f}.", ""]
-    if res:
-        for title, keys, sub in (("Table 2: outcomes over A = {clean right, corrupted wrong} (%)", STATES_A, "n_A"),
-                                 ("Table 3: outcomes over B = {clean right, corrupted right} (%)", STATES_B, "n_B")):
-            arrows = {RECOVERY: "↑", FORGET: "↓", UNCHANGED: "↓", DEGRADED: "↓", UNAFFECTED: "↑"}
-            lines += [f"## {title}", "", "| method | " + " | ".join(f"{k} {arrows[k]}" for k in keys)
-                      + f" | \\|{sub[2]}\\| | on F' only: " + " / ".join(keys) + f" (\\|{sub[2]}∩F'\\|) |",
-                      "|---|" + "---|" * (len(keys) + 2)]
-            for lab, r in zip(labels, res):
-                st = fact_states(facts, clean, corr, r["rows"], cfgd.get("retain_facts", []))
-                p = partition(st)
-                pf = partition([s for f, s in zip(facts, st) if f.injected is not None])
-                lines.append(f"| {lab} | " + " | ".join(_f(p[k]) for k in keys) + f" | {p[sub]} | "
-                             + " / ".join(_f(pf[k]) for k in keys) + f" ({pf[sub]}) |")
-            lines.append("")
-        n_rt = p["n_retain_train"]  # the same facts for every result
-        lines += [f"{n_rt} retain-train fact(s) (stated in the retain documents the unlearning trained on) are left "
-                  "out of A and B.", ""]
-    lines += ["## Fig. 2: mean length-normalised log-probability over A", "",
-              "Mean over the facts of A of (1/T) Σ log P(answer token) for the true answer, the injected answer "
-              "(facts of A in F' only) and the mean over up to 15 random plausible answers.", "",
-              "| model | true | injected | random | \\|A\\| | with injected |", "|---|---|---|---|---|---|"]
-    for name, doc in [("Clean", data["clean"]), ("Corrupted", data["corrupted"])] + list(zip(labels, res)):
+    return lines + ["", "Arrows: corrupted vs clean; unlearned vs corrupted (as RESTOR Table 1). Share of facts "
+                    f"answered with the injected value (%): {inj_all}; on F': {inj_f}.", ""]
+
+
+def _outcome_lines(data: dict, labels: list[str]) -> list[str]:
+    """Tables 2 and 3: outcomes (%) over A = {clean right, corrupted wrong} and B = {clean right, corrupted
+    right}, also on F' only, one row per unlearned model; nothing when there is no result.
+
+    Source: Rezaei et al., RESTOR, Sec. 4.3, Tables 2-3.
+    """
+    cfgd, facts, res = data["config"], data["facts"], data["results"]
+    clean, corr = data["clean"]["rows"], data["corrupted"]["rows"]
+    lines: list[str] = []
+    if not res:
+        return lines
+    for title, keys, sub in (("Table 2: outcomes over A = {clean right, corrupted wrong} (%)", STATES_A, "n_A"),
+                             ("Table 3: outcomes over B = {clean right, corrupted right} (%)", STATES_B, "n_B")):
+        arrows = {RECOVERY: "↑", FORGET: "↓", UNCHANGED: "↓", DEGRADED: "↓", UNAFFECTED: "↑"}
+        lines += [f"## {title}", "", "| method | " + " | ".join(f"{k} {arrows[k]}" for k in keys)
+                  + f" | \\|{sub[2]}\\| | on F' only: " + " / ".join(keys) + f" (\\|{sub[2]}∩F'\\|) |",
+                  "|---|" + "---|" * (len(keys) + 2)]
+        for lab, r in zip(labels, res):
+            st = fact_states(facts, clean, corr, r["rows"], cfgd.get("retain_facts", []))
+            p = partition(st)
+            pf = partition([s for f, s in zip(facts, st) if f.injected is not None])
+            lines.append(f"| {lab} | " + " | ".join(_f(p[k]) for k in keys) + f" | {p[sub]} | "
+                         + " / ".join(_f(pf[k]) for k in keys) + f" ({pf[sub]}) |")
+        lines.append("")
+    n_rt = p["n_retain_train"]  # the same facts for every result
+    return lines + [f"{n_rt} retain-train fact(s) (stated in the retain documents the unlearning trained on) are "
+                    "left out of A and B.", ""]
+
+
+def _logprob_lines(models: list[tuple[str, dict]]) -> list[str]:
+    """Fig. 2 as a table: mean length-normalised log-probabilities over A of the true, injected and random
+    answers, one row per (name, document) of ``models``.
+
+    Source: Rezaei et al., RESTOR, Sec. 4.3, Fig. 2.
+    """
+    lines = ["## Fig. 2: mean length-normalised log-probability over A", "",
+             "Mean over the facts of A of (1/T) Σ log P(answer token) for the true answer, the injected answer "
+             "(facts of A in F' only) and the mean over up to 15 random plausible answers.", "",
+             "| model | true | injected | random | \\|A\\| | with injected |", "|---|---|---|---|---|---|"]
+    for name, doc in models:
         lp = logprob_means(doc.get("logprobs_A", []))
         lines.append(f"| {name} | {_f(lp['true'], 3)} | {_f(lp['injected'], 3)} | {_f(lp['random'], 3)} | "
                      f"{lp['n']} | {lp['n_injected']} |")
+    return lines
+
+
+def _relation_lines(acc: dict, labels: list[str]) -> list[str]:
+    """Accuracy (%) per relation, one column per model (``acc`` and ``labels`` as :func:`_accuracy_lines`)."""
+    head = ["Clean", "Corrupted"] + labels
     rels = sorted(g for g in acc["clean"] if g.startswith("rel:"))
-    lines += ["", "## Accuracy per relation (%)", "", "| relation | n | " + " | ".join(head) + " |",
-              "|---|---|" + "---|" * len(head)]
+    lines = ["", "## Accuracy per relation (%)", "", "| relation | n | " + " | ".join(head) + " |",
+             "|---|---|" + "---|" * len(head)]
     for g in rels:
         lines.append(f"| {g[4:]} | {acc['clean'][g]['n']} | "
                      + " | ".join(_f(acc[k][g]["accuracy"]) for k in ["clean", "corrupted"] + labels) + " |")
-    lines += ["", "## Rule-aware analysis of the models' beliefs", "",
-              "Belief KB = the (s, r, person) answers to the relationship questions; its deductive closure under "
-              "the rules. Contradictions: derived facts outside the true closure, and derived facts of a functional "
-              "relation (father, mother, husband, wife) whose subject the model gave another object. Corrupted "
-              "relationship facts of F': stated by the model, or derivable from its other beliefs.", "",
-              "| model | beliefs | false beliefs | derived | derived false (vs true KB) | derived contradicting "
-              "own answers | F' rel. facts | injected stated | injected derivable | injected retained |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, doc in [("Clean", data["clean"]), ("Corrupted", data["corrupted"])] + list(zip(labels, res)):
+    return lines
+
+
+def _belief_lines(models: list[tuple[str, dict]]) -> list[str]:
+    """The rule-aware analysis of the models' beliefs, one row per (name, document) of ``models``, with examples
+    of derived contradicting or false facts of every model but the clean one.
+
+    Source: Rezaei et al., RESTOR, Sec. 4.3 (rule-aware analysis, Fig. 3).
+    """
+    lines = ["", "## Rule-aware analysis of the models' beliefs", "",
+             "Belief KB = the (s, r, person) answers to the relationship questions; its deductive closure under "
+             "the rules. Contradictions: derived facts outside the true closure, and derived facts of a functional "
+             "relation (father, mother, husband, wife) whose subject the model gave another object. Corrupted "
+             "relationship facts of F': stated by the model, or derivable from its other beliefs.", "",
+             "| model | beliefs | false beliefs | derived | derived false (vs true KB) | derived contradicting "
+             "own answers | F' rel. facts | injected stated | injected derivable | injected retained |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, doc in models:
         b = doc.get("beliefs") or {}
         lines.append(f"| {name} | " + " | ".join(str(b.get(k, "–")) for k in (
             "n_beliefs", "n_beliefs_false", "n_derived", "n_derived_false", "n_derived_contradicting_answers",
             "n_corrupted_rel", "n_injected_stated", "n_injected_derivable", "n_injected_retained")) + " |")
-    ex = [(name, doc.get("beliefs") or {}) for name, doc in
-          [("Corrupted", data["corrupted"])] + list(zip(labels, res))]
+    ex = [(name, doc.get("beliefs") or {}) for name, doc in models[1:]]
     exl = [f"- {n}: " + "; ".join(b.get("examples_contradicting", []) or b.get("examples_false", [])[:3])
            for n, b in ex if b.get("examples_contradicting") or b.get("examples_false")]
     if exl:
         lines += ["", "Examples (subject|relation|object of derived contradicting/false facts):", ""] + exl
+    return lines
+
+
+def _timing_lines(data: dict, labels: list[str]) -> list[str]:
+    """The timings table (seconds): training the clean and corrupted models, probing, and per unlearned model."""
     ct, kt = data.get("clean_train", {}), data.get("corrupt_train", {})
-    lines += ["", "## Timings (seconds)", "", "| stage | seconds |", "|---|---|",
-              f"| clean model ({ct.get('epochs_run', '?')} epochs, accuracy {_f(ct.get('accuracy'), 4)}) | "
-              f"{_f(ct.get('seconds_total'), 1)} |",
-              f"| corruption ({kt.get('n_documents', '?')} documents) | {_f(kt.get('seconds_total'), 1)} |",
-              f"| probing clean / corrupted | {_f(data['clean'].get('seconds_probe'), 1)} / "
-              f"{_f(data['corrupted'].get('seconds_probe'), 1)} |"]
-    for lab, r in zip(labels, res):
+    lines = ["", "## Timings (seconds)", "", "| stage | seconds |", "|---|---|",
+             f"| clean model ({ct.get('epochs_run', '?')} epochs, accuracy {_f(ct.get('accuracy'), 4)}) | "
+             f"{_f(ct.get('seconds_total'), 1)} |",
+             f"| corruption ({kt.get('n_documents', '?')} documents) | {_f(kt.get('seconds_total'), 1)} |",
+             f"| probing clean / corrupted | {_f(data['clean'].get('seconds_probe'), 1)} / "
+             f"{_f(data['corrupted'].get('seconds_probe'), 1)} |"]
+    for lab, r in zip(labels, data["results"]):
         lines.append(f"| {lab}: unlearning / probing / log-probs | {_f(r.get('seconds_unlearn'), 1)} / "
                      f"{_f(r.get('seconds_probe'), 1)} / {_f(r.get('seconds_logprobs'), 1)} |")
-    from dukb.neural.metrics.summary import config_value, setting_label, wrap_prose
+    return lines
 
-    lines += ["", "## Settings", ""] + [f"- {lab}: {setting_label(r['setting'])}" for lab, r in zip(labels, res)]
+
+def _settings_lines(cfgd: dict, labels: list[str], res: list[dict]) -> list[str]:
+    """Each unlearned model's setting and the run's configuration, one bullet each."""
+    from dukb.neural.metrics.summary import config_value, setting_label
+
+    c = cfgd.get("config", {})
+    lines = ["", "## Settings", ""] + [f"- {lab}: {setting_label(r['setting'])}" for lab, r in zip(labels, res)]
     lines += ["- config: " + "; ".join(f"{k}={config_value(v)}" for k, v in c.items())] if c else []
-    lines += ["- everything else: config.json", ""]
-    return wrap_prose("\n".join(lines))
+    return lines + ["- everything else: config.json", ""]
 
 
 def plot_states(data: dict, row: dict, path: Path) -> list[Path]:

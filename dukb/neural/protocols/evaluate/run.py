@@ -54,12 +54,8 @@ class EvaluateProtocol(Protocol):
                 FSDP launch (each process unlearns its own targets with a whole model).
         """
         from dukb.kb import load_kb
-        from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
-        from dukb.neural.metrics import parse_metrics
-        from dukb.neural.metrics.heldout import check_heldout
+        from dukb.neural.methods import schedule_for
         from dukb.neural.models import resolve_device, resolve_dtype
-        from dukb.neural.plan import build_plan, choose_targets
-        from dukb.neural.run.identity import history_entry
         from dukb.solver.closure import compute_closure
 
         cfg = self.cfg
@@ -67,12 +63,7 @@ class EvaluateProtocol(Protocol):
         dist.check_unsharded("evaluate", self.device)
         self.main = dist.is_main_process()
         if dist.is_distributed():
-            rank_log = self.log
-
-            def log(msg: str) -> None:
-                rank_log(f"[rank {dist.rank()}/{dist.world_size()}] {msg}")
-
-            self.log = log
+            self._prefix_log_with_rank()
         if cfg.kb is None:
             from dukb.kb.generate import default_generated_kb_dir
 
@@ -81,17 +72,7 @@ class EvaluateProtocol(Protocol):
             kb_dir = cfg.kb
         self.kb = kb = load_kb(kb_dir)
         self.closure = closure = compute_closure(kb, cfg.rules)
-        self.methods = methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
-        self.metrics = metrics = parse_metrics(cfg.metrics)
-        check_unique(label for label, *_ in methods)
-        self.grids = grids = method_grids(methods, cfg.grids)
-        seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
-        if any(m.name == "recall_heldout" for m in metrics):  # refused before anything runs: a form some method sees
-            check_heldout(cfg.heldout_forms, seen_any)
-        self.targets = targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
-            choose_targets(kb, cfg.n_targets, cfg.seed)
-        for t in targets:
-            closure.atom_of_fact(t)
+        methods, grids, metrics, targets = self._methods_and_targets()
         self.spec = spec = _model_spec(cfg)
         dtype = str(resolve_dtype(cfg.dtype, self.device)).removeprefix("torch.")
         # a preset's own schedule also when the entry carries per-method options (``du_ga:lr=1e-4``)
@@ -101,37 +82,102 @@ class EvaluateProtocol(Protocol):
         mine = self.run / (f"results.rank{dist.rank()}.jsonl" if dist.is_distributed() else "results.jsonl")
         # one writer: locks the directory, refuses a run with other settings before anything in it is touched
         self.claim(identity, extendable=EXTENDABLE, results_path=mine, other_results=self.run.glob(SHARD_GLOB))
+        self._check_grown_grids_cover_targets(targets)
+        dist.barrier(self.device)  # every process has repaired its file before any reads the others
+        self.results.absorb([self.run / "results.jsonl", *sorted(self.run.glob(SHARD_GLOB))])
+        self.record = self._run_record(targets, methods)
+        if self.added:
+            self.log("adding to the run: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in self.added.items()))
+        dist.barrier(self.device)  # every process has read the old state before anyone writes
+        self._build_sets_plan(targets, methods)
+        self.log(f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
+                 f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
+
+    def _prefix_log_with_rank(self) -> None:
+        """Under a multi-process launch, prefix every line this process logs with its rank."""
+        rank_log = self.log
+
+        def log(msg: str) -> None:
+            rank_log(f"[rank {dist.rank()}/{dist.world_size()}] {msg}")
+
+        self.log = log
+
+    def _methods_and_targets(self) -> tuple[list, dict, list, list]:
+        """Resolve the methods, their grids, the metrics and the targets (set on ``self`` too).
+
+        Returns:
+            ``(methods, grids, metrics, targets)``: (label, method, scope, grid) tuples
+            (:func:`dukb.neural.methods.resolve`), label -> grid values, the parsed metrics, and the target fact
+            ids (given, or :func:`dukb.neural.plan.choose_targets`).
+
+        Raises:
+            InputError: no method or a method twice, a held-out form some method sees (with recall_heldout), or a
+                target that is not a fact of the KB.
+        """
+        from dukb.neural.methods import check_unique, method_grids, resolve
+        from dukb.neural.metrics import parse_metrics
+        from dukb.neural.metrics.heldout import check_heldout
+        from dukb.neural.plan import choose_targets
+
+        cfg = self.cfg
+        self.methods = methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
+        self.metrics = metrics = parse_metrics(cfg.metrics)
+        check_unique(label for label, *_ in methods)
+        self.grids = grids = method_grids(methods, cfg.grids)
+        seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
+        if any(m.name == "recall_heldout" for m in metrics):  # refused before anything runs: a form some method sees
+            check_heldout(cfg.heldout_forms, seen_any)
+        self.targets = targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
+            choose_targets(self.kb, cfg.n_targets, cfg.seed)
+        for t in targets:
+            self.closure.atom_of_fact(t)
+        return methods, grids, metrics, targets
+
+    def _check_grown_grids_cover_targets(self, targets: list[int]) -> None:
+        """A setting must cover the same targets as the others on its method's curve.
+
+        Raises:
+            InputError: grid values are added to a run (``self.added``) while some of its targets are not in this
+                invocation.
+        """
         grown = [k.split(".")[1] for k in self.added if k.startswith("methods.") and k.endswith(".grid")]
         left_out = [t for t in self.identity["targets"] if t not in targets]
-        if grown and left_out:  # a setting must cover the same targets as the others on its method's curve
+        if grown and left_out:
             raise InputError(f"adding grid values to {', '.join(grown)} needs every target of the run, but "
                              f"{len(left_out)} of its {len(self.identity['targets'])} targets are not in this "
                              f"invocation ({', '.join(map(str, left_out[:5]))}{', ...' if len(left_out) > 5 else ''})"
                              "; resume with the run's targets (the same --n-targets, --targets or --targets-file)",
                              self.run / "config.json")
-        dist.barrier(self.device)  # every process has repaired its file before any reads the others
-        self.results.absorb([self.run / "results.jsonl", *sorted(self.run.glob(SHARD_GLOB))])
+
+    def _run_record(self, targets: list[int], methods: list) -> dict:
+        """config.json's record: the settings, the KB's and rules' fingerprints, targets, methods with their scopes
+        and grids, the identity, and the run's history with this invocation's additions appended."""
+        from dukb.neural.run.identity import history_entry
+
+        kb, closure = self.kb, self.closure
         labels = list(self.identity["methods"])
-        self.record = {"protocol": "evaluate", **asdict(cfg), "kb": str(kb.source), "kb_fingerprint": kb.fingerprint(),
-                       "rules_fingerprint": closure.rules.fingerprint, "targets": self.identity["targets"],
-                       "n_targets": len(self.identity["targets"]), "methods": labels,
-                       "scopes": {lb: self.identity["methods"][lb]["scope"] for lb in labels},
-                       "grids": {lb: self.identity["methods"][lb]["grid"] for lb in labels},
-                       "identity": self.identity,
-                       "history": self.old_record.get("history", []) + [history_entry(
-                           self.added, targets=targets, methods=[lb for lb, *_ in methods])]}
-        if self.added:
-            self.log("adding to the run: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in self.added.items()))
-        dist.barrier(self.device)  # every process has read the old state before anyone writes
+        return {"protocol": "evaluate", **asdict(self.cfg), "kb": str(kb.source), "kb_fingerprint": kb.fingerprint(),
+                "rules_fingerprint": closure.rules.fingerprint, "targets": self.identity["targets"],
+                "n_targets": len(self.identity["targets"]), "methods": labels,
+                "scopes": {lb: self.identity["methods"][lb]["scope"] for lb in labels},
+                "grids": {lb: self.identity["methods"][lb]["grid"] for lb in labels},
+                "identity": self.identity,
+                "history": self.old_record.get("history", []) + [history_entry(
+                    self.added, targets=targets, methods=[lb for lb, *_ in methods])]}
+
+    def _build_sets_plan(self, targets: list[int], methods: list) -> None:
+        """The minimal deep unlearning sets and forget sets of the targets (:func:`dukb.neural.plan.build_plan`):
+        process 0 computes and caches them in RUN_DIR, the other processes then read the cache."""
+        from dukb.neural.plan import build_plan
+
+        cfg = self.cfg
         scopes = [scope for _label, _m, scope, _g in methods]
         kw = dict(sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed)
         if self.main:
-            self.sets_plan = build_plan(self.run, kb, closure, targets, scopes, write=not self.joined, **kw)
+            self.sets_plan = build_plan(self.run, self.kb, self.closure, targets, scopes, write=not self.joined, **kw)
         dist.barrier(self.device)
         if not self.main:  # the caches process 0 just wrote
-            self.sets_plan = build_plan(self.run, kb, closure, targets, scopes, write=False, **kw)
-        self.log(f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
-                 f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
+            self.sets_plan = build_plan(self.run, self.kb, self.closure, targets, scopes, write=False, **kw)
 
     # ---- model ---------------------------------------------------------------------------------------------------
     def model(self) -> None:
@@ -140,30 +186,10 @@ class EvaluateProtocol(Protocol):
         from dukb.neural.data import kb_qa
         from dukb.neural.metrics import combined_needs, row_metrics
         from dukb.neural.metrics.heldout import default_heldout_forms, elicited_by_form, heldout_known
-        from dukb.neural.models import load_model, model_fingerprint
-        from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
-        from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
         from dukb.neural.run.files import write_json_atomic
-        from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
 
-        cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
-        model_key = finetune_cache_key(self.identity)
-        if cfg.finetuned:
-            lm = load_model(spec)
-            ft = finetune_record(cfg.finetuned) or {}
-            record["model"] = cfg.finetuned
-        else:
-            ft_dir = self.run / "finetuned"
-            ft = finetune_record(ft_dir)
-            if ft is None or ft.get("identity") != model_key:  # a cache made with other settings is redone
-                # data parallel under a multi-process launch; process 0 saves
-                finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                            progress=self.progress, log=self.log, identity=model_key,
-                            items=None if list(cfg.finetune_forms) == ["qa"] else kb_qa(kb, tuple(cfg.finetune_forms)))
-            lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
-                                gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora)
-            ft = finetune_record(ft_dir)
-            record["model"] = cfg.model
+        cfg, kb, record = self.cfg, self.kb, self.record
+        lm, ft = self._finetuned_model()
         self.lm = lm
         record["provenance"] = provenance(lm.device, gradient_checkpointing=cfg.gradient_checkpointing,
                                           probe_batch_size=PROBE["batch_size"])
@@ -185,30 +211,7 @@ class EvaluateProtocol(Protocol):
         # (the forms were checked once, by the config's check and the plan: only the default is resolved here)
         base_forms = set(cfg.heldout_forms if cfg.heldout_forms is not None else default_heldout_forms(("qa",))) \
             if heldout else set()
-        asked = [it for it in items if it.kind == "qa" or it.kind in base_forms]
-        # the baseline is kept in RUN_DIR under a key of everything it depends on: a resume or a joining worker
-        # reads it instead of probing the whole KB again
-        cache = self.run / PROBE_CACHE_NAME
-        weights = self.identity["model"]["finetuned"] if cfg.finetuned else model_fingerprint(self.run / "finetuned")
-        probe_kw = {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"], "stop_at_newline": True,
-                    "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
-        dev = record["provenance"]["device"]
-        kind = str(lm.device).split(":")[0]
-        where = {"type": kind, "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
-                 "threads": dev["threads"] if kind == "cpu" else None}
-        key = probe_cache_key({"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
-                              asked, {**probe_kw, **where})
-        base = read_probe_cache(cache, key, log=self.log)
-        if base is not None and sorted(zip(base["kind"], base["fact_kind"], base["fact_id"])) != sorted(
-                (it.kind, it.fact_kind, it.fact_id) for it in asked):  # checked, not trusted: the items asked
-            self.log(f"probe cache {cache} not used (its items are not the ones asked): probing again")
-            base = None
-        if base is not None:
-            self.log(f"the model before unlearning: its probe read from {cache}")
-        else:
-            base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), asked, **probe_kw)
-            if self.main and not self.joined:  # the owner keeps the caches (a joined worker only reads them)
-                write_probe_cache(cache, key, base)
+        base = self._probe_before(lm, [it for it in items if it.kind == "qa" or it.kind in base_forms])
         acc0 = float(base[base["kind"] == "qa"]["known"].mean())
         self.attacks, self.reference = _attacks_of(cfg, lm)
         self.log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
@@ -225,6 +228,76 @@ class EvaluateProtocol(Protocol):
         self.items = items
         if acc0 < 1.0:
             self.log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
+
+    def _finetuned_model(self):
+        """The model unlearned from: ``finetuned`` loaded as given, or the KB finetuned into RUN_DIR/finetuned (a
+        cache made with other settings, under :func:`finetune_cache_key`, is redone) and loaded. Sets the record's
+        "model".
+
+        Returns:
+            ``(lm, ft)``: the :class:`dukb.neural.models.LoadedModel` and its finetuning record (``{}`` when a given
+            model has none).
+        """
+        from dukb.neural.data import kb_qa
+        from dukb.neural.models import load_model
+        from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
+
+        cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
+        model_key = finetune_cache_key(self.identity)
+        if cfg.finetuned:
+            lm = load_model(spec)
+            ft = finetune_record(cfg.finetuned) or {}
+            record["model"] = cfg.finetuned
+            return lm, ft
+        ft_dir = self.run / "finetuned"
+        ft = finetune_record(ft_dir)
+        if ft is None or ft.get("identity") != model_key:  # a cache made with other settings is redone
+            # data parallel under a multi-process launch; process 0 saves
+            finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
+                        progress=self.progress, log=self.log, identity=model_key,
+                        items=None if list(cfg.finetune_forms) == ["qa"] else kb_qa(kb, tuple(cfg.finetune_forms)))
+        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
+                            gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora)
+        ft = finetune_record(ft_dir)
+        record["model"] = cfg.model
+        return lm, ft
+
+    def _probe_before(self, lm, asked: list):
+        """The model's probe before unlearning on ``asked`` (qa and the held-out forms rows may be scored on).
+
+        It is kept in RUN_DIR under a key of everything it depends on (weights, dtype, prompt, LoRA, probe settings,
+        device type, GPU, CPU threads): a resume or a joining worker reads it instead of probing the whole KB again;
+        a cache whose items are not the ones asked is not used.
+
+        Returns:
+            The probe's DataFrame (:func:`dukb.neural.probe.probe`: kind, fact_kind, fact_id, known, ...).
+        """
+        from dukb.neural.models import model_fingerprint
+        from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
+        from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
+
+        cache = self.run / PROBE_CACHE_NAME
+        weights = self.identity["model"]["finetuned"] if self.cfg.finetuned else model_fingerprint(self.run / "finetuned")
+        probe_kw = {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"], "stop_at_newline": True,
+                    "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+        dev = self.record["provenance"]["device"]
+        kind = str(lm.device).split(":")[0]
+        where = {"type": kind, "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
+                 "threads": dev["threads"] if kind == "cpu" else None}
+        key = probe_cache_key({"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
+                              asked, {**probe_kw, **where})
+        base = read_probe_cache(cache, key, log=self.log)
+        if base is not None and sorted(zip(base["kind"], base["fact_kind"], base["fact_id"])) != sorted(
+                (it.kind, it.fact_kind, it.fact_id) for it in asked):  # checked, not trusted: the items asked
+            self.log(f"probe cache {cache} not used (its items are not the ones asked): probing again")
+            base = None
+        if base is not None:
+            self.log(f"the model before unlearning: its probe read from {cache}")
+        else:
+            base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), asked, **probe_kw)
+            if self.main and not self.joined:  # the owner keeps the caches (a joined worker only reads them)
+                write_probe_cache(cache, key, base)
+        return base
 
     # ---- work units ----------------------------------------------------------------------------------------------
     def make_claims(self):

@@ -41,6 +41,35 @@ from dukb.neural.protocols.muse.config import (  # noqa: F401
 from dukb.neural.run.lock import holds_run_lock
 
 
+def _forget_sets(cfg, closure, targets: list[int]) -> dict[str, list[int]]:
+    """The requests' forget sets (fact ids), by request name.
+
+    "main" is a minimum joint deep unlearning set of its targets; the scalability sets are built fold by fold (each
+    fold's minimum joint set added to the earlier ones), so they are nested, each is a joint deep unlearning set of
+    its targets, and "sustain-k" (fold k's new facts) ends at exactly "scale-c"'s set.
+
+    Args:
+        cfg: the :class:`MuseConfig` (``n_targets``, ``scale_sizes``, ``forget_scope``).
+        closure: the KB's closure.
+        targets: every target of the run, in order (the first ``n_targets`` are the main request's).
+
+    Source: Wu et al. 2025, Definition 2 (joint deep unlearning sets); Shi et al. 2024b (MUSE), Sec. 3, C5 and C6
+    (scalability and sustainability requests).
+    """
+    from dukb.solver.splits import forget_set
+
+    forget_of: dict[str, list[int]] = {"main": forget_set(closure, targets[:cfg.n_targets], cfg.forget_scope)}
+    cum: set[int] = set()
+    lo = 0
+    for k, c in enumerate(cfg.scale_sizes, 1):
+        fold = set(forget_set(closure, targets[lo:c], cfg.forget_scope)) - cum
+        forget_of[f"sustain-{k}"] = sorted(fold)
+        cum |= fold
+        forget_of[f"scale-{c}"] = sorted(cum)
+        lo = c
+    return forget_of
+
+
 class MuseProtocol(Protocol):
     """`dukb muse` in stages (module docstring). Source: Shi et al. 2024b (MUSE), Sec. 2-4."""
 
@@ -58,15 +87,13 @@ class MuseProtocol(Protocol):
                 questions, a non-gradient curve method, another run in RUN_DIR.
         """
         from dukb.neural import distributed as dist
-        from dukb.neural.methods import check_unique, method_grids, resolve
         from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
         from dukb.neural.pipeline import finetune_config
         from dukb.neural.plan import choose_targets, load_kb_closure
-        from dukb.neural.protocols.rwku.config import check_corpus_methods
         from dukb.neural.run.files import write_json_atomic
-        from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
+        from dukb.neural.run.identity import history_entry
         from dukb.neural.run.provenance import provenance
-        from dukb.solver.splits import base_split, forget_set
+        from dukb.solver.splits import base_split
 
         cfg = self.cfg
         if dist.is_distributed():
@@ -77,6 +104,44 @@ class MuseProtocol(Protocol):
         if len(targets) < n_all:
             raise InputError(f"the run needs {n_all} targets (--n-targets / --scale-sizes), {len(targets)} given")
         targets = targets[:n_all]
+        self.grids = self._resolve_methods()
+        self.base = base = base_split(kb, closure, targets, holdout_frac=cfg.holdout_frac,
+                                      retain_train_frac=cfg.retain_train_frac, seed=cfg.seed)
+        self.requests = requests = plan_requests(cfg, targets)
+        forget_of = _forget_sets(cfg, closure, targets)
+        self.splits = {r["name"]: base.request(forget_of[r["name"]], r["targets"]) for r in requests}
+        device = resolve_device(cfg.device)
+        self.spec = spec = cfg.model_spec(cfg.model)  # f_retrain's base (and f_target's, unless --finetuned gives it)
+        self.dtype = dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
+        preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
+        base_model = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
+        self.ft_key = ft_key = {"base": base_model, "finetune": {"preset": preset, **asdict(fcfg)}, "texts": True,
+                                **cfg.model_identity()}  # LoRA and partial layers (absent at their defaults)
+        identity = self._identity(ft_key, dtype, requests)
+        self.claim(identity, extendable=("methods", "requests"), row_key=muse_row_key)
+        record = {"protocol": "muse", **asdict(cfg), "kb": str(kb.source), "targets": targets,
+                  "identity": self.identity, "history": self.old_record.get("history", []) + [
+                      history_entry(self.added)], "provenance": provenance(device)}
+        if not self.joined:  # a joined worker leaves splits.json and config.json to the run's owner
+            write_json_atomic(self.run / "splits.json", {"base": base.to_json(), "requests": {
+                k: v.to_json() for k, v in self.splits.items()}})
+            write_json_atomic(self.run / "config.json", record)
+        self.ref_cache: dict[str, dict] = {}
+        self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; holdout "
+                 f"{sum(map(len, base.holdout.values()))}; {len(requests)} requests")
+
+    def _resolve_methods(self) -> dict:
+        """Resolve the main and the curve methods (``self.main_methods``, ``self.curve_methods``; curve methods
+        only with scale sizes) and return their grids (label -> values).
+
+        Raises:
+            InputError: a method twice, a forget scope on a method, a method that trains on questions
+                (:func:`dukb.neural.protocols.rwku.config.check_corpus_methods`), a non-gradient curve method.
+        """
+        from dukb.neural.methods import check_unique, method_grids, resolve
+        from dukb.neural.protocols.rwku.config import check_corpus_methods
+
+        cfg = self.cfg
         self.main_methods = [tuple(resolve(m, "target")) for m in cfg.methods]
         self.curve_methods = [tuple(resolve(m, "target")) for m in (cfg.curve_methods if cfg.scale_sizes else [])]
         check_unique(label for label, *_ in self.main_methods)
@@ -89,35 +154,21 @@ class MuseProtocol(Protocol):
             if m.param != "steps":
                 raise InputError(f"{label}: scalability and sustainability need a gradient method (MUSE runs them "
                                  "for GA, NPO and their regularised variants)")
-        self.grids = grids = method_grids(self.main_methods + self.curve_methods, cfg.grids)
-        self.base = base = base_split(kb, closure, targets, holdout_frac=cfg.holdout_frac,
-                                      retain_train_frac=cfg.retain_train_frac, seed=cfg.seed)
-        self.requests = requests = plan_requests(cfg, targets)
-        # forget sets: main = a minimum joint deep unlearning set of its targets; the scalability sets are built fold
-        # by fold (each fold's minimum joint set added to the earlier ones), so they are nested, each is a joint deep
-        # unlearning set of its targets, and sustain-k (fold k's new facts) ends at exactly scale-c's set
-        forget_of: dict[str, list[int]] = {"main": forget_set(closure, targets[:cfg.n_targets], cfg.forget_scope)}
-        cum: set[int] = set()
-        lo = 0
-        for k, c in enumerate(cfg.scale_sizes, 1):
-            fold = set(forget_set(closure, targets[lo:c], cfg.forget_scope)) - cum
-            forget_of[f"sustain-{k}"] = sorted(fold)
-            cum |= fold
-            forget_of[f"scale-{c}"] = sorted(cum)
-            lo = c
-        self.splits = {r["name"]: base.request(forget_of[r["name"]], r["targets"]) for r in requests}
-        device = resolve_device(cfg.device)
-        self.spec = spec = cfg.model_spec(cfg.model)  # f_retrain's base (and f_target's, unless --finetuned gives it)
-        self.dtype = dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
-        preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
-        base_model = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
-        self.ft_key = ft_key = {"base": base_model, "finetune": {"preset": preset, **asdict(fcfg)}, "texts": True,
-                                **cfg.model_identity()}  # LoRA and partial layers (absent at their defaults)
+        return method_grids(self.main_methods + self.curve_methods, cfg.grids)
+
+    def _identity(self, ft_key: dict, dtype: str, requests: list[dict]) -> dict:
+        """The run identity: KB and rules fingerprints, f_target's finetuning key (and the given f_target's
+        fingerprint), dtype, preset family, identity settings, requests, selection, scoring, what unlearning trains
+        on, and each method's grid and learning rate."""
+        from dukb.neural.models import model_fingerprint
+        from dukb.neural.run.identity import IDENTITY_VERSION
+
+        cfg, spec, grids = self.cfg, self.spec, self.grids
         settings = cfg.identity_settings(("kb", "model", "finetuned", "targets", "methods", "curve_methods", "grids",
                                           "device", "finetune_epochs", "batch_size", "n_targets", "scale_sizes",
                                           "sustain", "select", "bootstrap"))
-        identity = {
-            "identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
+        return {
+            "identity_version": IDENTITY_VERSION, "kb": self.kb.fingerprint(), "rules": self.closure.rules.fingerprint,
             "model": ft_key, **({"f_target": model_fingerprint(cfg.finetuned)} if cfg.finetuned else {}),
             "dtype": dtype, "family": spec.preset_family, "settings": settings,
             "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
@@ -131,17 +182,6 @@ class MuseProtocol(Protocol):
                                 **_lr_entry(m, spec.preset_family, cfg.lr)}
                         for label, m, _s, _g in self.main_methods + self.curve_methods},
         }
-        self.claim(identity, extendable=("methods", "requests"), row_key=muse_row_key)
-        record = {"protocol": "muse", **asdict(cfg), "kb": str(kb.source), "targets": targets,
-                  "identity": self.identity, "history": self.old_record.get("history", []) + [
-                      history_entry(self.added)], "provenance": provenance(device)}
-        if not self.joined:  # a joined worker leaves splits.json and config.json to the run's owner
-            write_json_atomic(self.run / "splits.json", {"base": base.to_json(), "requests": {
-                k: v.to_json() for k, v in self.splits.items()}})
-            write_json_atomic(self.run / "config.json", record)
-        self.ref_cache: dict[str, dict] = {}
-        self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; holdout "
-                 f"{sum(map(len, base.holdout.values()))}; {len(requests)} requests")
 
     # ---- model ---------------------------------------------------------------------------------------------------
     def model(self) -> None:
