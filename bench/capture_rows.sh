@@ -2,7 +2,7 @@
 # Capture the rows a user sees, to show that a refactor changes none of them (issue 40: "capture the rows of the main
 # job, of one run of each protocol on the demo KB and of bench/method_snapshot.py, and show them equal afterwards").
 #
-#   bench/capture_rows.sh CHECKOUT OUT [--no-main|--main-only] [--wait]
+#   bench/capture_rows.sh CHECKOUT OUT [--no-main|--main-only] [--only STEP,...] [--wait]
 #   python bench/compare_rows.py OUT_BEFORE OUT_AFTER
 #
 # CHECKOUT is the source tree to run (put first on PYTHONPATH: `dukb` and python import its code); OUT a new folder.
@@ -15,22 +15,25 @@
 #   (c) `python CHECKOUT/bench/method_snapshot.py OUT/method_snapshot.json`.
 # Only options both the code before issue 40 (b542e87) and after it accept are used. Each step's output goes to
 # OUT/logs/STEP.log; OUT/times.tsv records step, exit status and seconds. --no-main skips (a), --main-only does only
-# (a), --wait waits for the main job before returning. Exit status: 0 when every small step exited 0, else 1.
+# (a), --only STEP,... runs only those small steps (not the main job), --wait waits for the main job before returning. Exit status: 0 when every small step exited 0, else 1.
 set -u
 
-usage() { echo "usage: $0 CHECKOUT OUT [--no-main|--main-only] [--wait]" >&2; exit 2; }
+usage() { echo "usage: $0 CHECKOUT OUT [--no-main|--main-only] [--only STEP,...] [--wait]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
+ARGS="$*"
 CHECKOUT=$(cd "$1" && pwd) || usage
 OUT=$2
 shift 2
-MAIN=1 SMALL=1 WAIT=0
-for a in "$@"; do
-  case $a in
+MAIN=1 SMALL=1 WAIT=0 ONLY=
+while [ $# -gt 0 ]; do
+  case $1 in
     --no-main) MAIN=0 ;;
     --main-only) SMALL=0 ;;
+    --only) [ $# -ge 2 ] || usage; ONLY=,$2,; MAIN=0; shift ;;
     --wait) WAIT=1 ;;
     *) usage ;;
   esac
+  shift
 done
 mkdir -p "$OUT/logs" && OUT=$(cd "$OUT" && pwd)
 cd "$OUT" || exit 2  # not the caller's folder: python -c puts the working folder before PYTHONPATH
@@ -40,8 +43,10 @@ DUKB=(dukb)  # the console script of the active environment; PYTHONPATH makes it
 dukb_file=$(python -c "import dukb; print(dukb.__file__)")
 [[ $dukb_file == "$CHECKOUT/"* ]] \
   || { echo "capture_rows: dukb imports from $dukb_file, not $CHECKOUT" >&2; exit 2; }
-{ echo "$CHECKOUT"; git -C "$CHECKOUT" rev-parse HEAD; git -C "$CHECKOUT" status --short | head -20; } \
-  > "$OUT/checkout.txt" 2>&1
+# the checkout(s) a capture ran, appended (a step rerun with --only may run another): compare_rows reads every line
+# that starts with "/" as a checkout path
+{ echo "$CHECKOUT"; echo "  $(git -C "$CHECKOUT" rev-parse HEAD) $(date -u +%FT%TZ) $ARGS"
+  git -C "$CHECKOUT" status --short | head -20 | sed 's/^/  /'; } >> "$OUT/checkout.txt" 2>&1
 
 if [ $MAIN = 1 ]; then
   if [ -e "$OUT/main" ]; then echo "capture_rows: $OUT/main exists; not started again" >&2
@@ -57,6 +62,7 @@ fi
 FAILED=0
 step() {  # step NAME COMMAND...: run it once, log and time it; skipped when OUT/logs/NAME.ok exists
   local name=$1; shift
+  if [ -n "$ONLY" ] && [[ $ONLY != *",$name,"* ]]; then return 0; fi
   if [ -e "$OUT/logs/$name.ok" ]; then echo "$name: done before, skipped"; return 0; fi
   local s=$(date +%s)
   echo "$(date -u +%H:%M:%S) $name: $*"
@@ -85,7 +91,7 @@ if [ $SMALL = 1 ]; then
   step control "${DUKB[@]}" control --kb demo --finetuned "$MODEL" -o "$OUT/control" --methods ga_gdr,po \
     --ratios 0.05 --steps 4 --coarse 2 --fine 4 --retain-eval 12 "${D[@]}"
   step restor "${DUKB[@]}" restor --kb demo -o "$OUT/restor" --samples 1 --docs-per-entity 12 --n-retain 16 \
-    --n-random 5 --templates 1 --clean-epochs 80 --corrupt-lr 5e-3 "${D[@]}"
+    --n-random 5 --templates 1 --clean-epochs 80 --corrupt-lr 5e-3 --corrupt 0.15 "${D[@]}"  # demo: 5 of 32 facts
   step method_snapshot python "$CHECKOUT/bench/method_snapshot.py" "$OUT/method_snapshot.json"
 fi
 

@@ -11,7 +11,7 @@ Compared, by their paths relative to the capture folders:
   - ``method_snapshot.json``: the whole document.
 Numbers are compared exactly (an int is not a float, NaN equals NaN only). Fields whose name says they are timings
 or bookkeeping (seconds_*, worker, timestamps, paths, versions, git revisions, source fingerprints) are left out at
-every depth, and the capture folders' own paths inside strings are read as ``<OUT>`` (the checkout's as
+every depth, and the capture folders' own paths inside strings are read as ``<OUT>`` (the checkouts' as
 ``<CHECKOUT>``), so two captures in different folders compare equal.
 
 Exit status: 0 when everything is equal, 1 with one line per difference (run, key, field, before, after), 2 on a
@@ -43,18 +43,21 @@ def ignored(name: str) -> bool:
 
 
 class Capture:
-    """One capture folder: its root and the checkout it ran (first line of checkout.txt), for path normalisation."""
+    """One capture folder: its root and the checkouts it ran (the lines of checkout.txt that start with "/"), for
+    path normalisation."""
 
     def __init__(self, root: Path):
         self.root = root.resolve()
         info = self.root / "checkout.txt"
-        first = info.read_text(encoding="utf-8").splitlines()[:1] if info.is_file() else []
-        self.checkout = first[0].strip() if first and first[0].startswith("/") else None
+        lines = info.read_text(encoding="utf-8").splitlines() if info.is_file() else []
+        self.checkouts = sorted({x.strip() for x in lines if x.startswith("/")}, key=len, reverse=True)
 
     def text(self, s: str) -> str:
-        """A string with the capture's and the checkout's paths replaced by placeholders."""
+        """A string with the capture's and the checkouts' paths replaced by placeholders."""
         s = s.replace(str(self.root), "<OUT>")
-        return s.replace(self.checkout, "<CHECKOUT>") if self.checkout else s
+        for c in self.checkouts:
+            s = s.replace(c, "<CHECKOUT>")
+        return s
 
     def clean(self, v):
         """A JSON value without ignored fields, its strings normalised (:meth:`text`)."""
