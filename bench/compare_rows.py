@@ -1,6 +1,6 @@
 """Compare two captures of bench/capture_rows.sh: the rows a user sees must be equal, timings and bookkeeping aside.
 
-    python bench/compare_rows.py BEFORE AFTER [--max N]
+    python bench/compare_rows.py BEFORE AFTER [--max N] [--skip RUN ...]
 
 Compared, by their paths relative to the capture folders:
   - every ``results.jsonl`` and every ``*.json`` row file under ``attack/``: rows matched by their row key (the key
@@ -13,6 +13,8 @@ Numbers are compared exactly (an int is not a float, NaN equals NaN only). Field
 or bookkeeping (seconds_*, worker, timestamps, paths, versions, git revisions, source fingerprints) are left out at
 every depth, and the capture folders' own paths inside strings are read as ``<OUT>`` (the checkouts' as
 ``<CHECKOUT>``), so two captures in different folders compare equal.
+
+--skip RUN leaves out a run (a top folder of the captures, e.g. ``main`` for captures made with --no-main).
 
 Exit status: 0 when everything is equal, 1 with one line per difference (run, key, field, before, after), 2 on a
 usage error.
@@ -182,12 +184,12 @@ def compare_csv(rel: str, pa: Path, pb: Path, ca: Capture, cb: Capture) -> list[
     return out
 
 
-def files(root: Path) -> dict[str, Path]:
-    """The compared files of a capture, by path relative to it."""
+def files(root: Path, skip: tuple[str, ...] = ()) -> dict[str, Path]:
+    """The compared files of a capture, by path relative to it, without the top folders in ``skip``."""
     out = {}
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
-        if not p.is_file() or SKIPPED_DIRS & set(rel.parts[:-1]):
+        if not p.is_file() or SKIPPED_DIRS & set(rel.parts[:-1]) or rel.parts[0] in skip:
             continue
         if (p.name == "results.jsonl" or p.suffix == ".csv" or rel.as_posix() == "method_snapshot.json"
                 or (rel.parts[0] == "attack" and p.suffix == ".json")):
@@ -195,10 +197,11 @@ def files(root: Path) -> dict[str, Path]:
     return out
 
 
-def compare(before: Path, after: Path) -> list[str]:
-    """Every difference between two capture folders, one line each (empty when they are equal)."""
+def compare(before: Path, after: Path, skip: tuple[str, ...] = ()) -> list[str]:
+    """Every difference between two capture folders, one line each (empty when they are equal); runs in ``skip``
+    are left out."""
     ca, cb = Capture(before), Capture(after)
-    fa, fb = files(ca.root), files(cb.root)
+    fa, fb = files(ca.root, skip), files(cb.root, skip)
     out = [f"{rel}: only before" for rel in sorted(fa.keys() - fb.keys())]
     out += [f"{rel}: only after" for rel in sorted(fb.keys() - fa.keys())]
     for rel in sorted(fa.keys() & fb.keys()):
@@ -223,13 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
     ap.add_argument("--max", type=int, default=200, help="print at most this many differences (default 200)")
+    ap.add_argument("--skip", action="append", default=[], metavar="RUN", help="leave out this run (a top folder)")
     args = ap.parse_args(argv)
     for p in (args.before, args.after):
         if not p.is_dir():
             print(f"compare_rows: error: {p}: not a folder", file=sys.stderr)
             return 2
-    diffs = compare(args.before, args.after)
-    n = len(files(args.before.resolve()))
+    diffs = compare(args.before, args.after, tuple(args.skip))
+    n = len(files(args.before.resolve(), tuple(args.skip)))
     if not diffs:
         print(f"equal: {n} files compared ({args.before} vs {args.after})")
         return 0

@@ -76,6 +76,7 @@ def test_missing_rows_types_and_files_are_differences(cr, tmp_path):
     assert row["setting"]["steps"] == 1
     diffs = cr.compare(a, b)
     assert "attack/row.json: only before" in diffs
+    assert "attack/row.json: only before" not in cr.compare(a, b, skip=("attack",))
     assert "evaluate/results.jsonl: row [7, ga, 1] only before" in diffs
     assert "evaluate/results.jsonl: 3 rows before, 2 after" in diffs
     assert not cr.same(1, 1.0) and not cr.same(True, 1) and cr.same(math.nan, float("nan"))
