@@ -3,19 +3,23 @@
 # job, of one run of each protocol on the demo KB and of bench/method_snapshot.py, and show them equal afterwards").
 #
 #   bench/capture_rows.sh CHECKOUT OUT [--no-main|--main-only] [--only STEP,...] [--wait]
-#   python bench/compare_rows.py OUT_BEFORE OUT_AFTER
+#   python bench/compare_rows.py OUT_BEFORE OUT_AFTER [--skip main]
 #
-# CHECKOUT is the source tree to run (put first on PYTHONPATH: `dukb` and python import its code); OUT a new folder.
-# Every run is single-threaded (OMP_NUM_THREADS=1) on the CPU, so two captures of the same code are bit-identical.
-#   (a) the main job, `dukb evaluate -o OUT/main` (the built-in default; 25-40 min on one thread), started in the
+# Run it with the project's environment active (`dukb` on PATH). CHECKOUT is the source tree to run (put first on
+# PYTHONPATH: `dukb` and python import its code); OUT a new folder. Every run is single-threaded (OMP_NUM_THREADS=1)
+# on the CPU, so two captures of the same code are bit-identical; the thread count changes the numbers (a main job
+# at OMP_NUM_THREADS=2 gives other rows), so never compare captures made with different ones.
+#   (a) the main job, `dukb evaluate -o OUT/main` (the built-in default; 25 min on an idle core, over an hour on a
+#       busy machine; `dukb evaluate -o OUT/main --resume` in another shell joins it as a second worker), started in the
 #       background with nohup (OUT/main.log, OUT/main.pid; OUT/main.rc when it ends);
 #   (b) one small run of each protocol on the demo KB, one after the other: a finetuned demo model (OUT/demo_model),
 #       evaluate (2 targets, ga and tv, with the quant16 and relearn attacks), unlearn (one target), attack (relearn,
-#       quant16, incontext on the finetuned model), rwku, muse, control and restor, with the small settings of the tests;
+#       quant16, incontext on the finetuned model), rwku, muse, control and restor, with the tests' small settings;
 #   (c) `python CHECKOUT/bench/method_snapshot.py OUT/method_snapshot.json`.
 # Only options both the code before issue 40 (b542e87) and after it accept are used. Each step's output goes to
-# OUT/logs/STEP.log; OUT/times.tsv records step, exit status and seconds. --no-main skips (a), --main-only does only
-# (a), --only STEP,... runs only those small steps (not the main job), --wait waits for the main job before returning. Exit status: 0 when every small step exited 0, else 1.
+# OUT/logs/STEP.log; OUT/times.tsv records step, exit status and seconds; a step that succeeded is skipped when the
+# script runs again. --no-main skips (a), --main-only does only (a), --only STEP,... runs only those small steps (not
+# the main job), --wait waits for the main job before returning. Exit status: 0 when every small step exited 0, else 1.
 set -u
 
 usage() { echo "usage: $0 CHECKOUT OUT [--no-main|--main-only] [--only STEP,...] [--wait]" >&2; exit 2; }
