@@ -19,8 +19,8 @@ from typing import Optional
 
 import typer
 
-from dukb.cli.config_file import CONFIG_OPTION
-from dukb.cli.render import output_path
+from dukb.cli.config_file import CONFIG_OPTION, save_resolved_config
+from dukb.cli.render import keep_rows_note, log_line, on_interrupt, output_path
 from dukb.cli.run_options import (
     cli_default,
     float_items,
@@ -172,5 +172,29 @@ def declared_command(cls, parsers: dict | None = None):
     return decorate
 
 
+def protocol_command(info):
+    """The command of a registered protocol that has no command module of its own: its options are generated from
+    its config's declaration (:func:`declared_command`); it runs the protocol's entry (``info.run``, looked up when
+    the command runs, so that a patched entry is the one called), writes RUN_DIR/config.yaml and prints the report's
+    path. Its help is ``info.help`` (else ``info.summary``).
+
+    Args:
+        info: the protocol's :class:`dukb.neural.protocols.ProtocolInfo` (its config module must not import torch:
+            ``dukb --help`` builds every command).
+
+    Returns:
+        The typer command callback (register it with ``app.command(info.name)``).
+    """
+    def body(cfg, output: Path, resume: bool) -> None:
+        on_interrupt(keep_rows_note(output))
+        info.load("run")(output, cfg, resume=resume, progress=True, log=log_line)
+        save_resolved_config(output)
+        typer.echo(f"report: {output / 'report.md'}")
+
+    body.__name__ = body.__qualname__ = info.name
+    body.__doc__ = info.help or info.summary
+    return declared_command(info.load("config"))(body)
+
+
 __all__ = ["AFTER_CHECK", "PARSERS", "annotation", "build_config", "declared_command", "declared_fields", "param_name",
-           "run_parameters", "signature"]
+           "protocol_command", "run_parameters", "signature"]
