@@ -20,8 +20,6 @@ FUNCTION_LAYERS = ("neural", "cli")
 # neural_cmds.unlearn came within the limits with i40-pipeline.)
 PENDING = frozenset(
     {
-        "neural/run/lock.py::_acquire",  # the run lock's acquisition (split from runs.py as it was)
-        "neural/run/lock.py::claim_run",
         "neural/protocols/control/run.py::plan",
         "neural/train.py::train_loop",
     }
