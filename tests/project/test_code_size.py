@@ -20,7 +20,6 @@ FUNCTION_LAYERS = ("neural", "cli")
 # neural_cmds.unlearn came within the limits with i40-pipeline.)
 PENDING = frozenset(
     {
-        "neural/protocols/control/run.py::plan",
         "neural/train.py::train_loop",
     }
 )
