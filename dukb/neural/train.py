@@ -118,19 +118,9 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     Raises:
         InputError: bad settings.
     """
-
     cfg.check()
-    opt, sched = build_optimizer(params, cfg, total_steps)
-    if restore is not None:
-        if not sharded:
-            opt.load_state_dict(restore["optimizer"])
-        sched.load_state_dict(restore["scheduler"])
-        torch.set_rng_state(restore["rng"])
-    else:
-        torch.manual_seed(cfg.seed if torch_seed is None else torch_seed)
-    fmodel, opt_ = prepare(model, opt) if prepare is not None else (model, opt)
-    if restore is not None and sharded:  # the optimiser holds the sharded parameters only after prepare
-        distributed.load_full_optimizer_state(fmodel, opt, restore["optimizer"])
+    fmodel, opt, opt_, sched = _start_optimizer(model, params, cfg, total_steps, prepare, restore, torch_seed,
+                                                sharded)
     # the parameters the optimiser updates (FSDP2 replaces a module's parameters with sharded ones in prepare)
     clipped = [p for group in opt.param_groups for p in group["params"]]
     back = backward or (lambda loss: loss.backward())
@@ -138,37 +128,12 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     losses: list[float] = []
     parts: dict[str, list[float]] = {}
     n_steps = 0
-    bar = None
-    if progress:
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        bar.start()
-        task = bar.add_task(progress, total=cfg.epochs, completed=start_epoch)
+    bar, task = _progress_bar(progress, cfg.epochs, start_epoch)
     epoch = start_epoch
     try:
         for epoch in range(start_epoch + 1, cfg.epochs + 1):
-            model.train()
-            total, count, sums = 0.0, 0, {}
-            for step in steps(epoch):
-                for micro in step:
-                    out = loss_fn(fmodel, micro)
-                    loss, logged = out if isinstance(out, tuple) else (out, {})
-                    back(loss / cfg.grad_accum if cfg.grad_accum != 1 else loss)
-                    total = total + loss.detach()  # stays on the device: one host sync per epoch
-                    count += 1
-                    for k, v in logged.items():
-                        sums[k] = sums.get(k, 0.0) + (v.detach() if hasattr(v, "detach") else v)
-                if cfg.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(clipped, cfg.max_grad_norm)
-                opt_.step()
-                sched.step()
-                opt_.zero_grad(set_to_none=True)
-                n_steps += 1
-            losses.append(float(total) / max(count, 1))
-            for k, v in sums.items():
-                parts.setdefault(k, []).append(float(v) / max(count, 1))
-            model.eval()
+            n_steps += _run_epoch(model, fmodel, steps, epoch, loss_fn, back, cfg, clipped, opt_, sched, losses,
+                                  parts)
             if bar is not None:
                 bar.advance(task)
             logs = {"loss": losses[-1], **{k: v[-1] for k, v in parts.items()}}
@@ -184,6 +149,77 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     model.eval()
     return {"config": cfg.to_json(), "epochs_run": epoch, "loss_per_epoch": losses, "parts_per_epoch": parts,
             "steps": n_steps, "seconds": time.perf_counter() - t0}
+
+
+def _start_optimizer(model, params, cfg: TrainConfig, total_steps: int, prepare: Callable | None,
+                     restore: dict | None, torch_seed: int | None, sharded: bool):
+    """Build the optimiser and scheduler (:func:`build_optimizer`), restore their states and torch's RNG from
+    ``restore`` (else seed torch with ``torch_seed``, default ``cfg.seed``), then ``prepare`` (see :func:`train_loop`).
+
+    Returns:
+        (forward model, optimiser, prepared optimiser, scheduler): the optimiser unwrapped, whose parameters are
+        clipped and whose state is checkpointed; the prepared one (the same without ``prepare``) steps.
+    """
+    opt, sched = build_optimizer(params, cfg, total_steps)
+    if restore is not None:
+        if not sharded:
+            opt.load_state_dict(restore["optimizer"])
+        sched.load_state_dict(restore["scheduler"])
+        torch.set_rng_state(restore["rng"])
+    else:
+        torch.manual_seed(cfg.seed if torch_seed is None else torch_seed)
+    fmodel, opt_ = prepare(model, opt) if prepare is not None else (model, opt)
+    if restore is not None and sharded:  # the optimiser holds the sharded parameters only after prepare
+        distributed.load_full_optimizer_state(fmodel, opt, restore["optimizer"])
+    return fmodel, opt, opt_, sched
+
+
+def _progress_bar(progress: str | None, epochs: int, completed: int):
+    """A started rich progress bar over the epochs described by ``progress``, and its task; (None, None) without one."""
+    if not progress:
+        return None, None
+    from rich.progress import Progress
+
+    bar = Progress(transient=True)
+    bar.start()
+    return bar, bar.add_task(progress, total=epochs, completed=completed)
+
+
+def _run_epoch(model, fmodel, steps: Callable[[int], Sequence[Sequence[Any]]], epoch: int,
+               loss_fn: Callable[[Any, Any], Any], back: Callable, cfg: TrainConfig, clipped: list, opt_, sched,
+               losses: list[float], parts: dict[str, list[float]]) -> int:
+    """Train one epoch of :func:`train_loop` (model in train mode, eval mode after): for each optimiser step of
+    ``steps(epoch)``, back-propagate each micro-batch's loss (divided by ``cfg.grad_accum``), clip the gradients,
+    step the optimiser and the scheduler, zero the gradients.
+
+    Appends the epoch's mean micro-batch loss to ``losses`` and each logged part's mean to ``parts[name]``.
+
+    Returns:
+        The number of optimiser steps taken.
+    """
+    model.train()
+    total, count, sums = 0.0, 0, {}
+    n_steps = 0
+    for step in steps(epoch):
+        for micro in step:
+            out = loss_fn(fmodel, micro)
+            loss, logged = out if isinstance(out, tuple) else (out, {})
+            back(loss / cfg.grad_accum if cfg.grad_accum != 1 else loss)
+            total = total + loss.detach()  # stays on the device: one host sync per epoch
+            count += 1
+            for k, v in logged.items():
+                sums[k] = sums.get(k, 0.0) + (v.detach() if hasattr(v, "detach") else v)
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(clipped, cfg.max_grad_norm)
+        opt_.step()
+        sched.step()
+        opt_.zero_grad(set_to_none=True)
+        n_steps += 1
+    losses.append(float(total) / max(count, 1))
+    for k, v in sums.items():
+        parts.setdefault(k, []).append(float(v) / max(count, 1))
+    model.eval()
+    return n_steps
 
 
 def _state_dicts(fmodel, opt, sharded: bool) -> dict:

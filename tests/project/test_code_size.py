@@ -14,19 +14,6 @@ MODULE_LIMIT = 800
 FUNCTION_LIMIT = 80
 FUNCTION_LAYERS = ("neural", "cli")
 
-# Oversized code that other helpers of issue 40 are shrinking in parallel branches. The lead empties this
-# list after merging them; an entry that is already within the limits fails the test, so it cannot go stale.
-# A bare path exempts the module and its functions; "path::name" exempts one function. (unlearn.sweep_target and
-# neural_cmds.unlearn came within the limits with i40-pipeline.)
-PENDING = frozenset(
-    {
-        "neural/run/lock.py::_acquire",  # the run lock's acquisition (split from runs.py as it was)
-        "neural/run/lock.py::claim_run",
-        "neural/protocols/control/run.py::plan",
-        "neural/train.py::train_loop",
-    }
-)
-
 
 def _oversized(root: Path = PACKAGE) -> list[tuple[str, int]]:
     """Return ("path", lines) for each module over the limit and ("path::name", lines) for each long function."""
@@ -48,24 +35,9 @@ def _oversized(root: Path = PACKAGE) -> list[tuple[str, int]]:
 
 
 def test_no_module_or_function_over_the_limit():
-    """Every module of dukb is at most 800 lines and every function of neural/ and cli/ at most 80 (PENDING aside)."""
-    offenders = [
-        f"{name} ({n} lines)"
-        for name, n in _oversized()
-        if name not in PENDING and name.split("::")[0] not in PENDING
-    ]
+    """Every module of dukb is at most 800 lines and every function of neural/ and cli/ at most 80."""
+    offenders = [f"{name} ({n} lines)" for name, n in _oversized()]
     assert not offenders, "over the size limits of issue 40:\n" + "\n".join(offenders)
-
-
-def test_pending_entries_are_still_needed():
-    """An allow-list entry whose code is now within the limits (or gone) must be removed from PENDING."""
-    oversized = {name for name, _ in _oversized()}
-    stale = [
-        entry
-        for entry in PENDING
-        if entry not in oversized and not any(name.split("::")[0] == entry for name in oversized)
-    ]
-    assert not stale, f"remove from PENDING, now within the limits: {sorted(stale)}"
 
 
 def test_measure_sees_a_long_function(tmp_path):

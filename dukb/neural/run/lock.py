@@ -163,6 +163,61 @@ LOCK_POLL = 0.5
 JOIN_WAIT = 6 * 3600.0
 
 
+def _open_run_lock(run: Path, path: Path) -> RunLock | None:
+    """Create ``run`` (when missing) and RUN_DIR/.dukb, and open the lock file ``path`` there, not yet locked.
+
+    Returns:
+        The (unlocked) :class:`RunLock`, or None when the directory vanished meanwhile (removed by a holder that
+        created the run and released it): try again.
+
+    Raises:
+        InputError: as :func:`_open_lock` and :func:`bookkeeping_dir`.
+    """
+    created = _make_dir(run) if not run.is_dir() else []
+    try:
+        bookkeeping_dir(run)
+        fd = _open_lock(path)
+    except InputError:
+        if not run.is_dir() or not os.path.lexists(path.parent):
+            return None
+        raise
+    return RunLock(run, fd, created)
+
+
+def _check_holder(holder: dict, run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
+                  stopped_since: float | None) -> float | None:
+    """Refuse to wait for or join the lock's ``holder`` (its recorded description) when it runs another protocol,
+    with other settings, without ``resume``, or has stayed stopped (kill -STOP, Ctrl-Z) for :data:`LOCK_WAIT` s.
+
+    Args:
+        stopped_since: ``time.monotonic()`` when the holder was first seen stopped, or None.
+
+    Returns:
+        The new ``stopped_since`` (None while the holder is not stopped).
+
+    Raises:
+        RunIdentityError: one line naming the directory and the holder.
+    """
+    if holder.get("protocol") != kind:
+        raise RunIdentityError(f"in use by {_describe(holder)}, not `dukb {kind}`; choose another -o", run)
+    diffs = identity_differences(holder["identity"], identity, extendable if resume else ())
+    if diffs:
+        raise RunIdentityError(f"in use by {_describe(holder)} with other settings ({len(diffs)} differing "
+                               f"key{'s' if len(diffs) > 1 else ''}): " + "; ".join(map(str, diffs))
+                               + ". Wait for it to finish or choose another -o", run, diffs)
+    if not resume:
+        raise RunIdentityError(f"in use by {_describe(holder)} with the same settings; pass --resume to "
+                               "wait for it and continue the run, or choose another -o", run)
+    # a holder stopped (kill -STOP, Ctrl-Z) would be waited for without end: refused once it has stayed
+    # stopped for LOCK_WAIT seconds
+    stopped_since = (stopped_since or time.monotonic()) if _holder_stopped(holder) else None
+    if stopped_since is not None and time.monotonic() - stopped_since > LOCK_WAIT:
+        raise RunIdentityError(f"in use by {_describe(holder)}, which has been stopped (kill -STOP or Ctrl-Z) "
+                               f"for more than {LOCK_WAIT:g} s; continue it (kill -CONT) or end it, then "
+                               "resume", run)
+    return stopped_since
+
+
 def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
              log: Callable[[str], None], joinable: bool = True) -> RunLock:
     """Lock ``run`` for this process, refusing or waiting for a holder (see :func:`claim_run`)."""
@@ -170,16 +225,11 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
     announced = rechecked = False
     stopped_since = None
     while True:
-        created = _make_dir(run) if not run.is_dir() else []
         path = bookkeeping_path(run, LOCK_NAME)
-        try:
-            bookkeeping_dir(run)
-            fd = _open_lock(path)
-        except InputError:
-            if not run.is_dir() or not os.path.lexists(path.parent):  # removed by a holder that created the run
-                continue
-            raise
-        lock = RunLock(run, fd, created)
+        lock = _open_run_lock(run, path)
+        if lock is None:  # removed by a holder that created the run
+            continue
+        fd = lock.fd
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -198,23 +248,7 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
             time.sleep(0.1)
             continue
         try:
-            if holder.get("protocol") != kind:
-                raise RunIdentityError(f"in use by {_describe(holder)}, not `dukb {kind}`; choose another -o", run)
-            diffs = identity_differences(holder["identity"], identity, extendable if resume else ())
-            if diffs:
-                raise RunIdentityError(f"in use by {_describe(holder)} with other settings ({len(diffs)} differing "
-                                       f"key{'s' if len(diffs) > 1 else ''}): " + "; ".join(map(str, diffs))
-                                       + ". Wait for it to finish or choose another -o", run, diffs)
-            if not resume:
-                raise RunIdentityError(f"in use by {_describe(holder)} with the same settings; pass --resume to "
-                                       "wait for it and continue the run, or choose another -o", run)
-            # a holder stopped (kill -STOP, Ctrl-Z) would be waited for without end: refused once it has stayed
-            # stopped for LOCK_WAIT seconds
-            stopped_since = (stopped_since or time.monotonic()) if _holder_stopped(holder) else None
-            if stopped_since is not None and time.monotonic() - stopped_since > LOCK_WAIT:
-                raise RunIdentityError(f"in use by {_describe(holder)}, which has been stopped (kill -STOP or Ctrl-Z) "
-                                       f"for more than {LOCK_WAIT:g} s; continue it (kill -CONT) or end it, then "
-                                       "resume", run)
+            stopped_since = _check_holder(holder, run, kind, identity, extendable, resume, stopped_since)
         except BaseException:
             os.close(fd)
             raise
@@ -261,6 +295,38 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
             announced = True
         os.close(fd)  # polled, so that an owner's switch to a shared lock is never overtaken by this waiter
         time.sleep(LOCK_POLL)
+
+
+def _open_locked_run(lock: RunLock, run: Path, kind: str, identity: dict, extendable: Collection[str],
+                     resume: bool) -> tuple[dict, dict, dict]:
+    """Open the run under the lock just taken (:func:`claim_run`): the owner records itself in the lock file, then
+    :func:`open_run`, the owner records the merged identity and migrates the run, the invocation is logged, the
+    claim kept for :func:`confirm_run` and warnings sent to RUN_DIR/run.log. On any failure the lock is released.
+
+    Returns:
+        As :func:`open_run`: (merged identity, additions, previous config.json or {}).
+
+    Raises:
+        RunIdentityError, InputError: as :func:`open_run`, :func:`migrate`, :func:`log_invocation`.
+    """
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "protocol": kind,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv)}
+    try:
+        if not lock.shared:  # a joining worker leaves the owner's record in place
+            lock.record(info)
+        merged, added, old = open_run(run, kind, identity, extendable=extendable, resume=resume)
+        if not lock.shared:
+            lock.info = info | {"identity": merged}
+            lock.record(lock.info)
+            migrate(run)  # a run of an earlier layout (config.json's run_layout) is moved over
+        role = "worker" if lock.shared else ("resume" if old else "owner")
+        log_invocation(run, role)
+        lock.claimed = (role, merged, added)  # for the front end's hook, once the protocol accepts the run
+        lock.log_handler = attach_run_log(run)
+    except BaseException:
+        lock.release()
+        raise
+    return merged, added, old
 
 
 def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collection[str] = (),
@@ -329,23 +395,7 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
     if fcntl is None or (dist.is_distributed() and not dist.is_main_process()) or key in _HELD:
         return open_run(run, kind, identity, extendable=extendable, resume=resume)
     lock = _acquire(run, kind, identity, extendable, resume, log or _stderr, joinable)
-    info = {"pid": os.getpid(), "host": socket.gethostname(), "protocol": kind,
-            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv)}
-    try:
-        if not lock.shared:  # a joining worker leaves the owner's record in place
-            lock.record(info)
-        merged, added, old = open_run(run, kind, identity, extendable=extendable, resume=resume)
-        if not lock.shared:
-            lock.info = info | {"identity": merged}
-            lock.record(lock.info)
-            migrate(run)  # a run of an earlier layout (config.json's run_layout) is moved over
-        role = "worker" if lock.shared else ("resume" if old else "owner")
-        log_invocation(run, role)
-        lock.claimed = (role, merged, added)  # for the front end's hook, once the protocol accepts the run
-        lock.log_handler = attach_run_log(run)
-    except BaseException:
-        lock.release()
-        raise
+    merged, added, old = _open_locked_run(lock, run, kind, identity, extendable, resume)
     with _HELD_GUARD:
         _HELD[key] = lock
     return merged, added, old

@@ -55,7 +55,6 @@ class ControlProtocol(Protocol):
                 another run in RUN_DIR.
         """
         from dukb.neural import distributed as dist
-        from dukb.neural.methods import check_unique, resolve
         from dukb.neural.metrics.heldout import check_heldout
         from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
         from dukb.neural.pipeline import finetune_config
@@ -68,14 +67,7 @@ class ControlProtocol(Protocol):
         cfg = self.cfg
         if dist.is_distributed():
             raise InputError("dukb control runs in one process; launch it without accelerate/torchrun")
-        # (label, method): a name, a preset or an entry with per-method options (``ga:lr=5e-4``)
-        self.methods = methods = [(r.label, r.method) for r in (resolve(m, "target") for m in cfg.methods)]
-        check_unique(label for label, _m in methods)
-        for (label, m), spec in zip(methods, cfg.methods):
-            if resolve(spec, "target").scope != "target":
-                raise InputError(f"{label}: the forget set is the ratio's D_u; a forget scope does not apply here")
-            if m.param != "steps":
-                raise InputError(f"{m.name}: controls apply to gradient methods (swept over steps), not to {m.param}")
+        methods = self._resolve_methods()
         self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules)
         splits = split_facts(kb, cfg.ratios, cfg.retain_eval, cfg.seed)
         device = resolve_device(cfg.device)
@@ -127,6 +119,25 @@ class ControlProtocol(Protocol):
         self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; D_u sizes "
                  + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
                  + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}")
+
+    def _resolve_methods(self) -> list:
+        """Set and return ``self.methods``, the run's methods as (label, method): each of ``--methods`` a name, a
+        preset or an entry with per-method options (``ga:lr=5e-4``).
+
+        Raises:
+            InputError: a label twice, a forget scope other than "target", a method not swept over steps.
+        """
+        from dukb.neural.methods import check_unique, resolve
+
+        cfg = self.cfg
+        self.methods = methods = [(r.label, r.method) for r in (resolve(m, "target") for m in cfg.methods)]
+        check_unique(label for label, _m in methods)
+        for (label, m), spec in zip(methods, cfg.methods):
+            if resolve(spec, "target").scope != "target":
+                raise InputError(f"{label}: the forget set is the ratio's D_u; a forget scope does not apply here")
+            if m.param != "steps":
+                raise InputError(f"{m.name}: controls apply to gradient methods (swept over steps), not to {m.param}")
+        return methods
 
     def _recorded_methods(self) -> list:
         """The methods an earlier invocation of this run recorded in config.json's identity (none for a new run or
