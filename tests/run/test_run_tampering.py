@@ -415,8 +415,11 @@ def test_two_real_ctrl_c_exit_130(tmp_path):
     """The console script, sent SIGINT twice in a row while it works: exit 130 and the interrupt line, never death
     by the signal."""
     code = ("import sys, time\nimport dukb.neural.protocols.evaluate.run as p\n"
-            "def slow(*a, **k):\n    print('working', flush=True)\n"
-            "    try:\n        time.sleep(60)\n    finally:\n        time.sleep(1)\n"
+            # 'working' is printed inside the try, so the first SIGINT always lands there and the second one, 0.3 s
+            # later, lands in the 3 s cleanup (under load too)
+            "def slow(*a, **k):\n"
+            "    try:\n        print('working', flush=True)\n        time.sleep(60)\n    finally:\n"
+            "        time.sleep(3)\n"
             "p.evaluate = slow\nfrom dukb.cli.main import main\nsys.argv = ['dukb', 'evaluate', '--n-targets', '1',"
             f" '-o', {str(tmp_path / 'run')!r}]\nsys.exit(main())")
     # as from a shell: SIGINT at its default (an ignored SIGINT in the test process would be inherited)
