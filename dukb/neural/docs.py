@@ -29,6 +29,17 @@ from dukb.neural.scoring import token_logprobs  # noqa: F401  (re-exported)
 from dukb.neural.train import TrainConfig, chunked, steps_per_epoch, train_loop
 
 
+def _shuffled_steps(n: int, rng: random.Random, cfg):
+    """``steps(epoch)`` for the training loop: each epoch, the ``n`` rows in an order drawn from ``rng`` (one
+    ``shuffle`` per epoch), cut into micro-batches by ``chunked``."""
+    def steps(_epoch):
+        order = list(range(n))
+        rng.shuffle(order)
+        return chunked(order, cfg)
+
+    return steps
+
+
 def _text_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -132,10 +143,7 @@ def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int
     n = int(batch["input_ids"].shape[0])
     rng = random.Random(cfg.seed)
 
-    def steps(_epoch):
-        order = list(range(n))
-        rng.shuffle(order)
-        return chunked(order, cfg)
+    steps = _shuffled_steps(n, rng, cfg)
 
     def loss_fn(model_, chunk):
         b = rows_of(batch, chunk)
@@ -229,10 +237,7 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
     n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
     rng = random.Random(cfg.seed)
 
-    def steps(_epoch):
-        order = list(range(n))
-        rng.shuffle(order)
-        return chunked(order, cfg)
+    steps = _shuffled_steps(n, rng, cfg)
 
     def loss_fn(model_, chunk):
         rb = None
