@@ -218,7 +218,8 @@ def test_muse_and_rwku_pass_lora_and_layers_to_unlearning(protocol, small, tmp_p
 def test_restor_pipeline_gets_the_shared_model_options(tmp_path):
     """restor's model loading and adapters read the shared options: gradient checkpointing and remote code reach
     the model spec, LoRA dropout and modules the adapter, --layers the trained blocks."""
-    from dukb.neural.models import build_tiny_model, load_model
+    from dukb.neural.modelbuild import build_tiny_model
+    from dukb.neural.models import load_model
     from dukb.neural.restor import pipeline
     from dukb.neural.restor.config import RestorConfig
 
