@@ -146,27 +146,17 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """dukb: evaluating deep unlearning in large language models."""
 
 
-#: Command-group modules of dukb.cli; each has ``register(app)`` and imports heavy libraries lazily. At
-#: :data:`PROTOCOL_COMMANDS` come the commands of the registered protocols that have no module here (their options
-#: generated from their config's declaration: :func:`dukb.cli.declared.protocol_command`).
-PROTOCOL_COMMANDS = "<protocols>"
+#: Command-group modules of dukb.cli; each has ``register(app)`` and imports heavy libraries lazily.
+#: ``protocol_cmds`` adds the commands of the registered protocols that have no module here (generated from their
+#: config's declaration: :func:`dukb.cli.declared.protocol_command`).
 COMMAND_MODULES = ("symbolic", "kbtools", "probes", "generate", "neural_cmds", "evaluate_cmd", "restor_cmd",
-                   PROTOCOL_COMMANDS, "attack_cmd")
+                   "protocol_cmds", "attack_cmd")
 
 
 def _register() -> None:
     import importlib
 
-    from dukb.cli.declared import protocol_command
-    from dukb.neural.protocols import PROTOCOLS
-
-    own = {n.removesuffix("_cmd") for n in COMMAND_MODULES}
     for name in COMMAND_MODULES:
-        if name == PROTOCOL_COMMANDS:
-            for info in PROTOCOLS.values():
-                if info.name not in own:
-                    app.command(info.name)(protocol_command(info))
-            continue
         try:
             module = importlib.import_module(f"dukb.cli.{name}")
         except ModuleNotFoundError as e:
