@@ -6,6 +6,7 @@ The arrays follow the CSR layout: ``ptr`` holds offsets of length n + 1, item ``
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -45,8 +46,9 @@ class AtomView(Sequence):
             raise IndexError(a)
         return self._item(a)
 
+    @abc.abstractmethod
     def _item(self, a: int) -> Any:
-        raise NotImplementedError
+        """Item ``a`` (``0 <= a < len(self)``), as each view defines it."""
 
 
 class HeadView(AtomView):

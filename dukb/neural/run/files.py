@@ -299,6 +299,19 @@ def _stderr(msg: str) -> None:
 RUN_JSON_BYTES = 256 * 1024 * 1024
 
 
+def read_run_config(run: str | Path) -> dict:
+    """RUN_DIR/config.json, read bounded (:func:`read_json`).
+
+    Raises:
+        InputError: not a regular file, too large, not JSON, or not a JSON object.
+    """
+    path = Path(run) / "config.json"
+    config = read_json(path, "run config")  # bounded: a FIFO, device or folder is an error
+    if not isinstance(config, dict):
+        raise InputError("not a run config (expected a JSON object)", path)
+    return config
+
+
 def read_json(path: str | Path, what: str = "file", limit: int | None = None):
     """The JSON document in a file of a run or model directory, read bounded
     (:func:`dukb.kb.csvfile.read_bytes`: a regular file of at most ``limit`` bytes, default

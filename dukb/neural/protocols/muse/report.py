@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dukb import InputError
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
 from dukb.neural.metrics.summary import setting_label
-from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.files import output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.run.units import unfinished_note, unfinished_units
 
@@ -233,9 +232,7 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
             damaged (file and line named).
     """
     run = Path(run_dir)
-    config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
-    if not isinstance(config, dict):
-        raise InputError("not a run config (expected a JSON object)", run / "config.json")
+    config = read_run_config(run)
     from dukb.neural.protocols.muse.config import MUSE_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dukb import InputError
 from dukb.neural.metrics.summary import setting_label
-from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.files import output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 
 COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
@@ -225,9 +224,7 @@ def render_rwku(run_dir) -> dict:
             damaged (file and line named).
     """
     run = Path(run_dir)
-    config = read_json(run / "config.json", "run config")  # bounded: a FIFO, device or folder is an error
-    if not isinstance(config, dict):
-        raise InputError("not a run config (expected a JSON object)", run / "config.json")
+    config = read_run_config(run)
     from dukb.neural.protocols.rwku.config import RWKU_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
