@@ -31,7 +31,8 @@ def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str],
            identity: bool | str = True, extendable: bool = False, default_factory: Any = dataclasses.MISSING,
            parse: str | None = None,
            decls: tuple[str, ...] = (), cli_default: Any = dataclasses.MISSING, cli_type: str | None = None,
-           param: str | None = None, panel: str | None | type = dataclasses.MISSING, **typer_kw) -> Any:
+           param: str | None = None, panel: str | None | type = dataclasses.MISSING,
+           unset: Any = dataclasses.MISSING, **typer_kw) -> Any:
     """A config dataclass field declaring a command-line option.
 
     Args:
@@ -56,6 +57,9 @@ def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str],
         param: the command's parameter name (its ``--config`` key and RUN/config.yaml's) when it is not the flag's
             (e.g. ``reg_weight`` for ``--lambda``).
         panel: a ``--help`` panel other than the group's.
+        unset: for a component of a compat preset (:func:`apply_compat`; the field's default must be None): the
+            value dukb uses when the option is not given and no ``--compat`` preset sets it. The checked plan
+            holds the value used, so config.json and the run identity record every component.
         typer_kw: more typer.Option arguments (e.g. ``min``/``max`` of a bound kept outside bounds.py).
 
     Returns:
@@ -63,10 +67,14 @@ def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str],
     """
     if group not in GROUPS:
         raise ValueError(f"unknown option group {group!r}")
+    if unset is not dataclasses.MISSING and default is not None:
+        raise ValueError("an option with an `unset` value must default to None (None: not given)")
     meta = {"help": help, "flag": flag, "group": group, "range": range, "choices": choices, "identity": identity,
             "extendable": extendable, "parse": parse, "param": param, "decls": tuple(decls), "cli_default": cli_default,
             "cli_type": cli_type,
             "panel": PANELS[group] if panel is dataclasses.MISSING else panel, "typer": typer_kw}
+    if unset is not dataclasses.MISSING:
+        meta["unset"] = unset
     return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
 
 
@@ -81,9 +89,63 @@ def flag_of(f: dataclasses.Field) -> str:
 
 
 def help_of(f: dataclasses.Field) -> str:
-    """The help of a declared field (a callable help is called now)."""
+    """The help of a declared field (a callable help is called now); a compat component's help ends with the value
+    used when it is not given (:func:`apply_compat`)."""
     text = f.metadata["help"]
-    return text() if callable(text) else text
+    text = text() if callable(text) else text
+    if "unset" in f.metadata:
+        text += f" Not given: {_shown(f.metadata['unset'])}, or the --compat preset's value."
+    return text
+
+
+def _shown(value) -> str:
+    return "off" if value is False else "on" if value is True else str(value)
+
+
+def compat_option(presets: dict[str, dict[str, Any]], what: str) -> Any:
+    """The ``--compat`` field of a protocol config: a preset name of ``presets`` (the class's ``COMPAT`` table,
+    preset -> {field: value}) or None (dukb's defaults).
+
+    Args:
+        presets: the protocol's presets.
+        what: the help's first sentence (which paper's code each preset reproduces).
+    """
+    names = ", ".join(presets)
+    return option(None, choices=tuple(presets), identity="set", help=f"{what} ({names}). Sets every component "
+                  "option not given explicitly to the paper code's value; an option given explicitly wins. The "
+                  "preset and every component are recorded in config.json (docs: 'dukb vs the papers' code').")
+
+
+def apply_compat(cfg, presets: dict[str, dict[str, Any]]) -> None:
+    """Resolve a config's compat components in place (before it is checked): each declared field that is None and
+    either named by the chosen preset (``cfg.compat``) or declared with an ``unset`` value (:func:`option`) gets
+    the preset's value, else its ``unset`` value. A field given explicitly (not None) is kept.
+
+    Args:
+        cfg: an unfrozen config dataclass with a ``compat`` field (None: no preset).
+        presets: preset name -> {field name: value} (the class's ``COMPAT``).
+
+    Raises:
+        InputError: ``cfg.compat`` is not a preset of ``presets``.
+        TypeError: a preset names a field the config does not have (a programming error).
+    """
+    from dukb import InputError
+
+    name = getattr(cfg, "compat", None)
+    if name is not None and name not in presets:
+        raise InputError(f"unknown --compat {name!r} (choose from {', '.join(presets) or 'none'})")
+    preset = presets.get(name, {}) if name is not None else {}
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    unknown = sorted(set(preset) - set(fields))
+    if unknown:
+        raise TypeError(f"compat preset {name!r} names unknown fields {unknown}")
+    for fname, f in fields.items():
+        if getattr(cfg, fname) is not None:
+            continue
+        if fname in preset:
+            setattr(cfg, fname, preset[fname])
+        elif "unset" in f.metadata:
+            setattr(cfg, fname, f.metadata["unset"])
 
 
 def choices_of(f: dataclasses.Field) -> tuple | None:
@@ -137,5 +199,6 @@ class Frozen:
         return bool(self.__dict__.get("_frozen"))
 
 
-__all__ = ["GROUPS", "Frozen", "PANELS", "PROTOCOL", "RUN", "SHARED", "choices_of", "declared", "default_of",
+__all__ = ["GROUPS", "Frozen", "PANELS", "PROTOCOL", "RUN", "SHARED", "apply_compat", "choices_of", "compat_option",
+           "declared", "default_of",
            "extendable_flags", "flag_of", "freeze", "group_fields", "help_of", "identity_fields", "option"]

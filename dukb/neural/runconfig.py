@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
 
 from dukb import InputError
 from dukb.neural.bounds import (
@@ -28,7 +29,7 @@ from dukb.neural.bounds import (
     check_ranges,
     field_range,
 )
-from dukb.neural.declare import SHARED, Frozen, default_of, flag_of, freeze, group_fields, help_of, option
+from dukb.neural.declare import SHARED, Frozen, apply_compat, default_of, flag_of, freeze, group_fields, help_of, option
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
 
@@ -80,6 +81,11 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
 @dataclass
 class RunConfig(Frozen):
     """The options every protocol shares (inherited by each protocol's config dataclass).
+
+    A protocol with compat presets (``--compat``: the settings of a paper's released code) declares them in its
+    class's ``COMPAT`` table (preset -> {field: value}) and a ``compat`` field
+    (:func:`dukb.neural.declare.compat_option`); :meth:`check` resolves them first
+    (:func:`dukb.neural.declare.apply_compat`).
 
     Attributes:
         kb: KB directory or built-in name (None: with ``finetuned``, the KB the model records, else the built-in
@@ -147,6 +153,8 @@ class RunConfig(Frozen):
                                           "large models (does not change results).")
     trust_remote_code: bool = option(False, group=SHARED, identity=False, help="Allow model code from the hub (off "
                                      "by default).")
+    COMPAT: ClassVar[dict[str, dict[str, Any]]] = {}
+
     log_with: str | None = option(None, group=SHARED, identity=False, help="Log every training's losses per epoch to "
                                   "an experiment tracker through accelerate: tensorboard (RUN_DIR/tensorboard; needs "
                                   "the tensorboard package, dukb's extra of that name). Changes no result.")
@@ -165,6 +173,7 @@ class RunConfig(Frozen):
         if self.checked:
             return self
         plan = dataclasses.replace(self)
+        apply_compat(plan, type(plan).COMPAT)
         plan.check_run()
         plan.resolve()
         return freeze(plan)
