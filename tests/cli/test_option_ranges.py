@@ -39,6 +39,9 @@ def _numeric():
 
 
 NUMERIC = _numeric()
+#: seconds a refusal may take: a guard against a hang (a huge value allocating or looping), not a speed goal
+#: (speed is measured in bench/; a loaded CI machine may take several seconds for the first import)
+HANG = 60
 
 
 def _required(cmd, skip: str) -> list[str]:
@@ -149,7 +152,7 @@ def test_bad_numbers_exit_2_with_one_line(name, flag, no_work, capsys):
         code = main([name, *_required(cmd, p.name), flag, value])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and err[0].startswith("dukb: error:"), (name, flag, value, err)
-        assert "Traceback" not in err[0] and time.monotonic() - start < 5
+        assert "Traceback" not in err[0] and time.monotonic() - start < HANG
     assert not no_work
 
 
@@ -358,7 +361,7 @@ def test_any_text_option_exits_0_or_2_with_one_line(name, monkeypatch, tmp_path)
         except Exception as e:  # pragma: no cover - the failure this test looks for
             pytest.fail(f"{p.name}={value!r}: {type(e).__name__}: {e}")
         lines = err.getvalue().strip().splitlines()
-        assert time.monotonic() - start < 5, (p.name, value)
+        assert time.monotonic() - start < HANG, (p.name, value)
         assert code in (0, 2), (p.name, value, code, lines)
         if code == 2:
             assert len(lines) == 1 and lines[0].startswith("dukb: error:"), (p.name, value, lines)

@@ -43,6 +43,10 @@ from dukb.kb import KBError, load_kb, resolve_kb_path
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, strict_int
 from dukb.kb.probes import read_probes
 
+#: seconds a refusal may take: a guard against a hang, not a speed goal (a quadratic import of 200,001 names would
+#: take hours; a loaded CI machine may take several seconds for what takes one here)
+HANG = 120
+
 DEMO = resolve_kb_path("demo")
 KB_FILES = ("people.csv", "relationships.csv", "biographies.csv")
 SPECIAL = ("fifo", "/dev/zero", "/dev/urandom", "folder")
@@ -131,7 +135,7 @@ def test_special_file_as_kb_csv(tmp_path, capsys, kind, name, command):
     args = {"validate": ["validate"], "closure": ["closure"], "mdus": ["mdus", "--target-id", 1]}[command]
     t0 = time.monotonic()
     line = only_error(capsys, *args, "--kb", kb, fragments=(f"{kb / name}: ", SPECIAL_SAYS[kind]))
-    assert time.monotonic() - t0 < 20, line
+    assert time.monotonic() - t0 < HANG, line
 
 
 @pytest.mark.parametrize("kind", SPECIAL)
@@ -515,7 +519,7 @@ def test_import_many_names_is_linear(tmp_path, capsys, main_person, duplicate):
         names[-1] = names[-2]  # found only at the end: list.count per name would take hours
     src = write_benchmark(tmp_path / "src", names, [person()] * n)  # one object, memoized: a small pickle
     t0 = time.monotonic()
-    with deadline(60):
+    with deadline(HANG):
         line = only_error(capsys, "import-edu-relat", src, tmp_path / "out",
                           fragments=(str(src / "family-200-graph.pt"),))
     took = time.monotonic() - t0
@@ -523,7 +527,7 @@ def test_import_many_names_is_linear(tmp_path, capsys, main_person, duplicate):
         assert f"'Person {n - 2}' is used by more than one person (names {n - 2} and {n - 1})" in line
     else:
         assert "person 1 has name index 0, expected 1" in line
-    assert took < 20, took
+    assert took < HANG, took
 
 
 HUGE = 10 ** 5000

@@ -27,7 +27,7 @@ from dukb.cli.main import main  # noqa: E402
 from dukb.neural import modelcheck  # noqa: E402
 
 #: seconds a refusal may take (the checks run before any model is built; generous for a loaded test machine)
-QUICK = 20.0
+QUICK = 90.0
 
 
 def _zero(name):
