@@ -221,6 +221,21 @@ def _stdout_gone() -> None:
         pass
 
 
+#: top-level modules of each optional extra (pyproject.toml): a command that needs one that is missing says which
+#: extra to install, in one line (the core, ``pip install dukb``, runs the commands that need no model)
+EXTRA_MODULES = {
+    "neural": ("torch", "transformers", "tokenizers", "safetensors", "peft", "accelerate", "rouge_score",
+               "matplotlib", "pandas", "gguf", "torchao"),
+}
+
+
+def extra_of(module: str | None) -> str | None:
+    """The optional extra of pyproject.toml that provides ``module`` (a dotted name; its top-level package counts),
+    or None when it is none of :data:`EXTRA_MODULES`'."""
+    top = (module or "").split(".")[0]
+    return next((extra for extra, mods in EXTRA_MODULES.items() if top in mods), None)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dukb`` console script.
 
@@ -281,6 +296,13 @@ def main(argv: list[str] | None = None) -> int:
             _stdout_gone()
             return 0
         raise
+    except ModuleNotFoundError as e:
+        extra = extra_of(e.name)
+        if extra is None:
+            raise
+        _error(f"`dukb {name}` needs the {extra} extra, which is not installed (no module {e.name!r}): "
+               f"pip install 'dukb[{extra}]'")
+        return 2
     except OSError as e:  # last resort: a file the command could not read or write, not caught where it was used
         _error(os_error_message(e))
         return 2
