@@ -17,15 +17,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import independent_logic as ind
 import pytest
 import yaml
 
-import independent_logic as ind
 from conftest import REPO_ROOT
-from dukb.cli.main import main
 from dukb.kb import load_kb
 from dukb.kb.io import resolve_kb_path
 from dukb.kb.probes import KINDS, make_probes
+from tests.cli.test_symbolic_commands import cli  # noqa: F401  (the fixture: dukb ARGS in-process)
 
 DEMO = resolve_kb_path("demo")
 #: the forms that ask only about relationship facts (``dukb probes --help``: "rel" alone); the others ask about both
@@ -72,20 +72,6 @@ def hf(monkeypatch, tmp_path):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     return datasets
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch):
-    """Run ``dukb ARGS`` in-process; return (exit code, stdout, stderr)."""
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args):
-        capsys.readouterr()
-        rc = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return rc, out, err
-
-    return run
 
 
 def _load_back(datasets, out: Path, fmt: str, cache: Path) -> dict:
