@@ -65,27 +65,25 @@ def export(
     `pyarrow`, both in dukb's `export` extra.
     """
     from dukb import InputError
-    from dukb.solver.export import check_output, dataset_card, export_tables, kb_licence, missing_package, write_export
+    from dukb.kb.probes import parse_kinds
+    from dukb.solver import export as ex
     from dukb.solver.scopes import get_scope
 
-    problem = missing_package(fmt.value)
+    problem = ex.missing_package(fmt.value)
     if problem:
         raise InputError(problem)
     get_scope(forget_scope)
-    from dukb.kb.probes import parse_kinds
-
     parse_kinds(kinds)
-    check_output(output, force)
+    ex.check_output(output, force)
     k, c, kb_text = _load(kb, rules)
     targets, source = _targets(k, c, kb, target_id, targets_file)
-    tables = export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
-    licence = kb_licence(kb)
-    from dukb.solver.export import Provenance
-
-    prov = Provenance(_command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force),
-                      kb_text, k.fingerprint(), c.rules.name, c.rules.fingerprint, forget_scope, seed, source, licence)
-    write_export(tables, output, fmt.value, dataset_card(tables, fmt.value, prov), licence_file=licence.file,
-                 force=force)
+    tables = ex.export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
+    licence = ex.kb_licence(kb)
+    command = _command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force)
+    prov = ex.Provenance(command, kb_text, k.fingerprint(), c.rules.name, c.rules.fingerprint, forget_scope, seed,
+                         source, licence)
+    ex.write_export(tables, output, fmt.value, ex.dataset_card(tables, fmt.value, prov), licence_file=licence.file,
+                    force=force)
     if not targets:
         typer.echo(f"dukb: note: no targets ({source}): the export holds no forget and retain splits; give "
                    "--target-id or --targets-file to add them", err=True)

@@ -153,7 +153,8 @@ def kb_licence(kb: str | Path | None) -> Licence:
         path = folder / name
         if path.is_file():
             try:
-                head = path.read_bytes()[:4096].decode("utf-8", "replace")
+                with open(path, "rb") as fh:
+                    head = fh.read(4096).decode("utf-8", "replace")
             except OSError as e:
                 raise InputError(f"cannot read: {e.strerror or e}", path) from None
             for pattern, licence in _LICENCE_PATTERNS:
@@ -255,8 +256,10 @@ def export_tables(kb: KB, closure: Closure, targets: Sequence[int] = (), *, scop
         >>> kb = load_kb("demo")
         >>> tables = export_tables(kb, compute_closure(kb), [0, 5], kinds="edu")
         >>> list(tables), list(tables["probes"])
-        (['people', 'relationships', 'biographies', 'closure', 'probes', 'targets', 'target_0', 'target_5'], ['cloze', 'yes', 'no', 'qa'])
-        >>> {s: t.n_rows for s, t in tables["target_5"].items()}, tables["targets"]["train"].rows()[1]["forget_fact_ids"]
+        (['people', 'relationships', 'biographies', 'closure', 'probes', 'targets', 'target_0', 'target_5'],
+         ['cloze', 'yes', 'no', 'qa'])
+        >>> summary = tables["targets"]["train"].rows()
+        >>> {s: t.n_rows for s, t in tables["target_5"].items()}, summary[1]["forget_fact_ids"]
         ({'forget': 2, 'retain': 30}, [5, 6])
     """
     from dukb.kb.probes import KINDS, make_probes, parse_kinds
@@ -402,7 +405,8 @@ def dataset_card(tables: dict[str, dict[str, Table]], fmt: str, prov: Provenance
         ...                     Provenance("dukb export --kb demo", "demo", kb.fingerprint(), "family", "0" * 16))
         >>> meta = yaml.safe_load(card.split("---")[1])
         >>> meta["license"], meta["configs"][1]
-        ('unknown', {'config_name': 'relationships', 'data_files': [{'split': 'train', 'path': 'relationships/train.parquet'}]})
+        ('unknown', {'config_name': 'relationships',
+                     'data_files': [{'split': 'train', 'path': 'relationships/train.parquet'}]})
     """
     import yaml
 
@@ -562,7 +566,10 @@ def write_export(tables: dict[str, dict[str, Table]], out: str | Path, fmt: str,
     if problem:
         raise InputError(problem)
     old = check_output(out, force)
-    created = not out.exists()
+    top = out  # the outermost folder this export creates (removed again on failure)
+    while not top.parent.exists() and top.parent != top:
+        top = top.parent
+    created = None if out.exists() else top
     try:
         out.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".dukb-export-", dir=out))
@@ -582,17 +589,20 @@ def write_export(tables: dict[str, dict[str, Table]], out: str | Path, fmt: str,
             os.replace(tmp / name, out / name)
         tmp.rmdir()
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
+        _undo(tmp, created)
         raise InputError(f"cannot write the export: {e.strerror or e}", getattr(e, "filename", None) or out) \
             from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
+        _undo(tmp, created)
         raise
     return [out / n for n in names]
+
+
+def _undo(tmp: Path, created: Path | None) -> None:
+    """After a failed export: remove its temporary folder and the folders it created."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
 
 
 def _arrow_table(table: Table) -> Any:  # a pyarrow.Table
