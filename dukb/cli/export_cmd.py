@@ -75,26 +75,26 @@ def export(
     get_scope(forget_scope)
     parse_kinds(kinds)
     ex.check_output(output, force)
-    k, c, kb_text = _load(kb, rules)
+    k, c, kb_text, kb_name = _load(kb, rules)
     targets, source = _targets(k, c, kb, target_id, targets_file)
     tables = ex.export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
     licence = ex.kb_licence(kb)
     command = _command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force)
     prov = ex.Provenance(command, kb_text, k.fingerprint(), c.rules.name, c.rules.fingerprint, forget_scope, seed,
-                         source, licence)
+                         source, licence, name=kb_name)
     ex.write_export(tables, output, fmt.value, ex.dataset_card(tables, fmt.value, prov), licence_file=licence.file,
                     force=force)
     if not targets:
         typer.echo(f"dukb: note: no targets ({source}): the export holds no forget and retain splits; give "
                    "--target-id or --targets-file to add them", err=True)
     rows = sum(t.n_rows for splits in tables.values() for t in splits.values())
-    typer.echo(f"wrote {output} ({fmt.value}): {len(tables)} configurations, {rows:,} rows, {len(targets)} targets "
-               f"(forget scope {forget_scope}); licence {licence.id}")
+    typer.echo(f"wrote {output} ({fmt.value}): {len(tables)} configurations, {rows:,} rows, {len(targets)} target"
+               f"{'' if len(targets) == 1 else 's'} (forget scope {forget_scope}); licence {licence.id}")
 
 
 def _load(kb: str | None, rules: str):
-    """(KB, closure, the KB as the card names it); None: the built-in generated KB, built in memory (nothing is
-    written to dukb's cache)."""
+    """(KB, closure, the KB as the card names it, a short name for its title); None: the built-in generated KB,
+    built in memory (nothing is written to dukb's cache)."""
     from dukb.kb import load_kb
     from dukb.solver.closure import compute_closure
 
@@ -103,10 +103,11 @@ def _load(kb: str | None, rules: str):
 
         k = generate(DEFAULT_PEOPLE, DEFAULT_SEED)[0]
         text = f"the built-in generated KB (`dukb generate --people {DEFAULT_PEOPLE} --seed {DEFAULT_SEED}`)"
+        name = f"generated-p{DEFAULT_PEOPLE}-s{DEFAULT_SEED}"
     else:
         k = load_kb(kb)
-        text = kb
-    return k, compute_closure(k, rules), text
+        text, name = kb, Path(kb).name or kb
+    return k, compute_closure(k, rules), text, name
 
 
 def _targets(k, c, kb: str | None, target_id, targets_file) -> tuple[list[int], str]:

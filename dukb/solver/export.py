@@ -355,7 +355,8 @@ class Provenance:
         command: the command line; kb: the KB as given (a folder, a built-in name or "the built-in generated KB");
         kb_fingerprint: :meth:`dukb.kb.KB.fingerprint`; rules, rules_fingerprint: the rule set's name and
         :attr:`dukb.solver.rules.RuleSet.fingerprint`; scope: the forget scope; seed: the probes' seed;
-        targets_source: where the targets came from (one phrase); licence: :class:`Licence`; version: dukb's.
+        targets_source: where the targets came from (one phrase); licence: :class:`Licence`; version: dukb's;
+        name: a short name of the KB for the card's title (default: ``kb``).
 
     Example:
         >>> Provenance("dukb export", "demo", "0" * 16, "family", "1" * 16).version == __version__
@@ -372,6 +373,7 @@ class Provenance:
     targets_source: str = "none"
     licence: Licence = field(default_factory=lambda: Licence("unknown"))
     version: str = __version__
+    name: str = ""
 
 
 _COLUMNS_HELP = {
@@ -414,7 +416,7 @@ def dataset_card(tables: dict[str, dict[str, Table]], fmt: str, prov: Provenance
     size = next(name for bound, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
                                          (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M"))
                 if n_rows < bound) if n_rows < 10_000_000 else "10M<n<100M"
-    meta = {"pretty_name": f"dukb export of the KB {prov.kb}", "license": prov.licence.id, "language": ["en"],
+    meta = {"pretty_name": f"dukb export of the KB {prov.name or prov.kb}", "license": prov.licence.id, "language": ["en"],
             "tags": ["dukb", "deep-unlearning", "machine-unlearning", "knowledge-base"], "size_categories": [size],
             "configs": [{"config_name": c, "data_files": [{"split": s, "path": p}
                                                           for s, p in split_paths(c, splits, fmt).items()]}

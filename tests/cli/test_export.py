@@ -172,7 +172,8 @@ def test_targets_default_to_the_kb_s_targets_txt_and_its_licence_is_copied(tmp_p
     derivable = pq.read_table(out / "targets" / "train.parquet").column("derivable_from_retain").to_pylist()
     assert derivable == [True, True]  # the target alone: the rules derive it again from the rest
     assert (out / "LICENSE").read_bytes() == (kb / "LICENSE").read_bytes()
-    assert "license: mit" in (out / "README.md").read_text(encoding="utf-8")
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "license: mit" in card and "pretty_name: dukb export of the KB kb\n" in card
     # no targets.txt and none given: none, and one line says so; a KB without a licence file: unknown
     (kb / "targets.txt").unlink()
     (kb / "LICENSE").unlink()
@@ -240,7 +241,8 @@ def test_without_the_package_one_line_says_what_to_install(tmp_path, cli, monkey
 
 
 def test_the_generated_default_is_exported_without_writing_outside_out(tmp_path):
-    """No --kb: the built-in generated KB, built in memory; nothing is written outside OUT (caches, home, temp)."""
+    """No --kb: the built-in generated KB, built in memory; nothing is written outside OUT (caches, home, temp), and
+    torch is never imported."""
     pytest.importorskip("datasets")
     from dukb.kb.generate import generate
 
@@ -250,10 +252,15 @@ def test_the_generated_default_is_exported_without_writing_outside_out(tmp_path)
            "DUKB_CACHE_DIR": str(elsewhere / "dukb"), "HF_HOME": str(elsewhere / "hf"), "TMPDIR": str(elsewhere),
            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT),
            "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "dukb.cli.main", "export", "--format", "hf", "-o", "out",
-                           "--kinds", "qa"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    code = ("import sys; from dukb.cli.main import main; "
+            "rc = main(['export', '--format', 'hf', '-o', 'out', '--kinds', 'qa']); "
+            "print('torch' in sys.modules); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "False"  # the export never imports torch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "out"]
     assert list(elsewhere.rglob("*")) == []
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     assert f"`{generate()[0].fingerprint()}`" in card and "the built-in generated KB" in card
+    assert "pretty_name: dukb export of the KB generated-p100-s0" in card
