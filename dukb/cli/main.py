@@ -150,7 +150,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 #: ``protocol_cmds`` adds the commands of the registered protocols that have no module here (generated from their
 #: config's declaration: :func:`dukb.cli.declared.protocol_command`).
 COMMAND_MODULES = ("symbolic", "kbtools", "probes", "generate", "neural_cmds", "evaluate_cmd", "restor_cmd",
-                   "protocol_cmds", "attack_cmd")
+                   "protocol_cmds", "attack_cmd", "export_cmd")
 
 
 def _register() -> None:
