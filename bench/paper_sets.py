@@ -13,7 +13,7 @@ Prints, for each rule set (``family``, dukb's default, and ``family_paper_compat
    the sets; the draw covers outcomes from nearly nothing to nearly everything forgotten);
 3. over the same outcomes, with the paper's sets, what the tie-break changes: accuracy_all under ``accuracy``
    (dukb's default: the higher relationship accuracy among the sets tied on recall) minus under ``first`` (the
-   reference's argmax, calculate_recall_and_acc.py:45). Biographies are left out (only U_A,* differs).
+   reference's argmax, calculate_recall_and_acc.py:43). Biographies are left out (only U_A,* differs).
 
 Figures of one run are in docs/compat.md ("Eval-DU: minimal deep unlearning sets").
 """

@@ -32,7 +32,6 @@ def import_edu_relat(
     """
     from dukb.cli.symbolic import read_targets_file
     from dukb.kb.edu_relat import import_edu_relat as run
-
     from dukb.kb.paper_sets import find_paper_sets
 
     kb = run(src, out)

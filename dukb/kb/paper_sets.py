@@ -15,7 +15,7 @@ The converted form is ``paper_sets.csv`` in the KB directory (RFC 4180, read by 
 - ``target``: the target's relationship fact_id (the file's name <target>.pt);
 - ``rank``: 1, 2, ... the set's position in the reference's order: the order CPython iterates the unpickled set,
   which is what ``list(torch.load(...))`` (utils_metric.py:106, :114) gives and what the reference's first-set
-  tie-break (``np.asarray(recall_list).argmax()``, calculate_recall_and_acc.py:45) follows;
+  tie-break (``np.asarray(recall_list).argmax()``, calculate_recall_and_acc.py:43) follows;
 - ``fact_ids``: the set's relationship fact_ids, space-separated, ascending.
 
 A target's rows are consecutive with ranks 1..n; every fact_id is a relationship fact of the KB; every set holds
@@ -30,12 +30,13 @@ the restricted unpickler (:func:`dukb.kb.ptfile.load_id_sets`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
 
 from dukb import InputError
 from dukb.kb.csvfile import parse_int, read_csv
 from dukb.kb.io import atomic_output
+from dukb.kb.model import KB
 from dukb.kb.ptfile import load_id_sets
 
 #: The converted file's name in a KB directory.
@@ -54,7 +55,7 @@ _IDS = re.compile(r"^[0-9]+( [0-9]+)*$")
 PaperSets = dict[int, list[list[int]]]
 
 
-def _check_sets(target: int, sets: Sequence[Sequence[int]], rel_ids, where: str) -> str | None:
+def _check_sets(target: int, sets: Sequence[Sequence[int]], rel_ids: Container[int], where: str) -> str | None:
     """Why ``sets`` cannot be the paper's sets of ``target`` (empty, a set without the target, an id that is not a
     relationship fact, a set listed twice), or None."""
     if not sets:
@@ -72,7 +73,7 @@ def _check_sets(target: int, sets: Sequence[Sequence[int]], rel_ids, where: str)
     return None
 
 
-def read_pt_folder(folder: str | Path, rel_ids=None) -> PaperSets:
+def read_pt_folder(folder: str | Path, rel_ids: Container[int] | None = None) -> PaperSets:
     """Read the benchmark's ``unlearn_minimal_set/<edge id>.pt`` files (torch-free, restricted unpickler).
 
     Args:
@@ -132,7 +133,7 @@ def write_paper_sets(path: str | Path, sets: Mapping[int, Sequence[Sequence[int]
                 fh.write(f"{t},{rank},{' '.join(str(f) for f in sorted(s))}\r\n")
 
 
-def read_paper_sets(path: str | Path, rel_ids) -> PaperSets:
+def read_paper_sets(path: str | Path, rel_ids: Container[int]) -> PaperSets:
     """Read ``paper_sets.csv`` (module docstring) strictly.
 
     Args:
@@ -201,7 +202,7 @@ def read_paper_sets(path: str | Path, rel_ids) -> PaperSets:
     return out
 
 
-def find_paper_sets(kb_dir: str | Path | None, rel_ids) -> tuple[PaperSets, Path] | None:
+def find_paper_sets(kb_dir: str | Path | None, rel_ids: Container[int]) -> tuple[PaperSets, Path] | None:
     """The paper's sets of the KB in ``kb_dir``: its ``paper_sets.csv``, else the ``original/unlearn_minimal_set``
     folder inside it (the benchmark folder ../shared/edu-relat read as a KB), else None.
 
@@ -227,7 +228,7 @@ def find_paper_sets(kb_dir: str | Path | None, rel_ids) -> tuple[PaperSets, Path
     return None
 
 
-def paper_sets_of(kb, targets: Sequence[int], flag: str = "--sets paper") -> tuple[PaperSets, Path]:
+def paper_sets_of(kb: KB, targets: Sequence[int], flag: str = "--sets paper") -> tuple[PaperSets, Path]:
     """The paper's sets of ``targets`` for the loaded ``kb`` (found from ``kb.source``), or a one-line refusal.
 
     Args:

@@ -497,7 +497,7 @@ def load_id_sets(path: str | Path) -> list[list[int]]:
 
     Order: the sets in the order CPython iterates the unpickled set, which is the order the reference iterates
     (``minimal_unlearn_set = list(torch.load(...))``, utils_metric.py:106 and :114 of github.com/wrh14/deep_unlearning)
-    and the order its ``np.asarray(recall_list).argmax()`` (calculate_recall_and_acc.py:45) breaks ties by. It is
+    and the order its ``np.asarray(recall_list).argmax()`` (calculate_recall_and_acc.py:43) breaks ties by. It is
     not always the order the sets are stored in the pickle (the set is rebuilt from that list). Each set's ids are
     returned sorted.
 

@@ -7,7 +7,7 @@ model no longer knows; M = the minimal deep unlearning sets of the target.
   breaks them by default (``tie_break="accuracy"``) by the higher relationship accuracy, then the smaller set, then
   the smaller sorted fact_ids, and says so in the result (``ties``). ``tie_break="first"`` keeps the first
   maximising set in the order M is given, as the reference does (``np.asarray(recall_list).argmax()``,
-  calculate_recall_and_acc.py:45 of github.com/wrh14/deep_unlearning).
+  calculate_recall_and_acc.py:43 of github.com/wrh14/deep_unlearning).
 - Eq. 2: Accuracy (relationships) = |(K_rel \\ U_A,*) \\ U_A| / |K_rel \\ U_A,*|.
 - Accuracy (biographies) = share of K_bio still known.
 - Accuracy (all) = (acc_bio · N_bio + acc_rel · (N_rel − |U_A,*|)) / (N_bio + N_rel − |U_A,*|).
@@ -139,7 +139,7 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
     tied in recall, with ``tie_break="accuracy"`` one whose relationship accuracy can be scored is preferred to one
     whose cannot, then the higher accuracy, the smaller set, the smaller sorted fact_ids; with ``"first"`` the
     first of them in the order of ``sets`` (the reference: ``argmax = np.asarray(recall_list).argmax()``,
-    calculate_recall_and_acc.py:45, over ``list(minimal_unlearn_set)``, utils_metric.py:114). Recall is the same
+    calculate_recall_and_acc.py:43, over ``list(minimal_unlearn_set)``, utils_metric.py:114). Recall is the same
     under both; only U_A,* and so the accuracies can differ.
 
     Args:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from independent_logic import reference_paper_sets
 
 from dukb import InputError
 from dukb.cli.main import main
@@ -51,15 +52,6 @@ def imported(pt_folder, tmp_path_factory) -> Path:
     return out
 
 
-def reference_sets(path: Path) -> list[list[int]]:
-    """list(set) of the pickled set of frozensets, read with Python's unpickler, as the reference reads it."""
-    with zipfile.ZipFile(path) as zf:
-        data = zf.read(next(n for n in zf.namelist() if n.endswith("/data.pkl")))
-    obj = pickle.loads(data)  # the benchmark's own file: trusted here, the independent reading
-    assert isinstance(obj, set) and all(isinstance(s, frozenset) for s in obj)
-    return [sorted(int(x) for x in s) for s in list(obj)]
-
-
 def write_pt(path: Path, payload: bytes) -> Path:
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{path.stem}/data.pkl", payload)
@@ -75,7 +67,7 @@ def test_import_converts_the_55_files_in_the_reference_order(imported, pt_folder
     got = read_paper_sets(imported / PAPER_SETS_FILE, set(kb.rel_ids))
     assert sorted(got) == sorted(int(f.stem) for f in files)
     for f in files:
-        assert got[int(f.stem)] == reference_sets(f), f.name  # same sets, same order
+        assert got[int(f.stem)] == reference_paper_sets(f), f.name  # same sets, same order
     # targets in targets.txt's order, then nothing else
     targets = [int(x) for x in (imported / "targets.txt").read_text().split("\n")[1:] if x]
     assert list(got) == targets

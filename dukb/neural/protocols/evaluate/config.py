@@ -82,7 +82,8 @@ class EvaluateConfig(RunConfig):
                   "named) when any setting that changes rows differs from the run's; targets and methods may be "
                   "added.",
         "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
-                  "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule", "attacks")}
+                  "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
+                  "attacks")}
 
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
@@ -141,14 +142,14 @@ class EvaluateConfig(RunConfig):
         ``finetune_forms`` and ``heldout_forms`` to probe kinds (:func:`dukb.kb.probes.parse_kinds`).
 
         Raises:
-            InputError: ``sets`` not exact/random/paper; ``tie_break`` not accuracy/first; an unknown ``forget_scope`` or ``schedule``; no method; an
-                unknown attack; unknown probe forms, ``finetune_forms`` without qa or with ``finetuned``; an unknown
-                held-out rule; held-out forms a method sees.
+            InputError: ``sets`` not exact/random/paper; ``tie_break`` not accuracy/first; an unknown
+                ``forget_scope`` or ``schedule``; no method; an unknown attack; unknown probe forms,
+                ``finetune_forms`` without qa or with ``finetuned``; an unknown held-out rule; held-out forms a
+                method sees.
         """
         from dukb.kb.probes import parse_kinds
         from dukb.neural.methods.base import SWEEP_SCHEDULES
         from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
-
         from dukb.solver.metrics import TIE_BREAKS
 
         if self.sets not in ("exact", "random", "paper"):
@@ -276,7 +277,6 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
 
     from dukb.neural.models import TINY_CONFIG, model_fingerprint
     from dukb.neural.pipeline import finetune_config
-    from dukb.neural.plan import EXACT_LIMITS
     from dukb.neural.run.identity import IDENTITY_VERSION
 
     if cfg.finetuned:
