@@ -36,8 +36,7 @@ def attack(
                                 help="Comma-separated NAME or NAME:key=value:... Attacks: " + _attack_help() + "."),
     forget_scope: str = typer.Option("target", "--forget-scope", help="The forget scope the checkpoint was "
                                      "unlearned on (relearn's neighbours are chosen around its forget set)."),
-    sets: str = typer.Option("exact", "--sets", help="exact | random | paper minimal deep unlearning sets for "
-                             "recall (paper: the KB's cached sets of the paper, as `dukb evaluate --sets paper`)."),
+    sets: str = typer.Option("exact", "--sets", help="exact | random | paper (the KB's cached sets of the paper) sets."),
     seeds: int = ranged(B.N_SEEDS, 100, "--seeds", help="N_seed for random sets."),
     seed: int = shared_option("seed"),
     device: str = shared_option("device"),

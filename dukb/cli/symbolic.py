@@ -297,21 +297,9 @@ def mdus(
     entry holds the sets that remove all targets at once.
     """
     from dukb.cli.render import emit, to_json, to_table
-    from dukb.solver.mdus import check_limits, minimal_sets
+    from dukb.solver.mdus import minimal_sets
 
-    check_limits(max_sets=max_sets, seconds=seconds)  # --max-sets < 1; --seconds 0, negative, NaN or infinite
-    if not MIN_SEED <= seed <= MAX_SEED:
-        raise InputError(f"--seed must be a 32-bit integer ({MIN_SEED:,} to {MAX_SEED:,}), got {seed}")
-    if seeds != MDUS_SEEDS and method != MdusMethod.random:
-        raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
-    if max_sets is not None and method != MdusMethod.exact:
-        raise InputError(f"--max-sets applies only to --method exact (the {method.value} method "
-                         + ("finds one set)" if method == MdusMethod.minimum else "draws one set per seed)"))
-    if seconds is not None and method in (MdusMethod.random, MdusMethod.paper):
-        raise InputError(f"--seconds applies only to --method exact and minimum (the {method.value} method has no "
-                         "time limit)")
-    if joint and method == MdusMethod.paper:
-        raise InputError("--joint does not apply to --method paper (the paper cached the sets of single targets)")
+    _check_mdus_options(method, seeds, seed, max_sets, seconds, joint)
     k, c = _load(kb, rules)
     tg = _collect_targets(c, target_id, targets_file, target)
     kw = dict(max_sets=max_sets, seconds=seconds, n_seeds=seeds, seed=seed)
@@ -341,6 +329,32 @@ def mdus(
         text = to_table(rows, ["fact_id", "target", "complete", "n_sets", "sizes", "smallest"],
                         title=f"minimal deep unlearning sets ({method.value})")
     emit(text, output)
+
+
+def _check_mdus_options(method: MdusMethod, seeds: int, seed: int, max_sets: int | None, seconds: float | None,
+                        joint: bool) -> None:
+    """Refuse `dukb mdus` options that the method does not use, before the KB is read.
+
+    Raises:
+        InputError: --max-sets below 1 or --seconds not a positive finite number (:func:`check_limits`); --seed
+            outside 32 bits; --seeds without random; --max-sets without exact; --seconds with random or paper;
+            --joint with paper."""
+    from dukb.solver.mdus import check_limits
+
+    check_limits(max_sets=max_sets, seconds=seconds)  # --max-sets < 1; --seconds 0, negative, NaN or infinite
+    if not MIN_SEED <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be a 32-bit integer ({MIN_SEED:,} to {MAX_SEED:,}), got {seed}")
+    if seeds != MDUS_SEEDS and method != MdusMethod.random:
+        raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
+    if max_sets is not None and method != MdusMethod.exact:
+        why = {MdusMethod.minimum: "finds one set", MdusMethod.random: "draws one set per seed",
+               MdusMethod.paper: "reads the paper's cached sets"}[method]
+        raise InputError(f"--max-sets applies only to --method exact (the {method.value} method {why})")
+    if seconds is not None and method in (MdusMethod.random, MdusMethod.paper):
+        raise InputError(f"--seconds applies only to --method exact and minimum (the {method.value} method has no "
+                         "time limit)")
+    if joint and method == MdusMethod.paper:
+        raise InputError("--joint does not apply to --method paper (the paper cached the sets of single targets)")
 
 
 def _paper_sets(k, tg) -> dict:

@@ -89,6 +89,14 @@ def read_pt_folder(folder: str | Path, rel_ids: Container[int] | None = None) ->
             set without its target, an unknown id, a set twice; the folder holds no ``.pt`` file.
 
     Source: Wu et al. 2025 (Eval-DU), utils_metric.py:104-114 (the cache written by get_valid_unlearn_general).
+
+    Example:
+        >>> import pickle, tempfile, zipfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "5.pt", "w") as zf:
+        ...         zf.writestr("5/data.pkl", pickle.dumps({frozenset({5, 7})}, protocol=2))
+        ...     read_pt_folder(tmp, range(18))
+        {5: [[5, 7]]}
     """
     folder = Path(folder)
     out: PaperSets = {}
@@ -123,6 +131,15 @@ def write_paper_sets(path: str | Path, sets: Mapping[int, Sequence[Sequence[int]
         path: the file.
         sets: target -> sets in the reference's order.
         order: targets in the order to write them (e.g. targets.txt's); the others follow, ascending.
+
+    Source: Wu et al. 2025 (Eval-DU), synthetic_data/unlearn_minimal_set/*.pt (the sets written).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     write_paper_sets(Path(tmp) / PAPER_SETS_FILE, {0: [[0, 3]], 5: [[5, 7], [6, 5]]}, order=[5])
+        ...     (Path(tmp) / PAPER_SETS_FILE).read_bytes().splitlines()
+        [b'target,rank,fact_ids', b'5,1,5 7', b'5,2,5 6', b'0,1,0 3']
     """
     first = [t for t in (order or []) if t in sets]
     targets = first + sorted(set(sets) - set(first))
@@ -215,6 +232,18 @@ def find_paper_sets(kb_dir: str | Path | None, rel_ids: Container[int]) -> tuple
 
     Raises:
         InputError: the file or folder exists but is malformed (:func:`read_paper_sets`, :func:`read_pt_folder`).
+
+    Source: Wu et al. 2025 (Eval-DU), synthetic_data/unlearn_minimal_set/*.pt.
+
+    Example:
+        >>> import tempfile
+        >>> print(find_paper_sets(None, range(18)))
+        None
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     write_paper_sets(Path(tmp) / PAPER_SETS_FILE, {5: [[5, 7]]})
+        ...     sets, where = find_paper_sets(tmp, range(18))
+        ...     sets, where.name
+        ({5: [[5, 7]]}, 'paper_sets.csv')
     """
     if kb_dir is None:
         return None
@@ -242,6 +271,16 @@ def paper_sets_of(kb: KB, targets: Sequence[int], flag: str = "--sets paper") ->
     Raises:
         InputError: the KB has no paper sets (neither paper_sets.csv nor original/unlearn_minimal_set/), a target
             has none, or the file is malformed.
+
+    Source: Wu et al. 2025 (Eval-DU), calculate_recall_and_acc.py (the sets its recall reads).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> try:
+        ...     paper_sets_of(load_kb("demo"), [5])
+        ... except InputError as e:
+        ...     print(e.message.split(" (")[0].replace(str(load_kb("demo").source), "demo"))
+        --sets paper: the KB demo has no paper sets
     """
     found = find_paper_sets(getattr(kb, "source", None), set(kb.rel_ids))
     if found is None:
