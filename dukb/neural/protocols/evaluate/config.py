@@ -264,9 +264,9 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
-    lora; seed; lr; sets (method, N_seed, exact limits); retain
+    lora; seed; lr; sets (method, N_seed, exact limits, and with ``paper`` the digest of the paper's sets); retain
     and probe settings; the metrics; targets and methods (label -> :func:`method_identity`): targets, methods
-    and each method's grid are extendable (:data:`EXTENDABLE`). ``schedules`` (label -> "separate" or
+    and each method's grid are extendable (:data:`EXTENDABLE`); ``tie_break`` only when it is not "accuracy". ``schedules`` (label -> "separate" or
     "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
     method "separate".
 
