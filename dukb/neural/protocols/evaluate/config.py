@@ -51,7 +51,8 @@ class EvaluateConfig(RunConfig):
         methods: method names, ``METHOD@SCOPE`` or presets (see :func:`dukb.neural.methods.resolve`).
         grids: method -> list of values overriding the default grid.
         sets: "exact", "random" or "paper" (the KB's cached sets of the paper, :mod:`dukb.kb.paper_sets`) minimal
-            deep unlearning sets for recall.
+            deep unlearning sets for recall; None before :meth:`check` resolves it ("exact" unless a compat preset
+            sets it).
         tie_break: "accuracy" (dukb's default) or "first" (the reference's): which of the sets tied on recall scores
             the accuracies (:func:`dukb.solver.metrics.recall_accuracy`); None before :meth:`check` resolves it.
         seeds: N_seed of random sets (also used when exact enumeration hits its limit).
@@ -93,10 +94,11 @@ class EvaluateConfig(RunConfig):
                                 help=lambda: "Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}.")
     grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
                                     help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
-    sets: str = option("exact", choices=("exact", "random", "paper"), help="exact | random | paper minimal deep "
-                       "unlearning sets for recall. paper: the paper's cached sets of the KB (paper_sets.csv written "
-                       "by `dukb import-eval-du`, or original/unlearn_minimal_set/ of the benchmark folder), in the "
-                       "reference's order; refused when the KB has none or lacks a target's.")
+    sets: str | None = option(None, unset="exact", choices=("exact", "random", "paper"),
+                              help="exact | random | paper minimal deep unlearning sets for recall. paper: the "
+                              "paper's cached sets of the KB (paper_sets.csv written by `dukb import-eval-du`, or "
+                              "original/unlearn_minimal_set/ of the benchmark folder), in the reference's order; "
+                              "refused when the KB has none or lacks a target's.")
     tie_break: str | None = option(None, unset="accuracy", choices=("accuracy", "first"), identity="set",
                                    help="Which set of best recall scores the accuracies (Wu et al. 2025, Eq. 1-2): "
                                    "accuracy (the higher relationship accuracy, then the smaller set, then the "
@@ -152,7 +154,7 @@ class EvaluateConfig(RunConfig):
         from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
         from dukb.solver.metrics import TIE_BREAKS
 
-        if self.sets not in ("exact", "random", "paper"):
+        if self.sets is not None and self.sets not in ("exact", "random", "paper"):
             raise InputError(f"--sets must be exact, random or paper, got {self.sets!r}")
         if self.tie_break is not None and self.tie_break not in TIE_BREAKS:
             raise InputError(f"--tie-break must be {' or '.join(TIE_BREAKS)}, got {self.tie_break!r}")
