@@ -16,12 +16,15 @@ two implementations that share nothing but the data:
   subset-minimal ones (Definitions 2-3), for KBs of at most 12 facts.
 - :func:`reference_recall`: Eq. 1 and 2 of the paper written out directly, with exact fractions.
 - :func:`family_tree_facts`: every true family relation of a small family tree (to build KBs on which rules fire).
+- :func:`reference_paper_sets`: the paper's cached sets of one target in the order the reference iterates them.
 """
 
 from __future__ import annotations
 
 import itertools
+import pickle
 import re
+import zipfile
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -397,3 +400,15 @@ def family_tree_facts(genders: dict[str, str], parents: dict[str, tuple[str, ...
                 facts.add((c, "uncle" if genders[u] == "male" else "aunt", u))
                 facts.add((u, "nephew" if genders[c] == "male" else "niece", c))
     return facts
+
+
+def reference_paper_sets(path: Path) -> list[list[int]]:
+    """The paper's cached minimal sets of one target (Eval-DU ``unlearn_minimal_set/<edge id>.pt``) as the reference
+    iterates them: Python's own unpickler on the benchmark's file (trusted data; dukb reads it with its restricted
+    one) and ``list()`` of the set it returns (``list(torch.load(...))``, utils_metric.py:106 and :114), each set
+    as sorted ints."""
+    with zipfile.ZipFile(path) as zf:
+        data = zf.read(next(n for n in zf.namelist() if n.endswith("/data.pkl")))
+    obj = pickle.loads(data)
+    assert isinstance(obj, set) and all(isinstance(s, frozenset) for s in obj)
+    return [sorted(int(x) for x in s) for s in list(obj)]

@@ -36,7 +36,7 @@ def attack(
                                 help="Comma-separated NAME or NAME:key=value:... Attacks: " + _attack_help() + "."),
     forget_scope: str = typer.Option("target", "--forget-scope", help="The forget scope the checkpoint was "
                                      "unlearned on (relearn's neighbours are chosen around its forget set)."),
-    sets: str = typer.Option("exact", "--sets", help="exact | random minimal deep unlearning sets for recall."),
+    sets: str = typer.Option("exact", "--sets", help="exact | random | paper (the KB's cached sets of the paper) sets."),
     seeds: int = ranged(B.N_SEEDS, 100, "--seeds", help="N_seed for random sets."),
     seed: int = shared_option("seed"),
     device: str = shared_option("device"),
@@ -65,8 +65,8 @@ def attack(
     parsed = parse_attacks(split_items(attacks, "--attacks", known=attack_names()))
     if not parsed:
         raise InputError("--attacks names no attack")
-    if sets not in ("exact", "random"):
-        raise InputError(f"--sets must be exact or random, got {sets!r}")
+    if sets not in ("exact", "random", "paper"):
+        raise InputError(f"--sets must be exact, random or paper, got {sets!r}")
     if forget_scope not in FORGET_SCOPES:
         raise InputError(f"unknown --forget-scope {forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
     # the unlearned model's record names its KB when dukb saved it; else the reference's (the finetuned model); a

@@ -41,11 +41,18 @@ class MdusMethod(str, Enum):
     exact = "exact"
     minimum = "minimum"
     random = "random"
+    paper = "paper"
 
 
 class RecallMethod(str, Enum):
     exact = "exact"
     random = "random"
+    paper = "paper"
+
+
+class TieBreak(str, Enum):
+    accuracy = "accuracy"
+    first = "first"
 
 
 #: Most lines a targets file may have (comments and blank lines included): 1,000,000, checked before any line is
@@ -264,7 +271,9 @@ def mdus(
                                                "field are dropped; anything else is refused with the closest names."),
     method: MdusMethod = typer.Option(MdusMethod.exact, "--method", help="exact: all subset-minimal sets (clingo); "
                                       "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
-                                      "Algorithm 1."),
+                                      "Algorithm 1; paper: the paper's cached sets of the KB (paper_sets.csv of "
+                                      "`dukb import-eval-du`, or original/unlearn_minimal_set/ of the benchmark "
+                                      "folder), in the reference's order, as stored (not checked against --rules)."),
     seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help="random: number of seeds N_seed, "
                               f"1 to {MAX_SEEDS:,} (only with --method random)."),
     seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum), a 32-bit integer "
@@ -288,25 +297,16 @@ def mdus(
     entry holds the sets that remove all targets at once.
     """
     from dukb.cli.render import emit, to_json, to_table
-    from dukb.solver.mdus import check_limits, minimal_sets
+    from dukb.solver.mdus import minimal_sets
 
-    check_limits(max_sets=max_sets, seconds=seconds)  # --max-sets < 1; --seconds 0, negative, NaN or infinite
-    if not MIN_SEED <= seed <= MAX_SEED:
-        raise InputError(f"--seed must be a 32-bit integer ({MIN_SEED:,} to {MAX_SEED:,}), got {seed}")
-    if seeds != MDUS_SEEDS and method != MdusMethod.random:
-        raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
-    if max_sets is not None and method != MdusMethod.exact:
-        raise InputError(f"--max-sets applies only to --method exact (the {method.value} method "
-                         + ("finds one set)" if method == MdusMethod.minimum else "draws one set per seed)"))
-    if seconds is not None and method == MdusMethod.random:
-        raise InputError("--seconds applies only to --method exact and minimum (the random method has no time "
-                         "limit)")
-    _, c = _load(kb, rules)
+    _check_mdus_options(method, seeds, seed, max_sets, seconds, joint)
+    k, c = _load(kb, rules)
     tg = _collect_targets(c, target_id, targets_file, target)
     kw = dict(max_sets=max_sets, seconds=seconds, n_seeds=seeds, seed=seed)
+    paper = _paper_sets(k, tg) if method == MdusMethod.paper else {}
     entries = []
     for atom, fid in tg:
-        r = minimal_sets(c, [atom], method.value, **kw)
+        r = paper[fid] if method == MdusMethod.paper else minimal_sets(c, [atom], method.value, **kw)
         s, rel, o = c.atoms[atom]
         entries.append({"fact_id": fid, "subject": s, "relation": rel, "object": o, "method": r.method,
                         "complete": r.complete, "sets": [list(x) for x in r.sets],
@@ -331,6 +331,49 @@ def mdus(
     emit(text, output)
 
 
+def _check_mdus_options(method: MdusMethod, seeds: int, seed: int, max_sets: int | None, seconds: float | None,
+                        joint: bool) -> None:
+    """Refuse `dukb mdus` options that the method does not use, before the KB is read.
+
+    Raises:
+        InputError: --max-sets below 1 or --seconds not a positive finite number (:func:`check_limits`); --seed
+            outside 32 bits; --seeds without random; --max-sets without exact; --seconds with random or paper;
+            --joint with paper."""
+    from dukb.solver.mdus import check_limits
+
+    check_limits(max_sets=max_sets, seconds=seconds)  # --max-sets < 1; --seconds 0, negative, NaN or infinite
+    if not MIN_SEED <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be a 32-bit integer ({MIN_SEED:,} to {MAX_SEED:,}), got {seed}")
+    if seeds != MDUS_SEEDS and method != MdusMethod.random:
+        raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
+    if max_sets is not None and method != MdusMethod.exact:
+        why = {MdusMethod.minimum: "finds one set", MdusMethod.random: "draws one set per seed",
+               MdusMethod.paper: "reads the paper's cached sets"}[method]
+        raise InputError(f"--max-sets applies only to --method exact (the {method.value} method {why})")
+    if seconds is not None and method in (MdusMethod.random, MdusMethod.paper):
+        raise InputError(f"--seconds applies only to --method exact and minimum (the {method.value} method has no "
+                         "time limit)")
+    if joint and method == MdusMethod.paper:
+        raise InputError("--joint does not apply to --method paper (the paper cached the sets of single targets)")
+
+
+def _paper_sets(k, tg) -> dict:
+    """fact_id -> the paper's sets of each target as a :class:`dukb.solver.mdus.MDUSResult` (method "paper", not
+    complete: a sample of Algorithm 1), in the reference's order (:func:`dukb.kb.paper_sets.paper_sets_of`).
+
+    Raises:
+        InputError: a derived target (the paper's sets are of KB facts), a KB without paper sets or a target without
+            them."""
+    from dukb.kb.paper_sets import paper_sets_of
+    from dukb.solver.mdus import MDUSResult
+
+    derived = [a for a, fid in tg if fid is None]
+    if derived:
+        raise InputError("--method paper: the paper's sets are of KB facts only; a derived target has none")
+    sets, _where = paper_sets_of(k, [fid for _, fid in tg], "--method paper")
+    return {fid: MDUSResult((atom,), "paper", [tuple(x) for x in sets[fid]], False, 0.0) for atom, fid in tg}
+
+
 def recall(
     kb: str = typer.Option(..., "--kb", help=KB_HELP),
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id of the unlearned target."),
@@ -339,7 +382,13 @@ def recall(
     retained_dir: Optional[Path] = typer.Option(None, "--retained-dir", help="Folder with the benchmark's "
                                                 "relationships_correct.pt and biographies_correct.pt."),
     method: RecallMethod = typer.Option(RecallMethod.exact, "--method", help="exact: all minimal sets (falls back "
-                                        "to random if enumeration hits its limit); random: Algorithm 1."),
+                                        "to random if enumeration hits its limit); random: Algorithm 1; paper: "
+                                        "the paper's cached sets of the KB (see `dukb mdus --method paper`)."),
+    tie_break: TieBreak = typer.Option(TieBreak.accuracy, "--tie-break", help="Which set of best recall scores the "
+                                       "accuracies: accuracy (the higher relationship accuracy, then the smaller "
+                                       "set, then the smaller fact_ids) or first (the first in the sets' order: "
+                                       "ascending size, then fact_ids, for exact and random; the reference's order "
+                                       "for paper, as Eval-DU's calculate_recall_and_acc.py)."),
     seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help=f"random: number of seeds, 1 to "
                               f"{MAX_SEEDS:,}."),
     seed: int = typer.Option(0, "--seed", help="random: base seed."),
@@ -350,7 +399,8 @@ def recall(
     """Recall and accuracy of an unlearned model (Wu et al. 2025, Eq. 1-2) from the facts it still knows.
 
     json: {"recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set": [fact_id, ...],
-    "sets_used": "exact"|"random", "n_sets": N}. Ties for the best recall go to the higher accuracy.
+    "sets_used": "exact"|"random"|"paper", "n_sets": N}. Ties for the best recall go to the higher accuracy
+    (--tie-break accuracy, the default) or to the first set (--tie-break first, the paper code's rule).
     """
     from dukb.cli.render import emit, to_json, to_table
     from dukb.kb.retained import read_retained_csv, retained_from_lists
@@ -369,7 +419,9 @@ def recall(
         bio = load_bool_list(bio_p) if os.path.lexists(bio_p) else None  # a dangling link is reported
         ret = retained_from_lists(k, rel, bio, source=str(retained_dir))
     atom = c.atom_of_fact(target_id)
-    res = target_recall(c, atom, ret, method.value, n_seeds=seeds, seed=seed)
+    paper = _paper_sets(k, [(atom, target_id)])[target_id].sets if method == RecallMethod.paper else None
+    res = target_recall(c, atom, ret, method.value, n_seeds=seeds, seed=seed, tie_break=tie_break.value,
+                        paper_sets=paper)
     doc = res.to_json()
     doc["target"] = {"fact_id": target_id, "subject": c.atoms[atom][0], "relation": c.atoms[atom][1],
                      "object": c.atoms[atom][2]}

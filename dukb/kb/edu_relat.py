@@ -13,7 +13,11 @@ Python objects. This module reads them with :mod:`dukb.kb.ptfile` (no torch, no 
   value is the benchmark's answer from family_biographies.pt (birthplace written "<State> state");
 - ``qa_relationships.jsonl`` / ``qa_biographies.jsonl``: one JSON object per fact, ``{"fact_id": k, <key>:
   <list>[k] for each key of family_relationships.pt / family_biographies.pt in file order}``;
-- ``targets.txt``: the 55 target edge ids of subsample.pt, one per line, after a comment line.
+- ``targets.txt``: the 55 target edge ids of subsample.pt, one per line, after a comment line;
+- ``paper_sets.csv``: when SRC has ``unlearn_minimal_set/`` (the paper's cached minimal sets, one ``<edge id>.pt``
+  per target), the sets converted as :mod:`dukb.kb.paper_sets` describes (edge id = fact_id, the reference's order
+  kept), targets in targets.txt's order; without that folder no such file is written and an earlier one in OUT is
+  removed (it would belong to another import).
 
 Every field is cross-checked between the files (fact sentence vs edge, biography answer vs Person attribute); any
 mismatch or malformed file raises :class:`dukb.InputError` naming the file.
@@ -174,7 +178,8 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
 
     Args:
         src_dir: folder with family-200-graph.pt, family_relationships.pt, family_biographies.pt, subsample.pt and
-            us_population_distribution (the Eval-DU repository's ``synthetic_data/`` folder).
+            us_population_distribution (the Eval-DU repository's ``synthetic_data/`` folder), and optionally
+            unlearn_minimal_set/ (the paper's cached sets, converted to paper_sets.csv).
         out_dir: KB directory to write (created if needed; existing files of the same names are replaced).
 
     Returns:
@@ -244,7 +249,20 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
     _write_jsonl(out / "qa_biographies.jsonl", bio_qa, len(biographies))
     with atomic_output(out / "targets.txt") as fh:
         fh.write(TARGETS_HEADER.format(n=len(targets)) + "\n" + "".join(f"{t}\n" for t in targets))
+    _convert_paper_sets(src, out, len(edges), targets)
     return load_kb(out)
+
+
+def _convert_paper_sets(src: Path, out: Path, n_edges: int, targets: list[int]) -> None:
+    """Write OUT/paper_sets.csv from SRC/unlearn_minimal_set/*.pt (edge id = fact_id), or remove a stale one when
+    SRC has no such folder (:mod:`dukb.kb.paper_sets`; Wu et al. 2025, Eval-DU utils_metric.py:104-114)."""
+    from dukb.kb.paper_sets import PAPER_SETS_FILE, PT_FOLDER, read_pt_folder, write_paper_sets
+
+    folder = src / PT_FOLDER
+    if folder.is_dir():
+        write_paper_sets(out / PAPER_SETS_FILE, read_pt_folder(folder, range(n_edges)), targets)
+    elif (out / PAPER_SETS_FILE).is_file():
+        (out / PAPER_SETS_FILE).unlink()
 
 
 __all__ = ["import_edu_relat"]

@@ -15,6 +15,8 @@ restricted unpickler (:class:`_RestrictedUnpickler`, a subclass of the pure-Pyth
   guarded wrappers of the numpy reconstruction globals (``numpy.core.multiarray._reconstruct`` / ``scalar``,
   ``numpy.ndarray``, ``numpy.dtype``, ``_codecs.encode``; ``numpy._core.multiarray`` as well). Every other global
   (``os.system``, ``builtins.eval``, ...) raises :class:`dukb.InputError` before anything is called;
+- for the cached minimal sets (:func:`load_id_sets`) allows only ``set`` / ``frozenset`` of integers (module
+  ``__builtin__`` or ``builtins``) and numpy's scalar reconstruction;
 - refuses persistent ids (tensor storages) and the copyreg extension opcodes (EXT1/2/4);
 - refuses tuples nested deeper than :data:`MAX_TUPLE_DEPTH` (hashing a deeper one can crash the interpreter);
   other deep nesting (lists, dicts) is harmless to build, and error messages show it with :func:`short_repr`;
@@ -280,6 +282,34 @@ for _m in _NUMPY_MULTIARRAY:
     _NUMPY_GLOBALS[(_m, "scalar")] = _Scalar()
 
 
+class _SetOf(_Guard):
+    """``builtins.set`` / ``frozenset`` (module ``__builtin__`` in protocol-2 pickles) called with one list of
+    hashable items: plain integers, numpy integer scalars or (for ``set``) frozensets. No other item type, and at
+    most :data:`MAX_ARRAY_ELEMENTS` items, so that no pickled object's ``__hash__`` or ``__eq__`` runs."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+
+    def __call__(self, items: object = ()) -> Any:
+        import numpy as np
+
+        allowed: tuple[type, ...] = (int, np.integer) + ((frozenset,) if self.kind is set else ())
+        if not isinstance(items, (list, tuple)) or len(items) > MAX_ARRAY_ELEMENTS:
+            raise InputError(f"{self.kind.__name__}: expected a list of items")
+        for x in items:
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, allowed):
+                raise InputError(f"{self.kind.__name__} of a {type(x).__name__} is not allowed (only integers"
+                                 + (" and frozensets of integers)" if self.kind is set else ")"))
+        return self.kind(items)
+
+
+#: the globals of a pickled set of frozensets of numpy integers (the benchmark's unlearn_minimal_set/<id>.pt)
+_SET_GLOBALS = {(m, name): _SetOf(kind) for m in ("__builtin__", "builtins")
+                for name, kind in (("set", set), ("frozenset", frozenset))}
+
+
 def _safe_build(self: Any) -> None:
     """The BUILD opcode: apply state only to stand-ins, plain numpy dtypes and arrays of plain dtypes."""
     import numpy as np
@@ -353,8 +383,9 @@ class _RestrictedUnpickler(pickle._Unpickler):
         except (KeyError, TypeError):
             hint = "; tensors are not read: save plain lists (tensor.tolist())" \
                 if str(module).split(".")[0] == "torch" else ""
-            raise InputError(f"refused global {module}.{name} (only the benchmark's Person/Rule and numpy array "
-                             f"reconstruction are allowed{hint})") from None
+            allowed = "set, frozenset and numpy integer scalars" if ("builtins", "set") in self._allowed else \
+                "the benchmark's Person/Rule and numpy array reconstruction"
+            raise InputError(f"refused global {module}.{name} (only {allowed} are allowed{hint})") from None
 
     def persistent_load(self, pid: object) -> Any:
         """Refuse persistent ids (tensor storages)."""
@@ -459,6 +490,55 @@ def load_bool_list(path: str | Path) -> list[bool]:
     return out
 
 
+def load_id_sets(path: str | Path) -> list[list[int]]:
+    """Read a ``.pt`` file holding a set of frozensets of integer ids (the benchmark's
+    ``unlearn_minimal_set/<edge id>.pt``: the cached minimal deep unlearning sets of one target, edge ids as numpy
+    int64), with a restricted unpickler that allows only ``set``, ``frozenset`` and numpy's scalar reconstruction.
+
+    Order: the sets in the order CPython iterates the unpickled set, which is the order the reference iterates
+    (``minimal_unlearn_set = list(torch.load(...))``, utils_metric.py:106 and :114 of github.com/wrh14/deep_unlearning)
+    and the order its ``np.asarray(recall_list).argmax()`` (calculate_recall_and_acc.py:43) breaks ties by. It is
+    not always the order the sets are stored in the pickle (the set is rebuilt from that list). Each set's ids are
+    returned sorted.
+
+    Args:
+        path: the .pt file (a torch.save zip archive).
+
+    Returns:
+        list of sets, each a sorted list of Python ints.
+
+    Raises:
+        InputError: (naming the file) missing file, not a zip archive, no data.pkl, malformed pickle, any other
+            global (a class, ``os.system``, ...: refused before anything is called), a persistent id, or content
+            that is not a set of non-empty frozensets of integers.
+
+    Source: Wu et al. 2025 (Eval-DU), synthetic_data/unlearn_minimal_set/*.pt and utils_metric.py:104-124.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with zipfile.ZipFile(Path(tmp) / "7.pt", "w") as zf:
+        ...         zf.writestr("archive/data.pkl", pickle.dumps({frozenset({7, 3}), frozenset({7, 1})}, protocol=2))
+        ...     sorted(load_id_sets(Path(tmp) / "7.pt"))
+        [[1, 7], [3, 7]]
+    """
+    import numpy as np
+
+    path = Path(path)
+    obj = _load(path, {**_NUMPY_GLOBALS, **_SET_GLOBALS})
+    if not isinstance(obj, set):
+        raise InputError(f"expected a set of frozensets of edge ids, found {type(obj).__name__} {short_repr(obj)}",
+                         path)
+    out = []
+    for s in obj:  # the iteration order of the rebuilt set: the reference's list(torch.load(...))
+        # protocol 4 builds sets with opcodes, not through _SetOf: check every item's type here too
+        if not isinstance(s, frozenset) or not s or \
+                not all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in s):
+            raise InputError(f"expected a set of non-empty frozensets of edge ids, found {short_repr(s)}", path)
+        out.append(sorted(int(x) for x in s))
+    return out
+
+
 def load_benchmark_pickle(path: str | Path, allowed_classes: Iterable[str] = BENCHMARK_CLASSES) -> Any:
     """Read one of the benchmark's pickled ``.pt`` files (family-200-graph.pt, family_rule.pt,
     family_relationships.pt, family_biographies.pt, subsample.pt, us_population_distribution) safely.
@@ -505,4 +585,4 @@ def load_benchmark_pickle(path: str | Path, allowed_classes: Iterable[str] = BEN
 
 
 __all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "MAX_TUPLE_DEPTH", "PickledPerson", "PickledRule",
-           "load_benchmark_pickle", "load_bool_list", "short_repr"]
+           "load_benchmark_pickle", "load_bool_list", "load_id_sets", "short_repr"]

@@ -187,6 +187,40 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
     return cache
 
 
+def paper_sets_cache(run: Path, closure, targets: list[int], key: dict, paper: dict, write: bool = True) -> dict:
+    """The paper's sets of every target (``--sets paper``) as sets entries, recorded in RUN_DIR/sets.json (rewritten
+    when it does not hold exactly these): they come from the KB (:func:`dukb.kb.paper_sets.paper_sets_of`), never
+    from the cache, so a tampered sets.json changes nothing.
+
+    Args:
+        run: the run directory; closure: the KB's closure; targets: fact_ids; key: the sets key (method "paper"
+            and the sets' digest); paper: target -> sets in the reference's order; write: write sets.json.
+
+    Returns:
+        target -> {"sets", "sets_used": "paper", "complete": False} (the sets in the paper's order).
+
+    Source: Wu et al. 2025 (Eval-DU), synthetic_data/unlearn_minimal_set/*.pt, as calculate_recall_and_acc.py reads
+    them.
+    """
+    cache = {t: {"sets": [list(x) for x in paper[t]], "sets_used": "paper", "complete": False} for t in targets}
+    doc = {"kb": key["kb"], "rules": closure.rules.name, "method": "paper", "key": key,
+           "targets": {str(k): v for k, v in cache.items()}}
+    path = run / "sets.json"
+    if write and (not os.path.lexists(path) or _read_doc(path, "sets cache") != doc):
+        from dukb.neural.run.files import write_json_atomic
+
+        write_json_atomic(path, doc)
+    return cache
+
+
+def paper_sets_digest(paper: dict) -> str:
+    """The SHA-256 of the paper's sets of a run's targets (target -> sets, in order), for the run identity and the
+    sets key: a run made with other paper sets does not compare equal."""
+    from dukb.neural.run.identity import sha256_json
+
+    return sha256_json({str(t): [list(x) for x in v] for t, v in sorted(paper.items())})
+
+
 def _read_doc(path: Path, what: str) -> dict:
     """The JSON object of a cache file, read bounded (:func:`dukb.kb.csvfile.read_bytes`: a regular file of at most
     :data:`dukb.neural.run.files.RUN_JSON_BYTES` bytes); {} when it is not a JSON object (it is then recomputed).
@@ -221,13 +255,15 @@ def _read_cache(path: Path, key: dict) -> dict:
 def forget_entry_problem(closure, target: int, scope: str, value, sets) -> str | None:
     """What is wrong with a cached forget set of (``target``, ``scope``), or None: a non-empty list of distinct int
     fact ids; for the ``target`` scope the target alone; for a deep scope (``minimum``, ``best``) a minimal deep
-    unlearning set of the target (Wu et al. 2025, Definition 3), and for ``best`` one of the target's ``sets``."""
+    unlearning set of the target (Wu et al. 2025, Definition 3); for ``best`` one of the target's ``sets`` (checked
+    by :func:`sets_entry_problem`, or the paper's sets, which need not be minimal under the run's rules)."""
     if not _fact_ids(value):
         return "not a non-empty list of distinct fact ids"
     if scope == "target":
         return None if value == [target] else f"the target scope forgets the target alone, not {value}"
-    if scope == "best" and frozenset(value) not in {frozenset(x) for x in sets}:
-        return f"{value} is not one of the target's minimal sets"
+    if scope == "best":  # one of the target's sets, checked already (or the paper's, which may not be minimal)
+        return None if frozenset(value) in {frozenset(x) for x in sets} else \
+            f"{value} is not one of the target's minimal sets"
     return _not_minimal(closure, target, value)
 
 
@@ -280,7 +316,7 @@ class Plan:
     Attributes:
         kb: the KB; closure: its :class:`dukb.solver.closure.Closure`.
         targets: relationship fact_ids, in run order.
-        sets: target -> {"sets": [[fact_id, ...], ...], "sets_used": "exact"|"random", "complete": bool}.
+        sets: target -> {"sets": [[fact_id, ...], ...], "sets_used": "exact"|"random"|"paper", "complete": bool}.
         forget: (target, scope) -> relationship fact_ids to forget.
     """
 
@@ -300,7 +336,8 @@ def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_metho
         kb, closure: the KB and its closure.
         targets: relationship fact_ids.
         scopes: forget scope names used by the run's methods.
-        sets_method: "exact" or "random"; seeds, seed: N_seed and seed of Algorithm 1.
+        sets_method: "exact", "random" or "paper" (the KB's paper sets, :func:`paper_sets_cache`); seeds, seed:
+            N_seed and seed of Algorithm 1.
         write: write missing cache entries (False on the non-main processes of a multi-process run).
         log: callable(str) for the line on a cached entry that fails its check and is recomputed (default: stderr).
 
@@ -308,12 +345,19 @@ def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_metho
         :class:`Plan`.
 
     Raises:
-        InputError: an unknown target or scope.
+        InputError: an unknown target or scope; "paper" for a KB without paper sets or a target without them.
     """
     for t in targets:
         closure.atom_of_fact(t)
     skey = sets_key(kb.fingerprint(), closure.rules.fingerprint, sets_method, seeds, seed)
-    sets = sets_cache(run, closure, targets, skey, write, log)
+    if sets_method == "paper":
+        from dukb.kb.paper_sets import paper_sets_of
+
+        paper, _where = paper_sets_of(kb, targets)
+        skey["paper"] = paper_sets_digest(paper)
+        sets = paper_sets_cache(run, closure, targets, skey, paper, write)
+    else:
+        sets = sets_cache(run, closure, targets, skey, write, log)
     fkey = {"kb": skey["kb"], "rules": skey["rules"], "sets": skey}
     forget = forget_sets_cache(run, closure, [(t, s) for t in targets for s in dict.fromkeys(scopes)], sets, fkey,
                                write, log)
@@ -321,4 +365,4 @@ def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_metho
 
 
 __all__ = ["EXACT_LIMITS", "Plan", "build_plan", "choose_targets", "forget_entry_problem", "forget_sets_cache",
-           "sets_cache", "sets_entry_problem", "sets_key"]
+           "paper_sets_cache", "paper_sets_digest", "sets_cache", "sets_entry_problem", "sets_key"]

@@ -180,8 +180,9 @@ class UnitPlan:
         grid: the values of the method's parameter to run (tuple; None: its default grid).
         label: the rows' ``method`` (default: the method's name, ``NAME@SCOPE`` outside the target scope).
         scope: forget scope (:func:`dukb.solver.scopes.forget_fact_ids`; the retain set excludes every forget fact).
-        sets, sets_used: the target's minimal deep unlearning sets (tuples of fact_ids) and "exact" | "random"
-            (default: computed exactly here).
+        sets, sets_used: the target's minimal deep unlearning sets (tuples of fact_ids) and "exact" | "random" |
+            "paper" (default: computed exactly here); tie_break: "accuracy" | "first", which set tied on recall
+            scores the accuracies (:func:`dukb.solver.metrics.recall_accuracy`).
         forget_ids: the scope's forget set (default: computed from ``scope``); forget: its QA (default: the "qa"
             items of ``forget_ids``); retain: the retain QA of GDR/KLR (default: :func:`method_retain`).
         seed, lr, lora: passed to the method; layers: partial-layer block range (first, last) or None.
@@ -217,6 +218,7 @@ class UnitPlan:
     scope: str = "target"
     sets: tuple | None = None
     sets_used: str = "exact"
+    tie_break: str = "accuracy"
     forget_ids: tuple | None = None
     forget: tuple | None = None
     retain: tuple | None = None
@@ -305,7 +307,7 @@ def _attack_fields(plan: UnitPlan, pred, df, fields: dict) -> dict:
     actx = AttackContext(pred, plan.kb, plan.closure, plan.target, sets, plan.sets_used, list(plan.forget_ids),
                          list(plan.qa_items), df[df["kind"] == QA_KIND], plan.retain_ids,
                          spec=getattr(plan.lm, "spec", None), reference=plan.reference, seed=plan.seed,
-                         batch_size=plan.batch_size)
+                         batch_size=plan.batch_size, tie_break=plan.tie_break)
     entries = run_attacks(actx, list(plan.attacks))
     return {"attacks": entries, **worst_case_fields(plan.kb, sets, plan.sets_used, plan.target, fields, entries)}
 
@@ -330,7 +332,7 @@ def score_setting(plan: UnitPlan, pred, df) -> dict:
     rctx = RowContext(plan.kb, plan.target, [list(s) for s in plan.sets], plan.sets_used, df, list(plan.forget_ids),
                       plan.retain_ids, predictor=pred if plan.needs.model else None, seen_forms=plan.seen,
                       heldout_forms=plan.heldout, heldout_before=plan.heldout_before, heldout_rule=plan.heldout_rule,
-                      closure=plan.closure)
+                      closure=plan.closure, tie_break=plan.tie_break)
     fields: dict = {}
     for metric in plan.metrics:
         fields.update(metric.fn(rctx))

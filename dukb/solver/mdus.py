@@ -47,8 +47,9 @@ class MDUSResult:
 
     Attributes:
         targets: global atom ids of the targets (all must become non-derivable).
-        method: "exact", "minimum" or "random".
-        sets: the sets as sorted tuples of relationship fact_ids, sorted by (size, ids); distinct.
+        method: "exact", "minimum" or "random" ("paper" for the paper's cached sets the CLI wraps).
+        sets: the sets as sorted tuples of relationship fact_ids, sorted by (size, ids) (the paper's sets: in the
+            reference's order); distinct.
         complete: exact: enumeration finished within its limits; minimum: optimality proven; random: always False
             (Algorithm 1 samples, it does not enumerate).
         seconds: wall time (seconds).

@@ -4,8 +4,10 @@ Notation: K_rel, K_bio = the KB's relationship and biography facts; U_A = relati
 model no longer knows; M = the minimal deep unlearning sets of the target.
 
 - Eq. 1: Recall = max_{U* ∈ M} |U_A ∩ U*| / |U*|; U_A,* is the maximising U*. The paper leaves ties open; dukb
-  breaks them by the higher relationship accuracy, then the smaller set, then the smaller sorted fact_ids, and
-  says so in the result (``ties``).
+  breaks them by default (``tie_break="accuracy"``) by the higher relationship accuracy, then the smaller set, then
+  the smaller sorted fact_ids, and says so in the result (``ties``). ``tie_break="first"`` keeps the first
+  maximising set in the order M is given, as the reference does (``np.asarray(recall_list).argmax()``,
+  calculate_recall_and_acc.py:43 of github.com/wrh14/deep_unlearning).
 - Eq. 2: Accuracy (relationships) = |(K_rel \\ U_A,*) \\ U_A| / |K_rel \\ U_A,*|.
 - Accuracy (biographies) = share of K_bio still known.
 - Accuracy (all) = (acc_bio · N_bio + acc_rel · (N_rel − |U_A,*|)) / (N_bio + N_rel − |U_A,*|).
@@ -25,6 +27,11 @@ from dukb import InputError
 from dukb.kb.model import KB
 
 NAN = float("nan")
+
+#: How :func:`recall_accuracy` picks U_A,* among sets tied on recall: "accuracy" (dukb's default: the higher
+#: relationship accuracy, then the smaller set, then the smaller sorted fact_ids) or "first" (the first in M's order,
+#: the reference's argmax).
+TIE_BREAKS = ("accuracy", "first")
 
 
 def ratio(num: float, den: float) -> float:
@@ -81,7 +88,7 @@ class RecallResult:
             probed; NaN when every biography is excluded).
         accuracy_all: the weighted accuracy over K \\ U_A,* (NaN when no fact is left to score).
         best_set: U_A,* as sorted relationship fact_ids.
-        sets_used: "exact" or "random" (or "minimum").
+        sets_used: "exact", "random" or "paper" (or "minimum").
         n_sets: |M| used.
         ties: number of sets that reached the best recall (ties broken as in the module docstring).
         target_forgotten: whether every target KB fact is in U_A (superficial unlearning; None for derived targets).
@@ -115,7 +122,7 @@ class RecallResult:
 
 
 def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: str = "exact",
-                    target_fact_ids=(), exclude_rel=(), exclude_bio=()) -> RecallResult:
+                    target_fact_ids=(), exclude_rel=(), exclude_bio=(), tie_break: str = "accuracy") -> RecallResult:
     r"""Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
 
     Honest accuracy: facts a method trained on as retain data (``exclude_rel``, ``exclude_bio``) are left out of the
@@ -129,7 +136,11 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
     and accuracy_all weighs them by their denominators. With no exclusions these are Eq. 2 and the benchmark's
     accuracies. Recall (Eq. 1) does not change: excluded facts in U* still count when forgotten. An accuracy whose
     denominator is 0 is NaN (nothing to score), never 1.0; ``n_scored`` is accuracy_all's denominator. Among sets
-    tied in recall, one whose relationship accuracy can be scored is preferred to one whose cannot.
+    tied in recall, with ``tie_break="accuracy"`` one whose relationship accuracy can be scored is preferred to one
+    whose cannot, then the higher accuracy, the smaller set, the smaller sorted fact_ids; with ``"first"`` the
+    first of them in the order of ``sets`` (the reference: ``argmax = np.asarray(recall_list).argmax()``,
+    calculate_recall_and_acc.py:43, over ``list(minimal_unlearn_set)``, utils_metric.py:114). Recall is the same
+    under both; only U_A,* and so the accuracies can differ.
 
     Args:
         kb: the KB (N_rel, N_bio).
@@ -137,16 +148,18 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
         forgotten_rel: U_A, relationship fact_ids the model no longer knows.
         forgotten_bio: biography fact_ids the model no longer knows; None when biographies were not probed (then
             accuracy_biographies is None and accuracy_all covers relationships only).
-        sets_used: label recorded in the result ("exact" | "random" | "minimum").
+        sets_used: label recorded in the result ("exact" | "random" | "minimum" | "paper").
         target_fact_ids: the targets that are KB facts, to report ``target_forgotten``.
         exclude_rel: relationship fact_ids not scored for accuracy (retain-train facts).
         exclude_bio: biography fact_ids not scored for accuracy (retain-train facts).
+        tie_break: "accuracy" (default) or "first" (:data:`TIE_BREAKS`).
 
     Returns:
         :class:`RecallResult`.
 
     Raises:
-        InputError: M is empty or contains an empty set; U_A or an exclusion names unknown fact_ids.
+        InputError: M is empty or contains an empty set; U_A or an exclusion names unknown fact_ids; an unknown
+            tie_break.
 
     Source: Wu et al. 2025, Eq. 1 and 2; calculate_recall_and_acc.py of the benchmark.
 
@@ -159,6 +172,8 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
         >>> recall_accuracy(kb, [(5, 6)], forgotten_rel=[], exclude_rel=range(18)).accuracy_relationships
         nan
     """
+    if tie_break not in TIE_BREAKS:
+        raise InputError(f"unknown tie-break {tie_break!r} (choose {' or '.join(TIE_BREAKS)})")
     sets = [tuple(sorted(s)) for s in sets]
     if not sets or any(len(s) == 0 for s in sets):
         raise InputError("recall needs a non-empty collection of non-empty minimal deep unlearning sets")
@@ -181,7 +196,10 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
         acc = ratio(keep - (len(forgot_scored) - len(forgot_scored & in_set)), keep)
         rank = -1.0 if math.isnan(acc) else acc  # a set that leaves something to score ranks first among ties
         scored.append(((hit / len(s), rank, -len(s), tuple(-x for x in s)), s, hit / len(s), acc, keep))
-    best = max(scored, key=lambda x: x[0])
+    if tie_break == "first":  # max() keeps the first of equal keys: the first set of best recall in M's order
+        best = max(scored, key=lambda x: x[2])
+    else:
+        best = max(scored, key=lambda x: x[0])
     ties = sum(1 for x in scored if x[2] == best[2])
     _, best_set, rec, acc_rel, kept_rel = best
     acc_bio = None
@@ -201,7 +219,8 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
 
 
 def target_recall(closure, targets, retained, method: str = "exact", *, max_sets: int | None = 100_000,
-                  seconds: float | None = 60.0, n_seeds: int = 100, seed: int = 0) -> RecallResult:
+                  seconds: float | None = 60.0, n_seeds: int = 100, seed: int = 0, tie_break: str = "accuracy",
+                  paper_sets=None) -> RecallResult:
     """Recall/accuracy of a model's retained facts for one target (or a group), computing M on the way.
 
     Args:
@@ -209,13 +228,18 @@ def target_recall(closure, targets, retained, method: str = "exact", *, max_sets
         targets: a global atom id or a list of them.
         retained: :class:`dukb.kb.retained.Retained`.
         method: "exact" (default; falls back to random sets, plus any exact sets found, when enumeration hits
-            ``max_sets`` or ``seconds``) or "random" (Algorithm 1 with ``n_seeds`` seeds).
+            ``max_sets`` or ``seconds``), "random" (Algorithm 1 with ``n_seeds`` seeds) or "paper" (the paper's
+            cached sets, ``paper_sets``, in their order).
+        tie_break: "accuracy" or "first" (:func:`recall_accuracy`); "first" follows the sets' order: the
+            enumeration order of :func:`dukb.solver.mdus.minimal_sets` for exact and random sets (ascending size,
+            then ascending sorted fact_ids), the reference's order for paper sets.
+        paper_sets: with method "paper", the target's sets (:func:`dukb.kb.paper_sets.paper_sets_of`).
 
     Returns:
         :class:`RecallResult`; ``sets_used`` says which sets were used.
 
     Raises:
-        InputError: unknown method.
+        InputError: unknown method; "paper" without ``paper_sets`` or for more than one target.
 
     Source: Wu et al. 2025, Eq. 1-2 and Algorithm 1.
 
@@ -232,14 +256,20 @@ def target_recall(closure, targets, retained, method: str = "exact", *, max_sets
     """
     from dukb.solver.mdus import minimal_sets
 
-    if method not in ("exact", "random"):
-        raise InputError(f"unknown method {method!r} for recall (choose exact or random)")
+    if method not in ("exact", "random", "paper"):
+        raise InputError(f"unknown method {method!r} for recall (choose exact, random or paper)")
     targets = [targets] if isinstance(targets, int) else list(targets)
-    res = minimal_sets(closure, targets, method, max_sets=max_sets, seconds=seconds, n_seeds=n_seeds, seed=seed)
-    sets, used = res.sets, method
+    if method == "paper":
+        if paper_sets is None or len(targets) != 1:
+            raise InputError("recall with the paper's sets needs the sets of exactly one target")
+        sets, used = [tuple(s) for s in paper_sets], "paper"
+    else:
+        res = minimal_sets(closure, targets, method, max_sets=max_sets, seconds=seconds, n_seeds=n_seeds, seed=seed)
+        sets, used = res.sets, method
     if method == "exact" and not res.complete:
         rnd = minimal_sets(closure, targets, "random", n_seeds=n_seeds, seed=seed)
         sets, used = sorted(set(res.sets) | set(rnd.sets), key=lambda s: (len(s), s)), "random"
     kb_targets = [closure.fact_ids[t] for t in targets if closure.is_kb(t)]
     bio = None if retained.biographies is None else retained.forgotten_biographies
-    return recall_accuracy(closure.kb, sets, retained.forgotten_relationships, bio, used, kb_targets)
+    return recall_accuracy(closure.kb, sets, retained.forgotten_relationships, bio, used, kb_targets,
+                           tie_break=tie_break)

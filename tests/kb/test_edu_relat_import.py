@@ -121,7 +121,8 @@ def test_cli_import(original_dir, tmp_path, capsys):
     out = tmp_path / "kb"
     assert main(["import-edu-relat", str(original_dir), str(out)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == [f"imported 100 people, 400 relationship facts, 300 biography facts, 55 targets into {out}"]
+    assert lines == [f"imported 100 people, 400 relationship facts, 300 biography facts, 55 targets, the paper's "
+                     f"sets of 55 targets into {out}"]
     assert len(load_kb(out).relationships) == 400
 
 

@@ -10,7 +10,8 @@ from dukb.neural.protocols.evaluate.run import evaluate
 
 
 @pytest.mark.parametrize("kw, msg", [
-    ({"sets": "exat"}, "--sets must be exact or random"),
+    ({"sets": "exat"}, "--sets must be exact, random or paper"),
+    ({"tie_break": "last"}, "--tie-break must be accuracy or first"),
     ({"seeds": 0}, "--seeds must be from 1 to 10,000, got 0"),
     ({"n_targets": 0}, "--n-targets must be from 1 to 1,000,000, got 0"),
     ({"batch_size": 0}, "--batch-size must be from 1 to 4,096, got 0"),

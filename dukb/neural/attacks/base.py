@@ -41,6 +41,7 @@ class AttackContext:
             default learning rate); None: the tiny preset.
         reference: the model before unlearning (a Predictor), for attacks that compare against it; None if absent.
         seed: the run's seed; batch_size: prompts per probing batch.
+        tie_break: "accuracy" or "first", as the row's (:func:`dukb.solver.metrics.recall_accuracy`).
     """
 
     pred: object
@@ -57,6 +58,7 @@ class AttackContext:
     reference: object = None
     seed: int = 0
     batch_size: int = 256
+    tie_break: str = "accuracy"
 
 
 @dataclass
@@ -222,7 +224,7 @@ def score_attack(ctx: AttackContext, outcome: AttackOutcome) -> dict:
     from dukb.neural.metrics.recall import score_probe
 
     rctx = RowContext(ctx.kb, ctx.target, [list(s) for s in ctx.sets], ctx.sets_used, outcome.probe,
-                      list(ctx.forget_ids), ctx.retain_ids, closure=ctx.closure)
+                      list(ctx.forget_ids), ctx.retain_ids, closure=ctx.closure, tie_break=ctx.tie_break)
     r = score_probe(rctx)
     keep = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "forgotten_relationships",
             "forgotten_biographies", "success_du")

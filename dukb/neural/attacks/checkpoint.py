@@ -25,7 +25,8 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
         reference_dir: the model before unlearning (None: attacks that compare with it report None there).
         scope: forget scope that names the forget set the checkpoint was unlearned on (relearn's neighbours are
             chosen around it; :data:`dukb.solver.scopes.FORGET_SCOPES`).
-        sets, seeds: minimal deep unlearning sets, "exact" or "random" (N_seed).
+        sets, seeds: minimal deep unlearning sets, "exact", "random" (N_seed) or "paper" (the KB's paper sets,
+            :func:`dukb.kb.paper_sets.paper_sets_of`).
         spec_kw: model loading options (dtype, device, prompt, trust_remote_code).
 
     Returns:
@@ -35,7 +36,7 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
         recall_under_attack, forgotten_under_attack, seconds.
 
     Raises:
-        InputError: an unknown target or scope, a model that cannot be loaded.
+        InputError: an unknown target or scope, a model that cannot be loaded, "paper" sets the KB lacks.
 
     Source: Wu et al. 2025, Eq. 1-2 and Definition 2; the attacks' papers (:mod:`dukb.neural.attacks`).
     """
@@ -55,10 +56,15 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
     if target not in {f.fact_id for f in kb.relationships}:
         raise InputError(f"--target-id {target} is not a relationship fact of the KB")
     atom = closure.atom_of_fact(target)
-    res = minimal_sets(closure, [atom], sets, n_seeds=seeds, seed=seed) if sets == "random" else \
-        minimal_sets(closure, [atom], "exact")
-    the_sets = [list(s) for s in res.sets]
-    used = "random" if sets == "random" else "exact"
+    if sets == "paper":
+        from dukb.kb.paper_sets import paper_sets_of
+
+        the_sets, used = paper_sets_of(kb, [target])[0][target], "paper"
+    else:
+        res = minimal_sets(closure, [atom], sets, n_seeds=seeds, seed=seed) if sets == "random" else \
+            minimal_sets(closure, [atom], "exact")
+        the_sets = [list(s) for s in res.sets]
+        used = "random" if sets == "random" else "exact"
     forget = list(forget_fact_ids(closure, target, scope, the_sets))
     spec_kw = dict(spec_kw or {})
     lm = load_finetuned(model_dir, **spec_kw)

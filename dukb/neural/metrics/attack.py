@@ -65,7 +65,8 @@ def recall_under_attack(ctx: RowContext) -> dict:
         else None
     r = recall_accuracy(kb, ctx.sets, forgot_rel, forgot_bio, ctx.sets_used, [ctx.target],
                         exclude_rel=ctx.retain_ids.get("relationships", ()),
-                        exclude_bio=ctx.retain_ids.get("biographies", ()))
+                        exclude_bio=ctx.retain_ids.get("biographies", ()),
+                        tie_break=ctx.tie_break)
     leaks: dict[str, int] = {}
     leaked_rel = []
     for key, kinds in elicited.items():

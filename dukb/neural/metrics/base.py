@@ -72,7 +72,8 @@ class RowContext:
     Attributes:
         kb: the :class:`dukb.kb.KB`.
         target: the target's relationship fact_id.
-        sets: the target's minimal deep unlearning sets (lists of fact_ids) and ``sets_used`` ("exact"|"random").
+        sets: the target's minimal deep unlearning sets (lists of fact_ids) and ``sets_used``
+            ("exact"|"random"|"paper").
         probe: the probe table (pandas DataFrame, :func:`dukb.neural.probe.probe` columns; absent columns were not
             needed).
         forget_ids: relationship fact_ids the method was asked to forget.
@@ -87,6 +88,8 @@ class RowContext:
             or "any" (while any held-out form does); :data:`dukb.neural.metrics.heldout.HELDOUT_RULES`.
         closure: the run's :class:`dukb.solver.closure.Closure` (None when the caller has none): metrics that need the
             target's cone use it, so they follow the run's rules.
+        tie_break: "accuracy" or "first": which set tied on recall scores the accuracies
+            (:func:`dukb.solver.metrics.recall_accuracy`).
     """
 
     kb: object
@@ -102,6 +105,7 @@ class RowContext:
     heldout_before: frozenset | None = None
     heldout_rule: str = "pairs"
     closure: object = None
+    tie_break: str = "accuracy"
 
 
 def combined_needs(metrics) -> Needs:

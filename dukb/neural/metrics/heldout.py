@@ -274,7 +274,8 @@ def recall_heldout(ctx: RowContext) -> dict:
     un_rel, un_bio = h["unscorable_relationships"], h["unscorable_biographies"]
     r = recall_accuracy(kb, ctx.sets, forgot_rel, forgot_bio, ctx.sets_used, [ctx.target],
                         exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
-                        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio)
+                        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio,
+                        tie_break=ctx.tie_break)
     j = r.to_json()
     return {"recall_heldout": j["recall"], "accuracy_relationships_heldout": j["accuracy_relationships"],
             "accuracy_biographies_heldout": j["accuracy_biographies"], "accuracy_all_heldout": j["accuracy_all"],

@@ -56,7 +56,8 @@ def recall_metric(ctx: RowContext) -> dict:
     bio = None if ret.biographies is None else ret.forgotten_biographies
     r = recall_accuracy(ctx.kb, ctx.sets, ret.forgotten_relationships, bio, ctx.sets_used, [ctx.target],
                         exclude_rel=ctx.retain_ids.get("relationships", ()),
-                        exclude_bio=ctx.retain_ids.get("biographies", ()))
+                        exclude_bio=ctx.retain_ids.get("biographies", ()),
+                        tie_break=ctx.tie_break)
     return {**r.to_json(), "forgotten_relationships": sorted(ret.forgotten_relationships),
             "forgotten_biographies": sorted(ret.forgotten_biographies)}
 

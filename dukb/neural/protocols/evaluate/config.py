@@ -50,7 +50,11 @@ class EvaluateConfig(RunConfig):
         n_targets: number of targets to draw when ``targets`` is None (default 11 = one per relation).
         methods: method names, ``METHOD@SCOPE`` or presets (see :func:`dukb.neural.methods.resolve`).
         grids: method -> list of values overriding the default grid.
-        sets: "exact" or "random" minimal deep unlearning sets for recall.
+        sets: "exact", "random" or "paper" (the KB's cached sets of the paper, :mod:`dukb.kb.paper_sets`) minimal
+            deep unlearning sets for recall; None before :meth:`check` resolves it ("exact" unless a compat preset
+            sets it).
+        tie_break: "accuracy" (dukb's default) or "first" (the reference's): which of the sets tied on recall scores
+            the accuracies (:func:`dukb.solver.metrics.recall_accuracy`); None before :meth:`check` resolves it.
         seeds: N_seed of random sets (also used when exact enumeration hits its limit).
         forget_scope: default forget scope of methods given without ``@SCOPE`` (target, minimum, best).
         metrics: names of :data:`dukb.neural.metrics.METRICS` to compute (required ones are added); probing
@@ -79,7 +83,8 @@ class EvaluateConfig(RunConfig):
                   "named) when any setting that changes rows differs from the run's; targets and methods may be "
                   "added.",
         "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
-                  "heldout_rule", "finetune_forms", "sets", "seeds", "output", "resume", "schedule", "attacks")}
+                  "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
+                  "attacks")}
 
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
@@ -89,8 +94,17 @@ class EvaluateConfig(RunConfig):
                                 help=lambda: "Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}.")
     grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
                                     help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
-    sets: str = option("exact", choices=("exact", "random"), help="exact | random minimal deep unlearning sets for "
-                       "recall.")
+    sets: str | None = option(None, unset="exact", choices=("exact", "random", "paper"),
+                              help="exact | random | paper minimal deep unlearning sets for recall. paper: the "
+                              "paper's cached sets of the KB (paper_sets.csv written by `dukb import-eval-du`, or "
+                              "original/unlearn_minimal_set/ of the benchmark folder), in the reference's order; "
+                              "refused when the KB has none or lacks a target's.")
+    tie_break: str | None = option(None, unset="accuracy", choices=("accuracy", "first"), identity="set",
+                                   help="Which set of best recall scores the accuracies (Wu et al. 2025, Eq. 1-2): "
+                                   "accuracy (the higher relationship accuracy, then the smaller set, then the "
+                                   "smaller fact_ids) or first (the first in the sets' order, as Eval-DU's "
+                                   "calculate_recall_and_acc.py: the reference's order with --sets paper, ascending "
+                                   "size then fact_ids for exact and random).")
     seeds: int = option(100, range=N_SEEDS, help="N_seed for random sets.")
     forget_scope: str = option("target", choices=tuple(FORGET_SCOPES), help="Forget set of methods without @SCOPE: "
                                + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + ".")
@@ -130,16 +144,20 @@ class EvaluateConfig(RunConfig):
         ``finetune_forms`` and ``heldout_forms`` to probe kinds (:func:`dukb.kb.probes.parse_kinds`).
 
         Raises:
-            InputError: ``sets`` not exact/random; an unknown ``forget_scope`` or ``schedule``; no method; an
-                unknown attack; unknown probe forms, ``finetune_forms`` without qa or with ``finetuned``; an unknown
-                held-out rule; held-out forms a method sees.
+            InputError: ``sets`` not exact/random/paper; ``tie_break`` not accuracy/first; an unknown
+                ``forget_scope`` or ``schedule``; no method; an unknown attack; unknown probe forms,
+                ``finetune_forms`` without qa or with ``finetuned``; an unknown held-out rule; held-out forms a
+                method sees.
         """
         from dukb.kb.probes import parse_kinds
         from dukb.neural.methods.base import SWEEP_SCHEDULES
         from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
+        from dukb.solver.metrics import TIE_BREAKS
 
-        if self.sets not in ("exact", "random"):
-            raise InputError(f"--sets must be exact or random, got {self.sets!r}")
+        if self.sets is not None and self.sets not in ("exact", "random", "paper"):
+            raise InputError(f"--sets must be exact, random or paper, got {self.sets!r}")
+        if self.tie_break is not None and self.tie_break not in TIE_BREAKS:
+            raise InputError(f"--tie-break must be {' or '.join(TIE_BREAKS)}, got {self.tie_break!r}")
         if self.forget_scope not in FORGET_SCOPES:
             raise InputError(f"unknown forget scope {self.forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
         if self.schedule not in SWEEP_SCHEDULES:
@@ -248,9 +266,9 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
-    lora; seed; lr; sets (method, N_seed, exact limits); retain
+    lora; seed; lr; sets (method, N_seed, exact limits, and with ``paper`` the digest of the paper's sets); retain
     and probe settings; the metrics; targets and methods (label -> :func:`method_identity`): targets, methods
-    and each method's grid are extendable (:data:`EXTENDABLE`). ``schedules`` (label -> "separate" or
+    and each method's grid are extendable (:data:`EXTENDABLE`); ``tie_break`` only when it is not "accuracy". ``schedules`` (label -> "separate" or
     "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
     method "separate".
 
@@ -261,7 +279,6 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
 
     from dukb.neural.models import TINY_CONFIG, model_fingerprint
     from dukb.neural.pipeline import finetune_config
-    from dukb.neural.plan import EXACT_LIMITS
     from dukb.neural.run.identity import IDENTITY_VERSION
 
     if cfg.finetuned:
@@ -277,7 +294,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         "identity_version": IDENTITY_VERSION,
         "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
         "family": spec.preset_family, "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
-        "lr": cfg.lr, "sets": {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS},
+        "lr": cfg.lr, "sets": _sets_identity(cfg, kb, targets),
         "retain": _retain_defaults(), "probe": _probe_defaults(), "metrics": [m.name for m in metrics], "targets": list(targets),
         "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"),
                                            spec.preset_family, cfg.lr)
@@ -287,7 +304,26 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         **({"heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms),
             "heldout_rule": cfg.heldout_rule} if any(m.name == "recall_heldout" for m in metrics) else {}),
         **({"attacks": _attack_identity(cfg.attacks)} if getattr(cfg, "attacks", None) else {}),
+        # only when not dukb's default, so that the identities of runs made before the option existed stay equal
+        **({"tie_break": cfg.tie_break} if getattr(cfg, "tie_break", None) not in (None, "accuracy") else {}),
     }
+
+
+def _sets_identity(cfg, kb, targets) -> dict:
+    """The sets' part of a run identity: method, N_seed, exact limits; with ``--sets paper`` also the digest of the
+    paper's sets of the targets (:func:`dukb.neural.plan.paper_sets_digest`).
+
+    Raises:
+        InputError: ``--sets paper`` for a KB without paper sets or a target without them."""
+    from dukb.neural.plan import EXACT_LIMITS
+
+    out = {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS}
+    if cfg.sets == "paper":
+        from dukb.kb.paper_sets import paper_sets_of
+        from dukb.neural.plan import paper_sets_digest
+
+        out["paper"] = paper_sets_digest(paper_sets_of(kb, list(targets))[0])
+    return out
 
 
 def _attacks_of(cfg: EvaluateConfig, lm):

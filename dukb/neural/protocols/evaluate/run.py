@@ -342,7 +342,8 @@ class EvaluateProtocol(Protocol):
         row_fields = {"worker": self.worker, "target_relation": kb.relationship(t).relation,
                       "n_kb_rel": len(kb.relationships), "n_kb_bio": len(kb.biographies)}
         plan = UnitPlan(self.lm, kb, self.closure, t, m, tuple(todo), label=label, scope=scope, sets=sets["sets"],
-                        sets_used=sets["sets_used"], forget_ids=self.sets_plan.forget[(t, scope)], seed=cfg.seed,
+                        sets_used=sets["sets_used"], tie_break=cfg.tie_break,
+                        forget_ids=self.sets_plan.forget[(t, scope)], seed=cfg.seed,
                         lr=cfg.lr, lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
                         batch_size=PROBE["batch_size"], metrics=self.row_metrics, heldout_forms=cfg.heldout_forms,
                         heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
