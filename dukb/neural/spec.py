@@ -5,6 +5,9 @@ Prompt tags follow the paper's finetuning/probing format (Wu et al. 2025, App. C
 
 - ``gpt2-xl``: "Question: {q}\\n Answer:"; ``phi``: "Question: {q}\\nAnswer: "; ``llama``: "Question: {q}\\nAnswer:"
   (Wu et al. 2025, Sec. 4.1 and App. C.1, the finetuning prompt); ``generic`` = the llama form; ``tiny`` = the llama form.
+
+``prompt_format="eval-du"`` reads the same presets as Eval-DU's released code does (:data:`EVAL_DU_PROMPTS`), with
+its BOS rule (:func:`adds_bos`) and its judge over the whole generation (:class:`PromptTags` ``judge``).
 """
 
 from __future__ import annotations
