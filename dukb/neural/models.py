@@ -528,7 +528,7 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
         **kw: further :class:`ModelSpec` fields (``dtype``, ``device``, ``lora``, ``trust_remote_code``,
             ``gradient_checkpointing``, ``extra``, ``judge``); ``prompt`` and ``family``, when given (not None or
             empty), override the choices above; ``prompt_format`` and ``bos``, when given, override the ones the
-            directory's record holds (:func:`check_model_prompt`), else dukb's.
+            directory's record holds (:func:`dukb.neural.protocols.evaluate.config.check_model_prompt`), else dukb's.
 
     Returns:
         A :class:`ModelSpec` with ``name_or_path=str(path)``, the chosen ``prompt`` ("generic" when none is found)
@@ -614,37 +614,6 @@ def read_model_record(model_dir: str | Path) -> dict | None:
         raise InputError(f"model record: unknown prompt preset {json.dumps(rec['prompt'])[:40]} (choose from "
                          f"{', '.join(PROMPT_PRESETS)})", f)
     return rec
-
-
-def check_model_prompt(model, prompt_format: str, bos: str) -> None:
-    """Refuse to probe a finetuned model in another prompt format, or with another BOS, than it was finetuned with
-    (its :data:`MODEL_RECORD`; a record without them: dukb's, ``"dukb"`` and ``"never"``). The BOS rules are compared
-    by what they do for the model's family (:func:`dukb.neural.spec.adds_bos`). A model without a record (a hub id,
-    a directory dukb did not save) is not checked.
-
-    Args:
-        model: the ``--finetuned`` argument; prompt_format, bos: the run's (:data:`dukb.neural.spec.PROMPT_FORMATS`,
-            :data:`dukb.neural.spec.BOS_RULES`).
-
-    Raises:
-        InputError: the formats differ, or BOS is added in one and not the other (one line naming both); a malformed
-            record (:func:`read_model_record`).
-
-    Source: dukb (a model is probed as it was trained; Eval-DU's code trains and probes with one model_config
-    entry, wrh14/deep_unlearning config/model_config.yaml).
-    """
-    from dukb.neural.spec import adds_bos
-
-    rec = read_model_record(model) if model is not None else None
-    if rec is None:
-        return
-    was = rec.get("prompt_format") or "dukb"
-    if was != prompt_format:
-        raise InputError(f"the model {model} was finetuned with --prompt-format {was}, not {prompt_format}: pass "
-                         f"--prompt-format {was} (or finetune it again in that format)")
-    fam, was_bos = rec.get("family"), rec.get("bos") or "never"
-    if adds_bos(was_bos, fam) != adds_bos(bos, fam):
-        raise InputError(f"the model {model} was finetuned with --bos {was_bos}, not {bos}: pass --bos {was_bos}")
 
 
 def kb_label(kb) -> str | None:

@@ -304,7 +304,8 @@ def _record(tmp_path, **rec):
 
 
 def test_a_model_is_probed_in_the_format_it_was_finetuned_with(tmp_path):
-    from dukb.neural.models import check_model_prompt, read_model_record
+    from dukb.neural.models import read_model_record
+    from dukb.neural.protocols.evaluate.config import check_model_prompt
 
     old = _record(tmp_path)  # recorded by a dukb without the option: dukb's format
     check_model_prompt(old, "dukb", "never")

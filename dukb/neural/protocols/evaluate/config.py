@@ -165,7 +165,7 @@ class EvaluateConfig(RunConfig):
                 unknown attack; unknown probe forms, ``finetune_forms`` without qa or with ``finetuned``; an unknown
                 held-out rule; held-out forms a method sees; an unknown prompt format, BOS rule or judge; a
                 ``finetuned`` model finetuned with another prompt format or BOS
-                (:func:`dukb.neural.models.check_model_prompt`).
+                (:func:`check_model_prompt`).
         """
         from dukb.kb.probes import parse_kinds
         from dukb.neural.methods.base import SWEEP_SCHEDULES
@@ -199,15 +199,45 @@ class EvaluateConfig(RunConfig):
 
     def _check_prompt_options(self) -> None:
         """The prompt format, BOS rule and judge are known values, and a ``finetuned`` model was finetuned with the
-        same format and BOS (:func:`dukb.neural.models.check_model_prompt`)."""
+        same format and BOS (:func:`check_model_prompt`)."""
         for name, allowed in (("prompt_format", PROMPT_FORMATS), ("bos", BOS_RULES), ("judge", JUDGES)):
             value = getattr(self, name)
             if value is not None and value not in allowed:
                 raise InputError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {value!r}")
         if self.finetuned:
-            from dukb.neural.models import check_model_prompt
-
             check_model_prompt(self.finetuned, self.prompt_format or "dukb", self.bos or "never")
+
+
+def check_model_prompt(model, prompt_format: str, bos: str) -> None:
+    """Refuse to probe a finetuned model in another prompt format, or with another BOS, than it was finetuned with
+    (its :data:`dukb.neural.models.MODEL_RECORD`; a record without them: dukb's, ``"dukb"`` and ``"never"``). The BOS rules are compared
+    by what they do for the model's family (:func:`dukb.neural.spec.adds_bos`). A model without a record (a hub id,
+    a directory dukb did not save) is not checked.
+
+    Args:
+        model: the ``--finetuned`` argument; prompt_format, bos: the run's (:data:`dukb.neural.spec.PROMPT_FORMATS`,
+            :data:`dukb.neural.spec.BOS_RULES`).
+
+    Raises:
+        InputError: the formats differ, or BOS is added in one and not the other (one line naming both); a malformed
+            record (:func:`dukb.neural.models.read_model_record`).
+
+    Source: dukb (a model is probed as it was trained; Eval-DU's code trains and probes with one model_config
+    entry, wrh14/deep_unlearning config/model_config.yaml).
+    """
+    from dukb.neural.models import read_model_record
+    from dukb.neural.spec import adds_bos
+
+    rec = read_model_record(model) if model is not None else None
+    if rec is None:
+        return
+    was = rec.get("prompt_format") or "dukb"
+    if was != prompt_format:
+        raise InputError(f"the model {model} was finetuned with --prompt-format {was}, not {prompt_format}: pass "
+                         f"--prompt-format {was} (or finetune it again in that format)")
+    fam, was_bos = rec.get("family"), rec.get("bos") or "never"
+    if adds_bos(was_bos, fam) != adds_bos(bos, fam):
+        raise InputError(f"the model {model} was finetuned with --bos {was_bos}, not {bos}: pass --bos {was_bos}")
 
 
 @functools.cache
