@@ -143,13 +143,55 @@ def encode_qa(tokenizer, tags, items: list[QAItem], device: str = "cpu", max_len
             t = tokenizer(it.answer, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
             rows.append((t, list(t)))
             continue
-        p = tokenizer(tags.prompt(it.question), add_special_tokens=False)["input_ids"]
-        a = tokenizer(tags.target(it.answer), add_special_tokens=False)["input_ids"]
+        p, a = qa_ids(tokenizer, tags, it.question, it.answer)
         if eos is not None:
             a = a + [eos]
         rows.append((p + a, [-100] * len(p) + a))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     return pad_rows(rows, pad, device, max_length)
+
+
+def bos_ids(tokenizer, tags) -> list[int]:
+    """The tokens that start every prompt: ``[tokenizer.bos_token_id]`` when ``tags.bos`` (Eval-DU's Llama models,
+    :func:`dukb.neural.spec.adds_bos`), else none.
+
+    Raises:
+        InputError: ``tags.bos`` and the tokenizer has no BOS token.
+
+    Source: Eval-DU's code, data_module.py:14-19 (``add_special_tokens=True``) and evaluate_util.py:9 (vLLM's).
+    """
+    if not getattr(tags, "bos", False):
+        return []
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        raise InputError("--bos family: this model's tokenizer has no BOS token")
+    return [bos]
+
+
+def qa_ids(tokenizer, tags, question: str, answer: str) -> tuple[list[int], list[int]]:
+    """The token ids of one QA item's prompt and answer (the answer's EOS not included).
+
+    dukb (``tags.joint`` False): ``tags.prompt(question)`` and ``tags.target(answer)`` tokenised apart. Eval-DU's code
+    (``tags.joint``): the text ``prompt + target`` tokenised as one string and split after as many tokens as the prompt
+    alone has (data_module.py:11-39: ``num_question_tokens`` masks the question). Either way BOS first when
+    ``tags.bos`` (:func:`bos_ids`), on the prompt's side.
+
+    Args:
+        tokenizer: an HF tokenizer; tags: :class:`dukb.neural.spec.PromptTags`; question, answer: the item's text.
+
+    Returns:
+        ``(prompt ids, answer ids)``; the first is what a probe continues, the second what training and scoring read.
+
+    Raises:
+        InputError: ``tags.bos`` without a BOS token.
+    """
+    prompt, target = tags.prompt(question), tags.target(answer)
+    first = bos_ids(tokenizer, tags)
+    p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if getattr(tags, "joint", False):
+        full = tokenizer(prompt + target, add_special_tokens=False)["input_ids"]
+        return first + full[:len(p)], full[len(p):]
+    return first + p, tokenizer(target, add_special_tokens=False)["input_ids"]
 
 
 def pad_rows(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str = "cpu",

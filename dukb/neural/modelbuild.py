@@ -90,7 +90,8 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
 
 def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
-    :data:`dukb.neural.models.MODEL_RECORD` (prompt preset, preset family, base model and, given ``kb``, the KB it was finetuned on) so
+    :data:`dukb.neural.models.MODEL_RECORD` (prompt preset, preset family, base model, the prompt format and BOS rule where
+    not dukb's, and, given ``kb``, the KB it was finetuned on) so
     a later load picks the same presets and a command given another KB refuses it (:func:`dukb.neural.models.model_kb`).
 
     A tiny model's ``dukb_tiny.json`` is copied along. The LoRA merge is peft's ``merge_and_unload``, which
@@ -132,6 +133,9 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
     spec = lm.spec
     record = {"prompt": spec.prompt if isinstance(spec.prompt, str) else "generic", "family": spec.preset_family,
               "base": "tiny" if (Path(spec.name_or_path) / "dukb_tiny.json").exists() else str(spec.name_or_path)}
+    for key, default in (("prompt_format", "dukb"), ("bos", "never")):  # how it was trained, where not dukb's
+        if getattr(spec, key, default) != default:
+            record[key] = getattr(spec, key)
     if kb is not None:
         record.update(kb=kb_label(kb), kb_sha256=kb.fingerprint())
     (out / MODEL_RECORD).write_text(json.dumps(record, indent=2))

@@ -526,8 +526,9 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
         path: a model directory (a dukb tiny one, one dukb saved with :data:`MODEL_RECORD`, or any HF directory), a
             .gguf file, a folder with one .gguf file, a :data:`dukb.neural.zoo.KNOWN_MODELS` short name or a hub id.
         **kw: further :class:`ModelSpec` fields (``dtype``, ``device``, ``lora``, ``trust_remote_code``,
-            ``gradient_checkpointing``, ``extra``); ``prompt`` and ``family``, when given (not None or empty),
-            override the choices above.
+            ``gradient_checkpointing``, ``extra``, ``judge``); ``prompt`` and ``family``, when given (not None or
+            empty), override the choices above; ``prompt_format`` and ``bos``, when given, override the ones the
+            directory's record holds (:func:`dukb.neural.protocols.evaluate.config.check_model_prompt`), else dukb's.
 
     Returns:
         A :class:`ModelSpec` with ``name_or_path=str(path)``, the chosen ``prompt`` ("generic" when none is found)
@@ -551,6 +552,11 @@ def spec_for_path(path: str | Path, **kw) -> ModelSpec:
     rec = read_model_record(p)
     prompt = kw.pop("prompt", None)
     family = kw.pop("family", None)
+    for key in ("prompt_format", "bos"):  # given, else as the model was finetuned (its record), else dukb's
+        if not kw.get(key) and rec and rec.get(key):
+            kw[key] = rec[key]
+        elif not kw.get(key):
+            kw.pop(key, None)
     if (p / "dukb_tiny.json").exists() or (str(path) == "tiny" and not p.exists()):  # built in: finetune makes it
         prompt, family = prompt or "tiny", family or "tiny"
     elif rec:
@@ -574,14 +580,14 @@ def read_model_record(model_dir: str | Path) -> dict | None:
 
     Returns:
         The record as written by :func:`dukb.neural.modelbuild.save_model`: ``{"prompt": PRESET, "family": FAMILY, "base": "tiny" or
-        NAME_OR_PATH}``, and for a model finetuned on a KB ``"kb"`` (its built-in name or absolute path) and
+        NAME_OR_PATH}``, ``"prompt_format"`` and ``"bos"`` where they are not dukb's, and for a model finetuned on a KB ``"kb"`` (its built-in name or absolute path) and
         ``"kb_sha256"`` (:meth:`dukb.kb.KB.fingerprint`); a record written by dukb before the KB was recorded lacks
         both. None when there is no :data:`MODEL_RECORD` file.
 
     Raises:
         InputError: the record exists but is not a regular file, is too large, cannot be read, is not JSON, is not
-            a JSON object, holds a "prompt", "family", "base", "kb" or "kb_sha256" that is neither a string nor
-            null, or a "prompt"
+            a JSON object, holds a "prompt", "family", "base", "kb", "kb_sha256", "prompt_format" or "bos" that is
+            neither a string nor null, an unknown "prompt_format" or "bos", or a "prompt"
             that is not a preset of :data:`dukb.neural.spec.PROMPT_PRESETS`; the file is named
             (:func:`read_json_object`).
     """
@@ -594,10 +600,15 @@ def read_model_record(model_dir: str | Path) -> dict | None:
     if not present:
         return None
     rec = read_json_object(f, "model record")
-    for key in ("prompt", "family", "base", "kb", "kb_sha256"):
+    for key in ("prompt", "family", "base", "kb", "kb_sha256", "prompt_format", "bos"):
         if rec.get(key) is not None and not isinstance(rec[key], str):
             raise InputError(f"model record: {key!r} must be a string, not {json.dumps(rec[key])[:40]}", f)
-    from dukb.neural.spec import PROMPT_PRESETS
+    from dukb.neural.spec import BOS_RULES, PROMPT_FORMATS, PROMPT_PRESETS
+
+    for key, allowed in (("prompt_format", PROMPT_FORMATS), ("bos", BOS_RULES)):
+        if rec.get(key) and rec[key] not in allowed:
+            raise InputError(f"model record: unknown {key} {json.dumps(rec[key])[:40]} (choose from "
+                             f"{', '.join(allowed)})", f)
 
     if rec.get("prompt") and rec["prompt"] not in PROMPT_PRESETS:  # named here: the spec would not say which file
         raise InputError(f"model record: unknown prompt preset {json.dumps(rec['prompt'])[:40]} (choose from "

@@ -12,7 +12,7 @@ from dukb.neural.distributed import barrier, full_state_dict, is_main_process
 from dukb.neural.finetune import FINETUNE_PRESETS, finetune, save_record
 from dukb.neural.modelbuild import build_tiny_model, save_model
 from dukb.neural.models import load_model
-from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
+from dukb.neural.spec import ModelSpec
 
 TINY = "tiny"
 
@@ -92,7 +92,7 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
     name, cfg = finetune_config(spec, preset, epochs, lr, batch_size, seed)
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
         if spec.name_or_path == TINY:
-            tags = PROMPT_PRESETS[TINY]
+            tags = dataclasses.replace(spec, prompt=TINY).tags  # the run's prompt format: its texts in the vocabulary
             texts = items is not None and any(it.kind == TEXT_KIND for it in items)
             extra = () if items is None else tuple(dict.fromkeys(it.kind for it in items
                                                                  if it.kind not in (TEXT_KIND, "qa")))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dukb.kb.judge import judge
-from dukb.neural.data import QAItem, encode_qa, model_device
+from dukb.neural.data import QAItem, bos_ids, encode_qa, model_device
 from dukb.neural.scoring import sequence_logprob
 
 DEFAULT_MAX_NEW_TOKENS = 10
@@ -43,6 +43,9 @@ class Predictor:
         all_done: optional ``all_done(flag) -> bool``: whether every process has finished its batch, given this
             process's ``flag`` (:func:`dukb.neural.distributed.all_true`). Set for a sharded (FSDP) model, whose
             forward is a collective: decoding goes on in lockstep until every process is done.
+        judge_prompt: :func:`probe` judges the prompt's text followed by the continuation, not the continuation
+            alone (Eval-DU's WHP evaluation decodes the whole sequence, evaluate_util.py:23-26; set by
+            :class:`dukb.neural.methods.whp.WHP` under the "generation" judge).
     """
 
     model: object
@@ -53,6 +56,7 @@ class Predictor:
     device: str | None = None
     meta: dict = field(default_factory=dict)
     all_done: Callable | None = None
+    judge_prompt: bool = False
 
     def __post_init__(self):
         if self.device is None:
@@ -264,7 +268,8 @@ def _left_padded(pred: Predictor, prompts: list[str] | None, token_ids: list[lis
 
     Args:
         pred: the :class:`Predictor` (tokenizer, device).
-        prompts: B prompt strings, tokenised without special tokens (used when ``token_ids`` is None).
+        prompts: B prompt strings, tokenised without special tokens (used when ``token_ids`` is None; a BOS token
+            that ``pred.tags.bos`` asks for is put first).
         token_ids: B prompts as token ids, left-padded here with the pad token (eos, or 0, when there is none).
 
     Returns:
@@ -272,8 +277,12 @@ def _left_padded(pred: Predictor, prompts: list[str] | None, token_ids: list[lis
 
     Raises:
         ValueError: the tokenizer pads on the right (string prompts), or ``token_ids`` is empty.
+        InputError: ``pred.tags.bos`` and the tokenizer has no BOS token (:func:`dukb.neural.data.bos_ids`).
     """
     tok = pred.tokenizer
+    first = bos_ids(tok, pred.tags) if prompts is not None and token_ids is None else []
+    if first:  # a BOS token starts every prompt (Eval-DU's Llama models): left-padded as token ids
+        token_ids = [first + r for r in tok(prompts, add_special_tokens=False)["input_ids"]]
     if token_ids is not None:
         pad0 = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
         width = max(len(r) for r in token_ids)
@@ -391,21 +400,25 @@ def rouge_l_recall(answer: str, output: str) -> float:
 
 def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
           max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False, *, generate: bool = True,
-          rouge: bool = True, logprob: bool = True, stop_at_newline: bool = True):
+          rouge: bool = True, logprob: bool = True, stop_at_newline: bool | None = None):
     """Probe a predictor on QA items, computing only the passes asked for.
 
-    Prompts are batched in order of their token length (less padding). The judged output is the answer line:
-    generation stops at EOS or at the end of the first non-blank line (:func:`greedy_generate`), at most
-    ``max_new_tokens`` tokens; a finetuned model answers on one line, so this cuts the paper's 10-token budget
-    without changing what it reads as the answer, and a model that runs on into a second line (e.g. the next
-    "Question: ...") is not credited with what it says there.
+    Prompts are batched in order of their token length (less padding). Under dukb's judge (``pred.tags.judge``
+    "line") the judged output is the answer line: generation stops at EOS or at the end of the first non-blank line
+    (:func:`greedy_generate`), at most ``max_new_tokens`` tokens; a finetuned model answers on one line, so this cuts
+    the paper's 10-token budget without changing what it reads as the answer, and a model that runs on into a
+    second line (e.g. the next "Question: ...") is not credited with what it says there. Under "generation" the
+    whole continuation of ``max_new_tokens`` tokens (up to EOS) is judged, as Eval-DU's code does
+    (evaluate_util.py:8-11), and for a predictor with ``judge_prompt`` (WHP) the prompt's text followed by it
+    (evaluate_util.py:23-26); the ``output`` column holds the continuation.
 
     Args:
         pred: the :class:`Predictor`.
         items: QA items (any probe kinds).
         batch_size: prompts per forward pass.
         max_new_tokens: generation budget (tokens).
-        stop_at_newline: judge the answer line only (default); False = the whole continuation (the paper's code).
+        stop_at_newline: judge the answer line only; False = the whole continuation (the paper's code); None (the
+            default): as ``pred.tags.judge`` says ("line": True).
         progress: show a rich progress bar.
         generate: greedy generation and the known/unknown judgement (the paper's rule).
         rouge: ROUGE-L recall of each output against its answer (needs ``generate``).
@@ -427,6 +440,8 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         raise ValueError("ROUGE-L needs the generated outputs (generate=True)")
     t0 = time.perf_counter()
     rows = []
+    if stop_at_newline is None:
+        stop_at_newline = getattr(pred.tags, "judge", "line") == "line"
     prompts = [pred.tags.prompt(it.question) for it in items]
     lengths = [len(x) for x in pred.tokenizer(prompts, add_special_tokens=False)["input_ids"]] if prompts else []
     order = sorted(range(len(items)), key=lambda i: lengths[i])  # similar lengths batch well (less padding)
@@ -454,8 +469,9 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
             bar.stop()
     for i, it in enumerate(items):
         out, lp = results[i]
+        judged = prompts[i] + out if generate and pred.judge_prompt else out
         rows.append({"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
-                     "answer": it.answer, "output": out, "known": judge(it, out) if generate else None,
+                     "answer": it.answer, "output": out, "known": judge(it, judged) if generate else None,
                      "rouge_l": rouge_l_recall(it.answer, out) if rouge else None, "logprob": lp})
     df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "question", "answer", "output", "known",
                                      "rouge_l", "logprob"])

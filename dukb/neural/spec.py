@@ -5,27 +5,64 @@ Prompt tags follow the paper's finetuning/probing format (Wu et al. 2025, App. C
 
 - ``gpt2-xl``: "Question: {q}\\n Answer:"; ``phi``: "Question: {q}\\nAnswer: "; ``llama``: "Question: {q}\\nAnswer:"
   (Wu et al. 2025, Sec. 4.1 and App. C.1, the finetuning prompt); ``generic`` = the llama form; ``tiny`` = the llama form.
+
+``prompt_format="eval-du"`` reads the same presets as Eval-DU's released code does (:data:`EVAL_DU_PROMPTS`), with
+its BOS rule (:func:`adds_bos`) and its judge over the whole generation (:class:`PromptTags` ``judge``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from dukb import InputError
+
+#: ``prompt_format`` values: dukb's prompts (:data:`PROMPT_PRESETS`) or Eval-DU's code's (:data:`EVAL_DU_PROMPTS`)
+PROMPT_FORMATS = ("dukb", "eval-du")
+#: ``bos`` rules: never add a BOS token (dukb), or where Eval-DU's code gets one from its tokenizer (:data:`BOS_FAMILIES`)
+BOS_RULES = ("never", "family")
+#: ``judge`` values: the answer line of the continuation (dukb), or the whole continuation (Eval-DU's code)
+JUDGES = ("line", "generation")
+#: The model families whose tokenizer adds a BOS token in Eval-DU's code: it tokenises with
+#: ``add_special_tokens=True`` (data_module.py:14-19; vLLM's default in evaluate_util.py:9), which prepends ``<s>`` /
+#: ``<|begin_of_text|>`` for Llama-2 and Llama-3 (config/model_config.yaml) and nothing for GPT2-XL and Phi-1.5.
+BOS_FAMILIES = ("llama",)
 
 
 @dataclass(frozen=True)
 class PromptTags:
-    """How a question is turned into a prompt and where the answer starts.
+    """How a question is turned into a prompt, where the answer starts, and how the continuation is read.
 
     ``prompt(q) = question_start + q + question_end + answer_tag``; the model's continuation is its answer. During
     finetuning the answer is appended with ``answer_prefix`` (a space where the tag does not end in one).
+
+    The last three fields are Eval-DU's code's choices (Wu et al. 2025; :data:`EVAL_DU_PROMPTS`), off by default:
+
+    - ``bos``: a BOS token starts every prompt and training text (:func:`dukb.neural.data.bos_ids`);
+    - ``joint``: a training text is tokenised as one string, its first ``len(tokens(prompt))`` tokens masked, as
+      Eval-DU's data_module.py:11-39 does (dukb: prompt and answer tokenised apart);
+    - ``judge``: ``"line"`` (dukb) judges the first non-blank line of the continuation, ``"generation"`` the whole
+      continuation of max-new-tokens tokens (evaluate_util.py:8-11; :func:`dukb.neural.probe.probe`).
+
+    A run identity records :meth:`record`, which leaves these out at their defaults.
     """
 
     question_start: str = "Question: "
     question_end: str = "\n"
     answer_tag: str = "Answer:"
     answer_prefix: str = " "
+    bos: bool = False
+    joint: bool = False
+    judge: str = "line"
+
+    def record(self) -> dict:
+        """The tags as a JSON-able dict for run identities and records: every field, but ``bos``, ``joint`` and
+        ``judge`` only where they differ from their defaults (so a record made before they existed compares
+        equal)."""
+        d = asdict(self)
+        for name, default in (("bos", False), ("joint", False), ("judge", "line")):
+            if d[name] == default:
+                del d[name]
+        return d
 
     def prompt(self, question: str) -> str:
         """The prompt text for a question."""
@@ -43,6 +80,71 @@ PROMPT_PRESETS: dict[str, PromptTags] = {
     "generic": PromptTags("Question: ", "\n", "Answer:", " "),
     "tiny": PromptTags("Question: ", "\n", "Answer:", " "),
 }
+
+#: Eval-DU's code's prompts per preset (``--prompt-format eval-du``), from its config/model_config.yaml and
+#: data_module.py:10-13 (training text ``question_start_tag + q + question_end_tag + answer_tag + answer``, the loss
+#: on everything after ``question_start_tag + q + question_end_tag``) and evaluate_util.py:7 (probe prompt
+#: ``question_start_tag + q + question_end_tag``, no answer tag). In dukb's terms the reference's answer tag is the
+#: answer prefix: gpt2-xl trains on "Question: q\n Answer:father" and probes with "Question: q\n Answer:"; phi
+#: trains on "Question: q\nAnswer: father" and llama on "Question: q\nAnswer:father", both probed with
+#: "Question: q\n". The reference has no generic or tiny model: they get the llama form (as in
+#: :data:`PROMPT_PRESETS`). Every entry tokenises its training text jointly (``joint``).
+EVAL_DU_PROMPTS: dict[str, PromptTags] = {
+    "gpt2-xl": PromptTags("Question: ", "\n Answer:", "", "", joint=True),
+    "phi": PromptTags("Question: ", "\n", "", "Answer: ", joint=True),
+    "llama": PromptTags("Question: ", "\n", "", "Answer:", joint=True),
+    "generic": PromptTags("Question: ", "\n", "", "Answer:", joint=True),
+    "tiny": PromptTags("Question: ", "\n", "", "Answer:", joint=True),
+}
+
+
+def adds_bos(rule: str, family: str | None) -> bool:
+    """Whether a BOS token starts the prompts of a model of ``family`` under a ``bos`` rule (:data:`BOS_RULES`):
+    never under ``"never"``; under ``"family"`` for :data:`BOS_FAMILIES` (Eval-DU's Llama models,
+    config/model_config.yaml, whose tokenizers prepend BOS in data_module.py:14-19 and evaluate_util.py:9).
+
+    Raises:
+        InputError: an unknown rule.
+    """
+    if rule not in BOS_RULES:
+        raise InputError(f"unknown --bos {rule!r} (choose from {', '.join(BOS_RULES)})")
+    return rule == "family" and family in BOS_FAMILIES
+
+
+def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str = "never",
+                family: str | None = None, judge: str = "line") -> PromptTags:
+    """The :class:`PromptTags` of a prompt preset under a prompt format, BOS rule and judge.
+
+    Args:
+        preset: a preset name (:data:`PROMPT_PRESETS`) or explicit tags (used as they are under ``"dukb"``).
+        prompt_format: ``"dukb"`` (:data:`PROMPT_PRESETS`) or ``"eval-du"`` (:data:`EVAL_DU_PROMPTS`).
+        bos: a BOS rule (:func:`adds_bos`); family: the model family it reads.
+        judge: ``"line"`` or ``"generation"`` (:class:`PromptTags`).
+
+    Returns:
+        The tags.
+
+    Raises:
+        InputError: an unknown preset, format, rule or judge; explicit tags under ``"eval-du"``.
+
+    Source: Wu et al. 2025, App. C/H; Eval-DU's code (config/model_config.yaml, data_module.py, evaluate_util.py).
+    """
+    if prompt_format not in PROMPT_FORMATS:
+        raise InputError(f"unknown --prompt-format {prompt_format!r} (choose from {', '.join(PROMPT_FORMATS)})")
+    if judge not in JUDGES:
+        raise InputError(f"unknown --judge {judge!r} (choose from {', '.join(JUDGES)})")
+    if isinstance(preset, PromptTags):
+        if prompt_format != "dukb":
+            raise InputError("--prompt-format eval-du needs a prompt preset, not custom prompt tags")
+        base = preset
+    else:
+        table = EVAL_DU_PROMPTS if prompt_format == "eval-du" else PROMPT_PRESETS
+        try:
+            base = table[preset]
+        except KeyError:
+            raise InputError(f"unknown prompt preset {preset!r} (choose from {', '.join(PROMPT_PRESETS)})") \
+                from None
+    return replace(base, bos=adds_bos(bos, family), judge=judge)
 
 
 def preset_for(name_or_path: str) -> str:
@@ -78,6 +180,8 @@ class ModelSpec:
         gradient_checkpointing: enable it on the model (with LoRA, input grads are enabled too).
         family: preset family for finetuning and unlearning hyper-parameters (``tiny``, ``smollm2``, ``gpt2-xl``,
             ``phi``, ``llama``, ``generic``; :func:`dukb.neural.zoo.model_family`); None = the prompt preset's name.
+        prompt_format, bos, judge: how the prompt preset is read (:func:`prompt_tags`): dukb's prompts or Eval-DU's
+            code's, its BOS rule, and what is judged ("line" or "generation").
     """
 
     name_or_path: str
@@ -89,6 +193,9 @@ class ModelSpec:
     gradient_checkpointing: bool = False
     family: str | None = None
     extra: dict = field(default_factory=dict)
+    prompt_format: str = "dukb"
+    bos: str = "never"
+    judge: str = "line"
 
     @property
     def preset_family(self) -> str:
@@ -102,18 +209,15 @@ class ModelSpec:
         """The resolved :class:`PromptTags`.
 
         Raises:
-            InputError: unknown preset name.
+            InputError: unknown preset name, prompt format, BOS rule or judge (:func:`prompt_tags`).
         """
-        if isinstance(self.prompt, PromptTags):
-            return self.prompt
-        try:
-            return PROMPT_PRESETS[self.prompt]
-        except KeyError:
-            raise InputError(f"unknown prompt preset {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})") \
-                from None
+        return prompt_tags(self.prompt, self.prompt_format, self.bos, self.preset_family, self.judge)
 
     def to_json(self) -> dict:
-        """A JSON-able record of the spec."""
+        """A JSON-able record of the spec (``prompt_format``, ``bos`` and ``judge`` only where not dukb's)."""
         d = asdict(self)
-        d["prompt"] = asdict(self.tags) | {"preset": self.prompt if isinstance(self.prompt, str) else "custom"}
+        for name, default in (("prompt_format", "dukb"), ("bos", "never"), ("judge", "line")):
+            if d[name] == default:
+                del d[name]
+        d["prompt"] = self.tags.record() | {"preset": self.prompt if isinstance(self.prompt, str) else "custom"}
         return d

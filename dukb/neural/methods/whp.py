@@ -3,7 +3,8 @@
 Next-token logits of the unlearned model: ℓ(α) = ℓ_base − α · max(ℓ_reinforced − ℓ_base, 0), where ℓ_base are the
 finetuned model's logits and ℓ_reinforced the logits of the model reinforced on the target (10 more steps, as for
 TV). Used in generation and in answer scoring through a :class:`dukb.neural.probe.Predictor` that runs both models
-in lockstep. α ∈ {0.5, 1, 5, 10, 100, 1000}.
+in lockstep. α ∈ {0.5, 1, 5, 10, 100, 1000}. Under the "generation" judge its answers are judged with the prompt
+(:func:`judges_prompt`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ def whp_logits(base_logits, reinforced_logits, alpha: float):
     """Eq. 3: ``base − alpha * relu(reinforced − base)`` (any shape [..., V]); α = 0 returns the base logits."""
 
     return base_logits - alpha * torch.relu(reinforced_logits - base_logits)
+
+
+def judges_prompt(tags) -> bool:
+    """WHP's prompt rule: under the "generation" judge (``tags.judge``) a WHP model's answer is judged on the prompt
+    followed by its continuation, as Eval-DU's WHP evaluation decodes the whole generated sequence
+    (evaluate_util.py:23-26: ``tokenizer.decode(outputs[0])``, then ``answer.lower() in output.lower()``); under
+    dukb's "line" judge on the answer line alone, like every method.
+
+    Source: Eval-DU's code (wrh14/deep_unlearning evaluate_util.py ``eval_qa_whp``), Wu et al. 2025, Eq. 3.
+    """
+    return getattr(tags, "judge", "line") == "generation"
 
 
 class WHP(Method):
@@ -46,7 +58,8 @@ class WHP(Method):
                 a = float(alpha)
                 yield ({"alpha": a, "reinforce_steps": 10},
                        Predictor(ctx.lm.model, ctx.lm.tokenizer, ctx.lm.tags, aux_model=reinforced,
-                                 combine=lambda b, r, a=a: whp_logits(b, r, a), device=ctx.lm.device))
+                                 combine=lambda b, r, a=a: whp_logits(b, r, a), device=ctx.lm.device,
+                                 judge_prompt=judges_prompt(ctx.lm.tags)))
         finally:
             del reinforced
 

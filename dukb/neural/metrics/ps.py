@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dukb import InputError
+from dukb.neural.data import qa_ids
 
 #: ε of PS-similar (ROUGE-L recall threshold; Wang et al. 2024, App. B.2)
 SIMILAR_EPSILON = 0.5
@@ -96,8 +97,7 @@ def ps_queries(pred, items, questions: Sequence[str] | None = None) -> list[PSQu
     out = []
     for i, it in enumerate(items):
         q = it.question if questions is None else questions[i]
-        p = tok(tags.prompt(q), add_special_tokens=False)["input_ids"]
-        a = tok(tags.target(it.answer), add_special_tokens=False)["input_ids"]
+        p, a = qa_ids(tok, tags, q, it.answer)  # as in training (BOS and Eval-DU's joint text where the tags ask)
         out.append(PSQuery(tuple(p), tuple(a)))
     return out
 

@@ -25,6 +25,7 @@ from dukb.neural.bounds import N_SEEDS, N_TARGETS
 from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
 from dukb.neural.declare import option
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
+from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS
 from dukb.solver.scopes import FORGET_SCOPES
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
@@ -84,7 +85,7 @@ class EvaluateConfig(RunConfig):
                   "added.",
         "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
                   "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
-                  "attacks")}
+                  "attacks", "prompt_format", "bos", "judge")}
 
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
@@ -138,6 +139,35 @@ class EvaluateConfig(RunConfig):
                                 "settings); recall_under_attack becomes the worst case over forms and attacks. Part "
                                 "of the run identity.")
 
+    prompt_format: str | None = option(
+        None, unset="dukb", choices=PROMPT_FORMATS, identity="set",
+        help="Prompts of finetuning, unlearning and probing. dukb: probe 'Question: q\\nAnswer:' and train on "
+        "'... Answer: father' (answer after a space). eval-du: Eval-DU's code per model family "
+        "(wrh14/deep_unlearning config/model_config.yaml, data_module.py, evaluate_util.py): llama, tiny and "
+        "generic probe 'Question: q\\n' (no answer tag) and train on 'Question: q\\nAnswer:father'; phi probes "
+        "'Question: q\\n' and trains on '... Answer: father'; gpt2-xl probes 'Question: q\\n Answer:' and trains "
+        "on '... Answer:father'; a training text is tokenised as one string. A model given with --finetuned must "
+        "have been finetuned with the same format (its dukb_model.json records it).")
+    bos: str | None = option(
+        None, unset="never", choices=BOS_RULES, identity="set",
+        help="BOS token at the start of every prompt and training text. never: none (dukb). family: where "
+        "Eval-DU's code gets one from its tokenizer (add_special_tokens=True): the llama family; gpt2-xl, phi, "
+        "smollm2, tiny and generic models get none.")
+    judge: str | None = option(
+        None, unset="line", choices=JUDGES, identity="set",
+        help="What a probe judges (substring rule). line: the first non-blank line of the continuation (dukb). "
+        "generation: the whole continuation of 10 tokens, as Eval-DU's code (evaluate_util.py), and for whp the "
+        "prompt followed by it (its WHP evaluation decodes the whole sequence).")
+
+    def load_kwargs(self) -> dict:
+        """:meth:`RunConfig.load_kwargs` with the prompt format, BOS rule and judge of this run (every model the run
+        loads or finetunes is prompted and read through them, :class:`dukb.neural.spec.ModelSpec`)."""
+        return {**super().load_kwargs(), **self.prompt_kwargs()}
+
+    def prompt_kwargs(self) -> dict:
+        """``prompt_format``, ``bos`` and ``judge`` as :class:`dukb.neural.spec.ModelSpec` fields (None: dukb's)."""
+        return {"prompt_format": self.prompt_format or "dukb", "bos": self.bos or "never", "judge": self.judge or "line"}
+
     def resolve(self) -> None:
         """Validate every field that the protocol would otherwise read later or silently reinterpret (the Python
         API gets the same checks as the command line; :meth:`check` calls it once), and resolve
@@ -147,7 +177,8 @@ class EvaluateConfig(RunConfig):
             InputError: ``sets`` not exact/random/paper; ``tie_break`` not accuracy/first; an unknown
                 ``forget_scope`` or ``schedule``; no method; an unknown attack; unknown probe forms,
                 ``finetune_forms`` without qa or with ``finetuned``; an unknown held-out rule; held-out forms a
-                method sees.
+                method sees; an unknown prompt format, BOS rule or judge; a ``finetuned`` model finetuned with
+                another prompt format or BOS (:func:`check_model_prompt`).
         """
         from dukb.kb.probes import parse_kinds
         from dukb.neural.methods.base import SWEEP_SCHEDULES
@@ -180,6 +211,49 @@ class EvaluateConfig(RunConfig):
             raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
         if self.heldout_forms is not None:  # every built-in method trains on qa
             self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
+        self._check_prompt_options()
+
+    def _check_prompt_options(self) -> None:
+        """The prompt format, BOS rule and judge are known values, and a ``finetuned`` model was finetuned with the
+        same format and BOS (:func:`check_model_prompt`)."""
+        for name, allowed in (("prompt_format", PROMPT_FORMATS), ("bos", BOS_RULES), ("judge", JUDGES)):
+            value = getattr(self, name)
+            if value is not None and value not in allowed:
+                raise InputError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.finetuned:
+            check_model_prompt(self.finetuned, self.prompt_format or "dukb", self.bos or "never")
+
+
+def check_model_prompt(model, prompt_format: str, bos: str) -> None:
+    """Refuse to probe a finetuned model in another prompt format, or with another BOS, than it was finetuned with
+    (its :data:`dukb.neural.models.MODEL_RECORD`; a record without them: dukb's, ``"dukb"`` and ``"never"``). The BOS rules are compared
+    by what they do for the model's family (:func:`dukb.neural.spec.adds_bos`). A model without a record (a hub id,
+    a directory dukb did not save) is not checked.
+
+    Args:
+        model: the ``--finetuned`` argument; prompt_format, bos: the run's (:data:`dukb.neural.spec.PROMPT_FORMATS`,
+            :data:`dukb.neural.spec.BOS_RULES`).
+
+    Raises:
+        InputError: the formats differ, or BOS is added in one and not the other (one line naming both); a malformed
+            record (:func:`dukb.neural.models.read_model_record`).
+
+    Source: dukb (a model is probed as it was trained; Eval-DU's code trains and probes with one model_config
+    entry, wrh14/deep_unlearning config/model_config.yaml).
+    """
+    from dukb.neural.models import read_model_record
+    from dukb.neural.spec import adds_bos
+
+    rec = read_model_record(model) if model is not None else None
+    if rec is None:
+        return
+    was = rec.get("prompt_format") or "dukb"
+    if was != prompt_format:
+        raise InputError(f"the model {model} was finetuned with --prompt-format {was}, not {prompt_format}: pass "
+                         f"--prompt-format {was} (or finetune it again in that format)")
+    fam, was_bos = rec.get("family"), rec.get("bos") or "never"
+    if adds_bos(was_bos, fam) != adds_bos(bos, fam):
+        raise InputError(f"the model {model} was finetuned with --bos {was_bos}, not {bos}: pass --bos {was_bos}")
 
 
 @functools.cache
@@ -267,8 +341,9 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
     lora; seed; lr; sets (method, N_seed, exact limits, and with ``paper`` the digest of the paper's sets); retain
-    and probe settings; the metrics; targets and methods (label -> :func:`method_identity`): targets, methods
-    and each method's grid are extendable (:data:`EXTENDABLE`); ``tie_break`` only when it is not "accuracy". ``schedules`` (label -> "separate" or
+    and probe settings (``probe.answer``: the judge); the prompt options where not dukb's (:func:`prompt_identity`);
+    the metrics; targets and methods (label -> :func:`method_identity`): targets, methods and each method's grid are
+    extendable (:data:`EXTENDABLE`); ``tie_break`` only when it is not "accuracy". ``schedules`` (label -> "separate" or
     "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
     method "separate".
 
@@ -293,9 +368,9 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     return {
         "identity_version": IDENTITY_VERSION,
         "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
-        "family": spec.preset_family, "prompt": _asdict(spec.tags), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
+        "family": spec.preset_family, "prompt": spec.tags.record(), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
         "lr": cfg.lr, "sets": _sets_identity(cfg, kb, targets),
-        "retain": _retain_defaults(), "probe": _probe_defaults(), "metrics": [m.name for m in metrics], "targets": list(targets),
+        "retain": _retain_defaults(), "probe": {**_probe_defaults(), "answer": spec.tags.judge}, "metrics": [m.name for m in metrics], "targets": list(targets),
         "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"),
                                            spec.preset_family, cfg.lr)
                     for label, m, scope, _g in methods},
@@ -306,6 +381,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         **({"attacks": _attack_identity(cfg.attacks)} if getattr(cfg, "attacks", None) else {}),
         # only when not dukb's default, so that the identities of runs made before the option existed stay equal
         **({"tie_break": cfg.tie_break} if getattr(cfg, "tie_break", None) not in (None, "accuracy") else {}),
+        **prompt_identity(cfg),
     }
 
 
@@ -324,6 +400,14 @@ def _sets_identity(cfg, kb, targets) -> dict:
 
         out["paper"] = paper_sets_digest(paper_sets_of(kb, list(targets))[0])
     return out
+
+
+def prompt_identity(cfg) -> dict:
+    """The prompt options' part of a run identity: ``prompt_format``, ``bos`` and ``judge``, each only where it is not
+    dukb's (so that identities written before the options existed compare equal). Their effect is also in the
+    identity's ``prompt`` (the resolved tags) and ``probe.answer`` (the judge)."""
+    kw = cfg.prompt_kwargs() if hasattr(cfg, "prompt_kwargs") else {}
+    return {k: v for k, v in kw.items() if v != {"prompt_format": "dukb", "bos": "never", "judge": "line"}[k]}
 
 
 def _attacks_of(cfg: EvaluateConfig, lm):

@@ -257,7 +257,7 @@ class EvaluateProtocol(Protocol):
                         progress=self.progress, log=self.log, identity=model_key,
                         items=None if list(cfg.finetune_forms) == ["qa"] else kb_qa(kb, tuple(cfg.finetune_forms)))
         lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
-                            gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora)
+                            gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora, **cfg.prompt_kwargs())
         ft = finetune_record(ft_dir)
         record["model"] = cfg.model
         return lm, ft
@@ -278,8 +278,8 @@ class EvaluateProtocol(Protocol):
 
         cache = self.run / PROBE_CACHE_NAME
         weights = self.identity["model"]["finetuned"] if self.cfg.finetuned else model_fingerprint(self.run / "finetuned")
-        probe_kw = {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"], "stop_at_newline": True,
-                    "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+        probe_kw = {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"],
+                    "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
         dev = self.record["provenance"]["device"]
         kind = str(lm.device).split(":")[0]
         where = {"type": kind, "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
