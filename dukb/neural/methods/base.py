@@ -76,7 +76,9 @@ class UnlearnContext:
 
 
 #: how :func:`gradient_sweep` runs a grid of step counts T (``dukb evaluate --schedule``)
-SWEEP_SCHEDULES = ("separate", "reference", "constant")
+SWEEP_SCHEDULES = ("separate", "reference")
+#: every kind :class:`SweepSchedule` runs: ``dukb evaluate``'s and MUSE's constant-rate run (``dukb muse``)
+SCHEDULE_KINDS = (*SWEEP_SCHEDULES, "constant")
 #: Eval-DU's unlearning run (wrh14/deep_unlearning forget.py, TrainingArguments): ``warmup_steps=max(1,
 #: steps_per_epoch)`` = 1 (one step per epoch: the one target fact, batch 1 on each of 2 GPUs),
 #: ``lr_scheduler_type="linear"`` over ``max_steps`` = the largest T, ``weight_decay`` 0.01
@@ -110,7 +112,7 @@ class SweepSchedule:
       (``lr_scheduler_type='constant'``, ``save_strategy='epoch'``; ``max_grad_norm`` 1.0, ``weight_decay`` 0).
 
     Attributes:
-        kind: one of :data:`SWEEP_SCHEDULES`.
+        kind: one of :data:`SCHEDULE_KINDS`.
         steps: the reference or constant run's length N (None: the grid's largest T).
 
     Raises:
@@ -122,8 +124,8 @@ class SweepSchedule:
 
     def check(self) -> SweepSchedule:
         """Validate (returns self)."""
-        if self.kind not in SWEEP_SCHEDULES:
-            raise InputError(f"unknown schedule {self.kind!r} (choose from {', '.join(SWEEP_SCHEDULES)})")
+        if self.kind not in SCHEDULE_KINDS:
+            raise InputError(f"unknown schedule {self.kind!r} (choose from {', '.join(SCHEDULE_KINDS)})")
         if self.steps is not None and self.steps < 1:
             raise InputError(f"the reference schedule's run length must be at least 1 step, got {self.steps}")
         return self

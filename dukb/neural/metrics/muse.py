@@ -212,7 +212,8 @@ def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256, *, exa
         examples: in-context QA items put before every question (:func:`knowmem_examples` drops those of a probed
             fact and those that do not fit); () = none (dukb's default).
         prompt: "qa" (default): the model's QA prompt, the answer line judged (:func:`dukb.neural.probe.probe`);
-            "muse": MUSE's knowmem.py prompt (:func:`knowmem_prompt`), the whole decode cut by :func:`muse_answer`.
+            "muse": MUSE's knowmem.py prompt (:func:`knowmem_prompt`) tokenised with the tokenizer's special
+            tokens, the whole decode (EOS or the budget) cut by :func:`muse_answer`.
 
     Returns:
         one ROUGE-L F1 in [0, 1] per item, in the items' order.
@@ -236,7 +237,12 @@ def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256, *, exa
     out: list[float] = []
     for i in range(0, len(prompts), batch_size):
         chunk = prompts[i:i + batch_size]
-        gens = greedy_generate(pred, chunk, _budget(pred, chunk, max_new_tokens), stop_at_newline=prompt == "qa")
+        budget = _budget(pred, chunk, max_new_tokens)
+        if prompt == "muse":  # tokenised as knowmem.py:32-35 does, with the tokenizer's special tokens (Llama's BOS)
+            ids = [pred.tokenizer(p, add_special_tokens=True)["input_ids"] for p in chunk]
+            gens = greedy_generate(pred, None, budget, token_ids=ids)
+        else:
+            gens = greedy_generate(pred, chunk, budget, stop_at_newline=True)
         out += [rouge_l_f1(it.answer, muse_answer(g) if prompt == "muse" else g)
                 for it, g in zip(items[i:i + batch_size], gens)]
     return out
