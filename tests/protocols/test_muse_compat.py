@@ -72,7 +72,7 @@ def test_the_report_line_names_each_component_that_differs_from_muses_code():
              "verbmem_forget": 0.5, "knowmem_forget": 0.5, "knowmem_retain": 0.5, "privleak": 0.0, "mia_auc": 0.5,
              "items": {}} for k in ("target", "retrain")]
     report = markdown_report(summarize_muse(rows, bootstrap=10), dataclasses.asdict(MuseConfig(compat="muse").check()))
-    head, table = report.split("## Table 3 layout (main request)")
+    _head, table = report.split("## Table 3 layout (main request)")
     assert table.lstrip().startswith("Components as MUSE's code (--compat muse).\n\n| method |")
 
 
@@ -192,12 +192,12 @@ def test_knowmem_with_in_context_examples_decodes_as_muses_code_on_the_tiny_mode
     (each item's gold answer is set to MUSE's output) and 0.0 against an answer it never says."""
     from rouge_score import rouge_scorer
 
+    from conftest import DEVICE
     from dukb.neural.metrics.muse import knowmem
     from dukb.neural.modelbuild import build_tiny_model
     from dukb.neural.models import load_model
     from dukb.neural.probe import Predictor
     from dukb.neural.spec import ModelSpec
-    from conftest import DEVICE
 
     words = "Who is Ann Bo Cy Di Ed Fa father mother son ? 's Question Answer".split()
     build_tiny_model([" ".join(words), "Question: Who is Ann's father?\nAnswer: Bo\n\n"], tmp_path, seed=3,
