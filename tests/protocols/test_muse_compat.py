@@ -35,6 +35,9 @@ def test_the_preset_resolves_every_component_and_an_explicit_option_wins():
     plain = MuseConfig().check()
     assert {c: getattr(plain, c) for c in COMPONENTS} == DUKB  # dukb's defaults are unchanged
     assert plain.component_identity() == {}  # nothing new in the identity: older runs compare equal
+    settings = plain.identity_settings()
+    assert settings["knowmem_tokens"] == 10  # recorded as before (a plain setting since the first identity)
+    assert not ({"compat", *COMPONENTS} - {"knowmem_tokens"}) & set(settings)
     assert plain.unlearn_lr() is None  # each method's family rate
     muse = MuseConfig(compat="muse").check()
     assert {c: getattr(muse, c) for c in COMPONENTS} == MUSE
