@@ -91,7 +91,7 @@ class MuseConfig(RunConfig):
         bootstrap: bootstrap resamples for the confidence intervals (MUSE: 9,999).
         compat: ``"muse"`` (:data:`MUSE_COMPAT`) sets every component below that is not given to MUSE's code's value;
             None: dukb's values. The components (None until :meth:`check` resolves them; each in the run identity
-            once it differs from dukb's value): knowmem_tokens (KnowMem's decoding budget: 10 / MUSE 32),
+            once it differs from dukb's value, knowmem_tokens always, as before): knowmem_tokens (KnowMem's decoding budget: 10 / MUSE 32),
             knowmem_icl (in-context QA examples before each KnowMem question, drawn from the retain_train facts:
             0 / MUSE 10), knowmem_prompt ("qa": the model's QA prompt, the answer line judged / "muse": MUSE's
             knowmem.py prompt and stop strings), klr_form ("token": the per-token KL / "raw_logits": MUSE's
@@ -223,7 +223,10 @@ class MuseConfig(RunConfig):
 
 
 def compat_components(cls) -> list:
-    """The fields of ``cls`` that are components of its compat presets (declared with ``unset``), in field order."""
+    """The fields of ``cls`` that are components of its compat presets (declared with ``unset``), in field order.
+
+    Source: dukb's compat presets (:func:`dukb.neural.declare.apply_compat`).
+    """
     from dataclasses import fields
 
     return [f for f in fields(cls) if "unset" in f.metadata]
@@ -238,6 +241,8 @@ def compat_differences(config: dict, preset: str = "muse") -> list[tuple[str, ob
 
     Returns:
         [(field, the run's value, MUSE's code's value)], in field order; [] when the run computes as MUSE's code.
+
+    Source: swj0419/muse_bench (the values of :data:`MUSE_COMPAT`, each quoted where its option is declared).
     """
     out = []
     for f in compat_components(MuseConfig):
@@ -339,6 +344,8 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
         rounded to 4 decimals. With ``closure`` and ``targets``: ``forgotten_relationships`` (sorted fact_ids the
         model does not answer on the qa form), ``accuracy_all_facts`` (share of every KB fact it answers),
         ``success_du`` (1 when no target is derivable from the facts it answers) and ``success_du_forms`` (["qa"]).
+        With ``cfg.knowmem_icl`` > 0: ``knowmem_icl_used`` ({"forget": n, "retain": n}: the in-context examples
+        each KnowMem set had, :func:`icl_examples` fitted by :func:`dukb.neural.metrics.muse.knowmem_examples`).
 
     Raises:
         ValueError: ``targets`` given but empty.
