@@ -23,8 +23,8 @@ dukb's continuation ends at the end of its line (a KB statement is one line); MU
 
 KnowMem by default decodes 10 tokens after the model's QA prompt and judges the answer line. MUSE's
 metrics/knowmem.py (eval.py: ``knowmem_max_new_tokens=32``) puts in-context QA examples before each question,
-``"Question: {q}\nAnswer: {a}\n\n"`` each, then ``"Question: {q}\nAnswer: "``, decodes 32 tokens greedily and cuts
-the output before the first ``"\n\n"``, ``"\nQuestion"`` or ``"Question:"``; :func:`knowmem` computes either
+``"Question: {q}\\nAnswer: {a}\\n\\n"`` each, then ``"Question: {q}\\nAnswer: "``, decodes 32 tokens greedily and cuts
+the output before the first ``"\\n\\n"``, ``"\\nQuestion"`` or ``"Question:"``; :func:`knowmem` computes either
 (``prompt="muse"``, ``examples``).
 """
 
@@ -141,7 +141,7 @@ KNOWMEM_PROMPTS = ("qa", "muse")
 
 def muse_answer(text: str) -> str:
     """A KnowMem decode cut as MUSE's knowmem.py:7-9 and :50 cuts it: before each of :data:`MUSE_STOP_WORDS` in turn
-    (``"a\n\nQuestion: b"`` -> ``"a"``).
+    (``"a\\n\\nQuestion: b"`` -> ``"a"``).
 
     Source: swj0419/muse_bench metrics/knowmem.py (``get_prefix_before_words_occur``).
     """
@@ -156,9 +156,9 @@ def knowmem_prompt(tags, question: str, examples=(), prompt: str = "qa") -> str:
     Args:
         tags: the model's :class:`dukb.neural.spec.PromptTags` (used by ``prompt="qa"``).
         question: the probed question (str); examples: QA items (``question``, ``answer``) put before it.
-        prompt: "qa": each example ``tags.prompt(q) + tags.target(a) + "\n\n"``, then ``tags.prompt(question)``;
-            "muse": MUSE's knowmem.py:25-29, each example ``"Question: {q}\nAnswer: {a}\n\n"``, then
-            ``"Question: {question}\nAnswer: "``.
+        prompt: "qa": each example ``tags.prompt(q) + tags.target(a) + "\\n\\n"``, then ``tags.prompt(question)``;
+            "muse": MUSE's knowmem.py:25-29, each example ``"Question: {q}\\nAnswer: {a}\\n\\n"``, then
+            ``"Question: {question}\\nAnswer: "``.
 
     Raises:
         ValueError: an unknown ``prompt``.
