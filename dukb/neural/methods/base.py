@@ -77,6 +77,8 @@ class UnlearnContext:
 
 #: how :func:`gradient_sweep` runs a grid of step counts T (``dukb evaluate --schedule``)
 SWEEP_SCHEDULES = ("separate", "reference")
+#: every kind :class:`SweepSchedule` runs: ``dukb evaluate``'s and MUSE's constant-rate run (``dukb muse``)
+SCHEDULE_KINDS = (*SWEEP_SCHEDULES, "constant")
 #: Eval-DU's unlearning run (wrh14/deep_unlearning forget.py, TrainingArguments): ``warmup_steps=max(1,
 #: steps_per_epoch)`` = 1 (one step per epoch: the one target fact, batch 1 on each of 2 GPUs),
 #: ``lr_scheduler_type="linear"`` over ``max_steps`` = the largest T, ``weight_decay`` 0.01
@@ -104,9 +106,14 @@ class SweepSchedule:
       DeepSpeed (whose ds_config.json sets no ``gradient_clipping``), gradients are not clipped. The reference
       trains in bf16 with DeepSpeed ZeRO-3 on 2 GPUs, each on the same fact (the same gradient as one process).
 
+    - ``constant`` (MUSE's code; ``dukb muse --unlearn-schedule constant``): one run of N steps from θ₀ read at each
+      T, at a constant rate with no warm-up and no weight decay, gradients clipped at global norm 1: the defaults of
+      the transformers Trainer that swj0419/muse_bench baselines/baselines/iterative.py:48-58 runs
+      (``lr_scheduler_type='constant'``, ``save_strategy='epoch'``; ``max_grad_norm`` 1.0, ``weight_decay`` 0).
+
     Attributes:
-        kind: one of :data:`SWEEP_SCHEDULES`.
-        steps: the reference run's length N (None: the grid's largest T).
+        kind: one of :data:`SCHEDULE_KINDS`.
+        steps: the reference or constant run's length N (None: the grid's largest T).
 
     Raises:
         InputError: unknown kind, steps < 1 (``check``).
@@ -117,8 +124,8 @@ class SweepSchedule:
 
     def check(self) -> SweepSchedule:
         """Validate (returns self)."""
-        if self.kind not in SWEEP_SCHEDULES:
-            raise InputError(f"unknown schedule {self.kind!r} (choose from {', '.join(SWEEP_SCHEDULES)})")
+        if self.kind not in SCHEDULE_KINDS:
+            raise InputError(f"unknown schedule {self.kind!r} (choose from {', '.join(SCHEDULE_KINDS)})")
         if self.steps is not None and self.steps < 1:
             raise InputError(f"the reference schedule's run length must be at least 1 step, got {self.steps}")
         return self
@@ -656,6 +663,11 @@ class Uncontrolled(ControlStrategy):
             n = sched.steps or max((int(T) for T in r.grid), default=0)
             yield from r.read_at(n, "the reference schedule", {"schedule": "reference", "schedule_steps": n},
                                  tcfg=reference_train_config(r.cfg), decay=hf_decay_names(r.state.model))
+            return
+        if sched.kind == "constant":  # MUSE's: one constant-rate run of N steps, read at each T
+            n = sched.steps or max((int(T) for T in r.grid), default=0)
+            yield from r.read_at(n, "the constant schedule", {"schedule": "constant", "schedule_steps": n},
+                                 tcfg=replace(r.cfg, schedule="constant", max_grad_norm=1.0))
             return
         for T in r.grid:
             curve, _ = r.run(int(T))

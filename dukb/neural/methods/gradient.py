@@ -33,12 +33,15 @@ class GradientMethod(Method):
 
     Attributes:
         reg_kind: the retain term, "gdr", "klr" or None (:func:`dukb.neural.methods.retain.retain_loss`).
+        klr_form: KLR's form, "token" (default) or "raw_logits" (MUSE's code; set on a copy of the method).
         lr_kind: the learning-rate kind of the model family's presets (:func:`dukb.neural.families.family_lrs`).
     """
 
     param = "steps"
     default_grid = STEPS_GRID
     reg_kind: str | None = None
+    #: KLR's form (:data:`dukb.neural.methods.retain.KLR_FORMS`): "token" or MUSE's "raw_logits"
+    klr_form: str = "token"
 
     def prepare(self, ctx: UnlearnContext) -> dict:
         """Per-sweep data the forget term needs beyond the forget batch (e.g. refusal batches), computed once per
@@ -84,7 +87,7 @@ class GradientMethod(Method):
         """
         loss, risk = self.terms(state, batch, cache, level, model)
         kind = self.reg_kind if reg_kind is False else reg_kind
-        r = retain_loss(kind, state, retain, model) if kind else None
+        r = retain_loss(kind, state, retain, model, klr_form=self.klr_form) if kind else None
         return StepTerms(loss, None if risk is None else risk.detach(), None if r is None else reg_weight * r)
 
     def sweep(self, ctx: UnlearnContext, grid=None):

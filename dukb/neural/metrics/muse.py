@@ -17,9 +17,15 @@ On a KB, a fact's *verbatim text* is its statement sentence ("Richard Perry is R
 ROUGE-L F1 is rouge-score's ``rougeL`` F-measure without stemming, as MUSE's code computes it
 (swj0419/muse_bench, metrics/logger.py: ``RougeScorer(..., use_stemmer=False)``, ``mean_rougeL``); VerbMem decodes
 128 tokens and scores against the first 128 tokens of the true continuation (metrics/verbmem.py,
-eval.py: ``verbmem_max_new_tokens=128``). Stemming and the budget are options (``stem``, ``max_new_tokens``). One
-deviation stays: dukb's continuation ends at the end of its line (a KB statement is one line), MUSE's runs to EOS or
-the budget.
+eval.py: ``verbmem_max_new_tokens=128``). Stemming and the budget are options (``stem``, ``max_new_tokens``).
+dukb's continuation ends at the end of its line (a KB statement is one line); MUSE's runs to EOS or the budget
+(``stop_at_newline=False``).
+
+KnowMem by default decodes 10 tokens after the model's QA prompt and judges the answer line. MUSE's
+metrics/knowmem.py (eval.py: ``knowmem_max_new_tokens=32``) puts in-context QA examples before each question,
+``"Question: {q}\\nAnswer: {a}\\n\\n"`` each, then ``"Question: {q}\\nAnswer: "``, decodes 32 tokens greedily and cuts
+the output before the first ``"\\n\\n"``, ``"\\nQuestion"`` or ``"Question:"``; :func:`knowmem` computes either
+(``prompt="muse"``, ``examples``).
 """
 
 from __future__ import annotations
@@ -78,19 +84,22 @@ def split_prefix(tokenizer, text: str, prefix: float, limit: int | None = None) 
 
 
 def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int = 128,
-            batch_size: int = 64, temperature: float = 0.0, seed: int = 0, stem: bool = False) -> list[float]:
+            batch_size: int = 64, temperature: float = 0.0, seed: int = 0, stem: bool = False,
+            stop_at_newline: bool = True) -> list[float]:
     """VerbMem per text: ROUGE-L F1 of the greedy continuation of each text's prefix against its true continuation.
 
     Args:
         pred: :class:`dukb.neural.probe.Predictor` (WHP's logit transform included).
         texts: the forget texts (str).
         prefix: l as a share of each text's tokens, in (0, 1).
-        max_new_tokens: continuation budget (tokens; MUSE: 128); the continuation stops at EOS or the end of its
-            line, and is scored against the first ``max_new_tokens`` tokens of the true continuation.
+        max_new_tokens: continuation budget (tokens; MUSE: 128); the continuation is scored against the first
+            ``max_new_tokens`` tokens of the true continuation.
         batch_size: prompts per batch.
         temperature, seed: decoding (0 = greedy; > 0 samples from softmax(logits / temperature) with ``seed``; the
             paper gives no decoding settings).
         stem: stem words before ROUGE-L (MUSE's code does not: default False).
+        stop_at_newline: the continuation stops at EOS or the end of its line (dukb's default); False: at EOS or
+            the budget, as MUSE's metrics/verbmem.py:25-29 (``model.generate(..., max_new_tokens)``).
 
     Returns:
         one ROUGE-L F1 in [0, 1] per text (mean them for VerbMem(f, D_forget)).
@@ -107,7 +116,7 @@ def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int
     for i in range(0, len(cuts), batch_size):
         chunk = cuts[i:i + batch_size]
         budget = _budget(pred, [p for p, _ in chunk], max_new_tokens)
-        gens = greedy_generate(pred, [p for p, _ in chunk], budget, stop_at_newline=True,
+        gens = greedy_generate(pred, [p for p, _ in chunk], budget, stop_at_newline=stop_at_newline,
                                temperature=temperature, seed=seed + i)
         out += [rouge_l_f1(rest, g, stem) for (_, rest), g in zip(chunk, gens)]
     return out
@@ -124,25 +133,119 @@ def _budget(pred, prompts: Sequence[str], max_new_tokens: int) -> int:
     return max(1, min(max_new_tokens, int(positions) - longest - 8))  # room for the prompt template's tags
 
 
-def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256) -> list[float]:
-    """KnowMem per QA item: ROUGE-L F1 of the answer line of greedy decoding against the gold answer.
+#: where MUSE's metrics/knowmem.py:50 cuts a KnowMem decode (``get_prefix_before_words_occur``), in its order
+MUSE_STOP_WORDS = ("\n\n", "\nQuestion", "Question:")
+#: KnowMem's prompt formats: the model's QA prompt (answer line judged) or MUSE's knowmem.py
+KNOWMEM_PROMPTS = ("qa", "muse")
+
+
+def muse_answer(text: str) -> str:
+    """A KnowMem decode cut as MUSE's knowmem.py:7-9 and :50 cuts it: before each of :data:`MUSE_STOP_WORDS` in turn
+    (``"a\\n\\nQuestion: b"`` -> ``"a"``).
+
+    Source: swj0419/muse_bench metrics/knowmem.py (``get_prefix_before_words_occur``).
+    """
+    for word in MUSE_STOP_WORDS:
+        text = text.split(word)[0]
+    return text
+
+
+def knowmem_prompt(tags, question: str, examples=(), prompt: str = "qa") -> str:
+    """The KnowMem prompt of one question after its in-context examples.
+
+    Args:
+        tags: the model's :class:`dukb.neural.spec.PromptTags` (used by ``prompt="qa"``).
+        question: the probed question (str); examples: QA items (``question``, ``answer``) put before it.
+        prompt: "qa": each example ``tags.prompt(q) + tags.target(a) + "\\n\\n"``, then ``tags.prompt(question)``;
+            "muse": MUSE's knowmem.py:25-29, each example ``"Question: {q}\\nAnswer: {a}\\n\\n"``, then
+            ``"Question: {question}\\nAnswer: "``.
+
+    Raises:
+        ValueError: an unknown ``prompt``.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C2; swj0419/muse_bench metrics/knowmem.py:22-29.
+    """
+    if prompt == "muse":
+        head = "".join(f"Question: {e.question}\nAnswer: {e.answer}\n\n" for e in examples)
+        return head + f"Question: {question}\nAnswer: "
+    if prompt != "qa":
+        raise ValueError(f"unknown KnowMem prompt {prompt!r} (choose from {', '.join(KNOWMEM_PROMPTS)})")
+    return "".join(tags.prompt(e.question) + tags.target(e.answer) + "\n\n" for e in examples) + tags.prompt(question)
+
+
+def knowmem_examples(pred, items, examples, prompt: str = "qa", max_new_tokens: int = 10) -> list:
+    """The in-context examples KnowMem uses before ``items``: ``examples`` minus any of a probed fact, then, while
+    the longest prompt and ``max_new_tokens`` overflow the model's positions (:func:`_budget`'s room), minus the
+    earliest one (MUSE's 7B models never need this; the tiny model's 96 positions do).
+
+    Args:
+        pred: :class:`dukb.neural.probe.Predictor`; items: the probed QA items; examples: candidate QA items.
+        prompt, max_new_tokens: as :func:`knowmem`.
+
+    Returns:
+        list of QA items, a suffix of the filtered ``examples`` (possibly empty).
+    """
+    probed = {(it.fact_kind, it.fact_id) for it in items}
+    ex = [e for e in examples if (e.fact_kind, e.fact_id) not in probed]
+    if not ex or not items:
+        return ex
+
+    def n_tokens(question, shots):
+        return len(pred.tokenizer(knowmem_prompt(pred.tags, question, shots, prompt),
+                                  add_special_tokens=False)["input_ids"])
+
+    longest = max((it.question for it in items), key=lambda q: n_tokens(q, ()))
+    room = _budget(pred, [], 10**9)  # the positions beside the template's margin (10**9: the model names none)
+    while ex and n_tokens(longest, ex) + max_new_tokens > room:
+        ex = ex[1:]
+    return ex
+
+
+def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256, *, examples=(),
+            prompt: str = "qa") -> list[float]:
+    """KnowMem per QA item: ROUGE-L F1 of the model's answer against the gold answer (greedy decoding).
 
     Args:
         pred: :class:`dukb.neural.probe.Predictor`.
         items: QA items (:class:`dukb.neural.data.QAItem`).
         max_new_tokens, batch_size: decoding budget and batch size.
+        examples: in-context QA items put before every question (:func:`knowmem_examples` drops those of a probed
+            fact and those that do not fit); () = none (dukb's default).
+        prompt: "qa" (default): the model's QA prompt, the answer line judged (:func:`dukb.neural.probe.probe`);
+            "muse": MUSE's knowmem.py prompt (:func:`knowmem_prompt`) tokenised with the tokenizer's special
+            tokens, the whole decode (EOS or the budget) cut by :func:`muse_answer`.
 
     Returns:
         one ROUGE-L F1 in [0, 1] per item, in the items' order.
 
-    Source: Shi et al. 2024b (MUSE), Sec. 3, C2 (forget) and C4 (retain: utility).
+    Raises:
+        ValueError: an unknown ``prompt``.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C2 (forget) and C4 (retain: utility); swj0419/muse_bench
+    metrics/knowmem.py:12-53 and eval.py:22 (``knowmem_max_new_tokens=32``).
     """
-    from dukb.neural.probe import probe
+    from dukb.neural.probe import greedy_generate, probe
 
     if not items:
         return []
-    df = probe(pred, list(items), batch_size=batch_size, max_new_tokens=max_new_tokens, rouge=False, logprob=False)
-    return [rouge_l_f1(a, o or "") for a, o in zip(df["answer"], df["output"])]
+    if prompt == "qa" and not examples:
+        df = probe(pred, list(items), batch_size=batch_size, max_new_tokens=max_new_tokens, rouge=False,
+                   logprob=False)
+        return [rouge_l_f1(a, o or "") for a, o in zip(df["answer"], df["output"])]
+    ex = knowmem_examples(pred, items, examples, prompt, max_new_tokens)
+    prompts = [knowmem_prompt(pred.tags, it.question, ex, prompt) for it in items]
+    out: list[float] = []
+    for i in range(0, len(prompts), batch_size):
+        chunk = prompts[i:i + batch_size]
+        budget = _budget(pred, chunk, max_new_tokens)
+        if prompt == "muse":  # tokenised as knowmem.py:32-35 does, with the tokenizer's special tokens (Llama's BOS)
+            ids = [pred.tokenizer(p, add_special_tokens=True)["input_ids"] for p in chunk]
+            gens = greedy_generate(pred, None, budget, token_ids=ids)
+        else:
+            gens = greedy_generate(pred, chunk, budget, stop_at_newline=True)
+        out += [rouge_l_f1(it.answer, muse_answer(g) if prompt == "muse" else g)
+                for it, g in zip(items[i:i + batch_size], gens)]
+    return out
 
 
 def text_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[str, list[float]]:
@@ -312,5 +415,6 @@ def _metrics():
 
 KNOWMEM, VERBMEM = _metrics()
 
-__all__ = ["KNOWMEM", "SELECTION_RULES", "VERBMEM", "knowmem_metric", "verbmem_metric", "bootstrap_ci", "knowmem", "privleak_label", "relative", "rouge_l_f1",
+__all__ = ["KNOWMEM", "KNOWMEM_PROMPTS", "MUSE_STOP_WORDS", "SELECTION_RULES", "knowmem_examples", "knowmem_prompt",
+           "muse_answer", "VERBMEM", "knowmem_metric", "verbmem_metric", "bootstrap_ci", "knowmem", "privleak_label", "relative", "rouge_l_f1",
            "select_setting", "split_prefix", "text_mia_scores", "verbmem"]

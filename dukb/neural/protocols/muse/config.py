@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from dukb import InputError
-from dukb.neural.bounds import BOOTSTRAP, FRACTION_HALF, FRACTION_OPEN, N_TARGETS, NEW_TOKENS, TEMPERATURE, bounded
+from dukb.neural.bounds import BOOTSTRAP, FRACTION_HALF, FRACTION_OPEN, N_TARGETS, NEW_TOKENS, TEMPERATURE, Range
 from dukb.neural.catalog import methods_help, selection_rules
-from dukb.neural.declare import SHARED, option
+from dukb.neural.declare import SHARED, compat_option, option
 from dukb.neural.runconfig import RunConfig
 
 #: MUSE's eight methods (Shi et al. 2024b, Sec. 4)
@@ -47,6 +47,18 @@ CURVE_METHODS = ("ga", "ga_gdr", "npo", "npo_gdr")
 MUSE_TRAINING_VERSION = 2
 #: what each MUSE metric scores: KnowMem the QA pairs (evaluation-only), VerbMem and the MIA the statement texts
 SCORED_FORMS = {"knowmem": ["qa"], "verbmem": ["statement"], "mia": ["statement"]}
+#: MUSE's unlearning rate, every method alike (swj0419/muse_bench baselines/baselines/iterative.py:19
+#: ``learning_rate=1e-5``; baselines/scripts/unlearn_news.sh ``LR='1e-5'``; Shi et al. 2024b, App. D: constant 1e-5)
+MUSE_LR = 1e-5
+#: the in-context examples KnowMem may put before each question (MUSE-News: 10 per QA set)
+ICL_EXAMPLES = Range(0, 1000, why="in-context QA examples")
+#: ``--compat muse``: the value of each component in MUSE's released code (swj0419/muse_bench; docs: "dukb vs the
+#: papers' code", MUSE): KnowMem as metrics/knowmem.py with eval.py's 32 tokens and the knowmem ICL files (10
+#: examples each in MUSE-News), KLR as iterative.py's ``F.kl_div`` on raw logits, every method at 1e-5 in one
+#: constant-rate run (iterative.py's TrainingArguments), VerbMem's fixed 128-token continuation (metrics/verbmem.py)
+MUSE_COMPAT: dict = {"muse": {"knowmem_tokens": 32, "knowmem_icl": 10, "knowmem_prompt": "muse",
+                              "klr_form": "raw_logits", "unlearn_lr_rule": "muse", "unlearn_schedule": "constant",
+                              "verbmem_stop": "budget"}}
 
 
 @dataclass
@@ -77,7 +89,19 @@ class MuseConfig(RunConfig):
             no stemming.
         select: selection rule (:data:`dukb.neural.metrics.muse.SELECTION_RULES`), used by the report and by C6.
         bootstrap: bootstrap resamples for the confidence intervals (MUSE: 9,999).
+        compat: ``"muse"`` (:data:`MUSE_COMPAT`) sets every component below that is not given to MUSE's code's value;
+            None: dukb's values. The components (None until :meth:`check` resolves them; each in the run identity
+            once it differs from dukb's value, knowmem_tokens always, as before): knowmem_tokens (KnowMem's decoding budget: 10 / MUSE 32),
+            knowmem_icl (in-context QA examples before each KnowMem question, drawn from the retain_train facts:
+            0 / MUSE 10), knowmem_prompt ("qa": the model's QA prompt, the answer line judged / "muse": MUSE's
+            knowmem.py prompt and stop strings), klr_form ("token": the per-token KL / "raw_logits": MUSE's
+            ``F.kl_div`` on raw logits), unlearn_lr_rule ("family": each method's family rate, NPO at twice GA's /
+            "muse": every method at :data:`MUSE_LR`), unlearn_schedule ("separate": each T its own decaying run /
+            "constant": one constant-rate run read at each T), verbmem_stop ("line": the continuation ends at its
+            line / "budget": MUSE's fixed token count).
     """
+
+    COMPAT: ClassVar[dict] = MUSE_COMPAT
 
     CLI: ClassVar[dict] = {
         "output": "runs/muse",
@@ -85,7 +109,9 @@ class MuseConfig(RunConfig):
                   "setting differs; methods and requests may be added.",
         "order": ("targets", "n_targets", "methods", "curve_methods", "scale_sizes", "sustain", "grids",
                   "forget_scope", "holdout_frac", "retain_train_frac", "mia_k", "verbmem_prefix", "verbmem_tokens",
-                  "verbmem_stemming", "verbmem_temperature", "select", "bootstrap", "output", "resume")}
+                  "verbmem_stemming", "verbmem_temperature", "select", "bootstrap", "compat", "knowmem_tokens",
+                  "knowmem_icl", "knowmem_prompt", "klr_form", "unlearn_lr_rule", "unlearn_schedule", "verbmem_stop",
+                  "output", "resume")}
 
     model: str = option("tiny", group=SHARED, help="Base model finetuned into f_target and every f_retrain: 'tiny', "
                         "smollm2-135m, a .gguf file, hub id or directory.")
@@ -126,11 +152,38 @@ class MuseConfig(RunConfig):
     verbmem_temperature: float = option(0.0, range=TEMPERATURE, help="VerbMem decoding: 0 = greedy, > 0 = sampling "
                                         "at this temperature (seeded).")
     verbmem_stemming: bool = option(False, help="Stem words before VerbMem's ROUGE-L (MUSE's code does not).")
-    knowmem_tokens: int = bounded(10, NEW_TOKENS, "knowmem_tokens")
     select: str = option("first_below_retrain", choices=selection_rules, help=lambda: "Setting reported per method "
                          "(and continued from in C6): " + ", ".join(selection_rules()) + " (first_below_retrain: "
                          "MUSE's utility rule, the first setting whose utility is below f_retrain's, else the last).")
     bootstrap: int = option(9999, range=BOOTSTRAP, help="Bootstrap resamples of the 95% intervals.")
+    compat: str | None = compat_option(MUSE_COMPAT, "Compute what MUSE's released code computes (swj0419/muse_bench)")
+    # ---- components of --compat muse (None: not given; check() resolves them, docs: "dukb vs the papers' code") ----
+    knowmem_tokens: int | None = option(None, unset=10, range=NEW_TOKENS, help="KnowMem decoding budget in tokens "
+                                        "(MUSE's eval.py: 32).")
+    knowmem_icl: int | None = option(None, unset=0, range=ICL_EXAMPLES, identity="set", help="In-context QA "
+                                     "examples before each KnowMem question, the QA pairs of retain_train facts (never "
+                                     "a forget or a scored fact), in a seeded order; those that do not fit the "
+                                     "model's positions are dropped, earliest first (rows record the number used). "
+                                     "MUSE-News: 10.")
+    knowmem_prompt: str | None = option(None, unset="qa", choices=("qa", "muse"), identity="set", help="KnowMem "
+                                        "prompt: qa = the model's QA prompt, the answer line judged; muse = MUSE's "
+                                        "knowmem.py ('Question: q\\nAnswer: ', the decode cut before a blank line "
+                                        "or the next question).")
+    klr_form: str | None = option(None, unset="token", choices=("token", "raw_logits"), identity="set",
+                                  help="KLR's retain term: token = mean per-token KL(p_ref || p) over the retain "
+                                  "tokens; raw_logits = MUSE's iterative.py, F.kl_div(logits, ref_logits, "
+                                  "'batchmean', log_target=True) on the raw logits.")
+    unlearn_lr_rule: str | None = option(None, unset="family", choices=("family", "muse"), identity="set",
+                                         help="Unlearning rate without --lr: family = each method's family rate "
+                                         "(NPO twice GA's); muse = every method at MUSE's 1e-5.")
+    unlearn_schedule: str | None = option(None, unset="separate", choices=("separate", "constant"),
+                                          identity="set", help="Step grids: separate = each T its own run from "
+                                          "f_target, the rate decaying to 0; constant = one run at a constant rate "
+                                          "(no warm-up or weight decay, gradients clipped at norm 1), read at each "
+                                          "T (MUSE's iterative.py, a checkpoint per epoch).")
+    verbmem_stop: str | None = option(None, unset="line", choices=("line", "budget"), identity="set",
+                                      help="VerbMem continuation: line = ends at EOS or the end of its line; budget "
+                                      "= runs to EOS or --verbmem-tokens (MUSE's verbmem.py).")
 
     def resolve(self) -> None:
         """Validate the protocol's own fields (:meth:`check` calls it once, after the shared ones and every range).
@@ -146,6 +199,58 @@ class MuseConfig(RunConfig):
             raise InputError(f"unknown --select {self.select!r} (choose from {', '.join(SELECTION_RULES)})")
         if self.forget_scope not in ("joint", "target"):
             raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose joint or target)")
+        for f in compat_components(type(self)):
+            allowed = f.metadata.get("choices")
+            if allowed and getattr(self, f.name) not in allowed:
+                raise InputError(f"unknown --{f.name.replace('_', '-')} {getattr(self, f.name)!r} (choose from "
+                                 f"{', '.join(allowed)})")
+
+    def component_identity(self) -> dict:
+        """The components whose value differs from dukb's (identity "set" semantics: a run at dukb's values records
+        none, so a run written before the components existed compares equal), and ``compat`` when given."""
+        out = {"compat": self.compat} if self.compat is not None else {}
+        for f in compat_components(type(self)):
+            if f.metadata.get("identity") == "set" and getattr(self, f.name) != f.metadata["unset"]:
+                out[f.name] = getattr(self, f.name)
+        return out
+
+    def unlearn_lr(self) -> float | None:
+        """The rate every method is given (``UnlearnContext.lr``): ``--lr``, else MUSE's 1e-5 under
+        ``unlearn_lr_rule="muse"``, else None (each method's family rate). A method's own ``METHOD:lr=...`` wins."""
+        if self.lr is not None:
+            return self.lr
+        return MUSE_LR if self.unlearn_lr_rule == "muse" else None
+
+
+def compat_components(cls) -> list:
+    """The fields of ``cls`` that are components of its compat presets (declared with ``unset``), in field order.
+
+    Source: dukb's compat presets (:func:`dukb.neural.declare.apply_compat`).
+    """
+    from dataclasses import fields
+
+    return [f for f in fields(cls) if "unset" in f.metadata]
+
+
+def compat_differences(config: dict, preset: str = "muse") -> list[tuple[str, object, object]]:
+    """The components where a run's config (config.json, a dict) differs from MUSE's code.
+
+    Args:
+        config: the run's config; a component it lacks (a run written before the components) has dukb's value.
+        preset: the :data:`MUSE_COMPAT` preset compared with.
+
+    Returns:
+        [(field, the run's value, MUSE's code's value)], in field order; [] when the run computes as MUSE's code.
+
+    Source: swj0419/muse_bench (the values of :data:`MUSE_COMPAT`, each quoted where its option is declared).
+    """
+    out = []
+    for f in compat_components(MuseConfig):
+        value = config.get(f.name)
+        value = f.metadata["unset"] if value is None else value
+        if value != MUSE_COMPAT[preset][f.name]:
+            out.append((f.name, value, MUSE_COMPAT[preset][f.name]))
+    return out
 
 
 def _lr_entry(m, family, lr) -> dict:
@@ -239,6 +344,8 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
         rounded to 4 decimals. With ``closure`` and ``targets``: ``forgotten_relationships`` (sorted fact_ids the
         model does not answer on the qa form), ``accuracy_all_facts`` (share of every KB fact it answers),
         ``success_du`` (1 when no target is derivable from the facts it answers) and ``success_du_forms`` (["qa"]).
+        With ``cfg.knowmem_icl`` > 0: ``knowmem_icl_used`` ({"forget": n, "retain": n}: the in-context examples
+        each KnowMem set had, :func:`icl_examples` fitted by :func:`dukb.neural.metrics.muse.knowmem_examples`).
 
     Raises:
         ValueError: ``targets`` given but empty.
@@ -255,9 +362,12 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     r_qa, r_txt = _items_for(kb, splits.retain_eval)
     _h_qa, h_txt = _items_for(kb, splits.holdout)
     vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens,
-                 temperature=cfg.verbmem_temperature, seed=cfg.seed, stem=cfg.verbmem_stemming)
-    km_f = knowmem(pred, f_qa, cfg.knowmem_tokens)
-    km_r = knowmem(pred, r_qa, cfg.knowmem_tokens)
+                 temperature=cfg.verbmem_temperature, seed=cfg.seed, stem=cfg.verbmem_stemming,
+                 stop_at_newline=cfg.verbmem_stop == "line")
+    icl = icl_examples(kb, splits, cfg.knowmem_icl, cfg.seed)
+    km = {"examples": icl, "prompt": cfg.knowmem_prompt}
+    km_f = knowmem(pred, f_qa, cfg.knowmem_tokens, **km)
+    km_r = knowmem(pred, r_qa, cfg.knowmem_tokens, **km)
     s_f = text_mia_scores(pred, f_txt, cfg.mia_k)
     s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
     s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
@@ -278,9 +388,43 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
            "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
            "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
            "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])}}
+    if cfg.knowmem_icl:  # how many in-context examples each KnowMem set had (fewer where the positions ran out)
+        from dukb.neural.metrics.muse import knowmem_examples
+
+        out["knowmem_icl_used"] = {name: len(knowmem_examples(pred, qa, icl, cfg.knowmem_prompt, cfg.knowmem_tokens))
+                                   for name, qa in (("forget", f_qa), ("retain", r_qa))}
     if closure is not None and targets is not None:
         out.update(_success_du_fields(pred, kb, closure, targets))
     return out
+
+
+def icl_examples(kb, splits, k: int, seed: int) -> list:
+    """KnowMem's in-context examples on a KB: the QA pairs of ``k`` retain_train facts (MUSE's ``*_qa_icl.json``
+    are QA pairs kept apart from the scored ones; on a KB those are the facts no KnowMem set scores: never a forget,
+    retain_eval or holdout fact), the same for every question and model of a request: the first ``k`` in the order
+    of a seeded hash of each fact, so every request of a run shares them except where one of them is forgotten.
+
+    Args:
+        kb: the KB; splits: the request's :class:`dukb.solver.splits.FactSplits` (its ``retain_train``); k: how
+            many (0: none); seed: the run's seed.
+
+    Returns:
+        list of at most ``k`` QA items (fewer when retain_train holds fewer facts).
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3, C2; swj0419/muse_bench eval.py:82-91 (``knowmem_*_qa_icl_file``).
+    """
+    from dukb.neural.run.identity import sha256_json
+
+    if not k:
+        return []
+    qa, _txt = _items_for(kb, splits.retain_train)
+    scored = {(kind, i) for part in (splits.forget, splits.retain_eval, splits.holdout)
+              for kind, key in (("relationship", "relationships"), ("biography", "biographies"))
+              for i in part.get(key, ())}
+    # ordered by a seeded hash of the fact: the requests of a run share their examples but where one is forgotten
+    pool = sorted((it for it in qa if (it.fact_kind, it.fact_id) not in scored),
+                  key=lambda it: sha256_json([seed, it.fact_kind, it.fact_id]))
+    return pool[:k]
 
 
 def _success_du_fields(pred, kb, closure, targets) -> dict:
@@ -308,8 +452,9 @@ def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log
     return load_finetuned(out, **cfg.load_kwargs())
 
 
-__all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "SCORED_FORMS", "model_metrics",
-           "muse_row_key", "plan_requests"]
+__all__ = ["CURVE_METHODS", "MUSE_COMPAT", "MUSE_LR", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig",
+           "SCORED_FORMS", "compat_components", "compat_differences", "icl_examples", "model_metrics", "muse_row_key",
+           "plan_requests"]
 
 
 # ------------------------------------------------------------------------------------------------ rows --------

@@ -106,6 +106,20 @@ def _training_note(config: dict) -> str:
             "record `trained_forms`, `trained_fact_ids` and `scored_forms`.")
 
 
+def compat_line(config: dict) -> str:
+    """One line beside Table 3: the components where the run differs from MUSE's released code
+    (:func:`dukb.neural.protocols.muse.config.compat_differences`, ``--flag value (MUSE's: value)``), or that it
+    computes as MUSE's code. A run written before the components has dukb's values."""
+    from dukb.neural.protocols.muse.config import compat_differences
+
+    diff = compat_differences(config)
+    if not diff:
+        return "Components as MUSE's code (--compat muse)."
+    return "Differs from MUSE's code in: " + "; ".join(
+        f"--{name.replace('_', '-')} {value} (MUSE's: {muse})" for name, value, muse in diff) + \
+        " (`--compat muse` sets MUSE's values; docs: dukb vs the papers' code)."
+
+
 def markdown_report(summary, config: dict) -> str:
     """report.md: Table 3 of the main request (×100, change vs f_retrain), the CIs, then the C5/C6 tables."""
     lines = ["# dukb muse report", "",
@@ -121,7 +135,7 @@ def markdown_report(summary, config: dict) -> str:
              "curves.", ""]
     main = summary[summary["request"] == "main"] if len(summary) else summary
     if len(main):
-        lines += ["## Table 3 layout (main request)", "",
+        lines += ["## Table 3 layout (main request)", "", compat_line(config), "",
                   "| method | setting | VerbMem ↓ | KnowMem forget ↓ | PrivLeak | KnowMem retain ↑ |",
                   "|---|---|---|---|---|---|"]
         for _, r in main.iterrows():
@@ -252,5 +266,5 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
             "roc": plot_roc(rows, run / "mia_roc.png", order=run_order(config))}
 
 
-__all__ = ["markdown_report", "plot_curves", "plot_roc", "render_muse", "roc_label", "summarize_muse",
+__all__ = ["compat_line", "markdown_report", "plot_curves", "plot_roc", "render_muse", "roc_label", "summarize_muse",
            "table_rows"]

@@ -167,6 +167,7 @@ class MuseProtocol(Protocol):
         settings = cfg.identity_settings(("kb", "model", "finetuned", "targets", "methods", "curve_methods", "grids",
                                           "device", "finetune_epochs", "batch_size", "n_targets", "scale_sizes",
                                           "sustain", "select", "bootstrap"))
+        settings.update(cfg.component_identity())  # --compat and the components not at dukb's values ("set")
         return {
             "identity_version": IDENTITY_VERSION, "kb": self.kb.fingerprint(), "rules": self.closure.rules.fingerprint,
             "model": ft_key, **({"f_target": model_fingerprint(cfg.finetuned)} if cfg.finetuned else {}),
@@ -179,7 +180,7 @@ class MuseProtocol(Protocol):
             "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
             "methods": {label: {"method": m.name, "param": m.param,
                                 "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]],
-                                **_lr_entry(m, spec.preset_family, cfg.lr)}
+                                **_lr_entry(m, spec.preset_family, cfg.unlearn_lr())}
                         for label, m, _s, _g in self.main_methods + self.curve_methods},
         }
 
@@ -287,8 +288,11 @@ class MuseProtocol(Protocol):
         A sequential request trains on its own fold's forget facts; its regulariser data and its scores use the
         cumulative split (nothing forgotten in an earlier request is trained on again or scored as retained).
         MUSE unlearns on the text corpus alone: the forget facts' statements (D_forget) and, for GDR/KLR, the
-        retain_train facts' statements (D_retain^(reg)); the QA pairs KnowMem scores are never trained here."""
+        retain_train facts' statements (D_retain^(reg)); the QA pairs KnowMem scores are never trained here. The
+        run's rate rule (:meth:`MuseConfig.unlearn_lr`), step schedule (``unlearn_schedule``) and KLR form
+        (``klr_form``) apply to every method."""
         from dukb.neural.methods import UnlearnContext
+        from dukb.neural.methods.base import SweepSchedule
         from dukb.neural.unlearn import retain_fact_ids
 
         cfg, kb = self.cfg, self.kb
@@ -306,7 +310,11 @@ class MuseProtocol(Protocol):
         trained = {"trained_forms": {"forget": ["statement"], "retain": ["statement"] if retain else []},
                    "trained_fact_ids": {"forget": retain_fact_ids(f_txt), "retain": retain_fact_ids(retain)},
                    "n_trained_texts": {"forget": len(f_txt), "retain": len(retain)}}
-        ctx = UnlearnContext(lm, f_txt, retain, seed=cfg.seed, lr=cfg.lr, kb=kb, **cfg.unlearn_kwargs())
+        ctx = UnlearnContext(lm, f_txt, retain, seed=cfg.seed, lr=cfg.unlearn_lr(), kb=kb,
+                             schedule=SweepSchedule(cfg.unlearn_schedule), **cfg.unlearn_kwargs())
+        if getattr(m, "reg_kind", None) == "klr" and cfg.klr_form != getattr(m, "klr_form", "token"):
+            m = copy.copy(m)  # the run's KLR form (--klr-form), on a copy of the registry's method
+            m.klr_form = cfg.klr_form
         t0 = time.perf_counter()
         gen = m.sweep(ctx, todo)
         try:
