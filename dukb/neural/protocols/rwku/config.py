@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from dukb import InputError
-from dukb.neural.bounds import FRACTION_HALF, N_TARGETS, NEW_TOKENS
+from dukb.neural.bounds import FRACTION_HALF, N_TARGETS, NEW_TOKENS, Range
 from dukb.neural.catalog import methods_help
 from dukb.neural.declare import SHARED, compat_option, option
 from dukb.neural.runconfig import RunConfig
@@ -59,6 +59,8 @@ MIA_MEMBERS = ("qa", "descriptions")
 #: run_npo.sh:29 ``--dpo_beta 0.2``, read as NPO's β by train/npo/trainer.py:30; eval/eval_mia.py:11-36 on
 #: ``forget_mia.json``/``retain_mia.json``, text fragments scored on every token)
 RWKU_COMPAT = {"rwku": {"rouge": "rouge", "max_new_tokens": 30, "npo_beta": 0.2, "mia_members": "descriptions"}}
+#: ``--npo-beta``'s range (a method option's bound, :data:`dukb.neural.bounds.GRID_VALUE`, above 0)
+NPO_BETA = Range(0, 1e6, lo_open=True, integer=False, why="NPO's inverse temperature")
 #: version of what `dukb rwku` trains on, in its run identity (1: the forget facts' QA; 2: the description corpus,
 #: neighbours outside the cone): a run of another version is not resumed
 RWKU_TRAINING_VERSION = 2
@@ -145,7 +147,7 @@ class RwkuConfig(RunConfig):
                                "over sentences split on '.', 'NOANSWER' for an empty answer).")
     max_new_tokens: int | None = option(None, unset=10, range=NEW_TOKENS, help="Generation budget of every probe "
                                         "(tokens); the answer line is judged and scored (RWKU's code: 30).")
-    npo_beta: float | None = option(None, unset=0.1, min=0.0, help="NPO's beta for every npo/npo_seq method not "
+    npo_beta: float | None = option(None, unset=0.1, range=NPO_BETA, help="NPO's beta for every npo/npo_seq method not "
                                     "given its own (METHOD:beta=...) (RWKU's run_npo.sh: --dpo_beta 0.2).")
     mia_members: str | None = option(None, unset="qa", choices=MIA_MEMBERS, help="MIA members: 'qa' (FM: the forget "
                                      "facts' QA texts, RM: distant facts' QA texts, scored on the answer tokens) or "
@@ -157,8 +159,7 @@ class RwkuConfig(RunConfig):
         """Validate the protocol's own fields (:meth:`check` calls it once, after the shared ones).
 
         Raises:
-            InputError: an unknown forget scope, ROUGE or MIA member set, NPO beta <= 0, batch sizes not increasing
-                integers >= 2.
+            InputError: an unknown forget scope, ROUGE or MIA member set, batch sizes not increasing integers >= 2.
         """
         from dukb.neural.protocols.rwku.rouge import ROUGE_CHOICES
 
@@ -168,8 +169,6 @@ class RwkuConfig(RunConfig):
             raise InputError(f"unknown --rouge {self.rouge!r} (choose from {', '.join(ROUGE_CHOICES)})")
         if self.mia_members not in MIA_MEMBERS:
             raise InputError(f"unknown --mia-members {self.mia_members!r} (choose from {', '.join(MIA_MEMBERS)})")
-        if not self.npo_beta > 0:
-            raise InputError(f"--npo-beta must be > 0, got {self.npo_beta}")
         if any(n < 2 for n in self.batch_sizes) or list(self.batch_sizes) != sorted(set(self.batch_sizes)):
             raise InputError("--batch-sizes must be increasing integers of at least 2")
 
@@ -212,7 +211,8 @@ def rwku_row_key(row: dict) -> tuple:
     return (row["request"], row.get("method") or "", None if v is None else float(v))
 
 
-__all__ = ["MIA_MEMBERS", "RWKU_COMPAT", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "check_corpus_methods", "rwku_row_key"]
+__all__ = ["MIA_MEMBERS", "NPO_BETA", "RWKU_COMPAT", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig",
+           "check_corpus_methods", "rwku_row_key"]
 
 
 # ------------------------------------------------------------------------------------------------ rows --------

@@ -356,5 +356,5 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
 
 #: the protocol's names, with those of its config
-__all__ = ["AA_KINDS", "ROUGE_IDENTITY", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol", "check_corpus_methods",
-           "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key", "with_npo_beta"]
+__all__ = ["AA_KINDS", "ROUGE_IDENTITY", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol",
+           "check_corpus_methods", "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key", "with_npo_beta"]
