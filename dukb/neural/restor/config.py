@@ -4,7 +4,8 @@ hyper-parameter presets: "restor" (the paper's) and "tiny" (the built-in small m
 Source: Rezaei et al., RESTOR: corruption training (App. C.1: LLaMA-Factory, LoRA on all linear layers, batch 2 x 2,
 lr 5e-5, 5 epochs, cosine, warm-up 0.1), unlearning (Sec. 3.3 and App. C.2: GA, KL, NPO with a retain term,
 weight decay 0.1, accumulation 4), evaluation (Sec. 3.4: M = 3 generations). Clean-model finetuning: Wu et al. 2025,
-App. H. Torch-free.
+App. H. Where dukb's default differs from RESTOR's released code (NPO's forget term), the component is an option and
+``--compat restor`` sets it to the code's value (:data:`RESTOR_COMPAT`). Torch-free.
 """
 
 from __future__ import annotations

@@ -24,10 +24,15 @@ retain members (RM). On a KB:
   "must not involve the target"; the facts dropped for it are recorded); distant facts: every fact outside the
   forget set, the neighbours and the cone. Both are scored on FB and QA;
 - FM: the QA texts of the forget facts; RM: the QA texts of the distant facts. Scores (:mod:`dukb.neural.metrics.mia`)
-  on the answer tokens; the mean score per set (RWKU's LOSS columns use the loss, here the log-likelihood, so FM
+  on the answer tokens (``--mia-members descriptions``: their description sentences, every token, as RWKU's code
+  scores its text fragments); the mean score per set (RWKU's LOSS columns use the loss, here the log-likelihood, so FM
   *falling* below RM means forgotten) and the AUC of FM (positive) against RM;
 - deep unlearning on top: recall and accuracy (Wu et al. 2025, Eq. 1-2) and recall under attack
   (:mod:`dukb.neural.metrics.attack`: a fact counts as known if any probe kind elicits it).
+
+Where dukb's default differs from RWKU's released code (ROUGE-L package, generation budget, NPO's β, MIA members),
+the component is an option and ``--compat rwku`` sets each to the code's value (:data:`RWKU_COMPAT`; the docs page
+"dukb vs the papers' code").
 
 The model is finetuned on every fact's QA pair and description sentences (as RWKU's model knows the target before
 its own text about it is unlearned; cached in RUN_DIR/finetuned), or ``--finetuned`` (its tokenizer must cover the
