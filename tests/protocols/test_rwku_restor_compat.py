@@ -304,6 +304,45 @@ def test_unlearn_documents_runs_npo_at_the_level_asked(monkeypatch):
     assert seen == ["token", "batch"]
 
 
+def test_restor_unlearns_npo_at_the_runs_form(monkeypatch):
+    """`dukb restor`'s stage 4 hands --npo-form to the document unlearner for NPO, and the token level to GA."""
+    pytest.importorskip("torch")
+    from dukb.neural import docs
+    from dukb.neural.methods import base
+    from dukb.neural.restor import pipeline
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def fake_unlearn(state, method, forget, retain, cfg, **kw):
+        seen.append((method, kw["level"]))
+        raise Stop
+
+    class State:
+        model = None
+
+        def __init__(self, lm, lora):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(docs, "unlearn_documents", fake_unlearn)
+    monkeypatch.setattr(base, "WeightState", State)
+    monkeypatch.setattr(pipeline, "_select_layers", lambda cfg, model: None)
+    for form in ("token", "batch"):
+        proto = object.__new__(pipeline.RestorProtocol)  # stage 4 alone: no model, no run directory
+        proto.cfg = RestorConfig(kb="family", npo_form=form).check()
+        proto.setup = proto.lm = proto.lora = proto.forget = proto.retain = None
+        proto.log = lambda line: None
+        for m in ("ga", "npo"):
+            with pytest.raises(Stop):
+                next(proto.run_unit((m,), [m]))
+    assert seen == [("ga", "token"), ("npo", "token"), ("ga", "token"), ("npo", "batch")]
+
+
 # ----------------------------------------------------------------------------------- RWKU's plan and MIA ----------
 def _planned(tmp_path, name: str, **kw):
     from dukb.neural.protocols.rwku.run import RwkuProtocol
