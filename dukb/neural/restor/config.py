@@ -188,8 +188,8 @@ class RestorConfig(RunConfig):
         "output": None, "output_help": "Run directory (a rerun skips finished stages and methods).", "resume": None,
         "order": ("kb", "model", "corrupt", "context", "docs_per_entity", "methods", "targeted", "seed", "lora_r",
                   "lora_alpha", "samples", "temperature", "max_new_tokens", "preset", "compat", "npo_form",
-                  "reg_weight", "unlearn_lr", "unlearn_epochs", "clean_epochs", "corrupt_epochs", "corrupt_lr", "templates", "n_retain",
-                  "n_random", "rules", "device", "dtype", "prompt", "output")}
+                  "reg_weight", "unlearn_lr", "unlearn_epochs", "clean_epochs", "corrupt_epochs", "corrupt_lr",
+                  "templates", "n_retain", "n_random", "rules", "device", "dtype", "prompt", "output")}
 
     kb: str = option(cli_default=..., identity=False, help="KB directory (people.csv, relationships.csv, "
                      "biographies.csv) or a built-in KB name.")

@@ -3,8 +3,8 @@ Lin's summary-level union LCS over sentences split on ".", with words split on s
 kept, no stemming, and every count taken over *distinct* words. Torch-free.
 
 RWKU's ``eval_forget.py`` and ``eval_neighbor.py`` (jinzhuoran/RWKU, LLaMA-Factory/src/llmtuner/eval/
-eval_forget.py:98-133) generate at most 30 new tokens greedily, stop at a line break or EOS, strip the text, score ``'NOANSWER'`` in place of
-an empty one, and report ``Rouge().get_scores(hyps, refs, avg=True)["rouge-l"]["r"]``: the mean over the probes of
+eval_forget.py:98-133) generate at most 30 new tokens greedily, stop at a line break or EOS, strip the text, score
+``'NOANSWER'`` in place of an empty one, and report ``Rouge().get_scores(hyps, refs, avg=True)["rouge-l"]["r"]``: the mean over the probes of
 each probe's recall. :func:`rwku_rouge_l_recall` is that per-probe recall; dukb's default is rouge-score's
 ROUGE-L recall with Porter stemming (:func:`dukb.neural.probe.rouge_l_recall`).
 

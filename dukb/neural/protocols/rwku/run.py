@@ -228,7 +228,7 @@ class RwkuProtocol(Protocol):
         nor ``near`` (neighbours, retain-train facts, the cone), each a list of items in KB order.
 
         - "qa" (dukb's default): each fact's QA text, scored on its answer tokens;
-        - "descriptions" (RWKU's code: text fragments about the target, jinzhuoran/RWKU eval_mia.py:15-36, scored on
+        - "descriptions" (RWKU's code: text fragments about the target, jinzhuoran/RWKU eval_mia.py:11-36, scored on
           every token): each fact's description sentences (:func:`dukb.neural.data.kb_descriptions`), the text the
           model was finetuned on; the forget facts' sentences are also what unlearning trains on (RWKU's FM come
           from Wikipedia, apart from its synthetic forget corpus; a KB has one corpus).
@@ -357,4 +357,5 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
 #: the protocol's names, with those of its config
 __all__ = ["AA_KINDS", "ROUGE_IDENTITY", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol",
-           "check_corpus_methods", "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key", "with_npo_beta"]
+           "check_corpus_methods", "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key",
+           "with_npo_beta"]
