@@ -148,6 +148,36 @@ def apply_compat(cfg, presets: dict[str, dict[str, Any]]) -> None:
             setattr(cfg, fname, f.metadata["unset"])
 
 
+def compat_note(record: dict, cls, preset: str, paper: str) -> str:
+    """The line a protocol's report prints beside its table: each component of ``cls.COMPAT[preset]`` whose value
+    in the run differs from the paper code's, or that none does.
+
+    Args:
+        record: the run's config as recorded (config.json's fields of ``cls``); a component it lacks (a run written
+            before the option existed) or holds as None counts as its ``unset`` value, dukb's default.
+        cls: the protocol's config class (its ``COMPAT`` table and fields).
+        preset: the preset naming the paper code's values (e.g. "rwku").
+        paper: the paper's name in the line (e.g. "RWKU").
+
+    Returns:
+        ``"Every component as RWKU's code (--compat rwku)."`` or ``"Differs from RWKU's code (--compat rwku matches
+        it): --rouge rouge-score (RWKU's code: rouge); ..."``.
+
+    Raises:
+        KeyError: ``preset`` is not in ``cls.COMPAT``.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    diffs = []
+    for name, paper_value in cls.COMPAT[preset].items():
+        value = record.get(name)
+        value = fields[name].metadata.get("unset") if value is None else value
+        if value != paper_value:
+            diffs.append(f"{flag_of(fields[name])} {_shown(value)} ({paper}'s code: {_shown(paper_value)})")
+    if not diffs:
+        return f"Every component as {paper}'s code (--compat {preset})."
+    return f"Differs from {paper}'s code (--compat {preset} matches it): " + "; ".join(diffs) + "."
+
+
 def choices_of(f: dataclasses.Field) -> tuple | None:
     """The documented choices of a declared field (None: any value)."""
     c = f.metadata.get("choices")
@@ -199,6 +229,7 @@ class Frozen:
         return bool(self.__dict__.get("_frozen"))
 
 
-__all__ = ["GROUPS", "Frozen", "PANELS", "PROTOCOL", "RUN", "SHARED", "apply_compat", "choices_of", "compat_option",
+__all__ = ["GROUPS", "Frozen", "PANELS", "PROTOCOL", "RUN", "SHARED", "apply_compat", "choices_of", "compat_note",
+           "compat_option",
            "declared", "default_of",
            "extendable_flags", "flag_of", "freeze", "group_fields", "help_of", "identity_fields", "option"]

@@ -197,7 +197,7 @@ def _document_method(name: str):
 
 
 def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg: TrainConfig, *,
-                      reg_weight: float = 1.0, beta: float = 0.1, log=None) -> dict:
+                      reg_weight: float = 1.0, beta: float = 0.1, level: str = "token", log=None) -> dict:
     """Unlearn forget documents in place: minimise ``forget_loss + λ · CE(retain)`` with AdamW.
 
     θ* = argmin_θ L_f(θ) + λ E_{x ∈ D_r}[CE(x, θ)], where L_f is the method's forget term, declared once and run
@@ -214,10 +214,12 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
         cfg: :class:`TrainConfig` (RESTOR, App. C.2: weight decay 0.1, accumulation 4; epochs and lr per method).
         reg_weight: λ >= 0.
         beta: NPO's β.
+        level: the forget term's level: "token" (RESTOR's paper) or "batch" (RESTOR's code's NPO,
+            :func:`dukb.neural.methods.npo.npo_batch_loss`; GA and KL are token means at either level).
         log: optional callable(str), one line per epoch.
 
     Returns:
-        Record: method, config, reg_weight, beta, epochs_run, forget_loss and retain_loss per epoch, seconds.
+        Record: method, config, reg_weight, beta, level, epochs_run, forget_loss and retain_loss per epoch, seconds.
 
     Raises:
         InputError: unknown method, bad settings, negative λ.
@@ -244,7 +246,7 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
         if n_ret and reg_weight > 0:  # one draw of the seeded generator per micro-batch
             rb = rows_of(retain, rng.sample(range(n_ret), min(cfg.batch_size, n_ret)))
         # the method's step with λ = 1 gives the unweighted retain term (logged); λ weights it here
-        t = m.step(state, rows_of(forget, chunk), rb, level="token", reg_kind="gdr", reg_weight=1.0, model=model_)
+        t = m.step(state, rows_of(forget, chunk), rb, level=level, reg_kind="gdr", reg_weight=1.0, model=model_)
         if t.retain is None:
             return t.forget, {"forget": t.forget.detach(), "retain": 0.0}
         return t.forget + reg_weight * t.retain, {"forget": t.forget.detach(), "retain": t.retain.detach()}
@@ -256,6 +258,6 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
 
     rec = train_loop(state.model, state.trainable(), cfg, steps, loss_fn,
                      total_steps=steps_per_epoch(n, cfg) * cfg.epochs, after_epoch=after_epoch)
-    return {"method": method, "config": rec["config"], "reg_weight": reg_weight, "beta": beta,
+    return {"method": method, "config": rec["config"], "reg_weight": reg_weight, "beta": beta, "level": level,
             "epochs_run": cfg.epochs, "forget_loss": rec["parts_per_epoch"].get("forget", []),
             "retain_loss": rec["parts_per_epoch"].get("retain", []), "seconds": rec["seconds"]}

@@ -23,7 +23,9 @@ GDR / KLR variants. β = 0.1, f_ref the finetuned model θ₀, swept over steps 
   answer NLL per sequence); Eval-DU's paper text (Wu et al. 2025, App. H) writes this form; RWKU's code
   (jinzhuoran/RWKU LLaMA-Factory/src/llmtuner/train/npo/trainer.py) computes it too.
 - RESTOR's token-level form (Rezaei et al., Sec. 3.3), for document unlearning, is :func:`npo_token_loss`, reached
-  through :meth:`NPO.loss` with ``level="token"`` (what :func:`dukb.neural.docs.unlearn_documents` runs).
+  through :meth:`NPO.loss` with ``level="token"`` (what :func:`dukb.neural.docs.unlearn_documents` runs); RESTOR's
+  code computes one term on the batch-mean NLL difference instead, :func:`npo_batch_loss` (``level="batch"``,
+  ``dukb restor --npo-form batch``).
 
 At θ = f_ref every form equals (2/β) log 2.
 """
@@ -114,6 +116,34 @@ def npo_token_loss(logits, ref_logits, labels, beta: float = BETA):
     Source: Rezaei et al., RESTOR, Sec. 3.3 (NPO, token level); Zhang et al. 2024 (NPO).
     """
     return npo_forget_loss(logits, ref_logits, labels, beta, "token")
+
+
+def npo_batch_loss(logits, ref_logits, labels, beta: float = BETA):
+    """NPO as RESTOR's code computes it on a batch of documents: one term on the difference of the batch-mean NLLs,
+
+        L = −(2/β) · log σ(β (NLL_θ − NLL_ref)),  NLL = −(1/N) Σ_{b, t labelled} log p(x_{b,t} | x_{b,<t}),
+
+    with N the batch's labelled tokens (Hugging Face's ``outputs.loss``: one mean over every labelled token of the
+    batch, not per document). :func:`npo_loss` at the sequence level with the batch as its one unit.
+
+    Args:
+        logits: [B, L, V] of θ; ref_logits: [B, L, V] of f_ref (detached here); labels: [B, L], -100 where no loss.
+        beta: β > 0.
+
+    Returns:
+        Scalar tensor; (2/β) log 2 at θ = f_ref.
+
+    Raises:
+        InputError: beta <= 0.
+
+    Source: k1rezaei/restor unlearning/unlearn/NPO.py:33-45 (``neg_log_ratios = current_forget_loss -
+    ref_forget_loss``; ``forget_loss = -torch.nn.functional.logsigmoid(0.1*neg_log_ratios).mean()*2/0.1``);
+    Zhang et al. 2024, Eq. 3.
+    """
+    lp, mask = token_logprobs(logits, labels)
+    ref, _ = token_logprobs(ref_logits.detach(), labels)
+    n = mask.sum().clamp(min=1)
+    return npo_loss((lp.sum() / n).reshape(1), (ref.sum() / n).reshape(1), beta)
 
 
 def npo_logit_loss(logits, ref_logits, beta: float = BETA, mask=None):
@@ -247,9 +277,12 @@ class NPO(LossMethod):
     def loss(self, logits, ref_logits, batch, level="sequence"):
         """The method's form on a QA or text batch (:func:`npo_logit_loss` for ``npo``: over the batch's
         ``loss_positions``, default its attended positions; :func:`npo_loss` on whole answers for ``npo_seq``); at
-        RESTOR's "token" level :func:`npo_forget_loss` per token, whatever the form. β: this method's."""
+        RESTOR's "token" level :func:`npo_forget_loss` per token, at its code's "batch" level :func:`npo_batch_loss`,
+        whatever the form. β: this method's."""
         if level == "token":
             return npo_forget_loss(logits, ref_logits, batch["labels"], self.beta, "token")
+        if level == "batch":
+            return npo_batch_loss(logits, ref_logits, batch["labels"], self.beta)
         if self.form == "sequence":
             s, _ = sequence_logprob(logits, batch["labels"])
             r, _ = sequence_logprob(ref_logits, batch["labels"])
@@ -283,5 +316,5 @@ class NPO(LossMethod):
         return {"beta": self.beta, "form": self.form, **({"pad_to": cache["pad"]} if cache.get("pad") else {})}
 
 
-__all__ = ["BETA", "EVAL_DU_LENGTH", "NPO", "NPO_FORMS", "NPO_LR", "eval_du_layout", "npo_forget_loss",
-           "npo_logit_loss", "npo_loss", "npo_token_loss"]
+__all__ = ["BETA", "EVAL_DU_LENGTH", "NPO", "NPO_FORMS", "NPO_LR", "eval_du_layout", "npo_batch_loss",
+           "npo_forget_loss", "npo_logit_loss", "npo_loss", "npo_token_loss"]

@@ -4,7 +4,8 @@ hyper-parameter presets: "restor" (the paper's) and "tiny" (the built-in small m
 Source: Rezaei et al., RESTOR: corruption training (App. C.1: LLaMA-Factory, LoRA on all linear layers, batch 2 x 2,
 lr 5e-5, 5 epochs, cosine, warm-up 0.1), unlearning (Sec. 3.3 and App. C.2: GA, KL, NPO with a retain term,
 weight decay 0.1, accumulation 4), evaluation (Sec. 3.4: M = 3 generations). Clean-model finetuning: Wu et al. 2025,
-App. H. Torch-free.
+App. H. Where dukb's default differs from RESTOR's released code (NPO's forget term), the component is an option and
+``--compat restor`` sets it to the code's value (:data:`RESTOR_COMPAT`). Torch-free.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dukb.neural.bounds import (
     UNLEARN_EPOCHS,
 )
 from dukb.neural.catalog import document_methods
-from dukb.neural.declare import SHARED, default_of, option
+from dukb.neural.declare import SHARED, compat_option, default_of, option
 from dukb.neural.restor.facts import N_RANDOM
 from dukb.neural.runconfig import RunConfig
 
@@ -128,6 +129,13 @@ def _presets() -> dict:
 
 
 PRESET_NAMES = ("tiny", "restor")
+#: NPO's forget term in document unlearning (``--npo-form``): "token" (dukb's default: the paper's token-level
+#: average, :func:`dukb.neural.methods.npo.npo_token_loss`) or "batch" (RESTOR's code: one term on the batch-mean
+#: NLL difference, :func:`dukb.neural.methods.npo.npo_batch_loss`)
+NPO_DOC_FORMS = ("token", "batch")
+#: ``--compat restor``: every component at the value of RESTOR's released code (k1rezaei/restor
+#: unlearning/unlearn/NPO.py:33-45, NPO on ``outputs.loss``, the batch-mean NLL)
+RESTOR_COMPAT = {"restor": {"npo_form": "batch"}}
 
 
 @dataclass
@@ -167,16 +175,21 @@ class RestorConfig(RunConfig):
         n_random: random plausible answers per fact (RESTOR: 15).
         rules: rule set of the closures.
         device, dtype, prompt, gradient_checkpointing, trust_remote_code, log_with: model and run options.
+        compat: "restor" (every component below at RESTOR's code's value unless given) or None.
+        npo_form: NPO's document-level forget term, of :data:`NPO_DOC_FORMS` (None until :meth:`check` resolves it:
+            given, the preset's, else "token").
 
     Source: Rezaei et al., RESTOR, Sec. 3.2-3.4, 4.2 and App. C.
     """
 
+    COMPAT: ClassVar[dict] = RESTOR_COMPAT
+
     CLI: ClassVar[dict] = {
         "output": None, "output_help": "Run directory (a rerun skips finished stages and methods).", "resume": None,
         "order": ("kb", "model", "corrupt", "context", "docs_per_entity", "methods", "targeted", "seed", "lora_r",
-                  "lora_alpha", "samples", "temperature", "max_new_tokens", "preset", "reg_weight", "unlearn_lr",
-                  "unlearn_epochs", "clean_epochs", "corrupt_epochs", "corrupt_lr", "templates", "n_retain",
-                  "n_random", "rules", "device", "dtype", "prompt", "output")}
+                  "lora_alpha", "samples", "temperature", "max_new_tokens", "preset", "compat", "npo_form",
+                  "reg_weight", "unlearn_lr", "unlearn_epochs", "clean_epochs", "corrupt_epochs", "corrupt_lr",
+                  "templates", "n_retain", "n_random", "rules", "device", "dtype", "prompt", "output")}
 
     kb: str = option(cli_default=..., identity=False, help="KB directory (people.csv, relationships.csv, "
                      "biographies.csv) or a built-in KB name.")
@@ -223,6 +236,12 @@ class RestorConfig(RunConfig):
     max_new_tokens: int = option(10, range=NEW_TOKENS, help="Generation budget (tokens).")
     preset: str | None = option(None, choices=PRESET_NAMES, help="Hyper-parameters: 'tiny' or 'restor' (RESTOR App. "
                                 "C.1/C.2); default: tiny for the tiny model, else restor.")
+    compat: str | None = compat_option(RESTOR_COMPAT, "Compute as RESTOR's released code, with --preset's "
+                                       "hyper-parameters")
+    npo_form: str | None = option(None, unset="token", choices=NPO_DOC_FORMS, identity="set", help="NPO's forget "
+                                  "term on a batch of documents: 'token' (the per-token likelihood ratio, averaged "
+                                  "per document, RESTOR's paper) or 'batch' (RESTOR's code: one term on the batch's "
+                                  "mean NLL difference).")
     reg_weight: dict[str, float] = option(default_factory=dict, flag="--lambda", param="reg_weight",
                                           cli_type="multiple", parse="method_values", identity=False,
                                           help="METHOD=λ, weight of the retain cross-entropy (repeatable; all=λ for "
@@ -270,6 +289,8 @@ class RestorConfig(RunConfig):
             raise InputError("a method is listed twice in --methods")
         if self.resolved_samples() > 1 and self.temperature <= 0:
             raise InputError("--temperature must be > 0 when --samples > 1")
+        if self.npo_form not in NPO_DOC_FORMS:
+            raise InputError(f"unknown --npo-form {self.npo_form!r} (choose from {', '.join(NPO_DOC_FORMS)})")
         if self.resolved_preset() not in PRESET_NAMES:
             raise InputError(f"unknown preset {self.preset!r} (choose from {', '.join(PRESET_NAMES)})")
         for name, d in (("--lambda", self.reg_weight), ("--unlearn-lr", self.unlearn_lr),
@@ -285,12 +306,12 @@ class RestorConfig(RunConfig):
     def identity(self) -> dict:
         """The fields the clean, corrupted and probed models depend on (a rerun must agree on them), from their
         metadata (:func:`dukb.neural.declare.option`): ``identity=True`` always, samples and preset resolved; any
-        other but False (the shared options restor took later: "set", "model") only when set, so that a run written
-        before them compares equal."""
+        other but False (the shared options restor took later: "set", "model") only when set (a compat component:
+        when not at its ``unset`` value, dukb's default), so that a run written before them compares equal."""
         out = {}
         for f in fields(self):
             ident, v = f.metadata.get("identity", True), getattr(self, f.name)
-            if ident is True or (ident is not False and v != default_of(f)):
+            if ident is True or (ident is not False and v != f.metadata.get("unset", default_of(f))):
                 out[f.name] = v
         return out | {"samples": self.resolved_samples(), "preset": self.resolved_preset()}
 

@@ -287,7 +287,8 @@ class RestorProtocol(Protocol):
         _select_layers(cfg, state.model)
         try:
             rec = unlearn_documents(state, m, self.forget, self.retain, setting.train_config(cfg.seed),
-                                    reg_weight=setting.reg_weight, beta=setting.beta)
+                                    reg_weight=setting.reg_weight, beta=setting.beta,
+                                    level=cfg.npo_form if m == "npo" else "token")
             pred = state.predictor()
             rows, secs = _probe_model(cfg, pred, s.facts, s.judge, 3 + RESTOR_METHODS.index(m))
             t0 = time.perf_counter()

@@ -177,7 +177,18 @@ def _header_lines(cfgd: dict) -> list[str]:
             "**What to cite**: Table 1 (accuracy), Tables 2 and 3 (outcomes over A and B) and Fig. 2 as a table "
             "(RESTOR, Sec. 4.3).", "",
             "Judging is exact against the KB (normalised case, accents, trailing words and punctuation; "
-            "'X state' = 'X'); a fact is known when a majority of the M generations give the true value.", ""]
+            "'X state' = 'X'); a fact is known when a majority of the M generations give the true value.", "",
+            compat_line(c), ""]
+
+
+def compat_line(config: dict) -> str:
+    """The components of the run (``config``: config.json's ``config``) whose value differs from RESTOR's released
+    code's, or that none does (:func:`dukb.neural.declare.compat_note` over
+    :data:`dukb.neural.restor.config.RESTOR_COMPAT`)."""
+    from dukb.neural.declare import compat_note
+    from dukb.neural.restor.config import RestorConfig
+
+    return "**Against RESTOR's code**: " + compat_note(config, RestorConfig, "restor", "RESTOR")
 
 
 def _accuracy_lines(acc: dict, labels: list[str]) -> list[str]:

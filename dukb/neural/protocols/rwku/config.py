@@ -24,10 +24,15 @@ retain members (RM). On a KB:
   "must not involve the target"; the facts dropped for it are recorded); distant facts: every fact outside the
   forget set, the neighbours and the cone. Both are scored on FB and QA;
 - FM: the QA texts of the forget facts; RM: the QA texts of the distant facts. Scores (:mod:`dukb.neural.metrics.mia`)
-  on the answer tokens; the mean score per set (RWKU's LOSS columns use the loss, here the log-likelihood, so FM
+  on the answer tokens (``--mia-members descriptions``: their description sentences, every token, as RWKU's code
+  scores its text fragments); the mean score per set (RWKU's LOSS columns use the loss, here the log-likelihood, so FM
   *falling* below RM means forgotten) and the AUC of FM (positive) against RM;
 - deep unlearning on top: recall and accuracy (Wu et al. 2025, Eq. 1-2) and recall under attack
   (:mod:`dukb.neural.metrics.attack`: a fact counts as known if any probe kind elicits it).
+
+Where dukb's default differs from RWKU's released code (ROUGE-L package, generation budget, NPO's β, MIA members),
+the component is an option and ``--compat rwku`` sets each to the code's value (:data:`RWKU_COMPAT`; the docs page
+"dukb vs the papers' code").
 
 The model is finetuned on every fact's QA pair and description sentences (as RWKU's model knows the target before
 its own text about it is unlearned; cached in RUN_DIR/finetuned), or ``--finetuned`` (its tokenizer must cover the
@@ -42,15 +47,25 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from dukb import InputError
-from dukb.neural.bounds import FRACTION_HALF, N_TARGETS
+from dukb.neural.bounds import FRACTION_HALF, N_TARGETS, NEW_TOKENS, Range
 from dukb.neural.catalog import methods_help
-from dukb.neural.declare import SHARED, option
+from dukb.neural.declare import SHARED, compat_option, option
 from dukb.neural.runconfig import RunConfig
 
 #: RWKU's methods that dukb has (ICU, RepE, DPO, RT come with the Unlearning-with-Control issue)
 #: RWKU's methods; NPO in the sequence form RWKU's code uses (jinzhuoran/RWKU, LLaMA-Factory npo/trainer.py: the
 #: summed answer log-likelihood ratio), not the Eval-DU/MUSE code's logit form that ``npo`` names
 RWKU_METHODS = ("ga", "npo_seq", "ga_gdr", "npo_seq_gdr")
+#: the MIA member sets `dukb rwku --mia-members` offers: "qa" (dukb's: the QA texts, scored on the answer tokens) or
+#: "descriptions" (RWKU's code: text fragments about the facts, scored on every token; here the description corpus)
+MIA_MEMBERS = ("qa", "descriptions")
+#: ``--compat rwku``: every component at the value of RWKU's released code (jinzhuoran/RWKU, LLaMA-Factory/src/
+#: llmtuner: eval/eval_forget.py:98-133 ``max_new_tokens=30`` and ``from rouge import Rouge``; scripts/full/
+#: run_npo.sh:29 ``--dpo_beta 0.2``, read as NPO's β by train/npo/trainer.py:30; eval/eval_mia.py:11-36 on
+#: ``forget_mia.json``/``retain_mia.json``, text fragments scored on every token)
+RWKU_COMPAT = {"rwku": {"rouge": "rouge", "max_new_tokens": 30, "npo_beta": 0.2, "mia_members": "descriptions"}}
+#: ``--npo-beta``'s range (a method option's bound, :data:`dukb.neural.bounds.GRID_VALUE`, above 0)
+NPO_BETA = Range(0, 1e6, lo_open=True, integer=False, why="NPO's inverse temperature")
 #: version of what `dukb rwku` trains on, in its run identity (1: the forget facts' QA; 2: the description corpus,
 #: neighbours outside the cone): a run of another version is not resumed
 RWKU_TRAINING_VERSION = 2
@@ -99,14 +114,19 @@ class RwkuConfig(RunConfig):
         batch_sizes: batch-target requests (the first N targets at once); empty: none.
         forget_scope: "target" (RWKU) or "joint" (a minimum joint deep unlearning set).
         mia_k: Min-K% share.
+        compat: "rwku" (every component below at RWKU's code's value unless given) or None.
+        rouge, max_new_tokens, npo_beta, mia_members: the components where dukb's default and RWKU's code differ
+            (:data:`RWKU_COMPAT`); None until :meth:`check` resolves them (given, the preset's, else dukb's).
     """
+
+    COMPAT: ClassVar[dict] = RWKU_COMPAT
 
     CLI: ClassVar[dict] = {
         "output": "runs/rwku",
         "resume": "Continue a run in the same directory; refused (exit 2, differing keys named) when a row-changing "
                   "setting differs; targets and methods may be added.",
-        "order": ("targets", "n_targets", "methods", "grids", "batch_sizes", "forget_scope", "mia_k", "output",
-                  "resume")}
+        "order": ("targets", "n_targets", "methods", "grids", "batch_sizes", "forget_scope", "mia_k", "compat",
+                  "rouge", "max_new_tokens", "npo_beta", "mia_members", "output", "resume")}
 
     finetuned: str | None = option(None, group=SHARED, help="Use this already finetuned model directory (its "
                                    "tokenizer must know the description corpus's words).")
@@ -125,15 +145,35 @@ class RwkuConfig(RunConfig):
     forget_scope: str = option("target", choices=("target", "joint"), help="target: the targets alone (RWKU); joint: "
                                "a minimum joint deep unlearning set of them.")
     mia_k: float = option(0.2, range=FRACTION_HALF, help="Min-K% share of lowest-probability tokens.")
+    compat: str | None = compat_option(RWKU_COMPAT, "Compute as RWKU's released code")
+    rouge: str | None = option(None, unset="rouge-score", choices=("rouge-score", "rouge"), help="ROUGE-L recall of "
+                               "every probe: 'rouge-score' (lower-cased words, Porter stemming) or 'rouge' (the "
+                               "package RWKU's code uses: words split on spaces, case and punctuation kept, union LCS "
+                               "over sentences split on '.', 'NOANSWER' for an empty answer).")
+    max_new_tokens: int | None = option(None, unset=10, range=NEW_TOKENS, help="Generation budget of every probe "
+                                        "(tokens); the answer line is judged and scored (RWKU's code: 30).")
+    npo_beta: float | None = option(None, unset=0.1, range=NPO_BETA, help="NPO's beta for every npo/npo_seq method not "
+                                    "given its own (METHOD:beta=...) (RWKU's run_npo.sh: --dpo_beta 0.2).")
+    mia_members: str | None = option(None, unset="qa", choices=MIA_MEMBERS, help="MIA members: 'qa' (FM: the forget "
+                                     "facts' QA texts, RM: distant facts' QA texts, scored on the answer tokens) or "
+                                     "'descriptions' (RWKU's text fragments: the description sentences of those "
+                                     "facts, scored on every token; the forget facts' descriptions are also the "
+                                     "unlearning corpus).")
 
     def resolve(self) -> None:
         """Validate the protocol's own fields (:meth:`check` calls it once, after the shared ones).
 
         Raises:
-            InputError: an unknown forget scope, batch sizes not increasing integers >= 2.
+            InputError: an unknown forget scope, ROUGE or MIA member set, batch sizes not increasing integers >= 2.
         """
+        from dukb.neural.protocols.rwku.rouge import ROUGE_CHOICES
+
         if self.forget_scope not in ("target", "joint"):
             raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose target or joint)")
+        if self.rouge not in ROUGE_CHOICES:
+            raise InputError(f"unknown --rouge {self.rouge!r} (choose from {', '.join(ROUGE_CHOICES)})")
+        if self.mia_members not in MIA_MEMBERS:
+            raise InputError(f"unknown --mia-members {self.mia_members!r} (choose from {', '.join(MIA_MEMBERS)})")
         if any(n < 2 for n in self.batch_sizes) or list(self.batch_sizes) != sorted(set(self.batch_sizes)):
             raise InputError("--batch-sizes must be increasing integers of at least 2")
 
@@ -176,7 +216,8 @@ def rwku_row_key(row: dict) -> tuple:
     return (row["request"], row.get("method") or "", None if v is None else float(v))
 
 
-__all__ = ["RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "check_corpus_methods", "rwku_row_key"]
+__all__ = ["MIA_MEMBERS", "NPO_BETA", "RWKU_COMPAT", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig",
+           "check_corpus_methods", "rwku_row_key"]
 
 
 # ------------------------------------------------------------------------------------------------ rows --------

@@ -75,15 +75,27 @@ def _training_note(config: dict) -> str:
             "`trained_fact_ids`, `scored_forms` and `neighbours_dropped`.")
 
 
+def compat_line(config: dict) -> str:
+    """The components of the run whose value differs from RWKU's released code's, or that none does
+    (:func:`dukb.neural.declare.compat_note` over :data:`dukb.neural.protocols.rwku.config.RWKU_COMPAT`)."""
+    from dukb.neural.declare import compat_note
+    from dukb.neural.protocols.rwku.config import RwkuConfig
+
+    return "**Against RWKU's code**: " + compat_note(config, RwkuConfig, "rwku", "RWKU")
+
+
 def markdown_report(summary, rows: list[dict], config: dict) -> str:
     """report.md: Table 1 layout for single targets and for each batch request, AA leaks per kind, the run."""
+    members = "description sentence" if config.get("mia_members") == "descriptions" else "answer"
+    rouge = "`rouge` package (RWKU's code)" if config.get("rouge") == "rouge" else "rouge-score, stemmed"
     lines = ["# dukb rwku report", "",
              f"KB: `{config.get('kb')}` · model: `{config.get('model')}` · forget scope "
              f"`{config.get('forget_scope')}` · seed {config.get('seed')}", "",
-             "ROUGE-L recall ×100 (forget ↓, neighbour ↑); FM/RM: mean answer log-likelihood ×100 (FM below RM = "
-             "forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
+             f"ROUGE-L recall ×100 ({rouge}; forget ↓, neighbour ↑) of the answer line of at most "
+             f"{config.get('max_new_tokens') or 10} tokens; FM/RM: mean {members} log-likelihood ×100 (FM below RM "
+             "= forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
              "(Wu et al. 2025, Eq. 1) ×100. Each number is the mean over the n requests (RWKU, Table 1); – where "
-             "nothing was scored.", "", _training_note(config), "",
+             "nothing was scored.", "", compat_line(config), "", _training_note(config), "",
              "**What to cite**: the single-target table (RWKU, Table 1: the mean over the n targets per method and "
              "setting) and the batch tables for batch-target unlearning.", ""]
     head = ("| method | setting | n | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
@@ -117,7 +129,8 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
     from dukb.neural.metrics.summary import config_lines, versions_line, wrap_prose
 
     lines += ["", "## Run", "", *config_lines(config, ("kb", "model", "finetuned", "n_targets", "targets", "methods",
-                                                       "batch_sizes", "forget_scope", "seed", "mia_k")),
+                                                       "batch_sizes", "forget_scope", "seed", "mia_k", "compat",
+                                                       "rouge", "max_new_tokens", "npo_beta", "mia_members")),
               *[v for v in [versions_line(config)] if v], "- everything else: config.json", ""]
     return wrap_prose("\n".join(lines))
 
@@ -249,5 +262,5 @@ def render_rwku(run_dir) -> dict:
             "missing_units": missing}
 
 
-__all__ = ["COLS", "markdown_report", "missing_rwku_units", "plot_aa", "plot_batches", "render_rwku",
+__all__ = ["COLS", "compat_line", "markdown_report", "missing_rwku_units", "plot_aa", "plot_batches", "render_rwku",
            "summarize_rwku"]

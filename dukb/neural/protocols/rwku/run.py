@@ -73,7 +73,7 @@ class RwkuProtocol(Protocol):
         targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
         if len(targets) < max(cfg.batch_sizes or [1]):
             raise InputError(f"--batch-sizes needs {max(cfg.batch_sizes)} targets, {len(targets)} given")
-        self.methods = methods = [tuple(resolve(m, "target")) for m in cfg.methods]
+        self.methods = methods = with_npo_beta([tuple(resolve(m, "target")) for m in cfg.methods], cfg.npo_beta)
         check_unique(label for label, *_ in methods)
         for label, _m, scope, _g in methods:
             if scope != "target":
@@ -87,8 +87,11 @@ class RwkuProtocol(Protocol):
         identity = run_identity(ecfg, kb, closure, methods, grids, singles, spec, dtype)
         for k in ("sets", "metrics"):
             identity.pop(k, None)
-        identity["probe"] = {"kinds": [QA_KIND, FB, *AA_KINDS], "max_new_tokens": 10, "rouge": "rougeL recall"}
+        identity["probe"] = {"kinds": [QA_KIND, FB, *AA_KINDS], "max_new_tokens": cfg.max_new_tokens,
+                             "rouge": ROUGE_IDENTITY[cfg.rouge]}
         identity["rwku"] = {"forget_scope": cfg.forget_scope, "mia_k": cfg.mia_k,
+                            # a component added later: recorded when not dukb's default, so older runs compare equal
+                            **({"mia_members": cfg.mia_members} if cfg.mia_members != "qa" else {}),
                             "batch_sizes": list(cfg.batch_sizes),
                             "batch_targets": targets[:max(cfg.batch_sizes or [0])],
                             # what is trained (finetuning, unlearning's forget and retain data) and what neighbours are
@@ -119,7 +122,7 @@ class RwkuProtocol(Protocol):
         Raises:
             InputError: a ``--finetuned`` tokenizer that does not know the description corpus's words.
         """
-        from dukb.neural.data import QA_KIND, kb_descriptions, kb_qa
+        from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, kb_descriptions, kb_qa
         from dukb.neural.metrics.attack import ATTACK_KINDS
         from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
         from dukb.neural.probe import Predictor
@@ -151,7 +154,7 @@ class RwkuProtocol(Protocol):
         kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
         self.items = kb_qa(kb, kinds, seed=cfg.seed)  # every probe: evaluation only
         self.qa_of = {(it.fact_kind, it.fact_id): it for it in self.items if it.kind == QA_KIND}
-        self.scored_forms = {"probes": list(kinds), "mia": [QA_KIND]}
+        self.scored_forms = {"probes": list(kinds), "mia": [QA_KIND if cfg.mia_members == "qa" else DESCRIPTION_FORM]}
         self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
 
     # ---- work units ----------------------------------------------------------------------------------------------
@@ -191,8 +194,14 @@ class RwkuProtocol(Protocol):
         scored in no group."""
         from dukb.neural.metrics import RowContext, get_metric, metric_call
         from dukb.neural.probe import probe
+        from dukb.neural.protocols.rwku.rouge import rouge_scorer
 
-        df = probe(pred, self.items, rouge=True, logprob=False)
+        cfg = self.cfg
+        df = probe(pred, self.items, max_new_tokens=cfg.max_new_tokens, rouge=cfg.rouge == "rouge-score",
+                   logprob=False)
+        if cfg.rouge != "rouge-score":  # RWKU's code's ROUGE-L on the same answer lines
+            score = rouge_scorer(cfg.rouge)
+            df["rouge_l"] = [score(a, o) for a, o in zip(df["answer"], df["output"])]
         forget_keys = {("relationship", i) for i in req["forget"]}
         neigh = {("relationship", i) for i in req["neighbours"]["relationships"]} | \
             {("biography", i) for i in req["neighbours"]["biographies"]}
@@ -200,11 +209,9 @@ class RwkuProtocol(Protocol):
         rids = extra.get("retain_fact_ids") or {"relationships": [], "biographies": []}
         held = {("relationship", int(i)) for i in rids["relationships"]} | \
             {("biography", int(i)) for i in rids["biographies"]}
-        fm = [self.qa_of[k] for k in sorted(forget_keys) if k in self.qa_of]
-        rm = [it for k, it in self.qa_of.items() if k not in forget_keys and k not in neigh and k not in held
-              and k not in coned]
+        fm, rm = self.mia_members(forget_keys, neigh | held | coned)
         mia_scores = metric_call("mia_fm_rm", "scores")  # the metrics through the one registry, by name
-        mia = {"fm": mia_scores(pred, fm, self.cfg.mia_k), "rm": mia_scores(pred, rm, self.cfg.mia_k)}
+        mia = {"fm": mia_scores(pred, fm, cfg.mia_k), "rm": mia_scores(pred, rm, cfg.mia_k)}
         fields = metric_call("rwku_rouge", "fields")(df, self.kb, req["forget"], req["neighbours"], mia, exclude=rids,
                                                      cone=req["cone"])
         sets, used = self.sets_of(req)
@@ -215,6 +222,25 @@ class RwkuProtocol(Protocol):
                                                                    fields["forgotten_relationships"])
         fields.pop("forgotten_biographies", None)
         return fields
+
+    def mia_members(self, forget_keys: set, near: set) -> tuple[list, list]:
+        """The MIA members (``--mia-members``): FM of the forget facts, RM of the facts in neither ``forget_keys``
+        nor ``near`` (neighbours, retain-train facts, the cone), each a list of items in KB order.
+
+        - "qa" (dukb's default): each fact's QA text, scored on its answer tokens;
+        - "descriptions" (RWKU's code: text fragments about the target, jinzhuoran/RWKU eval_mia.py:11-36, scored on
+          every token): each fact's description sentences (:func:`dukb.neural.data.kb_descriptions`), the text the
+          model was finetuned on; the forget facts' sentences are also what unlearning trains on (RWKU's FM come
+          from Wikipedia, apart from its synthetic forget corpus; a KB has one corpus).
+
+        Source: Jin et al. 2024 (RWKU), Sec. 3.3 (FM: knowledge fragments about the target; RM: unrelated ones).
+        """
+        if self.cfg.mia_members == "descriptions":
+            pool = [((it.fact_kind, it.fact_id), it) for it in self.descriptions]
+            return [it for k, it in pool if k in forget_keys], [it for k, it in pool
+                                                               if k not in forget_keys and k not in near]
+        fm = [self.qa_of[k] for k in sorted(forget_keys) if k in self.qa_of]
+        return fm, [it for k, it in self.qa_of.items() if k not in forget_keys and k not in near]
 
     def _row(self, req: dict, fields: dict, **extra) -> dict:
         """A result row: the request's sets and what was scored, then ``extra`` and ``fields``."""
@@ -277,6 +303,35 @@ class RwkuProtocol(Protocol):
         return paths
 
 
+#: the run identity's ``probe.rouge`` of each ``--rouge`` choice (rouge-score's text is the one runs recorded before
+#: the option existed)
+ROUGE_IDENTITY = {"rouge-score": "rougeL recall", "rouge": "rouge-l recall (rouge package, RWKU's code)"}
+
+
+def with_npo_beta(methods: list[tuple], beta: float) -> list[tuple]:
+    """The resolved methods with NPO's β set to ``beta`` (``--npo-beta``) on every NPO method (npo, npo_seq and
+    their _gdr/_klr variants) not given its own (``npo_seq:beta=0.05``); labels are kept, and the method's options
+    (run identity, row setting) record the β when it is not the method's default.
+
+    Args:
+        methods: ``(label, method, scope, grid)`` tuples (:func:`dukb.neural.methods.resolve`).
+        beta: β > 0.
+
+    Returns:
+        The tuples, an NPO method replaced by its copy with ``beta`` where that differs from its β.
+
+    Source: Zhang et al. 2024, Eq. 3 (β); jinzhuoran/RWKU LLaMA-Factory/scripts/full/run_npo.sh:29 (β 0.2).
+    """
+    from dukb.neural.methods.npo import NPO
+
+    out = []
+    for label, m, scope, grid in methods:
+        if isinstance(m, NPO) and "beta" not in m.option_values and m.beta != beta:
+            m = m.with_options({"beta": beta})
+        out.append((label, m, scope, grid))
+    return out
+
+
 @holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until run_rwku returns
 def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the RWKU protocol into ``run_dir`` and render its report (:class:`RwkuProtocol`).
@@ -301,5 +356,6 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
 
 #: the protocol's names, with those of its config
-__all__ = ["AA_KINDS", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol", "check_corpus_methods",
-           "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key"]
+__all__ = ["AA_KINDS", "ROUGE_IDENTITY", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol",
+           "check_corpus_methods", "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key",
+           "with_npo_beta"]
