@@ -64,19 +64,20 @@ def test_the_report_line_names_each_component_that_differs_from_muses_code():
     from dukb.neural.protocols.muse.report import compat_line, markdown_report, summarize_muse
 
     plain = compat_line(dataclasses.asdict(MuseConfig().check()))
-    assert plain.startswith("Differs from MUSE's code in: --knowmem-tokens 10 (MUSE's: 32); --knowmem-icl 0")
+    assert plain.startswith("Differs from MUSE's code (--compat muse matches it): --knowmem-tokens 10 (MUSE's code: "
+                            "32); --knowmem-icl 0")
     assert all(f"--{c.replace('_', '-')} " in plain for c in COMPONENTS)
     assert compat_line({}) == plain  # a run written before the components: dukb's values
     assert compat_line(dataclasses.asdict(MuseConfig(compat="muse").check())) == \
-        "Components as MUSE's code (--compat muse)."
+        "Every component as MUSE's code (--compat muse)."
     one = compat_line(dataclasses.asdict(MuseConfig(compat="muse", knowmem_tokens=10).check()))
-    assert one.startswith("Differs from MUSE's code in: --knowmem-tokens 10 (MUSE's: 32) (")
+    assert one == "Differs from MUSE's code (--compat muse matches it): --knowmem-tokens 10 (MUSE's code: 32)."
     rows = [{"request": "main", "experiment": "main", "model_kind": k, "method": None, "param": None, "setting": None,
              "verbmem_forget": 0.5, "knowmem_forget": 0.5, "knowmem_retain": 0.5, "privleak": 0.0, "mia_auc": 0.5,
              "items": {}} for k in ("target", "retrain")]
     report = markdown_report(summarize_muse(rows, bootstrap=10), dataclasses.asdict(MuseConfig(compat="muse").check()))
     _head, table = report.split("## Table 3 layout (main request)")
-    assert table.lstrip().startswith("Components as MUSE's code (--compat muse).\n\n| method |")
+    assert table.lstrip().startswith("Every component as MUSE's code (--compat muse).\n\n| method |")
 
 
 # ------------------------------------------------------------------------------------------------- KLR --------

@@ -232,27 +232,6 @@ def compat_components(cls) -> list:
     return [f for f in fields(cls) if "unset" in f.metadata]
 
 
-def compat_differences(config: dict, preset: str = "muse") -> list[tuple[str, object, object]]:
-    """The components where a run's config (config.json, a dict) differs from MUSE's code.
-
-    Args:
-        config: the run's config; a component it lacks (a run written before the components) has dukb's value.
-        preset: the :data:`MUSE_COMPAT` preset compared with.
-
-    Returns:
-        [(field, the run's value, MUSE's code's value)], in field order; [] when the run computes as MUSE's code.
-
-    Source: swj0419/muse_bench (the values of :data:`MUSE_COMPAT`, each quoted where its option is declared).
-    """
-    out = []
-    for f in compat_components(MuseConfig):
-        value = config.get(f.name)
-        value = f.metadata["unset"] if value is None else value
-        if value != MUSE_COMPAT[preset][f.name]:
-            out.append((f.name, value, MUSE_COMPAT[preset][f.name]))
-    return out
-
-
 def _lr_entry(m, family, lr) -> dict:
     """``{"lr": rate}`` when the run identity must record the method's resolved rate
     (:func:`dukb.neural.families.identity_lr`), and ``{"options": ...}`` when the method was given per-method options
@@ -453,7 +432,7 @@ def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log
 
 
 __all__ = ["CURVE_METHODS", "MUSE_COMPAT", "MUSE_LR", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig",
-           "SCORED_FORMS", "compat_components", "compat_differences", "icl_examples", "model_metrics", "muse_row_key",
+           "SCORED_FORMS", "compat_components", "icl_examples", "model_metrics", "muse_row_key",
            "plan_requests"]
 
 

@@ -107,17 +107,13 @@ def _training_note(config: dict) -> str:
 
 
 def compat_line(config: dict) -> str:
-    """One line beside Table 3: the components where the run differs from MUSE's released code
-    (:func:`dukb.neural.protocols.muse.config.compat_differences`, ``--flag value (MUSE's: value)``), or that it
-    computes as MUSE's code. A run written before the components has dukb's values."""
-    from dukb.neural.protocols.muse.config import compat_differences
+    """One line beside Table 3: the components where the run differs from MUSE's released code, or that it computes
+    as MUSE's code (:func:`dukb.neural.declare.compat_note`). A run written before the components has dukb's
+    values."""
+    from dukb.neural.declare import compat_note
+    from dukb.neural.protocols.muse.config import MuseConfig
 
-    diff = compat_differences(config)
-    if not diff:
-        return "Components as MUSE's code (--compat muse)."
-    return "Differs from MUSE's code in: " + "; ".join(
-        f"--{name.replace('_', '-')} {value} (MUSE's: {muse})" for name, value, muse in diff) + \
-        " (`--compat muse` sets MUSE's values; docs: dukb vs the papers' code)."
+    return compat_note(config, MuseConfig, "muse", "MUSE")
 
 
 def markdown_report(summary, config: dict) -> str:
