@@ -43,6 +43,10 @@ STATES = "us_population_distribution"
 #: First line of targets.txt (as in ../shared/edu-relat/targets.txt).
 TARGETS_HEADER = "# the {n} relationship fact_ids used as unlearning targets in the paper, in order"
 
+#: :meth:`dukb.kb.KB.fingerprint` of the imported benchmark (../shared/edu-relat, ``dukb import-eval-du``): a KB with
+#: this fingerprint is EDU-RELAT (its people, relationships and biographies, fact_ids included).
+EDU_RELAT_FINGERPRINT = "44f090075b378033"
+
 #: Keys the QA dicts must have (their order in the file is kept in the output).
 REL_QA_KEYS = ("fact", "question", "answer", "question2", "answer2", "question3", "answer3", "question4", "answer4")
 BIO_QA_KEYS = ("fact", "question", "answer", "question4", "answer4")
@@ -247,4 +251,34 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
     return load_kb(out)
 
 
-__all__ = ["import_edu_relat"]
+def benchmark_targets(kb_dir: str | Path | None) -> list[int] | None:
+    """The paper's 55 targets when ``kb_dir`` is the imported EDU-RELAT: its targets.txt (as :func:`import_edu_relat`
+    writes it: '#' comment lines, then one fact_id per line), else None.
+
+    Args:
+        kb_dir: a KB directory or a built-in KB name (None: the built-in default, never EDU-RELAT).
+
+    Returns:
+        The fact_ids in file order, or None when ``kb_dir`` has no targets.txt or is not EDU-RELAT (its KB's
+        fingerprint is not :data:`EDU_RELAT_FINGERPRINT`).
+
+    Raises:
+        InputError: a targets.txt line that is not one fact_id (file and line named); a KB that cannot be read.
+
+    Source: Wu et al. 2025, Sec. 4 (55 target facts); the benchmark's subsample.pt.
+    """
+    from dukb.kb.csvfile import read_text, strict_int
+
+    path = Path(kb_dir) / "targets.txt" if kb_dir is not None else None
+    if path is None or not path.is_file() or load_kb(kb_dir).fingerprint() != EDU_RELAT_FINGERPRINT:
+        return None
+    out = []
+    for n, line in enumerate(read_text(path, "targets file").splitlines(), 1):
+        cell = line.split("#", 1)[0].strip()
+        if cell and strict_int(cell) is None:
+            raise InputError(f"{cell[:60]!r} is not a fact_id", path, n)
+        out += [strict_int(cell)] if cell else []
+    return out
+
+
+__all__ = ["EDU_RELAT_FINGERPRINT", "benchmark_targets", "import_edu_relat"]
