@@ -269,15 +269,17 @@ def benchmark_targets(kb_dir: str | Path | None) -> list[int] | None:
     """
     from dukb.kb.csvfile import read_text, strict_int
 
-    path = Path(kb_dir) / "targets.txt" if kb_dir is not None else None
-    if path is None or not path.is_file() or load_kb(kb_dir).fingerprint() != EDU_RELAT_FINGERPRINT:
+    if kb_dir is None or not (Path(kb_dir) / "targets.txt").is_file() \
+            or load_kb(kb_dir).fingerprint() != EDU_RELAT_FINGERPRINT:
         return None
-    out = []
+    path = Path(kb_dir) / "targets.txt"
+    out: list[int] = []
     for n, line in enumerate(read_text(path, "targets file").splitlines(), 1):
         cell = line.split("#", 1)[0].strip()
-        if cell and strict_int(cell) is None:
+        fid = strict_int(cell) if cell else None
+        if cell and fid is None:
             raise InputError(f"{cell[:60]!r} is not a fact_id", path, n)
-        out += [strict_int(cell)] if cell else []
+        out += [fid] if fid is not None else []
     return out
 
 
