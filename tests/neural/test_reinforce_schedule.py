@@ -1,7 +1,7 @@
 """TV's and WHP's reinforcement on Eval-DU's schedule, and the paper's grids per model family (issue 41, items 1,
 3 and 5: "the reinforcement schedule's learning rates step by step").
 
-The independent implementation is written from wrh14/deep_unlearning finetune_reinforced_model.py:57-81 and
+The independent implementation is written from wrh14/deep_unlearning finetune_reinforced_model.py:63-87 and
 config/finetune_reinforced_model_per_fact.yaml (``num_epochs: 10``, ``batch_size: 1``, ``gradient_accumulation_steps:
 1``, ``lr_scheduler_type: linear``, ``weight_decay: 0.01``; launched by scripts_unlearning_methods/tv.sh and whp.sh
 with ``torchrun --nproc_per_node=2`` on one fact, FamilyForgetDataset's length = facts × world size), with

@@ -45,7 +45,7 @@ def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | Non
     Schedules (``schedule``, default ``ctx.reinforce``; :data:`REINFORCE_SCHEDULES`):
 
     - ``constant`` (dukb's default): the rate ``lr`` at every step, no warm-up, no weight decay.
-    - ``reference``: as wrh14/deep_unlearning finetune_reinforced_model.py:57-81 with
+    - ``reference``: as wrh14/deep_unlearning finetune_reinforced_model.py:63-87 with
       config/finetune_reinforced_model_per_fact.yaml (``num_epochs: 10``, ``lr_scheduler_type: linear``,
       ``weight_decay: 0.01``, the family's ``reinforce_lr``): ``max_steps`` = 10 × 1 fact = 10 and
       ``warmup_steps=max(1, max_steps // num_epochs)`` = 1, so HF's linear schedule with 1 warm-up step over the 10
