@@ -331,7 +331,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
     lora; seed; lr; sets (method, N_seed, exact limits); retain
     and probe settings; the metrics; targets and methods (label -> :func:`method_identity`): targets, methods
-    and each method's grid are extendable (:data:`EXTENDABLE`). ``schedules`` (label -> "separate" or
+    and each method's grid are extendable (:data:`EXTENDABLE`); the compat preset and each component not at dukb's
+    value (:func:`component_identity`). ``schedules`` (label -> "separate" or
     "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
     method "separate".
 
