@@ -107,7 +107,7 @@ def test_constant_reinforcement_is_dukbs_default(tiny, monkeypatch):
 def test_reference_reinforcement_is_hf_trainers_run(tiny, tmp_path):
     """The reinforced weights equal HF's Trainer run with finetune_reinforced_model.py's TrainingArguments
     (max_steps 10, warmup_steps 1, linear, weight decay 0.01, AdamW, no clipping as under its DeepSpeed config) on
-    the fact's answer NLL."""
+    the fact's answer NLL (the model's own loss on the labels, as the reference's CustomTrainer)."""
     import transformers
     from transformers import Trainer
 
@@ -119,27 +119,13 @@ def test_reference_reinforcement_is_hf_trainers_run(tiny, tmp_path):
     got = reinforce(UnlearnContext(lm, forget, seed=0, reinforce="reference"), lr=1e-2)
     batch = encode_qa(lm.tokenizer, lm.tags, forget, DEVICE)
 
-    class One(torch.utils.data.Dataset):
-        def __len__(self):
-            return 1
-
-        def __getitem__(self, i):
-            return {k: v[0] for k, v in batch.items()}
-
-    class NLL(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, **kw):
-            logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                           position_ids=inputs["position_ids"]).logits[:, :-1].float()
-            labels = inputs["labels"][:, 1:]
-            return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                                     ignore_index=-100)
-
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "hf"), per_device_train_batch_size=1, max_steps=10, warmup_steps=1,
         learning_rate=1e-2, weight_decay=0.01, lr_scheduler_type="linear", optim="adamw_torch", max_grad_norm=0.0,
         save_strategy="no", report_to=[], use_cpu=DEVICE == "cpu", logging_steps=100)
-    NLL(model=lm.model, args=args, train_dataset=One(),
-        data_collator=lambda xs: {k: torch.stack([x[k] for x in xs]) for k in xs[0]}).train()
+    # HF's own loss: the mean NLL of the answer tokens (labels -100 elsewhere), as the reference's CustomTrainer
+    Trainer(model=lm.model, args=args, train_dataset=[{k: v[0] for k, v in batch.items()}],
+            data_collator=lambda xs: {k: torch.stack([x[k] for x in xs]) for k in xs[0]}).train()
     ref = lm.model.state_dict()
     for k, v in state0.items():
         if v.is_floating_point():
