@@ -47,6 +47,10 @@ STATES = "us_population_distribution"
 #: First line of targets.txt (as in ../shared/edu-relat/targets.txt).
 TARGETS_HEADER = "# the {n} relationship fact_ids used as unlearning targets in the paper, in order"
 
+#: :meth:`dukb.kb.KB.fingerprint` of the imported benchmark (../shared/edu-relat, ``dukb import-eval-du``): a KB with
+#: this fingerprint is EDU-RELAT (its people, relationships and biographies, fact_ids included).
+EDU_RELAT_FINGERPRINT = "44f090075b378033"
+
 #: Keys the QA dicts must have (their order in the file is kept in the output).
 REL_QA_KEYS = ("fact", "question", "answer", "question2", "answer2", "question3", "answer3", "question4", "answer4")
 BIO_QA_KEYS = ("fact", "question", "answer", "question4", "answer4")
@@ -265,4 +269,36 @@ def _convert_paper_sets(src: Path, out: Path, n_edges: int, targets: list[int]) 
         (out / PAPER_SETS_FILE).unlink()
 
 
-__all__ = ["import_edu_relat"]
+def benchmark_targets(kb_dir: str | Path | None) -> list[int] | None:
+    """The paper's 55 targets when ``kb_dir`` is the imported EDU-RELAT: its targets.txt (as :func:`import_edu_relat`
+    writes it: '#' comment lines, then one fact_id per line), else None.
+
+    Args:
+        kb_dir: a KB directory or a built-in KB name (None: the built-in default, never EDU-RELAT).
+
+    Returns:
+        The fact_ids in file order, or None when ``kb_dir`` has no targets.txt or is not EDU-RELAT (its KB's
+        fingerprint is not :data:`EDU_RELAT_FINGERPRINT`).
+
+    Raises:
+        InputError: a targets.txt line that is not one fact_id (file and line named); a KB that cannot be read.
+
+    Source: Wu et al. 2025, Sec. 4 (55 target facts); the benchmark's subsample.pt.
+    """
+    from dukb.kb.csvfile import read_text, strict_int
+
+    if kb_dir is None or not (Path(kb_dir) / "targets.txt").is_file() \
+            or load_kb(kb_dir).fingerprint() != EDU_RELAT_FINGERPRINT:
+        return None
+    path = Path(kb_dir) / "targets.txt"
+    out: list[int] = []
+    for n, line in enumerate(read_text(path, "targets file").splitlines(), 1):
+        cell = line.split("#", 1)[0].strip()
+        fid = strict_int(cell) if cell else None
+        if cell and fid is None:
+            raise InputError(f"{cell[:60]!r} is not a fact_id", path, n)
+        out += [fid] if fid is not None else []
+    return out
+
+
+__all__ = ["EDU_RELAT_FINGERPRINT", "benchmark_targets", "import_edu_relat"]

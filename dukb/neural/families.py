@@ -125,6 +125,52 @@ RECORDED_LRS: dict[str, dict[str, float]] = {
 }
 
 
+#: The paper's grids per model family (``dukb evaluate --family-grids paper``): GA's and NPO's step counts T and TV's
+#: α. wrh14/deep_unlearning config/model_config.yaml: ``ga_num_epochs`` / ``npo_num_epochs`` = 32 for gpt2-xl and 16
+#: for phi, llama2-7b and llama3-8b, one run read at the checkpoints ``[1, 2, 4, 8, 16, 32]`` it reaches
+#: (unlearn_trainer.py:82, ``save_step_pattern: "log"``); ``tv_alpha_list``; Wu et al. 2025, App. H. Families the
+#: paper did not run (tiny, smollm2, generic) have no entry: they keep the methods' default grids.
+PAPER_GRIDS: dict[str, dict[str, tuple]] = {
+    "gpt2-xl": {"ga": (1, 2, 4, 8, 16, 32), "npo": (1, 2, 4, 8, 16, 32), "tv": (0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0)},
+    **{fam: {"ga": (1, 2, 4, 8, 16), "npo": (1, 2, 4, 8, 16), "tv": (0.2, 0.5, 1.0, 5.0, 10.0)}
+       for fam in ("phi", "llama")},
+}
+#: ``--family-grids``: "dukb" (each method's default grid for every family: GA/NPO T ∈ {1, 2, 4, 8, 16}, TV α ∈ {0.2,
+#: 0.5, 1, 5, 10}, dukb's earlier runs) or "paper" (:data:`PAPER_GRIDS`)
+FAMILY_GRIDS = ("dukb", "paper")
+#: WHP's α grids (``dukb evaluate --whp-grid``): "config", the ``whp_alpha_list`` of every family in
+#: wrh14/deep_unlearning config/model_config.yaml, read by whp_run.py and looped over by
+#: scripts_unlearning_methods/whp.sh, and the grid of Wu et al. 2025, App. H ({0.5, 1, 5, 10, 100, 100.0}, a typo for
+#: 1000; Sec. 4.2: "even with α = 10^3"); "notebook", the ``alpha_list`` of the figure notebook (notebooks/Unlearning
+#: Evaluation -- Final Paper Figure Generation.ipynb, commit 20c927b, cell 10), which computed the figures and tables
+WHP_GRIDS: dict[str, tuple] = {"config": (0.5, 1.0, 5.0, 10.0, 100.0, 1000.0), "notebook": (10.0, 1e3, 1e5, 1e7, 1e8)}
+
+
+def component_grid(method: str, family: str | None, family_grids: str = "dukb", whp_grid: str = "config") -> tuple | None:
+    """The grid that ``--family-grids`` and ``--whp-grid`` give a method, or None where they leave its default grid.
+
+    Args:
+        method: a method's registry name (only ga, npo, tv and whp have paper grids).
+        family: the model family's name (:data:`FAMILIES`; None or a family without :data:`PAPER_GRIDS`: none).
+        family_grids: one of :data:`FAMILY_GRIDS`; whp_grid: a key of :data:`WHP_GRIDS`.
+
+    Returns:
+        a tuple of grid values, or None.
+
+    Raises:
+        KeyError: an unknown ``family_grids`` or ``whp_grid`` (a programming error: the config checks its choices).
+
+    Source: Wu et al. 2025, App. H; wrh14/deep_unlearning config/model_config.yaml and the figure notebook.
+    """
+    if family_grids not in FAMILY_GRIDS:
+        raise KeyError(f"unknown family grids {family_grids!r}")
+    if method == "whp":
+        return WHP_GRIDS[whp_grid]
+    if family_grids == "paper":
+        return PAPER_GRIDS.get(family or "", {}).get(method)
+    return None
+
+
 def identity_lr(method, family: str | None, override: float | None) -> float | None:
     """The rate a run identity records for ``method``: its family's default rate when ``override`` (``--lr``) is
     None and that rate differs from :data:`RECORDED_LRS` (None otherwise: the override is recorded by the identity's

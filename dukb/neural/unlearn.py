@@ -193,6 +193,8 @@ class UnitPlan:
             not see); heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before
             unlearning (None: no baseline); heldout_rule: "pairs" or "any".
         schedule: :class:`dukb.neural.methods.base.SweepSchedule` of a step grid (None: "separate").
+        reinforce: TV's and WHP's reinforcement schedule, "constant" or "reference"
+            (:func:`dukb.neural.methods.tv.reinforce`).
         attacks: [(Attack, settings)] applied to every unlearned model after its probe; reference: a Predictor over
             θ₀ for attacks that compare with it.
         row_fields: fields every row of the unit ends with (the protocol's: worker, target_relation, ...).
@@ -233,6 +235,7 @@ class UnitPlan:
     heldout_before: frozenset | None = None
     heldout_rule: str = "pairs"
     schedule: object = None
+    reinforce: str = "constant"
     attacks: tuple | None = None
     reference: object = None
     row_fields: dict = field(default_factory=dict)
@@ -380,7 +383,8 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
         check_attacks_on_model(plan.attacks, plan.lm.model)
     ctx = UnlearnContext(plan.lm, list(plan.forget), list(plan.retain), seed=plan.seed, lr=plan.lr, lora=plan.lora,
                          layers=plan.layers, kb=plan.kb, closure=plan.closure, target=plan.target,
-                         sets=[list(s) for s in plan.sets], items=list(plan.loop_items), schedule=plan.schedule)
+                         sets=[list(s) for s in plan.sets], items=list(plan.loop_items), schedule=plan.schedule,
+                         reinforce=plan.reinforce)
     t0 = time.perf_counter()
     last = None
     for setting, pred in plan.method.sweep(ctx, None if plan.grid is None else list(plan.grid)):

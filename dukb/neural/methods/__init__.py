@@ -30,6 +30,7 @@ metadata equals the method's).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dukb import InputError
@@ -154,13 +155,15 @@ def methods_help(document_only: bool = False) -> str:
     return ", ".join(DOCUMENT_METHODS) if document_only else catalog_methods_help()
 
 
-def method_grids(resolved, overrides: dict) -> dict[str, list]:
+def method_grids(resolved, overrides: dict, defaults: Callable | None = None) -> dict[str, list]:
     """Each resolved method's grid: an override by label (``--grid du_ga_gdr=...``), else by base method name,
-    else the preset's grid, else the method's default grid.
+    else the preset's grid, else ``defaults(method)`` when that is not None (the run's grid components, e.g. the
+    paper's grids per family: :func:`dukb.neural.families.component_grid`), else the method's default grid.
 
     Args:
         resolved: :class:`Resolved` tuples (label, method, scope, preset grid or None).
         overrides: label or method name -> list of values.
+        defaults: callable(Method) -> a grid or None.
 
     Returns:
         label -> list of grid values.
@@ -176,7 +179,8 @@ def method_grids(resolved, overrides: dict) -> dict[str, list]:
     if unused:
         raise InputError(f"--grid {unused[0]}=...: {unused[0]} is not a method of this run (its methods: "
                          f"{', '.join(label for label, *_r in resolved)})")
-    return {label: list(overrides.get(label) or overrides.get(m.name) or grid or m.default_grid)
+    return {label: list(overrides.get(label) or overrides.get(m.name) or grid or (defaults and defaults(m))
+                        or m.default_grid)
             for label, m, _scope, grid in resolved}
 
 

@@ -46,6 +46,8 @@ class UnlearnContext:
             Jin et al. 2024, App. H: e.g. layers 0-3), every other parameter frozen (gradient methods).
         schedule: optional :class:`SweepSchedule`: how :func:`gradient_sweep` runs a grid of step counts (None:
             "separate", each T its own run from θ₀; "reference": Eval-DU's one checkpointed run).
+        reinforce: how TV and WHP train their reinforced model (:data:`dukb.neural.methods.tv.REINFORCE_SCHEDULES`):
+            "constant" (dukb's default) or "reference" (Eval-DU's finetune_reinforced_model.py).
         kb, closure, target, sets, items: the symbolic plan, for methods that consult the solver while they
             unlearn (closed-loop deep unlearning): the KB, its closure, the target's fact_id, its minimal deep
             unlearning sets (lists of fact_ids) and the KB's QA items. None for the other methods' callers.
@@ -67,6 +69,7 @@ class UnlearnContext:
     control: Control | None = None
     layers: tuple[int, int] | None = None
     schedule: SweepSchedule | None = None
+    reinforce: str = "constant"
 
     @property
     def family(self) -> str:
@@ -141,6 +144,15 @@ def hf_decay_names(model) -> set[str]:
               if isinstance(m, torch.nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")
               for pn, _ in m.named_parameters(recurse=False)}
     return {n for n, _ in model.named_parameters() if n not in exempt and "bias" not in n}
+
+
+def decay_groups(named, decay: set[str]) -> list[dict]:
+    """AdamW parameter groups as HF's Trainer builds them: the parameters of ``named`` ((name, parameter) pairs)
+    whose name is in ``decay`` (:func:`hf_decay_names`) with the optimiser's weight decay, the others with none;
+    empty groups left out."""
+    groups = [{"params": [p for n, p in named if n in decay]},
+              {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
 
 
 def reference_train_config(cfg):
@@ -589,11 +601,8 @@ class SweepRun:
                 snaps[e] = {n: p.detach().to("cpu", copy=True) for n, p in named}
             return False
 
-        params = [p for _, p in named]
-        if decay is not None:  # AdamW parameter groups: HF's, the exempt ones without weight decay
-            groups = [{"params": [p for n, p in named if n in decay]},
-                      {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
-            params = [g for g in groups if g["params"]]
+        # AdamW parameter groups with ``decay``: HF's, the exempt ones without weight decay
+        params = [p for _, p in named] if decay is None else decay_groups(named, decay)
         rec = train_loop(state.model, params, replace(tcfg or self.cfg, epochs=T),
                          lambda e: [[batches[e - 1]]], loss_fn, total_steps=T, after_epoch=after)
         self.unfreeze()

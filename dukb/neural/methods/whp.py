@@ -3,18 +3,21 @@
 Next-token logits of the unlearned model: ℓ(α) = ℓ_base − α · max(ℓ_reinforced − ℓ_base, 0), where ℓ_base are the
 finetuned model's logits and ℓ_reinforced the logits of the model reinforced on the target (10 more steps, as for
 TV). Used in generation and in answer scoring through a :class:`dukb.neural.probe.Predictor` that runs both models
-in lockstep. α ∈ {0.5, 1, 5, 10, 100, 1000}. Under the "generation" judge its answers are judged with the prompt
-(:func:`judges_prompt`).
+in lockstep. α ∈ {0.5, 1, 5, 10, 100, 1000} (Eval-DU's config and App. H; ``dukb evaluate --whp-grid notebook``:
+the figure notebook's {10, 1e3, 1e5, 1e7, 1e8}, :data:`dukb.neural.families.WHP_GRIDS`). The reinforcement's
+schedule is TV's (:func:`dukb.neural.methods.tv.reinforce`). Under the "generation" judge its answers are judged
+with the prompt (:func:`judges_prompt`).
 """
 
 from __future__ import annotations
 
 import torch
 
+from dukb.neural.families import WHP_GRIDS
 from dukb.neural.methods.base import Method, UnlearnContext
-from dukb.neural.methods.tv import reinforce
+from dukb.neural.methods.tv import reinforce, reinforce_setting
 
-ALPHA_GRID = (0.5, 1.0, 5.0, 10.0, 100.0, 1000.0)
+ALPHA_GRID = WHP_GRIDS["config"]
 
 
 def whp_logits(base_logits, reinforced_logits, alpha: float):
@@ -56,7 +59,7 @@ class WHP(Method):
         try:
             for alpha in grid or self.default_grid:
                 a = float(alpha)
-                yield ({"alpha": a, "reinforce_steps": 10},
+                yield ({"alpha": a, **reinforce_setting(ctx)},
                        Predictor(ctx.lm.model, ctx.lm.tokenizer, ctx.lm.tags, aux_model=reinforced,
                                  combine=lambda b, r, a=a: whp_logits(b, r, a), device=ctx.lm.device,
                                  judge_prompt=judges_prompt(ctx.lm.tags)))

@@ -16,6 +16,7 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import ClassVar
@@ -23,9 +24,11 @@ from typing import ClassVar
 from dukb import InputError
 from dukb.neural.bounds import N_SEEDS, N_TARGETS
 from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
-from dukb.neural.declare import option
+from dukb.neural.declare import SHARED, compat_option, option
+from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
 from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS
+from dukb.solver.rules import RULES_HELP
 from dukb.solver.scopes import FORGET_SCOPES
 
 DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
@@ -36,7 +39,6 @@ DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 #: probe forms it falls short, like every method (README, "Closed-loop deep unlearning"; bench/RESULTS.md,
 #: "Citable numbers"). Presets live in :data:`dukb.neural.methods.PRESETS`.
 RECOMMENDED = "du_cl"
-
 
 @dataclass
 class EvaluateConfig(RunConfig):
@@ -73,6 +75,18 @@ class EvaluateConfig(RunConfig):
             the grid's largest T with 1 warm-up step, linear decay over that run and weight decay 0.01, read at
             every T (and ``npo`` on Eval-DU's 500-token padded layout); "separate": each T its own run from θ₀
             (dukb's earlier default). Presets keep their own (:attr:`dukb.neural.methods.Preset.schedule`).
+        compat: a compat preset of :attr:`COMPAT` (None: dukb's defaults): ``eval-du`` sets every component below
+            not given to what wrh14/deep_unlearning computes, and the benchmark's 55 targets (the KB's targets.txt,
+            :func:`dukb.kb.edu_relat.benchmark_targets`) when ``targets`` is None and the KB is the imported
+            EDU-RELAT; without targets on another KB the run is refused at its plan.
+        rules: the rule set (a component: None resolves to "family", or the preset's "family_paper_compat").
+        reinforce: TV's and WHP's reinforcement schedule, "constant" (dukb's: 10 steps at a constant rate) or
+            "reference" (finetune_reinforced_model.py's: 1 warm-up step, linear decay, weight decay 0.01;
+            :func:`dukb.neural.methods.tv.reinforce`).
+        family_grids: "dukb" (each method's default grid) or "paper" (Eval-DU's grids per model family, GPT2-XL's
+            32 steps included: :data:`dukb.neural.families.PAPER_GRIDS`).
+        whp_grid: WHP's α grid, "config" (Eval-DU's config and App. H, dukb's grid) or "notebook" (the figure
+            notebook's): :data:`dukb.neural.families.WHP_GRIDS`.
         attacks: attacks applied to every unlearned model after its probe, ``NAME`` or ``NAME:key=value:...``
             (:data:`dukb.neural.attacks.ATTACKS`; each row gets an ``attacks`` dict and ``recall_under_attack``
             becomes the worst case over forms and attacks). Their settings are part of the run identity.
@@ -85,7 +99,12 @@ class EvaluateConfig(RunConfig):
                   "added.",
         "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
                   "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
-                  "attacks", "prompt_format", "bos", "judge")}
+                  "attacks", "compat", "prompt_format", "bos", "judge", "reinforce", "family_grids", "whp_grid")}
+    #: compat presets (:func:`dukb.neural.declare.apply_compat`): field -> the paper code's value
+    COMPAT: ClassVar[dict] = {"eval-du": {
+        "schedule": "reference", "reinforce": "reference", "family_grids": "paper", "whp_grid": "config",
+        "rules": "family_paper_compat", "sets": "paper", "tie_break": "first", "prompt_format": "eval-du",
+        "bos": "family", "judge": "generation"}}
 
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
@@ -122,15 +141,35 @@ class EvaluateConfig(RunConfig):
                                        "Adding forms such as paraphrase,cloze,synonym,reverse makes the model know "
                                        "the facts under forms the methods never see, so the held-out scores test "
                                        "the fact, not the wording.")
-    schedule: str = option("reference", choices=("reference", "separate"), help="How the step grid T of gradient "
-                           "methods (ga, npo, ...) is run. reference (default): as Eval-DU's code "
-                           "(wrh14/deep_unlearning forget.py), one run of the grid's largest T steps from the "
-                           "finetuned model, read at every T, HF's linear schedule with 1 warm-up step (learning rate "
-                           "0 at step 1) decaying over that run, AdamW with weight decay 0.01, and npo on Eval-DU's "
-                           "500-token EOS-padded layout; a resume may add grid values below the largest only. "
-                           "separate: each T its own run from the finetuned model, the rate decaying linearly over "
-                           "its T steps, no warm-up or weight decay (dukb's earlier runs). Presets (du_*) keep their "
-                           "own (separate).")
+    rules: str | None = option(None, group=SHARED, identity="rules", unset="family", help=RULES_HELP)
+    compat: str | None = compat_option(COMPAT, "Run as a paper's released code computes: eval-du = Eval-DU "
+                                       "(wrh14/deep_unlearning), with the benchmark's 55 targets when --kb is the "
+                                       "imported EDU-RELAT (else give --targets-file)")
+    schedule: str | None = option(None, unset="reference", choices=("reference", "separate"), help="How the step "
+                                  "grid T of gradient methods (ga, npo, ...) is run. reference (default): as "
+                                  "Eval-DU's code (wrh14/deep_unlearning forget.py), one run of the grid's largest T "
+                                  "steps from the finetuned model, read at every T, HF's linear schedule with 1 "
+                                  "warm-up step (learning rate 0 at step 1) decaying over that run, AdamW with weight "
+                                  "decay 0.01, and npo on Eval-DU's 500-token EOS-padded layout; a resume may add grid "
+                                  "values below the largest only. separate: each T its own run from the finetuned "
+                                  "model, the rate decaying linearly over its T steps, no warm-up or weight decay "
+                                  "(dukb's earlier runs). Presets (du_*) keep their own (separate).")
+    reinforce: str | None = option(None, unset="constant", choices=("constant", "reference"), identity="set",
+                                   help="How tv and whp train their reinforced model (10 AdamW steps on the "
+                                   "target). constant: the family's rate at every step, no warm-up or weight decay "
+                                   "(dukb's runs). reference: as Eval-DU's finetune_reinforced_model.py, HF's linear "
+                                   "schedule with 1 warm-up step (rate 0 at step 1) decaying over the 10 steps, "
+                                   "weight decay 0.01: half the constant schedule's summed rate, so a smaller task "
+                                   "vector at each alpha.")
+    family_grids: str | None = option(None, unset="dukb", choices=FAMILY_GRIDS, identity="set", help="Grids of ga, "
+                                      "npo and tv without --grid. dukb: their default grids for every model (T in "
+                                      "1,2,4,8,16; tv alpha in 0.2,0.5,1,5,10). paper: Eval-DU's per model family "
+                                      "(config/model_config.yaml, App. H): GPT2-XL T up to 32 and tv alpha in "
+                                      "0.2,1,5,10,30,60,80; Phi-1.5 and Llama as dukb's; other families keep "
+                                      "dukb's.")
+    whp_grid: str | None = option(None, unset="config", choices=tuple(WHP_GRIDS), identity="set", help="whp's alpha "
+                                  "grid without --grid. config: 0.5,1,5,10,100,1000 (Eval-DU's config and the paper's "
+                                  "App. H; dukb's runs). notebook: 10,1e3,1e5,1e7,1e8 (the paper's figure notebook).")
     attacks: list[str] = option(default_factory=list, parse="items", choices=attack_names,
                                 help=lambda: "Attacks applied to every unlearned model right after its probe, "
                                 "comma-separated NAME or NAME:key=value:... (" + ", ".join(attack_names()) + "; "
@@ -193,6 +232,7 @@ class EvaluateConfig(RunConfig):
             raise InputError(f"unknown forget scope {self.forget_scope!r} (choose from {', '.join(FORGET_SCOPES)})")
         if self.schedule not in SWEEP_SCHEDULES:
             raise InputError(f"--schedule must be one of {', '.join(SWEEP_SCHEDULES)}, got {self.schedule!r}")
+        self._resolve_compat()
         if not self.methods:
             raise InputError("no unlearning method given")
         if self.attacks:
@@ -222,6 +262,26 @@ class EvaluateConfig(RunConfig):
                 raise InputError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {value!r}")
         if self.finetuned:
             check_model_prompt(self.finetuned, self.prompt_format or "dukb", self.bos or "never")
+
+
+    def _resolve_compat(self) -> None:
+        """Check the Eval-DU components' choices; under ``--compat eval-du`` without targets, take the benchmark's
+        (:func:`dukb.kb.edu_relat.benchmark_targets`; None on another KB, refused at the plan unless the command
+        line's ``--targets-file``, read after this check, gives them).
+
+        Raises:
+            InputError: an unknown reinforcement schedule, family grids or WHP grid; a bad targets.txt.
+        """
+        from dukb.kb.edu_relat import benchmark_targets
+        from dukb.neural.methods.tv import REINFORCE_SCHEDULES
+
+        for flag, value, known in (("--reinforce", self.reinforce, REINFORCE_SCHEDULES),
+                                   ("--family-grids", self.family_grids, FAMILY_GRIDS),
+                                   ("--whp-grid", self.whp_grid, tuple(WHP_GRIDS))):
+            if value not in known:
+                raise InputError(f"{flag} must be one of {', '.join(known)}, got {value!r}")
+        if self.compat == "eval-du" and self.targets is None:
+            self.targets = benchmark_targets(self.kb)
 
 
 def check_model_prompt(model, prompt_format: str, bos: str) -> None:
@@ -254,6 +314,14 @@ def check_model_prompt(model, prompt_format: str, bos: str) -> None:
     fam, was_bos = rec.get("family"), rec.get("bos") or "never"
     if adds_bos(was_bos, fam) != adds_bos(bos, fam):
         raise InputError(f"the model {model} was finetuned with --bos {was_bos}, not {bos}: pass --bos {was_bos}")
+
+def eval_du_targets_problem(cfg: EvaluateConfig) -> str | None:
+    """Why ``--compat eval-du`` cannot run ``cfg`` (a checked config, its ``--targets-file`` read), or None: the
+    preset runs the benchmark's 55 targets, which only the imported EDU-RELAT's targets.txt or the user gives."""
+    if cfg.compat == "eval-du" and not cfg.targets:
+        return ("--compat eval-du runs the benchmark's 55 targets: give --kb the imported EDU-RELAT (dukb "
+                "import-eval-du; its targets.txt) or --targets-file")
+    return None
 
 
 @functools.cache
@@ -343,7 +411,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     lora; seed; lr; sets (method, N_seed, exact limits, and with ``paper`` the digest of the paper's sets); retain
     and probe settings (``probe.answer``: the judge); the prompt options where not dukb's (:func:`prompt_identity`);
     the metrics; targets and methods (label -> :func:`method_identity`): targets, methods and each method's grid are
-    extendable (:data:`EXTENDABLE`); ``tie_break`` only when it is not "accuracy". ``schedules`` (label -> "separate" or
+    extendable (:data:`EXTENDABLE`); ``tie_break`` only when it is not "accuracy"; the compat preset and each
+    component not at dukb's value (:func:`component_identity`). ``schedules`` (label -> "separate" or
     "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
     method "separate".
 
@@ -382,6 +451,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         # only when not dukb's default, so that the identities of runs made before the option existed stay equal
         **({"tie_break": cfg.tie_break} if getattr(cfg, "tie_break", None) not in (None, "accuracy") else {}),
         **prompt_identity(cfg),
+        **component_identity(cfg),
     }
 
 
@@ -408,6 +478,20 @@ def prompt_identity(cfg) -> dict:
     identity's ``prompt`` (the resolved tags) and ``probe.answer`` (the judge)."""
     kw = cfg.prompt_kwargs() if hasattr(cfg, "prompt_kwargs") else {}
     return {k: v for k, v in kw.items() if v != {"prompt_format": "dukb", "bos": "never", "judge": "line"}[k]}
+
+
+def component_identity(cfg: EvaluateConfig) -> dict:
+    """The run identity's part of the options declared ``identity="set"`` (the compat preset and its components
+    added later: reinforce, family_grids, whp_grid, ...): each one whose value is not dukb's (its ``unset`` value,
+    else its default), so that the identities of runs made before them stay equal."""
+    from dukb.neural.declare import default_of
+
+    out = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.metadata.get("identity") == "set" and value != f.metadata.get("unset", default_of(f)):
+            out[f.name] = value
+    return out
 
 
 def _attacks_of(cfg: EvaluateConfig, lm):

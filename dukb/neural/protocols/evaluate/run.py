@@ -27,6 +27,7 @@ from dukb.neural.protocols.evaluate.config import (
     EvaluateConfig,
     _attacks_of,
     _model_spec,
+    eval_du_targets_problem,
     finetune_cache_key,
     run_identity,
 )
@@ -72,8 +73,8 @@ class EvaluateProtocol(Protocol):
             kb_dir = cfg.kb
         self.kb = kb = load_kb(kb_dir)
         self.closure = closure = compute_closure(kb, cfg.rules)
+        self.spec = spec = _model_spec(cfg)  # its family chooses the grids of --family-grids paper
         methods, grids, metrics, targets = self._methods_and_targets()
-        self.spec = spec = _model_spec(cfg)
         dtype = str(resolve_dtype(cfg.dtype, self.device)).removeprefix("torch.")
         # a preset's own schedule also when the entry carries per-method options (``du_ga:lr=1e-4``)
         schedules = {label: schedule_for(label.partition(":")[0], cfg.schedule) for label, *_r in methods}
@@ -111,9 +112,11 @@ class EvaluateProtocol(Protocol):
             ids (given, or :func:`dukb.neural.plan.choose_targets`).
 
         Raises:
-            InputError: no method or a method twice, a held-out form some method sees (with recall_heldout), or a
-                target that is not a fact of the KB.
+            InputError: no method or a method twice, a held-out form some method sees (with recall_heldout), a
+                target that is not a fact of the KB, or ``--compat eval-du`` without targets
+                (:func:`eval_du_targets_problem`).
         """
+        from dukb.neural.families import component_grid
         from dukb.neural.methods import check_unique, method_grids, resolve
         from dukb.neural.metrics import parse_metrics
         from dukb.neural.metrics.heldout import check_heldout
@@ -123,10 +126,15 @@ class EvaluateProtocol(Protocol):
         self.methods = methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
         self.metrics = metrics = parse_metrics(cfg.metrics)
         check_unique(label for label, *_ in methods)
-        self.grids = grids = method_grids(methods, cfg.grids)
+        family = self.spec.preset_family
+        self.grids = grids = method_grids(methods, cfg.grids, lambda m: component_grid(
+            m.name, family, cfg.family_grids, cfg.whp_grid))
         seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
         if any(m.name == "recall_heldout" for m in metrics):  # refused before anything runs: a form some method sees
             check_heldout(cfg.heldout_forms, seen_any)
+        problem = eval_du_targets_problem(cfg)
+        if problem:
+            raise InputError(problem)
         self.targets = targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
             choose_targets(self.kb, cfg.n_targets, cfg.seed)
         for t in targets:
@@ -347,6 +355,7 @@ class EvaluateProtocol(Protocol):
                         lr=cfg.lr, lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
                         batch_size=PROBE["batch_size"], metrics=self.row_metrics, heldout_forms=cfg.heldout_forms,
                         heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
+                        reinforce=cfg.reinforce,
                         attacks=self.attacks, reference=self.reference, row_fields=row_fields)
         yield from sweep_target(plan)
 
