@@ -113,13 +113,20 @@ class KB:
     relationships: list[Fact]
     biographies: list[BioFact] = field(default_factory=list)
     source: Path | None = None
-    _rel_by_id: dict[int, Fact] = field(default_factory=dict, repr=False)
-    _rel_by_triple: dict[Triple, Fact] = field(default_factory=dict, repr=False)
+    # the look-ups by id and by triple, built on first use (a closure of a large KB needs neither)
+    _rel_by_id: dict[int, Fact] | None = field(default=None, repr=False, compare=False)
+    _rel_by_triple: dict[Triple, Fact] | None = field(default=None, repr=False, compare=False)
     _name_index: tuple | None = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self._rel_by_id = {f.fact_id: f for f in self.relationships}
-        self._rel_by_triple = {f.triple: f for f in self.relationships}
+    def _by_id(self) -> dict[int, Fact]:
+        if self._rel_by_id is None:
+            self._rel_by_id = {f.fact_id: f for f in self.relationships}
+        return self._rel_by_id
+
+    def _by_triple(self) -> dict[Triple, Fact]:
+        if self._rel_by_triple is None:
+            self._rel_by_triple = {(f.subject, f.relation, f.object): f for f in self.relationships}
+        return self._rel_by_triple
 
     def set_name_index(self, subjects: Sequence[int], objects: Sequence[int]) -> None:
         """Record, per relationship fact, the position of its subject and object in ``people`` (array('q') or
@@ -156,15 +163,15 @@ class KB:
         Raises:
             KeyError: no relationship fact has this id.
         """
-        return self._rel_by_id[fact_id]
+        return self._by_id()[fact_id]
 
     def has_relationship(self, fact_id: int) -> bool:
         """True when a relationship fact has this id."""
-        return fact_id in self._rel_by_id
+        return fact_id in self._by_id()
 
     def find(self, triple: Triple) -> Fact | None:
         """The KB relationship fact with this ``(s, r, o)`` triple, or None."""
-        return self._rel_by_triple.get(triple)
+        return self._by_triple().get(triple)
 
     def gender(self, name: str) -> str:
         """Gender of a person ("male"/"female"). Raises KeyError for an unknown name."""
