@@ -19,7 +19,7 @@ import gc
 import os
 import secrets
 from array import array
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -284,6 +284,7 @@ def _load_kb_fast(root: Path, min_bytes: int | None = None) -> KB | None:
     if size < (FAST_MIN_BYTES if min_bytes is None else min_bytes):
         return None
     try:
+        import pyarrow as pa
         import pyarrow.compute as pc
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         return None
@@ -300,16 +301,21 @@ def _load_kb_fast(root: Path, min_bytes: int | None = None) -> KB | None:
     names = pt[1]["name"]
     del pt
     name_obj = np.array(list(people), dtype=object)
-    rels = _fast_relationships(rt[1], names, gender, name_obj, pc)
+    columns = _fast_relationships(rt[1], names, gender, pc)
     del rt
-    if rels is None:
+    if columns is None:
         return None
-    bios = _fast_biographies(bt[1], names, name_obj, pc) if bt is not None else []
+    bios = _fast_biographies(bt[1], names, name_obj, pc) if bt is not None else list
     del bt
     if bios is None:
         return None
-    kb = KB(people, rels[0], bios, source=root)
-    kb.set_name_index(*rels[1])
+
+    def relationships() -> list[Fact]:
+        fid, subj, rel, obj = columns
+        return list(map(Fact, fid.tolist(), name_obj[subj].tolist(), _REL_OBJ[rel].tolist(), name_obj[obj].tolist()))
+
+    kb = KB.from_columns(people, columns, relationships, bios, source=root)
+    pa.default_memory_pool().release_unused()  # the tables' memory, which the pool would otherwise keep
     return kb
 
 
@@ -369,34 +375,40 @@ def _fast_people(cols: dict[str, Any], pc: Any) -> tuple[dict[str, Person], np.n
             blank_or_int = pc.match_substring_regex(cols[col], pattern=f"^$|{_INT}")
             if blank_or_int.true_count != n:
                 return None
-            extra[col] = [int(v) if v else None for v in cols[col].to_pylist()]
+            extra[col] = _distinct_values(cols[col], lambda v: int(v) if v else None, pc)
         else:
-            extra[col] = [v or None for v in cols[col].to_pylist()]
+            extra[col] = _distinct_values(cols[col], lambda v: v or None, pc)
     name_list = names.to_pylist()
     persons = map(Person, name_list, np.array(GENDERS, dtype=object)[gender].tolist(), extra["birthyear"],
                   extra["birthplace"], extra["job"], extra["generation"])
     return dict(zip(name_list, persons)), gender
 
 
-def _fast_relationships(cols: dict[str, Any], names: Any, gender: np.ndarray, name_obj: np.ndarray,
-                        pc: Any) -> tuple[list[Fact], tuple[array, array]] | None:
-    """relationships.csv's facts and their subjects' and objects' people positions, or None."""
+def _distinct_values(column: Any, convert: Any, pc: Any) -> list:
+    """``convert`` of each value of ``column``, one object per distinct value (years, states and jobs repeat)."""
+    enc = pc.dictionary_encode(column)
+    if not len(column):
+        return []
+    return np.array([convert(v) for v in enc.dictionary.to_pylist()], dtype=object)[arrow_numpy(enc.indices)].tolist()
+
+
+def _fast_relationships(cols: dict[str, Any], names: Any, gender: np.ndarray,
+                        pc: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """relationships.csv's facts as int64 columns (fact_id, subject position, relation index, object position),
+    or None (see :func:`_load_kb_fast`)."""
     fid = _ids(cols["fact_id"], pc)
     r = _codes(cols["relation"], RELATIONS, pc) if fid is not None else None
     s = _people_index(cols["subject"], names, pc) if r is not None else None
     o = _people_index(cols["object"], names, pc) if s is not None else None
     if o is None or (s == o).any() or not _GENDER_TABLE[r, gender[s], gender[o]].all() \
-            or _repeats((s * len(RELATIONS) + r) * max(len(name_obj), 1) + o):
+            or _repeats((s * len(RELATIONS) + r) * max(len(names), 1) + o):
         return None
-    facts = list(map(Fact, fid.tolist(), name_obj[s].tolist(), _REL_OBJ[r].tolist(), name_obj[o].tolist()))
-    ids = (array("q"), array("q"))
-    ids[0].frombytes(s.tobytes())
-    ids[1].frombytes(o.tobytes())
-    return facts, ids
+    return fid, s, r, o
 
 
-def _fast_biographies(cols: dict[str, Any], names: Any, name_obj: np.ndarray, pc: Any) -> list[BioFact] | None:
-    """biographies.csv's facts, or None."""
+def _fast_biographies(cols: dict[str, Any], names: Any, name_obj: np.ndarray,
+                      pc: Any) -> Callable[[], list[BioFact]] | None:
+    """What builds biographies.csv's facts, or None (see :func:`_load_kb_fast`)."""
     fid = _ids(cols["fact_id"], pc)
     a = _codes(cols["attribute"], ATTRIBUTES, pc) if fid is not None else None
     s = _people_index(cols["subject"], names, pc) if a is not None else None
@@ -410,8 +422,12 @@ def _fast_biographies(cols: dict[str, Any], names: Any, name_obj: np.ndarray, pc
     v = arrow_numpy(enc.indices).astype(np.int64)
     if _repeats((s * len(ATTRIBUTES) + a) * max(len(enc.dictionary), 1) + v):
         return None
-    values = np.array(enc.dictionary.to_pylist(), dtype=object)[v].tolist() if len(v) else []
-    return list(map(BioFact, fid.tolist(), name_obj[s].tolist(), _ATTR_OBJ[a].tolist(), values))
+    distinct = np.array(enc.dictionary.to_pylist(), dtype=object)
+
+    def build() -> list[BioFact]:
+        return list(map(BioFact, fid.tolist(), name_obj[s].tolist(), _ATTR_OBJ[a].tolist(), distinct[v].tolist()))
+
+    return build
 
 
 def _load_kb(root: Path) -> KB:

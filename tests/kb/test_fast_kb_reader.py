@@ -185,3 +185,28 @@ def test_fast_path_equals_strict_reader(tmp_path_factory, seed, n_people, n_fact
         assert got == ref
     else:
         assert_same_kb(got, ref)
+
+
+def test_closure_csv_arrow_writer_is_csv_writers_bytes(tmp_path):
+    """The closure's CSV through pyarrow (a file with a binary buffer) equals csv.writer's (a StringIO), quoting of
+    names with a comma or a quote included, on a KB from the fast path (fact lists never built) and the strict one."""
+    import io
+
+    from dukb.solver.closure import compute_closure
+
+    files = {k: v.replace("Carl Berg", '"Berg, ""Carl"""') for k, v in BASE.items()}
+    quoted = write_kb(tmp_path / "quoted", files)
+    plain = save_kb(generate(300, seed=3)[0], tmp_path / "gen")
+    for root, fast in ((quoted, False), (plain, True)):
+        kb = _load_kb_fast(root, min_bytes=0) if fast else load_kb(root)
+        assert kb is not None
+        c = compute_closure(kb)
+        text = io.StringIO()
+        c.write_csv(text)  # no binary buffer: the csv module
+        raw = io.BytesIO()
+        wrapper = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        c.write_csv(wrapper)
+        wrapper.flush()
+        assert raw.getvalue().decode() == text.getvalue()
+        assert ('"Berg, ""Carl"""' in text.getvalue()) == (not fast)
+        assert (kb._relationships is None) == fast  # the closure never built the fast KB's fact list
