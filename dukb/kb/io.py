@@ -289,10 +289,13 @@ def _load_kb_fast(root: Path, min_bytes: int | None = None) -> KB | None:
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         return None
     pt = fast_columns(paths[0], PEOPLE_COLUMNS, PEOPLE_OPTIONAL, non_empty=PEOPLE_COLUMNS)
-    rt = fast_columns(paths[1], REL_COLUMNS, (), non_empty=REL_COLUMNS) if pt is not None else None
-    bt = fast_columns(paths[2], BIO_COLUMNS, (), non_empty=BIO_COLUMNS) \
-        if rt is not None and os.path.lexists(paths[2]) else None
-    if rt is None or (bt is None and os.path.lexists(paths[2])):
+    if pt is None:
+        return None
+    rt = fast_columns(paths[1], REL_COLUMNS, (), non_empty=REL_COLUMNS)
+    if rt is None:
+        return None
+    bt = fast_columns(paths[2], BIO_COLUMNS, (), non_empty=BIO_COLUMNS) if os.path.lexists(paths[2]) else None
+    if bt is None and os.path.lexists(paths[2]):
         return None
     got = _fast_people(pt[1], pc)
     if got is None:
@@ -400,7 +403,9 @@ def _fast_relationships(cols: dict[str, Any], names: Any, gender: np.ndarray,
     r = _codes(cols["relation"], RELATIONS, pc) if fid is not None else None
     s = _people_index(cols["subject"], names, pc) if r is not None else None
     o = _people_index(cols["object"], names, pc) if s is not None else None
-    if o is None or (s == o).any() or not _GENDER_TABLE[r, gender[s], gender[o]].all() \
+    if fid is None or r is None or s is None or o is None:
+        return None
+    if bool((s == o).any()) or not _GENDER_TABLE[r, gender[s], gender[o]].all() \
             or _repeats((s * len(RELATIONS) + r) * max(len(names), 1) + o):
         return None
     return fid, s, r, o
@@ -412,7 +417,7 @@ def _fast_biographies(cols: dict[str, Any], names: Any, name_obj: np.ndarray,
     fid = _ids(cols["fact_id"], pc)
     a = _codes(cols["attribute"], ATTRIBUTES, pc) if fid is not None else None
     s = _people_index(cols["subject"], names, pc) if a is not None else None
-    if s is None:
+    if fid is None or a is None or s is None:
         return None
     value = cols["value"]
     year = pc.match_substring_regex(cols["attribute"], pattern="^birthyear$")

@@ -214,12 +214,13 @@ class KB:
         hold: None as the list means the facts were never built (nothing can have changed them)."""
         if ix is None:
             return False
-        rels, n_rels, n_people, subj, obj = ix[:5]
+        rels: Any = ix[0]
+        n_rels, n_people, subj, obj = ix[1:5]
         if len(self.people) != n_people:
             return False
         if rels is None:
             return self._relationships is None
-        if rels is not self._relationships or len(rels) != n_rels:
+        if len(rels) != n_rels or id(rels) != id(self._relationships):
             return False
         if n_rels:
             names = list(self.people)

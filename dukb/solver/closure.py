@@ -178,6 +178,11 @@ class Closure:
             self.__dict__["_atoms"] = cached
         return cached
 
+    def triple(self, atom: int) -> Triple:
+        """``atoms[atom]``, ``(subject, relation, object)``, without building :attr:`atoms` (IndexError if none)."""
+        sr, o = divmod(int(self.atom_code[atom]), self._nsym)
+        return self.names[sr // len(RELATIONS)], RELATIONS[sr % len(RELATIONS)], self.names[o]
+
     @property
     def index(self) -> Mapping:
         """Triple -> atom id (a read-only mapping over the fact codes)."""
@@ -464,11 +469,8 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     person[at], male[at[gender == "male"]], female[at[gender == "female"]] = True, True, True
     ev = horn.Evaluator(n, name_id, male, female, person)
     columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
-    if columns is not None:
-        r = columns[2]
-    else:
-        rels = kb.relationships
-        r = np.fromiter(map(_REL_INDEX.__getitem__, (f.relation for f in rels)), dtype=np.int64, count=len(rels))
+    r = columns[2] if columns is not None else np.fromiter(
+        map(_REL_INDEX.__getitem__, (f.relation for f in kb.relationships)), dtype=np.int64, count=len(kb.relationships))
     kb_codes = ev.encode(s, r, o)
     try:
         codes = horn.fixpoint(ev, crules, kb_codes)
@@ -485,8 +487,7 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
         except horn.JoinTooLarge as e:
             raise join_error(e, rules) from None
 
-    return Closure(kb, rules, names, name_id, atom_code, len(r), "numpy", time.perf_counter() - t0,
-                   grounder=grounder)
+    return Closure(kb, rules, names, name_id, atom_code, len(r), "numpy", time.perf_counter() - t0, grounder=grounder)
 
 
 def join_error(e: JoinTooLarge, rules: RuleSet) -> InputError:
