@@ -38,7 +38,30 @@ def write_rows_arrow(fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.nda
                       n_kb: int) -> bool:
     """Write ``subject,relation,object,source`` rows as :meth:`Closure.write_csv`'s csv writer does, byte for byte,
     with pyarrow's string kernels (rows in chunks, straight to ``fh``'s binary buffer). False, writing nothing,
-    when ``fh`` has no binary buffer or pyarrow is missing."""
+    when ``fh`` has no binary buffer or pyarrow is missing.
+
+    Args:
+        fh: the open text file (UTF-8); its binary ``buffer`` receives the rows after ``fh`` is flushed.
+        names: symbol id -> name.
+        s, r, o: per row, the subject symbol, relation index in :data:`dukb.kb.schema.RELATIONS` and object symbol
+            (int arrays of one length).
+        n_kb: rows before this one are ``kb``, the others ``derived``.
+
+    Returns:
+        True when the rows were written.
+
+    Example:
+        >>> import io
+        >>> raw = io.BytesIO()
+        >>> fh = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        >>> write_rows_arrow(fh, ["Ann Lee", "Lee, Bo"], np.array([0, 1]), np.array([4, 3]), np.array([1, 0]), 1)
+        True
+        >>> print(raw.getvalue().decode(), end="")
+        Ann Lee,wife,"Lee, Bo",kb
+        "Lee, Bo",husband,Ann Lee,derived
+        >>> write_rows_arrow(io.StringIO(), ["Ann Lee"], np.array([0]), np.array([0]), np.array([0]), 1)
+        False
+    """
     buffer = getattr(fh, "buffer", None)
     if buffer is None or getattr(fh, "encoding", "utf-8").lower().replace("-", "") != "utf8":
         return False
