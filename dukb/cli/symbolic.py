@@ -250,7 +250,7 @@ def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int 
     seen = set()
     for a, _ in out:
         if a in seen:
-            s, r, o = c.atoms[a]
+            s, r, o = c.triple(a)
             raise InputError(f"target ({s}, {r}, {o}) is given twice (by --target-id, --targets-file or --target); "
                              "give each target once")
         seen.add(a)
@@ -307,7 +307,7 @@ def mdus(
     entries = []
     for atom, fid in tg:
         r = paper[fid] if method == MdusMethod.paper else minimal_sets(c, [atom], method.value, **kw)
-        s, rel, o = c.atoms[atom]
+        s, rel, o = c.triple(atom)
         entries.append({"fact_id": fid, "subject": s, "relation": rel, "object": o, "method": r.method,
                         "complete": r.complete, "sets": [list(x) for x in r.sets],
                         "seconds": round(r.seconds, 6), "cone_atoms": r.cone_atoms})

@@ -7,9 +7,10 @@ separate namespaces, so a fact is identified by ``(kind, fact_id)``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 Triple = tuple[str, str, str]
 
@@ -83,7 +84,6 @@ class BioFact:
         return f"The {self.attribute} of {self.subject} is {self.value}"
 
 
-@dataclass(slots=True)
 class KB:
     """A validated knowledge base.
 
@@ -94,7 +94,9 @@ class KB:
         source: directory it was loaded from, if any.
 
     Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :func:`dukb.kb.check_kb` after
-    building by hand.
+    building by hand. :func:`dukb.kb.load_kb`'s fast path gives a KB whose fact lists are built on first use
+    from its columns (:meth:`from_columns`); the closure reads the columns and never builds them. Two KBs are equal
+    when their people, relationships, biographies and source are.
 
     Example:
         >>> kb = KB({"Ann Lee": Person("Ann Lee", "female"), "Bo Lee": Person("Bo Lee", "male")},
@@ -109,17 +111,95 @@ class KB:
         16
     """
 
-    people: dict[str, Person]
-    relationships: list[Fact]
-    biographies: list[BioFact] = field(default_factory=list)
-    source: Path | None = None
-    _rel_by_id: dict[int, Fact] = field(default_factory=dict, repr=False)
-    _rel_by_triple: dict[Triple, Fact] = field(default_factory=dict, repr=False)
-    _name_index: tuple | None = field(default=None, repr=False, compare=False)
+    __slots__ = ("people", "source", "_relationships", "_biographies", "_make_relationships", "_make_biographies",
+                 "_rel_by_id", "_rel_by_triple", "_name_index", "_columns")
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
-    def __post_init__(self) -> None:
-        self._rel_by_id = {f.fact_id: f for f in self.relationships}
-        self._rel_by_triple = {f.triple: f for f in self.relationships}
+    def __init__(self, people: dict[str, Person], relationships: list[Fact],
+                 biographies: list[BioFact] | None = None, source: Path | None = None):
+        self.people, self.source = people, source
+        self._relationships: list[Fact] | None = relationships
+        self._biographies: list[BioFact] | None = [] if biographies is None else biographies
+        self._make_relationships: Callable[[], list[Fact]] | None = None
+        self._make_biographies: Callable[[], list[BioFact]] | None = None
+        # the look-ups by id and by triple, built on first use (a closure of a large KB needs neither)
+        self._rel_by_id: dict[int, Fact] | None = None
+        self._rel_by_triple: dict[Triple, Fact] | None = None
+        self._name_index: tuple | None = None
+        self._columns: tuple | None = None
+
+    @classmethod
+    def from_columns(cls, people: dict[str, Person], columns: tuple[Any, Any, Any, Any],
+                     relationships: Callable[[], list[Fact]], biographies: Callable[[], list[BioFact]],
+                     source: Path | None = None) -> KB:
+        """A KB whose fact lists are built on first use, by ``relationships()`` and ``biographies()``.
+
+        Args:
+            people: name -> Person, in file order.
+            columns: the relationship facts as four int64 numpy arrays of one length, in file order: fact_id,
+                subject's position in ``people``, relation's index in :data:`dukb.kb.schema.RELATIONS`, object's
+                position (see :meth:`fact_columns`).
+            relationships, biographies: build the fact lists (called at most once each); the relationships must
+                agree with ``columns``.
+            source: the directory it was loaded from.
+
+        Example:
+            >>> import numpy as np
+            >>> people = {"Ann Lee": Person("Ann Lee", "female"), "Bo Lee": Person("Bo Lee", "male")}
+            >>> cols = tuple(np.array([x], dtype=np.int64) for x in (7, 1, 4, 0))
+            >>> kb = KB.from_columns(people, cols, lambda: [Fact(7, "Bo Lee", "wife", "Ann Lee")], list)
+            >>> kb.fact_columns()[0].tolist(), kb.relationships
+            ([7], [Fact(fact_id=7, subject='Bo Lee', relation='wife', object='Ann Lee')])
+        """
+        kb = cls(people, [], [], source)
+        kb._relationships = kb._biographies = None
+        kb._make_relationships, kb._make_biographies = relationships, biographies
+        fid, subj, rel, obj = columns
+        kb._columns = (None, len(fid), len(people), subj, obj, fid, rel)
+        return kb
+
+    @property
+    def relationships(self) -> list[Fact]:
+        """Relationship facts in file order (built on first use for a KB of :meth:`from_columns`)."""
+        if self._relationships is None:
+            self._relationships = cast(Callable[[], list[Fact]], self._make_relationships)()
+            self._make_relationships = None
+            if self._columns is not None:
+                self._columns = (self._relationships, *self._columns[1:])
+        return self._relationships
+
+    @relationships.setter
+    def relationships(self, facts: list[Fact]) -> None:
+        self._relationships, self._make_relationships = facts, None
+        self._rel_by_id = self._rel_by_triple = None
+
+    @property
+    def biographies(self) -> list[BioFact]:
+        """Biography facts in file order (built on first use for a KB of :meth:`from_columns`)."""
+        if self._biographies is None:
+            self._biographies = cast(Callable[[], list[BioFact]], self._make_biographies)()
+            self._make_biographies = None
+        return self._biographies
+
+    @biographies.setter
+    def biographies(self, facts: list[BioFact]) -> None:
+        self._biographies, self._make_biographies = facts, None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KB):
+            return NotImplemented
+        return (self.people, self.relationships, self.biographies, self.source) == \
+            (other.people, other.relationships, other.biographies, other.source)
+
+    def _by_id(self) -> dict[int, Fact]:
+        if self._rel_by_id is None:
+            self._rel_by_id = {f.fact_id: f for f in self.relationships}
+        return self._rel_by_id
+
+    def _by_triple(self) -> dict[Triple, Fact]:
+        if self._rel_by_triple is None:
+            self._rel_by_triple = {(f.subject, f.relation, f.object): f for f in self.relationships}
+        return self._rel_by_triple
 
     def set_name_index(self, subjects: Sequence[int], objects: Sequence[int]) -> None:
         """Record, per relationship fact, the position of its subject and object in ``people`` (array('q') or
@@ -129,25 +209,54 @@ class KB:
             raise ValueError("one subject and one object index per relationship fact")
         self._name_index = (self.relationships, len(self.relationships), len(self.people), subjects, objects)
 
-    def name_index(self) -> tuple[Sequence[int], Sequence[int]] | None:
-        """(subject positions, object positions) of the relationship facts in ``people`` order, as recorded by
-        :meth:`set_name_index`, or None when none was recorded or the KB changed since (facts or people added or
-        replaced; checked on the list's identity and lengths, and on the first and last fact)."""
-        ix = self._name_index
+    def _valid(self, ix: tuple | None) -> bool:
+        """Whether positions recorded as ``(facts list or None, n facts, n people, subjects, objects, ...)`` still
+        hold: None as the list means the facts were never built (nothing can have changed them)."""
         if ix is None:
-            return None
-        rels, n_rels, n_people, subj, obj = ix
-        if rels is not self.relationships or len(rels) != n_rels or len(self.people) != n_people:
-            return None
+            return False
+        rels: Any = ix[0]
+        n_rels, n_people, subj, obj = ix[1:5]
+        if len(self.people) != n_people:
+            return False
+        if rels is None:
+            return self._relationships is None
+        if len(rels) != n_rels or id(rels) != id(self._relationships):
+            return False
         if n_rels:
-            names = None
+            names = list(self.people)
             for k in (0, n_rels - 1):
                 f = rels[k]
-                if names is None:
-                    names = list(self.people)
                 if names[subj[k]] != f.subject or names[obj[k]] != f.object:
+                    return False
+        return True
+
+    def name_index(self) -> tuple[Sequence[int], Sequence[int]] | None:
+        """(subject positions, object positions) of the relationship facts in ``people`` order, as recorded by
+        :meth:`set_name_index` or :meth:`from_columns`, or None when none was recorded or the KB changed since
+        (facts or people added or replaced; checked on the list's identity and lengths, and on the first and last
+        fact)."""
+        for ix in (self._columns, self._name_index):
+            if self._valid(ix):
+                return cast(tuple, ix)[3], cast(tuple, ix)[4]
+        return None
+
+    def fact_columns(self) -> tuple[Any, Any, Any, Any] | None:
+        """(fact_ids, subject positions, relation indices in :data:`dukb.kb.schema.RELATIONS`, object positions)
+        of the relationship facts, int64 numpy arrays in file order, for a KB of :meth:`from_columns` that has not
+        changed since (as :meth:`name_index` checks, and on the first and last fact's id and relation); else None.
+        """
+        ix = self._columns
+        if not self._valid(ix):
+            return None
+        ix = cast(tuple, ix)
+        if ix[0] is not None and ix[1]:
+            from dukb.kb.schema import RELATIONS
+
+            for k in (0, ix[1] - 1):
+                f = ix[0][k]
+                if f.fact_id != ix[5][k] or f.relation != RELATIONS[ix[6][k]]:
                     return None
-        return subj, obj
+        return ix[5], ix[3], ix[6], ix[4]
 
     # -- look-ups -------------------------------------------------------------------------------------------------
     def relationship(self, fact_id: int) -> Fact:
@@ -156,15 +265,15 @@ class KB:
         Raises:
             KeyError: no relationship fact has this id.
         """
-        return self._rel_by_id[fact_id]
+        return self._by_id()[fact_id]
 
     def has_relationship(self, fact_id: int) -> bool:
         """True when a relationship fact has this id."""
-        return fact_id in self._rel_by_id
+        return fact_id in self._by_id()
 
     def find(self, triple: Triple) -> Fact | None:
         """The KB relationship fact with this ``(s, r, o)`` triple, or None."""
-        return self._rel_by_triple.get(triple)
+        return self._by_triple().get(triple)
 
     def gender(self, name: str) -> str:
         """Gender of a person ("male"/"female"). Raises KeyError for an unknown name."""

@@ -18,6 +18,7 @@ import numpy as np
 from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
 from dukb.kb.schema import RELATIONS
+from dukb.solver.csvout import write_rows_arrow
 from dukb.solver.rules import INSTANCE_PRED, RuleSet, load_rules
 from dukb.solver.views import BodyIndexView, BodyView, HeadView
 
@@ -144,7 +145,9 @@ class Closure:
         order = np.argsort(atom_code, kind="stable")
         self._sorted_codes = atom_code[order]
         self._sorted_atoms = order
-        self._fid = np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
+        columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
+        self._fid = columns[0] if columns is not None else \
+            np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
         self._fid_is_position = bool(len(self._fid) == 0 or (self._fid == np.arange(len(self._fid))).all())
         self._grounder = grounder
         self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -174,6 +177,11 @@ class Closure:
             cached = [(names[a], rel[b], names[c]) for a, b, c in zip(s.tolist(), r.tolist(), o.tolist())]
             self.__dict__["_atoms"] = cached
         return cached
+
+    def triple(self, atom: int) -> Triple:
+        """``atoms[atom]``, ``(subject, relation, object)``, without building :attr:`atoms` (IndexError if none)."""
+        sr, o = divmod(int(self.atom_code[atom]), self._nsym)
+        return self.names[sr // len(RELATIONS)], RELATIONS[sr % len(RELATIONS)], self.names[o]
 
     @property
     def index(self) -> Mapping:
@@ -275,6 +283,8 @@ class Closure:
         w.writerow(["subject", "relation", "object", "source"])
         names, rel = self.names, RELATIONS
         s, r, o = self.triples_arrays()
+        if write_rows_arrow(fh, names, s, r, o, self.n_kb):
+            return
         step = 1 << 16
         for lo in range(0, len(s), step):
             hi = min(lo + step, len(s))
@@ -409,11 +419,11 @@ def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]
     subject and object symbol of every relationship fact (int64 arrays)."""
     names = list(kb.people)
     name_id = {n: i for i, n in enumerate(names)}
-    rels = kb.relationships
     known = kb.name_index()  # recorded by load_kb while validating: no look-up per fact
     if known is not None:
         return names, name_id, np.frombuffer(cast(Any, known[0]), dtype=np.int64), \
             np.frombuffer(cast(Any, known[1]), dtype=np.int64)  # array('q') from load_kb
+    rels = kb.relationships
     get = name_id.get
     s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
     o = np.fromiter((get(f.object, -1) for f in rels), dtype=np.int64, count=len(rels))
@@ -452,21 +462,15 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
                 if t.const is not None and t.const not in name_id:
                     name_id[t.const] = len(names)
                     names.append(t.const)
-    n = len(names)
-    gender = {p.name: p.gender for p in kb.people.values()}
-    male = np.zeros(n, dtype=bool)
-    female = np.zeros(n, dtype=bool)
-    person = np.zeros(n, dtype=bool)
-    for name, g in gender.items():
-        i = name_id[name]
-        person[i] = True
-        if g == "male":
-            male[i] = True
-        elif g == "female":
-            female[i] = True
+    n, people = len(names), kb.people.values()
+    at = np.fromiter((name_id[p.name] for p in people), dtype=np.int64, count=len(people))
+    gender = np.array([p.gender for p in people], dtype=object)
+    male, female, person = (np.zeros(n, dtype=bool) for _ in range(3))
+    person[at], male[at[gender == "male"]], female[at[gender == "female"]] = True, True, True
     ev = horn.Evaluator(n, name_id, male, female, person)
-    rels = kb.relationships
-    r = np.fromiter(map(_REL_INDEX.__getitem__, (f.relation for f in rels)), dtype=np.int64, count=len(rels))
+    columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
+    r = columns[2] if columns is not None else np.fromiter(
+        map(_REL_INDEX.__getitem__, (f.relation for f in kb.relationships)), dtype=np.int64, count=len(kb.relationships))
     kb_codes = ev.encode(s, r, o)
     try:
         codes = horn.fixpoint(ev, crules, kb_codes)
@@ -483,8 +487,7 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
         except horn.JoinTooLarge as e:
             raise join_error(e, rules) from None
 
-    return Closure(kb, rules, names, name_id, atom_code, len(rels), "numpy", time.perf_counter() - t0,
-                   grounder=grounder)
+    return Closure(kb, rules, names, name_id, atom_code, len(r), "numpy", time.perf_counter() - t0, grounder=grounder)
 
 
 def join_error(e: JoinTooLarge, rules: RuleSet) -> InputError:

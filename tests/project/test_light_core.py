@@ -76,7 +76,7 @@ def test_extra_modules_match_pyproject():
 
     assert set(EXTRA_MODULES["neural"]) == _import_names(PYPROJECT["project"]["optional-dependencies"]["neural"])
     core = _import_names(PYPROJECT["project"]["dependencies"])
-    assert core == {"clingo", "ortools", "numpy", "typer", "rich", "pyyaml"}
+    assert core == {"clingo", "ortools", "numpy", "typer", "rich", "pyyaml", "pyarrow"}
     assert not core & set(NEURAL) and {"torch", "transformers", "peft", "accelerate"} <= set(NEURAL)
 
 
