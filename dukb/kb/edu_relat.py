@@ -284,6 +284,17 @@ def benchmark_targets(kb_dir: str | Path | None) -> list[int] | None:
         InputError: a targets.txt line that is not one fact_id (file and line named); a KB that cannot be read.
 
     Source: Wu et al. 2025, Sec. 4 (55 target facts); the benchmark's subsample.pt.
+
+    Example:
+        >>> import shutil, tempfile
+        >>> from dukb.kb import resolve_kb_path
+        >>> print(benchmark_targets("demo"), benchmark_targets(None))  # built-in KBs are not the benchmark
+        None None
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     kb = Path(shutil.copytree(resolve_kb_path("demo"), Path(tmp) / "kb"))
+        ...     _ = (kb / "targets.txt").write_text("1\\n")
+        ...     print(benchmark_targets(kb))  # a targets.txt, but not the benchmark's facts
+        None
     """
     from dukb.kb.csvfile import read_text, strict_int
 
