@@ -7,7 +7,7 @@ what is being trained with :func:`scope` ("finetune", or the work unit, e.g. "26
 parts (loss_forget, unlearning_risk, loss_retain, ...) under ``<scope>/<name>`` (:func:`log_epoch`). Each result row
 the run writes is logged too (:func:`log_row`): its numbers as scalars ``results/<row key>/<field>`` (the row key is
 the protocol's, e.g. ``<target>/<method>/<setting>``), and, when the trackers close, the rows as the run's table
-``results`` (a wandb.Table or a ClearML table through the tracker's ``log_table``; a Markdown table as TensorBoard
+``results_table`` (a wandb.Table or a ClearML table through the tracker's ``log_table``; a Markdown table as TensorBoard
 text; the scalars only elsewhere). Nothing is logged without a tracker, and tracking changes no result (it is not
 part of a run's identity).
 
@@ -44,6 +44,8 @@ PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
     "trackio": (("trackio",), "pip install trackio"),
 }
 #: trackers that take a step per scope (one that goes back to 1 at each scope); the others get a run-wide counter
+#: the name of the run's table of rows
+TABLE = "results_table"
 _OWN_STEPS = frozenset({"tensorboard"})
 #: numeric row fields that name the row rather than measure it (not logged as scalars)
 _NAMING = frozenset({"target", "ratio", "value", "seed", "worker"})
@@ -227,15 +229,15 @@ def _markdown(columns: list[str], data: list[list]) -> str:
 
 
 def _log_table(opened: list, rows: list[dict]) -> None:
-    """Log the rows as the run's table ``results`` to each tracker that takes one."""
+    """Log the rows as the run's table :data:`TABLE` to each tracker that takes one."""
     if not rows:
         return
     columns, data = table(rows)
     for tracker in opened:
         if hasattr(tracker, "log_table"):
-            tracker.log_table("results", columns=columns, data=data)
+            tracker.log_table(TABLE, columns=columns, data=data)
         elif tracker.name == "tensorboard":
-            tracker.log({"results": _markdown(columns, data)}, step=len(rows))
+            tracker.log({TABLE: _markdown(columns, data)}, step=len(rows))
 
 
-__all__ = ["PACKAGES", "check_log_with", "log_epoch", "log_row", "scope", "table", "tracking", "trackers"]
+__all__ = ["PACKAGES", "TABLE", "check_log_with", "log_epoch", "log_row", "scope", "table", "tracking", "trackers"]

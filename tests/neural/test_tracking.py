@@ -94,12 +94,12 @@ def test_losses_and_rows_reach_every_tracker_with_steps_they_accept(tmp_path, mo
                            "results/7/ga/4/success_du": 0.0}, 2)
     # the table: scalar fields and the setting's, lists left out; a mixed column (0 and false) holds text
     ((name, columns, data),) = wb.tables
-    assert name == "results"
+    assert name == "results_table"
     assert columns == ["target", "method", "setting.steps", "setting.lr", "recall", "accuracy_all",
                        "target_forgotten", "success_du"]
     assert data == [[7, "ga", 2, 1e-3, 0.5, None, True, "0"], [7, "ga", 2, 1e-3, 0.25, None, True, "False"]]
     text, step = tb.logs[-1]
-    assert step == 2 and text["results"].splitlines()[0].startswith("| target | method | setting.steps |")
+    assert step == 2 and text["results_table"].splitlines()[0].startswith("| target | method | setting.steps |")
 
 
 @pytest.mark.slow
@@ -123,7 +123,9 @@ def test_losses_reach_tensorboard_and_change_nothing(tmp_path):
     for r in rows:  # each row's numbers, keyed by its target, method and setting
         (recall,) = ea.Scalars(f"results/{target}/{r['method']}/{r['setting'][r['param']]:g}/recall")
         assert recall.value == pytest.approx(r["recall"])
-    assert "results" in ea.Tags()["tensors"]  # the rows' table, as text
+    (text,) = ea.Tensors("results_table/text_summary")  # the rows' table, as Markdown text
+    table = text.tensor_proto.string_val[0].decode().splitlines()
+    assert table[0].startswith("| method |") and len(table) == 2 + len(rows)
     # the same run without a tracker: the same identity (a resume adds nothing) and the same rows
     assert main([*args, "-o", str(run), "--resume"]) == 0
     assert len((run / "results.jsonl").read_text().splitlines()) == len(rows)
@@ -146,11 +148,40 @@ def test_losses_and_rows_reach_an_offline_wandb_run(tmp_path, monkeypatch):
     assert main([*ARGS, "--methods", "ga", "--grid", "ga=2", "--log-with", "wandb", "-o", str(run)]) == 0
     (row,) = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     (folder,) = (tmp_path / "wandb").glob("offline-run-*")
-    summary = json.loads((folder / "files" / "wandb-summary.json").read_text())
+    (records,) = folder.glob("run-*.wandb")
+    history = _wandb_history(records)
     t = row["target"]
-    assert summary[f"results/{t}/ga/2/recall"] == pytest.approx(row["recall"])
-    assert summary[f"{t}/ga/epoch"] == 2 and f"{t}/ga/loss" in summary and "finetune/loss" in summary
-    (table,) = (folder / "files" / "media" / "table").glob("results_*.table.json")
+    assert [h["finetune/epoch"] for h in history if "finetune/loss" in h] == list(range(1, 41))
+    assert [h[f"{t}/ga/epoch"] for h in history if f"{t}/ga/loss" in h] == [1, 2]  # ga=2: two steps
+    (logged,) = [h for h in history if f"results/{t}/ga/2/recall" in h]
+    assert logged[f"results/{t}/ga/2/recall"] == pytest.approx(row["recall"]) and logged["results/row"] == 1
+    assert [h["_step"] for h in history] == sorted({h["_step"] for h in history})  # wandb's steps only rise
+    (table,) = (folder / "files" / "media" / "table").glob("results_table_*.table.json")
     table = json.loads(table.read_text())
     assert table["data"][0][table["columns"].index("recall")] == pytest.approx(row["recall"])
     assert table["data"][0][table["columns"].index("setting.steps")] == 2
+
+
+def _wandb_history(path) -> list[dict]:
+    """The history records of an offline wandb run file (run-*.wandb: a 7-byte header, then LevelDB log blocks of
+    32 KiB holding protobuf ``Record`` messages), merged per step."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data, pos, part, steps = path.read_bytes(), 7, b"", {}
+    while pos + 7 <= len(data):
+        left = 32768 - pos % 32768
+        _, n, kind = struct.unpack("<IHB", data[pos:pos + 7]) if left >= 7 else (0, 0, 0)
+        if kind == 0:  # the block's padding
+            pos += left
+            continue
+        part, pos = part + data[pos + 7:pos + 7 + n], pos + 7 + n
+        if kind in (1, 4):  # a whole record, or the last piece of one
+            record = pb.Record()
+            record.ParseFromString(part)
+            part = b""
+            if record.WhichOneof("record_type") == "history":
+                items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
+                steps.setdefault(items.get("_step"), {}).update(items)
+    return list(steps.values())
