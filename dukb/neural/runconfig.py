@@ -106,8 +106,8 @@ class RunConfig(Frozen):
         layers: partial-layer finetuning for every gradient method, "FIRST-LAST" blocks (None: every layer).
         gradient_checkpointing: trade compute for memory (does not change results).
         trust_remote_code: let transformers run model code from the hub (off by default).
-        log_with: an experiment tracker for the training losses (:data:`dukb.neural.tracking.TRACKERS`; None:
-            none).
+        log_with: experiment trackers for the training losses and the rows, ``NAME[,NAME]``
+            (:func:`dukb.neural.tracking.trackers`; None: none).
 
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
@@ -155,9 +155,10 @@ class RunConfig(Frozen):
                                      "by default).")
     COMPAT: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    log_with: str | None = option(None, group=SHARED, identity=False, help="Log every training's losses per epoch to "
-                                  "an experiment tracker through accelerate: tensorboard (RUN_DIR/tensorboard; needs "
-                                  "the tensorboard package, dukb's extra of that name). Changes no result.")
+    log_with: str | None = option(None, group=SHARED, identity=False, help="Log every training's losses per epoch "
+                                  "and every result row to experiment trackers through accelerate, NAME[,NAME]: aim, "
+                                  "clearml, comet_ml, dvclive, mlflow, swanlab, tensorboard (RUN_DIR/tensorboard), "
+                                  "trackio, wandb; each needs its package. Changes no result.")
 
     def check(self):
         """Validate and resolve this config once: the resolved plan every stage consumes.

@@ -233,7 +233,8 @@ class Protocol(abc.ABC):
         """Run this worker's units: each unit no other live worker holds is claimed, computed by :meth:`run_unit`,
         scored by :meth:`score` and appended row by row to results.jsonl (flushed; a heartbeat keeps the claim
         fresh), then marked done; a second pass takes over the units of workers that ended meanwhile. Trainings
-        inside a unit log to the run's tracker under the unit's name (:mod:`dukb.neural.tracking`)."""
+        inside a unit log to the run's trackers under the unit's name, and so does each row
+        (:mod:`dukb.neural.tracking`)."""
         from dukb.neural import tracking
 
         self.claims = self.make_claims()
@@ -260,6 +261,7 @@ class Protocol(abc.ABC):
                         row = self.score(unit, row)
                         row.setdefault("worker", self.worker)
                         self.results.append(row)
+                        tracking.log_row(row, self.results.key(row))  # and to the run's trackers (--log-with)
                         if self.claims is not None:
                             self.claims.heartbeat(unit)
                         if bar is not None and self.counts(row):

@@ -75,6 +75,8 @@ class RowsFile:
         config: the run's config.json: a row its plan cannot hold is a damaged line (None: rows checked alone).
     """
 
+    key = staticmethod(_rows_key)  #: a row's key (method, targeted, setting), as the journal's
+
     def __init__(self, path: Path, repair: bool = True, config: dict | None = None):
         self._f = ResultsFile(path, _rows_key, repair=repair, check=RESTOR_ROWS.check(config))
 
