@@ -10,21 +10,22 @@ import pytest
 
 from dukb import InputError
 from dukb.neural.protocols.evaluate.config import (
-    _EVAL_DU_ELSEWHERE,
     EvaluateConfig,
     component_identity,
     eval_du_targets_problem,
 )
 
-#: what the Eval-DU code computes, component by component (this branch's fields; the others by their options)
+#: what the Eval-DU code computes, component by component: schedules, reinforcement, grids and rules
 MINE = {"schedule": "reference", "reinforce": "reference", "family_grids": "paper", "whp_grid": "config",
         "rules": "family_paper_compat"}
 #: dukb's defaults of the same components
 DUKB = {"schedule": "reference", "reinforce": "constant", "family_grids": "dukb", "whp_grid": "config",
         "rules": "family"}
 FIELDS = {f.name: f for f in dataclasses.fields(EvaluateConfig)}
-#: the components other options declare, where this config has them as components already
-ELSEWHERE = {k: v for k, v in _EVAL_DU_ELSEWHERE.items() if k in FIELDS and "unset" in FIELDS[k].metadata}
+#: the preset's other components: the paper's sets and tie-break (calculate_recall_and_acc.py), prompts, BOS and
+#: judging (model_config.yaml, evaluate_util.py), written out independently of the config's table
+ELSEWHERE = {"sets": "paper", "tie_break": "first", "prompt_format": "eval-du", "bos": "family",
+             "judge": "generation"}
 
 
 def test_without_a_preset_every_component_is_dukbs_and_the_identity_has_none():
@@ -41,7 +42,9 @@ def test_the_preset_resolves_every_component_and_the_benchmarks_targets(edu_rela
     assert EvaluateConfig.COMPAT["eval-du"] == {**MINE, **ELSEWHERE}
     record = dataclasses.asdict(plan)  # what config.json's record starts from (EvaluateProtocol._run_record)
     assert record["compat"] == "eval-du" and all(record[k] == v for k, v in {**MINE, **ELSEWHERE}.items())
-    assert component_identity(plan) == {"compat": "eval-du", "reinforce": "reference", "family_grids": "paper"}
+    assert component_identity(plan) == {"compat": "eval-du", "reinforce": "reference", "family_grids": "paper",
+                                        "tie_break": "first", "prompt_format": "eval-du", "bos": "family",
+                                        "judge": "generation"}
     assert eval_du_targets_problem(plan) is None
 
 
@@ -51,7 +54,9 @@ def test_an_explicit_option_wins_over_the_preset(edu_relat_dir):
     assert (plan.reinforce, plan.rules, plan.schedule, plan.whp_grid, plan.targets) == \
         ("constant", "family", "separate", "notebook", [267, 272])
     assert plan.family_grids == "paper"  # not given: the preset's
-    assert component_identity(plan) == {"compat": "eval-du", "family_grids": "paper", "whp_grid": "notebook"}
+    assert component_identity(plan) == {"compat": "eval-du", "family_grids": "paper", "whp_grid": "notebook",
+                                        "tie_break": "first", "prompt_format": "eval-du", "bos": "family",
+                                        "judge": "generation"}
 
 
 def test_each_component_alone_without_the_preset():
