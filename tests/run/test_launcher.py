@@ -49,3 +49,77 @@ def test_a_done_unit_is_no_longer_renewed(tmp_path, monkeypatch):
     assert os.stat(a.path((2, "tv"))).st_mtime == pytest.approx(old, abs=1)  # done: not renewed
     a.close()
     assert not a._beat.is_alive()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--launcher", "pbs"], "--launcher 'pbs' is not one of local, submitit-local, slurm"),
+    (["--launcher", "slurm", "--workers", "0"], "--workers 0 is below 1"),
+])
+def test_a_launch_that_cannot_run_is_refused_in_one_line(tmp_path, capsys, args, says):
+    from dukb.cli.main import main
+
+    assert main(["evaluate", "--kb", "demo", "-o", str(tmp_path / "run"), *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"dukb: error: {says}")
+    assert and not (tmp_path / "run").exists()
+
+
+def test_a_launcher_without_submitit_is_refused(tmp_path, capsys, monkeypatch):
+    from dukb.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit raises ImportError
+    assert main(["evaluate", "--kb", "demo", "-o", str(tmp_path / "run"), "--launcher", "submitit-local"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == 'dukb: error: --launcher submitit-local needs submitit: pip install "dukb[slurm]"'
+
+
+def test_the_launcher_options_reach_submitit(tmp_path):
+    """--launcher-config's parameters, then the --slurm-* options (they win), and a default time limit."""
+    from dukb.neural.launch import LaunchOptions, executor_parameters
+
+    conf = tmp_path / "slurm.yaml"
+    conf.write_text("slurm_partition: long\nslurm_additional_parameters: {account: lab}\ntimeout_min: 30\n")
+    got = executor_parameters(LaunchOptions(launcher="slurm", workers=3, slurm_partition="gpu", slurm_mem="32G",
+                                            slurm_gpus_per_task=1, launcher_config=conf))
+    assert got == {"timeout_min": 30, "slurm_partition": "gpu", "slurm_additional_parameters": {"account": "lab"},
+                   "slurm_mem": "32G", "slurm_gpus_per_task": 1}
+    conf.write_text("- not a mapping\n")
+    from dukb import InputError
+
+    with pytest.raises(InputError, match="a launcher config is a YAML mapping"):
+        executor_parameters(LaunchOptions(launcher="slurm", launcher_config=conf))
+
+
+@pytest.mark.slow
+def test_submitit_local_workers_give_a_one_process_runs_rows(tmp_path):
+    """`--launcher submitit-local --workers 2`: two workers (submitit's LocalExecutor) share the run's units, a
+    report job renders the report after them, and the rows equal a one-process run's (keys and retained facts)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("submitit")
+    from dukb.cli.main import main
+
+    run, solo = tmp_path / "run", tmp_path / "solo"
+    opts = ["--kb", "demo", "--n-targets", "2", "--methods", "ga", "--grid", "ga=1", "--device", DEVICE]
+    r = subprocess.run([sys.executable, "-m", "dukb.cli.main", "evaluate", *opts, "-o", str(run), "--launcher",
+                        "submitit-local", "--workers", "2"], capture_output=True, text=True, timeout=1200,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "submitted 2 workers (submitit-local)" in r.stderr and f"report: {run / 'report.md'}" in r.stdout
+    assert (run / "report.md").is_file() and (run / "launch" / "worker.yaml").is_file()
+    roles = [line.split("\t")[1] for line in (run / "commands.log").read_text().splitlines()]
+    assert len(roles) == 2 and roles[0] == "owner"  # both workers ran on the one run directory
+    assert main(["evaluate", *opts, "-o", str(solo), "--finetuned", str(run / "finetuned")]) == 0
+
+    def rows(path):
+        out = {}
+        for line in (path / "results.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            key = (row["target"], row["method"], json.dumps(row["setting"], sort_keys=True))
+            assert key not in out  # every unit once
+            out[key] = (row["recall"], row["accuracy_all"], row["forgotten_relationships"],
+                        row["forgotten_biographies"])
+        return out
+
+    got, want = rows(run), rows(solo)
+    assert len(want) == 2 and got == want
+    assert all(json.loads(p.read_text())["done"] for p in (run / ".dukb" / "units").glob("*.claim"))
