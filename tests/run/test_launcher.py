@@ -61,7 +61,7 @@ def test_a_launch_that_cannot_run_is_refused_in_one_line(tmp_path, capsys, args,
     assert main(["evaluate", "--kb", "demo", "-o", str(tmp_path / "run"), *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"dukb: error: {says}")
-    assert and not (tmp_path / "run").exists()
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_launcher_without_submitit_is_refused(tmp_path, capsys, monkeypatch):
