@@ -42,7 +42,7 @@ def evaluate(cfg: EvaluateConfig, output: Path, resume: bool) -> None:
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocols.evaluate import run  # the protocol's entry point (patchable there)
 
-    if cfg.launcher != "local":  # --workers workers on RUN_DIR through submitit, then a report job
+    if cfg.launcher not in (None, "local"):  # --workers workers on RUN_DIR through submitit, then a report job
         from dukb.cli.launch_cmd import submit
 
         return submit(cfg, output, resume)

@@ -44,7 +44,7 @@ def submit(cfg: LaunchOptions, output: Path, resume: bool, command: str = "evalu
     write_bytes_atomic(worker_yaml, ("# the workers' options (written by --launcher)\n"
                                      + yaml.safe_dump(options, sort_keys=False, allow_unicode=True)).encode())
     dukb = [sys.executable, "-m", "dukb.cli.main"]
-    worker = [*dukb, command, "--config", str(worker_yaml), "-o", str(output), "--resume", "--launcher", "local"]
+    worker = [*dukb, command, "--config", str(worker_yaml), "-o", str(output), "--resume"]
     done = launch(cfg, worker, [*dukb, "report", str(output)], folder, log=lambda line: typer.echo(line, err=True))
     if cfg.launcher == "slurm":
         typer.echo(f"report (once job {done['report']} ran): {output / 'report.md'}")

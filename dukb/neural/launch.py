@@ -38,8 +38,8 @@ class LaunchOptions:
     """How a run's workers are started (mixed into a protocol's config; none of these is in the run identity).
 
     Attributes:
-        launcher: one of :data:`LAUNCHERS`.
-        workers: how many workers a launcher other than "local" starts (at least 1).
+        launcher: one of :data:`LAUNCHERS` (None: "local"; unset options stay out of RUN_DIR/config.yaml).
+        workers: how many workers a launcher other than "local" starts (at least 1; None: 1).
         slurm_partition, slurm_time, slurm_gpus_per_task, slurm_cpus_per_task, slurm_mem: ``sbatch``'s
             ``--partition``, ``--time`` (minutes or ``[D-]HH:MM:SS``), ``--gpus-per-task``, ``--cpus-per-task``,
             ``--mem`` (e.g. ``32G``) of every job (None: not passed).
@@ -48,12 +48,14 @@ class LaunchOptions:
             above.
     """
 
-    launcher: str = option("local", choices=LAUNCHERS, **_RUN,
-                           help="Where the workers run: local (this process), submitit-local (--workers processes "
-                                "on this machine through submitit), slurm (a SLURM job array of --workers workers "
-                                "through submitit, then a job that renders the report).")
-    workers: int = option(1, **_RUN, help="Workers a launcher other than local starts on the run directory; each "
-                                          "claims (target, method) units, so rows do not depend on their number.")
+    launcher: str | None = option(None, choices=LAUNCHERS, **_RUN,
+                                  help="Where the workers run: local (this process; the default), submitit-local "
+                                       "(--workers processes on this machine through submitit), slurm (a SLURM job "
+                                       "array of --workers workers through submitit, then a job that renders the "
+                                       "report).")
+    workers: int | None = option(None, **_RUN, help="Workers a launcher other than local starts on the run "
+                                                    "directory (default 1); each claims (target, method) units, so "
+                                                    "rows do not depend on their number.")
     slurm_partition: str | None = option(None, **_RUN, help="sbatch --partition of every job.")
     slurm_time: str | None = option(None, **_RUN, help="sbatch --time of every job (minutes or [D-]HH:MM:SS; "
                                                        "default 24 h).")
@@ -72,11 +74,11 @@ def check_launch(cfg: LaunchOptions) -> None:
     Raises:
         InputError: an unknown launcher, ``workers`` < 1, or submitit missing for a launcher that needs it.
     """
-    if cfg.launcher not in LAUNCHERS:
+    if cfg.launcher is not None and cfg.launcher not in LAUNCHERS:
         raise InputError(f"--launcher {cfg.launcher!r} is not one of {', '.join(LAUNCHERS)}")
-    if not isinstance(cfg.workers, int) or cfg.workers < 1:
+    if cfg.workers is not None and (not isinstance(cfg.workers, int) or cfg.workers < 1):
         raise InputError(f"--workers {cfg.workers} is below 1: give the number of workers to start")
-    if cfg.launcher != "local":
+    if cfg.launcher not in (None, "local"):
         try:
             import submitit  # noqa: F401
         except ImportError:
@@ -150,9 +152,9 @@ def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], fol
 
     executor = make_executor(cfg, folder)
     with executor.batch():
-        jobs = [executor.submit(CommandFunction(worker_cmd, verbose=False)) for _ in range(cfg.workers)]
+        jobs = [executor.submit(CommandFunction(worker_cmd, verbose=False)) for _ in range(cfg.workers or 1)]
     ids = [j.job_id for j in jobs]
-    log(f"submitted {cfg.workers} workers ({cfg.launcher}): jobs {', '.join(ids)}; logs in {folder}")
+    log(f"submitted {len(jobs)} workers ({cfg.launcher}): jobs {', '.join(ids)}; logs in {folder}")
     failed = []
     if cfg.launcher == "slurm":
         array = str(ids[0]).split("_")[0]
