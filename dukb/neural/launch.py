@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.bounds import Range
 from dukb.neural.declare import RUN, option
 
 #: ``--launcher`` values: this process (as without the option), submitit's LocalExecutor (processes on this
@@ -29,6 +30,10 @@ LAUNCH_DIR = "launch"
 #: a job's time limit (minutes) unless --slurm-time or the launcher config sets one (submitit's default is 5 min for
 #: SLURM, 2 min for its local executor)
 DEFAULT_TIMEOUT_MIN = 24 * 60
+#: the documented ranges of the launcher's numeric options
+WORKERS = Range(1, 100_000, why="workers started on the run directory")
+GPUS_PER_TASK = Range(0, 1024)
+CPUS_PER_TASK = Range(1, 4096)
 _PANEL = "Launcher options"
 _RUN = dict(group=RUN, identity=False, panel=_PANEL)
 
@@ -53,14 +58,16 @@ class LaunchOptions:
                                        "(--workers processes on this machine through submitit), slurm (a SLURM job "
                                        "array of --workers workers through submitit, then a job that renders the "
                                        "report).")
-    workers: int | None = option(None, **_RUN, help="Workers a launcher other than local starts on the run "
-                                                    "directory (default 1); each claims (target, method) units, so "
-                                                    "rows do not depend on their number.")
+    workers: int | None = option(None, range=WORKERS, **_RUN,
+                                 help="Workers a launcher other than local starts on the run directory (default 1); "
+                                      "each claims (target, method) units, so rows do not depend on their number.")
     slurm_partition: str | None = option(None, **_RUN, help="sbatch --partition of every job.")
     slurm_time: str | None = option(None, **_RUN, help="sbatch --time of every job (minutes or [D-]HH:MM:SS; "
                                                        "default 24 h).")
-    slurm_gpus_per_task: int | None = option(None, **_RUN, help="sbatch --gpus-per-task of every worker.")
-    slurm_cpus_per_task: int | None = option(None, **_RUN, help="sbatch --cpus-per-task of every job.")
+    slurm_gpus_per_task: int | None = option(None, range=GPUS_PER_TASK, **_RUN,
+                                             help="sbatch --gpus-per-task of every worker.")
+    slurm_cpus_per_task: int | None = option(None, range=CPUS_PER_TASK, **_RUN,
+                                             help="sbatch --cpus-per-task of every job.")
     slurm_mem: str | None = option(None, **_RUN, help="sbatch --mem of every job (e.g. 32G).")
     launcher_config: Path | None = option(None, cli_type="path", **_RUN,
                                           help="YAML mapping of submitit executor parameters (timeout_min, "

@@ -53,7 +53,7 @@ def test_a_done_unit_is_no_longer_renewed(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args, says", [
     (["--launcher", "pbs"], "--launcher 'pbs' is not one of local, submitit-local, slurm"),
-    (["--launcher", "slurm", "--workers", "0"], "--workers 0 is below 1"),
+    (["--launcher", "slurm", "--workers", "0"], "Invalid value for '--workers': Input should be greater than or equal to 1"),
 ])
 def test_a_launch_that_cannot_run_is_refused_in_one_line(tmp_path, capsys, args, says):
     from dukb.cli.main import main
@@ -71,6 +71,15 @@ def test_a_launcher_without_submitit_is_refused(tmp_path, capsys, monkeypatch):
     assert main(["evaluate", "--kb", "demo", "-o", str(tmp_path / "run"), "--launcher", "submitit-local"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == 'dukb: error: --launcher submitit-local needs submitit: pip install "dukb[slurm]"'
+
+
+def test_the_library_refuses_fewer_than_one_worker():
+    from dukb import InputError
+    from dukb.neural.launch import LaunchOptions, check_launch
+
+    with pytest.raises(InputError, match="--workers 0 is below 1"):
+        check_launch(LaunchOptions(launcher="slurm", workers=0))
+    check_launch(LaunchOptions())  # local, one worker: nothing to refuse
 
 
 def test_the_launcher_options_reach_submitit(tmp_path):
