@@ -79,8 +79,11 @@ def check_launch(cfg: LaunchOptions) -> None:
     """Refuse a launch that cannot run, in one line, before anything is submitted.
 
     Raises:
-        InputError: an unknown launcher, ``workers`` < 1, or submitit missing for a launcher that needs it.
+        InputError: an unknown launcher, ``workers`` < 1, submitit missing for a launcher that needs it, or (slurm)
+            SLURM's ``sbatch`` or ``srun`` not on PATH.
     """
+    import shutil
+
     if cfg.launcher is not None and cfg.launcher not in LAUNCHERS:
         raise InputError(f"--launcher {cfg.launcher!r} is not one of {', '.join(LAUNCHERS)}")
     if cfg.workers is not None and (not isinstance(cfg.workers, int) or cfg.workers < 1):
@@ -90,6 +93,9 @@ def check_launch(cfg: LaunchOptions) -> None:
             import submitit  # noqa: F401
         except ImportError:
             raise InputError(f"--launcher {cfg.launcher} needs submitit: pip install \"dukb[slurm]\"") from None
+    if cfg.launcher == "slurm" and not (shutil.which("sbatch") and shutil.which("srun")):
+        raise InputError("--launcher slurm needs SLURM's sbatch and srun on PATH: run it where jobs are submitted "
+                         "(a login node), or use --launcher submitit-local")
 
 
 def executor_parameters(cfg: LaunchOptions) -> dict:
@@ -119,16 +125,22 @@ def executor_parameters(cfg: LaunchOptions) -> dict:
     return params
 
 
-def make_executor(cfg: LaunchOptions, folder: Path):
-    """A submitit ``AutoExecutor`` for ``cfg.launcher`` writing its job files and logs under ``folder``.
+def make_executor(cfg: LaunchOptions, folder: Path, gpus: bool = True):
+    """A submitit ``AutoExecutor`` for ``cfg.launcher`` writing its job files and logs under ``folder``; with
+    ``gpus`` False, without the GPU parameters (the report job renders files only).
 
     Raises:
         InputError: submitit refuses a parameter (its message, with the launcher config named when one is given).
     """
     import submitit
 
-    executor = submitit.AutoExecutor(folder=folder, cluster=CLUSTERS[cfg.launcher])
+    try:
+        executor = submitit.AutoExecutor(folder=folder, cluster=CLUSTERS[cfg.launcher])
+    except RuntimeError as e:  # e.g. SLURM's commands not found
+        raise InputError(f"submitit cannot start the {cfg.launcher} executor: {e}") from None
     params = executor_parameters(cfg)
+    if not gpus:
+        params = {k: v for k, v in params.items() if "gpu" not in k and k != "slurm_gres"}
     try:
         executor.update_parameters(**params)
     except (ValueError, NameError, TypeError, AssertionError) as e:
@@ -139,7 +151,7 @@ def make_executor(cfg: LaunchOptions, folder: Path):
 
 def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], folder: Path,
            log=print) -> dict:
-    """Submit ``cfg.workers`` workers running ``worker_cmd`` (one job array), then a report job running
+    """Submit ``cfg.workers`` workers running ``worker_cmd`` (one job array), then a report job (without GPUs) running
     ``report_cmd`` once they ended: on SLURM it depends on the array (``afterany``) and this returns at once; with
     the local executor this waits for the workers, then for the report job.
 
@@ -155,14 +167,21 @@ def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], fol
     Raises:
         InputError: submitit refuses the parameters, or (local) the report job failed (its log named).
     """
+    import subprocess
+
     from submitit.helpers import CommandFunction
 
     executor = make_executor(cfg, folder)
-    with executor.batch():
-        jobs = [executor.submit(CommandFunction(worker_cmd, verbose=False)) for _ in range(cfg.workers or 1)]
+    try:
+        with executor.batch():
+            jobs = [executor.submit(CommandFunction(worker_cmd, verbose=False)) for _ in range(cfg.workers or 1)]
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:  # sbatch refused the array
+        raise InputError(f"submitting the workers failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}",
+                         folder) from None
     ids = [j.job_id for j in jobs]
     log(f"submitted {len(jobs)} workers ({cfg.launcher}): jobs {', '.join(ids)}; logs in {folder}")
     failed = []
+    executor = make_executor(cfg, folder, gpus=False)
     if cfg.launcher == "slurm":
         array = str(ids[0]).split("_")[0]
         extra = dict(executor_parameters(cfg).get("slurm_additional_parameters") or {})
