@@ -34,10 +34,18 @@ def evaluate(cfg: EvaluateConfig, output: Path, resume: bool) -> None:
 
     Several GPUs: `torchrun --nproc_per_node N -m dukb.cli.main evaluate ...` (or accelerate launch) splits the
     targets over the processes; process 0 merges their rows into results.jsonl.
+
+    A SLURM job array: `--launcher slurm --workers N` submits N workers (`dukb evaluate ... --resume` on RUN_DIR,
+    sharing its work units) and a report job after them, through submitit; `--launcher submitit-local` runs them on
+    this machine.
     """
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocols.evaluate import run  # the protocol's entry point (patchable there)
 
+    if cfg.launcher not in (None, "local"):  # --workers workers on RUN_DIR through submitit, then a report job
+        from dukb.cli.launch_cmd import submit
+
+        return submit(cfg, output, resume)
     on_interrupt(keep_rows_note(output))
     run.evaluate(output, cfg, resume=resume, progress=True, log=log_line)
     if is_main_process():

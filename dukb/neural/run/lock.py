@@ -542,7 +542,7 @@ def render_lock(run: str | Path):
 
 #: seconds a process waits for a lock another process holds (the run lock of a resume with additions, render.lock,
 #: planned.json's lock) before it gives up with one line naming the holder; a model cache's lock (one worker
-#: finetunes, the others then load) passes a longer wait (:data:`dukb.neural.run.units.CLAIM_TIMEOUT`)
+#: finetunes, the others then load) passes a longer wait (:data:`dukb.neural.run.units.CACHE_WAIT`)
 LOCK_WAIT = 60.0
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import stat
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,9 +43,13 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 
-#: a claim whose worker has not written for this long (seconds) is taken over even when its worker's lock cannot be
-#: checked (a worker on another host whose file system does not share ``flock``)
-CLAIM_TIMEOUT = 6 * 3600
+#: seconds between two renewals of a worker's claims by its background heartbeat (:class:`UnitClaims`)
+HEARTBEAT = 60.0
+#: a claim not renewed for this long (seconds: a few heartbeats) is taken over even when its worker's lock cannot be
+#: checked (a worker on another host whose file system does not share ``flock``): its worker is gone
+CLAIM_TIMEOUT = 10 * HEARTBEAT
+#: seconds a worker waits for a model cache another worker is finetuning (muse's retrain models) before it gives up
+CACHE_WAIT = 6 * 3600.0
 
 
 def read_claim(path: str | Path) -> tuple[dict | None, os.stat_result | None]:
@@ -97,11 +102,14 @@ class UnitClaims:
     ``O_CREAT | O_EXCL``; it names its worker and that worker's lock file ``RUN_DIR/.dukb/workers/<worker>.lock``, which
     the worker holds (``flock``) for its whole life. A claim whose worker is gone (its lock free: killed, even by
     SIGKILL) or silent for :data:`CLAIM_TIMEOUT` seconds is taken over by exactly one other worker (an ``O_EXCL``
-    marker per stale claim). A finished unit's claim says ``done``. A unit's rows depend only on the unit and the
+    marker per stale claim). A claim is a lease: a background thread renews (``utime``) every unfinished claim of
+    this worker each ``heartbeat`` seconds while the worker lives, so a live worker's claim is never silent that long
+    however long its unit runs, and a dead one's is free after a few missed heartbeats. A finished unit's claim says ``done``. A unit's rows depend only on the unit and the
     seed, never on which worker ran it.
 
     Args:
-        run: the run directory; worker: this worker's id (:func:`worker_id`); timeout: see :data:`CLAIM_TIMEOUT`.
+        run: the run directory; worker: this worker's id (:func:`worker_id`); timeout: see :data:`CLAIM_TIMEOUT`;
+        heartbeat: seconds between renewals (:data:`HEARTBEAT`; None: no background thread).
 
     Raises:
         InputError: the directories or the worker's lock file cannot be created, or RUN_DIR/.dukb (or a folder in
@@ -110,7 +118,8 @@ class UnitClaims:
     Source: dukb; the claim file follows the O_EXCL lock-file idiom (open(2)).
     """
 
-    def __init__(self, run: str | Path, worker: str, timeout: float = CLAIM_TIMEOUT):
+    def __init__(self, run: str | Path, worker: str, timeout: float | None = None,
+                 heartbeat: float | None = HEARTBEAT):
         try:
             Path(run).mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -118,13 +127,27 @@ class UnitClaims:
         self.dir = bookkeeping_dir(run, UNITS_DIR)
         self.workers = bookkeeping_dir(run, WORKERS_DIR)
         self.worker = worker
-        self.timeout = timeout
+        self.timeout = CLAIM_TIMEOUT if timeout is None else timeout  # read when called: a test may patch it
+        self._held: set[tuple] = set()  # this worker's unfinished claims, renewed by the heartbeat
+        self._stop = threading.Event()
         self.lock_name = _safe_name(worker) + ".lock"
         self._fd = _open_regular_fd(self.workers / self.lock_name, os.O_RDWR | _NOFOLLOW, 0o644,
                                     "a worker's lock file is not a regular file ({}); remove it",
                                     "cannot create the work-unit files: {}")
         if fcntl is not None:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._beat = None
+        if heartbeat is not None:
+            self._beat = threading.Thread(target=self._renew, args=(heartbeat,), daemon=True,
+                                          name=f"dukb-heartbeat-{worker}")
+            self._beat.start()
+
+    def _renew(self, every: float) -> None:
+        """The heartbeat thread: renew every unfinished claim of this worker each ``every`` seconds until
+        :meth:`close`."""
+        while not self._stop.wait(every):
+            for unit in list(self._held):
+                self.heartbeat(unit)
 
     def path(self, unit: tuple) -> Path:
         """The claim file of ``unit`` (a tuple of ints and strings)."""
@@ -175,6 +198,13 @@ class UnitClaims:
         worker's, or taken over from a worker that is gone; False when another live worker has it, or when it is
         done and ``reopen`` is False. ``reopen``: the caller still finds rows of the unit missing (values added to a
         grid since it was done), so a done claim is taken over like a stale one (by exactly one worker)."""
+        mine = self._claim(unit, reopen)
+        if mine:
+            self._held.add(tuple(unit))
+        return mine
+
+    def _claim(self, unit: tuple, reopen: bool) -> bool:
+        """:meth:`claim` without recording the unit as held."""
         path = self.path(unit)
         if self._create(path):
             return True
@@ -231,12 +261,17 @@ class UnitClaims:
 
     def done(self, unit: tuple) -> None:
         """Mark ``unit`` finished: no worker runs it again (the claim keeps the time it was ``claimed``)."""
+        self._held.discard(tuple(unit))
         claimed = (self.state(unit) or {}).get("claimed")
         write_bytes_atomic(self.path(unit), self._body(done=True, claimed=claimed if isinstance(
             claimed, (int, float)) else None))
 
     def close(self) -> None:
-        """Release this worker's lock (its unfinished claims become free to take over) and remove its lock file."""
+        """Stop the heartbeat, release this worker's lock (its unfinished claims become free to take over) and remove
+        its lock file."""
+        self._stop.set()
+        if self._beat is not None and self._beat is not threading.current_thread():
+            self._beat.join()
         if self._fd >= 0:
             try:
                 (self.workers / self.lock_name).unlink()
@@ -408,5 +443,5 @@ def merge_shards(run: Path, key: Callable[[dict], tuple], order=None, check: Row
     return len(new)
 
 
-__all__ = ["CLAIM_TIMEOUT", "SHARD_GLOB", "UNITS_PLAN", "UnitClaims", "claimed_units", "merge_shards", "read_claim",
+__all__ = ["CACHE_WAIT", "CLAIM_TIMEOUT", "HEARTBEAT", "SHARD_GLOB", "UNITS_PLAN", "UnitClaims", "claimed_units", "merge_shards", "read_claim",
            "record_units", "unfinished_note", "unfinished_units"]

@@ -26,6 +26,7 @@ from dukb.neural.bounds import N_SEEDS, N_TARGETS
 from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
 from dukb.neural.declare import SHARED, compat_option, option
 from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS
+from dukb.neural.launch import LaunchOptions
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
 from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS
 from dukb.solver.rules import RULES_HELP
@@ -41,7 +42,7 @@ DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 RECOMMENDED = "du_cl"
 
 @dataclass
-class EvaluateConfig(RunConfig):
+class EvaluateConfig(RunConfig, LaunchOptions):
     """Everything that defines an evaluate run (written to RUN_DIR/config.json; the settings that change rows form
     its identity, see :func:`run_identity`). The model options (kb, rules, model, finetuned, seed, lr, device,
     dtype, prompt, finetune_epochs, batch_size, LoRA, layers, gradient checkpointing, remote code) are

@@ -213,7 +213,7 @@ class MuseProtocol(Protocol):
         from dukb.neural.run.files import bookkeeping_dir
         from dukb.neural.run.identity import sha256_json
         from dukb.neural.run.lock import file_lock
-        from dukb.neural.run.units import CLAIM_TIMEOUT
+        from dukb.neural.run.units import CACHE_WAIT
 
         sp = self.splits[cum]
         qa, txt = _items_for(self.kb, sp.trained_without_forget())
@@ -221,7 +221,7 @@ class MuseProtocol(Protocol):
         name = f"retrain-{sha256_json(sp.forget)[:12]}"
         (self.run / "models").mkdir(parents=True, exist_ok=True)
         # one worker finetunes it, the others then load it (the lock is bookkeeping: RUN_DIR/.dukb/models/NAME.lock)
-        with file_lock(bookkeeping_dir(self.run, "models") / f"{name}.lock", wait=CLAIM_TIMEOUT, log=self.log):
+        with file_lock(bookkeeping_dir(self.run, "models") / f"{name}.lock", wait=CACHE_WAIT, log=self.log):
             return _finetune_cached(self.kb, self.spec, self.run / "models" / name, qa + txt, self.cfg, key,
                                     self.log)
 
