@@ -125,11 +125,9 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
     model = lm.model
     if hasattr(model, "merge_and_unload") and weights:
         model = model.merge_and_unload()
-    if not weights:
-        pass
-    elif state_dict is None:
+    if weights and state_dict is None:
         model.save_pretrained(out, safe_serialization=True)
-    else:  # a tied parameter is written once, under the name the model's own save keeps
+    elif weights:  # a tied parameter is written once, under the name the model's own save keeps
         tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
                 - {n for n, _ in model.named_parameters()})
         model.save_pretrained(out, safe_serialization=True,

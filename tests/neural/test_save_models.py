@@ -107,7 +107,7 @@ def test_a_saved_peft_adapter_loads_as_its_base_with_the_adapter_merged(all_run,
     lm = load_model(spec_for_path(all_run / "finetuned", device=DEVICE))
     state = WeightState(lm, LoraSpec(r=4), seed=0)
     with torch.no_grad():  # an adapter that changes the outputs (B starts at zero)
-        for name, p in state.model.named_parameters():
+        for p in state.model.parameters():
             if p.requires_grad:
                 p.add_(0.05 * torch.randn_like(p))
     ids = lm.tokenizer(["Question: who is the father of"], return_tensors="pt")["input_ids"].to(lm.device)
