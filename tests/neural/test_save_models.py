@@ -69,7 +69,8 @@ def test_resume_with_another_save_models_is_accepted_and_keeps_what_was_saved(al
     for mode in ("none", "best"):
         assert main([*RUN, "--save-models", mode, "-o", str(all_run), "--resume"]) == 0
     assert {p: (p / "model.safetensors").stat().st_mtime_ns for p in _kept(all_run)} == before
-    assert "save_models" not in json.dumps(json.loads((all_run / "config.json").read_text()).get("identity", {}))
+    identity = json.loads((all_run / "config.json").read_text())["identity"]
+    assert identity["methods"] and "save_models" not in json.dumps(identity)
 
 
 def test_none_saves_nothing(tmp_path):
