@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 #: the values of ``--save-models``
@@ -124,7 +125,8 @@ def load_adapter(spec, rec: dict):
     try:
         from peft import PeftModel
 
-        with _native_stderr_to_log(str(path)):
+        with _native_stderr_to_log(str(path)), warnings.catch_warnings():  # peft calls a deprecated transformers API
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             model = PeftModel.from_pretrained(lm.model, str(path)).merge_and_unload()
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
