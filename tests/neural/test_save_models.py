@@ -73,6 +73,13 @@ def test_resume_with_another_save_models_is_accepted_and_keeps_what_was_saved(al
     assert identity["methods"] and "save_models" not in json.dumps(identity)
 
 
+def test_an_unknown_value_is_refused_in_one_line_before_anything_runs(tmp_path, capsys):
+    assert main([*RUN, "--save-models", "some", "-o", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip() == ("dukb: error: --save-models must be one of none, best, all, got "
+                                               "'some'")
+    assert not (tmp_path / "run").exists()
+
+
 def test_none_saves_nothing(tmp_path):
     run = tmp_path / "none"
     assert main([*RUN, "-o", str(run)]) == 0  # none is the default

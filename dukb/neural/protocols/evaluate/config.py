@@ -252,8 +252,10 @@ class EvaluateConfig(RunConfig):
         if self.finetuned and self.finetune_forms != ["qa"]:
             raise InputError("--finetune-forms applies to finetuning, which --finetuned skips (the model given was "
                              "finetuned already)")
-        if self.heldout_rule not in HELDOUT_RULES:
-            raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
+        for flag, value, known in (("--heldout-rule", self.heldout_rule, HELDOUT_RULES),
+                                   ("--save-models", self.save_models, SAVE_MODES)):
+            if value not in known:
+                raise InputError(f"{flag} must be one of {', '.join(known)}, got {value!r}")
         if self.heldout_forms is not None:  # every built-in method trains on qa
             self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
         self._check_prompt_options()
