@@ -88,7 +88,8 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
     return out
 
 
-def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None) -> Path:
+def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None,
+               weights: bool = True) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
     :data:`dukb.neural.models.MODEL_RECORD` (prompt preset, preset family, base model, the prompt format and BOS rule where
     not dukb's, and, given ``kb``, the KB it was finetuned on) so
@@ -106,6 +107,8 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
             :func:`dukb.neural.distributed.full_state_dict`).
         kb: the :class:`dukb.kb.KB` the model was finetuned on (None: none recorded): recorded as ``"kb"``
             (:func:`dukb.neural.models.kb_label`) and ``"kb_sha256"`` (its :meth:`dukb.kb.KB.fingerprint`).
+        weights: False: the tokenizer and the record only (``lm.model`` is not read; a peft adapter saved beside
+            them, :func:`dukb.neural.savedmodels.save_unlearned`).
 
     Returns:
         The directory (``Path(out_dir)``).
@@ -120,11 +123,11 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
     out = refuse_links_in(out_dir)  # transformers opens its files by name: no link may carry them elsewhere
     out.mkdir(parents=True, exist_ok=True)
     model = lm.model
-    if hasattr(model, "merge_and_unload"):
+    if hasattr(model, "merge_and_unload") and weights:
         model = model.merge_and_unload()
-    if state_dict is None:
+    if weights and state_dict is None:
         model.save_pretrained(out, safe_serialization=True)
-    else:  # a tied parameter is written once, under the name the model's own save keeps
+    elif weights:  # a tied parameter is written once, under the name the model's own save keeps
         tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
                 - {n for n, _ in model.named_parameters()})
         model.save_pretrained(out, safe_serialization=True,

@@ -408,7 +408,9 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 
     Args:
         spec: the :class:`ModelSpec`: ``name_or_path`` (hub id, model directory, .gguf file, folder with one .gguf
-            file, or a :data:`dukb.neural.zoo.KNOWN_MODELS` short name; not "tiny", which the caller builds first),
+            file, or a :data:`dukb.neural.zoo.KNOWN_MODELS` short name; not "tiny", which the caller builds first;
+            a peft adapter directory saved by ``--save-models`` loads its base with the adapter merged,
+            :func:`dukb.neural.savedmodels.load_adapter`),
             ``dtype``, ``device``, ``prompt``, ``trust_remote_code``, ``gradient_checkpointing``. ``spec.lora`` only
             enables input gradients under gradient checkpointing: the adapters are attached by the caller
             (:class:`dukb.neural.methods.base.WeightState`).
@@ -438,6 +440,11 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     from dukb.neural.zoo import resolve_model
 
     quiet_libraries()
+    rec = read_model_record(spec.name_or_path)
+    if rec is not None and rec.get("adapter"):  # a peft adapter dukb saved (--save-models under --lora-r)
+        from dukb.neural.savedmodels import load_adapter
+
+        return load_adapter(spec, rec)
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     where = resolve_model(spec.name_or_path)

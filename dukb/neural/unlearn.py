@@ -198,6 +198,9 @@ class UnitPlan:
         attacks: [(Attack, settings)] applied to every unlearned model after its probe; reference: a Predictor over
             θ₀ for attacks that compare with it.
         row_fields: fields every row of the unit ends with (the protocol's: worker, target_relation, ...).
+        keep_model: ``keep_model(row, pred)``, called once a row is written (the consumer asked for the next) while
+            the method's weights are still the row's (``--save-models``, :class:`dukb.neural.savedmodels.ModelSaver`);
+            None: nothing.
 
     Resolved here (not arguments): needs (the metrics' combined needs), qa_items, retain_ids, seen (the forms the
     method trained on or queried), heldout (the checked held-out forms, empty without ``recall_heldout``),
@@ -239,6 +242,7 @@ class UnitPlan:
     attacks: tuple | None = None
     reference: object = None
     row_fields: dict = field(default_factory=dict)
+    keep_model: object = None
     needs: object = field(init=False)
     qa_items: tuple = field(init=False)
     retain_ids: dict = field(init=False)
@@ -398,5 +402,8 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
             df = _probe_setting(pred, list(plan.probed), list(plan.pair_items), plan.needs, plan.batch_size)
         last = (state, df)
         t2 = time.perf_counter()
-        yield _row(plan, setting, trace, score_setting(plan, pred, df), (t1 - t0, t2 - t1))
+        row = _row(plan, setting, trace, score_setting(plan, pred, df), (t1 - t0, t2 - t1))
+        yield row
+        if plan.keep_model is not None:  # the row is written; the weights are still the setting's
+            plan.keep_model(row, pred)
         t0 = time.perf_counter()

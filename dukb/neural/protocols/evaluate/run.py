@@ -356,13 +356,24 @@ class EvaluateProtocol(Protocol):
                         batch_size=PROBE["batch_size"], metrics=self.row_metrics, heldout_forms=cfg.heldout_forms,
                         heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
                         reinforce=cfg.reinforce,
-                        attacks=self.attacks, reference=self.reference, row_fields=row_fields)
+                        attacks=self.attacks, reference=self.reference, row_fields=row_fields,
+                        keep_model=self._saver().keep if cfg.save_models != "none" else None)
         yield from sweep_target(plan)
+
+    def _saver(self):
+        """The run's :class:`dukb.neural.savedmodels.ModelSaver` (``--save-models``), made once."""
+        from dukb.neural.savedmodels import ModelSaver
+
+        if getattr(self, "saver", None) is None:
+            self.saver = ModelSaver(self.run, self.cfg.save_models, self.lm, self.kb, self.results.key, log=self.log)
+        return self.saver
 
     def unit_done(self, unit: tuple) -> None:
         """One log line: the unit's best recall, its accuracy, and in how many settings the target was forgotten."""
         t, label = unit
         mine = [r for r in self.results.rows if r["target"] == t and r["method"] == label]
+        if mine and self.cfg.save_models != "none":
+            self._saver().unit_done(t, label, mine)
         if not mine or "recall" not in mine[0]:
             return
         fact = self.kb.relationship(t)
