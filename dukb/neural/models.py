@@ -410,7 +410,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         spec: the :class:`ModelSpec`: ``name_or_path`` (hub id, model directory, .gguf file, folder with one .gguf
             file, or a :data:`dukb.neural.zoo.KNOWN_MODELS` short name; not "tiny", which the caller builds first;
             a peft adapter directory saved by ``--save-models`` loads its base with the adapter merged,
-            :func:`dukb.neural.savedmodels.load_adapter`),
+            :func:`dukb.neural.adapter.load_adapter`),
             ``dtype``, ``device``, ``prompt``, ``trust_remote_code``, ``gradient_checkpointing``. ``spec.lora`` only
             enables input gradients under gradient checkpointing: the adapters are attached by the caller
             (:class:`dukb.neural.methods.base.WeightState`).
@@ -425,12 +425,10 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             included): a folder or GGUF file that fails :func:`dukb.neural.modelcheck.check_model` (checked before
             transformers reads it) or whose special tokens are not tokens of the model
             (:func:`dukb.neural.modelcheck.check_loaded`); a config.json that is not a JSON object, or that
-            transformers rejects; a malformed
-            :data:`MODEL_RECORD` (:func:`read_model_record`); a truncated or foreign safetensors file; weights that
+            transformers rejects; a malformed :data:`MODEL_RECORD` (:func:`read_model_record`); a truncated or foreign safetensors file; weights that
             cover less than half of the parameters config.json describes, or that leave some of the model's
             weights missing or of the wrong shape; a pickle checkpoint that torch's weights-only loader refuses; a
-            tokenizer that cannot be built; a GGUF file of an architecture
-            transformers cannot load (its architecture named), or one that is truncated or not a GGUF file, or the
+            tokenizer that cannot be built; a GGUF file of an architecture transformers cannot load (its architecture named), or one that is truncated or not a GGUF file, or the
             ``gguf`` package is missing (:func:`dukb.neural.zoo.gguf_architecture`); a short name that is not cached, a folder with several GGUF files, a
             non-GGUF model file, a value that can only be a path naming nothing that exists
             (:func:`dukb.neural.zoo.resolve_model`); CUDA requested
@@ -442,9 +440,9 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     quiet_libraries()
     rec = read_model_record(spec.name_or_path)
     if rec is not None and rec.get("adapter"):  # a peft adapter dukb saved (--save-models under --lora-r)
-        from dukb.neural.savedmodels import load_adapter
+        from dukb.neural.adapter import load_adapter
 
-        return load_adapter(spec, rec)
+        return load_adapter(spec, rec, load_model, MODEL_RECORD)
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     where = resolve_model(spec.name_or_path)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import warnings
 from pathlib import Path
 
 #: the values of ``--save-models``
@@ -93,50 +92,6 @@ def save_unlearned(lm, model, out: Path, kb, row: dict, key) -> Path:
     return out
 
 
-def load_adapter(spec, rec: dict):
-    """Load a directory holding a peft adapter and the :data:`dukb.neural.models.MODEL_RECORD` naming its base (``"base"``: the
-    finetuned model directory it was trained on): the base through :func:`dukb.neural.models.load_model`, then the adapter merged into
-    it (peft's ``PeftModel.from_pretrained`` and ``merge_and_unload``), so the result is an ordinary model.
-
-    Args:
-        spec: the :class:`dukb.neural.spec.ModelSpec` of the adapter directory (its dtype, device and prompt apply to the base).
-        rec: the directory's record (:func:`dukb.neural.models.read_model_record`), with ``"adapter": true``.
-
-    Returns:
-        :class:`dukb.neural.models.LoadedModel` of the merged model, with ``spec``.
-
-    Raises:
-        InputError: the record names no base directory or one that no longer exists; the base cannot be loaded
-            (:func:`dukb.neural.models.load_model`); the adapter cannot be loaded or does not fit the base (the adapter file named).
-
-    Source: Hu et al. 2022 (LoRA), Eq. 3: W = W0 + BA, merged.
-    """
-    import dataclasses
-
-    from dukb import InputError
-    from dukb.neural.models import MODEL_RECORD, LoadedModel, _first_line, _native_stderr_to_log, load_model
-
-    path = Path(spec.name_or_path)
-    base = rec.get("base")
-    if not base or not Path(base).is_dir():
-        raise InputError(f"model record: this peft adapter's base model {base!r} is not a directory (it was "
-                         "saved inside the run directory's finetuned/)", path / MODEL_RECORD)
-    lm = load_model(dataclasses.replace(spec, name_or_path=base))
-    try:
-        from peft import PeftModel
-
-        with _native_stderr_to_log(str(path)), warnings.catch_warnings():  # peft calls a deprecated transformers API
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            model = PeftModel.from_pretrained(lm.model, str(path)).merge_and_unload()
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except BaseException as e:  # noqa: BLE001 - as _loading: any library error becomes one line
-        raise InputError(f"cannot load the peft adapter onto its base {base}: {_first_line(e)}",
-                         path / "adapter_config.json") from None
-    model.eval()
-    return LoadedModel(model, lm.tokenizer, lm.tags, spec, lm.device)
-
-
 class ModelSaver:
     """What ``--save-models`` keeps of a run's rows (see the module docstring).
 
@@ -208,5 +163,5 @@ def _frame(rows: list[dict]):
     return pd.DataFrame(rows)
 
 
-__all__ = ["MODELS_DIR", "SAVE_MODES", "SAVE_MODELS_HELP", "ModelSaver", "load_adapter", "save_unlearned",
+__all__ = ["MODELS_DIR", "SAVE_MODES", "SAVE_MODELS_HELP", "ModelSaver", "save_unlearned",
            "setting_dir"]

@@ -73,17 +73,23 @@ def test_a_launcher_without_submitit_is_refused(tmp_path, capsys, monkeypatch):
     assert err.strip() == 'dukb: error: --launcher submitit-local needs submitit: pip install "dukb[slurm]"'
 
 
-def test_slurm_without_sbatch_is_refused(tmp_path, capsys, monkeypatch):
-    import shutil
+def _dukb(*args: str, path: str, calls=None) -> subprocess.CompletedProcess:
+    """`dukb ARGS` in a child interpreter with PATH set (the SLURM commands it finds), so that submitit's loggers
+    and the launch never touch the test process's captured streams."""
+    env = {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", **({"CALLS": str(calls)} if calls else {})}
+    return subprocess.run([sys.executable, "-m", "dukb.cli.main", *args], capture_output=True, text=True,
+                          timeout=600, env=env)
 
-    from dukb.cli.main import main
 
+def test_slurm_without_sbatch_is_refused(tmp_path):
     pytest.importorskip("submitit")
-    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)  # no SLURM commands on PATH
-    assert main(["evaluate", "--kb", "demo", "-o", str(tmp_path / "run"), "--launcher", "slurm"]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == ["dukb: error: --launcher slurm needs SLURM's sbatch and srun on PATH: run it where jobs are "
-                     "submitted (a login node), or use --launcher submitit-local"]
+    empty = tmp_path / "bin"
+    empty.mkdir()  # no SLURM commands on PATH
+    r = _dukb("evaluate", "--kb", "demo", "-o", str(tmp_path / "run"), "--launcher", "slurm", path=str(empty))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "dukb: error: --launcher slurm needs SLURM's sbatch and srun on PATH: run it where jobs are submitted (a "
+        "login node), or use --launcher submitit-local"]
     assert not (tmp_path / "run").exists()
 
 
@@ -94,13 +100,11 @@ echo "Submitted batch job $((4242 + n))"
 """
 
 
-def test_slurm_submits_a_worker_array_then_a_report_job_after_it(tmp_path, monkeypatch, capsys):
+def test_slurm_submits_a_worker_array_then_a_report_job_after_it(tmp_path):
     """With a stand-in sbatch (it records each batch script): one array of --workers workers, each running
     `dukb evaluate --config RUN/launch/worker.yaml -o RUN --resume` with the --slurm-* options, then `dukb report
     RUN` depending on the array (afterany), without the workers' GPUs."""
     pytest.importorskip("submitit")
-    from dukb.cli.main import main
-
     bin_, calls, run = tmp_path / "bin", tmp_path / "calls", tmp_path / "run"
     bin_.mkdir()
     calls.mkdir()
@@ -108,10 +112,10 @@ def test_slurm_submits_a_worker_array_then_a_report_job_after_it(tmp_path, monke
     (bin_ / "srun").write_text("#!/bin/sh\nexit 0\n")
     for f in bin_.iterdir():
         f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("CALLS", str(calls))
-    assert main(["evaluate", "--kb", "demo", "--n-targets", "2", "-o", str(run), "--launcher", "slurm", "--workers",
-                 "3", "--slurm-partition", "gpu", "--slurm-gpus-per-task", "1", "--slurm-time", "12:00:00"]) == 0
+    r = _dukb("evaluate", "--kb", "demo", "--n-targets", "2", "-o", str(run), "--launcher", "slurm", "--workers",
+              "3", "--slurm-partition", "gpu", "--slurm-gpus-per-task", "1", "--slurm-time", "12:00:00",
+              path=f"{bin_}{os.pathsep}{os.environ['PATH']}", calls=calls)
+    assert r.returncode == 0, r.stderr
     workers, report = (calls / "0.sh").read_text(), (calls / "1.sh").read_text()
     for line in ("#SBATCH --array=0-2", "#SBATCH --partition=gpu", "#SBATCH --gpus-per-task=1",
                  "#SBATCH --time=12:00:00"):
@@ -119,8 +123,7 @@ def test_slurm_submits_a_worker_array_then_a_report_job_after_it(tmp_path, monke
     assert "#SBATCH --dependency=afterany:4242\n" in report and "--partition=gpu" in report
     assert "gpus-per-task" not in report and "--array" not in report
     assert yaml_of(run / "launch" / "worker.yaml") == {"kb": "demo", "n-targets": 2}
-    out = capsys.readouterr()
-    assert "submitted 3 workers (slurm): jobs 4242_0, 4242_1, 4242_2" in out.err
+    assert "submitted 3 workers (slurm): jobs 4242_0, 4242_1, 4242_2" in r.stderr
     assert not (run / "results.jsonl").exists()  # nothing ran here
 
 
