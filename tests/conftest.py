@@ -25,6 +25,28 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 EDU_RELAT_DIR = REPO_ROOT.parent / "shared" / "edu-relat"
 
 
+#: The longest string or bytes parameter pytest writes into a test's id as it is; a longer one is named by its
+#: length and a digest (see :func:`pytest_make_parametrize_id`).
+MAX_ID_CHARS = 40
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """Short ids for long string parameters, whatever pytest's version.
+
+    Some pytest versions write a string parameter into the test id as it is; a parameter of 131,073 characters
+    then becomes part of ``PYTEST_CURRENT_TEST``, which every child process inherits, and Linux refuses to start
+    a process with an environment string over 128 KiB (``E2BIG``), so tests that run ``dukb`` in a subprocess
+    failed on CI only. A string or bytes value over :data:`MAX_ID_CHARS` characters is named
+    ``ARGNAME-<length>-<sha1 prefix>``; anything else keeps pytest's own id (None).
+    """
+    import hashlib
+
+    if isinstance(val, (str, bytes)) and len(val) > MAX_ID_CHARS:
+        data = val.encode("utf-8", "surrogatepass") if isinstance(val, str) else val
+        return f"{argname}-{len(val)}-{hashlib.sha1(data).hexdigest()[:8]}"
+    return None
+
+
 def edu_relat_available(path: Path = EDU_RELAT_DIR) -> bool:
     """True when ``path`` holds an EDU-RELAT KB directory (people.csv and relationships.csv)."""
     return (path / "people.csv").is_file() and (path / "relationships.csv").is_file()
