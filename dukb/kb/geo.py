@@ -224,8 +224,9 @@ class GeoData:
 def _package_row(name: str, **extra: str) -> dict[str, str]:
     """Name, version and licence of an installed distribution, read from its metadata."""
     meta = importlib.metadata.metadata(name)
-    licence = meta.get("License-Expression") or meta.get("License") or next(
-        (c.rsplit("::", 1)[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")), "")
+    classifiers = meta.get_all("Classifier") or []
+    licence = meta["License-Expression"] or meta["License"] or next(
+        (c.rsplit("::", 1)[-1].strip() for c in classifiers if c.startswith("License ::")), "")
     return {"name": name, "version": importlib.metadata.version(name), "licence": licence, **extra}
 
 
@@ -577,7 +578,7 @@ def _resolve(facts: list[Fact], type_of: dict[str, str]
              ) -> tuple[list[Fact], tuple[GeoRule, ...], tuple[GeoRule, ...], list[dict[str, str]]]:
     """Apply the exception policy (module docstring) until no rule derives a fact the data contradicts: returns the
     kept facts, the active rules, the rules left out, and the exception rows."""
-    rules, rows = GEO_RULES, []
+    rules, rows = GEO_RULES, list[dict[str, str]]()
     listed: set[tuple[str, Fact, str]] = set()
     kept = list(facts)
     seen: set[tuple[str, Fact, tuple[Fact, ...]]] = set()
