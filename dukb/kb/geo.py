@@ -551,27 +551,35 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
 
 def _exceptions(facts: list[Fact], type_of: dict[str, str], rules: tuple[GeoRule, ...]
                 ) -> list[tuple[GeoRule, Fact, Fact, tuple[Fact, ...]]]:
-    """Every instance of a rule, over what the data and the *other* rules give (so that a rule's wrong derivations
-    are not chained through itself), that derives a fact of a functional relation whose subject has another
-    object, in the data or derived: (rule, derived, conflicting, premises)."""
+    """The rule instances that derive a fact of a functional relation whose subject already has another object (in
+    the data, derived, or derived in the same step): (rule, derived, conflicting, premises). The rules are applied
+    step by step from the data, and a contradicted fact is never used as a premise, so one wrong derivation is
+    listed where it arises, not again through every fact it would lead to."""
     data = set(facts)
-    objects: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for s, r, o in closure(data, type_of, rules):
-        if r in FUNCTIONAL:
-            objects[(s, r)].add(o)
+    safe = set(data)
     out = []
-    for rule in rules:
+    while True:
         by_subject: dict[tuple[str, str], set[str]] = defaultdict(set)
         by_relation: dict[str, set[tuple[str, str]]] = defaultdict(set)
-        for s, r, o in closure(data, type_of, tuple(x for x in rules if x is not rule)):
+        for s, r, o in safe:
             by_subject[(r, s)].add(o)
             by_relation[r].add((s, o))
-        for head, premises in _matches(rule, by_subject, by_relation, type_of):
-            others = sorted(objects.get((head[0], head[1]), set()) - {head[2]},
-                            key=lambda o: ((head[0], head[1], o) not in data, o))
-            if head not in data and others:
-                out.append((rule, head, (head[0], head[1], others[0]), premises))
-    return out
+        step = [(rule, head, premises) for rule in rules
+                for head, premises in _matches(rule, by_subject, by_relation, type_of) if head not in safe]
+        proposed: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for _, (s, r, o), _ in step:
+            proposed[(s, r)].add(o)
+        added = set()
+        for rule, head, premises in step:
+            others = (by_subject.get((head[1], head[0]), set()) | proposed[(head[0], head[1])]) - {head[2]}
+            if head[1] in FUNCTIONAL and others:
+                first = min(others, key=lambda o: ((head[0], head[1], o) not in data, o))
+                out.append((rule, head, (head[0], head[1], first), premises))
+            else:
+                added.add(head)
+        if not added:
+            return out
+        safe |= added
 
 
 def _resolve(facts: list[Fact], type_of: dict[str, str]

