@@ -226,6 +226,7 @@ def _stdout_gone() -> None:
 EXTRA_MODULES = {
     "neural": ("torch", "transformers", "tokenizers", "safetensors", "peft", "accelerate", "rouge_score",
                "matplotlib", "pandas", "gguf", "torchao"),
+    "utility": ("lm_eval",),
 }
 
 
