@@ -202,7 +202,7 @@ class UnitPlan:
             the method's weights are still the row's (``--save-models``, :class:`dukb.neural.savedmodels.ModelSaver`);
             None: nothing.
         utility: ``utility(pred) -> dict | None``, the row's ``utility`` field (``--utility``, lm-eval's scores of
-            the unlearned model: :func:`dukb.neural.utility.row_utility`); None: the row has no such field.
+            the unlearned model: :func:`dukb.neural.lmeval.row_utility`); None: the row has no such field.
 
     Resolved here (not arguments): needs (the metrics' combined needs), qa_items, retain_ids, seen (the forms the
     method trained on or queried), heldout (the checked held-out forms, empty without ``recall_heldout``),

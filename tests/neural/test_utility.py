@@ -60,8 +60,8 @@ def test_measure_utility_scores_the_model_and_leaves_its_state(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from dukb.neural.lmeval import measure_utility
     from dukb.neural.modelbuild import build_tiny_model
-    from dukb.neural.utility import measure_utility
 
     path = build_tiny_model(["Question: Who is the father of Anna? Answer: Bob Carol Dave Eve Frank"], tmp_path / "m")
     model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)

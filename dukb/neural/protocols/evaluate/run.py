@@ -273,13 +273,14 @@ class EvaluateProtocol(Protocol):
         return lm, ft
 
     def _finetuned_utility(self, lm) -> None:
-        """``--utility``: the finetuned model's lm-eval scores (:func:`dukb.neural.utility.measure_utility`),
+        """``--utility``: the finetuned model's lm-eval scores (:func:`dukb.neural.lmeval.measure_utility`),
         measured once and kept in RUN_DIR/utility.json with the tasks, lm-eval's version and the batch size; a
         resume or a joining worker reads them (the run identity holds the tasks and the include folder).
 
         Source: Wu et al. 2025, Table 5 (the finetuned models' utility on MMLU, PIQA, RACE)."""
+        from dukb.neural.lmeval import measure_utility
         from dukb.neural.run.files import read_json, write_json_atomic
-        from dukb.neural.utility import UTILITY_BATCH_SIZE, UTILITY_FILE, measure_utility
+        from dukb.neural.utility import UTILITY_BATCH_SIZE, UTILITY_FILE
 
         cfg, path = self.cfg, self.run / UTILITY_FILE
         asked = {"tasks": list(cfg.utility), "include": cfg.utility_include}
@@ -365,9 +366,9 @@ class EvaluateProtocol(Protocol):
     def run_unit(self, unit: tuple, todo: list):
         """Unlearn target ``t`` with the unit's method at each value of ``todo``, probe, and yield the rows
         (:func:`dukb.neural.unlearn.sweep_target` on the unit's :class:`dukb.neural.unlearn.UnitPlan`)."""
+        from dukb.neural.lmeval import row_utility
         from dukb.neural.methods.base import SweepSchedule
         from dukb.neural.unlearn import UnitPlan, sweep_target
-        from dukb.neural.utility import row_utility
 
         t, label = unit
         cfg, kb = self.cfg, self.kb
