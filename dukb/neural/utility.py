@@ -130,9 +130,22 @@ def resolve_tasks(tasks: tuple[str, ...], include: str | None = None) -> tuple:
     require_lm_eval()
     if include is not None and not Path(include).is_dir():
         raise InputError(f"--utility-include {include}: not a folder of lm-eval task YAML files")
-    manager = task_manager(include, True) if include is not None else None
-    if manager is None or not all(t in manager.all_tasks for t in tasks):
-        manager = task_manager(include, False)
+    if include is not None:  # the user's folder alone first; a task it lacks or cannot build needs lm-eval's own
+        local = task_manager(include, True)
+        if all(t in local.all_tasks for t in tasks):
+            try:
+                return local, _load_each(local, tasks, include)
+            except InputError:
+                pass
+    manager = task_manager(include, False)
+    return manager, _load_each(manager, tasks, include)
+
+
+def _load_each(manager, tasks: tuple[str, ...], include: str | None) -> dict:
+    """name -> the result keys reported for it (:func:`resolve_tasks`), each task loaded by ``manager``.
+
+    Raises:
+        InputError: a task ``manager`` does not know or cannot load, one line naming it."""
     reported = {}
     for name in tasks:
         if name not in manager.all_tasks and not Path(name).is_file():
@@ -144,7 +157,7 @@ def resolve_tasks(tasks: tuple[str, ...], include: str | None = None) -> tuple:
         except Exception as e:  # noqa: BLE001 - whatever the data set's loader raises: one line, the task named
             raise InputError(f"utility task {name!r} cannot be loaded by lm-eval: {_one_line(e)}") from None
         reported[name] = (name,) if name in loaded["tasks"] or name in loaded["groups"] else tuple(loaded["tasks"])
-    return manager, reported
+    return reported
 
 
 def _version() -> str:
