@@ -40,7 +40,7 @@ UTILITY_FILE = "utility.json"
 #: Recall@U ≥ this × the finetuned model's utility (Wu et al. 2025, Table 7)
 UTILITY_SHARE = 0.95
 
-UTILITY_HELP = ("Also measure utility with lm-eval (the `utility` extra: pip install 'dukb[utility]'): comma-"
+UTILITY_HELP = ("Also measure utility with lm-eval (dukb's `utility` extra, which installs lm_eval): comma-"
                 "separated task, group or tag names of lm-evaluation-harness (e.g. piqa,race,mmlu, as Eval-DU's "
                 "scripts) or of --utility-include's YAML files, scored on the finetuned model once (RUN_DIR/"
                 "utility.json) and on the unlearned model of every row (its `utility` field: task -> metrics, "
