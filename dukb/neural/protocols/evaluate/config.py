@@ -30,6 +30,7 @@ from dukb.neural.launch import LaunchOptions
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
 from dukb.neural.savedmodels import SAVE_MODELS_HELP, SAVE_MODES
 from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS
+from dukb.neural.utility import UTILITY_HELP, UTILITY_INCLUDE_HELP, check_utility
 from dukb.solver.rules import RULES_HELP
 from dukb.solver.scopes import FORGET_SCOPES
 
@@ -94,6 +95,11 @@ class EvaluateConfig(RunConfig, LaunchOptions):
             becomes the worst case over forms and attacks). Their settings are part of the run identity.
         save_models: "none", "best" or "all": which unlearned models are kept under RUN_DIR/models
             (:mod:`dukb.neural.savedmodels`); not part of the run identity.
+        utility: lm-eval task, group or tag names scored on the finetuned model and on every row's unlearned model
+            (:mod:`dukb.neural.utility`; Wu et al. 2025, Tables 5 and 7); [] (default): none. In the run identity
+            only when given.
+        utility_include: a folder of the user's lm-eval task YAML files (lm-eval's include_path) or None; in the
+            run identity only when given.
     """
 
     CLI: ClassVar[dict] = {
@@ -103,7 +109,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                   "added.",
         "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
                   "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
-                  "attacks", "save_models", "compat", "prompt_format", "bos", "judge", "reinforce", "family_grids",
+                  "attacks", "save_models", "utility", "utility_include", "compat", "prompt_format", "bos", "judge",
+                  "reinforce", "family_grids",
                   "whp_grid")}
     #: compat presets (:func:`dukb.neural.declare.apply_compat`): field -> the paper code's value
     COMPAT: ClassVar[dict] = {"eval-du": {
@@ -176,6 +183,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                                   "grid without --grid. config: 0.5,1,5,10,100,1000 (Eval-DU's config and the paper's "
                                   "App. H; dukb's runs). notebook: 10,1e3,1e5,1e7,1e8 (the paper's figure notebook).")
     save_models: str = option("none", choices=SAVE_MODES, identity=False, help=SAVE_MODELS_HELP)
+    utility: list[str] = option(default_factory=list, parse="items", identity="set", help=UTILITY_HELP)
+    utility_include: str | None = option(None, identity="set", help=UTILITY_INCLUDE_HELP)
     attacks: list[str] = option(default_factory=list, parse="items", choices=attack_names,
                                 help=lambda: "Attacks applied to every unlearned model right after its probe, "
                                 "comma-separated NAME or NAME:key=value:... (" + ", ".join(attack_names()) + "; "
@@ -223,7 +232,9 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                 ``forget_scope`` or ``schedule``; no method; an unknown attack; unknown probe forms,
                 ``finetune_forms`` without qa or with ``finetuned``; an unknown held-out rule; held-out forms a
                 method sees; an unknown prompt format, BOS rule or judge; a ``finetuned`` model finetuned with
-                another prompt format or BOS (:func:`check_model_prompt`).
+                another prompt format or BOS (:func:`check_model_prompt`); ``utility_include`` without
+                ``utility``, lm-eval not installed, or a utility task lm-eval cannot load
+                (:func:`dukb.neural.utility.check_utility`).
         """
         from dukb.kb.probes import parse_kinds
         from dukb.neural.methods.base import SWEEP_SCHEDULES
@@ -260,6 +271,7 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         if self.heldout_forms is not None:  # every built-in method trains on qa
             self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
         self._check_prompt_options()
+        check_utility(self.utility, self.utility_include)
 
     def _check_prompt_options(self) -> None:
         """The prompt format, BOS rule and judge are known values, and a ``finetuned`` model was finetuned with the
@@ -588,6 +600,7 @@ def evaluate_row(row: dict) -> None:
         expect(row["success_du"], "num", "success_du")
     may(row, "target_relation", "str?")
     may(row, "forgotten_relationships", "[int]?")
+    may(row, "utility", "dict?")  # --utility: task -> lm-eval's scores; null where lm-eval cannot run the model
     for name in _EVALUATE_SHARES:
         share(row, name)
     finite(row)

@@ -296,7 +296,7 @@ HOW_TO_READ = (
 )
 
 
-def markdown_report(df, summary, config: dict, finetune: dict | None = None, notes=()) -> str:
+def markdown_report(df, summary, config: dict, finetune: dict | None = None, notes=(), utility: dict | None = None) -> str:
     """report.md, one page (at most :data:`PAGE_LINES` lines of at most :data:`PAGE_WIDTH` characters, no JSON):
     what to cite, Table 1 (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC, Success-DU at the best setting; per target,
     mean ± std over n targets) on the qa form and on the held-out forms, Table 2 (Acc@Superficial), Acc@Recall≥0.8
@@ -305,7 +305,9 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
 
     Args:
         df: result rows (pandas DataFrame); summary: :func:`summarize`'s DataFrame; config: the run's config.json;
-        finetune: finetune.json or None; notes: sentences for the report's end (missing units, Success-DU filled).
+        finetune: finetune.json or None; notes: sentences for the report's end (missing units, Success-DU filled);
+        utility: RUN_DIR/utility.json (``--utility``), adding Recall@U≥0.95FT per method and task (Wu et al. 2025,
+        Table 7; :func:`dukb.neural.utility.utility_section`), or None.
 
     Returns:
         markdown text.
@@ -326,6 +328,9 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
     from dukb.neural.attacks.report import attacks_section
 
     lines += attacks_section(df)
+    from dukb.neural.utility import utility_section
+
+    lines += utility_section(df, utility)
     if "acc_at_superficial" in allrows:
         lines += ["## Table 2: accuracy at superficial unlearning", "",
                   "| method | n | Acc@Superficial ↑ |", "|---|---|---|"]
@@ -538,9 +543,12 @@ def render(run_dir) -> dict:
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
     summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
+    from dukb.neural.utility import UTILITY_FILE
+
+    utility = read_json(run / UTILITY_FILE, "utility record") if os.path.lexists(run / UTILITY_FILE) else None
     output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [missing_note] if missing_note
-                                                              else []) + wrap_prose(journal_note(journal)),
-                                              encoding="utf-8")
+                                                              else [], utility=utility)
+                                              + wrap_prose(journal_note(journal)), encoding="utf-8")
     output_file(run / "appendix.md").write_text(appendix_report(df, summary, config), encoding="utf-8")
     pd.DataFrame(fact_rows(df, config), columns=["list", "fact_kind", "fact_id", "note"]).to_csv(
         output_file(run / "facts.csv"), index=False)

@@ -223,6 +223,8 @@ class EvaluateProtocol(Protocol):
         acc0 = float(base[base["kind"] == "qa"]["known"].mean())
         self.attacks, self.reference = _attacks_of(cfg, lm)
         self.log(f"model {record['model']}: knows {acc0:.4f} of the KB before unlearning")
+        if cfg.utility:
+            self._finetuned_utility(lm)
         self.heldout_before = elicited_by_form(base, base_forms) if heldout else None
         if heldout:  # how much of the KB the held-out forms elicit before unlearning: recall_heldout's baseline
             record["heldout_known_before"] = heldout_known(kb, base, sorted(base_forms, key=list(kinds).index))
@@ -269,6 +271,33 @@ class EvaluateProtocol(Protocol):
         ft = finetune_record(ft_dir)
         record["model"] = cfg.model
         return lm, ft
+
+    def _finetuned_utility(self, lm) -> None:
+        """``--utility``: the finetuned model's lm-eval scores (:func:`dukb.neural.lmeval.measure_utility`),
+        measured once and kept in RUN_DIR/utility.json with the tasks, lm-eval's version and the batch size; a
+        resume or a joining worker reads them (the run identity holds the tasks and the include folder).
+
+        Source: Wu et al. 2025, Table 5 (the finetuned models' utility on MMLU, PIQA, RACE)."""
+        from dukb.neural.lmeval import measure_utility
+        from dukb.neural.run.files import read_json, write_json_atomic
+        from dukb.neural.utility import UTILITY_BATCH_SIZE, UTILITY_FILE
+
+        cfg, path = self.cfg, self.run / UTILITY_FILE
+        asked = {"tasks": list(cfg.utility), "include": cfg.utility_include}
+        rec = read_json(path, "utility record") if path.is_file() else None
+        if isinstance(rec, dict) and {k: rec.get(k) for k in asked} == asked and rec.get("finetuned"):
+            self.log(f"utility of the finetuned model read from {path}")
+            return
+        res = measure_utility(lm.model, lm.tokenizer, cfg.utility, include=cfg.utility_include,
+                              device=str(lm.device))
+        rec = {**asked, "lm_eval": res["lm_eval"], "batch_size": UTILITY_BATCH_SIZE,
+               "higher_is_better": res["higher_is_better"], "finetuned": {"tasks": res["tasks"]}}
+        if self.main and not self.joined:
+            write_json_atomic(path, rec)
+        self.log("utility of the finetuned model (lm-eval " + res["lm_eval"] + "): " + "; ".join(
+            f"{t} " + ", ".join(f"{k} {v:.4f}" for k, v in s.items()
+                            if isinstance(v, float) and k != "version" and "stderr" not in k)
+            for t, s in res["tasks"].items()))
 
     def _probe_before(self, lm, asked: list):
         """The model's probe before unlearning on ``asked`` (qa and the held-out forms rows may be scored on).
@@ -337,6 +366,7 @@ class EvaluateProtocol(Protocol):
     def run_unit(self, unit: tuple, todo: list):
         """Unlearn target ``t`` with the unit's method at each value of ``todo``, probe, and yield the rows
         (:func:`dukb.neural.unlearn.sweep_target` on the unit's :class:`dukb.neural.unlearn.UnitPlan`)."""
+        from dukb.neural.lmeval import row_utility
         from dukb.neural.methods.base import SweepSchedule
         from dukb.neural.unlearn import UnitPlan, sweep_target
 
@@ -357,7 +387,8 @@ class EvaluateProtocol(Protocol):
                         heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
                         reinforce=cfg.reinforce,
                         attacks=self.attacks, reference=self.reference, row_fields=row_fields,
-                        keep_model=self._saver().keep if cfg.save_models != "none" else None)
+                        keep_model=self._saver().keep if cfg.save_models != "none" else None,
+                        utility=row_utility(self.lm, cfg.utility, cfg.utility_include) if cfg.utility else None)
         yield from sweep_target(plan)
 
     def _saver(self):
