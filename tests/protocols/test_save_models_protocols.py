@@ -52,16 +52,26 @@ def _probe_forgets_as_its_row(folder: Path, row: dict, tmp_path: Path) -> None:
     assert sorted(q[~q["known"].astype(bool)]["fact_id"]) == sorted(row["forgotten_relationships"])
 
 
-def _check_three_invocations(base: list[str], run: Path, unit, key, select, first: str, second: str, third: str):
+def _methods(grids: dict[str, str], *names: str) -> list[str]:
+    """``--methods`` and each method's ``--grid`` (a grid is refused for a method the invocation does not run)."""
+    out = ["--methods", ",".join(names)]
+    for m in names:
+        if m in grids:
+            out += ["--grid", f"{m}={grids[m]}"]
+    return out
+
+
+def _check_resumes(base: list[str], grids: dict, run: Path, unit, key, select, first: str, second: str, third: str):
     """``all`` wrote one folder per unlearned row of ``first`` (checked by the caller); a resume adding ``second``
     under none writes nothing and leaves every earlier folder as it was; a resume adding ``third`` under best keeps
     one folder per unit of ``third``: the row ``select`` chooses among the unit's rows."""
     saved = _saved(run)
     stamps = _stamps(saved)
-    assert main([*base, "--save-models", "none", "-o", str(run), "--resume"]) == 0
+    assert main([*base, *_methods(grids, first, second), "--save-models", "none", "-o", str(run), "--resume"]) == 0
     assert {r["method"] for r in _rows(run)} >= {first, second}
     assert _saved(run).keys() == saved.keys() and _stamps(saved) == stamps
-    assert main([*base[:-1], base[-1] + "," + third, "--save-models", "best", "-o", str(run), "--resume"]) == 0
+    assert main([*base, *_methods(grids, first, second, third), "--save-models", "best", "-o", str(run),
+                 "--resume"]) == 0
     now = _saved(run)
     assert _stamps(saved) == stamps and not (run / "models" / ".sweep").exists()
     new = {d: rec for d, rec in now.items() if d not in saved}
@@ -69,12 +79,15 @@ def _check_three_invocations(base: list[str], run: Path, unit, key, select, firs
     for r in _rows(run):
         if r.get("method") == third and unit(r) is not None:
             units.setdefault(unit(r), []).append(r)
-    assert units and {d.parent for d in new} == {run / "models" / Path(*u) for u in units}
-    for u, rows in units.items():
-        chosen = select(rows)
+    chosen = {u: select(rows) for u, rows in units.items()}
+    assert units and {d.parent for d in new} == {run / "models" / Path(*u) for u, c in chosen.items() if c}
+    for u, c in chosen.items():
         got = [rec for d, rec in new.items() if d.parent == run / "models" / Path(*u)]
-        assert len(got) == 1 and got[0]["row_key"] == json.loads(json.dumps(list(key(chosen))))
-        assert got[0]["setting"] == chosen["setting"]
+        if c is None:  # the headline rule selects none: nothing kept
+            assert got == []
+            continue
+        assert len(got) == 1 and got[0]["row_key"] == json.loads(json.dumps(list(key(c))))
+        assert got[0]["setting"] == c["setting"]
     assert any(len(rows) > 1 for rows in units.values())  # best chose among several settings
 
 
@@ -86,9 +99,9 @@ def test_muse_saves_every_row_none_nothing_and_best_the_selected_setting(tmp_pat
 
     kb = _kb(tmp_path_factory)
     run = tmp_path / "muse"
-    base = ["muse", "--kb", str(kb), "--scale-sizes", "", "--grid", "ga=2,8", "--grid", "npo=8",
-            "--grid", "npo_gdr=2,8", "--holdout", "0.2", "--bootstrap", "50", "--device", DEVICE]
-    assert main([*base, "--methods", "ga", "--save-models", "all", "-o", str(run)]) == 0
+    base = ["muse", "--kb", str(kb), "--scale-sizes", "", "--holdout", "0.2", "--bootstrap", "50", "--device", DEVICE]
+    grids = {"ga": "2,8", "npo": "8", "npo_gdr": "2,8"}
+    assert main([*base, *_methods(grids, "ga"), "--save-models", "all", "-o", str(run)]) == 0
     rows = [r for r in _rows(run) if r["model_kind"] == "unlearned"]
     saved = _saved(run)
     assert len(rows) == 2 and len(saved) == 2
@@ -108,9 +121,8 @@ def test_muse_saves_every_row_none_nothing_and_best_the_selected_setting(tmp_pat
         return select_setting(sorted(rs, key=lambda r: r["setting"]["steps"]), retrain["knowmem_retain"],
                               "first_below_retrain")
 
-    _check_three_invocations([*base, "--methods", "ga,npo"], run,
-                             lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
-                             muse_row_key, select, "ga", "npo", "npo_gdr")
+    _check_resumes(base, grids, run, lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
+                   muse_row_key, select, "ga", "npo", "npo_gdr")
 
 
 # ------------------------------------------------------------------------------------------------------ rwku ----
@@ -120,9 +132,9 @@ def test_rwku_saves_every_row_none_nothing_and_best_the_strongest_setting(tmp_pa
 
     kb = _kb(tmp_path_factory)
     run = tmp_path / "rwku"
-    base = ["rwku", "--kb", str(kb), "--n-targets", "1", "--batch-sizes", "", "--grid", "ga=2,8", "--grid",
-            "ga_gdr=8", "--grid", "npo_seq=2,8", "--device", DEVICE]
-    assert main([*base, "--methods", "ga", "--save-models", "all", "-o", str(run)]) == 0
+    base = ["rwku", "--kb", str(kb), "--n-targets", "1", "--batch-sizes", "", "--device", DEVICE]
+    grids = {"ga": "2,8", "ga_gdr": "8", "npo_seq": "2,8"}
+    assert main([*base, *_methods(grids, "ga"), "--save-models", "all", "-o", str(run)]) == 0
     rows = [r for r in _rows(run) if r["model_kind"] == "unlearned"]
     saved = _saved(run)
     assert len(rows) == 2 and {d.relative_to(run / "models") for d in saved} == {
@@ -133,10 +145,8 @@ def test_rwku_saves_every_row_none_nothing_and_best_the_strongest_setting(tmp_pa
     d = run / "models" / strongest["request"] / "ga" / "steps=8"
     assert load_model(spec_for_path(d, device=DEVICE)).model is not None
     _probe_forgets_as_its_row(d, strongest, tmp_path)
-    _check_three_invocations([*base, "--methods", "ga,ga_gdr"], run,
-                             lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
-                             rwku_row_key, lambda rs: max(rs, key=lambda r: r["setting"]["steps"]), "ga", "ga_gdr",
-                             "npo_seq")
+    _check_resumes(base, grids, run, lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
+                   rwku_row_key, lambda rs: max(rs, key=lambda r: r["setting"]["steps"]), "ga", "ga_gdr", "npo_seq")
 
 
 # --------------------------------------------------------------------------------------------------- control ----
@@ -148,7 +158,7 @@ def test_control_saves_every_row_none_nothing_and_best_the_calibrated_setting(tm
     run = tmp_path / "control"
     base = ["control", "--kb", str(kb), "--ratios", "0.05", "--controls", "es", "--steps", "4", "--coarse", "2",
             "--fine", "2", "--retain-eval", "12", "--device", DEVICE]
-    assert main([*base, "--methods", "ga", "--save-models", "all", "-o", str(run)]) == 0
+    assert main([*base, *_methods({}, "ga"), "--save-models", "all", "-o", str(run)]) == 0
     rows = [r for r in _rows(run) if r.get("method")]
     saved = _saved(run)
     assert len(rows) == len(saved) >= 3
@@ -163,9 +173,8 @@ def test_control_saves_every_row_none_nothing_and_best_the_calibrated_setting(tm
     def select(rs):
         return rs[-1] if rs[0]["control"] == "none" else calibrate(rs, orig, "full")
 
-    _check_three_invocations([*base, "--methods", "ga,ga_gdr"], run,
-                             lambda r: (r["ratio"].replace("%", "_"), r["method"], r["control"]) if r.get("method")
-                             else None, control_row_key, select, "ga", "ga_gdr", "po")
+    _check_resumes(base, {}, run, lambda r: (r["ratio"].replace("%", "_"), r["method"], r["control"])
+                   if r.get("method") else None, control_row_key, select, "ga", "ga_gdr", "po")
 
 
 # ---------------------------------------------------------------------------------------------------- restor ----
