@@ -131,3 +131,17 @@ def test_a_saved_peft_adapter_loads_as_its_base_with_the_adapter_merged(all_run,
         got = load_model(spec_for_path(out, device=DEVICE)).model(ids).logits
     assert not torch.allclose(base, want, atol=1e-4)  # the adapter mattered
     assert torch.allclose(got, want, atol=1e-4)
+
+
+def test_dukb_attack_reads_a_saved_model_on_its_recorded_kb(all_run, tmp_path):
+    """`dukb attack --model RUN/models/...` (no --kb: the record's) scores the saved model as its row did; quant16
+    (rounding to float16 and back) changes no answer."""
+    row = max(_rows(all_run), key=lambda r: r["setting"]["steps"])
+    d = all_run / "models" / str(row["target"]) / "ga" / f"steps={row['setting']['steps']}"
+    out = tmp_path / "attack.json"
+    assert main(["attack", "--model", str(d), "--target-id", str(row["target"]), "--attacks", "quant16",
+                 "--device", DEVICE, "-o", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["forgotten_relationships"] == row["forgotten_relationships"]
+    assert got["recall"] == pytest.approx(row["recall"]) and got["attacks"]["quant16"]["recall"] == pytest.approx(
+        row["recall"])
