@@ -145,3 +145,38 @@ def test_dukb_attack_reads_a_saved_model_on_its_recorded_kb(all_run, tmp_path):
     assert got["forgotten_relationships"] == row["forgotten_relationships"]
     assert got["recall"] == pytest.approx(row["recall"]) and got["attacks"]["quant16"]["recall"] == pytest.approx(
         row["recall"])
+
+
+def test_a_peft_model_saved_merged_is_a_full_model_with_the_same_outputs(all_run, tmp_path):
+    """``merge`` (muse's C6 requests continue from a model on no disk): a merged copy, the peft model left as it
+    was."""
+    import torch
+
+    from dukb.kb import load_kb, resolve_kb_path
+    from dukb.neural.methods.base import WeightState
+    from dukb.neural.models import load_model, read_model_record, spec_for_path
+    from dukb.neural.savedmodels import save_unlearned
+    from dukb.neural.spec import LoraSpec
+
+    lm = load_model(spec_for_path(all_run / "finetuned", device=DEVICE))
+    state = WeightState(lm, LoraSpec(r=4), seed=0)
+    with torch.no_grad():
+        for p in state.model.parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn_like(p))
+    ids = lm.tokenizer(["Question: who is the father of"], return_tensors="pt")["input_ids"].to(lm.device)
+    with torch.no_grad():
+        want = state.model(ids).logits
+    fields = {"request": "sustain-2", "method": "ga", "setting": {"steps": 2}}
+    out = save_unlearned(lm, state.model, tmp_path / "merged", load_kb(resolve_kb_path("demo")), fields,
+                         ("sustain-2", "unlearned", "ga", 2.0), merge=True)
+    assert (out / "model.safetensors").is_file() and not (out / "adapter_config.json").exists()
+    rec = read_model_record(out)
+    assert "adapter" not in rec and rec["request"] == "sustain-2" and rec["row_key"] == ["sustain-2", "unlearned",
+                                                                                         "ga", 2.0]
+    assert hasattr(state.model, "peft_config")  # the model saved from is still the peft model
+    with torch.no_grad():
+        assert torch.allclose(state.model(ids).logits, want, atol=1e-5)
+        got = load_model(spec_for_path(out, device=DEVICE)).model(ids).logits
+    state.close()
+    assert torch.allclose(got, want, atol=1e-4)
