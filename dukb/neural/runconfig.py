@@ -1,5 +1,6 @@
 """The run configuration every protocol shares: KB, rules, model, finetuning, LoRA, partial layers, dtype, device,
-prompt, gradient checkpointing, remote code, batch size, seed and learning rate.
+prompt, gradient checkpointing, remote code, batch size, seed, learning rate, trackers and the unlearned models kept
+(``--save-models``).
 
 :class:`RunConfig` is the base of ``EvaluateConfig``, ``MuseConfig``, ``RwkuConfig``, ``ControlConfig`` and
 ``RestorConfig``: each protocol inherits the same fields with the same meaning and checks, and builds its model, its
@@ -30,6 +31,7 @@ from dukb.neural.bounds import (
     field_range,
 )
 from dukb.neural.declare import SHARED, Frozen, apply_compat, default_of, flag_of, freeze, group_fields, help_of, option
+from dukb.neural.savedmodels import SAVE_MODELS_HELP, SAVE_MODES
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
 
@@ -108,6 +110,9 @@ class RunConfig(Frozen):
         trust_remote_code: let transformers run model code from the hub (off by default).
         log_with: experiment trackers for the training losses and the rows, ``NAME[,NAME]``
             (:func:`dukb.neural.tracking.trackers`; None: none).
+        save_models: "none", "best" or "all": which unlearned models are kept under RUN_DIR/models
+            (:mod:`dukb.neural.savedmodels`; what ``best`` selects is each protocol's
+            :meth:`dukb.neural.protocols.base.Protocol.save_layout`); not part of the run identity.
 
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
@@ -160,6 +165,8 @@ class RunConfig(Frozen):
                                   "clearml, comet_ml, dvclive, mlflow, swanlab, tensorboard (RUN_DIR/tensorboard), "
                                   "trackio, wandb; each needs its package. Changes no result.")
 
+    save_models: str = option("none", group=SHARED, identity=False, choices=SAVE_MODES, help=SAVE_MODELS_HELP)
+
     def check(self):
         """Validate and resolve this config once: the resolved plan every stage consumes.
 
@@ -208,6 +215,8 @@ class RunConfig(Frozen):
         check_dtype(self.dtype)
         parse_layers(self.layers)
         check_log_with(self.log_with)
+        if self.save_models not in SAVE_MODES:
+            raise InputError(f"--save-models must be one of {', '.join(SAVE_MODES)}, got {self.save_models!r}")
         self.lora()
         if self.finetuned is None:  # (with --finetuned, --model is not read; the directory is checked below)
             check_model_value(self.model)

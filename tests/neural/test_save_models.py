@@ -103,24 +103,34 @@ def test_best_keeps_the_setting_the_headline_rule_selects(tmp_path):
     assert i is not None  # the demo KB's tiny model keeps accuracy at its weakest setting
 
 
-def test_a_saved_peft_adapter_loads_as_its_base_with_the_adapter_merged(all_run, tmp_path):
+def _lora_model(finetuned: Path):
+    """The finetuned model with a LoRA adapter that changes its outputs (B starts at zero): (lm, WeightState, a
+    question's token ids, the adapted model's logits on them)."""
     import torch
 
-    from dukb.kb import load_kb, resolve_kb_path
     from dukb.neural.methods.base import WeightState
-    from dukb.neural.models import load_model, read_model_record, spec_for_path
-    from dukb.neural.savedmodels import save_unlearned
+    from dukb.neural.models import load_model, spec_for_path
     from dukb.neural.spec import LoraSpec
 
-    lm = load_model(spec_for_path(all_run / "finetuned", device=DEVICE))
+    lm = load_model(spec_for_path(finetuned, device=DEVICE))
     state = WeightState(lm, LoraSpec(r=4), seed=0)
-    with torch.no_grad():  # an adapter that changes the outputs (B starts at zero)
+    with torch.no_grad():
         for p in state.model.parameters():
             if p.requires_grad:
                 p.add_(0.05 * torch.randn_like(p))
     ids = lm.tokenizer(["Question: who is the father of"], return_tensors="pt")["input_ids"].to(lm.device)
     with torch.no_grad():
-        want = state.model(ids).logits
+        return lm, state, ids, state.model(ids).logits
+
+
+def test_a_saved_peft_adapter_loads_as_its_base_with_the_adapter_merged(all_run, tmp_path):
+    import torch
+
+    from dukb.kb import load_kb, resolve_kb_path
+    from dukb.neural.models import load_model, read_model_record, spec_for_path
+    from dukb.neural.savedmodels import save_unlearned
+
+    lm, state, ids, want = _lora_model(all_run / "finetuned")
     row = {"target": 15, "method": "ga", "setting": {"steps": 2}, "param": "steps"}
     out = save_unlearned(lm, state.model, tmp_path / "adapter", load_kb(resolve_kb_path("demo")), row, (15, "ga", 2.0))
     assert (out / "adapter_config.json").is_file() and not (out / "model.safetensors").exists()
@@ -130,4 +140,43 @@ def test_a_saved_peft_adapter_loads_as_its_base_with_the_adapter_merged(all_run,
         base = lm.model(ids).logits
         got = load_model(spec_for_path(out, device=DEVICE)).model(ids).logits
     assert not torch.allclose(base, want, atol=1e-4)  # the adapter mattered
+    assert torch.allclose(got, want, atol=1e-4)
+
+
+def test_dukb_attack_reads_a_saved_model_on_its_recorded_kb(all_run, tmp_path):
+    """`dukb attack --model RUN/models/...` (no --kb: the record's) scores the saved model as its row did; quant16
+    (rounding to float16 and back) changes no answer."""
+    row = max(_rows(all_run), key=lambda r: r["setting"]["steps"])
+    d = all_run / "models" / str(row["target"]) / "ga" / f"steps={row['setting']['steps']}"
+    out = tmp_path / "attack.json"
+    assert main(["attack", "--model", str(d), "--target-id", str(row["target"]), "--attacks", "quant16",
+                 "--device", DEVICE, "-o", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["forgotten_relationships"] == row["forgotten_relationships"]
+    assert got["recall"] == pytest.approx(row["recall"]) and got["attacks"]["quant16"]["recall"] == pytest.approx(
+        row["recall"])
+
+
+def test_a_peft_model_saved_merged_is_a_full_model_with_the_same_outputs(all_run, tmp_path):
+    """``merge`` (muse's C6 requests continue from a model on no disk): a merged copy, the peft model left as it
+    was."""
+    import torch
+
+    from dukb.kb import load_kb, resolve_kb_path
+    from dukb.neural.models import load_model, read_model_record, spec_for_path
+    from dukb.neural.savedmodels import save_unlearned
+
+    lm, state, ids, want = _lora_model(all_run / "finetuned")
+    fields = {"request": "sustain-2", "method": "ga", "setting": {"steps": 2}}
+    out = save_unlearned(lm, state.model, tmp_path / "merged", load_kb(resolve_kb_path("demo")), fields,
+                         ("sustain-2", "unlearned", "ga", 2.0), merge=True)
+    assert (out / "model.safetensors").is_file() and not (out / "adapter_config.json").exists()
+    rec = read_model_record(out)
+    assert "adapter" not in rec and rec["request"] == "sustain-2" and rec["row_key"] == ["sustain-2", "unlearned",
+                                                                                         "ga", 2.0]
+    assert hasattr(state.model, "peft_config")  # the model saved from is still the peft model
+    with torch.no_grad():
+        assert torch.allclose(state.model(ids).logits, want, atol=1e-5)
+        got = load_model(spec_for_path(out, device=DEVICE)).model(ids).logits
+    state.close()
     assert torch.allclose(got, want, atol=1e-4)

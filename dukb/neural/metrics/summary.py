@@ -283,6 +283,21 @@ def best_setting(points):
     return -max(ok)[2] if ok else None
 
 
+def best_row(rows: list[dict], accuracy: str = ACCURACY) -> dict | None:
+    """The row of one target and method's sweep that Recall@Acc≥τ reads (:func:`best_setting` over its rows with a
+    recall and a scored accuracy, weaker setting first by :func:`strength`); None when none keeps accuracy ≥ τ.
+
+    Args:
+        rows: result rows of one (target, method) (``recall``, ``accuracy``, ``param``, ``setting``).
+        accuracy: the accuracy field.
+
+    Source: Wu et al. 2025, Table 1 (Recall@Acc≥0.8).
+    """
+    ok = sorted((r for r in rows if not missing(r.get("recall")) and not missing(r.get(accuracy))), key=strength)
+    i = best_setting([(r["recall"], r[accuracy]) for r in ok]) if ok else None
+    return None if i is None else ok[i]
+
+
 def _per_target(df, accuracy: str, threshold: float):
     """method -> list of (target, sorted rows of that target with a scored accuracy) and the skip counts."""
     out = {}

@@ -100,6 +100,7 @@ class Protocol(abc.ABC):
         self.results: ResultsFile | None = None
         self.row_schema: RowSchema | None = None
         self.claims: UnitClaims | None = None
+        self.saver = None  # the run's ModelSaver (--save-models), made by claim()
 
     # ---- the stages ------------------------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -133,6 +134,20 @@ class Protocol(abc.ABC):
 
     def unit_done(self, unit: tuple) -> None:  # noqa: B027  (an optional hook)
         """Called after this worker finished ``unit`` (default: nothing; e.g. a log line)."""
+
+    def save_layout(self):
+        """How ``--save-models`` names, records and selects this protocol's unlearned models
+        (:class:`dukb.neural.savedmodels.SaveLayout`); None (the default): the protocol keeps no model, and a
+        ``--save-models`` other than none is refused at :meth:`claim`."""
+        return None
+
+    def keep_model(self, row: dict, pred, lm=None, merge: bool = False) -> None:
+        """Save the model of a row just written (``--save-models``; nothing under none): call it after the row is
+        yielded, while ``pred`` (its :class:`dukb.neural.probe.Predictor`) still holds the row's weights. ``lm``:
+        the model unlearning started from (default ``self.lm``); ``merge``: save a peft model merged (its base is
+        on no disk)."""
+        if self.saver is not None:
+            self.saver.keep(row, pred, lm if lm is not None else self.lm, merge=merge)
 
     def total_rows(self) -> int:
         """Rows of this invocation's units when complete, for the progress bar."""
@@ -220,6 +235,21 @@ class Protocol(abc.ABC):
         else:
             key, check = row_key, None
         self.results = ResultsFile(path, key, repair=not self.joined, check=check)
+        self.make_saver(key)
+
+    def make_saver(self, key) -> None:
+        """The run's :class:`dukb.neural.savedmodels.ModelSaver` (``--save-models``) from :meth:`save_layout`, over
+        the results file's row key ``key``; None under none.
+
+        Raises:
+            InputError: ``--save-models`` other than none for a protocol without unlearned models to keep."""
+        from dukb.neural.savedmodels import ModelSaver
+
+        mode = getattr(self.cfg, "save_models", "none")
+        layout = self.save_layout() if mode != "none" else None
+        if mode != "none" and layout is None:
+            raise InputError(f"--save-models {mode}: dukb {self.name} keeps no unlearned model; use none")
+        self.saver = ModelSaver(self.run, mode, self.kb, key, layout, log=self.log) if layout is not None else None
 
     def make_claims(self) -> UnitClaims | None:
         """This worker's unit claims (override: None where the units are sharded otherwise)."""
@@ -269,6 +299,8 @@ class Protocol(abc.ABC):
                 finally:
                     rows.close()  # a method restores θ₀ when its sweep is closed, also after an error
                 self.unit_done(unit)
+                if self.saver is not None:  # --save-models best: keep each of the unit's selected settings
+                    self.saver.finish(self.results.rows)
         finally:
             if bar is not None:
                 bar.stop()

@@ -227,6 +227,20 @@ class RestorProtocol(Protocol):
         config = self.run / "config.json"  # a resume checks every row against the run's plan (its methods)
         self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined,
                                 config=read_json(config, "run config") if config.exists() else None)
+        self.kb = self.setup.kb
+        self.make_saver(RowsFile.key)
+
+    def save_layout(self):
+        """``--save-models``: a unit per method and mode, RUN_DIR/models/METHOD (``-targeted`` appended in the
+        targeted mode)/SETTING, each a LoRA adapter on the corrupted model (RUN_DIR/corrupted) under ``--lora-r``.
+        RESTOR runs one setting per method and mode: ``best`` keeps it (the last written, should a resume have
+        added another). Source: Rezaei et al., RESTOR, Sec. 4."""
+        from dukb.neural.savedmodels import SaveLayout
+
+        return SaveLayout(unit=lambda r: (r["method"] + ("-targeted" if r["targeted"] else ""),),
+                          select=lambda rows: rows[-1], setting=_setting_folder,
+                          record=lambda r: {"method": r["method"], "targeted": r["targeted"], "setting": r["setting"]},
+                          best="per method and mode, its only setting")
 
     def model(self) -> None:
         """Stages 1-3 (each skipped when its files exist), then the corrupted model and the encoded documents."""
@@ -294,19 +308,20 @@ class RestorProtocol(Protocol):
             t0 = time.perf_counter()
             lps = candidate_logprobs(pred, self.facts_a)
             secs_lp = time.perf_counter() - t0
+            states = [fact_state(c, k_, u) for c, k_, u in zip(self.base_rows["clean"], self.base_rows["corrupted"],
+                                                                rows)]
+            row = {"method": m, "targeted": cfg.targeted, "setting": asdict(setting), "train": rec,
+                   "rows": [{k2: r[k2] for k2 in ("outputs", "answers", "labels", "correct", "answer", "label")}
+                            for r in rows],
+                   "states": states, "partition": partition(states),
+                   "accuracy": summarize_model(s.facts, rows)["all"]["accuracy"],
+                   "logprobs_A": lps,
+                   "beliefs": _beliefs(cfg, s, rows),
+                   "seconds_unlearn": rec["seconds"], "seconds_probe": secs, "seconds_logprobs": secs_lp}
+            yield row
+            self.keep_model(row, pred)  # --save-models: written; the adapters are still the method's
         finally:
             state.close()
-        states = [fact_state(c, k_, u) for c, k_, u in zip(self.base_rows["clean"], self.base_rows["corrupted"],
-                                                            rows)]
-        row = {"method": m, "targeted": cfg.targeted, "setting": asdict(setting), "train": rec,
-               "rows": [{k2: r[k2] for k2 in ("outputs", "answers", "labels", "correct", "answer", "label")}
-                        for r in rows],
-               "states": states, "partition": partition(states),
-               "accuracy": summarize_model(s.facts, rows)["all"]["accuracy"],
-               "logprobs_A": lps,
-               "beliefs": _beliefs(cfg, s, rows),
-               "seconds_unlearn": rec["seconds"], "seconds_probe": secs, "seconds_logprobs": secs_lp}
-        yield row
         p = row["partition"]
         self.log(f"{method_label(row)}: accuracy {row['accuracy']:.2f}%; A ({p['n_A']}): "
                  + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_A) + f"; B ({p['n_B']}): "
@@ -354,6 +369,18 @@ def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
     Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); rule-aware analysis: dukb.
     """
     return RestorProtocol(run_dir, cfg, log=log).execute()
+
+
+def _setting_folder(row: dict) -> str:
+    """The folder of a RESTOR row's setting: its epochs, learning rate and λ, and a digest of the whole setting
+    (two settings that differ elsewhere get two folders)."""
+    from dukb.neural.metrics.summary import short_number
+    from dukb.neural.run.identity import sha256_json
+    from dukb.neural.savedmodels import safe_name
+
+    s = row["setting"]
+    return safe_name(f"epochs={s['epochs']},lr={short_number(s['lr'])},lambda={short_number(s['reg_weight'])}-"
+                     f"{sha256_json(s)[:8]}")
 
 
 def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:

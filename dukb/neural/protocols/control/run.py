@@ -310,6 +310,7 @@ class ControlProtocol(Protocol):
                    "seconds_unlearn": round(t1 - t0, 3), "seconds_eval": round(time.perf_counter() - t1, 3),
                    "worker": self.worker}
             yield row  # written by the work loop before the sweep goes on
+            self.keep_model(row, pred)  # --save-models: the weights are still the setting's
             out.append(row)
             t0 = time.perf_counter()
         return out
@@ -342,6 +343,31 @@ class ControlProtocol(Protocol):
             else:
                 self.log(f"{rk} {label} {control}: selected {sel['param']}={sel['value']:g}: PS-exact forget "
                          f"{sel['ps_exact_forget']:.3f}, retain {sel['ps_exact_retain']:.3f}")
+
+    def save_layout(self):
+        """``--save-models``: a unit per (ratio, method, control), the folders
+        RUN_DIR/models/RATIO/METHOD/CONTROL/PARAM=VALUE (RATIO as ``5_`` for 5%); ``best`` keeps the calibrated
+        model, the one the report tabulates (:func:`calibrate` over the coarse and fine rows against θ_o's row;
+        none when no setting passes the floors), and the uncontrolled run's only setting (control ``none``).
+        Source: Wang et al. 2024, Sec. 5 and App. C."""
+        from dukb.neural.metrics.summary import short_number
+        from dukb.neural.savedmodels import SaveLayout, safe_name
+
+        return SaveLayout(
+            unit=lambda r: (r["ratio"], r["method"], r["control"]) if r.get("method") else None,
+            select=self._calibrated,
+            setting=lambda r: safe_name(f"{r['param']}={short_number(r['value'])}"),
+            record=lambda r: {"ratio": r["ratio"], "method": r["method"], "control": r["control"],
+                              "stage": r["stage"], "setting": r["setting"]},
+            best="per ratio, method and control, the calibrated setting (control none: its only one)")
+
+    def _calibrated(self, rows: list[dict]) -> dict | None:
+        """The row of one (ratio, method, control) the report shows: the uncontrolled run's, or the calibrated one
+        (:func:`calibrate`; None without θ_o's row or when none passes the floors)."""
+        if rows[0]["control"] == "none":
+            return rows[-1]
+        orig = self._row_of((rows[0]["ratio"], "", "original", None))
+        return calibrate(rows, orig, self.cfg.selection) if orig is not None else None
 
     # ---- work units ----------------------------------------------------------------------------------------------
     def units(self) -> list[tuple]:

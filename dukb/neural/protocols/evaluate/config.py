@@ -28,7 +28,6 @@ from dukb.neural.declare import SHARED, compat_option, option
 from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS
 from dukb.neural.launch import LaunchOptions
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
-from dukb.neural.savedmodels import SAVE_MODELS_HELP, SAVE_MODES
 from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS
 from dukb.neural.utility import UTILITY_HELP, UTILITY_INCLUDE_HELP, check_utility
 from dukb.solver.rules import RULES_HELP
@@ -93,8 +92,6 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         attacks: attacks applied to every unlearned model after its probe, ``NAME`` or ``NAME:key=value:...``
             (:data:`dukb.neural.attacks.ATTACKS`; each row gets an ``attacks`` dict and ``recall_under_attack``
             becomes the worst case over forms and attacks). Their settings are part of the run identity.
-        save_models: "none", "best" or "all": which unlearned models are kept under RUN_DIR/models
-            (:mod:`dukb.neural.savedmodels`); not part of the run identity.
         utility: lm-eval task, group or tag names scored on the finetuned model and on every row's unlearned model
             (:mod:`dukb.neural.utility`; Wu et al. 2025, Tables 5 and 7); [] (default): none. In the run identity
             only when given.
@@ -109,7 +106,7 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                   "added.",
         "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
                   "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
-                  "attacks", "save_models", "utility", "utility_include", "compat", "prompt_format", "bos", "judge",
+                  "attacks", "utility", "utility_include", "compat", "prompt_format", "bos", "judge",
                   "reinforce", "family_grids",
                   "whp_grid")}
     #: compat presets (:func:`dukb.neural.declare.apply_compat`): field -> the paper code's value
@@ -182,7 +179,6 @@ class EvaluateConfig(RunConfig, LaunchOptions):
     whp_grid: str | None = option(None, unset="config", choices=tuple(WHP_GRIDS), identity="set", help="whp's alpha "
                                   "grid without --grid. config: 0.5,1,5,10,100,1000 (Eval-DU's config and the paper's "
                                   "App. H; dukb's runs). notebook: 10,1e3,1e5,1e7,1e8 (the paper's figure notebook).")
-    save_models: str = option("none", choices=SAVE_MODES, identity=False, help=SAVE_MODELS_HELP)
     utility: list[str] = option(default_factory=list, parse="items", identity="set", help=UTILITY_HELP)
     utility_include: str | None = option(None, identity="set", help=UTILITY_INCLUDE_HELP)
     attacks: list[str] = option(default_factory=list, parse="items", choices=attack_names,
@@ -264,10 +260,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         if self.finetuned and self.finetune_forms != ["qa"]:
             raise InputError("--finetune-forms applies to finetuning, which --finetuned skips (the model given was "
                              "finetuned already)")
-        for flag, value, known in (("--heldout-rule", self.heldout_rule, HELDOUT_RULES),
-                                   ("--save-models", self.save_models, SAVE_MODES)):
-            if value not in known:
-                raise InputError(f"{flag} must be one of {', '.join(known)}, got {value!r}")
+        if self.heldout_rule not in HELDOUT_RULES:
+            raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
         if self.heldout_forms is not None:  # every built-in method trains on qa
             self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
         self._check_prompt_options()

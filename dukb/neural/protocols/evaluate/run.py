@@ -387,24 +387,25 @@ class EvaluateProtocol(Protocol):
                         heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
                         reinforce=cfg.reinforce,
                         attacks=self.attacks, reference=self.reference, row_fields=row_fields,
-                        keep_model=self._saver().keep if cfg.save_models != "none" else None,
+                        keep_model=self.keep_model if self.saver is not None else None,
                         utility=row_utility(self.lm, cfg.utility, cfg.utility_include) if cfg.utility else None)
         yield from sweep_target(plan)
 
-    def _saver(self):
-        """The run's :class:`dukb.neural.savedmodels.ModelSaver` (``--save-models``), made once."""
-        from dukb.neural.savedmodels import ModelSaver
+    def save_layout(self):
+        """``--save-models``: a unit per (target, method), the folders RUN_DIR/models/TARGET/METHOD/PARAM=VALUE;
+        ``best`` keeps the setting Recall@Acc≥0.8 reads (:func:`dukb.neural.metrics.summary.best_row`; none when no
+        setting keeps accuracy ≥ 0.8). Source: Wu et al. 2025, Table 1."""
+        from dukb.neural.metrics.summary import best_row
+        from dukb.neural.savedmodels import SaveLayout
 
-        if getattr(self, "saver", None) is None:
-            self.saver = ModelSaver(self.run, self.cfg.save_models, self.lm, self.kb, self.results.key, log=self.log)
-        return self.saver
+        return SaveLayout(unit=lambda r: (int(r["target"]), r["method"]), select=best_row,
+                          record=lambda r: {"target": int(r["target"]), "method": r["method"], "setting": r["setting"]},
+                          best="per target and method, the setting Recall@Acc>=0.8 reads")
 
     def unit_done(self, unit: tuple) -> None:
         """One log line: the unit's best recall, its accuracy, and in how many settings the target was forgotten."""
         t, label = unit
         mine = [r for r in self.results.rows if r["target"] == t and r["method"] == label]
-        if mine and self.cfg.save_models != "none":
-            self._saver().unit_done(t, label, mine)
         if not mine or "recall" not in mine[0]:
             return
         fact = self.kb.relationship(t)

@@ -332,6 +332,8 @@ class MuseProtocol(Protocol):
                                     seconds_unlearn=round(t1 - t0, 4),
                                     seconds_eval=round(time.perf_counter() - t1, 4))
                     yield row  # written by the work loop before the sweep goes on
+                    # --save-models: a C6 request continues from a model on no disk, so its adapter is saved merged
+                    self.keep_model(row, pred, lm, merge=lm is not self.f_target)
                 if on_row is not None and on_row(row, pred):
                     break
                 t0 = time.perf_counter()
@@ -385,6 +387,30 @@ class MuseProtocol(Protocol):
             lm = copy.copy(lm)
             lm.model = state["model"].eval()
             self.log(f"{label} {req['name']}: continues from {state['row']['setting']}")
+
+    def save_layout(self):
+        """``--save-models``: a unit per (request, method), the folders RUN_DIR/models/REQUEST/METHOD/PARAM=VALUE
+        (beside the f_target and f_retrain caches, RUN_DIR/models/target and retrain-*); ``best`` keeps the setting
+        the run's selection rule (``--select``) reports in Table 3 and continues from in C6
+        (:func:`dukb.neural.metrics.muse.select_setting` against the request's f_retrain KnowMem on retain).
+        Source: Shi et al. 2024b (MUSE), Sec. 4."""
+        from dukb.neural.savedmodels import SaveLayout
+
+        return SaveLayout(
+            unit=lambda r: (r["request"], r["method"]) if r.get("model_kind") == "unlearned" else None,
+            select=self._selected, best="per request and method, the setting --select reports",
+            record=lambda r: {"request": r["request"], "targets": r["targets"], "method": r["method"],
+                              "setting": r["setting"]})
+
+    def _selected(self, rows: list[dict]) -> dict | None:
+        """The row of one (request, method) that MUSE's selection rule reports (None without its f_retrain row)."""
+        from dukb.neural.metrics.muse import select_setting
+
+        retrain = self._find(self._req(rows[0]["request"]), "retrain")
+        if retrain is None:
+            return None
+        grid = sorted(rows, key=lambda r: float(r["setting"][r["param"]]))
+        return select_setting(grid, retrain["knowmem_retain"], self.cfg.select)
 
     # ---- work units ----------------------------------------------------------------------------------------------
     def units(self) -> list[tuple]:

@@ -281,11 +281,26 @@ class RwkuProtocol(Protocol):
         for setting, pred in m.sweep(ctx, todo):
             t1 = time.perf_counter()
             setting = {k: v for k, v in dict(setting).items() if k != "trace"}
-            yield self._row(req, self.probe_fields(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned",
+            row = self._row(req, self.probe_fields(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned",
                             method=label, base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids,
                             **trained, seconds_unlearn=round(t1 - t0, 4),
                             seconds_eval=round(time.perf_counter() - t1, 4), worker=self.worker)
+            yield row
+            self.keep_model(row, pred)  # written; the weights are still the setting's (--save-models)
             t0 = time.perf_counter()
+
+    def save_layout(self):
+        """``--save-models``: a unit per (request, method), the folders RUN_DIR/models/REQUEST/METHOD/PARAM=VALUE.
+        RWKU reports every setting (Table 1) and selects none; ``best`` keeps the strongest (the largest swept
+        value), the setting the report's figures show (:func:`dukb.neural.protocols.rwku.report.plot_aa`)."""
+        from dukb.neural.savedmodels import SaveLayout
+
+        return SaveLayout(
+            unit=lambda r: (r["request"], r["method"]) if r.get("model_kind") == "unlearned" else None,
+            select=lambda rows: max(rows, key=lambda r: float(r["setting"][r["param"]])),
+            record=lambda r: {"request": r["request"], "targets": r["targets"], "method": r["method"],
+                              "setting": r["setting"]},
+            best="per request and method, the strongest setting (the largest swept value)")
 
     def unit_done(self, unit: tuple) -> None:
         """A log line per finished (request, method)."""
