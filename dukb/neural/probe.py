@@ -12,9 +12,11 @@ A :class:`Predictor` is what gets probed: a model, or a model with a logits tran
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -24,6 +26,25 @@ from dukb.neural.data import QAItem, bos_ids, encode_qa, model_device
 from dukb.neural.scoring import sequence_logprob
 
 DEFAULT_MAX_NEW_TOKENS = 10
+
+#: the probe backend :func:`probe` hands its generations to (None: this process's HF model; set by
+#: :func:`use_backend`, e.g. :class:`dukb.neural.vllm_backend.VllmBackend` under ``--probe-backend vllm``)
+_BACKEND: ContextVar = ContextVar("dukb_probe_backend", default=None)
+
+
+@contextlib.contextmanager
+def use_backend(backend):
+    """Inside the block, :func:`probe` generates through ``backend`` for every predictor it serves.
+
+    Args:
+        backend: an object with ``serves(pred) -> bool`` and ``generate(pred, prompts, max_new_tokens, *,
+            stop_at_newline) -> list[str]`` (:class:`dukb.neural.vllm_backend.VllmBackend`), or None (the HF path).
+    """
+    token = _BACKEND.set(backend)
+    try:
+        yield backend
+    finally:
+        _BACKEND.reset(token)
 
 
 @dataclass
@@ -46,6 +67,8 @@ class Predictor:
         judge_prompt: :func:`probe` judges the prompt's text followed by the continuation, not the continuation
             alone (Eval-DU's WHP evaluation decodes the whole sequence, evaluate_util.py:23-26; set by
             :class:`dukb.neural.methods.whp.WHP` under the "generation" judge).
+        hf_only: :func:`probe` generates with this process's model even inside :func:`use_backend` (finetuning's
+            early-stopping probe).
     """
 
     model: object
@@ -57,6 +80,7 @@ class Predictor:
     meta: dict = field(default_factory=dict)
     all_done: Callable | None = None
     judge_prompt: bool = False
+    hf_only: bool = False
 
     def __post_init__(self):
         if self.device is None:
@@ -282,7 +306,7 @@ def _left_padded(pred: Predictor, prompts: list[str] | None, token_ids: list[lis
     tok = pred.tokenizer
     first = bos_ids(tok, pred.tags) if prompts is not None and token_ids is None else []
     if first:  # a BOS token starts every prompt (Eval-DU's Llama models): left-padded as token ids
-        token_ids = [first + r for r in tok(prompts, add_special_tokens=False)["input_ids"]]
+        token_ids = prompt_token_ids(pred, prompts)
     if token_ids is not None:
         pad0 = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
         width = max(len(r) for r in token_ids)
@@ -293,6 +317,42 @@ def _left_padded(pred: Predictor, prompts: list[str] | None, token_ids: list[lis
         raise ValueError("the tokenizer must pad on the left for batched generation")
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     return enc["input_ids"].to(pred.device), enc["attention_mask"].to(pred.device)
+
+
+def prompt_token_ids(pred: Predictor, prompts: list[str]) -> list[list[int]]:
+    """The token ids :func:`greedy_generate` feeds for ``prompts`` (before padding): each prompt tokenised without
+    special tokens, the BOS token first where ``pred.tags.bos`` asks for it (:func:`dukb.neural.data.bos_ids`).
+
+    Args:
+        pred: the :class:`Predictor` (tokenizer, prompt tags); prompts: B prompt strings.
+
+    Returns:
+        B lists of token ids.
+
+    Raises:
+        InputError: ``pred.tags.bos`` and the tokenizer has no BOS token.
+    """
+    first = bos_ids(pred.tokenizer, pred.tags)
+    return [first + list(r) for r in pred.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+
+
+def decode_rows(tok, rows: list[list[int]], *, stop_at_newline: bool) -> list[str]:
+    """Decode generated token ids exactly as :func:`greedy_generate` does: each row cut at its first EOS, the pad
+    id dropped, decoded skipping special tokens, cut to :func:`answer_line` with ``stop_at_newline`` (how another
+    backend's generations reach the same text; :class:`dukb.neural.vllm_backend.VllmBackend`).
+
+    Args:
+        tok: the HF tokenizer; rows: B lists of generated ids (any lengths).
+        stop_at_newline: keep the answer line only.
+
+    Returns:
+        B strings.
+    """
+    eos = tok.eos_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
+    width = max((len(r) for r in rows), default=0)
+    steps = [torch.tensor([r[i] if i < len(r) else pad for r in rows], dtype=torch.long) for i in range(width)]
+    return _decoded(tok, steps, [], len(rows), pad, stop_at_newline=stop_at_newline, details=False)
 
 
 def _next_token(step_logits: torch.Tensor, gen: torch.Generator | None, temperature: float,
@@ -410,7 +470,9 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     second line (e.g. the next "Question: ...") is not credited with what it says there. Under "generation" the
     whole continuation of ``max_new_tokens`` tokens (up to EOS) is judged, as Eval-DU's code does
     (evaluate_util.py:8-11), and for a predictor with ``judge_prompt`` (WHP) the prompt's text followed by it
-    (evaluate_util.py:23-26); the ``output`` column holds the continuation.
+    (evaluate_util.py:23-26); the ``output`` column holds the continuation. Inside :func:`use_backend`
+    (``--probe-backend vllm``) the generations of a predictor the backend serves come from it, in one call for every
+    prompt, with the same prompts, budget and post-processing, and are judged by the same rule.
 
     Args:
         pred: the :class:`Predictor`.
@@ -453,12 +515,20 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         bar = Progress(transient=True)
         bar.start()
         task = bar.add_task("probing", total=len(items))
+    backend = _BACKEND.get()
+    if backend is not None and (pred.hf_only or not generate or not backend.serves(pred)):
+        backend = None
     try:
         results: dict[int, tuple[str | None, float | None]] = {}
+        served = dict(zip(order, backend.generate(pred, [prompts[i] for i in order], max_new_tokens,
+                                                  stop_at_newline=stop_at_newline))) if backend else {}
         for chunk in chunks:
             sub = [items[i] for i in chunk]
-            outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
-                                   stop_at_newline=stop_at_newline) if generate else [None] * len(sub)
+            if backend is not None:  # the backend batches by itself: one call for every prompt
+                outs = [served[i] for i in chunk]
+            else:
+                outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
+                                       stop_at_newline=stop_at_newline) if generate else [None] * len(sub)
             lps = answer_logprob(pred, sub) if logprob else [None] * len(sub)
             for i, o, lp in zip(chunk, outs, lps):
                 results[i] = (o, lp)

@@ -31,6 +31,7 @@ from dukb.neural.bounds import (
 )
 from dukb.neural.declare import SHARED, Frozen, apply_compat, default_of, flag_of, freeze, group_fields, help_of, option
 from dukb.neural.tables import Table
+from dukb.neural.vllm_backend import PROBE_BACKEND_HELP, PROBE_BACKENDS
 from dukb.solver.rules import RULES_HELP
 
 #: the help of ``--heldout-rule`` (every command that scores rows on held-out forms: evaluate, unlearn, control)
@@ -108,6 +109,8 @@ class RunConfig(Frozen):
         trust_remote_code: let transformers run model code from the hub (off by default).
         log_with: experiment trackers for the training losses and the rows, ``NAME[,NAME]``
             (:func:`dukb.neural.tracking.trackers`; None: none).
+        probe_backend: what generates the probe's answers: "hf" (transformers) or "vllm"
+            (:mod:`dukb.neural.vllm_backend`); in the run identity only when not "hf".
 
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
@@ -153,6 +156,7 @@ class RunConfig(Frozen):
                                           "large models (does not change results).")
     trust_remote_code: bool = option(False, group=SHARED, identity=False, help="Allow model code from the hub (off "
                                      "by default).")
+    probe_backend: str = option("hf", group=SHARED, identity="set", choices=PROBE_BACKENDS, help=PROBE_BACKEND_HELP)
     COMPAT: ClassVar[dict[str, dict[str, Any]]] = {}
 
     log_with: str | None = option(None, group=SHARED, identity=False, help="Log every training's losses per epoch "
@@ -191,14 +195,16 @@ class RunConfig(Frozen):
             InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
                 not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
-                unknown or uninstalled tracker; a ``model`` (without ``finetuned``) that is neither ``tiny``, a known name,
-                an existing path nor a well-formed, cached or reachable hub id
+                unknown or uninstalled tracker; a probe backend that cannot run here
+                (:func:`dukb.neural.vllm_backend.check_probe_backend`); a ``model`` (without ``finetuned``) that is
+                neither ``tiny``, a known name, an existing path nor a well-formed, cached or reachable hub id
                 (:func:`dukb.neural.zoo.check_model_value`); a ``finetuned`` model finetuned on another KB than ``kb`` (unless
                 ``allow_kb_mismatch``), or whose recorded KB no longer exists.
         """
         from dukb.neural.bounds import check_device, check_dtype
         from dukb.neural.spec import PROMPT_PRESETS
         from dukb.neural.tracking import check_log_with
+        from dukb.neural.vllm_backend import check_probe_backend
         from dukb.neural.zoo import check_model_value
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
@@ -206,6 +212,7 @@ class RunConfig(Frozen):
         check_ranges(self)  # every bounded field, the protocol's own included (dukb.neural.bounds)
         check_device(self.device)
         check_dtype(self.dtype)
+        check_probe_backend(self.probe_backend, self.device)
         parse_layers(self.layers)
         check_log_with(self.log_with)
         self.lora()
@@ -269,6 +276,12 @@ class RunConfig(Frozen):
         if self.layers:
             out["layers"] = list(self.layer_range())
         return out
+
+    def backend_identity(self) -> dict:
+        """The probe backend's part of a run identity: ``{"probe_backend": "vllm"}``, empty for "hf" (so that runs
+        made before the option existed compare equal). Not part of :meth:`model_identity`: the finetuned model does
+        not depend on it (finetuning's early-stopping probe stays on hf)."""
+        return {"probe_backend": self.probe_backend} if self.probe_backend != "hf" else {}
 
     def identity_settings(self, exclude=()) -> dict:
         """This config's fields for a run identity's ``settings``: every field but ``exclude`` and the shared
