@@ -23,7 +23,7 @@ count and the memory its variants need at least.
 
 Writes OUT/gpu_check.json (every part's record) and OUT/gpu_check.md (the summary tables).
 
-Usage: python bench/gpu_check.py --out OUT [--parts vllm,llama8b,evaluate] [--quick] [--dry-run]
+Usage: python bench/gpu_check.py --out OUT [--parts vllm,llama8b,evaluate] [--quick] [--dry-run] [--budget S]
 (on the lent GPU machine: bench/gpu_check.sh).
 """
 
@@ -451,6 +451,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer steps everywhere")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: the plan, and llama8b on the meta device")
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--budget", type=float, default=None, help="seconds for every part together: each part's limit "
+                    "is cut to what is left (default: no total limit)")
     ap.add_argument("--run-part", choices=PARTS, help=argparse.SUPPRESS)  # the child's entry
     args = ap.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -467,8 +469,14 @@ def main(argv=None) -> int:
     record = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python " + " ".join([sys.argv[0], *(
         argv if argv is not None else sys.argv[1:])]), "environment": environment(), "parts": {}}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    t0 = time.perf_counter()
     for name in parts:
         limit = LIMITS[name][1 if args.quick else 0]
+        if args.budget is not None:
+            limit = min(limit, args.budget - (time.perf_counter() - t0) - 5)
+            if limit < 30:
+                record["parts"][name] = {"skipped": "the --budget was spent"}
+                continue
         cmd = [sys.executable, str(Path(__file__).resolve()), "--run-part", name, "--work", str(args.work),
                "--out", str(args.out)] + (["--quick"] if args.quick else []) + (["--dry-run"] if args.dry_run else [])
         t = time.perf_counter()

@@ -458,6 +458,31 @@ def rouge_l_recall(answer: str, output: str) -> float:
     return _ROUGE.score(answer, output)["rougeL"].recall
 
 
+#: the columns of :func:`probe`'s table
+PROBE_COLUMNS = ["kind", "fact_kind", "fact_id", "question", "answer", "output", "known", "rouge_l", "logprob"]
+
+
+def _row(it: QAItem, prompt: str, out: str | None, lp: float | None, judge_prompt: bool, generate: bool,
+         rouge: bool) -> dict:
+    """One row of :func:`probe`'s table: the item, its output judged by its match rule (after the prompt's text
+    with ``judge_prompt``), its ROUGE-L recall and log-probability."""
+    judged = prompt + out if generate and judge_prompt else out
+    return {"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
+            "answer": it.answer, "output": out, "known": judge(it, judged) if generate else None,
+            "rouge_l": rouge_l_recall(it.answer, out) if rouge else None, "logprob": lp}
+
+
+def _served(pred: Predictor, prompts: list[str], order: list[int], max_new_tokens: int,
+            stop_at_newline: bool) -> dict[int, str] | None:
+    """The generations of the probe backend set by :func:`use_backend`, in one call for every prompt: prompt index
+    -> output; None when there is none, ``pred.hf_only`` is set or the backend does not serve ``pred``."""
+    backend = _BACKEND.get()
+    if backend is None or pred.hf_only or not backend.serves(pred):
+        return None
+    outs = backend.generate(pred, [prompts[i] for i in order], max_new_tokens, stop_at_newline=stop_at_newline)
+    return dict(zip(order, outs))
+
+
 def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
           max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False, *, generate: bool = True,
           rouge: bool = True, logprob: bool = True, stop_at_newline: bool | None = None):
@@ -501,7 +526,6 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     if rouge and not generate:
         raise ValueError("ROUGE-L needs the generated outputs (generate=True)")
     t0 = time.perf_counter()
-    rows = []
     if stop_at_newline is None:
         stop_at_newline = getattr(pred.tags, "judge", "line") == "line"
     prompts = [pred.tags.prompt(it.question) for it in items]
@@ -515,16 +539,12 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         bar = Progress(transient=True)
         bar.start()
         task = bar.add_task("probing", total=len(items))
-    backend = _BACKEND.get()
-    if backend is not None and (pred.hf_only or not generate or not backend.serves(pred)):
-        backend = None
+    served = _served(pred, prompts, order, max_new_tokens, stop_at_newline) if generate else None
     try:
         results: dict[int, tuple[str | None, float | None]] = {}
-        served = dict(zip(order, backend.generate(pred, [prompts[i] for i in order], max_new_tokens,
-                                                  stop_at_newline=stop_at_newline))) if backend else {}
         for chunk in chunks:
             sub = [items[i] for i in chunk]
-            if backend is not None:  # the backend batches by itself: one call for every prompt
+            if served is not None:  # the backend's generations (it batches by itself)
                 outs = [served[i] for i in chunk]
             else:
                 outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
@@ -537,13 +557,7 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     finally:
         if bar is not None:
             bar.stop()
-    for i, it in enumerate(items):
-        out, lp = results[i]
-        judged = prompts[i] + out if generate and pred.judge_prompt else out
-        rows.append({"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
-                     "answer": it.answer, "output": out, "known": judge(it, judged) if generate else None,
-                     "rouge_l": rouge_l_recall(it.answer, out) if rouge else None, "logprob": lp})
-    df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "question", "answer", "output", "known",
-                                     "rouge_l", "logprob"])
+    df = pd.DataFrame([_row(it, prompts[i], *results[i], pred.judge_prompt, generate, rouge)
+                       for i, it in enumerate(items)], columns=PROBE_COLUMNS)
     df.attrs["seconds"] = time.perf_counter() - t0
     return df

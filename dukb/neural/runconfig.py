@@ -212,7 +212,7 @@ class RunConfig(Frozen):
         check_ranges(self)  # every bounded field, the protocol's own included (dukb.neural.bounds)
         check_device(self.device)
         check_dtype(self.dtype)
-        check_probe_backend(self.probe_backend, self.device)
+        check_probe_backend(self.probe_backend, self.device, self.lora_r)
         parse_layers(self.layers)
         check_log_with(self.log_with)
         self.lora()

@@ -78,16 +78,16 @@ def vllm_installed() -> bool:
         return False
 
 
-def check_probe_backend(backend: str, device: str) -> None:
+def check_probe_backend(backend: str, device: str, lora_r: int = 0) -> None:
     """Refuse a probe backend that cannot run here, before any model is loaded or trained.
 
     Args:
         backend: a ``--probe-backend`` value; device: the run's ``--device`` (checked already:
-            :func:`dukb.neural.bounds.check_device`).
+            :func:`dukb.neural.bounds.check_device`); lora_r: the run's ``--lora-r``.
 
     Raises:
         InputError: an unknown backend; ``vllm`` without the ``vllm`` package, or with ``--device cpu``/``mps``,
-            or where torch reports no CUDA device.
+            or where torch reports no CUDA device, or with a LoRA rank vLLM cannot serve (:func:`lora_rank_bucket`).
     """
     if backend not in PROBE_BACKENDS:
         raise InputError(f"unknown --probe-backend {backend!r} (choose from {', '.join(PROBE_BACKENDS)})")
@@ -104,6 +104,8 @@ def check_probe_backend(backend: str, device: str) -> None:
     if not torch.cuda.is_available():
         raise InputError("--probe-backend vllm needs a CUDA device and torch reports none on this machine "
                          "(use --probe-backend hf)")
+    if lora_r:
+        lora_rank_bucket(lora_r)
 
 
 def lora_rank_bucket(r: int) -> int:
@@ -119,8 +121,8 @@ def lora_rank_bucket(r: int) -> int:
 
 
 def weights_checksum(model) -> tuple:
-    """A checksum of a model's weights: per tensor of its state dict (LoRA tensors excluded) its name, shape, sum
-    and sum of absolute values (float64 accumulation, one transfer from the device). Two checksums differ when a
+    """A checksum of a model's weights: per tensor of its state dict without LoRA (:func:`_base_state_dict`, so a
+    model and the same model wrapped by peft agree) its name, shape, sum and sum of absolute values (float64 accumulation, one transfer from the device). Two checksums differ when a
     training step changed any tensor (equal sums after a real step are vanishingly unlikely).
 
     Args:
@@ -133,9 +135,7 @@ def weights_checksum(model) -> tuple:
 
     names, sums = [], []
     with torch.no_grad():
-        for k, t in model.state_dict().items():
-            if "lora_" in k:
-                continue
+        for k, t in _base_state_dict(model).items():
             names.append((k, tuple(t.shape)))
             sums.append(torch.stack([t.sum(dtype=torch.float64), t.abs().sum(dtype=torch.float64)]).cpu())
     values = torch.stack(sums).flatten().tolist() if sums else []
@@ -155,28 +155,23 @@ class VllmBackend:
         work_dir: a folder of its own under the run directory (created; the saved weights and adapters go there,
             removed by :meth:`close`).
         gpu_memory_utilization: the engine's share of the GPU's memory (0, 1].
+        lora_rank: the run's ``--lora-r`` (0: none): every engine is built with LoRA enabled for it, so the probes
+            of the model before unlearning (plain weights) and of each setting (adapters) share one engine.
 
     Attributes:
         engines_built: how many engines were started (one per distinct base weights and LoRA rank).
         requests: how many LoRA requests were made (each with a distinct id).
     """
 
-    def __init__(self, work_dir, *, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION):
+    def __init__(self, work_dir, *, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, lora_rank: int = 0):
         self.work = Path(work_dir)
         self.work.mkdir(parents=True, exist_ok=True)
         self.gpu_memory_utilization = gpu_memory_utilization
+        self.lora_rank = lora_rank
         self._llm = None
         self._key = None
         self.engines_built = 0
         self.requests = 0
-
-    @property
-    def vllm(self):
-        """The ``vllm`` module."""
-        if self._vllm is None:
-            import vllm
-
-            return self._vllm
 
     def serves(self, pred) -> bool:
         """Whether this backend can probe ``pred``: one model, not sharded (WHP's two models and an FSDP model's
@@ -227,28 +222,30 @@ class VllmBackend:
 
     def _engine_for(self, pred) -> bool:
         """Make sure the engine holds ``pred``'s base weights (saving them and starting a new engine when they
-        changed); returns whether ``pred`` is a LoRA model (served through a request)."""
+        changed, or when an adapter needs LoRA the engine lacks); returns whether ``pred`` is a LoRA model (served
+        through a request). Plain weights equal to a LoRA engine's base are served by it without a request."""
         model = pred.model
         lora = hasattr(model, "peft_config")
         base = model.get_base_model() if lora else model
-        rank = lora_rank_bucket(max(c.r for c in model.peft_config.values())) if lora else 0
-        key = (weights_checksum(base), rank)
-        if key == self._key and self._llm is not None:
+        need = max([c.r for c in model.peft_config.values()] if lora else [0])
+        checksum = weights_checksum(base)
+        if self._llm is not None and self._key[0] == checksum and self._key[1] >= need:
             return lora
+        rank = lora_rank_bucket(max(need, self.lora_rank)) if max(need, self.lora_rank) else 0
         self._shutdown()
         folder = self.work / f"model-{self.engines_built}"
         base.save_pretrained(str(folder), state_dict=_base_state_dict(base), safe_serialization=True)
         pred.tokenizer.save_pretrained(str(folder))
         dtype = str(next(base.parameters()).dtype).removeprefix("torch.")
-        kw = {"enable_lora": True, "max_lora_rank": rank, "max_loras": 1} if lora else {"enforce_eager": True}
+        kw = {"enable_lora": True, "max_lora_rank": rank, "max_loras": 1} if rank else {}
         from vllm import LLM
 
-        self._llm = LLM(model=str(folder), tokenizer=str(folder), dtype=dtype, seed=0,
+        # eager: CUDA-graph capture and compilation take longer than a probe's few thousand 10-token generations
+        self._llm = LLM(model=str(folder), tokenizer=str(folder), dtype=dtype, seed=0, enforce_eager=True,
                         gpu_memory_utilization=self.gpu_memory_utilization, **kw)
-        self._key = key
+        self._key = (checksum, rank)
         self.engines_built += 1
-        if not lora:  # the engine has loaded the weights: the copy on disk is not needed again
-            shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)  # the engine has loaded the weights: the copy is not read again
         return lora
 
     def _shutdown(self) -> None:
@@ -275,13 +272,14 @@ class VllmBackend:
 
 
 @contextlib.contextmanager
-def probe_backend(name: str, run_dir):
+def probe_backend(name: str, run_dir, lora_rank: int = 0):
     """Route the probes made inside the block through the named backend (:func:`dukb.neural.probe.use_backend`).
 
     Args:
         name: a ``--probe-backend`` value ("hf": nothing changes).
         run_dir: the run directory; vLLM's saved weights and adapters go to a temporary folder under
             RUN_DIR/.dukb, removed when the block ends.
+        lora_rank: the run's ``--lora-r`` (:class:`VllmBackend`).
 
     Yields:
         the backend (None for "hf").
@@ -293,7 +291,7 @@ def probe_backend(name: str, run_dir):
 
     root = Path(run_dir) / ".dukb"
     root.mkdir(parents=True, exist_ok=True)
-    backend = VllmBackend(tempfile.mkdtemp(prefix="vllm-", dir=root))
+    backend = VllmBackend(tempfile.mkdtemp(prefix="vllm-", dir=root), lora_rank=lora_rank)
     try:
         with use_backend(backend):
             yield backend

@@ -52,7 +52,8 @@ def fake_vllm(monkeypatch, canned: dict) -> _Calls:
                 with safe_open(str(f), "pt") as fh:
                     weights.update({k: None for k in fh.keys()})  # noqa: SIM118 (safe_open has no __iter__)
             calls.engines.append({"model": model, "files": sorted(p.name for p in folder.iterdir()),
-                                  "keys": sorted(weights), "kw": kw})
+                                  "keys": sorted(weights), "kw": kw,
+                                  "config": json.loads((folder / "config.json").read_text())})
 
         def generate(self, prompts, params, lora_request=None, use_tqdm=True):
             adapter = None
@@ -242,9 +243,13 @@ def test_lora_settings_share_one_engine_with_distinct_request_ids(tiny_lm, tmp_p
     lm, items = tiny_lm
     base_pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
     calls = fake_vllm(monkeypatch, _hf_generations(base_pred, items))
+    backend = VllmBackend(tmp_path / "work", lora_rank=4)
+    with use_backend(backend):
+        # the model before unlearning (plain weights): the engine is built with LoRA for the run's rank, and serves
+        # it without a request
+        probe(base_pred, items[:4], rouge=False, logprob=False)
     state = WeightState(lm, LoraSpec(4, 8, 0.0, None), seed=0)
     try:
-        backend = VllmBackend(tmp_path / "work")
         with use_backend(backend):
             for step in range(3):  # three "settings": the adapter changes between probes
                 with torch.no_grad():
@@ -254,16 +259,17 @@ def test_lora_settings_share_one_engine_with_distinct_request_ids(tiny_lm, tmp_p
                 pred = Predictor(state.model, lm.tokenizer, lm.tags, device=lm.device)
                 df = probe(pred, items[:5], rouge=False, logprob=False)
                 assert len(df) == 5
-        ids = [g["lora"][1] for g in calls.generates]
-        names = [g["lora"][0] for g in calls.generates]
+        assert calls.generates[0]["lora"] is None and calls.generates[0]["adapter_files"] is None
+        ids = [g["lora"][1] for g in calls.generates[1:]]
+        names = [g["lora"][0] for g in calls.generates[1:]]
         assert len(calls.engines) == 1 and len(set(ids)) == 3 and len(set(names)) == 3 and min(ids) > 0
         e = calls.engines[0]
         assert e["kw"]["enable_lora"] and e["kw"]["max_lora_rank"] == 8 and e["kw"]["max_loras"] == 1
+        assert e["kw"]["enforce_eager"] and e["kw"]["gpu_memory_utilization"] == 0.3
         assert e["keys"] and not any("lora_" in k or "base_layer" in k for k in e["keys"])
-        assert all("adapter_config.json" in g["adapter_files"] for g in calls.generates)
-        assert not list((tmp_path / "work").glob("adapter-*"))  # each removed after its request
-        cfg = json.loads((Path(e["model"]) / "config.json").read_text())
-        assert cfg["model_type"] == lm.model.config.model_type
+        assert all("adapter_config.json" in g["adapter_files"] for g in calls.generates[1:])
+        assert not list((tmp_path / "work").glob("*"))  # adapters removed after their request, the base after loading
+        assert e["config"]["model_type"] == lm.model.config.model_type
         backend.close()
     finally:
         state.close()

@@ -173,7 +173,7 @@ class Protocol(abc.ABC):
             self.plan()
             confirm_run(self.run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
             # --probe-backend: the probes of the model stage (before unlearning) and of the rows
-            with probe_backend(getattr(self.cfg, "probe_backend", "hf"), self.run):
+            with probe_backend(getattr(self.cfg, "probe_backend", "hf"), self.run, getattr(self.cfg, "lora_r", 0)):
                 with tracking.scope("finetune"):
                     self.model()
                 self.work()
