@@ -79,3 +79,34 @@ def test_summary_of_a_full_record(gc):
     assert md.count("| smollm2-135m+lora setting") == 2
     assert "| ga | adamw | False | 70.1 | 0.5 |" in md and "bitsandbytes is not installed" in md
     assert "OutOfMemoryError" in md and "## evaluate" in md and "## vllm" not in md
+
+
+@pytest.mark.slow
+def test_the_vllm_comparison_records_against_a_stand_in(gc, tmp_path, monkeypatch):
+    """Part (a)'s comparison code end to end on the CPU, the engine replaced by the stand-in of
+    tests/neural/test_vllm_backend.py answering with the HF path's own generations: full agreement, one engine;
+    under LoRA one engine and one request per setting."""
+    from dukb.kb import load_kb
+    from dukb.neural.data import kb_qa, vocabulary_texts
+    from dukb.neural.modelbuild import build_tiny_model
+    from dukb.neural.pipeline import load_finetuned
+    from dukb.neural.probe import Predictor
+    from dukb.neural.spec import PROMPT_PRESETS
+    from tests.neural.test_vllm_backend import _hf_generations, fake_vllm
+
+    kb = load_kb("demo")
+    lm = load_finetuned(build_tiny_model(vocabulary_texts(kb, PROMPT_PRESETS["tiny"]), tmp_path / "tiny", seed=0),
+                        device="cpu")
+    items = kb_qa(kb)[:24]
+    fake_vllm(monkeypatch, _hf_generations(Predictor(lm.model, lm.tokenizer, lm.tags, device="cpu"), items))
+    rec = gc.compare_backends(lm, items, tmp_path / "v")
+    assert rec["items"] == 24 and rec["decision_agreement"] == 1.0 and rec["disagreements"] == 0
+    assert rec["outputs_differing"] == 0 and rec["engines_built"] == 1 and rec["lora_requests"] == 0
+    gap = gc.min_gap_ulps(lm, [1, 2, 3], [4, 5])
+    assert gap is not None and gap >= 0 and gc.min_gap_ulps(lm, [1], []) is None
+    lora = gc.compare_under_lora(lm, items, tmp_path / "l", settings=2, steps=1)
+    assert lora["engines_built"] == 1 and lora["lora_requests"] == 2 and len(lora["settings"]) == 2
+    assert "peft_config" not in vars(lm.model) and not hasattr(lm.model, "peft_config")  # LoRA removed after
+    md = gc.summary_md({"when": "now", "command": "x", "environment": {}, "parts": {"vllm": {
+        "tiny": rec, "tiny+lora": lora}}})
+    assert "| tiny | 24 | 1.0000 | 0 | 0 | 0 | 1 | 0 |" in md and md.count("| tiny+lora setting") == 2
