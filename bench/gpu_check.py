@@ -153,7 +153,7 @@ def compare_under_lora(lm, items, work: Path, settings: int = 2, steps: int = 2)
 
 def part_vllm(args, work: Path) -> dict:
     """(a): the tiny model and SmolLM2-135M, each without and with LoRA; each comparison guarded."""
-    from dukb.neural.vllm_backend import vllm_installed
+    from dukb.neural.probe_backends import vllm_installed
 
     if not vllm_installed():
         return {"skipped": "vllm is not installed (pip install 'dukb[vllm]')"}
@@ -356,7 +356,7 @@ def run_part(name: str, args) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"gpu-check-{name}-", dir=args.work))
     fn = {"vllm": part_vllm, "llama8b": part_llama8b, "evaluate": part_evaluate}[name]
     if args.dry_run and name == "vllm":
-        from dukb.neural.vllm_backend import vllm_installed
+        from dukb.neural.probe_backends import vllm_installed
 
         return {"dry_run": True, "vllm_installed": vllm_installed(), "models": ["tiny", "smollm2-135m"]}
     t = time.perf_counter()

@@ -30,8 +30,8 @@ from dukb.neural.bounds import (
     field_range,
 )
 from dukb.neural.declare import SHARED, Frozen, apply_compat, default_of, flag_of, freeze, group_fields, help_of, option
+from dukb.neural.probe_backends import PROBE_BACKEND_HELP, PROBE_BACKENDS
 from dukb.neural.tables import Table
-from dukb.neural.vllm_backend import PROBE_BACKEND_HELP, PROBE_BACKENDS
 from dukb.solver.rules import RULES_HELP
 
 #: the help of ``--heldout-rule`` (every command that scores rows on held-out forms: evaluate, unlearn, control)
@@ -110,7 +110,7 @@ class RunConfig(Frozen):
         log_with: experiment trackers for the training losses and the rows, ``NAME[,NAME]``
             (:func:`dukb.neural.tracking.trackers`; None: none).
         probe_backend: what generates the probe's answers: "hf" (transformers) or "vllm"
-            (:mod:`dukb.neural.vllm_backend`); in the run identity only when not "hf".
+            (:mod:`dukb.neural.probe_backends`); in the run identity only when not "hf".
 
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
@@ -196,15 +196,15 @@ class RunConfig(Frozen):
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
                 not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
                 unknown or uninstalled tracker; a probe backend that cannot run here
-                (:func:`dukb.neural.vllm_backend.check_probe_backend`); a ``model`` (without ``finetuned``) that is
+                (:func:`dukb.neural.probe_backends.check_probe_backend`); a ``model`` (without ``finetuned``) that is
                 neither ``tiny``, a known name, an existing path nor a well-formed, cached or reachable hub id
                 (:func:`dukb.neural.zoo.check_model_value`); a ``finetuned`` model finetuned on another KB than ``kb`` (unless
                 ``allow_kb_mismatch``), or whose recorded KB no longer exists.
         """
         from dukb.neural.bounds import check_device, check_dtype
+        from dukb.neural.probe_backends import check_probe_backend
         from dukb.neural.spec import PROMPT_PRESETS
         from dukb.neural.tracking import check_log_with
-        from dukb.neural.vllm_backend import check_probe_backend
         from dukb.neural.zoo import check_model_value
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:

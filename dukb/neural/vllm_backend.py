@@ -13,7 +13,8 @@ on an engine loaded from each unlearned model's saved directory (``vllm_eval.py:
 temperature 0 vLLM decodes greedily, so ``top_p`` has no effect; dukb asks for ``SamplingParams(temperature=0,
 max_tokens=N)`` with N the HF path's budget (:data:`dukb.neural.probe.DEFAULT_MAX_NEW_TOKENS`, 10).
 
-What is the same as the HF path (:func:`dukb.neural.probe.greedy_generate`): the prompts (the probe's prompt strings,
+The option and its refusals (no vllm package, no CUDA device) are :mod:`dukb.neural.probe_backends`. What is the
+same as the HF path (:func:`dukb.neural.probe.greedy_generate`): the prompts (the probe's prompt strings,
 tokenised without special tokens, the BOS token first where the prompt preset asks for it:
 :func:`dukb.neural.probe.prompt_token_ids`, handed to vLLM as token ids so that vLLM's tokenizer adds nothing), the
 budget, and the post-processing (the generated ids cut at the first EOS, the pad id dropped, decoded with the HF
@@ -45,85 +46,23 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib.util
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-from dukb import InputError
+import torch
 
-#: the values of ``--probe-backend``
-PROBE_BACKENDS = ("hf", "vllm")
+from dukb.neural.probe_backends import lora_rank_bucket
+
 #: the fraction of the GPU's memory a vLLM engine may take (the training model lives beside it)
 GPU_MEMORY_UTILIZATION = 0.3
-#: the LoRA ranks a vLLM engine can be built for (``max_lora_rank``); an adapter of rank r needs one >= r
-VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
-
-PROBE_BACKEND_HELP = ("Generate the probe's answers with hf (transformers, dukb's default) or vllm (a vLLM engine, "
-                      "as the paper's code; greedy, same prompts, same 10 tokens, same answer-line rule; needs a CUDA "
-                      "device and `pip install 'dukb[vllm]'`). Under --lora-r one engine serves every setting through "
-                      "LoRA requests; without LoRA each setting's model is saved and loaded into a new engine (slow). "
-                      "WHP's combined logits and RESTOR's sampling stay on hf. Part of the run identity when vllm.")
-
-
-def vllm_installed() -> bool:
-    """Whether the ``vllm`` package can be imported (found on the path, or already in ``sys.modules``); nothing is
-    imported."""
-    if sys.modules.get("vllm") is not None:
-        return True
-    try:
-        return importlib.util.find_spec("vllm") is not None
-    except (ImportError, ValueError):  # a broken or half-removed package
-        return False
-
-
-def check_probe_backend(backend: str, device: str, lora_r: int = 0) -> None:
-    """Refuse a probe backend that cannot run here, before any model is loaded or trained.
-
-    Args:
-        backend: a ``--probe-backend`` value; device: the run's ``--device`` (checked already:
-            :func:`dukb.neural.bounds.check_device`); lora_r: the run's ``--lora-r``.
-
-    Raises:
-        InputError: an unknown backend; ``vllm`` without the ``vllm`` package, or with ``--device cpu``/``mps``,
-            or where torch reports no CUDA device, or with a LoRA rank vLLM cannot serve (:func:`lora_rank_bucket`).
-    """
-    if backend not in PROBE_BACKENDS:
-        raise InputError(f"unknown --probe-backend {backend!r} (choose from {', '.join(PROBE_BACKENDS)})")
-    if backend == "hf":
-        return
-    if not vllm_installed():
-        raise InputError("--probe-backend vllm needs the vllm package: install dukb[vllm] "
-                         "(pip install 'dukb[vllm]'), or use --probe-backend hf")
-    if device in ("cpu", "mps"):
-        raise InputError(f"--probe-backend vllm needs a CUDA device, not --device {device} (use --device cuda or "
-                         "--probe-backend hf)")
-    import torch
-
-    if not torch.cuda.is_available():
-        raise InputError("--probe-backend vllm needs a CUDA device and torch reports none on this machine "
-                         "(use --probe-backend hf)")
-    if lora_r:
-        lora_rank_bucket(lora_r)
-
-
-def lora_rank_bucket(r: int) -> int:
-    """The smallest vLLM ``max_lora_rank`` (:data:`VLLM_LORA_RANKS`) that serves an adapter of rank ``r``.
-
-    Raises:
-        InputError: ``r`` above the largest.
-    """
-    for b in VLLM_LORA_RANKS:
-        if r <= b:
-            return b
-    raise InputError(f"--probe-backend vllm serves LoRA ranks up to {VLLM_LORA_RANKS[-1]}, not {r}")
 
 
 def weights_checksum(model) -> tuple:
     """A checksum of a model's weights: per tensor of its state dict without LoRA (:func:`_base_state_dict`, so a
-    model and the same model wrapped by peft agree) its name, shape, sum and sum of absolute values (float64 accumulation, one transfer from the device). Two checksums differ when a
-    training step changed any tensor (equal sums after a real step are vanishingly unlikely).
+    model and the same model wrapped by peft agree) its name, shape, sum and sum of absolute values (float64
+    accumulation, one transfer from the device). Two checksums differ when a training step changed any tensor
+    (equal sums after a real step are vanishingly unlikely).
 
     Args:
         model: a torch module (the base model of a peft model: its ``lora_`` tensors are left out).
@@ -131,8 +70,6 @@ def weights_checksum(model) -> tuple:
     Returns:
         a hashable tuple.
     """
-    import torch
-
     names, sums = [], []
     with torch.no_grad():
         for k, t in _base_state_dict(model).items():
@@ -249,9 +186,14 @@ class VllmBackend:
         return lora
 
     def _shutdown(self) -> None:
-        """Tear the engine down and free its GPU memory, as Eval-DU's vllm_eval.py:46-49 does."""
+        """Tear the engine down and free its GPU memory, as Eval-DU's vllm_eval.py:46-49 does (and, for vLLM's V1
+        engine, shut its engine-core process down)."""
         if self._llm is None:
             return
+        core = getattr(getattr(self._llm, "llm_engine", None), "engine_core", None)
+        with contextlib.suppress(Exception):  # vLLM's V1 engine runs in a process of its own: end it now
+            if core is not None and hasattr(core, "shutdown"):
+                core.shutdown()
         self._llm = None
         self._key = None
         with contextlib.suppress(ImportError, AttributeError, AssertionError, RuntimeError):
@@ -259,11 +201,8 @@ class VllmBackend:
 
             destroy_model_parallel()
         gc.collect()
-        with contextlib.suppress(ImportError, RuntimeError):
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def close(self) -> None:
         """Shut the engine down and remove the work folder."""
@@ -299,5 +238,4 @@ def probe_backend(name: str, run_dir, lora_rank: int = 0):
         backend.close()
 
 
-__all__ = ["GPU_MEMORY_UTILIZATION", "PROBE_BACKENDS", "PROBE_BACKEND_HELP", "VLLM_LORA_RANKS", "VllmBackend",
-           "check_probe_backend", "lora_rank_bucket", "probe_backend", "vllm_installed", "weights_checksum"]
+__all__ = ["GPU_MEMORY_UTILIZATION", "VllmBackend", "probe_backend", "weights_checksum"]

@@ -121,8 +121,8 @@ def test_vllm_refusal_in_a_child_process(tmp_path):
 
 def test_restor_keeps_its_sampled_probes_on_hf(monkeypatch):
     from dukb import InputError
+    from dukb.neural.probe_backends import check_probe_backend
     from dukb.neural.restor.config import RestorConfig
-    from dukb.neural.vllm_backend import check_probe_backend
 
     fake_vllm(monkeypatch, {})
     monkeypatch.setattr("dukb.neural.runconfig.RunConfig.check_run", lambda self: None)
@@ -144,7 +144,7 @@ def test_the_backend_enters_the_identity_only_when_not_hf():
 
 def test_lora_rank_buckets():
     from dukb import InputError
-    from dukb.neural.vllm_backend import lora_rank_bucket
+    from dukb.neural.probe_backends import lora_rank_bucket
 
     assert [lora_rank_bucket(r) for r in (1, 8, 9, 64, 65, 512)] == [8, 8, 16, 64, 128, 512]
     with pytest.raises(InputError, match="up to 512"):
