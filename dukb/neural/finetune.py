@@ -311,7 +311,8 @@ def _accuracy_probe(lm, probed: list[QAItem], sharded: bool):
     from dukb.neural import distributed as dist
     from dukb.neural.probe import Predictor, probe
 
-    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
+    # hf_only: a --probe-backend engine would be rebuilt every epoch for a model that changes every epoch
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device, hf_only=True)
     mine = probed if sharded else dist.shard(probed)
     if sharded:
         pred.all_done = lambda flag: dist.all_true(flag, lm.device)

@@ -12,9 +12,11 @@ A :class:`Predictor` is what gets probed: a model, or a model with a logits tran
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -24,6 +26,25 @@ from dukb.neural.data import QAItem, bos_ids, encode_qa, model_device
 from dukb.neural.scoring import sequence_logprob
 
 DEFAULT_MAX_NEW_TOKENS = 10
+
+#: the probe backend :func:`probe` hands its generations to (None: this process's HF model; set by
+#: :func:`use_backend`, e.g. :class:`dukb.neural.vllm_backend.VllmBackend` under ``--probe-backend vllm``)
+_BACKEND: ContextVar = ContextVar("dukb_probe_backend", default=None)
+
+
+@contextlib.contextmanager
+def use_backend(backend):
+    """Inside the block, :func:`probe` generates through ``backend`` for every predictor it serves.
+
+    Args:
+        backend: an object with ``serves(pred) -> bool`` and ``generate(pred, prompts, max_new_tokens, *,
+            stop_at_newline) -> list[str]`` (:class:`dukb.neural.vllm_backend.VllmBackend`), or None (the HF path).
+    """
+    token = _BACKEND.set(backend)
+    try:
+        yield backend
+    finally:
+        _BACKEND.reset(token)
 
 
 @dataclass
@@ -46,6 +67,8 @@ class Predictor:
         judge_prompt: :func:`probe` judges the prompt's text followed by the continuation, not the continuation
             alone (Eval-DU's WHP evaluation decodes the whole sequence, evaluate_util.py:23-26; set by
             :class:`dukb.neural.methods.whp.WHP` under the "generation" judge).
+        hf_only: :func:`probe` generates with this process's model even inside :func:`use_backend` (finetuning's
+            early-stopping probe).
     """
 
     model: object
@@ -57,6 +80,7 @@ class Predictor:
     meta: dict = field(default_factory=dict)
     all_done: Callable | None = None
     judge_prompt: bool = False
+    hf_only: bool = False
 
     def __post_init__(self):
         if self.device is None:
@@ -282,7 +306,7 @@ def _left_padded(pred: Predictor, prompts: list[str] | None, token_ids: list[lis
     tok = pred.tokenizer
     first = bos_ids(tok, pred.tags) if prompts is not None and token_ids is None else []
     if first:  # a BOS token starts every prompt (Eval-DU's Llama models): left-padded as token ids
-        token_ids = [first + r for r in tok(prompts, add_special_tokens=False)["input_ids"]]
+        token_ids = prompt_token_ids(pred, prompts)
     if token_ids is not None:
         pad0 = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
         width = max(len(r) for r in token_ids)
@@ -293,6 +317,42 @@ def _left_padded(pred: Predictor, prompts: list[str] | None, token_ids: list[lis
         raise ValueError("the tokenizer must pad on the left for batched generation")
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     return enc["input_ids"].to(pred.device), enc["attention_mask"].to(pred.device)
+
+
+def prompt_token_ids(pred: Predictor, prompts: list[str]) -> list[list[int]]:
+    """The token ids :func:`greedy_generate` feeds for ``prompts`` (before padding): each prompt tokenised without
+    special tokens, the BOS token first where ``pred.tags.bos`` asks for it (:func:`dukb.neural.data.bos_ids`).
+
+    Args:
+        pred: the :class:`Predictor` (tokenizer, prompt tags); prompts: B prompt strings.
+
+    Returns:
+        B lists of token ids.
+
+    Raises:
+        InputError: ``pred.tags.bos`` and the tokenizer has no BOS token.
+    """
+    first = bos_ids(pred.tokenizer, pred.tags)
+    return [first + list(r) for r in pred.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+
+
+def decode_rows(tok, rows: list[list[int]], *, stop_at_newline: bool) -> list[str]:
+    """Decode generated token ids exactly as :func:`greedy_generate` does: each row cut at its first EOS, the pad
+    id dropped, decoded skipping special tokens, cut to :func:`answer_line` with ``stop_at_newline`` (how another
+    backend's generations reach the same text; :class:`dukb.neural.vllm_backend.VllmBackend`).
+
+    Args:
+        tok: the HF tokenizer; rows: B lists of generated ids (any lengths).
+        stop_at_newline: keep the answer line only.
+
+    Returns:
+        B strings.
+    """
+    eos = tok.eos_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos or 0)
+    width = max((len(r) for r in rows), default=0)
+    steps = [torch.tensor([r[i] if i < len(r) else pad for r in rows], dtype=torch.long) for i in range(width)]
+    return _decoded(tok, steps, [], len(rows), pad, stop_at_newline=stop_at_newline, details=False)
 
 
 def _next_token(step_logits: torch.Tensor, gen: torch.Generator | None, temperature: float,
@@ -398,6 +458,31 @@ def rouge_l_recall(answer: str, output: str) -> float:
     return _ROUGE.score(answer, output)["rougeL"].recall
 
 
+#: the columns of :func:`probe`'s table
+PROBE_COLUMNS = ["kind", "fact_kind", "fact_id", "question", "answer", "output", "known", "rouge_l", "logprob"]
+
+
+def _row(it: QAItem, prompt: str, out: str | None, lp: float | None, judge_prompt: bool, generate: bool,
+         rouge: bool) -> dict:
+    """One row of :func:`probe`'s table: the item, its output judged by its match rule (after the prompt's text
+    with ``judge_prompt``), its ROUGE-L recall and log-probability."""
+    judged = prompt + out if generate and judge_prompt else out
+    return {"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
+            "answer": it.answer, "output": out, "known": judge(it, judged) if generate else None,
+            "rouge_l": rouge_l_recall(it.answer, out) if rouge else None, "logprob": lp}
+
+
+def _served(pred: Predictor, prompts: list[str], order: list[int], max_new_tokens: int,
+            stop_at_newline: bool) -> dict[int, str] | None:
+    """The generations of the probe backend set by :func:`use_backend`, in one call for every prompt: prompt index
+    -> output; None when there is none, ``pred.hf_only`` is set or the backend does not serve ``pred``."""
+    backend = _BACKEND.get()
+    if backend is None or pred.hf_only or not backend.serves(pred):
+        return None
+    outs = backend.generate(pred, [prompts[i] for i in order], max_new_tokens, stop_at_newline=stop_at_newline)
+    return dict(zip(order, outs))
+
+
 def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
           max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False, *, generate: bool = True,
           rouge: bool = True, logprob: bool = True, stop_at_newline: bool | None = None):
@@ -410,7 +495,9 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     second line (e.g. the next "Question: ...") is not credited with what it says there. Under "generation" the
     whole continuation of ``max_new_tokens`` tokens (up to EOS) is judged, as Eval-DU's code does
     (evaluate_util.py:8-11), and for a predictor with ``judge_prompt`` (WHP) the prompt's text followed by it
-    (evaluate_util.py:23-26); the ``output`` column holds the continuation.
+    (evaluate_util.py:23-26); the ``output`` column holds the continuation. Inside :func:`use_backend`
+    (``--probe-backend vllm``) the generations of a predictor the backend serves come from it, in one call for every
+    prompt, with the same prompts, budget and post-processing, and are judged by the same rule.
 
     Args:
         pred: the :class:`Predictor`.
@@ -439,7 +526,6 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     if rouge and not generate:
         raise ValueError("ROUGE-L needs the generated outputs (generate=True)")
     t0 = time.perf_counter()
-    rows = []
     if stop_at_newline is None:
         stop_at_newline = getattr(pred.tags, "judge", "line") == "line"
     prompts = [pred.tags.prompt(it.question) for it in items]
@@ -453,12 +539,16 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         bar = Progress(transient=True)
         bar.start()
         task = bar.add_task("probing", total=len(items))
+    served = _served(pred, prompts, order, max_new_tokens, stop_at_newline) if generate else None
     try:
         results: dict[int, tuple[str | None, float | None]] = {}
         for chunk in chunks:
             sub = [items[i] for i in chunk]
-            outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
-                                   stop_at_newline=stop_at_newline) if generate else [None] * len(sub)
+            if served is not None:  # the backend's generations (it batches by itself)
+                outs = [served[i] for i in chunk]
+            else:
+                outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
+                                       stop_at_newline=stop_at_newline) if generate else [None] * len(sub)
             lps = answer_logprob(pred, sub) if logprob else [None] * len(sub)
             for i, o, lp in zip(chunk, outs, lps):
                 results[i] = (o, lp)
@@ -467,13 +557,7 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     finally:
         if bar is not None:
             bar.stop()
-    for i, it in enumerate(items):
-        out, lp = results[i]
-        judged = prompts[i] + out if generate and pred.judge_prompt else out
-        rows.append({"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
-                     "answer": it.answer, "output": out, "known": judge(it, judged) if generate else None,
-                     "rouge_l": rouge_l_recall(it.answer, out) if rouge else None, "logprob": lp})
-    df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "question", "answer", "output", "known",
-                                     "rouge_l", "logprob"])
+    df = pd.DataFrame([_row(it, prompts[i], *results[i], pred.judge_prompt, generate, rouge)
+                       for i, it in enumerate(items)], columns=PROBE_COLUMNS)
     df.attrs["seconds"] = time.perf_counter() - t0
     return df

@@ -31,6 +31,7 @@ from dukb.neural.bounds import (
     field_range,
 )
 from dukb.neural.declare import SHARED, Frozen, apply_compat, default_of, flag_of, freeze, group_fields, help_of, option
+from dukb.neural.probe_backends import PROBE_BACKEND_HELP, PROBE_BACKENDS
 from dukb.neural.savedmodels import SAVE_MODELS_HELP, SAVE_MODES
 from dukb.neural.tables import Table
 from dukb.solver.rules import RULES_HELP
@@ -113,6 +114,8 @@ class RunConfig(Frozen):
         save_models: "none", "best" or "all": which unlearned models are kept under RUN_DIR/models
             (:mod:`dukb.neural.savedmodels`; what ``best`` selects is each protocol's
             :meth:`dukb.neural.protocols.base.Protocol.save_layout`); not part of the run identity.
+        probe_backend: what generates the probe's answers: "hf" (transformers) or "vllm"
+            (:mod:`dukb.neural.probe_backends`); in the run identity only when not "hf".
 
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
@@ -158,6 +161,7 @@ class RunConfig(Frozen):
                                           "large models (does not change results).")
     trust_remote_code: bool = option(False, group=SHARED, identity=False, help="Allow model code from the hub (off "
                                      "by default).")
+    probe_backend: str = option("hf", group=SHARED, identity="set", choices=PROBE_BACKENDS, help=PROBE_BACKEND_HELP)
     COMPAT: ClassVar[dict[str, dict[str, Any]]] = {}
 
     log_with: str | None = option(None, group=SHARED, identity=False, help="Log every training's losses per epoch "
@@ -198,12 +202,14 @@ class RunConfig(Frozen):
             InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
                 not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
-                unknown or uninstalled tracker; a ``model`` (without ``finetuned``) that is neither ``tiny``, a known name,
-                an existing path nor a well-formed, cached or reachable hub id
+                unknown or uninstalled tracker; a probe backend that cannot run here
+                (:func:`dukb.neural.probe_backends.check_probe_backend`); a ``model`` (without ``finetuned``) that is
+                neither ``tiny``, a known name, an existing path nor a well-formed, cached or reachable hub id
                 (:func:`dukb.neural.zoo.check_model_value`); a ``finetuned`` model finetuned on another KB than ``kb`` (unless
                 ``allow_kb_mismatch``), or whose recorded KB no longer exists.
         """
         from dukb.neural.bounds import check_device, check_dtype
+        from dukb.neural.probe_backends import check_probe_backend
         from dukb.neural.spec import PROMPT_PRESETS
         from dukb.neural.tracking import check_log_with
         from dukb.neural.zoo import check_model_value
@@ -213,6 +219,7 @@ class RunConfig(Frozen):
         check_ranges(self)  # every bounded field, the protocol's own included (dukb.neural.bounds)
         check_device(self.device)
         check_dtype(self.dtype)
+        check_probe_backend(self.probe_backend, self.device, self.lora_r)
         parse_layers(self.layers)
         check_log_with(self.log_with)
         if self.save_models not in SAVE_MODES:
@@ -278,6 +285,12 @@ class RunConfig(Frozen):
         if self.layers:
             out["layers"] = list(self.layer_range())
         return out
+
+    def backend_identity(self) -> dict:
+        """The probe backend's part of a run identity: ``{"probe_backend": "vllm"}``, empty for "hf" (so that runs
+        made before the option existed compare equal). Not part of :meth:`model_identity`: the finetuned model does
+        not depend on it (finetuning's early-stopping probe stays on hf)."""
+        return {"probe_backend": self.probe_backend} if self.probe_backend != "hf" else {}
 
     def identity_settings(self, exclude=()) -> dict:
         """This config's fields for a run identity's ``settings``: every field but ``exclude`` and the shared

@@ -48,7 +48,7 @@ def _shared():
 
 def test_the_mixin_declares_every_shared_field():
     names = [f.name for f in _shared()]
-    assert names == RunConfig.shared_fields() and len(names) == 21
+    assert names == RunConfig.shared_fields() and len(names) == 22
     for f in _shared():
         assert f.metadata["help"] and f.metadata["panel"] == "Model and run options"
 

@@ -174,19 +174,24 @@ class Protocol(abc.ABC):
 
     # ---- the machinery they share ---------------------------------------------------------------------------------
     def execute(self):
-        """Run every stage: plan, model, the work units (:meth:`work`), report. Returns :meth:`output`.
+        """Run every stage: plan, model, the work units (:meth:`work`), report; the probes of the model and work
+        stages through the run's ``--probe-backend`` (:func:`dukb.neural.vllm_backend.probe_backend`). Returns
+        :meth:`output`.
 
         Raises:
             InputError: from any stage (bad settings, another run in RUN_DIR, unreadable inputs).
         """
         from dukb.neural import tracking
+        from dukb.neural.vllm_backend import probe_backend
 
         with tracking.tracking(self.run, getattr(self.cfg, "log_with", None), self.name):
             self.plan()
             confirm_run(self.run)  # the run is accepted: the command line writes RUN_DIR/config.yaml
-            with tracking.scope("finetune"):
-                self.model()
-            self.work()
+            # --probe-backend: the probes of the model stage (before unlearning) and of the rows
+            with probe_backend(getattr(self.cfg, "probe_backend", "hf"), self.run, getattr(self.cfg, "lora_r", 0)):
+                with tracking.scope("finetune"):
+                    self.model()
+                self.work()
         self.report()
         return self.output()
 

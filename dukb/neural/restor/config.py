@@ -278,8 +278,12 @@ class RestorConfig(RunConfig):
         Raises:
             InputError: no method, an unknown or repeated method, an unknown preset, sampling at temperature 0, a
                 per-method value for another method or out of range, ``finetune_epochs`` and ``clean_epochs``
-                both given and different.
+                both given and different; ``--probe-backend vllm`` (RESTOR samples its M generations with a seeded
+                torch generator: its probes stay on hf).
         """
+        if self.probe_backend != "hf":
+            raise InputError("dukb restor samples its probes with a seeded generator on hf: --probe-backend vllm "
+                             "serves the greedy probes of evaluate, muse, rwku and control")
         if not self.methods:
             raise InputError("no unlearning method given (--methods ga,kl,npo)")
         for m in self.methods:

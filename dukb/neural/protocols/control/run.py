@@ -91,6 +91,7 @@ class ControlProtocol(Protocol):
         self.heldout = check_heldout(cfg.heldout_forms, self.seen)
         settings = cfg.identity_settings(("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
                                           "finetune_epochs", "batch_size"))
+        settings.update(cfg.backend_identity())  # --probe-backend, only when not hf
         identity = {"identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
                     "model": model_id, "dtype": dtype, "prompt": cfg.prompt, "settings": settings,
                     "methods": {label: {"method": m.name, **_lr_entry(m, family, cfg.lr)} for label, m in methods},

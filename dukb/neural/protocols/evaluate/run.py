@@ -322,7 +322,7 @@ class EvaluateProtocol(Protocol):
         where = {"type": kind, "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
                  "threads": dev["threads"] if kind == "cpu" else None}
         key = probe_cache_key({"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
-                              asked, {**probe_kw, **where})
+                              asked, {**probe_kw, **where, **self.cfg.backend_identity()})  # (vllm only)
         base = read_probe_cache(cache, key, log=self.log)
         if base is not None and sorted(zip(base["kind"], base["fact_kind"], base["fact_id"])) != sorted(
                 (it.kind, it.fact_kind, it.fact_id) for it in asked):  # checked, not trusted: the items asked

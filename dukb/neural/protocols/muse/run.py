@@ -168,6 +168,7 @@ class MuseProtocol(Protocol):
                                           "device", "finetune_epochs", "batch_size", "n_targets", "scale_sizes",
                                           "sustain", "select", "bootstrap"))
         settings.update(cfg.component_identity())  # --compat and the components not at dukb's values ("set")
+        settings.update(cfg.backend_identity())  # --probe-backend, only when not hf
         return {
             "identity_version": IDENTITY_VERSION, "kb": self.kb.fingerprint(), "rules": self.closure.rules.fingerprint,
             "model": ft_key, **({"f_target": model_fingerprint(cfg.finetuned)} if cfg.finetuned else {}),
