@@ -195,16 +195,22 @@ class Schema:
     def fingerprint(self) -> str:
         """SHA-256 (first 16 hex digits) of everything results depend on (names, types, relations, templates,
         attributes, entity file layout, provenance); not the file's path, comments or layout."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is not None:
+            return cached
         doc = {k: v for k, v in _plain(self).items() if k != "path"}
         for part in doc["relations"] + doc["attributes"]:
             part.pop("line", None)
         text = json.dumps(doc, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        out = hashlib.sha256(text.encode()).hexdigest()[:16]
+        object.__setattr__(self, "_fingerprint", out)  # frozen: computed once
+        return out
 
     @property
     def is_family(self) -> bool:
-        """True when this is the shipped family schema (same fingerprint)."""
-        return self.fingerprint() == family_schema().fingerprint()
+        """True when this is the shipped family schema (the same object, or the same fingerprint)."""
+        family = family_schema()
+        return self is family or self.fingerprint() == family.fingerprint()
 
 
 def _plain(x: Any) -> Any:
