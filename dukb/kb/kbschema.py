@@ -237,6 +237,26 @@ def family_schema() -> Schema:
     return load_schema(path)
 
 
+def require_family(schema: Schema, source: object) -> None:
+    """Refuse a KB whose schema is not the family one where probes, fact statements or judging are needed: they
+    are still built from the family templates (dukb/data/templates/probes.json), not yet from a schema's templates.
+
+    Args:
+        schema: the KB's schema; source: the KB's directory (for the message).
+
+    Raises:
+        InputError: ``KB DIR has schema 'NAME': probes from schema templates are not available yet (...)``.
+
+    Source: Wu et al. 2025, Sec. 2 and App. B (EDU-RELAT's question templates, family relations only).
+
+    Example:
+        >>> require_family(family_schema(), "demo")  # the family schema: returns None
+    """
+    if not schema.is_family:
+        raise InputError(f"KB {source} has schema '{schema.name}': probes from schema templates are not available "
+                         "yet (the neural commands take family KBs only; validate, closure and mdus take any schema)")
+
+
 def schema_of(kb_dir: str | Path) -> Schema:
     """The schema of a KB directory: its ``schema.yaml`` if present, else the family schema.
 

@@ -19,7 +19,7 @@ from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
 from dukb.solver.csvout import write_rows_arrow
 from dukb.solver.horn import sort_rows
-from dukb.solver.rules import INSTANCE_PRED, RuleSet, RulesError, kb_rules, load_rules
+from dukb.solver.rules import BUILTIN_RULES, INSTANCE_PRED, RuleSet, RulesError, kb_rules, load_rules
 from dukb.solver.views import BodyIndexView, BodyView, HeadView
 
 if TYPE_CHECKING:  # for annotations only
@@ -502,7 +502,8 @@ def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "a
         The :class:`Closure` (KB facts first, then derived facts).
 
     Raises:
-        RulesError: the rule set cannot be loaded; a RuleSet checked against another schema than the KB's.
+        RulesError: the rule set cannot be loaded; a RuleSet checked against another schema than the KB's; a
+            built-in (family) rule set named for a KB of another schema.
         InputError: clingo fails on the program (message from clingo); unknown method; a rule whose body joins
             more than :data:`dukb.solver.horn.MAX_JOIN_ROWS` rows (``FILE:LINE`` of the rule; also raised when
             the instances are grounded on first use).
@@ -526,6 +527,9 @@ def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "a
     if rules is None:
         rules = kb_rules(kb)
     elif not isinstance(rules, RuleSet):
+        if str(rules) in BUILTIN_RULES and not kb.schema.is_family:
+            raise RulesError(f"the built-in rule set '{rules}' is for family KBs, but KB {kb.source} has schema "
+                             f"'{kb.schema.name}' (without --rules, a KB with a schema.yaml uses its rules.lp)")
         rules = load_rules(rules, kb.schema)
     elif (rules.schema.relation_names, rules.schema.background) != (kb.schema.relation_names, kb.schema.background):
         raise RulesError(f"the rule set was checked against schema '{rules.schema.name}', but the KB has schema "
