@@ -19,7 +19,7 @@ from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
 from dukb.solver.csvout import write_rows_arrow
 from dukb.solver.horn import sort_rows
-from dukb.solver.rules import BUILTIN_RULES, INSTANCE_PRED, RuleSet, RulesError, kb_rules, load_rules
+from dukb.solver.rules import BUILTIN_RULES, INSTANCE_PRED, RulesError, RuleSet, kb_rules, load_rules
 from dukb.solver.views import BodyIndexView, BodyView, HeadView
 
 if TYPE_CHECKING:  # for annotations only
@@ -432,10 +432,10 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     n, people, schema = len(names), kb.people.values(), kb.schema
     at = np.fromiter((name_id[p.name] for p in people), dtype=np.int64, count=len(people))
     etype = np.array([p.gender for p in people], dtype=object)
-    guards = {t: np.zeros(n, dtype=bool) for t in schema.background}  # one mask per entity type (family: gender)
+    guards = {p: np.zeros(n, dtype=bool) for p in schema.background}  # one mask per entity type (family: gender)
     guards[schema.entity_predicate][at] = True
-    for t in schema.entity_types:
-        guards[t][at[etype == t]] = True
+    for p in schema.entity_types:
+        guards[p][at[etype == p]] = True
     relations = schema.relation_names
     ev = horn.Evaluator(n, name_id, guards, relations)
     columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here

@@ -12,7 +12,6 @@ from typing import IO, Any
 import numpy as np
 
 
-
 def _arrow_strings(values: Sequence[str]) -> Any:
     """A pyarrow large_string array of ``values``, built from its buffers (``pa.array`` would import pandas)."""
     import pyarrow as pa
