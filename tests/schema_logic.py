@@ -17,11 +17,11 @@ implementations that share only the files they read.
 from __future__ import annotations
 
 import csv
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import strategies as st
+from independent_logic import minimal_removals
 
 Triple = tuple[str, str, str]
 
@@ -212,17 +212,9 @@ def closure(facts, entities: dict[str, str], rules) -> set[Triple]:
 
 def brute_force_mdus(facts: dict[int, Triple], entities: dict[str, str], rules, targets) -> set[frozenset[int]]:
     """All subset-minimal sets U of fact ids with no target in Omega(K \\ U) (Definitions 2-3), by trying every
-    subset by increasing size."""
-    ids = sorted(facts)
-    found: list[frozenset[int]] = []
-    for size in range(len(ids) + 1):
-        for combo in itertools.combinations(ids, size):
-            u = frozenset(combo)
-            if any(m <= u for m in found):
-                continue
-            if not set(targets) & closure([facts[i] for i in ids if i not in u], entities, rules):
-                found.append(u)
-    return set(found)
+    subset by increasing size (:func:`independent_logic.minimal_removals`, the family reference's enumeration)."""
+    return minimal_removals(sorted(facts), lambda u: bool(
+        set(targets) & closure([t for i, t in facts.items() if i not in u], entities, rules)))
 
 
 # --------------------------------------------------------------------------------------------- the tiny KB ------
