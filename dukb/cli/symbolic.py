@@ -14,7 +14,8 @@ from dukb.cli.render import output_path
 from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED
 from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the commands)
 
-KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
+KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv; or a schema.yaml, its entities file and " \
+          "relationships.csv) or a built-in KB name: demo."
 #: ``--rules`` of the symbolic commands, which take a KB of any schema.
 KB_RULES_HELP = RULES_HELP + " Default: the KB's own rules.lp when its directory has a schema.yaml, else family."
 
