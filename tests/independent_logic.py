@@ -315,14 +315,20 @@ def brute_force_mdus(facts: dict[int, Triple], genders: dict[str, str], rules: l
     targets = set(targets)
     oracle = SubsetOracle(facts, genders, rules)
     check = oracle.derivable_slow if slow else oracle.derivable
-    ids = sorted(facts)
+    return minimal_removals(sorted(facts), lambda u: check(targets, u))
+
+
+def minimal_removals(ids, derivable) -> set[frozenset[int]]:
+    """The subset-minimal sets U of ``ids`` with ``derivable(U)`` false, ``derivable(U)`` saying whether some target
+    is still in Omega(K \\ U): every subset is tried by increasing size, and supersets of a found set are skipped
+    (Definitions 2 and 3)."""
     found: list[frozenset[int]] = []
     for size in range(len(ids) + 1):
         for combo in itertools.combinations(ids, size):
             u = frozenset(combo)
             if any(m <= u for m in found):
                 continue
-            if not check(targets, u):
+            if not derivable(u):
                 found.append(u)
     return set(found)
 

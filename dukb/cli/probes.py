@@ -78,6 +78,7 @@ def probes(
     (doc_id, entity, k_context, text, facts: role incorrect|correct, fact_kind, fact_id, sentence).
     """
     from dukb.kb import load_kb
+    from dukb.kb.kbschema import require_family
     from dukb.kb.probes import make_probes, parse_kinds, probes_text, write_edu_qa
     from dukb.solver.closure import compute_closure
 
@@ -89,6 +90,7 @@ def probes(
     if output is not None and (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output.is_file():
         raise InputError("-o must be a folder (not an existing file) with --corrupt or --format edu", output)
     k = load_kb(kb)
+    require_family(k.schema, k.source)  # probes from a schema's templates: not yet (issue 43 item 3)
     closure = compute_closure(k, rules).atoms
     written: list[str] = []
     if fmt == ProbeFormat.edu:

@@ -14,7 +14,10 @@ from dukb.cli.render import output_path
 from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED
 from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the commands)
 
-KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name: demo."
+KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv; or a schema.yaml, its entities file and " \
+          "relationships.csv) or a built-in KB name: demo."
+#: ``--rules`` of the symbolic commands, which take a KB of any schema.
+KB_RULES_HELP = RULES_HELP + " Default: the KB's own rules.lp when its directory has a schema.yaml, else family."
 
 #: ``-o/--output`` of closure, mdus and recall: written all or nothing (:func:`dukb.kb.io.atomic_output`); an empty
 #: value is refused (:func:`dukb.cli.render.output_path`).
@@ -161,7 +164,7 @@ def option_int(text: str, what: str) -> int:
     return n
 
 
-def _load(kb: str, rules: str):
+def _load(kb: str, rules: str | None):
     from dukb.kb import load_kb
     from dukb.solver.closure import compute_closure
 
@@ -182,13 +185,14 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
         if len(e.problems) > 1:
             typer.echo(one_line(f"dukb: error: {len(e.problems)} problems in {kb}"), err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"ok: {len(k.people)} people, {len(k.relationships)} relationship facts, "
+    who = "people" if k.schema.is_family else f"entities (schema '{k.schema.name}')"
+    typer.echo(f"ok: {len(k.people)} {who}, {len(k.relationships)} relationship facts, "
                f"{len(k.biographies)} biography facts")
 
 
 def closure(
     kb: str = typer.Option(..., "--kb", help=KB_HELP),
-    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    rules: Optional[str] = typer.Option(None, "--rules", help=KB_RULES_HELP),
     fmt: ClosureFormat = typer.Option(ClosureFormat.csv, "--format", help="csv | json | table."),
     output: Optional[Path] = OUTPUT_OPTION,
 ) -> None:
@@ -285,7 +289,7 @@ def mdus(
                                             "none)."),
     joint: bool = typer.Option(False, "--joint", help="Treat all targets as one group that must all become "
                                "non-derivable (adds a 'joint' entry)."),
-    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    rules: Optional[str] = typer.Option(None, "--rules", help=KB_RULES_HELP),
     fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
     output: Optional[Path] = OUTPUT_OPTION,
 ) -> None:
@@ -392,7 +396,7 @@ def recall(
     seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help=f"random: number of seeds, 1 to "
                               f"{MAX_SEEDS:,}."),
     seed: int = typer.Option(0, "--seed", help="random: base seed."),
-    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    rules: Optional[str] = typer.Option(None, "--rules", help=KB_RULES_HELP),
     fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
     output: Optional[Path] = OUTPUT_OPTION,
 ) -> None:

@@ -38,6 +38,7 @@ from dukb.kb.csvfile import (
     read_csv,
     strict_int,
 )
+from dukb.kb.kbschema import SCHEMA_FILE, Schema, family_schema, schema_of
 from dukb.kb.model import KB, BioFact, Fact, Person
 from dukb.kb.schema import ATTRIBUTES, GENDERS, RELATIONS, gender_violation
 
@@ -236,6 +237,12 @@ def _name_problem(name: str) -> str | None:
 def load_kb(directory: str | Path) -> KB:
     """Load and validate a KB directory.
 
+    The directory's ``schema.yaml`` (:func:`dukb.kb.kbschema.schema_of`; absent: the family schema) names the
+    entities file and its columns, the relations with their subject/object types and the attributes; the KB carries
+    it (``kb.schema``). For the family schema the checks and messages are those of EDU-RELAT's people.csv (genders);
+    for another schema, the same checks with entity types in place of genders, plus: each functional relation has
+    at most one object per subject.
+
     Args:
         directory: a KB directory, or the name of a built-in KB (``demo``).
 
@@ -243,7 +250,7 @@ def load_kb(directory: str | Path) -> KB:
         The validated :class:`KB`.
 
     Raises:
-        InputError: the directory does not exist.
+        InputError: the directory does not exist; a malformed schema.yaml (``FILE:LINE: problem``).
         KBError: any problem: missing or unreadable file (``cannot read: <strerror>``), not UTF-8, CSV syntax error
             (e.g. an unterminated quote), wrong number of fields, duplicate, missing or unknown column, control
             character in a cell, unknown relation or attribute, person not in people.csv,
@@ -267,8 +274,9 @@ def load_kb(directory: str | Path) -> KB:
         "Henry Hale is George Hale's child"
     """
     root = resolve_kb_path(directory)
+    schema = schema_of(root)
     with gc_paused():
-        return _load_kb_fast(root) or _load_kb(root)
+        return (_load_kb_fast(root) if schema.is_family else None) or _load_kb(root, schema)
 
 
 #: Total size of the KB files (bytes) from which :func:`load_kb` tries its fast path first (below it, importing
@@ -441,9 +449,15 @@ def _fast_biographies(cols: dict[str, Any], names: Any, name_obj: np.ndarray,
     return build
 
 
-def _load_kb(root: Path) -> KB:
+def _load_kb(root: Path, schema: Schema | None = None) -> KB:
+    """The strict reader of :func:`load_kb` (``schema``: None reads the directory's own)."""
+    if schema is None:
+        schema = schema_of(root)
     problems: list[Problem] = []
-    p_rows = _read_csv(root / PEOPLE, PEOPLE_COLUMNS, problems, PEOPLE_OPTIONAL)
+    family = schema.is_family
+    people_path = root / schema.entities_file
+    name_col, type_col = schema.name_column, schema.type_column
+    p_rows = _read_csv(people_path, (name_col, type_col), problems, PEOPLE_OPTIONAL if family else ())
     # when people.csv has a problem of its own, a fact naming someone not in it is not reported again
     people_complete = not problems
     r_rows = _read_fact_rows(root / RELATIONSHIPS, REL_COLUMNS, problems)
@@ -454,9 +468,10 @@ def _load_kb(root: Path) -> KB:
 
     people: dict[str, Person] = {}
     excused: set[str] | _Everyone = set()  # people with a reported problem: their facts are not reported again
-    ppath = str(root / PEOPLE)
+    ppath = str(people_path)
+    types = GENDERS if family else schema.entity_types
     for line, row in p_rows or ():
-        name, gender = row["name"], row["gender"].lower()
+        name, gender = row[name_col], row[type_col].lower()
         bad = _name_problem(name)
         if bad:
             problems.append(Problem(ppath, line, bad))
@@ -464,8 +479,8 @@ def _load_kb(root: Path) -> KB:
         if name in people:
             problems.append(Problem(ppath, line, f"duplicate person {name!r}"))
             continue
-        if gender not in GENDERS:
-            problems.append(Problem(ppath, line, f"gender of {name!r} is {row['gender']!r}, not male/female"))
+        if gender not in types:
+            problems.append(Problem(ppath, line, _type_problem(schema, name, row[type_col])))
             excused.add(name)
             continue
         extra = {}
@@ -483,15 +498,16 @@ def _load_kb(root: Path) -> KB:
     if not people_complete:
         excused = _Everyone()
     ids = (array("q"), array("q"))
-    relationships = _check_relationships(people, r_rows or (), str(root / RELATIONSHIPS), problems, excused, ids)
+    relationships = _check_relationships(people, r_rows or (), str(root / RELATIONSHIPS), problems, excused, ids,
+                                         schema)
     del r_rows  # rows are freed as soon as their facts exist (peak memory on large KBs)
-    biographies = _check_biographies(people, b_rows or (), str(bio_path), problems, excused)
+    biographies = _check_biographies(people, b_rows or (), str(bio_path), problems, excused, schema)
     del b_rows
     if problems:
-        rank = {str(root / PEOPLE): 0, str(root / RELATIONSHIPS): 1, str(bio_path): 2}
+        rank = {ppath: 0, str(root / RELATIONSHIPS): 1, str(bio_path): 2}
         problems.sort(key=lambda p: (rank.get(p.path, 3), p.line or 0))  # stable: file order, then line order
         raise KBError(problems)
-    kb = KB(people, relationships, biographies, source=root)
+    kb = KB(people, relationships, biographies, source=root, schema=schema)
     kb.set_name_index(*ids)
     return kb
 
@@ -527,11 +543,33 @@ _GENDER_OK = frozenset((r, sg, og) for r in RELATIONS for sg in GENDERS for og i
                        if gender_violation(r, sg, og) is None)
 
 
+def _type_problem(schema: Schema, name: str, value: str) -> str:
+    """The message for an entity whose type (family: gender) is not one of the schema's."""
+    if schema.is_family:
+        return f"gender of {name!r} is {value!r}, not male/female"
+    return f"type of {name!r} is {value!r}, not one of {', '.join(schema.entity_types)}"
+
+
+def _vocabulary(schema: Schema | None) -> tuple[Schema, tuple[str, ...], frozenset, dict[str, str], str]:
+    """(schema, relations, the (relation, subject type, object type) triples its types allow, interned names, the
+    word for an entity) of a schema (None: the family schema)."""
+    if schema is None or schema.is_family:
+        return family_schema(), RELATIONS, _GENDER_OK, _INTERN, "person"
+    rels, types = schema.relation_names, schema.entity_types
+    ok = frozenset((r, a, b) for r in rels for a in types for b in types if schema.type_violation(r, a, b) is None)
+    return schema, rels, ok, {x: x for x in rels + schema.attribute_names}, "entity"
+
+
 def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
                          problems: list[Problem], excused: Container[str] = frozenset(),
-                         ids: tuple[array, array] | None = None) -> list[Fact]:
+                         ids: tuple[array, array] | None = None, schema: Schema | None = None) -> list[Fact]:
     """The valid relationship facts of ``rows`` ((line, [fact_id, subject, relation, object])); problems appended.
-    With ``ids`` (two array('q')), the people-order position of each kept fact's subject and object is appended."""
+    With ``ids`` (two array('q')), the people-order position of each kept fact's subject and object is appended.
+    ``schema`` (None: the family schema) gives the relations, their types and which are functional."""
+    schema, relations, type_ok, intern, who_word = _vocabulary(schema)
+    family = who_word == "person"
+    functional = {r.name for r in schema.relations if r.functional}
+    first_object: dict[tuple[str, str], tuple[str, int | None]] = {}
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
@@ -544,32 +582,36 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
         a, b = get(s), get(o)
         fid = v.isdigit() and v.isascii() and len(v) <= MAX_INT_DIGITS and int(v)  # strict_int, inlined: False when not
         if fid is not False and a is not None and b is not None and s != o and fid not in seen_ids \
-                and (r, a[0].gender, b[0].gender) in _GENDER_OK and (s, r, o) not in seen:
+                and (r, a[0].gender, b[0].gender) in type_ok and (s, r, o) not in seen:
             seen_ids.add(fid)
-            s, r, o = a[0].name, _INTERN[r], b[0].name
+            s, r, o = a[0].name, intern[r], b[0].name
             seen[(s, r, o)] = line
             out.append(Fact(fid, s, r, o))
             s_ids.append(a[1])
             o_ids.append(b[1])
+            if functional and r in functional:
+                _check_functional(first_object, s, r, o, path, line, problems)
             continue
         checked = _parse_id(v, path, line, seen_ids, problems)
         ok = checked is not None
-        if r not in RELATIONS:
-            problems.append(Problem(path, line, f"unknown relation {r!r} (known: {', '.join(RELATIONS)})"))
+        if r not in relations:
+            problems.append(Problem(path, line, f"unknown relation {r!r} (known: {', '.join(relations)})"))
             ok = False
         for who in (s, o):
             if who not in people:
                 if who not in excused:
-                    problems.append(Problem(path, line, f"person {who!r} is not in people.csv"))
+                    problems.append(Problem(path, line, f"{who_word} {who!r} is not in {schema.entities_file}"))
                 ok = False
         if not ok:
             continue
         if s == o:
-            problems.append(Problem(path, line, f"reflexive fact: {s!r} cannot be their own {r}"))
+            problems.append(Problem(path, line, f"reflexive fact: {s!r} cannot be their own {r}" if family else
+                                    f"reflexive fact ({s}, {r}, {o}): subject and object are the same entity"))
             continue
-        why = gender_violation(r, people[s].gender, people[o].gender)
+        why = schema.type_violation(r, people[s].gender, people[o].gender)
         if why:
-            problems.append(Problem(path, line, f"fact ({s}, {r}, {o}) violates its relation's gender: {why}"))
+            problems.append(Problem(path, line, f"fact ({s}, {r}, {o}) violates its relation's "
+                                                f"{'gender' if family else 'types'}: {why}"))
             continue
         if (s, r, o) in seen:
             where = seen[(s, r, o)]
@@ -580,11 +622,26 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
         out.append(Fact(cast(int, checked), s, r, o))  # ok: a valid fact_id
         s_ids.append(info[s][1])
         o_ids.append(info[o][1])
+        if r in functional:
+            _check_functional(first_object, s, r, o, path, line, problems)
     return out
 
 
+def _check_functional(first: dict[tuple[str, str], tuple[str, int | None]], s: str, r: str, o: str, path: str,
+                      line: int | None, problems: list[Problem]) -> None:
+    """Report a second object of a functional relation for the same subject (``first``: (s, r) -> first object)."""
+    had = first.setdefault((s, r), (o, line))
+    if had[0] != o:
+        where = f" (line {had[1]})" if had[1] else ""
+        problems.append(Problem(path, line, f"functional relation '{r}': {s!r} already has the object {had[0]!r}"
+                                            f"{where}; at most one object per subject"))
+
+
 def _check_biographies(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
-                       problems: list[Problem], excused: Container[str] = frozenset()) -> list[BioFact]:
+                       problems: list[Problem], excused: Container[str] = frozenset(),
+                       schema: Schema | None = None) -> list[BioFact]:
+    schema, _, _, intern, who_word = _vocabulary(schema)
+    attributes = ATTRIBUTES if who_word == "person" else schema.attribute_names
     seen_ids: set[int] = set()
     seen: dict[tuple, int | None] = {}
     out = []
@@ -596,20 +653,20 @@ def _check_biographies(people: dict[str, Person], rows: Iterable[tuple[int, Sequ
         fid = fv.isdigit() and fv.isascii() and len(fv) <= MAX_INT_DIGITS and int(fv)  # strict_int, inlined: False when not
         if a == "birthyear" and strict_int(v) is None:
             fid = False
-        if fid is not False and v and a in ATTRIBUTES and p is not None and fid not in seen_ids and (s, a, v) not in seen:
+        if fid is not False and v and a in attributes and p is not None and fid not in seen_ids and (s, a, v) not in seen:
             seen_ids.add(fid)
-            s, a, v = p.name, _INTERN[a], values.setdefault(v, v)
+            s, a, v = p.name, intern[a], values.setdefault(v, v)
             seen[(s, a, v)] = line
             out.append(BioFact(fid, s, a, v))
             continue
         checked = _parse_id(fv, path, line, seen_ids, problems)
         ok = checked is not None
-        if a not in ATTRIBUTES:
-            problems.append(Problem(path, line, f"unknown attribute {a!r} (known: {', '.join(ATTRIBUTES)})"))
+        if a not in attributes:
+            problems.append(Problem(path, line, f"unknown attribute {a!r} (known: {', '.join(attributes) or 'none'})"))
             ok = False
         if s not in people:
             if s not in excused:
-                problems.append(Problem(path, line, f"person {s!r} is not in people.csv"))
+                problems.append(Problem(path, line, f"{who_word} {s!r} is not in {schema.entities_file}"))
             ok = False
         if not v:
             problems.append(Problem(path, line, "empty value"))
@@ -646,16 +703,18 @@ def check_kb(kb: KB) -> None:
     """
     problems: list[Problem] = []
     pseen: set[str] = set()
+    schema = kb.schema
+    types = GENDERS if schema.is_family else schema.entity_types
     for i, p in enumerate(kb.people.values()):
         bad = _name_problem(p.name) or (f"duplicate person {p.name!r}" if p.name in pseen else None) or \
-            (None if p.gender in GENDERS else f"gender of {p.name!r} is {p.gender!r}, not male/female")
+            (None if p.gender in types else _type_problem(schema, p.name, p.gender))
         if bad:
-            problems.append(Problem(PEOPLE, i + 2, bad))
+            problems.append(Problem(schema.entities_file, i + 2, bad))
         pseen.add(p.name)
     rel_rows = [(i + 2, (str(f.fact_id), f.subject, f.relation, f.object)) for i, f in enumerate(kb.relationships)]
     bio_rows = [(i + 2, (str(f.fact_id), f.subject, f.attribute, str(f.value))) for i, f in enumerate(kb.biographies)]
-    _check_relationships(kb.people, rel_rows, RELATIONSHIPS, problems)
-    _check_biographies(kb.people, bio_rows, BIOGRAPHIES, problems)
+    _check_relationships(kb.people, rel_rows, RELATIONSHIPS, problems, schema=schema)
+    _check_biographies(kb.people, bio_rows, BIOGRAPHIES, problems, schema=schema)
     if problems:
         raise KBError(problems)
 
@@ -691,11 +750,21 @@ def save_kb(kb: KB, directory: str | Path) -> Path:
 
 
 def _save_kb(kb: KB, root: Path) -> None:
-    with atomic_output(root / PEOPLE) as fh:
-        w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
-        w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
-        w.writerows([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
-                     p.job or "", "" if p.generation is None else p.generation] for p in kb.people.values())
+    schema = kb.schema
+    if not schema.is_family:  # the entities file (name and type columns) and the schema it follows
+        with atomic_output(root / schema.entities_file) as fh:
+            w = csv.writer(fh)
+            w.writerow([schema.name_column, schema.type_column])
+            w.writerows([p.name, p.gender] for p in kb.people.values())
+        if schema.path is not None:
+            with atomic_output(root / SCHEMA_FILE, binary=True) as fh:
+                fh.write(Path(schema.path).read_bytes())
+    else:
+        with atomic_output(root / PEOPLE) as fh:
+            w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
+            w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
+            w.writerows([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
+                         p.job or "", "" if p.generation is None else p.generation] for p in kb.people.values())
     with atomic_output(root / RELATIONSHIPS) as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(REL_COLUMNS)

@@ -12,16 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from dukb.kb.kbschema import Schema, family_schema
+
 Triple = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
 class Person:
-    """One person of the KB (a row of people.csv).
+    """One person of the KB (a row of people.csv), or one entity of a KB with another schema (a row of its entities
+    file).
 
     Attributes:
         name: unique full name.
-        gender: "male" or "female".
+        gender: "male" or "female"; for a KB whose schema is not the family one, the entity's type (one of
+            ``Schema.entity_types``; :meth:`KB.entity_type` reads it under that name).
         birthyear, birthplace, job, generation: optional background attributes (birthyear in years AD).
 
     Example:
@@ -92,6 +96,7 @@ class KB:
         relationships: relationship facts in file order (the order defines atom ids in the solver).
         biographies: biography facts in file order.
         source: directory it was loaded from, if any.
+        schema: the KB's :class:`dukb.kb.kbschema.Schema` (the family schema unless one is given).
 
     Build one with :func:`dukb.kb.load_kb` (validates) or directly for tests; call :func:`dukb.kb.check_kb` after
     building by hand. :func:`dukb.kb.load_kb`'s fast path gives a KB whose fact lists are built on first use
@@ -111,13 +116,14 @@ class KB:
         16
     """
 
-    __slots__ = ("people", "source", "_relationships", "_biographies", "_make_relationships", "_make_biographies",
+    __slots__ = ("people", "source", "_schema", "_relationships", "_biographies", "_make_relationships", "_make_biographies",
                  "_rel_by_id", "_rel_by_triple", "_name_index", "_columns")
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __init__(self, people: dict[str, Person], relationships: list[Fact],
-                 biographies: list[BioFact] | None = None, source: Path | None = None):
+                 biographies: list[BioFact] | None = None, source: Path | None = None, schema: Schema | None = None):
         self.people, self.source = people, source
+        self._schema = None if schema is None or schema.is_family else schema
         self._relationships: list[Fact] | None = relationships
         self._biographies: list[BioFact] | None = [] if biographies is None else biographies
         self._make_relationships: Callable[[], list[Fact]] | None = None
@@ -131,17 +137,18 @@ class KB:
     @classmethod
     def from_columns(cls, people: dict[str, Person], columns: tuple[Any, Any, Any, Any],
                      relationships: Callable[[], list[Fact]], biographies: Callable[[], list[BioFact]],
-                     source: Path | None = None) -> KB:
+                     source: Path | None = None, schema: Schema | None = None) -> KB:
         """A KB whose fact lists are built on first use, by ``relationships()`` and ``biographies()``.
 
         Args:
             people: name -> Person, in file order.
             columns: the relationship facts as four int64 numpy arrays of one length, in file order: fact_id,
-                subject's position in ``people``, relation's index in :data:`dukb.kb.schema.RELATIONS`, object's
+                subject's position in ``people``, relation's index in the schema's relations, object's
                 position (see :meth:`fact_columns`).
             relationships, biographies: build the fact lists (called at most once each); the relationships must
                 agree with ``columns``.
             source: the directory it was loaded from.
+            schema: the KB's schema (None: the family schema).
 
         Example:
             >>> import numpy as np
@@ -151,12 +158,22 @@ class KB:
             >>> kb.fact_columns()[0].tolist(), kb.relationships
             ([7], [Fact(fact_id=7, subject='Bo Lee', relation='wife', object='Ann Lee')])
         """
-        kb = cls(people, [], [], source)
+        kb = cls(people, [], [], source, schema)
         kb._relationships = kb._biographies = None
         kb._make_relationships, kb._make_biographies = relationships, biographies
         fid, subj, rel, obj = columns
         kb._columns = (None, len(fid), len(people), subj, obj, fid, rel)
         return kb
+
+    @property
+    def schema(self) -> Schema:
+        """The KB's schema: its relations, entity types and attributes (the family schema unless another was
+        given; Wu et al. 2025, Sec. 2: the vocabulary of K and R)."""
+        return family_schema() if self._schema is None else self._schema
+
+    @schema.setter
+    def schema(self, schema: Schema | None) -> None:
+        self._schema = None if schema is None or schema.is_family else schema
 
     @property
     def relationships(self) -> list[Fact]:
@@ -188,8 +205,8 @@ class KB:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, KB):
             return NotImplemented
-        return (self.people, self.relationships, self.biographies, self.source) == \
-            (other.people, other.relationships, other.biographies, other.source)
+        return (self.people, self.relationships, self.biographies, self.source, self.schema) == \
+            (other.people, other.relationships, other.biographies, other.source, other.schema)
 
     def _by_id(self) -> dict[int, Fact]:
         if self._rel_by_id is None:
@@ -241,7 +258,7 @@ class KB:
         return None
 
     def fact_columns(self) -> tuple[Any, Any, Any, Any] | None:
-        """(fact_ids, subject positions, relation indices in :data:`dukb.kb.schema.RELATIONS`, object positions)
+        """(fact_ids, subject positions, relation indices in the schema's relations, object positions)
         of the relationship facts, int64 numpy arrays in file order, for a KB of :meth:`from_columns` that has not
         changed since (as :meth:`name_index` checks, and on the first and last fact's id and relation); else None.
         """
@@ -250,11 +267,10 @@ class KB:
             return None
         ix = cast(tuple, ix)
         if ix[0] is not None and ix[1]:
-            from dukb.kb.schema import RELATIONS
-
+            relations = self.schema.relation_names
             for k in (0, ix[1] - 1):
                 f = ix[0][k]
-                if f.fact_id != ix[5][k] or f.relation != RELATIONS[ix[6][k]]:
+                if f.fact_id != ix[5][k] or f.relation != relations[ix[6][k]]:
                     return None
         return ix[5], ix[3], ix[6], ix[4]
 
@@ -279,6 +295,11 @@ class KB:
         """Gender of a person ("male"/"female"). Raises KeyError for an unknown name."""
         return self.people[name].gender
 
+    def entity_type(self, name: str) -> str:
+        """The entity type of a name (one of ``kb.schema.entity_types``; for the family schema its gender).
+        Raises KeyError for an unknown name."""
+        return self.people[name].gender
+
     @property
     def rel_ids(self) -> list[int]:
         """Relationship fact ids in file order."""
@@ -291,7 +312,9 @@ class KB:
 
     def fingerprint(self) -> str:
         """SHA-256 (first 16 hex digits) of what results depend on: every person's name and gender (genders guard
-        the rules) and every relationship and biography fact with its fact_id, in file order.
+        the rules) and every relationship and biography fact with its fact_id, in file order; for a KB whose schema
+        is not the family one, first the schema's fingerprint (:meth:`dukb.kb.kbschema.Schema.fingerprint`), so a KB
+        without schema.yaml keeps the fingerprint it always had.
 
         Two KBs with the same fingerprint give the same closure, minimal sets and QA data; a run directory records
         it so that a resume on another KB is refused.
@@ -299,6 +322,8 @@ class KB:
         import hashlib
 
         h = hashlib.sha256()
+        if self._schema is not None:
+            h.update(f"S|{self._schema.fingerprint()}\n".encode())
         people, rels, bios = list(self.people.values()), self.relationships, self.biographies
         step = 1 << 15  # the same bytes as one update per line, hashed in chunks (faster on large KBs)
         for k in range(0, len(people), step):

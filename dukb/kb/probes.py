@@ -40,9 +40,8 @@ from typing import Any
 from dukb import InputError
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, parse_int, read_text
 from dukb.kb.io import atomic_output
-
-# the answer judge lives in dukb.kb.judge; its names stay importable from here
 from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401  # noqa: F401
+from dukb.kb.kbschema import require_family
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
 from dukb.kb.templates import load_template
@@ -184,7 +183,7 @@ class FactIndex:
     """Look-ups over a KB and its deductive closure used by probes and corruption.
 
     Args:
-        kb: the KB.
+        kb: the KB (the family schema; another is refused, :func:`dukb.kb.kbschema.require_family`).
         closure: the closure triples ``(s, r, o)`` (e.g. ``compute_closure(kb).atoms``); None = the KB's facts only.
 
     Attributes:
@@ -205,6 +204,7 @@ class FactIndex:
     """
 
     def __init__(self, kb: KB, closure: Iterable[Triple] | None = None):
+        require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet
         self.kb = kb
         self.triples: set[Triple] = {f.triple for f in kb.relationships}
         if closure is not None:

@@ -35,6 +35,7 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
     Source: Wu et al. 2025, Definition 1 (deductive closure).
     """
     from dukb.kb import load_kb
+    from dukb.kb.kbschema import require_family
     from dukb.solver.closure import compute_closure
 
     if kb_spec is None:
@@ -42,6 +43,7 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
 
         kb_spec = default_generated_kb_dir()
     kb = load_kb(kb_spec)
+    require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
     return kb, compute_closure(kb, rules)
 
 

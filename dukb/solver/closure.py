@@ -17,9 +17,9 @@ import numpy as np
 
 from dukb import InputError
 from dukb.kb.model import KB, Fact, Triple
-from dukb.kb.schema import RELATIONS
 from dukb.solver.csvout import write_rows_arrow
-from dukb.solver.rules import INSTANCE_PRED, RuleSet, load_rules
+from dukb.solver.horn import sort_rows
+from dukb.solver.rules import BUILTIN_RULES, INSTANCE_PRED, RulesError, RuleSet, kb_rules, load_rules
 from dukb.solver.views import BodyIndexView, BodyView, HeadView
 
 if TYPE_CHECKING:  # for annotations only
@@ -51,7 +51,8 @@ def asp_string(value: str) -> str:
 
 
 def kb_program(kb: KB) -> str:
-    """ASP facts for a KB: ``holds("S",rel,"O").`` per relationship fact, plus ``person/1``, ``male/1``, ``female/1``.
+    """ASP facts for a KB: ``holds("S",rel,"O").`` per relationship fact, plus the background facts of every entity:
+    the schema's entity predicate and the entity's type (family: ``person/1`` and ``male/1`` or ``female/1``).
 
     Returns:
         Program text (one fact per line).
@@ -63,9 +64,10 @@ def kb_program(kb: KB) -> str:
         ('person("George Hale"). male("George Hale").', 'holds("Leo Hale",uncle,"Owen Stone").')
     """
     parts: list[str] = []
+    pred = kb.schema.entity_predicate
     for p in kb.people.values():
         n = asp_string(p.name)
-        parts.append(f"person({n}). {p.gender}({n}).")
+        parts.append(f"{pred}({n}). {p.gender}({n}).")
     for f in kb.relationships:
         parts.append(f"holds({asp_string(f.subject)},{f.relation},{asp_string(f.object)}).")
     return "\n".join(parts)
@@ -99,8 +101,8 @@ class Closure:
     Atom ids: ``0 .. n_kb-1`` are the KB's relationship facts in file order (``fact_ids[i]`` is the fact_id of atom
     i); ``n_kb ..`` are derived facts in sorted ``(subject, relation, object)`` order.
 
-    Facts are held as int64 codes over a symbol table (names ``0..``, relations in
-    :data:`dukb.kb.schema.RELATIONS` order); the Python views below are built on first use only. The ground rule
+    Facts are held as int64 codes over a symbol table (names ``0..``, relations in the order of the KB schema's
+    relations, :attr:`relations`); the Python views below are built on first use only. The ground rule
     instances are numpy arrays, computed on first use when the closure came from the numpy evaluator
     (:mod:`dukb.solver.horn`), so a closure that only lists its facts never grounds the rules' instances.
 
@@ -110,7 +112,8 @@ class Closure:
         method: ``"numpy"`` (semi-naive joins, :mod:`dukb.solver.horn`) or ``"clingo"`` (full grounding).
         seconds: wall time of the closure computation (seconds; instance grounding on demand is not included).
         names: symbol table of names (symbol id -> name).
-        atom_code: int64 array, atom id -> fact code ``(s * 11 + r) * len(names) + o``.
+        relations: relation id -> name (``kb.schema.relation_names``; family: the 11 EDU-RELAT relations).
+        atom_code: int64 array, atom id -> fact code ``(s * len(relations) + r) * len(names) + o``.
         atoms: atom id -> ``(subject, relation, object)`` (list, built on first use).
         index: triple -> atom id (a read-only mapping).
         fact_ids: fact_id of each KB atom (list).
@@ -138,6 +141,8 @@ class Closure:
                  n_kb: int, method: str, seconds: float,
                  instances: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, grounder: Grounder | None = None):
         self.kb, self.rules, self.names, self._name_id = kb, rules, names, name_id
+        self.relations = kb.schema.relation_names
+        self._rel_index = {r: i for i, r in enumerate(self.relations)}
         self.atom_code = atom_code
         self.n_kb = n_kb
         self.method, self.seconds = method, seconds
@@ -164,7 +169,7 @@ class Closure:
     def triples_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(subject symbol, relation id, object symbol) int64 arrays per atom id."""
         sr, o = np.divmod(self.atom_code, self._nsym)
-        s, r = np.divmod(sr, len(RELATIONS))
+        s, r = np.divmod(sr, len(self.relations))
         return s, r, o
 
     @property
@@ -172,7 +177,7 @@ class Closure:
         """Atom id -> ``(subject, relation, object)`` (built once, on first use)."""
         cached = self.__dict__.get("_atoms")
         if cached is None:
-            names, rel = self.names, RELATIONS
+            names, rel = self.names, self.relations
             s, r, o = self.triples_arrays()
             cached = [(names[a], rel[b], names[c]) for a, b, c in zip(s.tolist(), r.tolist(), o.tolist())]
             self.__dict__["_atoms"] = cached
@@ -181,7 +186,8 @@ class Closure:
     def triple(self, atom: int) -> Triple:
         """``atoms[atom]``, ``(subject, relation, object)``, without building :attr:`atoms` (IndexError if none)."""
         sr, o = divmod(int(self.atom_code[atom]), self._nsym)
-        return self.names[sr // len(RELATIONS)], RELATIONS[sr % len(RELATIONS)], self.names[o]
+        rel = self.relations
+        return self.names[sr // len(rel)], rel[sr % len(rel)], self.names[o]
 
     @property
     def index(self) -> Mapping:
@@ -203,10 +209,10 @@ class Closure:
             si, oi = self._name_id.get(s), self._name_id.get(o)
         except (TypeError, ValueError):
             return None
-        ri = _REL_INDEX.get(r)
+        ri = self._rel_index.get(r)
         if si is None or oi is None or ri is None:
             return None
-        code = (si * len(RELATIONS) + ri) * self._nsym + oi
+        code = (si * len(self.relations) + ri) * self._nsym + oi
         k = int(np.searchsorted(self._sorted_codes, code))
         if k < len(self._sorted_codes) and self._sorted_codes[k] == code:
             return int(self._sorted_atoms[k])
@@ -281,9 +287,9 @@ class Closure:
 
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["subject", "relation", "object", "source"])
-        names, rel = self.names, RELATIONS
+        names, rel = self.names, self.relations
         s, r, o = self.triples_arrays()
-        if write_rows_arrow(fh, names, s, r, o, self.n_kb):
+        if write_rows_arrow(fh, names, s, r, o, self.n_kb, rel):
             return
         step = 1 << 16
         for lo in range(0, len(s), step):
@@ -295,7 +301,7 @@ class Closure:
     # -- ground instances -----------------------------------------------------------------------------------------
     def _set_instances(self, rule: np.ndarray, head: np.ndarray, body: np.ndarray) -> None:
         """Store instances given as atom ids, sorting them by (head, rule, body) as the hypergraph's order."""
-        order = _sort_rows([head, rule] + [body[:, j] for j in range(body.shape[1])])
+        order = sort_rows([head, rule] + [body[:, j] for j in range(body.shape[1])])
         rule, head, body = rule[order].astype(np.int32), head[order].astype(np.int32), body[order].astype(np.int32)
         ptr = np.zeros(len(self) + 1, dtype=np.int64)
         np.cumsum(np.bincount(head, minlength=len(self)), out=ptr[1:])
@@ -371,46 +377,6 @@ class Closure:
         return BodyIndexView(*self.body_csr())
 
 
-_REL_INDEX = {r: i for i, r in enumerate(RELATIONS)}
-
-
-def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
-    """Stable order of rows by several integer key columns (most significant first; values >= -1), as
-    ``np.lexsort`` on the reversed keys, but with the keys packed into as few int64 words as their ranges allow."""
-    if not len(keys[0]):
-        return np.zeros(0, dtype=np.int64)
-    words: list[np.ndarray] = []
-    cur: np.ndarray | None = None
-    used = 0
-    for k in keys:
-        k = k.astype(np.int64) + 1
-        bits = max(int(k.max()).bit_length(), 1)
-        if cur is None or used + bits > 62:
-            if cur is not None:
-                words.append(cur)
-            cur, used = k, bits
-        else:
-            cur = (cur << bits) | k
-            used += bits
-    words.append(cast(np.ndarray, cur))  # keys is not empty
-    if len(words) == 1:
-        return np.argsort(words[0], kind="stable")
-    if len(words) > 2:
-        return np.lexsort(words[::-1])
-    # two words: sort by the first (fast unstable sort), then order the runs of equal first words, which are few
-    # here, by the second word and the row number (as a stable sort would)
-    w0, w1 = words
-    order = np.argsort(w0)
-    s0 = w0[order]
-    tie = np.zeros(len(s0), dtype=bool)
-    eq = s0[1:] == s0[:-1]
-    tie[1:] |= eq
-    tie[:-1] |= eq
-    if tie.any():
-        pos = np.flatnonzero(tie)
-        sub = order[pos]
-        order[pos] = sub[np.lexsort((sub, w1[sub], s0[pos]))]
-    return order
 METHODS = ("auto", "numpy", "clingo")
 
 
@@ -438,16 +404,17 @@ def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]
     return names, name_id, s, o
 
 
-def _order_derived(names: list[str], codes: np.ndarray, nsym: int) -> np.ndarray:
+def _order_derived(names: list[str], codes: np.ndarray, nsym: int, relations: Sequence[str]) -> np.ndarray:
     """Codes sorted by their triples' string order (subject, relation, object), as ``sorted()`` on the triples."""
     if not len(codes):
         return codes
     rank = np.empty(len(names), dtype=np.int64)
     rank[np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)] = np.arange(len(names))
-    rrank = np.empty(len(RELATIONS), dtype=np.int64)
-    rrank[np.array(sorted(range(len(RELATIONS)), key=RELATIONS.__getitem__))] = np.arange(len(RELATIONS))
+    nrel = len(relations)
+    rrank = np.empty(nrel, dtype=np.int64)
+    rrank[np.array(sorted(range(nrel), key=relations.__getitem__))] = np.arange(nrel)
     sr, o = np.divmod(codes, nsym)
-    s, r = np.divmod(sr, len(RELATIONS))
+    s, r = np.divmod(sr, nrel)
     return codes[np.lexsort((rank[o], rrank[r], rank[s]))]
 
 
@@ -462,22 +429,26 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
                 if t.const is not None and t.const not in name_id:
                     name_id[t.const] = len(names)
                     names.append(t.const)
-    n, people = len(names), kb.people.values()
+    n, people, schema = len(names), kb.people.values(), kb.schema
     at = np.fromiter((name_id[p.name] for p in people), dtype=np.int64, count=len(people))
-    gender = np.array([p.gender for p in people], dtype=object)
-    male, female, person = (np.zeros(n, dtype=bool) for _ in range(3))
-    person[at], male[at[gender == "male"]], female[at[gender == "female"]] = True, True, True
-    ev = horn.Evaluator(n, name_id, male, female, person)
+    etype = np.array([p.gender for p in people], dtype=object)
+    guards = {p: np.zeros(n, dtype=bool) for p in schema.background}  # one mask per entity type (family: gender)
+    guards[schema.entity_predicate][at] = True
+    for p in schema.entity_types:
+        guards[p][at[etype == p]] = True
+    relations = schema.relation_names
+    ev = horn.Evaluator(n, name_id, guards, relations)
     columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
+    rel_index = {r: i for i, r in enumerate(relations)}
     r = columns[2] if columns is not None else np.fromiter(
-        map(_REL_INDEX.__getitem__, (f.relation for f in kb.relationships)), dtype=np.int64, count=len(kb.relationships))
+        map(rel_index.__getitem__, (f.relation for f in kb.relationships)), dtype=np.int64, count=len(kb.relationships))
     kb_codes = ev.encode(s, r, o)
     try:
         codes = horn.fixpoint(ev, crules, kb_codes)
     except horn.JoinTooLarge as e:
         raise join_error(e, rules) from None
     derived = codes[~horn.in_sorted(codes, np.sort(kb_codes))]
-    atom_code = np.concatenate([kb_codes, _order_derived(names, derived, ev.n)])
+    atom_code = np.concatenate([kb_codes, _order_derived(names, derived, ev.n, relations)])
     if len(codes) != len(derived) + len(kb_codes):
         raise AssertionError("duplicate KB facts")  # pragma: no cover - a validated KB has none
 
@@ -515,12 +486,14 @@ def join_error(e: JoinTooLarge, rules: RuleSet) -> InputError:
                       rules.path, None if rule is None else rule.line)
 
 
-def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto") -> Closure:
+def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "auto") -> Closure:
     """Compute Omega(K, R) and (on demand) all ground rule instances.
 
     Args:
-        kb: a validated KB.
-        rules: a :class:`RuleSet` or a name/path for :func:`load_rules`.
+        kb: a validated KB (any schema: its relations and entity types are the rules' vocabulary).
+        rules: a :class:`RuleSet` (checked against the KB's schema), a name/path for :func:`load_rules` (read
+            against ``kb.schema``), or None: the KB's own rules (:func:`dukb.solver.rules.kb_rules`: the rules.lp
+            of a KB directory with a schema.yaml, else ``family``).
         method: ``"auto"`` (numpy semi-naive evaluation, :mod:`dukb.solver.horn`, falling back to clingo for a
             rule it does not support), ``"numpy"`` (no fallback) or ``"clingo"`` (clingo grounds every rule
             instance; the reference path). All give the same facts, order and instances.
@@ -529,7 +502,8 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto
         The :class:`Closure` (KB facts first, then derived facts).
 
     Raises:
-        RulesError: the rule set cannot be loaded.
+        RulesError: the rule set cannot be loaded; a RuleSet checked against another schema than the KB's; a
+            built-in (family) rule set named for a KB of another schema.
         InputError: clingo fails on the program (message from clingo); unknown method; a rule whose body joins
             more than :data:`dukb.solver.horn.MAX_JOIN_ROWS` rows (``FILE:LINE`` of the rule; also raised when
             the instances are grounded on first use).
@@ -550,8 +524,16 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto
     """
     if method not in METHODS:
         raise InputError(f"unknown closure method {method!r} (known: {', '.join(METHODS)})")
-    if not isinstance(rules, RuleSet):
-        rules = load_rules(rules)
+    if rules is None:
+        rules = kb_rules(kb)
+    elif not isinstance(rules, RuleSet):
+        if str(rules) in BUILTIN_RULES and not kb.schema.is_family:
+            raise RulesError(f"the built-in rule set '{rules}' is for family KBs, but KB {kb.source} has schema "
+                             f"'{kb.schema.name}' (without --rules, a KB with a schema.yaml uses its rules.lp)")
+        rules = load_rules(rules, kb.schema)
+    elif (rules.schema.relation_names, rules.schema.background) != (kb.schema.relation_names, kb.schema.background):
+        raise RulesError(f"the rule set was checked against schema '{rules.schema.name}', but the KB has schema "
+                         f"'{kb.schema.name}': load it with the KB's schema", rules.path)
     t0 = time.perf_counter()
     if method != "clingo":
         from dukb.solver.horn import Unsupported
@@ -599,7 +581,9 @@ def _closure_clingo(kb: KB, rules: RuleSet, t0: float) -> Closure:
                 name_id[x] = len(names)
                 names.append(x)
     nsym = max(len(names), 1)
-    atom_code = np.array([(name_id[s] * len(RELATIONS) + _REL_INDEX[r]) * nsym + name_id[o] for s, r, o in atoms],
+    relations = kb.schema.relation_names
+    rel_index = {r: i for i, r in enumerate(relations)}
+    atom_code = np.array([(name_id[s] * len(relations) + rel_index[r]) * nsym + name_id[o] for s, r, o in atoms],
                          dtype=np.int64)
     width = max([len(b) for b in inst_body] + [max(len(r.body_holds) for r in rules.rules)])
     body = np.full((len(inst_body), width), -1, dtype=np.int64)
@@ -653,7 +637,7 @@ def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
     The string is read by :func:`parse_target` (one CSV record of three fields; the one normalisation is that ASCII
     spaces around a field, outside its quotes, are dropped). The names must then be the KB's exactly: a subject or
     object that names no person, or a relation that is not one of the 11 (case matters), is refused with the
-    closest names (:func:`difflib.get_close_matches`).
+    closest names (:func:`difflib.get_close_matches`). The relations are those of the KB's schema.
 
     Args:
         closure: the closure the target must lie in.
@@ -760,8 +744,8 @@ def _closest_in_malformed(kb: KB, text: str) -> str:
 
 
 def check_target_names(kb: KB, triple: Triple) -> None:
-    """Refuse a target whose names are not the KB's exactly: the subject and object must be people of ``kb`` and
-    the relation one of :data:`dukb.kb.schema.RELATIONS` (case matters).
+    """Refuse a target whose names are not the KB's exactly: the subject and object must be people (entities) of
+    ``kb`` and the relation one of its schema's relations (family: :data:`dukb.kb.schema.RELATIONS`; case matters).
 
     Args:
         kb: the KB.
@@ -785,6 +769,8 @@ def check_target_names(kb: KB, triple: Triple) -> None:
     from dukb.kb.csvfile import control_char
 
     s, r, o = triple
+    relations = kb.schema.relation_names
+    who = "person" if kb.schema.is_family else "entity"
     for what, name in (("subject", s), ("object", o)):
         if name not in kb.people:
             close = _closest_names(kb, name)
@@ -792,9 +778,9 @@ def check_target_names(kb: KB, triple: Triple) -> None:
             c = control_char(name)
             why = f"; it holds a control character (U+{ord(c):04X}), which no name has" if c else \
                 "; names are matched exactly"
-            raise InputError(f"target {what}: no person named {name!r} in the KB{hint}{why}")
-        if what == "subject" and r not in RELATIONS:
-            close = difflib.get_close_matches(r, RELATIONS, n=3, cutoff=0.5) \
-                or difflib.get_close_matches(r.lower(), RELATIONS, n=3, cutoff=0.5)
+            raise InputError(f"target {what}: no {who} named {name!r} in the KB{hint}{why}")
+        if what == "subject" and r not in relations:
+            close = difflib.get_close_matches(r, relations, n=3, cutoff=0.5) \
+                or difflib.get_close_matches(r.lower(), relations, n=3, cutoff=0.5)
             hint = f"closest: {', '.join(close)}; " if close else ""
-            raise InputError(f"target relation: unknown relation {r!r} ({hint}the relations: {', '.join(RELATIONS)})")
+            raise InputError(f"target relation: unknown relation {r!r} ({hint}the relations: {', '.join(relations)})")

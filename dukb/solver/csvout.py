@@ -11,8 +11,6 @@ from typing import IO, Any
 
 import numpy as np
 
-from dukb.kb.schema import RELATIONS
-
 
 def _arrow_strings(values: Sequence[str]) -> Any:
     """A pyarrow large_string array of ``values``, built from its buffers (``pa.array`` would import pandas)."""
@@ -35,7 +33,7 @@ def _csv_field(value: str) -> str:
 
 
 def write_rows_arrow(fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.ndarray, o: np.ndarray,
-                      n_kb: int) -> bool:
+                      n_kb: int, relations: Sequence[str]) -> bool:
     """Write ``subject,relation,object,source`` rows as :meth:`Closure.write_csv`'s csv writer does, byte for byte,
     with pyarrow's string kernels (rows in chunks, straight to ``fh``'s binary buffer). False, writing nothing,
     when ``fh`` has no binary buffer or pyarrow is missing.
@@ -43,9 +41,10 @@ def write_rows_arrow(fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.nda
     Args:
         fh: the open text file (UTF-8); its binary ``buffer`` receives the rows after ``fh`` is flushed.
         names: symbol id -> name.
-        s, r, o: per row, the subject symbol, relation index in :data:`dukb.kb.schema.RELATIONS` and object symbol
+        s, r, o: per row, the subject symbol, relation index in ``relations`` and object symbol
             (int arrays of one length).
         n_kb: rows before this one are ``kb``, the others ``derived``.
+        relations: relation id -> name (the KB schema's relations, in order).
 
     Returns:
         True when the rows were written.
@@ -54,12 +53,13 @@ def write_rows_arrow(fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.nda
         >>> import io
         >>> raw = io.BytesIO()
         >>> fh = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-        >>> write_rows_arrow(fh, ["Ann Lee", "Lee, Bo"], np.array([0, 1]), np.array([4, 3]), np.array([1, 0]), 1)
+        >>> rel = ("child", "father", "mother", "husband", "wife")
+        >>> write_rows_arrow(fh, ["Ann Lee", "Lee, Bo"], np.array([0, 1]), np.array([4, 3]), np.array([1, 0]), 1, rel)
         True
         >>> print(raw.getvalue().decode(), end="")
         Ann Lee,wife,"Lee, Bo",kb
         "Lee, Bo",husband,Ann Lee,derived
-        >>> write_rows_arrow(io.StringIO(), ["Ann Lee"], np.array([0]), np.array([0]), np.array([0]), 1)
+        >>> write_rows_arrow(io.StringIO(), ["Ann Lee"], np.array([0]), np.array([0]), np.array([0]), 1, rel)
         False
     """
     buffer = getattr(fh, "buffer", None)
@@ -72,7 +72,7 @@ def write_rows_arrow(fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.nda
         return False
     fh.flush()
     name_arr = _arrow_strings([_csv_field(n) for n in names])
-    rel_arr = _arrow_strings(RELATIONS)
+    rel_arr = _arrow_strings(relations)
     fixed = _arrow_strings([",", "kb\n", "derived\n"])
     comma = fixed[0]
     step = 1 << 20

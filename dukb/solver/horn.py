@@ -5,21 +5,24 @@ clingo's grounder does it generally, but it also materialises every ground rule 
 most of the time on large KBs. This module compiles each rule of a :class:`dukb.solver.rules.RuleSet` into a join
 plan over integer-encoded facts and evaluates it with numpy:
 
-- symbols: relations are ``0..10`` (:data:`dukb.kb.schema.RELATIONS` order), names (strings) are ``0..n-1`` in a
-  symbol table; a fact is the int64 code ``(s * 11 + r) * n + o``;
+- symbols: relations are ``0..R-1`` in the order of the KB schema's relations (family: the 11 of
+  :data:`dukb.kb.schema.RELATIONS`), names (strings) are ``0..n-1`` in a symbol table; a fact is the int64 code
+  ``(s * R + r) * n + o``;
 - the closure: semi-naive iteration (Ullman 1988, "Principles of Database and Knowledge-Base Systems", Vol. I,
   Sec. 3.9): in each round a rule joins, for each body position i, the previous round's new facts at position i
   with the older facts at positions < i and all facts at positions > i; the new head facts form the next delta;
 - the ground instances: one join of every rule over the final closure, on demand (:func:`ground_instances`).
 
 Rules outside the supported form raise :class:`Unsupported`, and the caller falls back to clingo. Supported: body
-atoms ``holds(S,R,O)`` whose S/O are variables or strings and R a variable or a relation; guards ``male/1``,
-``female/1``, ``person/1`` of a variable or string; comparisons ``=`` and ``!=`` of such terms; every variable
+atoms ``holds(S,R,O)`` whose S/O are variables or strings and R a variable or a relation; guards ``t/1`` of a
+variable or string, one boolean mask over the names per background predicate of the schema (its entity types and its
+entity predicate; family: ``male/1``, ``female/1``, ``person/1``; a predicate without a mask is false); comparisons ``=`` and ``!=`` of such terms; every variable
 occurring in some body ``holds`` atom; no variable used both as a name (S/O) and a relation (R).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, cast
@@ -33,8 +36,6 @@ if TYPE_CHECKING:  # for annotations only
 
     from dukb.solver.rules import RuleSet
 
-NREL = len(RELATIONS)
-_REL_ID = {r: i for i, r in enumerate(RELATIONS)}
 #: Most rows one join of a rule's body may produce (checked before the join allocates anything). The family rules
 #: join at most about 160,000 rows on a generated KB of 100,000 people (about 1.5 million at 1,000,000 people); a
 #: rule whose body atoms share no variables joins the product of their sizes, which soon exceeds any memory.
@@ -83,6 +84,56 @@ def _rank(x: np.ndarray) -> tuple[np.ndarray, int]:
     r = np.empty(len(a), dtype=np.int64)
     r[order] = np.cumsum(step)
     return r, int(r.max()) + 1
+
+
+def sort_rows(keys: list[np.ndarray]) -> np.ndarray:
+    """Stable order of rows by several integer key columns (most significant first; values >= -1), as
+    ``np.lexsort`` on the reversed keys, but with the keys packed into as few int64 words as their ranges allow.
+
+    Args:
+        keys: int arrays of one length (values >= -1), most significant first.
+
+    Returns:
+        The row order (int64 array).
+
+    Example:
+        >>> sort_rows([np.array([1, 0, 1]), np.array([5, 7, -1])]).tolist()
+        [1, 2, 0]
+    """
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    words: list[np.ndarray] = []
+    cur: np.ndarray | None = None
+    used = 0
+    for k in keys:
+        k = k.astype(np.int64) + 1
+        bits = max(int(k.max()).bit_length(), 1)
+        if cur is None or used + bits > 62:
+            if cur is not None:
+                words.append(cur)
+            cur, used = k, bits
+        else:
+            cur = (cur << bits) | k
+            used += bits
+    words.append(cast(np.ndarray, cur))  # keys is not empty
+    if len(words) == 1:
+        return np.argsort(words[0], kind="stable")
+    if len(words) > 2:
+        return np.lexsort(words[::-1])
+    # two words: sort by the first (fast unstable sort), then order the runs of equal first words, which are few
+    # here, by the second word and the row number (as a stable sort would)
+    w0, w1 = words
+    order = np.argsort(w0)
+    s0 = w0[order]
+    tie = np.zeros(len(s0), dtype=bool)
+    eq = s0[1:] == s0[:-1]
+    tie[1:] |= eq
+    tie[:-1] |= eq
+    if tie.any():
+        pos = np.flatnonzero(tie)
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((sub, w1[sub], s0[pos]))]
+    return order
 
 
 class Unsupported(Exception):
@@ -138,7 +189,7 @@ class CRule:
         index: rule index in the rule set.
         head: (S, R, O) terms of the head.
         body: (S, R, O) terms of each body ``holds`` atom, in the rule's order.
-        guards: (predicate, term) for male/female/person atoms.
+        guards: (predicate, term) for the background atoms (entity types, entity predicate).
         comparisons: (op, left, right) with op ``"="`` or ``"!="``.
 
     Example:
@@ -159,7 +210,7 @@ class CRule:
         return {t.var for a in self.body + (self.head,) for t in (a[0], a[2]) if t.var}
 
 
-def _term(node: AST, position: str) -> Term:
+def _term(node: AST, position: str, relations: tuple[str, ...]) -> Term:
     from clingo import ast
 
     if node.ast_type == ast.ASTType.Variable:
@@ -168,25 +219,27 @@ def _term(node: AST, position: str) -> Term:
         return Term(var=node.name)
     if node.ast_type == ast.ASTType.SymbolicTerm:
         sym = node.symbol
-        if position == "rel" and sym.type.name == "Function" and not sym.arguments and sym.name in _REL_ID:
+        if position == "rel" and sym.type.name == "Function" and not sym.arguments and sym.name in relations:
             return Term(const=sym.name)
         if position == "name" and sym.type.name == "String":
             return Term(const=sym.string)
     raise Unsupported(f"term {node}")
 
 
-def _holds(sym: AST) -> tuple[Term, Term, Term]:
+def _holds(sym: AST, relations: tuple[str, ...]) -> tuple[Term, Term, Term]:
     a = sym.arguments
-    return (_term(a[0], "name"), _term(a[1], "rel"), _term(a[2], "name"))
+    return (_term(a[0], "name", relations), _term(a[1], "rel", relations), _term(a[2], "name", relations))
 
 
 @lru_cache(maxsize=16)
-def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]:
+def compile_rules(program_key: str, texts: tuple[str, ...],
+                  relations: tuple[str, ...] = RELATIONS) -> tuple[CRule, ...]:
     """Compile validated rules (their clingo-printed text) into :class:`CRule` join plans.
 
     Args:
         program_key: the rule set's fingerprint (cache key).
         texts: the rules' texts in rule-set order.
+        relations: the KB schema's relations (a relation constant must be one of them).
 
     Returns:
         The compiled rules.
@@ -210,7 +263,7 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
         if len(rules) != 1:
             raise Unsupported(text)
         st = rules[0]
-        head = _holds(st.head.atom.symbol)
+        head = _holds(st.head.atom.symbol, relations)
         body, guards, comps = [], [], []
         for lit in st.body:
             atom = lit.atom
@@ -221,13 +274,13 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
                 op = {ast.ComparisonOperator.Equal: "=", ast.ComparisonOperator.NotEqual: "!="}.get(g.comparison)
                 if op is None:
                     raise Unsupported("ordering comparison")
-                comps.append((op, _term(atom.term, "name"), _term(g.term, "name")))
+                comps.append((op, _term(atom.term, "name", relations), _term(g.term, "name", relations)))
                 continue
             sym = atom.symbol
             if sym.name == "holds":
-                body.append(_holds(sym))
+                body.append(_holds(sym, relations))
             else:
-                guards.append((sym.name, _term(sym.arguments[0], "name")))
+                guards.append((sym.name, _term(sym.arguments[0], "name", relations)))
         rule = CRule(index, head, tuple(body), tuple(guards), tuple(comps))
         rel_vars = {a[1].var for a in rule.body + (rule.head,) if a[1].var}
         body_vars = {t.var for a in rule.body for t in a if t.var}
@@ -252,7 +305,7 @@ def rules_of(ruleset: RuleSet) -> tuple[CRule, ...]:
         >>> len(compiled), compiled[0].head[1].const
         (48, 'husband')
     """
-    return compile_rules(ruleset.fingerprint, tuple(r.text for r in ruleset.rules))
+    return compile_rules(ruleset.fingerprint, tuple(r.text for r in ruleset.rules), ruleset.schema.relation_names)
 
 
 # ------------------------------------------------------------------------------------------------ joins ----------
@@ -280,50 +333,54 @@ class Evaluator:
     Args:
         n_names: number of names (symbols 0..n_names-1 in S/O positions).
         name_id: name -> symbol (for string constants of the rules; unknown names never match).
-        male, female, person: boolean arrays over name symbols.
+        guards: background predicate -> boolean array over name symbols (one per entity type of the KB's schema,
+            plus its entity predicate; family: male, female, person). A predicate not given is false of every name.
+        relations: the KB schema's relations, in order (relation ids ``0..len-1``).
 
     Example:
         >>> # Ann (symbol 0, female) and Bo (symbol 1, male)
-        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
-        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
+        >>> guards = {"male": np.array([False, True]), "female": np.array([True, False]), "person": np.array([True, True])}
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, guards)
         >>> wife = RELATIONS.index("wife")
         >>> code = ev.encode(np.array([1]), np.array([wife]), np.array([0]))  # "Ann is Bo's wife"
         >>> [int(x[0]) for x in ev.decode(code)] == [1, wife, 0]
         True
     """
 
-    def __init__(self, n_names: int, name_id: dict[str, int], male: np.ndarray, female: np.ndarray,
-                 person: np.ndarray):
+    def __init__(self, n_names: int, name_id: dict[str, int], guards: Mapping[str, np.ndarray],
+                 relations: Sequence[str] = RELATIONS):
         self.n = max(n_names, 1)
         self.name_id = name_id
-        self.guard = {"male": male, "female": female, "person": person}
+        self.guard = dict(guards)
+        self.nrel = len(relations)
+        self.rel_id = {r: i for i, r in enumerate(relations)}
 
     # -- codes ----------------------------------------------------------------------------------------------------
     def encode(self, s: np.ndarray, r: np.ndarray, o: np.ndarray) -> np.ndarray:
-        """int64 fact codes ``(s * 11 + r) * n + o``."""
-        return (s.astype(np.int64) * NREL + r) * self.n + o
+        """int64 fact codes ``(s * R + r) * n + o`` (R relations, n names)."""
+        return (s.astype(np.int64) * self.nrel + r) * self.n + o
 
     def decode(self, code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Inverse of :meth:`encode`: (s, r, o) int64 arrays."""
         sr, o = np.divmod(code, self.n)
-        s, r = np.divmod(sr, NREL)
+        s, r = np.divmod(sr, self.nrel)
         return s, r, o
 
-    @staticmethod
-    def by_relation(s: np.ndarray, r: np.ndarray, o: np.ndarray, ids: np.ndarray | None = None) -> list[tuple]:
+    def by_relation(self, s: np.ndarray, r: np.ndarray, o: np.ndarray, ids: np.ndarray | None = None) -> list[tuple]:
         """Facts split per relation: list indexed by relation id of (s, o) arrays, or (s, o, ids) arrays when
         ``ids`` (an atom id per fact) is given."""
+        nrel = self.nrel
         order = np.argsort(r, kind="stable")
         s, r, o = s[order], r[order], o[order]
-        cuts = np.searchsorted(r, np.arange(NREL + 1))
+        cuts = np.searchsorted(r, np.arange(nrel + 1))
         if ids is None:
-            return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]]) for k in range(NREL)]
+            return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]]) for k in range(nrel)]
         ids = ids[order]
-        return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]], ids[cuts[k]:cuts[k + 1]]) for k in range(NREL)]
+        return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]], ids[cuts[k]:cuts[k + 1]]) for k in range(nrel)]
 
     def _const(self, t: Term, rel: bool) -> int:
         if rel:
-            return _REL_ID[cast(str, t.const)]  # a constant term
+            return self.rel_id[cast(str, t.const)]  # a constant term
         return self.name_id.get(cast(str, t.const), -1)
 
     # -- one body atom --------------------------------------------------------------------------------------------
@@ -332,7 +389,7 @@ class Evaluator:
         numbers) and, with ``tag`` and a table holding atom ids, the column ``tag`` of the matched facts' ids."""
         ts, tr, to = atom
         if tr.var is None:
-            t = table[_REL_ID[cast(str, tr.const)]]
+            t = table[self.rel_id[cast(str, tr.const)]]
             s, o = t[0], t[1]
             ids = t[2] if len(t) > 2 else None
             rcol = None
@@ -340,7 +397,7 @@ class Evaluator:
             s = np.concatenate([t[0] for t in table])
             o = np.concatenate([t[1] for t in table])
             ids = np.concatenate([t[2] for t in table]) if len(table[0]) > 2 else None
-            rcol = np.repeat(np.arange(NREL, dtype=np.int64), [len(t[0]) for t in table])
+            rcol = np.repeat(np.arange(self.nrel, dtype=np.int64), [len(t[0]) for t in table])
         keep = None
 
         def filt(mask: np.ndarray) -> None:
@@ -432,7 +489,9 @@ class Evaluator:
             if ("g", k) in done or (t.var is not None and t.var not in b):
                 continue
             done.add(("g", k))
-            arr = self.guard[pred]
+            arr = self.guard.get(pred)
+            if arr is None:  # a background predicate with no true atom (clingo: false)
+                arr = np.zeros(self.n, dtype=bool)
             if t.var is None:
                 c = self._const(t, False)
                 m = np.full(n, c >= 0 and bool(arr[c]))
@@ -477,7 +536,7 @@ class Evaluator:
         k = len(rule.body)
         # order: start with the atom at the smallest table, then atoms sharing variables
         sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var
-                 else len(t[_REL_ID[cast(str, rule.body[j][1].const)]][0])
+                 else len(t[self.rel_id[cast(str, rule.body[j][1].const)]][0])
                  for j, t in enumerate(tables)]
         if min(sizes) == 0:
             empty = np.zeros(0, dtype=np.int64)
@@ -539,8 +598,8 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     Source: Wu et al. 2025, Definition 1; semi-naive evaluation (Ullman 1988, Sec. 3.9).
 
     Example:
-        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
-        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
+        >>> guards = {"male": np.array([False, True]), "female": np.array([True, False])}
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, guards)
         >>> rules = compile_rules("example-fixpoint", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
         >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))  # "Ann is Bo's wife"
         >>> s, r, o = ev.decode(fixpoint(ev, rules, kb))
@@ -588,8 +647,8 @@ def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
         JoinTooLarge: a rule's body joins more than :data:`MAX_JOIN_ROWS` rows.
 
     Example:
-        >>> male, female, person = np.array([False, True]), np.array([True, False]), np.array([True, True])
-        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, male, female, person)
+        >>> guards = {"male": np.array([False, True]), "female": np.array([True, False])}
+        >>> ev = Evaluator(2, {"Ann": 0, "Bo": 1}, guards)
         >>> rules = compile_rules("example-ground", ("holds(A,husband,B) :- holds(B,wife,A); male(B); female(A).",))
         >>> kb = ev.encode(np.array([1]), np.array([RELATIONS.index("wife")]), np.array([0]))
         >>> codes = fixpoint(ev, rules, kb)

@@ -1,8 +1,11 @@
 """Rule sets: loading, validating and compiling Horn rules over ``holds/3`` for clingo and for the numpy evaluator.
 
 A rule set is a set of positive Horn rules (Wu et al. 2025, Sec. 2: ``B_1 ∧ ... ∧ B_n → A``) written in ASP over
-``holds(S, R, O)`` ("O is S's R"), with the background predicates ``male/1``, ``female/1``, ``person/1`` and the
-comparisons ``X = Y`` and ``X != Y`` as guards. Built-in sets live in ``dukb/data/rules``:
+``holds(S, R, O)`` ("O is S's R"), with the background predicates of the KB's schema (:mod:`dukb.kb.kbschema`: one
+per entity type, plus the entity predicate true of every entity; the family schema's are ``male/1``, ``female/1``,
+``person/1``) and the comparisons ``X = Y`` and ``X != Y`` as guards. A rule set is checked against one schema
+(default: the family schema); a KB directory with a ``schema.yaml`` brings its own ``rules.lp``
+(:func:`kb_rules`). Built-in sets live in ``dukb/data/rules``:
 
 - ``family``: the 48 EDU-RELAT rules with the gender/irreflexivity guards of the spec;
 - ``family_paper_compat``: the same with the two "newphe" rules dead, as in the paper's code.
@@ -12,10 +15,11 @@ A rule file is read by clingo's own parser (``clingo.ast.parse_string``; Potassc
 fragment (:func:`parse_rules`) is exactly what :mod:`dukb.solver.horn` compiles and what clingo grounds the same way:
 
 - a rule ``holds(S,R,O) :- B_1, ..., B_n.`` with n >= 1 and at least one body atom ``holds(S,R,O)``;
-- every body element a positive literal: ``holds(S,R,O)``, ``male(X)``, ``female(X)``, ``person(X)``, or one
-  comparison ``X = Y`` / ``X != Y``;
-- S, O and the arguments of guards and comparisons are named variables; R is a named variable or one of the 11
-  relations of :data:`dukb.kb.schema.RELATIONS`; a variable stands either for relations or for people, never both;
+- every body element a positive literal: ``holds(S,R,O)``, a background atom ``t(X)`` (family: ``male(X)``,
+  ``female(X)``, ``person(X)``), or one comparison ``X = Y`` / ``X != Y``;
+- S, O and the arguments of guards and comparisons are named variables; R is a named variable or one of the
+  schema's relations (family: the 11 of :data:`dukb.kb.schema.RELATIONS`); a variable stands either for relations
+  or for people, never both;
 - every variable occurs in a ``holds`` atom of the body (safety).
 
 Anything else is refused with ``FILE:LINE: problem`` (:class:`RulesError`): negation, choice, disjunction,
@@ -28,8 +32,9 @@ before clingo could open its target: no other file is ever read, and no message 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -37,7 +42,8 @@ from typing import TYPE_CHECKING
 
 from dukb import InputError
 from dukb.kb.csvfile import decode_text, read_bytes
-from dukb.kb.schema import RELATIONS
+from dukb.kb.kbschema import SCHEMA_FILE, Schema, family_schema
+from dukb.kb.model import KB
 
 if TYPE_CHECKING:  # for annotations only: the functions below import clingo themselves
     from clingo.ast import AST, ASTType
@@ -48,8 +54,8 @@ BUILTIN_RULES = ("family", "family_paper_compat")
 RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
              "rules dead) or a .lp file of positive Horn rules over holds(S,R,O)."
 
-#: Background predicates a rule body may use, with their arity.
-BACKGROUND = {"male": 1, "female": 1, "person": 1}
+#: The file of a KB directory's own rule set (used when the directory has a schema.yaml and no rules are given).
+KB_RULES_FILE = "rules.lp"
 INSTANCE_PRED = "dukb_inst"
 #: Largest rule file read, in bytes (the built-in ``family.lp`` has about 15 kB).
 MAX_RULES_BYTES = 1 << 20
@@ -123,6 +129,7 @@ class RuleSet:
         rules: the rules in file order.
         program: ASP text that derives ``holds/3`` and records every ground rule instance as
             ``dukb_inst(I, (S,R,O), ((S1,R1,O1), ...))`` (I = rule index).
+        schema: the KB schema whose relations and background predicates the rules were checked against.
 
     Example:
         >>> family = load_rules("family")
@@ -136,6 +143,7 @@ class RuleSet:
     path: Path
     rules: tuple[Rule, ...]
     program: str
+    schema: Schema = field(default_factory=family_schema, repr=False)
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -147,14 +155,15 @@ class RuleSet:
         return hashlib.sha256(self.program.encode()).hexdigest()[:16]
 
 
-def load_rules(name_or_file: str | Path = "family") -> RuleSet:
-    """Load, validate and compile a rule set.
+def load_rules(name_or_file: str | Path = "family", schema: Schema | None = None) -> RuleSet:
+    """Load, validate and compile a rule set, checked against a KB schema's relations and background predicates.
 
     The file is read through :func:`dukb.kb.csvfile.read_bytes` (only a regular file of at most
     :data:`MAX_RULES_BYTES` bytes; never a FIFO, device or directory) and parsed by :func:`parse_rules`.
 
     Args:
         name_or_file: ``"family"``, ``"family_paper_compat"`` or a path to a user ``.lp`` file.
+        schema: the KB schema (None: the family schema).
 
     Returns:
         The :class:`RuleSet`.
@@ -185,23 +194,50 @@ def load_rules(name_or_file: str | Path = "family") -> RuleSet:
         if e.message.startswith("missing "):
             raise RulesError(f"no such rule file (built-in rule sets: {', '.join(BUILTIN_RULES)})", path) from None
         raise RulesError(e.message, path, e.line) from None
-    return _load_cached(s, str(path), text)
+    return _load_cached(s, str(path), text, family_schema() if schema is None else schema)
+
+
+def kb_rules(kb: KB) -> RuleSet:
+    """The default rule set of a KB: the ``rules.lp`` of its directory when that directory has a ``schema.yaml``,
+    else the built-in ``family`` set (every KB without a schema, as before schemas existed).
+
+    Raises:
+        RulesError: a KB with a schema other than the family one and no rules.lp beside it (give one with
+            ``--rules``); the rules.lp is malformed (``FILE:LINE: problem``).
+
+    Source: Wu et al. 2025, Sec. 2 (a KB K comes with its rules R).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> kb_rules(load_kb("demo")).name
+        'family'
+    """
+    root = kb.source
+    if root is not None and os.path.lexists(root / SCHEMA_FILE):
+        path = root / KB_RULES_FILE
+        if os.path.lexists(path):
+            return load_rules(path, kb.schema)
+    if kb.schema.is_family:
+        return load_rules("family")
+    raise RulesError(f"KB {root} has schema '{kb.schema.name}' and no {KB_RULES_FILE}: put its rules there or give "
+                     "--rules FILE")
 
 
 @lru_cache(maxsize=16)
-def _load_cached(name: str, path_s: str, text: str) -> RuleSet:
+def _load_cached(name: str, path_s: str, text: str, schema: Schema) -> RuleSet:
     path = Path(path_s)
-    rules, program = _parse(text, path)
+    rules, program = _parse(text, path, schema)
     _check_grounds(program, path)
-    return RuleSet(name, path, rules, program)
+    return RuleSet(name, path, rules, program, schema)
 
 
-def parse_rules(text: str, path: str | Path = "<rules>") -> tuple[Rule, ...]:
+def parse_rules(text: str, path: str | Path = "<rules>", schema: Schema | None = None) -> tuple[Rule, ...]:
     """Parse and validate the text of a rule file with clingo's parser.
 
     Args:
         text: the rule file's text.
         path: the file name used in messages.
+        schema: the KB schema giving the relations and the background predicates (None: the family schema).
 
     Returns:
         The rules in file order (comments and clingo's implicit ``#program base.`` skipped).
@@ -223,10 +259,10 @@ def parse_rules(text: str, path: str | Path = "<rules>") -> tuple[Rule, ...]:
         dukb.solver.rules.RulesError: my.lp:1: negation ('not female(B)') is not allowed: rules must be positive Horn
         rules
     """
-    return _parse(text, Path(str(path)))[0]
+    return _parse(text, Path(str(path)), family_schema() if schema is None else schema)[0]
 
 
-def _parse(text: str, path: Path) -> tuple[tuple[Rule, ...], str]:
+def _parse(text: str, path: Path, schema: Schema) -> tuple[tuple[Rule, ...], str]:
     from clingo import ast
 
     safe = text
@@ -252,7 +288,7 @@ def _parse(text: str, path: Path) -> tuple[tuple[Rule, ...], str]:
             what = _DIRECTIVES.get(kind.name)
             what = f"a {what} directive" if what else f"a {_kind_name(kind)} statement"
             raise RulesError(f"only rules are allowed in a rule file, found {what}", path, line)
-        rule, compiled = _check_rule(st, len(rules), path)
+        rule, compiled = _check_rule(st, len(rules), path, schema)
         rules.append(rule)
         lines.append(compiled)
     if not rules:
@@ -389,9 +425,11 @@ def _check_terms(st: AST, path: Path) -> None:
             stack.extend((c, depth + 1) for c in children if isinstance(c, ast.AST))
 
 
-def _check_rule(st: AST, index: int, path: Path) -> tuple[Rule, str]:
-    """Validate one Rule statement; return the :class:`Rule` and its compiled clingo line."""
+def _check_rule(st: AST, index: int, path: Path, schema: Schema) -> tuple[Rule, str]:
+    """Validate one Rule statement against ``schema``; return the :class:`Rule` and its compiled clingo line."""
     from clingo import ast
+
+    relations, background = schema.relation_names, schema.background
 
     T = ast.ASTType
     line = st.location.begin.line
@@ -415,7 +453,7 @@ def _check_rule(st: AST, index: int, path: Path) -> tuple[Rule, str]:
     rel_vars: set[str] = set()
     person_vars: set[str] = set()
     body_vars: set[str] = set()
-    h = _holds_args(hsym, path, rel_vars, person_vars)
+    h = _holds_args(hsym, path, rel_vars, person_vars, relations)
     need = {v for v, is_var in h if is_var}
     body_holds: list[str] = []
     for lit in st.body:
@@ -436,7 +474,7 @@ def _check_rule(st: AST, index: int, path: Path) -> tuple[Rule, str]:
                 raise RulesError(f"ordering comparison '{_short(lit)}' is not allowed: names have no order; only "
                                  "X = Y and X != Y", path, lline)
             for t in (atom.term, g.term):
-                need.add(_variable(t, "a comparison", path))
+                need.add(_variable(t, "a comparison", path, relations))
                 person_vars.add(t.name)
             continue
         if atom.ast_type != T.SymbolicAtom:
@@ -446,15 +484,16 @@ def _check_rule(st: AST, index: int, path: Path) -> tuple[Rule, str]:
         if sym.ast_type != T.Function:
             raise RulesError(f"body atom '{_short(lit)}' is not a predicate", path, lline)
         if sym.name == "holds" and len(sym.arguments) == 3:
-            args = _holds_args(sym, path, rel_vars, person_vars)
+            args = _holds_args(sym, path, rel_vars, person_vars, relations)
             body_vars |= {v for v, is_var in args if is_var}
             body_holds.append(",".join(v for v, _ in args))
-        elif BACKGROUND.get(sym.name) == len(sym.arguments):
-            need.add(_variable(sym.arguments[0], f"{sym.name}/1", path))
+        elif sym.name in background and len(sym.arguments) == 1:
+            need.add(_variable(sym.arguments[0], f"{sym.name}/1", path, relations))
             person_vars.add(sym.arguments[0].name)
         else:
+            unary = ", ".join(f"{b}/1" for b in background)
             raise RulesError(f"unknown predicate {sym.name}/{len(sym.arguments)} in '{_short(lit)}'; rules may use "
-                             "holds/3, male/1, female/1, person/1 and the comparisons = and !=", path, lline)
+                             f"holds/3, {unary} and the comparisons = and !=", path, lline)
     if not body_holds:
         raise RulesError("rule body has no holds(S,R,O) atom", path, line)
     both = sorted(rel_vars & person_vars)
@@ -471,21 +510,22 @@ def _check_rule(st: AST, index: int, path: Path) -> tuple[Rule, str]:
     return Rule(index, str(st), head_s, tuple(body_holds), line), compiled
 
 
-def _holds_args(sym: AST, path: Path, rel_vars: set[str], person_vars: set[str]) -> list[tuple[str, bool]]:
-    """The (text, is_variable) of the three arguments of a holds atom: S and O variables, R a variable or a
-    relation."""
+def _holds_args(sym: AST, path: Path, rel_vars: set[str], person_vars: set[str],
+                relations: tuple[str, ...]) -> list[tuple[str, bool]]:
+    """The (text, is_variable) of the three arguments of a holds atom: S and O variables, R a variable or one of
+    ``relations``."""
     s, r, o = sym.arguments
     where = f"the {{}} of {_short(sym)}"
     out = []
     for t, role in ((s, "subject"), (r, "relation"), (o, "object")):
         if role == "relation" and _is_constant(t):
             name = t.symbol.name
-            if name not in RELATIONS:
-                raise RulesError(f"unknown relation '{name}' in {_short(sym)} (known: {', '.join(RELATIONS)})",
+            if name not in relations:
+                raise RulesError(f"unknown relation '{name}' in {_short(sym)} (known: {', '.join(relations)})",
                                  path, t.location.begin.line)
             out.append((name, False))
             continue
-        v = _variable(t, where.format(role), path)
+        v = _variable(t, where.format(role), path, relations)
         (rel_vars if role == "relation" else person_vars).add(v)
         out.append((v, True))
     return out
@@ -498,7 +538,7 @@ def _is_constant(t: AST) -> bool:
             and not t.symbol.arguments and t.symbol.positive)
 
 
-def _variable(t: AST, where: str, path: Path) -> str:
+def _variable(t: AST, where: str, path: Path, relations: tuple[str, ...]) -> str:
     """The name of a named variable term, or RulesError naming what the term is instead."""
     from clingo import SymbolType, ast
 
@@ -510,7 +550,7 @@ def _variable(t: AST, where: str, path: Path) -> str:
         return t.name
     if _is_constant(t):
         what = f"the constant '{t.symbol.name}'"
-        if t.symbol.name in RELATIONS:
+        if t.symbol.name in relations:
             what = f"the relation '{t.symbol.name}'"
     elif t.ast_type == T.SymbolicTerm and t.symbol.type == SymbolType.String:
         what = "a string constant"

@@ -392,6 +392,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     """
     from dukb.kb import load_kb
     from dukb.kb.corrupt import corrupt, save_corruption
+    from dukb.kb.kbschema import require_family
     from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
     from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
     from dukb.neural.run.lock import claim_run, confirm_run, run_role
@@ -399,6 +400,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     from dukb.solver.closure import compute_closure
 
     kb = load_kb(cfg.kb)
+    require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
     fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
     dtype = str(resolve_dtype(cfg.dtype, resolve_device(cfg.device))).removeprefix("torch.")
