@@ -45,6 +45,7 @@ from typing import IO, Any, cast
 import numpy as np
 
 from dukb import InputError, one_line
+from dukb.kb.parallel import threads
 
 #: Longest field accepted, in characters: the default of :func:`csv.field_size_limit`, enforced here whatever the
 #: process-wide setting is.
@@ -678,7 +679,7 @@ def fast_columns(path: str | Path, required: tuple[str, ...], optional: tuple[st
         return None
     try:
         table = pacsv.read_csv(pa.py_buffer(body), read_options=pacsv.ReadOptions(column_names=list(header), skip_rows=1,
-                                                                                  use_threads=False),
+                                                                                  use_threads=threads() > 1),
                                parse_options=pacsv.ParseOptions(quote_char=False, newlines_in_values=False),
                                convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
                                                                     strings_can_be_null=False))

@@ -40,6 +40,7 @@ from dukb.kb.csvfile import (
 )
 from dukb.kb.kbschema import SCHEMA_FILE, Schema, family_schema, schema_of
 from dukb.kb.model import KB, BioFact, Fact, Person
+from dukb.kb.parallel import thread_map
 from dukb.kb.schema import ATTRIBUTES, GENDERS, RELATIONS, gender_violation
 
 PEOPLE = "people.csv"
@@ -302,14 +303,13 @@ def _load_kb_fast(root: Path, min_bytes: int | None = None) -> KB | None:
         import pyarrow.compute as pc
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         return None
-    pt = fast_columns(paths[0], PEOPLE_COLUMNS, PEOPLE_OPTIONAL, non_empty=PEOPLE_COLUMNS)
-    if pt is None:
-        return None
-    rt = fast_columns(paths[1], REL_COLUMNS, (), non_empty=REL_COLUMNS)
-    if rt is None:
-        return None
-    bt = fast_columns(paths[2], BIO_COLUMNS, (), non_empty=BIO_COLUMNS) if os.path.lexists(paths[2]) else None
-    if bt is None and os.path.lexists(paths[2]):
+    has_bio = os.path.lexists(paths[2])
+    # the three files are read side by side (pyarrow's reader releases the GIL; dukb.kb.parallel)
+    reads = [(paths[0], PEOPLE_COLUMNS, PEOPLE_OPTIONAL, PEOPLE_COLUMNS), (paths[1], REL_COLUMNS, (), REL_COLUMNS)]
+    reads += [(paths[2], BIO_COLUMNS, (), BIO_COLUMNS)] if has_bio else []
+    pt, rt, *bts = thread_map(lambda a: fast_columns(a[0], a[1], a[2], non_empty=a[3]), reads)
+    bt = bts[0] if has_bio else None
+    if pt is None or rt is None or (has_bio and bt is None):
         return None
     got = _fast_people(pt[1], pc)
     if got is None:
@@ -318,13 +318,12 @@ def _load_kb_fast(root: Path, min_bytes: int | None = None) -> KB | None:
     names = pt[1]["name"]
     del pt
     name_obj = np.array(list(people), dtype=object)
-    columns = _fast_relationships(rt[1], names, gender, pc)
-    del rt
-    if columns is None:
-        return None
-    bios = _fast_biographies(bt[1], names, name_obj, pc) if bt is not None else list
-    del bt
-    if bios is None:
+    jobs = [(_fast_relationships, (rt[1], names, gender, pc))]
+    jobs += [(_fast_biographies, (bt[1], names, name_obj, pc))] if bt is not None else []
+    columns, *more = thread_map(lambda job: job[0](*job[1]), jobs)
+    bios = more[0] if more else list
+    del rt, bt, jobs
+    if columns is None or bios is None:
         return None
 
     def relationships() -> list[Fact]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from dukb.kb.parallel import thread_map
 from dukb.kb.schema import RELATIONS
 
 if TYPE_CHECKING:  # for annotations only
@@ -40,6 +41,9 @@ if TYPE_CHECKING:  # for annotations only
 #: join at most about 160,000 rows on a generated KB of 100,000 people (about 1.5 million at 1,000,000 people); a
 #: rule whose body atoms share no variables joins the product of their sizes, which soon exceeds any memory.
 MAX_JOIN_ROWS = 20_000_000
+#: Fewest facts at which a fixpoint round evaluates its rules in threads (:func:`dukb.kb.parallel.thread_map`;
+#: a generated KB of 10,000 people has about 42,000): below it the threads' start-up costs more than it saves.
+PARALLEL_MIN_FACTS = 100_000
 
 
 def unique(x: np.ndarray) -> np.ndarray:
@@ -610,16 +614,11 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     delta = known
     old_tab = ev.by_relation(*(np.zeros(0, dtype=np.int64),) * 3)
     while len(delta):
-        all_tab = ev.by_relation(*ev.decode(known))
-        delta_tab = ev.by_relation(*ev.decode(delta))
-        heads = []
-        for rule in rules:
-            k = len(rule.body)
-            for i in range(k):
-                tables = [old_tab if j < i else delta_tab if j == i else all_tab for j in range(k)]
-                h, _ = ev.evaluate(rule, tables)
-                if len(h):
-                    heads.append(h)
+        parallel = len(known) >= PARALLEL_MIN_FACTS  # threads pay off on large KBs only (results are the same)
+        all_tab, delta_tab = thread_map(lambda codes: ev.by_relation(*ev.decode(codes)), [known, delta], parallel)
+        work = [(rule, [old_tab if j < i else delta_tab if j == i else all_tab for j in range(len(rule.body))])
+                for rule in rules for i in range(len(rule.body))]
+        heads = [h for h in thread_map(lambda w: ev.evaluate(*w)[0], work, parallel) if len(h)]
         if not heads:
             break
         new = unique(np.concatenate(heads))
