@@ -7,10 +7,13 @@ separate namespaces, so a fact is identified by ``(kind, fact_id)``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+
+from dukb.kb.schema import RELATIONS
 
 Triple = tuple[str, str, str]
 
@@ -250,7 +253,6 @@ class KB:
             return None
         ix = cast(tuple, ix)
         if ix[0] is not None and ix[1]:
-            from dukb.kb.schema import RELATIONS
 
             for k in (0, ix[1] - 1):
                 f = ix[0][k]
@@ -296,7 +298,6 @@ class KB:
         Two KBs with the same fingerprint give the same closure, minimal sets and QA data; a run directory records
         it so that a resume on another KB is refused.
         """
-        import hashlib
 
         h = hashlib.sha256()
         people, rels, bios = list(self.people.values()), self.relationships, self.biographies

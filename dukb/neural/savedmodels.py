@@ -2,7 +2,7 @@
 load.
 
 Each saved model is an HF directory under RUN_DIR/models/<target>/<method>/<setting>/ (a peft adapter under
-``--lora-r``, whose record names the finetuned base it applies to), with :data:`dukb.neural.models.MODEL_RECORD`
+``--lora-r``, whose record names the finetuned base it applies to), with :data:`dukb.neural.modelrecord.MODEL_RECORD`
 recording, beyond the usual prompt, family, base and KB, the row it belongs to: target, method, setting, the KB's
 hash and the row's key. ``all`` keeps every row's model; ``best`` keeps, per (target, method), the setting the
 headline rule selects (:func:`dukb.neural.metrics.summary.best_setting`, Recall@Acc≥0.8); ``none`` saves nothing.
@@ -16,6 +16,12 @@ import json
 import re
 import shutil
 from pathlib import Path
+
+from dukb.neural.metrics.summary import ACCURACY, best_setting, scored, short_number, strength
+from dukb.neural.modelbuild import save_model
+from dukb.neural.modelrecord import MODEL_RECORD
+from dukb.neural.run.files import refuse_links_in
+from dukb.neural.spec import LoadedModel
 
 #: the values of ``--save-models``
 SAVE_MODES = ("none", "best", "all")
@@ -44,7 +50,6 @@ def setting_dir(row: dict) -> str:
     Returns:
         str.
     """
-    from dukb.neural.metrics.summary import short_number
 
     text = f"{row['param']}={short_number(row['setting'][row['param']])}"
     return re.sub(r"[^A-Za-z0-9.=+_-]", "_", text)
@@ -58,7 +63,7 @@ def save_unlearned(lm, model, out: Path, kb, row: dict, key) -> Path:
     model through :func:`dukb.neural.modelbuild.save_model`, which never merges it. The model is not changed.
 
     Args:
-        lm: the finetuned :class:`dukb.neural.models.LoadedModel` (θ₀: its tokenizer, spec and prompt presets).
+        lm: the finetuned :class:`dukb.neural.spec.LoadedModel` (θ₀: its tokenizer, spec and prompt presets).
         model: the unlearned model (``Predictor.model``: a transformers model or a peft model).
         out: the directory (created; files of the same names are overwritten).
         kb: the :class:`dukb.kb.KB` of the run (recorded as ``kb`` and ``kb_sha256``).
@@ -71,11 +76,7 @@ def save_unlearned(lm, model, out: Path, kb, row: dict, key) -> Path:
     Raises:
         OSError: ``out`` cannot be written.
     """
-    from dukb.neural.modelbuild import save_model
-    from dukb.neural.models import MODEL_RECORD, LoadedModel
-
     if hasattr(model, "peft_config"):  # an adapter: saved as one, the base left as it is
-        from dukb.neural.run.files import refuse_links_in
 
         out = refuse_links_in(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -98,7 +99,7 @@ class ModelSaver:
     Args:
         run: the run directory (Path).
         mode: one of :data:`SAVE_MODES`.
-        lm: the finetuned :class:`dukb.neural.models.LoadedModel`.
+        lm: the finetuned :class:`dukb.neural.spec.LoadedModel`.
         kb: the run's :class:`dukb.kb.KB`.
         key: ``key(row) -> tuple``, the results file's row key.
         log: callable(str) for one-line notes.
@@ -134,7 +135,6 @@ class ModelSaver:
         this invocation (its row came from an earlier one) is said in one line."""
         if self.mode != "best":
             return
-        from dukb.neural.metrics.summary import ACCURACY, best_setting, scored, strength
 
         kept, sweep = self.where(target, method)
         ok = scored(_frame(rows), ACCURACY)[0] if rows and {"recall", ACCURACY} <= set(rows[0]) else None

@@ -8,17 +8,23 @@ algorithm (cones, forward chaining, Algorithms 1-3, exact and minimum deep unlea
 
 from __future__ import annotations
 
+import csv
+import difflib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, cast
 
+import clingo
 import numpy as np
 
 from dukb import InputError
+from dukb.kb.csvfile import control_char
 from dukb.kb.model import KB, Fact, Triple
 from dukb.kb.schema import RELATIONS
+from dukb.solver import horn
 from dukb.solver.csvout import write_rows_arrow
+from dukb.solver.horn import Unsupported
 from dukb.solver.rules import INSTANCE_PRED, RuleSet, load_rules
 from dukb.solver.views import BodyIndexView, BodyView, HeadView
 
@@ -277,7 +283,6 @@ class Closure:
     def write_csv(self, fh: IO[str]) -> None:
         """Write ``subject,relation,object,source`` rows (header first, ``\n`` line ends, minimal quoting as
         :func:`csv.writer`) to a text file object, without building a dict per fact."""
-        import csv
 
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["subject", "relation", "object", "source"])
@@ -411,6 +416,8 @@ def _sort_rows(keys: list[np.ndarray]) -> np.ndarray:
         sub = order[pos]
         order[pos] = sub[np.lexsort((sub, w1[sub], s0[pos]))]
     return order
+
+
 METHODS = ("auto", "numpy", "clingo")
 
 
@@ -452,7 +459,6 @@ def _order_derived(names: list[str], codes: np.ndarray, nsym: int) -> np.ndarray
 
 
 def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
-    from dukb.solver import horn
 
     crules = horn.rules_of(rules)
     names, name_id, s, o = _symbols(kb)
@@ -554,7 +560,6 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto
         rules = load_rules(rules)
     t0 = time.perf_counter()
     if method != "clingo":
-        from dukb.solver.horn import Unsupported
 
         try:
             return _closure_numpy(kb, rules, t0)
@@ -566,7 +571,6 @@ def compute_closure(kb: KB, rules: RuleSet | str = "family", method: str = "auto
 
 def _closure_clingo(kb: KB, rules: RuleSet, t0: float) -> Closure:
     """The reference path: clingo grounds ``K ∪ R`` with every rule instance recorded as a ``dukb_inst`` atom."""
-    import clingo
 
     messages: list[str] = []
     ctl = clingo.Control(["--warn=none"], logger=lambda _c, m: messages.append(m), message_limit=3)
@@ -644,7 +648,6 @@ def _read_instances(ctl: Control, index: Mapping[Triple, int]) -> tuple[list[int
         keyed.append((atoms[0], int(toks[1]), body))
     keyed.sort()
     return [k[1] for k in keyed], [k[0] for k in keyed], [k[2] for k in keyed]
-
 
 
 def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
@@ -744,7 +747,6 @@ def parse_target(text: str) -> Triple:
 
 def _closest_names(kb: KB, name: str) -> list[str]:
     """Up to 3 names of ``kb``'s people closest to ``name`` (:func:`difflib.get_close_matches`, cutoff 0.6)."""
-    import difflib
 
     return difflib.get_close_matches(name, list(kb.people), n=3, cutoff=0.6)
 
@@ -780,9 +782,6 @@ def check_target_names(kb: KB, triple: Triple) -> None:
             ...
         dukb.InputError: target relation: unknown relation 'Uncle' (closest: uncle; the relations: ...
     """
-    import difflib
-
-    from dukb.kb.csvfile import control_char
 
     s, r, o = triple
     for what, name in (("subject", s), ("object", o)):

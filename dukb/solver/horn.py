@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from clingo import ast
 
 from dukb.kb.schema import RELATIONS
 
@@ -160,7 +161,6 @@ class CRule:
 
 
 def _term(node: AST, position: str) -> Term:
-    from clingo import ast
 
     if node.ast_type == ast.ASTType.Variable:
         if node.name == "_":
@@ -200,7 +200,6 @@ def compile_rules(program_key: str, texts: tuple[str, ...]) -> tuple[CRule, ...]
         >>> [r.index for r in rules], rules[1].head[1].const
         ([0, 1], 'husband')
     """
-    from clingo import ast
 
     out = []
     for index, text in enumerate(texts):

@@ -108,7 +108,8 @@ def test_a_saved_peft_adapter_loads_as_its_base_with_the_adapter_merged(all_run,
 
     from dukb.kb import load_kb, resolve_kb_path
     from dukb.neural.methods.base import WeightState
-    from dukb.neural.models import load_model, read_model_record, spec_for_path
+    from dukb.neural.modelrecord import read_model_record, spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.savedmodels import save_unlearned
     from dukb.neural.spec import LoraSpec
 

@@ -31,7 +31,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+from rich.progress import Progress
+
 from dukb import InputError
+from dukb.neural import tracking
 from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.run.journal import ResultsFile, read_results
 from dukb.neural.run.lock import claim_run, confirm_run, open_to_workers, render_lock, run_role
@@ -164,7 +167,6 @@ class Protocol(abc.ABC):
         Raises:
             InputError: from any stage (bad settings, another run in RUN_DIR, unreadable inputs).
         """
-        from dukb.neural import tracking
 
         with tracking.tracking(self.run, getattr(self.cfg, "log_with", None), self.name):
             self.plan()
@@ -235,7 +237,6 @@ class Protocol(abc.ABC):
         fresh), then marked done; a second pass takes over the units of workers that ended meanwhile. Trainings
         inside a unit log to the run's trackers under the unit's name, and so does each row
         (:mod:`dukb.neural.tracking`)."""
-        from dukb.neural import tracking
 
         self.claims = self.make_claims()
         units = self._units = self.units()
@@ -244,7 +245,6 @@ class Protocol(abc.ABC):
             open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
         bar = task = None
         if self.show_bar():
-            from rich.progress import Progress
 
             bar = Progress()
             bar.start()
