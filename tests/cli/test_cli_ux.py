@@ -396,13 +396,14 @@ def test_help_of_evaluate_lists_its_flags(capsys, monkeypatch):
 
 # ------------------------------------------------------------------------------- options before models -------
 def test_an_invalid_probe_kind_exits_2_before_anything_loads(monkeypatch, capsys):
+    import dukb.neural.modelrecord as modelrecord
     import dukb.neural.models as models
 
     def no_load(*a, **k):
         raise AssertionError("the model was loaded before --kinds was checked")
 
     patch_everywhere(monkeypatch, models, "load_model", no_load)
-    patch_everywhere(monkeypatch, models, "spec_for_path", no_load)
+    patch_everywhere(monkeypatch, modelrecord, "spec_for_path", no_load)
     for bad in (["--kinds", "qa,bogus"], ["--scores", "bleu"], ["--batch-size", "0"]):
         capsys.readouterr()
         t0 = time.perf_counter()

@@ -287,12 +287,13 @@ def test_ranges_table_lists_every_bounded_option():
 ])
 def test_attack_and_unlearn_check_before_loading(argv, says, capsys, monkeypatch):
     """`dukb attack` and `dukb unlearn` refuse their options before the KB or any model is read."""
+    import dukb.neural.modelrecord as modelrecord
     import dukb.neural.models as models
 
     def refuse(*a, **k):  # pragma: no cover - a failure when reached
         raise AssertionError("a model or KB was read")
 
-    patch_everywhere(monkeypatch, models, "model_kb", refuse)
+    patch_everywhere(monkeypatch, modelrecord, "model_kb", refuse)
     patch_everywhere(monkeypatch, models, "load_model", refuse)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
