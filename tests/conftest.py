@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -52,19 +51,22 @@ def pytest_make_parametrize_id(config, val, argname):
 
 
 def patch_everywhere(monkeypatch, module, name: str, value) -> None:
-    """``monkeypatch.setattr(module, name, value)``, and the same in every dukb module that imports the object under
-    that name (``from module import name`` binds it when the importer is imported, so patching the defining module
-    alone would not reach it). The importers are found in the source and imported first, so that every binding is
-    patched and restored after the test (none binds the patched value for good)."""
+    """``monkeypatch.setattr(module, name, value)``, and the same in every dukb module that imports ``name`` from
+    ``module`` (``from module import name`` binds the object when the importer is imported, so patching ``module``
+    alone would not reach it). The importers are found in the source and imported first, so that each binding is
+    patched and restored after the test (none binds the patched value for good); a module that imports the object
+    from elsewhere (where it is defined, for one) keeps it."""
     root = Path(dukb.__file__).parent
     statement = re.compile(rf"^\s*from {re.escape(module.__name__)} import (\([^)]*\)|[^\n]*)", re.M)
-    for f in root.rglob("*.py"):
+    importers = []
+    for f in sorted(root.rglob("*.py")):
         if any(re.search(rf"\b{re.escape(name)}\b", m) for m in statement.findall(f.read_text(encoding="utf-8"))):
             rel = f.relative_to(root.parent).with_suffix("").parts
-            importlib.import_module(".".join(rel[:-1] if rel[-1] == "__init__" else rel))
+            importers.append(importlib.import_module(".".join(rel[:-1] if rel[-1] == "__init__" else rel)))
     original = getattr(module, name)
-    for mod in list(sys.modules.values()):
-        if getattr(mod, "__name__", "").startswith("dukb") and (mod is module or mod.__dict__.get(name) is original):
+    monkeypatch.setattr(module, name, value)
+    for mod in importers:
+        if mod.__dict__.get(name) is original:
             monkeypatch.setattr(mod, name, value)
 
 
