@@ -26,7 +26,8 @@ def main() -> int:
     import dukb.neural.probe as P
     from dukb.kb import load_kb
     from dukb.neural.data import kb_qa
-    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
+    from dukb.neural.models import load_model
 
     lm = load_model(spec_for_path(args.model, device="cpu", dtype=args.dtype))
     items = kb_qa(load_kb(args.kb))

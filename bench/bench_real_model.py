@@ -42,7 +42,8 @@ def main() -> int:
     import dukb.neural.probe as P
     from dukb.kb import load_kb
     from dukb.neural.data import kb_qa
-    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
+    from dukb.neural.models import load_model
 
     print(f"Command: python {' '.join(sys.argv)} (torch threads: {torch.get_num_threads()})\n")
     rows = []

@@ -8,10 +8,13 @@ never copied into the repository. Tests that need it ask for the ``edu_relat_dir
 
 from __future__ import annotations
 
+import importlib
+import re
 from pathlib import Path
 
 import pytest
 
+import dukb
 from dukb.kb import KB, BioFact, Fact, Person, check_kb
 
 #: The device the neural tests run on: ``cpu`` unless ``python -m pytest --device cuda`` (or ``mps``) asks for
@@ -45,6 +48,26 @@ def pytest_make_parametrize_id(config, val, argname):
         data = val.encode("utf-8", "surrogatepass") if isinstance(val, str) else val
         return f"{argname}-{len(val)}-{hashlib.sha1(data).hexdigest()[:8]}"
     return None
+
+
+def patch_everywhere(monkeypatch, module, name: str, value) -> None:
+    """``monkeypatch.setattr(module, name, value)``, and the same in every dukb module that imports ``name`` from
+    ``module`` (``from module import name`` binds the object when the importer is imported, so patching ``module``
+    alone would not reach it). The importers are found in the source and imported first, so that each binding is
+    patched and restored after the test (none binds the patched value for good); a module that imports the object
+    from elsewhere (where it is defined, for one) keeps it."""
+    root = Path(dukb.__file__).parent
+    statement = re.compile(rf"^\s*from {re.escape(module.__name__)} import (\([^)]*\)|[^\n]*)", re.M)
+    importers = []
+    for f in sorted(root.rglob("*.py")):
+        if any(re.search(rf"\b{re.escape(name)}\b", m) for m in statement.findall(f.read_text(encoding="utf-8"))):
+            rel = f.relative_to(root.parent).with_suffix("").parts
+            importers.append(importlib.import_module(".".join(rel[:-1] if rel[-1] == "__init__" else rel)))
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, value)
+    for mod in importers:
+        if mod.__dict__.get(name) is original:
+            monkeypatch.setattr(mod, name, value)
 
 
 def edu_relat_available(path: Path = EDU_RELAT_DIR) -> bool:

@@ -56,7 +56,7 @@ def attack(
     from dukb.neural.attacks import parse_attacks
     from dukb.neural.attacks.checkpoint import attack_checkpoint
     from dukb.neural.catalog import attack_names
-    from dukb.neural.models import model_kb, read_model_record
+    from dukb.neural.modelrecord import model_kb, read_model_record
     from dukb.neural.plan import load_kb_closure
     from dukb.neural.zoo import check_model_value
     from dukb.solver.scopes import FORGET_SCOPES

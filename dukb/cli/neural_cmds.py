@@ -42,7 +42,7 @@ def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lo
     Raises:
         InputError: unknown prompt preset, negative LoRA rank.
     """
-    from dukb.neural.models import spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
     from dukb.neural.spec import PROMPT_PRESETS, LoraSpec
 
     if prompt is not None and prompt not in PROMPT_PRESETS:
@@ -169,7 +169,8 @@ def probe(
     from dukb.kb import load_kb
     from dukb.kb.probes import parse_kinds
     from dukb.neural.data import kb_qa
-    from dukb.neural.models import load_model, model_kb
+    from dukb.neural.modelrecord import model_kb
+    from dukb.neural.models import load_model
     from dukb.neural.probe import Predictor
     from dukb.neural.probe import probe as run_probe
 
@@ -294,7 +295,7 @@ def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, s
     from dukb.neural.methods import PRESETS, parse_grid, resolve
     from dukb.neural.methods.base import parse_layers
     from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
-    from dukb.neural.models import model_kb
+    from dukb.neural.modelrecord import model_kb
     from dukb.neural.plan import load_kb_closure
     from dukb.neural.protocols.evaluate.config import EvaluateConfig
     from dukb.solver.scopes import get_scope

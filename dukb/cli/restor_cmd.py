@@ -94,7 +94,7 @@ def restor(cfg: RestorConfig, output: Path) -> None:
     RUN_DIR gets config.json, corruption/, clean/, corrupted/, probes/, results.jsonl (one line per method, appended
     as it finishes), states.csv, summary.csv, report.md (RESTOR Tables 1-3 layout) and states_<METHOD>.png.
     """
-    from dukb.neural.restor import run_restor  # the public entry point (patchable there)
+    from dukb.neural.restor.pipeline import run_restor  # the public entry point (patchable there)
 
     if output.exists() and not output.is_dir():
         raise InputError("-o must be a directory, not a file", output)

@@ -131,7 +131,7 @@ def shared_option(name: str):
 
 def model_kb_options(opts: dict) -> dict:
     """The shared options with ``kb`` checked against the KB a ``finetuned`` model was finetuned on, or set to it
-    when not given (:func:`dukb.neural.models.model_kb`), so that a command reads its targets from the model's KB.
+    when not given (:func:`dukb.neural.modelrecord.model_kb`), so that a command reads its targets from the model's KB.
 
     Args:
         opts: the shared options' values (:func:`dukb.neural.runconfig.run_kwargs`).
@@ -143,7 +143,7 @@ def model_kb_options(opts: dict) -> dict:
         InputError: a model finetuned on another KB (without ``allow_kb_mismatch``) or whose KB is gone.
     """
     if opts.get("finetuned"):
-        from dukb.neural.models import model_kb
+        from dukb.neural.modelrecord import model_kb
 
         opts["kb"] = model_kb(opts["finetuned"], opts.get("kb"), allow_mismatch=bool(opts.get("allow_kb_mismatch")))
     return opts

@@ -39,6 +39,7 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -444,7 +445,6 @@ def read_package_text(*parts: str) -> tuple[str, str]:
         >>> text.lstrip().startswith("{"), where.endswith("probes.json")
         (True, True)
     """
-    from importlib import resources
 
     res = resources.files("dukb.data").joinpath(*parts)
     if isinstance(res, Path):
@@ -582,7 +582,6 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
     return CsvTable(Path(path), tuple(header), rows)
 
 
-
 #: Bytes after which :func:`fast_columns` leaves a file to :func:`read_csv`: a quote, a C0 control other than LF and
 #: CR, DEL (``bytes.translate`` deletes every other byte: what is left is the bad ones).
 _FAST_OK_BYTES = bytes(c for c in range(256) if not (c < 0x20 and c not in (10, 13) or c in (0x7F, ord('"'))))
@@ -702,6 +701,7 @@ def fast_columns(path: str | Path, required: tuple[str, ...], optional: tuple[st
     if empty is not None and empty.any():
         return None
     return tuple(header), cols
+
 
 _FIELD = r'(?:"(?:[^"]|"")*+"|[^,\r\n"]*+)'
 #: The longest prefix of a text made of well-formed fields (quoted, or without any quote) and separators; it stops

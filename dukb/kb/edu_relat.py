@@ -31,10 +31,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from dukb import InputError
-from dukb.kb.csvfile import MAX_INT_DIGITS
+from dukb.kb.csvfile import MAX_INT_DIGITS, read_text, strict_int
 from dukb.kb.io import atomic_output, check_kb, load_kb, save_kb
 from dukb.kb.model import KB, BioFact, Fact, Person
+from dukb.kb.paper_sets import PAPER_SETS_FILE, PT_FOLDER, read_pt_folder, write_paper_sets
 from dukb.kb.ptfile import PickledPerson, load_benchmark_pickle, short_repr
 from dukb.kb.schema import ATTRIBUTES, RELATIONS
 
@@ -63,7 +66,6 @@ def _int(value: object, what: str, path: Path) -> int:
     Raises:
         InputError: (naming ``path``; ``what`` says where in the file) not an integer, or an absurdly large one.
     """
-    import numpy as np
 
     if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iu":
         value = value.reshape(-1)[0]
@@ -139,7 +141,6 @@ def _read_qa(path: Path, keys: tuple[str, ...], n: int) -> dict[str, list[str]]:
 
 
 def _read_targets(path: Path, n_edges: int) -> list[int]:
-    import numpy as np
 
     obj = load_benchmark_pickle(path, set())
     if isinstance(obj, np.ndarray):
@@ -260,7 +261,6 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
 def _convert_paper_sets(src: Path, out: Path, n_edges: int, targets: list[int]) -> None:
     """Write OUT/paper_sets.csv from SRC/unlearn_minimal_set/*.pt (edge id = fact_id), or remove a stale one when
     SRC has no such folder (:mod:`dukb.kb.paper_sets`; Wu et al. 2025, Eval-DU utils_metric.py:104-114)."""
-    from dukb.kb.paper_sets import PAPER_SETS_FILE, PT_FOLDER, read_pt_folder, write_paper_sets
 
     folder = src / PT_FOLDER
     if folder.is_dir():
@@ -296,7 +296,6 @@ def benchmark_targets(kb_dir: str | Path | None) -> list[int] | None:
         ...     print(benchmark_targets(kb))  # a targets.txt, but not the benchmark's facts
         None
     """
-    from dukb.kb.csvfile import read_text, strict_int
 
     if kb_dir is None or not (Path(kb_dir) / "targets.txt").is_file() \
             or load_kb(kb_dir).fingerprint() != EDU_RELAT_FINGERPRINT:

@@ -37,9 +37,12 @@ Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments 
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from functools import cache
@@ -47,8 +50,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dukb import InputError
-from dukb.kb.csvfile import read_package_text
+from dukb import InputError, one_line
+from dukb.kb.csvfile import read_bytes, read_package_text
+from dukb.kb.io import atomic_output, gc_paused, load_kb, save_kb
 from dukb.kb.model import KB, BioFact, Fact, Person, Triple
 from dukb.kb.network import FEMALE, GeneratorConfig, grow, true_relations
 from dukb.kb.schema import RELATIONS
@@ -374,7 +378,6 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
         raise InputError(f"the observed share must be in [0, 1], got {observed!r}")
     cfg = config or GeneratorConfig()
     n_people, generations, seed = int(n_people), int(generations), int(seed)
-    from dukb.kb.io import gc_paused
 
     with gc_paused():  # millions of acyclic objects: the cyclic collector would walk them again and again
         return _generate(n_people, seed, generations, observed, cfg)
@@ -469,7 +472,6 @@ def write_truth(truth: FamilyTruth, path: str | Path) -> Path:
         >>> sum(line.endswith(",1") for line in lines) == len(kb.relationships)
         True
     """
-    from dukb.kb.io import atomic_output
 
     path = Path(path)
     seen = set(truth.observed)
@@ -519,9 +521,6 @@ def _cache_digests(folder: Path) -> dict[str, str]:
     Raises:
         InputError: a file is missing, not a regular file, too large or unreadable (named).
     """
-    import hashlib
-
-    from dukb.kb.csvfile import read_bytes
 
     return {name: hashlib.sha256(read_bytes(folder / name, "cached KB file")).hexdigest() for name in CACHE_FILES}
 
@@ -546,9 +545,6 @@ def cache_problem(folder: str | Path) -> str | None:
         None
         people.csv changed since it was built
     """
-    import json
-
-    from dukb.kb.csvfile import read_bytes
 
     folder = Path(folder)
     if not os.path.lexists(folder / CACHE_MANIFEST):
@@ -599,11 +595,6 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
         generated-p100-s0-v... ['biographies.csv', 'people.csv', 'relationships.csv', 'sha256.json', 'truth.csv']
         True
     """
-    import json
-    import sys
-
-    from dukb import one_line
-    from dukb.kb.io import save_kb
 
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     target = root / f"generated-p{DEFAULT_PEOPLE}-s{DEFAULT_SEED}-v{GENERATOR_VERSION}"
@@ -659,7 +650,6 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
         >>> kb.fingerprint() == generate()[0].fingerprint()
         True
     """
-    from dukb.kb.io import load_kb
 
     return load_kb(default_generated_kb_dir(cache_dir))
 

@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
+import json
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dukb import InputError
+from dukb.kb.csvfile import read_package_text
+from dukb.kb.io import atomic_output
 
 Fact = tuple[str, str, str]
 Atom = tuple[str, str, str]
@@ -622,9 +627,7 @@ def geo_templates() -> dict[str, dict[str, Any]]:
         >>> geo_templates()["capital"]["qa"]
         'What is the capital of {s}?'
     """
-    import json
 
-    from dukb.kb.csvfile import read_package_text
 
     text, where = read_package_text("templates", "geo.json")
     found = json.loads(text)
@@ -705,9 +708,7 @@ def write_geo_kb(kb: GeoKB, out: str | Path) -> list[Path]:
         ...     print([f.name for f in files][:3], (Path(tmp) / "kb" / "relationships.csv").read_text().splitlines()[0])
         ['schema.yaml', 'entities.csv', 'relationships.csv'] fact_id,subject,relation,object
     """
-    import yaml
 
-    from dukb.kb.io import atomic_output
 
     root = Path(out)
     tables: dict[str, tuple[list[str], list[Any]]] = {

@@ -21,6 +21,7 @@ import secrets
 from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import IO, Any, cast
@@ -318,11 +319,12 @@ def _load_kb_fast(root: Path, min_bytes: int | None = None) -> KB | None:
     names = pt[1]["name"]
     del pt
     name_obj = np.array(list(people), dtype=object)
-    jobs = [(_fast_relationships, (rt[1], names, gender, pc))]
-    jobs += [(_fast_biographies, (bt[1], names, name_obj, pc))] if bt is not None else []
-    columns, *more = thread_map(lambda job: job[0](*job[1]), jobs)
-    bios = more[0] if more else list
-    del rt, bt, jobs
+    jobs: list[Callable[[], Any]] = [partial(_fast_relationships, rt[1], names, gender, pc)]
+    if bt is not None:
+        jobs.append(partial(_fast_biographies, bt[1], names, name_obj, pc))
+    done = thread_map(lambda job: job(), jobs)
+    columns, bios = done[0], (done[1] if len(done) > 1 else list)
+    del rt, bt, jobs, done
     if columns is None or bios is None:
         return None
 

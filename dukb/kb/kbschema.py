@@ -33,7 +33,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dukb import InputError
+from dukb.kb.csvfile import decode_text, read_bytes
 
 #: Name of the schema file in a KB directory.
 SCHEMA_FILE = "schema.yaml"
@@ -306,9 +309,7 @@ def load_schema(path: str | Path) -> Schema:
         >>> s.relation_names, s.relation("located_in").functional, s.entity_predicate
         (('located_in',), True, 'entity')
     """
-    import yaml
 
-    from dukb.kb.csvfile import decode_text, read_bytes
 
     path = Path(path)
     text = decode_text(read_bytes(path, "schema file", limit=1 << 20), path)
@@ -325,7 +326,6 @@ class _Reader:
     """Turns a composed YAML node tree into a :class:`Schema`, each problem at its line."""
 
     def __init__(self, path: Path):
-        import yaml
 
         self.path = path
         self.yaml = yaml

@@ -7,6 +7,7 @@ separate namespaces, so a fact is identified by ``(kind, fact_id)``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,7 +320,6 @@ class KB:
         Two KBs with the same fingerprint give the same closure, minimal sets and QA data; a run directory records
         it so that a resume on another KB is refused.
         """
-        import hashlib
 
         h = hashlib.sha256()
         if self._schema is not None:

@@ -44,8 +44,15 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 
+import numpy as np
+
 from dukb import InputError
 from dukb.kb.csvfile import open_regular
+
+try:
+    from numpy._core import multiarray as _multiarray
+except ImportError:  # numpy < 2
+    from numpy.core import multiarray as _multiarray  # type: ignore[no-redef]
 
 #: Largest data.pkl read (bytes). The benchmark's largest is about 100 KB.
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
@@ -188,12 +195,6 @@ _STAND_INS = {"Person": PickledPerson, "Rule": PickledRule}
 
 
 # -- guarded numpy reconstruction globals -----------------------------------------------------------------------
-def _numpy_multiarray() -> Any:
-    try:
-        from numpy._core import multiarray
-    except ImportError:  # numpy < 2
-        from numpy.core import multiarray  # type: ignore[no-redef]
-    return multiarray
 
 
 class _Guard:
@@ -215,7 +216,6 @@ _NDARRAY = _NdarrayToken()
 
 
 def _check_dtype(dtype: Any, what: str) -> Any:
-    import numpy as np
 
     if not isinstance(dtype, np.dtype):
         raise InputError(f"{what}: expected a numpy dtype, got {type(dtype).__name__}")
@@ -230,7 +230,6 @@ class _Dtype(_Guard):
     __slots__ = ()
 
     def __call__(self, spec: object, align: object = False, copy: object = False) -> Any:
-        import numpy as np
 
         if not isinstance(spec, str) or not isinstance(align, bool) or not isinstance(copy, bool):
             raise InputError("numpy.dtype: only a dtype string is allowed")
@@ -243,14 +242,13 @@ class _Reconstruct(_Guard):
     __slots__ = ()
 
     def __call__(self, subtype: object, shape: object, typecode: object) -> Any:
-        import numpy as np
 
         if subtype is not _NDARRAY:
             raise InputError("_reconstruct: only numpy.ndarray may be reconstructed")
         if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape) or \
                 math.prod(shape) > MAX_ARRAY_ELEMENTS or typecode not in (b"b", "b"):
             raise InputError("_reconstruct: malformed arguments")
-        return _numpy_multiarray()._reconstruct(np.ndarray, shape, typecode)
+        return _multiarray._reconstruct(np.ndarray, shape, typecode)
 
 
 class _Scalar(_Guard):
@@ -262,7 +260,7 @@ class _Scalar(_Guard):
         _check_dtype(dtype, "numpy scalar")
         if not isinstance(data, bytes) or len(data) != dtype.itemsize:
             raise InputError("numpy scalar: malformed data")
-        return _numpy_multiarray().scalar(dtype, data)
+        return _multiarray.scalar(dtype, data)
 
 
 class _Latin1Encode(_Guard):
@@ -293,7 +291,6 @@ class _SetOf(_Guard):
         self.kind = kind
 
     def __call__(self, items: object = ()) -> Any:
-        import numpy as np
 
         allowed: tuple[type, ...] = (int, np.integer) + ((frozenset,) if self.kind is set else ())
         if not isinstance(items, (list, tuple)) or len(items) > MAX_ARRAY_ELEMENTS:
@@ -312,7 +309,6 @@ _SET_GLOBALS = {(m, name): _SetOf(kind) for m in ("__builtin__", "builtins")
 
 def _safe_build(self: Any) -> None:
     """The BUILD opcode: apply state only to stand-ins, plain numpy dtypes and arrays of plain dtypes."""
-    import numpy as np
 
     state = self.stack.pop()
     inst = self.stack[-1]
@@ -470,7 +466,6 @@ def load_bool_list(path: str | Path) -> list[bool]:
         ...     load_bool_list(Path(tmp) / "relationships_correct.pt")
         [True, False, True]
     """
-    import numpy as np
 
     path = Path(path)
     obj = _load(path, _NUMPY_GLOBALS)
@@ -522,7 +517,6 @@ def load_id_sets(path: str | Path) -> list[list[int]]:
         ...     sorted(load_id_sets(Path(tmp) / "7.pt"))
         [[1, 7], [3, 7]]
     """
-    import numpy as np
 
     path = Path(path)
     obj = _load(path, {**_NUMPY_GLOBALS, **_SET_GLOBALS})

@@ -34,8 +34,8 @@ def evaluate(run_dir="runs/evaluate", *, resume: bool = True, progress: bool = F
 
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
-    from dukb.neural.protocols.evaluate.config import EvaluateConfig
-    from dukb.neural.protocols.evaluate.run import evaluate as _evaluate
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig  # noqa: PLC0415 (dukb.neural: no torch)
+    from dukb.neural.protocols.evaluate.run import evaluate as _evaluate  # noqa: PLC0415 (dukb.neural: no torch)
 
     return _evaluate(run_dir, EvaluateConfig(**config), resume=resume, progress=progress,
                      log=log or (lambda _m: None))

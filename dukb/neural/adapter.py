@@ -23,12 +23,12 @@ def load_adapter(spec, rec: dict, load_base, record_name: str = "dukb_model.json
     Args:
         spec: the :class:`dukb.neural.spec.ModelSpec` of the adapter directory (its dtype, device and prompt apply
             to the base).
-        rec: the directory's record (:func:`dukb.neural.models.read_model_record`), with ``"adapter": true``.
+        rec: the directory's record (:func:`dukb.neural.modelrecord.read_model_record`), with ``"adapter": true``.
         load_base: ``load_base(spec) -> LoadedModel`` (:func:`dukb.neural.models.load_model`).
-        record_name: the record's file name (:data:`dukb.neural.models.MODEL_RECORD`), named in errors.
+        record_name: the record's file name (:data:`dukb.neural.modelrecord.MODEL_RECORD`), named in errors.
 
     Returns:
-        the base's :class:`dukb.neural.models.LoadedModel` with the merged model and ``spec``.
+        the base's :class:`dukb.neural.spec.LoadedModel` with the merged model and ``spec``.
 
     Raises:
         InputError: the record names no base directory or one that no longer exists; the base cannot be loaded;

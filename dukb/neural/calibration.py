@@ -5,6 +5,8 @@ deep-unlearning recall of a calibrated model (Wu et al. 2025): pure functions ov
 
 from __future__ import annotations
 
+from dukb.solver.metrics import recall_accuracy
+
 #: the paper's controls
 CONTROL_KINDS = ("oc", "es", "mm")
 #: floors relative to θ_o (App. C): PS-exact(D_t,eval), PS-perturb(D_t,eval), PS-similar(D_u)
@@ -61,7 +63,6 @@ def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, 
 
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy); Definition 1 (minimal deep unlearning sets).
     """
-    from dukb.solver.metrics import recall_accuracy
 
     sfx = "_heldout" if heldout else ""
     keys = ("du_recall" + sfx, "du_accuracy" + sfx, "du_targets_derivable" + sfx)
@@ -82,6 +83,7 @@ def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, 
         if r.accuracy_all == r.accuracy_all:  # NaN: nothing left to score for this target, left out
             acc.append(r.accuracy_all)
         derivable += r.recall < 1.0
+
     def mean(xs):
         return sum(xs) / len(xs) if xs else None
     return dict(zip(keys, (mean(rec), mean(acc), derivable)))

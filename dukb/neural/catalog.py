@@ -87,7 +87,7 @@ class Preset:
         scope: a :data:`dukb.solver.scopes.FORGET_SCOPES` name.
         grid: the values of the method's parameter (None: the method's default grid).
         summary: one line for help texts.
-        schedule: how ``dukb evaluate`` runs the preset's step grid (:data:`dukb.neural.methods.base.SWEEP_SCHEDULES`),
+        schedule: how ``dukb evaluate`` runs the preset's step grid (:data:`dukb.neural.trainconfig.SWEEP_SCHEDULES`),
             whatever the run's ``--schedule`` says; None: the run's ``--schedule``.
     """
 
@@ -405,12 +405,13 @@ def attack_settings_help() -> str:
 #: MUSE's rules for picking the unlearned model that C6 continues from (Shi et al. 2024b, Sec. 4; declared here as
 #: data, :mod:`dukb.neural.metrics.muse` applies them).
 SELECTION_RULES = ("first_below_retrain", "last", "closest_utility")
+#: search strategies of PS over the prefix length k (:mod:`dukb.neural.metrics.ps`, ``dukb control --search``)
+SEARCHES = ("bisection", "linear")
 
 
 def selection_rules() -> list[str]:
     """MUSE's rules for picking the unlearned model that C6 continues from (:data:`SELECTION_RULES`)."""
     return list(SELECTION_RULES)
-
 
 
 def methods_table() -> Table:

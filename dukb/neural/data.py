@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from dukb import InputError
 from dukb.kb.model import KB
-from dukb.kb.probes import Probe
+from dukb.kb.probes import Probe, fact_statements, make_probes
+from dukb.kb.templates import load_template
 
 #: A QA item is a probe of :mod:`dukb.kb.probes`: kind, fact_kind, fact_id, question, answer, match.
 QAItem = Probe
@@ -40,7 +41,6 @@ def kb_qa(kb: KB, kinds: tuple[str, ...] = (QA_KIND,), seed: int = 0) -> list[QA
     Raises:
         InputError: unknown kind.
     """
-    from dukb.kb.probes import make_probes
 
     return make_probes(kb, kinds=list(kinds), seed=seed)
 
@@ -57,7 +57,6 @@ def kb_texts(kb: KB, keys=None) -> list[QAItem]:
 
     Source: EDU-RELAT's fact template (Wu et al. 2025); MUSE's verbatim corpus (Shi et al. 2024b, C1).
     """
-    from dukb.kb.probes import fact_statements
 
     wanted = None if keys is None else {(k, int(i)) for k, i in keys}
     return [QAItem(TEXT_KIND, k, i, "", s) for (k, i), s in fact_statements(kb).items()
@@ -89,7 +88,6 @@ def kb_descriptions(kb: KB, keys=None) -> list[QAItem]:
     Source: Jin et al. 2024 (RWKU), Sec. 3.1 and App. G.1 (the synthetic forget corpus: text about the target, not
     the probes); the frames are dukb's.
     """
-    from dukb.kb.templates import load_template
 
     t = load_template("descriptions.json")
     wanted = None if keys is None else {(k, int(i)) for k, i in keys}

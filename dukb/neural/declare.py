@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from dukb import InputError
+
 #: option groups: a shared model option (:class:`dukb.neural.runconfig.RunConfig`, every protocol takes it), a run
 #: option of the command (its run directory, ``--config``, ``--resume``), an option of the protocol itself
 SHARED, RUN, PROTOCOL = "shared", "run", "protocol"
@@ -129,7 +131,6 @@ def apply_compat(cfg, presets: dict[str, dict[str, Any]]) -> None:
         InputError: ``cfg.compat`` is not a preset of ``presets``.
         TypeError: a preset names a field the config does not have (a programming error).
     """
-    from dukb import InputError
 
     name = getattr(cfg, "compat", None)
     if name is not None and name not in presets:

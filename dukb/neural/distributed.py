@@ -30,6 +30,7 @@ Without a launcher everything here is a no-op: world size 1, rank 0, no process 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from dukb import InputError
 
@@ -123,7 +124,6 @@ def accelerator(device: str = "cpu"):
     """
     global _ACCELERATOR
     if _ACCELERATOR is None:
-        from datetime import timedelta
 
         from accelerate import Accelerator
         from accelerate.utils import InitProcessGroupKwargs

@@ -20,12 +20,17 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
 from dukb.neural.data import QAItem, model_device, pad_rows
+from dukb.neural.methods import DOCUMENT_METHODS, METHODS
 from dukb.neural.methods.npo import npo_token_loss  # noqa: F401  (RESTOR's token-level NPO, re-exported)
-from dukb.neural.scoring import token_logprobs  # noqa: F401  (re-exported)
+from dukb.neural.methods.retain import gdr_loss
+from dukb.neural.scoring import (
+    forward_logits,
+    token_logprobs,  # noqa: F401  (re-exported)
+)
 from dukb.neural.train import TrainConfig, chunked, steps_per_epoch, train_loop
 
 
@@ -137,8 +142,6 @@ def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int
 
     Source: Rezaei et al., RESTOR, App. B (corruption training).
     """
-    from dukb.neural.methods.retain import gdr_loss
-    from dukb.neural.scoring import forward_logits
 
     n = int(batch["input_ids"].shape[0])
     rng = random.Random(cfg.seed)
@@ -189,7 +192,6 @@ def forget_loss(method: str, logits, ref_logits, labels, beta: float = 0.1):
 
 
 def _document_method(name: str):
-    from dukb.neural.methods import DOCUMENT_METHODS, METHODS
 
     if name not in DOCUMENT_METHODS:
         raise InputError(f"unknown document unlearning method {name!r} (choose from {', '.join(DOCUMENT_METHODS)})")

@@ -16,13 +16,16 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
+from dukb.neural import distributed as dist
 from dukb.neural.data import TEXT_KIND, QAItem, encode_qa
 from dukb.neural.families import finetune_presets
-from dukb.neural.run.files import read_json
+from dukb.neural.probe import Predictor, probe
+from dukb.neural.run.files import read_json, refuse_links, write_json_atomic
 from dukb.neural.run.provenance import device_info, thread_info, versions
+from dukb.neural.scoring import forward_logits, sequence_logprob
 from dukb.neural.train import TrainConfig, train_loop
 
 _log = logging.getLogger(__name__)
@@ -67,7 +70,6 @@ def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
 
     Source: Wu et al. 2025, App. H (finetuning loss on the answer tokens).
     """
-    from dukb.neural.scoring import forward_logits, sequence_logprob
 
     logp, _ = sequence_logprob(forward_logits(model, batch), batch["labels"])
     return -logp.sum() * (scale / n_tokens)
@@ -87,7 +89,7 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     are not supported under DDP.
 
     Args:
-        lm: :class:`dukb.neural.models.LoadedModel` (with LoRA adapters if its spec asks for them).
+        lm: :class:`dukb.neural.spec.LoadedModel` (with LoRA adapters if its spec asks for them).
         items: the QA items to learn (the paper: every KB fact's question4/answer4 pair); :data:`TEXT_KIND` items
             are trained on every token and left out of the accuracy.
         config: :class:`dukb.neural.train.TrainConfig` (a :data:`FINETUNE_PRESETS` entry); gradient accumulation
@@ -111,7 +113,6 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
-    from dukb.neural import distributed as dist
 
     if not items:
         raise ValueError("no QA items to finetune on")
@@ -160,7 +161,7 @@ def _finetune_record(lm, n_items: int, config: TrainConfig, phases: tuple, acc: 
     """The record :func:`finetune` returns (its Returns section describes the keys).
 
     Args:
-        lm: the finetuned :class:`dukb.neural.models.LoadedModel`.
+        lm: the finetuned :class:`dukb.neural.spec.LoadedModel`.
         n_items: the number of items finetuned on.
         config: the settings finetuned with (batch size resolved).
         phases: ``(rec, extra)``: the main phase's :func:`train_loop` record and the extra phase's (or None).
@@ -229,7 +230,7 @@ def _batch_loss(lm, items: list[QAItem], me: int, world: int):
     their rows; each process takes its share of the batch's item indices.
 
     Args:
-        lm: the :class:`dukb.neural.models.LoadedModel`.
+        lm: the :class:`dukb.neural.spec.LoadedModel`.
         items: the QA items finetuned on (indices into them make up a batch).
         me, world: this process's rank and the number of processes.
 
@@ -269,7 +270,6 @@ def _epoch_stopper(device: str, world: int, losses: list[float], state: dict, ac
         ``stopper(cfg, offset)``: the ``after_epoch(epoch, logs) -> bool`` hook for a phase trained with ``cfg``
         whose epochs are numbered from ``offset`` in the reports.
     """
-    from dukb.neural import distributed as dist
 
     def stopper(cfg: TrainConfig, offset: int):
         def after_epoch(epoch: int, logs: dict) -> bool:
@@ -292,7 +292,6 @@ def _sharded(lm) -> bool:
     Raises:
         InputError: LoRA adapters under FSDP (LoRA keeps a whole model per process).
     """
-    from dukb.neural import distributed as dist
 
     sharded = dist.is_sharded(lm.device)
     if sharded and hasattr(lm.model, "peft_config"):
@@ -308,8 +307,6 @@ def _accuracy_probe(lm, probed: list[QAItem], sharded: bool):
     collective: every process probes every item in the same batches, and decoding stops when every process has
     finished (:func:`dukb.neural.distributed.all_true`). Only known/unknown is computed: no ROUGE, no log-prob pass.
     """
-    from dukb.neural import distributed as dist
-    from dukb.neural.probe import Predictor, probe
 
     # hf_only: a --probe-backend engine would be rebuilt every epoch for a model that changes every epoch
     pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device, hf_only=True)
@@ -483,7 +480,6 @@ class _Checkpoint:
 def _save_checkpoint(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` atomically (a fresh temporary file in the same folder, then a rename), never
     through a symbolic link (:func:`dukb.neural.run.files.refuse_links`)."""
-    from dukb.neural.run.files import refuse_links
 
     refuse_links(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -500,6 +496,5 @@ def _save_checkpoint(path: Path, data: dict) -> None:
 def save_record(record: dict, path) -> None:
     """Write a finetuning record as JSON, atomically and never through a symbolic link
     (:func:`dukb.neural.run.files.write_json_atomic`)."""
-    from dukb.neural.run.files import write_json_atomic
 
     write_json_atomic(path, record)

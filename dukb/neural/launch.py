@@ -13,8 +13,12 @@ Torch-free (a config module imports it). Source: dukb (work units any launcher c
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from dukb import InputError
 from dukb.neural.bounds import Range
@@ -82,7 +86,6 @@ def check_launch(cfg: LaunchOptions) -> None:
         InputError: an unknown launcher, ``workers`` < 1, submitit missing for a launcher that needs it, or (slurm)
             SLURM's ``sbatch`` or ``srun`` not on PATH.
     """
-    import shutil
 
     if cfg.launcher is not None and cfg.launcher not in LAUNCHERS:
         raise InputError(f"--launcher {cfg.launcher!r} is not one of {', '.join(LAUNCHERS)}")
@@ -105,7 +108,6 @@ def executor_parameters(cfg: LaunchOptions) -> dict:
     Raises:
         InputError: the launcher config is unreadable or not a mapping of names (named).
     """
-    import yaml
 
     params: dict = {"timeout_min": DEFAULT_TIMEOUT_MIN}
     if cfg.launcher_config is not None:
@@ -167,7 +169,6 @@ def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], fol
     Raises:
         InputError: submitit refuses the parameters, or (local) the report job failed (its log named).
     """
-    import subprocess
 
     from submitit.helpers import CommandFunction
 

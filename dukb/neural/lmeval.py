@@ -11,7 +11,7 @@ import copy
 import random
 
 import numpy as np
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb.neural.utility import UTILITY_BATCH_SIZE, quiet, require_lm_eval, resolve_tasks, task_scores
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
-from dukb.neural.models import MODEL_RECORD, TINY_CONFIG, LoadedModel, kb_label
+from dukb.neural.modelrecord import MODEL_RECORD, TINY_CONFIG, kb_label
+from dukb.neural.run.files import refuse_links_in
+from dukb.neural.spec import LoadedModel
 
 #: the special tokens of the tiny model's tokenizer
 SPECIALS = {"unk": "[UNK]", "pad": "[PAD]", "eos": "[EOS]"}
@@ -55,7 +55,7 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
         texts: every text the model will see (from :func:`dukb.neural.data.vocabulary_texts`).
         out_dir: where to save (config.json, model.safetensors, tokenizer files, dukb_tiny.json).
         seed: torch seed for the random initialisation.
-        config: overrides of :data:`dukb.neural.models.TINY_CONFIG` (n_layer, n_head, n_embd, n_positions).
+        config: overrides of :data:`dukb.neural.modelrecord.TINY_CONFIG` (n_layer, n_head, n_embd, n_positions).
 
     Returns:
         The directory (``Path(out_dir)``).
@@ -63,6 +63,7 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
     Raises:
         OSError: ``out_dir`` cannot be created or written.
     """
+    import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     out = Path(out_dir)
@@ -91,22 +92,22 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
 def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None,
                weights: bool = True) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
-    :data:`dukb.neural.models.MODEL_RECORD` (prompt preset, preset family, base model, the prompt format and BOS rule where
+    :data:`dukb.neural.modelrecord.MODEL_RECORD` (prompt preset, preset family, base model, the prompt format and BOS rule where
     not dukb's, and, given ``kb``, the KB it was finetuned on) so
-    a later load picks the same presets and a command given another KB refuses it (:func:`dukb.neural.models.model_kb`).
+    a later load picks the same presets and a command given another KB refuses it (:func:`dukb.neural.modelrecord.model_kb`).
 
     A tiny model's ``dukb_tiny.json`` is copied along. The LoRA merge is peft's ``merge_and_unload``, which
     replaces the adapter layers of the wrapped model in place: afterwards ``lm.model`` holds the merged weights and
     no adapters.
 
     Args:
-        lm: the :class:`dukb.neural.models.LoadedModel` (a plain or a peft model); ``lm.spec`` gives the recorded prompt preset (custom
+        lm: the :class:`dukb.neural.spec.LoadedModel` (a plain or a peft model); ``lm.spec`` gives the recorded prompt preset (custom
             :class:`dukb.neural.spec.PromptTags` are recorded as "generic"), :attr:`ModelSpec.preset_family` and the base model.
         out_dir: the output directory (created with its parents; existing files of the same names are overwritten).
         state_dict: the weights to write instead of the model's own (the full state dict of an FSDP-sharded model,
             :func:`dukb.neural.distributed.full_state_dict`).
         kb: the :class:`dukb.kb.KB` the model was finetuned on (None: none recorded): recorded as ``"kb"``
-            (:func:`dukb.neural.models.kb_label`) and ``"kb_sha256"`` (its :meth:`dukb.kb.KB.fingerprint`).
+            (:func:`dukb.neural.modelrecord.kb_label`) and ``"kb_sha256"`` (its :meth:`dukb.kb.KB.fingerprint`).
         weights: False: the tokenizer and the record only (``lm.model`` is not read; a peft adapter saved beside
             them, :func:`dukb.neural.savedmodels.save_unlearned`).
 
@@ -118,7 +119,6 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
             record's write).
         InputError: a symbolic link is in ``out_dir`` or in its place (:func:`dukb.neural.run.files.refuse_links_in`).
     """
-    from dukb.neural.run.files import refuse_links_in
 
     out = refuse_links_in(out_dir)  # transformers opens its files by name: no link may carry them elsewhere
     out.mkdir(parents=True, exist_ok=True)

@@ -47,13 +47,17 @@ Source: the formats as transformers and the GGUF specification define them (tran
 
 from __future__ import annotations
 
+import json
 import logging
+import mmap
 import os
 import struct
 import sys
 from pathlib import Path
 
 from dukb import InputError, one_line
+from dukb.kb.csvfile import MAX_INPUT_BYTES, open_regular
+from dukb.neural.run.files import read_json
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +77,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "adapter_model.safeten
 MODEL_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".tiktoken", ".jinja", ".gguf", ".py", ".txt")
 #: how messages call the JSON files dukb itself reads (as dukb.neural.models does)
 _WHAT = {"config.json": "model config", "dukb_model.json": "model record"}
-#: largest JSON config read (bytes), as :data:`dukb.neural.models.JSON_LIMIT` for config.json
+#: largest JSON config read (bytes), as :data:`dukb.neural.modelrecord.JSON_LIMIT` for config.json
 CONFIG_BYTES = 16 * 1024 * 1024
 #: the weights indexes whose ``weight_map`` names the shards
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -159,7 +163,6 @@ def check_folder(folder: Path, trust_remote_code: bool = False) -> list[str]:
     Raises:
         InputError: as :func:`check_model`, naming the file.
     """
-    from dukb.kb.csvfile import MAX_INPUT_BYTES
 
     configs: dict[str, dict] = {}
     for name in JSON_FILES:
@@ -206,7 +209,6 @@ def _entries(folder: Path) -> list[Path]:
 def _regular(path: Path, what: str, limit: int | None = None) -> None:
     """Refuse ``path`` unless it is (or links to) a regular file of at most ``limit`` bytes (None: no bound): it
     is opened without blocking and checked (:func:`dukb.kb.csvfile.open_regular`), then closed unread."""
-    from dukb.kb.csvfile import open_regular
 
     try:
         open_regular(path, what, (1 << 62) if limit is None else limit).close()
@@ -220,7 +222,6 @@ def _regular(path: Path, what: str, limit: int | None = None) -> None:
 def _json_object(path: Path) -> dict:
     """A JSON config of the folder, read bounded (:func:`dukb.neural.run.files.read_json`, at most
     :data:`CONFIG_BYTES`), which must be a JSON object."""
-    from dukb.neural.run.files import read_json
 
     what = _WHAT.get(path.name, path.name)
     if os.path.islink(path) and not os.path.exists(path):
@@ -334,7 +335,6 @@ def least_parameters(config: dict) -> int | None:
 
 def json_text(value, limit: int = 40) -> str:
     """``value`` as compact JSON, cut to ``limit`` characters, for a message."""
-    import json
 
     try:
         text = json.dumps(value)
@@ -489,9 +489,6 @@ def check_gguf(path: Path) -> None:
     metadata_kv_count; metadata: string key, uint32 value type, value; tensor info: string name, uint32 n_dims,
     uint64 dims, uint32 type, uint64 offset; little-endian).
     """
-    import mmap
-
-    from dukb.kb.csvfile import open_regular
 
     with open_regular(path, "GGUF file", 1 << 62) as fh:
         try:

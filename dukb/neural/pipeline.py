@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tempfile
 from pathlib import Path
 
+from dukb import InputError
 from dukb.neural.data import TEXT_KIND, kb_qa, vocabulary_texts
 from dukb.neural.distributed import barrier, full_state_dict, is_main_process
 from dukb.neural.finetune import FINETUNE_PRESETS, finetune, save_record
+from dukb.neural.methods.base import WeightState
 from dukb.neural.modelbuild import build_tiny_model, save_model
+from dukb.neural.modelrecord import spec_for_path
 from dukb.neural.models import load_model
+from dukb.neural.run.files import read_json
 from dukb.neural.spec import ModelSpec
 
 TINY = "tiny"
@@ -35,7 +40,6 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
     Raises:
         InputError: unknown preset.
     """
-    from dukb import InputError
 
     family = spec.preset_family
     default = TINY if spec.name_or_path == TINY else (family if family in FINETUNE_PRESETS else "generic")
@@ -101,7 +105,6 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
             spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
         lm = load_model(spec)
         if spec.lora is not None:
-            from dukb.neural.methods.base import WeightState
 
             state = WeightState(lm, spec.lora, seed)
             lm.model = state.model
@@ -135,10 +138,6 @@ def finetune_record(model_dir) -> dict | None:
         InputError: the record is not a regular file (a FIFO, a device, a folder), too large, not UTF-8, not JSON or
             not a JSON object (named).
     """
-    import os
-
-    from dukb import InputError
-    from dukb.neural.run.files import read_json
 
     p = Path(model_dir) / "finetune.json"
     if not os.path.lexists(p):
@@ -153,8 +152,7 @@ def load_finetuned(model_dir, **spec_kw):
     """Load a finetuned model directory with the right prompt preset.
 
     Returns:
-        :class:`dukb.neural.models.LoadedModel`.
+        :class:`dukb.neural.spec.LoadedModel`.
     """
-    from dukb.neural.models import spec_for_path
 
     return load_model(spec_for_path(model_dir, **spec_kw))

@@ -13,10 +13,21 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb import load_kb
+from dukb.kb.csvfile import read_bytes
+from dukb.kb.generate import default_generated_kb_dir
+from dukb.kb.kbschema import require_family
+from dukb.kb.paper_sets import paper_sets_of
+from dukb.neural.run.files import RUN_JSON_BYTES, write_json_atomic
+from dukb.neural.run.identity import sha256_json
+from dukb.solver.closure import compute_closure
+from dukb.solver.mdus import is_deep_unlearning_set, is_minimal, minimal_sets
+from dukb.solver.scopes import forget_fact_ids
 
 #: Exact enumeration limits (a target whose enumeration hits them falls back to Algorithm 1 with ``seeds``).
 EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
@@ -34,12 +45,8 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
 
     Source: Wu et al. 2025, Definition 1 (deductive closure).
     """
-    from dukb.kb import load_kb
-    from dukb.kb.kbschema import require_family
-    from dukb.solver.closure import compute_closure
 
     if kb_spec is None:
-        from dukb.kb.generate import default_generated_kb_dir
 
         kb_spec = default_generated_kb_dir()
     kb = load_kb(kb_spec)
@@ -78,7 +85,6 @@ def sets_key(kb_fingerprint: str, rules_fingerprint: str, method: str, seeds: in
 
 
 def _warn(log, msg: str) -> None:
-    import sys
 
     (log or (lambda m: print(m, file=sys.stderr, flush=True)))(msg)
 
@@ -93,7 +99,6 @@ def _not_minimal(closure, target: int, fact_ids: list[int]) -> str | None:
     """Why ``fact_ids`` is not a minimal deep unlearning set of ``target`` (Wu et al. 2025, Definitions 2-3), or
     None when it is one: every fact a relationship of the KB, the target underivable without them, and underivable
     without no proper subset (one fact put back at a time suffices: derivability is monotone)."""
-    from dukb.solver.mdus import is_deep_unlearning_set, is_minimal
 
     try:
         for f in fact_ids:
@@ -144,7 +149,6 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
 
     sets.json: {"kb", "rules", "method", "key", "targets": {fact_id: {"sets", "sets_used", "complete"}}}.
     """
-    from dukb.solver.mdus import minimal_sets
 
     path = run / "sets.json"
     cache = {}
@@ -182,7 +186,6 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
             used = "random"
         cache[t] = {"sets": [list(s) for s in r.sets], "sets_used": used, "complete": r.complete}
     if write and missing:
-        from dukb.neural.run.files import write_json_atomic
 
         write_json_atomic(path, {"kb": key["kb"], "rules": closure.rules.name, "method": key["method"], "key": key,
                                  "targets": {str(k): v for k, v in cache.items()}})
@@ -209,7 +212,6 @@ def paper_sets_cache(run: Path, closure, targets: list[int], key: dict, paper: d
            "targets": {str(k): v for k, v in cache.items()}}
     path = run / "sets.json"
     if write and (not os.path.lexists(path) or _read_doc(path, "sets cache") != doc):
-        from dukb.neural.run.files import write_json_atomic
 
         write_json_atomic(path, doc)
     return cache
@@ -218,7 +220,6 @@ def paper_sets_cache(run: Path, closure, targets: list[int], key: dict, paper: d
 def paper_sets_digest(paper: dict) -> str:
     """The SHA-256 of the paper's sets of a run's targets (target -> sets, in order), for the run identity and the
     sets key: a run made with other paper sets does not compare equal."""
-    from dukb.neural.run.identity import sha256_json
 
     return sha256_json({str(t): [list(x) for x in v] for t, v in sorted(paper.items())})
 
@@ -230,8 +231,6 @@ def _read_doc(path: Path, what: str) -> dict:
     Raises:
         InputError: not a regular file (a FIFO, a device, a folder) or too large (named).
     """
-    from dukb.kb.csvfile import read_bytes
-    from dukb.neural.run.files import RUN_JSON_BYTES
 
     data = read_bytes(path, what, limit=RUN_JSON_BYTES)
     try:
@@ -289,7 +288,6 @@ def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: b
     Raises:
         InputError: unknown scope.
     """
-    from dukb.solver.scopes import forget_fact_ids
 
     path = run / "forget_sets.json"
     entries = _read_cache(path, key)
@@ -305,7 +303,6 @@ def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: b
             missing = True
         out[(t, scope)] = list(entries[k])
     if write and missing:
-        from dukb.neural.run.files import write_json_atomic
 
         write_json_atomic(path, {"key": key, "entries": entries})
     return out
@@ -353,7 +350,6 @@ def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_metho
         closure.atom_of_fact(t)
     skey = sets_key(kb.fingerprint(), closure.rules.fingerprint, sets_method, seeds, seed)
     if sets_method == "paper":
-        from dukb.kb.paper_sets import paper_sets_of
 
         paper, _where = paper_sets_of(kb, targets)
         skey["paper"] = paper_sets_digest(paper)

@@ -20,13 +20,18 @@ Source: Okabe & Ito 2008, "Color Universal Design" (the palette); Wu et al. 2025
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from dukb import InputError
 from dukb.neural.metrics import summary
+from dukb.neural.metrics.summary import heldout_points
+from dukb.neural.run.files import output_file
 
 #: The Okabe-Ito palette (Okabe & Ito 2008), name -> hex colour.
 OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
@@ -165,8 +170,6 @@ def save(fig, path) -> list[Path]:
     """
     import matplotlib.pyplot as plt
 
-    from dukb.neural.run.files import output_file
-
     png = Path(path).with_suffix(".png")
     pdf = png.with_suffix(".pdf")
     try:
@@ -249,7 +252,6 @@ class Curve:
 def _normals(xy) -> list[tuple[float, float]]:
     """Unit normals of a polyline (central differences), oriented consistently (the first towards larger accuracy
     and recall)."""
-    import numpy as np
 
     k = len(xy)
     out = []
@@ -294,7 +296,6 @@ def mean_curves(df, accuracy: str = "accuracy_all", band: str = "std", *, n_boot
 
     Source: Wu et al. 2025, Fig. 3a (each point: one setting, averaged over targets) and Table 1 (mean ± std).
     """
-    import numpy as np
     import pandas as pd
 
     if band not in BANDS:
@@ -370,7 +371,6 @@ def _place_labels(fig, ax, items, markers, lines=(), taken=()) -> None:
     placed before and no other method's line; a label with no such place is left out (clutter). ``markers``: the
     (x, y) data points; ``lines``: (x, y, gid) points along each method's line (a label may touch its own);
     ``taken``: display boxes already used (the region's label)."""
-    import math
 
     from matplotlib.transforms import Bbox
 
@@ -520,7 +520,6 @@ def tradeoff_figure(df, path, *, accuracy: str = "accuracy_all", band: str = "st
 
     Source: Wu et al. 2025, Fig. 3a and Fig. 9.
     """
-    from dukb.neural.metrics.summary import heldout_points
 
     held = heldout_points(df)
     fig = tradeoff_plot([("qa probe form", df), ("held-out probe forms (never seen)", held if len(held) else None)],
@@ -649,7 +648,6 @@ def bars_figure(categories: Sequence[str], series: dict[str, Sequence[float]], p
     Returns:
         [png path, pdf path].
     """
-    import numpy as np
 
     hatches = ("", "////", "....", "\\\\\\\\", "xxxx", "----", "oo", "++++")
     with style() as plt:

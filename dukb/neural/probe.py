@@ -13,17 +13,19 @@ A :class:`Predictor` is what gets probed: a model, or a model with a logits tran
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
+from rich.progress import Progress
 
 from dukb.kb.judge import judge
 from dukb.neural.data import QAItem, bos_ids, encode_qa, model_device
-from dukb.neural.scoring import sequence_logprob
+from dukb.neural.scoring import forward_logits, sequence_logprob
 
 DEFAULT_MAX_NEW_TOKENS = 10
 
@@ -88,7 +90,6 @@ class Predictor:
 
     def logits(self, batch):
         """Next-token logits [B, L, V] of the (possibly combined) predictor on an encode_qa batch."""
-        from dukb.neural.scoring import forward_logits
 
         base = forward_logits(self.model, batch)
         if self.aux_model is None:
@@ -108,7 +109,6 @@ def cache_argument(model) -> str:
     Returns:
         ``"cache"`` or ``"past_key_values"``.
     """
-    import inspect
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     cls = type(base)
@@ -534,7 +534,6 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     bar = None
     if progress:
-        from rich.progress import Progress
 
         bar = Progress(transient=True)
         bar.start()

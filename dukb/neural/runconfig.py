@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 from dukb import InputError
+from dukb.kb.csvfile import strict_int
 from dukb.neural.bounds import (
     BATCH_SIZE,
     DTYPES,
@@ -27,13 +28,19 @@ from dukb.neural.bounds import (
     LORA_R,
     LR,
     SEED,
+    check_device,
+    check_dtype,
     check_ranges,
     field_range,
 )
 from dukb.neural.declare import SHARED, Frozen, apply_compat, default_of, flag_of, freeze, group_fields, help_of, option
-from dukb.neural.probe_backends import PROBE_BACKEND_HELP, PROBE_BACKENDS
+from dukb.neural.modelrecord import model_kb, spec_for_path
+from dukb.neural.probe_backends import PROBE_BACKEND_HELP, PROBE_BACKENDS, check_probe_backend
 from dukb.neural.savedmodels import SAVE_MODELS_HELP, SAVE_MODES
+from dukb.neural.spec import PROMPT_PRESETS, LoraSpec, ModelSpec
 from dukb.neural.tables import Table
+from dukb.neural.tracking import check_log_with
+from dukb.neural.zoo import check_model_value
 from dukb.solver.rules import RULES_HELP
 
 #: the help of ``--heldout-rule`` (every command that scores rows on held-out forms: evaluate, unlearn, control)
@@ -67,7 +74,6 @@ def parse_layers(text: str | None) -> tuple[int, int] | None:
 
     Source: Jin et al. 2024 (RWKU), App. H (partial-layer finetuning).
     """
-    from dukb.kb.csvfile import strict_int
 
     if text is None or not str(text).strip():
         return None
@@ -196,7 +202,7 @@ class RunConfig(Frozen):
 
     def check_run(self) -> None:
         """Validate the shared fields (:meth:`check` calls this first); with ``finetuned``, check ``kb`` against the
-        KB the model was finetuned on, or set ``kb`` to it when None (:func:`dukb.neural.models.model_kb`).
+        KB the model was finetuned on, or set ``kb`` to it when None (:func:`dukb.neural.modelrecord.model_kb`).
 
         Raises:
             InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
@@ -208,11 +214,6 @@ class RunConfig(Frozen):
                 (:func:`dukb.neural.zoo.check_model_value`); a ``finetuned`` model finetuned on another KB than ``kb`` (unless
                 ``allow_kb_mismatch``), or whose recorded KB no longer exists.
         """
-        from dukb.neural.bounds import check_device, check_dtype
-        from dukb.neural.probe_backends import check_probe_backend
-        from dukb.neural.spec import PROMPT_PRESETS
-        from dukb.neural.tracking import check_log_with
-        from dukb.neural.zoo import check_model_value
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
             raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
@@ -228,8 +229,6 @@ class RunConfig(Frozen):
         if self.finetuned is None:  # (with --finetuned, --model is not read; the directory is checked below)
             check_model_value(self.model)
         if self.finetuned:
-            from dukb.neural.models import model_kb
-
             self.kb = model_kb(self.finetuned, self.kb, allow_mismatch=self.allow_kb_mismatch)
 
     def lora(self):
@@ -238,7 +237,6 @@ class RunConfig(Frozen):
         Raises:
             InputError: rank, alpha or dropout outside its range (:data:`dukb.neural.bounds.LORA_R`, ...).
         """
-        from dukb.neural.spec import LoraSpec
 
         for name in ("lora_r", "lora_alpha", "lora_dropout"):
             rng = field_range(RunConfig, name)
@@ -255,9 +253,6 @@ class RunConfig(Frozen):
     def model_spec(self, path: str | None = None):
         """The :class:`dukb.neural.spec.ModelSpec` to finetune (``model``), to load (``finetuned``) or of ``path``,
         with this run's dtype, device, prompt, LoRA, gradient checkpointing and remote-code setting."""
-        from dukb.neural.models import spec_for_path
-        from dukb.neural.spec import ModelSpec
-
         kw = self.load_kwargs()
         prompt = kw.pop("prompt")
         src = path or self.finetuned or self.model

@@ -21,6 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dukb.neural.metrics.summary import short_number
+from dukb.neural.modelbuild import save_model
+from dukb.neural.modelrecord import MODEL_RECORD
+from dukb.neural.run.files import refuse_links_in
+from dukb.neural.spec import LoadedModel
+
 #: the values of ``--save-models``
 SAVE_MODES = ("none", "best", "all")
 #: where the saved models go, under the run directory
@@ -50,7 +56,6 @@ def setting_dir(row: dict) -> str:
     Returns:
         str.
     """
-    from dukb.neural.metrics.summary import short_number
 
     return safe_name(f"{row['param']}={short_number(row['setting'][row['param']])}")
 
@@ -108,13 +113,10 @@ def save_unlearned(lm, model, out: Path, kb, fields: dict, key, merge: bool = Fa
     Raises:
         OSError: ``out`` cannot be written.
     """
-    from dukb.neural.modelbuild import save_model
-    from dukb.neural.models import MODEL_RECORD, LoadedModel
 
     if hasattr(model, "peft_config") and merge:
         model = copy.deepcopy(model).merge_and_unload()
     if hasattr(model, "peft_config"):  # an adapter: saved as one, the base left as it is
-        from dukb.neural.run.files import refuse_links_in
 
         out = refuse_links_in(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from dukb import InputError
+from dukb.neural.families import FAMILIES, detect_family
 
 #: ``prompt_format`` values: dukb's prompts (:data:`PROMPT_PRESETS`) or Eval-DU's code's (:data:`EVAL_DU_PROMPTS`)
 PROMPT_FORMATS = ("dukb", "eval-du")
@@ -150,7 +151,6 @@ def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str 
 def preset_for(name_or_path: str) -> str:
     """Guess the prompt preset from the last component of a model id or path: the model family's
     (:data:`dukb.neural.families.FAMILIES`; SmolLM2 is prompted like Llama), else generic."""
-    from dukb.neural.families import FAMILIES, detect_family
 
     return FAMILIES[detect_family(name_or_path)].prompt
 
@@ -221,3 +221,23 @@ class ModelSpec:
                 del d[name]
         d["prompt"] = self.tags.record() | {"preset": self.prompt if isinstance(self.prompt, str) else "custom"}
         return d
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer and how to prompt it.
+
+    Attributes:
+        model: a ``transformers`` causal LM (possibly a peft model), in eval mode on ``device``.
+        tokenizer: its tokenizer, left padding, with a pad token.
+        tags: the :class:`PromptTags`.
+        spec: the :class:`ModelSpec` it came from.
+        device: resolved device string.
+    """
+
+    model: object
+    tokenizer: object
+    tags: PromptTags
+    spec: ModelSpec
+    device: str
+

@@ -29,6 +29,7 @@ import math
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.distributed import is_main_process
 
 #: tracker -> (the modules any of which makes it installed, what to install); a tracker accelerate knows that is
 #: not listed here is taken as installed
@@ -111,7 +112,6 @@ def tracking(run_dir: str | Path, log_with: str | None, run_name: str):
     Raises:
         InputError: see :func:`check_log_with`.
     """
-    from dukb.neural.distributed import is_main_process
 
     names = check_log_with(log_with)
     if not names or _ACTIVE or not is_main_process():

@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
+from rich.progress import Progress
 
 from dukb.neural import distributed, tracking
 from dukb.neural.trainconfig import SCHEDULES, TrainConfig  # noqa: F401  (defined there, torch-free; re-exported)
@@ -178,7 +179,6 @@ def _progress_bar(progress: str | None, epochs: int, completed: int):
     """A started rich progress bar over the epochs described by ``progress``, and its task; (None, None) without one."""
     if not progress:
         return None, None
-    from rich.progress import Progress
 
     bar = Progress(transient=True)
     bar.start()

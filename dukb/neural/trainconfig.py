@@ -12,6 +12,10 @@ from dataclasses import asdict, dataclass
 from dukb import InputError
 
 SCHEDULES = ("linear", "cosine", "constant")
+#: how :func:`dukb.neural.methods.base.gradient_sweep` runs a grid of step counts T (``dukb evaluate --schedule``)
+SWEEP_SCHEDULES = ("separate", "reference")
+#: how the reinforced model is trained (``dukb evaluate --reinforce``; :func:`dukb.neural.methods.tv.reinforce`)
+REINFORCE_SCHEDULES = ("constant", "reference")
 
 
 @dataclass(frozen=True)

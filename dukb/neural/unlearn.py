@@ -10,8 +10,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
+from dukb.neural.attacks.base import check_attacks_on_model
 from dukb.neural.data import QA_KIND, QAItem, kb_qa
 from dukb.neural.methods import Method, UnlearnContext, get_method
+from dukb.neural.metrics import RowContext, combined_needs, get_metric
+from dukb.neural.metrics.heldout import check_heldout, elicited_by_form
+from dukb.neural.metrics.recall import retained_from_probe, success_du_fields
+from dukb.neural.probe import Predictor, probe
+from dukb.solver.cone import cone_of
+from dukb.solver.mdus import minimal_sets
 from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
 #: Forget scope names (the registry is :data:`dukb.solver.scopes.FORGET_SCOPES`).
@@ -40,7 +48,6 @@ def _split_heldout_pairs(items, metrics, heldout, heldout_before, heldout_rule) 
     left unprobed. Items of a kind another metric needs (and the qa form) are always probed in full."""
     if not heldout or heldout_before is None or heldout_rule != "pairs":
         return items, []
-    from dukb.neural.metrics import combined_needs
 
     others = set(combined_needs([mt for mt in metrics if mt.name != "recall_heldout"]).kinds) | {QA_KIND}
     before = set(heldout_before)
@@ -52,7 +59,6 @@ def _split_heldout_pairs(items, metrics, heldout, heldout_before, heldout_rule) 
 def _probe_setting(pred, items, pair_items, needs, batch_size):
     """The probe table of one setting: ``items`` in full, then the pairs rule's evidence ``pair_items`` fact by
     fact until one pair elicits the fact (:func:`probe_until_elicited`)."""
-    from dukb.neural.probe import probe
 
     kw = dict(batch_size=batch_size, generate=needs.generate, rouge=needs.rouge, logprob=needs.logprob)
     df = probe(pred, items, **kw)
@@ -79,7 +85,6 @@ def probe_until_elicited(pred, items: list[QAItem], **kw):
 
     Source: dukb (an exact shortcut of the pairs rule of :mod:`dukb.neural.metrics.heldout`).
     """
-    from dukb.neural.probe import probe
 
     by_fact: dict[tuple, list[QAItem]] = {}
     for it in items:
@@ -114,7 +119,7 @@ def heldout_baseline(lm, kb, forms, *, batch_size: int = 256) -> frozenset:
     judged against).
 
     Args:
-        lm: the finetuned :class:`dukb.neural.models.LoadedModel` (θ₀).
+        lm: the finetuned :class:`dukb.neural.spec.LoadedModel` (θ₀).
         kb: the KB; forms: held-out probe forms (iterable of :data:`dukb.kb.probes.KINDS` names, non-empty).
         batch_size: prompts per probing batch.
 
@@ -125,8 +130,6 @@ def heldout_baseline(lm, kb, forms, *, batch_size: int = 256) -> frozenset:
     Source: Wu et al. 2025, Eq. 1 (a fact counts as forgotten only if the model knew it); held-out scoring as in
     :mod:`dukb.neural.metrics.heldout`.
     """
-    from dukb.neural.metrics.heldout import elicited_by_form
-    from dukb.neural.probe import Predictor, probe
 
     forms = tuple(forms)
     df = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), kb_qa(kb, forms),
@@ -154,13 +157,10 @@ def method_retain(m: Method, closure, target_fact_id: int, qa_items: list[QAItem
         return []
     cone_ids = ()
     if m.retain_outside_cone:  # the method may unlearn any fact of the cone: none of them is retain data
-        from dukb.solver.cone import cone_of
 
         cone = cone_of(closure, [closure.atom_of_fact(target_fact_id)])
         cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
     return default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids)
-
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,7 +172,7 @@ class UnitPlan:
     may give only the first five fields and let the others take their defaults, which are resolved here.
 
     Attributes:
-        lm: the finetuned :class:`dukb.neural.models.LoadedModel` (θ₀; unchanged after the sweep).
+        lm: the finetuned :class:`dukb.neural.spec.LoadedModel` (θ₀; unchanged after the sweep).
         kb, closure: the KB and its :class:`dukb.solver.closure.Closure`.
         target: the relationship fact_id to unlearn (int).
         method: a :data:`dukb.neural.methods.METHODS` name or a :class:`Method` (one with per-method options,
@@ -257,8 +257,6 @@ class UnitPlan:
 
     def __post_init__(self) -> None:
         """Resolve the defaults and the derived fields (see the class docstring)."""
-        from dukb.neural.metrics import combined_needs, get_metric
-        from dukb.neural.metrics.heldout import check_heldout
 
         put = functools.partial(object.__setattr__, self)
         metrics = (get_metric("recall"),) if self.metrics is None else tuple(self.metrics)
@@ -285,7 +283,6 @@ class UnitPlan:
 
     def _resolve_sets(self, qa_items: tuple) -> None:
         """The minimal sets, forget ids, forget QA, retain QA and retain ids (each a given value or its default)."""
-        from dukb.solver.mdus import minimal_sets
 
         put = functools.partial(object.__setattr__, self)
         if self.sets is None:
@@ -307,8 +304,6 @@ class UnitPlan:
 
 def _attack_fields(plan: UnitPlan, pred, df, fields: dict) -> dict:
     """The row's ``attacks`` entries and its worst case over forms and attacks (:mod:`dukb.neural.attacks`)."""
-    from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
-    from dukb.neural.metrics.recall import retained_from_probe
 
     if "forgotten_relationships" not in fields:  # the recall metric did not run: the QA probe's forgotten facts
         fields = {**fields,
@@ -336,8 +331,6 @@ def score_setting(plan: UnitPlan, pred, df) -> dict:
 
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
     """
-    from dukb.neural.metrics import RowContext
-    from dukb.neural.metrics.recall import success_du_fields
 
     rctx = RowContext(plan.kb, plan.target, [list(s) for s in plan.sets], plan.sets_used, df, list(plan.forget_ids),
                       plan.retain_ids, predictor=pred if plan.needs.model else None, seen_forms=plan.seen,
@@ -386,7 +379,6 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
     if plan.attacks:  # a setting the model cannot take (quant4's group) is refused before anything is unlearned
-        from dukb.neural.attacks.base import check_attacks_on_model
 
         check_attacks_on_model(plan.attacks, plan.lm.model)
     ctx = UnlearnContext(plan.lm, list(plan.forget), list(plan.retain), seed=plan.seed, lr=plan.lr, lora=plan.lora,

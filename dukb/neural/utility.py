@@ -29,6 +29,7 @@ import logging
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.metrics.summary import mean_std, num
 
 #: the extra that brings lm-eval, named in the refusal without it
 EXTRA_HINT = "pip install 'dukb[utility]'"
@@ -289,7 +290,6 @@ def utility_section(df, record: dict | None) -> list[str]:
 
     Source: Wu et al. 2025, Tables 5 and 7.
     """
-    from dukb.neural.metrics.summary import mean_std, num
 
     finetuned = ((record or {}).get("finetuned") or {}).get("tasks")
     if not isinstance(finetuned, dict) or not finetuned or "utility" not in df.columns:

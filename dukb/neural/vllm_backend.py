@@ -50,8 +50,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
+from dukb.neural.probe import decode_rows, prompt_token_ids, use_backend
 from dukb.neural.probe_backends import lora_rank_bucket
 
 #: the fraction of the GPU's memory a vLLM engine may take (the training model lives beside it)
@@ -133,7 +134,6 @@ class VllmBackend:
         """
         from vllm import SamplingParams
 
-        from dukb.neural.probe import decode_rows, prompt_token_ids
 
         if not prompts:
             return []
@@ -226,7 +226,6 @@ def probe_backend(name: str, run_dir, lora_rank: int = 0):
     if name == "hf":
         yield None
         return
-    from dukb.neural.probe import use_backend
 
     root = Path(run_dir) / ".dukb"
     root.mkdir(parents=True, exist_ok=True)

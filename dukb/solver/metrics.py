@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 from dukb import InputError
 from dukb.kb.model import KB
+from dukb.solver.mdus import minimal_sets
 
 NAN = float("nan")
 
@@ -254,7 +255,6 @@ def target_recall(closure, targets, retained, method: str = "exact", *, max_sets
         >>> r.recall, r.best_set, r.target_forgotten, r.n_sets
         (1.0, [5, 7], True, 2)
     """
-    from dukb.solver.mdus import minimal_sets
 
     if method not in ("exact", "random", "paper"):
         raise InputError(f"unknown method {method!r} for recall (choose exact, random or paper)")

@@ -40,6 +40,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import clingo
+from clingo import SymbolType, ast
+
 from dukb import InputError
 from dukb.kb.csvfile import decode_text, read_bytes
 from dukb.kb.kbschema import SCHEMA_FILE, Schema, family_schema
@@ -263,7 +266,6 @@ def parse_rules(text: str, path: str | Path = "<rules>", schema: Schema | None =
 
 
 def _parse(text: str, path: Path, schema: Schema) -> tuple[tuple[Rule, ...], str]:
-    from clingo import ast
 
     safe = text
     while _INCLUDE in safe:
@@ -408,7 +410,6 @@ def _check_terms(st: AST, path: Path) -> None:
     Raises:
         RulesError: ``FILE:LINE`` of the statement, for an external call or a too deeply nested term.
     """
-    from clingo import ast
 
     line = st.location.begin.line
     stack = [(st, 0)]
@@ -427,7 +428,6 @@ def _check_terms(st: AST, path: Path) -> None:
 
 def _check_rule(st: AST, index: int, path: Path, schema: Schema) -> tuple[Rule, str]:
     """Validate one Rule statement against ``schema``; return the :class:`Rule` and its compiled clingo line."""
-    from clingo import ast
 
     relations, background = schema.relation_names, schema.background
 
@@ -532,7 +532,6 @@ def _holds_args(sym: AST, path: Path, rel_vars: set[str], person_vars: set[str],
 
 
 def _is_constant(t: AST) -> bool:
-    from clingo import SymbolType, ast
 
     return (t.ast_type == ast.ASTType.SymbolicTerm and t.symbol.type == SymbolType.Function
             and not t.symbol.arguments and t.symbol.positive)
@@ -540,7 +539,6 @@ def _is_constant(t: AST) -> bool:
 
 def _variable(t: AST, where: str, path: Path, relations: tuple[str, ...]) -> str:
     """The name of a named variable term, or RulesError naming what the term is instead."""
-    from clingo import SymbolType, ast
 
     T = ast.ASTType
     line = t.location.begin.line
@@ -566,7 +564,6 @@ def _variable(t: AST, where: str, path: Path, relations: tuple[str, ...]) -> str
 
 def _check_grounds(program: str, path: Path) -> None:
     """Ground the compiled program on an empty KB once: clingo must accept what the validation let through."""
-    import clingo
 
     messages: list[str] = []
     ctl = clingo.Control(["--warn=none"], logger=lambda _c, m: messages.append(m), message_limit=3)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from dukb import InputError
 from dukb.solver.closure import Closure
+from dukb.solver.mdus import least_damaging_set, minimal_sets
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,11 @@ def _target(closure: Closure, target: int, sets: Sequence | None = None) -> list
 
 
 def _minimum(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
-    from dukb.solver.mdus import minimal_sets
 
     return list(minimal_sets(closure, [closure.atom_of_fact(target)], "minimum").sets[0])
 
 
 def _best(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
-    from dukb.solver.mdus import least_damaging_set, minimal_sets
 
     cands = sets if sets is not None else \
         minimal_sets(closure, [closure.atom_of_fact(target)], "exact", max_sets=10_000).sets

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from dukb import InputError
 from dukb.kb.model import KB
 from dukb.solver.closure import Closure
+from dukb.solver.cone import cone_of
+from dukb.solver.mdus import minimal_sets
 
 REL, BIO = "relationships", "biographies"
 
@@ -152,7 +154,6 @@ def cone_facts(closure: Closure, targets: Sequence[int]) -> set[int]:
         >>> sorted(cone_facts(closure, [5])), sorted(cone_facts(closure, [17]))
         ([5, 6, 7, 8], [17])
     """
-    from dukb.solver.cone import cone_of
 
     cone = cone_of(closure, [closure.atom_of_fact(int(t)) for t in targets])
     return {int(closure.fact_ids[cone.atoms[a]]) for a in cone.kb}
@@ -237,7 +238,6 @@ def forget_set(closure: Closure, targets: Sequence[int], scope: str = "joint") -
         >>> forget_set(closure, [0, 5]), forget_set(closure, [0, 5], scope="target")
         ([0, 3, 5, 6], [0, 5])
     """
-    from dukb.solver.mdus import minimal_sets
 
     if not targets:
         raise InputError("a request needs at least one target")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import patch_everywhere
 from dukb.cli.main import app, main
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
@@ -53,7 +54,7 @@ LONG = {
     "rwku": ("dukb.neural.protocols.rwku.run", "run_rwku", ["rwku"]),
     "muse": ("dukb.neural.protocols.muse.run", "run_muse", ["muse"]),
     "control": ("dukb.neural.protocols.control.run", "run_control", ["control"]),
-    "restor": ("dukb.neural.restor", "run_restor", ["restor", "--kb", "demo"]),
+    "restor": ("dukb.neural.restor.pipeline", "run_restor", ["restor", "--kb", "demo"]),
 }
 
 
@@ -317,7 +318,7 @@ def test_memory_and_recursion_errors_are_one_line(error, fragment, monkeypatch, 
     def exhausted(*a, **k):
         raise error()
 
-    monkeypatch.setattr(closure, "compute_closure", exhausted)
+    patch_everywhere(monkeypatch, closure, "compute_closure", exhausted)
     capsys.readouterr()
     assert main(["closure", "--kb", "demo"]) == 2
     assert fragment in _one_error_line(capsys)
@@ -395,13 +396,14 @@ def test_help_of_evaluate_lists_its_flags(capsys, monkeypatch):
 
 # ------------------------------------------------------------------------------- options before models -------
 def test_an_invalid_probe_kind_exits_2_before_anything_loads(monkeypatch, capsys):
+    import dukb.neural.modelrecord as modelrecord
     import dukb.neural.models as models
 
     def no_load(*a, **k):
         raise AssertionError("the model was loaded before --kinds was checked")
 
-    monkeypatch.setattr(models, "load_model", no_load)
-    monkeypatch.setattr(models, "spec_for_path", no_load)
+    patch_everywhere(monkeypatch, models, "load_model", no_load)
+    patch_everywhere(monkeypatch, modelrecord, "spec_for_path", no_load)
     for bad in (["--kinds", "qa,bogus"], ["--scores", "bleu"], ["--batch-size", "0"]):
         capsys.readouterr()
         t0 = time.perf_counter()

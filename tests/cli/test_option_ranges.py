@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import patch_everywhere
 from dukb import InputError
 from dukb.cli.main import _command, _is_float_option, _is_integer_option, app, main
 from dukb.cli.run_options import option_range
@@ -134,7 +135,7 @@ def no_work(monkeypatch):
     def load(*a, **k):  # pragma: no cover - a failure when reached
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(models, "load_model", load)
+    patch_everywhere(monkeypatch, models, "load_model", load)
     for name, cmd in _root().commands.items():
         monkeypatch.setattr(cmd, "callback", lambda *a, _n=name, **k: ran.append(_n))
     return ran
@@ -286,13 +287,14 @@ def test_ranges_table_lists_every_bounded_option():
 ])
 def test_attack_and_unlearn_check_before_loading(argv, says, capsys, monkeypatch):
     """`dukb attack` and `dukb unlearn` refuse their options before the KB or any model is read."""
+    import dukb.neural.modelrecord as modelrecord
     import dukb.neural.models as models
 
     def refuse(*a, **k):  # pragma: no cover - a failure when reached
         raise AssertionError("a model or KB was read")
 
-    monkeypatch.setattr(models, "model_kb", refuse)
-    monkeypatch.setattr(models, "load_model", refuse)
+    patch_everywhere(monkeypatch, modelrecord, "model_kb", refuse)
+    patch_everywhere(monkeypatch, models, "load_model", refuse)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
@@ -329,7 +331,7 @@ _TEXT = st.one_of(st.text(max_size=24), st.sampled_from(["", ",", "ga,", "GA", "
 _ENTRY = {"evaluate": ("dukb.neural.protocols.evaluate.run", "evaluate"),
           "muse": ("dukb.neural.protocols.muse.run", "run_muse"), "rwku": ("dukb.neural.protocols.rwku.run", "run_rwku"),
           "control": ("dukb.neural.protocols.control.run", "run_control"),
-          "restor": ("dukb.neural.restor", "run_restor")}
+          "restor": ("dukb.neural.restor.pipeline", "run_restor")}
 
 
 @pytest.mark.parametrize("name", sorted(_ENTRY))

@@ -38,6 +38,7 @@ from input_checks import assert_one_line_error, error_lines, run_main
 
 import dukb.kb.csvfile as csvfile
 import dukb.kb.ptfile as ptfile
+from conftest import patch_everywhere
 from dukb import InputError
 from dukb.kb import KBError, load_kb, resolve_kb_path
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, strict_int
@@ -208,16 +209,16 @@ def test_oversize_inputs_refused(tmp_path, capsys, monkeypatch):
     for path, args in [(targets, ["mdus", "--kb", "demo", "--targets-file", targets]),
                        (retained, ["recall", "--kb", "demo", "--target-id", 1, "--retained", retained]),
                        (pt, ["recall", "--kb", "demo", "--target-id", 1, "--retained-dir", rd])]:
-        monkeypatch.setattr(csvfile, "MAX_INPUT_BYTES", 10 ** 8)
+        patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", 10 ** 8)
         assert run_main(capsys, *args)[0] == 0  # within the default limit the input is good
-        monkeypatch.setattr(csvfile, "MAX_INPUT_BYTES", limit)
+        patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", limit)
         only_error(capsys, *args, fragments=(f"{path}: too large: {path.stat().st_size:,} bytes",
                                              f"is {limit:,} bytes)"))
     kb = copy_demo(tmp_path / "kb")
     with open(kb / "people.csv", "a", encoding="utf-8") as fh:
         fh.write("\n" * limit)  # blank lines: a valid KB, but larger than the limit
     only_error(capsys, "validate", "--kb", kb, fragments=(f"{kb / 'people.csv'}: too large",))
-    monkeypatch.setattr(csvfile, "MAX_INPUT_BYTES", 10 ** 8)
+    patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", 10 ** 8)
     monkeypatch.setattr(ptfile, "MAX_PICKLE_BYTES", 10)
     only_error(capsys, "recall", "--kb", "demo", "--target-id", 1, "--retained-dir", rd,
                fragments=(str(pt), "more than the limit of 10"))
@@ -225,7 +226,7 @@ def test_oversize_inputs_refused(tmp_path, capsys, monkeypatch):
 
 def test_oversize_pt_archive_refused(tmp_path, monkeypatch):
     pt = write_pt(tmp_path / "x.pt", pickle.dumps([True] * 100, protocol=2))
-    monkeypatch.setattr(csvfile, "MAX_INPUT_BYTES", 50)
+    patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", 50)
     with pytest.raises(InputError, match=r"too large: .* bytes \(the limit for a file is 50 bytes\)") as info:
         ptfile.load_bool_list(pt)
     assert info.value.path == str(pt)

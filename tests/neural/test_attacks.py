@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import DEVICE
+from conftest import DEVICE, patch_everywhere
 from dukb import InputError
 from dukb.neural.attacks import ATTACKS, parse_attacks
 
@@ -195,7 +195,7 @@ def test_incontext_counts_a_fact_deduced_when_the_prompt_is_answered(setup, monk
     def answers_with_the_sentence(pred, prompts, max_new_tokens=10, **_kw):
         return [f" {gold}" if sentence in p else " nobody" for p in prompts]
 
-    monkeypatch.setattr(probe_mod, "greedy_generate", answers_with_the_sentence)
+    patch_everywhere(monkeypatch, probe_mod, "greedy_generate", answers_with_the_sentence)
     pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
     items = kb_qa(kb)
     df = probe(pred, items, rouge=False, logprob=False)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import patch_everywhere
 from dukb import InputError
 from dukb.kb.probes import Probe
 from dukb.neural.spec import PROMPT_PRESETS, ModelSpec, PromptTags, adds_bos, prompt_tags
@@ -243,7 +244,7 @@ def _probe_with(monkeypatch, tags, whp: bool):
         asked.append(stop_at_newline)
         return [answer_line(full[p]) if stop_at_newline else full[p] for p in prompts]
 
-    monkeypatch.setattr(probe_mod, "greedy_generate", fake)
+    patch_everywhere(monkeypatch, probe_mod, "greedy_generate", fake)
     tok = PieceTokenizer()
     pred = Predictor(SimpleNamespace(), tok, tags, device="cpu", judge_prompt=whp)
     items = [Probe("qa", "relationship", i, q, a) for i, (q, a, _g) in enumerate(GENERATIONS)]
@@ -304,7 +305,7 @@ def _record(tmp_path, **rec):
 
 
 def test_a_model_is_probed_in_the_format_it_was_finetuned_with(tmp_path):
-    from dukb.neural.models import read_model_record
+    from dukb.neural.modelrecord import read_model_record
     from dukb.neural.protocols.evaluate.config import check_model_prompt
 
     old = _record(tmp_path)  # recorded by a dukb without the option: dukb's format

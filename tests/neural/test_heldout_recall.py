@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import patch_everywhere
 from dukb import InputError
 from dukb.kb.generate import generate
 from dukb.neural.metrics import DEFAULT_METRICS, RowContext, get_metric
@@ -232,7 +233,7 @@ def test_probing_until_elicited_gives_the_rows_of_probing_every_pair(kb, data, m
         return pd.DataFrame([(it.kind, it.fact_kind, it.fact_id, now.get((it.kind, it.fact_kind, it.fact_id), False))
                              for it in items], columns=["kind", "fact_kind", "fact_id", "known"])
 
-    monkeypatch.setattr(probe_mod, "probe", fake_probe)
+    patch_everywhere(monkeypatch, probe_mod, "probe", fake_probe)
     pair_items = [it for it in items if (it.kind, it.fact_kind, it.fact_id) in before]
     short = probe_until_elicited(None, pair_items)
     full = fake_probe(None, pair_items)

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from conftest import DEVICE, REPO_ROOT  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
-from dukb.neural import modelbuild, models  # noqa: E402
+from dukb.neural import modelbuild, modelrecord, models  # noqa: E402
 
 REPO = REPO_ROOT
 
@@ -129,8 +129,8 @@ def test_the_intact_model_probes_without_any_library_output(tiny_dir, tmp_path, 
     assert main(["probe", "--kb", "demo", "--model", str(d), "--device", DEVICE, "-o", str(tmp_path / "p.csv")]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("known: qa "), err
-    assert models.read_model_record(d)["prompt"] == "tiny"
-    assert models.read_model_record(tmp_path / "no-such-dir") is None
+    assert modelrecord.read_model_record(d)["prompt"] == "tiny"
+    assert modelrecord.read_model_record(tmp_path / "no-such-dir") is None
 
 
 def _panicking_gguf(path: Path) -> Path:
@@ -171,7 +171,7 @@ class PanicException(BaseException):
 
 
 def test_a_panic_in_any_loading_step_is_an_input_error(tiny_dir, monkeypatch):
-    spec = models.spec_for_path(str(tiny_dir), device=DEVICE)
+    spec = modelrecord.spec_for_path(str(tiny_dir), device=DEVICE)
 
     def panic(*a, **k):
         raise PanicException("called `Option::unwrap()` on a `None` value\nmore")
@@ -199,7 +199,7 @@ def test_probe_emits_no_future_or_deprecation_warning(tiny_dir):
     from dukb.neural.data import kb_qa
     from dukb.neural.probe import Predictor, cache_argument, probe
 
-    lm = models.load_model(models.spec_for_path(str(tiny_dir), device=DEVICE))
+    lm = models.load_model(modelrecord.spec_for_path(str(tiny_dir), device=DEVICE))
     items = kb_qa(load_kb("demo"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -218,7 +218,7 @@ def test_batched_generation_with_the_cache_equals_hf_generate(tiny_dir):
     from dukb.neural.data import kb_qa
     from dukb.neural.probe import Predictor, greedy_generate
 
-    lm = models.load_model(models.spec_for_path(str(tiny_dir), device=DEVICE))
+    lm = models.load_model(modelrecord.spec_for_path(str(tiny_dir), device=DEVICE))
     prompts = [lm.tags.prompt(it.question) for it in kb_qa(load_kb("demo"))[:6]]
     tok = lm.tokenizer
     got = greedy_generate(Predictor(lm.model, tok, lm.tags, device=DEVICE), prompts, 10, details=True)
@@ -235,7 +235,7 @@ def test_batched_generation_with_the_cache_equals_hf_generate(tiny_dir):
 def test_library_warnings_go_to_logging_not_stderr(tiny_dir, capsys, caplog):
     import logging
 
-    models.load_model(models.spec_for_path(str(tiny_dir), device=DEVICE))  # quiets the libraries
+    models.load_model(modelrecord.spec_for_path(str(tiny_dir), device=DEVICE))  # quiets the libraries
     from transformers.utils import logging as tlog
 
     capsys.readouterr()

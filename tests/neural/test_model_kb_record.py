@@ -67,7 +67,7 @@ def test_another_kb_is_refused_in_one_line_naming_both(tmp_path, other_kb, capsy
 
 
 def test_the_models_own_kb_passes_the_check_under_any_name(tmp_path, other_kb):
-    from dukb.neural.models import model_kb
+    from dukb.neural.modelrecord import model_kb
 
     model = _model(tmp_path / "ft", kb=str(other_kb), kb_sha256=load_kb(other_kb).fingerprint())
     copy = save_kb(load_kb(other_kb), tmp_path / "copy")  # the same facts in another folder: the same KB
@@ -173,7 +173,7 @@ def test_attack_without_kb_takes_the_kb_from_the_models_record(tmp_path, other_k
 
 
 def test_a_record_from_an_older_dukb_is_accepted_with_one_warning(tmp_path, other_kb, capsys):
-    from dukb.neural.models import model_kb
+    from dukb.neural.modelrecord import model_kb
     from dukb.neural.protocols.evaluate.config import EvaluateConfig
 
     old = _model(tmp_path / "old")  # dukb_model.json without kb / kb_sha256

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import DEVICE  # noqa: E402
+from conftest import DEVICE, patch_everywhere  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.kb import load_kb, save_kb  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
@@ -239,7 +239,7 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     import dukb.neural.models as models
 
     specs, real_load = [], models.load_model
-    monkeypatch.setattr(models, "load_model", lambda spec: specs.append(spec) or real_load(spec))
+    patch_everywhere(monkeypatch, models, "load_model", lambda spec: specs.append(spec) or real_load(spec))
     assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
                  "--grid", "1,16", "-o", str(tmp_path / "u"), "--gradient-checkpointing"]) == 0
     assert [s.gradient_checkpointing for s in specs] == [True]
@@ -736,7 +736,7 @@ def test_noneighbour_variants_combine_their_parts(small_kb, lm, monkeypatch):
     calls = []
     real = npo_mod.npo_loss
     monkeypatch.setattr(cl, "neighbours", no_neighbours)
-    monkeypatch.setattr(npo_mod, "npo_loss", lambda *a, **k: calls.append(1) or real(*a, **k))
+    patch_everywhere(monkeypatch, npo_mod, "npo_loss", lambda *a, **k: calls.append(1) or real(*a, **k))
     for name in ("cl_du_noneighbour_strict", "cl_du_noneighbour_npo"):
         calls.clear()
         (row,) = sweep_target(UnitPlan(lm, small_kb, c, t, name, [2], seed=0))

@@ -9,6 +9,7 @@ import inspect
 
 import pytest
 
+from conftest import patch_everywhere
 from dukb import InputError
 from dukb.cli.main import main
 from dukb.kb import load_kb
@@ -89,15 +90,15 @@ def test_malformed_hub_ids_are_refused_in_one_line(value, capsys):
 
 
 def test_a_hub_id_not_cached_is_refused_before_the_kb_or_a_model_is_read(monkeypatch, capsys):
+    import dukb.neural.modelrecord as modelrecord
     import dukb.neural.models as models
-    import dukb.neural.pipeline  # noqa: F401  (imported before the patch: it binds the real load_model)
     import dukb.neural.zoo as zoo
 
     def refuse(*_a, **_k):  # pragma: no cover - a failure when reached
         raise AssertionError("a model or KB was read")
 
-    monkeypatch.setattr(models, "load_model", refuse)
-    monkeypatch.setattr(models, "model_kb", refuse)
+    patch_everywhere(monkeypatch, models, "load_model", refuse)
+    patch_everywhere(monkeypatch, modelrecord, "model_kb", refuse)
     monkeypatch.setattr(zoo, "hub_cached", lambda repo: False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for argv in (["probe", "--kb", "demo", "--model", "org/name"],

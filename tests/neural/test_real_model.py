@@ -110,7 +110,8 @@ def test_unsupported_gguf_architecture_is_a_clear_error(tmp_path, capsys):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
+    from dukb.neural.models import load_model
 
     with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file of architecture "
                                          r"'no-such-arch' \(.*GGUF_SUPPORTED_ARCHITECTURES \(.*llama"):
@@ -179,7 +180,8 @@ def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path, method):
     from dukb.neural.data import kb_qa
     from dukb.neural.methods import get_method
     from dukb.neural.methods.base import UnlearnContext
-    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.spec import LoraSpec
 
     lora = LoraSpec(r=4, alpha=8)
@@ -211,7 +213,7 @@ def test_lora_finetuning_saves_an_ordinary_merged_model(tmp_path):
     from safetensors.torch import load_file
 
     from dukb.kb import load_kb
-    from dukb.neural.models import spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
     from dukb.neural.pipeline import finetune_kb
     from dukb.neural.spec import LoraSpec
 
@@ -241,7 +243,8 @@ def test_smollm2_gguf_end_to_end(tmp_path):
     from dukb.neural.data import kb_qa
     from dukb.neural.finetune import finetune
     from dukb.neural.modelbuild import save_model
-    from dukb.neural.models import load_model, model_fingerprint, spec_for_path
+    from dukb.neural.modelrecord import model_fingerprint, spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.probe import Predictor, answer_line, probe
     from dukb.neural.train import TrainConfig
     from dukb.neural.unlearn import UnitPlan, sweep_target

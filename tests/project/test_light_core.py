@@ -7,6 +7,7 @@ from pyproject.toml, independently of dukb.cli.main.EXTRA_MODULES (which the tes
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -107,3 +108,39 @@ def test_a_neural_command_says_which_extra_to_install(args, tmp_path):
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert lines[0].startswith(f"dukb: error: `dukb {args[0]}` needs the neural extra")
     assert "pip install 'dukb[neural]'" in lines[0]
+
+
+#: what a light path must not load (issue 40, item 5: the lazy boundary is the CLI's command modules)
+HEAVY = ("torch", "transformers", "matplotlib", "pandas")
+
+LIGHT_PATHS = """
+import contextlib, io, json, sys
+from dukb.cli.main import app, main
+import typer
+after = {"import dukb.cli.main": sorted(m for m in HEAVY if m in sys.modules)}
+group = typer.main.get_command(app)
+runs = [["--help"]] + [[name, "--help"] for name in sorted(group.commands)] + [
+    ["closure", "--kb", "demo"], ["mdus", "--kb", "demo", "--target-id", "6"], ["probes", "--kb", "demo"],
+    ["validate", "--kb", "demo"]]
+for args in runs:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = main(args)
+    after[" ".join(args)] = [code] + sorted(m for m in HEAVY if m in sys.modules)
+print(json.dumps(after))
+"""
+
+
+def test_help_and_symbolic_commands_load_no_model_library(tmp_path):
+    """`import dukb.cli.main`, `dukb --help`, every `dukb CMD --help` and the symbolic commands (closure, mdus, probes,
+    validate), run one after the other in one fresh interpreter, exit 0 and load none of torch, transformers,
+    matplotlib and pandas: function-local imports of them sit behind the CLI's command modules and in the modules
+    only those commands reach (pyproject.toml, [tool.ruff.lint.flake8-tidy-imports])."""
+    code = f"HEAVY = {HEAVY!r}\n" + LIGHT_PATHS
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr
+    after = json.loads(res.stdout.strip().splitlines()[-1])
+    assert after.pop("import dukb.cli.main") == []
+    assert len(after) > 20 and "evaluate --help" in after and "closure --kb demo" in after
+    loaded = {run: got for run, got in after.items() if got != [0]}
+    assert not loaded, f"exit code and model libraries loaded, by run: {loaded}"

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import DEVICE  # noqa: E402
+from conftest import DEVICE, patch_everywhere  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.cli.main import main  # noqa: E402
 from dukb.kb import load_kb, save_kb  # noqa: E402
@@ -64,7 +64,7 @@ def test_ps_is_one_minus_the_shortest_recovering_prefix_share(monkeypatch, searc
     qs = [PS.PSQuery((1, 2), (10, 11, 12, 13)), PS.PSQuery((3,), (20,)), PS.PSQuery((4,), (30, 31, 32, 33, 34)),
           PS.PSQuery((5,), (40, 41))]
     k0 = [1, 0, 5, 2]  # the last two never recover before the end: PS = 0
-    monkeypatch.setattr(probe_mod, "greedy_generate", _Oracle(qs, k0))
+    patch_everywhere(monkeypatch, probe_mod, "greedy_generate", _Oracle(qs, k0))
     got = PS.ps_scores(_Pred(), qs, PS.exact_match, search=search)
     assert got == pytest.approx([1 - 1 / 4, 1.0, 0.0, 0.0])
 

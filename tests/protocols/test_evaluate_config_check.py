@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import patch_everywhere
 from dukb import InputError
 from dukb.neural.protocols.evaluate.config import EvaluateConfig
 from dukb.neural.protocols.evaluate.run import evaluate
@@ -61,7 +62,7 @@ def test_check_returns_one_frozen_plan_checked_once(monkeypatch):
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.seed = 3
     calls = []
-    monkeypatch.setattr(heldout, "check_heldout", lambda *a: calls.append(a))
+    patch_everywhere(monkeypatch, heldout, "check_heldout", lambda *a: calls.append(a))
     assert plan.check() is plan and not calls
     # a new config made from the plan is a new, unchecked one
     assert not dataclasses.replace(plan, seed=3).checked

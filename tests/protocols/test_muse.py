@@ -13,7 +13,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from conftest import DEVICE
+from conftest import DEVICE, patch_everywhere
 from dukb import InputError  # noqa: E402
 from dukb.kb import load_kb  # noqa: E402
 from dukb.kb.generate import generate  # noqa: E402
@@ -153,7 +153,7 @@ def muse_run(tmp_path_factory):
         return real_mia(pred, items, *a, **kw)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(methods, "UnlearnContext", ctx)
+        patch_everywhere(mp, methods, "UnlearnContext", ctx)
         for name, fn in (("knowmem", knowmem), ("verbmem", verbmem), ("text_mia_scores", mia)):
             mp.setattr(mm, name, fn)
         assert main(args) == 0

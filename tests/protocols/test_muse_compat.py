@@ -16,6 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from conftest import patch_everywhere
 from dukb import InputError  # noqa: E402
 from dukb.neural.data import QA_KIND, QAItem  # noqa: E402
 from dukb.neural.protocols.muse.config import MUSE_COMPAT, MuseConfig, compat_components  # noqa: E402
@@ -180,7 +181,7 @@ def test_knowmem_with_in_context_examples_assembles_muses_prompt_and_cut(monkeyp
             out.append(next(v for q, v in decodes.items() if text.endswith(f"Question: {q}\nAnswer: ")))
         return out
 
-    monkeypatch.setattr(probe_mod, "greedy_generate", fake_generate)
+    patch_everywhere(monkeypatch, probe_mod, "greedy_generate", fake_generate)
     pred = type("Pred", (), {"tokenizer": Tok(), "tags": PROMPT_PRESETS["tiny"], "model": None})()
     got = knowmem(pred, items, 32, examples=examples, prompt="muse")
     assert set(seen) == want
@@ -304,7 +305,7 @@ def test_verbmem_budget_runs_past_the_line(monkeypatch):
         stops.append((stop_at_newline, budget))
         return ["e f" if stop_at_newline else "e f\ng h"] * len(prompts)
 
-    monkeypatch.setattr(probe_mod, "greedy_generate", fake_generate)
+    patch_everywhere(monkeypatch, probe_mod, "greedy_generate", fake_generate)
     pred = type("Pred", (), {"tokenizer": Words(), "model": None})()
     assert verbmem(pred, ["a b c d e f g h"]) == [pytest.approx(2 * 0.5 * 1 / 1.5)]  # "e f" vs "e f g h"
     assert verbmem(pred, ["a b c d e f g h"], stop_at_newline=False) == [1.0]

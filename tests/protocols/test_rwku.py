@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from conftest import DEVICE
+from conftest import DEVICE, patch_everywhere
 from dukb.neural.metrics.rwku import AA_KINDS, neighbour_facts, rwku_fields  # noqa: E402
 
 #: the fact-id dicts' keys -> probe fact kinds
@@ -104,9 +104,9 @@ def record_training_and_scoring(mp, rec: dict) -> None:
         keep("mia", items)
         return real_mia(pred, items, *a, **kw)
 
-    mp.setattr(methods, "UnlearnContext", ctx)
-    mp.setattr(probe_mod, "probe", probe)
-    mp.setattr(rwku_metrics, "qa_mia_scores", mia)  # the protocol calls it through the metric registry
+    patch_everywhere(mp, methods, "UnlearnContext", ctx)
+    patch_everywhere(mp, probe_mod, "probe", probe)
+    patch_everywhere(mp, rwku_metrics, "qa_mia_scores", mia)  # the protocol calls it through the metric registry
 
 
 @pytest.fixture(scope="module")

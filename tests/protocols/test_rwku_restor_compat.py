@@ -18,7 +18,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from conftest import DEVICE  # noqa: E402
+from conftest import DEVICE, patch_everywhere  # noqa: E402
 from dukb import InputError  # noqa: E402
 from dukb.neural.declare import compat_note  # noqa: E402
 from dukb.neural.protocols.rwku.config import RWKU_COMPAT, RwkuConfig  # noqa: E402
@@ -329,8 +329,8 @@ def test_restor_unlearns_npo_at_the_runs_form(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(docs, "unlearn_documents", fake_unlearn)
-    monkeypatch.setattr(base, "WeightState", State)
+    patch_everywhere(monkeypatch, docs, "unlearn_documents", fake_unlearn)
+    patch_everywhere(monkeypatch, base, "WeightState", State)
     monkeypatch.setattr(pipeline, "_select_layers", lambda cfg, model: None)
     for form in ("token", "batch"):
         proto = object.__new__(pipeline.RestorProtocol)  # stage 4 alone: no model, no run directory
@@ -414,8 +414,8 @@ def test_rwku_compat_run_scores_as_rwkus_code(tmp_path, monkeypatch):
         members.append(list(items))
         return real_mia(pred, items, *a, **kw)
 
-    monkeypatch.setattr(probe_mod, "probe", probe)
-    monkeypatch.setattr(rwku_metrics, "qa_mia_scores", mia)
+    patch_everywhere(monkeypatch, probe_mod, "probe", probe)
+    patch_everywhere(monkeypatch, rwku_metrics, "qa_mia_scores", mia)
     kb_dir, out = tmp_path / "kb", tmp_path / "run"
     assert main(["generate", "--people", "10", "--seed", "3", "-o", str(kb_dir)]) == 0
     assert main(["rwku", "--kb", str(kb_dir), "--n-targets", "1", "--methods", "npo_seq", "--grid", "npo_seq=2",

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import DEVICE
+from conftest import DEVICE, patch_everywhere
 from dukb import InputError
 from dukb.cli.run_options import cli_default
 from dukb.neural.declare import SHARED, flag_of, group_fields, help_of
@@ -170,7 +170,7 @@ def _record_contexts(monkeypatch, seen, stop=False):
             raise _Stop()
         return real(*a, **kw)
 
-    monkeypatch.setattr(M, "UnlearnContext", make)
+    patch_everywhere(monkeypatch, M, "UnlearnContext", make)
 
 
 def test_control_runs_with_lora_and_partial_layers(small, tmp_path, monkeypatch):

@@ -237,7 +237,7 @@ def test_probe_refuses_an_empty_list_item(args, capsys):
 
 
 def test_an_unknown_prompt_in_a_model_record_names_the_file(tmp_path):
-    from dukb.neural.models import MODEL_RECORD, spec_for_path
+    from dukb.neural.modelrecord import MODEL_RECORD, spec_for_path
 
     (tmp_path / MODEL_RECORD).write_text(json.dumps({"prompt": "nonexistent", "family": None, "base": "x"}))
     with pytest.raises(InputError) as e:

@@ -15,11 +15,20 @@ Source: Wu et al. 2025, Eq. 1-2 and Definition 2 (the figures); the attacks' own
 
 from __future__ import annotations
 
+import copy
+import math
+import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dukb import InputError
+from dukb.kb.csvfile import strict_int
 from dukb.neural.catalog import ATTACKS, attacks_table  # noqa: F401  (the lazy registry; attacks_table re-exported)
+from dukb.neural.metrics.base import RowContext
+from dukb.neural.metrics.recall import score_probe
+from dukb.neural.probe import probe
+from dukb.solver.metrics import recall_accuracy
 
 
 @dataclass
@@ -111,8 +120,6 @@ def check_attack(attack: Attack) -> None:
         raise ValueError(f"attack {attack.name!r}: settings without a range: {unbounded}")
 
 
-
-
 def _cast(name: str, key: str, text: str, default):
     """Read one setting's text as the type of its default."""
     try:
@@ -121,15 +128,12 @@ def _cast(name: str, key: str, text: str, default):
                 raise ValueError
             return text.lower() in ("true", "1")
         if isinstance(default, int):
-            from dukb.kb.csvfile import strict_int
 
             v = strict_int(text)
             if v is None:
                 raise ValueError
             return v
         if isinstance(default, float) or default is None:
-            import math
-            import re
 
             if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?", text):
                 raise ValueError
@@ -220,8 +224,6 @@ def score_attack(ctx: AttackContext, outcome: AttackOutcome) -> dict:
 
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
     """
-    from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import score_probe
 
     rctx = RowContext(ctx.kb, ctx.target, [list(s) for s in ctx.sets], ctx.sets_used, outcome.probe,
                       list(ctx.forget_ids), ctx.retain_ids, closure=ctx.closure, tie_break=ctx.tie_break)
@@ -242,7 +244,6 @@ def run_attacks(ctx: AttackContext, attacks: list[tuple[Attack, dict]]) -> dict[
     Raises:
         InputError: an attack that cannot run on this model (named in the message).
     """
-    import time
 
     out = {}
     for a, settings in attacks:
@@ -271,7 +272,6 @@ def worst_case_fields(kb, sets, sets_used: str, target: int, row: dict, entries:
 
     Source: Wu et al. 2025, Eq. 1; the worst case over RWKU's forms (Jin et al. 2024) and the attacks.
     """
-    from dukb.solver.metrics import recall_accuracy
 
     gone = set(row["forgotten_relationships"]) - set(row.get("leaked_relationships") or ())
     for e in entries.values():
@@ -288,7 +288,6 @@ def plain_copy(model):
     Returns:
         the copy (a plain transformers model), in eval mode.
     """
-    import copy
 
     m = copy.deepcopy(model)
     if hasattr(m, "merge_and_unload"):
@@ -313,8 +312,6 @@ def known_table(items, known: dict) -> object:
 
 def probe_known(pred, items, batch_size: int = 256) -> dict:
     """(fact_kind, fact_id) -> known, by the paper's rule (greedy answer, substring judge) on ``items``."""
-    from dukb.neural.probe import probe
-
     df = probe(pred, items, batch_size=batch_size, generate=True, rouge=False, logprob=False)
     return {(k, int(f)): bool(v) for k, f, v in zip(df["fact_kind"], df["fact_id"], df["known"])}
 

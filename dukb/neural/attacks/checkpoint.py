@@ -10,6 +10,17 @@ from __future__ import annotations
 import time
 
 from dukb import InputError
+from dukb.kb.paper_sets import paper_sets_of
+from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
+from dukb.neural.attacks.base import check_attacks_on_model
+from dukb.neural.data import kb_qa
+from dukb.neural.metrics.base import RowContext
+from dukb.neural.metrics.recall import score_probe
+from dukb.neural.metrics.summary import num
+from dukb.neural.pipeline import load_finetuned
+from dukb.neural.probe import Predictor, probe
+from dukb.solver.mdus import minimal_sets
+from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
 
 def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, reference_dir: str | None = None,
@@ -40,15 +51,6 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
 
     Source: Wu et al. 2025, Eq. 1-2 and Definition 2; the attacks' papers (:mod:`dukb.neural.attacks`).
     """
-    from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
-    from dukb.neural.attacks.base import check_attacks_on_model
-    from dukb.neural.data import kb_qa
-    from dukb.neural.metrics.base import RowContext
-    from dukb.neural.metrics.recall import score_probe
-    from dukb.neural.pipeline import load_finetuned
-    from dukb.neural.probe import Predictor, probe
-    from dukb.solver.mdus import minimal_sets
-    from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
     t0 = time.perf_counter()
     if scope not in FORGET_SCOPES:
@@ -57,7 +59,6 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
         raise InputError(f"--target-id {target} is not a relationship fact of the KB")
     atom = closure.atom_of_fact(target)
     if sets == "paper":
-        from dukb.kb.paper_sets import paper_sets_of
 
         the_sets, used = paper_sets_of(kb, [target])[0][target], "paper"
     else:
@@ -82,7 +83,6 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
         before = probe(reference, items, batch_size=batch_size, rouge=False, logprob=False)
         row["known_share_before"] = round(float(before["known"].astype(bool).mean()), 6)
     if log:
-        from dukb.neural.metrics.summary import num  # an accuracy with nothing to score prints as "–"
 
         log(f"target {target}: recall {row['recall']:.3f}, accuracy {num(row['accuracy_all'], 3)}, "
             f"success_du {row['success_du']}")

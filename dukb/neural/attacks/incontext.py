@@ -16,9 +16,14 @@ whose premises contain the gold answer, to read ``deduction_rate`` against.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dukb import InputError
+from dukb.kb.probes import fact_statements
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, row_known
 from dukb.neural.bounds import Range
+from dukb.neural.probe import probe
+from dukb.solver.cone import cone_of
 
 PREMISES = ("rules", "self")
 
@@ -36,10 +41,6 @@ def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: s
 
     Source: Wu et al. 2025, Definition 1 (rule instances of the deductive closure).
     """
-    import dataclasses
-
-    from dukb.kb.probes import fact_statements
-    from dukb.solver.cone import cone_of
 
     cl = ctx.closure
     sentences = fact_statements(ctx.kb)
@@ -81,7 +82,6 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
 
     Source: Wu et al. 2025, Definition 1-2 (what deep unlearning assumes the model deduces); this attack tests it.
     """
-    from dukb.neural.probe import probe
 
     known = row_known(ctx)
     prompts, skipped = premise_prompts(ctx, known, int(s["instances"]), s["premises"])

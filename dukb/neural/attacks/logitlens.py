@@ -15,11 +15,13 @@ layer's lens logits of the two are combined the same way.
 
 from __future__ import annotations
 
-import torch
+import numpy as np
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, row_known
 from dukb.neural.bounds import Range
+from dukb.neural.data import encode_qa
 
 
 def _final_norm(model):
@@ -79,9 +81,6 @@ def lens_ranks(pred, items, batch_size: int = 64):
 
     Source: nostalgebraist 2020 (logit lens); Patil et al. 2024 (ICLR), Sec. 4 (logit-lens attack on unlearning).
     """
-    import numpy as np
-
-    from dukb.neural.data import encode_qa
 
     models = [pred.model] + ([pred.aux_model] if getattr(pred, "aux_model", None) is not None else [])
     parts = [(m, _final_norm(m), m.get_output_embeddings()) for m in models]

@@ -18,13 +18,14 @@ relative change below 5e-4), which must change no answer.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
-from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, probe_known
+from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, plain_copy, probe_known
 from dukb.neural.bounds import Range
 
 
@@ -119,9 +120,6 @@ def quantized_copy(pred, bits: int, group: int = 32):
 
     Source: Zhang et al. 2025 (ICLR), arXiv 2410.16454, Sec. 4 (RTN quantization of unlearned models).
     """
-    import dataclasses
-
-    from dukb.neural.attacks.base import plain_copy
 
     model = plain_copy(pred.model)
     if bits == 16:

@@ -27,10 +27,20 @@ import dataclasses
 import random
 
 from dukb import InputError
-from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, plain_copy, probe_known
+from dukb.neural.attacks.base import (
+    Attack,
+    AttackContext,
+    AttackOutcome,
+    known_table,
+    plain_copy,
+    probe_known,
+    row_known,
+)
 from dukb.neural.bounds import STEPS, Range
 from dukb.neural.data import encode_qa
 from dukb.neural.finetune import answer_token_loss
+from dukb.neural.pipeline import finetune_config
+from dukb.neural.spec import ModelSpec
 from dukb.neural.train import TrainConfig, train_loop
 
 MODES = ("neighbours", "half", "target", "random")
@@ -46,7 +56,6 @@ def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tupl
     if mode == "target":
         pool = [("relationship", int(ctx.target))]
     elif mode == "half":
-        from dukb.neural.attacks.base import row_known
 
         known = row_known(ctx)
         premises = {int(i) for s in ctx.sets for i in s} - {int(ctx.target)}
@@ -123,8 +132,6 @@ def relearn(ctx: AttackContext, s: dict) -> AttackOutcome:
 
 def _family_lr(spec, seed: int) -> float:
     """The finetuning learning rate of the model family's preset (:func:`dukb.neural.pipeline.finetune_config`)."""
-    from dukb.neural.pipeline import finetune_config
-    from dukb.neural.spec import ModelSpec
 
     _preset, cfg = finetune_config(spec or ModelSpec("tiny", prompt="tiny"), seed=seed)
     return float(cfg.lr)

@@ -3,9 +3,11 @@ plot (attacks.png)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from dukb.neural.plots import figure_markdown
+from dukb.neural.metrics.summary import setting_label
+from dukb.neural.plots import bars_figure, figure_markdown
 
 
 def attack_points(df):
@@ -19,7 +21,6 @@ def attack_points(df):
         pandas DataFrame: method, setting, attack, n, recall, success_du, target_known; empty when no row was
         attacked.
     """
-    import json
 
     import pandas as pd
 
@@ -58,7 +59,6 @@ def attacks_section(df) -> list[str]:
 
     Source: Hu et al. 2025 (relearning), Zhang et al. 2025 (quantization), Wu et al. 2025 (Eq. 1, Definition 2).
     """
-    from dukb.neural.metrics.summary import setting_label
 
     pts = attack_points(df)
     if pts.empty:
@@ -94,7 +94,6 @@ def plot_attacks(df, path) -> bool:
     pts = attack_points(df)
     if pts.empty:
         return False
-    from dukb.neural.plots import bars_figure
 
     keys = list(dict.fromkeys(zip(pts["method"], pts["setting"])))
     by = {(r["method"], r["setting"], r["attack"]): r["recall"] for r in pts.to_dict("records")}

@@ -17,14 +17,18 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
+from dukb.kb.csvfile import int_problem, strict_int
 from dukb.neural.bounds import GRID_VALUE, LR
 from dukb.neural.catalog import CONTROL_STRATEGIES  # control kind -> its strategy (lazy registry; keys: CONTROLS)
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.probe import Predictor
 from dukb.neural.runconfig import parse_layers  # noqa: F401  (re-exported: methods read layers here)
+from dukb.neural.scoring import forward_logits
+from dukb.neural.train import TrainConfig, train_loop
+from dukb.neural.trainconfig import SWEEP_SCHEDULES
 
 
 @dataclass
@@ -32,7 +36,7 @@ class UnlearnContext:
     """What an unlearning sweep works on.
 
     Attributes:
-        lm: the finetuned :class:`dukb.neural.models.LoadedModel` (θ₀); left unchanged after a sweep.
+        lm: the finetuned :class:`dukb.neural.spec.LoadedModel` (θ₀); left unchanged after a sweep.
         forget: QA items to forget (the target's QA, or a deep unlearning set's QA).
         retain: QA items for the retain regularisers (GDR/KLR), chosen by the caller.
         seed: seed for retain-batch sampling and torch.
@@ -46,7 +50,7 @@ class UnlearnContext:
             Jin et al. 2024, App. H: e.g. layers 0-3), every other parameter frozen (gradient methods).
         schedule: optional :class:`SweepSchedule`: how :func:`gradient_sweep` runs a grid of step counts (None:
             "separate", each T its own run from θ₀; "reference": Eval-DU's one checkpointed run).
-        reinforce: how TV and WHP train their reinforced model (:data:`dukb.neural.methods.tv.REINFORCE_SCHEDULES`):
+        reinforce: how TV and WHP train their reinforced model (:data:`dukb.neural.trainconfig.REINFORCE_SCHEDULES`):
             "constant" (dukb's default) or "reference" (Eval-DU's finetune_reinforced_model.py).
         kb, closure, target, sets, items: the symbolic plan, for methods that consult the solver while they
             unlearn (closed-loop deep unlearning): the KB, its closure, the target's fact_id, its minimal deep
@@ -78,8 +82,6 @@ class UnlearnContext:
         return self.lm.spec.preset_family
 
 
-#: how :func:`gradient_sweep` runs a grid of step counts T (``dukb evaluate --schedule``)
-SWEEP_SCHEDULES = ("separate", "reference")
 #: every kind :class:`SweepSchedule` runs: ``dukb evaluate``'s and MUSE's constant-rate run (``dukb muse``)
 SCHEDULE_KINDS = (*SWEEP_SCHEDULES, "constant")
 #: Eval-DU's unlearning run (wrh14/deep_unlearning forget.py, TrainingArguments): ``warmup_steps=max(1,
@@ -367,7 +369,6 @@ def parse_grid(text: str, integer: bool = False) -> list:
     Raises:
         InputError: a value is not a number (an integer when ``integer``), or is negative.
     """
-    from dukb.kb.csvfile import int_problem, strict_int
 
     out = []
     for part in text.split(","):
@@ -445,8 +446,6 @@ class WeightState:
 
     def ref_logits(self, batch):
         """Logits of θ₀ (f_ref) on a batch, without gradients."""
-
-        from dukb.neural.scoring import forward_logits
 
         with torch.no_grad():
             if self.peft is not None:
@@ -569,7 +568,6 @@ class SweepRun:
     """
 
     def __init__(self, ctx: UnlearnContext, grid, lr: float, step_loss: Callable, schedule: str = "linear"):
-        from dukb.neural.train import TrainConfig
 
         self.ctx, self.grid, self.lr, self.step_loss = ctx, grid, lr, step_loss
         self.state = WeightState(ctx.lm, ctx.lora, ctx.seed)
@@ -581,7 +579,6 @@ class SweepRun:
         """T steps from θ₀ (optimiser settings ``tcfg``, default the sweep's; with ``decay``, a set of parameter
         names, weight decay on those alone; with ``tau``, objective capping); returns (risk curve, {step: trainable
         snapshot} at ``checkpoints``)."""
-        from dukb.neural.train import train_loop
 
         state, ctx = self.state, self.ctx
         state.reset()

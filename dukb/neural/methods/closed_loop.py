@@ -40,10 +40,17 @@ import math
 import random
 
 from dukb import InputError
+from dukb.neural.data import encode_qa
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import Method, UnlearnContext, WeightState, lr_for, trainable_layers
 from dukb.neural.methods.ga import ga_loss
+from dukb.neural.methods.npo import npo_loss
 from dukb.neural.methods.retain import gdr_loss
+from dukb.neural.probe import probe
+from dukb.neural.scoring import forward_logits, sequence_logprob
+from dukb.neural.train import TrainConfig, train_loop
+from dukb.solver.cone import cone_of
+from dukb.solver.mdus import is_deep_unlearning_set
 
 #: optimiser steps per round
 STEPS_PER_ROUND = 2
@@ -238,10 +245,6 @@ class ClosedLoopDeepUnlearning(Method):
         Raises:
             ValueError: the context lacks the symbolic plan (kb, closure, target, sets, items).
         """
-        from dukb.neural.probe import probe
-        from dukb.neural.train import TrainConfig
-        from dukb.solver.cone import cone_of
-        from dukb.solver.mdus import is_deep_unlearning_set
 
         if ctx.closure is None or ctx.sets is None or ctx.target is None or ctx.items is None:
             raise ValueError("closed-loop deep unlearning needs the plan: kb, closure, target, sets and items")
@@ -351,10 +354,6 @@ class ClosedLoopDeepUnlearning(Method):
         Source: the forget term is GA (Jang et al. 2023) or NPO (Zhang et al. 2024, Eq. 3), plus λ times GDR's
         retain term (Shi et al. 2024, MUSE Sec. 3).
         """
-        from dukb.neural.data import encode_qa
-        from dukb.neural.methods.npo import npo_loss
-        from dukb.neural.scoring import forward_logits, sequence_logprob
-        from dukb.neural.train import train_loop
 
         lam = ctx.reg_weight if self.reg_weight is None else self.reg_weight
         n_retain = ctx.retain_batch_size if self.retain_batch is None else int(self.retain_batch)

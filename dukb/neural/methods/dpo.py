@@ -14,8 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
+from dukb import InputError
+from dukb.neural.data import encode_qa
 from dukb.neural.methods.base import UnlearnContext
 from dukb.neural.methods.gradient import GradientMethod
 from dukb.neural.methods.po import REFUSALS, refusal_items
@@ -41,8 +43,6 @@ def dpo_loss(logp_w, logp_l, ref_w, ref_l, beta: float = BETA):
     Raises:
         InputError: beta <= 0.
     """
-
-    from dukb import InputError
 
     if beta <= 0:
         raise InputError(f"DPO's beta must be > 0, got {beta}")
@@ -99,7 +99,6 @@ class DPO(GradientMethod):
 
     def prepare(self, ctx: UnlearnContext) -> dict:
         """The preferred answers' batch: counterfactuals drawn from the KB's answers (or refusals), with the seed."""
-        from dukb.neural.data import encode_qa
 
         if self.preferred == "counterfactual":
             won = counterfactual_items(ctx.forget, ctx.items or (list(ctx.forget) + list(ctx.retain)), ctx.seed)

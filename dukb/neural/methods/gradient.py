@@ -22,7 +22,8 @@ import abc
 
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import Method, StepTerms, UnlearnContext, gradient_sweep, lr_for
-from dukb.neural.methods.retain import retain_loss
+from dukb.neural.methods.retain import gdr_loss, retain_loss
+from dukb.neural.scoring import forward_logits, sequence_logprob
 
 #: the paper's step grid T (Wu et al. 2025, App. H)
 STEPS_GRID = (1, 2, 4, 8, 16)
@@ -145,7 +146,6 @@ class LossMethod(GradientMethod):
     def risk(self, logits, batch: dict):
         """L_u: the mean NLL of the batch's labelled tokens (:func:`dukb.neural.methods.retain.gdr_loss`; the
         sequence-level methods override it with :func:`sequence_risk`, the same quantity from their answer sums)."""
-        from dukb.neural.methods.retain import gdr_loss
 
         return gdr_loss(logits, batch["labels"])
 
@@ -164,7 +164,6 @@ class LossMethod(GradientMethod):
         """:meth:`loss_and_risk` on one forward pass; the laid-out batch and f_ref's :meth:`reference` are memoised
         in ``cache`` for the batch object (and level) they were computed from (once per sweep: its forget batch and
         θ₀ are fixed; another batch object is laid out and referenced afresh)."""
-        from dukb.neural.scoring import forward_logits
 
         memo = {} if cache is None else cache
         if memo.get("source") is not batch or memo.get("level") != level:  # one batch object per sweep: once
@@ -188,7 +187,6 @@ def sequence_risk(logits, batch: dict):
 
     Source: Wang et al. 2024 (Unlearning with Control), Eq. 6 (the unlearning risk).
     """
-    from dukb.neural.scoring import sequence_logprob
 
     s, n = sequence_logprob(logits, batch["labels"])
     return -s.sum() / n.sum().clamp(min=1)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dukb.neural.methods.base import Method, UnlearnContext
+from dukb.neural.probe import Predictor
 
 #: RWKU's ICU instruction (Jin et al. 2024, App. H, from its code)
 ICU_PROMPT = ("You are an AI Assistant who is supposed to unlearn about {target} and provide answers without its "
@@ -66,7 +67,6 @@ class InContextUnlearning(Method):
     source = "Jin et al. 2024 (RWKU), App. H"
 
     def sweep(self, ctx: UnlearnContext, grid=None):
-        from dukb.neural.probe import Predictor
 
         target = forget_target_names(ctx)
         ctx.lm.model.eval()

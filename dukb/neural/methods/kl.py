@@ -27,11 +27,12 @@ own setting is 2 epochs, lr 1.5e-5 with a cross-entropy retain term (App. C.2, "
 
 from __future__ import annotations
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.gradient import STEPS_GRID, LossMethod
 from dukb.neural.methods.retain import REG_SUMMARY
+from dukb.neural.scoring import shifted
 
 #: learning rates by model family (:data:`dukb.neural.families.FAMILIES`; as GA's).
 KL_LR = family_lrs("kl")
@@ -58,8 +59,6 @@ def kl_loss(logits, ref_logits, labels, entropy: bool = True):
 
     Source: Rezaei et al., RESTOR, Sec. 3.3 (KL Divergence); github.com/k1rezaei/restor unlearning/unlearn/KL.py.
     """
-
-    from dukb.neural.scoring import shifted
 
     lg, _, mask = shifted(logits, labels)
     rg = ref_logits[:, :-1, :].detach()

@@ -32,9 +32,10 @@ At θ = f_ref every form equals (2/β) log 2.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
+import torch.nn.functional as F  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
+from dukb import InputError
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import UnlearnContext
 from dukb.neural.methods.gradient import LossMethod, sequence_risk
@@ -72,8 +73,6 @@ def npo_loss(logp, ref_logp, beta: float = BETA, mask=None):
         InputError: beta <= 0.
     """
 
-    from dukb import InputError
-
     if beta <= 0:
         raise InputError(f"NPO's beta must be > 0, got {beta}")
     per = -F.logsigmoid(-beta * (logp - ref_logp))
@@ -95,7 +94,6 @@ def npo_forget_loss(logits, ref_logits, labels, beta: float = BETA, level: str =
     Raises:
         InputError: unknown level or beta <= 0.
     """
-    from dukb import InputError
 
     if level == "sequence":
         s, _ = sequence_logprob(logits, labels)
@@ -168,8 +166,6 @@ def npo_logit_loss(logits, ref_logits, beta: float = BETA, mask=None):
     Raises:
         InputError: beta <= 0.
     """
-
-    from dukb import InputError
 
     if beta <= 0:
         raise InputError(f"NPO's beta must be > 0, got {beta}")

@@ -15,8 +15,9 @@ import abc
 import random
 from dataclasses import replace
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
+from dukb.neural.data import encode_qa
 from dukb.neural.methods.base import UnlearnContext
 from dukb.neural.methods.gradient import GradientMethod
 from dukb.neural.methods.retain import gdr_loss
@@ -78,7 +79,6 @@ class RefusalMethod(GradientMethod):
 
     def prepare(self, ctx: UnlearnContext) -> dict:
         """The refusal batch: :meth:`questions` answered with refusals drawn with the run seed."""
-        from dukb.neural.data import encode_qa
 
         return {"refusals": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(self.questions(ctx), ctx.seed),
                                       ctx.lm.device)}

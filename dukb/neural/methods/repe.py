@@ -13,11 +13,12 @@ third of the blocks by default, or ``ctx.layers`` when set. α ∈ {0.5, 1.0, 1.
 
 from __future__ import annotations
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
 from dukb.neural.methods.base import Method, UnlearnContext
 from dukb.neural.methods.icu import forget_target_names
+from dukb.neural.probe import Predictor
 
 NOVICE = "{intro}You don't know {target} at all. Please feel free to fabricate information about {target}."
 EXPERT = "{intro}You know {target} very well. Please provide accurate information about {target}."
@@ -91,7 +92,6 @@ class RepE(Method):
         self.intro = intro
 
     def sweep(self, ctx: UnlearnContext, grid=None):
-        from dukb.neural.probe import Predictor
 
         model = ctx.lm.model
         model.eval()

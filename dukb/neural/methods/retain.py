@@ -10,9 +10,10 @@ Combined with a forget loss as L = L_forget + λ L_reg (λ = ``reg_weight``, def
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
+import torch.nn.functional as F  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
+from dukb import InputError
 from dukb.neural.data import encode_qa
 from dukb.neural.scoring import forward_logits, shifted
 
@@ -99,7 +100,6 @@ def retain_loss(kind: str | None, state, retain, model=None, klr_form: str = "to
 
     Source: Shi et al. 2024b (MUSE), Sec. 3 (GDR, KLR); Rezaei et al. (RESTOR), Sec. 3.3 (λ · CE on retain texts).
     """
-    from dukb import InputError
 
     if kind not in REG_SUMMARY and kind is not None:
         raise InputError(f"unknown retain term {kind!r} (gdr, klr)")

@@ -8,6 +8,7 @@ forget QA questions alone. Swept over steps T like GA, at GA's learning rates.
 
 from __future__ import annotations
 
+from dukb.neural.data import kb_qa
 from dukb.neural.methods.base import UnlearnContext
 from dukb.neural.methods.po import RefusalMethod
 
@@ -23,7 +24,6 @@ def rejection_questions(ctx: UnlearnContext) -> list:
     """
     if ctx.kb is None:
         return list(ctx.forget)
-    from dukb.neural.data import kb_qa
 
     keys = {(it.fact_kind, int(it.fact_id)) for it in ctx.forget}
     out = [it for it in kb_qa(ctx.kb, RT_KINDS) if (it.fact_kind, int(it.fact_id)) in keys]

@@ -9,8 +9,9 @@ settings for TOFU (configurable). Swept over steps T like GA and NPO, at NPO's l
 
 from __future__ import annotations
 
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
+from dukb import InputError
 from dukb.neural.methods.gradient import LossMethod, sequence_risk
 from dukb.neural.methods.retain import REG_SUMMARY
 from dukb.neural.scoring import sequence_logprob
@@ -38,8 +39,6 @@ def simnpo_loss(logp_sum, n_tokens, beta: float = BETA, gamma: float = GAMMA):
     Source: Fan et al. 2024, "Simplicity Prevails: Rethinking Negative Preference Optimization for LLM
     Unlearning", Eq. 4 (SimNPO).
     """
-
-    from dukb import InputError
 
     if beta <= 0 or gamma < 0:
         raise InputError(f"SimNPO needs beta > 0 and gamma >= 0, got beta={beta}, gamma={gamma}")

@@ -11,9 +11,10 @@ delta.
 
 from __future__ import annotations
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
+from dukb.neural.data import encode_qa
 from dukb.neural.families import family_lrs
 from dukb.neural.methods.base import (
     Method,
@@ -26,11 +27,12 @@ from dukb.neural.methods.base import (
     trainable_layers,
 )
 from dukb.neural.methods.retain import gdr_loss
+from dukb.neural.probe import Predictor
 from dukb.neural.scoring import forward_logits
+from dukb.neural.train import TrainConfig, train_loop
+from dukb.neural.trainconfig import REINFORCE_SCHEDULES
 
 REINFORCE_STEPS = 10
-#: how the reinforced model is trained (``dukb evaluate --reinforce``; :func:`reinforce`)
-REINFORCE_SCHEDULES = ("constant", "reference")
 #: learning rates of the reinforcement by model family (:data:`dukb.neural.families.FAMILIES`).
 REINFORCE_LR = family_lrs("reinforce")
 ALPHA_GRID = (0.2, 0.5, 1.0, 5.0, 10.0)
@@ -68,9 +70,6 @@ def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | Non
 
     Source: Wu et al. 2025, Sec. 4 and App. H ("10 more iterations on the target data point"); Ilharco et al. 2023.
     """
-
-    from dukb.neural.data import encode_qa
-    from dukb.neural.train import TrainConfig, train_loop
 
     schedule = schedule or ctx.reinforce
     if schedule not in REINFORCE_SCHEDULES:
@@ -149,7 +148,6 @@ class TaskVector(Method):
                 with torch.no_grad():
                     model.load_state_dict(task_vector_weights(theta0, overfit, float(alpha)))
                 model.eval()
-                from dukb.neural.probe import Predictor
 
                 yield ({"alpha": float(alpha), **reinforce_setting(ctx)},
                        Predictor(model, ctx.lm.tokenizer, ctx.lm.tags, device=ctx.lm.device))

@@ -11,11 +11,14 @@ with the prompt (:func:`judges_prompt`).
 
 from __future__ import annotations
 
-import torch
+import copy
+
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb.neural.families import WHP_GRIDS
 from dukb.neural.methods.base import Method, UnlearnContext
 from dukb.neural.methods.tv import reinforce, reinforce_setting
+from dukb.neural.probe import Predictor
 
 ALPHA_GRID = WHP_GRIDS["config"]
 
@@ -48,9 +51,6 @@ class WHP(Method):
     source = "Eldan & Russinovich 2023; Wu et al. 2025, Eq. 3"
 
     def sweep(self, ctx: UnlearnContext, grid=None):
-        import copy
-
-        from dukb.neural.probe import Predictor
 
         overfit = reinforce(ctx, lr=self.lr)
         reinforced = copy.deepcopy(ctx.lm.model)

@@ -19,6 +19,7 @@ Sec. 3.3).
 from __future__ import annotations
 
 from dukb.neural.metrics.base import Metric, Needs, RowContext
+from dukb.solver.metrics import json_safe, recall_accuracy
 
 #: the probe kinds that ask for a fact (the QA form first); see :data:`dukb.kb.probes.KINDS`
 ATTACK_KINDS = ("qa", "paraphrase", "reverse", "synonym", "cloze", "prefix_injection", "affirmative_suffix",
@@ -46,7 +47,6 @@ def recall_under_attack(ctx: RowContext) -> dict:
 
     Source: Wu et al. 2025, Eq. 1-2 with RWKU's probe kinds (Jin et al. 2024, Sec. 3.3).
     """
-    from dukb.solver.metrics import json_safe, recall_accuracy
 
     df = ctx.probe[ctx.probe["kind"].isin(ATTACK_KINDS)]
     qa = df[df["kind"] == "qa"]

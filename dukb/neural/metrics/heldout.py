@@ -39,8 +39,11 @@ the forget corpus is never a probe) and TOFU's paraphrased evaluation (Maini et 
 
 from __future__ import annotations
 
+from dukb import InputError
+from dukb.kb.probes import parse_kinds
 from dukb.neural.metrics.attack import ATTACK_KINDS
 from dukb.neural.metrics.base import Metric, Needs, RowContext
+from dukb.solver.metrics import recall_accuracy
 
 #: The rules for what counts as still known on the held-out forms (module docstring): the default first.
 HELDOUT_RULES = ("pairs", "any")
@@ -79,8 +82,6 @@ def check_heldout(heldout, seen) -> tuple[str, ...]:
         InputError: an unknown form, an empty set, a form that does not ask for the fact (yes/no), or a form the
             method saw (named).
     """
-    from dukb import InputError
-    from dukb.kb.probes import parse_kinds
 
     if heldout is not None and not list(heldout):
         raise InputError("--heldout-forms needs at least one probe form")
@@ -263,7 +264,6 @@ def recall_heldout(ctx: RowContext) -> dict:
 
     Source: Wu et al. 2025, Eq. 1-2, over the held-out forms' worst case (module docstring).
     """
-    from dukb.solver.metrics import recall_accuracy
 
     forms = tuple(ctx.heldout_forms or ())
     if not forms:

@@ -32,7 +32,9 @@ import math
 import zlib
 from collections.abc import Sequence
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
+
+from dukb.neural.data import TEXT_KIND, encode_qa
 
 #: the MIA scores dukb computes (name -> one-line description)
 MIA_SCORES = {"loss": "mean token log-likelihood (LOSS)", "zlib": "log-likelihood / zlib-compressed length",
@@ -135,8 +137,6 @@ def item_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[s
 
     Source: RWKU's released code (LOSS, Zlib); Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++).
     """
-
-    from dukb.neural.data import TEXT_KIND, encode_qa
 
     out: dict[str, list[float]] = {name: [] for name in MIA_SCORES}
     items = list(items)

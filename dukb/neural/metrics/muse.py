@@ -33,7 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from dukb.neural.catalog import SELECTION_RULES  # the rules of select_setting, declared as data there
+from dukb.neural.data import kb_texts
+from dukb.neural.metrics.base import Metric, Needs
+from dukb.neural.metrics.mia import item_mia_scores
+from dukb.neural.probe import greedy_generate, probe
 
 _ROUGE: dict[bool, object] = {}
 
@@ -109,7 +115,6 @@ def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int
 
     Source: Shi et al. 2024b (MUSE), Sec. 3, C1.
     """
-    from dukb.neural.probe import greedy_generate
 
     cuts = [split_prefix(pred.tokenizer, t, prefix, max_new_tokens) for t in texts]
     out: list[float] = []
@@ -224,7 +229,6 @@ def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256, *, exa
     Source: Shi et al. 2024b (MUSE), Sec. 3, C2 (forget) and C4 (retain: utility); swj0419/muse_bench
     metrics/knowmem.py:12-53 and eval.py:22 (``knowmem_max_new_tokens=32``).
     """
-    from dukb.neural.probe import greedy_generate, probe
 
     if not items:
         return []
@@ -253,7 +257,6 @@ def text_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[s
 
     Source: Shi et al. 2024a (Min-K%); Zhang et al. 2024 (Min-K%++); RWKU's released code (LOSS, Zlib).
     """
-    from dukb.neural.metrics.mia import item_mia_scores
 
     return item_mia_scores(pred, items, k, batch_size)
 
@@ -290,7 +293,6 @@ def bootstrap_ci(values: Sequence[float], n_resamples: int = 9999, level: float 
 
     Source: Shi et al. 2024b (MUSE), App. C (scipy.stats.bootstrap, "percentile" method, 9,999 resamples, 95%).
     """
-    import numpy as np
 
     x = np.asarray(list(values), dtype=float)
     if x.size == 0:
@@ -304,7 +306,6 @@ def bootstrap_ci(values: Sequence[float], n_resamples: int = 9999, level: float 
         means[lo:hi] = x[rng.integers(0, x.size, size=(hi - lo, x.size))].mean(axis=1)
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
-
 
 
 def select_setting(rows: Sequence[dict], retrain_utility: float, rule: str = "first_below_retrain") -> dict:
@@ -376,6 +377,7 @@ def knowmem_metric(ctx) -> dict:
             f.append(rouge_l_f1(a, o or ""))
         elif key not in held:
             r.append(rouge_l_f1(a, o or ""))
+
     def mean(xs):
         return sum(xs) / len(xs) if xs else None
     return {"knowmem_forget": mean(f), "knowmem_retain": mean(r)}
@@ -392,7 +394,6 @@ def verbmem_metric(ctx) -> dict:
 
     Source: Shi et al. 2024b (MUSE), Sec. 3, C1.
     """
-    from dukb.neural.data import kb_texts
 
     if ctx.predictor is None:
         raise ValueError("verbmem needs the unlearned model (RowContext.predictor)")
@@ -402,7 +403,6 @@ def verbmem_metric(ctx) -> dict:
 
 
 def _metrics():
-    from dukb.neural.metrics.base import Metric, Needs
 
     return (Metric("knowmem", knowmem_metric, Needs(kinds=("qa",), generate=True), "row",
                    ("knowmem_forget", "knowmem_retain"),

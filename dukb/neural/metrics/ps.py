@@ -33,12 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dukb import InputError
-from dukb.neural.data import qa_ids
+from dukb.neural.catalog import SEARCHES
+from dukb.neural.data import kb_qa, qa_ids
+from dukb.neural.metrics.base import Metric, Needs
+from dukb.neural.probe import greedy_generate, rouge_l_recall
 
 #: ε of PS-similar (ROUGE-L recall threshold; Wang et al. 2024, App. B.2)
 SIMILAR_EPSILON = 0.5
-#: search strategies over the prefix length k
-SEARCHES = ("bisection", "linear")
 
 
 def exact_match(reference_ids: Sequence[int], output_ids: Sequence[int], *_texts) -> bool:
@@ -64,7 +65,6 @@ def similar_match(epsilon: float = SIMILAR_EPSILON):
     Returns:
         ``match(reference_ids, output_ids, reference_text, output_text) -> bool``.
     """
-    from dukb.neural.probe import rouge_l_recall
 
     def match(_ref_ids, _out_ids, ref_text: str, out_text: str) -> bool:
         if not any(ch.isalnum() for ch in ref_text):
@@ -125,7 +125,6 @@ def ps_scores(pred, queries: Sequence[PSQuery], match=exact_match, *, search: st
     """
     if search not in SEARCHES:
         raise InputError(f"unknown PS search {search!r} (choose from {', '.join(SEARCHES)})")
-    from dukb.neural.probe import greedy_generate
 
     tok = pred.tokenizer
     cache: dict[tuple[int, int], bool] = {}
@@ -177,7 +176,6 @@ def response_confidence(pred, items, max_new_tokens: int = 10, batch_size: int =
     Returns:
         list of floats in [0, 1] (NaN when the model answers with EOS at once).
     """
-    from dukb.neural.probe import greedy_generate
 
     qs = ps_queries(pred, items)
     tok = pred.tokenizer
@@ -262,7 +260,6 @@ def ps_vector(pred, forget_items, retain_items, paraphrases: dict | None = None,
 def paraphrase_questions(kb) -> dict:
     """(fact_kind, fact_id) -> the paraphrased question x̃ of dukb's ``paraphrase`` probe kind (the first one per
     fact), the x̃ of PS-perturb (Wang et al. 2024, Eq. 4; TOFU paraphrases with GPT-4, dukb with templates)."""
-    from dukb.neural.data import kb_qa
 
     out: dict = {}
     for it in kb_qa(kb, ("paraphrase",)):
@@ -273,7 +270,6 @@ def paraphrase_questions(kb) -> dict:
 # ------------------------------------------------------------------------------------------ registered metrics ----
 def _row_items(ctx):
     """The row's forget QA items and the QA items scored as retained knowledge (neither forget nor retain-train)."""
-    from dukb.neural.data import kb_qa
 
     forget = {("relationship", int(i)) for i in ctx.forget_ids}
     held = {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | \
@@ -318,7 +314,6 @@ def _metric_fn(kind: str):
 
 
 def _metrics():
-    from dukb.neural.metrics.base import Metric, Needs
 
     src = "Wang et al. 2024 (Unlearning with Control), Eq. {}"
     return (Metric("ps_exact", _metric_fn("exact"), Needs(kinds=("qa",), model=True), "row",

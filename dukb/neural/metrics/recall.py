@@ -11,8 +11,11 @@ forgot (Definition 2 of the paper, deep unlearning), else 0.
 
 from __future__ import annotations
 
+from dukb.kb.retained import Retained
 from dukb.neural.data import QA_KIND
 from dukb.neural.metrics.base import Metric, Needs, RowContext
+from dukb.solver.mdus import is_deep_unlearning_set
+from dukb.solver.metrics import recall_accuracy
 
 FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
           "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies", "n_scored",
@@ -25,7 +28,6 @@ def retained_from_probe(kb, df):
     Raises:
         ValueError: the table lacks a fact of the KB.
     """
-    from dukb.kb.retained import Retained
 
     qa = df[df["kind"] == QA_KIND]
     known = {(k, int(f)): bool(v) for k, f, v in zip(qa["fact_kind"], qa["fact_id"], qa["known"])}
@@ -50,7 +52,6 @@ def recall_metric(ctx: RowContext) -> dict:
 
     Source: Wu et al. 2025, Eq. 1-2; the benchmark's calculate_recall_and_acc.py.
     """
-    from dukb.solver.metrics import recall_accuracy
 
     ret = retained_from_probe(ctx.kb, ctx.probe)
     bio = None if ret.biographies is None else ret.forgotten_biographies
@@ -78,7 +79,6 @@ def success_du(closure, target: int, forgotten_relationships) -> int:
 
     Source: Wu et al. 2025, Definition 2 (deep unlearning); Success-DU of the paper's v4.
     """
-    from dukb.solver.mdus import is_deep_unlearning_set
 
     return int(is_deep_unlearning_set(closure, [closure.atom_of_fact(int(target))],
                                       [int(f) for f in forgotten_relationships]))

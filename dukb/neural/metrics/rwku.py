@@ -16,7 +16,11 @@ members (RM). Used by `dukb rwku` and registered for `dukb evaluate --metrics` (
 
 from __future__ import annotations
 
+from dukb.neural.data import QA_KIND, kb_qa
 from dukb.neural.metrics.base import Metric, Needs, RowContext
+from dukb.neural.metrics.mia import auc, item_mia_scores
+from dukb.solver.closure import compute_closure
+from dukb.solver.splits import cone_facts
 
 #: forget probe families: FB (cloze), QA, AA (RWKU's nine adversarial kinds, cross-lingual in three languages)
 FB, QA = "cloze", "qa"
@@ -62,7 +66,6 @@ def cone_ids(closure, targets) -> list[int]:
     Raises:
         InputError: a target that is not a relationship fact of the KB.
     """
-    from dukb.solver.splits import cone_facts
 
     return sorted(cone_facts(closure, [int(t) for t in targets]))
 
@@ -77,7 +80,6 @@ def _row_cone(ctx: RowContext) -> list[int]:
     if closure is None:
         hit = _CLOSURES.get(id(ctx.kb))
         if hit is None or hit[0] is not ctx.kb:
-            from dukb.solver.closure import compute_closure
 
             _CLOSURES.clear()
             hit = _CLOSURES[id(ctx.kb)] = (ctx.kb, compute_closure(ctx.kb, "family"))
@@ -106,7 +108,6 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict |
 
     Source: Jin et al. 2024 (RWKU), Sec. 3.3-4 (ROUGE-L recall; LOSS, Zlib, Min-K%, Min-K%++).
     """
-    from dukb.neural.metrics.mia import auc
 
     forget = {("relationship", int(i)) for i in forget_rel}
     neigh = {("relationship", i) for i in neighbours["relationships"]} | \
@@ -118,6 +119,7 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict |
     group = ["forget" if k in forget else "retain_train" if k in held else "cone" if k in coned else
              "neighbour" if k in neigh else "distant" for k in key]
     d = df.assign(group=group)
+
     def mean(s):
         return float(s.mean()) if len(s) else None
     out = {}
@@ -145,13 +147,11 @@ def qa_mia_scores(pred, items, k: float = 0.2, batch_size: int = 64) -> dict[str
 
     Source: RWKU's released code (LOSS, Zlib), Shi et al. 2024a (Min-K%), Zhang et al. 2024 (Min-K%++).
     """
-    from dukb.neural.metrics.mia import item_mia_scores
 
     return item_mia_scores(pred, items, k, batch_size)
 
 
 def _distant_qa(ctx: RowContext):
-    from dukb.neural.data import QA_KIND, kb_qa
 
     forget = {("relationship", int(i)) for i in ctx.forget_ids}
     cone = _row_cone(ctx)
@@ -194,7 +194,6 @@ def mia_fm_rm(ctx: RowContext) -> dict:
 
     Source: Jin et al. 2024 (RWKU), Sec. 3.3 (FM vs RM); Shi et al. 2024a; Zhang et al. 2024.
     """
-    from dukb.neural.metrics.mia import auc
 
     if ctx.predictor is None:
         raise ValueError("mia_fm_rm needs the unlearned model (RowContext.predictor)")

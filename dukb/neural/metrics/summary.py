@@ -61,6 +61,8 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
+from collections import Counter
 
 from dukb.neural.metrics.base import Metric, Needs
 
@@ -524,7 +526,6 @@ def chosen_settings(labels) -> str:
 
     Source: the best setting of Wu et al. 2025, Table 1's rule (:func:`best_setting`).
     """
-    from collections import Counter
 
     def value(label: str) -> float:  # the swept value of "steps=4", for ties in count (weaker setting first)
         try:
@@ -681,7 +682,6 @@ def wrap_prose(text: str, width: int = 118, limit: int = PAGE_WIDTH) -> str:
 
     Source: dukb's report layout (one page: issue 38).
     """
-    import textwrap
 
     out = []
     for line in text.split("\n"):

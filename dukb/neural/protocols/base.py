@@ -31,7 +31,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+from rich.progress import Progress
+
 from dukb import InputError
+from dukb.neural import tracking
 from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.run.journal import ResultsFile, read_results
 from dukb.neural.run.lock import claim_run, confirm_run, open_to_workers, render_lock, run_role
@@ -39,6 +42,8 @@ from dukb.neural.run.provenance import worker_id
 from dukb.neural.run.rows import RowSchema
 from dukb.neural.run.units import UnitClaims, claimed_units, record_units
 from dukb.neural.runconfig import RunConfig
+from dukb.neural.savedmodels import ModelSaver
+from dukb.neural.vllm_backend import probe_backend
 
 
 class RowMissing(Exception):
@@ -181,8 +186,6 @@ class Protocol(abc.ABC):
         Raises:
             InputError: from any stage (bad settings, another run in RUN_DIR, unreadable inputs).
         """
-        from dukb.neural import tracking
-        from dukb.neural.vllm_backend import probe_backend
 
         with tracking.tracking(self.run, getattr(self.cfg, "log_with", None), self.name):
             self.plan()
@@ -248,7 +251,6 @@ class Protocol(abc.ABC):
 
         Raises:
             InputError: ``--save-models`` other than none for a protocol without unlearned models to keep."""
-        from dukb.neural.savedmodels import ModelSaver
 
         mode = getattr(self.cfg, "save_models", "none")
         layout = self.save_layout() if mode != "none" else None
@@ -270,7 +272,6 @@ class Protocol(abc.ABC):
         fresh), then marked done; a second pass takes over the units of workers that ended meanwhile. Trainings
         inside a unit log to the run's trackers under the unit's name, and so does each row
         (:mod:`dukb.neural.tracking`)."""
-        from dukb.neural import tracking
 
         self.claims = self.make_claims()
         units = self._units = self.units()
@@ -279,7 +280,6 @@ class Protocol(abc.ABC):
             open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
         bar = task = None
         if self.show_bar():
-            from rich.progress import Progress
 
             bar = Progress()
             bar.start()

@@ -19,8 +19,8 @@ is probed on all models and each answer judged as the true value, the injected v
 - :mod:`.pipeline`: the resumable stages and :func:`run_restor`;
 - :mod:`.report`: states.csv, summary.csv, report.md and the plots (Tables 1-3, Fig. 2 as a table).
 
-Importing the package imports neither torch nor transformers (:func:`run_restor` and :func:`lora_targets` load
-:mod:`.pipeline`, which does, on first use).
+Importing the package imports neither torch nor transformers: :mod:`.probing` and :mod:`.pipeline`, which do,
+are imported by their own names (``dukb restor`` imports :func:`.pipeline.run_restor` when it runs).
 """
 
 from dukb.kb.judge import INJECTED, LABELS, OTHER, TRUE, Judge, aliases, majority, normalize
@@ -28,7 +28,6 @@ from dukb.neural.restor.beliefs import belief_analysis, belief_triples
 from dukb.neural.restor.config import PRESET_NAMES, RESTOR_METHODS, RestorConfig, UnlearnSetting
 from dukb.neural.restor.facts import N_RANDOM, FactProbe, fact_probes, fact_sentences, random_candidates
 from dukb.neural.restor.files import RowsFile
-from dukb.neural.restor.probing import candidate_logprobs, probe_facts, sample_generate
 from dukb.neural.restor.report import markdown, method_label, plot_states, render, states_table, summary_rows
 from dukb.neural.restor.states import (
     DEGRADED,
@@ -48,23 +47,11 @@ from dukb.neural.restor.states import (
 from dukb.neural.restor.texts import forget_texts, retain_texts
 from dukb.solver.beliefs import FUNCTIONAL
 
-
-def __getattr__(name: str):
-    """:func:`run_restor` and :func:`lora_targets`, imported from :mod:`.pipeline` (which imports torch) on first
-    use (PEP 562), so that the package, its config and its report stay torch-free."""
-    if name in ("run_restor", "lora_targets"):
-        from dukb.neural.restor import pipeline
-
-        return getattr(pipeline, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     # judging (dukb.kb.judge)
     "TRUE", "INJECTED", "OTHER", "LABELS", "Judge", "aliases", "majority", "normalize",
     # facts and probing
     "N_RANDOM", "FactProbe", "fact_probes", "fact_sentences", "random_candidates",
-    "candidate_logprobs", "probe_facts", "sample_generate",
     # states
     "RECOVERY", "FORGET", "UNCHANGED", "DEGRADED", "UNAFFECTED", "EXCLUDED", "STATES", "STATES_A", "STATES_B",
     "fact_state", "partition", "summarize_model", "logprob_means",
@@ -73,6 +60,6 @@ __all__ = [
     # config, texts, files
     "RESTOR_METHODS", "PRESET_NAMES", "RestorConfig", "UnlearnSetting", "forget_texts", "retain_texts", "RowsFile",
     # pipeline and report
-    "run_restor", "lora_targets", "render", "markdown", "method_label", "plot_states", "states_table",
+    "render", "markdown", "method_label", "plot_states", "states_table",
     "summary_rows",
 ]

@@ -36,6 +36,7 @@ from dukb.neural.catalog import document_methods
 from dukb.neural.declare import SHARED, compat_option, default_of, option
 from dukb.neural.restor.facts import N_RANDOM
 from dukb.neural.runconfig import RunConfig
+from dukb.neural.trainconfig import TrainConfig
 
 #: Most corruption documents per corrupted person (``--docs-per-entity`` of probes and restor): 1,000, above
 #: RESTOR's about 60 per incorrect fact (300 per person); each document is written and trained on, so a larger
@@ -78,16 +79,12 @@ class UnlearnSetting:
 
     def train_config(self, seed: int):
         """The :class:`dukb.neural.train.TrainConfig` of this setting."""
-        from dukb.neural.train import TrainConfig
-
         return TrainConfig(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, grad_accum=self.grad_accum,
                            weight_decay=self.weight_decay, warmup=self.warmup, schedule=self.schedule,
                            max_grad_norm=self.max_grad_norm, seed=seed)
 
 
 def _presets() -> dict:
-    from dukb.neural.train import TrainConfig
-
     return {
         # RESTOR App. C.1 (corruption, LLaMA-Factory: LoRA r 8 / alpha 16 on all linear layers, batch 2 x 2, lr 5e-5,
         # 5 epochs, cosine, warm-up 0.1) and App. C.2 (SOUL: weight decay 0.1, accumulation 4; GA 2 epochs, 2e-5,

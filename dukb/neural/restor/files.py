@@ -14,9 +14,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import read_text
 from dukb.neural.restor.config import RESTOR_ROWS
 from dukb.neural.restor.facts import FactProbe
-from dukb.neural.run.files import loads_json
+from dukb.neural.run.files import loads_json, write_bytes_atomic
 from dukb.neural.run.files import read_json as _read_json_bounded
 from dukb.neural.run.journal import ResultsFile, report_journal
 
@@ -38,7 +39,6 @@ def read_json(path: Path):
 def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
     """Write probes/facts.jsonl: one :class:`FactProbe` per line, as its fields (atomically, never through a
     symbolic link: :func:`dukb.neural.run.files.write_bytes_atomic`)."""
-    from dukb.neural.run.files import write_bytes_atomic
 
     write_bytes_atomic(path, "".join(json.dumps(asdict(f)) + "\n" for f in facts).encode("utf-8"))
 
@@ -52,7 +52,6 @@ def read_facts(path: Path) -> list[FactProbe]:
             (:func:`dukb.neural.run.files.loads_json`: bad syntax, an over-long integer, nested too deeply; file and
             line named).
     """
-    from dukb.kb.csvfile import read_text
 
     out = []
     for n, line in enumerate(read_text(path, "fact probe file").splitlines(), 1):

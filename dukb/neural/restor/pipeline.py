@@ -23,16 +23,27 @@ Source: Rezaei et al., RESTOR (Sec. 3-4, App. B-C, G); the rule-aware analysis i
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
+import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
 
 from dukb import InputError
+from dukb.kb import load_kb
+from dukb.kb.corrupt import corrupt, save_corruption
 from dukb.kb.judge import Judge
+from dukb.kb.kbschema import require_family
 from dukb.kb.model import KB, Triple
 from dukb.neural import tracking
+from dukb.neural.docs import encode_sequences, encode_texts, longest_tokens, train_sequences, unlearn_documents
+from dukb.neural.methods.base import WeightState, select_layers
+from dukb.neural.metrics.summary import short_number
+from dukb.neural.modelbuild import build_tiny_model, build_tokenizer, save_model
+from dukb.neural.modelrecord import TINY_CONFIG, model_fingerprint, spec_for_path
+from dukb.neural.models import load_model, resolve_device, resolve_dtype
+from dukb.neural.probe import Predictor
 from dukb.neural.protocols.base import Protocol
 from dukb.neural.restor.beliefs import belief_analysis, belief_triples
 from dukb.neural.restor.config import RESTOR_METHODS, RestorConfig
@@ -42,8 +53,14 @@ from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
 from dukb.neural.restor.states import STATES_A, STATES_B, fact_state, partition, summarize_model
 from dukb.neural.restor.texts import forget_texts, retain_texts
+from dukb.neural.run.files import refuse_links, refuse_links_in
 from dukb.neural.run.files import write_json_atomic as write_json
-from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.run.identity import IDENTITY_VERSION, history_entry, sha256_json
+from dukb.neural.run.lock import claim_run, confirm_run, holds_run_lock, run_role
+from dukb.neural.run.provenance import provenance
+from dukb.neural.savedmodels import SaveLayout, safe_name
+from dukb.neural.spec import PROMPT_PRESETS, LoraSpec, ModelSpec
+from dukb.solver.closure import compute_closure
 
 
 def lora_targets(model) -> tuple[str, ...]:
@@ -65,21 +82,18 @@ def lora_targets(model) -> tuple[str, ...]:
 
 
 def _spec_for(cfg: RestorConfig, path: str):
-    from dukb.neural.models import spec_for_path
 
     return spec_for_path(path, prompt=cfg.prompt, dtype=cfg.dtype, device=cfg.device,
                          trust_remote_code=cfg.trust_remote_code, gradient_checkpointing=cfg.gradient_checkpointing)
 
 
 def _predictor(lm):
-    from dukb.neural.probe import Predictor
 
     lm.model.eval()
     return Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
 
 
 def _lora_spec(cfg: RestorConfig, model):
-    from dukb.neural.spec import LoraSpec
 
     if not cfg.lora_r:
         return None
@@ -90,19 +104,12 @@ def _lora_spec(cfg: RestorConfig, model):
 def _select_layers(cfg: RestorConfig, model) -> None:
     """``--layers``: freeze every trainable parameter outside the chosen blocks (corruption and unlearning)."""
     if cfg.layers:
-        from dukb.neural.methods.base import select_layers
 
         select_layers(model, cfg.layer_range())
 
 
 def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: Path, log) -> dict:
     """Stage 1: build (tiny) or load the model and finetune it on the facts' QA and the true-fact sentences."""
-    import tempfile
-
-    from dukb.neural.docs import encode_sequences, longest_tokens, train_sequences
-    from dukb.neural.modelbuild import build_tiny_model, build_tokenizer, save_model
-    from dukb.neural.models import load_model
-    from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 
     sentences = fact_sentences(kb, cfg.templates)
     items = [f.item() for f in facts]
@@ -144,10 +151,6 @@ def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: 
 
 def _train_corrupted(cfg: RestorConfig, clean_dir: Path, docs: list[str], out: Path, log) -> dict:
     """Stage 2: continue training the clean model on the corruption documents (LoRA, merged afterwards, or full)."""
-    from dukb.neural.docs import encode_texts, train_sequences
-    from dukb.neural.methods.base import WeightState
-    from dukb.neural.modelbuild import save_model
-    from dukb.neural.models import load_model
 
     t0 = time.perf_counter()
 
@@ -222,8 +225,6 @@ class RestorProtocol(Protocol):
         """
         self.setup = _prepare(self.run, self.cfg, self.log)
         self.joined = self.setup.joined
-        from dukb.neural.run.files import read_json
-
         config = self.run / "config.json"  # a resume checks every row against the run's plan (its methods)
         self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined,
                                 config=read_json(config, "run config") if config.exists() else None)
@@ -235,7 +236,6 @@ class RestorProtocol(Protocol):
         targeted mode)/SETTING, each a LoRA adapter on the corrupted model (RUN_DIR/corrupted) under ``--lora-r``.
         RESTOR runs one setting per method and mode: ``best`` keeps it (the last written, should a resume have
         added another). Source: Rezaei et al., RESTOR, Sec. 4."""
-        from dukb.neural.savedmodels import SaveLayout
 
         return SaveLayout(unit=lambda r: (r["method"] + ("-targeted" if r["targeted"] else ""),),
                           select=lambda rows: rows[-1], setting=_setting_folder,
@@ -244,8 +244,6 @@ class RestorProtocol(Protocol):
 
     def model(self) -> None:
         """Stages 1-3 (each skipped when its files exist), then the corrupted model and the encoded documents."""
-        from dukb.neural.docs import encode_texts
-        from dukb.neural.models import load_model
 
         cfg, s, run, log = self.cfg, self.setup, self.run, self.log
         docs_full = forget_texts(s.corruption, False)
@@ -289,9 +287,6 @@ class RestorProtocol(Protocol):
     def run_unit(self, unit: tuple, todo: list):
         """Stage 4 for one method: unlearn the forget documents from the corrupted model (λ times the retain
         documents' cross-entropy, in the same LoRA space), probe, fact states, beliefs; one row."""
-
-        from dukb.neural.docs import unlearn_documents
-        from dukb.neural.methods.base import WeightState
 
         cfg, s, m = self.cfg, self.setup, unit[0]
         setting = cfg.unlearn_setting(m)
@@ -374,9 +369,6 @@ def run_restor(run_dir, cfg: RestorConfig, *, log=print) -> dict:
 def _setting_folder(row: dict) -> str:
     """The folder of a RESTOR row's setting: its epochs, learning rate and λ, and a digest of the whole setting
     (two settings that differ elsewhere get two folders)."""
-    from dukb.neural.metrics.summary import short_number
-    from dukb.neural.run.identity import sha256_json
-    from dukb.neural.savedmodels import safe_name
 
     s = row["setting"]
     return safe_name(f"epochs={s['epochs']},lr={short_number(s['lr'])},lambda={short_number(s['reg_weight'])}-"
@@ -390,14 +382,6 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
         InputError: bad KB, a run directory holding a run with other settings, a KB too small for the corruption,
             or a directory that cannot be created.
     """
-    from dukb.kb import load_kb
-    from dukb.kb.corrupt import corrupt, save_corruption
-    from dukb.kb.kbschema import require_family
-    from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-    from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
-    from dukb.neural.run.lock import claim_run, confirm_run, run_role
-    from dukb.neural.run.provenance import provenance
-    from dukb.solver.closure import compute_closure
 
     kb = load_kb(cfg.kb)
     require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
@@ -422,7 +406,6 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     except OSError as e:
         raise InputError(f"cannot create the run directory: {e.strerror}", run) from None
     if not joined and not (run / "corruption" / "documents.jsonl").exists():
-        from dukb.neural.run.files import refuse_links_in
 
         save_corruption(cor, refuse_links_in(run / "corruption"))  # no link inside carries a file out of the run
     facts = fact_probes(kb, closure.atoms, cor.facts, cfg.n_random, cfg.seed)
@@ -441,7 +424,6 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     log(f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
         f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})")
     probes = run / "probes"
-    from dukb.neural.run.files import refuse_links
 
     refuse_links(probes).mkdir(exist_ok=True)
     if not joined and not (probes / "facts.jsonl").exists():
@@ -454,7 +436,6 @@ def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path
         -> tuple[dict[str, list[dict]], list[FactProbe]]:
     """Stage 3: probe the clean and corrupted models (rows and belief analyses), then their log-probabilities over
     A = {clean right, corrupted wrong}. Returns the probe rows per model and the facts of A."""
-    from dukb.neural.models import load_model
 
     base_rows = {}
     for name, off in (("clean", 1), ("corrupted", 2)):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from dukb import InputError
 from dukb.kb.judge import Judge, majority
+from dukb.neural.probe import answer_logprob, greedy_generate
 from dukb.neural.restor.facts import FactProbe
 
 
@@ -33,8 +34,6 @@ def sample_generate(pred, prompts: list[str], max_new_tokens: int, temperature: 
 
     Source: Rezaei et al., RESTOR, Sec. 3.4 (M generations per query).
     """
-    from dukb.neural.probe import greedy_generate
-
     return greedy_generate(pred, prompts, max_new_tokens, temperature=max(temperature, 0.0), seed=seed)
 
 
@@ -97,8 +96,6 @@ def candidate_logprobs(pred, facts: Sequence[FactProbe], batch_size: int = 64) -
 
     Source: Rezaei et al., RESTOR, Sec. 3.4 (log-normalised probability from TOFU) and Fig. 2.
     """
-    from dukb.neural.probe import answer_logprob
-
     items, owner = [], []
     for i, f in enumerate(facts):
         items.append(f.item())

@@ -17,6 +17,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from dukb.neural.declare import compat_note
+from dukb.neural.metrics.summary import config_value, setting_label, wrap_prose
+from dukb.neural.plots import OKABE_ITO, stacked_bars_figure
+from dukb.neural.restor.config import RestorConfig
 from dukb.neural.restor.facts import FactProbe
 from dukb.neural.restor.files import load_run
 from dukb.neural.restor.states import (
@@ -150,7 +154,6 @@ def markdown(data: dict) -> str:
 
     Source: Rezaei et al., RESTOR, Sec. 4.3 (Tables 1-3, Figs. 2-3).
     """
-    from dukb.neural.metrics.summary import wrap_prose
 
     facts, res = data["facts"], data["results"]
     labels = [method_label(r, res) for r in res]
@@ -185,8 +188,6 @@ def compat_line(config: dict) -> str:
     """The components of the run (``config``: config.json's ``config``) whose value differs from RESTOR's released
     code's, or that none does (:func:`dukb.neural.declare.compat_note` over
     :data:`dukb.neural.restor.config.RESTOR_COMPAT`)."""
-    from dukb.neural.declare import compat_note
-    from dukb.neural.restor.config import RestorConfig
 
     return "**Against RESTOR's code**: " + compat_note(config, RestorConfig, "restor", "RESTOR")
 
@@ -319,7 +320,6 @@ def _timing_lines(data: dict, labels: list[str]) -> list[str]:
 
 def _settings_lines(cfgd: dict, labels: list[str], res: list[dict]) -> list[str]:
     """Each unlearned model's setting and the run's configuration, one bullet each."""
-    from dukb.neural.metrics.summary import config_value, setting_label
 
     c = cfgd.get("config", {})
     lines = ["", "## Settings", ""] + [f"- {lab}: {setting_label(r['setting'])}" for lab, r in zip(labels, res)]
@@ -336,7 +336,6 @@ def plot_states(data: dict, row: dict, path: Path) -> list[Path]:
 
     Source: Rezaei et al., RESTOR, Sec. 4.3, Tables 2 and 3.
     """
-    from dukb.neural.plots import OKABE_ITO, stacked_bars_figure
 
     clean, corr = data["clean"]["rows"], data["corrupted"]["rows"]
     p = partition(fact_states(data["facts"], clean, corr, row["rows"], data["config"].get("retain_facts", [])))

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError, one_line
-from dukb.kb.csvfile import file_kind
+from dukb.kb.csvfile import decode_text, file_kind, read_bytes
 from dukb.kb.io import atomic_output
 
 # ------------------------------------------------------------------------------------------- bookkeeping --------
@@ -327,7 +328,6 @@ def read_json(path: str | Path, what: str = "file", limit: int | None = None):
             (:func:`loads_json`: bad syntax, an over-long integer, nested too deeply; file and, for bad syntax,
             line named).
     """
-    from dukb.kb.csvfile import decode_text, read_bytes
 
     text = decode_text(read_bytes(path, what, limit=RUN_JSON_BYTES if limit is None else limit), path)
     return loads_json(text, path)
@@ -472,7 +472,6 @@ def open_append(path: str | Path):
 
 def _safe_name(text: str) -> str:
     """A file name for ``text``: characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``."""
-    import re
 
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:200]
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import open_regular, read_bytes
 from dukb.neural.run.files import RUN_JSON_BYTES, RunDir, json_problem
 
 #: version of the identity layout; a run written with another layout cannot be resumed (2: probing judges the answer
@@ -48,7 +49,6 @@ def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
         InputError: the file cannot be read, is not a regular file or is larger than :data:`MAX_HASHED_BYTES`
             (names it).
     """
-    from dukb.kb.csvfile import open_regular
 
     h = hashlib.sha256()
     with open_regular(path, "file", limit=MAX_HASHED_BYTES) as fh:
@@ -234,7 +234,6 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
             or its identity differs on a non-extendable key or a shared entry (every differing key is named with
             both values, on one line).
     """
-    from dukb.kb.csvfile import read_bytes
 
     path = RunDir(run).config
     if not os.path.lexists(path):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.csvfile import open_regular, read_bytes
 from dukb.neural.run.files import (
     _NOFOLLOW,
     DAMAGED_NAME,
@@ -31,6 +32,7 @@ from dukb.neural.run.files import (
     write_bytes_atomic,
 )
 from dukb.neural.run.rows import RowProblem, RowSchema
+from dukb.solver.metrics import json_safe
 
 try:  # POSIX; elsewhere a run directory is not locked
     import fcntl
@@ -184,7 +186,6 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
         InputError: the file exists but cannot be read, is not a regular file (a FIFO, a device, a folder) or is
             larger than :data:`RESULTS_BYTES` (named).
     """
-    from dukb.kb.csvfile import read_bytes
 
     path = Path(path)
     out = Journal(path)
@@ -302,7 +303,6 @@ def journal_note(journal: Journal) -> str:
                    + (f"\n- ... and {len(journal.damaged) - 20} more" if len(journal.damaged) > 20 else ""))
     aside = RunDir(journal.path.parent).damaged
     if os.path.lexists(aside):  # read bounded: a regular file only
-        from dukb.kb.csvfile import read_bytes
 
         n = sum(1 for ln in read_bytes(aside, "damaged-lines file", limit=RESULTS_BYTES).splitlines() if ln.strip())
         out.append(f"{n} damaged line(s) were moved from the journal to {DAMAGED_NAME} by a resume.")
@@ -394,7 +394,6 @@ class ResultsFile:
         """Count the rows other processes appended since the last read (a run several workers share) as done.
         Reads only the complete lines after the last position read; a line that is not a row is left to the
         owner's repair. Read only."""
-        from dukb.kb.csvfile import open_regular
 
         try:
             with open_regular(self.path, "results journal", limit=RESULTS_BYTES) as fh:
@@ -431,7 +430,6 @@ class ResultsFile:
     def append(self, row: dict) -> None:
         """Write one row durably, as one line even when several processes append (an ``flock`` around the write); a
         float NaN (a metric with nothing to score) is written as JSON null (:func:`dukb.solver.metrics.json_safe`)."""
-        from dukb.solver.metrics import json_safe
 
         with open_append(self.path) as fh:
             if fcntl is not None:

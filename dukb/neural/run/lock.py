@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import os
+import shlex
 import socket
 import sys
 import threading
@@ -24,7 +25,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dukb import InputError, one_line
+from dukb import InputError, __version__, one_line
+from dukb.kb.csvfile import read_bytes
+from dukb.neural import distributed as dist
 from dukb.neural.run.files import (
     _NOFOLLOW,
     BOOKKEEPING_DIR,
@@ -126,7 +129,6 @@ def _describe(holder: dict) -> str:
 def _read_holder(path: Path) -> dict | None:
     """The holder's description in the lock file, or None when it is unreadable (not yet written, not JSON, not
     a regular file, larger than :data:`LOCK_BYTES`)."""
-    from dukb.kb.csvfile import read_bytes
 
     try:
         info = json.loads(read_bytes(path, "run lock file", limit=LOCK_BYTES) or b"null")
@@ -252,7 +254,6 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
         except BaseException:
             os.close(fd)
             raise
-        from dukb.neural import distributed as dist
 
         same = holder.get("identity") == json.loads(json.dumps(identity, default=str))  # as the lock file holds it
         if same and joinable and not dist.is_distributed():
@@ -386,7 +387,6 @@ def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collect
         InputError: the directory or its lock file cannot be created; RUN_DIR/.dukb is not a directory; an older
             dukb still holds the run (its RUN_DIR/run.lock).
     """
-    from dukb.neural import distributed as dist
 
     run = check_output_dir(run)
     guard_run(run)  # no write below RUN_DIR follows a symbolic link (refuse_links)
@@ -453,9 +453,6 @@ def log_invocation(run: str | Path, role: str, argv: list[str] | None = None) ->
     Raises:
         InputError: something other than a regular file is in its place, or it cannot be written (named).
     """
-    import shlex
-
-    from dukb import __version__
 
     words = list(sys.argv if argv is None else argv)
     fields = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), role, f"dukb {__version__}",

@@ -7,6 +7,7 @@ Source: dukb (the run directory of every protocol).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -48,7 +49,7 @@ def probe_cache_key(model: dict, items, settings: dict) -> str:
     """The key of a cached probe table: everything its rows depend on.
 
     Args:
-        model: what identifies the weights probed (:func:`dukb.neural.models.model_fingerprint` of the files, with
+        model: what identifies the weights probed (:func:`dukb.neural.modelrecord.model_fingerprint` of the files, with
             dtype, prompt tags and LoRA), JSON-able.
         items: the probed items in order, :class:`dukb.kb.probes.Probe` (every field enters the key: kind, fact
             kind and id, question, answer and the judge's match rule).
@@ -62,7 +63,6 @@ def probe_cache_key(model: dict, items, settings: dict) -> str:
     Raises:
         InputError: as :func:`source_fingerprint`.
     """
-    import dataclasses
 
     rows = [dataclasses.asdict(it) for it in items]
     return sha256_json({"model": model, "items": rows, "settings": settings, "source": source_fingerprint(),

@@ -12,8 +12,11 @@ import socket
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
+from dukb import __version__
+from dukb.neural import distributed as dist
 from dukb.neural.run.migrate import RUN_LAYOUT
 
 # -------------------------------------------------------------------------------------------- provenance --------
@@ -31,16 +34,13 @@ def versions() -> dict:
         built for, None for a CPU build) once torch is loaded, and ``dukb_revision`` when dukb runs from a git
         checkout.
     """
-    from importlib import metadata
-
-    from dukb import __version__
 
     out = {"python": platform.python_version(), "dukb": __version__}
-    for dist in RECORDED_LIBRARIES:
+    for name in RECORDED_LIBRARIES:
         try:
-            out[dist] = metadata.version(dist)
+            out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            out[dist] = None
+            out[name] = None
     torch = sys.modules.get("torch")  # never imported here (dukb closure/mdus load no torch)
     if torch is not None:
         out["torch"] = torch.__version__  # with its build (2.11.0+cu130, 2.13.0+cpu), which metadata may omit
@@ -96,8 +96,6 @@ def provenance(device: str | None = None, **extra) -> dict:
         device: the resolved device string (None: not recorded).
         extra: more JSON-able fields (e.g. settings that do not change rows, like gradient checkpointing).
     """
-    from dukb.neural import distributed as dist
-
     out = {"versions": versions(), "threads": thread_info(), "world_size": dist.world_size(), "argv": list(sys.argv),
            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": socket.gethostname(), "pid": os.getpid(),
            "run_layout": RUN_LAYOUT}
@@ -109,8 +107,6 @@ def provenance(device: str | None = None, **extra) -> dict:
 def worker_id() -> str:
     """Who computed a row: ``HOST:PID`` (and ``/rRANK`` under a multi-process launch), recorded as each row's
     ``worker``. A row's values never depend on it."""
-    from dukb.neural import distributed as dist
-
     rank = f"/r{dist.rank()}" if dist.is_distributed() else ""
     return f"{socket.gethostname()}:{os.getpid()}{rank}"
 

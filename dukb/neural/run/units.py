@@ -321,8 +321,6 @@ def claimed_units(claims: UnitClaims | None, results: ResultsFile, units, pendin
                 claims.done(unit)
 
 
-
-
 def record_units(run: str | Path, units) -> None:
     """Add ``units`` to RUN_DIR/.dukb/units/planned.json (under a lock: every worker adds the units of its
     invocation), so that ``dukb report`` can name the units no worker finished (:func:`unfinished_units`).

@@ -31,7 +31,9 @@ from typing import ClassVar
 from dukb import InputError
 from dukb.neural.bounds import GRID_INTERVALS, N_SEEDS, RETAIN_EVAL, STEPS, TAU, bounded
 from dukb.neural.calibration import CONTROL_KINDS, FLOORS, SELECTIONS, calibrate, du_recall, passes
+from dukb.neural.catalog import SEARCHES
 from dukb.neural.declare import option
+from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help
 
 #: GA, GD (= GA + GDR), KL (= GA + KL to θ_o on retain data) and PO: the paper's four methods
@@ -121,8 +123,6 @@ class ControlConfig(RunConfig):
             InputError: no method, an unknown control, selection, search, sets or held-out rule, a ratio outside
                 (0, 1), held-out forms a method or the calibration sees.
         """
-        from dukb.neural.metrics.ps import SEARCHES
-
         if not self.methods:
             raise InputError("no method given")
         bad = [c for c in self.controls if c not in CONTROL_KINDS]
@@ -136,7 +136,6 @@ class ControlConfig(RunConfig):
             raise InputError(f"unknown --search {self.search!r} (choose from {', '.join(SEARCHES)})")
         if self.sets not in ("exact", "random"):
             raise InputError(f"unknown --sets {self.sets!r} (choose exact or random)")
-        from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
 
         if self.heldout_rule not in HELDOUT_RULES:
             raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")

@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dukb import InputError
+from dukb.kb import load_kb
 from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
 from dukb.neural.metrics.summary import short_number, wrap_prose
+from dukb.neural.plots import Panel, Series, lines_figure, run_order
+from dukb.neural.protocols.control.config import CONTROL_ROWS
 from dukb.neural.run.files import output_file, read_json
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.run.units import unfinished_note, unfinished_units
@@ -128,7 +132,6 @@ def plot_ps_curves(rows: list[dict], path: Path, order=None) -> Path | None:
     """PS-exact(forget) (solid) and PS-exact(retain-eval) (dashed) against the control value, one panel per ratio
     and control, one look per method, as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns the PNG's
     path, None without rows."""
-    from dukb.neural.plots import Panel, Series, lines_figure
 
     ratios = list(dict.fromkeys(r["ratio"] for r in rows))
     controls = [c for c in CONTROL_KINDS if any(r["control"] == c for r in rows)]
@@ -157,7 +160,6 @@ def plot_risk_curves(rows: list[dict], path: Path, order=None) -> Path | None:
     """The per-step unlearning risk L_u (solid) and retain loss (dashed) of each method's uncontrolled run, one
     panel per ratio (Wang et al. 2024, Fig. 1), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns
     the PNG's path, None without uncontrolled runs."""
-    from dukb.neural.plots import Panel, Series, lines_figure
 
     unc = [r for r in rows if r["control"] == "none" and r.get("risk_curve")]
     if not unc:
@@ -198,9 +200,6 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     """
     import pandas as pd
 
-    from dukb import InputError
-    from dukb.kb import load_kb
-
     run = Path(run_dir)
     # read bounded: a FIFO, a device or a folder in a file's place is an error naming it
     config = read_json(run / "config.json", "run config (config.json)")
@@ -212,7 +211,6 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     if config.get("protocol") != "control":
         raise InputError(f"{run}: not a `dukb control` run (protocol {config.get('protocol')!r})")
     forget = splits.get("forget") if isinstance(splits.get("forget"), dict) else {}
-    from dukb.neural.protocols.control.config import CONTROL_ROWS
 
     # damaged lines (a second row of a key, rows of a ratio splits.json does not hold): FILE:LINE on stderr and in
     # report.md
@@ -226,7 +224,6 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     output_file(run / "report.md").write_text(markdown_report(summary, config, splits)
                                               + unfinished_note(run, "(ratio, method)", "θ_o") + journal_note(journal),
                                               encoding="utf-8")
-    from dukb.neural.plots import run_order
 
     return {"report": run / "report.md", "summary": run / "summary.csv", "unfinished_units": unfinished_units(run) or [],
             "ps_curves": plot_ps_curves(rows, run / "ps_curves.png", order=run_order(config)),

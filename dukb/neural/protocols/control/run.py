@@ -20,6 +20,19 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
+from dukb.neural import distributed as dist
+from dukb.neural.data import kb_qa
+from dukb.neural.methods import UnlearnContext, check_unique, get_method, resolve
+from dukb.neural.methods.base import Control
+from dukb.neural.metrics import metric_call
+from dukb.neural.metrics.heldout import check_heldout
+from dukb.neural.metrics.ps import paraphrase_questions
+from dukb.neural.metrics.summary import short_number
+from dukb.neural.modelrecord import TINY_CONFIG, model_fingerprint
+from dukb.neural.models import resolve_device, resolve_dtype
+from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, load_finetuned
+from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
+from dukb.neural.probe import Predictor, probe
 from dukb.neural.protocols.base import Protocol, RowMissing
 from dukb.neural.protocols.control.config import (
     ControlConfig,
@@ -30,7 +43,14 @@ from dukb.neural.protocols.control.config import (
     ratio_key,
     split_facts,
 )
+from dukb.neural.protocols.control.report import render_control
+from dukb.neural.protocols.muse.config import _lr_entry
+from dukb.neural.run.files import read_json, write_json_atomic
+from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
 from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.run.provenance import provenance
+from dukb.neural.savedmodels import SaveLayout, safe_name
+from dukb.neural.unlearn import heldout_baseline, probe_until_elicited
 
 #: the forms a method's models are trained on (qa) or selected on (the calibration's PS-exact asks the qa questions,
 #: PS-perturb the paraphrases): never held out
@@ -54,15 +74,6 @@ class ControlProtocol(Protocol):
             InputError: several processes, a method that is not a gradient method, a ratio the KB cannot fill,
                 another run in RUN_DIR.
         """
-        from dukb.neural import distributed as dist
-        from dukb.neural.metrics.heldout import check_heldout
-        from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-        from dukb.neural.pipeline import finetune_config
-        from dukb.neural.plan import load_kb_closure, sets_cache, sets_key
-        from dukb.neural.protocols.muse.config import _lr_entry
-        from dukb.neural.run.files import write_json_atomic
-        from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
-        from dukb.neural.run.provenance import provenance
 
         cfg = self.cfg
         if dist.is_distributed():
@@ -128,7 +139,6 @@ class ControlProtocol(Protocol):
         Raises:
             InputError: a label twice, a forget scope other than "target", a method not swept over steps.
         """
-        from dukb.neural.methods import check_unique, resolve
 
         cfg = self.cfg
         self.methods = methods = [(r.label, r.method) for r in (resolve(m, "target") for m in cfg.methods)]
@@ -147,8 +157,6 @@ class ControlProtocol(Protocol):
         Raises:
             InputError: config.json unreadable, or it names a method without a name or one this dukb lacks.
         """
-        from dukb.neural.methods import get_method
-        from dukb.neural.run.files import read_json
 
         path = self.run / "config.json"
         if not self.resume or not path.is_file():
@@ -167,10 +175,6 @@ class ControlProtocol(Protocol):
     def model(self) -> None:
         """θ_o: finetuned on every fact's QA (cached under its identity) or ``--finetuned``; the QA items, their
         paraphrases and the retain-eval items."""
-        from dukb.neural.data import kb_qa
-        from dukb.neural.metrics.ps import paraphrase_questions
-        from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
-        from dukb.neural.probe import Predictor
 
         cfg, kb = self.cfg, self.kb
         if cfg.finetuned:
@@ -193,7 +197,6 @@ class ControlProtocol(Protocol):
         self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
         # the held-out baseline: which (form, fact) pairs θ_o answers; a fact none of them elicits is unscorable on
         # the held-out forms (never counted as forgotten there)
-        from dukb.neural.unlearn import heldout_baseline
 
         self.heldout_before = heldout_baseline(lm, kb, self.heldout)
         scorable = {(fk, f) for _k, fk, f in self.heldout_before}
@@ -218,9 +221,6 @@ class ControlProtocol(Protocol):
         known there and are left out of ``accuracy_all_facts_heldout``). ``seen``: the forms the model's method
         trained on or was selected on (``probe_forms_seen``, :data:`CALIBRATION_FORMS` and the method's in-loop
         forms; none for θ_o)."""
-        from dukb.neural.metrics import metric_call
-        from dukb.neural.probe import probe
-        from dukb.neural.unlearn import probe_until_elicited
 
         # the metrics through the one registry, by name
         success_du_all = metric_call("recall", "success_du")
@@ -282,8 +282,6 @@ class ControlProtocol(Protocol):
     def _sweep(self, rk: str, label: str, m, control: str, grid: list, stage: str, dry: bool):
         """Rows of ``m`` under ``control`` over ``grid``: rows already present are reused, the others computed and
         yielded (a generator whose return value is every row of the grid)."""
-        from dukb.neural.methods import UnlearnContext
-        from dukb.neural.methods.base import Control
 
         cfg = self.cfg
         out, todo = [], []
@@ -351,8 +349,6 @@ class ControlProtocol(Protocol):
         model, the one the report tabulates (:func:`calibrate` over the coarse and fine rows against θ_o's row;
         none when no setting passes the floors), and the uncontrolled run's only setting (control ``none``).
         Source: Wang et al. 2024, Sec. 5 and App. C."""
-        from dukb.neural.metrics.summary import short_number
-        from dukb.neural.savedmodels import SaveLayout, safe_name
 
         return SaveLayout(
             unit=lambda r: (r["ratio"], r["method"], r["control"]) if r.get("method") else None,
@@ -409,7 +405,6 @@ class ControlProtocol(Protocol):
     # ---- report --------------------------------------------------------------------------------------------------
     def report(self) -> dict:
         """summary.csv, report.md, ps_curves.png, risk_curves.png (:func:`render_control`)."""
-        from dukb.neural.protocols.control.report import render_control
 
         paths = self.render(render_control)
         self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))

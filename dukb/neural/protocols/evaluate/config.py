@@ -16,20 +16,32 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
+import inspect
+from dataclasses import asdict as _asdict
 from dataclasses import dataclass
 from typing import ClassVar
 
 from dukb import InputError
+from dukb.kb.edu_relat import benchmark_targets
+from dukb.kb.paper_sets import paper_sets_of
+from dukb.kb.probes import parse_kinds
 from dukb.neural.bounds import N_SEEDS, N_TARGETS
 from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
-from dukb.neural.declare import SHARED, compat_option, option
-from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS
+from dukb.neural.declare import SHARED, compat_option, default_of, option
+from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS, identity_lr
 from dukb.neural.launch import LaunchOptions
+from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
+from dukb.neural.modelrecord import TINY_CONFIG, model_fingerprint, read_model_record
+from dukb.neural.plan import EXACT_LIMITS, paper_sets_digest
+from dukb.neural.run.identity import IDENTITY_VERSION
 from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
-from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS
+from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS, adds_bos
+from dukb.neural.trainconfig import REINFORCE_SCHEDULES, SWEEP_SCHEDULES
 from dukb.neural.utility import UTILITY_HELP, UTILITY_INCLUDE_HELP, check_utility
+from dukb.solver.metrics import TIE_BREAKS
 from dukb.solver.rules import RULES_HELP
 from dukb.solver.scopes import FORGET_SCOPES
 
@@ -232,11 +244,6 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                 ``utility``, lm-eval not installed, or a utility task lm-eval cannot load
                 (:func:`dukb.neural.utility.check_utility`).
         """
-        from dukb.kb.probes import parse_kinds
-        from dukb.neural.methods.base import SWEEP_SCHEDULES
-        from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
-        from dukb.solver.metrics import TIE_BREAKS
-
         if self.sets is not None and self.sets not in ("exact", "random", "paper"):
             raise InputError(f"--sets must be exact, random or paper, got {self.sets!r}")
         if self.tie_break is not None and self.tie_break not in TIE_BREAKS:
@@ -249,7 +256,7 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         if not self.methods:
             raise InputError("no unlearning method given")
         if self.attacks:
-            from dukb.neural.attacks import parse_attacks
+            from dukb.neural.attacks import parse_attacks  # noqa: PLC0415 (torch; a --help path)
 
             parse_attacks(self.attacks)
         if not list(self.finetune_forms) or (self.heldout_forms is not None and not list(self.heldout_forms)):
@@ -277,7 +284,6 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         if self.finetuned:
             check_model_prompt(self.finetuned, self.prompt_format or "dukb", self.bos or "never")
 
-
     def _resolve_compat(self) -> None:
         """Check the Eval-DU components' choices; under ``--compat eval-du`` without targets, take the benchmark's
         (:func:`dukb.kb.edu_relat.benchmark_targets`; None on another KB, refused at the plan unless the command
@@ -286,9 +292,6 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         Raises:
             InputError: an unknown reinforcement schedule, family grids or WHP grid; a bad targets.txt.
         """
-        from dukb.kb.edu_relat import benchmark_targets
-        from dukb.neural.methods.tv import REINFORCE_SCHEDULES
-
         for flag, value, known in (("--reinforce", self.reinforce, REINFORCE_SCHEDULES),
                                    ("--family-grids", self.family_grids, FAMILY_GRIDS),
                                    ("--whp-grid", self.whp_grid, tuple(WHP_GRIDS))):
@@ -300,7 +303,7 @@ class EvaluateConfig(RunConfig, LaunchOptions):
 
 def check_model_prompt(model, prompt_format: str, bos: str) -> None:
     """Refuse to probe a finetuned model in another prompt format, or with another BOS, than it was finetuned with
-    (its :data:`dukb.neural.models.MODEL_RECORD`; a record without them: dukb's, ``"dukb"`` and ``"never"``). The BOS rules are compared
+    (its :data:`dukb.neural.modelrecord.MODEL_RECORD`; a record without them: dukb's, ``"dukb"`` and ``"never"``). The BOS rules are compared
     by what they do for the model's family (:func:`dukb.neural.spec.adds_bos`). A model without a record (a hub id,
     a directory dukb did not save) is not checked.
 
@@ -310,14 +313,11 @@ def check_model_prompt(model, prompt_format: str, bos: str) -> None:
 
     Raises:
         InputError: the formats differ, or BOS is added in one and not the other (one line naming both); a malformed
-            record (:func:`dukb.neural.models.read_model_record`).
+            record (:func:`dukb.neural.modelrecord.read_model_record`).
 
     Source: dukb (a model is probed as it was trained; Eval-DU's code trains and probes with one model_config
     entry, wrh14/deep_unlearning config/model_config.yaml).
     """
-    from dukb.neural.models import read_model_record
-    from dukb.neural.spec import adds_bos
-
     rec = read_model_record(model) if model is not None else None
     if rec is None:
         return
@@ -343,11 +343,9 @@ def _retain_defaults() -> dict:
     """The retain-data settings of GDR/KLR, read from where they are defined (:func:`dukb.neural.unlearn.default_retain`'s
     ``n``, :class:`dukb.neural.methods.base.UnlearnContext`'s ``retain_batch_size`` and ``reg_weight``), so the run
     identity records what runs, never a copy."""
-    import dataclasses
-    import inspect
 
-    from dukb.neural.methods.base import UnlearnContext
-    from dukb.neural.unlearn import default_retain
+    from dukb.neural.methods.base import UnlearnContext  # noqa: PLC0415 (torch; a --help path)
+    from dukb.neural.unlearn import default_retain  # noqa: PLC0415 (torch; a --help path)
 
     ctx = {f.name: f.default for f in dataclasses.fields(UnlearnContext)}
     return {"n": inspect.signature(default_retain).parameters["n"].default, "batch_size": ctx["retain_batch_size"],
@@ -358,7 +356,7 @@ def _retain_defaults() -> dict:
 def _probe_defaults() -> dict:
     """The probing settings, read from :mod:`dukb.neural.probe` (the generation budget) and :func:`evaluate`'s own
     probe batch size, so the run identity records what runs."""
-    from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS
+    from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS  # noqa: PLC0415 (torch; a --help path)
 
     return {"kinds": ["qa"], "max_new_tokens": DEFAULT_MAX_NEW_TOKENS, "judge": "substring", "answer": "line",
             "batch_size": PROBE_BATCH_SIZE}
@@ -399,7 +397,6 @@ def method_identity(m, scope: str, grid, schedule: str = "separate", family: str
     family's default rate where it differs from the rates runs used before identities recorded them
     (:func:`dukb.neural.families.identity_lr`; ``family`` and the run's ``lr`` override decide). ``options``: the
     method's per-method options (``npo:beta=0.05:lr=1e-3``), when given."""
-    from dukb.neural.families import identity_lr
 
     entry = {"method": m.name, "param": m.param, "scope": scope,
              "grid": [int(v) if m.param == "steps" else float(v) for v in grid]}
@@ -433,11 +430,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     Raises:
         InputError: a model file cannot be read.
     """
-    from dataclasses import asdict as _asdict
 
-    from dukb.neural.models import TINY_CONFIG, model_fingerprint
-    from dukb.neural.pipeline import finetune_config
-    from dukb.neural.run.identity import IDENTITY_VERSION
+    from dukb.neural.pipeline import finetune_config  # noqa: PLC0415 (torch; a --help path)
 
     if cfg.finetuned:
         model = {"finetuned": model_fingerprint(cfg.finetuned)}
@@ -475,12 +469,9 @@ def _sets_identity(cfg, kb, targets) -> dict:
 
     Raises:
         InputError: ``--sets paper`` for a KB without paper sets or a target without them."""
-    from dukb.neural.plan import EXACT_LIMITS
 
     out = {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS}
     if cfg.sets == "paper":
-        from dukb.kb.paper_sets import paper_sets_of
-        from dukb.neural.plan import paper_sets_digest
 
         out["paper"] = paper_sets_digest(paper_sets_of(kb, list(targets))[0])
     return out
@@ -498,7 +489,6 @@ def component_identity(cfg: EvaluateConfig) -> dict:
     """The run identity's part of the options declared ``identity="set"`` (the compat preset and its components
     added later: reinforce, family_grids, whp_grid, ...): each one whose value is not dukb's (its ``unset`` value,
     else its default), so that the identities of runs made before them stay equal."""
-    from dukb.neural.declare import default_of
 
     out = {}
     for f in dataclasses.fields(cfg):
@@ -513,21 +503,20 @@ def _attacks_of(cfg: EvaluateConfig, lm):
     of θ₀ (the sweep changes ``lm``'s weights in place and restores them; the copy costs one model's memory)."""
     if not cfg.attacks:
         return None, None
-    from dukb.neural.attacks import parse_attacks
+    from dukb.neural.attacks import parse_attacks  # noqa: PLC0415 (torch; a --help path)
 
     attacks = parse_attacks(cfg.attacks)
     if not any(a.needs_reference for a, _s in attacks):
         return attacks, None
-    import copy
 
-    from dukb.neural.probe import Predictor
+    from dukb.neural.probe import Predictor  # noqa: PLC0415 (torch; a --help path)
 
     return attacks, Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
 
 
 def _attack_identity(specs) -> dict:
     """The attacks' part of a run identity: name -> settings (:func:`dukb.neural.attacks.attack_identity`)."""
-    from dukb.neural.attacks import attack_identity, parse_attacks
+    from dukb.neural.attacks import attack_identity, parse_attacks  # noqa: PLC0415 (torch; a --help path)
 
     return attack_identity(parse_attacks(specs))
 
@@ -563,8 +552,6 @@ def evaluate_row_key(row: dict) -> tuple:
     return (int(row["target"]), row["method"], float(row["setting"][row["param"]]))
 
 
-
-
 #: evaluate row fields that are shares (Wu et al. 2025, Eq. 1-2: recall and accuracy; Definition 2: Success-DU), with
 #: their held-out and under-attack variants
 _EVALUATE_SHARES = tuple(f"{base}{suffix}" for base in ("recall", "accuracy_all", "accuracy_relationships",
@@ -598,8 +585,6 @@ def evaluate_row(row: dict) -> None:
     for name in _EVALUATE_SHARES:
         share(row, name)
     finite(row)
-
-
 
 
 def missing_units(identity: dict, rows: list[dict]) -> list[tuple[int, str, float]]:

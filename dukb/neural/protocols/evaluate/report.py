@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.attacks.report import attacks_section, plot_attacks
+from dukb.neural.metrics import DEFAULT_METRICS, parse_metrics, summary_metrics
 from dukb.neural.metrics.summary import (  # noqa: F401
     ACCURACY,
     ANY_SETTING,
@@ -26,6 +28,7 @@ from dukb.neural.metrics.summary import (  # noqa: F401
     curve_points,
     envelope,
     fixed_label,
+    heldout_points,
     mean_std,
     num,
     setting_key,
@@ -37,10 +40,11 @@ from dukb.neural.metrics.summary import (  # noqa: F401
     wrap_prose,
 )
 from dukb.neural.metrics.summary import missing as absent
-from dukb.neural.plots import figure_markdown
+from dukb.neural.plots import figure_markdown, run_order, tradeoff_figure
 from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS, evaluate_row_key, missing_units  # noqa: F401
 from dukb.neural.run.files import output_file, read_json
 from dukb.neural.run.journal import journal_note, report_journal
+from dukb.neural.utility import UTILITY_FILE, utility_section
 
 
 def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
@@ -59,8 +63,6 @@ def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, met
         share_superficial); :func:`summary_table` turns it into summary.csv's labelled rows.
     """
     import pandas as pd
-
-    from dukb.neural.metrics import summary_metrics
 
     metrics = summary_metrics() if metrics is None else metrics
     groups = [("all", df)]
@@ -325,10 +327,8 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
         lines += [*HOW_TO_READ, ""]
         lines += ["## Table 1: trade-off between recall and accuracy (qa form)", ""] + _table1(recs) + [""]
         lines += _heldout_section(df, recs, config)
-    from dukb.neural.attacks.report import attacks_section
 
     lines += attacks_section(df)
-    from dukb.neural.utility import utility_section
 
     lines += utility_section(df, utility)
     if "acc_at_superficial" in allrows:
@@ -401,7 +401,6 @@ def appendix_report(df, summary, config: dict) -> str:
 
     Source: Wu et al. 2025, Fig. 3a (mean curves); dukb's earlier readings (:mod:`dukb.neural.metrics.summary`).
     """
-    from dukb.neural.metrics.summary import heldout_points
 
     allrows = summary[summary["group"] == "all"]
     recs = allrows.to_dict("records")
@@ -491,7 +490,6 @@ def plot_curves(df, path, accuracy: str = ACCURACY, *, band: str = "std", order=
     Returns:
         [png path, pdf path].
     """
-    from dukb.neural.plots import tradeoff_figure
 
     return tradeoff_figure(df, path, accuracy=accuracy, band=band, order=order)
 
@@ -535,7 +533,6 @@ def render(run_dir) -> dict:
     df = pd.DataFrame(rows)
     finetune = read_json(run / "finetune.json", "finetune record") if os.path.lexists(run / "finetune.json") \
         else None
-    from dukb.neural.metrics import DEFAULT_METRICS, parse_metrics, summary_metrics
 
     by_rel = {r["target"]: r.get("target_relation") for r in rows if r.get("target_relation")}
     wanted = summary_metrics(parse_metrics(config.get("metrics") or DEFAULT_METRICS))
@@ -543,7 +540,6 @@ def render(run_dir) -> dict:
         wanted = []
     summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
     summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
-    from dukb.neural.utility import UTILITY_FILE
 
     utility = read_json(run / UTILITY_FILE, "utility record") if os.path.lexists(run / UTILITY_FILE) else None
     output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [missing_note] if missing_note
@@ -555,10 +551,8 @@ def render(run_dir) -> dict:
     paths = {"summary": run / "summary.csv", "report": run / "report.md", "appendix": run / "appendix.md",
              "facts": run / "facts.csv", "missing_units": missing}
     if "recall" in df.columns:
-        from dukb.neural.plots import run_order
 
         paths["plot"], paths["plot_pdf"] = plot_curves(df, run / "accuracy_recall.png", order=run_order(config))
-    from dukb.neural.attacks.report import plot_attacks
 
     if plot_attacks(df, output_file(run / "attacks.png")):
         paths["attacks_plot"] = run / "attacks.png"

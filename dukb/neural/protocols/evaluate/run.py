@@ -19,7 +19,23 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from dukb import InputError
+from dukb.kb import load_kb
+from dukb.kb.generate import default_generated_kb_dir
+from dukb.kb.kbschema import require_family
 from dukb.neural import distributed as dist
+from dukb.neural.data import kb_qa
+from dukb.neural.families import component_grid
+from dukb.neural.lmeval import measure_utility, row_utility
+from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
+from dukb.neural.methods.base import SweepSchedule
+from dukb.neural.metrics import combined_needs, parse_metrics, row_metrics
+from dukb.neural.metrics.heldout import check_heldout, default_heldout_forms, elicited_by_form, heldout_known
+from dukb.neural.metrics.summary import best_row, missing, num
+from dukb.neural.modelrecord import model_fingerprint
+from dukb.neural.models import load_model, resolve_device, resolve_dtype
+from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
+from dukb.neural.plan import build_plan, choose_targets
+from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
 from dukb.neural.protocols.base import Protocol
 from dukb.neural.protocols.evaluate.config import (
     EXTENDABLE,
@@ -31,10 +47,18 @@ from dukb.neural.protocols.evaluate.config import (
     finetune_cache_key,
     run_identity,
 )
+from dukb.neural.protocols.evaluate.report import render
+from dukb.neural.run.files import read_json, write_json_atomic
+from dukb.neural.run.identity import history_entry
 from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
 from dukb.neural.run.provenance import provenance
 from dukb.neural.run.units import SHARD_GLOB, merge_shards
 from dukb.neural.runconfig import parse_layers
+from dukb.neural.savedmodels import SaveLayout
+from dukb.neural.unlearn import UnitPlan, sweep_target
+from dukb.neural.utility import UTILITY_BATCH_SIZE, UTILITY_FILE
+from dukb.solver.closure import compute_closure
 
 
 class EvaluateProtocol(Protocol):
@@ -54,11 +78,6 @@ class EvaluateProtocol(Protocol):
                 target, another run in RUN_DIR, grid values added to a run for only part of its targets, or an
                 FSDP launch (each process unlearns its own targets with a whole model).
         """
-        from dukb.kb import load_kb
-        from dukb.kb.kbschema import require_family
-        from dukb.neural.methods import schedule_for
-        from dukb.neural.models import resolve_device, resolve_dtype
-        from dukb.solver.closure import compute_closure
 
         cfg = self.cfg
         self.device = resolve_device(cfg.device)  # cuda:LOCAL_RANK under a multi-process launch
@@ -67,7 +86,6 @@ class EvaluateProtocol(Protocol):
         if dist.is_distributed():
             self._prefix_log_with_rank()
         if cfg.kb is None:
-            from dukb.kb.generate import default_generated_kb_dir
 
             kb_dir = default_generated_kb_dir()
         else:
@@ -118,11 +136,6 @@ class EvaluateProtocol(Protocol):
                 target that is not a fact of the KB, or ``--compat eval-du`` without targets
                 (:func:`eval_du_targets_problem`).
         """
-        from dukb.neural.families import component_grid
-        from dukb.neural.methods import check_unique, method_grids, resolve
-        from dukb.neural.metrics import parse_metrics
-        from dukb.neural.metrics.heldout import check_heldout
-        from dukb.neural.plan import choose_targets
 
         cfg = self.cfg
         self.methods = methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
@@ -162,7 +175,6 @@ class EvaluateProtocol(Protocol):
     def _run_record(self, targets: list[int], methods: list) -> dict:
         """config.json's record: the settings, the KB's and rules' fingerprints, targets, methods with their scopes
         and grids, the identity, and the run's history with this invocation's additions appended."""
-        from dukb.neural.run.identity import history_entry
 
         kb, closure = self.kb, self.closure
         labels = list(self.identity["methods"])
@@ -178,7 +190,6 @@ class EvaluateProtocol(Protocol):
     def _build_sets_plan(self, targets: list[int], methods: list) -> None:
         """The minimal deep unlearning sets and forget sets of the targets (:func:`dukb.neural.plan.build_plan`):
         process 0 computes and caches them in RUN_DIR, the other processes then read the cache."""
-        from dukb.neural.plan import build_plan
 
         cfg = self.cfg
         scopes = [scope for _label, _m, scope, _g in methods]
@@ -193,10 +204,6 @@ class EvaluateProtocol(Protocol):
     def model(self) -> None:
         """Finetune (cached under :func:`finetune_cache_key`) or load the model; write config.json; probe the model
         before unlearning on qa and every held-out form (``heldout_known_before``); the probe items of the rows."""
-        from dukb.neural.data import kb_qa
-        from dukb.neural.metrics import combined_needs, row_metrics
-        from dukb.neural.metrics.heldout import default_heldout_forms, elicited_by_form, heldout_known
-        from dukb.neural.run.files import write_json_atomic
 
         cfg, kb, record = self.cfg, self.kb, self.record
         lm, ft = self._finetuned_model()
@@ -247,12 +254,9 @@ class EvaluateProtocol(Protocol):
         "model".
 
         Returns:
-            ``(lm, ft)``: the :class:`dukb.neural.models.LoadedModel` and its finetuning record (``{}`` when a given
+            ``(lm, ft)``: the :class:`dukb.neural.spec.LoadedModel` and its finetuning record (``{}`` when a given
             model has none).
         """
-        from dukb.neural.data import kb_qa
-        from dukb.neural.models import load_model
-        from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
 
         cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
         model_key = finetune_cache_key(self.identity)
@@ -280,9 +284,6 @@ class EvaluateProtocol(Protocol):
         resume or a joining worker reads them (the run identity holds the tasks and the include folder).
 
         Source: Wu et al. 2025, Table 5 (the finetuned models' utility on MMLU, PIQA, RACE)."""
-        from dukb.neural.lmeval import measure_utility
-        from dukb.neural.run.files import read_json, write_json_atomic
-        from dukb.neural.utility import UTILITY_BATCH_SIZE, UTILITY_FILE
 
         cfg, path = self.cfg, self.run / UTILITY_FILE
         asked = {"tasks": list(cfg.utility), "include": cfg.utility_include}
@@ -311,9 +312,6 @@ class EvaluateProtocol(Protocol):
         Returns:
             The probe's DataFrame (:func:`dukb.neural.probe.probe`: kind, fact_kind, fact_id, known, ...).
         """
-        from dukb.neural.models import model_fingerprint
-        from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
-        from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
 
         cache = self.run / PROBE_CACHE_NAME
         weights = self.identity["model"]["finetuned"] if self.cfg.finetuned else model_fingerprint(self.run / "finetuned")
@@ -368,9 +366,6 @@ class EvaluateProtocol(Protocol):
     def run_unit(self, unit: tuple, todo: list):
         """Unlearn target ``t`` with the unit's method at each value of ``todo``, probe, and yield the rows
         (:func:`dukb.neural.unlearn.sweep_target` on the unit's :class:`dukb.neural.unlearn.UnitPlan`)."""
-        from dukb.neural.lmeval import row_utility
-        from dukb.neural.methods.base import SweepSchedule
-        from dukb.neural.unlearn import UnitPlan, sweep_target
 
         t, label = unit
         cfg, kb = self.cfg, self.kb
@@ -397,8 +392,6 @@ class EvaluateProtocol(Protocol):
         """``--save-models``: a unit per (target, method), the folders RUN_DIR/models/TARGET/METHOD/PARAM=VALUE;
         ``best`` keeps the setting Recall@Acc≥0.8 reads (:func:`dukb.neural.metrics.summary.best_row`; none when no
         setting keeps accuracy ≥ 0.8). Source: Wu et al. 2025, Table 1."""
-        from dukb.neural.metrics.summary import best_row
-        from dukb.neural.savedmodels import SaveLayout
 
         return SaveLayout(unit=lambda r: (int(r["target"]), r["method"]), select=best_row,
                           record=lambda r: {"target": int(r["target"]), "method": r["method"], "setting": r["setting"]},
@@ -411,7 +404,6 @@ class EvaluateProtocol(Protocol):
         if not mine or "recall" not in mine[0]:
             return
         fact = self.kb.relationship(t)
-        from dukb.neural.metrics.summary import missing, num
 
         # an accuracy with nothing to score (null) ranks last and prints as "–"
         best = max(mine, key=lambda r: (r["recall"], -1.0 if missing(r["accuracy_all"]) else r["accuracy_all"]))
@@ -423,7 +415,6 @@ class EvaluateProtocol(Protocol):
     def report(self) -> dict:
         """Rank 0 merges the per-rank shards (under a process group) and renders summary.csv, report.md and
         accuracy_recall.png; the others wait for it."""
-        from dukb.neural.protocols.evaluate.report import render
 
         dist.barrier(self.device)
         paths = {}

@@ -28,14 +28,16 @@ Source: Shi et al. 2024b (MUSE), Sec. 2-4; Wu et al. 2025, Definition 2 (joint d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from dukb import InputError
 from dukb.neural.bounds import BOOTSTRAP, FRACTION_HALF, FRACTION_OPEN, N_TARGETS, NEW_TOKENS, TEMPERATURE, Range
-from dukb.neural.catalog import methods_help, selection_rules
+from dukb.neural.catalog import SELECTION_RULES, methods_help, selection_rules
+from dukb.neural.data import QA_KIND, kb_qa, kb_texts
 from dukb.neural.declare import SHARED, compat_option, option
+from dukb.neural.families import identity_lr
+from dukb.neural.run.identity import sha256_json
 from dukb.neural.runconfig import RunConfig
 
 #: MUSE's eight methods (Shi et al. 2024b, Sec. 4)
@@ -191,8 +193,6 @@ class MuseConfig(RunConfig):
         Raises:
             InputError: scale sizes not increasing positive integers, an unknown selection rule or forget scope.
         """
-        from dukb.neural.metrics.muse import SELECTION_RULES
-
         if any(c < 1 for c in self.scale_sizes) or list(self.scale_sizes) != sorted(set(self.scale_sizes)):
             raise InputError("--scale-sizes must be increasing positive integers")
         if self.select not in SELECTION_RULES:
@@ -227,7 +227,6 @@ def compat_components(cls) -> list:
 
     Source: dukb's compat presets (:func:`dukb.neural.declare.apply_compat`).
     """
-    from dataclasses import fields
 
     return [f for f in fields(cls) if "unset" in f.metadata]
 
@@ -236,7 +235,6 @@ def _lr_entry(m, family, lr) -> dict:
     """``{"lr": rate}`` when the run identity must record the method's resolved rate
     (:func:`dukb.neural.families.identity_lr`), and ``{"options": ...}`` when the method was given per-method options
     (:meth:`dukb.neural.methods.base.Method.with_options`); {} otherwise."""
-    from dukb.neural.families import identity_lr
 
     rate = identity_lr(m, family, lr)
     out = {} if rate is None else {"lr": rate}
@@ -284,97 +282,11 @@ def plan_requests(cfg: MuseConfig, targets: list[int]) -> list[dict]:
 
 def _items_for(kb, keys):
     """QA items and statement texts of the facts ``keys`` ({"relationships", "biographies"} dict)."""
-    from dukb.neural.data import QA_KIND, kb_qa, kb_texts
 
     want = {("relationship", i) for i in keys.get("relationships", ())} | \
            {("biography", i) for i in keys.get("biographies", ())}
     qa = [it for it in kb_qa(kb) if (it.fact_kind, it.fact_id) in want and it.kind == QA_KIND]
     return qa, kb_texts(kb, want)
-
-
-def _auc(members, nonmembers) -> float | None:
-    """Member-positive AUC over the scores that are numbers (an item with no scored token has NaN); None when a
-    side is empty."""
-    from dukb.neural.metrics.mia import auc
-
-    m = [x for x in members if x == x]
-    n = [x for x in nonmembers if x == x]
-    return auc(m, n) if m and n else None
-
-
-def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None, closure=None,
-                  targets=None) -> dict:
-    """Every MUSE metric of one model on one request's splits, and deep unlearning's Success-DU of its targets.
-
-    Args:
-        pred: the model (:class:`dukb.neural.probe.Predictor`); kb: the KB; splits: the request's
-            :class:`dukb.solver.splits.FactSplits` (forget, retain_eval, holdout);
-        cfg: the run's :class:`MuseConfig`; retrain_auc: f_retrain's Min-K% AUC on the forget set (for PrivLeak);
-        closure, targets: the run's closure and the request's target fact_ids; with both, every KB fact's qa item
-            is probed (a form no MUSE method trains on: they unlearn the statement texts) for
-            ``forgotten_relationships`` and ``success_du``.
-
-    Returns:
-        verbmem_forget, knowmem_forget, knowmem_retain (means in [0, 1]); mia_auc_forget / mia_auc_retain
-        (score name -> member-positive AUC against the holdout: the holdout's relationship statements for the
-        forget set, all its statements for retain_eval); mia_auc (the Min-K% forget AUC); privleak
-        (fraction, vs ``retrain_auc``; None without it); ``items`` (the per-item values, for bootstrap CIs) and
-        ``mia`` (per-text Min-K% scores of forget, retain_eval and holdout, for ROC plots); per-item values are
-        rounded to 4 decimals. With ``closure`` and ``targets``: ``forgotten_relationships`` (sorted fact_ids the
-        model does not answer on the qa form), ``accuracy_all_facts`` (share of every KB fact it answers),
-        ``success_du`` (1 when no target is derivable from the facts it answers) and ``success_du_forms`` (["qa"]).
-        With ``cfg.knowmem_icl`` > 0: ``knowmem_icl_used`` ({"forget": n, "retain": n}: the in-context examples
-        each KnowMem set had, :func:`icl_examples` fitted by :func:`dukb.neural.metrics.muse.knowmem_examples`).
-
-    Raises:
-        ValueError: ``targets`` given but empty.
-
-    Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4); Wu et al. 2025, Definition 2 (Success-DU).
-    """
-    from dukb.neural.metrics import metric_call
-    from dukb.neural.metrics.mia import privleak
-    from dukb.neural.metrics.muse import text_mia_scores
-
-    knowmem, verbmem = metric_call("knowmem", "score"), metric_call("verbmem", "score")  # through the registry
-
-    f_qa, f_txt = _items_for(kb, splits.forget)
-    r_qa, r_txt = _items_for(kb, splits.retain_eval)
-    _h_qa, h_txt = _items_for(kb, splits.holdout)
-    vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens,
-                 temperature=cfg.verbmem_temperature, seed=cfg.seed, stem=cfg.verbmem_stemming,
-                 stop_at_newline=cfg.verbmem_stop == "line")
-    icl = icl_examples(kb, splits, cfg.knowmem_icl, cfg.seed)
-    km = {"examples": icl, "prompt": cfg.knowmem_prompt}
-    km_f = knowmem(pred, f_qa, cfg.knowmem_tokens, **km)
-    km_r = knowmem(pred, r_qa, cfg.knowmem_tokens, **km)
-    s_f = text_mia_scores(pred, f_txt, cfg.mia_k)
-    s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
-    s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
-    def mean(xs):
-        return sum(xs) / len(xs) if xs else None
-    # the forget members are relationship statements: their non-members are the holdout's relationship statements
-    # (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
-    # holds no relationship
-    rel = [i for i, t in enumerate(h_txt) if t.fact_kind == "relationship"] or list(range(len(h_txt)))
-    s_h_rel = {k: [v[i] for i in rel] for k, v in s_h.items()}
-    auc_f = {k: _auc(s_f[k], s_h_rel[k]) for k in s_f} if h_txt and f_txt else {}
-    auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
-    head = auc_f.get("mink")
-    pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
-    def r4(xs):
-        return [round(float(x), 4) for x in xs]
-    out = {"verbmem_forget": mean(vm), "knowmem_forget": mean(km_f), "knowmem_retain": mean(km_r),
-           "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
-           "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
-           "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])}}
-    if cfg.knowmem_icl:  # how many in-context examples each KnowMem set had (fewer where the positions ran out)
-        from dukb.neural.metrics.muse import knowmem_examples
-
-        out["knowmem_icl_used"] = {name: len(knowmem_examples(pred, qa, icl, cfg.knowmem_prompt, cfg.knowmem_tokens))
-                                   for name, qa in (("forget", f_qa), ("retain", r_qa))}
-    if closure is not None and targets is not None:
-        out.update(_success_du_fields(pred, kb, closure, targets))
-    return out
 
 
 def icl_examples(kb, splits, k: int, seed: int) -> list:
@@ -392,7 +304,6 @@ def icl_examples(kb, splits, k: int, seed: int) -> list:
 
     Source: Shi et al. 2024b (MUSE), Sec. 3, C2; swj0419/muse_bench eval.py:82-91 (``knowmem_*_qa_icl_file``).
     """
-    from dukb.neural.run.identity import sha256_json
 
     if not k:
         return []
@@ -406,33 +317,8 @@ def icl_examples(kb, splits, k: int, seed: int) -> list:
     return pool[:k]
 
 
-def _success_du_fields(pred, kb, closure, targets) -> dict:
-    """Success-DU of a MUSE model: probe every fact's qa item, then check that no target is derivable from the facts
-    it answers (Wu et al. 2025, Definition 2; every target of a request, as for a batch of targets)."""
-    from dukb.neural.data import QA_KIND, kb_qa
-    from dukb.neural.metrics.recall import retained_from_probe, success_du_all
-    from dukb.neural.probe import probe
-
-    df = probe(pred, kb_qa(kb, (QA_KIND,)), generate=True, rouge=False, logprob=False)
-    gone = sorted(retained_from_probe(kb, df).forgotten_relationships)
-    return {"forgotten_relationships": gone, "accuracy_all_facts": float(df["known"].astype(bool).mean()),
-            "success_du": success_du_all(closure, targets, gone), "success_du_forms": [QA_KIND]}
-
-
-def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log):
-    """Finetune ``items`` into ``out`` unless a model with the same key is there; returns the loaded model."""
-    from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
-
-    rec = finetune_record(out)
-    if rec is None or rec.get("identity") != key:
-        log(f"finetuning {out.name} on {len(items)} items")
-        finetune_kb(kb, spec, out, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                    log=log, identity=key, items=items)
-    return load_finetuned(out, **cfg.load_kwargs())
-
-
 __all__ = ["CURVE_METHODS", "MUSE_COMPAT", "MUSE_LR", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig",
-           "SCORED_FORMS", "compat_components", "icl_examples", "model_metrics", "muse_row_key",
+           "SCORED_FORMS", "compat_components", "icl_examples", "muse_row_key",
            "plan_requests"]
 
 

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from dukb.neural.declare import compat_note
 from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, select_setting
-from dukb.neural.metrics.summary import setting_label
+from dukb.neural.metrics.summary import config_lines, setting_label, versions_line, wrap_prose
+from dukb.neural.plots import Panel, Series, lines_figure, run_order
+from dukb.neural.protocols.muse.config import MUSE_ROWS, MuseConfig
 from dukb.neural.run.files import output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.run.units import unfinished_note, unfinished_units
@@ -110,8 +115,6 @@ def compat_line(config: dict) -> str:
     """One line beside Table 3: the components where the run differs from MUSE's released code, or that it computes
     as MUSE's code (:func:`dukb.neural.declare.compat_note`). A run written before the components has dukb's
     values."""
-    from dukb.neural.declare import compat_note
-    from dukb.neural.protocols.muse.config import MuseConfig
 
     return compat_note(config, MuseConfig, "muse", "MUSE")
 
@@ -136,6 +139,7 @@ def markdown_report(summary, config: dict) -> str:
                   "|---|---|---|---|---|---|"]
         for _, r in main.iterrows():
             s = r["setting"] if isinstance(r["setting"], str) and r["setting"] else "–"
+
             def rel(c, r=r):
                 return "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"])
             pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else \
@@ -161,7 +165,6 @@ def markdown_report(summary, config: dict) -> str:
             pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else f"{100 * r['privleak']:.1f}"
             lines.append(f"| {r['request']} | {r['name']} | {_pct(r['verbmem_forget'])} | "
                          f"{_pct(r['knowmem_forget'])} | {pl} | {_pct(r['knowmem_retain'])} |")
-    from dukb.neural.metrics.summary import config_lines, versions_line, wrap_prose
 
     lines += ["", "## Run", "", *config_lines(config, (
         "kb", "model", "targets", "n_targets", "methods", "curve_methods", "scale_sizes", "sustain", "holdout_frac",
@@ -174,7 +177,6 @@ def plot_curves(summary, experiment: str, path: Path, order=None) -> Path | None
     """Utility (KnowMem on retain_eval) and KnowMem on the forget set per request, one line per method (MUSE
     Fig. 6), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns the PNG's path, None when the run has no
     such experiment."""
-    from dukb.neural.plots import Panel, Series, lines_figure
 
     part = summary[(summary["experiment"] == experiment) & (summary["model_kind"] != "target")] \
         if len(summary) else summary
@@ -204,9 +206,6 @@ def plot_roc(rows: list[dict], path: Path, request: str = "main", order=None) ->
     """ROC curves of the Min-K% MIA (forget members vs holdout) for f_target, f_retrain and each method's last
     setting (MUSE Fig. 4), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns the PNG's path, None
     without MIA scores."""
-    import numpy as np
-
-    from dukb.neural.plots import Panel, Series, lines_figure
 
     mine = [r for r in rows if r["request"] == request and r.get("mia", {}).get("holdout")]
     if not mine:
@@ -243,7 +242,6 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     """
     run = Path(run_dir)
     config = read_run_config(run)
-    from dukb.neural.protocols.muse.config import MUSE_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
     journal = report_journal(run / "results.jsonl", MUSE_ROWS, config=config)
@@ -253,7 +251,6 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     summary.to_csv(output_file(run / "summary.csv"), index=False)
     output_file(run / "report.md").write_text(markdown_report(summary, config) + unfinished_note(run, "(request, method)")
                                               + journal_note(journal), encoding="utf-8")
-    from dukb.neural.plots import run_order
 
     return {"summary": run / "summary.csv", "report": run / "report.md", "unfinished_units": unfinished_units(run) or [],
             "scalability": plot_curves(summary, "scalability", run / "scalability.png", run_order(config)),

@@ -9,7 +9,7 @@
   unit because each request continues from the model the previous one selected. What is left of a sequence is
   decided by a dry replay of its selections over the rows on disk;
 - score: within the unit (VerbMem, KnowMem, MIA AUCs, PrivLeak against f_retrain,
-  :func:`dukb.neural.protocols.muse.config.model_metrics`);
+  :func:`model_metrics`);
 - report: :mod:`dukb.neural.protocols.muse.report`.
 
 A second ``dukb muse`` with the same settings joins a live run once its owner has finetuned f_target: the units are
@@ -22,8 +22,22 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from dukb import InputError
+from dukb.neural import distributed as dist
+from dukb.neural.data import QA_KIND, kb_qa
+from dukb.neural.methods import UnlearnContext, check_unique, method_grids, resolve
+from dukb.neural.methods.base import SweepSchedule
+from dukb.neural.metrics import metric_call
+from dukb.neural.metrics.mia import auc, privleak
+from dukb.neural.metrics.muse import knowmem_examples, select_setting, text_mia_scores
+from dukb.neural.metrics.recall import retained_from_probe, success_du_all
+from dukb.neural.modelrecord import TINY_CONFIG, model_fingerprint
+from dukb.neural.models import resolve_device, resolve_dtype
+from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, load_finetuned
+from dukb.neural.plan import choose_targets, load_kb_closure
+from dukb.neural.probe import Predictor, probe
 from dukb.neural.protocols.base import Protocol, RowMissing
 from dukb.neural.protocols.muse.config import (  # noqa: F401
     CURVE_METHODS,
@@ -31,14 +45,121 @@ from dukb.neural.protocols.muse.config import (  # noqa: F401
     MUSE_TRAINING_VERSION,
     SCORED_FORMS,
     MuseConfig,
-    _finetune_cached,
     _items_for,
     _lr_entry,
-    model_metrics,
+    icl_examples,
     muse_row_key,
     plan_requests,
 )
-from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.protocols.muse.report import render_muse
+from dukb.neural.protocols.rwku.run import check_corpus_methods
+from dukb.neural.run.files import bookkeeping_dir, write_json_atomic
+from dukb.neural.run.identity import IDENTITY_VERSION, history_entry, sha256_json
+from dukb.neural.run.lock import file_lock, holds_run_lock
+from dukb.neural.run.provenance import provenance
+from dukb.neural.run.units import CACHE_WAIT
+from dukb.neural.savedmodels import SaveLayout
+from dukb.neural.unlearn import retain_fact_ids
+from dukb.solver.splits import base_split, forget_set
+
+
+def _auc(members, nonmembers) -> float | None:
+    """Member-positive AUC over the scores that are numbers (an item with no scored token has NaN); None when a
+    side is empty."""
+    m = [x for x in members if x == x]
+    n = [x for x in nonmembers if x == x]
+    return auc(m, n) if m and n else None
+
+
+def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None, closure=None,
+                  targets=None) -> dict:
+    """Every MUSE metric of one model on one request's splits, and deep unlearning's Success-DU of its targets.
+
+    Args:
+        pred: the model (:class:`dukb.neural.probe.Predictor`); kb: the KB; splits: the request's
+            :class:`dukb.solver.splits.FactSplits` (forget, retain_eval, holdout);
+        cfg: the run's :class:`MuseConfig`; retrain_auc: f_retrain's Min-K% AUC on the forget set (for PrivLeak);
+        closure, targets: the run's closure and the request's target fact_ids; with both, every KB fact's qa item
+            is probed (a form no MUSE method trains on: they unlearn the statement texts) for
+            ``forgotten_relationships`` and ``success_du``.
+
+    Returns:
+        verbmem_forget, knowmem_forget, knowmem_retain (means in [0, 1]); mia_auc_forget / mia_auc_retain
+        (score name -> member-positive AUC against the holdout: the holdout's relationship statements for the
+        forget set, all its statements for retain_eval); mia_auc (the Min-K% forget AUC); privleak
+        (fraction, vs ``retrain_auc``; None without it); ``items`` (the per-item values, for bootstrap CIs) and
+        ``mia`` (per-text Min-K% scores of forget, retain_eval and holdout, for ROC plots); per-item values are
+        rounded to 4 decimals. With ``closure`` and ``targets``: ``forgotten_relationships`` (sorted fact_ids the
+        model does not answer on the qa form), ``accuracy_all_facts`` (share of every KB fact it answers),
+        ``success_du`` (1 when no target is derivable from the facts it answers) and ``success_du_forms`` (["qa"]).
+        With ``cfg.knowmem_icl`` > 0: ``knowmem_icl_used`` ({"forget": n, "retain": n}: the in-context examples
+        each KnowMem set had, :func:`icl_examples` fitted by :func:`dukb.neural.metrics.muse.knowmem_examples`).
+
+    Raises:
+        ValueError: ``targets`` given but empty.
+
+    Source: Shi et al. 2024b (MUSE), Sec. 3 (C1-C4); Wu et al. 2025, Definition 2 (Success-DU).
+    """
+    knowmem, verbmem = metric_call("knowmem", "score"), metric_call("verbmem", "score")  # through the registry
+
+    f_qa, f_txt = _items_for(kb, splits.forget)
+    r_qa, r_txt = _items_for(kb, splits.retain_eval)
+    _h_qa, h_txt = _items_for(kb, splits.holdout)
+    vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens,
+                 temperature=cfg.verbmem_temperature, seed=cfg.seed, stem=cfg.verbmem_stemming,
+                 stop_at_newline=cfg.verbmem_stop == "line")
+    icl = icl_examples(kb, splits, cfg.knowmem_icl, cfg.seed)
+    km = {"examples": icl, "prompt": cfg.knowmem_prompt}
+    km_f = knowmem(pred, f_qa, cfg.knowmem_tokens, **km)
+    km_r = knowmem(pred, r_qa, cfg.knowmem_tokens, **km)
+    s_f = text_mia_scores(pred, f_txt, cfg.mia_k)
+    s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
+    s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
+
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
+    # the forget members are relationship statements: their non-members are the holdout's relationship statements
+    # (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
+    # holds no relationship
+    rel = [i for i, t in enumerate(h_txt) if t.fact_kind == "relationship"] or list(range(len(h_txt)))
+    s_h_rel = {k: [v[i] for i in rel] for k, v in s_h.items()}
+    auc_f = {k: _auc(s_f[k], s_h_rel[k]) for k in s_f} if h_txt and f_txt else {}
+    auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
+    head = auc_f.get("mink")
+    pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
+
+    def r4(xs):
+        return [round(float(x), 4) for x in xs]
+    out = {"verbmem_forget": mean(vm), "knowmem_forget": mean(km_f), "knowmem_retain": mean(km_r),
+           "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
+           "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
+           "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])}}
+    if cfg.knowmem_icl:  # how many in-context examples each KnowMem set had (fewer where the positions ran out)
+        out["knowmem_icl_used"] = {name: len(knowmem_examples(pred, qa, icl, cfg.knowmem_prompt, cfg.knowmem_tokens))
+                                   for name, qa in (("forget", f_qa), ("retain", r_qa))}
+    if closure is not None and targets is not None:
+        out.update(_success_du_fields(pred, kb, closure, targets))
+    return out
+
+
+def _success_du_fields(pred, kb, closure, targets) -> dict:
+    """Success-DU of a MUSE model: probe every fact's qa item, then check that no target is derivable from the facts
+    it answers (Wu et al. 2025, Definition 2; every target of a request, as for a batch of targets)."""
+    df = probe(pred, kb_qa(kb, (QA_KIND,)), generate=True, rouge=False, logprob=False)
+    gone = sorted(retained_from_probe(kb, df).forgotten_relationships)
+    return {"forgotten_relationships": gone, "accuracy_all_facts": float(df["known"].astype(bool).mean()),
+            "success_du": success_du_all(closure, targets, gone), "success_du_forms": [QA_KIND]}
+
+
+def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log):
+    """Finetune ``items`` into ``out`` unless a model with the same key is there; returns the loaded model."""
+
+    rec = finetune_record(out)
+    if rec is None or rec.get("identity") != key:
+        log(f"finetuning {out.name} on {len(items)} items")
+        finetune_kb(kb, spec, out, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
+                    log=log, identity=key, items=items)
+    return load_finetuned(out, **cfg.load_kwargs())
 
 
 def _forget_sets(cfg, closure, targets: list[int]) -> dict[str, list[int]]:
@@ -56,7 +177,6 @@ def _forget_sets(cfg, closure, targets: list[int]) -> dict[str, list[int]]:
     Source: Wu et al. 2025, Definition 2 (joint deep unlearning sets); Shi et al. 2024b (MUSE), Sec. 3, C5 and C6
     (scalability and sustainability requests).
     """
-    from dukb.solver.splits import forget_set
 
     forget_of: dict[str, list[int]] = {"main": forget_set(closure, targets[:cfg.n_targets], cfg.forget_scope)}
     cum: set[int] = set()
@@ -86,14 +206,6 @@ class MuseProtocol(Protocol):
             InputError: several processes, too few targets, a forget scope on a method, a method that trains on
                 questions, a non-gradient curve method, another run in RUN_DIR.
         """
-        from dukb.neural import distributed as dist
-        from dukb.neural.models import TINY_CONFIG, model_fingerprint, resolve_device, resolve_dtype
-        from dukb.neural.pipeline import finetune_config
-        from dukb.neural.plan import choose_targets, load_kb_closure
-        from dukb.neural.run.files import write_json_atomic
-        from dukb.neural.run.identity import history_entry
-        from dukb.neural.run.provenance import provenance
-        from dukb.solver.splits import base_split
 
         cfg = self.cfg
         if dist.is_distributed():
@@ -136,10 +248,8 @@ class MuseProtocol(Protocol):
 
         Raises:
             InputError: a method twice, a forget scope on a method, a method that trains on questions
-                (:func:`dukb.neural.protocols.rwku.config.check_corpus_methods`), a non-gradient curve method.
+                (:func:`dukb.neural.protocols.rwku.run.check_corpus_methods`), a non-gradient curve method.
         """
-        from dukb.neural.methods import check_unique, method_grids, resolve
-        from dukb.neural.protocols.rwku.config import check_corpus_methods
 
         cfg = self.cfg
         self.main_methods = [tuple(resolve(m, "target")) for m in cfg.methods]
@@ -160,8 +270,6 @@ class MuseProtocol(Protocol):
         """The run identity: KB and rules fingerprints, f_target's finetuning key (and the given f_target's
         fingerprint), dtype, preset family, identity settings, requests, selection, scoring, what unlearning trains
         on, and each method's grid and learning rate."""
-        from dukb.neural.models import model_fingerprint
-        from dukb.neural.run.identity import IDENTITY_VERSION
 
         cfg, spec, grids = self.cfg, self.spec, self.grids
         settings = cfg.identity_settings(("kb", "model", "finetuned", "targets", "methods", "curve_methods", "grids",
@@ -189,7 +297,6 @@ class MuseProtocol(Protocol):
     def model(self) -> None:
         """f_target: finetuned on every trained fact's QA pair and statement (the KB minus the holdout; cached under
         everything it depends on), or the given ``--finetuned``."""
-        from dukb.neural.run.identity import sha256_json
 
         cfg, kb = self.cfg, self.kb
         trained_qa, trained_txt = _items_for(kb, self.base.trained())
@@ -197,7 +304,6 @@ class MuseProtocol(Protocol):
         self.cache_key = {**self.ft_key, "kb": self.identity["kb"], "dtype": self.dtype, "prompt": cfg.prompt,
                           "trained": sha256_json(self.base.trained())}
         if cfg.finetuned:  # a given f_target (its training must leave the holdout out: recorded, not checkable)
-            from dukb.neural.pipeline import load_finetuned
 
             n_hold = sum(map(len, self.base.holdout.values()))
             self.log(f"f_target: {cfg.finetuned} (given; its training data must leave out the {n_hold} holdout facts "
@@ -211,10 +317,6 @@ class MuseProtocol(Protocol):
     def retrain_for(self, cum: str):
         """f_retrain of a cumulative forget set: finetuned like f_target on the trained facts minus the forget set,
         cached under RUN_DIR/models/retrain-<hash>."""
-        from dukb.neural.run.files import bookkeeping_dir
-        from dukb.neural.run.identity import sha256_json
-        from dukb.neural.run.lock import file_lock
-        from dukb.neural.run.units import CACHE_WAIT
 
         sp = self.splits[cum]
         qa, txt = _items_for(self.kb, sp.trained_without_forget())
@@ -228,7 +330,6 @@ class MuseProtocol(Protocol):
 
     @staticmethod
     def _pred(lm):
-        from dukb.neural.probe import Predictor
 
         return Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
 
@@ -292,9 +393,6 @@ class MuseProtocol(Protocol):
         retain_train facts' statements (D_retain^(reg)); the QA pairs KnowMem scores are never trained here. The
         run's rate rule (:meth:`MuseConfig.unlearn_lr`), step schedule (``unlearn_schedule``) and KLR form
         (``klr_form``) apply to every method."""
-        from dukb.neural.methods import UnlearnContext
-        from dukb.neural.methods.base import SweepSchedule
-        from dukb.neural.unlearn import retain_fact_ids
 
         cfg, kb = self.cfg, self.kb
         sp = self.splits[req["name"]]
@@ -395,7 +493,6 @@ class MuseProtocol(Protocol):
         the run's selection rule (``--select``) reports in Table 3 and continues from in C6
         (:func:`dukb.neural.metrics.muse.select_setting` against the request's f_retrain KnowMem on retain).
         Source: Shi et al. 2024b (MUSE), Sec. 4."""
-        from dukb.neural.savedmodels import SaveLayout
 
         return SaveLayout(
             unit=lambda r: (r["request"], r["method"]) if r.get("model_kind") == "unlearned" else None,
@@ -405,7 +502,6 @@ class MuseProtocol(Protocol):
 
     def _selected(self, rows: list[dict]) -> dict | None:
         """The row of one (request, method) that MUSE's selection rule reports (None without its f_retrain row)."""
-        from dukb.neural.metrics.muse import select_setting
 
         retrain = self._find(self._req(rows[0]["request"]), "retrain")
         if retrain is None:
@@ -486,7 +582,6 @@ class MuseProtocol(Protocol):
     def report(self) -> dict:
         """summary.csv, report.md and figures (:func:`dukb.neural.protocols.muse.report.render_muse`, with the run's
         bootstrap and selection rule)."""
-        from dukb.neural.protocols.muse.report import render_muse
 
         self.log(self.done_line())
         paths = self.render(lambda run: render_muse(run, bootstrap=self.cfg.bootstrap, select=self.cfg.select))

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from dukb import InputError
+from dukb.kb.csvfile import strict_int
 from dukb.neural.bounds import FRACTION_HALF, N_TARGETS, NEW_TOKENS, Range
 from dukb.neural.catalog import methods_help
 from dukb.neural.declare import SHARED, compat_option, option
@@ -59,6 +60,8 @@ RWKU_METHODS = ("ga", "npo_seq", "ga_gdr", "npo_seq_gdr")
 #: the MIA member sets `dukb rwku --mia-members` offers: "qa" (dukb's: the QA texts, scored on the answer tokens) or
 #: "descriptions" (RWKU's code: text fragments about the facts, scored on every token; here the description corpus)
 MIA_MEMBERS = ("qa", "descriptions")
+#: the ROUGE-L implementations `dukb rwku --rouge` offers: dukb's default and RWKU's code's
+ROUGE_CHOICES = ("rouge-score", "rouge")
 #: ``--compat rwku``: every component at the value of RWKU's released code (jinzhuoran/RWKU, LLaMA-Factory/src/
 #: llmtuner: eval/eval_forget.py:98-133 ``max_new_tokens=30`` and ``from rouge import Rouge``; scripts/full/
 #: run_npo.sh:29 ``--dpo_beta 0.2``, read as NPO's β by train/npo/trainer.py:30; eval/eval_mia.py:11-36 on
@@ -69,36 +72,6 @@ NPO_BETA = Range(0, 1e6, lo_open=True, integer=False, why="NPO's inverse tempera
 #: version of what `dukb rwku` trains on, in its run identity (1: the forget facts' QA; 2: the description corpus,
 #: neighbours outside the cone): a run of another version is not resumed
 RWKU_TRAINING_VERSION = 2
-
-
-def check_corpus_methods(methods, protocol: str) -> None:
-    """Refuse methods that cannot unlearn from a text corpus alone: those that train on questions about the forget
-    facts (RT, DPO, PO, closed-loop deep unlearning), which the protocol keeps for evaluation. The others train on
-    exactly the items they are given (GA, KL, NPO, SimNPO and their GDR/KLR variants, TV, WHP) or train nothing
-    (ICU, RepE: the people's names).
-
-    Args:
-        methods: resolved ``(label, method, scope, grid)`` tuples.
-        protocol: "rwku" or "muse", for the message.
-
-    Raises:
-        InputError: a method of the other kind (named).
-    """
-    from dukb.neural.methods.ga import GradientAscent
-    from dukb.neural.methods.icu import InContextUnlearning
-    from dukb.neural.methods.kl import KLDivergence
-    from dukb.neural.methods.npo import NPO
-    from dukb.neural.methods.repe import RepE
-    from dukb.neural.methods.simnpo import SimNPO
-    from dukb.neural.methods.tv import TaskVector
-    from dukb.neural.methods.whp import WHP
-
-    ok = (GradientAscent, KLDivergence, NPO, SimNPO, TaskVector, WHP, InContextUnlearning, RepE)
-    for label, m, *_ in methods:
-        if not isinstance(m, ok):
-            raise InputError(f"{label}: `dukb {protocol}` unlearns from a text corpus and keeps every question about "
-                             f"the forget facts for evaluation; {m.name} trains on such questions (choose ga, kl, "
-                             "npo, simnpo, their _gdr/_klr variants, tv, whp, icu or repe)")
 
 
 @dataclass
@@ -166,8 +139,6 @@ class RwkuConfig(RunConfig):
         Raises:
             InputError: an unknown forget scope, ROUGE or MIA member set, batch sizes not increasing integers >= 2.
         """
-        from dukb.neural.protocols.rwku.rouge import ROUGE_CHOICES
-
         if self.forget_scope not in ("target", "joint"):
             raise InputError(f"unknown --forget-scope {self.forget_scope!r} (choose target or joint)")
         if self.rouge not in ROUGE_CHOICES:
@@ -199,17 +170,6 @@ def _check_covers(tokenizer, items, where) -> None:
                          "finetunes a model on the QA pairs and descriptions", where)
 
 
-def __getattr__(name: str):
-    """The RWKU metric names this module re-exported before the protocol skeleton (``AA_KINDS``, ``FB``,
-    ``neighbour_facts``, ``qa_mia_scores``, ``rwku_fields``), from :mod:`dukb.neural.metrics.rwku` on first use
-    (PEP 562), so that importing the config stays light."""
-    if name in ("AA_KINDS", "FB", "neighbour_facts", "qa_mia_scores", "rwku_fields"):
-        from dukb.neural.metrics import rwku
-
-        return getattr(rwku, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def rwku_row_key(row: dict) -> tuple:
     """(request, method label, swept value) identifying a `dukb rwku` row ("" and None for the before rows)."""
     v = row["setting"].get(row["param"]) if row.get("param") else None
@@ -217,7 +177,7 @@ def rwku_row_key(row: dict) -> tuple:
 
 
 __all__ = ["MIA_MEMBERS", "NPO_BETA", "RWKU_COMPAT", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig",
-           "check_corpus_methods", "rwku_row_key"]
+           "rwku_row_key"]
 
 
 # ------------------------------------------------------------------------------------------------ rows --------
@@ -256,7 +216,6 @@ def rwku_row(row: dict) -> None:
     if row["request_kind"] not in ("single", "batch"):
         raise RowFault(f"field request_kind: expected \"single\" or \"batch\", got {show(row['request_kind'])}")
     if row["request_kind"] == "batch":
-        from dukb.kb.csvfile import strict_int
 
         parts = row["request"].split("-")
         if len(parts) < 2 or strict_int(parts[1]) is None:

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dukb.neural.metrics.summary import setting_label
+import numpy as np
+
+from dukb.neural.declare import compat_note
+from dukb.neural.metrics.summary import config_lines, setting_label, versions_line, wrap_prose
+from dukb.neural.plots import Panel, Series, bars_figure, lines_figure, run_order
+from dukb.neural.protocols.rwku.config import RWKU_ROWS, RwkuConfig, rwku_row_key
 from dukb.neural.run.files import output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 
@@ -78,8 +83,6 @@ def _training_note(config: dict) -> str:
 def compat_line(config: dict) -> str:
     """The components of the run whose value differs from RWKU's released code's, or that none does
     (:func:`dukb.neural.declare.compat_note` over :data:`dukb.neural.protocols.rwku.config.RWKU_COMPAT`)."""
-    from dukb.neural.declare import compat_note
-    from dukb.neural.protocols.rwku.config import RwkuConfig
 
     return "**Against RWKU's code**: " + compat_note(config, RwkuConfig, "rwku", "RWKU")
 
@@ -126,7 +129,6 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
                 vals = [v for v in vals if v is not None]
                 cells.append(_v(sum(vals) / len(vals)) if vals else "–")
             lines.append(f"| {m.upper()} | {s or '–'} | " + " | ".join(cells) + " |")
-    from dukb.neural.metrics.summary import config_lines, versions_line, wrap_prose
 
     lines += ["", "## Run", "", *config_lines(config, ("kb", "model", "finetuned", "n_targets", "targets", "methods",
                                                        "batch_sizes", "forget_scope", "seed", "mia_k", "compat",
@@ -139,9 +141,6 @@ def plot_aa(rows: list[dict], path: Path, order=None) -> Path | None:
     """Bars of the forget ROUGE-L per probe kind for the unlearned model at each method's strongest setting,
     beside the model before unlearning (single targets), as PNG and PDF (:func:`dukb.neural.plots.bars_figure`);
     returns the PNG's path, None without single-target rows."""
-    import numpy as np
-
-    from dukb.neural.plots import bars_figure
 
     single = [r for r in rows if r["request_kind"] == "single"]
     if not single:
@@ -170,7 +169,6 @@ def plot_batches(rows: list[dict], path: Path, order=None) -> Path | None:
     """Forget All and neighbour All ROUGE against the number of targets (1 = mean of single targets), each method
     at its strongest setting (RWKU's batch-target figure), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`);
     returns the PNG's path, None without batch rows."""
-    from dukb.neural.plots import Panel, Series, lines_figure
 
     batch = [r for r in rows if r["request_kind"] == "batch" and r.get("method")]
     if not batch:
@@ -206,7 +204,6 @@ def missing_rwku_units(identity: dict, rows: list[dict]) -> list[tuple]:
     Returns:
         list of (request, method label, value or None), in the identity's order.
     """
-    from dukb.neural.protocols.rwku.config import rwku_row_key
 
     done = {rwku_row_key(r) for r in rows}
     names = [f"target-{t}" for t in identity.get("targets") or []]
@@ -238,7 +235,6 @@ def render_rwku(run_dir) -> dict:
     """
     run = Path(run_dir)
     config = read_run_config(run)
-    from dukb.neural.protocols.rwku.config import RWKU_ROWS
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
     journal = report_journal(run / "results.jsonl", RWKU_ROWS, config=config)
@@ -254,7 +250,6 @@ def render_rwku(run_dir) -> dict:
                 "run to add them).\n")
     output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + note + journal_note(journal),
                                               encoding="utf-8")
-    from dukb.neural.plots import run_order
 
     return {"summary": run / "summary.csv", "report": run / "report.md",
             "aa": plot_aa(rows, run / "aa_kinds.png", order=run_order(config)),

@@ -16,6 +16,10 @@ Source: Lin 2004, Sec. 3.2 (summary-level LCS, R_lcs = Σ_i |LCS_∪(r_i, C)| / 
 
 from __future__ import annotations
 
+from dukb import InputError
+from dukb.neural.probe import rouge_l_recall
+from dukb.neural.protocols.rwku.config import ROUGE_CHOICES
+
 #: what RWKU's code scores in place of an empty (or all-blank) generation (eval_forget.py:116-117)
 NO_ANSWER = "NOANSWER"
 
@@ -82,8 +86,6 @@ def rwku_rouge_l_recall(answer: str, output: str) -> float:
     return len(union) / len(ref_words)
 
 
-#: the ROUGE-L implementations `dukb rwku --rouge` offers: dukb's default and RWKU's code's
-ROUGE_CHOICES = ("rouge-score", "rouge")
 
 
 def rouge_scorer(name: str):
@@ -94,12 +96,10 @@ def rouge_scorer(name: str):
     Raises:
         InputError: another name.
     """
-    from dukb import InputError
 
     if name == "rouge":
         return rwku_rouge_l_recall
     if name == "rouge-score":
-        from dukb.neural.probe import rouge_l_recall
 
         return rouge_l_recall
     raise InputError(f"unknown --rouge {name!r} (choose from {', '.join(ROUGE_CHOICES)})")

@@ -19,19 +19,66 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
-from dukb.neural.metrics.rwku import AA_KINDS, FB, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
+from dukb.neural import distributed as dist
+from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, kb_descriptions, kb_qa
+from dukb.neural.methods import UnlearnContext, check_unique, method_grids, resolve
+from dukb.neural.methods.ga import GradientAscent
+from dukb.neural.methods.icu import InContextUnlearning
+from dukb.neural.methods.kl import KLDivergence
+from dukb.neural.methods.npo import NPO
+from dukb.neural.methods.repe import RepE
+from dukb.neural.methods.simnpo import SimNPO
+from dukb.neural.methods.tv import TaskVector
+from dukb.neural.methods.whp import WHP
+from dukb.neural.metrics import RowContext, get_metric, metric_call
+from dukb.neural.metrics.attack import ATTACK_KINDS
+from dukb.neural.metrics.rwku import AA_KINDS, FB, cone_ids, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
+from dukb.neural.models import resolve_device, resolve_dtype
+from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
+from dukb.neural.plan import choose_targets, load_kb_closure
+from dukb.neural.probe import Predictor, probe
 from dukb.neural.protocols.base import Protocol
+from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
 from dukb.neural.protocols.rwku.config import (  # noqa: F401
     RWKU_METHODS,
     RWKU_TRAINING_VERSION,
     RwkuConfig,
     _check_covers,
     _near_keys,
-    check_corpus_methods,
     rwku_row_key,
 )
+from dukb.neural.protocols.rwku.report import render_rwku
+from dukb.neural.protocols.rwku.rouge import rouge_scorer
+from dukb.neural.run.files import write_json_atomic
+from dukb.neural.run.identity import history_entry
 from dukb.neural.run.lock import holds_run_lock
+from dukb.neural.run.provenance import provenance
 from dukb.neural.runconfig import RunConfig
+from dukb.neural.savedmodels import SaveLayout
+from dukb.neural.unlearn import default_retain, retain_fact_ids
+from dukb.solver.mdus import minimal_sets
+from dukb.solver.splits import forget_set
+
+
+def check_corpus_methods(methods, protocol: str) -> None:
+    """Refuse methods that cannot unlearn from a text corpus alone: those that train on questions about the forget
+    facts (RT, DPO, PO, closed-loop deep unlearning), which the protocol keeps for evaluation. The others train on
+    exactly the items they are given (GA, KL, NPO, SimNPO and their GDR/KLR variants, TV, WHP) or train nothing
+    (ICU, RepE: the people's names).
+
+    Args:
+        methods: resolved ``(label, method, scope, grid)`` tuples.
+        protocol: "rwku" or "muse", for the message.
+
+    Raises:
+        InputError: a method of the other kind (named).
+    """
+    ok = (GradientAscent, KLDivergence, NPO, SimNPO, TaskVector, WHP, InContextUnlearning, RepE)
+    for label, m, *_ in methods:
+        if not isinstance(m, ok):
+            raise InputError(f"{label}: `dukb {protocol}` unlearns from a text corpus and keeps every question about "
+                             f"the forget facts for evaluation; {m.name} trains on such questions (choose ga, kl, "
+                             "npo, simnpo, their _gdr/_klr variants, tv, whp, icu or repe)")
 
 
 class RwkuProtocol(Protocol):
@@ -50,17 +97,6 @@ class RwkuProtocol(Protocol):
             InputError: several processes, too few targets for the batch sizes, a forget scope on a method, a
                 method that trains on questions, another run in RUN_DIR.
         """
-        from dukb.neural import distributed as dist
-        from dukb.neural.data import DESCRIPTION_FORM, QA_KIND
-        from dukb.neural.methods import check_unique, method_grids, resolve
-        from dukb.neural.metrics.rwku import cone_ids
-        from dukb.neural.models import resolve_device, resolve_dtype
-        from dukb.neural.plan import choose_targets, load_kb_closure
-        from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, run_identity
-        from dukb.neural.run.files import write_json_atomic
-        from dukb.neural.run.identity import history_entry
-        from dukb.neural.run.provenance import provenance
-        from dukb.solver.splits import forget_set
 
         cfg = self.cfg
         if dist.is_distributed():
@@ -122,12 +158,6 @@ class RwkuProtocol(Protocol):
         Raises:
             InputError: a ``--finetuned`` tokenizer that does not know the description corpus's words.
         """
-        from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, kb_descriptions, kb_qa
-        from dukb.neural.metrics.attack import ATTACK_KINDS
-        from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
-        from dukb.neural.probe import Predictor
-        from dukb.neural.protocols.evaluate.config import finetune_cache_key
-        from dukb.neural.run.files import write_json_atomic
 
         cfg, kb = self.cfg, self.kb
         self.descriptions = kb_descriptions(kb)  # RWKU's synthetic corpus: text about the facts, never a probe
@@ -176,7 +206,6 @@ class RwkuProtocol(Protocol):
     def sets_of(self, req: dict) -> tuple[list, str]:
         """A request's minimal deep unlearning sets, computed once: exact for one target, sampled (Algorithm 1,
         N_seed = 100) for a batch, whose exact joint enumeration grows fast (Wu et al. 2025, Sec. 3)."""
-        from dukb.solver.mdus import minimal_sets
 
         if req["name"] not in self.sets_cache:
             atoms = [self.closure.atom_of_fact(t) for t in req["targets"]]
@@ -192,9 +221,6 @@ class RwkuProtocol(Protocol):
         neighbour and distant facts, MIA on FM against RM (Jin et al. 2024, Sec. 4), recall and recall under attack
         (Wu et al. 2025, Eq. 1) and Success-DU (Definition 2). Retain-train facts (``extra["retain_fact_ids"]``) are
         scored in no group."""
-        from dukb.neural.metrics import RowContext, get_metric, metric_call
-        from dukb.neural.probe import probe
-        from dukb.neural.protocols.rwku.rouge import rouge_scorer
 
         cfg = self.cfg
         df = probe(pred, self.items, max_new_tokens=cfg.max_new_tokens, rouge=cfg.rouge == "rouge-score",
@@ -252,9 +278,6 @@ class RwkuProtocol(Protocol):
     def run_unit(self, unit: tuple, todo: list):
         """The before row of a request, or: unlearn the request's forget corpus (the descriptions of its forget
         facts; GDR/KLR retain data: descriptions of distant facts) at each value of ``todo`` and yield the rows."""
-        from dukb.neural.data import DESCRIPTION_FORM
-        from dukb.neural.methods import UnlearnContext
-        from dukb.neural.unlearn import default_retain, retain_fact_ids
 
         name, label = unit
         req = next(r for r in self.requests if r["name"] == name)
@@ -293,7 +316,6 @@ class RwkuProtocol(Protocol):
         """``--save-models``: a unit per (request, method), the folders RUN_DIR/models/REQUEST/METHOD/PARAM=VALUE.
         RWKU reports every setting (Table 1) and selects none; ``best`` keeps the strongest (the largest swept
         value), the setting the report's figures show (:func:`dukb.neural.protocols.rwku.report.plot_aa`)."""
-        from dukb.neural.savedmodels import SaveLayout
 
         return SaveLayout(
             unit=lambda r: (r["request"], r["method"]) if r.get("model_kind") == "unlearned" else None,
@@ -310,7 +332,6 @@ class RwkuProtocol(Protocol):
     # ---- report --------------------------------------------------------------------------------------------------
     def report(self) -> dict:
         """summary.csv, report.md, aa_kinds.png and batch_targets.png (:func:`render_rwku`)."""
-        from dukb.neural.protocols.rwku.report import render_rwku
 
         self.log(self.done_line())
         paths = self.render(render_rwku)
@@ -337,7 +358,6 @@ def with_npo_beta(methods: list[tuple], beta: float) -> list[tuple]:
 
     Source: Zhang et al. 2024, Eq. 3 (β); jinzhuoran/RWKU LLaMA-Factory/scripts/full/run_npo.sh:29 (β 0.2).
     """
-    from dukb.neural.methods.npo import NPO
 
     out = []
     for label, m, scope, grid in methods:
