@@ -152,10 +152,11 @@ def known_line(known: Known) -> str:
     Source: dukb (the coverage of the known facts, module docstring)."""
     k, n = len(known.relationships), known.n_relationships
     pct = f"{100 * k / n:.1f}%" if n else "–"
-    line = f"the model knew {k} of {n} relationship facts ({pct}) before unlearning"
+    line = (f"the model knew {k} of {n} relationship facts ({pct}) before unlearning; unknown facts are unscorable "
+            "(never counted as forgotten, left out of recall and accuracy)")
     if known.n_biographies:
-        line += f" and {len(known.biographies)} of {known.n_biographies} biography facts"
-    return line + "; unknown facts are unscorable (never counted as forgotten, left out of recall and accuracy)"
+        line += f"; it knew {len(known.biographies)} of {known.n_biographies} biography facts"
+    return line
 
 
 def known_of_record(rec) -> Known | None:

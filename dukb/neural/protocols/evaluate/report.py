@@ -268,8 +268,8 @@ def _run_lines(df, config: dict, finetune: dict | None) -> list[str]:
         lines.append(f"- not finetuned (--no-finetune): {known_line(known)}")
     metrics = config.get("metrics")
     lines.append("- metrics: " + (", ".join(metrics) if isinstance(metrics, list) else "default")
-                 + " · finetune forms: "
-                 + ", ".join(config.get("finetune_forms") or ["qa"]))
+                 + ("" if known is not None else " · finetune forms: " + ", ".join(config.get("finetune_forms")
+                                                                                 or ["qa"])))
     dev = config.get("device_used") if isinstance(config.get("device_used"), dict) else {}
     ver = config.get("versions") if isinstance(config.get("versions"), dict) else \
         (config.get("provenance") or {}).get("versions") if isinstance(config.get("provenance"), dict) else {}
