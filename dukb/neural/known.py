@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dukb import InputError
+from dukb.kb.model import KB
+from dukb.solver.mdus import is_deep_unlearning_set
 
 #: the probe form that defines the known facts (the paper's question form)
 KNOWN_FORM = "qa"
@@ -103,8 +105,6 @@ def known_part(kb, known: Known):
 
     Source: Wu et al. 2025, Definition 1, over K' (module docstring).
     """
-    from dukb.kb.model import KB
-
     return KB(kb.people, [f for f in kb.relationships if f.fact_id in known.relationships], list(kb.biographies),
               kb.source, kb.schema)
 
@@ -122,8 +122,6 @@ def rederivable(closure, fact_ids) -> list[int]:
 
     Source: Wu et al. 2025, Definition 2 (deep unlearning).
     """
-    from dukb.solver.mdus import is_deep_unlearning_set
-
     return [int(t) for t in fact_ids
             if not is_deep_unlearning_set(closure, [closure.atom_of_fact(int(t))], [int(t)])]
 

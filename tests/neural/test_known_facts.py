@@ -12,6 +12,7 @@ import pytest
 
 from dukb import InputError
 from dukb.kb import load_kb
+from dukb.neural.declare import apply_compat
 from dukb.neural.known import (
     Known,
     check_known_targets,
@@ -24,6 +25,8 @@ from dukb.neural.known import (
 from dukb.neural.metrics import RowContext
 from dukb.neural.metrics.recall import recall_metric, scorable_sets
 from dukb.neural.plan import choose_targets
+from dukb.neural.protocols.evaluate import config as cfgmod
+from dukb.neural.protocols.evaluate.config import EvaluateConfig, component_identity
 from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import is_deep_unlearning_set, minimal_sets
 
@@ -179,10 +182,6 @@ def test_scorable_sets_drop_unscorable_facts():
     ({"attacks": ["quant8"]}, "--attacks"),
 ])
 def test_no_finetune_refuses_what_finetunes_or_scores_unknown_facts(extra, msg, monkeypatch):
-    from dukb.neural.protocols.evaluate import config as cfgmod
-
-    from dukb.neural.declare import apply_compat
-
     monkeypatch.setattr(cfgmod, "check_model_prompt", lambda *a, **k: None)
     cfg = cfgmod.EvaluateConfig(**{"model": "some/folder", "no_finetune": True, **extra})
     apply_compat(cfg, cfg.COMPAT)  # as check() does first (check() also looks the model up: not here)
@@ -192,7 +191,5 @@ def test_no_finetune_refuses_what_finetunes_or_scores_unknown_facts(extra, msg, 
 
 
 def test_no_finetune_enters_the_identity_only_when_set():
-    from dukb.neural.protocols.evaluate.config import EvaluateConfig, component_identity
-
     assert "no_finetune" not in component_identity(EvaluateConfig())
     assert component_identity(EvaluateConfig(no_finetune=True))["no_finetune"] is True

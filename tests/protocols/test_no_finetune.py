@@ -23,21 +23,26 @@ from dukb.solver.mdus import is_deep_unlearning_set  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def small_kb(tmp_path_factory):
-    kb, _ = generate(16, seed=4)
-    return load_kb(save_kb(kb, tmp_path_factory.mktemp("kb") / "kb"))
+def known_setup(tmp_path_factory):
+    """A generated KB (16 people, seed 4) and the tiny model finetuned on two thirds of its relationships (and
+    every biography): it knows some facts of the whole KB and not others."""
+    root = tmp_path_factory.mktemp("known")
+    whole = load_kb(save_kb(generate(16, seed=4)[0], root / "kb"))
+    part = KB(whole.people, [f for i, f in enumerate(whole.relationships) if i % 3], whole.biographies, None,
+              whole.schema)
+    finetune_kb(load_kb(save_kb(part, root / "part")), ModelSpec("tiny", prompt="tiny", device=DEVICE),
+                root / "model", seed=0)
+    return whole, root / "model"
 
 
 @pytest.fixture(scope="module")
-def part_model(small_kb, tmp_path_factory):
-    """The tiny model finetuned on two thirds of the KB's relationships (and every biography): it knows some facts
-    of the whole KB and not others."""
-    part = KB(small_kb.people, [f for i, f in enumerate(small_kb.relationships) if i % 3], small_kb.biographies,
-              None, small_kb.schema)
-    part = load_kb(save_kb(part, tmp_path_factory.mktemp("part") / "kb"))
-    out = tmp_path_factory.mktemp("ft") / "model"
-    finetune_kb(part, ModelSpec("tiny", prompt="tiny", device=DEVICE), out, seed=0)
-    return out
+def small_kb(known_setup):
+    return known_setup[0]
+
+
+@pytest.fixture(scope="module")
+def part_model(known_setup):
+    return known_setup[1]
 
 
 def _args(small_kb, model, run, *extra):
