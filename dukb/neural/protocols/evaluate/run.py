@@ -179,14 +179,17 @@ class EvaluateProtocol(Protocol):
         ``n_targets`` drawn among such facts (:func:`dukb.neural.known.rederivable`).
 
         Raises:
-            InputError: a given target the model did not know or with no such derivation; more targets asked than
-                known facts qualify.
+            InputError: no known fact has such a derivation; a given target the model did not know or with no such
+                derivation; more targets asked than known facts qualify.
         """
-        from dukb.neural.known import check_known_targets, rederivable
+        from dukb.neural.known import check_known_targets, known_line, rederivable
         from dukb.neural.plan import choose_targets
 
         cfg = self.cfg
         candidates = rederivable(self.closure, sorted(self.known.relationships))
+        if not candidates:
+            raise InputError(f"--no-finetune: {known_line(self.known).split(';')[0]}, and none of them has a "
+                             "derivation from other facts it knew: no target to unlearn deeply")
         if cfg.targets:
             targets = list(dict.fromkeys(cfg.targets))
             for t in targets:
