@@ -138,7 +138,7 @@ MODEL_MODULES = frozenset({
     "test_attacks", "test_distributed", "test_finetuning", "test_heldout_recall_e2e", "test_losses", "test_model_files",
     "test_neural_e2e", "test_real_model", "test_registry_and_training",  # tests/neural
     "test_run_lock_and_journal", "test_work_units",  # tests/run
-    "test_control", "test_muse", "test_restor", "test_rwku", "test_shared_run_options",  # tests/protocols
+    "test_control", "test_muse", "test_no_finetune", "test_restor", "test_rwku", "test_shared_run_options",  # tests/protocols
     "test_packaging",  # tests/project
 })
 

@@ -54,18 +54,27 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
     return kb, compute_closure(kb, rules)
 
 
-def choose_targets(kb, n: int, seed: int) -> list[int]:
+def choose_targets(kb, n: int, seed: int, among=None, what: str = "") -> list[int]:
     """Draw ``n`` relationship fact_ids with ``seed``: relation kinds in turn (as the paper's 5 per kind), each
     kind's facts drawn without replacement.
 
+    Args:
+        kb: the KB; n: how many; seed: the draw's seed.
+        among: the fact_ids to draw from (None: every relationship; ``--no-finetune``: the known facts with a
+            derivation from other known facts, :func:`dukb.neural.known.rederivable`).
+        what: the pool's name in the error (e.g. " known facts with a derivation from other known facts").
+
     Raises:
-        InputError: n < 1 or more targets than relationship facts.
+        InputError: n < 1 or more targets than facts to draw from.
+
+    Source: Wu et al. 2025, Sec. 4 (targets spread over the relation kinds).
     """
-    if n < 1 or n > len(kb.relationships):
-        raise InputError(f"--n-targets must be between 1 and {len(kb.relationships)}, got {n}")
+    pool = kb.relationships if among is None else [f for f in kb.relationships if f.fact_id in set(among)]
+    if n < 1 or n > len(pool):
+        raise InputError(f"--n-targets must be between 1 and {len(pool)}{what}, got {n}")
     rng = random.Random(seed)
     by_rel: dict[str, list[int]] = {}
-    for f in kb.relationships:
+    for f in pool:
         by_rel.setdefault(f.relation, []).append(f.fact_id)
     for ids in by_rel.values():
         rng.shuffle(ids)

@@ -203,6 +203,9 @@ class UnitPlan:
             None: nothing.
         utility: ``utility(pred) -> dict | None``, the row's ``utility`` field (``--utility``, lm-eval's scores of
             the unlearned model: :func:`dukb.neural.lmeval.row_utility`); None: the row has no such field.
+        known_before: the (fact kind, fact_id) pairs the model knew before unlearning (``--no-finetune``,
+            :mod:`dukb.neural.known`): the others are unscorable (:attr:`dukb.neural.metrics.RowContext.known_before`);
+            None: every fact is scored.
 
     Resolved here (not arguments): needs (the metrics' combined needs), qa_items, retain_ids, seen (the forms the
     method trained on or queried), heldout (the checked held-out forms, empty without ``recall_heldout``),
@@ -246,6 +249,7 @@ class UnitPlan:
     row_fields: dict = field(default_factory=dict)
     keep_model: object = None
     utility: object = None
+    known_before: frozenset | None = None
     needs: object = field(init=False)
     qa_items: tuple = field(init=False)
     retain_ids: dict = field(init=False)
@@ -335,7 +339,7 @@ def score_setting(plan: UnitPlan, pred, df) -> dict:
     rctx = RowContext(plan.kb, plan.target, [list(s) for s in plan.sets], plan.sets_used, df, list(plan.forget_ids),
                       plan.retain_ids, predictor=pred if plan.needs.model else None, seen_forms=plan.seen,
                       heldout_forms=plan.heldout, heldout_before=plan.heldout_before, heldout_rule=plan.heldout_rule,
-                      closure=plan.closure, tie_break=plan.tie_break)
+                      closure=plan.closure, tie_break=plan.tie_break, known_before=plan.known_before)
     fields: dict = {}
     for metric in plan.metrics:
         fields.update(metric.fn(rctx))

@@ -90,6 +90,9 @@ class RowContext:
             target's cone use it, so they follow the run's rules.
         tie_break: "accuracy" or "first": which set tied on recall scores the accuracies
             (:func:`dukb.solver.metrics.recall_accuracy`).
+        known_before: the (fact kind, fact_id) pairs the model knew before unlearning on the qa form (``dukb
+            evaluate --no-finetune``, :mod:`dukb.neural.known`); a fact outside it is unscorable: never forgotten,
+            left out of recall and accuracy. None (default): every fact is scored.
     """
 
     kb: object
@@ -106,6 +109,7 @@ class RowContext:
     heldout_rule: str = "pairs"
     closure: object = None
     tie_break: str = "accuracy"
+    known_before: frozenset | None = None
 
 
 def combined_needs(metrics) -> Needs:

@@ -45,22 +45,66 @@ def recall_metric(ctx: RowContext) -> dict:
     Returns:
         The fields of :data:`FIELDS` (forgotten_* as sorted fact_id lists); the accuracies leave out
         ``ctx.retain_ids``; an accuracy with nothing left to score is None (JSON null) and ``n_scored`` (facts
-        accuracy_all scored) is 0.
+        accuracy_all scored) is 0. With ``ctx.known_before`` (``--no-finetune``) the facts the model did not know
+        are unscorable: never in forgotten_*, left out of the accuracies and of recall's sets
+        (:func:`scorable_sets`), and the row also gets ``unscorable`` ({"relationships": n, "biographies": n}).
 
     Raises:
-        ValueError: the probe table lacks a fact of the KB.
+        ValueError: the probe table lacks a fact of the KB; with ``known_before``, every set wholly unscorable.
 
     Source: Wu et al. 2025, Eq. 1-2; the benchmark's calculate_recall_and_acc.py.
     """
 
     ret = retained_from_probe(ctx.kb, ctx.probe)
-    bio = None if ret.biographies is None else ret.forgotten_biographies
-    r = recall_accuracy(ctx.kb, ctx.sets, ret.forgotten_relationships, bio, ctx.sets_used, [ctx.target],
-                        exclude_rel=ctx.retain_ids.get("relationships", ()),
-                        exclude_bio=ctx.retain_ids.get("biographies", ()),
+    forgot_rel, forgot_bio = set(ret.forgotten_relationships), set(ret.forgotten_biographies)
+    un_rel, un_bio = unknown_before(ctx.kb, ctx.known_before)
+    forgot_rel, forgot_bio = forgot_rel - un_rel, forgot_bio - un_bio  # never known: never forgotten
+    sets = ctx.sets if ctx.known_before is None else scorable_sets(ctx.sets, un_rel)
+    if ctx.known_before is not None and not sets:
+        raise ValueError(f"target {ctx.target}: every minimal set is wholly unscorable (facts the model did not "
+                         "know before unlearning)")
+    r = recall_accuracy(ctx.kb, sets, forgot_rel, None if ret.biographies is None else forgot_bio, ctx.sets_used,
+                        [ctx.target], exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
+                        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio,
                         tie_break=ctx.tie_break)
-    return {**r.to_json(), "forgotten_relationships": sorted(ret.forgotten_relationships),
-            "forgotten_biographies": sorted(ret.forgotten_biographies)}
+    out = {**r.to_json(), "forgotten_relationships": sorted(forgot_rel), "forgotten_biographies": sorted(forgot_bio)}
+    if ctx.known_before is not None:  # only then, so that rows scored on every fact stay as they were
+        out["unscorable"] = {"relationships": len(un_rel), "biographies": len(un_bio)}
+    return out
+
+
+def unknown_before(kb, known_before) -> tuple[set, set]:
+    """The unscorable facts of a model evaluated on its own knowledge: the relationship and biography fact_ids of
+    ``kb`` outside ``known_before`` ((fact kind, fact_id) pairs; None: none is unscorable).
+
+    Returns:
+        (relationship fact_ids, biography fact_ids), two sets.
+
+    Source: Wu et al. 2025, Eq. 1 (a fact counts as forgotten only if the model knew it); :mod:`dukb.neural.known`.
+    """
+    if known_before is None:
+        return set(), set()
+    return ({f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in known_before},
+            {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in known_before})
+
+
+def scorable_sets(sets, unscorable) -> list[list[int]]:
+    """The minimal sets restricted to the scorable facts, M \\ X for each M (X: the unscorable relationship
+    fact_ids), those left empty dropped and duplicates kept once, in the sets' order: recall (Eq. 1) over them
+    never counts an unscorable fact, in its numerator or its denominator. Under ``--no-finetune`` the sets are
+    the known part's (:mod:`dukb.neural.known`), so each is already wholly scorable and this changes nothing.
+
+    Source: Wu et al. 2025, Eq. 1, restricted to the scorable facts (dukb).
+    """
+    x = set(unscorable)
+    out: list[list[int]] = []
+    seen: set[frozenset] = set()
+    for m in sets:
+        kept = [f for f in m if f not in x]
+        if kept and frozenset(kept) not in seen:
+            seen.add(frozenset(kept))
+            out.append(kept)
+    return out
 
 
 def success_du(closure, target: int, forgotten_relationships) -> int:

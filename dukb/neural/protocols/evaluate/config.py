@@ -62,6 +62,9 @@ class EvaluateConfig(RunConfig, LaunchOptions):
     :class:`dukb.neural.runconfig.RunConfig`'s, shared by every protocol.
 
     Attributes:
+        no_finetune: evaluate ``model`` as given, on the facts its qa probe before unlearning elicits
+            (:mod:`dukb.neural.known`); False (default): finetune it on the KB first, as Eval-DU does. In the run
+            identity only when set.
         targets: explicit relationship fact_ids (None: ``n_targets`` drawn with the seed, one per relation kind
             first, as evenly as possible).
         n_targets: number of targets to draw when ``targets`` is None (default 11 = one per relation).
@@ -116,7 +119,7 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         "resume": "Continue a run in the same directory, skipping finished rows. Refused (exit 2, differing keys "
                   "named) when any setting that changes rows differs from the run's; targets and methods may be "
                   "added.",
-        "order": ("targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
+        "order": ("no_finetune", "targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
                   "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
                   "attacks", "utility", "utility_include", "compat", "prompt_format", "bos", "judge",
                   "reinforce", "family_grids",
@@ -127,6 +130,13 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         "rules": "family_paper_compat", "sets": "paper", "tie_break": "first", "prompt_format": "eval-du",
         "bos": "family", "judge": "generation"}}
 
+    no_finetune: bool = option(False, identity="set", help="Evaluate --model as it is, on what it already knows "
+                               "(a pretrained model, or any HF folder), instead of finetuning it on the KB first "
+                               "(the default, as Eval-DU does). The qa probe before unlearning defines the known "
+                               "facts; unknown facts are unscorable (never counted as forgotten, left out of "
+                               "recall and accuracy); targets are drawn among known facts with a derivation from "
+                               "other known facts, and minimal sets are those of the known part of the KB. A "
+                               "--targets-file target the model did not know is refused.")
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
     n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: draw this many targets, relation kinds "
@@ -273,6 +283,29 @@ class EvaluateConfig(RunConfig, LaunchOptions):
             self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
         self._check_prompt_options()
         check_utility(self.utility, self.utility_include)
+        self._check_no_finetune()
+
+    def _check_no_finetune(self) -> None:
+        """``no_finetune`` evaluates ``model`` as given: refuse the options that finetune or that score facts the
+        model may not know.
+
+        Raises:
+            InputError: ``no_finetune`` with ``model`` "tiny" (untrained) or ``finetuned``, with ``finetune_forms`` other than qa, with ``--sets
+                paper`` (the paper's sets are the full KB's; under ``no_finetune`` they are the known part's), or
+                with ``attacks`` (their worst case does not yet leave unknown facts unscored).
+        """
+        if not self.no_finetune:
+            return
+        for bad, why in ((self.model == "tiny", "--model tiny (an untrained model knows nothing: give a pretrained "
+                                                "model or a model folder)"),
+                         (self.finetuned, "--finetuned (give the model with --model)"),
+                         (self.finetune_forms != ["qa"], "--finetune-forms (nothing is finetuned)"),
+                         (self.sets == "paper", "--sets paper (the paper's sets are the full KB's; the known part's "
+                                                "are computed: --sets exact or random)"),
+                         (bool(self.attacks), "--attacks (their worst case does not yet leave unknown facts "
+                                              "unscored)")):
+            if bad:
+                raise InputError(f"--no-finetune evaluates --model as it is: not with {why}")
 
     def _check_prompt_options(self) -> None:
         """The prompt format, BOS rule and judge are known values, and a ``finetuned`` model was finetuned with the
@@ -418,7 +451,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.run`).
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
-    resolved finetuning config); dtype; the preset family (it chooses learning rates and grids); prompt tags;
+    resolved finetuning config; under ``no_finetune`` the base model's fingerprint alone, and ``no_finetune``:
+    True among the components); dtype; the preset family (it chooses learning rates and grids); prompt tags;
     lora; seed; lr; sets (method, N_seed, exact limits, and with ``paper`` the digest of the paper's sets); retain
     and probe settings (``probe.answer``: the judge); the prompt options where not dukb's (:func:`prompt_identity`);
     the metrics; targets and methods (label -> :func:`method_identity`): targets, methods and each method's grid are
@@ -435,6 +469,8 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
 
     if cfg.finetuned:
         model = {"finetuned": model_fingerprint(cfg.finetuned)}
+    elif getattr(cfg, "no_finetune", False):  # evaluated as given: its weights, no finetuning config
+        model = {"base": model_fingerprint(cfg.model)}
     else:
         base = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
         preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dukb import InputError
 from dukb.neural.attacks.report import attacks_section, plot_attacks
+from dukb.neural.known import known_line, known_of_record
 from dukb.neural.metrics import DEFAULT_METRICS, parse_metrics, summary_metrics
 from dukb.neural.metrics.summary import (  # noqa: F401
     ACCURACY,
@@ -264,10 +265,13 @@ def _run_lines(df, config: dict, finetune: dict | None) -> list[str]:
     if finetune:
         lines.append(f"- finetuned model: accuracy {finetune.get('accuracy', float('nan')):.4f} before unlearning "
                      f"({finetune.get('epochs_run')} epochs, {finetune.get('seconds', 0):.1f} s)")
+    known = known_of_record(config.get("known_before"))
+    if known is not None:  # --no-finetune: the model as given, scored on what it knew
+        lines.append(f"- not finetuned (--no-finetune): {known_line(known)}")
     metrics = config.get("metrics")
     lines.append("- metrics: " + (", ".join(metrics) if isinstance(metrics, list) else "default")
-                 + " · finetune forms: "
-                 + ", ".join(config.get("finetune_forms") or ["qa"]))
+                 + ("" if known is not None else " · finetune forms: " + ", ".join(config.get("finetune_forms")
+                                                                                 or ["qa"])))
     dev = config.get("device_used") if isinstance(config.get("device_used"), dict) else {}
     ver = config.get("versions") if isinstance(config.get("versions"), dict) else \
         (config.get("provenance") or {}).get("versions") if isinstance(config.get("provenance"), dict) else {}
@@ -460,8 +464,9 @@ def appendix_report(df, summary, config: dict) -> str:
 
 
 def fact_rows(df, config: dict) -> list[dict]:
-    """facts.csv: the per-fact ids a report refers to, one row each (never in report.md): the run's targets, and
-    the facts no held-out form elicited before unlearning (unscorable on the held-out forms).
+    """facts.csv: the per-fact ids a report refers to, one row each (never in report.md): the run's targets, under
+    ``--no-finetune`` the facts the model did not know before unlearning (``unknown_before``: unscorable), and the
+    facts no held-out form elicited before unlearning (unscorable on the held-out forms).
 
     Args:
         df: result rows; config: the run's config.json.
@@ -474,6 +479,12 @@ def fact_rows(df, config: dict) -> list[dict]:
     targets = config.get("targets") if isinstance(config.get("targets"), list) else []
     for t in sorted(set(rel) | {int(t) for t in targets if isinstance(t, int) and not isinstance(t, bool)}):
         out.append({"list": "target", "fact_kind": "relationship", "fact_id": t, "note": rel.get(t) or ""})
+    known = known_of_record(config.get("known_before"))
+    if known is not None:  # --no-finetune: the facts the model did not know before unlearning (unscorable)
+        out += [{"list": "unknown_before", "fact_kind": kind, "fact_id": f,
+                 "note": "the model did not know it before unlearning (qa probe): unscorable"}
+                for kind, ids in (("relationship", known.unknown_relationships),
+                                  ("biography", known.unknown_biographies)) for f in sorted(ids)]
     before = config.get("heldout_known_before")
     un = before.get("unelicited") if isinstance(before, dict) else None
     if isinstance(un, dict):

@@ -25,6 +25,7 @@ from dukb.kb.kbschema import require_family
 from dukb.neural import distributed as dist
 from dukb.neural.data import kb_qa
 from dukb.neural.families import component_grid
+from dukb.neural.known import check_known_targets, known_from_probe, known_line, known_part, rederivable
 from dukb.neural.lmeval import measure_utility, row_utility
 from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
 from dukb.neural.methods.base import SweepSchedule
@@ -94,6 +95,10 @@ class EvaluateProtocol(Protocol):
         require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
         self.closure = closure = compute_closure(kb, cfg.rules)
         self.spec = spec = _model_spec(cfg)  # its family chooses the grids of --family-grids paper
+        self.known = self.early_probe = self.early_lm = None
+        self.sets_kb = kb  # the KB whose minimal sets are computed: under --no-finetune its known part
+        if cfg.no_finetune:
+            self._known_before()
         methods, grids, metrics, targets = self._methods_and_targets()
         dtype = str(resolve_dtype(cfg.dtype, self.device)).removeprefix("torch.")
         # a preset's own schedule also when the entry carries per-method options (``du_ga:lr=1e-4``)
@@ -150,11 +155,56 @@ class EvaluateProtocol(Protocol):
         problem = eval_du_targets_problem(cfg)
         if problem:
             raise InputError(problem)
-        self.targets = targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
-            choose_targets(self.kb, cfg.n_targets, cfg.seed)
+        if self.known is not None:
+            targets = self._known_targets()
+        else:
+            targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
+                choose_targets(self.kb, cfg.n_targets, cfg.seed)
+        self.targets = targets
         for t in targets:
             self.closure.atom_of_fact(t)
         return methods, grids, metrics, targets
+
+    def _known_before(self) -> None:
+        """``--no-finetune``: load ``model`` as given, probe it on the qa form of every KB fact (the probe before
+        unlearning; :meth:`_probe_before` reuses it), and keep the known facts (:mod:`dukb.neural.known`); the
+        closure becomes the known part's, Ω(K', R), whose minimal sets are scored (Wu et al. 2025, Definitions
+        2-3 over K').
+
+        Raises:
+            InputError: the model cannot be loaded.
+        """
+
+        lm = self.early_lm = load_model(self.spec)
+        self.early_probe = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
+                                 kb_qa(self.kb, ("qa",)), **self._probe_kw(lm))
+        self.known = known = known_from_probe(self.kb, self.early_probe)
+        self.sets_kb = known_part(self.kb, known)
+        self.closure = compute_closure(self.sets_kb, self.closure.rules)
+        self.log(known_line(known))
+
+    def _known_targets(self) -> list[int]:
+        """``--no-finetune``'s targets: the given ones, each known and derivable from other known facts, or
+        ``n_targets`` drawn among such facts (:func:`dukb.neural.known.rederivable`).
+
+        Raises:
+            InputError: no known fact has such a derivation; a given target the model did not know or with no such
+                derivation; more targets asked than known facts qualify.
+        """
+
+        cfg = self.cfg
+        candidates = rederivable(self.closure, sorted(self.known.relationships))
+        if not candidates:
+            raise InputError(f"--no-finetune: {known_line(self.known).split(';')[0]}, and none of them has a "
+                             "derivation from other facts it knew: no target to unlearn deeply")
+        if cfg.targets:
+            targets = list(dict.fromkeys(cfg.targets))
+            for t in targets:
+                self.kb.relationship(t)  # a fact of the KB at all (one line otherwise)
+            check_known_targets(targets, self.known, candidates)
+            return targets
+        return choose_targets(self.kb, cfg.n_targets, cfg.seed, among=candidates,
+                              what=" (--no-finetune: the known facts with a derivation from other known facts)")
 
     def _check_grown_grids_cover_targets(self, targets: list[int]) -> None:
         """A setting must cover the same targets as the others on its method's curve.
@@ -195,10 +245,11 @@ class EvaluateProtocol(Protocol):
         scopes = [scope for _label, _m, scope, _g in methods]
         kw = dict(sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed)
         if self.main:
-            self.sets_plan = build_plan(self.run, self.kb, self.closure, targets, scopes, write=not self.joined, **kw)
+            self.sets_plan = build_plan(self.run, self.sets_kb, self.closure, targets, scopes, write=not self.joined,
+                                        **kw)
         dist.barrier(self.device)
         if not self.main:  # the caches process 0 just wrote
-            self.sets_plan = build_plan(self.run, self.kb, self.closure, targets, scopes, write=False, **kw)
+            self.sets_plan = build_plan(self.run, self.sets_kb, self.closure, targets, scopes, write=False, **kw)
 
     # ---- model ---------------------------------------------------------------------------------------------------
     def model(self) -> None:
@@ -235,6 +286,9 @@ class EvaluateProtocol(Protocol):
         if cfg.utility:
             self._finetuned_utility(lm)
         self.heldout_before = elicited_by_form(base, base_forms) if heldout else None
+        if heldout and self.known is not None:  # a fact the model did not know is unscorable on every form
+            pairs = self.known.pairs()
+            self.heldout_before = frozenset(p for p in self.heldout_before if p[1:] in pairs)
         if heldout:  # how much of the KB the held-out forms elicit before unlearning: recall_heldout's baseline
             record["heldout_known_before"] = heldout_known(kb, base, sorted(base_forms, key=list(kinds).index))
             self.log(f"held-out forms elicit {record['heldout_known_before']['all']:.4f} of the KB before unlearning")
@@ -245,7 +299,7 @@ class EvaluateProtocol(Protocol):
             items = [it for it in items
                      if it.kind in others or (it.kind, it.fact_kind, it.fact_id) in self.heldout_before]
         self.items = items
-        if acc0 < 1.0:
+        if acc0 < 1.0 and self.known is None:
             self.log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
 
     def _finetuned_model(self):
@@ -259,6 +313,11 @@ class EvaluateProtocol(Protocol):
         """
 
         cfg, kb, spec, record = self.cfg, self.kb, self.spec, self.record
+        if self.known is not None:  # --no-finetune: the model as given, loaded by the plan
+            record["model"] = cfg.model
+            record["known_before"] = self.known.record()
+            lm, self.early_lm = self.early_lm, None
+            return lm, {}
         model_key = finetune_cache_key(self.identity)
         if cfg.finetuned:
             lm = load_model(spec)
@@ -314,9 +373,10 @@ class EvaluateProtocol(Protocol):
         """
 
         cache = self.run / PROBE_CACHE_NAME
-        weights = self.identity["model"]["finetuned"] if self.cfg.finetuned else model_fingerprint(self.run / "finetuned")
-        probe_kw = {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"],
-                    "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+        model = self.identity["model"]
+        weights = model["finetuned"] if self.cfg.finetuned else model["base"] if self.known is not None else \
+            model_fingerprint(self.run / "finetuned")
+        probe_kw = self._probe_kw(lm)
         dev = self.record["provenance"]["device"]
         kind = str(lm.device).split(":")[0]
         where = {"type": kind, "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
@@ -331,10 +391,35 @@ class EvaluateProtocol(Protocol):
         if base is not None:
             self.log(f"the model before unlearning: its probe read from {cache}")
         else:
-            base = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), asked, **probe_kw)
+            base = self._probe_rest(lm, asked, probe_kw)
             if self.main and not self.joined:  # the owner keeps the caches (a joined worker only reads them)
                 write_probe_cache(cache, key, base)
         return base
+
+    def _probe_rest(self, lm, asked: list, probe_kw: dict):
+        """Probe ``asked``, reusing the plan's qa probe under ``--no-finetune`` (:meth:`_known_before`): only the
+        items it lacks are probed (its rows first, then the others)."""
+        import pandas as pd
+
+
+        early = self.early_probe
+        done = set() if early is None else set(zip(early["kind"], early["fact_kind"], early["fact_id"]))
+        rest = [it for it in asked if (it.kind, it.fact_kind, it.fact_id) not in done]
+        df = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), rest, **probe_kw)
+        if early is None:
+            return df
+        wanted = {(it.kind, it.fact_kind, it.fact_id) for it in asked}
+        keep = early[[(k, fk, f) in wanted for k, fk, f in zip(early["kind"], early["fact_kind"], early["fact_id"])]]
+        out = pd.concat([keep, df], ignore_index=True)
+        out.attrs = {**df.attrs, "seconds": df.attrs.get("seconds", 0.0) + early.attrs.get("seconds", 0.0)}
+        return out
+
+    @staticmethod
+    def _probe_kw(lm) -> dict:
+        """The probe settings of the probe before unlearning (greedy, the judge's stop rule, the paper's budget)."""
+
+        return {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"],
+                "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
 
     # ---- work units ----------------------------------------------------------------------------------------------
     def make_claims(self):
@@ -385,6 +470,7 @@ class EvaluateProtocol(Protocol):
                         reinforce=cfg.reinforce,
                         attacks=self.attacks, reference=self.reference, row_fields=row_fields,
                         keep_model=self.keep_model if self.saver is not None else None,
+                        known_before=None if self.known is None else self.known.pairs(),
                         utility=row_utility(self.lm, cfg.utility, cfg.utility_include) if cfg.utility else None)
         yield from sweep_target(plan)
 
