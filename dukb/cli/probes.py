@@ -56,8 +56,9 @@ def probes(
                                           f"{MAX_CONTEXT:,} (default 5)."),
     docs_per_entity: int = typer.Option(1, "--docs-per-entity", min=1, max=MAX_DOCS_PER_ENTITY, help="With "
                                         f"--corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}."),
-    rules: str = typer.Option("family", "--rules", help="Rule set of the closure used to keep gold answers right: "
-                              "'family', 'family_paper_compat' or a .lp file."),
+    rules: Optional[str] = typer.Option(None, "--rules", help="Rule set of the closure used to keep gold answers "
+                                        "right: 'family', 'family_paper_compat' or a .lp file. Default: the KB's "
+                                        "own rules.lp when its directory has a schema.yaml, else family."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
                                           help="Output file (stdout if omitted); a folder with --format edu or "
                                           "--corrupt. Each file is written all or nothing."),
@@ -78,8 +79,9 @@ def probes(
     (doc_id, entity, k_context, text, facts: role incorrect|correct, fact_kind, fact_id, sentence).
     """
     from dukb.kb import load_kb
-    from dukb.kb.kbschema import require_family
-    from dukb.kb.probes import make_probes, parse_kinds, probes_text, write_edu_qa
+    from dukb.kb.probe_files import probes_text
+    from dukb.kb.probes import parse_kinds, probe_report, write_edu_qa
+    from dukb.kb.schema_probes import unscorable_summary
     from dukb.solver.closure import compute_closure
 
     chosen = parse_kinds(kinds)
@@ -90,13 +92,22 @@ def probes(
     if output is not None and (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output.is_file():
         raise InputError("-o must be a folder (not an existing file) with --corrupt or --format edu", output)
     k = load_kb(kb)
-    require_family(k.schema, k.source)  # probes from a schema's templates: not yet (issue 43 item 3)
+    family = k.schema.is_family
+    if not family and (fmt == ProbeFormat.edu or corrupt_fraction is not None):
+        what = "--format edu (EDU-RELAT's family QA files)" if fmt == ProbeFormat.edu else \
+            "--corrupt (RESTOR-style corruption of family relations and biography values)"
+        raise InputError(f"KB {k.source} has schema '{k.schema.name}': {what} needs the family schema; "
+                         "--format jsonl|csv writes its probes from the schema's templates")
     closure = compute_closure(k, rules).atoms
     written: list[str] = []
     if fmt == ProbeFormat.edu:
         written += [str(p) for p in write_edu_qa(k, output, closure)]
     else:
-        text = probes_text(make_probes(k, chosen, seed, closure=closure), fmt.value)
+        probes_made, report = probe_report(k, chosen, seed, closure=closure)
+        if not family:  # the family forms cover every relation: its output stays as it was
+            for line in unscorable_summary(report):
+                typer.echo(f"dukb: note: unscorable probes: {line}", err=True)
+        text = probes_text(probes_made, fmt.value)
         if corrupt_fraction is not None:
             target = output / f"probes.{fmt.value}"
         else:

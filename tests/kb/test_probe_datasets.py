@@ -40,10 +40,9 @@ from dukb.kb.probes import (
     judge,
     make_probes,
     parse_kinds,
-    probes_text,
-    read_probes,
     write_edu_qa,
 )
+from dukb.kb.probe_files import probes_text, read_probes
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
 from dukb.solver.closure import compute_closure
 
