@@ -237,24 +237,25 @@ def family_schema() -> Schema:
     return load_schema(path)
 
 
-def require_family(schema: Schema, source: object) -> None:
-    """Refuse a KB whose schema is not the family one where probes, fact statements or judging are needed: they
-    are still built from the family templates (dukb/data/templates/probes.json), not yet from a schema's templates.
+def require_family(schema: Schema, source: object, what: str) -> None:
+    """Refuse a KB whose schema is not the family one on a path that still needs family-only data (EDU-RELAT's
+    relation words, biography values, the family description frames); probes, statements and judging come from
+    any schema's templates (:mod:`dukb.kb.schema_probes`).
 
     Args:
-        schema: the KB's schema; source: the KB's directory (for the message).
+        schema: the KB's schema; source: the KB's directory (for the message); what: the path and the family-only
+            data it needs, e.g. ``"RESTOR's corruption (family relations and biography values)"``.
 
     Raises:
-        InputError: ``KB DIR has schema 'NAME': probes from schema templates are not available yet (...)``.
+        InputError: ``KB DIR has schema 'NAME': WHAT needs the family schema``.
 
-    Source: Wu et al. 2025, Sec. 2 and App. B (EDU-RELAT's question templates, family relations only).
+    Source: Wu et al. 2025, Sec. 2 and App. B (EDU-RELAT's family relations and biographies).
 
     Example:
-        >>> require_family(family_schema(), "demo")  # the family schema: returns None
+        >>> require_family(family_schema(), "demo", "this path")  # the family schema: returns None
     """
     if not schema.is_family:
-        raise InputError(f"KB {source} has schema '{schema.name}': probes from schema templates are not available "
-                         "yet (the neural commands take family KBs only; validate, closure and mdus take any schema)")
+        raise InputError(f"KB {source} has schema '{schema.name}': {what} needs the family schema")
 
 
 def schema_of(kb_dir: str | Path) -> Schema:

@@ -329,8 +329,8 @@ def schema_statements(kb: KB) -> dict[tuple[str, int], str]:
     Source: Wu et al. 2025 (EDU-RELAT's fact template, here the schema's).
     """
     schema = kb.schema
-    specs: list[RelationSpec | AttributeSpec] = [schema.relation(r) for r in dict.fromkeys(
-        f.relation for f in kb.relationships)]
+    used = {f.relation for f in kb.relationships}
+    specs: list[RelationSpec | AttributeSpec] = [r for r in schema.relations if r.name in used]
     by_attr = {a.name: a for a in schema.attributes}
     specs += [by_attr.get(a) or AttributeSpec(a) for a in dict.fromkeys(b.attribute for b in kb.biographies)]
     lacking = [s for s in specs if s.template("fact") is None]
@@ -365,3 +365,40 @@ def unscorable_summary(report: dict[str, dict[str, Any]]) -> list[str]:
                         for reason, names in r["reasons"].items())
         out.append(f"{kind}: {' and '.join(parts)} unscorable ({why}); {r['probes']} probes")
     return out
+
+
+def require_templates(kb: KB, forms: Sequence[str], what: str) -> None:
+    """Refuse, in one line, a KB with its own schema where a relation (or attribute) that has facts lacks a template
+    that ``what`` needs: a path that trains or scores every fact under a form cannot leave facts out.
+
+    Args:
+        kb: the KB (a family KB always passes: its forms cover every relation).
+        forms: the template forms needed, e.g. ``("qa",)``.
+        what: the path, for the message (``"evaluate (finetunes and scores every fact on the qa form)"``).
+
+    Raises:
+        InputError: ``SCHEMA.YAML:LINE: relation 'R' has no 'FORM' template (also ...): WHAT needs it``.
+
+    Source: Wu et al. 2025, App. C and H (every fact is finetuned and probed in the QA form).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> require_templates(load_kb("demo"), ("qa",), "evaluate")  # the family KB: returns None
+    """
+    schema = kb.schema
+    if schema.is_family:
+        return
+    used = {f.relation for f in kb.relationships}
+    attrs = {b.attribute for b in kb.biographies}
+    specs: list[RelationSpec | AttributeSpec] = [r for r in schema.relations if r.name in used]
+    by_attr = {a.name: a for a in schema.attributes}
+    specs += [by_attr.get(a) or AttributeSpec(a) for a in sorted(attrs)]
+    missing = [(s, form) for s in specs for form in forms if s.template(form) is None]
+    if not missing:
+        return
+    (first, form), rest = missing[0], missing[1:]
+    kind = "relation" if isinstance(first, RelationSpec) else "attribute"
+    names = [f"'{s.name}'" + (f" {f}" if len(forms) > 1 else "") for s, f in rest]
+    also = f" (nor has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if rest else ""
+    raise InputError(f"{kind} '{first.name}' has no '{form}' template{also}: {what} needs it for every relation "
+                     "with facts", schema.path, first.line or None)

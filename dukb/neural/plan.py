@@ -43,7 +43,8 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
 
         kb_spec = default_generated_kb_dir()
     kb = load_kb(kb_spec)
-    require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
+    require_family(kb.schema, kb.source, "muse, rwku and control (RWKU's description corpus, "
+                   "templates/descriptions.json, is family wording)")
     return kb, compute_closure(kb, rules)
 
 

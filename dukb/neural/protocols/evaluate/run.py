@@ -55,7 +55,7 @@ class EvaluateProtocol(Protocol):
                 FSDP launch (each process unlearns its own targets with a whole model).
         """
         from dukb.kb import load_kb
-        from dukb.kb.kbschema import require_family
+        from dukb.kb.schema_probes import require_templates
         from dukb.neural.methods import schedule_for
         from dukb.neural.models import resolve_device, resolve_dtype
         from dukb.solver.closure import compute_closure
@@ -73,7 +73,7 @@ class EvaluateProtocol(Protocol):
         else:
             kb_dir = cfg.kb
         self.kb = kb = load_kb(kb_dir)
-        require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
+        require_templates(kb, ("qa",), "evaluate (finetunes and scores every fact on the qa form)")
         self.closure = closure = compute_closure(kb, cfg.rules)
         self.spec = spec = _model_spec(cfg)  # its family chooses the grids of --family-grids paper
         methods, grids, metrics, targets = self._methods_and_targets()
