@@ -107,14 +107,18 @@ class AttributeSpec:
         templates: (form, template) pairs (placeholders ``{s}``, ``{v}``).
 
     Example:
-        >>> AttributeSpec("job").subject
-        'any'
+        >>> AttributeSpec("job").subject, AttributeSpec("job", templates=(("qa", "What is {s}'s job?"),)).template("qa")
+        ('any', "What is {s}'s job?")
     """
 
     name: str
     subject: str = ANY
     templates: Templates = ()
     line: int = field(default=0, compare=False)
+
+    def template(self, form: str) -> str | tuple[str, ...] | None:
+        """The template of a probe form, or None when the attribute has none."""
+        return dict(self.templates).get(form)
 
 
 @dataclass(frozen=True)

@@ -228,6 +228,30 @@ def test_a_relation_gaining_a_reverse_template_is_probed(tmp_path):
     assert report["reverse"]["reasons"] == {"no 'reverse' template": {"currency_of": 3}}
 
 
+def test_attribute_facts_from_attribute_templates(tmp_path):
+    root = write_places(tmp_path / "kb")
+    (root / "schema.yaml").write_text(PLACES_SCHEMA + """attributes:
+  population:
+    subject: city
+    templates: {fact: "{s} has {v} inhabitants.", qa: "How many people live in {s}?", cloze: "The population of {s} is"}
+  motto: {subject: country, templates: {fact: "The motto of {s} is {v}."}}
+""")
+    (root / "biographies.csv").write_text("fact_id,subject,attribute,value\n0,Lyon,population,522250\n"
+                                          "1,Paris,population,2102650\n2,France,motto,Liberty\n")
+    kb = load_kb(root)
+    probes, report = probe_report(kb, None, closure=compute_closure(kb).atoms)
+    bio = {(p.kind, p.fact_id): p for p in probes if p.fact_kind == "biography"}
+    assert bio[("qa", 0)].question == "How many people live in Lyon?" and bio[("qa", 0)].answer == "522250"
+    assert bio[("cloze", 1)].question == "The population of Paris is"
+    mc = bio[("multiple_choice", 0)]
+    assert mc.question.splitlines()[1:-1] in (["A. 2102650", "B. 522250"], ["A. 522250", "B. 2102650"])
+    assert ("qa", 2) not in bio and ("no", 0) not in bio
+    assert report["no"]["reasons"]["form does not apply to attributes"] == {"population": 2, "motto": 1}
+    assert report["qa"]["reasons"] == {"no 'qa' template": {"motto": 1}}
+    assert report["qa"]["unscorable"] == {"relationships": 0, "biographies": 1}
+    assert fact_statements(kb)[("biography", 0)] == "Lyon has 522250 inhabitants."
+
+
 def test_the_judge_accepts_aliases_and_refuses_a_wrong_answer(places):
     kb = load_kb(places)
     probes = make_probes(kb, closure=compute_closure(kb).atoms)
