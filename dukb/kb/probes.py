@@ -45,7 +45,7 @@ from dukb.kb.io import atomic_output
 from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
-from dukb.kb.schema_probes import NOT_APPLICABLE, SchemaForms, schema_statements
+from dukb.kb.schema_probes import NOT_APPLICABLE, SchemaForms, schema_statements, wrong_objects
 from dukb.kb.templates import load_template
 
 RELATIONSHIP = "relationship"
@@ -511,25 +511,11 @@ class _Builder:
         """Up to ``n`` wrong options for a fact, drawn from the KB (fallback pools for sparse attributes)."""
         if isinstance(f, Fact):
             need = OBJECT_GENDER.get(f.relation)
-            people = self.ix.by_gender.get(need, []) if need else list(self.kb.people)
-
-            def fits(x: str) -> bool:
-                return x not in (f.subject, f.object) and not self.ix.holds(f.subject, f.relation, x)
-
-            if len(people) > 8 * n + 64:  # large KB: rejection sampling instead of a scan over everyone
-                picked: dict[str, None] = {}
-                for _ in range(16 * n + 64):
-                    x = people[rng.randrange(len(people))]
-                    if fits(x):
-                        picked[x] = None
-                        if len(picked) == n:
-                            return list(picked)
-            pool = [x for x in people if fits(x)]
-        else:
-            true = self.ix.values(f.subject, f.attribute) | {f.value}
-            pool = [v for v in self.ix.attribute_values(f.attribute) if v not in true]
-            if len(pool) < n:
-                pool += [v for v in fallback_values(self.ix, f.attribute, f.value) if v not in true and v not in pool]
+            return wrong_objects(self.ix, f, self.ix.by_gender.get(need, []) if need else list(self.kb.people), n, rng)
+        true = self.ix.values(f.subject, f.attribute) | {f.value}
+        pool = [v for v in self.ix.attribute_values(f.attribute) if v not in true]
+        if len(pool) < n:
+            pool += [v for v in fallback_values(self.ix, f.attribute, f.value) if v not in true and v not in pool]
         return rng.sample(pool, min(n, len(pool)))
 
     def multiple_choice(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:

@@ -60,6 +60,43 @@ def _join(names: Sequence[str], joiners: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else sep.join(names[:-1]) + last + names[-1]
 
 
+def wrong_objects(index: Any, f: Fact, pool: Sequence[str], n: int, rng: random.Random) -> list[str]:
+    """Up to ``n`` names of ``pool`` that are neither the fact's subject nor its object and that the closure does not
+    give as objects of ``(f.subject, f.relation)``: the wrong options of a multiple-choice question and the
+    ``{wrong}`` of a no question.
+
+    A large pool (over ``8 n + 64``) is sampled by rejection first (``16 n + 64`` draws) instead of scanned; else,
+    or when that finds fewer than ``n``, ``rng.sample`` of every fitting name in pool order.
+
+    Args:
+        index: the KB's :class:`dukb.kb.probes.FactIndex`; f: the fact; pool: candidate names; n: how many;
+            rng: the generator (the same draws give the same names).
+
+    Source: Jin et al. 2024, RWKU Sec. 3.3 (multiple choice with false options).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> from dukb.kb.probes import FactIndex
+        >>> kb = load_kb("demo")
+        >>> wrong = wrong_objects(FactIndex(kb), kb.relationship(0), list(kb.people), 3, random.Random(0))
+        >>> len(wrong), "George Hale" in wrong
+        (3, False)
+    """
+    def fits(x: str) -> bool:
+        return x not in (f.subject, f.object) and not index.holds(f.subject, f.relation, x)
+
+    if len(pool) > 8 * n + 64:  # large KB: rejection sampling instead of a scan over everyone
+        picked: dict[str, None] = {}
+        for _ in range(16 * n + 64):
+            x = pool[rng.randrange(len(pool))]
+            if fits(x):
+                picked[x] = None
+                if len(picked) == n:
+                    return list(picked)
+    fitting = [x for x in pool if fits(x)]
+    return rng.sample(fitting, min(n, len(fitting)))
+
+
 class SchemaForms:
     """Builds the probes of a KB whose schema is not the family one, from the schema's templates.
 
@@ -144,21 +181,8 @@ class SchemaForms:
     def _wrong_objects(self, f: Fact, n: int, rng: random.Random) -> list[str]:
         """Up to ``n`` entities of the relation's object type that the closure does not give as objects."""
         need = self.rel_spec[f.relation].object
-        pool = self.ix.by_gender.get(need, []) if need != "any" else list(self.kb.people)
-
-        def fits(x: str) -> bool:
-            return x not in (f.subject, f.object) and not self.ix.holds(f.subject, f.relation, x)
-
-        if len(pool) > 8 * n + 64:  # large KB: rejection sampling instead of a scan over everyone
-            picked: dict[str, None] = {}
-            for _ in range(16 * n + 64):
-                x = pool[rng.randrange(len(pool))]
-                if fits(x):
-                    picked[x] = None
-                    if len(picked) == n:
-                        return list(picked)
-        fitting = [x for x in pool if fits(x)]
-        return rng.sample(fitting, min(n, len(fitting)))
+        return wrong_objects(self.ix, f, self.ix.by_gender.get(need, []) if need != "any" else list(self.kb.people),
+                             n, rng)
 
     def _wrong_relations(self, f: Fact, n: int, rng: random.Random) -> list[str]:
         true = self.ix.pair_relations.get((f.subject, f.object), set()) | {f.relation}
