@@ -505,6 +505,14 @@ class _Reader:
                 out.append((form, texts))
             else:
                 out.append((form, self.template_text(vnode, where, allowed)))
+            if form == "no":  # its answer is "no" only about a wrong object (relation)
+                texts = out[-1][1] if isinstance(out[-1][1], tuple) else (out[-1][1],)
+                if "wrong" not in allowed:
+                    raise self.error(f"{where}: an attribute has no 'no' form (its placeholders have no {{wrong}})",
+                                     vnode)
+                if any("wrong" not in {f for _, f, _, _ in string.Formatter().parse(t) if f} for t in texts):
+                    raise self.error(f"{where} must use {{wrong}}: the answer of a 'no' question is 'no' only "
+                                     "about a wrong object", vnode)
         return tuple(out)
 
     def template_text(self, node: Any, where: str, allowed: frozenset[str]) -> str:

@@ -252,6 +252,51 @@ def test_attribute_facts_from_attribute_templates(tmp_path):
     assert fact_statements(kb)[("biography", 0)] == "Lyon has 522250 inhabitants."
 
 
+KIN_SCHEMA = """\
+schema_version: 1
+name: kin
+entity_types: [person]
+relations:
+  parent:
+    qa_answer: relation
+    templates: {qa: "Who is {o} to {s}?", cloze: "{o} is {s}'s ", no: "Is {o} {s}'s {wrong}?"}
+  friend:
+    qa_answer: relation
+    templates: {qa: "Who is {o} to {s}?"}
+"""
+
+
+def test_qa_answer_relation_asks_for_the_relation(tmp_path):
+    root = tmp_path / "kin"
+    root.mkdir()
+    (root / "schema.yaml").write_text(KIN_SCHEMA)
+    (root / "entities.csv").write_text("name,type\nAnn,person\nBo,person\n")
+    (root / "relationships.csv").write_text("fact_id,subject,relation,object\n0,Bo,parent,Ann\n1,Ann,friend,Bo\n")
+    (root / "rules.lp").write_text("holds(A,friend,B) :- holds(A,parent,B), holds(B,parent,A).\n")
+    kb = load_kb(root)
+    probes = make_probes(kb, "qa,cloze,no,multiple_choice", closure=compute_closure(kb).atoms)
+    assert _by(probes, "qa", 0).question == "Who is Ann to Bo?" and _by(probes, "qa", 0).answer == "parent"
+    assert _by(probes, "cloze", 0).answer == "parent"
+    assert _by(probes, "no", 0).question == "Is Ann Bo's friend?"  # the wrong relation, false for the pair
+    mc = _by(probes, "multiple_choice", 1)
+    assert mc.answer == "friend" and sorted(line[3:] for line in mc.question.splitlines()[1:-1]) == ["friend",
+                                                                                                       "parent"]
+
+
+@pytest.mark.parametrize("templates, fragment", [
+    ('{no: "Is {o} the capital of {s}?"}', "template 'no' of relation 'capital' must use {wrong}"),
+    ('{no: ["Is {wrong} the capital of {s}?", "Is {o} it?"]}', "must use {wrong}"),
+])
+def test_a_no_template_needs_wrong(tmp_path, templates, fragment):
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "schema.yaml").write_text("schema_version: 1\nname: t\nentity_types: [city, country]\nrelations:\n"
+                                      f"  capital:\n    subject: country\n    templates: {templates}\n")
+    with pytest.raises(InputError) as e:
+        load_kb(root)
+    assert e.value.line == 7 and fragment in e.value.message
+
+
 def test_the_judge_accepts_aliases_and_refuses_a_wrong_answer(places):
     kb = load_kb(places)
     probes = make_probes(kb, closure=compute_closure(kb).atoms)
