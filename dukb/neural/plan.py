@@ -22,9 +22,12 @@ from dukb import InputError
 EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
 
 
-def load_kb_closure(kb_spec: str | None, rules: str = "family"):
+def load_kb_closure(kb_spec: str | None, rules: str = "family", *, needs: tuple[str, ...] = ("qa",),
+                    what: str = "this protocol"):
     """The plan stage's first step for every protocol: load and validate a KB (None: the built-in generated
-    default, 100 people, seed 0) and compute its deductive closure.
+    default, 100 people, seed 0), check that a KB with its own schema has the templates the protocol needs
+    (``needs``: :func:`dukb.kb.schema_probes.require_templates`, the message names ``what``) and compute its
+    deductive closure.
 
     Returns:
         (:class:`dukb.kb.KB`, :class:`dukb.solver.closure.Closure`).
@@ -35,7 +38,7 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
     Source: Wu et al. 2025, Definition 1 (deductive closure).
     """
     from dukb.kb import load_kb
-    from dukb.kb.kbschema import require_family
+    from dukb.kb.schema_probes import require_templates
     from dukb.solver.closure import compute_closure
 
     if kb_spec is None:
@@ -43,8 +46,7 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
 
         kb_spec = default_generated_kb_dir()
     kb = load_kb(kb_spec)
-    require_family(kb.schema, kb.source, "muse, rwku and control (RWKU's description corpus, "
-                   "templates/descriptions.json, is family wording)")
+    require_templates(kb, needs, what)
     return kb, compute_closure(kb, rules)
 
 

@@ -367,7 +367,8 @@ def test_tiny_kb_probes(capsys, tmp_path):
 
 
 def test_neural_paths_refuse_in_one_line(capsys, tmp_path):
-    """evaluate needs a qa template for every relation with facts; restor needs the family KB's data."""
+    """evaluate and control need a qa template for every relation with facts, muse a qa and a fact template;
+    restor and rwku need the family KB's data."""
     pytest.importorskip("torch")
     tiny = sl.write_tiny_kb(tmp_path / "tiny")
     rc, _, err = run_main(capsys, "evaluate", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
@@ -379,6 +380,16 @@ def test_neural_paths_refuse_in_one_line(capsys, tmp_path):
     rc, _, err = run_main(capsys, "restor", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
                           "--device", "cpu", "-o", tmp_path / "restor")
     assert_one_line_error(rc, err, "has schema 'kids_places': restor (RESTOR's corruption", "needs the family schema")
+    rc, _, err = run_main(capsys, "rwku", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
+                          "--device", "cpu", "-o", tmp_path / "rwku")
+    assert_one_line_error(rc, err, "has schema 'kids_places': rwku (its description corpus", "needs the family schema")
+    rc, _, err = run_main(capsys, "muse", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
+                          "--device", "cpu", "-o", tmp_path / "muse")
+    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'sibling' fact, ",
+                          "muse (its QA pairs and verbatim statements) needs it")
+    rc, _, err = run_main(capsys, "control", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
+                          "--device", "cpu", "-o", tmp_path / "control")
+    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template", "control (it scores")
 
 
 # ------------------------------------------------------------------------------------------- the geography KB ------
