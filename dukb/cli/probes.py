@@ -56,8 +56,9 @@ def probes(
                                           f"{MAX_CONTEXT:,} (default 5)."),
     docs_per_entity: int = typer.Option(1, "--docs-per-entity", min=1, max=MAX_DOCS_PER_ENTITY, help="With "
                                         f"--corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}."),
-    rules: str = typer.Option("family", "--rules", help="Rule set of the closure used to keep gold answers right: "
-                              "'family', 'family_paper_compat' or a .lp file."),
+    rules: Optional[str] = typer.Option(None, "--rules", help="Rule set of the closure used to keep gold answers "
+                                        "right: 'family', 'family_paper_compat' or a .lp file. Default: the KB's "
+                                        "own rules.lp when its directory has a schema.yaml, else family."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
                                           help="Output file (stdout if omitted); a folder with --format edu or "
                                           "--corrupt. Each file is written all or nothing."),
@@ -77,26 +78,24 @@ def probes(
     KB), corruptions.csv (fact_kind, fact_id, subject, predicate, true_value, injected_value) and documents.jsonl
     (doc_id, entity, k_context, text, facts: role incorrect|correct, fact_kind, fact_id, sentence).
     """
-    from dukb.kb import load_kb
-    from dukb.kb.kbschema import require_family
-    from dukb.kb.probes import make_probes, parse_kinds, probes_text, write_edu_qa
+    from dukb.kb.probe_files import probes_text
+    from dukb.kb.probes import parse_kinds, probe_report, write_edu_qa
+    from dukb.kb.schema_probes import unscorable_summary
     from dukb.solver.closure import compute_closure
 
     chosen = parse_kinds(kinds)
-    if corrupt_fraction is None and (context is not None or docs_per_entity != 1):
-        raise InputError("--context and --docs-per-entity apply only with --corrupt FRACTION")
-    if (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output is None:
-        raise InputError("give an output folder with -o when using --corrupt or --format edu")
-    if output is not None and (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output.is_file():
-        raise InputError("-o must be a folder (not an existing file) with --corrupt or --format edu", output)
-    k = load_kb(kb)
-    require_family(k.schema, k.source)  # probes from a schema's templates: not yet (issue 43 item 3)
+    k = _checked_kb(kb, fmt, corrupt_fraction, context, docs_per_entity, output)
+    family = k.schema.is_family
     closure = compute_closure(k, rules).atoms
     written: list[str] = []
     if fmt == ProbeFormat.edu:
         written += [str(p) for p in write_edu_qa(k, output, closure)]
     else:
-        text = probes_text(make_probes(k, chosen, seed, closure=closure), fmt.value)
+        probes_made, report = probe_report(k, chosen, seed, closure=closure)
+        if not family:  # the family forms cover every relation: its output stays as it was
+            for line in unscorable_summary(report):
+                typer.echo(f"dukb: note: unscorable probes: {line}", err=True)
+        text = probes_text(probes_made, fmt.value)
         if corrupt_fraction is not None:
             target = output / f"probes.{fmt.value}"
         else:
@@ -117,6 +116,31 @@ def probes(
                    f"{len(res.documents)} documents", err=True)
     if written:
         typer.echo("wrote " + ", ".join(written), err=True)
+
+
+def _checked_kb(kb: str, fmt: ProbeFormat, corrupt_fraction: float | None, context: int | None,
+                docs_per_entity: int, output: Path | None):
+    """``dukb probes``' option checks, then the KB (loaded; a non-family KB refused for --format edu and --corrupt).
+
+    Raises:
+        InputError: an option that does not apply, a missing or wrong -o, or a non-family KB where the family
+            schema is needed.
+    """
+    from dukb.kb import load_kb
+
+    if corrupt_fraction is None and (context is not None or docs_per_entity != 1):
+        raise InputError("--context and --docs-per-entity apply only with --corrupt FRACTION")
+    if (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output is None:
+        raise InputError("give an output folder with -o when using --corrupt or --format edu")
+    if output is not None and (corrupt_fraction is not None or fmt == ProbeFormat.edu) and output.is_file():
+        raise InputError("-o must be a folder (not an existing file) with --corrupt or --format edu", output)
+    k = load_kb(kb)
+    if not k.schema.is_family and (fmt == ProbeFormat.edu or corrupt_fraction is not None):
+        what = "--format edu (EDU-RELAT's family QA files)" if fmt == ProbeFormat.edu else \
+            "--corrupt (RESTOR-style corruption of family relations and biography values)"
+        raise InputError(f"KB {k.source} has schema '{k.schema.name}': {what} needs the family schema; "
+                         "--format jsonl|csv writes its probes from the schema's templates")
+    return k
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,8 @@ probing (:mod:`dukb.neural.probe`) and the RESTOR analysis (:mod:`dukb.neural.re
 The match rule is a parameter (a probe carries its own in ``Probe.match``; :data:`MATCHES`):
 
 - ``"substring"``: ``answer.lower() in output.lower()``, the deep-unlearning paper's rule (Wu et al. 2025, App. C;
-  its evaluate_util.py);
+  evaluate_util.py:11 and :26), for the answer or any of its aliases (a KB's aliases.csv, :mod:`dukb.kb.aliases`:
+  "Lyons" for Lyon, "EUR" for the Euro);
 - ``"yesno"``: the output's first word, lowercased, is the answer ("yes" or "no"; EDU-RELAT's question2/question3
   forms, Wu et al. 2025 Table 3), so "I do not know" is not a "no";
 - ``"choice"``: the output picks the answer's option of a multiple-choice question (RWKU's form, Jin et al. 2024
@@ -27,6 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from dukb.kb.aliases import load_aliases
 from dukb.kb.model import KB
 from dukb.kb.templates import load_template
 
@@ -120,14 +122,14 @@ def choice_options(question: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _OPTION.finditer(question)}
 
 
-def _choice(output: str, answer: str, question: str) -> bool:
+def _choice(output: str, answer: str, question: str, alias: Sequence[str] = ()) -> bool:
     options = choice_options(question)
     gold = [lab for lab, text in options.items() if text == answer]
     m = _LABEL.match(output)
     if m and m.group(1) in options:
         return m.group(1) in gold
     low = output.lower()
-    return answer.lower() in low and not any(
+    return any(a.lower() in low for a in (answer, *alias)) and not any(
         t.lower() in low for t in options.values() if t != answer and t.lower() not in answer.lower())
 
 
@@ -148,6 +150,11 @@ class Gold(Protocol):
     question: str
     answer: str
     match: str
+
+
+def _aliases_of(probe: Gold) -> tuple[str, ...]:
+    """The aliases a probe carries (:attr:`dukb.kb.probes.Probe.aliases`; () for an item without them)."""
+    return tuple(getattr(probe, "aliases", ()) or ())
 
 
 class Judge:
@@ -193,15 +200,20 @@ class Judge:
     def for_kb(cls, kb: KB, extra_values: Iterable[str] = (),
                extra_aliases: dict[str, Sequence[str]] | None = None) -> Judge:
         """A judge whose known phrases are the KB's people, its biography values, the fallback value pools of
-        templates/values.json and ``extra_values`` (e.g. injected values).
+        templates/values.json and ``extra_values`` (e.g. injected values); its aliases are the KB's aliases.csv
+        (:func:`dukb.kb.aliases.load_aliases`) and ``extra_aliases``.
 
         Raises:
-            InputError: templates/values.json is missing or malformed.
+            InputError: templates/values.json is missing or malformed; a malformed aliases.csv (FILE:LINE).
         """
+
         vals = load_template("values.json")
         phrases = list(kb.people) + [b.value for b in kb.biographies] + list(extra_values)
         phrases += [v for k, pool in vals.items() if not k.startswith("_") for v in pool]
-        return cls(phrases, extra_aliases)
+        merged: dict[str, Sequence[str]] = {k: list(v) for k, v in load_aliases(kb).items()}
+        for k, v in (extra_aliases or {}).items():
+            merged[k] = [*merged.get(k, []), *(a for a in v if a not in merged.get(k, []))]
+        return cls(phrases, merged or None)
 
     def answer(self, output: str) -> tuple[str, ...]:
         """The normalised answer of an output under the exact rule (see the class docstring); () for an empty
@@ -216,40 +228,52 @@ class Judge:
         """True when a normalised answer (:meth:`answer`) is ``value`` or one of its aliases."""
         return bool(answer) and answer in aliases(value, self.extra)
 
-    def accepts(self, output: str, answer: str, match: str = MATCH_SUBSTRING, question: str = "") -> bool:
-        """Whether ``output`` gives ``answer`` under a match rule.
+    def accepts(self, output: str, answer: str, match: str = MATCH_SUBSTRING, question: str = "",
+                alias: Sequence[str] = ()) -> bool:
+        """Whether ``output`` gives ``answer`` (or one of ``alias``) under a match rule.
 
         Args:
             output: the model's generated text.
             answer: the gold answer.
             match: one of :data:`MATCHES`.
             question: the question (the "choice" rule reads its options "A. text"; unused otherwise).
+            alias: further surface forms of the answer (a KB's aliases.csv; :attr:`dukb.kb.probes.Probe.aliases`):
+                the substring rule accepts any of them in the output, the choice rule any of them in place of the
+                option's text, the exact rule any of them as the answer; unused by the yesno rule.
 
         Returns:
             True when the output matches the answer.
 
         Raises:
             ValueError: unknown match rule.
+
+        Example:
+            >>> PLAIN.accepts("It costs 5 EUR.", "Euro"), PLAIN.accepts("It costs 5 EUR.", "Euro", alias=["EUR"])
+            (False, True)
+            >>> PLAIN.accepts("The pound.", "Euro", alias=["EUR"])
+            False
         """
         if match == MATCH_SUBSTRING:
-            return answer.lower() in output.lower()
+            low = output.lower()
+            return any(a.lower() in low for a in (answer, *alias))
         if match == MATCH_YESNO:
             m = _FIRST_WORD.search(output)
             return m is not None and m.group(0).lower() == answer.lower()
         if match == MATCH_CHOICE:
-            return _choice(output, answer, question)
+            return _choice(output, answer, question, alias)
         if match == MATCH_EXACT:
-            return self.matches(self.answer(output), answer)
+            ans = self.answer(output)
+            return self.matches(ans, answer) or any(bool(ans) and ans in aliases(a) for a in alias)
         raise ValueError(f"unknown match rule {match!r}")
 
     def judge_probe(self, probe: Gold, output: str) -> bool:
-        """Whether ``output`` shows the probe's fact is known: :meth:`accepts` with the probe's answer, match rule
-        and question.
+        """Whether ``output`` shows the probe's fact is known: :meth:`accepts` with the probe's answer, match rule,
+        question and aliases (if it carries any).
 
         Raises:
             ValueError: unknown match rule.
         """
-        return self.accepts(output, probe.answer, probe.match, probe.question)
+        return self.accepts(output, probe.answer, probe.match, probe.question, _aliases_of(probe))
 
     def label(self, output: str, true_values: Sequence[str], injected: str | None = None,
               match: str = MATCH_EXACT, question: str = "") -> tuple[str, str]:

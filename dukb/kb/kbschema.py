@@ -110,14 +110,18 @@ class AttributeSpec:
         templates: (form, template) pairs (placeholders ``{s}``, ``{v}``).
 
     Example:
-        >>> AttributeSpec("job").subject
-        'any'
+        >>> AttributeSpec("job").subject, AttributeSpec("job", templates=(("qa", "What is {s}'s job?"),)).template("qa")
+        ('any', "What is {s}'s job?")
     """
 
     name: str
     subject: str = ANY
     templates: Templates = ()
     line: int = field(default=0, compare=False)
+
+    def template(self, form: str) -> str | tuple[str, ...] | None:
+        """The template of a probe form, or None when the attribute has none."""
+        return dict(self.templates).get(form)
 
 
 @dataclass(frozen=True)
@@ -240,24 +244,25 @@ def family_schema() -> Schema:
     return load_schema(path)
 
 
-def require_family(schema: Schema, source: object) -> None:
-    """Refuse a KB whose schema is not the family one where probes, fact statements or judging are needed: they
-    are still built from the family templates (dukb/data/templates/probes.json), not yet from a schema's templates.
+def require_family(schema: Schema, source: object, what: str) -> None:
+    """Refuse a KB whose schema is not the family one on a path that still needs family-only data (EDU-RELAT's
+    relation words, biography values, the family description frames); probes, statements and judging come from
+    any schema's templates (:mod:`dukb.kb.schema_probes`).
 
     Args:
-        schema: the KB's schema; source: the KB's directory (for the message).
+        schema: the KB's schema; source: the KB's directory (for the message); what: the path and the family-only
+            data it needs, e.g. ``"RESTOR's corruption (family relations and biography values)"``.
 
     Raises:
-        InputError: ``KB DIR has schema 'NAME': probes from schema templates are not available yet (...)``.
+        InputError: ``KB DIR has schema 'NAME': WHAT needs the family schema``.
 
-    Source: Wu et al. 2025, Sec. 2 and App. B (EDU-RELAT's question templates, family relations only).
+    Source: Wu et al. 2025, Sec. 2 and App. B (EDU-RELAT's family relations and biographies).
 
     Example:
-        >>> require_family(family_schema(), "demo")  # the family schema: returns None
+        >>> require_family(family_schema(), "demo", "this path")  # the family schema: returns None
     """
     if not schema.is_family:
-        raise InputError(f"KB {source} has schema '{schema.name}': probes from schema templates are not available "
-                         "yet (the neural commands take family KBs only; validate, closure and mdus take any schema)")
+        raise InputError(f"KB {source} has schema '{schema.name}': {what} needs the family schema")
 
 
 def schema_of(kb_dir: str | Path) -> Schema:
@@ -500,6 +505,14 @@ class _Reader:
                 out.append((form, texts))
             else:
                 out.append((form, self.template_text(vnode, where, allowed)))
+            if form == "no":  # its answer is "no" only about a wrong object (relation)
+                texts = out[-1][1] if isinstance(out[-1][1], tuple) else (out[-1][1],)
+                if "wrong" not in allowed:
+                    raise self.error(f"{where}: an attribute has no 'no' form (its placeholders have no {{wrong}})",
+                                     vnode)
+                if any("wrong" not in {f for _, f, _, _ in string.Formatter().parse(t) if f} for t in texts):
+                    raise self.error(f"{where} must use {{wrong}}: the answer of a 'no' question is 'no' only "
+                                     "about a wrong object", vnode)
         return tuple(out)
 
     def template_text(self, node: Any, where: str, allowed: frozenset[str]) -> str:

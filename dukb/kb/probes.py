@@ -24,12 +24,14 @@ Reverse-style questions ("Who is Reid Perry's brother?") would have several righ
 brothers; the other people the closure gives are then excluded by name ("..., other than Raymond Perry?"), so the gold
 answer is the only right one. This needs the deductive closure of the KB: pass it as ``closure`` (the solver's
 ``compute_closure(kb).atoms``); without it only the KB's own facts are used.
+
+A KB with its own schema (not the family one) is asked through its relations' templates instead
+(:mod:`dukb.kb.schema_probes`); a form a relation lacks is unscorable for its facts and counted
+(:func:`probe_report`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import random
 from collections.abc import Iterable, Sequence
@@ -38,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from dukb import InputError
-from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, parse_int, read_text
+from dukb.kb.aliases import load_aliases
 from dukb.kb.io import atomic_output
-from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401  # noqa: F401
-from dukb.kb.kbschema import require_family
+from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
+from dukb.kb.schema_probes import NOT_APPLICABLE, SchemaForms, schema_statements, wrong_objects
 from dukb.kb.templates import load_template
 
 RELATIONSHIP = "relationship"
@@ -119,6 +121,8 @@ class Probe:
             answer, yes or no), "choice" (the output picks the answer's option of a multiple-choice question, by
             label or text) or "exact" (the normalised answer is the value or an alias of it; RESTOR's judge made
             exact). The generated kinds use the first three.
+        aliases: further surface forms of the answer the judge accepts (a KB's aliases.csv,
+            :mod:`dukb.kb.aliases`); written to a file only when not empty.
 
     Example:
         >>> p = Probe("qa", "relationship", 0, "Who is George Hale to Martha Hale?", "husband")
@@ -134,10 +138,16 @@ class Probe:
     question: str
     answer: str
     match: str = MATCH_SUBSTRING
+    aliases: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        """The probe as a dict with the keys of :data:`PROBE_COLUMNS`."""
-        return asdict(self)
+        """The probe as a dict with the keys of :data:`PROBE_COLUMNS`, and ``aliases`` (a list) when it has any."""
+        d = asdict(self)
+        if not self.aliases:
+            del d["aliases"]
+        else:
+            d["aliases"] = list(self.aliases)
+        return d
 
 
 def parse_kinds(kinds: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -183,7 +193,7 @@ class FactIndex:
     """Look-ups over a KB and its deductive closure used by probes and corruption.
 
     Args:
-        kb: the KB (the family schema; another is refused, :func:`dukb.kb.kbschema.require_family`).
+        kb: the KB (any schema).
         closure: the closure triples ``(s, r, o)`` (e.g. ``compute_closure(kb).atoms``); None = the KB's facts only.
 
     Attributes:
@@ -204,7 +214,6 @@ class FactIndex:
     """
 
     def __init__(self, kb: KB, closure: Iterable[Triple] | None = None):
-        require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet
         self.kb = kb
         self.triples: set[Triple] = {f.triple for f in kb.relationships}
         if closure is not None:
@@ -502,25 +511,11 @@ class _Builder:
         """Up to ``n`` wrong options for a fact, drawn from the KB (fallback pools for sparse attributes)."""
         if isinstance(f, Fact):
             need = OBJECT_GENDER.get(f.relation)
-            people = self.ix.by_gender.get(need, []) if need else list(self.kb.people)
-
-            def fits(x: str) -> bool:
-                return x not in (f.subject, f.object) and not self.ix.holds(f.subject, f.relation, x)
-
-            if len(people) > 8 * n + 64:  # large KB: rejection sampling instead of a scan over everyone
-                picked: dict[str, None] = {}
-                for _ in range(16 * n + 64):
-                    x = people[rng.randrange(len(people))]
-                    if fits(x):
-                        picked[x] = None
-                        if len(picked) == n:
-                            return list(picked)
-            pool = [x for x in people if fits(x)]
-        else:
-            true = self.ix.values(f.subject, f.attribute) | {f.value}
-            pool = [v for v in self.ix.attribute_values(f.attribute) if v not in true]
-            if len(pool) < n:
-                pool += [v for v in fallback_values(self.ix, f.attribute, f.value) if v not in true and v not in pool]
+            return wrong_objects(self.ix, f, self.ix.by_gender.get(need, []) if need else list(self.kb.people), n, rng)
+        true = self.ix.values(f.subject, f.attribute) | {f.value}
+        pool = [v for v in self.ix.attribute_values(f.attribute) if v not in true]
+        if len(pool) < n:
+            pool += [v for v in fallback_values(self.ix, f.attribute, f.value) if v not in true and v not in pool]
         return rng.sample(pool, min(n, len(pool)))
 
     def multiple_choice(self, f: Fact | BioFact, rng: random.Random) -> _Asked | None:
@@ -665,19 +660,63 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
         >>> probes = make_probes(kb, "qa")
         >>> len(probes), probes[0]
         (32, Probe(kind='qa', fact_kind='relationship', fact_id=0, question='Who is George Hale to Martha Hale?',
-                   answer='husband', match='substring'))
+                   answer='husband', match='substring', aliases=()))
         >>> sorted({p.kind for p in make_probes(kb, "edu", seed=3) if p.fact_kind == "biography"})  # no yes/no
         ['cloze', 'qa']
     """
+    return probe_report(kb, kinds, seed, closure=closure, no_seed=no_seed)[0]
+
+
+def probe_report(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0, *,
+                 closure: Iterable[Triple] | None = None,
+                 no_seed: int = EDU_RELAT_NO_SEED) -> tuple[list[Probe], dict[str, dict[str, Any]]]:
+    """:func:`make_probes`, and for each kind how many facts got a probe and how many are unscorable, and why.
+
+    A family KB is asked with the family forms (templates/probes.json); a KB with another schema with its
+    relations' templates (:class:`dukb.kb.schema_probes.SchemaForms`), its answers carrying the aliases of its
+    aliases.csv. A fact without a probe of a kind is *unscorable* under that kind: counted here, never scored.
+
+    Args:
+        kb, kinds, seed, closure, no_seed: as for :func:`make_probes`.
+
+    Returns:
+        ``(probes, report)``: the probes of :func:`make_probes`; report: kind -> ``{"probes": n, "unscorable":
+        {"relationships": n, "biographies": n}, "reasons": {REASON: {NAME: n}}}`` where REASON is ``no 'FORM'
+        template`` (the relation or attribute NAME lacks the template the kind needs), ``form does not apply to
+        attributes`` or ``not applicable to the fact`` (the fact's data rule it out: no wrong object, no
+        distractor, no hint), in the order first met.
+
+    Raises:
+        InputError: an unknown kind; a malformed aliases.csv (FILE:LINE).
+
+    Source: Wu et al. 2025 (Table 3, EDU-RELAT forms); Jin et al. 2024, RWKU Sec. 3.3 (adversarial types).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> probes, report = probe_report(load_kb("demo"), "yes,qa")
+        >>> report["qa"]["unscorable"], report["yes"]["unscorable"], report["yes"]["reasons"]
+        ({'relationships': 0, 'biographies': 0}, {'relationships': 0, 'biographies': 14}, {'not applicable to the fact': {'birthyear': 5, 'birthplace': 3, 'job': 6}})
+    """
     chosen = parse_kinds(kinds)
-    b = _Builder(kb, FactIndex(kb, closure), seed, no_seed)
+    index = FactIndex(kb, closure)
+    family = kb.schema.is_family
+    b = _Builder(kb, index, seed, no_seed) if family else SchemaForms(kb, index, seed, load_aliases(kb))
     out: list[Probe] = []
+    report: dict[str, dict[str, Any]] = {k: {"probes": 0, "unscorable": {"relationships": 0, "biographies": 0},
+                                             "reasons": {}} for k in chosen}
     for f in list(kb.relationships) + list(kb.biographies):
+        fk, name = (RELATIONSHIP, f.relation) if isinstance(f, Fact) else (BIOGRAPHY, f.attribute)
         for kind in chosen:
-            p = b.build(kind, f)
-            if p is not None:
-                out.append(p)
-    return out
+            got = b.build(kind, f)
+            r = report[kind]
+            if got is None or isinstance(got, str):
+                r["unscorable"]["relationships" if fk == RELATIONSHIP else "biographies"] += 1
+                names = r["reasons"].setdefault(got or NOT_APPLICABLE, {})
+                names[name] = names.get(name, 0) + 1
+                continue
+            out.append(got if isinstance(got, Probe) else Probe(kind, fk, f.fact_id, *got))
+            r["probes"] += 1
+    return out, report
 
 
 def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
@@ -688,7 +727,11 @@ def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
     inference scores (Shi et al. 2024b, Sec. 3, C1 and C3).
 
     Returns:
-        (fact kind, fact_id) -> sentence, fact kind "relationship" or "biography", in file order.
+        (fact kind, fact_id) -> sentence, fact kind "relationship" or "biography", in file order. A KB with another
+        schema: its relations' ``fact`` templates (:func:`dukb.kb.schema_probes.schema_statements`).
+
+    Raises:
+        InputError: a KB with another schema whose relation (attribute) with facts has no ``fact`` template.
 
     Source: Wu et al. 2025 (EDU-RELAT's fact template).
 
@@ -698,103 +741,9 @@ def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
         >>> statements[("relationship", 0)], statements[("biography", 0)]
         ("George Hale is Martha Hale's husband.", 'The birthyear of George Hale is 1921.')
     """
+    if not kb.schema.is_family:
+        return schema_statements(kb)
     b = _Builder(kb, FactIndex(kb, None), 0, EDU_RELAT_NO_SEED)
     out = {(RELATIONSHIP, f.fact_id): b.fact_sentence(f) for f in kb.relationships}
     out.update({(BIOGRAPHY, f.fact_id): b.fact_sentence(f) for f in kb.biographies})
     return out
-
-
-# -- files ----------------------------------------------------------------------------------------------------------
-def probes_text(probes: Iterable[Probe], fmt: str = "jsonl") -> str:
-    """Render probes as JSON lines or CSV (columns :data:`PROBE_COLUMNS`).
-
-    Raises:
-        InputError: unknown format.
-
-    Example:
-        >>> p = Probe("qa", "relationship", 0, "Who is George Hale to Martha Hale?", "husband")
-        >>> print(probes_text([p]), end="")
-        {"kind": "qa", "fact_kind": "relationship", "fact_id": 0, "question": "Who is George Hale to Martha Hale?",
-         "answer": "husband", "match": "substring"}
-        >>> print(probes_text([p], "csv"), end="")
-        kind,fact_kind,fact_id,question,answer,match
-        qa,relationship,0,Who is George Hale to Martha Hale?,husband,substring
-    """
-    if fmt == "jsonl":
-        return "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(PROBE_COLUMNS), lineterminator="\n")
-        w.writeheader()
-        for p in probes:
-            w.writerow(p.to_dict())
-        return buf.getvalue()
-    raise InputError(f"unknown probe format {fmt!r} (jsonl or csv)")
-
-
-def write_probes(probes: Iterable[Probe], path: str | Path, fmt: str = "jsonl") -> Path:
-    """Write probes to a file (parent folders created), all or nothing (:func:`dukb.kb.io.atomic_output`).
-
-    Raises:
-        InputError: unknown format or the file cannot be written.
-
-    Example:
-        >>> import tempfile
-        >>> p = Probe("qa", "biography", 3, "What is the job of Ann?", "Teacher")
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     path = write_probes([p, p], Path(tmp) / "out" / "probes.csv", fmt="csv")
-        ...     print(path.name, len(path.read_text().splitlines()))
-        probes.csv 3
-    """
-    p = Path(path)
-    text = probes_text(probes, fmt)
-    with atomic_output(p) as fh:
-        fh.write(text)
-    return p
-
-
-def read_probes(path: str | Path) -> list[Probe]:
-    """Read a probe file written by :func:`write_probes` (.jsonl or .csv, chosen by the first character).
-
-    The file is read strictly (:mod:`dukb.kb.csvfile`: UTF-8, RFC 4180 CSV with exactly one field per column).
-
-    Raises:
-        InputError: missing, unreadable or not regular file (FIFO, device, folder), larger than
-            :data:`dukb.kb.csvfile.MAX_INPUT_BYTES`, not UTF-8, malformed line or record, bare quote, missing
-            column, a fact_id that is not an integer of at most 18 digits (CSV: ``-?[0-9]+`` in ASCII; JSON: an
-            integer, not a float, string or boolean) (file and line named).
-
-    Example:
-        >>> import tempfile
-        >>> probes = [Probe("qa", "biography", 3, "What is the job of Ann, the teacher's aunt?", "Teacher"),
-        ...           Probe("yes", "relationship", 7, "Is Bo Ann's husband?", "yes", match="yesno")]
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     print(read_probes(write_probes(probes, Path(tmp) / "p.jsonl")) == probes,
-        ...           read_probes(write_probes(probes, Path(tmp) / "p.csv", fmt="csv")) == probes)
-        True True
-    """
-    p = Path(path)
-    text = read_text(p, "probe file")
-    out = []
-    if text.lstrip().startswith("{"):
-        for n, line in enumerate(text.split("\n"), 1):  # not splitlines: JSON strings may hold U+2028
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                fid = d["fact_id"]
-                if type(fid) is not int or not -_ID_BOUND < fid < _ID_BOUND:  # noqa: E721 (bool is not an id)
-                    raise InputError(f"fact_id {str(fid)[:60]!r} is not an integer of at most {MAX_INT_DIGITS} "
-                                     "digits", p, n)
-                out.append(Probe(d["kind"], d["fact_kind"], fid, d["question"], d["answer"],
-                                 d.get("match", MATCH_SUBSTRING)))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise InputError(f"malformed probe line: {e}", p, n) from None
-        return out
-    for lineno, d in parse_csv(text, p, PROBE_COLUMNS, strip=False, multiline=True).rows:
-        fact_id = parse_int(d["fact_id"].strip(" "), "fact_id", p, lineno)
-        out.append(Probe(d["kind"], d["fact_kind"], fact_id, d["question"], d["answer"], d["match"]))
-    return out
-
-
-_ID_BOUND = 10 ** MAX_INT_DIGITS

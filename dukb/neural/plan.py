@@ -21,8 +21,8 @@ from dukb import InputError
 from dukb.kb import load_kb
 from dukb.kb.csvfile import read_bytes
 from dukb.kb.generate import default_generated_kb_dir
-from dukb.kb.kbschema import require_family
 from dukb.kb.paper_sets import paper_sets_of
+from dukb.kb.schema_probes import require_templates
 from dukb.neural.run.files import RUN_JSON_BYTES, write_json_atomic
 from dukb.neural.run.identity import sha256_json
 from dukb.solver.closure import compute_closure
@@ -33,9 +33,12 @@ from dukb.solver.scopes import forget_fact_ids
 EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
 
 
-def load_kb_closure(kb_spec: str | None, rules: str = "family"):
+def load_kb_closure(kb_spec: str | None, rules: str = "family", *, needs: tuple[str, ...] = ("qa",),
+                    what: str = "this protocol"):
     """The plan stage's first step for every protocol: load and validate a KB (None: the built-in generated
-    default, 100 people, seed 0) and compute its deductive closure.
+    default, 100 people, seed 0), check that a KB with its own schema has the templates the protocol needs
+    (``needs``: :func:`dukb.kb.schema_probes.require_templates`, the message names ``what``) and compute its
+    deductive closure.
 
     Returns:
         (:class:`dukb.kb.KB`, :class:`dukb.solver.closure.Closure`).
@@ -50,7 +53,7 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family"):
 
         kb_spec = default_generated_kb_dir()
     kb = load_kb(kb_spec)
-    require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
+    require_templates(kb, needs, what)
     return kb, compute_closure(kb, rules)
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from dukb.kb.corrupt import CorruptedFact
 from dukb.kb.judge import INJECTED, MATCHES, OTHER, PLAIN, TRUE, Judge, judge
-from dukb.kb.probes import Probe, read_probes, write_probes
+from dukb.kb.probe_files import read_probes, write_probes
+from dukb.kb.probes import Probe
 
 MC = "Who is Bo Roe's father?\nA. Gus Poe\nB. Fred Roe\nC. Al Roe\nD. Cy Doe"
 

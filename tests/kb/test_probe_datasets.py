@@ -28,6 +28,7 @@ from conftest import build_kb, require_edu_relat
 from dukb import InputError
 from dukb.kb import KB, Person, check_kb, load_kb
 from dukb.kb.corrupt import AGE_GAPS, CORRUPTION_COLUMNS, YEAR_SHIFT, corrupt, save_corruption
+from dukb.kb.probe_files import probes_text, read_probes
 from dukb.kb.probes import (
     EDU_RELAT_NO_SEED,
     KINDS,
@@ -40,8 +41,6 @@ from dukb.kb.probes import (
     judge,
     make_probes,
     parse_kinds,
-    probes_text,
-    read_probes,
     write_edu_qa,
 )
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS

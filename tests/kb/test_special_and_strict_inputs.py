@@ -42,7 +42,7 @@ from conftest import patch_everywhere
 from dukb import InputError
 from dukb.kb import KBError, load_kb, resolve_kb_path
 from dukb.kb.csvfile import MAX_INT_DIGITS, parse_csv, strict_int
-from dukb.kb.probes import read_probes
+from dukb.kb.probe_files import read_probes
 
 #: seconds a refusal may take: a guard against a hang, not a speed goal (a quadratic import of 200,001 names would
 #: take hours; a loaded CI machine may take several seconds for what takes one here)

@@ -110,8 +110,8 @@ def test_tiny_kb_refusals(capsys, tiny):
     assert_one_line_error(rc, err, "not in the deductive closure")
     rc, _, err = run_main(capsys, "closure", "--kb", tiny, "--rules", "family")
     assert_one_line_error(rc, err, "built-in rule set 'family' is for family KBs", "kids_places")
-    rc, _, err = run_main(capsys, "probes", "--kb", tiny)
-    assert_one_line_error(rc, err, "has schema 'kids_places': probes from schema templates are not available yet")
+    rc, _, err = run_main(capsys, "probes", "--kb", tiny, "--format", "edu", "-o", tiny.parent / "edu")
+    assert_one_line_error(rc, err, "has schema 'kids_places': --format edu", "needs the family schema")
     (tiny / "rules.lp").unlink()
     rc, _, err = run_main(capsys, "closure", "--kb", tiny)
     assert_one_line_error(rc, err, "has schema 'kids_places' and no rules.lp")
@@ -120,7 +120,7 @@ def test_tiny_kb_refusals(capsys, tiny):
 def test_neural_plan_refuses_a_non_family_kb(tiny):
     from dukb.neural.plan import load_kb_closure
 
-    with pytest.raises(Exception, match="probes from schema templates are not available yet"):
+    with pytest.raises(Exception, match="relation 'sibling' has no 'qa' template .*this protocol needs it"):
         load_kb_closure(str(tiny))
 
 

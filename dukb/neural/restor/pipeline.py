@@ -384,7 +384,8 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     """
 
     kb = load_kb(cfg.kb)
-    require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
+    require_family(kb.schema, kb.source, "restor (RESTOR's corruption, dukb.kb.corrupt: family relations and "
+                   "biography values)")
     fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
     dtype = str(resolve_dtype(cfg.dtype, resolve_device(cfg.device))).removeprefix("torch.")

@@ -79,7 +79,8 @@ class ControlProtocol(Protocol):
         if dist.is_distributed():
             raise InputError("dukb control runs in one process; launch it without accelerate/torchrun")
         methods = self._resolve_methods()
-        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules)
+        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules, what="control (it scores every fact "
+                                                              "on the qa form)")
         splits = split_facts(kb, cfg.ratios, cfg.retain_eval, cfg.seed)
         device = resolve_device(cfg.device)
         if cfg.finetuned:

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from dukb import InputError
 from dukb.kb import load_kb
 from dukb.kb.generate import default_generated_kb_dir
-from dukb.kb.kbschema import require_family
+from dukb.kb.schema_probes import require_templates
 from dukb.neural import distributed as dist
 from dukb.neural.data import kb_qa
 from dukb.neural.families import component_grid
@@ -92,7 +92,7 @@ class EvaluateProtocol(Protocol):
         else:
             kb_dir = cfg.kb
         self.kb = kb = load_kb(kb_dir)
-        require_family(kb.schema, kb.source)  # probes from a schema's templates: not yet (issue 43 item 3)
+        require_templates(kb, ("qa",), "evaluate (finetunes and scores every fact on the qa form)")
         self.closure = closure = compute_closure(kb, cfg.rules)
         self.spec = spec = _model_spec(cfg)  # its family chooses the grids of --family-grids paper
         self.known = self.early_probe = self.early_lm = None

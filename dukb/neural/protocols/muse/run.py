@@ -210,7 +210,8 @@ class MuseProtocol(Protocol):
         cfg = self.cfg
         if dist.is_distributed():
             raise InputError("dukb muse runs in one process; launch it without accelerate/torchrun")
-        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules)
+        self.kb, self.closure = kb, closure = load_kb_closure(
+            cfg.kb, cfg.rules, needs=("qa", "fact"), what="muse (its QA pairs and verbatim statements)")
         n_all = max([cfg.n_targets] + list(cfg.scale_sizes))
         targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_all, cfg.seed)
         if len(targets) < n_all:

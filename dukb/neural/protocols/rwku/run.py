@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
+from dukb.kb.kbschema import require_family
 from dukb.neural import distributed as dist
 from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, kb_descriptions, kb_qa
 from dukb.neural.methods import UnlearnContext, check_unique, method_grids, resolve
@@ -104,7 +105,9 @@ class RwkuProtocol(Protocol):
         # the model stage and most of the identity are evaluate's (same finetuning, same settings)
         ecfg = EvaluateConfig(**{k: getattr(cfg, k) for k in RunConfig.shared_fields()}, targets=cfg.targets,
                               n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids)
-        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules)
+        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules, needs=())
+        require_family(kb.schema, kb.source, "rwku (its description corpus, templates/descriptions.json, is family "
+                       "wording)")
         n_need = max([cfg.n_targets] + list(cfg.batch_sizes))
         targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
         if len(targets) < max(cfg.batch_sizes or [1]):
