@@ -351,6 +351,19 @@ def schema_statements(kb: KB) -> dict[tuple[str, int], str]:
             hints) cannot be built.
 
     Source: Wu et al. 2025 (EDU-RELAT's fact template, here the schema's).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from dukb.kb.io import load_kb
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     d = pathlib.Path(tmp)
+        ...     _ = (d / "schema.yaml").write_text("schema_version: 1\\nname: geo\\nentity_types: [city, country]\\n"
+        ...         "relations:\\n  in_country:\\n    subject: city\\n    object: country\\n"
+        ...         "    templates: {fact: '{s} is a city in {o}.'}\\n")
+        ...     _ = (d / "entities.csv").write_text("name,type\\nLyon,city\\nFrance,country\\n")
+        ...     _ = (d / "relationships.csv").write_text("fact_id,subject,relation,object\\n0,Lyon,in_country,France\\n")
+        ...     schema_statements(load_kb(d))
+        {('relationship', 0): 'Lyon is a city in France.'}
     """
     schema = kb.schema
     used = {f.relation for f in kb.relationships}
