@@ -227,7 +227,7 @@ class RestorProtocol(Protocol):
         self.joined = self.setup.joined
         config = self.run / "config.json"  # a resume checks every row against the run's plan (its methods)
         self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined,
-                                config=read_json(config, "run config") if config.exists() else None)
+                                config=read_run_json(config, "run config") if config.exists() else None)
         self.kb = self.setup.kb
         self.make_saver(RowsFile.key)
 
