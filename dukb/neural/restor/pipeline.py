@@ -53,6 +53,7 @@ from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
 from dukb.neural.restor.states import STATES_A, STATES_B, fact_state, partition, summarize_model
 from dukb.neural.restor.texts import forget_texts, retain_texts
+from dukb.neural.run.files import read_json as read_run_json
 from dukb.neural.run.files import refuse_links, refuse_links_in
 from dukb.neural.run.files import write_json_atomic as write_json
 from dukb.neural.run.identity import IDENTITY_VERSION, history_entry, sha256_json
