@@ -162,7 +162,8 @@ def part_vllm(args, work: Path) -> dict:
     from dukb.kb import load_kb, save_kb
     from dukb.kb.generate import generate
     from dukb.neural.data import kb_qa
-    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.pipeline import finetune_kb, load_finetuned
     from dukb.neural.spec import ModelSpec
     from dukb.neural.zoo import cached_file

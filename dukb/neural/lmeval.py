@@ -92,7 +92,7 @@ def row_utility(lm, tasks, include: str | None, batch_size: int = UTILITY_BATCH_
     in-context instruction).
 
     Args:
-        lm: the finetuned :class:`dukb.neural.models.LoadedModel` (its tokenizer and prompt tags).
+        lm: the finetuned :class:`dukb.neural.spec.LoadedModel` (its tokenizer and prompt tags).
         tasks, include, batch_size: as :func:`measure_utility`.
     """
     def hook(pred):

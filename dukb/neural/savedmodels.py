@@ -2,7 +2,7 @@
 Hugging Face load.
 
 Each saved model is an HF directory under RUN_DIR/models/<unit>/<setting>/ (a peft adapter under ``--lora-r``, whose
-record names the model it applies to), with :data:`dukb.neural.models.MODEL_RECORD` recording, beyond the usual
+record names the model it applies to), with :data:`dukb.neural.modelrecord.MODEL_RECORD` recording, beyond the usual
 prompt, family, base and KB, the row it belongs to: the protocol's fields of the row (target or targets, method,
 setting, ...), the KB's hash and the row's key. ``all`` keeps every row's model; ``best`` keeps, per unit, the setting
 the protocol's headline rule selects; ``none`` saves nothing. What a unit is, how a setting's folder is named and what
@@ -98,7 +98,7 @@ def save_unlearned(lm, model, out: Path, kb, fields: dict, key, merge: bool = Fa
     is not changed.
 
     Args:
-        lm: the :class:`dukb.neural.models.LoadedModel` unlearning started from (its tokenizer, spec and prompt
+        lm: the :class:`dukb.neural.spec.LoadedModel` unlearning started from (its tokenizer, spec and prompt
             presets).
         model: the unlearned model (``Predictor.model``: a transformers model or a peft model).
         out: the directory (created; files of the same names are overwritten).

@@ -109,7 +109,8 @@ def _lora_model(finetuned: Path):
     import torch
 
     from dukb.neural.methods.base import WeightState
-    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.spec import LoraSpec
 
     lm = load_model(spec_for_path(finetuned, device=DEVICE))
@@ -127,7 +128,8 @@ def test_a_saved_peft_adapter_loads_as_its_base_with_the_adapter_merged(all_run,
     import torch
 
     from dukb.kb import load_kb, resolve_kb_path
-    from dukb.neural.models import load_model, read_model_record, spec_for_path
+    from dukb.neural.modelrecord import read_model_record, spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.savedmodels import save_unlearned
 
     lm, state, ids, want = _lora_model(all_run / "finetuned")
@@ -163,7 +165,8 @@ def test_a_peft_model_saved_merged_is_a_full_model_with_the_same_outputs(all_run
     import torch
 
     from dukb.kb import load_kb, resolve_kb_path
-    from dukb.neural.models import load_model, read_model_record, spec_for_path
+    from dukb.neural.modelrecord import read_model_record, spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.savedmodels import save_unlearned
 
     lm, state, ids, want = _lora_model(all_run / "finetuned")

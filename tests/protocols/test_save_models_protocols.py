@@ -127,7 +127,8 @@ def test_muse_saves_every_row_none_nothing_and_best_the_selected_setting(tmp_pat
 
 # ------------------------------------------------------------------------------------------------------ rwku ----
 def test_rwku_saves_every_row_none_nothing_and_best_the_strongest_setting(tmp_path_factory, tmp_path):
-    from dukb.neural.models import load_model, read_model_record, spec_for_path
+    from dukb.neural.modelrecord import read_model_record, spec_for_path
+    from dukb.neural.models import load_model
     from dukb.neural.protocols.rwku.config import rwku_row_key
 
     kb = _kb(tmp_path_factory)
@@ -181,7 +182,8 @@ def test_control_saves_every_row_none_nothing_and_best_the_calibrated_setting(tm
 def test_restor_saves_its_adapter_and_best_keeps_its_only_setting(tmp_path_factory, tmp_path):
     from dukb.kb import save_kb
     from dukb.kb.generate import generate
-    from dukb.neural.models import load_model, spec_for_path
+    from dukb.neural.modelrecord import spec_for_path
+    from dukb.neural.models import load_model
 
     kb = save_kb(generate(24, 1)[0], tmp_path_factory.mktemp("kb") / "kb")
     run = tmp_path / "restor"
