@@ -22,7 +22,7 @@ from dukb.neural.adapter import load_adapter
 from dukb.neural.distributed import process_device
 from dukb.neural.modelcheck import check_loaded, check_model, least_parameters
 from dukb.neural.modelrecord import MODEL_RECORD, read_json_object, read_model_record
-from dukb.neural.spec import LoadedModel, ModelSpec
+from dukb.neural.spec import LoadedModel, ModelSpec, chat_tags
 from dukb.neural.zoo import gguf_architecture, resolve_model
 
 log = logging.getLogger(__name__)
@@ -361,7 +361,8 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 
     Returns:
         :class:`LoadedModel`: the model in eval mode on the resolved device in the resolved dtype, its tokenizer
-        (left padding, a pad token), ``spec.tags``, the spec and the device string.
+        (left padding, a pad token), ``spec.tags`` (the chat preset resolved with the tokenizer's chat template,
+        :func:`dukb.neural.spec.chat_tags`), the spec and the device string.
 
     Raises:
         InputError: the model cannot be found or loaded, always naming the file at fault (one line; never a
@@ -377,7 +378,9 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             non-GGUF model file, a value that can only be a path naming nothing that exists
             (:func:`dukb.neural.zoo.resolve_model`); CUDA requested
             but unavailable, or "cuda:N" under a multi-process launch (:func:`resolve_device`); an unknown dtype
-            (:func:`resolve_dtype`); an unknown prompt preset name (:attr:`ModelSpec.tags`, checked after loading).
+            (:func:`resolve_dtype`); an unknown prompt preset name (:attr:`ModelSpec.tags`, checked after loading); ``--prompt chat`` for a tokenizer
+            without a chat template or with one that cannot be split around the question
+            (:func:`dukb.neural.spec.chat_tags`).
     """
 
     quiet_libraries()
@@ -413,7 +416,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     if where.gguf_file:
         _drop_quantization(model)
     _prepare_loaded(model, tokenizer, spec, device)
-    return LoadedModel(model, tokenizer, spec.tags, spec, device)
+    return LoadedModel(model, tokenizer, chat_tags(spec.tags, tokenizer, spec.name_or_path), spec, device)
 
 
 def _drop_quantization(model) -> None:

@@ -27,7 +27,18 @@ from dukb.kb.judge import judge
 from dukb.neural.data import QAItem, bos_ids, encode_qa, model_device
 from dukb.neural.scoring import forward_logits, sequence_logprob
 
+#: The probe's generation budget (tokens), the paper's; under the chat preset the tags' own
+#: (:data:`dukb.neural.spec.CHAT_MAX_NEW_TOKENS`, :func:`probe_budget`).
 DEFAULT_MAX_NEW_TOKENS = 10
+
+
+def probe_budget(tags, max_new_tokens: int | None = None) -> int:
+    """The generation budget of a probe: ``max_new_tokens`` when given, else the tags' own default
+    (``tags.max_new_tokens``: the chat preset's :data:`dukb.neural.spec.CHAT_MAX_NEW_TOKENS`), else
+    :data:`DEFAULT_MAX_NEW_TOKENS` (10, the paper's)."""
+    if max_new_tokens is not None:
+        return max_new_tokens
+    return getattr(tags, "max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS
 
 #: the probe backend :func:`probe` hands its generations to (None: this process's HF model; set by
 #: :func:`use_backend`, e.g. :class:`dukb.neural.vllm_backend.VllmBackend` under ``--probe-backend vllm``)
@@ -484,7 +495,7 @@ def _served(pred: Predictor, prompts: list[str], order: list[int], max_new_token
 
 
 def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
-          max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False, *, generate: bool = True,
+          max_new_tokens: int | None = None, progress: bool = False, *, generate: bool = True,
           rouge: bool = True, logprob: bool = True, stop_at_newline: bool | None = None):
     """Probe a predictor on QA items, computing only the passes asked for.
 
@@ -503,7 +514,8 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         pred: the :class:`Predictor`.
         items: QA items (any probe kinds).
         batch_size: prompts per forward pass.
-        max_new_tokens: generation budget (tokens).
+        max_new_tokens: generation budget (tokens); None (the default): :func:`probe_budget` (10, the paper's;
+            32 under the chat preset).
         stop_at_newline: judge the answer line only; False = the whole continuation (the paper's code); None (the
             default): as ``pred.tags.judge`` says ("line": True).
         progress: show a rich progress bar.
@@ -528,6 +540,7 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     t0 = time.perf_counter()
     if stop_at_newline is None:
         stop_at_newline = getattr(pred.tags, "judge", "line") == "line"
+    max_new_tokens = probe_budget(pred.tags, max_new_tokens)
     prompts = [pred.tags.prompt(it.question) for it in items]
     lengths = [len(x) for x in pred.tokenizer(prompts, add_special_tokens=False)["input_ids"]] if prompts else []
     order = sorted(range(len(items)), key=lambda i: lengths[i])  # similar lengths batch well (less padding)

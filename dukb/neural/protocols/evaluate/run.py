@@ -36,7 +36,7 @@ from dukb.neural.modelrecord import model_fingerprint
 from dukb.neural.models import load_model, resolve_device, resolve_dtype
 from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
 from dukb.neural.plan import build_plan, choose_targets
-from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
+from dukb.neural.probe import Predictor, probe, probe_budget
 from dukb.neural.protocols.base import Protocol
 from dukb.neural.protocols.evaluate.config import (
     EXTENDABLE,
@@ -419,7 +419,7 @@ class EvaluateProtocol(Protocol):
         """The probe settings of the probe before unlearning (greedy, the judge's stop rule, the paper's budget)."""
 
         return {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"],
-                "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+                "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": probe_budget(lm.tags)}
 
     # ---- work units ----------------------------------------------------------------------------------------------
     def make_claims(self):
