@@ -318,10 +318,11 @@ class ModelSpec:
 
     @property
     def preset_family(self) -> str:
-        """The preset family: ``family`` if set, else the prompt preset's name (``generic`` for custom tags)."""
+        """The preset family: ``family`` if set, else the prompt preset's name (``generic`` for custom tags and the
+        chat preset, which names no model family)."""
         if self.family:
             return self.family
-        return self.prompt if isinstance(self.prompt, str) else "generic"
+        return self.prompt if isinstance(self.prompt, str) and self.prompt != CHAT else "generic"
 
     @property
     def tags(self) -> PromptTags:

@@ -190,3 +190,57 @@ def test_probe_budget_only_changes_under_chat():
     assert probe_budget(prompt_tags(CHAT)) == CHAT_MAX_NEW_TOKENS == 32
     assert probe_budget(prompt_tags(CHAT), 5) == 5
     assert probe_budget(replace(PromptTags(), max_new_tokens=None)) == 10
+
+
+def test_run_identity_distinguishes_chat_and_keeps_the_default():
+    from dukb.kb import load_kb
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig, run_identity
+    from dukb.solver.closure import compute_closure
+
+    kb = load_kb("demo")
+    closure = compute_closure(kb)
+    spec = ModelSpec("tiny", prompt="tiny")
+    default = run_identity(EvaluateConfig(), kb, closure, [], {}, [], spec, "float32")
+    chat = run_identity(EvaluateConfig(), kb, closure, [], {}, [], replace(spec, prompt=CHAT, family="tiny"), "float32")
+    # the default run's prompt and probe records are exactly what they were before the chat preset
+    assert default["prompt"] == {"question_start": "Question: ", "question_end": "\n", "answer_tag": "Answer:",
+                                 "answer_prefix": " "}
+    assert default["probe"]["max_new_tokens"] == 10
+    assert {k for k in default if default[k] != chat[k]} == {"prompt", "probe"}
+    assert chat["prompt"]["chat"] is True and chat["probe"]["max_new_tokens"] == CHAT_MAX_NEW_TOKENS
+    assert ModelSpec("some/folder", prompt=CHAT).preset_family == "generic"  # chat names no model family
+
+
+@pytest.mark.slow
+def test_finetune_and_evaluate_no_finetune_under_chat(tmp_path):
+    """A tiny model with a chat template, finetuned under --prompt chat on two thirds of a KB (its record says chat),
+    then `dukb evaluate --no-finetune` on the whole KB: the probe before unlearning reads the chat prompts, finds the
+    facts it learnt, and the run records the chat tags and budget."""
+    from transformers import AutoTokenizer
+
+    from dukb.kb import KB, load_kb, save_kb
+    from dukb.kb.generate import generate
+    from dukb.neural.data import vocabulary_texts
+    from dukb.neural.modelrecord import read_model_record
+    from dukb.neural.pipeline import finetune_kb
+
+    whole = load_kb(save_kb(generate(16, seed=4)[0], tmp_path / "kb"))
+    part = load_kb(save_kb(KB(whole.people, [f for i, f in enumerate(whole.relationships) if i % 3],
+                              whole.biographies, None, whole.schema), tmp_path / "part"))
+    tags = chat_tags(prompt_tags(CHAT), _chat_tokenizer(), "m")
+    base = modelbuild.build_tiny_model(vocabulary_texts(whole, tags) + [TEMPLATE_WORDS], tmp_path / "base")
+    tok = AutoTokenizer.from_pretrained(base)
+    tok.chat_template = TEMPLATE
+    tok.save_pretrained(base)
+    ft = tmp_path / "ft"
+    rec = finetune_kb(part, ModelSpec(str(base), prompt=CHAT, family="tiny", device=DEVICE), ft, preset="tiny")
+    assert rec["accuracy"] > 0.5, rec["accuracy"]
+    assert read_model_record(ft)["prompt"] == CHAT
+    run = tmp_path / "run"
+    assert main(["evaluate", "--kb", str(whole.source), "--model", str(ft), "--no-finetune", "--prompt", "chat",
+                 "-o", str(run), "--methods", "ga", "--grid", "ga=2", "--n-targets", "1", "--device", DEVICE]) == 0
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["identity"]["prompt"]["chat"] is True
+    assert cfg["identity"]["probe"]["max_new_tokens"] == CHAT_MAX_NEW_TOKENS
+    known = cfg["known_before"]
+    assert known["relationships"] > 0 and known["n_relationships"] == len(whole.relationships)
