@@ -140,8 +140,13 @@ def adds_bos(rule: str, family: str | None) -> bool:
     return rule == "family" and family in BOS_FAMILIES
 
 
-def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str = "never",
-                family: str | None = None, judge: str = "line") -> PromptTags:
+def prompt_tags(
+    preset: str | PromptTags,
+    prompt_format: str = "dukb",
+    bos: str = "never",
+    family: str | None = None,
+    judge: str = "line",
+) -> PromptTags:
     """The :class:`PromptTags` of a prompt preset under a prompt format, BOS rule and judge.
 
     Args:
@@ -169,8 +174,9 @@ def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str 
         base = preset
     elif preset == CHAT:
         if prompt_format != "dukb":
-            raise InputError("--prompt chat reads the tokenizer's chat template: it takes --prompt-format dukb, "
-                             f"not {prompt_format}")
+            raise InputError(
+                f"--prompt chat reads the tokenizer's chat template: it takes --prompt-format dukb, not {prompt_format}"
+            )
         if bos != "never":
             adds_bos(bos, family)  # an unknown rule is named as such
             raise InputError("--prompt chat: the chat template writes its own BOS token; use --bos never")
@@ -180,8 +186,7 @@ def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str 
         try:
             base = table[preset]
         except KeyError:
-            raise InputError(f"unknown prompt preset {preset!r} (choose from {', '.join(PROMPT_PRESETS)})") \
-                from None
+            raise InputError(f"unknown prompt preset {preset!r} (choose from {', '.join(PROMPT_PRESETS)})") from None
     return replace(base, bos=adds_bos(bos, family), judge=judge)
 
 
@@ -196,12 +201,14 @@ def _render_chat(tokenizer, question: str, model: str) -> str:
         InputError: the template fails to render (its first line named, with the model).
     """
     try:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
-                                             tokenize=False)
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+        )
     except Exception as e:  # noqa: BLE001 - jinja2 and transformers raise many kinds; one line names the model
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise InputError(f"--prompt chat: the chat template of the model {model} fails on one user message: "
-                         f"{first}") from None
+        raise InputError(
+            f"--prompt chat: the chat template of the model {model} fails on one user message: {first}"
+        ) from None
     if not isinstance(text, str):  # pragma: no cover - a transformers that returns a batch
         text = text[0]
     return text
@@ -239,19 +246,24 @@ def chat_tags(tags: PromptTags, tokenizer, model: str) -> PromptTags:
     if not tags.chat or tags.question_start or tags.question_end:
         return tags
     if not getattr(tokenizer, "chat_template", None):
-        raise InputError(f"--prompt chat: the model {model} has no chat template (its tokenizer defines none); "
-                         "choose another --prompt")
+        raise InputError(
+            f"--prompt chat: the model {model} has no chat template (its tokenizer defines none); "
+            "choose another --prompt"
+        )
     marker, check = _SENTINELS
     text = _render_chat(tokenizer, marker, model)
     if text.count(marker) != 1:
-        raise InputError(f"--prompt chat: the chat template of the model {model} does not render the question "
-                         "verbatim once")
+        raise InputError(
+            f"--prompt chat: the chat template of the model {model} does not render the question verbatim once"
+        )
     start, end = text.split(marker)
     if not (start or end):
         raise InputError(f"--prompt chat: the chat template of the model {model} renders nothing around the question")
     if _render_chat(tokenizer, check, model) != start + check + end:
-        raise InputError(f"--prompt chat: the chat template of the model {model} renders a prompt that depends on "
-                         "the question beyond its text")
+        raise InputError(
+            f"--prompt chat: the chat template of the model {model} renders a prompt that depends on "
+            "the question beyond its text"
+        )
     return replace(tags, question_start=start, question_end=end, answer_tag="", answer_prefix="")
 
 
@@ -263,8 +275,10 @@ def check_chat_model(prompt, model: str) -> None:
         InputError: ``prompt`` is :data:`CHAT` and ``model`` is ``"tiny"``.
     """
     if prompt == CHAT and str(model) == "tiny":
-        raise InputError("--prompt chat: the model tiny has no chat template (its tokenizer is built from the KB's "
-                         "words); give an instruct model, or another --prompt")
+        raise InputError(
+            "--prompt chat: the model tiny has no chat template (its tokenizer is built from the KB's "
+            "words); give an instruct model, or another --prompt"
+        )
 
 
 def preset_for(name_or_path: str) -> str:
@@ -360,4 +374,3 @@ class LoadedModel:
     tags: PromptTags
     spec: ModelSpec
     device: str
-

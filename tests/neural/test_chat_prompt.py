@@ -81,8 +81,15 @@ def test_chat_tags_of_smollm2s_template():
 def test_unresolved_chat_tags_have_a_stable_record_and_no_prompt():
     tags = prompt_tags(CHAT)
     rec = ModelSpec("m", prompt=CHAT).to_json()["prompt"]
-    assert rec == {"question_start": "", "question_end": "", "answer_tag": "", "answer_prefix": "", "chat": True,
-                   "max_new_tokens": CHAT_MAX_NEW_TOKENS, "preset": "chat"}
+    assert rec == {
+        "question_start": "",
+        "question_end": "",
+        "answer_tag": "",
+        "answer_prefix": "",
+        "chat": True,
+        "max_new_tokens": CHAT_MAX_NEW_TOKENS,
+        "preset": "chat",
+    }
     with pytest.raises(ValueError, match="resolved"):
         tags.prompt("q")
     # the other presets' records are as before the chat preset existed (no new keys)
@@ -126,11 +133,10 @@ def chat_model(tmp_path_factory):
 
 
 def test_load_model_resolves_chat_and_tokenises_without_extra_tokens(chat_model):
-    from dukb.neural.models import load_model
-    from dukb.neural.probe import Predictor, prompt_token_ids
-
     from dukb.kb import load_kb
     from dukb.neural.data import kb_qa
+    from dukb.neural.models import load_model
+    from dukb.neural.probe import Predictor, prompt_token_ids
 
     lm = load_model(ModelSpec(str(chat_model), prompt=CHAT, device=DEVICE))
     q = kb_qa(load_kb("demo"))[0].question
@@ -155,14 +161,42 @@ def test_cli_refuses_chat_without_a_template(tmp_path, capsys):
     rc = main(["probe", "--kb", "demo", "--model", str(plain), "--prompt", "chat", "--device", DEVICE])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
-    assert _error_line(err) == (f"dukb: error: --prompt chat: the model {plain} has no chat template (its tokenizer "
-                                "defines none); choose another --prompt")
-    rc = main(["finetune", "--kb", "demo", "--model", "tiny", "--prompt", "chat", "-o", str(tmp_path / "ft"),
-               "--device", DEVICE])
+    assert _error_line(err) == (
+        f"dukb: error: --prompt chat: the model {plain} has no chat template (its tokenizer "
+        "defines none); choose another --prompt"
+    )
+    rc = main(
+        [
+            "finetune",
+            "--kb",
+            "demo",
+            "--model",
+            "tiny",
+            "--prompt",
+            "chat",
+            "-o",
+            str(tmp_path / "ft"),
+            "--device",
+            DEVICE,
+        ]
+    )
     assert rc == 2
     assert "the model tiny has no chat template" in _error_line(capsys.readouterr().err)
-    rc = main(["evaluate", "--kb", "demo", "--model", "tiny", "--prompt", "chat", "-o", str(tmp_path / "run"),
-               "--device", DEVICE])
+    rc = main(
+        [
+            "evaluate",
+            "--kb",
+            "demo",
+            "--model",
+            "tiny",
+            "--prompt",
+            "chat",
+            "-o",
+            str(tmp_path / "run"),
+            "--device",
+            DEVICE,
+        ]
+    )
     assert rc == 2
     assert "the model tiny has no chat template" in _error_line(capsys.readouterr().err)
 
@@ -175,8 +209,23 @@ def test_cli_probe_under_chat(chat_model, tmp_path, capsys):
     from dukb.neural.data import kb_qa
 
     out = tmp_path / "p.csv"
-    rc = main(["probe", "--kb", "demo", "--model", str(chat_model), "--prompt", "chat", "--device", DEVICE,
-               "--scores", "none", "-o", str(out)])
+    rc = main(
+        [
+            "probe",
+            "--kb",
+            "demo",
+            "--model",
+            str(chat_model),
+            "--prompt",
+            "chat",
+            "--device",
+            DEVICE,
+            "--scores",
+            "none",
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     df = pd.read_csv(out)
     assert len(df) == len(kb_qa(load_kb("demo")))
@@ -203,8 +252,12 @@ def test_run_identity_distinguishes_chat_and_keeps_the_default():
     default = run_identity(EvaluateConfig(), kb, closure, [], {}, [], spec, "float32")
     chat = run_identity(EvaluateConfig(), kb, closure, [], {}, [], replace(spec, prompt=CHAT, family="tiny"), "float32")
     # the default run's prompt and probe records are exactly what they were before the chat preset
-    assert default["prompt"] == {"question_start": "Question: ", "question_end": "\n", "answer_tag": "Answer:",
-                                 "answer_prefix": " "}
+    assert default["prompt"] == {
+        "question_start": "Question: ",
+        "question_end": "\n",
+        "answer_tag": "Answer:",
+        "answer_prefix": " ",
+    }
     assert default["probe"]["max_new_tokens"] == 10
     assert {k for k in default if default[k] != chat[k]} == {"prompt", "probe"}
     assert chat["prompt"]["chat"] is True and chat["probe"]["max_new_tokens"] == CHAT_MAX_NEW_TOKENS
@@ -225,8 +278,18 @@ def test_finetune_and_evaluate_no_finetune_under_chat(tmp_path):
     from dukb.neural.pipeline import finetune_kb
 
     whole = load_kb(save_kb(generate(16, seed=4)[0], tmp_path / "kb"))
-    part = load_kb(save_kb(KB(whole.people, [f for i, f in enumerate(whole.relationships) if i % 3],
-                              whole.biographies, None, whole.schema), tmp_path / "part"))
+    part = load_kb(
+        save_kb(
+            KB(
+                whole.people,
+                [f for i, f in enumerate(whole.relationships) if i % 3],
+                whole.biographies,
+                None,
+                whole.schema,
+            ),
+            tmp_path / "part",
+        )
+    )
     tags = chat_tags(prompt_tags(CHAT), _chat_tokenizer(), "m")
     base = modelbuild.build_tiny_model(vocabulary_texts(whole, tags) + [TEMPLATE_WORDS], tmp_path / "base")
     tok = AutoTokenizer.from_pretrained(base)
@@ -237,8 +300,31 @@ def test_finetune_and_evaluate_no_finetune_under_chat(tmp_path):
     assert rec["accuracy"] > 0.5, rec["accuracy"]
     assert read_model_record(ft)["prompt"] == CHAT
     run = tmp_path / "run"
-    assert main(["evaluate", "--kb", str(whole.source), "--model", str(ft), "--no-finetune", "--prompt", "chat",
-                 "-o", str(run), "--methods", "ga", "--grid", "ga=2", "--n-targets", "1", "--device", DEVICE]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(whole.source),
+                "--model",
+                str(ft),
+                "--no-finetune",
+                "--prompt",
+                "chat",
+                "-o",
+                str(run),
+                "--methods",
+                "ga",
+                "--grid",
+                "ga=2",
+                "--n-targets",
+                "1",
+                "--device",
+                DEVICE,
+            ]
+        )
+        == 0
+    )
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["identity"]["prompt"]["chat"] is True
     assert cfg["identity"]["probe"]["max_new_tokens"] == CHAT_MAX_NEW_TOKENS
