@@ -165,40 +165,24 @@ def test_cli_refuses_chat_without_a_template(tmp_path, capsys):
         f"dukb: error: --prompt chat: the model {plain} has no chat template (its tokenizer "
         "defines none); choose another --prompt"
     )
-    rc = main(
-        [
-            "finetune",
-            "--kb",
-            "demo",
-            "--model",
-            "tiny",
-            "--prompt",
-            "chat",
-            "-o",
-            str(tmp_path / "ft"),
-            "--device",
-            DEVICE,
-        ]
-    )
-    assert rc == 2
-    assert "the model tiny has no chat template" in _error_line(capsys.readouterr().err)
-    rc = main(
-        [
-            "evaluate",
-            "--kb",
-            "demo",
-            "--model",
-            "tiny",
-            "--prompt",
-            "chat",
-            "-o",
-            str(tmp_path / "run"),
-            "--device",
-            DEVICE,
-        ]
-    )
-    assert rc == 2
-    assert "the model tiny has no chat template" in _error_line(capsys.readouterr().err)
+    for command in ("finetune", "evaluate"):  # the tiny model is refused before it is built
+        rc = main(
+            [
+                command,
+                "--kb",
+                "demo",
+                "--model",
+                "tiny",
+                "--prompt",
+                "chat",
+                "-o",
+                str(tmp_path / command),
+                "--device",
+                DEVICE,
+            ]
+        )
+        assert rc == 2
+        assert "the model tiny has no chat template" in _error_line(capsys.readouterr().err)
 
 
 def test_cli_probe_under_chat(chat_model, tmp_path, capsys):
