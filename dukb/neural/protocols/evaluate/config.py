@@ -135,8 +135,10 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                                "(the default, as Eval-DU does). The qa probe before unlearning defines the known "
                                "facts; unknown facts are unscorable (never counted as forgotten, left out of "
                                "recall and accuracy); targets are drawn among known facts with a derivation from "
-                               "other known facts, and minimal sets are those of the known part of the KB. A "
-                               "--targets-file target the model did not know is refused.")
+                               "other known facts, and minimal sets are those of the known part of the KB. The "
+                               "methods train, retain and query on known facts only, and unknown facts are not "
+                               "probed after unlearning. A --targets-file target the model did not know is "
+                               "refused.")
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
     n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: draw this many targets, relation kinds "

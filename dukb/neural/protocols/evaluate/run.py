@@ -298,6 +298,9 @@ class EvaluateProtocol(Protocol):
             others = set(combined_needs([m for m in self.row_metrics if m.name != "recall_heldout"]).kinds) | {"qa"}
             items = [it for it in items
                      if it.kind in others or (it.kind, it.fact_kind, it.fact_id) in self.heldout_before]
+        if self.known is not None:  # --no-finetune: a fact the model did not know is unscorable on every form, so
+            pairs = self.known.pairs()  # it is not probed after unlearning (the recall metric reads it as retained)
+            items = [it for it in items if (it.fact_kind, it.fact_id) in pairs]
         self.items = items
         if acc0 < 1.0 and self.known is None:
             self.log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
