@@ -148,7 +148,8 @@ def probe(
     output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the table here (.csv or .jsonl); "
                                           "default: stdout as CSV."),
     batch_size: int = ranged(B.BATCH_SIZE, 64, "--batch-size", help="Prompts per batch."),
-    max_new_tokens: int = ranged(B.NEW_TOKENS, 10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
+    max_new_tokens: Optional[int] = ranged(B.NEW_TOKENS, None, "--max-new-tokens", help="Greedy generation budget "
+                                           "(tokens; default: 10, 32 under --prompt chat)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed for probe kinds with random choices."),
     scores: str = typer.Option("rouge,logprob", "--scores", help="Scores computed beside known/unknown, "
                                "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
@@ -157,7 +158,7 @@ def probe(
     prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
     trust_remote_code: bool = ModelOpts.trust,
 ) -> None:
-    """Probe which KB facts a model knows: greedy generation of at most 10 tokens, stopped at the end of the answer
+    """Probe which KB facts a model knows: greedy generation of at most 10 tokens (32 under --prompt chat), stopped at the end of the answer
     line or EOS; a fact is known when the answer (lower-cased) is a substring of the answer line (the paper's rule,
     on the first line so that a model running on into "Question: ..." is not credited; yes/no and
     multiple-choice probes are judged by their first word / option).
@@ -182,7 +183,7 @@ def probe(
         bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
         raise InputError(f"--scores takes rouge, logprob or none, got {bad}")
     for name, v in (("--batch-size", batch_size), ("--max-new-tokens", max_new_tokens)):
-        if v < 1:
+        if v is not None and v < 1:
             raise InputError(f"{name} must be at least 1, got {v}")
     chosen = parse_kinds(kinds)  # every option is checked before the KB and the model load
     check_model_value(model)

@@ -22,14 +22,22 @@ from dukb.neural.adapter import load_adapter
 from dukb.neural.distributed import process_device
 from dukb.neural.modelcheck import check_loaded, check_model, least_parameters
 from dukb.neural.modelrecord import MODEL_RECORD, read_json_object, read_model_record
-from dukb.neural.spec import LoadedModel, ModelSpec
+from dukb.neural.spec import LoadedModel, ModelSpec, chat_tags
 from dukb.neural.zoo import gguf_architecture, resolve_model
 
 log = logging.getLogger(__name__)
 
 #: the loggers of the libraries dukb drives: their records go to Python logging (the run log), never the terminal
-LIBRARY_LOGGERS = ("transformers", "huggingface_hub", "accelerate", "peft", "torch", "safetensors", "tokenizers",
-                   "py.warnings")
+LIBRARY_LOGGERS = (
+    "transformers",
+    "huggingface_hub",
+    "accelerate",
+    "peft",
+    "torch",
+    "safetensors",
+    "tokenizers",
+    "py.warnings",
+)
 _QUIETED = False
 
 
@@ -104,10 +112,8 @@ def _native_stderr_to_log(what: str):
                 log.info("native output while loading %s:\n%s", what, text)
 
 
-
-
 def resolve_device(device: str = "auto") -> str:
-    """"auto" -> "cuda" when available, else "cpu"; other values pass through. Under a multi-process launch
+    """ "auto" -> "cuda" when available, else "cpu"; other values pass through. Under a multi-process launch
     "cuda" becomes ``cuda:LOCAL_RANK`` (:func:`dukb.neural.distributed.process_device`).
 
     Args:
@@ -146,15 +152,21 @@ def resolve_dtype(dtype: str, device: str):
         if device.startswith("cuda") and torch.cuda.is_bf16_supported():
             return torch.bfloat16
         return torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype not in table:
         raise InputError(f"unknown dtype {dtype!r} (choose auto, float32, bfloat16, float16)")
     return table[dtype]
 
 
 def _gguf_supported() -> str:
-    """" (llama, mistral, ...)": the architectures transformers dequantizes from GGUF, for error messages ("" when
+    """ " (llama, mistral, ...)": the architectures transformers dequantizes from GGUF, for error messages ("" when
     this transformers does not expose the list). transformers also accepts a few renamed forms (e.g. qwen3moe for
     qwen3_moe), so the list is shown, never used to refuse a file."""
     archs = _gguf_architectures()
@@ -178,13 +190,18 @@ def _auto_tokenizer(path: str, config, trust: bool, extra: dict):
 def _auto_model(path: str, config, dtype, trust: bool, extra: dict):
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, trust_remote_code=trust,
-                                                output_loading_info=True, **extra)
+    return AutoModelForCausalLM.from_pretrained(
+        path, config=config, dtype=dtype, trust_remote_code=trust, output_loading_info=True, **extra
+    )
 
 
 #: weights files transformers looks for in a model directory, in its order of preference
-WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                 "pytorch_model.bin.index.json")
+WEIGHTS_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 def _weights_file(path: str) -> str:
@@ -224,12 +241,16 @@ def _loading(step: str, where, arch: str | None, fn):
         if where.gguf_file:
             supported = _gguf_architectures()
             if supported is None or arch not in supported:
-                raise InputError(f"transformers cannot load this GGUF file of architecture {arch!r} ({first}); "
-                                 "transformers dequantizes GGUF files of the architectures it lists in "
-                                 f"GGUF_SUPPORTED_ARCHITECTURES{_gguf_supported()}; convert other models to an "
-                                 "HF directory", where.file) from None
-            raise InputError(f"cannot load the {step} of this GGUF file of architecture {arch!r}: {first}",
-                             where.file) from None
+                raise InputError(
+                    f"transformers cannot load this GGUF file of architecture {arch!r} ({first}); "
+                    "transformers dequantizes GGUF files of the architectures it lists in "
+                    f"GGUF_SUPPORTED_ARCHITECTURES{_gguf_supported()}; convert other models to an "
+                    "HF directory",
+                    where.file,
+                ) from None
+            raise InputError(
+                f"cannot load the {step} of this GGUF file of architecture {arch!r}: {first}", where.file
+            ) from None
         path = where.path
         if step == "config":
             where_ = Path(path) / "config.json" if Path(path).is_dir() else path
@@ -237,12 +258,17 @@ def _loading(step: str, where, arch: str | None, fn):
         if step == "tokenizer":
             raise InputError(f"cannot load the tokenizer: {first}", _tokenizer_file(path)) from None
         if "weights only load failed" in str(e).lower() or "weights_only" in str(e):
-            raise InputError("torch refuses to load this pickle checkpoint safely (torch.load weights_only: it "
-                             "holds objects other than tensors); convert the model to safetensors",
-                             _weights_file(path)) from None
+            raise InputError(
+                "torch refuses to load this pickle checkpoint safely (torch.load weights_only: it "
+                "holds objects other than tensors); convert the model to safetensors",
+                _weights_file(path),
+            ) from None
         if "ignore_mismatched_sizes" in str(e):
-            raise InputError("tensors of the weights file have the wrong shape for config.json (the weights and "
-                             "config.json do not belong together)", _weights_file(path)) from None
+            raise InputError(
+                "tensors of the weights file have the wrong shape for config.json (the weights and "
+                "config.json do not belong together)",
+                _weights_file(path),
+            ) from None
         raise InputError(f"cannot load the model weights: {first}", _weights_file(path)) from None
 
 
@@ -267,8 +293,10 @@ def _safetensors_shards(model_dir: Path) -> list[Path]:
         shards = [model_dir / name for name in sorted(set(weight_map.values()))]
         for f in shards:
             if Path(f.name) != Path(str(f.relative_to(model_dir))) or not f.is_file():
-                raise InputError(f"safetensors index names {f.relative_to(model_dir)}, which is not a file of the "
-                                 "model directory", index)
+                raise InputError(
+                    f"safetensors index names {f.relative_to(model_dir)}, which is not a file of the model directory",
+                    index,
+                )
         return shards
     single = model_dir / "model.safetensors"
     return [single] if single.is_file() else []
@@ -296,16 +324,20 @@ def _check_weights(model_dir: Path, config, trust: bool) -> None:
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as e:  # noqa: BLE001 - SafetensorError, OSError, a Rust panic
-            raise InputError(f"not a readable safetensors file ({_first_line(e)}); the file may be truncated or "
-                             "corrupt", f) from None
+            raise InputError(
+                f"not a readable safetensors file ({_first_line(e)}); the file may be truncated or corrupt", f
+            ) from None
     if getattr(config, "quantization_config", None) is not None:
         return
     least = least_parameters(config.to_dict()) or 0  # instant, where building a config of 1,024 layers is not
     params = least if values < least // 2 else _config_parameters(config, trust)
     if params and values < params // 2:
-        raise InputError(f"the weights hold {values:,} values, but config.json describes a model of "
-                         f"{'at least ' if params == least else ''}{params:,} "
-                         "parameters: the weights and config.json do not belong together", shards[0])
+        raise InputError(
+            f"the weights hold {values:,} values, but config.json describes a model of "
+            f"{'at least ' if params == least else ''}{params:,} "
+            "parameters: the weights and config.json do not belong together",
+            shards[0],
+        )
 
 
 def _config_parameters(config, trust: bool) -> int | None:
@@ -327,14 +359,21 @@ def _check_loading_info(info: dict, weights: str) -> None:
     """Refuse a load that left weights missing (transformers would initialise them at random) or of the wrong
     shape; ``info`` is transformers' ``output_loading_info``."""
     missing = sorted(info.get("missing_keys") or [])
-    mismatched = sorted(str(k[0]) if isinstance(k, (tuple, list)) else str(k)
-                        for k in info.get("mismatched_keys") or [])
+    mismatched = sorted(
+        str(k[0]) if isinstance(k, (tuple, list)) else str(k) for k in info.get("mismatched_keys") or []
+    )
     if missing:
-        raise InputError(f"the weights file lacks {len(missing)} of the model's tensors (e.g. {missing[0]}); "
-                         "the file is incomplete or belongs to another model", weights)
+        raise InputError(
+            f"the weights file lacks {len(missing)} of the model's tensors (e.g. {missing[0]}); "
+            "the file is incomplete or belongs to another model",
+            weights,
+        )
     if mismatched:
-        raise InputError(f"{len(mismatched)} tensors of the weights file have the wrong shape for config.json "
-                         f"(e.g. {mismatched[0]})", weights)
+        raise InputError(
+            f"{len(mismatched)} tensors of the weights file have the wrong shape for config.json "
+            f"(e.g. {mismatched[0]})",
+            weights,
+        )
 
 
 def load_model(spec: ModelSpec) -> LoadedModel:
@@ -361,7 +400,8 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 
     Returns:
         :class:`LoadedModel`: the model in eval mode on the resolved device in the resolved dtype, its tokenizer
-        (left padding, a pad token), ``spec.tags``, the spec and the device string.
+        (left padding, a pad token), ``spec.tags`` (the chat preset resolved with the tokenizer's chat template,
+        :func:`dukb.neural.spec.chat_tags`), the spec and the device string.
 
     Raises:
         InputError: the model cannot be found or loaded, always naming the file at fault (one line; never a
@@ -377,13 +417,14 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             non-GGUF model file, a value that can only be a path naming nothing that exists
             (:func:`dukb.neural.zoo.resolve_model`); CUDA requested
             but unavailable, or "cuda:N" under a multi-process launch (:func:`resolve_device`); an unknown dtype
-            (:func:`resolve_dtype`); an unknown prompt preset name (:attr:`ModelSpec.tags`, checked after loading).
+            (:func:`resolve_dtype`); an unknown prompt preset name (:attr:`ModelSpec.tags`, checked after loading); ``--prompt chat`` for a tokenizer
+            without a chat template or with one that cannot be split around the question
+            (:func:`dukb.neural.spec.chat_tags`).
     """
 
     quiet_libraries()
     rec = read_model_record(spec.name_or_path)
     if rec is not None and rec.get("adapter"):  # a peft adapter dukb saved (--save-models under --lora-r)
-
         return load_adapter(spec, rec, load_model, MODEL_RECORD)
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
@@ -395,7 +436,6 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         log.info("loading %s from the hub (or the local HF cache)", path)
     arch = None
     if where.gguf_file:  # a truncated or foreign file is refused here, naming the file
-
         arch = gguf_architecture(where.file)
     elif local:
         read_json_object(Path(path) / "config.json", "model config")
@@ -413,7 +453,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     if where.gguf_file:
         _drop_quantization(model)
     _prepare_loaded(model, tokenizer, spec, device)
-    return LoadedModel(model, tokenizer, spec.tags, spec, device)
+    return LoadedModel(model, tokenizer, chat_tags(spec.tags, tokenizer, spec.name_or_path), spec, device)
 
 
 def _drop_quantization(model) -> None:

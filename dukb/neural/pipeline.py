@@ -17,7 +17,7 @@ from dukb.neural.modelbuild import build_tiny_model, save_model
 from dukb.neural.modelrecord import spec_for_path
 from dukb.neural.models import load_model
 from dukb.neural.run.files import read_json
-from dukb.neural.spec import ModelSpec
+from dukb.neural.spec import ModelSpec, check_chat_model
 
 TINY = "tiny"
 
@@ -89,13 +89,14 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
     written after every probed epoch) when called again with the same KB, model and settings.
 
     Raises:
-        InputError: unknown preset, model cannot be loaded, a checkpoint in ``out_dir`` made with other settings.
+        InputError: unknown preset, model cannot be loaded, ``--prompt chat`` for the tiny model, a checkpoint in ``out_dir`` made with other settings.
     """
     out = Path(out_dir)
     requested = spec.name_or_path
     name, cfg = finetune_config(spec, preset, epochs, lr, batch_size, seed)
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
         if spec.name_or_path == TINY:
+            check_chat_model(spec.prompt, TINY)
             tags = dataclasses.replace(spec, prompt=TINY).tags  # the run's prompt format: its texts in the vocabulary
             texts = items is not None and any(it.kind == TEXT_KIND for it in items)
             extra = () if items is None else tuple(dict.fromkeys(it.kind for it in items

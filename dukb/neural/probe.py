@@ -27,7 +27,19 @@ from dukb.kb.judge import judge
 from dukb.neural.data import QAItem, bos_ids, encode_qa, model_device
 from dukb.neural.scoring import forward_logits, sequence_logprob
 
+#: The probe's generation budget (tokens), the paper's; under the chat preset the tags' own
+#: (:data:`dukb.neural.spec.CHAT_MAX_NEW_TOKENS`, :func:`probe_budget`).
 DEFAULT_MAX_NEW_TOKENS = 10
+
+
+def probe_budget(tags, max_new_tokens: int | None = None) -> int:
+    """The generation budget of a probe: ``max_new_tokens`` when given, else the tags' own default
+    (``tags.max_new_tokens``: the chat preset's :data:`dukb.neural.spec.CHAT_MAX_NEW_TOKENS`), else
+    :data:`DEFAULT_MAX_NEW_TOKENS` (10, the paper's)."""
+    if max_new_tokens is not None:
+        return max_new_tokens
+    return getattr(tags, "max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS
+
 
 #: the probe backend :func:`probe` hands its generations to (None: this process's HF model; set by
 #: :func:`use_backend`, e.g. :class:`dukb.neural.vllm_backend.VllmBackend` under ``--probe-backend vllm``)
@@ -183,8 +195,9 @@ def line_tables(tokenizer):
     if cached is not None:
         return cached
     n = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
-    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=True,
-                                   clean_up_tokenization_spaces=False)
+    texts = tokenizer.batch_decode(
+        [[i] for i in range(n)], skip_special_tokens=True, clean_up_tokenization_spaces=False
+    )
     nl = torch.tensor(["\n" in t for t in texts])
     content = torch.tensor([bool(t.strip()) for t in texts])
     ends = torch.tensor([bool(t.split("\n", 1)[0].strip()) and "\n" in t for t in texts])
@@ -213,9 +226,17 @@ def answer_line(text: str) -> str:
     return ""
 
 
-def greedy_generate(pred: Predictor, prompts: list[str] | None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, *,
-                    temperature: float = 0.0, seed: int = 0, stop_at_newline: bool = False,
-                    token_ids: list[list[int]] | None = None, details: bool = False) -> list:
+def greedy_generate(
+    pred: Predictor,
+    prompts: list[str] | None,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    *,
+    temperature: float = 0.0,
+    seed: int = 0,
+    stop_at_newline: bool = False,
+    token_ids: list[list[int]] | None = None,
+    details: bool = False,
+) -> list:
     """Greedy decoding (or sampling) of a batch of prompts with left padding and a KV cache (one per model).
 
     Args:
@@ -355,8 +376,9 @@ def decode_rows(tok, rows: list[list[int]], *, stop_at_newline: bool) -> list[st
     return _decoded(tok, steps, [], len(rows), pad, stop_at_newline=stop_at_newline, details=False)
 
 
-def _next_token(step_logits: torch.Tensor, gen: torch.Generator | None, temperature: float,
-                device: torch.device) -> torch.Tensor:
+def _next_token(
+    step_logits: torch.Tensor, gen: torch.Generator | None, temperature: float, device: torch.device
+) -> torch.Tensor:
     """The next token of each row: the argmax of ``step_logits`` ``[B, V]`` (greedy, ``gen`` None), else a draw
     from softmax(logits / temperature) on the CPU with ``gen``, moved to ``device`` (the batch's). Returns ``[B]``
     token ids."""
@@ -366,8 +388,16 @@ def _next_token(step_logits: torch.Tensor, gen: torch.Generator | None, temperat
     return torch.multinomial(probs, 1, generator=gen).squeeze(-1).to(device)
 
 
-def _decoded(tok, out: list[torch.Tensor], lps: list[torch.Tensor], n_rows: int, pad: int, *,
-             stop_at_newline: bool, details: bool) -> list:
+def _decoded(
+    tok,
+    out: list[torch.Tensor],
+    lps: list[torch.Tensor],
+    n_rows: int,
+    pad: int,
+    *,
+    stop_at_newline: bool,
+    details: bool,
+) -> list:
     """Decode :func:`greedy_generate`'s steps into its result (its Returns section).
 
     Args:
@@ -389,8 +419,16 @@ def _decoded(tok, out: list[torch.Tensor], lps: list[torch.Tensor], n_rows: int,
         kept = [t for t, _ in pairs]
         text = tok.decode(kept, skip_special_tokens=True)
         text = answer_line(text) if stop_at_newline else text
-        texts.append({"text": text, "ids": kept, "logprobs": [float(lp) for _, lp in pairs],
-                      "logprob": float(sum(lp for _, lp in pairs))} if details else text)
+        texts.append(
+            {
+                "text": text,
+                "ids": kept,
+                "logprobs": [float(lp) for _, lp in pairs],
+                "logprob": float(sum(lp for _, lp in pairs)),
+            }
+            if details
+            else text
+        )
     return texts
 
 
@@ -462,18 +500,28 @@ def rouge_l_recall(answer: str, output: str) -> float:
 PROBE_COLUMNS = ["kind", "fact_kind", "fact_id", "question", "answer", "output", "known", "rouge_l", "logprob"]
 
 
-def _row(it: QAItem, prompt: str, out: str | None, lp: float | None, judge_prompt: bool, generate: bool,
-         rouge: bool) -> dict:
+def _row(
+    it: QAItem, prompt: str, out: str | None, lp: float | None, judge_prompt: bool, generate: bool, rouge: bool
+) -> dict:
     """One row of :func:`probe`'s table: the item, its output judged by its match rule (after the prompt's text
     with ``judge_prompt``), its ROUGE-L recall and log-probability."""
     judged = prompt + out if generate and judge_prompt else out
-    return {"kind": it.kind, "fact_kind": it.fact_kind, "fact_id": it.fact_id, "question": it.question,
-            "answer": it.answer, "output": out, "known": judge(it, judged) if generate else None,
-            "rouge_l": rouge_l_recall(it.answer, out) if rouge else None, "logprob": lp}
+    return {
+        "kind": it.kind,
+        "fact_kind": it.fact_kind,
+        "fact_id": it.fact_id,
+        "question": it.question,
+        "answer": it.answer,
+        "output": out,
+        "known": judge(it, judged) if generate else None,
+        "rouge_l": rouge_l_recall(it.answer, out) if rouge else None,
+        "logprob": lp,
+    }
 
 
-def _served(pred: Predictor, prompts: list[str], order: list[int], max_new_tokens: int,
-            stop_at_newline: bool) -> dict[int, str] | None:
+def _served(
+    pred: Predictor, prompts: list[str], order: list[int], max_new_tokens: int, stop_at_newline: bool
+) -> dict[int, str] | None:
     """The generations of the probe backend set by :func:`use_backend`, in one call for every prompt: prompt index
     -> output; None when there is none, ``pred.hf_only`` is set or the backend does not serve ``pred``."""
     backend = _BACKEND.get()
@@ -483,9 +531,51 @@ def _served(pred: Predictor, prompts: list[str], order: list[int], max_new_token
     return dict(zip(order, outs))
 
 
-def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
-          max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool = False, *, generate: bool = True,
-          rouge: bool = True, logprob: bool = True, stop_at_newline: bool | None = None):
+def _probe_chunks(
+    pred: Predictor,
+    items: list[QAItem],
+    prompts: list[str],
+    chunks: list[list[int]],
+    served: dict[int, str] | None,
+    max_new_tokens: int,
+    stop_at_newline: bool,
+    generate: bool,
+    logprob: bool,
+    bar: Progress | None,
+) -> dict[int, tuple[str | None, float | None]]:
+    """:func:`probe`'s passes over its batches: item index -> (output, log-probability), each None where that pass
+    was not asked for; the generations from ``served`` (a backend's, :func:`_served`) where given, else greedy
+    decoding of each batch. ``bar`` (a started rich progress) advances by batch."""
+    task = bar.add_task("probing", total=len(items)) if bar is not None else None
+    results: dict[int, tuple[str | None, float | None]] = {}
+    for chunk in chunks:
+        sub = [items[i] for i in chunk]
+        if served is not None:  # the backend's generations (it batches by itself)
+            outs = [served[i] for i in chunk]
+        elif generate:
+            outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens, stop_at_newline=stop_at_newline)
+        else:
+            outs = [None] * len(sub)
+        lps = answer_logprob(pred, sub) if logprob else [None] * len(sub)
+        for i, o, lp in zip(chunk, outs, lps):
+            results[i] = (o, lp)
+        if bar is not None:
+            bar.advance(task, len(chunk))
+    return results
+
+
+def probe(
+    pred: Predictor,
+    items: list[QAItem],
+    batch_size: int = 256,
+    max_new_tokens: int | None = None,
+    progress: bool = False,
+    *,
+    generate: bool = True,
+    rouge: bool = True,
+    logprob: bool = True,
+    stop_at_newline: bool | None = None,
+):
     """Probe a predictor on QA items, computing only the passes asked for.
 
     Prompts are batched in order of their token length (less padding). Under dukb's judge (``pred.tags.judge``
@@ -503,7 +593,8 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
         pred: the :class:`Predictor`.
         items: QA items (any probe kinds).
         batch_size: prompts per forward pass.
-        max_new_tokens: generation budget (tokens).
+        max_new_tokens: generation budget (tokens); None (the default): :func:`probe_budget` (10, the paper's;
+            32 under the chat preset).
         stop_at_newline: judge the answer line only; False = the whole continuation (the paper's code); None (the
             default): as ``pred.tags.judge`` says ("line": True).
         progress: show a rich progress bar.
@@ -528,35 +619,25 @@ def probe(pred: Predictor, items: list[QAItem], batch_size: int = 256,
     t0 = time.perf_counter()
     if stop_at_newline is None:
         stop_at_newline = getattr(pred.tags, "judge", "line") == "line"
+    max_new_tokens = probe_budget(pred.tags, max_new_tokens)
     prompts = [pred.tags.prompt(it.question) for it in items]
     lengths = [len(x) for x in pred.tokenizer(prompts, add_special_tokens=False)["input_ids"]] if prompts else []
     order = sorted(range(len(items)), key=lambda i: lengths[i])  # similar lengths batch well (less padding)
-    chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    bar = None
-    if progress:
-
-        bar = Progress(transient=True)
-        bar.start()
-        task = bar.add_task("probing", total=len(items))
+    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     served = _served(pred, prompts, order, max_new_tokens, stop_at_newline) if generate else None
+    bar = Progress(transient=True) if progress else None
+    if bar is not None:
+        bar.start()
     try:
-        results: dict[int, tuple[str | None, float | None]] = {}
-        for chunk in chunks:
-            sub = [items[i] for i in chunk]
-            if served is not None:  # the backend's generations (it batches by itself)
-                outs = [served[i] for i in chunk]
-            else:
-                outs = greedy_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
-                                       stop_at_newline=stop_at_newline) if generate else [None] * len(sub)
-            lps = answer_logprob(pred, sub) if logprob else [None] * len(sub)
-            for i, o, lp in zip(chunk, outs, lps):
-                results[i] = (o, lp)
-            if bar is not None:
-                bar.advance(task, len(chunk))
+        results = _probe_chunks(
+            pred, items, prompts, chunks, served, max_new_tokens, stop_at_newline, generate, logprob, bar
+        )
     finally:
         if bar is not None:
             bar.stop()
-    df = pd.DataFrame([_row(it, prompts[i], *results[i], pred.judge_prompt, generate, rouge)
-                       for i, it in enumerate(items)], columns=PROBE_COLUMNS)
+    df = pd.DataFrame(
+        [_row(it, prompts[i], *results[i], pred.judge_prompt, generate, rouge) for i, it in enumerate(items)],
+        columns=PROBE_COLUMNS,
+    )
     df.attrs["seconds"] = time.perf_counter() - t0
     return df

@@ -37,7 +37,7 @@ from dukb.neural.declare import SHARED, Frozen, apply_compat, default_of, flag_o
 from dukb.neural.modelrecord import model_kb, spec_for_path
 from dukb.neural.probe_backends import PROBE_BACKEND_HELP, PROBE_BACKENDS, check_probe_backend
 from dukb.neural.savedmodels import SAVE_MODELS_HELP, SAVE_MODES
-from dukb.neural.spec import PROMPT_PRESETS, LoraSpec, ModelSpec
+from dukb.neural.spec import PROMPT_PRESETS, LoraSpec, ModelSpec, check_chat_model
 from dukb.neural.tables import Table
 from dukb.neural.tracking import check_log_with
 from dukb.neural.zoo import check_model_value
@@ -146,8 +146,8 @@ class RunConfig(Frozen):
                          "torch has it).")
     dtype: str = option("auto", group=SHARED, parse="dtype", choices=DTYPES, help="auto (bf16 on CUDA, else fp32), "
                         "float32, bfloat16, float16.")
-    prompt: str | None = option(None, group=SHARED, help="Prompt preset: gpt2-xl, phi, llama, generic, tiny (default: "
-                                "chosen from the model).")
+    prompt: str | None = option(None, group=SHARED, help="Prompt preset: gpt2-xl, phi, llama, generic, tiny, or chat: the "
+                                "tokenizer's chat template, for instruct models (default: chosen from the model).")
     finetune_epochs: int | None = option(None, group=SHARED, range=EPOCHS, help="Maximum finetuning epochs (default: "
                                          "the model family's preset; finetuning stops once the model answers every "
                                          "fact).")
@@ -205,7 +205,8 @@ class RunConfig(Frozen):
         KB the model was finetuned on, or set ``kb`` to it when None (:func:`dukb.neural.modelrecord.model_kb`).
 
         Raises:
-            InputError: an unknown prompt preset; a field outside its range (:mod:`dukb.neural.bounds`: seed,
+            InputError: an unknown prompt preset; ``--prompt chat`` for the tiny model (no chat template,
+                :func:`dukb.neural.spec.check_chat_model`); a field outside its range (:mod:`dukb.neural.bounds`: seed,
                 lr, finetune_epochs, batch_size, LoRA, and the protocol's own bounded fields); a device torch does
                 not report (:func:`dukb.neural.bounds.check_device`) or an unknown dtype; a bad ``layers`` range; an
                 unknown or uninstalled tracker; a probe backend that cannot run here
@@ -217,6 +218,8 @@ class RunConfig(Frozen):
 
         if self.prompt is not None and self.prompt not in PROMPT_PRESETS:
             raise InputError(f"unknown --prompt {self.prompt!r} (choose from {', '.join(PROMPT_PRESETS)})")
+        if self.finetuned is None:
+            check_chat_model(self.prompt, self.model)
         check_ranges(self)  # every bounded field, the protocol's own included (dukb.neural.bounds)
         check_device(self.device)
         check_dtype(self.dtype)

@@ -6,6 +6,10 @@ Prompt tags follow the paper's finetuning/probing format (Wu et al. 2025, App. C
 - ``gpt2-xl``: "Question: {q}\\n Answer:"; ``phi``: "Question: {q}\\nAnswer: "; ``llama``: "Question: {q}\\nAnswer:"
   (Wu et al. 2025, Sec. 4.1 and App. C.1, the finetuning prompt); ``generic`` = the llama form; ``tiny`` = the llama form.
 
+``chat`` (for instruct models): the prompt is the tokenizer's chat template applied to one user message holding
+the question, with the generation prompt; the answer is the assistant's content. It is resolved where the tokenizer
+is loaded (:func:`chat_tags`), into ordinary tags around the question.
+
 ``prompt_format="eval-du"`` reads the same presets as Eval-DU's released code does (:data:`EVAL_DU_PROMPTS`), with
 its BOS rule (:func:`adds_bos`) and its judge over the whole generation (:class:`PromptTags` ``judge``).
 """
@@ -44,6 +48,10 @@ class PromptTags:
     - ``judge``: ``"line"`` (dukb) judges the first non-blank line of the continuation, ``"generation"`` the whole
       continuation of max-new-tokens tokens (evaluate_util.py:8-11; :func:`dukb.neural.probe.probe`).
 
+    The chat preset (:data:`CHAT`) sets ``chat`` and a larger probe budget ``max_new_tokens``
+    (:data:`CHAT_MAX_NEW_TOKENS`; None: :data:`dukb.neural.probe.DEFAULT_MAX_NEW_TOKENS`); its text fields are
+    empty until :func:`chat_tags` fills them from the tokenizer's template.
+
     A run identity records :meth:`record`, which leaves these out at their defaults.
     """
 
@@ -54,19 +62,27 @@ class PromptTags:
     bos: bool = False
     joint: bool = False
     judge: str = "line"
+    chat: bool = False
+    max_new_tokens: int | None = None
 
     def record(self) -> dict:
-        """The tags as a JSON-able dict for run identities and records: every field, but ``bos``, ``joint`` and
-        ``judge`` only where they differ from their defaults (so a record made before they existed compares
-        equal)."""
+        """The tags as a JSON-able dict for run identities and records: every field, but ``bos``, ``joint``,
+        ``judge``, ``chat`` and ``max_new_tokens`` only where they differ from their defaults (so a record made
+        before they existed compares equal)."""
         d = asdict(self)
-        for name, default in (("bos", False), ("joint", False), ("judge", "line")):
+        for name, default in _OPTIONAL_FIELDS:
             if d[name] == default:
                 del d[name]
         return d
 
     def prompt(self, question: str) -> str:
-        """The prompt text for a question."""
+        """The prompt text for a question.
+
+        Raises:
+            ValueError: chat tags not yet resolved with a tokenizer (:func:`chat_tags`; a programming error).
+        """
+        if self.chat and not (self.question_start or self.question_end):
+            raise ValueError("the chat prompt preset is resolved with the model's tokenizer first (chat_tags)")
         return f"{self.question_start}{question}{self.question_end}{self.answer_tag}"
 
     def target(self, answer: str) -> str:
@@ -74,12 +90,24 @@ class PromptTags:
         return f"{self.answer_prefix}{answer}"
 
 
+#: :meth:`PromptTags.record` leaves these fields out at these values
+_OPTIONAL_FIELDS = (("bos", False), ("joint", False), ("judge", "line"), ("chat", False), ("max_new_tokens", None))
+
+#: The chat preset's name (instruct models): the tokenizer's chat template, resolved by :func:`chat_tags`.
+CHAT = "chat"
+#: The probe's default generation budget under the chat preset (tokens): an instruct model answers in a sentence
+#: ("The capital of France is Paris." is 7 tokens for SmolLM2; "Lyon is located in the Auvergne-Rhône-Alpes region
+#: of France." about 17), where the other presets' 10 tokens suffice for a bare answer. Generation still stops at
+#: EOS (the template's end of turn) or the end of the answer line, so the budget costs only on long answers.
+CHAT_MAX_NEW_TOKENS = 32
+
 PROMPT_PRESETS: dict[str, PromptTags] = {
     "gpt2-xl": PromptTags("Question: ", "\n ", "Answer:", " "),
     "phi": PromptTags("Question: ", "\n", "Answer: ", ""),
     "llama": PromptTags("Question: ", "\n", "Answer:", " "),
     "generic": PromptTags("Question: ", "\n", "Answer:", " "),
     "tiny": PromptTags("Question: ", "\n", "Answer:", " "),
+    CHAT: PromptTags("", "", "", "", chat=True, max_new_tokens=CHAT_MAX_NEW_TOKENS),
 }
 
 #: Eval-DU's code's prompts per preset (``--prompt-format eval-du``), from its config/model_config.yaml and
@@ -112,8 +140,13 @@ def adds_bos(rule: str, family: str | None) -> bool:
     return rule == "family" and family in BOS_FAMILIES
 
 
-def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str = "never",
-                family: str | None = None, judge: str = "line") -> PromptTags:
+def prompt_tags(
+    preset: str | PromptTags,
+    prompt_format: str = "dukb",
+    bos: str = "never",
+    family: str | None = None,
+    judge: str = "line",
+) -> PromptTags:
     """The :class:`PromptTags` of a prompt preset under a prompt format, BOS rule and judge.
 
     Args:
@@ -126,7 +159,8 @@ def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str 
         The tags.
 
     Raises:
-        InputError: an unknown preset, format, rule or judge; explicit tags under ``"eval-du"``.
+        InputError: an unknown preset, format, rule or judge; explicit tags under ``"eval-du"``; the chat preset
+            under ``"eval-du"`` or with ``bos="family"`` (its template writes its own BOS token).
 
     Source: Wu et al. 2025, App. C/H; Eval-DU's code (config/model_config.yaml, data_module.py, evaluate_util.py).
     """
@@ -138,14 +172,113 @@ def prompt_tags(preset: str | PromptTags, prompt_format: str = "dukb", bos: str 
         if prompt_format != "dukb":
             raise InputError("--prompt-format eval-du needs a prompt preset, not custom prompt tags")
         base = preset
+    elif preset == CHAT:
+        if prompt_format != "dukb":
+            raise InputError(
+                f"--prompt chat reads the tokenizer's chat template: it takes --prompt-format dukb, not {prompt_format}"
+            )
+        if bos != "never":
+            adds_bos(bos, family)  # an unknown rule is named as such
+            raise InputError("--prompt chat: the chat template writes its own BOS token; use --bos never")
+        return replace(PROMPT_PRESETS[CHAT], judge=judge)
     else:
         table = EVAL_DU_PROMPTS if prompt_format == "eval-du" else PROMPT_PRESETS
         try:
             base = table[preset]
         except KeyError:
-            raise InputError(f"unknown prompt preset {preset!r} (choose from {', '.join(PROMPT_PRESETS)})") \
-                from None
+            raise InputError(f"unknown prompt preset {preset!r} (choose from {', '.join(PROMPT_PRESETS)})") from None
     return replace(base, bos=adds_bos(bos, family), judge=judge)
+
+
+#: The stand-in question :func:`chat_tags` renders and splits the template around (and a second one it checks with)
+_SENTINELS = ("DUKBQUESTIONSENTINEL", "Who is A B to C D?")
+
+
+def _render_chat(tokenizer, question: str, model: str) -> str:
+    """The tokenizer's chat template applied to one user message ``question``, with the generation prompt, as text.
+
+    Raises:
+        InputError: the template fails to render (its first line named, with the model).
+    """
+    try:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+        )
+    except Exception as e:  # noqa: BLE001 - jinja2 and transformers raise many kinds; one line names the model
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise InputError(
+            f"--prompt chat: the chat template of the model {model} fails on one user message: {first}"
+        ) from None
+    if not isinstance(text, str):  # pragma: no cover - a transformers that returns a batch
+        text = text[0]
+    return text
+
+
+def chat_tags(tags: PromptTags, tokenizer, model: str) -> PromptTags:
+    """The chat preset's tags for a tokenizer: ``tags`` with ``question_start`` / ``question_end`` the text its chat
+    template renders before / after the question of one user message, generation prompt included, and no answer
+    tag or answer prefix; other tags (and chat tags already resolved) are returned as they are.
+
+    So ``tags.prompt(q) == tokenizer.apply_chat_template([{"role": "user", "content": q}],
+    add_generation_prompt=True, tokenize=False)``: the template's own system prompt and BOS-like tokens are part of
+    ``question_start`` (dukb tokenises prompts without special tokens, so nothing is added twice). The training
+    target is the assistant's content, followed by the EOS token that every preset's training text ends with
+    (:func:`dukb.neural.data.encode_qa`): where the template ends a turn with the EOS token (SmolLM2, ChatML:
+    ``<|im_end|>``) that is the template's finished assistant turn, up to the newline the template puts between
+    turns (not trained: generation stops at EOS).
+
+    Args:
+        tags: the :class:`PromptTags` of a spec (:attr:`ModelSpec.tags`).
+        tokenizer: the model's HF tokenizer (``chat_template``, ``apply_chat_template``).
+        model: the model's name or path, named in errors.
+
+    Returns:
+        The resolved tags.
+
+    Raises:
+        InputError: chat tags and the tokenizer has no chat template, its template fails, does not render the
+            question verbatim once, renders nothing around it, or renders text that depends on the question beyond
+            the question itself.
+
+    Source: transformers' chat templates (``apply_chat_template``); the answer line judged as for every preset
+    (Wu et al. 2025, App. C).
+    """
+    if not tags.chat or tags.question_start or tags.question_end:
+        return tags
+    if not getattr(tokenizer, "chat_template", None):
+        raise InputError(
+            f"--prompt chat: the model {model} has no chat template (its tokenizer defines none); "
+            "choose another --prompt"
+        )
+    marker, check = _SENTINELS
+    text = _render_chat(tokenizer, marker, model)
+    if text.count(marker) != 1:
+        raise InputError(
+            f"--prompt chat: the chat template of the model {model} does not render the question verbatim once"
+        )
+    start, end = text.split(marker)
+    if not (start or end):
+        raise InputError(f"--prompt chat: the chat template of the model {model} renders nothing around the question")
+    if _render_chat(tokenizer, check, model) != start + check + end:
+        raise InputError(
+            f"--prompt chat: the chat template of the model {model} renders a prompt that depends on "
+            "the question beyond its text"
+        )
+    return replace(tags, question_start=start, question_end=end, answer_tag="", answer_prefix="")
+
+
+def check_chat_model(prompt, model: str) -> None:
+    """Refuse the chat preset for the built-in tiny model, whose word-level tokenizer (built from the KB's texts) has
+    no chat template; any other model is checked once its tokenizer is loaded (:func:`chat_tags`).
+
+    Raises:
+        InputError: ``prompt`` is :data:`CHAT` and ``model`` is ``"tiny"``.
+    """
+    if prompt == CHAT and str(model) == "tiny":
+        raise InputError(
+            "--prompt chat: the model tiny has no chat template (its tokenizer is built from the KB's "
+            "words); give an instruct model, or another --prompt"
+        )
 
 
 def preset_for(name_or_path: str) -> str:
@@ -199,10 +332,11 @@ class ModelSpec:
 
     @property
     def preset_family(self) -> str:
-        """The preset family: ``family`` if set, else the prompt preset's name (``generic`` for custom tags)."""
+        """The preset family: ``family`` if set, else the prompt preset's name (``generic`` for custom tags and the
+        chat preset, which names no model family)."""
         if self.family:
             return self.family
-        return self.prompt if isinstance(self.prompt, str) else "generic"
+        return self.prompt if isinstance(self.prompt, str) and self.prompt != CHAT else "generic"
 
     @property
     def tags(self) -> PromptTags:
@@ -240,4 +374,3 @@ class LoadedModel:
     tags: PromptTags
     spec: ModelSpec
     device: str
-

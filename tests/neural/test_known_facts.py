@@ -153,6 +153,25 @@ def test_unknown_facts_are_unscorable_in_recall_and_accuracy(kb):
     assert plain["accuracy_all"] < row["accuracy_all"]
 
 
+def test_unknown_facts_need_not_be_probed_after_unlearning(kb):
+    """Under --no-finetune the run does not probe an unknown fact after unlearning: the row is the same as when the
+    table holds it; a known fact missing from the table is still an error."""
+    drop = [f.fact_id for f in kb.relationships[-4:]]
+    known, part, closure, cands = _known_setup(kb, drop)
+    t = cands[0]
+    sets = [list(s) for s in minimal_sets(closure, [closure.atom_of_fact(t)], "exact").sets]
+    known_bio = {b.fact_id for b in kb.biographies}
+    full = _table(kb, set(known.relationships) - {t}, known_bio)
+    probed = full[~((full["fact_kind"] == "relationship") & full["fact_id"].isin(drop))]
+    assert len(probed) == len(full) - len(drop)
+    rows = [recall_metric(RowContext(kb, t, sets, "exact", df, [t], known_before=known.pairs()))
+            for df in (full, probed)]
+    assert rows[0] == rows[1] and rows[0]["forgotten_relationships"] == [t]
+    lacking = full[~((full["fact_kind"] == "relationship") & (full["fact_id"] == t))]
+    with pytest.raises(ValueError, match=f"relationship fact {t}"):
+        recall_metric(RowContext(kb, t, sets, "exact", lacking, [t], known_before=known.pairs()))
+
+
 def test_a_metric_with_nothing_to_score_is_null_with_its_count(kb):
     """The model knew only the target's set: no fact outside it is scorable, so accuracy is null with n_scored 0,
     never 1.0."""

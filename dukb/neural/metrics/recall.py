@@ -22,17 +22,34 @@ FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_
           "n_scored_relationships")
 
 
-def retained_from_probe(kb, df):
+def retained_from_probe(kb, df, known_before=None):
     """Turn a probe table (kind "qa" rows) into :class:`dukb.kb.retained.Retained` (known per fact).
 
+    Args:
+        kb: the :class:`dukb.kb.model.KB`; df: the probe table (pandas, columns kind, fact_kind, fact_id, known).
+        known_before: under ``--no-finetune`` the (fact kind, fact_id) pairs the model knew before unlearning; a fact
+            outside them is unscorable and need not be in the table (the run does not probe it after unlearning): it
+            is read as retained, so it is never forgotten. None: every fact must be in the table.
+
     Raises:
-        ValueError: the table lacks a fact of the KB.
+        ValueError: the table lacks a (scorable) fact of the KB.
+
+    Source: Wu et al. 2025, Eq. 1 (a fact counts as forgotten only if the model knew it).
     """
 
     qa = df[df["kind"] == QA_KIND]
     known = {(k, int(f)): bool(v) for k, f, v in zip(qa["fact_kind"], qa["fact_id"], qa["known"])}
-    rel = {f.fact_id: known[("relationship", f.fact_id)] for f in kb.relationships}
-    bio = {f.fact_id: known[("biography", f.fact_id)] for f in kb.biographies} if kb.biographies else None
+
+    def read(kind: str, fact_id: int) -> bool:
+        key = (kind, fact_id)
+        if key in known:
+            return known[key]
+        if known_before is not None and key not in known_before:
+            return True  # unscorable: not probed after unlearning, never forgotten
+        raise ValueError(f"the probe table lacks the qa row of {kind} fact {fact_id}")
+
+    rel = {f.fact_id: read("relationship", f.fact_id) for f in kb.relationships}
+    bio = {f.fact_id: read("biography", f.fact_id) for f in kb.biographies} if kb.biographies else None
     return Retained(rel, bio)
 
 
@@ -55,7 +72,7 @@ def recall_metric(ctx: RowContext) -> dict:
     Source: Wu et al. 2025, Eq. 1-2; the benchmark's calculate_recall_and_acc.py.
     """
 
-    ret = retained_from_probe(ctx.kb, ctx.probe)
+    ret = retained_from_probe(ctx.kb, ctx.probe, ctx.known_before)
     forgot_rel, forgot_bio = set(ret.forgotten_relationships), set(ret.forgotten_biographies)
     un_rel, un_bio = unknown_before(ctx.kb, ctx.known_before)
     forgot_rel, forgot_bio = forgot_rel - un_rel, forgot_bio - un_bio  # never known: never forgotten

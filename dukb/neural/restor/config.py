@@ -198,7 +198,8 @@ class RestorConfig(RunConfig):
     device: str = option("auto", parse="device", identity=False, help="auto, cpu, cuda, cuda:N or mps (checked "
                          "against what torch reports).")
     dtype: str = option("auto", parse="dtype", identity=False, help="auto, float32, bfloat16, float16.")
-    prompt: str | None = option(None, help="Prompt preset (default: from the model).")
+    prompt: str | None = option(None, help="Prompt preset (default: from the model); chat: the tokenizer's chat "
+                                "template, for instruct models.")
     lora_r: int = option(8, range=LORA_R, help="LoRA rank of corruption and unlearning, on all linear layers "
                          "(RESTOR: LoRA, rank 8 by LLaMA-Factory's default); 0 = full finetuning.")
     lora_alpha: int | None = option(None, range=LORA_ALPHA, help="LoRA alpha (default 2 x rank).")

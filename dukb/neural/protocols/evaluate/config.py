@@ -135,8 +135,10 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                                "(the default, as Eval-DU does). The qa probe before unlearning defines the known "
                                "facts; unknown facts are unscorable (never counted as forgotten, left out of "
                                "recall and accuracy); targets are drawn among known facts with a derivation from "
-                               "other known facts, and minimal sets are those of the known part of the KB. A "
-                               "--targets-file target the model did not know is refused.")
+                               "other known facts, and minimal sets are those of the known part of the KB. The "
+                               "methods train, retain and query on known facts only, and unknown facts are not "
+                               "probed after unlearning. A --targets-file target the model did not know is "
+                               "refused.")
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
     n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: draw this many targets, relation kinds "
@@ -395,6 +397,12 @@ def _probe_defaults() -> dict:
             "batch_size": PROBE_BATCH_SIZE}
 
 
+def _chat_budget(tags) -> dict:
+    """The probe budget of tags that set their own (the chat preset's), for the run identity; empty otherwise, so
+    that the identities of other runs stay as they were."""
+    return {"max_new_tokens": tags.max_new_tokens} if tags.max_new_tokens else {}
+
+
 #: Prompts per probing batch in evaluate.
 PROBE_BATCH_SIZE = 256
 #: Identity keys a resume may add entries to: targets, methods, and values to a method's grid (a row depends on its
@@ -483,7 +491,7 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
         "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
         "family": spec.preset_family, "prompt": spec.tags.record(), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
         "lr": cfg.lr, "sets": _sets_identity(cfg, kb, targets),
-        "retain": _retain_defaults(), "probe": {**_probe_defaults(), "answer": spec.tags.judge}, "metrics": [m.name for m in metrics], "targets": list(targets),
+        "retain": _retain_defaults(), "probe": {**_probe_defaults(), "answer": spec.tags.judge, **_chat_budget(spec.tags)}, "metrics": [m.name for m in metrics], "targets": list(targets),
         "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"),
                                            spec.preset_family, cfg.lr)
                     for label, m, scope, _g in methods},

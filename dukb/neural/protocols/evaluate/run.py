@@ -36,7 +36,7 @@ from dukb.neural.modelrecord import model_fingerprint
 from dukb.neural.models import load_model, resolve_device, resolve_dtype
 from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
 from dukb.neural.plan import build_plan, choose_targets
-from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS, Predictor, probe
+from dukb.neural.probe import Predictor, probe, probe_budget
 from dukb.neural.protocols.base import Protocol
 from dukb.neural.protocols.evaluate.config import (
     EXTENDABLE,
@@ -298,6 +298,9 @@ class EvaluateProtocol(Protocol):
             others = set(combined_needs([m for m in self.row_metrics if m.name != "recall_heldout"]).kinds) | {"qa"}
             items = [it for it in items
                      if it.kind in others or (it.kind, it.fact_kind, it.fact_id) in self.heldout_before]
+        if self.known is not None:  # --no-finetune: a fact the model did not know is unscorable on every form, so
+            pairs = self.known.pairs()  # it is not probed after unlearning (the recall metric reads it as retained)
+            items = [it for it in items if (it.fact_kind, it.fact_id) in pairs]
         self.items = items
         if acc0 < 1.0 and self.known is None:
             self.log("warning: the model does not know the whole KB; recall counts facts it never knew as forgotten")
@@ -419,7 +422,7 @@ class EvaluateProtocol(Protocol):
         """The probe settings of the probe before unlearning (greedy, the judge's stop rule, the paper's budget)."""
 
         return {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"],
-                "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+                "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": probe_budget(lm.tags)}
 
     # ---- work units ----------------------------------------------------------------------------------------------
     def make_claims(self):
