@@ -17,7 +17,7 @@ from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the com
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv; or a schema.yaml, its entities file and " \
           "relationships.csv) or a built-in KB name: demo."
 #: ``--rules`` of the symbolic commands, which take a KB of any schema.
-KB_RULES_HELP = RULES_HELP + " Default: the KB's own rules.lp when its directory has a schema.yaml, else family."
+KB_RULES_HELP = RULES_HELP
 
 #: ``-o/--output`` of closure, mdus and recall: written all or nothing (:func:`dukb.kb.io.atomic_output`); an empty
 #: value is refused (:func:`dukb.cli.render.output_path`).

@@ -23,6 +23,7 @@ from dukb.kb.csvfile import read_bytes
 from dukb.kb.generate import default_generated_kb_dir
 from dukb.kb.paper_sets import paper_sets_of
 from dukb.kb.schema_probes import require_templates
+from dukb.neural.known import rederivable
 from dukb.neural.run.files import RUN_JSON_BYTES, write_json_atomic
 from dukb.neural.run.identity import sha256_json
 from dukb.solver.closure import compute_closure
@@ -33,12 +34,13 @@ from dukb.solver.scopes import forget_fact_ids
 EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
 
 
-def load_kb_closure(kb_spec: str | None, rules: str = "family", *, needs: tuple[str, ...] = ("qa",),
+def load_kb_closure(kb_spec: str | None, rules: str | None = None, *, needs: tuple[str, ...] = ("qa",),
                     what: str = "this protocol"):
     """The plan stage's first step for every protocol: load and validate a KB (None: the built-in generated
     default, 100 people, seed 0), check that a KB with its own schema has the templates the protocol needs
     (``needs``: :func:`dukb.kb.schema_probes.require_templates`, the message names ``what``) and compute its
-    deductive closure.
+    deductive closure under ``rules`` (None: the KB's own, :func:`dukb.solver.rules.kb_rules`: its rules.lp, else
+    family).
 
     Returns:
         (:class:`dukb.kb.KB`, :class:`dukb.solver.closure.Closure`).
@@ -57,20 +59,31 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family", *, needs: tuple[
     return kb, compute_closure(kb, rules)
 
 
-def choose_targets(kb, n: int, seed: int, among=None, what: str = "") -> list[int]:
+def choose_targets(kb, n: int, seed: int, among=None, what: str = "", derivable_in=None) -> list[int]:
     """Draw ``n`` relationship fact_ids with ``seed``: relation kinds in turn (as the paper's 5 per kind), each
     kind's facts drawn without replacement.
+
+    With ``derivable_in``, only facts derivable from the other KB facts are drawn (t ∈ Ω(K \\ {t}, R): a minimal
+    deep unlearning set larger than the target, :func:`dukb.neural.known.rederivable`), relation kinds in turn
+    among the kinds that have such facts. Each fact is checked when it is drawn and skipped if it does not
+    qualify, so the draw is the one without ``derivable_in`` wherever every fact drawn qualifies (every fact of the
+    family KBs does: the built-in generated KB and EDU-RELAT draw the same targets either way).
 
     Args:
         kb: the KB; n: how many; seed: the draw's seed.
         among: the fact_ids to draw from (None: every relationship; ``--no-finetune``: the known facts with a
             derivation from other known facts, :func:`dukb.neural.known.rederivable`).
         what: the pool's name in the error (e.g. " known facts with a derivation from other known facts").
+        derivable_in: None, or the :class:`dukb.solver.closure.Closure` of ``kb`` whose derivations count.
+
+    Returns:
+        list of int, the fact_ids in draw order.
 
     Raises:
-        InputError: n < 1 or more targets than facts to draw from.
+        InputError: n < 1 or more targets than facts to draw from (with ``derivable_in``: than facts that qualify).
 
-    Source: Wu et al. 2025, Sec. 4 (targets spread over the relation kinds).
+    Source: Wu et al. 2025, Sec. 4 (targets spread over the relation kinds) and Definition 2 (a target derivable
+    from the other facts, so that deep unlearning asks more than forgetting it).
     """
     pool = kb.relationships if among is None else [f for f in kb.relationships if f.fact_id in set(among)]
     if n < 1 or n > len(pool):
@@ -83,10 +96,16 @@ def choose_targets(kb, n: int, seed: int, among=None, what: str = "") -> list[in
         rng.shuffle(ids)
     order = sorted(by_rel)
     out: list[int] = []
-    while len(out) < n:
+    while len(out) < n and any(by_rel.values()):
         for r in order:
-            if by_rel[r] and len(out) < n:
-                out.append(by_rel[r].pop())
+            while by_rel[r] and len(out) < n:
+                t = by_rel[r].pop()
+                if derivable_in is None or rederivable(derivable_in, [t]):
+                    out.append(t)
+                    break
+    if len(out) < n:  # every fact was checked: len(out) is how many qualify
+        raise InputError(f"--n-targets must be between 1 and {len(out)}{what} (the facts derivable from the other "
+                         f"facts: a target whose only minimal deep unlearning set is itself is never drawn), got {n}")
     return out
 
 

@@ -66,7 +66,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
             (:mod:`dukb.neural.known`); False (default): finetune it on the KB first, as Eval-DU does. In the run
             identity only when set.
         targets: explicit relationship fact_ids (None: ``n_targets`` drawn with the seed, one per relation kind
-            first, as evenly as possible).
+            first, as evenly as possible, among the facts derivable from the other facts,
+            :func:`dukb.neural.plan.choose_targets`).
         n_targets: number of targets to draw when ``targets`` is None (default 11 = one per relation).
         methods: method names, ``METHOD@SCOPE`` or presets (see :func:`dukb.neural.methods.resolve`).
         grids: method -> list of values overriding the default grid.
@@ -96,7 +97,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
             not given to what wrh14/deep_unlearning computes, and the benchmark's 55 targets (the KB's targets.txt,
             :func:`dukb.kb.edu_relat.benchmark_targets`) when ``targets`` is None and the KB is the imported
             EDU-RELAT; without targets on another KB the run is refused at its plan.
-        rules: the rule set (a component: None resolves to "family", or the preset's "family_paper_compat").
+        rules: the rule set (a component: None resolves to the preset's "family_paper_compat", else to the KB's
+            own, :func:`dukb.solver.rules.default_rules`: its rules.lp, or "family" for a KB without a schema.yaml).
         reinforce: TV's and WHP's reinforcement schedule, "constant" (dukb's: 10 steps at a constant rate) or
             "reference" (finetune_reinforced_model.py's: 1 warm-up step, linear decay, weight decay 0.01;
             :func:`dukb.neural.methods.tv.reinforce`).
@@ -140,7 +142,9 @@ class EvaluateConfig(RunConfig, LaunchOptions):
     targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
                                        help="Targets: one relationship fact_id per line ('#' comments).")
     n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: draw this many targets, relation kinds "
-                            "in turn (11 = one per kind; 55 = the paper's 5 per kind).")
+                            "in turn (11 = one per kind; 55 = the paper's 5 per kind), among the facts derivable "
+                            "from the other facts (a minimal deep unlearning set larger than the target; every "
+                            "fact of a family KB is, so its draw is the paper's).")
     methods: list[str] = option(default_factory=lambda: list(DEFAULT_METHODS), extendable=True, parse="methods",
                                 help=lambda: "Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}.")
     grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
@@ -172,7 +176,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
                                        "Adding forms such as paraphrase,cloze,synonym,reverse makes the model know "
                                        "the facts under forms the methods never see, so the held-out scores test "
                                        "the fact, not the wording.")
-    rules: str | None = option(None, group=SHARED, identity="rules", unset="family", help=RULES_HELP)
+    rules: str | None = option(None, group=SHARED, identity="rules", help=RULES_HELP + " With --compat eval-du: "
+                               "family_paper_compat.")
     compat: str | None = compat_option(COMPAT, "Run as a paper's released code computes: eval-du = Eval-DU "
                                        "(wrh14/deep_unlearning), with the benchmark's 55 targets when --kb is the "
                                        "imported EDU-RELAT (else give --targets-file)")

@@ -134,7 +134,7 @@ class EvaluateProtocol(Protocol):
         Returns:
             ``(methods, grids, metrics, targets)``: (label, method, scope, grid) tuples
             (:func:`dukb.neural.methods.resolve`), label -> grid values, the parsed metrics, and the target fact
-            ids (given, or :func:`dukb.neural.plan.choose_targets`).
+            ids (given, or :func:`dukb.neural.plan.choose_targets` among the facts derivable from the other facts).
 
         Raises:
             InputError: no method or a method twice, a held-out form some method sees (with recall_heldout), a
@@ -159,7 +159,7 @@ class EvaluateProtocol(Protocol):
             targets = self._known_targets()
         else:
             targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
-                choose_targets(self.kb, cfg.n_targets, cfg.seed)
+                choose_targets(self.kb, cfg.n_targets, cfg.seed, derivable_in=self.closure)
         self.targets = targets
         for t in targets:
             self.closure.atom_of_fact(t)
