@@ -174,11 +174,14 @@ def _load(kb: str, rules: str | None):
 
 def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
     """Check a KB directory and list every problem with its file and line, one line `dukb: error: FILE:LINE:
-    problem` each (exit 2 if there is any); several problems end with a count."""
-    from dukb.kb import KBError, load_kb
+    problem` each (exit 2 if there is any); several problems end with a count. An aliases.csv is checked too: header
+    name,alias, each name an entity or a biography value, no empty alias, no alias naming another entity, no
+    duplicate."""
+    from dukb.kb import KBError
+    from dukb.kb.validate import validate_kb
 
     try:
-        k = load_kb(kb)
+        k = validate_kb(kb)
     except KBError as e:
         for p in e.problems:
             typer.echo(one_line(f"dukb: error: {p}"), err=True)

@@ -438,21 +438,20 @@ def toy_geo_data() -> GeoData:
                    {"AAD": "Aland dollar"}, {"aa": "Alandic", "bb": "Belandic"})
 
 
-def _unique_names(records: list[tuple[str, str, str, list[str]]]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def _unique_names(records: list[tuple[str, str, str, list[str]]]) -> dict[str, str]:
     """Unique entity names: records (key, type, name, qualifiers) in priority order; the first keeps its name, a
     later one takes ``NAME (QUALIFIER)`` with its first qualifier that is free (case-insensitively). Returns key ->
-    name and the (name, original name) aliases of renamed entities."""
+    name. A renamed entity gets no alias: its original name is another entity's, which aliases.csv may not give
+    (:func:`dukb.kb.aliases.alias_problems`)."""
     taken: set[str] = set()
-    names, aliases = {}, []
+    names = {}
     for key, _type, name, qualifiers in records:
         options = [name] + [f"{name} ({q})" for q in qualifiers if q and q.casefold() != name.casefold()]
         options.append(f"{name} ({key})")
         chosen = next(o for o in options if o.casefold() not in taken)
         taken.add(chosen.casefold())
         names[key] = chosen
-        if chosen != name:
-            aliases.append((chosen, name))
-    return names, aliases
+    return names
 
 
 def _pick_cities(data: GeoData, chosen: list[str], k: int) -> dict[str, list[dict[str, Any]]]:
@@ -489,7 +488,7 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
         >>> [e for e in kb.entities if e[1] == "city"]
         [('Alpha', 'city'), ('Gamma', 'city'), ('Beta', 'city'), ('Beland (city)', 'city')]
         >>> kb.aliases
-        [('Beland (city)', 'Beland'), ('Aland dollar', 'AAD')]
+        [('Aland dollar', 'AAD')]
     """
     if options.cities_per_country < 1:
         raise InputError(f"--cities-per-country must be at least 1, got {options.cities_per_country}")
@@ -516,10 +515,11 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
     langs = sorted({data.countries[cc].get("language") or "" for cc in chosen} - {""})
     records += [(f"currency:{c}", "currency", data.currencies.get(c, c), [c, "currency"]) for c in curs]
     records += [(f"language:{x}", "language", data.languages.get(x, x), ["language", x]) for x in langs]
-    names, aliases = _unique_names(records)
+    names = _unique_names(records)
     rank = {t: i for i, t in enumerate(ENTITY_TYPES)}  # entities.csv: by type as the schema lists them
     entities = sorted(((names[key], typ) for key, typ, _, _ in records), key=lambda e: rank[e[1]])
-    aliases += [(names[f"currency:{c}"], c) for c in curs if names[f"currency:{c}"] != c]
+    taken = {name.casefold() for name in names.values()}  # an alias may not be another entity's name
+    aliases = [(names[f"currency:{c}"], c) for c in curs if c.casefold() not in taken]
 
     def n(kind: str, key: str) -> str:
         return names[f"{kind}:{key}"]

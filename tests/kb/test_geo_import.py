@@ -195,9 +195,12 @@ def test_names_are_disambiguated_with_aliases(tmp_path, capsys, cached_data):
     aliases = {(r["name"], r["alias"]) for r in read_csv(tmp_path / "kb" / "aliases.csv")}
     assert names["Luxembourg"] == names["Singapore"] == names["Georgia"] == "country"
     assert names["Luxembourg (city)"] == names["Singapore (city)"] == "city"
-    assert ("Luxembourg (city)", "Luxembourg") in aliases and ("Singapore (city)", "Singapore") in aliases
     georgia_state = [n for n, t in names.items() if t == "region" and n.startswith("Georgia")]
-    assert georgia_state == ["Georgia (state)"] and ("Georgia (state)", "Georgia") in aliases
+    assert georgia_state == ["Georgia (state)"]
+    # no alias is another entity's name (the judge would accept the country for the city): the KB validates
+    folded = {n.casefold() for n in names}
+    assert aliases and not [a for n, a in aliases if a.casefold() in folded]
+    assert main(["validate", "--kb", str(tmp_path / "kb")]) == 0
 
 
 def test_a_region_of_another_country_is_an_exception(tmp_path, capsys, real_data, monkeypatch):
