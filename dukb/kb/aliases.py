@@ -112,20 +112,21 @@ def _read(kb: KB, problems: list[Problem]) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _row_problem(name: str, alias: str, kb: KB, values: set, entity: dict[str, str], seen: dict, owner: dict,
-                 line: int) -> str | None:
+def _row_problem(
+    name: str, alias: str, kb: KB, values: set, entity: dict[str, str], seen: dict, owner: dict, line: int
+) -> str | None:
     """The problem of one row of aliases.csv (None: the row is good; ``seen`` and ``owner`` record it)."""
     if not name:
         return "empty name"
     if not alias:
         return f"empty alias of {name!r}"
     if name not in kb.people and name not in values:
-        return (f"alias {alias!r} of unknown entity {name!r} (not in {kb.schema.entities_file} nor a biography "
-                "value)")
+        return f"alias {alias!r} of unknown entity {name!r} (not in {kb.schema.entities_file} nor a biography value)"
     other = entity.get(alias.casefold())
     if other is not None and other != name:
-        return f"alias {alias!r} of {name!r} is the name of another entity" + \
-            ("" if other == alias else f" ({other!r})")
+        return f"alias {alias!r} of {name!r} is the name of another entity" + (
+            "" if other == alias else f" ({other!r})"
+        )
     if (name, alias) in seen:
         return f"duplicate alias {alias!r} of {name!r} (first at line {seen[name, alias]})"
     seen[name, alias] = line

@@ -7,12 +7,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from input_checks import error_lines, run_main
+from schema_logic import write_tiny_kb
 
 from dukb import InputError
 from dukb.kb import load_kb
 from dukb.kb.aliases import alias_problems, load_aliases
-from input_checks import error_lines, run_main
-from schema_logic import write_tiny_kb
 
 
 @pytest.fixture
@@ -37,28 +37,42 @@ def test_good_aliases_validate(capsys, tiny, family):
     assert run_main(capsys, "validate", "--kb", family)[0] == 0
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("name,alias\nLyon,Lyons\nAtlantis,Atlantida\n", ["aliases.csv:3: alias 'Atlantida' of unknown entity 'Atlantis'"]),
-    ("name,alias\nLyon,\n", ["aliases.csv:2: empty alias of 'Lyon'"]),
-    ("name,alias\n,Lyons\n", ["aliases.csv:2: empty name"]),
-    ("name,alias\nLyon,Paris\n", ["aliases.csv:2: alias 'Paris' of 'Lyon' is the name of another entity"]),
-    ("name,alias\nLyon,paris\n", ["aliases.csv:2: alias 'paris' of 'Lyon' is the name of another entity ('Paris')"]),
-    ("name,alias\nLyon,Lyons\nParis,Lutetia\nLyon,Lyons\n",
-     ["aliases.csv:4: duplicate alias 'Lyons' of 'Lyon' (first at line 2)"]),
-    ("name,alias\nLyon,Lyons\nParis,lyons\n",
-     ["aliases.csv:3: alias 'lyons' of 'Paris' is already an alias of 'Lyon' (line 2)"]),
-    ("name\nLyon\n", ["aliases.csv:1: missing column alias"]),
-    ("name,alias,note\nLyon,Lyons,x\n", ["aliases.csv:1: unknown column note"]),
-    ("name,alias\nLyon,Lyons,extra\n", ["aliases.csv:2: expected 2 fields, found 3"]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "name,alias\nLyon,Lyons\nAtlantis,Atlantida\n",
+            ["aliases.csv:3: alias 'Atlantida' of unknown entity 'Atlantis'"],
+        ),
+        ("name,alias\nLyon,\n", ["aliases.csv:2: empty alias of 'Lyon'"]),
+        ("name,alias\n,Lyons\n", ["aliases.csv:2: empty name"]),
+        ("name,alias\nLyon,Paris\n", ["aliases.csv:2: alias 'Paris' of 'Lyon' is the name of another entity"]),
+        (
+            "name,alias\nLyon,paris\n",
+            ["aliases.csv:2: alias 'paris' of 'Lyon' is the name of another entity ('Paris')"],
+        ),
+        (
+            "name,alias\nLyon,Lyons\nParis,Lutetia\nLyon,Lyons\n",
+            ["aliases.csv:4: duplicate alias 'Lyons' of 'Lyon' (first at line 2)"],
+        ),
+        (
+            "name,alias\nLyon,Lyons\nParis,lyons\n",
+            ["aliases.csv:3: alias 'lyons' of 'Paris' is already an alias of 'Lyon' (line 2)"],
+        ),
+        ("name\nLyon\n", ["aliases.csv:1: missing column alias"]),
+        ("name,alias,note\nLyon,Lyons,x\n", ["aliases.csv:1: unknown column note"]),
+        ("name,alias\nLyon,Lyons,extra\n", ["aliases.csv:2: expected 2 fields, found 3"]),
+    ],
+)
 def test_each_problem_at_its_line(capsys, tiny, text, expected):
     (tiny / "aliases.csv").write_text(text)
     rc, _, err = run_main(capsys, "validate", "--kb", tiny)
     lines = error_lines(rc, err)
     assert len(lines) == len(expected)
     for line, want in zip(lines, expected):
-        assert line.startswith("dukb: error: ") and str(tiny / want.split(":", 1)[0]) + ":" + want.split(":", 1)[1] \
-            in line, (line, want)
+        assert (
+            line.startswith("dukb: error: ") and str(tiny / want.split(":", 1)[0]) + ":" + want.split(":", 1)[1] in line
+        ), (line, want)
     with pytest.raises(InputError) as e:  # the judge and the probes refuse the same file at the same line
         load_aliases(load_kb(tiny))
     assert f"{e.value.path}:{e.value.line}: {e.value.message}" in lines[0]

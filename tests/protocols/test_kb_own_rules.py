@@ -37,13 +37,17 @@ relations:
   capital: {subject: country, object: city, functional: true, templates: {qa: "What is the capital of {s}?"}}
   on_continent: {subject: any, object: continent, templates: {qa: "On which continent is {s}?"}}
 """
-GEO_ENTITIES = ("name,type\nLyon,city\nParis,city\nMadrid,city\nAuvergne,region\nIle-de-France,region\n"
-                "Madrid Region,region\nFrance,country\nSpain,country\nEurope,continent\n")
-GEO_FACTS = ("fact_id,subject,relation,object\n0,Lyon,located_in,Auvergne\n1,Auvergne,region_of,France\n"
-             "2,Paris,located_in,Ile-de-France\n3,Ile-de-France,region_of,France\n4,France,capital,Paris\n"
-             "5,France,on_continent,Europe\n6,Paris,in_country,France\n7,Spain,capital,Madrid\n"
-             "8,Madrid,located_in,Madrid Region\n9,Madrid Region,region_of,Spain\n10,Madrid,in_country,Spain\n"
-             "11,Spain,on_continent,Europe\n12,Lyon,on_continent,Europe\n")
+GEO_ENTITIES = (
+    "name,type\nLyon,city\nParis,city\nMadrid,city\nAuvergne,region\nIle-de-France,region\n"
+    "Madrid Region,region\nFrance,country\nSpain,country\nEurope,continent\n"
+)
+GEO_FACTS = (
+    "fact_id,subject,relation,object\n0,Lyon,located_in,Auvergne\n1,Auvergne,region_of,France\n"
+    "2,Paris,located_in,Ile-de-France\n3,Ile-de-France,region_of,France\n4,France,capital,Paris\n"
+    "5,France,on_continent,Europe\n6,Paris,in_country,France\n7,Spain,capital,Madrid\n"
+    "8,Madrid,located_in,Madrid Region\n9,Madrid Region,region_of,Spain\n10,Madrid,in_country,Spain\n"
+    "11,Spain,on_continent,Europe\n12,Lyon,on_continent,Europe\n"
+)
 GEO_RULES = """\
 holds(A,in_country,C) :- holds(A,located_in,B), holds(B,region_of,C).
 holds(B,in_country,A) :- holds(A,capital,B), country(A), city(B).
@@ -55,9 +59,63 @@ holds(A,on_continent,K) :- holds(A,in_country,C), holds(C,on_continent,K).
 FAMILY_DRAWS = {
     ("default", 11): [116, 28, 84, 174, 267, 354, 195, 208, 135, 278, 23],
     ("edu-relat", 11): [59, 78, 185, 325, 138, 151, 304, 27, 282, 116, 74],
-    ("edu-relat", 55): [59, 78, 185, 325, 138, 151, 304, 27, 282, 116, 74, 265, 299, 284, 346, 305, 237, 11, 126,
-                        130, 51, 4, 187, 155, 264, 26, 65, 111, 106, 77, 160, 60, 374, 176, 40, 42, 115, 117, 269, 96,
-                        234, 283, 127, 202, 318, 18, 168, 199, 267, 83, 28, 241, 162, 274, 107],
+    ("edu-relat", 55): [
+        59,
+        78,
+        185,
+        325,
+        138,
+        151,
+        304,
+        27,
+        282,
+        116,
+        74,
+        265,
+        299,
+        284,
+        346,
+        305,
+        237,
+        11,
+        126,
+        130,
+        51,
+        4,
+        187,
+        155,
+        264,
+        26,
+        65,
+        111,
+        106,
+        77,
+        160,
+        60,
+        374,
+        176,
+        40,
+        42,
+        115,
+        117,
+        269,
+        96,
+        234,
+        283,
+        127,
+        202,
+        318,
+        18,
+        168,
+        199,
+        267,
+        83,
+        28,
+        241,
+        162,
+        274,
+        107,
+    ],
 }
 
 
@@ -109,8 +167,23 @@ def _params(command):
     return {p.name: p for p in cmd.commands[command].params}
 
 
-@pytest.mark.parametrize("command", ["evaluate", "unlearn", "muse", "control", "rwku", "restor", "attack", "export",
-                                     "closure", "mdus", "recall", "probes"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "evaluate",
+        "unlearn",
+        "muse",
+        "control",
+        "rwku",
+        "restor",
+        "attack",
+        "export",
+        "closure",
+        "mdus",
+        "recall",
+        "probes",
+    ],
+)
 def test_no_command_defaults_to_the_family_rules(command):
     """Each --rules is not given by default (None: the KB's own, resolved once) and its help says so."""
     p = _params(command)["rules"]
@@ -151,8 +224,28 @@ def test_evaluate_on_a_schema_kb_uses_its_rules_and_draws_derivable_targets(geo,
     torch = pytest.importorskip("torch")
     del torch
     run = tmp_path / "run"
-    assert main(["evaluate", "--kb", str(geo), "--model", "tiny", "-o", str(run), "--methods", "ga", "--grid",
-                 "ga=2", "--n-targets", "2", "--device", DEVICE]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(geo),
+                "--model",
+                "tiny",
+                "-o",
+                str(run),
+                "--methods",
+                "ga",
+                "--grid",
+                "ga=2",
+                "--n-targets",
+                "2",
+                "--device",
+                DEVICE,
+            ]
+        )
+        == 0
+    )
     config = json.loads((run / "config.json").read_text())
     assert config["rules"] == str(geo / "rules.lp")
     assert config["identity"]["rules"] == load_rules(geo / "rules.lp", load_kb(geo).schema).fingerprint
