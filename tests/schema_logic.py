@@ -11,7 +11,7 @@ implementations that share only the files they read.
 - :meth:`RandomKB.write`: the KB as a directory (schema.yaml, entities.csv, relationships.csv, rules.lp).
 - :func:`closure`, :func:`brute_force_mdus`: the reference.
 - :data:`TINY_*`, :func:`write_tiny_kb`: a hand-written non-family KB (8 entities; relations kid, sibling,
-  lives_in, located_in, citizen_of), also the example of docs/bring-your-own-kb.md.
+  lives_in, located_in, citizen_of), like the example of docs/tutorials/own-kb.md.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def export(
                                               "configuration, comma-separated and/or repeated (default: all; see "
                                               "`dukb probes --help`)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the probes' random choices (templates, distractors, hints)."),
-    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
     force: bool = typer.Option(False, "--force", help="Replace an earlier export in OUT (a folder holding anything "
                                "else is still refused)."),
 ) -> None:
@@ -92,7 +92,7 @@ def export(
                f"{'' if len(targets) == 1 else 's'} (forget scope {forget_scope}); licence {licence.id}")
 
 
-def _load(kb: str | None, rules: str):
+def _load(kb: str | None, rules: str | None):
     """(KB, closure, the KB as the card names it, a short name for its title); None: the built-in generated KB,
     built in memory (nothing is written to dukb's cache)."""
     from dukb.kb import load_kb
@@ -137,6 +137,9 @@ def _command(kb, fmt, output, target_id, targets_file, scope, kinds, seed, rules
     args += ["--forget-scope", scope]
     for k in kinds or []:
         args += ["--kinds", k]
+    from dukb.solver.rules import default_rules
+
+    rules = default_rules(kb) if rules is None else rules  # the rule set it ran with (a KB's own rules.lp)
     args += ["--seed", str(seed), "--rules", rules] + (["--force"] if force else [])
     return shlex.join(args)
 

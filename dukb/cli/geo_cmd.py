@@ -61,7 +61,8 @@ def import_geo(
     from rich import get_console
 
     from dukb.cli.render import to_table
-    from dukb.kb.geo import GeoOptions, build_geo_kb, load_geo_data, write_geo_kb
+    from dukb.kb.geo import GeoOptions, build_geo_kb, load_geo_data
+    from dukb.kb.geo_files import write_geo_kb
 
     codes = _codes(country_codes, "--country-codes")
     if codes and countries is not None:

@@ -226,7 +226,7 @@ def unlearn(
                                 "rows (refused when a setting that changes rows differs from the run's)."),
     lr: Optional[float] = ranged(B.LR, None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed (retain sampling, torch)."),
-    rules: str = typer.Option("family", "--rules", help=RULES_HELP),
+    rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
     forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help="Forget set (default: the preset's, "
                                                "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in
                                                                              FORGET_SCOPES.values()) + "."),

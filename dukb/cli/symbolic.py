@@ -17,7 +17,7 @@ from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the com
 KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv; or a schema.yaml, its entities file and " \
           "relationships.csv) or a built-in KB name: demo."
 #: ``--rules`` of the symbolic commands, which take a KB of any schema.
-KB_RULES_HELP = RULES_HELP + " Default: the KB's own rules.lp when its directory has a schema.yaml, else family."
+KB_RULES_HELP = RULES_HELP
 
 #: ``-o/--output`` of closure, mdus and recall: written all or nothing (:func:`dukb.kb.io.atomic_output`); an empty
 #: value is refused (:func:`dukb.cli.render.output_path`).
@@ -174,11 +174,14 @@ def _load(kb: str, rules: str | None):
 
 def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
     """Check a KB directory and list every problem with its file and line, one line `dukb: error: FILE:LINE:
-    problem` each (exit 2 if there is any); several problems end with a count."""
-    from dukb.kb import KBError, load_kb
+    problem` each (exit 2 if there is any); several problems end with a count. An aliases.csv is checked too: header
+    name,alias, each name an entity or a biography value, no empty alias, no alias naming another entity, no
+    duplicate."""
+    from dukb.kb import KBError
+    from dukb.kb.validate import validate_kb
 
     try:
-        k = load_kb(kb)
+        k = validate_kb(kb)
     except KBError as e:
         for p in e.problems:
             typer.echo(one_line(f"dukb: error: {p}"), err=True)

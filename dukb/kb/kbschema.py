@@ -284,7 +284,7 @@ def schema_of(kb_dir: str | Path) -> Schema:
 
 
 def load_schema(path: str | Path) -> Schema:
-    """Read and check a schema.yaml (format: docs/tutorials/bring-your-own-kb.md).
+    """Read and check a schema.yaml (format: docs/tutorials/own-kb.md).
 
     Args:
         path: the file.

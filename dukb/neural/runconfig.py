@@ -41,7 +41,7 @@ from dukb.neural.spec import PROMPT_PRESETS, LoraSpec, ModelSpec, check_chat_mod
 from dukb.neural.tables import Table
 from dukb.neural.tracking import check_log_with
 from dukb.neural.zoo import check_model_value
-from dukb.solver.rules import RULES_HELP
+from dukb.solver.rules import RULES_HELP, default_rules
 
 #: the help of ``--heldout-rule`` (every command that scores rows on held-out forms: evaluate, unlearn, control)
 HELDOUT_RULE_HELP = ("What still counts as known on the held-out forms: 'pairs' (after unlearning, probe the form-fact "
@@ -99,7 +99,9 @@ class RunConfig(Frozen):
     Attributes:
         kb: KB directory or built-in name (None: with ``finetuned``, the KB the model records, else the built-in
             generated default, 100 people, seed 0); :meth:`check_run` sets it to the model's KB.
-        rules: rule set name ("family") or a .lp file.
+        rules: rule set name ("family") or a .lp file (None: the KB's own, resolved by :meth:`check_run` with
+            :func:`dukb.solver.rules.default_rules`: its rules.lp when its directory has a schema.yaml, else
+            "family").
         model: "tiny", a short name (``smollm2-135m``), a .gguf file or a folder holding one, hub id or directory
             to finetune; ignored when ``finetuned`` is set.
         finetuned: an already finetuned model directory (refused when it records another KB than ``kb``).
@@ -129,7 +131,7 @@ class RunConfig(Frozen):
     kb: str | None = option(None, group=SHARED, help="KB directory or built-in name; default: with --finetuned, the KB "
                             "the model was finetuned on (its dukb_model.json), else the built-in generated KB (100 "
                             "people, seed 0).")
-    rules: str = option("family", group=SHARED, identity="rules", help=RULES_HELP)
+    rules: str | None = option(None, group=SHARED, identity="rules", help=RULES_HELP)
     model: str = option("tiny", group=SHARED, help="Model to finetune on the KB: 'tiny' (built-in default), a known "
                         "short name (smollm2-135m), a .gguf file or a folder holding one, hub id or directory.")
     finetuned: str | None = option(None, group=SHARED, help="Use this already finetuned model directory instead of "
@@ -233,6 +235,8 @@ class RunConfig(Frozen):
             check_model_value(self.model)
         if self.finetuned:
             self.kb = model_kb(self.finetuned, self.kb, allow_mismatch=self.allow_kb_mismatch)
+        if self.rules is None:  # after the KB is known (a finetuned model's): its own rules.lp, else family
+            self.rules = default_rules(self.kb)
 
     def lora(self):
         """The :class:`dukb.neural.spec.LoraSpec` of this run (None without LoRA).

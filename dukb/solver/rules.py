@@ -45,6 +45,7 @@ from clingo import SymbolType, ast
 
 from dukb import InputError
 from dukb.kb.csvfile import decode_text, read_bytes
+from dukb.kb.io import resolve_kb_path
 from dukb.kb.kbschema import SCHEMA_FILE, Schema, family_schema
 from dukb.kb.model import KB
 
@@ -55,7 +56,8 @@ if TYPE_CHECKING:  # for annotations only: the functions below import clingo the
 BUILTIN_RULES = ("family", "family_paper_compat")
 #: The help text of every ``--rules`` option (one wording for every command).
 RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
-             "rules dead) or a .lp file of positive Horn rules over holds(S,R,O)."
+             "rules dead) or a .lp file of positive Horn rules over holds(S,R,O). Default: the KB's own rules.lp " \
+             "when its directory has a schema.yaml, else family."
 
 #: The file of a KB directory's own rule set (used when the directory has a schema.yaml and no rules are given).
 KB_RULES_FILE = "rules.lp"
@@ -200,6 +202,39 @@ def load_rules(name_or_file: str | Path = "family", schema: Schema | None = None
     return _load_cached(s, str(path), text, family_schema() if schema is None else schema)
 
 
+def default_rules(kb: str | Path | None) -> str:
+    """The rule set a KB uses when none is given (every command's ``--rules`` left out): the path of its directory's
+    ``rules.lp`` when that directory has a ``schema.yaml`` and a ``rules.lp``, else ``"family"`` (every KB without a
+    schema, the built-in ones and the generated default, None: the rule set they have always used).
+
+    The one resolution of the default: :func:`kb_rules` (the symbolic commands, the library) and the neural
+    protocols' :meth:`dukb.neural.runconfig.RunConfig.check_run` (recorded in config.json) both call it.
+
+    Args:
+        kb: a KB directory or built-in name (:func:`dukb.kb.io.resolve_kb_path`), or None.
+
+    Returns:
+        ``str(DIR / "rules.lp")`` (the directory as given) or ``"family"``. A KB that cannot be found gives
+        ``"family"``: loading it reports the problem.
+
+    Source: Wu et al. 2025, Sec. 2 (a KB K comes with its rules R).
+
+    Example:
+        >>> default_rules(None), default_rules("demo")
+        ('family', 'family')
+    """
+    if kb is None:
+        return "family"
+    try:
+        root = resolve_kb_path(kb)
+    except InputError:
+        return "family"
+    path = root / KB_RULES_FILE
+    if os.path.lexists(root / SCHEMA_FILE) and os.path.lexists(path):
+        return str(path)
+    return "family"
+
+
 def kb_rules(kb: KB) -> RuleSet:
     """The default rule set of a KB: the ``rules.lp`` of its directory when that directory has a ``schema.yaml``,
     else the built-in ``family`` set (every KB without a schema, as before schemas existed).
@@ -216,10 +251,9 @@ def kb_rules(kb: KB) -> RuleSet:
         'family'
     """
     root = kb.source
-    if root is not None and os.path.lexists(root / SCHEMA_FILE):
-        path = root / KB_RULES_FILE
-        if os.path.lexists(path):
-            return load_rules(path, kb.schema)
+    spec = default_rules(root)
+    if spec != "family":
+        return load_rules(Path(spec), kb.schema)
     if kb.schema.is_family:
         return load_rules("family")
     raise RulesError(f"KB {root} has schema '{kb.schema.name}' and no {KB_RULES_FILE}: put its rules there or give "

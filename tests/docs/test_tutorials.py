@@ -10,8 +10,9 @@ A page's fenced code blocks are taken in order:
 - a block right after the comment ``<!-- not run: REASON -->`` is shown only (e.g. a command for a model this
   machine does not have); README-style checks (tests/docs/test_readme.py) still hold its flags to ``--help``.
 
-A page with the comment ``<!-- test: slow -->`` trains a model and is marked slow. Every page must run at least one
-block.
+A page with the comment ``<!-- test: slow -->`` trains a model and is marked slow. A block right after the comment
+``<!-- test: slow block -->`` trains a model on a page that is otherwise fast: the page's test skips it, and a second
+test, marked slow, runs the page with it. Every page must run at least one block.
 """
 
 from __future__ import annotations
@@ -30,22 +31,32 @@ TUTORIALS = sorted((REPO_ROOT / "docs" / "tutorials").glob("*.md"))
 #: the pages mkdocs.yml's nav lists under Tutorials (each must exist and run)
 EXPECTED = ("own-model", "own-kb", "add-method", "add-metric", "add-attack", "add-protocol")
 
-FENCE = re.compile(r"^(?P<indent>[ ]{0,4})```(?P<lang>[\w+-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$",
-                   re.S | re.M)
+FENCE = re.compile(
+    r"^(?P<indent>[ ]{0,4})```(?P<lang>[\w+-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.S | re.M
+)
 NOT_RUN = re.compile(r"<!--\s*not run:[^>]*-->\s*$")
+SLOW_BLOCK = re.compile(r"<!--\s*test: slow block\s*-->\s*$")
 
 
 def blocks(text: str) -> list[dict]:
     """The fenced blocks of a page: lang, title (the file it names, or None), body (indent removed), run (False
-    after a ``<!-- not run: ... -->`` comment)."""
+    after a ``<!-- not run: ... -->`` comment), slow (True after a ``<!-- test: slow block -->`` comment)."""
     out = []
     for m in FENCE.finditer(text):
         title = re.search(r'title="([^"]+)"', m.group("info"))
         indent = len(m.group("indent"))
-        body = "".join(line[indent:] if line[:indent].isspace() else line
-                       for line in m.group("body").splitlines(keepends=True))
-        out.append({"lang": m.group("lang"), "title": title.group(1) if title else None, "body": body,
-                    "run": not NOT_RUN.search(text[:m.start()].rstrip())})
+        body = "".join(
+            line[indent:] if line[:indent].isspace() else line for line in m.group("body").splitlines(keepends=True)
+        )
+        out.append(
+            {
+                "lang": m.group("lang"),
+                "title": title.group(1) if title else None,
+                "body": body,
+                "run": not NOT_RUN.search(text[: m.start()].rstrip()),
+                "slow": bool(SLOW_BLOCK.search(text[: m.start()].rstrip())),
+            }
+        )
     return out
 
 
@@ -61,8 +72,8 @@ def _env(folder: Path) -> dict:
     return env
 
 
-def run_page(page: Path, folder: Path) -> int:
-    """Run one tutorial in ``folder``; returns the number of blocks run.
+def run_page(page: Path, folder: Path, slow_blocks: bool = False) -> int:
+    """Run one tutorial in ``folder`` (with ``slow_blocks``, its slow blocks too); returns the number of blocks run.
 
     Raises:
         AssertionError: a block failed (its output is in the message).
@@ -75,7 +86,7 @@ def run_page(page: Path, folder: Path) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(b["body"], encoding="utf-8")
             continue
-        if not b["run"] or b["lang"] not in ("bash", "python"):
+        if not b["run"] or b["lang"] not in ("bash", "python") or (b["slow"] and not slow_blocks):
             continue
         if b["lang"] == "bash":
             cmd = ["bash", "-euo", "pipefail", "-c", b["body"]]
@@ -84,9 +95,11 @@ def run_page(page: Path, folder: Path) -> int:
             script.write_text(b["body"], encoding="utf-8")
             cmd = [sys.executable, script.name]
         proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, (f"{page.name}, block {i + 1} ({b['lang']}) exited with {proc.returncode}:\n"
-                                      f"{b['body']}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n"
-                                      f"{proc.stderr[-3000:]}")
+        assert proc.returncode == 0, (
+            f"{page.name}, block {i + 1} ({b['lang']}) exited with {proc.returncode}:\n"
+            f"{b['body']}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n"
+            f"{proc.stderr[-3000:]}"
+        )
         ran += 1
     return ran
 
@@ -108,11 +121,17 @@ def test_every_tutorial_of_the_nav_is_here():
 
 def test_the_block_parser():
     """Titled blocks are files, a not-run comment skips the next block only, indented blocks (in a list) count."""
-    text = ('```text title="a/b.csv"\nx,y\n```\n\n<!-- not run: needs a GPU -->\n```bash\nexit 1\n```\n\n'
-            '1. step\n\n    ```python\n    print(1)\n    ```\n')
+    text = (
+        '```text title="a/b.csv"\nx,y\n```\n\n<!-- not run: needs a GPU -->\n```bash\nexit 1\n```\n\n'
+        "1. step\n\n    ```python\n    print(1)\n    ```\n"
+    )
     got = blocks(text)
-    assert [(b["lang"], b["title"], b["run"]) for b in got] == [("text", "a/b.csv", True), ("bash", None, False),
-                                                                 ("python", None, True)]
+    assert [(b["lang"], b["title"], b["run"]) for b in got] == [
+        ("text", "a/b.csv", True),
+        ("bash", None, False),
+        ("python", None, True),
+    ]
+    assert [b["slow"] for b in blocks("<!-- test: slow block -->\n```bash\nx\n```\n```bash\ny\n```\n")] == [True, False]
     assert got[0]["body"] == "x,y\n" and got[2]["body"] == "print(1)\n"
 
 
@@ -126,3 +145,25 @@ def test_a_failing_block_fails(tmp_path):
 @pytest.mark.parametrize("page", _params())
 def test_tutorial_runs(page, tmp_path):
     assert run_page(page, tmp_path) >= 1, f"{page.name} runs no block"
+
+
+def _slow_block_pages():
+    return [
+        pytest.param(p, id=p.stem) for p in TUTORIALS if any(b["slow"] for b in blocks(p.read_text(encoding="utf-8")))
+    ]
+
+
+def test_a_slow_block_is_skipped_unless_asked(tmp_path):
+    page = tmp_path / "t.md"
+    page.write_text("```bash\necho hi\n```\n\n<!-- test: slow block -->\n```bash\nfalse\n```\n", encoding="utf-8")
+    assert run_page(page, tmp_path) == 1
+    with pytest.raises(AssertionError, match="block 2"):
+        run_page(page, tmp_path, slow_blocks=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _slow_block_pages())
+def test_tutorial_runs_with_its_slow_blocks(page, tmp_path):
+    """The blocks that train a model, after the page's other blocks (e.g. own-kb's `dukb evaluate` on its geo KB)."""
+    slow = sum(b["slow"] and b["run"] for b in blocks(page.read_text(encoding="utf-8")))
+    assert slow >= 1 and run_page(page, tmp_path, slow_blocks=True) > slow

@@ -207,7 +207,7 @@ def test_summary_csv_labels_every_reading(tmp_path):
 
 
 def test_results_writer_writes_nan_as_null(tmp_path):
-    from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+    from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS
     from dukb.neural.run.journal import ResultsFile, read_results
 
     f = ResultsFile(tmp_path / "results.jsonl", EVALUATE_ROWS.key)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dukb.cli.main import main
-from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS, evaluate_plan_check
+from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS, evaluate_plan_check
 from dukb.neural.run import files as run_files
 from dukb.neural.run import journal as run_journal
 from tests.cli.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows

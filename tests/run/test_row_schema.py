@@ -333,7 +333,7 @@ def test_a_run_log_that_cannot_be_written_is_one_line(tmp_path, capsys):
 def test_report_names_the_units_without_a_row(tmp_path, capsys):
     """`dukb report` on an evaluate run whose identity has more (target, method, value) units than rows: it renders
     the rows present and says, on stderr and in report.md, which units are missing."""
-    from dukb.neural.protocols.evaluate.config import missing_units
+    from dukb.neural.protocols.evaluate.rows import missing_units
 
     rows = evaluate_rows()
     identity = {"targets": [28, 31, 40], "methods": {"ga": {"method": "ga", "grid": [1, 2, 4]}}}

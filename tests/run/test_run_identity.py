@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dukb import InputError
 from dukb.kb import load_kb
-from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS
 from dukb.neural.run.identity import (
     IDENTITY_VERSION,
     Difference,

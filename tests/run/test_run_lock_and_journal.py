@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEVICE  # noqa: E402
-from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS
 from dukb.neural.run.files import LOCK_NAME, bookkeeping_path
 from dukb.neural.run.identity import IDENTITY_VERSION, RunIdentityError
 from dukb.neural.run.journal import DAMAGED_NAME, ResultsFile, read_journal, read_results

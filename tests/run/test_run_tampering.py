@@ -29,7 +29,7 @@ import pytest
 
 from dukb import InputError
 from dukb.cli.main import main
-from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS
+from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS
 from dukb.neural.run import files as run_files
 from dukb.neural.run import journal as run_journal
 from dukb.neural.run import lock as run_lock

@@ -104,7 +104,7 @@ register(ProtocolInfo(
     "evaluate", "deep unlearning: recall, accuracy, Success-DU over minimal deep unlearning sets, trade-off curves",
     "Wu et al. 2025 (Eval-DU), Sec. 4, Eq. 1-2", f"{_P}.evaluate.config:EvaluateConfig", f"{_P}.evaluate.run:evaluate",
     f"{_P}.evaluate.report:render", f"{_P}.evaluate.run:EvaluateProtocol", joinable=True,
-    rows=f"{_P}.evaluate.config:EVALUATE_ROWS"))
+    rows=f"{_P}.evaluate.rows:EVALUATE_ROWS"))
 register(ProtocolInfo(
     "rwku", "FB/QA/AA probes, neighbours, MIA, batch targets; unlearning from a description corpus",
     "Jin et al. 2024 (RWKU), Sec. 3-4", f"{_P}.rwku.config:RwkuConfig", f"{_P}.rwku.run:run_rwku",

@@ -190,7 +190,8 @@ class RestorConfig(RunConfig):
 
     kb: str = option(cli_default=..., identity=False, help="KB directory (people.csv, relationships.csv, "
                      "biographies.csv) or a built-in KB name.")
-    rules: str = option("family", help="Rule set of the closures: 'family', 'family_paper_compat' or a .lp file.")
+    rules: str | None = option(None, help="Rule set of the closures: 'family', 'family_paper_compat' or a .lp file. "
+                               "Default: the KB's own rules.lp when its directory has a schema.yaml, else family.")
     model: str = option("tiny", help="'tiny' (built for the KB, its vocabulary covering the QA, the true-fact "
                         "sentences and the corruption documents), a known short name (smollm2-135m), a .gguf file or "
                         "a folder holding one, an HF hub id or a directory.")

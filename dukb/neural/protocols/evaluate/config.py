@@ -54,6 +54,7 @@ DEFAULT_METHODS = ("ga", "npo", "tv", "whp")
 #: "Citable numbers"). Presets live in :data:`dukb.neural.methods.PRESETS`.
 RECOMMENDED = "du_cl"
 
+
 @dataclass
 class EvaluateConfig(RunConfig, LaunchOptions):
     """Everything that defines an evaluate run (written to RUN_DIR/config.json; the settings that change rows form
@@ -66,7 +67,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
             (:mod:`dukb.neural.known`); False (default): finetune it on the KB first, as Eval-DU does. In the run
             identity only when set.
         targets: explicit relationship fact_ids (None: ``n_targets`` drawn with the seed, one per relation kind
-            first, as evenly as possible).
+            first, as evenly as possible, among the facts derivable from the other facts,
+            :func:`dukb.neural.plan.choose_targets`).
         n_targets: number of targets to draw when ``targets`` is None (default 11 = one per relation).
         methods: method names, ``METHOD@SCOPE`` or presets (see :func:`dukb.neural.methods.resolve`).
         grids: method -> list of values overriding the default grid.
@@ -96,7 +98,8 @@ class EvaluateConfig(RunConfig, LaunchOptions):
             not given to what wrh14/deep_unlearning computes, and the benchmark's 55 targets (the KB's targets.txt,
             :func:`dukb.kb.edu_relat.benchmark_targets`) when ``targets`` is None and the KB is the imported
             EDU-RELAT; without targets on another KB the run is refused at its plan.
-        rules: the rule set (a component: None resolves to "family", or the preset's "family_paper_compat").
+        rules: the rule set (a component: None resolves to the preset's "family_paper_compat", else to the KB's
+            own, :func:`dukb.solver.rules.default_rules`: its rules.lp, or "family" for a KB without a schema.yaml).
         reinforce: TV's and WHP's reinforcement schedule, "constant" (dukb's: 10 steps at a constant rate) or
             "reference" (finetune_reinforced_model.py's: 1 warm-up step, linear decay, weight decay 0.01;
             :func:`dukb.neural.methods.tv.reinforce`).
@@ -117,121 +120,252 @@ class EvaluateConfig(RunConfig, LaunchOptions):
     CLI: ClassVar[dict] = {
         "output": "runs/evaluate",
         "resume": "Continue a run in the same directory, skipping finished rows. Refused (exit 2, differing keys "
-                  "named) when any setting that changes rows differs from the run's; targets and methods may be "
-                  "added.",
-        "order": ("no_finetune", "targets", "n_targets", "methods", "forget_scope", "metrics", "grids", "heldout_forms",
-                  "heldout_rule", "finetune_forms", "sets", "tie_break", "seeds", "output", "resume", "schedule",
-                  "attacks", "utility", "utility_include", "compat", "prompt_format", "bos", "judge",
-                  "reinforce", "family_grids",
-                  "whp_grid")}
+        "named) when any setting that changes rows differs from the run's; targets and methods may be "
+        "added.",
+        "order": (
+            "no_finetune",
+            "targets",
+            "n_targets",
+            "methods",
+            "forget_scope",
+            "metrics",
+            "grids",
+            "heldout_forms",
+            "heldout_rule",
+            "finetune_forms",
+            "sets",
+            "tie_break",
+            "seeds",
+            "output",
+            "resume",
+            "schedule",
+            "attacks",
+            "utility",
+            "utility_include",
+            "compat",
+            "prompt_format",
+            "bos",
+            "judge",
+            "reinforce",
+            "family_grids",
+            "whp_grid",
+        ),
+    }
     #: compat presets (:func:`dukb.neural.declare.apply_compat`): field -> the paper code's value
-    COMPAT: ClassVar[dict] = {"eval-du": {
-        "schedule": "reference", "reinforce": "reference", "family_grids": "paper", "whp_grid": "config",
-        "rules": "family_paper_compat", "sets": "paper", "tie_break": "first", "prompt_format": "eval-du",
-        "bos": "family", "judge": "generation"}}
+    COMPAT: ClassVar[dict] = {
+        "eval-du": {
+            "schedule": "reference",
+            "reinforce": "reference",
+            "family_grids": "paper",
+            "whp_grid": "config",
+            "rules": "family_paper_compat",
+            "sets": "paper",
+            "tie_break": "first",
+            "prompt_format": "eval-du",
+            "bos": "family",
+            "judge": "generation",
+        }
+    }
 
-    no_finetune: bool = option(False, identity="set", help="Evaluate --model as it is, on what it already knows "
-                               "(a pretrained model, or any HF folder), instead of finetuning it on the KB first "
-                               "(the default, as Eval-DU does). The qa probe before unlearning defines the known "
-                               "facts; unknown facts are unscorable (never counted as forgotten, left out of "
-                               "recall and accuracy); targets are drawn among known facts with a derivation from "
-                               "other known facts, and minimal sets are those of the known part of the KB. The "
-                               "methods train, retain and query on known facts only, and unknown facts are not "
-                               "probed after unlearning. A --targets-file target the model did not know is "
-                               "refused.")
-    targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
-                                       help="Targets: one relationship fact_id per line ('#' comments).")
-    n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: draw this many targets, relation kinds "
-                            "in turn (11 = one per kind; 55 = the paper's 5 per kind).")
-    methods: list[str] = option(default_factory=lambda: list(DEFAULT_METHODS), extendable=True, parse="methods",
-                                help=lambda: "Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}.")
-    grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
-                                    help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
-    sets: str | None = option(None, unset="exact", choices=("exact", "random", "paper"),
-                              help="exact | random | paper minimal deep unlearning sets for recall. paper: the "
-                              "paper's cached sets of the KB (paper_sets.csv written by `dukb import-eval-du`, or "
-                              "original/unlearn_minimal_set/ of the benchmark folder), in the reference's order; "
-                              "refused when the KB has none or lacks a target's.")
-    tie_break: str | None = option(None, unset="accuracy", choices=("accuracy", "first"), identity="set",
-                                   help="Which set of best recall scores the accuracies (Wu et al. 2025, Eq. 1-2): "
-                                   "accuracy (the higher relationship accuracy, then the smaller set, then the "
-                                   "smaller fact_ids) or first (the first in the sets' order, as Eval-DU's "
-                                   "calculate_recall_and_acc.py: the reference's order with --sets paper, ascending "
-                                   "size then fact_ids for exact and random).")
+    no_finetune: bool = option(
+        False,
+        identity="set",
+        help="Evaluate --model as it is, on what it already knows "
+        "(a pretrained model, or any HF folder), instead of finetuning it on the KB first "
+        "(the default, as Eval-DU does). The qa probe before unlearning defines the known "
+        "facts; unknown facts are unscorable (never counted as forgotten, left out of "
+        "recall and accuracy); targets are drawn among known facts with a derivation from "
+        "other known facts, and minimal sets are those of the known part of the KB. The "
+        "methods train, retain and query on known facts only, and unknown facts are not "
+        "probed after unlearning. A --targets-file target the model did not know is "
+        "refused.",
+    )
+    targets: list[int] | None = option(
+        None,
+        flag="--targets-file",
+        cli_type="path",
+        parse="targets_file",
+        help="Targets: one relationship fact_id per line ('#' comments).",
+    )
+    n_targets: int = option(
+        11,
+        range=N_TARGETS,
+        help="Without --targets-file: draw this many targets, relation kinds "
+        "in turn (11 = one per kind; 55 = the paper's 5 per kind), among the facts derivable "
+        "from the other facts (a minimal deep unlearning set larger than the target; every "
+        "fact of a family KB is, so its draw is the paper's).",
+    )
+    methods: list[str] = option(
+        default_factory=lambda: list(DEFAULT_METHODS),
+        extendable=True,
+        parse="methods",
+        help=lambda: "Comma-separated. " + methods_help() + f" Recommended: {RECOMMENDED}.",
+    )
+    grids: dict[str, list] = option(
+        default_factory=dict,
+        flag="--grid",
+        cli_type="multiple",
+        parse="grids",
+        help="METHOD=v1,v2,... overrides a method's grid (repeatable).",
+    )
+    sets: str | None = option(
+        None,
+        unset="exact",
+        choices=("exact", "random", "paper"),
+        help="exact | random | paper minimal deep unlearning sets for recall. paper: the "
+        "paper's cached sets of the KB (paper_sets.csv written by `dukb import-eval-du`, or "
+        "original/unlearn_minimal_set/ of the benchmark folder), in the reference's order; "
+        "refused when the KB has none or lacks a target's.",
+    )
+    tie_break: str | None = option(
+        None,
+        unset="accuracy",
+        choices=("accuracy", "first"),
+        identity="set",
+        help="Which set of best recall scores the accuracies (Wu et al. 2025, Eq. 1-2): "
+        "accuracy (the higher relationship accuracy, then the smaller set, then the "
+        "smaller fact_ids) or first (the first in the sets' order, as Eval-DU's "
+        "calculate_recall_and_acc.py: the reference's order with --sets paper, ascending "
+        "size then fact_ids for exact and random).",
+    )
     seeds: int = option(100, range=N_SEEDS, help="N_seed for random sets.")
-    forget_scope: str = option("target", choices=tuple(FORGET_SCOPES), help="Forget set of methods without @SCOPE: "
-                               + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + ".")
-    metrics: list[str] = option(default_factory=lambda: list(default_metrics()), parse="items",
-                                help=lambda: "Comma-separated metrics to compute (required ones are added; probing "
-                                "computes only what they need). " + metrics_help() + ".")
-    heldout_forms: list[str] | None = option(None, parse="forms", help=heldout_forms_help(
-        "every row is also scored on (recall_heldout)",
-        "the forms a method trains on or queries (probe_forms_seen: qa, and more for rt and the multi-form "
-        "CL-DU variants)"))
+    forget_scope: str = option(
+        "target",
+        choices=tuple(FORGET_SCOPES),
+        help="Forget set of methods without @SCOPE: "
+        + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values())
+        + ".",
+    )
+    metrics: list[str] = option(
+        default_factory=lambda: list(default_metrics()),
+        parse="items",
+        help=lambda: (
+            "Comma-separated metrics to compute (required ones are added; probing "
+            "computes only what they need). " + metrics_help() + "."
+        ),
+    )
+    heldout_forms: list[str] | None = option(
+        None,
+        parse="forms",
+        help=heldout_forms_help(
+            "every row is also scored on (recall_heldout)",
+            "the forms a method trains on or queries (probe_forms_seen: qa, and more for rt and the multi-form "
+            "CL-DU variants)",
+        ),
+    )
     heldout_rule: str = option("pairs", choices=("pairs", "any"), help=HELDOUT_RULE_HELP)
-    finetune_forms: list[str] = option(default_factory=lambda: ["qa"], parse="forms", help="Probe forms the model is "
-                                       "finetuned on (comma-separated kinds or groups; default qa, the paper's). "
-                                       "Adding forms such as paraphrase,cloze,synonym,reverse makes the model know "
-                                       "the facts under forms the methods never see, so the held-out scores test "
-                                       "the fact, not the wording.")
-    rules: str | None = option(None, group=SHARED, identity="rules", unset="family", help=RULES_HELP)
-    compat: str | None = compat_option(COMPAT, "Run as a paper's released code computes: eval-du = Eval-DU "
-                                       "(wrh14/deep_unlearning), with the benchmark's 55 targets when --kb is the "
-                                       "imported EDU-RELAT (else give --targets-file)")
-    schedule: str | None = option(None, unset="reference", choices=("reference", "separate"), help="How the step "
-                                  "grid T of gradient methods (ga, npo, ...) is run. reference (default): as "
-                                  "Eval-DU's code (wrh14/deep_unlearning forget.py), one run of the grid's largest T "
-                                  "steps from the finetuned model, read at every T, HF's linear schedule with 1 "
-                                  "warm-up step (learning rate 0 at step 1) decaying over that run, AdamW with weight "
-                                  "decay 0.01, and npo on Eval-DU's 500-token EOS-padded layout; a resume may add grid "
-                                  "values below the largest only. separate: each T its own run from the finetuned "
-                                  "model, the rate decaying linearly over its T steps, no warm-up or weight decay "
-                                  "(dukb's earlier runs). Presets (du_*) keep their own (separate).")
-    reinforce: str | None = option(None, unset="constant", choices=("constant", "reference"), identity="set",
-                                   help="How tv and whp train their reinforced model (10 AdamW steps on the "
-                                   "target). constant: the family's rate at every step, no warm-up or weight decay "
-                                   "(dukb's runs). reference: as Eval-DU's finetune_reinforced_model.py, HF's linear "
-                                   "schedule with 1 warm-up step (rate 0 at step 1) decaying over the 10 steps, "
-                                   "weight decay 0.01: half the constant schedule's summed rate, so a smaller task "
-                                   "vector at each alpha.")
-    family_grids: str | None = option(None, unset="dukb", choices=FAMILY_GRIDS, identity="set", help="Grids of ga, "
-                                      "npo and tv without --grid. dukb: their default grids for every model (T in "
-                                      "1,2,4,8,16; tv alpha in 0.2,0.5,1,5,10). paper: Eval-DU's per model family "
-                                      "(config/model_config.yaml, App. H): GPT2-XL T up to 32 and tv alpha in "
-                                      "0.2,1,5,10,30,60,80; Phi-1.5 and Llama as dukb's; other families keep "
-                                      "dukb's.")
-    whp_grid: str | None = option(None, unset="config", choices=tuple(WHP_GRIDS), identity="set", help="whp's alpha "
-                                  "grid without --grid. config: 0.5,1,5,10,100,1000 (Eval-DU's config and the paper's "
-                                  "App. H; dukb's runs). notebook: 10,1e3,1e5,1e7,1e8 (the paper's figure notebook).")
+    finetune_forms: list[str] = option(
+        default_factory=lambda: ["qa"],
+        parse="forms",
+        help="Probe forms the model is "
+        "finetuned on (comma-separated kinds or groups; default qa, the paper's). "
+        "Adding forms such as paraphrase,cloze,synonym,reverse makes the model know "
+        "the facts under forms the methods never see, so the held-out scores test "
+        "the fact, not the wording.",
+    )
+    rules: str | None = option(
+        None, group=SHARED, identity="rules", help=RULES_HELP + " With --compat eval-du: family_paper_compat."
+    )
+    compat: str | None = compat_option(
+        COMPAT,
+        "Run as a paper's released code computes: eval-du = Eval-DU "
+        "(wrh14/deep_unlearning), with the benchmark's 55 targets when --kb is the "
+        "imported EDU-RELAT (else give --targets-file)",
+    )
+    schedule: str | None = option(
+        None,
+        unset="reference",
+        choices=("reference", "separate"),
+        help="How the step "
+        "grid T of gradient methods (ga, npo, ...) is run. reference (default): as "
+        "Eval-DU's code (wrh14/deep_unlearning forget.py), one run of the grid's largest T "
+        "steps from the finetuned model, read at every T, HF's linear schedule with 1 "
+        "warm-up step (learning rate 0 at step 1) decaying over that run, AdamW with weight "
+        "decay 0.01, and npo on Eval-DU's 500-token EOS-padded layout; a resume may add grid "
+        "values below the largest only. separate: each T its own run from the finetuned "
+        "model, the rate decaying linearly over its T steps, no warm-up or weight decay "
+        "(dukb's earlier runs). Presets (du_*) keep their own (separate).",
+    )
+    reinforce: str | None = option(
+        None,
+        unset="constant",
+        choices=("constant", "reference"),
+        identity="set",
+        help="How tv and whp train their reinforced model (10 AdamW steps on the "
+        "target). constant: the family's rate at every step, no warm-up or weight decay "
+        "(dukb's runs). reference: as Eval-DU's finetune_reinforced_model.py, HF's linear "
+        "schedule with 1 warm-up step (rate 0 at step 1) decaying over the 10 steps, "
+        "weight decay 0.01: half the constant schedule's summed rate, so a smaller task "
+        "vector at each alpha.",
+    )
+    family_grids: str | None = option(
+        None,
+        unset="dukb",
+        choices=FAMILY_GRIDS,
+        identity="set",
+        help="Grids of ga, "
+        "npo and tv without --grid. dukb: their default grids for every model (T in "
+        "1,2,4,8,16; tv alpha in 0.2,0.5,1,5,10). paper: Eval-DU's per model family "
+        "(config/model_config.yaml, App. H): GPT2-XL T up to 32 and tv alpha in "
+        "0.2,1,5,10,30,60,80; Phi-1.5 and Llama as dukb's; other families keep "
+        "dukb's.",
+    )
+    whp_grid: str | None = option(
+        None,
+        unset="config",
+        choices=tuple(WHP_GRIDS),
+        identity="set",
+        help="whp's alpha "
+        "grid without --grid. config: 0.5,1,5,10,100,1000 (Eval-DU's config and the paper's "
+        "App. H; dukb's runs). notebook: 10,1e3,1e5,1e7,1e8 (the paper's figure notebook).",
+    )
     utility: list[str] = option(default_factory=list, parse="items", identity="set", help=UTILITY_HELP)
     utility_include: str | None = option(None, identity="set", help=UTILITY_INCLUDE_HELP)
-    attacks: list[str] = option(default_factory=list, parse="items", choices=attack_names,
-                                help=lambda: "Attacks applied to every unlearned model right after its probe, "
-                                "comma-separated NAME or NAME:key=value:... (" + ", ".join(attack_names()) + "; "
-                                "`dukb attack --help` lists their settings). Each row gets an `attacks` entry per "
-                                "attack (recall, accuracy_all, success_du, forgotten_relationships, target_known, "
-                                "settings); recall_under_attack becomes the worst case over forms and attacks. Part "
-                                "of the run identity.")
+    attacks: list[str] = option(
+        default_factory=list,
+        parse="items",
+        choices=attack_names,
+        help=lambda: (
+            "Attacks applied to every unlearned model right after its probe, "
+            "comma-separated NAME or NAME:key=value:... (" + ", ".join(attack_names()) + "; "
+            "`dukb attack --help` lists their settings). Each row gets an `attacks` entry per "
+            "attack (recall, accuracy_all, success_du, forgotten_relationships, target_known, "
+            "settings); recall_under_attack becomes the worst case over forms and attacks. Part "
+            "of the run identity."
+        ),
+    )
 
     prompt_format: str | None = option(
-        None, unset="dukb", choices=PROMPT_FORMATS, identity="set",
+        None,
+        unset="dukb",
+        choices=PROMPT_FORMATS,
+        identity="set",
         help="Prompts of finetuning, unlearning and probing. dukb: probe 'Question: q\\nAnswer:' and train on "
         "'... Answer: father' (answer after a space). eval-du: Eval-DU's code per model family "
         "(wrh14/deep_unlearning config/model_config.yaml, data_module.py, evaluate_util.py): llama, tiny and "
         "generic probe 'Question: q\\n' (no answer tag) and train on 'Question: q\\nAnswer:father'; phi probes "
         "'Question: q\\n' and trains on '... Answer: father'; gpt2-xl probes 'Question: q\\n Answer:' and trains "
         "on '... Answer:father'; a training text is tokenised as one string. A model given with --finetuned must "
-        "have been finetuned with the same format (its dukb_model.json records it).")
+        "have been finetuned with the same format (its dukb_model.json records it).",
+    )
     bos: str | None = option(
-        None, unset="never", choices=BOS_RULES, identity="set",
+        None,
+        unset="never",
+        choices=BOS_RULES,
+        identity="set",
         help="BOS token at the start of every prompt and training text. never: none (dukb). family: where "
         "Eval-DU's code gets one from its tokenizer (add_special_tokens=True): the llama family; gpt2-xl, phi, "
-        "smollm2, tiny and generic models get none.")
+        "smollm2, tiny and generic models get none.",
+    )
     judge: str | None = option(
-        None, unset="line", choices=JUDGES, identity="set",
+        None,
+        unset="line",
+        choices=JUDGES,
+        identity="set",
         help="What a probe judges (substring rule). line: the first non-blank line of the continuation (dukb). "
         "generation: the whole continuation of 10 tokens, as Eval-DU's code (evaluate_util.py), and for whp the "
-        "prompt followed by it (its WHP evaluation decodes the whole sequence).")
+        "prompt followed by it (its WHP evaluation decodes the whole sequence).",
+    )
 
     def load_kwargs(self) -> dict:
         """:meth:`RunConfig.load_kwargs` with the prompt format, BOS rule and judge of this run (every model the run
@@ -240,7 +374,11 @@ class EvaluateConfig(RunConfig, LaunchOptions):
 
     def prompt_kwargs(self) -> dict:
         """``prompt_format``, ``bos`` and ``judge`` as :class:`dukb.neural.spec.ModelSpec` fields (None: dukb's)."""
-        return {"prompt_format": self.prompt_format or "dukb", "bos": self.bos or "never", "judge": self.judge or "line"}
+        return {
+            "prompt_format": self.prompt_format or "dukb",
+            "bos": self.bos or "never",
+            "judge": self.judge or "line",
+        }
 
     def resolve(self) -> None:
         """Validate every field that the protocol would otherwise read later or silently reinterpret (the Python
@@ -277,8 +415,10 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         if "qa" not in self.finetune_forms:
             raise InputError("--finetune-forms must include qa: recall and accuracy are the paper's, on the qa form")
         if self.finetuned and self.finetune_forms != ["qa"]:
-            raise InputError("--finetune-forms applies to finetuning, which --finetuned skips (the model given was "
-                             "finetuned already)")
+            raise InputError(
+                "--finetune-forms applies to finetuning, which --finetuned skips (the model given was "
+                "finetuned already)"
+            )
         if self.heldout_rule not in HELDOUT_RULES:
             raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
         if self.heldout_forms is not None:  # every built-in method trains on qa
@@ -298,14 +438,20 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         """
         if not self.no_finetune:
             return
-        for bad, why in ((self.model == "tiny", "--model tiny (an untrained model knows nothing: give a pretrained "
-                                                "model or a model folder)"),
-                         (self.finetuned, "--finetuned (give the model with --model)"),
-                         (self.finetune_forms != ["qa"], "--finetune-forms (nothing is finetuned)"),
-                         (self.sets == "paper", "--sets paper (the paper's sets are the full KB's; the known part's "
-                                                "are computed: --sets exact or random)"),
-                         (bool(self.attacks), "--attacks (their worst case does not yet leave unknown facts "
-                                              "unscored)")):
+        for bad, why in (
+            (
+                self.model == "tiny",
+                "--model tiny (an untrained model knows nothing: give a pretrained model or a model folder)",
+            ),
+            (self.finetuned, "--finetuned (give the model with --model)"),
+            (self.finetune_forms != ["qa"], "--finetune-forms (nothing is finetuned)"),
+            (
+                self.sets == "paper",
+                "--sets paper (the paper's sets are the full KB's; the known part's "
+                "are computed: --sets exact or random)",
+            ),
+            (bool(self.attacks), "--attacks (their worst case does not yet leave unknown facts unscored)"),
+        ):
             if bad:
                 raise InputError(f"--no-finetune evaluates --model as it is: not with {why}")
 
@@ -327,9 +473,11 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         Raises:
             InputError: an unknown reinforcement schedule, family grids or WHP grid; a bad targets.txt.
         """
-        for flag, value, known in (("--reinforce", self.reinforce, REINFORCE_SCHEDULES),
-                                   ("--family-grids", self.family_grids, FAMILY_GRIDS),
-                                   ("--whp-grid", self.whp_grid, tuple(WHP_GRIDS))):
+        for flag, value, known in (
+            ("--reinforce", self.reinforce, REINFORCE_SCHEDULES),
+            ("--family-grids", self.family_grids, FAMILY_GRIDS),
+            ("--whp-grid", self.whp_grid, tuple(WHP_GRIDS)),
+        ):
             if value not in known:
                 raise InputError(f"{flag} must be one of {', '.join(known)}, got {value!r}")
         if self.compat == "eval-du" and self.targets is None:
@@ -358,18 +506,23 @@ def check_model_prompt(model, prompt_format: str, bos: str) -> None:
         return
     was = rec.get("prompt_format") or "dukb"
     if was != prompt_format:
-        raise InputError(f"the model {model} was finetuned with --prompt-format {was}, not {prompt_format}: pass "
-                         f"--prompt-format {was} (or finetune it again in that format)")
+        raise InputError(
+            f"the model {model} was finetuned with --prompt-format {was}, not {prompt_format}: pass "
+            f"--prompt-format {was} (or finetune it again in that format)"
+        )
     fam, was_bos = rec.get("family"), rec.get("bos") or "never"
     if adds_bos(was_bos, fam) != adds_bos(bos, fam):
         raise InputError(f"the model {model} was finetuned with --bos {was_bos}, not {bos}: pass --bos {was_bos}")
+
 
 def eval_du_targets_problem(cfg: EvaluateConfig) -> str | None:
     """Why ``--compat eval-du`` cannot run ``cfg`` (a checked config, its ``--targets-file`` read), or None: the
     preset runs the benchmark's 55 targets, which only the imported EDU-RELAT's targets.txt or the user gives."""
     if cfg.compat == "eval-du" and not cfg.targets:
-        return ("--compat eval-du runs the benchmark's 55 targets: give --kb the imported EDU-RELAT (dukb "
-                "import-eval-du; its targets.txt) or --targets-file")
+        return (
+            "--compat eval-du runs the benchmark's 55 targets: give --kb the imported EDU-RELAT (dukb "
+            "import-eval-du; its targets.txt) or --targets-file"
+        )
     return None
 
 
@@ -383,8 +536,11 @@ def _retain_defaults() -> dict:
     from dukb.neural.unlearn import default_retain  # noqa: PLC0415 (torch; a --help path)
 
     ctx = {f.name: f.default for f in dataclasses.fields(UnlearnContext)}
-    return {"n": inspect.signature(default_retain).parameters["n"].default, "batch_size": ctx["retain_batch_size"],
-            "reg_weight": ctx["reg_weight"]}
+    return {
+        "n": inspect.signature(default_retain).parameters["n"].default,
+        "batch_size": ctx["retain_batch_size"],
+        "reg_weight": ctx["reg_weight"],
+    }
 
 
 @functools.cache
@@ -393,8 +549,13 @@ def _probe_defaults() -> dict:
     probe batch size, so the run identity records what runs."""
     from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS  # noqa: PLC0415 (torch; a --help path)
 
-    return {"kinds": ["qa"], "max_new_tokens": DEFAULT_MAX_NEW_TOKENS, "judge": "substring", "answer": "line",
-            "batch_size": PROBE_BATCH_SIZE}
+    return {
+        "kinds": ["qa"],
+        "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
+        "judge": "substring",
+        "answer": "line",
+        "batch_size": PROBE_BATCH_SIZE,
+    }
 
 
 def _chat_budget(tags) -> dict:
@@ -429,8 +590,9 @@ def _model_spec(cfg: RunConfig):
     return cfg.model_spec()
 
 
-def method_identity(m, scope: str, grid, schedule: str = "separate", family: str | None = None,
-                    lr: float | None = None) -> dict:
+def method_identity(
+    m, scope: str, grid, schedule: str = "separate", family: str | None = None, lr: float | None = None
+) -> dict:
     """A ``methods`` entry of a run identity: method, parameter, scope, grid; NPO's form (``npo`` and
     ``npo_seq`` compute different losses); for a step grid under the reference schedule, ``schedule`` and
     ``schedule_steps`` (the one run's length N = the grid's largest T, on which every row depends). The schedule
@@ -439,8 +601,12 @@ def method_identity(m, scope: str, grid, schedule: str = "separate", family: str
     (:func:`dukb.neural.families.identity_lr`; ``family`` and the run's ``lr`` override decide). ``options``: the
     method's per-method options (``npo:beta=0.05:lr=1e-3``), when given."""
 
-    entry = {"method": m.name, "param": m.param, "scope": scope,
-             "grid": [int(v) if m.param == "steps" else float(v) for v in grid]}
+    entry = {
+        "method": m.name,
+        "param": m.param,
+        "scope": scope,
+        "grid": [int(v) if m.param == "steps" else float(v) for v in grid],
+    }
     rate = identity_lr(m, family, lr)
     if rate is not None:
         entry["lr"] = rate
@@ -454,8 +620,18 @@ def method_identity(m, scope: str, grid, schedule: str = "separate", family: str
     return entry
 
 
-def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets: list[int], spec, dtype: str,
-                 metrics=(), schedules: dict | None = None) -> dict:
+def run_identity(
+    cfg: EvaluateConfig,
+    kb,
+    closure,
+    methods,
+    grids: dict,
+    targets: list[int],
+    spec,
+    dtype: str,
+    metrics=(),
+    schedules: dict | None = None,
+) -> dict:
     """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.run`).
 
     Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
@@ -488,17 +664,36 @@ def run_identity(cfg: EvaluateConfig, kb, closure, methods, grids: dict, targets
     lora = spec.lora
     return {
         "identity_version": IDENTITY_VERSION,
-        "kb": kb.fingerprint(), "rules": closure.rules.fingerprint, "model": model, "dtype": dtype,
-        "family": spec.preset_family, "prompt": spec.tags.record(), "lora": None if lora is None else _asdict(lora), "seed": cfg.seed,
-        "lr": cfg.lr, "sets": _sets_identity(cfg, kb, targets),
-        "retain": _retain_defaults(), "probe": {**_probe_defaults(), "answer": spec.tags.judge, **_chat_budget(spec.tags)}, "metrics": [m.name for m in metrics], "targets": list(targets),
-        "methods": {label: method_identity(m, scope, grids[label], (schedules or {}).get(label, "separate"),
-                                           spec.preset_family, cfg.lr)
-                    for label, m, scope, _g in methods},
+        "kb": kb.fingerprint(),
+        "rules": closure.rules.fingerprint,
+        "model": model,
+        "dtype": dtype,
+        "family": spec.preset_family,
+        "prompt": spec.tags.record(),
+        "lora": None if lora is None else _asdict(lora),
+        "seed": cfg.seed,
+        "lr": cfg.lr,
+        "sets": _sets_identity(cfg, kb, targets),
+        "retain": _retain_defaults(),
+        "probe": {**_probe_defaults(), "answer": spec.tags.judge, **_chat_budget(spec.tags)},
+        "metrics": [m.name for m in metrics],
+        "targets": list(targets),
+        "methods": {
+            label: method_identity(
+                m, scope, grids[label], (schedules or {}).get(label, "separate"), spec.preset_family, cfg.lr
+            )
+            for label, m, scope, _g in methods
+        },
         # only when set, so that the identities of runs made before the option existed stay equal
         **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),
-        **({"heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms),
-            "heldout_rule": cfg.heldout_rule} if any(m.name == "recall_heldout" for m in metrics) else {}),
+        **(
+            {
+                "heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms),
+                "heldout_rule": cfg.heldout_rule,
+            }
+            if any(m.name == "recall_heldout" for m in metrics)
+            else {}
+        ),
         **({"attacks": _attack_identity(cfg.attacks)} if getattr(cfg, "attacks", None) else {}),
         # only when not dukb's default, so that the identities of runs made before the option existed stay equal
         **({"tie_break": cfg.tie_break} if getattr(cfg, "tie_break", None) not in (None, "accuracy") else {}),
@@ -516,7 +711,6 @@ def _sets_identity(cfg, kb, targets) -> dict:
 
     out = {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS}
     if cfg.sets == "paper":
-
         out["paper"] = paper_sets_digest(paper_sets_of(kb, list(targets))[0])
     return out
 
@@ -569,133 +763,10 @@ def finetune_cache_key(identity: dict) -> dict:
     """What a run's finetuned model depends on, stored in its finetune.json and compared before reuse: the base
     model and finetuning config, the KB's fingerprint, LoRA, dtype and prompt tags (a cache made with any other
     value is finetuned again, even when the run's config.json was never written)."""
-    return {"model": identity["model"], "kb": identity["kb"], "lora": identity["lora"], "dtype": identity["dtype"],
-            "prompt": identity["prompt"]}
-
-
-# ------------------------------------------------------------------------------------------------ rows --------
-# The protocol's rows as the run layer sees them (issue 40: the run layer knows no protocol; ProtocolInfo carries
-# them): the row model, the row key and the plan check. Kept at the end of the file, below the config.
-from dukb.neural.run.rows import (  # noqa: E402
-    RowProblem,
-    RowSchema,
-    expect,
-    finite,
-    identity_of,
-    may,
-    method_problem,
-    need,
-    share,
-    show,
-    swept,
-)
-
-
-def evaluate_row_key(row: dict) -> tuple:
-    """(target, method label, swept value) identifying a `dukb evaluate` row."""
-    return (int(row["target"]), row["method"], float(row["setting"][row["param"]]))
-
-
-#: evaluate row fields that are shares (Wu et al. 2025, Eq. 1-2: recall and accuracy; Definition 2: Success-DU), with
-#: their held-out and under-attack variants
-_EVALUATE_SHARES = tuple(f"{base}{suffix}" for base in ("recall", "accuracy_all", "accuracy_relationships",
-                                                        "accuracy_biographies", "success_du")
-                         for suffix in ("", "_heldout", "_under_attack")) + ("recall_heldout_scorable",)
-
-
-def evaluate_row(row: dict) -> None:
-    """The row model of `dukb evaluate`: what `dukb report` reads of a row (dukb.neural.protocols.evaluate.report,
-    dukb.neural.metrics.summary): fields, their types, shares in [0, 1] (Wu et al. 2025, Eq. 1-2 and Definition 2),
-    finite numbers.
-
-    Raises:
-        RowFault: the first problem, in words.
-    """
-    may(row, "recall", "num")
-    may(row, "accuracy_all", "num?")  # null: nothing left to score (n_scored 0)
-    may(row, "target_forgotten", "bool")
-    need(row, "target", "int")
-    need(row, "method", "str")
-    need(row, "param", "str")
-    swept(row)
-    if "recall" in row:  # the trade-off and Acc@Superficial read them beside recall
-        need(row, "accuracy_all", "num?")
-        need(row, "target_forgotten", "bool")
-    if "success_du" in row and row["success_du"] is not None and not isinstance(row["success_du"], bool):
-        expect(row["success_du"], "num", "success_du")
-    may(row, "target_relation", "str?")
-    may(row, "forgotten_relationships", "[int]?")
-    may(row, "utility", "dict?")  # --utility: task -> lm-eval's scores; null where lm-eval cannot run the model
-    for name in _EVALUATE_SHARES:
-        share(row, name)
-    finite(row)
-
-
-def missing_units(identity: dict, rows: list[dict]) -> list[tuple[int, str, float]]:
-    """The (target, method, grid value) units of an evaluate run that have no row yet.
-
-    Args:
-        identity: the run's identity (config.json's ``identity``: targets, methods with their grids).
-        rows: the run's result rows.
-
-    Returns:
-        Sorted list of (target, method label, value), in the identity's order of targets and methods.
-    """
-    done = {(int(r["target"]), r["method"], float(r["setting"][r["param"]])) for r in rows
-            if isinstance(r.get("setting"), dict) and r.get("param") in r["setting"]}
-    out = []
-    for t in identity.get("targets") or []:
-        for label, entry in (identity.get("methods") or {}).items():
-            for v in entry.get("grid") or []:
-                if (int(t), label, float(v)) not in done:
-                    out.append((int(t), label, float(v)))
-    return out
-
-
-#: row metrics of an evaluate run whose field of the same name every row holds (the summary metrics tradeoff and
-#: acc_at_superficial read recall)
-_METRIC_FIELDS = {"recall": "recall", "recall_heldout": "recall_heldout", "recall_under_attack": "recall_under_attack",
-                  "tradeoff": "recall", "acc_at_superficial": "recall"}
-
-
-def evaluate_plan_check(config: dict) -> RowProblem | None:
-    """The check of an evaluate row against its run's plan (config.json's ``identity``): its target is one of the
-    run's targets, its method one of its methods with that method's swept parameter, its swept value in that
-    method's grid, and it holds the field of every row metric the run computes (``recall`` when the run's metrics
-    include recall, tradeoff or acc_at_superficial). A row that fails cannot come from the run.
-
-    Args:
-        config: the run's config.json (a dict); its ``identity`` holds ``targets`` (ints), ``methods`` (label ->
-            ``param`` and ``grid``) and ``metrics`` (names).
-
-    Returns:
-        callable(row) -> the problem in words or None, for rows that passed :func:`evaluate_row`; None when the
-        config has no identity to check against (a run of an older dukb, a hand-made directory).
-    """
-    identity = identity_of(config)
-    if identity is None:
-        return None
-    targets = identity.get("targets")
-    targets = {t for t in targets if isinstance(t, int)} if isinstance(targets, list) else None
-    methods = identity.get("methods") if isinstance(identity.get("methods"), dict) else None
-    metrics = identity.get("metrics")
-    need = sorted({_METRIC_FIELDS[m] for m in metrics if isinstance(m, str) and m in _METRIC_FIELDS}) \
-        if isinstance(metrics, list) else []
-
-    def check(row: dict) -> str | None:
-        if targets is not None and row["target"] not in targets:
-            return f"field target: {show(row['target'])} is not a target of the run (config.json)"
-        if methods is not None:
-            problem = method_problem(row, methods)
-            if problem:
-                return problem
-        for name in need:
-            if name not in row:
-                return f"field {name}: missing (the run computes it for every row)"
-        return None
-
-    return check
-
-
-#: the rows of `dukb evaluate` (its row key, row model and plan check), carried to the run layer by its ProtocolInfo
-EVALUATE_ROWS = RowSchema(key=evaluate_row_key, model=evaluate_row, plan=evaluate_plan_check)
+    return {
+        "model": identity["model"],
+        "kb": identity["kb"],
+        "lora": identity["lora"],
+        "dtype": identity["dtype"],
+        "prompt": identity["prompt"],
+    }

@@ -42,7 +42,7 @@ from dukb.neural.metrics.summary import (  # noqa: F401
 )
 from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.plots import figure_markdown, run_order, tradeoff_figure
-from dukb.neural.protocols.evaluate.config import EVALUATE_ROWS, evaluate_row_key, missing_units  # noqa: F401
+from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS, missing_units
 from dukb.neural.run.files import output_file, read_json
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.utility import UTILITY_FILE, utility_section
@@ -91,8 +91,14 @@ SUMMARY_ROWS = (
     ("acc_at_recall", PAPER_HELDOUT, "acc_at_recall_heldout", "acc_at_recall_heldout_std", "n_heldout", None),
     ("recall_at_acc", PAPER_HELDOUT, "recall_at_acc_heldout", "recall_at_acc_heldout_std", "n_heldout", None),
     ("ar_auc", PAPER_HELDOUT, "ar_auc_heldout", "ar_auc_heldout_std", "n_heldout", None),
-    ("success_du", PAPER_HELDOUT, "success_du_heldout", "success_du_heldout_std", "success_du_heldout_n",
-     "success_du_heldout_setting"),
+    (
+        "success_du",
+        PAPER_HELDOUT,
+        "success_du_heldout",
+        "success_du_heldout_std",
+        "success_du_heldout_n",
+        "success_du_heldout_setting",
+    ),
     ("acc_at_recall", ENVELOPE, "acc_at_recall_envelope", None, None, None),
     ("recall_at_acc", ENVELOPE, "recall_at_acc_envelope", None, None, None),
     ("ar_auc", ENVELOPE, "ar_auc_envelope", None, None, None),
@@ -106,8 +112,19 @@ SUMMARY_ROWS = (
     ("targets", COUNT, "n_targets", None, None, None),  # every method present has a row, whatever --metrics names
 )
 #: summary.csv's columns
-SUMMARY_COLUMNS = ("group", "method", "metric", "reading", "value", "std", "n", "targets", "targets_skipped",
-                   "rows_skipped", "setting")
+SUMMARY_COLUMNS = (
+    "group",
+    "method",
+    "metric",
+    "reading",
+    "value",
+    "std",
+    "n",
+    "targets",
+    "targets_skipped",
+    "rows_skipped",
+    "setting",
+)
 
 
 def summary_table(summary):
@@ -131,18 +148,28 @@ def summary_table(summary):
             if (value is None or value not in r) and (setting is None or setting not in r):
                 continue
             nn = r.get(n) if n else None
-            skipped = (r.get("n_skipped_targets_heldout"), r.get("n_skipped_rows_heldout")) \
-                if reading == PAPER_HELDOUT else (r.get("n_skipped_targets"), r.get("n_skipped_rows"))
+            skipped = (
+                (r.get("n_skipped_targets_heldout"), r.get("n_skipped_rows_heldout"))
+                if reading == PAPER_HELDOUT
+                else (r.get("n_skipped_targets"), r.get("n_skipped_rows"))
+            )
             if reading == PAPER_HELDOUT and absent(held):
                 continue
-            out.append({"group": r["group"], "method": r["method"], "metric": metric, "reading": reading,
-                        "value": None if value is None or absent(r.get(value)) else r.get(value),
-                        "std": None if std is None or absent(r.get(std)) or (nn is not None and nn < 2)
-                        else r.get(std),
-                        "n": None if absent(nn) else int(nn), "targets": r.get("n_targets"),
-                        "targets_skipped": None if absent(skipped[0]) else int(skipped[0]),
-                        "rows_skipped": None if absent(skipped[1]) else int(skipped[1]),
-                        "setting": r.get(setting) if setting else None})
+            out.append(
+                {
+                    "group": r["group"],
+                    "method": r["method"],
+                    "metric": metric,
+                    "reading": reading,
+                    "value": None if value is None or absent(r.get(value)) else r.get(value),
+                    "std": None if std is None or absent(r.get(std)) or (nn is not None and nn < 2) else r.get(std),
+                    "n": None if absent(nn) else int(nn),
+                    "targets": r.get("n_targets"),
+                    "targets_skipped": None if absent(skipped[0]) else int(skipped[0]),
+                    "rows_skipped": None if absent(skipped[1]) else int(skipped[1]),
+                    "setting": r.get(setting) if setting else None,
+                }
+            )
     table = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     for c in ("n", "targets", "targets_skipped", "rows_skipped"):
         table[c] = table[c].astype("Int64")  # counts stay integers beside an empty cell
@@ -163,22 +190,30 @@ def _chosen(text) -> str:
         return "–"
     parts = text.split(", ")
     rest = sum(int(p.rsplit("×", 1)[1]) for p in parts[3:] if p.rsplit("×", 1)[-1].isdigit())
-    return ", ".join(parts[:3]) + (f", {len(parts) - 3} other setting{'s' if len(parts) > 4 else ''} ×{rest}"
-                                   if len(parts) > 3 else "")
+    return ", ".join(parts[:3]) + (
+        f", {len(parts) - 3} other setting{'s' if len(parts) > 4 else ''} ×{rest}" if len(parts) > 3 else ""
+    )
 
 
 def _table1(recs: list[dict], suffix: str = "") -> list[str]:
     """Table 1's rows, methods as rows: n, the three trade-off numbers, Success-DU and the best settings."""
     sd = "success_du" + suffix
-    lines = ["| method | n | Acc@Recall≥0.8 ↑ | Recall@Acc≥0.8 ↑ | AR-AUC ↑ | Success-DU ↑ | best setting (targets) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | n | Acc@Recall≥0.8 ↑ | Recall@Acc≥0.8 ↑ | AR-AUC ↑ | Success-DU ↑ | best setting (targets) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in recs:
         n = r.get("n" + suffix)
-        cells = [mean_std(r.get(f"{k}{suffix}"), r.get(f"{k}{suffix}_std"), n)
-                 for k in ("acc_at_recall", "recall_at_acc", "ar_auc")]
+        cells = [
+            mean_std(r.get(f"{k}{suffix}"), r.get(f"{k}{suffix}_std"), n)
+            for k in ("acc_at_recall", "recall_at_acc", "ar_auc")
+        ]
         cells.append(mean_std(r.get(sd), r.get(sd + "_std"), r.get(sd + "_n")))
-        lines.append(f"| {r['method'].upper()} | {_n_cell(r, suffix)} | " + " | ".join(cells)
-                     + f" | {_chosen(r.get(sd + '_setting'))} |")
+        lines.append(
+            f"| {r['method'].upper()} | {_n_cell(r, suffix)} | "
+            + " | ".join(cells)
+            + f" | {_chosen(r.get(sd + '_setting'))} |"
+        )
     return lines
 
 
@@ -187,8 +222,10 @@ def _forms(df) -> dict:
     out = {}
     for m, g in df.groupby("method", sort=False):
         seen, held = (g.iloc[0].get(k) for k in ("probe_forms_seen", "heldout_forms"))
-        out[m] = (", ".join(seen) if isinstance(seen, list) and seen else "–",
-                  ", ".join(held) if isinstance(held, list) else "–")
+        out[m] = (
+            ", ".join(seen) if isinstance(seen, list) and seen else "–",
+            ", ".join(held) if isinstance(held, list) else "–",
+        )
     return out
 
 
@@ -201,16 +238,24 @@ def _heldout_section(df, recs: list[dict], config: dict) -> list[str]:
     lines = ["## Table 1 on held-out probe forms", ""]
     if len(set(forms.values())) == 1:
         seen, held = next(iter(forms.values()))
-        lines += [f"Every method saw `{seen}`; judged only on forms it never trained on or queried: {held}. "
-                  f"A fact is known when a held-out form elicits it (rule `{config.get('heldout_rule', 'pairs')}`).",
-                  ""]
+        lines += [
+            f"Every method saw `{seen}`; judged only on forms it never trained on or queried: {held}. "
+            f"A fact is known when a held-out form elicits it (rule `{config.get('heldout_rule', 'pairs')}`).",
+            "",
+        ]
     else:
-        lines += ["Each method judged only on forms it never trained on or queried (forms per method: appendix.md; "
-                  f"rule `{config.get('heldout_rule', 'pairs')}`).", ""]
+        lines += [
+            "Each method judged only on forms it never trained on or queried (forms per method: appendix.md; "
+            f"rule `{config.get('heldout_rule', 'pairs')}`).",
+            "",
+        ]
     before = config.get("heldout_known_before")
     if isinstance(before, dict) and not absent(before.get("all")):
-        lines += [f"Before unlearning the held-out forms elicit {before['all']:.4f} of the KB's facts; the others are "
-                  "unscorable (never counted as forgotten, left out of accuracy; ids in facts.csv).", ""]
+        lines += [
+            f"Before unlearning the held-out forms elicit {before['all']:.4f} of the KB's facts; the others are "
+            "unscorable (never counted as forgotten, left out of accuracy; ids in facts.csv).",
+            "",
+        ]
     return lines + _table1(recs, "_heldout") + [""]
 
 
@@ -221,9 +266,11 @@ def _short_finetuning(finetune: dict | None) -> list[str]:
     if not isinstance(finetune, dict) or finetune.get("reached_target") is not False:
         return []
     acc, goal = finetune.get("accuracy"), finetune.get("target_accuracy")
-    return [f"- **The finetuned model does not know the whole KB**: its finetuning ended at accuracy {num(acc, 4)}, "
-            f"below the target {num(goal, 4)}; recall counts facts it never knew as forgotten (finetune longer, or "
-            "pass a model that knows the KB with --finetuned)."]
+    return [
+        f"- **The finetuned model does not know the whole KB**: its finetuning ended at accuracy {num(acc, 4)}, "
+        f"below the target {num(goal, 4)}; recall counts facts it never knew as forgotten (finetune longer, or "
+        "pass a model that knows the KB with --finetuned)."
+    ]
 
 
 def _nothing_scored(df) -> list[str]:
@@ -239,14 +286,18 @@ def _nothing_scored(df) -> list[str]:
             rows = g[g["recall_heldout"].notna()] if col == "accuracy_all_heldout" else g
             bad = rows[pd.to_numeric(rows[col], errors="coerce").isna()]
             if len(bad):
-                parts.append(f"{len(bad)} of {len(rows)} {what}rows"
-                             + ("" if what else f" ({bad['target'].nunique()} of {rows['target'].nunique()} targets)"))
+                parts.append(
+                    f"{len(bad)} of {len(rows)} {what}rows"
+                    + ("" if what else f" ({bad['target'].nunique()} of {rows['target'].nunique()} targets)")
+                )
         if parts:
             retain = g.iloc[0].get("retain_fact_ids")
             has_retain = isinstance(retain, dict) and any(retain.get(k) for k in ("relationships", "biographies"))
             cause = "its retain set leaves no fact for accuracy" if has_retain else "no fact is left for accuracy"
-            out.append(f"- **{m.upper()}: nothing to score.** {cause[0].upper() + cause[1:]} in {', '.join(parts)}: "
-                       "accuracy null (n_scored 0), not 1.0; skipped.")
+            out.append(
+                f"- **{m.upper()}: nothing to score.** {cause[0].upper() + cause[1:]} in {', '.join(parts)}: "
+                "accuracy null (n_scored 0), not 1.0; skipped."
+            )
     return out
 
 
@@ -260,28 +311,43 @@ def _run_lines(df, config: dict, finetune: dict | None) -> list[str]:
         values = sorted({float(s[param]) for s in g["setting"] if isinstance(s, dict) and param in s})
         fixed = fixed_label(first["setting"], param) if isinstance(first.get("setting"), dict) else "–"
         scope = scopes.get(m) or first.get("scope")
-        lines.append(f"- {m.upper()}: {param}={', '.join(short_number(v) for v in values)}"
-                     + (f" · fixed: {fixed}" if fixed != "–" else "") + (f" · forget scope: {scope}" if scope else ""))
+        lines.append(
+            f"- {m.upper()}: {param}={', '.join(short_number(v) for v in values)}"
+            + (f" · fixed: {fixed}" if fixed != "–" else "")
+            + (f" · forget scope: {scope}" if scope else "")
+        )
     if finetune:
-        lines.append(f"- finetuned model: accuracy {finetune.get('accuracy', float('nan')):.4f} before unlearning "
-                     f"({finetune.get('epochs_run')} epochs, {finetune.get('seconds', 0):.1f} s)")
+        lines.append(
+            f"- finetuned model: accuracy {finetune.get('accuracy', float('nan')):.4f} before unlearning "
+            f"({finetune.get('epochs_run')} epochs, {finetune.get('seconds', 0):.1f} s)"
+        )
     known = known_of_record(config.get("known_before"))
     if known is not None:  # --no-finetune: the model as given, scored on what it knew
         lines.append(f"- not finetuned (--no-finetune): {known_line(known)}")
     metrics = config.get("metrics")
-    lines.append("- metrics: " + (", ".join(metrics) if isinstance(metrics, list) else "default")
-                 + ("" if known is not None else " · finetune forms: " + ", ".join(config.get("finetune_forms")
-                                                                                 or ["qa"])))
+    lines.append(
+        "- metrics: "
+        + (", ".join(metrics) if isinstance(metrics, list) else "default")
+        + ("" if known is not None else " · finetune forms: " + ", ".join(config.get("finetune_forms") or ["qa"]))
+    )
     dev = config.get("device_used") if isinstance(config.get("device_used"), dict) else {}
-    ver = config.get("versions") if isinstance(config.get("versions"), dict) else \
-        (config.get("provenance") or {}).get("versions") if isinstance(config.get("provenance"), dict) else {}
+    ver = (
+        config.get("versions")
+        if isinstance(config.get("versions"), dict)
+        else (config.get("provenance") or {}).get("versions")
+        if isinstance(config.get("provenance"), dict)
+        else {}
+    )
     ver = ver if isinstance(ver, dict) else {}
     rev = str(ver.get("dukb_revision") or "")[:12]
     shown = " · ".join(f"{k} {ver[k]}" for k in ("python", "torch", "transformers") if ver.get(k))
-    lines.append(f"- device: {dev.get('device', config.get('device', '–'))}"
-                 + (f" ({dev['threads']} thread{'s' if dev['threads'] != 1 else ''})" if dev.get("threads") else "")
-                 + (f" · {shown}" if shown else "") + (f" · dukb {ver.get('dukb')}" if ver.get("dukb") else "")
-                 + (f" ({rev})" if rev else ""))
+    lines.append(
+        f"- device: {dev.get('device', config.get('device', '–'))}"
+        + (f" ({dev['threads']} thread{'s' if dev['threads'] != 1 else ''})" if dev.get("threads") else "")
+        + (f" · {shown}" if shown else "")
+        + (f" · dukb {ver.get('dukb')}" if ver.get("dukb") else "")
+        + (f" ({rev})" if rev else "")
+    )
     lines.append("- everything else (the run's identity, every option): config.json")
     return lines + [""]
 
@@ -302,7 +368,9 @@ HOW_TO_READ = (
 )
 
 
-def markdown_report(df, summary, config: dict, finetune: dict | None = None, notes=(), utility: dict | None = None) -> str:
+def markdown_report(
+    df, summary, config: dict, finetune: dict | None = None, notes=(), utility: dict | None = None
+) -> str:
     """report.md, one page (at most :data:`PAGE_LINES` lines of at most :data:`PAGE_WIDTH` characters, no JSON):
     what to cite, Table 1 (Acc@Recall≥0.8, Recall@Acc≥0.8, AR-AUC, Success-DU at the best setting; per target,
     mean ± std over n targets) on the qa form and on the held-out forms, Table 2 (Acc@Superficial), Acc@Recall≥0.8
@@ -324,9 +392,12 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
     recs = allrows.to_dict("records")
     methods = [r["method"] for r in recs]
     lines = ["# dukb evaluate report (Eval-DU protocol)", ""]
-    lines += [f"KB `{config.get('kb')}` · model `{config.get('model', '?')}` · rules `{config.get('rules')}` · minimal "
-              f"sets `{config.get('sets')}` · {config.get('n_targets', df['target'].nunique())} targets · "
-              f"{len(methods)} methods · seed {config.get('seed')}", ""]
+    lines += [
+        f"KB `{config.get('kb')}` · model `{config.get('model', '?')}` · rules `{config.get('rules')}` · minimal "
+        f"sets `{config.get('sets')}` · {config.get('n_targets', df['target'].nunique())} targets · "
+        f"{len(methods)} methods · seed {config.get('seed')}",
+        "",
+    ]
     if "acc_at_recall" in allrows:
         lines += [*HOW_TO_READ, ""]
         lines += ["## Table 1: trade-off between recall and accuracy (qa form)", ""] + _table1(recs) + [""]
@@ -336,24 +407,8 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
 
     lines += utility_section(df, utility)
     if "acc_at_superficial" in allrows:
-        lines += ["## Table 2: accuracy at superficial unlearning", "",
-                  "| method | n | Acc@Superficial ↑ |", "|---|---|---|"]
-        for r in recs:  # the rows Table 1 skips (nothing to score) are skipped here too
-            n = r.get("acc_at_superficial_n")
-            cell = _n_cell({"n": n, "n_skipped_targets": r.get("n_skipped_targets")})
-            lines.append(f"| {r['method'].upper()} | {cell} | "
-                         f"{mean_std(r.get('acc_at_superficial'), r.get('acc_at_superficial_std'), n)} |")
-        lines += ["", "Per target the largest accuracy among the settings that make the target itself unknown (0 "
-                  "when none does), mean ± std over targets (the Eval-DU figure code).", ""]
-    from pandas.api.types import is_numeric_dtype
-
-    extra = [c for c in df.columns if c.startswith(("rouge_l_", "logprob_")) and is_numeric_dtype(df[c])]
-    if extra:  # row metrics beyond recall: mean over targets and settings (a non-numeric field is not a metric)
-        means = df.groupby("method", sort=False)[extra].mean()
-        lines += ["## Other metrics (mean over targets and settings)", "",
-                  "| metric | " + " | ".join(m.upper() for m in methods) + " |", "|---|" + "---|" * len(methods)]
-        lines += [f"| {c} | " + " | ".join(num(means.loc[m, c]) for m in methods) + " |" for c in extra]
-        lines.append("")
+        lines += _table2(recs)
+    lines += _other_metrics(df, methods)
     rel = summary[summary["group"] != "all"]
     if len(rel) and "acc_at_recall" in rel:
         lines += _by_relation(rel, methods)
@@ -361,20 +416,71 @@ def markdown_report(df, summary, config: dict, finetune: dict | None = None, not
     if warn:
         lines += ["## Warnings", ""] + warn + [""]
     if "recall" in df.columns:
-        lines += ["## Figure", "", figure_markdown(Path("accuracy_recall.png"), "accuracy-recall trade-off"), "",
-                  "Mean (recall, accuracy) over targets per setting (points labelled by setting where the labels do "
-                  "not overlap; the table of all these points is in appendix.md).", ""]
+        lines += [
+            "## Figure",
+            "",
+            figure_markdown(Path("accuracy_recall.png"), "accuracy-recall trade-off"),
+            "",
+            "Mean (recall, accuracy) over targets per setting (points labelled by setting where the labels do "
+            "not overlap; the table of all these points is in appendix.md).",
+            "",
+        ]
     lines += _run_lines(df, config, finetune)
     lines += [n for n in notes if n]
     return wrap_prose("\n".join(lines).rstrip("\n")) + "\n"
 
 
+def _table2(recs: list[dict]) -> list[str]:
+    """report.md's Table 2, Acc@Superficial per method (Wu et al. 2025, Table 2/8), mean ± std over targets."""
+    lines = [
+        "## Table 2: accuracy at superficial unlearning",
+        "",
+        "| method | n | Acc@Superficial ↑ |",
+        "|---|---|---|",
+    ]
+    for r in recs:  # the rows Table 1 skips (nothing to score) are skipped here too
+        n = r.get("acc_at_superficial_n")
+        cell = _n_cell({"n": n, "n_skipped_targets": r.get("n_skipped_targets")})
+        lines.append(
+            f"| {r['method'].upper()} | {cell} | "
+            f"{mean_std(r.get('acc_at_superficial'), r.get('acc_at_superficial_std'), n)} |"
+        )
+    return lines + [
+        "",
+        "Per target the largest accuracy among the settings that make the target itself unknown (0 "
+        "when none does), mean ± std over targets (the Eval-DU figure code).",
+        "",
+    ]
+
+
+def _other_metrics(df, methods: list[str]) -> list[str]:
+    """report.md's row metrics beyond recall (rouge_l_*, logprob_*): mean over targets and settings per method; no
+    lines when there is none (a non-numeric field is not a metric)."""
+    from pandas.api.types import is_numeric_dtype
+
+    extra = [c for c in df.columns if c.startswith(("rouge_l_", "logprob_")) and is_numeric_dtype(df[c])]
+    if not extra:
+        return []
+    means = df.groupby("method", sort=False)[extra].mean()
+    lines = [
+        "## Other metrics (mean over targets and settings)",
+        "",
+        "| metric | " + " | ".join(m.upper() for m in methods) + " |",
+        "|---|" + "---|" * len(methods),
+    ]
+    lines += [f"| {c} | " + " | ".join(num(means.loc[m, c]) for m in methods) + " |" for c in extra]
+    return lines + [""]
+
+
 def _by_relation(rel, methods: list[str]) -> list[str]:
     """Acc@Recall≥0.8 per relation kind of the target (paper's rule), methods as columns; the other numbers per
     relation are in summary.csv and appendix.md."""
-    lines = ["## Acc@Recall≥0.8 by relation of the target", "",
-             "| relation | targets | " + " | ".join(m.upper() for m in methods) + " |",
-             "|---|---|" + "---|" * len(methods)]
+    lines = [
+        "## Acc@Recall≥0.8 by relation of the target",
+        "",
+        "| relation | targets | " + " | ".join(m.upper() for m in methods) + " |",
+        "|---|---|" + "---|" * len(methods),
+    ]
     for group, g in rel.groupby("group", sort=True):
         by = {r["method"]: r for r in g.to_dict("records")}
         targets = int(max(r.get("n_targets") or 0 for r in by.values()))
@@ -408,59 +514,128 @@ def appendix_report(df, summary, config: dict) -> str:
 
     allrows = summary[summary["group"] == "all"]
     recs = allrows.to_dict("records")
-    lines = ["# dukb evaluate report: appendix", "",
-             "Readings **not comparable to the paper** (report.md holds the paper's per-target rule, the one to cite). "
-             "They read the mean points over targets, or a setting chosen otherwise.", ""]
+    lines = [
+        "# dukb evaluate report: appendix",
+        "",
+        "Readings **not comparable to the paper** (report.md holds the paper's per-target rule, the one to cite). "
+        "They read the mean points over targets, or a setting chosen otherwise.",
+        "",
+    ]
     if "acc_at_recall_envelope" in allrows:
-        lines += ["## Other readings of the trade-off", "",
-                  "| method | Acc@Recall≥0.8, envelope | Recall@Acc≥0.8, envelope | AR-AUC, envelope | Acc@Recall≥0.8, "
-                  "observed | Recall@Acc≥0.8, observed | Success-DU, any setting | first held-out mean point in the "
-                  "region |", "|---|---|---|---|---|---|---|---|"]
-        for r in recs:
-            region = r.get("region_setting_heldout")
-            lines.append(f"| {r['method'].upper()} | " + " | ".join(num(r.get(k)) for k in (
-                "acc_at_recall_envelope", "recall_at_acc_envelope", "ar_auc_envelope", "observed_acc_at_recall",
-                "observed_recall_at_acc", "success_du_any")) + f" | {region if isinstance(region, str) else '–'} |")
-        lines += ["", "Envelope: the upper envelope through the mean points anchored at (0, 1) and (1, 0), linearly "
-                  "interpolated; observed: the measured mean points only (– when none reaches 0.8); Success-DU at "
-                  "any setting: the share of targets some setting deeply unlearns, whatever its accuracy.", ""]
+        lines += _envelope_readings(recs)
     if "acc_at_superficial_weakest" in allrows:
-        lines += ["## Acc@Superficial, other readings", "",
-                  "| method | accuracy at the weakest forgetting setting | share of targets some setting forgets |",
-                  "|---|---|---|"]
-        lines += [f"| {r['method'].upper()} | {num(r.get('acc_at_superficial_weakest'))} | "
-                  f"{num(r.get('share_superficial'))} |" for r in recs]
-        lines.append("")
+        lines += _superficial_readings(recs)
     if "recall" in df.columns:
-        for title, d in (("qa form", df), ("held-out forms", heldout_points(df))):
-            if not len(d):
-                continue
-            pts = curve_points(d)
-            sdu = "success_du" in pts
-            lines += [f"## Mean points per setting ({title})", "",
-                      "| method | setting | recall | accuracy | rows scored | target forgotten |"
-                      + (" Success-DU |" if sdu else ""), "|---|---|---|---|---|---|" + ("---|" if sdu else "")]
-            for p in pts.to_dict("records"):
-                lines.append(f"| {p['method'].upper()} | {p['label']} | {num(p['recall'], 3)} | "
-                             f"{num(p['accuracy'], 3)} | {int(p['n_accuracy'])} of {int(p['n_targets'])} | "
-                             f"{num(p['target_forgotten'])} |" + (f" {num(p['success_du'])} |" if sdu else ""))
-            lines.append("")
+        lines += _mean_points(df)
     if "heldout_forms" in df.columns:
         lines += ["## Probe forms per method", "", "| method | forms it saw | held-out forms |", "|---|---|---|"]
         lines += [f"| {m.upper()} | {seen} | {held} |" for m, (seen, held) in _forms(df).items()]
         lines.append("")
     rel = summary[summary["group"] != "all"]
     if len(rel) and "acc_at_recall" in rel:
-        lines += ["## By relation of the target (paper's rule)", "",
-                  "| relation | method | n | Acc@Recall≥0.8 | Recall@Acc≥0.8 | AR-AUC | Success-DU |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in rel.to_dict("records"):
-            lines.append(f"| {r['group']} | {r['method'].upper()} | {_n_cell(r)} | "
-                         + " | ".join(mean_std(r.get(k), r.get(f"{k}_std"), r.get("n"))
-                                      for k in ("acc_at_recall", "recall_at_acc", "ar_auc"))
-                         + f" | {mean_std(r.get('success_du'), r.get('success_du_std'), r.get('success_du_n'))} |")
-        lines.append("")
+        lines += _relation_rows(rel)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _envelope_readings(recs: list[dict]) -> list[str]:
+    """appendix.md: the envelope and observed readings of the trade-off and Success-DU at any setting, per method."""
+    lines: list[str] = []
+    lines += [
+        "## Other readings of the trade-off",
+        "",
+        "| method | Acc@Recall≥0.8, envelope | Recall@Acc≥0.8, envelope | AR-AUC, envelope | Acc@Recall≥0.8, "
+        "observed | Recall@Acc≥0.8, observed | Success-DU, any setting | first held-out mean point in the "
+        "region |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in recs:
+        region = r.get("region_setting_heldout")
+        lines.append(
+            f"| {r['method'].upper()} | "
+            + " | ".join(
+                num(r.get(k))
+                for k in (
+                    "acc_at_recall_envelope",
+                    "recall_at_acc_envelope",
+                    "ar_auc_envelope",
+                    "observed_acc_at_recall",
+                    "observed_recall_at_acc",
+                    "success_du_any",
+                )
+            )
+            + f" | {region if isinstance(region, str) else '–'} |"
+        )
+    lines += [
+        "",
+        "Envelope: the upper envelope through the mean points anchored at (0, 1) and (1, 0), linearly "
+        "interpolated; observed: the measured mean points only (– when none reaches 0.8); Success-DU at "
+        "any setting: the share of targets some setting deeply unlearns, whatever its accuracy.",
+        "",
+    ]
+    return lines
+
+
+def _superficial_readings(recs: list[dict]) -> list[str]:
+    """appendix.md: Acc@Superficial at the weakest forgetting setting and the share of targets some setting forgets."""
+    lines: list[str] = []
+    lines += [
+        "## Acc@Superficial, other readings",
+        "",
+        "| method | accuracy at the weakest forgetting setting | share of targets some setting forgets |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {r['method'].upper()} | {num(r.get('acc_at_superficial_weakest'))} | {num(r.get('share_superficial'))} |"
+        for r in recs
+    ]
+    lines.append("")
+    return lines
+
+
+def _mean_points(df) -> list[str]:
+    """appendix.md: the mean (recall, accuracy) point of each setting, on the qa form and on the held-out forms."""
+    lines: list[str] = []
+    for title, d in (("qa form", df), ("held-out forms", heldout_points(df))):
+        if not len(d):
+            continue
+        pts = curve_points(d)
+        sdu = "success_du" in pts
+        lines += [
+            f"## Mean points per setting ({title})",
+            "",
+            "| method | setting | recall | accuracy | rows scored | target forgotten |"
+            + (" Success-DU |" if sdu else ""),
+            "|---|---|---|---|---|---|" + ("---|" if sdu else ""),
+        ]
+        for p in pts.to_dict("records"):
+            lines.append(
+                f"| {p['method'].upper()} | {p['label']} | {num(p['recall'], 3)} | "
+                f"{num(p['accuracy'], 3)} | {int(p['n_accuracy'])} of {int(p['n_targets'])} | "
+                f"{num(p['target_forgotten'])} |" + (f" {num(p['success_du'])} |" if sdu else "")
+            )
+        lines.append("")
+    return lines
+
+
+def _relation_rows(rel) -> list[str]:
+    """appendix.md: the per-relation numbers under the paper's rule, one row per relation and method."""
+    lines: list[str] = []
+    lines += [
+        "## By relation of the target (paper's rule)",
+        "",
+        "| relation | method | n | Acc@Recall≥0.8 | Recall@Acc≥0.8 | AR-AUC | Success-DU |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rel.to_dict("records"):
+        lines.append(
+            f"| {r['group']} | {r['method'].upper()} | {_n_cell(r)} | "
+            + " | ".join(
+                mean_std(r.get(k), r.get(f"{k}_std"), r.get("n")) for k in ("acc_at_recall", "recall_at_acc", "ar_auc")
+            )
+            + f" | {mean_std(r.get('success_du'), r.get('success_du_std'), r.get('success_du_n'))} |"
+        )
+    lines.append("")
+    return lines
 
 
 def fact_rows(df, config: dict) -> list[dict]:
@@ -481,16 +656,29 @@ def fact_rows(df, config: dict) -> list[dict]:
         out.append({"list": "target", "fact_kind": "relationship", "fact_id": t, "note": rel.get(t) or ""})
     known = known_of_record(config.get("known_before"))
     if known is not None:  # --no-finetune: the facts the model did not know before unlearning (unscorable)
-        out += [{"list": "unknown_before", "fact_kind": kind, "fact_id": f,
-                 "note": "the model did not know it before unlearning (qa probe): unscorable"}
-                for kind, ids in (("relationship", known.unknown_relationships),
-                                  ("biography", known.unknown_biographies)) for f in sorted(ids)]
+        out += [
+            {
+                "list": "unknown_before",
+                "fact_kind": kind,
+                "fact_id": f,
+                "note": "the model did not know it before unlearning (qa probe): unscorable",
+            }
+            for kind, ids in (("relationship", known.unknown_relationships), ("biography", known.unknown_biographies))
+            for f in sorted(ids)
+        ]
     before = config.get("heldout_known_before")
     un = before.get("unelicited") if isinstance(before, dict) else None
     if isinstance(un, dict):
         for kind, key in (("relationship", "relationships"), ("biography", "biographies")):
-            out += [{"list": "heldout_unelicited", "fact_kind": kind, "fact_id": int(f),
-                     "note": "no held-out form elicited it before unlearning"} for f in un.get(key) or ()]
+            out += [
+                {
+                    "list": "heldout_unelicited",
+                    "fact_kind": kind,
+                    "fact_id": int(f),
+                    "note": "no held-out form elicited it before unlearning",
+                }
+                for f in un.get(key) or ()
+            ]
     return out
 
 
@@ -511,7 +699,7 @@ def render(run_dir) -> dict:
 
     Returns:
         dict of written paths (summary, report, appendix, facts, plot) and ``missing_units``: the (target, method,
-        value) units of the run's identity without a row (:func:`dukb.neural.protocols.evaluate.config.missing_units`), also named in report.md.
+        value) units of the run's identity without a row (:func:`dukb.neural.protocols.evaluate.rows.missing_units`), also named in report.md.
 
     Raises:
         FileNotFoundError: no results.jsonl; ValueError: it holds no rows; InputError: a file read is not a
@@ -540,10 +728,10 @@ def render(run_dir) -> dict:
         missing_note = (
             f"{len(missing)} (target, method, setting) units of the run have no row yet: {shown}"
             f"{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the run to add "
-            "them).")
+            "them)."
+        )
     df = pd.DataFrame(rows)
-    finetune = read_json(run / "finetune.json", "finetune record") if os.path.lexists(run / "finetune.json") \
-        else None
+    finetune = read_json(run / "finetune.json", "finetune record") if os.path.lexists(run / "finetune.json") else None
 
     by_rel = {r["target"]: r.get("target_relation") for r in rows if r.get("target_relation")}
     wanted = summary_metrics(parse_metrics(config.get("metrics") or DEFAULT_METRICS))
@@ -553,16 +741,23 @@ def render(run_dir) -> dict:
     summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
 
     utility = read_json(run / UTILITY_FILE, "utility record") if os.path.lexists(run / UTILITY_FILE) else None
-    output_file(run / "report.md").write_text(markdown_report(df, summary, config, finetune, [missing_note] if missing_note
-                                                              else [], utility=utility)
-                                              + wrap_prose(journal_note(journal)), encoding="utf-8")
+    output_file(run / "report.md").write_text(
+        markdown_report(df, summary, config, finetune, [missing_note] if missing_note else [], utility=utility)
+        + wrap_prose(journal_note(journal)),
+        encoding="utf-8",
+    )
     output_file(run / "appendix.md").write_text(appendix_report(df, summary, config), encoding="utf-8")
     pd.DataFrame(fact_rows(df, config), columns=["list", "fact_kind", "fact_id", "note"]).to_csv(
-        output_file(run / "facts.csv"), index=False)
-    paths = {"summary": run / "summary.csv", "report": run / "report.md", "appendix": run / "appendix.md",
-             "facts": run / "facts.csv", "missing_units": missing}
+        output_file(run / "facts.csv"), index=False
+    )
+    paths = {
+        "summary": run / "summary.csv",
+        "report": run / "report.md",
+        "appendix": run / "appendix.md",
+        "facts": run / "facts.csv",
+        "missing_units": missing,
+    }
     if "recall" in df.columns:
-
         paths["plot"], paths["plot_pdf"] = plot_curves(df, run / "accuracy_recall.png", order=run_order(config))
 
     if plot_attacks(df, output_file(run / "attacks.png")):

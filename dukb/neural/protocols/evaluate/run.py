@@ -87,7 +87,6 @@ class EvaluateProtocol(Protocol):
         if dist.is_distributed():
             self._prefix_log_with_rank()
         if cfg.kb is None:
-
             kb_dir = default_generated_kb_dir()
         else:
             kb_dir = cfg.kb
@@ -116,8 +115,10 @@ class EvaluateProtocol(Protocol):
             self.log("adding to the run: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in self.added.items()))
         dist.barrier(self.device)  # every process has read the old state before anyone writes
         self._build_sets_plan(targets, methods)
-        self.log(f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
-                 f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}")
+        self.log(
+            f"KB {kb.source}: {len(kb.relationships)} relationship + {len(kb.biographies)} biography facts; "
+            f"closure {len(closure)}; {len(targets)} targets; sets {cfg.sets}"
+        )
 
     def _prefix_log_with_rank(self) -> None:
         """Under a multi-process launch, prefix every line this process logs with its rank."""
@@ -134,7 +135,7 @@ class EvaluateProtocol(Protocol):
         Returns:
             ``(methods, grids, metrics, targets)``: (label, method, scope, grid) tuples
             (:func:`dukb.neural.methods.resolve`), label -> grid values, the parsed metrics, and the target fact
-            ids (given, or :func:`dukb.neural.plan.choose_targets`).
+            ids (given, or :func:`dukb.neural.plan.choose_targets` among the facts derivable from the other facts).
 
         Raises:
             InputError: no method or a method twice, a held-out form some method sees (with recall_heldout), a
@@ -147,8 +148,9 @@ class EvaluateProtocol(Protocol):
         self.metrics = metrics = parse_metrics(cfg.metrics)
         check_unique(label for label, *_ in methods)
         family = self.spec.preset_family
-        self.grids = grids = method_grids(methods, cfg.grids, lambda m: component_grid(
-            m.name, family, cfg.family_grids, cfg.whp_grid))
+        self.grids = grids = method_grids(
+            methods, cfg.grids, lambda m: component_grid(m.name, family, cfg.family_grids, cfg.whp_grid)
+        )
         seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
         if any(m.name == "recall_heldout" for m in metrics):  # refused before anything runs: a form some method sees
             check_heldout(cfg.heldout_forms, seen_any)
@@ -158,8 +160,11 @@ class EvaluateProtocol(Protocol):
         if self.known is not None:
             targets = self._known_targets()
         else:
-            targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else \
-                choose_targets(self.kb, cfg.n_targets, cfg.seed)
+            targets = (
+                list(dict.fromkeys(cfg.targets))
+                if cfg.targets
+                else choose_targets(self.kb, cfg.n_targets, cfg.seed, derivable_in=self.closure)
+            )
         self.targets = targets
         for t in targets:
             self.closure.atom_of_fact(t)
@@ -176,8 +181,9 @@ class EvaluateProtocol(Protocol):
         """
 
         lm = self.early_lm = load_model(self.spec)
-        self.early_probe = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
-                                 kb_qa(self.kb, ("qa",)), **self._probe_kw(lm))
+        self.early_probe = probe(
+            Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), kb_qa(self.kb, ("qa",)), **self._probe_kw(lm)
+        )
         self.known = known = known_from_probe(self.kb, self.early_probe)
         self.sets_kb = known_part(self.kb, known)
         self.closure = compute_closure(self.sets_kb, self.closure.rules)
@@ -195,16 +201,23 @@ class EvaluateProtocol(Protocol):
         cfg = self.cfg
         candidates = rederivable(self.closure, sorted(self.known.relationships))
         if not candidates:
-            raise InputError(f"--no-finetune: {known_line(self.known).split(';')[0]}, and none of them has a "
-                             "derivation from other facts it knew: no target to unlearn deeply")
+            raise InputError(
+                f"--no-finetune: {known_line(self.known).split(';')[0]}, and none of them has a "
+                "derivation from other facts it knew: no target to unlearn deeply"
+            )
         if cfg.targets:
             targets = list(dict.fromkeys(cfg.targets))
             for t in targets:
                 self.kb.relationship(t)  # a fact of the KB at all (one line otherwise)
             check_known_targets(targets, self.known, candidates)
             return targets
-        return choose_targets(self.kb, cfg.n_targets, cfg.seed, among=candidates,
-                              what=" (--no-finetune: the known facts with a derivation from other known facts)")
+        return choose_targets(
+            self.kb,
+            cfg.n_targets,
+            cfg.seed,
+            among=candidates,
+            what=" (--no-finetune: the known facts with a derivation from other known facts)",
+        )
 
     def _check_grown_grids_cover_targets(self, targets: list[int]) -> None:
         """A setting must cover the same targets as the others on its method's curve.
@@ -216,11 +229,13 @@ class EvaluateProtocol(Protocol):
         grown = [k.split(".")[1] for k in self.added if k.startswith("methods.") and k.endswith(".grid")]
         left_out = [t for t in self.identity["targets"] if t not in targets]
         if grown and left_out:
-            raise InputError(f"adding grid values to {', '.join(grown)} needs every target of the run, but "
-                             f"{len(left_out)} of its {len(self.identity['targets'])} targets are not in this "
-                             f"invocation ({', '.join(map(str, left_out[:5]))}{', ...' if len(left_out) > 5 else ''})"
-                             "; resume with the run's targets (the same --n-targets, --targets or --targets-file)",
-                             self.run / "config.json")
+            raise InputError(
+                f"adding grid values to {', '.join(grown)} needs every target of the run, but "
+                f"{len(left_out)} of its {len(self.identity['targets'])} targets are not in this "
+                f"invocation ({', '.join(map(str, left_out[:5]))}{', ...' if len(left_out) > 5 else ''})"
+                "; resume with the run's targets (the same --n-targets, --targets or --targets-file)",
+                self.run / "config.json",
+            )
 
     def _run_record(self, targets: list[int], methods: list) -> dict:
         """config.json's record: the settings, the KB's and rules' fingerprints, targets, methods with their scopes
@@ -228,14 +243,21 @@ class EvaluateProtocol(Protocol):
 
         kb, closure = self.kb, self.closure
         labels = list(self.identity["methods"])
-        return {"protocol": "evaluate", **asdict(self.cfg), "kb": str(kb.source), "kb_fingerprint": kb.fingerprint(),
-                "rules_fingerprint": closure.rules.fingerprint, "targets": self.identity["targets"],
-                "n_targets": len(self.identity["targets"]), "methods": labels,
-                "scopes": {lb: self.identity["methods"][lb]["scope"] for lb in labels},
-                "grids": {lb: self.identity["methods"][lb]["grid"] for lb in labels},
-                "identity": self.identity,
-                "history": self.old_record.get("history", []) + [history_entry(
-                    self.added, targets=targets, methods=[lb for lb, *_ in methods])]}
+        return {
+            "protocol": "evaluate",
+            **asdict(self.cfg),
+            "kb": str(kb.source),
+            "kb_fingerprint": kb.fingerprint(),
+            "rules_fingerprint": closure.rules.fingerprint,
+            "targets": self.identity["targets"],
+            "n_targets": len(self.identity["targets"]),
+            "methods": labels,
+            "scopes": {lb: self.identity["methods"][lb]["scope"] for lb in labels},
+            "grids": {lb: self.identity["methods"][lb]["grid"] for lb in labels},
+            "identity": self.identity,
+            "history": self.old_record.get("history", [])
+            + [history_entry(self.added, targets=targets, methods=[lb for lb, *_ in methods])],
+        }
 
     def _build_sets_plan(self, targets: list[int], methods: list) -> None:
         """The minimal deep unlearning sets and forget sets of the targets (:func:`dukb.neural.plan.build_plan`):
@@ -245,8 +267,9 @@ class EvaluateProtocol(Protocol):
         scopes = [scope for _label, _m, scope, _g in methods]
         kw = dict(sets_method=cfg.sets, seeds=cfg.seeds, seed=cfg.seed)
         if self.main:
-            self.sets_plan = build_plan(self.run, self.sets_kb, self.closure, targets, scopes, write=not self.joined,
-                                        **kw)
+            self.sets_plan = build_plan(
+                self.run, self.sets_kb, self.closure, targets, scopes, write=not self.joined, **kw
+            )
         dist.barrier(self.device)
         if not self.main:  # the caches process 0 just wrote
             self.sets_plan = build_plan(self.run, self.sets_kb, self.closure, targets, scopes, write=False, **kw)
@@ -259,8 +282,9 @@ class EvaluateProtocol(Protocol):
         cfg, kb, record = self.cfg, self.kb, self.record
         lm, ft = self._finetuned_model()
         self.lm = lm
-        record["provenance"] = provenance(lm.device, gradient_checkpointing=cfg.gradient_checkpointing,
-                                          probe_batch_size=PROBE["batch_size"])
+        record["provenance"] = provenance(
+            lm.device, gradient_checkpointing=cfg.gradient_checkpointing, probe_batch_size=PROBE["batch_size"]
+        )
         # kept at the top level for readers of earlier runs
         record["versions"] = record["provenance"]["versions"]
         record["device_used"] = record["provenance"]["device"]  # "device" keeps the configured value
@@ -277,8 +301,11 @@ class EvaluateProtocol(Protocol):
         items = kb_qa(kb, kinds)
         # the baseline covers every form some row may be scored on (each row then keeps its own held-out forms)
         # (the forms were checked once, by the config's check and the plan: only the default is resolved here)
-        base_forms = set(cfg.heldout_forms if cfg.heldout_forms is not None else default_heldout_forms(("qa",))) \
-            if heldout else set()
+        base_forms = (
+            set(cfg.heldout_forms if cfg.heldout_forms is not None else default_heldout_forms(("qa",)))
+            if heldout
+            else set()
+        )
         base = self._probe_before(lm, [it for it in items if it.kind == "qa" or it.kind in base_forms])
         acc0 = float(base[base["kind"] == "qa"]["known"].mean())
         self.attacks, self.reference = _attacks_of(cfg, lm)
@@ -296,8 +323,9 @@ class EvaluateProtocol(Protocol):
                 write_json_atomic(cfg_path, record)
         if heldout and cfg.heldout_rule == "pairs":  # after unlearning only the pairs that elicited before count
             others = set(combined_needs([m for m in self.row_metrics if m.name != "recall_heldout"]).kinds) | {"qa"}
-            items = [it for it in items
-                     if it.kind in others or (it.kind, it.fact_kind, it.fact_id) in self.heldout_before]
+            items = [
+                it for it in items if it.kind in others or (it.kind, it.fact_kind, it.fact_id) in self.heldout_before
+            ]
         if self.known is not None:  # --no-finetune: a fact the model did not know is unscorable on every form, so
             pairs = self.known.pairs()  # it is not probed after unlearning (the recall metric reads it as retained)
             items = [it for it in items if (it.fact_kind, it.fact_id) in pairs]
@@ -331,11 +359,27 @@ class EvaluateProtocol(Protocol):
         ft = finetune_record(ft_dir)
         if ft is None or ft.get("identity") != model_key:  # a cache made with other settings is redone
             # data parallel under a multi-process launch; process 0 saves
-            finetune_kb(kb, spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                        progress=self.progress, log=self.log, identity=model_key,
-                        items=None if list(cfg.finetune_forms) == ["qa"] else kb_qa(kb, tuple(cfg.finetune_forms)))
-        lm = load_finetuned(ft_dir, dtype=cfg.dtype, device=cfg.device, trust_remote_code=cfg.trust_remote_code,
-                            gradient_checkpointing=cfg.gradient_checkpointing, lora=spec.lora, **cfg.prompt_kwargs())
+            finetune_kb(
+                kb,
+                spec,
+                ft_dir,
+                epochs=cfg.finetune_epochs,
+                batch_size=cfg.batch_size,
+                seed=cfg.seed,
+                progress=self.progress,
+                log=self.log,
+                identity=model_key,
+                items=None if list(cfg.finetune_forms) == ["qa"] else kb_qa(kb, tuple(cfg.finetune_forms)),
+            )
+        lm = load_finetuned(
+            ft_dir,
+            dtype=cfg.dtype,
+            device=cfg.device,
+            trust_remote_code=cfg.trust_remote_code,
+            gradient_checkpointing=cfg.gradient_checkpointing,
+            lora=spec.lora,
+            **cfg.prompt_kwargs(),
+        )
         ft = finetune_record(ft_dir)
         record["model"] = cfg.model
         return lm, ft
@@ -353,16 +397,30 @@ class EvaluateProtocol(Protocol):
         if isinstance(rec, dict) and {k: rec.get(k) for k in asked} == asked and rec.get("finetuned"):
             self.log(f"utility of the finetuned model read from {path}")
             return
-        res = measure_utility(lm.model, lm.tokenizer, cfg.utility, include=cfg.utility_include,
-                              device=str(lm.device))
-        rec = {**asked, "lm_eval": res["lm_eval"], "batch_size": UTILITY_BATCH_SIZE,
-               "higher_is_better": res["higher_is_better"], "finetuned": {"tasks": res["tasks"]}}
+        res = measure_utility(lm.model, lm.tokenizer, cfg.utility, include=cfg.utility_include, device=str(lm.device))
+        rec = {
+            **asked,
+            "lm_eval": res["lm_eval"],
+            "batch_size": UTILITY_BATCH_SIZE,
+            "higher_is_better": res["higher_is_better"],
+            "finetuned": {"tasks": res["tasks"]},
+        }
         if self.main and not self.joined:
             write_json_atomic(path, rec)
-        self.log("utility of the finetuned model (lm-eval " + res["lm_eval"] + "): " + "; ".join(
-            f"{t} " + ", ".join(f"{k} {v:.4f}" for k, v in s.items()
-                            if isinstance(v, float) and k != "version" and "stderr" not in k)
-            for t, s in res["tasks"].items()))
+        self.log(
+            "utility of the finetuned model (lm-eval "
+            + res["lm_eval"]
+            + "): "
+            + "; ".join(
+                f"{t} "
+                + ", ".join(
+                    f"{k} {v:.4f}"
+                    for k, v in s.items()
+                    if isinstance(v, float) and k != "version" and "stderr" not in k
+                )
+                for t, s in res["tasks"].items()
+            )
+        )
 
     def _probe_before(self, lm, asked: list):
         """The model's probe before unlearning on ``asked`` (qa and the held-out forms rows may be scored on).
@@ -377,18 +435,30 @@ class EvaluateProtocol(Protocol):
 
         cache = self.run / PROBE_CACHE_NAME
         model = self.identity["model"]
-        weights = model["finetuned"] if self.cfg.finetuned else model["base"] if self.known is not None else \
-            model_fingerprint(self.run / "finetuned")
+        weights = (
+            model["finetuned"]
+            if self.cfg.finetuned
+            else model["base"]
+            if self.known is not None
+            else model_fingerprint(self.run / "finetuned")
+        )
         probe_kw = self._probe_kw(lm)
         dev = self.record["provenance"]["device"]
         kind = str(lm.device).split(":")[0]
-        where = {"type": kind, "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
-                 "threads": dev["threads"] if kind == "cpu" else None}
-        key = probe_cache_key({"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
-                              asked, {**probe_kw, **where, **self.cfg.backend_identity()})  # (vllm only)
+        where = {
+            "type": kind,
+            "gpu": dev.get("gpu"),  # not the GPU's index or the kernel
+            "threads": dev["threads"] if kind == "cpu" else None,
+        }
+        key = probe_cache_key(
+            {"weights": weights, **{k: self.identity[k] for k in ("dtype", "prompt", "lora")}},
+            asked,
+            {**probe_kw, **where, **self.cfg.backend_identity()},
+        )  # (vllm only)
         base = read_probe_cache(cache, key, log=self.log)
         if base is not None and sorted(zip(base["kind"], base["fact_kind"], base["fact_id"])) != sorted(
-                (it.kind, it.fact_kind, it.fact_id) for it in asked):  # checked, not trusted: the items asked
+            (it.kind, it.fact_kind, it.fact_id) for it in asked
+        ):  # checked, not trusted: the items asked
             self.log(f"probe cache {cache} not used (its items are not the ones asked): probing again")
             base = None
         if base is not None:
@@ -403,7 +473,6 @@ class EvaluateProtocol(Protocol):
         """Probe ``asked``, reusing the plan's qa probe under ``--no-finetune`` (:meth:`_known_before`): only the
         items it lacks are probed (its rows first, then the others)."""
         import pandas as pd
-
 
         early = self.early_probe
         done = set() if early is None else set(zip(early["kind"], early["fact_kind"], early["fact_id"]))
@@ -421,8 +490,13 @@ class EvaluateProtocol(Protocol):
     def _probe_kw(lm) -> dict:
         """The probe settings of the probe before unlearning (greedy, the judge's stop rule, the paper's budget)."""
 
-        return {"rouge": False, "logprob": False, "batch_size": PROBE["batch_size"],
-                "stop_at_newline": lm.tags.judge == "line", "max_new_tokens": probe_budget(lm.tags)}
+        return {
+            "rouge": False,
+            "logprob": False,
+            "batch_size": PROBE["batch_size"],
+            "stop_at_newline": lm.tags.judge == "line",
+            "max_new_tokens": probe_budget(lm.tags),
+        }
 
     # ---- work units ----------------------------------------------------------------------------------------------
     def make_claims(self):
@@ -448,8 +522,12 @@ class EvaluateProtocol(Protocol):
 
     def rows_done(self) -> int:
         """Rows of this process's targets already on disk."""
-        return sum((t, label, float(v)) in self.results.done for t in dist.shard(self.targets)
-                   for label, *_ in self.methods for v in self.grids[label])
+        return sum(
+            (t, label, float(v)) in self.results.done
+            for t in dist.shard(self.targets)
+            for label, *_ in self.methods
+            for v in self.grids[label]
+        )
 
     def run_unit(self, unit: tuple, todo: list):
         """Unlearn target ``t`` with the unit's method at each value of ``todo``, probe, and yield the rows
@@ -459,22 +537,50 @@ class EvaluateProtocol(Protocol):
         cfg, kb = self.cfg, self.kb
         m, scope = next((m, scope) for lb, m, scope, _g in self.methods if lb == label)
         entry = self.identity["methods"][label]  # the reference run's length: the grid's largest T, never todo's
-        schedule = SweepSchedule("reference", entry["schedule_steps"] or None) \
-            if entry.get("schedule") == "reference" else None
+        schedule = (
+            SweepSchedule("reference", entry["schedule_steps"] or None)
+            if entry.get("schedule") == "reference"
+            else None
+        )
         sets = self.sets_plan.sets[t]
-        row_fields = {"worker": self.worker, "target_relation": kb.relationship(t).relation,
-                      "n_kb_rel": len(kb.relationships), "n_kb_bio": len(kb.biographies)}
-        plan = UnitPlan(self.lm, kb, self.closure, t, m, tuple(todo), label=label, scope=scope, sets=sets["sets"],
-                        sets_used=sets["sets_used"], tie_break=cfg.tie_break,
-                        forget_ids=self.sets_plan.forget[(t, scope)], seed=cfg.seed,
-                        lr=cfg.lr, lora=self.spec.lora, layers=parse_layers(cfg.layers), probe_items=self.items,
-                        batch_size=PROBE["batch_size"], metrics=self.row_metrics, heldout_forms=cfg.heldout_forms,
-                        heldout_before=self.heldout_before, heldout_rule=cfg.heldout_rule, schedule=schedule,
-                        reinforce=cfg.reinforce,
-                        attacks=self.attacks, reference=self.reference, row_fields=row_fields,
-                        keep_model=self.keep_model if self.saver is not None else None,
-                        known_before=None if self.known is None else self.known.pairs(),
-                        utility=row_utility(self.lm, cfg.utility, cfg.utility_include) if cfg.utility else None)
+        row_fields = {
+            "worker": self.worker,
+            "target_relation": kb.relationship(t).relation,
+            "n_kb_rel": len(kb.relationships),
+            "n_kb_bio": len(kb.biographies),
+        }
+        plan = UnitPlan(
+            self.lm,
+            kb,
+            self.closure,
+            t,
+            m,
+            tuple(todo),
+            label=label,
+            scope=scope,
+            sets=sets["sets"],
+            sets_used=sets["sets_used"],
+            tie_break=cfg.tie_break,
+            forget_ids=self.sets_plan.forget[(t, scope)],
+            seed=cfg.seed,
+            lr=cfg.lr,
+            lora=self.spec.lora,
+            layers=parse_layers(cfg.layers),
+            probe_items=self.items,
+            batch_size=PROBE["batch_size"],
+            metrics=self.row_metrics,
+            heldout_forms=cfg.heldout_forms,
+            heldout_before=self.heldout_before,
+            heldout_rule=cfg.heldout_rule,
+            schedule=schedule,
+            reinforce=cfg.reinforce,
+            attacks=self.attacks,
+            reference=self.reference,
+            row_fields=row_fields,
+            keep_model=self.keep_model if self.saver is not None else None,
+            known_before=None if self.known is None else self.known.pairs(),
+            utility=row_utility(self.lm, cfg.utility, cfg.utility_include) if cfg.utility else None,
+        )
         yield from sweep_target(plan)
 
     def save_layout(self):
@@ -482,9 +588,12 @@ class EvaluateProtocol(Protocol):
         ``best`` keeps the setting Recall@Acc≥0.8 reads (:func:`dukb.neural.metrics.summary.best_row`; none when no
         setting keeps accuracy ≥ 0.8). Source: Wu et al. 2025, Table 1."""
 
-        return SaveLayout(unit=lambda r: (int(r["target"]), r["method"]), select=best_row,
-                          record=lambda r: {"target": int(r["target"]), "method": r["method"], "setting": r["setting"]},
-                          best="per target and method, the setting Recall@Acc>=0.8 reads")
+        return SaveLayout(
+            unit=lambda r: (int(r["target"]), r["method"]),
+            select=best_row,
+            record=lambda r: {"target": int(r["target"]), "method": r["method"], "setting": r["setting"]},
+            best="per target and method, the setting Recall@Acc>=0.8 reads",
+        )
 
     def unit_done(self, unit: tuple) -> None:
         """One log line: the unit's best recall, its accuracy, and in how many settings the target was forgotten."""
@@ -496,9 +605,11 @@ class EvaluateProtocol(Protocol):
 
         # an accuracy with nothing to score (null) ranks last and prints as "–"
         best = max(mine, key=lambda r: (r["recall"], -1.0 if missing(r["accuracy_all"]) else r["accuracy_all"]))
-        self.log(f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
-                 f"{best['recall']:.2f} at accuracy {num(best['accuracy_all'])}; target forgotten in "
-                 f"{sum(r['target_forgotten'] for r in mine)}/{len(mine)} settings")
+        self.log(
+            f"target {t} ({fact.subject}, {fact.relation}, {fact.object}) {label}: best recall "
+            f"{best['recall']:.2f} at accuracy {num(best['accuracy_all'])}; target forgotten in "
+            f"{sum(r['target_forgotten'] for r in mine)}/{len(mine)} settings"
+        )
 
     # ---- report --------------------------------------------------------------------------------------------------
     def report(self) -> dict:
@@ -510,9 +621,16 @@ class EvaluateProtocol(Protocol):
         if self.main:
             pos = {t: i for i, t in enumerate(self.targets)}
             labels = {label: i for i, (label, *_r) in enumerate(self.methods)}
-            merge_shards(self.run, self.row_schema.key, check=self.row_schema.check({"identity": self.identity}),
-                         order=lambda r: (pos.get(int(r["target"]), len(pos)), labels.get(r["method"], len(labels)),
-                                          float(r["setting"][r["param"]])))
+            merge_shards(
+                self.run,
+                self.row_schema.key,
+                check=self.row_schema.check({"identity": self.identity}),
+                order=lambda r: (
+                    pos.get(int(r["target"]), len(pos)),
+                    labels.get(r["method"], len(labels)),
+                    float(r["setting"][r["param"]]),
+                ),
+            )
             paths = self.render(render)
             self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         dist.barrier(self.device)
@@ -520,8 +638,7 @@ class EvaluateProtocol(Protocol):
 
 
 @holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until evaluate returns
-def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False,
-             log=print):
+def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the evaluate protocol into ``run_dir`` and render the report (:class:`EvaluateProtocol`).
 
     Args:
