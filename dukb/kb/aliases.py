@@ -61,7 +61,9 @@ def alias_problems(kb: KB) -> list[Problem]:
 
     A row is refused when its name or alias is empty; when the name is neither an entity of the KB nor a value of
     its biographies (the surface forms the judge compares answers with); when the alias is (up to case) the name
-    of another entity, which would let the judge accept that entity for this one; when the row repeats an earlier
+    of another entity of the same kind, which would let the judge accept that entity for this one (every person of
+    the family schema is one kind; a schema's entity types are kinds, so "Luxembourg" may be an alias of the city
+    "Luxembourg (city)" beside the country "Luxembourg": no question has both as answers); when the row repeats an earlier
     one; and when its alias is already (up to case) an alias of another name. A header other than ``name,alias``
     or a malformed CSV is one problem at its line.
 
@@ -112,6 +114,15 @@ def _read(kb: KB, problems: list[Problem]) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def _same_kind(kb: KB, name: str, other: str) -> bool:
+    """Whether an alias of ``name`` that is ``other``'s name could make the judge accept ``other`` for ``name``: always
+    in the family schema (its entity types are genders, and a person of either may answer a question), else when both
+    are entities of the same type (a relation's answers are of its one object type)."""
+    if kb.schema.is_family or name not in kb.people:
+        return True
+    return kb.entity_type(name) == kb.entity_type(other)
+
+
 def _row_problem(
     name: str, alias: str, kb: KB, values: set, entity: dict[str, str], seen: dict, owner: dict, line: int
 ) -> str | None:
@@ -123,7 +134,7 @@ def _row_problem(
     if name not in kb.people and name not in values:
         return f"alias {alias!r} of unknown entity {name!r} (not in {kb.schema.entities_file} nor a biography value)"
     other = entity.get(alias.casefold())
-    if other is not None and other != name:
+    if other is not None and other != name and _same_kind(kb, name, other):
         return f"alias {alias!r} of {name!r} is the name of another entity" + (
             "" if other == alias else f" ({other!r})"
         )

@@ -17,7 +17,7 @@ The data packages are imported only by :func:`load_geo_data` (the optional extra
 from __future__ import annotations
 
 import importlib.metadata
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -528,20 +528,25 @@ def toy_geo_data() -> GeoData:
     )
 
 
-def _unique_names(records: list[tuple[str, str, str, list[str]]]) -> dict[str, str]:
+def _unique_names(records: list[tuple[str, str, str, list[str]]]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """Unique entity names: records (key, type, name, qualifiers) in priority order; the first keeps its name, a
     later one takes ``NAME (QUALIFIER)`` with its first qualifier that is free (case-insensitively). Returns key ->
-    name. A renamed entity gets no alias: its original name is another entity's, which aliases.csv may not give
-    (:func:`dukb.kb.aliases.alias_problems`)."""
-    taken: set[str] = set()
-    names = {}
-    for key, _type, name, qualifiers in records:
+    name, and the (name, original name) aliases of the renamed entities whose original name belongs to an entity of
+    another type (the city "Luxembourg (city)" answers to "Luxembourg" beside the country; two cities of one name get
+    no alias, which :func:`dukb.kb.aliases.alias_problems` would refuse, nor do two renamed entities of one original
+    name)."""
+    taken: dict[str, str] = {}  # casefolded name -> the type of its entity
+    names, aliases = {}, []
+    for key, typ, name, qualifiers in records:
         options = [name] + [f"{name} ({q})" for q in qualifiers if q and q.casefold() != name.casefold()]
         options.append(f"{name} ({key})")
         chosen = next(o for o in options if o.casefold() not in taken)
-        taken.add(chosen.casefold())
+        taken[chosen.casefold()] = typ
         names[key] = chosen
-    return names
+        if chosen != name and taken.get(name.casefold()) not in (None, typ):
+            aliases.append((chosen, name))
+    shared = Counter(original.casefold() for _, original in aliases)  # two renamed entities of one original name:
+    return names, [(a, b) for a, b in aliases if shared[b.casefold()] == 1]  # the name would answer for both
 
 
 def _pick_cities(data: GeoData, chosen: list[str], k: int) -> dict[str, list[dict[str, Any]]]:
@@ -615,11 +620,11 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
     langs = sorted({data.countries[cc].get("language") or "" for cc in chosen} - {""})
     records += [(f"currency:{c}", "currency", data.currencies.get(c, c), [c, "currency"]) for c in curs]
     records += [(f"language:{x}", "language", data.languages.get(x, x), ["language", x]) for x in langs]
-    names = _unique_names(records)
+    names, renamed = _unique_names(records)
     rank = {t: i for i, t in enumerate(ENTITY_TYPES)}  # entities.csv: by type as the schema lists them
     entities = sorted(((names[key], typ) for key, typ, _, _ in records), key=lambda e: rank[e[1]])
     taken = {name.casefold() for name in names.values()}  # an alias may not be another entity's name
-    aliases = [(names[f"currency:{c}"], c) for c in curs if c.casefold() not in taken]
+    aliases = renamed + [(names[f"currency:{c}"], c) for c in curs if c.casefold() not in taken]
 
     def n(kind: str, key: str) -> str:
         return names[f"{kind}:{key}"]

@@ -1,5 +1,5 @@
 """`dukb validate` checks a KB's aliases.csv (issue 43): header ``name,alias``, each name an entity or a biography
-value, no empty alias, no alias that is another entity's name, no duplicate; each problem ``FILE:LINE: problem``
+value, no empty alias, no alias that is another entity's name (of the same type), no duplicate; each problem ``FILE:LINE: problem``
 (exit 2), all of them listed, and the judge's loader (:func:`dukb.kb.aliases.load_aliases`) refuses the first."""
 
 from __future__ import annotations
@@ -35,6 +35,25 @@ def test_good_aliases_validate(capsys, tiny, family):
     # a biography value of a family KB may have aliases too (the judge compares answers with it)
     (family / "aliases.csv").write_text("name,alias\nCarpenter,joiner\nGeorge Hale,Georgie\n")
     assert run_main(capsys, "validate", "--kb", family)[0] == 0
+
+
+def test_an_alias_may_name_an_entity_of_another_type(capsys, tiny, family):
+    """A schema's entity types are kinds: an alias that is the name of an entity of another type is accepted (a city
+    answering to its country's name, as the geography importer writes for "Luxembourg (city)"); one of the same
+    type is refused; in the family schema (its types are genders) every person is one kind."""
+    (tiny / "aliases.csv").write_text("name,alias\nLyon,France\n")
+    assert run_main(capsys, "validate", "--kb", tiny)[0] == 0
+    assert load_aliases(load_kb(tiny)) == {"Lyon": ("France",)}
+    (tiny / "aliases.csv").write_text("name,alias\nLyon,Spain\nParis,Lyon\n")
+    rc, _, err = run_main(capsys, "validate", "--kb", tiny)
+    assert rc == 2 and "aliases.csv:3: alias 'Lyon' of 'Paris' is the name of another entity" in err
+    kb = load_kb("demo")
+    man = next(n for n in kb.people if kb.gender(n) == "male")
+    woman = next(n for n in kb.people if kb.gender(n) == "female")
+    (family / "aliases.csv").write_text(f"name,alias\n{man},{woman}\n")
+    assert [p.message for p in alias_problems(load_kb(family))] == [
+        f"alias {woman!r} of {man!r} is the name of another entity"
+    ]
 
 
 @pytest.mark.parametrize(
