@@ -44,9 +44,10 @@ SCHEMA_FILE = "schema.yaml"
 ANY = "any"
 #: The one schema_version this dukb reads.
 SCHEMA_VERSION = 1
-#: Probe forms a template may be given for (``fact`` is the statement the model is finetuned on).
+#: Probe forms a template may be given for (``fact`` is the statement the model is finetuned on; ``description``:
+#: sentences of RWKU's description corpus, default the ``fact`` template, :func:`dukb.neural.data.kb_descriptions`).
 TEMPLATE_FORMS: tuple[str, ...] = (
-    "fact", "cloze", "qa", "yes", "no", "paraphrase", "reverse", "synonym", "prefix_injection",
+    "fact", "description", "cloze", "qa", "yes", "no", "paraphrase", "reverse", "synonym", "prefix_injection",
     "affirmative_suffix", "role_play", "multiple_choice", "context_hint", "in_context",
     "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es",
 )

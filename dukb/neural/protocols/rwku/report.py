@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dukb.kb.schema_probes import unscorable_summary
 from dukb.neural.declare import compat_note
 from dukb.neural.metrics.summary import config_lines, setting_label, versions_line, wrap_prose
 from dukb.neural.plots import Panel, Series, bars_figure, lines_figure, run_order
@@ -216,6 +217,19 @@ def missing_rwku_units(identity: dict, rows: list[dict]) -> list[tuple]:
     return out
 
 
+def unscorable_note(config: dict) -> str:
+    """report.md's paragraph on the probe kinds some facts have no probe of (a KB with another schema whose
+    relations lack a kind's template; config.json's ``unscorable_probes``): one line per such kind with its counts,
+    "" when there is none. Source: Jin et al. 2024 (RWKU), Sec. 3.3 (the probe kinds)."""
+    report = config.get("unscorable_probes")
+    lines = unscorable_summary(report) if isinstance(report, dict) else []
+    if not lines:
+        return ""
+    return ("\n\n**Unscorable probes.** Facts whose relation has no template of a kind have no probe of it; the "
+            "kind's scores are over the others (rows: `unscorable_forget_by_kind`):\n\n"
+            + "".join(f"- {x}\n" for x in lines))
+
+
 def render_rwku(run_dir) -> dict:
     """Write summary.csv, report.md, aa_kinds.png and batch_targets.png (each with its PDF) from results.jsonl and
     config.json alone.
@@ -248,6 +262,7 @@ def render_rwku(run_dir) -> dict:
         note = (f"\n\n**Incomplete run.** {len(missing)} (request, method, setting) rows of the run are not written "
                 f"yet: {shown}{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the "
                 "run to add them).\n")
+    note += unscorable_note(config)
     output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + note + journal_note(journal),
                                               encoding="utf-8")
 

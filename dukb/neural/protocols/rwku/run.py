@@ -19,9 +19,10 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
-from dukb.kb.kbschema import require_family
+from dukb.kb.probes import probe_report
+from dukb.kb.schema_probes import require_templates, unscorable_summary
 from dukb.neural import distributed as dist
-from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, kb_descriptions, kb_qa
+from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, description_templates, kb_descriptions, kb_qa
 from dukb.neural.methods import UnlearnContext, check_unique, method_grids, resolve
 from dukb.neural.methods.ga import GradientAscent
 from dukb.neural.methods.icu import InContextUnlearning
@@ -82,6 +83,43 @@ def check_corpus_methods(methods, protocol: str) -> None:
                              "npo, simnpo, their _gdr/_klr variants, tv, whp, icu or repe)")
 
 
+def check_schema(kb) -> None:
+    """Refuse, in one line, a KB with another schema (not the family one) that RWKU cannot run on: a relation
+    (attribute) with facts and no ``qa`` template (every fact is finetuned on and scored in the qa form), or with
+    neither a ``description`` nor a ``fact`` template (its description corpus, :func:`description_templates`).
+    The other probe kinds (FB, the adversarial kinds) need no template: a kind a relation lacks is unscorable for
+    its facts, counted (:func:`probe_kinds_report`).
+
+    Raises:
+        InputError: ``SCHEMA.YAML:LINE: relation 'R' has no 'qa' template ...: rwku ... needs it``.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.1 (forget corpus) and 3.3 (probes).
+    """
+    if kb.schema.is_family:
+        return
+    require_templates(kb, (QA_KIND,), "rwku (finetunes on and scores every fact's qa form)")
+    description_templates(kb)
+
+
+def probe_kinds_report(kb, kinds, seed: int, log) -> tuple[list, dict | None]:
+    """RWKU's probe items (every kind, :func:`dukb.neural.data.kb_qa`) and, for a KB with another schema, for each
+    kind the facts that have no probe of it and why (a relation without the kind's template: unscorable, counted,
+    never silently skipped), each such kind logged in one line (:func:`dukb.kb.schema_probes.unscorable_summary`).
+
+    Returns:
+        (items, report): report None for the family schema (whose kinds are those of templates/probes.json), else
+        {kind: {"probes": n, "unscorable": {"relationships": n, "biographies": n}, "reasons": {...}}}.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.3 (FB, QA and the adversarial kinds).
+    """
+    if kb.schema.is_family:
+        return kb_qa(kb, kinds, seed=seed), None
+    items, report = probe_report(kb, list(kinds), seed)
+    for line in unscorable_summary(report):
+        log(f"unscorable probes: {line}")
+    return items, report
+
+
 class RwkuProtocol(Protocol):
     """`dukb rwku` in stages (module docstring). Source: Jin et al. 2024 (RWKU), Sec. 3-4."""
 
@@ -106,8 +144,7 @@ class RwkuProtocol(Protocol):
         ecfg = EvaluateConfig(**{k: getattr(cfg, k) for k in RunConfig.shared_fields()}, targets=cfg.targets,
                               n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids)
         self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules, needs=())
-        require_family(kb.schema, kb.source, "rwku (its description corpus, templates/descriptions.json, is family "
-                       "wording)")
+        check_schema(kb)
         n_need = max([cfg.n_targets] + list(cfg.batch_sizes))
         targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
         if len(targets) < max(cfg.batch_sizes or [1]):
@@ -182,10 +219,12 @@ class RwkuProtocol(Protocol):
                 self.log(f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as "
                          "forgotten")
         self.lm = lm
+        kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
+        self.items, self.kinds_report = probe_kinds_report(kb, kinds, cfg.seed, self.log)  # evaluation only
+        if self.kinds_report is not None:  # another schema: what each kind could not ask, counted
+            self.record["unscorable_probes"] = self.kinds_report
         if not self.joined:
             write_json_atomic(self.run / "config.json", self.record)
-        kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
-        self.items = kb_qa(kb, kinds, seed=cfg.seed)  # every probe: evaluation only
         self.qa_of = {(it.fact_kind, it.fact_id): it for it in self.items if it.kind == QA_KIND}
         self.scored_forms = {"probes": list(kinds), "mia": [QA_KIND if cfg.mia_members == "qa" else DESCRIPTION_FORM]}
         self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
@@ -250,7 +289,17 @@ class RwkuProtocol(Protocol):
         fields["success_du"] = metric_call("recall", "success_du")(self.closure, req["targets"],
                                                                    fields["forgotten_relationships"])
         fields.pop("forgotten_biographies", None)
+        if self.kinds_report is not None:
+            fields["unscorable_forget_by_kind"] = self.unscorable_forget(req["forget"])
         return fields
+
+    def unscorable_forget(self, forget) -> dict[str, int]:
+        """For a KB with another schema: per probe kind scored (FB, QA, AA), how many forget facts have no probe of
+        it (their relation lacks its template), kinds with none left out; the kind's ROUGE-L means are over the
+        others (Jin et al. 2024, Sec. 3.3)."""
+        have = {(it.kind, int(it.fact_id)) for it in self.items if it.fact_kind == "relationship"}
+        out = {k: sum((k, int(i)) not in have for i in forget) for k in dict.fromkeys((FB, QA_KIND) + AA_KINDS)}
+        return {k: n for k, n in out.items() if n}
 
     def mia_members(self, forget_keys: set, near: set) -> tuple[list, list]:
         """The MIA members (``--mia-members``): FM of the forget facts, RM of the facts in neither ``forget_keys``
