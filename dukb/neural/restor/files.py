@@ -40,7 +40,15 @@ def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
     """Write probes/facts.jsonl: one :class:`FactProbe` per line, as its fields (atomically, never through a
     symbolic link: :func:`dukb.neural.run.files.write_bytes_atomic`)."""
 
-    write_bytes_atomic(path, "".join(json.dumps(asdict(f)) + "\n" for f in facts).encode("utf-8"))
+    write_bytes_atomic(path, "".join(json.dumps(_fact_dict(f)) + "\n" for f in facts).encode("utf-8"))
+
+
+def _fact_dict(f: FactProbe) -> dict:
+    """A probe's fields; ``form`` only when set (a KB with another schema), so the family's file is unchanged."""
+    d = asdict(f)
+    if d.get("form") is None:
+        d.pop("form", None)
+    return d
 
 
 def read_facts(path: Path) -> list[FactProbe]:

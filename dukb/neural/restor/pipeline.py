@@ -32,9 +32,8 @@ import torch  # noqa: TID253 (a model module: reached only through a command's l
 
 from dukb import InputError
 from dukb.kb import load_kb
-from dukb.kb.corrupt import corrupt, save_corruption
+from dukb.kb.corrupt import corrupt, fact_templates, save_corruption
 from dukb.kb.judge import Judge
-from dukb.kb.kbschema import require_family
 from dukb.kb.model import KB, Triple
 from dukb.neural import tracking
 from dukb.neural.docs import encode_sequences, encode_texts, longest_tokens, train_sequences, unlearn_documents
@@ -47,7 +46,7 @@ from dukb.neural.probe import Predictor
 from dukb.neural.protocols.base import Protocol
 from dukb.neural.restor.beliefs import belief_analysis, belief_triples
 from dukb.neural.restor.config import RESTOR_METHODS, RestorConfig
-from dukb.neural.restor.facts import FactProbe, fact_probes, fact_sentences
+from dukb.neural.restor.facts import FactProbe, check_questions, fact_probes, fact_sentences
 from dukb.neural.restor.files import RowsFile, read_json, write_facts
 from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
@@ -385,8 +384,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     """
 
     kb = load_kb(cfg.kb)
-    require_family(kb.schema, kb.source, "restor (RESTOR's corruption, dukb.kb.corrupt: family relations and "
-                   "biography values)")
+    if not kb.schema.is_family:  # one line naming what a relation lacks, before any work
+        check_questions(kb)
+        fact_templates(kb)
     fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
     dtype = str(resolve_dtype(cfg.dtype, resolve_device(cfg.device))).removeprefix("torch.")
