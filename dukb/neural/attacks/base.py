@@ -190,20 +190,26 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
     return out
 
 
-def check_attacks_on_model(attacks, model) -> None:
+def check_attacks_on_model(attacks, model, kb=None) -> None:
     """Check each attack's settings against the model it will attack (e.g. ``quant4``'s group against the layer
-    widths), before any unlearning or attack runs: an attack's ``fn.check_model(settings, model)``, when it has one.
+    widths) and the KB (e.g. ``incontext`` needs a ``fact`` template for every relation of a KB with its own
+    schema), before any unlearning or attack runs: an attack's ``fn.check_model(settings, model)`` and
+    ``fn.check_kb(settings, kb)``, when it has them.
 
     Args:
-        attacks: [(Attack, settings)] (:func:`parse_attacks`); model: the torch model (θ₀ or the checkpoint).
+        attacks: [(Attack, settings)] (:func:`parse_attacks`); model: the torch model (θ₀ or the checkpoint;
+        None: not checked); kb: the KB (None: not checked).
 
     Raises:
-        InputError: a setting the model cannot take (one line).
+        InputError: a setting the model cannot take, or a KB the attack cannot run on (one line).
     """
     for a, settings in attacks or ():
         check = getattr(a.fn, "check_model", None)
-        if check is not None:
+        if check is not None and model is not None:
             check(settings, model)
+        check_kb = getattr(a.fn, "check_kb", None)
+        if check_kb is not None and kb is not None:
+            check_kb(settings, kb)
 
 
 def attack_identity(attacks: list[tuple[Attack, dict]]) -> dict:

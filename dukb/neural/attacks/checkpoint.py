@@ -11,6 +11,7 @@ import time
 
 from dukb import InputError
 from dukb.kb.paper_sets import paper_sets_of
+from dukb.kb.schema_probes import require_templates
 from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
 from dukb.neural.attacks.base import check_attacks_on_model
 from dukb.neural.data import kb_qa
@@ -57,6 +58,9 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
         raise InputError(f"unknown forget scope {scope!r} (choose from {', '.join(FORGET_SCOPES)})")
     if target not in {f.fact_id for f in kb.relationships}:
         raise InputError(f"--target-id {target} is not a relationship fact of the KB")
+    # another schema: every fact is scored on its qa form, and an attack's KB needs (incontext: fact templates)
+    require_templates(kb, ("qa",), "dukb attack (scores every fact on the qa form)")
+    check_attacks_on_model(attacks, None, kb)
     atom = closure.atom_of_fact(target)
     if sets == "paper":
 
@@ -69,7 +73,7 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
     forget = list(forget_fact_ids(closure, target, scope, the_sets))
     spec_kw = dict(spec_kw or {})
     lm = load_finetuned(model_dir, **spec_kw)
-    check_attacks_on_model(attacks, lm.model)  # before any probe or attack
+    check_attacks_on_model(attacks, lm.model, kb)  # before any probe or attack
     pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
     items = kb_qa(kb)
     df = probe(pred, items, batch_size=batch_size, rouge=False, logprob=False)
