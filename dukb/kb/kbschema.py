@@ -245,27 +245,6 @@ def family_schema() -> Schema:
     return load_schema(path)
 
 
-def require_family(schema: Schema, source: object, what: str) -> None:
-    """Refuse a KB whose schema is not the family one on a path that still needs family-only data (EDU-RELAT's
-    relation words, biography values, the family description frames); probes, statements and judging come from
-    any schema's templates (:mod:`dukb.kb.schema_probes`).
-
-    Args:
-        schema: the KB's schema; source: the KB's directory (for the message); what: the path and the family-only
-            data it needs, e.g. ``"RESTOR's corruption (family relations and biography values)"``.
-
-    Raises:
-        InputError: ``KB DIR has schema 'NAME': WHAT needs the family schema``.
-
-    Source: Wu et al. 2025, Sec. 2 and App. B (EDU-RELAT's family relations and biographies).
-
-    Example:
-        >>> require_family(family_schema(), "demo", "this path")  # the family schema: returns None
-    """
-    if not schema.is_family:
-        raise InputError(f"KB {source} has schema '{schema.name}': {what} needs the family schema")
-
-
 def schema_of(kb_dir: str | Path) -> Schema:
     """The schema of a KB directory: its ``schema.yaml`` if present, else the family schema.
 
