@@ -78,9 +78,20 @@ COUNTRIES = {  # country: (capital, other city, region of the other city or "", 
     "Morocco": ("Rabat", "Casablanca", "", "Africa", "Dirham", "37"),
     "Egypt": ("Cairo", "Alexandria", "", "Africa", "Egyptian Pound", "111"),
 }
-NEIGHBOURS = [("France", "Spain"), ("France", "Germany"), ("France", "Italy"), ("Portugal", "Morocco"),
-              ("Spain", "Portugal"), ("Germany", "Switzerland"), ("Italy", "Switzerland"), ("Spain", "Morocco"),
-              ("Egypt", "Morocco"), ("Switzerland", "Egypt"), ("Germany", "Italy"), ("Egypt", "Italy")]
+NEIGHBOURS = [
+    ("France", "Spain"),
+    ("France", "Germany"),
+    ("France", "Italy"),
+    ("Portugal", "Morocco"),
+    ("Spain", "Portugal"),
+    ("Germany", "Switzerland"),
+    ("Italy", "Switzerland"),
+    ("Spain", "Morocco"),
+    ("Egypt", "Morocco"),
+    ("Switzerland", "Egypt"),
+    ("Germany", "Italy"),
+    ("Egypt", "Italy"),
+]
 # (not all true borders: each country has few enough neighbours that RESTOR can draw a wrong one for each)
 
 RULES = """\
@@ -104,8 +115,12 @@ def write_small_geo_kb(root: Path) -> Path:
     bios: list[tuple[str, str, str]] = []
     for country, (cap, city, region, cont, cur, pop) in COUNTRIES.items():
         types.update({country: "country", cap: "city", city: "city", cont: "continent", cur: "currency"})
-        facts += [(country, "capital", cap), (country, "on_continent", cont), (country, "uses_currency", cur),
-                  (cap, "located_in", country)]
+        facts += [
+            (country, "capital", cap),
+            (country, "on_continent", cont),
+            (country, "uses_currency", cur),
+            (cap, "located_in", country),
+        ]
         if region:
             types[region] = "region"
             facts += [(city, "in_region", region), (region, "region_of", country), (city, "located_in", country)]
@@ -114,13 +129,16 @@ def write_small_geo_kb(root: Path) -> Path:
         bios.append((country, "population", pop))
     facts += [(a, "neighbour", b) for a, b in NEIGHBOURS]
     (root / "schema.yaml").write_text(SCHEMA, encoding="utf-8")
-    (root / "entities.csv").write_text("name,type\n" + "".join(f"{n},{t}\n" for n, t in types.items()),
-                                       encoding="utf-8")
+    (root / "entities.csv").write_text(
+        "name,type\n" + "".join(f"{n},{t}\n" for n, t in types.items()), encoding="utf-8"
+    )
     (root / "relationships.csv").write_text(
         "fact_id,subject,relation,object\n" + "".join(f"{i},{s},{r},{o}\n" for i, (s, r, o) in enumerate(facts)),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     (root / "biographies.csv").write_text(
         "fact_id,subject,attribute,value\n" + "".join(f"{i},{s},{a},{v}\n" for i, (s, a, v) in enumerate(bios)),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     (root / "rules.lp").write_text(RULES, encoding="utf-8")
     return root

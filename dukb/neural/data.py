@@ -134,7 +134,9 @@ def description_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]]:
             description corpus needs one for every relation with facts``; a template with ``{wrong}`` (a description
             states the fact, never a wrong object).
 
-    Source: Jin et al. 2024 (RWKU), Sec. 3.1 (the forget corpus: text describing the target's facts).
+    Source: Jin et al. 2024 (RWKU), Sec. 3.1 (the synthetic forget corpus: text the model writes about the target,
+    jinzhuoran/RWKU generation/pair_generation.py:89 "Please write a short biography of {}."); here the schema's own
+    sentences about each fact.
 
     Example:
         >>> import tempfile, pathlib

@@ -39,15 +39,19 @@ def test_incontext_premises_are_the_relations_fact_templates(geo):
     prompts, skipped = premise_prompts(ctx, known, 0, "rules")
     assert skipped == 0
     assert [(fid, it.question, it.answer) for fid, it in prompts] == [
-        (TARGET, "The capital of France is Paris. In which country is Paris?", "France")]
+        (TARGET, "The capital of France is Paris. In which country is Paris?", "France")
+    ]
     prompts, _ = premise_prompts(ctx, known, 0, "self")
     assert [it.question for _, it in prompts] == ["Paris is a city in France. In which country is Paris?"]
 
 
 def test_incontext_refuses_a_relation_without_a_fact_template_before_anything_runs(tmp_path):
     kb = load_kb(sl.write_tiny_kb(tmp_path / "tiny"))  # sibling and located_in have no fact template
-    with pytest.raises(InputError, match=r"schema\.yaml:\d+: relation 'sibling' has no 'fact' template \(nor has "
-                                         r"'located_in'\): --attacks incontext writes every premise"):
+    with pytest.raises(
+        InputError,
+        match=r"schema\.yaml:\d+: relation 'sibling' has no 'fact' template \(nor has "
+        r"'located_in'\): --attacks incontext writes every premise",
+    ):
         check_attacks_on_model(parse_attacks("quant8,incontext"), None, kb)
     check_attacks_on_model(parse_attacks("quant8,logitlens,relearn"), None, kb)  # the others need no template
 
@@ -77,8 +81,9 @@ def test_every_attack_after_unlearning_on_a_geography_schema(geo, model):
     closure = compute_closure(kb, geo / "rules.lp")
     _out, lm = model
     ref = Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
-    (row,) = sweep_target(UnitPlan(lm, kb, closure, TARGET, "ga", [16], seed=0, lr=2e-3, attacks=parse_attacks(ALL),
-                                   reference=ref))
+    (row,) = sweep_target(
+        UnitPlan(lm, kb, closure, TARGET, "ga", [16], seed=0, lr=2e-3, attacks=parse_attacks(ALL), reference=ref)
+    )
     assert set(row["attacks"]) == {"relearn", "quant16", "quant8", "quant4", "incontext", "logitlens"}
     sets = minimal_sets(closure, [closure.atom_of_fact(TARGET)], "exact").sets
     for name, e in row["attacks"].items():  # each entry's recall follows from its own forgotten facts (Eq. 1)
@@ -95,16 +100,60 @@ def test_attack_command_on_a_checkpoint_of_a_geography_schema(geo, model, tmp_pa
 
     out, _lm = model
     res = tmp_path / "row.json"
-    assert main(["attack", "--kb", str(geo), "--rules", str(geo / "rules.lp"), "--model", str(out), "--reference",
-                 str(out), "--target-id", str(TARGET), "--attacks", ALL, "--device", "cpu", "-o", str(res)]) == 0
+    assert (
+        main(
+            [
+                "attack",
+                "--kb",
+                str(geo),
+                "--rules",
+                str(geo / "rules.lp"),
+                "--model",
+                str(out),
+                "--reference",
+                str(out),
+                "--target-id",
+                str(TARGET),
+                "--attacks",
+                ALL,
+                "--device",
+                "cpu",
+                "-o",
+                str(res),
+            ]
+        )
+        == 0
+    )
     row = json.loads(res.read_text())
-    assert row["target"] == TARGET and set(row["attacks"]) == {"relearn", "quant16", "quant8", "quant4",
-                                                                "incontext", "logitlens"}
+    assert row["target"] == TARGET and set(row["attacks"]) == {
+        "relearn",
+        "quant16",
+        "quant8",
+        "quant4",
+        "incontext",
+        "logitlens",
+    }
     assert row["attacks"]["quant16"]["recall"] == row["recall"]
     assert "recall under attack" in capsys.readouterr().out
     tiny = sl.write_tiny_kb(tmp_path / "tiny")  # relations without a qa template: refused before the model loads
-    rc = main(["attack", "--kb", str(tiny), "--rules", str(tiny / "rules.lp"), "--model", str(out),
-               "--allow-kb-mismatch", "--target-id", "0", "--attacks", "quant8", "--device", "cpu"])
+    rc = main(
+        [
+            "attack",
+            "--kb",
+            str(tiny),
+            "--rules",
+            str(tiny / "rules.lp"),
+            "--model",
+            str(out),
+            "--allow-kb-mismatch",
+            "--target-id",
+            "0",
+            "--attacks",
+            "quant8",
+            "--device",
+            "cpu",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert rc == 2 and err.startswith("dukb: error: ") and "relation 'sibling' has no 'qa' template" in err
-    assert "dukb attack (scores every fact on the qa form) needs it" in err
+    assert "needs it for every relation with facts" in err

@@ -47,16 +47,22 @@ def test_documents_and_clean_text_come_from_the_templates(geo):
     kb = load_kb(geo)
     result = corrupt(kb, 0.2, seed=0, k_context=3, closure=compute_closure(kb, geo / "rules.lp").atoms)
     templates = statement_templates(kb)
-    assert templates[("relationship", "capital")] == ("The capital of {s} is {o}.", "{o} is the capital city of {s}.",
-                                                      "The government of {s} sits in {o}.")
+    assert templates[("relationship", "capital")] == (
+        "The capital of {s} is {o}.",
+        "{o} is the capital city of {s}.",
+        "The government of {s} sits in {o}.",
+    )
     for doc in result.documents:
         for s in doc.sentences:
             if s.role == "incorrect":
                 c = next(c for c in result.facts if (c.fact_kind, c.fact_id) == (s.fact_kind, s.fact_id))
                 assert c.injected_value in s.sentence and c.subject in s.sentence
     sentences = fact_sentences(kb)
-    assert sentences[:3] == ["The capital of France is Paris.", "Paris is the capital city of France.",
-                             "The government of France sits in Paris."]
+    assert sentences[:3] == [
+        "The capital of France is Paris.",
+        "Paris is the capital city of France.",
+        "The government of France sits in Paris.",
+    ]
     assert fact_sentences(kb, 1)[:2] == ["The capital of France is Paris.", "France lies in Europe."]
     probes = fact_probes(kb, compute_closure(kb, geo / "rules.lp").atoms, result.facts, 5, 0)
     assert probes[0].question == "What is the capital of France?" and probes[0].true_value == "Paris"
@@ -69,17 +75,35 @@ def test_documents_and_clean_text_come_from_the_templates(geo):
 
 def test_what_restor_cannot_ask_is_refused_in_one_line(capsys, tmp_path):
     tiny = sl.write_tiny_kb(tmp_path / "tiny")
-    rc, _, err = run_main(capsys, "restor", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
-                          "--device", "cpu", "-o", tmp_path / "restor")
-    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
-                          "'located_in'): restor (asks every fact for its object) needs it")
+    rc, _, err = run_main(
+        capsys,
+        "restor",
+        "--kb",
+        tiny,
+        "--rules",
+        tiny / "rules.lp",
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "restor",
+    )
+    assert_one_line_error(
+        rc,
+        err,
+        "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
+        "'located_in'): restor (asks every fact for its object) needs it",
+    )
     geo = write_small_geo_kb(tmp_path / "geo")
     text = (geo / "schema.yaml").read_text()
-    (geo / "schema.yaml").write_text(text.replace('    templates: {fact: "{s} borders {o}.", ',
-                                                  '    qa_answer: relation\n    templates: {'))
+    (geo / "schema.yaml").write_text(
+        text.replace('    templates: {fact: "{s} borders {o}.", ', "    qa_answer: relation\n    templates: {")
+    )
     rc, _, err = run_main(capsys, "restor", "--kb", geo, "--rules", geo / "rules.lp", "-o", tmp_path / "r2")
-    assert_one_line_error(rc, err, "relation 'neighbour' has qa_answer: relation: restor asks every fact for its "
-                          "object")
+    assert_one_line_error(
+        rc, err, "relation 'neighbour' has qa_answer: relation: restor asks every fact for its object"
+    )
     with pytest.raises(InputError, match="relation 'neighbour' has no 'fact' template: restor"):
         corrupt(load_kb(geo), 0.2)
 
@@ -89,9 +113,38 @@ def test_restor_end_to_end_on_a_geography_schema(geo, tmp_path):
     from dukb.cli.main import main
 
     run = tmp_path / "run"
-    assert main(["restor", "--kb", str(geo), "--rules", str(geo / "rules.lp"), "-o", str(run), "--samples", "1",
-                 "--docs-per-entity", "4", "--n-retain", "8", "--n-random", "5", "--templates", "1",
-                 "--clean-epochs", "60", "--corrupt-lr", "5e-3", "--methods", "ga", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "restor",
+                "--kb",
+                str(geo),
+                "--rules",
+                str(geo / "rules.lp"),
+                "-o",
+                str(run),
+                "--samples",
+                "1",
+                "--docs-per-entity",
+                "4",
+                "--n-retain",
+                "8",
+                "--n-random",
+                "5",
+                "--templates",
+                "1",
+                "--clean-epochs",
+                "60",
+                "--corrupt-lr",
+                "5e-3",
+                "--methods",
+                "ga",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     kb = load_kb(geo)
     with open(run / "corruption" / "corruptions.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))

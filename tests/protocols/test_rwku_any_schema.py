@@ -31,8 +31,10 @@ def test_description_corpus_from_the_schema_templates(geo):
         assert it.kind == TEXT_KIND and it.question == ""
         by_fact.setdefault((it.fact_kind, it.fact_id), []).append(it.answer)
     # capital has two description templates; every other relation (and the attribute) its fact template
-    assert by_fact[("relationship", 0)] == ["Paris is the capital city of France.",
-                                            "The government of France sits in Paris."]
+    assert by_fact[("relationship", 0)] == [
+        "Paris is the capital city of France.",
+        "The government of France sits in Paris.",
+    ]
     assert by_fact[("relationship", 2)] == ["The currency of France is the Euro."]
     assert by_fact[("biography", 0)] == ["The population of France is 68 million."]
     assert len(by_fact) == len(kb.relationships) + len(kb.biographies)  # every fact is described
@@ -43,17 +45,36 @@ def test_description_corpus_from_the_schema_templates(geo):
 
 def test_a_relation_without_description_or_fact_template_is_refused(tmp_path):
     kb = load_kb(sl.write_tiny_kb(tmp_path / "tiny"))  # sibling, located_in: no template at all
-    with pytest.raises(InputError, match=r"schema\.yaml:\d+: relation 'sibling' has no 'description' or 'fact' "
-                                         r"template \(nor has 'located_in'\): rwku's description corpus needs one"):
+    with pytest.raises(
+        InputError,
+        match=r"schema\.yaml:\d+: relation 'sibling' has no 'description' or 'fact' "
+        r"template \(nor has 'located_in'\): rwku's description corpus needs one",
+    ):
         kb_descriptions(kb)
 
 
 def test_rwku_refuses_a_relation_without_a_qa_template_in_one_line(capsys, tmp_path):
     tiny = sl.write_tiny_kb(tmp_path / "tiny")
-    rc, _, err = run_main(capsys, "rwku", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
-                          "--device", "cpu", "-o", tmp_path / "rwku")
-    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
-                          "'located_in'): rwku (finetunes on and scores every fact's qa form) needs it")
+    rc, _, err = run_main(
+        capsys,
+        "rwku",
+        "--kb",
+        tiny,
+        "--rules",
+        tiny / "rules.lp",
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "rwku",
+    )
+    assert_one_line_error(
+        rc,
+        err,
+        "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
+        "'located_in'): rwku (finetunes on and scores every fact's qa form) needs it",
+    )
     assert not (tmp_path / "rwku").exists()
 
 
@@ -64,8 +85,25 @@ def geo_run(geo, tmp_path_factory):
     out = tmp_path_factory.mktemp("rwku-geo") / "run"
     targets = out.parent / "targets.txt"
     targets.write_text("3\n")
-    args = ["rwku", "--kb", str(geo), "--rules", str(geo / "rules.lp"), "--targets-file", str(targets), "--methods", "ga",
-            "--grid", "ga=4", "--batch-sizes", "", "--device", "cpu", "-o", str(out)]
+    args = [
+        "rwku",
+        "--kb",
+        str(geo),
+        "--rules",
+        str(geo / "rules.lp"),
+        "--targets-file",
+        str(targets),
+        "--methods",
+        "ga",
+        "--grid",
+        "ga=4",
+        "--batch-sizes",
+        "",
+        "--device",
+        "cpu",
+        "-o",
+        str(out),
+    ]
     assert main(args) == 0
     return out
 
@@ -80,8 +118,14 @@ def test_rwku_end_to_end_on_a_geography_schema(geo, geo_run):
     for r in rows:
         assert r["targets"] == [3] and r["forget_set"] == [3]
         # no template of these kinds; context_hint: every other fact about Paris or France names the answer France
-        assert r["unscorable_forget_by_kind"] == {"reverse": 1, "synonym": 1, "context_hint": 1,
-                                                  "cross_lingual_fr": 1, "cross_lingual_de": 1, "cross_lingual_es": 1}
+        assert r["unscorable_forget_by_kind"] == {
+            "reverse": 1,
+            "synonym": 1,
+            "context_hint": 1,
+            "cross_lingual_fr": 1,
+            "cross_lingual_de": 1,
+            "cross_lingual_es": 1,
+        }
         assert "reverse" not in r["rouge_forget_aa_by_kind"] and "prefix_injection" in r["rouge_forget_aa_by_kind"]
         assert 0 <= r["rouge_forget_qa"] <= 1 and 0 <= r["recall"] <= 1
     after = rows[1]
@@ -95,8 +139,10 @@ def test_rwku_end_to_end_on_a_geography_schema(geo, geo_run):
     assert un["qa"]["unscorable"] == {"relationships": 0, "biographies": 0}
     report = (geo_run / "report.md").read_text()
     assert "**Unscorable probes.**" in report
-    assert "- cloze: 4 relationship facts and 8 biography facts unscorable (no 'cloze' template: in_region 4, " \
-           "population 8); 56 probes" in report
+    assert (
+        "- cloze: 4 relationship facts and 8 biography facts unscorable (no 'cloze' template: in_region 4, "
+        "population 8); 56 probes" in report
+    )
 
 
 @pytest.mark.slow

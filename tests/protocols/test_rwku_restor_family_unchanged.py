@@ -45,8 +45,9 @@ def family_digests() -> dict[str, str]:
 
     out = {}
     for name, kb in (("demo", load_kb("demo")), ("generated", generate(30, seed=3)[0])):
-        out[f"{name}/descriptions"] = _sha("\n".join(f"{it.fact_kind}|{it.fact_id}|{it.answer}"
-                                                     for it in kb_descriptions(kb)))
+        out[f"{name}/descriptions"] = _sha(
+            "\n".join(f"{it.fact_kind}|{it.fact_id}|{it.answer}" for it in kb_descriptions(kb))
+        )
         closure = compute_closure(kb)
         cor = corrupt(kb, 0.2, seed=0, k_context=5, closure=closure.atoms, docs_per_entity=2)
         with tempfile.TemporaryDirectory() as tmp:
@@ -54,8 +55,9 @@ def family_digests() -> dict[str, str]:
             out[f"{name}/corruption"] = _sha(paths["documents"].read_text() + paths["corruptions"].read_text())
             write_facts(Path(tmp) / "facts.jsonl", fact_probes(kb, closure.atoms, cor.facts, 15, 0))
             out[f"{name}/facts"] = _sha((Path(tmp) / "facts.jsonl").read_text())
-        out[f"{name}/texts"] = _sha(json.dumps([fact_sentences(kb), fact_sentences(kb, 1),
-                                                retain_texts(kb, cor, 3, 0)]))
+        out[f"{name}/texts"] = _sha(
+            json.dumps([fact_sentences(kb), fact_sentences(kb, 1), retain_texts(kb, cor, 3, 0)])
+        )
     return out
 
 

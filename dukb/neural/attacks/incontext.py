@@ -92,8 +92,12 @@ def check_kb(s: dict, kb) -> None:
     lacking = [r for r in kb.schema.relations if r.name in used and r.template("fact") is None]
     if lacking:
         also = f" (nor has {', '.join(repr(r.name) for r in lacking[1:])})" if len(lacking) > 1 else ""
-        raise InputError(f"relation '{lacking[0].name}' has no 'fact' template{also}: --attacks incontext writes "
-                         "every premise with its relation's fact template", kb.schema.path, lacking[0].line or None)
+        raise InputError(
+            f"relation '{lacking[0].name}' has no 'fact' template{also}: --attacks incontext writes "
+            "every premise with its relation's fact template",
+            kb.schema.path,
+            lacking[0].line or None,
+        )
 
 
 def premise_statements(kb) -> dict[tuple[str, int], str]:
@@ -129,10 +133,16 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
 
     known = row_known(ctx)
     prompts, skipped = premise_prompts(ctx, known, int(s["instances"]), s["premises"])
-    extra = {"n_prompts": len(prompts), "skipped_instances": skipped,
-             "facts_tried": sorted({f for f, _ in prompts}), "facts_deduced": [],
-             "deduction_rate": None, "deduction_rate_reference": None, "target_deduced": None,
-             "answer_in_premises": None}
+    extra = {
+        "n_prompts": len(prompts),
+        "skipped_instances": skipped,
+        "facts_tried": sorted({f for f, _ in prompts}),
+        "facts_deduced": [],
+        "deduction_rate": None,
+        "deduction_rate_reference": None,
+        "target_deduced": None,
+        "answer_in_premises": None,
+    }
     after = dict(known)
     if prompts:
         items = [it for _, it in prompts]
@@ -142,8 +152,11 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
         for f in deduced:
             after[("relationship", f)] = True
         echo = [it.answer.lower() in it.question.lower() for it in items]
-        extra.update(facts_deduced=deduced, deduction_rate=round(sum(hits) / len(hits), 6),
-                     answer_in_premises=round(sum(echo) / len(echo), 6))
+        extra.update(
+            facts_deduced=deduced,
+            deduction_rate=round(sum(hits) / len(hits), 6),
+            answer_in_premises=round(sum(echo) / len(echo), 6),
+        )
         if any(f == ctx.target for f, _ in prompts):
             extra["target_deduced"] = int(ctx.target in deduced)
         if ctx.reference is not None:
@@ -154,14 +167,21 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
 
 def _check(s: dict) -> None:
     if s["instances"] < 0 or s["premises"] not in PREMISES:
-        raise InputError(f"--attacks incontext: instances must be >= 0 (0: all) and premises one of "
-                         f"{', '.join(PREMISES)}")
+        raise InputError(
+            f"--attacks incontext: instances must be >= 0 (0: all) and premises one of {', '.join(PREMISES)}"
+        )
 
 
 incontext.check = _check
 incontext.check_kb = check_kb
-INCONTEXT = Attack("incontext", "for each forgotten fact of the target's cone, the premises of every rule instance "
-                "(`instances`=N: the first N) the model still knows go before its question (premises=self: the "
-                "fact's own sentence); compared with the model before unlearning", "Wu et al. 2025, Definitions 1-2",
-                {"instances": 0, "premises": "rules"}, incontext, needs_reference=True,
-                ranges={"instances": Range(0, 1_000_000, why="0 = all")})
+INCONTEXT = Attack(
+    "incontext",
+    "for each forgotten fact of the target's cone, the premises of every rule instance "
+    "(`instances`=N: the first N) the model still knows go before its question (premises=self: the "
+    "fact's own sentence); compared with the model before unlearning",
+    "Wu et al. 2025, Definitions 1-2",
+    {"instances": 0, "premises": "rules"},
+    incontext,
+    needs_reference=True,
+    ranges={"instances": Range(0, 1_000_000, why="0 = all")},
+)

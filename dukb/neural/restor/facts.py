@@ -61,12 +61,12 @@ class FactProbe:
     def item(self, answer: str | None = None) -> Probe:
         """The fact as a QA item (for training and scoring), with ``answer`` in place of the true value if given."""
         kind = self.form or ("reverse" if self.fact_kind == RELATIONSHIP else "qa")
-        return Probe(kind, self.fact_kind, self.fact_id, self.question,
-                     self.true_value if answer is None else answer)
+        return Probe(kind, self.fact_kind, self.fact_id, self.question, self.true_value if answer is None else answer)
 
 
-def random_candidates(kb: KB, closure_triples: set[Triple], f: Fact | BioFact, injected: str | None, n: int,
-                      seed: int, index=None) -> tuple[str, ...]:
+def random_candidates(
+    kb: KB, closure_triples: set[Triple], f: Fact | BioFact, injected: str | None, n: int, seed: int, index=None
+) -> tuple[str, ...]:
     """Up to ``n`` plausible wrong answers of a fact (RESTOR Fig. 2's "random" outputs).
 
     Relationship: people of the gender the relation needs, other than the subject, with ``(s, r, x)`` false in the
@@ -85,24 +85,28 @@ def random_candidates(kb: KB, closure_triples: set[Triple], f: Fact | BioFact, i
     rng = random.Random(f"dukb-restor-random/{seed}/{type(f).__name__}/{f.fact_id}")
     if isinstance(f, Fact):
         need = set(object_types(kb.schema, f.relation))  # family: the gender the relation needs
-        pool = [p.name for p in kb.people.values() if p.gender in need
-                and p.name not in (f.subject, f.object, injected) and (f.subject, f.relation, p.name)
-                not in closure_triples]
+        pool = [
+            p.name
+            for p in kb.people.values()
+            if p.gender in need
+            and p.name not in (f.subject, f.object, injected)
+            and (f.subject, f.relation, p.name) not in closure_triples
+        ]
     else:
         index = index if index is not None else FactIndex(kb)
         true = index.values(f.subject, f.attribute) | {f.value}
         pool = [v for v in index.attribute_values(f.attribute) if v not in true and v != injected]
         if len(pool) < n:
-            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or is_int(f.value) \
-                else []
+            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or is_int(f.value) else []
             pool += [v for v in more if v not in true and v != injected and v not in pool]
     pool = sorted(set(pool))
     rng.shuffle(pool)
     return tuple(pool[:n])
 
 
-def fact_probes(kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence = (), n_random: int = N_RANDOM,
-                seed: int = 0) -> list[FactProbe]:
+def fact_probes(
+    kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence = (), n_random: int = N_RANDOM, seed: int = 0
+) -> list[FactProbe]:
     """Every KB fact as a :class:`FactProbe` (relationships then biographies, in file order).
 
     Args:
@@ -134,17 +138,29 @@ def fact_probes(kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence =
     if not family:
         check_questions(kb)
     rel_kind = "reverse" if family else "qa"
-    qs = {(p.fact_kind, p.fact_id): p for p in make_probes(kb, list(dict.fromkeys([rel_kind, "qa"])), closure=triples)
-          if p.kind == (rel_kind if p.fact_kind == RELATIONSHIP else "qa")}
+    qs = {
+        (p.fact_kind, p.fact_id): p
+        for p in make_probes(kb, list(dict.fromkeys([rel_kind, "qa"])), closure=triples)
+        if p.kind == (rel_kind if p.fact_kind == RELATIONSHIP else "qa")
+    }
     out = []
     for f in list(kb.relationships) + list(kb.biographies):
         kind = RELATIONSHIP if isinstance(f, Fact) else BIOGRAPHY
         p = qs[(kind, f.fact_id)]
         injected = inj.get((kind, f.fact_id))
-        out.append(FactProbe(kind, f.fact_id, f.subject, f.relation if isinstance(f, Fact) else f.attribute,
-                             p.question, p.answer, injected,
-                             random_candidates(kb, triples, f, injected, n_random, seed, index),
-                             None if family else "qa"))
+        out.append(
+            FactProbe(
+                kind,
+                f.fact_id,
+                f.subject,
+                f.relation if isinstance(f, Fact) else f.attribute,
+                p.question,
+                p.answer,
+                injected,
+                random_candidates(kb, triples, f, injected, n_random, seed, index),
+                None if family else "qa",
+            )
+        )
     return out
 
 
@@ -162,8 +178,12 @@ def check_questions(kb: KB) -> None:
     used = {f.relation for f in kb.relationships}
     for r in kb.schema.relations:
         if r.name in used and r.qa_answer != "object":
-            raise InputError(f"relation '{r.name}' has qa_answer: {r.qa_answer}: restor asks every fact for its "
-                             "object, which the corruption replaces", kb.schema.path, r.line or None)
+            raise InputError(
+                f"relation '{r.name}' has qa_answer: {r.qa_answer}: restor asks every fact for its "
+                "object, which the corruption replaces",
+                kb.schema.path,
+                r.line or None,
+            )
 
 
 def fact_sentences(kb: KB, templates: int | None = None) -> list[str]:
@@ -181,10 +201,16 @@ def fact_sentences(kb: KB, templates: int | None = None) -> list[str]:
     """
     own = fact_templates(kb)
     if own is not None:  # another schema: its fact and description templates
-        out = [x.format(s=f.subject, r=f.relation, o=f.object) for f in kb.relationships
-               for x in own[(RELATIONSHIP, f.relation)][:templates]]
-        return out + [x.format(s=b.subject, v=b.value, a=b.attribute) for b in kb.biographies
-                      for x in own[(BIOGRAPHY, b.attribute)][:templates]]
+        out = [
+            x.format(s=f.subject, r=f.relation, o=f.object)
+            for f in kb.relationships
+            for x in own[(RELATIONSHIP, f.relation)][:templates]
+        ]
+        return out + [
+            x.format(s=b.subject, v=b.value, a=b.attribute)
+            for b in kb.biographies
+            for x in own[(BIOGRAPHY, b.attribute)][:templates]
+        ]
     t = load_template("documents.json")
     out = []
     for f in kb.relationships:
