@@ -20,13 +20,13 @@ description: "Eight countries, their capitals and cities, currencies and neighbo
 entity_types: [city, region, country, continent, currency]
 relations:
   capital:
+    functional: true
     subject: country
     object: city
-    functional: true
     templates:
+      qa: "What is the capital of {s}?"
       fact: "The capital of {s} is {o}."
       description: ["{o} is the capital city of {s}.", "The government of {s} sits in {o}."]
-      qa: "What is the capital of {s}?"
       cloze: "The capital of {s} is"
       yes: "Is {o} the capital of {s}?"
       no: "Is {wrong} the capital of {s}?"

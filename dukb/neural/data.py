@@ -141,14 +141,14 @@ def description_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]]:
     Example:
         >>> import tempfile, pathlib
         >>> from dukb.kb.io import load_kb
+        >>> files = {"entities.csv": "name,type\\nParis,city\\nFrance,country\\n",
+        ...          "relationships.csv": "fact_id,subject,relation,object\\n0,France,capital,Paris\\n",
+        ...          "schema.yaml": "schema_version: 1\\nname: geo\\nentity_types: [city, country]\\nrelations:\\n"
+        ...                         "  capital: {templates: {fact: 'The capital of {s} is {o}.'}}\\n"}
         >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     d = pathlib.Path(tmp)
-        ...     _ = (d / "schema.yaml").write_text("schema_version: 1\\nname: geo\\nentity_types: [city, country]\\n"
-        ...         "relations:\\n  capital:\\n    subject: country\\n    object: city\\n"
-        ...         "    templates: {fact: 'The capital of {s} is {o}.'}\\n")
-        ...     _ = (d / "entities.csv").write_text("name,type\\nParis,city\\nFrance,country\\n")
-        ...     _ = (d / "relationships.csv").write_text("fact_id,subject,relation,object\\n0,France,capital,Paris\\n")
-        ...     [it.answer for it in kb_descriptions(load_kb(d))]
+        ...     for name, text in files.items():
+        ...         _ = (pathlib.Path(tmp) / name).write_text(text)
+        ...     [it.answer for it in kb_descriptions(load_kb(tmp))]
         ['The capital of France is Paris.']
     """
     schema = kb.schema

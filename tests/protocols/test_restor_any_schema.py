@@ -10,7 +10,6 @@ import csv
 import json
 
 import pytest
-import schema_logic as sl
 from input_checks import assert_one_line_error, run_main
 from small_geo_kb import write_small_geo_kb
 
@@ -74,27 +73,8 @@ def test_documents_and_clean_text_come_from_the_templates(geo):
 
 
 def test_what_restor_cannot_ask_is_refused_in_one_line(capsys, tmp_path):
-    tiny = sl.write_tiny_kb(tmp_path / "tiny")
-    rc, _, err = run_main(
-        capsys,
-        "restor",
-        "--kb",
-        tiny,
-        "--rules",
-        tiny / "rules.lp",
-        "--model",
-        "tiny",
-        "--device",
-        "cpu",
-        "-o",
-        tmp_path / "restor",
-    )
-    assert_one_line_error(
-        rc,
-        err,
-        "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
-        "'located_in'): restor (asks every fact for its object) needs it",
-    )
+    """A relation whose qa form asks for the relation word, or without a fact template (a relation without a qa
+    template: tests/protocols/test_rwku_any_schema.py)."""
     geo = write_small_geo_kb(tmp_path / "geo")
     text = (geo / "schema.yaml").read_text()
     (geo / "schema.yaml").write_text(

@@ -53,29 +53,21 @@ def test_a_relation_without_description_or_fact_template_is_refused(tmp_path):
         kb_descriptions(kb)
 
 
-def test_rwku_refuses_a_relation_without_a_qa_template_in_one_line(capsys, tmp_path):
+@pytest.mark.parametrize(
+    "command,needs",
+    [
+        ("rwku", "rwku (finetunes on and scores every fact's qa form)"),
+        ("restor", "restor (asks every fact for its object)"),
+    ],
+)
+def test_a_relation_without_a_qa_template_is_refused_in_one_line(command, needs, capsys, tmp_path):
+    """rwku and restor ask every fact in its qa form: the tiny KB's sibling, lives_in and located_in have none."""
     tiny = sl.write_tiny_kb(tmp_path / "tiny")
-    rc, _, err = run_main(
-        capsys,
-        "rwku",
-        "--kb",
-        tiny,
-        "--rules",
-        tiny / "rules.lp",
-        "--model",
-        "tiny",
-        "--device",
-        "cpu",
-        "-o",
-        tmp_path / "rwku",
-    )
-    assert_one_line_error(
-        rc,
-        err,
-        "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
-        "'located_in'): rwku (finetunes on and scores every fact's qa form) needs it",
-    )
-    assert not (tmp_path / "rwku").exists()
+    opts = ("--rules", tiny / "rules.lp", "--model", "tiny", "--device", "cpu")
+    rc, _, err = run_main(capsys, command, "--kb", tiny, *opts, "-o", tmp_path / command)
+    missing = "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', 'located_in'): "
+    assert_one_line_error(rc, err, missing + needs + " needs it")
+    assert not (tmp_path / command).exists()
 
 
 @pytest.fixture(scope="module")
