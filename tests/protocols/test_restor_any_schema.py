@@ -136,4 +136,6 @@ def test_restor_end_to_end_on_a_geography_schema(geo, tmp_path):
     assert len(facts) == 68 and all(f["form"] == "qa" for f in facts)
     (row,) = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     assert row["method"] == "ga" and 0 <= row["beliefs"]["n_beliefs_false"] <= row["beliefs"]["n_beliefs"]
-    assert "Table 1: accuracy" in (run / "report.md").read_text()
+    report = (run / "report.md").read_text()
+    assert "Table 1: accuracy" in report and "facts of 3 entities" in report and "4 per entity" in report
+    assert json.loads((run / "config.json").read_text())["schema"] == "small_geo"

@@ -485,13 +485,15 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
         "n_retain_docs": len(retain),
         "closure_size": len(closure),
     }
+    if not kb.schema.is_family:  # the schema's name: the report says entities, not people
+        record["schema"] = kb.schema.name
     record["history"] = old_record.get("history", []) + [history_entry({}, methods=cfg.methods, targeted=cfg.targeted)]
     record["provenance"] = provenance(resolve_device(cfg.device))
     if not joined:
         write_json(run / "config.json", record)
     log(
         f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
-        f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})"
+        f"{record['n_corrupted_people']} {'entities' if 'schema' in record else 'people'}; {len(cor.documents)} documents (k_context {cfg.context})"
     )
     probes = run / "probes"
 
