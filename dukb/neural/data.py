@@ -195,12 +195,22 @@ def _schema_descriptions(kb: KB, wanted) -> list[QAItem]:
 def vocabulary_texts(kb: KB, tags, extra_kinds: tuple[str, ...] = (), statements: bool = False) -> list[str]:
     """Every text the tiny model's tokenizer must cover: prompts and answers of the QA forms (and extra kinds), and
     with ``statements`` every plain text dukb trains on: each fact's statement sentence (MUSE's corpus) and its
-    description sentences (:func:`kb_descriptions`, RWKU's corpus)."""
+    description sentences (:func:`kb_descriptions`, RWKU's corpus). A KB with another schema whose relation has no
+    ``fact`` template has no statement sentences (rwku describes its facts with ``description`` templates).
+
+    Raises:
+        InputError: with ``statements``, a KB with another schema whose relation has neither a ``description`` nor a
+            ``fact`` template (:func:`description_templates`).
+    """
     items = kb_qa(kb, (QA_KIND,) + tuple(extra_kinds))
     texts = [tags.prompt(it.question) + tags.target(it.answer) for it in items]
     texts += [p.name for p in kb.people.values()]
     if statements:
-        texts += [it.answer for it in kb_texts(kb)]
+        try:
+            texts += [it.answer for it in kb_texts(kb)]
+        except InputError:  # another schema without fact templates: nothing dukb trains on states facts that way
+            if kb.schema.is_family:
+                raise
         texts += [it.answer for it in kb_descriptions(kb)]
     return texts
 

@@ -43,6 +43,25 @@ def test_description_corpus_from_the_schema_templates(geo):
     assert [it.answer for it in kb_descriptions(kb, [("relationship", 2)])] == by_fact[("relationship", 2)]
 
 
+def test_description_templates_alone_cover_the_tiny_vocabulary(geo, tmp_path):
+    """A schema whose relations have description templates and no fact template: the tiny model's vocabulary texts
+    hold the description sentences (no statement is needed)."""
+    import shutil
+
+    from dukb.neural.data import vocabulary_texts
+    from dukb.neural.spec import PROMPT_PRESETS
+
+    d = tmp_path / "kb"
+    shutil.copytree(geo, d)
+    text = (d / "schema.yaml").read_text()
+    text = text.replace('      fact: "The capital of {s} is {o}."\n', "")
+    (d / "schema.yaml").write_text(text)
+    kb = load_kb(d)
+    texts = vocabulary_texts(kb, PROMPT_PRESETS["tiny"], statements=True)
+    assert "The government of France sits in Paris." in texts and "The capital of France is Paris." not in texts
+    assert "The currency of France is the Euro." in texts
+
+
 def test_a_relation_without_description_or_fact_template_is_refused(tmp_path):
     kb = load_kb(sl.write_tiny_kb(tmp_path / "tiny"))  # sibling, located_in: no template at all
     with pytest.raises(
