@@ -337,6 +337,20 @@ def statement_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]]:
         InputError: a relation (attribute) with facts and no ``fact`` template (named, with its schema.yaml line).
 
     Source: Rezaei et al., RESTOR, Sec. 3.2 and App. B (documents stating facts about an entity).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from dukb.kb.io import load_kb
+        >>> files = {"entities.csv": "name,type\\nParis,city\\nFrance,country\\n",
+        ...          "relationships.csv": "fact_id,subject,relation,object\\n0,France,capital,Paris\\n",
+        ...          "schema.yaml": "schema_version: 1\\nname: geo\\nentity_types: [city, country]\\nrelations:\\n"
+        ...                         "  capital: {templates: {fact: '{o} is the capital of {s}.', "
+        ...                         "description: 'The government of {s} sits in {o}.'}}\\n"}
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     for name, text in files.items():
+        ...         _ = (pathlib.Path(tmp) / name).write_text(text)
+        ...     statement_templates(load_kb(tmp))
+        {('relationship', 'capital'): ('{o} is the capital of {s}.', 'The government of {s} sits in {o}.')}
     """
     require_templates(kb, ("fact",), "restor (its documents and the clean model's text state every fact)")
     schema = kb.schema
@@ -506,7 +520,13 @@ def render_fact(
 
 def fact_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]] | None:
     """The ``templates`` argument of :func:`render_fact` for a KB: None for the family schema (documents.json),
-    else :func:`statement_templates` (raising its InputError)."""
+    else :func:`statement_templates` (raising its InputError).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> fact_templates(load_kb("demo")) is None
+        True
+    """
     return None if kb.schema.is_family else statement_templates(kb)
 
 
