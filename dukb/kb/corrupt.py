@@ -313,7 +313,8 @@ def object_types(schema: Schema, relation: str) -> list[str]:
     Raises:
         KeyError: a relation the schema lacks.
 
-    Source: Rezaei et al., RESTOR, Sec. 3.2 (a corrupted fact's object is replaced by a plausible wrong one).
+    Source: Rezaei et al., RESTOR, Sec. 3.2 (o' is "a plausible but different value for relation r": here an entity
+    of the relation's object type).
 
     Example:
         >>> from dukb.kb.kbschema import family_schema
