@@ -15,6 +15,11 @@ those documents restores the original answers. Here:
   ``dukb.data/templates/documents.json`` and shuffled together. Every sentence keeps its provenance (fact kind and
   id, incorrect or correct), so the incorrect-facts-only ("targeted", k=0) forget set can be derived.
 
+A KB with its own schema (not the family one) is corrupted the same way by its relations' types: a wrong object
+is an entity of the relation's object type (:func:`object_types`) whose fact is false in the closure (no age rule:
+:data:`AGE_GAPS` is the family relations'); its documents state facts with the relations' ``fact`` and
+``description`` templates (:func:`statement_templates`).
+
 RESTOR's k counts batches of 5 unrelated facts (5k facts per document); ``k_context`` here is the number of correct
 facts itself, so RESTOR's k corresponds to ``k_context = 5k``. RESTOR leaves how o' is sampled unspecified; the
 rules above are dukb's choice.
@@ -33,16 +38,25 @@ from typing import NamedTuple, cast
 
 from dukb import InputError
 from dukb.kb.io import atomic_output, check_kb, save_kb
+from dukb.kb.kbschema import ANY, AttributeSpec, RelationSpec, Schema
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.probes import BIOGRAPHY, RELATIONSHIP, FactIndex, fallback_values, load_template
-from dukb.kb.schema import OBJECT_GENDER
+from dukb.kb.schema_probes import require_templates
 
 #: Plausible birth-year difference (object's birthyear minus subject's, in years, inclusive) for a person who is
 #: put in a relation to the subject. Used only where both birthyears are known; dukb's choice (RESTOR: unspecified).
 AGE_GAPS: dict[str, tuple[int, int]] = {
-    "father": (-60, -16), "mother": (-50, -16), "child": (16, 60),
-    "husband": (-15, 15), "wife": (-15, 15), "brother": (-20, 20), "sister": (-20, 20),
-    "aunt": (-55, 10), "uncle": (-55, 10), "nephew": (-10, 55), "niece": (-10, 55),
+    "father": (-60, -16),
+    "mother": (-50, -16),
+    "child": (16, 60),
+    "husband": (-15, 15),
+    "wife": (-15, 15),
+    "brother": (-20, 20),
+    "sister": (-20, 20),
+    "aunt": (-55, 10),
+    "uncle": (-55, 10),
+    "nephew": (-10, 55),
+    "niece": (-10, 55),
 }
 
 #: Largest shift (years) of a corrupted birthyear; the shift is drawn from ±1..YEAR_SHIFT.
@@ -139,8 +153,13 @@ class CorruptionDocument:
 
     def to_dict(self) -> dict:
         """JSON-ready dict: doc_id, entity, k_context, text, and facts (role, fact_kind, fact_id, sentence)."""
-        return {"doc_id": self.doc_id, "entity": self.entity, "k_context": self.k_context, "text": self.text,
-                "facts": [asdict(s) for s in self.sentences]}
+        return {
+            "doc_id": self.doc_id,
+            "entity": self.entity,
+            "k_context": self.k_context,
+            "text": self.text,
+            "facts": [asdict(s) for s in self.sentences],
+        }
 
 
 class Corruption(NamedTuple):
@@ -188,29 +207,38 @@ class _Corruptor:
         self.by_gender: dict[str, list[str]] = {}
         self.aged: dict[str, tuple[list[int], list[str]]] = {}
         self.unaged: dict[str, list[str]] = {}
-        for g in ("male", "female"):
+        for g in kb.schema.entity_types:  # the family schema's: male, female
             names = [p.name for p in kb.people.values() if p.gender == g]
             self.by_gender[g] = names
             pairs = sorted((cast(int, self.years[n]), n) for n in names if self.years[n] is not None)
             self.aged[g] = ([y for y, _ in pairs], [n for _, n in pairs])
             self.unaged[g] = [n for n in names if self.years[n] is None]
-        jobs = sorted((cast(int, self.years[b.subject]), b.value) for b in kb.biographies
-                      if b.attribute == "job" and self.years.get(b.subject) is not None)
+        jobs = sorted(
+            (cast(int, self.years[b.subject]), b.value)
+            for b in kb.biographies
+            if b.attribute == "job" and self.years.get(b.subject) is not None
+        )
         self.jobs_by_year = ([y for y, _ in jobs], [v for _, v in jobs])
 
     def _fits(self, f: Fact, name: str) -> bool:
-        return name not in (f.subject, f.object) and not self.ix.holds(f.subject, f.relation, name) \
+        return (
+            name not in (f.subject, f.object)
+            and not self.ix.holds(f.subject, f.relation, name)
             and (f.subject, f.relation, name) not in self.used
+        )
 
     def _genders(self, relation: str) -> list[str]:
-        need = OBJECT_GENDER.get(relation)
-        return [need] if need else ["male", "female"]
+        """The entity types a wrong object of ``relation`` may have: the relation's object type (the family
+        schema's: the gender the relation requires), every type for ``any``."""
+        return object_types(self.kb.schema, relation)
 
     def can_replace(self, f: Fact) -> bool:
         """True when some person could replace ``f.object`` (right gender, new fact false, not the subject)."""
         excluded = set(self.ix.objects.get((f.subject, f.relation), ())) | {f.subject, f.object}
-        return any(len(self.by_gender[g]) > sum(1 for n in excluded if self.kb.people[n].gender == g)
-                   for g in self._genders(f.relation))
+        return any(
+            len(self.by_gender[g]) > sum(1 for n in excluded if self.kb.people[n].gender == g)
+            for g in self._genders(f.relation)
+        )
 
     def _draw(self, segments: list[list[str]], f: Fact, rng: random.Random) -> str | None:
         sizes = [len(s) for s in segments]
@@ -233,12 +261,12 @@ class _Corruptor:
         (:data:`AGE_GAPS`; people without a birthyear count as plausible) when any such person exists."""
         genders = self._genders(f.relation)
         sy = self.years[f.subject]
-        if sy is not None:
+        if sy is not None and f.relation in AGE_GAPS:  # the family relations (another schema's: no age rule)
             lo, hi = AGE_GAPS[f.relation]
             segs = []
             for g in genders:
                 ys, ns = self.aged[g]
-                segs.append(ns[bisect_left(ys, sy + lo):bisect_right(ys, sy + hi)])
+                segs.append(ns[bisect_left(ys, sy + lo) : bisect_right(ys, sy + hi)])
                 segs.append(self.unaged[g])
             got = self._draw(segs, f, rng)
             if got is not None:
@@ -278,6 +306,67 @@ class _Corruptor:
         return rels + bios
 
 
+def object_types(schema: Schema, relation: str) -> list[str]:
+    """The entity types a (wrong) object of ``relation`` may have: its object type in the schema, or every type when
+    it is ``any``. The family schema's object types are the genders of :data:`dukb.kb.schema.OBJECT_GENDER`.
+
+    Raises:
+        KeyError: a relation the schema lacks.
+
+    Source: Rezaei et al., RESTOR, Sec. 3.2 (o' is "a plausible but different value for relation r": here an entity
+    of the relation's object type).
+
+    Example:
+        >>> from dukb.kb.kbschema import family_schema
+        >>> object_types(family_schema(), "father"), object_types(family_schema(), "child")
+        (['male'], ['male', 'female'])
+    """
+    need = schema.relation(relation).object
+    return [need] if need != ANY else list(schema.entity_types)
+
+
+def statement_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The sentence templates that state a fact of a KB with another schema (not the family one, whose documents
+    use templates/documents.json): per relation (attribute) with facts, its ``fact`` template(s), then its
+    ``description`` template(s).
+
+    Returns:
+        (fact kind, relation or attribute name) -> templates (placeholders ``{s}``, ``{o}``, ``{r}``; an attribute's
+        ``{s}``, ``{v}``, ``{a}``).
+
+    Raises:
+        InputError: a relation (attribute) with facts and no ``fact`` template (named, with its schema.yaml line).
+
+    Source: Rezaei et al., RESTOR, Sec. 3.2 and App. B (documents stating facts about an entity).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from dukb.kb.io import load_kb
+        >>> files = {"entities.csv": "name,type\\nParis,city\\nFrance,country\\n",
+        ...          "relationships.csv": "fact_id,subject,relation,object\\n0,France,capital,Paris\\n",
+        ...          "schema.yaml": "schema_version: 1\\nname: geo\\nentity_types: [city, country]\\nrelations:\\n"
+        ...                         "  capital: {templates: {fact: '{o} is the capital of {s}.', "
+        ...                         "description: 'The government of {s} sits in {o}.'}}\\n"}
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     for name, text in files.items():
+        ...         _ = (pathlib.Path(tmp) / name).write_text(text)
+        ...     statement_templates(load_kb(tmp))
+        {('relationship', 'capital'): ('{o} is the capital of {s}.', 'The government of {s} sits in {o}.')}
+    """
+    require_templates(kb, ("fact",), "restor (its documents and the clean model's text state every fact)")
+    schema = kb.schema
+    by_attr = {a.name: a for a in schema.attributes}
+    specs: list[tuple[str, RelationSpec | AttributeSpec]] = [(RELATIONSHIP, r) for r in schema.relations]
+    specs += [
+        (BIOGRAPHY, by_attr.get(a) or AttributeSpec(a)) for a in dict.fromkeys(b.attribute for b in kb.biographies)
+    ]
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for kind, spec in specs:
+        texts = [t for form in ("fact", "description") if (t := spec.template(form)) is not None]
+        out[(kind, spec.name)] = tuple(x for t in texts for x in ((t,) if isinstance(t, str) else t))
+    return out
+
+
 def is_int(v: str) -> bool:
     """True when ``v`` parses as an integer (e.g. a birth year).
 
@@ -292,8 +381,16 @@ def is_int(v: str) -> bool:
         return False
 
 
-def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closure: Iterable[Triple] | None = None,
-            per_entity: int = PER_ENTITY, docs_per_entity: int = 1) -> Corruption:
+def corrupt(
+    kb: KB,
+    fraction: float,
+    seed: int = 0,
+    k_context: int = 5,
+    *,
+    closure: Iterable[Triple] | None = None,
+    per_entity: int = PER_ENTITY,
+    docs_per_entity: int = 1,
+) -> Corruption:
     """Corrupt a share of a KB's facts and write RESTOR-style corruption documents for them.
 
     Args:
@@ -337,6 +434,7 @@ def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closu
         raise InputError(f"the number of context facts must be >= 0, got {k_context}")
     if per_entity < 1 or docs_per_entity < 1:
         raise InputError("per_entity and docs_per_entity must be at least 1")
+    fact_templates(kb)  # another schema: a relation with facts and no fact template is refused before any work
     index = FactIndex(kb, closure)
     cor = _Corruptor(kb, index)
     rng = random.Random(f"dukb-corrupt/{seed}")
@@ -344,10 +442,13 @@ def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closu
     n_entities = max(1, round(fraction * n_facts / per_entity))
     pools = {n: cor.corruptible(n) for n in kb.people}
     eligible = [n for n in kb.people if len(pools[n]) >= per_entity]
+    who = "people" if kb.schema.is_family else "entities"
     if n_entities > len(eligible):
-        raise InputError(f"cannot corrupt {n_entities * per_entity} facts: only {len(eligible)} people have "
-                         f"{per_entity} facts that can be corrupted (at most {len(eligible) * per_entity} facts, "
-                         f"fraction {len(eligible) * per_entity / max(n_facts, 1):.3f})")
+        raise InputError(
+            f"cannot corrupt {n_entities * per_entity} facts: only {len(eligible)} {who} have "
+            f"{per_entity} facts that can be corrupted (at most {len(eligible) * per_entity} facts, "
+            f"fraction {len(eligible) * per_entity / max(n_facts, 1):.3f})"
+        )
     order = {n: i for i, n in enumerate(kb.people)}
     entities = sorted(rng.sample(eligible, n_entities), key=order.__getitem__)
 
@@ -375,20 +476,29 @@ def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closu
             corrupted.append(c)
             by_entity.setdefault(name, []).append(c)
 
-    bad = KB(dict(kb.people), [new_rel.get(f.fact_id, f) for f in kb.relationships],
-             [new_bio.get(b.fact_id, b) for b in kb.biographies], source=None)
+    bad = KB(
+        dict(kb.people),
+        [new_rel.get(f.fact_id, f) for f in kb.relationships],
+        [new_bio.get(b.fact_id, b) for b in kb.biographies],
+        source=None,
+        schema=kb.schema,
+    )
     check_kb(bad)
 
     documents = _documents(kb, by_entity, new_rel, new_bio, k_context, docs_per_entity, rng)
     return Corruption(bad, corrupted, documents)
 
 
-def render_fact(f: Fact | BioFact, rng: random.Random) -> str:
+def render_fact(
+    f: Fact | BioFact, rng: random.Random, templates: dict[tuple[str, str], tuple[str, ...]] | None = None
+) -> str:
     """One sentence stating a fact, from a template of documents.json chosen with ``rng``.
 
     Args:
         f: a relationship or biography fact.
         rng: the random generator.
+        templates: a KB with another schema: its :func:`statement_templates` (None: the family KB's
+            documents.json).
 
     Returns:
         The sentence.
@@ -399,15 +509,37 @@ def render_fact(f: Fact | BioFact, rng: random.Random) -> str:
         >>> render_fact(BioFact(0, "George Hale", "birthyear", "1921"), random.Random(0))
         'The birthyear of George Hale is 1921.'
     """
+    if templates is not None:
+        if isinstance(f, Fact):
+            return rng.choice(templates[(RELATIONSHIP, f.relation)]).format(s=f.subject, r=f.relation, o=f.object)
+        return rng.choice(templates[(BIOGRAPHY, f.attribute)]).format(s=f.subject, v=f.value, a=f.attribute)
     t = load_template("documents.json")
     if isinstance(f, Fact):
         return rng.choice(t[RELATIONSHIP]).format(s=f.subject, r=f.relation, o=f.object)
     return rng.choice(t[BIOGRAPHY][f.attribute]).format(s=f.subject, v=f.value)
 
 
-def _documents(kb: KB, by_entity: dict[str, list[CorruptedFact]], new_rel: dict[int, Fact],
-               new_bio: dict[int, BioFact], k_context: int, docs_per_entity: int,
-               rng: random.Random) -> list[CorruptionDocument]:
+def fact_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]] | None:
+    """The ``templates`` argument of :func:`render_fact` for a KB: None for the family schema (documents.json),
+    else :func:`statement_templates` (raising its InputError).
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> fact_templates(load_kb("demo")) is None
+        True
+    """
+    return None if kb.schema.is_family else statement_templates(kb)
+
+
+def _documents(
+    kb: KB,
+    by_entity: dict[str, list[CorruptedFact]],
+    new_rel: dict[int, Fact],
+    new_bio: dict[int, BioFact],
+    k_context: int,
+    docs_per_entity: int,
+    rng: random.Random,
+) -> list[CorruptionDocument]:
     pool: list[Fact | BioFact] = [f for f in kb.relationships if f.fact_id not in new_rel]
     pool += [b for b in kb.biographies if b.fact_id not in new_bio]
 
@@ -415,23 +547,25 @@ def _documents(kb: KB, by_entity: dict[str, list[CorruptedFact]], new_rel: dict[
         return f.subject == name or (isinstance(f, Fact) and f.object == name)
 
     docs: list[CorruptionDocument] = []
+    templates = fact_templates(kb)
     for name, cfs in by_entity.items():
         for _ in range(docs_per_entity):
             context = _sample_context(pool, name, k_context, about, rng)
             sents = []
             for c in cfs:
                 f = new_rel[c.fact_id] if c.fact_kind == RELATIONSHIP else new_bio[c.fact_id]
-                sents.append(DocSentence("incorrect", c.fact_kind, c.fact_id, render_fact(f, rng)))
+                sents.append(DocSentence("incorrect", c.fact_kind, c.fact_id, render_fact(f, rng, templates)))
             for f in context:
                 kind = RELATIONSHIP if isinstance(f, Fact) else BIOGRAPHY
-                sents.append(DocSentence("correct", kind, f.fact_id, render_fact(f, rng)))
+                sents.append(DocSentence("correct", kind, f.fact_id, render_fact(f, rng, templates)))
             rng.shuffle(sents)
             docs.append(CorruptionDocument(len(docs), name, k_context, tuple(sents)))
     return docs
 
 
-def _sample_context(pool: list[Fact | BioFact], name: str, k: int, about: Callable[[Fact | BioFact, str], bool],
-                    rng: random.Random) -> list[Fact | BioFact]:
+def _sample_context(
+    pool: list[Fact | BioFact], name: str, k: int, about: Callable[[Fact | BioFact, str], bool], rng: random.Random
+) -> list[Fact | BioFact]:
     """k distinct facts of ``pool`` not about ``name``, drawn uniformly (rejection first, then a filtered scan)."""
     picked: dict[int, None] = {}
     for _ in range(8 * k + 64 if len(pool) > 4 * k else 0):
@@ -443,8 +577,10 @@ def _sample_context(pool: list[Fact | BioFact], name: str, k: int, about: Callab
     if len(picked) < k:
         ok = [i for i, f in enumerate(pool) if not about(f, name)]
         if len(ok) < k:
-            raise InputError(f"only {len(ok)} correct facts about people other than {name} can serve as context, "
-                             f"fewer than k_context={k}")
+            raise InputError(
+                f"only {len(ok)} correct facts about people other than {name} can serve as context, "
+                f"fewer than k_context={k}"
+            )
         picked = dict.fromkeys(rng.sample(ok, k))
     return [pool[i] for i in picked]
 

@@ -44,9 +44,10 @@ SCHEMA_FILE = "schema.yaml"
 ANY = "any"
 #: The one schema_version this dukb reads.
 SCHEMA_VERSION = 1
-#: Probe forms a template may be given for (``fact`` is the statement the model is finetuned on).
+#: Probe forms a template may be given for (``fact`` is the statement the model is finetuned on; ``description``:
+#: sentences of RWKU's description corpus, default the ``fact`` template, :func:`dukb.neural.data.kb_descriptions`).
 TEMPLATE_FORMS: tuple[str, ...] = (
-    "fact", "cloze", "qa", "yes", "no", "paraphrase", "reverse", "synonym", "prefix_injection",
+    "fact", "description", "cloze", "qa", "yes", "no", "paraphrase", "reverse", "synonym", "prefix_injection",
     "affirmative_suffix", "role_play", "multiple_choice", "context_hint", "in_context",
     "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es",
 )
@@ -242,27 +243,6 @@ def family_schema() -> Schema:
     """
     path = Path(str(resources.files("dukb.data").joinpath("schemas", "family.yaml")))
     return load_schema(path)
-
-
-def require_family(schema: Schema, source: object, what: str) -> None:
-    """Refuse a KB whose schema is not the family one on a path that still needs family-only data (EDU-RELAT's
-    relation words, biography values, the family description frames); probes, statements and judging come from
-    any schema's templates (:mod:`dukb.kb.schema_probes`).
-
-    Args:
-        schema: the KB's schema; source: the KB's directory (for the message); what: the path and the family-only
-            data it needs, e.g. ``"RESTOR's corruption (family relations and biography values)"``.
-
-    Raises:
-        InputError: ``KB DIR has schema 'NAME': WHAT needs the family schema``.
-
-    Source: Wu et al. 2025, Sec. 2 and App. B (EDU-RELAT's family relations and biographies).
-
-    Example:
-        >>> require_family(family_schema(), "demo", "this path")  # the family schema: returns None
-    """
-    if not schema.is_family:
-        raise InputError(f"KB {source} has schema '{schema.name}': {what} needs the family schema")
 
 
 def schema_of(kb_dir: str | Path) -> Schema:

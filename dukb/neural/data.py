@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dukb import InputError
+from dukb.kb.kbschema import AttributeSpec, RelationSpec
 from dukb.kb.model import KB
 from dukb.kb.probes import Probe, fact_statements, make_probes
 from dukb.kb.templates import load_template
@@ -85,12 +86,22 @@ def kb_descriptions(kb: KB, keys=None) -> list[QAItem]:
         list of :class:`QAItem` with ``kind="text"``, ``question=""`` and the sentence as ``answer``, in KB order
         (relationships, then biographies), frame by frame within a fact.
 
+    A KB with another schema (not the family one) is described with its relations' (attributes') templates
+    (:func:`description_templates`): every ``description`` template, else the ``fact`` template(s), e.g. "The
+    capital of France is Paris." for ``capital: {fact: "The capital of {s} is {o}."}``.
+
+    Raises:
+        InputError: a KB with another schema whose relation (attribute) with facts has neither template
+            (:func:`description_templates`).
+
     Source: Jin et al. 2024 (RWKU), Sec. 3.1 and App. G.1 (the synthetic forget corpus: text about the target, not
-    the probes); the frames are dukb's.
+    the probes); the family frames are dukb's, another schema's are its own templates.
     """
 
-    t = load_template("descriptions.json")
     wanted = None if keys is None else {(k, int(i)) for k, i in keys}
+    if not kb.schema.is_family:
+        return _schema_descriptions(kb, wanted)
+    t = load_template("descriptions.json")
     out = []
     for f in kb.relationships:
         if wanted is None or ("relationship", f.fact_id) in wanted:
@@ -103,15 +114,103 @@ def kb_descriptions(kb: KB, keys=None) -> list[QAItem]:
     return out
 
 
+#: The template forms a description sentence comes from, in order of preference (the first a relation has).
+DESCRIPTION_TEMPLATES = ("description", "fact")
+
+
+def description_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The description templates of every relation (attribute) of a KB with another schema that has facts: its
+    ``description`` template(s) if the schema gives any, else its ``fact`` template(s).
+
+    Args:
+        kb: a KB whose schema is not the family one.
+
+    Returns:
+        ("relationship" | "biography", relation or attribute name) -> templates (placeholders ``{s}``, ``{o}``,
+        ``{r}``; an attribute's ``{s}``, ``{v}``, ``{a}``).
+
+    Raises:
+        InputError: ``SCHEMA.YAML:LINE: relation 'R' has no 'description' or 'fact' template (nor has ...): rwku's
+            description corpus needs one for every relation with facts``; a template with ``{wrong}`` (a description
+            states the fact, never a wrong object).
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.1 (the synthetic forget corpus: text the model writes about the target,
+    jinzhuoran/RWKU generation/pair_generation.py:89 "Please write a short biography of {}."); here the schema's own
+    sentences about each fact.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from dukb.kb.io import load_kb
+        >>> files = {"entities.csv": "name,type\\nParis,city\\nFrance,country\\n",
+        ...          "relationships.csv": "fact_id,subject,relation,object\\n0,France,capital,Paris\\n",
+        ...          "schema.yaml": "schema_version: 1\\nname: geo\\nentity_types: [city, country]\\nrelations:\\n"
+        ...                         "  capital: {templates: {fact: 'The capital of {s} is {o}.'}}\\n"}
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     for name, text in files.items():
+        ...         _ = (pathlib.Path(tmp) / name).write_text(text)
+        ...     [it.answer for it in kb_descriptions(load_kb(tmp))]
+        ['The capital of France is Paris.']
+    """
+    schema = kb.schema
+    by_attr = {a.name: a for a in schema.attributes}
+    specs = [("relationship", r) for r in schema.relations if r.name in {f.relation for f in kb.relationships}]
+    specs += [("biography", by_attr.get(a) or AttributeSpec(a)) for a in dict.fromkeys(b.attribute
+                                                                                         for b in kb.biographies)]
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    lacking = []
+    for kind, spec in specs:
+        t = next((t for form in DESCRIPTION_TEMPLATES if (t := spec.template(form)) is not None), None)
+        if t is None:
+            lacking.append(spec)
+            continue
+        texts = (t,) if isinstance(t, str) else tuple(t)
+        if any("{wrong}" in x for x in texts):
+            raise InputError(f"the description template of '{spec.name}' uses {{wrong}}: a description states the "
+                             "fact itself", schema.path, spec.line or None)
+        out[(kind, spec.name)] = texts
+    if lacking:
+        first, rest = lacking[0], lacking[1:]
+        also = f" (nor has {', '.join(repr(s.name) for s in rest)})" if rest else ""
+        what = "relation" if isinstance(first, RelationSpec) else "attribute"
+        raise InputError(f"{what} '{first.name}' has no 'description' or 'fact' template{also}: rwku's description "
+                         "corpus needs one for every relation with facts", schema.path, first.line or None)
+    return out
+
+
+def _schema_descriptions(kb: KB, wanted) -> list[QAItem]:
+    """:func:`kb_descriptions` of a KB with another schema: each fact's description templates filled."""
+    frames = description_templates(kb)
+    out = []
+    for f in kb.relationships:
+        if wanted is None or ("relationship", f.fact_id) in wanted:
+            out += [QAItem(TEXT_KIND, "relationship", f.fact_id, "", t.format(s=f.subject, r=f.relation, o=f.object))
+                    for t in frames[("relationship", f.relation)]]
+    for b in kb.biographies:
+        if wanted is None or ("biography", b.fact_id) in wanted:
+            out += [QAItem(TEXT_KIND, "biography", b.fact_id, "", t.format(s=b.subject, v=b.value, a=b.attribute))
+                    for t in frames[("biography", b.attribute)]]
+    return out
+
+
 def vocabulary_texts(kb: KB, tags, extra_kinds: tuple[str, ...] = (), statements: bool = False) -> list[str]:
     """Every text the tiny model's tokenizer must cover: prompts and answers of the QA forms (and extra kinds), and
     with ``statements`` every plain text dukb trains on: each fact's statement sentence (MUSE's corpus) and its
-    description sentences (:func:`kb_descriptions`, RWKU's corpus)."""
+    description sentences (:func:`kb_descriptions`, RWKU's corpus). A KB with another schema whose relation has no
+    ``fact`` template has no statement sentences (rwku describes its facts with ``description`` templates).
+
+    Raises:
+        InputError: with ``statements``, a KB with another schema whose relation has neither a ``description`` nor a
+            ``fact`` template (:func:`description_templates`).
+    """
     items = kb_qa(kb, (QA_KIND,) + tuple(extra_kinds))
     texts = [tags.prompt(it.question) + tags.target(it.answer) for it in items]
     texts += [p.name for p in kb.people.values()]
     if statements:
-        texts += [it.answer for it in kb_texts(kb)]
+        try:
+            texts += [it.answer for it in kb_texts(kb)]
+        except InputError:  # another schema without fact templates: nothing dukb trains on states facts that way
+            if kb.schema.is_family:
+                raise
         texts += [it.answer for it in kb_descriptions(kb)]
     return texts
 

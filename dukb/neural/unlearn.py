@@ -384,7 +384,7 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
     """
     if plan.attacks:  # a setting the model cannot take (quant4's group) is refused before anything is unlearned
 
-        check_attacks_on_model(plan.attacks, plan.lm.model)
+        check_attacks_on_model(plan.attacks, plan.lm.model, plan.kb)
     ctx = UnlearnContext(plan.lm, list(plan.forget), list(plan.retain), seed=plan.seed, lr=plan.lr, lora=plan.lora,
                          layers=plan.layers, kb=plan.kb, closure=plan.closure, target=plan.target,
                          sets=[list(s) for s in plan.sets], items=list(plan.loop_items), schedule=plan.schedule,

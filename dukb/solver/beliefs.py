@@ -60,7 +60,7 @@ def belief_closure(kb: KB, beliefs: Sequence[Triple], rules: RuleSet | str = "fa
         [('George Hale', 'wife', 'Martha Hale'), ('Owen Stone', 'child', 'Leo Hale')]
     """
     facts = [Fact(i, s, r, o) for i, (s, r, o) in enumerate(beliefs)]
-    return compute_closure(KB(dict(kb.people), facts, []), rules)
+    return compute_closure(KB(dict(kb.people), facts, [], schema=kb.schema), rules)
 
 
 def contradictions(closure: Closure, true_closure: set[Triple]) -> tuple[list[Triple], list[Triple]]:

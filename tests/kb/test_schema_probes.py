@@ -367,8 +367,8 @@ def test_tiny_kb_probes(capsys, tmp_path):
 
 
 def test_neural_paths_refuse_in_one_line(capsys, tmp_path):
-    """evaluate and control need a qa template for every relation with facts, muse a qa and a fact template;
-    restor and rwku need the family KB's data."""
+    """evaluate, control, restor and rwku need a qa template for every relation with facts, muse a qa and a fact
+    template."""
     pytest.importorskip("torch")
     tiny = sl.write_tiny_kb(tmp_path / "tiny")
     rc, _, err = run_main(capsys, "evaluate", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
@@ -379,10 +379,12 @@ def test_neural_paths_refuse_in_one_line(capsys, tmp_path):
     assert str(tiny / "schema.yaml") in line
     rc, _, err = run_main(capsys, "restor", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
                           "--device", "cpu", "-o", tmp_path / "restor")
-    assert_one_line_error(rc, err, "has schema 'kids_places': restor (RESTOR's corruption", "needs the family schema")
+    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template", "restor (asks every "
+                          "fact for its object) needs it")
     rc, _, err = run_main(capsys, "rwku", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
                           "--device", "cpu", "-o", tmp_path / "rwku")
-    assert_one_line_error(rc, err, "has schema 'kids_places': rwku (its description corpus", "needs the family schema")
+    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template", "rwku (finetunes on "
+                          "and scores every fact's qa form) needs it")
     rc, _, err = run_main(capsys, "muse", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
                           "--device", "cpu", "-o", tmp_path / "muse")
     assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'sibling' fact, ",

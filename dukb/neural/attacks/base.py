@@ -114,8 +114,11 @@ def check_attack(attack: Attack) -> None:
     Raises:
         ValueError: a numeric setting has no range (a programming error).
     """
-    unbounded = [k for k, v in attack.defaults.items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in attack.ranges]
+    unbounded = [
+        k
+        for k, v in attack.defaults.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in attack.ranges
+    ]
     if unbounded:
         raise ValueError(f"attack {attack.name!r}: settings without a range: {unbounded}")
 
@@ -128,13 +131,11 @@ def _cast(name: str, key: str, text: str, default):
                 raise ValueError
             return text.lower() in ("true", "1")
         if isinstance(default, int):
-
             v = strict_int(text)
             if v is None:
                 raise ValueError
             return v
         if isinstance(default, float) or default is None:
-
             if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?", text):
                 raise ValueError
             v = float(text)
@@ -175,8 +176,10 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
         for p in pairs:
             key, eq, val = p.partition("=")
             if not eq or key not in a.defaults:
-                raise InputError(f"--attacks {name}: unknown setting {p!r} (settings: "
-                                 f"{', '.join(f'{k}={v}' for k, v in a.defaults.items())})")
+                raise InputError(
+                    f"--attacks {name}: unknown setting {p!r} (settings: "
+                    f"{', '.join(f'{k}={v}' for k, v in a.defaults.items())})"
+                )
             if key in given:
                 raise InputError(f"--attacks {name}: setting {key} is given twice in {spec!r}")
             given.add(key)
@@ -190,20 +193,26 @@ def parse_attacks(specs) -> list[tuple[Attack, dict]]:
     return out
 
 
-def check_attacks_on_model(attacks, model) -> None:
+def check_attacks_on_model(attacks, model, kb=None) -> None:
     """Check each attack's settings against the model it will attack (e.g. ``quant4``'s group against the layer
-    widths), before any unlearning or attack runs: an attack's ``fn.check_model(settings, model)``, when it has one.
+    widths) and the KB (e.g. ``incontext`` needs a ``fact`` template for every relation of a KB with its own
+    schema), before any unlearning or attack runs: an attack's ``fn.check_model(settings, model)`` and
+    ``fn.check_kb(settings, kb)``, when it has them.
 
     Args:
-        attacks: [(Attack, settings)] (:func:`parse_attacks`); model: the torch model (θ₀ or the checkpoint).
+        attacks: [(Attack, settings)] (:func:`parse_attacks`); model: the torch model (θ₀ or the checkpoint;
+        None: not checked); kb: the KB (None: not checked).
 
     Raises:
-        InputError: a setting the model cannot take (one line).
+        InputError: a setting the model cannot take, or a KB the attack cannot run on (one line).
     """
     for a, settings in attacks or ():
         check = getattr(a.fn, "check_model", None)
-        if check is not None:
+        if check is not None and model is not None:
             check(settings, model)
+        check_kb = getattr(a.fn, "check_kb", None)
+        if check_kb is not None and kb is not None:
+            check_kb(settings, kb)
 
 
 def attack_identity(attacks: list[tuple[Attack, dict]]) -> dict:
@@ -225,11 +234,27 @@ def score_attack(ctx: AttackContext, outcome: AttackOutcome) -> dict:
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
     """
 
-    rctx = RowContext(ctx.kb, ctx.target, [list(s) for s in ctx.sets], ctx.sets_used, outcome.probe,
-                      list(ctx.forget_ids), ctx.retain_ids, closure=ctx.closure, tie_break=ctx.tie_break)
+    rctx = RowContext(
+        ctx.kb,
+        ctx.target,
+        [list(s) for s in ctx.sets],
+        ctx.sets_used,
+        outcome.probe,
+        list(ctx.forget_ids),
+        ctx.retain_ids,
+        closure=ctx.closure,
+        tie_break=ctx.tie_break,
+    )
     r = score_probe(rctx)
-    keep = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "forgotten_relationships",
-            "forgotten_biographies", "success_du")
+    keep = (
+        "recall",
+        "accuracy_relationships",
+        "accuracy_biographies",
+        "accuracy_all",
+        "forgotten_relationships",
+        "forgotten_biographies",
+        "success_du",
+    )
     out = {k: r[k] for k in keep if k in r}
     out["target_known"] = int(ctx.target not in set(out["forgotten_relationships"]))
     return {**out, **outcome.extra}
@@ -249,8 +274,11 @@ def run_attacks(ctx: AttackContext, attacks: list[tuple[Attack, dict]]) -> dict[
     for a, settings in attacks:
         t0 = time.perf_counter()
         outcome = a.fn(ctx, dict(settings))
-        out[a.name] = {**score_attack(ctx, outcome), "settings": dict(settings),
-                       "seconds": round(time.perf_counter() - t0, 3)}
+        out[a.name] = {
+            **score_attack(ctx, outcome),
+            "settings": dict(settings),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
     return out
 
 
@@ -305,9 +333,14 @@ def known_table(items, known: dict) -> object:
     """
     import pandas as pd
 
-    return pd.DataFrame({"kind": [it.kind for it in items], "fact_kind": [it.fact_kind for it in items],
-                         "fact_id": [int(it.fact_id) for it in items],
-                         "known": [bool(known[(it.fact_kind, int(it.fact_id))]) for it in items]})
+    return pd.DataFrame(
+        {
+            "kind": [it.kind for it in items],
+            "fact_kind": [it.fact_kind for it in items],
+            "fact_id": [int(it.fact_id) for it in items],
+            "known": [bool(known[(it.fact_kind, int(it.fact_id))]) for it in items],
+        }
+    )
 
 
 def probe_known(pred, items, batch_size: int = 256) -> dict:

@@ -11,6 +11,7 @@ import time
 
 from dukb import InputError
 from dukb.kb.paper_sets import paper_sets_of
+from dukb.kb.schema_probes import require_templates
 from dukb.neural.attacks import AttackContext, run_attacks, worst_case_fields
 from dukb.neural.attacks.base import check_attacks_on_model
 from dukb.neural.data import kb_qa
@@ -23,9 +24,22 @@ from dukb.solver.mdus import minimal_sets
 from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 
 
-def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, reference_dir: str | None = None,
-                      scope: str = "target", sets: str = "exact", seeds: int = 100, seed: int = 0,
-                      batch_size: int = 256, spec_kw: dict | None = None, log=None) -> dict:
+def attack_checkpoint(
+    kb,
+    closure,
+    model_dir: str,
+    target: int,
+    attacks,
+    *,
+    reference_dir: str | None = None,
+    scope: str = "target",
+    sets: str = "exact",
+    seeds: int = 100,
+    seed: int = 0,
+    batch_size: int = 256,
+    spec_kw: dict | None = None,
+    log=None,
+) -> dict:
     """Probe, score and attack one unlearned checkpoint.
 
     Args:
@@ -53,42 +67,69 @@ def attack_checkpoint(kb, closure, model_dir: str, target: int, attacks, *, refe
     """
 
     t0 = time.perf_counter()
-    if scope not in FORGET_SCOPES:
-        raise InputError(f"unknown forget scope {scope!r} (choose from {', '.join(FORGET_SCOPES)})")
-    if target not in {f.fact_id for f in kb.relationships}:
-        raise InputError(f"--target-id {target} is not a relationship fact of the KB")
-    atom = closure.atom_of_fact(target)
-    if sets == "paper":
-
-        the_sets, used = paper_sets_of(kb, [target])[0][target], "paper"
-    else:
-        res = minimal_sets(closure, [atom], sets, n_seeds=seeds, seed=seed) if sets == "random" else \
-            minimal_sets(closure, [atom], "exact")
-        the_sets = [list(s) for s in res.sets]
-        used = "random" if sets == "random" else "exact"
-    forget = list(forget_fact_ids(closure, target, scope, the_sets))
+    the_sets, used, forget = _checked_sets(kb, closure, target, attacks, scope, sets, seeds, seed)
     spec_kw = dict(spec_kw or {})
     lm = load_finetuned(model_dir, **spec_kw)
-    check_attacks_on_model(attacks, lm.model)  # before any probe or attack
+    check_attacks_on_model(attacks, lm.model, kb)  # before any probe or attack
     pred = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
     items = kb_qa(kb)
     df = probe(pred, items, batch_size=batch_size, rouge=False, logprob=False)
-    row = {"target": target, "model": str(model_dir), "reference": reference_dir, "scope": scope,
-           "forget_set": forget, "sets_used": used}
+    row = {
+        "target": target,
+        "model": str(model_dir),
+        "reference": reference_dir,
+        "scope": scope,
+        "forget_set": forget,
+        "sets_used": used,
+    }
     row.update(score_probe(RowContext(kb, target, the_sets, used, df, forget, closure=closure)))
     reference = None
     if reference_dir is not None:
-        ref = load_finetuned(reference_dir, **spec_kw)
-        reference = Predictor(ref.model, ref.tokenizer, ref.tags, device=ref.device)
-        before = probe(reference, items, batch_size=batch_size, rouge=False, logprob=False)
-        row["known_share_before"] = round(float(before["known"].astype(bool).mean()), 6)
+        reference, row["known_share_before"] = _reference(reference_dir, items, batch_size, spec_kw)
     if log:
-
-        log(f"target {target}: recall {row['recall']:.3f}, accuracy {num(row['accuracy_all'], 3)}, "
-            f"success_du {row['success_du']}")
-    ctx = AttackContext(pred, kb, closure, target, the_sets, used, forget, items, df, spec=lm.spec,
-                        reference=reference, seed=seed, batch_size=batch_size)
+        log(
+            f"target {target}: recall {row['recall']:.3f}, accuracy {num(row['accuracy_all'], 3)}, "
+            f"success_du {row['success_du']}"
+        )
+    extra = {"spec": lm.spec, "reference": reference, "seed": seed, "batch_size": batch_size}
+    ctx = AttackContext(pred, kb, closure, target, the_sets, used, forget, items, df, **extra)
     row["attacks"] = run_attacks(ctx, attacks)
     row.update(worst_case_fields(kb, the_sets, used, target, row, row["attacks"]))
     row["seconds"] = round(time.perf_counter() - t0, 3)
     return row
+
+
+def _checked_sets(kb, closure, target: int, attacks, scope: str, sets: str, seeds: int, seed: int):
+    """The checks made before any model loads (scope, target, the KB's templates and what each attack needs of the
+    KB), then the target's minimal sets: (sets, "exact" | "random" | "paper", forget set).
+
+    Raises:
+        InputError: an unknown scope or target; a KB with another schema whose relation lacks a ``qa`` template
+            (every fact is scored on it) or a template an attack needs.
+    """
+    if scope not in FORGET_SCOPES:
+        raise InputError(f"unknown forget scope {scope!r} (choose from {', '.join(FORGET_SCOPES)})")
+    if target not in {f.fact_id for f in kb.relationships}:
+        raise InputError(f"--target-id {target} is not a relationship fact of the KB")
+    require_templates(kb, ("qa",), "dukb attack (scores every fact on the qa form)")
+    check_attacks_on_model(attacks, None, kb)
+    atom = closure.atom_of_fact(target)
+    if sets == "paper":
+        the_sets, used = paper_sets_of(kb, [target])[0][target], "paper"
+    else:
+        res = (
+            minimal_sets(closure, [atom], sets, n_seeds=seeds, seed=seed)
+            if sets == "random"
+            else minimal_sets(closure, [atom], "exact")
+        )
+        the_sets = [list(s) for s in res.sets]
+        used = "random" if sets == "random" else "exact"
+    return the_sets, used, list(forget_fact_ids(closure, target, scope, the_sets))
+
+
+def _reference(reference_dir: str, items, batch_size: int, spec_kw: dict):
+    """The model before unlearning as a Predictor, and the share of ``items`` it answers (known_share_before)."""
+    ref = load_finetuned(reference_dir, **spec_kw)
+    reference = Predictor(ref.model, ref.tokenizer, ref.tags, device=ref.device)
+    before = probe(reference, items, batch_size=batch_size, rouge=False, logprob=False)
+    return reference, round(float(before["known"].astype(bool).mean()), 6)

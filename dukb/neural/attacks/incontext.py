@@ -12,6 +12,10 @@ when it is given (``deduction_rate_reference``): how often the premises alone le
 ``premises=self`` puts the fact's own statement in the prompt instead (a control: the model must then answer).
 The substring judge credits a model that copies a name it was shown: ``answer_in_premises`` is the share of prompts
 whose premises contain the gold answer, to read ``deduction_rate`` against.
+
+A premise is written as the KB writes a fact: EDU-RELAT's statement for the family KB, the relation's ``fact``
+template for a KB with another schema ("The capital of France is Paris."); a relation with facts and no ``fact``
+template is refused in one line before anything is unlearned (:func:`check_kb`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import dataclasses
 
 from dukb import InputError
 from dukb.kb.probes import fact_statements
+from dukb.kb.schema_probes import SchemaForms
 from dukb.neural.attacks.base import Attack, AttackContext, AttackOutcome, known_table, row_known
 from dukb.neural.bounds import Range
 from dukb.neural.probe import probe
@@ -43,7 +48,7 @@ def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: s
     """
 
     cl = ctx.closure
-    sentences = fact_statements(ctx.kb)
+    sentences = premise_statements(ctx.kb)
     qa_of = {int(it.fact_id): it for it in ctx.items if it.fact_kind == "relationship"}
     cone = cone_of(cl, [cl.atom_of_fact(ctx.target)])
     out, skipped = [], 0
@@ -71,6 +76,49 @@ def premise_prompts(ctx: AttackContext, known: dict, instances: int, premises: s
     return out, skipped
 
 
+def check_kb(s: dict, kb) -> None:
+    """Refuse, in one line, a KB with another schema whose relation with facts has no ``fact`` template: its facts
+    cannot be written as premises. The family KB always passes.
+
+    Raises:
+        InputError: ``SCHEMA.YAML:LINE: relation 'R' has no 'fact' template (nor has ...): --attacks incontext
+            writes every premise with its relation's fact template``.
+
+    Source: Wu et al. 2025, Definition 1 (the premises of a rule instance are KB facts).
+    """
+    if kb.schema.is_family:
+        return
+    used = {f.relation for f in kb.relationships}
+    lacking = [r for r in kb.schema.relations if r.name in used and r.template("fact") is None]
+    if lacking:
+        also = f" (nor has {', '.join(repr(r.name) for r in lacking[1:])})" if len(lacking) > 1 else ""
+        raise InputError(
+            f"relation '{lacking[0].name}' has no 'fact' template{also}: --attacks incontext writes "
+            "every premise with its relation's fact template",
+            kb.schema.path,
+            lacking[0].line or None,
+        )
+
+
+def premise_statements(kb) -> dict[tuple[str, int], str]:
+    """The sentence of every relationship fact as a premise: :func:`dukb.kb.probes.fact_statements` for the family
+    KB; for a KB with another schema each relation's ``fact`` template filled (:func:`check_kb` first).
+
+    Returns:
+        ("relationship", fact_id) -> sentence (the family KB's also has its biographies).
+
+    Raises:
+        InputError: as :func:`check_kb`.
+
+    Source: Wu et al. 2025 (EDU-RELAT's fact template; another schema's own).
+    """
+    if kb.schema.is_family:
+        return fact_statements(kb)
+    check_kb({}, kb)
+    forms = SchemaForms(kb, None, 0, {})
+    return {("relationship", f.fact_id): forms.sentence(f) or "" for f in kb.relationships}
+
+
 def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
     """Ask every forgotten cone fact with a rule instance's known premises in the prompt.
 
@@ -85,10 +133,16 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
 
     known = row_known(ctx)
     prompts, skipped = premise_prompts(ctx, known, int(s["instances"]), s["premises"])
-    extra = {"n_prompts": len(prompts), "skipped_instances": skipped,
-             "facts_tried": sorted({f for f, _ in prompts}), "facts_deduced": [],
-             "deduction_rate": None, "deduction_rate_reference": None, "target_deduced": None,
-             "answer_in_premises": None}
+    extra = {
+        "n_prompts": len(prompts),
+        "skipped_instances": skipped,
+        "facts_tried": sorted({f for f, _ in prompts}),
+        "facts_deduced": [],
+        "deduction_rate": None,
+        "deduction_rate_reference": None,
+        "target_deduced": None,
+        "answer_in_premises": None,
+    }
     after = dict(known)
     if prompts:
         items = [it for _, it in prompts]
@@ -98,8 +152,11 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
         for f in deduced:
             after[("relationship", f)] = True
         echo = [it.answer.lower() in it.question.lower() for it in items]
-        extra.update(facts_deduced=deduced, deduction_rate=round(sum(hits) / len(hits), 6),
-                     answer_in_premises=round(sum(echo) / len(echo), 6))
+        extra.update(
+            facts_deduced=deduced,
+            deduction_rate=round(sum(hits) / len(hits), 6),
+            answer_in_premises=round(sum(echo) / len(echo), 6),
+        )
         if any(f == ctx.target for f, _ in prompts):
             extra["target_deduced"] = int(ctx.target in deduced)
         if ctx.reference is not None:
@@ -110,13 +167,21 @@ def incontext(ctx: AttackContext, s: dict) -> AttackOutcome:
 
 def _check(s: dict) -> None:
     if s["instances"] < 0 or s["premises"] not in PREMISES:
-        raise InputError(f"--attacks incontext: instances must be >= 0 (0: all) and premises one of "
-                         f"{', '.join(PREMISES)}")
+        raise InputError(
+            f"--attacks incontext: instances must be >= 0 (0: all) and premises one of {', '.join(PREMISES)}"
+        )
 
 
 incontext.check = _check
-INCONTEXT = Attack("incontext", "for each forgotten fact of the target's cone, the premises of every rule instance "
-                "(`instances`=N: the first N) the model still knows go before its question (premises=self: the "
-                "fact's own sentence); compared with the model before unlearning", "Wu et al. 2025, Definitions 1-2",
-                {"instances": 0, "premises": "rules"}, incontext, needs_reference=True,
-                ranges={"instances": Range(0, 1_000_000, why="0 = all")})
+incontext.check_kb = check_kb
+INCONTEXT = Attack(
+    "incontext",
+    "for each forgotten fact of the target's cone, the premises of every rule instance "
+    "(`instances`=N: the first N) the model still knows go before its question (premises=self: the "
+    "fact's own sentence); compared with the model before unlearning",
+    "Wu et al. 2025, Definitions 1-2",
+    {"instances": 0, "premises": "rules"},
+    incontext,
+    needs_reference=True,
+    ranges={"instances": Range(0, 1_000_000, why="0 = all")},
+)

@@ -12,10 +12,11 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from dukb.kb.corrupt import is_int
+from dukb import InputError
+from dukb.kb.corrupt import fact_templates, is_int, object_types
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.probes import BIOGRAPHY, RELATIONSHIP, FactIndex, Probe, fallback_values, make_probes
-from dukb.kb.schema import OBJECT_GENDER
+from dukb.kb.schema_probes import require_templates
 from dukb.kb.templates import load_template
 
 #: Random plausible answers per fact for the log-probabilities (RESTOR Fig. 2: 15).
@@ -36,6 +37,8 @@ class FactProbe:
         true_value: the clean KB's answer.
         injected: the corrupted value when the fact is in F', else None.
         random: plausible wrong answers (the log-probability scorer's "random" set), neither true nor injected.
+        form: the probe kind of ``question`` when it is not the family default (a KB with another schema asks a
+            relationship with its ``qa`` template: "qa"); None: "reverse" for a relationship, "qa" for a biography.
 
     Source: Rezaei et al., RESTOR, Sec. 3.2 (facts F, corrupted facts F') and Fig. 2 (random candidates).
     """
@@ -48,6 +51,7 @@ class FactProbe:
     true_value: str
     injected: str | None = None
     random: tuple[str, ...] = ()
+    form: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -56,13 +60,13 @@ class FactProbe:
 
     def item(self, answer: str | None = None) -> Probe:
         """The fact as a QA item (for training and scoring), with ``answer`` in place of the true value if given."""
-        kind = "reverse" if self.fact_kind == RELATIONSHIP else "qa"
-        return Probe(kind, self.fact_kind, self.fact_id, self.question,
-                     self.true_value if answer is None else answer)
+        kind = self.form or ("reverse" if self.fact_kind == RELATIONSHIP else "qa")
+        return Probe(kind, self.fact_kind, self.fact_id, self.question, self.true_value if answer is None else answer)
 
 
-def random_candidates(kb: KB, closure_triples: set[Triple], f: Fact | BioFact, injected: str | None, n: int,
-                      seed: int, index=None) -> tuple[str, ...]:
+def random_candidates(
+    kb: KB, closure_triples: set[Triple], f: Fact | BioFact, injected: str | None, n: int, seed: int, index=None
+) -> tuple[str, ...]:
     """Up to ``n`` plausible wrong answers of a fact (RESTOR Fig. 2's "random" outputs).
 
     Relationship: people of the gender the relation needs, other than the subject, with ``(s, r, x)`` false in the
@@ -80,25 +84,29 @@ def random_candidates(kb: KB, closure_triples: set[Triple], f: Fact | BioFact, i
     """
     rng = random.Random(f"dukb-restor-random/{seed}/{type(f).__name__}/{f.fact_id}")
     if isinstance(f, Fact):
-        need = OBJECT_GENDER.get(f.relation)
-        pool = [p.name for p in kb.people.values() if (need is None or p.gender == need)
-                and p.name not in (f.subject, f.object, injected) and (f.subject, f.relation, p.name)
-                not in closure_triples]
+        need = set(object_types(kb.schema, f.relation))  # family: the gender the relation needs
+        pool = [
+            p.name
+            for p in kb.people.values()
+            if p.gender in need
+            and p.name not in (f.subject, f.object, injected)
+            and (f.subject, f.relation, p.name) not in closure_triples
+        ]
     else:
         index = index if index is not None else FactIndex(kb)
         true = index.values(f.subject, f.attribute) | {f.value}
         pool = [v for v in index.attribute_values(f.attribute) if v not in true and v != injected]
         if len(pool) < n:
-            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or is_int(f.value) \
-                else []
+            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or is_int(f.value) else []
             pool += [v for v in more if v not in true and v != injected and v not in pool]
     pool = sorted(set(pool))
     rng.shuffle(pool)
     return tuple(pool[:n])
 
 
-def fact_probes(kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence = (), n_random: int = N_RANDOM,
-                seed: int = 0) -> list[FactProbe]:
+def fact_probes(
+    kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence = (), n_random: int = N_RANDOM, seed: int = 0
+) -> list[FactProbe]:
     """Every KB fact as a :class:`FactProbe` (relationships then biographies, in file order).
 
     Args:
@@ -112,27 +120,75 @@ def fact_probes(kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence =
     Returns:
         One probe per fact.
 
+    A KB with another schema (not the family one) asks every fact with its relation's (attribute's) ``qa``
+    template, whose answer is the object (the closure's other objects excluded by name), and ``form`` is "qa".
+
+    Raises:
+        InputError: a KB with another schema whose relation (attribute) with facts has no ``qa`` template, or a
+            relation whose qa form asks for the relation word (``qa_answer: relation``): RESTOR asks for the
+            object its corruption replaces.
+
     Source: Rezaei et al., RESTOR, Sec. 3.4 (one query per fact); questions: Wu et al. 2025, Table 3 (qa) and dukb's
     reverse probe.
     """
     triples = set(map(tuple, closure_triples))
     index = FactIndex(kb)
     inj = {(c.fact_kind, c.fact_id): c.injected_value for c in corrupted}
-    qs = {(p.fact_kind, p.fact_id): p for p in make_probes(kb, ["reverse", "qa"], closure=triples)
-          if (p.kind == "reverse") == (p.fact_kind == RELATIONSHIP)}
+    family = kb.schema.is_family
+    if not family:
+        check_questions(kb)
+    rel_kind = "reverse" if family else "qa"
+    qs = {
+        (p.fact_kind, p.fact_id): p
+        for p in make_probes(kb, list(dict.fromkeys([rel_kind, "qa"])), closure=triples)
+        if p.kind == (rel_kind if p.fact_kind == RELATIONSHIP else "qa")
+    }
     out = []
     for f in list(kb.relationships) + list(kb.biographies):
         kind = RELATIONSHIP if isinstance(f, Fact) else BIOGRAPHY
         p = qs[(kind, f.fact_id)]
         injected = inj.get((kind, f.fact_id))
-        out.append(FactProbe(kind, f.fact_id, f.subject, f.relation if isinstance(f, Fact) else f.attribute,
-                             p.question, p.answer, injected,
-                             random_candidates(kb, triples, f, injected, n_random, seed, index)))
+        out.append(
+            FactProbe(
+                kind,
+                f.fact_id,
+                f.subject,
+                f.relation if isinstance(f, Fact) else f.attribute,
+                p.question,
+                p.answer,
+                injected,
+                random_candidates(kb, triples, f, injected, n_random, seed, index),
+                None if family else "qa",
+            )
+        )
     return out
 
 
+def check_questions(kb: KB) -> None:
+    """Refuse, in one line, a KB with another schema that RESTOR cannot ask: a relation (attribute) with facts and
+    no ``qa`` template, or a relation with facts whose qa form's answer is the relation word (``qa_answer:
+    relation``) rather than the object the corruption replaces.
+
+    Raises:
+        InputError: ``SCHEMA.YAML:LINE: ...: restor ... needs it`` (the relation named).
+
+    Source: Rezaei et al., RESTOR, Sec. 3.4 (each fact asked for its object).
+    """
+    require_templates(kb, ("qa",), "restor (asks every fact for its object)")
+    used = {f.relation for f in kb.relationships}
+    for r in kb.schema.relations:
+        if r.name in used and r.qa_answer != "object":
+            raise InputError(
+                f"relation '{r.name}' has qa_answer: {r.qa_answer}: restor asks every fact for its "
+                "object, which the corruption replaces",
+                kb.schema.path,
+                r.line or None,
+            )
+
+
 def fact_sentences(kb: KB, templates: int | None = None) -> list[str]:
-    """Every KB fact stated in the sentence templates of the corruption documents (templates/documents.json).
+    """Every KB fact stated in the sentence templates of the corruption documents (templates/documents.json; a KB
+    with another schema: its :func:`dukb.kb.corrupt.statement_templates`).
 
     Args:
         kb: the KB.
@@ -143,6 +199,18 @@ def fact_sentences(kb: KB, templates: int | None = None) -> list[str]:
 
     Source: dukb (RESTOR's clean model learned its facts from pretraining text, Rezaei et al., Sec. 4.2).
     """
+    own = fact_templates(kb)
+    if own is not None:  # another schema: its fact and description templates
+        out = [
+            x.format(s=f.subject, r=f.relation, o=f.object)
+            for f in kb.relationships
+            for x in own[(RELATIONSHIP, f.relation)][:templates]
+        ]
+        return out + [
+            x.format(s=b.subject, v=b.value, a=b.attribute)
+            for b in kb.biographies
+            for x in own[(BIOGRAPHY, b.attribute)][:templates]
+        ]
     t = load_template("documents.json")
     out = []
     for f in kb.relationships:

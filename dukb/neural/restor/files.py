@@ -40,7 +40,15 @@ def write_facts(path: Path, facts: Sequence[FactProbe]) -> None:
     """Write probes/facts.jsonl: one :class:`FactProbe` per line, as its fields (atomically, never through a
     symbolic link: :func:`dukb.neural.run.files.write_bytes_atomic`)."""
 
-    write_bytes_atomic(path, "".join(json.dumps(asdict(f)) + "\n" for f in facts).encode("utf-8"))
+    write_bytes_atomic(path, "".join(json.dumps(_fact_dict(f)) + "\n" for f in facts).encode("utf-8"))
+
+
+def _fact_dict(f: FactProbe) -> dict:
+    """A probe's fields; ``form`` only when set (a KB with another schema), so the family's file is unchanged."""
+    d = asdict(f)
+    if d.get("form") is None:
+        d.pop("form", None)
+    return d
 
 
 def read_facts(path: Path) -> list[FactProbe]:
@@ -120,11 +128,25 @@ def load_run(run: Path) -> dict:
     n = len(facts)
     # a row that is not one (a field missing or of another type) or that judges another number of facts than
     # probes/facts.jsonl holds: FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", RESTOR_ROWS, config=config, drop=lambda r: None if len(r["rows"]) == n else
-                             f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts")
-    return {"config": config, "facts": facts, "clean": read_json(run / "probes" / "clean.json"),
-            "corrupted": read_json(run / "probes" / "corrupted.json"), "results": journal.rows, "journal": journal,
-            "clean_train": read_json(run / "clean" / "train.json") if (run / "clean" / "train.json").exists()
-            else {},
-            "corrupt_train": read_json(run / "corrupted" / "train.json")
-            if (run / "corrupted" / "train.json").exists() else {}}
+    journal = report_journal(
+        run / "results.jsonl",
+        RESTOR_ROWS,
+        config=config,
+        drop=lambda r: (
+            None
+            if len(r["rows"]) == n
+            else f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts"
+        ),
+    )
+    return {
+        "config": config,
+        "facts": facts,
+        "clean": read_json(run / "probes" / "clean.json"),
+        "corrupted": read_json(run / "probes" / "corrupted.json"),
+        "results": journal.rows,
+        "journal": journal,
+        "clean_train": read_json(run / "clean" / "train.json") if (run / "clean" / "train.json").exists() else {},
+        "corrupt_train": read_json(run / "corrupted" / "train.json")
+        if (run / "corrupted" / "train.json").exists()
+        else {},
+    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from dukb.kb.corrupt import render_fact
+from dukb.kb.corrupt import fact_templates, render_fact
 from dukb.kb.model import KB
 from dukb.kb.probes import BIOGRAPHY, RELATIONSHIP
 
@@ -20,7 +20,8 @@ def retain_texts(kb: KB, corruption, n: int, seed: int, per_doc: int = 5) -> tup
 
     RESTOR's retain set is C4 text with nothing about the corrupted entities. Here: KB facts that mention no
     corrupted person and no person named in a corrupted relationship fact (true or injected), preferably facts that
-    no corruption document uses as context; rendered with the document templates, ``per_doc`` to a document.
+    no corruption document uses as context; rendered with the document templates (a KB with another schema: its
+    relations' fact and description templates), ``per_doc`` to a document.
 
     Args:
         kb: the clean KB; corruption: the :class:`dukb.kb.corrupt.Corruption`; n: number of documents;
@@ -44,8 +45,11 @@ def retain_texts(kb: KB, corruption, n: int, seed: int, per_doc: int = 5) -> tup
     rng = random.Random(f"dukb-restor-retain/{seed}")
     chosen = pool[:]
     rng.shuffle(chosen)
-    chosen = chosen[:n * per_doc]
-    texts = [" ".join(render_fact(f, rng) for _, f in chosen[i:i + per_doc]) for i in range(0, len(chosen), per_doc)]
+    chosen = chosen[: n * per_doc]
+    own = fact_templates(kb)  # a KB with another schema: its fact and description templates
+    texts = [
+        " ".join(render_fact(f, rng, own) for _, f in chosen[i : i + per_doc]) for i in range(0, len(chosen), per_doc)
+    ]
     return texts, [(k, f.fact_id) for k, f in chosen]
 
 

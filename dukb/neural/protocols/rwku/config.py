@@ -14,7 +14,8 @@ retain members (RM). On a KB:
   learning, cross-lingual fr/de/es);
 - unlearning data: RWKU gives a method no forget corpus and unlearns from a *synthetic* one, text about the target
   (App. G.1), never the probes. dukb's is the description corpus of the forget facts
-  (:func:`dukb.neural.data.kb_descriptions`: three sentence frames per fact, worded apart from every probe); the
+  (:func:`dukb.neural.data.kb_descriptions`: three sentence frames per fact, worded apart from every probe; a KB
+  with its own schema: its relations' ``description`` templates, else their ``fact`` template); the
   GDR/KLR retain data are descriptions of distant facts, which are then scored in no group. Every FB/QA/AA probe
   and every MIA member is evaluation-only; rows record what was trained (``trained_forms``, ``trained_fact_ids``)
   and what was scored (``scored_forms``). Methods that train on questions about the forget facts (RT, DPO, PO,
@@ -97,41 +98,99 @@ class RwkuConfig(RunConfig):
     CLI: ClassVar[dict] = {
         "output": "runs/rwku",
         "resume": "Continue a run in the same directory; refused (exit 2, differing keys named) when a row-changing "
-                  "setting differs; targets and methods may be added.",
-        "order": ("targets", "n_targets", "methods", "grids", "batch_sizes", "forget_scope", "mia_k", "compat",
-                  "rouge", "max_new_tokens", "npo_beta", "mia_members", "output", "resume")}
+        "setting differs; targets and methods may be added.",
+        "order": (
+            "targets",
+            "n_targets",
+            "methods",
+            "grids",
+            "batch_sizes",
+            "forget_scope",
+            "mia_k",
+            "compat",
+            "rouge",
+            "max_new_tokens",
+            "npo_beta",
+            "mia_members",
+            "output",
+            "resume",
+        ),
+    }
 
-    finetuned: str | None = option(None, group=SHARED, help="Use this already finetuned model directory (its "
-                                   "tokenizer must know the description corpus's words).")
-    targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
-                                       help="Targets, one relationship fact_id per line ('#' comments): one "
-                                       "single-target request each; the first N form the batch request of size N.")
-    n_targets: int = option(11, range=N_TARGETS, help="Without --targets-file: single-target requests, drawn "
-                            "relation kinds in turn.")
-    methods: list[str] = option(default_factory=lambda: list(RWKU_METHODS), extendable=True, parse="methods",
-                                help=lambda: "Comma-separated. " + methods_help())
-    grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
-                                    help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
-    batch_sizes: list[int] = option(default_factory=lambda: [2, 4, 8], extendable=True, parse="ints",
-                                    help="Batch-target requests: the first N targets unlearned at once (RWKU's batch "
-                                    "setting). Empty: none.")
-    forget_scope: str = option("target", choices=("target", "joint"), help="target: the targets alone (RWKU); joint: "
-                               "a minimum joint deep unlearning set of them.")
+    finetuned: str | None = option(
+        None,
+        group=SHARED,
+        help="Use this already finetuned model directory (its tokenizer must know the description corpus's words).",
+    )
+    targets: list[int] | None = option(
+        None,
+        flag="--targets-file",
+        cli_type="path",
+        parse="targets_file",
+        help="Targets, one relationship fact_id per line ('#' comments): one "
+        "single-target request each; the first N form the batch request of size N.",
+    )
+    n_targets: int = option(
+        11, range=N_TARGETS, help="Without --targets-file: single-target requests, drawn relation kinds in turn."
+    )
+    methods: list[str] = option(
+        default_factory=lambda: list(RWKU_METHODS),
+        extendable=True,
+        parse="methods",
+        help=lambda: "Comma-separated. " + methods_help(),
+    )
+    grids: dict[str, list] = option(
+        default_factory=dict,
+        flag="--grid",
+        cli_type="multiple",
+        parse="grids",
+        help="METHOD=v1,v2,... overrides a method's grid (repeatable).",
+    )
+    batch_sizes: list[int] = option(
+        default_factory=lambda: [2, 4, 8],
+        extendable=True,
+        parse="ints",
+        help="Batch-target requests: the first N targets unlearned at once (RWKU's batch setting). Empty: none.",
+    )
+    forget_scope: str = option(
+        "target",
+        choices=("target", "joint"),
+        help="target: the targets alone (RWKU); joint: a minimum joint deep unlearning set of them.",
+    )
     mia_k: float = option(0.2, range=FRACTION_HALF, help="Min-K% share of lowest-probability tokens.")
     compat: str | None = compat_option(RWKU_COMPAT, "Compute as RWKU's released code")
-    rouge: str | None = option(None, unset="rouge-score", choices=("rouge-score", "rouge"), help="ROUGE-L recall of "
-                               "every probe: 'rouge-score' (lower-cased words, Porter stemming) or 'rouge' (the "
-                               "package RWKU's code uses: words split on spaces, case and punctuation kept, union LCS "
-                               "over sentences split on '.', 'NOANSWER' for an empty answer).")
-    max_new_tokens: int | None = option(None, unset=10, range=NEW_TOKENS, help="Generation budget of every probe "
-                                        "(tokens); the answer line is judged and scored (RWKU's code: 30).")
-    npo_beta: float | None = option(None, unset=0.1, range=NPO_BETA, help="NPO's beta for every npo/npo_seq method not "
-                                    "given its own (METHOD:beta=...) (RWKU's run_npo.sh: --dpo_beta 0.2).")
-    mia_members: str | None = option(None, unset="qa", choices=MIA_MEMBERS, help="MIA members: 'qa' (FM: the forget "
-                                     "facts' QA texts, RM: distant facts' QA texts, scored on the answer tokens) or "
-                                     "'descriptions' (RWKU's text fragments: the description sentences of those "
-                                     "facts, scored on every token; the forget facts' descriptions are also the "
-                                     "unlearning corpus).")
+    rouge: str | None = option(
+        None,
+        unset="rouge-score",
+        choices=("rouge-score", "rouge"),
+        help="ROUGE-L recall of "
+        "every probe: 'rouge-score' (lower-cased words, Porter stemming) or 'rouge' (the "
+        "package RWKU's code uses: words split on spaces, case and punctuation kept, union LCS "
+        "over sentences split on '.', 'NOANSWER' for an empty answer).",
+    )
+    max_new_tokens: int | None = option(
+        None,
+        unset=10,
+        range=NEW_TOKENS,
+        help="Generation budget of every probe (tokens); the answer line is judged and scored (RWKU's code: 30).",
+    )
+    npo_beta: float | None = option(
+        None,
+        unset=0.1,
+        range=NPO_BETA,
+        help="NPO's beta for every npo/npo_seq method not "
+        "given its own (METHOD:beta=...) (RWKU's run_npo.sh: --dpo_beta 0.2).",
+    )
+    mia_members: str | None = option(
+        None,
+        unset="qa",
+        choices=MIA_MEMBERS,
+        help="MIA members: 'qa' (FM: the forget "
+        "facts' QA texts, RM: distant facts' QA texts, scored on the answer tokens) or "
+        "'descriptions' (RWKU's text fragments: the description sentences of those "
+        "facts, scored on every token; the forget facts' descriptions are also the "
+        "unlearning corpus).",
+    )
 
     def resolve(self) -> None:
         """Validate the protocol's own fields (:meth:`check` calls it once, after the shared ones).
@@ -165,9 +224,12 @@ def _check_covers(tokenizer, items, where) -> None:
     ids = tokenizer([it.answer for it in items], add_special_tokens=False)["input_ids"]
     bad = [it.answer for it, row in zip(items, ids) if unk in row]
     if bad:
-        raise InputError(f"the model's tokenizer does not know words of RWKU's description corpus ({len(bad)} of "
-                         f"{len(items)} sentences, e.g. {bad[0]!r}); leave out --finetuned so that `dukb rwku` "
-                         "finetunes a model on the QA pairs and descriptions", where)
+        raise InputError(
+            f"the model's tokenizer does not know words of RWKU's description corpus ({len(bad)} of "
+            f"{len(items)} sentences, e.g. {bad[0]!r}); leave out --finetuned so that `dukb rwku` "
+            "finetunes a model on the QA pairs and descriptions",
+            where,
+        )
 
 
 def rwku_row_key(row: dict) -> tuple:
@@ -176,8 +238,15 @@ def rwku_row_key(row: dict) -> tuple:
     return (row["request"], row.get("method") or "", None if v is None else float(v))
 
 
-__all__ = ["MIA_MEMBERS", "NPO_BETA", "RWKU_COMPAT", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig",
-           "rwku_row_key"]
+__all__ = [
+    "MIA_MEMBERS",
+    "NPO_BETA",
+    "RWKU_COMPAT",
+    "RWKU_METHODS",
+    "RWKU_TRAINING_VERSION",
+    "RwkuConfig",
+    "rwku_row_key",
+]
 
 
 # ------------------------------------------------------------------------------------------------ rows --------
@@ -200,8 +269,18 @@ from dukb.neural.run.rows import (  # noqa: E402
 )
 
 #: the rwku columns a report averages (dukb.neural.protocols.rwku.report.COLS without the MIA ones)
-_RWKU_SCORES = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_neighbour_fb", "rouge_neighbour_qa",
-                "rouge_neighbour_all", "rouge_distant_all", "recall", "recall_under_attack", "accuracy_all")
+_RWKU_SCORES = (
+    "rouge_forget_fb",
+    "rouge_forget_qa",
+    "rouge_forget_aa",
+    "rouge_neighbour_fb",
+    "rouge_neighbour_qa",
+    "rouge_neighbour_all",
+    "rouge_distant_all",
+    "recall",
+    "recall_under_attack",
+    "accuracy_all",
+)
 
 
 def rwku_row(row: dict) -> None:
@@ -214,9 +293,8 @@ def rwku_row(row: dict) -> None:
     need(row, "request", "str")
     need(row, "request_kind", "str")
     if row["request_kind"] not in ("single", "batch"):
-        raise RowFault(f"field request_kind: expected \"single\" or \"batch\", got {show(row['request_kind'])}")
+        raise RowFault(f'field request_kind: expected "single" or "batch", got {show(row["request_kind"])}')
     if row["request_kind"] == "batch":
-
         parts = row["request"].split("-")
         if len(parts) < 2 or strict_int(parts[1]) is None:
             raise RowFault(f"field request: a batch request is named batch-N, got {show(row['request'])}")

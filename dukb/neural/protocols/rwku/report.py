@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dukb.kb.schema_probes import unscorable_summary
 from dukb.neural.declare import compat_note
 from dukb.neural.metrics.summary import config_lines, setting_label, versions_line, wrap_prose
 from dukb.neural.plots import Panel, Series, bars_figure, lines_figure, run_order
@@ -22,9 +23,22 @@ from dukb.neural.protocols.rwku.config import RWKU_ROWS, RwkuConfig, rwku_row_ke
 from dukb.neural.run.files import output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 
-COLS = ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_fb",
-        "rouge_neighbour_qa", "rouge_neighbour_all", "rouge_distant_all", "mia_fm_loss", "mia_rm_loss",
-        "mia_auc_loss", "recall", "recall_under_attack", "accuracy_all")
+COLS = (
+    "rouge_forget_fb",
+    "rouge_forget_qa",
+    "rouge_forget_aa",
+    "rouge_forget_all",
+    "rouge_neighbour_fb",
+    "rouge_neighbour_qa",
+    "rouge_neighbour_all",
+    "rouge_distant_all",
+    "mia_fm_loss",
+    "mia_rm_loss",
+    "mia_auc_loss",
+    "recall",
+    "recall_under_attack",
+    "accuracy_all",
+)
 
 
 def _flat(r: dict) -> dict:
@@ -48,8 +62,15 @@ def summarize_rwku(rows: list[dict]):
     for r in rows:
         group = "single" if r["request_kind"] == "single" else r["request"]
         setting = "" if not r.get("param") else setting_label(r["setting"], r["param"])
-        recs.append({"group": group, "method": r.get("method") or "before", "setting": setting,
-                     "request": r["request"], **_flat(r)})
+        recs.append(
+            {
+                "group": group,
+                "method": r.get("method") or "before",
+                "setting": setting,
+                "request": r["request"],
+                **_flat(r),
+            }
+        )
     if not recs:
         return pd.DataFrame(columns=["group", "method", "setting", "n_requests", *COLS])
     df = pd.DataFrame(recs)
@@ -72,12 +93,16 @@ def _training_note(config: dict) -> str:
     rw = ident.get("rwku") if isinstance(ident, dict) else None
     tr = rw.get("training") if isinstance(rw, dict) else None
     if not isinstance(tr, dict):
-        return ("Unlearning trained on the forget facts' QA pairs, which F-QA and FM score, and neighbours may lie "
-                "in a target's cone (a run before training version 2).")
-    return ("Unlearning trains on a synthetic description corpus of the forget facts (RWKU's C_f^s; GDR/KLR: "
-            "descriptions of distant facts, then scored in no group); every FB/QA/AA probe and MIA member is "
-            "evaluation-only. Neighbours exclude the targets' cones. Rows record `trained_forms`, "
-            "`trained_fact_ids`, `scored_forms` and `neighbours_dropped`.")
+        return (
+            "Unlearning trained on the forget facts' QA pairs, which F-QA and FM score, and neighbours may lie "
+            "in a target's cone (a run before training version 2)."
+        )
+    return (
+        "Unlearning trains on a synthetic description corpus of the forget facts (RWKU's C_f^s; GDR/KLR: "
+        "descriptions of distant facts, then scored in no group); every FB/QA/AA probe and MIA member is "
+        "evaluation-only. Neighbours exclude the targets' cones. Rows record `trained_forms`, "
+        "`trained_fact_ids`, `scored_forms` and `neighbours_dropped`."
+    )
 
 
 def compat_line(config: dict) -> str:
@@ -87,36 +112,18 @@ def compat_line(config: dict) -> str:
     return "**Against RWKU's code**: " + compat_note(config, RwkuConfig, "rwku", "RWKU")
 
 
-def markdown_report(summary, rows: list[dict], config: dict) -> str:
-    """report.md: Table 1 layout for single targets and for each batch request, AA leaks per kind, the run."""
-    members = "description sentence" if config.get("mia_members") == "descriptions" else "answer"
-    rouge = "`rouge` package (RWKU's code)" if config.get("rouge") == "rouge" else "rouge-score, stemmed"
-    lines = ["# dukb rwku report", "",
-             f"KB: `{config.get('kb')}` · model: `{config.get('model')}` · forget scope "
-             f"`{config.get('forget_scope')}` · seed {config.get('seed')}", "",
-             f"ROUGE-L recall ×100 ({rouge}; forget ↓, neighbour ↑) of the answer line of at most "
-             f"{config.get('max_new_tokens') or 10} tokens; FM/RM: mean {members} log-likelihood ×100 (FM below RM "
-             "= forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
-             "(Wu et al. 2025, Eq. 1) ×100. Each number is the mean over the n requests (RWKU, Table 1); – where "
-             "nothing was scored.", "", compat_line(config), "", _training_note(config), "",
-             "**What to cite**: the single-target table (RWKU, Table 1: the mean over the n targets per method and "
-             "setting) and the batch tables for batch-target unlearning.", ""]
-    head = ("| method | setting | n | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
-            "recall | recall under attack |")
-    sep = "|" + "---|" * 16
-    for group in dict.fromkeys(summary["group"]):
-        part = summary[summary["group"] == group]
-        title = "Single-target (mean over targets)" if group == "single" else f"Batch-target: {group}"
-        lines += [f"## {title}", "", head, sep]
-        for _, r in part.iterrows():
-            lines.append(f"| {r['method'].upper()} | {r['setting'] or '–'} | {int(r['n_requests'])} | " + " | ".join(
-                _v(r.get(c)) for c in COLS[:-1]) + " |")
-        lines.append("")
+def _aa_kind_lines(rows: list[dict]) -> list[str]:
+    """report.md's table of forget ROUGE-L per adversarial kind over the single-target rows (none without kinds)."""
     single = [r for r in rows if r["request_kind"] == "single"]
     kinds = list(dict.fromkeys(k for r in single for k in (r.get("rouge_forget_aa_by_kind") or {})))
+    lines: list[str] = []
     if kinds:
-        lines += ["## Forget ROUGE-L per adversarial kind (single targets, mean over targets)", "",
-                  "| method | setting | QA | " + " | ".join(kinds) + " |", "|" + "---|" * (3 + len(kinds))]
+        lines += [
+            "## Forget ROUGE-L per adversarial kind (single targets, mean over targets)",
+            "",
+            "| method | setting | QA | " + " | ".join(kinds) + " |",
+            "|" + "---|" * (3 + len(kinds)),
+        ]
         groups: dict = {}
         for r in single:
             s = "" if not r.get("param") else setting_label(r["setting"], r["param"])
@@ -124,16 +131,85 @@ def markdown_report(summary, rows: list[dict], config: dict) -> str:
         for (m, s), rs in groups.items():
             cells = []
             for k in ["qa"] + kinds:
-                vals = [r["rouge_forget_qa"] if k == "qa" else (r.get("rouge_forget_aa_by_kind") or {}).get(k)
-                        for r in rs]
+                vals = [
+                    r["rouge_forget_qa"] if k == "qa" else (r.get("rouge_forget_aa_by_kind") or {}).get(k) for r in rs
+                ]
                 vals = [v for v in vals if v is not None]
                 cells.append(_v(sum(vals) / len(vals)) if vals else "–")
             lines.append(f"| {m.upper()} | {s or '–'} | " + " | ".join(cells) + " |")
 
-    lines += ["", "## Run", "", *config_lines(config, ("kb", "model", "finetuned", "n_targets", "targets", "methods",
-                                                       "batch_sizes", "forget_scope", "seed", "mia_k", "compat",
-                                                       "rouge", "max_new_tokens", "npo_beta", "mia_members")),
-              *[v for v in [versions_line(config)] if v], "- everything else: config.json", ""]
+    return lines
+
+
+def markdown_report(summary, rows: list[dict], config: dict) -> str:
+    """report.md: Table 1 layout for single targets and for each batch request, AA leaks per kind, the run."""
+    members = "description sentence" if config.get("mia_members") == "descriptions" else "answer"
+    rouge = "`rouge` package (RWKU's code)" if config.get("rouge") == "rouge" else "rouge-score, stemmed"
+    lines = [
+        "# dukb rwku report",
+        "",
+        f"KB: `{config.get('kb')}` · model: `{config.get('model')}` · forget scope "
+        f"`{config.get('forget_scope')}` · seed {config.get('seed')}",
+        "",
+        f"ROUGE-L recall ×100 ({rouge}; forget ↓, neighbour ↑) of the answer line of at most "
+        f"{config.get('max_new_tokens') or 10} tokens; FM/RM: mean {members} log-likelihood ×100 (FM below RM "
+        "= forget facts look like non-members); AUC: LOSS score, FM against RM; recall and recall under attack "
+        "(Wu et al. 2025, Eq. 1) ×100. Each number is the mean over the n requests (RWKU, Table 1); – where "
+        "nothing was scored.",
+        "",
+        compat_line(config),
+        "",
+        _training_note(config),
+        "",
+        "**What to cite**: the single-target table (RWKU, Table 1: the mean over the n targets per method and "
+        "setting) and the batch tables for batch-target unlearning.",
+        "",
+    ]
+    head = (
+        "| method | setting | n | F-FB | F-QA | F-AA | F-All | N-FB | N-QA | N-All | distant | FM | RM | AUC FM/RM | "
+        "recall | recall under attack |"
+    )
+    sep = "|" + "---|" * 16
+    for group in dict.fromkeys(summary["group"]):
+        part = summary[summary["group"] == group]
+        title = "Single-target (mean over targets)" if group == "single" else f"Batch-target: {group}"
+        lines += [f"## {title}", "", head, sep]
+        for _, r in part.iterrows():
+            lines.append(
+                f"| {r['method'].upper()} | {r['setting'] or '–'} | {int(r['n_requests'])} | "
+                + " | ".join(_v(r.get(c)) for c in COLS[:-1])
+                + " |"
+            )
+        lines.append("")
+    lines += _aa_kind_lines(rows)
+    lines += [
+        "",
+        "## Run",
+        "",
+        *config_lines(
+            config,
+            (
+                "kb",
+                "model",
+                "finetuned",
+                "n_targets",
+                "targets",
+                "methods",
+                "batch_sizes",
+                "forget_scope",
+                "seed",
+                "mia_k",
+                "compat",
+                "rouge",
+                "max_new_tokens",
+                "npo_beta",
+                "mia_members",
+            ),
+        ),
+        *[v for v in [versions_line(config)] if v],
+        "- everything else: config.json",
+        "",
+    ]
     return wrap_prose("\n".join(lines))
 
 
@@ -156,13 +232,27 @@ def plot_aa(rows: list[dict], path: Path, order=None) -> Path | None:
     for m, per in strongest.items():
         vals = []
         for k in kinds:
-            xs = [(r["rouge_forget_qa"] if k == "qa" else r["rouge_forget_fb"] if k == "cloze" else
-                   (r.get("rouge_forget_aa_by_kind") or {}).get(k)) for _v_, r in per.values()]
+            xs = [
+                (
+                    r["rouge_forget_qa"]
+                    if k == "qa"
+                    else r["rouge_forget_fb"]
+                    if k == "cloze"
+                    else (r.get("rouge_forget_aa_by_kind") or {}).get(k)
+                )
+                for _v_, r in per.values()
+            ]
             xs = [x for x in xs if x is not None]
             vals.append(100 * sum(xs) / len(xs) if xs else np.nan)
         series[m if m == "before" else m.upper()] = vals
-    return bars_figure(kinds, series, path, ylabel="forget ROUGE-L recall ×100", order=order,
-                       title="Leak per probe kind (strongest setting)")[0]
+    return bars_figure(
+        kinds,
+        series,
+        path,
+        ylabel="forget ROUGE-L recall ×100",
+        order=order,
+        title="Leak per probe kind (strongest setting)",
+    )[0]
 
 
 def plot_batches(rows: list[dict], path: Path, order=None) -> Path | None:
@@ -174,8 +264,10 @@ def plot_batches(rows: list[dict], path: Path, order=None) -> Path | None:
     if not batch:
         return None
     single = [r for r in rows if r["request_kind"] == "single" and r.get("method")]
-    panels = [Panel(title="forget All ↓", xlabel="targets unlearned at once", ylabel="ROUGE-L recall ×100"),
-              Panel(title="neighbour All ↑", xlabel="targets unlearned at once")]
+    panels = [
+        Panel(title="forget All ↓", xlabel="targets unlearned at once", ylabel="ROUGE-L recall ×100"),
+        Panel(title="neighbour All ↑", xlabel="targets unlearned at once"),
+    ]
     for m in dict.fromkeys(r["method"] for r in batch):
         pts = []
         sized = sorted(((len(r["targets"]), [r]) for r in batch if r["method"] == m), key=lambda x: x[0])
@@ -185,8 +277,13 @@ def plot_batches(rows: list[dict], path: Path, order=None) -> Path | None:
                 continue
             top = max(float(r["setting"][r["param"]]) for r in rs)
             sel = [r for r in rs if float(r["setting"][r["param"]]) == top]
-            pts.append((n, sum(r["rouge_forget_all"] for r in sel) / len(sel),
-                        sum((r["rouge_neighbour_all"] or 0) for r in sel) / len(sel)))
+            pts.append(
+                (
+                    n,
+                    sum(r["rouge_forget_all"] for r in sel) / len(sel),
+                    sum((r["rouge_neighbour_all"] or 0) for r in sel) / len(sel),
+                )
+            )
         pts = sorted(dict((p[0], p) for p in pts).values())
         panels[0].series.append(Series(m, [p[0] for p in pts], [100 * p[1] for p in pts]))
         panels[1].series.append(Series(m, [p[0] for p in pts], [100 * p[2] for p in pts]))
@@ -210,10 +307,28 @@ def missing_rwku_units(identity: dict, rows: list[dict]) -> list[tuple]:
     names += [f"batch-{n}" for n in (identity.get("rwku") or {}).get("batch_sizes") or []]
     out = []
     for name in names:
-        want = [(name, "", None)] + [(name, label, float(v)) for label, entry in (identity.get("methods") or {}).items()
-                                     for v in entry.get("grid") or []]
+        want = [(name, "", None)] + [
+            (name, label, float(v))
+            for label, entry in (identity.get("methods") or {}).items()
+            for v in entry.get("grid") or []
+        ]
         out += [k for k in want if k not in done]
     return out
+
+
+def unscorable_note(config: dict) -> str:
+    """report.md's paragraph on the probe kinds some facts have no probe of (a KB with another schema whose
+    relations lack a kind's template; config.json's ``unscorable_probes``): one line per such kind with its counts,
+    "" when there is none. Source: Jin et al. 2024 (RWKU), Sec. 3.3 (the probe kinds)."""
+    report = config.get("unscorable_probes")
+    lines = unscorable_summary(report) if isinstance(report, dict) else []
+    if not lines:
+        return ""
+    return (
+        "\n\n**Unscorable probes.** Facts whose relation has no template of a kind have no probe of it; the "
+        "kind's scores are over the others (rows: `unscorable_forget_by_kind`):\n\n"
+        + "".join(f"- {x}\n" for x in lines)
+    )
 
 
 def render_rwku(run_dir) -> dict:
@@ -245,17 +360,32 @@ def render_rwku(run_dir) -> dict:
     note = ""
     if missing:
         shown = ", ".join(f"({n}, {m or 'before'}{'' if v is None else f', {v:g}'})" for n, m, v in missing[:8])
-        note = (f"\n\n**Incomplete run.** {len(missing)} (request, method, setting) rows of the run are not written "
-                f"yet: {shown}{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the "
-                "run to add them).\n")
-    output_file(run / "report.md").write_text(markdown_report(summary, rows, config) + note + journal_note(journal),
-                                              encoding="utf-8")
+        note = (
+            f"\n\n**Incomplete run.** {len(missing)} (request, method, setting) rows of the run are not written "
+            f"yet: {shown}{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the "
+            "run to add them).\n"
+        )
+    note += unscorable_note(config)
+    output_file(run / "report.md").write_text(
+        markdown_report(summary, rows, config) + note + journal_note(journal), encoding="utf-8"
+    )
 
-    return {"summary": run / "summary.csv", "report": run / "report.md",
-            "aa": plot_aa(rows, run / "aa_kinds.png", order=run_order(config)),
-            "batches": plot_batches(rows, run / "batch_targets.png", order=run_order(config)),
-            "missing_units": missing}
+    return {
+        "summary": run / "summary.csv",
+        "report": run / "report.md",
+        "aa": plot_aa(rows, run / "aa_kinds.png", order=run_order(config)),
+        "batches": plot_batches(rows, run / "batch_targets.png", order=run_order(config)),
+        "missing_units": missing,
+    }
 
 
-__all__ = ["COLS", "compat_line", "markdown_report", "missing_rwku_units", "plot_aa", "plot_batches", "render_rwku",
-           "summarize_rwku"]
+__all__ = [
+    "COLS",
+    "compat_line",
+    "markdown_report",
+    "missing_rwku_units",
+    "plot_aa",
+    "plot_batches",
+    "render_rwku",
+    "summarize_rwku",
+]

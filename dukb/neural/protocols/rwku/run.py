@@ -19,9 +19,10 @@ import time
 from dataclasses import asdict
 
 from dukb import InputError
-from dukb.kb.kbschema import require_family
+from dukb.kb.probes import probe_report
+from dukb.kb.schema_probes import require_templates, unscorable_summary
 from dukb.neural import distributed as dist
-from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, kb_descriptions, kb_qa
+from dukb.neural.data import DESCRIPTION_FORM, QA_KIND, description_templates, kb_descriptions, kb_qa
 from dukb.neural.methods import UnlearnContext, check_unique, method_grids, resolve
 from dukb.neural.methods.ga import GradientAscent
 from dukb.neural.methods.icu import InContextUnlearning
@@ -77,9 +78,48 @@ def check_corpus_methods(methods, protocol: str) -> None:
     ok = (GradientAscent, KLDivergence, NPO, SimNPO, TaskVector, WHP, InContextUnlearning, RepE)
     for label, m, *_ in methods:
         if not isinstance(m, ok):
-            raise InputError(f"{label}: `dukb {protocol}` unlearns from a text corpus and keeps every question about "
-                             f"the forget facts for evaluation; {m.name} trains on such questions (choose ga, kl, "
-                             "npo, simnpo, their _gdr/_klr variants, tv, whp, icu or repe)")
+            raise InputError(
+                f"{label}: `dukb {protocol}` unlearns from a text corpus and keeps every question about "
+                f"the forget facts for evaluation; {m.name} trains on such questions (choose ga, kl, "
+                "npo, simnpo, their _gdr/_klr variants, tv, whp, icu or repe)"
+            )
+
+
+def check_schema(kb) -> None:
+    """Refuse, in one line, a KB with another schema (not the family one) that RWKU cannot run on: a relation
+    (attribute) with facts and no ``qa`` template (every fact is finetuned on and scored in the qa form), or with
+    neither a ``description`` nor a ``fact`` template (its description corpus, :func:`description_templates`).
+    The other probe kinds (FB, the adversarial kinds) need no template: a kind a relation lacks is unscorable for
+    its facts, counted (:func:`probe_kinds_report`).
+
+    Raises:
+        InputError: ``SCHEMA.YAML:LINE: relation 'R' has no 'qa' template ...: rwku ... needs it``.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.1 (forget corpus) and 3.3 (probes).
+    """
+    if kb.schema.is_family:
+        return
+    require_templates(kb, (QA_KIND,), "rwku (finetunes on and scores every fact's qa form)")
+    description_templates(kb)
+
+
+def probe_kinds_report(kb, kinds, seed: int, log) -> tuple[list, dict | None]:
+    """RWKU's probe items (every kind, :func:`dukb.neural.data.kb_qa`) and, for a KB with another schema, for each
+    kind the facts that have no probe of it and why (a relation without the kind's template: unscorable, counted,
+    never silently skipped), each such kind logged in one line (:func:`dukb.kb.schema_probes.unscorable_summary`).
+
+    Returns:
+        (items, report): report None for the family schema (whose kinds are those of templates/probes.json), else
+        {kind: {"probes": n, "unscorable": {"relationships": n, "biographies": n}, "reasons": {...}}}.
+
+    Source: Jin et al. 2024 (RWKU), Sec. 3.3 (FB, QA and the adversarial kinds).
+    """
+    if kb.schema.is_family:
+        return kb_qa(kb, kinds, seed=seed), None
+    items, report = probe_report(kb, list(kinds), seed)
+    for line in unscorable_summary(report):
+        log(f"unscorable probes: {line}")
+    return items, report
 
 
 class RwkuProtocol(Protocol):
@@ -103,11 +143,15 @@ class RwkuProtocol(Protocol):
         if dist.is_distributed():
             raise InputError("dukb rwku runs in one process; launch it without accelerate/torchrun")
         # the model stage and most of the identity are evaluate's (same finetuning, same settings)
-        ecfg = EvaluateConfig(**{k: getattr(cfg, k) for k in RunConfig.shared_fields()}, targets=cfg.targets,
-                              n_targets=cfg.n_targets, methods=list(cfg.methods), grids=cfg.grids)
+        ecfg = EvaluateConfig(
+            **{k: getattr(cfg, k) for k in RunConfig.shared_fields()},
+            targets=cfg.targets,
+            n_targets=cfg.n_targets,
+            methods=list(cfg.methods),
+            grids=cfg.grids,
+        )
         self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules, needs=())
-        require_family(kb.schema, kb.source, "rwku (its description corpus, templates/descriptions.json, is family "
-                       "wording)")
+        check_schema(kb)
         n_need = max([cfg.n_targets] + list(cfg.batch_sizes))
         targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_need, cfg.seed)
         if len(targets) < max(cfg.batch_sizes or [1]):
@@ -122,21 +166,31 @@ class RwkuProtocol(Protocol):
         device = resolve_device(cfg.device)
         self.spec = spec = _model_spec(ecfg)
         dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
-        singles = targets if cfg.targets else targets[:cfg.n_targets]  # a targets file: every target is a request
+        singles = targets if cfg.targets else targets[: cfg.n_targets]  # a targets file: every target is a request
         identity = run_identity(ecfg, kb, closure, methods, grids, singles, spec, dtype)
         for k in ("sets", "metrics"):
             identity.pop(k, None)
-        identity["probe"] = {"kinds": [QA_KIND, FB, *AA_KINDS], "max_new_tokens": cfg.max_new_tokens,
-                             "rouge": ROUGE_IDENTITY[cfg.rouge]}
-        identity["rwku"] = {"forget_scope": cfg.forget_scope, "mia_k": cfg.mia_k,
-                            # a component added later: recorded when not dukb's default, so older runs compare equal
-                            **({"mia_members": cfg.mia_members} if cfg.mia_members != "qa" else {}),
-                            "batch_sizes": list(cfg.batch_sizes),
-                            "batch_targets": targets[:max(cfg.batch_sizes or [0])],
-                            # what is trained (finetuning, unlearning's forget and retain data) and what neighbours are
-                            "training": {"version": RWKU_TRAINING_VERSION, "finetune": [QA_KIND, DESCRIPTION_FORM],
-                                         "forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM],
-                                         "neighbours": "outside the targets' cone"}}
+        identity["probe"] = {
+            "kinds": [QA_KIND, FB, *AA_KINDS],
+            "max_new_tokens": cfg.max_new_tokens,
+            "rouge": ROUGE_IDENTITY[cfg.rouge],
+        }
+        identity["rwku"] = {
+            "forget_scope": cfg.forget_scope,
+            "mia_k": cfg.mia_k,
+            # a component added later: recorded when not dukb's default, so older runs compare equal
+            **({"mia_members": cfg.mia_members} if cfg.mia_members != "qa" else {}),
+            "batch_sizes": list(cfg.batch_sizes),
+            "batch_targets": targets[: max(cfg.batch_sizes or [0])],
+            # what is trained (finetuning, unlearning's forget and retain data) and what neighbours are
+            "training": {
+                "version": RWKU_TRAINING_VERSION,
+                "finetune": [QA_KIND, DESCRIPTION_FORM],
+                "forget": [DESCRIPTION_FORM],
+                "retain": [DESCRIPTION_FORM],
+                "neighbours": "outside the targets' cone",
+            },
+        }
         self.claim(identity, extendable=("targets", "methods"), row_key=rwku_row_key)
         requests = [{"name": f"target-{t}", "kind": "single", "targets": [t]} for t in self.identity["targets"]]
         requests += [{"name": f"batch-{n}", "kind": "batch", "targets": targets[:n]} for n in cfg.batch_sizes]
@@ -147,9 +201,14 @@ class RwkuProtocol(Protocol):
         self.requests = requests
         if not self.joined:
             write_json_atomic(self.run / "requests.json", {"requests": requests})
-        self.record = {"protocol": "rwku", **asdict(cfg), "kb": str(kb.source), "identity": self.identity,
-                       "history": self.old_record.get("history", []) + [history_entry(self.added)],
-                       "provenance": provenance(device)}
+        self.record = {
+            "protocol": "rwku",
+            **asdict(cfg),
+            "kb": str(kb.source),
+            "identity": self.identity,
+            "history": self.old_record.get("history", []) + [history_entry(self.added)],
+            "provenance": provenance(device),
+        }
         self.sets_cache: dict[str, tuple[list, str]] = {}
 
     # ---- model ---------------------------------------------------------------------------------------------------
@@ -174,18 +233,30 @@ class RwkuProtocol(Protocol):
             if ft is None or ft.get("identity") != ft_key:
                 # the model knows every fact in the QA form and in its descriptions (RWKU's model knows the target
                 # before its own text about it is unlearned); the tiny tokenizer then covers the description words
-                finetune_kb(kb, self.spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size,
-                            seed=cfg.seed, log=self.log, identity=ft_key, items=kb_qa(kb) + self.descriptions)
+                finetune_kb(
+                    kb,
+                    self.spec,
+                    ft_dir,
+                    epochs=cfg.finetune_epochs,
+                    batch_size=cfg.batch_size,
+                    seed=cfg.seed,
+                    log=self.log,
+                    identity=ft_key,
+                    items=kb_qa(kb) + self.descriptions,
+                )
             lm = load_finetuned(ft_dir, **{**cfg.load_kwargs(), "prompt": None})
             acc = (finetune_record(ft_dir) or {}).get("accuracy")
             if acc is not None and acc < 1.0:
-                self.log(f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as "
-                         "forgotten")
+                self.log(
+                    f"warning: the finetuned model knows {acc:.4f} of the KB; facts it never knew count as forgotten"
+                )
         self.lm = lm
+        kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
+        self.items, self.kinds_report = probe_kinds_report(kb, kinds, cfg.seed, self.log)  # evaluation only
+        if self.kinds_report is not None:  # another schema: what each kind could not ask, counted
+            self.record["unscorable_probes"] = self.kinds_report
         if not self.joined:
             write_json_atomic(self.run / "config.json", self.record)
-        kinds = tuple(dict.fromkeys((QA_KIND, FB) + AA_KINDS + ATTACK_KINDS))
-        self.items = kb_qa(kb, kinds, seed=cfg.seed)  # every probe: evaluation only
         self.qa_of = {(it.fact_kind, it.fact_id): it for it in self.items if it.kind == QA_KIND}
         self.scored_forms = {"probes": list(kinds), "mia": [QA_KIND if cfg.mia_members == "qa" else DESCRIPTION_FORM]}
         self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
@@ -226,31 +297,44 @@ class RwkuProtocol(Protocol):
         scored in no group."""
 
         cfg = self.cfg
-        df = probe(pred, self.items, max_new_tokens=cfg.max_new_tokens, rouge=cfg.rouge == "rouge-score",
-                   logprob=False)
+        df = probe(pred, self.items, max_new_tokens=cfg.max_new_tokens, rouge=cfg.rouge == "rouge-score", logprob=False)
         if cfg.rouge != "rouge-score":  # RWKU's code's ROUGE-L on the same answer lines
             score = rouge_scorer(cfg.rouge)
             df["rouge_l"] = [score(a, o) for a, o in zip(df["answer"], df["output"])]
         forget_keys = {("relationship", i) for i in req["forget"]}
-        neigh = {("relationship", i) for i in req["neighbours"]["relationships"]} | \
-            {("biography", i) for i in req["neighbours"]["biographies"]}
+        neigh = {("relationship", i) for i in req["neighbours"]["relationships"]} | {
+            ("biography", i) for i in req["neighbours"]["biographies"]
+        }
         coned = {("relationship", i) for i in req["cone"]}
         rids = extra.get("retain_fact_ids") or {"relationships": [], "biographies": []}
-        held = {("relationship", int(i)) for i in rids["relationships"]} | \
-            {("biography", int(i)) for i in rids["biographies"]}
+        held = {("relationship", int(i)) for i in rids["relationships"]} | {
+            ("biography", int(i)) for i in rids["biographies"]
+        }
         fm, rm = self.mia_members(forget_keys, neigh | held | coned)
         mia_scores = metric_call("mia_fm_rm", "scores")  # the metrics through the one registry, by name
         mia = {"fm": mia_scores(pred, fm, cfg.mia_k), "rm": mia_scores(pred, rm, cfg.mia_k)}
-        fields = metric_call("rwku_rouge", "fields")(df, self.kb, req["forget"], req["neighbours"], mia, exclude=rids,
-                                                     cone=req["cone"])
+        fields = metric_call("rwku_rouge", "fields")(
+            df, self.kb, req["forget"], req["neighbours"], mia, exclude=rids, cone=req["cone"]
+        )
         sets, used = self.sets_of(req)
         rctx = RowContext(self.kb, req["targets"][0], sets, used, df, list(req["forget"]), rids)
         fields.update(get_metric("recall").fn(rctx))
         fields.update(get_metric("recall_under_attack").fn(rctx))
-        fields["success_du"] = metric_call("recall", "success_du")(self.closure, req["targets"],
-                                                                   fields["forgotten_relationships"])
+        fields["success_du"] = metric_call("recall", "success_du")(
+            self.closure, req["targets"], fields["forgotten_relationships"]
+        )
         fields.pop("forgotten_biographies", None)
+        if self.kinds_report is not None:
+            fields["unscorable_forget_by_kind"] = self.unscorable_forget(req["forget"])
         return fields
+
+    def unscorable_forget(self, forget) -> dict[str, int]:
+        """For a KB with another schema: per probe kind scored (FB, QA, AA), how many forget facts have no probe of
+        it (their relation lacks its template), kinds with none left out; the kind's ROUGE-L means are over the
+        others (Jin et al. 2024, Sec. 3.3)."""
+        have = {(it.kind, int(it.fact_id)) for it in self.items if it.fact_kind == "relationship"}
+        out = {k: sum((k, int(i)) not in have for i in forget) for k in dict.fromkeys((FB, QA_KIND) + AA_KINDS)}
+        return {k: n for k, n in out.items() if n}
 
     def mia_members(self, forget_keys: set, near: set) -> tuple[list, list]:
         """The MIA members (``--mia-members``): FM of the forget facts, RM of the facts in neither ``forget_keys``
@@ -266,17 +350,25 @@ class RwkuProtocol(Protocol):
         """
         if self.cfg.mia_members == "descriptions":
             pool = [((it.fact_kind, it.fact_id), it) for it in self.descriptions]
-            return [it for k, it in pool if k in forget_keys], [it for k, it in pool
-                                                               if k not in forget_keys and k not in near]
+            return [it for k, it in pool if k in forget_keys], [
+                it for k, it in pool if k not in forget_keys and k not in near
+            ]
         fm = [self.qa_of[k] for k in sorted(forget_keys) if k in self.qa_of]
         return fm, [it for k, it in self.qa_of.items() if k not in forget_keys and k not in near]
 
     def _row(self, req: dict, fields: dict, **extra) -> dict:
         """A result row: the request's sets and what was scored, then ``extra`` and ``fields``."""
-        return {"request": req["name"], "request_kind": req["kind"], "targets": req["targets"],
-                "forget_set": req["forget"], "neighbour_fact_ids": req["neighbours"],
-                "neighbours_dropped": len(req["neighbours"]["dropped"]), "scored_forms": self.scored_forms,
-                **extra, **fields}
+        return {
+            "request": req["name"],
+            "request_kind": req["kind"],
+            "targets": req["targets"],
+            "forget_set": req["forget"],
+            "neighbour_fact_ids": req["neighbours"],
+            "neighbours_dropped": len(req["neighbours"]["dropped"]),
+            "scored_forms": self.scored_forms,
+            **extra,
+            **fields,
+        }
 
     def run_unit(self, unit: tuple, todo: list):
         """The before row of a request, or: unlearn the request's forget corpus (the descriptions of its forget
@@ -285,9 +377,17 @@ class RwkuProtocol(Protocol):
         name, label = unit
         req = next(r for r in self.requests if r["name"] == name)
         if not label:
-            yield self._row(req, self.probe_fields(self.pred0, req, {}), model_kind="before", method=None,
-                            param=None, setting={}, trained_forms={"forget": [], "retain": []},
-                            trained_fact_ids=None, worker=self.worker)
+            yield self._row(
+                req,
+                self.probe_fields(self.pred0, req, {}),
+                model_kind="before",
+                method=None,
+                param=None,
+                setting={},
+                trained_forms={"forget": [], "retain": []},
+                trained_fact_ids=None,
+                worker=self.worker,
+            )
             return
         cfg = self.cfg
         m = next(m for lb, m, _s, _g in self.methods if lb == label)
@@ -299,18 +399,30 @@ class RwkuProtocol(Protocol):
         pool = [it for it in self.descriptions if (it.fact_kind, it.fact_id) not in near]
         retain = default_retain(pool, forget, seed=cfg.seed) if m.uses_retain else []
         rids = retain_fact_ids(retain)
-        trained = {"trained_forms": {"forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM] if retain else []},
-                   "trained_fact_ids": {"forget": retain_fact_ids(forget), "retain": rids},
-                   "n_trained_texts": {"forget": len(forget), "retain": len(retain)}}
+        trained = {
+            "trained_forms": {"forget": [DESCRIPTION_FORM], "retain": [DESCRIPTION_FORM] if retain else []},
+            "trained_fact_ids": {"forget": retain_fact_ids(forget), "retain": rids},
+            "n_trained_texts": {"forget": len(forget), "retain": len(retain)},
+        }
         ctx = UnlearnContext(self.lm, forget, retain, seed=cfg.seed, lr=cfg.lr, kb=self.kb, **cfg.unlearn_kwargs())
         t0 = time.perf_counter()
         for setting, pred in m.sweep(ctx, todo):
             t1 = time.perf_counter()
             setting = {k: v for k, v in dict(setting).items() if k != "trace"}
-            row = self._row(req, self.probe_fields(pred, req, {"retain_fact_ids": rids}), model_kind="unlearned",
-                            method=label, base_method=m.name, param=m.param, setting=setting, retain_fact_ids=rids,
-                            **trained, seconds_unlearn=round(t1 - t0, 4),
-                            seconds_eval=round(time.perf_counter() - t1, 4), worker=self.worker)
+            row = self._row(
+                req,
+                self.probe_fields(pred, req, {"retain_fact_ids": rids}),
+                model_kind="unlearned",
+                method=label,
+                base_method=m.name,
+                param=m.param,
+                setting=setting,
+                retain_fact_ids=rids,
+                **trained,
+                seconds_unlearn=round(t1 - t0, 4),
+                seconds_eval=round(time.perf_counter() - t1, 4),
+                worker=self.worker,
+            )
             yield row
             self.keep_model(row, pred)  # written; the weights are still the setting's (--save-models)
             t0 = time.perf_counter()
@@ -323,9 +435,14 @@ class RwkuProtocol(Protocol):
         return SaveLayout(
             unit=lambda r: (r["request"], r["method"]) if r.get("model_kind") == "unlearned" else None,
             select=lambda rows: max(rows, key=lambda r: float(r["setting"][r["param"]])),
-            record=lambda r: {"request": r["request"], "targets": r["targets"], "method": r["method"],
-                              "setting": r["setting"]},
-            best="per request and method, the strongest setting (the largest swept value)")
+            record=lambda r: {
+                "request": r["request"],
+                "targets": r["targets"],
+                "method": r["method"],
+                "setting": r["setting"],
+            },
+            best="per request and method, the strongest setting (the largest swept value)",
+        )
 
     def unit_done(self, unit: tuple) -> None:
         """A log line per finished (request, method)."""
@@ -394,6 +511,18 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
 
 #: the protocol's names, with those of its config
-__all__ = ["AA_KINDS", "ROUGE_IDENTITY", "RWKU_METHODS", "RWKU_TRAINING_VERSION", "RwkuConfig", "RwkuProtocol",
-           "check_corpus_methods", "neighbour_facts", "qa_mia_scores", "run_rwku", "rwku_fields", "rwku_row_key",
-           "with_npo_beta"]
+__all__ = [
+    "AA_KINDS",
+    "ROUGE_IDENTITY",
+    "RWKU_METHODS",
+    "RWKU_TRAINING_VERSION",
+    "RwkuConfig",
+    "RwkuProtocol",
+    "check_corpus_methods",
+    "neighbour_facts",
+    "qa_mia_scores",
+    "run_rwku",
+    "rwku_fields",
+    "rwku_row_key",
+    "with_npo_beta",
+]
