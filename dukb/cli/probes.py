@@ -40,28 +40,64 @@ def _kinds_help() -> str:
 
 def probes(
     kb: str = typer.Option(..., "--kb", help=KB_HELP),
-    kinds: Optional[list[str]] = typer.Option(None, "--kinds", metavar="KINDS",
-                                              help="Probe kinds or groups, comma-separated and/or repeated "
-                                                   "(default: all). See the list above."),
-    fmt: ProbeFormat = typer.Option(ProbeFormat.jsonl, "--format", help="jsonl | csv: one row per probe; edu: "
-                                    "EDU-RELAT's qa_relationships.jsonl and qa_biographies.jsonl into the -o "
-                                    "folder (--kinds does not apply)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (templates, distractors, hint and "
-                             "demonstration facts; with --corrupt, the corruption)."),
-    corrupt_fraction: Optional[float] = typer.Option(None, "--corrupt", help="RESTOR-style: corrupt this share "
-                                                     "of the KB's facts, in (0, 1], 5 per chosen person, and write "
-                                                     "the corrupted KB and its documents into the -o folder."),
-    context: Optional[int] = typer.Option(None, "--context", min=1, max=MAX_CONTEXT, help="With --corrupt: "
-                                          f"correct facts about other people per corruption document (k), 1 to "
-                                          f"{MAX_CONTEXT:,} (default 5)."),
-    docs_per_entity: int = typer.Option(1, "--docs-per-entity", min=1, max=MAX_DOCS_PER_ENTITY, help="With "
-                                        f"--corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}."),
-    rules: Optional[str] = typer.Option(None, "--rules", help="Rule set of the closure used to keep gold answers "
-                                        "right: 'family', 'family_paper_compat' or a .lp file. Default: the KB's "
-                                        "own rules.lp when its directory has a schema.yaml, else family."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
-                                          help="Output file (stdout if omitted); a folder with --format edu or "
-                                          "--corrupt. Each file is written all or nothing."),
+    kinds: Optional[list[str]] = typer.Option(
+        None,
+        "--kinds",
+        metavar="KINDS",
+        help="Probe kinds or groups, comma-separated and/or repeated (default: all). See the list above.",
+    ),
+    fmt: ProbeFormat = typer.Option(
+        ProbeFormat.jsonl,
+        "--format",
+        help="jsonl | csv: one row per probe; edu: "
+        "EDU-RELAT's qa_relationships.jsonl and qa_biographies.jsonl into the -o "
+        "folder (--kinds does not apply).",
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of every random choice (templates, distractors, hint and "
+        "demonstration facts; with --corrupt, the corruption).",
+    ),
+    corrupt_fraction: Optional[float] = typer.Option(
+        None,
+        "--corrupt",
+        help="RESTOR-style: corrupt this share "
+        "of the KB's facts, in (0, 1], 5 per chosen person, and write "
+        "the corrupted KB and its documents into the -o folder.",
+    ),
+    context: Optional[int] = typer.Option(
+        None,
+        "--context",
+        min=1,
+        max=MAX_CONTEXT,
+        help="With --corrupt: "
+        f"correct facts about other people per corruption document (k), 1 to "
+        f"{MAX_CONTEXT:,} (default 5).",
+    ),
+    docs_per_entity: int = typer.Option(
+        1,
+        "--docs-per-entity",
+        min=1,
+        max=MAX_DOCS_PER_ENTITY,
+        help=f"With --corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}.",
+    ),
+    rules: Optional[str] = typer.Option(
+        None,
+        "--rules",
+        help="Rule set of the closure used to keep gold answers "
+        "right: 'family', 'family_paper_compat' or a .lp file. Default: the KB's "
+        "own rules.lp when its directory has a schema.yaml, else family.",
+    ),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        parser=output_path,
+        metavar="PATH",
+        help="Output file (stdout if omitted); a folder with --format edu or "
+        "--corrupt. Each file is written all or nothing.",
+    ),
 ) -> None:
     """Probe questions for every fact of a KB, one row per (fact, kind) where the kind applies.
 
@@ -108,18 +144,33 @@ def probes(
     if corrupt_fraction is not None:
         from dukb.kb.corrupt import corrupt, save_corruption
 
-        res = corrupt(k, corrupt_fraction, seed, 5 if context is None else context, closure=closure,
-                      docs_per_entity=docs_per_entity)
+        res = corrupt(
+            k,
+            corrupt_fraction,
+            seed,
+            5 if context is None else context,
+            closure=closure,
+            docs_per_entity=docs_per_entity,
+        )
         paths = save_corruption(res, output)
         written += [str(p) for p in paths.values()]
-        typer.echo(f"corrupted {len(res.facts)} facts of {len({c.subject for c in res.facts})} people; "
-                   f"{len(res.documents)} documents", err=True)
+        typer.echo(
+            f"corrupted {len(res.facts)} facts of {len({c.subject for c in res.facts})} people; "
+            f"{len(res.documents)} documents",
+            err=True,
+        )
     if written:
         typer.echo("wrote " + ", ".join(written), err=True)
 
 
-def _checked_kb(kb: str, fmt: ProbeFormat, corrupt_fraction: float | None, context: int | None,
-                docs_per_entity: int, output: Path | None):
+def _checked_kb(
+    kb: str,
+    fmt: ProbeFormat,
+    corrupt_fraction: float | None,
+    context: int | None,
+    docs_per_entity: int,
+    output: Path | None,
+):
     """``dukb probes``' option checks, then the KB (loaded; a non-family KB refused for --format edu and --corrupt).
 
     Raises:
@@ -136,10 +187,15 @@ def _checked_kb(kb: str, fmt: ProbeFormat, corrupt_fraction: float | None, conte
         raise InputError("-o must be a folder (not an existing file) with --corrupt or --format edu", output)
     k = load_kb(kb)
     if not k.schema.is_family and (fmt == ProbeFormat.edu or corrupt_fraction is not None):
-        what = "--format edu (EDU-RELAT's family QA files)" if fmt == ProbeFormat.edu else \
-            "--corrupt (RESTOR-style corruption of family relations and biography values)"
-        raise InputError(f"KB {k.source} has schema '{k.schema.name}': {what} needs the family schema; "
-                         "--format jsonl|csv writes its probes from the schema's templates")
+        what = (
+            "--format edu (EDU-RELAT's family QA files)"
+            if fmt == ProbeFormat.edu
+            else "--corrupt (RESTOR-style corruption of family relations and biography values)"
+        )
+        raise InputError(
+            f"KB {k.source} has schema '{k.schema.name}': {what} needs the family schema; "
+            "--format jsonl|csv writes its probes from the schema's templates"
+        )
     return k
 
 

@@ -61,8 +61,11 @@ def load_aliases(kb: KB) -> dict[str, tuple[str, ...]]:
         if not alias:
             raise InputError(f"empty alias of {name!r}", path, line)
         if name not in kb.people and name not in values:
-            raise InputError(f"alias {alias!r} of unknown entity {name!r} (not in {kb.schema.entities_file} nor a "
-                             "biography value)", path, line)
+            raise InputError(
+                f"alias {alias!r} of unknown entity {name!r} (not in {kb.schema.entities_file} nor a biography value)",
+                path,
+                line,
+            )
         if alias != name:
             out.setdefault(name, {})[alias] = None
     return {k: tuple(v) for k, v in out.items()}

@@ -40,9 +40,17 @@ from dukb.kb.schema import OBJECT_GENDER
 #: Plausible birth-year difference (object's birthyear minus subject's, in years, inclusive) for a person who is
 #: put in a relation to the subject. Used only where both birthyears are known; dukb's choice (RESTOR: unspecified).
 AGE_GAPS: dict[str, tuple[int, int]] = {
-    "father": (-60, -16), "mother": (-50, -16), "child": (16, 60),
-    "husband": (-15, 15), "wife": (-15, 15), "brother": (-20, 20), "sister": (-20, 20),
-    "aunt": (-55, 10), "uncle": (-55, 10), "nephew": (-10, 55), "niece": (-10, 55),
+    "father": (-60, -16),
+    "mother": (-50, -16),
+    "child": (16, 60),
+    "husband": (-15, 15),
+    "wife": (-15, 15),
+    "brother": (-20, 20),
+    "sister": (-20, 20),
+    "aunt": (-55, 10),
+    "uncle": (-55, 10),
+    "nephew": (-10, 55),
+    "niece": (-10, 55),
 }
 
 #: Largest shift (years) of a corrupted birthyear; the shift is drawn from ±1..YEAR_SHIFT.
@@ -139,8 +147,13 @@ class CorruptionDocument:
 
     def to_dict(self) -> dict:
         """JSON-ready dict: doc_id, entity, k_context, text, and facts (role, fact_kind, fact_id, sentence)."""
-        return {"doc_id": self.doc_id, "entity": self.entity, "k_context": self.k_context, "text": self.text,
-                "facts": [asdict(s) for s in self.sentences]}
+        return {
+            "doc_id": self.doc_id,
+            "entity": self.entity,
+            "k_context": self.k_context,
+            "text": self.text,
+            "facts": [asdict(s) for s in self.sentences],
+        }
 
 
 class Corruption(NamedTuple):
@@ -194,13 +207,19 @@ class _Corruptor:
             pairs = sorted((cast(int, self.years[n]), n) for n in names if self.years[n] is not None)
             self.aged[g] = ([y for y, _ in pairs], [n for _, n in pairs])
             self.unaged[g] = [n for n in names if self.years[n] is None]
-        jobs = sorted((cast(int, self.years[b.subject]), b.value) for b in kb.biographies
-                      if b.attribute == "job" and self.years.get(b.subject) is not None)
+        jobs = sorted(
+            (cast(int, self.years[b.subject]), b.value)
+            for b in kb.biographies
+            if b.attribute == "job" and self.years.get(b.subject) is not None
+        )
         self.jobs_by_year = ([y for y, _ in jobs], [v for _, v in jobs])
 
     def _fits(self, f: Fact, name: str) -> bool:
-        return name not in (f.subject, f.object) and not self.ix.holds(f.subject, f.relation, name) \
+        return (
+            name not in (f.subject, f.object)
+            and not self.ix.holds(f.subject, f.relation, name)
             and (f.subject, f.relation, name) not in self.used
+        )
 
     def _genders(self, relation: str) -> list[str]:
         need = OBJECT_GENDER.get(relation)
@@ -209,8 +228,10 @@ class _Corruptor:
     def can_replace(self, f: Fact) -> bool:
         """True when some person could replace ``f.object`` (right gender, new fact false, not the subject)."""
         excluded = set(self.ix.objects.get((f.subject, f.relation), ())) | {f.subject, f.object}
-        return any(len(self.by_gender[g]) > sum(1 for n in excluded if self.kb.people[n].gender == g)
-                   for g in self._genders(f.relation))
+        return any(
+            len(self.by_gender[g]) > sum(1 for n in excluded if self.kb.people[n].gender == g)
+            for g in self._genders(f.relation)
+        )
 
     def _draw(self, segments: list[list[str]], f: Fact, rng: random.Random) -> str | None:
         sizes = [len(s) for s in segments]
@@ -238,7 +259,7 @@ class _Corruptor:
             segs = []
             for g in genders:
                 ys, ns = self.aged[g]
-                segs.append(ns[bisect_left(ys, sy + lo):bisect_right(ys, sy + hi)])
+                segs.append(ns[bisect_left(ys, sy + lo) : bisect_right(ys, sy + hi)])
                 segs.append(self.unaged[g])
             got = self._draw(segs, f, rng)
             if got is not None:
@@ -292,8 +313,16 @@ def is_int(v: str) -> bool:
         return False
 
 
-def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closure: Iterable[Triple] | None = None,
-            per_entity: int = PER_ENTITY, docs_per_entity: int = 1) -> Corruption:
+def corrupt(
+    kb: KB,
+    fraction: float,
+    seed: int = 0,
+    k_context: int = 5,
+    *,
+    closure: Iterable[Triple] | None = None,
+    per_entity: int = PER_ENTITY,
+    docs_per_entity: int = 1,
+) -> Corruption:
     """Corrupt a share of a KB's facts and write RESTOR-style corruption documents for them.
 
     Args:
@@ -345,9 +374,11 @@ def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closu
     pools = {n: cor.corruptible(n) for n in kb.people}
     eligible = [n for n in kb.people if len(pools[n]) >= per_entity]
     if n_entities > len(eligible):
-        raise InputError(f"cannot corrupt {n_entities * per_entity} facts: only {len(eligible)} people have "
-                         f"{per_entity} facts that can be corrupted (at most {len(eligible) * per_entity} facts, "
-                         f"fraction {len(eligible) * per_entity / max(n_facts, 1):.3f})")
+        raise InputError(
+            f"cannot corrupt {n_entities * per_entity} facts: only {len(eligible)} people have "
+            f"{per_entity} facts that can be corrupted (at most {len(eligible) * per_entity} facts, "
+            f"fraction {len(eligible) * per_entity / max(n_facts, 1):.3f})"
+        )
     order = {n: i for i, n in enumerate(kb.people)}
     entities = sorted(rng.sample(eligible, n_entities), key=order.__getitem__)
 
@@ -375,8 +406,12 @@ def corrupt(kb: KB, fraction: float, seed: int = 0, k_context: int = 5, *, closu
             corrupted.append(c)
             by_entity.setdefault(name, []).append(c)
 
-    bad = KB(dict(kb.people), [new_rel.get(f.fact_id, f) for f in kb.relationships],
-             [new_bio.get(b.fact_id, b) for b in kb.biographies], source=None)
+    bad = KB(
+        dict(kb.people),
+        [new_rel.get(f.fact_id, f) for f in kb.relationships],
+        [new_bio.get(b.fact_id, b) for b in kb.biographies],
+        source=None,
+    )
     check_kb(bad)
 
     documents = _documents(kb, by_entity, new_rel, new_bio, k_context, docs_per_entity, rng)
@@ -405,9 +440,15 @@ def render_fact(f: Fact | BioFact, rng: random.Random) -> str:
     return rng.choice(t[BIOGRAPHY][f.attribute]).format(s=f.subject, v=f.value)
 
 
-def _documents(kb: KB, by_entity: dict[str, list[CorruptedFact]], new_rel: dict[int, Fact],
-               new_bio: dict[int, BioFact], k_context: int, docs_per_entity: int,
-               rng: random.Random) -> list[CorruptionDocument]:
+def _documents(
+    kb: KB,
+    by_entity: dict[str, list[CorruptedFact]],
+    new_rel: dict[int, Fact],
+    new_bio: dict[int, BioFact],
+    k_context: int,
+    docs_per_entity: int,
+    rng: random.Random,
+) -> list[CorruptionDocument]:
     pool: list[Fact | BioFact] = [f for f in kb.relationships if f.fact_id not in new_rel]
     pool += [b for b in kb.biographies if b.fact_id not in new_bio]
 
@@ -430,8 +471,9 @@ def _documents(kb: KB, by_entity: dict[str, list[CorruptedFact]], new_rel: dict[
     return docs
 
 
-def _sample_context(pool: list[Fact | BioFact], name: str, k: int, about: Callable[[Fact | BioFact, str], bool],
-                    rng: random.Random) -> list[Fact | BioFact]:
+def _sample_context(
+    pool: list[Fact | BioFact], name: str, k: int, about: Callable[[Fact | BioFact, str], bool], rng: random.Random
+) -> list[Fact | BioFact]:
     """k distinct facts of ``pool`` not about ``name``, drawn uniformly (rejection first, then a filtered scan)."""
     picked: dict[int, None] = {}
     for _ in range(8 * k + 64 if len(pool) > 4 * k else 0):
@@ -443,8 +485,10 @@ def _sample_context(pool: list[Fact | BioFact], name: str, k: int, about: Callab
     if len(picked) < k:
         ok = [i for i, f in enumerate(pool) if not about(f, name)]
         if len(ok) < k:
-            raise InputError(f"only {len(ok)} correct facts about people other than {name} can serve as context, "
-                             f"fewer than k_context={k}")
+            raise InputError(
+                f"only {len(ok)} correct facts about people other than {name} can serve as context, "
+                f"fewer than k_context={k}"
+            )
         picked = dict.fromkeys(rng.sample(ok, k))
     return [pool[i] for i in picked]
 

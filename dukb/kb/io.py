@@ -75,8 +75,11 @@ class KBError(InputError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         first = problems[0]
-        more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}; " \
-               f"`dukb validate` lists them all)" if len(problems) > 1 else ""
+        more = (
+            f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}; `dukb validate` lists them all)"
+            if len(problems) > 1
+            else ""
+        )
         super().__init__(first.message + more, first.path, first.line)
 
 
@@ -157,12 +160,15 @@ def atomic_output(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     tmp = path.with_name(f".{path.name[:48]}.{secrets.token_hex(6)}.tmp")  # short: a long name stays writable
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+            0o666,
+        )
     except OSError as e:
         raise InputError(f"cannot write: {e.strerror or e}", path) from None
     try:
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
@@ -203,8 +209,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem],
-              optional: tuple[str, ...] = ()) -> list[tuple[int, dict]] | None:
+def _read_csv(
+    path: Path, required: tuple[str, ...], problems: list[Problem], optional: tuple[str, ...] = ()
+) -> list[tuple[int, dict]] | None:
     """Rows of a KB file as (line number, row dict), read by :func:`dukb.kb.csvfile.read_csv`.
 
     A problem of the whole file (missing, unreadable, not UTF-8, bad header, CSV syntax error) is appended to
@@ -342,8 +349,9 @@ _FACT_ID = f"^[0-9]{{1,{MAX_INT_DIGITS}}}$"  # a non-negative strict_int
 _REL_OBJ = np.array(RELATIONS, dtype=object)  # the same string objects as the strict reader's facts
 _ATTR_OBJ = np.array(ATTRIBUTES, dtype=object)
 #: [relation, subject gender, object gender] -> the fact respects its relation's gender constraint (GENDERS order).
-_GENDER_TABLE = np.array([[[gender_violation(r, sg, og) is None for og in GENDERS] for sg in GENDERS]
-                          for r in RELATIONS], dtype=bool)
+_GENDER_TABLE = np.array(
+    [[[gender_violation(r, sg, og) is None for og in GENDERS] for sg in GENDERS] for r in RELATIONS], dtype=bool
+)
 
 
 def _codes(column: Any, vocabulary: Sequence[str], pc: Any) -> np.ndarray | None:
@@ -397,8 +405,15 @@ def _fast_people(cols: dict[str, Any], pc: Any) -> tuple[dict[str, Person], np.n
         else:
             extra[col] = _distinct_values(cols[col], lambda v: v or None, pc)
     name_list = names.to_pylist()
-    persons = map(Person, name_list, np.array(GENDERS, dtype=object)[gender].tolist(), extra["birthyear"],
-                  extra["birthplace"], extra["job"], extra["generation"])
+    persons = map(
+        Person,
+        name_list,
+        np.array(GENDERS, dtype=object)[gender].tolist(),
+        extra["birthyear"],
+        extra["birthplace"],
+        extra["job"],
+        extra["generation"],
+    )
     return dict(zip(name_list, persons)), gender
 
 
@@ -410,8 +425,9 @@ def _distinct_values(column: Any, convert: Any, pc: Any) -> list:
     return np.array([convert(v) for v in enc.dictionary.to_pylist()], dtype=object)[arrow_numpy(enc.indices)].tolist()
 
 
-def _fast_relationships(cols: dict[str, Any], names: Any, gender: np.ndarray,
-                        pc: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def _fast_relationships(
+    cols: dict[str, Any], names: Any, gender: np.ndarray, pc: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """relationships.csv's facts as int64 columns (fact_id, subject position, relation index, object position),
     or None (see :func:`_load_kb_fast`)."""
     fid = _ids(cols["fact_id"], pc)
@@ -420,14 +436,18 @@ def _fast_relationships(cols: dict[str, Any], names: Any, gender: np.ndarray,
     o = _people_index(cols["object"], names, pc) if s is not None else None
     if fid is None or r is None or s is None or o is None:
         return None
-    if bool((s == o).any()) or not _GENDER_TABLE[r, gender[s], gender[o]].all() \
-            or _repeats((s * len(RELATIONS) + r) * max(len(names), 1) + o):
+    if (
+        bool((s == o).any())
+        or not _GENDER_TABLE[r, gender[s], gender[o]].all()
+        or _repeats((s * len(RELATIONS) + r) * max(len(names), 1) + o)
+    ):
         return None
     return fid, s, r, o
 
 
-def _fast_biographies(cols: dict[str, Any], names: Any, name_obj: np.ndarray,
-                      pc: Any) -> Callable[[], list[BioFact]] | None:
+def _fast_biographies(
+    cols: dict[str, Any], names: Any, name_obj: np.ndarray, pc: Any
+) -> Callable[[], list[BioFact]] | None:
     """What builds biographies.csv's facts, or None (see :func:`_load_kb_fast`)."""
     fid = _ids(cols["fact_id"], pc)
     a = _codes(cols["attribute"], ATTRIBUTES, pc) if fid is not None else None
@@ -492,15 +512,22 @@ def _load_kb(root: Path, schema: Schema | None = None) -> KB:
                 if n is None:
                     problems.append(Problem(ppath, line, cast(str, int_problem(col, v, name))))
                 extra[col] = n
-        people[name] = Person(name, gender, extra.get("birthyear"), row.get("birthplace") or None,
-                              row.get("job") or None, extra.get("generation"))
+        people[name] = Person(
+            name,
+            gender,
+            extra.get("birthyear"),
+            row.get("birthplace") or None,
+            row.get("job") or None,
+            extra.get("generation"),
+        )
 
     del p_rows
     if not people_complete:
         excused = _Everyone()
     ids = (array("q"), array("q"))
-    relationships = _check_relationships(people, r_rows or (), str(root / RELATIONSHIPS), problems, excused, ids,
-                                         schema)
+    relationships = _check_relationships(
+        people, r_rows or (), str(root / RELATIONSHIPS), problems, excused, ids, schema
+    )
     del r_rows  # rows are freed as soon as their facts exist (peak memory on large KBs)
     biographies = _check_biographies(people, b_rows or (), str(bio_path), problems, excused, schema)
     del b_rows
@@ -540,8 +567,9 @@ def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems:
 
 #: (relation, subject gender, object gender) combinations that respect the relation's gender constraint.
 _INTERN = {x: x for x in RELATIONS + ATTRIBUTES}
-_GENDER_OK = frozenset((r, sg, og) for r in RELATIONS for sg in GENDERS for og in GENDERS
-                       if gender_violation(r, sg, og) is None)
+_GENDER_OK = frozenset(
+    (r, sg, og) for r in RELATIONS for sg in GENDERS for og in GENDERS if gender_violation(r, sg, og) is None
+)
 
 
 def _type_problem(schema: Schema, name: str, value: str) -> str:
@@ -561,9 +589,15 @@ def _vocabulary(schema: Schema | None) -> tuple[Schema, tuple[str, ...], frozens
     return schema, rels, ok, {x: x for x in rels + schema.attribute_names}, "entity"
 
 
-def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
-                         problems: list[Problem], excused: Container[str] = frozenset(),
-                         ids: tuple[array, array] | None = None, schema: Schema | None = None) -> list[Fact]:
+def _check_relationships(
+    people: dict[str, Person],
+    rows: Iterable[tuple[int, Sequence[str]]],
+    path: str,
+    problems: list[Problem],
+    excused: Container[str] = frozenset(),
+    ids: tuple[array, array] | None = None,
+    schema: Schema | None = None,
+) -> list[Fact]:
     """The valid relationship facts of ``rows`` ((line, [fact_id, subject, relation, object])); problems appended.
     With ``ids`` (two array('q')), the people-order position of each kept fact's subject and object is appended.
     ``schema`` (None: the family schema) gives the relations, their types and which are functional."""
@@ -582,8 +616,15 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
         # person's name and the relation's string objects (memory, and identity-fast dict look-ups later)
         a, b = get(s), get(o)
         fid = v.isdigit() and v.isascii() and len(v) <= MAX_INT_DIGITS and int(v)  # strict_int, inlined: False when not
-        if fid is not False and a is not None and b is not None and s != o and fid not in seen_ids \
-                and (r, a[0].gender, b[0].gender) in type_ok and (s, r, o) not in seen:
+        if (
+            fid is not False
+            and a is not None
+            and b is not None
+            and s != o
+            and fid not in seen_ids
+            and (r, a[0].gender, b[0].gender) in type_ok
+            and (s, r, o) not in seen
+        ):
             seen_ids.add(fid)
             s, r, o = a[0].name, intern[r], b[0].name
             seen[(s, r, o)] = line
@@ -606,18 +647,29 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
         if not ok:
             continue
         if s == o:
-            problems.append(Problem(path, line, f"reflexive fact: {s!r} cannot be their own {r}" if family else
-                                    f"reflexive fact ({s}, {r}, {o}): subject and object are the same entity"))
+            problems.append(
+                Problem(
+                    path,
+                    line,
+                    f"reflexive fact: {s!r} cannot be their own {r}"
+                    if family
+                    else f"reflexive fact ({s}, {r}, {o}): subject and object are the same entity",
+                )
+            )
             continue
         why = schema.type_violation(r, people[s].gender, people[o].gender)
         if why:
-            problems.append(Problem(path, line, f"fact ({s}, {r}, {o}) violates its relation's "
-                                                f"{'gender' if family else 'types'}: {why}"))
+            problems.append(
+                Problem(
+                    path, line, f"fact ({s}, {r}, {o}) violates its relation's {'gender' if family else 'types'}: {why}"
+                )
+            )
             continue
         if (s, r, o) in seen:
             where = seen[(s, r, o)]
-            problems.append(Problem(path, line, f"duplicate fact ({s}, {r}, {o})"
-                                                + (f", first on line {where}" if where else "")))
+            problems.append(
+                Problem(path, line, f"duplicate fact ({s}, {r}, {o})" + (f", first on line {where}" if where else ""))
+            )
             continue
         seen[(s, r, o)] = line
         out.append(Fact(cast(int, checked), s, r, o))  # ok: a valid fact_id
@@ -628,19 +680,37 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
     return out
 
 
-def _check_functional(first: dict[tuple[str, str], tuple[str, int | None]], s: str, r: str, o: str, path: str,
-                      line: int | None, problems: list[Problem]) -> None:
+def _check_functional(
+    first: dict[tuple[str, str], tuple[str, int | None]],
+    s: str,
+    r: str,
+    o: str,
+    path: str,
+    line: int | None,
+    problems: list[Problem],
+) -> None:
     """Report a second object of a functional relation for the same subject (``first``: (s, r) -> first object)."""
     had = first.setdefault((s, r), (o, line))
     if had[0] != o:
         where = f" (line {had[1]})" if had[1] else ""
-        problems.append(Problem(path, line, f"functional relation '{r}': {s!r} already has the object {had[0]!r}"
-                                            f"{where}; at most one object per subject"))
+        problems.append(
+            Problem(
+                path,
+                line,
+                f"functional relation '{r}': {s!r} already has the object {had[0]!r}"
+                f"{where}; at most one object per subject",
+            )
+        )
 
 
-def _check_biographies(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
-                       problems: list[Problem], excused: Container[str] = frozenset(),
-                       schema: Schema | None = None) -> list[BioFact]:
+def _check_biographies(
+    people: dict[str, Person],
+    rows: Iterable[tuple[int, Sequence[str]]],
+    path: str,
+    problems: list[Problem],
+    excused: Container[str] = frozenset(),
+    schema: Schema | None = None,
+) -> list[BioFact]:
     schema, _, _, intern, who_word = _vocabulary(schema)
     attributes = ATTRIBUTES if who_word == "person" else schema.attribute_names
     seen_ids: set[int] = set()
@@ -651,10 +721,19 @@ def _check_biographies(people: dict[str, Person], rows: Iterable[tuple[int, Sequ
     for line, (fv, s, a, v) in rows:
         p = get(s)
         # fast path: a row with no problem at all (the checks below, in one expression)
-        fid = fv.isdigit() and fv.isascii() and len(fv) <= MAX_INT_DIGITS and int(fv)  # strict_int, inlined: False when not
+        fid = (
+            fv.isdigit() and fv.isascii() and len(fv) <= MAX_INT_DIGITS and int(fv)
+        )  # strict_int, inlined: False when not
         if a == "birthyear" and strict_int(v) is None:
             fid = False
-        if fid is not False and v and a in attributes and p is not None and fid not in seen_ids and (s, a, v) not in seen:
+        if (
+            fid is not False
+            and v
+            and a in attributes
+            and p is not None
+            and fid not in seen_ids
+            and (s, a, v) not in seen
+        ):
             seen_ids.add(fid)
             s, a, v = p.name, intern[a], values.setdefault(v, v)
             seen[(s, a, v)] = line
@@ -707,8 +786,11 @@ def check_kb(kb: KB) -> None:
     schema = kb.schema
     types = GENDERS if schema.is_family else schema.entity_types
     for i, p in enumerate(kb.people.values()):
-        bad = _name_problem(p.name) or (f"duplicate person {p.name!r}" if p.name in pseen else None) or \
-            (None if p.gender in types else _type_problem(schema, p.name, p.gender))
+        bad = (
+            _name_problem(p.name)
+            or (f"duplicate person {p.name!r}" if p.name in pseen else None)
+            or (None if p.gender in types else _type_problem(schema, p.name, p.gender))
+        )
         if bad:
             problems.append(Problem(schema.entities_file, i + 2, bad))
         pseen.add(p.name)
@@ -764,8 +846,17 @@ def _save_kb(kb: KB, root: Path) -> None:
         with atomic_output(root / PEOPLE) as fh:
             w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
             w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
-            w.writerows([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
-                         p.job or "", "" if p.generation is None else p.generation] for p in kb.people.values())
+            w.writerows(
+                [
+                    p.name,
+                    p.gender,
+                    "" if p.birthyear is None else p.birthyear,
+                    p.birthplace or "",
+                    p.job or "",
+                    "" if p.generation is None else p.generation,
+                ]
+                for p in kb.people.values()
+            )
     with atomic_output(root / RELATIONSHIPS) as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(REL_COLUMNS)

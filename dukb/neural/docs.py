@@ -37,6 +37,7 @@ from dukb.neural.train import TrainConfig, chunked, steps_per_epoch, train_loop
 def _shuffled_steps(n: int, rng: random.Random, cfg):
     """``steps(epoch)`` for the training loop: each epoch, the ``n`` rows in an order drawn from ``rng`` (one
     ``shuffle`` per epoch), cut into micro-batches by ``chunked``."""
+
     def steps(_epoch):
         order = list(range(n))
         rng.shuffle(order)
@@ -49,8 +50,9 @@ def _text_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def sequence_rows(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Sequence[str] = ()
-                  ) -> list[tuple[list[int], list[int]]]:
+def sequence_rows(
+    tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Sequence[str] = ()
+) -> list[tuple[list[int], list[int]]]:
     """Token ids and labels of QA items and texts, one ``(ids, labels)`` pair per row (QA items first).
 
     QA rows: ``prompt(question) + target(answer) + EOS``, labels -100 on the prompt (as
@@ -79,8 +81,14 @@ def sequence_rows(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Seque
     return rows
 
 
-def encode_sequences(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Sequence[str] = (),
-                     device: str = "cpu", max_length: int | None = None) -> dict:
+def encode_sequences(
+    tokenizer,
+    tags,
+    qa_items: Sequence[QAItem] = (),
+    texts: Sequence[str] = (),
+    device: str = "cpu",
+    max_length: int | None = None,
+) -> dict:
     """Encode QA items (loss on the answer) and texts (loss on every token) into one left-padded batch.
 
     Returns:
@@ -117,8 +125,9 @@ def rows_of(batch: dict, idx) -> dict:
     return trim({k: v[ix] for k, v in batch.items()})
 
 
-def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int], bool] | None = None,
-                    log=None) -> dict:
+def train_sequences(
+    model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int], bool] | None = None, log=None
+) -> dict:
     """Minimise the mean next-token cross-entropy of the labelled tokens of ``batch`` (in place).
 
     Each optimiser step averages ``grad_accum`` micro-batches of ``batch_size`` rows drawn in a seeded random order;
@@ -161,10 +170,15 @@ def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int
         return done
 
     params = [p for p in model.parameters() if p.requires_grad]
-    rec = train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch(n, cfg) * cfg.epochs,
-                     after_epoch=after_epoch)
-    return {"config": rec["config"], "epochs_run": rec["epochs_run"], "loss_per_epoch": rec["loss_per_epoch"],
-            "seconds": rec["seconds"]}
+    rec = train_loop(
+        model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch(n, cfg) * cfg.epochs, after_epoch=after_epoch
+    )
+    return {
+        "config": rec["config"],
+        "epochs_run": rec["epochs_run"],
+        "loss_per_epoch": rec["loss_per_epoch"],
+        "seconds": rec["seconds"],
+    }
 
 
 def forget_loss(method: str, logits, ref_logits, labels, beta: float = 0.1):
@@ -198,8 +212,18 @@ def _document_method(name: str):
     return METHODS[name]
 
 
-def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg: TrainConfig, *,
-                      reg_weight: float = 1.0, beta: float = 0.1, level: str = "token", log=None) -> dict:
+def unlearn_documents(
+    state,
+    method: str,
+    forget: dict,
+    retain: dict | None,
+    cfg: TrainConfig,
+    *,
+    reg_weight: float = 1.0,
+    beta: float = 0.1,
+    level: str = "token",
+    log=None,
+) -> dict:
     """Unlearn forget documents in place: minimise ``forget_loss + λ · CE(retain)`` with AdamW.
 
     θ* = argmin_θ L_f(θ) + λ E_{x ∈ D_r}[CE(x, θ)], where L_f is the method's forget term, declared once and run
@@ -258,8 +282,23 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
             log(f"{method} epoch {epoch}: forget {logs['forget']:.4f}, retain {logs['retain']:.4f}")
         return False
 
-    rec = train_loop(state.model, state.trainable(), cfg, steps, loss_fn,
-                     total_steps=steps_per_epoch(n, cfg) * cfg.epochs, after_epoch=after_epoch)
-    return {"method": method, "config": rec["config"], "reg_weight": reg_weight, "beta": beta, "level": level,
-            "epochs_run": cfg.epochs, "forget_loss": rec["parts_per_epoch"].get("forget", []),
-            "retain_loss": rec["parts_per_epoch"].get("retain", []), "seconds": rec["seconds"]}
+    rec = train_loop(
+        state.model,
+        state.trainable(),
+        cfg,
+        steps,
+        loss_fn,
+        total_steps=steps_per_epoch(n, cfg) * cfg.epochs,
+        after_epoch=after_epoch,
+    )
+    return {
+        "method": method,
+        "config": rec["config"],
+        "reg_weight": reg_weight,
+        "beta": beta,
+        "level": level,
+        "epochs_run": cfg.epochs,
+        "forget_loss": rec["parts_per_epoch"].get("forget", []),
+        "retain_loss": rec["parts_per_epoch"].get("retain", []),
+        "seconds": rec["seconds"],
+    }

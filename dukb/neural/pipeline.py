@@ -22,8 +22,14 @@ from dukb.neural.spec import ModelSpec
 TINY = "tiny"
 
 
-def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | None = None, lr: float | None = None,
-                    batch_size: int | None = None, seed: int = 0):
+def finetune_config(
+    spec: ModelSpec,
+    preset: str | None = None,
+    epochs: int | None = None,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+):
     """The finetuning preset a spec gets and its resolved hyper-parameters.
 
     Args:
@@ -52,9 +58,22 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
     return name, dataclasses.replace(FINETUNE_PRESETS[name], seed=seed, **over)
 
 
-def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epochs: int | None = None,
-                lr: float | None = None, batch_size: int | None = None, seed: int = 0, progress: bool = False,
-                log=None, identity: dict | None = None, items=None, say_shortfall: bool = True) -> dict:
+def finetune_kb(
+    kb,
+    spec: ModelSpec,
+    out_dir,
+    *,
+    preset: str | None = None,
+    epochs: int | None = None,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    log=None,
+    identity: dict | None = None,
+    items=None,
+    say_shortfall: bool = True,
+) -> dict:
     """Finetune a model on every KB fact's QA and save it, with ``finetune.json``, to ``out_dir``.
 
     Under a multi-process launch (accelerate launch / torchrun) finetuning is data parallel and process 0 saves;
@@ -98,18 +117,27 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         if spec.name_or_path == TINY:
             tags = dataclasses.replace(spec, prompt=TINY).tags  # the run's prompt format: its texts in the vocabulary
             texts = items is not None and any(it.kind == TEXT_KIND for it in items)
-            extra = () if items is None else tuple(dict.fromkeys(it.kind for it in items
-                                                                 if it.kind not in (TEXT_KIND, "qa")))
+            extra = (
+                ()
+                if items is None
+                else tuple(dict.fromkeys(it.kind for it in items if it.kind not in (TEXT_KIND, "qa")))
+            )
             build_tiny_model(vocabulary_texts(kb, tags, extra_kinds=extra, statements=texts), tmp, seed=seed)
             tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
             spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
         lm = load_model(spec)
         if spec.lora is not None:
-
             state = WeightState(lm, spec.lora, seed)
             lm.model = state.model
-        record = finetune(lm, kb_qa(kb) if items is None else list(items), cfg, progress=progress, log=log,
-                          checkpoint_dir=out, say_shortfall=say_shortfall)
+        record = finetune(
+            lm,
+            kb_qa(kb) if items is None else list(items),
+            cfg,
+            progress=progress,
+            log=log,
+            checkpoint_dir=out,
+            say_shortfall=say_shortfall,
+        )
         record["kb"] = str(kb.source)
         record["kb_sha256"] = kb.fingerprint()
         record["preset"] = name

@@ -33,8 +33,9 @@ from dukb.solver.scopes import forget_fact_ids
 EXACT_LIMITS = {"max_sets": 100_000, "seconds": 120}
 
 
-def load_kb_closure(kb_spec: str | None, rules: str = "family", *, needs: tuple[str, ...] = ("qa",),
-                    what: str = "this protocol"):
+def load_kb_closure(
+    kb_spec: str | None, rules: str = "family", *, needs: tuple[str, ...] = ("qa",), what: str = "this protocol"
+):
     """The plan stage's first step for every protocol: load and validate a KB (None: the built-in generated
     default, 100 people, seed 0), check that a KB with its own schema has the templates the protocol needs
     (``needs``: :func:`dukb.kb.schema_probes.require_templates`, the message names ``what``) and compute its
@@ -50,7 +51,6 @@ def load_kb_closure(kb_spec: str | None, rules: str = "family", *, needs: tuple[
     """
 
     if kb_spec is None:
-
         kb_spec = default_generated_kb_dir()
     kb = load_kb(kb_spec)
     require_templates(kb, needs, what)
@@ -92,8 +92,14 @@ def choose_targets(kb, n: int, seed: int, among=None, what: str = "") -> list[in
 
 def sets_key(kb_fingerprint: str, rules_fingerprint: str, method: str, seeds: int, seed: int) -> dict:
     """Everything the minimal sets of a target depend on: KB, rules, method, N_seed, seed and exact limits."""
-    return {"kb": kb_fingerprint, "rules": rules_fingerprint, "method": method, "seeds": seeds, "seed": seed,
-            "exact_limits": EXACT_LIMITS}
+    return {
+        "kb": kb_fingerprint,
+        "rules": rules_fingerprint,
+        "method": method,
+        "seeds": seeds,
+        "seed": seed,
+        "exact_limits": EXACT_LIMITS,
+    }
 
 
 def _warn(log, msg: str) -> None:
@@ -103,8 +109,9 @@ def _warn(log, msg: str) -> None:
 
 def _fact_ids(value) -> bool:
     """``value`` is a non-empty list of distinct integer fact ids (JSON ints, not bools)."""
-    return isinstance(value, list) and bool(value) and all(type(f) is int for f in value) \
-        and len(set(value)) == len(value)
+    return (
+        isinstance(value, list) and bool(value) and all(type(f) is int for f in value) and len(set(value)) == len(value)
+    )
 
 
 def _not_minimal(closure, target: int, fact_ids: list[int]) -> str | None:
@@ -172,8 +179,11 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
                 cache = {int(k): v for k, v in doc["targets"].items()}
             except (ValueError, TypeError):  # not a cache this dukb wrote: recomputed
                 cache = {}
-                _warn(log, f"dukb: warning: {path}: not a sets cache of this dukb (a target that is not a fact "
-                           "id); recomputed")
+                _warn(
+                    log,
+                    f"dukb: warning: {path}: not a sets cache of this dukb (a target that is not a fact "
+                    "id); recomputed",
+                )
             for t in targets:
                 why = sets_entry_problem(closure, t, cache[t]) if t in cache else None
                 if why:
@@ -198,9 +208,16 @@ def sets_cache(run: Path, closure, targets: list[int], key: dict, write: bool = 
             used = "random"
         cache[t] = {"sets": [list(s) for s in r.sets], "sets_used": used, "complete": r.complete}
     if write and missing:
-
-        write_json_atomic(path, {"kb": key["kb"], "rules": closure.rules.name, "method": key["method"], "key": key,
-                                 "targets": {str(k): v for k, v in cache.items()}})
+        write_json_atomic(
+            path,
+            {
+                "kb": key["kb"],
+                "rules": closure.rules.name,
+                "method": key["method"],
+                "key": key,
+                "targets": {str(k): v for k, v in cache.items()},
+            },
+        )
     return cache
 
 
@@ -220,11 +237,15 @@ def paper_sets_cache(run: Path, closure, targets: list[int], key: dict, paper: d
     them.
     """
     cache = {t: {"sets": [list(x) for x in paper[t]], "sets_used": "paper", "complete": False} for t in targets}
-    doc = {"kb": key["kb"], "rules": closure.rules.name, "method": "paper", "key": key,
-           "targets": {str(k): v for k, v in cache.items()}}
+    doc = {
+        "kb": key["kb"],
+        "rules": closure.rules.name,
+        "method": "paper",
+        "key": key,
+        "targets": {str(k): v for k, v in cache.items()},
+    }
     path = run / "sets.json"
     if write and (not os.path.lexists(path) or _read_doc(path, "sets cache") != doc):
-
         write_json_atomic(path, doc)
     return cache
 
@@ -275,8 +296,11 @@ def forget_entry_problem(closure, target: int, scope: str, value, sets) -> str |
     if scope == "target":
         return None if value == [target] else f"the target scope forgets the target alone, not {value}"
     if scope == "best":  # one of the target's sets, checked already (or the paper's, which may not be minimal)
-        return None if frozenset(value) in {frozenset(x) for x in sets} else \
-            f"{value} is not one of the target's minimal sets"
+        return (
+            None
+            if frozenset(value) in {frozenset(x) for x in sets}
+            else f"{value} is not one of the target's minimal sets"
+        )
     return _not_minimal(closure, target, value)
 
 
@@ -315,7 +339,6 @@ def forget_sets_cache(run: Path, closure, pairs, sets: dict, key: dict, write: b
             missing = True
         out[(t, scope)] = list(entries[k])
     if write and missing:
-
         write_json_atomic(path, {"key": key, "entries": entries})
     return out
 
@@ -338,8 +361,19 @@ class Plan:
     forget: dict
 
 
-def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_method: str = "exact", seeds: int = 100,
-               seed: int = 0, write: bool = True, log=None) -> Plan:
+def build_plan(
+    run: Path,
+    kb,
+    closure,
+    targets: list[int],
+    scopes,
+    *,
+    sets_method: str = "exact",
+    seeds: int = 100,
+    seed: int = 0,
+    write: bool = True,
+    log=None,
+) -> Plan:
     """Stage 1: minimal sets of every target and forget sets of every (target, scope), through the run's caches.
 
     Args:
@@ -362,17 +396,28 @@ def build_plan(run: Path, kb, closure, targets: list[int], scopes, *, sets_metho
         closure.atom_of_fact(t)
     skey = sets_key(kb.fingerprint(), closure.rules.fingerprint, sets_method, seeds, seed)
     if sets_method == "paper":
-
         paper, _where = paper_sets_of(kb, targets)
         skey["paper"] = paper_sets_digest(paper)
         sets = paper_sets_cache(run, closure, targets, skey, paper, write)
     else:
         sets = sets_cache(run, closure, targets, skey, write, log)
     fkey = {"kb": skey["kb"], "rules": skey["rules"], "sets": skey}
-    forget = forget_sets_cache(run, closure, [(t, s) for t in targets for s in dict.fromkeys(scopes)], sets, fkey,
-                               write, log)
+    forget = forget_sets_cache(
+        run, closure, [(t, s) for t in targets for s in dict.fromkeys(scopes)], sets, fkey, write, log
+    )
     return Plan(kb, closure, list(targets), sets, forget)
 
 
-__all__ = ["EXACT_LIMITS", "Plan", "build_plan", "choose_targets", "forget_entry_problem", "forget_sets_cache",
-           "paper_sets_cache", "paper_sets_digest", "sets_cache", "sets_entry_problem", "sets_key"]
+__all__ = [
+    "EXACT_LIMITS",
+    "Plan",
+    "build_plan",
+    "choose_targets",
+    "forget_entry_problem",
+    "forget_sets_cache",
+    "paper_sets_cache",
+    "paper_sets_digest",
+    "sets_cache",
+    "sets_entry_problem",
+    "sets_key",
+]

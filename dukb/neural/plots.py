@@ -34,11 +34,20 @@ from dukb.neural.metrics.summary import heldout_points
 from dukb.neural.run.files import output_file
 
 #: The Okabe-Ito palette (Okabe & Ito 2008), name -> hex colour.
-OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
-             "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7"}
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky blue": "#56B4E9",
+    "bluish green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish purple": "#CC79A7",
+}
 #: Series colours in the order methods get them (black is kept for references; yellow, faint on white, comes last).
-PALETTE = tuple(OKABE_ITO[c] for c in ("blue", "vermillion", "bluish green", "reddish purple", "orange", "sky blue",
-                                       "yellow"))
+PALETTE = tuple(
+    OKABE_ITO[c] for c in ("blue", "vermillion", "bluish green", "reddish purple", "orange", "sky blue", "yellow")
+)
 #: Markers and line styles in the order methods get them (cycled independently of the colours).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", (0, (5, 1.5)), (0, (3, 1, 1, 1)), (0, (1, 1)), (0, (6, 2, 1, 2, 1, 2)))
@@ -49,11 +58,29 @@ DPI = 200
 #: Band kinds of :func:`tradeoff_figure`.
 BANDS = ("std", "bootstrap")
 
-_RC = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
-       "legend.fontsize": 7, "legend.frameon": False, "axes.spines.top": False, "axes.spines.right": False,
-       "axes.grid": True, "grid.linewidth": 0.4, "grid.alpha": 0.35, "axes.axisbelow": True,
-       "lines.markersize": 4.5, "pdf.fonttype": 42, "ps.fonttype": 42, "svg.hashsalt": "dukb",
-       "savefig.bbox": "tight", "savefig.pad_inches": 0.04, "figure.dpi": 100, "hatch.linewidth": 0.5}
+_RC = {
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.linewidth": 0.4,
+    "grid.alpha": 0.35,
+    "axes.axisbelow": True,
+    "lines.markersize": 4.5,
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "svg.hashsalt": "dukb",
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.04,
+    "figure.dpi": 100,
+    "hatch.linewidth": 0.5,
+}
 
 
 @contextmanager
@@ -99,8 +126,17 @@ class Look:
 
     def line(self, **kw) -> dict:
         """Keyword arguments of ``Axes.plot`` for this look (``kw`` overrides)."""
-        return {"color": self.color, "marker": self.marker, "linestyle": self.linestyle, "linewidth": self.linewidth,
-                "zorder": self.zorder, "alpha": 0.9, "markeredgecolor": "white", "markeredgewidth": 0.5, **kw}
+        return {
+            "color": self.color,
+            "marker": self.marker,
+            "linestyle": self.linestyle,
+            "linewidth": self.linewidth,
+            "zorder": self.zorder,
+            "alpha": 0.9,
+            "markeredgecolor": "white",
+            "markeredgewidth": 0.5,
+            **kw,
+        }
 
 
 def _order(order) -> list[str]:
@@ -146,13 +182,23 @@ def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str,
         k = str(n).lower()
         if k in REFERENCES:
             grey = REFERENCES.index(k) % 2
-            out[n] = Look("#000000" if not grey else "#7f7f7f", "o" if not grey else "s", "-" if not grey else "--",
-                          1.1, 3.9 + 0.01 * REFERENCES.index(k))
+            out[n] = Look(
+                "#000000" if not grey else "#7f7f7f",
+                "o" if not grey else "s",
+                "-" if not grey else "--",
+                1.1,
+                3.9 + 0.01 * REFERENCES.index(k),
+            )
             continue
         i = methods.index(k)
         width = max(0.9, 1.8 - 0.25 * i)
-        out[n] = Look(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)],
-                      width, 5.0 - width + 0.01 * i)
+        out[n] = Look(
+            PALETTE[i % len(PALETTE)],
+            MARKERS[i % len(MARKERS)],
+            LINESTYLES[i % len(LINESTYLES)],
+            width,
+            5.0 - width + 0.01 * i,
+        )
     return out
 
 
@@ -267,8 +313,15 @@ def _normals(xy) -> list[tuple[float, float]]:
     return out
 
 
-def mean_curves(df, accuracy: str = "accuracy_all", band: str = "std", *, n_boot: int = 1000, seed: int = 0,
-                order: Sequence[str] | None = None) -> list[Curve]:
+def mean_curves(
+    df,
+    accuracy: str = "accuracy_all",
+    band: str = "std",
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    order: Sequence[str] | None = None,
+) -> list[Curve]:
     """Per method, the mean (recall, accuracy) per setting over the targets that have a scored row for that setting,
     and the band around it.
 
@@ -313,9 +366,12 @@ def mean_curves(df, accuracy: str = "accuracy_all", band: str = "std", *, n_boot
         recs = g.to_dict("records")
         key = [json.dumps(r["setting"], sort_keys=True) for r in recs]
         settings = {k: (r["setting"], r.get("param")) for k, r in zip(key, recs)}
-        varying = sorted(k for k in {k for s, _ in settings.values() for k in s}
-                         if k not in {p for _, p in settings.values()}
-                         and len({json.dumps(s.get(k)) for s, _ in settings.values()}) > 1)
+        varying = sorted(
+            k
+            for k in {k for s, _ in settings.values() for k in s}
+            if k not in {p for _, p in settings.values()}
+            and len({json.dumps(s.get(k)) for s, _ in settings.values()}) > 1
+        )
         by: dict[str, dict] = {}
         for k, r in zip(key, recs):  # a target's repeated rows of one setting count once (their mean)
             by.setdefault(k, {}).setdefault(r["target"], []).append((r["_r"], r["_a"]))
@@ -323,8 +379,16 @@ def mean_curves(df, accuracy: str = "accuracy_all", band: str = "std", *, n_boot
         for k, per in by.items():
             s, p = settings[k]
             arr = np.array([np.mean(v, axis=0) for v in per.values()], dtype=float)
-            pts.append(CurvePoint(setting_label(s, p, varying), float(s[p]) if p in s else 0.0,
-                                  float(arr[:, 0].mean()), float(arr[:, 1].mean()), len(arr), arr))
+            pts.append(
+                CurvePoint(
+                    setting_label(s, p, varying),
+                    float(s[p]) if p in s else 0.0,
+                    float(arr[:, 0].mean()),
+                    float(arr[:, 1].mean()),
+                    len(arr),
+                    arr,
+                )
+            )
         pts.sort(key=lambda q: q.strength)  # stable: equal strengths keep the rows' order
         xy = np.array([[q.recall, q.accuracy] for q in pts])
         for q, nrm in zip(pts, _normals(xy)):
@@ -387,10 +451,19 @@ def _place_labels(fig, ax, items, markers, lines=(), taken=()) -> None:
     for x, y, (nx, ny), text, colour, gid in items:
         cands = [(d * ux, d * uy) for d in (6, 11) for ux, uy in [(nx, ny), (-nx, -ny)] + compass]
         for dx, dy in cands:
-            a = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=5.5, color=colour,
-                            ha="left" if dx > 1 else "right" if dx < -1 else "center",
-                            va="bottom" if dy > 1 else "top" if dy < -1 else "center", zorder=6, gid=gid,
-                            annotation_clip=False)
+            a = ax.annotate(
+                text,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=5.5,
+                color=colour,
+                ha="left" if dx > 1 else "right" if dx < -1 else "center",
+                va="bottom" if dy > 1 else "top" if dy < -1 else "center",
+                zorder=6,
+                gid=gid,
+                annotation_clip=False,
+            )
             bb = a.get_window_extent(renderer).expanded(1.05, 1.1)
             inside = box.x0 <= bb.x0 and bb.x1 <= box.x1 and box.y0 <= bb.y0 and bb.y1 <= box.y1
             if inside and not any(owner != gid and bb.overlaps(o) for o, owner in placed):
@@ -406,15 +479,33 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_aspect("equal")
-    ax.add_patch(Rectangle((threshold, threshold), 1.02 - threshold, 1.02 - threshold, facecolor=OKABE_ITO[
-        "bluish green"], alpha=0.12, edgecolor="none", zorder=0.5, gid="region"))
+    ax.add_patch(
+        Rectangle(
+            (threshold, threshold),
+            1.02 - threshold,
+            1.02 - threshold,
+            facecolor=OKABE_ITO["bluish green"],
+            alpha=0.12,
+            edgecolor="none",
+            zorder=0.5,
+            gid="region",
+        )
+    )
     ax.axvline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
     ax.axhline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
-    region = ax.text(1.0, 0.995, f"accuracy ≥ {threshold:g}\nand recall ≥ {threshold:g}", ha="right", va="top",
-                     fontsize=6, color="#00573f", zorder=0.7, gid="region-label")
+    region = ax.text(
+        1.0,
+        0.995,
+        f"accuracy ≥ {threshold:g}\nand recall ≥ {threshold:g}",
+        ha="right",
+        va="top",
+        fontsize=6,
+        color="#00573f",
+        zorder=0.7,
+        gid="region-label",
+    )
     if not any(c.points for c in curves):
-        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4",
-                gid="empty")
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4", gid="empty")
         return
     labels, inner = [], []
     fill = min(0.14, max(0.06, 0.5 / len(curves)))  # fainter bands when many overlap
@@ -425,30 +516,68 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
         if c.n_targets >= 2 and len(c.points) >= 2:
             upper = [(q.recall + q.hi * q.normal[0], q.accuracy + q.hi * q.normal[1]) for q in c.points]
             lower = [(q.recall + q.lo * q.normal[0], q.accuracy + q.lo * q.normal[1]) for q in c.points]
-            ax.add_patch(Polygon(upper + lower[::-1], closed=True, facecolor=look.color, alpha=fill, edgecolor="none",
-                                 zorder=1 + 0.01 * look.zorder, gid=f"band:{c.method}"))
+            ax.add_patch(
+                Polygon(
+                    upper + lower[::-1],
+                    closed=True,
+                    facecolor=look.color,
+                    alpha=fill,
+                    edgecolor="none",
+                    zorder=1 + 0.01 * look.zorder,
+                    gid=f"band:{c.method}",
+                )
+            )
         elif c.n_targets >= 2:  # one setting: the spread as error bars in both directions
             q = c.points[0]
             sd = q.targets.std(axis=0)
-            ax.errorbar([q.recall], [q.accuracy], xerr=[sd[0]], yerr=[sd[1]], color=look.color, alpha=0.5, lw=0.8,
-                        capsize=0, zorder=look.zorder - 0.05, gid=f"band:{c.method}")
+            ax.errorbar(
+                [q.recall],
+                [q.accuracy],
+                xerr=[sd[0]],
+                yerr=[sd[1]],
+                color=look.color,
+                alpha=0.5,
+                lw=0.8,
+                capsize=0,
+                zorder=look.zorder - 0.05,
+                gid=f"band:{c.method}",
+            )
         ax.plot(xs, ys, gid=f"curve:{c.method}", **look.line())
         base = c.n_targets
         merged = _merge_labels(c.points)
         for j, (q, text) in enumerate(merged):  # a curve's two ends are placed first, then its inner settings
             text += f" (n={q.n})" if q.n != base else ""
-            (labels if j in (0, len(merged) - 1) else inner).append((q.recall, q.accuracy, q.normal, text, look.ink,
-                                                                      f"label:{c.method}"))
+            (labels if j in (0, len(merged) - 1) else inner).append(
+                (q.recall, q.accuracy, q.normal, text, look.ink, f"label:{c.method}")
+            )
     fig.canvas.draw()
-    along = [(a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy), f"label:{c.method}")
-             for c in curves for a, b in zip(c.points, c.points[1:]) for f in (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9)]
-    _place_labels(fig, ax, labels + inner, [(q.recall, q.accuracy) for c in curves for q in c.points], along,
-                  [region.get_window_extent(fig.canvas.get_renderer())])
+    along = [
+        (a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy), f"label:{c.method}")
+        for c in curves
+        for a, b in zip(c.points, c.points[1:])
+        for f in (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9)
+    ]
+    _place_labels(
+        fig,
+        ax,
+        labels + inner,
+        [(q.recall, q.accuracy) for c in curves for q in c.points],
+        along,
+        [region.get_window_extent(fig.canvas.get_renderer())],
+    )
 
 
-def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accuracy_all", band: str = "std",
-                  order: Sequence[str] | None = None, threshold: float = 0.8, n_boot: int = 1000, seed: int = 0,
-                  empty: str = "no held-out rows"):
+def tradeoff_plot(
+    panels: Sequence[tuple[str, object]],
+    *,
+    accuracy: str = "accuracy_all",
+    band: str = "std",
+    order: Sequence[str] | None = None,
+    threshold: float = 0.8,
+    n_boot: int = 1000,
+    seed: int = 0,
+    empty: str = "no held-out rows",
+):
     """Build the accuracy-recall figure: one panel per (title, rows) side by side, sharing both axes.
 
     Each panel draws, per method, the mean curve over targets (:func:`mean_curves`; markers and line styles of
@@ -476,13 +605,16 @@ def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accu
     from matplotlib.lines import Line2D
 
     with style() as plt:
-        per = [(t, mean_curves(d, accuracy, band, n_boot=n_boot, seed=seed, order=order) if d is not None else [])
-               for t, d in panels]
+        per = [
+            (t, mean_curves(d, accuracy, band, n_boot=n_boot, seed=seed, order=order) if d is not None else [])
+            for t, d in panels
+        ]
         names = _order(order) + [c.method for _, cs in per for c in cs]
         names = list(dict.fromkeys(n for n in names if any(c.method == n for _, cs in per for c in cs)))
         lk = looks(names, order)
-        fig, axes = plt.subplots(1, len(panels), figsize=(3.5 * len(panels) + 0.4, 4.0), sharex=True, sharey=True,
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(panels), figsize=(3.5 * len(panels) + 0.4, 4.0), sharex=True, sharey=True, squeeze=False
+        )
         fig.subplots_adjust(bottom=0.16, wspace=0.08)  # before the labels are placed: they are fitted to this layout
         for ax, (title, curves) in zip(axes[0], per):
             _draw_panel(fig, ax, curves, lk, title, empty, threshold)
@@ -492,21 +624,37 @@ def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accu
         handles = []
         for m in names:
             ns = [c.n_targets for _, cs in per for c in cs if c.method == m]
-            label = f"{m.upper()} (n={ns[0]})" if len(set(ns)) == 1 else \
-                f"{m.upper()} (n={', '.join(str(n) for n in ns)} by panel)"
+            label = (
+                f"{m.upper()} (n={ns[0]})"
+                if len(set(ns)) == 1
+                else f"{m.upper()} (n={', '.join(str(n) for n in ns)} by panel)"
+            )
             handles.append(Line2D([], [], label=label, **lk[m].line()))
         what = "±1 std over targets" if band == "std" else "95% bootstrap interval of the mean"
         if handles:
-            fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.07), ncol=min(len(handles), 5),
-                       handlelength=3.0)
-        fig.text(0.5, 0.07 - 0.045 * (1 + (len(handles) - 1) // 5), f"Points: mean over targets per setting. "
-                 f"Band: {what}, across the curve. Shaded: accuracy ≥ {threshold:g} and recall ≥ {threshold:g}.",
-                 ha="center", va="top", fontsize=6, color="0.3")
+            fig.legend(
+                handles=handles,
+                loc="upper center",
+                bbox_to_anchor=(0.5, 0.07),
+                ncol=min(len(handles), 5),
+                handlelength=3.0,
+            )
+        fig.text(
+            0.5,
+            0.07 - 0.045 * (1 + (len(handles) - 1) // 5),
+            f"Points: mean over targets per setting. "
+            f"Band: {what}, across the curve. Shaded: accuracy ≥ {threshold:g} and recall ≥ {threshold:g}.",
+            ha="center",
+            va="top",
+            fontsize=6,
+            color="0.3",
+        )
     return fig
 
 
-def tradeoff_figure(df, path, *, accuracy: str = "accuracy_all", band: str = "std",
-                    order: Sequence[str] | None = None) -> list[Path]:
+def tradeoff_figure(
+    df, path, *, accuracy: str = "accuracy_all", band: str = "std", order: Sequence[str] | None = None
+) -> list[Path]:
     """An evaluate run's accuracy_recall.png and .pdf: the qa form (the rows' own probe) beside the held-out forms
     (:func:`dukb.neural.metrics.summary.heldout_points`), drawn by :func:`tradeoff_plot`.
 
@@ -522,8 +670,12 @@ def tradeoff_figure(df, path, *, accuracy: str = "accuracy_all", band: str = "st
     """
 
     held = heldout_points(df)
-    fig = tradeoff_plot([("qa probe form", df), ("held-out probe forms (never seen)", held if len(held) else None)],
-                        accuracy=accuracy, band=band, order=order)
+    fig = tradeoff_plot(
+        [("qa probe form", df), ("held-out probe forms (never seen)", held if len(held) else None)],
+        accuracy=accuracy,
+        band=band,
+        order=order,
+    )
     return save(fig, path)
 
 
@@ -567,9 +719,16 @@ class Panel:
     diagonal: bool = False
 
 
-def lines_figure(panels: Sequence[Panel], path, *, ncols: int | None = None, order: Sequence[str] | None = None,
-                 suptitle: str | None = None, extra_legend: Sequence[tuple[str, object]] = (),
-                 panel_size: tuple[float, float] = (3.4, 2.8)) -> list[Path]:
+def lines_figure(
+    panels: Sequence[Panel],
+    path,
+    *,
+    ncols: int | None = None,
+    order: Sequence[str] | None = None,
+    suptitle: str | None = None,
+    extra_legend: Sequence[tuple[str, object]] = (),
+    panel_size: tuple[float, float] = (3.4, 2.8),
+) -> list[Path]:
     """A grid of line panels in dukb's style, each series drawn in its method's :class:`Look`; one legend (inside
     the panel for a single panel, below the grid otherwise). Used by muse (Fig. 4 and 6 of MUSE), rwku, control.
 
@@ -590,8 +749,9 @@ def lines_figure(panels: Sequence[Panel], path, *, ncols: int | None = None, ord
     with style() as plt:
         ncols = ncols or len(panels)
         nrows = -(-len(panels) // ncols)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.3),
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.3), squeeze=False
+        )
         names = list(dict.fromkeys(s.name for p in panels for s in p.series))
         lk = looks(names, order)
         legend: dict[str, Line2D] = {}
@@ -618,23 +778,37 @@ def lines_figure(panels: Sequence[Panel], path, *, ncols: int | None = None, ord
             ax.set_title(p.title)
             ax.set_xlabel(p.xlabel)
             ax.set_ylabel(p.ylabel)
-        for ax in list(axes.flat)[len(panels):]:
+        for ax in list(axes.flat)[len(panels) :]:
             ax.set_visible(False)
-        handles = list(legend.values()) + [Line2D([], [], color="black", lw=1.0, linestyle=ls, label=t)
-                                           for t, ls in extra_legend]
+        handles = list(legend.values()) + [
+            Line2D([], [], color="black", lw=1.0, linestyle=ls, label=t) for t, ls in extra_legend
+        ]
         if suptitle:
             fig.suptitle(suptitle)
         fig.tight_layout()
         if handles and len(panels) == 1:
             axes[0][0].legend(handles=handles, loc="best")
         elif handles:
-            fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 6),
-                       handlelength=3.0)
+            fig.legend(
+                handles=handles,
+                loc="upper center",
+                bbox_to_anchor=(0.5, 0.0),
+                ncol=min(len(handles), 6),
+                handlelength=3.0,
+            )
     return save(fig, path)
 
 
-def bars_figure(categories: Sequence[str], series: dict[str, Sequence[float]], path, *, ylabel: str = "",
-                title: str = "", order: Sequence[str] | None = None, ylim: tuple | None = None) -> list[Path]:
+def bars_figure(
+    categories: Sequence[str],
+    series: dict[str, Sequence[float]],
+    path,
+    *,
+    ylabel: str = "",
+    title: str = "",
+    order: Sequence[str] | None = None,
+    ylim: tuple | None = None,
+) -> list[Path]:
     """Grouped bars in dukb's style: one group per category, one bar per series in its method's colour (each series
     also hatched differently, so the bars read without colour). Used by rwku (leak per probe kind) and the attacks
     plot.
@@ -656,11 +830,24 @@ def bars_figure(categories: Sequence[str], series: dict[str, Sequence[float]], p
         width = 0.8 / max(1, len(series))
         x = np.arange(len(categories))
         for j, (name, vals) in enumerate(series.items()):
-            ax.bar(x - 0.4 + width * (j + 0.5), np.asarray(vals, dtype=float), width, label=name,
-                   color=lk[name].color, edgecolor="white", linewidth=0.4, hatch=hatches[j % len(hatches)],
-                   alpha=0.9, gid=f"bars:{name}")
-        ax.set_xticks(x, list(categories), rotation=35 if len(categories) > 4 else 0,
-                      ha="right" if len(categories) > 4 else "center")
+            ax.bar(
+                x - 0.4 + width * (j + 0.5),
+                np.asarray(vals, dtype=float),
+                width,
+                label=name,
+                color=lk[name].color,
+                edgecolor="white",
+                linewidth=0.4,
+                hatch=hatches[j % len(hatches)],
+                alpha=0.9,
+                gid=f"bars:{name}",
+            )
+        ax.set_xticks(
+            x,
+            list(categories),
+            rotation=35 if len(categories) > 4 else 0,
+            ha="right" if len(categories) > 4 else "center",
+        )
         ax.grid(axis="x", visible=False)
         if ylim:
             ax.set_ylim(*ylim)
@@ -671,8 +858,14 @@ def bars_figure(categories: Sequence[str], series: dict[str, Sequence[float]], p
     return save(fig, path)
 
 
-def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]], colours: dict[str, str], path, *,
-                        ylabel: str = "", title: str = "") -> list[Path]:
+def stacked_bars_figure(
+    bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
+    colours: dict[str, str],
+    path,
+    *,
+    ylabel: str = "",
+    title: str = "",
+) -> list[Path]:
     """Stacked bars in dukb's style (restor's fact states): each bar a list of (part, value), parts coloured by
     ``colours`` (Okabe-Ito), a part of at least 6 units labelled with its value.
 
@@ -692,13 +885,31 @@ def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
             bottom = 0.0
             for part, v in parts:
                 v = v or 0.0
-                ax.bar(x, v, bottom=bottom, color=colours[part], width=0.6, edgecolor="white", linewidth=0.5,
-                       label=None if part in seen else part, gid=f"part:{part}")
+                ax.bar(
+                    x,
+                    v,
+                    bottom=bottom,
+                    color=colours[part],
+                    width=0.6,
+                    edgecolor="white",
+                    linewidth=0.5,
+                    label=None if part in seen else part,
+                    gid=f"part:{part}",
+                )
                 seen.add(part)
                 if v >= 6:
-                    ax.text(x, bottom + v / 2, f"{v:.0f}%", ha="center", va="center", fontsize=7,
-                            color="white" if colours[part] in (OKABE_ITO["blue"], OKABE_ITO["vermillion"],
-                                                               OKABE_ITO["bluish green"], "#000000") else "black")
+                    ax.text(
+                        x,
+                        bottom + v / 2,
+                        f"{v:.0f}%",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white"
+                        if colours[part]
+                        in (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["bluish green"], "#000000")
+                        else "black",
+                    )
                 bottom += v
         ax.set_xticks(range(len(bars)), [b for b, _ in bars])
         ax.grid(axis="x", visible=False)
@@ -710,6 +921,28 @@ def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
     return save(fig, path)
 
 
-__all__ = ["BANDS", "DPI", "LINESTYLES", "Look", "MARKERS", "OKABE_ITO", "PALETTE", "Panel", "REFERENCES", "Series",
-           "bars_figure", "figure_files", "figure_markdown", "lines_figure", "looks", "mean_curves", "run_order",
-           "save", "setting_label", "stacked_bars_figure", "style", "tradeoff_figure", "tradeoff_plot"]
+__all__ = [
+    "BANDS",
+    "DPI",
+    "LINESTYLES",
+    "Look",
+    "MARKERS",
+    "OKABE_ITO",
+    "PALETTE",
+    "Panel",
+    "REFERENCES",
+    "Series",
+    "bars_figure",
+    "figure_files",
+    "figure_markdown",
+    "lines_figure",
+    "looks",
+    "mean_curves",
+    "run_order",
+    "save",
+    "setting_label",
+    "stacked_bars_figure",
+    "style",
+    "tradeoff_figure",
+    "tradeoff_plot",
+]

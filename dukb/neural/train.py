@@ -66,16 +66,29 @@ def steps_per_epoch(n_items: int, cfg: TrainConfig) -> int:
 def chunked(order: Sequence, cfg: TrainConfig) -> list[list[list]]:
     """Split an epoch's item order into optimiser steps of ``grad_accum`` micro-batches of ``batch_size`` items."""
     size = max(cfg.batch_size, 1)
-    micro = [list(order[i:i + size]) for i in range(0, len(order), size)]
-    return [micro[i:i + cfg.grad_accum] for i in range(0, len(micro), cfg.grad_accum)]
+    micro = [list(order[i : i + size]) for i in range(0, len(order), size)]
+    return [micro[i : i + cfg.grad_accum] for i in range(0, len(micro), cfg.grad_accum)]
 
 
-def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[Sequence[Any]]],
-               loss_fn: Callable[[Any, Any], Any], *, total_steps: int, prepare: Callable | None = None,
-               backward: Callable | None = None, after_epoch: Callable[[int, dict], bool] | None = None,
-               torch_seed: int | None = None, progress: str | None = None, start_epoch: int = 0,
-               restore: dict | None = None, checkpoint: Callable[[int, dict], None] | None = None,
-               checkpoint_every: int = 1, sharded: bool = False) -> dict:
+def train_loop(
+    model,
+    params,
+    cfg: TrainConfig,
+    steps: Callable[[int], Sequence[Sequence[Any]]],
+    loss_fn: Callable[[Any, Any], Any],
+    *,
+    total_steps: int,
+    prepare: Callable | None = None,
+    backward: Callable | None = None,
+    after_epoch: Callable[[int, dict], bool] | None = None,
+    torch_seed: int | None = None,
+    progress: str | None = None,
+    start_epoch: int = 0,
+    restore: dict | None = None,
+    checkpoint: Callable[[int, dict], None] | None = None,
+    checkpoint_every: int = 1,
+    sharded: bool = False,
+) -> dict:
     """Minimise ``loss_fn`` with AdamW: the loop every training in dukb runs.
 
     For epoch e = 1..``cfg.epochs``: ``steps(e)`` gives the epoch's optimiser steps, each a list of micro-batches
@@ -120,8 +133,7 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
         InputError: bad settings.
     """
     cfg.check()
-    fmodel, opt, opt_, sched = _start_optimizer(model, params, cfg, total_steps, prepare, restore, torch_seed,
-                                                sharded)
+    fmodel, opt, opt_, sched = _start_optimizer(model, params, cfg, total_steps, prepare, restore, torch_seed, sharded)
     # the parameters the optimiser updates (FSDP2 replaces a module's parameters with sharded ones in prepare)
     clipped = [p for group in opt.param_groups for p in group["params"]]
     back = backward or (lambda loss: loss.backward())
@@ -133,8 +145,7 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     epoch = start_epoch
     try:
         for epoch in range(start_epoch + 1, cfg.epochs + 1):
-            n_steps += _run_epoch(model, fmodel, steps, epoch, loss_fn, back, cfg, clipped, opt_, sched, losses,
-                                  parts)
+            n_steps += _run_epoch(model, fmodel, steps, epoch, loss_fn, back, cfg, clipped, opt_, sched, losses, parts)
             if bar is not None:
                 bar.advance(task)
             logs = {"loss": losses[-1], **{k: v[-1] for k, v in parts.items()}}
@@ -142,18 +153,38 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
             if after_epoch is not None and after_epoch(epoch, logs):
                 break
             if checkpoint is not None and epoch % max(1, checkpoint_every) == 0:
-                checkpoint(epoch, {**_state_dicts(fmodel, opt, sharded), "scheduler": sched.state_dict(),
-                                   "rng": torch.get_rng_state()})
+                checkpoint(
+                    epoch,
+                    {
+                        **_state_dicts(fmodel, opt, sharded),
+                        "scheduler": sched.state_dict(),
+                        "rng": torch.get_rng_state(),
+                    },
+                )
     finally:
         if bar is not None:
             bar.stop()
     model.eval()
-    return {"config": cfg.to_json(), "epochs_run": epoch, "loss_per_epoch": losses, "parts_per_epoch": parts,
-            "steps": n_steps, "seconds": time.perf_counter() - t0}
+    return {
+        "config": cfg.to_json(),
+        "epochs_run": epoch,
+        "loss_per_epoch": losses,
+        "parts_per_epoch": parts,
+        "steps": n_steps,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
-def _start_optimizer(model, params, cfg: TrainConfig, total_steps: int, prepare: Callable | None,
-                     restore: dict | None, torch_seed: int | None, sharded: bool):
+def _start_optimizer(
+    model,
+    params,
+    cfg: TrainConfig,
+    total_steps: int,
+    prepare: Callable | None,
+    restore: dict | None,
+    torch_seed: int | None,
+    sharded: bool,
+):
     """Build the optimiser and scheduler (:func:`build_optimizer`), restore their states and torch's RNG from
     ``restore`` (else seed torch with ``torch_seed``, default ``cfg.seed``), then ``prepare`` (see :func:`train_loop`).
 
@@ -185,9 +216,20 @@ def _progress_bar(progress: str | None, epochs: int, completed: int):
     return bar, bar.add_task(progress, total=epochs, completed=completed)
 
 
-def _run_epoch(model, fmodel, steps: Callable[[int], Sequence[Sequence[Any]]], epoch: int,
-               loss_fn: Callable[[Any, Any], Any], back: Callable, cfg: TrainConfig, clipped: list, opt_, sched,
-               losses: list[float], parts: dict[str, list[float]]) -> int:
+def _run_epoch(
+    model,
+    fmodel,
+    steps: Callable[[int], Sequence[Sequence[Any]]],
+    epoch: int,
+    loss_fn: Callable[[Any, Any], Any],
+    back: Callable,
+    cfg: TrainConfig,
+    clipped: list,
+    opt_,
+    sched,
+    losses: list[float],
+    parts: dict[str, list[float]],
+) -> int:
     """Train one epoch of :func:`train_loop` (model in train mode, eval mode after): for each optimiser step of
     ``steps(epoch)``, back-propagate each micro-batch's loss (divided by ``cfg.grad_accum``), clip the gradients,
     step the optimiser and the scheduler, zero the gradients.

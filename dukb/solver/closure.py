@@ -142,9 +142,19 @@ class Closure:
         (17, 162)
     """
 
-    def __init__(self, kb: KB, rules: RuleSet, names: list[str], name_id: dict[str, int], atom_code: np.ndarray,
-                 n_kb: int, method: str, seconds: float,
-                 instances: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, grounder: Grounder | None = None):
+    def __init__(
+        self,
+        kb: KB,
+        rules: RuleSet,
+        names: list[str],
+        name_id: dict[str, int],
+        atom_code: np.ndarray,
+        n_kb: int,
+        method: str,
+        seconds: float,
+        instances: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        grounder: Grounder | None = None,
+    ):
         self.kb, self.rules, self.names, self._name_id = kb, rules, names, name_id
         self.relations = kb.schema.relation_names
         self._rel_index = {r: i for i, r in enumerate(self.relations)}
@@ -156,8 +166,11 @@ class Closure:
         self._sorted_codes = atom_code[order]
         self._sorted_atoms = order
         columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
-        self._fid = columns[0] if columns is not None else \
-            np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
+        self._fid = (
+            columns[0]
+            if columns is not None
+            else np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
+        )
         self._fid_is_position = bool(len(self._fid) == 0 or (self._fid == np.arange(len(self._fid))).all())
         self._grounder = grounder
         self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -268,8 +281,10 @@ class Closure:
         a = self._lookup(tuple(triple))
         if a is None:
             s, r, o = triple
-            raise InputError(f"({s}, {r}, {o}) is not in the deductive closure of the KB: "
-                             "it is not derivable, so there is nothing to unlearn")
+            raise InputError(
+                f"({s}, {r}, {o}) is not in the deductive closure of the KB: "
+                "it is not derivable, so there is nothing to unlearn"
+            )
         return a
 
     def fact_id(self, atom: int) -> int:
@@ -281,9 +296,16 @@ class Closure:
     def rows(self) -> list[dict]:
         """One dict per closure fact: subject, relation, object, source (kb|derived), fact_id (None if derived)."""
         fids = self.fact_ids
-        return [{"subject": s, "relation": r, "object": o, "source": self.source(i),
-                 "fact_id": fids[i] if i < self.n_kb else None}
-                for i, (s, r, o) in enumerate(self.atoms)]
+        return [
+            {
+                "subject": s,
+                "relation": r,
+                "object": o,
+                "source": self.source(i),
+                "fact_id": fids[i] if i < self.n_kb else None,
+            }
+            for i, (s, r, o) in enumerate(self.atoms)
+        ]
 
     def write_csv(self, fh: IO[str]) -> None:
         """Write ``subject,relation,object,source`` rows (header first, ``\n`` line ends, minimal quoting as
@@ -299,8 +321,14 @@ class Closure:
         for lo in range(0, len(s), step):
             hi = min(lo + step, len(s))
             src = ["kb" if i < self.n_kb else "derived" for i in range(lo, hi)]
-            w.writerows(zip([names[x] for x in s[lo:hi].tolist()], [rel[x] for x in r[lo:hi].tolist()],
-                            [names[x] for x in o[lo:hi].tolist()], src))
+            w.writerows(
+                zip(
+                    [names[x] for x in s[lo:hi].tolist()],
+                    [rel[x] for x in r[lo:hi].tolist()],
+                    [names[x] for x in o[lo:hi].tolist()],
+                    src,
+                )
+            )
 
     # -- ground instances -----------------------------------------------------------------------------------------
     def _set_instances(self, rule: np.ndarray, head: np.ndarray, body: np.ndarray) -> None:
@@ -391,8 +419,12 @@ def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]
     name_id = {n: i for i, n in enumerate(names)}
     known = kb.name_index()  # recorded by load_kb while validating: no look-up per fact
     if known is not None:
-        return names, name_id, np.frombuffer(cast(Any, known[0]), dtype=np.int64), \
-            np.frombuffer(cast(Any, known[1]), dtype=np.int64)  # array('q') from load_kb
+        return (
+            names,
+            name_id,
+            np.frombuffer(cast(Any, known[0]), dtype=np.int64),
+            np.frombuffer(cast(Any, known[1]), dtype=np.int64),
+        )  # array('q') from load_kb
     rels = kb.relationships
     get = name_id.get
     s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
@@ -443,8 +475,15 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     ev = horn.Evaluator(n, name_id, guards, relations)
     columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
     rel_index = {r: i for i, r in enumerate(relations)}
-    r = columns[2] if columns is not None else np.fromiter(
-        map(rel_index.__getitem__, (f.relation for f in kb.relationships)), dtype=np.int64, count=len(kb.relationships))
+    r = (
+        columns[2]
+        if columns is not None
+        else np.fromiter(
+            map(rel_index.__getitem__, (f.relation for f in kb.relationships)),
+            dtype=np.int64,
+            count=len(kb.relationships),
+        )
+    )
     kb_codes = ev.encode(s, r, o)
     try:
         codes = horn.fixpoint(ev, crules, kb_codes)
@@ -484,9 +523,12 @@ def join_error(e: JoinTooLarge, rules: RuleSet) -> InputError:
         (True, True)
     """
     rule = rules.rules[e.rule] if e.rule is not None and 0 <= e.rule < len(rules.rules) else None
-    return InputError(f"the body of this rule joins {e.rows:,} rows, more than the limit of {e.limit:,}: its body "
-                      "atoms must share variables (a body atom that shares none is joined with every fact)",
-                      rules.path, None if rule is None else rule.line)
+    return InputError(
+        f"the body of this rule joins {e.rows:,} rows, more than the limit of {e.limit:,}: its body "
+        "atoms must share variables (a body atom that shares none is joined with every fact)",
+        rules.path,
+        None if rule is None else rule.line,
+    )
 
 
 def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "auto") -> Closure:
@@ -531,15 +573,19 @@ def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "a
         rules = kb_rules(kb)
     elif not isinstance(rules, RuleSet):
         if str(rules) in BUILTIN_RULES and not kb.schema.is_family:
-            raise RulesError(f"the built-in rule set '{rules}' is for family KBs, but KB {kb.source} has schema "
-                             f"'{kb.schema.name}' (without --rules, a KB with a schema.yaml uses its rules.lp)")
+            raise RulesError(
+                f"the built-in rule set '{rules}' is for family KBs, but KB {kb.source} has schema "
+                f"'{kb.schema.name}' (without --rules, a KB with a schema.yaml uses its rules.lp)"
+            )
         rules = load_rules(rules, kb.schema)
     elif (rules.schema.relation_names, rules.schema.background) != (kb.schema.relation_names, kb.schema.background):
-        raise RulesError(f"the rule set was checked against schema '{rules.schema.name}', but the KB has schema "
-                         f"'{kb.schema.name}': load it with the KB's schema", rules.path)
+        raise RulesError(
+            f"the rule set was checked against schema '{rules.schema.name}', but the KB has schema "
+            f"'{kb.schema.name}': load it with the KB's schema",
+            rules.path,
+        )
     t0 = time.perf_counter()
     if method != "clingo":
-
         try:
             return _closure_numpy(kb, rules, t0)
         except Unsupported:
@@ -584,14 +630,24 @@ def _closure_clingo(kb: KB, rules: RuleSet, t0: float) -> Closure:
     nsym = max(len(names), 1)
     relations = kb.schema.relation_names
     rel_index = {r: i for i, r in enumerate(relations)}
-    atom_code = np.array([(name_id[s] * len(relations) + rel_index[r]) * nsym + name_id[o] for s, r, o in atoms],
-                         dtype=np.int64)
+    atom_code = np.array(
+        [(name_id[s] * len(relations) + rel_index[r]) * nsym + name_id[o] for s, r, o in atoms], dtype=np.int64
+    )
     width = max([len(b) for b in inst_body] + [max(len(r.body_holds) for r in rules.rules)])
     body = np.full((len(inst_body), width), -1, dtype=np.int64)
     for i, b in enumerate(inst_body):
-        body[i, :len(b)] = b
-    c = Closure(kb, rules, names, name_id, atom_code, n_kb, "clingo", time.perf_counter() - t0,
-                instances=(np.array(inst_rule, dtype=np.int64), np.array(inst_head, dtype=np.int64), body))
+        body[i, : len(b)] = b
+    c = Closure(
+        kb,
+        rules,
+        names,
+        name_id,
+        atom_code,
+        n_kb,
+        "clingo",
+        time.perf_counter() - t0,
+        instances=(np.array(inst_rule, dtype=np.int64), np.array(inst_head, dtype=np.int64), body),
+    )
     c.__dict__["_atoms"] = atoms
     return c
 
@@ -714,13 +770,16 @@ def parse_target(text: str) -> Triple:
             ...
         dukb.InputError: ...
     """
-    problem = f"target {text!r} is not of the form 'Subject,relation,Object' (quote a field that holds a comma " \
-              "or a quote, inner quotes doubled: '\"Hale, George\",wife,Martha Hale')"
+    problem = (
+        f"target {text!r} is not of the form 'Subject,relation,Object' (quote a field that holds a comma "
+        "or a quote, inner quotes doubled: '\"Hale, George\",wife,Martha Hale')"
+    )
     m = None if "\n" in text or "\r" in text else _TARGET.fullmatch(text)
     if m is None:
         raise InputError(problem)
-    parts = tuple(m[2 * k + 2].rstrip(" ") if m[2 * k + 2] is not None else m[2 * k + 1].replace('""', '"')
-                  for k in range(3))
+    parts = tuple(
+        m[2 * k + 2].rstrip(" ") if m[2 * k + 2] is not None else m[2 * k + 1].replace('""', '"') for k in range(3)
+    )
     if not all(parts):
         raise InputError(problem)
     return cast(Triple, parts)
@@ -772,11 +831,15 @@ def check_target_names(kb: KB, triple: Triple) -> None:
             close = _closest_names(kb, name)
             hint = f" (closest: {', '.join(map(repr, close))})" if close else ""
             c = control_char(name)
-            why = f"; it holds a control character (U+{ord(c):04X}), which no name has" if c else \
-                "; names are matched exactly"
+            why = (
+                f"; it holds a control character (U+{ord(c):04X}), which no name has"
+                if c
+                else "; names are matched exactly"
+            )
             raise InputError(f"target {what}: no {who} named {name!r} in the KB{hint}{why}")
         if what == "subject" and r not in relations:
-            close = difflib.get_close_matches(r, relations, n=3, cutoff=0.5) \
-                or difflib.get_close_matches(r.lower(), relations, n=3, cutoff=0.5)
+            close = difflib.get_close_matches(r, relations, n=3, cutoff=0.5) or difflib.get_close_matches(
+                r.lower(), relations, n=3, cutoff=0.5
+            )
             hint = f"closest: {', '.join(close)}; " if close else ""
             raise InputError(f"target relation: unknown relation {r!r} ({hint}the relations: {', '.join(relations)})")

@@ -30,8 +30,9 @@ TUTORIALS = sorted((REPO_ROOT / "docs" / "tutorials").glob("*.md"))
 #: the pages mkdocs.yml's nav lists under Tutorials (each must exist and run)
 EXPECTED = ("own-model", "own-kb", "add-method", "add-metric", "add-attack", "add-protocol")
 
-FENCE = re.compile(r"^(?P<indent>[ ]{0,4})```(?P<lang>[\w+-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$",
-                   re.S | re.M)
+FENCE = re.compile(
+    r"^(?P<indent>[ ]{0,4})```(?P<lang>[\w+-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.S | re.M
+)
 NOT_RUN = re.compile(r"<!--\s*not run:[^>]*-->\s*$")
 
 
@@ -42,10 +43,17 @@ def blocks(text: str) -> list[dict]:
     for m in FENCE.finditer(text):
         title = re.search(r'title="([^"]+)"', m.group("info"))
         indent = len(m.group("indent"))
-        body = "".join(line[indent:] if line[:indent].isspace() else line
-                       for line in m.group("body").splitlines(keepends=True))
-        out.append({"lang": m.group("lang"), "title": title.group(1) if title else None, "body": body,
-                    "run": not NOT_RUN.search(text[:m.start()].rstrip())})
+        body = "".join(
+            line[indent:] if line[:indent].isspace() else line for line in m.group("body").splitlines(keepends=True)
+        )
+        out.append(
+            {
+                "lang": m.group("lang"),
+                "title": title.group(1) if title else None,
+                "body": body,
+                "run": not NOT_RUN.search(text[: m.start()].rstrip()),
+            }
+        )
     return out
 
 
@@ -84,9 +92,11 @@ def run_page(page: Path, folder: Path) -> int:
             script.write_text(b["body"], encoding="utf-8")
             cmd = [sys.executable, script.name]
         proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, (f"{page.name}, block {i + 1} ({b['lang']}) exited with {proc.returncode}:\n"
-                                      f"{b['body']}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n"
-                                      f"{proc.stderr[-3000:]}")
+        assert proc.returncode == 0, (
+            f"{page.name}, block {i + 1} ({b['lang']}) exited with {proc.returncode}:\n"
+            f"{b['body']}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n"
+            f"{proc.stderr[-3000:]}"
+        )
         ran += 1
     return ran
 
@@ -108,11 +118,16 @@ def test_every_tutorial_of_the_nav_is_here():
 
 def test_the_block_parser():
     """Titled blocks are files, a not-run comment skips the next block only, indented blocks (in a list) count."""
-    text = ('```text title="a/b.csv"\nx,y\n```\n\n<!-- not run: needs a GPU -->\n```bash\nexit 1\n```\n\n'
-            '1. step\n\n    ```python\n    print(1)\n    ```\n')
+    text = (
+        '```text title="a/b.csv"\nx,y\n```\n\n<!-- not run: needs a GPU -->\n```bash\nexit 1\n```\n\n'
+        "1. step\n\n    ```python\n    print(1)\n    ```\n"
+    )
     got = blocks(text)
-    assert [(b["lang"], b["title"], b["run"]) for b in got] == [("text", "a/b.csv", True), ("bash", None, False),
-                                                                 ("python", None, True)]
+    assert [(b["lang"], b["title"], b["run"]) for b in got] == [
+        ("text", "a/b.csv", True),
+        ("bash", None, False),
+        ("python", None, True),
+    ]
     assert got[0]["body"] == "x,y\n" and got[2]["body"] == "print(1)\n"
 
 

@@ -107,16 +107,50 @@ def test_over_long_field_declined(tmp_path, fast_always):
 # -- hypothesis: random valid KBs, randomly edited -------------------------------------------------------------------
 FIRST = ["Ann", "Bo", "Zoë", "Åsa", "Li", "José", "Ivo", "Mia", "Émile", "Kai"]
 LAST = ["Lee", "Berg", "Núñez", "Ødegård", "Kim", "Hale"]
-EDITS = ['"', ",", " ", "\t", "\x00", "\x07", "\x7f", "\x85", "\u00a0", "\u2028", "\u3000", "\ufeff", "\r", "\n",
-         "\r\n", "0", "7", "-", "+", "x", "é", "\U0001f600", "", "male", "father"]
+EDITS = [
+    '"',
+    ",",
+    " ",
+    "\t",
+    "\x00",
+    "\x07",
+    "\x7f",
+    "\x85",
+    "\u00a0",
+    "\u2028",
+    "\u3000",
+    "\ufeff",
+    "\r",
+    "\n",
+    "\r\n",
+    "0",
+    "7",
+    "-",
+    "+",
+    "x",
+    "é",
+    "\U0001f600",
+    "",
+    "male",
+    "father",
+]
 
 
 def _valid_kb_files(rng: random.Random, n_people: int, n_facts: int) -> dict[str, str]:
     names = rng.sample([f"{f} {la}" for f in FIRST for la in LAST], n_people)
     gender = {n: rng.choice(["male", "female", "Male", "FEMALE"]) for n in names}
     lines = [["name", "gender", "birthyear", "birthplace", "job", "generation"]]
-    lines += [[n, gender[n], rng.choice(["", "1950", "-3", "0042"]), rng.choice(["", "Ohio"]),
-               rng.choice(["", "Cook"]), rng.choice(["", "1"])] for n in names]
+    lines += [
+        [
+            n,
+            gender[n],
+            rng.choice(["", "1950", "-3", "0042"]),
+            rng.choice(["", "Ohio"]),
+            rng.choice(["", "Cook"]),
+            rng.choice(["", "1"]),
+        ]
+        for n in names
+    ]
     rel, seen = [["fact_id", "subject", "relation", "object"]], set()
     fid = rng.sample(range(10 * n_facts + 10), n_facts)
     for k in range(n_facts):
@@ -128,11 +162,18 @@ def _valid_kb_files(rng: random.Random, n_people: int, n_facts: int) -> dict[str
     bio = [["fact_id", "subject", "attribute", "value"]]
     for k in range(n_facts):
         a = rng.choice(["birthyear", "birthplace", "job"])
-        bio.append([str(k), rng.choice(names), a, str(rng.randint(1900, 2000)) if a == "birthyear" else
-                    rng.choice(["Ohio", "Cook", "Iowa state"])])
+        bio.append(
+            [
+                str(k),
+                rng.choice(names),
+                a,
+                str(rng.randint(1900, 2000)) if a == "birthyear" else rng.choice(["Ohio", "Cook", "Iowa state"]),
+            ]
+        )
     bio = bio[:1] + list({tuple(b[1:]): b for b in bio[1:]}.values())  # no duplicate (subject, attribute, value)
-    return {name: _csv(rows) for name, rows in
-            (("people.csv", lines), ("relationships.csv", rel), ("biographies.csv", bio))}
+    return {
+        name: _csv(rows) for name, rows in (("people.csv", lines), ("relationships.csv", rel), ("biographies.csv", bio))
+    }
 
 
 def _csv(rows) -> str:
@@ -149,15 +190,20 @@ def _edit(rng: random.Random, text: str) -> str:
     if kind == 0:
         return text[:at] + rng.choice(EDITS) + text[at:]
     if kind == 1:
-        return text[:at] + text[at + 1:]
+        return text[:at] + text[at + 1 :]
     lines = text.splitlines(keepends=True)
     k = rng.randrange(len(lines))
-    return "".join(lines[:k + 1] + [lines[k]] + lines[k + 1:])
+    return "".join(lines[: k + 1] + [lines[k]] + lines[k + 1 :])
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), n_people=st.integers(2, 12), n_facts=st.integers(0, 20),
-       n_edits=st.integers(0, 3), no_bio=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_people=st.integers(2, 12),
+    n_facts=st.integers(0, 20),
+    n_edits=st.integers(0, 3),
+    no_bio=st.booleans(),
+)
 def test_fast_path_equals_strict_reader(tmp_path_factory, seed, n_people, n_facts, n_edits, no_bio):
     rng = random.Random(seed)
     files = _valid_kb_files(rng, n_people, n_facts)

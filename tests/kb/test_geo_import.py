@@ -20,8 +20,7 @@ import yaml
 from dukb.cli.main import main
 from dukb.kb import geo
 
-FILES = ("schema.yaml", "entities.csv", "relationships.csv", "aliases.csv", "rules.lp", "exceptions.csv",
-         "SOURCE.md")
+FILES = ("schema.yaml", "entities.csv", "relationships.csv", "aliases.csv", "rules.lp", "exceptions.csv", "SOURCE.md")
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +62,7 @@ def clingo_closure(kb: Path, facts: list[tuple[str, str, str]]) -> set[tuple[str
     atom and entity/1 (the contract's background predicates)."""
     ctl = clingo.Control(["--warn=none"])
     ctl.load(str(kb / "rules.lp"))
-    program = [f"{row['type']}({_q(row['name'])}). entity({_q(row['name'])})."
-               for row in read_csv(kb / "entities.csv")]
+    program = [f"{row['type']}({_q(row['name'])}). entity({_q(row['name'])})." for row in read_csv(kb / "entities.csv")]
     program += [f"holds({_q(s)},{r},{_q(o)})." for s, r, o in facts]
     ctl.add("base", [], "\n".join(program))
     ctl.ground([("base", [])])
@@ -132,8 +130,16 @@ def test_at_least_50_targets_with_non_trivial_sets_by_clingo(default_kb, real_da
 def test_schema_follows_the_contract(default_kb):
     kb, _ = default_kb
     schema = yaml.safe_load((kb / "schema.yaml").read_text(encoding="utf-8"))
-    assert list(schema) == ["schema_version", "name", "description", "entities", "entity_predicate",
-                            "entity_types", "relations", "source"]
+    assert list(schema) == [
+        "schema_version",
+        "name",
+        "description",
+        "entities",
+        "entity_predicate",
+        "entity_types",
+        "relations",
+        "source",
+    ]
     assert schema["schema_version"] == 1 and re.fullmatch(r"[a-z][a-z0-9_]*", schema["name"])
     assert schema["entities"] == {"file": "entities.csv", "name_column": "name", "type_column": "type"}
     types = set(schema["entity_types"])
@@ -188,8 +194,17 @@ def test_rules_are_commented_positive_horn_rules(default_kb):
 
 
 def test_names_are_disambiguated_with_aliases(tmp_path, capsys, cached_data):
-    code, _, err = run(capsys, "--country-codes", "LU,SG,GE,US", "--cities-per-country", "45", "--continents",
-                       "all", "-o", str(tmp_path / "kb"))
+    code, _, err = run(
+        capsys,
+        "--country-codes",
+        "LU,SG,GE,US",
+        "--cities-per-country",
+        "45",
+        "--continents",
+        "all",
+        "-o",
+        str(tmp_path / "kb"),
+    )
     assert code == 0, err
     names = {r["name"]: r["type"] for r in read_csv(tmp_path / "kb" / "entities.csv")}
     aliases = {(r["name"], r["alias"]) for r in read_csv(tmp_path / "kb" / "aliases.csv")}
@@ -208,8 +223,16 @@ def test_a_region_of_another_country_is_an_exception(tmp_path, capsys, real_data
     assert code == 0, err
     rows = read_csv(tmp_path / "kb" / "exceptions.csv")
     london = [r for r in rows if r["subject"] == "London" and r["relation"] == "country_of"]
-    assert london == [{"rule": "R2", "subject": "London", "relation": "country_of", "derived": "France",
-                       "conflicting": "United Kingdom", "action": "dropped the fact (London, located_in, England)"}]
+    assert london == [
+        {
+            "rule": "R2",
+            "subject": "London",
+            "relation": "country_of",
+            "derived": "France",
+            "conflicting": "United Kingdom",
+            "action": "dropped the fact (London, located_in, England)",
+        }
+    ]
     assert f"{len(rows)} rule exceptions" in out and len(rows) >= 2
     facts = facts_of(tmp_path / "kb")
     assert ("London", "located_in", "England") not in facts and ("London", "country_of", "United Kingdom") in facts
@@ -238,12 +261,15 @@ def test_two_builds_are_byte_identical(tmp_path, capsys, cached_data, default_kb
         assert (tmp_path / "again" / name).read_bytes() == (default_kb[0] / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("args, countries, cities", [
-    (["--countries", "10"], 10, None),
-    (["--countries", "10", "--cities-per-country", "1"], 10, (10, 20)),
-    (["--country-codes", "FR,DE"], 2, (6, 8)),
-    (["--continents", "all", "--countries", "8", "--cities-per-country", "2"], 8, (16, 24)),
-])
+@pytest.mark.parametrize(
+    "args, countries, cities",
+    [
+        (["--countries", "10"], 10, None),
+        (["--countries", "10", "--cities-per-country", "1"], 10, (10, 20)),
+        (["--country-codes", "FR,DE"], 2, (6, 8)),
+        (["--continents", "all", "--countries", "8", "--cities-per-country", "2"], 8, (16, 24)),
+    ],
+)
 def test_options_change_sizes(tmp_path, capsys, cached_data, args, countries, cities):
     code, _, err = run(capsys, *args, "-o", str(tmp_path / "kb"))
     assert code == 0, err
@@ -258,12 +284,15 @@ def test_options_change_sizes(tmp_path, capsys, cached_data, args, countries, ci
         assert types["continent"] >= 3  # the eight most populous countries lie on several continents
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--country-codes", "FR,XX"], "unknown country code(s) XX"),
-    (["--country-codes", "FR,,DE"], "without empty items"),
-    (["--country-codes", "FR", "--countries", "3"], "not both"),
-    (["--continents", "Atlantis"], "unknown continent 'Atlantis'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--country-codes", "FR,XX"], "unknown country code(s) XX"),
+        (["--country-codes", "FR,,DE"], "without empty items"),
+        (["--country-codes", "FR", "--countries", "3"], "not both"),
+        (["--continents", "Atlantis"], "unknown continent 'Atlantis'"),
+    ],
+)
 def test_bad_options_are_refused_in_one_line(tmp_path, capsys, cached_data, args, message):
     code, out, err = run(capsys, *args, "-o", str(tmp_path / "kb"))
     assert code == 2 and out == ""
@@ -299,7 +328,10 @@ def test_a_city_in_a_region_of_another_country_loses_its_region():
     data.cities[2]["region"] = "AA-N"
     kb = geo.build_geo_kb(data, geo.GeoOptions(continents=()))
     assert {(e["rule"], e["subject"], e["derived"], e["conflicting"]) for e in kb.exceptions} == {
-        ("R2", "Beta", "Aland", "Beland"), ("R4", "North", "Beland", "Aland"), ("R5", "North", "Beland", "Aland")}
+        ("R2", "Beta", "Aland", "Beland"),
+        ("R4", "North", "Beland", "Aland"),
+        ("R5", "North", "Beland", "Aland"),
+    }
     assert {e["action"] for e in kb.exceptions} == {"dropped the fact (Beta, located_in, North)"}
     assert ("Beta", "located_in", "North") not in kb.facts and ("Alpha", "located_in", "North") in kb.facts
     closed = geo.closure(kb.facts, dict(kb.entities), kb.rules)
@@ -332,8 +364,13 @@ def test_the_built_kb_runs_through_dukbs_own_loader_closure_and_mdus(default_kb,
     closure = compute_closure(kb)
     got = {closure.triple(a) for a in range(len(closure))}
     assert got == clingo_closure(kb_dir, facts_of(kb_dir))
-    london = next(f for f in kb.relationships if f.relation == "country_of" and f.object == "United Kingdom"
-                  and f.subject == dict((s, o) for s, r, o in facts_of(kb_dir) if r == "capital")["United Kingdom"])
+    london = next(
+        f
+        for f in kb.relationships
+        if f.relation == "country_of"
+        and f.object == "United Kingdom"
+        and f.subject == dict((s, o) for s, r, o in facts_of(kb_dir) if r == "capital")["United Kingdom"]
+    )
     sets = exact_sets(closure, [closure.atom_of_fact(london.fact_id)]).sets
     assert len(sets) >= 2 and all(len(s) >= 2 for s in sets)
     capsys.readouterr()

@@ -25,9 +25,15 @@ def rows(n_targets: int = 3, grids=GRIDS, heldout: bool = True) -> pd.DataFrame:
         for k, (m, (p, grid)) in enumerate(grids.items()):
             for i, v in enumerate(grid):
                 f = (i + 1) / len(grid)
-                r = {"method": m, "target": 100 + t, "param": p, "setting": {p: v, "lr": 0.001},
-                     "recall": round(0.8 * f - 0.2 * k + 0.1 + 0.02 * t, 4),
-                     "accuracy_all": round(1 - 0.7 * f + 0.12 * k - 0.03 * t, 4), "probe_forms_seen": ["qa"]}
+                r = {
+                    "method": m,
+                    "target": 100 + t,
+                    "param": p,
+                    "setting": {p: v, "lr": 0.001},
+                    "recall": round(0.8 * f - 0.2 * k + 0.1 + 0.02 * t, 4),
+                    "accuracy_all": round(1 - 0.7 * f + 0.12 * k - 0.03 * t, 4),
+                    "probe_forms_seen": ["qa"],
+                }
                 if heldout:
                     r.update(recall_heldout=r["recall"] / 2, accuracy_all_heldout=r["accuracy_all"])
                 out.append(r)
@@ -38,7 +44,7 @@ def by_gid(fig, prefix: str) -> dict[str, list]:
     """Artists of ``fig`` whose gid starts with ``prefix``, by the gid's suffix (the method)."""
     out: dict[str, list] = {}
     for a in fig.findobj(lambda a: isinstance(a.get_gid(), str) and a.get_gid().startswith(prefix)):
-        out.setdefault(a.get_gid()[len(prefix):], []).append(a)
+        out.setdefault(a.get_gid()[len(prefix) :], []).append(a)
     return out
 
 
@@ -84,8 +90,11 @@ def test_points_are_means_per_setting_and_the_band_is_the_std_across_the_curve()
     assert [q.label for q in ga.points] == ["steps=1", "steps=4", "steps=16"]
     sel = df[(df["method"] == "ga") & (df["setting"].map(lambda s: s.get("steps")) == 4)]
     q = ga.points[1]
-    assert q.n == 3 and math.isclose(q.recall, sel["recall"].mean()) and math.isclose(q.accuracy,
-                                                                                       sel["accuracy_all"].mean())
+    assert (
+        q.n == 3
+        and math.isclose(q.recall, sel["recall"].mean())
+        and math.isclose(q.accuracy, sel["accuracy_all"].mean())
+    )
     proj = (sel[["recall", "accuracy_all"]].to_numpy() - [q.recall, q.accuracy]) @ np.array(q.normal)
     assert math.isclose(q.hi, proj.std()) and math.isclose(q.lo, -proj.std()) and q.hi > 0
     assert math.isclose(np.hypot(*q.normal), 1.0)
@@ -221,20 +230,53 @@ def test_every_protocols_figures_are_png_and_pdf_in_the_style(tmp_path):
     from dukb.neural.protocols.muse.report import plot_curves as muse_curves
     from dukb.neural.protocols.rwku.report import plot_aa
 
-    ctl = [{"ratio": "1%", "method": m, "control": c, "value": v, "ps_exact_forget": 1 - v / 4,
-            "ps_exact_retain": 0.9 - v / 10, "risk_curve": {"unlearning_risk": [1.0, 0.5, 0.1],
-                                                             "loss_retain": [0.3, 0.4, 0.5]}}
-           for m in ("ga", "npo") for c in ("oc", "none") for v in (1.0, 2.0, 3.0)]
-    summary = pd.DataFrame([{"experiment": "scalability", "model_kind": k, "request": q, "name": n,
-                             "knowmem_retain": 0.5, "knowmem_forget": 0.3}
-                            for q in ("s1", "s2") for n, k in (("Retrain", "retrain"), ("GA", "unlearned"))])
-    rw = [{"request_kind": "single", "request": "target-1", "method": m, "param": "steps" if m else None,
-           "setting": {"steps": 2} if m else None, "rouge_forget_qa": 0.4, "rouge_forget_fb": 0.5,
-           "rouge_forget_aa_by_kind": {"prefix": 0.3}} for m in ("", "ga")]
-    made = [plot_ps_curves(ctl, tmp_path / "ps_curves.png", order=["npo", "ga"]),
-            plot_risk_curves(ctl, tmp_path / "risk_curves.png"),
-            muse_curves(summary, "scalability", tmp_path / "scalability.png"),
-            plot_aa(rw, tmp_path / "aa_kinds.png")]
+    ctl = [
+        {
+            "ratio": "1%",
+            "method": m,
+            "control": c,
+            "value": v,
+            "ps_exact_forget": 1 - v / 4,
+            "ps_exact_retain": 0.9 - v / 10,
+            "risk_curve": {"unlearning_risk": [1.0, 0.5, 0.1], "loss_retain": [0.3, 0.4, 0.5]},
+        }
+        for m in ("ga", "npo")
+        for c in ("oc", "none")
+        for v in (1.0, 2.0, 3.0)
+    ]
+    summary = pd.DataFrame(
+        [
+            {
+                "experiment": "scalability",
+                "model_kind": k,
+                "request": q,
+                "name": n,
+                "knowmem_retain": 0.5,
+                "knowmem_forget": 0.3,
+            }
+            for q in ("s1", "s2")
+            for n, k in (("Retrain", "retrain"), ("GA", "unlearned"))
+        ]
+    )
+    rw = [
+        {
+            "request_kind": "single",
+            "request": "target-1",
+            "method": m,
+            "param": "steps" if m else None,
+            "setting": {"steps": 2} if m else None,
+            "rouge_forget_qa": 0.4,
+            "rouge_forget_fb": 0.5,
+            "rouge_forget_aa_by_kind": {"prefix": 0.3},
+        }
+        for m in ("", "ga")
+    ]
+    made = [
+        plot_ps_curves(ctl, tmp_path / "ps_curves.png", order=["npo", "ga"]),
+        plot_risk_curves(ctl, tmp_path / "risk_curves.png"),
+        muse_curves(summary, "scalability", tmp_path / "scalability.png"),
+        plot_aa(rw, tmp_path / "aa_kinds.png"),
+    ]
     for png in made:
         assert png is not None and png.read_bytes().startswith(b"\x89PNG")
         assert png.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
@@ -247,21 +289,35 @@ def test_lines_figure_draws_each_series_in_its_methods_look(tmp_path, monkeypatc
     save = matplotlib.figure.Figure.savefig
 
     def spy(f, *a, **k):
-        seen.update({ln.get_gid(): (to_hex(ln.get_color()), ln.get_linestyle()) for ax in f.axes for ln in ax.lines
-                     if ln.get_gid()})
+        seen.update(
+            {
+                ln.get_gid(): (to_hex(ln.get_color()), ln.get_linestyle())
+                for ax in f.axes
+                for ln in ax.lines
+                if ln.get_gid()
+            }
+        )
         return save(f, *a, **k)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
-    panel = plots.Panel(title="t", series=[plots.Series("npo", [0, 1], [1, 0]), plots.Series("Retrain", [0, 1], [0, 1]),
-                                           plots.Series("npo", [0, 1], [0.5, 0.5], label=None, linestyle="--")])
+    panel = plots.Panel(
+        title="t",
+        series=[
+            plots.Series("npo", [0, 1], [1, 0]),
+            plots.Series("Retrain", [0, 1], [0, 1]),
+            plots.Series("npo", [0, 1], [0.5, 0.5], label=None, linestyle="--"),
+        ],
+    )
     plots.lines_figure([panel], tmp_path / "x.png", order=["ga", "npo"])
     assert seen["curve:npo"] == (plots.PALETTE[1].lower(), "--")  # the last npo series: the retain line, dashed
     assert seen["curve:Retrain"][0] == "#7f7f7f"
 
 
 def test_the_runs_method_order_comes_from_its_identity_then_its_methods_list():
-    assert plots.run_order({"identity": {"methods": {"ga": {}, "npo_gdr": {}}}, "methods": ["npo_gdr"]}) == \
-        ["ga", "npo_gdr"]
+    assert plots.run_order({"identity": {"methods": {"ga": {}, "npo_gdr": {}}}, "methods": ["npo_gdr"]}) == [
+        "ga",
+        "npo_gdr",
+    ]
     assert plots.run_order({"methods": ["tv", "ga"]}) == ["tv", "ga"]
     assert plots.run_order({"methods": "ga"}) == [] and plots.run_order({}) == []
     assert plots.looks(["ga"], plots.run_order({"methods": ["tv", "ga"]}))["ga"].color == plots.PALETTE[1]

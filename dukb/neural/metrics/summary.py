@@ -157,8 +157,11 @@ def scored(df, accuracy: str = ACCURACY):
     """
     import pandas as pd
 
-    acc = pd.to_numeric(df[accuracy], errors="coerce") if accuracy in df.columns else pd.Series(float("nan"),
-                                                                                                 index=df.index)
+    acc = (
+        pd.to_numeric(df[accuracy], errors="coerce")
+        if accuracy in df.columns
+        else pd.Series(float("nan"), index=df.index)
+    )
     keep = acc.notna()
     return df[keep].assign(**{accuracy: acc[keep].astype(float)}), int((~keep).sum())
 
@@ -217,9 +220,13 @@ def tradeoff(points: list[tuple[float, float]], threshold: float = THRESHOLD) ->
                 rec_at = r0 + (r1 - r0) * (a0 - threshold) / (a0 - a1)
     obs_acc = [a for r, a in points if r >= threshold]
     obs_rec = [r for r, a in points if a >= threshold]
-    return {"acc_at_recall": acc_at, "recall_at_acc": rec_at, "ar_auc": auc,
-            "observed_acc_at_recall": max(obs_acc) if obs_acc else None,
-            "observed_recall_at_acc": max(obs_rec) if obs_rec else None}
+    return {
+        "acc_at_recall": acc_at,
+        "recall_at_acc": rec_at,
+        "ar_auc": auc,
+        "observed_acc_at_recall": max(obs_acc) if obs_acc else None,
+        "observed_recall_at_acc": max(obs_rec) if obs_rec else None,
+    }
 
 
 def anchored(points) -> list[tuple[float, float]]:
@@ -256,8 +263,11 @@ def target_tradeoff(points, threshold: float = THRESHOLD) -> dict:
     """
     pts = anchored(points)
     auc = sum((r1 - r0) * (a0 + a1) / 2 for (r0, a0), (r1, a1) in zip(pts, pts[1:]))
-    return {"acc_at_recall": max(a for r, a in pts if r >= threshold),
-            "recall_at_acc": max(r for r, a in pts if a >= threshold), "ar_auc": auc}
+    return {
+        "acc_at_recall": max(a for r, a in pts if r >= threshold),
+        "recall_at_acc": max(r for r, a in pts if a >= threshold),
+        "ar_auc": auc,
+    }
 
 
 def _mean_std(xs: list[float]) -> tuple[float | None, float | None]:
@@ -363,9 +373,15 @@ def curve_points(df, accuracy: str = ACCURACY):
     d["label"] = [setting_label(r["setting"], r.get("param")) for r in d.to_dict("records")]
     d["strength"] = [strength(r) for r in d.to_dict("records")]
     d[accuracy] = pd.to_numeric(d[accuracy], errors="coerce").astype(float)
-    agg = dict(label=("label", "first"), strength=("strength", "first"), recall=("recall", "mean"),
-               accuracy=(accuracy, "mean"), n_targets=("target", "nunique"), n_accuracy=(accuracy, "count"),
-               target_forgotten=("target_forgotten", "mean"))
+    agg = dict(
+        label=("label", "first"),
+        strength=("strength", "first"),
+        recall=("recall", "mean"),
+        accuracy=(accuracy, "mean"),
+        n_targets=("target", "nunique"),
+        n_accuracy=(accuracy, "count"),
+        target_forgotten=("target_forgotten", "mean"),
+    )
     if "success_du" in d.columns:
         d["success_du"] = d["success_du"].astype(float)
         agg["success_du"] = ("success_du", "mean")
@@ -411,10 +427,14 @@ def superficial(df, accuracy: str = ACCURACY) -> dict:
             if len(hit):
                 weakest.append(float(hit.iloc[0][accuracy]))
         mean, std = _mean_std(paper)
-        out[method] = {"acc_at_superficial": mean, "acc_at_superficial_std": std, "n": len(paper),
-                       "n_skipped_targets": skipped,
-                       "acc_at_superficial_weakest": sum(weakest) / len(weakest) if weakest else None,
-                       "share_forgotten": len(weakest) / len(paper) if paper else None}
+        out[method] = {
+            "acc_at_superficial": mean,
+            "acc_at_superficial_std": std,
+            "n": len(paper),
+            "n_skipped_targets": skipped,
+            "acc_at_superficial_weakest": sum(weakest) / len(weakest) if weakest else None,
+            "share_forgotten": len(weakest) / len(paper) if paper else None,
+        }
     return out
 
 
@@ -442,23 +462,42 @@ def tradeoff_metric(df, accuracy: str = ACCURACY) -> dict:
     out = {}
     for method, p in pts.groupby("method", sort=False):
         p = p[p["accuracy"].notna()]  # a setting no row of which was scored has no mean point
-        env = tradeoff(list(zip(p["recall"], p["accuracy"]))) if len(p) else dict.fromkeys(
-            ("acc_at_recall", "recall_at_acc", "ar_auc", "observed_acc_at_recall", "observed_recall_at_acc"))
-        out[method] = {"n_settings": int(pts[pts["method"] == method]["setting"].nunique()), **target.get(method, {}),
-                       **{f"{k}_envelope": env[k] for k in ("acc_at_recall", "recall_at_acc", "ar_auc")},
-                       "observed_acc_at_recall": env["observed_acc_at_recall"],
-                       "observed_recall_at_acc": env["observed_recall_at_acc"],
-                       **success.get(method, dict.fromkeys(SUCCESS_FIELDS)),
-                       **held.get(method, {})}
+        env = (
+            tradeoff(list(zip(p["recall"], p["accuracy"])))
+            if len(p)
+            else dict.fromkeys(
+                ("acc_at_recall", "recall_at_acc", "ar_auc", "observed_acc_at_recall", "observed_recall_at_acc")
+            )
+        )
+        out[method] = {
+            "n_settings": int(pts[pts["method"] == method]["setting"].nunique()),
+            **target.get(method, {}),
+            **{f"{k}_envelope": env[k] for k in ("acc_at_recall", "recall_at_acc", "ar_auc")},
+            "observed_acc_at_recall": env["observed_acc_at_recall"],
+            "observed_recall_at_acc": env["observed_recall_at_acc"],
+            **success.get(method, dict.fromkeys(SUCCESS_FIELDS)),
+            **held.get(method, {}),
+        }
     return out
 
 
 #: Summary fields of :func:`heldout_tradeoff`.
-HELDOUT_FIELDS = ("acc_at_recall_heldout", "acc_at_recall_heldout_std", "recall_at_acc_heldout",
-                  "recall_at_acc_heldout_std", "ar_auc_heldout", "ar_auc_heldout_std", "n_heldout",
-                  "n_skipped_targets_heldout", "n_skipped_rows_heldout", "success_du_heldout",
-                  "success_du_heldout_std", "success_du_heldout_n", "success_du_heldout_setting",
-                  "region_setting_heldout")
+HELDOUT_FIELDS = (
+    "acc_at_recall_heldout",
+    "acc_at_recall_heldout_std",
+    "recall_at_acc_heldout",
+    "recall_at_acc_heldout_std",
+    "ar_auc_heldout",
+    "ar_auc_heldout_std",
+    "n_heldout",
+    "n_skipped_targets_heldout",
+    "n_skipped_rows_heldout",
+    "success_du_heldout",
+    "success_du_heldout_std",
+    "success_du_heldout_n",
+    "success_du_heldout_setting",
+    "region_setting_heldout",
+)
 #: Summary fields of :func:`success_summary`.
 SUCCESS_FIELDS = ("success_du", "success_du_std", "success_du_n", "success_du_setting", "success_du_any")
 
@@ -477,8 +516,12 @@ def heldout_points(df):
     if "recall_heldout" not in df.columns:
         return df.iloc[0:0]
     d = df[df["recall_heldout"].notna()]
-    cols = {"recall": "recall_heldout", "accuracy_all": "accuracy_all_heldout",
-            "target_forgotten": "target_forgotten_heldout", "success_du": "success_du_heldout"}
+    cols = {
+        "recall": "recall_heldout",
+        "accuracy_all": "accuracy_all_heldout",
+        "target_forgotten": "target_forgotten_heldout",
+        "success_du": "success_du_heldout",
+    }
     d = d.drop(columns=[c for c in cols if c in d.columns])
     return d.rename(columns={v: k for k, v in cols.items() if v in d.columns})
 
@@ -507,10 +550,14 @@ def heldout_tradeoff(df) -> dict:
     for method, p in curve_points(d).groupby("method", sort=False):
         inside = [r["label"] for r in p.to_dict("records") if r["recall"] >= THRESHOLD and r["accuracy"] >= THRESHOLD]
         sd = success.get(method, {})
-        out[method] = {**{f"{k}_heldout" if not k.endswith("_std") else f"{k[:-4]}_heldout_std": v
-                          for k, v in target.get(method, {}).items()},
-                       **{f"success_du_heldout{k[10:]}": sd.get(k) for k in SUCCESS_FIELDS if k != "success_du_any"},
-                       "region_setting_heldout": inside[0] if inside else None}
+        out[method] = {
+            **{
+                f"{k}_heldout" if not k.endswith("_std") else f"{k[:-4]}_heldout_std": v
+                for k, v in target.get(method, {}).items()
+            },
+            **{f"success_du_heldout{k[10:]}": sd.get(k) for k in SUCCESS_FIELDS if k != "success_du_any"},
+            "region_setting_heldout": inside[0] if inside else None,
+        }
     return out
 
 
@@ -534,8 +581,13 @@ def chosen_settings(labels) -> str:
             return math.inf
 
     counts = Counter("none" if x is None else x for x in labels)
-    return ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] == "none",
-                                                                                   value(kv[0]), kv[0]))) or "–"
+    return (
+        ", ".join(
+            f"{k} ×{n}"
+            for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] == "none", value(kv[0]), kv[0]))
+        )
+        or "–"
+    )
 
 
 def success_summary(df, accuracy: str = ACCURACY) -> dict:
@@ -578,9 +630,13 @@ def success_summary(df, accuracy: str = ACCURACY) -> dict:
         if not vals and not len(any_):
             continue
         mean, std = _mean_std(vals)
-        out[method] = {"success_du": mean, "success_du_std": std, "success_du_n": len(vals),
-                       "success_du_setting": chosen_settings(labels) if vals else None,
-                       "success_du_any": float(any_.mean()) if len(any_) else None}
+        out[method] = {
+            "success_du": mean,
+            "success_du_std": std,
+            "success_du_n": len(vals),
+            "success_du_setting": chosen_settings(labels) if vals else None,
+            "success_du_any": float(any_.mean()) if len(any_) else None,
+        }
     return out
 
 
@@ -589,33 +645,69 @@ def superficial_metric(df, accuracy: str = ACCURACY) -> dict:
 
     Source: Wu et al. 2025, Table 2.
     """
-    return {m: {"acc_at_superficial": v["acc_at_superficial"], "acc_at_superficial_std": v["acc_at_superficial_std"],
-                "acc_at_superficial_n": v["n"], "acc_at_superficial_weakest": v["acc_at_superficial_weakest"],
-                "share_superficial": v["share_forgotten"]}
-            for m, v in superficial(df, accuracy).items()}
+    return {
+        m: {
+            "acc_at_superficial": v["acc_at_superficial"],
+            "acc_at_superficial_std": v["acc_at_superficial_std"],
+            "acc_at_superficial_n": v["n"],
+            "acc_at_superficial_weakest": v["acc_at_superficial_weakest"],
+            "share_superficial": v["share_forgotten"],
+        }
+        for m, v in superficial(df, accuracy).items()
+    }
 
 
 #: The sentence each report puts under its trade-off table (the rule behind the numbers).
-TRADEOFF_RULE = ("Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC follow the paper's rule (Eval-DU figure code): per "
-                 "target, the observed (recall, accuracy) points anchored with (0, 1) and (1, 0), the largest accuracy "
-                 "at recall ≥ 0.8, the largest recall at accuracy ≥ 0.8 and the trapezoid area in recall order; "
-                 "mean ± std over targets. The envelope rows read the same off the interpolated upper envelope of "
-                 "the mean points.")
+TRADEOFF_RULE = (
+    "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC follow the paper's rule (Eval-DU figure code): per "
+    "target, the observed (recall, accuracy) points anchored with (0, 1) and (1, 0), the largest accuracy "
+    "at recall ≥ 0.8, the largest recall at accuracy ≥ 0.8 and the trapezoid area in recall order; "
+    "mean ± std over targets. The envelope rows read the same off the interpolated upper envelope of "
+    "the mean points."
+)
 
-TRADEOFF = Metric("tradeoff", tradeoff_metric, Needs(requires=("recall",)), "summary",
-                  ("n_settings", "acc_at_recall", "acc_at_recall_std", "recall_at_acc", "recall_at_acc_std", "ar_auc",
-                   "ar_auc_std", "acc_at_recall_envelope", "recall_at_acc_envelope", "ar_auc_envelope",
-                   "n", "n_skipped_targets", "n_skipped_rows", "observed_acc_at_recall", "observed_recall_at_acc")
-                  + SUCCESS_FIELDS + HELDOUT_FIELDS,
-                  "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per target, mean ± std; and off the mean envelope), "
-                  "Success-DU",
-                  "Wu et al. 2025, Table 1, Def. 2")
-ACC_AT_SUPERFICIAL = Metric("acc_at_superficial", superficial_metric, Needs(requires=("recall",)), "summary",
-                            ("acc_at_superficial", "acc_at_superficial_std", "acc_at_superficial_n",
-                             "acc_at_superficial_weakest", "share_superficial"),
-                            "per target the best accuracy among settings that forget the target itself (0 if none), "
-                            "mean ± std",
-                            "Wu et al. 2025, Table 2")
+TRADEOFF = Metric(
+    "tradeoff",
+    tradeoff_metric,
+    Needs(requires=("recall",)),
+    "summary",
+    (
+        "n_settings",
+        "acc_at_recall",
+        "acc_at_recall_std",
+        "recall_at_acc",
+        "recall_at_acc_std",
+        "ar_auc",
+        "ar_auc_std",
+        "acc_at_recall_envelope",
+        "recall_at_acc_envelope",
+        "ar_auc_envelope",
+        "n",
+        "n_skipped_targets",
+        "n_skipped_rows",
+        "observed_acc_at_recall",
+        "observed_recall_at_acc",
+    )
+    + SUCCESS_FIELDS
+    + HELDOUT_FIELDS,
+    "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per target, mean ± std; and off the mean envelope), Success-DU",
+    "Wu et al. 2025, Table 1, Def. 2",
+)
+ACC_AT_SUPERFICIAL = Metric(
+    "acc_at_superficial",
+    superficial_metric,
+    Needs(requires=("recall",)),
+    "summary",
+    (
+        "acc_at_superficial",
+        "acc_at_superficial_std",
+        "acc_at_superficial_n",
+        "acc_at_superficial_weakest",
+        "share_superficial",
+    ),
+    "per target the best accuracy among settings that forget the target itself (0 if none), mean ± std",
+    "Wu et al. 2025, Table 2",
+)
 
 
 # ------------------------------------------------------------------------------------------ how reports print --------
@@ -710,8 +802,11 @@ def page_problems(text: str, lines: int = PAGE_LINES, width: int = PAGE_WIDTH) -
     if len(rows) > lines:
         out.append(f"{len(rows)} lines (at most {lines})")
     out += [f"line {i}: {len(r)} characters (at most {width})" for i, r in enumerate(rows, 1) if len(r) > width]
-    out += [f"line {i}: JSON" for i, r in enumerate(rows, 1) if r.startswith("```json") or r.lstrip().startswith('{"')
-            or '`{"' in r]
+    out += [
+        f"line {i}: JSON"
+        for i, r in enumerate(rows, 1)
+        if r.startswith("```json") or r.lstrip().startswith('{"') or '`{"' in r
+    ]
     return out
 
 
@@ -755,5 +850,8 @@ def versions_line(config: dict) -> str | None:
     ver = config.get("versions") if isinstance(config.get("versions"), dict) else prov.get("versions")
     if not isinstance(ver, dict) or not ver:
         return None
-    return "- versions: " + " · ".join(f"{k} {str(v)[:12] if k == 'dukb_revision' else v}" for k, v in ver.items()
-                                       if v is not None and not isinstance(v, (dict, list)))
+    return "- versions: " + " · ".join(
+        f"{k} {str(v)[:12] if k == 'dukb_revision' else v}"
+        for k, v in ver.items()
+        if v is not None and not isinstance(v, (dict, list))
+    )

@@ -57,12 +57,12 @@ class FactProbe:
     def item(self, answer: str | None = None) -> Probe:
         """The fact as a QA item (for training and scoring), with ``answer`` in place of the true value if given."""
         kind = "reverse" if self.fact_kind == RELATIONSHIP else "qa"
-        return Probe(kind, self.fact_kind, self.fact_id, self.question,
-                     self.true_value if answer is None else answer)
+        return Probe(kind, self.fact_kind, self.fact_id, self.question, self.true_value if answer is None else answer)
 
 
-def random_candidates(kb: KB, closure_triples: set[Triple], f: Fact | BioFact, injected: str | None, n: int,
-                      seed: int, index=None) -> tuple[str, ...]:
+def random_candidates(
+    kb: KB, closure_triples: set[Triple], f: Fact | BioFact, injected: str | None, n: int, seed: int, index=None
+) -> tuple[str, ...]:
     """Up to ``n`` plausible wrong answers of a fact (RESTOR Fig. 2's "random" outputs).
 
     Relationship: people of the gender the relation needs, other than the subject, with ``(s, r, x)`` false in the
@@ -81,24 +81,28 @@ def random_candidates(kb: KB, closure_triples: set[Triple], f: Fact | BioFact, i
     rng = random.Random(f"dukb-restor-random/{seed}/{type(f).__name__}/{f.fact_id}")
     if isinstance(f, Fact):
         need = OBJECT_GENDER.get(f.relation)
-        pool = [p.name for p in kb.people.values() if (need is None or p.gender == need)
-                and p.name not in (f.subject, f.object, injected) and (f.subject, f.relation, p.name)
-                not in closure_triples]
+        pool = [
+            p.name
+            for p in kb.people.values()
+            if (need is None or p.gender == need)
+            and p.name not in (f.subject, f.object, injected)
+            and (f.subject, f.relation, p.name) not in closure_triples
+        ]
     else:
         index = index if index is not None else FactIndex(kb)
         true = index.values(f.subject, f.attribute) | {f.value}
         pool = [v for v in index.attribute_values(f.attribute) if v not in true and v != injected]
         if len(pool) < n:
-            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or is_int(f.value) \
-                else []
+            more = fallback_values(index, f.attribute, f.value) if f.attribute != "birthyear" or is_int(f.value) else []
             pool += [v for v in more if v not in true and v != injected and v not in pool]
     pool = sorted(set(pool))
     rng.shuffle(pool)
     return tuple(pool[:n])
 
 
-def fact_probes(kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence = (), n_random: int = N_RANDOM,
-                seed: int = 0) -> list[FactProbe]:
+def fact_probes(
+    kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence = (), n_random: int = N_RANDOM, seed: int = 0
+) -> list[FactProbe]:
     """Every KB fact as a :class:`FactProbe` (relationships then biographies, in file order).
 
     Args:
@@ -118,16 +122,28 @@ def fact_probes(kb: KB, closure_triples: Iterable[Triple], corrupted: Sequence =
     triples = set(map(tuple, closure_triples))
     index = FactIndex(kb)
     inj = {(c.fact_kind, c.fact_id): c.injected_value for c in corrupted}
-    qs = {(p.fact_kind, p.fact_id): p for p in make_probes(kb, ["reverse", "qa"], closure=triples)
-          if (p.kind == "reverse") == (p.fact_kind == RELATIONSHIP)}
+    qs = {
+        (p.fact_kind, p.fact_id): p
+        for p in make_probes(kb, ["reverse", "qa"], closure=triples)
+        if (p.kind == "reverse") == (p.fact_kind == RELATIONSHIP)
+    }
     out = []
     for f in list(kb.relationships) + list(kb.biographies):
         kind = RELATIONSHIP if isinstance(f, Fact) else BIOGRAPHY
         p = qs[(kind, f.fact_id)]
         injected = inj.get((kind, f.fact_id))
-        out.append(FactProbe(kind, f.fact_id, f.subject, f.relation if isinstance(f, Fact) else f.attribute,
-                             p.question, p.answer, injected,
-                             random_candidates(kb, triples, f, injected, n_random, seed, index)))
+        out.append(
+            FactProbe(
+                kind,
+                f.fact_id,
+                f.subject,
+                f.relation if isinstance(f, Fact) else f.attribute,
+                p.question,
+                p.answer,
+                injected,
+                random_candidates(kb, triples, f, injected, n_random, seed, index),
+            )
+        )
     return out
 
 

@@ -120,11 +120,25 @@ def load_run(run: Path) -> dict:
     n = len(facts)
     # a row that is not one (a field missing or of another type) or that judges another number of facts than
     # probes/facts.jsonl holds: FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", RESTOR_ROWS, config=config, drop=lambda r: None if len(r["rows"]) == n else
-                             f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts")
-    return {"config": config, "facts": facts, "clean": read_json(run / "probes" / "clean.json"),
-            "corrupted": read_json(run / "probes" / "corrupted.json"), "results": journal.rows, "journal": journal,
-            "clean_train": read_json(run / "clean" / "train.json") if (run / "clean" / "train.json").exists()
-            else {},
-            "corrupt_train": read_json(run / "corrupted" / "train.json")
-            if (run / "corrupted" / "train.json").exists() else {}}
+    journal = report_journal(
+        run / "results.jsonl",
+        RESTOR_ROWS,
+        config=config,
+        drop=lambda r: (
+            None
+            if len(r["rows"]) == n
+            else f"field rows: {len(r['rows'])} fact rows, but probes/facts.jsonl holds {n} facts"
+        ),
+    )
+    return {
+        "config": config,
+        "facts": facts,
+        "clean": read_json(run / "probes" / "clean.json"),
+        "corrupted": read_json(run / "probes" / "corrupted.json"),
+        "results": journal.rows,
+        "journal": journal,
+        "clean_train": read_json(run / "clean" / "train.json") if (run / "clean" / "train.json").exists() else {},
+        "corrupt_train": read_json(run / "corrupted" / "train.json")
+        if (run / "corrupted" / "train.json").exists()
+        else {},
+    }

@@ -84,8 +84,14 @@ def lora_targets(model) -> tuple[str, ...]:
 
 def _spec_for(cfg: RestorConfig, path: str):
 
-    return spec_for_path(path, prompt=cfg.prompt, dtype=cfg.dtype, device=cfg.device,
-                         trust_remote_code=cfg.trust_remote_code, gradient_checkpointing=cfg.gradient_checkpointing)
+    return spec_for_path(
+        path,
+        prompt=cfg.prompt,
+        dtype=cfg.dtype,
+        device=cfg.device,
+        trust_remote_code=cfg.trust_remote_code,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+    )
 
 
 def _predictor(lm):
@@ -105,7 +111,6 @@ def _lora_spec(cfg: RestorConfig, model):
 def _select_layers(cfg: RestorConfig, model) -> None:
     """``--layers``: freeze every trainable parameter outside the chosen blocks (corruption and unlearning)."""
     if cfg.layers:
-
         select_layers(model, cfg.layer_range())
 
 
@@ -123,8 +128,13 @@ def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: 
             tok = build_tokenizer(texts)
             need = max(longest_tokens(tok, texts) + cfg.max_new_tokens + 4, 96)
             build_tiny_model(texts, tmp, seed=cfg.seed, config={"n_positions": -(-need // 32) * 32})
-            spec = ModelSpec(tmp, prompt="tiny", dtype=cfg.dtype, device=cfg.device,
-                             gradient_checkpointing=cfg.gradient_checkpointing)
+            spec = ModelSpec(
+                tmp,
+                prompt="tiny",
+                dtype=cfg.dtype,
+                device=cfg.device,
+                gradient_checkpointing=cfg.gradient_checkpointing,
+            )
         else:
             spec = _spec_for(cfg, cfg.model)
         lm = load_model(spec)
@@ -145,8 +155,13 @@ def _train_clean(cfg: RestorConfig, kb: KB, facts, judge, texts_for_vocab, out: 
         if acc["value"] is None:
             stop(record["epochs_run"])
         save_model(lm, out, kb=kb)
-    record.update(accuracy=acc["value"], n_qa=len(items), n_sentences=len(sentences),
-                  seconds_total=time.perf_counter() - t0, model=cfg.model)
+    record.update(
+        accuracy=acc["value"],
+        n_qa=len(items),
+        n_sentences=len(sentences),
+        seconds_total=time.perf_counter() - t0,
+        model=cfg.model,
+    )
     return record
 
 
@@ -164,18 +179,28 @@ def _train_corrupted(cfg: RestorConfig, clean_dir: Path, docs: list[str], out: P
     _select_layers(cfg, lm.model)
     tc = cfg.train_config("corrupt")
     record = train_sequences(lm.model, encode_texts(lm.tokenizer, docs, lm.device), tc)
-    log(f"corruption: {len(docs)} documents, {tc.epochs} epochs, loss {record['loss_per_epoch'][-1]:.4f} "
-        f"({record['seconds']:.1f} s)")
+    log(
+        f"corruption: {len(docs)} documents, {tc.epochs} epochs, loss {record['loss_per_epoch'][-1]:.4f} "
+        f"({record['seconds']:.1f} s)"
+    )
     save_model(lm, out)
-    record.update(lora=None if lora is None else asdict(lora), n_documents=len(docs),
-                  seconds_total=time.perf_counter() - t0)
+    record.update(
+        lora=None if lora is None else asdict(lora), n_documents=len(docs), seconds_total=time.perf_counter() - t0
+    )
     return record
 
 
 def _probe_model(cfg: RestorConfig, pred, facts, judge, offset: int) -> tuple[list[dict], float]:
     t0 = time.perf_counter()
-    rows = probe_facts(pred, facts, judge, samples=cfg.resolved_samples(), temperature=cfg.temperature,
-                       seed=cfg.seed + offset, max_new_tokens=cfg.max_new_tokens)
+    rows = probe_facts(
+        pred,
+        facts,
+        judge,
+        samples=cfg.resolved_samples(),
+        temperature=cfg.temperature,
+        seed=cfg.seed + offset,
+        max_new_tokens=cfg.max_new_tokens,
+    )
     return rows, time.perf_counter() - t0
 
 
@@ -227,8 +252,11 @@ class RestorProtocol(Protocol):
         self.setup = _prepare(self.run, self.cfg, self.log)
         self.joined = self.setup.joined
         config = self.run / "config.json"  # a resume checks every row against the run's plan (its methods)
-        self.results = RowsFile(self.run / "results.jsonl", repair=not self.joined,
-                                config=read_run_json(config, "run config") if config.exists() else None)
+        self.results = RowsFile(
+            self.run / "results.jsonl",
+            repair=not self.joined,
+            config=read_run_json(config, "run config") if config.exists() else None,
+        )
         self.kb = self.setup.kb
         self.make_saver(RowsFile.key)
 
@@ -238,10 +266,13 @@ class RestorProtocol(Protocol):
         RESTOR runs one setting per method and mode: ``best`` keeps it (the last written, should a resume have
         added another). Source: Rezaei et al., RESTOR, Sec. 4."""
 
-        return SaveLayout(unit=lambda r: (r["method"] + ("-targeted" if r["targeted"] else ""),),
-                          select=lambda rows: rows[-1], setting=_setting_folder,
-                          record=lambda r: {"method": r["method"], "targeted": r["targeted"], "setting": r["setting"]},
-                          best="per method and mode, its only setting")
+        return SaveLayout(
+            unit=lambda r: (r["method"] + ("-targeted" if r["targeted"] else ""),),
+            select=lambda rows: rows[-1],
+            setting=_setting_folder,
+            record=lambda r: {"method": r["method"], "targeted": r["targeted"], "setting": r["setting"]},
+            best="per method and mode, its only setting",
+        )
 
     def model(self) -> None:
         """Stages 1-3 (each skipped when its files exist), then the corrupted model and the encoded documents."""
@@ -251,16 +282,18 @@ class RestorProtocol(Protocol):
         clean_dir = Path(cfg.finetuned) if cfg.finetuned else run / "clean"  # --finetuned: the clean model given
         if not cfg.finetuned and not (clean_dir / "train.json").exists():
             log("stage 1/4: clean model")
-            rec = _train_clean(cfg, s.kb, s.facts, s.judge,
-                               docs_full + s.retain + forget_texts(s.corruption, True), clean_dir, log)
+            rec = _train_clean(
+                cfg, s.kb, s.facts, s.judge, docs_full + s.retain + forget_texts(s.corruption, True), clean_dir, log
+            )
             write_json(clean_dir / "train.json", rec)
         self.corr_dir = corr_dir = run / "corrupted"
         if not (corr_dir / "train.json").exists():
             log("stage 2/4: corruption")
             rec = _train_corrupted(cfg, clean_dir, docs_full, corr_dir, log)
             write_json(corr_dir / "train.json", rec)
-        self.base_rows, self.facts_a = _probe_base(cfg, s, run / "probes",
-                                                   {"clean": clean_dir, "corrupted": corr_dir}, log)
+        self.base_rows, self.facts_a = _probe_base(
+            cfg, s, run / "probes", {"clean": clean_dir, "corrupted": corr_dir}, log
+        )
         self.lm = None
         if self.units() and any(self.pending(u) for u in self.units()):  # a model only when a row is left
             self.lm = lm = load_model(_spec_for(cfg, str(corr_dir)))
@@ -296,32 +329,52 @@ class RestorProtocol(Protocol):
         state = WeightState(self.lm, self.lora)
         _select_layers(cfg, state.model)
         try:
-            rec = unlearn_documents(state, m, self.forget, self.retain, setting.train_config(cfg.seed),
-                                    reg_weight=setting.reg_weight, beta=setting.beta,
-                                    level=cfg.npo_form if m == "npo" else "token")
+            rec = unlearn_documents(
+                state,
+                m,
+                self.forget,
+                self.retain,
+                setting.train_config(cfg.seed),
+                reg_weight=setting.reg_weight,
+                beta=setting.beta,
+                level=cfg.npo_form if m == "npo" else "token",
+            )
             pred = state.predictor()
             rows, secs = _probe_model(cfg, pred, s.facts, s.judge, 3 + RESTOR_METHODS.index(m))
             t0 = time.perf_counter()
             lps = candidate_logprobs(pred, self.facts_a)
             secs_lp = time.perf_counter() - t0
-            states = [fact_state(c, k_, u) for c, k_, u in zip(self.base_rows["clean"], self.base_rows["corrupted"],
-                                                                rows)]
-            row = {"method": m, "targeted": cfg.targeted, "setting": asdict(setting), "train": rec,
-                   "rows": [{k2: r[k2] for k2 in ("outputs", "answers", "labels", "correct", "answer", "label")}
-                            for r in rows],
-                   "states": states, "partition": partition(states),
-                   "accuracy": summarize_model(s.facts, rows)["all"]["accuracy"],
-                   "logprobs_A": lps,
-                   "beliefs": _beliefs(cfg, s, rows),
-                   "seconds_unlearn": rec["seconds"], "seconds_probe": secs, "seconds_logprobs": secs_lp}
+            states = [
+                fact_state(c, k_, u) for c, k_, u in zip(self.base_rows["clean"], self.base_rows["corrupted"], rows)
+            ]
+            row = {
+                "method": m,
+                "targeted": cfg.targeted,
+                "setting": asdict(setting),
+                "train": rec,
+                "rows": [
+                    {k2: r[k2] for k2 in ("outputs", "answers", "labels", "correct", "answer", "label")} for r in rows
+                ],
+                "states": states,
+                "partition": partition(states),
+                "accuracy": summarize_model(s.facts, rows)["all"]["accuracy"],
+                "logprobs_A": lps,
+                "beliefs": _beliefs(cfg, s, rows),
+                "seconds_unlearn": rec["seconds"],
+                "seconds_probe": secs,
+                "seconds_logprobs": secs_lp,
+            }
             yield row
             self.keep_model(row, pred)  # --save-models: written; the adapters are still the method's
         finally:
             state.close()
         p = row["partition"]
-        self.log(f"{method_label(row)}: accuracy {row['accuracy']:.2f}%; A ({p['n_A']}): "
-                 + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_A) + f"; B ({p['n_B']}): "
-                 + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_B))
+        self.log(
+            f"{method_label(row)}: accuracy {row['accuracy']:.2f}%; A ({p['n_A']}): "
+            + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_A)
+            + f"; B ({p['n_B']}): "
+            + ", ".join(f"{k} {_pct(p[k])}" for k in STATES_B)
+        )
 
     def report(self) -> dict:
         """:func:`dukb.neural.restor.report.render` from the run directory's files."""
@@ -372,8 +425,9 @@ def _setting_folder(row: dict) -> str:
     (two settings that differ elsewhere get two folders)."""
 
     s = row["setting"]
-    return safe_name(f"epochs={s['epochs']},lr={short_number(s['lr'])},lambda={short_number(s['reg_weight'])}-"
-                     f"{sha256_json(s)[:8]}")
+    return safe_name(
+        f"epochs={s['epochs']},lr={short_number(s['lr'])},lambda={short_number(s['reg_weight'])}-{sha256_json(s)[:8]}"
+    )
 
 
 def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
@@ -385,46 +439,61 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     """
 
     kb = load_kb(cfg.kb)
-    require_family(kb.schema, kb.source, "restor (RESTOR's corruption, dukb.kb.corrupt: family relations and "
-                   "biography values)")
+    require_family(
+        kb.schema, kb.source, "restor (RESTOR's corruption, dukb.kb.corrupt: family relations and biography values)"
+    )
     fp = kb.fingerprint()
     closure = compute_closure(kb, cfg.rules)
     dtype = str(resolve_dtype(cfg.dtype, resolve_device(cfg.device))).removeprefix("torch.")
     identity = cfg.identity() | {
-        "identity_version": IDENTITY_VERSION, "kb_fingerprint": fp, "rules_fingerprint": closure.rules.fingerprint,
-        "model_fingerprint": model_fingerprint(cfg.finetuned) if cfg.finetuned else
-        {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
-        "dtype": dtype}
+        "identity_version": IDENTITY_VERSION,
+        "kb_fingerprint": fp,
+        "rules_fingerprint": closure.rules.fingerprint,
+        "model_fingerprint": model_fingerprint(cfg.finetuned)
+        if cfg.finetuned
+        else {"tiny": TINY_CONFIG}
+        if cfg.model == "tiny"
+        else model_fingerprint(cfg.model),
+        "dtype": dtype,
+    }
     # one writer: locks the directory (a second restor with the same settings waits); a run with other settings is
     # refused (every differing key named) before anything in it is touched
     identity, _added, old_record = claim_run(run, "restor", identity, log=log)
     joined = run_role(run) == "worker"  # a second invocation on a live run: the owner wrote the run's files
     if joined:
         log("joined the run as another worker: units (method,) are claimed in RUN_DIR/.dukb/units")
-    cor = corrupt(kb, cfg.corrupt, cfg.seed, cfg.context, closure=closure.atoms,
-                  docs_per_entity=cfg.docs_per_entity)
+    cor = corrupt(kb, cfg.corrupt, cfg.seed, cfg.context, closure=closure.atoms, docs_per_entity=cfg.docs_per_entity)
     try:  # created only once the settings, the KB and the corruption are known to be good
         run.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"cannot create the run directory: {e.strerror}", run) from None
     if not joined and not (run / "corruption" / "documents.jsonl").exists():
-
         save_corruption(cor, refuse_links_in(run / "corruption"))  # no link inside carries a file out of the run
     facts = fact_probes(kb, closure.atoms, cor.facts, cfg.n_random, cfg.seed)
     judge = Judge.for_kb(kb, [c.injected_value for c in cor.facts])
     retain, retain_facts = retain_texts(kb, cor, cfg.n_retain, cfg.seed)
-    record = {"protocol": "restor", "identity": identity, "config": asdict(cfg), "kb": str(kb.source),
-              "preset": cfg.resolved_preset(), "n_facts": len(facts), "n_corrupted": len(cor.facts),
-              "n_corrupted_people": len({c.subject for c in cor.facts}), "n_documents": len(cor.documents),
-              "retain_facts": [list(k) for k in retain_facts], "n_retain_docs": len(retain),
-              "closure_size": len(closure)}
-    record["history"] = old_record.get("history", []) + [history_entry({}, methods=cfg.methods,
-                                                                       targeted=cfg.targeted)]
+    record = {
+        "protocol": "restor",
+        "identity": identity,
+        "config": asdict(cfg),
+        "kb": str(kb.source),
+        "preset": cfg.resolved_preset(),
+        "n_facts": len(facts),
+        "n_corrupted": len(cor.facts),
+        "n_corrupted_people": len({c.subject for c in cor.facts}),
+        "n_documents": len(cor.documents),
+        "retain_facts": [list(k) for k in retain_facts],
+        "n_retain_docs": len(retain),
+        "closure_size": len(closure),
+    }
+    record["history"] = old_record.get("history", []) + [history_entry({}, methods=cfg.methods, targeted=cfg.targeted)]
     record["provenance"] = provenance(resolve_device(cfg.device))
     if not joined:
         write_json(run / "config.json", record)
-    log(f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
-        f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})")
+    log(
+        f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
+        f"{record['n_corrupted_people']} people; {len(cor.documents)} documents (k_context {cfg.context})"
+    )
     probes = run / "probes"
 
     refuse_links(probes).mkdir(exist_ok=True)
@@ -434,8 +503,9 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     return _Setup(kb, set(closure.atoms), cor, facts, judge, retain, joined)
 
 
-def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path], log) \
-        -> tuple[dict[str, list[dict]], list[FactProbe]]:
+def _probe_base(
+    cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path], log
+) -> tuple[dict[str, list[dict]], list[FactProbe]]:
     """Stage 3: probe the clean and corrupted models (rows and belief analyses), then their log-probabilities over
     A = {clean right, corrupted wrong}. Returns the probe rows per model and the facts of A."""
 
@@ -446,16 +516,18 @@ def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path
             doc = read_json(p)
             rows = doc.get("rows") if isinstance(doc, dict) else None
             if not isinstance(rows, list) or len(rows) != len(s.facts) or not all(isinstance(r, dict) for r in rows):
-                raise InputError(f"not a probe file of this run (expected rows: one object per fact, "
-                                 f"{len(s.facts)}); delete it and rerun to probe again", p)
+                raise InputError(
+                    f"not a probe file of this run (expected rows: one object per fact, "
+                    f"{len(s.facts)}); delete it and rerun to probe again",
+                    p,
+                )
             base_rows[name] = rows
             continue
         log(f"stage 3/4: probing the {name} model")
         lm = load_model(_spec_for(cfg, str(dirs[name])))
         rows, secs = _probe_model(cfg, _predictor(lm), s.facts, s.judge, off)
         base_rows[name] = rows
-        write_json(p, {"rows": rows, "seconds_probe": secs,
-                       "beliefs": _beliefs(cfg, s, rows)})
+        write_json(p, {"rows": rows, "seconds_probe": secs, "beliefs": _beliefs(cfg, s, rows)})
     facts_a = [s.facts[i] for i in _set_a(base_rows["clean"], base_rows["corrupted"])]
     for name in ("clean", "corrupted"):
         p = probes / f"{name}.json"
@@ -466,8 +538,7 @@ def _probe_base(cfg: RestorConfig, s: _Setup, probes: Path, dirs: dict[str, Path
             write_json(p, doc)
     for name in ("clean", "corrupted"):
         acc = summarize_model(s.facts, base_rows[name])["all"]
-        log(f"{name} model: accuracy {acc['accuracy']:.2f}% ({acc['injected']:.2f}% answered with the injected "
-            "value)")
+        log(f"{name} model: accuracy {acc['accuracy']:.2f}% ({acc['injected']:.2f}% answered with the injected value)")
     return base_rows, facts_a
 
 

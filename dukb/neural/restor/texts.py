@@ -44,8 +44,8 @@ def retain_texts(kb: KB, corruption, n: int, seed: int, per_doc: int = 5) -> tup
     rng = random.Random(f"dukb-restor-retain/{seed}")
     chosen = pool[:]
     rng.shuffle(chosen)
-    chosen = chosen[:n * per_doc]
-    texts = [" ".join(render_fact(f, rng) for _, f in chosen[i:i + per_doc]) for i in range(0, len(chosen), per_doc)]
+    chosen = chosen[: n * per_doc]
+    texts = [" ".join(render_fact(f, rng) for _, f in chosen[i : i + per_doc]) for i in range(0, len(chosen), per_doc)]
     return texts, [(k, f.fact_id) for k, f in chosen]
 
 
