@@ -114,8 +114,9 @@ def probes(
     KB), corruptions.csv (fact_kind, fact_id, subject, predicate, true_value, injected_value) and documents.jsonl
     (doc_id, entity, k_context, text, facts: role incorrect|correct, fact_kind, fact_id, sentence).
     """
+    from dukb.kb.edu_qa import write_edu_qa
     from dukb.kb.probe_files import probes_text
-    from dukb.kb.probes import parse_kinds, probe_report, write_edu_qa
+    from dukb.kb.probes import parse_kinds, probe_report
     from dukb.kb.schema_probes import unscorable_summary
     from dukb.solver.closure import compute_closure
 

@@ -32,16 +32,13 @@ A KB with its own schema (not the family one) is asked through its relations' te
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from dukb import InputError
 from dukb.kb.aliases import load_aliases
-from dukb.kb.io import atomic_output
 from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
@@ -123,21 +120,6 @@ EDU_RELAT_NO_SEED = 6
 
 #: Columns of a probe file, in order.
 PROBE_COLUMNS = ("kind", "fact_kind", "fact_id", "question", "answer", "match")
-
-#: Fields of EDU-RELAT's QA files, in order.
-EDU_REL_FIELDS = (
-    "fact_id",
-    "fact",
-    "question",
-    "answer",
-    "question2",
-    "answer2",
-    "question3",
-    "answer3",
-    "question4",
-    "answer4",
-)
-EDU_BIO_FIELDS = ("fact_id", "fact", "question", "answer", "question4", "answer4")
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,106 +325,6 @@ def edu_wrong_relations(
                 break
         out[f.fact_id] = r
     return out
-
-
-def edu_qa_rows(
-    kb: KB, closure: Iterable[Triple] | FactIndex | None = None, no_seed: int = EDU_RELAT_NO_SEED
-) -> tuple[list[dict], list[dict]]:
-    """The rows of EDU-RELAT's QA files for a KB, in EDU-RELAT's format.
-
-    Args:
-        kb: the KB.
-        closure: closure triples or a :class:`FactIndex` (used to keep the "no" question's relation false).
-        no_seed: seed of the wrong relations (:func:`edu_wrong_relations`).
-
-    Returns:
-        ``(relationship_rows, biography_rows)``: dicts with the keys :data:`EDU_REL_FIELDS` and
-        :data:`EDU_BIO_FIELDS`, in file order.
-
-    Source: Wu et al. 2025, Table 3; ../shared/edu-relat/qa_relationships.jsonl, qa_biographies.jsonl.
-
-    Example:
-        >>> from dukb.kb.io import load_kb
-        >>> rel_rows, bio_rows = edu_qa_rows(load_kb("demo"))
-        >>> len(rel_rows), len(bio_rows)
-        (18, 14)
-        >>> rel_rows[0]["question2"], rel_rows[0]["question3"], rel_rows[0]["answer3"], bio_rows[0]["answer4"]
-        ("Is George Hale Martha Hale's husband?", "Is George Hale Martha Hale's uncle?", 'no', '1921')
-    """
-    t = load_template("probes.json")["edu"]
-    tr, tb = t[RELATIONSHIP], t[BIOGRAPHY]
-    wrong = edu_wrong_relations(kb, closure, no_seed)
-    rel_rows = []
-    for f in kb.relationships:
-        kw = dict(s=f.subject, r=f.relation, o=f.object)
-        row = {
-            "fact_id": f.fact_id,
-            "fact": tr["fact"].format(**kw),
-            "question": tr["cloze"].format(**kw),
-            "answer": f.relation,
-            "question2": tr["yes"].format(**kw),
-            "answer2": "yes",
-        }
-        if f.fact_id in wrong:
-            row.update(question3=tr["no"].format(wrong=wrong[f.fact_id], **kw), answer3="no")
-        row.update(question4=tr["qa"].format(**kw), answer4=f.relation)
-        rel_rows.append(row)
-    bio_rows = []
-    for b in kb.biographies:
-        kw = dict(s=b.subject, a=b.attribute, v=b.value)
-        bio_rows.append(
-            {
-                "fact_id": b.fact_id,
-                "fact": tb["fact"].format(**kw),
-                "question": tb["cloze"].format(**kw),
-                "answer": b.value,
-                "question4": tb["qa"].format(**kw),
-                "answer4": b.value,
-            }
-        )
-    return rel_rows, bio_rows
-
-
-def write_edu_qa(
-    kb: KB, directory: str | Path, closure: Iterable[Triple] | FactIndex | None = None, no_seed: int = EDU_RELAT_NO_SEED
-) -> list[Path]:
-    """Write qa_relationships.jsonl and qa_biographies.jsonl in EDU-RELAT's format (one JSON object per line).
-
-    Args:
-        kb: the KB.
-        directory: output folder (created if needed).
-        closure: closure triples or a :class:`FactIndex`.
-        no_seed: seed of the "no" questions' wrong relations.
-
-    Returns:
-        The two paths written.
-
-    Raises:
-        InputError: the folder cannot be written.
-
-    Source: ../shared/edu-relat/qa_*.jsonl (same fields, order and JSON layout).
-
-    Example:
-        >>> import tempfile
-        >>> from dukb.kb.io import load_kb
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     paths = write_edu_qa(load_kb("demo"), tmp)
-        ...     print([p.name for p in paths], [len(p.read_text().splitlines()) for p in paths])
-        ['qa_relationships.jsonl', 'qa_biographies.jsonl'] [18, 14]
-    """
-    root = Path(directory)
-    rel_rows, bio_rows = edu_qa_rows(kb, closure, no_seed)
-    paths = []
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        for name, rows in (("qa_relationships.jsonl", rel_rows), ("qa_biographies.jsonl", bio_rows)):
-            p = root / name
-            with atomic_output(p) as fh:
-                fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-            paths.append(p)
-    except OSError as e:
-        raise InputError(f"cannot write QA files: {e.strerror}", root) from None
-    return paths
 
 
 #: What a probe kind asks about a fact: (question, gold answer, match rule).

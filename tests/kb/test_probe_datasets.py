@@ -28,6 +28,7 @@ from conftest import build_kb, require_edu_relat
 from dukb import InputError
 from dukb.kb import KB, Person, check_kb, load_kb
 from dukb.kb.corrupt import AGE_GAPS, CORRUPTION_COLUMNS, YEAR_SHIFT, corrupt, save_corruption
+from dukb.kb.edu_qa import edu_qa_rows, write_edu_qa
 from dukb.kb.probe_files import probes_text, read_probes
 from dukb.kb.probes import (
     EDU_RELAT_NO_SEED,
@@ -36,12 +37,10 @@ from dukb.kb.probes import (
     FactIndex,
     Probe,
     choice_options,
-    edu_qa_rows,
     edu_wrong_relations,
     judge,
     make_probes,
     parse_kinds,
-    write_edu_qa,
 )
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
 from dukb.solver.closure import compute_closure
