@@ -260,7 +260,7 @@ def _write_closure_csv(c, output: Optional[Path]) -> None:
 
 
 def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int | None]]:
-    from dukb.solver.closure import resolve_target
+    from dukb.solver.targets import resolve_target
 
     out = [(resolve_target(c, i), i) for i in target_id or []]
     if targets_file is not None:

@@ -20,9 +20,10 @@ import pytest
 from conftest import EDU_RELAT_DIR
 from dukb.cli.main import main
 from dukb.kb import load_kb
-from dukb.solver.closure import compute_closure, resolve_target
+from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import is_deep_unlearning_set, is_minimal, minimal_sets
 from dukb.solver.metrics import recall_accuracy
+from dukb.solver.targets import resolve_target
 
 EDU = EDU_RELAT_DIR
 TARGET_KEYS = {"fact_id", "subject", "relation", "object", "method", "complete", "sets"}

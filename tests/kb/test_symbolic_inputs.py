@@ -42,8 +42,9 @@ from dukb.kb import load_kb, resolve_kb_path
 from dukb.kb.csvfile import MAX_FIELD_CHARS
 from dukb.kb.generate import CACHE_MANIFEST, MAX_GENERATIONS, MAX_PEOPLE, default_generated_kb_dir, generate
 from dukb.kb.io import atomic_output
-from dukb.solver.closure import compute_closure, parse_target, resolve_target
+from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED, minimum_set, random_sets
+from dukb.solver.targets import parse_target, resolve_target
 
 DEMO = resolve_kb_path("demo")
 HUGE = "999999999999999999"  # 18 digits: a strict integer, far above every bound

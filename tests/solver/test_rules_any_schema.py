@@ -25,9 +25,10 @@ from input_checks import assert_one_line_error, run_main
 
 from dukb.kb import load_kb
 from dukb.kb.kbschema import load_schema
-from dukb.solver.closure import compute_closure, resolve_target
+from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import exact_sets, is_deep_unlearning_set
 from dukb.solver.rules import RulesError, kb_rules, load_rules, parse_rules
+from dukb.solver.targets import resolve_target
 
 PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

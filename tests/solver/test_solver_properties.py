@@ -26,10 +26,11 @@ from conftest import EDU_RELAT_DIR
 from dukb import InputError
 from dukb.kb import RELATIONS, Fact
 from dukb.kb.csvfile import control_char
-from dukb.solver.closure import asp_string, compute_closure, resolve_target
+from dukb.solver.closure import asp_string, compute_closure
 from dukb.solver.mdus import exact_sets, is_deep_unlearning_set, is_minimal, minimal_sets, minimum_set, random_sets
 from dukb.solver.metrics import recall_accuracy
 from dukb.solver.rules import load_rules
+from dukb.solver.targets import resolve_target
 
 RULE_SETS = ("family", "family_paper_compat")
 #: The independent reference rules: parsed from the benchmark's raw file when ../shared is there, else from the
