@@ -94,6 +94,7 @@ def export(
     """
     from dukb import InputError
     from dukb.kb.probes import parse_kinds
+    from dukb.solver import card
     from dukb.solver import export as ex
     from dukb.solver.scopes import get_scope
 
@@ -108,7 +109,7 @@ def export(
     tables = ex.export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
     licence = ex.kb_licence(kb)
     command = _command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force)
-    prov = ex.Provenance(
+    prov = card.Provenance(
         command,
         kb_text,
         k.fingerprint(),
@@ -121,7 +122,7 @@ def export(
         name=kb_name,
     )
     ex.write_export(
-        tables, output, fmt.value, ex.dataset_card(tables, fmt.value, prov), licence_file=licence.file, force=force
+        tables, output, fmt.value, card.dataset_card(tables, fmt.value, prov), licence_file=licence.file, force=force
     )
     if not targets:
         typer.echo(
