@@ -596,7 +596,7 @@ ATTACKS: Registry = Registry(
     check=f"{_A}.base:check_attack",
 )
 
-_B = "dukb.neural.methods.base"
+_B = "dukb.neural.methods.controls"
 #: The controls of excessive unlearning every gradient method takes (``--control``; Wang et al. 2024, Sec. 5).
 CONTROL_STRATEGIES: Registry = Registry(
     "control",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dukb import InputError
-from dukb.neural.methods.base import CONTROL_STRATEGIES, CONTROLS, Control, ControlStrategy
+from dukb.neural.methods.base import CONTROL_STRATEGIES, CONTROLS, Control
+from dukb.neural.methods.controls import ControlStrategy
 
 
 def test_one_strategy_per_control_kind_with_its_swept_parameter():

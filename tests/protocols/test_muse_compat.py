@@ -328,7 +328,7 @@ def test_icl_examples_come_from_retain_train_facts_alone():
 def test_the_constant_schedule_is_one_constant_rate_run_read_at_each_step(monkeypatch):
     """MUSE's iterative.py: lr_scheduler_type='constant', no warm-up or weight decay, HF's max_grad_norm 1.0, a
     checkpoint per epoch of one run (T steps of dukb = T epochs of a forget set in one batch)."""
-    from dukb.neural.methods import base
+    from dukb.neural.methods import base, controls
 
     calls = []
 
@@ -343,7 +343,7 @@ def test_the_constant_schedule_is_one_constant_rate_run_read_at_each_step(monkey
 
     r = Run()
     r.cfg = TrainConfig(epochs=1, lr=1e-5, batch_size=3, schedule="linear")
-    list(base.Uncontrolled().sweep(r, base.Control(), base.SweepSchedule("constant").check()))
+    list(controls.Uncontrolled().sweep(r, base.Control(), base.SweepSchedule("constant").check()))
     ((n, extra, kw),) = calls
     assert n == 4 and extra == {"schedule": "constant", "schedule_steps": 4} and "decay" not in kw
     tcfg = kw["tcfg"]
