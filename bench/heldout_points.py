@@ -20,7 +20,8 @@ from pathlib import Path
 def main() -> int:
     import pandas as pd
 
-    from dukb.neural.metrics.summary import curve_points, heldout_points, heldout_tradeoff, per_target_tradeoff
+    from dukb.neural.metrics.run_summary import heldout_tradeoff
+    from dukb.neural.metrics.summary import curve_points, heldout_points, per_target_tradeoff
 
     for run in sys.argv[1:]:
         rows = [json.loads(x) for x in (Path(run) / "results.jsonl").read_text().splitlines() if x.strip()]

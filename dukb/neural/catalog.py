@@ -521,14 +521,14 @@ METRICS: Registry = Registry(
         ),
         MetricEntry(
             "tradeoff",
-            f"{_X}.summary:TRADEOFF",
+            f"{_X}.run_summary:TRADEOFF",
             "Acc@Recall≥0.8, Recall@Acc≥0.8 and AR-AUC (per target, mean ± std; and off the mean envelope), Success-DU",
             "Wu et al. 2025, Table 1, Def. 2",
             "summary",
         ),
         MetricEntry(
             "acc_at_superficial",
-            f"{_X}.summary:ACC_AT_SUPERFICIAL",
+            f"{_X}.run_summary:ACC_AT_SUPERFICIAL",
             "per target the best accuracy among settings that forget the target itself (0 if none), mean ± std",
             "Wu et al. 2025, Table 2",
             "summary",

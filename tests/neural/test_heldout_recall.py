@@ -20,7 +20,8 @@ from dukb.neural.metrics.heldout import (
     heldout_known,
     recall_heldout,
 )
-from dukb.neural.metrics.summary import heldout_tradeoff, target_tradeoff
+from dukb.neural.metrics.run_summary import heldout_tradeoff
+from dukb.neural.metrics.summary import target_tradeoff
 
 
 @pytest.fixture(scope="module")

@@ -97,7 +97,7 @@ def test_target_rule_by_hand():
 def test_two_targets_per_target_differs_from_the_mean_envelope():
     """Target A keeps accuracy at high recall, target B collapses: the paper's per-target mean and dukb's former
     envelope of the mean points give different numbers, and the default is the paper's."""
-    from dukb.neural.metrics.summary import tradeoff_metric
+    from dukb.neural.metrics.run_summary import tradeoff_metric
 
     curves = {1: [(0.5, 0.95), (0.9, 0.85)], 2: [(0.5, 0.95), (0.6, 0.3)]}
     got = tradeoff_metric(rows_of(curves))["ga"]
@@ -389,7 +389,7 @@ def test_acc_at_superficial_is_the_notebooks_rule():
     import numpy as np
     import pandas as pd
 
-    from dukb.neural.metrics.summary import superficial_metric
+    from dukb.neural.metrics.run_summary import superficial_metric
 
     curves = {  # target -> [(steps, accuracy, target forgotten)]
         1: [(1, 0.99, False), (2, 0.90, True), (4, 0.93, True), (8, 0.50, True)],

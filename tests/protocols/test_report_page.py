@@ -134,7 +134,7 @@ def test_plus_minus_only_from_two_targets(tmp_path):
 def test_success_du_at_the_best_setting_is_the_per_target_rules_setting(tmp_path):
     """NPO deeply unlearns at steps=16 with accuracy 0.075, and keeps accuracy ≥ 0.8 only at steps=1, where it does
     not: Success-DU at the best setting is 0 (steps=1), not 1 (the issue's "1.00 at accuracy 0.075")."""
-    from dukb.neural.metrics.summary import success_summary
+    from dukb.neural.metrics.run_summary import success_summary
 
     rows = []
     for t in (1, 2):
