@@ -13,6 +13,7 @@ from matplotlib.colors import to_hex
 
 from dukb import InputError
 from dukb.neural import plots
+from dukb.neural.curves import mean_curves, setting_label
 
 GRIDS = {"ga": ("steps", [1, 4, 16]), "npo": ("steps", [1, 4, 16]), "tv": ("alpha", [0.5, 10])}
 
@@ -85,7 +86,7 @@ def plots_heldout(df):
 
 def test_points_are_means_per_setting_and_the_band_is_the_std_across_the_curve():
     df = rows()
-    curves = {c.method: c for c in plots.mean_curves(df)}
+    curves = {c.method: c for c in mean_curves(df)}
     ga = curves["ga"]
     assert [q.label for q in ga.points] == ["steps=1", "steps=4", "steps=16"]
     sel = df[(df["method"] == "ga") & (df["setting"].map(lambda s: s.get("steps")) == 4)]
@@ -98,10 +99,10 @@ def test_points_are_means_per_setting_and_the_band_is_the_std_across_the_curve()
     proj = (sel[["recall", "accuracy_all"]].to_numpy() - [q.recall, q.accuracy]) @ np.array(q.normal)
     assert math.isclose(q.hi, proj.std()) and math.isclose(q.lo, -proj.std()) and q.hi > 0
     assert math.isclose(np.hypot(*q.normal), 1.0)
-    boot = {c.method: c for c in plots.mean_curves(df, band="bootstrap", n_boot=400)}["ga"].points[1]
+    boot = {c.method: c for c in mean_curves(df, band="bootstrap", n_boot=400)}["ga"].points[1]
     assert boot.lo < 0 < boot.hi and boot.hi - boot.lo < 2 * q.hi * 1.5  # an interval of the mean, not the spread
     with pytest.raises(InputError):
-        plots.mean_curves(df, band="sem")
+        mean_curves(df, band="sem")
 
 
 def test_setting_labels_are_small_text_artists_in_the_methods_colour_darkened(fig):
@@ -172,7 +173,7 @@ def test_nan_accuracy_rows_are_skipped_not_plotted(fig):
     strongest = (df["method"] == "ga") & (df["setting"].map(lambda s: s.get("steps")) == 16)
     df.loc[strongest & (df["target"] == 100), "accuracy_all"] = np.nan  # one target: nothing scored
     df.loc[(df["method"] == "npo") & (df["setting"].map(lambda s: s.get("steps")) == 1), "accuracy_all"] = None
-    curves = {c.method: c for c in plots.mean_curves(df)}
+    curves = {c.method: c for c in mean_curves(df)}
     assert [q.label for q in curves["npo"].points] == ["steps=4", "steps=16"]  # no target scored steps=1
     last = curves["ga"].points[-1]
     kept = df[strongest & (df["target"] != 100)]
@@ -190,18 +191,18 @@ def test_grids_differ_between_targets_no_interpolation():
     extra = df[(df["method"] == "ga") & (df["target"] == 100)].iloc[:1].copy()
     extra["setting"] = [{"steps": 2, "lr": 0.001}]
     df = pd.concat([df, extra], ignore_index=True)
-    ga = {c.method: c for c in plots.mean_curves(df)}["ga"]
+    ga = {c.method: c for c in mean_curves(df)}["ga"]
     two = [q for q in ga.points if q.label == "steps=2"]
     assert len(two) == 1 and two[0].n == 1 and (two[0].lo, two[0].hi) == (0.0, 0.0)
     assert [q.n for q in ga.points] == [2, 1, 2, 2]
 
 
 def test_settings_differing_in_a_fixed_parameter_name_it():
-    assert plots.setting_label({"steps": 4, "lr": 0.001}, "steps") == "steps=4"
-    assert plots.setting_label({"alpha": 10.0}, "alpha") == "alpha=10"
+    assert setting_label({"steps": 4, "lr": 0.001}, "steps") == "steps=4"
+    assert setting_label({"alpha": 10.0}, "alpha") == "alpha=10"
     df = rows(2, {"ga": ("steps", [1, 4])})
     df.at[1, "setting"] = {"steps": 1, "lr": 0.01}  # target 100's second row: another lr
-    labels = sorted(q.label for q in plots.mean_curves(df)[0].points)
+    labels = sorted(q.label for q in mean_curves(df)[0].points)
     assert labels == ["steps=1, lr=0.01", "steps=1, lr=1e-3", "steps=4, lr=1e-3"]  # the report tables' number form
 
 
