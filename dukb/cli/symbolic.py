@@ -356,13 +356,22 @@ def mdus(
     where "complete" says whether the enumeration finished (always false for random). With --joint, a "joint"
     entry holds the sets that remove all targets at once.
     """
-    from dukb.cli.render import emit, to_json, to_table
-    from dukb.solver.mdus import minimal_sets
+    from dukb.cli.render import emit, to_json
 
     _check_mdus_options(method, seeds, seed, max_sets, seconds, joint)
     k, c = _load(kb, rules)
     tg = _collect_targets(c, target_id, targets_file, target)
     kw = dict(max_sets=max_sets, seconds=seconds, n_seeds=seeds, seed=seed)
+    doc = _mdus_doc(k, c, tg, method, joint, kw)
+    emit(to_json(doc) if fmt == JsonTable.json else _mdus_table(doc["targets"], method), output)
+
+
+def _mdus_doc(k, c, tg: list[tuple[int, int | None]], method: MdusMethod, joint: bool, kw: dict) -> dict:
+    """The JSON document of ``dukb mdus``: one entry per target (atom, fact_id) of ``tg`` with its sets, the rules
+    and KB, the random method's seeds, and with ``joint`` the sets that remove all targets at once. ``k``, ``c``:
+    the KB and its closure; ``kw``: :func:`dukb.solver.mdus.minimal_sets`'s limits and seeds."""
+    from dukb.solver.mdus import minimal_sets
+
     paper = _paper_sets(k, tg) if method == MdusMethod.paper else {}
     entries = []
     for atom, fid in tg:
@@ -383,8 +392,8 @@ def mdus(
         )
     doc = {"targets": entries, "rules": c.rules.name, "kb": str(c.kb.source)}
     if method == MdusMethod.random:
-        doc["seeds"] = seeds
-        doc["seed"] = seed
+        doc["seeds"] = kw["n_seeds"]
+        doc["seed"] = kw["seed"]
     if joint:
         r = minimal_sets(c, [a for a, _ in tg], method.value, **kw)
         doc["joint"] = {
@@ -393,26 +402,30 @@ def mdus(
             "complete": r.complete,
             "sets": [list(x) for x in r.sets],
         }
-    if fmt == JsonTable.json:
-        text = to_json(doc)
-    else:
-        rows = [
-            {
-                "fact_id": e["fact_id"],
-                "target": f"({e['subject']}, {e['relation']}, {e['object']})",
-                "complete": e["complete"],
-                "n_sets": len(e["sets"]),
-                "sizes": ",".join(str(len(x)) for x in e["sets"][:12]) + ("..." if len(e["sets"]) > 12 else ""),
-                "smallest": " ".join(map(str, e["sets"][0])) if e["sets"] else "",
-            }
-            for e in entries
-        ]
-        text = to_table(
-            rows,
-            ["fact_id", "target", "complete", "n_sets", "sizes", "smallest"],
-            title=f"minimal deep unlearning sets ({method.value})",
-        )
-    emit(text, output)
+    return doc
+
+
+def _mdus_table(entries: list[dict], method: MdusMethod) -> str:
+    """``dukb mdus --format table``: per target, whether the enumeration finished, how many sets, their sizes (the
+    first 12) and the first set."""
+    from dukb.cli.render import to_table
+
+    rows = [
+        {
+            "fact_id": e["fact_id"],
+            "target": f"({e['subject']}, {e['relation']}, {e['object']})",
+            "complete": e["complete"],
+            "n_sets": len(e["sets"]),
+            "sizes": ",".join(str(len(x)) for x in e["sets"][:12]) + ("..." if len(e["sets"]) > 12 else ""),
+            "smallest": " ".join(map(str, e["sets"][0])) if e["sets"] else "",
+        }
+        for e in entries
+    ]
+    return to_table(
+        rows,
+        ["fact_id", "target", "complete", "n_sets", "sizes", "smallest"],
+        title=f"minimal deep unlearning sets ({method.value})",
+    )
 
 
 def _check_mdus_options(
