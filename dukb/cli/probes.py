@@ -115,53 +115,57 @@ def probes(
     (doc_id, entity, k_context, text, facts: role incorrect|correct, fact_kind, fact_id, sentence).
     """
     from dukb.kb.edu_qa import write_edu_qa
-    from dukb.kb.probe_files import probes_text
-    from dukb.kb.probes import parse_kinds, probe_report
-    from dukb.kb.schema_probes import unscorable_summary
+    from dukb.kb.probes import parse_kinds
     from dukb.solver.closure import compute_closure
 
     chosen = parse_kinds(kinds)
     k = _checked_kb(kb, fmt, corrupt_fraction, context, docs_per_entity, output)
-    family = k.schema.is_family
     closure = compute_closure(k, rules).atoms
     written: list[str] = []
     if fmt == ProbeFormat.edu:
         written += [str(p) for p in write_edu_qa(k, output, closure)]
     else:
-        probes_made, report = probe_report(k, chosen, seed, closure=closure)
-        if not family:  # the family forms cover every relation: its output stays as it was
-            for line in unscorable_summary(report):
-                typer.echo(f"dukb: note: unscorable probes: {line}", err=True)
-        text = probes_text(probes_made, fmt.value)
-        if corrupt_fraction is not None:
-            target = output / f"probes.{fmt.value}"
-        else:
-            target = output
-        from dukb.cli.render import emit
-
-        emit(text, target)
-        if target is not None:
-            written.append(str(target))
+        target = output / f"probes.{fmt.value}" if corrupt_fraction is not None else output
+        written += _write_probes(k, chosen, seed, closure, fmt, target)
     if corrupt_fraction is not None:
-        from dukb.kb.corrupt import corrupt, save_corruption
-
-        res = corrupt(
-            k,
-            corrupt_fraction,
-            seed,
-            5 if context is None else context,
-            closure=closure,
-            docs_per_entity=docs_per_entity,
-        )
-        paths = save_corruption(res, output)
-        written += [str(p) for p in paths.values()]
-        typer.echo(
-            f"corrupted {len(res.facts)} facts of {len({c.subject for c in res.facts})} people; "
-            f"{len(res.documents)} documents",
-            err=True,
-        )
+        written += _write_corruption(k, corrupt_fraction, seed, context, closure, docs_per_entity, output)
     if written:
         typer.echo("wrote " + ", ".join(written), err=True)
+
+
+def _write_probes(k, chosen, seed: int, closure, fmt: ProbeFormat, target: Path | None) -> list[str]:
+    """Write the KB's probes of the kinds ``chosen`` to ``target`` (stdout when None), noting on stderr the
+    unscorable probes of a KB with its own schema; returns the path written ([] for stdout)."""
+    from dukb.cli.render import emit
+    from dukb.kb.probe_files import probes_text
+    from dukb.kb.probes import probe_report
+    from dukb.kb.schema_probes import unscorable_summary
+
+    probes_made, report = probe_report(k, chosen, seed, closure=closure)
+    if not k.schema.is_family:  # the family forms cover every relation: its output stays as it was
+        for line in unscorable_summary(report):
+            typer.echo(f"dukb: note: unscorable probes: {line}", err=True)
+    emit(probes_text(probes_made, fmt.value), target)
+    return [str(target)] if target is not None else []
+
+
+def _write_corruption(
+    k, fraction: float, seed: int, context: int | None, closure, docs_per_entity: int, output: Path
+) -> list[str]:
+    """``--corrupt``: corrupt a share of the KB's facts (RESTOR-style, :func:`dukb.kb.corrupt.corrupt`), write the
+    corrupted KB and its documents into ``output``, say what was corrupted on stderr; returns the paths written."""
+    from dukb.kb.corrupt import corrupt, save_corruption
+
+    res = corrupt(
+        k, fraction, seed, 5 if context is None else context, closure=closure, docs_per_entity=docs_per_entity
+    )
+    paths = save_corruption(res, output)
+    typer.echo(
+        f"corrupted {len(res.facts)} facts of {len({c.subject for c in res.facts})} people; "
+        f"{len(res.documents)} documents",
+        err=True,
+    )
+    return [str(p) for p in paths.values()]
 
 
 def _checked_kb(
