@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 
 import typer
 
@@ -264,6 +265,17 @@ def extra_of(module: str | None) -> str | None:
     return next((extra for extra, mods in EXTRA_MODULES.items() if top in mods), None)
 
 
+def _interrupted(message: Callable[[], str]) -> int:
+    """Ctrl-C: say what the command kept (``message()``, :func:`dukb.cli.render.interrupt_message`) in one line and
+    return the exit code 130; a second Ctrl-C during this cleanup still ends with 130 and a line."""
+    _ignore_interrupts()
+    try:
+        _say(message())
+    except KeyboardInterrupt:
+        _say("dukb: interrupted")
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dukb`` console script.
 
@@ -310,12 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.format_message())
         return 2
     except (typer.Abort, KeyboardInterrupt, EOFError):
-        _ignore_interrupts()  # a second Ctrl-C during this cleanup still ends with 130 and this line
-        try:
-            _say(interrupt_message())
-        except KeyboardInterrupt:
-            _say("dukb: interrupted")
-        return 130
+        return _interrupted(interrupt_message)
     except BrokenPipeError:
         _stdout_gone()
         return 0
