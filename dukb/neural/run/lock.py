@@ -302,36 +302,10 @@ def _acquire(
                     )
                 )
                 announced = True
-            try:  # polled, not blocking: a stopped owner is noticed above
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                if time.monotonic() - started > JOIN_WAIT:  # an owner whose setup never ends
-                    raise RunIdentityError(
-                        f"in use by {_describe(holder)} with the same settings, whose setup has "
-                        f"not ended in {JOIN_WAIT:g} s; end it, then resume",
-                        run,
-                    ) from None
-                time.sleep(LOCK_POLL)
-                continue
-            except BaseException:
-                os.close(fd)
-                raise
-            holder = _read_holder(path) if _same_file(fd, path) else None
-            if (
-                holder is not None
-                and holder.get("joinable")
-                and rechecked
-                and holder.get("identity") == json.loads(json.dumps(identity, default=str))
-            ):
-                lock.shared = True
-                return lock
-            # once more from the top: the owner may have finished (or failed) while this waited, and then this
-            # process takes the run over as its owner; if it still runs, this joins it
-            if rechecked:
-                time.sleep(LOCK_POLL)
-            rechecked = True
-            os.close(fd)
+            joined = _join(lock, path, holder, identity, run, started, rechecked)
+            if isinstance(joined, RunLock):
+                return joined
+            rechecked = joined
             continue
         if time.monotonic() - started > LOCK_WAIT:  # bounded: a resume never waits without end
             os.close(fd)
@@ -350,6 +324,53 @@ def _acquire(
             announced = True
         os.close(fd)  # polled, so that an owner's switch to a shared lock is never overtaken by this waiter
         time.sleep(LOCK_POLL)
+
+
+def _join(
+    lock: RunLock, path: Path, holder: dict, identity: dict, run: Path, started: float, rechecked: bool
+) -> RunLock | bool:
+    """Join the run whose owner ``holder`` runs the same identity as another worker: take a shared lock on
+    ``lock``'s file, polled (not blocking: a stopped owner is noticed by the caller), once the owner has finished
+    its setup (``joinable`` in the lock file) and this process has seen the run twice (``rechecked``).
+
+    Returns:
+        ``lock`` (shared) when joined; otherwise, its file closed, the new value of ``rechecked`` (the caller
+        starts over: the owner may have finished or failed meanwhile, and then this process takes the run over).
+
+    Raises:
+        RunIdentityError: the owner's setup has not ended within :data:`JOIN_WAIT` seconds of ``started``.
+    """
+    fd = lock.fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        if time.monotonic() - started > JOIN_WAIT:  # an owner whose setup never ends
+            raise RunIdentityError(
+                f"in use by {_describe(holder)} with the same settings, whose setup has "
+                f"not ended in {JOIN_WAIT:g} s; end it, then resume",
+                run,
+            ) from None
+        time.sleep(LOCK_POLL)
+        return rechecked
+    except BaseException:
+        os.close(fd)
+        raise
+    now = _read_holder(path) if _same_file(fd, path) else None
+    if (
+        now is not None
+        and now.get("joinable")
+        and rechecked
+        and now.get("identity") == json.loads(json.dumps(identity, default=str))
+    ):
+        lock.shared = True
+        return lock
+    # once more from the top: the owner may have finished (or failed) while this waited, and then this process
+    # takes the run over as its owner; if it still runs, this joins it
+    if rechecked:
+        time.sleep(LOCK_POLL)
+    os.close(fd)
+    return True
 
 
 def _open_locked_run(

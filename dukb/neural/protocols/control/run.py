@@ -84,20 +84,9 @@ class ControlProtocol(Protocol):
         )
         splits = split_facts(kb, cfg.ratios, cfg.retain_eval, cfg.seed)
         device = resolve_device(cfg.device)
-        if cfg.finetuned:
-            self.spec = None
-            model_id = {"finetuned": model_fingerprint(cfg.finetuned)}
-        else:
-            self.spec = cfg.model_spec()
-            preset, fcfg = finetune_config(self.spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
-            model_id = {
-                "base": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
-                "finetune": {"preset": preset, **asdict(fcfg)},
-            }
+        self.model_id = model_id = self._model_identity()
         self.dtype = dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
         family = (self.spec or cfg.model_spec()).preset_family
-        model_id.update(cfg.model_identity())  # LoRA and partial layers (absent at their defaults)
-        self.model_id = model_id
         # one set of held-out forms for every model of the run (θ_o's row is compared with each method's): the
         # forms no method trains on or queries, and none the calibration selects on (PS-perturb asks paraphrases)
         # (the run's methods: this invocation's and those an earlier one of a resumed run recorded)
@@ -129,17 +118,8 @@ class ControlProtocol(Protocol):
         self.splits = splits = split_facts(
             kb, [v["ratio"] for v in self.identity["ratios"].values()], cfg.retain_eval, cfg.seed
         )
-        record = {
-            "protocol": "control",
-            **asdict(cfg),
-            "kb": str(kb.source),
-            "identity": self.identity,
-            "history": self.old_record.get("history", []) + [history_entry(self.added)],
-            "provenance": provenance(device),
-        }
         if not self.joined:  # a joined worker leaves splits.json, config.json and the caches to the owner
-            write_json_atomic(self.run / "splits.json", splits)
-            write_json_atomic(self.run / "config.json", record)
+            self._write_record(splits, device)
         all_forget = sorted({t for f in splits["forget"].values() for t in f})
         # the forget facts' minimal deep unlearning sets, cached in sets.json for the report's DU recall
         sets_cache(
@@ -154,6 +134,38 @@ class ControlProtocol(Protocol):
             + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
             + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}"
         )
+
+    def _model_identity(self) -> dict:
+        """The model's part of the run identity, with ``self.spec`` set: a finetuned model's fingerprint (no spec),
+        else the base model's and the finetuning the run does (its preset and config); then the LoRA and
+        partial-layer options (absent at their defaults)."""
+        cfg = self.cfg
+        if cfg.finetuned:
+            self.spec = None
+            model_id = {"finetuned": model_fingerprint(cfg.finetuned)}
+        else:
+            self.spec = cfg.model_spec()
+            preset, fcfg = finetune_config(self.spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
+            model_id = {
+                "base": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
+                "finetune": {"preset": preset, **asdict(fcfg)},
+            }
+        model_id.update(cfg.model_identity())
+        return model_id
+
+    def _write_record(self, splits: dict, device: str) -> None:
+        """Write splits.json (``splits``) and config.json (the config, the claimed identity, the history of the
+        invocations and the provenance on ``device``) into the run directory."""
+        record = {
+            "protocol": "control",
+            **asdict(self.cfg),
+            "kb": str(self.kb.source),
+            "identity": self.identity,
+            "history": self.old_record.get("history", []) + [history_entry(self.added)],
+            "provenance": provenance(device),
+        }
+        write_json_atomic(self.run / "splits.json", splits)
+        write_json_atomic(self.run / "config.json", record)
 
     def _resolve_methods(self) -> list:
         """Set and return ``self.methods``, the run's methods as (label, method): each of ``--methods`` a name, a
