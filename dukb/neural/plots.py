@@ -299,13 +299,11 @@ def _place_labels(fig, ax, items, markers, lines=(), taken=()) -> None:
             a.remove()
 
 
-def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, empty: str, threshold: float) -> None:
-    from matplotlib.patches import Polygon, Rectangle
+def _draw_region(ax, threshold: float):
+    """Shade and label the region accuracy ≥ ``threshold`` and recall ≥ ``threshold`` (Table 1's rule) with its
+    dashed edges; returns the label (its box is kept free of setting labels)."""
+    from matplotlib.patches import Rectangle
 
-    ax.set_title(title)
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_aspect("equal")
     ax.add_patch(
         Rectangle(
             (threshold, threshold),
@@ -320,7 +318,7 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
     )
     ax.axvline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
     ax.axhline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
-    region = ax.text(
+    return ax.text(
         1.0,
         0.995,
         f"accuracy ≥ {threshold:g}\nand recall ≥ {threshold:g}",
@@ -331,6 +329,51 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
         zorder=0.7,
         gid="region-label",
     )
+
+
+def _draw_band(ax, c: Curve, look: Look, fill: float) -> None:
+    """A curve's band over targets (a method with at least 2 targets): a polygon along the curve (alpha ``fill``),
+    or, for a single setting, error bars of the spread in both directions."""
+    from matplotlib.patches import Polygon
+
+    if c.n_targets >= 2 and len(c.points) >= 2:
+        upper = [(q.recall + q.hi * q.normal[0], q.accuracy + q.hi * q.normal[1]) for q in c.points]
+        lower = [(q.recall + q.lo * q.normal[0], q.accuracy + q.lo * q.normal[1]) for q in c.points]
+        ax.add_patch(
+            Polygon(
+                upper + lower[::-1],
+                closed=True,
+                facecolor=look.color,
+                alpha=fill,
+                edgecolor="none",
+                zorder=1 + 0.01 * look.zorder,
+                gid=f"band:{c.method}",
+            )
+        )
+    elif c.n_targets >= 2:  # one setting: the spread as error bars in both directions
+        q = c.points[0]
+        sd = q.targets.std(axis=0)
+        ax.errorbar(
+            [q.recall],
+            [q.accuracy],
+            xerr=[sd[0]],
+            yerr=[sd[1]],
+            color=look.color,
+            alpha=0.5,
+            lw=0.8,
+            capsize=0,
+            zorder=look.zorder - 0.05,
+            gid=f"band:{c.method}",
+        )
+
+
+def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, empty: str, threshold: float) -> None:
+    """One panel of :func:`tradeoff_plot`: the region, then per method its band, mean curve and setting labels."""
+    ax.set_title(title)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_aspect("equal")
+    region = _draw_region(ax, threshold)
     if not any(c.points for c in curves):
         ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4", gid="empty")
         return
@@ -340,35 +383,7 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
         look = lk[c.method]
         xs = [q.recall for q in c.points]
         ys = [q.accuracy for q in c.points]
-        if c.n_targets >= 2 and len(c.points) >= 2:
-            upper = [(q.recall + q.hi * q.normal[0], q.accuracy + q.hi * q.normal[1]) for q in c.points]
-            lower = [(q.recall + q.lo * q.normal[0], q.accuracy + q.lo * q.normal[1]) for q in c.points]
-            ax.add_patch(
-                Polygon(
-                    upper + lower[::-1],
-                    closed=True,
-                    facecolor=look.color,
-                    alpha=fill,
-                    edgecolor="none",
-                    zorder=1 + 0.01 * look.zorder,
-                    gid=f"band:{c.method}",
-                )
-            )
-        elif c.n_targets >= 2:  # one setting: the spread as error bars in both directions
-            q = c.points[0]
-            sd = q.targets.std(axis=0)
-            ax.errorbar(
-                [q.recall],
-                [q.accuracy],
-                xerr=[sd[0]],
-                yerr=[sd[1]],
-                color=look.color,
-                alpha=0.5,
-                lw=0.8,
-                capsize=0,
-                zorder=look.zorder - 0.05,
-                gid=f"band:{c.method}",
-            )
+        _draw_band(ax, c, look, fill)
         ax.plot(xs, ys, gid=f"curve:{c.method}", **look.line())
         base = c.n_targets
         merged = _merge_labels(c.points)
@@ -429,7 +444,6 @@ def tradeoff_plot(
 
     Source: Wu et al. 2025, Fig. 3a and Fig. 9 (x = recall, y = accuracy, one point per setting), Table 1 (τ = 0.8).
     """
-    from matplotlib.lines import Line2D
 
     with style() as plt:
         per = [
@@ -448,35 +462,43 @@ def tradeoff_plot(
             ax.set_xlabel("Recall (deep unlearning)")
         axes[0][0].set_ylabel("Accuracy (other facts kept)")
         axes[0][0].yaxis.set_tick_params(labelleft=True)
-        handles = []
-        for m in names:
-            ns = [c.n_targets for _, cs in per for c in cs if c.method == m]
-            label = (
-                f"{m.upper()} (n={ns[0]})"
-                if len(set(ns)) == 1
-                else f"{m.upper()} (n={', '.join(str(n) for n in ns)} by panel)"
-            )
-            handles.append(Line2D([], [], label=label, **lk[m].line()))
-        what = "±1 std over targets" if band == "std" else "95% bootstrap interval of the mean"
-        if handles:
-            fig.legend(
-                handles=handles,
-                loc="upper center",
-                bbox_to_anchor=(0.5, 0.07),
-                ncol=min(len(handles), 5),
-                handlelength=3.0,
-            )
-        fig.text(
-            0.5,
-            0.07 - 0.045 * (1 + (len(handles) - 1) // 5),
-            f"Points: mean over targets per setting. "
-            f"Band: {what}, across the curve. Shaded: accuracy ≥ {threshold:g} and recall ≥ {threshold:g}.",
-            ha="center",
-            va="top",
-            fontsize=6,
-            color="0.3",
-        )
+        _legend(fig, per, names, lk, band, threshold)
     return fig
+
+
+def _legend(fig, per: list, names: list[str], lk: dict[str, Look], band: str, threshold: float) -> None:
+    """The figure's legend below the panels (each method with its number of targets, per panel where they differ)
+    and the caption saying what the points, the band and the shaded region are."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for m in names:
+        ns = [c.n_targets for _, cs in per for c in cs if c.method == m]
+        label = (
+            f"{m.upper()} (n={ns[0]})"
+            if len(set(ns)) == 1
+            else f"{m.upper()} (n={', '.join(str(n) for n in ns)} by panel)"
+        )
+        handles.append(Line2D([], [], label=label, **lk[m].line()))
+    what = "±1 std over targets" if band == "std" else "95% bootstrap interval of the mean"
+    if handles:
+        fig.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.07),
+            ncol=min(len(handles), 5),
+            handlelength=3.0,
+        )
+    fig.text(
+        0.5,
+        0.07 - 0.045 * (1 + (len(handles) - 1) // 5),
+        f"Points: mean over targets per setting. "
+        f"Band: {what}, across the curve. Shaded: accuracy ≥ {threshold:g} and recall ≥ {threshold:g}.",
+        ha="center",
+        va="top",
+        fontsize=6,
+        color="0.3",
+    )
 
 
 def tradeoff_figure(
