@@ -58,6 +58,20 @@ def finetune_config(
     return name, dataclasses.replace(FINETUNE_PRESETS[name], seed=seed, **over)
 
 
+def _tiny_spec(kb, spec: ModelSpec, items, tmp: str, seed: int) -> tuple[ModelSpec, dict | None]:
+    """For ``spec.name_or_path == "tiny"``: build the built-in model for this KB in ``tmp`` (its vocabulary: the
+    KB's texts in the run's prompt format, with the statements when ``items`` hold text items and the texts of
+    their other probe forms) and return its spec and its ``dukb_tiny.json``; else ``(spec, None)``."""
+    if spec.name_or_path != TINY:
+        return spec, None
+    tags = dataclasses.replace(spec, prompt=TINY).tags  # the run's prompt format: its texts in the vocabulary
+    texts = items is not None and any(it.kind == TEXT_KIND for it in items)
+    extra = () if items is None else tuple(dict.fromkeys(it.kind for it in items if it.kind not in (TEXT_KIND, "qa")))
+    build_tiny_model(vocabulary_texts(kb, tags, extra_kinds=extra, statements=texts), tmp, seed=seed)
+    tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
+    return dataclasses.replace(spec, name_or_path=tmp, prompt=TINY), tiny_info
+
+
 def finetune_kb(
     kb,
     spec: ModelSpec,
@@ -111,20 +125,9 @@ def finetune_kb(
         InputError: unknown preset, model cannot be loaded, a checkpoint in ``out_dir`` made with other settings.
     """
     out = Path(out_dir)
-    requested = spec.name_or_path
     name, cfg = finetune_config(spec, preset, epochs, lr, batch_size, seed)
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
-        if spec.name_or_path == TINY:
-            tags = dataclasses.replace(spec, prompt=TINY).tags  # the run's prompt format: its texts in the vocabulary
-            texts = items is not None and any(it.kind == TEXT_KIND for it in items)
-            extra = (
-                ()
-                if items is None
-                else tuple(dict.fromkeys(it.kind for it in items if it.kind not in (TEXT_KIND, "qa")))
-            )
-            build_tiny_model(vocabulary_texts(kb, tags, extra_kinds=extra, statements=texts), tmp, seed=seed)
-            tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
-            spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
+        spec, tiny_info = _tiny_spec(kb, spec, items, tmp, seed)
         lm = load_model(spec)
         if spec.lora is not None:
             state = WeightState(lm, spec.lora, seed)
@@ -138,9 +141,7 @@ def finetune_kb(
             checkpoint_dir=out,
             say_shortfall=say_shortfall,
         )
-        record["kb"] = str(kb.source)
-        record["kb_sha256"] = kb.fingerprint()
-        record["preset"] = name
+        record.update(kb=str(kb.source), kb_sha256=kb.fingerprint(), preset=name)
         if identity is not None:
             record["identity"] = identity
         lm.spec = dataclasses.replace(spec, name_or_path=str(spec.name_or_path))
@@ -148,9 +149,8 @@ def finetune_kb(
         if is_main_process():  # multi-process launch: process 0 writes, the others wait for it
             save_model(lm, out, state_dict=weights, kb=kb)
     record["model"]["saved_to"] = str(out)
-    if requested == TINY:  # not the temporary directory it was built in
-        record["model"]["name_or_path"] = TINY
-        record["model"]["tiny"] = tiny_info
+    if tiny_info is not None:  # the built-in model: not the temporary directory it was built in
+        record["model"].update(name_or_path=TINY, tiny=tiny_info)
     if is_main_process():
         save_record(record, out / "finetune.json")
     barrier(lm.device)
