@@ -212,6 +212,31 @@ def _document_method(name: str):
     return METHODS[name]
 
 
+def _to_device(batch: dict, dev) -> dict:
+    """``batch`` with its tensors on the device ``dev`` (batches are encoded on the CPU by default)."""
+    return {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def _document_loss(state, m, forget: dict, retain: dict | None, reg_weight: float, level: str, rng, batch_size: int):
+    """The loss of :func:`unlearn_documents` for :func:`dukb.neural.train.train_loop`: (model, micro-batch of forget
+    rows) -> (forget term + λ · retain term, the two terms to log). The retain micro-batch (as many rows as
+    ``batch_size``, at most the retain set) is one draw of the seeded ``rng`` per micro-batch; no retain term when
+    ``retain`` is None or λ is 0."""
+    n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
+
+    def loss_fn(model_, chunk):
+        rb = None
+        if n_ret and reg_weight > 0:  # one draw of the seeded generator per micro-batch
+            rb = rows_of(retain, rng.sample(range(n_ret), min(batch_size, n_ret)))
+        # the method's step with λ = 1 gives the unweighted retain term (logged); λ weights it here
+        t = m.step(state, rows_of(forget, chunk), rb, level=level, reg_kind="gdr", reg_weight=1.0, model=model_)
+        if t.retain is None:
+            return t.forget, {"forget": t.forget.detach(), "retain": 0.0}
+        return t.forget + reg_weight * t.retain, {"forget": t.forget.detach(), "retain": t.retain.detach()}
+
+    return loss_fn
+
+
 def unlearn_documents(
     state,
     method: str,
@@ -258,24 +283,12 @@ def unlearn_documents(
     if reg_weight < 0:
         raise InputError(f"the retain weight lambda must be >= 0, got {reg_weight}")
     dev = model_device(state.lm.model)  # batches encoded elsewhere (encode_texts defaults to the CPU) follow the model
-    forget = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in forget.items()}
-    if retain is not None:
-        retain = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in retain.items()}
+    forget = _to_device(forget, dev)
+    retain = None if retain is None else _to_device(retain, dev)
     n = int(forget["input_ids"].shape[0])
-    n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
     rng = random.Random(cfg.seed)
-
     steps = _shuffled_steps(n, rng, cfg)
-
-    def loss_fn(model_, chunk):
-        rb = None
-        if n_ret and reg_weight > 0:  # one draw of the seeded generator per micro-batch
-            rb = rows_of(retain, rng.sample(range(n_ret), min(cfg.batch_size, n_ret)))
-        # the method's step with λ = 1 gives the unweighted retain term (logged); λ weights it here
-        t = m.step(state, rows_of(forget, chunk), rb, level=level, reg_kind="gdr", reg_weight=1.0, model=model_)
-        if t.retain is None:
-            return t.forget, {"forget": t.forget.detach(), "retain": 0.0}
-        return t.forget + reg_weight * t.retain, {"forget": t.forget.detach(), "retain": t.retain.detach()}
+    loss_fn = _document_loss(state, m, forget, retain, reg_weight, level, rng, cfg.batch_size)
 
     def after_epoch(epoch: int, logs: dict) -> bool:
         if log:
