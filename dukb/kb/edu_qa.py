@@ -41,7 +41,8 @@ def edu_qa_rows(
 
     Args:
         kb: the KB.
-        closure: closure triples or a :class:`dukb.kb.probes.FactIndex` (used to keep the "no" question's relation false).
+        closure: closure triples or a :class:`dukb.kb.probes.FactIndex` (used to keep the "no" question's relation
+            false).
         no_seed: seed of the wrong relations (:func:`edu_wrong_relations`).
 
     Returns:

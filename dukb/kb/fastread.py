@@ -47,9 +47,10 @@ _FAST_BAD_SEQ = re.compile(
 
 
 def _plain_bytes(b: bytes) -> bool:
-    """True when the bytes ``b`` of a CSV file (its leading byte order mark dropped) need none of :func:`read_csv`'s
-    quoting, stripping or control-character rules: no byte of :data:`_FAST_OK_BYTES`'s complement, no sequence of
-    :data:`_FAST_BAD_SEQ`, and no CR other than in CRLF (C-speed scans; a space at either end of a field is checked on the columns)."""
+    """True when the bytes ``b`` of a CSV file (its leading byte order mark dropped) need none of
+    :func:`dukb.kb.csvfile.read_csv`'s quoting, stripping or control-character rules: no byte of
+    :data:`_FAST_OK_BYTES`'s complement, no sequence of :data:`_FAST_BAD_SEQ`, and no CR other than in CRLF (C-speed
+    scans; a space at either end of a field is checked on the columns)."""
     if b.translate(None, _FAST_OK_BYTES):
         return False
     if not b.isascii() and _FAST_BAD_SEQ.search(b):

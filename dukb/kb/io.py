@@ -264,8 +264,9 @@ def load_kb(directory: str | Path) -> KB:
             problem names the file and line; a file that cannot be read as a whole (missing, bad header, CSV syntax
             error) does not stop the checks of the others, so the error lists every problem found, in file order.
 
-    A directory of at least :data:`dukb.kb.fastread.FAST_MIN_BYTES` is first read by a fast path (pyarrow's CSV reader, each check
-    above made on whole columns with numpy; its KB builds its fact lists on first use, :meth:`KB.from_columns`),
+    A directory of at least :data:`dukb.kb.fastread.FAST_MIN_BYTES` is first read by a fast path
+    (:func:`dukb.kb.fastread.load_kb_fast`: pyarrow's CSV reader, each check above made on whole columns with numpy;
+    its KB builds its fact lists on first use, :meth:`KB.from_columns`),
     which gives way to the strict reader the moment anything looks unusual (a quote, a control character or
     Unicode space, a space around a field, an integer, name, relation or gender the checks would refuse, any
     duplicate): the KB is the strict reader's, and every error is its FILE:LINE error.

@@ -1,5 +1,6 @@
-"""The control strategies of excessive unlearning (Wang et al. 2024, "Unlearning with Control", Sec. 5): how a gradient
-sweep (:func:`dukb.neural.methods.base.gradient_sweep`) reads its grid under each :class:`dukb.neural.methods.base.Control`.
+"""The control strategies of excessive unlearning (Wang et al. 2024, "Unlearning with Control", Sec. 5): how a
+gradient sweep (:func:`dukb.neural.methods.base.gradient_sweep`) reads its grid under each
+:class:`dukb.neural.methods.base.Control`.
 
 One :class:`ControlStrategy` subclass per kind, registered by ``module:Class`` in
 :data:`dukb.neural.catalog.CONTROL_STRATEGIES`: none (the grid is the number of steps T), objective capping (tau),
