@@ -92,9 +92,27 @@ def export(
     outside OUT, and a failed export leaves OUT as it was. --format hf needs the `datasets` package and parquet
     `pyarrow`, both in dukb's `export` extra.
     """
+    from dukb.solver import card
+    from dukb.solver import export as ex
+
+    _check_options(fmt, forget_scope, kinds, output, force)
+    k, c, kb_text, kb_name = _load(kb, rules)
+    targets, source = _targets(k, c, kb, target_id, targets_file)
+    tables = ex.export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
+    licence = ex.kb_licence(kb)
+    command = _command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force)
+    prov = _provenance(command, k, c, kb_text, kb_name, forget_scope, seed, source, licence)
+    ex.write_export(
+        tables, output, fmt.value, card.dataset_card(tables, fmt.value, prov), licence_file=licence.file, force=force
+    )
+    _say_written(output, fmt, tables, targets, source, forget_scope, licence.id)
+
+
+def _check_options(fmt: ExportFormat, forget_scope: str, kinds: list[str] | None, output: Path, force: bool) -> None:
+    """Every option checked before the KB is read: the format's package installed, the forget scope and the probe
+    kinds known, the output folder writable (:func:`dukb.solver.export.check_output`); InputError otherwise."""
     from dukb import InputError
     from dukb.kb.probes import parse_kinds
-    from dukb.solver import card
     from dukb.solver import export as ex
     from dukb.solver.scopes import get_scope
 
@@ -104,26 +122,30 @@ def export(
     get_scope(forget_scope)
     parse_kinds(kinds)
     ex.check_output(output, force)
-    k, c, kb_text, kb_name = _load(kb, rules)
-    targets, source = _targets(k, c, kb, target_id, targets_file)
-    tables = ex.export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
-    licence = ex.kb_licence(kb)
-    command = _command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force)
-    prov = card.Provenance(
+
+
+def _provenance(command: str, k, c, kb_text: str, kb_name: str, scope: str, seed: int, source: str, licence):
+    """The dataset card's :class:`dukb.solver.card.Provenance` of an export of the KB ``k`` with its closure ``c``."""
+    from dukb.solver import card
+
+    return card.Provenance(
         command,
         kb_text,
         k.fingerprint(),
         c.rules.name,
         c.rules.fingerprint,
-        forget_scope,
+        scope,
         seed,
         source,
         licence,
         name=kb_name,
     )
-    ex.write_export(
-        tables, output, fmt.value, card.dataset_card(tables, fmt.value, prov), licence_file=licence.file, force=force
-    )
+
+
+def _say_written(
+    output: Path, fmt: ExportFormat, tables: dict, targets: list, source: str, forget_scope: str, licence: str
+) -> None:
+    """What the export wrote, on stdout, after a note on stderr when it holds no target."""
     if not targets:
         typer.echo(
             f"dukb: note: no targets ({source}): the export holds no forget and retain splits; give "
@@ -133,7 +155,7 @@ def export(
     rows = sum(t.n_rows for splits in tables.values() for t in splits.values())
     typer.echo(
         f"wrote {output} ({fmt.value}): {len(tables)} configurations, {rows:,} rows, {len(targets)} target"
-        f"{'' if len(targets) == 1 else 's'} (forget scope {forget_scope}); licence {licence.id}"
+        f"{'' if len(targets) == 1 else 's'} (forget scope {forget_scope}); licence {licence}"
     )
 
 
