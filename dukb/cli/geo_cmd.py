@@ -83,7 +83,6 @@ def import_geo(
     """
     from rich import get_console
 
-    from dukb.cli.render import to_table
     from dukb.kb.geo import GeoOptions, build_geo_kb, load_geo_data, write_geo_kb
 
     codes = _codes(country_codes, "--country-codes")
@@ -103,6 +102,13 @@ def import_geo(
         kb = build_geo_kb(data, options)
         status.update(f"writing {output} ...")
         write_geo_kb(kb, output)
+    _say_written(kb, output)
+
+
+def _say_written(kb, output: Path) -> None:
+    """The built KB on stdout: facts and targets per relation (a table), then one line on what was written."""
+    from dukb.cli.render import to_table
+
     rows = [
         {"relation": r, "facts": n, "targets": sum(1 for t in kb.targets if t[1] == r)} for r, n in kb.counts().items()
     ]

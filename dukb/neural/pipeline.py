@@ -72,6 +72,14 @@ def _tiny_spec(kb, spec: ModelSpec, items, tmp: str, seed: int) -> tuple[ModelSp
     return dataclasses.replace(spec, name_or_path=tmp, prompt=TINY), tiny_info
 
 
+def _record_saved_model(model: dict, out: Path, tiny_info: dict | None) -> None:
+    """Complete the finetuning record's ``model`` entry: where the model was saved, and for the built-in tiny model
+    its name (not the temporary directory it was built in) and its ``dukb_tiny.json``."""
+    model["saved_to"] = str(out)
+    if tiny_info is not None:
+        model.update(name_or_path=TINY, tiny=tiny_info)
+
+
 def finetune_kb(
     kb,
     spec: ModelSpec,
@@ -129,9 +137,8 @@ def finetune_kb(
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
         spec, tiny_info = _tiny_spec(kb, spec, items, tmp, seed)
         lm = load_model(spec)
-        if spec.lora is not None:
-            state = WeightState(lm, spec.lora, seed)
-            lm.model = state.model
+        if spec.lora is not None:  # the model trained is the one with LoRA adapters
+            lm.model = WeightState(lm, spec.lora, seed).model
         record = finetune(
             lm,
             kb_qa(kb) if items is None else list(items),
@@ -148,9 +155,7 @@ def finetune_kb(
         weights = full_state_dict(lm.model)  # FSDP: gathered by every process (a collective); else None
         if is_main_process():  # multi-process launch: process 0 writes, the others wait for it
             save_model(lm, out, state_dict=weights, kb=kb)
-    record["model"]["saved_to"] = str(out)
-    if tiny_info is not None:  # the built-in model: not the temporary directory it was built in
-        record["model"].update(name_or_path=TINY, tiny=tiny_info)
+    _record_saved_model(record["model"], out, tiny_info)
     if is_main_process():
         save_record(record, out / "finetune.json")
     barrier(lm.device)
