@@ -119,7 +119,7 @@ class ControlProtocol(Protocol):
             kb, [v["ratio"] for v in self.identity["ratios"].values()], cfg.retain_eval, cfg.seed
         )
         if not self.joined:  # a joined worker leaves splits.json, config.json and the caches to the owner
-            self._write_record(splits, device)
+            self._write_record(splits, provenance(device))
         all_forget = sorted({t for f in splits["forget"].values() for t in f})
         # the forget facts' minimal deep unlearning sets, cached in sets.json for the report's DU recall
         sets_cache(
@@ -153,16 +153,17 @@ class ControlProtocol(Protocol):
         model_id.update(cfg.model_identity())
         return model_id
 
-    def _write_record(self, splits: dict, device: str) -> None:
+    def _write_record(self, splits: dict, prov: dict) -> None:
         """Write splits.json (``splits``) and config.json (the config, the claimed identity, the history of the
-        invocations and the provenance on ``device``) into the run directory."""
+        invocations and the provenance ``prov``, :func:`dukb.neural.run.provenance.provenance`) into the run
+        directory."""
         record = {
             "protocol": "control",
             **asdict(self.cfg),
             "kb": str(self.kb.source),
             "identity": self.identity,
             "history": self.old_record.get("history", []) + [history_entry(self.added)],
-            "provenance": provenance(device),
+            "provenance": prov,
         }
         write_json_atomic(self.run / "splits.json", splits)
         write_json_atomic(self.run / "config.json", record)
