@@ -156,62 +156,14 @@ def markdown_report(summary, config: dict) -> str:
     ]
     main = summary[summary["request"] == "main"] if len(summary) else summary
     if len(main):
-        lines += [
-            "## Table 3 layout (main request)",
-            "",
-            compat_line(config),
-            "",
-            "| method | setting | VerbMem ↓ | KnowMem forget ↓ | PrivLeak | KnowMem retain ↑ |",
-            "|---|---|---|---|---|---|",
-        ]
-        for _, r in main.iterrows():
-            s = r["setting"] if isinstance(r["setting"], str) and r["setting"] else "–"
-
-            def rel(c, r=r):
-                return "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"])
-
-            pl = (
-                "–"
-                if r["privleak"] is None or r["privleak"] != r["privleak"]
-                else f"{100 * r['privleak']:.1f} {r['privleak_label']}"
-            )
-            lines.append(
-                f"| {r['name']} | {s} | {_pct(r['verbmem_forget'])}{rel('verbmem_forget')} | "
-                f"{_pct(r['knowmem_forget'])}{rel('knowmem_forget')} | {pl} | "
-                f"{_pct(r['knowmem_retain'])}{rel('knowmem_retain')} |"
-            )
-        lines += [
-            "",
-            "95% percentile bootstrap intervals of the means (×100):",
-            "",
-            "| method | VerbMem | KnowMem forget | KnowMem retain |",
-            "|---|---|---|---|",
-        ]
-        for _, r in main.iterrows():
-            cis = [f"[{_pct(r[f'{c}_ci_low'])}, {_pct(r[f'{c}_ci_high'])}]" for c, _ in COLUMNS]
-            lines.append(f"| {r['name']} | " + " | ".join(cis) + " |")
+        lines += _table3_lines(main, config)
     for exp, title in (
         ("scalability", "C5 scalability: forget-set size (targets) → metrics"),
         ("sustainability", "C6 sustainability: sequential requests → metrics"),
     ):
         part = summary[summary["experiment"] == exp] if len(summary) else summary
-        if not len(part):
-            continue
-        lines += [
-            "",
-            f"## {title}",
-            "",
-            "| request | method | VerbMem | KnowMem forget | PrivLeak | KnowMem retain |",
-            "|---|---|---|---|---|---|",
-        ]
-        for _, r in part.iterrows():
-            if r["model_kind"] == "target":
-                continue
-            pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else f"{100 * r['privleak']:.1f}"
-            lines.append(
-                f"| {r['request']} | {r['name']} | {_pct(r['verbmem_forget'])} | "
-                f"{_pct(r['knowmem_forget'])} | {pl} | {_pct(r['knowmem_retain'])} |"
-            )
+        if len(part):
+            lines += _curve_lines(part, title)
 
     lines += [
         "",
@@ -240,6 +192,67 @@ def markdown_report(summary, config: dict) -> str:
         "",
     ]
     return wrap_prose("\n".join(lines))
+
+
+def _table3_lines(main, config: dict) -> list[str]:
+    """report.md's Table 3 of the main request (rows ``main``, a DataFrame): per method its setting and metrics ×100
+    with the change vs f_retrain (MUSE, Table 3), then the bootstrap intervals of the means."""
+    lines = [
+        "## Table 3 layout (main request)",
+        "",
+        compat_line(config),
+        "",
+        "| method | setting | VerbMem ↓ | KnowMem forget ↓ | PrivLeak | KnowMem retain ↑ |",
+        "|---|---|---|---|---|---|",
+    ]
+    for _, r in main.iterrows():
+        s = r["setting"] if isinstance(r["setting"], str) and r["setting"] else "–"
+
+        def rel(c, r=r):
+            return "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"])
+
+        pl = (
+            "–"
+            if r["privleak"] is None or r["privleak"] != r["privleak"]
+            else f"{100 * r['privleak']:.1f} {r['privleak_label']}"
+        )
+        lines.append(
+            f"| {r['name']} | {s} | {_pct(r['verbmem_forget'])}{rel('verbmem_forget')} | "
+            f"{_pct(r['knowmem_forget'])}{rel('knowmem_forget')} | {pl} | "
+            f"{_pct(r['knowmem_retain'])}{rel('knowmem_retain')} |"
+        )
+    lines += [
+        "",
+        "95% percentile bootstrap intervals of the means (×100):",
+        "",
+        "| method | VerbMem | KnowMem forget | KnowMem retain |",
+        "|---|---|---|---|",
+    ]
+    for _, r in main.iterrows():
+        cis = [f"[{_pct(r[f'{c}_ci_low'])}, {_pct(r[f'{c}_ci_high'])}]" for c, _ in COLUMNS]
+        lines.append(f"| {r['name']} | " + " | ".join(cis) + " |")
+    return lines
+
+
+def _curve_lines(part, title: str) -> list[str]:
+    """report.md's table of a C5 (scalability) or C6 (sustainability) experiment: per request and model (the target
+    model left out), the metrics ×100 (MUSE, Sec. 4)."""
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        "| request | method | VerbMem | KnowMem forget | PrivLeak | KnowMem retain |",
+        "|---|---|---|---|---|---|",
+    ]
+    for _, r in part.iterrows():
+        if r["model_kind"] == "target":
+            continue
+        pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else f"{100 * r['privleak']:.1f}"
+        lines.append(
+            f"| {r['request']} | {r['name']} | {_pct(r['verbmem_forget'])} | "
+            f"{_pct(r['knowmem_forget'])} | {pl} | {_pct(r['knowmem_retain'])} |"
+        )
+    return lines
 
 
 def plot_curves(summary, experiment: str, path: Path, order=None) -> Path | None:

@@ -120,36 +120,20 @@ def model_metrics(
     km = {"examples": icl, "prompt": cfg.knowmem_prompt}
     km_f = knowmem(pred, f_qa, cfg.knowmem_tokens, **km)
     km_r = knowmem(pred, r_qa, cfg.knowmem_tokens, **km)
-    s_f = text_mia_scores(pred, f_txt, cfg.mia_k)
-    s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
-    s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
-
-    def mean(xs):
-        return sum(xs) / len(xs) if xs else None
-
-    # the forget members are relationship statements: their non-members are the holdout's relationship statements
-    # (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
-    # holds no relationship
-    rel = [i for i, t in enumerate(h_txt) if t.fact_kind == "relationship"] or list(range(len(h_txt)))
-    s_h_rel = {k: [v[i] for i in rel] for k, v in s_h.items()}
-    auc_f = {k: _auc(s_f[k], s_h_rel[k]) for k in s_f} if h_txt and f_txt else {}
-    auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
+    s_f, s_r, s_h = (text_mia_scores(pred, txt, cfg.mia_k) for txt in (f_txt, r_txt, h_txt))
+    auc_f, auc_r = _mia_aucs(s_f, s_r, s_h, f_txt, r_txt, h_txt)
     head = auc_f.get("mink")
     pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
-
-    def r4(xs):
-        return [round(float(x), 4) for x in xs]
-
     out = {
-        "verbmem_forget": mean(vm),
-        "knowmem_forget": mean(km_f),
-        "knowmem_retain": mean(km_r),
+        "verbmem_forget": _mean(vm),
+        "knowmem_forget": _mean(km_f),
+        "knowmem_retain": _mean(km_r),
         "mia_auc_forget": auc_f,
         "mia_auc_retain": auc_r,
         "mia_auc": head,
         "privleak": pl,
-        "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
-        "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])},
+        "items": {"verbmem_forget": _round4(vm), "knowmem_forget": _round4(km_f), "knowmem_retain": _round4(km_r)},
+        "mia": {"forget": _round4(s_f["mink"]), "retain": _round4(s_r["mink"]), "holdout": _round4(s_h["mink"])},
     }
     if cfg.knowmem_icl:  # how many in-context examples each KnowMem set had (fewer where the positions ran out)
         out["knowmem_icl_used"] = {
@@ -159,6 +143,31 @@ def model_metrics(
     if closure is not None and targets is not None:
         out.update(_success_du_fields(pred, kb, closure, targets))
     return out
+
+
+def _mean(xs):
+    """The mean of ``xs``; None for none."""
+    return sum(xs) / len(xs) if xs else None
+
+
+def _round4(xs) -> list[float]:
+    """``xs`` as floats rounded to 4 decimals (the per-item values a row keeps)."""
+    return [round(float(x), 4) for x in xs]
+
+
+def _mia_aucs(s_f: dict, s_r: dict, s_h: dict, f_txt: list, r_txt: list, h_txt: list) -> tuple[dict, dict]:
+    """Score name -> member-positive AUC of the forget set's and retain_eval's MIA scores (``s_f``, ``s_r``: score
+    name -> per-text scores of the texts ``f_txt``, ``r_txt``) against the holdout's (``s_h``, of the texts
+    ``h_txt``); {} without texts on a side.
+
+    The forget members are relationship statements: their non-members are the holdout's relationship statements
+    (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
+    holds no relationship (Shi et al. 2024b, Sec. 3, C4)."""
+    rel = [i for i, t in enumerate(h_txt) if t.fact_kind == "relationship"] or list(range(len(h_txt)))
+    s_h_rel = {k: [v[i] for i in rel] for k, v in s_h.items()}
+    auc_f = {k: _auc(s_f[k], s_h_rel[k]) for k in s_f} if h_txt and f_txt else {}
+    auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
+    return auc_f, auc_r
 
 
 def _success_du_fields(pred, kb, closure, targets) -> dict:
