@@ -120,12 +120,7 @@ def finetune(
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
-
-    if not items:
-        raise ValueError("no QA items to finetune on")
-    if config.batch_size <= 0:
-        config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
-    config = replace(config, grad_accum=1)
+    config = _finetune_config(items, config)
     world, me, main = dist.world_size(), dist.rank(), dist.is_main_process()
     log = log if main else None  # one process reports
     acc_ = dist.accelerator(lm.device)
@@ -141,30 +136,12 @@ def finetune(
 
     steps = _epoch_order(len(items), config.batch_size, gen)
     losses: list[float] = []
-    # under sharding every process gathers the checkpoint's state (a collective); process 0 writes it
-    ckpt = _Checkpoint(
-        checkpoint_dir,
-        _checkpoint_key(lm, items, config, world, sharded),
-        config.eval_every if main or sharded else 0,
-        write=main,
-    )
+    ckpt = _open_checkpoint(lm, items, config, checkpoint_dir, world, sharded, main)
     if ckpt.data is not None:
         ckpt.restore(model, gen, losses, state, log)
 
-    stopper = _epoch_stopper(lm.device, world, losses, state, accuracy, log)
-    run = _phase_runner(
-        model,
-        steps,
-        loss_fn,
-        stopper,
-        ckpt,
-        (gen, losses, state),
-        accelerator=acc_,
-        rank=me,
-        show=progress and main,
-        steps_per_epoch=(len(items) + config.batch_size - 1) // config.batch_size,
-        checkpoint_every=max(1, config.eval_every),
-        sharded=sharded,
+    run = _runner(
+        lm, len(items), config, steps, loss_fn, ckpt, (gen, losses, state), accuracy, log, acc_, progress and main
     )
     try:
         rec, extra = _phases(run, config, state, ckpt, log)
@@ -224,6 +201,32 @@ def _finetune_record(
     }
 
 
+def _finetune_config(items: list[QAItem], config: TrainConfig) -> TrainConfig:
+    """The configuration :func:`finetune` trains with: ``config`` with a batch size of 8 to 64 (a tenth of the
+    items) when it gives none, and no gradient accumulation (one global batch is one step).
+
+    Raises:
+        ValueError: ``items`` is empty.
+    """
+    if not items:
+        raise ValueError("no QA items to finetune on")
+    if config.batch_size <= 0:
+        config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
+    return replace(config, grad_accum=1)
+
+
+def _open_checkpoint(lm, items, config: TrainConfig, directory, world: int, sharded: bool, main: bool) -> _Checkpoint:
+    """The finetuning's checkpoint in ``directory`` (None: none), keyed by its items, settings, model and world
+    size (:func:`_checkpoint_key`), written after every probed epoch. Under sharding every process gathers the
+    checkpoint's state (a collective); process 0 writes it."""
+    return _Checkpoint(
+        directory,
+        _checkpoint_key(lm, items, config, world, sharded),
+        config.eval_every if main or sharded else 0,
+        write=main,
+    )
+
+
 def _epoch_order(n_items: int, batch_size: int, gen: torch.Generator):
     """The data order of :func:`finetune`: ``steps(epoch)`` draws a permutation of the items from ``gen`` (the
     generator shared by all processes) and cuts it into global batches of ``batch_size`` item indices, one
@@ -234,6 +237,30 @@ def _epoch_order(n_items: int, batch_size: int, gen: torch.Generator):
         return [[perm[i : i + batch_size]] for i in range(0, len(perm), batch_size)]
 
     return steps
+
+
+def _runner(
+    lm, n_items: int, config: TrainConfig, steps, loss_fn, ckpt, progress_state: tuple, accuracy, log, acc_, show
+):
+    """:func:`finetune`'s phase runner (:func:`_phase_runner`) over ``n_items`` items, with its early-stopping hook
+    (:func:`_epoch_stopper`: ``accuracy`` probed every ``config.eval_every`` epochs, reported on ``log``);
+    ``progress_state``: (data-order generator, losses per epoch, state); ``show``: a progress bar."""
+    _gen, losses, state = progress_state
+    stopper = _epoch_stopper(lm.device, dist.world_size(), losses, state, accuracy, log)
+    return _phase_runner(
+        lm.model,
+        steps,
+        loss_fn,
+        stopper,
+        ckpt,
+        progress_state,
+        accelerator=acc_,
+        rank=dist.rank(),
+        show=show,
+        steps_per_epoch=(n_items + config.batch_size - 1) // config.batch_size,
+        checkpoint_every=max(1, config.eval_every),
+        sharded=_sharded(lm),
+    )
 
 
 def _phase_runner(
