@@ -79,9 +79,31 @@ def generate(
     kind of family tie never forms, at 1 every person or couple gets one, so the draw no longer varies), and
     --observed is above 0.
     """
-    from dukb.kb.generate import EDU_RELAT_OBSERVED, GeneratorConfig, write_truth
+    from dukb.kb.generate import EDU_RELAT_OBSERVED
     from dukb.kb.generate import generate as gen
-    from dukb.kb.io import save_kb
+
+    cfg = _generator_config(p_parents, p_spouse, p_children, children_p, p_wife_surname, p_parent_birthplace, observed)
+    _check_output(output, force)
+    kb, tr = gen(people, seed, generations, EDU_RELAT_OBSERVED if observed is None else observed, cfg)
+    _write(kb, tr, output, truth, force)
+    typer.echo(
+        f"wrote {output}: {len(kb.people)} people, {len(kb.relationships)} relationship facts "
+        f"(of {len(tr)} true), {len(kb.biographies)} biography facts"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `generate` to the app."""
+    app.command("generate")(generate)
+
+
+def _generator_config(
+    p_parents, p_spouse, p_children, children_p, p_wife_surname, p_parent_birthplace, observed: float | None
+):
+    """The :class:`dukb.kb.generate.GeneratorConfig` of the options given (None: the generator's default); an
+    InputError names the option the user gave: a probability of parents, spouse or children not strictly between 0
+    and 1, ``--observed`` not in (0, 1], or another value the config refuses."""
+    from dukb.kb.generate import GeneratorConfig
 
     overrides = {
         "p_parents": p_parents,
@@ -107,20 +129,31 @@ def generate(
     if observed is not None and not 0.0 < observed <= 1.0:
         raise InputError(f"--observed must be in (0, 1] (0 leaves K without relationship facts), got {observed}")
     try:
-        cfg = GeneratorConfig(**{k: v for k, v in overrides.items() if v is not None})
+        return GeneratorConfig(**{k: v for k, v in overrides.items() if v is not None})
     except InputError as e:
         msg = str(e)
         for k, flag in flags.items():
             if msg.startswith(k + " "):
                 msg = flag + msg[len(k) :]  # name the option the user gave
         raise InputError(msg) from None
+
+
+def _check_output(output: Path, force: bool) -> None:
+    """The output must be a directory, and one without KB files unless ``force``; InputError otherwise."""
     if output.exists() and not output.is_dir():
         raise InputError("the output must be a directory, but a file is in the way", output)
     if output.is_dir() and not force:
         clash = [f for f in KB_FILES if (output / f).exists()]
         if clash:
             raise InputError(f"already holds {', '.join(clash)}; give --force to overwrite", output)
-    kb, tr = gen(people, seed, generations, EDU_RELAT_OBSERVED if observed is None else observed, cfg)
+
+
+def _write(kb, tr, output: Path, truth: bool, force: bool) -> None:
+    """Write the KB into ``output``, with its ground truth (truth.csv) when asked; with ``force``, a stale
+    truth.csv of another KB is removed. InputError when the folder cannot be written."""
+    from dukb.kb.generate import write_truth
+    from dukb.kb.io import save_kb
+
     try:
         save_kb(kb, output)
         if truth:
@@ -129,12 +162,3 @@ def generate(
             (output / "truth.csv").unlink()  # a stale truth of another KB must not stay beside this one
     except OSError as e:
         raise InputError(f"cannot write the KB: {e.strerror}", getattr(e, "filename", None) or output) from None
-    typer.echo(
-        f"wrote {output}: {len(kb.people)} people, {len(kb.relationships)} relationship facts "
-        f"(of {len(tr)} true), {len(kb.biographies)} biography facts"
-    )
-
-
-def register(app: typer.Typer) -> None:
-    """Add `generate` to the app."""
-    app.command("generate")(generate)
