@@ -149,10 +149,7 @@ def finetune(
     parallel with the same global batch (and gradient) as one process; `accelerate launch --use_fsdp
     --fsdp_version 2 ...` (or your accelerate FSDP2 config) shards the model and optimiser state.
     """
-    from dukb import one_line
     from dukb.kb import load_kb
-    from dukb.neural.distributed import is_main_process
-    from dukb.neural.finetune import shortfall_line
     from dukb.neural.pipeline import finetune_kb
 
     check_model_value(model)
@@ -183,6 +180,16 @@ def finetune(
         log=log_line,
         say_shortfall=False,
     )
+    _say_finetuned(record, output)
+
+
+def _say_finetuned(record: dict, output: Path) -> None:
+    """The end of ``dukb finetune``: one line on what was finetuned (main process), or, below the target accuracy,
+    the shortfall (main process) and exit code 1 in every process (the model is kept)."""
+    from dukb import one_line
+    from dukb.neural.distributed import is_main_process
+    from dukb.neural.finetune import shortfall_line
+
     if not record["reached_target"]:  # every process exits 1; the main one says why
         if is_main_process():
             line = shortfall_line(
@@ -196,6 +203,35 @@ def finetune(
         f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
         f"{record['accuracy']:.4f} after {record['epochs_run']} epochs ({record['seconds']:.1f} s) -> {output}"
     )
+
+
+def _probe_scores(kinds: str, scores: str, batch_size: int, max_new_tokens: int) -> set[str]:
+    """``dukb probe``'s option checks before the KB and the model load: no empty item in ``--kinds`` or
+    ``--scores`` ("qa,,reverse": an item would be lost), scores among rouge, logprob and none, a batch size and a
+    token budget of at least 1. Returns the scores asked for (a subset of {"rouge", "logprob"})."""
+    for name, value in (("--kinds", kinds), ("--scores", scores)):
+        if value.strip() and any(not part.strip() for part in value.split(",")):
+            raise InputError(f"{name} {value!r} has an empty item; separate the names by single commas")
+    wanted = {s.strip().lower() for s in scores.split(",") if s.strip()} - {"none"}
+    if wanted - {"rouge", "logprob"}:
+        bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
+        raise InputError(f"--scores takes rouge, logprob or none, got {bad}")
+    for name, v in (("--batch-size", batch_size), ("--max-new-tokens", max_new_tokens)):
+        if v < 1:
+            raise InputError(f"{name} must be at least 1, got {v}")
+    return wanted
+
+
+def _write_probe_table(df, output: Path | None) -> None:
+    """The probe table as CSV on stdout (no ``-o``), or into ``output``: JSON lines for a .jsonl name, else CSV."""
+    if output is None:
+        typer.echo(df.to_csv(index=False), nl=False)
+    elif output.suffix == ".jsonl":
+        output.parent.mkdir(parents=True, exist_ok=True)
+        df.to_json(output, orient="records", lines=True, force_ascii=False)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(output, index=False)
 
 
 def probe(
@@ -250,16 +286,7 @@ def probe(
     from dukb.neural.probe import Predictor
     from dukb.neural.probe import probe as run_probe
 
-    for name, value in (("--kinds", kinds), ("--scores", scores)):  # "qa,,reverse": an item would be lost
-        if value.strip() and any(not part.strip() for part in value.split(",")):
-            raise InputError(f"{name} {value!r} has an empty item; separate the names by single commas")
-    wanted = {s.strip().lower() for s in scores.split(",") if s.strip()} - {"none"}
-    if wanted - {"rouge", "logprob"}:
-        bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
-        raise InputError(f"--scores takes rouge, logprob or none, got {bad}")
-    for name, v in (("--batch-size", batch_size), ("--max-new-tokens", max_new_tokens)):
-        if v < 1:
-            raise InputError(f"{name} must be at least 1, got {v}")
+    wanted = _probe_scores(kinds, scores, batch_size, max_new_tokens)
     chosen = parse_kinds(kinds)  # every option is checked before the KB and the model load
     check_model_value(model)
     k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
@@ -278,14 +305,7 @@ def probe(
         rouge="rouge" in wanted,
         logprob="logprob" in wanted,
     )
-    if output is None:
-        typer.echo(df.to_csv(index=False), nl=False)
-    elif output.suffix == ".jsonl":
-        output.parent.mkdir(parents=True, exist_ok=True)
-        df.to_json(output, orient="records", lines=True, force_ascii=False)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(output, index=False)
+    _write_probe_table(df, output)
     by = df.groupby("kind")["known"].mean()
     typer.echo(
         "known: "
