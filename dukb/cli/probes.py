@@ -24,6 +24,25 @@ from dukb.neural.restor.config import MAX_DOCS_PER_ENTITY  # noqa: E402
 MAX_CONTEXT = 1000
 
 
+#: the help of ``dukb probes``' options (the long ones, declared here)
+FORMAT_HELP = (
+    "jsonl | csv: one row per probe; edu: EDU-RELAT's qa_relationships.jsonl and qa_biographies.jsonl into the -o "
+    "folder (--kinds does not apply)."
+)
+SEED_HELP = (
+    "Seed of every random choice (templates, distractors, hint and demonstration facts; with --corrupt, the "
+    "corruption)."
+)
+CORRUPT_HELP = (
+    "RESTOR-style: corrupt this share of the KB's facts, in (0, 1], 5 per chosen person, and write the corrupted KB "
+    "and its documents into the -o folder."
+)
+PROBE_RULES_HELP = (
+    "Rule set of the closure used to keep gold answers right: 'family', 'family_paper_compat' or a .lp file. "
+    "Default: the KB's own rules.lp when its directory has a schema.yaml, else family."
+)
+
+
 class ProbeFormat(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
@@ -46,26 +65,9 @@ def probes(
         metavar="KINDS",
         help="Probe kinds or groups, comma-separated and/or repeated (default: all). See the list above.",
     ),
-    fmt: ProbeFormat = typer.Option(
-        ProbeFormat.jsonl,
-        "--format",
-        help="jsonl | csv: one row per probe; edu: "
-        "EDU-RELAT's qa_relationships.jsonl and qa_biographies.jsonl into the -o "
-        "folder (--kinds does not apply).",
-    ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of every random choice (templates, distractors, hint and "
-        "demonstration facts; with --corrupt, the corruption).",
-    ),
-    corrupt_fraction: Optional[float] = typer.Option(
-        None,
-        "--corrupt",
-        help="RESTOR-style: corrupt this share "
-        "of the KB's facts, in (0, 1], 5 per chosen person, and write "
-        "the corrupted KB and its documents into the -o folder.",
-    ),
+    fmt: ProbeFormat = typer.Option(ProbeFormat.jsonl, "--format", help=FORMAT_HELP),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    corrupt_fraction: Optional[float] = typer.Option(None, "--corrupt", help=CORRUPT_HELP),
     context: Optional[int] = typer.Option(
         None,
         "--context",
@@ -82,13 +84,7 @@ def probes(
         max=MAX_DOCS_PER_ENTITY,
         help=f"With --corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}.",
     ),
-    rules: Optional[str] = typer.Option(
-        None,
-        "--rules",
-        help="Rule set of the closure used to keep gold answers "
-        "right: 'family', 'family_paper_compat' or a .lp file. Default: the KB's "
-        "own rules.lp when its directory has a schema.yaml, else family.",
-    ),
+    rules: Optional[str] = typer.Option(None, "--rules", help=PROBE_RULES_HELP),
     output: Optional[Path] = typer.Option(
         None,
         "-o",
