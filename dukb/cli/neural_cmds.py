@@ -315,47 +315,36 @@ def probe(
     )
 
 
+#: the help of ``dukb unlearn``'s options (the long ones, declared here)
+UNLEARN_HELP = {
+    "model": "The finetuned model (directory from `dukb finetune`; any model --model accepts elsewhere also works).",
+    "grid": "Comma-separated values of the method's parameter (steps for GA/NPO, alpha for TV/WHP); default: the "
+    "paper's grid.",
+    "output": "Run directory (results.jsonl, one row per setting; config.json, sets.json and the report of "
+    "`dukb evaluate`).",
+    "resume": "Continue a run in the same directory, skipping finished rows (refused when a setting that changes "
+    "rows differs from the run's).",
+    "forget_scope": "Forget set (default: the preset's, else target): "
+    + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values())
+    + ".",
+    "layers": "Partial-layer finetuning for gradient methods: train only transformer blocks FIRST-LAST (e.g. 0-3, as "
+    "RWKU does), the rest frozen. Default: every layer.",
+}
+
+
 def unlearn(
     kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
-    model: str = typer.Option(
-        ...,
-        "--model",
-        help="The finetuned model (directory from `dukb finetune`; any model --model accepts elsewhere also works).",
-    ),
+    model: str = typer.Option(..., "--model", help=UNLEARN_HELP["model"]),
     method: str = typer.Option(..., "--method", help=methods_help()),
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
-    grid: Optional[str] = typer.Option(
-        None,
-        "--grid",
-        help="Comma-separated values of the method's parameter "
-        "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid.",
-    ),
-    output: Path = typer.Option(
-        ...,
-        "-o",
-        "--output",
-        parser=output_path,
-        metavar="PATH",
-        help="Run directory "
-        "(results.jsonl, one row per setting; config.json, sets.json and the report of "
-        "`dukb evaluate`).",
-    ),
-    resume: bool = typer.Option(
-        False,
-        "--resume",
-        help="Continue a run in the same directory, skipping finished "
-        "rows (refused when a setting that changes rows differs from the run's).",
-    ),
+    grid: Optional[str] = typer.Option(None, "--grid", help=UNLEARN_HELP["grid"]),
+    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help=UNLEARN_HELP["output"]),
+    resume: bool = typer.Option(False, "--resume", help=UNLEARN_HELP["resume"]),
     lr: Optional[float] = ranged(B.LR, None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed (retain sampling, torch)."),
     rules: str = typer.Option("family", "--rules", help=RULES_HELP),
-    forget_scope: Optional[str] = typer.Option(
-        None,
-        "--forget-scope",
-        help="Forget set (default: the preset's, "
-        "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values()) + ".",
-    ),
+    forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help=UNLEARN_HELP["forget_scope"]),
     prompt: Optional[str] = ModelOpts.prompt,
     dtype: str = ModelOpts.dtype,
     device: str = ModelOpts.device,
@@ -365,13 +354,7 @@ def unlearn(
     lora_targets: Optional[str] = ModelOpts.lora_targets,
     trust_remote_code: bool = ModelOpts.trust,
     gradient_checkpointing: bool = ModelOpts.gc,
-    layers: Optional[str] = typer.Option(
-        None,
-        "--layers",
-        help="Partial-layer finetuning for gradient methods: "
-        "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
-        "rest frozen. Default: every layer.",
-    ),
+    layers: Optional[str] = typer.Option(None, "--layers", help=UNLEARN_HELP["layers"]),
     heldout_forms: Optional[str] = heldout_forms_option(
         "every row is also scored on (recall_heldout, success_du_heldout)",
         "the forms the method trains on or queries (probe_forms_seen: qa, and reverse for rt)",
@@ -427,6 +410,13 @@ def unlearn(
     evaluate(output, cfg, resume=resume, progress=False, log=log_line)
     if not is_main_process():
         return
+    _log_unit_rows(output, target_id, label)
+    typer.echo(f"wrote {output / 'results.jsonl'}")
+
+
+def _log_unit_rows(output: Path, target_id: int, label: str) -> None:
+    """One line per setting of ``dukb unlearn``'s rows (the target's, of the method ``label``): recall, accuracy,
+    whether the target is forgotten and Success-DU, on the qa form and on the held-out forms."""
     for row in _unit_rows(output, target_id, label):
         log_line(
             f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
@@ -434,7 +424,6 @@ def unlearn(
             f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
             f"Success-DU {row.get('success_du_heldout')}"
         )
-    typer.echo(f"wrote {output / 'results.jsonl'}")
 
 
 def _split_targets(text: Optional[str]) -> Optional[list[str]]:
