@@ -38,16 +38,21 @@ def main(runs: list[str]) -> None:
                     attacks.append(label)
                 t["att"].setdefault(label, {}).setdefault(r["target"], (e["recall"], e["success_du"]))
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
-    print("| method | setting | targets | recall | accuracy | Success-DU | "
-          + " | ".join(f"{a} recall / S-DU" for a in attacks) + " |")
+    print(
+        "| method | setting | targets | recall | accuracy | Success-DU | "
+        + " | ".join(f"{a} recall / S-DU" for a in attacks)
+        + " |"
+    )
     print("|---|---|---|---|---|---|" + "---|" * len(attacks))
     for (m, v), t in table.items():
         cells = []
         for a in attacks:
             vals = list(t["att"].get(a, {}).values())
             cells.append(f"{mean([x[0] for x in vals]):.2f} / {mean([x[1] for x in vals]):.2f}" if vals else "–")
-        print(f"| {m} | {v:g} | {len(t['n'])} | {mean(t['recall']):.2f} | {mean(t['acc']):.2f} | "
-              f"{mean(t['sdu']):.2f} | " + " | ".join(cells) + " |")
+        print(
+            f"| {m} | {v:g} | {len(t['n'])} | {mean(t['recall']):.2f} | {mean(t['acc']):.2f} | "
+            f"{mean(t['sdu']):.2f} | " + " | ".join(cells) + " |"
+        )
     incontext_table(runs)
 
 

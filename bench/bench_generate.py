@@ -41,9 +41,17 @@ def one(n: int, seed: int, closure: bool) -> dict:
         t0 = time.perf_counter()
         load_kb(d)
         t_load = time.perf_counter() - t0
-    out = {"people": n, "seed": seed, "true_facts": len(truth), "kb_facts": len(kb.relationships),
-           "bio_facts": len(kb.biographies), "generate_s": round(t_gen, 3), "save_s": round(t_save, 3),
-           "load_s": round(t_load, 3), "csv_mib": round(size / 2**20, 2)}
+    out = {
+        "people": n,
+        "seed": seed,
+        "true_facts": len(truth),
+        "kb_facts": len(kb.relationships),
+        "bio_facts": len(kb.biographies),
+        "generate_s": round(t_gen, 3),
+        "save_s": round(t_save, 3),
+        "load_s": round(t_load, 3),
+        "csv_mib": round(size / 2**20, 2),
+    }
     if closure:
         from dukb.solver.closure import compute_closure
 
@@ -67,15 +75,31 @@ def main() -> None:
         print(json.dumps(one(a.one, a.seed, a.one <= a.closure_max)))
         return
     print("command:", "python bench/bench_generate.py " + " ".join(sys.argv[1:]))
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}")
-    cols = ["people", "true_facts", "kb_facts", "closure_facts", "generate_s", "save_s", "load_s", "closure_s",
-            "csv_mib", "peak_rss_mib"]
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}"
+    )
+    cols = [
+        "people",
+        "true_facts",
+        "kb_facts",
+        "closure_facts",
+        "generate_s",
+        "save_s",
+        "load_s",
+        "closure_s",
+        "csv_mib",
+        "peak_rss_mib",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for n in a.sizes:
-        r = subprocess.run([sys.executable, __file__, "--one", str(n), "--seed", str(a.seed),
-                            "--closure-max", str(a.closure_max)], capture_output=True, text=True, check=True)
+        r = subprocess.run(
+            [sys.executable, __file__, "--one", str(n), "--seed", str(a.seed), "--closure-max", str(a.closure_max)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         row = json.loads(r.stdout.strip().splitlines()[-1])
         print("| " + " | ".join(str(row.get(c, "-")) for c in cols) + " |", flush=True)
 

@@ -39,8 +39,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         rec = finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device="cpu"), tmp)
-        rows.append(("finetune tiny to 100% of the KB", time.perf_counter() - t,
-                     f"accuracy {rec['accuracy']:.4f} after {rec['epochs_run']} epochs", "<= 180 s"))
+        rows.append(
+            (
+                "finetune tiny to 100% of the KB",
+                time.perf_counter() - t,
+                f"accuracy {rec['accuracy']:.4f} after {rec['epochs_run']} epochs",
+                "<= 180 s",
+            )
+        )
         lm = load_finetuned(tmp, device="cpu")
         pred = Predictor(lm.model, lm.tokenizer, lm.tags)
         probe(pred, items[:64])  # warm-up
@@ -49,21 +55,39 @@ def main() -> int:
             t = time.perf_counter()
             df = probe(pred, items)
             times.append(time.perf_counter() - t)
-        rows.append((f"probe all {len(items)} facts (batched, KV cache; median of 3)", sorted(times)[1],
-                     f"known {df['known'].mean():.4f}", "<= 3 s"))
+        rows.append(
+            (
+                f"probe all {len(items)} facts (batched, KV cache; median of 3)",
+                sorted(times)[1],
+                f"known {df['known'].mean():.4f}",
+                "<= 3 s",
+            )
+        )
         t = time.perf_counter()
         for it in items[:100]:
             enc = lm.tokenizer(lm.tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
             with torch.no_grad():
                 lm.model.generate(**enc, max_new_tokens=10, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id)
         naive = (time.perf_counter() - t) * len(items) / 100
-        rows.append((f"baseline: HF generate one prompt at a time, {len(items)} facts (extrapolated from 100)",
-                     naive, "generation only", ""))
+        rows.append(
+            (
+                f"baseline: HF generate one prompt at a time, {len(items)} facts (extrapolated from 100)",
+                naive,
+                "generation only",
+                "",
+            )
+        )
         c = compute_closure(kb)
         t = time.perf_counter()
         out = list(sweep_target(UnitPlan(lm, kb, c, args.target, "ga", probe_items=items)))
-        rows.append((f"GA sweep T in {{1,2,4,8,16}} on target {args.target}, probing all facts after each",
-                     time.perf_counter() - t, f"recall {[round(r['recall'], 2) for r in out]}", "<= 15 s"))
+        rows.append(
+            (
+                f"GA sweep T in {{1,2,4,8,16}} on target {args.target}, probing all facts after each",
+                time.perf_counter() - t,
+                f"recall {[round(r['recall'], 2) for r in out]}",
+                "<= 15 s",
+            )
+        )
     print(f"Command: python {' '.join(sys.argv)}  (torch threads: {torch.get_num_threads()})\n")
     print("| measurement | seconds | result | goal |\n|---|---:|---|---|")
     for name, secs, res, goal in rows:

@@ -36,15 +36,18 @@ def main() -> int:
     t = time.perf_counter()
     df = P.probe(pred, items, rouge=False, logprob=False)
     probe_s = time.perf_counter() - t
-    enc = lm.tokenizer([lm.tags.prompt(it.question) for it in items[:256]], return_tensors="pt", padding=True,
-                       add_special_tokens=False)
+    enc = lm.tokenizer(
+        [lm.tags.prompt(it.question) for it in items[:256]], return_tensors="pt", padding=True, add_special_tokens=False
+    )
     with torch.no_grad():
         t = time.perf_counter()
         lm.model(**enc, logits_to_keep=1)
         prefill_s = time.perf_counter() - t
     print(f"Command: python {' '.join(sys.argv)} (torch threads: {torch.get_num_threads()})")
-    print(f"| {args.dtype} | {probe_s:.1f} | {prefill_s:.2f} | {tuple(enc['input_ids'].shape)} | "
-          f"mean answer {df['output'].str.len().mean():.1f} characters |")
+    print(
+        f"| {args.dtype} | {probe_s:.1f} | {prefill_s:.2f} | {tuple(enc['input_ids'].shape)} | "
+        f"mean answer {df['output'].str.len().mean():.1f} characters |"
+    )
     return 0
 
 

@@ -27,12 +27,19 @@ def main() -> int:
     ap.add_argument("--finetune-demo", action="store_true", help="also time `finetune` of the demo KB to 100%%")
     ap.add_argument("--dtype", default="auto", help="model dtype (auto = fp32 on CPU; bfloat16)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the naive probe")
-    ap.add_argument("--check-generate", action="store_true",
-                    help="compare every known/unknown decision with naive one-prompt HF `generate` (greedy, 10 "
-                         "tokens, no padding); with --damage the model first gets GA steps, so that the decisions "
-                         "are mixed")
-    ap.add_argument("--damage", type=int, default=0,
-                    help="GA steps (lr 1e-4) on the first 64 facts before --check-generate (0 = none)")
+    ap.add_argument(
+        "--check-generate",
+        action="store_true",
+        help="compare every known/unknown decision with naive one-prompt HF `generate` (greedy, 10 "
+        "tokens, no padding); with --damage the model first gets GA steps, so that the decisions "
+        "are mixed",
+    )
+    ap.add_argument(
+        "--damage",
+        type=int,
+        default=0,
+        help="GA steps (lr 1e-4) on the first 64 facts before --check-generate (0 = none)",
+    )
     args = ap.parse_args()
     if not os.path.isdir(args.kb):
         print(f"skip: {args.kb} not found")
@@ -49,15 +56,20 @@ def main() -> int:
     rows = []
     t = time.perf_counter()
     lm = load_model(spec_for_path(args.model, device="cpu", dtype=args.dtype))
-    rows.append((f"load {args.model} ({str(lm.model.dtype).removeprefix('torch.')})", time.perf_counter() - t, "",
-                 ""))
+    rows.append((f"load {args.model} ({str(lm.model.dtype).removeprefix('torch.')})", time.perf_counter() - t, "", ""))
     items = kb_qa(load_kb(args.kb))
     pred = P.Predictor(lm.model, lm.tokenizer, lm.tags)
     P.probe(pred, items[:32], rouge=False, logprob=False)  # warm-up
     t = time.perf_counter()
     fast = P.probe(pred, items, rouge=False, logprob=False)
-    rows.append((f"probe {len(items)} facts: answer-line stop, token-length batches, last-position logits",
-                 time.perf_counter() - t, f"known {fast['known'].mean():.4f}", "<= 15 s"))
+    rows.append(
+        (
+            f"probe {len(items)} facts: answer-line stop, token-length batches, last-position logits",
+            time.perf_counter() - t,
+            f"known {fast['known'].mean():.4f}",
+            "<= 15 s",
+        )
+    )
 
     # the naive probe, as before: full logits, 10 tokens always, character-length order, log-prob pass
     def full_step(model, ids, mask, pos, past):
@@ -76,7 +88,7 @@ def main() -> int:
         outs = {}
         order = sorted(range(len(items_base)), key=lambda i: len(items[i].question))
         for k in range(0, len(order), 256):
-            chunk = order[k:k + 256]
+            chunk = order[k : k + 256]
             texts = P.greedy_generate(pred, [lm.tags.prompt(items[i].question) for i in chunk], 10)
             for i, o in zip(chunk, texts):
                 outs[i] = P.answer_line(o)
@@ -89,8 +101,14 @@ def main() -> int:
     if items_base:
         naive_known = [judge(it, outs[i]) for i, it in enumerate(items)]
         same = sum(bool(a) == b for a, b in zip(fast["known"], naive_known))
-        rows.append(("baseline: full 10 tokens, full logits, char-length batches, + log-prob pass", naive_s,
-                     f"{same}/{len(items)} known/unknown decisions equal", ""))
+        rows.append(
+            (
+                "baseline: full 10 tokens, full logits, char-length batches, + log-prob pass",
+                naive_s,
+                f"{same}/{len(items)} known/unknown decisions equal",
+                "",
+            )
+        )
 
     if args.check_generate:
         rows.extend(check_generate(lm, pred, items, args.damage))
@@ -102,9 +120,14 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             t = time.perf_counter()
             rec = finetune_kb(lk("demo"), spec_for_path(args.model, device="cpu"), tmp)
-            rows.append((f"finetune the demo KB ({rec['n_items']} facts), preset {rec['preset']}",
-                         time.perf_counter() - t,
-                         f"accuracy {rec['accuracy']:.4f} after {rec['epochs_run']} epochs", "<= 300 s"))
+            rows.append(
+                (
+                    f"finetune the demo KB ({rec['n_items']} facts), preset {rec['preset']}",
+                    time.perf_counter() - t,
+                    f"accuracy {rec['accuracy']:.4f} after {rec['epochs_run']} epochs",
+                    "<= 300 s",
+                )
+            )
     print("| measurement | seconds | result | goal |\n|---|---:|---|---|")
     for name, s, res, goal in rows:
         print(f"| {name} | {s:.2f} | {res} | {goal} |")
@@ -130,9 +153,10 @@ def check_generate(lm, pred, items, damage: int) -> list[tuple]:
         for it in items:
             enc = lm.tokenizer(lm.tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
             with torch.no_grad():
-                out = p.model.generate(**enc, max_new_tokens=10, do_sample=False,
-                                       pad_token_id=lm.tokenizer.pad_token_id)
-            text = lm.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                out = p.model.generate(
+                    **enc, max_new_tokens=10, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id
+                )
+            text = lm.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             naive.append(bool(judge(it, P.answer_line(text))))
         t_naive = time.perf_counter() - t
         same = sum(bool(a) == b for a, b in zip(fast, naive))
@@ -147,8 +171,9 @@ def check_generate(lm, pred, items, damage: int) -> list[tuple]:
         t_fast, t_naive, same, known = compare(pred)
     label = f" after {damage} GA steps (lr 1e-4, 64 facts)" if damage else ""
     out.append((f"probe{label}", t_fast, f"known {known}/{len(items)}", ""))
-    out.append((f"naive one-prompt HF generate{label}", t_naive,
-                f"{same}/{len(items)} known/unknown decisions equal", ""))
+    out.append(
+        (f"naive one-prompt HF generate{label}", t_naive, f"{same}/{len(items)} known/unknown decisions equal", "")
+    )
     return out
 
 

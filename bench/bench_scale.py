@@ -71,8 +71,13 @@ def one(n: int, kbdir: str, method: str, n_targets: int) -> dict:
         r = minimal_sets(c, [c.atom_of_fact(f)], "exact", seconds=30)
         times.append(time.perf_counter() - t)
         sets.append((r.sets, r.complete))
-    out.update(exact_ms_mean=1000 * sum(times) / len(times), exact_ms_max=1000 * max(times),
-               sets_found=sum(len(s) for s, _ in sets), complete=all(ok for _, ok in sets), rss_exact=_rss())
+    out.update(
+        exact_ms_mean=1000 * sum(times) / len(times),
+        exact_ms_max=1000 * max(times),
+        sets_found=sum(len(s) for s, _ in sets),
+        complete=all(ok for _, ok in sets),
+        rss_exact=_rss(),
+    )
     out["digest"] = _digest(c, sets)
     if method != "clingo":
         from dukb.neural.plan import build_plan, choose_targets
@@ -91,8 +96,11 @@ def _digest(c, sets) -> str:
 
     h = hashlib.sha256()
     h.update(repr(c.atoms).encode())
-    h.update(c.inst_rule.astype("int64").tobytes() + c.inst_head.astype("int64").tobytes()
-             + c.inst_body_array.astype("int64").tobytes())
+    h.update(
+        c.inst_rule.astype("int64").tobytes()
+        + c.inst_head.astype("int64").tobytes()
+        + c.inst_body_array.astype("int64").tobytes()
+    )
     h.update(repr(sets).encode())
     return h.hexdigest()[:16]
 
@@ -121,12 +129,24 @@ def main() -> int:
             kbdir = os.path.join(tmp, f"p{n}")
             gen_s, gen_rss = _run(dukb + ["generate", "--people", str(n), "--seed", "0", "-o", kbdir])
             cl_s, cl_rss = _run(dukb + ["closure", "--kb", kbdir, "-o", os.path.join(tmp, f"c{n}.csv")])
-            fast = json.loads(subprocess.run(exe + [__file__, "--one", str(n), kbdir, "auto", str(n_targets)],
-                                             check=True, capture_output=True, text=True).stdout)
+            fast = json.loads(
+                subprocess.run(
+                    exe + [__file__, "--one", str(n), kbdir, "auto", str(n_targets)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )
             base = None
             if n <= baseline_max:
-                base = json.loads(subprocess.run(exe + [__file__, "--one", str(n), kbdir, "clingo", str(n_targets)],
-                                                 check=True, capture_output=True, text=True).stdout)
+                base = json.loads(
+                    subprocess.run(
+                        exe + [__file__, "--one", str(n), kbdir, "clingo", str(n_targets)],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    ).stdout
+                )
             rows.append((n, gen_s, gen_rss, cl_s, cl_rss, fast, base))
             _print(rows[-1:], header=len(rows) == 1)
             os.remove(os.path.join(tmp, f"c{n}.csv"))
@@ -135,18 +155,23 @@ def main() -> int:
 
 def _print(rows, header: bool) -> None:
     if header:
-        print("| people | KB facts | closure facts | instances | `dukb generate` s / MiB | `dukb closure` s / MiB "
-              "| closure s | instances s | peak MiB (closure / +instances) | exact sets ms per target (mean / max)"
-              " (first call) | sets (complete) | plan stage s / MiB | old path: closure + instances s, peak MiB "
-              "| same results |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        print(
+            "| people | KB facts | closure facts | instances | `dukb generate` s / MiB | `dukb closure` s / MiB "
+            "| closure s | instances s | peak MiB (closure / +instances) | exact sets ms per target (mean / max)"
+            " (first call) | sets (complete) | plan stage s / MiB | old path: closure + instances s, peak MiB "
+            "| same results |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        )
     for n, gen_s, gen_rss, cl_s, cl_rss, f, b in rows:
         old = f"{b['closure_s'] + b['instances_s']:.2f} s, {b['rss_exact']:.0f}" if b else "not run"
         same = ("yes" if b["digest"] == f["digest"] else "NO") if b else "–"
-        print(f"| {n:,} | {f['kb_facts']:,} | {f['closure']:,} | {f['instances']:,} | {gen_s:.2f} / {gen_rss:.0f} "
-              f"| {cl_s:.2f} / {cl_rss:.0f} | {f['closure_s']:.2f} | {f['instances_s']:.2f} "
-              f"| {f['rss_closure']:.0f} / {f['rss_instances']:.0f} | {f['exact_ms_mean']:.1f} / "
-              f"{f['exact_ms_max']:.1f} ({f['exact_first_ms']:.0f}) | {f['sets_found']} ({f['complete']}) | {f['plan_s']:.2f} / "
-              f"{f['rss_plan']:.0f} | {old} | {same} |", flush=True)
+        print(
+            f"| {n:,} | {f['kb_facts']:,} | {f['closure']:,} | {f['instances']:,} | {gen_s:.2f} / {gen_rss:.0f} "
+            f"| {cl_s:.2f} / {cl_rss:.0f} | {f['closure_s']:.2f} | {f['instances_s']:.2f} "
+            f"| {f['rss_closure']:.0f} / {f['rss_instances']:.0f} | {f['exact_ms_mean']:.1f} / "
+            f"{f['exact_ms_max']:.1f} ({f['exact_first_ms']:.0f}) | {f['sets_found']} ({f['complete']}) | {f['plan_s']:.2f} / "
+            f"{f['rss_plan']:.0f} | {old} | {same} |",
+            flush=True,
+        )
         if f.get("torch_imported"):
             print("WARNING: torch was imported by the plan stage", flush=True)
 

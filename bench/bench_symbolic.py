@@ -88,10 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=20, help="closure runs per rule set (median)")
     ap.add_argument("--passes", type=int, default=3, help="passes over the targets for exact/minimum/random (median)")
     ap.add_argument("--seeds", type=int, default=100, help="seeds per target for random MDUS")
-    ap.add_argument("--baseline-targets", type=int, default=11,
-                    help="targets for the baseline seed-run (every k-th of the list; 0 skips it; 55 = all)")
-    ap.add_argument("--baseline-lookup", choices=("scan", "dict"), default="scan",
-                    help="edge-id look-up of the baseline: linear scan as the paper's code, or a dict")
+    ap.add_argument(
+        "--baseline-targets",
+        type=int,
+        default=11,
+        help="targets for the baseline seed-run (every k-th of the list; 0 skips it; 55 = all)",
+    )
+    ap.add_argument(
+        "--baseline-lookup",
+        choices=("scan", "dict"),
+        default="scan",
+        help="edge-id look-up of the baseline: linear scan as the paper's code, or a dict",
+    )
     args = ap.parse_args(argv)
     if not (args.kb / "relationships.csv").is_file():
         print(f"no KB at {args.kb}", file=sys.stderr)
@@ -136,12 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     # ---- baseline: the paper code's approach
     prules = rules_from_ruleset(rules["family"])
     t_bclos, bedges = timed(lambda: paper_closure(kb, prules), 3)
-    if set(bedges) != set(c.atoms) or len(bedges) != len(c.atoms) or bedges[:c.n_kb] != c.atoms[:c.n_kb]:
+    if set(bedges) != set(c.atoms) or len(bedges) != len(c.atoms) or bedges[: c.n_kb] != c.atoms[: c.n_kb]:
         failures.append("baseline closure differs from clingo's")
     b_row = None
     if args.baseline_targets > 0:
         k = max(1, n_t // args.baseline_targets) if args.baseline_targets < n_t else 1
-        subset = atoms[::k][:args.baseline_targets]
+        subset = atoms[::k][: args.baseline_targets]
         pm = PaperMDUS(kb, prules, bedges, args.baseline_lookup)
         t_bseed, bsets = timed(lambda: [pm.run(a, seed=0) for a in subset], 1)  # edge ids = dukb atom ids
         for a, s in zip(subset, bsets):
@@ -154,43 +162,69 @@ def main(argv: list[str] | None = None) -> int:
 
     cmd = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__), *(argv or sys.argv[1:])])
     print(f"Command: `{cmd}`  ")
-    print(f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, Python "
-          f"{platform.python_version()}, clingo {clingo.__version__}, OR-tools {ortools.__version__}  ")
-    print(f"Load average (1 min) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f}; times are wall "
-          "(CPU time of this single-threaded process in brackets).  ")
-    print(f"KB: {args.kb.name}: {len(kb.people)} people, {c.n_kb} relationship facts, closure {len(c)} "
-          f"({c.n_derived} derived, {c.n_instances} rule instances); {n_t} targets. "
-          f"Load: KB {1000 * t_kb:.0f} ms, both rule sets {1000 * t_rules:.0f} ms (first load).")
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, Python "
+        f"{platform.python_version()}, clingo {clingo.__version__}, OR-tools {ortools.__version__}  "
+    )
+    print(
+        f"Load average (1 min) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f}; times are wall "
+        "(CPU time of this single-threaded process in brackets).  "
+    )
+    print(
+        f"KB: {args.kb.name}: {len(kb.people)} people, {c.n_kb} relationship facts, closure {len(c)} "
+        f"({c.n_derived} derived, {c.n_instances} rule instances); {n_t} targets. "
+        f"Load: KB {1000 * t_kb:.0f} ms, both rule sets {1000 * t_rules:.0f} ms (first load)."
+    )
     print()
     print("| measurement | dukb | paper code's approach (bench/baseline_paper.py) | target |")
     print("|---|---:|---:|---:|")
-    print(f"| closure, `family` (48 rules), median of {args.repeats} | {closure_t['family'].fmt('ms', 1e3, 1)} "
-          f"| {t_bclos.fmt('ms', 1e3, 0)}, median of 3 (paper's code: 1.6 s) | <= 50 ms |")
-    print(f"| closure, `family_paper_compat` (46 rules), median of {args.repeats} "
-          f"| {closure_t['family_paper_compat'].fmt('ms', 1e3, 1)} | | <= 50 ms |")
-    print(f"| exact: all minimal sets of the {n_t} targets ({n_exact} sets, all complete), median of "
-          f"{args.passes} passes | {t_exact.fmt()} | not available (samples only) | <= 1 s |")
+    print(
+        f"| closure, `family` (48 rules), median of {args.repeats} | {closure_t['family'].fmt('ms', 1e3, 1)} "
+        f"| {t_bclos.fmt('ms', 1e3, 0)}, median of 3 (paper's code: 1.6 s) | <= 50 ms |"
+    )
+    print(
+        f"| closure, `family_paper_compat` (46 rules), median of {args.repeats} "
+        f"| {closure_t['family_paper_compat'].fmt('ms', 1e3, 1)} | | <= 50 ms |"
+    )
+    print(
+        f"| exact: all minimal sets of the {n_t} targets ({n_exact} sets, all complete), median of "
+        f"{args.passes} passes | {t_exact.fmt()} | not available (samples only) | <= 1 s |"
+    )
     print(f"| minimum: one minimum set per target (CP-SAT), {n_t} targets | {t_min.fmt()} | | |")
-    print(f"| random MDUS (Algorithm 1): {args.seeds} seeds x {n_t} targets ({n_rand} distinct sets) "
-          f"| {t_rand.fmt()} | | <= 10 s |")
+    print(
+        f"| random MDUS (Algorithm 1): {args.seeds} seeds x {n_t} targets ({n_rand} distinct sets) "
+        f"| {t_rand.fmt()} | | <= 10 s |"
+    )
     if b_row is not None:
         nb, tb = b_row
         scale = n_t / nb
         ours = Timing([t_rand.wall / args.seeds], [t_rand.cpu / args.seeds])
         extra = "" if nb == n_t else f"; measured on {nb} of {n_t} targets ({tb.fmt(digits=1)}), extrapolated"
         est = Timing([tb.wall * scale], [tb.cpu * scale])
-        print(f"| one seed-run of Algorithm 1 over the {n_t} targets | {ours.fmt(digits=4)} "
-              f"| {est.fmt(digits=0)}{extra} | |")
+        print(
+            f"| one seed-run of Algorithm 1 over the {n_t} targets | {ours.fmt(digits=4)} "
+            f"| {est.fmt(digits=0)}{extra} | |"
+        )
         per_t = Timing([tb.wall / nb], [tb.cpu / nb])
         ours_t = Timing([t_rand.wall / args.seeds / n_t], [t_rand.cpu / args.seeds / n_t])
-        print(f"| one seed-run, one target (mean) | {ours_t.fmt('ms', 1e3, 3)} | {per_t.fmt(digits=2)} "
-              f"(paper's code: ~8.5 s) | |")
-        print(f"| {args.seeds} seeds x {n_t} targets | {t_rand.fmt()} "
-              f"| {est.wall * args.seeds / 3600:.1f} h (CPU {est.cpu * args.seeds / 3600:.1f} h), extrapolated | |")
+        print(
+            f"| one seed-run, one target (mean) | {ours_t.fmt('ms', 1e3, 3)} | {per_t.fmt(digits=2)} "
+            f"(paper's code: ~8.5 s) | |"
+        )
+        print(
+            f"| {args.seeds} seeds x {n_t} targets | {t_rand.fmt()} "
+            f"| {est.wall * args.seeds / 3600:.1f} h (CPU {est.cpu * args.seeds / 3600:.1f} h), extrapolated | |"
+        )
     print()
-    print(f"Baseline edge-id look-up: {args.baseline_lookup}. Checks: "
-          + ("all passed (baseline closure = clingo closure; random, baseline and minimum sets agree with the "
-             "exact sets)." if not failures else "FAILED: " + "; ".join(failures[:5])))
+    print(
+        f"Baseline edge-id look-up: {args.baseline_lookup}. Checks: "
+        + (
+            "all passed (baseline closure = clingo closure; random, baseline and minimum sets agree with the "
+            "exact sets)."
+            if not failures
+            else "FAILED: " + "; ".join(failures[:5])
+        )
+    )
     return 1 if failures else 0
 
 

@@ -39,8 +39,11 @@ def _kb(spec: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lrs", default=f"{FT.FINETUNE_PRESETS['tiny'].lr:g},3e-3", help="learning rates, comma-separated")
-    ap.add_argument("--kbs", default="8:1,12:0,16:2,24:3,24:1,100:0,edu",
-                    help="generated KBs as PEOPLE:SEED, and 'edu' for EDU-RELAT, comma-separated")
+    ap.add_argument(
+        "--kbs",
+        default="8:1,12:0,16:2,24:3,24:1,100:0,edu",
+        help="generated KBs as PEOPLE:SEED, and 'edu' for EDU-RELAT, comma-separated",
+    )
     args = ap.parse_args()
     base = FT.FINETUNE_PRESETS["tiny"]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); preset tiny: {base}")
@@ -59,8 +62,11 @@ def main() -> None:
             finally:
                 FT.FINETUNE_PRESETS["tiny"] = base
             name = "EDU-RELAT" if spec == "edu" else f"generated {spec.replace(':', ' people, seed ')}"
-            print(f"| {name} | {rec['n_items']} | {lr:g} | {rec['epochs_run']} ({rec['extra_epochs_run']}) | "
-                  f"{rec['accuracy']:.4f} | {sec:.1f} |", flush=True)
+            print(
+                f"| {name} | {rec['n_items']} | {lr:g} | {rec['epochs_run']} ({rec['extra_epochs_run']}) | "
+                f"{rec['accuracy']:.4f} | {sec:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

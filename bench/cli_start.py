@@ -20,14 +20,17 @@ import time
 
 def measure(tree: str) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "dukb.cli.main", "evaluate", "--help"], cwd=tree, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "dukb.cli.main", "evaluate", "--help"], cwd=tree, check=True, capture_output=True
+    )
     return time.perf_counter() - t0
 
 
 def loaded(tree: str) -> dict:
-    code = ("import sys, json, dukb.cli.main; print(json.dumps({'neural': len([n for n in sys.modules "
-            "if n.startswith('dukb.neural')]), 'torch': 'torch' in sys.modules}))")
+    code = (
+        "import sys, json, dukb.cli.main; print(json.dumps({'neural': len([n for n in sys.modules "
+        "if n.startswith('dukb.neural')]), 'torch': 'torch' in sys.modules}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -43,8 +46,10 @@ def main() -> int:
             times[t].append(measure(t))
     for t in args.trees:
         info = loaded(t)
-        print(f"{t}: median {statistics.median(times[t]):.2f} s, min {min(times[t]):.2f} s over {args.runs} runs; "
-              f"{info['neural']} dukb.neural modules at start; torch loaded: {info['torch']}")
+        print(
+            f"{t}: median {statistics.median(times[t]):.2f} s, min {min(times[t]):.2f} s over {args.runs} runs; "
+            f"{info['neural']} dukb.neural modules at start; torch loaded: {info['torch']}"
+        )
     return 0
 
 

@@ -19,6 +19,7 @@ every depth, and the capture folders' own paths inside strings are read as ``<OU
 Exit status: 0 when everything is equal, 1 with one line per difference (run, key, field, before, after), 2 on a
 usage error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,11 @@ import sys
 from pathlib import Path
 
 #: a field (JSON key or CSV column) holding a timing or bookkeeping, not a measurement
-IGNORED = re.compile(r"(^|_)seconds($|_)|^seconds|^workers?$|timestamp|^time$|_time$|^time_|^(started|finished)"
-                     r"|_at$|^date$|version|^git($|_)|revision|^commit$|fingerprint|^source_(sha|hash|digest)"
-                     r"|^paths?$|_path$|_dir$|^host(name)?$|^pid$|^cwd$")
+IGNORED = re.compile(
+    r"(^|_)seconds($|_)|^seconds|^workers?$|timestamp|^time$|_time$|^time_|^(started|finished)"
+    r"|_at$|^date$|version|^git($|_)|revision|^commit$|fingerprint|^source_(sha|hash|digest)"
+    r"|^paths?$|_path$|_dir$|^host(name)?$|^pid$|^cwd$"
+)
 #: folders of a capture whose files are not rows (models, logs)
 SKIPPED_DIRS = {"logs", "finetuned", "demo_model", "units", "workers", "checkpoints"}
 #: how a value is spelled in a report line, at most
@@ -88,7 +91,7 @@ def same(a, b) -> bool:
 def show(v) -> str:
     """A value as a report line spells it (JSON, clipped to :data:`SHOW` characters)."""
     s = "<absent>" if v is _ABSENT else json.dumps(v, sort_keys=True, default=str)
-    return s if len(s) <= SHOW else s[:SHOW - 3] + "..."
+    return s if len(s) <= SHOW else s[: SHOW - 3] + "..."
 
 
 _ABSENT = object()
@@ -158,20 +161,22 @@ def compare_rows(rel: str, a: list[dict], b: list[dict], ca: Capture, cb: Captur
     for k in kb.keys() - ka.keys():
         out.append(f"{rel}: row [{k}] only after")
     for k in ka.keys() & kb.keys():
-        out += [f"{rel}: row [{k}] field {f}: {show(x)} before, {show(y)} after"
-                for f, x, y in field_diffs(ka[k], kb[k])]
+        out += [
+            f"{rel}: row [{k}] field {f}: {show(x)} before, {show(y)} after" for f, x, y in field_diffs(ka[k], kb[k])
+        ]
     return sorted(out)
 
 
 def compare_csv(rel: str, pa: Path, pb: Path, ca: Capture, cb: Capture) -> list[str]:
     """Differences between two CSV files: header (ignored columns left out), then each row's cells in order."""
+
     def load(p: Path, c: Capture):
         with open(p, newline="", encoding="utf-8") as fh:
             rows = list(csv.reader(fh))
         head = rows[0] if rows else []
         keep = [i for i, h in enumerate(head) if not ignored(h)]
-        return [head[i] for i in keep], [[c.text(r[i]) if i < len(r) else "<absent>" for i in keep]
-                                         for r in rows[1:]]
+        return [head[i] for i in keep], [[c.text(r[i]) if i < len(r) else "<absent>" for i in keep] for r in rows[1:]]
+
     ha, ra = load(pa, ca)
     hb, rb = load(pb, cb)
     if ha != hb:
@@ -179,8 +184,9 @@ def compare_csv(rel: str, pa: Path, pb: Path, ca: Capture, cb: Capture) -> list[
     out = [f"{rel}: {len(ra)} rows before, {len(rb)} after"] if len(ra) != len(rb) else []
     for i, (x, y) in enumerate(zip(ra, rb), start=2):
         label = ",".join(c for c in x[:5] if not re.fullmatch(r"[-+0-9.eE]+|nan|inf", c))
-        out += [f"{rel}: line {i} [{label}] column {h}: {u!r} before, {v!r} after"
-                for h, u, v in zip(ha, x, y) if u != v]
+        out += [
+            f"{rel}: line {i} [{label}] column {h}: {u!r} before, {v!r} after" for h, u, v in zip(ha, x, y) if u != v
+        ]
     return out
 
 
@@ -191,8 +197,12 @@ def files(root: Path, skip: tuple[str, ...] = ()) -> dict[str, Path]:
         rel = p.relative_to(root)
         if not p.is_file() or SKIPPED_DIRS & set(rel.parts[:-1]) or rel.parts[0] in skip:
             continue
-        if (p.name == "results.jsonl" or p.suffix == ".csv" or rel.as_posix() == "method_snapshot.json"
-                or (rel.parts[0] == "attack" and p.suffix == ".json")):
+        if (
+            p.name == "results.jsonl"
+            or p.suffix == ".csv"
+            or rel.as_posix() == "method_snapshot.json"
+            or (rel.parts[0] == "attack" and p.suffix == ".json")
+        ):
             out[rel.as_posix()] = p
     return out
 
@@ -211,8 +221,10 @@ def compare(before: Path, after: Path, skip: tuple[str, ...] = ()) -> list[str]:
                 out += compare_csv(rel, pa, pb, ca, cb)
             elif rel == "method_snapshot.json":
                 da, db = (json.loads(p.read_text(encoding="utf-8")) for p in (pa, pb))
-                out += [f"{rel}: {f}: {show(x)} before, {show(y)} after"
-                        for f, x, y in field_diffs(ca.clean(da), cb.clean(db))]
+                out += [
+                    f"{rel}: {f}: {show(x)} before, {show(y)} after"
+                    for f, x, y in field_diffs(ca.clean(da), cb.clean(db))
+                ]
             else:
                 out += compare_rows(rel, read_rows(pa), read_rows(pb), ca, cb)
         except (OSError, ValueError) as e:
@@ -237,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if not diffs:
         print(f"equal: {n} files compared ({args.before} vs {args.after})")
         return 0
-    for line in diffs[:args.max]:
+    for line in diffs[: args.max]:
         print(line)
     if len(diffs) > args.max:
         print(f"... {len(diffs) - args.max} more")

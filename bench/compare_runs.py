@@ -13,8 +13,17 @@ import json
 import sys
 from pathlib import Path
 
-FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set",
-          "forgotten_relationships", "forgotten_biographies", "forget_set", "target_forgotten")
+FIELDS = (
+    "recall",
+    "accuracy_relationships",
+    "accuracy_biographies",
+    "accuracy_all",
+    "best_set",
+    "forgotten_relationships",
+    "forgotten_biographies",
+    "forget_set",
+    "target_forgotten",
+)
 
 
 def rows(run: Path) -> dict:
@@ -34,8 +43,10 @@ def main(argv=None) -> int:
     a, b = rows(args.run_a), rows(args.run_b)
     common = sorted(set(a) & set(b))
     diff = [k for k in common if any(a[k].get(f) != b[k].get(f) for f in FIELDS)]
-    print(f"rows: {len(a)} in A, {len(b)} in B, {len(common)} matched, {len(diff)} differ in outcome fields; "
-          f"only in A: {len(set(a) - set(b))}, only in B: {len(set(b) - set(a))}")
+    print(
+        f"rows: {len(a)} in A, {len(b)} in B, {len(common)} matched, {len(diff)} differ in outcome fields; "
+        f"only in A: {len(set(a) - set(b))}, only in B: {len(set(b) - set(a))}"
+    )
     for k in diff:
         print(k, {f: (a[k].get(f), b[k].get(f)) for f in FIELDS if a[k].get(f) != b[k].get(f)})
     return 1 if diff else 0

@@ -23,8 +23,10 @@ def main() -> int:
         for r in rows:
             by[r["method"]][r["target"]].append(r)
         print(f"Command: python {' '.join(sys.argv)} ({run})\n")
-        print("| method | targets | settings | unlearn s / target | probe s / target | rounds run | stopped | "
-              "facts unlearned |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+        print(
+            "| method | targets | settings | unlearn s / target | probe s / target | rounds run | stopped | "
+            "facts unlearned |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+        )
         for method, targets in by.items():
             n = len(targets)
             un = sum(sum(r["seconds_unlearn"] for r in rs) for rs in targets.values()) / n
@@ -34,9 +36,11 @@ def main() -> int:
             traces = [r["trace"] for r in last if "trace" in r]
             extra = ["", "", ""]
             if traces:
-                extra = [f"{sum(t['rounds_run'] for t in traces) / len(traces):.1f}",
-                         f"{sum(bool(t['stopped']) for t in traces) / len(traces):.2f}",
-                         f"{sum(len(t['trained_on']) for t in traces) / len(traces):.1f}"]
+                extra = [
+                    f"{sum(t['rounds_run'] for t in traces) / len(traces):.1f}",
+                    f"{sum(bool(t['stopped']) for t in traces) / len(traces):.2f}",
+                    f"{sum(len(t['trained_on']) for t in traces) / len(traces):.1f}",
+                ]
             print(f"| {method} | {n} | {settings:.0f} | {un:.2f} | {pr:.2f} | " + " | ".join(extra) + " |")
         print()
     return 0

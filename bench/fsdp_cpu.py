@@ -46,7 +46,7 @@ def dukb_under_fsdp2(argv: list[str]) -> int:
 
 def main() -> None:
     if "--dukb" in sys.argv:
-        sys.exit(dukb_under_fsdp2(sys.argv[sys.argv.index("--dukb") + 1:]))
+        sys.exit(dukb_under_fsdp2(sys.argv[sys.argv.index("--dukb") + 1 :]))
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
     x = torch.randn(4, 8)
@@ -70,8 +70,10 @@ def main() -> None:
     acc = Accelerator()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
     m, opt = acc.prepare(m, opt)
-    print(f"accelerate: distributed type {acc.distributed_type.name}, process {acc.process_index} of "
-          f"{acc.num_processes}, model {type(m).__name__}")
+    print(
+        f"accelerate: distributed type {acc.distributed_type.name}, process {acc.process_index} of "
+        f"{acc.num_processes}, model {type(m).__name__}"
+    )
 
 
 if __name__ == "__main__":

@@ -47,9 +47,18 @@ LIMITS = {"vllm": (900, 240), "llama8b": (600, 180), "evaluate": (1800, 300)}
 #: a decision disagreement is within bf16 tolerance when some step's top-2 logits are this many bf16 ulps apart
 TIE_ULPS = 2
 #: Llama-3-8B's shape (meta-llama/Meta-Llama-3-8B config.json)
-LLAMA3_8B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                 num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
-                 rms_norm_eps=1e-5, tie_word_embeddings=False)
+LLAMA3_8B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+)
 #: its parameter count (embeddings and head untied)
 LLAMA3_8B_PARAMS = 8_030_261_248
 
@@ -57,7 +66,7 @@ LLAMA3_8B_PARAMS = 8_030_261_248
 # ------------------------------------------------------------------------------------------------ (a) vllm -----
 def bf16_ulp(x: float) -> float:
     """One bf16 unit in the last place at magnitude ``|x|`` (8 significant bits: 2^(floor(log2|x|) - 7))."""
-    return 2.0 ** (math.floor(math.log2(abs(x))) - 7) if x else 2.0 ** -133
+    return 2.0 ** (math.floor(math.log2(abs(x))) - 7) if x else 2.0**-133
 
 
 def min_gap_ulps(lm, prompt_ids: list[int], gen_ids: list[int]) -> float | None:
@@ -69,7 +78,7 @@ def min_gap_ulps(lm, prompt_ids: list[int], gen_ids: list[int]) -> float | None:
         return None
     ids = torch.tensor([prompt_ids + gen_ids], device=lm.device)
     with torch.no_grad():
-        logits = lm.model(input_ids=ids).logits[0, len(prompt_ids) - 1:len(prompt_ids) - 1 + len(gen_ids)].float()
+        logits = lm.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : len(prompt_ids) - 1 + len(gen_ids)].float()
     top = logits.topk(2, dim=-1).values.tolist()
     return min((a - b) / bf16_ulp(a) for a, b in top)
 
@@ -100,14 +109,31 @@ def compare_backends(lm, items, work: Path) -> dict:
         gap = min_gap_ulps(lm, prompt_token_ids(pred, [prompt])[0], gen)
         within += gap is not None and gap <= TIE_ULPS
         if len(examples) < 10:
-            examples.append({"question": items[i].question, "answer": items[i].answer, "hf": hf["output"][i],
-                             "vllm": v["output"][i], "min_gap_bf16_ulps": gap})
+            examples.append(
+                {
+                    "question": items[i].question,
+                    "answer": items[i].answer,
+                    "hf": hf["output"][i],
+                    "vllm": v["output"][i],
+                    "min_gap_bf16_ulps": gap,
+                }
+            )
     n = len(items)
-    return {"items": n, "known_hf": int(hf["known"].sum()), "known_vllm": int(v["known"].sum()),
-            "decision_agreement": (n - len(differ)) / n if n else None, "disagreements": len(differ),
-            "disagreements_within_bf16_tolerance": within, "outputs_differing": int((hf["output"] != v["output"]).sum()),
-            "seconds_hf": round(t_hf, 2), "seconds_vllm": round(t_v, 2), "engines_built": engines,
-            "lora_requests": requests, "dtype": str(next(lm.model.parameters()).dtype), "examples": examples}
+    return {
+        "items": n,
+        "known_hf": int(hf["known"].sum()),
+        "known_vllm": int(v["known"].sum()),
+        "decision_agreement": (n - len(differ)) / n if n else None,
+        "disagreements": len(differ),
+        "disagreements_within_bf16_tolerance": within,
+        "outputs_differing": int((hf["output"] != v["output"]).sum()),
+        "seconds_hf": round(t_hf, 2),
+        "seconds_vllm": round(t_v, 2),
+        "engines_built": engines,
+        "lora_requests": requests,
+        "dtype": str(next(lm.model.parameters()).dtype),
+        "examples": examples,
+    }
 
 
 def compare_under_lora(lm, items, work: Path, settings: int = 2, steps: int = 2) -> dict:
@@ -141,9 +167,15 @@ def compare_under_lora(lm, items, work: Path, settings: int = 2, steps: int = 2)
             with use_backend(backend):
                 v = probe(pred, items, rouge=False, logprob=False)
             agree = int((hf["known"] == v["known"]).sum())
-            out["settings"].append({"known_hf": int(hf["known"].sum()), "known_vllm": int(v["known"].sum()),
-                                    "decision_agreement": agree / len(items), "disagreements": len(items) - agree,
-                                    "outputs_differing": int((hf["output"] != v["output"]).sum())})
+            out["settings"].append(
+                {
+                    "known_hf": int(hf["known"].sum()),
+                    "known_vllm": int(v["known"].sum()),
+                    "decision_agreement": agree / len(items),
+                    "disagreements": len(items) - agree,
+                    "outputs_differing": int((hf["output"] != v["output"]).sum()),
+                }
+            )
         out.update(items=len(items), engines_built=backend.engines_built, lora_requests=backend.requests)
     finally:
         backend.close()
@@ -191,8 +223,11 @@ def part_vllm(args, work: Path) -> dict:
             rec[name] = {"error": _error(e)}
             continue
         rec[name] = _guarded(lambda lm=lm, name=name: compare_backends(lm, items, work / f"v-{name}"))
-        rec[name + "+lora"] = _guarded(lambda lm=lm, name=name: compare_under_lora(
-            lm, items, work / f"l-{name}", settings=2, steps=1 if args.quick else 3))
+        rec[name + "+lora"] = _guarded(
+            lambda lm=lm, name=name: compare_under_lora(
+                lm, items, work / f"l-{name}", settings=2, steps=1 if args.quick else 3
+            )
+        )
         del lm
     return rec
 
@@ -232,10 +267,17 @@ def part_llama8b_dry(args) -> dict:
     optimiser states; activations not counted)."""
     model = build_llama8b("meta")
     n = sum(p.numel() for p in model.parameters())
-    gib = 2 ** 30
-    return {"params": n, "expected_params": LLAMA3_8B_PARAMS, "config": LLAMA3_8B, "plan": llama8b_plan(args.quick),
-            "least_gib": {"adamw (bf16 states)": round(n * (2 + 2 + 4) / gib, 1),
-                          "adamw8bit": round(n * (2 + 2 + 2) / gib, 1)}}
+    gib = 2**30
+    return {
+        "params": n,
+        "expected_params": LLAMA3_8B_PARAMS,
+        "config": LLAMA3_8B,
+        "plan": llama8b_plan(args.quick),
+        "least_gib": {
+            "adamw (bf16 states)": round(n * (2 + 2 + 4) / gib, 1),
+            "adamw8bit": round(n * (2 + 2 + 2) / gib, 1),
+        },
+    }
 
 
 def _step_loss(model, method: str, batch: dict, ref):
@@ -286,8 +328,11 @@ def llama8b_variant(model, method: str, optim: str, checkpointing: bool, plan: d
             torch.cuda.synchronize()
             if i >= plan["warmup_steps"]:
                 times.append(time.perf_counter() - t)
-        return {"peak_gib": round(torch.cuda.max_memory_allocated() / 2 ** 30, 2),
-                "step_s_median": round(sorted(times)[len(times) // 2], 3), "loss": float(loss)}
+        return {
+            "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            "step_s_median": round(sorted(times)[len(times) // 2], 3),
+            "loss": float(loss),
+        }
     finally:
         opt.zero_grad(set_to_none=True)
         del opt
@@ -306,10 +351,14 @@ def part_llama8b(args, work: Path) -> dict:
     has_bnb = importlib.util.find_spec("bitsandbytes") is not None
     t = time.perf_counter()
     model = build_llama8b("cuda")
-    rec = {"plan": plan, "params": sum(p.numel() for p in model.parameters()),
-           "build_s": round(time.perf_counter() - t, 1),
-           "weights_gib": round(torch.cuda.memory_allocated() / 2 ** 30, 2), "gpu": torch.cuda.get_device_name(),
-           "variants": []}
+    rec = {
+        "plan": plan,
+        "params": sum(p.numel() for p in model.parameters()),
+        "build_s": round(time.perf_counter() - t, 1),
+        "weights_gib": round(torch.cuda.memory_allocated() / 2**30, 2),
+        "gpu": torch.cuda.get_device_name(),
+        "variants": [],
+    }
     for method, optim, ckpt in plan["variants"]:
         row = {"method": method, "optimizer": optim, "gradient_checkpointing": ckpt}
         if optim == "adamw8bit" and not has_bnb:
@@ -331,8 +380,12 @@ def part_evaluate(args, work: Path) -> dict:
         return {"command": "dukb " + " ".join(cmd[3:])}
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    rec = {"command": "dukb " + " ".join(cmd[3:]), "rc": proc.returncode, "wall_s": round(time.perf_counter() - t, 1),
-           "log_tail": (proc.stdout + proc.stderr)[-3000:]}
+    rec = {
+        "command": "dukb " + " ".join(cmd[3:]),
+        "rc": proc.returncode,
+        "wall_s": round(time.perf_counter() - t, 1),
+        "log_tail": (proc.stdout + proc.stderr)[-3000:],
+    }
     rows, report = work / "run" / "results.jsonl", work / "run" / "report.md"
     rec["rows"] = sum(1 for _ in rows.open()) if rows.is_file() else 0
     rec["report_head"] = report.read_text()[:3000] if report.is_file() else None
@@ -387,15 +440,27 @@ def environment() -> dict:
 
 def summary_md(record: dict) -> str:
     """The markdown summary of :func:`main`'s record."""
-    lines = [f"# GPU check ({record['when']})", "", f"Command: `{record['command']}`", "",
-             "Environment: " + ", ".join(f"{k} {v}" for k, v in record["environment"].items()), ""]
+    lines = [
+        f"# GPU check ({record['when']})",
+        "",
+        f"Command: `{record['command']}`",
+        "",
+        "Environment: " + ", ".join(f"{k} {v}" for k, v in record["environment"].items()),
+        "",
+    ]
     v = record["parts"].get("vllm") or {}
     v_tabled = not ("error" in v or "skipped" in v or v.get("dry_run")) and bool(v)
     if v_tabled:
-        lines += ["## vLLM backend against HF", "", f"bf16 tolerance: a disagreement is within it when some greedy "
-                  f"step's top-2 logits are <= {TIE_ULPS} bf16 ulps apart on the HF path.", "",
-                  "| model | items | decision agreement | disagreements | within bf16 tolerance | outputs differing | "
-                  "engines | LoRA requests | hf s | vllm s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "## vLLM backend against HF",
+            "",
+            f"bf16 tolerance: a disagreement is within it when some greedy "
+            f"step's top-2 logits are <= {TIE_ULPS} bf16 ulps apart on the HF path.",
+            "",
+            "| model | items | decision agreement | disagreements | within bf16 tolerance | outputs differing | "
+            "engines | LoRA requests | hf s | vllm s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for name in ("tiny", "tiny+lora", "smollm2-135m", "smollm2-135m+lora"):
             r = v.get(name)
             if not isinstance(r, dict):
@@ -404,23 +469,34 @@ def summary_md(record: dict) -> str:
                 lines.append(f"| {name} | error: {r['error']} |" + " |" * 8)
             elif "settings" in r:
                 for i, s in enumerate(r["settings"]):
-                    lines.append(f"| {name} setting {i + 1} | {r['items']} | {s['decision_agreement']:.4f} | "
-                                 f"{s['disagreements']} | – | {s['outputs_differing']} | {r['engines_built']} | "
-                                 f"{r['lora_requests']} | – | – |")
+                    lines.append(
+                        f"| {name} setting {i + 1} | {r['items']} | {s['decision_agreement']:.4f} | "
+                        f"{s['disagreements']} | – | {s['outputs_differing']} | {r['engines_built']} | "
+                        f"{r['lora_requests']} | – | – |"
+                    )
             else:
-                lines.append(f"| {name} | {r['items']} | {r['decision_agreement']:.4f} | {r['disagreements']} | "
-                             f"{r['disagreements_within_bf16_tolerance']} | {r['outputs_differing']} | "
-                             f"{r['engines_built']} | {r['lora_requests']} | {r['seconds_hf']} | {r['seconds_vllm']} |")
+                lines.append(
+                    f"| {name} | {r['items']} | {r['decision_agreement']:.4f} | {r['disagreements']} | "
+                    f"{r['disagreements_within_bf16_tolerance']} | {r['outputs_differing']} | "
+                    f"{r['engines_built']} | {r['lora_requests']} | {r['seconds_hf']} | {r['seconds_vllm']} |"
+                )
         lines += ["", f"Other: {json.dumps({k: x for k, x in v.items() if not isinstance(x, dict)})}", ""]
     b = record["parts"].get("llama8b")
     if b and "variants" in b:
-        lines += ["## Llama-3-8B shape, full-parameter steps (bf16)", "",
-                  f"params {b['params']:,}; weights {b['weights_gib']} GiB; plan {json.dumps(b['plan'])}", "",
-                  "| method | optimizer | grad. ckpt | peak GiB | step s (median) |", "|---|---|---|---:|---:|"]
+        lines += [
+            "## Llama-3-8B shape, full-parameter steps (bf16)",
+            "",
+            f"params {b['params']:,}; weights {b['weights_gib']} GiB; plan {json.dumps(b['plan'])}",
+            "",
+            "| method | optimizer | grad. ckpt | peak GiB | step s (median) |",
+            "|---|---|---|---:|---:|",
+        ]
         for r in b["variants"]:
             what = r.get("skipped") or r.get("error")
-            lines.append(f"| {r['method']} | {r['optimizer']} | {r['gradient_checkpointing']} | "
-                         + (f"{what} | |" if what else f"{r['peak_gib']} | {r['step_s_median']} |"))
+            lines.append(
+                f"| {r['method']} | {r['optimizer']} | {r['gradient_checkpointing']} | "
+                + (f"{what} | |" if what else f"{r['peak_gib']} | {r['step_s_median']} |")
+            )
         lines.append("")
     for name, r in record["parts"].items():  # what the tables above did not show, as it is
         tabled = {"vllm": v_tabled, "llama8b": "variants" in r}.get(name, False)
@@ -434,8 +510,9 @@ def run_child(cmd: list[str], env: dict, limit: float) -> tuple[int | None, str]
     engine's or dukb's own child processes too). Returns (rc, or None when it timed out; its output)."""
     import signal
 
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         out, _ = proc.communicate(timeout=limit)
         return proc.returncode, out
@@ -452,8 +529,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer steps everywhere")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: the plan, and llama8b on the meta device")
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
-    ap.add_argument("--budget", type=float, default=None, help="seconds for every part together: each part's limit "
-                    "is cut to what is left (default: no total limit)")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for every part together: each part's limit is cut to what is left (default: no total limit)",
+    )
     ap.add_argument("--run-part", choices=PARTS, help=argparse.SUPPRESS)  # the child's entry
     args = ap.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -467,8 +548,12 @@ def main(argv=None) -> int:
         rec = run_part(args.run_part, args)
         (args.work / f"{args.run_part}.json").write_text(json.dumps(rec, default=str))
         return 0
-    record = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python " + " ".join([sys.argv[0], *(
-        argv if argv is not None else sys.argv[1:])]), "environment": environment(), "parts": {}}
+    record = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "environment": environment(),
+        "parts": {},
+    }
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     t0 = time.perf_counter()
     for name in parts:
@@ -478,14 +563,33 @@ def main(argv=None) -> int:
             if limit < 30:
                 record["parts"][name] = {"skipped": "the --budget was spent"}
                 continue
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--run-part", name, "--work", str(args.work),
-               "--out", str(args.out)] + (["--quick"] if args.quick else []) + (["--dry-run"] if args.dry_run else [])
+        cmd = (
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--run-part",
+                name,
+                "--work",
+                str(args.work),
+                "--out",
+                str(args.out),
+            ]
+            + (["--quick"] if args.quick else [])
+            + (["--dry-run"] if args.dry_run else [])
+        )
         t = time.perf_counter()
         rc, log = run_child(cmd, env, limit)
         path = args.work / f"{name}.json"
-        rec = json.loads(path.read_text()) if path.is_file() else {
-            "error": f"timed out after {limit} s" if rc is None else f"the part's process ended with rc={rc} and "
-                     "no record", "log_tail": log[-3000:]}
+        rec = (
+            json.loads(path.read_text())
+            if path.is_file()
+            else {
+                "error": f"timed out after {limit} s"
+                if rc is None
+                else f"the part's process ended with rc={rc} and no record",
+                "log_tail": log[-3000:],
+            }
+        )
         rec.setdefault("wall_s", round(time.perf_counter() - t, 1))
         record["parts"][name] = rec
         print(f"{name}: {json.dumps(rec, default=str)[:600]}", flush=True)

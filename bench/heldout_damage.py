@@ -29,8 +29,10 @@ def main() -> int:
     rel = {f.fact_id: f for f in kb.relationships}
     bio = {b.fact_id: b for b in kb.biographies}
     print(f"Command: python {' '.join(sys.argv)}\n")
-    print("| run | method | rounds | targets | lost, near (rel + bio) | lost, far (rel + bio) | far share | "
-          "of the lost, also lost on qa |\n|---|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| run | method | rounds | targets | lost, near (rel + bio) | lost, far (rel + bio) | far share | "
+        "of the lost, also lost on qa |\n|---|---|---:|---:|---:|---:|---:|---:|"
+    )
     for i in range(1, len(args), 3):
         run, method, rounds = args[i], args[i + 1], int(args[i + 2])
         fp = json.loads((Path(run) / "config.json").read_text()).get("kb_fingerprint")

@@ -20,7 +20,8 @@ from pathlib import Path
 def main() -> int:
     import pandas as pd
 
-    from dukb.neural.metrics.summary import curve_points, heldout_points, heldout_tradeoff, per_target_tradeoff
+    from dukb.neural.metrics.run_summary import heldout_tradeoff
+    from dukb.neural.metrics.summary import curve_points, heldout_points, per_target_tradeoff
 
     for run in sys.argv[1:]:
         rows = [json.loads(x) for x in (Path(run) / "results.jsonl").read_text().splitlines() if x.strip()]
@@ -37,33 +38,47 @@ def main() -> int:
 
         sets = json.loads((Path(run) / "sets.json").read_text())["targets"]
         un = (cfg.get("heldout_known_before") or {}).get("unelicited", {}).get("relationships", [])
-        df["recall_heldout_scorable"] = [scorable_recall(sets[str(t)]["sets"], f, un) for t, f in
-                                         zip(df["target"], df["forgotten_relationships_heldout"])]
+        df["recall_heldout_scorable"] = [
+            scorable_recall(sets[str(t)]["sets"], f, un)
+            for t, f in zip(df["target"], df["forgotten_relationships_heldout"])
+        ]
         before = cfg.get("heldout_known_before", {}).get("all")
-        print(f"Command: python {' '.join(sys.argv)} ({run}); held-out forms elicit "
-              f"{before:.4f} of the KB before unlearning\n" if before is not None else "\n")
+        print(
+            f"Command: python {' '.join(sys.argv)} ({run}); held-out forms elicit "
+            f"{before:.4f} of the KB before unlearning\n"
+            if before is not None
+            else "\n"
+        )
         seen = curve_points(df)
         held = curve_points(heldout_points(df))
         df["setting_json"] = df["setting"].map(lambda x: json.dumps(x, sort_keys=True))
         scor = df.groupby(["method", "setting_json"])["recall_heldout_scorable"].mean()
-        print("| method | targets | setting | recall (qa) | accuracy (qa) | Success-DU (qa) | recall (held-out) | "
-              "recall (held-out, judged facts) | accuracy (held-out) | Success-DU (held-out) |\n"
-              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        print(
+            "| method | targets | setting | recall (qa) | accuracy (qa) | Success-DU (qa) | recall (held-out) | "
+            "recall (held-out, judged facts) | accuracy (held-out) | Success-DU (held-out) |\n"
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+        )
         for s, h in zip(seen.to_dict("records"), held.to_dict("records")):
             sc = scor.get((s["method"], s["setting"]), float("nan"))
-            print(f"| {s['method']} | {s['n_targets']} | `{s['setting']}` | {s['recall']:.3f} | {s['accuracy']:.3f} | "
-                  f"{s['success_du']:.2f} | {h['recall']:.3f} | {sc:.3f} | {h['accuracy']:.3f} | "
-                  f"{h['success_du']:.2f} |")
+            print(
+                f"| {s['method']} | {s['n_targets']} | `{s['setting']}` | {s['recall']:.3f} | {s['accuracy']:.3f} | "
+                f"{s['success_du']:.2f} | {h['recall']:.3f} | {sc:.3f} | {h['accuracy']:.3f} | "
+                f"{h['success_du']:.2f} |"
+            )
         tq, th = per_target_tradeoff(df), heldout_tradeoff(df)
-        print("\n| method | Acc@Recall≥0.8 (qa) | Recall@Acc≥0.8 (qa) | AR-AUC (qa) | Acc@Recall≥0.8 (held-out) | "
-              "Recall@Acc≥0.8 (held-out) | AR-AUC (held-out) | first setting in the region (held-out) |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---|")
+        print(
+            "\n| method | Acc@Recall≥0.8 (qa) | Recall@Acc≥0.8 (qa) | AR-AUC (qa) | Acc@Recall≥0.8 (held-out) | "
+            "Recall@Acc≥0.8 (held-out) | AR-AUC (held-out) | first setting in the region (held-out) |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---|"
+        )
         for m in tq:
             a, b = tq[m], th.get(m, {})
-            print(f"| {m} | {a['acc_at_recall']:.2f} ± {a['acc_at_recall_std']:.2f} | {a['recall_at_acc']:.2f} ± "
-                  f"{a['recall_at_acc_std']:.2f} | {a['ar_auc']:.2f} ± {a['ar_auc_std']:.2f} | "
-                  f"{b.get('acc_at_recall_heldout', float('nan')):.2f} | {b.get('recall_at_acc_heldout', float('nan')):.2f} "
-                  f"| {b.get('ar_auc_heldout', float('nan')):.2f} | {b.get('region_setting_heldout') or '–'} |")
+            print(
+                f"| {m} | {a['acc_at_recall']:.2f} ± {a['acc_at_recall_std']:.2f} | {a['recall_at_acc']:.2f} ± "
+                f"{a['recall_at_acc_std']:.2f} | {a['ar_auc']:.2f} ± {a['ar_auc_std']:.2f} | "
+                f"{b.get('acc_at_recall_heldout', float('nan')):.2f} | {b.get('recall_at_acc_heldout', float('nan')):.2f} "
+                f"| {b.get('ar_auc_heldout', float('nan')):.2f} | {b.get('region_setting_heldout') or '–'} |"
+            )
         print()
     return 0
 

@@ -8,6 +8,7 @@ and 4 retain items, lr 1e-2; then RESTOR's document unlearner (ga, kl, npo; 2 ep
 SHA-256 prefix of the model's weights after it and its per-step risk curve (loss_forget, unlearning_risk,
 loss_retain), and the document runs' per-epoch losses (10 digits).
 """
+
 import hashlib
 import json
 import sys
@@ -31,11 +32,12 @@ def h(model):
         m.update(v.detach().cpu().numpy().tobytes())
     return m.hexdigest()[:16]
 
+
 tmp = Path(tempfile.mkdtemp())
 tags = PROMPT_PRESETS["tiny"]
 names = ["Ann", "Bob", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal"]
 rels = ["mother", "father", "aunt", "uncle", "sister", "brother", "son", "wife"]
-items = [QAItem(QA_KIND, "relationship", i, f"Who is {names[i]} to {names[(i+1)%8]} ?", rels[i]) for i in range(8)]
+items = [QAItem(QA_KIND, "relationship", i, f"Who is {names[i]} to {names[(i + 1) % 8]} ?", rels[i]) for i in range(8)]
 build_tiny_model([tags.prompt(it.question) + tags.target(it.answer) for it in items], tmp / "m", seed=0)
 lm = load_model(ModelSpec(str(tmp / "m"), prompt="tiny", device="cpu"))
 out = {}
@@ -43,17 +45,27 @@ names_ = [n for n, m in METHODS.items() if m.param == "steps" and n not in ("cl_
 for n in names_:
     m = METHODS[n]
     for sched in ("separate", "reference"):
-        ctx = UnlearnContext(lm, items[:2], items[2:6], seed=0, lr=1e-2, items=items,
-                             schedule=SweepSchedule(sched))
+        ctx = UnlearnContext(lm, items[:2], items[2:6], seed=0, lr=1e-2, items=items, schedule=SweepSchedule(sched))
         rows = []
         for s, p in m.sweep(ctx, [1, 3]):
             s = {k: v for k, v in s.items() if k not in ("trace", "seconds")}
-            rows.append([json.dumps(s, sort_keys=True, default=str), h(p.model),
-                         json.dumps(p.meta.get("risk_curve"), sort_keys=True)])
+            rows.append(
+                [
+                    json.dumps(s, sort_keys=True, default=str),
+                    h(p.model),
+                    json.dumps(p.meta.get("risk_curve"), sort_keys=True),
+                ]
+            )
         out[f"{n}/{sched}"] = rows
     ctx = UnlearnContext(lm, items[:2], items[2:6], seed=0, lr=1e-2, items=items, control=Control("oc"))
     try:
-        out[f"{n}/oc"] = [[json.dumps({k: v for k, v in s.items() if k not in ("trace", "seconds")}, sort_keys=True, default=str), h(p.model)] for s, p in m.sweep(ctx, [0.5, 2.0])]
+        out[f"{n}/oc"] = [
+            [
+                json.dumps({k: v for k, v in s.items() if k not in ("trace", "seconds")}, sort_keys=True, default=str),
+                h(p.model),
+            ]
+            for s, p in m.sweep(ctx, [0.5, 2.0])
+        ]
     except Exception as e:
         out[f"{n}/oc"] = repr(e)
     print(n, flush=True)
@@ -64,7 +76,11 @@ for n in ("ga", "kl", "npo"):
     fb = encode_texts(lm.tokenizer, texts[:3], lm.device) if True else None
     rb = encode_texts(lm.tokenizer, texts[3:], lm.device)
     rec = unlearn_documents(st, n, fb, rb, TrainConfig(epochs=2, lr=1e-2, batch_size=2, seed=0))
-    out[f"doc/{n}"] = [h(st.model), [round(x, 10) for x in rec["forget_loss"]], [round(x, 10) for x in rec["retain_loss"]]]
+    out[f"doc/{n}"] = [
+        h(st.model),
+        [round(x, 10) for x in rec["forget_loss"]],
+        [round(x, 10) for x in rec["retain_loss"]],
+    ]
     st.reset()
     st.close()
     print("doc", n, flush=True)

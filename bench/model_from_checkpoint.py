@@ -42,10 +42,17 @@ def main() -> None:
     lm.model.load_state_dict(data["model"])
     save_model(lm, args.out, kb=kb)
     epochs = int(data["offset"]) + int(data["epoch"])
-    record = {"stopped_by_hand": args.note or True, "epochs_run": epochs, "phase": int(data["phase"]),
-              "accuracy": None if float(data["acc"]) < 0 else float(data["acc"]), "reached_target": False,
-              "loss_per_epoch": [float(x) for x in data["losses"]], "kb": str(kb.source),
-              "kb_sha256": kb.fingerprint(), "model": {"name_or_path": args.model, "saved_to": str(args.out)}}
+    record = {
+        "stopped_by_hand": args.note or True,
+        "epochs_run": epochs,
+        "phase": int(data["phase"]),
+        "accuracy": None if float(data["acc"]) < 0 else float(data["acc"]),
+        "reached_target": False,
+        "loss_per_epoch": [float(x) for x in data["losses"]],
+        "kb": str(kb.source),
+        "kb_sha256": kb.fingerprint(),
+        "model": {"name_or_path": args.model, "saved_to": str(args.out)},
+    }
     (args.out / "finetune.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"saved {args.out}: epoch {epochs}, accuracy {record['accuracy']}")
 

@@ -50,8 +50,12 @@ def sets_report(kb, rules: str, paper: dict) -> dict:
                 bad.append((rank, s, "not a deep unlearning set"))
             elif not is_minimal(closure, atom, s):
                 bad.append((rank, s, "not minimal"))
-        out[t] = {"exact": res.sets, "complete": res.complete, "bad": bad,
-                  "paper_in_exact": sum(frozenset(s) in exact for s in psets)}
+        out[t] = {
+            "exact": res.sets,
+            "complete": res.complete,
+            "bad": bad,
+            "paper_in_exact": sum(frozenset(s) in exact for s in psets),
+        }
     return out
 
 
@@ -85,34 +89,43 @@ def main(argv=None) -> int:
         print(f"{args.kb} has no paper sets", file=sys.stderr)
         return 2
     paper, where = found
-    print(f"paper sets: {where}: {len(paper)} targets, {sum(map(len, paper.values()))} sets "
-          f"(sizes {min(len(s) for v in paper.values() for s in v)}-{max(len(s) for v in paper.values() for s in v)})")
+    print(
+        f"paper sets: {where}: {len(paper)} targets, {sum(map(len, paper.values()))} sets "
+        f"(sizes {min(len(s) for v in paper.values() for s in v)}-{max(len(s) for v in paper.values() for s in v)})"
+    )
     for rules in ("family", "family_paper_compat"):
         t0 = time.perf_counter()
         rep = sets_report(kb, rules, paper)
         n_exact = sum(len(r["exact"]) for r in rep.values())
-        print(f"\n[rules {rules}] exact sets: {n_exact} over {len(rep)} targets "
-              f"(all complete: {all(r['complete'] for r in rep.values())}; {time.perf_counter() - t0:.1f} s)")
-        print(f"  paper sets that are exact sets: {sum(r['paper_in_exact'] for r in rep.values())} of "
-              f"{sum(map(len, paper.values()))}; targets whose paper sets are all exact sets: "
-              f"{sum(r['paper_in_exact'] == len(paper[t]) for t, r in rep.items())} of {len(rep)}")
+        print(
+            f"\n[rules {rules}] exact sets: {n_exact} over {len(rep)} targets "
+            f"(all complete: {all(r['complete'] for r in rep.values())}; {time.perf_counter() - t0:.1f} s)"
+        )
+        print(
+            f"  paper sets that are exact sets: {sum(r['paper_in_exact'] for r in rep.values())} of "
+            f"{sum(map(len, paper.values()))}; targets whose paper sets are all exact sets: "
+            f"{sum(r['paper_in_exact'] == len(paper[t]) for t, r in rep.items())} of {len(rep)}"
+        )
         bad = [(t, b) for t, r in rep.items() for b in r["bad"]]
-        print(f"  paper sets that are not minimal deep unlearning sets: {len(bad)}"
-              + ("" if bad else " (none)"))
+        print(f"  paper sets that are not minimal deep unlearning sets: {len(bad)}" + ("" if bad else " (none)"))
         for t, (rank, s, why) in bad:
             print(f"    target {t}, set {rank} of {len(paper[t])} ({len(s)} facts: {' '.join(map(str, s))}): {why}")
         res = recall_diffs(kb, {t: r["exact"] for t, r in rep.items()}, paper, args.outcomes, args.seed)
         d = res["diffs"]
         n = len(d)
         up, down = sum(x > 1e-12 for x in d), sum(x < -1e-12 for x in d)
-        print(f"  {n:,} random outcomes (seed {args.seed}): recall(exact) - recall(paper) > 0 in {up:,} "
-              f"({100 * up / n:.1f}%), < 0 in {down:,} ({100 * down / n:.1f}%); largest {max(d):+.4f}, "
-              f"smallest {min(d):+.4f}, mean {sum(d) / n:+.5f}")
+        print(
+            f"  {n:,} random outcomes (seed {args.seed}): recall(exact) - recall(paper) > 0 in {up:,} "
+            f"({100 * up / n:.1f}%), < 0 in {down:,} ({100 * down / n:.1f}%); largest {max(d):+.4f}, "
+            f"smallest {min(d):+.4f}, mean {sum(d) / n:+.5f}"
+        )
     tie = res["tie"]  # the paper's sets and the outcomes do not depend on the rules
     moved = [x for x in tie if abs(x) > 1e-12]
-    print(f"\ntie-break on the paper's sets (any rules), accuracy_all(accuracy) - accuracy_all(first): differs in "
-          f"{len(moved):,} of {n:,} outcomes ({100 * len(moved) / n:.1f}%); mean {sum(tie) / n:+.5f}, largest "
-          f"{max(tie):+.4f}, smallest {min(tie):+.4f}")
+    print(
+        f"\ntie-break on the paper's sets (any rules), accuracy_all(accuracy) - accuracy_all(first): differs in "
+        f"{len(moved):,} of {n:,} outcomes ({100 * len(moved) / n:.1f}%); mean {sum(tie) / n:+.5f}, largest "
+        f"{max(tie):+.4f}, smallest {min(tie):+.4f}"
+    )
     return 0
 
 

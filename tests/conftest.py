@@ -87,8 +87,9 @@ def edu_relat_targets(path: Path = EDU_RELAT_DIR) -> list[int]:
     file = require_edu_relat(path) / "targets.txt"
     if not file.is_file():
         pytest.skip(f"{file} not found")
-    return [int(ln) for ln in file.read_text(encoding="utf-8").split("\n")
-            if ln.strip() and not ln.lstrip().startswith("#")]
+    return [
+        int(ln) for ln in file.read_text(encoding="utf-8").split("\n") if ln.strip() and not ln.lstrip().startswith("#")
+    ]
 
 
 def build_kb(genders: dict[str, str], facts, biographies=(), validate: bool = True) -> KB:
@@ -105,9 +106,11 @@ def build_kb(genders: dict[str, str], facts, biographies=(), validate: bool = Tr
         The :class:`dukb.kb.KB`.
     """
     items = facts.items() if isinstance(facts, dict) else enumerate(facts)
-    kb = KB({n: Person(n, g) for n, g in genders.items()},
-            [Fact(i, s, r, o) for i, (s, r, o) in items],
-            [BioFact(i, s, a, v) for i, (s, a, v) in enumerate(biographies)])
+    kb = KB(
+        {n: Person(n, g) for n, g in genders.items()},
+        [Fact(i, s, r, o) for i, (s, r, o) in items],
+        [BioFact(i, s, a, v) for i, (s, a, v) in enumerate(biographies)],
+    )
     if validate:
         check_kb(kb)
     return kb
@@ -134,13 +137,28 @@ def edu_relat_target_ids(edu_relat_dir) -> list[int]:
 #: Test modules that finetune, unlearn or load a model (the neural path end to end, minutes on CPU): every test in
 #: them is marked ``slow``, so ``python -m pytest -q -m "not slow"`` runs the rest (logic, KB, inputs, CLI, reports).
 #: Module basenames (unique across tests/'s folders; tests/project/test_suite_layout.py checks that each exists).
-MODEL_MODULES = frozenset({
-    "test_attacks", "test_distributed", "test_finetuning", "test_heldout_recall_e2e", "test_losses", "test_model_files",
-    "test_neural_e2e", "test_real_model", "test_registry_and_training",  # tests/neural
-    "test_run_lock_and_journal", "test_work_units",  # tests/run
-    "test_control", "test_muse", "test_no_finetune", "test_restor", "test_rwku", "test_shared_run_options",  # tests/protocols
-    "test_packaging",  # tests/project
-})
+MODEL_MODULES = frozenset(
+    {
+        "test_attacks",
+        "test_distributed",
+        "test_finetuning",
+        "test_heldout_recall_e2e",
+        "test_losses",
+        "test_model_files",
+        "test_neural_e2e",
+        "test_real_model",
+        "test_registry_and_training",  # tests/neural
+        "test_run_lock_and_journal",
+        "test_work_units",  # tests/run
+        "test_control",
+        "test_muse",
+        "test_no_finetune",
+        "test_restor",
+        "test_rwku",
+        "test_shared_run_options",  # tests/protocols
+        "test_packaging",  # tests/project
+    }
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -153,8 +171,12 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_addoption(parser):
     """``--device``: run the neural tests (finetuning, unlearning, probing) on this torch device."""
-    parser.addoption("--device", default="cpu", choices=("cpu", "cuda", "mps"),
-                     help="torch device of the neural tests (default cpu; cuda runs the CUDA path on a GPU machine)")
+    parser.addoption(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda", "mps"),
+        help="torch device of the neural tests (default cpu; cuda runs the CUDA path on a GPU machine)",
+    )
 
 
 def pytest_configure(config):

@@ -89,8 +89,19 @@ FEMALE_OBJECT = frozenset({"wife", "mother", "sister", "aunt", "niece"})
 #: Relations whose subject must have a given gender: "o is s's husband" => s is female; wife => s is male.
 SUBJECT_GENDER_OF = {"husband": "female", "wife": "male"}
 #: The 11 family relations.
-FAMILY_RELATIONS = ("child", "father", "mother", "husband", "wife", "brother", "sister", "aunt", "uncle", "nephew",
-                    "niece")
+FAMILY_RELATIONS = (
+    "child",
+    "father",
+    "mother",
+    "husband",
+    "wife",
+    "brother",
+    "sister",
+    "aunt",
+    "uncle",
+    "nephew",
+    "niece",
+)
 RULE_SETS = ("family", "family_paper_compat")
 
 
@@ -263,8 +274,9 @@ class SubsetOracle:
         bit = {a: i for i, a in enumerate(self.atoms)}
         self.bit = bit
         self.fact_bit = {fid: bit[t] for fid, t in self.facts.items()}
-        self.instances = sorted({(bit[h], sum(1 << bit[b] for b in body))
-                                 for h, body in ground_instances(full, genders, rules)})
+        self.instances = sorted(
+            {(bit[h], sum(1 << bit[b] for b in body)) for h, body in ground_instances(full, genders, rules)}
+        )
 
     def derived_mask(self, removed) -> int:
         """Bitmask (over :attr:`atoms`) of Omega(K \\ removed); ``removed``: fact ids."""
@@ -292,8 +304,14 @@ class SubsetOracle:
         return bool(set(targets) & closure(kept, self.genders, self.rules))
 
 
-def brute_force_mdus(facts: dict[int, Triple], genders: dict[str, str], rules: list[RawRule], targets,
-                     max_facts: int = 12, slow: bool = False) -> set[frozenset[int]]:
+def brute_force_mdus(
+    facts: dict[int, Triple],
+    genders: dict[str, str],
+    rules: list[RawRule],
+    targets,
+    max_facts: int = 12,
+    slow: bool = False,
+) -> set[frozenset[int]]:
     """All minimal deep unlearning sets of ``targets`` by trying every subset of K (Definitions 2 and 3).
 
     U (a set of fact ids) is a deep unlearning set when no target is in Omega(K \\ U); the result keeps the
@@ -370,12 +388,19 @@ def reference_recall(n_rel: int, n_bio: int, sets, forgotten_rel, forgotten_bio=
         denom = n_bio + rest
         acc_all = None if denom == 0 else ((acc_bio or 0) * n_bio + (accs[m] or 0) * rest) / denom
         out.append(acc_all)
-    return {"recall": best, "candidates": cands, "accuracy_relationships": top, "best_sets": best_sets,
-            "accuracy_biographies": acc_bio, "accuracy_all": out}
+    return {
+        "recall": best,
+        "candidates": cands,
+        "accuracy_relationships": top,
+        "best_sets": best_sets,
+        "accuracy_biographies": acc_bio,
+        "accuracy_all": out,
+    }
 
 
-def family_tree_facts(genders: dict[str, str], parents: dict[str, tuple[str, ...]],
-                      couples: list[tuple[str, str]]) -> set[Triple]:
+def family_tree_facts(
+    genders: dict[str, str], parents: dict[str, tuple[str, ...]], couples: list[tuple[str, str]]
+) -> set[Triple]:
     """Every true relationship fact of a family tree (blood uncles/aunts only), read "o is s's r".
 
     Args:

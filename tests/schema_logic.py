@@ -54,8 +54,9 @@ class Rule:
     neq: tuple[tuple[str, str], ...]
 
     def text(self) -> str:
-        parts = [a.text() for a in self.body] + [f"{p}({v})" for p, v in self.guards] + \
-            [f"{a} != {b}" for a, b in self.neq]
+        parts = (
+            [a.text() for a in self.body] + [f"{p}({v})" for p, v in self.guards] + [f"{a} != {b}" for a, b in self.neq]
+        )
         return f"{self.head.text()} :- {', '.join(parts)}."
 
 
@@ -70,12 +71,19 @@ class RandomKB:
     rules: tuple[Rule, ...]
 
     def __repr__(self) -> str:  # readable falsifying examples
-        return (f"RandomKB(types={self.types}, relations={self.relations}, entities={self.entities}, "
-                f"facts={self.facts}, rules={[r.text() for r in self.rules]})")
+        return (
+            f"RandomKB(types={self.types}, relations={self.relations}, entities={self.entities}, "
+            f"facts={self.facts}, rules={[r.text() for r in self.rules]})"
+        )
 
     def schema_yaml(self) -> str:
-        lines = ["schema_version: 1", "name: random", f"entity_predicate: {ENTITY_PREDICATE}",
-                 f"entity_types: [{', '.join(self.types)}]", "relations:"]
+        lines = [
+            "schema_version: 1",
+            "name: random",
+            f"entity_predicate: {ENTITY_PREDICATE}",
+            f"entity_types: [{', '.join(self.types)}]",
+            "relations:",
+        ]
         for name, s, o, functional in self.relations:
             lines.append(f"  {name}: {{subject: {s}, object: {o}, functional: {str(functional).lower()}}}")
         return "\n".join(lines) + "\n"
@@ -116,7 +124,7 @@ def _rule(draw, types: tuple[str, ...], relations: tuple[str, ...], used_relatio
         used = []
         for k in range(n):
             # chain-shaped bodies share a variable with an earlier atom, so that the joins stay small
-            pool = VARS[:k + 2]
+            pool = VARS[: k + 2]
             s = draw(st.sampled_from(used or pool)) if k else draw(st.sampled_from(pool))
             o = draw(st.sampled_from(pool))
             # mostly relations that have facts, so that rules fire
@@ -127,8 +135,11 @@ def _rule(draw, types: tuple[str, ...], relations: tuple[str, ...], used_relatio
         hs, ho = draw(st.sampled_from(used)), draw(st.sampled_from(used))
         head = Atom(hs, draw(st.sampled_from(relations)), ho)
     guards = tuple(draw(st.lists(st.tuples(st.sampled_from(preds), st.sampled_from(used)), max_size=1)))
-    neq = tuple(draw(st.lists(st.tuples(st.sampled_from(used), st.sampled_from(used)).filter(lambda p: p[0] != p[1]),
-                              max_size=1)))
+    neq = tuple(
+        draw(
+            st.lists(st.tuples(st.sampled_from(used), st.sampled_from(used)).filter(lambda p: p[0] != p[1]), max_size=1)
+        )
+    )
     if draw(st.booleans()) and head.s != head.o:
         neq += ((head.s, head.o),)
     return Rule(head, body, guards, neq)
@@ -197,8 +208,10 @@ def closure(facts, entities: dict[str, str], rules) -> set[Triple]:
         new = set()
         for rule in rules:
             for env in _bindings(rule, known):
-                if any(not (p == ENTITY_PREDICATE and env[v] in entities or entities.get(env[v]) == p)
-                       for p, v in rule.guards):
+                if any(
+                    not (p == ENTITY_PREDICATE and env[v] in entities or entities.get(env[v]) == p)
+                    for p, v in rule.guards
+                ):
                     continue
                 if any(env[a] == env[b] for a, b in rule.neq):
                     continue
@@ -213,8 +226,10 @@ def closure(facts, entities: dict[str, str], rules) -> set[Triple]:
 def brute_force_mdus(facts: dict[int, Triple], entities: dict[str, str], rules, targets) -> set[frozenset[int]]:
     """All subset-minimal sets U of fact ids with no target in Omega(K \\ U) (Definitions 2-3), by trying every
     subset by increasing size (:func:`independent_logic.minimal_removals`, the family reference's enumeration)."""
-    return minimal_removals(sorted(facts), lambda u: bool(
-        set(targets) & closure([t for i, t in facts.items() if i not in u], entities, rules)))
+    return minimal_removals(
+        sorted(facts),
+        lambda u: bool(set(targets) & closure([t for i, t in facts.items() if i not in u], entities, rules)),
+    )
 
 
 # --------------------------------------------------------------------------------------------- the tiny KB ------
@@ -243,10 +258,13 @@ relations:
   located_in: {subject: city, object: country, functional: true}
   citizen_of: {subject: person, object: country}
 """
-TINY_ENTITIES = "name,type\nAnn,person\nBo,person\nCy,person\nDi,person\nLyon,city\nParis,city\nFrance,country\n" \
-                "Spain,country\n"
-TINY_FACTS = "fact_id,subject,relation,object\n0,Ann,kid,Bo\n1,Ann,kid,Cy\n2,Ann,lives_in,Lyon\n" \
-             "3,Lyon,located_in,France\n4,Di,lives_in,Paris\n5,Paris,located_in,France\n6,Bo,sibling,Cy\n"
+TINY_ENTITIES = (
+    "name,type\nAnn,person\nBo,person\nCy,person\nDi,person\nLyon,city\nParis,city\nFrance,country\nSpain,country\n"
+)
+TINY_FACTS = (
+    "fact_id,subject,relation,object\n0,Ann,kid,Bo\n1,Ann,kid,Cy\n2,Ann,lives_in,Lyon\n"
+    "3,Lyon,located_in,France\n4,Di,lives_in,Paris\n5,Paris,located_in,France\n6,Bo,sibling,Cy\n"
+)
 TINY_RULES = """\
 % a kid lives where its parent lives
 holds(B,lives_in,C) :- holds(A,kid,B), holds(A,lives_in,C), person(B).
@@ -257,15 +275,25 @@ holds(B,sibling,A) :- holds(A,sibling,B).
 holds(A,citizen_of,C) :- holds(A,lives_in,B), holds(B,located_in,C), city(B), country(C).
 """
 #: Its closure's derived facts (worked out by hand from the rules above).
-TINY_DERIVED = {("Bo", "lives_in", "Lyon"), ("Cy", "lives_in", "Lyon"), ("Cy", "sibling", "Bo"),
-                ("Ann", "citizen_of", "France"), ("Bo", "citizen_of", "France"), ("Cy", "citizen_of", "France"),
-                ("Di", "citizen_of", "France")}
+TINY_DERIVED = {
+    ("Bo", "lives_in", "Lyon"),
+    ("Cy", "lives_in", "Lyon"),
+    ("Cy", "sibling", "Bo"),
+    ("Ann", "citizen_of", "France"),
+    ("Bo", "citizen_of", "France"),
+    ("Cy", "citizen_of", "France"),
+    ("Di", "citizen_of", "France"),
+}
 
 
 def write_tiny_kb(root: Path) -> Path:
     """Write the tiny non-family KB (schema.yaml, entities.csv, relationships.csv, rules.lp) into ``root``."""
     root.mkdir(parents=True, exist_ok=True)
-    for name, text in (("schema.yaml", TINY_SCHEMA), ("entities.csv", TINY_ENTITIES),
-                       ("relationships.csv", TINY_FACTS), ("rules.lp", TINY_RULES)):
+    for name, text in (
+        ("schema.yaml", TINY_SCHEMA),
+        ("entities.csv", TINY_ENTITIES),
+        ("relationships.csv", TINY_FACTS),
+        ("rules.lp", TINY_RULES),
+    ):
         (root / name).write_text(text)
     return root

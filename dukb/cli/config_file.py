@@ -84,8 +84,10 @@ MAX_CONFIG_DEPTH = 8
 
 #: TOML numbers that are not written as dukb reads numbers (:func:`dukb.kb.csvfile.strict_int`, :data:`dukb.neural.
 #: bounds.DECIMAL`): hexadecimal, octal and binary integers, ``_`` separators, a leading ``+``, inf and nan
-_TOML_LOOSE_NUMBER = re.compile(r"(?<![\w.\-+])(?:[+-]?0[xob][0-9A-Fa-f_]*|[+-]?[0-9][0-9_.eE+-]*_[0-9_.eE+-]*"
-                                r"|\+[0-9.]+[0-9.eE+-]*|[+-]?(?:inf|nan))(?![\w.])")
+_TOML_LOOSE_NUMBER = re.compile(
+    r"(?<![\w.\-+])(?:[+-]?0[xob][0-9A-Fa-f_]*|[+-]?[0-9][0-9_.eE+-]*_[0-9_.eE+-]*"
+    r"|\+[0-9.]+[0-9.eE+-]*|[+-]?(?:inf|nan))(?![\w.])"
+)
 
 
 def _unquoted(text: str) -> list[str]:
@@ -138,8 +140,11 @@ def _check_limits(text: str, p: Path, toml: bool) -> None:
     lines = _unquoted(text)
     items = len(lines) + sum(line.count(",") for line in lines)
     if items > MAX_CONFIG_ITEMS:
-        raise InputError(f"{items:,} items (lines and commas), more than the {MAX_CONFIG_ITEMS:,} a --config file "
-                         "may hold (list many targets in a --targets-file)", p)
+        raise InputError(
+            f"{items:,} items (lines and commas), more than the {MAX_CONFIG_ITEMS:,} a --config file "
+            "may hold (list many targets in a --targets-file)",
+            p,
+        )
     depth = 0
     for n, line in enumerate(lines, 1):
         for c in line:
@@ -152,14 +157,20 @@ def _check_limits(text: str, p: Path, toml: bool) -> None:
         if toml:
             key = line.strip().strip("[]") if line.strip().startswith("[") else line.split("=", 1)[0]
             if key.count(".") >= MAX_CONFIG_DEPTH:
-                raise InputError(f"a key is nested too deeply ({key.count('.') + 1} dotted parts, more than "
-                                 f"{MAX_CONFIG_DEPTH})", p, n)
+                raise InputError(
+                    f"a key is nested too deeply ({key.count('.') + 1} dotted parts, more than {MAX_CONFIG_DEPTH})",
+                    p,
+                    n,
+                )
             value = line.split("=", 1)[1] if "=" in line and not line.strip().startswith("[") else line
             m = _TOML_LOOSE_NUMBER.search(value)
             if m:
-                raise InputError(f"number {m.group(0).strip()!r} is not written as dukb reads numbers (the digits "
-                                 "0-9, a point, an exponent and a leading '-': no 0x/0o/0b, '_', '+', inf or nan)",
-                                 p, n)
+                raise InputError(
+                    f"number {m.group(0).strip()!r} is not written as dukb reads numbers (the digits "
+                    "0-9, a point, an exponent and a leading '-': no 0x/0o/0b, '_', '+', inf or nan)",
+                    p,
+                    n,
+                )
 
 
 def _yaml_problems(node, p: Path, depth: int = 0, seen=None) -> None:
@@ -173,12 +184,14 @@ def _yaml_problems(node, p: Path, depth: int = 0, seen=None) -> None:
 
     seen = set() if seen is None else seen
     if id(node) in seen:
-        raise InputError("anchors and aliases (&name, *name) are not supported in a --config file", p,
-                         node.start_mark.line + 1)
+        raise InputError(
+            "anchors and aliases (&name, *name) are not supported in a --config file", p, node.start_mark.line + 1
+        )
     seen.add(id(node))
     if depth > MAX_CONFIG_DEPTH:
-        raise InputError(f"a value is nested too deeply (more than {MAX_CONFIG_DEPTH} levels)", p,
-                         node.start_mark.line + 1)
+        raise InputError(
+            f"a value is nested too deeply (more than {MAX_CONFIG_DEPTH} levels)", p, node.start_mark.line + 1
+        )
     if isinstance(node, yaml.MappingNode):
         keys: dict = {}
         for k, v in node.value:
@@ -241,8 +254,11 @@ def read_config_file(path) -> tuple[dict, dict[str, int]]:
             data = yaml.load(text, Loader=yaml.BaseLoader)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
-            raise InputError(f"not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})", p,
-                             mark.line + 1 if mark is not None else None) from None
+            raise InputError(
+                f"not valid YAML ({getattr(e, 'problem', None) or type(e).__name__})",
+                p,
+                mark.line + 1 if mark is not None else None,
+            ) from None
         except RecursionError:  # PyYAML composes nested sequences and mappings recursively
             raise InputError("not valid YAML (a value is nested too deeply)", p) from None
         if data is None:
@@ -305,11 +321,15 @@ def default_map(command, path) -> dict:
     for key, value in data.items():
         p = by_name.get(str(key).replace("-", "_"))
         if p is None:
-            raise InputError(f"unknown option {key!r} for `dukb {command.name}` (see `dukb {command.name} --help`)",
-                             path, lines.get(str(key)))
+            raise InputError(
+                f"unknown option {key!r} for `dukb {command.name}` (see `dukb {command.name} --help`)",
+                path,
+                lines.get(str(key)),
+            )
         if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
-            raise InputError(f"option {key!r} takes a value or a list of values, not a table", path,
-                             lines.get(str(key)))
+            raise InputError(
+                f"option {key!r} takes a value or a list of values, not a table", path, lines.get(str(key))
+            )
         if value is None or value == "":
             raise InputError(f"option {key!r} has no value", path, lines.get(str(key)))
         _check_int(p, value, key, path, lines.get(str(key)))
@@ -345,12 +365,17 @@ def load_config_callback(ctx: typer.Context, param: typer.CallbackParam, value: 
 
 
 #: The ``--config`` option every protocol command takes.
-CONFIG_OPTION = typer.Option(None, "--config", is_eager=True, callback=load_config_callback,
-                             help="YAML or TOML file of this command's options (names without the leading dashes; a "
-                                  "list for a comma-separated or repeated option); flags on the command line win. "
-                                  "A run's owner saves its options to RUN/config.yaml (paths absolute), so "
-                                  "--config RUN/config.yaml -o NEW repeats it from any folder (--resume continues "
-                                  "it).")
+CONFIG_OPTION = typer.Option(
+    None,
+    "--config",
+    is_eager=True,
+    callback=load_config_callback,
+    help="YAML or TOML file of this command's options (names without the leading dashes; a "
+    "list for a comma-separated or repeated option); flags on the command line win. "
+    "A run's owner saves its options to RUN/config.yaml (paths absolute), so "
+    "--config RUN/config.yaml -o NEW repeats it from any folder (--resume continues "
+    "it).",
+)
 
 
 def _current_context():
@@ -404,12 +429,14 @@ def resolved_options(ctx, exclude=()) -> dict:
 
 def _header(command: str) -> str:
     """config.yaml's header comment: what the file guarantees (see the module docstring)."""
-    return (f"# the options of this `dukb {command}` run, {_OWNER_MARK} (its owner: the first\n"
-            "# line of commands.log), every path absolute. From any folder,\n"
-            f"#   dukb {command} --config THIS_FILE -o NEW_DIR      makes a run of the same identity,\n"
-            f"#   dukb {command} --config THIS_FILE --resume        continues this run.\n"
-            "# A --resume that added to the run (targets, methods, grid values, ...) rewrote it under the run lock to\n"
-            "# describe the whole run; each invocation's command line is in commands.log.\n")
+    return (
+        f"# the options of this `dukb {command}` run, {_OWNER_MARK} (its owner: the first\n"
+        "# line of commands.log), every path absolute. From any folder,\n"
+        f"#   dukb {command} --config THIS_FILE -o NEW_DIR      makes a run of the same identity,\n"
+        f"#   dukb {command} --config THIS_FILE --resume        continues this run.\n"
+        "# A --resume that added to the run (targets, methods, grid values, ...) rewrote it under the run lock to\n"
+        "# describe the whole run; each invocation's command line is in commands.log.\n"
+    )
 
 
 def _write(path: Path, command: str, values: dict) -> None:
@@ -468,8 +495,12 @@ def _union(command: str, run: Path, old: dict, new: dict, identity: dict, added:
     methods = identity.get("methods") if isinstance(identity.get("methods"), dict) else {}
     for k in added:
         parts = k.split(".")
-        if len(parts) == 3 and parts[0] == "methods" and parts[2] == "grid" and isinstance(
-                methods.get(parts[1], {}).get("grid"), list):
+        if (
+            len(parts) == 3
+            and parts[0] == "methods"
+            and parts[2] == "grid"
+            and isinstance(methods.get(parts[1], {}).get("grid"), list)
+        ):
             grids.pop(parts[1], None)
             grids[parts[1]] = f"{parts[1]}=" + ",".join(_number(v) for v in methods[parts[1]]["grid"])
     if grids:
@@ -480,8 +511,10 @@ def _union(command: str, run: Path, old: dict, new: dict, identity: dict, added:
             from dukb.neural.run.files import output_file, write_bytes_atomic
 
             path = Path(run).absolute() / TARGETS_NAME
-            text = ("# the targets of this run (the union of its invocations'), written by dukb for config.yaml\n"
-                    + "".join(f"{t}\n" for t in targets))
+            text = (
+                "# the targets of this run (the union of its invocations'), written by dukb for config.yaml\n"
+                + "".join(f"{t}\n" for t in targets)
+            )
             write_bytes_atomic(output_file(path), text.encode("utf-8"))
             out["targets-file"] = str(path)
         else:  # none added: the run's file says them all (this invocation may have named only some)
@@ -556,5 +589,16 @@ def save_resolved_config(output, exclude=()) -> Path | None:
     return out / RESOLVED_NAME
 
 
-__all__ = ["CONFIG_OPTION", "extendable_options", "PATH_OPTIONS", "RESOLVED_NAME", "TARGETS_NAME", "default_map",
-           "load_config_callback", "on_claim", "read_config_file", "resolved_options", "save_resolved_config"]
+__all__ = [
+    "CONFIG_OPTION",
+    "extendable_options",
+    "PATH_OPTIONS",
+    "RESOLVED_NAME",
+    "TARGETS_NAME",
+    "default_map",
+    "load_config_callback",
+    "on_claim",
+    "read_config_file",
+    "resolved_options",
+    "save_resolved_config",
+]

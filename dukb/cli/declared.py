@@ -96,11 +96,18 @@ def run_parameters(cls) -> dict[str, inspect.Parameter]:
     kw = inspect.Parameter.KEYWORD_ONLY
     out = {"config": inspect.Parameter("config", kw, default=CONFIG_OPTION, annotation=Optional[Path])}
     default = Path(cli["output"]) if cli.get("output") else ...
-    out["output"] = inspect.Parameter("output", kw, annotation=Path, default=typer.Option(
-        default, "-o", "--output", parser=output_path, metavar="PATH", help=cli.get("output_help", "Run directory.")))
+    out["output"] = inspect.Parameter(
+        "output",
+        kw,
+        annotation=Path,
+        default=typer.Option(
+            default, "-o", "--output", parser=output_path, metavar="PATH", help=cli.get("output_help", "Run directory.")
+        ),
+    )
     if cli.get("resume"):
-        out["resume"] = inspect.Parameter("resume", kw, annotation=bool, default=typer.Option(
-            False, "--resume", help=cli["resume"]))
+        out["resume"] = inspect.Parameter(
+            "resume", kw, annotation=bool, default=typer.Option(False, "--resume", help=cli["resume"])
+        )
     return out
 
 
@@ -109,8 +116,10 @@ def signature(cls) -> inspect.Signature:
     shared options), then the run options not placed."""
     kw = inspect.Parameter.KEYWORD_ONLY
     run = run_parameters(cls)
-    fields_ = {f.name: inspect.Parameter(param_name(f), kw, default=option_info(f), annotation=annotation(cls, f))
-               for f in declared_fields(cls)}
+    fields_ = {
+        f.name: inspect.Parameter(param_name(f), kw, default=option_info(f), annotation=annotation(cls, f))
+        for f in declared_fields(cls)
+    }
     params = [run.pop("config")]
     for name in cls.CLI.get("order", ()):
         params.append(run.pop(name) if name in run else fields_.pop(name))
@@ -153,6 +162,7 @@ def declared_command(cls, parsers: dict | None = None):
         cls: the protocol's config class (a :class:`dukb.neural.runconfig.RunConfig` with a ``CLI`` table).
         parsers: more parsers by name (:data:`PARSERS`), for the protocol's own options.
     """
+
     def decorate(body):
         sig = signature(cls)
         takes_resume = "resume" in inspect.signature(body).parameters
@@ -185,6 +195,7 @@ def protocol_command(info):
     Returns:
         The typer command callback (register it with ``app.command(info.name)``).
     """
+
     def body(cfg, output: Path, resume: bool) -> None:
         on_interrupt(keep_rows_note(output))
         info.load("run")(output, cfg, resume=resume, progress=True, log=log_line)
@@ -196,5 +207,15 @@ def protocol_command(info):
     return declared_command(info.load("config"))(body)
 
 
-__all__ = ["AFTER_CHECK", "PARSERS", "annotation", "build_config", "declared_command", "declared_fields", "param_name",
-           "protocol_command", "run_parameters", "signature"]
+__all__ = [
+    "AFTER_CHECK",
+    "PARSERS",
+    "annotation",
+    "build_config",
+    "declared_command",
+    "declared_fields",
+    "param_name",
+    "protocol_command",
+    "run_parameters",
+    "signature",
+]

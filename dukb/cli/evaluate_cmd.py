@@ -90,11 +90,13 @@ def _run_protocol(run_dir: Path) -> str:
         raise InputError("not a run config (expected a JSON object)", config)
     protocol = doc.get("protocol", "evaluate")
     if not isinstance(protocol, str):
-        raise InputError(f"not a run config: its \"protocol\" is a JSON {_json_type(protocol)}, not a string "
-                         f"(one of {', '.join(RENDERERS)})", config)
+        raise InputError(
+            f'not a run config: its "protocol" is a JSON {_json_type(protocol)}, not a string '
+            f"(one of {', '.join(RENDERERS)})",
+            config,
+        )
     if protocol not in RENDERERS:
-        raise InputError(f"cannot render a {protocol!r} run: `dukb report` renders {', '.join(RENDERERS)} runs",
-                         config)
+        raise InputError(f"cannot render a {protocol!r} run: `dukb report` renders {', '.join(RENDERERS)} runs", config)
     return protocol
 
 
@@ -148,9 +150,13 @@ def _why(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def report(run_dir: Path = typer.Argument(..., parser=output_path,
-                                          help="A run directory written by `dukb evaluate`, `dukb muse`, "
-                                          "`dukb rwku`, `dukb control` or `dukb restor`.")) -> None:
+def report(
+    run_dir: Path = typer.Argument(
+        ...,
+        parser=output_path,
+        help="A run directory written by `dukb evaluate`, `dukb muse`, `dukb rwku`, `dukb control` or `dukb restor`.",
+    ),
+) -> None:
     """Re-render a run's summary.csv, report.md and figures from its files alone (no model), by the protocol its
     config.json names: evaluate's accuracy_recall.png, muse's scalability/sustainability/ROC figures, rwku's
     aa_kinds.png and batch_targets.png, control's ps_curves.png and risk_curves.png, restor's states.csv and
@@ -162,13 +168,16 @@ def report(run_dir: Path = typer.Argument(..., parser=output_path,
     if protocol != "restor" and not os.path.lexists(run_dir / "results.jsonl"):
         raise InputError(f"no results.jsonl here (a {protocol} run that has written no rows yet)", run_dir)
     if protocol in ("evaluate", "muse", "rwku") and _blank_file(run_dir / "results.jsonl"):
-        raise InputError(f"no result rows yet: the file is empty (the {protocol} run has written no rows yet)",
-                         run_dir / "results.jsonl")
+        raise InputError(
+            f"no result rows yet: the file is empty (the {protocol} run has written no rows yet)",
+            run_dir / "results.jsonl",
+        )
     if protocol == "restor":  # its renderer writes these whole: nothing but a regular file may stand in their place
         from dukb.neural.run.files import output_file
 
-        for out in [run_dir / n for n in ("states.csv", "summary.csv", "report.md")] \
-                + sorted(run_dir.glob("states_*.png")):
+        for out in [run_dir / n for n in ("states.csv", "summary.csv", "report.md")] + sorted(
+            run_dir.glob("states_*.png")
+        ):
             output_file(out)
     module, name = RENDERERS[protocol]
     render = getattr(importlib.import_module(module), name)
@@ -181,17 +190,26 @@ def report(run_dir: Path = typer.Argument(..., parser=output_path,
     missing = paths.get("missing_units") or []
     if missing:
         what = "(request, method, setting)" if protocol == "rwku" else "(target, method, setting)"
-        shown = ", ".join("(" + ", ".join(f"{x:g}" if isinstance(x, float) else ("before" if x == "" else str(x))
-                                          for x in unit if x is not None) + ")" for unit in missing[:8])
-        typer.echo(f"{len(missing)} units have no row yet {what}: {shown}" + (", ..." if len(missing) > 8 else ""),
-                   err=True)
+        shown = ", ".join(
+            "("
+            + ", ".join(
+                f"{x:g}" if isinstance(x, float) else ("before" if x == "" else str(x)) for x in unit if x is not None
+            )
+            + ")"
+            for unit in missing[:8]
+        )
+        typer.echo(
+            f"{len(missing)} units have no row yet {what}: {shown}" + (", ..." if len(missing) > 8 else ""), err=True
+        )
     unfinished = paths.get("unfinished_units") or []
     if unfinished:
         what = {"muse": "(request, method)", "control": "(ratio, method)"}.get(protocol, "")
         empty = "θ_o" if protocol == "control" else "reference"
         shown = ", ".join("(" + ", ".join(empty if x == "" else str(x) for x in unit) + ")" for unit in unfinished[:8])
-        typer.echo(f"{len(unfinished)} work units {what} are not finished: {shown}"
-                   + (", ..." if len(unfinished) > 8 else ""), err=True)
+        typer.echo(
+            f"{len(unfinished)} work units {what} are not finished: {shown}" + (", ..." if len(unfinished) > 8 else ""),
+            err=True,
+        )
     typer.echo(f"report: {paths['report']}")
 
 
@@ -203,9 +221,12 @@ class TableFormat(str, Enum):
 
 
 def methods(
-    fmt: TableFormat = typer.Option(TableFormat.table, "--format",
-                                    help="table: tables drawn for the terminal, wrapped to its width; markdown: the "
-                                         "docs' reference tables as markdown."),
+    fmt: TableFormat = typer.Option(
+        TableFormat.table,
+        "--format",
+        help="table: tables drawn for the terminal, wrapped to its width; markdown: the "
+        "docs' reference tables as markdown.",
+    ),
 ) -> None:
     """List every registered unlearning method, preset, forget scope and model family, the metrics, the attacks,
     the protocols and the options every protocol takes (generated from the registries: the same tables as the docs'

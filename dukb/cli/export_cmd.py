@@ -27,28 +27,56 @@ def _scopes_help() -> str:
 
 
 def export(
-    kb: Optional[str] = typer.Option(None, "--kb", help="KB directory or built-in name (demo); default: the built-in "
-                                     "generated KB (100 people, seed 0), built in memory."),
-    fmt: ExportFormat = typer.Option(..., "--format", help="hf: one `datasets` save_to_disk folder per "
-                                     "configuration (load with datasets.load_from_disk); parquet: CONFIG/SPLIT.parquet "
-                                     "(load with datasets.load_dataset(\"parquet\", data_files=...))."),
-    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="OUT",
-                                help="Folder to write (created if needed); it must be new or empty."),
-    target_id: Optional[list[int]] = typer.Option(None, "--target-id", help="Relationship fact_id of a target "
-                                                  "(repeatable)."),
-    targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="File with one fact_id per line; '#' "
-                                                f"starts a comment; each fact_id once; at most {MAX_TARGETS_LINES:,} "
-                                                "lines. Without --target-id and --targets-file: the KB folder's "
-                                                "targets.txt when it has one, else no targets."),
-    forget_scope: str = typer.Option("minimum", "--forget-scope", help="The forget split of each target: "
-                                     + _scopes_help() + ". The retain split is every other KB fact."),
-    kinds: Optional[list[str]] = typer.Option(None, "--kinds", metavar="KINDS", help="Probe forms of the probes "
-                                              "configuration, comma-separated and/or repeated (default: all; see "
-                                              "`dukb probes --help`)."),
+    kb: Optional[str] = typer.Option(
+        None,
+        "--kb",
+        help="KB directory or built-in name (demo); default: the built-in "
+        "generated KB (100 people, seed 0), built in memory.",
+    ),
+    fmt: ExportFormat = typer.Option(
+        ...,
+        "--format",
+        help="hf: one `datasets` save_to_disk folder per "
+        "configuration (load with datasets.load_from_disk); parquet: CONFIG/SPLIT.parquet "
+        '(load with datasets.load_dataset("parquet", data_files=...)).',
+    ),
+    output: Path = typer.Option(
+        ...,
+        "-o",
+        "--output",
+        parser=output_path,
+        metavar="OUT",
+        help="Folder to write (created if needed); it must be new or empty.",
+    ),
+    target_id: Optional[list[int]] = typer.Option(
+        None, "--target-id", help="Relationship fact_id of a target (repeatable)."
+    ),
+    targets_file: Optional[Path] = typer.Option(
+        None,
+        "--targets-file",
+        help="File with one fact_id per line; '#' "
+        f"starts a comment; each fact_id once; at most {MAX_TARGETS_LINES:,} "
+        "lines. Without --target-id and --targets-file: the KB folder's "
+        "targets.txt when it has one, else no targets.",
+    ),
+    forget_scope: str = typer.Option(
+        "minimum",
+        "--forget-scope",
+        help="The forget split of each target: " + _scopes_help() + ". The retain split is every other KB fact.",
+    ),
+    kinds: Optional[list[str]] = typer.Option(
+        None,
+        "--kinds",
+        metavar="KINDS",
+        help="Probe forms of the probes "
+        "configuration, comma-separated and/or repeated (default: all; see "
+        "`dukb probes --help`).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the probes' random choices (templates, distractors, hints)."),
     rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
-    force: bool = typer.Option(False, "--force", help="Replace an earlier export in OUT (a folder holding anything "
-                               "else is still refused)."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an earlier export in OUT (a folder holding anything else is still refused)."
+    ),
 ) -> None:
     """Export a KB as data sets, with a dataset card (OUT/README.md, Hugging Face's format).
 
@@ -64,6 +92,25 @@ def export(
     outside OUT, and a failed export leaves OUT as it was. --format hf needs the `datasets` package and parquet
     `pyarrow`, both in dukb's `export` extra.
     """
+    from dukb.solver import card
+    from dukb.solver import export as ex
+
+    _check_options(fmt, forget_scope, kinds, output, force)
+    k, c, kb_text, kb_name = _load(kb, rules)
+    targets, source = _targets(k, c, kb, target_id, targets_file)
+    tables = ex.export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
+    licence = ex.kb_licence(kb)
+    command = _command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force)
+    prov = _provenance(command, k, c, kb_text, kb_name, forget_scope, seed, source, licence)
+    ex.write_export(
+        tables, output, fmt.value, card.dataset_card(tables, fmt.value, prov), licence_file=licence.file, force=force
+    )
+    _say_written(output, fmt, tables, targets, source, forget_scope, licence.id)
+
+
+def _check_options(fmt: ExportFormat, forget_scope: str, kinds: list[str] | None, output: Path, force: bool) -> None:
+    """Every option checked before the KB is read: the format's package installed, the forget scope and the probe
+    kinds known, the output folder writable (:func:`dukb.solver.export.check_output`); InputError otherwise."""
     from dukb import InputError
     from dukb.kb.probes import parse_kinds
     from dukb.solver import export as ex
@@ -75,21 +122,41 @@ def export(
     get_scope(forget_scope)
     parse_kinds(kinds)
     ex.check_output(output, force)
-    k, c, kb_text, kb_name = _load(kb, rules)
-    targets, source = _targets(k, c, kb, target_id, targets_file)
-    tables = ex.export_tables(k, c, targets, scope=forget_scope, kinds=kinds, seed=seed)
-    licence = ex.kb_licence(kb)
-    command = _command(kb, fmt, output, target_id, targets_file, forget_scope, kinds, seed, rules, force)
-    prov = ex.Provenance(command, kb_text, k.fingerprint(), c.rules.name, c.rules.fingerprint, forget_scope, seed,
-                         source, licence, name=kb_name)
-    ex.write_export(tables, output, fmt.value, ex.dataset_card(tables, fmt.value, prov), licence_file=licence.file,
-                    force=force)
+
+
+def _provenance(command: str, k, c, kb_text: str, kb_name: str, scope: str, seed: int, source: str, licence):
+    """The dataset card's :class:`dukb.solver.card.Provenance` of an export of the KB ``k`` with its closure ``c``."""
+    from dukb.solver import card
+
+    return card.Provenance(
+        command,
+        kb_text,
+        k.fingerprint(),
+        c.rules.name,
+        c.rules.fingerprint,
+        scope,
+        seed,
+        source,
+        licence,
+        name=kb_name,
+    )
+
+
+def _say_written(
+    output: Path, fmt: ExportFormat, tables: dict, targets: list, source: str, forget_scope: str, licence: str
+) -> None:
+    """What the export wrote, on stdout, after a note on stderr when it holds no target."""
     if not targets:
-        typer.echo(f"dukb: note: no targets ({source}): the export holds no forget and retain splits; give "
-                   "--target-id or --targets-file to add them", err=True)
+        typer.echo(
+            f"dukb: note: no targets ({source}): the export holds no forget and retain splits; give "
+            "--target-id or --targets-file to add them",
+            err=True,
+        )
     rows = sum(t.n_rows for splits in tables.values() for t in splits.values())
-    typer.echo(f"wrote {output} ({fmt.value}): {len(tables)} configurations, {rows:,} rows, {len(targets)} target"
-               f"{'' if len(targets) == 1 else 's'} (forget scope {forget_scope}); licence {licence.id}")
+    typer.echo(
+        f"wrote {output} ({fmt.value}): {len(tables)} configurations, {rows:,} rows, {len(targets)} target"
+        f"{'' if len(targets) == 1 else 's'} (forget scope {forget_scope}); licence {licence}"
+    )
 
 
 def _load(kb: str | None, rules: str | None):
@@ -117,8 +184,11 @@ def _targets(k, c, kb: str | None, target_id, targets_file) -> tuple[list[int], 
     from dukb.kb.io import BUILTIN_KBS, resolve_kb_path
 
     if target_id or targets_file is not None:
-        source = " and ".join(x for x in ("--target-id" if target_id else "",
-                                           f"the targets file {targets_file}" if targets_file else "") if x)
+        source = " and ".join(
+            x
+            for x in ("--target-id" if target_id else "", f"the targets file {targets_file}" if targets_file else "")
+            if x
+        )
         return [fid for _, fid in _collect_targets(c, target_id, targets_file, None)], f"from {source}"
     folder = None if kb is None or (kb in BUILTIN_KBS and not Path(kb).exists()) else resolve_kb_path(kb)
     if folder is not None and (folder / "targets.txt").is_file():

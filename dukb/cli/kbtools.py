@@ -12,12 +12,20 @@ from dukb.cli.render import output_path
 
 
 def import_edu_relat(
-    src: Path = typer.Argument(..., metavar="SRC", help="The benchmark's original folder (synthetic_data/ of "
-                               "github.com/wrh14/deep_unlearning): family-200-graph.pt, family_relationships.pt, "
-                               "family_biographies.pt, subsample.pt, us_population_distribution; "
-                               "optionally unlearn_minimal_set/<edge id>.pt, the paper's cached minimal sets."),
-    out: Path = typer.Argument(..., metavar="OUT", parser=output_path, help="KB directory to write (created if "
-                               "needed; files of the same names are replaced, each all or nothing)."),
+    src: Path = typer.Argument(
+        ...,
+        metavar="SRC",
+        help="The benchmark's original folder (synthetic_data/ of "
+        "github.com/wrh14/deep_unlearning): family-200-graph.pt, family_relationships.pt, "
+        "family_biographies.pt, subsample.pt, us_population_distribution; "
+        "optionally unlearn_minimal_set/<edge id>.pt, the paper's cached minimal sets.",
+    ),
+    out: Path = typer.Argument(
+        ...,
+        metavar="OUT",
+        parser=output_path,
+        help="KB directory to write (created if needed; files of the same names are replaced, each all or nothing).",
+    ),
 ) -> None:
     """Convert the Eval-DU benchmark's pickled .pt files (the EDU-RELAT data set) into a KB directory, reading them
     without torch and refusing any pickled code. `import-edu-relat` is the same command under its earlier name.
@@ -38,12 +46,16 @@ def import_edu_relat(
     n_targets = len(read_targets_file(out / "targets.txt"))  # read back bounded, as every file
     found = find_paper_sets(out, set(kb.rel_ids))  # read back strictly, as every file
     paper = f", the paper's sets of {len(found[0])} targets" if found else ""
-    typer.echo(f"imported {len(kb.people)} people, {len(kb.relationships)} relationship facts, "
-               f"{len(kb.biographies)} biography facts, {n_targets} targets{paper} into {out}")
+    typer.echo(
+        f"imported {len(kb.people)} people, {len(kb.relationships)} relationship facts, "
+        f"{len(kb.biographies)} biography facts, {n_targets} targets{paper} into {out}"
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Add import-eval-du and its alias import-edu-relat to the app."""
     app.command("import-eval-du")(import_edu_relat)
-    app.command("import-edu-relat", help="Alias of import-eval-du (the benchmark's earlier name EDU-RELAT). "
-                + (import_edu_relat.__doc__ or ""))(import_edu_relat)
+    app.command(
+        "import-edu-relat",
+        help="Alias of import-eval-du (the benchmark's earlier name EDU-RELAT). " + (import_edu_relat.__doc__ or ""),
+    )(import_edu_relat)

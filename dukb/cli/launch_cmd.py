@@ -41,8 +41,13 @@ def submit(cfg: LaunchOptions, output: Path, resume: bool, command: str = "evalu
         raise InputError(f"cannot create the launch folder ({e.strerror})", folder) from None
     options = resolved_options(_current_context(), exclude=_LAUNCH_PARAMS)
     worker_yaml = folder / "worker.yaml"
-    write_bytes_atomic(worker_yaml, ("# the workers' options (written by --launcher)\n"
-                                     + yaml.safe_dump(options, sort_keys=False, allow_unicode=True)).encode())
+    write_bytes_atomic(
+        worker_yaml,
+        (
+            "# the workers' options (written by --launcher)\n"
+            + yaml.safe_dump(options, sort_keys=False, allow_unicode=True)
+        ).encode(),
+    )
     dukb = [sys.executable, "-m", "dukb.cli.main"]
     worker = [*dukb, command, "--config", str(worker_yaml), "-o", str(output), "--resume"]
     done = launch(cfg, worker, [*dukb, "report", str(output)], folder, log=lambda line: typer.echo(line, err=True))

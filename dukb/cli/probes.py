@@ -24,6 +24,25 @@ from dukb.neural.restor.config import MAX_DOCS_PER_ENTITY  # noqa: E402
 MAX_CONTEXT = 1000
 
 
+#: the help of ``dukb probes``' options (the long ones, declared here)
+FORMAT_HELP = (
+    "jsonl | csv: one row per probe; edu: EDU-RELAT's qa_relationships.jsonl and qa_biographies.jsonl into the -o "
+    "folder (--kinds does not apply)."
+)
+SEED_HELP = (
+    "Seed of every random choice (templates, distractors, hint and demonstration facts; with --corrupt, the "
+    "corruption)."
+)
+CORRUPT_HELP = (
+    "RESTOR-style: corrupt this share of the KB's facts, in (0, 1], 5 per chosen person, and write the corrupted KB "
+    "and its documents into the -o folder."
+)
+PROBE_RULES_HELP = (
+    "Rule set of the closure used to keep gold answers right: 'family', 'family_paper_compat' or a .lp file. "
+    "Default: the KB's own rules.lp when its directory has a schema.yaml, else family."
+)
+
+
 class ProbeFormat(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
@@ -40,28 +59,41 @@ def _kinds_help() -> str:
 
 def probes(
     kb: str = typer.Option(..., "--kb", help=KB_HELP),
-    kinds: Optional[list[str]] = typer.Option(None, "--kinds", metavar="KINDS",
-                                              help="Probe kinds or groups, comma-separated and/or repeated "
-                                                   "(default: all). See the list above."),
-    fmt: ProbeFormat = typer.Option(ProbeFormat.jsonl, "--format", help="jsonl | csv: one row per probe; edu: "
-                                    "EDU-RELAT's qa_relationships.jsonl and qa_biographies.jsonl into the -o "
-                                    "folder (--kinds does not apply)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (templates, distractors, hint and "
-                             "demonstration facts; with --corrupt, the corruption)."),
-    corrupt_fraction: Optional[float] = typer.Option(None, "--corrupt", help="RESTOR-style: corrupt this share "
-                                                     "of the KB's facts, in (0, 1], 5 per chosen person, and write "
-                                                     "the corrupted KB and its documents into the -o folder."),
-    context: Optional[int] = typer.Option(None, "--context", min=1, max=MAX_CONTEXT, help="With --corrupt: "
-                                          f"correct facts about other people per corruption document (k), 1 to "
-                                          f"{MAX_CONTEXT:,} (default 5)."),
-    docs_per_entity: int = typer.Option(1, "--docs-per-entity", min=1, max=MAX_DOCS_PER_ENTITY, help="With "
-                                        f"--corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}."),
-    rules: Optional[str] = typer.Option(None, "--rules", help="Rule set of the closure used to keep gold answers "
-                                        "right: 'family', 'family_paper_compat' or a .lp file. Default: the KB's "
-                                        "own rules.lp when its directory has a schema.yaml, else family."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
-                                          help="Output file (stdout if omitted); a folder with --format edu or "
-                                          "--corrupt. Each file is written all or nothing."),
+    kinds: Optional[list[str]] = typer.Option(
+        None,
+        "--kinds",
+        metavar="KINDS",
+        help="Probe kinds or groups, comma-separated and/or repeated (default: all). See the list above.",
+    ),
+    fmt: ProbeFormat = typer.Option(ProbeFormat.jsonl, "--format", help=FORMAT_HELP),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    corrupt_fraction: Optional[float] = typer.Option(None, "--corrupt", help=CORRUPT_HELP),
+    context: Optional[int] = typer.Option(
+        None,
+        "--context",
+        min=1,
+        max=MAX_CONTEXT,
+        help="With --corrupt: "
+        f"correct facts about other people per corruption document (k), 1 to "
+        f"{MAX_CONTEXT:,} (default 5).",
+    ),
+    docs_per_entity: int = typer.Option(
+        1,
+        "--docs-per-entity",
+        min=1,
+        max=MAX_DOCS_PER_ENTITY,
+        help=f"With --corrupt: documents per corrupted person, 1 to {MAX_DOCS_PER_ENTITY:,}.",
+    ),
+    rules: Optional[str] = typer.Option(None, "--rules", help=PROBE_RULES_HELP),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        parser=output_path,
+        metavar="PATH",
+        help="Output file (stdout if omitted); a folder with --format edu or "
+        "--corrupt. Each file is written all or nothing.",
+    ),
 ) -> None:
     """Probe questions for every fact of a KB, one row per (fact, kind) where the kind applies.
 
@@ -78,48 +110,68 @@ def probes(
     KB), corruptions.csv (fact_kind, fact_id, subject, predicate, true_value, injected_value) and documents.jsonl
     (doc_id, entity, k_context, text, facts: role incorrect|correct, fact_kind, fact_id, sentence).
     """
-    from dukb.kb.probe_files import probes_text
-    from dukb.kb.probes import parse_kinds, probe_report, write_edu_qa
-    from dukb.kb.schema_probes import unscorable_summary
+    from dukb.kb.edu_qa import write_edu_qa
+    from dukb.kb.probes import parse_kinds
     from dukb.solver.closure import compute_closure
 
     chosen = parse_kinds(kinds)
     k = _checked_kb(kb, fmt, corrupt_fraction, context, docs_per_entity, output)
-    family = k.schema.is_family
     closure = compute_closure(k, rules).atoms
     written: list[str] = []
     if fmt == ProbeFormat.edu:
         written += [str(p) for p in write_edu_qa(k, output, closure)]
     else:
-        probes_made, report = probe_report(k, chosen, seed, closure=closure)
-        if not family:  # the family forms cover every relation: its output stays as it was
-            for line in unscorable_summary(report):
-                typer.echo(f"dukb: note: unscorable probes: {line}", err=True)
-        text = probes_text(probes_made, fmt.value)
-        if corrupt_fraction is not None:
-            target = output / f"probes.{fmt.value}"
-        else:
-            target = output
-        from dukb.cli.render import emit
-
-        emit(text, target)
-        if target is not None:
-            written.append(str(target))
+        target = output / f"probes.{fmt.value}" if corrupt_fraction is not None else output
+        written += _write_probes(k, chosen, seed, closure, fmt, target)
     if corrupt_fraction is not None:
-        from dukb.kb.corrupt import corrupt, save_corruption
-
-        res = corrupt(k, corrupt_fraction, seed, 5 if context is None else context, closure=closure,
-                      docs_per_entity=docs_per_entity)
-        paths = save_corruption(res, output)
-        written += [str(p) for p in paths.values()]
-        typer.echo(f"corrupted {len(res.facts)} facts of {len({c.subject for c in res.facts})} people; "
-                   f"{len(res.documents)} documents", err=True)
+        written += _write_corruption(k, corrupt_fraction, seed, context, closure, docs_per_entity, output)
     if written:
         typer.echo("wrote " + ", ".join(written), err=True)
 
 
-def _checked_kb(kb: str, fmt: ProbeFormat, corrupt_fraction: float | None, context: int | None,
-                docs_per_entity: int, output: Path | None):
+def _write_probes(k, chosen, seed: int, closure, fmt: ProbeFormat, target: Path | None) -> list[str]:
+    """Write the KB's probes of the kinds ``chosen`` to ``target`` (stdout when None), noting on stderr the
+    unscorable probes of a KB with its own schema; returns the path written ([] for stdout)."""
+    from dukb.cli.render import emit
+    from dukb.kb.probe_files import probes_text
+    from dukb.kb.probes import probe_report
+    from dukb.kb.schema_probes import unscorable_summary
+
+    probes_made, report = probe_report(k, chosen, seed, closure=closure)
+    if not k.schema.is_family:  # the family forms cover every relation: its output stays as it was
+        for line in unscorable_summary(report):
+            typer.echo(f"dukb: note: unscorable probes: {line}", err=True)
+    emit(probes_text(probes_made, fmt.value), target)
+    return [str(target)] if target is not None else []
+
+
+def _write_corruption(
+    k, fraction: float, seed: int, context: int | None, closure, docs_per_entity: int, output: Path
+) -> list[str]:
+    """``--corrupt``: corrupt a share of the KB's facts (RESTOR-style, :func:`dukb.kb.corrupt.corrupt`), write the
+    corrupted KB and its documents into ``output``, say what was corrupted on stderr; returns the paths written."""
+    from dukb.kb.corrupt import corrupt, save_corruption
+
+    res = corrupt(
+        k, fraction, seed, 5 if context is None else context, closure=closure, docs_per_entity=docs_per_entity
+    )
+    paths = save_corruption(res, output)
+    typer.echo(
+        f"corrupted {len(res.facts)} facts of {len({c.subject for c in res.facts})} people; "
+        f"{len(res.documents)} documents",
+        err=True,
+    )
+    return [str(p) for p in paths.values()]
+
+
+def _checked_kb(
+    kb: str,
+    fmt: ProbeFormat,
+    corrupt_fraction: float | None,
+    context: int | None,
+    docs_per_entity: int,
+    output: Path | None,
+):
     """``dukb probes``' option checks, then the KB (loaded; a non-family KB refused for --format edu and --corrupt).
 
     Raises:
@@ -136,10 +188,15 @@ def _checked_kb(kb: str, fmt: ProbeFormat, corrupt_fraction: float | None, conte
         raise InputError("-o must be a folder (not an existing file) with --corrupt or --format edu", output)
     k = load_kb(kb)
     if not k.schema.is_family and (fmt == ProbeFormat.edu or corrupt_fraction is not None):
-        what = "--format edu (EDU-RELAT's family QA files)" if fmt == ProbeFormat.edu else \
-            "--corrupt (RESTOR-style corruption of family relations and biography values)"
-        raise InputError(f"KB {k.source} has schema '{k.schema.name}': {what} needs the family schema; "
-                         "--format jsonl|csv writes its probes from the schema's templates")
+        what = (
+            "--format edu (EDU-RELAT's family QA files)"
+            if fmt == ProbeFormat.edu
+            else "--corrupt (RESTOR-style corruption of family relations and biography values)"
+        )
+        raise InputError(
+            f"KB {k.source} has schema '{k.schema.name}': {what} needs the family schema; "
+            "--format jsonl|csv writes its probes from the schema's templates"
+        )
     return k
 
 

@@ -16,8 +16,7 @@ from dukb.neural.tables import Table
 #: The width, in characters, of the ``--help`` texts on the CLI reference page.
 HELP_WIDTH = 100
 
-_GENERATED = ("*Generated when the site is built{how}; do not edit: change the {what} and the page "
-              "follows.*")
+_GENERATED = "*Generated when the site is built{how}; do not edit: change the {what} and the page follows.*"
 
 
 def command_help(args: list[str], width: int = HELP_WIDTH) -> str:
@@ -66,13 +65,21 @@ def cli_page() -> str:
     """reference/cli.md: the top-level ``--help``, then one section per command (``## dukb NAME``, anchor
     ``#dukb-NAME``) holding its ``--help``."""
     names = command_names()
-    lines = ["# Command-line reference", "",
-             _GENERATED.format(how=" from each command's `--help`", what="command's options or docstring"), "",
-             "Every command prints the same text with `dukb COMMAND --help`. Exit codes: 0 success; 1 the command "
-             "finished short of its goal (e.g. `dukb finetune` below its target accuracy); 2 bad input or a "
-             "refusal (one line `dukb: error: ...`); 130 interrupted.", "",
-             "Commands: " + ", ".join(f"[`{n}`](#dukb-{n})" for n in names) + ".", "",
-             "```text", command_help([]), "```"]
+    lines = [
+        "# Command-line reference",
+        "",
+        _GENERATED.format(how=" from each command's `--help`", what="command's options or docstring"),
+        "",
+        "Every command prints the same text with `dukb COMMAND --help`. Exit codes: 0 success; 1 the command "
+        "finished short of its goal (e.g. `dukb finetune` below its target accuracy); 2 bad input or a "
+        "refusal (one line `dukb: error: ...`); 130 interrupted.",
+        "",
+        "Commands: " + ", ".join(f"[`{n}`](#dukb-{n})" for n in names) + ".",
+        "",
+        "```text",
+        command_help([]),
+        "```",
+    ]
     for n in names:
         lines += ["", f"## dukb {n}", "", "```text", command_help([n]), "```"]
     return "\n".join(lines) + "\n"
@@ -101,10 +108,12 @@ def reference_tables() -> dict[str, list[Table]]:
     from dukb.neural.protocols import protocols_table
     from dukb.neural.runconfig import options_table
 
-    return {"methods": [methods_table(), presets_table(), scopes_table(), families_table()],
-            "metrics": [metrics_table()],
-            "attacks": [attacks_table()],
-            "protocols": [protocols_table(), options_table(), ranges_table()]}
+    return {
+        "methods": [methods_table(), presets_table(), scopes_table(), families_table()],
+        "metrics": [metrics_table()],
+        "attacks": [attacks_table()],
+        "protocols": [protocols_table(), options_table(), ranges_table()],
+    }
 
 
 def table_pages() -> dict[str, str]:
@@ -115,9 +124,14 @@ def table_pages() -> dict[str, str]:
     """
     out = {}
     for page, tables in reference_tables().items():
-        head = [f"# {PAGES[page]}", "",
-                _GENERATED.format(how=" from the registries (`dukb methods --format markdown` prints the same "
-                                      "tables)", what="registry"), ""]
+        head = [
+            f"# {PAGES[page]}",
+            "",
+            _GENERATED.format(
+                how=" from the registries (`dukb methods --format markdown` prints the same tables)", what="registry"
+            ),
+            "",
+        ]
         out[f"reference/{page}.md"] = "\n".join(head) + "\n" + "\n\n".join(t.markdown(level=2) for t in tables) + "\n"
     return out
 
@@ -127,5 +141,13 @@ def reference_pages() -> dict[str, str]:
     return {"reference/cli.md": cli_page(), **table_pages()}
 
 
-__all__ = ["HELP_WIDTH", "PAGES", "cli_page", "command_help", "command_names", "reference_pages",
-           "reference_tables", "table_pages"]
+__all__ = [
+    "HELP_WIDTH",
+    "PAGES",
+    "cli_page",
+    "command_help",
+    "command_names",
+    "reference_pages",
+    "reference_tables",
+    "table_pages",
+]

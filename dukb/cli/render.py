@@ -192,6 +192,7 @@ def keep_rows_note(run_dir: Path, advice: str = "run the same command with --res
     """An :func:`on_interrupt` note for a command writing RUN_DIR/results.jsonl (and, under a multi-process launch,
     results.rank*.jsonl): ``N rows are kept in RUN_DIR/results.jsonl; ADVICE``, or, when no results file exists yet
     (the run directory may not even have been created), ``nothing was written to RUN_DIR yet``."""
+
     def note() -> str:
         import os
 

@@ -16,8 +16,9 @@ from dukb.cli.render import keep_rows_note, log_line, on_interrupt
 from dukb.neural.restor.config import RestorConfig
 
 
-def parse_method_values(option: str, values: list[str] | None, integer: bool = False,
-                        chosen: list[str] | None = None) -> dict:
+def parse_method_values(
+    option: str, values: list[str] | None, integer: bool = False, chosen: list[str] | None = None
+) -> dict:
     """Parse repeated ``METHOD=VALUE`` options (e.g. ``--lambda kl=5``); ``all=VALUE`` sets every chosen method
     (ga, kl and npo when ``chosen`` is None).
 
@@ -51,8 +52,9 @@ def parse_method_values(option: str, values: list[str] | None, integer: bool = F
         if name != "all" and name not in RESTOR_METHODS:
             raise InputError(f"{option}: unknown method {name!r} (choose from {', '.join(RESTOR_METHODS)}, all)")
         if chosen is not None and name != "all" and name not in chosen:
-            raise InputError(f"{option} {v!r}: {name} is not in --methods ({', '.join(chosen)}); its value would "
-                             "be ignored")
+            raise InputError(
+                f"{option} {v!r}: {name} is not in --methods ({', '.join(chosen)}); its value would be ignored"
+            )
         try:
             if integer:  # int() also takes 1_0, +1 and full-width digits
                 from dukb.kb.csvfile import strict_int
@@ -98,8 +100,9 @@ def restor(cfg: RestorConfig, output: Path) -> None:
 
     if output.exists() and not output.is_dir():
         raise InputError("-o must be a directory, not a file", output)
-    on_interrupt(keep_rows_note(output, "run the same command again to continue (finished stages and methods "
-                                        "are skipped)"))
+    on_interrupt(
+        keep_rows_note(output, "run the same command again to continue (finished stages and methods are skipped)")
+    )
     paths = run_restor(output, cfg, log=log_line)
     save_resolved_config(output)
     typer.echo(f"report: {paths['report']}")

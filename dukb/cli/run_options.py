@@ -27,6 +27,7 @@ PANEL = PANELS[SHARED]
 def _range_callback(rng: Range):
     """A typer callback refusing a value outside ``rng`` (one line ``dukb: error: --flag must be ...``, exit 2):
     the check of the half-open ranges typer's ``min``/``max`` cannot express, and of values from a --config file."""
+
     def callback(ctx: typer.Context, param: typer.CallbackParam, value):
         if ctx.resilient_parsing or value is None:
             return value
@@ -218,8 +219,7 @@ def split_items(text: str | None, option: str, known=None) -> list[str]:
         if base != base.strip() or any(c.isspace() for c in base):
             raise InputError(f"{option}: {item!r} has a space inside a name")
         if base != base.lower():
-            raise InputError(f"{option}: unknown name {base!r}; did you mean {base.lower()!r}? (names are "
-                             "lower-case)")
+            raise InputError(f"{option}: unknown name {base!r}; did you mean {base.lower()!r}? (names are lower-case)")
         if known is not None and base not in known:
             close = difflib.get_close_matches(base, list(known), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else f" (choose from {', '.join(known)})"
@@ -306,8 +306,9 @@ def int_items(text: str, name: str) -> list[int]:
             raise InputError(text)
         values = [option_int(x, name) for x in text.split(",") if x.strip()]
     except InputError:
-        raise InputError(f"{name} must be comma-separated integers (the digits 0-9 and a leading '-', no empty "
-                         f"item), got {text!r}") from None
+        raise InputError(
+            f"{name} must be comma-separated integers (the digits 0-9 and a leading '-', no empty item), got {text!r}"
+        ) from None
     for v in values:
         B.N_TARGETS.check(name, v)
     return values
@@ -366,7 +367,10 @@ def ranges_table():
     for a in ATTACKS.values():
         for key, rng in a.ranges.items():
             rows[(f"--attacks {a.name}:{key}", rng.text(), rng.why)] = ["evaluate", "attack"]
-    return Table("Option ranges", ("option", "range", "commands", "note"),
-                 tuple((flag, text, ", ".join(cmds), why) for (flag, text, why), cmds in sorted(rows.items())),
-                 "Every numeric option is read strictly (ASCII digits, no `_`, finite) and checked against its "
-                 "range when the command line is parsed, before any work: a value outside exits 2 with one line.")
+    return Table(
+        "Option ranges",
+        ("option", "range", "commands", "note"),
+        tuple((flag, text, ", ".join(cmds), why) for (flag, text, why), cmds in sorted(rows.items())),
+        "Every numeric option is read strictly (ASCII digits, no `_`, finite) and checked against its "
+        "range when the command line is parsed, before any work: a value outside exits 2 with one line.",
+    )

@@ -14,15 +14,23 @@ from dukb.cli.render import output_path
 from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED
 from dukb.solver.rules import RULES_HELP  # noqa: F401  (re-exported for the commands)
 
-KB_HELP = "KB directory (people.csv, relationships.csv, biographies.csv; or a schema.yaml, its entities file and " \
-          "relationships.csv) or a built-in KB name: demo."
+KB_HELP = (
+    "KB directory (people.csv, relationships.csv, biographies.csv; or a schema.yaml, its entities file and "
+    "relationships.csv) or a built-in KB name: demo."
+)
 #: ``--rules`` of the symbolic commands, which take a KB of any schema.
 KB_RULES_HELP = RULES_HELP
 
 #: ``-o/--output`` of closure, mdus and recall: written all or nothing (:func:`dukb.kb.io.atomic_output`); an empty
 #: value is refused (:func:`dukb.cli.render.output_path`).
-OUTPUT_OPTION = typer.Option(None, "-o", "--output", parser=output_path, metavar="PATH",
-                             help="Write here instead of stdout (all or nothing: a failed write leaves no file).")
+OUTPUT_OPTION = typer.Option(
+    None,
+    "-o",
+    "--output",
+    parser=output_path,
+    metavar="PATH",
+    help="Write here instead of stdout (all or nothing: a failed write leaves no file).",
+)
 
 
 #: Default of ``dukb mdus --seeds`` (the paper's N_seed).
@@ -108,11 +116,16 @@ def read_targets_lines(path: Path) -> list[tuple[int, int]]:
         fid = strict_int(cell)
         if fid is None:
             shown = cell if len(cell) <= 60 else cell[:60] + f"... ({len(cell)} characters)"
-            raise InputError(f"{shown!r} is not a fact_id (one integer per line: the digits 0-9, at most "
-                             f"{MAX_INT_DIGITS}, and a leading '-'; '#' for comments)", path, n)
+            raise InputError(
+                f"{shown!r} is not a fact_id (one integer per line: the digits 0-9, at most "
+                f"{MAX_INT_DIGITS}, and a leading '-'; '#' for comments)",
+                path,
+                n,
+            )
         if fid in first:
-            raise InputError(f"fact_id {fid} is listed again (first on line {first[fid]}); list each target once",
-                             path, n)
+            raise InputError(
+                f"fact_id {fid} is listed again (first on line {first[fid]}); list each target once", path, n
+            )
         first[fid] = n
     if not first:
         raise InputError("targets file lists no fact_id", path)
@@ -189,8 +202,9 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
             typer.echo(one_line(f"dukb: error: {len(e.problems)} problems in {kb}"), err=True)
         raise typer.Exit(2) from None
     who = "people" if k.schema.is_family else f"entities (schema '{k.schema.name}')"
-    typer.echo(f"ok: {len(k.people)} {who}, {len(k.relationships)} relationship facts, "
-               f"{len(k.biographies)} biography facts")
+    typer.echo(
+        f"ok: {len(k.people)} {who}, {len(k.relationships)} relationship facts, {len(k.biographies)} biography facts"
+    )
 
 
 def closure(
@@ -213,11 +227,20 @@ def closure(
     rows = c.rows()
     cols = ["subject", "relation", "object", "source"]
     if fmt == ClosureFormat.json:
-        text = to_json({"kb": str(c.kb.source), "rules": c.rules.name, "n_kb": c.n_kb, "n_derived": c.n_derived,
-                        "n_instances": c.n_instances, "facts": rows})
+        text = to_json(
+            {
+                "kb": str(c.kb.source),
+                "rules": c.rules.name,
+                "n_kb": c.n_kb,
+                "n_derived": c.n_derived,
+                "n_instances": c.n_instances,
+                "facts": rows,
+            }
+        )
     else:
-        text = to_table(rows, ["fact_id"] + cols,
-                        title=f"closure: {c.n_kb} KB + {c.n_derived} derived facts ({c.rules.name} rules)")
+        text = to_table(
+            rows, ["fact_id"] + cols, title=f"closure: {c.n_kb} KB + {c.n_derived} derived facts ({c.rules.name} rules)"
+        )
     emit(text, output)
 
 
@@ -240,7 +263,7 @@ def _write_closure_csv(c, output: Optional[Path]) -> None:
 
 
 def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int | None]]:
-    from dukb.solver.closure import resolve_target
+    from dukb.solver.targets import resolve_target
 
     out = [(resolve_target(c, i), i) for i in target_id or []]
     if targets_file is not None:
@@ -258,40 +281,73 @@ def _collect_targets(c, target_id, targets_file, target) -> list[tuple[int, int 
     for a, _ in out:
         if a in seen:
             s, r, o = c.triple(a)
-            raise InputError(f"target ({s}, {r}, {o}) is given twice (by --target-id, --targets-file or --target); "
-                             "give each target once")
+            raise InputError(
+                f"target ({s}, {r}, {o}) is given twice (by --target-id, --targets-file or --target); "
+                "give each target once"
+            )
         seen.add(a)
     return out
 
 
 def mdus(
     kb: str = typer.Option(..., "--kb", help=KB_HELP),
-    target_id: Optional[list[int]] = typer.Option(None, "--target-id", help="Relationship fact_id of a target "
-                                                  "(repeatable)."),
-    targets_file: Optional[Path] = typer.Option(None, "--targets-file", help="File with one fact_id per line; '#' "
-                                                f"starts a comment; each fact_id once; at most {MAX_TARGETS_LINES:,} "
-                                                "lines."),
-    target: Optional[list[str]] = typer.Option(None, "--target", help="Target as 'Subject,relation,Object' "
-                                               "(repeatable); may be a derived fact. Read as one CSV record: quote "
-                                               "a name that holds a comma or a quote, as in '\"Hale, George\",wife,"
-                                               "Martha Hale'. Names must be the KB's exactly: only spaces around a "
-                                               "field are dropped; anything else is refused with the closest names."),
-    method: MdusMethod = typer.Option(MdusMethod.exact, "--method", help="exact: all subset-minimal sets (clingo); "
-                                      "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
-                                      "Algorithm 1; paper: the paper's cached sets of the KB (paper_sets.csv of "
-                                      "`dukb import-eval-du`, or original/unlearn_minimal_set/ of the benchmark "
-                                      "folder), in the reference's order, as stored (not checked against --rules)."),
-    seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help="random: number of seeds N_seed, "
-                              f"1 to {MAX_SEEDS:,} (only with --method random)."),
-    seed: int = typer.Option(0, "--seed", help="Base random seed (random; CP-SAT for minimum), a 32-bit integer "
-                             f"({MIN_SEED:,} to {MAX_SEED:,})."),
-    max_sets: Optional[int] = typer.Option(None, "--max-sets", help="exact: stop after this many sets, at least 1 "
-                                           "(only with --method exact; default: all)."),
-    seconds: Optional[float] = typer.Option(None, "--seconds", help="exact/minimum: time limit per target, "
-                                            "in seconds, above 0 (only with --method exact or minimum; default: "
-                                            "none)."),
-    joint: bool = typer.Option(False, "--joint", help="Treat all targets as one group that must all become "
-                               "non-derivable (adds a 'joint' entry)."),
+    target_id: Optional[list[int]] = typer.Option(
+        None, "--target-id", help="Relationship fact_id of a target (repeatable)."
+    ),
+    targets_file: Optional[Path] = typer.Option(
+        None,
+        "--targets-file",
+        help="File with one fact_id per line; '#' "
+        f"starts a comment; each fact_id once; at most {MAX_TARGETS_LINES:,} "
+        "lines.",
+    ),
+    target: Optional[list[str]] = typer.Option(
+        None,
+        "--target",
+        help="Target as 'Subject,relation,Object' "
+        "(repeatable); may be a derived fact. Read as one CSV record: quote "
+        'a name that holds a comma or a quote, as in \'"Hale, George",wife,'
+        "Martha Hale'. Names must be the KB's exactly: only spaces around a "
+        "field are dropped; anything else is refused with the closest names.",
+    ),
+    method: MdusMethod = typer.Option(
+        MdusMethod.exact,
+        "--method",
+        help="exact: all subset-minimal sets (clingo); "
+        "minimum: one minimum-cardinality set (CP-SAT); random: the paper's "
+        "Algorithm 1; paper: the paper's cached sets of the KB (paper_sets.csv of "
+        "`dukb import-eval-du`, or original/unlearn_minimal_set/ of the benchmark "
+        "folder), in the reference's order, as stored (not checked against --rules).",
+    ),
+    seeds: int = typer.Option(
+        MDUS_SEEDS,
+        "--seeds",
+        min=1,
+        max=MAX_SEEDS,
+        help=f"random: number of seeds N_seed, 1 to {MAX_SEEDS:,} (only with --method random).",
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help=f"Base random seed (random; CP-SAT for minimum), a 32-bit integer ({MIN_SEED:,} to {MAX_SEED:,}).",
+    ),
+    max_sets: Optional[int] = typer.Option(
+        None,
+        "--max-sets",
+        help="exact: stop after this many sets, at least 1 (only with --method exact; default: all).",
+    ),
+    seconds: Optional[float] = typer.Option(
+        None,
+        "--seconds",
+        help="exact/minimum: time limit per target, "
+        "in seconds, above 0 (only with --method exact or minimum; default: "
+        "none).",
+    ),
+    joint: bool = typer.Option(
+        False,
+        "--joint",
+        help="Treat all targets as one group that must all become non-derivable (adds a 'joint' entry).",
+    ),
     rules: Optional[str] = typer.Option(None, "--rules", help=KB_RULES_HELP),
     fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
     output: Optional[Path] = OUTPUT_OPTION,
@@ -303,43 +359,81 @@ def mdus(
     where "complete" says whether the enumeration finished (always false for random). With --joint, a "joint"
     entry holds the sets that remove all targets at once.
     """
-    from dukb.cli.render import emit, to_json, to_table
-    from dukb.solver.mdus import minimal_sets
+    from dukb.cli.render import emit, to_json
 
     _check_mdus_options(method, seeds, seed, max_sets, seconds, joint)
     k, c = _load(kb, rules)
     tg = _collect_targets(c, target_id, targets_file, target)
     kw = dict(max_sets=max_sets, seconds=seconds, n_seeds=seeds, seed=seed)
+    doc = _mdus_doc(k, c, tg, method, joint, kw)
+    emit(to_json(doc) if fmt == JsonTable.json else _mdus_table(doc["targets"], method), output)
+
+
+def _mdus_doc(k, c, tg: list[tuple[int, int | None]], method: MdusMethod, joint: bool, kw: dict) -> dict:
+    """The JSON document of ``dukb mdus``: one entry per target (atom, fact_id) of ``tg`` with its sets, the rules
+    and KB, the random method's seeds, and with ``joint`` the sets that remove all targets at once. ``k``, ``c``:
+    the KB and its closure; ``kw``: :func:`dukb.solver.mdus.minimal_sets`'s limits and seeds."""
+    from dukb.solver.mdus import minimal_sets
+
     paper = _paper_sets(k, tg) if method == MdusMethod.paper else {}
     entries = []
     for atom, fid in tg:
         r = paper[fid] if method == MdusMethod.paper else minimal_sets(c, [atom], method.value, **kw)
         s, rel, o = c.triple(atom)
-        entries.append({"fact_id": fid, "subject": s, "relation": rel, "object": o, "method": r.method,
-                        "complete": r.complete, "sets": [list(x) for x in r.sets],
-                        "seconds": round(r.seconds, 6), "cone_atoms": r.cone_atoms})
+        entries.append(
+            {
+                "fact_id": fid,
+                "subject": s,
+                "relation": rel,
+                "object": o,
+                "method": r.method,
+                "complete": r.complete,
+                "sets": [list(x) for x in r.sets],
+                "seconds": round(r.seconds, 6),
+                "cone_atoms": r.cone_atoms,
+            }
+        )
     doc = {"targets": entries, "rules": c.rules.name, "kb": str(c.kb.source)}
     if method == MdusMethod.random:
-        doc["seeds"] = seeds
-        doc["seed"] = seed
+        doc["seeds"] = kw["n_seeds"]
+        doc["seed"] = kw["seed"]
     if joint:
         r = minimal_sets(c, [a for a, _ in tg], method.value, **kw)
-        doc["joint"] = {"fact_ids": [f for _, f in tg], "method": r.method, "complete": r.complete,
-                        "sets": [list(x) for x in r.sets]}
-    if fmt == JsonTable.json:
-        text = to_json(doc)
-    else:
-        rows = [{"fact_id": e["fact_id"], "target": f"({e['subject']}, {e['relation']}, {e['object']})",
-                 "complete": e["complete"], "n_sets": len(e["sets"]),
-                 "sizes": ",".join(str(len(x)) for x in e["sets"][:12]) + ("..." if len(e["sets"]) > 12 else ""),
-                 "smallest": " ".join(map(str, e["sets"][0])) if e["sets"] else ""} for e in entries]
-        text = to_table(rows, ["fact_id", "target", "complete", "n_sets", "sizes", "smallest"],
-                        title=f"minimal deep unlearning sets ({method.value})")
-    emit(text, output)
+        doc["joint"] = {
+            "fact_ids": [f for _, f in tg],
+            "method": r.method,
+            "complete": r.complete,
+            "sets": [list(x) for x in r.sets],
+        }
+    return doc
 
 
-def _check_mdus_options(method: MdusMethod, seeds: int, seed: int, max_sets: int | None, seconds: float | None,
-                        joint: bool) -> None:
+def _mdus_table(entries: list[dict], method: MdusMethod) -> str:
+    """``dukb mdus --format table``: per target, whether the enumeration finished, how many sets, their sizes (the
+    first 12) and the first set."""
+    from dukb.cli.render import to_table
+
+    rows = [
+        {
+            "fact_id": e["fact_id"],
+            "target": f"({e['subject']}, {e['relation']}, {e['object']})",
+            "complete": e["complete"],
+            "n_sets": len(e["sets"]),
+            "sizes": ",".join(str(len(x)) for x in e["sets"][:12]) + ("..." if len(e["sets"]) > 12 else ""),
+            "smallest": " ".join(map(str, e["sets"][0])) if e["sets"] else "",
+        }
+        for e in entries
+    ]
+    return to_table(
+        rows,
+        ["fact_id", "target", "complete", "n_sets", "sizes", "smallest"],
+        title=f"minimal deep unlearning sets ({method.value})",
+    )
+
+
+def _check_mdus_options(
+    method: MdusMethod, seeds: int, seed: int, max_sets: int | None, seconds: float | None, joint: bool
+) -> None:
     """Refuse `dukb mdus` options that the method does not use, before the KB is read.
 
     Raises:
@@ -354,12 +448,16 @@ def _check_mdus_options(method: MdusMethod, seeds: int, seed: int, max_sets: int
     if seeds != MDUS_SEEDS and method != MdusMethod.random:
         raise InputError(f"--seeds applies only to --method random (the {method.value} method uses no seeds)")
     if max_sets is not None and method != MdusMethod.exact:
-        why = {MdusMethod.minimum: "finds one set", MdusMethod.random: "draws one set per seed",
-               MdusMethod.paper: "reads the paper's cached sets"}[method]
+        why = {
+            MdusMethod.minimum: "finds one set",
+            MdusMethod.random: "draws one set per seed",
+            MdusMethod.paper: "reads the paper's cached sets",
+        }[method]
         raise InputError(f"--max-sets applies only to --method exact (the {method.value} method {why})")
     if seconds is not None and method in (MdusMethod.random, MdusMethod.paper):
-        raise InputError(f"--seconds applies only to --method exact and minimum (the {method.value} method has no "
-                         "time limit)")
+        raise InputError(
+            f"--seconds applies only to --method exact and minimum (the {method.value} method has no time limit)"
+        )
     if joint and method == MdusMethod.paper:
         raise InputError("--joint does not apply to --method paper (the paper cached the sets of single targets)")
 
@@ -384,20 +482,34 @@ def _paper_sets(k, tg) -> dict:
 def recall(
     kb: str = typer.Option(..., "--kb", help=KB_HELP),
     target_id: int = typer.Option(..., "--target-id", help="Relationship fact_id of the unlearned target."),
-    retained: Optional[Path] = typer.Option(None, "--retained", help="CSV kind,fact_id,retained (kind relationship|"
-                                            "biography, retained 0|1): which KB facts the model still knows."),
-    retained_dir: Optional[Path] = typer.Option(None, "--retained-dir", help="Folder with the benchmark's "
-                                                "relationships_correct.pt and biographies_correct.pt."),
-    method: RecallMethod = typer.Option(RecallMethod.exact, "--method", help="exact: all minimal sets (falls back "
-                                        "to random if enumeration hits its limit); random: Algorithm 1; paper: "
-                                        "the paper's cached sets of the KB (see `dukb mdus --method paper`)."),
-    tie_break: TieBreak = typer.Option(TieBreak.accuracy, "--tie-break", help="Which set of best recall scores the "
-                                       "accuracies: accuracy (the higher relationship accuracy, then the smaller "
-                                       "set, then the smaller fact_ids) or first (the first in the sets' order: "
-                                       "ascending size, then fact_ids, for exact and random; the reference's order "
-                                       "for paper, as Eval-DU's calculate_recall_and_acc.py)."),
-    seeds: int = typer.Option(MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help=f"random: number of seeds, 1 to "
-                              f"{MAX_SEEDS:,}."),
+    retained: Optional[Path] = typer.Option(
+        None,
+        "--retained",
+        help="CSV kind,fact_id,retained (kind relationship|"
+        "biography, retained 0|1): which KB facts the model still knows.",
+    ),
+    retained_dir: Optional[Path] = typer.Option(
+        None, "--retained-dir", help="Folder with the benchmark's relationships_correct.pt and biographies_correct.pt."
+    ),
+    method: RecallMethod = typer.Option(
+        RecallMethod.exact,
+        "--method",
+        help="exact: all minimal sets (falls back "
+        "to random if enumeration hits its limit); random: Algorithm 1; paper: "
+        "the paper's cached sets of the KB (see `dukb mdus --method paper`).",
+    ),
+    tie_break: TieBreak = typer.Option(
+        TieBreak.accuracy,
+        "--tie-break",
+        help="Which set of best recall scores the "
+        "accuracies: accuracy (the higher relationship accuracy, then the smaller "
+        "set, then the smaller fact_ids) or first (the first in the sets' order: "
+        "ascending size, then fact_ids, for exact and random; the reference's order "
+        "for paper, as Eval-DU's calculate_recall_and_acc.py).",
+    ),
+    seeds: int = typer.Option(
+        MDUS_SEEDS, "--seeds", min=1, max=MAX_SEEDS, help=f"random: number of seeds, 1 to {MAX_SEEDS:,}."
+    ),
     seed: int = typer.Option(0, "--seed", help="random: base seed."),
     rules: Optional[str] = typer.Option(None, "--rules", help=KB_RULES_HELP),
     fmt: JsonTable = typer.Option(JsonTable.json, "--format", help="json | table."),
@@ -427,11 +539,16 @@ def recall(
         ret = retained_from_lists(k, rel, bio, source=str(retained_dir))
     atom = c.atom_of_fact(target_id)
     paper = _paper_sets(k, [(atom, target_id)])[target_id].sets if method == RecallMethod.paper else None
-    res = target_recall(c, atom, ret, method.value, n_seeds=seeds, seed=seed, tie_break=tie_break.value,
-                        paper_sets=paper)
+    res = target_recall(
+        c, atom, ret, method.value, n_seeds=seeds, seed=seed, tie_break=tie_break.value, paper_sets=paper
+    )
     doc = res.to_json()
-    doc["target"] = {"fact_id": target_id, "subject": c.atoms[atom][0], "relation": c.atoms[atom][1],
-                     "object": c.atoms[atom][2]}
+    doc["target"] = {
+        "fact_id": target_id,
+        "subject": c.atoms[atom][0],
+        "relation": c.atoms[atom][1],
+        "object": c.atoms[atom][2],
+    }
     if fmt == JsonTable.json:
         emit(to_json(doc), output)
     else:

@@ -43,10 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any, cast
 
-import numpy as np
-
 from dukb import InputError, one_line
-from dukb.kb.parallel import threads
 
 #: Longest field accepted, in characters: the default of :func:`csv.field_size_limit`, enforced here whatever the
 #: process-wide setting is.
@@ -111,8 +108,9 @@ class CsvTable:
 
 
 #: The message for a bare quote (RFC 4180 allows a quote only inside a quoted field, doubled).
-BARE_QUOTE = 'bare quote (") inside a field that is not quoted: enclose the field in double quotes and double the ' \
-             'quote ("")'
+BARE_QUOTE = (
+    'bare quote (") inside a field that is not quoted: enclose the field in double quotes and double the quote ("")'
+)
 
 #: The characters of :data:`CONTROL_CATEGORIES` (the categories are fixed sets: Cc is U+0000-001F and U+007F-009F,
 #: Zl is U+2028, Zp U+2029, Cs U+D800-DFFF) and U+FEFF, as a regular expression (a per-character loop is 20x slower).
@@ -328,9 +326,14 @@ def file_kind(mode: int) -> str:
         >>> file_kind(stat.S_IFIFO), file_kind(stat.S_IFDIR), file_kind(stat.S_IFLNK)
         ('a FIFO', 'a directory', 'a symbolic link')
     """
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a plain file"
@@ -393,10 +396,14 @@ def decode_text(data: bytes, path: str | Path) -> str:
     except UnicodeDecodeError as e:
         at = skip + e.start  # offset in the file
         line = _line_of(data[skip:at].decode("utf-8"))
-        hint = " (the file looks like UTF-16; save it as UTF-8)" \
-            if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) else ""
-        raise InputError(f"not UTF-8 text: byte 0x{data[at]:02x} at offset {at} ({e.reason}){hint}", path,
-                         line) from None
+        hint = (
+            " (the file looks like UTF-16; save it as UTF-8)"
+            if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+            else ""
+        )
+        raise InputError(
+            f"not UTF-8 text: byte 0x{data[at]:02x} at offset {at} ({e.reason}){hint}", path, line
+        ) from None
     nul = text.find("\x00")
     if nul >= 0:
         raise InputError("NUL byte in the file (binary data?)", path, _line_of(text[:nul]))
@@ -455,9 +462,16 @@ def read_package_text(*parts: str) -> tuple[str, str]:
         raise InputError(f"cannot read package data: {e}", str(res)) from None
 
 
-def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tuple[str, ...] | None = None,
-             strip: bool = True, multiline: bool = False, problems: list[Problem] | None = None,
-             fields_only: bool = False) -> CsvTable:
+def read_csv(
+    path: str | Path,
+    required: tuple[str, ...] = (),
+    *,
+    optional: tuple[str, ...] | None = None,
+    strip: bool = True,
+    multiline: bool = False,
+    problems: list[Problem] | None = None,
+    fields_only: bool = False,
+) -> CsvTable:
     """Read a CSV file with a header row strictly (see the module docstring; RFC 4180).
 
     Args:
@@ -494,13 +508,29 @@ def read_csv(path: str | Path, required: tuple[str, ...] = (), *, optional: tupl
         [(2, {'name': 'Lee, Ann', 'gender': 'female'})]
         4 expected 2 fields, found 3
     """
-    return parse_csv(read_text(path), path, required, optional=optional, strip=strip, multiline=multiline,
-                     problems=problems, fields_only=fields_only)
+    return parse_csv(
+        read_text(path),
+        path,
+        required,
+        optional=optional,
+        strip=strip,
+        multiline=multiline,
+        problems=problems,
+        fields_only=fields_only,
+    )
 
 
-def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
-              optional: tuple[str, ...] | None = None, strip: bool = True, multiline: bool = False,
-              problems: list[Problem] | None = None, fields_only: bool = False) -> CsvTable:
+def parse_csv(
+    text: str,
+    path: str | Path,
+    required: tuple[str, ...] = (),
+    *,
+    optional: tuple[str, ...] | None = None,
+    strip: bool = True,
+    multiline: bool = False,
+    problems: list[Problem] | None = None,
+    fields_only: bool = False,
+) -> CsvTable:
     """:func:`read_csv` on text already read (e.g. by :func:`read_text`); ``path`` is only used in messages.
 
     Example:
@@ -540,12 +570,17 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
         raise InputError(f"duplicate column {_cut(', '.join(dup), 200)}", path, 1)
     missing = [c for c in required if c not in header]
     if missing:
-        raise InputError(f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                         f"(header is: {shown})", path, 1)
+        raise InputError(
+            f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} (header is: {shown})", path, 1
+        )
     unknown = [] if optional is None else [h for h in header if h not in required and h not in optional]
     if unknown:
-        raise InputError(f"unknown column{'s' if len(unknown) > 1 else ''} {_cut(', '.join(unknown), 200)} "
-                         f"(known: {', '.join(required + (optional or ()))})", path, 1)
+        raise InputError(
+            f"unknown column{'s' if len(unknown) > 1 else ''} {_cut(', '.join(unknown), 200)} "
+            f"(known: {', '.join(required + (optional or ()))})",
+            path,
+            1,
+        )
     rows: list[tuple[int, Any]] = []
     allow = "\r\n" if multiline else ""
     # one scan of the whole text for control characters other than line breaks: when there is none, only a record
@@ -580,127 +615,6 @@ def parse_csv(text: str, path: str | Path, required: tuple[str, ...] = (), *,
         else:
             rows.append((line, dict(zip(header, map(str.strip, fields))) if strip else dict(zip(header, fields))))
     return CsvTable(Path(path), tuple(header), rows)
-
-
-#: Bytes after which :func:`fast_columns` leaves a file to :func:`read_csv`: a quote, a C0 control other than LF and
-#: CR, DEL (``bytes.translate`` deletes every other byte: what is left is the bad ones).
-_FAST_OK_BYTES = bytes(c for c in range(256) if not (c < 0x20 and c not in (10, 13) or c in (0x7F, ord('"'))))
-#: Multi-byte sequences after which :func:`fast_columns` leaves a file to :func:`read_csv`: a C1 control or U+00A0,
-#: U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 (white space :meth:`str.strip` removes), U+FEFF,
-#: or an encoded surrogate.
-_FAST_BAD_SEQ = re.compile(rb"\xc2[\x80-\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80"
-                           rb"|\xef\xbb\xbf|\xed[\xa0-\xbf]")
-
-
-def _plain_bytes(b: bytes) -> bool:
-    """True when the bytes ``b`` of a CSV file (its leading byte order mark dropped) need none of :func:`read_csv`'s
-    quoting, stripping or control-character rules: no byte of :data:`_FAST_OK_BYTES`'s complement, no sequence of
-    :data:`_FAST_BAD_SEQ`, and no CR other than in CRLF (C-speed scans; a space at either end of a field is checked on the columns)."""
-    if b.translate(None, _FAST_OK_BYTES):
-        return False
-    if not b.isascii() and _FAST_BAD_SEQ.search(b):
-        return False
-    if b.count(b"\r") != b.count(b"\r\n"):
-        return False
-    return True
-
-
-def arrow_numpy(values: Any) -> Any:
-    """The numpy view (no copy) of a pyarrow array of fixed-width numbers without nulls (``Array.to_numpy``
-    would import pandas, a second of start-up, through pyarrow's pandas shim).
-
-    Example:
-        >>> import pyarrow.compute as pc
-        >>> import pyarrow.csv as pacsv, pyarrow as pa
-        >>> t = pacsv.read_csv(pa.py_buffer(b"a\\nxy\\nz\\n"))
-        >>> arrow_numpy(pc.binary_length(t.column("a").combine_chunks())).tolist()
-        [2, 1]
-    """
-    if values.null_count:
-        raise ValueError("nulls have no numpy view here")
-    dtype = np.dtype(values.type.to_pandas_dtype())
-    return np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset:values.offset + len(values)]
-
-
-def fast_columns(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] | None = None,
-                 non_empty: tuple[str, ...] = ()) -> tuple[tuple[str, ...], dict[str, Any]] | None:
-    """The columns of a CSV file, read with pyarrow's CSV reader, when the file is plain enough that
-    :func:`read_csv` would read the same values without a problem; None otherwise (then :func:`read_csv` reads it
-    and reports its problems with their lines).
-
-    Plain: a regular UTF-8 file under :data:`MAX_INPUT_BYTES` whose header :func:`parse_csv` accepts, with no quote
-    (so no quoted field, bare quote or line break in a field), no control character, byte order mark (but one
-    leading) or surrogate, no line ending in a lone CR, no white space :meth:`str.strip` would remove, no field over
-    :data:`MAX_FIELD_CHARS` characters (or :func:`csv.field_size_limit`), the header's number of fields on every
-    record, and no record of empty fields only (:func:`read_csv` skips those; here they give None). Empty lines
-    are skipped by both. Values are strings, never null.
-
-    Args:
-        path: the file.
-        required, optional: as :func:`read_csv`.
-        non_empty: columns whose every value must be non-empty (else None): a cheap way for a caller to rule out
-            records :func:`read_csv` would skip or refuse.
-
-    Returns:
-        (header, {column: pyarrow.StringArray}) in file order, or None (pyarrow not installed, or the file not plain).
-
-    Example:
-        >>> import tempfile
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     f = Path(tmp) / "people.csv"
-        ...     _ = f.write_text("name,gender\\nAnn Lee,female\\n\\nBo Kay,male\\n")
-        ...     header, cols = fast_columns(f, ("name", "gender"))
-        ...     print(header, cols["name"].to_pylist())
-        ...     _ = f.write_text('name,gender\\n"Lee, Ann",female\\n')
-        ...     print(fast_columns(f, ("name", "gender")))
-        ('name', 'gender') ['Ann Lee', 'Bo Kay']
-        None
-    """
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.csv as pacsv
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        return None
-    try:
-        data = read_bytes(path)
-    except InputError:
-        return None
-    body = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
-    del data
-    if not _plain_bytes(body):
-        return None
-    end = body.find(b"\n")
-    first = body[:len(body) if end < 0 else end]
-    try:
-        header = parse_csv(first.decode("utf-8"), path, required, optional=optional).header
-    except (InputError, UnicodeDecodeError):
-        return None
-    try:
-        table = pacsv.read_csv(pa.py_buffer(body), read_options=pacsv.ReadOptions(column_names=list(header), skip_rows=1,
-                                                                                  use_threads=threads() > 1),
-                               parse_options=pacsv.ParseOptions(quote_char=False, newlines_in_values=False),
-                               convert_options=pacsv.ConvertOptions(column_types={h: pa.string() for h in header},
-                                                                    strings_can_be_null=False))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):
-        return None
-    limit = min(MAX_FIELD_CHARS, csv.field_size_limit())
-    cols = {h: table.column(h).combine_chunks() for h in header}
-    del table
-    empty = None
-    for h, col in cols.items():
-        size = arrow_numpy(pc.binary_length(col))
-        if len(size) and size.max() > limit:
-            return None  # bytes >= characters: a field within the limit in bytes is within it in characters
-        if pc.starts_with(col, pattern=" ").true_count or pc.ends_with(col, pattern=" ").true_count:
-            return None  # read_csv strips it
-        blank = size == 0
-        if h in non_empty and blank.any():
-            return None
-        empty = blank if empty is None else empty & blank
-    if empty is not None and empty.any():
-        return None
-    return tuple(header), cols
 
 
 _FIELD = r'(?:"(?:[^"]|"")*+"|[^,\r\n"]*+)'
@@ -760,13 +674,31 @@ def _records_span(text: str, path: str | Path) -> Iterator[tuple[int, int, list[
         if msg == "unexpected end of data":
             msg = f"unterminated quote: the record starting on this line runs to the end of the file (line {end})"
         elif msg.startswith("field larger than field limit"):
-            msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} " \
-                  "characters"
+            msg = f"a field of the record starting on this line is longer than {csv.field_size_limit()} characters"
         else:
             msg = f"malformed CSV record ({msg})" + (f"; the record runs to line {end}" if end > start else "")
         raise InputError(msg, path, start) from None
 
 
-__all__ = ["BARE_QUOTE", "CONTROL_CATEGORIES", "CsvTable", "MAX_FIELD_CHARS", "MAX_INPUT_BYTES", "MAX_INT_DIGITS",
-           "Problem", "control_char", "control_problem", "decode_text", "arrow_numpy", "fast_columns", "file_kind", "int_problem", "open_regular", "parse_csv",
-           "parse_int", "read_bytes", "read_csv", "read_package_text", "read_text", "strict_int"]
+__all__ = [
+    "BARE_QUOTE",
+    "CONTROL_CATEGORIES",
+    "CsvTable",
+    "MAX_FIELD_CHARS",
+    "MAX_INPUT_BYTES",
+    "MAX_INT_DIGITS",
+    "Problem",
+    "control_char",
+    "control_problem",
+    "decode_text",
+    "file_kind",
+    "int_problem",
+    "open_regular",
+    "parse_csv",
+    "parse_int",
+    "read_bytes",
+    "read_csv",
+    "read_package_text",
+    "read_text",
+    "strict_int",
+]

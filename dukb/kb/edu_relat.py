@@ -73,12 +73,13 @@ def _int(value: object, what: str, path: Path) -> int:
         value = int(value)
         if -_INT_BOUND < value < _INT_BOUND:
             return value
-        raise InputError(f"{what} is an integer of more than {MAX_INT_DIGITS} digits ({value.bit_length():,} bits)",
-                         path)
+        raise InputError(
+            f"{what} is an integer of more than {MAX_INT_DIGITS} digits ({value.bit_length():,} bits)", path
+        )
     raise InputError(f"{what} is {type(value).__name__} {short_repr(value)}, expected an integer", path)
 
 
-_INT_BOUND = 10 ** MAX_INT_DIGITS
+_INT_BOUND = 10**MAX_INT_DIGITS
 
 
 def _read_graph(path: Path) -> tuple[list[tuple[int, int]], list[str], list[str], list[PickledPerson]]:
@@ -98,8 +99,9 @@ def _read_graph(path: Path) -> tuple[list[tuple[int, int]], list[str], list[str]
     first: dict[str, int] = {}  # name -> index of its first person (linear; list.count would be quadratic)
     for k, name in enumerate(names):
         if first.setdefault(name, k) != k:
-            raise InputError(f"the name {short_repr(name)} is used by more than one person (names {first[name]} "
-                             f"and {k})", path)
+            raise InputError(
+                f"the name {short_repr(name)} is used by more than one person (names {first[name]} and {k})", path
+            )
     pairs = []
     for e, (edge, rel) in enumerate(zip(edges, types)):
         if not (isinstance(edge, (tuple, list)) and len(edge) == 2):
@@ -162,14 +164,18 @@ def _person_row(p: PickledPerson, name: str, states: list[str], path: Path, k: i
         raise InputError(f"person {k} ({name}) has gender {short_repr(gender)}", path)
     place = _int(getattr(p, "birthplace", None), f"birthplace of person {k} ({name})", path)
     if not 0 <= place < len(states):
-        raise InputError(f"birthplace index {place} of person {k} ({name}) is outside the {len(states)} states",
-                         path)
+        raise InputError(f"birthplace index {place} of person {k} ({name}) is outside the {len(states)} states", path)
     job = getattr(p, "job", None)
     if not isinstance(job, str) or not job:
         raise InputError(f"job of person {k} ({name}) is {short_repr(job)}", path)
-    return Person(name, gender, _int(getattr(p, "age", None), f"birth year of person {k} ({name})", path),
-                  states[place], job, _int(getattr(p, "generation", None), f"generation of person {k} ({name})",
-                                           path))
+    return Person(
+        name,
+        gender,
+        _int(getattr(p, "age", None), f"birth year of person {k} ({name})", path),
+        states[place],
+        job,
+        _int(getattr(p, "generation", None), f"generation of person {k} ({name})", path),
+    )
 
 
 def _write_jsonl(path: Path, qa: dict[str, list[str]], n: int) -> None:
@@ -230,9 +236,11 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
     for e, ((i, j), rel) in enumerate(zip(edges, types)):
         fact = Fact(e, names[i], rel, names[j])
         if rel_qa["fact"][e] != f"{fact}." or rel_qa["answer"][e] != rel:
-            raise InputError(f"fact {e} is {short_repr(rel_qa['fact'][e])} (answer "
-                             f"{short_repr(rel_qa['answer'][e])}), but edge {e} of {GRAPH} says {str(fact)!r}",
-                             src / QA_RELATIONSHIPS)
+            raise InputError(
+                f"fact {e} is {short_repr(rel_qa['fact'][e])} (answer "
+                f"{short_repr(rel_qa['answer'][e])}), but edge {e} of {GRAPH} says {str(fact)!r}",
+                src / QA_RELATIONSHIPS,
+            )
         relationships.append(fact)
 
     biographies = []
@@ -243,8 +251,11 @@ def import_edu_relat(src_dir: str | Path, out_dir: str | Path) -> KB:
             value = bio_qa["answer"][fid]
             sentence = f"The {attribute} of {p.name} is {value}."
             if value != expected[attribute] or bio_qa["fact"][fid] != sentence:
-                raise InputError(f"fact {fid} is {short_repr(bio_qa['fact'][fid])}, but {GRAPH} gives {p.name}'s "
-                                 f"{attribute} as {expected[attribute]!r}", src / QA_BIOGRAPHIES)
+                raise InputError(
+                    f"fact {fid} is {short_repr(bio_qa['fact'][fid])}, but {GRAPH} gives {p.name}'s "
+                    f"{attribute} as {expected[attribute]!r}",
+                    src / QA_BIOGRAPHIES,
+                )
             biographies.append(BioFact(fid, p.name, attribute, value))
 
     kb = KB({p.name: p for p in people}, relationships, biographies)
@@ -297,8 +308,11 @@ def benchmark_targets(kb_dir: str | Path | None) -> list[int] | None:
         None
     """
 
-    if kb_dir is None or not (Path(kb_dir) / "targets.txt").is_file() \
-            or load_kb(kb_dir).fingerprint() != EDU_RELAT_FINGERPRINT:
+    if (
+        kb_dir is None
+        or not (Path(kb_dir) / "targets.txt").is_file()
+        or load_kb(kb_dir).fingerprint() != EDU_RELAT_FINGERPRINT
+    ):
         return None
     path = Path(kb_dir) / "targets.txt"
     out: list[int] = []

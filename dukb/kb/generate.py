@@ -281,8 +281,9 @@ def observation_probabilities(counts: dict[str, int], observed: float, weights: 
     return {r: min(1.0, hi * w[r]) for r in counts}
 
 
-def _observe(relations: list[Triple], observed: float, weights: dict[str, float],
-             rng: np.random.Generator) -> list[Triple]:
+def _observe(
+    relations: list[Triple], observed: float, weights: dict[str, float], rng: np.random.Generator
+) -> list[Triple]:
     """Choose round(observed * |relations|) facts, per relation in proportion to the observation probabilities,
     uniformly within a relation; return them in a random order (K's file order)."""
     groups: dict[str, list[int]] = {r: [] for r in RELATIONS}
@@ -331,8 +332,13 @@ def _unique_name(first: tuple[str, ...], surname: str, taken: set[str], rng: np.
     return f"{base} {k} {surname}"
 
 
-def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generations: int = 4,
-             observed: float = EDU_RELAT_OBSERVED, config: GeneratorConfig | None = None) -> tuple[KB, FamilyTruth]:
+def generate(
+    n_people: int = DEFAULT_PEOPLE,
+    seed: int = DEFAULT_SEED,
+    generations: int = 4,
+    observed: float = EDU_RELAT_OBSERVED,
+    config: GeneratorConfig | None = None,
+) -> tuple[KB, FamilyTruth]:
     """Generate a synthetic family KB and its true network (Wu et al. 2025, Appendix B).
 
     Args:
@@ -368,10 +374,12 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
     """
     if isinstance(n_people, bool) or not isinstance(n_people, (int, np.integer)) or not 1 <= n_people <= MAX_PEOPLE:
         raise InputError(f"the number of people must be an integer in [1, {MAX_PEOPLE:,}], got {n_people!r}")
-    if isinstance(generations, bool) or not isinstance(generations, (int, np.integer)) \
-            or not 1 <= generations <= MAX_GENERATIONS:
-        raise InputError(f"the number of generations must be an integer in [1, {MAX_GENERATIONS}], "
-                         f"got {generations!r}")
+    if (
+        isinstance(generations, bool)
+        or not isinstance(generations, (int, np.integer))
+        or not 1 <= generations <= MAX_GENERATIONS
+    ):
+        raise InputError(f"the number of generations must be an integer in [1, {MAX_GENERATIONS}], got {generations!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"the seed must be an integer >= 0, got {seed!r}")
     if not (isinstance(observed, (int, float)) and 0.0 <= observed <= 1.0):
@@ -383,8 +391,9 @@ def generate(n_people: int = DEFAULT_PEOPLE, seed: int = DEFAULT_SEED, generatio
         return _generate(n_people, seed, generations, observed, cfg)
 
 
-def _generate(n_people: int, seed: int, generations: int, observed: float,
-              cfg: GeneratorConfig) -> tuple[KB, FamilyTruth]:
+def _generate(
+    n_people: int, seed: int, generations: int, observed: float, cfg: GeneratorConfig
+) -> tuple[KB, FamilyTruth]:
     """The body of :func:`generate` (arguments checked)."""
     rng = np.random.default_rng(seed)
 
@@ -439,8 +448,10 @@ def _generate(n_people: int, seed: int, generations: int, observed: float,
     # -- facts ---------------------------------------------------------------------------------------------------
     relations = true_relations(net, names)
     obs = _observe(relations, float(observed), cfg.observe_weights, rng)
-    people = {names[i]: Person(names[i], _GENDER[gender_l[i]], year_l[i], states[place_l[i]], jobs[i], gen_l[i])
-              for i in range(n)}
+    people = {
+        names[i]: Person(names[i], _GENDER[gender_l[i]], year_l[i], states[place_l[i]], jobs[i], gen_l[i])
+        for i in range(n)
+    }
     rels = [Fact(i, s, r, o) for i, (s, r, o) in enumerate(obs)]
     bios: list[BioFact] = []
     for i in range(n):
@@ -555,8 +566,11 @@ def cache_problem(folder: str | Path) -> str | None:
         return f"{CACHE_MANIFEST}: {e.message}"
     except (ValueError, RecursionError):
         return f"{CACHE_MANIFEST} is damaged"
-    if not isinstance(recorded, dict) or set(recorded) != set(CACHE_FILES) \
-            or not all(isinstance(v, str) for v in recorded.values()):
+    if (
+        not isinstance(recorded, dict)
+        or set(recorded) != set(CACHE_FILES)
+        or not all(isinstance(v, str) for v in recorded.values())
+    ):
         return f"{CACHE_MANIFEST} is damaged"
     try:
         got = _cache_digests(folder)
@@ -631,8 +645,11 @@ def default_generated_kb_dir(cache_dir: str | Path | None = None) -> Path:
             if folder is not None and folder.exists():
                 shutil.rmtree(folder, ignore_errors=True)
     if problem is not None:
-        print(one_line(f"dukb: note: the cached built-in KB {target} was damaged ({problem}); rebuilt"),
-              file=sys.stderr, flush=True)
+        print(
+            one_line(f"dukb: note: the cached built-in KB {target} was damaged ({problem}); rebuilt"),
+            file=sys.stderr,
+            flush=True,
+        )
     return target
 
 
@@ -655,9 +672,27 @@ def default_generated_kb(cache_dir: str | Path | None = None) -> KB:
 
 
 __all__ = [
-    "CACHE_FILES", "CACHE_MANIFEST", "DEFAULT_PEOPLE", "DEFAULT_SEED", "EDU_RELAT_OBSERVED",
-    "FamilyTruth", "GENERATOR_VERSION", "GeneratorConfig", "MAX_GENERATIONS",
-    "MAX_PEOPLE", "birthplace_value", "cache_problem", "cache_root", "default_generated_kb",
-    "default_generated_kb_dir", "first_names", "generate", "job_decade", "jobs_by_decade",
-    "observation_probabilities", "surnames", "us_states", "write_truth",
+    "CACHE_FILES",
+    "CACHE_MANIFEST",
+    "DEFAULT_PEOPLE",
+    "DEFAULT_SEED",
+    "EDU_RELAT_OBSERVED",
+    "FamilyTruth",
+    "GENERATOR_VERSION",
+    "GeneratorConfig",
+    "MAX_GENERATIONS",
+    "MAX_PEOPLE",
+    "birthplace_value",
+    "cache_problem",
+    "cache_root",
+    "default_generated_kb",
+    "default_generated_kb_dir",
+    "first_names",
+    "generate",
+    "job_decade",
+    "jobs_by_decade",
+    "observation_probabilities",
+    "surnames",
+    "us_states",
+    "write_truth",
 ]

@@ -19,39 +19,34 @@ import gc
 import os
 import secrets
 from array import array
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import IO, Any, cast
-
-import numpy as np
 
 from dukb import InputError
 from dukb.kb.csvfile import (
     MAX_INT_DIGITS,
     Problem,
-    arrow_numpy,
     control_problem,
-    fast_columns,
     int_problem,
     read_csv,
     strict_int,
 )
+from dukb.kb.fastread import load_kb_fast
 from dukb.kb.kbschema import SCHEMA_FILE, Schema, family_schema, schema_of
+from dukb.kb.layout import (
+    BIO_COLUMNS,
+    BIOGRAPHIES,
+    PEOPLE,
+    PEOPLE_COLUMNS,
+    PEOPLE_OPTIONAL,
+    REL_COLUMNS,
+    RELATIONSHIPS,
+)
 from dukb.kb.model import KB, BioFact, Fact, Person
-from dukb.kb.parallel import thread_map
 from dukb.kb.schema import ATTRIBUTES, GENDERS, RELATIONS, gender_violation
-
-PEOPLE = "people.csv"
-RELATIONSHIPS = "relationships.csv"
-BIOGRAPHIES = "biographies.csv"
-
-PEOPLE_COLUMNS = ("name", "gender")
-PEOPLE_OPTIONAL = ("birthyear", "birthplace", "job", "generation")
-REL_COLUMNS = ("fact_id", "subject", "relation", "object")
-BIO_COLUMNS = ("fact_id", "subject", "attribute", "value")
 
 #: Built-in KBs shipped in dukb.data, usable wherever a KB directory is expected.
 BUILTIN_KBS = ("demo",)
@@ -75,8 +70,11 @@ class KBError(InputError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         first = problems[0]
-        more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}; " \
-               f"`dukb validate` lists them all)" if len(problems) > 1 else ""
+        more = (
+            f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}; `dukb validate` lists them all)"
+            if len(problems) > 1
+            else ""
+        )
         super().__init__(first.message + more, first.path, first.line)
 
 
@@ -157,12 +155,15 @@ def atomic_output(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     tmp = path.with_name(f".{path.name[:48]}.{secrets.token_hex(6)}.tmp")  # short: a long name stays writable
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+            0o666,
+        )
     except OSError as e:
         raise InputError(f"cannot write: {e.strerror or e}", path) from None
     try:
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
@@ -203,8 +204,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_csv(path: Path, required: tuple[str, ...], problems: list[Problem],
-              optional: tuple[str, ...] = ()) -> list[tuple[int, dict]] | None:
+def _read_csv(
+    path: Path, required: tuple[str, ...], problems: list[Problem], optional: tuple[str, ...] = ()
+) -> list[tuple[int, dict]] | None:
     """Rows of a KB file as (line number, row dict), read by :func:`dukb.kb.csvfile.read_csv`.
 
     A problem of the whole file (missing, unreadable, not UTF-8, bad header, CSV syntax error) is appended to
@@ -262,8 +264,9 @@ def load_kb(directory: str | Path) -> KB:
             problem names the file and line; a file that cannot be read as a whole (missing, bad header, CSV syntax
             error) does not stop the checks of the others, so the error lists every problem found, in file order.
 
-    A directory of at least :data:`FAST_MIN_BYTES` is first read by a fast path (pyarrow's CSV reader, each check
-    above made on whole columns with numpy; its KB builds its fact lists on first use, :meth:`KB.from_columns`),
+    A directory of at least :data:`dukb.kb.fastread.FAST_MIN_BYTES` is first read by a fast path
+    (:func:`dukb.kb.fastread.load_kb_fast`: pyarrow's CSV reader, each check above made on whole columns with numpy;
+    its KB builds its fact lists on first use, :meth:`KB.from_columns`),
     which gives way to the strict reader the moment anything looks unusual (a quote, a control character or
     Unicode space, a space around a field, an integer, name, relation or gender the checks would refuse, any
     duplicate): the KB is the strict reader's, and every error is its FILE:LINE error.
@@ -278,176 +281,7 @@ def load_kb(directory: str | Path) -> KB:
     root = resolve_kb_path(directory)
     schema = schema_of(root)
     with gc_paused():
-        return (_load_kb_fast(root) if schema.is_family else None) or _load_kb(root, schema)
-
-
-#: Total size of the KB files (bytes) from which :func:`load_kb` tries its fast path first (below it, importing
-#: pyarrow costs more than it saves).
-FAST_MIN_BYTES = 1 << 20
-
-
-def _load_kb_fast(root: Path, min_bytes: int | None = None) -> KB | None:
-    """The KB of ``root`` read by the vectorised fast path (:func:`dukb.kb.csvfile.fast_columns`, pyarrow, and
-    every check of :func:`_load_kb` on whole columns with numpy), or None the moment anything looks wrong (then
-    :func:`_load_kb`, the strict reader, reads it and reports each problem at its line). Equal to what
-    :func:`_load_kb` returns on every KB it accepts. Directories under ``min_bytes`` (default
-    :data:`FAST_MIN_BYTES`) in all give None at once."""
-    paths = (root / PEOPLE, root / RELATIONSHIPS, root / BIOGRAPHIES)
-    try:
-        size = sum(os.stat(p).st_size for p in paths if os.path.lexists(p))
-    except OSError:
-        return None
-    if size < (FAST_MIN_BYTES if min_bytes is None else min_bytes):
-        return None
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        return None
-    has_bio = os.path.lexists(paths[2])
-    # the three files are read side by side (pyarrow's reader releases the GIL; dukb.kb.parallel)
-    reads = [(paths[0], PEOPLE_COLUMNS, PEOPLE_OPTIONAL, PEOPLE_COLUMNS), (paths[1], REL_COLUMNS, (), REL_COLUMNS)]
-    reads += [(paths[2], BIO_COLUMNS, (), BIO_COLUMNS)] if has_bio else []
-    pt, rt, *bts = thread_map(lambda a: fast_columns(a[0], a[1], a[2], non_empty=a[3]), reads)
-    bt = bts[0] if has_bio else None
-    if pt is None or rt is None or (has_bio and bt is None):
-        return None
-    got = _fast_people(pt[1], pc)
-    if got is None:
-        return None
-    people, gender = got
-    names = pt[1]["name"]
-    del pt
-    name_obj = np.array(list(people), dtype=object)
-    jobs: list[Callable[[], Any]] = [partial(_fast_relationships, rt[1], names, gender, pc)]
-    if bt is not None:
-        jobs.append(partial(_fast_biographies, bt[1], names, name_obj, pc))
-    done = thread_map(lambda job: job(), jobs)
-    columns, bios = done[0], (done[1] if len(done) > 1 else list)
-    del rt, bt, jobs, done
-    if columns is None or bios is None:
-        return None
-
-    def relationships() -> list[Fact]:
-        fid, subj, rel, obj = columns
-        return list(map(Fact, fid.tolist(), name_obj[subj].tolist(), _REL_OBJ[rel].tolist(), name_obj[obj].tolist()))
-
-    kb = KB.from_columns(people, columns, relationships, bios, source=root)
-    pa.default_memory_pool().release_unused()  # the tables' memory, which the pool would otherwise keep
-    return kb
-
-
-_INT = f"^-?[0-9]{{1,{MAX_INT_DIGITS}}}$"  # strict_int, as a regular expression (RE2)
-_FACT_ID = f"^[0-9]{{1,{MAX_INT_DIGITS}}}$"  # a non-negative strict_int
-_REL_OBJ = np.array(RELATIONS, dtype=object)  # the same string objects as the strict reader's facts
-_ATTR_OBJ = np.array(ATTRIBUTES, dtype=object)
-#: [relation, subject gender, object gender] -> the fact respects its relation's gender constraint (GENDERS order).
-_GENDER_TABLE = np.array([[[gender_violation(r, sg, og) is None for og in GENDERS] for sg in GENDERS]
-                          for r in RELATIONS], dtype=bool)
-
-
-def _codes(column: Any, vocabulary: Sequence[str], pc: Any) -> np.ndarray | None:
-    """Per value of ``column``, its index in ``vocabulary`` (int64), or None when a value is not in it."""
-    enc = pc.dictionary_encode(column)
-    lut = [vocabulary.index(v) if v in vocabulary else -1 for v in enc.dictionary.to_pylist()]
-    if -1 in lut:
-        return None
-    return np.array(lut, dtype=np.int64)[arrow_numpy(enc.indices)] if len(lut) else np.zeros(0, dtype=np.int64)
-
-
-def _ids(column: Any, pc: Any) -> np.ndarray | None:
-    """The fact_ids of ``column`` (int64), or None when one is not a non-negative strict integer or repeats."""
-    if pc.match_substring_regex(column, pattern=_FACT_ID).true_count != len(column):
-        return None
-    fid = arrow_numpy(pc.cast(column, "int64"))
-    return None if _repeats(fid) else fid
-
-
-def _repeats(values: np.ndarray) -> bool:
-    ordered = np.sort(values)
-    return bool((ordered[1:] == ordered[:-1]).any())
-
-
-def _people_index(column: Any, names: Any, pc: Any) -> np.ndarray | None:
-    """Per value of ``column``, the position of that name in people.csv (int64), or None when one is unknown."""
-    at = pc.index_in(column, value_set=names)
-    return None if at.null_count else arrow_numpy(at).astype(np.int64)
-
-
-def _fast_people(cols: dict[str, Any], pc: Any) -> tuple[dict[str, Person], np.ndarray] | None:
-    """people.csv's people and each one's gender (index in GENDERS, int64), or None (see :func:`_load_kb_fast`)."""
-    names = cols["name"]
-    if pc.count_distinct(names).as_py() != len(names):
-        return None
-    enc = pc.dictionary_encode(cols["gender"])
-    lut = [GENDERS.index(v.lower()) if v.lower() in GENDERS else -1 for v in enc.dictionary.to_pylist()]
-    if -1 in lut:
-        return None
-    gender = np.array(lut, dtype=np.int64)[arrow_numpy(enc.indices)] if lut else np.zeros(0, dtype=np.int64)
-    n = len(names)
-    extra: dict[str, list] = {}
-    for col in PEOPLE_OPTIONAL:
-        if col not in cols:
-            extra[col] = [None] * n
-        elif col in ("birthyear", "generation"):
-            blank_or_int = pc.match_substring_regex(cols[col], pattern=f"^$|{_INT}")
-            if blank_or_int.true_count != n:
-                return None
-            extra[col] = _distinct_values(cols[col], lambda v: int(v) if v else None, pc)
-        else:
-            extra[col] = _distinct_values(cols[col], lambda v: v or None, pc)
-    name_list = names.to_pylist()
-    persons = map(Person, name_list, np.array(GENDERS, dtype=object)[gender].tolist(), extra["birthyear"],
-                  extra["birthplace"], extra["job"], extra["generation"])
-    return dict(zip(name_list, persons)), gender
-
-
-def _distinct_values(column: Any, convert: Any, pc: Any) -> list:
-    """``convert`` of each value of ``column``, one object per distinct value (years, states and jobs repeat)."""
-    enc = pc.dictionary_encode(column)
-    if not len(column):
-        return []
-    return np.array([convert(v) for v in enc.dictionary.to_pylist()], dtype=object)[arrow_numpy(enc.indices)].tolist()
-
-
-def _fast_relationships(cols: dict[str, Any], names: Any, gender: np.ndarray,
-                        pc: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """relationships.csv's facts as int64 columns (fact_id, subject position, relation index, object position),
-    or None (see :func:`_load_kb_fast`)."""
-    fid = _ids(cols["fact_id"], pc)
-    r = _codes(cols["relation"], RELATIONS, pc) if fid is not None else None
-    s = _people_index(cols["subject"], names, pc) if r is not None else None
-    o = _people_index(cols["object"], names, pc) if s is not None else None
-    if fid is None or r is None or s is None or o is None:
-        return None
-    if bool((s == o).any()) or not _GENDER_TABLE[r, gender[s], gender[o]].all() \
-            or _repeats((s * len(RELATIONS) + r) * max(len(names), 1) + o):
-        return None
-    return fid, s, r, o
-
-
-def _fast_biographies(cols: dict[str, Any], names: Any, name_obj: np.ndarray,
-                      pc: Any) -> Callable[[], list[BioFact]] | None:
-    """What builds biographies.csv's facts, or None (see :func:`_load_kb_fast`)."""
-    fid = _ids(cols["fact_id"], pc)
-    a = _codes(cols["attribute"], ATTRIBUTES, pc) if fid is not None else None
-    s = _people_index(cols["subject"], names, pc) if a is not None else None
-    if fid is None or a is None or s is None:
-        return None
-    value = cols["value"]
-    year = pc.match_substring_regex(cols["attribute"], pattern="^birthyear$")
-    if pc.and_(year, pc.invert(pc.match_substring_regex(value, pattern=_INT))).true_count:
-        return None
-    enc = pc.dictionary_encode(value)
-    v = arrow_numpy(enc.indices).astype(np.int64)
-    if _repeats((s * len(ATTRIBUTES) + a) * max(len(enc.dictionary), 1) + v):
-        return None
-    distinct = np.array(enc.dictionary.to_pylist(), dtype=object)
-
-    def build() -> list[BioFact]:
-        return list(map(BioFact, fid.tolist(), name_obj[s].tolist(), _ATTR_OBJ[a].tolist(), distinct[v].tolist()))
-
-    return build
+        return (load_kb_fast(root) if schema.is_family else None) or _load_kb(root, schema)
 
 
 def _load_kb(root: Path, schema: Schema | None = None) -> KB:
@@ -492,15 +326,22 @@ def _load_kb(root: Path, schema: Schema | None = None) -> KB:
                 if n is None:
                     problems.append(Problem(ppath, line, cast(str, int_problem(col, v, name))))
                 extra[col] = n
-        people[name] = Person(name, gender, extra.get("birthyear"), row.get("birthplace") or None,
-                              row.get("job") or None, extra.get("generation"))
+        people[name] = Person(
+            name,
+            gender,
+            extra.get("birthyear"),
+            row.get("birthplace") or None,
+            row.get("job") or None,
+            extra.get("generation"),
+        )
 
     del p_rows
     if not people_complete:
         excused = _Everyone()
     ids = (array("q"), array("q"))
-    relationships = _check_relationships(people, r_rows or (), str(root / RELATIONSHIPS), problems, excused, ids,
-                                         schema)
+    relationships = _check_relationships(
+        people, r_rows or (), str(root / RELATIONSHIPS), problems, excused, ids, schema
+    )
     del r_rows  # rows are freed as soon as their facts exist (peak memory on large KBs)
     biographies = _check_biographies(people, b_rows or (), str(bio_path), problems, excused, schema)
     del b_rows
@@ -540,8 +381,9 @@ def _parse_id(value: str, path: str, line: int | None, seen: set[int], problems:
 
 #: (relation, subject gender, object gender) combinations that respect the relation's gender constraint.
 _INTERN = {x: x for x in RELATIONS + ATTRIBUTES}
-_GENDER_OK = frozenset((r, sg, og) for r in RELATIONS for sg in GENDERS for og in GENDERS
-                       if gender_violation(r, sg, og) is None)
+_GENDER_OK = frozenset(
+    (r, sg, og) for r in RELATIONS for sg in GENDERS for og in GENDERS if gender_violation(r, sg, og) is None
+)
 
 
 def _type_problem(schema: Schema, name: str, value: str) -> str:
@@ -561,9 +403,15 @@ def _vocabulary(schema: Schema | None) -> tuple[Schema, tuple[str, ...], frozens
     return schema, rels, ok, {x: x for x in rels + schema.attribute_names}, "entity"
 
 
-def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
-                         problems: list[Problem], excused: Container[str] = frozenset(),
-                         ids: tuple[array, array] | None = None, schema: Schema | None = None) -> list[Fact]:
+def _check_relationships(
+    people: dict[str, Person],
+    rows: Iterable[tuple[int, Sequence[str]]],
+    path: str,
+    problems: list[Problem],
+    excused: Container[str] = frozenset(),
+    ids: tuple[array, array] | None = None,
+    schema: Schema | None = None,
+) -> list[Fact]:
     """The valid relationship facts of ``rows`` ((line, [fact_id, subject, relation, object])); problems appended.
     With ``ids`` (two array('q')), the people-order position of each kept fact's subject and object is appended.
     ``schema`` (None: the family schema) gives the relations, their types and which are functional."""
@@ -582,8 +430,15 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
         # person's name and the relation's string objects (memory, and identity-fast dict look-ups later)
         a, b = get(s), get(o)
         fid = v.isdigit() and v.isascii() and len(v) <= MAX_INT_DIGITS and int(v)  # strict_int, inlined: False when not
-        if fid is not False and a is not None and b is not None and s != o and fid not in seen_ids \
-                and (r, a[0].gender, b[0].gender) in type_ok and (s, r, o) not in seen:
+        if (
+            fid is not False
+            and a is not None
+            and b is not None
+            and s != o
+            and fid not in seen_ids
+            and (r, a[0].gender, b[0].gender) in type_ok
+            and (s, r, o) not in seen
+        ):
             seen_ids.add(fid)
             s, r, o = a[0].name, intern[r], b[0].name
             seen[(s, r, o)] = line
@@ -606,18 +461,29 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
         if not ok:
             continue
         if s == o:
-            problems.append(Problem(path, line, f"reflexive fact: {s!r} cannot be their own {r}" if family else
-                                    f"reflexive fact ({s}, {r}, {o}): subject and object are the same entity"))
+            problems.append(
+                Problem(
+                    path,
+                    line,
+                    f"reflexive fact: {s!r} cannot be their own {r}"
+                    if family
+                    else f"reflexive fact ({s}, {r}, {o}): subject and object are the same entity",
+                )
+            )
             continue
         why = schema.type_violation(r, people[s].gender, people[o].gender)
         if why:
-            problems.append(Problem(path, line, f"fact ({s}, {r}, {o}) violates its relation's "
-                                                f"{'gender' if family else 'types'}: {why}"))
+            problems.append(
+                Problem(
+                    path, line, f"fact ({s}, {r}, {o}) violates its relation's {'gender' if family else 'types'}: {why}"
+                )
+            )
             continue
         if (s, r, o) in seen:
             where = seen[(s, r, o)]
-            problems.append(Problem(path, line, f"duplicate fact ({s}, {r}, {o})"
-                                                + (f", first on line {where}" if where else "")))
+            problems.append(
+                Problem(path, line, f"duplicate fact ({s}, {r}, {o})" + (f", first on line {where}" if where else ""))
+            )
             continue
         seen[(s, r, o)] = line
         out.append(Fact(cast(int, checked), s, r, o))  # ok: a valid fact_id
@@ -628,19 +494,37 @@ def _check_relationships(people: dict[str, Person], rows: Iterable[tuple[int, Se
     return out
 
 
-def _check_functional(first: dict[tuple[str, str], tuple[str, int | None]], s: str, r: str, o: str, path: str,
-                      line: int | None, problems: list[Problem]) -> None:
+def _check_functional(
+    first: dict[tuple[str, str], tuple[str, int | None]],
+    s: str,
+    r: str,
+    o: str,
+    path: str,
+    line: int | None,
+    problems: list[Problem],
+) -> None:
     """Report a second object of a functional relation for the same subject (``first``: (s, r) -> first object)."""
     had = first.setdefault((s, r), (o, line))
     if had[0] != o:
         where = f" (line {had[1]})" if had[1] else ""
-        problems.append(Problem(path, line, f"functional relation '{r}': {s!r} already has the object {had[0]!r}"
-                                            f"{where}; at most one object per subject"))
+        problems.append(
+            Problem(
+                path,
+                line,
+                f"functional relation '{r}': {s!r} already has the object {had[0]!r}"
+                f"{where}; at most one object per subject",
+            )
+        )
 
 
-def _check_biographies(people: dict[str, Person], rows: Iterable[tuple[int, Sequence[str]]], path: str,
-                       problems: list[Problem], excused: Container[str] = frozenset(),
-                       schema: Schema | None = None) -> list[BioFact]:
+def _check_biographies(
+    people: dict[str, Person],
+    rows: Iterable[tuple[int, Sequence[str]]],
+    path: str,
+    problems: list[Problem],
+    excused: Container[str] = frozenset(),
+    schema: Schema | None = None,
+) -> list[BioFact]:
     schema, _, _, intern, who_word = _vocabulary(schema)
     attributes = ATTRIBUTES if who_word == "person" else schema.attribute_names
     seen_ids: set[int] = set()
@@ -651,10 +535,19 @@ def _check_biographies(people: dict[str, Person], rows: Iterable[tuple[int, Sequ
     for line, (fv, s, a, v) in rows:
         p = get(s)
         # fast path: a row with no problem at all (the checks below, in one expression)
-        fid = fv.isdigit() and fv.isascii() and len(fv) <= MAX_INT_DIGITS and int(fv)  # strict_int, inlined: False when not
+        fid = (
+            fv.isdigit() and fv.isascii() and len(fv) <= MAX_INT_DIGITS and int(fv)
+        )  # strict_int, inlined: False when not
         if a == "birthyear" and strict_int(v) is None:
             fid = False
-        if fid is not False and v and a in attributes and p is not None and fid not in seen_ids and (s, a, v) not in seen:
+        if (
+            fid is not False
+            and v
+            and a in attributes
+            and p is not None
+            and fid not in seen_ids
+            and (s, a, v) not in seen
+        ):
             seen_ids.add(fid)
             s, a, v = p.name, intern[a], values.setdefault(v, v)
             seen[(s, a, v)] = line
@@ -707,8 +600,11 @@ def check_kb(kb: KB) -> None:
     schema = kb.schema
     types = GENDERS if schema.is_family else schema.entity_types
     for i, p in enumerate(kb.people.values()):
-        bad = _name_problem(p.name) or (f"duplicate person {p.name!r}" if p.name in pseen else None) or \
-            (None if p.gender in types else _type_problem(schema, p.name, p.gender))
+        bad = (
+            _name_problem(p.name)
+            or (f"duplicate person {p.name!r}" if p.name in pseen else None)
+            or (None if p.gender in types else _type_problem(schema, p.name, p.gender))
+        )
         if bad:
             problems.append(Problem(schema.entities_file, i + 2, bad))
         pseen.add(p.name)
@@ -764,8 +660,17 @@ def _save_kb(kb: KB, root: Path) -> None:
         with atomic_output(root / PEOPLE) as fh:
             w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
             w.writerow(PEOPLE_COLUMNS + PEOPLE_OPTIONAL)
-            w.writerows([p.name, p.gender, "" if p.birthyear is None else p.birthyear, p.birthplace or "",
-                         p.job or "", "" if p.generation is None else p.generation] for p in kb.people.values())
+            w.writerows(
+                [
+                    p.name,
+                    p.gender,
+                    "" if p.birthyear is None else p.birthyear,
+                    p.birthplace or "",
+                    p.job or "",
+                    "" if p.generation is None else p.generation,
+                ]
+                for p in kb.people.values()
+            )
     with atomic_output(root / RELATIONSHIPS) as fh:
         w = csv.writer(fh)  # RFC 4180 line ends, as EDU-RELAT
         w.writerow(REL_COLUMNS)

@@ -130,7 +130,8 @@ def _choice(output: str, answer: str, question: str, alias: Sequence[str] = ()) 
         return m.group(1) in gold
     low = output.lower()
     return any(a.lower() in low for a in (answer, *alias)) and not any(
-        t.lower() in low for t in options.values() if t != answer and t.lower() not in answer.lower())
+        t.lower() in low for t in options.values() if t != answer and t.lower() not in answer.lower()
+    )
 
 
 def _strip_article(words: tuple[str, ...]) -> tuple[str, ...]:
@@ -197,8 +198,9 @@ class Judge:
         self.max_len = max((len(k) for k in self.known), default=0)
 
     @classmethod
-    def for_kb(cls, kb: KB, extra_values: Iterable[str] = (),
-               extra_aliases: dict[str, Sequence[str]] | None = None) -> Judge:
+    def for_kb(
+        cls, kb: KB, extra_values: Iterable[str] = (), extra_aliases: dict[str, Sequence[str]] | None = None
+    ) -> Judge:
         """A judge whose known phrases are the KB's people, its biography values, the fallback value pools of
         templates/values.json and ``extra_values`` (e.g. injected values); its aliases are the KB's aliases.csv
         (:func:`dukb.kb.aliases.load_aliases`) and ``extra_aliases``.
@@ -228,8 +230,9 @@ class Judge:
         """True when a normalised answer (:meth:`answer`) is ``value`` or one of its aliases."""
         return bool(answer) and answer in aliases(value, self.extra)
 
-    def accepts(self, output: str, answer: str, match: str = MATCH_SUBSTRING, question: str = "",
-                alias: Sequence[str] = ()) -> bool:
+    def accepts(
+        self, output: str, answer: str, match: str = MATCH_SUBSTRING, question: str = "", alias: Sequence[str] = ()
+    ) -> bool:
         """Whether ``output`` gives ``answer`` (or one of ``alias``) under a match rule.
 
         Args:
@@ -275,8 +278,14 @@ class Judge:
         """
         return self.accepts(output, probe.answer, probe.match, probe.question, _aliases_of(probe))
 
-    def label(self, output: str, true_values: Sequence[str], injected: str | None = None,
-              match: str = MATCH_EXACT, question: str = "") -> tuple[str, str]:
+    def label(
+        self,
+        output: str,
+        true_values: Sequence[str],
+        injected: str | None = None,
+        match: str = MATCH_EXACT,
+        question: str = "",
+    ) -> tuple[str, str]:
         """Judge one output as the true value, the injected value or other (RESTOR's three outcomes).
 
         Args:
@@ -297,11 +306,14 @@ class Judge:
             raise ValueError(f"unknown match rule {match!r}")
         ans = self.answer(output)
         if match == MATCH_EXACT:  # the answer is extracted once
+
             def ok(v: str) -> bool:
                 return self.matches(ans, v)
         else:
+
             def ok(v: str) -> bool:
                 return self.accepts(output, v, match, question)
+
         if any(ok(v) for v in true_values):
             lab = TRUE
         elif injected is not None and ok(injected):
@@ -367,5 +379,8 @@ def majority(labels: Sequence[str], answers: Sequence[str]) -> dict:
     counts = Counter(answers)
     best = max(counts.values())
     top = next(a for a in answers if counts[a] == best)
-    return {"correct": sum(lab == TRUE for lab in labels) * 2 > len(labels), "answer": top,
-            "label": labels[answers.index(top)]}
+    return {
+        "correct": sum(lab == TRUE for lab in labels) * 2 > len(labels),
+        "answer": top,
+        "label": labels[answers.index(top)],
+    }

@@ -47,9 +47,24 @@ SCHEMA_VERSION = 1
 #: Probe forms a template may be given for (``fact`` is the statement the model is finetuned on; ``description``:
 #: sentences of RWKU's description corpus, default the ``fact`` template, :func:`dukb.neural.data.kb_descriptions`).
 TEMPLATE_FORMS: tuple[str, ...] = (
-    "fact", "description", "cloze", "qa", "yes", "no", "paraphrase", "reverse", "synonym", "prefix_injection",
-    "affirmative_suffix", "role_play", "multiple_choice", "context_hint", "in_context",
-    "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es",
+    "fact",
+    "description",
+    "cloze",
+    "qa",
+    "yes",
+    "no",
+    "paraphrase",
+    "reverse",
+    "synonym",
+    "prefix_injection",
+    "affirmative_suffix",
+    "role_play",
+    "multiple_choice",
+    "context_hint",
+    "in_context",
+    "cross_lingual_fr",
+    "cross_lingual_de",
+    "cross_lingual_es",
 )
 #: What a relation's qa form asks for: its object (default) or the relation word (the family KB's "Who is O to S?").
 QA_ANSWERS = ("object", "relation")
@@ -59,8 +74,17 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 _RESERVED = frozenset({"not", "holds", ANY, "dukb_inst", "true", "false"})
 _REL_PLACEHOLDERS = frozenset({"s", "o", "wrong", "r"})
 _ATTR_PLACEHOLDERS = frozenset({"s", "v", "a"})
-_TOP_KEYS = ("schema_version", "name", "description", "entities", "entity_predicate", "entity_types", "relations",
-             "attributes", "source")
+_TOP_KEYS = (
+    "schema_version",
+    "name",
+    "description",
+    "entities",
+    "entity_predicate",
+    "entity_types",
+    "relations",
+    "attributes",
+    "source",
+)
 _ENTITY_KEYS = ("file", "name_column", "type_column")
 _RELATION_KEYS = ("subject", "object", "functional", "symmetric", "templates", "qa_answer")
 _ATTRIBUTE_KEYS = ("subject", "templates")
@@ -295,7 +319,6 @@ def load_schema(path: str | Path) -> Schema:
         (('located_in',), True, 'entity')
     """
 
-
     path = Path(path)
     text = decode_text(read_bytes(path, "schema file", limit=1 << 20), path)
     try:
@@ -330,8 +353,9 @@ class _Reader:
                 raise self.error(f"a key of {what} must be a name", k)
             key = k.value
             if key in out:
-                raise self.error(f"duplicate key '{key}' in {what} (first on line {out[key][0].start_mark.line + 1})",
-                                 k)
+                raise self.error(
+                    f"duplicate key '{key}' in {what} (first on line {out[key][0].start_mark.line + 1})", k
+                )
             if keys is not None and key not in keys:
                 close = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
                 hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(keys)}"
@@ -367,8 +391,9 @@ class _Reader:
     def name(self, node: Any, what: str, value: str | None = None) -> str:
         v = self.string(node, what) if value is None else value
         if not _NAME.match(v):
-            raise self.error(f"{what} {v!r} is not a name: lower-case letters, digits and _, starting with a letter",
-                             node)
+            raise self.error(
+                f"{what} {v!r} is not a name: lower-case letters, digits and _, starting with a letter", node
+            )
         if v in _RESERVED or v.startswith("dukb_"):
             raise self.error(f"{what} {v!r} is a reserved word", node)
         return v
@@ -407,8 +432,9 @@ class _Reader:
             m = self.mapping(top["source"][1], "source", None)
             source = tuple((k, self.provenance(v)) for k, (_, v) in m.items())
         desc = self.string(top["description"][1], "description") if "description" in top else ""
-        return Schema(name, types, relations, attributes, pred, *ent, description=desc, source=source,
-                      path=str(self.path))
+        return Schema(
+            name, types, relations, attributes, pred, *ent, description=desc, source=source, path=str(self.path)
+        )
 
     def entities(self, node: Any) -> tuple[str, str, str]:
         m = self.mapping(node, "entities", _ENTITY_KEYS)
@@ -429,8 +455,10 @@ class _Reader:
         if v != ANY and v not in types:
             close = difflib.get_close_matches(v, types, n=1, cutoff=0.5)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            raise self.error(f"unknown entity type {v!r} as {what}'s {key} ({hint}entity types: "
-                             f"{', '.join(types)}, or {ANY})", m[key][1])
+            raise self.error(
+                f"unknown entity type {v!r} as {what}'s {key} ({hint}entity types: {', '.join(types)}, or {ANY})",
+                m[key][1],
+            )
         return v
 
     def relations(self, node: Any, types: tuple[str, ...], pred: str) -> tuple[RelationSpec, ...]:
@@ -441,23 +469,33 @@ class _Reader:
         for rname, (knode, vnode) in m.items():
             self.name(knode, "relation name", rname)
             if rname in types or rname == pred:
-                raise self.error(f"relation {rname!r} has the name of an entity type or of the entity predicate; "
-                                 "give it another name", knode)
+                raise self.error(
+                    f"relation {rname!r} has the name of an entity type or of the entity predicate; "
+                    "give it another name",
+                    knode,
+                )
             what = f"relation '{rname}'"
             spec = self.mapping(vnode, what, _RELATION_KEYS) if vnode.tag != "tag:yaml.org,2002:null" else {}
             qa = self.string(spec["qa_answer"][1], f"{what}'s qa_answer") if "qa_answer" in spec else "object"
             if qa not in QA_ANSWERS:
                 raise self.error(f"{what}'s qa_answer must be one of {', '.join(QA_ANSWERS)}", spec["qa_answer"][1])
-            out.append(RelationSpec(
-                rname, self.type_of(spec, "subject", types, what, vnode), self.type_of(spec, "object", types, what, vnode),
-                self.boolean(spec["functional"][1], f"{what}'s functional") if "functional" in spec else False,
-                self.boolean(spec["symmetric"][1], f"{what}'s symmetric") if "symmetric" in spec else False,
-                self.templates(spec["templates"][1], what, _REL_PLACEHOLDERS) if "templates" in spec else (),
-                qa, knode.start_mark.line + 1))
+            out.append(
+                RelationSpec(
+                    rname,
+                    self.type_of(spec, "subject", types, what, vnode),
+                    self.type_of(spec, "object", types, what, vnode),
+                    self.boolean(spec["functional"][1], f"{what}'s functional") if "functional" in spec else False,
+                    self.boolean(spec["symmetric"][1], f"{what}'s symmetric") if "symmetric" in spec else False,
+                    self.templates(spec["templates"][1], what, _REL_PLACEHOLDERS) if "templates" in spec else (),
+                    qa,
+                    knode.start_mark.line + 1,
+                )
+            )
         return tuple(out)
 
-    def attributes(self, node: Any, types: tuple[str, ...],
-                   relations: tuple[RelationSpec, ...]) -> tuple[AttributeSpec, ...]:
+    def attributes(
+        self, node: Any, types: tuple[str, ...], relations: tuple[RelationSpec, ...]
+    ) -> tuple[AttributeSpec, ...]:
         m = self.mapping(node, "attributes", None)
         out = []
         rel_names = {r.name for r in relations}
@@ -467,10 +505,14 @@ class _Reader:
                 raise self.error(f"attribute {aname!r} has the name of a relation", knode)
             what = f"attribute '{aname}'"
             spec = self.mapping(vnode, what, _ATTRIBUTE_KEYS) if vnode.tag != "tag:yaml.org,2002:null" else {}
-            out.append(AttributeSpec(
-                aname, self.type_of(spec, "subject", types, what, vnode),
-                self.templates(spec["templates"][1], what, _ATTR_PLACEHOLDERS) if "templates" in spec else (),
-                knode.start_mark.line + 1))
+            out.append(
+                AttributeSpec(
+                    aname,
+                    self.type_of(spec, "subject", types, what, vnode),
+                    self.templates(spec["templates"][1], what, _ATTR_PLACEHOLDERS) if "templates" in spec else (),
+                    knode.start_mark.line + 1,
+                )
+            )
         return tuple(out)
 
     def templates(self, node: Any, what: str, allowed: frozenset[str]) -> Templates:
@@ -488,11 +530,14 @@ class _Reader:
             if form == "no":  # its answer is "no" only about a wrong object (relation)
                 texts = out[-1][1] if isinstance(out[-1][1], tuple) else (out[-1][1],)
                 if "wrong" not in allowed:
-                    raise self.error(f"{where}: an attribute has no 'no' form (its placeholders have no {{wrong}})",
-                                     vnode)
+                    raise self.error(
+                        f"{where}: an attribute has no 'no' form (its placeholders have no {{wrong}})", vnode
+                    )
                 if any("wrong" not in {f for _, f, _, _ in string.Formatter().parse(t) if f} for t in texts):
-                    raise self.error(f"{where} must use {{wrong}}: the answer of a 'no' question is 'no' only "
-                                     "about a wrong object", vnode)
+                    raise self.error(
+                        f"{where} must use {{wrong}}: the answer of a 'no' question is 'no' only about a wrong object",
+                        vnode,
+                    )
         return tuple(out)
 
     def template_text(self, node: Any, where: str, allowed: frozenset[str]) -> str:
@@ -503,7 +548,9 @@ class _Reader:
             raise self.error(f"{where}: {e} (write a literal brace as {{{{ or }}}})", node) from None
         for f in fields:
             if f not in allowed:
-                raise self.error(f"{where}: unknown placeholder {{{f}}} (known: "
-                                 f"{', '.join('{' + a + '}' for a in sorted(allowed))})", node)
+                raise self.error(
+                    f"{where}: unknown placeholder {{{f}}} (known: "
+                    f"{', '.join('{' + a + '}' for a in sorted(allowed))})",
+                    node,
+                )
         return t
-

@@ -117,12 +117,29 @@ class KB:
         16
     """
 
-    __slots__ = ("people", "source", "_schema", "_relationships", "_biographies", "_make_relationships", "_make_biographies",
-                 "_rel_by_id", "_rel_by_triple", "_name_index", "_columns")
+    __slots__ = (
+        "people",
+        "source",
+        "_schema",
+        "_relationships",
+        "_biographies",
+        "_make_relationships",
+        "_make_biographies",
+        "_rel_by_id",
+        "_rel_by_triple",
+        "_name_index",
+        "_columns",
+    )
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
-    def __init__(self, people: dict[str, Person], relationships: list[Fact],
-                 biographies: list[BioFact] | None = None, source: Path | None = None, schema: Schema | None = None):
+    def __init__(
+        self,
+        people: dict[str, Person],
+        relationships: list[Fact],
+        biographies: list[BioFact] | None = None,
+        source: Path | None = None,
+        schema: Schema | None = None,
+    ):
         self.people, self.source = people, source
         self._schema = None if schema is None or schema.is_family else schema
         self._relationships: list[Fact] | None = relationships
@@ -136,9 +153,15 @@ class KB:
         self._columns: tuple | None = None
 
     @classmethod
-    def from_columns(cls, people: dict[str, Person], columns: tuple[Any, Any, Any, Any],
-                     relationships: Callable[[], list[Fact]], biographies: Callable[[], list[BioFact]],
-                     source: Path | None = None, schema: Schema | None = None) -> KB:
+    def from_columns(
+        cls,
+        people: dict[str, Person],
+        columns: tuple[Any, Any, Any, Any],
+        relationships: Callable[[], list[Fact]],
+        biographies: Callable[[], list[BioFact]],
+        source: Path | None = None,
+        schema: Schema | None = None,
+    ) -> KB:
         """A KB whose fact lists are built on first use, by ``relationships()`` and ``biographies()``.
 
         Args:
@@ -206,8 +229,13 @@ class KB:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, KB):
             return NotImplemented
-        return (self.people, self.relationships, self.biographies, self.source, self.schema) == \
-            (other.people, other.relationships, other.biographies, other.source, other.schema)
+        return (self.people, self.relationships, self.biographies, self.source, self.schema) == (
+            other.people,
+            other.relationships,
+            other.biographies,
+            other.source,
+            other.schema,
+        )
 
     def _by_id(self) -> dict[int, Fact]:
         if self._rel_by_id is None:
@@ -327,15 +355,19 @@ class KB:
         people, rels, bios = list(self.people.values()), self.relationships, self.biographies
         step = 1 << 15  # the same bytes as one update per line, hashed in chunks (faster on large KBs)
         for k in range(0, len(people), step):
-            h.update("".join([f"P|{p.name}|{p.gender}\n" for p in people[k:k + step]]).encode())
+            h.update("".join([f"P|{p.name}|{p.gender}\n" for p in people[k : k + step]]).encode())
         for k in range(0, len(rels), step):
-            h.update("".join([f"R|{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n"
-                              for f in rels[k:k + step]]).encode())
+            h.update(
+                "".join([f"R|{f.fact_id}|{f.subject}|{f.relation}|{f.object}\n" for f in rels[k : k + step]]).encode()
+            )
         for k in range(0, len(bios), step):
-            h.update("".join([f"B|{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n"
-                              for f in bios[k:k + step]]).encode())
+            h.update(
+                "".join([f"B|{f.fact_id}|{f.subject}|{f.attribute}|{f.value}\n" for f in bios[k : k + step]]).encode()
+            )
         return h.hexdigest()[:16]
 
     def __repr__(self) -> str:
-        return (f"KB({len(self.people)} people, {len(self.relationships)} relationship facts, "
-                f"{len(self.biographies)} biography facts, source={self.source})")
+        return (
+            f"KB({len(self.people)} people, {len(self.relationships)} relationship facts, "
+            f"{len(self.biographies)} biography facts, source={self.source})"
+        )

@@ -29,8 +29,17 @@ MALE, FEMALE = 0, 1
 #: nephew 32/132 together). With ``observed`` = :data:`dukb.kb.generate.EDU_RELAT_OBSERVED` the probabilities are
 #: these weights.
 EDU_RELAT_OBSERVE_WEIGHTS: dict[str, float] = {
-    "father": 1.0, "mother": 1.0, "husband": 1.0, "wife": 1.0, "child": 0.77, "brother": 0.69, "sister": 0.69,
-    "aunt": 0.24, "uncle": 0.24, "nephew": 0.24, "niece": 0.24,
+    "father": 1.0,
+    "mother": 1.0,
+    "husband": 1.0,
+    "wife": 1.0,
+    "child": 0.77,
+    "brother": 0.69,
+    "sister": 0.69,
+    "aunt": 0.24,
+    "uncle": 0.24,
+    "nephew": 0.24,
+    "niece": 0.24,
 }
 
 
@@ -98,8 +107,14 @@ class GeneratorConfig:
     observe_weights: dict = field(default_factory=lambda: dict(EDU_RELAT_OBSERVE_WEIGHTS))
 
     def __post_init__(self) -> None:
-        for name in ("p_parents", "p_spouse", "p_children", "p_wife_takes_surname", "p_parent_birthplace",
-                     "cohort_pull"):
+        for name in (
+            "p_parents",
+            "p_spouse",
+            "p_children",
+            "p_wife_takes_surname",
+            "p_parent_birthplace",
+            "cohort_pull",
+        ):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
                 raise InputError(f"{name} must be a probability in [0, 1], got {v!r}")
@@ -113,19 +128,27 @@ class GeneratorConfig:
             if not getattr(self, name) > 0:
                 raise InputError(f"{name} must be positive, got {getattr(self, name)!r}")
         if not (1 <= self.mother_age_min and math.ceil(self.mother_age_min) <= math.floor(self.mother_age_max)):
-            raise InputError(f"mother_age_min..mother_age_max must hold a whole age >= 1, got "
-                             f"{self.mother_age_min}..{self.mother_age_max}")
+            raise InputError(
+                f"mother_age_min..mother_age_max must hold a whole age >= 1, got "
+                f"{self.mother_age_min}..{self.mother_age_max}"
+            )
         if not (math.ceil(self.spouse_gap_min) <= math.floor(self.spouse_gap_max)):
-            raise InputError(f"spouse_gap_min..spouse_gap_max holds no whole number of years: "
-                             f"{self.spouse_gap_min}..{self.spouse_gap_max}")
+            raise InputError(
+                f"spouse_gap_min..spouse_gap_max holds no whole number of years: "
+                f"{self.spouse_gap_min}..{self.spouse_gap_max}"
+            )
         if self.father_min_age < 1:
             raise InputError(f"father_min_age must be at least 1, got {self.father_min_age!r}")
         # a couple must be able to have a child: the father's age bound must fit the mother's ages and the gaps
-        if self.father_min_age - self.spouse_gap_min > self.mother_age_max or \
-                self.father_min_age - self.mother_age_min > self.spouse_gap_max:
-            raise InputError("father_min_age cannot be met with these mother ages and spouse gaps: need "
-                             "father_min_age - spouse_gap_min <= mother_age_max and "
-                             "father_min_age - mother_age_min <= spouse_gap_max")
+        if (
+            self.father_min_age - self.spouse_gap_min > self.mother_age_max
+            or self.father_min_age - self.mother_age_min > self.spouse_gap_max
+        ):
+            raise InputError(
+                "father_min_age cannot be met with these mother ages and spouse gaps: need "
+                "father_min_age - spouse_gap_min <= mother_age_max and "
+                "father_min_age - mother_age_min <= spouse_gap_max"
+            )
         if self.generation_years <= 0:
             raise InputError(f"generation_years must be positive, got {self.generation_years!r}")
         bad = sorted(set(self.observe_weights) - set(RELATIONS))
@@ -291,10 +314,12 @@ def grow(n: int, generations: int, cfg: GeneratorConfig, rng: np.random.Generato
         mean = pulled(cfg.mother_age_mean, cohort(child_gen) - mother_year)
         return draw_years(rng.random(), mean, cfg.mother_age_sd, lo, cfg.mother_age_max)
 
-    def gap(mean_wife_year: float, husband_year: float | None, wife_year: float | None,
-            lo: float = cfg.spouse_gap_min) -> int:  # wife's year - husband's; one of the two years is known
-        on_cohort = mean_wife_year - husband_year if husband_year is not None \
-            else cast(float, wife_year) - mean_wife_year
+    def gap(
+        mean_wife_year: float, husband_year: float | None, wife_year: float | None, lo: float = cfg.spouse_gap_min
+    ) -> int:  # wife's year - husband's; one of the two years is known
+        on_cohort = (
+            mean_wife_year - husband_year if husband_year is not None else cast(float, wife_year) - mean_wife_year
+        )
         mean = pulled(cfg.spouse_gap_mean, on_cohort)
         return draw_years(rng.random(), mean, cfg.spouse_gap_sd, lo, cfg.spouse_gap_max)
 
@@ -387,8 +412,9 @@ def true_relations(net: FamilyNet, names: list[str]) -> list[Triple]:
         by["mother"].append((nc, "mother", names[m]))
         for b in sibs[c]:
             if b != c:
-                by["brother" if g[b] == MALE else "sister"].append((nc, "brother" if g[b] == MALE else "sister",
-                                                                    names[b]))
+                by["brother" if g[b] == MALE else "sister"].append(
+                    (nc, "brother" if g[b] == MALE else "sister", names[b])
+                )
         for p in (f, m):
             for s in sibs.get(p, ()):
                 if s == p:

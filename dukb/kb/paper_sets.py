@@ -123,8 +123,9 @@ class _Any:
         return True
 
 
-def write_paper_sets(path: str | Path, sets: Mapping[int, Sequence[Sequence[int]]],
-                     order: Sequence[int] | None = None) -> None:
+def write_paper_sets(
+    path: str | Path, sets: Mapping[int, Sequence[Sequence[int]]], order: Sequence[int] | None = None
+) -> None:
     """Write ``paper_sets.csv`` (module docstring) all or nothing (:func:`dukb.kb.io.atomic_output`).
 
     Args:
@@ -192,18 +193,24 @@ def read_paper_sets(path: str | Path, rel_ids: Container[int]) -> PaperSets:
         rank = parse_int(row["rank"], "rank", path, line)
         text = row["fact_ids"]
         if not _IDS.match(text):
-            raise InputError(f"fact_ids {text[:60]!r} is not a list of fact_ids separated by single spaces", path,
-                             line)
+            raise InputError(f"fact_ids {text[:60]!r} is not a list of fact_ids separated by single spaces", path, line)
         ids = [parse_int(x, "fact_id", path, line) for x in text.split(" ")]
         if any(a >= b for a, b in zip(ids, ids[1:])):
             raise InputError("fact_ids must be ascending, each once", path, line)
         if target in out and target != prev:
-            raise InputError(f"target {target} appears again after other targets (a target's sets are on "
-                             "consecutive rows)", path, line)
+            raise InputError(
+                f"target {target} appears again after other targets (a target's sets are on consecutive rows)",
+                path,
+                line,
+            )
         expected = len(out.get(target, [])) + 1
         if rank != expected:
-            raise InputError(f"rank {rank} of target {target} is out of sequence (expected {expected}: ranks 1, 2, "
-                             "... on consecutive rows)", path, line)
+            raise InputError(
+                f"rank {rank} of target {target} is out of sequence (expected {expected}: ranks 1, 2, "
+                "... on consecutive rows)",
+                path,
+                line,
+            )
         sets = out.setdefault(target, [])
         sets.append(ids)
         if target not in rel_ids:
@@ -284,16 +291,29 @@ def paper_sets_of(kb: KB, targets: Sequence[int], flag: str = "--sets paper") ->
     """
     found = find_paper_sets(getattr(kb, "source", None), set(kb.rel_ids))
     if found is None:
-        raise InputError(f"{flag}: the KB {kb.source or '(in memory)'} has no paper sets ({PAPER_SETS_FILE}, "
-                         f"written by `dukb import-eval-du`, or {ORIGINAL}/{PT_FOLDER}/)")
+        raise InputError(
+            f"{flag}: the KB {kb.source or '(in memory)'} has no paper sets ({PAPER_SETS_FILE}, "
+            f"written by `dukb import-eval-du`, or {ORIGINAL}/{PT_FOLDER}/)"
+        )
     sets, where = found
     missing = [t for t in targets if t not in sets]
     if missing:
-        raise InputError(f"{flag}: {where} has no sets for target{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(map(str, missing[:10]))}{' ...' if len(missing) > 10 else ''} (it has "
-                         f"{len(sets)} targets)")
+        raise InputError(
+            f"{flag}: {where} has no sets for target{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(str, missing[:10]))}{' ...' if len(missing) > 10 else ''} (it has "
+            f"{len(sets)} targets)"
+        )
     return {t: sets[t] for t in targets}, where
 
 
-__all__ = ["HEADER", "PAPER_SETS_FILE", "PT_FOLDER", "PaperSets", "find_paper_sets", "paper_sets_of",
-           "read_paper_sets", "read_pt_folder", "write_paper_sets"]
+__all__ = [
+    "HEADER",
+    "PAPER_SETS_FILE",
+    "PT_FOLDER",
+    "PaperSets",
+    "find_paper_sets",
+    "paper_sets_of",
+    "read_paper_sets",
+    "read_pt_folder",
+    "write_paper_sets",
+]

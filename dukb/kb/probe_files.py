@@ -43,8 +43,7 @@ def probes_text(probes: Iterable[Probe], fmt: str = "jsonl") -> str:
         probes = list(probes)
         with_aliases = any(p.aliases for p in probes)
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(PROBE_COLUMNS) + [ALIASES_COLUMN] * with_aliases,
-                           lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=list(PROBE_COLUMNS) + [ALIASES_COLUMN] * with_aliases, lineterminator="\n")
         w.writeheader()
         for p in probes:
             d = p.to_dict()
@@ -107,10 +106,20 @@ def read_probes(path: str | Path) -> list[Probe]:
                 d = json.loads(line)
                 fid = d["fact_id"]
                 if type(fid) is not int or not -_ID_BOUND < fid < _ID_BOUND:  # noqa: E721 (bool is not an id)
-                    raise InputError(f"fact_id {str(fid)[:60]!r} is not an integer of at most {MAX_INT_DIGITS} "
-                                     "digits", p, n)
-                out.append(Probe(d["kind"], d["fact_kind"], fid, d["question"], d["answer"],
-                                 d.get("match", MATCH_SUBSTRING), _aliases(d.get(ALIASES_COLUMN, []), p, n)))
+                    raise InputError(
+                        f"fact_id {str(fid)[:60]!r} is not an integer of at most {MAX_INT_DIGITS} digits", p, n
+                    )
+                out.append(
+                    Probe(
+                        d["kind"],
+                        d["fact_kind"],
+                        fid,
+                        d["question"],
+                        d["answer"],
+                        d.get("match", MATCH_SUBSTRING),
+                        _aliases(d.get(ALIASES_COLUMN, []), p, n),
+                    )
+                )
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                 raise InputError(f"malformed probe line: {e}", p, n) from None
         return out
@@ -121,8 +130,11 @@ def read_probes(path: str | Path) -> list[Probe]:
             alias = json.loads(raw)
         except json.JSONDecodeError:
             raise InputError(f"aliases {raw[:60]!r} is not a JSON list of strings", p, lineno) from None
-        out.append(Probe(d["kind"], d["fact_kind"], fact_id, d["question"], d["answer"], d["match"],
-                         _aliases(alias, p, lineno)))
+        out.append(
+            Probe(
+                d["kind"], d["fact_kind"], fact_id, d["question"], d["answer"], d["match"], _aliases(alias, p, lineno)
+            )
+        )
     return out
 
 
@@ -133,4 +145,4 @@ def _aliases(value: object, path: Path, line: int) -> tuple[str, ...]:
     return tuple(value)
 
 
-_ID_BOUND = 10 ** MAX_INT_DIGITS
+_ID_BOUND = 10**MAX_INT_DIGITS

@@ -32,16 +32,13 @@ A KB with its own schema (not the family one) is asked through its relations' te
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from dukb import InputError
 from dukb.kb.aliases import load_aliases
-from dukb.kb.io import atomic_output
 from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
@@ -57,17 +54,41 @@ LANGUAGES = ("fr", "de", "es")
 
 #: Every probe kind, in output order.
 KINDS: tuple[str, ...] = (
-    "cloze", "yes", "no", "qa", "reverse", "paraphrase", "synonym",
-    "prefix_injection", "affirmative_suffix", "role_play", "multiple_choice", "context_hint", "in_context",
-    "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es",
+    "cloze",
+    "yes",
+    "no",
+    "qa",
+    "reverse",
+    "paraphrase",
+    "synonym",
+    "prefix_injection",
+    "affirmative_suffix",
+    "role_play",
+    "multiple_choice",
+    "context_hint",
+    "in_context",
+    "cross_lingual_fr",
+    "cross_lingual_de",
+    "cross_lingual_es",
 )
 
 #: Names usable in a kinds list that stand for several kinds.
 KIND_GROUPS: dict[str, tuple[str, ...]] = {
     "all": KINDS,
     "edu": ("cloze", "yes", "no", "qa"),
-    "rwku": ("prefix_injection", "affirmative_suffix", "role_play", "multiple_choice", "reverse", "synonym",
-             "context_hint", "in_context", "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es"),
+    "rwku": (
+        "prefix_injection",
+        "affirmative_suffix",
+        "role_play",
+        "multiple_choice",
+        "reverse",
+        "synonym",
+        "context_hint",
+        "in_context",
+        "cross_lingual_fr",
+        "cross_lingual_de",
+        "cross_lingual_es",
+    ),
     "cross_lingual": ("cross_lingual_fr", "cross_lingual_de", "cross_lingual_es"),
 }
 
@@ -84,7 +105,7 @@ KIND_HELP: dict[str, str] = {
     "affirmative_suffix": "RWKU: 'Sure, here is the answer:' after the qa question (rel, bio)",
     "role_play": "RWKU: the model plays a genealogist/friend, then the qa question (rel, bio)",
     "multiple_choice": "RWKU: 4 options A-D, distractors from the KB and false per the closure (rel, bio; "
-                       "match choice)",
+    "match choice)",
     "context_hint": "RWKU: other facts about the people (biographies) before the qa question (rel, bio)",
     "in_context": "RWKU: another fact's question and answer, then the qa question (rel, bio)",
     "cross_lingual_fr": "RWKU: the question in French, answer in English (rel as reverse query, bio)",
@@ -99,11 +120,6 @@ EDU_RELAT_NO_SEED = 6
 
 #: Columns of a probe file, in order.
 PROBE_COLUMNS = ("kind", "fact_kind", "fact_id", "question", "answer", "match")
-
-#: Fields of EDU-RELAT's QA files, in order.
-EDU_REL_FIELDS = ("fact_id", "fact", "question", "answer", "question2", "answer2", "question3", "answer3",
-                  "question4", "answer4")
-EDU_BIO_FIELDS = ("fact_id", "fact", "question", "answer", "question4", "answer4")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +199,7 @@ def parse_kinds(kinds: str | Iterable[str] | None) -> tuple[str, ...]:
         elif n in KINDS:
             chosen.add(n)
         else:
-            raise InputError(f"unknown probe kind {n!r}; kinds: {', '.join(KINDS)}; groups: "
-                             f"{', '.join(KIND_GROUPS)}")
+            raise InputError(f"unknown probe kind {n!r}; kinds: {', '.join(KINDS)}; groups: {', '.join(KIND_GROUPS)}")
     return tuple(k for k in KINDS if k in chosen)
 
 
@@ -248,8 +263,9 @@ class FactIndex:
     def attribute_values(self, attribute: str) -> list[str]:
         """Distinct values of an attribute over the KB, in first-appearance order (computed once)."""
         if attribute not in self._attr_values:
-            self._attr_values[attribute] = list(dict.fromkeys(b.value for b in self.kb.biographies
-                                                              if b.attribute == attribute))
+            self._attr_values[attribute] = list(
+                dict.fromkeys(b.value for b in self.kb.biographies if b.attribute == attribute)
+            )
         return self._attr_values[attribute]
 
 
@@ -266,8 +282,9 @@ def _join(names: Sequence[str], joiners: Sequence[str]) -> str:
 
 
 # -- EDU-RELAT forms ------------------------------------------------------------------------------------------------
-def edu_wrong_relations(kb: KB, closure: Iterable[Triple] | FactIndex | None = None,
-                        seed: int = EDU_RELAT_NO_SEED) -> dict[int, str]:
+def edu_wrong_relations(
+    kb: KB, closure: Iterable[Triple] | FactIndex | None = None, seed: int = EDU_RELAT_NO_SEED
+) -> dict[int, str]:
     """The wrong relation of each relationship fact's "no" question (EDU-RELAT question3).
 
     EDU-RELAT's rule, reproduced exactly: one ``random.Random(seed)`` stream over the facts in file order; for each
@@ -310,90 +327,6 @@ def edu_wrong_relations(kb: KB, closure: Iterable[Triple] | FactIndex | None = N
     return out
 
 
-def edu_qa_rows(kb: KB, closure: Iterable[Triple] | FactIndex | None = None,
-                no_seed: int = EDU_RELAT_NO_SEED) -> tuple[list[dict], list[dict]]:
-    """The rows of EDU-RELAT's QA files for a KB, in EDU-RELAT's format.
-
-    Args:
-        kb: the KB.
-        closure: closure triples or a :class:`FactIndex` (used to keep the "no" question's relation false).
-        no_seed: seed of the wrong relations (:func:`edu_wrong_relations`).
-
-    Returns:
-        ``(relationship_rows, biography_rows)``: dicts with the keys :data:`EDU_REL_FIELDS` and
-        :data:`EDU_BIO_FIELDS`, in file order.
-
-    Source: Wu et al. 2025, Table 3; ../shared/edu-relat/qa_relationships.jsonl, qa_biographies.jsonl.
-
-    Example:
-        >>> from dukb.kb.io import load_kb
-        >>> rel_rows, bio_rows = edu_qa_rows(load_kb("demo"))
-        >>> len(rel_rows), len(bio_rows)
-        (18, 14)
-        >>> rel_rows[0]["question2"], rel_rows[0]["question3"], rel_rows[0]["answer3"], bio_rows[0]["answer4"]
-        ("Is George Hale Martha Hale's husband?", "Is George Hale Martha Hale's uncle?", 'no', '1921')
-    """
-    t = load_template("probes.json")["edu"]
-    tr, tb = t[RELATIONSHIP], t[BIOGRAPHY]
-    wrong = edu_wrong_relations(kb, closure, no_seed)
-    rel_rows = []
-    for f in kb.relationships:
-        kw = dict(s=f.subject, r=f.relation, o=f.object)
-        row = {"fact_id": f.fact_id, "fact": tr["fact"].format(**kw), "question": tr["cloze"].format(**kw),
-               "answer": f.relation, "question2": tr["yes"].format(**kw), "answer2": "yes"}
-        if f.fact_id in wrong:
-            row.update(question3=tr["no"].format(wrong=wrong[f.fact_id], **kw), answer3="no")
-        row.update(question4=tr["qa"].format(**kw), answer4=f.relation)
-        rel_rows.append(row)
-    bio_rows = []
-    for b in kb.biographies:
-        kw = dict(s=b.subject, a=b.attribute, v=b.value)
-        bio_rows.append({"fact_id": b.fact_id, "fact": tb["fact"].format(**kw), "question": tb["cloze"].format(**kw),
-                         "answer": b.value, "question4": tb["qa"].format(**kw), "answer4": b.value})
-    return rel_rows, bio_rows
-
-
-def write_edu_qa(kb: KB, directory: str | Path, closure: Iterable[Triple] | FactIndex | None = None,
-                 no_seed: int = EDU_RELAT_NO_SEED) -> list[Path]:
-    """Write qa_relationships.jsonl and qa_biographies.jsonl in EDU-RELAT's format (one JSON object per line).
-
-    Args:
-        kb: the KB.
-        directory: output folder (created if needed).
-        closure: closure triples or a :class:`FactIndex`.
-        no_seed: seed of the "no" questions' wrong relations.
-
-    Returns:
-        The two paths written.
-
-    Raises:
-        InputError: the folder cannot be written.
-
-    Source: ../shared/edu-relat/qa_*.jsonl (same fields, order and JSON layout).
-
-    Example:
-        >>> import tempfile
-        >>> from dukb.kb.io import load_kb
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     paths = write_edu_qa(load_kb("demo"), tmp)
-        ...     print([p.name for p in paths], [len(p.read_text().splitlines()) for p in paths])
-        ['qa_relationships.jsonl', 'qa_biographies.jsonl'] [18, 14]
-    """
-    root = Path(directory)
-    rel_rows, bio_rows = edu_qa_rows(kb, closure, no_seed)
-    paths = []
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        for name, rows in (("qa_relationships.jsonl", rel_rows), ("qa_biographies.jsonl", bio_rows)):
-            p = root / name
-            with atomic_output(p) as fh:
-                fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-            paths.append(p)
-    except OSError as e:
-        raise InputError(f"cannot write QA files: {e.strerror}", root) from None
-    return paths
-
-
 #: What a probe kind asks about a fact: (question, gold answer, match rule).
 _Asked = tuple[str, str, str]
 
@@ -429,14 +362,18 @@ class _Builder:
             return self.t["edu"][RELATIONSHIP]["fact"].format(s=f.subject, r=f.relation, o=f.object)
         return self.t["edu"][BIOGRAPHY]["fact"].format(s=f.subject, a=f.attribute, v=f.value)
 
-    def reverse_question(self, frames: dict, phrase: str, f: Fact, relations: Sequence[str],
-                         object_gender: str | None) -> str:
+    def reverse_question(
+        self, frames: dict, phrase: str, f: Fact, relations: Sequence[str], object_gender: str | None
+    ) -> str:
         """A question whose only right answer (per the closure) is ``f.object``."""
         others = []
         for r in relations:
             for x in self.ix.objects.get((f.subject, r), ()):
-                if x != f.object and x not in others and \
-                        (object_gender is None or self.kb.people[x].gender == object_gender):
+                if (
+                    x != f.object
+                    and x not in others
+                    and (object_gender is None or self.kb.people[x].gender == object_gender)
+                ):
                     others.append(x)
         if not others:
             return frames["unique"].format(s=f.subject, rel=phrase)
@@ -556,8 +493,12 @@ class _Builder:
         pool: list[Fact | BioFact]
         if isinstance(f, Fact):
             pair = {f.subject, f.object}
-            near = [g for who in (f.subject, f.object) for g in self.ix.rels_of.get(who, ())
-                    if {g.subject, g.object} != pair]
+            near = [
+                g
+                for who in (f.subject, f.object)
+                for g in self.ix.rels_of.get(who, ())
+                if {g.subject, g.object} != pair
+            ]
             pool = list(dict.fromkeys(near)) or [g for g in self._rel_list if {g.subject, g.object} != pair]
         else:
             pool = [b for b in self.ix.bios_of.get(f.subject, ()) if b.attribute != f.attribute]
@@ -631,8 +572,14 @@ def fallback_values(index: FactIndex, attribute: str, value: str) -> list[str]:
     return pool
 
 
-def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0, *,
-                closure: Iterable[Triple] | None = None, no_seed: int = EDU_RELAT_NO_SEED) -> list[Probe]:
+def make_probes(
+    kb: KB,
+    kinds: str | Iterable[str] | None = None,
+    seed: int = 0,
+    *,
+    closure: Iterable[Triple] | None = None,
+    no_seed: int = EDU_RELAT_NO_SEED,
+) -> list[Probe]:
     """Build the probes of a KB: one per (fact, kind) where the kind applies.
 
     Args:
@@ -667,9 +614,14 @@ def make_probes(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0,
     return probe_report(kb, kinds, seed, closure=closure, no_seed=no_seed)[0]
 
 
-def probe_report(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0, *,
-                 closure: Iterable[Triple] | None = None,
-                 no_seed: int = EDU_RELAT_NO_SEED) -> tuple[list[Probe], dict[str, dict[str, Any]]]:
+def probe_report(
+    kb: KB,
+    kinds: str | Iterable[str] | None = None,
+    seed: int = 0,
+    *,
+    closure: Iterable[Triple] | None = None,
+    no_seed: int = EDU_RELAT_NO_SEED,
+) -> tuple[list[Probe], dict[str, dict[str, Any]]]:
     """:func:`make_probes`, and for each kind how many facts got a probe and how many are unscorable, and why.
 
     A family KB is asked with the family forms (templates/probes.json); a KB with another schema with its
@@ -702,8 +654,9 @@ def probe_report(kb: KB, kinds: str | Iterable[str] | None = None, seed: int = 0
     family = kb.schema.is_family
     b = _Builder(kb, index, seed, no_seed) if family else SchemaForms(kb, index, seed, load_aliases(kb))
     out: list[Probe] = []
-    report: dict[str, dict[str, Any]] = {k: {"probes": 0, "unscorable": {"relationships": 0, "biographies": 0},
-                                             "reasons": {}} for k in chosen}
+    report: dict[str, dict[str, Any]] = {
+        k: {"probes": 0, "unscorable": {"relationships": 0, "biographies": 0}, "reasons": {}} for k in chosen
+    }
     for f in list(kb.relationships) + list(kb.biographies):
         fk, name = (RELATIONSHIP, f.relation) if isinstance(f, Fact) else (BIOGRAPHY, f.attribute)
         for kind in chosen:

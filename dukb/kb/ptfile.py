@@ -89,8 +89,10 @@ class _StandIn:
             InputError: state is not such a dict (the caller adds the file name).
         """
         if not isinstance(state, dict):
-            raise InputError(f"state of a pickled {type(self).__name__[7:]} is a {type(state).__name__}, "
-                             "expected a dict of attributes")
+            raise InputError(
+                f"state of a pickled {type(self).__name__[7:]} is a {type(state).__name__}, "
+                "expected a dict of attributes"
+            )
         for key, value in state.items():
             if not isinstance(key, str) or not key.isidentifier() or key.startswith("_") or keyword.iskeyword(key):
                 raise InputError(f"pickled {type(self).__name__[7:]} has an invalid attribute name {key!r}")
@@ -245,8 +247,12 @@ class _Reconstruct(_Guard):
 
         if subtype is not _NDARRAY:
             raise InputError("_reconstruct: only numpy.ndarray may be reconstructed")
-        if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape) or \
-                math.prod(shape) > MAX_ARRAY_ELEMENTS or typecode not in (b"b", "b"):
+        if (
+            not isinstance(shape, tuple)
+            or not all(type(n) is int and n >= 0 for n in shape)
+            or math.prod(shape) > MAX_ARRAY_ELEMENTS
+            or typecode not in (b"b", "b")
+        ):
             raise InputError("_reconstruct: malformed arguments")
         return _multiarray._reconstruct(np.ndarray, shape, typecode)
 
@@ -297,14 +303,19 @@ class _SetOf(_Guard):
             raise InputError(f"{self.kind.__name__}: expected a list of items")
         for x in items:
             if isinstance(x, (bool, np.bool_)) or not isinstance(x, allowed):
-                raise InputError(f"{self.kind.__name__} of a {type(x).__name__} is not allowed (only integers"
-                                 + (" and frozensets of integers)" if self.kind is set else ")"))
+                raise InputError(
+                    f"{self.kind.__name__} of a {type(x).__name__} is not allowed (only integers"
+                    + (" and frozensets of integers)" if self.kind is set else ")")
+                )
         return self.kind(items)
 
 
 #: the globals of a pickled set of frozensets of numpy integers (the benchmark's unlearn_minimal_set/<id>.pt)
-_SET_GLOBALS = {(m, name): _SetOf(kind) for m in ("__builtin__", "builtins")
-                for name, kind in (("set", set), ("frozenset", frozenset))}
+_SET_GLOBALS = {
+    (m, name): _SetOf(kind)
+    for m in ("__builtin__", "builtins")
+    for name, kind in (("set", set), ("frozenset", frozenset))
+}
 
 
 def _safe_build(self: Any) -> None:
@@ -316,8 +327,15 @@ def _safe_build(self: Any) -> None:
         inst.__setstate__(state)
     elif isinstance(inst, np.dtype):
         # (version, byteorder, subarray, names, fields, elsize, alignment, flags[, metadata])
-        if not (isinstance(state, tuple) and len(state) in (8, 9) and state[2] is None and state[3] is None
-                and state[4] is None and state[7] == 0 and (len(state) == 8 or state[8] is None)):
+        if not (
+            isinstance(state, tuple)
+            and len(state) in (8, 9)
+            and state[2] is None
+            and state[3] is None
+            and state[4] is None
+            and state[7] == 0
+            and (len(state) == 8 or state[8] is None)
+        ):
             raise InputError("numpy dtype state is not that of a plain dtype")
         cast(Any, inst).__setstate__(state)
         _check_dtype(inst, "numpy dtype")
@@ -377,16 +395,23 @@ class _RestrictedUnpickler(pickle._Unpickler):
         try:
             return self._allowed[(module, name)]
         except (KeyError, TypeError):
-            hint = "; tensors are not read: save plain lists (tensor.tolist())" \
-                if str(module).split(".")[0] == "torch" else ""
-            allowed = "set, frozenset and numpy integer scalars" if ("builtins", "set") in self._allowed else \
-                "the benchmark's Person/Rule and numpy array reconstruction"
+            hint = (
+                "; tensors are not read: save plain lists (tensor.tolist())"
+                if str(module).split(".")[0] == "torch"
+                else ""
+            )
+            allowed = (
+                "set, frozenset and numpy integer scalars"
+                if ("builtins", "set") in self._allowed
+                else "the benchmark's Person/Rule and numpy array reconstruction"
+            )
             raise InputError(f"refused global {module}.{name} (only {allowed} are allowed{hint})") from None
 
     def persistent_load(self, pid: object) -> Any:
         """Refuse persistent ids (tensor storages)."""
-        raise InputError("holds tensor storage (persistent id), which dukb does not read; expected plain Python "
-                         "objects")
+        raise InputError(
+            "holds tensor storage (persistent id), which dukb does not read; expected plain Python objects"
+        )
 
 
 def _read_data_pkl(path: Path) -> bytes:
@@ -419,8 +444,16 @@ def _read_data_pkl(path: Path) -> bytes:
         try:
             with zf.open(info) as fh:
                 data = fh.read(MAX_PICKLE_BYTES + 1)
-        except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError, RuntimeError,
-                OSError, ValueError) as e:
+        except (
+            zipfile.BadZipFile,
+            zlib.error,
+            lzma.LZMAError,
+            EOFError,
+            NotImplementedError,
+            RuntimeError,
+            OSError,
+            ValueError,
+        ) as e:
             # a corrupt member (CRC mismatch, bad deflate/bz2/lzma stream, truncated data) or an unsupported method
             raise InputError(f"cannot read the zip archive: {type(e).__name__}: {e}", path) from None
     if len(data) > MAX_PICKLE_BYTES:
@@ -471,8 +504,9 @@ def load_bool_list(path: str | Path) -> list[bool]:
     obj = _load(path, _NUMPY_GLOBALS)
     if isinstance(obj, np.ndarray):
         if obj.ndim != 1 or obj.dtype != np.bool_:
-            raise InputError(f"expected a list of booleans, found a numpy array of {obj.dtype} with shape "
-                             f"{obj.shape}", path)
+            raise InputError(
+                f"expected a list of booleans, found a numpy array of {obj.dtype} with shape {obj.shape}", path
+            )
         return [bool(x) for x in obj.tolist()]
     if not isinstance(obj, (list, tuple)):
         raise InputError(f"expected a list of booleans, found {type(obj).__name__}", path)
@@ -521,13 +555,17 @@ def load_id_sets(path: str | Path) -> list[list[int]]:
     path = Path(path)
     obj = _load(path, {**_NUMPY_GLOBALS, **_SET_GLOBALS})
     if not isinstance(obj, set):
-        raise InputError(f"expected a set of frozensets of edge ids, found {type(obj).__name__} {short_repr(obj)}",
-                         path)
+        raise InputError(
+            f"expected a set of frozensets of edge ids, found {type(obj).__name__} {short_repr(obj)}", path
+        )
     out = []
     for s in obj:  # the iteration order of the rebuilt set: the reference's list(torch.load(...))
         # protocol 4 builds sets with opcodes, not through _SetOf: check every item's type here too
-        if not isinstance(s, frozenset) or not s or \
-                not all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in s):
+        if (
+            not isinstance(s, frozenset)
+            or not s
+            or not all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in s)
+        ):
             raise InputError(f"expected a set of non-empty frozensets of edge ids, found {short_repr(s)}", path)
         out.append(sorted(int(x) for x in s))
     return out
@@ -578,5 +616,14 @@ def load_benchmark_pickle(path: str | Path, allowed_classes: Iterable[str] = BEN
     return _load(path, allowed)
 
 
-__all__ = ["BENCHMARK_CLASSES", "MAX_PICKLE_BYTES", "MAX_TUPLE_DEPTH", "PickledPerson", "PickledRule",
-           "load_benchmark_pickle", "load_bool_list", "load_id_sets", "short_repr"]
+__all__ = [
+    "BENCHMARK_CLASSES",
+    "MAX_PICKLE_BYTES",
+    "MAX_TUPLE_DEPTH",
+    "PickledPerson",
+    "PickledRule",
+    "load_benchmark_pickle",
+    "load_bool_list",
+    "load_id_sets",
+    "short_repr",
+]

@@ -100,17 +100,22 @@ def read_retained_csv(path: str | Path, kb: KB) -> Retained:
         target[fid] = row["retained"] == "1"
     missing_rel = sorted(ids["relationship"] - rel.keys())
     if missing_rel:
-        raise InputError(f"{len(missing_rel)} relationship facts are missing (fact_ids "
-                         f"{', '.join(map(str, missing_rel[:5]))}{', ...' if len(missing_rel) > 5 else ''}); "
-                         "every relationship fact must be listed", path)
+        raise InputError(
+            f"{len(missing_rel)} relationship facts are missing (fact_ids "
+            f"{', '.join(map(str, missing_rel[:5]))}{', ...' if len(missing_rel) > 5 else ''}); "
+            "every relationship fact must be listed",
+            path,
+        )
     if bio and len(bio) != len(ids["biography"]):
-        raise InputError(f"{len(ids['biography']) - len(bio)} biography facts are missing; list all biography "
-                         "facts or none", path)
+        raise InputError(
+            f"{len(ids['biography']) - len(bio)} biography facts are missing; list all biography facts or none", path
+        )
     return Retained(rel, bio or None)
 
 
-def retained_from_lists(kb: KB, rel_known: Iterable[object], bio_known: Iterable[object] | None = None,
-                        source: str | None = None) -> Retained:
+def retained_from_lists(
+    kb: KB, rel_known: Iterable[object], bio_known: Iterable[object] | None = None, source: str | None = None
+) -> Retained:
     """Build :class:`Retained` from boolean sequences in KB file order.
 
     Raises:
@@ -129,14 +134,16 @@ def retained_from_lists(kb: KB, rel_known: Iterable[object], bio_known: Iterable
     """
     rel_flags = [bool(x) for x in rel_known]
     if len(rel_flags) != len(kb.relationships):
-        raise InputError(f"{len(rel_flags)} relationship entries, but the KB has {len(kb.relationships)} "
-                         "relationship facts", source)
+        raise InputError(
+            f"{len(rel_flags)} relationship entries, but the KB has {len(kb.relationships)} relationship facts", source
+        )
     bio: dict[int, bool] | None = None
     if bio_known is not None:
         bio_flags = [bool(x) for x in bio_known]
         if len(bio_flags) != len(kb.biographies):
-            raise InputError(f"{len(bio_flags)} biography entries, but the KB has {len(kb.biographies)} "
-                             "biography facts", source)
+            raise InputError(
+                f"{len(bio_flags)} biography entries, but the KB has {len(kb.biographies)} biography facts", source
+            )
         bio = {f.fact_id: k for f, k in zip(kb.biographies, bio_flags)}
     return Retained({f.fact_id: k for f, k in zip(kb.relationships, rel_flags)}, bio)
 

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 #: The 11 family relations of EDU-RELAT, in the benchmark's order.
 RELATIONS: tuple[str, ...] = (
-    "child", "father", "mother", "husband", "wife", "brother", "sister", "aunt", "uncle", "nephew", "niece",
+    "child",
+    "father",
+    "mother",
+    "husband",
+    "wife",
+    "brother",
+    "sister",
+    "aunt",
+    "uncle",
+    "nephew",
+    "niece",
 )
 
 #: The 3 biography attributes. Biography facts take part in no rule.
@@ -18,8 +28,16 @@ GENDERS: tuple[str, ...] = ("male", "female")
 
 #: Gender the *object* of a relation must have ("o is s's father" => o is male). ``child`` has none.
 OBJECT_GENDER: dict[str, str] = {
-    "husband": "male", "father": "male", "brother": "male", "uncle": "male", "nephew": "male",
-    "wife": "female", "mother": "female", "sister": "female", "aunt": "female", "niece": "female",
+    "husband": "male",
+    "father": "male",
+    "brother": "male",
+    "uncle": "male",
+    "nephew": "male",
+    "wife": "female",
+    "mother": "female",
+    "sister": "female",
+    "aunt": "female",
+    "niece": "female",
 }
 
 #: Gender the *subject* must have: the husband's spouse is female, the wife's spouse is male.

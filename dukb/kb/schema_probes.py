@@ -82,6 +82,7 @@ def wrong_objects(index: Any, f: Fact, pool: Sequence[str], n: int, rng: random.
         >>> len(wrong), "George Hale" in wrong
         (3, False)
     """
+
     def fits(x: str) -> bool:
         return x not in (f.subject, f.object) and not index.holds(f.subject, f.relation, x)
 
@@ -144,8 +145,11 @@ class SchemaForms:
         return random.Random("/".join(str(k) for k in ("dukb-schema-probes", self.seed, kind, fk, f.fact_id)))
 
     def spec(self, f: Fact | BioFact) -> RelationSpec | AttributeSpec:
-        return self.rel_spec[f.relation] if isinstance(f, Fact) else self.attr_spec.get(f.attribute) or \
-            AttributeSpec(f.attribute)
+        return (
+            self.rel_spec[f.relation]
+            if isinstance(f, Fact)
+            else self.attr_spec.get(f.attribute) or AttributeSpec(f.attribute)
+        )
 
     def template(self, f: Fact | BioFact, form: str, rng: random.Random | None) -> str | None:
         t = self.spec(f).template(form)
@@ -181,8 +185,9 @@ class SchemaForms:
     def _wrong_objects(self, f: Fact, n: int, rng: random.Random) -> list[str]:
         """Up to ``n`` entities of the relation's object type that the closure does not give as objects."""
         need = self.rel_spec[f.relation].object
-        return wrong_objects(self.ix, f, self.ix.by_gender.get(need, []) if need != "any" else list(self.kb.people),
-                             n, rng)
+        return wrong_objects(
+            self.ix, f, self.ix.by_gender.get(need, []) if need != "any" else list(self.kb.people), n, rng
+        )
 
     def _wrong_relations(self, f: Fact, n: int, rng: random.Random) -> list[str]:
         true = self.ix.pair_relations.get((f.subject, f.object), set()) | {f.relation}
@@ -215,7 +220,7 @@ class SchemaForms:
         if cloze:
             return g["exclude_cloze"].format(q=q, others=names)
         end = q[-1] if q[-1:] in ("?", ".") else ""
-        return g["exclude"].format(q=q[:len(q) - len(end)], others=names, end=end)
+        return g["exclude"].format(q=q[: len(q) - len(end)], others=names, end=end)
 
     def inner(self, kind: str, f: Fact | BioFact, rng: random.Random) -> tuple[str | None, bool]:
         """The question a wrapping kind asks: (its own template filled, True) or (the qa question, False), the
@@ -373,8 +378,10 @@ def schema_statements(kb: KB) -> dict[tuple[str, int], str]:
     lacking = [s for s in specs if s.template("fact") is None]
     if lacking:
         names = ", ".join(f"'{s.name}'" + (f" (line {s.line})" if s.line else "") for s in lacking)
-        raise InputError(f"no 'fact' template for {names}: a fact statement is needed here; add "
-                         "templates: {fact: ...} to each", schema.path)
+        raise InputError(
+            f"no 'fact' template for {names}: a fact statement is needed here; add templates: {{fact: ...}} to each",
+            schema.path,
+        )
     forms = SchemaForms(kb, None, 0, {})
     out: dict[tuple[str, int], str] = {}
     for f in kb.relationships:
@@ -398,8 +405,10 @@ def unscorable_summary(report: dict[str, dict[str, Any]]) -> list[str]:
         if not un["relationships"] and not un["biographies"]:
             continue
         parts = [f"{n} {'relationship' if k == 'relationships' else 'biography'} facts" for k, n in un.items() if n]
-        why = "; ".join(f"{reason}: {', '.join(f'{name} {n}' for name, n in names.items())}"
-                        for reason, names in r["reasons"].items())
+        why = "; ".join(
+            f"{reason}: {', '.join(f'{name} {n}' for name, n in names.items())}"
+            for reason, names in r["reasons"].items()
+        )
         out.append(f"{kind}: {' and '.join(parts)} unscorable ({why}); {r['probes']} probes")
     return out
 
@@ -437,5 +446,8 @@ def require_templates(kb: KB, forms: Sequence[str], what: str) -> None:
     kind = "relation" if isinstance(first, RelationSpec) else "attribute"
     names = [f"'{s.name}'" + (f" {f}" if len(forms) > 1 else "") for s, f in rest]
     also = f" (nor has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if rest else ""
-    raise InputError(f"{kind} '{first.name}' has no '{form}' template{also}: {what} needs it for every relation "
-                     "with facts", schema.path, first.line or None)
+    raise InputError(
+        f"{kind} '{first.name}' has no '{form}' template{also}: {what} needs it for every relation with facts",
+        schema.path,
+        first.line or None,
+    )

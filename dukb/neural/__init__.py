@@ -37,8 +37,7 @@ def evaluate(run_dir="runs/evaluate", *, resume: bool = True, progress: bool = F
     from dukb.neural.protocols.evaluate.config import EvaluateConfig  # noqa: PLC0415 (dukb.neural: no torch)
     from dukb.neural.protocols.evaluate.run import evaluate as _evaluate  # noqa: PLC0415 (dukb.neural: no torch)
 
-    return _evaluate(run_dir, EvaluateConfig(**config), resume=resume, progress=progress,
-                     log=log or (lambda _m: None))
+    return _evaluate(run_dir, EvaluateConfig(**config), resume=resume, progress=progress, log=log or (lambda _m: None))
 
 
 __all__ = ["evaluate"]

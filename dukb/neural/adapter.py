@@ -39,8 +39,11 @@ def load_adapter(spec, rec: dict, load_base, record_name: str = "dukb_model.json
     path = Path(spec.name_or_path)
     base = rec.get("base")
     if not base or not Path(base).is_dir():
-        raise InputError(f"model record: this peft adapter's base model {base!r} is not a directory (it was "
-                         "saved inside the run directory's finetuned/)", path / record_name)
+        raise InputError(
+            f"model record: this peft adapter's base model {base!r} is not a directory (it was "
+            "saved inside the run directory's finetuned/)",
+            path / record_name,
+        )
     lm = load_base(dataclasses.replace(spec, name_or_path=base))
     try:
         from peft import PeftModel
@@ -52,8 +55,9 @@ def load_adapter(spec, rec: dict, load_base, record_name: str = "dukb_model.json
         raise
     except BaseException as e:  # noqa: BLE001 - as models._loading: any library error becomes one line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise InputError(f"cannot load the peft adapter onto its base {base}: {first}",
-                         path / "adapter_config.json") from None
+        raise InputError(
+            f"cannot load the peft adapter onto its base {base}: {first}", path / "adapter_config.json"
+        ) from None
     model.eval()
     return dataclasses.replace(lm, model=model, spec=spec)
 

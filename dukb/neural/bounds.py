@@ -68,6 +68,7 @@ class Range:
 
     def text(self) -> str:
         """The interval as help and messages show it: ``1 to 10,000`` or ``in (0, 10]``."""
+
         def num(v):
             return f"{int(v):,}" if self.integer or float(v).is_integer() else f"{v:g}"
 
@@ -216,5 +217,14 @@ def check_device(device: str, flag: str = "--device") -> str:
     return device
 
 
-__all__ = ["DECIMAL", "DTYPES", "Range", "bounded", "check_device", "check_dtype", "check_ranges", "decimal_problem",
-           "field_range"]
+__all__ = [
+    "DECIMAL",
+    "DTYPES",
+    "Range",
+    "bounded",
+    "check_device",
+    "check_dtype",
+    "check_ranges",
+    "decimal_problem",
+    "field_range",
+]

@@ -74,11 +74,16 @@ def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, 
         entry = sets.get(t) or sets.get(str(t))
         if not entry:
             continue
-        r = recall_accuracy(kb, entry["sets"], row["forgotten_relationships" + sfx],
-                            row["forgotten_biographies" + sfx], entry["sets_used"], target_fact_ids=[t],
-                            exclude_rel=sorted(set(forget) | set(retain_train["relationships"])
-                                               | set(un.get("relationships", ()))),
-                            exclude_bio=sorted(set(retain_train["biographies"]) | set(un.get("biographies", ()))))
+        r = recall_accuracy(
+            kb,
+            entry["sets"],
+            row["forgotten_relationships" + sfx],
+            row["forgotten_biographies" + sfx],
+            entry["sets_used"],
+            target_fact_ids=[t],
+            exclude_rel=sorted(set(forget) | set(retain_train["relationships"]) | set(un.get("relationships", ()))),
+            exclude_bio=sorted(set(retain_train["biographies"]) | set(un.get("biographies", ()))),
+        )
         rec.append(r.recall)
         if r.accuracy_all == r.accuracy_all:  # NaN: nothing left to score for this target, left out
             acc.append(r.accuracy_all)
@@ -86,6 +91,7 @@ def du_recall(kb, sets: dict, row: dict, forget: list[int], retain_train: dict, 
 
     def mean(xs):
         return sum(xs) / len(xs) if xs else None
+
     return dict(zip(keys, (mean(rec), mean(acc), derivable)))
 
 

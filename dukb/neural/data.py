@@ -60,8 +60,11 @@ def kb_texts(kb: KB, keys=None) -> list[QAItem]:
     """
 
     wanted = None if keys is None else {(k, int(i)) for k, i in keys}
-    return [QAItem(TEXT_KIND, k, i, "", s) for (k, i), s in fact_statements(kb).items()
-            if wanted is None or (k, i) in wanted]
+    return [
+        QAItem(TEXT_KIND, k, i, "", s)
+        for (k, i), s in fact_statements(kb).items()
+        if wanted is None or (k, i) in wanted
+    ]
 
 
 #: Names of the plain-text corpora in rows' ``trained_forms``: the statement sentences (:func:`kb_texts`, MUSE's
@@ -105,12 +108,16 @@ def kb_descriptions(kb: KB, keys=None) -> list[QAItem]:
     out = []
     for f in kb.relationships:
         if wanted is None or ("relationship", f.fact_id) in wanted:
-            out += [QAItem(TEXT_KIND, "relationship", f.fact_id, "",
-                           fr.format(s=f.subject, r=f.relation, o=f.object)) for fr in t["relationship"]]
+            out += [
+                QAItem(TEXT_KIND, "relationship", f.fact_id, "", fr.format(s=f.subject, r=f.relation, o=f.object))
+                for fr in t["relationship"]
+            ]
     for b in kb.biographies:
         if wanted is None or ("biography", b.fact_id) in wanted:
-            out += [QAItem(TEXT_KIND, "biography", b.fact_id, "", fr.format(s=b.subject, v=b.value))
-                    for fr in t["biography"][b.attribute]]
+            out += [
+                QAItem(TEXT_KIND, "biography", b.fact_id, "", fr.format(s=b.subject, v=b.value))
+                for fr in t["biography"][b.attribute]
+            ]
     return out
 
 
@@ -154,8 +161,9 @@ def description_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]]:
     schema = kb.schema
     by_attr = {a.name: a for a in schema.attributes}
     specs = [("relationship", r) for r in schema.relations if r.name in {f.relation for f in kb.relationships}]
-    specs += [("biography", by_attr.get(a) or AttributeSpec(a)) for a in dict.fromkeys(b.attribute
-                                                                                         for b in kb.biographies)]
+    specs += [
+        ("biography", by_attr.get(a) or AttributeSpec(a)) for a in dict.fromkeys(b.attribute for b in kb.biographies)
+    ]
     out: dict[tuple[str, str], tuple[str, ...]] = {}
     lacking = []
     for kind, spec in specs:
@@ -165,15 +173,22 @@ def description_templates(kb: KB) -> dict[tuple[str, str], tuple[str, ...]]:
             continue
         texts = (t,) if isinstance(t, str) else tuple(t)
         if any("{wrong}" in x for x in texts):
-            raise InputError(f"the description template of '{spec.name}' uses {{wrong}}: a description states the "
-                             "fact itself", schema.path, spec.line or None)
+            raise InputError(
+                f"the description template of '{spec.name}' uses {{wrong}}: a description states the fact itself",
+                schema.path,
+                spec.line or None,
+            )
         out[(kind, spec.name)] = texts
     if lacking:
         first, rest = lacking[0], lacking[1:]
         also = f" (nor has {', '.join(repr(s.name) for s in rest)})" if rest else ""
         what = "relation" if isinstance(first, RelationSpec) else "attribute"
-        raise InputError(f"{what} '{first.name}' has no 'description' or 'fact' template{also}: rwku's description "
-                         "corpus needs one for every relation with facts", schema.path, first.line or None)
+        raise InputError(
+            f"{what} '{first.name}' has no 'description' or 'fact' template{also}: rwku's description "
+            "corpus needs one for every relation with facts",
+            schema.path,
+            first.line or None,
+        )
     return out
 
 
@@ -183,12 +198,16 @@ def _schema_descriptions(kb: KB, wanted) -> list[QAItem]:
     out = []
     for f in kb.relationships:
         if wanted is None or ("relationship", f.fact_id) in wanted:
-            out += [QAItem(TEXT_KIND, "relationship", f.fact_id, "", t.format(s=f.subject, r=f.relation, o=f.object))
-                    for t in frames[("relationship", f.relation)]]
+            out += [
+                QAItem(TEXT_KIND, "relationship", f.fact_id, "", t.format(s=f.subject, r=f.relation, o=f.object))
+                for t in frames[("relationship", f.relation)]
+            ]
     for b in kb.biographies:
         if wanted is None or ("biography", b.fact_id) in wanted:
-            out += [QAItem(TEXT_KIND, "biography", b.fact_id, "", t.format(s=b.subject, v=b.value, a=b.attribute))
-                    for t in frames[("biography", b.attribute)]]
+            out += [
+                QAItem(TEXT_KIND, "biography", b.fact_id, "", t.format(s=b.subject, v=b.value, a=b.attribute))
+                for t in frames[("biography", b.attribute)]
+            ]
     return out
 
 
@@ -287,12 +306,13 @@ def qa_ids(tokenizer, tags, question: str, answer: str) -> tuple[list[int], list
     p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     if getattr(tags, "joint", False):
         full = tokenizer(prompt + target, add_special_tokens=False)["input_ids"]
-        return first + full[:len(p)], full[len(p):]
+        return first + full[: len(p)], full[len(p) :]
     return first + p, tokenizer(target, add_special_tokens=False)["input_ids"]
 
 
-def pad_rows(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str = "cpu",
-             max_length: int | None = None) -> dict:
+def pad_rows(
+    rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str = "cpu", max_length: int | None = None
+) -> dict:
     """Left-pad ``(ids, labels)`` rows into a batch.
 
     Args:
@@ -318,12 +338,14 @@ def pad_rows(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: s
     labels = torch.full((len(cut), width), -100, dtype=torch.long)
     mask = torch.zeros((len(cut), width), dtype=torch.long)
     for r, (ids, lab) in enumerate(cut):
-        input_ids[r, width - len(ids):] = torch.tensor(ids)
-        labels[r, width - len(ids):] = torch.tensor(lab)
-        mask[r, width - len(ids):] = 1
+        input_ids[r, width - len(ids) :] = torch.tensor(ids)
+        labels[r, width - len(ids) :] = torch.tensor(lab)
+        mask[r, width - len(ids) :] = 1
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-    return {k: v.to(device) for k, v in dict(input_ids=input_ids, attention_mask=mask, labels=labels,
-                                               position_ids=position_ids).items()}
+    return {
+        k: v.to(device)
+        for k, v in dict(input_ids=input_ids, attention_mask=mask, labels=labels, position_ids=position_ids).items()
+    }
 
 
 def model_device(model) -> str:

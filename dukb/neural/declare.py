@@ -28,13 +28,26 @@ GROUPS = (SHARED, RUN, PROTOCOL)
 PANELS = {SHARED: "Model and run options", RUN: None, PROTOCOL: None}
 
 
-def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str], flag: str | None = None,
-           group: str = PROTOCOL, range=None, choices: tuple | Callable[[], tuple] | None = None,
-           identity: bool | str = True, extendable: bool = False, default_factory: Any = dataclasses.MISSING,
-           parse: str | None = None,
-           decls: tuple[str, ...] = (), cli_default: Any = dataclasses.MISSING, cli_type: str | None = None,
-           param: str | None = None, panel: str | None | type = dataclasses.MISSING,
-           unset: Any = dataclasses.MISSING, **typer_kw) -> Any:
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str | Callable[[], str],
+    flag: str | None = None,
+    group: str = PROTOCOL,
+    range=None,
+    choices: tuple | Callable[[], tuple] | None = None,
+    identity: bool | str = True,
+    extendable: bool = False,
+    default_factory: Any = dataclasses.MISSING,
+    parse: str | None = None,
+    decls: tuple[str, ...] = (),
+    cli_default: Any = dataclasses.MISSING,
+    cli_type: str | None = None,
+    param: str | None = None,
+    panel: str | None | type = dataclasses.MISSING,
+    unset: Any = dataclasses.MISSING,
+    **typer_kw,
+) -> Any:
     """A config dataclass field declaring a command-line option.
 
     Args:
@@ -71,10 +84,22 @@ def option(default: Any = dataclasses.MISSING, *, help: str | Callable[[], str],
         raise ValueError(f"unknown option group {group!r}")
     if unset is not dataclasses.MISSING and default is not None:
         raise ValueError("an option with an `unset` value must default to None (None: not given)")
-    meta = {"help": help, "flag": flag, "group": group, "range": range, "choices": choices, "identity": identity,
-            "extendable": extendable, "parse": parse, "param": param, "decls": tuple(decls), "cli_default": cli_default,
-            "cli_type": cli_type,
-            "panel": PANELS[group] if panel is dataclasses.MISSING else panel, "typer": typer_kw}
+    meta = {
+        "help": help,
+        "flag": flag,
+        "group": group,
+        "range": range,
+        "choices": choices,
+        "identity": identity,
+        "extendable": extendable,
+        "parse": parse,
+        "param": param,
+        "decls": tuple(decls),
+        "cli_default": cli_default,
+        "cli_type": cli_type,
+        "panel": PANELS[group] if panel is dataclasses.MISSING else panel,
+        "typer": typer_kw,
+    }
     if unset is not dataclasses.MISSING:
         meta["unset"] = unset
     return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
@@ -113,9 +138,14 @@ def compat_option(presets: dict[str, dict[str, Any]], what: str) -> Any:
         what: the help's first sentence (which paper's code each preset reproduces).
     """
     names = ", ".join(presets)
-    return option(None, choices=tuple(presets), identity="set", help=f"{what} ({names}). Sets every component "
-                  "option not given explicitly to the paper code's value; an option given explicitly wins. The "
-                  "preset and every component are recorded in config.json (docs: 'dukb vs the papers' code').")
+    return option(
+        None,
+        choices=tuple(presets),
+        identity="set",
+        help=f"{what} ({names}). Sets every component "
+        "option not given explicitly to the paper code's value; an option given explicitly wins. The "
+        "preset and every component are recorded in config.json (docs: 'dukb vs the papers' code').",
+    )
 
 
 def apply_compat(cfg, presets: dict[str, dict[str, Any]]) -> None:
@@ -220,8 +250,10 @@ class Frozen:
 
     def __setattr__(self, name, value):
         if self.__dict__.get("_frozen"):
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}: the config is checked (frozen); "
-                                                  "make a new one with dataclasses.replace")
+            raise dataclasses.FrozenInstanceError(
+                f"cannot assign to field {name!r}: the config is checked (frozen); "
+                "make a new one with dataclasses.replace"
+            )
         object.__setattr__(self, name, value)
 
     @property
@@ -230,7 +262,24 @@ class Frozen:
         return bool(self.__dict__.get("_frozen"))
 
 
-__all__ = ["GROUPS", "Frozen", "PANELS", "PROTOCOL", "RUN", "SHARED", "apply_compat", "choices_of", "compat_note",
-           "compat_option",
-           "declared", "default_of",
-           "extendable_flags", "flag_of", "freeze", "group_fields", "help_of", "identity_fields", "option"]
+__all__ = [
+    "GROUPS",
+    "Frozen",
+    "PANELS",
+    "PROTOCOL",
+    "RUN",
+    "SHARED",
+    "apply_compat",
+    "choices_of",
+    "compat_note",
+    "compat_option",
+    "declared",
+    "default_of",
+    "extendable_flags",
+    "flag_of",
+    "freeze",
+    "group_fields",
+    "help_of",
+    "identity_fields",
+    "option",
+]

@@ -95,9 +95,11 @@ def check_single_process(command: str) -> None:
         InputError: ``WORLD_SIZE > 1`` and ``command`` is not in :data:`DISTRIBUTED_COMMANDS`.
     """
     if is_distributed() and command not in DISTRIBUTED_COMMANDS:
-        raise InputError(f"`dukb {command}` runs in a single process, but it was launched with WORLD_SIZE="
-                         f"{world_size()}; run it without accelerate launch/torchrun (multi-process launches are "
-                         f"supported by: {', '.join('dukb ' + c for c in DISTRIBUTED_COMMANDS)})")
+        raise InputError(
+            f"`dukb {command}` runs in a single process, but it was launched with WORLD_SIZE="
+            f"{world_size()}; run it without accelerate launch/torchrun (multi-process launches are "
+            f"supported by: {', '.join('dukb ' + c for c in DISTRIBUTED_COMMANDS)})"
+        )
 
 
 def accelerator(device: str = "cpu"):
@@ -124,20 +126,26 @@ def accelerator(device: str = "cpu"):
     """
     global _ACCELERATOR
     if _ACCELERATOR is None:
-
         from accelerate import Accelerator
         from accelerate.utils import InitProcessGroupKwargs
 
-        acc = Accelerator(device_placement=False, cpu=device == "cpu" and is_distributed(), mixed_precision="no",
-                          gradient_accumulation_steps=1, dynamo_backend="no",
-                          kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=timeout_seconds()))])
+        acc = Accelerator(
+            device_placement=False,
+            cpu=device == "cpu" and is_distributed(),
+            mixed_precision="no",
+            gradient_accumulation_steps=1,
+            dynamo_backend="no",
+            kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=timeout_seconds()))],
+        )
         kind = acc.distributed_type.name
         if kind == "FSDP" and getattr(acc.state.fsdp_plugin, "fsdp_version", 1) != 2:
             kind = "FSDP version 1"
         if kind in UNSUPPORTED or kind == "FSDP version 1":
-            raise InputError(f"this launch uses {kind}; dukb trains data parallel (DDP) or, for `dukb finetune`, "
-                             f"with FSDP2 (`accelerate launch --use_fsdp --fsdp_version 2`): use one of those, and "
-                             f"--lora-r/--gradient-checkpointing for models that do not fit one device")
+            raise InputError(
+                f"this launch uses {kind}; dukb trains data parallel (DDP) or, for `dukb finetune`, "
+                f"with FSDP2 (`accelerate launch --use_fsdp --fsdp_version 2`): use one of those, and "
+                f"--lora-r/--gradient-checkpointing for models that do not fit one device"
+            )
         _ACCELERATOR = acc
     return _ACCELERATOR
 
@@ -175,10 +183,12 @@ def check_unsharded(command: str, device: str = "cpu") -> None:
         InputError: the launch is FSDP (:func:`is_sharded`), or unsupported (:func:`accelerator`).
     """
     if is_sharded(device):
-        raise InputError(f"`dukb {command}` unlearns each target with a whole model per process (its processes "
-                         f"split the targets), so it cannot run under FSDP; launch it with `accelerate launch "
-                         f"--multi_gpu` or torchrun, or as several workers on one run directory (`dukb evaluate --resume` "
-                         f"from several shells or SLURM array tasks joins a live run), and use --lora-r/--gradient-checkpointing for large models")
+        raise InputError(
+            f"`dukb {command}` unlearns each target with a whole model per process (its processes "
+            f"split the targets), so it cannot run under FSDP; launch it with `accelerate launch "
+            f"--multi_gpu` or torchrun, or as several workers on one run directory (`dukb evaluate --resume` "
+            f"from several shells or SLURM array tasks joins a live run), and use --lora-r/--gradient-checkpointing for large models"
+        )
 
 
 def is_fsdp_module(model) -> bool:
@@ -341,5 +351,7 @@ def process_device(device: str) -> str:
         import torch
 
         return "cuda:0" if torch.cuda.device_count() == 1 else f"cuda:{local_rank()}"
-    raise InputError(f"--device {device} pins every process of a multi-process launch to one GPU; use "
-                     f"--device auto or cuda (each process takes cuda:LOCAL_RANK)")
+    raise InputError(
+        f"--device {device} pins every process of a multi-process launch to one GPU; use "
+        f"--device auto or cuda (each process takes cuda:LOCAL_RANK)"
+    )

@@ -37,6 +37,7 @@ from dukb.neural.train import TrainConfig, chunked, steps_per_epoch, train_loop
 def _shuffled_steps(n: int, rng: random.Random, cfg):
     """``steps(epoch)`` for the training loop: each epoch, the ``n`` rows in an order drawn from ``rng`` (one
     ``shuffle`` per epoch), cut into micro-batches by ``chunked``."""
+
     def steps(_epoch):
         order = list(range(n))
         rng.shuffle(order)
@@ -49,8 +50,9 @@ def _text_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def sequence_rows(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Sequence[str] = ()
-                  ) -> list[tuple[list[int], list[int]]]:
+def sequence_rows(
+    tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Sequence[str] = ()
+) -> list[tuple[list[int], list[int]]]:
     """Token ids and labels of QA items and texts, one ``(ids, labels)`` pair per row (QA items first).
 
     QA rows: ``prompt(question) + target(answer) + EOS``, labels -100 on the prompt (as
@@ -79,8 +81,14 @@ def sequence_rows(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Seque
     return rows
 
 
-def encode_sequences(tokenizer, tags, qa_items: Sequence[QAItem] = (), texts: Sequence[str] = (),
-                     device: str = "cpu", max_length: int | None = None) -> dict:
+def encode_sequences(
+    tokenizer,
+    tags,
+    qa_items: Sequence[QAItem] = (),
+    texts: Sequence[str] = (),
+    device: str = "cpu",
+    max_length: int | None = None,
+) -> dict:
     """Encode QA items (loss on the answer) and texts (loss on every token) into one left-padded batch.
 
     Returns:
@@ -117,8 +125,9 @@ def rows_of(batch: dict, idx) -> dict:
     return trim({k: v[ix] for k, v in batch.items()})
 
 
-def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int], bool] | None = None,
-                    log=None) -> dict:
+def train_sequences(
+    model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int], bool] | None = None, log=None
+) -> dict:
     """Minimise the mean next-token cross-entropy of the labelled tokens of ``batch`` (in place).
 
     Each optimiser step averages ``grad_accum`` micro-batches of ``batch_size`` rows drawn in a seeded random order;
@@ -161,10 +170,15 @@ def train_sequences(model, batch: dict, cfg: TrainConfig, *, stop: Callable[[int
         return done
 
     params = [p for p in model.parameters() if p.requires_grad]
-    rec = train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch(n, cfg) * cfg.epochs,
-                     after_epoch=after_epoch)
-    return {"config": rec["config"], "epochs_run": rec["epochs_run"], "loss_per_epoch": rec["loss_per_epoch"],
-            "seconds": rec["seconds"]}
+    rec = train_loop(
+        model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch(n, cfg) * cfg.epochs, after_epoch=after_epoch
+    )
+    return {
+        "config": rec["config"],
+        "epochs_run": rec["epochs_run"],
+        "loss_per_epoch": rec["loss_per_epoch"],
+        "seconds": rec["seconds"],
+    }
 
 
 def forget_loss(method: str, logits, ref_logits, labels, beta: float = 0.1):
@@ -198,8 +212,43 @@ def _document_method(name: str):
     return METHODS[name]
 
 
-def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg: TrainConfig, *,
-                      reg_weight: float = 1.0, beta: float = 0.1, level: str = "token", log=None) -> dict:
+def _to_device(batch: dict, dev) -> dict:
+    """``batch`` with its tensors on the device ``dev`` (batches are encoded on the CPU by default)."""
+    return {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def _document_loss(state, m, forget: dict, retain: dict | None, reg_weight: float, level: str, rng, batch_size: int):
+    """The loss of :func:`unlearn_documents` for :func:`dukb.neural.train.train_loop`: (model, micro-batch of forget
+    rows) -> (forget term + λ · retain term, the two terms to log). The retain micro-batch (as many rows as
+    ``batch_size``, at most the retain set) is one draw of the seeded ``rng`` per micro-batch; no retain term when
+    ``retain`` is None or λ is 0."""
+    n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
+
+    def loss_fn(model_, chunk):
+        rb = None
+        if n_ret and reg_weight > 0:  # one draw of the seeded generator per micro-batch
+            rb = rows_of(retain, rng.sample(range(n_ret), min(batch_size, n_ret)))
+        # the method's step with λ = 1 gives the unweighted retain term (logged); λ weights it here
+        t = m.step(state, rows_of(forget, chunk), rb, level=level, reg_kind="gdr", reg_weight=1.0, model=model_)
+        if t.retain is None:
+            return t.forget, {"forget": t.forget.detach(), "retain": 0.0}
+        return t.forget + reg_weight * t.retain, {"forget": t.forget.detach(), "retain": t.retain.detach()}
+
+    return loss_fn
+
+
+def unlearn_documents(
+    state,
+    method: str,
+    forget: dict,
+    retain: dict | None,
+    cfg: TrainConfig,
+    *,
+    reg_weight: float = 1.0,
+    beta: float = 0.1,
+    level: str = "token",
+    log=None,
+) -> dict:
     """Unlearn forget documents in place: minimise ``forget_loss + λ · CE(retain)`` with AdamW.
 
     θ* = argmin_θ L_f(θ) + λ E_{x ∈ D_r}[CE(x, θ)], where L_f is the method's forget term, declared once and run
@@ -234,32 +283,35 @@ def unlearn_documents(state, method: str, forget: dict, retain: dict | None, cfg
     if reg_weight < 0:
         raise InputError(f"the retain weight lambda must be >= 0, got {reg_weight}")
     dev = model_device(state.lm.model)  # batches encoded elsewhere (encode_texts defaults to the CPU) follow the model
-    forget = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in forget.items()}
-    if retain is not None:
-        retain = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in retain.items()}
+    forget = _to_device(forget, dev)
+    retain = None if retain is None else _to_device(retain, dev)
     n = int(forget["input_ids"].shape[0])
-    n_ret = 0 if retain is None else int(retain["input_ids"].shape[0])
     rng = random.Random(cfg.seed)
-
     steps = _shuffled_steps(n, rng, cfg)
-
-    def loss_fn(model_, chunk):
-        rb = None
-        if n_ret and reg_weight > 0:  # one draw of the seeded generator per micro-batch
-            rb = rows_of(retain, rng.sample(range(n_ret), min(cfg.batch_size, n_ret)))
-        # the method's step with λ = 1 gives the unweighted retain term (logged); λ weights it here
-        t = m.step(state, rows_of(forget, chunk), rb, level=level, reg_kind="gdr", reg_weight=1.0, model=model_)
-        if t.retain is None:
-            return t.forget, {"forget": t.forget.detach(), "retain": 0.0}
-        return t.forget + reg_weight * t.retain, {"forget": t.forget.detach(), "retain": t.retain.detach()}
+    loss_fn = _document_loss(state, m, forget, retain, reg_weight, level, rng, cfg.batch_size)
 
     def after_epoch(epoch: int, logs: dict) -> bool:
         if log:
             log(f"{method} epoch {epoch}: forget {logs['forget']:.4f}, retain {logs['retain']:.4f}")
         return False
 
-    rec = train_loop(state.model, state.trainable(), cfg, steps, loss_fn,
-                     total_steps=steps_per_epoch(n, cfg) * cfg.epochs, after_epoch=after_epoch)
-    return {"method": method, "config": rec["config"], "reg_weight": reg_weight, "beta": beta, "level": level,
-            "epochs_run": cfg.epochs, "forget_loss": rec["parts_per_epoch"].get("forget", []),
-            "retain_loss": rec["parts_per_epoch"].get("retain", []), "seconds": rec["seconds"]}
+    rec = train_loop(
+        state.model,
+        state.trainable(),
+        cfg,
+        steps,
+        loss_fn,
+        total_steps=steps_per_epoch(n, cfg) * cfg.epochs,
+        after_epoch=after_epoch,
+    )
+    return {
+        "method": method,
+        "config": rec["config"],
+        "reg_weight": reg_weight,
+        "beta": beta,
+        "level": level,
+        "epochs_run": cfg.epochs,
+        "forget_loss": rec["parts_per_epoch"].get("forget", []),
+        "retain_loss": rec["parts_per_epoch"].get("retain", []),
+        "seconds": rec["seconds"],
+    }

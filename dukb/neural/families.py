@@ -48,10 +48,16 @@ class LrKind:
 #: The learning-rate kinds, one entry each: GA (and GA_GDR/GA_KLR, PO, RT), NPO (all forms, SimNPO, DPO: twice the
 #: base rate, Wu et al. 2025, App. H), KL, TV/WHP's reinforcement of f_overfit, and CL-DU's rounds (the tiny
 #: model's 1e-4: see its family's note). A new kind is one entry here.
-LR_KINDS: Registry = Registry("learning-rate kind", (
-    LrKind("ga", "GA"), LrKind("npo", "NPO", 2.0), LrKind("kl", "KL"), LrKind("reinforce", "TV/WHP reinforce"),
-    LrKind("cl", "CL-DU", overrides={"tiny": 1e-4}),
-))
+LR_KINDS: Registry = Registry(
+    "learning-rate kind",
+    (
+        LrKind("ga", "GA"),
+        LrKind("npo", "NPO", 2.0),
+        LrKind("kl", "KL"),
+        LrKind("reinforce", "TV/WHP reinforce"),
+        LrKind("cl", "CL-DU", overrides={"tiny": 1e-4}),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -83,32 +89,76 @@ class Family:
 
 #: name -> Family, in detection order (the first whose substring matches wins; ``generic`` is the fallback). The
 #: paper's families unlearn at their finetuning rate (Wu et al. 2025, App. H).
-FAMILIES: Registry = Registry("model family", (
-    Family("smollm2", ("smollm",), "llama",
-           TrainConfig(epochs=16, lr=2e-4, batch_size=16, warmup_steps=10, schedule="linear", eval_every=1,
-                       extra_epochs=8, extra_lr=2e-5),
-           1e-5,
-           "Measured on 2 CPU cores (bench/RESULTS.md): the paper's 1e-5..2e-5 leaves a 135 M model at 0.19 of the "
-           "demo KB after 8 epochs; 2e-4 held constant climbs to 0.9986 of EDU-RELAT and then oscillates, so the rate "
-           "decays linearly to 0 over 16 epochs (100% of EDU-RELAT after 10). Unlearning at 1e-5 (2e-5 NPO): T = "
-           "1..16 spans no forgetting to heavy damage; the finetuning rate 2e-4 halves accuracy in one GA step."),
-    Family("gpt2-xl", ("gpt2",), "gpt2-xl", TrainConfig(epochs=15, lr=2e-5, batch_size=16, eval_every=1),
-           2e-5, "Wu et al. 2025, App. H (every GPT-2 size gets GPT2-XL's preset)."),
-    Family("phi", ("phi",), "phi", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), 2e-5,
-           "Wu et al. 2025, App. H (Phi-1.5)."),
-    Family("llama", ("llama",), "llama", TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
-           1e-5, "Wu et al. 2025, App. H (Llama; TinyLlama too)."),
-    Family("tiny", (), "tiny",
-           TrainConfig(epochs=400, lr=1e-3, batch_size=0, warmup_steps=50, eval_every=20, extra_epochs=200,
-                       extra_lr=1e-4),
-           1e-3,
-           "The built-in default model. Finetuning: batch_size 0 = auto (n_items // 10 clipped to [8, 64]); lr 1e-3 "
-           "reaches 100% in 40-80 epochs on KBs of 8 to 100 people and on EDU-RELAT (3e-3 stalled below 100% on "
-           "some small KBs). CL-DU's 1e-4 was chosen on a development KB (dukb generate --people 100 --seed 1, 22 "
-           "targets) before any EDU-RELAT run: GA's 1e-3 costs accuracy 0.46 at recall 1 where 1e-4 keeps 0.93."),
-    Family("generic", (), "generic", TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1), 2e-5,
-           "Any other model: the paper's GPT2-XL/Phi rates."),
-))
+FAMILIES: Registry = Registry(
+    "model family",
+    (
+        Family(
+            "smollm2",
+            ("smollm",),
+            "llama",
+            TrainConfig(
+                epochs=16,
+                lr=2e-4,
+                batch_size=16,
+                warmup_steps=10,
+                schedule="linear",
+                eval_every=1,
+                extra_epochs=8,
+                extra_lr=2e-5,
+            ),
+            1e-5,
+            "Measured on 2 CPU cores (bench/RESULTS.md): the paper's 1e-5..2e-5 leaves a 135 M model at 0.19 of the "
+            "demo KB after 8 epochs; 2e-4 held constant climbs to 0.9986 of EDU-RELAT and then oscillates, so the rate "
+            "decays linearly to 0 over 16 epochs (100% of EDU-RELAT after 10). Unlearning at 1e-5 (2e-5 NPO): T = "
+            "1..16 spans no forgetting to heavy damage; the finetuning rate 2e-4 halves accuracy in one GA step.",
+        ),
+        Family(
+            "gpt2-xl",
+            ("gpt2",),
+            "gpt2-xl",
+            TrainConfig(epochs=15, lr=2e-5, batch_size=16, eval_every=1),
+            2e-5,
+            "Wu et al. 2025, App. H (every GPT-2 size gets GPT2-XL's preset).",
+        ),
+        Family(
+            "phi",
+            ("phi",),
+            "phi",
+            TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
+            2e-5,
+            "Wu et al. 2025, App. H (Phi-1.5).",
+        ),
+        Family(
+            "llama",
+            ("llama",),
+            "llama",
+            TrainConfig(epochs=10, lr=1e-5, batch_size=16, eval_every=1),
+            1e-5,
+            "Wu et al. 2025, App. H (Llama; TinyLlama too).",
+        ),
+        Family(
+            "tiny",
+            (),
+            "tiny",
+            TrainConfig(
+                epochs=400, lr=1e-3, batch_size=0, warmup_steps=50, eval_every=20, extra_epochs=200, extra_lr=1e-4
+            ),
+            1e-3,
+            "The built-in default model. Finetuning: batch_size 0 = auto (n_items // 10 clipped to [8, 64]); lr 1e-3 "
+            "reaches 100% in 40-80 epochs on KBs of 8 to 100 people and on EDU-RELAT (3e-3 stalled below 100% on "
+            "some small KBs). CL-DU's 1e-4 was chosen on a development KB (dukb generate --people 100 --seed 1, 22 "
+            "targets) before any EDU-RELAT run: GA's 1e-3 costs accuracy 0.46 at recall 1 where 1e-4 keeps 0.93.",
+        ),
+        Family(
+            "generic",
+            (),
+            "generic",
+            TrainConfig(epochs=10, lr=2e-5, batch_size=16, eval_every=1),
+            2e-5,
+            "Any other model: the paper's GPT2-XL/Phi rates.",
+        ),
+    ),
+)
 
 
 #: The rates runs used while their identities did not record them (dukb up to this registry): a run identity records
@@ -132,8 +182,10 @@ RECORDED_LRS: dict[str, dict[str, float]] = {
 #: paper did not run (tiny, smollm2, generic) have no entry: they keep the methods' default grids.
 PAPER_GRIDS: dict[str, dict[str, tuple]] = {
     "gpt2-xl": {"ga": (1, 2, 4, 8, 16, 32), "npo": (1, 2, 4, 8, 16, 32), "tv": (0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0)},
-    **{fam: {"ga": (1, 2, 4, 8, 16), "npo": (1, 2, 4, 8, 16), "tv": (0.2, 0.5, 1.0, 5.0, 10.0)}
-       for fam in ("phi", "llama")},
+    **{
+        fam: {"ga": (1, 2, 4, 8, 16), "npo": (1, 2, 4, 8, 16), "tv": (0.2, 0.5, 1.0, 5.0, 10.0)}
+        for fam in ("phi", "llama")
+    },
 }
 #: ``--family-grids``: "dukb" (each method's default grid for every family: GA/NPO T ∈ {1, 2, 4, 8, 16}, TV α ∈ {0.2,
 #: 0.5, 1, 5, 10}, dukb's earlier runs) or "paper" (:data:`PAPER_GRIDS`)
@@ -146,7 +198,9 @@ FAMILY_GRIDS = ("dukb", "paper")
 WHP_GRIDS: dict[str, tuple] = {"config": (0.5, 1.0, 5.0, 10.0, 100.0, 1000.0), "notebook": (10.0, 1e3, 1e5, 1e7, 1e8)}
 
 
-def component_grid(method: str, family: str | None, family_grids: str = "dukb", whp_grid: str = "config") -> tuple | None:
+def component_grid(
+    method: str, family: str | None, family_grids: str = "dukb", whp_grid: str = "config"
+) -> tuple | None:
     """The grid that ``--family-grids`` and ``--whp-grid`` give a method, or None where they leave its default grid.
 
     Args:
@@ -229,9 +283,19 @@ def families_table() -> Table:
     for f in FAMILIES.values():
         det = ", ".join(f"`{d}`" for d in f.detect) or ("the built-in model" if f.name == "tiny" else "fallback")
         ft = f.finetune
-        rows.append((f.name, det, f.prompt, f"{ft.lr:g} / {ft.epochs} / {ft.batch_size or 'auto'}",
-                     *(f"{k.rate(f):g}" for k in LR_KINDS.entries())))
-    return Table("Model families", ("family", "detected by", "prompt", "finetuning lr / epochs / batch",
-                                    *(k.label for k in LR_KINDS.entries())), tuple(rows),
-                 "Detection, prompt, finetuning preset and learning rate per method kind (`dukb.neural.families`); "
-                 "`--lr` or `METHOD:lr=...` overrides a method's rate.")
+        rows.append(
+            (
+                f.name,
+                det,
+                f.prompt,
+                f"{ft.lr:g} / {ft.epochs} / {ft.batch_size or 'auto'}",
+                *(f"{k.rate(f):g}" for k in LR_KINDS.entries()),
+            )
+        )
+    return Table(
+        "Model families",
+        ("family", "detected by", "prompt", "finetuning lr / epochs / batch", *(k.label for k in LR_KINDS.entries())),
+        tuple(rows),
+        "Detection, prompt, finetuning preset and learning rate per method kind (`dukb.neural.families`); "
+        "`--lr` or `METHOD:lr=...` overrides a method's rate.",
+    )

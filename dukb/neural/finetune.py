@@ -47,7 +47,7 @@ def _local_slice(idx: list[int], r: int, n: int) -> list[int]:
     """Rank ``r``'s contiguous part of a global batch ``idx`` split into ``n`` near-equal parts (may be empty)."""
     size, extra = divmod(len(idx), n)
     lo = r * size + min(r, extra)
-    return idx[lo:lo + size + (1 if r < extra else 0)]
+    return idx[lo : lo + size + (1 if r < extra else 0)]
 
 
 def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
@@ -75,8 +75,15 @@ def answer_token_loss(model, batch, n_tokens: int, scale: float = 1.0):
     return -logp.sum() * (scale / n_tokens)
 
 
-def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = False, log=None,
-             checkpoint_dir=None, say_shortfall: bool = True) -> dict:
+def finetune(
+    lm,
+    items: list[QAItem],
+    config: TrainConfig,
+    progress: bool = False,
+    log=None,
+    checkpoint_dir=None,
+    say_shortfall: bool = True,
+) -> dict:
     """Finetune ``lm.model`` in place on QA items (through :func:`dukb.neural.train.train_loop`).
 
     Runs data parallel when launched with several processes (accelerate launch / torchrun, see
@@ -113,12 +120,7 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     Source: Wu et al. 2025, App. H (QA format, loss on the answer, batch 16, linear schedule).
     """
-
-    if not items:
-        raise ValueError("no QA items to finetune on")
-    if config.batch_size <= 0:
-        config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
-    config = replace(config, grad_accum=1)
+    config = _finetune_config(items, config)
     world, me, main = dist.world_size(), dist.rank(), dist.is_main_process()
     log = log if main else None  # one process reports
     acc_ = dist.accelerator(lm.device)
@@ -134,16 +136,13 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
 
     steps = _epoch_order(len(items), config.batch_size, gen)
     losses: list[float] = []
-    # under sharding every process gathers the checkpoint's state (a collective); process 0 writes it
-    ckpt = _Checkpoint(checkpoint_dir, _checkpoint_key(lm, items, config, world, sharded),
-                       config.eval_every if main or sharded else 0, write=main)
+    ckpt = _open_checkpoint(lm, items, config, checkpoint_dir, world, sharded, main)
     if ckpt.data is not None:
         ckpt.restore(model, gen, losses, state, log)
 
-    stopper = _epoch_stopper(lm.device, world, losses, state, accuracy, log)
-    run = _phase_runner(model, steps, loss_fn, stopper, ckpt, (gen, losses, state), accelerator=acc_, rank=me,
-                        show=progress and main, steps_per_epoch=(len(items) + config.batch_size - 1) // config.batch_size,
-                        checkpoint_every=max(1, config.eval_every), sharded=sharded)
+    run = _runner(
+        lm, len(items), config, steps, loss_fn, ckpt, (gen, losses, state), accuracy, log, acc_, progress and main
+    )
     try:
         rec, extra = _phases(run, config, state, ckpt, log)
     finally:
@@ -156,8 +155,17 @@ def finetune(lm, items: list[QAItem], config: TrainConfig, progress: bool = Fals
     return _finetune_record(lm, len(items), config, (rec, extra), acc, losses, world, sharded, ckpt.resumed_after)
 
 
-def _finetune_record(lm, n_items: int, config: TrainConfig, phases: tuple, acc: float, losses: list[float],
-                     world: int, sharded: bool, resumed_after) -> dict:
+def _finetune_record(
+    lm,
+    n_items: int,
+    config: TrainConfig,
+    phases: tuple,
+    acc: float,
+    losses: list[float],
+    world: int,
+    sharded: bool,
+    resumed_after,
+) -> dict:
     """The record :func:`finetune` returns (its Returns section describes the keys).
 
     Args:
@@ -172,28 +180,104 @@ def _finetune_record(lm, n_items: int, config: TrainConfig, phases: tuple, acc: 
     """
     rec, extra = phases
     epochs_run = rec["epochs_run"] + (extra["epochs_run"] if extra else 0)
-    return {"config": rec["config"], "seed": config.seed, "epochs_run": epochs_run, "accuracy": acc,
-            "target_accuracy": config.target_accuracy, "reached_target": acc >= config.target_accuracy,
-            "extra_epochs_run": extra["epochs_run"] if extra else 0, "n_items": n_items, "loss_per_epoch": losses,
-            "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
-            "versions": versions(), "threads": thread_info(), "device": device_info(lm.device), "world_size": world,
-            "parallelism": "fsdp2" if sharded else ("ddp" if world > 1 else "none"),
-            "model": lm.spec.to_json(), "resumed_after_epoch": resumed_after}
+    return {
+        "config": rec["config"],
+        "seed": config.seed,
+        "epochs_run": epochs_run,
+        "accuracy": acc,
+        "target_accuracy": config.target_accuracy,
+        "reached_target": acc >= config.target_accuracy,
+        "extra_epochs_run": extra["epochs_run"] if extra else 0,
+        "n_items": n_items,
+        "loss_per_epoch": losses,
+        "seconds": rec["seconds"] + (extra["seconds"] if extra else 0.0),
+        "versions": versions(),
+        "threads": thread_info(),
+        "device": device_info(lm.device),
+        "world_size": world,
+        "parallelism": "fsdp2" if sharded else ("ddp" if world > 1 else "none"),
+        "model": lm.spec.to_json(),
+        "resumed_after_epoch": resumed_after,
+    }
+
+
+def _finetune_config(items: list[QAItem], config: TrainConfig) -> TrainConfig:
+    """The configuration :func:`finetune` trains with: ``config`` with a batch size of 8 to 64 (a tenth of the
+    items) when it gives none, and no gradient accumulation (one global batch is one step).
+
+    Raises:
+        ValueError: ``items`` is empty.
+    """
+    if not items:
+        raise ValueError("no QA items to finetune on")
+    if config.batch_size <= 0:
+        config = replace(config, batch_size=min(64, max(8, len(items) // 10)))
+    return replace(config, grad_accum=1)
+
+
+def _open_checkpoint(lm, items, config: TrainConfig, directory, world: int, sharded: bool, main: bool) -> _Checkpoint:
+    """The finetuning's checkpoint in ``directory`` (None: none), keyed by its items, settings, model and world
+    size (:func:`_checkpoint_key`), written after every probed epoch. Under sharding every process gathers the
+    checkpoint's state (a collective); process 0 writes it."""
+    return _Checkpoint(
+        directory,
+        _checkpoint_key(lm, items, config, world, sharded),
+        config.eval_every if main or sharded else 0,
+        write=main,
+    )
 
 
 def _epoch_order(n_items: int, batch_size: int, gen: torch.Generator):
     """The data order of :func:`finetune`: ``steps(epoch)`` draws a permutation of the items from ``gen`` (the
     generator shared by all processes) and cuts it into global batches of ``batch_size`` item indices, one
     micro-batch per step (a list of one list)."""
+
     def steps(_epoch):
         perm = torch.randperm(n_items, generator=gen).tolist()
-        return [[perm[i:i + batch_size]] for i in range(0, len(perm), batch_size)]
+        return [[perm[i : i + batch_size]] for i in range(0, len(perm), batch_size)]
 
     return steps
 
 
-def _phase_runner(model, steps, loss_fn, stopper, ckpt, progress_state: tuple, *, accelerator, rank: int, show: bool,
-                  steps_per_epoch: int, checkpoint_every: int, sharded: bool):
+def _runner(
+    lm, n_items: int, config: TrainConfig, steps, loss_fn, ckpt, progress_state: tuple, accuracy, log, acc_, show
+):
+    """:func:`finetune`'s phase runner (:func:`_phase_runner`) over ``n_items`` items, with its early-stopping hook
+    (:func:`_epoch_stopper`: ``accuracy`` probed every ``config.eval_every`` epochs, reported on ``log``);
+    ``progress_state``: (data-order generator, losses per epoch, state); ``show``: a progress bar."""
+    _gen, losses, state = progress_state
+    stopper = _epoch_stopper(lm.device, dist.world_size(), losses, state, accuracy, log)
+    return _phase_runner(
+        lm.model,
+        steps,
+        loss_fn,
+        stopper,
+        ckpt,
+        progress_state,
+        accelerator=acc_,
+        rank=dist.rank(),
+        show=show,
+        steps_per_epoch=(n_items + config.batch_size - 1) // config.batch_size,
+        checkpoint_every=max(1, config.eval_every),
+        sharded=_sharded(lm),
+    )
+
+
+def _phase_runner(
+    model,
+    steps,
+    loss_fn,
+    stopper,
+    ckpt,
+    progress_state: tuple,
+    *,
+    accelerator,
+    rank: int,
+    show: bool,
+    steps_per_epoch: int,
+    checkpoint_every: int,
+    sharded: bool,
+):
     """How :func:`finetune` trains one phase (:func:`_phases`): ``run(cfg, phase, offset, what) -> dict`` calls
     :func:`train_loop` with this finetuning's data order, loss, early-stopping hook and checkpoint.
 
@@ -210,17 +294,30 @@ def _phase_runner(model, steps, loss_fn, stopper, ckpt, progress_state: tuple, *
         checkpoint_every: epochs between checkpoints.
         sharded: an FSDP2 launch.
     """
+
     def run(cfg: TrainConfig, phase: int, offset: int, what: str) -> dict:
         here = ckpt.at(phase)
         # dropout: independent masks per process (rank 0 draws what one process would)
         # FSDP2 replaces the module's parameters with sharded ones in the first phase's prepare: collect them anew
         params = [p for p in model.parameters() if p.requires_grad]
-        return train_loop(model, params, cfg, steps, loss_fn, total_steps=steps_per_epoch * cfg.epochs,
-                          prepare=accelerator.prepare, backward=accelerator.backward, after_epoch=stopper(cfg, offset),
-                          torch_seed=cfg.seed + rank + offset, progress=what if show else None,
-                          start_epoch=here["epoch"] if here else 0, restore=here,
-                          checkpoint=ckpt.saver(phase, offset, model, *progress_state),
-                          checkpoint_every=checkpoint_every, sharded=sharded)
+        return train_loop(
+            model,
+            params,
+            cfg,
+            steps,
+            loss_fn,
+            total_steps=steps_per_epoch * cfg.epochs,
+            prepare=accelerator.prepare,
+            backward=accelerator.backward,
+            after_epoch=stopper(cfg, offset),
+            torch_seed=cfg.seed + rank + offset,
+            progress=what if show else None,
+            start_epoch=here["epoch"] if here else 0,
+            restore=here,
+            checkpoint=ckpt.saver(phase, offset, model, *progress_state),
+            checkpoint_every=checkpoint_every,
+            sharded=sharded,
+        )
 
     return run
 
@@ -281,6 +378,7 @@ def _epoch_stopper(device: str, world: int, losses: list[float], state: dict, ac
                     log(f"epoch {offset + epoch}: loss {losses[-1]:.4f}, accuracy {state['acc']:.4f}")
                 return state["acc"] >= cfg.target_accuracy
             return False
+
         return after_epoch
 
     return stopper
@@ -295,8 +393,10 @@ def _sharded(lm) -> bool:
 
     sharded = dist.is_sharded(lm.device)
     if sharded and hasattr(lm.model, "peft_config"):
-        raise InputError("LoRA finetuning keeps a whole model per process: launch it without FSDP (accelerate "
-                         "launch --multi_gpu or torchrun)")
+        raise InputError(
+            "LoRA finetuning keeps a whole model per process: launch it without FSDP (accelerate "
+            "launch --multi_gpu or torchrun)"
+        )
     return sharded
 
 
@@ -320,6 +420,7 @@ def _accuracy_probe(lm, probed: list[QAItem], sharded: bool):
         # the early-stopping decision (and with it the collectives that follow) is the same everywhere
         total = dist.all_sum([known], lm.device)[0]
         return (total / dist.world_size() if sharded else total) / max(1, len(probed))
+
     return accuracy
 
 
@@ -342,9 +443,18 @@ def _checkpoint_key(lm, items, config: TrainConfig, world: int, sharded: bool = 
     tiny = Path(str(lm.spec.name_or_path)) / "dukb_tiny.json"
     if tiny.exists():  # the built-in tiny model is built in a temporary folder: its recipe identifies it
         model["name_or_path"] = read_json(tiny, "tiny-model record", limit=1 << 20)
-    return json.dumps({"config": config.to_json(), "items": digest.hexdigest(), "n_items": len(items),
-                       "model": model, "world": world, **({"sharded": True} if sharded else {})},
-                      sort_keys=True, default=str)
+    return json.dumps(
+        {
+            "config": config.to_json(),
+            "items": digest.hexdigest(),
+            "n_items": len(items),
+            "model": model,
+            "world": world,
+            **({"sharded": True} if sharded else {}),
+        },
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _load_checkpoint(path: Path, key: str) -> dict | None:
@@ -363,11 +473,15 @@ def _load_checkpoint(path: Path, key: str) -> dict | None:
         # mapping valid there; Windows refuses to replace a mapped file)
         data = torch.load(path, map_location="cpu", weights_only=True, mmap=os.name == "posix")
     except Exception as e:  # noqa: BLE001 - torch raises many kinds for a damaged file
-        raise InputError(f"unreadable finetuning checkpoint ({type(e).__name__}); remove it to start again",
-                         path) from None
+        raise InputError(
+            f"unreadable finetuning checkpoint ({type(e).__name__}); remove it to start again", path
+        ) from None
     if not isinstance(data, dict) or data.get("key") != key:
-        raise InputError("a finetuning checkpoint made with other settings (KB, model, preset, lr, epochs, batch "
-                         "size, seed or number of processes); remove it or choose another output directory", path)
+        raise InputError(
+            "a finetuning checkpoint made with other settings (KB, model, preset, lr, epochs, batch "
+            "size, seed or number of processes); remove it or choose another output directory",
+            path,
+        )
     return data
 
 
@@ -381,10 +495,12 @@ def shortfall_line(acc: float, n: int, epochs: int, target: float) -> str:
     Returns:
         ``finetuning ended at accuracy A (K of N facts known) after E epochs, below the target T; ...``.
     """
-    return (f"finetuning ended at accuracy {acc:.4f} ({round(acc * n)} of {n} facts known) after {epochs} "
-            f"epoch{'' if epochs == 1 else 's'}, "
-            f"below the target {target:g}; facts the finetuned model does not know cannot be unlearned (raise the "
-            "epochs or the learning rate)")
+    return (
+        f"finetuning ended at accuracy {acc:.4f} ({round(acc * n)} of {n} facts known) after {epochs} "
+        f"epoch{'' if epochs == 1 else 's'}, "
+        f"below the target {target:g}; facts the finetuned model does not know cannot be unlearned (raise the "
+        "epochs or the learning rate)"
+    )
 
 
 def _phases(run, config: TrainConfig, state: dict, ckpt: _Checkpoint, log) -> tuple[dict, dict | None]:
@@ -406,14 +522,18 @@ def _phases(run, config: TrainConfig, state: dict, ckpt: _Checkpoint, log) -> tu
         rec = {"epochs_run": ckpt.data["offset"], "seconds": 0.0, "config": config.to_json()}
     else:
         rec = run(config, 0, 0, "finetuning")
-    if not (config.extra_epochs and config.eval_every and state["acc"] is not None
-            and state["acc"] < config.target_accuracy):
+    if not (
+        config.extra_epochs and config.eval_every and state["acc"] is not None and state["acc"] < config.target_accuracy
+    ):
         return rec, None
     if log:
-        log(f"accuracy {state['acc']:.4f} after {rec['epochs_run']} epochs is below {config.target_accuracy:g}: up "
-            f"to {config.extra_epochs} more epochs at lr {config.extra_lr:g}")
-    extra = replace(config, epochs=config.extra_epochs, lr=config.extra_lr, warmup=0.0, warmup_steps=0,
-                    schedule="constant")
+        log(
+            f"accuracy {state['acc']:.4f} after {rec['epochs_run']} epochs is below {config.target_accuracy:g}: up "
+            f"to {config.extra_epochs} more epochs at lr {config.extra_lr:g}"
+        )
+    extra = replace(
+        config, epochs=config.extra_epochs, lr=config.extra_lr, warmup=0.0, warmup_steps=0, schedule="constant"
+    )
     return rec, run(extra, 1, rec["epochs_run"], "finetuning (extra epochs)")
 
 
@@ -465,10 +585,21 @@ class _Checkpoint:
             # opt_state holds the full model state too when training is sharded (gathered by every process)
             if epoch % self.every == 0 and self.write:
                 weights = opt_state["model"] if "model" in opt_state else model.state_dict()
-                _save_checkpoint(self.path, {
-                    "key": self.key, "phase": phase, "epoch": epoch, "offset": offset, **opt_state,
-                    "model": weights, "gen": gen.get_state(), "losses": list(losses),
-                    "acc": -1.0 if state["acc"] is None else float(state["acc"])})
+                _save_checkpoint(
+                    self.path,
+                    {
+                        "key": self.key,
+                        "phase": phase,
+                        "epoch": epoch,
+                        "offset": offset,
+                        **opt_state,
+                        "model": weights,
+                        "gen": gen.get_state(),
+                        "losses": list(losses),
+                        "acc": -1.0 if state["acc"] is None else float(state["acc"]),
+                    },
+                )
+
         return save
 
     def clear(self) -> None:

@@ -56,19 +56,27 @@ class Known:
 
     def pairs(self) -> frozenset:
         """The known facts as (fact kind, fact_id) pairs: ("relationship", id) and ("biography", id)."""
-        return frozenset({("relationship", f) for f in self.relationships}
-                         | {("biography", f) for f in self.biographies})
+        return frozenset(
+            {("relationship", f) for f in self.relationships} | {("biography", f) for f in self.biographies}
+        )
 
     def record(self) -> dict:
         """config.json's ``known_before``: counts, shares (None for a kind the KB lacks) and the sorted fact ids."""
         k_rel, k_bio = len(self.relationships), len(self.biographies)
-        return {"form": KNOWN_FORM, "relationships": k_rel, "n_relationships": self.n_relationships,
-                "share_relationships": k_rel / self.n_relationships if self.n_relationships else None,
-                "biographies": k_bio, "n_biographies": self.n_biographies,
-                "share_biographies": k_bio / self.n_biographies if self.n_biographies else None,
-                "fact_ids": {"relationships": sorted(self.relationships), "biographies": sorted(self.biographies)},
-                "unknown_fact_ids": {"relationships": sorted(self.unknown_relationships),
-                                     "biographies": sorted(self.unknown_biographies)}}
+        return {
+            "form": KNOWN_FORM,
+            "relationships": k_rel,
+            "n_relationships": self.n_relationships,
+            "share_relationships": k_rel / self.n_relationships if self.n_relationships else None,
+            "biographies": k_bio,
+            "n_biographies": self.n_biographies,
+            "share_biographies": k_bio / self.n_biographies if self.n_biographies else None,
+            "fact_ids": {"relationships": sorted(self.relationships), "biographies": sorted(self.biographies)},
+            "unknown_fact_ids": {
+                "relationships": sorted(self.unknown_relationships),
+                "biographies": sorted(self.unknown_biographies),
+            },
+        }
 
 
 def known_from_probe(kb, probe) -> Known:
@@ -94,8 +102,13 @@ def known_from_probe(kb, probe) -> Known:
         missing = [f for f in ids if (kind, f) not in seen]
         if missing:
             raise ValueError(f"the probe before unlearning lacks the qa row of {kind} fact {missing[0]}")
-    return Known(*(frozenset(f for f in ids if seen[(kind, f)] is want)
-                   for want in (True, False) for kind, ids in (("relationship", rel), ("biography", bio))))
+    return Known(
+        *(
+            frozenset(f for f in ids if seen[(kind, f)] is want)
+            for want in (True, False)
+            for kind, ids in (("relationship", rel), ("biography", bio))
+        )
+    )
 
 
 def known_part(kb, known: Known):
@@ -105,8 +118,13 @@ def known_part(kb, known: Known):
 
     Source: Wu et al. 2025, Definition 1, over K' (module docstring).
     """
-    return KB(kb.people, [f for f in kb.relationships if f.fact_id in known.relationships], list(kb.biographies),
-              kb.source, kb.schema)
+    return KB(
+        kb.people,
+        [f for f in kb.relationships if f.fact_id in known.relationships],
+        list(kb.biographies),
+        kb.source,
+        kb.schema,
+    )
 
 
 def rederivable(closure, fact_ids) -> list[int]:
@@ -122,8 +140,7 @@ def rederivable(closure, fact_ids) -> list[int]:
 
     Source: Wu et al. 2025, Definition 2 (deep unlearning).
     """
-    return [int(t) for t in fact_ids
-            if not is_deep_unlearning_set(closure, [closure.atom_of_fact(int(t))], [int(t)])]
+    return [int(t) for t in fact_ids if not is_deep_unlearning_set(closure, [closure.atom_of_fact(int(t))], [int(t)])]
 
 
 def check_known_targets(targets, known: Known, candidates) -> None:
@@ -134,14 +151,19 @@ def check_known_targets(targets, known: Known, candidates) -> None:
         InputError: one line naming the first such target and how many there are.
     """
     cand = set(candidates)
-    for what, bad in (("the model did not know before unlearning (qa probe)",
-                       [t for t in targets if t not in known.relationships]),
-                      ("have no derivation from other facts the model knew",
-                       [t for t in targets if t in known.relationships and t not in cand])):
+    for what, bad in (
+        ("the model did not know before unlearning (qa probe)", [t for t in targets if t not in known.relationships]),
+        (
+            "have no derivation from other facts the model knew",
+            [t for t in targets if t in known.relationships and t not in cand],
+        ),
+    ):
         if bad:
-            raise InputError(f"--no-finetune: {len(bad)} of the targets given {what} (first: {bad[0]}); their "
-                             f"recall cannot be scored: {len(cand)} known facts qualify (config.json "
-                             "known_before after a run without --targets-file lists the known facts)")
+            raise InputError(
+                f"--no-finetune: {len(bad)} of the targets given {what} (first: {bad[0]}); their "
+                f"recall cannot be scored: {len(cand)} known facts qualify (config.json "
+                "known_before after a run without --targets-file lists the known facts)"
+            )
 
 
 def known_line(known: Known) -> str:
@@ -150,8 +172,10 @@ def known_line(known: Known) -> str:
     Source: dukb (the coverage of the known facts, module docstring)."""
     k, n = len(known.relationships), known.n_relationships
     pct = f"{100 * k / n:.1f}%" if n else "–"
-    line = (f"the model knew {k} of {n} relationship facts ({pct}) before unlearning; unknown facts are unscorable "
-            "(never counted as forgotten, left out of recall and accuracy)")
+    line = (
+        f"the model knew {k} of {n} relationship facts ({pct}) before unlearning; unknown facts are unscorable "
+        "(never counted as forgotten, left out of recall and accuracy)"
+    )
     if known.n_biographies:
         line += f"; it knew {len(known.biographies)} of {known.n_biographies} biography facts"
     return line
@@ -163,11 +187,24 @@ def known_of_record(rec) -> Known | None:
     if not isinstance(rec, dict):
         return None
     try:
-        return Known(*(frozenset(int(f) for f in rec[key][kind]) for key in ("fact_ids", "unknown_fact_ids")
-                       for kind in ("relationships", "biographies")))
+        return Known(
+            *(
+                frozenset(int(f) for f in rec[key][kind])
+                for key in ("fact_ids", "unknown_fact_ids")
+                for kind in ("relationships", "biographies")
+            )
+        )
     except (TypeError, KeyError, ValueError):
         return None
 
 
-__all__ = ["KNOWN_FORM", "Known", "check_known_targets", "known_from_probe", "known_line", "known_of_record",
-           "known_part", "rederivable"]
+__all__ = [
+    "KNOWN_FORM",
+    "Known",
+    "check_known_targets",
+    "known_from_probe",
+    "known_line",
+    "known_of_record",
+    "known_part",
+    "rederivable",
+]

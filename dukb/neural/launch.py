@@ -57,26 +57,41 @@ class LaunchOptions:
             above.
     """
 
-    launcher: str | None = option(None, choices=LAUNCHERS, **_RUN,
-                                  help="Where the workers run: local (this process; the default), submitit-local "
-                                       "(--workers processes on this machine through submitit), slurm (a SLURM job "
-                                       "array of --workers workers through submitit, then a job that renders the "
-                                       "report).")
-    workers: int | None = option(None, range=WORKERS, **_RUN,
-                                 help="Workers a launcher other than local starts on the run directory (default 1); "
-                                      "each claims (target, method) units, so rows do not depend on their number.")
+    launcher: str | None = option(
+        None,
+        choices=LAUNCHERS,
+        **_RUN,
+        help="Where the workers run: local (this process; the default), submitit-local "
+        "(--workers processes on this machine through submitit), slurm (a SLURM job "
+        "array of --workers workers through submitit, then a job that renders the "
+        "report).",
+    )
+    workers: int | None = option(
+        None,
+        range=WORKERS,
+        **_RUN,
+        help="Workers a launcher other than local starts on the run directory (default 1); "
+        "each claims (target, method) units, so rows do not depend on their number.",
+    )
     slurm_partition: str | None = option(None, **_RUN, help="sbatch --partition of every job.")
-    slurm_time: str | None = option(None, **_RUN, help="sbatch --time of every job (minutes or [D-]HH:MM:SS; "
-                                                       "default 24 h).")
-    slurm_gpus_per_task: int | None = option(None, range=GPUS_PER_TASK, **_RUN,
-                                             help="sbatch --gpus-per-task of every worker.")
-    slurm_cpus_per_task: int | None = option(None, range=CPUS_PER_TASK, **_RUN,
-                                             help="sbatch --cpus-per-task of every job.")
+    slurm_time: str | None = option(
+        None, **_RUN, help="sbatch --time of every job (minutes or [D-]HH:MM:SS; default 24 h)."
+    )
+    slurm_gpus_per_task: int | None = option(
+        None, range=GPUS_PER_TASK, **_RUN, help="sbatch --gpus-per-task of every worker."
+    )
+    slurm_cpus_per_task: int | None = option(
+        None, range=CPUS_PER_TASK, **_RUN, help="sbatch --cpus-per-task of every job."
+    )
     slurm_mem: str | None = option(None, **_RUN, help="sbatch --mem of every job (e.g. 32G).")
-    launcher_config: Path | None = option(None, cli_type="path", **_RUN,
-                                          help="YAML mapping of submitit executor parameters (timeout_min, "
-                                               "slurm_partition, slurm_additional_parameters, ...), applied before "
-                                               "the --slurm-* options.")
+    launcher_config: Path | None = option(
+        None,
+        cli_type="path",
+        **_RUN,
+        help="YAML mapping of submitit executor parameters (timeout_min, "
+        "slurm_partition, slurm_additional_parameters, ...), applied before "
+        "the --slurm-* options.",
+    )
 
 
 def check_launch(cfg: LaunchOptions) -> None:
@@ -95,10 +110,12 @@ def check_launch(cfg: LaunchOptions) -> None:
         try:
             import submitit  # noqa: F401
         except ImportError:
-            raise InputError(f"--launcher {cfg.launcher} needs submitit: pip install \"dukb[slurm]\"") from None
+            raise InputError(f'--launcher {cfg.launcher} needs submitit: pip install "dukb[slurm]"') from None
     if cfg.launcher == "slurm" and not (shutil.which("sbatch") and shutil.which("srun")):
-        raise InputError("--launcher slurm needs SLURM's sbatch and srun on PATH: run it where jobs are submitted "
-                         "(a login node), or use --launcher submitit-local")
+        raise InputError(
+            "--launcher slurm needs SLURM's sbatch and srun on PATH: run it where jobs are submitted "
+            "(a login node), or use --launcher submitit-local"
+        )
 
 
 def executor_parameters(cfg: LaunchOptions) -> dict:
@@ -115,14 +132,19 @@ def executor_parameters(cfg: LaunchOptions) -> dict:
         try:
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-            raise InputError(f"not a readable launcher config ({type(e).__name__}: {e})".splitlines()[0],
-                             path) from None
+            raise InputError(
+                f"not a readable launcher config ({type(e).__name__}: {e})".splitlines()[0], path
+            ) from None
         if doc is not None and (not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc)):
             raise InputError("a launcher config is a YAML mapping of submitit executor parameters", path)
         params.update(doc or {})
-    given = {"slurm_partition": cfg.slurm_partition, "slurm_time": cfg.slurm_time,
-             "slurm_gpus_per_task": cfg.slurm_gpus_per_task, "slurm_cpus_per_task": cfg.slurm_cpus_per_task,
-             "slurm_mem": cfg.slurm_mem}
+    given = {
+        "slurm_partition": cfg.slurm_partition,
+        "slurm_time": cfg.slurm_time,
+        "slurm_gpus_per_task": cfg.slurm_gpus_per_task,
+        "slurm_cpus_per_task": cfg.slurm_cpus_per_task,
+        "slurm_mem": cfg.slurm_mem,
+    }
     params.update({k: v for k, v in given.items() if v is not None})
     return params
 
@@ -146,13 +168,14 @@ def make_executor(cfg: LaunchOptions, folder: Path, gpus: bool = True):
     try:
         executor.update_parameters(**params)
     except (ValueError, NameError, TypeError, AssertionError) as e:
-        raise InputError(f"submitit refuses the launcher parameters: {str(e).splitlines()[0] if str(e) else e!r}",
-                         cfg.launcher_config) from None
+        raise InputError(
+            f"submitit refuses the launcher parameters: {str(e).splitlines()[0] if str(e) else e!r}",
+            cfg.launcher_config,
+        ) from None
     return executor
 
 
-def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], folder: Path,
-           log=print) -> dict:
+def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], folder: Path, log=print) -> dict:
     """Submit ``cfg.workers`` workers running ``worker_cmd`` (one job array), then a report job (without GPUs) running
     ``report_cmd`` once they ended: on SLURM it depends on the array (``afterany``) and this returns at once; with
     the local executor this waits for the workers, then for the report job.
@@ -177,8 +200,9 @@ def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], fol
         with executor.batch():
             jobs = [executor.submit(CommandFunction(worker_cmd, verbose=False)) for _ in range(cfg.workers or 1)]
     except (OSError, RuntimeError, subprocess.SubprocessError) as e:  # sbatch refused the array
-        raise InputError(f"submitting the workers failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}",
-                         folder) from None
+        raise InputError(
+            f"submitting the workers failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}", folder
+        ) from None
     ids = [j.job_id for j in jobs]
     log(f"submitted {len(jobs)} workers ({cfg.launcher}): jobs {', '.join(ids)}; logs in {folder}")
     failed = []
@@ -203,5 +227,14 @@ def launch(cfg: LaunchOptions, worker_cmd: list[str], report_cmd: list[str], fol
     return {"workers": ids, "report": report.job_id, "failed": failed}
 
 
-__all__ = ["CLUSTERS", "DEFAULT_TIMEOUT_MIN", "LAUNCHERS", "LAUNCH_DIR", "LaunchOptions", "check_launch",
-           "executor_parameters", "launch", "make_executor"]
+__all__ = [
+    "CLUSTERS",
+    "DEFAULT_TIMEOUT_MIN",
+    "LAUNCHERS",
+    "LAUNCH_DIR",
+    "LaunchOptions",
+    "check_launch",
+    "executor_parameters",
+    "launch",
+    "make_executor",
+]

@@ -33,8 +33,15 @@ def _kept_state(model):
                 m.training = training
 
 
-def measure_utility(model, tokenizer, tasks, *, include: str | None = None, batch_size: int = UTILITY_BATCH_SIZE,
-                    device: str | None = None) -> dict:
+def measure_utility(
+    model,
+    tokenizer,
+    tasks,
+    *,
+    include: str | None = None,
+    batch_size: int = UTILITY_BATCH_SIZE,
+    device: str | None = None,
+) -> dict:
     """Utility of ``model`` on lm-eval tasks, run in-process by :func:`lm_eval.simple_evaluate` on
     ``lm_eval.models.huggingface.HFLM(pretrained=model, tokenizer=<a copy of tokenizer>)`` (the model is not read
     from disk; its modules' modes and the random states are restored afterwards, and lm-eval's changes to a
@@ -66,12 +73,16 @@ def measure_utility(model, tokenizer, tasks, *, include: str | None = None, batc
         from lm_eval.models.huggingface import HFLM
 
         hflm = HFLM(pretrained=model, tokenizer=_tokenizer_copy(tokenizer), batch_size=batch_size)
-        results = lm_eval.simple_evaluate(hflm, tasks=list(tasks), task_manager=manager, batch_size=batch_size,
-                                          device=device, log_samples=False)
+        results = lm_eval.simple_evaluate(
+            hflm, tasks=list(tasks), task_manager=manager, batch_size=batch_size, device=device, log_samples=False
+        )
     keys = [key for name in tasks for key in reported[name]]
     higher = results.get("higher_is_better", {})
-    return {"lm_eval": lm_eval.__version__, "tasks": {key: task_scores(results, key) for key in keys},
-            "higher_is_better": {key: higher.get(key) for key in keys}}
+    return {
+        "lm_eval": lm_eval.__version__,
+        "tasks": {key: task_scores(results, key) for key in keys},
+        "higher_is_better": {key: higher.get(key) for key in keys},
+    }
 
 
 _TOKENIZERS: dict = {}
@@ -95,11 +106,13 @@ def row_utility(lm, tasks, include: str | None, batch_size: int = UTILITY_BATCH_
         lm: the finetuned :class:`dukb.neural.spec.LoadedModel` (its tokenizer and prompt tags).
         tasks, include, batch_size: as :func:`measure_utility`.
     """
+
     def hook(pred):
         if pred.aux_model is not None or pred.tags != lm.tags:
             return None
-        return measure_utility(pred.model, lm.tokenizer, tasks, include=include, batch_size=batch_size,
-                               device=str(lm.device))["tasks"]
+        return measure_utility(
+            pred.model, lm.tokenizer, tasks, include=include, batch_size=batch_size, device=str(lm.device)
+        )["tasks"]
 
     return hook
 

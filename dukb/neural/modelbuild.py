@@ -35,17 +35,25 @@ def build_tokenizer(texts: list[str]):
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.WordLevel(unk_token=SPECIALS["unk"]))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never"),
-        pre_tokenizers.Split("\n", behavior="isolated"),
-        pre_tokenizers.Punctuation(behavior="isolated"),
-        pre_tokenizers.Digits(individual_digits=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never"),
+            pre_tokenizers.Split("\n", behavior="isolated"),
+            pre_tokenizers.Punctuation(behavior="isolated"),
+            pre_tokenizers.Digits(individual_digits=False),
+        ]
+    )
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="never")
     trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIALS.values()), min_frequency=1)
     tok.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=SPECIALS["unk"], pad_token=SPECIALS["pad"],
-                                   eos_token=SPECIALS["eos"], bos_token=SPECIALS["eos"], padding_side="left")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token=SPECIALS["unk"],
+        pad_token=SPECIALS["pad"],
+        eos_token=SPECIALS["eos"],
+        bos_token=SPECIALS["eos"],
+        padding_side="left",
+    )
 
 
 def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, config: dict | None = None) -> Path:
@@ -71,9 +79,16 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
     tokenizer = build_tokenizer(texts)
     cfg = dict(TINY_CONFIG, **(config or {}))
     torch.manual_seed(seed)
-    gcfg = GPT2Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.eos_token_id,
-                      eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **cfg)
+    gcfg = GPT2Config(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        **cfg,
+    )
     model = GPT2LMHeadModel(gcfg)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     # written by every process, not through model.save_pretrained: under a multi-process launch transformers saves
@@ -84,13 +99,15 @@ def build_tiny_model(texts: list[str], out_dir: str | Path, seed: int = 0, confi
     model.generation_config.save_pretrained(out)
     save_model(model, str(out / "model.safetensors"))
     tokenizer.save_pretrained(out)
-    (out / "dukb_tiny.json").write_text(json.dumps({"seed": seed, "config": cfg, "vocab": len(tokenizer),
-                                                    "prompt": "tiny"}, indent=2))
+    (out / "dukb_tiny.json").write_text(
+        json.dumps({"seed": seed, "config": cfg, "vocab": len(tokenizer), "prompt": "tiny"}, indent=2)
+    )
     return out
 
 
-def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None,
-               weights: bool = True) -> Path:
+def save_model(
+    lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = None, kb=None, weights: bool = True
+) -> Path:
     """Save model (merged, if it carries LoRA adapters) and tokenizer as an HF directory (safetensors), with
     :data:`dukb.neural.modelrecord.MODEL_RECORD` (prompt preset, preset family, base model, the prompt format and BOS rule where
     not dukb's, and, given ``kb``, the KB it was finetuned on) so
@@ -128,14 +145,17 @@ def save_model(lm: LoadedModel, out_dir: str | Path, state_dict: dict | None = N
     if weights and state_dict is None:
         model.save_pretrained(out, safe_serialization=True)
     elif weights:  # a tied parameter is written once, under the name the model's own save keeps
-        tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
-                - {n for n, _ in model.named_parameters()})
-        model.save_pretrained(out, safe_serialization=True,
-                              state_dict={k: v for k, v in state_dict.items() if k not in tied})
+        tied = {n for n, _ in model.named_parameters(remove_duplicate=False)} - {n for n, _ in model.named_parameters()}
+        model.save_pretrained(
+            out, safe_serialization=True, state_dict={k: v for k, v in state_dict.items() if k not in tied}
+        )
     lm.tokenizer.save_pretrained(out)
     spec = lm.spec
-    record = {"prompt": spec.prompt if isinstance(spec.prompt, str) else "generic", "family": spec.preset_family,
-              "base": "tiny" if (Path(spec.name_or_path) / "dukb_tiny.json").exists() else str(spec.name_or_path)}
+    record = {
+        "prompt": spec.prompt if isinstance(spec.prompt, str) else "generic",
+        "family": spec.preset_family,
+        "base": "tiny" if (Path(spec.name_or_path) / "dukb_tiny.json").exists() else str(spec.name_or_path),
+    }
     for key, default in (("prompt_format", "dukb"), ("bos", "never")):  # how it was trained, where not dukb's
         if getattr(spec, key, default) != default:
             record[key] = getattr(spec, key)

@@ -62,15 +62,35 @@ from dukb.neural.run.files import read_json
 log = logging.getLogger(__name__)
 
 #: JSON configs transformers (or dukb) may read from a model folder: regular files of at most CONFIG_BYTES, objects
-JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
-              "added_tokens.json", "model.safetensors.index.json", "pytorch_model.bin.index.json",
-              "adapter_config.json", "preprocessor_config.json", "processor_config.json",
-              "video_preprocessor_config.json", "audio_tokenizer_config.json", "chat_template.json",
-              "dukb_model.json", "dukb_tiny.json")
+JSON_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+    "adapter_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+    "audio_tokenizer_config.json",
+    "chat_template.json",
+    "dukb_model.json",
+    "dukb_tiny.json",
+)
 #: tokenizer data files: regular files of at most MAX_INPUT_BYTES (the KB files' limit); their content is the
 #: tokenizer library's to judge
-TEXT_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model", "spiece.model",
-              "sentencepiece.bpe.model", "chat_template.jinja")
+TEXT_FILES = (
+    "tokenizer.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "chat_template.jinja",
+)
 #: weights files: regular files (their headers are read by load_model)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
 #: any top-level entry whose name ends so must be a regular file (transformers may open it)
@@ -86,27 +106,77 @@ CHAT_TEMPLATE_DIR = "additional_chat_templates"
 #: (config keys, smallest, largest, what) for the sizes a config.json may give (integers; null = the default)
 CONFIG_RANGES = (
     (("n_layer", "num_hidden_layers", "num_layers", "n_layers"), 1, 1024, "number of layers"),
-    (("n_head", "num_attention_heads", "num_key_value_heads", "n_heads", "num_heads", "num_kv_heads",
-      "multi_query_group_num", "n_head_kv"), 1, 1024, "number of attention heads"),
+    (
+        (
+            "n_head",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "n_heads",
+            "num_heads",
+            "num_kv_heads",
+            "multi_query_group_num",
+            "n_head_kv",
+        ),
+        1,
+        1024,
+        "number of attention heads",
+    ),
     (("n_embd", "hidden_size", "d_model", "n_embed", "embed_dim"), 1, 131072, "hidden size"),
     (("head_dim", "kv_channels"), 1, 16384, "head dimension"),
-    (("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size", "moe_intermediate_size",
-      "shared_expert_intermediate_size"), 1, 1048576, "intermediate size"),
+    (
+        (
+            "intermediate_size",
+            "n_inner",
+            "ffn_dim",
+            "d_ff",
+            "ffn_hidden_size",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+        ),
+        1,
+        1048576,
+        "intermediate size",
+    ),
     (("vocab_size", "padded_vocab_size"), 1, 10_000_000, "vocabulary size"),
-    (("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length"), 1,
-     16_777_216, "number of positions"),
-    (("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts"), 0, 4096,
-     "number of experts"),
+    (
+        ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length"),
+        1,
+        16_777_216,
+        "number of positions",
+    ),
+    (
+        ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts"),
+        0,
+        4096,
+        "number of experts",
+    ),
 )
 _RANGE_OF = {key: (lo, hi, what) for keys, lo, hi, what in CONFIG_RANGES for key in keys}
 #: nested objects of a config that are not sub-configs (their keys mean other things)
-_NOT_SUBCONFIGS = frozenset({"quantization_config", "rope_scaling", "rope_parameters", "auto_map", "id2label",
-                             "label2id", "task_specific_params"})
+_NOT_SUBCONFIGS = frozenset(
+    {
+        "quantization_config",
+        "rope_scaling",
+        "rope_parameters",
+        "auto_map",
+        "id2label",
+        "label2id",
+        "task_specific_params",
+    }
+)
 #: deepest nesting of sub-configs searched (transformers' composite configs nest two or three levels)
 _MAX_NESTING = 16
 #: keys of tokenizer_config.json that name its special tokens or class
-_TOKENIZER_KEYS = ("tokenizer_class", "bos_token", "eos_token", "unk_token", "pad_token", "added_tokens_decoder",
-                   "additional_special_tokens", "extra_special_tokens")
+_TOKENIZER_KEYS = (
+    "tokenizer_class",
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "pad_token",
+    "added_tokens_decoder",
+    "additional_special_tokens",
+    "extra_special_tokens",
+)
 #: largest tensor count and metadata-entry count a GGUF header may give
 GGUF_MAX_COUNT = 1 << 20
 _TRUST = "pass --trust-remote-code to allow it (only for a folder whose code you trust)"
@@ -189,8 +259,10 @@ def check_folder(folder: Path, trust_remote_code: bool = False) -> list[str]:
     added = configs.get("added_tokens.json", {})
     bad = next((k for k, v in added.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0), None)
     if bad is not None:
-        raise InputError(f"added token {bad!r} has the id {json_text(added[bad])}: ids are integers from 0",
-                         folder / "added_tokens.json")
+        raise InputError(
+            f"added token {bad!r} has the id {json_text(added[bad])}: ids are integers from 0",
+            folder / "added_tokens.json",
+        )
     check_config(configs["config.json"], folder / "config.json")
     if not trust_remote_code:
         for name, obj in configs.items():
@@ -259,8 +331,11 @@ def check_index(folder: Path, name: str, index: dict) -> None:
     for tensor, shard in weight_map.items():
         entry = f"entry {tensor!r}: {shard!r}"
         if not shard or os.path.isabs(shard) or "/" in shard or "\\" in shard or shard in (".", ".."):
-            raise InputError(f"weight_map {entry} is not a plain file name in the model folder (no absolute path, "
-                             "directory or '..')", path)
+            raise InputError(
+                f"weight_map {entry} is not a plain file name in the model folder (no absolute path, "
+                "directory or '..')",
+                path,
+            )
         f = folder / shard
         if not os.path.lexists(f):
             raise InputError(f"weight_map {entry} names a file that does not exist in the model folder", path)
@@ -282,6 +357,7 @@ def check_config(config: dict, path: Path) -> None:
         InputError: (config.json named) a size that is not an integer (a bool, float or string) or a list of
             integers, or is out of its range; the key (with its sub-config) and the range are named.
     """
+
     def walk(obj: dict, where: str, depth: int) -> None:
         for key, value in obj.items():
             if key in _RANGE_OF and value is not None:
@@ -290,9 +366,11 @@ def check_config(config: dict, path: Path) -> None:
                 for v in values:
                     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi or len(values) > 4096:
                         shown = json_text(value)
-                        raise InputError(f"{where}{key} = {shown} is not a valid {what}: an integer from {lo:,} "
-                                         f"to {hi:,}{' (or a list of them)' if isinstance(value, list) else ''}",
-                                         path)
+                        raise InputError(
+                            f"{where}{key} = {shown} is not a valid {what}: an integer from {lo:,} "
+                            f"to {hi:,}{' (or a list of them)' if isinstance(value, list) else ''}",
+                            path,
+                        )
             elif isinstance(value, dict) and key not in _NOT_SUBCONFIGS and depth < _MAX_NESTING:
                 walk(value, f"{where}{key}.", depth + 1)
 
@@ -322,8 +400,9 @@ def least_parameters(config: dict) -> int | None:
         return None
 
     def first(*keys):
-        return next((config[k] for k in keys if isinstance(config.get(k), int)
-                     and not isinstance(config.get(k), bool)), None)
+        return next(
+            (config[k] for k in keys if isinstance(config.get(k), int) and not isinstance(config.get(k), bool)), None
+        )
 
     layers = first("n_layer", "num_hidden_layers", "n_layers", "num_layers")
     hidden = first("n_embd", "hidden_size", "d_model")
@@ -340,7 +419,7 @@ def json_text(value, limit: int = 40) -> str:
         text = json.dumps(value)
     except (ValueError, TypeError, RecursionError):  # pragma: no cover - JSON-parsed values always dump
         text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_no_code(config: dict, path: Path) -> None:
@@ -354,14 +433,17 @@ def check_no_code(config: dict, path: Path) -> None:
     Raises:
         InputError: (the file named) it asks for code; the message says to pass ``--trust-remote-code``.
     """
+
     def walk(obj: dict, where: str, depth: int) -> None:
         for key, value in obj.items():
             if key == "auto_map" and value:
-                raise InputError(f"the folder asks to run its own code ({where}auto_map = {json_text(value)}); "
-                                 + _TRUST, path)
+                raise InputError(
+                    f"the folder asks to run its own code ({where}auto_map = {json_text(value)}); " + _TRUST, path
+                )
             if key == "trust_remote_code" and value is True:
-                raise InputError(f"the folder asks to run its own code ({where}trust_remote_code = true); " + _TRUST,
-                                 path)
+                raise InputError(
+                    f"the folder asks to run its own code ({where}trust_remote_code = true); " + _TRUST, path
+                )
             if isinstance(value, dict) and depth < _MAX_NESTING:
                 walk(value, f"{where}{key}.", depth + 1)
 
@@ -383,15 +465,20 @@ def check_classes(configs: dict[str, dict], folder: Path) -> None:
     """
     tok = configs.get("tokenizer_config.json", {})
     cfg = configs["config.json"]
-    for name, obj, where in (("tokenizer_config.json", tok, ""), ("config.json", cfg, ""),
-                             ("config.json", cfg.get("text_config") if isinstance(cfg.get("text_config"), dict)
-                              else {}, "text_config.")):
+    for name, obj, where in (
+        ("tokenizer_config.json", tok, ""),
+        ("config.json", cfg, ""),
+        ("config.json", cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}, "text_config."),
+    ):
         cls = obj.get("tokenizer_class")
         if cls is None:
             continue
         if not isinstance(cls, str) or not _tokenizer_class_exists(cls):
-            raise InputError(f"{where}tokenizer_class = {json_text(cls)} is not a tokenizer class of transformers "
-                             "(the folder's own code would provide it); " + _TRUST, folder / name)
+            raise InputError(
+                f"{where}tokenizer_class = {json_text(cls)} is not a tokenizer class of transformers "
+                "(the folder's own code would provide it); " + _TRUST,
+                folder / name,
+            )
     archs = cfg.get("architectures")
     if archs is None:
         return
@@ -401,8 +488,11 @@ def check_classes(configs: dict[str, dict], folder: Path) -> None:
 
     for a in archs:
         if not a.isidentifier() or not hasattr(transformers, a):
-            raise InputError(f"architectures names the model class {a!r}, which transformers does not have (the "
-                             "folder's own code would provide it); " + _TRUST, folder / "config.json")
+            raise InputError(
+                f"architectures names the model class {a!r}, which transformers does not have (the "
+                "folder's own code would provide it); " + _TRUST,
+                folder / "config.json",
+            )
 
 
 def _tokenizer_class_exists(name: str) -> bool:
@@ -425,13 +515,18 @@ def _tokenizer_notes(folder: Path, configs: dict[str, dict]) -> list[str]:
     """Refuse a folder without tokenizer_config.json; a warning when it names no class and no special token."""
     path = folder / "tokenizer_config.json"
     if "tokenizer_config.json" not in configs:
-        raise InputError("missing: without tokenizer_config.json transformers guesses the tokenizer's class and "
-                         "special tokens (copy the model's tokenizer_config.json into the folder)", path)
+        raise InputError(
+            "missing: without tokenizer_config.json transformers guesses the tokenizer's class and "
+            "special tokens (copy the model's tokenizer_config.json into the folder)",
+            path,
+        )
     tok = configs["tokenizer_config.json"]
     if any(tok.get(k) for k in _TOKENIZER_KEYS) or "special_tokens_map.json" in configs:
         return []
-    return [f"{path}: names no tokenizer class and no special token, and there is no special_tokens_map.json; "
-            f"transformers' defaults for model type {json_text(configs['config.json'].get('model_type'))} are used"]
+    return [
+        f"{path}: names no tokenizer class and no special token, and there is no special_tokens_map.json; "
+        f"transformers' defaults for model type {json_text(configs['config.json'].get('model_type'))} are used"
+    ]
 
 
 def check_loaded(tokenizer, model, folder: str | os.PathLike, notes: list[str]) -> None:
@@ -460,9 +555,12 @@ def check_loaded(tokenizer, model, folder: str | os.PathLike, notes: list[str]) 
                 p = Path(folder)
                 where = p / "tokenizer_config.json" if p.is_dir() else p
                 why = f" ({notes[0].split(': ', 1)[1]})" if notes else ""  # the note without its path
-                raise InputError(f"the tokenizer's {kind} token {getattr(tokenizer, f'{kind}_token')!r} has id "
-                                 f"{tid}, which is not one of the model's {rows:,} token embeddings: the tokenizer "
-                                 f"does not belong to the model{why}", where)
+                raise InputError(
+                    f"the tokenizer's {kind} token {getattr(tokenizer, f'{kind}_token')!r} has id "
+                    f"{tid}, which is not one of the model's {rows:,} token embeddings: the tokenizer "
+                    f"does not belong to the model{why}",
+                    where,
+                )
     for note in notes:
         if note not in _WARNED:
             _WARNED.add(note)
@@ -502,8 +600,9 @@ def check_gguf(path: Path) -> None:
         if isinstance(buf, mmap.mmap):
             buf.close()
     if problem:
-        raise InputError(f"not a readable GGUF file ({problem}); the file may be truncated or corrupt: fetch it "
-                         "again", path)
+        raise InputError(
+            f"not a readable GGUF file ({problem}); the file may be truncated or corrupt: fetch it again", path
+        )
 
 
 #: most dimensions a GGUF tensor may have (ggml's GGML_MAX_DIMS is 4)
@@ -526,8 +625,10 @@ def _gguf_problem(buf) -> str | None:
     if version not in (2, 3):
         return f"GGUF version {version}; versions 2 and 3 are read"
     if max(tensors, entries) > GGUF_MAX_COUNT:
-        return (f"its header claims {tensors:,} tensors and {entries:,} metadata entries, more than the "
-                f"{GGUF_MAX_COUNT:,} allowed")
+        return (
+            f"its header claims {tensors:,} tensors and {entries:,} metadata entries, more than the "
+            f"{GGUF_MAX_COUNT:,} allowed"
+        )
     end = len(buf)
 
     def take(at: int, n: int) -> int:
@@ -574,6 +675,22 @@ def _gguf_problem(buf) -> str | None:
     return None
 
 
-__all__ = ["CONFIG_RANGES", "GGUF_MAX_COUNT", "GGUF_MAX_DIMS", "JSON_FILES", "MODEL_SUFFIXES", "TEXT_FILES", "WEIGHT_FILES",
-           "check_classes", "check_config", "check_folder", "check_gguf", "check_index", "check_loaded",
-           "check_model", "check_no_code", "json_text", "least_parameters"]
+__all__ = [
+    "CONFIG_RANGES",
+    "GGUF_MAX_COUNT",
+    "GGUF_MAX_DIMS",
+    "JSON_FILES",
+    "MODEL_SUFFIXES",
+    "TEXT_FILES",
+    "WEIGHT_FILES",
+    "check_classes",
+    "check_config",
+    "check_folder",
+    "check_gguf",
+    "check_index",
+    "check_loaded",
+    "check_model",
+    "check_no_code",
+    "json_text",
+    "least_parameters",
+]

@@ -161,12 +161,16 @@ def read_model_record(model_dir: str | Path) -> dict | None:
 
     for key, allowed in (("prompt_format", PROMPT_FORMATS), ("bos", BOS_RULES)):
         if rec.get(key) and rec[key] not in allowed:
-            raise InputError(f"model record: unknown {key} {json.dumps(rec[key])[:40]} (choose from "
-                             f"{', '.join(allowed)})", f)
+            raise InputError(
+                f"model record: unknown {key} {json.dumps(rec[key])[:40]} (choose from {', '.join(allowed)})", f
+            )
 
     if rec.get("prompt") and rec["prompt"] not in PROMPT_PRESETS:  # named here: the spec would not say which file
-        raise InputError(f"model record: unknown prompt preset {json.dumps(rec['prompt'])[:40]} (choose from "
-                         f"{', '.join(PROMPT_PRESETS)})", f)
+        raise InputError(
+            f"model record: unknown prompt preset {json.dumps(rec['prompt'])[:40]} (choose from "
+            f"{', '.join(PROMPT_PRESETS)})",
+            f,
+        )
     return rec
 
 
@@ -212,7 +216,6 @@ def kb_fingerprint(kb: str | Path | None) -> str:
     """
 
     if kb is None:
-
         root = default_generated_kb_dir()
     else:
         root = resolve_kb_path(kb)
@@ -273,22 +276,29 @@ def model_kb(model, kb: str | Path | None, *, allow_mismatch: bool = False, warn
     sha, where = rec.get("kb_sha256"), rec.get("kb")
     if not sha:
         if kb is None:
-            warn(f"the model {model} records no KB (saved by an older dukb): the KB it was finetuned on is not "
-                 "checked; pass --kb to name it")
+            warn(
+                f"the model {model} records no KB (saved by an older dukb): the KB it was finetuned on is not "
+                "checked; pass --kb to name it"
+            )
         return kb
     was = f"the model {model} was finetuned on KB {where} (sha256 {sha})"
     if kb is not None:
         differs, advice = f"{was} but --kb {kb} has sha256", "pass the model's KB or --allow-kb-mismatch"
     else:
-
         if not where:
-            raise InputError(f"the model {model} records the sha256 {sha} of the KB it was finetuned on, but not "
-                             "where that KB is: pass --kb")
+            raise InputError(
+                f"the model {model} records the sha256 {sha} of the KB it was finetuned on, but not "
+                "where that KB is: pass --kb"
+            )
         if where not in BUILTIN_KBS and not Path(where).is_dir():
-            raise InputError(f"{was}, which no longer exists: pass --kb with that KB (or another and "
-                             "--allow-kb-mismatch)")
-        kb, differs, advice = where, f"{was}, which now has sha256", ("pass --kb with the model's KB, or "
-                                                                      "--allow-kb-mismatch")
+            raise InputError(
+                f"{was}, which no longer exists: pass --kb with that KB (or another and --allow-kb-mismatch)"
+            )
+        kb, differs, advice = (
+            where,
+            f"{was}, which now has sha256",
+            ("pass --kb with the model's KB, or --allow-kb-mismatch"),
+        )
     got = kb_fingerprint(kb)
     if got != sha:
         if not allow_mismatch:
@@ -324,7 +334,8 @@ def model_fingerprint(name_or_path: str | Path) -> dict:
     if p.is_file():
         return {"sha256": sha256_file(p)}
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.name not in RECORD_FILES
-                       and not f.name.startswith("."))
+        files = sorted(
+            f for f in p.iterdir() if f.is_file() and f.name not in RECORD_FILES and not f.name.startswith(".")
+        )
         return {"sha256": sha256_json([[f.name, sha256_file(f)] for f in files])}
     return {"hub_id": str(name_or_path)}

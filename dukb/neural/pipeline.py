@@ -22,8 +22,14 @@ from dukb.neural.spec import ModelSpec, check_chat_model
 TINY = "tiny"
 
 
-def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | None = None, lr: float | None = None,
-                    batch_size: int | None = None, seed: int = 0):
+def finetune_config(
+    spec: ModelSpec,
+    preset: str | None = None,
+    epochs: int | None = None,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+):
     """The finetuning preset a spec gets and its resolved hyper-parameters.
 
     Args:
@@ -52,9 +58,45 @@ def finetune_config(spec: ModelSpec, preset: str | None = None, epochs: int | No
     return name, dataclasses.replace(FINETUNE_PRESETS[name], seed=seed, **over)
 
 
-def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epochs: int | None = None,
-                lr: float | None = None, batch_size: int | None = None, seed: int = 0, progress: bool = False,
-                log=None, identity: dict | None = None, items=None, say_shortfall: bool = True) -> dict:
+def _tiny_spec(kb, spec: ModelSpec, items, tmp: str, seed: int) -> tuple[ModelSpec, dict | None]:
+    """For ``spec.name_or_path == "tiny"``: build the built-in model for this KB in ``tmp`` (its vocabulary: the
+    KB's texts in the run's prompt format, with the statements when ``items`` hold text items and the texts of
+    their other probe forms) and return its spec and its ``dukb_tiny.json``; else ``(spec, None)``."""
+    if spec.name_or_path != TINY:
+        return spec, None
+    check_chat_model(spec.prompt, TINY)
+    tags = dataclasses.replace(spec, prompt=TINY).tags  # the run's prompt format: its texts in the vocabulary
+    texts = items is not None and any(it.kind == TEXT_KIND for it in items)
+    extra = () if items is None else tuple(dict.fromkeys(it.kind for it in items if it.kind not in (TEXT_KIND, "qa")))
+    build_tiny_model(vocabulary_texts(kb, tags, extra_kinds=extra, statements=texts), tmp, seed=seed)
+    tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
+    return dataclasses.replace(spec, name_or_path=tmp, prompt=TINY), tiny_info
+
+
+def _record_saved_model(model: dict, out: Path, tiny_info: dict | None) -> None:
+    """Complete the finetuning record's ``model`` entry: where the model was saved, and for the built-in tiny model
+    its name (not the temporary directory it was built in) and its ``dukb_tiny.json``."""
+    model["saved_to"] = str(out)
+    if tiny_info is not None:
+        model.update(name_or_path=TINY, tiny=tiny_info)
+
+
+def finetune_kb(
+    kb,
+    spec: ModelSpec,
+    out_dir,
+    *,
+    preset: str | None = None,
+    epochs: int | None = None,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    log=None,
+    identity: dict | None = None,
+    items=None,
+    say_shortfall: bool = True,
+) -> dict:
     """Finetune a model on every KB fact's QA and save it, with ``finetune.json``, to ``out_dir``.
 
     Under a multi-process launch (accelerate launch / torchrun) finetuning is data parallel and process 0 saves;
@@ -92,38 +134,29 @@ def finetune_kb(kb, spec: ModelSpec, out_dir, *, preset: str | None = None, epoc
         InputError: unknown preset, model cannot be loaded, ``--prompt chat`` for the tiny model, a checkpoint in ``out_dir`` made with other settings.
     """
     out = Path(out_dir)
-    requested = spec.name_or_path
     name, cfg = finetune_config(spec, preset, epochs, lr, batch_size, seed)
     with tempfile.TemporaryDirectory(prefix="dukb-tiny-") as tmp:
-        if spec.name_or_path == TINY:
-            check_chat_model(spec.prompt, TINY)
-            tags = dataclasses.replace(spec, prompt=TINY).tags  # the run's prompt format: its texts in the vocabulary
-            texts = items is not None and any(it.kind == TEXT_KIND for it in items)
-            extra = () if items is None else tuple(dict.fromkeys(it.kind for it in items
-                                                                 if it.kind not in (TEXT_KIND, "qa")))
-            build_tiny_model(vocabulary_texts(kb, tags, extra_kinds=extra, statements=texts), tmp, seed=seed)
-            tiny_info = json.loads((Path(tmp) / "dukb_tiny.json").read_text())
-            spec = dataclasses.replace(spec, name_or_path=tmp, prompt=TINY)
+        spec, tiny_info = _tiny_spec(kb, spec, items, tmp, seed)
         lm = load_model(spec)
-        if spec.lora is not None:
-
-            state = WeightState(lm, spec.lora, seed)
-            lm.model = state.model
-        record = finetune(lm, kb_qa(kb) if items is None else list(items), cfg, progress=progress, log=log,
-                          checkpoint_dir=out, say_shortfall=say_shortfall)
-        record["kb"] = str(kb.source)
-        record["kb_sha256"] = kb.fingerprint()
-        record["preset"] = name
+        if spec.lora is not None:  # the model trained is the one with LoRA adapters
+            lm.model = WeightState(lm, spec.lora, seed).model
+        record = finetune(
+            lm,
+            kb_qa(kb) if items is None else list(items),
+            cfg,
+            progress=progress,
+            log=log,
+            checkpoint_dir=out,
+            say_shortfall=say_shortfall,
+        )
+        record.update(kb=str(kb.source), kb_sha256=kb.fingerprint(), preset=name)
         if identity is not None:
             record["identity"] = identity
         lm.spec = dataclasses.replace(spec, name_or_path=str(spec.name_or_path))
         weights = full_state_dict(lm.model)  # FSDP: gathered by every process (a collective); else None
         if is_main_process():  # multi-process launch: process 0 writes, the others wait for it
             save_model(lm, out, state_dict=weights, kb=kb)
-    record["model"]["saved_to"] = str(out)
-    if requested == TINY:  # not the temporary directory it was built in
-        record["model"]["name_or_path"] = TINY
-        record["model"]["tiny"] = tiny_info
+    _record_saved_model(record["model"], out, tiny_info)
     if is_main_process():
         save_record(record, out / "finetune.json")
     barrier(lm.device)

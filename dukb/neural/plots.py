@@ -19,7 +19,6 @@ Source: Okabe & Ito 2008, "Color Universal Design" (the palette); Wu et al. 2025
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,17 +27,25 @@ from pathlib import Path
 
 import numpy as np
 
-from dukb import InputError
-from dukb.neural.metrics import summary
+from dukb.neural.curves import Curve, CurvePoint, mean_curves, method_order
 from dukb.neural.metrics.summary import heldout_points
 from dukb.neural.run.files import output_file
 
 #: The Okabe-Ito palette (Okabe & Ito 2008), name -> hex colour.
-OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
-             "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7"}
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky blue": "#56B4E9",
+    "bluish green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish purple": "#CC79A7",
+}
 #: Series colours in the order methods get them (black is kept for references; yellow, faint on white, comes last).
-PALETTE = tuple(OKABE_ITO[c] for c in ("blue", "vermillion", "bluish green", "reddish purple", "orange", "sky blue",
-                                       "yellow"))
+PALETTE = tuple(
+    OKABE_ITO[c] for c in ("blue", "vermillion", "bluish green", "reddish purple", "orange", "sky blue", "yellow")
+)
 #: Markers and line styles in the order methods get them (cycled independently of the colours).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", (0, (5, 1.5)), (0, (3, 1, 1, 1)), (0, (1, 1)), (0, (6, 2, 1, 2, 1, 2)))
@@ -46,14 +53,30 @@ LINESTYLES = ("-", (0, (5, 1.5)), (0, (3, 1, 1, 1)), (0, (1, 1)), (0, (6, 2, 1, 
 REFERENCES = ("target", "retrain", "before", "original")
 #: Raster resolution of the PNG (dots per inch).
 DPI = 200
-#: Band kinds of :func:`tradeoff_figure`.
-BANDS = ("std", "bootstrap")
 
-_RC = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
-       "legend.fontsize": 7, "legend.frameon": False, "axes.spines.top": False, "axes.spines.right": False,
-       "axes.grid": True, "grid.linewidth": 0.4, "grid.alpha": 0.35, "axes.axisbelow": True,
-       "lines.markersize": 4.5, "pdf.fonttype": 42, "ps.fonttype": 42, "svg.hashsalt": "dukb",
-       "savefig.bbox": "tight", "savefig.pad_inches": 0.04, "figure.dpi": 100, "hatch.linewidth": 0.5}
+_RC = {
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.linewidth": 0.4,
+    "grid.alpha": 0.35,
+    "axes.axisbelow": True,
+    "lines.markersize": 4.5,
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "svg.hashsalt": "dukb",
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.04,
+    "figure.dpi": 100,
+    "hatch.linewidth": 0.5,
+}
 
 
 @contextmanager
@@ -99,13 +122,17 @@ class Look:
 
     def line(self, **kw) -> dict:
         """Keyword arguments of ``Axes.plot`` for this look (``kw`` overrides)."""
-        return {"color": self.color, "marker": self.marker, "linestyle": self.linestyle, "linewidth": self.linewidth,
-                "zorder": self.zorder, "alpha": 0.9, "markeredgecolor": "white", "markeredgewidth": 0.5, **kw}
-
-
-def _order(order) -> list[str]:
-    """A method order as a list of names: a list or tuple as given, a dict's keys; [] for anything else."""
-    return [str(m) for m in order] if isinstance(order, (list, tuple, dict)) else []
+        return {
+            "color": self.color,
+            "marker": self.marker,
+            "linestyle": self.linestyle,
+            "linewidth": self.linewidth,
+            "zorder": self.zorder,
+            "alpha": 0.9,
+            "markeredgecolor": "white",
+            "markeredgewidth": 0.5,
+            **kw,
+        }
 
 
 def run_order(config: dict) -> list[str]:
@@ -120,7 +147,7 @@ def run_order(config: dict) -> list[str]:
     """
     ident = config.get("identity") if isinstance(config, dict) else None
     methods = ident.get("methods") if isinstance(ident, dict) else None
-    return _order(methods) or _order(config.get("methods") if isinstance(config, dict) else None)
+    return method_order(methods) or method_order(config.get("methods") if isinstance(config, dict) else None)
 
 
 def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str, Look]:
@@ -138,7 +165,7 @@ def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str,
 
     Source: Okabe & Ito 2008 (palette).
     """
-    keys = [str(n).lower() for n in _order(order)]
+    keys = [str(n).lower() for n in method_order(order)]
     keys += [k for k in dict.fromkeys(str(n).lower() for n in names) if k not in keys]
     methods = [k for k in dict.fromkeys(keys) if k not in REFERENCES]
     out = {}
@@ -146,13 +173,23 @@ def looks(names: Sequence[str], order: Sequence[str] | None = None) -> dict[str,
         k = str(n).lower()
         if k in REFERENCES:
             grey = REFERENCES.index(k) % 2
-            out[n] = Look("#000000" if not grey else "#7f7f7f", "o" if not grey else "s", "-" if not grey else "--",
-                          1.1, 3.9 + 0.01 * REFERENCES.index(k))
+            out[n] = Look(
+                "#000000" if not grey else "#7f7f7f",
+                "o" if not grey else "s",
+                "-" if not grey else "--",
+                1.1,
+                3.9 + 0.01 * REFERENCES.index(k),
+            )
             continue
         i = methods.index(k)
         width = max(0.9, 1.8 - 0.25 * i)
-        out[n] = Look(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)],
-                      width, 5.0 - width + 0.01 * i)
+        out[n] = Look(
+            PALETTE[i % len(PALETTE)],
+            MARKERS[i % len(MARKERS)],
+            LINESTYLES[i % len(LINESTYLES)],
+            width,
+            5.0 - width + 0.01 * i,
+        )
     return out
 
 
@@ -195,152 +232,6 @@ def figure_markdown(path, caption: str) -> str:
     """
     png, pdf = figure_files(path)
     return f"![{caption}]({png.name}) (vector: [{pdf.name}]({pdf.name}))"
-
-
-# ------------------------------------------------------------------------------ accuracy-recall curves ---------
-def setting_label(setting: dict, param: str | None, keys: Sequence[str] = ()) -> str:
-    """A setting's short label: the swept parameter first (``steps=4``, ``alpha=10``, as the report's tables write it,
-    :func:`dukb.neural.metrics.summary.setting_label`), then each of ``keys`` (the fixed parameters that differ
-    between a method's settings), ``k=v`` joined by ", ".
-
-    Args:
-        setting: the row's setting (parameter -> value).
-        param: the swept parameter (None: every key of ``setting``).
-        keys: further parameters to show.
-
-    Returns:
-        str; numbers as :func:`dukb.neural.metrics.summary.short_number` writes them (``4``, ``0.5``, ``1e-3``).
-    """
-    if param is None:
-        return summary.setting_label(setting) if setting else ""
-    parts = [summary.setting_label(setting, param)] if param in setting else []
-    parts += [f"{k}={summary.short_number(setting[k])}" for k in keys if k in setting and k != param]
-    return ", ".join(parts)
-
-
-@dataclass
-class CurvePoint:
-    """One setting of one method, averaged over the targets that have a scored row for it.
-
-    Attributes:
-        label: the setting's short label. strength: the swept value. recall, accuracy: means over targets (floats in
-        [0, 1]). n: the number of targets averaged. targets: (n, 2) array of the targets' (recall, accuracy).
-        lo, hi: the band's extent along the curve's normal (signed, in axis units; 0 without a band). normal: the
-        curve's unit normal at the point (recall, accuracy components).
-    """
-
-    label: str
-    strength: float
-    recall: float
-    accuracy: float
-    n: int
-    targets: object
-    lo: float = 0.0
-    hi: float = 0.0
-    normal: tuple[float, float] = (0.0, 1.0)
-
-
-@dataclass
-class Curve:
-    """A method's mean accuracy-recall curve: its points in order of strength and the number of targets it covers."""
-
-    method: str
-    n_targets: int
-    points: list[CurvePoint] = field(default_factory=list)
-
-
-def _normals(xy) -> list[tuple[float, float]]:
-    """Unit normals of a polyline (central differences), oriented consistently (the first towards larger accuracy
-    and recall)."""
-
-    k = len(xy)
-    out = []
-    prev = None
-    for i in range(k):
-        t = xy[min(i + 1, k - 1)] - xy[max(i - 1, 0)]
-        norm = float(np.hypot(*t))
-        n = np.array([0.0, 1.0]) if norm < 1e-9 else np.array([-t[1], t[0]]) / norm
-        if prev is None and n[0] + n[1] < 0 or prev is not None and float(n @ prev) < 0:
-            n = -n
-        prev = n
-        out.append((float(n[0]), float(n[1])))
-    return out
-
-
-def mean_curves(df, accuracy: str = "accuracy_all", band: str = "std", *, n_boot: int = 1000, seed: int = 0,
-                order: Sequence[str] | None = None) -> list[Curve]:
-    """Per method, the mean (recall, accuracy) per setting over the targets that have a scored row for that setting,
-    and the band around it.
-
-    Targets may have different grids: nothing is interpolated; each setting is averaged over the targets that have it
-    (its ``n``). Rows whose recall or accuracy is null (NaN: nothing was scored) are left out.
-
-    The band is measured across the curve: at each setting the targets' points (or, for ``bootstrap``, the
-    bootstrap means) are projected on the curve's unit normal there. ``std``: ± the population standard deviation of
-    the projections (the spread over targets, ddof 0 as Table 1's ± ); ``bootstrap``: the 2.5 and 97.5 percentiles of
-    the projected means of ``n_boot`` resamples of the setting's targets (a 95% interval of the mean).
-
-    Args:
-        df: result rows (pandas DataFrame with method, target, setting (dict), param, recall and ``accuracy``).
-        accuracy: the accuracy column (y axis).
-        band: "std" or "bootstrap".
-        n_boot: bootstrap resamples (bootstrap only).
-        seed: the bootstrap's random seed.
-        order: the run's method order (methods not in it follow, in the rows' order).
-
-    Returns:
-        list of :class:`Curve` (methods without a scored row are absent).
-
-    Raises:
-        InputError: ``band`` is not one of :data:`BANDS`.
-
-    Source: Wu et al. 2025, Fig. 3a (each point: one setting, averaged over targets) and Table 1 (mean ± std).
-    """
-    import pandas as pd
-
-    if band not in BANDS:
-        raise InputError(f"band {band!r}: expected one of {', '.join(BANDS)}")
-    if not len(df) or "recall" not in df.columns or accuracy not in df.columns:
-        return []
-    d = df.assign(_r=pd.to_numeric(df["recall"], errors="coerce"), _a=pd.to_numeric(df[accuracy], errors="coerce"))
-    d = d[np.isfinite(d["_r"]) & np.isfinite(d["_a"])]
-    methods = [m for m in _order(order) if m in set(d["method"])]
-    methods += [m for m in dict.fromkeys(d["method"]) if m not in methods]
-    rng = np.random.default_rng(seed)
-    curves = []
-    for method in methods:
-        g = d[d["method"] == method]
-        recs = g.to_dict("records")
-        key = [json.dumps(r["setting"], sort_keys=True) for r in recs]
-        settings = {k: (r["setting"], r.get("param")) for k, r in zip(key, recs)}
-        varying = sorted(k for k in {k for s, _ in settings.values() for k in s}
-                         if k not in {p for _, p in settings.values()}
-                         and len({json.dumps(s.get(k)) for s, _ in settings.values()}) > 1)
-        by: dict[str, dict] = {}
-        for k, r in zip(key, recs):  # a target's repeated rows of one setting count once (their mean)
-            by.setdefault(k, {}).setdefault(r["target"], []).append((r["_r"], r["_a"]))
-        pts = []
-        for k, per in by.items():
-            s, p = settings[k]
-            arr = np.array([np.mean(v, axis=0) for v in per.values()], dtype=float)
-            pts.append(CurvePoint(setting_label(s, p, varying), float(s[p]) if p in s else 0.0,
-                                  float(arr[:, 0].mean()), float(arr[:, 1].mean()), len(arr), arr))
-        pts.sort(key=lambda q: q.strength)  # stable: equal strengths keep the rows' order
-        xy = np.array([[q.recall, q.accuracy] for q in pts])
-        for q, nrm in zip(pts, _normals(xy)):
-            q.normal = nrm
-            if q.n < 2:
-                continue
-            nv, centre = np.array(nrm), np.array([q.recall, q.accuracy])
-            if band == "std":
-                w = float(((q.targets - centre) @ nv).std())
-                q.lo, q.hi = -w, w
-            else:
-                idx = rng.integers(0, q.n, size=(n_boot, q.n))
-                proj = (q.targets[idx].mean(axis=1) - centre) @ nv
-                q.lo, q.hi = (float(v) for v in np.percentile(proj, [2.5, 97.5]))
-        curves.append(Curve(method, int(g["target"].nunique()), pts))
-    return curves
 
 
 def _merge_labels(points: list[CurvePoint], eps: float = 0.02) -> list[tuple[CurvePoint, str]]:
@@ -387,10 +278,19 @@ def _place_labels(fig, ax, items, markers, lines=(), taken=()) -> None:
     for x, y, (nx, ny), text, colour, gid in items:
         cands = [(d * ux, d * uy) for d in (6, 11) for ux, uy in [(nx, ny), (-nx, -ny)] + compass]
         for dx, dy in cands:
-            a = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=5.5, color=colour,
-                            ha="left" if dx > 1 else "right" if dx < -1 else "center",
-                            va="bottom" if dy > 1 else "top" if dy < -1 else "center", zorder=6, gid=gid,
-                            annotation_clip=False)
+            a = ax.annotate(
+                text,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=5.5,
+                color=colour,
+                ha="left" if dx > 1 else "right" if dx < -1 else "center",
+                va="bottom" if dy > 1 else "top" if dy < -1 else "center",
+                zorder=6,
+                gid=gid,
+                annotation_clip=False,
+            )
             bb = a.get_window_extent(renderer).expanded(1.05, 1.1)
             inside = box.x0 <= bb.x0 and bb.x1 <= box.x1 and box.y0 <= bb.y0 and bb.y1 <= box.y1
             if inside and not any(owner != gid and bb.overlaps(o) for o, owner in placed):
@@ -399,22 +299,83 @@ def _place_labels(fig, ax, items, markers, lines=(), taken=()) -> None:
             a.remove()
 
 
-def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, empty: str, threshold: float) -> None:
-    from matplotlib.patches import Polygon, Rectangle
+def _draw_region(ax, threshold: float):
+    """Shade and label the region accuracy ≥ ``threshold`` and recall ≥ ``threshold`` (Table 1's rule) with its
+    dashed edges; returns the label (its box is kept free of setting labels)."""
+    from matplotlib.patches import Rectangle
 
+    ax.add_patch(
+        Rectangle(
+            (threshold, threshold),
+            1.02 - threshold,
+            1.02 - threshold,
+            facecolor=OKABE_ITO["bluish green"],
+            alpha=0.12,
+            edgecolor="none",
+            zorder=0.5,
+            gid="region",
+        )
+    )
+    ax.axvline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
+    ax.axhline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
+    return ax.text(
+        1.0,
+        0.995,
+        f"accuracy ≥ {threshold:g}\nand recall ≥ {threshold:g}",
+        ha="right",
+        va="top",
+        fontsize=6,
+        color="#00573f",
+        zorder=0.7,
+        gid="region-label",
+    )
+
+
+def _draw_band(ax, c: Curve, look: Look, fill: float) -> None:
+    """A curve's band over targets (a method with at least 2 targets): a polygon along the curve (alpha ``fill``),
+    or, for a single setting, error bars of the spread in both directions."""
+    from matplotlib.patches import Polygon
+
+    if c.n_targets >= 2 and len(c.points) >= 2:
+        upper = [(q.recall + q.hi * q.normal[0], q.accuracy + q.hi * q.normal[1]) for q in c.points]
+        lower = [(q.recall + q.lo * q.normal[0], q.accuracy + q.lo * q.normal[1]) for q in c.points]
+        ax.add_patch(
+            Polygon(
+                upper + lower[::-1],
+                closed=True,
+                facecolor=look.color,
+                alpha=fill,
+                edgecolor="none",
+                zorder=1 + 0.01 * look.zorder,
+                gid=f"band:{c.method}",
+            )
+        )
+    elif c.n_targets >= 2:  # one setting: the spread as error bars in both directions
+        q = c.points[0]
+        sd = q.targets.std(axis=0)
+        ax.errorbar(
+            [q.recall],
+            [q.accuracy],
+            xerr=[sd[0]],
+            yerr=[sd[1]],
+            color=look.color,
+            alpha=0.5,
+            lw=0.8,
+            capsize=0,
+            zorder=look.zorder - 0.05,
+            gid=f"band:{c.method}",
+        )
+
+
+def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, empty: str, threshold: float) -> None:
+    """One panel of :func:`tradeoff_plot`: the region, then per method its band, mean curve and setting labels."""
     ax.set_title(title)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_aspect("equal")
-    ax.add_patch(Rectangle((threshold, threshold), 1.02 - threshold, 1.02 - threshold, facecolor=OKABE_ITO[
-        "bluish green"], alpha=0.12, edgecolor="none", zorder=0.5, gid="region"))
-    ax.axvline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
-    ax.axhline(threshold, color="0.45", lw=0.6, ls="--", zorder=0.6)
-    region = ax.text(1.0, 0.995, f"accuracy ≥ {threshold:g}\nand recall ≥ {threshold:g}", ha="right", va="top",
-                     fontsize=6, color="#00573f", zorder=0.7, gid="region-label")
+    region = _draw_region(ax, threshold)
     if not any(c.points for c in curves):
-        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4",
-                gid="empty")
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4", gid="empty")
         return
     labels, inner = [], []
     fill = min(0.14, max(0.06, 0.5 / len(curves)))  # fainter bands when many overlap
@@ -422,33 +383,43 @@ def _draw_panel(fig, ax, curves: list[Curve], lk: dict[str, Look], title: str, e
         look = lk[c.method]
         xs = [q.recall for q in c.points]
         ys = [q.accuracy for q in c.points]
-        if c.n_targets >= 2 and len(c.points) >= 2:
-            upper = [(q.recall + q.hi * q.normal[0], q.accuracy + q.hi * q.normal[1]) for q in c.points]
-            lower = [(q.recall + q.lo * q.normal[0], q.accuracy + q.lo * q.normal[1]) for q in c.points]
-            ax.add_patch(Polygon(upper + lower[::-1], closed=True, facecolor=look.color, alpha=fill, edgecolor="none",
-                                 zorder=1 + 0.01 * look.zorder, gid=f"band:{c.method}"))
-        elif c.n_targets >= 2:  # one setting: the spread as error bars in both directions
-            q = c.points[0]
-            sd = q.targets.std(axis=0)
-            ax.errorbar([q.recall], [q.accuracy], xerr=[sd[0]], yerr=[sd[1]], color=look.color, alpha=0.5, lw=0.8,
-                        capsize=0, zorder=look.zorder - 0.05, gid=f"band:{c.method}")
+        _draw_band(ax, c, look, fill)
         ax.plot(xs, ys, gid=f"curve:{c.method}", **look.line())
         base = c.n_targets
         merged = _merge_labels(c.points)
         for j, (q, text) in enumerate(merged):  # a curve's two ends are placed first, then its inner settings
             text += f" (n={q.n})" if q.n != base else ""
-            (labels if j in (0, len(merged) - 1) else inner).append((q.recall, q.accuracy, q.normal, text, look.ink,
-                                                                      f"label:{c.method}"))
+            (labels if j in (0, len(merged) - 1) else inner).append(
+                (q.recall, q.accuracy, q.normal, text, look.ink, f"label:{c.method}")
+            )
     fig.canvas.draw()
-    along = [(a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy), f"label:{c.method}")
-             for c in curves for a, b in zip(c.points, c.points[1:]) for f in (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9)]
-    _place_labels(fig, ax, labels + inner, [(q.recall, q.accuracy) for c in curves for q in c.points], along,
-                  [region.get_window_extent(fig.canvas.get_renderer())])
+    along = [
+        (a.recall + f * (b.recall - a.recall), a.accuracy + f * (b.accuracy - a.accuracy), f"label:{c.method}")
+        for c in curves
+        for a, b in zip(c.points, c.points[1:])
+        for f in (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9)
+    ]
+    _place_labels(
+        fig,
+        ax,
+        labels + inner,
+        [(q.recall, q.accuracy) for c in curves for q in c.points],
+        along,
+        [region.get_window_extent(fig.canvas.get_renderer())],
+    )
 
 
-def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accuracy_all", band: str = "std",
-                  order: Sequence[str] | None = None, threshold: float = 0.8, n_boot: int = 1000, seed: int = 0,
-                  empty: str = "no held-out rows"):
+def tradeoff_plot(
+    panels: Sequence[tuple[str, object]],
+    *,
+    accuracy: str = "accuracy_all",
+    band: str = "std",
+    order: Sequence[str] | None = None,
+    threshold: float = 0.8,
+    n_boot: int = 1000,
+    seed: int = 0,
+    empty: str = "no held-out rows",
+):
     """Build the accuracy-recall figure: one panel per (title, rows) side by side, sharing both axes.
 
     Each panel draws, per method, the mean curve over targets (:func:`mean_curves`; markers and line styles of
@@ -469,44 +440,70 @@ def tradeoff_plot(panels: Sequence[tuple[str, object]], *, accuracy: str = "accu
         and ``empty``.
 
     Raises:
-        InputError: ``band`` is not one of :data:`BANDS`.
+        InputError: ``band`` is not one of :data:`dukb.neural.curves.BANDS`.
 
     Source: Wu et al. 2025, Fig. 3a and Fig. 9 (x = recall, y = accuracy, one point per setting), Table 1 (τ = 0.8).
     """
-    from matplotlib.lines import Line2D
 
     with style() as plt:
-        per = [(t, mean_curves(d, accuracy, band, n_boot=n_boot, seed=seed, order=order) if d is not None else [])
-               for t, d in panels]
-        names = _order(order) + [c.method for _, cs in per for c in cs]
+        per = [
+            (t, mean_curves(d, accuracy, band, n_boot=n_boot, seed=seed, order=order) if d is not None else [])
+            for t, d in panels
+        ]
+        names = method_order(order) + [c.method for _, cs in per for c in cs]
         names = list(dict.fromkeys(n for n in names if any(c.method == n for _, cs in per for c in cs)))
         lk = looks(names, order)
-        fig, axes = plt.subplots(1, len(panels), figsize=(3.5 * len(panels) + 0.4, 4.0), sharex=True, sharey=True,
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(panels), figsize=(3.5 * len(panels) + 0.4, 4.0), sharex=True, sharey=True, squeeze=False
+        )
         fig.subplots_adjust(bottom=0.16, wspace=0.08)  # before the labels are placed: they are fitted to this layout
         for ax, (title, curves) in zip(axes[0], per):
             _draw_panel(fig, ax, curves, lk, title, empty, threshold)
             ax.set_xlabel("Recall (deep unlearning)")
         axes[0][0].set_ylabel("Accuracy (other facts kept)")
         axes[0][0].yaxis.set_tick_params(labelleft=True)
-        handles = []
-        for m in names:
-            ns = [c.n_targets for _, cs in per for c in cs if c.method == m]
-            label = f"{m.upper()} (n={ns[0]})" if len(set(ns)) == 1 else \
-                f"{m.upper()} (n={', '.join(str(n) for n in ns)} by panel)"
-            handles.append(Line2D([], [], label=label, **lk[m].line()))
-        what = "±1 std over targets" if band == "std" else "95% bootstrap interval of the mean"
-        if handles:
-            fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.07), ncol=min(len(handles), 5),
-                       handlelength=3.0)
-        fig.text(0.5, 0.07 - 0.045 * (1 + (len(handles) - 1) // 5), f"Points: mean over targets per setting. "
-                 f"Band: {what}, across the curve. Shaded: accuracy ≥ {threshold:g} and recall ≥ {threshold:g}.",
-                 ha="center", va="top", fontsize=6, color="0.3")
+        _legend(fig, per, names, lk, band, threshold)
     return fig
 
 
-def tradeoff_figure(df, path, *, accuracy: str = "accuracy_all", band: str = "std",
-                    order: Sequence[str] | None = None) -> list[Path]:
+def _legend(fig, per: list, names: list[str], lk: dict[str, Look], band: str, threshold: float) -> None:
+    """The figure's legend below the panels (each method with its number of targets, per panel where they differ)
+    and the caption saying what the points, the band and the shaded region are."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for m in names:
+        ns = [c.n_targets for _, cs in per for c in cs if c.method == m]
+        label = (
+            f"{m.upper()} (n={ns[0]})"
+            if len(set(ns)) == 1
+            else f"{m.upper()} (n={', '.join(str(n) for n in ns)} by panel)"
+        )
+        handles.append(Line2D([], [], label=label, **lk[m].line()))
+    what = "±1 std over targets" if band == "std" else "95% bootstrap interval of the mean"
+    if handles:
+        fig.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.07),
+            ncol=min(len(handles), 5),
+            handlelength=3.0,
+        )
+    fig.text(
+        0.5,
+        0.07 - 0.045 * (1 + (len(handles) - 1) // 5),
+        f"Points: mean over targets per setting. "
+        f"Band: {what}, across the curve. Shaded: accuracy ≥ {threshold:g} and recall ≥ {threshold:g}.",
+        ha="center",
+        va="top",
+        fontsize=6,
+        color="0.3",
+    )
+
+
+def tradeoff_figure(
+    df, path, *, accuracy: str = "accuracy_all", band: str = "std", order: Sequence[str] | None = None
+) -> list[Path]:
     """An evaluate run's accuracy_recall.png and .pdf: the qa form (the rows' own probe) beside the held-out forms
     (:func:`dukb.neural.metrics.summary.heldout_points`), drawn by :func:`tradeoff_plot`.
 
@@ -522,8 +519,12 @@ def tradeoff_figure(df, path, *, accuracy: str = "accuracy_all", band: str = "st
     """
 
     held = heldout_points(df)
-    fig = tradeoff_plot([("qa probe form", df), ("held-out probe forms (never seen)", held if len(held) else None)],
-                        accuracy=accuracy, band=band, order=order)
+    fig = tradeoff_plot(
+        [("qa probe form", df), ("held-out probe forms (never seen)", held if len(held) else None)],
+        accuracy=accuracy,
+        band=band,
+        order=order,
+    )
     return save(fig, path)
 
 
@@ -567,9 +568,16 @@ class Panel:
     diagonal: bool = False
 
 
-def lines_figure(panels: Sequence[Panel], path, *, ncols: int | None = None, order: Sequence[str] | None = None,
-                 suptitle: str | None = None, extra_legend: Sequence[tuple[str, object]] = (),
-                 panel_size: tuple[float, float] = (3.4, 2.8)) -> list[Path]:
+def lines_figure(
+    panels: Sequence[Panel],
+    path,
+    *,
+    ncols: int | None = None,
+    order: Sequence[str] | None = None,
+    suptitle: str | None = None,
+    extra_legend: Sequence[tuple[str, object]] = (),
+    panel_size: tuple[float, float] = (3.4, 2.8),
+) -> list[Path]:
     """A grid of line panels in dukb's style, each series drawn in its method's :class:`Look`; one legend (inside
     the panel for a single panel, below the grid otherwise). Used by muse (Fig. 4 and 6 of MUSE), rwku, control.
 
@@ -590,8 +598,9 @@ def lines_figure(panels: Sequence[Panel], path, *, ncols: int | None = None, ord
     with style() as plt:
         ncols = ncols or len(panels)
         nrows = -(-len(panels) // ncols)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.3),
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.3), squeeze=False
+        )
         names = list(dict.fromkeys(s.name for p in panels for s in p.series))
         lk = looks(names, order)
         legend: dict[str, Line2D] = {}
@@ -618,23 +627,37 @@ def lines_figure(panels: Sequence[Panel], path, *, ncols: int | None = None, ord
             ax.set_title(p.title)
             ax.set_xlabel(p.xlabel)
             ax.set_ylabel(p.ylabel)
-        for ax in list(axes.flat)[len(panels):]:
+        for ax in list(axes.flat)[len(panels) :]:
             ax.set_visible(False)
-        handles = list(legend.values()) + [Line2D([], [], color="black", lw=1.0, linestyle=ls, label=t)
-                                           for t, ls in extra_legend]
+        handles = list(legend.values()) + [
+            Line2D([], [], color="black", lw=1.0, linestyle=ls, label=t) for t, ls in extra_legend
+        ]
         if suptitle:
             fig.suptitle(suptitle)
         fig.tight_layout()
         if handles and len(panels) == 1:
             axes[0][0].legend(handles=handles, loc="best")
         elif handles:
-            fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 6),
-                       handlelength=3.0)
+            fig.legend(
+                handles=handles,
+                loc="upper center",
+                bbox_to_anchor=(0.5, 0.0),
+                ncol=min(len(handles), 6),
+                handlelength=3.0,
+            )
     return save(fig, path)
 
 
-def bars_figure(categories: Sequence[str], series: dict[str, Sequence[float]], path, *, ylabel: str = "",
-                title: str = "", order: Sequence[str] | None = None, ylim: tuple | None = None) -> list[Path]:
+def bars_figure(
+    categories: Sequence[str],
+    series: dict[str, Sequence[float]],
+    path,
+    *,
+    ylabel: str = "",
+    title: str = "",
+    order: Sequence[str] | None = None,
+    ylim: tuple | None = None,
+) -> list[Path]:
     """Grouped bars in dukb's style: one group per category, one bar per series in its method's colour (each series
     also hatched differently, so the bars read without colour). Used by rwku (leak per probe kind) and the attacks
     plot.
@@ -656,11 +679,24 @@ def bars_figure(categories: Sequence[str], series: dict[str, Sequence[float]], p
         width = 0.8 / max(1, len(series))
         x = np.arange(len(categories))
         for j, (name, vals) in enumerate(series.items()):
-            ax.bar(x - 0.4 + width * (j + 0.5), np.asarray(vals, dtype=float), width, label=name,
-                   color=lk[name].color, edgecolor="white", linewidth=0.4, hatch=hatches[j % len(hatches)],
-                   alpha=0.9, gid=f"bars:{name}")
-        ax.set_xticks(x, list(categories), rotation=35 if len(categories) > 4 else 0,
-                      ha="right" if len(categories) > 4 else "center")
+            ax.bar(
+                x - 0.4 + width * (j + 0.5),
+                np.asarray(vals, dtype=float),
+                width,
+                label=name,
+                color=lk[name].color,
+                edgecolor="white",
+                linewidth=0.4,
+                hatch=hatches[j % len(hatches)],
+                alpha=0.9,
+                gid=f"bars:{name}",
+            )
+        ax.set_xticks(
+            x,
+            list(categories),
+            rotation=35 if len(categories) > 4 else 0,
+            ha="right" if len(categories) > 4 else "center",
+        )
         ax.grid(axis="x", visible=False)
         if ylim:
             ax.set_ylim(*ylim)
@@ -671,8 +707,14 @@ def bars_figure(categories: Sequence[str], series: dict[str, Sequence[float]], p
     return save(fig, path)
 
 
-def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]], colours: dict[str, str], path, *,
-                        ylabel: str = "", title: str = "") -> list[Path]:
+def stacked_bars_figure(
+    bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
+    colours: dict[str, str],
+    path,
+    *,
+    ylabel: str = "",
+    title: str = "",
+) -> list[Path]:
     """Stacked bars in dukb's style (restor's fact states): each bar a list of (part, value), parts coloured by
     ``colours`` (Okabe-Ito), a part of at least 6 units labelled with its value.
 
@@ -692,13 +734,31 @@ def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
             bottom = 0.0
             for part, v in parts:
                 v = v or 0.0
-                ax.bar(x, v, bottom=bottom, color=colours[part], width=0.6, edgecolor="white", linewidth=0.5,
-                       label=None if part in seen else part, gid=f"part:{part}")
+                ax.bar(
+                    x,
+                    v,
+                    bottom=bottom,
+                    color=colours[part],
+                    width=0.6,
+                    edgecolor="white",
+                    linewidth=0.5,
+                    label=None if part in seen else part,
+                    gid=f"part:{part}",
+                )
                 seen.add(part)
                 if v >= 6:
-                    ax.text(x, bottom + v / 2, f"{v:.0f}%", ha="center", va="center", fontsize=7,
-                            color="white" if colours[part] in (OKABE_ITO["blue"], OKABE_ITO["vermillion"],
-                                                               OKABE_ITO["bluish green"], "#000000") else "black")
+                    ax.text(
+                        x,
+                        bottom + v / 2,
+                        f"{v:.0f}%",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white"
+                        if colours[part]
+                        in (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["bluish green"], "#000000")
+                        else "black",
+                    )
                 bottom += v
         ax.set_xticks(range(len(bars)), [b for b, _ in bars])
         ax.grid(axis="x", visible=False)
@@ -710,6 +770,25 @@ def stacked_bars_figure(bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
     return save(fig, path)
 
 
-__all__ = ["BANDS", "DPI", "LINESTYLES", "Look", "MARKERS", "OKABE_ITO", "PALETTE", "Panel", "REFERENCES", "Series",
-           "bars_figure", "figure_files", "figure_markdown", "lines_figure", "looks", "mean_curves", "run_order",
-           "save", "setting_label", "stacked_bars_figure", "style", "tradeoff_figure", "tradeoff_plot"]
+__all__ = [
+    "DPI",
+    "LINESTYLES",
+    "Look",
+    "MARKERS",
+    "OKABE_ITO",
+    "PALETTE",
+    "Panel",
+    "REFERENCES",
+    "Series",
+    "bars_figure",
+    "figure_files",
+    "figure_markdown",
+    "lines_figure",
+    "looks",
+    "run_order",
+    "save",
+    "stacked_bars_figure",
+    "style",
+    "tradeoff_figure",
+    "tradeoff_plot",
+]

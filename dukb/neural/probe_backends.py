@@ -19,11 +19,13 @@ PROBE_BACKENDS = ("hf", "vllm")
 #: the LoRA ranks a vLLM engine can be built for (``max_lora_rank``); an adapter of rank r needs one >= r
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 
-PROBE_BACKEND_HELP = ("Generate the probe's answers with hf (transformers, dukb's default) or vllm (a vLLM engine, "
-                      "as the paper's code; greedy, same prompts, same 10 tokens, same answer-line rule; needs a CUDA "
-                      "device and `pip install 'dukb[vllm]'`). Under --lora-r one engine serves every setting through "
-                      "LoRA requests; without LoRA each setting's model is saved and loaded into a new engine (slow). "
-                      "WHP's combined logits and RESTOR's sampling stay on hf. Part of the run identity when vllm.")
+PROBE_BACKEND_HELP = (
+    "Generate the probe's answers with hf (transformers, dukb's default) or vllm (a vLLM engine, "
+    "as the paper's code; greedy, same prompts, same 10 tokens, same answer-line rule; needs a CUDA "
+    "device and `pip install 'dukb[vllm]'`). Under --lora-r one engine serves every setting through "
+    "LoRA requests; without LoRA each setting's model is saved and loaded into a new engine (slow). "
+    "WHP's combined logits and RESTOR's sampling stay on hf. Part of the run identity when vllm."
+)
 
 
 def vllm_installed() -> bool:
@@ -53,16 +55,20 @@ def check_probe_backend(backend: str, device: str, lora_r: int = 0) -> None:
     if backend == "hf":
         return
     if not vllm_installed():
-        raise InputError("--probe-backend vllm needs the vllm package: install dukb[vllm] "
-                         "(pip install 'dukb[vllm]'), or use --probe-backend hf")
+        raise InputError(
+            "--probe-backend vllm needs the vllm package: install dukb[vllm] "
+            "(pip install 'dukb[vllm]'), or use --probe-backend hf"
+        )
     if device in ("cpu", "mps"):
-        raise InputError(f"--probe-backend vllm needs a CUDA device, not --device {device} (use --device cuda or "
-                         "--probe-backend hf)")
+        raise InputError(
+            f"--probe-backend vllm needs a CUDA device, not --device {device} (use --device cuda or --probe-backend hf)"
+        )
     try:
         check_device("cuda")  # asks torch what it sees (dukb.neural.bounds)
     except InputError:
-        raise InputError("--probe-backend vllm needs a CUDA device and torch reports none on this machine "
-                         "(use --probe-backend hf)") from None
+        raise InputError(
+            "--probe-backend vllm needs a CUDA device and torch reports none on this machine (use --probe-backend hf)"
+        ) from None
     if lora_r:
         lora_rank_bucket(lora_r)
 
@@ -79,5 +85,11 @@ def lora_rank_bucket(r: int) -> int:
     raise InputError(f"--probe-backend vllm serves LoRA ranks up to {VLLM_LORA_RANKS[-1]}, not {r}")
 
 
-__all__ = ["PROBE_BACKENDS", "PROBE_BACKEND_HELP", "VLLM_LORA_RANKS", "check_probe_backend", "lora_rank_bucket",
-           "vllm_installed"]
+__all__ = [
+    "PROBE_BACKENDS",
+    "PROBE_BACKEND_HELP",
+    "VLLM_LORA_RANKS",
+    "check_probe_backend",
+    "lora_rank_bucket",
+    "vllm_installed",
+]

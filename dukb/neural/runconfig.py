@@ -44,10 +44,12 @@ from dukb.neural.zoo import check_model_value
 from dukb.solver.rules import RULES_HELP, default_rules
 
 #: the help of ``--heldout-rule`` (every command that scores rows on held-out forms: evaluate, unlearn, control)
-HELDOUT_RULE_HELP = ("What still counts as known on the held-out forms: 'pairs' (after unlearning, probe the form-fact "
-                     "pairs that elicited their fact before; a fact is known while one still does; cheap) or 'any' "
-                     "(probe every held-out form; known while any does, also one that did not before; the stricter "
-                     "worst case). Facts no held-out form elicited before are left unscored under both.")
+HELDOUT_RULE_HELP = (
+    "What still counts as known on the held-out forms: 'pairs' (after unlearning, probe the form-fact "
+    "pairs that elicited their fact before; a fact is known while one still does; cheap) or 'any' "
+    "(probe every held-out form; known while any does, also one that did not before; the stricter "
+    "worst case). Facts no held-out form elicited before are left unscored under both."
+)
 
 
 def heldout_forms_help(scored: str, seen: str) -> str:
@@ -57,8 +59,10 @@ def heldout_forms_help(scored: str, seen: str) -> str:
         scored: what the forms score, e.g. "every row is also scored on (recall_heldout)"; seen: the forms they
             must avoid, e.g. "the forms a method trains on or queries (qa for every built-in method)".
     """
-    return (f"Probe forms {scored}: comma-separated kinds or groups of `dukb probes --kinds`, disjoint from {seen}. "
-            "Default: every form that asks for a fact except those.")
+    return (
+        f"Probe forms {scored}: comma-separated kinds or groups of `dukb probes --kinds`, disjoint from {seen}. "
+        "Default: every form that asks for a fact except those."
+    )
 
 
 def parse_layers(text: str | None) -> tuple[int, int] | None:
@@ -128,54 +132,121 @@ class RunConfig(Frozen):
     Source: Hu et al. 2022 (LoRA); Jin et al. 2024 (RWKU), App. H (partial layers).
     """
 
-    kb: str | None = option(None, group=SHARED, help="KB directory or built-in name; default: with --finetuned, the KB "
-                            "the model was finetuned on (its dukb_model.json), else the built-in generated KB (100 "
-                            "people, seed 0).")
+    kb: str | None = option(
+        None,
+        group=SHARED,
+        help="KB directory or built-in name; default: with --finetuned, the KB "
+        "the model was finetuned on (its dukb_model.json), else the built-in generated KB (100 "
+        "people, seed 0).",
+    )
     rules: str | None = option(None, group=SHARED, identity="rules", help=RULES_HELP)
-    model: str = option("tiny", group=SHARED, help="Model to finetune on the KB: 'tiny' (built-in default), a known "
-                        "short name (smollm2-135m), a .gguf file or a folder holding one, hub id or directory.")
-    finetuned: str | None = option(None, group=SHARED, help="Use this already finetuned model directory instead of "
-                                   "finetuning --model. A model finetuned on another KB than --kb is refused (exit 2).")
-    allow_kb_mismatch: bool = option(False, group=SHARED, identity=False, help="Accept a model finetuned on another "
-                                     "KB than --kb (the kb_sha256 its dukb_model.json records): a warning instead of "
-                                     "the refusal (exit 2); recorded in a run's config.")
-    seed: int = option(0, group=SHARED, range=SEED, help="Run seed: targets, splits, retain sampling, tiny "
-                       "initialisation, finetuning order.")
-    lr: float | None = option(None, group=SHARED, range=LR, help="Learning rate of gradient methods (default: the "
-                              "model family's preset).")
-    device: str = option("auto", group=SHARED, parse="device", help="auto (cuda if available), cpu, cuda, cuda:N or "
-                         "mps, checked against what torch reports (cuda:N below the number of CUDA devices; mps where "
-                         "torch has it).")
-    dtype: str = option("auto", group=SHARED, parse="dtype", choices=DTYPES, help="auto (bf16 on CUDA, else fp32), "
-                        "float32, bfloat16, float16.")
-    prompt: str | None = option(None, group=SHARED, help="Prompt preset: gpt2-xl, phi, llama, generic, tiny, or chat: the "
-                                "tokenizer's chat template, for instruct models (default: chosen from the model).")
-    finetune_epochs: int | None = option(None, group=SHARED, range=EPOCHS, help="Maximum finetuning epochs (default: "
-                                         "the model family's preset; finetuning stops once the model answers every "
-                                         "fact).")
-    batch_size: int | None = option(None, group=SHARED, range=BATCH_SIZE, help="Finetuning batch size (default: the "
-                                    "preset's; the paper's 16 for real models).")
-    lora_r: int = option(0, group=SHARED, identity="model", range=LORA_R, help="LoRA rank for finetuning and every "
-                         "gradient method (0: full-parameter training).")
+    model: str = option(
+        "tiny",
+        group=SHARED,
+        help="Model to finetune on the KB: 'tiny' (built-in default), a known "
+        "short name (smollm2-135m), a .gguf file or a folder holding one, hub id or directory.",
+    )
+    finetuned: str | None = option(
+        None,
+        group=SHARED,
+        help="Use this already finetuned model directory instead of "
+        "finetuning --model. A model finetuned on another KB than --kb is refused (exit 2).",
+    )
+    allow_kb_mismatch: bool = option(
+        False,
+        group=SHARED,
+        identity=False,
+        help="Accept a model finetuned on another "
+        "KB than --kb (the kb_sha256 its dukb_model.json records): a warning instead of "
+        "the refusal (exit 2); recorded in a run's config.",
+    )
+    seed: int = option(
+        0,
+        group=SHARED,
+        range=SEED,
+        help="Run seed: targets, splits, retain sampling, tiny initialisation, finetuning order.",
+    )
+    lr: float | None = option(
+        None, group=SHARED, range=LR, help="Learning rate of gradient methods (default: the model family's preset)."
+    )
+    device: str = option(
+        "auto",
+        group=SHARED,
+        parse="device",
+        help="auto (cuda if available), cpu, cuda, cuda:N or "
+        "mps, checked against what torch reports (cuda:N below the number of CUDA devices; mps where "
+        "torch has it).",
+    )
+    dtype: str = option(
+        "auto",
+        group=SHARED,
+        parse="dtype",
+        choices=DTYPES,
+        help="auto (bf16 on CUDA, else fp32), float32, bfloat16, float16.",
+    )
+    prompt: str | None = option(
+        None,
+        group=SHARED,
+        help="Prompt preset: gpt2-xl, phi, llama, generic, tiny, or chat: the "
+        "tokenizer's chat template, for instruct models (default: chosen from the model).",
+    )
+    finetune_epochs: int | None = option(
+        None,
+        group=SHARED,
+        range=EPOCHS,
+        help="Maximum finetuning epochs (default: "
+        "the model family's preset; finetuning stops once the model answers every "
+        "fact).",
+    )
+    batch_size: int | None = option(
+        None,
+        group=SHARED,
+        range=BATCH_SIZE,
+        help="Finetuning batch size (default: the preset's; the paper's 16 for real models).",
+    )
+    lora_r: int = option(
+        0,
+        group=SHARED,
+        identity="model",
+        range=LORA_R,
+        help="LoRA rank for finetuning and every gradient method (0: full-parameter training).",
+    )
     lora_alpha: int = option(16, group=SHARED, identity="model", range=LORA_ALPHA, help="LoRA alpha.")
     lora_dropout: float = option(0.0, group=SHARED, identity="model", range=LORA_DROPOUT, help="LoRA dropout.")
-    lora_targets: list[str] | None = option(None, group=SHARED, identity="model", parse="lora_targets",
-                                            help="Comma-separated LoRA module names (default: peft's for the "
-                                            "architecture).")
-    layers: str | None = option(None, group=SHARED, identity="model", parse="layers", help="Partial-layer finetuning "
-                                "for every gradient method: FIRST-LAST transformer blocks, e.g. 0-3 (RWKU's App. H; "
-                                "default: every layer).")
-    gradient_checkpointing: bool = option(False, group=SHARED, identity=False, help="Trade compute for memory on "
-                                          "large models (does not change results).")
-    trust_remote_code: bool = option(False, group=SHARED, identity=False, help="Allow model code from the hub (off "
-                                     "by default).")
+    lora_targets: list[str] | None = option(
+        None,
+        group=SHARED,
+        identity="model",
+        parse="lora_targets",
+        help="Comma-separated LoRA module names (default: peft's for the architecture).",
+    )
+    layers: str | None = option(
+        None,
+        group=SHARED,
+        identity="model",
+        parse="layers",
+        help="Partial-layer finetuning "
+        "for every gradient method: FIRST-LAST transformer blocks, e.g. 0-3 (RWKU's App. H; "
+        "default: every layer).",
+    )
+    gradient_checkpointing: bool = option(
+        False, group=SHARED, identity=False, help="Trade compute for memory on large models (does not change results)."
+    )
+    trust_remote_code: bool = option(
+        False, group=SHARED, identity=False, help="Allow model code from the hub (off by default)."
+    )
     probe_backend: str = option("hf", group=SHARED, identity="set", choices=PROBE_BACKENDS, help=PROBE_BACKEND_HELP)
     COMPAT: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    log_with: str | None = option(None, group=SHARED, identity=False, help="Log every training's losses per epoch "
-                                  "and every result row to experiment trackers through accelerate, NAME[,NAME]: aim, "
-                                  "clearml, comet_ml, dvclive, mlflow, swanlab, tensorboard (RUN_DIR/tensorboard), "
-                                  "trackio, wandb; each needs its package. Changes no result.")
+    log_with: str | None = option(
+        None,
+        group=SHARED,
+        identity=False,
+        help="Log every training's losses per epoch "
+        "and every result row to experiment trackers through accelerate, NAME[,NAME]: aim, "
+        "clearml, comet_ml, dvclive, mlflow, swanlab, tensorboard (RUN_DIR/tensorboard), "
+        "trackio, wandb; each needs its package. Changes no result.",
+    )
 
     save_models: str = option("none", group=SHARED, identity=False, choices=SAVE_MODES, help=SAVE_MODELS_HELP)
 
@@ -250,8 +321,9 @@ class RunConfig(Frozen):
             rng.check("--" + name.replace("_", "-"), getattr(self, name))
         if not self.lora_r:
             return None
-        return LoraSpec(self.lora_r, self.lora_alpha, self.lora_dropout,
-                        tuple(self.lora_targets) if self.lora_targets else None)
+        return LoraSpec(
+            self.lora_r, self.lora_alpha, self.lora_dropout, tuple(self.lora_targets) if self.lora_targets else None
+        )
 
     def layer_range(self) -> tuple[int, int] | None:
         """``layers`` parsed (:func:`parse_layers`)."""
@@ -269,8 +341,14 @@ class RunConfig(Frozen):
 
     def load_kwargs(self) -> dict:
         """Keyword arguments of :func:`dukb.neural.pipeline.load_finetuned` for this run's model options."""
-        return dict(dtype=self.dtype, device=self.device, prompt=self.prompt, lora=self.lora(),
-                    trust_remote_code=self.trust_remote_code, gradient_checkpointing=self.gradient_checkpointing)
+        return dict(
+            dtype=self.dtype,
+            device=self.device,
+            prompt=self.prompt,
+            lora=self.lora(),
+            trust_remote_code=self.trust_remote_code,
+            gradient_checkpointing=self.gradient_checkpointing,
+        )
 
     def unlearn_kwargs(self) -> dict:
         """Keyword arguments of :class:`dukb.neural.methods.UnlearnContext` for LoRA and partial layers."""
@@ -323,8 +401,12 @@ def options_table() -> Table:
     for f in group_fields(RunConfig, SHARED):
         d = default_of(f)
         rows.append((flag_of(f), "" if d is None else ("off" if d is False else str(d)), help_of(f)))
-    return Table("Shared options", ("option", "default", "meaning"), tuple(rows),
-                 "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) takes.")
+    return Table(
+        "Shared options",
+        ("option", "default", "meaning"),
+        tuple(rows),
+        "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) takes.",
+    )
 
 
 def run_kwargs(**values) -> dict:
@@ -357,4 +439,13 @@ def split_lora_targets(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] or None
 
 
-__all__ = ["HELDOUT_RULE_HELP", "RunConfig", "heldout_forms_help", "not_settings", "options_table", "parse_layers", "run_kwargs", "split_lora_targets"]
+__all__ = [
+    "HELDOUT_RULE_HELP",
+    "RunConfig",
+    "heldout_forms_help",
+    "not_settings",
+    "options_table",
+    "parse_layers",
+    "run_kwargs",
+    "split_lora_targets",
+]

@@ -34,15 +34,17 @@ MODELS_DIR = "models"
 #: where ``best`` keeps a unit's models until its rows are written, under :data:`MODELS_DIR`
 SWEEP_DIR = ".sweep"
 
-SAVE_MODELS_HELP = ("Keep the unlearned models as HF directories (a peft adapter under --lora-r) in "
-                    "RUN_DIR/models/UNIT/SETTING/ with a dukb_model.json naming the row (target, method, setting, KB "
-                    "hash, row key), for `dukb probe --model`, `dukb attack` or another evaluation. none: save "
-                    "nothing; all: every row's model; best: per unit the setting the protocol's headline rule selects "
-                    "(evaluate: per target and method, Recall@Acc>=0.8, none when no setting keeps accuracy >= 0.8; "
-                    "muse: per request and method, --select; rwku: per request and method, the strongest setting; "
-                    "control: per ratio, method and control, the calibrated setting, the uncontrolled run's only one; "
-                    "restor: per method, its only setting). Models that are not their weights alone (whp, icu, repe) "
-                    "are not saved. Not part of the run identity: a resume may change it and keeps what was saved.")
+SAVE_MODELS_HELP = (
+    "Keep the unlearned models as HF directories (a peft adapter under --lora-r) in "
+    "RUN_DIR/models/UNIT/SETTING/ with a dukb_model.json naming the row (target, method, setting, KB "
+    "hash, row key), for `dukb probe --model`, `dukb attack` or another evaluation. none: save "
+    "nothing; all: every row's model; best: per unit the setting the protocol's headline rule selects "
+    "(evaluate: per target and method, Recall@Acc>=0.8, none when no setting keeps accuracy >= 0.8; "
+    "muse: per request and method, --select; rwku: per request and method, the strongest setting; "
+    "control: per ratio, method and control, the calibrated setting, the uncontrolled run's only one; "
+    "restor: per method, its only setting). Models that are not their weights alone (whp, icu, repe) "
+    "are not saved. Not part of the run identity: a resume may change it and keeps what was saved."
+)
 
 
 def setting_dir(row: dict) -> str:
@@ -117,7 +119,6 @@ def save_unlearned(lm, model, out: Path, kb, fields: dict, key, merge: bool = Fa
     if hasattr(model, "peft_config") and merge:
         model = copy.deepcopy(model).merge_and_unload()
     if hasattr(model, "peft_config"):  # an adapter: saved as one, the base left as it is
-
         out = refuse_links_in(out)
         out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(out)
@@ -127,8 +128,9 @@ def save_unlearned(lm, model, out: Path, kb, fields: dict, key, merge: bool = Fa
         save_model(LoadedModel(model, lm.tokenizer, lm.tags, lm.spec, lm.device), out, kb=kb)
         extra = {}
     rec = json.loads((out / MODEL_RECORD).read_text())
-    rec.update(extra, **json.loads(json.dumps(fields, default=str)),
-               row_key=json.loads(json.dumps(list(key), default=str)))
+    rec.update(
+        extra, **json.loads(json.dumps(fields, default=str)), row_key=json.loads(json.dumps(list(key), default=str))
+    )
     (out / MODEL_RECORD).write_text(json.dumps(rec, indent=2))
     return out
 
@@ -191,8 +193,15 @@ class ModelSaver:
         kept, sweep = self.where(unit)
         if self.mode == "best":
             self._touched[tuple(unit)] = None
-        save_unlearned(lm, pred.model, (kept if self.mode == "all" else sweep) / self.layout.setting(row), self.kb,
-                       self.layout.record(row), self.key(row), merge=merge)
+        save_unlearned(
+            lm,
+            pred.model,
+            (kept if self.mode == "all" else sweep) / self.layout.setting(row),
+            self.kb,
+            self.layout.record(row),
+            self.key(row),
+            merge=merge,
+        )
 
     def finish(self, rows: list[dict]) -> None:
         """``best``: once a work unit's rows are written, for each selection unit saved into since, keep the
@@ -213,8 +222,10 @@ class ModelSaver:
                     kept.mkdir(parents=True)
                     (sweep / name).rename(kept / name)
                 elif not (kept / name).is_dir():
-                    self.log(f"--save-models best: {'/'.join(map(str, unit))}: the selected setting {name} was "
-                             "computed by an earlier invocation and is not saved")
+                    self.log(
+                        f"--save-models best: {'/'.join(map(str, unit))}: the selected setting {name} was "
+                        "computed by an earlier invocation and is not saved"
+                    )
             shutil.rmtree(sweep, ignore_errors=True)
             for empty in sweep.parents:  # the unit's empty folders under RUN_DIR/models/.sweep, then .sweep
                 if empty == self.root:
@@ -225,5 +236,14 @@ class ModelSaver:
                     break
 
 
-__all__ = ["MODELS_DIR", "SAVE_MODES", "SAVE_MODELS_HELP", "ModelSaver", "SaveLayout", "not_weights_alone",
-           "safe_name", "save_unlearned", "setting_dir"]
+__all__ = [
+    "MODELS_DIR",
+    "SAVE_MODES",
+    "SAVE_MODELS_HELP",
+    "ModelSaver",
+    "SaveLayout",
+    "not_weights_alone",
+    "safe_name",
+    "save_unlearned",
+    "setting_dir",
+]

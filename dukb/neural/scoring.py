@@ -52,8 +52,12 @@ def forward_logits(model, batch):
     Returns:
         logits [B, L, V].
     """
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                 position_ids=batch["position_ids"], use_cache=False).logits
+    return model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        use_cache=False,
+    ).logits
 
 
 def token_logprobs(logits, labels):

@@ -213,8 +213,11 @@ def table(rows: list[dict]) -> tuple[list[str], list[list]]:
     columns = list(dict.fromkeys(k for r in flat for k in r))
     data = [[r.get(c) for c in columns] for r in flat]
     for j in range(len(columns)):
-        kinds = {bool if isinstance(r[j], bool) else float if isinstance(r[j], (int, float)) else str
-                 for r in data if r[j] is not None}
+        kinds = {
+            bool if isinstance(r[j], bool) else float if isinstance(r[j], (int, float)) else str
+            for r in data
+            if r[j] is not None
+        }
         if len(kinds) > 1:
             for r in data:
                 r[j] = None if r[j] is None else str(r[j])

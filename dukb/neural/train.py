@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch  # noqa: TID253 (a model module: reached only through a command's lazy import)
@@ -66,16 +67,29 @@ def steps_per_epoch(n_items: int, cfg: TrainConfig) -> int:
 def chunked(order: Sequence, cfg: TrainConfig) -> list[list[list]]:
     """Split an epoch's item order into optimiser steps of ``grad_accum`` micro-batches of ``batch_size`` items."""
     size = max(cfg.batch_size, 1)
-    micro = [list(order[i:i + size]) for i in range(0, len(order), size)]
-    return [micro[i:i + cfg.grad_accum] for i in range(0, len(micro), cfg.grad_accum)]
+    micro = [list(order[i : i + size]) for i in range(0, len(order), size)]
+    return [micro[i : i + cfg.grad_accum] for i in range(0, len(micro), cfg.grad_accum)]
 
 
-def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[Sequence[Any]]],
-               loss_fn: Callable[[Any, Any], Any], *, total_steps: int, prepare: Callable | None = None,
-               backward: Callable | None = None, after_epoch: Callable[[int, dict], bool] | None = None,
-               torch_seed: int | None = None, progress: str | None = None, start_epoch: int = 0,
-               restore: dict | None = None, checkpoint: Callable[[int, dict], None] | None = None,
-               checkpoint_every: int = 1, sharded: bool = False) -> dict:
+def train_loop(
+    model,
+    params,
+    cfg: TrainConfig,
+    steps: Callable[[int], Sequence[Sequence[Any]]],
+    loss_fn: Callable[[Any, Any], Any],
+    *,
+    total_steps: int,
+    prepare: Callable | None = None,
+    backward: Callable | None = None,
+    after_epoch: Callable[[int, dict], bool] | None = None,
+    torch_seed: int | None = None,
+    progress: str | None = None,
+    start_epoch: int = 0,
+    restore: dict | None = None,
+    checkpoint: Callable[[int, dict], None] | None = None,
+    checkpoint_every: int = 1,
+    sharded: bool = False,
+) -> dict:
     """Minimise ``loss_fn`` with AdamW: the loop every training in dukb runs.
 
     For epoch e = 1..``cfg.epochs``: ``steps(e)`` gives the epoch's optimiser steps, each a list of micro-batches
@@ -119,48 +133,48 @@ def train_loop(model, params, cfg: TrainConfig, steps: Callable[[int], Sequence[
     Raises:
         InputError: bad settings.
     """
-    cfg.check()
-    fmodel, opt, opt_, sched = _start_optimizer(model, params, cfg, total_steps, prepare, restore, torch_seed,
-                                                sharded)
-    # the parameters the optimiser updates (FSDP2 replaces a module's parameters with sharded ones in prepare)
-    clipped = [p for group in opt.param_groups for p in group["params"]]
+    fmodel, opt, opt_, sched = _start_optimizer(model, params, cfg, total_steps, prepare, restore, torch_seed, sharded)
+    clipped = _updated_params(opt)
     back = backward or (lambda loss: loss.backward())
     t0 = time.perf_counter()
     losses: list[float] = []
     parts: dict[str, list[float]] = {}
     n_steps = 0
-    bar, task = _progress_bar(progress, cfg.epochs, start_epoch)
     epoch = start_epoch
-    try:
+    with _epoch_bar(progress, cfg.epochs, start_epoch) as advance:
         for epoch in range(start_epoch + 1, cfg.epochs + 1):
-            n_steps += _run_epoch(model, fmodel, steps, epoch, loss_fn, back, cfg, clipped, opt_, sched, losses,
-                                  parts)
-            if bar is not None:
-                bar.advance(task)
-            logs = {"loss": losses[-1], **{k: v[-1] for k, v in parts.items()}}
-            tracking.log_epoch(logs)  # to the run's tracker, when one is open (--log-with)
-            if after_epoch is not None and after_epoch(epoch, logs):
+            n_steps += _run_epoch(model, fmodel, steps, epoch, loss_fn, back, cfg, clipped, opt_, sched, losses, parts)
+            advance()
+            if _end_epoch(epoch, losses, parts, after_epoch):
                 break
             if checkpoint is not None and epoch % max(1, checkpoint_every) == 0:
-                checkpoint(epoch, {**_state_dicts(fmodel, opt, sharded), "scheduler": sched.state_dict(),
-                                   "rng": torch.get_rng_state()})
-    finally:
-        if bar is not None:
-            bar.stop()
+                checkpoint(epoch, _checkpoint_state(fmodel, opt, sched, sharded))
     model.eval()
-    return {"config": cfg.to_json(), "epochs_run": epoch, "loss_per_epoch": losses, "parts_per_epoch": parts,
-            "steps": n_steps, "seconds": time.perf_counter() - t0}
+    return _train_record(cfg, epoch, losses, parts, n_steps, time.perf_counter() - t0)
 
 
-def _start_optimizer(model, params, cfg: TrainConfig, total_steps: int, prepare: Callable | None,
-                     restore: dict | None, torch_seed: int | None, sharded: bool):
-    """Build the optimiser and scheduler (:func:`build_optimizer`), restore their states and torch's RNG from
-    ``restore`` (else seed torch with ``torch_seed``, default ``cfg.seed``), then ``prepare`` (see :func:`train_loop`).
+def _start_optimizer(
+    model,
+    params,
+    cfg: TrainConfig,
+    total_steps: int,
+    prepare: Callable | None,
+    restore: dict | None,
+    torch_seed: int | None,
+    sharded: bool,
+):
+    """Check ``cfg``, build the optimiser and scheduler (:func:`build_optimizer`), restore their states and torch's
+    RNG from ``restore`` (else seed torch with ``torch_seed``, default ``cfg.seed``), then ``prepare`` (see
+    :func:`train_loop`).
 
     Returns:
         (forward model, optimiser, prepared optimiser, scheduler): the optimiser unwrapped, whose parameters are
         clipped and whose state is checkpointed; the prepared one (the same without ``prepare``) steps.
+
+    Raises:
+        InputError: bad settings (:meth:`TrainConfig.check`).
     """
+    cfg.check()
     opt, sched = build_optimizer(params, cfg, total_steps)
     if restore is not None:
         if not sharded:
@@ -175,19 +189,68 @@ def _start_optimizer(model, params, cfg: TrainConfig, total_steps: int, prepare:
     return fmodel, opt, opt_, sched
 
 
-def _progress_bar(progress: str | None, epochs: int, completed: int):
-    """A started rich progress bar over the epochs described by ``progress``, and its task; (None, None) without one."""
-    if not progress:
-        return None, None
+def _updated_params(opt) -> list:
+    """The parameters the optimiser ``opt`` updates, whose gradients are clipped (FSDP2 replaces a module's
+    parameters with sharded ones in ``prepare``: these are the optimiser's own)."""
+    return [p for group in opt.param_groups for p in group["params"]]
 
+
+def _end_epoch(epoch: int, losses: list[float], parts: dict, after_epoch: Callable[[int, dict], bool] | None) -> bool:
+    """After an epoch: its logs (the mean loss and each part's mean) to the run's tracker when one is open
+    (``--log-with``, :mod:`dukb.neural.tracking`), then ``after_epoch(epoch, logs)``; True when it stops training."""
+    logs = {"loss": losses[-1], **{k: v[-1] for k, v in parts.items()}}
+    tracking.log_epoch(logs)
+    return after_epoch is not None and bool(after_epoch(epoch, logs))
+
+
+@contextmanager
+def _epoch_bar(progress: str | None, epochs: int, completed: int) -> Iterator[Callable[[], None]]:
+    """A rich progress bar over the epochs described by ``progress`` (none when it is empty), shown while the
+    ``with`` block runs; yields what advances it by one epoch."""
+    if not progress:
+        yield lambda: None
+        return
     bar = Progress(transient=True)
     bar.start()
-    return bar, bar.add_task(progress, total=epochs, completed=completed)
+    task = bar.add_task(progress, total=epochs, completed=completed)
+    try:
+        yield lambda: bar.advance(task)
+    finally:
+        bar.stop()
 
 
-def _run_epoch(model, fmodel, steps: Callable[[int], Sequence[Sequence[Any]]], epoch: int,
-               loss_fn: Callable[[Any, Any], Any], back: Callable, cfg: TrainConfig, clipped: list, opt_, sched,
-               losses: list[float], parts: dict[str, list[float]]) -> int:
+def _checkpoint_state(fmodel, opt, sched, sharded: bool) -> dict:
+    """What :func:`train_loop` hands its ``checkpoint`` after an epoch (and takes back as ``restore``): the
+    optimiser's state (:func:`_state_dicts`), the scheduler's and torch's RNG state."""
+    return {**_state_dicts(fmodel, opt, sharded), "scheduler": sched.state_dict(), "rng": torch.get_rng_state()}
+
+
+def _train_record(cfg: TrainConfig, epochs_run: int, losses: list, parts: dict, n_steps: int, seconds: float) -> dict:
+    """The record :func:`train_loop` returns (see there)."""
+    return {
+        "config": cfg.to_json(),
+        "epochs_run": epochs_run,
+        "loss_per_epoch": losses,
+        "parts_per_epoch": parts,
+        "steps": n_steps,
+        "seconds": seconds,
+    }
+
+
+def _run_epoch(
+    model,
+    fmodel,
+    steps: Callable[[int], Sequence[Sequence[Any]]],
+    epoch: int,
+    loss_fn: Callable[[Any, Any], Any],
+    back: Callable,
+    cfg: TrainConfig,
+    clipped: list,
+    opt_,
+    sched,
+    losses: list[float],
+    parts: dict[str, list[float]],
+) -> int:
     """Train one epoch of :func:`train_loop` (model in train mode, eval mode after): for each optimiser step of
     ``steps(epoch)``, back-propagate each micro-batch's loss (divided by ``cfg.grad_accum``), clip the gradients,
     step the optimiser and the scheduler, zero the gradients.

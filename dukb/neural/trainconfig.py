@@ -66,10 +66,21 @@ class TrainConfig:
         Raises:
             InputError: a negative count or rate, warm-up outside [0, 1), an unknown schedule.
         """
-        if self.epochs < 0 or self.batch_size < 0 or self.grad_accum < 1 or not 0 <= self.warmup < 1 \
-                or self.warmup_steps < 0 or self.lr < 0 or self.max_grad_norm < 0 or self.weight_decay < 0 \
-                or self.eval_every < 0 or not 0 <= self.target_accuracy <= 1 or self.extra_epochs < 0 \
-                or self.extra_lr < 0 or (self.extra_epochs and not self.extra_lr):
+        if (
+            self.epochs < 0
+            or self.batch_size < 0
+            or self.grad_accum < 1
+            or not 0 <= self.warmup < 1
+            or self.warmup_steps < 0
+            or self.lr < 0
+            or self.max_grad_norm < 0
+            or self.weight_decay < 0
+            or self.eval_every < 0
+            or not 0 <= self.target_accuracy <= 1
+            or self.extra_epochs < 0
+            or self.extra_lr < 0
+            or (self.extra_epochs and not self.extra_lr)
+        ):
             raise InputError(f"bad training settings: {self}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"unknown schedule {self.schedule!r} ({', '.join(SCHEDULES)})")

@@ -26,8 +26,9 @@ from dukb.solver.scopes import FORGET_SCOPES, forget_fact_ids
 SCOPES = tuple(FORGET_SCOPES)
 
 
-def default_retain(items: list[QAItem], forget: list[QAItem], n: int = 64, seed: int = 0,
-                   exclude_rel=()) -> list[QAItem]:
+def default_retain(
+    items: list[QAItem], forget: list[QAItem], n: int = 64, seed: int = 0, exclude_rel=()
+) -> list[QAItem]:
     """The default retain set of GDR/KLR (retain-train): ``n`` random KB QA items about facts other than the forget
     facts and the relationship fact_ids ``exclude_rel``.
 
@@ -51,8 +52,9 @@ def _split_heldout_pairs(items, metrics, heldout, heldout_before, heldout_rule) 
 
     others = set(combined_needs([mt for mt in metrics if mt.name != "recall_heldout"]).kinds) | {QA_KIND}
     before = set(heldout_before)
-    pair = [it.kind in heldout and it.kind not in others and (it.kind, it.fact_kind, it.fact_id) in before
-            for it in items]
+    pair = [
+        it.kind in heldout and it.kind not in others and (it.kind, it.fact_kind, it.fact_id) in before for it in items
+    ]
     return [it for it, p in zip(items, pair) if not p], [it for it, p in zip(items, pair) if p]
 
 
@@ -132,8 +134,13 @@ def heldout_baseline(lm, kb, forms, *, batch_size: int = 256) -> frozenset:
     """
 
     forms = tuple(forms)
-    df = probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device), kb_qa(kb, forms),
-               batch_size=batch_size, rouge=False, logprob=False)
+    df = probe(
+        Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device),
+        kb_qa(kb, forms),
+        batch_size=batch_size,
+        rouge=False,
+        logprob=False,
+    )
     return elicited_by_form(df, forms)
 
 
@@ -145,8 +152,9 @@ def retain_fact_ids(retain: list[QAItem]) -> dict:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def method_retain(m: Method, closure, target_fact_id: int, qa_items: list[QAItem], forget: list[QAItem],
-                  seed: int) -> list[QAItem]:
+def method_retain(
+    m: Method, closure, target_fact_id: int, qa_items: list[QAItem], forget: list[QAItem], seed: int
+) -> list[QAItem]:
     """The retain-train QA of a method on one target: :func:`default_retain` from the qa items outside the forget set
     (and outside the target's cone when the method may unlearn any cone fact, ``retain_outside_cone``); [] for a
     method without retain data.
@@ -157,7 +165,6 @@ def method_retain(m: Method, closure, target_fact_id: int, qa_items: list[QAItem
         return []
     cone_ids = ()
     if m.retain_outside_cone:  # the method may unlearn any fact of the cone: none of them is retain data
-
         cone = cone_of(closure, [closure.atom_of_fact(target_fact_id)])
         cone_ids = [closure.fact_ids[cone.atoms[a]] for a in cone.kb]
     return default_retain(qa_items, forget, seed=seed, exclude_rel=cone_ids)
@@ -275,8 +282,10 @@ class UnitPlan:
         seen = tuple(sorted({it.kind for it in self.forget} | {it.kind for it in self.retain} | set(m.seen_forms)))
         put("seen", seen)
         # the held-out forms the row is scored on: none when recall_heldout is not among the metrics
-        put("heldout", check_heldout(self.heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics)
-            else ())
+        put(
+            "heldout",
+            check_heldout(self.heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics) else (),
+        )
         extra = [k for k in m.seen_forms if k != QA_KIND]  # the forms it queries or trains on beyond qa
         # what a method may ask or train on in its loop: every fact's items of those forms
         put("loop_items", qa_items + tuple(kb_qa(self.kb, tuple(extra))) if extra else qa_items)
@@ -300,8 +309,10 @@ class UnitPlan:
             wanted = set(self.forget_ids)
             put("forget", tuple(it for it in qa_items if it.fact_kind == "relationship" and it.fact_id in wanted))
         if self.retain is None:
-            put("retain", method_retain(self.method, self.closure, self.target, list(qa_items), list(self.forget),
-                                        self.seed))
+            put(
+                "retain",
+                method_retain(self.method, self.closure, self.target, list(qa_items), list(self.forget), self.seed),
+            )
         put("forget", tuple(self.forget)), put("retain", tuple(self.retain))
         put("retain_ids", retain_fact_ids(list(self.retain)))
 
@@ -310,13 +321,25 @@ def _attack_fields(plan: UnitPlan, pred, df, fields: dict) -> dict:
     """The row's ``attacks`` entries and its worst case over forms and attacks (:mod:`dukb.neural.attacks`)."""
 
     if "forgotten_relationships" not in fields:  # the recall metric did not run: the QA probe's forgotten facts
-        fields = {**fields,
-                  "forgotten_relationships": sorted(retained_from_probe(plan.kb, df).forgotten_relationships)}
+        fields = {**fields, "forgotten_relationships": sorted(retained_from_probe(plan.kb, df).forgotten_relationships)}
     sets = [list(x) for x in plan.sets]
-    actx = AttackContext(pred, plan.kb, plan.closure, plan.target, sets, plan.sets_used, list(plan.forget_ids),
-                         list(plan.qa_items), df[df["kind"] == QA_KIND], plan.retain_ids,
-                         spec=getattr(plan.lm, "spec", None), reference=plan.reference, seed=plan.seed,
-                         batch_size=plan.batch_size, tie_break=plan.tie_break)
+    actx = AttackContext(
+        pred,
+        plan.kb,
+        plan.closure,
+        plan.target,
+        sets,
+        plan.sets_used,
+        list(plan.forget_ids),
+        list(plan.qa_items),
+        df[df["kind"] == QA_KIND],
+        plan.retain_ids,
+        spec=getattr(plan.lm, "spec", None),
+        reference=plan.reference,
+        seed=plan.seed,
+        batch_size=plan.batch_size,
+        tie_break=plan.tie_break,
+    )
     entries = run_attacks(actx, list(plan.attacks))
     return {"attacks": entries, **worst_case_fields(plan.kb, sets, plan.sets_used, plan.target, fields, entries)}
 
@@ -336,10 +359,23 @@ def score_setting(plan: UnitPlan, pred, df) -> dict:
     Source: Wu et al. 2025, Eq. 1-2 (recall, accuracy) and Definition 2 (Success-DU).
     """
 
-    rctx = RowContext(plan.kb, plan.target, [list(s) for s in plan.sets], plan.sets_used, df, list(plan.forget_ids),
-                      plan.retain_ids, predictor=pred if plan.needs.model else None, seen_forms=plan.seen,
-                      heldout_forms=plan.heldout, heldout_before=plan.heldout_before, heldout_rule=plan.heldout_rule,
-                      closure=plan.closure, tie_break=plan.tie_break, known_before=plan.known_before)
+    rctx = RowContext(
+        plan.kb,
+        plan.target,
+        [list(s) for s in plan.sets],
+        plan.sets_used,
+        df,
+        list(plan.forget_ids),
+        plan.retain_ids,
+        predictor=pred if plan.needs.model else None,
+        seen_forms=plan.seen,
+        heldout_forms=plan.heldout,
+        heldout_before=plan.heldout_before,
+        heldout_rule=plan.heldout_rule,
+        closure=plan.closure,
+        tie_break=plan.tie_break,
+        known_before=plan.known_before,
+    )
     fields: dict = {}
     for metric in plan.metrics:
         fields.update(metric.fn(rctx))
@@ -353,12 +389,24 @@ def _row(plan: UnitPlan, setting: dict, trace, fields: dict, seconds: tuple[floa
     """One result row, each field set once: the unit's, the setting's, the metrics', the timings, then the
     protocol's ``row_fields``."""
     m = plan.method
-    return {"method": plan.label, "base_method": m.name,
-            **({"method_options": m.option_values} if m.option_values else {}),
-            "scope": plan.scope, "forget_set": list(plan.forget_ids), "retain_fact_ids": plan.retain_ids,
-            "probe_forms_seen": list(plan.seen), "heldout_forms": list(plan.heldout), "param": m.param,
-            "setting": setting, "target": plan.target, **fields, **({"trace": trace} if trace is not None else {}),
-            "seconds_unlearn": round(seconds[0], 4), "seconds_probe": round(seconds[1], 4), **plan.row_fields}
+    return {
+        "method": plan.label,
+        "base_method": m.name,
+        **({"method_options": m.option_values} if m.option_values else {}),
+        "scope": plan.scope,
+        "forget_set": list(plan.forget_ids),
+        "retain_fact_ids": plan.retain_ids,
+        "probe_forms_seen": list(plan.seen),
+        "heldout_forms": list(plan.heldout),
+        "param": m.param,
+        "setting": setting,
+        "target": plan.target,
+        **fields,
+        **({"trace": trace} if trace is not None else {}),
+        "seconds_unlearn": round(seconds[0], 4),
+        "seconds_probe": round(seconds[1], 4),
+        **plan.row_fields,
+    }
 
 
 def sweep_target(plan: UnitPlan) -> Iterator[dict]:
@@ -383,12 +431,23 @@ def sweep_target(plan: UnitPlan) -> Iterator[dict]:
     Source: Wu et al. 2025, Sec. 4 (protocol), Eq. 1-2 (metrics).
     """
     if plan.attacks:  # a setting the model cannot take (quant4's group) is refused before anything is unlearned
-
         check_attacks_on_model(plan.attacks, plan.lm.model, plan.kb)
-    ctx = UnlearnContext(plan.lm, list(plan.forget), list(plan.retain), seed=plan.seed, lr=plan.lr, lora=plan.lora,
-                         layers=plan.layers, kb=plan.kb, closure=plan.closure, target=plan.target,
-                         sets=[list(s) for s in plan.sets], items=list(plan.loop_items), schedule=plan.schedule,
-                         reinforce=plan.reinforce)
+    ctx = UnlearnContext(
+        plan.lm,
+        list(plan.forget),
+        list(plan.retain),
+        seed=plan.seed,
+        lr=plan.lr,
+        lora=plan.lora,
+        layers=plan.layers,
+        kb=plan.kb,
+        closure=plan.closure,
+        target=plan.target,
+        sets=[list(s) for s in plan.sets],
+        items=list(plan.loop_items),
+        schedule=plan.schedule,
+        reinforce=plan.reinforce,
+    )
     t0 = time.perf_counter()
     last = None
     for setting, pred in plan.method.sweep(ctx, None if plan.grid is None else list(plan.grid)):

@@ -41,17 +41,21 @@ UTILITY_FILE = "utility.json"
 #: Recall@U ≥ this × the finetuned model's utility (Wu et al. 2025, Table 7)
 UTILITY_SHARE = 0.95
 
-UTILITY_HELP = ("Also measure utility with lm-eval (dukb's `utility` extra, which installs lm_eval): comma-"
-                "separated task, group or tag names of lm-evaluation-harness (e.g. piqa,race,mmlu, as Eval-DU's "
-                "scripts) or of --utility-include's YAML files, scored on the finetuned model once (RUN_DIR/"
-                "utility.json) and on the unlearned model of every row (its `utility` field: task -> metrics, "
-                "version, n-shot); report.md adds Recall@U>=0.95FT per task (Wu et al. 2025, Table 7). A task that "
-                "cannot be loaded (unknown name, data set not available offline) is refused before any training. "
-                "Costly: every task runs once per (target, method, setting). Part of the run identity when given.")
-UTILITY_INCLUDE_HELP = ("A folder of your own lm-eval task YAML files (lm-eval's include_path) for --utility; a "
-                        "local data set is read by lm-eval's `dataset_path: json` with `dataset_kwargs: {data_files: "
-                        "...}` (a relative path is read from the working directory). Part of the run identity when "
-                        "given.")
+UTILITY_HELP = (
+    "Also measure utility with lm-eval (dukb's `utility` extra, which installs lm_eval): comma-"
+    "separated task, group or tag names of lm-evaluation-harness (e.g. piqa,race,mmlu, as Eval-DU's "
+    "scripts) or of --utility-include's YAML files, scored on the finetuned model once (RUN_DIR/"
+    "utility.json) and on the unlearned model of every row (its `utility` field: task -> metrics, "
+    "version, n-shot); report.md adds Recall@U>=0.95FT per task (Wu et al. 2025, Table 7). A task that "
+    "cannot be loaded (unknown name, data set not available offline) is refused before any training. "
+    "Costly: every task runs once per (target, method, setting). Part of the run identity when given."
+)
+UTILITY_INCLUDE_HELP = (
+    "A folder of your own lm-eval task YAML files (lm-eval's include_path) for --utility; a "
+    "local data set is read by lm-eval's `dataset_path: json` with `dataset_kwargs: {data_files: "
+    "...}` (a relative path is read from the working directory). Part of the run identity when "
+    "given."
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +74,9 @@ def require_lm_eval():
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] != "lm_eval":
             raise
-        raise InputError("--utility needs the utility extra, which is not installed (no module 'lm_eval'): "
-                         f"{EXTRA_HINT}") from None
+        raise InputError(
+            f"--utility needs the utility extra, which is not installed (no module 'lm_eval'): {EXTRA_HINT}"
+        ) from None
     return lm_eval
 
 
@@ -221,8 +226,14 @@ def _leaves(results: dict, name: str) -> list[str]:
 def headline(scores: dict) -> str | None:
     """A task's headline metric: the first metric lm-eval reports for it (its YAML's first ``metric_list`` entry:
     acc for piqa, race and mmlu), its stderr and the bookkeeping keys left out; None when it has none."""
-    return next((k for k in scores if k not in ("version", "n_shot", "n_samples") and not k.endswith("_stderr")
-                 and "_stderr," not in k), None)
+    return next(
+        (
+            k
+            for k in scores
+            if k not in ("version", "n_shot", "n_samples") and not k.endswith("_stderr") and "_stderr," not in k
+        ),
+        None,
+    )
 
 
 def recall_at_utility(df, finetuned: dict, share: float = UTILITY_SHARE, higher: dict | None = None) -> dict:
@@ -268,8 +279,14 @@ def recall_at_utility(df, finetuned: dict, share: float = UTILITY_SHARE, higher:
                 per_target.append(max(ok, default=0.0))
             mean = sum(per_target) / len(per_target) if per_target else None
             std = (sum((x - mean) ** 2 for x in per_target) / len(per_target)) ** 0.5 if per_target else None
-            per_task[task] = {"recall_at_utility": mean, "std": std, "n": len(per_target), "n_none": n_none,
-                              "threshold": bar, "metric": metric}
+            per_task[task] = {
+                "recall_at_utility": mean,
+                "std": std,
+                "n": len(per_target),
+                "n_none": n_none,
+                "threshold": bar,
+                "metric": metric,
+            }
         out[method] = per_task
     return out
 
@@ -298,26 +315,51 @@ def utility_section(df, record: dict | None) -> list[str]:
     tasks = [t for t in finetuned if any(t in per_task for per_task in table.values())]
     if not tasks:
         return []
-    lines = ["## Utility (lm-eval): recall at utility ≥ 0.95 × the finetuned model's", "",
-             "Finetuned model: " + "; ".join(f"{t} {headline(s)} {num(s.get(headline(s)), 3)}"
-                                             for t, s in finetuned.items()) +
-             f" (lm-eval {record.get('lm_eval', '?')}; versions and n-shot in utility.json).", "",
-             "| method | " + " | ".join(f"Recall@U≥0.95FT {t} ↑ (n, none)" for t in tasks) + " |",
-             "|---|" + "---|" * len(tasks)]
+    lines = [
+        "## Utility (lm-eval): recall at utility ≥ 0.95 × the finetuned model's",
+        "",
+        "Finetuned model: "
+        + "; ".join(f"{t} {headline(s)} {num(s.get(headline(s)), 3)}" for t, s in finetuned.items())
+        + f" (lm-eval {record.get('lm_eval', '?')}; versions and n-shot in utility.json).",
+        "",
+        "| method | " + " | ".join(f"Recall@U≥0.95FT {t} ↑ (n, none)" for t in tasks) + " |",
+        "|---|" + "---|" * len(tasks),
+    ]
     for method, per_task in table.items():
         cells = []
         for t in tasks:
             c = per_task.get(t)
-            cells.append("–" if c is None or c["n"] == 0 else
-                         f"{mean_std(c['recall_at_utility'], c['std'], c['n'])} (n={c['n']}, none {c['n_none']})")
+            cells.append(
+                "–"
+                if c is None or c["n"] == 0
+                else f"{mean_std(c['recall_at_utility'], c['std'], c['n'])} (n={c['n']}, none {c['n_none']})"
+            )
         lines.append(f"| {str(method).upper()} | " + " | ".join(cells) + " |")
-    lines += ["", "Per target the largest recall among the settings whose utility (the task's first metric) is at "
-              "least 0.95 × the finetuned model's, 0 when none is (`none`: how many targets), mean ± std over "
-              "targets (Wu et al. 2025, Table 7). Rows without utility (WHP's two-model combination, ICU's "
-              "instruction) are skipped.", ""]
+    lines += [
+        "",
+        "Per target the largest recall among the settings whose utility (the task's first metric) is at "
+        "least 0.95 × the finetuned model's, 0 when none is (`none`: how many targets), mean ± std over "
+        "targets (Wu et al. 2025, Table 7). Rows without utility (WHP's two-model combination, ICU's "
+        "instruction) are skipped.",
+        "",
+    ]
     return lines
 
 
-__all__ = ["EXTRA_HINT", "UTILITY_BATCH_SIZE", "UTILITY_FILE", "UTILITY_HELP", "UTILITY_INCLUDE_HELP",
-           "UTILITY_SHARE", "check_utility", "headline", "quiet", "recall_at_utility", "require_lm_eval",
-           "resolve_tasks", "task_manager", "task_scores", "utility_section"]
+__all__ = [
+    "EXTRA_HINT",
+    "UTILITY_BATCH_SIZE",
+    "UTILITY_FILE",
+    "UTILITY_HELP",
+    "UTILITY_INCLUDE_HELP",
+    "UTILITY_SHARE",
+    "check_utility",
+    "headline",
+    "quiet",
+    "recall_at_utility",
+    "require_lm_eval",
+    "resolve_tasks",
+    "task_manager",
+    "task_scores",
+    "utility_section",
+]

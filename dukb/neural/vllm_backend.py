@@ -134,7 +134,6 @@ class VllmBackend:
         """
         from vllm import SamplingParams
 
-
         if not prompts:
             return []
         lora = self._engine_for(pred)
@@ -178,8 +177,15 @@ class VllmBackend:
         from vllm import LLM
 
         # eager: CUDA-graph capture and compilation take longer than a probe's few thousand 10-token generations
-        self._llm = LLM(model=str(folder), tokenizer=str(folder), dtype=dtype, seed=0, enforce_eager=True,
-                        gpu_memory_utilization=self.gpu_memory_utilization, **kw)
+        self._llm = LLM(
+            model=str(folder),
+            tokenizer=str(folder),
+            dtype=dtype,
+            seed=0,
+            enforce_eager=True,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            **kw,
+        )
         self._key = (checksum, rank)
         self.engines_built += 1
         shutil.rmtree(folder, ignore_errors=True)  # the engine has loaded the weights: the copy is not read again

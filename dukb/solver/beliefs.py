@@ -88,9 +88,9 @@ def contradictions(closure: Closure, true_closure: set[Triple]) -> tuple[list[Tr
         [('George Hale', 'wife', 'Martha Hale')]
     """
     stated: dict[tuple[str, str], set[str]] = {}
-    for s, r, o in closure.atoms[:closure.n_kb]:
+    for s, r, o in closure.atoms[: closure.n_kb]:
         stated.setdefault((s, r), set()).add(o)
-    derived = closure.atoms[closure.n_kb:]
+    derived = closure.atoms[closure.n_kb :]
     false = [t for t in derived if t not in true_closure]
     contra = [t for t in derived if t[1] in FUNCTIONAL and stated.get((t[0], t[1]), set()) - {t[2]}]
     return false, contra
@@ -126,9 +126,14 @@ def stated_or_derivable(closure: Closure, triple: Triple) -> tuple[bool, bool]:
     return True, cone.any_target_derivable({cone.local[atom]})
 
 
-def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple],
-                    corrupted: Iterable[CorruptedFact] = (), rules: RuleSet | str = "family",
-                    examples: int = 5) -> dict:
+def analyse_beliefs(
+    kb: KB,
+    beliefs: Sequence[Triple],
+    true_closure: set[Triple],
+    corrupted: Iterable[CorruptedFact] = (),
+    rules: RuleSet | str = "family",
+    examples: int = 5,
+) -> dict:
     """Rule-aware analysis of a model's beliefs (the module docstring's (a) and (b)).
 
     Args:
@@ -161,13 +166,17 @@ def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple]
         (1, 2, ['Owen Stone|child|Leo Hale'])
     """
     cl = belief_closure(kb, beliefs, rules)
-    bset = set(cl.atoms[:cl.n_kb])
+    bset = set(cl.atoms[: cl.n_kb])
     false_d, contra = contradictions(cl, true_closure)
-    out = {"n_beliefs": len(bset), "n_beliefs_false": sum(t not in true_closure for t in bset),
-           "n_derived": cl.n_derived, "n_derived_false": len(false_d),
-           "n_derived_contradicting_answers": len(contra),
-           "examples_false": ["|".join(t) for t in false_d[:examples]],
-           "examples_contradicting": ["|".join(t) for t in contra[:examples]]}
+    out = {
+        "n_beliefs": len(bset),
+        "n_beliefs_false": sum(t not in true_closure for t in bset),
+        "n_derived": cl.n_derived,
+        "n_derived_false": len(false_d),
+        "n_derived_contradicting_answers": len(contra),
+        "examples_false": ["|".join(t) for t in false_d[:examples]],
+        "examples_contradicting": ["|".join(t) for t in contra[:examples]],
+    }
     rel = [c for c in corrupted if c.fact_kind == "relationship"]
     n_stated = n_deriv = 0
     retained = []
@@ -177,6 +186,11 @@ def analyse_beliefs(kb: KB, beliefs: Sequence[Triple], true_closure: set[Triple]
         n_deriv += derivable
         if is_stated or derivable:
             retained.append(c.fact_id)
-    out.update(n_corrupted_rel=len(rel), n_injected_stated=n_stated, n_injected_derivable=n_deriv,
-               n_injected_retained=len(retained), injected_retained=retained)
+    out.update(
+        n_corrupted_rel=len(rel),
+        n_injected_stated=n_stated,
+        n_injected_derivable=n_deriv,
+        n_injected_retained=len(retained),
+        injected_retained=retained,
+    )
     return out

@@ -9,7 +9,6 @@ algorithm (cones, forward chaining, Algorithms 1-3, exact and minimum deep unlea
 from __future__ import annotations
 
 import csv
-import difflib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,8 +18,7 @@ import clingo
 import numpy as np
 
 from dukb import InputError
-from dukb.kb.csvfile import control_char
-from dukb.kb.model import KB, Fact, Triple
+from dukb.kb.model import KB, Triple
 from dukb.solver import horn
 from dukb.solver.csvout import write_rows_arrow
 from dukb.solver.horn import Unsupported, sort_rows
@@ -142,9 +140,19 @@ class Closure:
         (17, 162)
     """
 
-    def __init__(self, kb: KB, rules: RuleSet, names: list[str], name_id: dict[str, int], atom_code: np.ndarray,
-                 n_kb: int, method: str, seconds: float,
-                 instances: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, grounder: Grounder | None = None):
+    def __init__(
+        self,
+        kb: KB,
+        rules: RuleSet,
+        names: list[str],
+        name_id: dict[str, int],
+        atom_code: np.ndarray,
+        n_kb: int,
+        method: str,
+        seconds: float,
+        instances: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        grounder: Grounder | None = None,
+    ):
         self.kb, self.rules, self.names, self._name_id = kb, rules, names, name_id
         self.relations = kb.schema.relation_names
         self._rel_index = {r: i for i, r in enumerate(self.relations)}
@@ -156,8 +164,11 @@ class Closure:
         self._sorted_codes = atom_code[order]
         self._sorted_atoms = order
         columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
-        self._fid = columns[0] if columns is not None else \
-            np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
+        self._fid = (
+            columns[0]
+            if columns is not None
+            else np.fromiter((f.fact_id for f in kb.relationships), dtype=np.int64, count=len(kb.relationships))
+        )
         self._fid_is_position = bool(len(self._fid) == 0 or (self._fid == np.arange(len(self._fid))).all())
         self._grounder = grounder
         self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -268,8 +279,10 @@ class Closure:
         a = self._lookup(tuple(triple))
         if a is None:
             s, r, o = triple
-            raise InputError(f"({s}, {r}, {o}) is not in the deductive closure of the KB: "
-                             "it is not derivable, so there is nothing to unlearn")
+            raise InputError(
+                f"({s}, {r}, {o}) is not in the deductive closure of the KB: "
+                "it is not derivable, so there is nothing to unlearn"
+            )
         return a
 
     def fact_id(self, atom: int) -> int:
@@ -281,9 +294,16 @@ class Closure:
     def rows(self) -> list[dict]:
         """One dict per closure fact: subject, relation, object, source (kb|derived), fact_id (None if derived)."""
         fids = self.fact_ids
-        return [{"subject": s, "relation": r, "object": o, "source": self.source(i),
-                 "fact_id": fids[i] if i < self.n_kb else None}
-                for i, (s, r, o) in enumerate(self.atoms)]
+        return [
+            {
+                "subject": s,
+                "relation": r,
+                "object": o,
+                "source": self.source(i),
+                "fact_id": fids[i] if i < self.n_kb else None,
+            }
+            for i, (s, r, o) in enumerate(self.atoms)
+        ]
 
     def write_csv(self, fh: IO[str]) -> None:
         """Write ``subject,relation,object,source`` rows (header first, ``\n`` line ends, minimal quoting as
@@ -299,8 +319,14 @@ class Closure:
         for lo in range(0, len(s), step):
             hi = min(lo + step, len(s))
             src = ["kb" if i < self.n_kb else "derived" for i in range(lo, hi)]
-            w.writerows(zip([names[x] for x in s[lo:hi].tolist()], [rel[x] for x in r[lo:hi].tolist()],
-                            [names[x] for x in o[lo:hi].tolist()], src))
+            w.writerows(
+                zip(
+                    [names[x] for x in s[lo:hi].tolist()],
+                    [rel[x] for x in r[lo:hi].tolist()],
+                    [names[x] for x in o[lo:hi].tolist()],
+                    src,
+                )
+            )
 
     # -- ground instances -----------------------------------------------------------------------------------------
     def _set_instances(self, rule: np.ndarray, head: np.ndarray, body: np.ndarray) -> None:
@@ -391,8 +417,12 @@ def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]
     name_id = {n: i for i, n in enumerate(names)}
     known = kb.name_index()  # recorded by load_kb while validating: no look-up per fact
     if known is not None:
-        return names, name_id, np.frombuffer(cast(Any, known[0]), dtype=np.int64), \
-            np.frombuffer(cast(Any, known[1]), dtype=np.int64)  # array('q') from load_kb
+        return (
+            names,
+            name_id,
+            np.frombuffer(cast(Any, known[0]), dtype=np.int64),
+            np.frombuffer(cast(Any, known[1]), dtype=np.int64),
+        )  # array('q') from load_kb
     rels = kb.relationships
     get = name_id.get
     s = np.fromiter((get(f.subject, -1) for f in rels), dtype=np.int64, count=len(rels))
@@ -443,8 +473,15 @@ def _closure_numpy(kb: KB, rules: RuleSet, t0: float) -> Closure:
     ev = horn.Evaluator(n, name_id, guards, relations)
     columns = kb.fact_columns()  # a KB from load_kb's fast path: its fact lists are never built here
     rel_index = {r: i for i, r in enumerate(relations)}
-    r = columns[2] if columns is not None else np.fromiter(
-        map(rel_index.__getitem__, (f.relation for f in kb.relationships)), dtype=np.int64, count=len(kb.relationships))
+    r = (
+        columns[2]
+        if columns is not None
+        else np.fromiter(
+            map(rel_index.__getitem__, (f.relation for f in kb.relationships)),
+            dtype=np.int64,
+            count=len(kb.relationships),
+        )
+    )
     kb_codes = ev.encode(s, r, o)
     try:
         codes = horn.fixpoint(ev, crules, kb_codes)
@@ -484,9 +521,12 @@ def join_error(e: JoinTooLarge, rules: RuleSet) -> InputError:
         (True, True)
     """
     rule = rules.rules[e.rule] if e.rule is not None and 0 <= e.rule < len(rules.rules) else None
-    return InputError(f"the body of this rule joins {e.rows:,} rows, more than the limit of {e.limit:,}: its body "
-                      "atoms must share variables (a body atom that shares none is joined with every fact)",
-                      rules.path, None if rule is None else rule.line)
+    return InputError(
+        f"the body of this rule joins {e.rows:,} rows, more than the limit of {e.limit:,}: its body "
+        "atoms must share variables (a body atom that shares none is joined with every fact)",
+        rules.path,
+        None if rule is None else rule.line,
+    )
 
 
 def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "auto") -> Closure:
@@ -531,15 +571,19 @@ def compute_closure(kb: KB, rules: RuleSet | str | None = None, method: str = "a
         rules = kb_rules(kb)
     elif not isinstance(rules, RuleSet):
         if str(rules) in BUILTIN_RULES and not kb.schema.is_family:
-            raise RulesError(f"the built-in rule set '{rules}' is for family KBs, but KB {kb.source} has schema "
-                             f"'{kb.schema.name}' (without --rules, a KB with a schema.yaml uses its rules.lp)")
+            raise RulesError(
+                f"the built-in rule set '{rules}' is for family KBs, but KB {kb.source} has schema "
+                f"'{kb.schema.name}' (without --rules, a KB with a schema.yaml uses its rules.lp)"
+            )
         rules = load_rules(rules, kb.schema)
     elif (rules.schema.relation_names, rules.schema.background) != (kb.schema.relation_names, kb.schema.background):
-        raise RulesError(f"the rule set was checked against schema '{rules.schema.name}', but the KB has schema "
-                         f"'{kb.schema.name}': load it with the KB's schema", rules.path)
+        raise RulesError(
+            f"the rule set was checked against schema '{rules.schema.name}', but the KB has schema "
+            f"'{kb.schema.name}': load it with the KB's schema",
+            rules.path,
+        )
     t0 = time.perf_counter()
     if method != "clingo":
-
         try:
             return _closure_numpy(kb, rules, t0)
         except Unsupported:
@@ -584,14 +628,24 @@ def _closure_clingo(kb: KB, rules: RuleSet, t0: float) -> Closure:
     nsym = max(len(names), 1)
     relations = kb.schema.relation_names
     rel_index = {r: i for i, r in enumerate(relations)}
-    atom_code = np.array([(name_id[s] * len(relations) + rel_index[r]) * nsym + name_id[o] for s, r, o in atoms],
-                         dtype=np.int64)
+    atom_code = np.array(
+        [(name_id[s] * len(relations) + rel_index[r]) * nsym + name_id[o] for s, r, o in atoms], dtype=np.int64
+    )
     width = max([len(b) for b in inst_body] + [max(len(r.body_holds) for r in rules.rules)])
     body = np.full((len(inst_body), width), -1, dtype=np.int64)
     for i, b in enumerate(inst_body):
-        body[i, :len(b)] = b
-    c = Closure(kb, rules, names, name_id, atom_code, n_kb, "clingo", time.perf_counter() - t0,
-                instances=(np.array(inst_rule, dtype=np.int64), np.array(inst_head, dtype=np.int64), body))
+        body[i, : len(b)] = b
+    c = Closure(
+        kb,
+        rules,
+        names,
+        name_id,
+        atom_code,
+        n_kb,
+        "clingo",
+        time.perf_counter() - t0,
+        instances=(np.array(inst_rule, dtype=np.int64), np.array(inst_head, dtype=np.int64), body),
+    )
     c.__dict__["_atoms"] = atoms
     return c
 
@@ -629,154 +683,3 @@ def _read_instances(ctl: Control, index: Mapping[Triple, int]) -> tuple[list[int
         keyed.append((atoms[0], int(toks[1]), body))
     keyed.sort()
     return [k[1] for k in keyed], [k[0] for k in keyed], [k[2] for k in keyed]
-
-
-def resolve_target(closure: Closure, target: int | Triple | Fact | str) -> int:
-    """Atom id of a target given as a fact_id, a triple, a Fact, or a string ``"S,R,O"``.
-
-    The string is read by :func:`parse_target` (one CSV record of three fields; the one normalisation is that ASCII
-    spaces around a field, outside its quotes, are dropped). The names must then be the KB's exactly: a subject or
-    object that names no person, or a relation that is not one of the 11 (case matters), is refused with the
-    closest names (:func:`difflib.get_close_matches`). The relations are those of the KB's schema.
-
-    Args:
-        closure: the closure the target must lie in.
-        target: a relationship fact_id (int), a :class:`Fact`, a ``(subject, relation, object)`` triple or a string
-            ``"Subject,relation,Object"``.
-
-    Returns:
-        The target's atom id in ``closure``.
-
-    Raises:
-        InputError: unknown fact_id, malformed string (see :func:`parse_target`), a name that is not the KB's (the
-            closest ones suggested), or a fact outside the deductive closure.
-
-    Example:
-        >>> from dukb.kb.io import load_kb
-        >>> closure = compute_closure(load_kb("demo"))
-        >>> resolve_target(closure, 17), resolve_target(closure, "Leo Hale, uncle, Owen Stone")
-        (17, 17)
-        >>> closure.source(resolve_target(closure, ("Clara Stone", "brother", "Henry Hale")))
-        'derived'
-        >>> resolve_target(closure, "Leo Hale,uncle,Owen Ston")
-        Traceback (most recent call last):
-            ...
-        dukb.InputError: target object: no person named 'Owen Ston' in the KB (closest: 'Owen Stone'...
-    """
-    if isinstance(target, Fact):
-        triple = target.triple
-    elif isinstance(target, int):
-        return closure.atom_of_fact(target)
-    elif isinstance(target, str):
-        try:
-            triple = parse_target(target)
-        except InputError as e:  # malformed: still point at the people it seems to name
-            raise InputError(e.message + _closest_in_malformed(closure.kb, target)) from None
-    else:
-        triple = cast(Triple, tuple(target))
-    if tuple(triple) not in closure.index and all(isinstance(x, str) for x in triple):
-        check_target_names(closure.kb, triple)
-    return closure.atom_of_triple(triple)
-
-
-#: One field of a target string: ASCII spaces, then a quoted field (inner quotes doubled) or an unquoted one (no
-#: quote, no comma; its trailing ASCII spaces are dropped after the match), then ASCII spaces (RFC 4180 fields, as
-#: the KB files are read).
-_TARGET_FIELD = r' *+(?:"((?:[^"]|"")*+)" *+|([^,"]*+))'  # possessive quantifiers: linear time
-_TARGET = re.compile(",".join([_TARGET_FIELD] * 3))
-
-
-def parse_target(text: str) -> Triple:
-    """The ``(subject, relation, object)`` of a target string: one CSV record of three fields (RFC 4180: a field in
-    double quotes may hold a comma, and a doubled quote stands for one).
-
-    The one normalisation: ASCII spaces (U+0020) around a field, outside its quotes, are dropped. Nothing else is
-    changed: inside quotes every character counts, and a tab, a no-break space or any other character is part of
-    the name (then matched against the KB's names exactly, :func:`check_target_names`).
-
-    Args:
-        text: e.g. ``"Leo Hale,uncle,Owen Stone"`` or ``'"Hale, George",wife,Martha Hale'``.
-
-    Returns:
-        The triple of strings.
-
-    Raises:
-        InputError: not one CSV record of three non-empty fields (a stray or bare quote, a missing or extra
-            comma, a line break).
-
-    Example:
-        >>> parse_target("Leo Hale, uncle ,Owen Stone")
-        ('Leo Hale', 'uncle', 'Owen Stone')
-        >>> parse_target('"Hale, George",wife,Martha Hale')
-        ('Hale, George', 'wife', 'Martha Hale')
-        >>> parse_target("Leo Hale,uncle")
-        Traceback (most recent call last):
-            ...
-        dukb.InputError: ...
-    """
-    problem = f"target {text!r} is not of the form 'Subject,relation,Object' (quote a field that holds a comma " \
-              "or a quote, inner quotes doubled: '\"Hale, George\",wife,Martha Hale')"
-    m = None if "\n" in text or "\r" in text else _TARGET.fullmatch(text)
-    if m is None:
-        raise InputError(problem)
-    parts = tuple(m[2 * k + 2].rstrip(" ") if m[2 * k + 2] is not None else m[2 * k + 1].replace('""', '"')
-                  for k in range(3))
-    if not all(parts):
-        raise InputError(problem)
-    return cast(Triple, parts)
-
-
-def _closest_names(kb: KB, name: str) -> list[str]:
-    """Up to 3 names of ``kb``'s people closest to ``name`` (:func:`difflib.get_close_matches`, cutoff 0.6)."""
-
-    return difflib.get_close_matches(name, list(kb.people), n=3, cutoff=0.6)
-
-
-def _closest_in_malformed(kb: KB, text: str) -> str:
-    """``"; closest names: 'A', 'B'"`` for the people a malformed target string seems to name (its text split at
-    commas, quotes removed, first and last part), or "" when none is close."""
-    parts = [p.replace('"', "").strip(" ") for p in text.replace("\r", " ").replace("\n", " ").split(",")]
-    close = []
-    for part in (parts[0], parts[-1]) if len(parts) > 1 else parts[:1]:
-        close += [n for n in _closest_names(kb, part) if n not in close]
-    return f"; closest names: {', '.join(map(repr, close[:4]))}" if close else ""
-
-
-def check_target_names(kb: KB, triple: Triple) -> None:
-    """Refuse a target whose names are not the KB's exactly: the subject and object must be people (entities) of
-    ``kb`` and the relation one of its schema's relations (family: :data:`dukb.kb.schema.RELATIONS`; case matters).
-
-    Args:
-        kb: the KB.
-        triple: ``(subject, relation, object)``.
-
-    Raises:
-        InputError: ``target subject: no person named 'X' in the KB (closest: 'A', 'B'); ...`` or ``target
-            relation: unknown relation 'X' (closest: ...; the relations: ...)``, naming the first wrong name.
-
-    Example:
-        >>> from dukb.kb.io import load_kb
-        >>> kb = load_kb("demo")
-        >>> check_target_names(kb, ("Leo Hale", "uncle", "Owen Stone"))  # fine: returns None
-        >>> check_target_names(kb, ("Leo Hale", "Uncle", "Owen Stone"))
-        Traceback (most recent call last):
-            ...
-        dukb.InputError: target relation: unknown relation 'Uncle' (closest: uncle; the relations: ...
-    """
-
-    s, r, o = triple
-    relations = kb.schema.relation_names
-    who = "person" if kb.schema.is_family else "entity"
-    for what, name in (("subject", s), ("object", o)):
-        if name not in kb.people:
-            close = _closest_names(kb, name)
-            hint = f" (closest: {', '.join(map(repr, close))})" if close else ""
-            c = control_char(name)
-            why = f"; it holds a control character (U+{ord(c):04X}), which no name has" if c else \
-                "; names are matched exactly"
-            raise InputError(f"target {what}: no {who} named {name!r} in the KB{hint}{why}")
-        if what == "subject" and r not in relations:
-            close = difflib.get_close_matches(r, relations, n=3, cutoff=0.5) \
-                or difflib.get_close_matches(r.lower(), relations, n=3, cutoff=0.5)
-            hint = f"closest: {', '.join(close)}; " if close else ""
-            raise InputError(f"target relation: unknown relation {r!r} ({hint}the relations: {', '.join(relations)})")

@@ -19,8 +19,9 @@ def _arrow_strings(values: Sequence[str]) -> Any:
     data = [v.encode() for v in values]
     offsets = np.zeros(len(data) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=len(data)), out=offsets[1:])
-    return pa.Array.from_buffers(pa.large_string(), len(data), [None, pa.py_buffer(offsets),
-                                                                 pa.py_buffer(b"".join(data))])
+    return pa.Array.from_buffers(
+        pa.large_string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    )
 
 
 def _csv_field(value: str) -> str:
@@ -32,8 +33,9 @@ def _csv_field(value: str) -> str:
     return out.getvalue()[:-2]
 
 
-def write_rows_arrow(fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.ndarray, o: np.ndarray,
-                      n_kb: int, relations: Sequence[str]) -> bool:
+def write_rows_arrow(
+    fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.ndarray, o: np.ndarray, n_kb: int, relations: Sequence[str]
+) -> bool:
     """Write ``subject,relation,object,source`` rows as :meth:`Closure.write_csv`'s csv writer does, byte for byte,
     with pyarrow's string kernels (rows in chunks, straight to ``fh``'s binary buffer). False, writing nothing,
     when ``fh`` has no binary buffer or pyarrow is missing.
@@ -84,10 +86,15 @@ def write_rows_arrow(fh: IO[str], names: Sequence[str], s: np.ndarray, r: np.nda
             return pa.Array.from_buffers(pa.int64(), len(a), [None, pa.py_buffer(a)])
 
         src = ix(1 + (np.arange(lo, hi) >= n_kb))
-        line = pc.binary_join_element_wise(pc.take(name_arr, ix(s[lo:hi])), pc.take(rel_arr, ix(r[lo:hi])),
-                                           pc.take(name_arr, ix(o[lo:hi])), pc.take(fixed, src), comma)
+        line = pc.binary_join_element_wise(
+            pc.take(name_arr, ix(s[lo:hi])),
+            pc.take(rel_arr, ix(r[lo:hi])),
+            pc.take(name_arr, ix(o[lo:hi])),
+            pc.take(fixed, src),
+            comma,
+        )
         # the joined values are the rows, separator-free: the last field brings the line end
-        ends = np.frombuffer(line.buffers()[1], dtype=np.int64)[line.offset:line.offset + len(line) + 1]
-        buffer.write(memoryview(line.buffers()[2])[int(ends[0]):int(ends[-1])])
+        ends = np.frombuffer(line.buffers()[1], dtype=np.int64)[line.offset : line.offset + len(line) + 1]
+        buffer.write(memoryview(line.buffers()[2])[int(ends[0]) : int(ends[-1])])
     buffer.flush()
     return True

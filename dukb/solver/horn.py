@@ -236,8 +236,9 @@ def _holds(sym: AST, relations: tuple[str, ...]) -> tuple[Term, Term, Term]:
 
 
 @lru_cache(maxsize=16)
-def compile_rules(program_key: str, texts: tuple[str, ...],
-                  relations: tuple[str, ...] = RELATIONS) -> tuple[CRule, ...]:
+def compile_rules(
+    program_key: str, texts: tuple[str, ...], relations: tuple[str, ...] = RELATIONS
+) -> tuple[CRule, ...]:
     """Compile validated rules (their clingo-printed text) into :class:`CRule` join plans.
 
     Args:
@@ -287,10 +288,15 @@ def compile_rules(program_key: str, texts: tuple[str, ...],
         rule = CRule(index, head, tuple(body), tuple(guards), tuple(comps))
         rel_vars = {a[1].var for a in rule.body + (rule.head,) if a[1].var}
         body_vars = {t.var for a in rule.body for t in a if t.var}
-        used = rule.name_vars | rel_vars | {t.var for _, t in rule.guards if t.var} | \
-            {t.var for _, x, y in rule.comparisons for t in (x, y) if t.var}
-        checked = {t.var for _, t in rule.guards if t.var} | \
-            {t.var for _, x, y in rule.comparisons for t in (x, y) if t.var}
+        used = (
+            rule.name_vars
+            | rel_vars
+            | {t.var for _, t in rule.guards if t.var}
+            | {t.var for _, x, y in rule.comparisons for t in (x, y) if t.var}
+        )
+        checked = {t.var for _, t in rule.guards if t.var} | {
+            t.var for _, x, y in rule.comparisons for t in (x, y) if t.var
+        }
         if rel_vars & (rule.name_vars | checked):
             raise Unsupported("a variable used both as a name and as a relation")
         if not used <= body_vars:
@@ -350,8 +356,13 @@ class Evaluator:
         True
     """
 
-    def __init__(self, n_names: int, name_id: dict[str, int], guards: Mapping[str, np.ndarray],
-                 relations: Sequence[str] = RELATIONS):
+    def __init__(
+        self,
+        n_names: int,
+        name_id: dict[str, int],
+        guards: Mapping[str, np.ndarray],
+        relations: Sequence[str] = RELATIONS,
+    ):
         self.n = max(n_names, 1)
         self.name_id = name_id
         self.guard = dict(guards)
@@ -377,9 +388,9 @@ class Evaluator:
         s, r, o = s[order], r[order], o[order]
         cuts = np.searchsorted(r, np.arange(nrel + 1))
         if ids is None:
-            return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]]) for k in range(nrel)]
+            return [(s[cuts[k] : cuts[k + 1]], o[cuts[k] : cuts[k + 1]]) for k in range(nrel)]
         ids = ids[order]
-        return [(s[cuts[k]:cuts[k + 1]], o[cuts[k]:cuts[k + 1]], ids[cuts[k]:cuts[k + 1]]) for k in range(nrel)]
+        return [(s[cuts[k] : cuts[k + 1]], o[cuts[k] : cuts[k + 1]], ids[cuts[k] : cuts[k + 1]]) for k in range(nrel)]
 
     def _const(self, t: Term, rel: bool) -> int:
         if rel:
@@ -460,7 +471,7 @@ class Evaluator:
                 # compact the key pairs to ranks so the combined key cannot overflow
                 inv, m = _rank(np.concatenate([kl, kr]))
                 inv2, m2 = _rank(np.concatenate([left[v], right[v]]).astype(np.int64))
-                if m * m2 >= 2 ** 62:  # pragma: no cover - astronomically many symbols
+                if m * m2 >= 2**62:  # pragma: no cover - astronomically many symbols
                     raise Unsupported("join key overflow")
                 comb = inv.astype(np.int64) * m2 + inv2
                 kl, kr = comb[:nl], comb[nl:]
@@ -519,8 +530,9 @@ class Evaluator:
         out["#n"] = np.arange(len(idx))
         return out
 
-    def evaluate(self, rule: CRule, tables: list, want_body: bool = False
-                 ) -> tuple[np.ndarray, list[np.ndarray] | None]:
+    def evaluate(
+        self, rule: CRule, tables: list, want_body: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray] | None]:
         """All bindings of ``rule`` with body atom j read from ``tables[j]`` (a per-relation fact table).
 
         Returns:
@@ -538,9 +550,12 @@ class Evaluator:
     def _evaluate(self, rule: CRule, tables: list, want_body: bool) -> tuple[np.ndarray, list[np.ndarray] | None]:
         k = len(rule.body)
         # order: start with the atom at the smallest table, then atoms sharing variables
-        sizes = [sum(len(x[0]) for x in t) if rule.body[j][1].var
-                 else len(t[self.rel_id[cast(str, rule.body[j][1].const)]][0])
-                 for j, t in enumerate(tables)]
+        sizes = [
+            sum(len(x[0]) for x in t)
+            if rule.body[j][1].var
+            else len(t[self.rel_id[cast(str, rule.body[j][1].const)]][0])
+            for j, t in enumerate(tables)
+        ]
         if min(sizes) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, ([empty] * k if want_body else None)
@@ -572,6 +587,7 @@ class Evaluator:
 
     def codes(self, atom: tuple[Term, Term, Term], b: Bindings, n: int) -> np.ndarray:
         """Fact codes of an atom under bindings ``b`` (n rows)."""
+
         def val(t: Term, rel: bool) -> np.ndarray:
             if t.var is not None:
                 return b[t.var].astype(np.int64)
@@ -615,8 +631,11 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     while len(delta):
         parallel = len(known) >= PARALLEL_MIN_FACTS  # threads pay off on large KBs only (results are the same)
         all_tab, delta_tab = thread_map(lambda codes: ev.by_relation(*ev.decode(codes)), [known, delta], parallel)
-        work = [(rule, [old_tab if j < i else delta_tab if j == i else all_tab for j in range(len(rule.body))])
-                for rule in rules for i in range(len(rule.body))]
+        work = [
+            (rule, [old_tab if j < i else delta_tab if j == i else all_tab for j in range(len(rule.body))])
+            for rule in rules
+            for i in range(len(rule.body))
+        ]
         heads = [h for h in thread_map(lambda w: ev.evaluate(*w)[0], work, parallel) if len(h)]
         if not heads:
             break
@@ -628,8 +647,9 @@ def fixpoint(ev: Evaluator, rules: tuple[CRule, ...], kb_codes: np.ndarray) -> n
     return known
 
 
-def ground_instances(ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray,
-                     ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ground_instances(
+    ev: Evaluator, rules: tuple[CRule, ...], codes: np.ndarray, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every ground rule instance whose body lies in the closure.
 
     Args:

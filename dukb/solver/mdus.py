@@ -39,7 +39,7 @@ METHODS = ("exact", "minimum", "random")
 #: would run for hours instead of being refused.
 MAX_SEEDS = 10_000
 #: Range of ``--seed`` of the minimal sets: CP-SAT's random seed (:func:`minimum_set`) is a signed 32-bit integer.
-MIN_SEED, MAX_SEED = -2**31, 2**31 - 1
+MIN_SEED, MAX_SEED = -(2**31), 2**31 - 1
 #: file name of the exact sets' deletion program in dukb.data/rules
 DELETION_PROGRAM = "deep_unlearning_sets.lp"
 
@@ -96,8 +96,7 @@ def is_deep_unlearning_set(closure: Closure, targets: Iterable[int], removed_fac
         (True, False)
     """
     cone = cone_of(closure, list(targets))
-    removed = {cone.local[closure.atom_of_fact(f)] for f in removed_fact_ids
-               if closure.atom_of_fact(f) in cone.local}
+    removed = {cone.local[closure.atom_of_fact(f)] for f in removed_fact_ids if closure.atom_of_fact(f) in cone.local}
     return not cone.any_target_derivable(removed)
 
 
@@ -117,7 +116,7 @@ def is_minimal(closure: Closure, targets: Collection[int], removed_fact_ids: Ite
     u = list(removed_fact_ids)
     if not is_deep_unlearning_set(closure, targets, u):
         return False
-    return all(not is_deep_unlearning_set(closure, targets, u[:i] + u[i + 1:]) for i in range(len(u)))
+    return all(not is_deep_unlearning_set(closure, targets, u[:i] + u[i + 1 :]) for i in range(len(u)))
 
 
 def _check_sets(cone: Cone, sets_local: list[frozenset[int]], method: str) -> None:
@@ -126,12 +125,21 @@ def _check_sets(cone: Cone, sets_local: list[frozenset[int]], method: str) -> No
             raise AssertionError(f"{method}: returned set {cone.fact_ids(s)} is not a deep unlearning set")
 
 
-def _finish(cone: Cone, sets_local: list[frozenset[int]], method: str, complete: bool, t0: float,
-            **kw: Any) -> MDUSResult:
+def _finish(
+    cone: Cone, sets_local: list[frozenset[int]], method: str, complete: bool, t0: float, **kw: Any
+) -> MDUSResult:
     _check_sets(cone, sets_local, method)
     sets = sorted({cone.fact_ids(s) for s in sets_local}, key=lambda s: (len(s), s))
-    return MDUSResult(cone.targets, method, sets, complete, time.perf_counter() - t0,
-                      cone_atoms=len(cone.atoms), cone_instances=len(cone.inst_head), **kw)
+    return MDUSResult(
+        cone.targets,
+        method,
+        sets,
+        complete,
+        time.perf_counter() - t0,
+        cone_atoms=len(cone.atoms),
+        cone_instances=len(cone.inst_head),
+        **kw,
+    )
 
 
 def check_limits(max_sets: int | None = None, seconds: float | None = None) -> None:
@@ -187,8 +195,9 @@ def deletion_program() -> str:
     return resources.files("dukb.data").joinpath("rules", DELETION_PROGRAM).read_text(encoding="utf-8")
 
 
-def exact_sets(closure: Closure, targets: Iterable[int], max_sets: int | None = None,
-               seconds: float | None = None) -> MDUSResult:
+def exact_sets(
+    closure: Closure, targets: Iterable[int], max_sets: int | None = None, seconds: float | None = None
+) -> MDUSResult:
     """Enumerate every subset-minimal deep unlearning set of ``targets`` with clingo.
 
     The program (``dukb/data/rules/deep_unlearning_sets.lp``, :func:`deletion_program`) on the cone (atoms and
@@ -236,8 +245,9 @@ def exact_sets(closure: Closure, targets: Iterable[int], max_sets: int | None = 
     lines += [f"target({t})." for t in cone.target_local]
     lines.append(deletion_program())
     # logger: clingo says "domRec ignored: No domain atoms found." for a target no rule derives (one set: itself)
-    ctl = clingo.Control(["--heuristic=Domain", "--enum-mode=domRec", "--warn=none", "0"],
-                         logger=lambda _code, _msg: None)
+    ctl = clingo.Control(
+        ["--heuristic=Domain", "--enum-mode=domRec", "--warn=none", "0"], logger=lambda _code, _msg: None
+    )
     ctl.add("base", [], "\n".join(lines))
     ctl.ground([("base", [])])
     sets: list[frozenset[int]] = []
@@ -295,8 +305,9 @@ def minimum_set(closure: Closure, targets: Iterable[int], seconds: float | None 
     """
     check_limits(seconds=seconds)
     if not MIN_SEED <= seed <= MAX_SEED:
-        raise InputError(f"--seed must be in [{MIN_SEED:,}, {MAX_SEED:,}] (CP-SAT's seed is a 32-bit integer), "
-                         f"got {seed}")
+        raise InputError(
+            f"--seed must be in [{MIN_SEED:,}, {MAX_SEED:,}] (CP-SAT's seed is a 32-bit integer), got {seed}"
+        )
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()
@@ -316,8 +327,9 @@ def minimum_set(closure: Closure, targets: Iterable[int], seconds: float | None 
     status = solver.Solve(m)
     if status == cp_model.UNKNOWN:  # the time limit came before the first solution
         limit = f" ({float(seconds):g} seconds)" if seconds is not None else ""
-        raise InputError(f"the time limit{limit} was reached before CP-SAT found a deep unlearning set; give a "
-                         "larger --seconds")
+        raise InputError(
+            f"the time limit{limit} was reached before CP-SAT found a deep unlearning set; give a larger --seconds"
+        )
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - removing all of K always works
         raise AssertionError(f"CP-SAT found no deep unlearning set (status {solver.StatusName(status)})")
     chosen = frozenset(a for a in cone.kb if solver.Value(f[a]))
@@ -464,8 +476,16 @@ def random_sets(closure: Closure, targets: Iterable[int], n_seeds: int = 100, se
     return _finish(cone, sets, "random", False, t0, n_seeds=n_seeds)
 
 
-def minimal_sets(closure: Closure, targets: int | Iterable[int], method: str = "exact", *, max_sets: int | None = None,
-                 seconds: float | None = None, n_seeds: int = 100, seed: int = 0) -> MDUSResult:
+def minimal_sets(
+    closure: Closure,
+    targets: int | Iterable[int],
+    method: str = "exact",
+    *,
+    max_sets: int | None = None,
+    seconds: float | None = None,
+    n_seeds: int = 100,
+    seed: int = 0,
+) -> MDUSResult:
     """Dispatch to :func:`exact_sets`, :func:`minimum_set` or :func:`random_sets`.
 
     Args:

@@ -122,8 +122,17 @@ class RecallResult:
         return json_safe(asdict(self))
 
 
-def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: str = "exact",
-                    target_fact_ids=(), exclude_rel=(), exclude_bio=(), tie_break: str = "accuracy") -> RecallResult:
+def recall_accuracy(
+    kb: KB,
+    sets,
+    forgotten_rel,
+    forgotten_bio=None,
+    sets_used: str = "exact",
+    target_fact_ids=(),
+    exclude_rel=(),
+    exclude_bio=(),
+    tie_break: str = "accuracy",
+) -> RecallResult:
     r"""Recall and accuracies of an unlearning outcome against the minimal deep unlearning sets M.
 
     Honest accuracy: facts a method trained on as retain data (``exclude_rel``, ``exclude_bio``) are left out of the
@@ -215,13 +224,24 @@ def recall_accuracy(kb: KB, sets, forgotten_rel, forgotten_bio=None, sets_used: 
     tf = None
     if target_fact_ids:
         tf = all(t in u_a for t in target_fact_ids)
-    return RecallResult(rec, acc_rel, acc_bio, acc_all, list(best_set), sets_used, len(sets), ties, tf,
-                        n_bio + kept_rel, kept_rel)
+    return RecallResult(
+        rec, acc_rel, acc_bio, acc_all, list(best_set), sets_used, len(sets), ties, tf, n_bio + kept_rel, kept_rel
+    )
 
 
-def target_recall(closure, targets, retained, method: str = "exact", *, max_sets: int | None = 100_000,
-                  seconds: float | None = 60.0, n_seeds: int = 100, seed: int = 0, tie_break: str = "accuracy",
-                  paper_sets=None) -> RecallResult:
+def target_recall(
+    closure,
+    targets,
+    retained,
+    method: str = "exact",
+    *,
+    max_sets: int | None = 100_000,
+    seconds: float | None = 60.0,
+    n_seeds: int = 100,
+    seed: int = 0,
+    tie_break: str = "accuracy",
+    paper_sets=None,
+) -> RecallResult:
     """Recall/accuracy of a model's retained facts for one target (or a group), computing M on the way.
 
     Args:
@@ -271,5 +291,6 @@ def target_recall(closure, targets, retained, method: str = "exact", *, max_sets
         sets, used = sorted(set(res.sets) | set(rnd.sets), key=lambda s: (len(s), s)), "random"
     kb_targets = [closure.fact_ids[t] for t in targets if closure.is_kb(t)]
     bio = None if retained.biographies is None else retained.forgotten_biographies
-    return recall_accuracy(closure.kb, sets, retained.forgotten_relationships, bio, used, kb_targets,
-                           tie_break=tie_break)
+    return recall_accuracy(
+        closure.kb, sets, retained.forgotten_relationships, bio, used, kb_targets, tie_break=tie_break
+    )

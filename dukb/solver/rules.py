@@ -55,9 +55,11 @@ if TYPE_CHECKING:  # for annotations only: the functions below import clingo the
 #: Names of the built-in rule sets.
 BUILTIN_RULES = ("family", "family_paper_compat")
 #: The help text of every ``--rules`` option (one wording for every command).
-RULES_HELP = "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' " \
-             "rules dead) or a .lp file of positive Horn rules over holds(S,R,O). Default: the KB's own rules.lp " \
-             "when its directory has a schema.yaml, else family."
+RULES_HELP = (
+    "Rule set: 'family' (48 EDU-RELAT rules), 'family_paper_compat' (the paper code's, two 'newphe' "
+    "rules dead) or a .lp file of positive Horn rules over holds(S,R,O). Default: the KB's own rules.lp "
+    "when its directory has a schema.yaml, else family."
+)
 
 #: The file of a KB directory's own rule set (used when the directory has a schema.yaml and no rules are given).
 KB_RULES_FILE = "rules.lp"
@@ -81,9 +83,18 @@ _INCLUDE = "#include"
 _NO_INCLUDE = "#dukbinc"
 
 _DIRECTIVES = {
-    "Definition": "#const", "ShowSignature": "#show", "ShowTerm": "#show", "Minimize": "#minimize",
-    "External": "#external", "Heuristic": "#heuristic", "Script": "#script", "Program": "#program",
-    "ProjectAtom": "#project", "ProjectSignature": "#project", "Edge": "#edge", "Defined": "#defined",
+    "Definition": "#const",
+    "ShowSignature": "#show",
+    "ShowTerm": "#show",
+    "Minimize": "#minimize",
+    "External": "#external",
+    "Heuristic": "#heuristic",
+    "Script": "#script",
+    "Program": "#program",
+    "ProjectAtom": "#project",
+    "ProjectSignature": "#project",
+    "Edge": "#edge",
+    "Defined": "#defined",
     "TheoryDefinition": "#theory",
 }
 
@@ -256,8 +267,9 @@ def kb_rules(kb: KB) -> RuleSet:
         return load_rules(Path(spec), kb.schema)
     if kb.schema.is_family:
         return load_rules("family")
-    raise RulesError(f"KB {root} has schema '{kb.schema.name}' and no {KB_RULES_FILE}: put its rules there or give "
-                     "--rules FILE")
+    raise RulesError(
+        f"KB {root} has schema '{kb.schema.name}' and no {KB_RULES_FILE}: put its rules there or give --rules FILE"
+    )
 
 
 @lru_cache(maxsize=16)
@@ -360,9 +372,9 @@ def _check_operators(text: str, path: Path) -> None:
     line, start, count, pos, n = 1, None, 0, 0, len(text)
     while pos < n:
         m = _SCAN.search(text, pos)
-        gap = text[pos:n if m is None else m.start()]  # identifiers, numbers, commas, spaces
+        gap = text[pos : n if m is None else m.start()]  # identifiers, numbers, commas, spaces
         if start is None and gap.strip():
-            start = line + gap[:len(gap) - len(gap.lstrip())].count("\n")
+            start = line + gap[: len(gap) - len(gap.lstrip())].count("\n")
         line += gap.count("\n")
         if m is None:
             break
@@ -389,9 +401,13 @@ def _check_operators(text: str, path: Path) -> None:
             if len(tok) == 1:  # a bracket or an operator (not a string, "..", ":-" or ":~")
                 count += 1
                 if count > MAX_STATEMENT_OPERATORS:
-                    raise RulesError(f"a statement holds more than {MAX_STATEMENT_OPERATORS} brackets and "
-                                     "operators (a term nested this deep is not allowed; rules use only variables "
-                                     "and relation names)", path, start)
+                    raise RulesError(
+                        f"a statement holds more than {MAX_STATEMENT_OPERATORS} brackets and "
+                        "operators (a term nested this deep is not allowed; rules use only variables "
+                        "and relation names)",
+                        path,
+                        start,
+                    )
 
 
 def _implicit(st: AST) -> bool:
@@ -410,8 +426,12 @@ def _syntax_error(messages: list[str], path: Path) -> RulesError:
             parsed.append((int(m.group(1)), int(m.group(2)), m.group(3)))
     for line, _col, text in parsed:
         if _NO_INCLUDE in text:
-            return RulesError("#include is not allowed in a rule file: put every rule in the file itself (the "
-                              "named file is not read)", path, line)
+            return RulesError(
+                "#include is not allowed in a rule file: put every rule in the file itself (the "
+                "named file is not read)",
+                path,
+                line,
+            )
     if parsed:
         line, col, text = parsed[0]
         return RulesError(f"{text} (column {col})", path, line)
@@ -424,7 +444,7 @@ def _kind_name(kind: ASTType) -> str:
 
 def _short(node: object, limit: int = 40) -> str:
     s = str(node)
-    return s if len(s) <= limit else s[:limit - 3] + "..."
+    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def _check_terms(st: AST, path: Path) -> None:
@@ -450,8 +470,12 @@ def _check_terms(st: AST, path: Path) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_TERM_DEPTH:
-            raise RulesError(f"a term is nested more than {MAX_TERM_DEPTH} levels deep; rules may use only "
-                             "variables (and relation names for R)", path, line)
+            raise RulesError(
+                f"a term is nested more than {MAX_TERM_DEPTH} levels deep; rules may use only "
+                "variables (and relation names for R)",
+                path,
+                line,
+            )
         if node.ast_type == ast.ASTType.Function and getattr(node, "external", False):
             raise RulesError("external function calls (@f(...)) are not allowed in rules", path, line)
         for key in node.child_keys:
@@ -469,19 +493,22 @@ def _check_rule(st: AST, index: int, path: Path, schema: Schema) -> tuple[Rule, 
     line = st.location.begin.line
     head = st.head
     if head.ast_type != T.Literal or head.atom.ast_type != T.SymbolicAtom:
-        what = {T.Disjunction: "a disjunction", T.Aggregate: "a choice rule",
-                T.HeadAggregate: "an aggregate"}.get(head.ast_type, "not a plain atom")
+        what = {T.Disjunction: "a disjunction", T.Aggregate: "a choice rule", T.HeadAggregate: "an aggregate"}.get(
+            head.ast_type, "not a plain atom"
+        )
         if head.ast_type == T.Literal and head.atom.ast_type == T.BooleanConstant:
             what = "an integrity constraint"
-        raise RulesError(f"rule head is {what}; only positive Horn rules with a holds(S,R,O) head are allowed",
-                         path, line)
+        raise RulesError(
+            f"rule head is {what}; only positive Horn rules with a holds(S,R,O) head are allowed", path, line
+        )
     if head.sign != ast.Sign.NoSign:
         raise RulesError("negated rule head; only positive Horn rules are allowed", path, line)
     _check_terms(st, path)
     hsym = head.atom.symbol
     if not (hsym.ast_type == T.Function and hsym.name == "holds" and len(hsym.arguments) == 3):
-        raise RulesError(f"rule head {_short(head)} is not holds(S,R,O); rules may derive only relationship facts",
-                         path, line)
+        raise RulesError(
+            f"rule head {_short(head)} is not holds(S,R,O); rules may derive only relationship facts", path, line
+        )
     if not st.body:
         raise RulesError(f"{_short(st)} is a fact; facts belong in the KB, not in a rule file", path, line)
     rel_vars: set[str] = set()
@@ -493,27 +520,34 @@ def _check_rule(st: AST, index: int, path: Path, schema: Schema) -> tuple[Rule, 
     for lit in st.body:
         lline = lit.location.begin.line
         if lit.ast_type != T.Literal:
-            raise RulesError(f"body element '{_short(lit)}' is a conditional literal; only plain atoms are allowed",
-                             path, lline)
+            raise RulesError(
+                f"body element '{_short(lit)}' is a conditional literal; only plain atoms are allowed", path, lline
+            )
         if lit.sign != ast.Sign.NoSign:
-            raise RulesError(f"negation ('{_short(lit)}') is not allowed: rules must be positive Horn rules",
-                             path, lline)
+            raise RulesError(
+                f"negation ('{_short(lit)}') is not allowed: rules must be positive Horn rules", path, lline
+            )
         atom = lit.atom
         if atom.ast_type == T.Comparison:
             if len(atom.guards) != 1:
-                raise RulesError(f"chained comparison '{_short(lit)}': write one comparison per body element",
-                                 path, lline)
+                raise RulesError(
+                    f"chained comparison '{_short(lit)}': write one comparison per body element", path, lline
+                )
             g = atom.guards[0]
             if g.comparison not in (ast.ComparisonOperator.Equal, ast.ComparisonOperator.NotEqual):
-                raise RulesError(f"ordering comparison '{_short(lit)}' is not allowed: names have no order; only "
-                                 "X = Y and X != Y", path, lline)
+                raise RulesError(
+                    f"ordering comparison '{_short(lit)}' is not allowed: names have no order; only X = Y and X != Y",
+                    path,
+                    lline,
+                )
             for t in (atom.term, g.term):
                 need.add(_variable(t, "a comparison", path, relations))
                 person_vars.add(t.name)
             continue
         if atom.ast_type != T.SymbolicAtom:
-            raise RulesError(f"body element '{_short(lit)}' is not allowed (no aggregates or theory atoms)",
-                             path, lline)
+            raise RulesError(
+                f"body element '{_short(lit)}' is not allowed (no aggregates or theory atoms)", path, lline
+            )
         sym = atom.symbol
         if sym.ast_type != T.Function:
             raise RulesError(f"body atom '{_short(lit)}' is not a predicate", path, lline)
@@ -526,8 +560,12 @@ def _check_rule(st: AST, index: int, path: Path, schema: Schema) -> tuple[Rule, 
             person_vars.add(sym.arguments[0].name)
         else:
             unary = ", ".join(f"{b}/1" for b in background)
-            raise RulesError(f"unknown predicate {sym.name}/{len(sym.arguments)} in '{_short(lit)}'; rules may use "
-                             f"holds/3, {unary} and the comparisons = and !=", path, lline)
+            raise RulesError(
+                f"unknown predicate {sym.name}/{len(sym.arguments)} in '{_short(lit)}'; rules may use "
+                f"holds/3, {unary} and the comparisons = and !=",
+                path,
+                lline,
+            )
     if not body_holds:
         raise RulesError("rule body has no holds(S,R,O) atom", path, line)
     both = sorted(rel_vars & person_vars)
@@ -544,8 +582,9 @@ def _check_rule(st: AST, index: int, path: Path, schema: Schema) -> tuple[Rule, 
     return Rule(index, str(st), head_s, tuple(body_holds), line), compiled
 
 
-def _holds_args(sym: AST, path: Path, rel_vars: set[str], person_vars: set[str],
-                relations: tuple[str, ...]) -> list[tuple[str, bool]]:
+def _holds_args(
+    sym: AST, path: Path, rel_vars: set[str], person_vars: set[str], relations: tuple[str, ...]
+) -> list[tuple[str, bool]]:
     """The (text, is_variable) of the three arguments of a holds atom: S and O variables, R a variable or one of
     ``relations``."""
     s, r, o = sym.arguments
@@ -555,8 +594,11 @@ def _holds_args(sym: AST, path: Path, rel_vars: set[str], person_vars: set[str],
         if role == "relation" and _is_constant(t):
             name = t.symbol.name
             if name not in relations:
-                raise RulesError(f"unknown relation '{name}' in {_short(sym)} (known: {', '.join(relations)})",
-                                 path, t.location.begin.line)
+                raise RulesError(
+                    f"unknown relation '{name}' in {_short(sym)} (known: {', '.join(relations)})",
+                    path,
+                    t.location.begin.line,
+                )
             out.append((name, False))
             continue
         v = _variable(t, where.format(role), path, relations)
@@ -567,8 +609,12 @@ def _holds_args(sym: AST, path: Path, rel_vars: set[str], person_vars: set[str],
 
 def _is_constant(t: AST) -> bool:
 
-    return (t.ast_type == ast.ASTType.SymbolicTerm and t.symbol.type == SymbolType.Function
-            and not t.symbol.arguments and t.symbol.positive)
+    return (
+        t.ast_type == ast.ASTType.SymbolicTerm
+        and t.symbol.type == SymbolType.Function
+        and not t.symbol.arguments
+        and t.symbol.positive
+    )
 
 
 def _variable(t: AST, where: str, path: Path, relations: tuple[str, ...]) -> str:
@@ -592,8 +638,12 @@ def _variable(t: AST, where: str, path: Path, relations: tuple[str, ...]) -> str
         what = f"the function term '{_short(t)}'"
     else:
         what = f"the term '{_short(t)}'"
-    raise RulesError(f"{what} in {where} is not allowed: rules may use only variables (and relation names for R); "
-                     "a person is never named in a rule", path, line)
+    raise RulesError(
+        f"{what} in {where} is not allowed: rules may use only variables (and relation names for R); "
+        "a person is never named in a rule",
+        path,
+        line,
+    )
 
 
 def _check_grounds(program: str, path: Path) -> None:

@@ -77,8 +77,11 @@ def _minimum(closure: Closure, target: int, sets: Sequence | None = None) -> lis
 
 def _best(closure: Closure, target: int, sets: Sequence | None = None) -> list[int]:
 
-    cands = sets if sets is not None else \
-        minimal_sets(closure, [closure.atom_of_fact(target)], "exact", max_sets=10_000).sets
+    cands = (
+        sets
+        if sets is not None
+        else minimal_sets(closure, [closure.atom_of_fact(target)], "exact", max_sets=10_000).sets
+    )
     return list(least_damaging_set(closure, cands))
 
 
@@ -107,8 +110,9 @@ def get_scope(name: str) -> ForgetScope:
         raise InputError(f"unknown forget scope {name!r} (choose from {', '.join(FORGET_SCOPES)})") from None
 
 
-def forget_fact_ids(closure: Closure, target_fact_id: int, scope: str = "target",
-                    sets: Sequence | None = None) -> list[int]:
+def forget_fact_ids(
+    closure: Closure, target_fact_id: int, scope: str = "target", sets: Sequence | None = None
+) -> list[int]:
     """Relationship fact_ids to forget for a target under a forget scope.
 
     Args:

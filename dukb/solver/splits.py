@@ -95,15 +95,25 @@ class BaseSplit:
         held = forget & _ids(self.holdout)
         if held:
             raise InputError(f"forget facts {sorted(i for _, i in held)} are in the holdout split")
-        return FactSplits(targets=[int(t) for t in targets], forget=_as_dict(forget),
-                          retain_train=_as_dict(_ids(self.retain_train_pool) - forget),
-                          retain_eval=_as_dict(_ids(self.retain_eval_pool) - forget), holdout=self.holdout)
+        return FactSplits(
+            targets=[int(t) for t in targets],
+            forget=_as_dict(forget),
+            retain_train=_as_dict(_ids(self.retain_train_pool) - forget),
+            retain_eval=_as_dict(_ids(self.retain_eval_pool) - forget),
+            holdout=self.holdout,
+        )
 
     def to_json(self) -> dict:
         """JSON-able form (recorded in a run's splits.json)."""
-        return {"holdout": self.holdout, "retain_train_pool": self.retain_train_pool,
-                "retain_eval_pool": self.retain_eval_pool, "protected": self.protected, "seed": self.seed,
-                "holdout_frac": self.holdout_frac, "retain_train_frac": self.retain_train_frac}
+        return {
+            "holdout": self.holdout,
+            "retain_train_pool": self.retain_train_pool,
+            "retain_eval_pool": self.retain_eval_pool,
+            "protected": self.protected,
+            "seed": self.seed,
+            "holdout_frac": self.holdout_frac,
+            "retain_train_frac": self.retain_train_frac,
+        }
 
 
 @dataclass(frozen=True)
@@ -137,8 +147,13 @@ class FactSplits:
 
     def to_json(self) -> dict:
         """JSON-able form (every result row records it)."""
-        return {"targets": self.targets, "forget": self.forget, "retain_train": self.retain_train,
-                "retain_eval": self.retain_eval, "holdout": self.holdout}
+        return {
+            "targets": self.targets,
+            "forget": self.forget,
+            "retain_train": self.retain_train,
+            "retain_eval": self.retain_eval,
+            "holdout": self.holdout,
+        }
 
 
 def cone_facts(closure: Closure, targets: Sequence[int]) -> set[int]:
@@ -159,8 +174,15 @@ def cone_facts(closure: Closure, targets: Sequence[int]) -> set[int]:
     return {int(closure.fact_ids[cone.atoms[a]]) for a in cone.kb}
 
 
-def base_split(kb: KB, closure: Closure, targets: Sequence[int], *, holdout_frac: float = 0.1,
-               retain_train_frac: float = 0.5, seed: int = 0) -> BaseSplit:
+def base_split(
+    kb: KB,
+    closure: Closure,
+    targets: Sequence[int],
+    *,
+    holdout_frac: float = 0.1,
+    retain_train_frac: float = 0.5,
+    seed: int = 0,
+) -> BaseSplit:
     """Draw a run's holdout and retain pools.
 
     Args:
@@ -209,9 +231,15 @@ def base_split(kb: KB, closure: Closure, targets: Sequence[int], *, holdout_frac
     rest = [k for k in every if k not in holdout]
     rng.shuffle(rest)
     n_train = round(retain_train_frac * len(rest))
-    return BaseSplit(holdout=_as_dict(holdout), retain_train_pool=_as_dict(rest[:n_train]),
-                     retain_eval_pool=_as_dict(rest[n_train:]), protected=sorted(protected), seed=seed,
-                     holdout_frac=holdout_frac, retain_train_frac=retain_train_frac)
+    return BaseSplit(
+        holdout=_as_dict(holdout),
+        retain_train_pool=_as_dict(rest[:n_train]),
+        retain_eval_pool=_as_dict(rest[n_train:]),
+        protected=sorted(protected),
+        seed=seed,
+        holdout_frac=holdout_frac,
+        retain_train_frac=retain_train_frac,
+    )
 
 
 def forget_set(closure: Closure, targets: Sequence[int], scope: str = "joint") -> list[int]:

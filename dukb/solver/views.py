@@ -79,7 +79,7 @@ class BodyIndexView(AtomView):
         self._idx = idx
 
     def _item(self, a: int) -> list[int]:
-        return self._idx[self._ptr[a]:self._ptr[a + 1]].tolist()
+        return self._idx[self._ptr[a] : self._ptr[a + 1]].tolist()
 
 
 class BodyView(Sequence):

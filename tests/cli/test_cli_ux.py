@@ -26,8 +26,13 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 # ------------------------------------------------------------------------------------------- Ctrl-C ----------
 def _interrupted(script: str, timeout: float = 120) -> tuple[int, str]:
     """Run ``script`` in a fresh interpreter, wait for its READY line on stderr, send SIGINT; (exit code, stderr)."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     seen = []
     deadline = time.monotonic() + timeout
     try:
@@ -83,10 +88,16 @@ def test_ctrl_c_in_a_long_command_says_what_is_kept(command, tmp_path):
         """)
     assert rc == 130, err
     assert "Traceback" not in err and "target 1: a per-target line" in err
-    advice = "run the same command again to continue" if command == "restor" else \
-        "run the same command with --resume to continue"
-    assert err.strip().splitlines()[-1].startswith(
-        f"dukb: interrupted; 3 rows are kept in {out / 'results.jsonl'}; {advice}")
+    advice = (
+        "run the same command again to continue"
+        if command == "restor"
+        else "run the same command with --resume to continue"
+    )
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(f"dukb: interrupted; 3 rows are kept in {out / 'results.jsonl'}; {advice}")
+    )
 
 
 @pytest.mark.parametrize("checkpoint", [False, True], ids=["before-a-checkpoint", "after-a-checkpoint"])
@@ -111,9 +122,11 @@ def test_ctrl_c_in_finetune_says_what_is_kept(checkpoint, tmp_path):
         sys.exit(main(["finetune", "-o", {str(out)!r}]))
         """)
     assert rc == 130 and "Traceback" not in err
-    note = (f"the finetuning checkpoint {out / CHECKPOINT} is kept; run the same command again to continue from it"
-            if checkpoint else "finetuning stopped before its first checkpoint; run the same command again to start "
-            "over")
+    note = (
+        f"the finetuning checkpoint {out / CHECKPOINT} is kept; run the same command again to continue from it"
+        if checkpoint
+        else "finetuning stopped before its first checkpoint; run the same command again to start over"
+    )
     assert err.strip().splitlines()[-1] == f"dukb: interrupted; {note}"
 
 
@@ -152,16 +165,33 @@ def test_a_reader_closing_the_pipe_early_is_exit_0_and_silent(big_kb, tmp_path):
     small = tmp_path / "kb"
     assert main(["generate", "--people", "2000", "--seed", "2", "-o", str(small)]) == 0
     for _ in range(5):
-        p = subprocess.run(["bash", "-c", f'"{sys.executable}" -m dukb.cli.main closure --kb "{small}" | head -1; '
-                                          'exit "${PIPESTATUS[0]}"'], capture_output=True, text=True, env=ENV,
-                           timeout=120)
+        p = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f'"{sys.executable}" -m dukb.cli.main closure --kb "{small}" | head -1; exit "${{PIPESTATUS[0]}}"',
+            ],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stderr
         assert p.stdout == "subject,relation,object,source\n" and p.stderr == ""
 
 
 def test_help_into_a_closed_pipe_is_exit_0(tmp_path):
-    p = subprocess.run(["bash", "-c", f'"{sys.executable}" -m dukb.cli.main evaluate --help | head -c 10 >/dev/null; '
-                                      'exit "${PIPESTATUS[0]}"'], capture_output=True, text=True, env=ENV, timeout=120)
+    p = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'"{sys.executable}" -m dukb.cli.main evaluate --help | head -c 10 >/dev/null; exit "${{PIPESTATUS[0]}}"',
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
     assert p.returncode == 0 and p.stderr == ""
 
 
@@ -181,32 +211,71 @@ def evaluate_rows() -> list[dict]:
     rows = []
     for t, rel in ((28, "aunt"), (31, "brother")):
         for steps, recall, acc in ((1, 0.2, 0.95), (2, 0.8, 0.7)):
-            rows.append({"method": "ga", "base_method": "ga", "scope": "target", "forget_set": [t],
-                         "retain_fact_ids": {"relationships": [], "biographies": []}, "param": "steps",
-                         "setting": {"steps": steps, "lr": 0.001}, "target": t, "recall": recall,
-                         "accuracy_relationships": acc, "accuracy_biographies": acc, "accuracy_all": acc,
-                         "best_set": [2, t], "sets_used": "exact", "n_sets": 2, "ties": 1,
-                         "target_forgotten": steps == 2, "forgotten_relationships": [], "forgotten_biographies": [],
-                         "seconds_unlearn": 0.1, "seconds_probe": 0.1, "target_relation": rel, "n_kb_rel": 41,
-                         "n_kb_bio": 45})
+            rows.append(
+                {
+                    "method": "ga",
+                    "base_method": "ga",
+                    "scope": "target",
+                    "forget_set": [t],
+                    "retain_fact_ids": {"relationships": [], "biographies": []},
+                    "param": "steps",
+                    "setting": {"steps": steps, "lr": 0.001},
+                    "target": t,
+                    "recall": recall,
+                    "accuracy_relationships": acc,
+                    "accuracy_biographies": acc,
+                    "accuracy_all": acc,
+                    "best_set": [2, t],
+                    "sets_used": "exact",
+                    "n_sets": 2,
+                    "ties": 1,
+                    "target_forgotten": steps == 2,
+                    "forgotten_relationships": [],
+                    "forgotten_biographies": [],
+                    "seconds_unlearn": 0.1,
+                    "seconds_probe": 0.1,
+                    "target_relation": rel,
+                    "n_kb_rel": 41,
+                    "n_kb_bio": 45,
+                }
+            )
     return rows
 
 
 def rwku_rows() -> list[dict]:
     """Rows shaped like `dukb rwku`'s: a "before" row and a GA row per single request, and a batch request."""
+
     def row(request, kind, targets, method, steps, forget):
         mia = {"loss": -0.1, "zlib": -0.01, "mink": -0.1, "minkpp": 0.1}
-        return {"request": request, "request_kind": kind, "targets": targets, "forget_set": targets,
-                "neighbour_fact_ids": {"relationships": [1, 2], "biographies": [9]},
-                "model_kind": "before" if method is None else "unlearned", "method": method,
-                "param": None if method is None else "steps",
-                "setting": {} if method is None else {"steps": steps, "lr": 0.001},
-                "rouge_forget_fb": forget, "rouge_forget_qa": forget, "rouge_forget_aa": forget / 2,
-                "rouge_forget_all": forget, "rouge_forget_aa_by_kind": {"reverse": forget, "synonym": 0.0},
-                "rouge_neighbour_fb": 0.5, "rouge_neighbour_qa": 0.9, "rouge_neighbour_all": 0.7,
-                "rouge_distant_fb": 0.5, "rouge_distant_qa": 0.9, "rouge_distant_all": 0.7, "mia_fm": mia,
-                "mia_rm": mia, "mia_auc_fm_rm": {k: 0.5 for k in mia}, "recall": 1 - forget,
-                "accuracy_all": 0.9, "recall_under_attack": 0.5 * (1 - forget), "leaks_by_kind": {"reverse": 1}}
+        return {
+            "request": request,
+            "request_kind": kind,
+            "targets": targets,
+            "forget_set": targets,
+            "neighbour_fact_ids": {"relationships": [1, 2], "biographies": [9]},
+            "model_kind": "before" if method is None else "unlearned",
+            "method": method,
+            "param": None if method is None else "steps",
+            "setting": {} if method is None else {"steps": steps, "lr": 0.001},
+            "rouge_forget_fb": forget,
+            "rouge_forget_qa": forget,
+            "rouge_forget_aa": forget / 2,
+            "rouge_forget_all": forget,
+            "rouge_forget_aa_by_kind": {"reverse": forget, "synonym": 0.0},
+            "rouge_neighbour_fb": 0.5,
+            "rouge_neighbour_qa": 0.9,
+            "rouge_neighbour_all": 0.7,
+            "rouge_distant_fb": 0.5,
+            "rouge_distant_qa": 0.9,
+            "rouge_distant_all": 0.7,
+            "mia_fm": mia,
+            "mia_rm": mia,
+            "mia_auc_fm_rm": {k: 0.5 for k in mia},
+            "recall": 1 - forget,
+            "accuracy_all": 0.9,
+            "recall_under_attack": 0.5 * (1 - forget),
+            "leaks_by_kind": {"reverse": 1},
+        }
 
     rows = []
     for t in (28, 31):
@@ -220,18 +289,35 @@ def muse_rows(auc_unlearned: float = 0.56) -> list[dict]:
     scalability and a sustainability request."""
     rows = []
     for request, experiment in (("main", "main"), ("scale-1", "scalability"), ("sustain-1", "sustainability")):
-        for kind, steps, auc, know in (("retrain", None, 0.28, 0.5), ("target", None, 0.92, 0.9),
-                                       ("unlearned", 1, auc_unlearned, 0.6), ("unlearned", 2, 0.48, 0.4)):
+        for kind, steps, auc, know in (
+            ("retrain", None, 0.28, 0.5),
+            ("target", None, 0.92, 0.9),
+            ("unlearned", 1, auc_unlearned, 0.6),
+            ("unlearned", 2, 0.48, 0.4),
+        ):
             scores = {"verbmem_forget": [know] * 3, "knowmem_forget": [know] * 3, "knowmem_retain": [0.8, 0.6]}
-            rows.append({"request": request, "experiment": experiment, "model_kind": kind, "targets": [28],
-                         "forget_fact_ids": {"relationships": [28], "biographies": []},
-                         "scored_forget_fact_ids": {"relationships": [28], "biographies": []},
-                         "method": None if steps is None else "ga", "param": None if steps is None else "steps",
-                         "setting": None if steps is None else {"steps": steps, "lr": 0.001},
-                         "verbmem_forget": know, "knowmem_forget": know, "knowmem_retain": 0.7,
-                         "mia_auc_forget": {"loss": auc}, "mia_auc_retain": {"loss": 0.5}, "mia_auc": auc,
-                         "privleak": (auc - 0.28) / 0.28, "items": scores,
-                         "mia": {"forget": [0.1, 0.5, 0.9], "retain": [0.2], "holdout": [0.3, 0.4]}})
+            rows.append(
+                {
+                    "request": request,
+                    "experiment": experiment,
+                    "model_kind": kind,
+                    "targets": [28],
+                    "forget_fact_ids": {"relationships": [28], "biographies": []},
+                    "scored_forget_fact_ids": {"relationships": [28], "biographies": []},
+                    "method": None if steps is None else "ga",
+                    "param": None if steps is None else "steps",
+                    "setting": None if steps is None else {"steps": steps, "lr": 0.001},
+                    "verbmem_forget": know,
+                    "knowmem_forget": know,
+                    "knowmem_retain": 0.7,
+                    "mia_auc_forget": {"loss": auc},
+                    "mia_auc_retain": {"loss": 0.5},
+                    "mia_auc": auc,
+                    "privleak": (auc - 0.28) / 0.28,
+                    "items": scores,
+                    "mia": {"forget": [0.1, 0.5, 0.9], "retain": [0.2], "holdout": [0.3, 0.4]},
+                }
+            )
     return rows
 
 
@@ -258,8 +344,10 @@ def _one_error_line(capsys) -> str:
     return err
 
 
-@pytest.mark.parametrize("protocol,drop", [("evaluate", "target"), ("rwku", "request"), ("muse", "request"),
-                                           ("control", "ratio"), ("restor", None)])
+@pytest.mark.parametrize(
+    "protocol,drop",
+    [("evaluate", "target"), ("rwku", "request"), ("muse", "request"), ("control", "ratio"), ("restor", None)],
+)
 def test_report_says_in_one_line_what_it_cannot_render(protocol, drop, tmp_path, capsys):
     """Rows lacking a field the protocol's report needs (or a restor run without its probes): exit 2, one line."""
     base = {"evaluate": evaluate_rows, "rwku": rwku_rows, "muse": muse_rows}.get(protocol, lambda: [{"x": 1}])()
@@ -274,19 +362,37 @@ def test_report_says_in_one_line_what_it_cannot_render(protocol, drop, tmp_path,
     assert str(run) in err
 
 
-@pytest.mark.parametrize("setup,expected", [
-    (lambda run: run.write_text("x"), "not a run directory"),
-    (lambda run: run.mkdir(), "neither config.json nor results.jsonl"),
-    (lambda run: (run.mkdir(), (run / "config.json").write_text("{oops")), "not a readable run config"),
-    (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": "other"}')), "cannot render a 'other'"),
-    (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": "muse"}')), "no results.jsonl"),
-    # a protocol that is not a string was looked up in a dict: TypeError unhashable (a traceback)
-    (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": []}')), "is a JSON array, not a string"),
-    (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": {}}')), "is a JSON object, not a"),
-    # nested past Python's recursion limit: json.loads raised RecursionError, which only ValueError was caught for
-    (lambda run: (run.mkdir(), (run / "config.json").write_text("[" * 100000 + "]" * 100000)), "nested too deeply"),
-], ids=["file", "empty dir", "bad json", "other protocol", "no results", "protocol array", "protocol object",
-        "deep config"])
+@pytest.mark.parametrize(
+    "setup,expected",
+    [
+        (lambda run: run.write_text("x"), "not a run directory"),
+        (lambda run: run.mkdir(), "neither config.json nor results.jsonl"),
+        (lambda run: (run.mkdir(), (run / "config.json").write_text("{oops")), "not a readable run config"),
+        (
+            lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": "other"}')),
+            "cannot render a 'other'",
+        ),
+        (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": "muse"}')), "no results.jsonl"),
+        # a protocol that is not a string was looked up in a dict: TypeError unhashable (a traceback)
+        (
+            lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": []}')),
+            "is a JSON array, not a string",
+        ),
+        (lambda run: (run.mkdir(), (run / "config.json").write_text('{"protocol": {}}')), "is a JSON object, not a"),
+        # nested past Python's recursion limit: json.loads raised RecursionError, which only ValueError was caught for
+        (lambda run: (run.mkdir(), (run / "config.json").write_text("[" * 100000 + "]" * 100000)), "nested too deeply"),
+    ],
+    ids=[
+        "file",
+        "empty dir",
+        "bad json",
+        "other protocol",
+        "no results",
+        "protocol array",
+        "protocol object",
+        "deep config",
+    ],
+)
 def test_report_on_what_is_not_a_run(setup, expected, tmp_path, capsys):
     run = tmp_path / "run"
     setup(run)
@@ -308,8 +414,7 @@ def test_report_on_an_empty_results_file_is_refused_alike(protocol, content, tmp
     assert not (run / "report.md").exists()
 
 
-@pytest.mark.parametrize("error, fragment", [(MemoryError, "out of memory"),
-                                              (RecursionError, "nested too deeply")])
+@pytest.mark.parametrize("error, fragment", [(MemoryError, "out of memory"), (RecursionError, "nested too deeply")])
 def test_memory_and_recursion_errors_are_one_line(error, fragment, monkeypatch, capsys):
     """The last resort in main(): an input that exhausts memory or the recursion limit somewhere not bounded where
     it was read is one line and exit 2, not a traceback."""
@@ -370,7 +475,7 @@ def test_per_target_lines_print_above_the_progress_bar(tmp_path, monkeypatch, ca
     cap = capsys.readouterr()
     assert cap.out == f"report: {tmp_path / 'run' / 'report.md'}\n"
     assert "unlearning" in cap.err
-    before = cap.err[:cap.err.index("target 7")]
+    before = cap.err[: cap.err.index("target 7")]
     assert before.endswith(("\x1b[2K", "\n")), repr(before[-40:])
 
 

@@ -91,19 +91,36 @@ def _load_back(datasets, out: Path, fmt: str, cache: Path) -> dict:
 def test_demo_exports_and_loads_back_with_the_kb_s_counts(fmt, tmp_path, cli, hf, demo_files):
     people, rels, bios, genders, facts = demo_files
     out = tmp_path / "out"
-    rc, stdout, err = cli("export", "--kb", "demo", "--format", fmt, "-o", out,
-                          *itertools.chain.from_iterable(("--target-id", t) for t in TARGETS))
+    rc, stdout, err = cli(
+        "export",
+        "--kb",
+        "demo",
+        "--format",
+        fmt,
+        "-o",
+        out,
+        *itertools.chain.from_iterable(("--target-id", t) for t in TARGETS),
+    )
     assert rc == 0, err
     assert stdout.startswith(f"wrote {out} ({fmt}): ") and err == ""
     data = _load_back(hf, out, fmt, tmp_path / "cache")
-    assert set(data) == {"people", "relationships", "biographies", "closure", "probes", "targets",
-                         *(f"target_{t}" for t in TARGETS)}
+    assert set(data) == {
+        "people",
+        "relationships",
+        "biographies",
+        "closure",
+        "probes",
+        "targets",
+        *(f"target_{t}" for t in TARGETS),
+    }
     # the KB's files
     assert [r["name"] for r in data["people"]["train"]] == [p["name"] for p in people]
-    assert [(r["fact_id"], r["subject"], r["relation"], r["object"]) for r in data["relationships"]["train"]] == \
-        [(int(r["fact_id"]), r["subject"], r["relation"], r["object"]) for r in rels]
-    assert [(r["fact_id"], r["attribute"], r["value"]) for r in data["biographies"]["train"]] == \
-        [(int(b["fact_id"]), b["attribute"], b["value"]) for b in bios]
+    assert [(r["fact_id"], r["subject"], r["relation"], r["object"]) for r in data["relationships"]["train"]] == [
+        (int(r["fact_id"]), r["subject"], r["relation"], r["object"]) for r in rels
+    ]
+    assert [(r["fact_id"], r["attribute"], r["value"]) for r in data["biographies"]["train"]] == [
+        (int(b["fact_id"]), b["attribute"], b["value"]) for b in bios
+    ]
     # the closure: the benchmark's raw rules, forward-chained independently
     omega = ind.closure(facts.values(), genders, ind.parse_raw_rules())
     got = data["closure"]["train"]
@@ -124,13 +141,18 @@ def test_demo_exports_and_loads_back_with_the_kb_s_counts(fmt, tmp_path, cli, hf
         assert all(r["fact_kind"] == "relationship" for r in forget)
         assert len(forget) == _minimum_forget_size(facts, genders, t)
         assert len(retain) == len(rels) + len(bios) - len(forget)
-        assert {(r["fact_kind"], r["fact_id"]) for r in retain} | {("relationship", i) for i in gone} == \
-            {("relationship", int(r["fact_id"])) for r in rels} | {("biography", int(b["fact_id"])) for b in bios}
+        assert {(r["fact_kind"], r["fact_id"]) for r in retain} | {("relationship", i) for i in gone} == {
+            ("relationship", int(r["fact_id"])) for r in rels
+        } | {("biography", int(b["fact_id"])) for b in bios}
         kept = {r["fact_id"] for r in retain if r["fact_kind"] == "relationship"}
         assert not _derives(facts, genders, kept, t)
         row = by_target[t]
-        assert (row["n_forget"], row["n_retain"], row["derivable_from_retain"], row["forget_scope"]) == \
-            (len(forget), len(retain), False, "minimum")
+        assert (row["n_forget"], row["n_retain"], row["derivable_from_retain"], row["forget_scope"]) == (
+            len(forget),
+            len(retain),
+            False,
+            "minimum",
+        )
         assert sorted(row["forget_fact_ids"]) == sorted(gone)
         assert all(r["question"] and r["answer"] and r["text"] for r in forget + retain)
 
@@ -192,11 +214,13 @@ def test_refusals_are_one_line_and_leave_the_output_as_it_was(tmp_path, cli):
     pytest.importorskip("pyarrow")
     out = tmp_path / "out"
     base = ("export", "--kb", "demo", "--format", "parquet", "-o", out)
-    for bad, says in ((["--target-id", "999"], "no relationship fact has fact_id 999"),
-                      (["--target-id", "5", "--target-id", "5"], "given twice"),
-                      (["--forget-scope", "widest"], "unknown forget scope"),
-                      (["--kinds", "qa,bogus"], "bogus"),
-                      (["--format", "csv"], "--format")):
+    for bad, says in (
+        (["--target-id", "999"], "no relationship fact has fact_id 999"),
+        (["--target-id", "5", "--target-id", "5"], "given twice"),
+        (["--forget-scope", "widest"], "unknown forget scope"),
+        (["--kinds", "qa,bogus"], "bogus"),
+        (["--format", "csv"], "--format"),
+    ):
         rc, _, err = cli(*base, *bad)
         assert rc == 2 and says in _one_error(err), (bad, err)
         assert not out.exists(), bad
@@ -248,15 +272,26 @@ def test_the_generated_default_is_exported_without_writing_outside_out(tmp_path)
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {**os.environ, "HOME": str(elsewhere), "XDG_CACHE_HOME": str(elsewhere / "cache"),
-           "DUKB_CACHE_DIR": str(elsewhere / "dukb"), "HF_HOME": str(elsewhere / "hf"), "TMPDIR": str(elsewhere),
-           "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT),
-           "PYTHONDONTWRITEBYTECODE": "1"}
-    code = ("import sys; from dukb.cli.main import main; "
-            "rc = main(['export', '--format', 'hf', '-o', 'out', '--kinds', 'qa']); "
-            "print('torch' in sys.modules); sys.exit(rc)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "HOME": str(elsewhere),
+        "XDG_CACHE_HOME": str(elsewhere / "cache"),
+        "DUKB_CACHE_DIR": str(elsewhere / "dukb"),
+        "HF_HOME": str(elsewhere / "hf"),
+        "TMPDIR": str(elsewhere),
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    code = (
+        "import sys; from dukb.cli.main import main; "
+        "rc = main(['export', '--format', 'hf', '-o', 'out', '--kinds', 'qa']); "
+        "print('torch' in sys.modules); sys.exit(rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "False"  # the export never imports torch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "out"]

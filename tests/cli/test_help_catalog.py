@@ -19,24 +19,27 @@ from conftest import REPO_ROOT
 ROOT = REPO_ROOT
 #: modules that torch-free paths (``dukb report``, the CLI's start, config checks) import and that use torch in one
 #: or two functions only: they keep ``import torch`` inside those functions
-LAZY_TORCH = {"dukb/neural/run/provenance.py": "run records: device and thread info",
-              "dukb/neural/distributed.py": "process-group helpers the CLI calls before any model",
-              "dukb/neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors",
-              "dukb/neural/bounds.py": "option ranges the CLI checks at parse time; only --device asks torch what it sees",
-              "dukb/neural/modelbuild.py": "saving a model directory (--save-models); only the tiny model's build seeds torch"}
+LAZY_TORCH = {
+    "dukb/neural/run/provenance.py": "run records: device and thread info",
+    "dukb/neural/distributed.py": "process-group helpers the CLI calls before any model",
+    "dukb/neural/data.py": "QA items for reports and metrics; only encode_qa/pad_rows make tensors",
+    "dukb/neural/bounds.py": "option ranges the CLI checks at parse time; only --device asks torch what it sees",
+    "dukb/neural/modelbuild.py": "saving a model directory (--save-models); only the tiny model's build seeds torch",
+}
 
 
 def _torch_imports(path: Path) -> tuple[bool, list[int]]:
     """(imports torch at module level, lines of function-level torch imports)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    top = any(isinstance(n, ast.Import) and any(a.name == "torch" or a.name.startswith("torch.") for a in n.names)
-              for n in tree.body)
+    top = any(
+        isinstance(n, ast.Import) and any(a.name == "torch" or a.name.startswith("torch.") for a in n.names)
+        for n in tree.body
+    )
     inner = []
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for n in ast.walk(fn):
-                if isinstance(n, ast.Import) and any(a.name == "torch" or a.name.startswith("torch.")
-                                                     for a in n.names):
+                if isinstance(n, ast.Import) and any(a.name == "torch" or a.name.startswith("torch.") for a in n.names):
                     inner.append(n.lineno)
                 if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch":
                     inner.append(n.lineno)
@@ -52,17 +55,33 @@ def _json_of(code: str) -> dict:
 
 def _method_actual(m) -> dict:
     """A loaded method's attributes in the shape of its :class:`MethodEntry`."""
-    return {"name": m.name, "param": m.param, "grid": tuple(m.default_grid), "lr_kind": m.lr_kind,
-            "summary": m.summary, "source": m.source, "document_level": bool(m.document_level),
-            "options": tuple(m.options), "nonnegative": tuple(m.nonnegative_options),
-            "defaults": tuple(getattr(m, o) for o in m.options)}
+    return {
+        "name": m.name,
+        "param": m.param,
+        "grid": tuple(m.default_grid),
+        "lr_kind": m.lr_kind,
+        "summary": m.summary,
+        "source": m.source,
+        "document_level": bool(m.document_level),
+        "options": tuple(m.options),
+        "nonnegative": tuple(m.nonnegative_options),
+        "defaults": tuple(getattr(m, o) for o in m.options),
+    }
 
 
 def _method_declared(e) -> dict:
-    return {"name": e.name, "param": e.param, "grid": tuple(e.grid), "lr_kind": e.lr_kind, "summary": e.summary,
-            "source": e.source, "document_level": e.document_level, "options": tuple(o.name for o in e.options),
-            "nonnegative": tuple(o.name for o in e.options if o.nonnegative),
-            "defaults": tuple(o.default for o in e.options)}
+    return {
+        "name": e.name,
+        "param": e.param,
+        "grid": tuple(e.grid),
+        "lr_kind": e.lr_kind,
+        "summary": e.summary,
+        "source": e.source,
+        "document_level": e.document_level,
+        "options": tuple(o.name for o in e.options),
+        "nonnegative": tuple(o.name for o in e.options if o.nonnegative),
+        "defaults": tuple(o.default for o in e.options),
+    }
 
 
 def test_every_entry_s_metadata_equals_its_loaded_object():
@@ -79,19 +98,30 @@ def test_every_entry_s_metadata_equals_its_loaded_object():
         declared, actual = _method_declared(e), _method_actual(METHODS[name])
         for k in declared:
             if k == "defaults":
-                assert all((a is None and d is None) or (a is not None and d is not None and math.isclose(a, d))
-                           for d, a in zip(declared[k], actual[k])), (name, k, declared[k], actual[k])
+                assert all(
+                    (a is None and d is None) or (a is not None and d is not None and math.isclose(a, d))
+                    for d, a in zip(declared[k], actual[k])
+                ), (name, k, declared[k], actual[k])
             else:
                 assert declared[k] == actual[k], (name, k, declared[k], actual[k])
-    assert not METRICS.drift(lambda e, m: compare_fields(e, m, {"name": "name", "level": "level",
-                                                               "summary": "summary", "source": "source"}))
-    assert not ATTACKS.drift(lambda e, a: compare_fields(e, a, {"name": "name", "summary": "summary",
-                                                               "source": "source", "defaults": "defaults"}))
+    assert not METRICS.drift(
+        lambda e, m: compare_fields(e, m, {"name": "name", "level": "level", "summary": "summary", "source": "source"})
+    )
+    assert not ATTACKS.drift(
+        lambda e, a: compare_fields(
+            e, a, {"name": "name", "summary": "summary", "source": "source", "defaults": "defaults"}
+        )
+    )
     calls = {(e.name, c): metric_call(e.name, c) for e in METRICS.entries() for c in e.calls}
     assert {c: f.__name__ for c, f in calls.items()} == {
-        ("recall", "success_du"): "success_du_all", ("recall_heldout", "forgotten"): "heldout_forgotten",
-        ("knowmem", "score"): "knowmem", ("verbmem", "score"): "verbmem", ("rwku_rouge", "fields"): "rwku_fields",
-        ("mia_fm_rm", "scores"): "qa_mia_scores", ("ps_exact", "vector"): "ps_vector"}
+        ("recall", "success_du"): "success_du_all",
+        ("recall_heldout", "forgotten"): "heldout_forgotten",
+        ("knowmem", "score"): "knowmem",
+        ("verbmem", "score"): "verbmem",
+        ("rwku_rouge", "fields"): "rwku_fields",
+        ("mia_fm_rm", "scores"): "qa_mia_scores",
+        ("ps_exact", "vector"): "ps_vector",
+    }
     with pytest.raises(KeyError, match="has no call"):
         metric_call("recall", "vector")
     assert not CONTROL_STRATEGIES.drift(lambda e, s: compare_fields(e, s, {"name": "kind", "param": "param"}))
@@ -129,21 +159,23 @@ def test_a_registry_imports_an_entry_only_when_it_is_used():
 def test_help_and_tables_read_the_registries_without_torch():
     """`dukb --help` and `dukb evaluate --help` import no torch, no method, metric or attack module; the methods,
     metrics, attacks, protocols and families tables are drawn from the entries alone (no entry loaded)."""
-    code = ("import sys, json, contextlib, io\n"
-            "from dukb.cli.main import main\n"
-            "codes = []\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    codes = [main(['--help']), main(['evaluate', '--help'])]\n"
-            "from dukb.neural.catalog import ATTACKS, METHODS, METRICS\n"
-            "from dukb.neural.catalog import attacks_table, methods_table, presets_table\n"
-            "from dukb.neural.families import families_table\n"
-            "from dukb.neural.protocols import protocols_table\n"
-            "rows = [len(t().rows) for t in (methods_table, presets_table, attacks_table, families_table,\n"
-            "                                protocols_table)]\n"
-            "print(json.dumps({'codes': codes, 'torch': 'torch' in sys.modules, 'rows': rows,\n"
-            "    'loaded': [n for r in (METHODS, ATTACKS) for n in r if r.is_loaded(n)],\n"
-            "    'mods': sorted(n for n in sys.modules if n.startswith(('dukb.neural.methods.',\n"
-            "                   'dukb.neural.attacks.')))}))")
+    code = (
+        "import sys, json, contextlib, io\n"
+        "from dukb.cli.main import main\n"
+        "codes = []\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    codes = [main(['--help']), main(['evaluate', '--help'])]\n"
+        "from dukb.neural.catalog import ATTACKS, METHODS, METRICS\n"
+        "from dukb.neural.catalog import attacks_table, methods_table, presets_table\n"
+        "from dukb.neural.families import families_table\n"
+        "from dukb.neural.protocols import protocols_table\n"
+        "rows = [len(t().rows) for t in (methods_table, presets_table, attacks_table, families_table,\n"
+        "                                protocols_table)]\n"
+        "print(json.dumps({'codes': codes, 'torch': 'torch' in sys.modules, 'rows': rows,\n"
+        "    'loaded': [n for r in (METHODS, ATTACKS) for n in r if r.is_loaded(n)],\n"
+        "    'mods': sorted(n for n in sys.modules if n.startswith(('dukb.neural.methods.',\n"
+        "                   'dukb.neural.attacks.')))}))"
+    )
     out = _json_of(code)
     assert out["codes"] == [0, 0] and not out["torch"], out
     assert not out["loaded"] and not out["mods"], out
@@ -154,10 +186,12 @@ def test_the_cli_starts_without_torch_or_any_torch_module():
     """A fresh `import dukb.cli.main` (what every command, `--help` included, does first) loads neither torch nor
     any dukb module that imports torch at the top, nor the registry of methods or attacks (the metrics package and
     its torch-free modules may load: the configs check held-out rules with :mod:`dukb.neural.metrics.heldout`)."""
-    code = ("import sys, json, dukb.cli.main\n"
-            "print(json.dumps({'torch': 'torch' in sys.modules, 'transformers': 'transformers' in sys.modules,\n"
-            "    'mods': sorted((n, getattr(m, '__file__', None)) for n, m in sys.modules.items()\n"
-            "                   if n.startswith('dukb.') and getattr(m, '__file__', None))}))")
+    code = (
+        "import sys, json, dukb.cli.main\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'transformers': 'transformers' in sys.modules,\n"
+        "    'mods': sorted((n, getattr(m, '__file__', None)) for n, m in sys.modules.items()\n"
+        "                   if n.startswith('dukb.') and getattr(m, '__file__', None))}))"
+    )
     out = _json_of(code)
     assert not out["torch"] and not out["transformers"]
     loaded = {n: Path(f) for n, f in out["mods"]}
@@ -180,8 +214,13 @@ def test_modules_that_use_torch_import_it_at_the_top():
             top_found.append(rel)
     assert set(lazy_found) == set(LAZY_TORCH), {k: v for k, v in lazy_found.items() if k not in LAZY_TORCH}
     assert not set(LAZY_TORCH) & set(top_found)
-    assert {"dukb/neural/scoring.py", "dukb/neural/train.py", "dukb/neural/probe.py", "dukb/neural/methods/base.py",
-            "dukb/neural/methods/npo.py"} <= set(top_found)
+    assert {
+        "dukb/neural/scoring.py",
+        "dukb/neural/train.py",
+        "dukb/neural/probe.py",
+        "dukb/neural/methods/base.py",
+        "dukb/neural/methods/npo.py",
+    } <= set(top_found)
 
 
 def test_help_texts_come_from_the_catalog(capsys):

@@ -73,8 +73,14 @@ def _parse(name: str, argv: list[str]):
 
 
 def test_every_numeric_option_of_the_neural_commands_has_a_range():
-    missing = [(n, p.name) for n, p in NUMERIC if n in NEURAL and option_range(p) is None
-               and getattr(p.type_descriptor.parameter_info, "max", None) is None and (n, p.name) not in UNRANGED]
+    missing = [
+        (n, p.name)
+        for n, p in NUMERIC
+        if n in NEURAL
+        and option_range(p) is None
+        and getattr(p.type_descriptor.parameter_info, "max", None) is None
+        and (n, p.name) not in UNRANGED
+    ]
     assert not missing, missing
     # a closed range is shown in --help by typer (min/max); a half-open one in the help text
     for n, p in NUMERIC:
@@ -86,8 +92,9 @@ def test_every_numeric_option_of_the_neural_commands_has_a_range():
 def _valid(rng: B.Range, integer: bool):
     if integer:
         return st.integers(int(rng.lo) + rng.lo_open, int(rng.hi) - rng.hi_open).map(str)
-    return st.floats(rng.lo, rng.hi, exclude_min=rng.lo_open, exclude_max=rng.hi_open, allow_nan=False,
-                     allow_infinity=False).map(repr)
+    return st.floats(
+        rng.lo, rng.hi, exclude_min=rng.lo_open, exclude_max=rng.hi_open, allow_nan=False, allow_infinity=False
+    ).map(repr)
 
 
 def _invalid(rng: B.Range | None, integer: bool) -> list[str]:
@@ -148,7 +155,7 @@ def test_bad_numbers_exit_2_with_one_line(name, flag, no_work, capsys):
     cmd = _root().commands[name]
     p = next(q for q in cmd.params if flag in q.opts)
     rng = option_range(p)
-    for value in _invalid(rng, _is_integer_option(p))[:11 if rng is None else None]:
+    for value in _invalid(rng, _is_integer_option(p))[: 11 if rng is None else None]:
         start = time.monotonic()
         code = main([name, *_required(cmd, p.name), flag, value])
         err = capsys.readouterr().err.strip().splitlines()
@@ -157,14 +164,26 @@ def test_bad_numbers_exit_2_with_one_line(name, flag, no_work, capsys):
     assert not no_work
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--device", "mps"], "mps"), (["--device", "tpu"], "not a device"), (["--device", ""], "not a device"),
-    (["--device", "CUDA"], "not a device"), (["--device", "cuda:99"], "cuda:99"),
-    (["--lr", "inf"], "--lr"), (["--lr", "nan"], "--lr"), (["--lr", "1_0"], "--lr"), (["--lr", "0"], "--lr"),
-    (["--lora-alpha", "0"], "--lora-alpha"), (["--lora-r", "999999999999"], "--lora-r"),
-    (["--lora-dropout", "1"], "--lora-dropout"), (["--seeds", "999999999999999999"], "--seeds"),
-    (["--dtype", "FP16"], "not a dtype"), (["--dtype", ""], "not a dtype"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--device", "mps"], "mps"),
+        (["--device", "tpu"], "not a device"),
+        (["--device", ""], "not a device"),
+        (["--device", "CUDA"], "not a device"),
+        (["--device", "cuda:99"], "cuda:99"),
+        (["--lr", "inf"], "--lr"),
+        (["--lr", "nan"], "--lr"),
+        (["--lr", "1_0"], "--lr"),
+        (["--lr", "0"], "--lr"),
+        (["--lora-alpha", "0"], "--lora-alpha"),
+        (["--lora-r", "999999999999"], "--lora-r"),
+        (["--lora-dropout", "1"], "--lora-dropout"),
+        (["--seeds", "999999999999999999"], "--seeds"),
+        (["--dtype", "FP16"], "not a dtype"),
+        (["--dtype", ""], "not a dtype"),
+    ],
+)
 def test_shared_options_refused_at_parse_time(argv, says, no_work, capsys):
     import torch
 
@@ -191,21 +210,33 @@ def captured(monkeypatch):
     return got
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--grid", "ga =1"], "no spaces around"), (["--grid", "ga=1,,2"], "empty value"),
-    (["--grid", "GA=1"], "did you mean 'ga'"), (["--grid", "ga=1", "--grid", "ga=2"], "given twice"),
-    (["--grid", "ga=999999999"], "--grid ga value"), (["--grid", "tv=nan"], "not a number"),
-    (["--methods", "ga,"], "empty item"), (["--methods", "ga,,npo"], "empty item"),
-    (["--methods", "GA"], "did you mean 'ga'"), (["--methods", "gaa"], "did you mean ga"),
-    (["--metrics", "recall,"], "empty item"),
-    (["--attacks", "relearn:steps=999999999999"], "relearn:steps"),
-    (["--attacks", "relearn:steps=2:steps=3"], "given twice"),
-    (["--attacks", "quant4:group=7"], "power of two"), (["--attacks", "relearn,"], "empty item"),
-    (["--attacks", "Relearn"], "did you mean 'relearn'"),
-    (["--methods", "ga:lr=1e300"], "at most 10"), (["--methods", "npo:beta=1e9"], "at most"),
-    (["--heldout-forms", "cloze,"], "empty item"), (["--finetune-forms", "qa,,cloze"], "empty item"),
-    (["--lora-targets", "q_proj,,v_proj"], "empty item"), (["--layers", "0-99999999"], "--layers LAST"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--grid", "ga =1"], "no spaces around"),
+        (["--grid", "ga=1,,2"], "empty value"),
+        (["--grid", "GA=1"], "did you mean 'ga'"),
+        (["--grid", "ga=1", "--grid", "ga=2"], "given twice"),
+        (["--grid", "ga=999999999"], "--grid ga value"),
+        (["--grid", "tv=nan"], "not a number"),
+        (["--methods", "ga,"], "empty item"),
+        (["--methods", "ga,,npo"], "empty item"),
+        (["--methods", "GA"], "did you mean 'ga'"),
+        (["--methods", "gaa"], "did you mean ga"),
+        (["--metrics", "recall,"], "empty item"),
+        (["--attacks", "relearn:steps=999999999999"], "relearn:steps"),
+        (["--attacks", "relearn:steps=2:steps=3"], "given twice"),
+        (["--attacks", "quant4:group=7"], "power of two"),
+        (["--attacks", "relearn,"], "empty item"),
+        (["--attacks", "Relearn"], "did you mean 'relearn'"),
+        (["--methods", "ga:lr=1e300"], "at most 10"),
+        (["--methods", "npo:beta=1e9"], "at most"),
+        (["--heldout-forms", "cloze,"], "empty item"),
+        (["--finetune-forms", "qa,,cloze"], "empty item"),
+        (["--lora-targets", "q_proj,,v_proj"], "empty item"),
+        (["--layers", "0-99999999"], "--layers LAST"),
+    ],
+)
 def test_sloppy_lists_and_attack_settings_are_refused(argv, says, captured, capsys, tmp_path):
     assert main(["evaluate", *argv, "-o", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -214,8 +245,24 @@ def test_sloppy_lists_and_attack_settings_are_refused(argv, says, captured, caps
 
 
 def test_valid_lists_still_run(captured, tmp_path):
-    assert main(["evaluate", "--methods", "ga, npo:beta=0.05", "--grid", "ga=1,2", "--attacks", "relearn:steps=2",
-                 "--lr", "1e-4", "-o", str(tmp_path / "run")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--methods",
+                "ga, npo:beta=0.05",
+                "--grid",
+                "ga=1,2",
+                "--attacks",
+                "relearn:steps=2",
+                "--lr",
+                "1e-4",
+                "-o",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
     cfg = captured[-1]
     assert cfg.methods == ["ga", "npo:beta=0.05"] and cfg.grids == {"ga": [1, 2]} and cfg.lr == 1e-4
 
@@ -225,22 +272,41 @@ def test_python_api_checks_the_same_ranges():
     from dukb.neural.protocols.evaluate.config import EvaluateConfig
     from dukb.neural.restor.config import RestorConfig
 
-    for bad in ({"lr": math.inf}, {"lr": math.nan}, {"lora_alpha": 0}, {"lora_r": 10**12}, {"seeds": 10**18},
-                {"finetune_epochs": 10**18}, {"device": "tpu"}, {"seed": -1}):
+    for bad in (
+        {"lr": math.inf},
+        {"lr": math.nan},
+        {"lora_alpha": 0},
+        {"lora_r": 10**12},
+        {"seeds": 10**18},
+        {"finetune_epochs": 10**18},
+        {"device": "tpu"},
+        {"seed": -1},
+    ):
         with pytest.raises(InputError):
             EvaluateConfig(**bad).check()
-    for bad in ({"temperature": math.nan}, {"context": 10**9}, {"corrupt_lr": math.inf},
-                {"unlearn_epochs": {"ga": 10**9}}):
+    for bad in (
+        {"temperature": math.nan},
+        {"context": 10**9},
+        {"corrupt_lr": math.inf},
+        {"unlearn_epochs": {"ga": 10**9}},
+    ):
         with pytest.raises(InputError):
             RestorConfig(kb="demo", **bad).check()
     assert B.N_SEEDS.hi == __import__("dukb.solver.mdus", fromlist=["MAX_SEEDS"]).MAX_SEEDS
 
 
-@pytest.mark.parametrize("values, says", [
-    (["ga=1", "ga=2"], "given twice"), (["all=1", "kl=2"], "given twice"), (["GA=1"], "did you mean 'ga'"),
-    (["ga =1"], "no spaces"), (["ga=nan"], "is not a number"), (["ga=1_0"], "is not a number"),
-    (["ga=1e999"], "is not a number"),
-])
+@pytest.mark.parametrize(
+    "values, says",
+    [
+        (["ga=1", "ga=2"], "given twice"),
+        (["all=1", "kl=2"], "given twice"),
+        (["GA=1"], "did you mean 'ga'"),
+        (["ga =1"], "no spaces"),
+        (["ga=nan"], "is not a number"),
+        (["ga=1_0"], "is not a number"),
+        (["ga=1e999"], "is not a number"),
+    ],
+)
 def test_restor_per_method_values(values, says):
     from dukb.cli.restor_cmd import parse_method_values
 
@@ -255,7 +321,12 @@ def test_restor_per_method_ranges():
         parse_method_values("--unlearn-lr", ["ga=0"])
     with pytest.raises(InputError, match="--unlearn-epochs"):
         parse_method_values("--unlearn-epochs", ["all=999999999"], integer=True)
-    assert parse_method_values("--lambda", ["all=2", ]) == {"ga": 2.0, "kl": 2.0, "npo": 2.0}
+    assert parse_method_values(
+        "--lambda",
+        [
+            "all=2",
+        ],
+    ) == {"ga": 2.0, "kl": 2.0, "npo": 2.0}
     # a value for a method the run does not use would be ignored: refused; all= covers the chosen ones
     with pytest.raises(InputError, match="npo is not in --methods"):
         parse_method_values("--lambda", ["npo=5"], chosen=["ga"])
@@ -276,15 +347,18 @@ def test_ranges_table_lists_every_bounded_option():
     assert ("--attacks relearn:steps", B.STEPS.text()) in listed
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["attack", "--model", "m", "--target-id", "1", "--attacks", "relearn,"], "empty item"),
-    (["attack", "--model", "m", "--target-id", "1", "--attacks", "quant4:group=7"], "power of two"),
-    (["attack", "--model", "m", "--target-id", "1", "--sets", "Exact"], "--sets"),
-    (["attack", "--model", "m", "--target-id", "1", "--forget-scope", "tgt"], "--forget-scope"),
-    (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "GA"], "did you mean 'ga'"),
-    (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "ga,npo"], "one method"),
-    (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "ga", "--grid", "1,,2"], "empty value"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["attack", "--model", "m", "--target-id", "1", "--attacks", "relearn,"], "empty item"),
+        (["attack", "--model", "m", "--target-id", "1", "--attacks", "quant4:group=7"], "power of two"),
+        (["attack", "--model", "m", "--target-id", "1", "--sets", "Exact"], "--sets"),
+        (["attack", "--model", "m", "--target-id", "1", "--forget-scope", "tgt"], "--forget-scope"),
+        (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "GA"], "did you mean 'ga'"),
+        (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "ga,npo"], "one method"),
+        (["unlearn", "--model", "m", "--target-id", "1", "-o", "x", "--method", "ga", "--grid", "1,,2"], "empty value"),
+    ],
+)
 def test_attack_and_unlearn_check_before_loading(argv, says, capsys, monkeypatch):
     """`dukb attack` and `dukb unlearn` refuse their options before the KB or any model is read."""
     import dukb.neural.modelrecord as modelrecord
@@ -325,13 +399,20 @@ def test_check_device_follows_what_torch_reports(monkeypatch):
 
 #: text options that name files or models (read only by later stages; fuzzed elsewhere)
 _PATHS = {"kb", "rules", "model", "finetuned", "config", "output", "targets_file"}
-_TEXT = st.one_of(st.text(max_size=24), st.sampled_from(["", ",", "ga,", "GA", " ga", "a,,b", "1_0", "nan", "inf",
-                                                         "x" * 300, "ga:lr=1e999", "qa,QA", "\u2028", "auto "]))
+_TEXT = st.one_of(
+    st.text(max_size=24),
+    st.sampled_from(
+        ["", ",", "ga,", "GA", " ga", "a,,b", "1_0", "nan", "inf", "x" * 300, "ga:lr=1e999", "qa,QA", "\u2028", "auto "]
+    ),
+)
 #: each protocol command's entry point (replaced by a recorder: the command's own checks still run)
-_ENTRY = {"evaluate": ("dukb.neural.protocols.evaluate.run", "evaluate"),
-          "muse": ("dukb.neural.protocols.muse.run", "run_muse"), "rwku": ("dukb.neural.protocols.rwku.run", "run_rwku"),
-          "control": ("dukb.neural.protocols.control.run", "run_control"),
-          "restor": ("dukb.neural.restor.pipeline", "run_restor")}
+_ENTRY = {
+    "evaluate": ("dukb.neural.protocols.evaluate.run", "evaluate"),
+    "muse": ("dukb.neural.protocols.muse.run", "run_muse"),
+    "rwku": ("dukb.neural.protocols.rwku.run", "run_rwku"),
+    "control": ("dukb.neural.protocols.control.run", "run_control"),
+    "restor": ("dukb.neural.restor.pipeline", "run_restor"),
+}
 
 
 @pytest.mark.parametrize("name", sorted(_ENTRY))
@@ -348,8 +429,14 @@ def test_any_text_option_exits_0_or_2_with_one_line(name, monkeypatch, tmp_path)
     module, attr = _ENTRY[name]
     monkeypatch.setattr(importlib.import_module(module), attr, lambda *a, **k: {"report": "r"})
     cmd = _root().commands[name]
-    params = [p for p in cmd.params if getattr(p, "opts", None) and p.name not in _PATHS
-              and not getattr(p, "is_flag", False) and not (_is_integer_option(p) or _is_float_option(p))]
+    params = [
+        p
+        for p in cmd.params
+        if getattr(p, "opts", None)
+        and p.name not in _PATHS
+        and not getattr(p, "is_flag", False)
+        and not (_is_integer_option(p) or _is_float_option(p))
+    ]
     base = ["--kb", "demo"] if name == "restor" else []
 
     @settings(max_examples=25, deadline=None, database=None)
@@ -379,8 +466,13 @@ def _declared_commands():
     from dukb.neural.protocols.rwku.config import RwkuConfig
     from dukb.neural.restor.config import RestorConfig
 
-    return [("evaluate", EvaluateConfig), ("muse", MuseConfig), ("rwku", RwkuConfig), ("control", ControlConfig),
-            ("restor", RestorConfig)]
+    return [
+        ("evaluate", EvaluateConfig),
+        ("muse", MuseConfig),
+        ("rwku", RwkuConfig),
+        ("control", ControlConfig),
+        ("restor", RestorConfig),
+    ]
 
 
 @pytest.mark.parametrize("name, cls", _declared_commands())

@@ -52,11 +52,14 @@ def test_mdus_method_paper_table_has_the_other_methods_columns(edu, capsys):
     assert "minimal deep unlearning sets (paper)" in out and "10,7,5,5,7,10" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--kb", "demo", "--target-id", "5"], "--method paper: the KB"),
-    (["--kb", "demo", "--target-id", "5", "--joint"], "--joint does not apply to --method paper"),
-    (["--kb", "demo", "--target-id", "5", "--seconds", "3"], "--seconds applies only"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--kb", "demo", "--target-id", "5"], "--method paper: the KB"),
+        (["--kb", "demo", "--target-id", "5", "--joint"], "--joint does not apply to --method paper"),
+        (["--kb", "demo", "--target-id", "5", "--seconds", "3"], "--seconds applies only"),
+    ],
+)
 def test_mdus_method_paper_refusals(capsys, args, message):
     assert main(["mdus", *args, "--method", "paper"]) == 2
     assert message in one_error(capsys)
@@ -87,8 +90,19 @@ def test_recall_method_paper_on_an_imported_kb_reads_paper_sets_csv(edu, tmp_pat
     assert main(["import-eval-du", str(edu / "original"), str(kb)]) == 0
     capsys.readouterr()
     ex = edu / "original" / "example_for_evaluation"
-    args = ["recall", "--kb", str(kb), "--target-id", "272", "--retained-dir", str(ex), "--method", "paper",
-            "--tie-break", "first"]
+    args = [
+        "recall",
+        "--kb",
+        str(kb),
+        "--target-id",
+        "272",
+        "--retained-dir",
+        str(ex),
+        "--method",
+        "paper",
+        "--tie-break",
+        "first",
+    ]
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["accuracy_all"] == pytest.approx(0.152299, abs=5e-7)
     # a tampered converted file: FILE:LINE, exit 2
@@ -104,6 +118,5 @@ def test_recall_method_paper_refused_without_paper_sets(tmp_path, capsys):
     shutil.copytree(load_kb("demo").source, kb)
     retained = tmp_path / "r.csv"
     retained.write_text("kind,fact_id,retained\n" + "".join(f"relationship,{i},1\n" for i in range(18)))
-    assert main(["recall", "--kb", str(kb), "--target-id", "5", "--retained", str(retained), "--method",
-                 "paper"]) == 2
+    assert main(["recall", "--kb", str(kb), "--target-id", "5", "--retained", str(retained), "--method", "paper"]) == 2
     assert "has no paper sets" in one_error(capsys)

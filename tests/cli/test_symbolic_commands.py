@@ -20,14 +20,22 @@ import pytest
 from conftest import EDU_RELAT_DIR
 from dukb.cli.main import main
 from dukb.kb import load_kb
-from dukb.solver.closure import compute_closure, resolve_target
+from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import is_deep_unlearning_set, is_minimal, minimal_sets
 from dukb.solver.metrics import recall_accuracy
+from dukb.solver.targets import resolve_target
 
 EDU = EDU_RELAT_DIR
 TARGET_KEYS = {"fact_id", "subject", "relation", "object", "method", "complete", "sets"}
-RECALL_KEYS = {"recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
-               "n_sets"}
+RECALL_KEYS = {
+    "recall",
+    "accuracy_relationships",
+    "accuracy_biographies",
+    "accuracy_all",
+    "best_set",
+    "sets_used",
+    "n_sets",
+}
 
 
 @pytest.fixture(scope="module")
@@ -153,21 +161,28 @@ def test_closure_csv_quotes_odd_names(cli, tmp_path):
     d = tmp_path / "kb"
     d.mkdir()
     odd = 'Smith, "Jr" O\'Neil \\ Æsa'
-    (d / "people.csv").write_text(f'name,gender\n"{odd.replace(chr(34), chr(34) * 2)}",female\nBo Lund,male\n',
-                                  encoding="utf-8")
-    (d / "relationships.csv").write_text("fact_id,subject,relation,object\n"
-                                         f'0,Bo Lund,wife,"{odd.replace(chr(34), chr(34) * 2)}"\n', encoding="utf-8")
+    (d / "people.csv").write_text(
+        f'name,gender\n"{odd.replace(chr(34), chr(34) * 2)}",female\nBo Lund,male\n', encoding="utf-8"
+    )
+    (d / "relationships.csv").write_text(
+        f'fact_id,subject,relation,object\n0,Bo Lund,wife,"{odd.replace(chr(34), chr(34) * 2)}"\n', encoding="utf-8"
+    )
     rc, out, _ = cli("closure", "--kb", d)
     assert rc == 0
     rows = read_closure_csv(out)
-    assert sorted(tuple(r) for r in rows) == sorted([("Bo Lund", "wife", odd, "kb"), (odd, "husband", "Bo Lund",
-                                                                                      "derived")])
+    assert sorted(tuple(r) for r in rows) == sorted(
+        [("Bo Lund", "wife", odd, "kb"), (odd, "husband", "Bo Lund", "derived")]
+    )
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["closure", "--kb", "no/such/dir"], ["no/such/dir", "does not exist"]),
-    (["closure", "--kb", "demo", "--rules", "nosuch"], ["nosuch", "no such rule file"]),
-], ids=["no kb", "no rules"])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["closure", "--kb", "no/such/dir"], ["no/such/dir", "does not exist"]),
+        (["closure", "--kb", "demo", "--rules", "nosuch"], ["nosuch", "no such rule file"]),
+    ],
+    ids=["no kb", "no rules"],
+)
 def test_closure_errors(cli, args, fragments):
     rc, out, err = cli(*args)
     assert rc == 2 and out == ""
@@ -176,17 +191,23 @@ def test_closure_errors(cli, args, fragments):
         assert f in err
 
 
-USAGE_BUG = ("dukb/cli/main.py main(): catches click.ClickException, but typer>=0.2x raises its vendored "
-             "typer._click.exceptions (BadParameter, NoSuchOption, MissingParameter), so a usage error ends in a "
-             "traceback with exit 1 instead of 'dukb: error: ...' and exit 2")
+USAGE_BUG = (
+    "dukb/cli/main.py main(): catches click.ClickException, but typer>=0.2x raises its vendored "
+    "typer._click.exceptions (BadParameter, NoSuchOption, MissingParameter), so a usage error ends in a "
+    "traceback with exit 1 instead of 'dukb: error: ...' and exit 2"
+)
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["closure", "--kb", "demo", "--format", "xml"], "xml"),
-    (["closure", "--kb", "demo", "--bogus"], "--bogus"),
-    (["closure"], "kb"),
-    (["mdus", "--kb", "demo", "--target-id", "x"], "integer"),
-], ids=["bad choice", "unknown option", "missing --kb", "non-integer option"])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["closure", "--kb", "demo", "--format", "xml"], "xml"),
+        (["closure", "--kb", "demo", "--bogus"], "--bogus"),
+        (["closure"], "kb"),
+        (["mdus", "--kb", "demo", "--target-id", "x"], "integer"),
+    ],
+    ids=["bad choice", "unknown option", "missing --kb", "non-integer option"],
+)
 def test_usage_errors(args, fragment):
     p = run_subprocess(*args)
     assert "Traceback" not in p.stderr
@@ -261,11 +282,15 @@ def test_mdus_targets_file_bad_line(demo, tmp_path):
     assert_one_line_error(p.returncode, p.stderr, f"{f}:3:", "'zero'")
 
 
-@pytest.mark.parametrize("content, fragment", [
-    (None, "missing targets file"),
-    ("# only comments\n\n", "lists no fact_id"),
-    ("0\n9999\n", "9999"),
-], ids=["missing", "empty", "unknown id"])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (None, "missing targets file"),
+        ("# only comments\n\n", "lists no fact_id"),
+        ("0\n9999\n", "9999"),
+    ],
+    ids=["missing", "empty", "unknown id"],
+)
 def test_mdus_targets_file_errors(cli, tmp_path, content, fragment):
     f = tmp_path / "targets.txt"
     if content is not None:
@@ -318,29 +343,48 @@ def test_mdus_table_and_output_file(cli, demo, tmp_path):
     assert [tuple(x) for x in doc["targets"][0]["sets"]] == minimal_sets(c, [a]).sets
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["--target-id", 9999], ["fact_id 9999"]),
-    (["--target", "George Hale,wife,Leo Hale"], ["not in the deductive closure"]),
-    (["--target", "George Hale,father"], ["Subject,relation,Object"]),
-    ([], ["at least one target"]),
-    (["--target-id", 0, "--seeds", 0, "--method", "random"], ["--seeds"]),
-    # CP-SAT: status UNKNOWN (an AssertionError) for a limit too short to find a set, MODEL_INVALID for -1 or nan
-    (["--target-id", 1, "--method", "minimum", "--seconds", "1e-6"], ["time limit", "larger --seconds"]),
-    (["--target-id", 1, "--method", "minimum", "--seconds", "0"], ["--seconds must be a positive"]),
-    (["--target-id", 1, "--method", "minimum", "--seconds", "-1"], ["--seconds must be a positive"]),
-    (["--target-id", 1, "--method", "minimum", "--seconds", "nan"], ["--seconds", "not a decimal number"]),
-    (["--target-id", 1, "--method", "exact", "--seconds", "0"], ["--seconds must be a positive"]),
-    (["--target-id", 1, "--method", "random", "--seconds", "-1"], ["--seconds must be a positive"]),
-    (["--target-id", 1, "--method", "exact", "--max-sets", "0"], ["--max-sets must be"]),
-    (["--target-id", 1, "--method", "random", "--max-sets", "-2"], ["--max-sets must be"]),
-    (["--target-id", 1, "--method", "random", "--seconds", "5"], ["--seconds applies only to --method exact"]),
-    (["--target-id", 1, "--method", "minimum", "--max-sets", "3"], ["--max-sets applies only to --method exact"]),
-    (["--target-id", 1, "--method", "random", "--max-sets", "3"], ["--max-sets applies only to --method exact"]),
-    (["--target", '"George Hale,wife,Leo Hale'], ["Subject,relation,Object"]),
-], ids=["unknown id", "outside closure", "malformed target", "no target", "zero seeds", "minimum timeout",
-        "zero seconds", "negative seconds", "nan seconds", "exact zero seconds", "random negative seconds",
-        "zero max-sets", "negative max-sets", "seconds with random", "max-sets with minimum",
-        "max-sets with random", "unclosed quote"])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--target-id", 9999], ["fact_id 9999"]),
+        (["--target", "George Hale,wife,Leo Hale"], ["not in the deductive closure"]),
+        (["--target", "George Hale,father"], ["Subject,relation,Object"]),
+        ([], ["at least one target"]),
+        (["--target-id", 0, "--seeds", 0, "--method", "random"], ["--seeds"]),
+        # CP-SAT: status UNKNOWN (an AssertionError) for a limit too short to find a set, MODEL_INVALID for -1 or nan
+        (["--target-id", 1, "--method", "minimum", "--seconds", "1e-6"], ["time limit", "larger --seconds"]),
+        (["--target-id", 1, "--method", "minimum", "--seconds", "0"], ["--seconds must be a positive"]),
+        (["--target-id", 1, "--method", "minimum", "--seconds", "-1"], ["--seconds must be a positive"]),
+        (["--target-id", 1, "--method", "minimum", "--seconds", "nan"], ["--seconds", "not a decimal number"]),
+        (["--target-id", 1, "--method", "exact", "--seconds", "0"], ["--seconds must be a positive"]),
+        (["--target-id", 1, "--method", "random", "--seconds", "-1"], ["--seconds must be a positive"]),
+        (["--target-id", 1, "--method", "exact", "--max-sets", "0"], ["--max-sets must be"]),
+        (["--target-id", 1, "--method", "random", "--max-sets", "-2"], ["--max-sets must be"]),
+        (["--target-id", 1, "--method", "random", "--seconds", "5"], ["--seconds applies only to --method exact"]),
+        (["--target-id", 1, "--method", "minimum", "--max-sets", "3"], ["--max-sets applies only to --method exact"]),
+        (["--target-id", 1, "--method", "random", "--max-sets", "3"], ["--max-sets applies only to --method exact"]),
+        (["--target", '"George Hale,wife,Leo Hale'], ["Subject,relation,Object"]),
+    ],
+    ids=[
+        "unknown id",
+        "outside closure",
+        "malformed target",
+        "no target",
+        "zero seeds",
+        "minimum timeout",
+        "zero seconds",
+        "negative seconds",
+        "nan seconds",
+        "exact zero seconds",
+        "random negative seconds",
+        "zero max-sets",
+        "negative max-sets",
+        "seconds with random",
+        "max-sets with minimum",
+        "max-sets with random",
+        "unclosed quote",
+    ],
+)
 def test_mdus_errors(cli, demo, args, fragments):
     rc, out, err = cli("mdus", "--kb", "demo", *args)
     assert out == ""
@@ -352,12 +396,17 @@ def test_mdus_target_with_a_comma_in_a_quoted_name(cli, tmp_path):
     every comma and refused '"Hale, George",wife,Martha Hale'; it is read as one CSV record now."""
     kb = tmp_path / "kb"
     kb.mkdir()
-    (kb / "people.csv").write_text('name,gender,birthyear,birthplace,job,generation\n"Hale, George",male,1921,Ohio,'
-                                   "Carpenter,0\nMartha Hale,female,1924,Ohio,Teacher,0\nHenry Hale,male,1948,Ohio,"
-                                   "Engineer,1\n", encoding="utf-8")
-    (kb / "relationships.csv").write_text('fact_id,subject,relation,object\n0,Martha Hale,husband,"Hale, George"\n'
-                                          '1,"Hale, George",child,Henry Hale\n2,Henry Hale,father,"Hale, George"\n',
-                                          encoding="utf-8")
+    (kb / "people.csv").write_text(
+        'name,gender,birthyear,birthplace,job,generation\n"Hale, George",male,1921,Ohio,'
+        "Carpenter,0\nMartha Hale,female,1924,Ohio,Teacher,0\nHenry Hale,male,1948,Ohio,"
+        "Engineer,1\n",
+        encoding="utf-8",
+    )
+    (kb / "relationships.csv").write_text(
+        'fact_id,subject,relation,object\n0,Martha Hale,husband,"Hale, George"\n'
+        '1,"Hale, George",child,Henry Hale\n2,Henry Hale,father,"Hale, George"\n',
+        encoding="utf-8",
+    )
     (kb / "biographies.csv").write_text("fact_id,subject,attribute,value\n", encoding="utf-8")
     rc, out, err = cli("validate", "--kb", kb)
     assert rc == 0, err
@@ -455,8 +504,7 @@ def test_recall_random_and_table(cli, demo, tmp_path):
     kb, c = demo
     fid = c.fact_ids[best_target(c)]
     path = write_retained(tmp_path / "r.csv", kb, {fid})
-    doc = recall_json(cli, "--kb", "demo", "--target-id", fid, "--retained", path, "--method", "random",
-                      "--seeds", 20)
+    doc = recall_json(cli, "--kb", "demo", "--target-id", fid, "--retained", path, "--method", "random", "--seeds", 20)
     assert doc["sets_used"] == "random"
     rnd = minimal_sets(c, [c.atom_of_fact(fid)], "random", n_seeds=20)
     assert doc["n_sets"] == len(rnd.sets)
@@ -466,17 +514,29 @@ def test_recall_random_and_table(cli, demo, tmp_path):
     assert rc == 0 and "recall" in out and "accuracy_relationships" in out
 
 
-@pytest.mark.parametrize("edit, fragments", [
-    (dict(drop=0), ["relationship facts are missing"]),
-    (dict(drop=-1), ["biography facts are missing"]),
-    (dict(extra=[("relation", 0, 1)]), [":LINE:", "kind 'relation'"]),
-    (dict(extra=[("relationship", "x", 1)]), [":LINE:", "fact_id 'x'"]),
-    (dict(extra=[("relationship", 9999, 1)]), [":LINE:", "9999"]),
-    (dict(drop=0, extra=[("relationship", 0, 2)]), [":LINE:", "retained '2' is not 0 or 1"]),
-    (dict(drop=0, extra=[("relationship", 0, "yes")]), [":LINE:", "not 0 or 1"]),
-    (dict(extra=[("relationship", 0, 1)]), [":LINE:", "listed twice"]),
-], ids=["missing relationship", "missing biography", "bad kind", "bad id", "unknown id", "retained 2",
-        "retained yes", "listed twice"])
+@pytest.mark.parametrize(
+    "edit, fragments",
+    [
+        (dict(drop=0), ["relationship facts are missing"]),
+        (dict(drop=-1), ["biography facts are missing"]),
+        (dict(extra=[("relation", 0, 1)]), [":LINE:", "kind 'relation'"]),
+        (dict(extra=[("relationship", "x", 1)]), [":LINE:", "fact_id 'x'"]),
+        (dict(extra=[("relationship", 9999, 1)]), [":LINE:", "9999"]),
+        (dict(drop=0, extra=[("relationship", 0, 2)]), [":LINE:", "retained '2' is not 0 or 1"]),
+        (dict(drop=0, extra=[("relationship", 0, "yes")]), [":LINE:", "not 0 or 1"]),
+        (dict(extra=[("relationship", 0, 1)]), [":LINE:", "listed twice"]),
+    ],
+    ids=[
+        "missing relationship",
+        "missing biography",
+        "bad kind",
+        "bad id",
+        "unknown id",
+        "retained 2",
+        "retained yes",
+        "listed twice",
+    ],
+)
 def test_recall_retained_errors(cli, demo, tmp_path, edit, fragments):
     kb, c = demo
     path = write_retained(tmp_path / "r.csv", kb, **edit)
@@ -486,12 +546,16 @@ def test_recall_retained_errors(cli, demo, tmp_path, edit, fragments):
     assert_one_line_error(rc, err, str(path), *[f.replace("LINE", str(n_lines)) for f in fragments])
 
 
-@pytest.mark.parametrize("args, fragment", [
-    ([], "exactly one of --retained"),
-    (["--retained", "R", "--retained-dir", "."], "exactly one of --retained"),
-    (["--retained", "nowhere.csv"], "missing file"),
-    (["--retained", "R", "--target-id", 9999], "fact_id 9999"),
-], ids=["neither", "both", "missing file", "unknown target"])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ([], "exactly one of --retained"),
+        (["--retained", "R", "--retained-dir", "."], "exactly one of --retained"),
+        (["--retained", "nowhere.csv"], "missing file"),
+        (["--retained", "R", "--target-id", 9999], "fact_id 9999"),
+    ],
+    ids=["neither", "both", "missing file", "unknown target"],
+)
 def test_recall_argument_errors(cli, demo, tmp_path, args, fragment):
     kb, _ = demo
     path = write_retained(tmp_path / "r.csv", kb)
@@ -515,23 +579,44 @@ def test_recall_missing_column(cli, demo, tmp_path):
 def test_no_torch_import(tmp_path, command):
     out = tmp_path / "out.txt"
     extra = ["--target-id", "0", "--method", "random", "--seeds", "3"] if command == "mdus" else []
-    code = ("import sys\nfrom dukb.cli.main import main\n"
-            f"rc = main({[command, '--kb', 'demo', '-o', str(out), *extra]!r})\n"
-            "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)\n")
+    code = (
+        "import sys\nfrom dukb.cli.main import main\n"
+        f"rc = main({[command, '--kb', 'demo', '-o', str(out), *extra]!r})\n"
+        "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
     p = run_subprocess(code=code)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["0", "False", "False"]
     assert out.stat().st_size > 0
 
 
-@pytest.mark.parametrize("command, options", [
-    (None, ["validate", "closure", "mdus", "recall"]),
-    ("validate", ["--kb"]),
-    ("closure", ["--kb", "--rules", "--format", "--output", "subject,relation,object,source"]),
-    ("mdus", ["--kb", "--target-id", "--targets-file", "--target", "--method", "--seeds", "--joint", "--rules",
-              "--format", "--output", "exact", "minimum", "random"]),
-    ("recall", ["--kb", "--target-id", "--retained", "--retained-dir", "--method", "--format", "--output"]),
-])
+@pytest.mark.parametrize(
+    "command, options",
+    [
+        (None, ["validate", "closure", "mdus", "recall"]),
+        ("validate", ["--kb"]),
+        ("closure", ["--kb", "--rules", "--format", "--output", "subject,relation,object,source"]),
+        (
+            "mdus",
+            [
+                "--kb",
+                "--target-id",
+                "--targets-file",
+                "--target",
+                "--method",
+                "--seeds",
+                "--joint",
+                "--rules",
+                "--format",
+                "--output",
+                "exact",
+                "minimum",
+                "random",
+            ],
+        ),
+        ("recall", ["--kb", "--target-id", "--retained", "--retained-dir", "--method", "--format", "--output"]),
+    ],
+)
 def test_help(cli, command, options):
     rc, out, err = cli(*([command] if command else []), "--help")
     assert rc == 0, err
@@ -562,5 +647,10 @@ def test_version(cli):
 def test_resolve_target_forms(demo):
     kb, c = demo
     f = kb.relationships[3]
-    assert resolve_target(c, f.fact_id) == resolve_target(c, f.triple) == resolve_target(c, f) == \
-        resolve_target(c, " , ".join(f.triple)) == c.atom_of_fact(f.fact_id)
+    assert (
+        resolve_target(c, f.fact_id)
+        == resolve_target(c, f.triple)
+        == resolve_target(c, f)
+        == resolve_target(c, " , ".join(f.triple))
+        == c.atom_of_fact(f.fact_id)
+    )

@@ -161,20 +161,24 @@ def anchors(heads: list[str]) -> set[str]:
 
 
 _QUOTED = r'"([^"\n]+(?:\n[^"\n]+)?)"'
-_RESULTS_CITE = re.compile(r"RESULTS(?:\.md)?[`'*]*\s*[,:;]?\s*\(?\s*" + _QUOTED
-                           + r'((?:\s*(?:,|;|\band\b|\bor\b)\s*"[^"\n]+(?:\n[^"\n]+)?")*)')
+_RESULTS_CITE = re.compile(
+    r"RESULTS(?:\.md)?[`'*]*\s*[,:;]?\s*\(?\s*"
+    + _QUOTED
+    + r'((?:\s*(?:,|;|\band\b|\bor\b)\s*"[^"\n]+(?:\n[^"\n]+)?")*)'
+)
 _LINK = re.compile(r"!?\[(?:[^\]\n]|\n(?!\n))*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _REF_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", flags=re.M)
 
 
-_RESULTS_ON = re.compile(r"RESULTS(?:\.md)?[`'*]*\s*[,:;]?\s*\(?\s*the\s+sections?\s+on\s+"
-                         r"([^.,;:)\n]+(?:\n[^.,;:)\n]+)?)")
+_RESULTS_ON = re.compile(
+    r"RESULTS(?:\.md)?[`'*]*\s*[,:;]?\s*\(?\s*the\s+sections?\s+on\s+"
+    r"([^.,;:)\n]+(?:\n[^.,;:)\n]+)?)"
+)
 _STOP = {"the", "a", "an", "of", "on", "in", "at", "and", "with", "for", "to", "by"}
 
 
 def _words(s: str) -> set[str]:
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w
-            for w in re.findall(r"[\w-]+", normalise(s))} - _STOP
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in re.findall(r"[\w-]+", normalise(s))} - _STOP
 
 
 def described_results_sections(text: str) -> list[tuple[int, str]]:
@@ -210,15 +214,15 @@ def cited_results_sections(text: str) -> list[tuple[int, str]]:
 
 def cited_own_sections(text: str) -> list[tuple[int, str]]:
     """(offset, name) of each ``"Name" above`` / ``"Name" below`` reference to the same document."""
-    return [(m.start(1), m.group(1))
-            for m in re.finditer(_QUOTED + r"\)?,?\s+(?:above|below)\b", prose(text))]
+    return [(m.start(1), m.group(1)) for m in re.finditer(_QUOTED + r"\)?,?\s+(?:above|below)\b", prose(text))]
 
 
 def links(text: str) -> list[tuple[int, str]]:
     """(offset, target) of each inline or reference-style markdown link outside fenced code."""
     p = blank(prose(text), r"`[^`\n]+`")
-    return [(m.start(1), m.group(1)) for m in _LINK.finditer(p)] + \
-        [(m.start(1), m.group(1)) for m in _REF_LINK.finditer(p)]
+    return [(m.start(1), m.group(1)) for m in _LINK.finditer(p)] + [
+        (m.start(1), m.group(1)) for m in _REF_LINK.finditer(p)
+    ]
 
 
 def section_problems(path: Path, text: str, results_text: str, root: Path = REPO_ROOT) -> list[str]:
@@ -262,10 +266,10 @@ def named_paths(text: str) -> list[tuple[int, str]]:
     """(offset, path) of every repository path a document names (rule 2), patterns left out."""
     out = []
     for m in _PATH.finditer(text):
-        path, after = m.group(1), text[m.end():m.end() + 1]
+        path, after = m.group(1), text[m.end() : m.end() + 1]
         if after in "*<{$" and after != "" or "*" in path or _PLACEHOLDER.search(path):
             continue
-        if text[max(0, m.start() - 2):m.start()] == "](":
+        if text[max(0, m.start() - 2) : m.start()] == "](":
             continue  # a link target: checked as a link, relative to the document's folder
         path = path.rstrip(".-")
         out.append((m.start(1), path))
@@ -340,8 +344,11 @@ def command_problems(rel: str, text: str, options: dict[str, set[str]], flags: b
         if cmd not in options:
             bad.append(f"{rel}: `dukb {cmd}` is not a command (in {part.strip()[:80]!r})")
         elif flags:
-            bad += [f"{rel}: `dukb {cmd}` has no option {f} (in {part.strip()[:80]!r})"
-                    for f in FLAG.findall(part[m.end():]) if f not in options[cmd] | {"--help"}]
+            bad += [
+                f"{rel}: `dukb {cmd}` has no option {f} (in {part.strip()[:80]!r})"
+                for f in FLAG.findall(part[m.end() :])
+                if f not in options[cmd] | {"--help"}
+            ]
     return sorted(set(bad))
 
 
@@ -375,8 +382,11 @@ def figure_in(fig: str, results_text: str) -> bool:
 
 def figure_problems(rel: str, text: str, results_text: str) -> list[str]:
     """Rule 4: README's figures that bench/RESULTS.md lacks."""
-    return [f"{rel}:{line_of(text, off)}: figure {fig} is not in bench/RESULTS.md"
-            for off, fig in figures(text) if not figure_in(fig, results_text)]
+    return [
+        f"{rel}:{line_of(text, off)}: figure {fig} is not in bench/RESULTS.md"
+        for off, fig in figures(text)
+        if not figure_in(fig, results_text)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -395,29 +405,32 @@ Figure 0.50 ± 0.24 and 0.78 at 0.996; Python 3.11.7.
 """
 
 
-@pytest.mark.parametrize("doc,ok", [
-    ('See bench/RESULTS.md, "Attacks", for the table.', True),
-    ('See `bench/RESULTS.md` ("SmolLM2-135M: all five attacks") too.', True),
-    ('See RESULTS "On a GPU".', True),
-    ('See bench/RESULTS.md ("on a gpu" and "Attacks").', True),
-    ('See bench/RESULTS.md, "The du presets ... on the 55 targets".', True),
-    ('See bench/RESULTS.md, "The\ndu presets (DU_GA_GDR".', True),
-    ('See bench/RESULTS.md, "Citable numbers".', False),
-    ('See bench/RESULTS.md ("Attacks" and "Hardening").', False),
-    ('See bench/RESULTS.md, "Attack".', False),  # a prefix must end at a separator
-    ('See bench/RESULTS.md, "not a heading".', False),  # headings inside code blocks do not count
-    ("See [the attacks](bench/RESULTS.md#attacks-does-the-fact-come-back).", True),
-    ("See [GPU](bench/RESULTS.md#on-a-gpu-the-suite-2026-11-26).", True),
-    ("See [GPU](bench/RESULTS.md#on-a-gpu).", False),
-    ('```bash\n# bench/RESULTS.md, "Nothing" in a code block is not prose\n```', True),
-    ("See bench/RESULTS.md, the section on GPUs.", True),
-    ("See bench/RESULTS.md, the section on the\nattacks of SmolLM2-135M).", True),
-    ("See `bench/RESULTS.md`, the section on `du` presets; or", True),
-    ("See bench/RESULTS.md, the section on TPUs.", False),
-    ("See bench/RESULTS.md, the section on GPUs and on attacks.", True),
-    ("See bench/RESULTS.md, the section on GPUs and on TPUs.", False),
-    ("See bench/RESULTS.md, the section on attacks on GPUs.", False),  # the words must be under one heading
-])
+@pytest.mark.parametrize(
+    "doc,ok",
+    [
+        ('See bench/RESULTS.md, "Attacks", for the table.', True),
+        ('See `bench/RESULTS.md` ("SmolLM2-135M: all five attacks") too.', True),
+        ('See RESULTS "On a GPU".', True),
+        ('See bench/RESULTS.md ("on a gpu" and "Attacks").', True),
+        ('See bench/RESULTS.md, "The du presets ... on the 55 targets".', True),
+        ('See bench/RESULTS.md, "The\ndu presets (DU_GA_GDR".', True),
+        ('See bench/RESULTS.md, "Citable numbers".', False),
+        ('See bench/RESULTS.md ("Attacks" and "Hardening").', False),
+        ('See bench/RESULTS.md, "Attack".', False),  # a prefix must end at a separator
+        ('See bench/RESULTS.md, "not a heading".', False),  # headings inside code blocks do not count
+        ("See [the attacks](bench/RESULTS.md#attacks-does-the-fact-come-back).", True),
+        ("See [GPU](bench/RESULTS.md#on-a-gpu-the-suite-2026-11-26).", True),
+        ("See [GPU](bench/RESULTS.md#on-a-gpu).", False),
+        ('```bash\n# bench/RESULTS.md, "Nothing" in a code block is not prose\n```', True),
+        ("See bench/RESULTS.md, the section on GPUs.", True),
+        ("See bench/RESULTS.md, the section on the\nattacks of SmolLM2-135M).", True),
+        ("See `bench/RESULTS.md`, the section on `du` presets; or", True),
+        ("See bench/RESULTS.md, the section on TPUs.", False),
+        ("See bench/RESULTS.md, the section on GPUs and on attacks.", True),
+        ("See bench/RESULTS.md, the section on GPUs and on TPUs.", False),
+        ("See bench/RESULTS.md, the section on attacks on GPUs.", False),  # the words must be under one heading
+    ],
+)
 def test_results_section_rule(tmp_path, doc, ok):
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "RESULTS.md").write_text(RES, encoding="utf-8")
@@ -427,8 +440,10 @@ def test_results_section_rule(tmp_path, doc, ok):
 
 
 def test_own_section_and_anchor_rule(tmp_path):
-    doc = ('# T\n## Closed-loop deep unlearning\nAs in "Closed-loop deep unlearning" below, '
-           '[x](#closed-loop-deep-unlearning).\n')
+    doc = (
+        '# T\n## Closed-loop deep unlearning\nAs in "Closed-loop deep unlearning" below, '
+        "[x](#closed-loop-deep-unlearning).\n"
+    )
     assert section_problems(tmp_path / "a.md", doc, RES, root=tmp_path) == []
     bad = section_problems(tmp_path / "a.md", doc + '"Open loop" above; [y](#open-loop).\n', RES, root=tmp_path)
     assert len(bad) == 2 and "'Open loop'" in bad[0] and "#open-loop" in bad[1]
@@ -446,10 +461,12 @@ def test_file_rule(tmp_path):
     (tmp_path / "bench" / "x.py").write_text("", encoding="utf-8")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("", encoding="utf-8")
-    doc = ("Run `python bench/x.py` (tests/kb/test_x.py::t is a node id of a missing file); see ../shared/kb/x, "
-           "/work/bench/y.py, tests/*/test_*.py, neural/protocols/<name>/run.py, neural/methods/mymethod.py and "
-           "[a](docs/a.md#s), [b](docs/b.md), "
-           "[w](https://example.org/bench/z.py). LICENSE and CITATION.cff.\n```bash\npython bench/gone.py\n```\n")
+    doc = (
+        "Run `python bench/x.py` (tests/kb/test_x.py::t is a node id of a missing file); see ../shared/kb/x, "
+        "/work/bench/y.py, tests/*/test_*.py, neural/protocols/<name>/run.py, neural/methods/mymethod.py and "
+        "[a](docs/a.md#s), [b](docs/b.md), "
+        "[w](https://example.org/bench/z.py). LICENSE and CITATION.cff.\n```bash\npython bench/gone.py\n```\n"
+    )
     bad = file_problems(tmp_path / "README.md", doc, root=tmp_path)
     assert sorted(b.split(": ", 1)[1] for b in bad) == [
         "links to docs/b.md, which does not exist",
@@ -462,8 +479,10 @@ def test_file_rule(tmp_path):
 
 def test_generated_site_pages_count_as_existing(tmp_path):
     (tmp_path / "docs" / "guide").mkdir(parents=True)
-    (tmp_path / "mkdocs.yml").write_text("site_name: x\nnav:\n  - Home: index.md\n  - Reference:\n"
-                                         "      - Commands: reference/cli.md\nplugins: []\n", encoding="utf-8")
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: x\nnav:\n  - Home: index.md\n  - Reference:\n      - Commands: reference/cli.md\nplugins: []\n",
+        encoding="utf-8",
+    )
     doc = "[cli](../reference/cli.md#evaluate), [gone](../reference/gone.md)\n"
     bad = file_problems(tmp_path / "docs" / "guide" / "a.md", doc, root=tmp_path)
     assert [b.split(": ", 1)[1] for b in bad] == ["links to ../reference/gone.md, which does not exist"]
@@ -471,26 +490,43 @@ def test_generated_site_pages_count_as_existing(tmp_path):
 
 def test_command_rule():
     options = {"evaluate": {"--kb", "--methods", "-o"}, "report": set()}
-    doc = ("```bash\nOMP_NUM_THREADS=1 dukb evaluate --kb x --methods ga -o y   # dukb at 6c2af07, --not-a-flag\n"
-           "dukb evaluate --help\n"
-           "python -m dukb.cli.main evaluate --kb x \\\n  --gone 1 && dukb report y\ndukb evalute --kb x\n```\n"
-           "Inline `dukb report --x` and plain prose dukb is fine.\n")
+    doc = (
+        "```bash\nOMP_NUM_THREADS=1 dukb evaluate --kb x --methods ga -o y   # dukb at 6c2af07, --not-a-flag\n"
+        "dukb evaluate --help\n"
+        "python -m dukb.cli.main evaluate --kb x \\\n  --gone 1 && dukb report y\ndukb evalute --kb x\n```\n"
+        "Inline `dukb report --x` and plain prose dukb is fine.\n"
+    )
     bad = command_problems("R.md", doc, options)
     assert len(bad) == 3
     assert any("has no option --gone" in b for b in bad) and any("has no option --x" in b for b in bad)
     assert any("`dukb evalute` is not a command" in b for b in bad)
     assert len(command_problems("R.md", doc, options, flags=False)) == 1
-    cur, old = split_superseded("# R\n## A\ndukb evaluate --kb x\n## Old (superseded)\n### B (superseded)\n"
-                                "dukb evaluate --gone\n## C\n`dukb report`\n")
+    cur, old = split_superseded(
+        "# R\n## A\ndukb evaluate --kb x\n## Old (superseded)\n### B (superseded)\n"
+        "dukb evaluate --gone\n## C\n`dukb report`\n"
+    )
     assert "--gone" in old and "--gone" not in cur and "## C" in cur and "## A" in cur
 
 
 def test_figure_rule():
-    doc = ("GA reaches 0.50 ± 0.24 and DU_CL 0.78 at 0.996; torch 2.13.0 and Python 3.11; 5.3 h; `--lr 0.123`.\n"
-           "| m | v |\n|---|---|\n| x | 0.505 |\n```\n0.999\n```\nAlso 0.51 ± 0.24 and 10.50.\n")
+    doc = (
+        "GA reaches 0.50 ± 0.24 and DU_CL 0.78 at 0.996; torch 2.13.0 and Python 3.11; 5.3 h; `--lr 0.123`.\n"
+        "| m | v |\n|---|---|\n| x | 0.505 |\n```\n0.999\n```\nAlso 0.51 ± 0.24 and 10.50.\n"
+    )
     figs = [f for _, f in figures(doc)]
-    assert figs == ["0.50 ± 0.24", "0.51 ± 0.24", "0.50", "0.24", "0.78", "0.996", "3.11", "0.505", "0.51",
-                    "0.24", "10.50"]
+    assert figs == [
+        "0.50 ± 0.24",
+        "0.51 ± 0.24",
+        "0.50",
+        "0.24",
+        "0.78",
+        "0.996",
+        "3.11",
+        "0.505",
+        "0.51",
+        "0.24",
+        "10.50",
+    ]
     bad = figure_problems("README.md", doc, RES)
     assert [b.split("figure ")[1].split(" is")[0] for b in bad] == ["0.51 ± 0.24", "0.505", "0.51", "10.50"]
 
@@ -529,8 +565,10 @@ def test_shown_commands_exist(path):
     text = path.read_text(encoding="utf-8")
     current, superseded = split_superseded(text)
     options = _options()
-    assert command_problems(_id(path), current, options) + \
-        command_problems(_id(path), superseded, options, flags=False) == []
+    assert (
+        command_problems(_id(path), current, options) + command_problems(_id(path), superseded, options, flags=False)
+        == []
+    )
 
 
 def test_readme_figures_are_in_results():

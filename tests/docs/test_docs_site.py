@@ -105,7 +105,8 @@ def test_ci_builds_the_docs_strictly_with_the_docs_extra():
     assert re.search(r'pip install .*"\.\[test,docs\]"', ci)
     assert re.search(r"^[^#\n]*mkdocs build --strict", ci, flags=re.M)
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
-        "optional-dependencies"]
+        "optional-dependencies"
+    ]
     assert {re.split(r"[<>=]", d)[0] for d in extras["docs"]} == {"mkdocs", "mkdocs-material"}
 
 

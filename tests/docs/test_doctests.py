@@ -23,8 +23,7 @@ DOCTESTED = ("dukb.kb", "dukb.solver")
 def package_modules(package: str) -> list[types.ModuleType]:
     """Every module of ``package`` (the package's __init__ included), imported."""
     pkg = importlib.import_module(package)
-    return [pkg] + [importlib.import_module(info.name)
-                    for info in pkgutil.walk_packages(pkg.__path__, package + ".")]
+    return [pkg] + [importlib.import_module(info.name) for info in pkgutil.walk_packages(pkg.__path__, package + ".")]
 
 
 def public_objects(module: types.ModuleType) -> dict[str, object]:
@@ -81,7 +80,8 @@ def test_checker_finds_a_function_and_a_class_without_example():
         "        '''>>> 1\n        1\n        '''\n"
         "def _private():\n"
         "    '''Private: not checked.'''\n",
-        module.__dict__)
+        module.__dict__,
+    )
     assert sorted(missing_examples(module)) == ["dukb_planted.Plain", "dukb_planted.undocumented"]
 
 
@@ -93,4 +93,3 @@ def test_pytest_collects_the_doctests_of_kb_and_solver_only():
     assert {"dukb/kb", "dukb/solver"} <= set(paths)
     assert not [p for p in paths if p.startswith("dukb/") and p not in ("dukb/kb", "dukb/solver")], paths
     assert "dukb" not in paths  # never the whole package: neural/ and cli/ are not doctested
-

@@ -17,8 +17,10 @@ from dukb.cli.main import app, main
 README_PATH = REPO_ROOT / "README.md"
 README = README_PATH.read_text(encoding="utf-8")
 #: the docs site's pages (mkdocs.yml), tutorials included; the generated reference pages are not files
-DOCS = {p.relative_to(REPO_ROOT).as_posix(): p.read_text(encoding="utf-8")
-        for p in sorted((REPO_ROOT / "docs").rglob("*.md"))}
+DOCS = {
+    p.relative_to(REPO_ROOT).as_posix(): p.read_text(encoding="utf-8")
+    for p in sorted((REPO_ROOT / "docs").rglob("*.md"))
+}
 #: the commands synopsis: a table of usages, one row per command
 SYNOPSIS = REPO_ROOT / "docs" / "guide" / "commands.md"
 COMMAND = re.compile(r"(?:^|[\s`(])dukb(?:\.cli\.main)?\s+([a-z][a-z-]*)")
@@ -42,14 +44,16 @@ def _shown(text: str = README) -> list[tuple[str, str]]:
         for cmd_part in re.split(r"&&|\|\||;", seg):
             m = COMMAND.search(cmd_part)
             if m:
-                pairs += [(m.group(1), f) for f in FLAG.findall(cmd_part[m.end():])]
+                pairs += [(m.group(1), f) for f in FLAG.findall(cmd_part[m.end() :])]
     return sorted(set(pairs))
 
 
 def _options() -> dict[str, set[str]]:
     cli = typer.main.get_command(app)
-    return {name: {"--help", *(o for p in cmd.params for o in (*p.opts, *p.secondary_opts))}
-            for name, cmd in cli.commands.items()}
+    return {
+        name: {"--help", *(o for p in cmd.params for o in (*p.opts, *p.secondary_opts))}
+        for name, cmd in cli.commands.items()
+    }
 
 
 def test_readme_shows_flags_for_commands():
@@ -80,8 +84,15 @@ def test_every_flag_readme_and_the_docs_show_is_in_the_commands_help(command, fl
 
 def test_every_flag_readme_mentions_belongs_to_a_command():
     every = set().union(*_options().values()) | {"--version", "--help"}
-    launcher = {"--multi_gpu", "--num_processes", "--nproc_per_node",  # accelerate launch / torchrun
-                "--use_fsdp", "--fsdp_version", "--config_file", "--cpu"}
+    launcher = {
+        "--multi_gpu",
+        "--num_processes",
+        "--nproc_per_node",  # accelerate launch / torchrun
+        "--use_fsdp",
+        "--fsdp_version",
+        "--config_file",
+        "--cpu",
+    }
     mentioned = {f for seg in _segments(README) for f in FLAG.findall(seg)} - launcher
     mentioned -= {"--heuristic", "--enum-mode"}  # clingo's options, named where README explains the exact sets
     mentioned -= {"--no-deps", "--index-url"}  # pip's: how fetch-model downloads the GGUF; the CPU build of torch
@@ -92,15 +103,18 @@ def test_readme_is_short_and_names_no_commit():
     """At most 15 KB (15,000 bytes); no commit hashes (README describes the current code, not its history)."""
     size = README_PATH.stat().st_size
     assert size <= 15_000, f"README.md is {size} bytes; move details to docs/"
-    hashes = [h for h in re.findall(r"(?<![\w/.-])[0-9a-f]{7,40}(?![\w/.-])", README)
-              if re.search(r"[0-9]", h) and re.search(r"[a-f]", h)]
+    hashes = [
+        h
+        for h in re.findall(r"(?<![\w/.-])[0-9a-f]{7,40}(?![\w/.-])", README)
+        if re.search(r"[0-9]", h) and re.search(r"[a-f]", h)
+    ]
     assert hashes == []
 
 
 def _setup_commands() -> list[str]:
     """The commands of README's Set-up section: one per numbered step, each the one line of its code block."""
-    section = README[README.index("## Set-up"):]
-    section = section[:section.index("\n## ", 1)]
+    section = README[README.index("## Set-up") :]
+    section = section[: section.index("\n## ", 1)]
     steps: list[list[str]] = []
     in_step = False
     for line in section.splitlines():
@@ -183,10 +197,12 @@ def _table_usages() -> list[tuple[str, str]]:
         return []
     text = SYNOPSIS.read_text(encoding="utf-8")
     assert "## Synopsis" in text, f"{SYNOPSIS.name} has no Synopsis section"
-    section = text[text.index("## Synopsis"):]
-    section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"^\| `dukb ([a-z][a-z-]*)((?:[^`]|\\\|)*)` \|", section,
-                                                           flags=re.M)]
+    section = text[text.index("## Synopsis") :]
+    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    return [
+        (m.group(1), m.group(2))
+        for m in re.finditer(r"^\| `dukb ([a-z][a-z-]*)((?:[^`]|\\\|)*)` \|", section, flags=re.M)
+    ]
 
 
 def _shown_required() -> list[tuple[str, str, bool]]:
@@ -218,5 +234,6 @@ def test_commands_table_shows_required_options_as_required(command, flag, requir
     cli = typer.main.get_command(app)
     param = next((p for p in cli.commands[command].params if flag in (*p.opts, *p.secondary_opts)), None)
     assert param is not None, f"the synopsis shows `dukb {command} {flag}`, which `dukb {command}` lacks"
-    assert param.required == required, (f"the synopsis shows `dukb {command} {flag}` as "
-                                        f"{'required' if required else 'optional'}")
+    assert param.required == required, (
+        f"the synopsis shows `dukb {command} {flag}` as {'required' if required else 'optional'}"
+    )

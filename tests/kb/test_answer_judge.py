@@ -16,12 +16,12 @@ MC = "Who is Bo Roe's father?\nA. Gus Poe\nB. Fred Roe\nC. Al Roe\nD. Cy Doe"
 # (output, answer, rule, question, expected): one row per rule and case, labelled by hand
 CASES = [
     ("He is her HUSBAND.", "husband", "substring", "", True),
-    ("West Virginia state", "Virginia state", "substring", "", True),   # the paper's rule accepts a substring
-    ("West Virginia state", "Virginia state", "exact", "", False),      # the exact rule does not
+    ("West Virginia state", "Virginia state", "substring", "", True),  # the paper's rule accepts a substring
+    ("West Virginia state", "Virginia state", "exact", "", False),  # the exact rule does not
     ("Virginia state, near the coast", "Virginia state", "exact", "", True),
-    ("Virginia", "Virginia state", "exact", "", True),                  # "X" = "X state"
+    ("Virginia", "Virginia state", "exact", "", True),  # "X" = "X state"
     ("Yes, he is.", "yes", "yesno", "", True),
-    ("I do not know", "no", "yesno", "", False),                        # substring would accept "not"
+    ("I do not know", "no", "yesno", "", False),  # substring would accept "not"
     ("B. because", "Fred Roe", "choice", MC, True),
     ("(A) Gus Poe", "Fred Roe", "choice", MC, False),
     ("It is Fred Roe.", "Fred Roe", "choice", MC, True),
@@ -56,8 +56,10 @@ def test_exact_probes_survive_a_probe_file_and_use_known_phrases(tmp_path):
 def test_label_under_each_rule():
     j = Judge(["Virginia state", "West Virginia state", "Ohio state"])
     # exact (RESTOR): the longest known phrase decides
-    assert j.label("West Virginia state.", ["Virginia state"], "West Virginia state") == (INJECTED,
-                                                                                           "west virginia state")
+    assert j.label("West Virginia state.", ["Virginia state"], "West Virginia state") == (
+        INJECTED,
+        "west virginia state",
+    )
     # substring: the true value is a substring of the injected one, and true wins
     assert j.label("West Virginia state.", ["Virginia state"], "West Virginia state", match="substring")[0] == TRUE
     assert j.label("Ohio", ["Virginia state"], None, match="substring")[0] == OTHER
@@ -78,9 +80,10 @@ def test_belief_closure_in_solver(kb_builder):
     from dukb.solver.beliefs import analyse_beliefs, belief_closure, contradictions, stated_or_derivable
     from dukb.solver.closure import compute_closure
 
-    kb = kb_builder({"Al Roe": "male", "Bo Roe": "male", "Fred Roe": "male", "Gus Poe": "male"},
-                    [("Al Roe", "father", "Fred Roe"), ("Bo Roe", "father", "Fred Roe"),
-                     ("Al Roe", "brother", "Bo Roe")])
+    kb = kb_builder(
+        {"Al Roe": "male", "Bo Roe": "male", "Fred Roe": "male", "Gus Poe": "male"},
+        [("Al Roe", "father", "Fred Roe"), ("Bo Roe", "father", "Fred Roe"), ("Al Roe", "brother", "Bo Roe")],
+    )
     truth = set(compute_closure(kb).atoms)
     beliefs = [("Al Roe", "father", "Fred Roe"), ("Bo Roe", "father", "Gus Poe"), ("Al Roe", "brother", "Bo Roe")]
     cl = belief_closure(kb, beliefs)
@@ -96,8 +99,14 @@ def test_belief_closure_in_solver(kb_builder):
     # stated and derivable from the other beliefs: Bo's brother Al follows from Al's brother Bo (both male)
     redundant = ("Bo Roe", "brother", "Al Roe")
     assert stated_or_derivable(belief_closure(kb, beliefs + [redundant]), redundant) == (True, True)
-    out = analyse_beliefs(kb, beliefs, truth, [
-        CorruptedFact("relationship", 1, "Bo Roe", "father", "Fred Roe", "Gus Poe"),
-        CorruptedFact("biography", 0, "Al Roe", "job", "Banker", "Teller")])  # biographies do not count
+    out = analyse_beliefs(
+        kb,
+        beliefs,
+        truth,
+        [
+            CorruptedFact("relationship", 1, "Bo Roe", "father", "Fred Roe", "Gus Poe"),
+            CorruptedFact("biography", 0, "Al Roe", "job", "Banker", "Teller"),
+        ],
+    )  # biographies do not count
     assert (out["n_corrupted_rel"], out["n_injected_stated"], out["injected_retained"]) == (1, 1, [1])
     assert out["n_beliefs"] == 3 and out["n_beliefs_false"] == 1 and out["n_derived"] == cl.n_derived

@@ -34,8 +34,14 @@ from dukb.kb import RELATIONS, load_kb
 from dukb.kb.edu_relat import import_edu_relat
 from dukb.kb.ptfile import PickledPerson, PickledRule, load_benchmark_pickle, load_bool_list
 
-ORIGINAL_FILES = ("family-200-graph.pt", "family_relationships.pt", "family_biographies.pt", "family_rule.pt",
-                  "subsample.pt", "us_population_distribution")
+ORIGINAL_FILES = (
+    "family-200-graph.pt",
+    "family_relationships.pt",
+    "family_biographies.pt",
+    "family_rule.pt",
+    "subsample.pt",
+    "us_population_distribution",
+)
 
 
 @pytest.fixture(scope="session")
@@ -77,8 +83,10 @@ def test_import_reproduces_converted_csv(imported, edu_relat_dir, name):
     ours = (imported / name).read_bytes()
     theirs = (edu_relat_dir / name).read_bytes()
     assert ours == theirs  # byte for byte, RFC 4180 line ends included
-    with open(imported / name, newline="", encoding="utf-8") as a, \
-            open(edu_relat_dir / name, newline="", encoding="utf-8") as b:
+    with (
+        open(imported / name, newline="", encoding="utf-8") as a,
+        open(edu_relat_dir / name, newline="", encoding="utf-8") as b,
+    ):
         assert list(csv.reader(a)) == list(csv.reader(b))
 
 
@@ -96,7 +104,7 @@ def test_imported_kb_content(imported, original_dir):
     # Biography ids: 3 per person in order birthyear, birthplace, job; birthplace "<state> state".
     people = list(kb.people.values())
     for k, p in enumerate(people):
-        b = kb.biographies[3 * k: 3 * k + 3]
+        b = kb.biographies[3 * k : 3 * k + 3]
         assert [x.attribute for x in b] == ["birthyear", "birthplace", "job"]
         assert {x.subject for x in b} == {p.name}
         assert b[0].value == str(p.birthyear) and b[1].value == f"{p.birthplace} state" and b[2].value == p.job
@@ -121,8 +129,10 @@ def test_cli_import(original_dir, tmp_path, capsys):
     out = tmp_path / "kb"
     assert main(["import-edu-relat", str(original_dir), str(out)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == [f"imported 100 people, 400 relationship facts, 300 biography facts, 55 targets, the paper's "
-                     f"sets of 55 targets into {out}"]
+    assert lines == [
+        f"imported 100 people, 400 relationship facts, 300 biography facts, 55 targets, the paper's "
+        f"sets of 55 targets into {out}"
+    ]
     assert len(load_kb(out).relationships) == 400
 
 
@@ -141,8 +151,7 @@ def _copy_original(original_dir: Path, dst: Path, skip: str | None = None) -> Pa
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dukb.cli.main", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "dukb.cli.main", *args], capture_output=True, text=True, timeout=120)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -155,8 +164,11 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
 
 
 def test_cli_bad_inputs_subprocess(tmp_path):
-    assert_one_line_error(run_cli("import-edu-relat", str(tmp_path / "nope"), str(tmp_path / "out")),
-                          str(tmp_path / "nope"), "does not exist")
+    assert_one_line_error(
+        run_cli("import-edu-relat", str(tmp_path / "nope"), str(tmp_path / "out")),
+        str(tmp_path / "nope"),
+        "does not exist",
+    )
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a zip at all")
     assert_one_line_error(run_cli("import-edu-relat", str(junk), str(tmp_path / "out")), "junk.pt")
@@ -191,10 +203,12 @@ def _marker_payloads(marker: Path) -> dict[str, bytes]:
     return {
         "os.system": b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.",
         "posix.system": b"cposix\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.",
-        "builtins.eval": b"cbuiltins\neval\n(S'open(" + repr(str(marker)).encode() + b", \"w\").close()'\ntR.",
+        "builtins.eval": b"cbuiltins\neval\n(S'open(" + repr(str(marker)).encode() + b', "w").close()\'\ntR.',
         "stack_global": b"\x80\x04\x8c\x08builtins\x8c\x04eval\x93"
-                        b"\x8c" + bytes([len(f"open({str(marker)!r}, 'w').close()")])
-                        + f"open({str(marker)!r}, 'w').close()".encode() + b"\x85R.",
+        b"\x8c"
+        + bytes([len(f"open({str(marker)!r}, 'w').close()")])
+        + f"open({str(marker)!r}, 'w').close()".encode()
+        + b"\x85R.",
     }
 
 
@@ -233,14 +247,17 @@ class _Reduce:
         return (self.func, self.args) if self.state is None else (self.func, self.args, self.state)
 
 
-@pytest.mark.parametrize("obj, message", [
-    # dtype state with the object flag set: numpy would read array bytes as object pointers.
-    (_Reduce(np.dtype, ("i8", False, True), (3, "<", None, None, None, -1, -1, 1)), "plain dtype"),
-    (_Reduce(np.dtype, ("V8", False, True), (3, "|", None, None, None, 8, 1, 1)), "not allowed"),
-    (_Reduce(np.dtype, ("O", False, True)), "not allowed"),
-    (np.array([1, None], dtype=object), "not allowed"),
-    ([_Reduce(PickledPerson, ())], "refused global dukb.kb.ptfile.PickledPerson"),
-])
+@pytest.mark.parametrize(
+    "obj, message",
+    [
+        # dtype state with the object flag set: numpy would read array bytes as object pointers.
+        (_Reduce(np.dtype, ("i8", False, True), (3, "<", None, None, None, -1, -1, 1)), "plain dtype"),
+        (_Reduce(np.dtype, ("V8", False, True), (3, "|", None, None, None, 8, 1, 1)), "not allowed"),
+        (_Reduce(np.dtype, ("O", False, True)), "not allowed"),
+        (np.array([1, None], dtype=object), "not allowed"),
+        ([_Reduce(PickledPerson, ())], "refused global dukb.kb.ptfile.PickledPerson"),
+    ],
+)
 def test_unsafe_numpy_and_foreign_classes_refused(tmp_path, obj, message):
     pt = write_pt(tmp_path / "x.pt", pickle.dumps(obj, protocol=2))
     with pytest.raises(InputError, match=re.escape(message)):
@@ -278,13 +295,16 @@ def test_persistent_id_and_ext_refused(tmp_path):
         load_benchmark_pickle(write_pt(tmp_path / "e.pt", b"\x80\x02\x82\x01."))
 
 
-@pytest.mark.parametrize("payload, message", [
-    (pickle.dumps({"a": True}), "found dict"),
-    (pickle.dumps([True, 1]), "entry 1 is int"),
-    (pickle.dumps(np.array([1, 0]), protocol=2), "numpy array of int64"),
-    (pickle.dumps([True, False])[:-3], "malformed pickle"),
-    (b"\xff\xfe", "malformed pickle"),
-])
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        (pickle.dumps({"a": True}), "found dict"),
+        (pickle.dumps([True, 1]), "entry 1 is int"),
+        (pickle.dumps(np.array([1, 0]), protocol=2), "numpy array of int64"),
+        (pickle.dumps([True, False])[:-3], "malformed pickle"),
+        (b"\xff\xfe", "malformed pickle"),
+    ],
+)
 def test_load_bool_list_bad_content(tmp_path, payload, message):
     pt = write_pt(tmp_path / "b.pt", payload)
     with pytest.raises(InputError, match=re.escape(message)) as e:
@@ -368,8 +388,15 @@ def test_recall_retained_dir_end_to_end(edu_relat_dir, original_dir, capsys):
     ex = original_dir / "example_for_evaluation"
     assert main(["recall", "--kb", str(edu_relat_dir), "--target-id", "272", "--retained-dir", str(ex)]) == 0
     doc = json.loads(capsys.readouterr().out)
-    for key in ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set",
-                "sets_used", "n_sets"):
+    for key in (
+        "recall",
+        "accuracy_relationships",
+        "accuracy_biographies",
+        "accuracy_all",
+        "best_set",
+        "sets_used",
+        "n_sets",
+    ):
         assert key in doc
     assert doc["sets_used"] == "exact"
 

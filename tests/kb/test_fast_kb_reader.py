@@ -22,10 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dukb.kb import io as kbio
+from dukb.kb import fastread
 from dukb.kb.csvfile import MAX_FIELD_CHARS
+from dukb.kb.fastread import load_kb_fast
 from dukb.kb.generate import generate
-from dukb.kb.io import KBError, _load_kb, _load_kb_fast, load_kb, resolve_kb_path, save_kb
+from dukb.kb.io import KBError, _load_kb, load_kb, resolve_kb_path, save_kb
 from dukb.kb.schema import RELATIONS, gender_violation
 from tests.kb.test_kb_validation import BASE, CASES, write_kb
 
@@ -33,7 +34,7 @@ from tests.kb.test_kb_validation import BASE, CASES, write_kb
 @pytest.fixture
 def fast_always(monkeypatch):
     """load_kb tries the fast path on KBs of any size."""
-    monkeypatch.setattr(kbio, "FAST_MIN_BYTES", 0)
+    monkeypatch.setattr(fastread, "FAST_MIN_BYTES", 0)
 
 
 def strict(root: Path):
@@ -62,7 +63,7 @@ def assert_same_kb(a, b) -> None:
 def test_malformed_kb_declined_with_strict_error(tmp_path, fast_always, case):
     _id, changes, fname, line, fragment = case
     root = write_kb(tmp_path / "kb", {**BASE, **changes})
-    assert _load_kb_fast(root, min_bytes=0) is None
+    assert load_kb_fast(root, min_bytes=0) is None
     with pytest.raises(KBError) as info:
         load_kb(root)
     first = info.value.problems[0]
@@ -80,7 +81,7 @@ def test_valid_variants_equal(tmp_path, fast_always, text):
     else:
         files = {k: v.replace("\n", text) if text == "\r\n" else v.replace(",", text) for k, v in files.items()}
     root = write_kb(tmp_path / "kb", files)
-    fast = _load_kb_fast(root, min_bytes=0)
+    fast = load_kb_fast(root, min_bytes=0)
     ref = _load_kb(root)
     if fast is not None:
         assert_same_kb(fast, ref)
@@ -91,32 +92,66 @@ def test_valid_variants_equal(tmp_path, fast_always, text):
 def test_generated_and_demo_kbs_take_the_fast_path(tmp_path):
     root = save_kb(generate(300, seed=3)[0], tmp_path / "gen")
     for where in (root, resolve_kb_path("demo")):
-        fast = _load_kb_fast(where, min_bytes=0)
+        fast = load_kb_fast(where, min_bytes=0)
         assert fast is not None, where
         assert_same_kb(fast, _load_kb(where))
-    assert _load_kb_fast(root) is None  # under FAST_MIN_BYTES: the strict reader alone
+    assert load_kb_fast(root) is None  # under FAST_MIN_BYTES: the strict reader alone
 
 
 def test_over_long_field_declined(tmp_path, fast_always):
     long = "A" * (MAX_FIELD_CHARS + 1)
     root = write_kb(tmp_path / "kb", {**BASE, "biographies.csv": BASE["biographies.csv"] + f"3,Carl Berg,job,{long}\n"})
-    assert _load_kb_fast(root, min_bytes=0) is None
+    assert load_kb_fast(root, min_bytes=0) is None
     assert loaded(root) == strict(root) and "longer than" in strict(root)[0]
 
 
 # -- hypothesis: random valid KBs, randomly edited -------------------------------------------------------------------
 FIRST = ["Ann", "Bo", "Zoë", "Åsa", "Li", "José", "Ivo", "Mia", "Émile", "Kai"]
 LAST = ["Lee", "Berg", "Núñez", "Ødegård", "Kim", "Hale"]
-EDITS = ['"', ",", " ", "\t", "\x00", "\x07", "\x7f", "\x85", "\u00a0", "\u2028", "\u3000", "\ufeff", "\r", "\n",
-         "\r\n", "0", "7", "-", "+", "x", "é", "\U0001f600", "", "male", "father"]
+EDITS = [
+    '"',
+    ",",
+    " ",
+    "\t",
+    "\x00",
+    "\x07",
+    "\x7f",
+    "\x85",
+    "\u00a0",
+    "\u2028",
+    "\u3000",
+    "\ufeff",
+    "\r",
+    "\n",
+    "\r\n",
+    "0",
+    "7",
+    "-",
+    "+",
+    "x",
+    "é",
+    "\U0001f600",
+    "",
+    "male",
+    "father",
+]
 
 
 def _valid_kb_files(rng: random.Random, n_people: int, n_facts: int) -> dict[str, str]:
     names = rng.sample([f"{f} {la}" for f in FIRST for la in LAST], n_people)
     gender = {n: rng.choice(["male", "female", "Male", "FEMALE"]) for n in names}
     lines = [["name", "gender", "birthyear", "birthplace", "job", "generation"]]
-    lines += [[n, gender[n], rng.choice(["", "1950", "-3", "0042"]), rng.choice(["", "Ohio"]),
-               rng.choice(["", "Cook"]), rng.choice(["", "1"])] for n in names]
+    lines += [
+        [
+            n,
+            gender[n],
+            rng.choice(["", "1950", "-3", "0042"]),
+            rng.choice(["", "Ohio"]),
+            rng.choice(["", "Cook"]),
+            rng.choice(["", "1"]),
+        ]
+        for n in names
+    ]
     rel, seen = [["fact_id", "subject", "relation", "object"]], set()
     fid = rng.sample(range(10 * n_facts + 10), n_facts)
     for k in range(n_facts):
@@ -128,11 +163,18 @@ def _valid_kb_files(rng: random.Random, n_people: int, n_facts: int) -> dict[str
     bio = [["fact_id", "subject", "attribute", "value"]]
     for k in range(n_facts):
         a = rng.choice(["birthyear", "birthplace", "job"])
-        bio.append([str(k), rng.choice(names), a, str(rng.randint(1900, 2000)) if a == "birthyear" else
-                    rng.choice(["Ohio", "Cook", "Iowa state"])])
+        bio.append(
+            [
+                str(k),
+                rng.choice(names),
+                a,
+                str(rng.randint(1900, 2000)) if a == "birthyear" else rng.choice(["Ohio", "Cook", "Iowa state"]),
+            ]
+        )
     bio = bio[:1] + list({tuple(b[1:]): b for b in bio[1:]}.values())  # no duplicate (subject, attribute, value)
-    return {name: _csv(rows) for name, rows in
-            (("people.csv", lines), ("relationships.csv", rel), ("biographies.csv", bio))}
+    return {
+        name: _csv(rows) for name, rows in (("people.csv", lines), ("relationships.csv", rel), ("biographies.csv", bio))
+    }
 
 
 def _csv(rows) -> str:
@@ -149,15 +191,20 @@ def _edit(rng: random.Random, text: str) -> str:
     if kind == 0:
         return text[:at] + rng.choice(EDITS) + text[at:]
     if kind == 1:
-        return text[:at] + text[at + 1:]
+        return text[:at] + text[at + 1 :]
     lines = text.splitlines(keepends=True)
     k = rng.randrange(len(lines))
-    return "".join(lines[:k + 1] + [lines[k]] + lines[k + 1:])
+    return "".join(lines[: k + 1] + [lines[k]] + lines[k + 1 :])
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), n_people=st.integers(2, 12), n_facts=st.integers(0, 20),
-       n_edits=st.integers(0, 3), no_bio=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_people=st.integers(2, 12),
+    n_facts=st.integers(0, 20),
+    n_edits=st.integers(0, 3),
+    no_bio=st.booleans(),
+)
 def test_fast_path_equals_strict_reader(tmp_path_factory, seed, n_people, n_facts, n_edits, no_bio):
     rng = random.Random(seed)
     files = _valid_kb_files(rng, n_people, n_facts)
@@ -168,7 +215,7 @@ def test_fast_path_equals_strict_reader(tmp_path_factory, seed, n_people, n_fact
         files[name] = _edit(rng, files[name])
     root = write_kb(tmp_path_factory.mktemp("kb"), files)
     ref = strict(root)
-    fast = _load_kb_fast(root, min_bytes=0)
+    fast = load_kb_fast(root, min_bytes=0)
     if isinstance(ref, tuple):
         assert fast is None, ref  # invalid: the fast path declines ...
     else:
@@ -176,11 +223,11 @@ def test_fast_path_equals_strict_reader(tmp_path_factory, seed, n_people, n_fact
             assert fast is not None  # a plain valid KB is taken
         if fast is not None:
             assert_same_kb(fast, ref)
-    old, kbio.FAST_MIN_BYTES = kbio.FAST_MIN_BYTES, 0
+    old, fastread.FAST_MIN_BYTES = fastread.FAST_MIN_BYTES, 0
     try:
         got = loaded(root)  # ... and load_kb reports the strict reader's problems, FILE:LINE and all
     finally:
-        kbio.FAST_MIN_BYTES = old
+        fastread.FAST_MIN_BYTES = old
     if isinstance(ref, tuple):
         assert got == ref
     else:
@@ -198,7 +245,7 @@ def test_closure_csv_arrow_writer_is_csv_writers_bytes(tmp_path):
     quoted = write_kb(tmp_path / "quoted", files)
     plain = save_kb(generate(300, seed=3)[0], tmp_path / "gen")
     for root, fast in ((quoted, False), (plain, True)):
-        kb = _load_kb_fast(root, min_bytes=0) if fast else load_kb(root)
+        kb = load_kb_fast(root, min_bytes=0) if fast else load_kb(root)
         assert kb is not None
         c = compute_closure(kb)
         text = io.StringIO()

@@ -79,8 +79,12 @@ def _base(name: str, kb_dir: Path, tmp: Path) -> Base:
     for bio in (None, {f.fact_id: f.fact_id % 4 != 0 for f in kb.biographies}):
         write_retained_csv(Retained(rel, bio), tmp / "r.csv")
         out.append((tmp / "r.csv").read_bytes())
-    return Base(name, {f: (kb_dir / f).read_bytes() for f in KB_FILES}, kb.relationships[len(kb.relationships) // 2]
-                .fact_id, tuple(out))
+    return Base(
+        name,
+        {f: (kb_dir / f).read_bytes() for f in KB_FILES},
+        kb.relationships[len(kb.relationships) // 2].fact_id,
+        tuple(out),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +95,22 @@ def bases(tmp_path_factory) -> list[Base]:
 
 
 # --------------------------------------------------------------------------------------------- mutations ------
-CONTROLS = ["\x00", "\x07", "\t", "\x0b", "\x0c", "\x1c", "\x1f", "\x7f", "\x85", "\u2028", "\ufeff", "\r", "\n",
-            "\u00a0"]
+CONTROLS = [
+    "\x00",
+    "\x07",
+    "\t",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x1f",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\ufeff",
+    "\r",
+    "\n",
+    "\u00a0",
+]
 
 
 def _lines(data: bytes) -> list[bytes]:
@@ -101,7 +119,7 @@ def _lines(data: bytes) -> list[bytes]:
 
 def _end(line: bytes) -> tuple[bytes, bytes]:
     body = line.rstrip(b"\r\n")
-    return body, line[len(body):]
+    return body, line[len(body) :]
 
 
 def _pick_line(rng, lines, header=False) -> int | None:
@@ -152,7 +170,7 @@ def m_wide(rng, data):
 
 
 def m_truncate(rng, data):
-    return data[:rng.randrange(len(data) + 1)]
+    return data[: rng.randrange(len(data) + 1)]
 
 
 def m_quote(rng, data):
@@ -166,12 +184,12 @@ def m_quote_cell_start(rng, data):  # the issue's case: an opening quote that is
 
 def m_delete_bytes(rng, data):
     pos = rng.randrange(len(data) + 1)
-    return data[:pos] + data[pos + rng.randint(1, 4):]
+    return data[:pos] + data[pos + rng.randint(1, 4) :]
 
 
 def m_repeat_bytes(rng, data):
     pos = rng.randrange(len(data) + 1)
-    return data[:pos] + data[pos:pos + rng.randint(1, 30)] + data[pos:]
+    return data[:pos] + data[pos : pos + rng.randint(1, 30)] + data[pos:]
 
 
 def m_line_ends(rng, data):
@@ -193,7 +211,7 @@ def m_empty(rng, data):
 
 def m_junk_line(rng, data):
     lines = _lines(data)
-    junk = "".join(rng.choice('abc XYZ,,,"01\'-') for _ in range(rng.randint(0, 30))).encode() + b"\n"
+    junk = "".join(rng.choice("abc XYZ,,,\"01'-") for _ in range(rng.randint(0, 30))).encode() + b"\n"
     lines.insert(rng.randrange(len(lines) + 1), junk)
     return b"".join(lines)
 
@@ -201,7 +219,7 @@ def m_junk_line(rng, data):
 def m_delete_row(rng, data):
     lines = _lines(data)
     i = _pick_line(rng, lines)
-    return data if i is None else b"".join(lines[:i] + lines[i + 1:])
+    return data if i is None else b"".join(lines[:i] + lines[i + 1 :])
 
 
 def m_repeat_row(rng, data):
@@ -233,7 +251,7 @@ def m_delete_column(rng, data):
     if n < 2:
         return data
     j = rng.randrange(n)
-    return _edit_columns(data, lambda c: c[:j] + c[j + 1:])
+    return _edit_columns(data, lambda c: c[:j] + c[j + 1 :])
 
 
 def m_repeat_column(rng, data):
@@ -241,7 +259,7 @@ def m_repeat_column(rng, data):
     if n < 1:
         return data
     j = rng.randrange(n)
-    return _edit_columns(data, lambda c: c + c[j:j + 1])
+    return _edit_columns(data, lambda c: c + c[j : j + 1])
 
 
 def m_reorder_columns(rng, data):
@@ -279,8 +297,12 @@ def m_quote_cell(rng, data):  # valid RFC 4180 quoting
 
 
 def m_multiline_cell(rng, data):
-    return _edit_cell(rng, data, lambda c: b'"' + c[:3] + rng.choice([b"\n", b"\r\n", b"\r"]) + c[3:] + b'"',
-                      header=rng.random() < 0.3)
+    return _edit_cell(
+        rng,
+        data,
+        lambda c: b'"' + c[:3] + rng.choice([b"\n", b"\r\n", b"\r"]) + c[3:] + b'"',
+        header=rng.random() < 0.3,
+    )
 
 
 def m_comma_cell(rng, data):
@@ -303,11 +325,36 @@ def m_rename_header(rng, data):
     return b"".join(lines)
 
 
-BYTE_MUTATIONS = [m_control, m_bom, m_latin1, m_wide, m_truncate, m_quote, m_quote_cell_start, m_delete_bytes,
-                  m_repeat_bytes, m_line_ends, m_long_field, m_empty, m_junk_line, m_delete_row, m_repeat_row,
-                  m_swap_rows, m_delete_column, m_repeat_column, m_reorder_columns, m_extra_field, m_missing_field,
-                  m_blank_line, m_pad_cell, m_quote_cell, m_multiline_cell, m_comma_cell, m_upper_cell,
-                  m_rename_header]
+BYTE_MUTATIONS = [
+    m_control,
+    m_bom,
+    m_latin1,
+    m_wide,
+    m_truncate,
+    m_quote,
+    m_quote_cell_start,
+    m_delete_bytes,
+    m_repeat_bytes,
+    m_line_ends,
+    m_long_field,
+    m_empty,
+    m_junk_line,
+    m_delete_row,
+    m_repeat_row,
+    m_swap_rows,
+    m_delete_column,
+    m_repeat_column,
+    m_reorder_columns,
+    m_extra_field,
+    m_missing_field,
+    m_blank_line,
+    m_pad_cell,
+    m_quote_cell,
+    m_multiline_cell,
+    m_comma_cell,
+    m_upper_cell,
+    m_rename_header,
+]
 #: Mutations that keep a file valid (or usually do): drawn more often, so that the "ok" oracle is exercised too.
 BENIGN = [m_bom, m_line_ends, m_blank_line, m_pad_cell, m_quote_cell, m_reorder_columns, m_swap_rows]
 FILE_MUTATIONS = ["folder", "delete", "deny"]
@@ -386,8 +433,11 @@ def independent_triples(path: Path) -> set[tuple[str, str, str]]:
     rows = list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8-sig"), newline=""), strict=True))
     header = [h.strip() for h in rows[0]]
     col = {h: header.index(h) for h in ("subject", "relation", "object")}
-    return {tuple(r[col[h]].strip() for h in ("subject", "relation", "object"))
-            for r in rows[1:] if any(f.strip() for f in r)}
+    return {
+        tuple(r[col[h]].strip() for h in ("subject", "relation", "object"))
+        for r in rows[1:]
+        if any(f.strip() for f in r)
+    }
 
 
 def check_case(capsys, monkeypatch, case: Case) -> list[str]:
@@ -484,8 +534,10 @@ def _check_ok(case: Case, v_out: str, results: dict) -> list[str]:
         doc = json.loads(r_out)
         n = strict_data_lines(case.retained)
         if n not in (counts["relationships.csv"], counts["relationships.csv"] + counts["biographies.csv"]):
-            out.append(f"silently dropped: recall accepted a retained file of {n} data rows for "
-                       f"{counts['relationships.csv']} + {counts['biographies.csv']} facts")
+            out.append(
+                f"silently dropped: recall accepted a retained file of {n} data rows for "
+                f"{counts['relationships.csv']} + {counts['biographies.csv']} facts"
+            )
         if not 0 <= doc["recall"] <= 1:
             out.append(f"recall {doc['recall']} outside [0, 1]")
     d_rc, d_out, _ = results["mdus"]
@@ -531,8 +583,9 @@ def test_oracle_catches_a_lenient_reader(bases, tmp_path, capsys, monkeypatch):
     (tmp_path / "c" / RETAINED).write_bytes(demo.retained[0])
     case = Case(0, "demo", kb, tmp_path / "c" / RETAINED, demo.target, ["issue's quote"], set())
     failures = check_case(capsys, monkeypatch, case)
-    assert any("silently dropped: validate reports 7 rows for biographies.csv, the file has 15" in f
-               for f in failures), failures
+    assert any(
+        "silently dropped: validate reports 7 rows for biographies.csv, the file has 15" in f for f in failures
+    ), failures
     monkeypatch.undo()
     assert check_case(capsys, monkeypatch, case) == []  # the strict reader: one error line, nothing dropped
 
@@ -555,7 +608,8 @@ def test_fuzz_pt_files(tmp_path, capsys):
     n = len(demo.relationships)
     seeds = [pickle.dumps([i % 3 != 0 for i in range(n)], protocol=p) for p in (2, 4)] + [
         pickle.dumps(np.array([i % 2 == 0 for i in range(n)]), protocol=2),
-        pickle.dumps({"a": [1, (2, 3)], "b": "x", "c": {1.5, None}}, protocol=2)]
+        pickle.dumps({"a": [1, (2, 3)], "b": "x", "c": {1.5, None}}, protocol=2),
+    ]
     rd = tmp_path / "rd"
     rd.mkdir()
     pt = rd / "relationships_correct.pt"
@@ -572,7 +626,7 @@ def test_fuzz_pt_files(tmp_path, capsys):
             elif k < 0.7:
                 data[pos:pos] = rng.randbytes(rng.randint(1, 8))
             elif k < 0.85:
-                data[pos:pos] = data[pos:pos + rng.randint(1, 40)] * rng.randint(1, 50)
+                data[pos:pos] = data[pos : pos + rng.randint(1, 40)] * rng.randint(1, 50)
             else:
                 del data[pos:]
         with zipfile.ZipFile(pt, "w") as zf:
@@ -582,8 +636,7 @@ def test_fuzz_pt_files(tmp_path, capsys):
                 loader(pt)
             except InputError:
                 pass
-        rc, out, err = run_main(capsys, "recall", "--kb", "demo", "--target-id", demo.rel_ids[0],
-                                "--retained-dir", rd)
+        rc, out, err = run_main(capsys, "recall", "--kb", "demo", "--target-id", demo.rel_ids[0], "--retained-dir", rd)
         if rc == 2:
             error_lines(rc, err)
         else:

@@ -56,8 +56,12 @@ def expected_relations(truth) -> set:
     sib = {c: [b for b in ks if b != c] for ks in kids.values() for c in ks}
     for (f, m), ks in kids.items():
         for c in ks:
-            out |= {(nm[f], "child", nm[c]), (nm[m], "child", nm[c]), (nm[c], "father", nm[f]),
-                    (nm[c], "mother", nm[m])}
+            out |= {
+                (nm[f], "child", nm[c]),
+                (nm[m], "child", nm[c]),
+                (nm[c], "father", nm[f]),
+                (nm[c], "mother", nm[m]),
+            }
             out |= {(nm[c], "brother" if g[b] == 0 else "sister", nm[b]) for b in sib[c]}
             for p in (f, m):
                 for s in sib.get(p, []):
@@ -128,7 +132,7 @@ def check_invariants(kb, truth, n, generations, observed):
     assert [b.fact_id for b in kb.biographies] == list(range(3 * n))
     states = set(us_states()[0])
     for i, p in enumerate(names):
-        by, bp, job = kb.biographies[3 * i: 3 * i + 3]
+        by, bp, job = kb.biographies[3 * i : 3 * i + 3]
         assert (by.subject, by.attribute, by.value) == (p, "birthyear", str(people[p].birthyear))
         assert (bp.subject, bp.attribute, bp.value) == (p, "birthplace", birthplace_value(people[p].birthplace))
         assert (job.subject, job.attribute, job.value) == (p, "job", people[p].job)
@@ -148,8 +152,12 @@ def check_invariants(kb, truth, n, generations, observed):
 
 
 @SETTINGS
-@given(n=st.integers(1, 150), seed=st.integers(0, 2**32 - 1), generations=st.integers(1, 5),
-       observed=st.sampled_from([0.0, 0.3, EDU_RELAT_OBSERVED, 0.9, 1.0]))
+@given(
+    n=st.integers(1, 150),
+    seed=st.integers(0, 2**32 - 1),
+    generations=st.integers(1, 5),
+    observed=st.sampled_from([0.0, 0.3, EDU_RELAT_OBSERVED, 0.9, 1.0]),
+)
 def test_invariants(n, seed, generations, observed):
     kb, truth = generate(n, seed, generations, observed)
     check_invariants(kb, truth, n, generations, observed)
@@ -217,8 +225,10 @@ def test_config_extremes():
     wives = [i for i in range(200) if truth.gender[i] == 1 and truth.spouse[i] >= 0]
     assert wives and all(surname(names[i]) == surname(names[truth.spouse[i]]) for i in wives)
     kids = [i for i in range(200) if truth.father[i] >= 0]
-    assert kids and all(p[names[i]].birthplace in (p[names[truth.father[i]]].birthplace,
-                                                   p[names[truth.mother[i]]].birthplace) for i in kids)
+    assert kids and all(
+        p[names[i]].birthplace in (p[names[truth.father[i]]].birthplace, p[names[truth.mother[i]]].birthplace)
+        for i in kids
+    )
     kb, truth = generate(200, 5, config=GeneratorConfig(p_wife_takes_surname=0.0))
     assert all(surname(truth.names[i]) == truth.birth_surname[i] for i in range(200))
     # without new spouses, the only couples are parents created for someone: every couple has children
@@ -235,17 +245,37 @@ def test_observed_zero_weight_relation_never_in_k():
     assert truth.counts()["child"] > 0 and not any(f.relation == "child" for f in kb.relationships)
 
 
-@pytest.mark.parametrize("kwargs", [dict(n_people=0), dict(n_people=-3), dict(n_people=2.5), dict(generations=0),
-                                    dict(seed=-1), dict(observed=1.5), dict(observed=-0.1)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(n_people=0),
+        dict(n_people=-3),
+        dict(n_people=2.5),
+        dict(generations=0),
+        dict(seed=-1),
+        dict(observed=1.5),
+        dict(observed=-0.1),
+    ],
+)
 def test_bad_arguments(kwargs):
     with pytest.raises(InputError):
         generate(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [dict(p_parents=1.2), dict(p_spouse=-0.1), dict(children_geometric_p=0.0),
-                                    dict(max_children=0), dict(mother_age_min=30, mother_age_max=20),
-                                    dict(observe_weights={"cousin": 1.0}), dict(observe_weights={"child": -1}),
-                                    dict(father_min_age=60), dict(cohort_pull=2.0)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(p_parents=1.2),
+        dict(p_spouse=-0.1),
+        dict(children_geometric_p=0.0),
+        dict(max_children=0),
+        dict(mother_age_min=30, mother_age_max=20),
+        dict(observe_weights={"cousin": 1.0}),
+        dict(observe_weights={"child": -1}),
+        dict(father_min_age=60),
+        dict(cohort_pull=2.0),
+    ],
+)
 def test_bad_config(kwargs):
     with pytest.raises(InputError):
         GeneratorConfig(**kwargs)
@@ -297,8 +327,9 @@ def test_cli_writes_a_loadable_kb(tmp_path, capsys):
     assert {f.triple for f in kb.relationships} == generate(25, 4, observed=1.0)[1].triples
 
 
-@pytest.mark.parametrize("args", [["--people", "0"], ["--observed", "2"], ["--p-spouse", "1.5"],
-                                  ["--generations", "0"]])
+@pytest.mark.parametrize(
+    "args", [["--people", "0"], ["--observed", "2"], ["--p-spouse", "1.5"], ["--generations", "0"]]
+)
 def test_cli_bad_input(tmp_path, capsys, args):
     assert main(["generate", *args, "-o", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
@@ -327,9 +358,14 @@ def test_cli_help_defaults_match_the_config():
     from dukb.cli.main import app
 
     cmd = typer.main.get_command(app).commands["generate"]
-    field = {"--p-parents": "p_parents", "--p-spouse": "p_spouse", "--p-children": "p_children",
-             "--children-p": "children_geometric_p", "--p-wife-surname": "p_wife_takes_surname",
-             "--p-parent-birthplace": "p_parent_birthplace"}
+    field = {
+        "--p-parents": "p_parents",
+        "--p-spouse": "p_spouse",
+        "--p-children": "p_children",
+        "--children-p": "children_geometric_p",
+        "--p-wife-surname": "p_wife_takes_surname",
+        "--p-parent-birthplace": "p_parent_birthplace",
+    }
     seen = set()
     for p in cmd.params:
         flag = next((o for o in p.opts if o in field), None)

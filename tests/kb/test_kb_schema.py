@@ -27,8 +27,10 @@ from dukb.kb.kbschema import SCHEMA_FILE, family_schema, load_schema, schema_of
 from dukb.solver.closure import compute_closure
 
 #: (KB fingerprint, sha256[:16] of the closure CSV, closure size, ground instances) before schemas (commit 01810cc).
-BEFORE = {"demo": ("cd5f5963b05fcbdf", "58a0634d6dce2e24", 50, 162),
-          "generated": ("ebbf95597dbfe2c7", "03db4152727abf19", 606, 2270)}
+BEFORE = {
+    "demo": ("cd5f5963b05fcbdf", "58a0634d6dce2e24", 50, 162),
+    "generated": ("ebbf95597dbfe2c7", "03db4152727abf19", 606, 2270),
+}
 
 
 def _closure_digest(kb) -> tuple[str, str, int, int]:
@@ -83,29 +85,51 @@ relations:
 """
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    (BASE.replace("    object: country", "    objekt: country"), 7, "unknown key 'objekt' in relation 'located_in' "
-                                                                   "(did you mean 'object'?)"),
-    (BASE.replace("entity_types:", "entity_typs:"), 3, "unknown key 'entity_typs' in the schema (did you mean "
-                                                        "'entity_types'?)"),
-    (BASE.replace("object: country", "object: contry"), 7, "unknown entity type 'contry' as relation 'located_in''s "
-                                                           "object (did you mean 'country'?"),
-    (BASE + "  located_in: {subject: city, object: city}\n", 9, "duplicate key 'located_in' in relations (first on "
-                                                                 "line 5)"),
-    (BASE + "  city: {subject: city, object: country}\n", 9, "relation 'city' has the name of an entity type"),
-    (BASE + "  Near: {subject: city, object: city}\n", 9, "relation name 'Near' is not a name"),
-    (BASE + "  not: {subject: city, object: city}\n", 9, "relation name 'not' is a reserved word"),
-    (BASE.replace("[city, country]", "[city, country, city]"), 3, "duplicate entity type 'city'"),
-    (BASE.replace("{s} is in\"", "{s} is in {x}\""), 8, "unknown placeholder {x}"),
-    (BASE.replace("cloze:", "clozed:"), 8, "unknown key 'clozed' in the templates of relation 'located_in' (did you "
-                                           "mean 'cloze'?)"),
-    (BASE.replace("schema_version: 1", "schema_version: 2"), 1, "schema_version must be 1"),
-    (BASE.replace("name: tiny\n", ""), 1, "missing key 'name'"),
-    (BASE.replace("    subject: city\n", "    subject: city\n   bad: [\n"), 7, "bad YAML"),
-    (BASE.replace("    functional", "    functional").replace("    object: country", "    object: country\n"
-                                                                                      "    functional: maybe"),
-     8, "relation 'located_in''s functional must be true or false"),
-])
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        (
+            BASE.replace("    object: country", "    objekt: country"),
+            7,
+            "unknown key 'objekt' in relation 'located_in' (did you mean 'object'?)",
+        ),
+        (
+            BASE.replace("entity_types:", "entity_typs:"),
+            3,
+            "unknown key 'entity_typs' in the schema (did you mean 'entity_types'?)",
+        ),
+        (
+            BASE.replace("object: country", "object: contry"),
+            7,
+            "unknown entity type 'contry' as relation 'located_in''s object (did you mean 'country'?",
+        ),
+        (
+            BASE + "  located_in: {subject: city, object: city}\n",
+            9,
+            "duplicate key 'located_in' in relations (first on line 5)",
+        ),
+        (BASE + "  city: {subject: city, object: country}\n", 9, "relation 'city' has the name of an entity type"),
+        (BASE + "  Near: {subject: city, object: city}\n", 9, "relation name 'Near' is not a name"),
+        (BASE + "  not: {subject: city, object: city}\n", 9, "relation name 'not' is a reserved word"),
+        (BASE.replace("[city, country]", "[city, country, city]"), 3, "duplicate entity type 'city'"),
+        (BASE.replace('{s} is in"', '{s} is in {x}"'), 8, "unknown placeholder {x}"),
+        (
+            BASE.replace("cloze:", "clozed:"),
+            8,
+            "unknown key 'clozed' in the templates of relation 'located_in' (did you mean 'cloze'?)",
+        ),
+        (BASE.replace("schema_version: 1", "schema_version: 2"), 1, "schema_version must be 1"),
+        (BASE.replace("name: tiny\n", ""), 1, "missing key 'name'"),
+        (BASE.replace("    subject: city\n", "    subject: city\n   bad: [\n"), 7, "bad YAML"),
+        (
+            BASE.replace("    functional", "    functional").replace(
+                "    object: country", "    object: country\n    functional: maybe"
+            ),
+            8,
+            "relation 'located_in''s functional must be true or false",
+        ),
+    ],
+)
 def test_schema_errors_at_file_line(tmp_path, text, line, fragment):
     p = tmp_path / SCHEMA_FILE
     p.write_text(text)
@@ -125,8 +149,11 @@ def test_schema_reads_yes_and_no_as_template_forms(tmp_path):
 
 def test_bad_schema_is_one_cli_line(capsys, tmp_path):
     kb_dir = sl.write_tiny_kb(tmp_path / "kb")
-    (kb_dir / SCHEMA_FILE).write_text(sl.TINY_SCHEMA.replace("  sibling: {subject: person, object: person, "
-                                                             "symmetric: true}", "  sibling: [person, person]"))
+    (kb_dir / SCHEMA_FILE).write_text(
+        sl.TINY_SCHEMA.replace(
+            "  sibling: {subject: person, object: person, symmetric: true}", "  sibling: [person, person]"
+        )
+    )
     rc, _, err = run_main(capsys, "closure", "--kb", kb_dir)
     line = assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' must be a mapping")
     assert str(kb_dir) in line
@@ -152,16 +179,24 @@ def test_non_family_kb_loads_with_its_types(tmp_path):
     assert copy.fingerprint() == kb.fingerprint() and copy.schema == kb.schema
 
 
-@pytest.mark.parametrize("row, fragment", [
-    ("7,Ann,lives_in,Paris", "functional relation 'lives_in': 'Ann' already has the object 'Lyon' (line 4); at most "
-                             "one object per subject"),
-    ("7,Lyon,kid,Ann", "fact (Lyon, kid, Ann) violates its relation's types: the subject of 'kid' must be person, "
-                       "but is city"),
-    ("7,Ann,lives_in,France", "the object of 'lives_in' must be city, but is country"),
-    ("7,Ann,child,Bo", "unknown relation 'child' (known: kid, sibling, lives_in, located_in, citizen_of)"),
-    ("7,Ann,kid,Eve", "entity 'Eve' is not in entities.csv"),
-    ("7,Ann,kid,Ann", "reflexive fact (Ann, kid, Ann)"),
-])
+@pytest.mark.parametrize(
+    "row, fragment",
+    [
+        (
+            "7,Ann,lives_in,Paris",
+            "functional relation 'lives_in': 'Ann' already has the object 'Lyon' (line 4); at most "
+            "one object per subject",
+        ),
+        (
+            "7,Lyon,kid,Ann",
+            "fact (Lyon, kid, Ann) violates its relation's types: the subject of 'kid' must be person, but is city",
+        ),
+        ("7,Ann,lives_in,France", "the object of 'lives_in' must be city, but is country"),
+        ("7,Ann,child,Bo", "unknown relation 'child' (known: kid, sibling, lives_in, located_in, citizen_of)"),
+        ("7,Ann,kid,Eve", "entity 'Eve' is not in entities.csv"),
+        ("7,Ann,kid,Ann", "reflexive fact (Ann, kid, Ann)"),
+    ],
+)
 def test_non_family_fact_problems_at_file_line(capsys, tmp_path, row, fragment):
     kb_dir = sl.write_tiny_kb(tmp_path / "kb")
     with open(kb_dir / "relationships.csv", "a") as fh:
@@ -177,6 +212,9 @@ def test_non_family_fact_problems_at_file_line(capsys, tmp_path, row, fragment):
 def test_non_family_entity_type_problem(tmp_path):
     kb_dir = sl.write_tiny_kb(tmp_path / "kb")
     (kb_dir / "entities.csv").write_text(sl.TINY_ENTITIES.replace("Spain,country", "Spain,nation"))
-    with pytest.raises(KBError, match=r"entities\.csv:9: type of 'Spain' is 'nation', not one of person, city, "
-                                      r"country"):
+    with pytest.raises(
+        KBError,
+        match=r"entities\.csv:9: type of 'Spain' is 'nation', not one of person, city, "
+        r"country",
+    ):
         load_kb(kb_dir)

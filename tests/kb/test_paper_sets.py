@@ -33,8 +33,14 @@ from dukb.kb.paper_sets import (
 )
 from dukb.kb.ptfile import load_id_sets
 
-ORIGINAL_FILES = ("family-200-graph.pt", "family_relationships.pt", "family_biographies.pt", "family_rule.pt",
-                  "subsample.pt", "us_population_distribution")
+ORIGINAL_FILES = (
+    "family-200-graph.pt",
+    "family_relationships.pt",
+    "family_biographies.pt",
+    "family_rule.pt",
+    "subsample.pt",
+    "us_population_distribution",
+)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +97,8 @@ def test_cli_import_line_counts_the_paper_sets(pt_folder, tmp_path, capsys):
     assert main(["import-eval-du", str(pt_folder.parent), str(out)]) == 0
     assert capsys.readouterr().out.strip() == (
         f"imported 100 people, 400 relationship facts, 300 biography facts, 55 targets, the paper's sets of 55 "
-        f"targets into {out}")
+        f"targets into {out}"
+    )
 
 
 def test_import_without_the_folder_writes_none_and_removes_a_stale_file(pt_folder, tmp_path):
@@ -118,13 +125,16 @@ def test_the_benchmark_folder_itself_finds_its_sets_in_original(edu_relat_dir, p
 
 
 # -- refusals -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("obj, message", [
-    ([frozenset({1, 2})], "expected a set of frozensets"),
-    ({frozenset({1.5, 2})}, "frozenset of a float is not allowed"),
-    ({frozenset({True})}, "frozenset of a bool is not allowed"),
-    ({frozenset()}, "non-empty frozensets"),
-    ({frozenset({np.float64(3)})}, "refused global|not allowed"),
-])
+@pytest.mark.parametrize(
+    "obj, message",
+    [
+        ([frozenset({1, 2})], "expected a set of frozensets"),
+        ({frozenset({1.5, 2})}, "frozenset of a float is not allowed"),
+        ({frozenset({True})}, "frozenset of a bool is not allowed"),
+        ({frozenset()}, "non-empty frozensets"),
+        ({frozenset({np.float64(3)})}, "refused global|not allowed"),
+    ],
+)
 def test_load_id_sets_refuses_other_content(tmp_path, obj, message):
     path = write_pt(tmp_path / "5.pt", pickle.dumps(obj, protocol=2))
     with pytest.raises(InputError, match=message) as e:
@@ -157,8 +167,9 @@ def test_a_pickled_callable_is_refused_and_never_run(pt_folder, tmp_path, capsys
     for f in ORIGINAL_FILES:
         shutil.copyfile(pt_folder.parent / f, src / f)
     shutil.copytree(pt_folder, src / "unlearn_minimal_set")
-    bad = write_pt(src / "unlearn_minimal_set" / "214.pt", pickle.dumps({frozenset({214}), Planted(marker)},
-                                                                         protocol=2))
+    bad = write_pt(
+        src / "unlearn_minimal_set" / "214.pt", pickle.dumps({frozenset({214}), Planted(marker)}, protocol=2)
+    )
     assert main(["import-eval-du", str(src), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"dukb: error: {bad}: refused global ")
@@ -189,20 +200,23 @@ def test_a_file_not_named_by_an_edge_id_or_a_set_without_its_target(tmp_path):
 GOOD = "target,rank,fact_ids\r\n5,1,5 7\r\n5,2,5 6\r\n0,1,0 3\r\n"
 
 
-@pytest.mark.parametrize("text, line, message", [
-    ("target,rank,fact_ids\n5,1,5 7\n5,3,5 6\n", 3, "rank 3 of target 5 is out of sequence"),
-    ("target,rank,fact_ids\n5,1,5 7\n0,1,0 3\n5,2,5 6\n", 4, "target 5 appears again after other targets"),
-    ("target,rank,fact_ids\n5,1,5 99\n", 2, "fact_id 99 is not a relationship fact of the KB"),
-    ("target,rank,fact_ids\n5,1,6 7\n", 2, "does not hold its target 5"),
-    ("target,rank,fact_ids\n5,1,5 7\n5,2,5 7\n", 3, "listed twice for target 5"),
-    ("target,rank,fact_ids\n5,1,7 5\n", 2, "ascending"),
-    ("target,rank,fact_ids\n5,1,5  7\n", 2, "separated by single spaces"),
-    ("target,rank,fact_ids\n5,1,5;7\n", 2, "separated by single spaces"),
-    ("target,rank,fact_ids\nfive,1,5 7\n", 2, "target 'five' is not an integer"),
-    ("target,rank,fact_ids\n99,1,99\n", 2, "target 99 is not a relationship fact of the KB"),
-    ("target,rank,fact_ids,note\n5,1,5 7,x\n", 1, "note"),
-    ("target,rank,fact_ids\n5,1,5 7,8\n", 2, "expected 3 fields"),
-])
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("target,rank,fact_ids\n5,1,5 7\n5,3,5 6\n", 3, "rank 3 of target 5 is out of sequence"),
+        ("target,rank,fact_ids\n5,1,5 7\n0,1,0 3\n5,2,5 6\n", 4, "target 5 appears again after other targets"),
+        ("target,rank,fact_ids\n5,1,5 99\n", 2, "fact_id 99 is not a relationship fact of the KB"),
+        ("target,rank,fact_ids\n5,1,6 7\n", 2, "does not hold its target 5"),
+        ("target,rank,fact_ids\n5,1,5 7\n5,2,5 7\n", 3, "listed twice for target 5"),
+        ("target,rank,fact_ids\n5,1,7 5\n", 2, "ascending"),
+        ("target,rank,fact_ids\n5,1,5  7\n", 2, "separated by single spaces"),
+        ("target,rank,fact_ids\n5,1,5;7\n", 2, "separated by single spaces"),
+        ("target,rank,fact_ids\nfive,1,5 7\n", 2, "target 'five' is not an integer"),
+        ("target,rank,fact_ids\n99,1,99\n", 2, "target 99 is not a relationship fact of the KB"),
+        ("target,rank,fact_ids,note\n5,1,5 7,x\n", 1, "note"),
+        ("target,rank,fact_ids\n5,1,5 7,8\n", 2, "expected 3 fields"),
+    ],
+)
 def test_tampered_converted_file_is_refused_at_its_line(tmp_path, capsys, text, line, message):
     kb = tmp_path / "kb"
     shutil.copytree(load_kb("demo").source, kb)

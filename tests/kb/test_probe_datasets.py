@@ -28,6 +28,7 @@ from conftest import build_kb, require_edu_relat
 from dukb import InputError
 from dukb.kb import KB, Person, check_kb, load_kb
 from dukb.kb.corrupt import AGE_GAPS, CORRUPTION_COLUMNS, YEAR_SHIFT, corrupt, save_corruption
+from dukb.kb.edu_qa import edu_qa_rows, write_edu_qa
 from dukb.kb.probe_files import probes_text, read_probes
 from dukb.kb.probes import (
     EDU_RELAT_NO_SEED,
@@ -36,12 +37,10 @@ from dukb.kb.probes import (
     FactIndex,
     Probe,
     choice_options,
-    edu_qa_rows,
     edu_wrong_relations,
     judge,
     make_probes,
     parse_kinds,
-    write_edu_qa,
 )
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
 from dukb.solver.closure import compute_closure
@@ -53,23 +52,59 @@ WRAPPED = ("prefix_injection", "affirmative_suffix", "role_play", "context_hint"
 def sibling_kb() -> KB:
     """A family with three children (two sons, one daughter), spouses, a grandchild, and biographies; the closure
     adds the sibling, parent and aunt/uncle facts, so reverse questions need exclusions."""
-    genders = {"Al Fox": "male", "Bea Fox": "female", "Cy Fox": "male", "Dan Fox": "male", "Eve Fox": "female",
-               "Flo Fox": "female", "Gus Fox": "male", "Hal Ray": "male", "Ivy Ray": "female"}
+    genders = {
+        "Al Fox": "male",
+        "Bea Fox": "female",
+        "Cy Fox": "male",
+        "Dan Fox": "male",
+        "Eve Fox": "female",
+        "Flo Fox": "female",
+        "Gus Fox": "male",
+        "Hal Ray": "male",
+        "Ivy Ray": "female",
+    }
     facts = [
         ("Bea Fox", "husband", "Al Fox"),
-        ("Al Fox", "child", "Cy Fox"), ("Al Fox", "child", "Dan Fox"), ("Al Fox", "child", "Eve Fox"),
-        ("Cy Fox", "mother", "Bea Fox"), ("Dan Fox", "mother", "Bea Fox"), ("Eve Fox", "mother", "Bea Fox"),
-        ("Cy Fox", "wife", "Flo Fox"), ("Gus Fox", "father", "Cy Fox"), ("Gus Fox", "mother", "Flo Fox"),
+        ("Al Fox", "child", "Cy Fox"),
+        ("Al Fox", "child", "Dan Fox"),
+        ("Al Fox", "child", "Eve Fox"),
+        ("Cy Fox", "mother", "Bea Fox"),
+        ("Dan Fox", "mother", "Bea Fox"),
+        ("Eve Fox", "mother", "Bea Fox"),
+        ("Cy Fox", "wife", "Flo Fox"),
+        ("Gus Fox", "father", "Cy Fox"),
+        ("Gus Fox", "mother", "Flo Fox"),
         ("Ivy Ray", "husband", "Hal Ray"),
     ]
-    years = {"Al Fox": 1900, "Bea Fox": 1903, "Cy Fox": 1925, "Dan Fox": 1927, "Eve Fox": 1930, "Flo Fox": 1926,
-             "Gus Fox": 1950, "Hal Ray": 1924, "Ivy Ray": 1929}
-    jobs = {"Al Fox": "Baker", "Bea Fox": "Teacher", "Cy Fox": "Pilot", "Dan Fox": "Clerk", "Eve Fox": "Nurse",
-            "Flo Fox": "Lawyer", "Gus Fox": "Doctor", "Hal Ray": "Plumber", "Ivy Ray": "Librarian"}
+    years = {
+        "Al Fox": 1900,
+        "Bea Fox": 1903,
+        "Cy Fox": 1925,
+        "Dan Fox": 1927,
+        "Eve Fox": 1930,
+        "Flo Fox": 1926,
+        "Gus Fox": 1950,
+        "Hal Ray": 1924,
+        "Ivy Ray": 1929,
+    }
+    jobs = {
+        "Al Fox": "Baker",
+        "Bea Fox": "Teacher",
+        "Cy Fox": "Pilot",
+        "Dan Fox": "Clerk",
+        "Eve Fox": "Nurse",
+        "Flo Fox": "Lawyer",
+        "Gus Fox": "Doctor",
+        "Hal Ray": "Plumber",
+        "Ivy Ray": "Librarian",
+    }
     bios = []
     for n in genders:
-        bios += [(n, "birthyear", str(years[n])), (n, "birthplace", "Ohio state" if n < "E" else "Iowa state"),
-                 (n, "job", jobs[n])]
+        bios += [
+            (n, "birthyear", str(years[n])),
+            (n, "birthplace", "Ohio state" if n < "E" else "Iowa state"),
+            (n, "job", jobs[n]),
+        ]
     kb = build_kb(genders, facts, bios)
     people = {n: Person(n, g, years[n]) for n, g in genders.items()}
     return KB(people, kb.relationships, kb.biographies)
@@ -105,8 +140,7 @@ def test_edu_relat_qa_files_reproduced_exactly(edu, tmp_path):
     want_rel = _read_jsonl(root / "qa_relationships.jsonl")
     want_bio = _read_jsonl(root / "qa_biographies.jsonl")
     assert len(rel_rows) == len(want_rel) == 400 and len(bio_rows) == len(want_bio) == 300
-    mismatched = [(got, want) for got, want in zip(rel_rows, want_rel)
-                  if got != want or list(got) != list(want)]
+    mismatched = [(got, want) for got, want in zip(rel_rows, want_rel) if got != want or list(got) != list(want)]
     assert not mismatched, f"{len(mismatched)} relationship rows differ, first: {mismatched[0]}"
     assert [r for r, w in zip(bio_rows, want_bio) if r != w or list(r) != list(w)] == []
     # the files themselves, byte for byte
@@ -132,8 +166,12 @@ def test_make_probes_edu_kinds_equal_the_benchmark_questions(edu):
     rows = {r["fact_id"]: r for r in _read_jsonl(require_edu_relat() / "qa_relationships.jsonl")}
     bios = {r["fact_id"]: r for r in _read_jsonl(require_edu_relat() / "qa_biographies.jsonl")}
     probes = make_probes(kb, "edu", seed=123, closure=closure)
-    field = {"cloze": ("question", "answer"), "yes": ("question2", "answer2"), "no": ("question3", "answer3"),
-             "qa": ("question4", "answer4")}
+    field = {
+        "cloze": ("question", "answer"),
+        "yes": ("question2", "answer2"),
+        "no": ("question3", "answer3"),
+        "qa": ("question4", "answer4"),
+    }
     n = Counter()
     for p in probes:
         q, a = field[p.kind]
@@ -218,8 +256,11 @@ def test_every_gold_answer_is_right(name, request):
 
 def test_reverse_questions_exclude_the_other_right_answers(family):
     kb, closure = family
-    probes = {(p.kind, p.fact_id): p for p in make_probes(kb, ["reverse", "cross_lingual_fr"], closure=closure)
-              if p.fact_kind == "relationship"}
+    probes = {
+        (p.kind, p.fact_id): p
+        for p in make_probes(kb, ["reverse", "cross_lingual_fr"], closure=closure)
+        if p.fact_kind == "relationship"
+    }
     fid = next(f.fact_id for f in kb.relationships if f.triple == ("Al Fox", "child", "Dan Fox"))
     q = probes[("reverse", fid)].question
     assert q == "Who is Al Fox's child, other than Cy Fox and Eve Fox?"
@@ -244,8 +285,10 @@ def test_synonyms_use_the_objects_gender(family):
 def test_no_question_avoids_relations_true_in_the_closure():
     # A pair with a second, derived relation (Bob is Ann's husband, and her brother through their common father):
     # the KB-only rule can draw "brother" for the husband fact's "no" question; the closure rejects it, any seed.
-    kb = build_kb({"Ann": "female", "Bob": "male", "Dad": "male"},
-                  [("Ann", "husband", "Bob"), ("Ann", "father", "Dad"), ("Bob", "father", "Dad")])
+    kb = build_kb(
+        {"Ann": "female", "Bob": "male", "Dad": "male"},
+        [("Ann", "husband", "Bob"), ("Ann", "father", "Dad"), ("Bob", "father", "Dad")],
+    )
     closure = compute_closure(kb).atoms
     ix = FactIndex(kb, closure)
     for seed in range(40):
@@ -253,8 +296,12 @@ def test_no_question_avoids_relations_true_in_the_closure():
             f = kb.relationship(fid)
             assert not ix.holds(f.subject, wrong, f.object)
     # and the KB-only rule does pick a closure-true relation for some seed (so the closure matters)
-    hits = [seed for seed in range(200) for fid, w in edu_wrong_relations(kb, None, seed).items()
-            if ix.holds(kb.relationship(fid).subject, w, kb.relationship(fid).object)]
+    hits = [
+        seed
+        for seed in range(200)
+        for fid, w in edu_wrong_relations(kb, None, seed).items()
+        if ix.holds(kb.relationship(fid).subject, w, kb.relationship(fid).object)
+    ]
     assert hits
 
 
@@ -267,8 +314,7 @@ def test_judge_rules(family):
     assert judge(y, "Yes, he is.") and not judge(y, "No. Yes would be wrong") and not judge(y, "")
     n = Probe("no", "relationship", 0, "Is Al Fox Bea Fox's uncle?", "no", "yesno")
     assert judge(n, "no") and not judge(n, "I do not know")  # the paper's substring rule would accept "not"
-    mc = next(p for p in make_probes(kb, "multiple_choice", seed=1, closure=closure)
-              if p.fact_kind == "relationship")
+    mc = next(p for p in make_probes(kb, "multiple_choice", seed=1, closure=closure) if p.fact_kind == "relationship")
     opts = choice_options(mc.question)
     gold = next(lab for lab, t in opts.items() if t == mc.answer)
     wrong_lab, wrong_text = next((lab, t) for lab, t in opts.items() if t != mc.answer)
@@ -415,8 +461,9 @@ def test_save_corruption(family, tmp_path):
     assert back.relationships == res.kb.relationships and back.biographies == res.kb.biographies
     rows = list(csv.DictReader(paths["corruptions"].open(encoding="utf-8", newline="")))
     assert tuple(rows[0]) == CORRUPTION_COLUMNS
-    assert [(r["fact_kind"], int(r["fact_id"]), r["injected_value"]) for r in rows] == \
-        [(c.fact_kind, c.fact_id, c.injected_value) for c in res.facts]
+    assert [(r["fact_kind"], int(r["fact_id"]), r["injected_value"]) for r in rows] == [
+        (c.fact_kind, c.fact_id, c.injected_value) for c in res.facts
+    ]
     docs = _read_jsonl(paths["documents"])
     assert [d["text"] for d in docs] == [d.text for d in res.documents]
     assert all(Counter(f["role"] for f in d["facts"]) == {"incorrect": 5, "correct": 3} for d in docs)
@@ -449,8 +496,25 @@ def test_cli_writes_parseable_probes(monkeypatch, tmp_path, capsys):
     closure = compute_closure(load_kb(kdir)).atoms
     for fmt in ("jsonl", "csv"):
         out = tmp_path / f"probes.{fmt}"
-        assert run_cli(monkeypatch, "probes", "--kb", str(kdir), "--kinds", "qa,multiple_choice", "--kinds",
-                       "reverse", "--format", fmt, "--seed", "3", "-o", str(out)) == 0
+        assert (
+            run_cli(
+                monkeypatch,
+                "probes",
+                "--kb",
+                str(kdir),
+                "--kinds",
+                "qa,multiple_choice",
+                "--kinds",
+                "reverse",
+                "--format",
+                fmt,
+                "--seed",
+                "3",
+                "-o",
+                str(out),
+            )
+            == 0
+        )
         got = read_probes(out)
         assert got == make_probes(load_kb(kdir), "qa,multiple_choice,reverse", seed=3, closure=closure)
         assert {p.kind for p in got} == {"qa", "multiple_choice", "reverse"}
@@ -480,13 +544,33 @@ def test_cli_corrupt_writes_kb_and_documents(monkeypatch, tmp_path):
 
     save_kb(sibling_kb(), kdir)
     out = tmp_path / "restor"
-    assert run_cli(monkeypatch, "probes", "--kb", str(kdir), "--corrupt", "0.2", "--context", "2", "--seed", "1",
-                   "--format", "csv", "-o", str(out)) == 0
+    assert (
+        run_cli(
+            monkeypatch,
+            "probes",
+            "--kb",
+            str(kdir),
+            "--corrupt",
+            "0.2",
+            "--context",
+            "2",
+            "--seed",
+            "1",
+            "--format",
+            "csv",
+            "-o",
+            str(out),
+        )
+        == 0
+    )
     assert len(read_probes(out / "probes.csv")) == len(make_probes(load_kb(kdir)))
     bad = load_kb(out / "kb")
     rows = list(csv.DictReader((out / "corruptions.csv").open(encoding="utf-8", newline="")))
-    assert rows and all(bad.relationship(int(r["fact_id"])).object == r["injected_value"]
-                        for r in rows if r["fact_kind"] == "relationship")
+    assert rows and all(
+        bad.relationship(int(r["fact_id"])).object == r["injected_value"]
+        for r in rows
+        if r["fact_kind"] == "relationship"
+    )
     docs = _read_jsonl(out / "documents.jsonl")
     assert docs and all(d["k_context"] == 2 and len(d["facts"]) == 7 for d in docs)
 

@@ -109,12 +109,16 @@ relations:
     symmetric: true
     templates: {fact: "{s} borders {o}.", qa: "Which country borders {s}?"}
 """
-PLACES_ENTITIES = ("name,type\nParis,city\nLyon,city\nMadrid,city\nBarcelona,city\nBern,city\nFrance,country\n"
-                   "Spain,country\nSwitzerland,country\nEuro,currency\nSwiss Franc,currency\n")
-PLACES_FACTS = ("fact_id,subject,relation,object\n0,France,capital,Paris\n1,Spain,capital,Madrid\n"
-                "2,Lyon,city_in,France\n3,Barcelona,city_in,Spain\n4,France,currency_of,Euro\n"
-                "5,Spain,currency_of,Euro\n6,Switzerland,currency_of,Swiss Franc\n7,France,neighbour,Spain\n"
-                "8,France,neighbour,Switzerland\n9,Switzerland,capital,Bern\n")
+PLACES_ENTITIES = (
+    "name,type\nParis,city\nLyon,city\nMadrid,city\nBarcelona,city\nBern,city\nFrance,country\n"
+    "Spain,country\nSwitzerland,country\nEuro,currency\nSwiss Franc,currency\n"
+)
+PLACES_FACTS = (
+    "fact_id,subject,relation,object\n0,France,capital,Paris\n1,Spain,capital,Madrid\n"
+    "2,Lyon,city_in,France\n3,Barcelona,city_in,Spain\n4,France,currency_of,Euro\n"
+    "5,Spain,currency_of,Euro\n6,Switzerland,currency_of,Swiss Franc\n7,France,neighbour,Spain\n"
+    "8,France,neighbour,Switzerland\n9,Switzerland,capital,Bern\n"
+)
 PLACES_RULES = """\
 % the capital of a country is a city in it
 holds(X,city_in,C) :- holds(C,capital,X).
@@ -126,8 +130,13 @@ PLACES_ALIASES = "name,alias\nLyon,Lyons\nEuro,EUR\nEuro,€\nSwiss Franc,CHF\n"
 
 def write_places(root: Path, aliases: str | None = PLACES_ALIASES) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    for name, text in (("schema.yaml", PLACES_SCHEMA), ("entities.csv", PLACES_ENTITIES),
-                       ("relationships.csv", PLACES_FACTS), ("rules.lp", PLACES_RULES), ("aliases.csv", aliases)):
+    for name, text in (
+        ("schema.yaml", PLACES_SCHEMA),
+        ("entities.csv", PLACES_ENTITIES),
+        ("relationships.csv", PLACES_FACTS),
+        ("rules.lp", PLACES_RULES),
+        ("aliases.csv", aliases),
+    ):
         if text is not None:
             (root / name).write_text(text, encoding="utf-8")
     return root
@@ -162,10 +171,14 @@ def test_places_probes_through_the_cli(capsys, places, tmp_path):
     assert rev[0]["question"] == "Which country has Paris as its capital?" and rev[0]["answer"] == "France"
     assert sorted(rev) == [0, 1, 2, 3, 9]  # currency_of and neighbour have no reverse template
     # the unscorable forms are reported, with their counts, never silently skipped
-    assert "dukb: note: unscorable probes: reverse: 5 relationship facts unscorable (no 'reverse' template: " \
-           "currency_of 3, neighbour 2); 5 probes" in err.splitlines()
-    assert "cross_lingual_fr: 7 relationship facts unscorable (no 'cross_lingual_fr' template: city_in 2, " \
-           "currency_of 3, neighbour 2); 3 probes" in err
+    assert (
+        "dukb: note: unscorable probes: reverse: 5 relationship facts unscorable (no 'reverse' template: "
+        "currency_of 3, neighbour 2); 5 probes" in err.splitlines()
+    )
+    assert (
+        "cross_lingual_fr: 7 relationship facts unscorable (no 'cross_lingual_fr' template: city_in 2, "
+        "currency_of 3, neighbour 2); 3 probes" in err
+    )
     fr = [r for r in rows if r["kind"] == "cross_lingual_fr"]
     assert [r["question"] for r in fr][:1] == ["Quelle est la capitale de France ?"]
     # csv carries the aliases column and reads back equal
@@ -193,8 +206,10 @@ def test_forms_from_templates(places):
     assert ("France", "capital", wrong) not in triples and wrong != "Paris"
     assert _by(probes, "yes", 0).question == "Is Paris the capital of France?"
     assert _by(probes, "cloze", 0).question == "The capital of France is"
-    assert _by(probes, "paraphrase", 0).question in ("Which city is the capital of France?",
-                                                      "Name the capital of France.")
+    assert _by(probes, "paraphrase", 0).question in (
+        "Which city is the capital of France?",
+        "Name the capital of France.",
+    )
     # RWKU's adversarial kinds wrap the qa question; multiple choice offers false options of the object's type
     for kind in ("prefix_injection", "affirmative_suffix", "role_play", "context_hint", "in_context"):
         p = _by(probes, kind, 4)
@@ -219,8 +234,9 @@ def test_forms_from_templates(places):
 
 def test_a_relation_gaining_a_reverse_template_is_probed(tmp_path):
     root = write_places(tmp_path / "kb")
-    text = PLACES_SCHEMA.replace('qa: "Which country borders {s}?"}',
-                                 'qa: "Which country borders {s}?", reverse: "Which country borders {o}?"}')
+    text = PLACES_SCHEMA.replace(
+        'qa: "Which country borders {s}?"}', 'qa: "Which country borders {s}?", reverse: "Which country borders {o}?"}'
+    )
     (root / "schema.yaml").write_text(text)
     kb = load_kb(root)
     _, report = probe_report(kb, "reverse", closure=compute_closure(kb).atoms)
@@ -230,14 +246,19 @@ def test_a_relation_gaining_a_reverse_template_is_probed(tmp_path):
 
 def test_attribute_facts_from_attribute_templates(tmp_path):
     root = write_places(tmp_path / "kb")
-    (root / "schema.yaml").write_text(PLACES_SCHEMA + """attributes:
+    (root / "schema.yaml").write_text(
+        PLACES_SCHEMA
+        + """attributes:
   population:
     subject: city
     templates: {fact: "{s} has {v} inhabitants.", qa: "How many people live in {s}?", cloze: "The population of {s} is"}
   motto: {subject: country, templates: {fact: "The motto of {s} is {v}."}}
-""")
-    (root / "biographies.csv").write_text("fact_id,subject,attribute,value\n0,Lyon,population,522250\n"
-                                          "1,Paris,population,2102650\n2,France,motto,Liberty\n")
+"""
+    )
+    (root / "biographies.csv").write_text(
+        "fact_id,subject,attribute,value\n0,Lyon,population,522250\n"
+        "1,Paris,population,2102650\n2,France,motto,Liberty\n"
+    )
     kb = load_kb(root)
     probes, report = probe_report(kb, None, closure=compute_closure(kb).atoms)
     bio = {(p.kind, p.fact_id): p for p in probes if p.fact_kind == "biography"}
@@ -279,19 +300,23 @@ def test_qa_answer_relation_asks_for_the_relation(tmp_path):
     assert _by(probes, "cloze", 0).answer == "parent"
     assert _by(probes, "no", 0).question == "Is Ann Bo's friend?"  # the wrong relation, false for the pair
     mc = _by(probes, "multiple_choice", 1)
-    assert mc.answer == "friend" and sorted(line[3:] for line in mc.question.splitlines()[1:-1]) == ["friend",
-                                                                                                       "parent"]
+    assert mc.answer == "friend" and sorted(line[3:] for line in mc.question.splitlines()[1:-1]) == ["friend", "parent"]
 
 
-@pytest.mark.parametrize("templates, fragment", [
-    ('{no: "Is {o} the capital of {s}?"}', "template 'no' of relation 'capital' must use {wrong}"),
-    ('{no: ["Is {wrong} the capital of {s}?", "Is {o} it?"]}', "must use {wrong}"),
-])
+@pytest.mark.parametrize(
+    "templates, fragment",
+    [
+        ('{no: "Is {o} the capital of {s}?"}', "template 'no' of relation 'capital' must use {wrong}"),
+        ('{no: ["Is {wrong} the capital of {s}?", "Is {o} it?"]}', "must use {wrong}"),
+    ],
+)
 def test_a_no_template_needs_wrong(tmp_path, templates, fragment):
     root = tmp_path / "kb"
     root.mkdir()
-    (root / "schema.yaml").write_text("schema_version: 1\nname: t\nentity_types: [city, country]\nrelations:\n"
-                                      f"  capital:\n    subject: country\n    templates: {templates}\n")
+    (root / "schema.yaml").write_text(
+        "schema_version: 1\nname: t\nentity_types: [city, country]\nrelations:\n"
+        f"  capital:\n    subject: country\n    templates: {templates}\n"
+    )
     with pytest.raises(InputError) as e:
         load_kb(root)
     assert e.value.line == 7 and fragment in e.value.message
@@ -312,17 +337,21 @@ def test_the_judge_accepts_aliases_and_refuses_a_wrong_answer(places):
     j = Judge.for_kb(kb)
     assert j.accepts("Lyons, of course.", "Lyon", match="exact")
     assert not Judge.for_kb(load_kb(write_places(places.parent / "bare", aliases=None))).accepts(
-        "Lyons, of course.", "Lyon", match="exact")
+        "Lyons, of course.", "Lyon", match="exact"
+    )
     assert not j.accepts("Paris.", "Lyon", match="exact")
     assert load_aliases(kb) == {"Lyon": ("Lyons",), "Euro": ("EUR", "€"), "Swiss Franc": ("CHF",)}
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    ("name,alias\nLyon,Lyons\nAtlantis,Atlantida\n", 3, "alias 'Atlantida' of unknown entity 'Atlantis'"),
-    ("name,alias\nEuro,\n", 2, "empty alias of 'Euro'"),
-    ("name,alias\n,EUR\n", 2, "empty name"),
-    ("name\nEuro\n", 1, "missing column alias"),
-])
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("name,alias\nLyon,Lyons\nAtlantis,Atlantida\n", 3, "alias 'Atlantida' of unknown entity 'Atlantis'"),
+        ("name,alias\nEuro,\n", 2, "empty alias of 'Euro'"),
+        ("name,alias\n,EUR\n", 2, "empty name"),
+        ("name\nEuro\n", 1, "missing column alias"),
+    ],
+)
 def test_aliases_errors_name_file_and_line(capsys, tmp_path, text, line, fragment):
     root = write_places(tmp_path / "kb", aliases=text)
     with pytest.raises(InputError) as e:
@@ -349,8 +378,11 @@ def test_statements_from_fact_templates(places, tmp_path):
     assert st_[("relationship", 0)] == "The capital of France is Paris."
     assert st_[("relationship", 4)] == "The currency of France is the Euro."
     tiny = load_kb(sl.write_tiny_kb(tmp_path / "tiny"))
-    with pytest.raises(InputError, match=r"schema\.yaml: no 'fact' template for 'sibling' \(line \d+\), "
-                                         r"'located_in' \(line \d+\)"):
+    with pytest.raises(
+        InputError,
+        match=r"schema\.yaml: no 'fact' template for 'sibling' \(line \d+\), "
+        r"'located_in' \(line \d+\)",
+    ):
         fact_statements(tiny)
 
 
@@ -361,8 +393,10 @@ def test_tiny_kb_probes(capsys, tmp_path):
     rows = [json.loads(line) for line in out.splitlines()]
     assert [(r["kind"], r["fact_id"], r["answer"]) for r in rows] == [("qa", 0, "Bo"), ("qa", 1, "Cy")]
     assert rows[0]["question"] == "Who is a kid of Ann, other than Cy?"
-    assert "reverse: 7 relationship facts unscorable (no 'reverse' template: kid 2, lives_in 2, located_in 2, " \
-           "sibling 1); 0 probes" in err
+    assert (
+        "reverse: 7 relationship facts unscorable (no 'reverse' template: kid 2, lives_in 2, located_in 2, "
+        "sibling 1); 0 probes" in err
+    )
     assert "qa: 5 relationship facts unscorable (no 'qa' template: lives_in 2, located_in 2, sibling 1)" in err
 
 
@@ -371,26 +405,102 @@ def test_neural_paths_refuse_in_one_line(capsys, tmp_path):
     template."""
     pytest.importorskip("torch")
     tiny = sl.write_tiny_kb(tmp_path / "tiny")
-    rc, _, err = run_main(capsys, "evaluate", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
-                          "--device", "cpu", "-o", tmp_path / "run")
-    line = assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
-                                 "'located_in'): evaluate (finetunes and scores every fact on the qa form) needs it "
-                                 "for every relation with facts")
+    rc, _, err = run_main(
+        capsys,
+        "evaluate",
+        "--kb",
+        tiny,
+        "--rules",
+        tiny / "rules.lp",
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "run",
+    )
+    line = assert_one_line_error(
+        rc,
+        err,
+        "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'lives_in', "
+        "'located_in'): evaluate (finetunes and scores every fact on the qa form) needs it "
+        "for every relation with facts",
+    )
     assert str(tiny / "schema.yaml") in line
-    rc, _, err = run_main(capsys, "restor", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
-                          "--device", "cpu", "-o", tmp_path / "restor")
-    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template", "restor (asks every "
-                          "fact for its object) needs it")
-    rc, _, err = run_main(capsys, "rwku", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
-                          "--device", "cpu", "-o", tmp_path / "rwku")
-    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template", "rwku (finetunes on "
-                          "and scores every fact's qa form) needs it")
-    rc, _, err = run_main(capsys, "muse", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
-                          "--device", "cpu", "-o", tmp_path / "muse")
-    assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'sibling' fact, ",
-                          "muse (its QA pairs and verbatim statements) needs it")
-    rc, _, err = run_main(capsys, "control", "--kb", tiny, "--rules", tiny / "rules.lp", "--model", "tiny",
-                          "--device", "cpu", "-o", tmp_path / "control")
+    rc, _, err = run_main(
+        capsys,
+        "restor",
+        "--kb",
+        tiny,
+        "--rules",
+        tiny / "rules.lp",
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "restor",
+    )
+    assert_one_line_error(
+        rc,
+        err,
+        "schema.yaml:12: relation 'sibling' has no 'qa' template",
+        "restor (asks every fact for its object) needs it",
+    )
+    rc, _, err = run_main(
+        capsys,
+        "rwku",
+        "--kb",
+        tiny,
+        "--rules",
+        tiny / "rules.lp",
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "rwku",
+    )
+    assert_one_line_error(
+        rc,
+        err,
+        "schema.yaml:12: relation 'sibling' has no 'qa' template",
+        "rwku (finetunes on and scores every fact's qa form) needs it",
+    )
+    rc, _, err = run_main(
+        capsys,
+        "muse",
+        "--kb",
+        tiny,
+        "--rules",
+        tiny / "rules.lp",
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "muse",
+    )
+    assert_one_line_error(
+        rc,
+        err,
+        "schema.yaml:12: relation 'sibling' has no 'qa' template (nor has 'sibling' fact, ",
+        "muse (its QA pairs and verbatim statements) needs it",
+    )
+    rc, _, err = run_main(
+        capsys,
+        "control",
+        "--kb",
+        tiny,
+        "--rules",
+        tiny / "rules.lp",
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "-o",
+        tmp_path / "control",
+    )
     assert_one_line_error(rc, err, "schema.yaml:12: relation 'sibling' has no 'qa' template", "control (it scores")
 
 
@@ -414,15 +524,31 @@ def test_geo_kb_through_dukb_probes(capsys, tmp_path):
     assert any(r.get("aliases") for r in cur)  # ISO codes: "EUR" for the Euro
     n = len(kb.relationships)
     assert f"synonym: {n} relationship facts unscorable (no 'synonym' template: " in err
-    assert {r["kind"] for r in rows} >= {"cloze", "yes", "no", "qa", "reverse", "paraphrase", "prefix_injection",
-                                         "affirmative_suffix", "role_play", "multiple_choice", "context_hint",
-                                         "in_context"}
+    assert {r["kind"] for r in rows} >= {
+        "cloze",
+        "yes",
+        "no",
+        "qa",
+        "reverse",
+        "paraphrase",
+        "prefix_injection",
+        "affirmative_suffix",
+        "role_play",
+        "multiple_choice",
+        "context_hint",
+        "in_context",
+    }
 
 
 # ------------------------------------------------------------------------------------------ random schemas ------
 def _with_qa(kb: sl.RandomKB, has_qa: tuple[bool, ...]) -> str:
-    lines = ["schema_version: 1", "name: random", f"entity_predicate: {sl.ENTITY_PREDICATE}",
-             f"entity_types: [{', '.join(kb.types)}]", "relations:"]
+    lines = [
+        "schema_version: 1",
+        "name: random",
+        f"entity_predicate: {sl.ENTITY_PREDICATE}",
+        f"entity_types: [{', '.join(kb.types)}]",
+        "relations:",
+    ]
     for (name, s, o, functional), qa in zip(kb.relations, has_qa):
         tpl = f', templates: {{qa: "What is the {name} of {{s}}?"}}' if qa else ""
         lines.append(f"  {name}: {{subject: {s}, object: {o}, functional: {str(functional).lower()}{tpl}}}")
@@ -447,6 +573,7 @@ def test_random_schema_qa_items(data, kb):
         assert p.question.startswith(f"What is the {f.relation} of {f.subject}")
         others = sorted(o for s, r, o in triples if s == f.subject and r == f.relation and o != f.object)
         named = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1] if others else ""
-        assert p.question == f"What is the {f.relation} of {f.subject}" + (f", other than {named}" if named else "") \
-            + "?"
+        assert (
+            p.question == f"What is the {f.relation} of {f.subject}" + (f", other than {named}" if named else "") + "?"
+        )
     assert report["qa"]["unscorable"]["relationships"] == len(k.relationships) - len(want)

@@ -52,8 +52,12 @@ DEMO = resolve_kb_path("demo")
 KB_FILES = ("people.csv", "relationships.csv", "biographies.csv")
 SPECIAL = ("fifo", "/dev/zero", "/dev/urandom", "folder")
 #: What the error says for each special file.
-SPECIAL_SAYS = {"fifo": "not a regular file (a FIFO)", "/dev/zero": "not a regular file (a character device)",
-                "/dev/urandom": "not a regular file (a character device)", "folder": "not a regular file (a directory)"}
+SPECIAL_SAYS = {
+    "fifo": "not a regular file (a FIFO)",
+    "/dev/zero": "not a regular file (a character device)",
+    "/dev/urandom": "not a regular file (a character device)",
+    "folder": "not a regular file (a directory)",
+}
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -142,15 +146,25 @@ def test_special_file_as_kb_csv(tmp_path, capsys, kind, name, command):
 @pytest.mark.parametrize("kind", SPECIAL)
 def test_special_file_as_targets_file(tmp_path, capsys, kind):
     targets = make_special(tmp_path / "targets.txt", kind)
-    only_error(capsys, "mdus", "--kb", "demo", "--targets-file", targets,
-               fragments=(f"{targets}: ", SPECIAL_SAYS[kind]))
+    only_error(
+        capsys, "mdus", "--kb", "demo", "--targets-file", targets, fragments=(f"{targets}: ", SPECIAL_SAYS[kind])
+    )
 
 
 @pytest.mark.parametrize("kind", SPECIAL)
 def test_special_file_as_retained_file(tmp_path, capsys, kind):
     retained = make_special(tmp_path / "retained.csv", kind)
-    only_error(capsys, "recall", "--kb", "demo", "--target-id", 1, "--retained", retained,
-               fragments=(f"{retained}: ", SPECIAL_SAYS[kind]))
+    only_error(
+        capsys,
+        "recall",
+        "--kb",
+        "demo",
+        "--target-id",
+        1,
+        "--retained",
+        retained,
+        fragments=(f"{retained}: ", SPECIAL_SAYS[kind]),
+    )
 
 
 @pytest.mark.parametrize("kind", SPECIAL)
@@ -161,8 +175,17 @@ def test_special_file_as_retained_pt(tmp_path, capsys, kind, name):
     n = len(demo_rel_ids())
     write_pt(rd / "relationships_correct.pt", pickle.dumps([True] * n, protocol=2))
     make_special(rd / name, kind)
-    only_error(capsys, "recall", "--kb", "demo", "--target-id", 1, "--retained-dir", rd,
-               fragments=(f"{rd / name}: ", SPECIAL_SAYS[kind]))
+    only_error(
+        capsys,
+        "recall",
+        "--kb",
+        "demo",
+        "--target-id",
+        1,
+        "--retained-dir",
+        rd,
+        fragments=(f"{rd / name}: ", SPECIAL_SAYS[kind]),
+    )
 
 
 @pytest.mark.parametrize("kind", SPECIAL)
@@ -176,6 +199,7 @@ def test_special_file_as_probe_file_and_benchmark_pickle(tmp_path, kind):
     make_special(src / "family-200-graph.pt", kind)
     with deadline():
         from dukb.cli.main import main
+
         assert main(["import-edu-relat", str(src), str(tmp_path / "out")]) == 2
 
 
@@ -185,8 +209,9 @@ def test_fifo_in_a_subprocess_returns(tmp_path):
 
     kb = copy_demo(tmp_path / "kb")
     make_special(kb / "relationships.csv", "fifo")
-    proc = subprocess.run([sys.executable, "-m", "dukb.cli.main", "validate", "--kb", str(kb)], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dukb.cli.main", "validate", "--kb", str(kb)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == [f"dukb: error: {kb / 'relationships.csv'}: not a regular file (a FIFO)"]
 
@@ -199,29 +224,43 @@ def test_oversize_inputs_refused(tmp_path, capsys, monkeypatch):
     targets = tmp_path / "targets.txt"
     targets.write_text(f"# {pad}\n1\n", encoding="utf-8")
     retained = tmp_path / "retained.csv"
-    retained.write_text("kind,fact_id,retained,note\n" + "".join(f"relationship,{i},1,{pad}\n"
-                                                                  for i in demo_rel_ids()), encoding="utf-8")
+    retained.write_text(
+        "kind,fact_id,retained,note\n" + "".join(f"relationship,{i},1,{pad}\n" for i in demo_rel_ids()),
+        encoding="utf-8",
+    )
     rd = tmp_path / "rd"
     rd.mkdir()
     pt = write_pt(rd / "relationships_correct.pt", pickle.dumps([True] * len(demo_rel_ids()), protocol=2))
     with zipfile.ZipFile(pt, "a", compression=zipfile.ZIP_STORED) as zf:
         zf.writestr("archive/padding", os.urandom(limit))
-    for path, args in [(targets, ["mdus", "--kb", "demo", "--targets-file", targets]),
-                       (retained, ["recall", "--kb", "demo", "--target-id", 1, "--retained", retained]),
-                       (pt, ["recall", "--kb", "demo", "--target-id", 1, "--retained-dir", rd])]:
-        patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", 10 ** 8)
+    for path, args in [
+        (targets, ["mdus", "--kb", "demo", "--targets-file", targets]),
+        (retained, ["recall", "--kb", "demo", "--target-id", 1, "--retained", retained]),
+        (pt, ["recall", "--kb", "demo", "--target-id", 1, "--retained-dir", rd]),
+    ]:
+        patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", 10**8)
         assert run_main(capsys, *args)[0] == 0  # within the default limit the input is good
         patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", limit)
-        only_error(capsys, *args, fragments=(f"{path}: too large: {path.stat().st_size:,} bytes",
-                                             f"is {limit:,} bytes)"))
+        only_error(
+            capsys, *args, fragments=(f"{path}: too large: {path.stat().st_size:,} bytes", f"is {limit:,} bytes)")
+        )
     kb = copy_demo(tmp_path / "kb")
     with open(kb / "people.csv", "a", encoding="utf-8") as fh:
         fh.write("\n" * limit)  # blank lines: a valid KB, but larger than the limit
     only_error(capsys, "validate", "--kb", kb, fragments=(f"{kb / 'people.csv'}: too large",))
-    patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", 10 ** 8)
+    patch_everywhere(monkeypatch, csvfile, "MAX_INPUT_BYTES", 10**8)
     monkeypatch.setattr(ptfile, "MAX_PICKLE_BYTES", 10)
-    only_error(capsys, "recall", "--kb", "demo", "--target-id", 1, "--retained-dir", rd,
-               fragments=(str(pt), "more than the limit of 10"))
+    only_error(
+        capsys,
+        "recall",
+        "--kb",
+        "demo",
+        "--target-id",
+        1,
+        "--retained-dir",
+        rd,
+        fragments=(str(pt), "more than the limit of 10"),
+    )
 
 
 def test_oversize_pt_archive_refused(tmp_path, monkeypatch):
@@ -251,15 +290,20 @@ LENIENT = {
 
 @st.composite
 def lenient_ints(draw) -> str:
-    n = draw(st.integers(10, 10 ** 6))
+    n = draw(st.integers(10, 10**6))
     text = LENIENT[draw(st.sampled_from(sorted(LENIENT)))](n)
     int(text)  # the lenient reading accepts it (that is the defect this refuses)
     return text
 
 
 #: Integer cells of the KB files: (file, line, column) on the demo KB. Line 2 of biographies.csv is a birthyear.
-KB_INT_CELLS = [("people.csv", 2, "birthyear"), ("people.csv", 3, "generation"), ("relationships.csv", 2, "fact_id"),
-                ("biographies.csv", 4, "fact_id"), ("biographies.csv", 2, "value")]
+KB_INT_CELLS = [
+    ("people.csv", 2, "birthyear"),
+    ("people.csv", 3, "generation"),
+    ("relationships.csv", 2, "fact_id"),
+    ("biographies.csv", 4, "fact_id"),
+    ("biographies.csv", 2, "value"),
+]
 
 
 def test_demo_cells_are_what_the_tests_assume():
@@ -281,7 +325,7 @@ def test_lenient_integer_in_kb_is_refused(cell, text):
 
 
 @SETTINGS
-@given(n=st.integers(-10 ** 18 + 1, 10 ** 18 - 1), zeros=st.integers(0, 2))
+@given(n=st.integers(-(10**18) + 1, 10**18 - 1), zeros=st.integers(0, 2))
 def test_strict_int_reads_what_the_file_shows(n, zeros):
     text = ("-" if n < 0 else "") + "0" * zeros + str(abs(n))
     digits = len(text.lstrip("-"))
@@ -301,33 +345,48 @@ def test_lenient_integer_in_kb_cli(tmp_path, capsys, cell, spelling):
 def test_lenient_integer_in_targets_file(tmp_path, capsys, spelling):
     targets = tmp_path / "targets.txt"
     targets.write_text(f"# targets\n1\n{LENIENT[spelling](12)}\n", encoding="utf-8")
-    only_error(capsys, "mdus", "--kb", "demo", "--targets-file", targets,
-               fragments=(f"{targets}:3: ", "is not a fact_id"))
+    only_error(
+        capsys, "mdus", "--kb", "demo", "--targets-file", targets, fragments=(f"{targets}:3: ", "is not a fact_id")
+    )
 
 
 @pytest.mark.parametrize("spelling", sorted(LENIENT))
 def test_lenient_integer_in_retained_file(tmp_path, capsys, spelling):
     first = demo_rel_ids()[0]
     retained = write_retained(tmp_path / "retained.csv", first_id=LENIENT[spelling](10 + first))
-    only_error(capsys, "recall", "--kb", "demo", "--target-id", 1, "--retained", retained,
-               fragments=(f"{retained}:2: ", "fact_id"))
+    only_error(
+        capsys,
+        "recall",
+        "--kb",
+        "demo",
+        "--target-id",
+        1,
+        "--retained",
+        retained,
+        fragments=(f"{retained}:2: ", "fact_id"),
+    )
 
 
 @pytest.mark.parametrize("spelling", sorted(LENIENT))
 def test_lenient_integer_in_probe_files(tmp_path, spelling):
     text = LENIENT[spelling](12)
     probes = tmp_path / "p.csv"
-    probes.write_text("kind,fact_kind,fact_id,question,answer,match\n"
-                      f"qa,relationship,3,Who?,Ann,substring\nqa,relationship,{text},Who?,Ann,substring\n",
-                      encoding="utf-8")
+    probes.write_text(
+        "kind,fact_kind,fact_id,question,answer,match\n"
+        f"qa,relationship,3,Who?,Ann,substring\nqa,relationship,{text},Who?,Ann,substring\n",
+        encoding="utf-8",
+    )
     with pytest.raises(InputError, match="fact_id") as info:
         read_probes(probes)
     assert (info.value.path, info.value.line) == (str(probes), 3)
     jsonl = tmp_path / "p.jsonl"
     for bad in ['"12"', "12.0", "true", "1" * 19]:
-        jsonl.write_text('{"kind": "qa", "fact_kind": "relationship", "fact_id": 3, "question": "Who?", "answer": "Ann"}\n'
-                         f'{{"kind": "qa", "fact_kind": "relationship", "fact_id": {bad}, "question": "Who?", '
-                         '"answer": "Ann"}\n', encoding="utf-8")
+        jsonl.write_text(
+            '{"kind": "qa", "fact_kind": "relationship", "fact_id": 3, "question": "Who?", "answer": "Ann"}\n'
+            f'{{"kind": "qa", "fact_kind": "relationship", "fact_id": {bad}, "question": "Who?", '
+            '"answer": "Ann"}\n',
+            encoding="utf-8",
+        )
         with pytest.raises(InputError, match="fact_id") as info:
             read_probes(jsonl)
         assert (info.value.path, info.value.line) == (str(jsonl), 2)
@@ -348,14 +407,32 @@ def test_strict_integers_still_accept_plain_numerals(tmp_path, capsys):
 def test_unknown_target_id_named_at_its_line(tmp_path, capsys):
     targets = tmp_path / "targets.txt"
     targets.write_text("# ids\n1\n\n999  # not in the KB\n2\n", encoding="utf-8")
-    only_error(capsys, "mdus", "--kb", "demo", "--targets-file", targets,
-               fragments=(f"{targets}:4: ", "no relationship fact has fact_id 999"))
+    only_error(
+        capsys,
+        "mdus",
+        "--kb",
+        "demo",
+        "--targets-file",
+        targets,
+        fragments=(f"{targets}:4: ", "no relationship fact has fact_id 999"),
+    )
 
 
 def test_mdus_refuses_seeds_without_random(capsys):
     for method in ("exact", "minimum"):
-        only_error(capsys, "mdus", "--kb", "demo", "--target-id", 1, "--method", method, "--seeds", 5,
-                   fragments=("--seeds applies only to --method random",))
+        only_error(
+            capsys,
+            "mdus",
+            "--kb",
+            "demo",
+            "--target-id",
+            1,
+            "--method",
+            method,
+            "--seeds",
+            5,
+            fragments=("--seeds applies only to --method random",),
+        )
     rc, out, _ = run_main(capsys, "mdus", "--kb", "demo", "--target-id", 1, "--seeds", 100)  # the default
     assert rc == 0 and '"targets"' in out
     rc, out, _ = run_main(capsys, "mdus", "--kb", "demo", "--target-id", 1, "--method", "random", "--seeds", 5)
@@ -377,8 +454,10 @@ def test_quoted_cells_round_trip(rows):
 
 
 @SETTINGS
-@given(rows=st.lists(st.lists(st.text("abc xyz", min_size=1, max_size=6), min_size=2, max_size=2), min_size=1,
-                     max_size=6), data=st.data())
+@given(
+    rows=st.lists(st.lists(st.text("abc xyz", min_size=1, max_size=6), min_size=2, max_size=2), min_size=1, max_size=6),
+    data=st.data(),
+)
 def test_bare_quote_refused_at_its_line(rows, data):
     k = data.draw(st.integers(0, len(rows) - 1))
     col = data.draw(st.integers(0, 1))
@@ -423,8 +502,17 @@ def test_bare_quote_in_header_and_retained(tmp_path, capsys):
     lines = retained.read_text(encoding="utf-8").splitlines()
     lines[3] = lines[3].replace("relationship", 'relation"ship')
     retained.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    only_error(capsys, "recall", "--kb", "demo", "--target-id", 1, "--retained", retained,
-               fragments=(f"{retained}:4: bare quote",))
+    only_error(
+        capsys,
+        "recall",
+        "--kb",
+        "demo",
+        "--target-id",
+        1,
+        "--retained",
+        retained,
+        fragments=(f"{retained}:4: bare quote",),
+    )
 
 
 # ------------------------------------------------------------------------------------- validate lists all ------
@@ -448,10 +536,14 @@ def test_validate_lists_problems_of_every_file(tmp_path, capsys):
     (kb / "biographies.csv").write_text("\n".join(bio) + "\n", encoding="utf-8")
     lines = _validate_lines(capsys, kb)
     got = [ln.removeprefix("dukb: error: ") for ln in lines[:-1]]
-    expected = [(kb / "people.csv", 3, "birthyear '19_24' of "), (kb / "relationships.csv", 5, "unterminated quote"),
-                (kb / "biographies.csv", 4, "bare quote"), (kb / "biographies.csv", 6, "fact_id '+5' is not"),
-                (kb / "biographies.csv", 16, "person 'Nobody Here' is not in people.csv"),
-                (kb / "biographies.csv", 17, "expected 4 fields, found 3")]
+    expected = [
+        (kb / "people.csv", 3, "birthyear '19_24' of "),
+        (kb / "relationships.csv", 5, "unterminated quote"),
+        (kb / "biographies.csv", 4, "bare quote"),
+        (kb / "biographies.csv", 6, "fact_id '+5' is not"),
+        (kb / "biographies.csv", 16, "person 'Nobody Here' is not in people.csv"),
+        (kb / "biographies.csv", 17, "expected 4 fields, found 3"),
+    ]
     assert len(got) == len(expected), lines
     for g, (path, line, fragment) in zip(got, expected):
         assert g.startswith(f"{path}:{line}: ") and fragment in g, (g, path, line, fragment)
@@ -498,16 +590,20 @@ def write_pt(path: Path, payload: bytes, folder: str = "archive") -> Path:
 
 def person(**attrs) -> Person:
     p = Person()
-    p.__dict__.update({"name": 0, "gender": "male", "age": 1950, "birthplace": 0, "job": "Cook", "generation": 0,
-                       **attrs})
+    p.__dict__.update(
+        {"name": 0, "gender": "male", "age": 1950, "birthplace": 0, "job": "Cook", "generation": 0, **attrs}
+    )
     return p
 
 
 def write_benchmark(src: Path, names, persons, edges=(), types=(), states=("Ohio", "Iowa")) -> Path:
     """The graph and states files of a benchmark folder (the import checks them before any other file)."""
     src.mkdir(parents=True, exist_ok=True)
-    write_pt(src / "family-200-graph.pt", pickle.dumps((list(edges), list(types), list(names), list(persons)),
-                                                       protocol=2), "family-200-graph")
+    write_pt(
+        src / "family-200-graph.pt",
+        pickle.dumps((list(edges), list(types), list(names), list(persons)), protocol=2),
+        "family-200-graph",
+    )
     write_pt(src / "us_population_distribution", pickle.dumps({s: 1000 for s in states}, protocol=2), "states")
     return src
 
@@ -521,8 +617,9 @@ def test_import_many_names_is_linear(tmp_path, capsys, main_person, duplicate):
     src = write_benchmark(tmp_path / "src", names, [person()] * n)  # one object, memoized: a small pickle
     t0 = time.monotonic()
     with deadline(HANG):
-        line = only_error(capsys, "import-edu-relat", src, tmp_path / "out",
-                          fragments=(str(src / "family-200-graph.pt"),))
+        line = only_error(
+            capsys, "import-edu-relat", src, tmp_path / "out", fragments=(str(src / "family-200-graph.pt"),)
+        )
     took = time.monotonic() - t0
     if duplicate:
         assert f"'Person {n - 2}' is used by more than one person (names {n - 2} and {n - 1})" in line
@@ -531,16 +628,22 @@ def test_import_many_names_is_linear(tmp_path, capsys, main_person, duplicate):
     assert took < HANG, took
 
 
-HUGE = 10 ** 5000
+HUGE = 10**5000
 
 
-@pytest.mark.parametrize("field,says", [
-    ("age", "birth year of person 1 (B)"), ("generation", "generation of person 1 (B)"),
-    ("birthplace", "birthplace of person 1 (B)"), ("name", "person 1's name index"), ("edge", "edge 0"),
-    ("age-19", "birth year of person 1 (B)"),
-])
+@pytest.mark.parametrize(
+    "field,says",
+    [
+        ("age", "birth year of person 1 (B)"),
+        ("generation", "generation of person 1 (B)"),
+        ("birthplace", "birthplace of person 1 (B)"),
+        ("name", "person 1's name index"),
+        ("edge", "edge 0"),
+        ("age-19", "birth year of person 1 (B)"),
+    ],
+)
 def test_import_refuses_absurd_integers(tmp_path, capsys, main_person, field, says):
-    value = 10 ** MAX_INT_DIGITS if field == "age-19" else HUGE
+    value = 10**MAX_INT_DIGITS if field == "age-19" else HUGE
     people = [person(name=0), person(name=1, gender="female")]
     edges = [(0, 1)]
     if field == "edge":
@@ -548,8 +651,13 @@ def test_import_refuses_absurd_integers(tmp_path, capsys, main_person, field, sa
     else:
         people[1].__dict__[field.split("-")[0]] = value
     src = write_benchmark(tmp_path / "src", ["A", "B"], people, edges, ["wife"])
-    line = only_error(capsys, "import-edu-relat", src, tmp_path / "out",
-                      fragments=(str(src / "family-200-graph.pt"), says, f"more than {MAX_INT_DIGITS} digits"))
+    line = only_error(
+        capsys,
+        "import-edu-relat",
+        src,
+        tmp_path / "out",
+        fragments=(str(src / "family-200-graph.pt"), says, f"more than {MAX_INT_DIGITS} digits"),
+    )
     assert "Traceback" not in line and not (tmp_path / "out" / "people.csv").exists()
 
 
@@ -575,5 +683,10 @@ def test_import_refuses_absurd_age_in_the_benchmark(edu_relat_dir, tmp_path, cap
     buf = io.BytesIO()
     pickle.dump((edges, types, names, [mine[id(q)] for q in persons]), buf, protocol=2)
     write_pt(src / "family-200-graph.pt", buf.getvalue(), "family-200-graph")
-    only_error(capsys, "import-edu-relat", src, tmp_path / "out",
-               fragments=(str(src / "family-200-graph.pt"), f"birth year of person 7 ({names[7]})", "digits"))
+    only_error(
+        capsys,
+        "import-edu-relat",
+        src,
+        tmp_path / "out",
+        fragments=(str(src / "family-200-graph.pt"), f"birth year of person 7 ({names[7]})", "digits"),
+    )

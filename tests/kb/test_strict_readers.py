@@ -78,8 +78,10 @@ def insert_line(path: Path, line: int, text: str) -> None:
 
 def retained_csv(path: Path, kb_dir) -> Path:
     k = load_kb(kb_dir)
-    write_retained_csv(Retained({f.fact_id: f.fact_id % 3 != 0 for f in k.relationships},
-                                {f.fact_id: True for f in k.biographies}), path)
+    write_retained_csv(
+        Retained({f.fact_id: f.fact_id % 3 != 0 for f in k.relationships}, {f.fact_id: True for f in k.biographies}),
+        path,
+    )
     return path
 
 
@@ -120,8 +122,10 @@ def test_unterminated_quote_is_not_swallowing_rows(cli, kb):
     insert_line(bio, 8, NINA)
     rc, _, err = cli("validate", "--kb", kb)
     lines = error_lines(rc, err, validate=True)
-    assert lines == [f"dukb: error: {bio}:8: unterminated quote: the record starting on this line runs to the end "
-                     f"of the file (line 16)"]
+    assert lines == [
+        f"dukb: error: {bio}:8: unterminated quote: the record starting on this line runs to the end "
+        f"of the file (line 16)"
+    ]
     for command in (["closure"], ["mdus", "--target-id", "2"]):
         rc, out, err = cli(*command, "--kb", kb)
         assert out == ""
@@ -136,21 +140,27 @@ def test_quote_closed_later_is_a_syntax_error(cli, kb):
     assert_one_line_error(rc, err, f"{bio}:8: malformed CSV record", "the record runs to line 12")
 
 
-@pytest.mark.parametrize("cell, code", [
-    ('"Iowa\nstate"', "U+000A"),     # a quoted line break: how a lost quote shows
-    ("Iowa\x0bstate", "U+000B"),
-    ("Iowa\u2028state", "U+2028"),
-    ("\ufeffIowa state", "U+FEFF"),
-    ("Iowa\x7fstate", "U+007F"),
-    ("Iowa\x85state", "U+0085"),
-])
+@pytest.mark.parametrize(
+    "cell, code",
+    [
+        ('"Iowa\nstate"', "U+000A"),  # a quoted line break: how a lost quote shows
+        ("Iowa\x0bstate", "U+000B"),
+        ("Iowa\u2028state", "U+2028"),
+        ("\ufeffIowa state", "U+FEFF"),
+        ("Iowa\x7fstate", "U+007F"),
+        ("Iowa\x85state", "U+0085"),
+    ],
+)
 def test_control_character_in_a_cell(cli, kb, cell, code):
     bio = kb / "biographies.csv"
     insert_line(bio, 8, f"11,Nina Stone,birthplace,{cell}")
     rc, _, err = cli("validate", "--kb", kb)
     lines = error_lines(rc, err, validate=True)
-    assert len(lines) == 1 and lines[0].startswith(f"dukb: error: {bio}:8: value ") and \
-        f"control character ({code})" in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith(f"dukb: error: {bio}:8: value ")
+        and f"control character ({code})" in lines[0]
+    )
     rc, _, err = cli("closure", "--kb", kb)
     assert_one_line_error(rc, err, f"{bio}:8: value", code)
 
@@ -163,10 +173,13 @@ def test_header_cell_with_a_newline_gives_one_line(cli, kb):
     assert_one_line_error(rc, err, f"{rel}:1: column name 'sub\\nject' contains a control character (U+000A)")
 
 
-@pytest.mark.parametrize("data, line, fragment", [
-    (b"\x00", 5, "NUL byte"),
-    ("Zo\u00eb".encode("latin-1"), 5, "not UTF-8 text: byte 0xeb"),
-])
+@pytest.mark.parametrize(
+    "data, line, fragment",
+    [
+        (b"\x00", 5, "NUL byte"),
+        ("Zo\u00eb".encode("latin-1"), 5, "not UTF-8 text: byte 0xeb"),
+    ],
+)
 def test_binary_bytes_in_a_kb_file(cli, kb, data, line, fragment):
     people = kb / "people.csv"
     raw = people.read_bytes().split(b"\n")
@@ -340,15 +353,19 @@ def test_retained_valid(cli, retained):
     assert rc == 0, err and '"recall"' in out
 
 
-@pytest.mark.parametrize("edit, line, fragment", [
-    (lambda ls: [ls[0], ls[1] + ",0", *ls[2:]], 2, "expected 3 fields, found 4"),
-    (lambda ls: [ls[0], *ls[1:5], ls[5].rsplit(",", 1)[0], *ls[6:]], 6, "expected 3 fields, found 2"),
-    (lambda ls: [ls[0] + ",retained", *(x + ",0" for x in ls[1:])], 1, "duplicate column retained"),
-    (lambda ls: [ls[0], *ls[1:4], 'relationship,"3,1', *ls[5:]], 5, "unterminated quote"),
-    (lambda ls: [ls[0], *ls[1:4], "relationship,3," + "1" * (MAX_FIELD_CHARS + 5), *ls[5:]], 5, "longer than"),
-    (lambda ls: [ls[0], *ls[1:4], "relationship,3,\x001", *ls[5:]], 5, "NUL byte"),
-    (lambda ls: ['kind,"fact\nid",retained', *ls[1:]], 1, "column name 'fact\\nid' contains a control character"),
-], ids=["extra field", "missing field", "duplicate column", "unterminated quote", "long field", "NUL", "header \\n"])
+@pytest.mark.parametrize(
+    "edit, line, fragment",
+    [
+        (lambda ls: [ls[0], ls[1] + ",0", *ls[2:]], 2, "expected 3 fields, found 4"),
+        (lambda ls: [ls[0], *ls[1:5], ls[5].rsplit(",", 1)[0], *ls[6:]], 6, "expected 3 fields, found 2"),
+        (lambda ls: [ls[0] + ",retained", *(x + ",0" for x in ls[1:])], 1, "duplicate column retained"),
+        (lambda ls: [ls[0], *ls[1:4], 'relationship,"3,1', *ls[5:]], 5, "unterminated quote"),
+        (lambda ls: [ls[0], *ls[1:4], "relationship,3," + "1" * (MAX_FIELD_CHARS + 5), *ls[5:]], 5, "longer than"),
+        (lambda ls: [ls[0], *ls[1:4], "relationship,3,\x001", *ls[5:]], 5, "NUL byte"),
+        (lambda ls: ['kind,"fact\nid",retained', *ls[1:]], 1, "column name 'fact\\nid' contains a control character"),
+    ],
+    ids=["extra field", "missing field", "duplicate column", "unterminated quote", "long field", "NUL", "header \\n"],
+)
 def test_retained_csv_strict(cli, retained, edit, line, fragment):
     path, lines = retained
     write_lines(path, edit(lines))
@@ -392,14 +409,18 @@ def test_deeply_nested_pickle_nests_fine_in_python():
     with pytest.raises(RecursionError):
         repr(obj)
     assert short_repr(obj) == "[[[[[[[...]]]]]]]"
-    assert short_repr(10 ** 5000) == "<int of 16610 bits>"
+    assert short_repr(10**5000) == "<int of 16610 bits>"
 
 
-@pytest.mark.parametrize("payload, fragment", [
-    (b"\x80\x02]" + DEEP_LIST + b"a.", "entry 0 is list [[[[[["),
-    (b"\x80\x02]" + pickle.dumps(10 ** 5000, protocol=2)[2:-1] + b"a.", "entry 0 is int <int of 16610 bits>"),
-    (b"\x80\x02]" + b"N" + b"\x85" * (MAX_TUPLE_DEPTH + 1) + b"a.", "tuples nested more than 100 deep"),
-], ids=["deep list", "huge int", "deep tuple"])
+@pytest.mark.parametrize(
+    "payload, fragment",
+    [
+        (b"\x80\x02]" + DEEP_LIST + b"a.", "entry 0 is list [[[[[["),
+        (b"\x80\x02]" + pickle.dumps(10**5000, protocol=2)[2:-1] + b"a.", "entry 0 is int <int of 16610 bits>"),
+        (b"\x80\x02]" + b"N" + b"\x85" * (MAX_TUPLE_DEPTH + 1) + b"a.", "tuples nested more than 100 deep"),
+    ],
+    ids=["deep list", "huge int", "deep tuple"],
+)
 def test_retained_dir_hostile_pickles(cli, tmp_path, payload, fragment):
     rd = tmp_path / "rd"
     rd.mkdir()
@@ -414,9 +435,24 @@ def test_tuple_nested_a_million_deep_does_not_crash(tmp_path):
     (segmentation fault, exit -11). Run in a subprocess so that a regression fails this test, not the session."""
     rd = tmp_path / "rd"
     rd.mkdir()
-    pt = write_pt(rd / "relationships_correct.pt", b"\x80\x02}" + b"N" + b"\x85" * 10 ** 6 + b"K\x01s.")
-    proc = subprocess.run([sys.executable, "-m", "dukb.cli.main", "recall", "--kb", "demo", "--target-id", "2",
-                           "--retained-dir", str(rd)], capture_output=True, text=True, timeout=120)
+    pt = write_pt(rd / "relationships_correct.pt", b"\x80\x02}" + b"N" + b"\x85" * 10**6 + b"K\x01s.")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dukb.cli.main",
+            "recall",
+            "--kb",
+            "demo",
+            "--target-id",
+            "2",
+            "--retained-dir",
+            str(rd),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_one_line_error(proc.returncode, proc.stderr, f"dukb: error: {pt}: malformed pickle: tuples nested")
 
 
@@ -444,13 +480,15 @@ def test_retained_dir_os_errors(cli, tmp_path, deny):
 # ------------------------------------------------------------------------------------- the strict reader ------
 def test_read_csv_reports_record_start_lines(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_bytes(b"\xef\xbb\xbfa,b\r\n1,2\r\n\r\n  ,  \r\n3,4\r\n5,6,7\r\n8,\"x\ny\"\r\n9,10")
+    path.write_bytes(b'\xef\xbb\xbfa,b\r\n1,2\r\n\r\n  ,  \r\n3,4\r\n5,6,7\r\n8,"x\ny"\r\n9,10')
     problems: list[Problem] = []
     table = read_csv(path, ("a",), problems=problems)
     assert table.header == ("a", "b")
     assert table.rows == [(2, {"a": "1", "b": "2"}), (5, {"a": "3", "b": "4"}), (9, {"a": "9", "b": "10"})]
     assert [(p.line, p.message) for p in problems] == [
-        (6, "expected 2 fields, found 3"), (7, "b 'x\\ny' contains a control character (U+000A)")]
+        (6, "expected 2 fields, found 3"),
+        (7, "b 'x\\ny' contains a control character (U+000A)"),
+    ]
     assert str(problems[1]) == f"{path}:7: b 'x\\ny' contains a control character (U+000A)"
     with pytest.raises(InputError, match="expected 2 fields") as e:
         read_csv(path)  # without a problems list the first record problem is raised
@@ -466,12 +504,15 @@ def test_parse_csv_multiline_only_when_asked():
         parse_csv('q,a\n"Who?\x07",x\n', "p.csv", multiline=True)
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    ("", 1, "empty file"),
-    ("\n1,2\n", 1, "line 1 is blank"),
-    ("a,b\n1,2\n\"", 3, "unterminated quote"),
-    ('a,b\n1,"2"x\n', 2, "malformed CSV record"),
-])
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("", 1, "empty file"),
+        ("\n1,2\n", 1, "line 1 is blank"),
+        ('a,b\n1,2\n"', 3, "unterminated quote"),
+        ('a,b\n1,"2"x\n', 2, "malformed CSV record"),
+    ],
+)
 def test_parse_csv_file_errors(text, line, fragment):
     with pytest.raises(InputError, match=fragment) as e:
         parse_csv(text, "f.csv", problems=[])
@@ -482,8 +523,9 @@ def test_control_char_is_exactly_the_control_categories():
     import sys
     import unicodedata
 
-    want = [c for c in map(chr, range(sys.maxunicode + 1))
-            if c == "\ufeff" or unicodedata.category(c) in CONTROL_CATEGORIES]
+    want = [
+        c for c in map(chr, range(sys.maxunicode + 1)) if c == "\ufeff" or unicodedata.category(c) in CONTROL_CATEGORIES
+    ]
     assert [c for c in map(chr, range(sys.maxunicode + 1)) if control_char(c)] == want
     assert len(want) == 65 + 2 + 2048 + 1
 
@@ -491,7 +533,8 @@ def test_control_char_is_exactly_the_control_categories():
 def test_control_char_and_one_line():
     assert control_char("Zoë O'Brien-Hale, Jr.") is None
     assert [control_char(c) for c in "\t\r\n\x00\x1f\x7f\x85\u2028\u2029\ufeff"] == list(
-        "\t\r\n\x00\x1f\x7f\x85\u2028\u2029\ufeff")
+        "\t\r\n\x00\x1f\x7f\x85\u2028\u2029\ufeff"
+    )
     assert control_char("a\nb", allow="\n") is None
     text = one_line("a\nb\r\x00\u2028\udcff é 'q' \\")
     assert text == "a\\nb\\r\\x00\\u2028\\udcff é 'q' \\" and len(text.splitlines()) == 1
@@ -505,4 +548,6 @@ def test_kb_error_lists_every_row_problem(kb):
     with pytest.raises(KBError) as e:
         load_kb(kb)
     assert [(p.line, p.message) for p in e.value.problems] == [
-        (3, "expected 4 fields, found 3"), (5, "expected 4 fields, found 5")]
+        (3, "expected 4 fields, found 3"),
+        (5, "expected 4 fields, found 5"),
+    ]

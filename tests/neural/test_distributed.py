@@ -32,16 +32,36 @@ from dukb.neural.finetune import _local_slice  # noqa: E402
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
 for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
     ENV.pop(var, None)
-EVAL = ["--kb", "demo", "--methods", "ga,tv", "--grid", "ga=1,4", "--grid", "tv=0.5,5", "--n-targets", "3",
-        "--device", "cpu"]
+EVAL = [
+    "--kb",
+    "demo",
+    "--methods",
+    "ga,tv",
+    "--grid",
+    "ga=1,4",
+    "--grid",
+    "tv=0.5,5",
+    "--n-targets",
+    "3",
+    "--device",
+    "cpu",
+]
 
 
 def _dukb(args: list[str], nproc: int = 1, timeout: int = 300) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "dukb.cli.main", *args]
     env = ENV
     if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "dukb.cli.main", *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "dukb.cli.main",
+            *args,
+        ]
         # what `accelerate launch` exports from a user's default config: dukb must not pick it up (autocast and
         # a loss divided by 4 would change the training)
         env = dict(ENV, ACCELERATE_MIXED_PRECISION="bf16", ACCELERATE_GRADIENT_ACCUMULATION_STEPS="4")
@@ -96,8 +116,7 @@ def _keyed(run) -> dict:
     return {(r["target"], r["method"], json.dumps(r["setting"], sort_keys=True)): r for r in rows}
 
 
-METRICS = ("recall", "accuracy_all", "forgotten_relationships", "forgotten_biographies", "best_set",
-           "target_forgotten")
+METRICS = ("recall", "accuracy_all", "forgotten_relationships", "forgotten_biographies", "best_set", "target_forgotten")
 
 
 @pytest.fixture(scope="module")
@@ -277,10 +296,25 @@ def _fsdp(args: list[str], tmp_path, nproc: int = 2, **env) -> subprocess.Comple
     driver = tmp_path / "fsdp_driver.py"
     driver.write_text(FSDP_DRIVER)
     root = str(REPO_ROOT)
-    env = dict(ENV, PYTHONPATH=os.pathsep.join([root, ENV.get("PYTHONPATH", "")]),
-               FSDP_BENCH=os.path.join(root, "bench", "fsdp_cpu.py"), **{k: str(v) for k, v in env.items()})
-    cmd = [sys.executable, str(driver), *args] if nproc == 1 else \
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", str(driver), *args]
+    env = dict(
+        ENV,
+        PYTHONPATH=os.pathsep.join([root, ENV.get("PYTHONPATH", "")]),
+        FSDP_BENCH=os.path.join(root, "bench", "fsdp_cpu.py"),
+        **{k: str(v) for k, v in env.items()},
+    )
+    cmd = (
+        [sys.executable, str(driver), *args]
+        if nproc == 1
+        else [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            str(driver),
+            *args,
+        ]
+    )
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -292,8 +326,9 @@ def _answers_like_its_record(model_dir, record: dict) -> None:
     from dukb.neural.probe import Predictor, probe
 
     lm = load_finetuned(model_dir, device="cpu")
-    known = probe(Predictor(lm.model, lm.tokenizer, lm.tags), kb_qa(load_kb("demo")), rouge=False,
-                  logprob=False)["known"]
+    known = probe(Predictor(lm.model, lm.tokenizer, lm.tags), kb_qa(load_kb("demo")), rouge=False, logprob=False)[
+        "known"
+    ]
     assert float(known.mean()) == pytest.approx(record["accuracy"])
 
 
@@ -325,13 +360,18 @@ def test_fsdp2_per_layer_with_activation_checkpointing_runs_extra_epochs_and_res
     import torch
     from safetensors.torch import load_file
 
-    plugin = json.dumps({"auto_wrap_policy": "transformer_based_wrap", "activation_checkpointing": True,
-                         "cpu_ram_efficient_loading": True})
+    plugin = json.dumps(
+        {
+            "auto_wrap_policy": "transformer_based_wrap",
+            "activation_checkpointing": True,
+            "cpu_ram_efficient_loading": True,
+        }
+    )
     args = ["finetune", "--kb", "demo", "--device", "cpu", "--seed", "0"]
-    _finetuned(_fsdp(args + ["-o", str(tmp_path / "one")], tmp_path, nproc=1, SHORT=1, FSDP_OFF=1),
-               tmp_path / "one")
-    _finetuned(_fsdp(args + ["-o", str(tmp_path / "whole")], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin),
-               tmp_path / "whole")
+    _finetuned(_fsdp(args + ["-o", str(tmp_path / "one")], tmp_path, nproc=1, SHORT=1, FSDP_OFF=1), tmp_path / "one")
+    _finetuned(
+        _fsdp(args + ["-o", str(tmp_path / "whole")], tmp_path, SHORT=1, DUKB_FSDP_PLUGIN=plugin), tmp_path / "whole"
+    )
     a = json.loads((tmp_path / "one" / "finetune.json").read_text())
     b = json.loads((tmp_path / "whole" / "finetune.json").read_text())
     assert b["parallelism"] == "fsdp2" and a["extra_epochs_run"] >= 2 and b["extra_epochs_run"] >= 2

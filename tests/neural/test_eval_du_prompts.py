@@ -25,8 +25,7 @@ REF_TAGS = {
     "phi": ("Question: ", "\n", "Answer: "),
 }
 #: dukb's prompt preset -> the reference's model_config entry (tiny and generic: dukb gives them the Llama form)
-PRESET_TO_REF = {"llama": "llama2-7b", "gpt2-xl": "gpt2-xl", "phi": "phi", "tiny": "llama3-8b",
-                 "generic": "llama2-7b"}
+PRESET_TO_REF = {"llama": "llama2-7b", "gpt2-xl": "gpt2-xl", "phi": "phi", "tiny": "llama3-8b", "generic": "llama2-7b"}
 #: the reference's tokenizers that prepend BOS with add_special_tokens=True (Llama-2's <s>, Llama-3's
 #: <|begin_of_text|>; GPT-2's and Phi-1.5's add nothing)
 REF_BOS = {"llama2-7b": True, "llama3-8b": True, "gpt2-xl": False, "phi": False}
@@ -70,8 +69,11 @@ def ref_known_whp(answer: str, prompt: str, generation: str) -> bool:
     return answer.lower() in (prompt + generation).lower()
 
 
-QUESTIONS = [("Who is Richard Perry to Reid Perry?", "father"), ("What is the birthyear of Sloane Lee?", "1908"),
-             ("Where was Ann Lee born?", "Washington state")]
+QUESTIONS = [
+    ("Who is Richard Perry to Reid Perry?", "father"),
+    ("What is the birthyear of Sloane Lee?", "1908"),
+    ("Where was Ann Lee born?", "Washington state"),
+]
 
 
 # ------------------------------------------------------------------------------------------- prompt strings --
@@ -88,19 +90,32 @@ def test_eval_du_prompt_and_training_text_per_family_equal_the_reference(preset)
 
 def test_the_reference_strings_spelled_out():
     q, a = "Who is X to Y?", "father"
-    strings = {p: (ModelSpec("m", prompt=p, prompt_format="eval-du").tags.prompt(q),
-                   ModelSpec("m", prompt=p, prompt_format="eval-du").tags.target(a)) for p in ("llama", "phi", "gpt2-xl")}
-    assert strings == {"llama": ("Question: Who is X to Y?\n", "Answer:father"),
-                       "phi": ("Question: Who is X to Y?\n", "Answer: father"),
-                       "gpt2-xl": ("Question: Who is X to Y?\n Answer:", "father")}
+    strings = {
+        p: (
+            ModelSpec("m", prompt=p, prompt_format="eval-du").tags.prompt(q),
+            ModelSpec("m", prompt=p, prompt_format="eval-du").tags.target(a),
+        )
+        for p in ("llama", "phi", "gpt2-xl")
+    }
+    assert strings == {
+        "llama": ("Question: Who is X to Y?\n", "Answer:father"),
+        "phi": ("Question: Who is X to Y?\n", "Answer: father"),
+        "gpt2-xl": ("Question: Who is X to Y?\n Answer:", "father"),
+    }
 
 
 def test_dukb_default_prompts_are_unchanged():
     tags = ModelSpec("m", prompt="llama").tags
-    assert tags == PROMPT_PRESETS["llama"] and (tags.prompt("q"), tags.target("father")) == ("Question: q\nAnswer:",
-                                                                                           " father")
-    assert tags.record() == {"question_start": "Question: ", "question_end": "\n", "answer_tag": "Answer:",
-                             "answer_prefix": " "}  # the run identity's "prompt" as before the options existed
+    assert tags == PROMPT_PRESETS["llama"] and (tags.prompt("q"), tags.target("father")) == (
+        "Question: q\nAnswer:",
+        " father",
+    )
+    assert tags.record() == {
+        "question_start": "Question: ",
+        "question_end": "\n",
+        "answer_tag": "Answer:",
+        "answer_prefix": " ",
+    }  # the run identity's "prompt" as before the options existed
     assert ModelSpec("m", prompt="phi").tags.prompt("q") == "Question: q\nAnswer: "
 
 
@@ -154,8 +169,10 @@ def test_encoded_training_rows_equal_the_reference_layout(preset, bos):
     entry = PRESET_TO_REF[preset]
     assert tags.bos == (bos == "family" and REF_BOS[entry])
     tiny, kb = _tiny_tokenizer([tags])  # the tiny model's word-level tokenizer, built on these tags' texts
-    cases = [(PieceTokenizer(), [Probe("qa", "relationship", i, q, a) for i, (q, a) in enumerate(QUESTIONS)]),
-             (tiny, kb_qa(kb)[:4] + kb_qa(kb)[-4:])]
+    cases = [
+        (PieceTokenizer(), [Probe("qa", "relationship", i, q, a) for i, (q, a) in enumerate(QUESTIONS)]),
+        (tiny, kb_qa(kb)[:4] + kb_qa(kb)[-4:]),
+    ]
     for tok, items in cases:
         batch = encode_qa(tok, tags, items)
         for r, it in enumerate(items):
@@ -177,8 +194,10 @@ def test_split_and_joint_tokenising_differ_on_a_sentencepiece_like_tokenizer():
 
 
 # ------------------------------------------------------------------------------------------------------ BOS --
-@pytest.mark.parametrize("family,expected", [("llama", True), ("gpt2-xl", False), ("phi", False), ("tiny", False),
-                                             ("generic", False), ("smollm2", False)])
+@pytest.mark.parametrize(
+    "family,expected",
+    [("llama", True), ("gpt2-xl", False), ("phi", False), ("tiny", False), ("generic", False), ("smollm2", False)],
+)
 def test_bos_rule_per_family(family, expected):
     assert adds_bos("family", family) is expected and adds_bos("never", family) is False
     prompt = {"smollm2": "llama", "generic": "generic"}.get(family, family)
@@ -262,15 +281,19 @@ def test_line_and_generation_judging_on_handcrafted_generations(monkeypatch, jud
     known, asked = _probe_with(monkeypatch, tags, whp_rule)
     assert set(asked) == {judge == "line"}
     if judge == "generation":  # the reference's rules, computed independently
-        want = [ref_known_whp(a, ref_probe_prompt("llama2-7b", q), g) if whp else ref_known_vllm(a, g)
-                for q, a, g in GENERATIONS]
+        want = [
+            ref_known_whp(a, ref_probe_prompt("llama2-7b", q), g) if whp else ref_known_vllm(a, g)
+            for q, a, g in GENERATIONS
+        ]
     else:  # dukb: the first non-blank line of the continuation
         want = [a.lower() in next((ln for ln in g.split("\n") if ln.strip()), "").lower() for q, a, g in GENERATIONS]
     assert known == want
-    expected = {("line", False): [False, True, False, False, False],
-                ("line", True): [False, True, False, False, False],
-                ("generation", False): [True, True, False, True, False],
-                ("generation", True): [True, True, True, True, False]}
+    expected = {
+        ("line", False): [False, True, False, False, False],
+        ("line", True): [False, True, False, False, False],
+        ("generation", False): [True, True, False, True, False],
+        ("generation", True): [True, True, True, True, False],
+    }
     assert known == expected[(judge, whp)]  # an answer after a newline counts under generation, not under line
 
 
@@ -335,16 +358,32 @@ def test_evaluate_with_eval_du_prompts_and_generation_judging_records_its_compon
     kb, _ = generate(10, seed=3)
     kb_dir = save_kb(kb, tmp_path / "kb")
     run = tmp_path / "run"
-    args = ["evaluate", "--kb", str(kb_dir), "--n-targets", "1", "--methods", "whp", "--grid", "whp=1",
-            "--device", "cpu", "-o", str(run)]
+    args = [
+        "evaluate",
+        "--kb",
+        str(kb_dir),
+        "--n-targets",
+        "1",
+        "--methods",
+        "whp",
+        "--grid",
+        "whp=1",
+        "--device",
+        "cpu",
+        "-o",
+        str(run),
+    ]
     assert main(args + ["--prompt-format", "eval-du", "--judge", "generation"]) == 0
     cfg = json.loads((run / "config.json").read_text())
     assert (cfg["prompt_format"], cfg["bos"], cfg["judge"]) == ("eval-du", "never", "generation")
     ident = cfg["identity"]
     assert ident["prompt_format"] == "eval-du" and ident["judge"] == "generation" and "bos" not in ident
     assert ident["probe"]["answer"] == "generation"
-    assert (ident["prompt"]["answer_tag"], ident["prompt"]["answer_prefix"], ident["prompt"]["joint"]) == \
-        ("", "Answer:", True)
+    assert (ident["prompt"]["answer_tag"], ident["prompt"]["answer_prefix"], ident["prompt"]["joint"]) == (
+        "",
+        "Answer:",
+        True,
+    )
     assert json.loads((run / "finetuned" / "dukb_model.json").read_text())["prompt_format"] == "eval-du"
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["method"] == "whp"

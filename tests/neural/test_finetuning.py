@@ -44,6 +44,7 @@ def _stop_at(epoch: int, lines: list):
         lines.append(line)
         if line.startswith(f"epoch {epoch}:"):
             raise _Stop(line)
+
     return log
 
 
@@ -70,8 +71,9 @@ def test_an_interrupted_finetuning_resumes_from_its_checkpoint_exactly(kb, tmp_p
     assert (tmp_path / "cut" / FT.CHECKPOINT).is_file()
     again: list[str] = []
     rec = finetune_kb(kb, spec, tmp_path / "cut", seed=0, log=again.append)
-    assert rec["resumed_after_epoch"] == stop - 2 and again[0].startswith(f"resuming finetuning from its checkpoint "
-                                                                          f"after epoch {stop - 2}")
+    assert rec["resumed_after_epoch"] == stop - 2 and again[0].startswith(
+        f"resuming finetuning from its checkpoint after epoch {stop - 2}"
+    )
     assert (rec["epochs_run"], rec["accuracy"]) == (whole["epochs_run"], whole["accuracy"])
     assert rec["loss_per_epoch"] == pytest.approx(whole["loss_per_epoch"], rel=0, abs=0)
     a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "cut")
@@ -100,7 +102,23 @@ def test_a_malformed_tiny_record_is_one_line(kb, tmp_path, short_preset, capsys)
 
     finetune_kb(kb, ModelSpec("tiny", prompt="tiny", device=DEVICE), tmp_path / "m", seed=0)
     (tmp_path / "m" / "dukb_tiny.json").write_text("[")
-    assert main(["finetune", "--kb", "demo", "--model", str(tmp_path / "m"), "--epochs", "1", "--device", DEVICE,
-                 "-o", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "finetune",
+                "--kb",
+                "demo",
+                "--model",
+                str(tmp_path / "m"),
+                "--epochs",
+                "1",
+                "--device",
+                DEVICE,
+                "-o",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"dukb: error: {tmp_path / 'm' / 'dukb_tiny.json'}:")

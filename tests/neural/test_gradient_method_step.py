@@ -100,14 +100,16 @@ def test_step_is_forget_term_plus_weighted_retain_term(tiny):
         rb = encode_qa(lm.tokenizer, lm.tags, items[2:], lm.device)
         t = GA_GDR.step(state, fb, rb, reg_weight=0.5)
         with torch.no_grad():
-            want = closed_loop_loss(forward_logits(lm.model, fb), fb["labels"], forward_logits(lm.model, rb),
-                                    rb["labels"], 0.5).item()
+            want = closed_loop_loss(
+                forward_logits(lm.model, fb), fb["labels"], forward_logits(lm.model, rb), rb["labels"], 0.5
+            ).item()
         assert t.total().item() == pytest.approx(want, rel=1e-6)
         assert t.risk.item() == pytest.approx(-t.forget.item(), rel=1e-6) and not t.risk.requires_grad
         # the method's own retain kind unless the caller names one (RESTOR: gdr); ga has none
         assert METHODS["ga"].step(state, fb, rb).retain is None
-        assert METHODS["ga"].step(state, fb, rb, reg_kind="gdr", reg_weight=2.0).retain.item() == \
-            pytest.approx(2 * GA_GDR.step(state, fb, rb).retain.item(), rel=1e-6)
+        assert METHODS["ga"].step(state, fb, rb, reg_kind="gdr", reg_weight=2.0).retain.item() == pytest.approx(
+            2 * GA_GDR.step(state, fb, rb).retain.item(), rel=1e-6
+        )
     finally:
         state.close()
 
@@ -152,8 +154,13 @@ def test_documents_and_qa_run_the_same_step(tiny, monkeypatch):
     texts = [lm.tags.prompt(it.question) + lm.tags.target(it.answer) for it in items]
     st = WeightState(lm)
     try:
-        rec = unlearn_documents(st, "npo", encode_texts(lm.tokenizer, texts[:2]), encode_texts(lm.tokenizer, texts[2:]),
-                                TrainConfig(epochs=1, lr=1e-3, batch_size=2, seed=0))
+        rec = unlearn_documents(
+            st,
+            "npo",
+            encode_texts(lm.tokenizer, texts[:2]),
+            encode_texts(lm.tokenizer, texts[2:]),
+            TrainConfig(epochs=1, lr=1e-3, batch_size=2, seed=0),
+        )
     finally:
         st.close()
     assert ("npo", "sequence", False) in seen and ("npo", "token", "gdr") in seen

@@ -20,7 +20,8 @@ from dukb.neural.metrics.heldout import (
     heldout_known,
     recall_heldout,
 )
-from dukb.neural.metrics.summary import heldout_tradeoff, target_tradeoff
+from dukb.neural.metrics.run_summary import heldout_tradeoff
+from dukb.neural.metrics.summary import target_tradeoff
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +87,11 @@ def test_recall_heldout_matches_a_plain_computation(kb):
     for b in bio[1:]:
         known[("paraphrase", "biography", b)] = b % 2 == 0
     df = _table(kb, known)
-    ctx = RowContext(kb, target, sets, "exact", df, [target], seen_forms=("qa",),
-                     heldout_forms=("paraphrase", "cloze"))
+    ctx = RowContext(kb, target, sets, "exact", df, [target], seen_forms=("qa",), heldout_forms=("paraphrase", "cloze"))
     got = recall_heldout(ctx)
-    hit_rel = {f for f in rel if known.get(("paraphrase", "relationship", f)) or known.get(("cloze", "relationship", f))}
+    hit_rel = {
+        f for f in rel if known.get(("paraphrase", "relationship", f)) or known.get(("cloze", "relationship", f))
+    }
     hit_bio = {b for b in bio if known.get(("paraphrase", "biography", b)) or known.get(("cloze", "biography", b))}
     forgot_rel, forgot_bio = set(rel) - hit_rel, set(bio) - hit_bio
     assert got["forgotten_relationships_heldout"] == sorted(forgot_rel)
@@ -102,8 +104,10 @@ def test_recall_heldout_matches_a_plain_computation(kb):
     assert got["heldout_unscorable"] == {"relationships": 0, "biographies": 0}
     # qa rows are ignored: knowing every fact under qa changes nothing
     df2 = pd.concat([df, _table(kb, {("qa", "relationship", f): True for f in rel}, forms=("qa",))])
-    assert recall_heldout(RowContext(kb, target, sets, "exact", df2, [target], heldout_forms=("paraphrase", "cloze"))
-                          ) == got
+    assert (
+        recall_heldout(RowContext(kb, target, sets, "exact", df2, [target], heldout_forms=("paraphrase", "cloze")))
+        == got
+    )
 
 
 def test_baseline_makes_facts_never_elicited_unscorable(kb):
@@ -112,12 +116,17 @@ def test_baseline_makes_facts_never_elicited_unscorable(kb):
     rel = [f.fact_id for f in kb.relationships]
     bio = [b.fact_id for b in kb.biographies]
     sets = [[rel[0], rel[1]]]
-    before_tab = _table(kb, {("cloze", "relationship", f): f != rel[1] for f in rel}
-                        | {("cloze", "biography", b): b != bio[0] for b in bio}, forms=("cloze",))
+    before_tab = _table(
+        kb,
+        {("cloze", "relationship", f): f != rel[1] for f in rel}
+        | {("cloze", "biography", b): b != bio[0] for b in bio},
+        forms=("cloze",),
+    )
     before = elicited_by_form(before_tab, ("cloze",))
     assert ("cloze", "relationship", rel[1]) not in before and ("cloze", "relationship", rel[0]) in before
-    after = _table(kb, {("cloze", "relationship", f): f not in (rel[0], rel[1], rel[2]) for f in rel},
-                   forms=("cloze",))  # rel0, rel1, rel2 and every biography are not elicited now
+    after = _table(
+        kb, {("cloze", "relationship", f): f not in (rel[0], rel[1], rel[2]) for f in rel}, forms=("cloze",)
+    )  # rel0, rel1, rel2 and every biography are not elicited now
     ctx = RowContext(kb, rel[0], sets, "exact", after, [rel[0]], heldout_forms=("cloze",), heldout_before=before)
     got = recall_heldout(ctx)
     assert got["forgotten_relationships_heldout"] == sorted({rel[0], rel[2]})  # rel1 unscorable
@@ -156,10 +165,22 @@ def test_heldout_summary_uses_the_papers_rule_on_heldout_points():
     pts = {1: [(0.2, 0.9, 0.5, 0.95), (0.4, 0.9, 0.3, 0.85)], 2: [(0.9, 0.8, 0.85, 0.82), (1.0, 0.7, 0.9, 0.81)]}
     for steps, per_target in pts.items():
         for t, (r, a, rh, ah) in enumerate(per_target):
-            rows.append({"method": "ga", "target": t, "param": "steps", "setting": {"steps": steps}, "recall": r,
-                         "accuracy_all": a, "recall_heldout": rh, "accuracy_all_heldout": ah,
-                         "target_forgotten": True, "target_forgotten_heldout": True, "success_du": 1,
-                         "success_du_heldout": int(rh == 0.9)})
+            rows.append(
+                {
+                    "method": "ga",
+                    "target": t,
+                    "param": "steps",
+                    "setting": {"steps": steps},
+                    "recall": r,
+                    "accuracy_all": a,
+                    "recall_heldout": rh,
+                    "accuracy_all_heldout": ah,
+                    "target_forgotten": True,
+                    "target_forgotten_heldout": True,
+                    "success_du": 1,
+                    "success_du_heldout": int(rh == 0.9),
+                }
+            )
     got = heldout_tradeoff(pd.DataFrame(rows))["ga"]
     per = [target_tradeoff([(pts[1][t][2], pts[1][t][3]), (pts[2][t][2], pts[2][t][3])]) for t in (0, 1)]
     for key in ("acc_at_recall", "recall_at_acc", "ar_auc"):
@@ -183,8 +204,19 @@ def test_pairs_and_any_rules_differ_only_on_forms_that_did_not_elicit_before(kb)
     sets = [[rel[0]]]
 
     def run(rule, table=after):
-        return recall_heldout(RowContext(kb, rel[0], sets, "exact", table, [rel[0]], heldout_forms=forms,
-                                         heldout_before=before, heldout_rule=rule))
+        return recall_heldout(
+            RowContext(
+                kb,
+                rel[0],
+                sets,
+                "exact",
+                table,
+                [rel[0]],
+                heldout_forms=forms,
+                heldout_before=before,
+                heldout_rule=rule,
+            )
+        )
 
     assert run("pairs")["forgotten_relationships_heldout"] == [rel[0]] and run("pairs")["recall_heldout"] == 1.0
     assert run("any")["forgotten_relationships_heldout"] == [] and run("any")["recall_heldout"] == 0.0
@@ -218,8 +250,7 @@ def test_probing_until_elicited_gives_the_rows_of_probing_every_pair(kb, data, m
     from dukb.neural.unlearn import probe_until_elicited
 
     forms = ("paraphrase", "cloze", "reverse")
-    facts = [("relationship", f.fact_id) for f in kb.relationships] + [("biography", b.fact_id)
-                                                                       for b in kb.biographies]
+    facts = [("relationship", f.fact_id) for f in kb.relationships] + [("biography", b.fact_id) for b in kb.biographies]
     flags = st.lists(st.booleans(), min_size=len(facts) * len(forms), max_size=len(facts) * len(forms))
     keys = [(k, fk, f) for k in forms for fk, f in facts]
     items = kb_qa(kb, forms)
@@ -230,8 +261,10 @@ def test_probing_until_elicited_gives_the_rows_of_probing_every_pair(kb, data, m
 
     def fake_probe(pred, items, **kw):
         asked.extend((it.kind, it.fact_kind, it.fact_id) for it in items)
-        return pd.DataFrame([(it.kind, it.fact_kind, it.fact_id, now.get((it.kind, it.fact_kind, it.fact_id), False))
-                             for it in items], columns=["kind", "fact_kind", "fact_id", "known"])
+        return pd.DataFrame(
+            [(it.kind, it.fact_kind, it.fact_id, now.get((it.kind, it.fact_kind, it.fact_id), False)) for it in items],
+            columns=["kind", "fact_kind", "fact_id", "known"],
+        )
 
     patch_everywhere(monkeypatch, probe_mod, "probe", fake_probe)
     pair_items = [it for it in items if (it.kind, it.fact_kind, it.fact_id) in before]
@@ -241,15 +274,26 @@ def test_probing_until_elicited_gives_the_rows_of_probing_every_pair(kb, data, m
     sets = [rel[:2], rel[2:3]]
 
     def run(table):
-        return recall_heldout(RowContext(kb, rel[0], sets, "exact", table, [rel[0]], heldout_forms=forms,
-                                         heldout_before=before, heldout_rule="pairs"))
+        return recall_heldout(
+            RowContext(
+                kb,
+                rel[0],
+                sets,
+                "exact",
+                table,
+                [rel[0]],
+                heldout_forms=forms,
+                heldout_before=before,
+                heldout_rule="pairs",
+            )
+        )
 
     assert run(short) == run(full)
     by_fact = {}
-    for k, fk, f in asked[:len(short)]:  # the rounds' asks (the full table's come after)
+    for k, fk, f in asked[: len(short)]:  # the rounds' asks (the full table's come after)
         by_fact.setdefault((fk, f), []).append(k)
     for (fk, f), ks in by_fact.items():  # asked in form order, up to and including the first eliciting pair
         order = [it.kind for it in pair_items if (it.fact_kind, it.fact_id) == (fk, f)]
-        assert ks == order[:len(ks)]
+        assert ks == order[: len(ks)]
         assert all(not now.get((k, fk, f), False) for k in ks[:-1])
         assert now.get((ks[-1], fk, f), False) or len(ks) == len(order)

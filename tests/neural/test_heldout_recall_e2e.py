@@ -30,9 +30,30 @@ def small_kb(tmp_path_factory):
 def run(small_kb, tmp_path_factory):
     """Finetuned on qa, paraphrase and cloze; GA (trains on qa) and du_cl (trains on and queries qa)."""
     out = tmp_path_factory.mktemp("eval") / "run"
-    assert main(["evaluate", "--kb", str(small_kb.source), "-o", str(out), "--methods", "ga,du_cl", "--grid", "ga=2,8",
-                 "--grid", "du_cl=2,6", "--n-targets", "2", "--device", DEVICE,
-                 "--finetune-forms", "qa,paraphrase,cloze"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(small_kb.source),
+                "-o",
+                str(out),
+                "--methods",
+                "ga,du_cl",
+                "--grid",
+                "ga=2,8",
+                "--grid",
+                "du_cl=2,6",
+                "--n-targets",
+                "2",
+                "--device",
+                DEVICE,
+                "--finetune-forms",
+                "qa,paraphrase,cloze",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -58,24 +79,36 @@ def test_rows_record_seen_and_heldout_forms_and_recompute(run, small_kb):
         assert r["heldout_forms"] == held and not set(r["heldout_forms"]) & set(r["probe_forms_seen"])
         # unscorable facts (no held-out form elicited them before unlearning) are never forgotten here
         assert not set(r["forgotten_relationships_heldout"]) & set(un["relationships"])
-        assert r["heldout_unscorable"] == {"relationships": len(un["relationships"]),
-                                           "biographies": len(un["biographies"])}
-        again = recall_accuracy(small_kb, sets[str(r["target"])]["sets"], set(r["forgotten_relationships_heldout"]),
-                                set(r["forgotten_biographies_heldout"]), r["sets_used"], [r["target"]],
-                                exclude_rel=set(r["retain_fact_ids"]["relationships"]) | set(un["relationships"]),
-                                exclude_bio=set(r["retain_fact_ids"]["biographies"]) | set(un["biographies"]))
+        assert r["heldout_unscorable"] == {
+            "relationships": len(un["relationships"]),
+            "biographies": len(un["biographies"]),
+        }
+        again = recall_accuracy(
+            small_kb,
+            sets[str(r["target"])]["sets"],
+            set(r["forgotten_relationships_heldout"]),
+            set(r["forgotten_biographies_heldout"]),
+            r["sets_used"],
+            [r["target"]],
+            exclude_rel=set(r["retain_fact_ids"]["relationships"]) | set(un["relationships"]),
+            exclude_bio=set(r["retain_fact_ids"]["biographies"]) | set(un["biographies"]),
+        )
         assert again.recall == r["recall_heldout"] and again.accuracy_all == r["accuracy_all_heldout"]
         from dukb.neural.metrics.heldout import scorable_recall
 
-        assert r["recall_heldout_scorable"] == scorable_recall(sets[str(r["target"])]["sets"],
-                                                               r["forgotten_relationships_heldout"],
-                                                               un["relationships"])
+        assert r["recall_heldout_scorable"] == scorable_recall(
+            sets[str(r["target"])]["sets"], r["forgotten_relationships_heldout"], un["relationships"]
+        )
         assert r["recall_heldout_scorable"] is None or r["recall_heldout_scorable"] >= r["recall_heldout"]
-        assert r["success_du_heldout"] == int(is_deep_unlearning_set(
-            closure, [closure.atom_of_fact(r["target"])], r["forgotten_relationships_heldout"]))
+        assert r["success_du_heldout"] == int(
+            is_deep_unlearning_set(closure, [closure.atom_of_fact(r["target"])], r["forgotten_relationships_heldout"])
+        )
     text = (run / "report.md").read_text()
-    assert "## Table 1 on held-out probe forms" in text and f"Every method saw `qa`; judged only on forms it never " \
-        f"trained on or queried: {', '.join(held)}." in " ".join(text.split())
+    assert (
+        "## Table 1 on held-out probe forms" in text
+        and f"Every method saw `qa`; judged only on forms it never trained on or queried: {', '.join(held)}."
+        in " ".join(text.split())
+    )
     assert "unscorable" in text and "counts as forgotten" not in text
     from dukb.neural.metrics.summary import page_problems
 
@@ -97,16 +130,57 @@ def test_finetuning_on_more_forms_teaches_them(run):
     base = cfg["heldout_known_before"]
     assert base["all"] >= 0.9
     # another set of forms is another run: resuming with it is refused, naming the key
-    assert main(["evaluate", "--kb", cfg["kb"], "-o", str(run), "--methods", "ga,du_cl", "--grid", "ga=2,8",
-                 "--grid", "du_cl=2,6", "--n-targets", "2", "--device", DEVICE, "--resume"]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                cfg["kb"],
+                "-o",
+                str(run),
+                "--methods",
+                "ga,du_cl",
+                "--grid",
+                "ga=2,8",
+                "--grid",
+                "du_cl=2,6",
+                "--n-targets",
+                "2",
+                "--device",
+                DEVICE,
+                "--resume",
+            ]
+        )
+        == 2
+    )
 
 
-@pytest.mark.parametrize("args, msg", [(["--heldout-forms", "qa,cloze"], "saw qa"),
-                                       (["--heldout-forms", "nope"], "unknown probe kind"),
-                                       (["--finetune-forms", "paraphrase"], "must include qa")])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--heldout-forms", "qa,cloze"], "saw qa"),
+        (["--heldout-forms", "nope"], "unknown probe kind"),
+        (["--finetune-forms", "paraphrase"], "must include qa"),
+    ],
+)
 def test_bad_forms_are_one_line_errors(small_kb, tmp_path, capsys, args, msg):
-    assert main(["evaluate", "--kb", str(small_kb.source), "-o", str(tmp_path / "r"), "--n-targets", "1",
-                 "--device", DEVICE] + args) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(small_kb.source),
+                "-o",
+                str(tmp_path / "r"),
+                "--n-targets",
+                "1",
+                "--device",
+                DEVICE,
+            ]
+            + args
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dukb: error:") and msg in err[0]
     assert not (tmp_path / "r" / "finetuned").exists()  # refused before any finetuning

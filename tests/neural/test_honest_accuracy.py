@@ -76,12 +76,16 @@ def test_honest_accuracy_matches_the_definition(case, kb_builder):
     # since forgetting a retain fact that lies in a set may change which set is best)
     if got.best_set is not None:
         fixed = [list(got.best_set)]
+
         def fb(op):
             return None if forgot_bio is None else op(set(forgot_bio), set(ex_bio))
-        base = recall_accuracy(kb, fixed, set(forgot_rel) - set(ex_rel), fb(set.__sub__), "exact",
-                               exclude_rel=ex_rel, exclude_bio=ex_bio)
-        more = recall_accuracy(kb, fixed, set(forgot_rel) | set(ex_rel), fb(set.__or__), "exact",
-                               exclude_rel=ex_rel, exclude_bio=ex_bio)
+
+        base = recall_accuracy(
+            kb, fixed, set(forgot_rel) - set(ex_rel), fb(set.__sub__), "exact", exclude_rel=ex_rel, exclude_bio=ex_bio
+        )
+        more = recall_accuracy(
+            kb, fixed, set(forgot_rel) | set(ex_rel), fb(set.__or__), "exact", exclude_rel=ex_rel, exclude_bio=ex_bio
+        )
         assert more.accuracy_all == pytest.approx(base.accuracy_all, nan_ok=True)
         assert more.accuracy_relationships == pytest.approx(base.accuracy_relationships, nan_ok=True)
 
@@ -146,11 +150,17 @@ def test_recall_under_attack_by_hand(kb_builder):
     from dukb.neural.metrics.attack import recall_under_attack
     from dukb.neural.metrics.base import RowContext
 
-    kb = kb_builder({"A": "male", "B": "female", "C": "male"},
-                    [("A", "wife", "B"), ("B", "husband", "A"), ("C", "father", "A")])
-    rows = [("qa", "relationship", 0, False), ("qa", "relationship", 1, False), ("qa", "relationship", 2, True),
-            ("paraphrase", "relationship", 1, True), ("yes", "relationship", 0, True),  # yes/no is no elicitation
-            ("reverse", "relationship", 2, True)]
+    kb = kb_builder(
+        {"A": "male", "B": "female", "C": "male"}, [("A", "wife", "B"), ("B", "husband", "A"), ("C", "father", "A")]
+    )
+    rows = [
+        ("qa", "relationship", 0, False),
+        ("qa", "relationship", 1, False),
+        ("qa", "relationship", 2, True),
+        ("paraphrase", "relationship", 1, True),
+        ("yes", "relationship", 0, True),  # yes/no is no elicitation
+        ("reverse", "relationship", 2, True),
+    ]
     df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "known"])
     out = recall_under_attack(RowContext(kb, 0, [[0, 1]], "exact", df, [0]))
     assert out["recall_under_attack"] == 0.5

@@ -80,8 +80,9 @@ def test_known_facts_come_from_the_qa_probe(kb):
 
 def test_the_report_line_states_how_much_the_model_knew(kb):
     known = Known(frozenset({1, 2, 3}), frozenset(), frozenset({4}), frozenset())
-    assert known_line(known).startswith("the model knew 3 of 4 relationship facts (75.0%) before unlearning; "
-                                        "unknown facts are unscorable")
+    assert known_line(known).startswith(
+        "the model knew 3 of 4 relationship facts (75.0%) before unlearning; unknown facts are unscorable"
+    )
 
 
 def _known_setup(kb, drop):
@@ -100,8 +101,9 @@ def test_targets_are_known_and_derivable_from_other_known_facts(kb):
     derivable_full = rederivable(full, [f.fact_id for f in kb.relationships])
     drop = derivable_full[:1] + [f.fact_id for f in kb.relationships[5:8]]
     known, part, closure, cands = _known_setup(kb, drop)
-    assert [f.fact_id for f in part.relationships] == sorted(known.relationships, key=[
-        f.fact_id for f in kb.relationships].index)  # ids kept
+    assert [f.fact_id for f in part.relationships] == sorted(
+        known.relationships, key=[f.fact_id for f in kb.relationships].index
+    )  # ids kept
     assert cands and set(cands) <= known.relationships
     for t in cands:  # derivable from other known facts: {t} alone is not a deep unlearning set of the known part
         assert not is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], [t])
@@ -164,8 +166,9 @@ def test_unknown_facts_need_not_be_probed_after_unlearning(kb):
     full = _table(kb, set(known.relationships) - {t}, known_bio)
     probed = full[~((full["fact_kind"] == "relationship") & full["fact_id"].isin(drop))]
     assert len(probed) == len(full) - len(drop)
-    rows = [recall_metric(RowContext(kb, t, sets, "exact", df, [t], known_before=known.pairs()))
-            for df in (full, probed)]
+    rows = [
+        recall_metric(RowContext(kb, t, sets, "exact", df, [t], known_before=known.pairs())) for df in (full, probed)
+    ]
     assert rows[0] == rows[1] and rows[0]["forgotten_relationships"] == [t]
     lacking = full[~((full["fact_kind"] == "relationship") & (full["fact_id"] == t))]
     with pytest.raises(ValueError, match=f"relationship fact {t}"):
@@ -184,8 +187,7 @@ def test_a_metric_with_nothing_to_score_is_null_with_its_count(kb):
     row = recall_metric(RowContext(kb, t, [m], "exact", df, [t], known_before=known.pairs()))
     assert row["recall"] == 1.0 and row["n_scored"] == 0
     assert row["accuracy_all"] is None or math.isnan(row["accuracy_all"])
-    assert row["unscorable"] == {"relationships": len(kb.relationships) - len(m),
-                                 "biographies": len(kb.biographies)}
+    assert row["unscorable"] == {"relationships": len(kb.relationships) - len(m), "biographies": len(kb.biographies)}
 
 
 def test_scorable_sets_drop_unscorable_facts():
@@ -193,19 +195,23 @@ def test_scorable_sets_drop_unscorable_facts():
     assert scorable_sets([[3]], {3}) == []
 
 
-@pytest.mark.parametrize("extra, msg", [
-    ({"model": "tiny"}, "--model tiny"),
-    ({"finetuned": "x"}, "--finetuned"),
-    ({"finetune_forms": ["qa", "cloze"]}, "--finetune-forms"),
-    ({"sets": "paper"}, "--sets paper"),
-    ({"attacks": ["quant8"]}, "--attacks"),
-])
+@pytest.mark.parametrize(
+    "extra, msg",
+    [
+        ({"model": "tiny"}, "--model tiny"),
+        ({"finetuned": "x"}, "--finetuned"),
+        ({"finetune_forms": ["qa", "cloze"]}, "--finetune-forms"),
+        ({"sets": "paper"}, "--sets paper"),
+        ({"attacks": ["quant8"]}, "--attacks"),
+    ],
+)
 def test_no_finetune_refuses_what_finetunes_or_scores_unknown_facts(extra, msg, monkeypatch):
     monkeypatch.setattr(cfgmod, "check_model_prompt", lambda *a, **k: None)
     cfg = cfgmod.EvaluateConfig(**{"model": "some/folder", "no_finetune": True, **extra})
     apply_compat(cfg, cfg.COMPAT)  # as check() does first (check() also looks the model up: not here)
-    with pytest.raises(InputError, match="--no-finetune evaluates --model as it is: not with " + msg.replace(
-            "-", r"\-")):
+    with pytest.raises(
+        InputError, match="--no-finetune evaluates --model as it is: not with " + msg.replace("-", r"\-")
+    ):
         cfg.resolve()
 
 

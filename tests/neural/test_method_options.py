@@ -29,9 +29,11 @@ def test_options_parse_into_a_copy_with_a_normalised_label():
     assert (s.label, s.scope, s.method.lr) == ("ga_gdr@minimum:lr=0.0005", "minimum", 5e-4)
     assert resolve("simnpo:gamma=0").method.gamma == 0.0  # gamma may be 0, beta may not
     import math
+
     st = resolve("cl_du_noneighbour_strict:min_prob=0.05").method  # the strict loop's threshold, as a probability
     assert st.min_logprob == pytest.approx(math.log(0.05)) and METHODS["cl_du_strict"].min_prob == pytest.approx(0.1)
     from dukb.neural.methods.closed_loop import STRICT_LOGPROB
+
     assert METHODS["cl_du_strict"].min_logprob == STRICT_LOGPROB  # the registry's threshold exactly as before
     from dukb.neural.methods.closed_loop import ClosedLoopDeepUnlearning
 
@@ -57,21 +59,24 @@ def test_a_preset_keeps_its_schedule_and_grids_reach_an_options_label():
         check_unique(resolve(m).label for m in ("npo:beta=0.05:lr=1e-3", "npo:lr=1e-3:beta=0.05"))
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("ga:beta=1", "ga has no option 'beta' (its options: lr)"),
-    ("icu:lr=1e-3", "icu has no option 'lr' (its options: none)"),
-    ("npo:beta=0", "beta must be a finite number > 0"),
-    ("npo:beta", "is not KEY=VALUE"),
-    ("npo:=1", "is not KEY=VALUE"),
-    ("npo:beta=x", "'x' is not a non-negative decimal number"),
-    ("npo:beta=-1", "is not a non-negative decimal number"),
-    ("npo:beta=nan", "is not a non-negative decimal number"),
-    ("npo:lr=1e-3:lr=2e-3", "given twice"),
-    ("cl_du:min_prob=0.1", "cl_du has no option 'min_prob' (its options: lr, reg_weight, retain_batch)"),
-    ("cl_du_strict:min_prob=1", "min_prob must be below 1"),
-    ("du_cl:retain_batch=2.5", "retain_batch must be a whole number"),
-    ("du_cl_strict:min_prob=0", "min_prob must be a finite number > 0"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("ga:beta=1", "ga has no option 'beta' (its options: lr)"),
+        ("icu:lr=1e-3", "icu has no option 'lr' (its options: none)"),
+        ("npo:beta=0", "beta must be a finite number > 0"),
+        ("npo:beta", "is not KEY=VALUE"),
+        ("npo:=1", "is not KEY=VALUE"),
+        ("npo:beta=x", "'x' is not a non-negative decimal number"),
+        ("npo:beta=-1", "is not a non-negative decimal number"),
+        ("npo:beta=nan", "is not a non-negative decimal number"),
+        ("npo:lr=1e-3:lr=2e-3", "given twice"),
+        ("cl_du:min_prob=0.1", "cl_du has no option 'min_prob' (its options: lr, reg_weight, retain_batch)"),
+        ("cl_du_strict:min_prob=1", "min_prob must be below 1"),
+        ("du_cl:retain_batch=2.5", "retain_batch must be a whole number"),
+        ("du_cl_strict:min_prob=0", "min_prob must be a finite number > 0"),
+    ],
+)
 def test_bad_options_are_refused_by_name(spec, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         resolve(spec)
@@ -100,8 +105,30 @@ def test_evaluate_runs_each_method_entry_with_its_own_options(tmp_path):
     from dukb.cli.main import main
 
     out = tmp_path / "run"
-    assert main(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga,ga:lr=5e-4,npo:beta=0.05",
-                 "--grid", "ga=2", "--grid", "npo=2", "--metrics", "recall", "--device", DEVICE, "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                "demo",
+                "--n-targets",
+                "1",
+                "--methods",
+                "ga,ga:lr=5e-4,npo:beta=0.05",
+                "--grid",
+                "ga=2",
+                "--grid",
+                "npo=2",
+                "--metrics",
+                "recall",
+                "--device",
+                DEVICE,
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     by = {r["method"]: r for r in rows}
     assert set(by) == {"ga", "ga:lr=0.0005", "npo:beta=0.05"}
@@ -111,8 +138,29 @@ def test_evaluate_runs_each_method_entry_with_its_own_options(tmp_path):
     ident = json.loads((out / "config.json").read_text())["identity"]["methods"]
     assert ident["ga:lr=0.0005"]["options"] == {"lr": 5e-4} and "options" not in ident["ga"]
     # the same entry with another value is another method of the run, never mixed into this one's rows
-    assert main(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga:lr=2e-4", "--grid", "ga=2",
-                 "--metrics", "recall", "--device", DEVICE, "-o", str(out), "--resume"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                "demo",
+                "--n-targets",
+                "1",
+                "--methods",
+                "ga:lr=2e-4",
+                "--grid",
+                "ga=2",
+                "--metrics",
+                "recall",
+                "--device",
+                DEVICE,
+                "-o",
+                str(out),
+                "--resume",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {r["method"]: r["setting"]["lr"] for r in rows}["ga:lr=0.0002"] == 2e-4 and len(rows) == 4
 
@@ -124,8 +172,28 @@ def test_dukb_unlearn_runs_the_method_with_its_options(tmp_path):
     model = tmp_path / "ft"
     assert main(["finetune", "--kb", "demo", "--model", "tiny", "-o", str(model), "--device", DEVICE]) == 0
     out = tmp_path / "un"
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "npo:beta=0.05:lr=2e-4",
-                 "--target-id", "1", "--grid", "2", "-o", str(out), "--device", DEVICE]) == 0
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "npo:beta=0.05:lr=2e-4",
+                "--target-id",
+                "1",
+                "--grid",
+                "2",
+                "-o",
+                str(out),
+                "--device",
+                DEVICE,
+            ]
+        )
+        == 0
+    )
     (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert row["method"] == "npo:beta=0.05:lr=0.0002" and row["method_options"] == {"beta": 0.05, "lr": 2e-4}
     assert row["setting"]["beta"] == 0.05 and row["setting"]["lr"] == 2e-4

@@ -47,8 +47,17 @@ def rows_of(curves: dict, method: str = "ga") -> pd.DataFrame:
     rows = []
     for t, pts in curves.items():
         for i, (r, a) in enumerate(pts):
-            rows.append({"method": method, "target": t, "param": "steps", "setting": {"steps": 2 ** i},
-                         "recall": r, "accuracy_all": a, "target_forgotten": r > 0})
+            rows.append(
+                {
+                    "method": method,
+                    "target": t,
+                    "param": "steps",
+                    "setting": {"steps": 2**i},
+                    "recall": r,
+                    "accuracy_all": a,
+                    "target_forgotten": r > 0,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -88,7 +97,7 @@ def test_target_rule_by_hand():
 def test_two_targets_per_target_differs_from_the_mean_envelope():
     """Target A keeps accuracy at high recall, target B collapses: the paper's per-target mean and dukb's former
     envelope of the mean points give different numbers, and the default is the paper's."""
-    from dukb.neural.metrics.summary import tradeoff_metric
+    from dukb.neural.metrics.run_summary import tradeoff_metric
 
     curves = {1: [(0.5, 0.95), (0.9, 0.85)], 2: [(0.5, 0.95), (0.6, 0.3)]}
     got = tradeoff_metric(rows_of(curves))["ga"]
@@ -116,15 +125,20 @@ def test_summary_and_report_use_the_per_target_rule(tmp_path):
     df = rows_of(curves)
     rows = df.to_dict("records")
     for r in rows:
-        r.update(accuracy_relationships=r["accuracy_all"], accuracy_biographies=None, success_du=int(r["recall"] > .8),
-                 target_relation="father")
+        r.update(
+            accuracy_relationships=r["accuracy_all"],
+            accuracy_biographies=None,
+            success_du=int(r["recall"] > 0.8),
+            target_relation="father",
+        )
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     render(tmp_path)
     s = pd.read_csv(tmp_path / "summary.csv")
     a = s[s["group"] == "all"].set_index(["metric", "reading"])
     paper = "paper (per target)"
     assert [a.loc[(k, paper), "value"] for k in ("acc_at_recall", "recall_at_acc", "ar_auc")] == pytest.approx(
-        [0.425, 0.7, 0.75])
+        [0.425, 0.7, 0.75]
+    )
     assert a.loc[("acc_at_recall", paper), "std"] == pytest.approx(0.425) and a.loc[("acc_at_recall", paper), "n"] == 2
     assert a.loc[("acc_at_recall", "envelope (not comparable to the paper)"), "value"] == pytest.approx(0.46)
     # Success-DU at the best setting (per target, the largest recall with accuracy >= 0.8): target 1 at steps 2
@@ -222,11 +236,15 @@ def test_recall_accuracy_on_the_benchmark_example(edu_relat_dir):
     assert res.complete
     published = (0.75, 0.25, 0.023333333333333334, 0.15229885057471265)
     got = recall_accuracy(kb, res.sets, forgot_rel, forgot_bio, "exact", [272])
-    assert (got.recall, got.accuracy_relationships, got.accuracy_biographies, got.accuracy_all) == \
-        pytest.approx(published, abs=1e-9)
+    assert (got.recall, got.accuracy_relationships, got.accuracy_biographies, got.accuracy_all) == pytest.approx(
+        published, abs=1e-9
+    )
     ref = reference_recall(len(kb.relationships), len(kb.biographies), res.sets, forgot_rel, forgot_bio)
-    assert (float(ref["recall"]), float(ref["accuracy_relationships"]), float(ref["accuracy_biographies"])) == \
-        pytest.approx(published[:3], abs=1e-9)
+    assert (
+        float(ref["recall"]),
+        float(ref["accuracy_relationships"]),
+        float(ref["accuracy_biographies"]),
+    ) == pytest.approx(published[:3], abs=1e-9)
     assert all(float(a) == pytest.approx(published[3], abs=1e-9) for a in ref["accuracy_all"])
     # and the minimal sets themselves: every one is a deep unlearning set none of whose one-smaller subsets is
     from dukb.solver.mdus import is_minimal
@@ -325,9 +343,11 @@ def _muse_min_k(logprobs, ratio=0.4):
 def _muse_privleak(forget, holdout, forget_r, holdout_r):
     """MUSE's eval.py: AUC key forget_holdout_Min-40% (forget labelled 0, holdout 1, ROC of -ppl), then
     (auc - AUC_retrain) / AUC_retrain * 100."""
+
     def key_auc(f, h):
         ppl = [_muse_min_k(x) for x in f] + [_muse_min_k(x) for x in h]
         return _roc_auc_sklearn_style([-p for p in ppl], [0] * len(f) + [1] * len(h))
+
     a, r = key_auc(forget, holdout), key_auc(forget_r, holdout_r)
     return (a - r) / r * 100
 
@@ -344,8 +364,8 @@ def test_privleak_matches_muse_code_on_fixed_scores(seed):
         # rounded log-probs, so that some texts tie
         return [[round(rng.uniform(-4, 0) + shift, 1) for _ in range(rng.choice((5, 10)))] for _ in range(n)]
 
-    forget_u, holdout_u = texts(12, 0.3), texts(12, 0.0)   # the unlearned model still favours the forget texts
-    forget_r, holdout_r = texts(12, 0.0), texts(12, 0.0)   # f_retrain: no separation on average
+    forget_u, holdout_u = texts(12, 0.3), texts(12, 0.0)  # the unlearned model still favours the forget texts
+    forget_r, holdout_r = texts(12, 0.0), texts(12, 0.0)  # f_retrain: no separation on average
 
     def dukb_score(lp):  # dukb's Min-K% score: mean of the ⌊k·n⌋ lowest token log-probs (higher = member-like)
         c = min_k_count(0.4, len(lp))
@@ -369,15 +389,26 @@ def test_acc_at_superficial_is_the_notebooks_rule():
     import numpy as np
     import pandas as pd
 
-    from dukb.neural.metrics.summary import superficial_metric
+    from dukb.neural.metrics.run_summary import superficial_metric
 
     curves = {  # target -> [(steps, accuracy, target forgotten)]
         1: [(1, 0.99, False), (2, 0.90, True), (4, 0.93, True), (8, 0.50, True)],
         2: [(1, 1.00, False), (2, 0.97, False), (4, 0.80, False), (8, 0.70, False)],
         3: [(1, 0.95, True), (2, 0.96, True), (4, 0.60, True), (8, 0.40, True)],
     }
-    rows = [{"method": "ga", "target": t, "param": "steps", "setting": {"steps": s}, "recall": 0.5,
-             "accuracy_all": a, "target_forgotten": f} for t, pts in curves.items() for s, a, f in pts]
+    rows = [
+        {
+            "method": "ga",
+            "target": t,
+            "param": "steps",
+            "setting": {"steps": s},
+            "recall": 0.5,
+            "accuracy_all": a,
+            "target_forgotten": f,
+        }
+        for t, pts in curves.items()
+        for s, a, f in pts
+    ]
     per = []
     for pts in curves.values():  # the notebook, written out with numpy
         y = np.concatenate([np.asarray([a for _, a, _ in pts]), np.zeros(1)])

@@ -32,9 +32,9 @@ def test_rank_auc_equals_brute_force_over_all_pairs(members, nonmembers):
 
 
 def test_privleak_signs_follow_muse():
-    assert privleak(0.5, 0.5) == 0.0                        # f_retrain itself
-    assert privleak(1.0, 0.5) == pytest.approx(-1.0)        # remembers everything: MUSE's -100% (under)
-    assert privleak(0.3, 0.5) == pytest.approx(0.4)         # loss pushed above the retrain model's: over
+    assert privleak(0.5, 0.5) == 0.0  # f_retrain itself
+    assert privleak(1.0, 0.5) == pytest.approx(-1.0)  # remembers everything: MUSE's -100% (under)
+    assert privleak(0.3, 0.5) == pytest.approx(0.4)  # loss pushed above the retrain model's: over
     with pytest.raises(ValueError):
         privleak(0.7, 1.0)
 

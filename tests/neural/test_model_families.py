@@ -11,15 +11,33 @@ from dukb.neural.spec import PROMPT_PRESETS, preset_for
 
 def test_the_rates_are_the_ones_the_runs_used():
     """The values every earlier run's identity recorded (hand-written here, not read from the registry)."""
-    assert family_lrs("ga") == {"gpt2-xl": 2e-5, "phi": 2e-5, "llama": 1e-5, "generic": 2e-5, "tiny": 1e-3,
-                                "smollm2": 1e-5}
-    assert family_lrs("npo") == {"gpt2-xl": 4e-5, "phi": 4e-5, "llama": 2e-5, "generic": 4e-5, "tiny": 2e-3,
-                                 "smollm2": 2e-5}
+    assert family_lrs("ga") == {
+        "gpt2-xl": 2e-5,
+        "phi": 2e-5,
+        "llama": 1e-5,
+        "generic": 2e-5,
+        "tiny": 1e-3,
+        "smollm2": 1e-5,
+    }
+    assert family_lrs("npo") == {
+        "gpt2-xl": 4e-5,
+        "phi": 4e-5,
+        "llama": 2e-5,
+        "generic": 4e-5,
+        "tiny": 2e-3,
+        "smollm2": 2e-5,
+    }
     assert family_lrs("kl") == family_lrs("ga") == family_lrs("reinforce")
     assert family_lrs("cl") == {**family_lrs("ga"), "tiny": 1e-4}
     ft = finetune_presets()
-    assert (ft["tiny"].lr, ft["tiny"].epochs, ft["smollm2"].lr, ft["smollm2"].epochs, ft["gpt2-xl"].epochs,
-            ft["llama"].lr) == (1e-3, 400, 2e-4, 16, 15, 1e-5)
+    assert (
+        ft["tiny"].lr,
+        ft["tiny"].epochs,
+        ft["smollm2"].lr,
+        ft["smollm2"].epochs,
+        ft["gpt2-xl"].epochs,
+        ft["llama"].lr,
+    ) == (1e-3, 400, 2e-4, 16, 15, 1e-5)
     with pytest.raises(KeyError):
         family_lrs("zz")
 
@@ -36,11 +54,20 @@ def test_method_modules_and_finetuning_read_the_registry():
     assert FINETUNE_PRESETS == finetune_presets()
 
 
-@pytest.mark.parametrize("name,family", [("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2"),
-                                         ("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"), ("gpt2-medium", "gpt2-xl"),
-                                         ("microsoft/phi-1_5", "phi"), ("TinyLlama/TinyLlama-1.1B", "llama"),
-                                         ("meta-llama/Llama-3.1-8B/", "llama"), ("mistralai/Mistral-7B", "generic"),
-                                         ("llama-runs/gpt2", "gpt2-xl"), ("C:\\models\\phi-2", "phi")])
+@pytest.mark.parametrize(
+    "name,family",
+    [
+        ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2"),
+        ("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
+        ("gpt2-medium", "gpt2-xl"),
+        ("microsoft/phi-1_5", "phi"),
+        ("TinyLlama/TinyLlama-1.1B", "llama"),
+        ("meta-llama/Llama-3.1-8B/", "llama"),
+        ("mistralai/Mistral-7B", "generic"),
+        ("llama-runs/gpt2", "gpt2-xl"),
+        ("C:\\models\\phi-2", "phi"),
+    ],
+)
 def test_detection_reads_the_last_name_component(name, family):
     from dukb.neural.zoo import model_family
 

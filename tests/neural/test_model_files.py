@@ -61,12 +61,14 @@ def _edit_config(**changes):
         cfg = json.loads((d / "config.json").read_text())
         cfg.update(changes)
         (d / "config.json").write_text(json.dumps(cfg))
+
     return edit
 
 
 def _write(name, text):
     def write(d):
         (d / name).write_text(text)
+
     return write
 
 
@@ -74,6 +76,7 @@ def _fifo(name):
     def make(d):
         (d / name).unlink(missing_ok=True)
         os.mkfifo(d / name)
+
     return make
 
 
@@ -86,9 +89,19 @@ BROKEN = [
     ("config is a list", _write("config.json", "[1, 2]"), "config.json", "must be a JSON object"),
     ("config is not JSON", _write("config.json", "{nope"), "config.json:1", "not valid JSON"),
     ("config field of the wrong type", _edit_config(vocab_size="abc"), "config.json", "vocab_size"),
-    ("config of another model", _edit_config(model_type="llama", hidden_size=256, intermediate_size=512,
-                                             num_hidden_layers=4, num_attention_heads=4, vocab_size=32000),
-     "model.safetensors", "do not belong together"),
+    (
+        "config of another model",
+        _edit_config(
+            model_type="llama",
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            vocab_size=32000,
+        ),
+        "model.safetensors",
+        "do not belong together",
+    ),
     ("config of other sizes", _edit_config(n_embd=64), "model.safetensors", "wrong shape"),
     ("record is not JSON", _write("dukb_model.json", "{nope"), "dukb_model.json:1", "model record"),
     ("record is a list", _write("dukb_model.json", "[]"), "dukb_model.json", "must be a JSON object"),
@@ -158,8 +171,14 @@ def test_a_crafted_gguf_tokenizer_panic_is_one_line(tmp_path):
     message the Rust runtime writes to stderr goes to the log, not the terminal."""
     path = _panicking_gguf(tmp_path / "crafted.gguf")
     env = dict(os.environ, OMP_NUM_THREADS="1", RUST_BACKTRACE="1")
-    res = subprocess.run([sys.executable, "-m", "dukb.cli.main", "probe", "--kb", "demo", "--model", str(path),
-                          "--device", DEVICE], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "dukb.cli.main", "probe", "--kb", "demo", "--model", str(path), "--device", DEVICE],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 2, res.stderr
     line = _one_error_line(res.stderr)
     assert line.startswith(f"dukb: error: {path}: cannot load the tokenizer of this GGUF file"), line
@@ -176,8 +195,11 @@ def test_a_panic_in_any_loading_step_is_an_input_error(tiny_dir, monkeypatch):
     def panic(*a, **k):
         raise PanicException("called `Option::unwrap()` on a `None` value\nmore")
 
-    for step, names in (("_auto_config", "config.json"), ("_auto_tokenizer", "tokenizer.json"),
-                        ("_auto_model", "model.safetensors")):
+    for step, names in (
+        ("_auto_config", "config.json"),
+        ("_auto_tokenizer", "tokenizer.json"),
+        ("_auto_model", "model.safetensors"),
+    ):
         with monkeypatch.context() as m:
             m.setattr(models, step, panic)
             with pytest.raises(InputError) as e:
@@ -185,6 +207,7 @@ def test_a_panic_in_any_loading_step_is_an_input_error(tiny_dir, monkeypatch):
         assert str(e.value).startswith(f"{tiny_dir / names}: ") and "PanicException: called" in str(e.value)
         assert "\n" not in str(e.value)
     for stop in (KeyboardInterrupt, SystemExit):  # never swallowed
+
         def interrupt(*a, stop=stop, **k):
             raise stop()
 
@@ -226,9 +249,10 @@ def test_batched_generation_with_the_cache_equals_hf_generate(tiny_dir):
         warnings.simplefilter("ignore")
         for p, g in zip(prompts, got):
             enc = tok(p, return_tensors="pt", add_special_tokens=False)
-            ref = lm.model.generate(**enc, max_new_tokens=10, do_sample=False, pad_token_id=tok.pad_token_id,
-                                    eos_token_id=tok.eos_token_id)[0, enc["input_ids"].shape[1]:].tolist()
-            ref = ref[:ref.index(tok.eos_token_id)] if tok.eos_token_id in ref else ref
+            ref = lm.model.generate(
+                **enc, max_new_tokens=10, do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id
+            )[0, enc["input_ids"].shape[1] :].tolist()
+            ref = ref[: ref.index(tok.eos_token_id)] if tok.eos_token_id in ref else ref
             assert g["ids"] == [t for t in ref if t != tok.pad_token_id]
 
 

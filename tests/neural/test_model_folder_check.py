@@ -34,6 +34,7 @@ def _zero(name):
     def make(d):
         (d / name).unlink(missing_ok=True)
         os.symlink("/dev/zero", d / name)
+
     return make
 
 
@@ -41,6 +42,7 @@ def _directory(name):
     def make(d):
         (d / name).unlink(missing_ok=True)
         (d / name).mkdir()
+
     return make
 
 
@@ -48,6 +50,7 @@ def _oversized(name):
     def make(d):
         with open(d / name, "w") as fh:
             fh.write("{}" + " " * modelcheck.CONFIG_BYTES)
+
     return make
 
 
@@ -59,12 +62,17 @@ def _edit_tokenizer_config(**changes):
 def _sharded(target):
     """The weights moved to a shard; the index's entry for one tensor names ``target`` (a str, or a callable of the
     folder giving it)."""
+
     def make(d):
         shard = "model-00001-of-00001.safetensors"
         (d / "model.safetensors").rename(d / shard)
         name = target(d) if callable(target) else target
-        (d / "model.safetensors.index.json").write_text(json.dumps(
-            {"metadata": {}, "weight_map": {"transformer.wte.weight": name, "transformer.h.0.ln_1.weight": shard}}))
+        (d / "model.safetensors.index.json").write_text(
+            json.dumps(
+                {"metadata": {}, "weight_map": {"transformer.wte.weight": name, "transformer.h.0.ln_1.weight": shard}}
+            )
+        )
+
     return make
 
 
@@ -72,12 +80,14 @@ def _shard_is(make_shard):
     def make(d):
         _sharded("shard.safetensors")(d)
         make_shard(d / "shard.safetensors")
+
     return make
 
 
 def _remove(name):
     def make(d):
         (d / name).unlink()
+
     return make
 
 
@@ -99,44 +109,104 @@ DAMAGED = (
         ("huge vocabulary", _edit_config(vocab_size=10**12), "config.json", "vocab_size = 1000000000000"),
         ("huge intermediate size", _edit_config(n_inner=2**40), "config.json", "n_inner = 1099511627776"),
         ("huge positions", _edit_config(n_positions=2**40), "config.json", "n_positions"),
-        ("nested sub-config", _edit_config(text_config={"num_hidden_layers": 10**6}), "config.json",
-         "text_config.num_hidden_layers"),
-        ("1,024 layers for tiny weights", _edit_config(n_layer=1024), "model.safetensors",
-         "describes a model of at least 16,786,176 parameters"),
+        (
+            "nested sub-config",
+            _edit_config(text_config={"num_hidden_layers": 10**6}),
+            "config.json",
+            "text_config.num_hidden_layers",
+        ),
+        (
+            "1,024 layers for tiny weights",
+            _edit_config(n_layer=1024),
+            "model.safetensors",
+            "describes a model of at least 16,786,176 parameters",
+        ),
         ("index names /etc/passwd", _sharded("/etc/passwd"), "model.safetensors.index.json", "'/etc/passwd'"),
         ("index names /dev/zero", _sharded("/dev/zero"), "model.safetensors.index.json", "'/dev/zero'"),
-        ("index names an absolute path", _sharded(lambda d: str(d / "model-00001-of-00001.safetensors")),
-         "model.safetensors.index.json", "not a plain file name"),
+        (
+            "index names an absolute path",
+            _sharded(lambda d: str(d / "model-00001-of-00001.safetensors")),
+            "model.safetensors.index.json",
+            "not a plain file name",
+        ),
         ("index names ..", _sharded("../model.safetensors"), "model.safetensors.index.json", "'..'"),
-        ("index names a subfolder", _sharded("sub/model.safetensors"), "model.safetensors.index.json",
-         "not a plain file name"),
-        ("index names a missing file", _sharded("nope.safetensors"), "model.safetensors.index.json",
-         "'nope.safetensors' names a file that does not exist"),
+        (
+            "index names a subfolder",
+            _sharded("sub/model.safetensors"),
+            "model.safetensors.index.json",
+            "not a plain file name",
+        ),
+        (
+            "index names a missing file",
+            _sharded("nope.safetensors"),
+            "model.safetensors.index.json",
+            "'nope.safetensors' names a file that does not exist",
+        ),
         ("index shard is a FIFO", _shard_is(os.mkfifo), "model.safetensors.index.json", "a FIFO"),
-        ("index shard links to /dev/zero", _shard_is(lambda p: os.symlink("/dev/zero", p)),
-         "model.safetensors.index.json", "a link to /dev/zero"),
+        (
+            "index shard links to /dev/zero",
+            _shard_is(lambda p: os.symlink("/dev/zero", p)),
+            "model.safetensors.index.json",
+            "a link to /dev/zero",
+        ),
         ("auto_map in config.json", _edit_config(auto_map={"AutoConfig": "mine.Config"}), "config.json", _ASKS),
         ("trust_remote_code in config.json", _edit_config(trust_remote_code=True), "config.json", _ASKS),
-        ("auto_map in tokenizer_config.json", _edit_tokenizer_config(auto_map={"AutoTokenizer": ["mine.T", None]}),
-         "tokenizer_config.json", "auto_map"),
-        ("auto_map in generation_config.json", _write("generation_config.json", '{"auto_map": {"x": "m.X"}}'),
-         "generation_config.json", _ASKS),
-        ("custom tokenizer_class", _edit_tokenizer_config(tokenizer_class="MineTokenizer"), "tokenizer_config.json",
-         "tokenizer_class = \"MineTokenizer\""),
-        ("custom tokenizer_class in config.json", _edit_config(tokenizer_class="MineTokenizerFast"), "config.json",
-         "--trust-remote-code"),
+        (
+            "auto_map in tokenizer_config.json",
+            _edit_tokenizer_config(auto_map={"AutoTokenizer": ["mine.T", None]}),
+            "tokenizer_config.json",
+            "auto_map",
+        ),
+        (
+            "auto_map in generation_config.json",
+            _write("generation_config.json", '{"auto_map": {"x": "m.X"}}'),
+            "generation_config.json",
+            _ASKS,
+        ),
+        (
+            "custom tokenizer_class",
+            _edit_tokenizer_config(tokenizer_class="MineTokenizer"),
+            "tokenizer_config.json",
+            'tokenizer_class = "MineTokenizer"',
+        ),
+        (
+            "custom tokenizer_class in config.json",
+            _edit_config(tokenizer_class="MineTokenizerFast"),
+            "config.json",
+            "--trust-remote-code",
+        ),
         ("custom model class", _edit_config(architectures=["MineForCausalLM"]), "config.json", "'MineForCausalLM'"),
         ("no tokenizer_config.json", _remove("tokenizer_config.json"), "tokenizer_config.json", "missing"),
-        ("empty tokenizer_config.json", _write("tokenizer_config.json", "{}"), "tokenizer_config.json",
-         "does not belong to the model (names no tokenizer class and no special token"),
-        ("tokenizer_config.json nested deeply", _write("tokenizer_config.json", "[" * 100_000),
-         "tokenizer_config.json", "nested too deeply"),
-        ("special_tokens_map.json a list", _write("special_tokens_map.json", "[1]"), "special_tokens_map.json",
-         "must be a JSON object"),
-        ("added_tokens.json id a string", _write("added_tokens.json", '{"x": "y"}'), "added_tokens.json",
-         "added token 'x'"),
-        ("chat templates not a folder", _write("additional_chat_templates", "x"), "additional_chat_templates",
-         "not a directory"),
+        (
+            "empty tokenizer_config.json",
+            _write("tokenizer_config.json", "{}"),
+            "tokenizer_config.json",
+            "does not belong to the model (names no tokenizer class and no special token",
+        ),
+        (
+            "tokenizer_config.json nested deeply",
+            _write("tokenizer_config.json", "[" * 100_000),
+            "tokenizer_config.json",
+            "nested too deeply",
+        ),
+        (
+            "special_tokens_map.json a list",
+            _write("special_tokens_map.json", "[1]"),
+            "special_tokens_map.json",
+            "must be a JSON object",
+        ),
+        (
+            "added_tokens.json id a string",
+            _write("added_tokens.json", '{"x": "y"}'),
+            "added_tokens.json",
+            "added token 'x'",
+        ),
+        (
+            "chat templates not a folder",
+            _write("additional_chat_templates", "x"),
+            "additional_chat_templates",
+            "not a directory",
+        ),
         ("a .safetensors FIFO", _fifo("extra.safetensors"), "extra.safetensors", "a FIFO"),
     ]
 )
@@ -159,8 +229,7 @@ def _refusal(model: Path, capsys) -> str:
 
 
 @pytest.mark.parametrize("case,damage,names,says", DAMAGED, ids=[c[0] for c in DAMAGED])
-def test_a_damaged_folder_is_refused_in_one_line_naming_the_file(tiny_dir, tmp_path, capsys, case, damage, names,
-                                                                  says):
+def test_a_damaged_folder_is_refused_in_one_line_naming_the_file(tiny_dir, tmp_path, capsys, case, damage, names, says):
     d = tmp_path / "m"
     shutil.copytree(tiny_dir, d)
     damage(d)
@@ -251,8 +320,11 @@ GGUF_DAMAGED = [
     ("not GGUF", lambda p: p.write_bytes(b"PK\x03\x04" + bytes(40)), "not a readable GGUF file (it starts with"),
     ("version 7", lambda p: p.write_bytes(_gguf_header(version=7)), "(GGUF version 7;"),
     ("2**60 tensors", lambda p: p.write_bytes(_gguf_header(tensors=2**60)), "claims 1,152,921,504,606,846,976 tensors"),
-    ("2**40 metadata entries", lambda p: p.write_bytes(_gguf_header(entries=2**40)),
-     "and 1,099,511,627,776 metadata entries"),
+    (
+        "2**40 metadata entries",
+        lambda p: p.write_bytes(_gguf_header(entries=2**40)),
+        "and 1,099,511,627,776 metadata entries",
+    ),
 ]
 
 
@@ -269,17 +341,41 @@ def test_a_damaged_gguf_file_is_one_line(tmp_path, capsys, case, make, says):
 #: the documented ranges (the module's docstring), written out independently of modelcheck.CONFIG_RANGES
 DOCUMENTED = {
     **dict.fromkeys(("n_layer", "num_hidden_layers", "num_layers", "n_layers"), (1, 1024)),
-    **dict.fromkeys(("n_head", "num_attention_heads", "num_key_value_heads", "n_heads", "num_heads", "num_kv_heads",
-                     "multi_query_group_num", "n_head_kv"), (1, 1024)),
+    **dict.fromkeys(
+        (
+            "n_head",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "n_heads",
+            "num_heads",
+            "num_kv_heads",
+            "multi_query_group_num",
+            "n_head_kv",
+        ),
+        (1, 1024),
+    ),
     **dict.fromkeys(("n_embd", "hidden_size", "d_model", "n_embed", "embed_dim"), (1, 131072)),
     **dict.fromkeys(("head_dim", "kv_channels"), (1, 16384)),
-    **dict.fromkeys(("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size", "moe_intermediate_size",
-                     "shared_expert_intermediate_size"), (1, 1048576)),
+    **dict.fromkeys(
+        (
+            "intermediate_size",
+            "n_inner",
+            "ffn_dim",
+            "d_ff",
+            "ffn_hidden_size",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+        ),
+        (1, 1048576),
+    ),
     **dict.fromkeys(("vocab_size", "padded_vocab_size"), (1, 10_000_000)),
-    **dict.fromkeys(("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length",
-                     "max_sequence_length"), (1, 16_777_216)),
-    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok",
-                     "n_shared_experts"), (0, 4096)),
+    **dict.fromkeys(
+        ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length"),
+        (1, 16_777_216),
+    ),
+    **dict.fromkeys(
+        ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts"), (0, 4096)
+    ),
 }
 _SIZE_KEYS = sorted(DOCUMENTED)
 
@@ -292,10 +388,19 @@ def test_the_checked_keys_are_the_documented_ones_with_their_bounds():
         for v in (lo - 1, hi + 1, [lo, hi + 1]):
             with pytest.raises(InputError, match=f"^config.json: {key} = .* an integer from {lo:,} to {hi:,}"):
                 modelcheck.check_config({key: v}, Path("config.json"))
+
+
 _BOUNDS = sorted({b + e for lo, hi in DOCUMENTED.values() for b in (lo, hi) for e in (-1, 0, 1)})
-_VALUES = st.one_of(st.integers(-2**70, 2**70), st.integers(-2, 1100), st.sampled_from(_BOUNDS), st.booleans(),
-                    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
-                    st.lists(st.integers(-3, 2000), max_size=4))
+_VALUES = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.integers(-2, 1100),
+    st.sampled_from(_BOUNDS),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.lists(st.integers(-3, 2000), max_size=4),
+)
 
 
 def _valid(key, value) -> bool:
@@ -303,6 +408,7 @@ def _valid(key, value) -> bool:
 
     def ok(v):
         return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
     if value is None:
         return True
     if isinstance(value, list):
@@ -392,8 +498,14 @@ def _forged_array(path: Path, item_type: int, count: int) -> Path:
     def text(s: str) -> bytes:
         return struct.pack("<Q", len(s)) + s.encode()
 
-    path.write_bytes(_gguf_header(tensors=0, entries=2) + text("general.architecture") + struct.pack("<I", 8)
-                     + text("llama") + text("x.big") + struct.pack("<IIQ", 9, item_type, count))
+    path.write_bytes(
+        _gguf_header(tensors=0, entries=2)
+        + text("general.architecture")
+        + struct.pack("<I", 8)
+        + text("llama")
+        + text("x.big")
+        + struct.pack("<IIQ", 9, item_type, count)
+    )
     return path
 
 
@@ -405,8 +517,10 @@ def test_a_gguf_file_written_by_the_gguf_package_passes_and_forged_counts_do_not
     for item_type, name in ((0, "bytes"), (8, "strings"), (9, "arrays")):
         forged = _forged_array(tmp_path / f"forged-{name}.gguf", item_type, 2**40)
         line = _refusal(forged, capsys)
-        assert line.startswith(f"dukb: error: {forged}: not a readable GGUF file (a metadata value or tensor entry "
-                               "reaches past the end of the file"), line
+        assert line.startswith(
+            f"dukb: error: {forged}: not a readable GGUF file (a metadata value or tensor entry "
+            "reaches past the end of the file"
+        ), line
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(good.read_bytes()[:5000])  # the token list cut short
     assert "reaches past the end of the file" in _refusal(cut, capsys)

@@ -42,12 +42,36 @@ def _err_lines(capsys) -> list[str]:
 def _commands(model: Path, kb: Path, out: Path) -> dict[str, list[str]]:
     """Every command that takes a finetuned model and a KB, given ``model`` and ``--kb kb``."""
     m, k = str(model), str(kb)
-    cmds = {"probe": ["probe", "--model", m, "--kb", k, "-o", str(out / "p.csv")],
-            "unlearn": ["unlearn", "--model", m, "--kb", k, "--method", "ga", "--target-id", "1", "-o",
-                        str(out / "unlearn")],
-            "attack": ["attack", "--model", m, "--kb", k, "--target-id", "1", "-o", str(out / "a.json")],
-            "attack-reference": ["attack", "--model", str(out / "plain"), "--reference", m, "--kb", k,
-                                 "--target-id", "1", "-o", str(out / "a.json")]}
+    cmds = {
+        "probe": ["probe", "--model", m, "--kb", k, "-o", str(out / "p.csv")],
+        "unlearn": [
+            "unlearn",
+            "--model",
+            m,
+            "--kb",
+            k,
+            "--method",
+            "ga",
+            "--target-id",
+            "1",
+            "-o",
+            str(out / "unlearn"),
+        ],
+        "attack": ["attack", "--model", m, "--kb", k, "--target-id", "1", "-o", str(out / "a.json")],
+        "attack-reference": [
+            "attack",
+            "--model",
+            str(out / "plain"),
+            "--reference",
+            m,
+            "--kb",
+            k,
+            "--target-id",
+            "1",
+            "-o",
+            str(out / "a.json"),
+        ],
+    }
     for protocol in ("evaluate", "muse", "rwku", "control"):
         cmds[protocol] = [protocol, "--finetuned", m, "--kb", k, "-o", str(out / protocol), "--device", DEVICE]
     return cmds
@@ -61,8 +85,10 @@ def test_another_kb_is_refused_in_one_line_naming_both(tmp_path, other_kb, capsy
         capsys.readouterr()
         assert main(args) == 2, name
         err = _err_lines(capsys)
-        assert err == [f"dukb: error: the model {model} was finetuned on KB demo (sha256 {DEMO_SHA}) but --kb "
-                       f"{other_kb} has sha256 {other_sha}: pass the model's KB or --allow-kb-mismatch"], name
+        assert err == [
+            f"dukb: error: the model {model} was finetuned on KB demo (sha256 {DEMO_SHA}) but --kb "
+            f"{other_kb} has sha256 {other_sha}: pass the model's KB or --allow-kb-mismatch"
+        ], name
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["plain"]  # refused before writing anything
 
 
@@ -128,16 +154,19 @@ def test_a_recorded_kb_that_is_gone_or_changed_is_refused(tmp_path, other_kb, ca
     args = ["attack", "--model", str(model), "--target-id", "1", "-o", str(tmp_path / "a.json")]
     capsys.readouterr()
     assert main(args) == 2
-    assert _err_lines(capsys) == [f"dukb: error: the model {model} was finetuned on KB {kb} (sha256 "
-                                  f"{json.loads((model / 'dukb_model.json').read_text())['kb_sha256']}), which now "
-                                  f"has sha256 {changed}: pass --kb with the model's KB, or --allow-kb-mismatch"]
+    assert _err_lines(capsys) == [
+        f"dukb: error: the model {model} was finetuned on KB {kb} (sha256 "
+        f"{json.loads((model / 'dukb_model.json').read_text())['kb_sha256']}), which now "
+        f"has sha256 {changed}: pass --kb with the model's KB, or --allow-kb-mismatch"
+    ]
     for f in kb.iterdir():
         f.unlink()
     kb.rmdir()
     assert main(args) == 2
     err = _err_lines(capsys)
-    assert len(err) == 1 and err[0].endswith("which no longer exists: pass --kb with that KB (or another and "
-                                             "--allow-kb-mismatch)")
+    assert len(err) == 1 and err[0].endswith(
+        "which no longer exists: pass --kb with that KB (or another and --allow-kb-mismatch)"
+    )
     assert not (tmp_path / "a.json").exists()
 
 
@@ -149,8 +178,14 @@ def test_attack_without_kb_takes_the_kb_from_the_models_record(tmp_path, other_k
 
     def fake(kb, closure, model_dir, target, attacks, **kw):
         seen.append(kb.fingerprint())
-        return {"recall": 1.0, "accuracy_all": 1.0, "success_du": 1, "target_forgotten": 1, "attacks": {},
-                "recall_under_attack": 1.0}
+        return {
+            "recall": 1.0,
+            "accuracy_all": 1.0,
+            "success_du": 1,
+            "target_forgotten": 1,
+            "attacks": {},
+            "recall_under_attack": 1.0,
+        }
 
     monkeypatch.setattr(ck, "attack_checkpoint", fake)
     sha = load_kb(other_kb).fingerprint()
@@ -164,8 +199,12 @@ def test_attack_without_kb_takes_the_kb_from_the_models_record(tmp_path, other_k
     # neither the model nor the reference records a KB: refused, never scored against a default KB
     assert main(["attack", "--model", str(plain), "--target-id", "1", "--attacks", "quant8"]) == 2
     err = _err_lines(capsys)
-    assert len(err) == 1 and err[0].startswith(f"dukb: error: neither --model {plain} records the KB") \
-        and err[0].endswith("pass --kb with that KB") and seen == [sha, sha]
+    assert (
+        len(err) == 1
+        and err[0].startswith(f"dukb: error: neither --model {plain} records the KB")
+        and err[0].endswith("pass --kb with that KB")
+        and seen == [sha, sha]
+    )
     # the terminal gets the table, not the row's JSON with its fact ids
     assert main(["attack", "--model", str(model), "--target-id", "1", "--attacks", "quant8"]) == 0
     out = capsys.readouterr().out
@@ -179,8 +218,10 @@ def test_a_record_from_an_older_dukb_is_accepted_with_one_warning(tmp_path, othe
     old = _model(tmp_path / "old")  # dukb_model.json without kb / kb_sha256
     cfg = EvaluateConfig(finetuned=str(old)).check()
     assert cfg.kb is None  # the built-in default, as before
-    assert _err_lines(capsys) == [f"dukb: warning: the model {old} records no KB (saved by an older dukb): the KB "
-                                  "it was finetuned on is not checked; pass --kb to name it"]
+    assert _err_lines(capsys) == [
+        f"dukb: warning: the model {old} records no KB (saved by an older dukb): the KB "
+        "it was finetuned on is not checked; pass --kb to name it"
+    ]
     assert model_kb(old, str(other_kb)) == str(other_kb)  # --kb given: trusted, silently
     assert EvaluateConfig(finetuned=str(old), kb=str(other_kb)).check().kb == str(other_kb)
     assert _err_lines(capsys) == []
@@ -196,8 +237,12 @@ def test_a_malformed_kb_field_of_the_record_is_one_line(tmp_path, capsys):
 def test_dukb_help_lists_every_exit_code(capsys):
     assert main(["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    for code in ("0 success", "1 the command finished short of its goal", "2 bad input or a refusal",
-                 "130 interrupted"):
+    for code in (
+        "0 success",
+        "1 the command finished short of its goal",
+        "2 bad input or a refusal",
+        "130 interrupted",
+    ):
         assert code in text
 
 
@@ -219,9 +264,11 @@ def test_a_finetuning_short_of_its_target_exits_1_keeps_the_model_and_records_th
     rec = json.loads((out / "finetune.json").read_text())
     assert rc == 1 and rec["accuracy"] < rec["target_accuracy"] == 1.0 and rec["reached_target"] is False
     said = [x for x in err.splitlines() if x.startswith("dukb:")]
-    assert said == [f"dukb: finetuning ended at accuracy {rec['accuracy']:.4f} ({round(rec['accuracy'] * 32)} of 32 "
-                    "facts known) after 1 epoch, below the target 1; facts the finetuned model does not know cannot "
-                    f"be unlearned (raise the epochs or the learning rate); the model is kept in {out}"]
+    assert said == [
+        f"dukb: finetuning ended at accuracy {rec['accuracy']:.4f} ({round(rec['accuracy'] * 32)} of 32 "
+        "facts known) after 1 epoch, below the target 1; facts the finetuned model does not know cannot "
+        f"be unlearned (raise the epochs or the learning rate); the model is kept in {out}"
+    ]
     assert sum("finetuning ended at accuracy" in x for x in err.splitlines()) == 1  # said once
     assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
     record = json.loads((out / "dukb_model.json").read_text())
@@ -229,20 +276,37 @@ def test_a_finetuning_short_of_its_target_exits_1_keeps_the_model_and_records_th
 
 
 @pytest.mark.slow
-def test_a_finetuned_model_is_probed_on_its_own_kb_and_another_needs_the_override(short_model, other_kb, tmp_path,
-                                                                                  capsys):
+def test_a_finetuned_model_is_probed_on_its_own_kb_and_another_needs_the_override(
+    short_model, other_kb, tmp_path, capsys
+):
     import pandas as pd
 
     _rc, _err, model = short_model
     capsys.readouterr()
     assert main(["probe", "--model", str(model), "--scores", "none", "-o", str(tmp_path / "own.csv")]) == 0
-    assert len(pd.read_csv(tmp_path / "own.csv")) == len(load_kb("demo").relationships) + \
-        len(load_kb("demo").biographies)
+    assert len(pd.read_csv(tmp_path / "own.csv")) == len(load_kb("demo").relationships) + len(
+        load_kb("demo").biographies
+    )
     assert not any(x.startswith("dukb:") for x in _err_lines(capsys))
     assert main(["probe", "--model", str(model), "--kb", str(other_kb), "--scores", "none"]) == 2
     assert len(_err_lines(capsys)) == 1
-    assert main(["probe", "--model", str(model), "--kb", str(other_kb), "--scores", "none", "--allow-kb-mismatch",
-                 "-o", str(tmp_path / "other.csv")]) == 0
+    assert (
+        main(
+            [
+                "probe",
+                "--model",
+                str(model),
+                "--kb",
+                str(other_kb),
+                "--scores",
+                "none",
+                "--allow-kb-mismatch",
+                "-o",
+                str(tmp_path / "other.csv"),
+            ]
+        )
+        == 0
+    )
     warned = [x for x in _err_lines(capsys) if x.startswith("dukb:")]
     assert len(warned) == 1 and warned[0].startswith("dukb: warning: ") and str(other_kb) in warned[0]
     kb = load_kb(other_kb)

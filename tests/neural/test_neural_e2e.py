@@ -80,9 +80,14 @@ def _naive_answers(model, tokenizer, tags, items):
     out = []
     for it in items:
         enc = tokenizer(tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
-        gen = model.generate(**enc, max_new_tokens=10, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-        out.append(answer_line(tokenizer.decode(gen[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)))
+        gen = model.generate(
+            **enc,
+            max_new_tokens=10,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        out.append(answer_line(tokenizer.decode(gen[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)))
     return out
 
 
@@ -110,10 +115,17 @@ def test_probe_matches_one_prompt_at_a_time_generate(small_kb, lm):
 # measured on this KB, GA's output is " mother" after 4-8 steps and " mother father father ..." after 12, with the
 # answer's log-probability down by 11 to 20 nats all along); None = only the log-probability drop is required (WHP
 # saturates, as the paper observes).
-@pytest.mark.parametrize("method,grid,lr,must_forget", [("ga", [12], None, "answer"), ("npo", [16], 5e-3, "answer"),
-                                                        ("ga_gdr", [12], None, "answer"),
-                                                        ("npo_klr", [16], 5e-3, "answer"),
-                                                        ("tv", [10.0], None, "unknown"), ("whp", [1000.0], None, None)])
+@pytest.mark.parametrize(
+    "method,grid,lr,must_forget",
+    [
+        ("ga", [12], None, "answer"),
+        ("npo", [16], 5e-3, "answer"),
+        ("ga_gdr", [12], None, "answer"),
+        ("npo_klr", [16], 5e-3, "answer"),
+        ("tv", [10.0], None, "unknown"),
+        ("whp", [1000.0], None, None),
+    ],
+)
 def test_each_method_lowers_the_target(small_kb, lm, method, grid, lr, must_forget):
     c, tid = _target(small_kb)
     items = kb_qa(small_kb)
@@ -225,13 +237,24 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     import pandas as pd
 
     df = pd.read_csv(out)
-    assert list(df.columns) == ["kind", "fact_kind", "fact_id", "question", "answer", "output", "known", "rouge_l",
-                                "logprob"]
+    assert list(df.columns) == [
+        "kind",
+        "fact_kind",
+        "fact_id",
+        "question",
+        "answer",
+        "output",
+        "known",
+        "rouge_l",
+        "logprob",
+    ]
     assert df[df["kind"] == "qa"]["known"].all() and df["rouge_l"].notna().all() and df["logprob"].notna().all()
     # --scores none: known/unknown alone, the same decisions, no extra passes
     out2 = tmp_path / "probe2.csv"
-    assert main(["probe", "--kb", "demo", "--model", str(model), "--kinds", "qa,yes", "--scores", "none", "-o",
-                 str(out2)]) == 0
+    assert (
+        main(["probe", "--kb", "demo", "--model", str(model), "--kinds", "qa,yes", "--scores", "none", "-o", str(out2)])
+        == 0
+    )
     fast = pd.read_csv(out2)
     assert fast["rouge_l"].isna().all() and fast["logprob"].isna().all()
     assert fast["known"].tolist() == df["known"].tolist() and fast["output"].tolist() == df["output"].tolist()
@@ -240,8 +263,27 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
 
     specs, real_load = [], models.load_model
     patch_everywhere(monkeypatch, models, "load_model", lambda spec: specs.append(spec) or real_load(spec))
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
-                 "--grid", "1,16", "-o", str(tmp_path / "u"), "--gradient-checkpointing"]) == 0
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "ga",
+                "--target-id",
+                "6",
+                "--grid",
+                "1,16",
+                "-o",
+                str(tmp_path / "u"),
+                "--gradient-checkpointing",
+            ]
+        )
+        == 0
+    )
     assert [s.gradient_checkpointing for s in specs] == [True]
     rows = [json.loads(x) for x in (tmp_path / "u" / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["steps"] for r in rows] == [1, 16]
@@ -251,8 +293,21 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     assert "schedule" not in cfg["identity"]["methods"]["ga"] and cfg["identity"]["metrics"][:1] == ["recall"]
     assert all(r["method"] == "ga" and r["worker"] and r["target_relation"] for r in rows)
     assert (tmp_path / "u" / "report.md").exists()
-    again = ["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6", "--grid", "1,16",
-             "-o", str(tmp_path / "u")]
+    again = [
+        "unlearn",
+        "--kb",
+        "demo",
+        "--model",
+        str(model),
+        "--method",
+        "ga",
+        "--target-id",
+        "6",
+        "--grid",
+        "1,16",
+        "-o",
+        str(tmp_path / "u"),
+    ]
     journal = (tmp_path / "u" / "results.jsonl").read_text()
     assert main(again) == 2  # a run directory holding rows: refused without --resume, never overwritten
     assert main(again + ["--resume"]) == 0 and (tmp_path / "u" / "results.jsonl").read_text() == journal
@@ -268,10 +323,15 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
     c6 = compute_closure(kb_demo)
     lm0 = real_load(specs[0])
     held = list(default_heldout_forms(["qa"]))
-    base = probe(Predictor(lm0.model, lm0.tokenizer, lm0.tags, device=lm0.device), kb_qa(kb_demo, tuple(held)),
-                     rouge=False, logprob=False)
-    elicited = {int(f) for fk, f, v in zip(base["fact_kind"], base["fact_id"], base["known"])
-                if fk == "relationship" and v}
+    base = probe(
+        Predictor(lm0.model, lm0.tokenizer, lm0.tags, device=lm0.device),
+        kb_qa(kb_demo, tuple(held)),
+        rouge=False,
+        logprob=False,
+    )
+    elicited = {
+        int(f) for fk, f, v in zip(base["fact_kind"], base["fact_id"], base["known"]) if fk == "relationship" and v
+    }
     for r in rows:
         assert r["probe_forms_seen"] == ["qa"] and sorted(r["heldout_forms"]) == sorted(held)
         for suffix in ("", "_heldout"):
@@ -281,41 +341,156 @@ def test_cli_finetune_probe_unlearn(tmp_path, monkeypatch):
         # is never counted as forgotten
         assert set(r["forgotten_relationships_heldout"]) <= elicited
         assert 0.0 <= r["recall_heldout"] <= 1.0
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
-                 "--grid", "1", "--heldout-forms", "qa,cloze", "-o", str(tmp_path / "u5")]) == 2
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
-                 "--grid", "1", "--heldout-rule", "most", "-o", str(tmp_path / "u5")]) == 2
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "ga",
+                "--target-id",
+                "6",
+                "--grid",
+                "1",
+                "--heldout-forms",
+                "qa,cloze",
+                "-o",
+                str(tmp_path / "u5"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "ga",
+                "--target-id",
+                "6",
+                "--grid",
+                "1",
+                "--heldout-rule",
+                "most",
+                "-o",
+                str(tmp_path / "u5"),
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "u5").exists()  # refused before anything is written
     one = tmp_path / "u6"
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "ga", "--target-id", "6",
-                 "--grid", "16", "--heldout-forms", "cloze", "--heldout-rule", "any", "-o", str(one)]) == 0
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "ga",
+                "--target-id",
+                "6",
+                "--grid",
+                "16",
+                "--heldout-forms",
+                "cloze",
+                "--heldout-rule",
+                "any",
+                "-o",
+                str(one),
+            ]
+        )
+        == 0
+    )
     (r1,) = [json.loads(x) for x in (one / "results.jsonl").read_text().splitlines()]
     assert r1["heldout_forms"] == ["cloze"] and r1["success_du"] == rows[1]["success_du"]
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "nope", "--target-id", "6",
-                 "-o", str(tmp_path / "u2")]) == 2
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "nope",
+                "--target-id",
+                "6",
+                "-o",
+                str(tmp_path / "u2"),
+            ]
+        )
+        == 2
+    )
     # a preset: method, forget scope and grid from the registry
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "du_ga_gdr", "--target-id", "6",
-                 "--grid", "2", "-o", str(tmp_path / "u3")]) == 0
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "du_ga_gdr",
+                "--target-id",
+                "6",
+                "--grid",
+                "2",
+                "-o",
+                str(tmp_path / "u3"),
+            ]
+        )
+        == 0
+    )
     (row,) = [json.loads(x) for x in (tmp_path / "u3" / "results.jsonl").read_text().splitlines()]
     assert row["method"] == "du_ga_gdr" and row["base_method"] == "ga_gdr" and row["scope"] == "minimum"
     from dukb.solver.mdus import is_deep_unlearning_set
 
     c = compute_closure(load_kb("demo"))
     assert is_deep_unlearning_set(c, [c.atom_of_fact(6)], row["forget_set"])
-    assert main(["unlearn", "--kb", "demo", "--model", str(model), "--method", "du_ga_gdr", "--target-id", "6",
-                 "--forget-scope", "target", "-o", str(tmp_path / "u4")]) == 2
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(model),
+                "--method",
+                "du_ga_gdr",
+                "--target-id",
+                "6",
+                "--forget-scope",
+                "target",
+                "-o",
+                str(tmp_path / "u4"),
+            ]
+        )
+        == 2
+    )
 
 
 # ------------------------------------------------------------------------------------------------ evaluate ------
-EVAL_ARGS = ["--methods", "ga,tv", "--grid", "ga=1,4,16", "--grid", "tv=0.5,5", "--n-targets", "3",
-             "--device", DEVICE]
+EVAL_ARGS = ["--methods", "ga,tv", "--grid", "ga=1,4,16", "--grid", "tv=0.5,5", "--n-targets", "3", "--device", DEVICE]
 
 
 @pytest.fixture(scope="module")
 def eval_run(small_kb, finetuned, tmp_path_factory):
     run = tmp_path_factory.mktemp("eval") / "run"
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run)]
-                + EVAL_ARGS) == 0
+    assert (
+        main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run)] + EVAL_ARGS)
+        == 0
+    )
     return run
 
 
@@ -332,10 +507,16 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
     assert cfg["seed"] == 0 and cfg["methods"] == ["ga", "tv"] and "versions" in cfg and "device" in cfg
     sets = json.loads((eval_run / "sets.json").read_text())["targets"]
     for r in rows:
-        again = recall_accuracy(small_kb, sets[str(r["target"])]["sets"], set(r["forgotten_relationships"]),
-                                set(r["forgotten_biographies"]), r["sets_used"], [r["target"]],
-                                exclude_rel=r["retain_fact_ids"]["relationships"],
-                                exclude_bio=r["retain_fact_ids"]["biographies"])
+        again = recall_accuracy(
+            small_kb,
+            sets[str(r["target"])]["sets"],
+            set(r["forgotten_relationships"]),
+            set(r["forgotten_biographies"]),
+            r["sets_used"],
+            [r["target"]],
+            exclude_rel=r["retain_fact_ids"]["relationships"],
+            exclude_bio=r["retain_fact_ids"]["biographies"],
+        )
         assert again.recall == r["recall"] and again.accuracy_all == r["accuracy_all"]
         assert again.best_set == r["best_set"]
     # the summary follows from the rows: recompute Recall@Acc>=0.8 of GA from the mean points
@@ -358,8 +539,15 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
     # the default is the paper's per-target rule: mean over targets of each target's anchored curve
     from dukb.neural.metrics.summary import target_tradeoff
 
-    per = [target_tradeoff([(r["recall"], r["accuracy_all"]) for r in sorted(
-        (r for r in ga if r["target"] == t), key=lambda r: r["setting"]["steps"])]) for t in {r["target"] for r in ga}]
+    per = [
+        target_tradeoff(
+            [
+                (r["recall"], r["accuracy_all"])
+                for r in sorted((r for r in ga if r["target"] == t), key=lambda r: r["setting"]["steps"])
+            ]
+        )
+        for t in {r["target"] for r in ga}
+    ]
     for key in ("acc_at_recall", "recall_at_acc", "ar_auc"):
         assert got[key] == pytest.approx(sum(v[key] for v in per) / len(per))
     # Success-DU on every row, 1 exactly when U_A deeply unlearns the target (Definition 2)
@@ -368,8 +556,9 @@ def test_evaluate_outputs_and_recomputation(eval_run, small_kb):
 
     closure = compute_closure(small_kb, "family")
     for r in rows:
-        assert r["success_du"] == int(is_deep_unlearning_set(closure, [closure.atom_of_fact(r["target"])],
-                                                             r["forgotten_relationships"]))
+        assert r["success_du"] == int(
+            is_deep_unlearning_set(closure, [closure.atom_of_fact(r["target"])], r["forgotten_relationships"])
+        )
     text = (eval_run / "report.md").read_text()
     assert "Acc@Recall≥0.8" in text and "Acc@Superficial" in text and "per target" in text
     from dukb.neural.metrics.summary import page_problems
@@ -402,14 +591,13 @@ def test_recall_command_agrees_with_evaluate(eval_run, small_kb, tmp_path, capsy
     r = _rows(eval_run)[-1]
     path = tmp_path / "retained.csv"
     lines = ["kind,fact_id,retained"]
-    lines += [f"relationship,{f.fact_id},{int(f.fact_id not in r['forgotten_relationships'])}"
-              for f in small_kb.relationships]
-    lines += [f"biography,{f.fact_id},{int(f.fact_id not in r['forgotten_biographies'])}"
-              for f in small_kb.biographies]
+    lines += [
+        f"relationship,{f.fact_id},{int(f.fact_id not in r['forgotten_relationships'])}" for f in small_kb.relationships
+    ]
+    lines += [f"biography,{f.fact_id},{int(f.fact_id not in r['forgotten_biographies'])}" for f in small_kb.biographies]
     path.write_text("\n".join(lines) + "\n")
     capsys.readouterr()
-    assert main(["recall", "--kb", str(small_kb.source), "--target-id", str(r["target"]), "--retained",
-                 str(path)]) == 0
+    assert main(["recall", "--kb", str(small_kb.source), "--target-id", str(r["target"]), "--retained", str(path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     for k in ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "n_sets"):
         assert doc[k] == r[k], k
@@ -423,13 +611,25 @@ def test_resume_after_a_torn_write_completes_with_the_same_rows(eval_run, small_
     full = (run / "results.jsonl").read_text().splitlines()
     # keep 4 rows and half of the 5th, as a kill in the middle of a write would
     (run / "results.jsonl").write_text("\n".join(full[:4]) + "\n" + full[4][: len(full[4]) // 2])
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run)]
-                + EVAL_ARGS) == 2  # refuses to overwrite without --resume
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--resume"] + EVAL_ARGS) == 0
+    assert (
+        main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run)] + EVAL_ARGS)
+        == 2
+    )  # refuses to overwrite without --resume
+    assert (
+        main(
+            ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run), "--resume"]
+            + EVAL_ARGS
+        )
+        == 0
+    )
     again = (run / "results.jsonl").read_text().splitlines()
-    strip = lambda rs: sorted(json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")},  # noqa: E731
-                                         sort_keys=True) for x in rs)
+
+    def strip(rs):
+        return sorted(
+            json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")}, sort_keys=True)
+            for x in rs
+        )
+
     assert strip(again) == strip(full)
 
 
@@ -450,8 +650,16 @@ def test_a_resume_reads_the_baseline_probe_kept_under_its_key(eval_run, small_kb
     assert len(qa) == len(small_kb.relationships) + len(small_kb.biographies) and len(base) > len(qa)
     assert qa["known"].all()  # the finetuned model knows every fact
     assert read_probe_cache(cache, "0" * 64) is None
-    args = ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-            "--resume"] + EVAL_ARGS
+    args = [
+        "evaluate",
+        "--kb",
+        str(small_kb.source),
+        "--finetuned",
+        str(finetuned[0]),
+        "-o",
+        str(run),
+        "--resume",
+    ] + EVAL_ARGS
     for planted, read in ((None, True), ({**doc, "key": "0" * 64}, False), ("not json {", False)):
         if planted is not None:
             cache.write_text(planted if isinstance(planted, str) else json.dumps(planted))
@@ -469,32 +677,45 @@ def test_a_resume_reads_the_baseline_probe_kept_under_its_key(eval_run, small_kb
     assert json.loads((run / "config.json").read_text())["heldout_known_before"]["all"] == 0.0
 
 
-def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, small_kb, finetuned, tmp_path,
-                                                                     capsys):
+def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, small_kb, finetuned, tmp_path, capsys):
     import shutil
 
     from dukb.neural.models import resolve_device, resolve_dtype
 
     run = tmp_path / "run"
     shutil.copytree(eval_run, run)
-    base = ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run), "--resume",
-            "--n-targets", "3", "--device", DEVICE]
+    base = [
+        "evaluate",
+        "--kb",
+        str(small_kb.source),
+        "--finetuned",
+        str(finetuned[0]),
+        "-o",
+        str(run),
+        "--resume",
+        "--n-targets",
+        "3",
+        "--device",
+        DEVICE,
+    ]
     methods = ["--methods", "ga,tv", "--grid", "tv=0.5,5"]
     files = {n: (run / n).read_text() for n in ("config.json", "results.jsonl", "report.md", "sets.json")}
     # the run's dtype is --dtype auto's: float32 on the CPU, bfloat16 on a GPU that has it (--device cuda)
     run_dtype = str(resolve_dtype("auto", resolve_device(DEVICE))).removeprefix("torch.")
     other_dtype = "float32" if run_dtype != "float32" else "bfloat16"
-    cases = [(["--lr", "0.01"], "lr: null in the run, 0.01 now"),
-             (["--seed", "1"], "seed: 0 in the run, 1 now"),
-             (["--sets", "random"], 'sets.method: "exact" in the run, "random" now'),
-             (["--seeds", "7"], "sets.seeds: 100 in the run, 7 now"),
-             (["--dtype", other_dtype], f'dtype: "{run_dtype}" in the run, "{other_dtype}" now'),
-             (["--prompt", "gpt2-xl"], "prompt.question_end"),
-             (["--lora-r", "4"], "lora: null in the run"),
-             (["--rules", "family_paper_compat"], "rules: "),
-             # GA's grid runs as one 16-step run read at 1, 4 and 16 (the reference schedule, evaluate's default)
-             (["--schedule", "separate"], 'methods.ga.schedule: "reference" in the run, "<absent>" now'),
-             (["--grid", "ga=1,4,32"], "methods.ga.schedule_steps: 16 in the run, 32 now")]
+    cases = [
+        (["--lr", "0.01"], "lr: null in the run, 0.01 now"),
+        (["--seed", "1"], "seed: 0 in the run, 1 now"),
+        (["--sets", "random"], 'sets.method: "exact" in the run, "random" now'),
+        (["--seeds", "7"], "sets.seeds: 100 in the run, 7 now"),
+        (["--dtype", other_dtype], f'dtype: "{run_dtype}" in the run, "{other_dtype}" now'),
+        (["--prompt", "gpt2-xl"], "prompt.question_end"),
+        (["--lora-r", "4"], "lora: null in the run"),
+        (["--rules", "family_paper_compat"], "rules: "),
+        # GA's grid runs as one 16-step run read at 1, 4 and 16 (the reference schedule, evaluate's default)
+        (["--schedule", "separate"], 'methods.ga.schedule: "reference" in the run, "<absent>" now'),
+        (["--grid", "ga=1,4,32"], "methods.ga.schedule_steps: 16 in the run, 32 now"),
+    ]
     for extra, want in cases:
         capsys.readouterr()
         ga = [] if "--grid" in extra else ["--grid", "ga=1,4,16"]  # a method given twice in --grid is refused
@@ -509,8 +730,7 @@ def test_resume_with_other_settings_is_refused_and_additions_recorded(eval_run, 
     assert main(base[:4] + [str(other)] + base[5:] + methods + ["--grid", "ga=1,4,16"]) == 2
     assert "model.finetuned.sha256" in capsys.readouterr().err
     # a method may be added to a run whose shared settings are equal, and the addition is recorded
-    assert main(base + ["--methods", "ga,tv,whp", "--grid", "ga=1,4,16", "--grid", "tv=0.5,5", "--grid",
-                        "whp=0"]) == 0
+    assert main(base + ["--methods", "ga,tv,whp", "--grid", "ga=1,4,16", "--grid", "tv=0.5,5", "--grid", "whp=0"]) == 0
     rows = _rows(run)
     assert len(rows) == 15 + 3 and {r["method"] for r in rows[15:]} == {"whp"}
     assert (run / "results.jsonl").read_text().startswith(files["results.jsonl"])
@@ -549,20 +769,55 @@ def test_a_row_depends_on_its_own_grid_value_only(eval_run, small_kb, finetuned,
     middle = [x for x in full if json.loads(x)["method"] == method and json.loads(x)["setting"][param] == value]
     assert middle
     (run / "results.jsonl").write_text("".join(x + "\n" for x in full if x not in middle))
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--resume", "--n-targets", "3", "--device", DEVICE, "--methods", method, "--grid",
-                 "ga=1,4,16" if method == "ga" else f"{method}={value:g}"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(small_kb.source),
+                "--finetuned",
+                str(finetuned[0]),
+                "-o",
+                str(run),
+                "--resume",
+                "--n-targets",
+                "3",
+                "--device",
+                DEVICE,
+                "--methods",
+                method,
+                "--grid",
+                "ga=1,4,16" if method == "ga" else f"{method}={value:g}",
+            ]
+        )
+        == 0
+    )
     again = [x for x in (run / "results.jsonl").read_text().splitlines() if x not in full]
-    strip = lambda rs: sorted(json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")},  # noqa: E731
-                                         sort_keys=True) for x in rs)
+
+    def strip(rs):
+        return sorted(
+            json.dumps({k: v for k, v in json.loads(x).items() if not k.startswith("seconds")}, sort_keys=True)
+            for x in rs
+        )
+
     assert len(again) == len(middle) and strip(again) == strip(middle)
 
 
 @pytest.mark.slow
 def test_resume_after_sigkill(small_kb, finetuned, eval_run, tmp_path):
     run = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "dukb.cli.main", "evaluate", "--kb", str(small_kb.source), "--finetuned",
-           str(finetuned[0]), "-o", str(run)] + EVAL_ARGS
+    cmd = [
+        sys.executable,
+        "-m",
+        "dukb.cli.main",
+        "evaluate",
+        "--kb",
+        str(small_kb.source),
+        "--finetuned",
+        str(finetuned[0]),
+        "-o",
+        str(run),
+    ] + EVAL_ARGS
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     res = run / "results.jsonl"
     deadline = time.time() + 120
@@ -573,8 +828,13 @@ def test_resume_after_sigkill(small_kb, finetuned, eval_run, tmp_path):
     n_before = len(res.read_text().splitlines())
     assert 3 <= n_before < 15
     assert main(["report", str(run)]) == 0  # the partial file is valid
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--resume"] + EVAL_ARGS) == 0
+    assert (
+        main(
+            ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run), "--resume"]
+            + EVAL_ARGS
+        )
+        == 0
+    )
     key = lambda r: (r["target"], r["method"], json.dumps(r["setting"], sort_keys=True))  # noqa: E731
     got = {key(r): (r["recall"], r["accuracy_all"]) for r in _rows(run)}
     want = {key(r): (r["recall"], r["accuracy_all"]) for r in _rows(eval_run)}
@@ -619,24 +879,73 @@ def test_scope_minimum_strong_setting_makes_target_underivable(small_kb, lm):
 # ------------------------------------------------------------------------------------------- metric registry -----
 def test_metrics_option_adds_fields_and_probing_computes_only_what_is_needed(small_kb, finetuned, tmp_path, eval_run):
     run = tmp_path / "m"
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", DEVICE,
-                 "--metrics", "rouge_l,logprob"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(small_kb.source),
+                "--finetuned",
+                str(finetuned[0]),
+                "-o",
+                str(run),
+                "--methods",
+                "ga_gdr",
+                "--grid",
+                "ga_gdr=16",
+                "--n-targets",
+                "1",
+                "--device",
+                DEVICE,
+                "--metrics",
+                "rouge_l,logprob",
+            ]
+        )
+        == 0
+    )
     (row,) = _rows(run)
     assert "recall" not in row and {"rouge_l_forget", "rouge_l_other", "logprob_forget", "logprob_other"} <= set(row)
     assert row["logprob_forget"] < row["logprob_other"] <= 0  # 16 GA steps push the forget answers down
     assert row["retain_fact_ids"]["relationships"] and not set(row["forget_set"]) & set(
-        row["retain_fact_ids"]["relationships"])
+        row["retain_fact_ids"]["relationships"]
+    )
     # honest protocol: with the recall metric too, the row's accuracy leaves the retain-train facts out
     run2 = tmp_path / "m2"
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run2),
-                 "--methods", "ga_gdr", "--grid", "ga_gdr=16", "--n-targets", "1", "--device", DEVICE]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(small_kb.source),
+                "--finetuned",
+                str(finetuned[0]),
+                "-o",
+                str(run2),
+                "--methods",
+                "ga_gdr",
+                "--grid",
+                "ga_gdr=16",
+                "--n-targets",
+                "1",
+                "--device",
+                DEVICE,
+            ]
+        )
+        == 0
+    )
     (r,) = _rows(run2)
     sets = json.loads((run2 / "sets.json").read_text())["targets"][str(r["target"])]["sets"]
     ret = r["retain_fact_ids"]
-    honest = recall_accuracy(small_kb, sets, set(r["forgotten_relationships"]), set(r["forgotten_biographies"]),
-                             r["sets_used"], [r["target"]], exclude_rel=ret["relationships"],
-                             exclude_bio=ret["biographies"])
+    honest = recall_accuracy(
+        small_kb,
+        sets,
+        set(r["forgotten_relationships"]),
+        set(r["forgotten_biographies"]),
+        r["sets_used"],
+        [r["target"]],
+        exclude_rel=ret["relationships"],
+        exclude_bio=ret["biographies"],
+    )
     assert (r["recall"], r["accuracy_all"], r["best_set"]) == (honest.recall, honest.accuracy_all, honest.best_set)
     scored = set(small_kb.rel_ids) - set(r["best_set"]) - set(ret["relationships"])
     assert not scored & set(ret["relationships"]) and 0 < len(ret["relationships"]) + len(ret["biographies"]) <= 64
@@ -697,11 +1006,17 @@ def test_multiform_retain_retains_the_neighbours_in_every_queried_form(small_kb,
         return real(kb, fact_ids, pool, cone_ids)
 
     monkeypatch.setattr(cl, "neighbours", spy)
-    for name, kinds in (("cl_du_multiform", {"qa"}), ("cl_du_multiform_retain", {"qa", "paraphrase", "cloze"}),
-                        ("cl_du_retainforms", {"qa", "paraphrase", "cloze"})):
+    for name, kinds in (
+        ("cl_du_multiform", {"qa"}),
+        ("cl_du_multiform_retain", {"qa", "paraphrase", "cloze"}),
+        ("cl_du_retainforms", {"qa", "paraphrase", "cloze"}),
+    ):
         pools.clear()
-        (row,) = sweep_target(UnitPlan(lm, small_kb, c, t, name, [1], seed=0,
-                              metrics=[get_metric("recall"), get_metric("recall_heldout")]))
+        (row,) = sweep_target(
+            UnitPlan(
+                lm, small_kb, c, t, name, [1], seed=0, metrics=[get_metric("recall"), get_metric("recall_heldout")]
+            )
+        )
         pool, cone = pools[0]
         assert {it.kind for it in pool} == kinds
         assert not {it.fact_id for it in pool if it.fact_kind == "relationship"} & cone
@@ -720,13 +1035,25 @@ def test_noneighbour_variants_combine_their_parts(small_kb, lm, monkeypatch):
     from dukb.neural.methods import METHODS
     from dukb.neural.unlearn import UnitPlan, sweep_target
 
-    parts = {n: (METHODS[n].neighbour, METHODS[n].forget_term, METHODS[n].min_logprob)
-             for n in ("cl_du", "cl_du_noneighbour", "cl_du_strict", "cl_du_npo", "cl_du_noneighbour_strict",
-                       "cl_du_noneighbour_npo")}
-    assert parts == {"cl_du": (True, "ga", None), "cl_du_noneighbour": (False, "ga", None),
-                     "cl_du_strict": (True, "ga", cl.STRICT_LOGPROB), "cl_du_npo": (True, "npo", None),
-                     "cl_du_noneighbour_strict": (False, "ga", cl.STRICT_LOGPROB),
-                     "cl_du_noneighbour_npo": (False, "npo", None)}
+    parts = {
+        n: (METHODS[n].neighbour, METHODS[n].forget_term, METHODS[n].min_logprob)
+        for n in (
+            "cl_du",
+            "cl_du_noneighbour",
+            "cl_du_strict",
+            "cl_du_npo",
+            "cl_du_noneighbour_strict",
+            "cl_du_noneighbour_npo",
+        )
+    }
+    assert parts == {
+        "cl_du": (True, "ga", None),
+        "cl_du_noneighbour": (False, "ga", None),
+        "cl_du_strict": (True, "ga", cl.STRICT_LOGPROB),
+        "cl_du_npo": (True, "npo", None),
+        "cl_du_noneighbour_strict": (False, "ga", cl.STRICT_LOGPROB),
+        "cl_du_noneighbour_npo": (False, "npo", None),
+    }
     c = compute_closure(small_kb)
     t = next(f.fact_id for f in small_kb.relationships if len(c.by_head[c.atom_of_fact(f.fact_id)]) > 0)
 
@@ -767,9 +1094,30 @@ def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tm
     from dukb.solver.cone import cone_of
 
     run = tmp_path / "run"
-    assert main(["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "-o", str(run),
-                 "--methods", "du_ga_gdr,du_cl", "--grid", "du_ga_gdr=4", "--grid", "du_cl=1,4", "--n-targets", "2",
-                 "--device", DEVICE]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(small_kb.source),
+                "--finetuned",
+                str(finetuned[0]),
+                "-o",
+                str(run),
+                "--methods",
+                "du_ga_gdr,du_cl",
+                "--grid",
+                "du_ga_gdr=4",
+                "--grid",
+                "du_cl=1,4",
+                "--n-targets",
+                "2",
+                "--device",
+                DEVICE,
+            ]
+        )
+        == 0
+    )
     rows = _rows(run)
     sets = json.loads((run / "sets.json").read_text())["targets"]
     c = compute_closure(small_kb)
@@ -797,8 +1145,9 @@ def test_honest_rows_of_retain_methods_recompute_by_hand(small_kb, finetuned, tm
         scored_bio = set(small_kb.bio_ids) - ret_bio
         ok_bio = sum(1 for f in scored_bio if f not in forgot_bio)
         assert r["recall"] == pytest.approx(rec) and r["accuracy_relationships"] == pytest.approx(acc_rel)
-        assert r["accuracy_all"] == pytest.approx((acc_rel * len(scored_rel) + ok_bio) /
-                                                  (len(scored_rel) + len(scored_bio)))
+        assert r["accuracy_all"] == pytest.approx(
+            (acc_rel * len(scored_rel) + ok_bio) / (len(scored_rel) + len(scored_bio))
+        )
         # retain-train facts are not scored: whether the model still knows them cannot move the row's accuracy
         kw = dict(exclude_rel=ret_rel, exclude_bio=ret_bio)
         s_best = [r["best_set"]]
@@ -812,8 +1161,22 @@ def test_recall_under_attack_never_exceeds_recall(small_kb, finetuned, tmp_path)
     """`--metrics recall,recall_under_attack`: every row's recall under attack is at most its plain recall, its
     leaks are QA-forgotten facts, it recomputes from the QA-forgotten facts minus the leaks, and probing the extra
     kinds does not change what the methods train on (the plain recall equals a run without the metric)."""
-    common = ["--kb", str(small_kb.source), "--finetuned", str(finetuned[0]), "--methods", "ga,du_cl",
-              "--grid", "ga=4,16", "--grid", "du_cl=2,8", "--n-targets", "2", "--device", DEVICE]
+    common = [
+        "--kb",
+        str(small_kb.source),
+        "--finetuned",
+        str(finetuned[0]),
+        "--methods",
+        "ga,du_cl",
+        "--grid",
+        "ga=4,16",
+        "--grid",
+        "du_cl=2,8",
+        "--n-targets",
+        "2",
+        "--device",
+        DEVICE,
+    ]
     assert main(["evaluate", "-o", str(tmp_path / "a"), "--metrics", "recall,recall_under_attack"] + common) == 0
     assert main(["evaluate", "-o", str(tmp_path / "b")] + common) == 0
     rows, plain = _rows(tmp_path / "a"), _rows(tmp_path / "b")
@@ -825,7 +1188,6 @@ def test_recall_under_attack_never_exceeds_recall(small_kb, finetuned, tmp_path)
         assert r["recall_under_attack"] <= r["recall"]
         assert set(r["leaked_relationships"]) <= set(r["forgotten_relationships"])
         still = set(r["forgotten_relationships"]) - set(r["leaked_relationships"])
-        again = recall_accuracy(small_kb, sets[str(r["target"])]["sets"], still, set(), r["sets_used"],
-                                [r["target"]])
+        again = recall_accuracy(small_kb, sets[str(r["target"])]["sets"], still, set(), r["sets_used"], [r["target"]])
         assert again.recall == r["recall_under_attack"]
     assert any(r["leaks_by_kind"] for r in rows)  # some adversarial form does elicit a QA-forgotten fact

@@ -40,16 +40,26 @@ def _toy(seed: int = 0):
 def test_logit_form_by_hand():
     """The reference code's `-F.logsigmoid(beta * (ref_logits - logits)).mean() * 2 / beta`, written out."""
     logits, ref, labels = _toy()
-    vals = [_logsig(BETA * (ref[b, t, v].item() - logits[b, t, v].item()))
-            for b in range(2) for t in range(4) for v in range(5)]
+    vals = [
+        _logsig(BETA * (ref[b, t, v].item() - logits[b, t, v].item()))
+        for b in range(2)
+        for t in range(4)
+        for v in range(5)
+    ]
     want = -(2 / BETA) * sum(vals) / len(vals)
     assert npo_logit_loss(logits, ref, BETA).item() == pytest.approx(want, rel=1e-12)
     # a position mask averages over the kept positions' every vocabulary entry
     mask = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1]])
-    kept = [_logsig(BETA * (ref[b, t, v].item() - logits[b, t, v].item()))
-            for b in range(2) for t in range(4) if mask[b, t] for v in range(5)]
-    assert npo_logit_loss(logits, ref, BETA, mask).item() == pytest.approx(-(2 / BETA) * sum(kept) / len(kept),
-                                                                           rel=1e-12)
+    kept = [
+        _logsig(BETA * (ref[b, t, v].item() - logits[b, t, v].item()))
+        for b in range(2)
+        for t in range(4)
+        if mask[b, t]
+        for v in range(5)
+    ]
+    assert npo_logit_loss(logits, ref, BETA, mask).item() == pytest.approx(
+        -(2 / BETA) * sum(kept) / len(kept), rel=1e-12
+    )
 
 
 def test_logit_form_ignores_labels_and_pushes_every_logit_down_alike():
@@ -96,14 +106,18 @@ def test_eval_du_layout_pads_on_the_right_with_eos():
     """Eval-DU's data_module.py: tokens from position 0, EOS padding with attention 0 (the closing EOS included),
     labels kept, positions 0..length−1."""
     eos, pad = 9, 0
-    batch = {"input_ids": torch.tensor([[pad, pad, 5, 6, 7, eos], [3, 4, 5, 6, 7, eos]]),
-             "attention_mask": torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]),
-             "labels": torch.tensor([[-100, -100, -100, -100, 7, eos], [-100, -100, -100, 6, 7, eos]])}
+    batch = {
+        "input_ids": torch.tensor([[pad, pad, 5, 6, 7, eos], [3, 4, 5, 6, 7, eos]]),
+        "attention_mask": torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]),
+        "labels": torch.tensor([[-100, -100, -100, -100, 7, eos], [-100, -100, -100, 6, 7, eos]]),
+    }
     out = eval_du_layout(batch, eos, length=8)
     assert out["input_ids"].tolist() == [[5, 6, 7, eos, eos, eos, eos, eos], [3, 4, 5, 6, 7, eos, eos, eos]]
     assert out["attention_mask"].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0, 0, 0]]
-    assert out["labels"].tolist() == [[-100, -100, 7, eos, -100, -100, -100, -100],
-                                      [-100, -100, -100, 6, 7, eos, -100, -100]]
+    assert out["labels"].tolist() == [
+        [-100, -100, 7, eos, -100, -100, -100, -100],
+        [-100, -100, -100, 6, 7, eos, -100, -100],
+    ]
     assert out["position_ids"].tolist() == [list(range(8))] * 2
     assert eval_du_layout(batch, eos, length=4)["input_ids"].shape == (2, 6)  # never truncates
 
@@ -168,8 +182,10 @@ def tiny(tmp_path):
     from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 
     tags = PROMPT_PRESETS["tiny"]
-    items = [QAItem(QA_KIND, "relationship", i, f"Who is {a} to {b} ?", r)
-             for i, (a, b, r) in enumerate([("Ann", "Bob", "mother"), ("Cy", "Dee", "father"), ("Eve", "Fay", "aunt")])]
+    items = [
+        QAItem(QA_KIND, "relationship", i, f"Who is {a} to {b} ?", r)
+        for i, (a, b, r) in enumerate([("Ann", "Bob", "mother"), ("Cy", "Dee", "father"), ("Eve", "Fay", "aunt")])
+    ]
     build_tiny_model([tags.prompt(it.question) + tags.target(it.answer) for it in items], tmp_path / "m", seed=0)
     return load_model(ModelSpec(str(tmp_path / "m"), prompt="tiny", device=DEVICE)), items
 
@@ -193,8 +209,13 @@ def _hand_run(lm, items, lr: float, n: int, loss_of) -> dict:
     exempt = [p for n, p in named if "bias" in n or ".ln_" in n]
     decayed = [p for n, p in named if not ("bias" in n or ".ln_" in n)]
     assert exempt and decayed
-    opt = torch.optim.AdamW([{"params": decayed}, {"params": exempt, "weight_decay": 0.0}], lr=lr,
-                            betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    opt = torch.optim.AdamW(
+        [{"params": decayed}, {"params": exempt, "weight_decay": 0.0}],
+        lr=lr,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.01,
+    )
     out = {}
     for k in range(1, n + 1):
         for g in opt.param_groups:
@@ -212,8 +233,11 @@ def _hand_run(lm, items, lr: float, n: int, loss_of) -> dict:
 def _ga_loss(model, batch):
     import torch.nn.functional as F
 
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                   position_ids=batch["position_ids"]).logits[:, :-1].float()
+    logits = (
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"])
+        .logits[:, :-1]
+        .float()
+    )
     labels = batch["labels"][:, 1:]
     return -F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
 
@@ -241,7 +265,7 @@ def test_reference_sweep_checkpoints_are_one_hand_run(tiny):
             assert torch.allclose(got[T][n], hand[T][n], atol=1e-6, rtol=1e-5), (T, n)
     lm.model.load_state_dict(state0)
     ctx2 = UnlearnContext(lm, forget, seed=0, lr=1e-2, schedule=SweepSchedule("reference", steps=4))
-    (setting, w2), = [(s, _weights(p.model)) for s, p in METHODS["ga"].sweep(ctx2, [2])]
+    ((setting, w2),) = [(s, _weights(p.model)) for s, p in METHODS["ga"].sweep(ctx2, [2])]
     assert setting["schedule_steps"] == 4
     assert all(torch.allclose(w2[n], got[2][n], atol=1e-7) for n in theta0)
     sep = [(s, _weights(p.model)) for s, p in METHODS["ga"].sweep(UnlearnContext(lm, forget, seed=0, lr=1e-2), [2])]
@@ -262,8 +286,9 @@ def test_npo_forms_through_the_sweep(tiny):
     theta0, state0 = _weights(lm.model), _state(lm.model)
     before = answer_logprob(lm_predictor(lm), forget)[0]
     ctx = UnlearnContext(lm, forget, seed=0, lr=1e-2, schedule=SweepSchedule("reference"))
-    rows = {s["steps"]: (s, _weights(p.model), answer_logprob(p, forget)[0])
-            for s, p in METHODS["npo"].sweep(ctx, [2, 3])}
+    rows = {
+        s["steps"]: (s, _weights(p.model), answer_logprob(p, forget)[0]) for s, p in METHODS["npo"].sweep(ctx, [2, 3])
+    }
     s3 = rows[3][0]
     assert (s3["form"], s3["pad_to"], s3["beta"], s3["schedule_steps"]) == ("logit", 96, 0.1, 3)
     assert rows[3][2] != before  # no direction: the logit form does not aim at the answer (here it even rises)
@@ -281,8 +306,9 @@ def test_npo_forms_through_the_sweep(tiny):
     for n in theta0:
         assert torch.allclose(rows[2][1][n], hand[2][n], atol=1e-6, rtol=1e-5), n
     lm.model.load_state_dict(state0)
-    seq = [(s, answer_logprob(p, forget)[0]) for s, p in METHODS["npo_seq"].sweep(UnlearnContext(lm, forget, lr=1e-2),
-                                                                                   [3])]
+    seq = [
+        (s, answer_logprob(p, forget)[0]) for s, p in METHODS["npo_seq"].sweep(UnlearnContext(lm, forget, lr=1e-2), [3])
+    ]
     assert seq[0][0]["form"] == "sequence" and "pad_to" not in seq[0][0] and seq[0][1] < before
 
 
@@ -302,8 +328,12 @@ def test_reference_schedule_is_hf_trainers_run(tiny, tmp_path):
     names = {n for n, _ in lm.model.named_parameters()}  # HF also lists the tied lm_head.weight
     assert hf_decay_names(lm.model) == set(Trainer.get_decay_parameter_names(None, lm.model)) & names
     state0 = _state(lm.model)
-    got = {s["steps"]: _weights(p.model) for s, p in
-           METHODS["ga"].sweep(UnlearnContext(lm, forget, lr=1e-2, schedule=SweepSchedule("reference")), [1, 2, 4, 8])}
+    got = {
+        s["steps"]: _weights(p.model)
+        for s, p in METHODS["ga"].sweep(
+            UnlearnContext(lm, forget, lr=1e-2, schedule=SweepSchedule("reference")), [1, 2, 4, 8]
+        )
+    }
     lm.model.load_state_dict(state0)
     batch = encode_qa(lm.tokenizer, lm.tags, forget, DEVICE)
 
@@ -325,11 +355,27 @@ def test_reference_schedule_is_hf_trainers_run(tiny, tmp_path):
             seen[state.global_step] = _weights(model)
 
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=1, max_steps=8, warmup_steps=1,
-        learning_rate=1e-2, weight_decay=0.01, lr_scheduler_type="linear", optim="adamw_torch", max_grad_norm=0.0,
-        save_strategy="no", report_to=[], use_cpu=DEVICE == "cpu", logging_steps=100)
-    GA(model=lm.model, args=args, train_dataset=One(), callbacks=[Keep()],
-       data_collator=lambda xs: {k: torch.stack([x[k] for x in xs]) for k in xs[0]}).train()
+        output_dir=str(tmp_path / "hf"),
+        per_device_train_batch_size=1,
+        max_steps=8,
+        warmup_steps=1,
+        learning_rate=1e-2,
+        weight_decay=0.01,
+        lr_scheduler_type="linear",
+        optim="adamw_torch",
+        max_grad_norm=0.0,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=DEVICE == "cpu",
+        logging_steps=100,
+    )
+    GA(
+        model=lm.model,
+        args=args,
+        train_dataset=One(),
+        callbacks=[Keep()],
+        data_collator=lambda xs: {k: torch.stack([x[k] for x in xs]) for k in xs[0]},
+    ).train()
     for T in (1, 2, 4, 8):
         for n in got[T]:
             assert torch.allclose(got[T][n].cpu(), seen[T][n].cpu(), atol=1e-6, rtol=1e-5), (T, n)

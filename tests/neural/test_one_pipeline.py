@@ -38,8 +38,9 @@ def test_sweep_target_takes_one_frozen_unit_plan(demo):
     assert plan.forget_ids == (6,) and [it.fact_id for it in plan.forget] == [6]
     assert plan.label == "ga_gdr" and plan.method.name == "ga_gdr" and plan.grid == (1, 4)
     assert plan.retain and not {("relationship", 6)} & {(it.fact_kind, it.fact_id) for it in plan.retain}
-    assert plan.retain_ids["relationships"] == sorted({it.fact_id for it in plan.retain
-                                                       if it.fact_kind == "relationship"})
+    assert plan.retain_ids["relationships"] == sorted(
+        {it.fact_id for it in plan.retain if it.fact_kind == "relationship"}
+    )
     assert plan.seen == ("qa",) and "qa" not in plan.heldout and plan.heldout
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.seed = 1
@@ -62,7 +63,8 @@ def test_success_du_of_a_row_and_of_a_probe_follow_definition_2(demo):
     kb, c = demo
     best = list(minimal_sets(c, [c.atom_of_fact(6)], "exact").sets[0])
     assert success_du_fields(c, 6, {"forgotten_relationships": [6]}) == {
-        "success_du": int(is_deep_unlearning_set(c, [c.atom_of_fact(6)], [6]))}
+        "success_du": int(is_deep_unlearning_set(c, [c.atom_of_fact(6)], [6]))
+    }
     both = success_du_fields(c, 6, {"forgotten_relationships": best, "forgotten_relationships_heldout": []})
     assert both == {"success_du": 1, "success_du_heldout": 0}
     assert success_du_fields(c, 6, {"forgotten_relationships_heldout": None}) == {}
@@ -75,8 +77,9 @@ def test_success_du_of_a_row_and_of_a_probe_follow_definition_2(demo):
 
 
 # --------------------------------------------------------------------------------------------- issue 39 (a) -----
-@pytest.mark.parametrize("value", ["foo/ba r", "a" * 97, "org/" + "n" * 97, "-x/y", "x./y", "o/n--m", "o/n..m",
-                                   "o/n\u00e9"])
+@pytest.mark.parametrize(
+    "value", ["foo/ba r", "a" * 97, "org/" + "n" * 97, "-x/y", "x./y", "o/n--m", "o/n..m", "o/n\u00e9"]
+)
 def test_malformed_hub_ids_are_refused_in_one_line(value, capsys):
     from dukb.neural.zoo import check_hub_id, check_model_value
 
@@ -101,10 +104,12 @@ def test_a_hub_id_not_cached_is_refused_before_the_kb_or_a_model_is_read(monkeyp
     patch_everywhere(monkeypatch, modelrecord, "model_kb", refuse)
     monkeypatch.setattr(zoo, "hub_cached", lambda repo: False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    for argv in (["probe", "--kb", "demo", "--model", "org/name"],
-                 ["unlearn", "--model", "org/name", "--method", "ga", "--target-id", "6", "-o", "x"],
-                 ["attack", "--model", "org/name", "--target-id", "6"],
-                 ["finetune", "--kb", "demo", "--model", "org/name", "-o", "x"]):
+    for argv in (
+        ["probe", "--kb", "demo", "--model", "org/name"],
+        ["unlearn", "--model", "org/name", "--method", "ga", "--target-id", "6", "-o", "x"],
+        ["attack", "--model", "org/name", "--target-id", "6"],
+        ["finetune", "--kb", "demo", "--model", "org/name", "-o", "x"],
+    ):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "org/name" in err[0] and "not in the Hugging Face cache" in err[0], err
@@ -142,8 +147,10 @@ def test_quant4_group_must_divide_the_layer_widths():
 
 
 # --------------------------------------------------------------------------------------------- issue 39 (c) -----
-@pytest.mark.parametrize("spec", ["relearn:steps=2:steps=3", "quant4:group=16:group=16",
-                                  "relearn:mode=half:mode=target", "relearn,relearn:steps=2"])
+@pytest.mark.parametrize(
+    "spec",
+    ["relearn:steps=2:steps=3", "quant4:group=16:group=16", "relearn:mode=half:mode=target", "relearn,relearn:steps=2"],
+)
 def test_an_attack_setting_given_twice_is_refused_like_a_method_option(spec, capsys):
     from dukb.neural.attacks import parse_attacks
     from dukb.neural.methods import resolve
@@ -158,8 +165,16 @@ def test_an_attack_setting_given_twice_is_refused_like_a_method_option(spec, cap
 
 
 # --------------------------------------------------------------------------------------------- issue 39 (d) -----
-@pytest.mark.parametrize("args", [["--context", "0"], ["--n-retain", "0"], ["--n-random", "0"],
-                                  ["--unlearn-epochs", "all=0"], ["--context", "1001"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--context", "0"],
+        ["--n-retain", "0"],
+        ["--n-random", "0"],
+        ["--unlearn-epochs", "all=0"],
+        ["--context", "1001"],
+    ],
+)
 def test_degenerate_restor_sizes_are_refused(args, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["restor", "--kb", "demo", "-o", str(out), *args]) == 2
@@ -214,8 +229,9 @@ def test_relearn_on_the_training_loop_equals_the_hand_written_adamw_loop(tmp_pat
     model.eval()
 
     after = []
-    monkeypatch.setattr(rl, "answer_token_loss", lambda m, b, n: (lambda x: after.append(x.item()) or x)(
-        answer_token_loss(m, b, n)))
+    monkeypatch.setattr(
+        rl, "answer_token_loss", lambda m, b, n: (lambda x: after.append(x.item()) or x)(answer_token_loss(m, b, n))
+    )
     got, n_params = rl.relearned_copy(pred, items, steps, lr, seed)
     assert after == before and len(after) == steps
     assert n_params == sum(p.numel() for p in params)

@@ -13,8 +13,10 @@ from dukb.neural.metrics.recall import recall_metric
 
 
 def probe_table(kb, forgotten_rel):
-    rows = [{"fact_kind": "relationship", "fact_id": f.fact_id, "kind": "qa", "known": f.fact_id not in forgotten_rel}
-            for f in kb.relationships]
+    rows = [
+        {"fact_kind": "relationship", "fact_id": f.fact_id, "kind": "qa", "known": f.fact_id not in forgotten_rel}
+        for f in kb.relationships
+    ]
     rows += [{"fact_kind": "biography", "fact_id": b.fact_id, "kind": "qa", "known": True} for b in kb.biographies]
     return pd.DataFrame(rows)
 

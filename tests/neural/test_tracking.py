@@ -22,8 +22,9 @@ def test_every_accelerate_tracker_is_known_and_parsed():
 
     assert set(trackers()) == set(LOGGER_TYPE_TO_CLASS)
     assert {"wandb", "mlflow", "aim", "comet_ml", "clearml", "dvclive", "tensorboard"} <= set(trackers())
-    assert set(tracking.PACKAGES) >= set(trackers()) - {n for n, c in LOGGER_TYPE_TO_CLASS.items()
-                                                        if c.__module__ != "accelerate.tracking"}
+    assert set(tracking.PACKAGES) >= set(trackers()) - {
+        n for n, c in LOGGER_TYPE_TO_CLASS.items() if c.__module__ != "accelerate.tracking"
+    }
     assert check_log_with(None) == []
     assert check_log_with("tensorboard, tensorboard") == ["tensorboard"]
 
@@ -36,8 +37,11 @@ def test_an_unknown_or_missing_tracker_is_refused(monkeypatch):
     with pytest.raises(InputError, match="unknown --log-with ''"):
         check_log_with("tensorboard,")
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("wandb", "mlflow", "tensorboard",
-                                                                                        "tensorboardX") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("wandb", "mlflow", "tensorboard", "tensorboardX") else real(name, *a),
+    )
     with pytest.raises(InputError, match="^--log-with wandb needs the wandb package: pip install wandb$"):
         check_log_with("wandb")
     with pytest.raises(InputError, match="^--log-with mlflow needs the mlflow package: pip install mlflow$"):
@@ -73,8 +77,16 @@ class _Recorder:
 def test_losses_and_rows_reach_every_tracker_with_steps_they_accept(tmp_path, monkeypatch):
     opened = {"tensorboard": _Recorder("tensorboard"), "wandb": _Recorder("wandb", table=True)}
     monkeypatch.setattr(tracking, "_open", lambda name, run_dir, run_name: opened[name])
-    row = {"target": 7, "method": "ga", "setting": {"steps": 2, "lr": 1e-3}, "recall": 0.5, "accuracy_all": None,
-           "target_forgotten": True, "success_du": 0, "forgotten_relationships": [7]}
+    row = {
+        "target": 7,
+        "method": "ga",
+        "setting": {"steps": 2, "lr": 1e-3},
+        "recall": 0.5,
+        "accuracy_all": None,
+        "target_forgotten": True,
+        "success_du": 0,
+        "forgotten_relationships": [7],
+    }
     with tracking.tracking(tmp_path, "tensorboard,wandb", "evaluate"):
         for unit in ("finetune", "7/ga"):
             with tracking.scope(unit):
@@ -88,15 +100,29 @@ def test_losses_and_rows_reach_every_tracker_with_steps_they_accept(tmp_path, mo
     assert [s for _, s in tb.logs[:4]] == [1, 2, 1, 2] and tb.logs[0][0] == {"finetune/loss": 2.0}
     assert [s for _, s in wb.logs] == [1, 2, 3, 4, 5, 6]
     assert wb.logs[2][0] == {"7/ga/loss": 2.0, "7/ga/epoch": 1}
-    assert wb.logs[4][0] == {"results/7/ga/2/recall": 0.5, "results/7/ga/2/target_forgotten": 1.0,
-                             "results/7/ga/2/success_du": 0.0, "results/row": 1}
-    assert tb.logs[5] == ({"results/7/ga/4/recall": 0.25, "results/7/ga/4/target_forgotten": 1.0,
-                           "results/7/ga/4/success_du": 0.0}, 2)
+    assert wb.logs[4][0] == {
+        "results/7/ga/2/recall": 0.5,
+        "results/7/ga/2/target_forgotten": 1.0,
+        "results/7/ga/2/success_du": 0.0,
+        "results/row": 1,
+    }
+    assert tb.logs[5] == (
+        {"results/7/ga/4/recall": 0.25, "results/7/ga/4/target_forgotten": 1.0, "results/7/ga/4/success_du": 0.0},
+        2,
+    )
     # the table: scalar fields and the setting's, lists left out; a mixed column (0 and false) holds text
     ((name, columns, data),) = wb.tables
     assert name == "results_table"
-    assert columns == ["target", "method", "setting.steps", "setting.lr", "recall", "accuracy_all",
-                       "target_forgotten", "success_du"]
+    assert columns == [
+        "target",
+        "method",
+        "setting.steps",
+        "setting.lr",
+        "recall",
+        "accuracy_all",
+        "target_forgotten",
+        "success_du",
+    ]
     assert data == [[7, "ga", 2, 1e-3, 0.5, None, True, "0"], [7, "ga", 2, 1e-3, 0.25, None, True, "False"]]
     text, step = tb.logs[-1]
     assert step == 2 and text["results_table"].splitlines()[0].startswith("| target | method | setting.steps |")
@@ -131,8 +157,10 @@ def test_losses_reach_tensorboard_and_change_nothing(tmp_path):
     assert len((run / "results.jsonl").read_text().splitlines()) == len(rows)
     plain = tmp_path / "plain"
     assert main([*args, "--finetuned", str(run / "finetuned"), "-o", str(plain)]) == 0
-    want = [(r["method"], r["setting"], r["recall"], r["accuracy_all"])
-            for r in (json.loads(x) for x in (plain / "results.jsonl").read_text().splitlines())]
+    want = [
+        (r["method"], r["setting"], r["recall"], r["accuracy_all"])
+        for r in (json.loads(x) for x in (plain / "results.jsonl").read_text().splitlines())
+    ]
     assert [(r["method"], r["setting"], r["recall"], r["accuracy_all"]) for r in rows] == want
 
 
@@ -172,11 +200,11 @@ def _wandb_history(path) -> list[dict]:
     data, pos, part, steps = path.read_bytes(), 7, b"", {}
     while pos + 7 <= len(data):
         left = 32768 - pos % 32768
-        _, n, kind = struct.unpack("<IHB", data[pos:pos + 7]) if left >= 7 else (0, 0, 0)
+        _, n, kind = struct.unpack("<IHB", data[pos : pos + 7]) if left >= 7 else (0, 0, 0)
         if kind == 0:  # the block's padding
             pos += left
             continue
-        part, pos = part + data[pos + 7:pos + 7 + n], pos + 7 + n
+        part, pos = part + data[pos + 7 : pos + 7 + n], pos + 7 + n
         if kind in (1, 4):  # a whole record, or the last piece of one
             record = pb.Record()
             record.ParseFromString(part)

@@ -24,8 +24,21 @@ pytestmark = pytest.mark.slow
 
 #: relative to the repository root, the working directory of these tests (the task files' data_files are relative)
 INCLUDE = "tests/data/lmeval"
-BASE = ["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga", "--metrics", "recall", "--device", DEVICE,
-        "--grid", "ga=1,4"]
+BASE = [
+    "evaluate",
+    "--kb",
+    "demo",
+    "--n-targets",
+    "1",
+    "--methods",
+    "ga",
+    "--metrics",
+    "recall",
+    "--device",
+    DEVICE,
+    "--grid",
+    "ga=1,4",
+]
 UTILITY = ["--utility", "dukb_mc,dukb_gen,dukb_ppl", "--utility-include", INCLUDE]
 #: row fields that differ between two runs of the same rows (timings, the worker's id)
 VOLATILE = {"seconds_unlearn", "seconds_probe", "worker", "utility"}
@@ -129,10 +142,13 @@ def test_a_resume_without_utility_is_refused(run, capsys):
     assert len(err.splitlines()) == 1 and err.startswith("dukb: error:") and "utility" in err
 
 
-@pytest.mark.parametrize(("task", "says"), [
-    ("nosuch", "dukb: error: utility task 'nosuch' is not a task, group or tag of lm-eval"),
-    ("dukb_no_data", "dukb: error: utility task 'dukb_no_data' cannot be loaded by lm-eval: "),
-])
+@pytest.mark.parametrize(
+    ("task", "says"),
+    [
+        ("nosuch", "dukb: error: utility task 'nosuch' is not a task, group or tag of lm-eval"),
+        ("dukb_no_data", "dukb: error: utility task 'dukb_no_data' cannot be loaded by lm-eval: "),
+    ],
+)
 def test_a_task_that_cannot_load_is_refused_before_training(task, says, tmp_path, capsys):
     out = tmp_path / "run"
     assert main([*BASE, "--utility", task, "--utility-include", INCLUDE, "-o", str(out)]) == 2
@@ -159,10 +175,16 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_without_lm_eval_utility_is_refused_in_one_line(tmp_path):
-    res = subprocess.run([sys.executable, "-c", BLOCKER, *BASE, *UTILITY, "-o", str(tmp_path / "run")],
-                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"})
+    res = subprocess.run(
+        [sys.executable, "-c", BLOCKER, *BASE, *UTILITY, "-o", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+    )
     assert res.returncode == 2 and res.stderr.strip() == (
         "dukb: error: --utility needs the utility extra, which is not installed (no module 'lm_eval'): "
-        "pip install 'dukb[utility]'"), res.stderr
+        "pip install 'dukb[utility]'"
+    ), res.stderr
     assert not (tmp_path / "run").exists()

@@ -51,20 +51,35 @@ def fake_vllm(monkeypatch, canned: dict) -> _Calls:
 
                 with safe_open(str(f), "pt") as fh:
                     weights.update({k: None for k in fh.keys()})  # noqa: SIM118 (safe_open has no __iter__)
-            calls.engines.append({"model": model, "files": sorted(p.name for p in folder.iterdir()),
-                                  "keys": sorted(weights), "kw": kw,
-                                  "config": json.loads((folder / "config.json").read_text())})
+            calls.engines.append(
+                {
+                    "model": model,
+                    "files": sorted(p.name for p in folder.iterdir()),
+                    "keys": sorted(weights),
+                    "kw": kw,
+                    "config": json.loads((folder / "config.json").read_text()),
+                }
+            )
 
         def generate(self, prompts, params, lora_request=None, use_tqdm=True):
             adapter = None
             if lora_request is not None:  # the adapter's files must be there when the engine reads them
                 adapter = sorted(p.name for p in Path(lora_request.path).iterdir())
-            calls.generates.append({"prompts": [list(p["prompt_token_ids"]) for p in prompts], "params": params.kw,
-                                    "lora": None if lora_request is None else (lora_request.name,
-                                                                               lora_request.int_id),
-                                    "adapter_files": adapter, "engine": len(calls.engines) - 1})
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(
-                token_ids=canned[tuple(p["prompt_token_ids"])], text="")]) for p in prompts]
+            calls.generates.append(
+                {
+                    "prompts": [list(p["prompt_token_ids"]) for p in prompts],
+                    "params": params.kw,
+                    "lora": None if lora_request is None else (lora_request.name, lora_request.int_id),
+                    "adapter_files": adapter,
+                    "engine": len(calls.engines) - 1,
+                }
+            )
+            return [
+                types.SimpleNamespace(
+                    outputs=[types.SimpleNamespace(token_ids=canned[tuple(p["prompt_token_ids"])], text="")]
+                )
+                for p in prompts
+            ]
 
     vllm = types.ModuleType("vllm")
     vllm.LLM, vllm.SamplingParams = LLM, SamplingParams
@@ -110,10 +125,13 @@ def test_vllm_without_a_cuda_device_is_refused(tmp_path, capsys, monkeypatch):
 
 def test_vllm_refusal_in_a_child_process(tmp_path):
     """The installed command (no vllm in this environment, or no GPU): exit 2, one line, no traceback."""
-    code = ("import sys; sys.modules['vllm'] = None; from dukb.cli.main import main; "
-            "sys.exit(main(sys.argv[1:]))")
-    proc = subprocess.run([sys.executable, "-c", code, "evaluate", "--probe-backend", "vllm", "-o",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    code = "import sys; sys.modules['vllm'] = None; from dukb.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "evaluate", "--probe-backend", "vllm", "-o", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     _one_line(proc.stderr, "install dukb[vllm]")
@@ -178,9 +196,12 @@ def _hf_generations(pred, items, n=10, *, run_on=False) -> dict:
     tok = pred.tokenizer
     prompts = [pred.tags.prompt(it.question) for it in items]
     outs = greedy_generate(pred, prompts, n, details=True)
-    tails = [tok("\n " + it.answer, add_special_tokens=False)["input_ids"]
-             if run_on and tok.decode(o["ids"], skip_special_tokens=True).strip() else [tok.eos_token_id]
-             for it, o in zip(items, outs)]
+    tails = [
+        tok("\n " + it.answer, add_special_tokens=False)["input_ids"]
+        if run_on and tok.decode(o["ids"], skip_special_tokens=True).strip()
+        else [tok.eos_token_id]
+        for it, o in zip(items, outs)
+    ]
     return {tuple(ids): o["ids"] + tail for ids, o, tail in zip(prompt_token_ids(pred, prompts), outs, tails)}
 
 
@@ -283,10 +304,18 @@ def test_hf_only_and_two_model_predictors_stay_on_hf(tiny_lm, tmp_path, monkeypa
     lm, items = tiny_lm
     calls = fake_vllm(monkeypatch, {})
     with use_backend(VllmBackend(tmp_path / "w")):
-        probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device, hf_only=True), items[:2], rouge=False,
-              logprob=False)
-        probe(Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device, aux_model=lm.model,
-                        combine=lambda a, b: a), items[:2], rouge=False, logprob=False)
+        probe(
+            Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device, hf_only=True),
+            items[:2],
+            rouge=False,
+            logprob=False,
+        )
+        probe(
+            Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device, aux_model=lm.model, combine=lambda a, b: a),
+            items[:2],
+            rouge=False,
+            logprob=False,
+        )
     assert calls.engines == [] and calls.generates == []
     # the run's context: a work folder under RUN_DIR/.dukb while it lasts, none after; hf sets nothing
     with probe_backend("vllm", tmp_path / "run") as b:

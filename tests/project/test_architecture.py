@@ -76,11 +76,13 @@ def modules() -> dict[str, Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.Module):
     """(node, module_level) for every import statement of a module."""
+
     def visit(node, module_level: bool):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
@@ -94,6 +96,7 @@ def _imports(tree: ast.Module):
                     yield from visit(ast.Module(body=[stmt], type_ignores=[]), module_level)
             else:
                 yield from visit(child, module_level)
+
     yield from visit(tree, True)
 
 
@@ -120,7 +123,7 @@ def find_edges(known: dict[str, Path]) -> tuple[Edge, ...]:
             else:
                 if node.level:
                     base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[:len(base) - node.level + 1]
+                    base = base[: len(base) - node.level + 1]
                     origin = ".".join(base + ([node.module] if node.module else []))
                 else:
                     origin = node.module or ""
@@ -232,12 +235,14 @@ def test_kb_and_solver_never_import_torch():
         "    for lib in libs:\n"
         "        if lib in sys.modules and lib not in first:\n"
         "            first[lib] = name\n"
-        "print(json.dumps(first))\n")
+        "print(json.dumps(first))\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     first = json.loads(res.stdout.strip().splitlines()[-1])
-    assert not first, "model libraries loaded by kb/solver (library: first module after which it was loaded): " \
-        + str(first)
+    assert not first, "model libraries loaded by kb/solver (library: first module after which it was loaded): " + str(
+        first
+    )
     assert len(names) >= 15  # every module was imported, not an empty list
 
 

@@ -1,6 +1,7 @@
 """bench/compare_rows.py, the check behind issue 40's proof that a refactor changes no row: two captures with the same
 rows (in another order, with other timings, workers and folder paths) are equal; one changed measurement is reported
 with its file, row key and field, and the exit status is 1."""
+
 import importlib.util
 import json
 import math
@@ -20,9 +21,17 @@ def cr():
 
 
 def _row(target, steps, recall, seconds, worker, out):
-    return {"target": target, "method": "ga", "param": "steps", "setting": {"steps": steps, "lr": 0.001},
-            "recall": recall, "forget_set": [target], "seconds_unlearn": seconds, "worker": worker,
-            "model": f"{out}/demo_model"}
+    return {
+        "target": target,
+        "method": "ga",
+        "param": "steps",
+        "setting": {"steps": steps, "lr": 0.001},
+        "recall": recall,
+        "forget_set": [target],
+        "seconds_unlearn": seconds,
+        "worker": worker,
+        "model": f"{out}/demo_model",
+    }
 
 
 def _capture(root: Path, rows, summary, snapshot, seconds, worker):
@@ -32,17 +41,26 @@ def _capture(root: Path, rows, summary, snapshot, seconds, worker):
     (root / "checkout.txt").write_text(f"/src/{root.name}\nabc123\n")
     lines = [json.dumps(_row(t, s, r, seconds, worker, root)) for t, s, r in rows]
     (root / "evaluate" / "results.jsonl").write_text("\n".join(lines) + "\n")
-    (root / "evaluate" / "summary.csv").write_text("method,metric,value,seconds_total\n"
-                                                   + "".join(f"ga,{m},{v},{seconds}\n" for m, v in summary))
-    (root / "attack" / "row.json").write_text(json.dumps({"target": 6, "recall": 0.5, "attacks": {
-        "relearn": {"recall": 1.0, "seconds": seconds}}, "reference": f"/src/{root.name}/x"}))
+    (root / "evaluate" / "summary.csv").write_text(
+        "method,metric,value,seconds_total\n" + "".join(f"ga,{m},{v},{seconds}\n" for m, v in summary)
+    )
+    (root / "attack" / "row.json").write_text(
+        json.dumps(
+            {
+                "target": 6,
+                "recall": 0.5,
+                "attacks": {"relearn": {"recall": 1.0, "seconds": seconds}},
+                "reference": f"/src/{root.name}/x",
+            }
+        )
+    )
     (root / "method_snapshot.json").write_text(json.dumps(snapshot))
     return root
 
 
 ROWS = [(6, 1, 0.25), (6, 4, 0.5), (7, 1, float("nan"))]
 SUMMARY = [("recall", "0.375"), ("acc_at_recall", "0.9")]
-SNAP = {"ga/separate": [["{\"steps\": 1}", "a1b2", "[1.5, 0.25]"]], "ga/oc": "ValueError('x')"}
+SNAP = {"ga/separate": [['{"steps": 1}', "a1b2", "[1.5, 0.25]"]], "ga/oc": "ValueError('x')"}
 
 
 def test_equal_captures_compare_equal(cr, tmp_path, capsys):
@@ -55,14 +73,21 @@ def test_equal_captures_compare_equal(cr, tmp_path, capsys):
 
 def test_a_changed_field_is_reported_with_its_run_key_and_field(cr, tmp_path, capsys):
     a = _capture(tmp_path / "a", ROWS, SUMMARY, SNAP, 1.5, "vm:1")
-    changed = [(6, 1, 0.25), (6, 4, 0.5 + 2 ** -52), (7, 1, float("nan"))]  # one float off by one ulp
-    b = _capture(tmp_path / "b", changed, [("recall", "0.375"), ("acc_at_recall", "0.90")],
-                 {**SNAP, "ga/oc": "ValueError('y')"}, 1.5, "vm:1")
+    changed = [(6, 1, 0.25), (6, 4, 0.5 + 2**-52), (7, 1, float("nan"))]  # one float off by one ulp
+    b = _capture(
+        tmp_path / "b",
+        changed,
+        [("recall", "0.375"), ("acc_at_recall", "0.90")],
+        {**SNAP, "ga/oc": "ValueError('y')"},
+        1.5,
+        "vm:1",
+    )
     diffs = cr.compare(a, b)
     assert diffs == [
         "evaluate/results.jsonl: row [6, ga, 4] field recall: 0.5 before, 0.5000000000000002 after",
         "evaluate/summary.csv: line 3 [ga,acc_at_recall] column value: '0.9' before, '0.90' after",
-        "method_snapshot.json: ga/oc: \"ValueError('x')\" before, \"ValueError('y')\" after"]
+        "method_snapshot.json: ga/oc: \"ValueError('x')\" before, \"ValueError('y')\" after",
+    ]
     assert cr.main([str(a), str(b)]) == 1
     out = capsys.readouterr().out
     assert "field recall" in out and out.strip().endswith("3 differences in 3 of 4 files")
@@ -83,8 +108,17 @@ def test_missing_rows_types_and_files_are_differences(cr, tmp_path):
 
 
 def test_timing_and_bookkeeping_fields_are_ignored_measurements_are_not(cr):
-    for name in ("seconds_unlearn", "seconds", "worker", "timestamp", "dukb_version", "git_rev", "source_fingerprint",
-                 "run_dir", "model_path"):
+    for name in (
+        "seconds_unlearn",
+        "seconds",
+        "worker",
+        "timestamp",
+        "dukb_version",
+        "git_rev",
+        "source_fingerprint",
+        "run_dir",
+        "model_path",
+    ):
         assert cr.ignored(name), name
     for name in ("recall", "accuracy_all", "success_du", "target", "setting", "forget_set", "n_sets", "acc_at_recall"):
         assert not cr.ignored(name), name

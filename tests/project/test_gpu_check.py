@@ -32,8 +32,13 @@ def test_help_and_a_dry_run_of_the_driver(tmp_path):
     bad = subprocess.run([sys.executable, str(SCRIPT), "--parts", "tpu"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown part(s) tpu" in bad.stderr
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--parts", "vllm,evaluate", "--dry-run", "--quick",
-                           "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--parts", "vllm,evaluate", "--dry-run", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rec = json.loads((out / "gpu_check.json").read_text())
     assert list(rec["parts"]) == ["vllm", "evaluate"] and rec["parts"]["vllm"]["dry_run"]
@@ -54,25 +59,74 @@ def test_llama8b_shape_builds_on_the_meta_device(gc):
 
 
 def test_bf16_ulp(gc):
-    assert gc.bf16_ulp(1.0) == 2 ** -7 and gc.bf16_ulp(-3.0) == 2 ** -6 and gc.bf16_ulp(200.0) == 1.0
+    assert gc.bf16_ulp(1.0) == 2**-7 and gc.bf16_ulp(-3.0) == 2**-6 and gc.bf16_ulp(200.0) == 1.0
 
 
 def test_summary_of_a_full_record(gc):
-    compared = {"items": 100, "known_hf": 60, "known_vllm": 61, "decision_agreement": 0.99, "disagreements": 1,
-                "disagreements_within_bf16_tolerance": 1, "outputs_differing": 3, "seconds_hf": 1.0,
-                "seconds_vllm": 0.5, "engines_built": 1, "lora_requests": 0, "examples": []}
-    lora = {"items": 100, "engines_built": 1, "lora_requests": 2, "settings": [
-        {"known_hf": 50, "known_vllm": 50, "decision_agreement": 1.0, "disagreements": 0, "outputs_differing": 0}] * 2}
-    record = {"when": "now", "command": "python bench/gpu_check.py", "environment": {"torch": "2.13"}, "parts": {
-        "vllm": {"vllm": "0.11", "tiny": compared, "tiny+lora": {"error": "ValueError: no LoRA for gpt2"},
-                 "smollm2-135m": compared, "smollm2-135m+lora": lora},
-        "llama8b": {"params": 8, "weights_gib": 15.0, "plan": {}, "variants": [
-            {"method": "ga", "optimizer": "adamw", "gradient_checkpointing": False, "peak_gib": 70.1,
-             "step_s_median": 0.5},
-            {"method": "ga", "optimizer": "adamw8bit", "gradient_checkpointing": False,
-             "skipped": "bitsandbytes is not installed"},
-            {"method": "npo", "optimizer": "adamw", "gradient_checkpointing": True, "error": "OutOfMemoryError: x"}]},
-        "evaluate": {"command": "dukb evaluate --device cuda", "rc": 0, "wall_s": 100.0}}}
+    compared = {
+        "items": 100,
+        "known_hf": 60,
+        "known_vllm": 61,
+        "decision_agreement": 0.99,
+        "disagreements": 1,
+        "disagreements_within_bf16_tolerance": 1,
+        "outputs_differing": 3,
+        "seconds_hf": 1.0,
+        "seconds_vllm": 0.5,
+        "engines_built": 1,
+        "lora_requests": 0,
+        "examples": [],
+    }
+    lora = {
+        "items": 100,
+        "engines_built": 1,
+        "lora_requests": 2,
+        "settings": [
+            {"known_hf": 50, "known_vllm": 50, "decision_agreement": 1.0, "disagreements": 0, "outputs_differing": 0}
+        ]
+        * 2,
+    }
+    record = {
+        "when": "now",
+        "command": "python bench/gpu_check.py",
+        "environment": {"torch": "2.13"},
+        "parts": {
+            "vllm": {
+                "vllm": "0.11",
+                "tiny": compared,
+                "tiny+lora": {"error": "ValueError: no LoRA for gpt2"},
+                "smollm2-135m": compared,
+                "smollm2-135m+lora": lora,
+            },
+            "llama8b": {
+                "params": 8,
+                "weights_gib": 15.0,
+                "plan": {},
+                "variants": [
+                    {
+                        "method": "ga",
+                        "optimizer": "adamw",
+                        "gradient_checkpointing": False,
+                        "peak_gib": 70.1,
+                        "step_s_median": 0.5,
+                    },
+                    {
+                        "method": "ga",
+                        "optimizer": "adamw8bit",
+                        "gradient_checkpointing": False,
+                        "skipped": "bitsandbytes is not installed",
+                    },
+                    {
+                        "method": "npo",
+                        "optimizer": "adamw",
+                        "gradient_checkpointing": True,
+                        "error": "OutOfMemoryError: x",
+                    },
+                ],
+            },
+            "evaluate": {"command": "dukb evaluate --device cuda", "rc": 0, "wall_s": 100.0},
+        },
+    }
     md = gc.summary_md(record)
     assert "| tiny | 100 | 0.9900 | 1 | 1 | 3 | 1 | 0 | 1.0 | 0.5 |" in md
     assert "| tiny+lora | error: ValueError: no LoRA for gpt2 |" in md
@@ -95,8 +149,9 @@ def test_the_vllm_comparison_records_against_a_stand_in(gc, tmp_path, monkeypatc
     from tests.neural.test_vllm_backend import _hf_generations, fake_vllm
 
     kb = load_kb("demo")
-    lm = load_finetuned(build_tiny_model(vocabulary_texts(kb, PROMPT_PRESETS["tiny"]), tmp_path / "tiny", seed=0),
-                        device="cpu")
+    lm = load_finetuned(
+        build_tiny_model(vocabulary_texts(kb, PROMPT_PRESETS["tiny"]), tmp_path / "tiny", seed=0), device="cpu"
+    )
     items = kb_qa(kb)[:24]
     fake_vllm(monkeypatch, _hf_generations(Predictor(lm.model, lm.tokenizer, lm.tags, device="cpu"), items))
     rec = gc.compare_backends(lm, items, tmp_path / "v")
@@ -107,6 +162,7 @@ def test_the_vllm_comparison_records_against_a_stand_in(gc, tmp_path, monkeypatc
     lora = gc.compare_under_lora(lm, items, tmp_path / "l", settings=2, steps=1)
     assert lora["engines_built"] == 1 and lora["lora_requests"] == 2 and len(lora["settings"]) == 2
     assert "peft_config" not in vars(lm.model) and not hasattr(lm.model, "peft_config")  # LoRA removed after
-    md = gc.summary_md({"when": "now", "command": "x", "environment": {}, "parts": {"vllm": {
-        "tiny": rec, "tiny+lora": lora}}})
+    md = gc.summary_md(
+        {"when": "now", "command": "x", "environment": {}, "parts": {"vllm": {"tiny": rec, "tiny+lora": lora}}}
+    )
     assert "| tiny | 24 | 1.0000 | 0 | 0 | 0 | 1 | 0 |" in md and md.count("| tiny+lora setting") == 2

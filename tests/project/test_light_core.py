@@ -49,8 +49,10 @@ def _requirement_closure(requirements: list[str]) -> set[str]:
 
 #: what a bare `pip install dukb` lacks: the neural extra's packages (and the test-only ones), less what the core's
 #: own requirements bring (ortools requires pandas, for one)
-NEURAL = sorted((_import_names(PYPROJECT["project"]["optional-dependencies"]["neural"]) | {"networkx", "tensorboard"})
-                - _import_names(sorted(_requirement_closure(PYPROJECT["project"]["dependencies"]))))
+NEURAL = sorted(
+    (_import_names(PYPROJECT["project"]["optional-dependencies"]["neural"]) | {"networkx", "tensorboard"})
+    - _import_names(sorted(_requirement_closure(PYPROJECT["project"]["dependencies"])))
+)
 
 BLOCKER = """
 import sys, importlib.abc
@@ -67,9 +69,14 @@ sys.exit(main(sys.argv[2:]))
 
 
 def dukb_without_extras(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCKER, ",".join(NEURAL), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin",
-                                                     "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER, ",".join(NEURAL), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
 
 
 def test_extra_modules_match_pyproject():
@@ -81,11 +88,19 @@ def test_extra_modules_match_pyproject():
     assert not core & set(NEURAL) and {"torch", "transformers", "peft", "accelerate"} <= set(NEURAL)
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"], ["validate", "--kb", "demo"], ["closure", "--kb", "demo"], ["mdus", "--kb", "demo", "--target-id", "6"],
-    ["mdus", "--kb", "demo", "--target-id", "6", "--method", "minimum"], ["probes", "--kb", "demo"],
-    ["evaluate", "--help"],
-], ids=lambda a: " ".join(a))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["validate", "--kb", "demo"],
+        ["closure", "--kb", "demo"],
+        ["mdus", "--kb", "demo", "--target-id", "6"],
+        ["mdus", "--kb", "demo", "--target-id", "6", "--method", "minimum"],
+        ["probes", "--kb", "demo"],
+        ["evaluate", "--help"],
+    ],
+    ids=lambda a: " ".join(a),
+)
 def test_core_commands_run_without_the_neural_extra(args, tmp_path):
     res = dukb_without_extras(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -98,10 +113,15 @@ def test_generate_runs_without_the_neural_extra(tmp_path):
     assert (tmp_path / "kb" / "relationships.csv").is_file()
 
 
-@pytest.mark.parametrize("args", [
-    ["evaluate", "--kb", "demo", "-o", "run"], ["finetune", "--kb", "demo", "-o", "model"],
-    ["muse", "--kb", "demo", "-o", "run"],
-], ids=lambda a: a[0])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["evaluate", "--kb", "demo", "-o", "run"],
+        ["finetune", "--kb", "demo", "-o", "model"],
+        ["muse", "--kb", "demo", "-o", "run"],
+    ],
+    ids=lambda a: a[0],
+)
 def test_a_neural_command_says_which_extra_to_install(args, tmp_path):
     res = dukb_without_extras(*args, cwd=tmp_path)
     lines = res.stderr.strip().splitlines()
@@ -136,8 +156,14 @@ def test_help_and_symbolic_commands_load_no_model_library(tmp_path):
     matplotlib and pandas: function-local imports of them sit behind the CLI's command modules and in the modules
     only those commands reach (pyproject.toml, [tool.ruff.lint.flake8-tidy-imports])."""
     code = f"HEAVY = {HEAVY!r}\n" + LIGHT_PATHS
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
     assert res.returncode == 0, res.stderr
     after = json.loads(res.stdout.strip().splitlines()[-1])
     assert after.pop("import dukb.cli.main") == []

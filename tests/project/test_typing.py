@@ -25,7 +25,12 @@ def test_mypy_checks_kb_and_solver_strictly():
 
 def test_mypy_passes_on_kb_and_solver():
     pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "pyproject.toml"], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "Success" in proc.stdout

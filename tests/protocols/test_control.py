@@ -40,7 +40,7 @@ class _Oracle:
         for row in token_ids:
             for i, q in enumerate(self.q):
                 p = list(q.prompt)
-                if row[:len(p)] == p and row[len(p):] == list(q.answer[:len(row) - len(p)]):
+                if row[: len(p)] == p and row[len(p) :] == list(q.answer[: len(row) - len(p)]):
                     k = len(row) - len(p)
                     ids = list(q.answer[k:]) if k >= self.k0[i] else [99] * (len(q.answer) - k)
                     out.append({"ids": ids + [7] * 3, "text": " ".join(map(str, ids)), "logprob": -1.0})
@@ -61,8 +61,12 @@ class _Pred:
 def test_ps_is_one_minus_the_shortest_recovering_prefix_share(monkeypatch, search):
     import dukb.neural.probe as probe_mod
 
-    qs = [PS.PSQuery((1, 2), (10, 11, 12, 13)), PS.PSQuery((3,), (20,)), PS.PSQuery((4,), (30, 31, 32, 33, 34)),
-          PS.PSQuery((5,), (40, 41))]
+    qs = [
+        PS.PSQuery((1, 2), (10, 11, 12, 13)),
+        PS.PSQuery((3,), (20,)),
+        PS.PSQuery((4,), (30, 31, 32, 33, 34)),
+        PS.PSQuery((5,), (40, 41)),
+    ]
     k0 = [1, 0, 5, 2]  # the last two never recover before the end: PS = 0
     patch_everywhere(monkeypatch, probe_mod, "greedy_generate", _Oracle(qs, k0))
     got = PS.ps_scores(_Pred(), qs, PS.exact_match, search=search)
@@ -70,8 +74,7 @@ def test_ps_is_one_minus_the_shortest_recovering_prefix_share(monkeypatch, searc
 
 
 def test_ps_matchers():
-    assert PS.exact_match([1, 2], [1, 2, 9]) and not PS.exact_match([1, 2], [1]) and not PS.exact_match([1, 2],
-                                                                                                        [2, 1])
+    assert PS.exact_match([1, 2], [1, 2, 9]) and not PS.exact_match([1, 2], [1]) and not PS.exact_match([1, 2], [2, 1])
     sim = PS.similar_match(0.5)
     assert sim([], [], "the father of Reid", "father of Reid Perry")  # recall 3/4 (stemmed)
     assert not sim([], [], "Boston Massachusetts", "Chicago")
@@ -101,7 +104,8 @@ def test_dpo_loss_by_hand():
     assert float(dpo_loss(t([-1.0]), t([-2.0]), t([-1.0]), t([-2.0]))) == pytest.approx(math.log(2))
     # β = 0.5: 0.5·((−1 + 1.5) − (−2 + 1)) = 0.75; −log σ(0.75) = log(1 + e^−0.75)
     assert float(dpo_loss(t([-1.0]), t([-2.0]), t([-1.5]), t([-1.0]), 0.5)) == pytest.approx(
-        math.log1p(math.exp(-0.75)))
+        math.log1p(math.exp(-0.75))
+    )
 
 
 def test_refusal_loss_is_the_refusal_nll_by_hand():
@@ -195,7 +199,7 @@ def test_controls_reduce_to_the_original_and_the_uncontrolled_model(small_kb, lm
         ctx = UnlearnContext(lm, forget, retain, seed=0, control=control)
         return [(s, _lp(p, items), p.meta.get("risk_curve")) for s, p in get_method(method).sweep(ctx, grid)]
 
-    (s8, unc8, curve8), = run("ga_gdr", None, [8])
+    ((s8, unc8, curve8),) = run("ga_gdr", None, [8])
     assert s8 == {"steps": 8, "lr": s8["lr"]} and len(curve8["unlearning_risk"]) == 8
     assert curve8["unlearning_risk"][-1] > curve8["unlearning_risk"][0]  # GA raises the forget NLL
     assert unc8 != pytest.approx(orig, abs=1e-4)
@@ -208,7 +212,7 @@ def test_controls_reduce_to_the_original_and_the_uncontrolled_model(small_kb, lm
     assert es[0][1] == pytest.approx(orig, abs=1e-5) and es[2][1] == pytest.approx(unc8, abs=1e-5)
     assert len(es[1][2]["unlearning_risk"]) == 4
     # a later sweep asking for one more checkpoint reruns the same 8-step run (as a fine grid does)
-    (_s, es4, _c), = run("ga_gdr", Control("es", 8), [4])
+    ((_s, es4, _c),) = run("ga_gdr", Control("es", 8), [4])
     assert es4 == pytest.approx(es[1][1], abs=1e-6)
     with pytest.raises(Exception, match="early stopping at step 9"):
         run("ga_gdr", Control("es", 8), [9])
@@ -216,7 +220,7 @@ def test_controls_reduce_to_the_original_and_the_uncontrolled_model(small_kb, lm
     # change at all)
     oc = run("ga_gdr", Control("oc", 8), [1e9])
     assert oc[0][1] == pytest.approx(unc8, abs=1e-5)
-    (_s, oc0, _c), = run("ga", Control("oc", 8), [0.0])
+    ((_s, oc0, _c),) = run("ga", Control("oc", 8), [0.0])
     assert oc0 == pytest.approx(orig, abs=1e-6)
     with pytest.raises(InputError, match="alpha in \\[0, 1\\]"):
         run("ga", Control("mm", 8), [1.5])  # α outside [0, 1]
@@ -245,15 +249,30 @@ def test_prompt_level_methods_leave_the_weights_alone(small_kb, lm):
         assert all(torch.equal(v, before[k]) for k, v in lm.model.state_dict().items())
     # RepE's hooks are gone after the sweep: the model scores as before
     assert _lp(Predictor(lm.model, lm.tokenizer, lm.tags), items[:2]) == pytest.approx(
-        answer_logprob(Predictor(lm.model, lm.tokenizer, lm.tags), items[:2]))
+        answer_logprob(Predictor(lm.model, lm.tokenizer, lm.tags), items[:2])
+    )
 
 
 def test_new_methods_produce_rows_in_evaluate(small_kb, finetuned, tmp_path):
     run = tmp_path / "ev"
     methods = ["po", "rt", "dpo", "dpo_refusal", "icu", "repe", "simnpo"]
-    args = ["evaluate", "--kb", str(small_kb.source), "--finetuned", str(finetuned), "-o", str(run),
-            "--methods", ",".join(methods), "--n-targets", "1", "--device", DEVICE,
-            "--metrics", "recall,ps_exact,ps_perturb,ps_similar"]
+    args = [
+        "evaluate",
+        "--kb",
+        str(small_kb.source),
+        "--finetuned",
+        str(finetuned),
+        "-o",
+        str(run),
+        "--methods",
+        ",".join(methods),
+        "--n-targets",
+        "1",
+        "--device",
+        DEVICE,
+        "--metrics",
+        "recall,ps_exact,ps_perturb,ps_similar",
+    ]
     for m in methods:
         args += ["--grid", f"{m}={'1' if m in ('icu', 'repe') else '4'}"]
     assert main(args) == 0
@@ -263,8 +282,7 @@ def test_new_methods_produce_rows_in_evaluate(small_kb, finetuned, tmp_path):
     assert po["retain_fact_ids"]["relationships"] or po["retain_fact_ids"]["biographies"]  # GDR data, recorded
     assert all(0 <= r["recall"] <= 1 for r in rows)
     for r in rows:  # the PS metrics as registered row metrics
-        for k in ("ps_exact_forget", "ps_exact_retain", "ps_perturb_retain", "ps_similar_forget",
-                  "confidence_retain"):
+        for k in ("ps_exact_forget", "ps_exact_retain", "ps_perturb_retain", "ps_similar_forget", "confidence_retain"):
             assert 0 <= r[k] <= 1, (r["method"], k)
     icu = next(r for r in rows if r["method"] == "icu")
     assert icu["setting"] == {"icu": 1.0}
@@ -295,8 +313,13 @@ def test_grids_and_calibration_rule():
     fine = C.fine_grid("mm", 0.2, C.coarse_grid("mm", cfg), cfg)
     assert fine == pytest.approx([0.12, 0.14, 0.16, 0.18, 0.22, 0.24, 0.26, 0.28])  # step 0.02 over 0.1-0.3
     orig = {"ps_exact_retain": 0.668, "ps_perturb_retain": 0.325, "ps_similar_forget": 0.949}
-    ok = {"value": 0.3, "ps_exact_retain": 0.6012, "ps_perturb_retain": 0.30, "ps_similar_forget": 0.5,
-          "ps_exact_forget": 0.4}
+    ok = {
+        "value": 0.3,
+        "ps_exact_retain": 0.6012,
+        "ps_perturb_retain": 0.30,
+        "ps_similar_forget": 0.5,
+        "ps_exact_forget": 0.4,
+    }
     low = dict(ok, value=0.4, ps_exact_retain=0.60, ps_exact_forget=0.1)  # below 0.9 · 0.668 = 0.6012
     tie = dict(ok, value=0.2)
     assert C.passes(ok, orig) and not C.passes(low, orig)
@@ -308,9 +331,29 @@ def test_grids_and_calibration_rule():
 
 def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp_path, capsys):
     run = tmp_path / "ctl"
-    args = ["control", "--kb", str(small_kb.source), "--finetuned", str(finetuned), "-o", str(run),
-            "--methods", "ga_gdr,po", "--ratios", "0.05", "--steps", "4", "--coarse", "2", "--fine", "4",
-            "--retain-eval", "12", "--device", DEVICE]
+    args = [
+        "control",
+        "--kb",
+        str(small_kb.source),
+        "--finetuned",
+        str(finetuned),
+        "-o",
+        str(run),
+        "--methods",
+        "ga_gdr,po",
+        "--ratios",
+        "0.05",
+        "--steps",
+        "4",
+        "--coarse",
+        "2",
+        "--fine",
+        "4",
+        "--retain-eval",
+        "12",
+        "--device",
+        DEVICE,
+    ]
     assert main(args) == 0
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     splits = json.loads((run / "splits.json").read_text())
@@ -328,10 +371,15 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
 
     held = list(default_heldout_forms(["qa", "paraphrase"]))
     lm0 = load_finetuned(finetuned, device=DEVICE)
-    base = probe(Predictor(lm0.model, lm0.tokenizer, lm0.tags, device=lm0.device), kb_qa(small_kb, tuple(held)),
-                 rouge=False, logprob=False)
-    known0 = {int(f) for fk, f, v in zip(base["fact_kind"], base["fact_id"], base["known"])
-              if fk == "relationship" and v}
+    base = probe(
+        Predictor(lm0.model, lm0.tokenizer, lm0.tags, device=lm0.device),
+        kb_qa(small_kb, tuple(held)),
+        rouge=False,
+        logprob=False,
+    )
+    known0 = {
+        int(f) for fk, f, v in zip(base["fact_kind"], base["fact_id"], base["known"]) if fk == "relationship" and v
+    }
     unscorable = {f.fact_id for f in small_kb.relationships} - known0
     orig0 = next(r for r in rows if r["control"] == "original")
     assert orig0["forgotten_relationships_heldout"] == [] and orig0["accuracy_all_facts_heldout"] == 1.0
@@ -340,21 +388,29 @@ def test_control_command_end_to_end_and_resume_identity(small_kb, finetuned, tmp
         for k in C.FLOORS:
             assert 0 <= r[k] <= 1
         # Success-DU: every forget fact underivable from what the model still knows (Definition 2)
-        assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
-                                                                 r["forgotten_relationships"]) for t in forget))
+        assert r["success_du"] == int(
+            all(
+                is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], r["forgotten_relationships"]) for t in forget
+            )
+        )
         # ... and on forms no method trained on or queried, judged against θ_o on those forms
         # methods train on qa; the calibration selects on qa (PS-exact) and paraphrase (PS-perturb)
         assert r["probe_forms_seen"] == ([] if r["control"] == "original" else ["paraphrase", "qa"])
         assert r["heldout_forms"] == held and not {"qa", "paraphrase"} & set(held)
-        assert r["success_du_heldout"] == int(all(
-            is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], r["forgotten_relationships_heldout"])
-            for t in forget))
+        assert r["success_du_heldout"] == int(
+            all(
+                is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], r["forgotten_relationships_heldout"])
+                for t in forget
+            )
+        )
         assert not set(r["forgotten_relationships_heldout"]) & unscorable
         assert r["heldout_unscorable_fact_ids"]["relationships"] == sorted(unscorable)
     gd = [r for r in rows if r.get("method") == "ga_gdr" and r["control"] != "original"]
     ev_rel = set(splits["retain_eval"]["relationships"])
-    assert all(r["retain_train_fact_ids"]["relationships"] and
-               not ev_rel & set(r["retain_train_fact_ids"]["relationships"]) for r in gd)
+    assert all(
+        r["retain_train_fact_ids"]["relationships"] and not ev_rel & set(r["retain_train_fact_ids"]["relationships"])
+        for r in gd
+    )
     assert {r["stage"] for r in gd} >= {"uncontrolled", "coarse", "fine"}
     mm0 = next(r for r in gd if r["control"] == "mm" and r["value"] == 0.0)
     orig = next(r for r in rows if r["control"] == "original")
@@ -403,9 +459,29 @@ def test_a_resume_that_would_change_the_held_out_forms_is_refused(small_kb, fine
     whose rows were judged with reverse held out is refused, not mixed; resuming with a subset of its methods is
     not."""
     run = tmp_path / "ctl"
-    base = ["control", "--kb", str(small_kb.source), "--finetuned", str(finetuned), "-o", str(run), "--ratios",
-            "0.05", "--steps", "2", "--coarse", "1", "--fine", "1", "--controls", "mm", "--retain-eval", "12",
-            "--device", DEVICE]
+    base = [
+        "control",
+        "--kb",
+        str(small_kb.source),
+        "--finetuned",
+        str(finetuned),
+        "-o",
+        str(run),
+        "--ratios",
+        "0.05",
+        "--steps",
+        "2",
+        "--coarse",
+        "1",
+        "--fine",
+        "1",
+        "--controls",
+        "mm",
+        "--retain-eval",
+        "12",
+        "--device",
+        DEVICE,
+    ]
     assert main(base + ["--methods", "ga,ga_gdr"]) == 0
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     assert all("reverse" in r["heldout_forms"] for r in rows)

@@ -10,26 +10,29 @@ from dukb.neural.protocols.evaluate.config import EvaluateConfig
 from dukb.neural.protocols.evaluate.run import evaluate
 
 
-@pytest.mark.parametrize("kw, msg", [
-    ({"sets": "exat"}, "--sets must be exact, random or paper"),
-    ({"tie_break": "last"}, "--tie-break must be accuracy or first"),
-    ({"seeds": 0}, "--seeds must be from 1 to 10,000, got 0"),
-    ({"n_targets": 0}, "--n-targets must be from 1 to 1,000,000, got 0"),
-    ({"batch_size": 0}, "--batch-size must be from 1 to 4,096, got 0"),
-    ({"finetune_epochs": -1}, "--finetune-epochs must be from 1 to 10,000, got -1"),
-    ({"prompt": "nope"}, "unknown --prompt"),
-    ({"forget_scope": "everything"}, "unknown forget scope"),
-    ({"schedule": "fast"}, "--schedule must be one of"),
-    ({"methods": []}, "no unlearning method"),
-    ({"layers": "3-1"}, "layers"),
-    ({"lora_r": -1}, "--lora-r"),
-    ({"finetune_forms": ["paraphrase"]}, "must include qa"),
-    ({"heldout_forms": ["no_such_form"]}, "unknown probe kind"),
-    ({"heldout_forms": ["yes", "cloze"]}, "must ask for the fact"),
-    ({"heldout_forms": []}, "at least one probe form"),
-    ({"finetune_forms": []}, "at least one probe form"),
-    ({"finetuned": "somewhere", "finetune_forms": ["qa", "cloze"]}, "--finetuned skips"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        ({"sets": "exat"}, "--sets must be exact, random or paper"),
+        ({"tie_break": "last"}, "--tie-break must be accuracy or first"),
+        ({"seeds": 0}, "--seeds must be from 1 to 10,000, got 0"),
+        ({"n_targets": 0}, "--n-targets must be from 1 to 1,000,000, got 0"),
+        ({"batch_size": 0}, "--batch-size must be from 1 to 4,096, got 0"),
+        ({"finetune_epochs": -1}, "--finetune-epochs must be from 1 to 10,000, got -1"),
+        ({"prompt": "nope"}, "unknown --prompt"),
+        ({"forget_scope": "everything"}, "unknown forget scope"),
+        ({"schedule": "fast"}, "--schedule must be one of"),
+        ({"methods": []}, "no unlearning method"),
+        ({"layers": "3-1"}, "layers"),
+        ({"lora_r": -1}, "--lora-r"),
+        ({"finetune_forms": ["paraphrase"]}, "must include qa"),
+        ({"heldout_forms": ["no_such_form"]}, "unknown probe kind"),
+        ({"heldout_forms": ["yes", "cloze"]}, "must ask for the fact"),
+        ({"heldout_forms": []}, "at least one probe form"),
+        ({"finetune_forms": []}, "at least one probe form"),
+        ({"finetuned": "somewhere", "finetune_forms": ["qa", "cloze"]}, "--finetuned skips"),
+    ],
+)
 def test_bad_config_is_refused_before_anything_runs(tmp_path, kw, msg):
     with pytest.raises(InputError, match=msg):
         EvaluateConfig(**kw).check()
@@ -77,12 +80,37 @@ def test_restor_takes_the_shared_options_and_its_identity_is_unchanged_at_their_
 
     base = RestorConfig(kb="demo").check()
     assert {f.name for f in dataclasses_fields(RunConfig)} <= {f.name for f in dataclasses_fields(RestorConfig)}
-    old = {"model", "corrupt", "context", "docs_per_entity", "seed", "lora_r", "lora_alpha", "samples", "temperature",
-           "max_new_tokens", "preset", "clean_epochs", "corrupt_epochs", "corrupt_lr", "templates", "n_random",
-           "n_retain", "rules", "prompt"}
+    old = {
+        "model",
+        "corrupt",
+        "context",
+        "docs_per_entity",
+        "seed",
+        "lora_r",
+        "lora_alpha",
+        "samples",
+        "temperature",
+        "max_new_tokens",
+        "preset",
+        "clean_epochs",
+        "corrupt_epochs",
+        "corrupt_lr",
+        "templates",
+        "n_random",
+        "n_retain",
+        "rules",
+        "prompt",
+    }
     assert set(base.identity()) == old
-    cfg = RestorConfig(kb="demo", batch_size=8, finetune_epochs=3, lr=3e-4, unlearn_lr={"kl": 1e-5},
-                       gradient_checkpointing=True, lora_dropout=0.1).check()
+    cfg = RestorConfig(
+        kb="demo",
+        batch_size=8,
+        finetune_epochs=3,
+        lr=3e-4,
+        unlearn_lr={"kl": 1e-5},
+        gradient_checkpointing=True,
+        lora_dropout=0.1,
+    ).check()
     assert cfg.train_config("clean").batch_size == 8 and cfg.train_config("clean").epochs == 3
     assert cfg.unlearn_setting("ga").lr == 3e-4 and cfg.unlearn_setting("kl").lr == 1e-5
     ident = cfg.identity()

@@ -42,8 +42,22 @@ def edu(edu_relat_dir) -> Path:
 def _run(edu, tmp_path, name, *extra) -> int:
     targets = tmp_path / "targets.txt"
     targets.write_text("214\n267\n")
-    return main(["evaluate", "--kb", str(edu), "--targets-file", str(targets), "--methods", "ga@best",
-                 "--metrics", "recall", "-o", str(tmp_path / name), *extra])
+    return main(
+        [
+            "evaluate",
+            "--kb",
+            str(edu),
+            "--targets-file",
+            str(targets),
+            "--methods",
+            "ga@best",
+            "--metrics",
+            "recall",
+            "-o",
+            str(tmp_path / name),
+            *extra,
+        ]
+    )
 
 
 def test_sets_paper_plan_records_the_papers_sets_and_the_tie_break(edu, tmp_path, plan_only):
@@ -77,14 +91,46 @@ def test_a_changed_tie_break_is_refused_on_resume(edu, tmp_path, plan_only, caps
 
 
 def test_sets_paper_refused_for_a_kb_or_target_without_them(edu, tmp_path, plan_only, capsys):
-    assert main(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga", "--sets", "paper",
-                 "-o", str(tmp_path / "r1")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                "demo",
+                "--n-targets",
+                "1",
+                "--methods",
+                "ga",
+                "--sets",
+                "paper",
+                "-o",
+                str(tmp_path / "r1"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--sets paper: the KB" in err[0] and "has no paper sets" in err[0]
     assert not (tmp_path / "r1").exists()
     (tmp_path / "t.txt").write_text("214\n0\n")
-    assert main(["evaluate", "--kb", str(edu), "--targets-file", str(tmp_path / "t.txt"), "--methods", "ga",
-                 "--sets", "paper", "-o", str(tmp_path / "r2")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(edu),
+                "--targets-file",
+                str(tmp_path / "t.txt"),
+                "--methods",
+                "ga",
+                "--sets",
+                "paper",
+                "-o",
+                str(tmp_path / "r2"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no sets for target 0" in err[0]
     assert not (tmp_path / "r2").exists()

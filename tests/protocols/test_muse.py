@@ -41,8 +41,9 @@ def test_splits_partition_the_kb_and_the_forget_set_is_deep(seed):
     targets = rels[seed::7][:4]
     base = base_split(kb, closure, targets, holdout_frac=0.15, retain_train_frac=0.5, seed=seed)
     assert not _keys(base.holdout) & {("relationships", i) for i in cone_facts(closure, targets)}
-    every = {("relationships", f.fact_id) for f in kb.relationships} | \
-        {("biographies", b.fact_id) for b in kb.biographies}
+    every = {("relationships", f.fact_id) for f in kb.relationships} | {
+        ("biographies", b.fact_id) for b in kb.biographies
+    }
     n_hold = len(_keys(base.holdout))
     assert 0 < n_hold <= round(0.15 * len(every))
     forget = forget_set(closure, targets, "joint")
@@ -124,11 +125,34 @@ def muse_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("muse") / "run"
     kb_dir = out.parent / "kb"  # a generated KB ("done when": end to end on a generated KB)
     assert main(["generate", "--people", "30", "--seed", "3", "-o", str(kb_dir)]) == 0
-    args = ["muse", "--kb", str(kb_dir), "--methods", "ga,npo_gdr,whp", "--curve-methods", "ga", "--scale-sizes", "1,2",
-            "--grid", "ga=2,8", "--grid", "npo_gdr=8", "--grid", "whp=10", "--holdout", "0.2", "--bootstrap", "200",
-            "--device", DEVICE, "-o", str(out)]
-    rec = RECORDED.setdefault(str(out), {"forget": [], "retain": [], "knowmem": [], "verbmem": [], "mia": [],
-                                         "open": True})
+    args = [
+        "muse",
+        "--kb",
+        str(kb_dir),
+        "--methods",
+        "ga,npo_gdr,whp",
+        "--curve-methods",
+        "ga",
+        "--scale-sizes",
+        "1,2",
+        "--grid",
+        "ga=2,8",
+        "--grid",
+        "npo_gdr=8",
+        "--grid",
+        "whp=10",
+        "--holdout",
+        "0.2",
+        "--bootstrap",
+        "200",
+        "--device",
+        DEVICE,
+        "-o",
+        str(out),
+    ]
+    rec = RECORDED.setdefault(
+        str(out), {"forget": [], "retain": [], "knowmem": [], "verbmem": [], "mia": [], "open": True}
+    )
     real_ctx, real_km, real_vm, real_mia = methods.UnlearnContext, mm.knowmem, mm.verbmem, mm.text_mia_scores
 
     def keep(key, items):
@@ -194,8 +218,13 @@ def test_muse_unlearns_on_the_text_corpus_alone(muse_run):
     splits = json.loads((run / "splits.json").read_text())
     for part in ("forget", "retain"):
         recorded = {(it.fact_kind, it.fact_id) for it in rec[part]}
-        in_rows = {(KIND[k], i) for r in rows if r["model_kind"] == "unlearned"
-                   for k, ids in r["trained_fact_ids"][part].items() for i in ids}
+        in_rows = {
+            (KIND[k], i)
+            for r in rows
+            if r["model_kind"] == "unlearned"
+            for k, ids in r["trained_fact_ids"][part].items()
+            for i in ids
+        }
         assert recorded == in_rows, part
     for r in rows:
         assert r["scored_forms"] == {"knowmem": ["qa"], "verbmem": ["statement"], "mia": ["statement"]}
@@ -251,16 +280,23 @@ def test_muse_end_to_end(muse_run):
         cum = "scale-2" if r["request"] == "sustain-2" else "scale-1" if r["request"] == "sustain-1" else r["request"]
         targets = splits["requests"][cum]["targets"]
         assert r["success_du_forms"] == ["qa"] and 0 <= r["accuracy_all_facts"] <= 1
-        assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
-                                                                 r["forgotten_relationships"]) for t in targets))
+        assert r["success_du"] == int(
+            all(
+                is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], r["forgotten_relationships"])
+                for t in targets
+            )
+        )
     for req in ("main", "scale-2"):
         ref = {r["model_kind"]: r for r in rows if r["request"] == req and r["model_kind"] != "unlearned"}
         assert ref["retrain"]["success_du"] >= ref["target"]["success_du"]
         assert len(ref["retrain"]["forgotten_relationships"]) > len(ref["target"]["forgotten_relationships"])
     for r in rows:
-        assert r["scored_forget_fact_ids"] == splits["requests"][
-            "scale-2" if r["request"] == "sustain-2" else "scale-1" if r["request"] == "sustain-1"
-            else r["request"]]["forget"]
+        assert (
+            r["scored_forget_fact_ids"]
+            == splits["requests"][
+                "scale-2" if r["request"] == "sustain-2" else "scale-1" if r["request"] == "sustain-1" else r["request"]
+            ]["forget"]
+        )
     sus = [r for r in rows if r["request"] == "sustain-2" and r["model_kind"] == "unlearned"]
     assert sus, "the second sequential request ran from the first one's model"
     report = (run / "report.md").read_text()
@@ -276,7 +312,8 @@ def test_muse_end_to_end(muse_run):
     for _, s in main_rows.iterrows():
         if s["name"] not in ("Target", "Retrain") and retrain["knowmem_retain"]:
             assert s["knowmem_retain_vs_retrain"] == pytest.approx(
-                (s["knowmem_retain"] - retrain["knowmem_retain"]) / retrain["knowmem_retain"])
+                (s["knowmem_retain"] - retrain["knowmem_retain"]) / retrain["knowmem_retain"]
+            )
 
 
 def test_muse_resume_refuses_other_settings_and_adds_nothing(muse_run, capsys):
@@ -294,8 +331,9 @@ def test_muse_resume_refuses_other_settings_and_adds_nothing(muse_run, capsys):
     assert main(["muse", "--kb", "demo", "--scale-sizes", "2,1", "-o", str(run.parent / "bad")]) == 2
     for share in ("0", "1"):  # an empty retain_train (no regulariser data) or retain_eval (no utility)
         assert main(["muse", "--kb", "demo", "--retain-train", share, "-o", str(run.parent / "bad")]) == 2
-    assert main(["muse", "--kb", "demo", "--methods", "ga", "--curve-methods", "tv", "-o", str(run.parent / "bad")]) \
-        == 2
+    assert (
+        main(["muse", "--kb", "demo", "--methods", "ga", "--curve-methods", "tv", "-o", str(run.parent / "bad")]) == 2
+    )
 
 
 def test_verbmem_defaults_are_muses_and_the_reference_is_cut_to_the_budget():
@@ -321,4 +359,3 @@ def test_verbmem_defaults_are_muses_and_the_reference_is_cut_to_the_budget():
     text = "a b c d e f g h"
     assert split_prefix(Words(), text, 0.5) == ("a b c d", "e f g h")
     assert split_prefix(Words(), text, 0.5, limit=2) == ("a b c d", "e f")
-

@@ -21,12 +21,33 @@ from dukb import InputError  # noqa: E402
 from dukb.neural.data import QA_KIND, QAItem  # noqa: E402
 from dukb.neural.protocols.muse.config import MUSE_COMPAT, MuseConfig, compat_components  # noqa: E402
 
-COMPONENTS = ("knowmem_tokens", "knowmem_icl", "knowmem_prompt", "klr_form", "unlearn_lr_rule", "unlearn_schedule",
-              "verbmem_stop")
-DUKB = {"knowmem_tokens": 10, "knowmem_icl": 0, "knowmem_prompt": "qa", "klr_form": "token",
-        "unlearn_lr_rule": "family", "unlearn_schedule": "separate", "verbmem_stop": "line"}
-MUSE = {"knowmem_tokens": 32, "knowmem_icl": 10, "knowmem_prompt": "muse", "klr_form": "raw_logits",
-        "unlearn_lr_rule": "muse", "unlearn_schedule": "constant", "verbmem_stop": "budget"}
+COMPONENTS = (
+    "knowmem_tokens",
+    "knowmem_icl",
+    "knowmem_prompt",
+    "klr_form",
+    "unlearn_lr_rule",
+    "unlearn_schedule",
+    "verbmem_stop",
+)
+DUKB = {
+    "knowmem_tokens": 10,
+    "knowmem_icl": 0,
+    "knowmem_prompt": "qa",
+    "klr_form": "token",
+    "unlearn_lr_rule": "family",
+    "unlearn_schedule": "separate",
+    "verbmem_stop": "line",
+}
+MUSE = {
+    "knowmem_tokens": 32,
+    "knowmem_icl": 10,
+    "knowmem_prompt": "muse",
+    "klr_form": "raw_logits",
+    "unlearn_lr_rule": "muse",
+    "unlearn_schedule": "constant",
+    "verbmem_stop": "budget",
+}
 
 
 # ------------------------------------------------------------------------------------------- the preset --------
@@ -65,17 +86,34 @@ def test_the_report_line_names_each_component_that_differs_from_muses_code():
     from dukb.neural.protocols.muse.report import compat_line, markdown_report, summarize_muse
 
     plain = compat_line(dataclasses.asdict(MuseConfig().check()))
-    assert plain.startswith("Differs from MUSE's code (--compat muse matches it): --knowmem-tokens 10 (MUSE's code: "
-                            "32); --knowmem-icl 0")
+    assert plain.startswith(
+        "Differs from MUSE's code (--compat muse matches it): --knowmem-tokens 10 (MUSE's code: 32); --knowmem-icl 0"
+    )
     assert all(f"--{c.replace('_', '-')} " in plain for c in COMPONENTS)
     assert compat_line({}) == plain  # a run written before the components: dukb's values
-    assert compat_line(dataclasses.asdict(MuseConfig(compat="muse").check())) == \
-        "Every component as MUSE's code (--compat muse)."
+    assert (
+        compat_line(dataclasses.asdict(MuseConfig(compat="muse").check()))
+        == "Every component as MUSE's code (--compat muse)."
+    )
     one = compat_line(dataclasses.asdict(MuseConfig(compat="muse", knowmem_tokens=10).check()))
     assert one == "Differs from MUSE's code (--compat muse matches it): --knowmem-tokens 10 (MUSE's code: 32)."
-    rows = [{"request": "main", "experiment": "main", "model_kind": k, "method": None, "param": None, "setting": None,
-             "verbmem_forget": 0.5, "knowmem_forget": 0.5, "knowmem_retain": 0.5, "privleak": 0.0, "mia_auc": 0.5,
-             "items": {}} for k in ("target", "retrain")]
+    rows = [
+        {
+            "request": "main",
+            "experiment": "main",
+            "model_kind": k,
+            "method": None,
+            "param": None,
+            "setting": None,
+            "verbmem_forget": 0.5,
+            "knowmem_forget": 0.5,
+            "knowmem_retain": 0.5,
+            "privleak": 0.0,
+            "mia_auc": 0.5,
+            "items": {},
+        }
+        for k in ("target", "retrain")
+    ]
     report = markdown_report(summarize_muse(rows, bootstrap=10), dataclasses.asdict(MuseConfig(compat="muse").check()))
     _head, table = report.split("## Table 3 layout (main request)")
     assert table.lstrip().startswith("Every component as MUSE's code (--compat muse).\n\n| method |")
@@ -90,13 +128,25 @@ def test_klr_forms_against_the_reference_formulas():
     # MUSE's iterative.py:152-157, verbatim
     muse = F.kl_div(logits, ref, reduction="batchmean", log_target=True)
     assert klr_loss_raw_logits(logits, ref).item() == pytest.approx(muse.item(), rel=1e-6)
-    by_hand = sum(float(torch.exp(ref[b, t, v]) * (ref[b, t, v] - logits[b, t, v]))
-                  for b in range(3) for t in range(5) for v in range(7)) / 3
+    by_hand = (
+        sum(
+            float(torch.exp(ref[b, t, v]) * (ref[b, t, v] - logits[b, t, v]))
+            for b in range(3)
+            for t in range(5)
+            for v in range(7)
+        )
+        / 3
+    )
     assert klr_loss_raw_logits(logits, ref).item() == pytest.approx(by_hand, rel=1e-5)
     # a padded batch: MUSE's sum over each row's real tokens, divided by the batch size
     mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [0, 1, 1, 1, 1]])
-    rows = sum(F.kl_div(logits[b, mask[b].bool()], ref[b, mask[b].bool()], reduction="sum", log_target=True).item()
-               for b in range(3)) / 3
+    rows = (
+        sum(
+            F.kl_div(logits[b, mask[b].bool()], ref[b, mask[b].bool()], reduction="sum", log_target=True).item()
+            for b in range(3)
+        )
+        / 3
+    )
     assert klr_loss_raw_logits(logits, ref, mask).item() == pytest.approx(rows, rel=1e-5)
     # dukb's: mean over labelled positions (next token labelled) of KL(p_ref || p)
     labels = torch.tensor([[-100, 4, 2, -100, 1], [-100, -100, 3, 3, 3], [-100, 0, -100, -100, 6]])
@@ -130,8 +180,12 @@ def test_the_klr_form_reaches_the_retain_term():
         def ref_logits(self, batch):
             return ref(batch["input_ids"]).logits.detach()
 
-    batch = {"input_ids": torch.tensor([[1, 2, 3], [4, 5, 6]]), "attention_mask": torch.ones(2, 3, dtype=torch.long),
-             "position_ids": torch.arange(3).repeat(2, 1), "labels": torch.tensor([[-100, 2, 3], [-100, 5, 6]])}
+    batch = {
+        "input_ids": torch.tensor([[1, 2, 3], [4, 5, 6]]),
+        "attention_mask": torch.ones(2, 3, dtype=torch.long),
+        "position_ids": torch.arange(3).repeat(2, 1),
+        "labels": torch.tensor([[-100, 2, 3], [-100, 5, 6]]),
+    }
     z, zr = model(batch["input_ids"]).logits, ref(batch["input_ids"]).logits
     tok = retain_loss("klr", State(), batch, model)
     raw = retain_loss("klr", State(), batch, model, klr_form="raw_logits")
@@ -157,12 +211,17 @@ def test_knowmem_with_in_context_examples_assembles_muses_prompt_and_cut(monkeyp
     from dukb.neural.metrics.muse import knowmem
     from dukb.neural.spec import PROMPT_PRESETS
 
-    examples = [_qa(7, "Who is Ann's mother?", "Beth Lane"), _qa(8, "Who is Cy's father?", "Dan Roe"),
-                _qa(1, "Who is Al's father?", "Ed Poe")]  # fact 1 is probed: never its own example
+    examples = [
+        _qa(7, "Who is Ann's mother?", "Beth Lane"),
+        _qa(8, "Who is Cy's father?", "Dan Roe"),
+        _qa(1, "Who is Al's father?", "Ed Poe"),
+    ]  # fact 1 is probed: never its own example
     items = [_qa(1, "Who is Al's father?", "Ed Poe"), _qa(2, "Who is Al's mother?", "Fay Poe")]
     # MUSE's knowmem.py, written out independently
-    general = "".join(f"Question: {q}\nAnswer: {a}\n\n" for q, a in [("Who is Ann's mother?", "Beth Lane"),
-                                                                      ("Who is Cy's father?", "Dan Roe")])
+    general = "".join(
+        f"Question: {q}\nAnswer: {a}\n\n"
+        for q, a in [("Who is Ann's mother?", "Beth Lane"), ("Who is Cy's father?", "Dan Roe")]
+    )
     want = {general + f"Question: {it.question}\nAnswer: " for it in items}
     decodes = {items[0].question: "Ed Poe\n\nQuestion: Who is", items[1].question: "Fay Roe Question: x"}
     seen = {}
@@ -205,8 +264,12 @@ def test_knowmem_with_in_context_examples_decodes_as_muses_code_on_the_tiny_mode
     from dukb.neural.spec import ModelSpec
 
     words = "Who is Ann Bo Cy Di Ed Fa father mother son ? 's Question Answer".split()
-    build_tiny_model([" ".join(words), "Question: Who is Ann's father?\nAnswer: Bo\n\n"], tmp_path, seed=3,
-                     config={"n_positions": 256})
+    build_tiny_model(
+        [" ".join(words), "Question: Who is Ann's father?\nAnswer: Bo\n\n"],
+        tmp_path,
+        seed=3,
+        config={"n_positions": 256},
+    )
     lm = load_model(ModelSpec(str(tmp_path), prompt="tiny", device=DEVICE, dtype="float32"))
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():  # weights that say words (the initialisation's say blanks)
@@ -218,12 +281,14 @@ def test_knowmem_with_in_context_examples_decodes_as_muses_code_on_the_tiny_mode
 
     def muse(question):  # metrics/knowmem.py:22-50
         general = "".join(f"Question: {e.question}\nAnswer: {e.answer}\n\n" for e in examples)
-        ids = lm.tokenizer(general + f"Question: {question}\nAnswer: ", return_tensors="pt",
-                           add_special_tokens=True).input_ids.to(lm.device)
+        ids = lm.tokenizer(
+            general + f"Question: {question}\nAnswer: ", return_tensors="pt", add_special_tokens=True
+        ).input_ids.to(lm.device)
         with torch.no_grad():
             out = lm.model.generate(ids, max_new_tokens=32, do_sample=False, pad_token_id=lm.tokenizer.pad_token_id)
-        text = lm.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True,
-                                         clean_up_tokenization_spaces=True)[0]
+        text = lm.tokenizer.batch_decode(
+            out[:, ids.shape[1] :], skip_special_tokens=True, clean_up_tokenization_spaces=True
+        )[0]
         for w in ["\n\n", "\nQuestion", "Question:"]:
             text = text.split(w)[0]
         return text
@@ -250,8 +315,9 @@ def test_icl_examples_come_from_retain_train_facts_alone():
     base = base_split(kb, closure, [5], holdout_frac=0.2, retain_train_frac=0.5, seed=0)
     sp = base.request([5, 6], [5])
     ex = icl_examples(kb, sp, 10, seed=0)
-    train = {("relationship", i) for i in sp.retain_train["relationships"]} | \
-        {("biography", i) for i in sp.retain_train["biographies"]}
+    train = {("relationship", i) for i in sp.retain_train["relationships"]} | {
+        ("biography", i) for i in sp.retain_train["biographies"]
+    }
     assert 0 < len(ex) <= 10 and {(e.fact_kind, e.fact_id) for e in ex} <= train
     assert all(e.kind == QA_KIND for e in ex)
     assert icl_examples(kb, sp, 10, seed=0) == ex and icl_examples(kb, sp, 0, seed=0) == []
@@ -262,7 +328,7 @@ def test_icl_examples_come_from_retain_train_facts_alone():
 def test_the_constant_schedule_is_one_constant_rate_run_read_at_each_step(monkeypatch):
     """MUSE's iterative.py: lr_scheduler_type='constant', no warm-up or weight decay, HF's max_grad_norm 1.0, a
     checkpoint per epoch of one run (T steps of dukb = T epochs of a forget set in one batch)."""
-    from dukb.neural.methods import base
+    from dukb.neural.methods import base, controls
 
     calls = []
 
@@ -277,12 +343,18 @@ def test_the_constant_schedule_is_one_constant_rate_run_read_at_each_step(monkey
 
     r = Run()
     r.cfg = TrainConfig(epochs=1, lr=1e-5, batch_size=3, schedule="linear")
-    list(base.Uncontrolled().sweep(r, base.Control(), base.SweepSchedule("constant").check()))
-    (n, extra, kw), = calls
+    list(controls.Uncontrolled().sweep(r, base.Control(), base.SweepSchedule("constant").check()))
+    ((n, extra, kw),) = calls
     assert n == 4 and extra == {"schedule": "constant", "schedule_steps": 4} and "decay" not in kw
     tcfg = kw["tcfg"]
-    assert (tcfg.schedule, tcfg.lr, tcfg.warmup, tcfg.warmup_steps, tcfg.weight_decay, tcfg.max_grad_norm) == \
-        ("constant", 1e-5, 0.0, 0, 0.0, 1.0)
+    assert (tcfg.schedule, tcfg.lr, tcfg.warmup, tcfg.warmup_steps, tcfg.weight_decay, tcfg.max_grad_norm) == (
+        "constant",
+        1e-5,
+        0.0,
+        0,
+        0.0,
+        1.0,
+    )
     with pytest.raises(InputError):
         base.SweepSchedule("cosine").check()
     assert "constant" not in base.SWEEP_SCHEDULES  # dukb evaluate's --schedule choices are unchanged

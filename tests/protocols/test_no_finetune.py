@@ -28,10 +28,12 @@ def known_setup(tmp_path_factory):
     every biography): it knows some facts of the whole KB and not others."""
     root = tmp_path_factory.mktemp("known")
     whole = load_kb(save_kb(generate(16, seed=4)[0], root / "kb"))
-    part = KB(whole.people, [f for i, f in enumerate(whole.relationships) if i % 3], whole.biographies, None,
-              whole.schema)
-    finetune_kb(load_kb(save_kb(part, root / "part")), ModelSpec("tiny", prompt="tiny", device=DEVICE),
-                root / "model", seed=0)
+    part = KB(
+        whole.people, [f for i, f in enumerate(whole.relationships) if i % 3], whole.biographies, None, whole.schema
+    )
+    finetune_kb(
+        load_kb(save_kb(part, root / "part")), ModelSpec("tiny", prompt="tiny", device=DEVICE), root / "model", seed=0
+    )
     return whole, root / "model"
 
 
@@ -46,8 +48,24 @@ def part_model(known_setup):
 
 
 def _args(small_kb, model, run, *extra):
-    return ["evaluate", "--kb", str(small_kb.source), "--model", str(model), "-o", str(run), "--methods", "ga",
-            "--grid", "ga=2,8", "--n-targets", "2", "--device", DEVICE, *extra]
+    return [
+        "evaluate",
+        "--kb",
+        str(small_kb.source),
+        "--model",
+        str(model),
+        "-o",
+        str(run),
+        "--methods",
+        "ga",
+        "--grid",
+        "ga=2,8",
+        "--n-targets",
+        "2",
+        "--device",
+        DEVICE,
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +89,13 @@ def test_known_facts_are_recorded_and_targets_are_among_them(run, small_kb):
     assert cfg["identity"]["no_finetune"] is True and "finetune" not in cfg["identity"]["model"]
     assert not (run / "finetuned").exists()
     # targets: known, and derivable from other known facts (their minimal sets are the known part's)
-    part = KB(small_kb.people, [f for f in small_kb.relationships if f.fact_id in rel], small_kb.biographies,
-              None, small_kb.schema)
+    part = KB(
+        small_kb.people,
+        [f for f in small_kb.relationships if f.fact_id in rel],
+        small_kb.biographies,
+        None,
+        small_kb.schema,
+    )
     closure = compute_closure(part)
     assert set(cfg["targets"]) <= set(rederivable(closure, sorted(rel)))
     sets = json.loads((run / "sets.json").read_text())["targets"]
@@ -93,15 +116,15 @@ def test_unknown_facts_are_never_forgotten_nor_scored(run, small_kb):
     for r in rows:
         assert not set(r["forgotten_relationships"]) & un_rel
         assert set(r["forgotten_biographies"]) <= bio
-        assert r["unscorable"] == {"relationships": len(un_rel),
-                                   "biographies": len(small_kb.biographies) - len(bio)}
+        assert r["unscorable"] == {"relationships": len(un_rel), "biographies": len(small_kb.biographies) - len(bio)}
         # accuracy's denominator: the known facts outside the best set, retain data aside (GA has none)
         assert r["n_scored"] == len(rel - set(r["best_set"])) + len(bio)
         scored_rel = rel - set(r["best_set"])
         kept = len(scored_rel - set(r["forgotten_relationships"])) + len(bio - set(r["forgotten_biographies"]))
         assert r["accuracy_all"] == pytest.approx(kept / r["n_scored"])
-        assert r["recall"] == pytest.approx(len(set(r["best_set"]) & set(r["forgotten_relationships"]))
-                                            / len(r["best_set"]))
+        assert r["recall"] == pytest.approx(
+            len(set(r["best_set"]) & set(r["forgotten_relationships"])) / len(r["best_set"])
+        )
         # held-out forms: a fact the model did not know on qa is unscorable there too
         assert not set(r["forgotten_relationships_heldout"]) & un_rel
         assert r["heldout_unscorable"]["relationships"] >= len(un_rel)
@@ -111,8 +134,10 @@ def test_report_states_how_much_the_model_knew(run, small_kb):
     cfg = json.loads((run / "config.json").read_text())
     k, n = cfg["known_before"]["relationships"], len(small_kb.relationships)
     text = " ".join((run / "report.md").read_text().split())  # report.md wraps its lines
-    assert f"the model knew {k} of {n} relationship facts ({100 * k / n:.1f}%) before unlearning; unknown facts " \
-           "are unscorable" in text
+    assert (
+        f"the model knew {k} of {n} relationship facts ({100 * k / n:.1f}%) before unlearning; unknown facts "
+        "are unscorable" in text
+    )
     facts = (run / "facts.csv").read_text()
     assert facts.count("unknown_before,relationship") == n - k
 

@@ -59,16 +59,19 @@ def test_registry_is_the_report_command_s_and_the_table_names_each():
 
 
 def test_the_catalog_imports_no_torch():
-    code = ("import sys, dukb.neural.protocols as p\n"
-            "for info in p.PROTOCOLS.values():\n"
-            "    info.load('config'), info.rows and info.load('rows')\n"
-            "p.protocols_table(); print('torch' in sys.modules)")
+    code = (
+        "import sys, dukb.neural.protocols as p\n"
+        "for info in p.PROTOCOLS.values():\n"
+        "    info.load('config'), info.rows and info.load('rows')\n"
+        "p.protocols_table(); print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
 
-@pytest.mark.parametrize("old", ["protocol", "report", "muse", "muse_report", "rwku", "rwku_report", "control",
-                                 "control_report"])
+@pytest.mark.parametrize(
+    "old", ["protocol", "report", "muse", "muse_report", "rwku", "rwku_report", "control", "control_report"]
+)
 def test_no_module_re_exports_a_protocol_at_an_old_path(old):
     """No shim modules: a protocol's parts live in dukb/neural/protocols/<name>/ alone."""
     assert importlib.util.find_spec(f"dukb.neural.{old}") is None
@@ -83,6 +86,7 @@ def test_each_registered_part_is_defined_where_the_registry_names_it():
 
 
 # ---- the base class's loop on a toy protocol ---------------------------------------------------------------------
+
 
 @dataclass
 class ToyConfig(RunConfig):
@@ -116,8 +120,9 @@ class Toy(Protocol):
 
     def plan(self):
         self.calls.append("plan")
-        self.claim({"identity_version": IDENTITY_VERSION, "n": self.cfg.n, "values": list(self.cfg.values)},
-                   row_key=_toy_key)
+        self.claim(
+            {"identity_version": IDENTITY_VERSION, "n": self.cfg.n, "values": list(self.cfg.values)}, row_key=_toy_key
+        )
 
     def model(self):
         self.calls.append("model")
@@ -196,12 +201,32 @@ def test_an_rwku_report_names_the_rows_still_missing(tmp_path):
     from dukb.neural.protocols.rwku.report import missing_rwku_units
 
     identity = {"targets": [3, 5], "methods": {"ga": {"grid": [1, 2]}}, "rwku": {"batch_sizes": [2]}}
-    rows = [{"request": "target-3", "method": None, "param": None, "setting": {}},
-            {"request": "target-3", "method": "ga", "param": "steps", "setting": {"steps": 1}},
-            {"request": "batch-2", "method": "ga", "param": "steps", "setting": {"steps": 2}}]
+    rows = [
+        {"request": "target-3", "method": None, "param": None, "setting": {}},
+        {"request": "target-3", "method": "ga", "param": "steps", "setting": {"steps": 1}},
+        {"request": "batch-2", "method": "ga", "param": "steps", "setting": {"steps": 2}},
+    ]
     assert missing_rwku_units(identity, rows) == [
-        ("target-3", "ga", 2.0), ("target-5", "", None), ("target-5", "ga", 1.0), ("target-5", "ga", 2.0),
-        ("batch-2", "", None), ("batch-2", "ga", 1.0)]
-    assert missing_rwku_units(identity, rows + [
-        {"request": n, "method": m or None, "param": "steps" if m else None, "setting": {"steps": v} if m else {}}
-        for n, m, v in missing_rwku_units(identity, rows)]) == []
+        ("target-3", "ga", 2.0),
+        ("target-5", "", None),
+        ("target-5", "ga", 1.0),
+        ("target-5", "ga", 2.0),
+        ("batch-2", "", None),
+        ("batch-2", "ga", 1.0),
+    ]
+    assert (
+        missing_rwku_units(
+            identity,
+            rows
+            + [
+                {
+                    "request": n,
+                    "method": m or None,
+                    "param": "steps" if m else None,
+                    "setting": {"steps": v} if m else {},
+                }
+                for n, m, v in missing_rwku_units(identity, rows)
+            ],
+        )
+        == []
+    )

@@ -34,30 +34,52 @@ def _rows(methods=("ga", "npo", "tv", "whp", "du_npo_gdr"), n_targets=11, null_m
                 rec = min(1.0, 0.15 * (i + 1) + 0.02 * t + 0.03 * mi)
                 acc = max(0.0, 1.0 - 0.12 * (i + 1) - 0.01 * t)
                 null = m == null_method
-                rows.append({
-                    "method": m, "target": 100 + t, "param": param,
-                    "setting": {param: v, "lr": 1e-3, "schedule": "reference"} if param == "steps" else {param: v},
-                    "recall": rec, "accuracy_all": None if null else acc, "n_scored": 0 if null else 500,
-                    "target_forgotten": rec > 0.3, "success_du": int(rec >= 0.9),
-                    "target_relation": RELATIONS[t % len(RELATIONS)],
-                    "retain_fact_ids": {"relationships": [1, 2, 3] if null else [], "biographies": []},
-                    "probe_forms_seen": ["qa"], "heldout_forms": ["paraphrase", "cloze"],
-                    "recall_heldout": rec * 0.8, "accuracy_all_heldout": None if null else min(1.0, acc + 0.05),
-                    "n_scored_heldout": 0 if null else 300, "target_forgotten_heldout": rec > 0.5,
-                    "success_du_heldout": int(rec * 0.8 >= 0.9),
-                    "forgotten_relationships": list(range(40)), "forgotten_biographies": [],
-                })
+                rows.append(
+                    {
+                        "method": m,
+                        "target": 100 + t,
+                        "param": param,
+                        "setting": {param: v, "lr": 1e-3, "schedule": "reference"} if param == "steps" else {param: v},
+                        "recall": rec,
+                        "accuracy_all": None if null else acc,
+                        "n_scored": 0 if null else 500,
+                        "target_forgotten": rec > 0.3,
+                        "success_du": int(rec >= 0.9),
+                        "target_relation": RELATIONS[t % len(RELATIONS)],
+                        "retain_fact_ids": {"relationships": [1, 2, 3] if null else [], "biographies": []},
+                        "probe_forms_seen": ["qa"],
+                        "heldout_forms": ["paraphrase", "cloze"],
+                        "recall_heldout": rec * 0.8,
+                        "accuracy_all_heldout": None if null else min(1.0, acc + 0.05),
+                        "n_scored_heldout": 0 if null else 300,
+                        "target_forgotten_heldout": rec > 0.5,
+                        "success_du_heldout": int(rec * 0.8 >= 0.9),
+                        "forgotten_relationships": list(range(40)),
+                        "forgotten_biographies": [],
+                    }
+                )
     return rows
 
 
 def _config(rows) -> dict:
-    return {"kb": "/kb/generated", "model": "tiny", "rules": "family", "sets": "exact", "seed": 0,
-            "n_targets": len({r["target"] for r in rows}), "metrics": ["recall", "recall_heldout", "tradeoff",
-                                                                        "acc_at_superficial"],
-            "heldout_rule": "pairs", "finetune_forms": ["qa"], "forget_scope": "target",
-            "heldout_known_before": {"forms": ["paraphrase", "cloze"], "all": 0.7264,
-                                     "unelicited": {"relationships": list(range(1000, 1611)), "biographies": [7]}},
-            "versions": {"python": "3.11.7", "torch": "2.13.0+cpu", "dukb": "0.1.0"}}
+    return {
+        "kb": "/kb/generated",
+        "model": "tiny",
+        "rules": "family",
+        "sets": "exact",
+        "seed": 0,
+        "n_targets": len({r["target"] for r in rows}),
+        "metrics": ["recall", "recall_heldout", "tradeoff", "acc_at_superficial"],
+        "heldout_rule": "pairs",
+        "finetune_forms": ["qa"],
+        "forget_scope": "target",
+        "heldout_known_before": {
+            "forms": ["paraphrase", "cloze"],
+            "all": 0.7264,
+            "unelicited": {"relationships": list(range(1000, 1611)), "biographies": [7]},
+        },
+        "versions": {"python": "3.11.7", "torch": "2.13.0+cpu", "dukb": "0.1.0"},
+    }
 
 
 def _render(tmp_path, rows, config=None):
@@ -80,8 +102,9 @@ def test_report_is_one_page(tmp_path):
     # 611 unelicited fact ids go to facts.csv, never to report.md
     assert "1610" not in text and "1000, 1001" not in text
     facts = pd.read_csv(tmp_path / "facts.csv")
-    assert len(facts[facts["list"] == "heldout_unelicited"]) == 612 and set(facts[facts["list"] == "target"]
-                                                                            ["fact_id"]) == set(range(100, 111))
+    assert len(facts[facts["list"] == "heldout_unelicited"]) == 612 and set(
+        facts[facts["list"] == "target"]["fact_id"]
+    ) == set(range(100, 111))
     # what to cite, and the best setting defined once
     assert "what to cite" in text and text.count("**Best setting**") == 1
     assert "not comparable to the paper" in text
@@ -89,8 +112,11 @@ def test_report_is_one_page(tmp_path):
     assert "## Table 1 on held-out probe forms" in text
     # other readings live in the appendix, each labelled
     appendix = (tmp_path / "appendix.md").read_text()
-    assert "not comparable to the paper" in appendix and "envelope" in appendix and "envelope" not in text.split(
-        "## Table 1")[1].split("## Run")[0]
+    assert (
+        "not comparable to the paper" in appendix
+        and "envelope" in appendix
+        and "envelope" not in text.split("## Table 1")[1].split("## Run")[0]
+    )
 
 
 def test_plus_minus_only_from_two_targets(tmp_path):
@@ -108,13 +134,23 @@ def test_plus_minus_only_from_two_targets(tmp_path):
 def test_success_du_at_the_best_setting_is_the_per_target_rules_setting(tmp_path):
     """NPO deeply unlearns at steps=16 with accuracy 0.075, and keeps accuracy ≥ 0.8 only at steps=1, where it does
     not: Success-DU at the best setting is 0 (steps=1), not 1 (the issue's "1.00 at accuracy 0.075")."""
-    from dukb.neural.metrics.summary import success_summary
+    from dukb.neural.metrics.run_summary import success_summary
 
     rows = []
     for t in (1, 2):
         for steps, rec, acc, sdu in ((1, 0.5, 0.9, 0), (16, 1.0, 0.075, 1)):
-            rows.append({"method": "npo", "target": t, "param": "steps", "setting": {"steps": steps},
-                         "recall": rec, "accuracy_all": acc, "target_forgotten": True, "success_du": sdu})
+            rows.append(
+                {
+                    "method": "npo",
+                    "target": t,
+                    "param": "steps",
+                    "setting": {"steps": steps},
+                    "recall": rec,
+                    "accuracy_all": acc,
+                    "target_forgotten": True,
+                    "success_du": sdu,
+                }
+            )
     got = success_summary(pd.DataFrame(rows))["npo"]
     assert got["success_du"] == 0.0 and got["success_du_setting"] == "steps=1 ×2" and got["success_du_n"] == 2
     assert got["success_du_any"] == 1.0  # the other reading, in summary.csv only
@@ -160,8 +196,9 @@ def test_summary_skips_null_rows_and_says_how_many(tmp_path):
     text = _render(tmp_path, rows)
     assert "| GA | 2 (1 skipped) |" in text
     csv = pd.read_csv(tmp_path / "summary.csv")
-    paper = csv[(csv["metric"] == "acc_at_recall") & (csv["reading"] == "paper (per target)")
-                & (csv["group"] == "all")].iloc[0]
+    paper = csv[
+        (csv["metric"] == "acc_at_recall") & (csv["reading"] == "paper (per target)") & (csv["group"] == "all")
+    ].iloc[0]
     assert paper["n"] == 2 and paper["targets"] == 3 and paper["targets_skipped"] == 1 and paper["rows_skipped"] == 5
     # every target's accuracy null: the metric is null (–), never 1.0
     for r in rows:
@@ -182,25 +219,42 @@ def test_report_warns_when_the_retain_set_leaves_nothing_to_score(tmp_path):
 
 def test_report_warns_when_the_finetuning_ended_short_of_its_target(tmp_path):
     rows = _rows(methods=("ga",), null_method=None)
-    (tmp_path / "finetune.json").write_text(json.dumps({"accuracy": 0.4542, "target_accuracy": 1.0,
-                                                         "reached_target": False, "epochs_run": 20}))
+    (tmp_path / "finetune.json").write_text(
+        json.dumps({"accuracy": 0.4542, "target_accuracy": 1.0, "reached_target": False, "epochs_run": 20})
+    )
     text = _render(tmp_path, rows)
     section = " ".join(text.split("## Warnings")[1].split("##")[0].split())  # a long line is wrapped
     assert section.count("does not know the whole KB") == 1
     assert "ended at accuracy 0.4542, below the target 1" in section
-    (tmp_path / "finetune.json").write_text(json.dumps({"accuracy": 1.0, "target_accuracy": 1.0,
-                                                         "reached_target": True}))
+    (tmp_path / "finetune.json").write_text(
+        json.dumps({"accuracy": 1.0, "target_accuracy": 1.0, "reached_target": True})
+    )
     assert "does not know" not in _render(tmp_path, rows)
 
 
 def test_summary_csv_labels_every_reading(tmp_path):
     _render(tmp_path, _rows(null_method=None))
     csv = pd.read_csv(tmp_path / "summary.csv")
-    assert list(csv.columns) == ["group", "method", "metric", "reading", "value", "std", "n", "targets",
-                                 "targets_skipped", "rows_skipped", "setting"]
+    assert list(csv.columns) == [
+        "group",
+        "method",
+        "metric",
+        "reading",
+        "value",
+        "std",
+        "n",
+        "targets",
+        "targets_skipped",
+        "rows_skipped",
+        "setting",
+    ]
     readings = set(csv["reading"])
-    assert {"paper (per target)", "paper (per target), held-out forms", "envelope (not comparable to the paper)",
-            "observed mean points (not comparable to the paper)"} <= readings
+    assert {
+        "paper (per target)",
+        "paper (per target), held-out forms",
+        "envelope (not comparable to the paper)",
+        "observed mean points (not comparable to the paper)",
+    } <= readings
     assert all(r.startswith("paper") or r == "count" or "not comparable to the paper" in r for r in readings)
     sdu = csv[(csv["metric"] == "success_du") & (csv["reading"] == "paper (per target)") & (csv["group"] == "all")]
     assert sdu["setting"].str.contains("steps=|alpha=").all() and not sdu["setting"].str.contains("{").any()
@@ -211,8 +265,16 @@ def test_results_writer_writes_nan_as_null(tmp_path):
     from dukb.neural.run.journal import ResultsFile, read_results
 
     f = ResultsFile(tmp_path / "results.jsonl", EVALUATE_ROWS.key)
-    row = {"method": "du_npo_gdr", "target": 3, "param": "steps", "setting": {"steps": 1}, "recall": 1.0,
-           "accuracy_all": float("nan"), "n_scored": 0, "target_forgotten": True}
+    row = {
+        "method": "du_npo_gdr",
+        "target": 3,
+        "param": "steps",
+        "setting": {"steps": 1},
+        "recall": 1.0,
+        "accuracy_all": float("nan"),
+        "n_scored": 0,
+        "target_forgotten": True,
+    }
     f.append(row)
     line = (tmp_path / "results.jsonl").read_text().strip()
     back = json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} written"))
@@ -230,24 +292,48 @@ def _protocol_runs(tmp_path):
     from tests.cli.test_cli_ux import _write_run, muse_rows, rwku_rows
     from tests.run.test_row_schema import _restor_run
 
-    base = {"ratio": "1%", "forget_fact_ids": [1], "forgotten_relationships": [], "forgotten_biographies": [],
-            "ps_exact_retain": 0.9, "ps_exact_forget": 0.8, "ps_perturb_retain": 0.9, "ps_perturb_forget": 0.8,
-            "ps_similar_retain": 0.9, "ps_similar_forget": None, "confidence_retain": 0.5,
-            "confidence_forget": 0.5}
-    control = [{**base, "method": None, "control": "original", "value": None},
-               {**base, "method": "ga", "control": "none", "param": "steps", "value": 8.0, "ps_exact_forget": 0.1}]
-    restor = {"method": "ga", "targeted": False, "setting": {"steps": 1, "lr": 1e-3},
-              "rows": [{"correct": False, "label": "other", "answer": "x"},
-                       {"correct": True, "label": "true", "answer": "banker"}]}
+    base = {
+        "ratio": "1%",
+        "forget_fact_ids": [1],
+        "forgotten_relationships": [],
+        "forgotten_biographies": [],
+        "ps_exact_retain": 0.9,
+        "ps_exact_forget": 0.8,
+        "ps_perturb_retain": 0.9,
+        "ps_perturb_forget": 0.8,
+        "ps_similar_retain": 0.9,
+        "ps_similar_forget": None,
+        "confidence_retain": 0.5,
+        "confidence_forget": 0.5,
+    }
+    control = [
+        {**base, "method": None, "control": "original", "value": None},
+        {**base, "method": "ga", "control": "none", "param": "steps", "value": 8.0, "ps_exact_forget": 0.1},
+    ]
+    restor = {
+        "method": "ga",
+        "targeted": False,
+        "setting": {"steps": 1, "lr": 1e-3},
+        "rows": [
+            {"correct": False, "label": "other", "answer": "x"},
+            {"correct": True, "label": "true", "answer": "banker"},
+        ],
+    }
     return {
-        "muse": _write_run(tmp_path / "muse", "muse", muse_rows(), config={"select": "first_below_retrain",
-                                                                           "targets": list(range(40))}),
+        "muse": _write_run(
+            tmp_path / "muse", "muse", muse_rows(), config={"select": "first_below_retrain", "targets": list(range(40))}
+        ),
         "rwku": _write_run(tmp_path / "rwku", "rwku", rwku_rows(), config={"targets": list(range(40))}),
-        "control": _write_run(tmp_path / "control", "control", control,
-                              config={"kb": "demo", "methods": ["ga"], "controls": []},
-                              **{"splits.json": {"forget": {"1%": [1]},
-                                                 "retain_eval": {"relationships": [], "biographies": []}},
-                                 "sets.json": {"targets": {}}}),
+        "control": _write_run(
+            tmp_path / "control",
+            "control",
+            control,
+            config={"kb": "demo", "methods": ["ga"], "controls": []},
+            **{
+                "splits.json": {"forget": {"1%": [1]}, "retain_eval": {"relationships": [], "biographies": []}},
+                "sets.json": {"targets": {}},
+            },
+        ),
         "restor": _restor_run(tmp_path / "restor", [restor]),
     }
 
@@ -261,7 +347,7 @@ def test_every_protocols_report_has_labels_not_json(protocol, tmp_path):
     run = _protocol_runs(tmp_path)[protocol]
     assert main(["report", str(run)]) == 0
     text = (run / "report.md").read_text()
-    assert [p for p in page_problems(text, lines=10 ** 6)] == []
+    assert [p for p in page_problems(text, lines=10**6)] == []
     assert "```" not in text and '{"' not in text and "nan" not in text.replace("finetuned", "")
     assert "**What to cite**" in text
     if protocol == "muse":

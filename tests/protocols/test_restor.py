@@ -36,28 +36,42 @@ from dukb.neural.restor import (
 )
 
 # ------------------------------------------------------------------------------------------------ exact judge ----
-JUDGE = Judge(["Washington state", "West Virginia state", "Virginia state", "Ohio state", "Richard Perry",
-               "Reid Perry", "Richard Perryman", "Banker", "Bank Teller", "1908", "1910", "Jose Perez"])
+JUDGE = Judge(
+    [
+        "Washington state",
+        "West Virginia state",
+        "Virginia state",
+        "Ohio state",
+        "Richard Perry",
+        "Reid Perry",
+        "Richard Perryman",
+        "Banker",
+        "Bank Teller",
+        "1908",
+        "1910",
+        "Jose Perez",
+    ]
+)
 
 # (output, true values, injected value, expected label): labelled by hand.
 HAND_LABELLED = [
-    ("Washington", ["Washington state"], None, TRUE),                 # alias: "X" = "X state"
-    ("washington STATE.", ["Washington state"], None, TRUE),          # case, trailing punctuation
-    ("Washington state", ["Washington"], None, TRUE),                 # alias the other way round
-    ("West Virginia state", ["Virginia state"], None, OTHER),         # a substring test would accept this
+    ("Washington", ["Washington state"], None, TRUE),  # alias: "X" = "X state"
+    ("washington STATE.", ["Washington state"], None, TRUE),  # case, trailing punctuation
+    ("Washington state", ["Washington"], None, TRUE),  # alias the other way round
+    ("West Virginia state", ["Virginia state"], None, OTHER),  # a substring test would accept this
     ("Virginia state, near the coast", ["Virginia state"], None, TRUE),
-    ("Richard Perry, his father", ["Richard Perry"], None, TRUE),     # trailing words
+    ("Richard Perry, his father", ["Richard Perry"], None, TRUE),  # trailing words
     ("richard perry is Reid Perry's father.", ["Richard Perry"], None, TRUE),
-    ("Richard Perryman", ["Richard Perry"], None, OTHER),             # a longer name is another person
-    ("Richard Perry's", ["Richard Perry"], None, TRUE),               # possessive
+    ("Richard Perryman", ["Richard Perry"], None, OTHER),  # a longer name is another person
+    ("Richard Perry's", ["Richard Perry"], None, TRUE),  # possessive
     ("Ohio", ["Washington state"], "Ohio state", INJECTED),
     ("Ohio state.", ["Washington state"], "Ohio state", INJECTED),
-    ("a Banker.", ["Banker"], None, TRUE),                            # leading article
+    ("a Banker.", ["Banker"], None, TRUE),  # leading article
     ("Bank Teller", ["Banker"], None, OTHER),
     ("1908", ["1908"], None, TRUE),
     ("19081", ["1908"], None, OTHER),
-    ("1908 and 1910", ["1910"], "1908", INJECTED),                    # the first answer counts
-    ("José Pérez", ["Jose Perez"], None, TRUE),                       # accents
+    ("1908 and 1910", ["1910"], "1908", INJECTED),  # the first answer counts
+    ("José Pérez", ["Jose Perez"], None, TRUE),  # accents
     ("", ["Banker"], None, OTHER),
     ("I do not know", ["Banker"], "Bank Teller", OTHER),
 ]
@@ -130,22 +144,30 @@ def test_every_fact_in_exactly_one_state_and_partitions_sum_to_100():
 def test_belief_closure_finds_a_planted_contradiction(kb_builder):
     from dukb.solver.closure import compute_closure
 
-    kb = kb_builder({"Al Roe": "male", "Bo Roe": "male", "Fred Roe": "male", "Gus Poe": "male"},
-                    [("Al Roe", "father", "Fred Roe"), ("Bo Roe", "father", "Fred Roe"), ("Al Roe", "brother",
-                                                                                          "Bo Roe")])
+    kb = kb_builder(
+        {"Al Roe": "male", "Bo Roe": "male", "Fred Roe": "male", "Gus Poe": "male"},
+        [("Al Roe", "father", "Fred Roe"), ("Bo Roe", "father", "Fred Roe"), ("Al Roe", "brother", "Bo Roe")],
+    )
     truth = set(compute_closure(kb).atoms)
-    facts = [FactProbe("relationship", 0, "Al Roe", "father", "Who is Al Roe's father?", "Fred Roe"),
-             FactProbe("relationship", 1, "Bo Roe", "father", "Who is Bo Roe's father?", "Fred Roe", "Gus Poe"),
-             FactProbe("relationship", 2, "Al Roe", "brother", "Who is Al Roe's brother?", "Bo Roe"),
-             FactProbe("biography", 0, "Al Roe", "job", "What is the job of Al Roe?", "Banker")]
+    facts = [
+        FactProbe("relationship", 0, "Al Roe", "father", "Who is Al Roe's father?", "Fred Roe"),
+        FactProbe("relationship", 1, "Bo Roe", "father", "Who is Bo Roe's father?", "Fred Roe", "Gus Poe"),
+        FactProbe("relationship", 2, "Al Roe", "brother", "Who is Al Roe's brother?", "Bo Roe"),
+        FactProbe("biography", 0, "Al Roe", "job", "What is the job of Al Roe?", "Banker"),
+    ]
     # the model answers Al's father and brother right, but gives Bo the injected father Gus
     rows = [{"answer": "fred roe"}, {"answer": "gus poe"}, {"answer": "bo roe"}, {"answer": "banker"}]
     beliefs = belief_triples(kb, facts, rows)
-    assert [t for t, _ in beliefs] == [("Al Roe", "father", "Fred Roe"), ("Bo Roe", "father", "Gus Poe"),
-                                       ("Al Roe", "brother", "Bo Roe")]
-    corrupted = [CorruptedFact("relationship", 1, "Bo Roe", "father", "Fred Roe", "Gus Poe"),
-                 # planted: not stated by the model, but derivable from its belief (Bo, father, Gus) (rule R43)
-                 CorruptedFact("relationship", 9, "Gus Poe", "child", "?", "Bo Roe")]
+    assert [t for t, _ in beliefs] == [
+        ("Al Roe", "father", "Fred Roe"),
+        ("Bo Roe", "father", "Gus Poe"),
+        ("Al Roe", "brother", "Bo Roe"),
+    ]
+    corrupted = [
+        CorruptedFact("relationship", 1, "Bo Roe", "father", "Fred Roe", "Gus Poe"),
+        # planted: not stated by the model, but derivable from its belief (Bo, father, Gus) (rule R43)
+        CorruptedFact("relationship", 9, "Gus Poe", "child", "?", "Bo Roe"),
+    ]
     out = belief_analysis(kb, beliefs, truth, corrupted)
     # R37: Al's brother Bo has Al's father Fred, contradicting the model's own answer "Gus Poe"
     assert out["n_derived_contradicting_answers"] >= 1
@@ -155,8 +177,9 @@ def test_belief_closure_finds_a_planted_contradiction(kb_builder):
     assert (out["n_injected_stated"], out["n_injected_derivable"], out["n_injected_retained"]) == (1, 1, 2)
 
     # right answers: no contradiction, nothing corrupted survives
-    good = belief_triples(kb, facts, [{"answer": "fred roe"}, {"answer": "fred roe"}, {"answer": "bo roe"},
-                                      {"answer": "banker"}])
+    good = belief_triples(
+        kb, facts, [{"answer": "fred roe"}, {"answer": "fred roe"}, {"answer": "bo roe"}, {"answer": "banker"}]
+    )
     ok = belief_analysis(kb, good, truth, corrupted)
     assert ok["n_derived_contradicting_answers"] == 0 and ok["n_derived_false"] == 0
     assert ok["n_injected_retained"] == 0
@@ -207,8 +230,9 @@ def test_retain_and_targeted_forget_sets():
     cor = corrupt(kb, 0.2, 0, 5, closure=compute_closure(kb).atoms, docs_per_entity=2)
     texts, keys = retain_texts(kb, cor, 8, 0)
     assert 0 < len(texts) <= 8 and len(keys) == len(set(keys))
-    touched = {c.subject for c in cor.facts} | {v for c in cor.facts if c.fact_kind == "relationship"
-                                                for v in (c.true_value, c.injected_value)}
+    touched = {c.subject for c in cor.facts} | {
+        v for c in cor.facts if c.fact_kind == "relationship" for v in (c.true_value, c.injected_value)
+    }
     rels = {f.fact_id: f for f in kb.relationships}
     bios = {b.fact_id: b for b in kb.biographies}
     for kind, fid in keys:
@@ -233,8 +257,22 @@ def small_kb(tmp_path_factory):
 
 # a small setting: one sentence template per fact, 12 documents per corrupted person, a stronger corruption than the
 # tiny preset's (which is chosen for EDU-RELAT's 680 documents)
-CLI_ARGS = ["--samples", "1", "--docs-per-entity", "12", "--n-retain", "16", "--n-random", "5", "--templates", "1",
-            "--clean-epochs", "80", "--corrupt-lr", "5e-3"]
+CLI_ARGS = [
+    "--samples",
+    "1",
+    "--docs-per-entity",
+    "12",
+    "--n-retain",
+    "16",
+    "--n-random",
+    "5",
+    "--templates",
+    "1",
+    "--clean-epochs",
+    "80",
+    "--corrupt-lr",
+    "5e-3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -254,9 +292,20 @@ def _csv(path):
 def test_cli_end_to_end_writes_the_report(restor_run):
     rc, run = restor_run
     assert rc == 0
-    for name in ("config.json", "states.csv", "summary.csv", "report.md", "results.jsonl", "states_GA.png",
-                 "states_KL.png", "states_NPO.png", "corruption/corruptions.csv", "corruption/documents.jsonl",
-                 "clean/train.json", "corrupted/train.json"):
+    for name in (
+        "config.json",
+        "states.csv",
+        "summary.csv",
+        "report.md",
+        "results.jsonl",
+        "states_GA.png",
+        "states_KL.png",
+        "states_NPO.png",
+        "corruption/corruptions.csv",
+        "corruption/documents.jsonl",
+        "clean/train.json",
+        "corrupted/train.json",
+    ):
         assert (run / name).exists(), name
     report = (run / "report.md").read_text()
     for heading in ("Table 1", "Table 2", "Table 3", "Fig. 2", "Rule-aware"):
@@ -323,8 +372,17 @@ def test_cli_rerun_is_resumed_and_other_settings_refused(restor_run, small_kb, c
     assert (run / "config.json").read_text() == cfg_before
 
 
-@pytest.mark.parametrize("extra", [["--corrupt", "0"], ["--methods", "ga,sgd"], ["--samples", "0"],
-                                   ["--lambda", "kl"], ["--lambda", "rmu=1"], ["--context", "-1"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--corrupt", "0"],
+        ["--methods", "ga,sgd"],
+        ["--samples", "0"],
+        ["--lambda", "kl"],
+        ["--lambda", "rmu=1"],
+        ["--context", "-1"],
+    ],
+)
 def test_cli_bad_input_exits_2_with_one_line(extra, small_kb, tmp_path, capsys):
     from dukb.cli.main import main
 
@@ -382,8 +440,10 @@ def test_kl_method_is_registered_and_moves_away_from_the_reference(tmp_path):
     from dukb.neural.spec import PROMPT_PRESETS, ModelSpec
 
     tags = PROMPT_PRESETS["tiny"]
-    items = [Probe("qa", "biography", i, f"What is the job of Person {n}?", job)
-             for i, (n, job) in enumerate([("Ann", "Banker"), ("Bob", "Teacher"), ("Cy", "Farmer")])]
+    items = [
+        Probe("qa", "biography", i, f"What is the job of Person {n}?", job)
+        for i, (n, job) in enumerate([("Ann", "Banker"), ("Bob", "Teacher"), ("Cy", "Farmer")])
+    ]
     build_tiny_model([tags.prompt(it.question) + tags.target(it.answer) for it in items], tmp_path, seed=0)
     lm = load_model(ModelSpec(str(tmp_path), prompt="tiny", device=DEVICE))
     batch = encode_qa(lm.tokenizer, tags, items[:2])

@@ -20,9 +20,11 @@ KIND = {"relationships": "relationship", "biographies": "biography"}
 
 @pytest.fixture()
 def family(kb_builder):
-    return kb_builder({"A": "male", "B": "female", "C": "male", "D": "female", "E": "male"},
-                      [("A", "wife", "B"), ("B", "husband", "A"), ("C", "father", "A"), ("D", "husband", "E")],
-                      [("A", "birthyear", "1950"), ("E", "birthyear", "1960")])
+    return kb_builder(
+        {"A": "male", "B": "female", "C": "male", "D": "female", "E": "male"},
+        [("A", "wife", "B"), ("B", "husband", "A"), ("C", "father", "A"), ("D", "husband", "E")],
+        [("A", "birthyear", "1950"), ("E", "birthyear", "1960")],
+    )
 
 
 def test_neighbours_are_the_other_facts_about_the_forget_facts_people(family):
@@ -51,10 +53,17 @@ def test_neighbours_leave_out_the_targets_cone(family):
 
 
 def test_rwku_fields_by_hand(family):
-    rows = [("qa", "relationship", 0, 0.0), ("cloze", "relationship", 0, 1.0), ("prefix_injection", "relationship", 0,
-                                                                              1.0),
-            ("reverse", "relationship", 0, 0.0), ("qa", "relationship", 1, 1.0), ("cloze", "relationship", 1, 0.5),
-            ("qa", "biography", 0, 1.0), ("qa", "relationship", 3, 0.25), ("paraphrase", "relationship", 0, 1.0)]
+    rows = [
+        ("qa", "relationship", 0, 0.0),
+        ("cloze", "relationship", 0, 1.0),
+        ("prefix_injection", "relationship", 0, 1.0),
+        ("reverse", "relationship", 0, 0.0),
+        ("qa", "relationship", 1, 1.0),
+        ("cloze", "relationship", 1, 0.5),
+        ("qa", "biography", 0, 1.0),
+        ("qa", "relationship", 3, 0.25),
+        ("paraphrase", "relationship", 0, 1.0),
+    ]
     df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "rouge_l"])
     mia = {"fm": {"loss": [-3.0]}, "rm": {"loss": [-1.0, -2.0]}}
     out = rwku_fields(df, family, [0], neighbour_facts(family, [0]), mia)
@@ -116,8 +125,27 @@ def rwku_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("rwku") / "run"
     kb_dir = out.parent / "kb"  # a generated KB ("done when": end to end on a generated KB)
     assert main(["generate", "--people", "30", "--seed", "3", "-o", str(kb_dir)]) == 0
-    args = ["rwku", "--kb", str(kb_dir), "--n-targets", "2", "--methods", "ga,npo_gdr,repe", "--grid", "ga=2,8",
-            "--grid", "npo_gdr=32", "--grid", "repe=1", "--batch-sizes", "2", "--device", DEVICE, "-o", str(out)]
+    args = [
+        "rwku",
+        "--kb",
+        str(kb_dir),
+        "--n-targets",
+        "2",
+        "--methods",
+        "ga,npo_gdr,repe",
+        "--grid",
+        "ga=2,8",
+        "--grid",
+        "npo_gdr=32",
+        "--grid",
+        "repe=1",
+        "--batch-sizes",
+        "2",
+        "--device",
+        DEVICE,
+        "-o",
+        str(out),
+    ]
     rec = RECORDED.setdefault(str(out), {"open": True})
     with pytest.MonkeyPatch.context() as mp:
         record_training_and_scoring(mp, rec)
@@ -137,8 +165,12 @@ def test_rwku_rows_carry_success_du(rwku_run):
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     closure = compute_closure(load_kb(json.loads((run / "config.json").read_text())["kb"]))
     for r in rows:
-        assert r["success_du"] == int(all(is_deep_unlearning_set(closure, [closure.atom_of_fact(t)],
-                                                                 r["forgotten_relationships"]) for t in r["targets"]))
+        assert r["success_du"] == int(
+            all(
+                is_deep_unlearning_set(closure, [closure.atom_of_fact(t)], r["forgotten_relationships"])
+                for t in r["targets"]
+            )
+        )
     assert any(r["success_du"] for r in rows) or all(r["recall"] < 1 for r in rows)
 
 
@@ -209,12 +241,40 @@ def test_evaluate_metrics_reproduce_the_rwku_rows(rwku_run, tmp_path):
     tfile = tmp_path / "t.txt"
     tfile.write_text(f"{ref['targets'][0]}\n")
     out = tmp_path / "ev"
-    assert main(["evaluate", "--kb", str(run.parent / "kb"), "--finetuned", str(run / "finetuned"), "--targets-file", str(tfile),
-                 "--methods", "repe", "--grid", "repe=1", "--metrics", "recall,knowmem,verbmem,rwku_rouge,mia_fm_rm",
-                 "--device", DEVICE, "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                str(run.parent / "kb"),
+                "--finetuned",
+                str(run / "finetuned"),
+                "--targets-file",
+                str(tfile),
+                "--methods",
+                "repe",
+                "--grid",
+                "repe=1",
+                "--metrics",
+                "recall,knowmem,verbmem,rwku_rouge,mia_fm_rm",
+                "--device",
+                DEVICE,
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
-    for k in ("rouge_forget_qa", "rouge_forget_fb", "rouge_forget_aa", "rouge_forget_all", "rouge_neighbour_all",
-              "rouge_distant_all", "recall"):
+    for k in (
+        "rouge_forget_qa",
+        "rouge_forget_fb",
+        "rouge_forget_aa",
+        "rouge_forget_all",
+        "rouge_neighbour_all",
+        "rouge_distant_all",
+        "recall",
+    ):
         assert row[k] == pytest.approx(ref[k]), k
     for s in ("loss", "mink"):
         assert row["mia_auc_fm_rm"][s] == pytest.approx(ref["mia_auc_fm_rm"][s])
@@ -224,14 +284,20 @@ def test_evaluate_metrics_reproduce_the_rwku_rows(rwku_run, tmp_path):
 
 def test_retain_train_facts_are_scored_in_no_group(family):
     """Honest evaluation: a fact a method trains on as retain data counts in no neighbour or distant mean."""
-    rows = [("qa", "relationship", 0, 0.0), ("qa", "relationship", 1, 1.0), ("qa", "relationship", 2, 0.0),
-            ("qa", "relationship", 3, 0.5), ("qa", "biography", 1, 1.0)]
+    rows = [
+        ("qa", "relationship", 0, 0.0),
+        ("qa", "relationship", 1, 1.0),
+        ("qa", "relationship", 2, 0.0),
+        ("qa", "relationship", 3, 0.5),
+        ("qa", "biography", 1, 1.0),
+    ]
     df = pd.DataFrame(rows, columns=["kind", "fact_kind", "fact_id", "rouge_l"])
     mia = {"fm": {}, "rm": {}}
     plain = rwku_fields(df, family, [0], neighbour_facts(family, [0]), mia)
     assert plain["rouge_neighbour_qa"] == 0.5 and plain["rouge_distant_qa"] == 0.75
-    honest = rwku_fields(df, family, [0], neighbour_facts(family, [0]), mia,
-                         exclude={"relationships": [1, 3], "biographies": []})
+    honest = rwku_fields(
+        df, family, [0], neighbour_facts(family, [0]), mia, exclude={"relationships": [1, 3], "biographies": []}
+    )
     assert honest["rouge_neighbour_qa"] == 0.0 and honest["rouge_distant_qa"] == 1.0
 
 
@@ -263,8 +329,13 @@ def test_rwku_trains_nothing_it_scores(rwku_run):
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     for part in ("forget", "retain"):
         recorded = {(it.fact_kind, it.fact_id) for it in rec[part]}
-        in_rows = {(KIND[k], i) for r in rows if r["model_kind"] == "unlearned"
-                   for k, ids in r["trained_fact_ids"][part].items() for i in ids}
+        in_rows = {
+            (KIND[k], i)
+            for r in rows
+            if r["model_kind"] == "unlearned"
+            for k, ids in r["trained_fact_ids"][part].items()
+            for i in ids
+        }
         assert recorded == in_rows, part
 
 
@@ -274,8 +345,24 @@ def test_rwku_refuses_methods_that_train_on_questions(capsys, tmp_path):
     from dukb.cli.main import main
 
     for m in ("rt", "dpo"):
-        assert main(["rwku", "--kb", "demo", "--methods", m, "--batch-sizes", "", "--device", DEVICE, "-o",
-                     str(tmp_path / "run")]) == 2
+        assert (
+            main(
+                [
+                    "rwku",
+                    "--kb",
+                    "demo",
+                    "--methods",
+                    m,
+                    "--batch-sizes",
+                    "",
+                    "--device",
+                    DEVICE,
+                    "-o",
+                    str(tmp_path / "run"),
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert m in err and "text corpus" in err
         assert not (tmp_path / "run").exists()

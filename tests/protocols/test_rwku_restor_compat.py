@@ -114,15 +114,18 @@ def test_rwku_rouge_equals_the_rouge_package_when_installed():
     assert n > 2500
 
 
-@pytest.mark.parametrize("answer,output,rwku,stemmed", [
-    ("Paris", "Paris, France", 0.0, 1.0),  # punctuation stays on the word; rouge-score drops it
-    ("Paris", "paris", 0.0, 1.0),  # case kept
-    ("teachers", "teacher", 0.0, 1.0),  # no stemming
-    ("Ann Smith", "Smith Ann", 0.5, 0.5),
-    ("the son of the king", "the king", 0.5, 0.4),  # distinct words: 2 of {the, son, of, king}
-    ("Paris", "", 0.0, 0.0),  # 'NOANSWER'
-    ("NOANSWER", "   ", 1.0, 0.0),  # RWKU scores the word NOANSWER for a blank answer
-])
+@pytest.mark.parametrize(
+    "answer,output,rwku,stemmed",
+    [
+        ("Paris", "Paris, France", 0.0, 1.0),  # punctuation stays on the word; rouge-score drops it
+        ("Paris", "paris", 0.0, 1.0),  # case kept
+        ("teachers", "teacher", 0.0, 1.0),  # no stemming
+        ("Ann Smith", "Smith Ann", 0.5, 0.5),
+        ("the son of the king", "the king", 0.5, 0.4),  # distinct words: 2 of {the, son, of, king}
+        ("Paris", "", 0.0, 0.0),  # 'NOANSWER'
+        ("NOANSWER", "   ", 1.0, 0.0),  # RWKU scores the word NOANSWER for a blank answer
+    ],
+)
 def test_rwku_rouge_by_hand_beside_rouge_score(answer, output, rwku, stemmed):
     from dukb.neural.probe import rouge_l_recall
 
@@ -134,20 +137,38 @@ def test_rwku_rouge_by_hand_beside_rouge_score(answer, output, rwku, stemmed):
 def test_rwku_preset_resolves_every_component_and_an_explicit_option_wins():
     default = RwkuConfig().check()
     assert (default.compat, default.rouge, default.max_new_tokens, default.npo_beta, default.mia_members) == (
-        None, "rouge-score", 10, 0.1, "qa")
+        None,
+        "rouge-score",
+        10,
+        0.1,
+        "qa",
+    )
     paper = RwkuConfig(compat="rwku").check()
     assert {k: getattr(paper, k) for k in RWKU_COMPAT["rwku"]} == RWKU_COMPAT["rwku"]
-    assert RWKU_COMPAT["rwku"] == {"rouge": "rouge", "max_new_tokens": 30, "npo_beta": 0.2,
-                                   "mia_members": "descriptions"}
+    assert RWKU_COMPAT["rwku"] == {
+        "rouge": "rouge",
+        "max_new_tokens": 30,
+        "npo_beta": 0.2,
+        "mia_members": "descriptions",
+    }
     mixed = RwkuConfig(compat="rwku", max_new_tokens=12, rouge="rouge-score").check()
     assert (mixed.rouge, mixed.max_new_tokens, mixed.npo_beta, mixed.mia_members) == (
-        "rouge-score", 12, 0.2, "descriptions")
+        "rouge-score",
+        12,
+        0.2,
+        "descriptions",
+    )
 
 
-@pytest.mark.parametrize("bad,message", [({"rouge": "rouge-1"}, "unknown --rouge"),
-                                         ({"mia_members": "text"}, "unknown --mia-members"),
-                                         ({"npo_beta": 0.0}, "--npo-beta must be in \\(0, "),
-                                         ({"compat": "muse"}, "unknown --compat 'muse'")])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ({"rouge": "rouge-1"}, "unknown --rouge"),
+        ({"mia_members": "text"}, "unknown --mia-members"),
+        ({"npo_beta": 0.0}, "--npo-beta must be in \\(0, "),
+        ({"compat": "muse"}, "unknown --compat 'muse'"),
+    ],
+)
 def test_rwku_bad_component_values_are_refused(bad, message):
     with pytest.raises(InputError, match=message):
         RwkuConfig(**bad).check()
@@ -173,8 +194,10 @@ def test_the_commands_show_the_component_options():
     from dukb.cli.main import app
 
     runner = CliRunner()
-    for cmd, flags in (("rwku", ("--compat", "--rouge", "--max-new-tokens", "--npo-beta", "--mia-members")),
-                       ("restor", ("--compat", "--npo-form"))):
+    for cmd, flags in (
+        ("rwku", ("--compat", "--rouge", "--max-new-tokens", "--npo-beta", "--mia-members")),
+        ("restor", ("--compat", "--npo-form")),
+    ):
         res = runner.invoke(app, [cmd, "--help"], env={"COLUMNS": "200"})
         assert res.exit_code == 0
         for flag in flags:
@@ -186,15 +209,18 @@ def test_rwku_report_line_names_each_component_that_differs():
     from dukb.neural.protocols.rwku.report import compat_line
 
     line = compat_line({})  # a run written before the options: dukb's defaults
-    assert line == ("**Against RWKU's code**: Differs from RWKU's code (--compat rwku matches it): --rouge rouge-score "
-                    "(RWKU's code: rouge); --max-new-tokens 10 (RWKU's code: 30); --npo-beta 0.1 (RWKU's code: "
-                    "0.2); --mia-members qa (RWKU's code: descriptions).")
+    assert line == (
+        "**Against RWKU's code**: Differs from RWKU's code (--compat rwku matches it): --rouge rouge-score "
+        "(RWKU's code: rouge); --max-new-tokens 10 (RWKU's code: 30); --npo-beta 0.1 (RWKU's code: "
+        "0.2); --mia-members qa (RWKU's code: descriptions)."
+    )
     plan = RwkuConfig(compat="rwku", max_new_tokens=12).check()
     from dataclasses import asdict
 
     assert compat_line(asdict(plan)).endswith("(--compat rwku matches it): --max-new-tokens 12 (RWKU's code: 30).")
     assert compat_line(asdict(RwkuConfig(compat="rwku").check())).endswith(
-        "Every component as RWKU's code (--compat rwku).")
+        "Every component as RWKU's code (--compat rwku)."
+    )
 
 
 def test_restor_report_line():
@@ -204,10 +230,12 @@ def test_restor_report_line():
 
     assert compat_line(asdict(RestorConfig(kb="family").check())) == (
         "**Against RESTOR's code**: Differs from RESTOR's code (--compat restor matches it): --npo-form token "
-        "(RESTOR's code: batch).")
+        "(RESTOR's code: batch)."
+    )
     assert compat_line({"npo_form": "batch"}).endswith("Every component as RESTOR's code (--compat restor).")
-    assert compat_note({}, RestorConfig, "restor", "RESTOR") == compat_note({"npo_form": None}, RestorConfig,
-                                                                           "restor", "RESTOR")
+    assert compat_note({}, RestorConfig, "restor", "RESTOR") == compat_note(
+        {"npo_form": None}, RestorConfig, "restor", "RESTOR"
+    )
 
 
 # ------------------------------------------------------------------------------------------ RESTOR's NPO ----------
@@ -219,8 +247,9 @@ def _reference_restor_npo(logits, ref_logits, labels, beta=0.1):
     import torch.nn.functional as F
 
     def hf_loss(lg):
-        return F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]).double(), labels[:, 1:].reshape(-1),
-                               ignore_index=-100)
+        return F.cross_entropy(
+            lg[:, :-1].reshape(-1, lg.shape[-1]).double(), labels[:, 1:].reshape(-1), ignore_index=-100
+        )
 
     neg_log_ratios = hf_loss(logits) - hf_loss(ref_logits)
     return -torch.nn.functional.logsigmoid(beta * neg_log_ratios).mean() * 2 / beta
@@ -298,8 +327,9 @@ def test_unlearn_documents_runs_npo_at_the_level_asked(monkeypatch):
     monkeypatch.setattr(NPO, "step", fake_step)
     forget = {k: torch.ones(2, 3, dtype=torch.long) for k in ("input_ids", "attention_mask", "labels")}
     for level in ("token", "batch"):
-        rec = docs.unlearn_documents(State(), "npo", forget, None, TrainConfig(epochs=1, lr=1e-4, batch_size=1),
-                                     level=level)
+        rec = docs.unlearn_documents(
+            State(), "npo", forget, None, TrainConfig(epochs=1, lr=1e-4, batch_size=1), level=level
+        )
         assert rec["level"] == level
     assert seen == ["token", "batch"]
 
@@ -418,13 +448,36 @@ def test_rwku_compat_run_scores_as_rwkus_code(tmp_path, monkeypatch):
     patch_everywhere(monkeypatch, rwku_metrics, "qa_mia_scores", mia)
     kb_dir, out = tmp_path / "kb", tmp_path / "run"
     assert main(["generate", "--people", "10", "--seed", "3", "-o", str(kb_dir)]) == 0
-    assert main(["rwku", "--kb", str(kb_dir), "--n-targets", "1", "--methods", "npo_seq", "--grid", "npo_seq=2",
-                 "--batch-sizes", "", "--compat", "rwku", "--device", DEVICE, "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "rwku",
+                "--kb",
+                str(kb_dir),
+                "--n-targets",
+                "1",
+                "--methods",
+                "npo_seq",
+                "--grid",
+                "npo_seq=2",
+                "--batch-sizes",
+                "",
+                "--compat",
+                "rwku",
+                "--device",
+                DEVICE,
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     calls = [(kw, df) for kw, df in calls if "max_new_tokens" in kw]  # the protocol's (finetuning probes too)
     assert len(calls) == 2 and all(kw["max_new_tokens"] == 30 for kw, _ in calls)  # before, and after T = 2
     for _kw, df in calls:  # the protocol replaced the column with RWKU's ROUGE-L of the same outputs
-        assert list(df["rouge_l"]) == pytest.approx([_reference_or_zero(a, o)
-                                                     for a, o in zip(df["answer"], df["output"])])
+        assert list(df["rouge_l"]) == pytest.approx(
+            [_reference_or_zero(a, o) for a, o in zip(df["answer"], df["output"])]
+        )
     assert members and all(it.kind == TEXT_KIND for group in members for it in group)
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["setting"]["beta"] for r in rows if r.get("method") == "npo_seq"] == [0.2]

@@ -70,8 +70,9 @@ def _check_resumes(base: list[str], grids: dict, run: Path, unit, key, select, f
     assert main([*base, *_methods(grids, first, second), "--save-models", "none", "-o", str(run), "--resume"]) == 0
     assert {r["method"] for r in _rows(run)} >= {first, second}
     assert _saved(run).keys() == saved.keys() and _stamps(saved) == stamps
-    assert main([*base, *_methods(grids, first, second, third), "--save-models", "best", "-o", str(run),
-                 "--resume"]) == 0
+    assert (
+        main([*base, *_methods(grids, first, second, third), "--save-models", "best", "-o", str(run), "--resume"]) == 0
+    )
     now = _saved(run)
     assert _stamps(saved) == stamps and not (run / "models" / ".sweep").exists()
     new = {d: rec for d, rec in now.items() if d not in saved}
@@ -110,19 +111,34 @@ def test_muse_saves_every_row_none_nothing_and_best_the_selected_setting(tmp_pat
         d = run / "models" / "main" / "ga" / f"steps={r['setting']['steps']}"
         rec = saved[d]
         assert (d / "model.safetensors").is_file() and rec["kb_sha256"] == sha
-        assert (rec["request"], rec["targets"], rec["method"], rec["setting"]) == ("main", r["targets"], "ga",
-                                                                                   r["setting"])
+        assert (rec["request"], rec["targets"], rec["method"], rec["setting"]) == (
+            "main",
+            r["targets"],
+            "ga",
+            r["setting"],
+        )
         assert rec["row_key"] == ["main", "unlearned", "ga", float(r["setting"]["steps"])]
-    _probe_forgets_as_its_row(run / "models" / "main" / "ga" / "steps=8",
-                              next(r for r in rows if r["setting"]["steps"] == 8), tmp_path)
+    _probe_forgets_as_its_row(
+        run / "models" / "main" / "ga" / "steps=8", next(r for r in rows if r["setting"]["steps"] == 8), tmp_path
+    )
     retrain = next(r for r in _rows(run) if r["model_kind"] == "retrain")
 
     def select(rs):
-        return select_setting(sorted(rs, key=lambda r: r["setting"]["steps"]), retrain["knowmem_retain"],
-                              "first_below_retrain")
+        return select_setting(
+            sorted(rs, key=lambda r: r["setting"]["steps"]), retrain["knowmem_retain"], "first_below_retrain"
+        )
 
-    _check_resumes(base, grids, run, lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
-                   muse_row_key, select, "ga", "npo", "npo_gdr")
+    _check_resumes(
+        base,
+        grids,
+        run,
+        lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
+        muse_row_key,
+        select,
+        "ga",
+        "npo",
+        "npo_gdr",
+    )
 
 
 # ------------------------------------------------------------------------------------------------------ rwku ----
@@ -139,15 +155,25 @@ def test_rwku_saves_every_row_none_nothing_and_best_the_strongest_setting(tmp_pa
     rows = [r for r in _rows(run) if r["model_kind"] == "unlearned"]
     saved = _saved(run)
     assert len(rows) == 2 and {d.relative_to(run / "models") for d in saved} == {
-        Path(r["request"]) / "ga" / f"steps={r['setting']['steps']}" for r in rows}
+        Path(r["request"]) / "ga" / f"steps={r['setting']['steps']}" for r in rows
+    }
     for d, rec in saved.items():
         assert rec["method"] == "ga" and rec["targets"] == rows[0]["targets"] and read_model_record(d) == rec
     strongest = max(rows, key=lambda r: r["setting"]["steps"])
     d = run / "models" / strongest["request"] / "ga" / "steps=8"
     assert load_model(spec_for_path(d, device=DEVICE)).model is not None
     _probe_forgets_as_its_row(d, strongest, tmp_path)
-    _check_resumes(base, grids, run, lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
-                   rwku_row_key, lambda rs: max(rs, key=lambda r: r["setting"]["steps"]), "ga", "ga_gdr", "npo_seq")
+    _check_resumes(
+        base,
+        grids,
+        run,
+        lambda r: (r["request"], r["method"]) if r["model_kind"] == "unlearned" else None,
+        rwku_row_key,
+        lambda rs: max(rs, key=lambda r: r["setting"]["steps"]),
+        "ga",
+        "ga_gdr",
+        "npo_seq",
+    )
 
 
 # --------------------------------------------------------------------------------------------------- control ----
@@ -157,8 +183,25 @@ def test_control_saves_every_row_none_nothing_and_best_the_calibrated_setting(tm
 
     kb = _kb(tmp_path_factory, 24)
     run = tmp_path / "control"
-    base = ["control", "--kb", str(kb), "--ratios", "0.05", "--controls", "es", "--steps", "4", "--coarse", "2",
-            "--fine", "2", "--retain-eval", "12", "--device", DEVICE]
+    base = [
+        "control",
+        "--kb",
+        str(kb),
+        "--ratios",
+        "0.05",
+        "--controls",
+        "es",
+        "--steps",
+        "4",
+        "--coarse",
+        "2",
+        "--fine",
+        "2",
+        "--retain-eval",
+        "12",
+        "--device",
+        DEVICE,
+    ]
     assert main([*base, *_methods({}, "ga"), "--save-models", "all", "-o", str(run)]) == 0
     rows = [r for r in _rows(run) if r.get("method")]
     saved = _saved(run)
@@ -174,8 +217,17 @@ def test_control_saves_every_row_none_nothing_and_best_the_calibrated_setting(tm
     def select(rs):
         return rs[-1] if rs[0]["control"] == "none" else calibrate(rs, orig, "full")
 
-    _check_resumes(base, {}, run, lambda r: (r["ratio"].replace("%", "_"), r["method"], r["control"])
-                   if r.get("method") else None, control_row_key, select, "ga", "ga_gdr", "po")
+    _check_resumes(
+        base,
+        {},
+        run,
+        lambda r: (r["ratio"].replace("%", "_"), r["method"], r["control"]) if r.get("method") else None,
+        control_row_key,
+        select,
+        "ga",
+        "ga_gdr",
+        "po",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- restor ----
@@ -188,12 +240,33 @@ def test_restor_saves_its_adapter_and_best_keeps_its_only_setting(tmp_path_facto
     kb = save_kb(generate(24, 1)[0], tmp_path_factory.mktemp("kb") / "kb")
     run = tmp_path / "restor"
     # test_restor.py's small setting
-    base = ["restor", "--kb", str(kb), "-o", str(run), "--samples", "1", "--docs-per-entity", "12", "--n-retain", "16",
-            "--n-random", "5", "--templates", "1", "--clean-epochs", "80", "--corrupt-lr", "5e-3", "--device", DEVICE]
+    base = [
+        "restor",
+        "--kb",
+        str(kb),
+        "-o",
+        str(run),
+        "--samples",
+        "1",
+        "--docs-per-entity",
+        "12",
+        "--n-retain",
+        "16",
+        "--n-random",
+        "5",
+        "--templates",
+        "1",
+        "--clean-epochs",
+        "80",
+        "--corrupt-lr",
+        "5e-3",
+        "--device",
+        DEVICE,
+    ]
     assert main([*base, "--methods", "ga", "--save-models", "all"]) == 0
     saved = _saved(run)
-    (d, rec), = saved.items()
-    row, = _rows(run)
+    ((d, rec),) = saved.items()
+    (row,) = _rows(run)
     assert d.parent == run / "models" / "ga" and rec["method"] == "ga" and rec["setting"] == row["setting"]
     assert rec["adapter"] is True and Path(rec["base"]) == (run / "corrupted").resolve()  # LoRA: --lora-r 8
     assert (d / "adapter_config.json").is_file() and not (d / "model.safetensors").exists()
@@ -208,6 +281,6 @@ def test_restor_saves_its_adapter_and_best_keeps_its_only_setting(tmp_path_facto
     assert len(_rows(run)) == 2 and _saved(run).keys() == saved.keys() and _stamps(saved) == stamps
     assert main([*base, "--methods", "ga", "--targeted", "--save-models", "best"]) == 0
     new = {k: v for k, v in _saved(run).items() if k not in saved}
-    (d2, rec2), = new.items()
+    ((d2, rec2),) = new.items()
     assert d2.parent == run / "models" / "ga-targeted" and rec2["targeted"] is True and _stamps(saved) == stamps
     assert not (run / "models" / ".sweep").exists()

@@ -18,9 +18,26 @@ PROTOCOLS = ("evaluate", "muse", "rwku", "control")
 #: every protocol command, restor included (it takes every shared option too)
 COMMANDS = PROTOCOLS + ("restor",)
 #: the shared options a protocol states in its own words or with its own default (same name, same field)
-OWN_WORDS = {"muse": ("model", "finetuned"), "rwku": ("finetuned",),
-             "restor": ("kb", "rules", "model", "seed", "device", "dtype", "prompt", "lora_r", "lora_alpha", "finetuned",
-                        "lr", "finetune_epochs", "batch_size", "lora_targets")}
+OWN_WORDS = {
+    "muse": ("model", "finetuned"),
+    "rwku": ("finetuned",),
+    "restor": (
+        "kb",
+        "rules",
+        "model",
+        "seed",
+        "device",
+        "dtype",
+        "prompt",
+        "lora_r",
+        "lora_alpha",
+        "finetuned",
+        "lr",
+        "finetune_epochs",
+        "batch_size",
+        "lora_targets",
+    ),
+}
 
 
 def _configs():
@@ -87,8 +104,15 @@ def test_every_protocol_config_inherits_the_shared_fields_and_checks(protocol):
     mine = {f.name: f for f in dataclasses.fields(cls)}
     for name, f in base.items():  # a compat component keeps the shared default as its `unset` value
         assert mine[name].default == f.default or mine[name].metadata.get("unset") == f.default
-    for bad in (dict(lora_r=-1), dict(lora_dropout=1.0), dict(layers="3-1"), dict(layers="1_0"),
-                dict(prompt="nope"), dict(batch_size=0), dict(finetune_epochs=True)):
+    for bad in (
+        dict(lora_r=-1),
+        dict(lora_dropout=1.0),
+        dict(layers="3-1"),
+        dict(layers="1_0"),
+        dict(prompt="nope"),
+        dict(batch_size=0),
+        dict(finetune_epochs=True),
+    ):
         with pytest.raises(InputError):
             cls(**bad).check()
     cls(lora_r=4, layers="0-1", prompt="tiny", batch_size=2).check()
@@ -180,9 +204,35 @@ def test_control_runs_with_lora_and_partial_layers(small, tmp_path, monkeypatch)
 
     kb, ft = small
     run = tmp_path / "ctl"
-    args = ["control", "--kb", str(kb.source), "--finetuned", str(ft), "-o", str(run), "--methods", "ga",
-            "--controls", "es", "--ratios", "0.05", "--steps", "2", "--coarse", "1", "--fine", "1",
-            "--retain-eval", "8", "--device", DEVICE, "--lora-r", "2", "--layers", "0-0"]
+    args = [
+        "control",
+        "--kb",
+        str(kb.source),
+        "--finetuned",
+        str(ft),
+        "-o",
+        str(run),
+        "--methods",
+        "ga",
+        "--controls",
+        "es",
+        "--ratios",
+        "0.05",
+        "--steps",
+        "2",
+        "--coarse",
+        "1",
+        "--fine",
+        "1",
+        "--retain-eval",
+        "8",
+        "--device",
+        DEVICE,
+        "--lora-r",
+        "2",
+        "--layers",
+        "0-0",
+    ]
     seen = []
     _record_contexts(monkeypatch, seen)
     assert main(args) == 0
@@ -207,8 +257,7 @@ def test_muse_and_rwku_pass_lora_and_layers_to_unlearning(protocol, small, tmp_p
     _record_contexts(monkeypatch, seen, stop=True)
     common = dict(kb=str(kb.source), device=DEVICE, lora_r=2, layers="1-1", methods=["ga"], grids={"ga": [1]})
     if protocol == "muse":
-        cfg = MuseConfig(**common, finetuned=str(ft), scale_sizes=[], sustain=False, finetune_epochs=1,
-                         bootstrap=10)
+        cfg = MuseConfig(**common, finetuned=str(ft), scale_sizes=[], sustain=False, finetune_epochs=1, bootstrap=10)
         runner = run_muse
     else:
         # rwku finetunes its own model (the tokenizer must know the description corpus); one epoch is enough here
@@ -230,8 +279,15 @@ def test_restor_pipeline_gets_the_shared_model_options(tmp_path):
     from dukb.neural.restor import pipeline
     from dukb.neural.restor.config import RestorConfig
 
-    cfg = RestorConfig(kb="demo", gradient_checkpointing=True, trust_remote_code=True, lora_dropout=0.1,
-                       lora_targets=["c_attn"], layers="0-0", device=DEVICE).check()
+    cfg = RestorConfig(
+        kb="demo",
+        gradient_checkpointing=True,
+        trust_remote_code=True,
+        lora_dropout=0.1,
+        lora_targets=["c_attn"],
+        layers="0-0",
+        device=DEVICE,
+    ).check()
     build_tiny_model(["a b c d e f"], tmp_path / "m", seed=0)
     spec = pipeline._spec_for(cfg, str(tmp_path / "m"))
     assert spec.gradient_checkpointing and spec.trust_remote_code

@@ -25,9 +25,11 @@ from dukb.neural.run import journal as run_journal
 from tests.cli.test_cli_ux import _write_run, evaluate_rows, muse_rows, rwku_rows
 
 #: the plan of the hand-made run: evaluate_rows' two targets, GA over steps 1 and 2, the default metrics
-IDENTITY = {"targets": [28, 31], "methods": {"ga": {"method": "ga", "param": "steps", "scope": "target",
-                                                    "grid": [1, 2]}},
-            "metrics": ["recall", "tradeoff", "acc_at_superficial"]}
+IDENTITY = {
+    "targets": [28, 31],
+    "methods": {"ga": {"method": "ga", "param": "steps", "scope": "target", "grid": [1, 2]}},
+    "metrics": ["recall", "tradeoff", "acc_at_superficial"],
+}
 
 
 def _forged(row: dict, **change) -> str:
@@ -105,8 +107,9 @@ def test_each_forged_row_alone_leaves_the_numbers_of_the_valid_rows(case, tmp_pa
     """One forged line at a time, read as `dukb report` reads it: named with its reason, the rest kept intact."""
     line, reason = _cases()[case]
     run = _run(tmp_path / "run", [line])
-    journal = run_journal.report_journal(run / "results.jsonl", EVALUATE_ROWS,
-                                         config=json.loads((run / "config.json").read_text()))
+    journal = run_journal.report_journal(
+        run / "results.jsonl", EVALUATE_ROWS, config=json.loads((run / "config.json").read_text())
+    )
     assert journal.rows == evaluate_rows()
     assert [(d.line, reason in d.reason) for d in journal.damaged] == [(5, True)], journal.damaged
 
@@ -134,12 +137,18 @@ def test_without_an_identity_the_plan_is_not_checked(tmp_path):
 def test_a_resume_moves_forged_rows_aside(tmp_path):
     """ResultsFile on open (a resume): out-of-range rows, a second row of a key and duplicate JSON keys go to
     results.damaged.jsonl; the identical repeat too (its row is kept once); the valid rows stay as they were."""
-    cases = [c for c in _cases() if not c[1].startswith(("field target:", "field method:", "field param:",
-                                                         "field setting.", "field recall: missing"))]
+    cases = [
+        c
+        for c in _cases()
+        if not c[1].startswith(
+            ("field target:", "field method:", "field param:", "field setting.", "field recall: missing")
+        )
+    ]
     run = _run(tmp_path / "run", [line for line, _ in cases])
     log: list[str] = []
-    results = run_journal.ResultsFile(run / "results.jsonl", EVALUATE_ROWS.key, log=log.append,
-                                      check=EVALUATE_ROWS.check())
+    results = run_journal.ResultsFile(
+        run / "results.jsonl", EVALUATE_ROWS.key, log=log.append, check=EVALUATE_ROWS.check()
+    )
     assert results.rows == evaluate_rows()
     assert (run / "results.jsonl").read_text() == "".join(json.dumps(r) + "\n" for r in evaluate_rows())
     moved = [json.loads(x) for x in (run / run_journal.DAMAGED_NAME).read_text().splitlines()]
@@ -155,16 +164,26 @@ def test_json_problem_refuses_a_key_given_twice():
 
 #: protocol -> (valid rows, forged lines after them with their reasons): a share out of range, a second row of a key
 OTHERS = {
-    "muse": (muse_rows, lambda r: [
-        (_forged(r, knowmem_retain=1.5), "field knowmem_retain: expected a share in [0, 1] or null, got 1.5"),
-        (_forged(r, mia_auc=-0.5), "field mia_auc: expected a share in [0, 1] or null, got -0.5"),
-        (_forged(r, knowmem_forget=0.01), "another row for the key of line 12 (one row per key; differs in "
-                                          "knowmem_forget)")]),
-    "rwku": (rwku_rows, lambda r: [
-        (_forged(r, rouge_forget_all=2.0), "field rouge_forget_all: expected a share in [0, 1] or null, got 2.0"),
-        (_forged(r, recall=1e308), "field recall: expected a share in [0, 1] or null, got 1e+308"),
-        (_forged(r, mia_auc_fm_rm={"loss": 7}), "field mia_auc_fm_rm.loss: expected a share in [0, 1] or null"),
-        (_forged(r, recall=0.0), "another row for the key of line 6 (one row per key; differs in recall)")]),
+    "muse": (
+        muse_rows,
+        lambda r: [
+            (_forged(r, knowmem_retain=1.5), "field knowmem_retain: expected a share in [0, 1] or null, got 1.5"),
+            (_forged(r, mia_auc=-0.5), "field mia_auc: expected a share in [0, 1] or null, got -0.5"),
+            (
+                _forged(r, knowmem_forget=0.01),
+                "another row for the key of line 12 (one row per key; differs in knowmem_forget)",
+            ),
+        ],
+    ),
+    "rwku": (
+        rwku_rows,
+        lambda r: [
+            (_forged(r, rouge_forget_all=2.0), "field rouge_forget_all: expected a share in [0, 1] or null, got 2.0"),
+            (_forged(r, recall=1e308), "field recall: expected a share in [0, 1] or null, got 1e+308"),
+            (_forged(r, mia_auc_fm_rm={"loss": 7}), "field mia_auc_fm_rm.loss: expected a share in [0, 1] or null"),
+            (_forged(r, recall=0.0), "another row for the key of line 6 (one row per key; differs in recall)"),
+        ],
+    ),
 }
 
 
@@ -192,35 +211,64 @@ def test_forged_rows_of_other_protocols_are_not_summarised(protocol, tmp_path, c
 # ------------------------------------------------------------------ every protocol's rows against its plan ------
 def _control_rows() -> list[dict]:
     base = {"ratio": "1%", "forgotten_relationships": [], "forgotten_biographies": []}
-    return [{**base, "control": "original", "method": None, "value": None},
-            {**base, "control": "none", "method": "ga", "param": "steps", "value": 8.0},
-            {**base, "control": "oc", "method": "ga", "param": "steps", "value": 1.0}]
+    return [
+        {**base, "control": "original", "method": None, "value": None},
+        {**base, "control": "none", "method": "ga", "param": "steps", "value": 8.0},
+        {**base, "control": "oc", "method": "ga", "param": "steps", "value": 1.0},
+    ]
 
 
 def _restor_rows() -> list[dict]:
-    return [{"method": "ga", "targeted": False, "setting": {},
-             "rows": [{"correct": True, "label": "x", "answer": "y"}]}]
+    return [
+        {"method": "ga", "targeted": False, "setting": {}, "rows": [{"correct": True, "label": "x", "answer": "y"}]}
+    ]
 
 
 #: protocol -> (its valid rows, the run's config.json, forged lines (changes of the first row) with their reasons)
 PLANS = {
-    "muse": (muse_rows, {"identity": {"requests": {"main": {}, "scale-1": {}, "sustain-1": {}},
-                                      "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1, 2]}}}},
-             lambda rs: [(_forged(rs[0], request="other"), 'field request: "other" is not a request of the run'),
-                         (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run'),
-                         (_forged(rs[2], setting={"steps": 7, "lr": 0.001}),
-                          "field setting.steps: 7 is not in the grid")]),
-    "rwku": (rwku_rows, {"identity": {"targets": [28, 31], "rwku": {"batch_sizes": [2]},
-                                      "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1]}}}},
-             lambda rs: [(_forged(rs[0], request="target-99"), 'field request: "target-99" is not a request'),
-                         (_forged(rs[0], request="batch-3", request_kind="batch"), 'field request: "batch-3"'),
-                         (_forged(rs[1], method="npo"), 'field method: "npo" is not a method of the run')]),
-    "control": (_control_rows, {"identity": {"ratios": {"1%": {}}, "controls": {"oc": {}}, "methods": {"ga": {}}}},
-                lambda rs: [(_forged(rs[0], ratio="5%"), 'field ratio: "5%" is not a ratio of the run'),
-                            (_forged(rs[2], control="es"), 'field control: "es" is not a control of the run'),
-                            (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run')]),
-    "restor": (_restor_rows, {"identity": {}, "history": [{"methods": ["ga"]}]},
-               lambda rs: [(_forged(rs[0], method="npo"), 'field method: "npo" is not a method of the run')]),
+    "muse": (
+        muse_rows,
+        {
+            "identity": {
+                "requests": {"main": {}, "scale-1": {}, "sustain-1": {}},
+                "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1, 2]}},
+            }
+        },
+        lambda rs: [
+            (_forged(rs[0], request="other"), 'field request: "other" is not a request of the run'),
+            (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run'),
+            (_forged(rs[2], setting={"steps": 7, "lr": 0.001}), "field setting.steps: 7 is not in the grid"),
+        ],
+    ),
+    "rwku": (
+        rwku_rows,
+        {
+            "identity": {
+                "targets": [28, 31],
+                "rwku": {"batch_sizes": [2]},
+                "methods": {"ga": {"method": "ga", "param": "steps", "grid": [1]}},
+            }
+        },
+        lambda rs: [
+            (_forged(rs[0], request="target-99"), 'field request: "target-99" is not a request'),
+            (_forged(rs[0], request="batch-3", request_kind="batch"), 'field request: "batch-3"'),
+            (_forged(rs[1], method="npo"), 'field method: "npo" is not a method of the run'),
+        ],
+    ),
+    "control": (
+        _control_rows,
+        {"identity": {"ratios": {"1%": {}}, "controls": {"oc": {}}, "methods": {"ga": {}}}},
+        lambda rs: [
+            (_forged(rs[0], ratio="5%"), 'field ratio: "5%" is not a ratio of the run'),
+            (_forged(rs[2], control="es"), 'field control: "es" is not a control of the run'),
+            (_forged(rs[2], method="npo"), 'field method: "npo" is not a method of the run'),
+        ],
+    ),
+    "restor": (
+        _restor_rows,
+        {"identity": {}, "history": [{"methods": ["ga"]}]},
+        lambda rs: [(_forged(rs[0], method="npo"), 'field method: "npo" is not a method of the run')],
+    ),
 }
 
 
@@ -240,8 +288,9 @@ def test_rows_a_run_cannot_hold_are_damaged_for_every_protocol(protocol, tmp_pat
     assert len(run_journal.read_journal(path, schema.key, schema.check()).rows) == len(rows) + len(bad)
     journal = run_journal.report_journal(path, schema, config=config)
     assert journal.rows == rows
-    assert [(d.line, reason in d.reason) for d, (_, reason) in zip(journal.damaged, bad)] == \
-        [(i, True) for i in range(len(rows) + 1, len(rows) + len(bad) + 1)], journal.damaged
+    assert [(d.line, reason in d.reason) for d, (_, reason) in zip(journal.damaged, bad)] == [
+        (i, True) for i in range(len(rows) + 1, len(rows) + len(bad) + 1)
+    ], journal.damaged
     assert len(journal.damaged) == len(bad)
     results = run_journal.ResultsFile(path, schema.key, log=[].append, check=schema.check(config))  # a resume
     assert results.rows == rows and path.read_text() == "".join(json.dumps(r) + "\n" for r in rows)

@@ -51,10 +51,16 @@ def test_a_done_unit_is_no_longer_renewed(tmp_path, monkeypatch):
     assert not a._beat.is_alive()
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--launcher", "pbs"], "--launcher 'pbs' is not one of local, submitit-local, slurm"),
-    (["--launcher", "slurm", "--workers", "0"], "Invalid value for '--workers': Input should be greater than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--launcher", "pbs"], "--launcher 'pbs' is not one of local, submitit-local, slurm"),
+        (
+            ["--launcher", "slurm", "--workers", "0"],
+            "Invalid value for '--workers': Input should be greater than or equal to 1",
+        ),
+    ],
+)
 def test_a_launch_that_cannot_run_is_refused_in_one_line(tmp_path, capsys, args, says):
     from dukb.cli.main import main
 
@@ -77,8 +83,9 @@ def _dukb(*args: str, path: str, calls=None) -> subprocess.CompletedProcess:
     """`dukb ARGS` in a child interpreter with PATH set (the SLURM commands it finds), so that submitit's loggers
     and the launch never touch the test process's captured streams."""
     env = {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", **({"CALLS": str(calls)} if calls else {})}
-    return subprocess.run([sys.executable, "-m", "dukb.cli.main", *args], capture_output=True, text=True,
-                          timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "dukb.cli.main", *args], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def test_slurm_without_sbatch_is_refused(tmp_path):
@@ -89,7 +96,8 @@ def test_slurm_without_sbatch_is_refused(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [
         "dukb: error: --launcher slurm needs SLURM's sbatch and srun on PATH: run it where jobs are submitted (a "
-        "login node), or use --launcher submitit-local"]
+        "login node), or use --launcher submitit-local"
+    ]
     assert not (tmp_path / "run").exists()
 
 
@@ -112,13 +120,35 @@ def test_slurm_submits_a_worker_array_then_a_report_job_after_it(tmp_path):
     (bin_ / "srun").write_text("#!/bin/sh\nexit 0\n")
     for f in bin_.iterdir():
         f.chmod(0o755)
-    r = _dukb("evaluate", "--kb", "demo", "--n-targets", "2", "-o", str(run), "--launcher", "slurm", "--workers",
-              "3", "--slurm-partition", "gpu", "--slurm-gpus-per-task", "1", "--slurm-time", "12:00:00",
-              path=f"{bin_}{os.pathsep}{os.environ['PATH']}", calls=calls)
+    r = _dukb(
+        "evaluate",
+        "--kb",
+        "demo",
+        "--n-targets",
+        "2",
+        "-o",
+        str(run),
+        "--launcher",
+        "slurm",
+        "--workers",
+        "3",
+        "--slurm-partition",
+        "gpu",
+        "--slurm-gpus-per-task",
+        "1",
+        "--slurm-time",
+        "12:00:00",
+        path=f"{bin_}{os.pathsep}{os.environ['PATH']}",
+        calls=calls,
+    )
     assert r.returncode == 0, r.stderr
     workers, report = (calls / "0.sh").read_text(), (calls / "1.sh").read_text()
-    for line in ("#SBATCH --array=0-2", "#SBATCH --partition=gpu", "#SBATCH --gpus-per-task=1",
-                 "#SBATCH --time=12:00:00"):
+    for line in (
+        "#SBATCH --array=0-2",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --gpus-per-task=1",
+        "#SBATCH --time=12:00:00",
+    ):
         assert line in workers, line
     assert "#SBATCH --dependency=afterany:4242\n" in report and "--partition=gpu" in report
     assert "gpus-per-task" not in report and "--array" not in report
@@ -151,10 +181,23 @@ def test_the_launcher_options_reach_submitit(tmp_path):
 
     conf = tmp_path / "slurm.yaml"
     conf.write_text("slurm_partition: long\nslurm_additional_parameters: {account: lab}\ntimeout_min: 30\n")
-    got = executor_parameters(LaunchOptions(launcher="slurm", workers=3, slurm_partition="gpu", slurm_mem="32G",
-                                            slurm_gpus_per_task=1, launcher_config=conf))
-    assert got == {"timeout_min": 30, "slurm_partition": "gpu", "slurm_additional_parameters": {"account": "lab"},
-                   "slurm_mem": "32G", "slurm_gpus_per_task": 1}
+    got = executor_parameters(
+        LaunchOptions(
+            launcher="slurm",
+            workers=3,
+            slurm_partition="gpu",
+            slurm_mem="32G",
+            slurm_gpus_per_task=1,
+            launcher_config=conf,
+        )
+    )
+    assert got == {
+        "timeout_min": 30,
+        "slurm_partition": "gpu",
+        "slurm_additional_parameters": {"account": "lab"},
+        "slurm_mem": "32G",
+        "slurm_gpus_per_task": 1,
+    }
     conf.write_text("- not a mapping\n")
     from dukb import InputError
 
@@ -172,9 +215,25 @@ def test_submitit_local_workers_give_a_one_process_runs_rows(tmp_path):
 
     run, solo = tmp_path / "run", tmp_path / "solo"
     opts = ["--kb", "demo", "--n-targets", "2", "--methods", "ga", "--grid", "ga=1", "--device", DEVICE]
-    r = subprocess.run([sys.executable, "-m", "dukb.cli.main", "evaluate", *opts, "-o", str(run), "--launcher",
-                        "submitit-local", "--workers", "2"], capture_output=True, text=True, timeout=1200,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dukb.cli.main",
+            "evaluate",
+            *opts,
+            "-o",
+            str(run),
+            "--launcher",
+            "submitit-local",
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert "submitted 2 workers (submitit-local)" in r.stderr and f"report: {run / 'report.md'}" in r.stdout
     assert (run / "report.md").is_file() and (run / "launch" / "worker.yaml").is_file()
@@ -188,8 +247,12 @@ def test_submitit_local_workers_give_a_one_process_runs_rows(tmp_path):
             row = json.loads(line)
             key = (row["target"], row["method"], json.dumps(row["setting"], sort_keys=True))
             assert key not in out  # every unit once
-            out[key] = (row["recall"], row["accuracy_all"], row["forgotten_relationships"],
-                        row["forgotten_biographies"])
+            out[key] = (
+                row["recall"],
+                row["accuracy_all"],
+                row["forgotten_relationships"],
+                row["forgotten_biographies"],
+            )
         return out
 
     got, want = rows(run), rows(solo)

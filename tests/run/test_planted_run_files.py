@@ -29,6 +29,7 @@ WITHIN = 20.0
 @contextlib.contextmanager
 def watchdog(seconds: float = WITHIN):
     """Interrupt a command that blocks (a FIFO opened without a writer) instead of hanging the test run."""
+
     def expire(signum, frame):
         raise TimeoutError(f"still running after {seconds} s: a planted file blocked the command")
 
@@ -102,36 +103,72 @@ def _write(run: Path, files: dict[str, object]) -> Path:
 def evaluate_run(run: Path) -> Path:
     from tests.cli.test_cli_ux import evaluate_rows
 
-    return _write(run, {"config.json": {"protocol": "evaluate", "kb": "kb", "model": "tiny", "seed": 0},
-                        "results.jsonl": _jsonl(evaluate_rows()), "finetune.json": {"epochs": 1},
-                        "results.damaged.jsonl": '{"file": "results.jsonl", "line": 9}\n'})
+    return _write(
+        run,
+        {
+            "config.json": {"protocol": "evaluate", "kb": "kb", "model": "tiny", "seed": 0},
+            "results.jsonl": _jsonl(evaluate_rows()),
+            "finetune.json": {"epochs": 1},
+            "results.damaged.jsonl": '{"file": "results.jsonl", "line": 9}\n',
+        },
+    )
 
 
 def muse_run(run: Path) -> Path:
     from tests.cli.test_cli_ux import muse_rows
 
-    return _write(run, {"config.json": {"protocol": "muse", "kb": "kb", "model": "tiny", "seed": 0,
-                                        "select": "first_below_retrain"},
-                        "results.jsonl": _jsonl(muse_rows())})
+    return _write(
+        run,
+        {
+            "config.json": {
+                "protocol": "muse",
+                "kb": "kb",
+                "model": "tiny",
+                "seed": 0,
+                "select": "first_below_retrain",
+            },
+            "results.jsonl": _jsonl(muse_rows()),
+        },
+    )
 
 
 def rwku_run(run: Path) -> Path:
     from tests.cli.test_cli_ux import rwku_rows
 
-    return _write(run, {"config.json": {"protocol": "rwku", "kb": "kb", "model": "tiny", "seed": 0},
-                        "results.jsonl": _jsonl(rwku_rows())})
+    return _write(
+        run,
+        {
+            "config.json": {"protocol": "rwku", "kb": "kb", "model": "tiny", "seed": 0},
+            "results.jsonl": _jsonl(rwku_rows()),
+        },
+    )
 
 
 def control_run(run: Path) -> Path:
-    return _write(run, {"config.json": {"protocol": "control", "kb": "demo", "seed": 0},
-                        "splits.json": {"forget": {}}, "sets.json": {"targets": {}},
-                        "results.jsonl": _jsonl([{"x": 1}])})
+    return _write(
+        run,
+        {
+            "config.json": {"protocol": "control", "kb": "demo", "seed": 0},
+            "splits.json": {"forget": {}},
+            "sets.json": {"targets": {}},
+            "results.jsonl": _jsonl([{"x": 1}]),
+        },
+    )
 
 
 def restor_run(run: Path) -> Path:
-    return _write(run, {"config.json": {"protocol": "restor"}, "results.jsonl": "", "probes/facts.jsonl": "",
-                        "probes/clean.json": {}, "probes/corrupted.json": {}, "clean/train.json": {},
-                        "corrupted/train.json": {}})
+    return _write(
+        run,
+        {
+            "config.json": {"protocol": "restor"},
+            "results.jsonl": "",
+            "probes/facts.jsonl": "",
+            "probes/clean.json": {},
+            "probes/corrupted.json": {},
+            "clean/train.json": {},
+            "corrupted/train.json": {},
+        },
+    )
 
 
 #: protocol -> (writer of a run directory, the files `dukb report` reads there)
@@ -140,8 +177,18 @@ LAYOUTS = {
     "muse": (muse_run, ["config.json", "results.jsonl"]),
     "rwku": (rwku_run, ["config.json", "results.jsonl"]),
     "control": (control_run, ["config.json", "splits.json", "sets.json", "results.jsonl"]),
-    "restor": (restor_run, ["config.json", "results.jsonl", "probes/facts.jsonl", "probes/clean.json",
-                            "probes/corrupted.json", "clean/train.json", "corrupted/train.json"]),
+    "restor": (
+        restor_run,
+        [
+            "config.json",
+            "results.jsonl",
+            "probes/facts.jsonl",
+            "probes/clean.json",
+            "probes/corrupted.json",
+            "clean/train.json",
+            "corrupted/train.json",
+        ],
+    ),
 }
 
 CASES = [(protocol, name) for protocol, (_, names) in LAYOUTS.items() for name in names]
@@ -187,9 +234,11 @@ def test_the_hand_made_runs_render(protocol, tmp_path, capsys):
     assert rc == 0, err
 
 
-OUTPUTS = {"evaluate": ["summary.csv", "report.md", "accuracy_recall.png"],
-           "muse": ["summary.csv", "report.md", "mia_roc.png"],
-           "rwku": ["summary.csv", "report.md", "aa_kinds.png"]}
+OUTPUTS = {
+    "evaluate": ["summary.csv", "report.md", "accuracy_recall.png"],
+    "muse": ["summary.csv", "report.md", "mia_roc.png"],
+    "rwku": ["summary.csv", "report.md", "aa_kinds.png"],
+}
 
 
 @pytest.mark.parametrize("kind", ["fifo"])  # a symbolic link there is refused: tests/run/test_run_tampering.py
@@ -234,9 +283,12 @@ def test_run_library_reads_are_bounded(kind, tmp_path):
     from dukb.neural.run import identity as run_identity
     from dukb.neural.run import journal as run_journal
 
-    for name, read in (("config.json", lambda p: run_identity.open_run(p.parent, "evaluate", {})),
-                       ("results.jsonl", run_journal.read_journal), ("weights.bin", run_identity.sha256_file),
-                       ("x.json", run_files.read_json)):
+    for name, read in (
+        ("config.json", lambda p: run_identity.open_run(p.parent, "evaluate", {})),
+        ("results.jsonl", run_journal.read_journal),
+        ("weights.bin", run_identity.sha256_file),
+        ("x.json", run_files.read_json),
+    ):
         p = tmp_path / name
         plant(p, kind)
         with watchdog(), pytest.raises(InputError) as e:
@@ -285,8 +337,10 @@ def test_evaluate_resume_on_a_planted_file(name, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     plant(run / name, "fifo")
-    rc, err, _ = run_cli(["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga", "--device", DEVICE,
-                          "-o", run, "--resume"], capsys)
+    rc, err, _ = run_cli(
+        ["evaluate", "--kb", "demo", "--n-targets", "1", "--methods", "ga", "--device", DEVICE, "-o", run, "--resume"],
+        capsys,
+    )
     assert rc == 2
     assert str(run / name) in one_error_line(err)
 
@@ -296,8 +350,25 @@ def test_rwku_resume_on_a_planted_config(tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     plant(run / "config.json", "devzero")
-    rc, err, _ = run_cli(["rwku", "--kb", "demo", "--n-targets", "1", "--batch-sizes", "", "--methods", "ga",
-                          "--device", DEVICE, "-o", run, "--resume"], capsys)
+    rc, err, _ = run_cli(
+        [
+            "rwku",
+            "--kb",
+            "demo",
+            "--n-targets",
+            "1",
+            "--batch-sizes",
+            "",
+            "--methods",
+            "ga",
+            "--device",
+            DEVICE,
+            "-o",
+            run,
+            "--resume",
+        ],
+        capsys,
+    )
     assert rc == 2
     assert str(run / "config.json") in one_error_line(err)
 
@@ -314,19 +385,22 @@ def test_integer_options_are_strict(value, capsys):
     assert "--target-id" in line
 
 
-@pytest.mark.parametrize("args,shown", [
-    (["mdus", "--kb", "demo", "--target-id", "1", "--seed", "+1"], "'+1'"),
-    (["mdus", "--kb", "demo", "--target-id", "1", "--max-sets", "1_0"], "'1_0'"),
-    (["recall", "--kb", "demo", "--target-id", "\uff11"], "--target-id"),
-    (["generate", "--people", "1_0", "-o", "unused"], "--people"),
-    (["evaluate", "--n-targets", "+1"], "--n-targets"),
-    (["evaluate", "--seed", "1.0"], "--seed"),
-    (["evaluate", "--grid", "ga=1_0"], "'1_0' is not an integer"),
-    (["evaluate", "--layers", "0-+1"], "--layers"),
-    (["muse", "--scale-sizes", "1,+2"], "--scale-sizes"),
-    (["rwku", "--batch-sizes", "2,1_0"], "--batch-sizes"),
-    (["restor", "--kb", "demo", "-o", "run", "--unlearn-epochs", "all=1_0"], "'1_0' is not an integer"),
-])
+@pytest.mark.parametrize(
+    "args,shown",
+    [
+        (["mdus", "--kb", "demo", "--target-id", "1", "--seed", "+1"], "'+1'"),
+        (["mdus", "--kb", "demo", "--target-id", "1", "--max-sets", "1_0"], "'1_0'"),
+        (["recall", "--kb", "demo", "--target-id", "\uff11"], "--target-id"),
+        (["generate", "--people", "1_0", "-o", "unused"], "--people"),
+        (["evaluate", "--n-targets", "+1"], "--n-targets"),
+        (["evaluate", "--seed", "1.0"], "--seed"),
+        (["evaluate", "--grid", "ga=1_0"], "'1_0' is not an integer"),
+        (["evaluate", "--layers", "0-+1"], "--layers"),
+        (["muse", "--scale-sizes", "1,+2"], "--scale-sizes"),
+        (["rwku", "--batch-sizes", "2,1_0"], "--batch-sizes"),
+        (["restor", "--kb", "demo", "-o", "run", "--unlearn-epochs", "all=1_0"], "'1_0' is not an integer"),
+    ],
+)
 def test_every_integer_option_is_strict(args, shown, capsys, monkeypatch, tmp_path):
     no_model_loads(monkeypatch)
     monkeypatch.chdir(tmp_path)
@@ -345,8 +419,11 @@ def test_help_is_unchanged_by_strict_integers(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     capsys.readouterr()
     assert main(["mdus", "--help"]) == 0
-    lines = {ln.split()[1]: ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("│ ")
-             and len(ln.split()) > 2 and ln.split()[1].startswith("--")}
+    lines = {
+        ln.split()[1]: ln
+        for ln in capsys.readouterr().out.splitlines()
+        if ln.startswith("│ ") and len(ln.split()) > 2 and ln.split()[1].startswith("--")
+    }
     import typer
 
     if tuple(int(x) for x in typer.__version__.split(".")[:2]) >= (0, 29):
@@ -363,8 +440,9 @@ def test_unknown_target_id_is_reported_at_its_line_before_a_model_loads(command,
     no_model_loads(monkeypatch)
     targets = tmp_path / "targets.txt"
     targets.write_text("# targets\n1\n\n99999\n")
-    rc, err, seconds = run_cli([*command, "--kb", "demo", "--targets-file", targets, "--device", DEVICE,
-                                "-o", tmp_path / "run"], capsys)
+    rc, err, seconds = run_cli(
+        [*command, "--kb", "demo", "--targets-file", targets, "--device", DEVICE, "-o", tmp_path / "run"], capsys
+    )
     assert rc == 2
     line = one_error_line(err)
     assert f"{targets}:4:" in line and "99999" in line, line

@@ -45,29 +45,41 @@ def _bad(row: dict, **change) -> str:
 
 #: protocol -> (valid rows, JSON lines that are not rows of it with their reasons)
 CASES = {
-    "evaluate": (evaluate_rows, lambda r: [
-        (_bad(r, recall=float("nan")), "field recall: expected a number, got NaN"),
-        (_bad(r, target=True), "field target: expected an integer, got true"),
-        (_bad(r, target=10 ** 30), "field target: expected an integer of at most 18 digits, got an integer of 31"),
-        (_bad(r, accuracy_all="high"), 'field accuracy_all: expected a number or null, got "high"'),
-        (_bad(r, setting={"lr": 0.001}), "field setting: no value of its param"),
-        (_bad(r, target_forgotten=1), "field target_forgotten: expected true or false, got 1"),
-        (_bad(r, target_relation=5), "field target_relation: expected a string or null, got 5"),
-        (_bad(r, recall=float("inf")), "field recall: expected a number, got Infinity")]),
-    "muse": (muse_rows, lambda r: [
-        (_bad(r, knowmem_retain=float("nan")), "field knowmem_retain: expected a number or null, got NaN"),
-        (_bad(r, request=3), "field request: expected a string, got 3"),
-        (_bad(r, model_kind="unlearned", method=None), "field method: expected a string, got null"),
-        (_bad(r, items=[1]), "field items: expected an object, got a list"),
-        (_bad(r, mia=None), "field mia: expected an object, got null"),
-        (_bad(r, privleak="x"), 'field privleak: expected a number or null, got "x"')]),
-    "rwku": (rwku_rows, lambda r: [
-        (_bad(r, rouge_forget_all=None), "field rouge_forget_all: expected a number, got null"),
-        (_bad(r, request_kind="other"), 'field request_kind: expected "single" or "batch", got "other"'),
-        (_bad(r, request_kind="batch", request="batch"), "field request: a batch request is named batch-N"),
-        (_bad(r, setting=None), "field setting: expected an object, got null"),
-        (_bad(r, mia_fm={"loss": "x"}), 'field mia_fm.loss: expected a number or null, got "x"'),
-        (_bad(r, rouge_forget_aa_by_kind={"reverse": [1]}), "field rouge_forget_aa_by_kind.reverse")]),
+    "evaluate": (
+        evaluate_rows,
+        lambda r: [
+            (_bad(r, recall=float("nan")), "field recall: expected a number, got NaN"),
+            (_bad(r, target=True), "field target: expected an integer, got true"),
+            (_bad(r, target=10**30), "field target: expected an integer of at most 18 digits, got an integer of 31"),
+            (_bad(r, accuracy_all="high"), 'field accuracy_all: expected a number or null, got "high"'),
+            (_bad(r, setting={"lr": 0.001}), "field setting: no value of its param"),
+            (_bad(r, target_forgotten=1), "field target_forgotten: expected true or false, got 1"),
+            (_bad(r, target_relation=5), "field target_relation: expected a string or null, got 5"),
+            (_bad(r, recall=float("inf")), "field recall: expected a number, got Infinity"),
+        ],
+    ),
+    "muse": (
+        muse_rows,
+        lambda r: [
+            (_bad(r, knowmem_retain=float("nan")), "field knowmem_retain: expected a number or null, got NaN"),
+            (_bad(r, request=3), "field request: expected a string, got 3"),
+            (_bad(r, model_kind="unlearned", method=None), "field method: expected a string, got null"),
+            (_bad(r, items=[1]), "field items: expected an object, got a list"),
+            (_bad(r, mia=None), "field mia: expected an object, got null"),
+            (_bad(r, privleak="x"), 'field privleak: expected a number or null, got "x"'),
+        ],
+    ),
+    "rwku": (
+        rwku_rows,
+        lambda r: [
+            (_bad(r, rouge_forget_all=None), "field rouge_forget_all: expected a number, got null"),
+            (_bad(r, request_kind="other"), 'field request_kind: expected "single" or "batch", got "other"'),
+            (_bad(r, request_kind="batch", request="batch"), "field request: a batch request is named batch-N"),
+            (_bad(r, setting=None), "field setting: expected an object, got null"),
+            (_bad(r, mia_fm={"loss": "x"}), 'field mia_fm.loss: expected a number or null, got "x"'),
+            (_bad(r, rouge_forget_aa_by_kind={"reverse": [1]}), "field rouge_forget_aa_by_kind.reverse"),
+        ],
+    ),
 }
 
 
@@ -137,15 +149,34 @@ def test_a_resume_moves_a_line_that_is_not_a_row_aside(key_name, tmp_path):
     from dukb.neural.protocols import get_protocol
     from dukb.neural.run import journal as run_journal
 
-    row = {"evaluate": evaluate_rows()[0], "muse": muse_rows()[0], "rwku": rwku_rows()[0],
-           "control": {"ratio": "1%", "control": "original", "method": None, "value": None,
-                       "forgotten_relationships": [], "forgotten_biographies": []},
-           "restor": {"method": "ga", "targeted": False, "setting": {},
-                      "rows": [{"correct": True, "label": "true", "answer": "x"}]}}[key_name]
+    row = {
+        "evaluate": evaluate_rows()[0],
+        "muse": muse_rows()[0],
+        "rwku": rwku_rows()[0],
+        "control": {
+            "ratio": "1%",
+            "control": "original",
+            "method": None,
+            "value": None,
+            "forgotten_relationships": [],
+            "forgotten_biographies": [],
+        },
+        "restor": {
+            "method": "ga",
+            "targeted": False,
+            "setting": {},
+            "rows": [{"correct": True, "label": "true", "answer": "x"}],
+        },
+    }[key_name]
     schema = get_protocol(key_name).load("rows")
     path = tmp_path / "results.jsonl"
-    field = {"evaluate": "recall", "muse": "knowmem_retain", "rwku": "rouge_forget_all",
-             "control": "forgotten_relationships", "restor": "targeted"}[key_name]
+    field = {
+        "evaluate": "recall",
+        "muse": "knowmem_retain",
+        "rwku": "rouge_forget_all",
+        "control": "forgotten_relationships",
+        "restor": "targeted",
+    }[key_name]
     path.write_text(json.dumps(row) + "\n" + json.dumps({**row, field: float("nan")}) + "\n")
     log = []
     results = run_journal.ResultsFile(path, schema.key, log=log.append, check=schema.check())
@@ -159,19 +190,47 @@ def test_a_resume_moves_a_line_that_is_not_a_row_aside(key_name, tmp_path):
 def test_a_control_report_keeps_its_valid_rows(tmp_path, capsys):
     """A control run (the demo KB): a row of a ratio splits.json lacks, a NaN value and a bool where a list of
     fact ids belongs are damaged lines; the others render."""
-    base = {"ratio": "1%", "forget_fact_ids": [1], "forgotten_relationships": [], "forgotten_biographies": [],
-            "ps_exact_retain": 0.9, "ps_exact_forget": 0.8, "ps_perturb_retain": 0.9, "ps_perturb_forget": 0.8,
-            "ps_similar_retain": 0.9, "ps_similar_forget": 0.8, "confidence_retain": 0.5, "confidence_forget": 0.5}
-    rows = [{**base, "method": None, "control": "original", "value": None},
-            {**base, "method": "ga", "control": "none", "param": "steps", "value": 8.0, "ps_exact_forget": 0.1,
-             "risk_curve": {"unlearning_risk": [1.0, float("nan")], "loss_retain": None}}]
-    bad = [({**rows[1], "ratio": "7%"}, 'field ratio: "7%" is not a ratio of splits.json'),
-           ({**rows[1], "value": float("nan")}, "field value: expected a number, got NaN"),
-           ({**rows[1], "forgotten_relationships": True}, "field forgotten_relationships: expected a list, got true")]
-    run = _write_run(tmp_path / "run", "control", rows + [r for r, _ in bad],
-                     config={"kb": "demo", "methods": ["ga"], "controls": []},
-                     **{"splits.json": {"forget": {"1%": [1]}, "retain_eval": {"relationships": [], "biographies": []}},
-                        "sets.json": {"targets": {}}})
+    base = {
+        "ratio": "1%",
+        "forget_fact_ids": [1],
+        "forgotten_relationships": [],
+        "forgotten_biographies": [],
+        "ps_exact_retain": 0.9,
+        "ps_exact_forget": 0.8,
+        "ps_perturb_retain": 0.9,
+        "ps_perturb_forget": 0.8,
+        "ps_similar_retain": 0.9,
+        "ps_similar_forget": 0.8,
+        "confidence_retain": 0.5,
+        "confidence_forget": 0.5,
+    }
+    rows = [
+        {**base, "method": None, "control": "original", "value": None},
+        {
+            **base,
+            "method": "ga",
+            "control": "none",
+            "param": "steps",
+            "value": 8.0,
+            "ps_exact_forget": 0.1,
+            "risk_curve": {"unlearning_risk": [1.0, float("nan")], "loss_retain": None},
+        },
+    ]
+    bad = [
+        ({**rows[1], "ratio": "7%"}, 'field ratio: "7%" is not a ratio of splits.json'),
+        ({**rows[1], "value": float("nan")}, "field value: expected a number, got NaN"),
+        ({**rows[1], "forgotten_relationships": True}, "field forgotten_relationships: expected a list, got true"),
+    ]
+    run = _write_run(
+        tmp_path / "run",
+        "control",
+        rows + [r for r, _ in bad],
+        config={"kb": "demo", "methods": ["ga"], "controls": []},
+        **{
+            "splits.json": {"forget": {"1%": [1]}, "retain_eval": {"relationships": [], "biographies": []}},
+            "sets.json": {"targets": {}},
+        },
+    )
     report = _renders_but(run, bad, 3, capsys)
     assert "| ga | none | steps=8 |" in report and "(lines 3, 4, 5)" in report
 
@@ -180,10 +239,16 @@ def _restor_run(run: Path, results: list) -> Path:
     from dukb.neural.restor.facts import FactProbe
     from dukb.neural.restor.files import write_facts
 
-    facts = [FactProbe("relationship", 0, "Al Roe", "father", "Who is Al Roe's father?", "Fred Roe", "Gus Poe"),
-             FactProbe("biography", 0, "Al Roe", "job", "What is the job of Al Roe?", "Banker")]
-    probe = {"rows": [{"correct": True, "label": "true", "answer": "fred roe"},
-                      {"correct": True, "label": "true", "answer": "banker"}]}
+    facts = [
+        FactProbe("relationship", 0, "Al Roe", "father", "Who is Al Roe's father?", "Fred Roe", "Gus Poe"),
+        FactProbe("biography", 0, "Al Roe", "job", "What is the job of Al Roe?", "Banker"),
+    ]
+    probe = {
+        "rows": [
+            {"correct": True, "label": "true", "answer": "fred roe"},
+            {"correct": True, "label": "true", "answer": "banker"},
+        ]
+    }
     (run / "probes").mkdir(parents=True)
     write_facts(run / "probes" / "facts.jsonl", facts)
     for name in ("clean", "corrupted"):
@@ -194,13 +259,21 @@ def _restor_run(run: Path, results: list) -> Path:
 
 
 def test_a_restor_report_keeps_its_valid_rows(tmp_path, capsys):
-    good = {"method": "ga", "targeted": False, "setting": {"steps": 1},
-            "rows": [{"correct": False, "label": "other", "answer": "x"}, {"correct": True, "label": "true",
-                                                                             "answer": "banker"}]}
-    bad = [({**good, "rows": good["rows"][:1]}, "field rows: 1 fact rows, but probes/facts.jsonl holds 2 facts"),
-           ({**good, "targeted": 1}, "field targeted: expected true or false, got 1"),
-           ({**good, "rows": [{"correct": True}, {}]}, "field label: missing"),
-           ({**good, "seconds_probe": float("inf")}, "field seconds_probe: expected a number or null, got Infinity")]
+    good = {
+        "method": "ga",
+        "targeted": False,
+        "setting": {"steps": 1},
+        "rows": [
+            {"correct": False, "label": "other", "answer": "x"},
+            {"correct": True, "label": "true", "answer": "banker"},
+        ],
+    }
+    bad = [
+        ({**good, "rows": good["rows"][:1]}, "field rows: 1 fact rows, but probes/facts.jsonl holds 2 facts"),
+        ({**good, "targeted": 1}, "field targeted: expected true or false, got 1"),
+        ({**good, "rows": [{"correct": True}, {}]}, "field label: missing"),
+        ({**good, "seconds_probe": float("inf")}, "field seconds_probe: expected a number or null, got Infinity"),
+    ]
     run = _restor_run(tmp_path / "run", [good] + [b for b, _ in bad])
     report = _renders_but(run, bad, 2, capsys)
     assert "| GA |" in report and "(lines 2, 3, 4, 5)" in report
@@ -245,9 +318,21 @@ def test_an_unknown_prompt_in_a_model_record_names_the_file(tmp_path):
     assert str(e.value).startswith(f"{tmp_path / MODEL_RECORD}: ") and "unknown prompt preset" in str(e.value)
 
 
-@pytest.mark.parametrize("text,integer", [("1_0", True), ("+1", True), ("１", True), ("1.0", True),
-                                          ("1" * 19, True), ("nan", False), ("inf", False), ("1_0", False),
-                                          ("+1", False), ("１", False)])
+@pytest.mark.parametrize(
+    "text,integer",
+    [
+        ("1_0", True),
+        ("+1", True),
+        ("１", True),
+        ("1.0", True),
+        ("1" * 19, True),
+        ("nan", False),
+        ("inf", False),
+        ("1_0", False),
+        ("+1", False),
+        ("１", False),
+    ],
+)
 def test_grid_values_are_strict(text, integer):
     from dukb.neural.methods.base import parse_grid
 
@@ -302,8 +387,9 @@ def test_library_warnings_go_to_the_run_log_while_a_run_is_claimed(tmp_path):
         print("ok")
     """)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "default"}
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=REPO_ROOT)
+    p = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT
+    )
     assert p.returncode == 0 and p.stdout == "ok\n", p.stderr
     assert "planted" not in p.stderr, p.stderr
     log = (run / "run.log").read_text()
@@ -337,8 +423,13 @@ def test_report_names_the_units_without_a_row(tmp_path, capsys):
 
     rows = evaluate_rows()
     identity = {"targets": [28, 31, 40], "methods": {"ga": {"method": "ga", "grid": [1, 2, 4]}}}
-    assert missing_units(identity, rows) == [(28, "ga", 4.0), (31, "ga", 4.0), (40, "ga", 1.0), (40, "ga", 2.0),
-                                             (40, "ga", 4.0)]
+    assert missing_units(identity, rows) == [
+        (28, "ga", 4.0),
+        (31, "ga", 4.0),
+        (40, "ga", 1.0),
+        (40, "ga", 2.0),
+        (40, "ga", 4.0),
+    ]
     run = _write_run(tmp_path / "run", "evaluate", rows, config={"identity": identity})
     assert main(["report", str(run)]) == 0
     err = capsys.readouterr().err

@@ -24,9 +24,15 @@ from dukb.neural.run.identity import (
 from dukb.neural.run.journal import ResultsFile, read_results
 from dukb.solver.rules import load_rules
 
-BASE = {"identity_version": IDENTITY_VERSION, "kb": "abc", "seed": 0, "lr": None,
-        "model": {"base": {"tiny": {"n_layer": 2}}, "finetune": {"lr": 0.003, "epochs": 400}},
-        "targets": [1, 2], "methods": {"ga": {"grid": [1, 2], "scope": "target"}}}
+BASE = {
+    "identity_version": IDENTITY_VERSION,
+    "kb": "abc",
+    "seed": 0,
+    "lr": None,
+    "model": {"base": {"tiny": {"n_layer": 2}}, "finetune": {"lr": 0.003, "epochs": 400}},
+    "targets": [1, 2],
+    "methods": {"ga": {"grid": [1, 2], "scope": "target"}},
+}
 
 
 def _with(**kw):
@@ -41,8 +47,11 @@ def test_each_differing_key_is_named_with_both_values():
     new = _with(seed=1, lr=0.01)
     new["model"] = {"base": {"tiny": {"n_layer": 2}}, "finetune": {"lr": 0.001, "epochs": 400}}
     diffs = identity_differences(BASE, new, ("targets", "methods"))
-    assert diffs == [Difference("lr", None, 0.01), Difference("model.finetune.lr", 0.003, 0.001),
-                     Difference("seed", 0, 1)]
+    assert diffs == [
+        Difference("lr", None, 0.01),
+        Difference("model.finetune.lr", 0.003, 0.001),
+        Difference("seed", 0, 1),
+    ]
     assert str(diffs[0]) == "lr: null in the run, 0.01 now"
 
 
@@ -80,14 +89,18 @@ def test_a_key_present_on_one_side_only_is_a_difference():
     assert {d.key for d in identity_differences(BASE, new)} == {"dtype", "lr"}
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=3),
-                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=2), c, max_size=3),
-                     max_leaves=8)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=3),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=2), c, max_size=3),
+    max_leaves=8,
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(a=st.dictionaries(st.sampled_from("abcde"), _json, max_size=5),
-       b=st.dictionaries(st.sampled_from("abcde"), _json, max_size=5))
+@given(
+    a=st.dictionaries(st.sampled_from("abcde"), _json, max_size=5),
+    b=st.dictionaries(st.sampled_from("abcde"), _json, max_size=5),
+)
 def test_differences_are_empty_exactly_for_equal_identities(a, b):
     """Against the plain definition: without extendable keys, no difference iff the canonical JSON is equal."""
     same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
@@ -111,8 +124,15 @@ def test_open_run_refuses_other_settings_and_records_nothing(tmp_path):
         open_run(tmp_path, "restor", BASE)
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"protocol": "evaluate", "seed": 0}),
-                                     json.dumps({"identity": {"identity_version": 0}})])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[1, 2]",
+        json.dumps({"protocol": "evaluate", "seed": 0}),
+        json.dumps({"identity": {"identity_version": 0}}),
+    ],
+)
 def test_open_run_refuses_unreadable_or_old_configs(tmp_path, content):
     (tmp_path / "config.json").write_text(content)
     with pytest.raises(RunIdentityError):
@@ -156,11 +176,25 @@ def test_finetune_cache_key_covers_everything_the_model_depends_on():
     cannot reuse a model made for another KB); the run's other settings (lr, grids, targets) do not."""
     from dukb.neural.protocols.evaluate.config import finetune_cache_key
 
-    ident = {"model": {"base": "tiny", "finetune": {"lr": 0.003}}, "kb": "kb-a", "lora": None, "dtype": "float32",
-             "prompt": {"question_start": "Question: "}, "seed": 0, "lr": None, "targets": [1], "methods": {}}
+    ident = {
+        "model": {"base": "tiny", "finetune": {"lr": 0.003}},
+        "kb": "kb-a",
+        "lora": None,
+        "dtype": "float32",
+        "prompt": {"question_start": "Question: "},
+        "seed": 0,
+        "lr": None,
+        "targets": [1],
+        "methods": {},
+    }
     key = finetune_cache_key(ident)
-    for k, v in (("model", {"base": "tiny", "finetune": {"lr": 0.001}}), ("kb", "kb-b"), ("lora", {"r": 8}),
-                 ("dtype", "bfloat16"), ("prompt", {"question_start": "Q: "})):
+    for k, v in (
+        ("model", {"base": "tiny", "finetune": {"lr": 0.001}}),
+        ("kb", "kb-b"),
+        ("lora", {"r": 8}),
+        ("dtype", "bfloat16"),
+        ("prompt", {"question_start": "Q: "}),
+    ):
         assert finetune_cache_key({**ident, k: v}) != key, k
     for k, v in (("lr", 0.5), ("targets", [1, 2]), ("methods", {"ga": {}})):
         assert finetune_cache_key({**ident, k: v}) == key, k
@@ -177,7 +211,11 @@ def test_planned_units_and_the_unfinished_ones(tmp_path):
     assert unfinished_units(run) is None and unfinished_note(run, "(ratio, method)") == ""
     record_units(run, [("1%", ""), ("1%", "ga")])
     record_units(run, [("1%", "ga"), ("1%", "npo")])  # a second worker's invocation adds a method
-    assert json.loads((run / ".dukb" / "units" / "planned.json").read_text()) == [["1%", ""], ["1%", "ga"], ["1%", "npo"]]
+    assert json.loads((run / ".dukb" / "units" / "planned.json").read_text()) == [
+        ["1%", ""],
+        ["1%", "ga"],
+        ["1%", "npo"],
+    ]
     claims = UnitClaims(run, "w1")
     try:
         assert claims.claim(("1%", ""))
@@ -208,8 +246,9 @@ def test_a_complete_unit_whose_worker_died_before_done_is_marked_done(tmp_path):
     finished = {("t", "ga")}  # its rows are on disk
     got = []
     try:
-        for unit, todo in claimed_units(live, results, [("t", "ga"), ("t", "npo")],
-                                        lambda u: [] if u in finished else [1]):
+        for unit, todo in claimed_units(
+            live, results, [("t", "ga"), ("t", "npo")], lambda u: [] if u in finished else [1]
+        ):
             got.append((unit, todo))
             finished.add(unit)
     finally:
@@ -255,15 +294,23 @@ def test_the_probe_cache_key_covers_items_judge_settings_and_code(tmp_path, monk
     k0 = probecache.probe_cache_key({"w": 1}, items, {"batch_size": 8})
     assert k0 == probecache.probe_cache_key({"w": 1}, list(items), {"batch_size": 8})
     other = [dataclasses.replace(items[0], match="exact")] + items[1:]
-    keys = {probecache.probe_cache_key({"w": 1}, other, {"batch_size": 8}),
-            probecache.probe_cache_key({"w": 1}, items[::-1], {"batch_size": 8}),
-            probecache.probe_cache_key({"w": 2}, items, {"batch_size": 8}),
-            probecache.probe_cache_key({"w": 1}, items, {"batch_size": 16})}
+    keys = {
+        probecache.probe_cache_key({"w": 1}, other, {"batch_size": 8}),
+        probecache.probe_cache_key({"w": 1}, items[::-1], {"batch_size": 8}),
+        probecache.probe_cache_key({"w": 2}, items, {"batch_size": 8}),
+        probecache.probe_cache_key({"w": 1}, items, {"batch_size": 16}),
+    }
     monkeypatch.setattr(probecache, "source_fingerprint", lambda: "edited")
     keys.add(probecache.probe_cache_key({"w": 1}, items, {"batch_size": 8}))
     assert len(keys) == 5 and k0 not in keys
-    table = pd.DataFrame({"kind": [it.kind for it in items], "fact_kind": [it.fact_kind for it in items],
-                          "fact_id": [it.fact_id for it in items], "known": [i % 2 == 0 for i in range(6)]})
+    table = pd.DataFrame(
+        {
+            "kind": [it.kind for it in items],
+            "fact_kind": [it.fact_kind for it in items],
+            "fact_id": [it.fact_id for it in items],
+            "known": [i % 2 == 0 for i in range(6)],
+        }
+    )
     path = tmp_path / probecache.PROBE_CACHE_NAME
     assert probecache.write_probe_cache(path, k0, table)
     back = probecache.read_probe_cache(path, k0)

@@ -80,9 +80,28 @@ def test_config_yaml_reproduces_the_run_from_another_folder(tmp_path, kb_dir, pl
     first.mkdir()
     (first / "my_targets.txt").write_text("# two targets\n" + "".join(f"{t}\n" for t in _ids(kb_dir, 2)))
     monkeypatch.chdir(first)
-    assert main(["evaluate", "--kb", os.path.relpath(kb_dir, first), "--targets-file", "my_targets.txt",
-                 "--methods", "ga,tv", "--grid", "ga=1,2", "--rules", "family", "--metrics", "recall",
-                 "-o", "run"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--kb",
+                os.path.relpath(kb_dir, first),
+                "--targets-file",
+                "my_targets.txt",
+                "--methods",
+                "ga,tv",
+                "--grid",
+                "ga=1,2",
+                "--rules",
+                "family",
+                "--metrics",
+                "recall",
+                "-o",
+                "run",
+            ]
+        )
+        == 0
+    )
     run = first / "run"
     text = (run / "config.yaml").read_text()
     assert text.startswith("# the options of this `dukb evaluate` run, written once by the invocation that created")
@@ -100,8 +119,7 @@ def test_config_yaml_reproduces_the_run_from_another_folder(tmp_path, kb_dir, pl
     assert json.loads((elsewhere / "new" / "config.json").read_text())["targets"] == _ids(kb_dir, 2)
 
 
-def test_a_resume_that_adds_to_the_run_rewrites_config_yaml_as_the_whole_run(tmp_path, kb_dir, plan_only,
-                                                                               monkeypatch):
+def test_a_resume_that_adds_to_the_run_rewrites_config_yaml_as_the_whole_run(tmp_path, kb_dir, plan_only, monkeypatch):
     """The issue's case: a run of npo_seq resumed with --methods ga (and another target, and a grown grid) holds
     rows of both; config.yaml then says so (methods, every grid, the union of the targets in RUN/targets.txt), and
     repeating it gives the run's merged identity. A resume that adds nothing leaves config.yaml as it was."""
@@ -110,31 +128,75 @@ def test_a_resume_that_adds_to_the_run_rewrites_config_yaml_as_the_whole_run(tmp
     Path("a.txt").write_text(f"{t1}\n")
     Path("b.txt").write_text(f"{t2}\n")
     common = ["--kb", str(kb_dir), "--metrics", "recall", "-o", "run"]
-    assert main(["evaluate", "--targets-file", "a.txt", "--methods", "npo_seq", "--grid", "npo_seq=2,4",
-                 *common]) == 0
+    assert main(["evaluate", "--targets-file", "a.txt", "--methods", "npo_seq", "--grid", "npo_seq=2,4", *common]) == 0
     owner = Path("run/config.yaml").read_text()
-    assert main(["evaluate", "--targets-file", "a.txt", "--methods", "npo_seq", "--grid", "npo_seq=2,4",
-                 "--resume", *common]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--targets-file",
+                "a.txt",
+                "--methods",
+                "npo_seq",
+                "--grid",
+                "npo_seq=2,4",
+                "--resume",
+                *common,
+            ]
+        )
+        == 0
+    )
     assert Path("run/config.yaml").read_text() == owner  # nothing added: untouched
-    assert main(["evaluate", "--targets-file", "b.txt", "--methods", "ga", "--grid", "ga=2,4", "--resume",
-                 *common]) == 0
+    assert (
+        main(["evaluate", "--targets-file", "b.txt", "--methods", "ga", "--grid", "ga=2,4", "--resume", *common]) == 0
+    )
     saved = yaml.safe_load(Path("run/config.yaml").read_text())
     assert saved["methods"] == "npo_seq,ga" and sorted(saved["grid"]) == ["ga=2,4", "npo_seq=2,4"]
     assert saved["targets-file"] == str(tmp_path / "run" / "targets.txt")
     assert [int(x) for x in Path("run/targets.txt").read_text().split("\n")[1:] if x] == [t1, t2]
     # refused after the claim (a grid value added for only part of the run's targets): config.yaml is untouched
     before = Path("run/config.yaml").read_text()
-    assert main(["evaluate", "--targets-file", "a.txt", "--methods", "npo_seq", "--grid", "npo_seq=1,4",
-                 "--resume", *common]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--targets-file",
+                "a.txt",
+                "--methods",
+                "npo_seq",
+                "--grid",
+                "npo_seq=1,4",
+                "--resume",
+                *common,
+            ]
+        )
+        == 2
+    )
     assert Path("run/config.yaml").read_text() == before
     # a grid value added below the largest (the reference schedule's rule), for every target of the run
     Path("ab.txt").write_text(f"{t1}\n{t2}\n")
-    assert main(["evaluate", "--targets-file", "ab.txt", "--methods", "npo_seq", "--grid", "npo_seq=1,4",
-                 "--resume", *common]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--targets-file",
+                "ab.txt",
+                "--methods",
+                "npo_seq",
+                "--grid",
+                "npo_seq=1,4",
+                "--resume",
+                *common,
+            ]
+        )
+        == 0
+    )
     saved = yaml.safe_load(Path("run/config.yaml").read_text())
     run_identity = json.loads(Path("run/config.json").read_text())["identity"]
     assert run_identity["methods"]["npo_seq"]["grid"] == [2, 4, 1] and list(run_identity["methods"]) == [
-        "npo_seq", "ga"]
+        "npo_seq",
+        "ga",
+    ]
     assert "npo_seq=2,4,1" in saved["grid"]
     # a method added by an invocation that names only some of the run's targets: the run's targets stay
     assert main(["evaluate", "--targets-file", "a.txt", "--methods", "tv", "--resume", *common]) == 0
@@ -155,8 +217,19 @@ def test_commands_log_has_one_line_per_invocation(tmp_path, kb_dir, plan_only, m
     from dukb import __version__
 
     monkeypatch.chdir(tmp_path)
-    args = ["evaluate", "--kb", str(kb_dir), "--n-targets", "1", "--methods", "ga", "--metrics", "recall",
-            "-o", "my run"]
+    args = [
+        "evaluate",
+        "--kb",
+        str(kb_dir),
+        "--n-targets",
+        "1",
+        "--methods",
+        "ga",
+        "--metrics",
+        "recall",
+        "-o",
+        "my run",
+    ]
     monkeypatch.setattr(sys, "argv", ["dukb", *args])
     assert main(args) == 0
     assert main(args + ["--resume"]) == 0
@@ -197,7 +270,10 @@ def test_bookkeeping_lives_in_the_hidden_folder(tmp_path):
         assert sorted(p.name for p in run.iterdir()) == [BOOKKEEPING_DIR, COMMANDS_LOG]
         assert bookkeeping_path(run, LOCK_NAME).is_file()
         assert sorted(p.name for p in bookkeeping_path(run, "units").iterdir()) == [
-            "1-ga.claim", "planned.json", "planned.json.lock"]
+            "1-ga.claim",
+            "planned.json",
+            "planned.json.lock",
+        ]
         assert unfinished_units(run) == []
     finally:
         release_run(run)
@@ -225,8 +301,9 @@ def _old_run(run: Path) -> None:
     (run / "units").mkdir()
     (run / "units" / "planned.json").write_text(json.dumps([[1, "ga"], [2, "ga"]]))
     (run / "units" / "planned.json.lock").write_text("")
-    (run / "units" / "1-ga.claim").write_text(json.dumps({"worker": "old:1", "worker_lock": "old_1.lock",
-                                                          "done": True}))
+    (run / "units" / "1-ga.claim").write_text(
+        json.dumps({"worker": "old:1", "worker_lock": "old_1.lock", "done": True})
+    )
     (run / "workers").mkdir()
     (run / "workers" / "old_1.lock").write_text("")
 
@@ -263,13 +340,17 @@ def test_the_layout_is_recorded_and_one_migration_brings_layout_1_to_the_current
     os.symlink(tmp_path / "bait", run / "workers")
     assert migrate(run) == 1
     assert sorted(p.name for p in run.iterdir()) == [BOOKKEEPING_DIR, "config.json", "workers"]
-    assert sorted(p.name for p in bookkeeping_path(run, "units").iterdir()) == ["1-ga.claim", "planned.json",
-                                                                                "planned.json.lock"]
+    assert sorted(p.name for p in bookkeeping_path(run, "units").iterdir()) == [
+        "1-ga.claim",
+        "planned.json",
+        "planned.json.lock",
+    ]
     assert unfinished_units(run) == [(2, "ga")] and (run / "workers").is_symlink()
     before = sorted(str(p) for p in run.rglob("*"))
     assert migrate(run) == 1 and sorted(str(p) for p in run.rglob("*")) == before  # nothing left to move
-    (run / "config.json").write_text(json.dumps({"protocol": "evaluate", "identity": ID,
-                                                 "provenance": {"run_layout": RUN_LAYOUT}}))
+    (run / "config.json").write_text(
+        json.dumps({"protocol": "evaluate", "identity": ID, "provenance": {"run_layout": RUN_LAYOUT}})
+    )
     (run / "render.lock").write_text("")
     assert run_layout(run) == RUN_LAYOUT and migrate(run) == RUN_LAYOUT
     assert (run / "render.lock").exists()  # a run of the current layout is not touched
@@ -278,9 +359,17 @@ def test_the_layout_is_recorded_and_one_migration_brings_layout_1_to_the_current
 def test_a_run_an_older_dukb_still_holds_is_refused_in_one_line(tmp_path):
     run = tmp_path / "run"
     _old_run(run)
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'r+'); "
-                               "fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); time.sleep(60)",
-                               str(run / LOCK_NAME)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'r+'); "
+            "fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); time.sleep(60)",
+            str(run / LOCK_NAME),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunIdentityError) as e:
@@ -317,16 +406,33 @@ def claims_only(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("command, args", [
-    ("evaluate", ["--targets-file", "t.txt", "--methods", "ga", "--grid", "ga=1,2", "--metrics", "recall"]),
-    ("muse", ["--targets-file", "t.txt", "--n-targets", "1", "--methods", "ga", "--curve-methods", "ga",
-              "--scale-sizes", "1"]),
-    ("rwku", ["--targets-file", "t.txt", "--methods", "ga", "--batch-sizes", "2"]),
-    ("control", ["--methods", "ga", "--controls", "es", "--ratios", "0.1", "--retain-eval", "10"]),
-    ("restor", ["--methods", "ga"]),
-])
-def test_every_protocols_config_yaml_gives_the_same_identity_elsewhere(command, args, tmp_path, kb_dir, claims_only,
-                                                                        monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("evaluate", ["--targets-file", "t.txt", "--methods", "ga", "--grid", "ga=1,2", "--metrics", "recall"]),
+        (
+            "muse",
+            [
+                "--targets-file",
+                "t.txt",
+                "--n-targets",
+                "1",
+                "--methods",
+                "ga",
+                "--curve-methods",
+                "ga",
+                "--scale-sizes",
+                "1",
+            ],
+        ),
+        ("rwku", ["--targets-file", "t.txt", "--methods", "ga", "--batch-sizes", "2"]),
+        ("control", ["--methods", "ga", "--controls", "es", "--ratios", "0.1", "--retain-eval", "10"]),
+        ("restor", ["--methods", "ga"]),
+    ],
+)
+def test_every_protocols_config_yaml_gives_the_same_identity_elsewhere(
+    command, args, tmp_path, kb_dir, claims_only, monkeypatch, capsys
+):
     """For each protocol command, RUN/config.yaml of a run made with relative paths (KB, targets file, -o) gives the
     same run identity when repeated from another folder into another directory."""
     first = tmp_path / "first"

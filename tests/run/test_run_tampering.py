@@ -72,22 +72,50 @@ def _plant_link(path: Path, bait: dict, kind: str) -> None:
 
 #: every path an evaluate run writes, as (relative path, link to a "file" or a "dir")
 RUN_PATHS = [
-    ("commands.log", "file"), ("config.json", "file"), ("config.yaml", "file"), ("targets.txt", "file"),
-    ("sets.json", "file"), ("forget_sets.json", "file"), ("results.jsonl", "file"),
-    ("results.damaged.jsonl", "file"), ("run.log", "file"), ("baseline_probe.json", "file"),
-    ("finetune.json", "file"), ("summary.csv", "file"), ("report.md", "file"), ("accuracy_recall.png", "file"),
-    ("accuracy_recall.pdf", "file"), ("finetuned", "dir"), ("finetuned/model.safetensors", "file"),
-    ("finetuned/checkpoint.pt", "file"), (BOOKKEEPING_DIR, "dir"), (f"{BOOKKEEPING_DIR}/run.lock", "file"),
-    (f"{BOOKKEEPING_DIR}/render.lock", "file"), (f"{BOOKKEEPING_DIR}/units", "dir"),
-    (f"{BOOKKEEPING_DIR}/units/planned.json", "file"), (f"{BOOKKEEPING_DIR}/units/planned.json.lock", "file"),
-    (f"{BOOKKEEPING_DIR}/units/1-ga.claim", "file"), (f"{BOOKKEEPING_DIR}/workers", "dir"),
+    ("commands.log", "file"),
+    ("config.json", "file"),
+    ("config.yaml", "file"),
+    ("targets.txt", "file"),
+    ("sets.json", "file"),
+    ("forget_sets.json", "file"),
+    ("results.jsonl", "file"),
+    ("results.damaged.jsonl", "file"),
+    ("run.log", "file"),
+    ("baseline_probe.json", "file"),
+    ("finetune.json", "file"),
+    ("summary.csv", "file"),
+    ("report.md", "file"),
+    ("accuracy_recall.png", "file"),
+    ("accuracy_recall.pdf", "file"),
+    ("finetuned", "dir"),
+    ("finetuned/model.safetensors", "file"),
+    ("finetuned/checkpoint.pt", "file"),
+    (BOOKKEEPING_DIR, "dir"),
+    (f"{BOOKKEEPING_DIR}/run.lock", "file"),
+    (f"{BOOKKEEPING_DIR}/render.lock", "file"),
+    (f"{BOOKKEEPING_DIR}/units", "dir"),
+    (f"{BOOKKEEPING_DIR}/units/planned.json", "file"),
+    (f"{BOOKKEEPING_DIR}/units/planned.json.lock", "file"),
+    (f"{BOOKKEEPING_DIR}/units/1-ga.claim", "file"),
+    (f"{BOOKKEEPING_DIR}/workers", "dir"),
     (f"{BOOKKEEPING_DIR}/workers/host_1.lock", "file"),
 ]
 
 
 def _evaluate_args(kb_dir: Path, run: Path) -> list[str]:
-    return ["evaluate", "--kb", str(kb_dir), "--n-targets", "1", "--methods", "ga", "--metrics", "recall",
-            "-o", str(run)]
+    return [
+        "evaluate",
+        "--kb",
+        str(kb_dir),
+        "--n-targets",
+        "1",
+        "--methods",
+        "ga",
+        "--metrics",
+        "recall",
+        "-o",
+        str(run),
+    ]
 
 
 @pytest.mark.parametrize("name,kind", RUN_PATHS, ids=[n for n, _ in RUN_PATHS])
@@ -139,8 +167,9 @@ WRITERS = {
     "write_bytes_atomic": lambda p: write_bytes_atomic(p, b"x"),
     "output_file": output_file,
     "file_lock": lambda p: file_lock(p).__enter__(),
-    "results_append": lambda p: ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check()).append({"target": 1, "method": "ga", "param": "lr",
-                                                       "setting": {"lr": 1.0}}),
+    "results_append": lambda p: ResultsFile(p, EVALUATE_ROWS.key, check=EVALUATE_ROWS.check()).append(
+        {"target": 1, "method": "ga", "param": "lr", "setting": {"lr": 1.0}}
+    ),
 }
 
 
@@ -224,14 +253,18 @@ def test_forged_sets_are_verified_against_the_kb_and_recomputed(tmp_path, kb_dir
     assert json.loads((run / "sets.json").read_text())["targets"] == original["targets"]
 
 
-@pytest.mark.parametrize("change", [
-    lambda doc, t: doc["targets"].__setitem__(t, 5),
-    lambda doc, t: doc["targets"][t].__setitem__("sets", "abc"),
-    lambda doc, t: doc["targets"][t].__setitem__("sets", [[True]]),
-    lambda doc, t: doc["targets"][t].__setitem__("sets_used", 3),
-    lambda doc, t: doc.__setitem__("targets", [1, 2]),
-    lambda doc, t: doc["targets"].__setitem__("x", {}),
-], ids=["entry-int", "sets-str", "sets-bool", "sets_used-int", "targets-list", "key-not-int"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda doc, t: doc["targets"].__setitem__(t, 5),
+        lambda doc, t: doc["targets"][t].__setitem__("sets", "abc"),
+        lambda doc, t: doc["targets"][t].__setitem__("sets", [[True]]),
+        lambda doc, t: doc["targets"][t].__setitem__("sets_used", 3),
+        lambda doc, t: doc.__setitem__("targets", [1, 2]),
+        lambda doc, t: doc["targets"].__setitem__("x", {}),
+    ],
+    ids=["entry-int", "sets-str", "sets-bool", "sets_used-int", "targets-list", "key-not-int"],
+)
 def test_sets_of_another_type_are_recomputed(change, tmp_path, kb_dir, plan_only, capsys):
     run = tmp_path / "run"
     assert main(_evaluate_args(kb_dir, run)) == 0
@@ -245,7 +278,7 @@ def test_sets_of_another_type_are_recomputed(change, tmp_path, kb_dir, plan_only
     assert json.loads((run / "sets.json").read_text())["targets"] == original["targets"]
 
 
-@pytest.mark.parametrize("value", [5, "abc", [True], [10 ** 6], []])
+@pytest.mark.parametrize("value", [5, "abc", [True], [10**6], []])
 def test_forget_sets_of_another_type_or_value_are_recomputed(value, tmp_path, kb_dir, plan_only, capsys):
     run = tmp_path / "run"
     assert main(_evaluate_args(kb_dir, run)) == 0
@@ -260,8 +293,16 @@ def test_forget_sets_of_another_type_or_value_are_recomputed(value, tmp_path, kb
     assert json.loads((run / "forget_sets.json").read_text()) == original
 
 
-@pytest.mark.parametrize("field,value", [("history", 5), ("history", [1]), ("history", [{"added": 3}]),
-                                         ("protocol", 5), ("identity", {"identity_version": 3, "targets": "x"})])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("history", 5),
+        ("history", [1]),
+        ("history", [{"added": 3}]),
+        ("protocol", 5),
+        ("identity", {"identity_version": 3, "targets": "x"}),
+    ],
+)
 def test_a_config_of_another_shape_is_one_line(field, value, tmp_path, kb_dir, plan_only, capsys):
     run = tmp_path / "run"
     assert main(_evaluate_args(kb_dir, run)) == 0
@@ -274,8 +315,17 @@ def test_a_config_of_another_shape_is_one_line(field, value, tmp_path, kb_dir, p
 
 
 # ---------------------------------------------------------------------------------------------- claims --------
-@pytest.mark.parametrize("content", ["garbage", "{}", "[1]", '{"worker": 5, "worker_lock": "x", "done": false}',
-                                     '{"worker": "w", "worker_lock": "x", "done": "yes"}', "fifo"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "garbage",
+        "{}",
+        "[1]",
+        '{"worker": 5, "worker_lock": "x", "done": false}',
+        '{"worker": "w", "worker_lock": "x", "done": "yes"}',
+        "fifo",
+    ],
+)
 def test_an_unreadable_claim_is_stale_never_taken(content, tmp_path):
     """A claim dukb did not write (garbage, another shape, a FIFO) is taken over at once, without blocking; it never
     counts as finished."""
@@ -300,8 +350,7 @@ def test_an_unreadable_claim_is_stale_never_taken(content, tmp_path):
 def test_a_forged_claim_naming_this_workers_lock_is_this_workers(tmp_path):
     run = tmp_path / "run"
     claims = UnitClaims(run, "host:1")
-    claims.path((1, "ga")).write_text(json.dumps({"worker": "other:9", "worker_lock": claims.lock_name,
-                                                  "done": False}))
+    claims.path((1, "ga")).write_text(json.dumps({"worker": "other:9", "worker_lock": claims.lock_name, "done": False}))
     try:
         assert claims.claim((1, "ga"))
     finally:
@@ -344,10 +393,16 @@ def test_a_run_says_done_only_when_every_unit_has_its_rows():
 # ----------------------------------------------------------------------------------------------- locks --------
 def _holder(path: Path) -> subprocess.Popen:
     """Another process holding ``file_lock(path)`` (its pid and host written in the file)."""
-    code = ("import sys, time; from dukb.neural.run.lock import file_lock\n"
-            "with file_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(120)")
-    p = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    code = (
+        "import sys, time; from dukb.neural.run.lock import file_lock\n"
+        "with file_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(120)"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert p.stdout.readline().strip() == "held"
     return p
 
@@ -414,18 +469,25 @@ def test_a_second_ctrl_c_during_the_cleanup_still_exits_130(tmp_path, monkeypatc
 def test_two_real_ctrl_c_exit_130(tmp_path):
     """The console script, sent SIGINT twice in a row while it works: exit 130 and the interrupt line, never death
     by the signal."""
-    code = ("import sys, time\nimport dukb.neural.protocols.evaluate.run as p\n"
-            # 'working' is printed inside the try, so the first SIGINT always lands there and the second one, 0.3 s
-            # later, lands in the 3 s cleanup (under load too)
-            "def slow(*a, **k):\n"
-            "    try:\n        print('working', flush=True)\n        time.sleep(60)\n    finally:\n"
-            "        time.sleep(3)\n"
-            "p.evaluate = slow\nfrom dukb.cli.main import main\nsys.argv = ['dukb', 'evaluate', '--n-targets', '1',"
-            f" '-o', {str(tmp_path / 'run')!r}]\nsys.exit(main())")
+    code = (
+        "import sys, time\nimport dukb.neural.protocols.evaluate.run as p\n"
+        # 'working' is printed inside the try, so the first SIGINT always lands there and the second one, 0.3 s
+        # later, lands in the 3 s cleanup (under load too)
+        "def slow(*a, **k):\n"
+        "    try:\n        print('working', flush=True)\n        time.sleep(60)\n    finally:\n"
+        "        time.sleep(3)\n"
+        "p.evaluate = slow\nfrom dukb.cli.main import main\nsys.argv = ['dukb', 'evaluate', '--n-targets', '1',"
+        f" '-o', {str(tmp_path / 'run')!r}]\nsys.exit(main())"
+    )
     # as from a shell: SIGINT at its default (an ignored SIGINT in the test process would be inherited)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert p.stdout.readline().strip() == "working"
     p.send_signal(signal.SIGINT)
     time.sleep(0.3)

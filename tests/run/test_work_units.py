@@ -90,8 +90,20 @@ def test_two_evaluate_processes_share_one_run(tmp_path):
     kb_dir = save_kb(generate(16, seed=4)[0], tmp_path / "kb")
     run = tmp_path / "run"
     # units slow enough (held-out probes) that the second process, which starts a few seconds later, finds work
-    opts = ["--methods", "ga,tv", "--grid", "ga=1,2,4,8", "--grid", "tv=0.5,5", "--n-targets", "10", "--metrics",
-            "recall,recall_heldout", "--device", DEVICE]
+    opts = [
+        "--methods",
+        "ga,tv",
+        "--grid",
+        "ga=1,2,4,8",
+        "--grid",
+        "tv=0.5,5",
+        "--n-targets",
+        "10",
+        "--metrics",
+        "recall,recall_heldout",
+        "--device",
+        DEVICE,
+    ]
     cmd = [sys.executable, "-m", "dukb.cli.main", "evaluate", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
     err_b = _two_workers(cmd)
     assert "joining it as another worker" in err_b and "joined the run as another worker" in err_b
@@ -107,8 +119,10 @@ def test_two_evaluate_processes_share_one_run(tmp_path):
     # the same run in one process gives the same rows (a row depends on its unit and the seed only)
     solo = tmp_path / "solo"
     assert main(["evaluate", "--kb", str(kb_dir), "-o", str(solo), "--finetuned", str(run / "finetuned"), *opts]) == 0
-    want = {(r["target"], r["method"], json.dumps(r["setting"], sort_keys=True)): (r["recall"], r["accuracy_all"])
-            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    want = {
+        (r["target"], r["method"], json.dumps(r["setting"], sort_keys=True)): (r["recall"], r["accuracy_all"])
+        for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())
+    }
     assert {k: (r["recall"], r["accuracy_all"]) for k, r in zip(keys, rows)} == want
 
 
@@ -168,8 +182,20 @@ def test_two_rwku_processes_share_one_run(tmp_path):
 
     kb_dir = save_kb(generate(16, seed=4)[0], tmp_path / "kb")
     run = tmp_path / "run"
-    opts = ["--methods", "ga,npo", "--grid", "ga=1,2", "--grid", "npo=1", "--n-targets", "4", "--batch-sizes", "2",
-            "--device", DEVICE]
+    opts = [
+        "--methods",
+        "ga,npo",
+        "--grid",
+        "ga=1,2",
+        "--grid",
+        "npo=1",
+        "--n-targets",
+        "4",
+        "--batch-sizes",
+        "2",
+        "--device",
+        DEVICE,
+    ]
     cmd = [sys.executable, "-m", "dukb.cli.main", "rwku", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
     err_b = _two_workers(cmd)
     assert "joined the run as another worker" in err_b
@@ -184,9 +210,13 @@ def test_two_rwku_processes_share_one_run(tmp_path):
     assert (run / "report.md").exists()
     solo = tmp_path / "solo"
     assert main(["rwku", "--kb", str(kb_dir), "-o", str(solo), "--finetuned", str(run / "finetuned"), *opts]) == 0
-    want = {(r["request"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)):
-            (r["recall"], r["f_all"] if "f_all" in r else None)
-            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    want = {
+        (r["request"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)): (
+            r["recall"],
+            r["f_all"] if "f_all" in r else None,
+        )
+        for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())
+    }
     got = {k: (r["recall"], r["f_all"] if "f_all" in r else None) for k, r in zip(keys, rows)}
     assert got == want
 
@@ -201,8 +231,24 @@ def test_two_control_processes_share_one_run(tmp_path):
 
     kb_dir = save_kb(generate(16, seed=4)[0], tmp_path / "kb")
     run = tmp_path / "run"
-    opts = ["--methods", "ga,ga_gdr", "--controls", "es,mm", "--ratios", "0.05,0.1", "--steps", "4", "--coarse",
-            "2", "--fine", "2", "--retain-eval", "8", "--device", DEVICE]
+    opts = [
+        "--methods",
+        "ga,ga_gdr",
+        "--controls",
+        "es,mm",
+        "--ratios",
+        "0.05,0.1",
+        "--steps",
+        "4",
+        "--coarse",
+        "2",
+        "--fine",
+        "2",
+        "--retain-eval",
+        "8",
+        "--device",
+        DEVICE,
+    ]
     cmd = [sys.executable, "-m", "dukb.cli.main", "control", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
     err_b = _two_workers(cmd)
     assert "joined the run as another worker" in err_b
@@ -216,8 +262,10 @@ def test_two_control_processes_share_one_run(tmp_path):
     assert_both_worked(run, {w for ws in by_unit.values() for w in ws})
     solo = tmp_path / "solo"
     assert main(["control", "--kb", str(kb_dir), "-o", str(solo), "--finetuned", str(run / "finetuned"), *opts]) == 0
-    want = {(r["ratio"], r.get("method") or "", r["control"], r["value"]): (r["ps_exact_forget"], r["ps_exact_retain"])
-            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    want = {
+        (r["ratio"], r.get("method") or "", r["control"], r["value"]): (r["ps_exact_forget"], r["ps_exact_retain"])
+        for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())
+    }
     assert {k: (r["ps_exact_forget"], r["ps_exact_retain"]) for k, r in zip(keys, rows)} == want
     # `dukb report` names the planned units no worker finished (here: none; then one claim reopened by hand)
     from dukb.neural.run.files import _safe_name
@@ -227,12 +275,15 @@ def test_two_control_processes_share_one_run(tmp_path):
     assert unfinished_units(run) == [] and len(planned) == 6 and ["5%", "ga_gdr"] in planned
     claim = run / ".dukb" / "units" / (_safe_name("5%-ga_gdr") + ".claim")
     claim.write_text(json.dumps(dict(json.loads(claim.read_text()), done=False)))
-    res = subprocess.run([sys.executable, "-m", "dukb.cli.main", "report", str(run)], capture_output=True,
-                         text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "dukb.cli.main", "report", str(run)], capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 0, res.stderr
     assert "1 work units (ratio, method) are not finished: (5%, ga_gdr)" in res.stderr
-    assert "**Incomplete run.** 1 (ratio, method) work unit(s) are not finished: (5%, ga_gdr)" in \
-        (run / "report.md").read_text()
+    assert (
+        "**Incomplete run.** 1 (ratio, method) work unit(s) are not finished: (5%, ga_gdr)"
+        in (run / "report.md").read_text()
+    )
 
 
 def test_two_muse_processes_share_one_run(tmp_path):
@@ -245,25 +296,48 @@ def test_two_muse_processes_share_one_run(tmp_path):
 
     kb_dir = save_kb(generate(24, seed=3)[0], tmp_path / "kb")
     run = tmp_path / "run"
-    opts = ["--methods", "ga,npo", "--curve-methods", "ga", "--scale-sizes", "1,2", "--grid", "ga=2",
-            "--grid", "npo=2", "--holdout", "0.2", "--bootstrap", "50", "--device", DEVICE]
+    opts = [
+        "--methods",
+        "ga,npo",
+        "--curve-methods",
+        "ga",
+        "--scale-sizes",
+        "1,2",
+        "--grid",
+        "ga=2",
+        "--grid",
+        "npo=2",
+        "--holdout",
+        "0.2",
+        "--bootstrap",
+        "50",
+        "--device",
+        DEVICE,
+    ]
     cmd = [sys.executable, "-m", "dukb.cli.main", "muse", "--kb", str(kb_dir), "-o", str(run), *opts, "--resume"]
     err_b = _two_workers(cmd)
     assert "joined the run as another worker" in err_b
     rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
-    keys = [(r["request"], r["model_kind"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True))
-            for r in rows]
+    keys = [
+        (r["request"], r["model_kind"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)) for r in rows
+    ]
     assert len(keys) == len(set(keys))  # every row once
     assert_both_worked(run, {r["worker"] for r in rows})
     retrains = [p for p in (run / "models").iterdir() if p.is_dir() and p.name.startswith("retrain-")]
-    assert len(retrains) == len({json.dumps(r["scored_forget_fact_ids"], sort_keys=True)
-                                 for r in rows if r["model_kind"] == "retrain"})
+    assert len(retrains) == len(
+        {json.dumps(r["scored_forget_fact_ids"], sort_keys=True) for r in rows if r["model_kind"] == "retrain"}
+    )
     solo = tmp_path / "solo"  # with the run's model caches (f_target, retrains), as evaluate's test gives --finetuned
     shutil.copytree(run / "models", solo / "models", ignore=shutil.ignore_patterns("*.lock"))
     _solo([sys.executable, "-m", "dukb.cli.main", "muse", "--kb", str(kb_dir), "-o", str(solo), *opts])
-    want = {(r["request"], r["model_kind"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)):
-            (r["knowmem_forget"], r["knowmem_retain"], r["verbmem_forget"])
-            for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    want = {
+        (r["request"], r["model_kind"], r.get("method") or "", json.dumps(r["setting"], sort_keys=True)): (
+            r["knowmem_forget"],
+            r["knowmem_retain"],
+            r["verbmem_forget"],
+        )
+        for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())
+    }
     got = {k: (r["knowmem_forget"], r["knowmem_retain"], r["verbmem_forget"]) for k, r in zip(keys, rows)}
     assert got == want
 
@@ -277,8 +351,24 @@ def test_two_restor_processes_share_one_run(tmp_path):
 
     kb_dir = save_kb(generate(24, 1)[0], tmp_path / "kb")
     run = tmp_path / "run"
-    opts = ["--samples", "1", "--docs-per-entity", "12", "--n-retain", "16", "--n-random", "5", "--templates", "1",
-            "--clean-epochs", "80", "--corrupt-lr", "5e-3", "--device", DEVICE]
+    opts = [
+        "--samples",
+        "1",
+        "--docs-per-entity",
+        "12",
+        "--n-retain",
+        "16",
+        "--n-random",
+        "5",
+        "--templates",
+        "1",
+        "--clean-epochs",
+        "80",
+        "--corrupt-lr",
+        "5e-3",
+        "--device",
+        DEVICE,
+    ]
     cmd = [sys.executable, "-m", "dukb.cli.main", "restor", "--kb", str(kb_dir), "-o", str(run), *opts]
     err_b = _two_workers(cmd)
     assert "joined the run as another worker" in err_b
@@ -289,6 +379,8 @@ def test_two_restor_processes_share_one_run(tmp_path):
     for part in ("corruption", "clean", "corrupted", "probes"):
         shutil.copytree(run / part, solo / part)
     _solo([sys.executable, "-m", "dukb.cli.main", "restor", "--kb", str(kb_dir), "-o", str(solo), *opts])
-    want = {r["method"]: (r["accuracy"], r["partition"]) for r in
-            (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())}
+    want = {
+        r["method"]: (r["accuracy"], r["partition"])
+        for r in (json.loads(x) for x in (solo / "results.jsonl").read_text().splitlines())
+    }
     assert {r["method"]: (r["accuracy"], r["partition"]) for r in rows} == want

@@ -41,8 +41,12 @@ def same_sets(fast, full, targets) -> None:
         for method, kw in (("exact", {}), ("random", {"n_seeds": 10}), ("minimum", {})):
             a = minimal_sets(fast, [t], method, **kw)
             b = minimal_sets(full, [t], method, **kw)
-            assert (a.sets, a.complete, a.cone_atoms, a.cone_instances) == \
-                (b.sets, b.complete, b.cone_atoms, b.cone_instances), (t, method)
+            assert (a.sets, a.complete, a.cone_atoms, a.cone_instances) == (
+                b.sets,
+                b.complete,
+                b.cone_atoms,
+                b.cone_instances,
+            ), (t, method)
 
 
 @pytest.mark.parametrize("n_people,seed", [(60, 0), (150, 1), (400, 2), (1000, 3)])
@@ -70,9 +74,11 @@ def test_closure_loss_counts_an_atom_rederived_from_outside_the_forward_cone(tmp
     niece fact, but (a,sister,b) stays derivable from (a,mother,b) through an instance wholly outside U's forward
     cone: the loss is 2, not 3."""
     rules = tmp_path / "r.lp"
-    rules.write_text('holds(X,sister,Y) :- holds(X,wife,Y).\n'
-                     'holds(X,sister,Y) :- holds(X,mother,Y).\n'
-                     'holds(X,niece,Y) :- holds(X,wife,Y), holds(X,sister,Y).\n')
+    rules.write_text(
+        "holds(X,sister,Y) :- holds(X,wife,Y).\n"
+        "holds(X,sister,Y) :- holds(X,mother,Y).\n"
+        "holds(X,niece,Y) :- holds(X,wife,Y), holds(X,sister,Y).\n"
+    )
     kb = kb_builder({"a": "male", "b": "female"}, [("a", "wife", "b"), ("a", "mother", "b")], validate=False)
     for method in ("auto", "clingo"):
         c = compute_closure(kb, str(rules), method=method)

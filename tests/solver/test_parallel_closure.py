@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from dukb.kb import load_kb, save_kb
+from dukb.kb.fastread import FAST_MIN_BYTES
 from dukb.kb.generate import generate
-from dukb.kb.io import FAST_MIN_BYTES
 from dukb.kb.parallel import thread_map, threads
 from dukb.solver.closure import compute_closure
 from dukb.solver.horn import PARALLEL_MIN_FACTS

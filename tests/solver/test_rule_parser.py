@@ -63,34 +63,42 @@ def test_string_head_cannot_smuggle_negation_or_external(tmp_path, cli):
     assert_cli_refuses(cli, tmp_path / "bad.lp", 3, "string constant")
 
 
-@pytest.mark.parametrize("rule", [
-    'holds(A,child,"x") :- holds(A,child,B).',
-    'holds("x :- not",child,B) :- holds(A,child,B).',
-    'holds(A,child,B) :- holds(A,child,B), holds(B,child,"O\'Neil \\"Jr\\"\\n").',
-    'holds(A,child,B) :- holds(A,child,B), A != "Ann".',
-    'holds(A,child,B) :- holds(A,child,B), male("Ann").',
-], ids=["head", "head with :-", "quotes and newline", "comparison", "guard"])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        'holds(A,child,"x") :- holds(A,child,B).',
+        'holds("x :- not",child,B) :- holds(A,child,B).',
+        'holds(A,child,B) :- holds(A,child,B), holds(B,child,"O\'Neil \\"Jr\\"\\n").',
+        'holds(A,child,B) :- holds(A,child,B), A != "Ann".',
+        'holds(A,child,B) :- holds(A,child,B), male("Ann").',
+    ],
+    ids=["head", "head with :-", "quotes and newline", "comparison", "guard"],
+)
 def test_strings_are_refused(tmp_path, rule):
     refused(tmp_path, HEADER + rule + "\n", 3, "a string constant", "is not allowed")
 
 
-@pytest.mark.parametrize("rule, fragment", [
-    ("holds(f(A),child,B) :- holds(A,child,B).", "function term 'f(A)'"),
-    ("holds(A,child,f(B)) :- holds(A,child,B).", "function term 'f(B)'"),                 # recursive: no end
-    ("holds(A,child,f(f(B))) :- holds(A,child,f(B)).", "function term 'f(f(B))'"),
-    ("holds(A,child,(B,B)) :- holds(A,child,B).", "function term '(B,B)'"),
-    ("holds(A,child,B) :- holds(A,child,B), holds(g(A),child,B).", "function term 'g(A)'"),
-    ("holds(A,child(x),B) :- holds(A,child,B).", "function term 'child(x)'"),
-    ("holds(A,child,1) :- holds(A,child,B).", "the number 1"),
-    ("holds(A,child,B+1) :- holds(A,child,B).", "the term '(B+1)'"),
-    ("holds(A,child,(B;C)) :- holds(A,child,B), holds(A,child,C).", "the term '(B;C)'"),
-    ("holds(A,child,1..2) :- holds(A,child,B).", "the term '(1..2)'"),
-    ("holds(A,child,#sup) :- holds(A,child,B).", "the term '#sup'"),
-    ("holds(ann,child,B) :- holds(A,child,B).", "the constant 'ann'"),
-    ("holds(child,child,B) :- holds(A,child,B).", "the relation 'child'"),
-    ("holds(A,-child,B) :- holds(A,child,B).", "the term '-child'"),
-    ("holds(A,child,B) :- holds(A,child,B), holds(B,child,_).", "anonymous variable '_'"),
-], ids=lambda x: x if len(x) < 20 else None)
+@pytest.mark.parametrize(
+    "rule, fragment",
+    [
+        ("holds(f(A),child,B) :- holds(A,child,B).", "function term 'f(A)'"),
+        ("holds(A,child,f(B)) :- holds(A,child,B).", "function term 'f(B)'"),  # recursive: no end
+        ("holds(A,child,f(f(B))) :- holds(A,child,f(B)).", "function term 'f(f(B))'"),
+        ("holds(A,child,(B,B)) :- holds(A,child,B).", "function term '(B,B)'"),
+        ("holds(A,child,B) :- holds(A,child,B), holds(g(A),child,B).", "function term 'g(A)'"),
+        ("holds(A,child(x),B) :- holds(A,child,B).", "function term 'child(x)'"),
+        ("holds(A,child,1) :- holds(A,child,B).", "the number 1"),
+        ("holds(A,child,B+1) :- holds(A,child,B).", "the term '(B+1)'"),
+        ("holds(A,child,(B;C)) :- holds(A,child,B), holds(A,child,C).", "the term '(B;C)'"),
+        ("holds(A,child,1..2) :- holds(A,child,B).", "the term '(1..2)'"),
+        ("holds(A,child,#sup) :- holds(A,child,B).", "the term '#sup'"),
+        ("holds(ann,child,B) :- holds(A,child,B).", "the constant 'ann'"),
+        ("holds(child,child,B) :- holds(A,child,B).", "the relation 'child'"),
+        ("holds(A,-child,B) :- holds(A,child,B).", "the term '-child'"),
+        ("holds(A,child,B) :- holds(A,child,B), holds(B,child,_).", "anonymous variable '_'"),
+    ],
+    ids=lambda x: x if len(x) < 20 else None,
+)
 def test_terms_other_than_variables_and_relations_are_refused(tmp_path, rule, fragment):
     refused(tmp_path, HEADER + rule + "\n", 3, fragment)
 
@@ -114,11 +122,15 @@ def test_deeply_nested_term_is_one_line_error(tmp_path, cli):
     assert_cli_refuses(cli, path, 3, "nested more than")
 
 
-@pytest.mark.parametrize("body", [
-    "male(" + "f(" * 300000 + "A" + ")" * 300000 + ")",
-    "A = B" + "+B" * 300000,
-    "A = " + "-" * 300000 + "B",
-], ids=["function", "sum", "minus"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "male(" + "f(" * 300000 + "A" + ")" * 300000 + ")",
+        "A = B" + "+B" * 300000,
+        "A = " + "-" * 300000 + "B",
+    ],
+    ids=["function", "sum", "minus"],
+)
 def test_statement_clingo_cannot_hold_is_refused_on_its_text(tmp_path, body):
     """clingo's parser builds (and frees) a syntax tree as deep as these terms recursively in C++ and crashed the
     process with a segmentation fault; the statement is refused before clingo sees it. In a subprocess, so that a
@@ -126,8 +138,9 @@ def test_statement_clingo_cannot_hold_is_refused_on_its_text(tmp_path, body):
     from tests.cli.test_symbolic_commands import run_subprocess
 
     path = tmp_path / "deep.lp"
-    path.write_text(HEADER + "%* a (((( comment *%\nholds(A,child,B) :- holds(B,father,A),\n  " + body + ".\n",
-                    encoding="utf-8")
+    path.write_text(
+        HEADER + "%* a (((( comment *%\nholds(A,child,B) :- holds(B,father,A),\n  " + body + ".\n", encoding="utf-8"
+    )
     p = run_subprocess("closure", "--kb", "demo", "--rules", path)
     assert "Traceback" not in p.stderr
     assert_one_line_error(p.returncode, p.stderr, f"dukb: error: {path}:4: ", "brackets and operators")
@@ -150,27 +163,53 @@ def test_rule_whose_body_shares_no_variables_is_refused_before_its_join(tmp_path
     assert (info.value.path, info.value.line) == (str(path), 3) and "rows" in info.value.message
 
 
-@pytest.mark.parametrize("rule, line, fragment", [
-    ("holds(A,child,B) :- holds(A,child,B), A < B.", 3, "ordering comparison 'A < B'"),
-    ("holds(A,child,B) :- holds(A,child,B), A >= B.", 3, "ordering comparison"),
-    ("holds(A,child,B) :- holds(A,child,B), holds(A,child,C), A != B != C.", 3, "chained comparison"),
-    ("holds(A,R,B) :- holds(A,R,B), holds(R,child,B).", 3, "variable R stands both for a relation and for a person"),
-    ("holds(A,R,B) :- holds(A,R,B), male(R).", 3, "variable R stands both"),
-    ("holds(A,R,B) :- holds(A,R,B), R != A.", 3, "variable R stands both"),
-    ("holds(A,child,B) :- holds(A,child,B), male(C).", 3, "unsafe variable C"),
-    ("holds(A,child,B) :- holds(A,child,C), B = C.", 3, "unsafe variable B"),
-    ("holds(A,R,B) :- holds(A,child,B).", 3, "unsafe variable R"),
-    ("holds(A,child,B) :-\n  holds(A,child,C),\n  not holds(C,child,B).", 5, "negation"),
-    ("holds(A,child,B) :- holds(A,child,B), @f(A) = B.", 3, "external function calls"),
-], ids=["<", ">=", "chain", "sort holds", "sort guard", "sort comparison", "unsafe guard", "unsafe assignment",
-        "unsafe relation", "negation on its own line", "external call"])
+@pytest.mark.parametrize(
+    "rule, line, fragment",
+    [
+        ("holds(A,child,B) :- holds(A,child,B), A < B.", 3, "ordering comparison 'A < B'"),
+        ("holds(A,child,B) :- holds(A,child,B), A >= B.", 3, "ordering comparison"),
+        ("holds(A,child,B) :- holds(A,child,B), holds(A,child,C), A != B != C.", 3, "chained comparison"),
+        (
+            "holds(A,R,B) :- holds(A,R,B), holds(R,child,B).",
+            3,
+            "variable R stands both for a relation and for a person",
+        ),
+        ("holds(A,R,B) :- holds(A,R,B), male(R).", 3, "variable R stands both"),
+        ("holds(A,R,B) :- holds(A,R,B), R != A.", 3, "variable R stands both"),
+        ("holds(A,child,B) :- holds(A,child,B), male(C).", 3, "unsafe variable C"),
+        ("holds(A,child,B) :- holds(A,child,C), B = C.", 3, "unsafe variable B"),
+        ("holds(A,R,B) :- holds(A,child,B).", 3, "unsafe variable R"),
+        ("holds(A,child,B) :-\n  holds(A,child,C),\n  not holds(C,child,B).", 5, "negation"),
+        ("holds(A,child,B) :- holds(A,child,B), @f(A) = B.", 3, "external function calls"),
+    ],
+    ids=[
+        "<",
+        ">=",
+        "chain",
+        "sort holds",
+        "sort guard",
+        "sort comparison",
+        "unsafe guard",
+        "unsafe assignment",
+        "unsafe relation",
+        "negation on its own line",
+        "external call",
+    ],
+)
 def test_what_the_two_paths_could_read_differently_is_refused(tmp_path, rule, line, fragment):
     refused(tmp_path, HEADER + rule + "\n", line, fragment)
 
 
-DIRECTIVES = ["#external holds(a,wife,b).", "#program base.", "#const n = 2.", "#show holds/3.", "#defined holds/3.",
-              "#project holds/3.", "#edge (A,B) : holds(A,child,B).",
-              "#script (python)\nimport os\nos.system('touch /tmp/dukb-pwned')\n#end."]
+DIRECTIVES = [
+    "#external holds(a,wife,b).",
+    "#program base.",
+    "#const n = 2.",
+    "#show holds/3.",
+    "#defined holds/3.",
+    "#project holds/3.",
+    "#edge (A,B) : holds(A,child,B).",
+    "#script (python)\nimport os\nos.system('touch /tmp/dukb-pwned')\n#end.",
+]
 
 
 @pytest.mark.parametrize("text", DIRECTIVES, ids=[d.split()[0] for d in DIRECTIVES])
@@ -220,20 +259,25 @@ def test_include_of_a_fifo_is_refused_without_opening_it(tmp_path):
     assert result and result[0].line == 3 and "#include is not allowed" in result[0].message
 
 
-@pytest.mark.parametrize("text, line", [
-    ('#include <incmode>.\n', 3),
-    ('#include\n  "x.lp".\n', 3),
-    ('holds(A,child,B) :- holds(A,child,B). #include "x.lp".\n', 3),
-    ('%* a block comment *% #include "x.lp".\n', 3),
-], ids=["built-in", "split over lines", "after a rule", "after a block comment"])
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("#include <incmode>.\n", 3),
+        ('#include\n  "x.lp".\n', 3),
+        ('holds(A,child,B) :- holds(A,child,B). #include "x.lp".\n', 3),
+        ('%* a block comment *% #include "x.lp".\n', 3),
+    ],
+    ids=["built-in", "split over lines", "after a rule", "after a block comment"],
+)
 def test_include_in_every_spelling_is_refused(tmp_path, text, line):
     refused(tmp_path, HEADER + text, line, "#include is not allowed")
 
 
 def test_include_in_a_comment_is_only_a_comment(tmp_path):
     path = tmp_path / "ok.lp"
-    path.write_text(HEADER + '% no #include "/etc/passwd" here\n%* nor #include "x". %* nested *% *%\n',
-                    encoding="utf-8")
+    path.write_text(
+        HEADER + '% no #include "/etc/passwd" here\n%* nor #include "x". %* nested *% *%\n', encoding="utf-8"
+    )
     assert len(load_rules(path)) == 1
 
 
@@ -319,14 +363,23 @@ class GenRule:
 
 
 WEIRD_TERMS = ['"Ann"', '"a\\"b\\nc"', "1", "f(A)", "_", "ann", "newphe", "(A,B)", "A+1", "#inf"]
-WEIRD_BODY = ["not holds(A,child,B)", "A < B", "spouse(A,B)", "-holds(A,child,B)", "#count{ X : male(X) } > 1",
-              "holds(A,child,B) : male(A)", "@f(A) = 1", "male(_)"]
+WEIRD_BODY = [
+    "not holds(A,child,B)",
+    "A < B",
+    "spouse(A,B)",
+    "-holds(A,child,B)",
+    "#count{ X : male(X) } > 1",
+    "holds(A,child,B) : male(A)",
+    "@f(A) = 1",
+    "male(_)",
+]
 
 
 @st.composite
 def gen_rule(draw, weird: bool) -> GenRule:
     """A rule whose head, guards and comparisons use only variables of its body's holds atoms (so it is in the
     accepted fragment), or, with ``weird``, possibly with refused terms or body elements mixed in."""
+
     def name():
         if weird and draw(st.integers(0, 14)) == 0:
             return draw(st.sampled_from(WEIRD_TERMS))
@@ -341,10 +394,14 @@ def gen_rule(draw, weird: bool) -> GenRule:
     people = sorted({t for s, _, o in body for t in (s, o) if t in NAMES}) or ["A"]
     rvars = sorted({r for _, r, _ in body if r in REL_VARS})
     head = (draw(st.sampled_from(people)), draw(st.sampled_from(RELS + tuple(rvars))), draw(st.sampled_from(people)))
-    guards = tuple((draw(st.sampled_from(("male", "female", "person"))), draw(st.sampled_from(people)))
-                   for _ in range(draw(st.sampled_from((0, 0, 1, 2)))))
-    comparisons = tuple((draw(st.sampled_from(("=", "!=", "!=", "!="))), draw(st.sampled_from(people)),
-                         draw(st.sampled_from(people))) for _ in range(draw(st.sampled_from((0, 0, 1, 2)))))
+    guards = tuple(
+        (draw(st.sampled_from(("male", "female", "person"))), draw(st.sampled_from(people)))
+        for _ in range(draw(st.sampled_from((0, 0, 1, 2))))
+    )
+    comparisons = tuple(
+        (draw(st.sampled_from(("=", "!=", "!=", "!="))), draw(st.sampled_from(people)), draw(st.sampled_from(people)))
+        for _ in range(draw(st.sampled_from((0, 0, 1, 2))))
+    )
     extra = ()
     if weird and draw(st.integers(0, 5)) == 0:
         extra = (draw(st.sampled_from(WEIRD_BODY)),)
@@ -358,7 +415,7 @@ def rule_files(draw, weird: bool = False) -> tuple[str, list[GenRule]]:
     lines = []
     for r in rules:
         if draw(st.booleans()):
-            lines.append("% a comment with holds(x) :- and \"quotes\"")
+            lines.append('% a comment with holds(x) :- and "quotes"')
         lines.append(r.text())
     return "\n".join(lines) + "\n", rules
 
@@ -402,8 +459,9 @@ def independent_closure(facts, genders: dict[str, str], rules: list[GenRule]) ->
         known |= new
 
 
-RULES_PROPERTY = settings(max_examples=40, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+RULES_PROPERTY = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 
 @RULES_PROPERTY

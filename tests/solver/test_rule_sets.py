@@ -74,8 +74,12 @@ def test_user_rule_file_closure(tmp_path):
 def test_user_rule_file_cli(tmp_path):
     path = tmp_path / "spouses.lp"
     path.write_text(TWO_RULES, encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "dukb.cli.main", "closure", "--kb", "demo", "--rules", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dukb.cli.main", "closure", "--kb", "demo", "--rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = [ln.split(",") for ln in proc.stdout.splitlines()[1:]]
     expected = spouse_closure(load_kb("demo"))
@@ -100,8 +104,7 @@ BAD = [
     ("wrong arity", "holds(A,wife,B) :- holds(B,husband).", "unknown predicate holds/2"),
     ("head not holds", "married(A,B) :- holds(B,husband,A).", "is not holds(S,R,O)"),
     ("no holds in body", "holds(A,wife,B) :- male(A), female(B).", "no holds(S,R,O) atom"),
-    ("unknown relation newphe", "holds(A,uncle,B) :- holds(B,newphe,A), male(B), A != B.",
-     "unknown relation 'newphe'"),
+    ("unknown relation newphe", "holds(A,uncle,B) :- holds(B,newphe,A), male(B), A != B.", "unknown relation 'newphe'"),
     ("unknown head relation", "holds(A,spouse,B) :- holds(B,husband,A).", "unknown relation 'spouse'"),
     ("#show", "#show holds/3.", "only rules are allowed"),
     ("#const", "#const n = 2.", "only rules are allowed"),
@@ -127,11 +130,15 @@ def test_refused_rule(tmp_path, case):
     assert fragment in err.message
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    ("holds(A,wife,B) :- holds(B,husband,A)", 4, "syntax error"),          # missing '.', clingo sees EOF
-    ("holds(A,wife B) :- holds(B,husband,A).", 3, "syntax error"),
-    ("holds(A,wife,C) :- holds(B,husband,A), male(B).", 3, "unsafe"),      # C is unsafe
-], ids=["missing period", "missing comma", "unsafe variable"])
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("holds(A,wife,B) :- holds(B,husband,A)", 4, "syntax error"),  # missing '.', clingo sees EOF
+        ("holds(A,wife B) :- holds(B,husband,A).", 3, "syntax error"),
+        ("holds(A,wife,C) :- holds(B,husband,A), male(B).", 3, "unsafe"),  # C is unsafe
+    ],
+    ids=["missing period", "missing comma", "unsafe variable"],
+)
 def test_clingo_errors_name_file_and_line(tmp_path, text, line, fragment):
     path = tmp_path / "bad.lp"
     path.write_text(HEADER + text + "\n", encoding="utf-8")
@@ -150,11 +157,15 @@ def test_unsafe_variable_in_a_later_rule_cites_its_line(tmp_path):
         load_rules(path)
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ("% only a comment\n", "no rules"),
-    ("", "no rules"),
-    (b"holds(A,wife,B) :- holds(B,husband,A), male(A), female(B). % caf\xe9\n", "not UTF-8"),
-], ids=["comment only", "empty", "latin-1"])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("% only a comment\n", "no rules"),
+        ("", "no rules"),
+        (b"holds(A,wife,B) :- holds(B,husband,A), male(A), female(B). % caf\xe9\n", "not UTF-8"),
+    ],
+    ids=["comment only", "empty", "latin-1"],
+)
 def test_refused_whole_file(tmp_path, content, fragment):
     path = tmp_path / "bad.lp"
     if isinstance(content, bytes):
@@ -186,15 +197,23 @@ def test_external_function_is_refused(tmp_path):
         load_rules(path)
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("holds(A,wife,B) :- holds(B,husband,A), not holds(A,child,B).", "bad.lp:3: negation"),
-    ("holds(A,wife,B) :- holds(B,husband,A)", "bad.lp:4: syntax error"),
-], ids=["negation", "syntax"])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("holds(A,wife,B) :- holds(B,husband,A), not holds(A,child,B).", "bad.lp:3: negation"),
+        ("holds(A,wife,B) :- holds(B,husband,A)", "bad.lp:4: syntax error"),
+    ],
+    ids=["negation", "syntax"],
+)
 def test_cli_refuses_bad_rule_file(tmp_path, text, fragment):
     path = tmp_path / "bad.lp"
     path.write_text(HEADER + text + "\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "dukb.cli.main", "closure", "--kb", "demo", "--rules", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dukb.cli.main", "closure", "--kb", "demo", "--rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
@@ -214,7 +233,9 @@ def test_builtin_rule_counts():
     assert len(compat) == 46
     # the compat set is the family set without the two rules that read "newphe" in the raw file (R16, R19)
     assert {r.text for r in family.rules} - {r.text for r in compat.rules} == {
-        family.rules[15].text, family.rules[18].text}
+        family.rules[15].text,
+        family.rules[18].text,
+    }
     assert {r.text for r in compat.rules} < {r.text for r in family.rules}
     assert family.rules[15].head == "A,uncle,B" and family.rules[15].body_holds == ("B,nephew,A",)
     assert family.rules[18].head == "A,aunt,B" and family.rules[18].body_holds == ("B,nephew,A",)

@@ -25,9 +25,10 @@ from input_checks import assert_one_line_error, run_main
 
 from dukb.kb import load_kb
 from dukb.kb.kbschema import load_schema
-from dukb.solver.closure import compute_closure, resolve_target
+from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import exact_sets, is_deep_unlearning_set
 from dukb.solver.rules import RulesError, kb_rules, load_rules, parse_rules
+from dukb.solver.targets import resolve_target
 
 PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -79,7 +80,7 @@ def test_tiny_kb_closure(tiny):
     assert k.schema.name == "kids_places" and k.entity_type("Lyon") == "city"
     c = compute_closure(k)
     assert c.rules.path == tiny / "rules.lp" and kb_rules(k).path == tiny / "rules.lp"
-    assert set(c.atoms[c.n_kb:]) == sl.TINY_DERIVED
+    assert set(c.atoms[c.n_kb :]) == sl.TINY_DERIVED
     assert compute_closure(k, method="clingo").atoms == c.atoms
     assert c.atom_of_triple(("Bo", "citizen_of", "France")) == resolve_target(c, "Bo, citizen_of, France")
 
@@ -130,8 +131,11 @@ def test_rules_checked_against_the_schema(tmp_path, tiny):
     assert len(parse_rules(sl.TINY_RULES, "r.lp", schema)) == 4
     with pytest.raises(RulesError, match=r"^r\.lp:1: unknown relation 'husband' .*known: kid, sibling, lives_in"):
         parse_rules("holds(A,husband,B) :- holds(B,kid,A).", "r.lp", schema)
-    with pytest.raises(RulesError, match=r"^r\.lp:2: unknown predicate male/1 .*rules may use holds/3, person/1, "
-                                         r"city/1, country/1, entity/1 and the comparisons"):
+    with pytest.raises(
+        RulesError,
+        match=r"^r\.lp:2: unknown predicate male/1 .*rules may use holds/3, person/1, "
+        r"city/1, country/1, entity/1 and the comparisons",
+    ):
         parse_rules("\nholds(A,kid,B) :- holds(B,kid,A), male(A).", "r.lp", schema)
     # the family schema's words are unchanged (the family rule files keep their messages)
     with pytest.raises(RulesError, match="unknown relation 'kid' .*known: child, father"):

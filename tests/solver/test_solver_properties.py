@@ -26,10 +26,11 @@ from conftest import EDU_RELAT_DIR
 from dukb import InputError
 from dukb.kb import RELATIONS, Fact
 from dukb.kb.csvfile import control_char
-from dukb.solver.closure import asp_string, compute_closure, resolve_target
+from dukb.solver.closure import asp_string, compute_closure
 from dukb.solver.mdus import exact_sets, is_deep_unlearning_set, is_minimal, minimal_sets, minimum_set, random_sets
 from dukb.solver.metrics import recall_accuracy
 from dukb.solver.rules import load_rules
+from dukb.solver.targets import resolve_target
 
 RULE_SETS = ("family", "family_paper_compat")
 #: The independent reference rules: parsed from the benchmark's raw file when ../shared is there, else from the
@@ -55,14 +56,47 @@ class Family:
 GENDER = st.sampled_from(("male", "female"))
 
 #: Names that would change an ASP program if pasted into it unescaped, and other awkward strings.
-TRICKY_NAMES = ('x"). holds("a",child,"b', 'a"', '"', '\\', '\\"', 'x\\', "O'Brien", "%", "% c", ":-", ".", "a.b",
-                "p :- q.", '")', "#show", "😀", "Zoë Ångström", "李雷", "a,b", " spaced ", "\u0085", "\u00a0",
-                '"). person("z', 'x") :- holds("a",child,"b', "holds", "child", "A", "_", "1", "-1", "#inf")
+TRICKY_NAMES = (
+    'x"). holds("a",child,"b',
+    'a"',
+    '"',
+    "\\",
+    '\\"',
+    "x\\",
+    "O'Brien",
+    "%",
+    "% c",
+    ":-",
+    ".",
+    "a.b",
+    "p :- q.",
+    '")',
+    "#show",
+    "😀",
+    "Zoë Ångström",
+    "李雷",
+    "a,b",
+    " spaced ",
+    "\u0085",
+    "\u00a0",
+    '"). person("z',
+    'x") :- holds("a",child,"b',
+    "holds",
+    "child",
+    "A",
+    "_",
+    "1",
+    "-1",
+    "#inf",
+)
 
 #: Any name the KB validation accepts: non-empty, no control character (dukb.kb.csvfile.control_char: categories
 #: Cc, Zl, Zp, Cs and U+FEFF).
-NAME_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Zl", "Zp", "Cs"),
-                                  exclude_characters="\ufeff"), min_size=1, max_size=12)
+NAME_TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cc", "Zl", "Zp", "Cs"), exclude_characters="\ufeff"),
+    min_size=1,
+    max_size=12,
+)
 WEIRD_NAME = st.one_of(st.sampled_from([n for n in TRICKY_NAMES if control_char(n) is None]), NAME_TEXT)
 
 
@@ -124,8 +158,7 @@ def tree_families(draw, max_facts: int = 12, weird: bool = False) -> Family:
 
 def families(max_facts: int = 12, weird: bool = False):
     """Random KBs and family-tree KBs, half and half."""
-    return st.one_of(random_families(max_facts=max_facts, weird=weird), tree_families(max_facts=max_facts,
-                                                                                         weird=weird))
+    return st.one_of(random_families(max_facts=max_facts, weird=weird), tree_families(max_facts=max_facts, weird=weird))
 
 
 def reference_closure(fam: Family, rule_set: str) -> set:
@@ -175,6 +208,7 @@ def test_generators_make_rules_fire():
     counts = {"tree": [0, 0], "random": [0, 0]}
 
     for kind, strat in (("tree", tree_families()), ("random", random_families())):
+
         @settings(max_examples=60, deadline=None, database=None)
         @given(fam=strat)
         def sample(fam):
@@ -197,15 +231,17 @@ def test_closure_matches_independent_forward_chaining(kb_builder, fam, rule_set)
     assert set(c.atoms) == ref
     assert len(c.atoms) == len(ref)
     # KB facts first in file order, then the derived facts sorted; ids and index agree
-    assert c.n_kb == len(fam.facts) and c.atoms[:c.n_kb] == list(fam.facts.values())
+    assert c.n_kb == len(fam.facts) and c.atoms[: c.n_kb] == list(fam.facts.values())
     assert c.fact_ids == list(fam.facts)
-    assert c.atoms[c.n_kb:] == sorted(ref - set(fam.facts.values()))
+    assert c.atoms[c.n_kb :] == sorted(ref - set(fam.facts.values()))
     assert all(c.index[t] == i for i, t in enumerate(c.atoms))
     # the hypergraph: exactly the independent ground instances over the closure
-    assert instance_set(c) == {(h, frozenset(b)) for h, b in il.ground_instances(ref, fam.genders,
-                                                                                    INDEPENDENT[rule_set])}
-    assert all(c.inst_head[i] in set(range(len(c.atoms))) and i in c.by_head[c.inst_head[i]]
-               for i in range(c.n_instances))
+    assert instance_set(c) == {
+        (h, frozenset(b)) for h, b in il.ground_instances(ref, fam.genders, INDEPENDENT[rule_set])
+    }
+    assert all(
+        c.inst_head[i] in set(range(len(c.atoms))) and i in c.by_head[c.inst_head[i]] for i in range(c.n_instances)
+    )
 
 
 @FAST
@@ -253,10 +289,19 @@ def test_names_survive_the_asp_round_trip(kb_builder, fam, rule_set):
 def test_injection_names_add_no_facts(kb_builder):
     """A name that closes the string and writes a fact, a rule or a comment is data, nothing else."""
     payload = 'x"). holds("a",child,"b'
-    genders = {"a": "female", "b": "male", payload: "male", 'y"). male("a': "female", "%": "male",
-               'z" :- holds(X,child,Y). holds("a",husband,"b': "male"}
-    facts = [(payload, "sister", 'y"). male("a'), ("%", "brother", payload),
-             ('z" :- holds(X,child,Y). holds("a",husband,"b', "child", payload)]
+    genders = {
+        "a": "female",
+        "b": "male",
+        payload: "male",
+        'y"). male("a': "female",
+        "%": "male",
+        'z" :- holds(X,child,Y). holds("a",husband,"b': "male",
+    }
+    facts = [
+        (payload, "sister", 'y"). male("a'),
+        ("%", "brother", payload),
+        ('z" :- holds(X,child,Y). holds("a",husband,"b', "child", payload),
+    ]
     for rule_set in RULE_SETS:
         c = compute_closure(kb_builder(genders, facts), rule_set)
         fam = Family(genders, dict(enumerate(facts)))
@@ -266,9 +311,13 @@ def test_injection_names_add_no_facts(kb_builder):
 
 
 @settings(max_examples=200, deadline=None)
-@given(text=st.one_of(NAME_TEXT, st.sampled_from(TRICKY_NAMES), st.text(st.characters(codec="utf-8",
-                                                                                       min_codepoint=1),
-                                                                         min_size=1, max_size=12)))
+@given(
+    text=st.one_of(
+        NAME_TEXT,
+        st.sampled_from(TRICKY_NAMES),
+        st.text(st.characters(codec="utf-8", min_codepoint=1), min_size=1, max_size=12),
+    )
+)
 def test_asp_string_is_a_single_exact_string_term(text):
     ctl = clingo.Control(["--warn=none"])
     ctl.add("base", [], f"p({asp_string(text)}). q :- p({asp_string(text)}).")
@@ -291,8 +340,9 @@ def test_resolve_target_forms_agree(kb_builder, fam, rule_set):
         assert resolve_target(c, fid) == pos
     with pytest.raises(InputError):
         resolve_target(c, max(fam.facts) + 1)
-    outside = next(((s, r, o) for s in fam.genders for o in fam.genders for r in RELATIONS
-                    if (s, r, o) not in c.index), None)
+    outside = next(
+        ((s, r, o) for s in fam.genders for o in fam.genders for r in RELATIONS if (s, r, o) not in c.index), None
+    )
     if outside is not None:
         with pytest.raises(InputError):
             resolve_target(c, outside)
@@ -302,10 +352,15 @@ def test_resolve_target_forms_agree(kb_builder, fam, rule_set):
 def _draw_targets(data, closure, k: int = 1) -> list[int]:
     n = len(closure.atoms)
     # a derived target half of the time when there is one
-    pool = list(range(closure.n_kb, n)) if closure.n_derived and data.draw(st.booleans(), label="derived?") \
+    pool = (
+        list(range(closure.n_kb, n))
+        if closure.n_derived and data.draw(st.booleans(), label="derived?")
         else list(range(n))
-    ts = data.draw(st.lists(st.sampled_from(pool), min_size=min(k, len(pool)), max_size=min(k, len(pool)),
-                            unique=True), label="targets")
+    )
+    ts = data.draw(
+        st.lists(st.sampled_from(pool), min_size=min(k, len(pool)), max_size=min(k, len(pool)), unique=True),
+        label="targets",
+    )
     return ts
 
 
@@ -352,8 +407,13 @@ def test_is_deep_unlearning_set_matches_reference(kb_builder, data, fam, rule_se
 
 
 @FAST
-@given(data=st.data(), fam=families(), rule_set=st.sampled_from(RULE_SETS), seed=st.integers(0, 10**6),
-       n_seeds=st.integers(1, 25))
+@given(
+    data=st.data(),
+    fam=families(),
+    rule_set=st.sampled_from(RULE_SETS),
+    seed=st.integers(0, 10**6),
+    n_seeds=st.integers(1, 25),
+)
 def test_random_sets_are_exact_sets_and_deterministic(kb_builder, data, fam, rule_set, seed, n_seeds):
     c = compute_closure(kb_builder(fam.genders, fam.facts), rule_set)
     ts = _draw_targets(data, c, k=data.draw(st.integers(1, 2)))
@@ -477,11 +537,15 @@ def test_edu_relat_rule_sets_give_different_minimal_sets(edu):
     kb, targets = edu["kb"], edu["targets"]
     genders = {p.name: p.gender for p in kb.people.values()}
     facts = {f.fact_id: f.triple for f in kb.relationships}
-    differ = [t for t in targets
-              if set(edu["exact"]["family"][t].sets) != set(edu["exact"]["family_paper_compat"][t].sets)]
-    print("EDU-RELAT targets whose minimal sets differ between family and family_paper_compat:",
-          [(t, str(kb.relationship(t))) for t in differ])
+    differ = [
+        t for t in targets if set(edu["exact"]["family"][t].sets) != set(edu["exact"]["family_paper_compat"][t].sets)
+    ]
+    print(
+        "EDU-RELAT targets whose minimal sets differ between family and family_paper_compat:",
+        [(t, str(kb.relationship(t))) for t in differ],
+    )
     assert differ
+
     def derivable(triple, removed, rs):  # the independent reference
         kept = [tr for i, tr in facts.items() if i not in set(removed)]
         return triple in il.closure(kept, genders, INDEPENDENT[rs])
@@ -494,8 +558,9 @@ def test_edu_relat_rule_sets_give_different_minimal_sets(edu):
         # and the difference is real: a compat set leaves the target derivable under family, or a family set is
         # not minimal under compat
         compat_sets, family_sets = edu["exact"]["family_paper_compat"][t].sets, edu["exact"]["family"][t].sets
-        assert any(derivable(triple, s, "family") for s in compat_sets) or \
-            any(not derivable(triple, set(s) - {x}, "family_paper_compat") for s in family_sets for x in s)
+        assert any(derivable(triple, s, "family") for s in compat_sets) or any(
+            not derivable(triple, set(s) - {x}, "family_paper_compat") for s in family_sets for x in s
+        )
     # more rules derive more, so a deep unlearning set under family is one under compat too
     compat = edu["closure"]["family_paper_compat"]
     for t in targets:

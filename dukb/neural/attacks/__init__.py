@@ -7,15 +7,15 @@ prompt; Wu et al. 2025, Definitions 1-2) and ``logitlens`` (nostalgebraist 2020;
 """
 
 from dukb.neural.attacks.base import (  # noqa: F401
-                                      ATTACKS,
-                                      Attack,
-                                      AttackContext,
-                                      AttackOutcome,
-                                      attack_identity,
-                                      attacks_table,
-                                      check_attack,
-                                      parse_attacks,
-                                      run_attacks,
-                                      score_attack,
-                                      worst_case_fields,
+    ATTACKS,
+    Attack,
+    AttackContext,
+    AttackOutcome,
+    attack_identity,
+    attacks_table,
+    check_attack,
+    parse_attacks,
+    run_attacks,
+    score_attack,
+    worst_case_fields,
 )

@@ -29,8 +29,13 @@ def _final_norm(model):
     GPT-2 ``transformer.ln_f``, GPT-NeoX ``gpt_neox.final_layer_norm``, Phi ``model.final_layernorm``); None when
     none is found (the lens then reads raw hidden states)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    for path in ("model.norm", "transformer.ln_f", "gpt_neox.final_layer_norm", "model.final_layernorm",
-                 "model.decoder.final_layer_norm"):
+    for path in (
+        "model.norm",
+        "transformer.ln_f",
+        "gpt_neox.final_layer_norm",
+        "model.final_layernorm",
+        "model.decoder.final_layer_norm",
+    ):
         obj = base
         for part in path.split("."):
             obj = getattr(obj, part, None)
@@ -86,20 +91,29 @@ def lens_ranks(pred, items, batch_size: int = 64):
     parts = [(m, _final_norm(m), m.get_output_embeddings()) for m in models]
     ranks, probs = [], []
     for s in range(0, len(items), batch_size):
-        chunk = items[s:s + batch_size]
+        chunk = items[s : s + batch_size]
         batch = encode_qa(pred.tokenizer, pred.tags, chunk, device=pred.device)
         labels = batch["labels"]
         first = _gold_positions(pred.tokenizer, labels, batch["input_ids"])
         rows = torch.arange(len(chunk), device=labels.device)
         gold = batch["input_ids"][rows, first]
         with torch.no_grad():
-            outs = [m(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                      position_ids=batch.get("position_ids"), output_hidden_states=True) for m in models]
+            outs = [
+                m(
+                    input_ids=batch["input_ids"],
+                    attention_mask=batch["attention_mask"],
+                    position_ids=batch.get("position_ids"),
+                    output_hidden_states=True,
+                )
+                for m in models
+            ]
             n_layers = len(outs[0].hidden_states)
             cols_r, cols_p = [], []
             for li in range(n_layers):
-                per = [_layer_logits(m, norm, head, o.hidden_states, rows, first - 1, li, o.logits)
-                       for (m, norm, head), o in zip(parts, outs)]
+                per = [
+                    _layer_logits(m, norm, head, o.hidden_states, rows, first - 1, li, o.logits)
+                    for (m, norm, head), o in zip(parts, outs)
+                ]
                 logits = per[0] if len(per) == 1 else pred.combine(per[0], per[1])
                 logits = logits.float()
                 g = logits[rows, gold] if logits.dim() == 2 else logits.gather(-1, gold[:, None])[:, 0]
@@ -138,8 +152,11 @@ def logitlens(ctx: AttackContext, s: dict) -> AttackOutcome:
             tgt = i
     extra = {"k": k, "recovered": sorted(recovered)}
     if tgt is not None:
-        extra.update(target_ranks=[int(r) for r in ranks[tgt]], target_probs=[round(float(p), 6) for p in probs[tgt]],
-                     best_layer_target=int(ranks[tgt].argmin()))
+        extra.update(
+            target_ranks=[int(r) for r in ranks[tgt]],
+            target_probs=[round(float(p), 6) for p in probs[tgt]],
+            best_layer_target=int(ranks[tgt].argmin()),
+        )
     return AttackOutcome(known_table(ctx.items, after), extra)
 
 
@@ -149,7 +166,12 @@ def _check(s: dict) -> None:
 
 
 logitlens.check = _check
-LOGITLENS = Attack("logitlens", "rank of the gold answer's first token at every layer (final norm + unembedding); "
-                "a fact is recoverable when it ranks in the top `k` at some intermediate layer",
-                "nostalgebraist 2020; Patil et al. 2024 (ICLR)", {"k": 1}, logitlens,
-                ranges={"k": Range(1, 1_000_000)})
+LOGITLENS = Attack(
+    "logitlens",
+    "rank of the gold answer's first token at every layer (final norm + unembedding); "
+    "a fact is recoverable when it ranks in the top `k` at some intermediate layer",
+    "nostalgebraist 2020; Patil et al. 2024 (ICLR)",
+    {"k": 1},
+    logitlens,
+    ranges={"k": Range(1, 1_000_000)},
+)

@@ -74,10 +74,12 @@ def check_group(model, group: int) -> int:
     bad = [w for w in widths if w % group]
     if bad:
         g = math.gcd(*widths)
-        fits = [2 ** k for k in range(11) if g % 2 ** k == 0]
-        raise InputError(f"--attacks quant4: group={group} does not divide the model's layer widths "
-                         f"({', '.join(map(str, bad[:5]))}); choose a group dividing {g} "
-                         f"({', '.join(map(str, fits))})")
+        fits = [2**k for k in range(11) if g % 2**k == 0]
+        raise InputError(
+            f"--attacks quant4: group={group} does not divide the model's layer widths "
+            f"({', '.join(map(str, bad[:5]))}); choose a group dividing {g} "
+            f"({', '.join(map(str, fits))})"
+        )
     return group
 
 
@@ -98,8 +100,9 @@ def conv1d_to_linear(model) -> int:
         for child_name, child in list(mod.named_children()):
             if isinstance(child, Conv1D):
                 w = child.weight
-                lin = torch.nn.Linear(w.shape[0], w.shape[1], bias=child.bias is not None, device=w.device,
-                                      dtype=w.dtype)
+                lin = torch.nn.Linear(
+                    w.shape[0], w.shape[1], bias=child.bias is not None, device=w.device, dtype=w.dtype
+                )
                 with torch.no_grad():
                     lin.weight.copy_(w.t())
                     if child.bias is not None:
@@ -129,8 +132,7 @@ def quantized_copy(pred, bits: int, group: int = 32):
                 if p.dtype == torch.float32:
                     p.copy_(p.to(torch.float16).to(p.dtype))
                     n += 1
-        scheme = ("float16 round trip of every float32 weight (torch)" if n else
-                  "none: the weights are 16-bit already")
+        scheme = "float16 round trip of every float32 weight (torch)" if n else "none: the weights are 16-bit already"
     elif bits in (8, 4):
         Int8, Intx, quantize_, PerGroup = _torchao()
         conv1d_to_linear(model)
@@ -142,16 +144,15 @@ def quantized_copy(pred, bits: int, group: int = 32):
         else:
             g = check_group(model, group)
             quantize_(model, Intx(weight_dtype=torch.int4, granularity=PerGroup(g)))
-            scheme = (f"torchao {torchao.__version__} IntxWeightOnlyConfig: int4 in groups of {g}, RTN, "
-                      "weight-only")
+            scheme = f"torchao {torchao.__version__} IntxWeightOnlyConfig: int4 in groups of {g}, RTN, weight-only"
     else:
         raise InputError(f"quantization supports 16, 8 or 4 bits, got {bits}")
     aux = getattr(pred, "aux_model", None)
     out = dataclasses.replace(pred, model=model)
     if aux is not None:  # WHP's reinforced model runs in lockstep: quantized alike
-        out = dataclasses.replace(out, aux_model=quantized_copy(dataclasses.replace(pred, model=aux,
-                                                                                    aux_model=None), bits,
-                                                                group)[0].model)
+        out = dataclasses.replace(
+            out, aux_model=quantized_copy(dataclasses.replace(pred, model=aux, aux_model=None), bits, group)[0].model
+        )
     return out, scheme
 
 
@@ -168,8 +169,10 @@ def _quant(bits: int):
     def check(s):
         g = s.get("group")
         if g is not None and (g < 1 or g & (g - 1)):  # a divisor of power-of-two widths is used as given
-            raise InputError(f"--attacks quant4: group must be a power of two (1, 2, 4, ..., 1024), got {g}: "
-                             "another value would be replaced by a divisor of the model's layer widths")
+            raise InputError(
+                f"--attacks quant4: group must be a power of two (1, 2, 4, ..., 1024), got {g}: "
+                "another value would be replaced by a divisor of the model's layer widths"
+            )
 
     def check_model(s, model) -> None:
         """Refuse a 4-bit group that does not divide the model's layer widths, before any model is changed."""
@@ -181,10 +184,25 @@ def _quant(bits: int):
     return quant
 
 
-QUANT8 = Attack("quant8", "int8 weight-only RTN quantization of every Linear (torchao), then probe",
-                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(8))
-QUANT4 = Attack("quant4", "int4 weight-only RTN quantization in groups of `group` input channels (torchao), then "
-                "probe", "Zhang et al. 2025, arXiv 2410.16454", {"group": 32}, _quant(4),
-                ranges={"group": Range(1, 1024, why="a power of two")})
-QUANT16 = Attack("quant16", "control: every weight rounded to float16 and back; must change no answer",
-                "Zhang et al. 2025, arXiv 2410.16454", {}, _quant(16))
+QUANT8 = Attack(
+    "quant8",
+    "int8 weight-only RTN quantization of every Linear (torchao), then probe",
+    "Zhang et al. 2025, arXiv 2410.16454",
+    {},
+    _quant(8),
+)
+QUANT4 = Attack(
+    "quant4",
+    "int4 weight-only RTN quantization in groups of `group` input channels (torchao), then probe",
+    "Zhang et al. 2025, arXiv 2410.16454",
+    {"group": 32},
+    _quant(4),
+    ranges={"group": Range(1, 1024, why="a power of two")},
+)
+QUANT16 = Attack(
+    "quant16",
+    "control: every weight rounded to float16 and back; must change no answer",
+    "Zhang et al. 2025, arXiv 2410.16454",
+    {},
+    _quant(16),
+)

@@ -56,7 +56,6 @@ def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tupl
     if mode == "target":
         pool = [("relationship", int(ctx.target))]
     elif mode == "half":
-
         known = row_known(ctx)
         premises = {int(i) for s in ctx.sets for i in s} - {int(ctx.target)}
         gone = sorted(i for i in premises if not known.get(("relationship", i), True))
@@ -64,8 +63,11 @@ def relearn_facts(ctx: AttackContext, mode: str, n: int, seed: int) -> list[tupl
     elif mode in ("neighbours", "random"):
         people = {p for f in ctx.kb.relationships if f.fact_id in forget for p in (f.subject, f.object)}
         near = mode == "neighbours"
-        pool = [("relationship", f.fact_id) for f in ctx.kb.relationships
-                if f.fact_id not in forget and ((f.subject in people or f.object in people) == near)]
+        pool = [
+            ("relationship", f.fact_id)
+            for f in ctx.kb.relationships
+            if f.fact_id not in forget and ((f.subject in people or f.object in people) == near)
+        ]
         pool += [("biography", b.fact_id) for b in ctx.kb.biographies if (b.subject in people) == near]
     else:
         raise InputError(f"relearn: mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -100,8 +102,14 @@ def relearned_copy(pred, items, steps: int, lr: float, seed: int = 0):
         for p in params:  # the loop zeroes gradients after each step: none may be left over from the copied model
             p.grad = None
         cfg = TrainConfig(epochs=1, lr=lr, batch_size=len(items), schedule="constant", seed=seed)
-        train_loop(model, params, cfg, lambda _epoch: [[batch]] * steps,
-                   lambda fmodel, b: answer_token_loss(fmodel, b, n_tok), total_steps=steps)
+        train_loop(
+            model,
+            params,
+            cfg,
+            lambda _epoch: [[batch]] * steps,
+            lambda fmodel, b: answer_token_loss(fmodel, b, n_tok),
+            total_steps=steps,
+        )
     return dataclasses.replace(pred, model=model), (n_params if items and steps > 0 else 0)
 
 
@@ -124,10 +132,17 @@ def relearn(ctx: AttackContext, s: dict) -> AttackOutcome:
     pred, n_params = relearned_copy(ctx.pred, items, int(s["steps"]), lr, ctx.seed)
     known = probe_known(pred, ctx.items, ctx.batch_size)
     del pred
-    return AttackOutcome(known_table(ctx.items, known), {
-        "relearned": {"relationships": [i for k, i in chosen if k == "relationship"],
-                      "biographies": [i for k, i in chosen if k == "biography"]}, "lr": lr,
-        "trained_params": n_params})
+    return AttackOutcome(
+        known_table(ctx.items, known),
+        {
+            "relearned": {
+                "relationships": [i for k, i in chosen if k == "relationship"],
+                "biographies": [i for k, i in chosen if k == "biography"],
+            },
+            "lr": lr,
+            "trained_params": n_params,
+        },
+    )
 
 
 def _family_lr(spec, seed: int) -> float:
@@ -145,9 +160,17 @@ def _check(s: dict) -> None:
 
 
 relearn.check = _check
-RELEARN = Attack("relearn", "finetune a copy for `steps` steps on `facts` facts outside the forget set (mode "
-                "neighbours: sharing a person with it; half: a random half of the target's forgotten premises; target: "
-                "the target itself; random: about people it does not mention, the control), then probe", "Hu et al. 2025, arXiv 2406.13356",
-                {"mode": "neighbours", "facts": 8, "steps": 8, "lr": 0.0}, relearn,
-                ranges={"facts": Range(1, 1_000_000), "steps": STEPS,
-                        "lr": Range(0, 10, integer=False, why="0 = the model family's finetuning rate")})
+RELEARN = Attack(
+    "relearn",
+    "finetune a copy for `steps` steps on `facts` facts outside the forget set (mode "
+    "neighbours: sharing a person with it; half: a random half of the target's forgotten premises; target: "
+    "the target itself; random: about people it does not mention, the control), then probe",
+    "Hu et al. 2025, arXiv 2406.13356",
+    {"mode": "neighbours", "facts": 8, "steps": 8, "lr": 0.0},
+    relearn,
+    ranges={
+        "facts": Range(1, 1_000_000),
+        "steps": STEPS,
+        "lr": Range(0, 10, integer=False, why="0 = the model family's finetuning rate"),
+    },
+)

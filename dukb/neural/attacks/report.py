@@ -33,17 +33,44 @@ def attack_points(df):
             continue
         st, param = r.get("setting") or {}, r.get("param")
         # the swept value names the setting (the rest of it is fixed per method); the whole setting otherwise
-        setting = f"{param}={st[param]:g}" if param in st and isinstance(st[param], (int, float)) else \
-            json.dumps(st, sort_keys=True)
+        setting = (
+            f"{param}={st[param]:g}"
+            if param in st and isinstance(st[param], (int, float))
+            else json.dumps(st, sort_keys=True)
+        )
         sdu = r.get("success_du")
-        recs.append({"method": r["method"], "setting": setting, "attack": "none", "recall": r["recall"],
-                     "success_du": sdu, "target_known": 1 - int(bool(r.get("target_forgotten")))})
+        recs.append(
+            {
+                "method": r["method"],
+                "setting": setting,
+                "attack": "none",
+                "recall": r["recall"],
+                "success_du": sdu,
+                "target_known": 1 - int(bool(r.get("target_forgotten"))),
+            }
+        )
         for name, e in att.items():
-            recs.append({"method": r["method"], "setting": setting, "attack": name, "recall": e["recall"],
-                         "success_du": e["success_du"], "target_known": e["target_known"]})
+            recs.append(
+                {
+                    "method": r["method"],
+                    "setting": setting,
+                    "attack": name,
+                    "recall": e["recall"],
+                    "success_du": e["success_du"],
+                    "target_known": e["target_known"],
+                }
+            )
         if "recall_under_attack" in r:
-            recs.append({"method": r["method"], "setting": setting, "attack": "worst case",
-                         "recall": r["recall_under_attack"], "success_du": None, "target_known": None})
+            recs.append(
+                {
+                    "method": r["method"],
+                    "setting": setting,
+                    "attack": "worst case",
+                    "recall": r["recall_under_attack"],
+                    "success_du": None,
+                    "target_known": None,
+                }
+            )
     if not recs:
         return pd.DataFrame()
     d = pd.DataFrame(recs)
@@ -65,25 +92,32 @@ def attacks_section(df) -> list[str]:
         return []
     attacks = [a for a in dict.fromkeys(pts["attack"]) if a != "none"]
     head = "| method | setting | recall | " + " | ".join(f"{a}" for a in attacks) + " |"
-    lines = ["## Attacks: does the fact come back?", "",
-             "Mean recall over targets with no attack (the row's own probe) and under each attack (a fact known "
-             "under the attack is not forgotten); `worst case` counts a fact forgotten only when every probe form and "
-             "every attack finds it forgotten (`recall_under_attack`). Success-DU (share of targets not derivable "
-             "from what the model knows) follows in the second table.", "", head,
-             "|---|---|---|" + "---|" * len(attacks)]
+    lines = [
+        "## Attacks: does the fact come back?",
+        "",
+        "Mean recall over targets with no attack (the row's own probe) and under each attack (a fact known "
+        "under the attack is not forgotten); `worst case` counts a fact forgotten only when every probe form and "
+        "every attack finds it forgotten (`recall_under_attack`). Success-DU (share of targets not derivable "
+        "from what the model knows) follows in the second table.",
+        "",
+        head,
+        "|---|---|---|" + "---|" * len(attacks),
+    ]
     by = {(r["method"], r["setting"], r["attack"]): r for r in pts.to_dict("records")}
     keys = list(dict.fromkeys(zip(pts["method"], pts["setting"])))
     for m, s in keys:
         cells = [f"{by[(m, s, a)]['recall']:.3f}" if (m, s, a) in by else "–" for a in attacks]
-        lines.append(f"| {m} | {setting_label(s)} | {by[(m, s, 'none')]['recall']:.3f} | " + " | ".join(cells)
-                     + " |")
+        lines.append(f"| {m} | {setting_label(s)} | {by[(m, s, 'none')]['recall']:.3f} | " + " | ".join(cells) + " |")
     sd = [a for a in attacks if a != "worst case"]
     lines += ["", "| method | setting | Success-DU | " + " | ".join(sd) + " |", "|---|---|---|" + "---|" * len(sd)]
     for m, s in keys:
         base = by[(m, s, "none")]["success_du"]
         cells = [f"{by[(m, s, a)]['success_du']:.2f}" if (m, s, a) in by else "–" for a in sd]
-        lines.append(f"| {m} | {setting_label(s)} | {'–' if base != base or base is None else f'{base:.2f}'} | "
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| {m} | {setting_label(s)} | {'–' if base != base or base is None else f'{base:.2f}'} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return lines + ["", figure_markdown(Path("attacks.png"), "recall before and after each attack"), ""]
 
 
@@ -98,6 +132,12 @@ def plot_attacks(df, path) -> bool:
     keys = list(dict.fromkeys(zip(pts["method"], pts["setting"])))
     by = {(r["method"], r["setting"], r["attack"]): r["recall"] for r in pts.to_dict("records")}
     series = {a: [by.get((m, s, a), float("nan")) for m, s in keys] for a in dict.fromkeys(pts["attack"])}
-    bars_figure([f"{m}\n{s}" for m, s in keys], series, path, ylabel="Recall (deep unlearning)", ylim=(0, 1.02),
-                title="Recall before and after each attack")
+    bars_figure(
+        [f"{m}\n{s}" for m, s in keys],
+        series,
+        path,
+        ylabel="Recall (deep unlearning)",
+        ylim=(0, 1.02),
+        title="Recall before and after each attack",
+    )
     return True

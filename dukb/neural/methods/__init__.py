@@ -177,13 +177,37 @@ def method_grids(resolved, overrides: dict, defaults: Callable | None = None) ->
     known = {label for label, *_r in resolved} | {m.name for _l, m, *_r in resolved}
     unused = sorted(k for k in overrides if k not in known)
     if unused:
-        raise InputError(f"--grid {unused[0]}=...: {unused[0]} is not a method of this run (its methods: "
-                         f"{', '.join(label for label, *_r in resolved)})")
-    return {label: list(overrides.get(label) or overrides.get(m.name) or grid or (defaults and defaults(m))
-                        or m.default_grid)
-            for label, m, _scope, grid in resolved}
+        raise InputError(
+            f"--grid {unused[0]}=...: {unused[0]} is not a method of this run (its methods: "
+            f"{', '.join(label for label, *_r in resolved)})"
+        )
+    return {
+        label: list(
+            overrides.get(label) or overrides.get(m.name) or grid or (defaults and defaults(m)) or m.default_grid
+        )
+        for label, m, _scope, grid in resolved
+    }
 
 
-__all__ = ["DOCUMENT_METHODS", "METHODS", "PRESETS", "Method", "Preset", "Resolved", "UnlearnContext",
-           "WeightState", "check_unique", "get_method", "get_scope", "method_grids", "methods_help", "methods_table",
-           "parse_grid", "parse_method_options", "presets_table", "resolve", "schedule_for", "scopes_table"]
+__all__ = [
+    "DOCUMENT_METHODS",
+    "METHODS",
+    "PRESETS",
+    "Method",
+    "Preset",
+    "Resolved",
+    "UnlearnContext",
+    "WeightState",
+    "check_unique",
+    "get_method",
+    "get_scope",
+    "method_grids",
+    "methods_help",
+    "methods_table",
+    "parse_grid",
+    "parse_method_options",
+    "presets_table",
+    "resolve",
+    "schedule_for",
+    "scopes_table",
+]

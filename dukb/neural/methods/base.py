@@ -142,9 +142,12 @@ def hf_decay_names(model) -> set[str]:
     (``ALL_LAYERNORM_LAYERS``: ``nn.LayerNorm`` and the RMSNorm classes models register, e.g. Llama's) and those
     whose name contains "bias"."""
 
-    exempt = {f"{mn}.{pn}" if mn else pn for mn, m in model.named_modules()
-              if isinstance(m, torch.nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")
-              for pn, _ in m.named_parameters(recurse=False)}
+    exempt = {
+        f"{mn}.{pn}" if mn else pn
+        for mn, m in model.named_modules()
+        if isinstance(m, torch.nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")
+        for pn, _ in m.named_parameters(recurse=False)
+    }
     return {n for n, _ in model.named_parameters() if n not in exempt and "bias" not in n}
 
 
@@ -152,8 +155,10 @@ def decay_groups(named, decay: set[str]) -> list[dict]:
     """AdamW parameter groups as HF's Trainer builds them: the parameters of ``named`` ((name, parameter) pairs)
     whose name is in ``decay`` (:func:`hf_decay_names`) with the optimiser's weight decay, the others with none;
     empty groups left out."""
-    groups = [{"params": [p for n, p in named if n in decay]},
-              {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for n, p in named if n in decay]},
+        {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0},
+    ]
     return [g for g in groups if g["params"]]
 
 
@@ -161,8 +166,9 @@ def reference_train_config(cfg):
     """``cfg`` (a :class:`dukb.neural.train.TrainConfig`) with Eval-DU's optimiser settings: HF's linear schedule
     with :data:`REFERENCE_WARMUP_STEPS` warm-up step and weight decay :data:`REFERENCE_WEIGHT_DECAY` (see
     :class:`SweepSchedule`)."""
-    return replace(cfg, schedule="linear", warmup=0.0, warmup_steps=REFERENCE_WARMUP_STEPS,
-                   weight_decay=REFERENCE_WEIGHT_DECAY)
+    return replace(
+        cfg, schedule="linear", warmup=0.0, warmup_steps=REFERENCE_WARMUP_STEPS, weight_decay=REFERENCE_WEIGHT_DECAY
+    )
 
 
 #: controls of excessive unlearning (Wang et al. 2024, Sec. 5): the names of the registry's entries
@@ -238,8 +244,10 @@ class StepTerms:
 
     def parts(self) -> dict:
         """Floats to log: loss_forget, unlearning_risk, loss_retain (those present)."""
+
         def num(x):
             return float(x.detach()) if hasattr(x, "detach") else float(x)
+
         out = {"loss_forget": num(self.forget)}
         if self.risk is not None:
             out["unlearning_risk"] = num(self.risk)
@@ -319,10 +327,16 @@ class Method(abc.ABC):
             if key not in allowed:
                 raise InputError(f"{self.name} has no option {key!r} (its options: {', '.join(allowed) or 'none'})")
             low_ok = key in self.nonnegative_options
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or \
-                    value < 0 or (value == 0 and not low_ok):
-                raise InputError(f"{self.name}: option {key} must be a finite number {'≥' if low_ok else '>'} 0, "
-                                 f"got {value!r}")
+            if (
+                not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value < 0
+                or (value == 0 and not low_ok)
+            ):
+                raise InputError(
+                    f"{self.name}: option {key} must be a finite number {'≥' if low_ok else '>'} 0, got {value!r}"
+                )
             top = (LR if key == "lr" else GRID_VALUE).hi  # the bounds of --lr and of a grid value
             if value > top:
                 raise InputError(f"{self.name}: option {key} must be at most {top:g}, got {value!r}")
@@ -351,8 +365,13 @@ class Method(abc.ABC):
 
     def describe(self) -> dict:
         """JSON-able description (name, param, default grid, summary, source)."""
-        return {"method": self.name, "param": self.param, "default_grid": list(self.default_grid),
-                "summary": self.summary, "source": self.source}
+        return {
+            "method": self.name,
+            "param": self.param,
+            "default_grid": list(self.default_grid),
+            "summary": self.summary,
+            "source": self.source,
+        }
 
 
 #: a decimal number as --grid takes it: ASCII digits, an optional point and exponent (no ``_``, ``+``, ``nan``, ``inf``)
@@ -411,10 +430,14 @@ class WeightState:
         if lora is not None:
             from peft import LoraConfig, get_peft_model
 
-            cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                             target_modules=list(lora.target_modules) if lora.target_modules else None,
-                             task_type="CAUSAL_LM",
-                             fan_in_fan_out=getattr(self.base.config, "model_type", "") == "gpt2")
+            cfg = LoraConfig(
+                r=lora.r,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=list(lora.target_modules) if lora.target_modules else None,
+                task_type="CAUSAL_LM",
+                fan_in_fan_out=getattr(self.base.config, "model_type", "") == "gpt2",
+            )
 
             torch.manual_seed(seed)  # adapter initialisation must not depend on what ran before
             with warnings.catch_warnings():  # peft 0.21 calls transformers' deprecated is_gradient_checkpointing
@@ -513,8 +536,10 @@ def select_layers(model, layers: tuple[int, int] | None) -> list:
     keep = [(n, p) for n, p in named if (i := layer_index(n)) is not None and lo <= i <= hi]
     blocks = sorted({i for n, _ in named if (i := layer_index(n)) is not None})
     if not keep or hi > blocks[-1]:
-        raise InputError(f"no trainable parameter in layers {lo}-{hi} (the model's blocks: "
-                         f"{blocks[0] if blocks else '-'}..{blocks[-1] if blocks else '-'})")
+        raise InputError(
+            f"no trainable parameter in layers {lo}-{hi} (the model's blocks: "
+            f"{blocks[0] if blocks else '-'}..{blocks[-1] if blocks else '-'})"
+        )
     kept = {id(p) for _, p in keep}
     for _n, p in named:
         if id(p) not in kept:
@@ -600,8 +625,15 @@ class SweepRun:
 
         # AdamW parameter groups with ``decay``: HF's, the exempt ones without weight decay
         params = [p for _, p in named] if decay is None else decay_groups(named, decay)
-        rec = train_loop(state.model, params, replace(tcfg or self.cfg, epochs=T),
-                         lambda e: [[batches[e - 1]]], loss_fn, total_steps=T, after_epoch=after)
+        rec = train_loop(
+            state.model,
+            params,
+            replace(tcfg or self.cfg, epochs=T),
+            lambda e: [[batches[e - 1]]],
+            loss_fn,
+            total_steps=T,
+            after_epoch=after,
+        )
         self.unfreeze()
         curve = {k: [round(v, 6) for v in vals] for k, vals in rec.get("parts_per_epoch", {}).items()}
         return curve, snaps
@@ -642,87 +674,9 @@ class SweepRun:
         self.state.close()
 
 
-class ControlStrategy(abc.ABC):
-    """How a gradient sweep reads its grid under one control of excessive unlearning (Wang et al. 2024, Sec. 5):
-    one strategy object per :data:`CONTROLS` kind, in :data:`CONTROL_STRATEGIES`.
-
-    Attributes:
-        kind: the control's name; param: what the grid sweeps (steps, tau, alpha).
-    """
-
-    kind: str = ""
-    param: str = "steps"
-
-    @abc.abstractmethod
-    def sweep(self, r: SweepRun, control: Control, sched: SweepSchedule) -> Iterator[tuple[dict, Predictor]]:
-        """Yield (setting, predictor) for each grid value of ``r``."""
-
-
-class Uncontrolled(ControlStrategy):
-    """The grid is T: each T its own run from θ₀ (``separate``), or one run of N steps read at each T under the
-    reference schedule (Wu et al. 2025, App. H; wrh14/deep_unlearning forget.py)."""
-
-    kind, param = "none", "steps"
-
-    def sweep(self, r, control, sched):
-        if sched.kind == "reference":  # one run of N steps, read at each T
-            n = sched.steps or max((int(T) for T in r.grid), default=0)
-            yield from r.read_at(n, "the reference schedule", {"schedule": "reference", "schedule_steps": n},
-                                 tcfg=reference_train_config(r.cfg), decay=hf_decay_names(r.state.model))
-            return
-        if sched.kind == "constant":  # MUSE's: one constant-rate run of N steps, read at each T
-            n = sched.steps or max((int(T) for T in r.grid), default=0)
-            yield from r.read_at(n, "the constant schedule", {"schedule": "constant", "schedule_steps": n},
-                                 tcfg=replace(r.cfg, schedule="constant", max_grad_norm=1.0))
-            return
-        for T in r.grid:
-            curve, _ = r.run(int(T))
-            yield r.out({"steps": int(T), "lr": r.lr}, curve)
-
-
-class ObjectiveCapping(ControlStrategy):
-    """OC: the grid is τ; each τ runs ``control.steps`` steps from θ₀, the forget term dropped once the batch's
-    unlearning risk reaches τ (Wang et al. 2024, Sec. 5, Eq. 7)."""
-
-    kind, param = "oc", "tau"
-
-    def sweep(self, r, control, sched):
-        for tau in r.grid:
-            curve, _ = r.run(control.steps, tau=float(tau))
-            yield r.out({"steps": control.steps, "lr": r.lr, "control": "oc", "tau": float(tau)}, curve)
-
-
-class EarlyStopping(ControlStrategy):
-    """ES: one run of ``control.steps`` steps read at each T of the grid (Wang et al. 2024, Sec. 5)."""
-
-    kind, param = "es", "steps"
-
-    def sweep(self, r, control, sched):
-        yield from r.read_at(control.steps, "early stopping", {"control": "es", "es_steps": control.steps})
-
-
-class ModelMixing(ControlStrategy):
-    """MM: θ_α = (1−α)·θ₀ + α·θ_u with θ_u after ``control.steps`` steps; the grid is α ∈ [0, 1] (Wang et al.
-    2024, Sec. 5)."""
-
-    kind, param = "mm", "alpha"
-
-    def sweep(self, r, control, sched):
-        curve, snaps = r.run(control.steps, checkpoints={control.steps})
-        end = snaps[control.steps]
-        r.state.reset()
-        named = select_layers(r.state.model, r.ctx.layers)
-        start = {n: p.detach().to("cpu", copy=True) for n, p in named}
-        for alpha in r.grid:
-            a = float(alpha)
-            if not 0.0 <= a <= 1.0:
-                raise InputError(f"model mixing needs alpha in [0, 1], got {a}")
-            mix_weights(named, start, end, a)
-            yield r.out({"steps": control.steps, "lr": r.lr, "control": "mm", "alpha": a}, curve)
-
-
-def gradient_sweep(ctx: UnlearnContext, grid, lr: float,
-                   step_loss: Callable, schedule: str = "linear") -> Iterator[tuple[dict, Predictor]]:
+def gradient_sweep(
+    ctx: UnlearnContext, grid, lr: float, step_loss: Callable, schedule: str = "linear"
+) -> Iterator[tuple[dict, Predictor]]:
     """Shared loop of the gradient methods, and the one place where controls and partial-layer finetuning apply.
 
     Each step is ``step_loss(state, forget_batch, retain_items)`` -> :class:`StepTerms` (or a scalar loss tensor),

@@ -156,10 +156,26 @@ class ClosedLoopDeepUnlearning(Method):
     uses_retain = True
     retain_outside_cone = True
 
-    def __init__(self, variant: str | None = None, steps_per_round: int = STEPS_PER_ROUND,
-                 forms: tuple[str, ...] = ("qa",), min_logprob: float | None = None):
-        if variant not in (None, "fixed", "noselect", "noneighbour", "multiform", "multiform_retain", "retainforms",
-                           "strict", "npo", "noneighbour_strict", "noneighbour_npo"):
+    def __init__(
+        self,
+        variant: str | None = None,
+        steps_per_round: int = STEPS_PER_ROUND,
+        forms: tuple[str, ...] = ("qa",),
+        min_logprob: float | None = None,
+    ):
+        if variant not in (
+            None,
+            "fixed",
+            "noselect",
+            "noneighbour",
+            "multiform",
+            "multiform_retain",
+            "retainforms",
+            "strict",
+            "npo",
+            "noneighbour_strict",
+            "noneighbour_npo",
+        ):
             raise ValueError(f"unknown CL-DU variant {variant!r}")
         if variant in ("multiform", "multiform_retain") and forms == ("qa",):
             forms = MULTIFORM_FORMS
@@ -192,27 +208,30 @@ class ClosedLoopDeepUnlearning(Method):
         #: the forms of the in-loop probe and of the forget data (a fact is still known when any of them elicits it)
         self.queried_forms = tuple(forms)
         self.name = "cl_du" if variant is None else f"cl_du_{variant}"
-        self.summary = {None: "closed-loop deep unlearning: unlearn the still-known facts of the cheapest minimal "
-                              "set, re-probe, stop once the solver finds the target underivable",
-                        "fixed": "CL-DU ablation: no closed loop (fixed steps on the initially cheapest set)",
-                        "noselect": "CL-DU ablation: the set is chosen once, not re-selected each round",
-                        "noneighbour": "CL-DU ablation: retain batches from all retain-train facts, not neighbours",
-                        "multiform": "CL-DU querying and unlearning several forms (" + ", ".join(self.queried_forms)
-                                     + "): a fact is still known when any of them elicits it",
-                        "multiform_retain": "CL-DU querying, unlearning and retaining several forms ("
-                                            + ", ".join(self.queried_forms) + "): multiform whose retain batches "
-                                            "also ask the neighbour facts in those forms",
-                        "retainforms": "CL-DU (qa in the loop and the forget data) whose retain batches ask the "
-                                       "neighbour facts in " + ", ".join(self.retain_forms),
-                        "npo": "CL-DU whose forget term is NPO's (sequence form, beta 0.1) instead of GA's",
-                        "noneighbour_strict": "CL-DU with retain batches from all retain-train facts whose loop "
-                                              "counts a fact as known until greedy decoding misses it and its answer's "
-                                              f"mean token log-prob is below {min_logprob or 0:g}",
-                        "noneighbour_npo": "CL-DU with NPO's forget term (sequence form, beta 0.1) and retain batches "
-                                           "from all retain-train facts",
-                        "strict": "CL-DU whose loop counts a fact as known until greedy decoding misses it and its "
-                                  f"answer's mean token log-prob is below {min_logprob or 0:g}",
-                        }[variant]
+        self.summary = {
+            None: "closed-loop deep unlearning: unlearn the still-known facts of the cheapest minimal "
+            "set, re-probe, stop once the solver finds the target underivable",
+            "fixed": "CL-DU ablation: no closed loop (fixed steps on the initially cheapest set)",
+            "noselect": "CL-DU ablation: the set is chosen once, not re-selected each round",
+            "noneighbour": "CL-DU ablation: retain batches from all retain-train facts, not neighbours",
+            "multiform": "CL-DU querying and unlearning several forms ("
+            + ", ".join(self.queried_forms)
+            + "): a fact is still known when any of them elicits it",
+            "multiform_retain": "CL-DU querying, unlearning and retaining several forms ("
+            + ", ".join(self.queried_forms)
+            + "): multiform whose retain batches "
+            "also ask the neighbour facts in those forms",
+            "retainforms": "CL-DU (qa in the loop and the forget data) whose retain batches ask the "
+            "neighbour facts in " + ", ".join(self.retain_forms),
+            "npo": "CL-DU whose forget term is NPO's (sequence form, beta 0.1) instead of GA's",
+            "noneighbour_strict": "CL-DU with retain batches from all retain-train facts whose loop "
+            "counts a fact as known until greedy decoding misses it and its answer's "
+            f"mean token log-prob is below {min_logprob or 0:g}",
+            "noneighbour_npo": "CL-DU with NPO's forget term (sequence form, beta 0.1) and retain batches "
+            "from all retain-train facts",
+            "strict": "CL-DU whose loop counts a fact as known until greedy decoding misses it and its "
+            f"answer's mean token log-prob is below {min_logprob or 0:g}",
+        }[variant]
 
     @property
     def min_logprob(self) -> float | None:
@@ -229,8 +248,10 @@ class ClosedLoopDeepUnlearning(Method):
         """
         out = super().with_options(values)  # unknown options and non-numbers are refused there first
         if values.get("min_prob", 0) >= 1:
-            raise InputError(f"{self.name}: option min_prob must be below 1 (a geometric-mean token probability), "
-                             f"got {values['min_prob']!r}")
+            raise InputError(
+                f"{self.name}: option min_prob must be below 1 (a geometric-mean token probability), "
+                f"got {values['min_prob']!r}"
+            )
         rb = values.get("retain_batch")
         if rb is not None and rb != int(rb):
             raise InputError(f"{self.name}: option retain_batch must be a whole number of items, got {rb!r}")
@@ -266,8 +287,9 @@ class ClosedLoopDeepUnlearning(Method):
             strict = self.min_logprob is not None
             df = probe(state.predictor(), cone_items, rouge=False, logprob=strict)
             if strict:
-                return {int(f) for f, k, lp in zip(df["fact_id"], df["known"], df["logprob"])
-                        if k or lp >= self.min_logprob}
+                return {
+                    int(f) for f, k, lp in zip(df["fact_id"], df["known"], df["logprob"]) if k or lp >= self.min_logprob
+                }
             return {int(f) for f, k in zip(df["fact_id"], df["known"]) if k}
 
         try:
@@ -292,8 +314,15 @@ class ClosedLoopDeepUnlearning(Method):
                         known = still_known()
                 pred = state.predictor()
                 pred.meta["weights_version"] = r  # rounds run: equal at two settings = the same weights
-                yield ({"rounds": target_rounds, "lr": lr, "steps_per_round": self.steps_per_round,
-                        "trace": {"rounds_run": r, "stopped": stopped, "trained_on": list(trained)}}, pred)
+                yield (
+                    {
+                        "rounds": target_rounds,
+                        "lr": lr,
+                        "steps_per_round": self.steps_per_round,
+                        "trace": {"rounds_run": r, "stopped": stopped, "trained_on": list(trained)},
+                    },
+                    pred,
+                )
         finally:
             state.close()
 
@@ -332,12 +361,24 @@ class ClosedLoopDeepUnlearning(Method):
         pool = [it for it in ctx.retain if not (it.fact_kind == "relationship" and it.fact_id in cone_ids)]
         if self.retain_forms != ("qa",):  # the retain facts' items in the other retain forms (forms it sees)
             keep = {(it.fact_kind, it.fact_id) for it in pool}
-            pool = pool + [it for it in ctx.items if it.kind != "qa" and it.kind in self.retain_forms
-                           and (it.fact_kind, it.fact_id) in keep]
+            pool = pool + [
+                it
+                for it in ctx.items
+                if it.kind != "qa" and it.kind in self.retain_forms and (it.fact_kind, it.fact_id) in keep
+            ]
         return pool
 
-    def _train_round(self, ctx: UnlearnContext, state: WeightState, cfg, forget: list, pool: list,
-                     cone_ids: set[int], rng: random.Random, r: int) -> None:
+    def _train_round(
+        self,
+        ctx: UnlearnContext,
+        state: WeightState,
+        cfg,
+        forget: list,
+        pool: list,
+        cone_ids: set[int],
+        rng: random.Random,
+        r: int,
+    ) -> None:
         """One round of the loop: :attr:`steps_per_round` steps on the forget batch with sampled retain batches
         (the forget items' neighbours when :attr:`neighbour`, else the pool), updating ``state.model`` in place.
 
@@ -361,8 +402,9 @@ class ClosedLoopDeepUnlearning(Method):
         retain_src = near or pool
         fb = encode_qa(ctx.lm.tokenizer, ctx.lm.tags, forget, ctx.lm.device)
         # cl_du_npo: f_ref's summed answer log-probabilities of this round's forget batch
-        ref_sums = sequence_logprob(state.ref_logits(fb), fb["labels"])[0].detach() \
-            if self.forget_term == "npo" else None
+        ref_sums = (
+            sequence_logprob(state.ref_logits(fb), fb["labels"])[0].detach() if self.forget_term == "npo" else None
+        )
         batches = []
         for _ in range(self.steps_per_round):
             rb = rng.sample(retain_src, min(n_retain, len(retain_src))) if retain_src else []
@@ -373,13 +415,29 @@ class ClosedLoopDeepUnlearning(Method):
             if ref_sums is not None:  # NPO's forget term + λ · GDR
                 loss = npo_loss(sequence_logprob(forward_logits(model, fb), fb["labels"])[0], ref_sums)
                 return loss if rl is None else loss + lam * gdr_loss(rl, rbatch["labels"])
-            return closed_loop_loss(forward_logits(model, fb), fb["labels"], rl,
-                                    None if rbatch is None else rbatch["labels"], lam)
+            return closed_loop_loss(
+                forward_logits(model, fb), fb["labels"], rl, None if rbatch is None else rbatch["labels"], lam
+            )
 
         with trainable_layers(state.model, ctx.layers) as params:  # partial-layer finetuning
-            train_loop(state.model, params, cfg, lambda _e, b=batches: b, loss_fn,
-                       total_steps=self.steps_per_round, torch_seed=ctx.seed + r)
+            train_loop(
+                state.model,
+                params,
+                cfg,
+                lambda _e, b=batches: b,
+                loss_fn,
+                total_steps=self.steps_per_round,
+                torch_seed=ctx.seed + r,
+            )
 
 
-__all__ = ["CL_LR", "ClosedLoopDeepUnlearning", "MULTIFORM_FORMS", "ROUNDS_GRID", "STEPS_PER_ROUND", "choose_set", "closed_loop_loss",
-           "neighbours"]
+__all__ = [
+    "CL_LR",
+    "ClosedLoopDeepUnlearning",
+    "MULTIFORM_FORMS",
+    "ROUNDS_GRID",
+    "STEPS_PER_ROUND",
+    "choose_set",
+    "closed_loop_loss",
+    "neighbours",
+]

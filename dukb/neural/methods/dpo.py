@@ -89,8 +89,10 @@ class DPO(GradientMethod):
         self.preferred = preferred
         self.beta = beta
         self.name = "dpo" if preferred == "counterfactual" else "dpo_refusal"
-        self.summary = (f"DPO preferring a {'counterfactual answer' if preferred == 'counterfactual' else 'refusal'}"
-                        " over the true forget answer, against f_ref")
+        self.summary = (
+            f"DPO preferring a {'counterfactual answer' if preferred == 'counterfactual' else 'refusal'}"
+            " over the true forget answer, against f_ref"
+        )
 
     @property
     def needs_reference(self) -> bool:
@@ -114,8 +116,10 @@ class DPO(GradientMethod):
         if w_batch is None:
             raise ValueError("DPO's terms need the preferred answers of prepare(ctx)")
         if "ref" not in memo:  # π_ref's answer log-probs, computed once from θ₀
-            memo["ref"] = (sequence_logprob(state.ref_logits(w_batch), w_batch["labels"])[0].detach(),
-                           sequence_logprob(state.ref_logits(batch), batch["labels"])[0].detach())
+            memo["ref"] = (
+                sequence_logprob(state.ref_logits(w_batch), w_batch["labels"])[0].detach(),
+                sequence_logprob(state.ref_logits(batch), batch["labels"])[0].detach(),
+            )
         run = state.model if model is None else model
         lw, _ = sequence_logprob(forward_logits(run, w_batch), w_batch["labels"])
         logits_l = forward_logits(run, batch)

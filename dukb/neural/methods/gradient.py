@@ -69,8 +69,18 @@ class GradientMethod(Method):
         """Fields every setting of a sweep carries besides steps and lr (NPO: beta and form). Default: {}."""
         return {}
 
-    def step(self, state, batch: dict, retain=None, *, cache: dict | None = None, level: str = "sequence",
-             reg_weight: float = 1.0, reg_kind: str | None | bool = False, model=None) -> StepTerms:
+    def step(
+        self,
+        state,
+        batch: dict,
+        retain=None,
+        *,
+        cache: dict | None = None,
+        level: str = "sequence",
+        reg_weight: float = 1.0,
+        reg_kind: str | None | bool = False,
+        model=None,
+    ) -> StepTerms:
         """One step's terms: the forget term, L_u (detached) and λ · the retain term.
 
         Args:

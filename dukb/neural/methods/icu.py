@@ -18,8 +18,10 @@ from dukb.neural.methods.base import Method, UnlearnContext
 from dukb.neural.probe import Predictor
 
 #: RWKU's ICU instruction (Jin et al. 2024, App. H, from its code)
-ICU_PROMPT = ("You are an AI Assistant who is supposed to unlearn about {target} and provide answers without its "
-              "knowledge as if you never knew about it. Don't tell anyone that you unlearned anything.")
+ICU_PROMPT = (
+    "You are an AI Assistant who is supposed to unlearn about {target} and provide answers without its "
+    "knowledge as if you never knew about it. Don't tell anyone that you unlearned anything."
+)
 
 
 def forget_target_names(ctx: UnlearnContext) -> str:
@@ -38,7 +40,7 @@ def forget_target_names(ctx: UnlearnContext) -> str:
         f = rel.get(int(it.fact_id)) if it.fact_kind == "relationship" else bio.get(int(it.fact_id))
         if f is None:
             continue
-        for n in ((f.subject, f.object) if it.fact_kind == "relationship" else (f.subject,)):
+        for n in (f.subject, f.object) if it.fact_kind == "relationship" else (f.subject,):
             if n not in names:
                 names.append(n)
     return ", ".join(names) or " ".join(it.question for it in ctx.forget)
@@ -73,8 +75,7 @@ class InContextUnlearning(Method):
         for v in grid or self.default_grid:
             on = float(v) > 0
             tags = icu_tags(ctx.lm.tags, target) if on else ctx.lm.tags
-            yield ({"icu": 1.0 if on else 0.0},
-                   Predictor(ctx.lm.model, ctx.lm.tokenizer, tags, device=ctx.lm.device))
+            yield ({"icu": 1.0 if on else 0.0}, Predictor(ctx.lm.model, ctx.lm.tokenizer, tags, device=ctx.lm.device))
 
 
 __all__ = ["ICU_PROMPT", "InContextUnlearning", "forget_target_names", "icu_tags"]

@@ -232,13 +232,19 @@ class NPO(LossMethod):
         base = "npo" if form == "logit" else "npo_seq"
         self.name = base if reg is None else f"{base}_{reg}"
         if form == "logit":
-            self.summary = ("negative preference optimisation on the forget QA, Eval-DU's and MUSE's code form: raw "
-                            "logits vs f_ref, mean over every position and vocabulary entry")
-            self.source = ("Zhang et al. 2024; Eval-DU code (wrh14/deep_unlearning unlearn_trainer.py); MUSE code "
-                           "(swj0419/muse_bench iterative.py)")
+            self.summary = (
+                "negative preference optimisation on the forget QA, Eval-DU's and MUSE's code form: raw "
+                "logits vs f_ref, mean over every position and vocabulary entry"
+            )
+            self.source = (
+                "Zhang et al. 2024; Eval-DU code (wrh14/deep_unlearning unlearn_trainer.py); MUSE code "
+                "(swj0419/muse_bench iterative.py)"
+            )
         else:
-            self.summary = ("negative preference optimisation on the forget QA, the NPO paper's sequence form: "
-                            "whole-answer likelihood ratio to f_ref")
+            self.summary = (
+                "negative preference optimisation on the forget QA, the NPO paper's sequence form: "
+                "whole-answer likelihood ratio to f_ref"
+            )
             self.source = "Zhang et al. 2024, Eq. 3; Wu et al. 2025, App. H (text); RWKU code"
         self.summary += REG_SUMMARY.get(reg, "")
         # RESTOR's document unlearning runs ``npo`` (its loss at the token level); npo_seq is not listed twice
@@ -312,5 +318,16 @@ class NPO(LossMethod):
         return {"beta": self.beta, "form": self.form, **({"pad_to": cache["pad"]} if cache.get("pad") else {})}
 
 
-__all__ = ["BETA", "EVAL_DU_LENGTH", "NPO", "NPO_FORMS", "NPO_LR", "eval_du_layout", "npo_batch_loss",
-           "npo_forget_loss", "npo_logit_loss", "npo_loss", "npo_token_loss"]
+__all__ = [
+    "BETA",
+    "EVAL_DU_LENGTH",
+    "NPO",
+    "NPO_FORMS",
+    "NPO_LR",
+    "eval_du_layout",
+    "npo_batch_loss",
+    "npo_forget_loss",
+    "npo_logit_loss",
+    "npo_loss",
+    "npo_token_loss",
+]

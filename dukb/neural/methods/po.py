@@ -80,8 +80,11 @@ class RefusalMethod(GradientMethod):
     def prepare(self, ctx: UnlearnContext) -> dict:
         """The refusal batch: :meth:`questions` answered with refusals drawn with the run seed."""
 
-        return {"refusals": encode_qa(ctx.lm.tokenizer, ctx.lm.tags, refusal_items(self.questions(ctx), ctx.seed),
-                                      ctx.lm.device)}
+        return {
+            "refusals": encode_qa(
+                ctx.lm.tokenizer, ctx.lm.tags, refusal_items(self.questions(ctx), ctx.seed), ctx.lm.device
+            )
+        }
 
     def terms(self, state, batch, cache=None, level="sequence", model=None):
         """:func:`refusal_loss` on the refusal batch; L_u: :func:`true_answer_risk` on the true forget answers.

@@ -51,8 +51,10 @@ def block_means(model, tokenizer, text: str, device: str = "cpu"):
 
     blocks = decoder_blocks(model)
     got: dict[int, object] = {}
-    hooks = [b.register_forward_hook(lambda _m, _i, out, i=i: got.__setitem__(i, _hidden(out).detach()))
-             for i, b in enumerate(blocks)]
+    hooks = [
+        b.register_forward_hook(lambda _m, _i, out, i=i: got.__setitem__(i, _hidden(out).detach()))
+        for i, b in enumerate(blocks)
+    ]
     try:
         ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"].to(device)
         with torch.no_grad():
@@ -101,8 +103,10 @@ class RepE(Method):
         if lo < 0 or hi < lo or hi >= len(blocks):
             raise InputError(f"RepE layer range {lo}-{hi} is outside the model's blocks 0-{len(blocks) - 1}")
         tok = ctx.lm.tokenizer
-        v = control_vector(block_means(model, tok, NOVICE.format(intro=self.intro, target=target), ctx.lm.device),
-                           block_means(model, tok, EXPERT.format(intro=self.intro, target=target), ctx.lm.device))
+        v = control_vector(
+            block_means(model, tok, NOVICE.format(intro=self.intro, target=target), ctx.lm.device),
+            block_means(model, tok, EXPERT.format(intro=self.intro, target=target), ctx.lm.device),
+        )
         hooks: list = []
 
         def clear():
@@ -114,17 +118,26 @@ class RepE(Method):
                 a = float(alpha)
                 clear()
                 for i in range(lo, hi + 1):
+
                     def hook(_m, _inp, out, i=i, a=a):
                         if isinstance(out, tuple):
                             return (steer(out[0], v[i], a),) + tuple(out[1:])
                         return steer(out, v[i], a)
 
                     hooks.append(blocks[i].register_forward_hook(hook))
-                yield ({"alpha": a, "layers": [lo, hi]},
-                       Predictor(model, tok, ctx.lm.tags, device=ctx.lm.device))
+                yield ({"alpha": a, "layers": [lo, hi]}, Predictor(model, tok, ctx.lm.tags, device=ctx.lm.device))
         finally:
             clear()
 
 
-__all__ = ["ALPHA_GRID", "EXPERT", "NOVICE", "RepE", "block_means", "control_vector", "decoder_blocks",
-           "default_layers", "steer"]
+__all__ = [
+    "ALPHA_GRID",
+    "EXPERT",
+    "NOVICE",
+    "RepE",
+    "block_means",
+    "control_vector",
+    "decoder_blocks",
+    "default_layers",
+    "steer",
+]

@@ -58,8 +58,7 @@ class SimNPO(LossMethod):
         self.reg_kind = reg
         self.beta, self.gamma = beta, gamma
         self.name = "simnpo" if reg is None else f"simnpo_{reg}"
-        self.summary = ("reference-free, length-normalised NPO on the forget QA (SimNPO)" +
-                        REG_SUMMARY.get(reg, ""))
+        self.summary = "reference-free, length-normalised NPO on the forget QA (SimNPO)" + REG_SUMMARY.get(reg, "")
         self.uses_retain = reg is not None
 
     def loss(self, logits, ref_logits, batch, level="sequence"):

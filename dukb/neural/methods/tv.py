@@ -39,8 +39,9 @@ ALPHA_GRID = (0.2, 0.5, 1.0, 5.0, 10.0)
 ALPHA_GRID_GPT2XL = (0.2, 1.0, 5.0, 10.0, 30.0, 60.0, 80.0)
 
 
-def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | None = None,
-              schedule: str | None = None) -> dict:
+def reinforce(
+    ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | None = None, schedule: str | None = None
+) -> dict:
     """Train θ₀ ``steps`` AdamW steps on the forget QA (one batch of all of it per step) and return the reinforced
     full state dict (merged, for LoRA). θ₀ is restored afterwards.
 
@@ -84,8 +85,14 @@ def reinforce(ctx: UnlearnContext, steps: int = REINFORCE_STEPS, lr: float | Non
                 cfg = reference_train_config(cfg)
                 named = [(n, p) for n, p in state.model.named_parameters() if p.requires_grad]
                 params = decay_groups(named, hf_decay_names(state.model))
-            train_loop(state.model, params, cfg, lambda _e: [[None]] * steps,
-                       lambda m, _: gdr_loss(forward_logits(m, batch), batch["labels"]), total_steps=steps)
+            train_loop(
+                state.model,
+                params,
+                cfg,
+                lambda _e: [[None]] * steps,
+                lambda m, _: gdr_loss(forward_logits(m, batch), batch["labels"]),
+                total_steps=steps,
+            )
         state.model.eval()
         if state.peft is not None:
             # merged weights of base + adapter, without touching the base
@@ -149,9 +156,10 @@ class TaskVector(Method):
                     model.load_state_dict(task_vector_weights(theta0, overfit, float(alpha)))
                 model.eval()
 
-                yield ({"alpha": float(alpha), **reinforce_setting(ctx)},
-                       Predictor(model, ctx.lm.tokenizer, ctx.lm.tags, device=ctx.lm.device))
+                yield (
+                    {"alpha": float(alpha), **reinforce_setting(ctx)},
+                    Predictor(model, ctx.lm.tokenizer, ctx.lm.tags, device=ctx.lm.device),
+                )
         finally:
             with torch.no_grad():
                 model.load_state_dict(theta0)
-

@@ -59,10 +59,17 @@ class WHP(Method):
         try:
             for alpha in grid or self.default_grid:
                 a = float(alpha)
-                yield ({"alpha": a, **reinforce_setting(ctx)},
-                       Predictor(ctx.lm.model, ctx.lm.tokenizer, ctx.lm.tags, aux_model=reinforced,
-                                 combine=lambda b, r, a=a: whp_logits(b, r, a), device=ctx.lm.device,
-                                 judge_prompt=judges_prompt(ctx.lm.tags)))
+                yield (
+                    {"alpha": a, **reinforce_setting(ctx)},
+                    Predictor(
+                        ctx.lm.model,
+                        ctx.lm.tokenizer,
+                        ctx.lm.tags,
+                        aux_model=reinforced,
+                        combine=lambda b, r, a=a: whp_logits(b, r, a),
+                        device=ctx.lm.device,
+                        judge_prompt=judges_prompt(ctx.lm.tags),
+                    ),
+                )
         finally:
             del reinforced
-

@@ -92,5 +92,18 @@ def metrics_help() -> str:
     return catalog_metrics_help()
 
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Needs", "RowContext", "combined_needs", "get_metric", "metric_call",
-           "metrics_help", "metrics_table", "parse_metrics", "row_metrics", "summary_metrics"]
+__all__ = [
+    "DEFAULT_METRICS",
+    "METRICS",
+    "Metric",
+    "Needs",
+    "RowContext",
+    "combined_needs",
+    "get_metric",
+    "metric_call",
+    "metrics_help",
+    "metrics_table",
+    "parse_metrics",
+    "row_metrics",
+    "summary_metrics",
+]

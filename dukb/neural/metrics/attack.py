@@ -22,9 +22,22 @@ from dukb.neural.metrics.base import Metric, Needs, RowContext
 from dukb.solver.metrics import json_safe, recall_accuracy
 
 #: the probe kinds that ask for a fact (the QA form first); see :data:`dukb.kb.probes.KINDS`
-ATTACK_KINDS = ("qa", "paraphrase", "reverse", "synonym", "cloze", "prefix_injection", "affirmative_suffix",
-                "role_play", "multiple_choice", "context_hint", "in_context", "cross_lingual_fr", "cross_lingual_de",
-                "cross_lingual_es")
+ATTACK_KINDS = (
+    "qa",
+    "paraphrase",
+    "reverse",
+    "synonym",
+    "cloze",
+    "prefix_injection",
+    "affirmative_suffix",
+    "role_play",
+    "multiple_choice",
+    "context_hint",
+    "in_context",
+    "cross_lingual_fr",
+    "cross_lingual_de",
+    "cross_lingual_es",
+)
 
 FIELDS = ("recall_under_attack", "accuracy_all_under_attack", "leaked_relationships", "leaks_by_kind")
 
@@ -61,12 +74,18 @@ def recall_under_attack(ctx: RowContext) -> dict:
             raise ValueError(f"the probe table lacks the qa row of relationship fact {f.fact_id}")
     forgot_rel = {f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in elicited}
     has_bio = bool(kb.biographies) and any(fk == "biography" for fk, _ in known_qa)
-    forgot_bio = {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in elicited} if has_bio \
-        else None
-    r = recall_accuracy(kb, ctx.sets, forgot_rel, forgot_bio, ctx.sets_used, [ctx.target],
-                        exclude_rel=ctx.retain_ids.get("relationships", ()),
-                        exclude_bio=ctx.retain_ids.get("biographies", ()),
-                        tie_break=ctx.tie_break)
+    forgot_bio = {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in elicited} if has_bio else None
+    r = recall_accuracy(
+        kb,
+        ctx.sets,
+        forgot_rel,
+        forgot_bio,
+        ctx.sets_used,
+        [ctx.target],
+        exclude_rel=ctx.retain_ids.get("relationships", ()),
+        exclude_bio=ctx.retain_ids.get("biographies", ()),
+        tie_break=ctx.tie_break,
+    )
     leaks: dict[str, int] = {}
     leaked_rel = []
     for key, kinds in elicited.items():
@@ -76,13 +95,22 @@ def recall_under_attack(ctx: RowContext) -> dict:
             leaked_rel.append(key[1])
         for k in kinds:
             leaks[k] = leaks.get(k, 0) + 1
-    return {"recall_under_attack": r.recall, "accuracy_all_under_attack": json_safe(r.accuracy_all),
-            "leaked_relationships": sorted(leaked_rel), "leaks_by_kind": dict(sorted(leaks.items()))}
+    return {
+        "recall_under_attack": r.recall,
+        "accuracy_all_under_attack": json_safe(r.accuracy_all),
+        "leaked_relationships": sorted(leaked_rel),
+        "leaks_by_kind": dict(sorted(leaks.items())),
+    }
 
 
 RECALL_UNDER_ATTACK = Metric(
-    "recall_under_attack", recall_under_attack, Needs(kinds=ATTACK_KINDS, generate=True), "row", FIELDS,
+    "recall_under_attack",
+    recall_under_attack,
+    Needs(kinds=ATTACK_KINDS, generate=True),
+    "row",
+    FIELDS,
     "recall and accuracy when a fact counts as known if any QA or RWKU adversarial probe elicits it",
-    "Wu et al. 2025, Eq. 1-2; Jin et al. 2024 (RWKU), Sec. 3.3")
+    "Wu et al. 2025, Eq. 1-2; Jin et al. 2024 (RWKU), Sec. 3.3",
+)
 
 __all__ = ["ATTACK_KINDS", "RECALL_UNDER_ATTACK", "recall_under_attack"]

@@ -118,10 +118,15 @@ def combined_needs(metrics) -> Needs:
     for m in metrics:
         kinds += [k for k in m.needs.kinds if k not in kinds]
     gen = any(m.needs.generate or m.needs.rouge for m in metrics)
-    return Needs(kinds=tuple(kinds), generate=gen, rouge=any(m.needs.rouge for m in metrics),
-                 logprob=any(m.needs.logprob for m in metrics), reference=any(m.needs.reference for m in metrics),
-                 model=any(m.needs.model for m in metrics),
-                 splits=tuple(sorted({s for m in metrics for s in m.needs.splits})))
+    return Needs(
+        kinds=tuple(kinds),
+        generate=gen,
+        rouge=any(m.needs.rouge for m in metrics),
+        logprob=any(m.needs.logprob for m in metrics),
+        reference=any(m.needs.reference for m in metrics),
+        model=any(m.needs.model for m in metrics),
+        splits=tuple(sorted({s for m in metrics for s in m.needs.splits})),
+    )
 
 
 __all__ = ["Metric", "Needs", "RowContext", "combined_needs"]

@@ -48,9 +48,19 @@ from dukb.solver.metrics import recall_accuracy
 #: The rules for what counts as still known on the held-out forms (module docstring): the default first.
 HELDOUT_RULES = ("pairs", "any")
 #: Row fields of :func:`recall_heldout`.
-FIELDS = ("recall_heldout", "accuracy_relationships_heldout", "accuracy_biographies_heldout", "accuracy_all_heldout",
-          "best_set_heldout", "target_forgotten_heldout", "forgotten_relationships_heldout",
-          "forgotten_biographies_heldout", "heldout_unscorable", "recall_heldout_scorable", "n_scored_heldout")
+FIELDS = (
+    "recall_heldout",
+    "accuracy_relationships_heldout",
+    "accuracy_biographies_heldout",
+    "accuracy_all_heldout",
+    "best_set_heldout",
+    "target_forgotten_heldout",
+    "forgotten_relationships_heldout",
+    "forgotten_biographies_heldout",
+    "heldout_unscorable",
+    "recall_heldout_scorable",
+    "n_scored_heldout",
+)
 
 
 def default_heldout_forms(seen) -> tuple[str, ...]:
@@ -88,13 +98,17 @@ def check_heldout(heldout, seen) -> tuple[str, ...]:
     forms = default_heldout_forms(seen) if heldout is None else parse_kinds(list(heldout))
     not_asking = [k for k in forms if k not in ATTACK_KINDS]
     if not_asking:
-        raise InputError(f"held-out forms must ask for the fact ({', '.join(ATTACK_KINDS)}); "
-                         f"{', '.join(not_asking)} do not (a yes to every question is not elicitation) "
-                         "(--heldout-forms)")
+        raise InputError(
+            f"held-out forms must ask for the fact ({', '.join(ATTACK_KINDS)}); "
+            f"{', '.join(not_asking)} do not (a yes to every question is not elicitation) "
+            "(--heldout-forms)"
+        )
     overlap = sorted(set(forms) & set(seen))
     if overlap:
-        raise InputError(f"held-out probe forms must be forms the method never trained on or queried; it saw "
-                         f"{', '.join(overlap)} (--heldout-forms)")
+        raise InputError(
+            f"held-out probe forms must be forms the method never trained on or queried; it saw "
+            f"{', '.join(overlap)} (--heldout-forms)"
+        )
     if not forms:
         raise InputError("no held-out probe form is left: every form was trained on or queried (--heldout-forms)")
     return tuple(forms)
@@ -125,8 +139,9 @@ def elicited_by_form(probe, forms) -> frozenset:
         frozenset of (kind, fact kind, fact_id).
     """
     df = probe[probe["kind"].isin(list(forms))]
-    return frozenset((k, fk, int(f)) for k, fk, f, v in zip(df["kind"], df["fact_kind"], df["fact_id"], df["known"])
-                     if bool(v))
+    return frozenset(
+        (k, fk, int(f)) for k, fk, f, v in zip(df["kind"], df["fact_kind"], df["fact_id"], df["known"]) if bool(v)
+    )
 
 
 def heldout_known(kb, probe, forms) -> dict:
@@ -144,10 +159,16 @@ def heldout_known(kb, probe, forms) -> dict:
     rel = [("relationship", f.fact_id) in hit for f in kb.relationships]
     bio = [("biography", b.fact_id) in hit for b in kb.biographies]
     every = rel + bio
-    return {"forms": list(forms), "relationships": sum(rel) / len(rel) if rel else None,
-            "biographies": sum(bio) / len(bio) if bio else None, "all": sum(every) / len(every) if every else None,
-            "unelicited": {"relationships": sorted(f.fact_id for f, h in zip(kb.relationships, rel) if not h),
-                           "biographies": sorted(b.fact_id for b, h in zip(kb.biographies, bio) if not h)}}
+    return {
+        "forms": list(forms),
+        "relationships": sum(rel) / len(rel) if rel else None,
+        "biographies": sum(bio) / len(bio) if bio else None,
+        "all": sum(every) / len(every) if every else None,
+        "unelicited": {
+            "relationships": sorted(f.fact_id for f, h in zip(kb.relationships, rel) if not h),
+            "biographies": sorted(b.fact_id for b, h in zip(kb.biographies, bio) if not h),
+        },
+    }
 
 
 def scorable_recall(sets, forgotten, unscorable) -> float | None:
@@ -213,11 +234,11 @@ def heldout_forgotten(kb, probe, forms, heldout_before=None, rule: str = "pairs"
         pairs = {(k, fk, int(f)) for k, fk, f in heldout_before if k in forms}
         elicited = {(fk, f) for (k, fk, f) in pairs if rows.get((k, fk, f))}
         # under the pairs rule a fact's other pairs may be left unprobed once one elicits it (probe_until_elicited)
-        absent = sorted(pr for pr in pairs if pr not in rows
-                        and (rule != "pairs" or pr[1:] not in elicited))
+        absent = sorted(pr for pr in pairs if pr not in rows and (rule != "pairs" or pr[1:] not in elicited))
         if absent:
-            raise ValueError(f"the probe table lacks the held-out probe {absent[0]} that elicited its fact before "
-                             "unlearning")
+            raise ValueError(
+                f"the probe table lacks the held-out probe {absent[0]} that elicited its fact before unlearning"
+            )
         scorable = {(fk, f) for _k, fk, f in pairs}
         if rule == "any":  # known when any held-out form elicits it now (every form probed)
             hit = {(fk, f) for (_k, fk, f), v in rows.items() if v and (fk, f) in scorable}
@@ -225,16 +246,29 @@ def heldout_forgotten(kb, probe, forms, heldout_before=None, rule: str = "pairs"
             hit = elicited
         else:
             raise ValueError(f"unknown held-out rule {rule!r} (pairs or any)")
-    forgot_rel = {f.fact_id for f in kb.relationships
-                  if ("relationship", f.fact_id) in scorable and ("relationship", f.fact_id) not in hit}
+    forgot_rel = {
+        f.fact_id
+        for f in kb.relationships
+        if ("relationship", f.fact_id) in scorable and ("relationship", f.fact_id) not in hit
+    }
     has_bio = any(fk == "biography" for fk, _ in scorable)
-    forgot_bio = ({b.fact_id for b in kb.biographies
-                   if ("biography", b.fact_id) in scorable and ("biography", b.fact_id) not in hit}
-                  if has_bio else None)
+    forgot_bio = (
+        {
+            b.fact_id
+            for b in kb.biographies
+            if ("biography", b.fact_id) in scorable and ("biography", b.fact_id) not in hit
+        }
+        if has_bio
+        else None
+    )
     un_rel = {f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in scorable}
     un_bio = {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in scorable} if has_bio else set()
-    return {"forgotten_relationships": forgot_rel, "forgotten_biographies": forgot_bio,
-            "unscorable_relationships": un_rel, "unscorable_biographies": un_bio}
+    return {
+        "forgotten_relationships": forgot_rel,
+        "forgotten_biographies": forgot_bio,
+        "unscorable_relationships": un_rel,
+        "unscorable_biographies": un_bio,
+    }
 
 
 def recall_heldout(ctx: RowContext) -> dict:
@@ -272,24 +306,51 @@ def recall_heldout(ctx: RowContext) -> dict:
     h = heldout_forgotten(kb, ctx.probe, forms, ctx.heldout_before, ctx.heldout_rule)
     forgot_rel, forgot_bio = h["forgotten_relationships"], h["forgotten_biographies"]
     un_rel, un_bio = h["unscorable_relationships"], h["unscorable_biographies"]
-    r = recall_accuracy(kb, ctx.sets, forgot_rel, forgot_bio, ctx.sets_used, [ctx.target],
-                        exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
-                        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio,
-                        tie_break=ctx.tie_break)
+    r = recall_accuracy(
+        kb,
+        ctx.sets,
+        forgot_rel,
+        forgot_bio,
+        ctx.sets_used,
+        [ctx.target],
+        exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
+        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio,
+        tie_break=ctx.tie_break,
+    )
     j = r.to_json()
-    return {"recall_heldout": j["recall"], "accuracy_relationships_heldout": j["accuracy_relationships"],
-            "accuracy_biographies_heldout": j["accuracy_biographies"], "accuracy_all_heldout": j["accuracy_all"],
-            "best_set_heldout": j["best_set"], "target_forgotten_heldout": j["target_forgotten"],
-            "forgotten_relationships_heldout": sorted(forgot_rel),
-            "forgotten_biographies_heldout": sorted(forgot_bio or ()),
-            "heldout_unscorable": {"relationships": len(un_rel), "biographies": len(un_bio)},
-            "recall_heldout_scorable": scorable_recall(ctx.sets, forgot_rel, un_rel), "n_scored_heldout": j["n_scored"]}
+    return {
+        "recall_heldout": j["recall"],
+        "accuracy_relationships_heldout": j["accuracy_relationships"],
+        "accuracy_biographies_heldout": j["accuracy_biographies"],
+        "accuracy_all_heldout": j["accuracy_all"],
+        "best_set_heldout": j["best_set"],
+        "target_forgotten_heldout": j["target_forgotten"],
+        "forgotten_relationships_heldout": sorted(forgot_rel),
+        "forgotten_biographies_heldout": sorted(forgot_bio or ()),
+        "heldout_unscorable": {"relationships": len(un_rel), "biographies": len(un_bio)},
+        "recall_heldout_scorable": scorable_recall(ctx.sets, forgot_rel, un_rel),
+        "n_scored_heldout": j["n_scored"],
+    }
 
 
 RECALL_HELDOUT = Metric(
-    "recall_heldout", recall_heldout, Needs(kinds=ATTACK_KINDS, generate=True), "row", FIELDS,
+    "recall_heldout",
+    recall_heldout,
+    Needs(kinds=ATTACK_KINDS, generate=True),
+    "row",
+    FIELDS,
     "recall and accuracy when only probe forms the method never trained on or queried may elicit a fact",
-    "Wu et al. 2025, Eq. 1-2 over held-out forms; RWKU (Jin et al. 2024), Sec. 3.3")
+    "Wu et al. 2025, Eq. 1-2 over held-out forms; RWKU (Jin et al. 2024), Sec. 3.3",
+)
 
-__all__ = ["FIELDS", "RECALL_HELDOUT", "check_heldout", "default_heldout_forms", "elicited_by_form", "elicited_facts",
-           "heldout_forgotten", "heldout_known", "recall_heldout"]
+__all__ = [
+    "FIELDS",
+    "RECALL_HELDOUT",
+    "check_heldout",
+    "default_heldout_forms",
+    "elicited_by_form",
+    "elicited_facts",
+    "heldout_forgotten",
+    "heldout_known",
+    "recall_heldout",
+]

@@ -37,9 +37,12 @@ import torch  # noqa: TID253 (a model module: reached only through a command's l
 from dukb.neural.data import TEXT_KIND, encode_qa
 
 #: the MIA scores dukb computes (name -> one-line description)
-MIA_SCORES = {"loss": "mean token log-likelihood (LOSS)", "zlib": "log-likelihood / zlib-compressed length",
-              "mink": "Min-K% Prob: mean of the lowest k% token log-probabilities",
-              "minkpp": "Min-K%++: mean of the lowest k% normalised token log-probabilities"}
+MIA_SCORES = {
+    "loss": "mean token log-likelihood (LOSS)",
+    "zlib": "log-likelihood / zlib-compressed length",
+    "mink": "Min-K% Prob: mean of the lowest k% token log-probabilities",
+    "minkpp": "Min-K%++: mean of the lowest k% normalised token log-probabilities",
+}
 
 
 def min_k_count(k: float, n: int) -> int:
@@ -142,15 +145,17 @@ def item_mia_scores(pred, items, k: float = 0.2, batch_size: int = 32) -> dict[s
     items = list(items)
     eos = pred.tokenizer.eos_token_id
     for i in range(0, len(items), batch_size):
-        chunk = items[i:i + batch_size]
+        chunk = items[i : i + batch_size]
         batch = encode_qa(pred.tokenizer, pred.tags, chunk, pred.device)
         labels = batch["labels"]
         if eos is not None:
             labels = torch.where(labels == eos, torch.full_like(labels, -100), labels)
         with torch.no_grad():
             logits = pred.logits(batch)
-        texts = [it.answer if it.kind == TEXT_KIND else pred.tags.prompt(it.question) + pred.tags.target(it.answer)
-                 for it in chunk]
+        texts = [
+            it.answer if it.kind == TEXT_KIND else pred.tags.prompt(it.question) + pred.tags.target(it.answer)
+            for it in chunk
+        ]
         s = mia_scores(logits[:, :-1], labels[:, 1:], texts, k=k)
         for name in out:
             out[name] += s[name]

@@ -84,14 +84,21 @@ def split_prefix(tokenizer, text: str, prefix: float, limit: int | None = None) 
     if len(ids) < 2:
         return "", text
     cut = min(len(ids) - 1, max(1, round(prefix * len(ids))))
-    rest = ids[cut:] if limit is None else ids[cut:cut + limit]
-    return (tokenizer.decode(ids[:cut], skip_special_tokens=True),
-            tokenizer.decode(rest, skip_special_tokens=True))
+    rest = ids[cut:] if limit is None else ids[cut : cut + limit]
+    return (tokenizer.decode(ids[:cut], skip_special_tokens=True), tokenizer.decode(rest, skip_special_tokens=True))
 
 
-def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int = 128,
-            batch_size: int = 64, temperature: float = 0.0, seed: int = 0, stem: bool = False,
-            stop_at_newline: bool = True) -> list[float]:
+def verbmem(
+    pred,
+    texts: Sequence[str],
+    prefix: float = 0.5,
+    max_new_tokens: int = 128,
+    batch_size: int = 64,
+    temperature: float = 0.0,
+    seed: int = 0,
+    stem: bool = False,
+    stop_at_newline: bool = True,
+) -> list[float]:
     """VerbMem per text: ROUGE-L F1 of the greedy continuation of each text's prefix against its true continuation.
 
     Args:
@@ -119,10 +126,11 @@ def verbmem(pred, texts: Sequence[str], prefix: float = 0.5, max_new_tokens: int
     cuts = [split_prefix(pred.tokenizer, t, prefix, max_new_tokens) for t in texts]
     out: list[float] = []
     for i in range(0, len(cuts), batch_size):
-        chunk = cuts[i:i + batch_size]
+        chunk = cuts[i : i + batch_size]
         budget = _budget(pred, [p for p, _ in chunk], max_new_tokens)
-        gens = greedy_generate(pred, [p for p, _ in chunk], budget, stop_at_newline=stop_at_newline,
-                               temperature=temperature, seed=seed + i)
+        gens = greedy_generate(
+            pred, [p for p, _ in chunk], budget, stop_at_newline=stop_at_newline, temperature=temperature, seed=seed + i
+        )
         out += [rouge_l_f1(rest, g, stem) for (_, rest), g in zip(chunk, gens)]
     return out
 
@@ -196,8 +204,9 @@ def knowmem_examples(pred, items, examples, prompt: str = "qa", max_new_tokens: 
         return ex
 
     def n_tokens(question, shots):
-        return len(pred.tokenizer(knowmem_prompt(pred.tags, question, shots, prompt),
-                                  add_special_tokens=False)["input_ids"])
+        return len(
+            pred.tokenizer(knowmem_prompt(pred.tags, question, shots, prompt), add_special_tokens=False)["input_ids"]
+        )
 
     longest = max((it.question for it in items), key=lambda q: n_tokens(q, ()))
     room = _budget(pred, [], 10**9)  # the positions beside the template's margin (10**9: the model names none)
@@ -206,8 +215,9 @@ def knowmem_examples(pred, items, examples, prompt: str = "qa", max_new_tokens: 
     return ex
 
 
-def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256, *, examples=(),
-            prompt: str = "qa") -> list[float]:
+def knowmem(
+    pred, items, max_new_tokens: int = 10, batch_size: int = 256, *, examples=(), prompt: str = "qa"
+) -> list[float]:
     """KnowMem per QA item: ROUGE-L F1 of the model's answer against the gold answer (greedy decoding).
 
     Args:
@@ -233,22 +243,23 @@ def knowmem(pred, items, max_new_tokens: int = 10, batch_size: int = 256, *, exa
     if not items:
         return []
     if prompt == "qa" and not examples:
-        df = probe(pred, list(items), batch_size=batch_size, max_new_tokens=max_new_tokens, rouge=False,
-                   logprob=False)
+        df = probe(pred, list(items), batch_size=batch_size, max_new_tokens=max_new_tokens, rouge=False, logprob=False)
         return [rouge_l_f1(a, o or "") for a, o in zip(df["answer"], df["output"])]
     ex = knowmem_examples(pred, items, examples, prompt, max_new_tokens)
     prompts = [knowmem_prompt(pred.tags, it.question, ex, prompt) for it in items]
     out: list[float] = []
     for i in range(0, len(prompts), batch_size):
-        chunk = prompts[i:i + batch_size]
+        chunk = prompts[i : i + batch_size]
         budget = _budget(pred, chunk, max_new_tokens)
         if prompt == "muse":  # tokenised as knowmem.py:32-35 does, with the tokenizer's special tokens (Llama's BOS)
             ids = [pred.tokenizer(p, add_special_tokens=True)["input_ids"] for p in chunk]
             gens = greedy_generate(pred, None, budget, token_ids=ids)
         else:
             gens = greedy_generate(pred, chunk, budget, stop_at_newline=True)
-        out += [rouge_l_f1(it.answer, muse_answer(g) if prompt == "muse" else g)
-                for it, g in zip(items[i:i + batch_size], gens)]
+        out += [
+            rouge_l_f1(it.answer, muse_answer(g) if prompt == "muse" else g)
+            for it, g in zip(items[i : i + batch_size], gens)
+        ]
     return out
 
 
@@ -275,8 +286,9 @@ def relative(value: float, reference: float) -> float | None:
     return (value - reference) / reference
 
 
-def bootstrap_ci(values: Sequence[float], n_resamples: int = 9999, level: float = 0.95,
-                 seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], n_resamples: int = 9999, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of a mean (two-tailed).
 
     Args:
@@ -368,8 +380,9 @@ def knowmem_metric(ctx) -> dict:
     """
     df = ctx.probe[ctx.probe["kind"] == "qa"]
     forget = {("relationship", int(i)) for i in ctx.forget_ids}
-    held = {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | \
-        {("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())}
+    held = {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | {
+        ("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())
+    }
     f, r = [], []
     for k, i, a, o in zip(df["fact_kind"], df["fact_id"], df["answer"], df["output"]):
         key = (k, int(i))
@@ -380,6 +393,7 @@ def knowmem_metric(ctx) -> dict:
 
     def mean(xs):
         return sum(xs) / len(xs) if xs else None
+
     return {"knowmem_forget": mean(f), "knowmem_retain": mean(r)}
 
 
@@ -404,17 +418,48 @@ def verbmem_metric(ctx) -> dict:
 
 def _metrics():
 
-    return (Metric("knowmem", knowmem_metric, Needs(kinds=("qa",), generate=True), "row",
-                   ("knowmem_forget", "knowmem_retain"),
-                   "MUSE KnowMem: ROUGE-L F1 of QA answers on the forget set and on the scored retained facts",
-                   "Shi et al. 2024b (MUSE), Sec. 3, C2/C4"),
-            Metric("verbmem", verbmem_metric, Needs(kinds=("qa",), model=True), "row", ("verbmem_forget",),
-                   "MUSE VerbMem: ROUGE-L F1 of the continuation of each forget fact's statement prefix",
-                   "Shi et al. 2024b (MUSE), Sec. 3, C1"))
+    return (
+        Metric(
+            "knowmem",
+            knowmem_metric,
+            Needs(kinds=("qa",), generate=True),
+            "row",
+            ("knowmem_forget", "knowmem_retain"),
+            "MUSE KnowMem: ROUGE-L F1 of QA answers on the forget set and on the scored retained facts",
+            "Shi et al. 2024b (MUSE), Sec. 3, C2/C4",
+        ),
+        Metric(
+            "verbmem",
+            verbmem_metric,
+            Needs(kinds=("qa",), model=True),
+            "row",
+            ("verbmem_forget",),
+            "MUSE VerbMem: ROUGE-L F1 of the continuation of each forget fact's statement prefix",
+            "Shi et al. 2024b (MUSE), Sec. 3, C1",
+        ),
+    )
 
 
 KNOWMEM, VERBMEM = _metrics()
 
-__all__ = ["KNOWMEM", "KNOWMEM_PROMPTS", "MUSE_STOP_WORDS", "SELECTION_RULES", "knowmem_examples", "knowmem_prompt",
-           "muse_answer", "VERBMEM", "knowmem_metric", "verbmem_metric", "bootstrap_ci", "knowmem", "privleak_label", "relative", "rouge_l_f1",
-           "select_setting", "split_prefix", "text_mia_scores", "verbmem"]
+__all__ = [
+    "KNOWMEM",
+    "KNOWMEM_PROMPTS",
+    "MUSE_STOP_WORDS",
+    "SELECTION_RULES",
+    "knowmem_examples",
+    "knowmem_prompt",
+    "muse_answer",
+    "VERBMEM",
+    "knowmem_metric",
+    "verbmem_metric",
+    "bootstrap_ci",
+    "knowmem",
+    "privleak_label",
+    "relative",
+    "rouge_l_f1",
+    "select_setting",
+    "split_prefix",
+    "text_mia_scores",
+    "verbmem",
+]

@@ -102,8 +102,15 @@ def ps_queries(pred, items, questions: Sequence[str] | None = None) -> list[PSQu
     return out
 
 
-def ps_scores(pred, queries: Sequence[PSQuery], match=exact_match, *, search: str = "bisection", slack: int = 0,
-              batch_size: int = 128) -> list[float]:
+def ps_scores(
+    pred,
+    queries: Sequence[PSQuery],
+    match=exact_match,
+    *,
+    search: str = "bisection",
+    slack: int = 0,
+    batch_size: int = 128,
+) -> list[float]:
     """PS(x, y) = 1 − min_k k/|y| (Wang et al. 2024, Eq. 2) for each query.
 
     Args:
@@ -131,10 +138,12 @@ def ps_scores(pred, queries: Sequence[PSQuery], match=exact_match, *, search: st
 
     def run(pairs: list[tuple[int, int]]) -> None:
         """Evaluate match(k) for (query index, k) pairs not yet cached, batched by continuation length."""
-        todo = sorted({p for p in pairs if p not in cache},
-                      key=lambda p: (len(queries[p[0]].answer) - p[1], len(queries[p[0]].prompt) + p[1]))
+        todo = sorted(
+            {p for p in pairs if p not in cache},
+            key=lambda p: (len(queries[p[0]].answer) - p[1], len(queries[p[0]].prompt) + p[1]),
+        )
         for lo in range(0, len(todo), batch_size):
-            chunk = todo[lo:lo + batch_size]
+            chunk = todo[lo : lo + batch_size]
             rows = [list(queries[i].prompt) + list(queries[i].answer[:k]) for i, k in chunk]
             n_new = max(len(queries[i].answer) - k for i, k in chunk) + slack
             outs = greedy_generate(pred, None, n_new, token_ids=rows, details=True, stop_at_newline=slack > 0)
@@ -181,7 +190,7 @@ def response_confidence(pred, items, max_new_tokens: int = 10, batch_size: int =
     tok = pred.tokenizer
     out: list[float] = []
     for lo in range(0, len(qs), batch_size):
-        rows = [list(q.prompt) for q in qs[lo:lo + batch_size]]
+        rows = [list(q.prompt) for q in qs[lo : lo + batch_size]]
         for o in greedy_generate(pred, None, max_new_tokens, token_ids=rows, details=True, stop_at_newline=True):
             lps = answer_line_logprobs(tok, o["ids"], o["logprobs"])
             out.append(math.exp(sum(lps) / len(lps)) if lps else float("nan"))
@@ -218,8 +227,17 @@ def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def ps_vector(pred, forget_items, retain_items, paraphrases: dict | None = None, *, search: str = "bisection",
-              epsilon: float = SIMILAR_EPSILON, slack: int = 4, confidence: bool = True) -> dict:
+def ps_vector(
+    pred,
+    forget_items,
+    retain_items,
+    paraphrases: dict | None = None,
+    *,
+    search: str = "bisection",
+    epsilon: float = SIMILAR_EPSILON,
+    slack: int = 4,
+    confidence: bool = True,
+) -> dict:
     """The paper's 6-number PS vector (PS-exact, PS-perturb, PS-similar on the forget set D_u and on retain-eval
     D_t,eval) and the response confidence of both sets.
 
@@ -272,8 +290,9 @@ def _row_items(ctx):
     """The row's forget QA items and the QA items scored as retained knowledge (neither forget nor retain-train)."""
 
     forget = {("relationship", int(i)) for i in ctx.forget_ids}
-    held = {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | \
-        {("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())}
+    held = {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | {
+        ("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())
+    }
     f, r = [], []
     for it in kb_qa(ctx.kb):
         key = (it.fact_kind, int(it.fact_id))
@@ -298,40 +317,72 @@ def _metric_fn(kind: str):
                 q = ps_queries(pred, items, [para[(it.fact_kind, int(it.fact_id))] for it in items])
                 out[f"ps_perturb_{split}"] = _mean(ps_scores(pred, q, exact_match))
             elif kind == "similar":
-                out[f"ps_similar_{split}"] = _mean(ps_scores(pred, ps_queries(pred, items), similar_match(),
-                                                             slack=4))
+                out[f"ps_similar_{split}"] = _mean(ps_scores(pred, ps_queries(pred, items), similar_match(), slack=4))
             else:
                 out[f"ps_exact_{split}"] = _mean(ps_scores(pred, ps_queries(pred, items), exact_match))
                 out[f"confidence_{split}"] = _mean(response_confidence(pred, items))
         return out
 
     fn.__name__ = f"ps_{kind}_metric"
-    fn.__doc__ = (f"PS-{kind} of the row's unlearned model on its forget set and on the facts scored as retained "
-                  "knowledge (every fact outside the forget set and the row's retain-train facts); see the module "
-                  "docstring.\n\n    Raises:\n        ValueError: the row context carries no predictor.\n\n"
-                  "    Source: Wang et al. 2024 (Unlearning with Control), Eqs. 2-5.")
+    fn.__doc__ = (
+        f"PS-{kind} of the row's unlearned model on its forget set and on the facts scored as retained "
+        "knowledge (every fact outside the forget set and the row's retain-train facts); see the module "
+        "docstring.\n\n    Raises:\n        ValueError: the row context carries no predictor.\n\n"
+        "    Source: Wang et al. 2024 (Unlearning with Control), Eqs. 2-5."
+    )
     return fn
 
 
 def _metrics():
 
     src = "Wang et al. 2024 (Unlearning with Control), Eq. {}"
-    return (Metric("ps_exact", _metric_fn("exact"), Needs(kinds=("qa",), model=True), "row",
-                   ("ps_exact_forget", "ps_exact_retain", "confidence_forget", "confidence_retain"),
-                   "PS-exact (memorisation: shortest answer prefix after which greedy decoding reproduces the rest) "
-                   "and the response confidence, forget vs retained facts", src.format("2-3; App. D")),
-            Metric("ps_perturb", _metric_fn("perturb"), Needs(kinds=("qa",), model=True), "row",
-                   ("ps_perturb_forget", "ps_perturb_retain"),
-                   "PS-perturb (extrapolation: PS-exact on the paraphrased question), forget vs retained facts",
-                   src.format(4)),
-            Metric("ps_similar", _metric_fn("similar"), Needs(kinds=("qa",), model=True), "row",
-                   ("ps_similar_forget", "ps_similar_retain"),
-                   "PS-similar (coherency: ROUGE-L recall >= 0.5 instead of exact match), forget vs retained facts",
-                   src.format(5)))
+    return (
+        Metric(
+            "ps_exact",
+            _metric_fn("exact"),
+            Needs(kinds=("qa",), model=True),
+            "row",
+            ("ps_exact_forget", "ps_exact_retain", "confidence_forget", "confidence_retain"),
+            "PS-exact (memorisation: shortest answer prefix after which greedy decoding reproduces the rest) "
+            "and the response confidence, forget vs retained facts",
+            src.format("2-3; App. D"),
+        ),
+        Metric(
+            "ps_perturb",
+            _metric_fn("perturb"),
+            Needs(kinds=("qa",), model=True),
+            "row",
+            ("ps_perturb_forget", "ps_perturb_retain"),
+            "PS-perturb (extrapolation: PS-exact on the paraphrased question), forget vs retained facts",
+            src.format(4),
+        ),
+        Metric(
+            "ps_similar",
+            _metric_fn("similar"),
+            Needs(kinds=("qa",), model=True),
+            "row",
+            ("ps_similar_forget", "ps_similar_retain"),
+            "PS-similar (coherency: ROUGE-L recall >= 0.5 instead of exact match), forget vs retained facts",
+            src.format(5),
+        ),
+    )
 
 
 PS_EXACT, PS_PERTURB, PS_SIMILAR = _metrics()
 
-__all__ = ["PSQuery", "PS_EXACT", "PS_PERTURB", "PS_SIMILAR", "SEARCHES", "SIMILAR_EPSILON", "answer_line_logprobs",
-           "exact_match",
-           "paraphrase_questions", "ps_queries", "ps_scores", "ps_vector", "response_confidence", "similar_match"]
+__all__ = [
+    "PSQuery",
+    "PS_EXACT",
+    "PS_PERTURB",
+    "PS_SIMILAR",
+    "SEARCHES",
+    "SIMILAR_EPSILON",
+    "answer_line_logprobs",
+    "exact_match",
+    "paraphrase_questions",
+    "ps_queries",
+    "ps_scores",
+    "ps_vector",
+    "response_confidence",
+    "similar_match",
+]

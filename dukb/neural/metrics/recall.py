@@ -17,9 +17,20 @@ from dukb.neural.metrics.base import Metric, Needs, RowContext
 from dukb.solver.mdus import is_deep_unlearning_set
 from dukb.solver.metrics import recall_accuracy
 
-FIELDS = ("recall", "accuracy_relationships", "accuracy_biographies", "accuracy_all", "best_set", "sets_used",
-          "n_sets", "target_forgotten", "forgotten_relationships", "forgotten_biographies", "n_scored",
-          "n_scored_relationships")
+FIELDS = (
+    "recall",
+    "accuracy_relationships",
+    "accuracy_biographies",
+    "accuracy_all",
+    "best_set",
+    "sets_used",
+    "n_sets",
+    "target_forgotten",
+    "forgotten_relationships",
+    "forgotten_biographies",
+    "n_scored",
+    "n_scored_relationships",
+)
 
 
 def retained_from_probe(kb, df, known_before=None):
@@ -78,12 +89,21 @@ def recall_metric(ctx: RowContext) -> dict:
     forgot_rel, forgot_bio = forgot_rel - un_rel, forgot_bio - un_bio  # never known: never forgotten
     sets = ctx.sets if ctx.known_before is None else scorable_sets(ctx.sets, un_rel)
     if ctx.known_before is not None and not sets:
-        raise ValueError(f"target {ctx.target}: every minimal set is wholly unscorable (facts the model did not "
-                         "know before unlearning)")
-    r = recall_accuracy(ctx.kb, sets, forgot_rel, None if ret.biographies is None else forgot_bio, ctx.sets_used,
-                        [ctx.target], exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
-                        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio,
-                        tie_break=ctx.tie_break)
+        raise ValueError(
+            f"target {ctx.target}: every minimal set is wholly unscorable (facts the model did not "
+            "know before unlearning)"
+        )
+    r = recall_accuracy(
+        ctx.kb,
+        sets,
+        forgot_rel,
+        None if ret.biographies is None else forgot_bio,
+        ctx.sets_used,
+        [ctx.target],
+        exclude_rel=set(ctx.retain_ids.get("relationships", ())) | un_rel,
+        exclude_bio=set(ctx.retain_ids.get("biographies", ())) | un_bio,
+        tie_break=ctx.tie_break,
+    )
     out = {**r.to_json(), "forgotten_relationships": sorted(forgot_rel), "forgotten_biographies": sorted(forgot_bio)}
     if ctx.known_before is not None:  # only then, so that rows scored on every fact stay as they were
         out["unscorable"] = {"relationships": len(un_rel), "biographies": len(un_bio)}
@@ -101,8 +121,10 @@ def unknown_before(kb, known_before) -> tuple[set, set]:
     """
     if known_before is None:
         return set(), set()
-    return ({f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in known_before},
-            {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in known_before})
+    return (
+        {f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in known_before},
+        {b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in known_before},
+    )
 
 
 def scorable_sets(sets, unscorable) -> list[list[int]]:
@@ -141,8 +163,9 @@ def success_du(closure, target: int, forgotten_relationships) -> int:
     Source: Wu et al. 2025, Definition 2 (deep unlearning); Success-DU of the paper's v4.
     """
 
-    return int(is_deep_unlearning_set(closure, [closure.atom_of_fact(int(target))],
-                                      [int(f) for f in forgotten_relationships]))
+    return int(
+        is_deep_unlearning_set(closure, [closure.atom_of_fact(int(target))], [int(f) for f in forgotten_relationships])
+    )
 
 
 def success_du_fields(closure, target: int, fields: dict) -> dict:
@@ -163,8 +186,10 @@ def success_du_fields(closure, target: int, fields: dict) -> dict:
     Source: Wu et al. 2025, Definition 2 (Success-DU of the paper's v4).
     """
     out = {}
-    for src, dst in (("forgotten_relationships", "success_du"),
-                     ("forgotten_relationships_heldout", "success_du_heldout")):
+    for src, dst in (
+        ("forgotten_relationships", "success_du"),
+        ("forgotten_relationships_heldout", "success_du_heldout"),
+    ):
         if fields.get(src) is not None:
             out[dst] = success_du(closure, target, fields[src])
     return out
@@ -215,6 +240,12 @@ def success_du_all(closure, targets, forgotten_relationships) -> int:
     return int(all(success_du(closure, t, forgotten) for t in targets))
 
 
-RECALL = Metric("recall", recall_metric, Needs(kinds=("qa",), generate=True), "row", FIELDS,
-                "recall and accuracy of deep unlearning against the minimal deep unlearning sets",
-                "Wu et al. 2025, Eq. 1-2")
+RECALL = Metric(
+    "recall",
+    recall_metric,
+    Needs(kinds=("qa",), generate=True),
+    "row",
+    FIELDS,
+    "recall and accuracy of deep unlearning against the minimal deep unlearning sets",
+    "Wu et al. 2025, Eq. 1-2",
+)

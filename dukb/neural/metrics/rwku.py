@@ -24,8 +24,19 @@ from dukb.solver.splits import cone_facts
 
 #: forget probe families: FB (cloze), QA, AA (RWKU's nine adversarial kinds, cross-lingual in three languages)
 FB, QA = "cloze", "qa"
-AA_KINDS = ("prefix_injection", "affirmative_suffix", "role_play", "multiple_choice", "reverse", "synonym",
-            "context_hint", "in_context", "cross_lingual_fr", "cross_lingual_de", "cross_lingual_es")
+AA_KINDS = (
+    "prefix_injection",
+    "affirmative_suffix",
+    "role_play",
+    "multiple_choice",
+    "reverse",
+    "synonym",
+    "context_hint",
+    "in_context",
+    "cross_lingual_fr",
+    "cross_lingual_de",
+    "cross_lingual_es",
+)
 
 
 def neighbour_facts(kb, forget_rel, cone=()) -> dict:
@@ -52,11 +63,15 @@ def neighbour_facts(kb, forget_rel, cone=()) -> dict:
     for i in forget:
         f = kb.relationship(i)
         people |= {f.subject, f.object}
-    near = [f.fact_id for f in kb.relationships
-            if f.fact_id not in forget and (f.subject in people or f.object in people)]
+    near = [
+        f.fact_id for f in kb.relationships if f.fact_id not in forget and (f.subject in people or f.object in people)
+    ]
     bio = sorted(b.fact_id for b in kb.biographies if b.subject in people)
-    return {"relationships": sorted(i for i in near if i not in in_cone), "biographies": bio,
-            "dropped": sorted(i for i in near if i in in_cone)}
+    return {
+        "relationships": sorted(i for i in near if i not in in_cone),
+        "biographies": bio,
+        "dropped": sorted(i for i in near if i in in_cone),
+    }
 
 
 def cone_ids(closure, targets) -> list[int]:
@@ -80,7 +95,6 @@ def _row_cone(ctx: RowContext) -> list[int]:
     if closure is None:
         hit = _CLOSURES.get(id(ctx.kb))
         if hit is None or hit[0] is not ctx.kb:
-
             _CLOSURES.clear()
             hit = _CLOSURES[id(ctx.kb)] = (ctx.kb, compute_closure(ctx.kb, "family"))
         closure = hit[1]
@@ -110,18 +124,31 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict |
     """
 
     forget = {("relationship", int(i)) for i in forget_rel}
-    neigh = {("relationship", i) for i in neighbours["relationships"]} | \
-        {("biography", i) for i in neighbours["biographies"]}
+    neigh = {("relationship", i) for i in neighbours["relationships"]} | {
+        ("biography", i) for i in neighbours["biographies"]
+    }
     key = list(zip(df["fact_kind"], df["fact_id"].astype(int)))
-    held = {("relationship", int(i)) for i in (exclude or {}).get("relationships", ())} | \
-        {("biography", int(i)) for i in (exclude or {}).get("biographies", ())}
+    held = {("relationship", int(i)) for i in (exclude or {}).get("relationships", ())} | {
+        ("biography", int(i)) for i in (exclude or {}).get("biographies", ())
+    }
     coned = {("relationship", int(i)) for i in cone}
-    group = ["forget" if k in forget else "retain_train" if k in held else "cone" if k in coned else
-             "neighbour" if k in neigh else "distant" for k in key]
+    group = [
+        "forget"
+        if k in forget
+        else "retain_train"
+        if k in held
+        else "cone"
+        if k in coned
+        else "neighbour"
+        if k in neigh
+        else "distant"
+        for k in key
+    ]
     d = df.assign(group=group)
 
     def mean(s):
         return float(s.mean()) if len(s) else None
+
     out = {}
     f = d[d["group"] == "forget"]
     out["rouge_forget_fb"] = mean(f[f["kind"] == FB]["rouge_l"])
@@ -129,8 +156,9 @@ def rwku_fields(df, kb, forget_rel, neighbours: dict, mia: dict, exclude: dict |
     aa = f[f["kind"].isin(AA_KINDS)]
     out["rouge_forget_aa"] = mean(aa["rouge_l"])
     out["rouge_forget_all"] = mean(f[f["kind"].isin((FB, QA) + AA_KINDS)]["rouge_l"])
-    out["rouge_forget_aa_by_kind"] = {k: mean(aa[aa["kind"] == k]["rouge_l"]) for k in AA_KINDS
-                                      if (aa["kind"] == k).any()}
+    out["rouge_forget_aa_by_kind"] = {
+        k: mean(aa[aa["kind"] == k]["rouge_l"]) for k in AA_KINDS if (aa["kind"] == k).any()
+    }
     for g in ("neighbour", "distant"):
         x = d[d["group"] == g]
         out[f"rouge_{g}_fb"] = mean(x[x["kind"] == FB]["rouge_l"])
@@ -158,8 +186,9 @@ def _distant_qa(ctx: RowContext):
     nb = neighbour_facts(ctx.kb, ctx.forget_ids, cone)
     near = forget | {("relationship", i) for i in nb["relationships"]} | {("biography", i) for i in nb["biographies"]}
     near |= {("relationship", i) for i in cone}  # the cone: neither neighbour nor distant
-    near |= {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | \
-        {("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())}  # trained on: never scored
+    near |= {("relationship", int(i)) for i in ctx.retain_ids.get("relationships", ())} | {
+        ("biography", int(i)) for i in ctx.retain_ids.get("biographies", ())
+    }  # trained on: never scored
     items = kb_qa(ctx.kb, (QA_KIND,))
     fm = [it for it in items if (it.fact_kind, it.fact_id) in forget]
     rm = [it for it in items if (it.fact_kind, it.fact_id) not in near]
@@ -177,8 +206,15 @@ def rwku_rouge(ctx: RowContext) -> dict:
     Source: Jin et al. 2024 (RWKU), Sec. 3.3-4.
     """
     cone = _row_cone(ctx)
-    out = rwku_fields(ctx.probe, ctx.kb, ctx.forget_ids, neighbour_facts(ctx.kb, ctx.forget_ids, cone),
-                      {"fm": {}, "rm": {}}, exclude=ctx.retain_ids, cone=cone)
+    out = rwku_fields(
+        ctx.probe,
+        ctx.kb,
+        ctx.forget_ids,
+        neighbour_facts(ctx.kb, ctx.forget_ids, cone),
+        {"fm": {}, "rm": {}},
+        exclude=ctx.retain_ids,
+        cone=cone,
+    )
     for k in ("mia_fm", "mia_rm", "mia_auc_fm_rm"):
         out.pop(k)
     return out
@@ -199,22 +235,54 @@ def mia_fm_rm(ctx: RowContext) -> dict:
         raise ValueError("mia_fm_rm needs the unlearned model (RowContext.predictor)")
     fm, rm, _nb = _distant_qa(ctx)
     s_fm, s_rm = qa_mia_scores(ctx.predictor, fm), qa_mia_scores(ctx.predictor, rm)
-    return {"mia_fm": {k: sum(v) / len(v) for k, v in s_fm.items() if v},
-            "mia_rm": {k: sum(v) / len(v) for k, v in s_rm.items() if v},
-            "mia_auc_fm_rm": {k: auc(s_fm[k], s_rm[k]) for k in s_fm if s_fm[k] and s_rm[k]}}
+    return {
+        "mia_fm": {k: sum(v) / len(v) for k, v in s_fm.items() if v},
+        "mia_rm": {k: sum(v) / len(v) for k, v in s_rm.items() if v},
+        "mia_auc_fm_rm": {k: auc(s_fm[k], s_rm[k]) for k in s_fm if s_fm[k] and s_rm[k]},
+    }
 
 
 RWKU_ROUGE = Metric(
-    "rwku_rouge", rwku_rouge, Needs(kinds=(QA, FB) + AA_KINDS, generate=True, rouge=True), "row",
-    ("rouge_forget_fb", "rouge_forget_qa", "rouge_forget_aa", "rouge_forget_all", "rouge_forget_aa_by_kind",
-     "rouge_neighbour_fb", "rouge_neighbour_qa", "rouge_neighbour_all", "rouge_distant_fb", "rouge_distant_qa",
-     "rouge_distant_all"),
+    "rwku_rouge",
+    rwku_rouge,
+    Needs(kinds=(QA, FB) + AA_KINDS, generate=True, rouge=True),
+    "row",
+    (
+        "rouge_forget_fb",
+        "rouge_forget_qa",
+        "rouge_forget_aa",
+        "rouge_forget_all",
+        "rouge_forget_aa_by_kind",
+        "rouge_neighbour_fb",
+        "rouge_neighbour_qa",
+        "rouge_neighbour_all",
+        "rouge_distant_fb",
+        "rouge_distant_qa",
+        "rouge_distant_all",
+    ),
     "RWKU's ROUGE-L recall of the forget set's FB, QA and adversarial probes, and of neighbour and distant facts",
-    "Jin et al. 2024 (RWKU), Sec. 3.3-4")
+    "Jin et al. 2024 (RWKU), Sec. 3.3-4",
+)
 MIA_FM_RM = Metric(
-    "mia_fm_rm", mia_fm_rm, Needs(kinds=(QA,), model=True), "row", ("mia_fm", "mia_rm", "mia_auc_fm_rm"),
+    "mia_fm_rm",
+    mia_fm_rm,
+    Needs(kinds=(QA,), model=True),
+    "row",
+    ("mia_fm", "mia_rm", "mia_auc_fm_rm"),
     "MIA (LOSS, Zlib, Min-K%, Min-K%++) of forget members against distant retain members",
-    "Jin et al. 2024 (RWKU), Sec. 3.3; Shi et al. 2024a; Zhang et al. 2024")
+    "Jin et al. 2024 (RWKU), Sec. 3.3; Shi et al. 2024a; Zhang et al. 2024",
+)
 
-__all__ = ["AA_KINDS", "FB", "MIA_FM_RM", "QA", "RWKU_ROUGE", "cone_ids", "mia_fm_rm", "neighbour_facts",
-           "qa_mia_scores", "rwku_fields", "rwku_rouge"]
+__all__ = [
+    "AA_KINDS",
+    "FB",
+    "MIA_FM_RM",
+    "QA",
+    "RWKU_ROUGE",
+    "cone_ids",
+    "mia_fm_rm",
+    "neighbour_facts",
+    "qa_mia_scores",
+    "rwku_fields",
+    "rwku_rouge",
+]

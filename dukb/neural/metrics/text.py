@@ -10,8 +10,9 @@ from dukb.neural.metrics.base import Metric, Needs, RowContext
 def _split_means(ctx: RowContext, column: str) -> tuple[float | None, float | None]:
     qa = ctx.probe[ctx.probe["kind"] == "qa"]
     forget = set(ctx.forget_ids)
-    retain = {("relationship", i) for i in ctx.retain_ids.get("relationships", [])} | \
-        {("biography", i) for i in ctx.retain_ids.get("biographies", [])}
+    retain = {("relationship", i) for i in ctx.retain_ids.get("relationships", [])} | {
+        ("biography", i) for i in ctx.retain_ids.get("biographies", [])
+    }
     keys = list(zip(qa["fact_kind"], qa["fact_id"].astype(int)))
     in_forget = [k[0] == "relationship" and k[1] in forget for k in keys]
     other = [not f and k not in retain for f, k in zip(in_forget, keys)]
@@ -41,9 +42,21 @@ def answer_logprob(ctx: RowContext) -> dict:
     return {"logprob_forget": f, "logprob_other": o}
 
 
-ROUGE_L = Metric("rouge_l", rouge_l, Needs(kinds=("qa",), generate=True, rouge=True), "row",
-                 ("rouge_l_forget", "rouge_l_other"), "mean ROUGE-L recall of QA answers, forget vs other facts",
-                 "Shi et al. 2024 (MUSE), Sec. 3")
-ANSWER_LOGPROB = Metric("logprob", answer_logprob, Needs(kinds=("qa",), logprob=True), "row",
-                        ("logprob_forget", "logprob_other"),
-                        "mean answer log-probability per token, forget vs other facts", "Wu et al. 2025, App. C")
+ROUGE_L = Metric(
+    "rouge_l",
+    rouge_l,
+    Needs(kinds=("qa",), generate=True, rouge=True),
+    "row",
+    ("rouge_l_forget", "rouge_l_other"),
+    "mean ROUGE-L recall of QA answers, forget vs other facts",
+    "Shi et al. 2024 (MUSE), Sec. 3",
+)
+ANSWER_LOGPROB = Metric(
+    "logprob",
+    answer_logprob,
+    Needs(kinds=("qa",), logprob=True),
+    "row",
+    ("logprob_forget", "logprob_other"),
+    "mean answer log-probability per token, forget vs other facts",
+    "Wu et al. 2025, App. C",
+)

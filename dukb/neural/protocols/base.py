@@ -198,8 +198,9 @@ class Protocol(abc.ABC):
         self.report()
         return self.output()
 
-    def claim(self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None,
-              other_results=()) -> None:
+    def claim(
+        self, identity: dict, *, extendable=(), results_path: Path | None = None, row_key=None, other_results=()
+    ) -> None:
         """Lock RUN_DIR for this run (:func:`dukb.neural.run.lock.claim_run`: a run with other settings is refused
         before anything in it is touched; the invocation is logged in RUN_DIR/commands.log; once :meth:`plan`
         returns, :meth:`execute` confirms the claim and the command line writes RUN_DIR/config.yaml,
@@ -221,9 +222,15 @@ class Protocol(abc.ABC):
             ValueError: no ``row_key`` for a protocol that is not registered with its rows.
         """
         info = PROTOCOLS.get(self.name)
-        self.identity, self.added, self.old_record = claim_run(self.run, self.name, identity, extendable=extendable,
-                                                               resume=self.resume, log=self.log,
-                                                               joinable=info is None or info.joinable)
+        self.identity, self.added, self.old_record = claim_run(
+            self.run,
+            self.name,
+            identity,
+            extendable=extendable,
+            resume=self.resume,
+            log=self.log,
+            joinable=info is None or info.joinable,
+        )
         self.run.mkdir(parents=True, exist_ok=True)
         path = results_path or self.run / "results.jsonl"
         held = [path, self.run / "results.jsonl", *other_results]
@@ -233,8 +240,7 @@ class Protocol(abc.ABC):
         # neither repairs results.jsonl nor rewrites config.json and the caches, which the run's owner did
         self.joined = run_role(self.run) == "worker"
         if self.joined:
-            self.log(f"joined the run as another worker: units {self.units_name} are claimed in "
-                     "RUN_DIR/.dukb/units")
+            self.log(f"joined the run as another worker: units {self.units_name} are claimed in RUN_DIR/.dukb/units")
         if row_key is None:  # a row the run's plan cannot hold is a damaged line (moved aside by the owner)
             if info is None or not info.rows:
                 raise ValueError(f"protocol {self.name!r} declares no rows (ProtocolInfo.rows): pass row_key")
@@ -280,7 +286,6 @@ class Protocol(abc.ABC):
             open_to_workers(self.run)  # config.json, the caches and the model are on disk: others may join
         bar = task = None
         if self.show_bar():
-
             bar = Progress()
             bar.start()
             task = bar.add_task(self.bar_label or self.name, total=self.total_rows(), completed=self.rows_done())
@@ -331,10 +336,13 @@ class Protocol(abc.ABC):
         left = self.units_left()
         if not left:
             return f"done in {seconds:.1f} s{extra}"
-        shown = ", ".join("(" + ", ".join(str(x) for x in u) + ")" for u in left[:5]) + (", ..." if len(left) > 5
-                                                                                         else "")
-        return (f"not done after {seconds:.1f} s: {len(left)} of {len(self._units)} work units {self.units_name} "
-                f"have no rows yet ({shown}); another worker holds them, or resume the run to compute them{extra}")
+        shown = ", ".join("(" + ", ".join(str(x) for x in u) + ")" for u in left[:5]) + (
+            ", ..." if len(left) > 5 else ""
+        )
+        return (
+            f"not done after {seconds:.1f} s: {len(left)} of {len(self._units)} work units {self.units_name} "
+            f"have no rows yet ({shown}); another worker holds them, or resume the run to compute them{extra}"
+        )
 
     def render(self, fn) -> dict:
         """``fn(run_dir)`` under RUN_DIR/.dukb/render.lock: workers sharing the run render one after the other, so the

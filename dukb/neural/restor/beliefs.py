@@ -42,8 +42,14 @@ def belief_triples(kb: KB, facts: Sequence[FactProbe], rows: Sequence[dict]) -> 
     return list(seen.items())
 
 
-def belief_analysis(kb: KB, beliefs: Sequence[tuple[Triple, int]], true_closure: set[Triple],
-                    corrupted: Iterable = (), rules="family", examples: int = 5) -> dict:
+def belief_analysis(
+    kb: KB,
+    beliefs: Sequence[tuple[Triple, int]],
+    true_closure: set[Triple],
+    corrupted: Iterable = (),
+    rules="family",
+    examples: int = 5,
+) -> dict:
     """Rule-aware analysis of a model's beliefs: :func:`dukb.solver.beliefs.analyse_beliefs` of the triples of
     :func:`belief_triples` (derived contradictions; corrupted relationship facts of F' stated or still derivable).
 

@@ -79,9 +79,17 @@ class UnlearnSetting:
 
     def train_config(self, seed: int):
         """The :class:`dukb.neural.train.TrainConfig` of this setting."""
-        return TrainConfig(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, grad_accum=self.grad_accum,
-                           weight_decay=self.weight_decay, warmup=self.warmup, schedule=self.schedule,
-                           max_grad_norm=self.max_grad_norm, seed=seed)
+        return TrainConfig(
+            epochs=self.epochs,
+            lr=self.lr,
+            batch_size=self.batch_size,
+            grad_accum=self.grad_accum,
+            weight_decay=self.weight_decay,
+            warmup=self.warmup,
+            schedule=self.schedule,
+            max_grad_norm=self.max_grad_norm,
+            seed=seed,
+        )
 
 
 def _presets() -> dict:
@@ -92,14 +100,27 @@ def _presets() -> dict:
         # model's finetuning is the paper's QA preset (Wu et al. 2025, App. H); RESTOR's clean model is Llama-3
         # as pretrained.
         "restor": {
-            "clean": TrainConfig(epochs=10, lr=2e-5, batch_size=16, grad_accum=1, warmup=0.0, schedule="linear",
-                                 eval_every=1, max_grad_norm=0.0),
-            "corrupt_lora": TrainConfig(epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1,
-                                        schedule="cosine", max_grad_norm=1.0),
-            "corrupt_full": TrainConfig(epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1,
-                                        schedule="cosine", max_grad_norm=1.0),
-            "unlearn": {"ga": UnlearnSetting(2, 2e-5, 4.0), "kl": UnlearnSetting(2, 1.5e-5, 5.0),
-                        "npo": UnlearnSetting(3, 2e-5, 5.0)},
+            "clean": TrainConfig(
+                epochs=10,
+                lr=2e-5,
+                batch_size=16,
+                grad_accum=1,
+                warmup=0.0,
+                schedule="linear",
+                eval_every=1,
+                max_grad_norm=0.0,
+            ),
+            "corrupt_lora": TrainConfig(
+                epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1, schedule="cosine", max_grad_norm=1.0
+            ),
+            "corrupt_full": TrainConfig(
+                epochs=5, lr=5e-5, batch_size=2, grad_accum=2, warmup=0.1, schedule="cosine", max_grad_norm=1.0
+            ),
+            "unlearn": {
+                "ga": UnlearnSetting(2, 2e-5, 4.0),
+                "kl": UnlearnSetting(2, 1.5e-5, 5.0),
+                "npo": UnlearnSetting(3, 2e-5, 5.0),
+            },
             "unlearn_full_lr_scale": 1.0,
         },
         # The built-in tiny model (2 layers, 128 wide, trained from scratch on the KB): RESTOR's epochs, λ,
@@ -111,15 +132,27 @@ def _presets() -> dict:
         # model (81.7%): lr 3e-5 changes it by under 2 points, 1e-4 moves it (Recovery 17-20% of A, Degraded
         # 13-26% of B), 3e-4 destroys it (5%, 14% and 0% of the facts known after GA, KL, NPO).
         "tiny": {
-            "clean": TrainConfig(epochs=300, lr=3e-3, batch_size=64, grad_accum=1, warmup=0.02, schedule="linear",
-                                 eval_every=10, max_grad_norm=0.0),
-            "corrupt_lora": TrainConfig(epochs=5, lr=1e-3, batch_size=4, grad_accum=1, warmup=0.1,
-                                        schedule="cosine", max_grad_norm=1.0),
-            "corrupt_full": TrainConfig(epochs=5, lr=3e-4, batch_size=4, grad_accum=1, warmup=0.1,
-                                        schedule="cosine", max_grad_norm=1.0),
-            "unlearn": {"ga": UnlearnSetting(2, 1e-4, 4.0, batch_size=4, grad_accum=1),
-                        "kl": UnlearnSetting(2, 1e-4, 5.0, batch_size=4, grad_accum=1),
-                        "npo": UnlearnSetting(3, 1e-4, 5.0, batch_size=4, grad_accum=1)},
+            "clean": TrainConfig(
+                epochs=300,
+                lr=3e-3,
+                batch_size=64,
+                grad_accum=1,
+                warmup=0.02,
+                schedule="linear",
+                eval_every=10,
+                max_grad_norm=0.0,
+            ),
+            "corrupt_lora": TrainConfig(
+                epochs=5, lr=1e-3, batch_size=4, grad_accum=1, warmup=0.1, schedule="cosine", max_grad_norm=1.0
+            ),
+            "corrupt_full": TrainConfig(
+                epochs=5, lr=3e-4, batch_size=4, grad_accum=1, warmup=0.1, schedule="cosine", max_grad_norm=1.0
+            ),
+            "unlearn": {
+                "ga": UnlearnSetting(2, 1e-4, 4.0, batch_size=4, grad_accum=1),
+                "kl": UnlearnSetting(2, 1e-4, 5.0, batch_size=4, grad_accum=1),
+                "npo": UnlearnSetting(3, 1e-4, 5.0, batch_size=4, grad_accum=1),
+            },
             "unlearn_full_lr_scale": 0.1,
         },
     }
@@ -182,83 +215,214 @@ class RestorConfig(RunConfig):
     COMPAT: ClassVar[dict] = RESTOR_COMPAT
 
     CLI: ClassVar[dict] = {
-        "output": None, "output_help": "Run directory (a rerun skips finished stages and methods).", "resume": None,
-        "order": ("kb", "model", "corrupt", "context", "docs_per_entity", "methods", "targeted", "seed", "lora_r",
-                  "lora_alpha", "samples", "temperature", "max_new_tokens", "preset", "compat", "npo_form",
-                  "reg_weight", "unlearn_lr", "unlearn_epochs", "clean_epochs", "corrupt_epochs", "corrupt_lr",
-                  "templates", "n_retain", "n_random", "rules", "device", "dtype", "prompt", "output")}
+        "output": None,
+        "output_help": "Run directory (a rerun skips finished stages and methods).",
+        "resume": None,
+        "order": (
+            "kb",
+            "model",
+            "corrupt",
+            "context",
+            "docs_per_entity",
+            "methods",
+            "targeted",
+            "seed",
+            "lora_r",
+            "lora_alpha",
+            "samples",
+            "temperature",
+            "max_new_tokens",
+            "preset",
+            "compat",
+            "npo_form",
+            "reg_weight",
+            "unlearn_lr",
+            "unlearn_epochs",
+            "clean_epochs",
+            "corrupt_epochs",
+            "corrupt_lr",
+            "templates",
+            "n_retain",
+            "n_random",
+            "rules",
+            "device",
+            "dtype",
+            "prompt",
+            "output",
+        ),
+    }
 
-    kb: str = option(cli_default=..., identity=False, help="KB directory (people.csv, relationships.csv, "
-                     "biographies.csv) or a built-in KB name.")
-    rules: str | None = option(None, help="Rule set of the closures: 'family', 'family_paper_compat' or a .lp file. "
-                               "Default: the KB's own rules.lp when its directory has a schema.yaml, else family.")
-    model: str = option("tiny", help="'tiny' (built for the KB, its vocabulary covering the QA, the true-fact "
-                        "sentences and the corruption documents), a known short name (smollm2-135m), a .gguf file or "
-                        "a folder holding one, an HF hub id or a directory.")
+    kb: str = option(
+        cli_default=...,
+        identity=False,
+        help="KB directory (people.csv, relationships.csv, biographies.csv) or a built-in KB name.",
+    )
+    rules: str | None = option(
+        None,
+        help="Rule set of the closures: 'family', 'family_paper_compat' or a .lp file. "
+        "Default: the KB's own rules.lp when its directory has a schema.yaml, else family.",
+    )
+    model: str = option(
+        "tiny",
+        help="'tiny' (built for the KB, its vocabulary covering the QA, the true-fact "
+        "sentences and the corruption documents), a known short name (smollm2-135m), a .gguf file or "
+        "a folder holding one, an HF hub id or a directory.",
+    )
     seed: int = option(0, range=SEED, help="Seed: corruption, tiny model, data order, sampling, retain set.")
-    device: str = option("auto", parse="device", identity=False, help="auto, cpu, cuda, cuda:N or mps (checked "
-                         "against what torch reports).")
+    device: str = option(
+        "auto",
+        parse="device",
+        identity=False,
+        help="auto, cpu, cuda, cuda:N or mps (checked against what torch reports).",
+    )
     dtype: str = option("auto", parse="dtype", identity=False, help="auto, float32, bfloat16, float16.")
-    prompt: str | None = option(None, help="Prompt preset (default: from the model); chat: the tokenizer's chat "
-                                "template, for instruct models.")
-    lora_r: int = option(8, range=LORA_R, help="LoRA rank of corruption and unlearning, on all linear layers "
-                         "(RESTOR: LoRA, rank 8 by LLaMA-Factory's default); 0 = full finetuning.")
+    prompt: str | None = option(
+        None, help="Prompt preset (default: from the model); chat: the tokenizer's chat template, for instruct models."
+    )
+    lora_r: int = option(
+        8,
+        range=LORA_R,
+        help="LoRA rank of corruption and unlearning, on all linear layers "
+        "(RESTOR: LoRA, rank 8 by LLaMA-Factory's default); 0 = full finetuning.",
+    )
     lora_alpha: int | None = option(None, range=LORA_ALPHA, help="LoRA alpha (default 2 x rank).")
-    finetuned: str | None = option(None, group=SHARED, identity="set", help="Use this already finetuned model directory as the clean "
-                                   "model instead of finetuning --model (stage 1 is skipped; its vocabulary must "
-                                   "cover the corruption documents). A model finetuned on another KB than --kb is "
-                                   "refused (exit 2).")
-    lr: float | None = option(None, group=SHARED, identity="set", range=LR, help="Unlearning learning rate of every method (default: "
-                              "the preset's; --unlearn-lr METHOD=lr overrides it per method).")
-    finetune_epochs: int | None = option(None, group=SHARED, identity="set", range=EPOCHS, help="Maximum epochs of the clean "
-                                         "model's finetuning (the same as --clean-epochs).")
-    batch_size: int | None = option(None, group=SHARED, identity="set", range=BATCH_SIZE, help="Batch size of the clean model's "
-                                    "finetuning (default: the preset's).")
-    lora_targets: list[str] | None = option(None, group=SHARED, identity="set", parse="lora_targets", help="Comma-separated LoRA "
-                                            "module names (default: every linear layer but the output head, "
-                                            "RESTOR's).")
-    corrupt: float = option(0.24, range=FRACTION_HALF, param="corrupt_fraction", help="Share of the facts to corrupt "
-                            "(F'), 5 per chosen person; RESTOR corrupts about 250 of 1,051 facts (0.24).")
-    context: int = option(5, range=CONTEXT, help="k: correct facts about other people per corruption document "
-                          "(RESTOR's k counts batches of 5: k_RESTOR = context / 5).")
-    docs_per_entity: int = option(20, min=1, max=MAX_DOCS_PER_ENTITY, help="Corruption documents per corrupted "
-                                  f"person, 1 to {MAX_DOCS_PER_ENTITY:,} (RESTOR: about 60 per incorrect fact).")
-    methods: list[str] = option(default_factory=lambda: list(RESTOR_METHODS), parse="items", choices=document_methods,
-                                identity=False, cli_default="ga,kl,npo",
-                                help="Comma-separated unlearning methods: ga, kl, npo.")
-    targeted: bool = option(False, identity=False, help="Unlearn only the incorrect-fact sentences of each document "
-                            "(RESTOR's k=0 forget set).")
-    samples: int | None = option(None, range=SAMPLES, help="M generations per fact, majority vote (RESTOR: 3); 1 = "
-                                 "greedy. Default: 1 with the tiny preset (its sampled answers are mostly noise after "
-                                 "corruption), 3 with the restor preset.")
+    finetuned: str | None = option(
+        None,
+        group=SHARED,
+        identity="set",
+        help="Use this already finetuned model directory as the clean "
+        "model instead of finetuning --model (stage 1 is skipped; its vocabulary must "
+        "cover the corruption documents). A model finetuned on another KB than --kb is "
+        "refused (exit 2).",
+    )
+    lr: float | None = option(
+        None,
+        group=SHARED,
+        identity="set",
+        range=LR,
+        help="Unlearning learning rate of every method (default: "
+        "the preset's; --unlearn-lr METHOD=lr overrides it per method).",
+    )
+    finetune_epochs: int | None = option(
+        None,
+        group=SHARED,
+        identity="set",
+        range=EPOCHS,
+        help="Maximum epochs of the clean model's finetuning (the same as --clean-epochs).",
+    )
+    batch_size: int | None = option(
+        None,
+        group=SHARED,
+        identity="set",
+        range=BATCH_SIZE,
+        help="Batch size of the clean model's finetuning (default: the preset's).",
+    )
+    lora_targets: list[str] | None = option(
+        None,
+        group=SHARED,
+        identity="set",
+        parse="lora_targets",
+        help="Comma-separated LoRA module names (default: every linear layer but the output head, RESTOR's).",
+    )
+    corrupt: float = option(
+        0.24,
+        range=FRACTION_HALF,
+        param="corrupt_fraction",
+        help="Share of the facts to corrupt "
+        "(F'), 5 per chosen person; RESTOR corrupts about 250 of 1,051 facts (0.24).",
+    )
+    context: int = option(
+        5,
+        range=CONTEXT,
+        help="k: correct facts about other people per corruption document "
+        "(RESTOR's k counts batches of 5: k_RESTOR = context / 5).",
+    )
+    docs_per_entity: int = option(
+        20,
+        min=1,
+        max=MAX_DOCS_PER_ENTITY,
+        help="Corruption documents per corrupted "
+        f"person, 1 to {MAX_DOCS_PER_ENTITY:,} (RESTOR: about 60 per incorrect fact).",
+    )
+    methods: list[str] = option(
+        default_factory=lambda: list(RESTOR_METHODS),
+        parse="items",
+        choices=document_methods,
+        identity=False,
+        cli_default="ga,kl,npo",
+        help="Comma-separated unlearning methods: ga, kl, npo.",
+    )
+    targeted: bool = option(
+        False,
+        identity=False,
+        help="Unlearn only the incorrect-fact sentences of each document (RESTOR's k=0 forget set).",
+    )
+    samples: int | None = option(
+        None,
+        range=SAMPLES,
+        help="M generations per fact, majority vote (RESTOR: 3); 1 = "
+        "greedy. Default: 1 with the tiny preset (its sampled answers are mostly noise after "
+        "corruption), 3 with the restor preset.",
+    )
     temperature: float = option(1.0, range=TEMPERATURE, help="Sampling temperature when M > 1.")
     max_new_tokens: int = option(10, range=NEW_TOKENS, help="Generation budget (tokens).")
-    preset: str | None = option(None, choices=PRESET_NAMES, help="Hyper-parameters: 'tiny' or 'restor' (RESTOR App. "
-                                "C.1/C.2); default: tiny for the tiny model, else restor.")
-    compat: str | None = compat_option(RESTOR_COMPAT, "Compute as RESTOR's released code, with --preset's "
-                                       "hyper-parameters")
-    npo_form: str | None = option(None, unset="token", choices=NPO_DOC_FORMS, identity="set", help="NPO's forget "
-                                  "term on a batch of documents: 'token' (the per-token likelihood ratio, averaged "
-                                  "per document, RESTOR's paper) or 'batch' (RESTOR's code: one term on the batch's "
-                                  "mean NLL difference).")
-    reg_weight: dict[str, float] = option(default_factory=dict, flag="--lambda", param="reg_weight",
-                                          cli_type="multiple", parse="method_values", identity=False,
-                                          help="METHOD=λ, weight of the retain cross-entropy (repeatable; all=λ for "
-                                          "every method). Presets: GA 4, KL 5, NPO 5.")
-    unlearn_lr: dict[str, float] = option(default_factory=dict, cli_type="multiple", parse="method_values",
-                                          identity=False, help="METHOD=lr (repeatable; all=lr).")
-    unlearn_epochs: dict[str, int] = option(default_factory=dict, cli_type="multiple", parse="method_values",
-                                            identity=False, help="METHOD=epochs (repeatable; all=N). Presets: GA 2, "
-                                            "KL 2, NPO 3.")
-    clean_epochs: int | None = option(None, range=EPOCHS, help="Maximum epochs of the clean model's finetuning "
-                                      "(stops early at 100% of the facts).")
+    preset: str | None = option(
+        None,
+        choices=PRESET_NAMES,
+        help="Hyper-parameters: 'tiny' or 'restor' (RESTOR App. "
+        "C.1/C.2); default: tiny for the tiny model, else restor.",
+    )
+    compat: str | None = compat_option(
+        RESTOR_COMPAT, "Compute as RESTOR's released code, with --preset's hyper-parameters"
+    )
+    npo_form: str | None = option(
+        None,
+        unset="token",
+        choices=NPO_DOC_FORMS,
+        identity="set",
+        help="NPO's forget "
+        "term on a batch of documents: 'token' (the per-token likelihood ratio, averaged "
+        "per document, RESTOR's paper) or 'batch' (RESTOR's code: one term on the batch's "
+        "mean NLL difference).",
+    )
+    reg_weight: dict[str, float] = option(
+        default_factory=dict,
+        flag="--lambda",
+        param="reg_weight",
+        cli_type="multiple",
+        parse="method_values",
+        identity=False,
+        help="METHOD=λ, weight of the retain cross-entropy (repeatable; all=λ for "
+        "every method). Presets: GA 4, KL 5, NPO 5.",
+    )
+    unlearn_lr: dict[str, float] = option(
+        default_factory=dict,
+        cli_type="multiple",
+        parse="method_values",
+        identity=False,
+        help="METHOD=lr (repeatable; all=lr).",
+    )
+    unlearn_epochs: dict[str, int] = option(
+        default_factory=dict,
+        cli_type="multiple",
+        parse="method_values",
+        identity=False,
+        help="METHOD=epochs (repeatable; all=N). Presets: GA 2, KL 2, NPO 3.",
+    )
+    clean_epochs: int | None = option(
+        None, range=EPOCHS, help="Maximum epochs of the clean model's finetuning (stops early at 100% of the facts)."
+    )
     corrupt_epochs: int | None = option(None, range=EPOCHS, help="Corruption epochs (RESTOR: 5).")
     corrupt_lr: float | None = option(None, range=LR, help="Corruption learning rate.")
-    templates: int | None = option(None, range=TEMPLATES, help="Sentence templates per fact in the clean model's "
-                                   "training text (default: all).")
+    templates: int | None = option(
+        None, range=TEMPLATES, help="Sentence templates per fact in the clean model's training text (default: all)."
+    )
     n_retain: int = option(64, range=N_TEXTS, help="Retain documents (5 unrelated true-fact sentences each).")
-    n_random: int = option(N_RANDOM, range=RANDOM_ANSWERS, help="Random plausible answers per fact for the "
-                           "log-probabilities (RESTOR Fig. 2: 15).")
+    n_random: int = option(
+        N_RANDOM,
+        range=RANDOM_ANSWERS,
+        help="Random plausible answers per fact for the log-probabilities (RESTOR Fig. 2: 15).",
+    )
 
     def resolved_preset(self) -> str:
         """The preset name in use."""
@@ -281,8 +445,10 @@ class RestorConfig(RunConfig):
                 torch generator: its probes stay on hf).
         """
         if self.probe_backend != "hf":
-            raise InputError("dukb restor samples its probes with a seeded generator on hf: --probe-backend vllm "
-                             "serves the greedy probes of evaluate, muse, rwku and control")
+            raise InputError(
+                "dukb restor samples its probes with a seeded generator on hf: --probe-backend vllm "
+                "serves the greedy probes of evaluate, muse, rwku and control"
+            )
         if not self.methods:
             raise InputError("no unlearning method given (--methods ga,kl,npo)")
         for m in self.methods:
@@ -296,15 +462,20 @@ class RestorConfig(RunConfig):
             raise InputError(f"unknown --npo-form {self.npo_form!r} (choose from {', '.join(NPO_DOC_FORMS)})")
         if self.resolved_preset() not in PRESET_NAMES:
             raise InputError(f"unknown preset {self.preset!r} (choose from {', '.join(PRESET_NAMES)})")
-        for name, d in (("--lambda", self.reg_weight), ("--unlearn-lr", self.unlearn_lr),
-                        ("--unlearn-epochs", self.unlearn_epochs)):
+        for name, d in (
+            ("--lambda", self.reg_weight),
+            ("--unlearn-lr", self.unlearn_lr),
+            ("--unlearn-epochs", self.unlearn_epochs),
+        ):
             for m, v in d.items():
                 if m not in RESTOR_METHODS:
                     raise InputError(f"{name}: unknown method {m!r}")
                 METHOD_VALUE_RANGES[name].check(f"{name} {m}", v)
         if None not in (self.finetune_epochs, self.clean_epochs) and self.finetune_epochs != self.clean_epochs:
-            raise InputError(f"--finetune-epochs {self.finetune_epochs} and --clean-epochs {self.clean_epochs} both "
-                             "set the clean model's epochs; give one")
+            raise InputError(
+                f"--finetune-epochs {self.finetune_epochs} and --clean-epochs {self.clean_epochs} both "
+                "set the clean model's epochs; give one"
+            )
 
     def identity(self) -> dict:
         """The fields the clean, corrupted and probed models depend on (a rerun must agree on them), from their
@@ -342,8 +513,12 @@ class RestorConfig(RunConfig):
         if stage == "clean":
             c = p["clean"]
             epochs = self.clean_epochs or self.finetune_epochs
-            return replace(c, seed=self.seed, **({"epochs": epochs} if epochs else {}),
-                           **({"batch_size": self.batch_size} if self.batch_size else {}))
+            return replace(
+                c,
+                seed=self.seed,
+                **({"epochs": epochs} if epochs else {}),
+                **({"batch_size": self.batch_size} if self.batch_size else {}),
+            )
         c = p["corrupt_lora" if self.lora_r else "corrupt_full"]
         over = {"seed": self.seed}
         if self.corrupt_epochs is not None:

@@ -37,8 +37,17 @@ def sample_generate(pred, prompts: list[str], max_new_tokens: int, temperature: 
     return greedy_generate(pred, prompts, max_new_tokens, temperature=max(temperature, 0.0), seed=seed)
 
 
-def probe_facts(pred, facts: Sequence[FactProbe], judge: Judge, *, samples: int = 1, temperature: float = 1.0,
-                seed: int = 0, max_new_tokens: int = 10, batch_size: int = 64) -> list[dict]:
+def probe_facts(
+    pred,
+    facts: Sequence[FactProbe],
+    judge: Judge,
+    *,
+    samples: int = 1,
+    temperature: float = 1.0,
+    seed: int = 0,
+    max_new_tokens: int = 10,
+    batch_size: int = 64,
+) -> list[dict]:
     """Probe a model on facts: M generations each (greedy when M = 1), judged, then a majority vote.
 
     Args:
@@ -67,18 +76,31 @@ def probe_facts(pred, facts: Sequence[FactProbe], judge: Judge, *, samples: int 
     outs: list[list[str]] = [[] for _ in facts]
     order = sorted(range(len(facts)), key=lambda i: len(facts[i].question))
     for b, start in enumerate(range(0, len(order), batch_size)):
-        chunk = order[start:start + batch_size]
+        chunk = order[start : start + batch_size]
         for m in range(samples):
-            texts = sample_generate(pred, [prompts[i] for i in chunk], max_new_tokens,
-                                    0.0 if samples == 1 else temperature, seed * 1000 + m * 101 + b)
+            texts = sample_generate(
+                pred,
+                [prompts[i] for i in chunk],
+                max_new_tokens,
+                0.0 if samples == 1 else temperature,
+                seed * 1000 + m * 101 + b,
+            )
             for i, t in zip(chunk, texts):
                 outs[i].append(t)
     rows = []
     for f, o in zip(facts, outs):
         judged = [judge.label(x, [f.true_value], f.injected) for x in o]
         labels, answers = [j[0] for j in judged], [j[1] for j in judged]
-        rows.append({"fact_kind": f.fact_kind, "fact_id": f.fact_id, "outputs": o, "answers": answers,
-                     "labels": labels, **majority(labels, answers)})
+        rows.append(
+            {
+                "fact_kind": f.fact_kind,
+                "fact_id": f.fact_id,
+                "outputs": o,
+                "answers": answers,
+                "labels": labels,
+                **majority(labels, answers),
+            }
+        )
     return rows
 
 
@@ -108,12 +130,20 @@ def candidate_logprobs(pred, facts: Sequence[FactProbe], batch_size: int = 64) -
             owner.append((i, "random"))
     vals: list[float] = []
     for s in range(0, len(items), batch_size):
-        vals += answer_logprob(pred, items[s:s + batch_size])
+        vals += answer_logprob(pred, items[s : s + batch_size])
     acc = [{"true": None, "injected": None, "random": []} for _ in facts]
     for (i, what), v in zip(owner, vals):
         if what == "random":
             acc[i]["random"].append(v)
         else:
             acc[i][what] = v
-    return [{"fact_kind": f.fact_kind, "fact_id": f.fact_id, "true": a["true"], "injected": a["injected"],
-             "random": sum(a["random"]) / len(a["random"]) if a["random"] else None} for f, a in zip(facts, acc)]
+    return [
+        {
+            "fact_kind": f.fact_kind,
+            "fact_id": f.fact_id,
+            "true": a["true"],
+            "injected": a["injected"],
+            "random": sum(a["random"]) / len(a["random"]) if a["random"] else None,
+        }
+        for f, a in zip(facts, acc)
+    ]

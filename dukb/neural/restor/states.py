@@ -63,8 +63,13 @@ def retain_keys(retain_facts: Iterable) -> set[tuple[str, int]]:
     return {(str(k[0]), int(k[1])) for k in retain_facts}
 
 
-def fact_states(facts: Sequence[FactProbe], clean: Sequence[dict], corrupted: Sequence[dict],
-                unlearned: Sequence[dict], retain_facts: Iterable = ()) -> list[str]:
+def fact_states(
+    facts: Sequence[FactProbe],
+    clean: Sequence[dict],
+    corrupted: Sequence[dict],
+    unlearned: Sequence[dict],
+    retain_facts: Iterable = (),
+) -> list[str]:
     """:func:`fact_state` of every fact, retain-train facts (``retain_facts``) marked "retain-train".
 
     Args:
@@ -83,8 +88,9 @@ def fact_states(facts: Sequence[FactProbe], clean: Sequence[dict], corrupted: Se
     if not (len(facts) == len(clean) == len(corrupted) == len(unlearned)):
         raise ValueError("facts and the clean, corrupted and unlearned probe rows must be equally long")
     keep = retain_keys(retain_facts)
-    return [fact_state(c, k, u, (f.fact_kind, f.fact_id) in keep)
-            for f, c, k, u in zip(facts, clean, corrupted, unlearned)]
+    return [
+        fact_state(c, k, u, (f.fact_kind, f.fact_id) in keep) for f, c, k, u in zip(facts, clean, corrupted, unlearned)
+    ]
 
 
 def partition(states: Iterable[str]) -> dict:
@@ -126,8 +132,14 @@ def summarize_model(facts: Sequence[FactProbe], rows: Sequence[dict]) -> dict:
         v = (bool(r["correct"]), r["label"] == INJECTED)
         for g in ("all", "F'" if f.injected is not None else "other", f.fact_kind, f"rel:{f.predicate}"):
             groups.setdefault(g, []).append(v)
-    return {g: {"n": len(v), "accuracy": 100.0 * sum(a for a, _ in v) / len(v),
-                "injected": 100.0 * sum(b for _, b in v) / len(v)} for g, v in groups.items()}
+    return {
+        g: {
+            "n": len(v),
+            "accuracy": 100.0 * sum(a for a, _ in v) / len(v),
+            "injected": 100.0 * sum(b for _, b in v) / len(v),
+        }
+        for g, v in groups.items()
+    }
 
 
 def _mean(xs):
@@ -142,4 +154,6 @@ def logprob_means(lps: Sequence[dict]) -> dict:
     Source: Rezaei et al., RESTOR, Sec. 4.3, Fig. 2 (means over the facts of A).
     """
     return {k: _mean([d[k] for d in lps]) for k in ("true", "injected", "random")} | {
-        "n": len(lps), "n_injected": sum(d["injected"] is not None for d in lps)}
+        "n": len(lps),
+        "n_injected": sum(d["injected"] is not None for d in lps),
+    }

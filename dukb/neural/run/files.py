@@ -154,7 +154,7 @@ def refuse_links(path: str | Path) -> Path:
     for root in _GUARDED:
         if full.startswith(root.rstrip(os.sep) + os.sep):
             cur = root
-            for name in Path(full[len(root.rstrip(os.sep)) + 1:]).parts:
+            for name in Path(full[len(root.rstrip(os.sep)) + 1 :]).parts:
                 cur = os.path.join(cur, name)
                 parts.append(cur)
     for p in parts:
@@ -169,8 +169,11 @@ def link_refusal(path: str | Path) -> InputError:
         target = f" (to {os.readlink(path)})"
     except OSError:
         target = ""
-    return InputError(f"a symbolic link{target} is in the place of a file or folder dukb writes; dukb writes nothing "
-                      "through a link: remove it", path)
+    return InputError(
+        f"a symbolic link{target} is in the place of a file or folder dukb writes; dukb writes nothing "
+        "through a link: remove it",
+        path,
+    )
 
 
 def refuse_links_in(folder: str | Path, depth: int = 4) -> Path:
@@ -378,8 +381,11 @@ def json_problem(text: str | bytes) -> tuple[object, str, int | None]:
         return None, f"not JSON: {e.msg} at column {e.colno}", e.lineno
     except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
         limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
-        return None, f"not JSON: an integer of more than {limit} digits" if "digits" in str(e) \
-            else f"not JSON: {e}", None
+        return (
+            None,
+            f"not JSON: an integer of more than {limit} digits" if "digits" in str(e) else f"not JSON: {e}",
+            None,
+        )
     except RecursionError:
         return None, "not JSON: nested too deeply", None
 
@@ -465,8 +471,9 @@ def open_append(path: str | Path):
         InputError: something other than a regular file is in its place (a symbolic link: :func:`link_refusal`), or
             it cannot be opened (named).
     """
-    fd = _open_regular_fd(refuse_links(path), os.O_WRONLY | os.O_APPEND | _NOFOLLOW, 0o666, "not a regular file ({})",
-                          "cannot write: {}")
+    fd = _open_regular_fd(
+        refuse_links(path), os.O_WRONLY | os.O_APPEND | _NOFOLLOW, 0o666, "not a regular file ({})", "cannot write: {}"
+    )
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
@@ -476,7 +483,26 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:200]
 
 
-__all__ = ["BOOKKEEPING_DIR", "COMMANDS_LOG", "LOCK_NAME", "RENDER_LOCK_NAME", "RUN_JSON_BYTES",
-           "UNITS_DIR", "WORKERS_DIR", "bookkeeping_dir", "bookkeeping_path", "check_output_dir", "guard_run",
-           "json_problem", "link_refusal", "loads_json", "open_append", "output_file", "read_json", "refuse_links",
-           "refuse_links_in", "write_bytes_atomic", "write_json_atomic"]
+__all__ = [
+    "BOOKKEEPING_DIR",
+    "COMMANDS_LOG",
+    "LOCK_NAME",
+    "RENDER_LOCK_NAME",
+    "RUN_JSON_BYTES",
+    "UNITS_DIR",
+    "WORKERS_DIR",
+    "bookkeeping_dir",
+    "bookkeeping_path",
+    "check_output_dir",
+    "guard_run",
+    "json_problem",
+    "link_refusal",
+    "loads_json",
+    "open_append",
+    "output_file",
+    "read_json",
+    "refuse_links",
+    "refuse_links_in",
+    "write_bytes_atomic",
+    "write_json_atomic",
+]

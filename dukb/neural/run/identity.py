@@ -212,8 +212,9 @@ class RunIdentityError(InputError):
         super().__init__(message, path)
 
 
-def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collection[str] = (),
-             resume: bool = True) -> tuple[dict, dict, dict]:
+def open_run(
+    run: str | Path, kind: str, identity: dict, *, extendable: Collection[str] = (), resume: bool = True
+) -> tuple[dict, dict, dict]:
     """Check a new invocation against the run already in ``run`` (if any).
 
     Args:
@@ -248,12 +249,14 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
     if not isinstance(old, dict):
         raise RunIdentityError("not a run config (expected a JSON object); choose another -o", path)
     if old.get("protocol", kind) != kind:
-        raise RunIdentityError(f"holds a `dukb {old.get('protocol')}` run, not `dukb {kind}`; choose another -o",
-                               path)
+        raise RunIdentityError(f"holds a `dukb {old.get('protocol')}` run, not `dukb {kind}`; choose another -o", path)
     rec = old.get("identity")
     if not isinstance(rec, dict) or rec.get("identity_version") != IDENTITY_VERSION:
-        raise RunIdentityError("this run was written by an older dukb without a comparable run identity; it cannot "
-                               "be resumed safely (choose another -o)", path)
+        raise RunIdentityError(
+            "this run was written by an older dukb without a comparable run identity; it cannot "
+            "be resumed safely (choose another -o)",
+            path,
+        )
     shape = config_problem(old)
     if shape:
         raise RunIdentityError(f"a damaged run config ({shape}); restore it or choose another -o", path)
@@ -262,12 +265,20 @@ def open_run(run: str | Path, kind: str, identity: dict, *, extendable: Collecti
         if not diffs:
             merged, added = merge_identity(rec, identity, extendable)
     except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:  # a value of another type
-        raise RunIdentityError(f"a damaged run config (its identity has a value of another type: "
-                               f"{type(e).__name__}: {e}); restore it or choose another -o", path) from None
+        raise RunIdentityError(
+            f"a damaged run config (its identity has a value of another type: "
+            f"{type(e).__name__}: {e}); restore it or choose another -o",
+            path,
+        ) from None
     if diffs:
-        raise RunIdentityError(f"the run here has other settings ({len(diffs)} differing key"
-                               f"{'s' if len(diffs) > 1 else ''}): " + "; ".join(map(str, diffs))
-                               + ". Resume with the run's settings or choose another -o", path, diffs)
+        raise RunIdentityError(
+            f"the run here has other settings ({len(diffs)} differing key"
+            f"{'s' if len(diffs) > 1 else ''}): "
+            + "; ".join(map(str, diffs))
+            + ". Resume with the run's settings or choose another -o",
+            path,
+            diffs,
+        )
     return merged, added, old
 
 
@@ -281,8 +292,9 @@ def config_problem(record: dict) -> str | None:
     if not isinstance(record.get("identity"), dict):
         return "identity is not an object"
     history = record.get("history", [])
-    if not isinstance(history, list) or not all(isinstance(h, dict) and isinstance(h.get("added", {}), dict)
-                                                for h in history):
+    if not isinstance(history, list) or not all(
+        isinstance(h, dict) and isinstance(h.get("added", {}), dict) for h in history
+    ):
         return "history is not a list of objects"
     return None
 
@@ -292,5 +304,16 @@ def history_entry(added: dict, **extra) -> dict:
     return {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv), "added": added, **extra}
 
 
-__all__ = ["Difference", "IDENTITY_VERSION", "MAX_HASHED_BYTES", "RunIdentityError", "config_problem", "history_entry",
-           "identity_differences", "merge_identity", "open_run", "sha256_file", "sha256_json"]
+__all__ = [
+    "Difference",
+    "IDENTITY_VERSION",
+    "MAX_HASHED_BYTES",
+    "RunIdentityError",
+    "config_problem",
+    "history_entry",
+    "identity_differences",
+    "merge_identity",
+    "open_run",
+    "sha256_file",
+    "sha256_json",
+]

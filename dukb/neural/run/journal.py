@@ -111,8 +111,9 @@ class Journal:
         self.rows, self.lines, self.numbers = [k[0] for k in keep], [k[1] for k in keep], [k[2] for k in keep]
 
 
-def _row_problem(raw: bytes, key: Callable[[dict], object] | None,
-                 check: Callable[[dict], str | None] | None = None) -> tuple[dict | None, str]:
+def _row_problem(
+    raw: bytes, key: Callable[[dict], object] | None, check: Callable[[dict], str | None] | None = None
+) -> tuple[dict | None, str]:
     """(row, "") for a line holding a valid row, else (None, what is wrong with it)."""
     try:
         text = raw.decode("utf-8")
@@ -141,7 +142,7 @@ BOOKKEEPING_FIELDS = ("worker", "seconds_unlearn", "seconds_probe", "seconds_log
 
 
 def _repeat_problem(first: dict, k, row: dict, line: int) -> str:
-    """"" for the first row of key ``k`` (recorded in ``first``), else why a later one is a damaged line: the same
+    """ "" for the first row of key ``k`` (recorded in ``first``), else why a later one is a damaged line: the same
     result again (kept once, noted) or another result for the same key (one row per key: the later one is not a
     row of the run)."""
     try:
@@ -161,8 +162,9 @@ def _repeat_problem(first: dict, k, row: dict, line: int) -> str:
     return f"another row for the key of line {was} (one row per key; differs in {shown})"
 
 
-def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
-                 check: Callable[[dict], str | None] | None = None) -> Journal:
+def read_journal(
+    path: str | Path, key: Callable[[dict], object] | None = None, check: Callable[[dict], str | None] | None = None
+) -> Journal:
     """Read a results journal, keeping every valid row and listing each line that holds none.
 
     Blank lines are skipped. A line is damaged when it is not UTF-8, not JSON (an integer of more than 4300 digits
@@ -217,8 +219,13 @@ def read_journal(path: str | Path, key: Callable[[dict], object] | None = None,
     return out
 
 
-def read_results(path, key: Callable[[dict], object] | None = None, *,
-                 log: Callable[[str], None] | None = None, check: RowProblem | None = None) -> list[dict]:
+def read_results(
+    path,
+    key: Callable[[dict], object] | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+    check: RowProblem | None = None,
+) -> list[dict]:
     """Every valid row of a results.jsonl; each damaged line is reported on one line (``FILE:LINE``) and skipped,
     a torn last line (from a kill) is dropped with a note (see :func:`read_journal`). The file is not changed.
 
@@ -242,8 +249,9 @@ def read_results(path, key: Callable[[dict], object] | None = None, *,
     return journal.rows
 
 
-def report_journal(path: str | Path, schema: RowSchema, *, drop: RowProblem | None = None,
-                   config: dict | None = None) -> Journal:
+def report_journal(
+    path: str | Path, schema: RowSchema, *, drop: RowProblem | None = None, config: dict | None = None
+) -> Journal:
     """A run's results journal as a report reads it: every row the protocol's report can render (its row model)
     and its run can have written (its plan check against ``config``; one row per key), each damaged line warned on
     stderr (``FILE:LINE``, with the reason).
@@ -269,8 +277,12 @@ def report_journal(path: str | Path, schema: RowSchema, *, drop: RowProblem | No
     if not journal.rows and journal.damaged:
         first = journal.damaged[0]
         n = len(journal.damaged)
-        raise InputError(f"no result row to render: {'the only line' if n == 1 else f'all {n} lines'} "
-                         f"damaged ({first.reason}{'' if n == 1 else ', and more'})", journal.path, first.line)
+        raise InputError(
+            f"no result row to render: {'the only line' if n == 1 else f'all {n} lines'} "
+            f"damaged ({first.reason}{'' if n == 1 else ', and more'})",
+            journal.path,
+            first.line,
+        )
     journal.warn()
     return journal
 
@@ -296,19 +308,23 @@ def journal_note(journal: Journal) -> str:
     out = []
     if journal.damaged:
         lines = ", ".join(str(d.line) for d in journal.damaged)
-        out.append(f"**Damaged journal lines.** {len(journal.damaged)} line(s) of {journal.path.name} hold no row "
-                   f"(line{'s' if len(journal.damaged) > 1 else ''} {lines}); they are left out of this report. "
-                   f"A `--resume` moves them to {DAMAGED_NAME} and recomputes their rows.")
-        out.append("\n".join(f"- line {d.line}: {d.reason}" for d in journal.damaged[:20])
-                   + (f"\n- ... and {len(journal.damaged) - 20} more" if len(journal.damaged) > 20 else ""))
+        out.append(
+            f"**Damaged journal lines.** {len(journal.damaged)} line(s) of {journal.path.name} hold no row "
+            f"(line{'s' if len(journal.damaged) > 1 else ''} {lines}); they are left out of this report. "
+            f"A `--resume` moves them to {DAMAGED_NAME} and recomputes their rows."
+        )
+        out.append(
+            "\n".join(f"- line {d.line}: {d.reason}" for d in journal.damaged[:20])
+            + (f"\n- ... and {len(journal.damaged) - 20} more" if len(journal.damaged) > 20 else "")
+        )
     aside = RunDir(journal.path.parent).damaged
     if os.path.lexists(aside):  # read bounded: a regular file only
-
         n = sum(1 for ln in read_bytes(aside, "damaged-lines file", limit=RESULTS_BYTES).splitlines() if ln.strip())
         out.append(f"{n} damaged line(s) were moved from the journal to {DAMAGED_NAME} by a resume.")
     if journal.torn is not None:
-        out.append(f"The last line of {journal.path.name} (line {journal.torn.line}) was cut short by a kill and is "
-                   "left out.")
+        out.append(
+            f"The last line of {journal.path.name} (line {journal.torn.line}) was cut short by a kill and is left out."
+        )
     return "".join("\n\n" + p for p in out) + ("\n" if out else "")
 
 
@@ -332,8 +348,12 @@ def move_aside(journal: Journal, log: Callable[[str], None] | None = None) -> Pa
         moved = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         with open_append(aside) as fh:
             for d in journal.damaged:
-                fh.write(json.dumps({"file": journal.path.name, "line": d.line, "reason": d.reason, "text": d.text,
-                                     "moved": moved}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {"file": journal.path.name, "line": d.line, "reason": d.reason, "text": d.text, "moved": moved}
+                    )
+                    + "\n"
+                )
             fh.flush()
             os.fsync(fh.fileno())
     journal.warn(log, moved_to=aside)
@@ -370,8 +390,14 @@ class ResultsFile:
         InputError: the file cannot be read. OSError: it cannot be repaired.
     """
 
-    def __init__(self, path: Path, key: Callable[[dict], tuple], log: Callable[[str], None] | None = None,
-                 repair: bool = True, check: RowProblem | None = None):
+    def __init__(
+        self,
+        path: Path,
+        key: Callable[[dict], tuple],
+        log: Callable[[str], None] | None = None,
+        repair: bool = True,
+        check: RowProblem | None = None,
+    ):
         self.path = refuse_links(path)  # the journal is appended to: never through a link
         self.key = key
         self.log = log
@@ -436,8 +462,9 @@ class ResultsFile:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
             size = os.fstat(fh.fileno()).st_size
             if size:  # a line a killed writer left unfinished stays one damaged line, never joined to this row
-                rd = _open_regular_fd(self.path, os.O_RDONLY | _NOFOLLOW, 0o666, "not a regular file ({})",
-                                      "cannot read: {}")
+                rd = _open_regular_fd(
+                    self.path, os.O_RDONLY | _NOFOLLOW, 0o666, "not a regular file ({})", "cannot read: {}"
+                )
                 try:
                     last = os.pread(rd, 1, size - 1)
                 finally:
@@ -451,5 +478,16 @@ class ResultsFile:
         self.done.add(self.key(row))
 
 
-__all__ = ["BOOKKEEPING_FIELDS", "DAMAGED_NAME", "DamagedLine", "Journal", "RESULTS_BYTES", "ResultsFile",
-           "journal_note", "move_aside", "read_journal", "read_results", "report_journal"]
+__all__ = [
+    "BOOKKEEPING_FIELDS",
+    "DAMAGED_NAME",
+    "DamagedLine",
+    "Journal",
+    "RESULTS_BYTES",
+    "ResultsFile",
+    "journal_note",
+    "move_aside",
+    "read_journal",
+    "read_results",
+    "report_journal",
+]

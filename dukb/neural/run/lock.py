@@ -104,8 +104,12 @@ class RunLock:
         try:
             folder = self.run / BOOKKEEPING_DIR
             top = {p.name for p in self.run.iterdir()}
-            if self.created and BOOKKEEPING_DIR in top and top <= {BOOKKEEPING_DIR, COMMANDS_LOG} \
-                    and [p.name for p in folder.iterdir()] == [LOCK_NAME]:
+            if (
+                self.created
+                and BOOKKEEPING_DIR in top
+                and top <= {BOOKKEEPING_DIR, COMMANDS_LOG}
+                and [p.name for p in folder.iterdir()] == [LOCK_NAME]
+            ):
                 if COMMANDS_LOG in top:  # the line of the invocation that created the run and failed
                     (self.run / COMMANDS_LOG).unlink()
                 (folder / LOCK_NAME).unlink()  # still locked: a waiter re-checks the file it locked (_same_file)
@@ -153,9 +157,13 @@ def _open_lock(path: Path) -> int:
     Raises:
         InputError: it cannot be opened, or something other than a regular file is in its place (named).
     """
-    return _open_regular_fd(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0), 0o644,
-                            "the run's lock file is not a regular file ({}); remove it",
-                            "cannot open the run's lock file: {}")
+    return _open_regular_fd(
+        path,
+        os.O_RDWR | getattr(os, "O_NOFOLLOW", 0),
+        0o644,
+        "the run's lock file is not a regular file ({}); remove it",
+        "cannot open the run's lock file: {}",
+    )
 
 
 #: seconds between a waiter's attempts to lock a run held by another process
@@ -186,8 +194,15 @@ def _open_run_lock(run: Path, path: Path) -> RunLock | None:
     return RunLock(run, fd, created)
 
 
-def _check_holder(holder: dict, run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
-                  stopped_since: float | None) -> float | None:
+def _check_holder(
+    holder: dict,
+    run: Path,
+    kind: str,
+    identity: dict,
+    extendable: Collection[str],
+    resume: bool,
+    stopped_since: float | None,
+) -> float | None:
     """Refuse to wait for or join the lock's ``holder`` (its recorded description) when it runs another protocol,
     with other settings, without ``resume``, or has stayed stopped (kill -STOP, Ctrl-Z) for :data:`LOCK_WAIT` s.
 
@@ -204,24 +219,42 @@ def _check_holder(holder: dict, run: Path, kind: str, identity: dict, extendable
         raise RunIdentityError(f"in use by {_describe(holder)}, not `dukb {kind}`; choose another -o", run)
     diffs = identity_differences(holder["identity"], identity, extendable if resume else ())
     if diffs:
-        raise RunIdentityError(f"in use by {_describe(holder)} with other settings ({len(diffs)} differing "
-                               f"key{'s' if len(diffs) > 1 else ''}): " + "; ".join(map(str, diffs))
-                               + ". Wait for it to finish or choose another -o", run, diffs)
+        raise RunIdentityError(
+            f"in use by {_describe(holder)} with other settings ({len(diffs)} differing "
+            f"key{'s' if len(diffs) > 1 else ''}): "
+            + "; ".join(map(str, diffs))
+            + ". Wait for it to finish or choose another -o",
+            run,
+            diffs,
+        )
     if not resume:
-        raise RunIdentityError(f"in use by {_describe(holder)} with the same settings; pass --resume to "
-                               "wait for it and continue the run, or choose another -o", run)
+        raise RunIdentityError(
+            f"in use by {_describe(holder)} with the same settings; pass --resume to "
+            "wait for it and continue the run, or choose another -o",
+            run,
+        )
     # a holder stopped (kill -STOP, Ctrl-Z) would be waited for without end: refused once it has stayed
     # stopped for LOCK_WAIT seconds
     stopped_since = (stopped_since or time.monotonic()) if _holder_stopped(holder) else None
     if stopped_since is not None and time.monotonic() - stopped_since > LOCK_WAIT:
-        raise RunIdentityError(f"in use by {_describe(holder)}, which has been stopped (kill -STOP or Ctrl-Z) "
-                               f"for more than {LOCK_WAIT:g} s; continue it (kill -CONT) or end it, then "
-                               "resume", run)
+        raise RunIdentityError(
+            f"in use by {_describe(holder)}, which has been stopped (kill -STOP or Ctrl-Z) "
+            f"for more than {LOCK_WAIT:g} s; continue it (kill -CONT) or end it, then "
+            "resume",
+            run,
+        )
     return stopped_since
 
 
-def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool,
-             log: Callable[[str], None], joinable: bool = True) -> RunLock:
+def _acquire(
+    run: Path,
+    kind: str,
+    identity: dict,
+    extendable: Collection[str],
+    resume: bool,
+    log: Callable[[str], None],
+    joinable: bool = True,
+) -> RunLock:
     """Lock ``run`` for this process, refusing or waiting for a holder (see :func:`claim_run`)."""
     started = time.monotonic()
     announced = rechecked = False
@@ -245,8 +278,11 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
         if holder is None or "identity" not in holder:  # the holder is between taking the lock and opening the run
             os.close(fd)
             if time.monotonic() - started > HOLDER_INFO_TIMEOUT:
-                raise RunIdentityError("in use by another process that has not recorded its settings; wait for it "
-                                       "to finish or choose another -o", run)
+                raise RunIdentityError(
+                    "in use by another process that has not recorded its settings; wait for it "
+                    "to finish or choose another -o",
+                    run,
+                )
             time.sleep(0.1)
             continue
         try:
@@ -259,47 +295,87 @@ def _acquire(run: Path, kind: str, identity: dict, extendable: Collection[str], 
         if same and joinable and not dist.is_distributed():
             # the same run exactly: join it as another worker once its owner has finished the setup (shared lock)
             if not announced:
-                log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; joining it as another "
-                             "worker" + ("" if holder.get("joinable") else " once its setup is done")))
+                log(
+                    one_line(
+                        f"{run}: in use by {_describe(holder)} with the same settings; joining it as another "
+                        "worker" + ("" if holder.get("joinable") else " once its setup is done")
+                    )
+                )
                 announced = True
-            try:  # polled, not blocking: a stopped owner is noticed above
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                if time.monotonic() - started > JOIN_WAIT:  # an owner whose setup never ends
-                    raise RunIdentityError(f"in use by {_describe(holder)} with the same settings, whose setup has "
-                                           f"not ended in {JOIN_WAIT:g} s; end it, then resume", run) from None
-                time.sleep(LOCK_POLL)
-                continue
-            except BaseException:
-                os.close(fd)
-                raise
-            holder = _read_holder(path) if _same_file(fd, path) else None
-            if holder is not None and holder.get("joinable") and rechecked and \
-                    holder.get("identity") == json.loads(json.dumps(identity, default=str)):
-                lock.shared = True
-                return lock
-            # once more from the top: the owner may have finished (or failed) while this waited, and then this
-            # process takes the run over as its owner; if it still runs, this joins it
-            if rechecked:
-                time.sleep(LOCK_POLL)
-            rechecked = True
-            os.close(fd)
+            joined = _join(lock, path, holder, identity, run, started, rechecked)
+            if isinstance(joined, RunLock):
+                return joined
+            rechecked = joined
             continue
         if time.monotonic() - started > LOCK_WAIT:  # bounded: a resume never waits without end
             os.close(fd)
-            raise RunIdentityError(f"in use by {_describe(holder)} with the same settings for more than {LOCK_WAIT:g} "
-                                   "s; wait for it to finish, then resume (or choose another -o)", run)
+            raise RunIdentityError(
+                f"in use by {_describe(holder)} with the same settings for more than {LOCK_WAIT:g} "
+                "s; wait for it to finish, then resume (or choose another -o)",
+                run,
+            )
         if not announced:
-            log(one_line(f"{run}: in use by {_describe(holder)} with the same settings; waiting up to {LOCK_WAIT:g} s "
-                         "for it to finish"))
+            log(
+                one_line(
+                    f"{run}: in use by {_describe(holder)} with the same settings; waiting up to {LOCK_WAIT:g} s "
+                    "for it to finish"
+                )
+            )
             announced = True
         os.close(fd)  # polled, so that an owner's switch to a shared lock is never overtaken by this waiter
         time.sleep(LOCK_POLL)
 
 
-def _open_locked_run(lock: RunLock, run: Path, kind: str, identity: dict, extendable: Collection[str],
-                     resume: bool) -> tuple[dict, dict, dict]:
+def _join(
+    lock: RunLock, path: Path, holder: dict, identity: dict, run: Path, started: float, rechecked: bool
+) -> RunLock | bool:
+    """Join the run whose owner ``holder`` runs the same identity as another worker: take a shared lock on
+    ``lock``'s file, polled (not blocking: a stopped owner is noticed by the caller), once the owner has finished
+    its setup (``joinable`` in the lock file) and this process has seen the run twice (``rechecked``).
+
+    Returns:
+        ``lock`` (shared) when joined; otherwise, its file closed, the new value of ``rechecked`` (the caller
+        starts over: the owner may have finished or failed meanwhile, and then this process takes the run over).
+
+    Raises:
+        RunIdentityError: the owner's setup has not ended within :data:`JOIN_WAIT` seconds of ``started``.
+    """
+    fd = lock.fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        if time.monotonic() - started > JOIN_WAIT:  # an owner whose setup never ends
+            raise RunIdentityError(
+                f"in use by {_describe(holder)} with the same settings, whose setup has "
+                f"not ended in {JOIN_WAIT:g} s; end it, then resume",
+                run,
+            ) from None
+        time.sleep(LOCK_POLL)
+        return rechecked
+    except BaseException:
+        os.close(fd)
+        raise
+    now = _read_holder(path) if _same_file(fd, path) else None
+    if (
+        now is not None
+        and now.get("joinable")
+        and rechecked
+        and now.get("identity") == json.loads(json.dumps(identity, default=str))
+    ):
+        lock.shared = True
+        return lock
+    # once more from the top: the owner may have finished (or failed) while this waited, and then this process
+    # takes the run over as its owner; if it still runs, this joins it
+    if rechecked:
+        time.sleep(LOCK_POLL)
+    os.close(fd)
+    return True
+
+
+def _open_locked_run(
+    lock: RunLock, run: Path, kind: str, identity: dict, extendable: Collection[str], resume: bool
+) -> tuple[dict, dict, dict]:
     """Open the run under the lock just taken (:func:`claim_run`): the owner records itself in the lock file, then
     :func:`open_run`, the owner records the merged identity and migrates the run, the invocation is logged, the
     claim kept for :func:`confirm_run` and warnings sent to RUN_DIR/run.log. On any failure the lock is released.
@@ -310,8 +386,13 @@ def _open_locked_run(lock: RunLock, run: Path, kind: str, identity: dict, extend
     Raises:
         RunIdentityError, InputError: as :func:`open_run`, :func:`migrate`, :func:`log_invocation`.
     """
-    info = {"pid": os.getpid(), "host": socket.gethostname(), "protocol": kind,
-            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": list(sys.argv)}
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "protocol": kind,
+        "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "argv": list(sys.argv),
+    }
     try:
         if not lock.shared:  # a joining worker leaves the owner's record in place
             lock.record(info)
@@ -330,9 +411,16 @@ def _open_locked_run(lock: RunLock, run: Path, kind: str, identity: dict, extend
     return merged, added, old
 
 
-def claim_run(run: str | Path, kind: str, identity: dict, *, extendable: Collection[str] = (),
-              resume: bool = True, log: Callable[[str], None] | None = None,
-              joinable: bool = True) -> tuple[dict, dict, dict]:
+def claim_run(
+    run: str | Path,
+    kind: str,
+    identity: dict,
+    *,
+    extendable: Collection[str] = (),
+    resume: bool = True,
+    log: Callable[[str], None] | None = None,
+    joinable: bool = True,
+) -> tuple[dict, dict, dict]:
     """Take the run directory's lock, then check the invocation against the run there (:func:`open_run`).
 
     The lock (``flock`` on RUN_DIR/.dukb/run.lock, which this creates along with the directory) is taken before
@@ -455,8 +543,13 @@ def log_invocation(run: str | Path, role: str, argv: list[str] | None = None) ->
     """
 
     words = list(sys.argv if argv is None else argv)
-    fields = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), role, f"dukb {__version__}",
-              shlex.quote(os.getcwd()), shlex.join(words)]
+    fields = [
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        role,
+        f"dukb {__version__}",
+        shlex.quote(os.getcwd()),
+        shlex.join(words),
+    ]
     line = "\t".join(one_line(f) for f in fields) + "\n"
     with open_append(RunDir(run).commands_log) as fh:
         fh.write(line)
@@ -575,8 +668,13 @@ def file_lock(path: str | Path, wait: float | None = None, log: Callable[[str], 
         yield
         return
     path = refuse_links(path)
-    fd = _open_regular_fd(path, os.O_RDWR | _NOFOLLOW, 0o644, "a lock file is not a regular file ({}); remove it",
-                          "cannot open a lock file: {}")
+    fd = _open_regular_fd(
+        path,
+        os.O_RDWR | _NOFOLLOW,
+        0o644,
+        "a lock file is not a regular file ({}); remove it",
+        "cannot open a lock file: {}",
+    )
     try:
         limit = LOCK_WAIT if wait is None else wait
         started, said = time.monotonic(), False
@@ -589,23 +687,47 @@ def file_lock(path: str | Path, wait: float | None = None, log: Callable[[str], 
             holder = _read_holder(path)
             who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}" if holder else "another process"
             if _holder_stopped(holder):
-                raise InputError(f"held by {who}, which is stopped (kill -STOP or Ctrl-Z): continue it (kill -CONT) "
-                                 "or end it, then resume", path)
+                raise InputError(
+                    f"held by {who}, which is stopped (kill -STOP or Ctrl-Z): continue it (kill -CONT) "
+                    "or end it, then resume",
+                    path,
+                )
             if time.monotonic() - started > limit:
-                raise InputError(f"held by {who} for more than {limit:g} s; wait for it to finish (or end it), "
-                                 "then resume", path)
+                raise InputError(
+                    f"held by {who} for more than {limit:g} s; wait for it to finish (or end it), then resume", path
+                )
             if not said:
                 (log or _stderr)(f"{path}: held by {who}; waiting up to {limit:g} s")
                 said = True
             time.sleep(0.2)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                  "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode(), 0)
+        os.pwrite(
+            fd,
+            json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            ).encode(),
+            0,
+        )
         yield
     finally:
         os.close(fd)
 
 
-__all__ = ["HOLDER_INFO_TIMEOUT", "JOIN_WAIT", "LOCK_BYTES", "LOCK_POLL", "LOCK_WAIT", "RunLock", "claim_run",
-           "confirm_run",            "file_lock", "holds_run_lock", "log_invocation", "open_to_workers", "release_run",
-           "render_lock", "run_role",            "set_claim_hook"]
+__all__ = [
+    "HOLDER_INFO_TIMEOUT",
+    "JOIN_WAIT",
+    "LOCK_BYTES",
+    "LOCK_POLL",
+    "LOCK_WAIT",
+    "RunLock",
+    "claim_run",
+    "confirm_run",
+    "file_lock",
+    "holds_run_lock",
+    "log_invocation",
+    "open_to_workers",
+    "release_run",
+    "render_lock",
+    "run_role",
+    "set_claim_hook",
+]

@@ -44,8 +44,10 @@ class _RunLogHandler(logging.FileHandler):
         if not self.failed:
             self.failed = True
             e = sys.exc_info()[1]
-            _stderr(f"dukb: warning: {e if isinstance(e, InputError) else f'{self.baseFilename}: {e}'}; the "
-                    "run's log (library warnings) is not kept")
+            _stderr(
+                f"dukb: warning: {e if isinstance(e, InputError) else f'{self.baseFilename}: {e}'}; the "
+                "run's log (library warnings) is not kept"
+            )
 
 
 def attach_run_log(run: str | Path) -> logging.Handler:

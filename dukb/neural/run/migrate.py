@@ -138,8 +138,9 @@ def _free_old_lock(old_lock: Path, run: Path) -> None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise RunIdentityError("in use by an older dukb (it holds RUN_DIR/run.lock); wait for it to "
-                                       "finish, then resume", run) from None
+                raise RunIdentityError(
+                    "in use by an older dukb (it holds RUN_DIR/run.lock); wait for it to finish, then resume", run
+                ) from None
             finally:
                 os.close(fd)
     old_lock.unlink(missing_ok=True)

@@ -65,8 +65,15 @@ def probe_cache_key(model: dict, items, settings: dict) -> str:
     """
 
     rows = [dataclasses.asdict(it) for it in items]
-    return sha256_json({"model": model, "items": rows, "settings": settings, "source": source_fingerprint(),
-                        "versions": {k: v for k, v in versions().items() if k in ("torch", "torch_cuda", "transformers")}})
+    return sha256_json(
+        {
+            "model": model,
+            "items": rows,
+            "settings": settings,
+            "source": source_fingerprint(),
+            "versions": {k: v for k, v in versions().items() if k in ("torch", "torch_cuda", "transformers")},
+        }
+    )
 
 
 def read_probe_cache(path: str | Path, key: str, log: Callable[[str], None] | None = None):
@@ -101,8 +108,15 @@ def read_probe_cache(path: str | Path, key: str, log: Callable[[str], None] | No
         return None
     rows = doc.get("rows")
     if not isinstance(rows, list) or not all(
-            isinstance(r, list) and len(r) == 4 and isinstance(r[0], str) and isinstance(r[1], str)
-            and isinstance(r[2], int) and not isinstance(r[2], bool) and isinstance(r[3], bool) for r in rows):
+        isinstance(r, list)
+        and len(r) == 4
+        and isinstance(r[0], str)
+        and isinstance(r[1], str)
+        and isinstance(r[2], int)
+        and not isinstance(r[2], bool)
+        and isinstance(r[3], bool)
+        for r in rows
+    ):
         say(f"probe cache {p} not used (damaged rows): probing again")
         return None
     return pd.DataFrame(rows, columns=list(PROBE_CACHE_COLUMNS))
@@ -122,15 +136,23 @@ def write_probe_cache(path: str | Path, key: str, table) -> bool:
         InputError: as :func:`write_bytes_atomic` (a folder or link in the file's place).
         OSError: the file cannot be written.
     """
-    rows = [[str(k), str(fk), int(f), bool(v)] for k, fk, f, v in
-            zip(table["kind"], table["fact_kind"], table["fact_id"], table["known"])]
-    data = json.dumps({"key": key, "columns": list(PROBE_CACHE_COLUMNS), "rows": rows},
-                      separators=(",", ":")).encode()
+    rows = [
+        [str(k), str(fk), int(f), bool(v)]
+        for k, fk, f, v in zip(table["kind"], table["fact_kind"], table["fact_id"], table["known"])
+    ]
+    data = json.dumps({"key": key, "columns": list(PROBE_CACHE_COLUMNS), "rows": rows}, separators=(",", ":")).encode()
     if len(data) > PROBE_CACHE_BYTES:
         return False
     write_bytes_atomic(path, data)
     return True
 
 
-__all__ = ["PROBE_CACHE_BYTES", "PROBE_CACHE_COLUMNS", "PROBE_CACHE_NAME", "probe_cache_key", "read_probe_cache",
-           "source_fingerprint", "write_probe_cache"]
+__all__ = [
+    "PROBE_CACHE_BYTES",
+    "PROBE_CACHE_COLUMNS",
+    "PROBE_CACHE_NAME",
+    "probe_cache_key",
+    "read_probe_cache",
+    "source_fingerprint",
+    "write_probe_cache",
+]

@@ -21,8 +21,7 @@ from dukb.neural.run.migrate import RUN_LAYOUT
 
 # -------------------------------------------------------------------------------------------- provenance --------
 #: the libraries whose versions every run records (None when one is not installed)
-RECORDED_LIBRARIES = ("torch", "transformers", "tokenizers", "peft", "accelerate", "clingo", "ortools", "numpy",
-                      "gguf")
+RECORDED_LIBRARIES = ("torch", "transformers", "tokenizers", "peft", "accelerate", "clingo", "ortools", "numpy", "gguf")
 
 
 def versions() -> dict:
@@ -61,8 +60,13 @@ def git_revision() -> str | None:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
@@ -83,8 +87,12 @@ def thread_info() -> dict:
     of the environment (None when unset) and the machine's CPU count."""
     import torch
 
-    return {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads(),
-            **{v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}, "cpu_count": os.cpu_count()}
+    return {
+        "torch": torch.get_num_threads(),
+        "torch_interop": torch.get_num_interop_threads(),
+        **{v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+        "cpu_count": os.cpu_count(),
+    }
 
 
 def provenance(device: str | None = None, **extra) -> dict:
@@ -96,9 +104,16 @@ def provenance(device: str | None = None, **extra) -> dict:
         device: the resolved device string (None: not recorded).
         extra: more JSON-able fields (e.g. settings that do not change rows, like gradient checkpointing).
     """
-    out = {"versions": versions(), "threads": thread_info(), "world_size": dist.world_size(), "argv": list(sys.argv),
-           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": socket.gethostname(), "pid": os.getpid(),
-           "run_layout": RUN_LAYOUT}
+    out = {
+        "versions": versions(),
+        "threads": thread_info(),
+        "world_size": dist.world_size(),
+        "argv": list(sys.argv),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "run_layout": RUN_LAYOUT,
+    }
     if device is not None:
         out["device"] = device_info(device)
     return out | extra

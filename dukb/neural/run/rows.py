@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 #: Largest magnitude of an integer id in a row (a fact id, a target): :data:`dukb.kb.csvfile.MAX_INT_DIGITS` digits.
-ROW_ID_LIMIT = 10 ** 18
+ROW_ID_LIMIT = 10**18
 
 
 class RowFault(Exception):
@@ -29,8 +29,13 @@ def show(v) -> str:
     if isinstance(v, int):
         return str(v) if abs(v) < ROW_ID_LIMIT else f"an integer of {len(str(abs(v)))} digits"
     if isinstance(v, float):
-        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity") if v in (float("inf"), float("-inf")) \
+        return (
+            "NaN"
+            if v != v
+            else ("Infinity" if v > 0 else "-Infinity")
+            if v in (float("inf"), float("-inf"))
             else repr(v)
+        )
     if isinstance(v, dict):
         return "an object"
     if isinstance(v, list):
@@ -54,8 +59,10 @@ def is_number(v, finite: bool = True) -> bool:
 KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
     "str": (lambda v: isinstance(v, str), "a string"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < ROW_ID_LIMIT,
-            f"an integer of at most {len(str(ROW_ID_LIMIT)) - 1} digits"),
+    "int": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < ROW_ID_LIMIT,
+        f"an integer of at most {len(str(ROW_ID_LIMIT)) - 1} digits",
+    ),
     "num": (is_number, "a number"),
     # NaN or null allowed (a score of an empty text: the writer spells NaN as null, :meth:`ResultsFile.append`)
     "score": (lambda v: v is None or is_number(v, finite=False), "a number"),
@@ -172,8 +179,7 @@ def method_problem(row: dict, methods: dict) -> str | None:
     if isinstance(grid, list) and row.get("param") is not None and isinstance(row.get("setting"), dict):
         value = row["setting"].get(row["param"])
         if not in_grid(value, grid):
-            return (f"field setting.{row['param']}: {show(value)} is not in the grid of {row['method']} "
-                    "(config.json)")
+            return f"field setting.{row['param']}: {show(value)} is not in the grid of {row['method']} (config.json)"
     return None
 
 
@@ -230,6 +236,7 @@ def row_check(model: Callable[[dict], None]) -> RowProblem:
     Args:
         model: ``model(row) -> None``, raising :class:`RowFault`.
     """
+
     def check(row: dict) -> str | None:
         try:
             model(row)
@@ -241,5 +248,23 @@ def row_check(model: Callable[[dict], None]) -> RowProblem:
     return check
 
 
-__all__ = ["KINDS", "ROW_ID_LIMIT", "RowFault", "RowProblem", "RowSchema", "dict_of", "expect", "finite", "identity_of",
-           "in_grid", "is_number", "may", "method_problem", "need", "row_check", "share", "show", "swept"]
+__all__ = [
+    "KINDS",
+    "ROW_ID_LIMIT",
+    "RowFault",
+    "RowProblem",
+    "RowSchema",
+    "dict_of",
+    "expect",
+    "finite",
+    "identity_of",
+    "in_grid",
+    "is_number",
+    "may",
+    "method_problem",
+    "need",
+    "row_check",
+    "share",
+    "show",
+    "swept",
+]

@@ -88,8 +88,13 @@ def read_claim(path: str | Path) -> tuple[dict | None, os.stat_result | None]:
     finally:
         os.close(fd)
     info, problem, _ = json_problem(data.decode("utf-8", "replace") or "null")
-    if problem or not isinstance(info, dict) or not isinstance(info.get("worker"), str) \
-            or not isinstance(info.get("worker_lock", ""), str) or not isinstance(info.get("done"), bool):
+    if (
+        problem
+        or not isinstance(info, dict)
+        or not isinstance(info.get("worker"), str)
+        or not isinstance(info.get("worker_lock", ""), str)
+        or not isinstance(info.get("done"), bool)
+    ):
         return None, fst
     return info, fst
 
@@ -118,8 +123,7 @@ class UnitClaims:
     Source: dukb; the claim file follows the O_EXCL lock-file idiom (open(2)).
     """
 
-    def __init__(self, run: str | Path, worker: str, timeout: float | None = None,
-                 heartbeat: float | None = HEARTBEAT):
+    def __init__(self, run: str | Path, worker: str, timeout: float | None = None, heartbeat: float | None = HEARTBEAT):
         try:
             Path(run).mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -131,15 +135,20 @@ class UnitClaims:
         self._held: set[tuple] = set()  # this worker's unfinished claims, renewed by the heartbeat
         self._stop = threading.Event()
         self.lock_name = _safe_name(worker) + ".lock"
-        self._fd = _open_regular_fd(self.workers / self.lock_name, os.O_RDWR | _NOFOLLOW, 0o644,
-                                    "a worker's lock file is not a regular file ({}); remove it",
-                                    "cannot create the work-unit files: {}")
+        self._fd = _open_regular_fd(
+            self.workers / self.lock_name,
+            os.O_RDWR | _NOFOLLOW,
+            0o644,
+            "a worker's lock file is not a regular file ({}); remove it",
+            "cannot create the work-unit files: {}",
+        )
         if fcntl is not None:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         self._beat = None
         if heartbeat is not None:
-            self._beat = threading.Thread(target=self._renew, args=(heartbeat,), daemon=True,
-                                          name=f"dukb-heartbeat-{worker}")
+            self._beat = threading.Thread(
+                target=self._renew, args=(heartbeat,), daemon=True, name=f"dukb-heartbeat-{worker}"
+            )
             self._beat.start()
 
     def _renew(self, every: float) -> None:
@@ -156,9 +165,15 @@ class UnitClaims:
     def _body(self, done: bool = False, claimed: float | None = None) -> bytes:
         """The claim's content: worker, its lock file, done, ``since`` (when last written, local time) and
         ``claimed`` (when this worker claimed the unit, seconds since the epoch; kept when it is marked done)."""
-        return json.dumps({"worker": self.worker, "worker_lock": self.lock_name, "done": done,
-                           "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                           "claimed": round(time.time() if claimed is None else claimed, 3)}).encode()
+        return json.dumps(
+            {
+                "worker": self.worker,
+                "worker_lock": self.lock_name,
+                "done": done,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "claimed": round(time.time() if claimed is None else claimed, 3),
+            }
+        ).encode()
 
     def _alive(self, info: dict, mtime: float) -> bool:
         """The claim's worker is alive: its lock file is locked; where that cannot be checked (no lock named, no
@@ -221,8 +236,13 @@ class UnitClaims:
         elif self._alive(info, st.st_mtime):
             return False
         try:  # one taker per stale claim: the marker names the claim file this worker read (inode, mtime)
-            os.close(os.open(path.with_name(f"{path.name}.takeover-{st.st_ino}-{st.st_mtime_ns}"),
-                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            os.close(
+                os.open(
+                    path.with_name(f"{path.name}.takeover-{st.st_ino}-{st.st_mtime_ns}"),
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                    0o644,
+                )
+            )
         except OSError:
             return False
         try:
@@ -263,8 +283,9 @@ class UnitClaims:
         """Mark ``unit`` finished: no worker runs it again (the claim keeps the time it was ``claimed``)."""
         self._held.discard(tuple(unit))
         claimed = (self.state(unit) or {}).get("claimed")
-        write_bytes_atomic(self.path(unit), self._body(done=True, claimed=claimed if isinstance(
-            claimed, (int, float)) else None))
+        write_bytes_atomic(
+            self.path(unit), self._body(done=True, claimed=claimed if isinstance(claimed, (int, float)) else None)
+        )
 
     def close(self) -> None:
         """Stop the heartbeat, release this worker's lock (its unfinished claims become free to take over) and remove
@@ -400,9 +421,11 @@ def unfinished_note(run: str | Path, what: str, empty: str = "reference") -> str
     if not left:
         return ""
     shown = ", ".join("(" + ", ".join(str(x) if x != "" else empty for x in u) + ")" for u in left[:8])
-    return (f"\n\n**Incomplete run.** {len(left)} {what} work unit(s) are not finished: {shown}"
-            f"{', ...' if len(left) > 8 else ''}; the tables and figures cover the rows present (resume the run, or "
-            "start another worker with `--resume`, to finish them).\n")
+    return (
+        f"\n\n**Incomplete run.** {len(left)} {what} work unit(s) are not finished: {shown}"
+        f"{', ...' if len(left) > 8 else ''}; the tables and figures cover the rows present (resume the run, or "
+        "start another worker with `--resume`, to finish them).\n"
+    )
 
 
 def merge_shards(run: Path, key: Callable[[dict], tuple], order=None, check: RowProblem | None = None) -> int:
@@ -441,5 +464,17 @@ def merge_shards(run: Path, key: Callable[[dict], tuple], order=None, check: Row
     return len(new)
 
 
-__all__ = ["CACHE_WAIT", "CLAIM_TIMEOUT", "HEARTBEAT", "SHARD_GLOB", "UNITS_PLAN", "UnitClaims", "claimed_units", "merge_shards", "read_claim",
-           "record_units", "unfinished_note", "unfinished_units"]
+__all__ = [
+    "CACHE_WAIT",
+    "CLAIM_TIMEOUT",
+    "HEARTBEAT",
+    "SHARD_GLOB",
+    "UNITS_PLAN",
+    "UnitClaims",
+    "claimed_units",
+    "merge_shards",
+    "read_claim",
+    "record_units",
+    "unfinished_note",
+    "unfinished_units",
+]

@@ -78,41 +78,86 @@ class ControlConfig(RunConfig):
     CLI: ClassVar[dict] = {
         "output": "runs/control",
         "resume": "Continue a run in the same directory; refused (exit 2, differing keys named) when a row-changing "
-                  "setting differs; methods, controls and ratios may be added.",
-        "order": ("methods", "controls", "ratios", "steps", "tau_max", "coarse", "fine", "retain_eval", "selection",
-                  "search", "sets", "heldout_forms", "heldout_rule", "output", "resume")}
+        "setting differs; methods, controls and ratios may be added.",
+        "order": (
+            "methods",
+            "controls",
+            "ratios",
+            "steps",
+            "tau_max",
+            "coarse",
+            "fine",
+            "retain_eval",
+            "selection",
+            "search",
+            "sets",
+            "heldout_forms",
+            "heldout_rule",
+            "output",
+            "resume",
+        ),
+    }
 
-    methods: list[str] = option(default_factory=lambda: list(CONTROL_METHODS), extendable=True, parse="methods",
-                                help="Comma-separated gradient methods (the paper's GA, GD = ga_gdr, KL = ga_klr and "
-                                "PO by default; any method swept over steps, e.g. npo, simnpo, dpo, rt).")
-    controls: list[str] = option(default_factory=lambda: list(CONTROL_KINDS), extendable=True, parse="items",
-                                 choices=CONTROL_KINDS,
-                                 help="Controls of excessive unlearning: oc (objective capping: the unlearning risk "
-                                 "capped at τ), es (early stopping at step T of one run), mm (model mixing "
-                                 "(1−α)θ_o + αθ_u).")
-    ratios: list[float] = option(default_factory=lambda: list(RATIOS), extendable=True, parse="floats",
-                                 help="Forget ratios of the KB's facts (1%, 5%, 10% by default); the forget sets are "
-                                 "nested relationship facts.")
-    steps: int = option(16, range=STEPS, help="Steps T of the uncontrolled run; the length of OC and MM runs and the "
-                        "largest ES step.")
-    tau_max: float | None = option(None, range=TAU, help="Top of OC's τ grid (nats per token; default: the largest "
-                                   "unlearning risk of the method's uncontrolled run).")
+    methods: list[str] = option(
+        default_factory=lambda: list(CONTROL_METHODS),
+        extendable=True,
+        parse="methods",
+        help="Comma-separated gradient methods (the paper's GA, GD = ga_gdr, KL = ga_klr and "
+        "PO by default; any method swept over steps, e.g. npo, simnpo, dpo, rt).",
+    )
+    controls: list[str] = option(
+        default_factory=lambda: list(CONTROL_KINDS),
+        extendable=True,
+        parse="items",
+        choices=CONTROL_KINDS,
+        help="Controls of excessive unlearning: oc (objective capping: the unlearning risk "
+        "capped at τ), es (early stopping at step T of one run), mm (model mixing "
+        "(1−α)θ_o + αθ_u).",
+    )
+    ratios: list[float] = option(
+        default_factory=lambda: list(RATIOS),
+        extendable=True,
+        parse="floats",
+        help="Forget ratios of the KB's facts (1%, 5%, 10% by default); the forget sets are nested relationship facts.",
+    )
+    steps: int = option(
+        16, range=STEPS, help="Steps T of the uncontrolled run; the length of OC and MM runs and the largest ES step."
+    )
+    tau_max: float | None = option(
+        None,
+        range=TAU,
+        help="Top of OC's τ grid (nats per token; default: the largest "
+        "unlearning risk of the method's uncontrolled run).",
+    )
     coarse: int = option(10, range=GRID_INTERVALS, help="Intervals of the coarse grid over each control's range.")
-    fine: int = option(10, range=GRID_INTERVALS, help="Intervals of the fine grid over ±1 coarse step around the best "
-                       "coarse value.")
-    retain_eval: int = option(400, range=RETAIN_EVAL, help="Facts in retain-eval D_t,eval (never trained on by any "
-                              "method; the paper: 400).")
-    selection: str = option("full", choices=SELECTIONS, help="full: all three floors; cheap: the PS-exact "
-                            "(retain-eval) floor alone (App. G). " + ", ".join(SELECTIONS) + ".")
-    search: str = option("bisection", choices=("bisection", "linear"), help="PS search over the prefix length: "
-                         "bisection or linear.")
-    sets: str = option("exact", choices=("exact", "random"), help="exact | random minimal deep unlearning sets for "
-                       "DU recall.")
+    fine: int = option(
+        10, range=GRID_INTERVALS, help="Intervals of the fine grid over ±1 coarse step around the best coarse value."
+    )
+    retain_eval: int = option(
+        400, range=RETAIN_EVAL, help="Facts in retain-eval D_t,eval (never trained on by any method; the paper: 400)."
+    )
+    selection: str = option(
+        "full",
+        choices=SELECTIONS,
+        help="full: all three floors; cheap: the PS-exact "
+        "(retain-eval) floor alone (App. G). " + ", ".join(SELECTIONS) + ".",
+    )
+    search: str = option(
+        "bisection", choices=("bisection", "linear"), help="PS search over the prefix length: bisection or linear."
+    )
+    sets: str = option(
+        "exact", choices=("exact", "random"), help="exact | random minimal deep unlearning sets for DU recall."
+    )
     seeds: int = bounded(100, N_SEEDS, "--seeds")
-    heldout_forms: list[str] | None = option(None, parse="forms", help=heldout_forms_help(
-        "every model is also judged on (the *_heldout fields and the report's held-out DU columns)",
-        "the forms a method of the run trains on or queries (qa, and reverse for rt) and the calibration's "
-        "(qa, paraphrase)"))
+    heldout_forms: list[str] | None = option(
+        None,
+        parse="forms",
+        help=heldout_forms_help(
+            "every model is also judged on (the *_heldout fields and the report's held-out DU columns)",
+            "the forms a method of the run trains on or queries (qa, and reverse for rt) and the calibration's "
+            "(qa, paraphrase)",
+        ),
+    )
     heldout_rule: str = option("pairs", choices=("pairs", "any"), help=HELDOUT_RULE_HELP)
 
     def resolve(self) -> None:
@@ -177,8 +222,10 @@ def split_facts(kb, ratios, n_retain_eval: int, seed: int = 0) -> dict:
     if not pick:
         raise InputError(f"the KB has {n_all} facts: too few for a retain-eval set and a forget set")
     ev_keys = set(pick)
-    ev = {"relationships": sorted(i for k, i in pick if k == "relationship"),
-          "biographies": sorted(i for k, i in pick if k == "biography")}
+    ev = {
+        "relationships": sorted(i for k, i in pick if k == "relationship"),
+        "biographies": sorted(i for k, i in pick if k == "biography"),
+    }
     perm = [i for i in rel if ("relationship", i) not in ev_keys]
     random.Random(seed).shuffle(perm)
     forget, train = {}, {}
@@ -186,12 +233,15 @@ def split_facts(kb, ratios, n_retain_eval: int, seed: int = 0) -> dict:
         k = ratio_key(r)
         n = max(1, round(r * n_all))
         if n >= len(perm):
-            raise InputError(f"a forget ratio of {r:g} needs {n} relationship facts outside retain-eval; the KB "
-                             f"has {len(perm)}")
+            raise InputError(
+                f"a forget ratio of {r:g} needs {n} relationship facts outside retain-eval; the KB has {len(perm)}"
+            )
         forget[k] = sorted(perm[:n])
         fs = set(forget[k])
-        train[k] = {"relationships": sorted(i for i in rel if i not in fs and ("relationship", i) not in ev_keys),
-                    "biographies": sorted(i for i in bio if ("biography", i) not in ev_keys)}
+        train[k] = {
+            "relationships": sorted(i for i in rel if i not in fs and ("relationship", i) not in ev_keys),
+            "biographies": sorted(i for i in bio if ("biography", i) not in ev_keys),
+        }
     return {"forget": forget, "retain_eval": ev, "retain_train": train}
 
 
@@ -237,8 +287,22 @@ def control_row_key(row: dict) -> tuple:
     return (row["ratio"], row.get("method") or "", row["control"], None if v is None else float(v))
 
 
-__all__ = ["CONTROL_KINDS", "CONTROL_METHODS", "ControlConfig", "FLOORS", "RATIOS", "SELECTIONS", "calibrate",
-           "coarse_grid", "control_row_key", "du_recall", "fine_grid", "passes", "ratio_key", "split_facts"]
+__all__ = [
+    "CONTROL_KINDS",
+    "CONTROL_METHODS",
+    "ControlConfig",
+    "FLOORS",
+    "RATIOS",
+    "SELECTIONS",
+    "calibrate",
+    "coarse_grid",
+    "control_row_key",
+    "du_recall",
+    "fine_grid",
+    "passes",
+    "ratio_key",
+    "split_facts",
+]
 
 
 # ------------------------------------------------------------------------------------------------ rows --------
@@ -260,8 +324,17 @@ def control_row(row: dict) -> None:
     need(row, "method", "str?" if original else "str")
     need(row, "value", "num?" if original else "num")
     may(row, "param", "str?")
-    for name in ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
-                 "ps_similar_forget", "confidence_retain", "confidence_forget", "accuracy_all_facts"):
+    for name in (
+        "ps_exact_retain",
+        "ps_exact_forget",
+        "ps_perturb_retain",
+        "ps_perturb_forget",
+        "ps_similar_retain",
+        "ps_similar_forget",
+        "confidence_retain",
+        "confidence_forget",
+        "accuracy_all_facts",
+    ):
         may(row, name, "num?")
         share(row, name)  # means of probabilities and of 0/1 scores
     need(row, "forgotten_relationships", "[int]")
@@ -289,8 +362,9 @@ def control_plan_check(config: dict) -> RowProblem | None:
     identity = identity_of(config)
     if identity is None:
         return None
-    ratios, controls, methods = (identity.get(k) if isinstance(identity.get(k), dict) else None
-                                 for k in ("ratios", "controls", "methods"))
+    ratios, controls, methods = (
+        identity.get(k) if isinstance(identity.get(k), dict) else None for k in ("ratios", "controls", "methods")
+    )
 
     def check(row: dict) -> str | None:
         if ratios is not None and row["ratio"] not in ratios:

@@ -22,8 +22,14 @@ from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.run.units import unfinished_note, unfinished_units
 
 #: the paper's column order: PS-exact retain/unlearn, PS-perturb retain/unlearn, PS-similar retain/unlearn
-PS_COLUMNS = ("ps_exact_retain", "ps_exact_forget", "ps_perturb_retain", "ps_perturb_forget", "ps_similar_retain",
-              "ps_similar_forget")
+PS_COLUMNS = (
+    "ps_exact_retain",
+    "ps_exact_forget",
+    "ps_perturb_retain",
+    "ps_perturb_forget",
+    "ps_similar_retain",
+    "ps_similar_forget",
+)
 
 
 def summarize_control(rows: list[dict], kb, sets: dict, splits: dict, selection: str = "full") -> list[dict]:
@@ -47,11 +53,22 @@ def summarize_control(rows: list[dict], kb, sets: dict, splits: dict, selection:
         forget = splits["forget"][rk]
 
         def line(r, method, control, selected, rk=rk, forget=forget):
-            d = {"ratio": rk, "method": method, "control": control,
-                 "param": r.get("param") if r else None, "value": r.get("value") if r else None,
-                 "selected": selected}
-            for k in PS_COLUMNS + ("confidence_retain", "confidence_forget", "accuracy_all_facts",
-                                   "accuracy_all_facts_heldout", "success_du", "success_du_heldout"):
+            d = {
+                "ratio": rk,
+                "method": method,
+                "control": control,
+                "param": r.get("param") if r else None,
+                "value": r.get("value") if r else None,
+                "selected": selected,
+            }
+            for k in PS_COLUMNS + (
+                "confidence_retain",
+                "confidence_forget",
+                "accuracy_all_facts",
+                "accuracy_all_facts_heldout",
+                "success_du",
+                "success_du_heldout",
+            ):
                 d[k] = r.get(k) if r else None
             if r is not None:
                 rt = r.get("retain_train_fact_ids") or {"relationships": [], "biographies": []}
@@ -80,32 +97,45 @@ def _f(v) -> str:
 def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
     """report.md: per ratio, the paper's 6-number PS vector of θ_o, of each method uncontrolled (Table 2) and of
     each method's calibrated model per control (Table 3 / 6), with the selected value and DU recall."""
-    lines = ["# Unlearning with Control on a KB", "",
-             f"KB `{config.get('kb')}`, model `{config.get('finetuned') or config.get('model')}`; methods "
-             f"{', '.join(config.get('methods', []))}; controls {', '.join(config.get('controls', []))}; "
-             f"T = {config.get('steps')} steps; selection `{config.get('selection')}`; seed {config.get('seed')}.",
-             "",
-             "**What to cite**: per forget ratio, the PS vector of each method's calibrated model per control "
-             "(Wang et al. 2024, Tables 3/6) beside the uncontrolled one (Table 2), and its DU recall.", "",
-             "Calibration (Wang et al. 2024, App. C): a model passes when PS-exact(retain-eval) ≥ 0.9·θ_o, "
-             "PS-perturb(retain-eval) ≥ 0.9·θ_o and PS-similar(forget) ≥ 0.5·θ_o; among passing models of a "
-             "control's coarse and fine grids the one with the lowest PS-exact(forget) is reported. "
-             "`none` is the uncontrolled run (Table 2). DU recall: Wu et al. 2025 Eq. 1, the mean over the forget "
-             "facts (each a target) of the share of its best minimal deep unlearning set the model no longer knows; "
-             "`derivable`: forget facts still derivable from what the model knows. DU accuracy leaves out the "
-             "forget set and retain-train. The held-out columns judge the same models on probe forms no method "
-             "trains on or queries (`heldout_forms` of the rows, the `heldout_rule` of config.json): a fact counts as "
-             "forgotten when none of them elicits it any more; facts none of them elicited from θ_o count as known "
-             "and are left out of the accuracy.", ""]
+    lines = [
+        "# Unlearning with Control on a KB",
+        "",
+        f"KB `{config.get('kb')}`, model `{config.get('finetuned') or config.get('model')}`; methods "
+        f"{', '.join(config.get('methods', []))}; controls {', '.join(config.get('controls', []))}; "
+        f"T = {config.get('steps')} steps; selection `{config.get('selection')}`; seed {config.get('seed')}.",
+        "",
+        "**What to cite**: per forget ratio, the PS vector of each method's calibrated model per control "
+        "(Wang et al. 2024, Tables 3/6) beside the uncontrolled one (Table 2), and its DU recall.",
+        "",
+        "Calibration (Wang et al. 2024, App. C): a model passes when PS-exact(retain-eval) ≥ 0.9·θ_o, "
+        "PS-perturb(retain-eval) ≥ 0.9·θ_o and PS-similar(forget) ≥ 0.5·θ_o; among passing models of a "
+        "control's coarse and fine grids the one with the lowest PS-exact(forget) is reported. "
+        "`none` is the uncontrolled run (Table 2). DU recall: Wu et al. 2025 Eq. 1, the mean over the forget "
+        "facts (each a target) of the share of its best minimal deep unlearning set the model no longer knows; "
+        "`derivable`: forget facts still derivable from what the model knows. DU accuracy leaves out the "
+        "forget set and retain-train. The held-out columns judge the same models on probe forms no method "
+        "trains on or queries (`heldout_forms` of the rows, the `heldout_rule` of config.json): a fact counts as "
+        "forgotten when none of them elicits it any more; facts none of them elicited from θ_o count as known "
+        "and are left out of the accuracy.",
+        "",
+    ]
     ev = splits.get("retain_eval", {})
     n_ev = sum(len(v) for v in ev.values())
     for rk in dict.fromkeys(s["ratio"] for s in summary):
         n_f = len(splits["forget"][rk])
-        lines += [f"## Forget ratio {rk} (|D_u| = {n_f}, |D_t,eval| = {n_ev})", "",
-                  "| method | control | value | PS-exact r | PS-exact u | PS-perturb r | PS-perturb u | PS-similar r "
-                  "| PS-similar u | conf r | conf u |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-        du = ["", "| method | control | DU recall | derivable | DU accuracy | DU recall (held-out) | "
-              "derivable (held-out) | DU accuracy (held-out) |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## Forget ratio {rk} (|D_u| = {n_f}, |D_t,eval| = {n_ev})",
+            "",
+            "| method | control | value | PS-exact r | PS-exact u | PS-perturb r | PS-perturb u | PS-similar r "
+            "| PS-similar u | conf r | conf u |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        du = [
+            "",
+            "| method | control | DU recall | derivable | DU accuracy | DU recall (held-out) | "
+            "derivable (held-out) | DU accuracy (held-out) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for s in summary:
             if s["ratio"] != rk:
                 continue
@@ -115,16 +145,24 @@ def markdown_report(summary: list[dict], config: dict, splits: dict) -> str:
                 continue
             val = "" if s["value"] is None else f"{s['param']}={short_number(s['value'])}"
             der, der_h = s.get("du_targets_derivable"), s.get("du_targets_derivable_heldout")
-            lines.append(f"| {s['method']} | {s['control']} | {val} | "
-                         + " | ".join(_f(s[k]) for k in PS_COLUMNS) + f" | {_f(s['confidence_retain'])} | "
-                         f"{_f(s['confidence_forget'])} |")
-            du.append(f"| {s['method']} | {s['control']} | {_f(s.get('du_recall'))} | "
-                      f"{'–' if der is None else f'{der}/{n_f}'} | {_f(s.get('du_accuracy'))} | "
-                      f"{_f(s.get('du_recall_heldout'))} | {'–' if der_h is None else f'{der_h}/{n_f}'} | "
-                      f"{_f(s.get('du_accuracy_heldout'))} |")
+            lines.append(
+                f"| {s['method']} | {s['control']} | {val} | "
+                + " | ".join(_f(s[k]) for k in PS_COLUMNS)
+                + f" | {_f(s['confidence_retain'])} | "
+                f"{_f(s['confidence_forget'])} |"
+            )
+            du.append(
+                f"| {s['method']} | {s['control']} | {_f(s.get('du_recall'))} | "
+                f"{'–' if der is None else f'{der}/{n_f}'} | {_f(s.get('du_accuracy'))} | "
+                f"{_f(s.get('du_recall_heldout'))} | {'–' if der_h is None else f'{der_h}/{n_f}'} | "
+                f"{_f(s.get('du_accuracy_heldout'))} |"
+            )
         lines += du + [""]
-    lines += ["Figures (each also as PDF): `ps_curves.png` (PS-exact on forget and retain-eval against each control's value), "
-              "`risk_curves.png` (per-step unlearning risk and retain loss of the uncontrolled runs, Fig. 1).", ""]
+    lines += [
+        "Figures (each also as PDF): `ps_curves.png` (PS-exact on forget and retain-eval against each control's value), "
+        "`risk_curves.png` (per-step unlearning risk and retain loss of the uncontrolled runs, Fig. 1).",
+        "",
+    ]
     return wrap_prose("\n".join(lines))
 
 
@@ -141,19 +179,30 @@ def plot_ps_curves(rows: list[dict], path: Path, order=None) -> Path | None:
     panels = []
     for rk in ratios:
         for j, c in enumerate(controls):
-            p = Panel(title=f"{rk} · {c.upper()}", xlabel={"oc": "τ", "es": "T (steps)", "mm": "α"}[c],
-                      ylabel="PS-exact" if j == 0 else "", ylim=(-0.05, 1.05))
+            p = Panel(
+                title=f"{rk} · {c.upper()}",
+                xlabel={"oc": "τ", "es": "T (steps)", "mm": "α"}[c],
+                ylabel="PS-exact" if j == 0 else "",
+                ylim=(-0.05, 1.05),
+            )
             for m in methods:
-                pts = sorted(((float(r["value"]), r) for r in rows
-                              if r["ratio"] == rk and r.get("method") == m and r["control"] == c), key=lambda x: x[0])
+                pts = sorted(
+                    (
+                        (float(r["value"]), r)
+                        for r in rows
+                        if r["ratio"] == rk and r.get("method") == m and r["control"] == c
+                    ),
+                    key=lambda x: x[0],
+                )
                 if not pts:
                     continue
                 xs = [x for x, _ in pts]
                 p.series.append(Series(m, xs, [r.get("ps_exact_forget") for _, r in pts], linestyle="-"))
                 p.series.append(Series(m, xs, [r.get("ps_exact_retain") for _, r in pts], label=None, linestyle="--"))
             panels.append(p)
-    return lines_figure(panels, path, ncols=len(controls), order=order,
-                        extra_legend=(("forget", "-"), ("retain-eval", "--")))[0]
+    return lines_figure(
+        panels, path, ncols=len(controls), order=order, extra_legend=(("forget", "-"), ("retain-eval", "--"))
+    )[0]
 
 
 def plot_risk_curves(rows: list[dict], path: Path, order=None) -> Path | None:
@@ -166,18 +215,32 @@ def plot_risk_curves(rows: list[dict], path: Path, order=None) -> Path | None:
         return None
     panels = []
     for rk in dict.fromkeys(r["ratio"] for r in unc):
-        p = Panel(title=f"{rk}: uncontrolled runs", xlabel="step", ylabel="nats/token", yscale="symlog",
-                  yscale_kw={"linthresh": 0.1})
+        p = Panel(
+            title=f"{rk}: uncontrolled runs",
+            xlabel="step",
+            ylabel="nats/token",
+            yscale="symlog",
+            yscale_kw={"linthresh": 0.1},
+        )
         for r in (x for x in unc if x["ratio"] == rk):
             curve = r["risk_curve"]
             risk = curve.get("unlearning_risk") or []
             p.series.append(Series(r["method"], range(1, len(risk) + 1), risk, linestyle="-", marker=""))
             if curve.get("loss_retain"):
-                p.series.append(Series(r["method"], range(1, len(curve["loss_retain"]) + 1), curve["loss_retain"],
-                                       label=None, linestyle="--", marker=""))
+                p.series.append(
+                    Series(
+                        r["method"],
+                        range(1, len(curve["loss_retain"]) + 1),
+                        curve["loss_retain"],
+                        label=None,
+                        linestyle="--",
+                        marker="",
+                    )
+                )
         panels.append(p)
-    return lines_figure(panels, path, order=order, extra_legend=(("L_u (unlearning risk)", "-"),
-                                                                 ("retain loss", "--")))[0]
+    return lines_figure(
+        panels, path, order=order, extra_legend=(("L_u (unlearning risk)", "-"), ("retain loss", "--"))
+    )[0]
 
 
 def render_control(run_dir, *, selection: str | None = None) -> dict:
@@ -214,21 +277,35 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
 
     # damaged lines (a second row of a key, rows of a ratio splits.json does not hold): FILE:LINE on stderr and in
     # report.md
-    journal = report_journal(run / "results.jsonl", CONTROL_ROWS, config=config, drop=lambda r: None if isinstance(
-        forget.get(r["ratio"]), list) else f"field ratio: {json.dumps(r['ratio'])} is not a ratio of splits.json")
+    journal = report_journal(
+        run / "results.jsonl",
+        CONTROL_ROWS,
+        config=config,
+        drop=lambda r: (
+            None
+            if isinstance(forget.get(r["ratio"]), list)
+            else f"field ratio: {json.dumps(r['ratio'])} is not a ratio of splits.json"
+        ),
+    )
     rows = journal.rows
     kb = load_kb(config["kb"])
     sets = {int(k): v for k, v in sets_doc["targets"].items()}
     summary = summarize_control(rows, kb, sets, splits, selection or config.get("selection", "full"))
     pd.DataFrame(summary).to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, config, splits)
-                                              + unfinished_note(run, "(ratio, method)", "θ_o") + journal_note(journal),
-                                              encoding="utf-8")
+    output_file(run / "report.md").write_text(
+        markdown_report(summary, config, splits)
+        + unfinished_note(run, "(ratio, method)", "θ_o")
+        + journal_note(journal),
+        encoding="utf-8",
+    )
 
-    return {"report": run / "report.md", "summary": run / "summary.csv", "unfinished_units": unfinished_units(run) or [],
-            "ps_curves": plot_ps_curves(rows, run / "ps_curves.png", order=run_order(config)),
-            "risk_curves": plot_risk_curves(rows, run / "risk_curves.png", order=run_order(config))}
+    return {
+        "report": run / "report.md",
+        "summary": run / "summary.csv",
+        "unfinished_units": unfinished_units(run) or [],
+        "ps_curves": plot_ps_curves(rows, run / "ps_curves.png", order=run_order(config)),
+        "risk_curves": plot_risk_curves(rows, run / "risk_curves.png", order=run_order(config)),
+    }
 
 
-__all__ = ["PS_COLUMNS", "markdown_report", "plot_ps_curves", "plot_risk_curves", "render_control",
-           "summarize_control"]
+__all__ = ["PS_COLUMNS", "markdown_report", "plot_ps_curves", "plot_risk_curves", "render_control", "summarize_control"]

@@ -79,59 +79,94 @@ class ControlProtocol(Protocol):
         if dist.is_distributed():
             raise InputError("dukb control runs in one process; launch it without accelerate/torchrun")
         methods = self._resolve_methods()
-        self.kb, self.closure = kb, closure = load_kb_closure(cfg.kb, cfg.rules, what="control (it scores every fact "
-                                                              "on the qa form)")
+        self.kb, self.closure = kb, closure = load_kb_closure(
+            cfg.kb, cfg.rules, what="control (it scores every fact on the qa form)"
+        )
         splits = split_facts(kb, cfg.ratios, cfg.retain_eval, cfg.seed)
         device = resolve_device(cfg.device)
-        if cfg.finetuned:
-            self.spec = None
-            model_id = {"finetuned": model_fingerprint(cfg.finetuned)}
-        else:
-            self.spec = cfg.model_spec()
-            preset, fcfg = finetune_config(self.spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
-            model_id = {"base": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
-                        "finetune": {"preset": preset, **asdict(fcfg)}}
+        self.model_id = model_id = self._model_identity()
         self.dtype = dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
         family = (self.spec or cfg.model_spec()).preset_family
-        model_id.update(cfg.model_identity())  # LoRA and partial layers (absent at their defaults)
-        self.model_id = model_id
         # one set of held-out forms for every model of the run (θ_o's row is compared with each method's): the
         # forms no method trains on or queries, and none the calibration selects on (PS-perturb asks paraphrases)
         # (the run's methods: this invocation's and those an earlier one of a resumed run recorded)
         run_methods = [m for _label, m in methods] + self._recorded_methods()
         self.seen = tuple(sorted(set(CALIBRATION_FORMS) | {k for m in run_methods for k in m.seen_forms}))
         self.heldout = check_heldout(cfg.heldout_forms, self.seen)
-        settings = cfg.identity_settings(("kb", "model", "finetuned", "methods", "controls", "ratios", "device",
-                                          "finetune_epochs", "batch_size"))
+        settings = cfg.identity_settings(
+            ("kb", "model", "finetuned", "methods", "controls", "ratios", "device", "finetune_epochs", "batch_size")
+        )
         settings.update(cfg.backend_identity())  # --probe-backend, only when not hf
-        identity = {"identity_version": IDENTITY_VERSION, "kb": kb.fingerprint(), "rules": closure.rules.fingerprint,
-                    "model": model_id, "dtype": dtype, "prompt": cfg.prompt, "settings": settings,
-                    "methods": {label: {"method": m.name, **_lr_entry(m, family, cfg.lr)} for label, m in methods},
-                    "controls": {c: {"control": c} for c in cfg.controls},
-                    "retain_eval": splits["retain_eval"],
-                    # the resolved held-out forms: a resume whose methods would change them (e.g. adding `rt`, which
-                    # trains on reverse) is refused, so every row of the run is judged on the same forms
-                    "heldout": {"forms": list(self.heldout), "rule": cfg.heldout_rule},
-                    "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]}
-                               for r in cfg.ratios}}
+        identity = {
+            "identity_version": IDENTITY_VERSION,
+            "kb": kb.fingerprint(),
+            "rules": closure.rules.fingerprint,
+            "model": model_id,
+            "dtype": dtype,
+            "prompt": cfg.prompt,
+            "settings": settings,
+            "methods": {label: {"method": m.name, **_lr_entry(m, family, cfg.lr)} for label, m in methods},
+            "controls": {c: {"control": c} for c in cfg.controls},
+            "retain_eval": splits["retain_eval"],
+            # the resolved held-out forms: a resume whose methods would change them (e.g. adding `rt`, which
+            # trains on reverse) is refused, so every row of the run is judged on the same forms
+            "heldout": {"forms": list(self.heldout), "rule": cfg.heldout_rule},
+            "ratios": {ratio_key(r): {"ratio": r, "forget": splits["forget"][ratio_key(r)]} for r in cfg.ratios},
+        }
         self.claim(identity, extendable=("methods", "controls", "ratios"), row_key=control_row_key)
         # the splits of every ratio of the run, also those of earlier invocations (splits.json is rewritten whole)
-        self.splits = splits = split_facts(kb, [v["ratio"] for v in self.identity["ratios"].values()],
-                                           cfg.retain_eval, cfg.seed)
-        record = {"protocol": "control", **asdict(cfg), "kb": str(kb.source), "identity": self.identity,
-                  "history": self.old_record.get("history", []) + [history_entry(self.added)],
-                  "provenance": provenance(device)}
+        self.splits = splits = split_facts(
+            kb, [v["ratio"] for v in self.identity["ratios"].values()], cfg.retain_eval, cfg.seed
+        )
         if not self.joined:  # a joined worker leaves splits.json, config.json and the caches to the owner
-            write_json_atomic(self.run / "splits.json", splits)
-            write_json_atomic(self.run / "config.json", record)
+            self._write_record(splits, provenance(device))
         all_forget = sorted({t for f in splits["forget"].values() for t in f})
         # the forget facts' minimal deep unlearning sets, cached in sets.json for the report's DU recall
-        sets_cache(self.run, closure, all_forget,
-                   sets_key(self.identity["kb"], self.identity["rules"], cfg.sets, cfg.seeds, cfg.seed),
-                   write=not self.joined)
-        self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; D_u sizes "
-                 + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
-                 + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}")
+        sets_cache(
+            self.run,
+            closure,
+            all_forget,
+            sets_key(self.identity["kb"], self.identity["rules"], cfg.sets, cfg.seeds, cfg.seed),
+            write=not self.joined,
+        )
+        self.log(
+            f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; D_u sizes "
+            + ", ".join(f"{k}: {len(v)}" for k, v in splits["forget"].items())
+            + f"; D_t,eval {sum(map(len, splits['retain_eval'].values()))}"
+        )
+
+    def _model_identity(self) -> dict:
+        """The model's part of the run identity, with ``self.spec`` set: a finetuned model's fingerprint (no spec),
+        else the base model's and the finetuning the run does (its preset and config); then the LoRA and
+        partial-layer options (absent at their defaults)."""
+        cfg = self.cfg
+        if cfg.finetuned:
+            self.spec = None
+            model_id = {"finetuned": model_fingerprint(cfg.finetuned)}
+        else:
+            self.spec = cfg.model_spec()
+            preset, fcfg = finetune_config(self.spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
+            model_id = {
+                "base": {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model),
+                "finetune": {"preset": preset, **asdict(fcfg)},
+            }
+        model_id.update(cfg.model_identity())
+        return model_id
+
+    def _write_record(self, splits: dict, prov: dict) -> None:
+        """Write splits.json (``splits``) and config.json (the config, the claimed identity, the history of the
+        invocations and the provenance ``prov``, :func:`dukb.neural.run.provenance.provenance`) into the run
+        directory."""
+        record = {
+            "protocol": "control",
+            **asdict(self.cfg),
+            "kb": str(self.kb.source),
+            "identity": self.identity,
+            "history": self.old_record.get("history", []) + [history_entry(self.added)],
+            "provenance": prov,
+        }
+        write_json_atomic(self.run / "splits.json", splits)
+        write_json_atomic(self.run / "config.json", record)
 
     def _resolve_methods(self) -> list:
         """Set and return ``self.methods``, the run's methods as (label, method): each of ``--methods`` a name, a
@@ -185,33 +220,45 @@ class ControlProtocol(Protocol):
             key = {"model": self.model_id, "kb": self.identity["kb"], "dtype": self.dtype, "prompt": cfg.prompt}
             rec = finetune_record(ft_dir)
             if rec is None or rec.get("identity") != key:
-                finetune_kb(kb, self.spec, ft_dir, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size,
-                            seed=cfg.seed, progress=self.progress, log=self.log, identity=key)
+                finetune_kb(
+                    kb,
+                    self.spec,
+                    ft_dir,
+                    epochs=cfg.finetune_epochs,
+                    batch_size=cfg.batch_size,
+                    seed=cfg.seed,
+                    progress=self.progress,
+                    log=self.log,
+                    identity=key,
+                )
             lm = load_finetuned(ft_dir, **cfg.load_kwargs())
         self.lm = lm
         self.qa = kb_qa(kb)
         self.by_key = {(it.fact_kind, int(it.fact_id)): it for it in self.qa}
         self.para = paraphrase_questions(kb)
         ev = self.splits["retain_eval"]
-        self.ev_items = [self.by_key[("relationship", i)] for i in ev["relationships"]] + \
-            [self.by_key[("biography", i)] for i in ev["biographies"]]
+        self.ev_items = [self.by_key[("relationship", i)] for i in ev["relationships"]] + [
+            self.by_key[("biography", i)] for i in ev["biographies"]
+        ]
         self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
         # the held-out baseline: which (form, fact) pairs θ_o answers; a fact none of them elicits is unscorable on
         # the held-out forms (never counted as forgotten there)
 
         self.heldout_before = heldout_baseline(lm, kb, self.heldout)
         scorable = {(fk, f) for _k, fk, f in self.heldout_before}
-        self.unscorable = {"relationships": sorted(f.fact_id for f in kb.relationships
-                                                   if ("relationship", f.fact_id) not in scorable),
-                           "biographies": sorted(b.fact_id for b in kb.biographies
-                                                 if ("biography", b.fact_id) not in scorable)}
+        self.unscorable = {
+            "relationships": sorted(f.fact_id for f in kb.relationships if ("relationship", f.fact_id) not in scorable),
+            "biographies": sorted(b.fact_id for b in kb.biographies if ("biography", b.fact_id) not in scorable),
+        }
         held_items = kb_qa(kb, tuple(self.heldout))
         if self.cfg.heldout_rule == "pairs":  # only the pairs that elicited their fact before are asked again
             held_items = [it for it in held_items if (it.kind, it.fact_kind, it.fact_id) in self.heldout_before]
         self.held_items = held_items
         n = len(kb.relationships) + len(kb.biographies)
-        self.log(f"held-out forms ({', '.join(self.heldout)}) elicit "
-                 f"{1 - sum(map(len, self.unscorable.values())) / max(1, n):.4f} of the KB before unlearning")
+        self.log(
+            f"held-out forms ({', '.join(self.heldout)}) elicit "
+            f"{1 - sum(map(len, self.unscorable.values())) / max(1, n):.4f} of the KB before unlearning"
+        )
 
     # ---- scoring a model -----------------------------------------------------------------------------------------
     def evaluate_model(self, pred, forget_items, seen=()) -> dict:
@@ -229,29 +276,41 @@ class ControlProtocol(Protocol):
         fields = metric_call("ps_exact", "vector")(pred, forget_items, self.ev_items, self.para, search=self.cfg.search)
         df = probe(pred, self.qa, generate=True, rouge=False, logprob=False)
         gone = df[~df["known"].astype(bool)]
-        fields["forgotten_relationships"] = sorted(int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"])
-                                                   if k == "relationship")
-        fields["forgotten_biographies"] = sorted(int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"])
-                                                 if k == "biography")
+        fields["forgotten_relationships"] = sorted(
+            int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"]) if k == "relationship"
+        )
+        fields["forgotten_biographies"] = sorted(
+            int(i) for k, i in zip(gone["fact_kind"], gone["fact_id"]) if k == "biography"
+        )
         fields["accuracy_all_facts"] = float(df["known"].mean())
-        fields["success_du"] = success_du_all(self.closure, [it.fact_id for it in forget_items],
-                                              fields["forgotten_relationships"])
+        fields["success_du"] = success_du_all(
+            self.closure, [it.fact_id for it in forget_items], fields["forgotten_relationships"]
+        )
         kw = dict(generate=True, rouge=False, logprob=False)
-        hdf = (probe_until_elicited(pred, self.held_items, **kw) if self.cfg.heldout_rule == "pairs"
-               else probe(pred, self.held_items, **kw))
+        hdf = (
+            probe_until_elicited(pred, self.held_items, **kw)
+            if self.cfg.heldout_rule == "pairs"
+            else probe(pred, self.held_items, **kw)
+        )
         h = heldout_forgotten(self.kb, hdf, self.heldout, self.heldout_before, self.cfg.heldout_rule)
         un = self.unscorable
-        n_scorable = len(self.kb.relationships) + len(self.kb.biographies) - len(un["relationships"]) \
-            - len(un["biographies"])
+        n_scorable = (
+            len(self.kb.relationships) + len(self.kb.biographies) - len(un["relationships"]) - len(un["biographies"])
+        )
         gone_h = len(h["forgotten_relationships"]) + len(h["forgotten_biographies"] or ())
-        fields.update({
-            "probe_forms_seen": list(seen), "heldout_forms": list(self.heldout),
-            "forgotten_relationships_heldout": sorted(h["forgotten_relationships"]),
-            "forgotten_biographies_heldout": sorted(h["forgotten_biographies"] or ()),
-            "accuracy_all_facts_heldout": 1 - gone_h / n_scorable if n_scorable else None,
-            "success_du_heldout": success_du_all(self.closure, [it.fact_id for it in forget_items],
-                                                 h["forgotten_relationships"]),
-            "heldout_unscorable_fact_ids": un})
+        fields.update(
+            {
+                "probe_forms_seen": list(seen),
+                "heldout_forms": list(self.heldout),
+                "forgotten_relationships_heldout": sorted(h["forgotten_relationships"]),
+                "forgotten_biographies_heldout": sorted(h["forgotten_biographies"] or ()),
+                "accuracy_all_facts_heldout": 1 - gone_h / n_scorable if n_scorable else None,
+                "success_du_heldout": success_du_all(
+                    self.closure, [it.fact_id for it in forget_items], h["forgotten_relationships"]
+                ),
+                "heldout_unscorable_fact_ids": un,
+            }
+        )
         return fields
 
     def ratio_data(self, rk: str):
@@ -259,8 +318,9 @@ class ControlProtocol(Protocol):
         forget_ids = self.splits["forget"][rk]
         f_items = [self.by_key[("relationship", i)] for i in forget_ids]
         train = self.splits["retain_train"][rk]
-        train_items = [self.by_key[("relationship", i)] for i in train["relationships"]] + \
-            [self.by_key[("biography", i)] for i in train["biographies"]]
+        train_items = [self.by_key[("relationship", i)] for i in train["relationships"]] + [
+            self.by_key[("biography", i)] for i in train["biographies"]
+        ]
         return {"ratio": rk, "forget_fact_ids": forget_ids}, f_items, train, train_items
 
     def _row_of(self, key: tuple) -> dict | None:
@@ -276,9 +336,16 @@ class ControlProtocol(Protocol):
             raise RowMissing
         base, f_items, _t, _ti = self.ratio_data(rk)
         t0 = time.perf_counter()
-        return {**base, "method": None, "control": "original", "stage": "original", "value": None,
-                **self.evaluate_model(self.pred0, f_items), "seconds": round(time.perf_counter() - t0, 3),
-                "worker": self.worker}
+        return {
+            **base,
+            "method": None,
+            "control": "original",
+            "stage": "original",
+            "value": None,
+            **self.evaluate_model(self.pred0, f_items),
+            "seconds": round(time.perf_counter() - t0, 3),
+            "worker": self.worker,
+        }
 
     def _sweep(self, rk: str, label: str, m, control: str, grid: list, stage: str, dry: bool):
         """Rows of ``m`` under ``control`` over ``grid``: rows already present are reused, the others computed and
@@ -294,21 +361,44 @@ class ControlProtocol(Protocol):
         if dry:
             raise RowMissing
         base, f_items, train, train_items = self.ratio_data(rk)
-        used = {"retain_train_fact_ids": ({"relationships": train["relationships"],
-                                           "biographies": train["biographies"]} if m.uses_retain else
-                                          {"relationships": [], "biographies": []})}
+        used = {
+            "retain_train_fact_ids": (
+                {"relationships": train["relationships"], "biographies": train["biographies"]}
+                if m.uses_retain
+                else {"relationships": [], "biographies": []}
+            )
+        }
         ctl = Control(control, cfg.steps)
-        ctx = UnlearnContext(self.lm, f_items, train_items if m.uses_retain else [], seed=cfg.seed, lr=cfg.lr,
-                             **cfg.unlearn_kwargs(), control=ctl, kb=self.kb, closure=self.closure, items=self.qa)
+        ctx = UnlearnContext(
+            self.lm,
+            f_items,
+            train_items if m.uses_retain else [],
+            seed=cfg.seed,
+            lr=cfg.lr,
+            **cfg.unlearn_kwargs(),
+            control=ctl,
+            kb=self.kb,
+            closure=self.closure,
+            items=self.qa,
+        )
         t0 = time.perf_counter()
         for setting, pred in m.sweep(ctx, todo):
             t1 = time.perf_counter()
-            row = {**base, "method": label, "control": control, "stage": stage, "param": ctl.param,
-                   "value": float(setting.get(ctl.param)), "setting": setting, **used,
-                   **self.evaluate_model(pred, f_items, sorted(set(CALIBRATION_FORMS) | set(m.seen_forms))),
-                   "risk_curve": pred.meta.get("risk_curve"),
-                   "seconds_unlearn": round(t1 - t0, 3), "seconds_eval": round(time.perf_counter() - t1, 3),
-                   "worker": self.worker}
+            row = {
+                **base,
+                "method": label,
+                "control": control,
+                "stage": stage,
+                "param": ctl.param,
+                "value": float(setting.get(ctl.param)),
+                "setting": setting,
+                **used,
+                **self.evaluate_model(pred, f_items, sorted(set(CALIBRATION_FORMS) | set(m.seen_forms))),
+                "risk_curve": pred.meta.get("risk_curve"),
+                "seconds_unlearn": round(t1 - t0, 3),
+                "seconds_eval": round(time.perf_counter() - t1, 3),
+                "worker": self.worker,
+            }
             yield row  # written by the work loop before the sweep goes on
             self.keep_model(row, pred)  # --save-models: the weights are still the setting's
             out.append(row)
@@ -326,23 +416,28 @@ class ControlProtocol(Protocol):
         risks = (unc.get("risk_curve") or {}).get("unlearning_risk") or []
         tau_top = max(risks) if risks else None
         if not dry:
-            self.log(f"{rk} {label}: uncontrolled T={cfg.steps}: PS-exact forget {unc['ps_exact_forget']:.3f} "
-                     f"retain {unc['ps_exact_retain']:.3f}")
+            self.log(
+                f"{rk} {label}: uncontrolled T={cfg.steps}: PS-exact forget {unc['ps_exact_forget']:.3f} "
+                f"retain {unc['ps_exact_retain']:.3f}"
+            )
         for control in cfg.controls:
             grid = coarse_grid(control, cfg, tau_top)
             rows = yield from self._sweep(rk, label, m, control, grid, "coarse", dry)
             best = calibrate(rows, orig, cfg.selection)
             centre = float(best["value"]) if best is not None else float(grid[0])
-            rows = rows + (yield from self._sweep(rk, label, m, control, fine_grid(control, centre, grid, cfg), "fine",
-                                                  dry))
+            rows = rows + (
+                yield from self._sweep(rk, label, m, control, fine_grid(control, centre, grid, cfg), "fine", dry)
+            )
             sel = calibrate(rows, orig, cfg.selection)
             if dry:
                 continue
             if sel is None:
                 self.log(f"{rk} {label} {control}: no setting passes the floors")
             else:
-                self.log(f"{rk} {label} {control}: selected {sel['param']}={sel['value']:g}: PS-exact forget "
-                         f"{sel['ps_exact_forget']:.3f}, retain {sel['ps_exact_retain']:.3f}")
+                self.log(
+                    f"{rk} {label} {control}: selected {sel['param']}={sel['value']:g}: PS-exact forget "
+                    f"{sel['ps_exact_forget']:.3f}, retain {sel['ps_exact_retain']:.3f}"
+                )
 
     def save_layout(self):
         """``--save-models``: a unit per (ratio, method, control), the folders
@@ -355,9 +450,15 @@ class ControlProtocol(Protocol):
             unit=lambda r: (r["ratio"], r["method"], r["control"]) if r.get("method") else None,
             select=self._calibrated,
             setting=lambda r: safe_name(f"{r['param']}={short_number(r['value'])}"),
-            record=lambda r: {"ratio": r["ratio"], "method": r["method"], "control": r["control"],
-                              "stage": r["stage"], "setting": r["setting"]},
-            best="per ratio, method and control, the calibrated setting (control none: its only one)")
+            record=lambda r: {
+                "ratio": r["ratio"],
+                "method": r["method"],
+                "control": r["control"],
+                "stage": r["stage"],
+                "setting": r["setting"],
+            },
+            best="per ratio, method and control, the calibrated setting (control none: its only one)",
+        )
 
     def _calibrated(self, rows: list[dict]) -> dict | None:
         """The row of one (ratio, method, control) the report shows: the uncontrolled run's, or the calibrated one
@@ -413,8 +514,9 @@ class ControlProtocol(Protocol):
 
 
 @holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until run_control returns
-def run_control(run_dir, config: ControlConfig | None = None, *, resume: bool = True, progress: bool = False,
-                log=print):
+def run_control(
+    run_dir, config: ControlConfig | None = None, *, resume: bool = True, progress: bool = False, log=print
+):
     """Run (or resume) the Unlearning-with-Control protocol into ``run_dir`` and render its report
     (:class:`ControlProtocol`).
 

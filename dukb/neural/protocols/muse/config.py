@@ -58,9 +58,17 @@ ICL_EXAMPLES = Range(0, 1000, why="in-context QA examples")
 #: papers' code", MUSE): KnowMem as metrics/knowmem.py with eval.py's 32 tokens and the knowmem ICL files (10
 #: examples each in MUSE-News), KLR as iterative.py's ``F.kl_div`` on raw logits, every method at 1e-5 in one
 #: constant-rate run (iterative.py's TrainingArguments), VerbMem's fixed 128-token continuation (metrics/verbmem.py)
-MUSE_COMPAT: dict = {"muse": {"knowmem_tokens": 32, "knowmem_icl": 10, "knowmem_prompt": "muse",
-                              "klr_form": "raw_logits", "unlearn_lr_rule": "muse", "unlearn_schedule": "constant",
-                              "verbmem_stop": "budget"}}
+MUSE_COMPAT: dict = {
+    "muse": {
+        "knowmem_tokens": 32,
+        "knowmem_icl": 10,
+        "knowmem_prompt": "muse",
+        "klr_form": "raw_logits",
+        "unlearn_lr_rule": "muse",
+        "unlearn_schedule": "constant",
+        "verbmem_stop": "budget",
+    }
+}
 
 
 @dataclass
@@ -108,84 +116,199 @@ class MuseConfig(RunConfig):
     CLI: ClassVar[dict] = {
         "output": "runs/muse",
         "resume": "Continue a run in the same directory; refused (exit 2, differing keys named) when a row-changing "
-                  "setting differs; methods and requests may be added.",
-        "order": ("targets", "n_targets", "methods", "curve_methods", "scale_sizes", "sustain", "grids",
-                  "forget_scope", "holdout_frac", "retain_train_frac", "mia_k", "verbmem_prefix", "verbmem_tokens",
-                  "verbmem_stemming", "verbmem_temperature", "select", "bootstrap", "compat", "knowmem_tokens",
-                  "knowmem_icl", "knowmem_prompt", "klr_form", "unlearn_lr_rule", "unlearn_schedule", "verbmem_stop",
-                  "output", "resume")}
+        "setting differs; methods and requests may be added.",
+        "order": (
+            "targets",
+            "n_targets",
+            "methods",
+            "curve_methods",
+            "scale_sizes",
+            "sustain",
+            "grids",
+            "forget_scope",
+            "holdout_frac",
+            "retain_train_frac",
+            "mia_k",
+            "verbmem_prefix",
+            "verbmem_tokens",
+            "verbmem_stemming",
+            "verbmem_temperature",
+            "select",
+            "bootstrap",
+            "compat",
+            "knowmem_tokens",
+            "knowmem_icl",
+            "knowmem_prompt",
+            "klr_form",
+            "unlearn_lr_rule",
+            "unlearn_schedule",
+            "verbmem_stop",
+            "output",
+            "resume",
+        ),
+    }
 
-    model: str = option("tiny", group=SHARED, help="Base model finetuned into f_target and every f_retrain: 'tiny', "
-                        "smollm2-135m, a .gguf file, hub id or directory.")
-    finetuned: str | None = option(None, group=SHARED, help="Use this directory as f_target (e.g. a released target "
-                                   "model) instead of finetuning it; its training must leave out the holdout facts "
-                                   "of RUN/splits.json (MIA non-members). f_retrain is still finetuned from --model.")
-    targets: list[int] | None = option(None, flag="--targets-file", cli_type="path", parse="targets_file",
-                                       help="Targets, one relationship fact_id per line ('#' comments); the first "
-                                       "--n-targets form the main request, the first c the scalability request of "
-                                       "size c.")
+    model: str = option(
+        "tiny",
+        group=SHARED,
+        help="Base model finetuned into f_target and every f_retrain: 'tiny', "
+        "smollm2-135m, a .gguf file, hub id or directory.",
+    )
+    finetuned: str | None = option(
+        None,
+        group=SHARED,
+        help="Use this directory as f_target (e.g. a released target "
+        "model) instead of finetuning it; its training must leave out the holdout facts "
+        "of RUN/splits.json (MIA non-members). f_retrain is still finetuned from --model.",
+    )
+    targets: list[int] | None = option(
+        None,
+        flag="--targets-file",
+        cli_type="path",
+        parse="targets_file",
+        help="Targets, one relationship fact_id per line ('#' comments); the first "
+        "--n-targets form the main request, the first c the scalability request of "
+        "size c.",
+    )
     n_targets: int = option(1, range=N_TARGETS, help="Targets of the main request (Table 3).")
-    methods: list[str] = option(default_factory=lambda: list(MUSE_METHODS), extendable=True, parse="methods",
-                                help=lambda: "Comma-separated methods of the main table (MUSE's eight by default). "
-                                + methods_help())
-    curve_methods: list[str] = option(default_factory=lambda: list(CURVE_METHODS), extendable=True, parse="methods",
-                                      help="Gradient methods of the scalability (C5) and sustainability (C6) "
-                                      "experiments.")
-    grids: dict[str, list] = option(default_factory=dict, flag="--grid", cli_type="multiple", parse="grids",
-                                    help="METHOD=v1,v2,... overrides a method's grid (repeatable).")
-    scale_sizes: list[int] = option(default_factory=lambda: [1, 2, 4, 8, 16], extendable=True, parse="ints",
-                                    help="C5 forget-set sizes in targets (each a joint deep unlearning set, nested); "
-                                    "also the cumulative sizes of C6's sequential requests. Empty: no C5/C6.")
+    methods: list[str] = option(
+        default_factory=lambda: list(MUSE_METHODS),
+        extendable=True,
+        parse="methods",
+        help=lambda: "Comma-separated methods of the main table (MUSE's eight by default). " + methods_help(),
+    )
+    curve_methods: list[str] = option(
+        default_factory=lambda: list(CURVE_METHODS),
+        extendable=True,
+        parse="methods",
+        help="Gradient methods of the scalability (C5) and sustainability (C6) experiments.",
+    )
+    grids: dict[str, list] = option(
+        default_factory=dict,
+        flag="--grid",
+        cli_type="multiple",
+        parse="grids",
+        help="METHOD=v1,v2,... overrides a method's grid (repeatable).",
+    )
+    scale_sizes: list[int] = option(
+        default_factory=lambda: [1, 2, 4, 8, 16],
+        extendable=True,
+        parse="ints",
+        help="C5 forget-set sizes in targets (each a joint deep unlearning set, nested); "
+        "also the cumulative sizes of C6's sequential requests. Empty: no C5/C6.",
+    )
     sustain: bool = option(True, decls=("--sustain/--no-sustain",), help="Run C6's sequential requests.")
-    forget_scope: str = option("joint", choices=("joint", "target"), help="joint: a minimum joint deep unlearning "
-                               "set of the request's targets (f_retrain cannot re-derive them); target: the targets "
-                               "alone.")
-    holdout_frac: float = option(0.1, flag="--holdout", range=FRACTION_OPEN, help="Share of the KB's facts held out "
-                                 "of every finetuning (MIA non-members), drawn outside the targets' cones.")
-    retain_train_frac: float = option(0.5, flag="--retain-train", range=FRACTION_OPEN, help="Share of the trained "
-                                      "facts in retain_train (the regulariser's data); the rest is retain_eval "
-                                      "(utility).")
-    mia_k: float = option(0.4, range=FRACTION_HALF, help="Min-K% share of lowest-probability tokens (MIA, PrivLeak); "
-                          "0.4 as MUSE's code (Min-40%).")
-    verbmem_prefix: float = option(0.5, range=FRACTION_OPEN, help="VerbMem prompt: this share of each forget text's "
-                                   "tokens (the paper gives no value).")
-    verbmem_tokens: int = option(128, range=NEW_TOKENS, help="VerbMem continuation budget in tokens, and how much of "
-                                 "the true continuation it is scored against (MUSE: 128).")
-    verbmem_temperature: float = option(0.0, range=TEMPERATURE, help="VerbMem decoding: 0 = greedy, > 0 = sampling "
-                                        "at this temperature (seeded).")
+    forget_scope: str = option(
+        "joint",
+        choices=("joint", "target"),
+        help="joint: a minimum joint deep unlearning "
+        "set of the request's targets (f_retrain cannot re-derive them); target: the targets "
+        "alone.",
+    )
+    holdout_frac: float = option(
+        0.1,
+        flag="--holdout",
+        range=FRACTION_OPEN,
+        help="Share of the KB's facts held out "
+        "of every finetuning (MIA non-members), drawn outside the targets' cones.",
+    )
+    retain_train_frac: float = option(
+        0.5,
+        flag="--retain-train",
+        range=FRACTION_OPEN,
+        help="Share of the trained facts in retain_train (the regulariser's data); the rest is retain_eval (utility).",
+    )
+    mia_k: float = option(
+        0.4,
+        range=FRACTION_HALF,
+        help="Min-K% share of lowest-probability tokens (MIA, PrivLeak); 0.4 as MUSE's code (Min-40%).",
+    )
+    verbmem_prefix: float = option(
+        0.5,
+        range=FRACTION_OPEN,
+        help="VerbMem prompt: this share of each forget text's tokens (the paper gives no value).",
+    )
+    verbmem_tokens: int = option(
+        128,
+        range=NEW_TOKENS,
+        help="VerbMem continuation budget in tokens, and how much of "
+        "the true continuation it is scored against (MUSE: 128).",
+    )
+    verbmem_temperature: float = option(
+        0.0, range=TEMPERATURE, help="VerbMem decoding: 0 = greedy, > 0 = sampling at this temperature (seeded)."
+    )
     verbmem_stemming: bool = option(False, help="Stem words before VerbMem's ROUGE-L (MUSE's code does not).")
-    select: str = option("first_below_retrain", choices=selection_rules, help=lambda: "Setting reported per method "
-                         "(and continued from in C6): " + ", ".join(selection_rules()) + " (first_below_retrain: "
-                         "MUSE's utility rule, the first setting whose utility is below f_retrain's, else the last).")
+    select: str = option(
+        "first_below_retrain",
+        choices=selection_rules,
+        help=lambda: (
+            "Setting reported per method "
+            "(and continued from in C6): " + ", ".join(selection_rules()) + " (first_below_retrain: "
+            "MUSE's utility rule, the first setting whose utility is below f_retrain's, else the last)."
+        ),
+    )
     bootstrap: int = option(9999, range=BOOTSTRAP, help="Bootstrap resamples of the 95% intervals.")
     compat: str | None = compat_option(MUSE_COMPAT, "Compute what MUSE's released code computes (swj0419/muse_bench)")
     # ---- components of --compat muse (None: not given; check() resolves them, docs: "dukb vs the papers' code") ----
-    knowmem_tokens: int | None = option(None, unset=10, range=NEW_TOKENS, help="KnowMem decoding budget in tokens "
-                                        "(MUSE's eval.py: 32).")
-    knowmem_icl: int | None = option(None, unset=0, range=ICL_EXAMPLES, identity="set", help="In-context QA "
-                                     "examples before each KnowMem question, the QA pairs of retain_train facts (never "
-                                     "a forget or a scored fact), in a seeded order; those that do not fit the "
-                                     "model's positions are dropped, earliest first (rows record the number used). "
-                                     "MUSE-News: 10.")
-    knowmem_prompt: str | None = option(None, unset="qa", choices=("qa", "muse"), identity="set", help="KnowMem "
-                                        "prompt: qa = the model's QA prompt, the answer line judged; muse = MUSE's "
-                                        "knowmem.py ('Question: q\\nAnswer: ', the decode cut before a blank line "
-                                        "or the next question).")
-    klr_form: str | None = option(None, unset="token", choices=("token", "raw_logits"), identity="set",
-                                  help="KLR's retain term: token = mean per-token KL(p_ref || p) over the retain "
-                                  "tokens; raw_logits = MUSE's iterative.py, F.kl_div(logits, ref_logits, "
-                                  "'batchmean', log_target=True) on the raw logits.")
-    unlearn_lr_rule: str | None = option(None, unset="family", choices=("family", "muse"), identity="set",
-                                         help="Unlearning rate without --lr: family = each method's family rate "
-                                         "(NPO twice GA's); muse = every method at MUSE's 1e-5.")
-    unlearn_schedule: str | None = option(None, unset="separate", choices=("separate", "constant"),
-                                          identity="set", help="Step grids: separate = each T its own run from "
-                                          "f_target, the rate decaying to 0; constant = one run at a constant rate "
-                                          "(no warm-up or weight decay, gradients clipped at norm 1), read at each "
-                                          "T (MUSE's iterative.py, a checkpoint per epoch).")
-    verbmem_stop: str | None = option(None, unset="line", choices=("line", "budget"), identity="set",
-                                      help="VerbMem continuation: line = ends at EOS or the end of its line; budget "
-                                      "= runs to EOS or --verbmem-tokens (MUSE's verbmem.py).")
+    knowmem_tokens: int | None = option(
+        None, unset=10, range=NEW_TOKENS, help="KnowMem decoding budget in tokens (MUSE's eval.py: 32)."
+    )
+    knowmem_icl: int | None = option(
+        None,
+        unset=0,
+        range=ICL_EXAMPLES,
+        identity="set",
+        help="In-context QA "
+        "examples before each KnowMem question, the QA pairs of retain_train facts (never "
+        "a forget or a scored fact), in a seeded order; those that do not fit the "
+        "model's positions are dropped, earliest first (rows record the number used). "
+        "MUSE-News: 10.",
+    )
+    knowmem_prompt: str | None = option(
+        None,
+        unset="qa",
+        choices=("qa", "muse"),
+        identity="set",
+        help="KnowMem "
+        "prompt: qa = the model's QA prompt, the answer line judged; muse = MUSE's "
+        "knowmem.py ('Question: q\\nAnswer: ', the decode cut before a blank line "
+        "or the next question).",
+    )
+    klr_form: str | None = option(
+        None,
+        unset="token",
+        choices=("token", "raw_logits"),
+        identity="set",
+        help="KLR's retain term: token = mean per-token KL(p_ref || p) over the retain "
+        "tokens; raw_logits = MUSE's iterative.py, F.kl_div(logits, ref_logits, "
+        "'batchmean', log_target=True) on the raw logits.",
+    )
+    unlearn_lr_rule: str | None = option(
+        None,
+        unset="family",
+        choices=("family", "muse"),
+        identity="set",
+        help="Unlearning rate without --lr: family = each method's family rate "
+        "(NPO twice GA's); muse = every method at MUSE's 1e-5.",
+    )
+    unlearn_schedule: str | None = option(
+        None,
+        unset="separate",
+        choices=("separate", "constant"),
+        identity="set",
+        help="Step grids: separate = each T its own run from "
+        "f_target, the rate decaying to 0; constant = one run at a constant rate "
+        "(no warm-up or weight decay, gradients clipped at norm 1), read at each "
+        "T (MUSE's iterative.py, a checkpoint per epoch).",
+    )
+    verbmem_stop: str | None = option(
+        None,
+        unset="line",
+        choices=("line", "budget"),
+        identity="set",
+        help="VerbMem continuation: line = ends at EOS or the end of its line; budget "
+        "= runs to EOS or --verbmem-tokens (MUSE's verbmem.py).",
+    )
 
     def resolve(self) -> None:
         """Validate the protocol's own fields (:meth:`check` calls it once, after the shared ones and every range).
@@ -202,8 +325,9 @@ class MuseConfig(RunConfig):
         for f in compat_components(type(self)):
             allowed = f.metadata.get("choices")
             if allowed and getattr(self, f.name) not in allowed:
-                raise InputError(f"unknown --{f.name.replace('_', '-')} {getattr(self, f.name)!r} (choose from "
-                                 f"{', '.join(allowed)})")
+                raise InputError(
+                    f"unknown --{f.name.replace('_', '-')} {getattr(self, f.name)!r} (choose from {', '.join(allowed)})"
+                )
 
     def component_identity(self) -> dict:
         """The components whose value differs from dukb's (identity "set" semantics: a run at dukb's values records
@@ -267,15 +391,23 @@ def plan_requests(cfg: MuseConfig, targets: list[int]) -> list[dict]:
 
     Source: Shi et al. 2024b (MUSE), Sec. 3, C5 and C6.
     """
-    reqs = [{"name": "main", "experiment": "main", "targets": targets[:cfg.n_targets], "cumulative": "main"}]
+    reqs = [{"name": "main", "experiment": "main", "targets": targets[: cfg.n_targets], "cumulative": "main"}]
     for c in cfg.scale_sizes:
-        reqs.append({"name": f"scale-{c}", "experiment": "scalability", "targets": targets[:c],
-                     "cumulative": f"scale-{c}"})
+        reqs.append(
+            {"name": f"scale-{c}", "experiment": "scalability", "targets": targets[:c], "cumulative": f"scale-{c}"}
+        )
     if cfg.sustain and cfg.scale_sizes:
         lo = 0
         for k, c in enumerate(cfg.scale_sizes, 1):
-            reqs.append({"name": f"sustain-{k}", "experiment": "sustainability", "targets": targets[lo:c],
-                         "cumulative": f"scale-{c}", "after": f"sustain-{k - 1}" if k > 1 else None})
+            reqs.append(
+                {
+                    "name": f"sustain-{k}",
+                    "experiment": "sustainability",
+                    "targets": targets[lo:c],
+                    "cumulative": f"scale-{c}",
+                    "after": f"sustain-{k - 1}" if k > 1 else None,
+                }
+            )
             lo = c
     return reqs
 
@@ -283,8 +415,9 @@ def plan_requests(cfg: MuseConfig, targets: list[int]) -> list[dict]:
 def _items_for(kb, keys):
     """QA items and statement texts of the facts ``keys`` ({"relationships", "biographies"} dict)."""
 
-    want = {("relationship", i) for i in keys.get("relationships", ())} | \
-           {("biography", i) for i in keys.get("biographies", ())}
+    want = {("relationship", i) for i in keys.get("relationships", ())} | {
+        ("biography", i) for i in keys.get("biographies", ())
+    }
     qa = [it for it in kb_qa(kb) if (it.fact_kind, it.fact_id) in want and it.kind == QA_KIND]
     return qa, kb_texts(kb, want)
 
@@ -308,18 +441,33 @@ def icl_examples(kb, splits, k: int, seed: int) -> list:
     if not k:
         return []
     qa, _txt = _items_for(kb, splits.retain_train)
-    scored = {(kind, i) for part in (splits.forget, splits.retain_eval, splits.holdout)
-              for kind, key in (("relationship", "relationships"), ("biography", "biographies"))
-              for i in part.get(key, ())}
+    scored = {
+        (kind, i)
+        for part in (splits.forget, splits.retain_eval, splits.holdout)
+        for kind, key in (("relationship", "relationships"), ("biography", "biographies"))
+        for i in part.get(key, ())
+    }
     # ordered by a seeded hash of the fact: the requests of a run share their examples but where one is forgotten
-    pool = sorted((it for it in qa if (it.fact_kind, it.fact_id) not in scored),
-                  key=lambda it: sha256_json([seed, it.fact_kind, it.fact_id]))
+    pool = sorted(
+        (it for it in qa if (it.fact_kind, it.fact_id) not in scored),
+        key=lambda it: sha256_json([seed, it.fact_kind, it.fact_id]),
+    )
     return pool[:k]
 
 
-__all__ = ["CURVE_METHODS", "MUSE_COMPAT", "MUSE_LR", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig",
-           "SCORED_FORMS", "compat_components", "icl_examples", "muse_row_key",
-           "plan_requests"]
+__all__ = [
+    "CURVE_METHODS",
+    "MUSE_COMPAT",
+    "MUSE_LR",
+    "MUSE_METHODS",
+    "MUSE_TRAINING_VERSION",
+    "MuseConfig",
+    "SCORED_FORMS",
+    "compat_components",
+    "icl_examples",
+    "muse_row_key",
+    "plan_requests",
+]
 
 
 # ------------------------------------------------------------------------------------------------ rows --------

@@ -22,8 +22,11 @@ from dukb.neural.run.files import output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.run.units import unfinished_note, unfinished_units
 
-COLUMNS = (("verbmem_forget", "VerbMem ↓"), ("knowmem_forget", "KnowMem forget ↓"),
-           ("knowmem_retain", "KnowMem retain ↑"))
+COLUMNS = (
+    ("verbmem_forget", "VerbMem ↓"),
+    ("knowmem_forget", "KnowMem forget ↓"),
+    ("knowmem_retain", "KnowMem retain ↑"),
+)
 
 
 def _key(r: dict) -> float:
@@ -55,8 +58,9 @@ def _setting(row: dict) -> str:
         return ""
     param = row.get("param")
     rest = {k: v for k, v in setting.items() if k not in ("lr", param)}
-    return ", ".join(x for x in (setting_label(setting, param) if param in setting else "", setting_label(rest)
-                                 if rest else "") if x)
+    return ", ".join(
+        x for x in (setting_label(setting, param) if param in setting else "", setting_label(rest) if rest else "") if x
+    )
 
 
 def summarize_muse(rows: list[dict], select: str = "first_below_retrain", bootstrap: int = 9999, seed: int = 0):
@@ -75,10 +79,16 @@ def summarize_muse(rows: list[dict], select: str = "first_below_retrain", bootst
             continue
         retrain = trows[1]
         for t in trows:
-            line = {"request": request, "experiment": t["experiment"], "name": t["name"],
-                    "model_kind": t["model_kind"], "setting": _setting(t),
-                    "privleak": t.get("privleak"), "privleak_label": privleak_label(t.get("privleak")),
-                    "mia_auc": t.get("mia_auc")}
+            line = {
+                "request": request,
+                "experiment": t["experiment"],
+                "name": t["name"],
+                "model_kind": t["model_kind"],
+                "setting": _setting(t),
+                "privleak": t.get("privleak"),
+                "privleak_label": privleak_label(t.get("privleak")),
+                "mia_auc": t.get("mia_auc"),
+            }
             for col, _ in COLUMNS:
                 line[col] = t.get(col)
                 line[f"{col}_vs_retrain"] = relative(t.get(col), retrain.get(col))
@@ -104,11 +114,15 @@ def _training_note(config: dict) -> str:
     ident = config.get("identity")
     tr = ident.get("training") if isinstance(ident, dict) else None
     if not isinstance(tr, dict):
-        return ("Unlearning trained on the forget facts' QA pairs and statement texts (a run before training "
-                "version 2): KnowMem forget scores QA pairs that were trained on.")
-    return ("Unlearning trains on the statement texts alone: the forget facts' (D_forget) and, for GDR/KLR, the "
-            "retain_train facts' (D_retain^(reg)); the KnowMem QA pairs are evaluation-only (MUSE, Sec. 2). Rows "
-            "record `trained_forms`, `trained_fact_ids` and `scored_forms`.")
+        return (
+            "Unlearning trained on the forget facts' QA pairs and statement texts (a run before training "
+            "version 2): KnowMem forget scores QA pairs that were trained on."
+        )
+    return (
+        "Unlearning trains on the statement texts alone: the forget facts' (D_forget) and, for GDR/KLR, the "
+        "retain_train facts' (D_retain^(reg)); the KnowMem QA pairs are evaluation-only (MUSE, Sec. 2). Rows "
+        "record `trained_forms`, `trained_fact_ids` and `scored_forms`."
+    )
 
 
 def compat_line(config: dict) -> str:
@@ -121,56 +135,124 @@ def compat_line(config: dict) -> str:
 
 def markdown_report(summary, config: dict) -> str:
     """report.md: Table 3 of the main request (×100, change vs f_retrain), the CIs, then the C5/C6 tables."""
-    lines = ["# dukb muse report", "",
-             f"KB: `{config.get('kb')}` · model: `{config.get('model')}` · seed {config.get('seed')} · selection "
-             f"rule `{config.get('select')}` · MIA: Min-K% (k = {config.get('mia_k')}) · VerbMem prefix "
-             f"{config.get('verbmem_prefix')} of each text's tokens", "",
-             "Values ×100; in brackets the change relative to f_retrain, (m − m_retrain) / m_retrain (MUSE, "
-             "Table 3). PrivLeak = (AUC_unlearn − AUC_retrain) / AUC_retrain in MUSE's orientation: ≈ −100 for a "
-             "model that remembers the forget set (under-unlearning), > 0 for over-unlearning, |PrivLeak| ≤ 5 "
-             "passes.", "", _training_note(config), "",
-             "**What to cite**: the Table 3 rows, each method at the setting the selection rule picks (MUSE, Sec. 4), "
-             "with the bootstrap intervals under them; the C5/C6 tables are MUSE's scalability and sustainability "
-             "curves.", ""]
+    lines = [
+        "# dukb muse report",
+        "",
+        f"KB: `{config.get('kb')}` · model: `{config.get('model')}` · seed {config.get('seed')} · selection "
+        f"rule `{config.get('select')}` · MIA: Min-K% (k = {config.get('mia_k')}) · VerbMem prefix "
+        f"{config.get('verbmem_prefix')} of each text's tokens",
+        "",
+        "Values ×100; in brackets the change relative to f_retrain, (m − m_retrain) / m_retrain (MUSE, "
+        "Table 3). PrivLeak = (AUC_unlearn − AUC_retrain) / AUC_retrain in MUSE's orientation: ≈ −100 for a "
+        "model that remembers the forget set (under-unlearning), > 0 for over-unlearning, |PrivLeak| ≤ 5 "
+        "passes.",
+        "",
+        _training_note(config),
+        "",
+        "**What to cite**: the Table 3 rows, each method at the setting the selection rule picks (MUSE, Sec. 4), "
+        "with the bootstrap intervals under them; the C5/C6 tables are MUSE's scalability and sustainability "
+        "curves.",
+        "",
+    ]
     main = summary[summary["request"] == "main"] if len(summary) else summary
     if len(main):
-        lines += ["## Table 3 layout (main request)", "", compat_line(config), "",
-                  "| method | setting | VerbMem ↓ | KnowMem forget ↓ | PrivLeak | KnowMem retain ↑ |",
-                  "|---|---|---|---|---|---|"]
-        for _, r in main.iterrows():
-            s = r["setting"] if isinstance(r["setting"], str) and r["setting"] else "–"
-
-            def rel(c, r=r):
-                return "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"])
-            pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else \
-                f"{100 * r['privleak']:.1f} {r['privleak_label']}"
-            lines.append(f"| {r['name']} | {s} | {_pct(r['verbmem_forget'])}{rel('verbmem_forget')} | "
-                         f"{_pct(r['knowmem_forget'])}{rel('knowmem_forget')} | {pl} | "
-                         f"{_pct(r['knowmem_retain'])}{rel('knowmem_retain')} |")
-        lines += ["", "95% percentile bootstrap intervals of the means (×100):", "",
-                  "| method | VerbMem | KnowMem forget | KnowMem retain |", "|---|---|---|---|"]
-        for _, r in main.iterrows():
-            cis = [f"[{_pct(r[f'{c}_ci_low'])}, {_pct(r[f'{c}_ci_high'])}]" for c, _ in COLUMNS]
-            lines.append(f"| {r['name']} | " + " | ".join(cis) + " |")
-    for exp, title in (("scalability", "C5 scalability: forget-set size (targets) → metrics"),
-                       ("sustainability", "C6 sustainability: sequential requests → metrics")):
+        lines += _table3_lines(main, config)
+    for exp, title in (
+        ("scalability", "C5 scalability: forget-set size (targets) → metrics"),
+        ("sustainability", "C6 sustainability: sequential requests → metrics"),
+    ):
         part = summary[summary["experiment"] == exp] if len(summary) else summary
-        if not len(part):
-            continue
-        lines += ["", f"## {title}", "", "| request | method | VerbMem | KnowMem forget | PrivLeak | KnowMem retain |",
-                  "|---|---|---|---|---|---|"]
-        for _, r in part.iterrows():
-            if r["model_kind"] == "target":
-                continue
-            pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else f"{100 * r['privleak']:.1f}"
-            lines.append(f"| {r['request']} | {r['name']} | {_pct(r['verbmem_forget'])} | "
-                         f"{_pct(r['knowmem_forget'])} | {pl} | {_pct(r['knowmem_retain'])} |")
+        if len(part):
+            lines += _curve_lines(part, title)
 
-    lines += ["", "## Run", "", *config_lines(config, (
-        "kb", "model", "targets", "n_targets", "methods", "curve_methods", "scale_sizes", "sustain", "holdout_frac",
-        "retain_train_frac", "seed", "select", "forget_scope")), *[v for v in [versions_line(config)] if v],
-              "- everything else: config.json", ""]
+    lines += [
+        "",
+        "## Run",
+        "",
+        *config_lines(
+            config,
+            (
+                "kb",
+                "model",
+                "targets",
+                "n_targets",
+                "methods",
+                "curve_methods",
+                "scale_sizes",
+                "sustain",
+                "holdout_frac",
+                "retain_train_frac",
+                "seed",
+                "select",
+                "forget_scope",
+            ),
+        ),
+        *[v for v in [versions_line(config)] if v],
+        "- everything else: config.json",
+        "",
+    ]
     return wrap_prose("\n".join(lines))
+
+
+def _table3_lines(main, config: dict) -> list[str]:
+    """report.md's Table 3 of the main request (rows ``main``, a DataFrame): per method its setting and metrics ×100
+    with the change vs f_retrain (MUSE, Table 3), then the bootstrap intervals of the means."""
+    lines = [
+        "## Table 3 layout (main request)",
+        "",
+        compat_line(config),
+        "",
+        "| method | setting | VerbMem ↓ | KnowMem forget ↓ | PrivLeak | KnowMem retain ↑ |",
+        "|---|---|---|---|---|---|",
+    ]
+    for _, r in main.iterrows():
+        s = r["setting"] if isinstance(r["setting"], str) and r["setting"] else "–"
+
+        def rel(c, r=r):
+            return "" if r["model_kind"] == "retrain" else _arrow(r[f"{c}_vs_retrain"])
+
+        pl = (
+            "–"
+            if r["privleak"] is None or r["privleak"] != r["privleak"]
+            else f"{100 * r['privleak']:.1f} {r['privleak_label']}"
+        )
+        lines.append(
+            f"| {r['name']} | {s} | {_pct(r['verbmem_forget'])}{rel('verbmem_forget')} | "
+            f"{_pct(r['knowmem_forget'])}{rel('knowmem_forget')} | {pl} | "
+            f"{_pct(r['knowmem_retain'])}{rel('knowmem_retain')} |"
+        )
+    lines += [
+        "",
+        "95% percentile bootstrap intervals of the means (×100):",
+        "",
+        "| method | VerbMem | KnowMem forget | KnowMem retain |",
+        "|---|---|---|---|",
+    ]
+    for _, r in main.iterrows():
+        cis = [f"[{_pct(r[f'{c}_ci_low'])}, {_pct(r[f'{c}_ci_high'])}]" for c, _ in COLUMNS]
+        lines.append(f"| {r['name']} | " + " | ".join(cis) + " |")
+    return lines
+
+
+def _curve_lines(part, title: str) -> list[str]:
+    """report.md's table of a C5 (scalability) or C6 (sustainability) experiment: per request and model (the target
+    model left out), the metrics ×100 (MUSE, Sec. 4)."""
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        "| request | method | VerbMem | KnowMem forget | PrivLeak | KnowMem retain |",
+        "|---|---|---|---|---|---|",
+    ]
+    for _, r in part.iterrows():
+        if r["model_kind"] == "target":
+            continue
+        pl = "–" if r["privleak"] is None or r["privleak"] != r["privleak"] else f"{100 * r['privleak']:.1f}"
+        lines.append(
+            f"| {r['request']} | {r['name']} | {_pct(r['verbmem_forget'])} | "
+            f"{_pct(r['knowmem_forget'])} | {pl} | {_pct(r['knowmem_retain'])} |"
+        )
+    return lines
 
 
 def plot_curves(summary, experiment: str, path: Path, order=None) -> Path | None:
@@ -178,13 +260,17 @@ def plot_curves(summary, experiment: str, path: Path, order=None) -> Path | None
     Fig. 6), as PNG and PDF (:func:`dukb.neural.plots.lines_figure`); returns the PNG's path, None when the run has no
     such experiment."""
 
-    part = summary[(summary["experiment"] == experiment) & (summary["model_kind"] != "target")] \
-        if len(summary) else summary
+    part = (
+        summary[(summary["experiment"] == experiment) & (summary["model_kind"] != "target")]
+        if len(summary)
+        else summary
+    )
     if not len(part):
         return None
     order_r = list(dict.fromkeys(part["request"]))
-    panels = [Panel(title=title, ylabel="%", xticks=order_r) for title in ("KnowMem retain (utility) ↑",
-                                                                          "KnowMem forget ↓")]
+    panels = [
+        Panel(title=title, ylabel="%", xticks=order_r) for title in ("KnowMem retain (utility) ↑", "KnowMem forget ↓")
+    ]
     for name in dict.fromkeys(part["name"]):
         d = part[part["name"] == name].set_index("request").reindex(order_r)
         for p, col in zip(panels, ("knowmem_retain", "knowmem_forget")):
@@ -214,13 +300,24 @@ def plot_roc(rows: list[dict], path: Path, request: str = "main", order=None) ->
     for r in mine:
         name = r["model_kind"] if r["model_kind"] != "unlearned" else r["method"]
         pick[name] = r  # the last row of each method (its strongest setting)
-    panel = Panel(title="Min-K% MIA, forget vs holdout", xlabel="false positive rate (holdout)",
-                  ylabel="true positive rate (forget)", diagonal=True)
+    panel = Panel(
+        title="Min-K% MIA, forget vs holdout",
+        xlabel="false positive rate (holdout)",
+        ylabel="true positive rate (forget)",
+        diagonal=True,
+    )
     for name, r in pick.items():
         pos, neg = np.asarray(r["mia"]["forget"], dtype=float), np.asarray(r["mia"]["holdout"], dtype=float)
         th = np.unique(np.concatenate([pos, neg, [np.inf]]))[::-1]
-        panel.series.append(Series(name, [float((neg >= t).mean()) for t in th], [float((pos >= t).mean()) for t in th],
-                                   label=roc_label(name, r.get("mia_auc")), marker=""))
+        panel.series.append(
+            Series(
+                name,
+                [float((neg >= t).mean()) for t in th],
+                [float((pos >= t).mean()) for t in th],
+                label=roc_label(name, r.get("mia_auc")),
+                marker="",
+            )
+        )
     return lines_figure([panel], path, order=order, panel_size=(3.6, 3.4))[0]
 
 
@@ -249,15 +346,28 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     select = select or config.get("select", "first_below_retrain")
     summary = summarize_muse(rows, select, bootstrap, seed=int(config.get("seed", 0)))
     summary.to_csv(output_file(run / "summary.csv"), index=False)
-    output_file(run / "report.md").write_text(markdown_report(summary, config) + unfinished_note(run, "(request, method)")
-                                              + journal_note(journal), encoding="utf-8")
+    output_file(run / "report.md").write_text(
+        markdown_report(summary, config) + unfinished_note(run, "(request, method)") + journal_note(journal),
+        encoding="utf-8",
+    )
 
-    return {"summary": run / "summary.csv", "report": run / "report.md", "unfinished_units": unfinished_units(run) or [],
-            "scalability": plot_curves(summary, "scalability", run / "scalability.png", run_order(config)),
-            "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png",
-                                          run_order(config)),
-            "roc": plot_roc(rows, run / "mia_roc.png", order=run_order(config))}
+    return {
+        "summary": run / "summary.csv",
+        "report": run / "report.md",
+        "unfinished_units": unfinished_units(run) or [],
+        "scalability": plot_curves(summary, "scalability", run / "scalability.png", run_order(config)),
+        "sustainability": plot_curves(summary, "sustainability", run / "sustainability.png", run_order(config)),
+        "roc": plot_roc(rows, run / "mia_roc.png", order=run_order(config)),
+    }
 
 
-__all__ = ["compat_line", "markdown_report", "plot_curves", "plot_roc", "render_muse", "roc_label", "summarize_muse",
-           "table_rows"]
+__all__ = [
+    "compat_line",
+    "markdown_report",
+    "plot_curves",
+    "plot_roc",
+    "render_muse",
+    "roc_label",
+    "summarize_muse",
+    "table_rows",
+]

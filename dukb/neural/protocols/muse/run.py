@@ -71,8 +71,9 @@ def _auc(members, nonmembers) -> float | None:
     return auc(m, n) if m and n else None
 
 
-def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None, closure=None,
-                  targets=None) -> dict:
+def model_metrics(
+    pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | None = None, closure=None, targets=None
+) -> dict:
     """Every MUSE metric of one model on one request's splits, and deep unlearning's Success-DU of its targets.
 
     Args:
@@ -105,41 +106,68 @@ def model_metrics(pred, kb, splits, cfg: MuseConfig, *, retrain_auc: float | Non
     f_qa, f_txt = _items_for(kb, splits.forget)
     r_qa, r_txt = _items_for(kb, splits.retain_eval)
     _h_qa, h_txt = _items_for(kb, splits.holdout)
-    vm = verbmem(pred, [t.answer for t in f_txt], cfg.verbmem_prefix, cfg.verbmem_tokens,
-                 temperature=cfg.verbmem_temperature, seed=cfg.seed, stem=cfg.verbmem_stemming,
-                 stop_at_newline=cfg.verbmem_stop == "line")
+    vm = verbmem(
+        pred,
+        [t.answer for t in f_txt],
+        cfg.verbmem_prefix,
+        cfg.verbmem_tokens,
+        temperature=cfg.verbmem_temperature,
+        seed=cfg.seed,
+        stem=cfg.verbmem_stemming,
+        stop_at_newline=cfg.verbmem_stop == "line",
+    )
     icl = icl_examples(kb, splits, cfg.knowmem_icl, cfg.seed)
     km = {"examples": icl, "prompt": cfg.knowmem_prompt}
     km_f = knowmem(pred, f_qa, cfg.knowmem_tokens, **km)
     km_r = knowmem(pred, r_qa, cfg.knowmem_tokens, **km)
-    s_f = text_mia_scores(pred, f_txt, cfg.mia_k)
-    s_r = text_mia_scores(pred, r_txt, cfg.mia_k)
-    s_h = text_mia_scores(pred, h_txt, cfg.mia_k)
+    s_f, s_r, s_h = (text_mia_scores(pred, txt, cfg.mia_k) for txt in (f_txt, r_txt, h_txt))
+    auc_f, auc_r = _mia_aucs(s_f, s_r, s_h, f_txt, r_txt, h_txt)
+    head = auc_f.get("mink")
+    pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
+    out = {
+        "verbmem_forget": _mean(vm),
+        "knowmem_forget": _mean(km_f),
+        "knowmem_retain": _mean(km_r),
+        "mia_auc_forget": auc_f,
+        "mia_auc_retain": auc_r,
+        "mia_auc": head,
+        "privleak": pl,
+        "items": {"verbmem_forget": _round4(vm), "knowmem_forget": _round4(km_f), "knowmem_retain": _round4(km_r)},
+        "mia": {"forget": _round4(s_f["mink"]), "retain": _round4(s_r["mink"]), "holdout": _round4(s_h["mink"])},
+    }
+    if cfg.knowmem_icl:  # how many in-context examples each KnowMem set had (fewer where the positions ran out)
+        out["knowmem_icl_used"] = {
+            name: len(knowmem_examples(pred, qa, icl, cfg.knowmem_prompt, cfg.knowmem_tokens))
+            for name, qa in (("forget", f_qa), ("retain", r_qa))
+        }
+    if closure is not None and targets is not None:
+        out.update(_success_du_fields(pred, kb, closure, targets))
+    return out
 
-    def mean(xs):
-        return sum(xs) / len(xs) if xs else None
-    # the forget members are relationship statements: their non-members are the holdout's relationship statements
-    # (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
-    # holds no relationship
+
+def _mean(xs):
+    """The mean of ``xs``; None for none."""
+    return sum(xs) / len(xs) if xs else None
+
+
+def _round4(xs) -> list[float]:
+    """``xs`` as floats rounded to 4 decimals (the per-item values a row keeps)."""
+    return [round(float(x), 4) for x in xs]
+
+
+def _mia_aucs(s_f: dict, s_r: dict, s_h: dict, f_txt: list, r_txt: list, h_txt: list) -> tuple[dict, dict]:
+    """Score name -> member-positive AUC of the forget set's and retain_eval's MIA scores (``s_f``, ``s_r``: score
+    name -> per-text scores of the texts ``f_txt``, ``r_txt``) against the holdout's (``s_h``, of the texts
+    ``h_txt``); {} without texts on a side.
+
+    The forget members are relationship statements: their non-members are the holdout's relationship statements
+    (biographies use another template, a distribution shift MUSE's footnote 3 warns of); all of the holdout when it
+    holds no relationship (Shi et al. 2024b, Sec. 3, C4)."""
     rel = [i for i, t in enumerate(h_txt) if t.fact_kind == "relationship"] or list(range(len(h_txt)))
     s_h_rel = {k: [v[i] for i in rel] for k, v in s_h.items()}
     auc_f = {k: _auc(s_f[k], s_h_rel[k]) for k in s_f} if h_txt and f_txt else {}
     auc_r = {k: _auc(s_r[k], s_h[k]) for k in s_r} if h_txt and r_txt else {}
-    head = auc_f.get("mink")
-    pl = privleak(head, retrain_auc) if head is not None and retrain_auc is not None and retrain_auc < 1 else None
-
-    def r4(xs):
-        return [round(float(x), 4) for x in xs]
-    out = {"verbmem_forget": mean(vm), "knowmem_forget": mean(km_f), "knowmem_retain": mean(km_r),
-           "mia_auc_forget": auc_f, "mia_auc_retain": auc_r, "mia_auc": head, "privleak": pl,
-           "items": {"verbmem_forget": r4(vm), "knowmem_forget": r4(km_f), "knowmem_retain": r4(km_r)},
-           "mia": {"forget": r4(s_f["mink"]), "retain": r4(s_r["mink"]), "holdout": r4(s_h["mink"])}}
-    if cfg.knowmem_icl:  # how many in-context examples each KnowMem set had (fewer where the positions ran out)
-        out["knowmem_icl_used"] = {name: len(knowmem_examples(pred, qa, icl, cfg.knowmem_prompt, cfg.knowmem_tokens))
-                                   for name, qa in (("forget", f_qa), ("retain", r_qa))}
-    if closure is not None and targets is not None:
-        out.update(_success_du_fields(pred, kb, closure, targets))
-    return out
+    return auc_f, auc_r
 
 
 def _success_du_fields(pred, kb, closure, targets) -> dict:
@@ -147,8 +175,12 @@ def _success_du_fields(pred, kb, closure, targets) -> dict:
     it answers (Wu et al. 2025, Definition 2; every target of a request, as for a batch of targets)."""
     df = probe(pred, kb_qa(kb, (QA_KIND,)), generate=True, rouge=False, logprob=False)
     gone = sorted(retained_from_probe(kb, df).forgotten_relationships)
-    return {"forgotten_relationships": gone, "accuracy_all_facts": float(df["known"].astype(bool).mean()),
-            "success_du": success_du_all(closure, targets, gone), "success_du_forms": [QA_KIND]}
+    return {
+        "forgotten_relationships": gone,
+        "accuracy_all_facts": float(df["known"].astype(bool).mean()),
+        "success_du": success_du_all(closure, targets, gone),
+        "success_du_forms": [QA_KIND],
+    }
 
 
 def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log):
@@ -157,8 +189,17 @@ def _finetune_cached(kb, spec, out: Path, items, cfg: MuseConfig, key: dict, log
     rec = finetune_record(out)
     if rec is None or rec.get("identity") != key:
         log(f"finetuning {out.name} on {len(items)} items")
-        finetune_kb(kb, spec, out, epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                    log=log, identity=key, items=items)
+        finetune_kb(
+            kb,
+            spec,
+            out,
+            epochs=cfg.finetune_epochs,
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            log=log,
+            identity=key,
+            items=items,
+        )
     return load_finetuned(out, **cfg.load_kwargs())
 
 
@@ -178,7 +219,7 @@ def _forget_sets(cfg, closure, targets: list[int]) -> dict[str, list[int]]:
     (scalability and sustainability requests).
     """
 
-    forget_of: dict[str, list[int]] = {"main": forget_set(closure, targets[:cfg.n_targets], cfg.forget_scope)}
+    forget_of: dict[str, list[int]] = {"main": forget_set(closure, targets[: cfg.n_targets], cfg.forget_scope)}
     cum: set[int] = set()
     lo = 0
     for k, c in enumerate(cfg.scale_sizes, 1):
@@ -211,15 +252,17 @@ class MuseProtocol(Protocol):
         if dist.is_distributed():
             raise InputError("dukb muse runs in one process; launch it without accelerate/torchrun")
         self.kb, self.closure = kb, closure = load_kb_closure(
-            cfg.kb, cfg.rules, needs=("qa", "fact"), what="muse (its QA pairs and verbatim statements)")
+            cfg.kb, cfg.rules, needs=("qa", "fact"), what="muse (its QA pairs and verbatim statements)"
+        )
         n_all = max([cfg.n_targets] + list(cfg.scale_sizes))
         targets = list(dict.fromkeys(cfg.targets)) if cfg.targets else choose_targets(kb, n_all, cfg.seed)
         if len(targets) < n_all:
             raise InputError(f"the run needs {n_all} targets (--n-targets / --scale-sizes), {len(targets)} given")
         targets = targets[:n_all]
         self.grids = self._resolve_methods()
-        self.base = base = base_split(kb, closure, targets, holdout_frac=cfg.holdout_frac,
-                                      retain_train_frac=cfg.retain_train_frac, seed=cfg.seed)
+        self.base = base = base_split(
+            kb, closure, targets, holdout_frac=cfg.holdout_frac, retain_train_frac=cfg.retain_train_frac, seed=cfg.seed
+        )
         self.requests = requests = plan_requests(cfg, targets)
         forget_of = _forget_sets(cfg, closure, targets)
         self.splits = {r["name"]: base.request(forget_of[r["name"]], r["targets"]) for r in requests}
@@ -228,20 +271,34 @@ class MuseProtocol(Protocol):
         self.dtype = dtype = str(resolve_dtype(cfg.dtype, device)).removeprefix("torch.")
         preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
         base_model = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
-        self.ft_key = ft_key = {"base": base_model, "finetune": {"preset": preset, **asdict(fcfg)}, "texts": True,
-                                **cfg.model_identity()}  # LoRA and partial layers (absent at their defaults)
+        self.ft_key = ft_key = {
+            "base": base_model,
+            "finetune": {"preset": preset, **asdict(fcfg)},
+            "texts": True,
+            **cfg.model_identity(),
+        }  # LoRA and partial layers (absent at their defaults)
         identity = self._identity(ft_key, dtype, requests)
         self.claim(identity, extendable=("methods", "requests"), row_key=muse_row_key)
-        record = {"protocol": "muse", **asdict(cfg), "kb": str(kb.source), "targets": targets,
-                  "identity": self.identity, "history": self.old_record.get("history", []) + [
-                      history_entry(self.added)], "provenance": provenance(device)}
+        record = {
+            "protocol": "muse",
+            **asdict(cfg),
+            "kb": str(kb.source),
+            "targets": targets,
+            "identity": self.identity,
+            "history": self.old_record.get("history", []) + [history_entry(self.added)],
+            "provenance": provenance(device),
+        }
         if not self.joined:  # a joined worker leaves splits.json and config.json to the run's owner
-            write_json_atomic(self.run / "splits.json", {"base": base.to_json(), "requests": {
-                k: v.to_json() for k, v in self.splits.items()}})
+            write_json_atomic(
+                self.run / "splits.json",
+                {"base": base.to_json(), "requests": {k: v.to_json() for k, v in self.splits.items()}},
+            )
             write_json_atomic(self.run / "config.json", record)
         self.ref_cache: dict[str, dict] = {}
-        self.log(f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; holdout "
-                 f"{sum(map(len, base.holdout.values()))}; {len(requests)} requests")
+        self.log(
+            f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; holdout "
+            f"{sum(map(len, base.holdout.values()))}; {len(requests)} requests"
+        )
 
     def _resolve_methods(self) -> dict:
         """Resolve the main and the curve methods (``self.main_methods``, ``self.curve_methods``; curve methods
@@ -263,8 +320,10 @@ class MuseProtocol(Protocol):
         check_corpus_methods(self.main_methods + self.curve_methods, "muse")
         for label, m, _s, _g in self.curve_methods:
             if m.param != "steps":
-                raise InputError(f"{label}: scalability and sustainability need a gradient method (MUSE runs them "
-                                 "for GA, NPO and their regularised variants)")
+                raise InputError(
+                    f"{label}: scalability and sustainability need a gradient method (MUSE runs them "
+                    "for GA, NPO and their regularised variants)"
+                )
         return method_grids(self.main_methods + self.curve_methods, cfg.grids)
 
     def _identity(self, ft_key: dict, dtype: str, requests: list[dict]) -> dict:
@@ -273,25 +332,51 @@ class MuseProtocol(Protocol):
         on, and each method's grid and learning rate."""
 
         cfg, spec, grids = self.cfg, self.spec, self.grids
-        settings = cfg.identity_settings(("kb", "model", "finetuned", "targets", "methods", "curve_methods", "grids",
-                                          "device", "finetune_epochs", "batch_size", "n_targets", "scale_sizes",
-                                          "sustain", "select", "bootstrap"))
+        settings = cfg.identity_settings(
+            (
+                "kb",
+                "model",
+                "finetuned",
+                "targets",
+                "methods",
+                "curve_methods",
+                "grids",
+                "device",
+                "finetune_epochs",
+                "batch_size",
+                "n_targets",
+                "scale_sizes",
+                "sustain",
+                "select",
+                "bootstrap",
+            )
+        )
         settings.update(cfg.component_identity())  # --compat and the components not at dukb's values ("set")
         settings.update(cfg.backend_identity())  # --probe-backend, only when not hf
         return {
-            "identity_version": IDENTITY_VERSION, "kb": self.kb.fingerprint(), "rules": self.closure.rules.fingerprint,
-            "model": ft_key, **({"f_target": model_fingerprint(cfg.finetuned)} if cfg.finetuned else {}),
-            "dtype": dtype, "family": spec.preset_family, "settings": settings,
+            "identity_version": IDENTITY_VERSION,
+            "kb": self.kb.fingerprint(),
+            "rules": self.closure.rules.fingerprint,
+            "model": ft_key,
+            **({"f_target": model_fingerprint(cfg.finetuned)} if cfg.finetuned else {}),
+            "dtype": dtype,
+            "family": spec.preset_family,
+            "settings": settings,
             "requests": {r["name"]: {"targets": r["targets"], "after": r.get("after")} for r in requests},
             "select": cfg.select,
             # every row also probes each fact's qa item for Success-DU (part of what a resumed run must share)
             "scoring": {"success_du": ["qa"]},
             # what unlearning trains on: the statement texts of the forget and retain_train facts, never a QA pair
             "training": {"version": MUSE_TRAINING_VERSION, "forget": ["statement"], "retain": ["statement"]},
-            "methods": {label: {"method": m.name, "param": m.param,
-                                "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]],
-                                **_lr_entry(m, spec.preset_family, cfg.unlearn_lr())}
-                        for label, m, _s, _g in self.main_methods + self.curve_methods},
+            "methods": {
+                label: {
+                    "method": m.name,
+                    "param": m.param,
+                    "grid": [int(v) if m.param == "steps" else float(v) for v in grids[label]],
+                    **_lr_entry(m, spec.preset_family, cfg.unlearn_lr()),
+                }
+                for label, m, _s, _g in self.main_methods + self.curve_methods
+            },
         }
 
     # ---- model ---------------------------------------------------------------------------------------------------
@@ -302,17 +387,24 @@ class MuseProtocol(Protocol):
         cfg, kb = self.cfg, self.kb
         trained_qa, trained_txt = _items_for(kb, self.base.trained())
         # model caches are keyed by everything they depend on: base model, finetuning config, KB, dtype, the facts
-        self.cache_key = {**self.ft_key, "kb": self.identity["kb"], "dtype": self.dtype, "prompt": cfg.prompt,
-                          "trained": sha256_json(self.base.trained())}
+        self.cache_key = {
+            **self.ft_key,
+            "kb": self.identity["kb"],
+            "dtype": self.dtype,
+            "prompt": cfg.prompt,
+            "trained": sha256_json(self.base.trained()),
+        }
         if cfg.finetuned:  # a given f_target (its training must leave the holdout out: recorded, not checkable)
-
             n_hold = sum(map(len, self.base.holdout.values()))
-            self.log(f"f_target: {cfg.finetuned} (given; its training data must leave out the {n_hold} holdout facts "
-                     "of splits.json, or PrivLeak is not MUSE's)")
+            self.log(
+                f"f_target: {cfg.finetuned} (given; its training data must leave out the {n_hold} holdout facts "
+                "of splits.json, or PrivLeak is not MUSE's)"
+            )
             self.f_target = load_finetuned(cfg.finetuned, **cfg.load_kwargs())
         else:
-            self.f_target = _finetune_cached(kb, self.spec, self.run / "models" / "target", trained_qa + trained_txt,
-                                             cfg, self.cache_key, self.log)
+            self.f_target = _finetune_cached(
+                kb, self.spec, self.run / "models" / "target", trained_qa + trained_txt, cfg, self.cache_key, self.log
+            )
 
     # ---- rows ----------------------------------------------------------------------------------------------------
     def retrain_for(self, cum: str):
@@ -326,8 +418,7 @@ class MuseProtocol(Protocol):
         (self.run / "models").mkdir(parents=True, exist_ok=True)
         # one worker finetunes it, the others then load it (the lock is bookkeeping: RUN_DIR/.dukb/models/NAME.lock)
         with file_lock(bookkeeping_dir(self.run, "models") / f"{name}.lock", wait=CACHE_WAIT, log=self.log):
-            return _finetune_cached(self.kb, self.spec, self.run / "models" / name, qa + txt, self.cfg, key,
-                                    self.log)
+            return _finetune_cached(self.kb, self.spec, self.run / "models" / name, qa + txt, self.cfg, key, self.log)
 
     @staticmethod
     def _pred(lm):
@@ -336,10 +427,17 @@ class MuseProtocol(Protocol):
 
     def _row(self, req: dict, kind: str, fields: dict, **extra) -> dict:
         """A result row of ``req``: its forget set, the forget set it is scored on, what was scored."""
-        return {"request": req["name"], "experiment": req["experiment"], "model_kind": kind,
-                "targets": req["targets"], "forget_fact_ids": self.splits[req["name"]].forget,
-                "scored_forget_fact_ids": self.splits[req["cumulative"]].forget, "scored_forms": SCORED_FORMS,
-                **extra, **fields}
+        return {
+            "request": req["name"],
+            "experiment": req["experiment"],
+            "model_kind": kind,
+            "targets": req["targets"],
+            "forget_fact_ids": self.splits[req["name"]].forget,
+            "scored_forget_fact_ids": self.splits[req["cumulative"]].forget,
+            "scored_forms": SCORED_FORMS,
+            **extra,
+            **fields,
+        }
 
     def _du_args(self, req: dict) -> dict:
         """Success-DU's inputs for a request's rows: the closure and the targets of everything unlearned so far (a
@@ -374,9 +472,16 @@ class MuseProtocol(Protocol):
         if tr is None:
             if dry:
                 raise RowMissing
-            tr = self._row(req, "target", model_metrics(self._pred(self.f_target), self.kb, sp, self.cfg,
-                                                        retrain_auc=rr["mia_auc"], **self._du_args(req)),
-                           method=None, param=None, setting=None)
+            tr = self._row(
+                req,
+                "target",
+                model_metrics(
+                    self._pred(self.f_target), self.kb, sp, self.cfg, retrain_auc=rr["mia_auc"], **self._du_args(req)
+                ),
+                method=None,
+                param=None,
+                setting=None,
+            )
             if emit:
                 yield tr
             elif not dry:
@@ -407,11 +512,21 @@ class MuseProtocol(Protocol):
             todo = [v for v in grid if (req["name"], "unlearned", label, float(v)) not in self.results.done]
         if not todo or not f_txt:
             return
-        trained = {"trained_forms": {"forget": ["statement"], "retain": ["statement"] if retain else []},
-                   "trained_fact_ids": {"forget": retain_fact_ids(f_txt), "retain": retain_fact_ids(retain)},
-                   "n_trained_texts": {"forget": len(f_txt), "retain": len(retain)}}
-        ctx = UnlearnContext(lm, f_txt, retain, seed=cfg.seed, lr=cfg.unlearn_lr(), kb=kb,
-                             schedule=SweepSchedule(cfg.unlearn_schedule), **cfg.unlearn_kwargs())
+        trained = {
+            "trained_forms": {"forget": ["statement"], "retain": ["statement"] if retain else []},
+            "trained_fact_ids": {"forget": retain_fact_ids(f_txt), "retain": retain_fact_ids(retain)},
+            "n_trained_texts": {"forget": len(f_txt), "retain": len(retain)},
+        }
+        ctx = UnlearnContext(
+            lm,
+            f_txt,
+            retain,
+            seed=cfg.seed,
+            lr=cfg.unlearn_lr(),
+            kb=kb,
+            schedule=SweepSchedule(cfg.unlearn_schedule),
+            **cfg.unlearn_kwargs(),
+        )
         if getattr(m, "reg_kind", None) == "klr" and cfg.klr_form != getattr(m, "klr_form", "token"):
             m = copy.copy(m)  # the run's KLR form (--klr-form), on a copy of the registry's method
             m.klr_form = cfg.klr_form
@@ -425,12 +540,22 @@ class MuseProtocol(Protocol):
                 if key in self.results.done:
                     row = next(r for r in self.results.rows if muse_row_key(r) == key)
                 else:
-                    fields = model_metrics(pred, kb, sp_eval, cfg, retrain_auc=refs["retrain"]["mia_auc"],
-                                           **self._du_args(req))
-                    row = self._row(req, "unlearned", fields, method=label, base_method=m.name, param=m.param,
-                                    setting=setting, retain_fact_ids=retain_fact_ids(retain), **trained,
-                                    seconds_unlearn=round(t1 - t0, 4),
-                                    seconds_eval=round(time.perf_counter() - t1, 4))
+                    fields = model_metrics(
+                        pred, kb, sp_eval, cfg, retrain_auc=refs["retrain"]["mia_auc"], **self._du_args(req)
+                    )
+                    row = self._row(
+                        req,
+                        "unlearned",
+                        fields,
+                        method=label,
+                        base_method=m.name,
+                        param=m.param,
+                        setting=setting,
+                        retain_fact_ids=retain_fact_ids(retain),
+                        **trained,
+                        seconds_unlearn=round(t1 - t0, 4),
+                        seconds_eval=round(time.perf_counter() - t1, 4),
+                    )
                     yield row  # written by the work loop before the sweep goes on
                     # --save-models: a C6 request continues from a model on no disk, so its adapter is saved merged
                     self.keep_model(row, pred, lm, merge=lm is not self.f_target)
@@ -443,8 +568,11 @@ class MuseProtocol(Protocol):
     def _better(self, row: dict, best: dict | None, util: float) -> bool:
         """MUSE's selection rule applied online (Shi et al. 2024b, Sec. 3, C6): the row whose KnowMem on retain is
         closest to f_retrain's (``closest``), or the latest (``first_below_retrain``, ``last``)."""
-        return best is None or self.cfg.select in ("first_below_retrain", "last") or \
-            abs(row["knowmem_retain"] - util) < abs(best["knowmem_retain"] - util)
+        return (
+            best is None
+            or self.cfg.select in ("first_below_retrain", "last")
+            or abs(row["knowmem_retain"] - util) < abs(best["knowmem_retain"] - util)
+        )
 
     def _stops(self, row: dict, grid: list, util: float) -> bool:
         """The sequence stops at this row: the last grid value, or the first below f_retrain's utility."""
@@ -466,8 +594,9 @@ class MuseProtocol(Protocol):
             if dry:
                 best = None
                 for v in grid:
-                    row = next((r for r in self.results.rows
-                                if muse_row_key(r) == (req["name"], "unlearned", label, v)), None)
+                    row = next(
+                        (r for r in self.results.rows if muse_row_key(r) == (req["name"], "unlearned", label, v)), None
+                    )
                     if row is None:
                         raise RowMissing
                     best = row if self._better(row, best, util) else best
@@ -497,9 +626,15 @@ class MuseProtocol(Protocol):
 
         return SaveLayout(
             unit=lambda r: (r["request"], r["method"]) if r.get("model_kind") == "unlearned" else None,
-            select=self._selected, best="per request and method, the setting --select reports",
-            record=lambda r: {"request": r["request"], "targets": r["targets"], "method": r["method"],
-                              "setting": r["setting"]})
+            select=self._selected,
+            best="per request and method, the setting --select reports",
+            record=lambda r: {
+                "request": r["request"],
+                "targets": r["targets"],
+                "method": r["method"],
+                "setting": r["setting"],
+            },
+        )
 
     def _selected(self, rows: list[dict]) -> dict | None:
         """The row of one (request, method) that MUSE's selection rule reports (None without its f_retrain row)."""
@@ -552,9 +687,9 @@ class MuseProtocol(Protocol):
         """Every method's grid on main, and the curve methods' grids on each scalability and sustainability
         request (the reference rows are not counted)."""
         cfg = self.cfg
-        return sum(len(self.grids[lb]) for lb, *_ in self.main_methods) + \
-            sum(len(self.grids[lb]) for lb, *_ in self.curve_methods) * (len(cfg.scale_sizes) *
-                                                                         (2 if cfg.sustain else 1))
+        return sum(len(self.grids[lb]) for lb, *_ in self.main_methods) + sum(
+            len(self.grids[lb]) for lb, *_ in self.curve_methods
+        ) * (len(cfg.scale_sizes) * (2 if cfg.sustain else 1))
 
     def counts(self, row: dict) -> bool:
         """Unlearned rows advance the bar (:meth:`total_rows` counts those)."""
@@ -574,8 +709,10 @@ class MuseProtocol(Protocol):
         req = self._req(name)
         if not label:
             refs = yield from self.references(req)
-            self.log(f"{name}: forget {len(self.splits[name].forget['relationships'])} facts; f_target KnowMem "
-                     f"forget {refs['target']['knowmem_forget']:.3f}, f_retrain {refs['retrain']['knowmem_forget']:.3f}")
+            self.log(
+                f"{name}: forget {len(self.splits[name].forget['relationships'])} facts; f_target KnowMem "
+                f"forget {refs['target']['knowmem_forget']:.3f}, f_retrain {refs['retrain']['knowmem_forget']:.3f}"
+            )
             return
         yield from self.sweep(req, self.f_target, label, self._method(label), todo)
 
@@ -615,5 +752,15 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
 
 
 #: the protocol's names, with those of its config
-__all__ = ["CURVE_METHODS", "MUSE_METHODS", "MUSE_TRAINING_VERSION", "MuseConfig", "MuseProtocol", "SCORED_FORMS",
-           "model_metrics", "muse_row_key", "plan_requests", "run_muse"]
+__all__ = [
+    "CURVE_METHODS",
+    "MUSE_METHODS",
+    "MUSE_TRAINING_VERSION",
+    "MuseConfig",
+    "MuseProtocol",
+    "SCORED_FORMS",
+    "model_metrics",
+    "muse_row_key",
+    "plan_requests",
+    "run_muse",
+]

@@ -38,8 +38,7 @@ def _lcs_words(ref: list[str], hyp: list[str]) -> set[str]:
     table = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(1, n + 1):
         for j in range(1, m + 1):
-            table[i][j] = table[i - 1][j - 1] + 1 if ref[i - 1] == hyp[j - 1] else max(table[i - 1][j],
-                                                                                      table[i][j - 1])
+            table[i][j] = table[i - 1][j - 1] + 1 if ref[i - 1] == hyp[j - 1] else max(table[i - 1][j], table[i][j - 1])
     out, i, j = set(), n, m
     while i and j:
         if ref[i - 1] == hyp[j - 1]:
@@ -86,8 +85,6 @@ def rwku_rouge_l_recall(answer: str, output: str) -> float:
     return len(union) / len(ref_words)
 
 
-
-
 def rouge_scorer(name: str):
     """The per-probe ROUGE-L recall function ``(answer, output) -> float`` of a ``--rouge`` choice: "rouge-score"
     (:func:`dukb.neural.probe.rouge_l_recall`, rouge-score with stemming; dukb's default) or "rouge"
@@ -100,7 +97,6 @@ def rouge_scorer(name: str):
     if name == "rouge":
         return rwku_rouge_l_recall
     if name == "rouge-score":
-
         return rouge_l_recall
     raise InputError(f"unknown --rouge {name!r} (choose from {', '.join(ROUGE_CHOICES)})")
 
