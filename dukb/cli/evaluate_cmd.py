@@ -15,6 +15,7 @@ from dukb.cli.render import keep_rows_note, log_line, on_interrupt, output_path
 from dukb.cli.run_options import parse_grids  # noqa: F401  (the --grid parser of every protocol command)
 from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.protocols.evaluate.config import EvaluateConfig
+from dukb.neural.run.files import RunDir
 
 
 @declared_command(EvaluateConfig)
@@ -74,9 +75,9 @@ def _run_protocol(run_dir: Path) -> str:
 
     if not run_dir.is_dir():
         raise InputError("not a run directory" if run_dir.exists() else "no such run directory", run_dir)
-    config = run_dir / "config.json"
+    config = RunDir(run_dir).config
     if not os.path.lexists(config):
-        if os.path.lexists(run_dir / "results.jsonl"):
+        if os.path.lexists(RunDir(run_dir).results):
             return "evaluate"
         raise InputError("not a run directory: neither config.json nor results.jsonl is here", run_dir)
     data = read_bytes(config, "run config", limit=RUN_JSON_BYTES)  # a FIFO, device or folder: one line naming it
@@ -165,12 +166,12 @@ def report(
     import os
 
     protocol = _run_protocol(run_dir)
-    if protocol != "restor" and not os.path.lexists(run_dir / "results.jsonl"):
+    if protocol != "restor" and not os.path.lexists(RunDir(run_dir).results):
         raise InputError(f"no results.jsonl here (a {protocol} run that has written no rows yet)", run_dir)
-    if protocol in ("evaluate", "muse", "rwku") and _blank_file(run_dir / "results.jsonl"):
+    if protocol in ("evaluate", "muse", "rwku") and _blank_file(RunDir(run_dir).results):
         raise InputError(
             f"no result rows yet: the file is empty (the {protocol} run has written no rows yet)",
-            run_dir / "results.jsonl",
+            RunDir(run_dir).results,
         )
     if protocol == "restor":  # its renderer writes these whole: nothing but a regular file may stand in their place
         from dukb.neural.run.files import output_file

@@ -13,6 +13,7 @@ import typer
 from dukb import InputError
 from dukb.cli.config_file import _current_context, resolved_options
 from dukb.neural.launch import LAUNCH_DIR, LaunchOptions, check_launch, launch
+from dukb.neural.run.files import RunDir
 
 #: the command's parameters that describe the launch, not the run (left out of the workers' config)
 _LAUNCH_PARAMS = tuple(f.name for f in dataclasses.fields(LaunchOptions)) + ("output",)
@@ -32,7 +33,7 @@ def submit(cfg: LaunchOptions, output: Path, resume: bool, command: str = "evalu
 
     check_launch(cfg)
     output = Path(os.path.abspath(output))
-    if not resume and os.path.lexists(output / "results.jsonl"):
+    if not resume and os.path.lexists(RunDir(output).results):
         raise InputError(f"{output} already holds results; pass --resume to continue it or choose another -o")
     folder = output / LAUNCH_DIR
     try:

@@ -21,6 +21,7 @@ from dukb.cli.symbolic import KB_HELP, RULES_HELP
 from dukb.neural import bounds as B
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
+from dukb.neural.run.files import RunDir
 from dukb.neural.zoo import KNOWN_MODELS, check_model_value
 from dukb.solver.scopes import FORGET_SCOPES
 
@@ -421,7 +422,7 @@ def unlearn(
     if not is_main_process():
         return
     _log_unit_rows(output, target_id, label)
-    typer.echo(f"wrote {output / 'results.jsonl'}")
+    typer.echo(f"wrote {RunDir(output).results}")
 
 
 def _log_unit_rows(output: Path, target_id: int, label: str) -> None:
@@ -518,7 +519,7 @@ def _unit_rows(output: Path, target: int, label: str) -> list[dict]:
     """The rows of (target, method) in RUN/results.jsonl, in the order written."""
     from dukb.neural.run.journal import read_results
 
-    return [r for r in read_results(output / "results.jsonl") if r.get("target") == target and r.get("method") == label]
+    return [r for r in read_results(RunDir(output).results) if r.get("target") == target and r.get("method") == label]
 
 
 def _num(v) -> str:

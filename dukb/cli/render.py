@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from dukb import InputError
+from dukb.neural.run.files import RunDir
 
 
 def emit(text: str, output: Path | None) -> None:
@@ -197,8 +198,8 @@ def keep_rows_note(run_dir: Path, advice: str = "run the same command with --res
         import os
 
         run = Path(run_dir)
-        results = run / "results.jsonl"
-        shards = sorted(run.glob("results.rank*.jsonl")) if run.is_dir() else []
+        results = RunDir(run).results
+        shards = RunDir(run).shards() if run.is_dir() else []
         if not os.path.lexists(results) and not shards:
             return f"no result row was written to {run} yet"
         n = count_rows(results) + sum(count_rows(p) for p in shards)

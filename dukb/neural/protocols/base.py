@@ -36,6 +36,7 @@ from rich.progress import Progress
 from dukb import InputError
 from dukb.neural import tracking
 from dukb.neural.protocols import PROTOCOLS
+from dukb.neural.run.files import RunDir
 from dukb.neural.run.journal import ResultsFile, read_results
 from dukb.neural.run.lock import claim_run, confirm_run, open_to_workers, render_lock, run_role
 from dukb.neural.run.provenance import worker_id
@@ -174,7 +175,7 @@ class Protocol(abc.ABC):
         """The run's rows as a pandas DataFrame (results.jsonl; empty when absent)."""
         import pandas as pd
 
-        path = self.run / "results.jsonl"
+        path = RunDir(self.run).results
         return pd.DataFrame(read_results(path) if path.exists() else [])
 
     # ---- the machinery they share ---------------------------------------------------------------------------------
@@ -232,8 +233,8 @@ class Protocol(abc.ABC):
             joinable=info is None or info.joinable,
         )
         self.run.mkdir(parents=True, exist_ok=True)
-        path = results_path or self.run / "results.jsonl"
-        held = [path, self.run / "results.jsonl", *other_results]
+        path = results_path or RunDir(self.run).results
+        held = [path, RunDir(self.run).results, *other_results]
         if not self.resume and any(p.exists() for p in held):
             raise InputError(f"{self.run} already holds results; pass --resume to continue it or choose another -o")
         # a second invocation with the same settings joins a live run as another worker (runs.open_to_workers): it
@@ -349,7 +350,7 @@ class Protocol(abc.ABC):
         last to finish leaves the complete report. A worker that ends before any row of the run is written (its
         units all held by live workers) renders nothing and returns ``{}``: the worker that writes the rows renders
         the report."""
-        journal = self.run / "results.jsonl"  # every process's rows end up here (shards merged before a render)
+        journal = RunDir(self.run).results  # every process's rows end up here (shards merged before a render)
         if not journal.exists() or journal.stat().st_size == 0:
             return {}
         with render_lock(self.run):

@@ -17,12 +17,12 @@ from dukb import InputError
 from dukb.kb.csvfile import read_text
 from dukb.neural.restor.config import RESTOR_ROWS
 from dukb.neural.restor.facts import FactProbe
-from dukb.neural.run.files import loads_json, write_bytes_atomic
+from dukb.neural.run.files import CONFIG_NAME, RunDir, loads_json, write_bytes_atomic
 from dukb.neural.run.files import read_json as _read_json_bounded
 from dukb.neural.run.journal import ResultsFile, report_journal
 
 #: Files a run must hold before its report can be rendered (relative to the run directory).
-REQUIRED = ("config.json", "probes/facts.jsonl", "probes/clean.json", "probes/corrupted.json")
+REQUIRED = (CONFIG_NAME, "probes/facts.jsonl", "probes/clean.json", "probes/corrupted.json")
 
 
 def read_json(path: Path):
@@ -124,12 +124,12 @@ def load_run(run: Path) -> dict:
     for need in REQUIRED:
         if not (run / need).exists():
             raise InputError(f"not a finished restor run: {need} is missing", run)
-    config, facts = read_json(run / "config.json"), read_facts(run / "probes" / "facts.jsonl")
+    config, facts = read_json(RunDir(run).config), read_facts(run / "probes" / "facts.jsonl")
     n = len(facts)
     # a row that is not one (a field missing or of another type) or that judges another number of facts than
     # probes/facts.jsonl holds: FILE:LINE on stderr and in report.md
     journal = report_journal(
-        run / "results.jsonl",
+        RunDir(run).results,
         RESTOR_ROWS,
         config=config,
         drop=lambda r: (

@@ -52,8 +52,8 @@ from dukb.neural.restor.probing import candidate_logprobs, probe_facts
 from dukb.neural.restor.report import method_label, render
 from dukb.neural.restor.states import STATES_A, STATES_B, fact_state, partition, summarize_model
 from dukb.neural.restor.texts import forget_texts, retain_texts
+from dukb.neural.run.files import RunDir, refuse_links, refuse_links_in
 from dukb.neural.run.files import read_json as read_run_json
-from dukb.neural.run.files import refuse_links, refuse_links_in
 from dukb.neural.run.files import write_json_atomic as write_json
 from dukb.neural.run.identity import IDENTITY_VERSION, history_entry, sha256_json
 from dukb.neural.run.lock import claim_run, confirm_run, holds_run_lock, run_role
@@ -250,9 +250,9 @@ class RestorProtocol(Protocol):
         """
         self.setup = _prepare(self.run, self.cfg, self.log)
         self.joined = self.setup.joined
-        config = self.run / "config.json"  # a resume checks every row against the run's plan (its methods)
+        config = RunDir(self.run).config  # a resume checks every row against the run's plan (its methods)
         self.results = RowsFile(
-            self.run / "results.jsonl",
+            RunDir(self.run).results,
             repair=not self.joined,
             config=read_run_json(config, "run config") if config.exists() else None,
         )
@@ -490,7 +490,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     record["history"] = old_record.get("history", []) + [history_entry({}, methods=cfg.methods, targeted=cfg.targeted)]
     record["provenance"] = provenance(resolve_device(cfg.device))
     if not joined:
-        write_json(run / "config.json", record)
+        write_json(RunDir(run).config, record)
     log(
         f"KB {kb.source}: {len(facts)} facts; F' = {len(cor.facts)} facts of "
         f"{record['n_corrupted_people']} {'entities' if 'schema' in record else 'people'}; {len(cor.documents)} documents (k_context {cfg.context})"

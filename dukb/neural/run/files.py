@@ -105,6 +105,10 @@ class RunDir:
     units_plan = property(lambda self: self.units / UNITS_PLAN, doc="RUN_DIR/.dukb/units/planned.json.")
     workers = property(lambda self: self.bookkeeping / WORKERS_DIR, doc="RUN_DIR/.dukb/workers: workers' locks.")
 
+    def shard(self, rank: int) -> Path:
+        """RUN_DIR/results.rank{rank}.jsonl: the rows of process ``rank`` of a multi-process run (int >= 0)."""
+        return self.path / SHARD_GLOB.replace("*", str(rank))
+
     def shards(self) -> list[Path]:
         """The shard files of a multi-process run (RUN_DIR/results.rank*.jsonl), sorted."""
         return sorted(self.path.glob(SHARD_GLOB))

@@ -17,7 +17,7 @@ from dukb.neural.calibration import CONTROL_KINDS, calibrate, du_recall
 from dukb.neural.metrics.summary import short_number, wrap_prose
 from dukb.neural.plots import Panel, Series, lines_figure, run_order
 from dukb.neural.protocols.control.config import CONTROL_ROWS
-from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.files import CONFIG_NAME, RunDir, output_file, read_json
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.run.units import unfinished_note, unfinished_units
 
@@ -265,10 +265,10 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
 
     run = Path(run_dir)
     # read bounded: a FIFO, a device or a folder in a file's place is an error naming it
-    config = read_json(run / "config.json", "run config (config.json)")
+    config = read_json(RunDir(run).config, "run config (config.json)")
     splits = read_json(run / "splits.json", "splits file (splits.json)")
     sets_doc = read_json(run / "sets.json", "sets file (sets.json)")
-    for name, doc in (("config.json", config), ("splits.json", splits), ("sets.json", sets_doc)):
+    for name, doc in ((CONFIG_NAME, config), ("splits.json", splits), ("sets.json", sets_doc)):
         if not isinstance(doc, dict):
             raise InputError("not a `dukb control` run file (expected a JSON object)", run / name)
     if config.get("protocol") != "control":
@@ -278,7 +278,7 @@ def render_control(run_dir, *, selection: str | None = None) -> dict:
     # damaged lines (a second row of a key, rows of a ratio splits.json does not hold): FILE:LINE on stderr and in
     # report.md
     journal = report_journal(
-        run / "results.jsonl",
+        RunDir(run).results,
         CONTROL_ROWS,
         config=config,
         drop=lambda r: (

@@ -45,7 +45,7 @@ from dukb.neural.protocols.control.config import (
 )
 from dukb.neural.protocols.control.report import render_control
 from dukb.neural.protocols.muse.config import _lr_entry
-from dukb.neural.run.files import read_json, write_json_atomic
+from dukb.neural.run.files import CONFIG_NAME, RunDir, read_json, write_json_atomic
 from dukb.neural.run.identity import IDENTITY_VERSION, history_entry
 from dukb.neural.run.lock import holds_run_lock
 from dukb.neural.run.provenance import provenance
@@ -166,7 +166,7 @@ class ControlProtocol(Protocol):
             "provenance": prov,
         }
         write_json_atomic(self.run / "splits.json", splits)
-        write_json_atomic(self.run / "config.json", record)
+        write_json_atomic(RunDir(self.run).config, record)
 
     def _resolve_methods(self) -> list:
         """Set and return ``self.methods``, the run's methods as (label, method): each of ``--methods`` a name, a
@@ -194,10 +194,10 @@ class ControlProtocol(Protocol):
             InputError: config.json unreadable, or it names a method without a name or one this dukb lacks.
         """
 
-        path = self.run / "config.json"
+        path = RunDir(self.run).config
         if not self.resume or not path.is_file():
             return []
-        ident = read_json(path, "config.json").get("identity")
+        ident = read_json(path, CONFIG_NAME).get("identity")
         entries = (ident.get("methods") or {}).values() if isinstance(ident, dict) else ()
         out = []
         for e in entries:

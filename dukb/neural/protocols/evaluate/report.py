@@ -43,7 +43,7 @@ from dukb.neural.metrics.summary import (  # noqa: F401
 from dukb.neural.metrics.summary import missing as absent
 from dukb.neural.plots import figure_markdown, run_order, tradeoff_figure
 from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS, missing_units
-from dukb.neural.run.files import output_file, read_json
+from dukb.neural.run.files import RunDir, output_file, read_json
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.utility import UTILITY_FILE, utility_section
 
@@ -709,18 +709,18 @@ def render(run_dir) -> dict:
     import pandas as pd
 
     run = Path(run_dir)
-    if not (run / "results.jsonl").exists():
-        raise FileNotFoundError(f"{run / 'results.jsonl'}: no such file")
+    if not RunDir(run).results.exists():
+        raise FileNotFoundError(f"{RunDir(run).results}: no such file")
     # each damaged line (not JSON, not a row: a missing field, a NaN) on stderr as FILE:LINE and in report.md; the
     # valid rows are all rendered
-    config = read_json(run / "config.json", "run config") if os.path.lexists(run / "config.json") else {}
+    config = read_json(RunDir(run).config, "run config") if os.path.lexists(RunDir(run).config) else {}
     if not isinstance(config, dict):
-        raise InputError("not a run config (expected a JSON object)", run / "config.json")
+        raise InputError("not a run config (expected a JSON object)", RunDir(run).config)
     # a row out of range, outside the run's plan (config.json's identity) or a second one of a key: damaged too
-    journal = report_journal(run / "results.jsonl", EVALUATE_ROWS, config=config)
+    journal = report_journal(RunDir(run).results, EVALUATE_ROWS, config=config)
     rows = journal.rows
     if not rows:
-        raise ValueError(f"{run / 'results.jsonl'}: no result rows yet")
+        raise ValueError(f"{RunDir(run).results}: no result rows yet")
     missing_note = None
     missing = missing_units(config["identity"], rows) if isinstance(config.get("identity"), dict) else []
     if missing:

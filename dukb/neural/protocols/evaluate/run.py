@@ -49,7 +49,7 @@ from dukb.neural.protocols.evaluate.config import (
     run_identity,
 )
 from dukb.neural.protocols.evaluate.report import render
-from dukb.neural.run.files import read_json, write_json_atomic
+from dukb.neural.run.files import RunDir, read_json, write_json_atomic
 from dukb.neural.run.identity import history_entry
 from dukb.neural.run.lock import holds_run_lock
 from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
@@ -104,12 +104,12 @@ class EvaluateProtocol(Protocol):
         schedules = {label: schedule_for(label.partition(":")[0], cfg.schedule) for label, *_r in methods}
         identity = run_identity(cfg, kb, closure, methods, grids, targets, spec, dtype, metrics, schedules)
         # one process writes results.jsonl; under a multi-process launch each writes its shard, merged at the end
-        mine = self.run / (f"results.rank{dist.rank()}.jsonl" if dist.is_distributed() else "results.jsonl")
+        mine = RunDir(self.run).shard(dist.rank()) if dist.is_distributed() else RunDir(self.run).results
         # one writer: locks the directory, refuses a run with other settings before anything in it is touched
         self.claim(identity, extendable=EXTENDABLE, results_path=mine, other_results=self.run.glob(SHARD_GLOB))
         self._check_grown_grids_cover_targets(targets)
         dist.barrier(self.device)  # every process has repaired its file before any reads the others
-        self.results.absorb([self.run / "results.jsonl", *sorted(self.run.glob(SHARD_GLOB))])
+        self.results.absorb([RunDir(self.run).results, *RunDir(self.run).shards()])
         self.record = self._run_record(targets, methods)
         if self.added:
             self.log("adding to the run: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in self.added.items()))
@@ -234,7 +234,7 @@ class EvaluateProtocol(Protocol):
                 f"{len(left_out)} of its {len(self.identity['targets'])} targets are not in this "
                 f"invocation ({', '.join(map(str, left_out[:5]))}{', ...' if len(left_out) > 5 else ''})"
                 "; resume with the run's targets (the same --n-targets, --targets or --targets-file)",
-                self.run / "config.json",
+                RunDir(self.run).config,
             )
 
     def _run_record(self, targets: list[int], methods: list) -> dict:
@@ -289,7 +289,7 @@ class EvaluateProtocol(Protocol):
         record["versions"] = record["provenance"]["versions"]
         record["device_used"] = record["provenance"]["device"]  # "device" keeps the configured value
         record["world_size"] = dist.world_size()
-        cfg_path = self.run / "config.json"
+        cfg_path = RunDir(self.run).config
         if self.main and not self.joined:
             write_json_atomic(cfg_path, record)
             write_json_atomic(self.run / "finetune.json", ft)

@@ -18,7 +18,7 @@ from dukb.neural.metrics.muse import bootstrap_ci, privleak_label, relative, sel
 from dukb.neural.metrics.summary import config_lines, setting_label, versions_line, wrap_prose
 from dukb.neural.plots import Panel, Series, lines_figure, run_order
 from dukb.neural.protocols.muse.config import MUSE_ROWS, MuseConfig
-from dukb.neural.run.files import output_file, read_run_config
+from dukb.neural.run.files import RunDir, output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.run.units import unfinished_note, unfinished_units
 
@@ -341,7 +341,7 @@ def render_muse(run_dir, *, bootstrap: int = 9999, select: str | None = None) ->
     config = read_run_config(run)
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", MUSE_ROWS, config=config)
+    journal = report_journal(RunDir(run).results, MUSE_ROWS, config=config)
     rows = journal.rows
     select = select or config.get("select", "first_below_retrain")
     summary = summarize_muse(rows, select, bootstrap, seed=int(config.get("seed", 0)))

@@ -53,7 +53,7 @@ from dukb.neural.protocols.muse.config import (  # noqa: F401
 )
 from dukb.neural.protocols.muse.report import render_muse
 from dukb.neural.protocols.rwku.run import check_corpus_methods
-from dukb.neural.run.files import bookkeeping_dir, write_json_atomic
+from dukb.neural.run.files import RunDir, bookkeeping_dir, write_json_atomic
 from dukb.neural.run.identity import IDENTITY_VERSION, history_entry, sha256_json
 from dukb.neural.run.lock import file_lock, holds_run_lock
 from dukb.neural.run.provenance import provenance
@@ -293,7 +293,7 @@ class MuseProtocol(Protocol):
                 self.run / "splits.json",
                 {"base": base.to_json(), "requests": {k: v.to_json() for k, v in self.splits.items()}},
             )
-            write_json_atomic(self.run / "config.json", record)
+            write_json_atomic(RunDir(self.run).config, record)
         self.ref_cache: dict[str, dict] = {}
         self.log(
             f"KB {kb.source}: {len(kb.relationships)} + {len(kb.biographies)} facts; holdout "

@@ -20,7 +20,7 @@ from dukb.neural.declare import compat_note
 from dukb.neural.metrics.summary import config_lines, setting_label, versions_line, wrap_prose
 from dukb.neural.plots import Panel, Series, bars_figure, lines_figure, run_order
 from dukb.neural.protocols.rwku.config import RWKU_ROWS, RwkuConfig, rwku_row_key
-from dukb.neural.run.files import output_file, read_run_config
+from dukb.neural.run.files import RunDir, output_file, read_run_config
 from dukb.neural.run.journal import journal_note, report_journal
 
 COLS = (
@@ -352,7 +352,7 @@ def render_rwku(run_dir) -> dict:
     config = read_run_config(run)
 
     # damaged lines (a second row of a key too): FILE:LINE on stderr and in report.md
-    journal = report_journal(run / "results.jsonl", RWKU_ROWS, config=config)
+    journal = report_journal(RunDir(run).results, RWKU_ROWS, config=config)
     rows = journal.rows
     summary = summarize_rwku(rows)
     summary.to_csv(output_file(run / "summary.csv"), index=False)

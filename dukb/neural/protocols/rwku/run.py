@@ -51,7 +51,7 @@ from dukb.neural.protocols.rwku.config import (  # noqa: F401
 )
 from dukb.neural.protocols.rwku.report import render_rwku
 from dukb.neural.protocols.rwku.rouge import rouge_scorer
-from dukb.neural.run.files import write_json_atomic
+from dukb.neural.run.files import RunDir, write_json_atomic
 from dukb.neural.run.identity import history_entry
 from dukb.neural.run.lock import holds_run_lock
 from dukb.neural.run.provenance import provenance
@@ -256,7 +256,7 @@ class RwkuProtocol(Protocol):
         if self.kinds_report is not None:  # another schema: what each kind could not ask, counted
             self.record["unscorable_probes"] = self.kinds_report
         if not self.joined:
-            write_json_atomic(self.run / "config.json", self.record)
+            write_json_atomic(RunDir(self.run).config, self.record)
         self.qa_of = {(it.fact_kind, it.fact_id): it for it in self.items if it.kind == QA_KIND}
         self.scored_forms = {"probes": list(kinds), "mia": [QA_KIND if cfg.mia_members == "qa" else DESCRIPTION_FORM]}
         self.pred0 = Predictor(lm.model, lm.tokenizer, lm.tags, device=lm.device)
