@@ -260,6 +260,28 @@ def test_summary_csv_labels_every_reading(tmp_path):
     assert sdu["setting"].str.contains("steps=|alpha=").all() and not sdu["setting"].str.contains("{").any()
 
 
+def test_summary_csv_does_not_depend_on_the_order_rows_were_written(tmp_path):
+    """Two workers write a run's rows in any order: summary.csv lists every group's methods in the run's order
+    (config.json's identity) and sums over targets in the run's order, so the same rows in another order give the same
+    file byte for byte."""
+    rows = _rows(null_method=None)
+    config = _config(rows) | {
+        "identity": {"methods": {m: {} for m in ("ga", "npo", "tv", "whp", "du_npo_gdr")}},
+        "targets": [100 + t for t in range(11)],
+    }
+    shuffled = list(reversed(rows))
+    shuffled.sort(key=lambda r: r["target"] % 3)  # another target and method first, per relation too
+    texts = []
+    for name, order in (("a", rows), ("b", shuffled)):
+        (tmp_path / name).mkdir()
+        _render(tmp_path / name, order, config)
+        texts.append((tmp_path / name / "summary.csv").read_text())
+    assert texts[0] == texts[1]
+    groups = pd.read_csv(tmp_path / "b" / "summary.csv").drop_duplicates(["group", "method"])
+    for _, g in groups.groupby("group"):
+        assert list(g["method"]) == ["ga", "npo", "tv", "whp", "du_npo_gdr"]
+
+
 def test_results_writer_writes_nan_as_null(tmp_path):
     from dukb.neural.protocols.evaluate.rows import EVALUATE_ROWS
     from dukb.neural.run.journal import ResultsFile, read_results

@@ -48,7 +48,31 @@ from dukb.neural.run.journal import journal_note, report_journal
 from dukb.neural.utility import UTILITY_FILE, utility_section
 
 
-def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
+def run_rows_in_order(rows: list[dict], config: dict) -> list[dict]:
+    """A run's rows in the order one worker writes them: by the run's targets (config.json's ``targets``), then its
+    methods (:func:`dukb.neural.plots.run_order`), each unit's settings as written; rows of a target or method the
+    config does not list come after, in file order. Workers that shared the run wrote its units in any order; the
+    report, summary.csv and the curves read this order, so they do not depend on which worker wrote first (the means
+    over targets are summed in one order).
+
+    Args:
+        rows: the result rows (dicts with ``target`` and ``method``); config: the run's config.json (dict).
+
+    Returns:
+        A new list of the same rows.
+    """
+    targets = {t: i for i, t in enumerate(config.get("targets") or [])} if isinstance(config, dict) else {}
+    methods = {m: i for i, m in enumerate(run_order(config))}
+    far = len(targets) + len(methods) + 1
+
+    def key(item: tuple[int, dict]) -> tuple:
+        i, r = item
+        return targets.get(r.get("target"), far), methods.get(r.get("method"), far), i
+
+    return [r for _, r in sorted(enumerate(rows), key=key)]
+
+
+def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None, order=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
     target -> relation), with the fields of every summary metric.
 
@@ -57,6 +81,9 @@ def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, met
         accuracy: the accuracy column the curves use.
         by_relation: optional target -> relation kind, for the per-relation groups.
         metrics: summary :class:`dukb.neural.metrics.Metric` objects (default: every registered summary metric).
+        order: the run's method labels in order (:func:`dukb.neural.plots.run_order`): every group lists its methods
+            in it (the others after, in order of appearance), so summary.csv does not depend on which worker wrote
+            a row first. None: order of appearance.
 
     Returns:
         DataFrame with group, method, n_targets and each metric's fields (trade-off: n_settings, acc_at_recall,
@@ -73,7 +100,8 @@ def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, met
     rows = []
     for name, d in groups:
         per = [m.fn(d, accuracy) for m in metrics]
-        for method in d["method"].unique():
+        present = list(d["method"].unique())
+        for method in [m for m in order or () if m in present] + [m for m in present if m not in (order or ())]:
             row = {"group": name, "method": method, "n_targets": int(d[d["method"] == method]["target"].nunique())}
             for values in per:
                 row.update(values.get(method, {}))
@@ -730,14 +758,14 @@ def render(run_dir) -> dict:
             f"{', ...' if len(missing) > 8 else ''}; the figures cover the rows present (resume the run to add "
             "them)."
         )
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(run_rows_in_order(rows, config))
     finetune = read_json(run / "finetune.json", "finetune record") if os.path.lexists(run / "finetune.json") else None
 
     by_rel = {r["target"]: r.get("target_relation") for r in rows if r.get("target_relation")}
     wanted = summary_metrics(parse_metrics(config.get("metrics") or DEFAULT_METRICS))
     if "recall" not in df.columns:  # the summary metrics read recall and accuracy
         wanted = []
-    summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
+    summary = summarize(df, by_relation=by_rel or None, metrics=wanted, order=run_order(config))
     summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
 
     utility = read_json(run / UTILITY_FILE, "utility record") if os.path.lexists(run / UTILITY_FILE) else None
