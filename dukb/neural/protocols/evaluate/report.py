@@ -72,7 +72,7 @@ def run_rows_in_order(rows: list[dict], config: dict) -> list[dict]:
     return [r for _, r in sorted(enumerate(rows), key=key)]
 
 
-def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None, order=None):
+def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, metrics=None):
     """The summary table: one row per method (and per relation kind of the target when ``by_relation`` maps
     target -> relation), with the fields of every summary metric.
 
@@ -81,9 +81,6 @@ def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, met
         accuracy: the accuracy column the curves use.
         by_relation: optional target -> relation kind, for the per-relation groups.
         metrics: summary :class:`dukb.neural.metrics.Metric` objects (default: every registered summary metric).
-        order: the run's method labels in order (:func:`dukb.neural.plots.run_order`): every group lists its methods
-            in it (the others after, in order of appearance), so summary.csv does not depend on which worker wrote
-            a row first. None: order of appearance.
 
     Returns:
         DataFrame with group, method, n_targets and each metric's fields (trade-off: n_settings, acc_at_recall,
@@ -100,8 +97,7 @@ def summarize(df, accuracy: str = ACCURACY, by_relation: dict | None = None, met
     rows = []
     for name, d in groups:
         per = [m.fn(d, accuracy) for m in metrics]
-        present = list(d["method"].unique())
-        for method in [m for m in order or () if m in present] + [m for m in present if m not in (order or ())]:
+        for method in d["method"].unique():  # the rows come in the run's order (run_rows_in_order)
             row = {"group": name, "method": method, "n_targets": int(d[d["method"] == method]["target"].nunique())}
             for values in per:
                 row.update(values.get(method, {}))
@@ -765,7 +761,7 @@ def render(run_dir) -> dict:
     wanted = summary_metrics(parse_metrics(config.get("metrics") or DEFAULT_METRICS))
     if "recall" not in df.columns:  # the summary metrics read recall and accuracy
         wanted = []
-    summary = summarize(df, by_relation=by_rel or None, metrics=wanted, order=run_order(config))
+    summary = summarize(df, by_relation=by_rel or None, metrics=wanted)
     summary_table(summary).to_csv(output_file(run / "summary.csv"), index=False)
 
     utility = read_json(run / UTILITY_FILE, "utility record") if os.path.lexists(run / UTILITY_FILE) else None
