@@ -582,8 +582,8 @@ def build_geo_kb(data: GeoData, options: GeoOptions) -> GeoKB:
         >>> kb = build_geo_kb(toy_geo_data(), GeoOptions(continents=()))
         >>> [e for e in kb.entities if e[1] == "city"]
         [('Alpha', 'city'), ('Gamma', 'city'), ('Beta', 'city'), ('Beland (city)', 'city')]
-        >>> kb.aliases
-        [('Aland dollar', 'AAD')]
+        >>> kb.aliases  # a renamed entity keeps its original name as an alias (here the country's name)
+        [('Beland (city)', 'Beland'), ('Aland dollar', 'AAD')]
     """
     if options.cities_per_country < 1:
         raise InputError(f"--cities-per-country must be at least 1, got {options.cities_per_country}")
