@@ -459,15 +459,17 @@ def _unlearn_config(
     model_kw: dict,
 ):
     """The checked :class:`dukb.neural.protocols.evaluate.config.EvaluateConfig` of `dukb unlearn` (one target, one
-    method), the method's label and its held-out forms (tuple), every option checked before any model loads.
+    method), the method's label and its held-out forms (tuple, the check's forms in the order given or defaulted), every
+    option checked before any model loads. Without ``--heldout-forms`` the config gets the method's default forms
+    (:func:`dukb.neural.metrics.heldout.default_heldout_forms`), so that its run identity names them; the held-out
+    forms, the held-out rule and the layers are checked by the config's check alone.
 
     Raises:
         InputError: not one method; an empty or out-of-range grid value; an unknown held-out rule or scope; a
             scope that contradicts the preset's; a held-out form the method sees; an unknown target.
     """
     from dukb.neural.methods import PRESETS, parse_grid, resolve
-    from dukb.neural.methods.base import parse_layers
-    from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
+    from dukb.neural.metrics.heldout import default_heldout_forms
     from dukb.neural.modelrecord import model_kb
     from dukb.neural.plan import load_kb_closure
     from dukb.neural.protocols.evaluate.config import EvaluateConfig
@@ -478,22 +480,20 @@ def _unlearn_config(
     if len(method_items(method, "--method")) != 1:
         raise InputError(f"--method takes one method, got {method!r}")
     label, m, scope, _preset_grid = resolve(method, forget_scope or "target")
-    parse_layers(layers)
     if grid is not None and any(not part.strip() for part in grid.split(",")):
         raise InputError(f"--grid {grid!r} has an empty value; separate the values by single commas")
     values = parse_grid(grid, integer=m.param == "steps") if grid else None
     for v in values or ():
         (B.GRID_STEPS if m.param == "steps" else B.GRID_VALUE).check("--grid value", v)
-    if heldout_rule not in HELDOUT_RULES:
-        raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {heldout_rule!r}")
     if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
     check_model_value(model)
     kb = model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo"
     _kb, closure = load_kb_closure(kb, rules)
     closure.atom_of_fact(target_id)
-    # refused before the model loads: a form the method trains on or queries (qa, and its in-loop forms)
-    forms = check_heldout(parse_forms(heldout_forms, "--heldout-forms"), ("qa",) + tuple(m.seen_forms))
+    forms = parse_forms(heldout_forms, "--heldout-forms")
+    if forms is None:  # the method's own: every asking form but qa and its in-loop forms
+        forms = default_heldout_forms(("qa",) + tuple(m.seen_forms))
     cfg = EvaluateConfig(
         kb=kb,
         rules=rules,
@@ -512,7 +512,7 @@ def _unlearn_config(
         schedule="separate",
         **model_kw,
     )
-    return cfg.check(), label, forms
+    return cfg.check(), label, tuple(forms)  # (the check's order may differ: the log line names them as before)
 
 
 def _unit_rows(output: Path, target: int, label: str) -> list[dict]:

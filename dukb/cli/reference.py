@@ -8,8 +8,10 @@ Source: dukb (issue 38, item 8: reference pages generated from the registries, n
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
+import re
 
 from dukb.neural.tables import Table
 
@@ -136,17 +138,41 @@ def table_pages() -> dict[str, str]:
     return out
 
 
+#: the registry tables a guide page shows where it says ``<!-- dukb-table: NAME -->`` (:func:`guide_markdown`)
+GUIDE_TABLES = {"forget-scopes": "scopes_table", "presets": "presets_table", "attacks": "attacks_table"}
+_GUIDE_MARK = re.compile(r"^<!-- dukb-table: ([a-z-]+) -->$", re.M)
+
+
+def guide_markdown(markdown: str) -> str:
+    """A guide page with each ``<!-- dukb-table: NAME -->`` line replaced by the registry's table (heading and intro
+    left to the page; :data:`GUIDE_TABLES`), so that no guide pastes a registry's rows (docs/hooks.py, at build time).
+
+    Raises:
+        ValueError: a NAME not in :data:`GUIDE_TABLES`.
+    """
+    from dukb.neural import catalog
+
+    def table(m: re.Match) -> str:
+        if m.group(1) not in GUIDE_TABLES:
+            raise ValueError(f"unknown dukb-table {m.group(1)!r} (choose from {', '.join(GUIDE_TABLES)})")
+        return dataclasses.replace(getattr(catalog, GUIDE_TABLES[m.group(1)])(), intro="").markdown(level=0)
+
+    return _GUIDE_MARK.sub(table, markdown)
+
+
 def reference_pages() -> dict[str, str]:
     """Every generated reference page: page path relative to docs/ -> markdown."""
     return {"reference/cli.md": cli_page(), **table_pages()}
 
 
 __all__ = [
+    "GUIDE_TABLES",
     "HELP_WIDTH",
     "PAGES",
     "cli_page",
     "command_help",
     "command_names",
+    "guide_markdown",
     "reference_pages",
     "reference_tables",
     "table_pages",

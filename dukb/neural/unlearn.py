@@ -197,7 +197,9 @@ class UnitPlan:
         batch_size: prompts per probing batch.
         metrics: row :class:`dukb.neural.metrics.Metric` objects (default: ``recall``).
         heldout_forms: forms the row is also scored on by ``recall_heldout`` (None: every asking form the method did
-            not see); heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before
+            not see), checked here against the forms the method sees; heldout: the same, already resolved by a
+            checked run plan (:meth:`dukb.neural.protocols.evaluate.config.EvaluateConfig.heldout_of`), taken as
+            they are (None: resolved here from ``heldout_forms``); heldout_before: the (form, fact kind, fact_id) triples that elicited their fact before
             unlearning (None: no baseline); heldout_rule: "pairs" or "any".
         schedule: :class:`dukb.neural.methods.base.SweepSchedule` of a step grid (None: "separate").
         reinforce: TV's and WHP's reinforcement schedule, "constant" or "reference"
@@ -215,8 +217,8 @@ class UnitPlan:
             None: every fact is scored.
 
     Resolved here (not arguments): needs (the metrics' combined needs), qa_items, retain_ids, seen (the forms the
-    method trained on or queried), heldout (the checked held-out forms, empty without ``recall_heldout``),
-    loop_items (what the method may ask or train on), probed and pair_items (items probed in full, and the pairs
+    method trained on or queried), heldout when not given (the checked held-out forms, empty without
+    ``recall_heldout``), loop_items (what the method may ask or train on), probed and pair_items (items probed in full, and the pairs
     rule's baseline pairs probed fact by fact).
 
     Raises:
@@ -247,6 +249,7 @@ class UnitPlan:
     batch_size: int = 256
     metrics: tuple | None = None
     heldout_forms: tuple | None = None
+    heldout: tuple | None = None
     heldout_before: frozenset | None = None
     heldout_rule: str = "pairs"
     schedule: object = None
@@ -261,7 +264,6 @@ class UnitPlan:
     qa_items: tuple = field(init=False)
     retain_ids: dict = field(init=False)
     seen: tuple = field(init=False)
-    heldout: tuple = field(init=False)
     loop_items: tuple = field(init=False)
     probed: tuple = field(init=False)
     pair_items: tuple = field(init=False)
@@ -281,11 +283,12 @@ class UnitPlan:
         self._resolve_sets(qa_items)
         seen = tuple(sorted({it.kind for it in self.forget} | {it.kind for it in self.retain} | set(m.seen_forms)))
         put("seen", seen)
-        # the held-out forms the row is scored on: none when recall_heldout is not among the metrics
-        put(
-            "heldout",
-            check_heldout(self.heldout_forms, seen) if any(mt.name == "recall_heldout" for mt in metrics) else (),
-        )
+        # the held-out forms the row is scored on (a run plan's as they are): none without recall_heldout
+        if self.heldout is not None:
+            put("heldout", tuple(self.heldout))
+        else:
+            scored = any(mt.name == "recall_heldout" for mt in metrics)
+            put("heldout", check_heldout(self.heldout_forms, seen) if scored else ())
         extra = [k for k in m.seen_forms if k != QA_KIND]  # the forms it queries or trains on beyond qa
         # what a method may ask or train on in its loop: every fact's items of those forms
         put("loop_items", qa_items + tuple(kb_qa(self.kb, tuple(extra))) if extra else qa_items)

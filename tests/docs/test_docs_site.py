@@ -127,3 +127,27 @@ def test_license_citation_and_changelog():
             assert any(r["title"].lower().replace(" :", ":") in h.replace(" :", ":") for h in heads), r["title"]
     log = (REPO_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert log.startswith("# Changelog") and "keepachangelog.com" in log and "## [Unreleased]" in log
+
+
+def test_guide_pages_draw_the_registry_tables_at_build_time():
+    """No page pastes a registry's rows (forget scopes, presets, attacks): a guide page marks where the table goes and
+    the docs build draws it from the registry (docs/hooks.py, issue 40: tables generated, not pasted)."""
+    from dukb.cli.reference import GUIDE_TABLES, guide_markdown
+    from dukb.neural.catalog import ATTACKS, PRESETS
+    from dukb.solver.scopes import FORGET_SCOPES
+
+    names = set(ATTACKS) | set(PRESETS) | set(FORGET_SCOPES)
+    pasted, marks = [], set()
+    for page in sorted((REPO_ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        marks |= set(re.findall(r"^<!-- dukb-table: ([a-z-]+) -->$", text, flags=re.M))
+        for n, line in enumerate(text.splitlines(), 1):
+            first = re.match(r"^\| `([^`]+)`", line)
+            if first and first.group(1) in names:
+                pasted.append(f"{page.relative_to(REPO_ROOT)}:{n}")
+    assert not pasted, "registry rows pasted into the docs: " + ", ".join(pasted)
+    assert marks == set(GUIDE_TABLES)
+    out = guide_markdown("Presets:\n\n<!-- dukb-table: presets -->\n\nmore")
+    assert "| `du_cl` | `cl_du` | target |" in out and "dukb-table" not in out and out.endswith("\n\nmore")
+    with pytest.raises(ValueError, match="unknown dukb-table 'nope'"):
+        guide_markdown("<!-- dukb-table: nope -->")

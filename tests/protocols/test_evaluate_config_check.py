@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from conftest import patch_everywhere
+from conftest import DEVICE, patch_everywhere
 from dukb import InputError
 from dukb.neural.protocols.evaluate.config import EvaluateConfig
 from dukb.neural.protocols.evaluate.run import evaluate
@@ -69,6 +71,51 @@ def test_check_returns_one_frozen_plan_checked_once(monkeypatch):
     assert plan.check() is plan and not calls
     # a new config made from the plan is a new, unchecked one
     assert not dataclasses.replace(plan, seed=3).checked
+
+
+def test_the_stages_read_the_held_out_forms_the_check_resolved(tmp_path, monkeypatch):
+    """One `dukb evaluate` checks and resolves its held-out forms in check() alone (issue 40: the stages consume the
+    plan and never re-check or re-resolve): each method's own forms (rt trains on reverse, GA does not), read by the
+    targets, model and unit stages, and every row holds its method's."""
+    import dukb.neural.metrics.heldout as heldout
+
+    cfg = EvaluateConfig(
+        kb="demo", methods=["ga", "rt"], grids={"ga": [1], "rt": [1]}, n_targets=1, finetune_epochs=1, device=DEVICE
+    ).check()
+    ga, rt = cfg.heldout_of("ga"), cfg.heldout_of("rt")
+    assert "reverse" in ga and rt == tuple(k for k in ga if k != "reverse") and "qa" not in ga
+    assert set(cfg.heldout_baseline) == set(ga)
+
+    def again(*_a, **_k):
+        raise AssertionError("held-out forms checked or resolved after check()")
+
+    for name in ("check_heldout", "default_heldout_forms", "resolve_heldout"):
+        patch_everywhere(monkeypatch, heldout, name, again)
+    evaluate(tmp_path / "run", cfg, log=lambda _msg: None)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert {r["method"]: r["heldout_forms"] for r in rows} == {"ga": list(ga), "rt": list(rt)}
+
+
+def test_unlearn_checks_its_held_out_forms_once_in_the_config(tmp_path, monkeypatch):
+    """`dukb unlearn` builds the evaluate config and leaves every held-out check to its check(): one call, and the
+    forms it reports are the plan's (the method's own default, recorded in the config)."""
+    import dukb.neural.metrics.heldout as heldout
+    from dukb.cli.neural_cmds import _unlearn_config
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "dukb_model.json").write_text(json.dumps({"prompt": "tiny", "family": "tiny", "base": "tiny"}))
+    calls = []
+    original = heldout.check_heldout
+    patch_everywhere(monkeypatch, heldout, "check_heldout", lambda *a: calls.append(a) or original(*a))
+    args = ("demo", False, str(model), "rt", 15, None, None, 0, None, None, None)
+    plan, label, forms = _unlearn_config(*args, None, "pairs", {"device": DEVICE})
+    assert label == "rt" and len(calls) == 1 and set(forms) == set(plan.heldout_of("rt")) == set(plan.heldout_forms)
+    assert "reverse" not in forms and "paraphrase" in forms
+    calls.clear()
+    with pytest.raises(InputError, match="it saw reverse"):
+        _unlearn_config(*args, "paraphrase,reverse", "pairs", {"device": DEVICE})
+    assert len(calls) == 1
 
 
 def test_restor_takes_the_shared_options_and_its_identity_is_unchanged_at_their_defaults():

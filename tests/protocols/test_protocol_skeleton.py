@@ -197,6 +197,20 @@ def test_the_config_is_checked_before_anything_runs(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_check_in_place_is_refused(tmp_path):
+    """The stages read the plan check() returns: a config whose check() changes it in place and returns nothing is
+    refused before anything runs (no branch keeps such a config)."""
+
+    @dataclass
+    class InPlace(ToyConfig):
+        def check(self):
+            self.n = max(self.n, 1)
+
+    with pytest.raises(TypeError, match=r"InPlace.check\(\) must return the checked config"):
+        Toy(tmp_path / "run", InPlace())
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_rwku_report_names_the_rows_still_missing(tmp_path):
     from dukb.neural.protocols.rwku.report import missing_rwku_units
 

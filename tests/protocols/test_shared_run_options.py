@@ -12,11 +12,12 @@ from conftest import DEVICE, patch_everywhere
 from dukb import InputError
 from dukb.cli.run_options import cli_default
 from dukb.neural.declare import SHARED, flag_of, group_fields, help_of
+from dukb.neural.protocols import PROTOCOLS as REGISTERED
 from dukb.neural.runconfig import RunConfig, parse_layers, run_kwargs
 
 PROTOCOLS = ("evaluate", "muse", "rwku", "control")
-#: every protocol command, restor included (it takes every shared option too)
-COMMANDS = PROTOCOLS + ("restor",)
+#: every protocol command: each registered protocol's (a new one is checked at once), restor included
+COMMANDS = tuple(REGISTERED)
 #: the shared options a protocol states in its own words or with its own default (same name, same field)
 OWN_WORDS = {
     "muse": ("model", "finetuned"),
@@ -70,6 +71,10 @@ def test_the_mixin_declares_every_shared_field():
         assert f.metadata["help"] and f.metadata["panel"] == "Model and run options"
 
 
+def test_the_commands_checked_are_every_registered_protocol():
+    assert set(COMMANDS) >= set(PROTOCOLS) | {"restor"} and len(_shared()) == 22
+
+
 @pytest.mark.parametrize("protocol", COMMANDS)
 def test_every_protocol_command_takes_every_shared_option(protocol):
     """Generated from the mixin: each shared field is an option of every protocol command, restor included, with
@@ -83,9 +88,7 @@ def test_every_protocol_command_takes_every_shared_option(protocol):
         p = opts[f.name]
         assert flag in p.opts
         if f.name not in own:
-            from dukb.neural.restor.config import RestorConfig
-
-            cls = _configs().get(protocol) or RestorConfig
+            cls = REGISTERED[protocol].load("config")
             mine = next(g for g in dataclasses.fields(cls) if g.name == f.name)
             # a compat component (dukb.neural.declare.apply_compat): not given = None, resolved to the shared
             # default, and its help says so

@@ -341,7 +341,8 @@ def test_grid_values_are_strict(text, integer):
 
 
 def test_grid_and_layers_accept_plain_numbers():
-    from dukb.neural.methods.base import parse_grid, parse_layers
+    from dukb.neural.methods.base import parse_grid
+    from dukb.neural.runconfig import parse_layers
 
     assert parse_grid("1, 4,007", integer=True) == [1, 4, 7]
     assert parse_grid("0.5,1e-3,2", integer=False) == [0.5, 1e-3, 2.0]

@@ -379,3 +379,23 @@ def test_cli_second_evaluate_is_refused_or_joins_and_the_rows_never_mix(tiny, tm
     assert f"moved to {run / DAMAGED_NAME}" in r.stderr
     assert sorted(_keys(run)) == sorted(keys)  # the lost row recomputed, nothing twice
     assert [json.loads(x)["line"] for x in (run / DAMAGED_NAME).read_text().splitlines()] == [1]
+
+
+def test_rows_of_a_key_differing_only_in_worker_or_timings_are_one_result(tmp_path):
+    """A unit recomputed after a kill writes its rows again with other timings: the repeat is kept once, whichever
+    stages the protocol times (``seconds``, ``seconds_eval``, ...; the run layer names none), while a row differing
+    in a result is another row of the key (damaged)."""
+    from dukb.neural.run.journal import is_bookkeeping, read_journal
+
+    row = {"k": 1, "value": 0.5, "worker": "a:1", "seconds": 1.0, "seconds_eval": 2.0}
+    again = {**row, "worker": "b:2", "seconds": 3.0, "seconds_eval": 4.0, "seconds_anything": 5.0}
+    other = {**row, "value": 0.6}
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (row, again, other)))
+    journal = read_journal(path, key=lambda r: (r["k"],))
+    assert journal.rows == [row]
+    assert [(d.line, d.reason) for d in journal.damaged] == [
+        (2, "a repeat of line 1 (the same row; kept once)"),
+        (3, "another row for the key of line 1 (one row per key; differs in value)"),
+    ]
+    assert not any(is_bookkeeping(f) for f in ("k", "value", "recall", "workers", "second"))

@@ -16,7 +16,10 @@ from dukb.neural.protocols import PROTOCOLS
 from dukb.neural.run.journal import ResultsFile
 from dukb.neural.run.rows import RowSchema
 
-PROTOCOL_NAMES = ("evaluate", "muse", "rwku", "control", "restor")
+#: every registered protocol, and `dukb unlearn` (the evaluate protocol with one target and one method)
+PROTOCOL_NAMES = (*PROTOCOLS, "unlearn")
+#: the run layer's modules (issue 40, item 2): identity, lock, log, journal, units, provenance, probe cache, RunDir
+RUN_MODULES = {"identity", "lock", "log", "journal", "units", "provenance", "probecache", "files"}
 _WORD = re.compile(r"(?<![A-Za-z])(" + "|".join(PROTOCOL_NAMES) + r")(?![A-Za-z])", re.I)
 
 
@@ -49,7 +52,15 @@ def protocol_mentions(source: str) -> list[str]:
 
 
 def run_modules() -> list[Path]:
-    return sorted(Path(run_pkg.__file__).parent.glob("*.py"))
+    """Every module of the run package, its subfolders included."""
+    return sorted(Path(run_pkg.__file__).parent.rglob("*.py"))
+
+
+def test_the_checks_read_the_whole_run_layer_and_every_protocol():
+    """The parametrized checks below cannot pass on nothing: they read every module of the run layer, and the names
+    they look for are the registry's protocols (a new one is looked for at once) and the unlearn command."""
+    assert RUN_MODULES <= {p.stem for p in run_modules()}
+    assert {"evaluate", "muse", "rwku", "control", "restor", "unlearn"} <= set(PROTOCOL_NAMES)
 
 
 def test_the_check_finds_a_protocol_named_anywhere():
@@ -60,6 +71,7 @@ def test_the_check_finds_a_protocol_named_anywhere():
     assert protocol_mentions("KEYS = {'a': rwku_row_key}\n") != []
     assert protocol_mentions('def f():\n    """Reads a restor row."""\n') != []
     assert protocol_mentions("x = 'Control'\n") != []
+    assert protocol_mentions("FIELDS = ('worker', 'seconds_unlearn')\n") != []  # a protocol's row field
     assert protocol_mentions('"""restore it; the controls of a lock"""\nrestored = 1\n') == []
 
 

@@ -25,7 +25,6 @@ from dukb.neural.bounds import GRID_VALUE, LR
 from dukb.neural.catalog import CONTROL_STRATEGIES  # control kind -> its strategy (lazy registry; keys: CONTROLS)
 from dukb.neural.data import QAItem, encode_qa
 from dukb.neural.probe import Predictor
-from dukb.neural.runconfig import parse_layers  # noqa: F401  (re-exported: methods read layers here)
 from dukb.neural.scoring import forward_logits
 from dukb.neural.train import TrainConfig, train_loop
 from dukb.neural.trainconfig import SWEEP_SCHEDULES

@@ -114,6 +114,35 @@ def check_heldout(heldout, seen) -> tuple[str, ...]:
     return tuple(forms)
 
 
+def resolve_heldout(heldout, seen_by_label: dict, seen_by_all=("qa",)) -> tuple[dict, tuple[str, ...]]:
+    """The held-out forms of a run, checked and resolved once (a checked evaluate config keeps them: its
+    ``heldout_of`` and ``heldout_baseline``): those of each method's rows and those the model is probed on before
+    unlearning.
+
+    Args:
+        heldout: the forms given (probe kinds) or None (each method's rows: :func:`default_heldout_forms` of the
+            forms it saw).
+        seen_by_label: method label -> the forms it trains on or queries (tuple of str; empty: only the given
+            forms are checked, against ``seen_by_all``).
+        seen_by_all: the forms every method sees (qa: every built-in method trains on it).
+
+    Returns:
+        ``(label -> held-out forms (tuple), the baseline's forms)``: the given forms for every method and the
+        baseline, or without them each method's default and every asking form but ``seen_by_all``.
+
+    Raises:
+        InputError: as :func:`check_heldout`, against the forms any method sees, then each method's own.
+
+    Source: dukb (Wu et al. 2025, Sec. 4's probe, judged on forms the method never trained on or queried).
+    """
+    seen_any = tuple(dict.fromkeys(k for seen in (seen_by_all, *seen_by_label.values()) for k in seen))
+    forms = check_heldout(heldout, seen_any)
+    if heldout is not None:
+        return dict.fromkeys(seen_by_label, forms), forms
+    by_label = {label: check_heldout(None, seen) for label, seen in seen_by_label.items()}
+    return by_label, default_heldout_forms(seen_by_all)
+
+
 def elicited_facts(probe, forms) -> set[tuple[str, int]]:
     """The facts some probe of ``forms`` elicits.
 
@@ -353,4 +382,5 @@ __all__ = [
     "heldout_forgotten",
     "heldout_known",
     "recall_heldout",
+    "resolve_heldout",
 ]

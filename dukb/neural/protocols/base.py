@@ -81,7 +81,8 @@ class Protocol(abc.ABC):
     def __init__(self, run_dir, config=None, *, resume: bool = True, progress: bool = False, log=print):
         """Args:
             run_dir: the run directory (created by :meth:`claim`).
-            config: a :attr:`config_class` instance (default: the built-in default run); checked here.
+            config: a :attr:`config_class` instance (default: the built-in default run); checked here: the stages
+                read what its ``check()`` returns (:meth:`dukb.neural.runconfig.RunConfig.check`).
             resume: continue a run in ``run_dir`` (refused when a row-changing setting differs); with False an
                 existing results.jsonl is an error.
             progress: show a rich progress bar over the rows.
@@ -89,10 +90,12 @@ class Protocol(abc.ABC):
 
         Raises:
             InputError: the config's check fails.
+            TypeError: its ``check()`` returns something else than the checked config (a check in place).
         """
         cfg = config if config is not None else self.config_class()
-        checked = cfg.check()
-        self.cfg = checked if checked is not None else cfg
+        self.cfg = cfg.check()  # the resolved plan every stage reads (RunConfig.check: checked once, frozen)
+        if not isinstance(self.cfg, type(cfg)):
+            raise TypeError(f"{type(cfg).__name__}.check() must return the checked config, got {self.cfg!r}")
         self.run = Path(run_dir)
         self.resume = resume
         self.progress = progress

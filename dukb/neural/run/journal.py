@@ -136,9 +136,11 @@ def _row_problem(
     return row, ""
 
 
-#: fields of a row that say how and where it was computed, not what: two rows of one key that differ only in them
-#: are one result written twice (a unit recomputed after a kill)
-BOOKKEEPING_FIELDS = ("worker", "seconds_unlearn", "seconds_probe", "seconds_logprobs", "seconds_attack")
+def is_bookkeeping(field: str) -> bool:
+    """Whether a row's field says how and where the row was computed, not what: the worker and the timings
+    (``seconds`` and every ``seconds_<stage>``, whichever stages a protocol times). Two rows of one key that differ
+    only in such fields are one result written twice (a unit recomputed after a kill). Source: dukb."""
+    return field == "worker" or field == "seconds" or field.startswith("seconds_")
 
 
 def _repeat_problem(first: dict, k, row: dict, line: int) -> str:
@@ -153,8 +155,8 @@ def _repeat_problem(first: dict, k, row: dict, line: int) -> str:
         first[k] = (line, row)
         return ""
     was, earlier = first[k]
-    values = {f: v for f, v in row.items() if f not in BOOKKEEPING_FIELDS}
-    earlier = {f: v for f, v in earlier.items() if f not in BOOKKEEPING_FIELDS}
+    values = {f: v for f, v in row.items() if not is_bookkeeping(f)}
+    earlier = {f: v for f, v in earlier.items() if not is_bookkeeping(f)}
     if earlier == values:
         return f"a repeat of line {was} (the same row; kept once)"
     diff = sorted(f for f in set(values) | set(earlier) if values.get(f, ...) != earlier.get(f, ...))
@@ -171,7 +173,7 @@ def read_journal(
     and an object giving a key twice included), not a JSON object, not a row of its protocol (``check``: a field a
     report reads is missing, of another type, not a finite number or out of its range), or (given ``key``) a row the
     key cannot be computed for, or a later row of a key an earlier line has (one row per key: another result, or the
-    same one again, kept once; :data:`BOOKKEEPING_FIELDS` aside). The last line
+    same one again, kept once; :func:`is_bookkeeping` fields aside). The last line
     is *torn* instead when it is damaged and the file does not end with a line break (a kill mid-write).
 
     Args:
@@ -479,12 +481,12 @@ class ResultsFile:
 
 
 __all__ = [
-    "BOOKKEEPING_FIELDS",
     "DAMAGED_NAME",
     "DamagedLine",
     "Journal",
     "RESULTS_BYTES",
     "ResultsFile",
+    "is_bookkeeping",
     "journal_note",
     "move_aside",
     "read_journal",

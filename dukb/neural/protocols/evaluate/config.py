@@ -33,7 +33,8 @@ from dukb.neural.catalog import attack_names, default_metrics, methods_help, met
 from dukb.neural.declare import SHARED, compat_option, default_of, option
 from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS, identity_lr
 from dukb.neural.launch import LaunchOptions
-from dukb.neural.metrics.heldout import HELDOUT_RULES, check_heldout
+from dukb.neural.metrics import parse_metrics, row_metrics
+from dukb.neural.metrics.heldout import HELDOUT_RULES, resolve_heldout
 from dukb.neural.modelrecord import TINY_CONFIG, model_fingerprint, read_model_record
 from dukb.neural.plan import EXACT_LIMITS, paper_sets_digest
 from dukb.neural.run.identity import IDENTITY_VERSION
@@ -421,11 +422,36 @@ class EvaluateConfig(RunConfig, LaunchOptions):
             )
         if self.heldout_rule not in HELDOUT_RULES:
             raise InputError(f"--heldout-rule must be one of {', '.join(HELDOUT_RULES)}, got {self.heldout_rule!r}")
-        if self.heldout_forms is not None:  # every built-in method trains on qa
-            self.heldout_forms = list(check_heldout(self.heldout_forms, ("qa",)))
+        self._resolve_heldout()
         self._check_prompt_options()
         check_utility(self.utility, self.utility_include)
         self._check_no_finetune()
+
+    def _resolve_heldout(self) -> None:
+        """Resolve once the held-out forms of each method's rows and of the probe before unlearning, with
+        ``recall_heldout`` a row metric (:func:`dukb.neural.metrics.heldout.resolve_heldout`; read by
+        :meth:`heldout_of`). Raises InputError: an unknown metric or method; a held-out form a method sees."""
+        from dukb.neural.methods import resolve  # noqa: PLC0415 (torch; a --help path)
+
+        seen = {}
+        if any(m.name == "recall_heldout" for m in row_metrics(parse_metrics(self.metrics))):
+            methods = [resolve(spec, self.forget_scope) for spec in self.methods]
+            seen = {label: ("qa",) + tuple(m.seen_forms) for label, m, _scope, _grid in methods}
+        by_label, baseline = resolve_heldout(self.heldout_forms, seen)  # every built-in method trains on qa
+        if self.heldout_forms is not None:
+            self.heldout_forms = list(baseline)
+        self._heldout = (by_label, baseline if seen else ())
+
+    def heldout_of(self, label: str) -> tuple[str, ...]:
+        """The held-out forms of the rows of method ``label``, as :meth:`check` resolved them (empty without
+        ``recall_heldout``). AttributeError on a config not checked."""
+        by_label = self._heldout[0]
+        return by_label[label] if by_label else ()
+
+    @property
+    def heldout_baseline(self) -> tuple[str, ...]:
+        """The held-out forms the model is probed on before unlearning, as :meth:`check` resolved them."""
+        return self._heldout[1]
 
     def _check_no_finetune(self) -> None:
         """``no_finetune`` evaluates ``model`` as given: refuse the options that finetune or that score facts the

@@ -30,7 +30,7 @@ from dukb.neural.lmeval import measure_utility, row_utility
 from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
 from dukb.neural.methods.base import SweepSchedule
 from dukb.neural.metrics import combined_needs, parse_metrics, row_metrics
-from dukb.neural.metrics.heldout import check_heldout, default_heldout_forms, elicited_by_form, heldout_known
+from dukb.neural.metrics.heldout import elicited_by_form, heldout_known
 from dukb.neural.metrics.summary import best_row, missing, num
 from dukb.neural.modelrecord import model_fingerprint
 from dukb.neural.models import load_model, resolve_device, resolve_dtype
@@ -138,9 +138,9 @@ class EvaluateProtocol(Protocol):
             ids (given, or :func:`dukb.neural.plan.choose_targets` among the facts derivable from the other facts).
 
         Raises:
-            InputError: no method or a method twice, a held-out form some method sees (with recall_heldout), a
-                target that is not a fact of the KB, or ``--compat eval-du`` without targets
-                (:func:`eval_du_targets_problem`).
+            InputError: no method or a method twice, a target that is not a fact of the KB, or ``--compat
+                eval-du`` without targets (:func:`eval_du_targets_problem`). (The held-out forms were resolved
+                by the config's check: :meth:`EvaluateConfig.heldout_of`.)
         """
 
         cfg = self.cfg
@@ -151,9 +151,6 @@ class EvaluateProtocol(Protocol):
         self.grids = grids = method_grids(
             methods, cfg.grids, lambda m: component_grid(m.name, family, cfg.family_grids, cfg.whp_grid)
         )
-        seen_any = tuple(dict.fromkeys(("qa",) + tuple(k for _l, m, _s, _g in methods for k in m.seen_forms)))
-        if any(m.name == "recall_heldout" for m in metrics):  # refused before anything runs: a form some method sees
-            check_heldout(cfg.heldout_forms, seen_any)
         problem = eval_du_targets_problem(cfg)
         if problem:
             raise InputError(problem)
@@ -299,13 +296,9 @@ class EvaluateProtocol(Protocol):
         if heldout and cfg.heldout_forms:
             kinds = tuple(dict.fromkeys(kinds + tuple(cfg.heldout_forms)))
         items = kb_qa(kb, kinds)
-        # the baseline covers every form some row may be scored on (each row then keeps its own held-out forms)
-        # (the forms were checked once, by the config's check and the plan: only the default is resolved here)
-        base_forms = (
-            set(cfg.heldout_forms if cfg.heldout_forms is not None else default_heldout_forms(("qa",)))
-            if heldout
-            else set()
-        )
+        # the baseline covers every form some row may be scored on (each row then keeps its own held-out forms),
+        # as the config's check resolved them
+        base_forms = set(cfg.heldout_baseline) if heldout else set()
         base = self._probe_before(lm, [it for it in items if it.kind == "qa" or it.kind in base_forms])
         acc0 = float(base[base["kind"] == "qa"]["known"].mean())
         self.attacks, self.reference = _attacks_of(cfg, lm)
@@ -569,7 +562,7 @@ class EvaluateProtocol(Protocol):
             probe_items=self.items,
             batch_size=PROBE["batch_size"],
             metrics=self.row_metrics,
-            heldout_forms=cfg.heldout_forms,
+            heldout=cfg.heldout_of(label),
             heldout_before=self.heldout_before,
             heldout_rule=cfg.heldout_rule,
             schedule=schedule,
