@@ -118,6 +118,15 @@ relations:
             8,
             "unknown key 'clozed' in the templates of relation 'located_in' (did you mean 'cloze'?)",
         ),
+        (BASE.replace('"{s} is in"', '"It is in"'), 8, "template 'cloze' of relation 'located_in' 'It is in' must use {s}"),
+        (BASE.replace("cloze:", 'fact: "{s} is somewhere.", cloze:'), 8, "template 'fact' of relation 'located_in'"),
+        (BASE.replace("cloze:", 'reverse: "Name a city.", cloze:'), 8, "must use exactly one of {s} and {o}"),
+        (BASE.replace("cloze:", 'reverse: "Is {s} in {o}?", cloze:'), 8, "must use exactly one of {s} and {o}"),
+        (
+            BASE + "attributes:\n  population: {templates: {fact: 'The population of {s} is large.'}}\n",
+            10,
+            "template 'fact' of attribute 'population' 'The population of {s} is large.' must use {v}",
+        ),
         (BASE.replace("schema_version: 1", "schema_version: 2"), 1, "schema_version must be 1"),
         (BASE.replace("name: tiny\n", ""), 1, "missing key 'name'"),
         (BASE.replace("    subject: city\n", "    subject: city\n   bad: [\n"), 7, "bad YAML"),
@@ -218,3 +227,25 @@ def test_non_family_entity_type_problem(tmp_path):
         r"country",
     ):
         load_kb(kb_dir)
+
+
+def test_non_family_duplicate_entity_is_not_a_person(tmp_path):
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    (kb_dir / "entities.csv").write_text(sl.TINY_ENTITIES + "Lyon,city\n")
+    with pytest.raises(KBError) as e:
+        load_kb(kb_dir)
+    assert e.value.line == 10 and e.value.message == "duplicate entity 'Lyon'", str(e.value)
+
+
+def test_validate_checks_the_rules_of_a_schema_kb(capsys, tmp_path):
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    rc, out, _ = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities")
+    with open(kb_dir / "rules.lp", "a") as fh:
+        fh.write("holds(A,boss,B) :- holds(B,kid,A).\n")
+    rc, _, err = run_main(capsys, "validate", "--kb", kb_dir)
+    line = assert_one_line_error(rc, err, "rules.lp:8: unknown relation 'boss'")
+    assert str(kb_dir) in line
+    (kb_dir / "rules.lp").unlink()
+    rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities") and "has no rules.lp" in err

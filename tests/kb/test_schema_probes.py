@@ -303,6 +303,22 @@ def test_qa_answer_relation_asks_for_the_relation(tmp_path):
     assert mc.answer == "friend" and sorted(line[3:] for line in mc.question.splitlines()[1:-1]) == ["friend", "parent"]
 
 
+def test_a_reverse_template_naming_the_subject_asks_for_the_object(tmp_path):
+    """A schema copied from the family one ("Who is {s}'s father?") asks for the object, not for the named subject."""
+    root = tmp_path / "kin"
+    root.mkdir()
+    (root / "schema.yaml").write_text(
+        KIN_SCHEMA.replace('no: "Is {o} {s}\'s {wrong}?"}', 'no: "Is {o} {s}\'s {wrong}?", reverse: "Who is {s}\'s parent?"}')
+    )
+    (root / "entities.csv").write_text("name,type\nAnn,person\nBo,person\nCy,person\n")
+    (root / "relationships.csv").write_text("fact_id,subject,relation,object\n0,Bo,parent,Ann\n1,Bo,parent,Cy\n")
+    (root / "rules.lp").write_text("holds(A,friend,B) :- holds(A,parent,B), holds(B,parent,A).\n")
+    kb = load_kb(root)
+    probes = make_probes(kb, "reverse", closure=compute_closure(kb).atoms)
+    got = [(p.question, p.answer) for p in probes]
+    assert got == [("Who is Bo's parent, other than Cy?", "Ann"), ("Who is Bo's parent, other than Ann?", "Cy")]
+
+
 @pytest.mark.parametrize(
     "templates, fragment",
     [
