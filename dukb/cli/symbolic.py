@@ -216,7 +216,9 @@ def _validate_kb_rules(k) -> None:
     if k.schema.is_family:
         return
     if default_rules(k.source) == "family":
-        typer.echo(f"dukb: note: {k.source} has no {KB_RULES_FILE}: commands that use rules need --rules FILE", err=True)
+        typer.echo(
+            f"dukb: note: {k.source} has no {KB_RULES_FILE}: commands that use rules need --rules FILE", err=True
+        )
         return
     kb_rules(k)
 

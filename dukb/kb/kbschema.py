@@ -353,7 +353,9 @@ def missing_placeholders(form: str, template: str, value: str = "o") -> str | No
     if form == "reverse":
         if len(have & {"s", "o"}) == 1:
             return None
-        return "must use exactly one of {s} and {o} (a reverse question names one end of the fact and asks for the other)"
+        return (
+            "must use exactly one of {s} and {o} (a reverse question names one end of the fact and asks for the other)"
+        )
     if "s" not in have:
         return "must use {s} (without it every fact of the relation gets the same question)"
     if form in ("fact", "description", "yes") and value not in have:

@@ -118,7 +118,11 @@ relations:
             8,
             "unknown key 'clozed' in the templates of relation 'located_in' (did you mean 'cloze'?)",
         ),
-        (BASE.replace('"{s} is in"', '"It is in"'), 8, "template 'cloze' of relation 'located_in' 'It is in' must use {s}"),
+        (
+            BASE.replace('"{s} is in"', '"It is in"'),
+            8,
+            "template 'cloze' of relation 'located_in' 'It is in' must use {s}",
+        ),
         (BASE.replace("cloze:", 'fact: "{s} is somewhere.", cloze:'), 8, "template 'fact' of relation 'located_in'"),
         (BASE.replace("cloze:", 'reverse: "Name a city.", cloze:'), 8, "must use exactly one of {s} and {o}"),
         (BASE.replace("cloze:", 'reverse: "Is {s} in {o}?", cloze:'), 8, "must use exactly one of {s} and {o}"),

@@ -308,7 +308,9 @@ def test_a_reverse_template_naming_the_subject_asks_for_the_object(tmp_path):
     root = tmp_path / "kin"
     root.mkdir()
     (root / "schema.yaml").write_text(
-        KIN_SCHEMA.replace('no: "Is {o} {s}\'s {wrong}?"}', 'no: "Is {o} {s}\'s {wrong}?", reverse: "Who is {s}\'s parent?"}')
+        KIN_SCHEMA.replace(
+            'no: "Is {o} {s}\'s {wrong}?"}', 'no: "Is {o} {s}\'s {wrong}?", reverse: "Who is {s}\'s parent?"}'
+        )
     )
     (root / "entities.csv").write_text("name,type\nAnn,person\nBo,person\nCy,person\n")
     (root / "relationships.csv").write_text("fact_id,subject,relation,object\n0,Bo,parent,Ann\n1,Bo,parent,Cy\n")
