@@ -189,7 +189,8 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
     """Check a KB directory and list every problem with its file and line, one line `dukb: error: FILE:LINE:
     problem` each (exit 2 if there is any); several problems end with a count. An aliases.csv is checked too: header
     name,alias, each name an entity or a biography value, no empty alias, no alias naming another entity, no
-    duplicate. A KB with a schema.yaml has its rules.lp checked as every command reads it (a note when it has none)."""
+    duplicate. A KB with a schema.yaml has its rules.lp checked as every command reads it (a note when it has none,
+    or when the rules derive facts that break their relation's types)."""
     from dukb.kb import KBError
     from dukb.kb.validate import validate_kb
 
@@ -220,7 +221,19 @@ def _validate_kb_rules(k) -> None:
             f"dukb: note: {k.source} has no {KB_RULES_FILE}: commands that use rules need --rules FILE", err=True
         )
         return
-    kb_rules(k)
+    from dukb.solver.closure import compute_closure, type_violations
+
+    rules = kb_rules(k)
+    n, examples = type_violations(compute_closure(k, rules))
+    if n:
+        (s, r, o), why, line = examples[0]
+        typer.echo(
+            one_line(
+                f"dukb: note: {rules.path}:{line}: the rules derive {n} fact(s) that break their relation's types, "
+                f"e.g. ({s}, {r}, {o}): {why}; is a type guard missing from the rule?"
+            ),
+            err=True,
+        )
 
 
 def closure(

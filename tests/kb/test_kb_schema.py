@@ -253,3 +253,21 @@ def test_validate_checks_the_rules_of_a_schema_kb(capsys, tmp_path):
     (kb_dir / "rules.lp").unlink()
     rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
     assert rc == 0 and out.startswith("ok: 8 entities") and "has no rules.lp" in err
+
+
+def test_validate_notes_rules_that_derive_facts_breaking_the_types(capsys, tmp_path):
+    from dukb.solver.closure import type_violations
+
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    assert type_violations(compute_closure(load_kb(kb_dir))) == (0, [])
+    with open(kb_dir / "rules.lp", "a") as fh:  # no city(B) guard: a country becomes a city one lives in
+        fh.write("holds(A,lives_in,B) :- holds(A,citizen_of,B).\n")
+    n, examples = type_violations(compute_closure(load_kb(kb_dir)))
+    assert n == 4 and examples[0] == (
+        ("Ann", "lives_in", "France"),
+        "the object of 'lives_in' must be city, but is country",
+        8,
+    )
+    rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities")
+    assert f"dukb: note: {kb_dir}/rules.lp:8: the rules derive 4 fact(s) that break their relation's types" in err
