@@ -451,8 +451,9 @@ def require_templates(kb: KB, forms: Sequence[str], what: str) -> None:
     kind = "relation" if isinstance(first, RelationSpec) else "attribute"
     names = [f"'{s.name}'" + (f" {f}" if len(forms) > 1 else "") for s, f in rest]
     also = f" (nor has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if rest else ""
+    every = "relation and attribute" if any(isinstance(s, AttributeSpec) for s, _ in missing) else "relation"
     raise InputError(
-        f"{kind} '{first.name}' has no '{form}' template{also}: {what} needs it for every relation with facts",
+        f"{kind} '{first.name}' has no '{form}' template{also}: {what} needs it for every {every} with facts",
         schema.path,
         first.line or None,
     )

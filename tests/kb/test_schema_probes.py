@@ -418,6 +418,27 @@ def test_tiny_kb_probes(capsys, tmp_path):
     assert "qa: 5 relationship facts unscorable (no 'qa' template: lives_in 2, located_in 2, sibling 1)" in err
 
 
+def test_an_attribute_without_a_needed_template_is_named_as_an_attribute(tmp_path):
+    from dukb.kb.schema_probes import require_templates
+
+    tiny = sl.write_tiny_kb(tmp_path / "tiny")
+    (tiny / "schema.yaml").write_text(
+        sl.TINY_SCHEMA.replace(
+            "  sibling: {subject", '  sibling: {templates: {qa: "Who is a sibling of {s}?"}, subject'
+        )
+        .replace("  located_in: {", '  located_in: {templates: {qa: "Where is {s}?"}, ')
+        .replace("  citizen_of: {", '  citizen_of: {templates: {qa: "Whose citizen is {s}?"}, ')
+        .replace('      cloze: "{s} lives in"', '      cloze: "{s} lives in"\n      qa: "Where does {s} live?"')
+        + "attributes:\n  pages: {}\n"
+    )
+    (tiny / "biographies.csv").write_text("fact_id,subject,attribute,value\n0,Ann,pages,96\n")
+    with pytest.raises(InputError) as e:
+        require_templates(load_kb(tiny), ("qa",), "evaluate")
+    assert e.value.message == (
+        "attribute 'pages' has no 'qa' template: evaluate needs it for every relation and attribute with facts"
+    )
+
+
 def test_neural_paths_refuse_in_one_line(capsys, tmp_path):
     """evaluate, control, restor and rwku need a qa template for every relation with facts, muse a qa and a fact
     template."""
