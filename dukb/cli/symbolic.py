@@ -190,7 +190,7 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
     problem` each (exit 2 if there is any); several problems end with a count. An aliases.csv is checked too: header
     name,alias, each name an entity or a biography value, no empty alias, no alias naming another entity, no
     duplicate. A KB with a schema.yaml has its rules.lp checked as every command reads it (a note when it has none,
-    or when the rules derive facts that break their relation's types)."""
+    or when the rules derive facts that break their relation's types or leave a symmetric relation unmirrored)."""
     from dukb.kb import KBError
     from dukb.kb.validate import validate_kb
 
@@ -221,10 +221,22 @@ def _validate_kb_rules(k) -> None:
             f"dukb: note: {k.source} has no {KB_RULES_FILE}: commands that use rules need --rules FILE", err=True
         )
         return
-    from dukb.solver.closure import compute_closure, type_violations
+    from dukb.solver.closure import compute_closure, type_violations, unmirrored
 
     rules = kb_rules(k)
-    n, examples = type_violations(compute_closure(k, rules))
+    closure = compute_closure(k, rules)
+    n_asym, asym = unmirrored(closure)
+    if n_asym:
+        s, r, o = asym[0]
+        typer.echo(
+            one_line(
+                f"dukb: note: {rules.path}: {n_asym} fact(s) of a relation declared symmetric in schema.yaml lack "
+                f"their mirror, e.g. ({s}, {r}, {o}) without ({o}, {r}, {s}); add a rule such as "
+                f"holds(B,{r},A) :- holds(A,{r},B)."
+            ),
+            err=True,
+        )
+    n, examples = type_violations(closure)
     if n:
         (s, r, o), why, line = examples[0]
         typer.echo(

@@ -448,6 +448,29 @@ def type_violations(closure: Closure, limit: int = 3) -> tuple[int, list[tuple[T
     return len(bad), examples
 
 
+def unmirrored(closure: Closure) -> tuple[int, list[Triple]]:
+    """Facts of a relation the schema declares ``symmetric`` whose mirror the closure does not hold.
+
+    ``symmetric: true`` is informational (the rules make a relation symmetric, as ``neighbour`` is by the rule
+    ``holds(B,neighbour,A) :- holds(A,neighbour,B).``); a schema that declares it without such a rule gets a closure
+    in which (S,R,O) holds and (O,R,S) does not. The family schema declares no symmetric relation.
+
+    Returns:
+        ``(count, examples)``: how many closure facts lack their mirror, and up to 3 of them.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> unmirrored(compute_closure(load_kb("demo")))
+        (0, [])
+    """
+    symmetric = {r.name for r in closure.kb.schema.relations if r.symmetric}
+    if not symmetric:
+        return 0, []
+    index = closure.index
+    bad = [(s, r, o) for s, r, o in closure.atoms if r in symmetric and (o, r, s) not in index]
+    return len(bad), bad[:3]
+
+
 def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]:
     """Symbol table of a KB's names (people first, in file order, then names only its facts mention) and the
     subject and object symbol of every relationship fact (int64 arrays)."""

@@ -271,3 +271,18 @@ def test_validate_notes_rules_that_derive_facts_breaking_the_types(capsys, tmp_p
     rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
     assert rc == 0 and out.startswith("ok: 8 entities")
     assert f"dukb: note: {kb_dir}/rules.lp:8: the rules derive 4 fact(s) that break their relation's types" in err
+
+
+def test_validate_notes_a_symmetric_relation_the_rules_leave_unmirrored(capsys, tmp_path):
+    from dukb.solver.closure import unmirrored
+
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    assert unmirrored(compute_closure(load_kb(kb_dir))) == (0, [])  # sibling: symmetric by its rule
+    rules = sl.TINY_RULES.replace("holds(B,sibling,A) :- holds(A,sibling,B).\n", "")
+    (kb_dir / "rules.lp").write_text(
+        rules.replace("holds(B,sibling,C) :- holds(A,kid,B), holds(A,kid,C), B != C.\n", "")
+    )
+    assert unmirrored(compute_closure(load_kb(kb_dir))) == (1, [("Bo", "sibling", "Cy")])
+    rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities")
+    assert "1 fact(s) of a relation declared symmetric in schema.yaml lack their mirror, e.g. (Bo, sibling, Cy)" in err
