@@ -338,8 +338,8 @@ def missing_placeholders(form: str, template: str, value: str = "o") -> str | No
     """Why a template of ``form`` cannot be used (the placeholders it lacks, and why it needs them), or None.
 
     Every question names the fact it asks about: a template of a relation (``value`` ``"o"``) or attribute (``"v"``)
-    must hold ``{s}``, and a statement (``fact``, ``description``) or ``yes`` question also the answer
-    (``{o}`` / ``{v}``). A ``reverse`` template names exactly one end of the fact and asks for the other:
+    must hold ``{s}``, and a statement (``fact``) or ``yes`` question also the answer (``{o}`` / ``{v}``); a
+    ``description`` sentence (RWKU's corpus, Jin et al. 2024, Sec. 3.2) one of them. A ``reverse`` template names exactly one end of the fact and asks for the other:
     ``{o}`` to ask for the subject ("Name a city in {o}."), or ``{s}`` to ask for the object (the family
     schema's "Who is {s}'s father?"). Wu et al. 2025, Table 3: each probe form is filled with the fact's entities.
 
@@ -356,9 +356,11 @@ def missing_placeholders(form: str, template: str, value: str = "o") -> str | No
         return (
             "must use exactly one of {s} and {o} (a reverse question names one end of the fact and asks for the other)"
         )
+    if form == "description":  # a sentence of RWKU's description corpus: about the subject or the answer
+        return None if have & {"s", value} else f"must use {{s}} or {{{value}}} (else it describes no fact)"
     if "s" not in have:
         return "must use {s} (without it every fact of the relation gets the same question)"
-    if form in ("fact", "description", "yes") and value not in have:
+    if form in ("fact", "yes") and value not in have:
         return f"must use {{{value}}} (a statement of the fact names its subject and its {'value' if value == 'v' else 'object'})"
     return None
 

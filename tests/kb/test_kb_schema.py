@@ -125,6 +125,11 @@ relations:
         ),
         (BASE.replace("cloze:", 'fact: "{s} is somewhere.", cloze:'), 8, "template 'fact' of relation 'located_in'"),
         (BASE.replace("cloze:", 'reverse: "Name a city.", cloze:'), 8, "must use exactly one of {s} and {o}"),
+        (
+            BASE.replace("cloze:", 'description: ["{o} is big.", "It is nice."], cloze:'),
+            8,
+            "'It is nice.' must use {s} or {o}",
+        ),
         (BASE.replace("cloze:", 'reverse: "Is {s} in {o}?", cloze:'), 8, "must use exactly one of {s} and {o}"),
         (
             BASE + "attributes:\n  population: {templates: {fact: 'The population of {s} is large.'}}\n",
