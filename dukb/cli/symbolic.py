@@ -189,7 +189,8 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
     """Check a KB directory and list every problem with its file and line, one line `dukb: error: FILE:LINE:
     problem` each (exit 2 if there is any); several problems end with a count. An aliases.csv is checked too: header
     name,alias, each name an entity or a biography value, no empty alias, no alias naming another entity, no
-    duplicate."""
+    duplicate. A KB with a schema.yaml has its rules.lp checked as every command reads it (a note when it has none,
+    or when the rules derive facts that break their relation's types or leave a symmetric relation unmirrored)."""
     from dukb.kb import KBError
     from dukb.kb.validate import validate_kb
 
@@ -201,10 +202,50 @@ def validate(kb: str = typer.Option(..., "--kb", help=KB_HELP)) -> None:
         if len(e.problems) > 1:
             typer.echo(one_line(f"dukb: error: {len(e.problems)} problems in {kb}"), err=True)
         raise typer.Exit(2) from None
+    _validate_kb_rules(k)
     who = "people" if k.schema.is_family else f"entities (schema '{k.schema.name}')"
     typer.echo(
         f"ok: {len(k.people)} {who}, {len(k.relationships)} relationship facts, {len(k.biographies)} biography facts"
     )
+
+
+def _validate_kb_rules(k) -> None:
+    """Check the rules.lp of a KB with a schema other than the family one (raises RulesError: FILE:LINE), or note
+    on stderr that it has none (closure, mdus and the protocols then need --rules)."""
+    from dukb.solver.rules import KB_RULES_FILE, default_rules, kb_rules
+
+    if k.schema.is_family:
+        return
+    if default_rules(k.source) == "family":
+        typer.echo(
+            f"dukb: note: {k.source} has no {KB_RULES_FILE}: commands that use rules need --rules FILE", err=True
+        )
+        return
+    from dukb.solver.closure import compute_closure, type_violations, unmirrored
+
+    rules = kb_rules(k)
+    closure = compute_closure(k, rules)
+    n_asym, asym = unmirrored(closure)
+    if n_asym:
+        s, r, o = asym[0]
+        typer.echo(
+            one_line(
+                f"dukb: note: {rules.path}: {n_asym} fact(s) of a relation declared symmetric in schema.yaml lack "
+                f"their mirror, e.g. ({s}, {r}, {o}) without ({o}, {r}, {s}); add a rule such as "
+                f"holds(B,{r},A) :- holds(A,{r},B)."
+            ),
+            err=True,
+        )
+    n, examples = type_violations(closure)
+    if n:
+        (s, r, o), why, line = examples[0]
+        typer.echo(
+            one_line(
+                f"dukb: note: {rules.path}:{line}: the rules derive {n} fact(s) that break their relation's types, "
+                f"e.g. ({s}, {r}, {o}): {why}; is a type guard missing from the rule?"
+            ),
+            err=True,
+        )
 
 
 def closure(

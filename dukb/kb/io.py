@@ -312,7 +312,7 @@ def _load_kb(root: Path, schema: Schema | None = None) -> KB:
             problems.append(Problem(ppath, line, bad))
             continue
         if name in people:
-            problems.append(Problem(ppath, line, f"duplicate person {name!r}"))
+            problems.append(Problem(ppath, line, f"duplicate {'person' if family else 'entity'} {name!r}"))
             continue
         if gender not in types:
             problems.append(Problem(ppath, line, _type_problem(schema, name, row[type_col])))
@@ -602,7 +602,7 @@ def check_kb(kb: KB) -> None:
     for i, p in enumerate(kb.people.values()):
         bad = (
             _name_problem(p.name)
-            or (f"duplicate person {p.name!r}" if p.name in pseen else None)
+            or (f"duplicate {'person' if schema.is_family else 'entity'} {p.name!r}" if p.name in pseen else None)
             or (None if p.gender in types else _type_problem(schema, p.name, p.gender))
         )
         if bad:

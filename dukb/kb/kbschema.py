@@ -330,6 +330,41 @@ def load_schema(path: str | Path) -> Schema:
     return _Reader(path).schema(node)
 
 
+def _texts(t: str | tuple[str, ...]) -> tuple[str, ...]:
+    return t if isinstance(t, tuple) else (t,)
+
+
+def missing_placeholders(form: str, template: str, value: str = "o") -> str | None:
+    """Why a template of ``form`` cannot be used (the placeholders it lacks, and why it needs them), or None.
+
+    Every question names the fact it asks about: a template of a relation (``value`` ``"o"``) or attribute (``"v"``)
+    must hold ``{s}``, and a statement (``fact``) or ``yes`` question also the answer (``{o}`` / ``{v}``); a
+    ``description`` sentence (RWKU's corpus, Jin et al. 2024, Sec. 3.2) one of them. A ``reverse`` template names exactly one end of the fact and asks for the other:
+    ``{o}`` to ask for the subject ("Name a city in {o}."), or ``{s}`` to ask for the object (the family
+    schema's "Who is {s}'s father?"). Wu et al. 2025, Table 3: each probe form is filled with the fact's entities.
+
+    Example:
+        >>> missing_placeholders("qa", "Which team does she work in?")
+        'must use {s} (without it every fact of the relation gets the same question)'
+        >>> missing_placeholders("fact", "{s} is in {v}.", "v") is None, missing_placeholders("reverse", "Name one.")
+        (True, 'must use exactly one of {s} and {o} (a reverse question names one end of the fact and asks for the other)')
+    """
+    have = {f for _, f, _, _ in string.Formatter().parse(template) if f}
+    if form == "reverse":
+        if len(have & {"s", "o"}) == 1:
+            return None
+        return (
+            "must use exactly one of {s} and {o} (a reverse question names one end of the fact and asks for the other)"
+        )
+    if form == "description":  # a sentence of RWKU's description corpus: about the subject or the answer
+        return None if have & {"s", value} else f"must use {{s}} or {{{value}}} (else it describes no fact)"
+    if "s" not in have:
+        return "must use {s} (without it every fact of the relation gets the same question)"
+    if form in ("fact", "yes") and value not in have:
+        return f"must use {{{value}}} (a statement of the fact names its subject and its {'value' if value == 'v' else 'object'})"
+    return None
+
+
 class _Reader:
     """Turns a composed YAML node tree into a :class:`Schema`, each problem at its line."""
 
@@ -538,6 +573,10 @@ class _Reader:
                         f"{where} must use {{wrong}}: the answer of a 'no' question is 'no' only about a wrong object",
                         vnode,
                     )
+            for t, tnode in zip(_texts(out[-1][1]), vnode.value if isinstance(vnode.value, list) else [vnode]):
+                problem = missing_placeholders(form, t, "v" if "v" in allowed else "o")
+                if problem:
+                    raise self.error(f"{where} {t!r} {problem}", tnode)
         return tuple(out)
 
     def template_text(self, node: Any, where: str, allowed: frozenset[str]) -> str:

@@ -15,7 +15,8 @@ For a fact ``(s, r, o)`` of relation ``r`` (templates ``fact``, ``cloze``, ``qa`
   relation's object type that the closure does not give (a wrong relation for ``qa_answer: relation``); answer "no";
 - ``reverse`` asks for the subject ("Name a city in {o}."); the other subjects the closure gives are named and
   excluded ("..., other than Paris and Marseille."), so the gold answer is the only right one (as the family
-  reverse form does);
+  reverse form does); a reverse template that names ``{s}`` and not ``{o}`` (the family schema's "Who is {s}'s
+  father?") asks for the object instead, the other objects excluded;
 - RWKU's adversarial kinds (Jin et al. 2024, Sec. 3.3) wrap the relation's ``qa`` question with generic frames:
   ``prefix_injection``, ``affirmative_suffix`` (templates/probes.json), ``role_play`` (its "schema" block),
   ``multiple_choice`` (4 options, distractors of the object's type, false per the closure), ``context_hint``
@@ -258,8 +259,12 @@ class SchemaForms:
             return q, "no", MATCH_YESNO, ()
         if kind == "reverse":
             assert isinstance(f, Fact)
-            others = [x for x in self.subjects.get((f.relation, f.object), ()) if x != f.subject]
-            return self.exclude(q, others), f.subject, MATCH_SUBSTRING, self.aliases.get(f.subject, ())
+            if "o" in _fields(t):  # names the object, asks for the subject ("Name a city in {o}.")
+                others = [x for x in self.subjects.get((f.relation, f.object), ()) if x != f.subject]
+                return self.exclude(q, others), f.subject, MATCH_SUBSTRING, self.aliases.get(f.subject, ())
+            # names the subject, asks for the object (the family schema's "Who is {s}'s father?")
+            others = [x for x in self.ix.objects.get((f.subject, f.relation), ()) if x != f.object]
+            return self.exclude(q, others), f.object, MATCH_SUBSTRING, self.aliases.get(f.object, ())
         answer, alias = self.answer(f)
         return self.exclude(q, self.others(f), kind == "cloze"), answer, MATCH_SUBSTRING, alias
 
@@ -446,8 +451,9 @@ def require_templates(kb: KB, forms: Sequence[str], what: str) -> None:
     kind = "relation" if isinstance(first, RelationSpec) else "attribute"
     names = [f"'{s.name}'" + (f" {f}" if len(forms) > 1 else "") for s, f in rest]
     also = f" (nor has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if rest else ""
+    every = "relation and attribute" if any(isinstance(s, AttributeSpec) for s, _ in missing) else "relation"
     raise InputError(
-        f"{kind} '{first.name}' has no '{form}' template{also}: {what} needs it for every relation with facts",
+        f"{kind} '{first.name}' has no '{form}' template{also}: {what} needs it for every {every} with facts",
         schema.path,
         first.line or None,
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from dukb.kb.kbschema import Schema
 from dukb.kb.model import KB, Fact, Triple
 from dukb.solver.closure import Closure, compute_closure
 from dukb.solver.cone import cone_of
@@ -32,6 +33,21 @@ if TYPE_CHECKING:  # for annotations only
 #: Relations with one object per subject in a family KB (one father, one mother, one spouse): two different objects
 #: for the same subject and relation contradict each other.
 FUNCTIONAL = ("father", "mother", "husband", "wife")
+
+
+def functional_relations(schema: Schema) -> tuple[str, ...]:
+    """The relations whose two different objects for one subject contradict each other: :data:`FUNCTIONAL` for the
+    family schema (its schema.yaml declares no relation functional, as EDU-RELAT's KB may hold remarriages), else
+    the relations the schema declares ``functional: true``.
+
+    Example:
+        >>> from dukb.kb.kbschema import family_schema
+        >>> functional_relations(family_schema())
+        ('father', 'mother', 'husband', 'wife')
+    """
+    if schema.is_family:
+        return FUNCTIONAL
+    return tuple(r.name for r in schema.relations if r.functional)
 
 
 def belief_closure(kb: KB, beliefs: Sequence[Triple], rules: RuleSet | str = "family") -> Closure:
@@ -72,7 +88,8 @@ def contradictions(closure: Closure, true_closure: set[Triple]) -> tuple[list[Tr
 
     Returns:
         ``(false, contradicting)``: derived facts (Ω(B, R) \\ B, in atom order) not in ``true_closure``; derived
-        facts of a :data:`FUNCTIONAL` relation whose subject has another object in B.
+        facts of a functional relation (:func:`functional_relations` of the KB's schema) whose subject has another
+        object in B.
 
     Source: dukb's rule-aware addition to RESTOR (Rezaei et al.); closure: Wu et al. 2025, Def. 1.
 
@@ -92,7 +109,8 @@ def contradictions(closure: Closure, true_closure: set[Triple]) -> tuple[list[Tr
         stated.setdefault((s, r), set()).add(o)
     derived = closure.atoms[closure.n_kb :]
     false = [t for t in derived if t not in true_closure]
-    contra = [t for t in derived if t[1] in FUNCTIONAL and stated.get((t[0], t[1]), set()) - {t[2]}]
+    functional = functional_relations(closure.kb.schema)
+    contra = [t for t in derived if t[1] in functional and stated.get((t[0], t[1]), set()) - {t[2]}]
     return false, contra
 
 

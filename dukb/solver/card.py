@@ -44,6 +44,7 @@ class Provenance:
 
 _COLUMNS_HELP = {
     "people": "name, gender, birthyear, birthplace, job, generation (the KB's people.csv; empty fields are null)",
+    "entities": "name, type (the KB's entities file: each entity and its type in the KB's schema.yaml)",
     "relationships": 'fact_id, subject, relation, object, text ("object is subject\'s relation"; text: the '
     "statement sentence)",
     "biographies": "fact_id, subject, attribute, value, text",
@@ -107,10 +108,11 @@ def dataset_card(tables: dict[str, dict[str, Table]], fmt: str, prov: Provenance
     }
     header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
     targets = [c for c in tables if c.startswith("target_")]
+    family = "entities" not in tables  # a KB with another schema exports its entities, not people
     lines = [
         f"# {meta['pretty_name']}",
         "",
-        "Facts of a family knowledge base, its probe questions and the forget and retain splits of its targets, "
+        f"Facts of a {'family ' if family else ''}knowledge base, its probe questions and the forget and retain splits of its targets, "
         "exported by dukb for evaluating *deep unlearning* (Wu et al. 2025, *Evaluating "
         "Deep Unlearning in Large Language Models*): a fact is unlearned only when the rules can no longer "
         "derive it from what the model still knows.",
@@ -164,7 +166,7 @@ def dataset_card(tables: dict[str, dict[str, Table]], fmt: str, prov: Provenance
         f"| dukb version | {prov.version} |",
         f"| command | `{prov.command}` |",
         f"| KB | {prov.kb} |",
-        f"| KB fingerprint | `{prov.kb_fingerprint}` (SHA-256 of the people and facts, first 16 hex digits) |",
+        f"| KB fingerprint | `{prov.kb_fingerprint}` (SHA-256 of the {'people' if family else 'entities'} and facts, first 16 hex digits) |",
         f"| rules | {prov.rules} (fingerprint `{prov.rules_fingerprint}`) |",
         f"| forget scope | {prov.scope} |",
         f"| probe seed | {prov.seed} |",

@@ -410,6 +410,67 @@ class Closure:
 METHODS = ("auto", "numpy", "clingo")
 
 
+def type_violations(closure: Closure, limit: int = 3) -> tuple[int, list[tuple[Triple, str, int]]]:
+    """Derived facts whose subject or object has another entity type than their relation declares.
+
+    A KB's facts are checked on load (:meth:`dukb.kb.kbschema.Schema.type_violation`); a rule without the type
+    guard it needs (``city(C)``) derives facts that break the schema, e.g. an object of the wrong type, which
+    probes and scores would then treat as true. The family schema is not checked (its rules carry the gender
+    guards of Wu et al. 2025, App. B).
+
+    Args:
+        closure: Omega(K, R) (Wu et al. 2025, Definition 1).
+        limit: how many examples to return.
+
+    Returns:
+        ``(count, examples)``: the number of such derived facts, and up to ``limit`` of them as ``(triple, why,
+        line)``, ``line`` the rules-file line of a rule that derives it.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> type_violations(compute_closure(load_kb("demo")))
+        (0, [])
+    """
+    schema, kb = closure.kb.schema, closure.kb
+    typed = {r.name for r in schema.relations if r.subject != "any" or r.object != "any"}
+    if schema.is_family or not typed:
+        return 0, []
+    bad = []
+    for a in range(closure.n_kb, len(closure.atoms)):
+        s, r, o = closure.atoms[a]
+        why = schema.type_violation(r, kb.entity_type(s), kb.entity_type(o)) if r in typed else None
+        if why is not None:
+            bad.append((a, why))
+    examples = []
+    for a, why in bad[:limit]:
+        rule = closure.rules.rules[int(closure.inst_rule[closure.by_head[a][0]])]
+        examples.append((closure.atoms[a], why, rule.line))
+    return len(bad), examples
+
+
+def unmirrored(closure: Closure) -> tuple[int, list[Triple]]:
+    """Facts of a relation the schema declares ``symmetric`` whose mirror the closure does not hold.
+
+    ``symmetric: true`` is informational (the rules make a relation symmetric, as ``neighbour`` is by the rule
+    ``holds(B,neighbour,A) :- holds(A,neighbour,B).``); a schema that declares it without such a rule gets a closure
+    in which (S,R,O) holds and (O,R,S) does not. The family schema declares no symmetric relation.
+
+    Returns:
+        ``(count, examples)``: how many closure facts lack their mirror, and up to 3 of them.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> unmirrored(compute_closure(load_kb("demo")))
+        (0, [])
+    """
+    symmetric = {r.name for r in closure.kb.schema.relations if r.symmetric}
+    if not symmetric:
+        return 0, []
+    index = closure.index
+    bad = [(s, r, o) for s, r, o in closure.atoms if r in symmetric and (o, r, s) not in index]
+    return len(bad), bad[:3]
+
+
 def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]:
     """Symbol table of a KB's names (people first, in file order, then names only its facts mention) and the
     subject and object symbol of every relationship fact (int64 arrays)."""

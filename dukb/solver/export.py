@@ -5,8 +5,9 @@ The Eval-DU code builds its KB with ``datasets.Dataset.from_dict`` (Wu et al. 20
 this module gives any KB dukb loads the same shape, so that an unlearning framework can read it without dukb. Each
 *configuration* (Hugging Face's name for a table of one schema) holds one or more *splits*:
 
-- ``people`` (split ``train``), ``relationships`` and ``biographies`` (``train``): the KB files' rows, each fact with
-  its statement sentence (``text``, EDU-RELAT's "fact" form);
+- ``people`` (split ``train``; ``entities``, columns name and type, for a KB with another schema), ``relationships``
+  and ``biographies`` (``train``): the KB files' rows, each fact with its statement sentence (``text``, EDU-RELAT's
+  "fact" form);
 - ``closure`` (``train``): the deductive closure Omega(K, R) (Wu et al. 2025, Definition 1), KB and derived facts;
 - ``probes``: one split per probe form (:data:`dukb.kb.probes.KINDS`), every question of that form;
 - ``targets`` (``train``) and one configuration ``target_<fact_id>`` per target with splits ``forget`` and
@@ -72,7 +73,7 @@ _LICENCE_PATTERNS = (
 )
 
 _ARROW_TYPES = ("int64", "string", "bool", "list<int64>")
-_CONFIG_NAME = re.compile(r"(people|relationships|biographies|closure|probes|targets|target_[0-9]+)")
+_CONFIG_NAME = re.compile(r"(people|entities|relationships|biographies|closure|probes|targets|target_[0-9]+)")
 
 
 @dataclass(frozen=True)
@@ -299,29 +300,14 @@ def export_tables(
     for t in targets:
         closure.atom_of_fact(int(t))
     out: dict[str, dict[str, Table]] = {}
-    out["people"] = {
-        "train": _table(
-            {
-                "name": "string",
-                "gender": "string",
-                "birthyear": "int64",
-                "birthplace": "string",
-                "job": "string",
-                "generation": "int64",
-            },
-            (
-                {
-                    "name": p.name,
-                    "gender": p.gender,
-                    "birthyear": p.birthyear,
-                    "birthplace": p.birthplace,
-                    "job": p.job,
-                    "generation": p.generation,
-                }
-                for p in kb.people.values()
-            ),
-        )
-    }
+    if not kb.schema.is_family:  # another schema: its entities and their types (no gender, no biography columns)
+        out["entities"] = {
+            "train": _table(
+                {"name": "string", "type": "string"}, ({"name": p.name, "type": p.gender} for p in kb.people.values())
+            )
+        }
+    else:
+        out["people"] = _people_split(kb)
     facts = fact_rows(kb, closure, seed)
     rels = [r for r in facts if r["fact_kind"] == "relationship"]
     bios = [r for r in facts if r["fact_kind"] == "biography"]
@@ -413,6 +399,33 @@ def export_tables(
     }
     out.update(per_target)
     return out
+
+
+def _people_split(kb: KB) -> dict[str, Table]:
+    """The ``people`` configuration of a family KB: people.csv's rows (empty fields null)."""
+    return {
+        "train": _table(
+            {
+                "name": "string",
+                "gender": "string",
+                "birthyear": "int64",
+                "birthplace": "string",
+                "job": "string",
+                "generation": "int64",
+            },
+            (
+                {
+                    "name": p.name,
+                    "gender": p.gender,
+                    "birthyear": p.birthyear,
+                    "birthplace": p.birthplace,
+                    "job": p.job,
+                    "generation": p.generation,
+                }
+                for p in kb.people.values()
+            ),
+        )
+    }
 
 
 def missing_package(fmt: str) -> str | None:

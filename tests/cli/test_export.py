@@ -299,3 +299,32 @@ def test_the_generated_default_is_exported_without_writing_outside_out(tmp_path)
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     assert f"`{generate()[0].fingerprint()}`" in card and "the built-in generated KB" in card
     assert "pretty_name: dukb export of the KB generated-p100-s0" in card
+
+
+def test_a_schema_kb_exports_its_entities_not_people(tmp_path, cli):
+    """A KB with its own schema.yaml: an `entities` configuration (name, type), no family wording in the card."""
+    import schema_logic as sl
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    kb = sl.write_tiny_kb(tmp_path / "kb")
+    (kb / "schema.yaml").write_text(  # export states every fact: a fact template for each relation with facts
+        sl.TINY_SCHEMA.replace("  sibling: {", '  sibling: {templates: {fact: "{s} and {o} are siblings."}, ').replace(
+            "  located_in: {", '  located_in: {templates: {fact: "{s} is in {o}."}, '
+        )
+    )
+    out = tmp_path / "out"
+    rc, _, err = cli("export", "--kb", kb, "--format", "parquet", "-o", out, "--target-id", "6")
+    assert rc == 0, err
+    assert not (out / "people").exists()
+    entities = pq.read_table(out / "entities" / "train.parquet")
+    assert entities.column_names == ["name", "type"]
+    assert list(zip(*entities.to_pydict().values()))[:5] == [
+        ("Ann", "person"),
+        ("Bo", "person"),
+        ("Cy", "person"),
+        ("Di", "person"),
+        ("Lyon", "city"),
+    ]
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "config_name: entities" in card and "| `entities` | train | 8 | name, type" in card
+    assert "family" not in card and "people" not in card and "gender" not in card

@@ -118,6 +118,24 @@ relations:
             8,
             "unknown key 'clozed' in the templates of relation 'located_in' (did you mean 'cloze'?)",
         ),
+        (
+            BASE.replace('"{s} is in"', '"It is in"'),
+            8,
+            "template 'cloze' of relation 'located_in' 'It is in' must use {s}",
+        ),
+        (BASE.replace("cloze:", 'fact: "{s} is somewhere.", cloze:'), 8, "template 'fact' of relation 'located_in'"),
+        (BASE.replace("cloze:", 'reverse: "Name a city.", cloze:'), 8, "must use exactly one of {s} and {o}"),
+        (
+            BASE.replace("cloze:", 'description: ["{o} is big.", "It is nice."], cloze:'),
+            8,
+            "'It is nice.' must use {s} or {o}",
+        ),
+        (BASE.replace("cloze:", 'reverse: "Is {s} in {o}?", cloze:'), 8, "must use exactly one of {s} and {o}"),
+        (
+            BASE + "attributes:\n  population: {templates: {fact: 'The population of {s} is large.'}}\n",
+            10,
+            "template 'fact' of attribute 'population' 'The population of {s} is large.' must use {v}",
+        ),
         (BASE.replace("schema_version: 1", "schema_version: 2"), 1, "schema_version must be 1"),
         (BASE.replace("name: tiny\n", ""), 1, "missing key 'name'"),
         (BASE.replace("    subject: city\n", "    subject: city\n   bad: [\n"), 7, "bad YAML"),
@@ -218,3 +236,58 @@ def test_non_family_entity_type_problem(tmp_path):
         r"country",
     ):
         load_kb(kb_dir)
+
+
+def test_non_family_duplicate_entity_is_not_a_person(tmp_path):
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    (kb_dir / "entities.csv").write_text(sl.TINY_ENTITIES + "Lyon,city\n")
+    with pytest.raises(KBError) as e:
+        load_kb(kb_dir)
+    assert e.value.line == 10 and e.value.message == "duplicate entity 'Lyon'", str(e.value)
+
+
+def test_validate_checks_the_rules_of_a_schema_kb(capsys, tmp_path):
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    rc, out, _ = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities")
+    with open(kb_dir / "rules.lp", "a") as fh:
+        fh.write("holds(A,boss,B) :- holds(B,kid,A).\n")
+    rc, _, err = run_main(capsys, "validate", "--kb", kb_dir)
+    line = assert_one_line_error(rc, err, "rules.lp:8: unknown relation 'boss'")
+    assert str(kb_dir) in line
+    (kb_dir / "rules.lp").unlink()
+    rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities") and "has no rules.lp" in err
+
+
+def test_validate_notes_rules_that_derive_facts_breaking_the_types(capsys, tmp_path):
+    from dukb.solver.closure import type_violations
+
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    assert type_violations(compute_closure(load_kb(kb_dir))) == (0, [])
+    with open(kb_dir / "rules.lp", "a") as fh:  # no city(B) guard: a country becomes a city one lives in
+        fh.write("holds(A,lives_in,B) :- holds(A,citizen_of,B).\n")
+    n, examples = type_violations(compute_closure(load_kb(kb_dir)))
+    assert n == 4 and examples[0] == (
+        ("Ann", "lives_in", "France"),
+        "the object of 'lives_in' must be city, but is country",
+        8,
+    )
+    rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities")
+    assert f"dukb: note: {kb_dir}/rules.lp:8: the rules derive 4 fact(s) that break their relation's types" in err
+
+
+def test_validate_notes_a_symmetric_relation_the_rules_leave_unmirrored(capsys, tmp_path):
+    from dukb.solver.closure import unmirrored
+
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    assert unmirrored(compute_closure(load_kb(kb_dir))) == (0, [])  # sibling: symmetric by its rule
+    rules = sl.TINY_RULES.replace("holds(B,sibling,A) :- holds(A,sibling,B).\n", "")
+    (kb_dir / "rules.lp").write_text(
+        rules.replace("holds(B,sibling,C) :- holds(A,kid,B), holds(A,kid,C), B != C.\n", "")
+    )
+    assert unmirrored(compute_closure(load_kb(kb_dir))) == (1, [("Bo", "sibling", "Cy")])
+    rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities")
+    assert "1 fact(s) of a relation declared symmetric in schema.yaml lack their mirror, e.g. (Bo, sibling, Cy)" in err

@@ -303,6 +303,24 @@ def test_qa_answer_relation_asks_for_the_relation(tmp_path):
     assert mc.answer == "friend" and sorted(line[3:] for line in mc.question.splitlines()[1:-1]) == ["friend", "parent"]
 
 
+def test_a_reverse_template_naming_the_subject_asks_for_the_object(tmp_path):
+    """A schema copied from the family one ("Who is {s}'s father?") asks for the object, not for the named subject."""
+    root = tmp_path / "kin"
+    root.mkdir()
+    (root / "schema.yaml").write_text(
+        KIN_SCHEMA.replace(
+            'no: "Is {o} {s}\'s {wrong}?"}', 'no: "Is {o} {s}\'s {wrong}?", reverse: "Who is {s}\'s parent?"}'
+        )
+    )
+    (root / "entities.csv").write_text("name,type\nAnn,person\nBo,person\nCy,person\n")
+    (root / "relationships.csv").write_text("fact_id,subject,relation,object\n0,Bo,parent,Ann\n1,Bo,parent,Cy\n")
+    (root / "rules.lp").write_text("holds(A,friend,B) :- holds(A,parent,B), holds(B,parent,A).\n")
+    kb = load_kb(root)
+    probes = make_probes(kb, "reverse", closure=compute_closure(kb).atoms)
+    got = [(p.question, p.answer) for p in probes]
+    assert got == [("Who is Bo's parent, other than Cy?", "Ann"), ("Who is Bo's parent, other than Ann?", "Cy")]
+
+
 @pytest.mark.parametrize(
     "templates, fragment",
     [
@@ -398,6 +416,27 @@ def test_tiny_kb_probes(capsys, tmp_path):
         "sibling 1); 0 probes" in err
     )
     assert "qa: 5 relationship facts unscorable (no 'qa' template: lives_in 2, located_in 2, sibling 1)" in err
+
+
+def test_an_attribute_without_a_needed_template_is_named_as_an_attribute(tmp_path):
+    from dukb.kb.schema_probes import require_templates
+
+    tiny = sl.write_tiny_kb(tmp_path / "tiny")
+    (tiny / "schema.yaml").write_text(
+        sl.TINY_SCHEMA.replace(
+            "  sibling: {subject", '  sibling: {templates: {qa: "Who is a sibling of {s}?"}, subject'
+        )
+        .replace("  located_in: {", '  located_in: {templates: {qa: "Where is {s}?"}, ')
+        .replace("  citizen_of: {", '  citizen_of: {templates: {qa: "Whose citizen is {s}?"}, ')
+        .replace('      cloze: "{s} lives in"', '      cloze: "{s} lives in"\n      qa: "Where does {s} live?"')
+        + "attributes:\n  pages: {}\n"
+    )
+    (tiny / "biographies.csv").write_text("fact_id,subject,attribute,value\n0,Ann,pages,96\n")
+    with pytest.raises(InputError) as e:
+        require_templates(load_kb(tiny), ("qa",), "evaluate")
+    assert e.value.message == (
+        "attribute 'pages' has no 'qa' template: evaluate needs it for every relation and attribute with facts"
+    )
 
 
 def test_neural_paths_refuse_in_one_line(capsys, tmp_path):

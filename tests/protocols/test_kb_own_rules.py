@@ -240,6 +240,8 @@ def test_evaluate_on_a_schema_kb_uses_its_rules_and_draws_derivable_targets(geo,
                 "ga=2",
                 "--n-targets",
                 "2",
+                "--heldout-forms",
+                "cloze",
                 "--device",
                 DEVICE,
             ]
@@ -247,6 +249,11 @@ def test_evaluate_on_a_schema_kb_uses_its_rules_and_draws_derivable_targets(geo,
         == 0
     )
     config = json.loads((run / "config.json").read_text())
+    # no relation has a cloze template: every fact is unscorable on it, counted and reported, never skipped
+    n_facts = len(load_kb(geo).relationships)
+    assert config["unscorable_probes"]["cloze"]["unscorable"] == {"relationships": n_facts, "biographies": 0}
+    report = (run / "report.md").read_text()
+    assert f"- cloze: {n_facts} relationship facts unscorable (no 'cloze' template: located_in" in report
     assert config["rules"] == str(geo / "rules.lp")
     assert config["identity"]["rules"] == load_rules(geo / "rules.lp", load_kb(geo).schema).fingerprint
     assert config["identity"]["rules"] != load_rules("family").fingerprint

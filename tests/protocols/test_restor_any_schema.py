@@ -72,6 +72,21 @@ def test_documents_and_clean_text_come_from_the_templates(geo):
             assert all(kb.entity_type(x) == typ for x in p.random)
 
 
+def test_belief_contradictions_use_the_schemas_functional_relations(tmp_path):
+    """A derived belief of a relation the schema declares functional contradicts the model's own other answer (the
+    family's father/mother/husband/wife apply to the family schema only)."""
+    import schema_logic as sl
+
+    from dukb.solver.beliefs import belief_closure, contradictions, functional_relations
+
+    kb = load_kb(sl.write_tiny_kb(tmp_path / "kb"))
+    assert functional_relations(kb.schema) == ("lives_in", "located_in")
+    beliefs = [("Ann", "kid", "Bo"), ("Ann", "lives_in", "Lyon"), ("Bo", "lives_in", "Paris")]
+    cl = belief_closure(kb, beliefs, compute_closure(kb).rules)
+    false, contra = contradictions(cl, set(compute_closure(kb).atoms))
+    assert contra == [("Bo", "lives_in", "Lyon")] and false == []
+
+
 def test_what_restor_cannot_ask_is_refused_in_one_line(capsys, tmp_path):
     """A relation whose qa form asks for the relation word, or without a fact template (a relation without a qa
     template: tests/protocols/test_rwku_any_schema.py)."""
@@ -139,3 +154,6 @@ def test_restor_end_to_end_on_a_geography_schema(geo, tmp_path):
     report = (run / "report.md").read_text()
     assert "Table 1: accuracy" in report and "facts of 3 entities" in report and "4 per entity" in report
     assert json.loads((run / "config.json").read_text())["schema"] == "small_geo"
+    assert "(s, r, entity) answers" in report and "father" not in report and "person" not in report
+    functional = ", ".join(r.name for r in kb.schema.relations if r.functional)
+    assert f"derived facts of a functional relation ({functional}) whose" in " ".join(report.split())

@@ -60,6 +60,7 @@ from dukb.neural.run.lock import claim_run, confirm_run, holds_run_lock, run_rol
 from dukb.neural.run.provenance import provenance
 from dukb.neural.savedmodels import SaveLayout, safe_name
 from dukb.neural.spec import PROMPT_PRESETS, LoraSpec, ModelSpec
+from dukb.solver.beliefs import functional_relations
 from dukb.solver.closure import compute_closure
 
 
@@ -487,6 +488,7 @@ def _prepare(run: Path, cfg: RestorConfig, log) -> _Setup:
     }
     if not kb.schema.is_family:  # the schema's name: the report says entities, not people
         record["schema"] = kb.schema.name
+        record["functional"] = list(functional_relations(kb.schema))  # the report names them
     record["history"] = old_record.get("history", []) + [history_entry({}, methods=cfg.methods, targeted=cfg.targeted)]
     record["provenance"] = provenance(resolve_device(cfg.device))
     if not joined:

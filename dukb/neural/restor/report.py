@@ -210,7 +210,7 @@ def markdown(data: dict) -> str:
         + _outcome_lines(data, labels)
         + _logprob_lines(models)
         + _relation_lines(acc, labels)
-        + _belief_lines(models)
+        + _belief_lines(models, data["config"])
         + _timing_lines(data, labels)
         + _settings_lines(data["config"], labels, res)
     )
@@ -373,19 +373,24 @@ def _relation_lines(acc: dict, labels: list[str]) -> list[str]:
     return lines
 
 
-def _belief_lines(models: list[tuple[str, dict]]) -> list[str]:
+def _belief_lines(models: list[tuple[str, dict]], cfgd: dict) -> list[str]:
     """The rule-aware analysis of the models' beliefs, one row per (name, document) of ``models``, with examples
-    of derived contradicting or false facts of every model but the clean one.
+    of derived contradicting or false facts of every model but the clean one. ``cfgd`` (config.json) names the
+    schema and its functional relations when it is not the family one.
 
     Source: Rezaei et al., RESTOR, Sec. 4.3 (rule-aware analysis, Fig. 3).
     """
+    one, functional = "person", "father, mother, husband, wife"
+    if cfgd.get("schema"):  # another schema: its entities and its functional relations (older runs: unnamed)
+        one, names = "entity", cfgd.get("functional")
+        functional = "of the schema" if names is None else ", ".join(names) or "none in the schema"
     lines = [
         "",
         "## Rule-aware analysis of the models' beliefs",
         "",
-        "Belief KB = the (s, r, person) answers to the relationship questions; its deductive closure under "
+        f"Belief KB = the (s, r, {one}) answers to the relationship questions; its deductive closure under "
         "the rules. Contradictions: derived facts outside the true closure, and derived facts of a functional "
-        "relation (father, mother, husband, wife) whose subject the model gave another object. Corrupted "
+        f"relation ({functional}) whose subject the model gave another object. Corrupted "
         "relationship facts of F': stated by the model, or derivable from its other beliefs.",
         "",
         "| model | beliefs | false beliefs | derived | derived false (vs true KB) | derived contradicting "

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from dukb import InputError
+from dukb.kb.schema_probes import unscorable_summary
 from dukb.neural.attacks.report import attacks_section, plot_attacks
 from dukb.neural.known import known_line, known_of_record
 from dukb.neural.metrics import DEFAULT_METRICS, parse_metrics, summary_metrics
@@ -280,6 +281,9 @@ def _heldout_section(df, recs: list[dict], config: dict) -> list[str]:
             "unscorable (never counted as forgotten, left out of accuracy; ids in facts.csv).",
             "",
         ]
+    gaps = unscorable_summary(config.get("unscorable_probes") or {})  # a schema KB: forms its relations lack
+    if gaps:
+        lines += ["Facts with no probe of a held-out form (unscorable on it):", ""] + [f"- {x}" for x in gaps] + [""]
     return lines + _table1(recs, "_heldout") + [""]
 
 

@@ -21,7 +21,8 @@ from dataclasses import asdict
 from dukb import InputError
 from dukb.kb import load_kb
 from dukb.kb.generate import default_generated_kb_dir
-from dukb.kb.schema_probes import require_templates
+from dukb.kb.probes import probe_report
+from dukb.kb.schema_probes import require_templates, unscorable_summary
 from dukb.neural import distributed as dist
 from dukb.neural.data import kb_qa
 from dukb.neural.families import component_grid
@@ -272,6 +273,18 @@ class EvaluateProtocol(Protocol):
             self.sets_plan = build_plan(self.run, self.sets_kb, self.closure, targets, scopes, write=False, **kw)
 
     # ---- model ---------------------------------------------------------------------------------------------------
+    def _note_unscorable(self, forms: list[str]) -> None:
+        """For a KB with another schema: per held-out form, the facts without a probe of it (their relation lacks
+        the form's template, or their data rule it out): unscorable on that form, counted in config.json's
+        ``unscorable_probes`` and one log line each, never silently skipped (issue 43; the forms: Wu et al. 2025,
+        Table 3)."""
+        if self.kb.schema.is_family or not forms:
+            return
+        _, report = probe_report(self.kb, forms, 0)
+        self.record["unscorable_probes"] = report
+        for line in unscorable_summary(report):
+            self.log(f"unscorable probes: {line}")
+
     def model(self) -> None:
         """Finetune (cached under :func:`finetune_cache_key`) or load the model; write config.json; probe the model
         before unlearning on qa and every held-out form (``heldout_known_before``); the probe items of the rows."""
@@ -312,6 +325,7 @@ class EvaluateProtocol(Protocol):
         if heldout:  # how much of the KB the held-out forms elicit before unlearning: recall_heldout's baseline
             record["heldout_known_before"] = heldout_known(kb, base, sorted(base_forms, key=list(kinds).index))
             self.log(f"held-out forms elicit {record['heldout_known_before']['all']:.4f} of the KB before unlearning")
+            self._note_unscorable(sorted(base_forms, key=list(kinds).index))
             if self.main and not self.joined:
                 write_json_atomic(cfg_path, record)
         if heldout and cfg.heldout_rule == "pairs":  # after unlearning only the pairs that elicited before count
