@@ -143,6 +143,28 @@ def rederivable(closure, fact_ids) -> list[int]:
     return [int(t) for t in fact_ids if not is_deep_unlearning_set(closure, [closure.atom_of_fact(int(t))], [int(t)])]
 
 
+def require_candidates(known: Known, candidates, chat: bool) -> None:
+    """Refuse a ``--no-finetune`` run whose model knew no fact with a derivation from other known facts: it has no
+    target whose minimal deep unlearning sets hold more than the target (Wu et al. 2025, Definitions 2-3).
+
+    Args:
+        known: the facts the model knew before unlearning (:class:`Known`).
+        candidates: the known facts derivable from other known facts (:func:`rederivable`), a sequence of int.
+        chat: whether the probe used the tokenizer's chat template (``--prompt chat``); when it did not, the line
+            suggests it, since an instruct model often answers a bare ``Question:``/``Answer:`` prompt with nothing.
+
+    Raises:
+        InputError: one line: how much the model knew, and that no target qualifies.
+    """
+    if candidates:
+        return
+    hint = "" if chat else " (an instruct model may show more of what it knows under --prompt chat)"
+    raise InputError(
+        f"--no-finetune: {known_line(known).split(';')[0]}, and none of them has a derivation from other facts it "
+        f"knew: no target to unlearn deeply{hint}"
+    )
+
+
 def check_known_targets(targets, known: Known, candidates) -> None:
     """Refuse given targets (``--targets-file``) the model did not know, or that have no derivation from other known
     facts (their only minimal set would be the target itself).

@@ -21,6 +21,7 @@ from dukb.neural.known import (
     known_of_record,
     known_part,
     rederivable,
+    require_candidates,
 )
 from dukb.neural.metrics import RowContext
 from dukb.neural.metrics.recall import recall_metric, scorable_sets
@@ -125,6 +126,22 @@ def test_targets_are_known_and_derivable_from_other_known_facts(kb):
         with pytest.raises(InputError, match="no derivation"):
             check_known_targets([not_derivable[0]], known, cands)
     check_known_targets(cands[:2], known, cands)
+
+
+def test_no_derivable_known_fact_is_refused_with_the_chat_hint(kb):
+    """A model that knew facts but none derivable from other known facts has no target: one line saying how much it
+    knew, with the --prompt chat hint unless the probe already used the chat template."""
+    lone = kb.relationships[0].fact_id  # the one fact the model knew: nothing else to derive it from
+    known, _, _, cands = _known_setup(kb, [f.fact_id for f in kb.relationships if f.fact_id != lone])
+    assert known.relationships == {lone} and cands == []
+    n = len(kb.relationships)
+    with pytest.raises(
+        InputError, match=rf"knew 1 of {n} .*no target to unlearn deeply \(an instruct .*--prompt chat\)$"
+    ):
+        require_candidates(known, cands, chat=False)
+    with pytest.raises(InputError, match=r"no target to unlearn deeply$"):
+        require_candidates(known, cands, chat=True)
+    require_candidates(known, [lone], chat=False)  # a candidate: nothing to refuse
 
 
 def test_unknown_facts_are_unscorable_in_recall_and_accuracy(kb):

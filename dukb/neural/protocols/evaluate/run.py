@@ -26,7 +26,14 @@ from dukb.kb.schema_probes import require_templates, unscorable_summary
 from dukb.neural import distributed as dist
 from dukb.neural.data import kb_qa
 from dukb.neural.families import component_grid
-from dukb.neural.known import check_known_targets, known_from_probe, known_line, known_part, rederivable
+from dukb.neural.known import (
+    check_known_targets,
+    known_from_probe,
+    known_line,
+    known_part,
+    rederivable,
+    require_candidates,
+)
 from dukb.neural.lmeval import measure_utility, row_utility
 from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
 from dukb.neural.methods.base import SweepSchedule
@@ -58,6 +65,7 @@ from dukb.neural.run.provenance import provenance
 from dukb.neural.run.units import SHARD_GLOB, merge_shards
 from dukb.neural.runconfig import parse_layers
 from dukb.neural.savedmodels import SaveLayout
+from dukb.neural.spec import CHAT
 from dukb.neural.unlearn import UnitPlan, sweep_target
 from dukb.neural.utility import UTILITY_BATCH_SIZE, UTILITY_FILE
 from dukb.solver.closure import compute_closure
@@ -198,11 +206,7 @@ class EvaluateProtocol(Protocol):
 
         cfg = self.cfg
         candidates = rederivable(self.closure, sorted(self.known.relationships))
-        if not candidates:
-            raise InputError(
-                f"--no-finetune: {known_line(self.known).split(';')[0]}, and none of them has a "
-                "derivation from other facts it knew: no target to unlearn deeply"
-            )
+        require_candidates(self.known, candidates, chat=cfg.prompt == CHAT)
         if cfg.targets:
             targets = list(dict.fromkeys(cfg.targets))
             for t in targets:
