@@ -108,13 +108,16 @@ def test_unlearn_checks_its_held_out_forms_once_in_the_config(tmp_path, monkeypa
     calls = []
     original = heldout.check_heldout
     patch_everywhere(monkeypatch, heldout, "check_heldout", lambda *a: calls.append(a) or original(*a))
-    args = ("demo", False, str(model), "rt", 15, None, None, 0, None, None, None)
-    plan, label, forms = _unlearn_config(*args, None, "pairs", {"device": DEVICE})
+    def opts():
+        return {"kb": "demo", "allow_kb_mismatch": False, "model": str(model), "rules": None, "device": DEVICE}
+
+    args = ("rt", 15, None, None)
+    plan, label, forms = _unlearn_config(opts(), *args, None, "pairs")
     assert label == "rt" and len(calls) == 1 and set(forms) == set(plan.heldout_of("rt")) == set(plan.heldout_forms)
     assert "reverse" not in forms and "paraphrase" in forms
     calls.clear()
     with pytest.raises(InputError, match="it saw reverse"):
-        _unlearn_config(*args, "paraphrase,reverse", "pairs", {"device": DEVICE})
+        _unlearn_config(opts(), *args, "paraphrase,reverse", "pairs")
     assert len(calls) == 1
 
 
