@@ -32,7 +32,7 @@ from dukb.cli.run_options import (
     split_items,
 )
 from dukb.cli.symbolic import read_targets_in_kb
-from dukb.neural.declare import SHARED, choices_of, declared, default_of, flag_of, freeze, group_fields
+from dukb.neural.declare import SHARED, choices_of, declared, default_of, flag_of, group_fields, with_values
 from dukb.neural.runconfig import RunConfig, split_lora_targets
 
 
@@ -151,7 +151,7 @@ def build_config(cls, values: dict, parsers: dict | None = None):
             out[f.name] = value
     plan = cls(**out).check()
     done = {name: read(value, plan) for name, (read, value) in after.items() if value is not None}
-    return freeze(dataclasses.replace(plan, **done)) if done else plan
+    return with_values(plan, **done) if done else plan
 
 
 def declared_command(cls, parsers: dict | None = None):

@@ -91,6 +91,7 @@ def record_training_and_scoring(mp, rec: dict) -> None:
     import dukb.neural.metrics.rwku as rwku_metrics
     import dukb.neural.probe as probe_mod
     import dukb.neural.protocols.evaluate.config  # noqa: F401  (imported before the wrapping: they bind the real functions)
+    import dukb.neural.protocols.evaluate.identity  # noqa: F401
     import dukb.neural.protocols.rwku.run as rwku_mod
     import dukb.neural.unlearn  # noqa: F401
 

@@ -40,7 +40,8 @@ from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
 from dukb.neural.plan import choose_targets, load_kb_closure
 from dukb.neural.probe import Predictor, probe
 from dukb.neural.protocols.base import Protocol
-from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
+from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec
+from dukb.neural.protocols.evaluate.identity import finetune_cache_key, run_identity
 from dukb.neural.protocols.rwku.config import (  # noqa: F401
     RWKU_METHODS,
     RWKU_TRAINING_VERSION,
