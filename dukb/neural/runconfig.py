@@ -407,7 +407,7 @@ def options_table() -> Table:
         "Shared options",
         ("option", "default", "meaning"),
         tuple(rows),
-        "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) takes.",
+        "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) and `unlearn` take.",
     )
 
 
