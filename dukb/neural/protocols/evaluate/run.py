@@ -623,7 +623,6 @@ class EvaluateProtocol(Protocol):
         return paths
 
 
-@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until evaluate returns
 def _attacks_of(cfg: EvaluateConfig, lm):
     """The run's attacks as the config's check parsed them (:attr:`EvaluateConfig.resolved_attacks`; None without
     any) and, when one compares with the model before unlearning, a Predictor over a copy of θ₀ (the sweep changes
@@ -636,6 +635,7 @@ def _attacks_of(cfg: EvaluateConfig, lm):
     return attacks, Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
 
 
+@holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until evaluate returns
 def evaluate(run_dir, config: EvaluateConfig | None = None, *, resume: bool = True, progress: bool = False, log=print):
     """Run (or resume) the evaluate protocol into ``run_dir`` and render the report (:class:`EvaluateProtocol`).
 
