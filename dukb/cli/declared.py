@@ -32,8 +32,8 @@ from dukb.cli.run_options import (
     split_items,
 )
 from dukb.cli.symbolic import read_targets_in_kb
-from dukb.neural.declare import choices_of, declared, default_of, flag_of, freeze
-from dukb.neural.runconfig import split_lora_targets
+from dukb.neural.declare import SHARED, choices_of, declared, default_of, flag_of, group_fields, with_values
+from dukb.neural.runconfig import RunConfig, split_lora_targets
 
 
 def param_name(f: dataclasses.Field) -> str:
@@ -151,7 +151,7 @@ def build_config(cls, values: dict, parsers: dict | None = None):
             out[f.name] = value
     plan = cls(**out).check()
     done = {name: read(value, plan) for name, (read, value) in after.items() if value is not None}
-    return freeze(dataclasses.replace(plan, **done)) if done else plan
+    return with_values(plan, **done) if done else plan
 
 
 def declared_command(cls, parsers: dict | None = None):
@@ -180,6 +180,38 @@ def declared_command(cls, parsers: dict | None = None):
         return command
 
     return decorate
+
+
+def with_shared_options(command):
+    """Give a hand-written command every shared option (:class:`dukb.neural.runconfig.RunConfig`'s fields of the
+    group "shared") it does not state in its own words: each generated from its field's declaration
+    (:func:`dukb.cli.run_options.option_info`: flag, default, help, range; in the default ``--help`` panel) and added
+    after the command's own parameters, so that its ``--help`` lists its own options as they were. The command takes
+    them as keyword arguments (its ``**shared``).
+
+    Args:
+        command: a typer command callback whose last parameter is ``**shared``; a parameter named as a shared field
+            (e.g. ``model``) is the command's own statement of that option and is kept as it is.
+
+    Returns:
+        ``command`` with the generated ``__signature__``.
+
+    Raises:
+        TypeError: ``command`` takes no ``**shared`` (a programming error).
+    """
+    sig = inspect.signature(command, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    if len(params) == len(sig.parameters):
+        raise TypeError(f"{command.__name__} must take **shared to get the shared options")
+    own = {p.name for p in params}
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params += [
+        inspect.Parameter(param_name(f), kw, default=option_info(f, panel=False), annotation=annotation(RunConfig, f))
+        for f in group_fields(RunConfig, SHARED)
+        if param_name(f) not in own
+    ]
+    command.__signature__ = sig.replace(parameters=params)
+    return command
 
 
 def protocol_command(info):
@@ -218,4 +250,5 @@ __all__ = [
     "protocol_command",
     "run_parameters",
     "signature",
+    "with_shared_options",
 ]

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from dukb import InputError
+from dukb.cli.declared import with_shared_options
 from dukb.cli.render import keep_rows_note, log_line, on_interrupt, output_path
 from dukb.cli.run_options import (
     HELDOUT_RULE_OPTION,
@@ -22,6 +23,7 @@ from dukb.neural import bounds as B
 from dukb.neural.catalog import methods_help
 from dukb.neural.families import finetune_presets
 from dukb.neural.run.files import RunDir
+from dukb.neural.runconfig import run_kwargs
 from dukb.neural.zoo import KNOWN_MODELS, check_model_value
 from dukb.solver.scopes import FORGET_SCOPES
 
@@ -343,6 +345,7 @@ UNLEARN_HELP = {
 }
 
 
+@with_shared_options
 def unlearn(
     kb: Optional[str] = typer.Option(None, "--kb", help=MODEL_KB_HELP),
     allow_kb_mismatch: bool = shared_option("allow_kb_mismatch"),
@@ -371,6 +374,7 @@ def unlearn(
         "the forms the method trains on or queries (probe_forms_seen: qa, and reverse for rt)",
     ),
     heldout_rule: str = HELDOUT_RULE_OPTION,
+    **shared,
 ) -> None:
     """Unlearn one target with one method over its grid; after each setting probe every KB fact and score recall
     and accuracy against the target's exact minimal deep unlearning sets, on the qa form the method trains on and
@@ -380,7 +384,10 @@ def unlearn(
     This is `dukb evaluate` with one target, one method, the metrics recall and recall_heldout and the separate
     sweep schedule (each setting from the finetuned model): the output directory is an evaluate run directory
     (config.json with the run identity, sets.json, forget_sets.json, finetune.json, results.jsonl, report.md,
-    summary.csv, ...), locked while the command runs and continued by --resume.
+    summary.csv, ...), locked while the command runs and continued by --resume. It takes every option `dukb
+    evaluate` shares with the other protocols, with the same meaning; --model is the finetuned model unlearned
+    (--finetuned, when given, names it instead, and --model is not read), so nothing is finetuned and
+    --finetune-epochs and --batch-size change nothing, as with `dukb evaluate --finetuned`.
 
     results.jsonl rows: method, param, setting, target, probe_forms_seen, heldout_forms, recall,
     accuracy_relationships, accuracy_biographies, accuracy_all, best_set, sets_used, n_sets, target_forgotten,
@@ -390,32 +397,26 @@ def unlearn(
     from dukb.neural.distributed import is_main_process
     from dukb.neural.protocols.evaluate.run import evaluate
 
-    cfg, label, forms = _unlearn_config(
-        kb,
-        allow_kb_mismatch,
-        model,
-        method,
-        target_id,
-        grid,
-        lr,
-        seed,
-        rules,
-        forget_scope,
-        layers,
-        heldout_forms,
-        heldout_rule,
-        dict(
-            prompt=prompt,
-            dtype=dtype,
-            device=device,
-            lora_r=lora_r,
-            lora_alpha=lora_alpha,
-            lora_dropout=lora_dropout,
-            lora_targets=_split_targets(lora_targets),
-            trust_remote_code=trust_remote_code,
-            gradient_checkpointing=gradient_checkpointing,
-        ),
+    opts = run_kwargs(
+        kb=kb,
+        allow_kb_mismatch=allow_kb_mismatch,
+        model=model,
+        lr=lr,
+        seed=seed,
+        rules=rules,
+        layers=layers,
+        prompt=prompt,
+        dtype=dtype,
+        device=device,
+        lora_r=lora_r,
+        lora_alpha=lora_alpha,
+        lora_dropout=lora_dropout,
+        lora_targets=lora_targets,
+        trust_remote_code=trust_remote_code,
+        gradient_checkpointing=gradient_checkpointing,
+        **shared,
     )
+    cfg, label, forms = _unlearn_config(opts, method, target_id, grid, forget_scope, heldout_forms, heldout_rule)
     log_line(f"probing the model before unlearning on the held-out forms {', '.join(forms)}")
     on_interrupt(keep_rows_note(output))
     evaluate(output, cfg, resume=resume, progress=False, log=log_line)
@@ -437,32 +438,22 @@ def _log_unit_rows(output: Path, target_id: int, label: str) -> None:
         )
 
 
-def _split_targets(text: Optional[str]) -> Optional[list[str]]:
-    """``--lora-targets`` as a list of module names (None: peft's default)."""
-    return [t.strip() for t in text.split(",")] if text else None
-
-
 def _unlearn_config(
-    kb,
-    allow_kb_mismatch,
-    model,
-    method,
-    target_id,
-    grid,
-    lr,
-    seed,
-    rules,
-    forget_scope,
-    layers,
-    heldout_forms,
-    heldout_rule,
-    model_kw: dict,
+    opts: dict,
+    method: str,
+    target_id: int,
+    grid: str | None,
+    forget_scope: str | None,
+    heldout_forms: str | None,
+    heldout_rule: str,
 ):
     """The checked :class:`dukb.neural.protocols.evaluate.config.EvaluateConfig` of `dukb unlearn` (one target, one
     method), the method's label and its held-out forms (tuple, the check's forms in the order given or defaulted), every
-    option checked before any model loads. Without ``--heldout-forms`` the config gets the method's default forms
-    (:func:`dukb.neural.metrics.heldout.default_heldout_forms`), so that its run identity names them; the held-out
-    forms, the held-out rule and the layers are checked by the config's check alone.
+    option checked before any model loads. ``opts`` holds the shared options (:func:`dukb.neural.runconfig.run_kwargs`):
+    the model unlearned is ``finetuned`` when given, else ``model`` (nothing is finetuned). Without ``--heldout-forms``
+    the config gets the method's default forms (:func:`dukb.neural.metrics.heldout.default_heldout_forms`), so that its
+    run identity names them; the held-out forms, the held-out rule and the layers are checked by the config's check
+    alone.
 
     Raises:
         InputError: not one method; an empty or out-of-range grid value; an unknown held-out rule or scope; a
@@ -487,21 +478,17 @@ def _unlearn_config(
         (B.GRID_STEPS if m.param == "steps" else B.GRID_VALUE).check("--grid value", v)
     if method.strip().lower().partition(":")[0] in PRESETS and forget_scope not in (None, scope):
         raise InputError(f"preset {label} forgets a {scope} set; --forget-scope {forget_scope} contradicts it")
-    check_model_value(model)
-    kb = model_kb(model, kb, allow_mismatch=allow_kb_mismatch) or "demo"
-    _kb, closure = load_kb_closure(kb, rules)
+    if opts.get("finetuned") is None:  # --model is the finetuned model (the config's --model is then not read)
+        opts["finetuned"] = opts.pop("model")
+    check_model_value(opts["finetuned"])
+    opts["kb"] = model_kb(opts["finetuned"], opts.get("kb"), allow_mismatch=opts["allow_kb_mismatch"]) or "demo"
+    _kb, closure = load_kb_closure(opts["kb"], opts["rules"])
     closure.atom_of_fact(target_id)
     forms = parse_forms(heldout_forms, "--heldout-forms")
     if forms is None:  # the method's own: every asking form but qa and its in-loop forms
         forms = default_heldout_forms(("qa",) + tuple(m.seen_forms))
     cfg = EvaluateConfig(
-        kb=kb,
-        rules=rules,
-        finetuned=model,
-        allow_kb_mismatch=allow_kb_mismatch,
-        seed=seed,
-        lr=lr,
-        layers=layers,
+        **opts,
         targets=[target_id],
         methods=[method],
         grids={label: values} if values else {},
@@ -510,7 +497,6 @@ def _unlearn_config(
         heldout_forms=list(forms),
         heldout_rule=heldout_rule,
         schedule="separate",
-        **model_kw,
     )
     return cfg.check(), label, tuple(forms)  # (the check's order may differ: the log line names them as before)
 

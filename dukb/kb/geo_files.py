@@ -13,7 +13,7 @@ import yaml
 
 from dukb import InputError
 from dukb.kb.csvfile import read_package_text
-from dukb.kb.geo import ENTITY_TYPES, GEO_RULES, RELATIONS, GeoKB, GeoOptions, build_geo_kb, toy_geo_data  # noqa: F401
+from dukb.kb.geo import ENTITY_TYPES, GEO_RULES, RELATIONS, GeoKB, GeoOptions, build_geo_kb, toy_geo_data  # noqa: F401  (the doctests)
 from dukb.kb.io import atomic_output
 
 #: the KB files this importer writes

@@ -39,7 +39,7 @@ from typing import Any
 
 from dukb import InputError
 from dukb.kb.aliases import load_aliases
-from dukb.kb.judge import MATCH_CHOICE, MATCH_EXACT, MATCH_SUBSTRING, MATCH_YESNO, MATCHES, choice_options, judge  # noqa: F401
+from dukb.kb.judge import MATCH_CHOICE, MATCH_SUBSTRING, MATCH_YESNO, judge  # noqa: F401  (the doctests)
 from dukb.kb.model import KB, BioFact, Fact, Triple
 from dukb.kb.schema import OBJECT_GENDER, RELATIONS
 from dukb.kb.schema_probes import NOT_APPLICABLE, SchemaForms, schema_statements, wrong_objects

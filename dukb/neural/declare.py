@@ -14,6 +14,7 @@ Torch-free. Source: dukb (issue 40, "one declaration per protocol").
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -245,6 +246,30 @@ def freeze(cfg):
     return cfg
 
 
+def with_values(plan, **values):
+    """A checked plan with ``values`` set (fields read after the check, e.g. ``--targets-file``'s targets, read
+    against the KB the check resolved), keeping everything the check resolved; frozen, like ``plan``, which is left
+    as it was.
+
+    Args:
+        plan: a frozen config (``check()``'s plan); values: field name -> value.
+
+    Returns:
+        a frozen shallow copy of ``plan``.
+
+    Raises:
+        TypeError: a name that is not a field of ``plan`` (a programming error).
+    """
+    names = {f.name for f in dataclasses.fields(plan)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise TypeError(f"{type(plan).__name__} has no fields {unknown}")
+    out = copy.copy(plan)  # the resolved state (attributes the check set beside the fields) comes along
+    for name, value in values.items():
+        object.__setattr__(out, name, value)
+    return freeze(out)
+
+
 class Frozen:
     """Mixin of a config dataclass that :func:`freeze` can freeze once checked (``check()`` returns it frozen)."""
 
@@ -282,4 +307,5 @@ __all__ = [
     "help_of",
     "identity_fields",
     "option",
+    "with_values",
 ]

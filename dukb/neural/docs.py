@@ -25,12 +25,8 @@ import torch  # noqa: TID253 (a model module: reached only through a command's l
 from dukb import InputError
 from dukb.neural.data import QAItem, model_device, pad_rows
 from dukb.neural.methods import DOCUMENT_METHODS, METHODS
-from dukb.neural.methods.npo import npo_token_loss  # noqa: F401  (RESTOR's token-level NPO, re-exported)
 from dukb.neural.methods.retain import gdr_loss
-from dukb.neural.scoring import (
-    forward_logits,
-    token_logprobs,  # noqa: F401  (re-exported)
-)
+from dukb.neural.scoring import forward_logits
 from dukb.neural.train import TrainConfig, chunked, steps_per_epoch, train_loop
 
 

@@ -297,7 +297,7 @@ class RunConfig(Frozen):
         check_device(self.device)
         check_dtype(self.dtype)
         check_probe_backend(self.probe_backend, self.device, self.lora_r)
-        parse_layers(self.layers)
+        self._layers = parse_layers(self.layers)  # read by layer_range: the stages never parse it again
         check_log_with(self.log_with)
         if self.save_models not in SAVE_MODES:
             raise InputError(f"--save-models must be one of {', '.join(SAVE_MODES)}, got {self.save_models!r}")
@@ -326,8 +326,10 @@ class RunConfig(Frozen):
         )
 
     def layer_range(self) -> tuple[int, int] | None:
-        """``layers`` parsed (:func:`parse_layers`)."""
-        return parse_layers(self.layers)
+        """``layers`` as (first, last) transformer blocks, or None (every layer): as :meth:`check` parsed it
+        (:func:`parse_layers`); a config not checked (e.g. one a protocol builds for another's identity) parses it
+        here."""
+        return self.__dict__["_layers"] if self.checked else parse_layers(self.layers)
 
     def model_spec(self, path: str | None = None):
         """The :class:`dukb.neural.spec.ModelSpec` to finetune (``model``), to load (``finetuned``) or of ``path``,
@@ -405,7 +407,7 @@ def options_table() -> Table:
         "Shared options",
         ("option", "default", "meaning"),
         tuple(rows),
-        "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) takes.",
+        "Options every protocol command (`evaluate`, `muse`, `rwku`, `control`, `restor`) and `unlearn` take.",
     )
 
 

@@ -24,7 +24,7 @@ import torch  # noqa: TID253 (a model module: reached only through a command's l
 from rich.progress import Progress
 
 from dukb.neural import distributed, tracking
-from dukb.neural.trainconfig import SCHEDULES, TrainConfig  # noqa: F401  (defined there, torch-free; re-exported)
+from dukb.neural.trainconfig import TrainConfig
 
 
 def build_optimizer(params, cfg: TrainConfig, total_steps: int):
@@ -294,4 +294,4 @@ def _state_dicts(fmodel, opt, sharded: bool) -> dict:
     return {"model": msd, "optimizer": osd}
 
 
-__all__ = ["SCHEDULES", "TrainConfig", "build_optimizer", "chunked", "steps_per_epoch", "train_loop"]
+__all__ = ["build_optimizer", "chunked", "steps_per_epoch", "train_loop"]

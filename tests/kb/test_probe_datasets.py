@@ -29,6 +29,7 @@ from dukb import InputError
 from dukb.kb import KB, Person, check_kb, load_kb
 from dukb.kb.corrupt import AGE_GAPS, CORRUPTION_COLUMNS, YEAR_SHIFT, corrupt, save_corruption
 from dukb.kb.edu_qa import edu_qa_rows, write_edu_qa
+from dukb.kb.judge import choice_options, judge
 from dukb.kb.probe_files import probes_text, read_probes
 from dukb.kb.probes import (
     EDU_RELAT_NO_SEED,
@@ -36,9 +37,7 @@ from dukb.kb.probes import (
     PROBE_COLUMNS,
     FactIndex,
     Probe,
-    choice_options,
     edu_wrong_relations,
-    judge,
     make_probes,
     parse_kinds,
 )

@@ -227,7 +227,8 @@ def test_probe_budget_only_changes_under_chat():
 
 def test_run_identity_distinguishes_chat_and_keeps_the_default():
     from dukb.kb import load_kb
-    from dukb.neural.protocols.evaluate.config import EvaluateConfig, run_identity
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.evaluate.identity import run_identity
     from dukb.solver.closure import compute_closure
 
     kb = load_kb("demo")

@@ -306,7 +306,8 @@ def test_whp_sets_the_prompt_rule_only_under_generation():
 
 # ------------------------------------------------------------------------------------- config and identity --
 def test_config_components_default_to_dukb_and_enter_the_identity_only_when_set():
-    from dukb.neural.protocols.evaluate.config import EvaluateConfig, prompt_identity
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.evaluate.identity import prompt_identity
 
     plan = EvaluateConfig().check()
     assert (plan.prompt_format, plan.bos, plan.judge) == ("dukb", "never", "line")

@@ -27,7 +27,8 @@ from dukb.neural.metrics import RowContext
 from dukb.neural.metrics.recall import recall_metric, scorable_sets
 from dukb.neural.plan import choose_targets
 from dukb.neural.protocols.evaluate import config as cfgmod
-from dukb.neural.protocols.evaluate.config import EvaluateConfig, component_identity
+from dukb.neural.protocols.evaluate.config import EvaluateConfig
+from dukb.neural.protocols.evaluate.identity import component_identity
 from dukb.solver.closure import compute_closure
 from dukb.solver.mdus import is_deep_unlearning_set, minimal_sets
 

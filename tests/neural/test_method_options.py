@@ -12,7 +12,7 @@ from conftest import DEVICE
 from dukb import InputError
 from dukb.neural.methods import METHODS, resolve
 from dukb.neural.methods.base import lr_for
-from dukb.neural.protocols.evaluate.config import method_identity
+from dukb.neural.protocols.evaluate.identity import method_identity
 from dukb.neural.protocols.muse.config import _lr_entry
 
 

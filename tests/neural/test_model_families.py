@@ -100,7 +100,7 @@ def test_a_changed_preset_rate_enters_the_run_identity(monkeypatch):
     so a changed preset is never mixed into a resumed run; at today's rates identities are unchanged."""
     from dukb.neural import families as F
     from dukb.neural.methods import get_method
-    from dukb.neural.protocols.evaluate.config import method_identity
+    from dukb.neural.protocols.evaluate.identity import method_identity
     from dukb.neural.run.identity import identity_differences
 
     ga, tv, icu = get_method("ga"), get_method("tv"), get_method("icu")

@@ -137,7 +137,7 @@ def test_registry_names_and_forms():
 
 
 def test_identity_tells_forms_and_schedules_apart():
-    from dukb.neural.protocols.evaluate.config import method_identity
+    from dukb.neural.protocols.evaluate.identity import method_identity
 
     seq = method_identity(METHODS["npo_seq"], "target", [1, 2, 4, 8, 16])
     logit = method_identity(METHODS["npo"], "target", [1, 2, 4, 8, 16])

@@ -150,7 +150,8 @@ def test_restor_keeps_its_sampled_probes_on_hf(monkeypatch):
 
 
 def test_the_backend_enters_the_identity_only_when_not_hf():
-    from dukb.neural.protocols.evaluate.config import EvaluateConfig, component_identity
+    from dukb.neural.protocols.evaluate.config import EvaluateConfig
+    from dukb.neural.protocols.evaluate.identity import component_identity
     from dukb.neural.runconfig import RunConfig
 
     assert RunConfig().backend_identity() == {} and "probe_backend" not in component_identity(EvaluateConfig())

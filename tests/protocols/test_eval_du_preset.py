@@ -9,11 +9,8 @@ import dataclasses
 import pytest
 
 from dukb import InputError
-from dukb.neural.protocols.evaluate.config import (
-    EvaluateConfig,
-    component_identity,
-    eval_du_targets_problem,
-)
+from dukb.neural.protocols.evaluate.config import EvaluateConfig, eval_du_targets_problem
+from dukb.neural.protocols.evaluate.identity import component_identity
 
 #: what the Eval-DU code computes, component by component: schedules, reinforcement, grids and rules
 MINE = {

@@ -96,6 +96,76 @@ def test_the_stages_read_the_held_out_forms_the_check_resolved(tmp_path, monkeyp
     assert {r["method"]: r["heldout_forms"] for r in rows} == {"ga": list(ga), "rt": list(rt)}
 
 
+def test_the_stages_read_the_methods_metrics_attacks_and_layers_the_check_resolved(tmp_path, monkeypatch):
+    """check() resolves the methods, the metrics, the attacks and the layer range once (issue 40); the stages read
+    them from the plan: a run with every parser and resolver made to fail after the check writes its rows, each
+    attacked, and its identity records the attack and the layers. (The report re-renders from the run's files, as
+    `dukb report` does, so it reads config.json's metrics.)"""
+    import dukb.neural.attacks as attacks_mod
+    import dukb.neural.attacks.base as attacks_base
+    import dukb.neural.methods as methods_mod
+    import dukb.neural.metrics as metrics_mod
+    import dukb.neural.protocols.evaluate.report as report_mod
+    import dukb.neural.runconfig as runconfig_mod
+
+    cfg = EvaluateConfig(
+        kb="demo",
+        methods=["ga"],
+        grids={"ga": [1, 2]},
+        n_targets=1,
+        finetune_epochs=1,
+        device=DEVICE,
+        attacks=["quant16"],
+        layers="0-0",
+    ).check()
+    assert [label for label, *_ in cfg.resolved_methods] == ["ga"] and cfg.layer_range() == (0, 0)
+    assert [a.name for a, _s in cfg.resolved_attacks] == ["quant16"]
+    assert "recall" in {m.name for m in cfg.resolved_metrics}
+
+    def again(*_a, **_k):
+        raise AssertionError("parsed or resolved again after check()")
+
+    real_parse_metrics = metrics_mod.parse_metrics
+    for module, name in (
+        (attacks_base, "parse_attacks"),
+        (attacks_mod, "parse_attacks"),
+        (methods_mod, "resolve"),
+        (metrics_mod, "parse_metrics"),
+        (runconfig_mod, "parse_layers"),
+    ):
+        patch_everywhere(monkeypatch, module, name, again)
+    monkeypatch.setattr(report_mod, "parse_metrics", real_parse_metrics)
+    evaluate(tmp_path / "run", cfg, log=lambda _msg: None)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all("quant16" in r["attacks"] for r in rows)
+    identity = json.loads((tmp_path / "run" / "config.json").read_text())["identity"]
+    assert identity["layers"] == [0, 0] and "quant16" in identity["attacks"]
+
+
+def test_targets_read_after_the_check_keep_the_resolved_plan(tmp_path):
+    """`dukb evaluate --targets-file` reads its targets after the check (against the resolved KB): the plan it gets
+    keeps what the check resolved (held-out forms, methods, layers) and stays frozen, and the plan checked is left
+    as it was (a copy made with dataclasses.replace lost the resolved forms: the run failed at its first unit)."""
+    import dataclasses
+
+    from dukb.cli.declared import build_config, signature
+    from dukb.neural.declare import with_values
+
+    targets = tmp_path / "targets.txt"
+    targets.write_text("1\n")
+    values = {p.name: getattr(p.default, "default", p.default) for p in signature(EvaluateConfig).parameters.values()}
+    plan = build_config(EvaluateConfig, {**values, "kb": "demo", "targets_file": targets, "layers": "0-0"})
+    assert plan.checked and plan.targets == [1] and plan.layer_range() == (0, 0)
+    assert "paraphrase" in plan.heldout_of("ga") and [m[0] for m in plan.resolved_methods] == list(plan.methods)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.seed = 1
+    checked = EvaluateConfig(kb="demo").check()
+    again = with_values(checked, targets=[2])
+    assert checked.targets is None and again.targets == [2] and again.heldout_of("ga") == checked.heldout_of("ga")
+    with pytest.raises(TypeError):
+        with_values(checked, no_such_field=1)
+
+
 def test_unlearn_checks_its_held_out_forms_once_in_the_config(tmp_path, monkeypatch):
     """`dukb unlearn` builds the evaluate config and leaves every held-out check to its check(): one call, and the
     forms it reports are the plan's (the method's own default, recorded in the config)."""
@@ -108,13 +178,17 @@ def test_unlearn_checks_its_held_out_forms_once_in_the_config(tmp_path, monkeypa
     calls = []
     original = heldout.check_heldout
     patch_everywhere(monkeypatch, heldout, "check_heldout", lambda *a: calls.append(a) or original(*a))
-    args = ("demo", False, str(model), "rt", 15, None, None, 0, None, None, None)
-    plan, label, forms = _unlearn_config(*args, None, "pairs", {"device": DEVICE})
+
+    def opts():
+        return {"kb": "demo", "allow_kb_mismatch": False, "model": str(model), "rules": None, "device": DEVICE}
+
+    args = ("rt", 15, None, None)
+    plan, label, forms = _unlearn_config(opts(), *args, None, "pairs")
     assert label == "rt" and len(calls) == 1 and set(forms) == set(plan.heldout_of("rt")) == set(plan.heldout_forms)
     assert "reverse" not in forms and "paraphrase" in forms
     calls.clear()
     with pytest.raises(InputError, match="it saw reverse"):
-        _unlearn_config(*args, "paraphrase,reverse", "pairs", {"device": DEVICE})
+        _unlearn_config(opts(), *args, "paraphrase,reverse", "pairs")
     assert len(calls) == 1
 
 

@@ -89,8 +89,8 @@ def test_judge_answers_and_normalisation():
     # an unknown answer is the output's first segment
     assert JUDGE.label("Mary Ann. Something else", ["Banker"])[1] == "mary ann"
     # the substring rule of the deep-unlearning paper disagrees on exactly the case the exact judge is for
+    from dukb.kb.judge import judge as substring_judge
     from dukb.kb.probes import Probe
-    from dukb.kb.probes import judge as substring_judge
 
     assert substring_judge(Probe("qa", "biography", 0, "q", "Virginia state"), "West Virginia state")
 
@@ -188,8 +188,8 @@ def test_belief_closure_finds_a_planted_contradiction(kb_builder):
 # -------------------------------------------------------------------------------------------- document losses ----
 def test_kl_and_token_npo_losses():
     torch = pytest.importorskip("torch")
-    from dukb.neural.docs import npo_token_loss
     from dukb.neural.methods.kl import kl_loss
+    from dukb.neural.methods.npo import npo_token_loss
 
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(2, 5, 7, generator=g)

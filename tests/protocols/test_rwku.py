@@ -91,10 +91,11 @@ def record_training_and_scoring(mp, rec: dict) -> None:
     import dukb.neural.metrics.rwku as rwku_metrics
     import dukb.neural.probe as probe_mod
     import dukb.neural.protocols.evaluate.config  # noqa: F401  (imported before the wrapping: they bind the real functions)
-    import dukb.neural.protocols.rwku.run as rwku_mod
+    import dukb.neural.protocols.evaluate.identity  # noqa: F401
+    import dukb.neural.protocols.rwku.run  # noqa: F401
     import dukb.neural.unlearn  # noqa: F401
 
-    real_ctx, real_probe, real_mia = methods.UnlearnContext, probe_mod.probe, rwku_mod.qa_mia_scores
+    real_ctx, real_probe, real_mia = methods.UnlearnContext, probe_mod.probe, rwku_metrics.qa_mia_scores
 
     def keep(key, items):
         if rec.get("open"):

@@ -16,8 +16,12 @@ from dukb.neural.protocols import PROTOCOLS as REGISTERED
 from dukb.neural.runconfig import RunConfig, parse_layers, run_kwargs
 
 PROTOCOLS = ("evaluate", "muse", "rwku", "control")
-#: every protocol command: each registered protocol's (a new one is checked at once), restor included
-COMMANDS = tuple(REGISTERED)
+#: every protocol command: each registered protocol's (a new one is checked at once), restor included, and `dukb
+#: unlearn` (the evaluate protocol with one target and one method)
+COMMANDS = (*REGISTERED, "unlearn")
+#: the commands whose shared options sit in typer's default ``--help`` panel (a command written by hand whose
+#: options were listed there before it took every shared option)
+DEFAULT_PANEL = ("unlearn",)
 #: the shared options a protocol states in its own words or with its own default (same name, same field)
 OWN_WORDS = {
     "muse": ("model", "finetuned"),
@@ -38,6 +42,8 @@ OWN_WORDS = {
         "batch_size",
         "lora_targets",
     ),
+    # --model is the finetuned model (required); --kb defaults to the model's; lr, seed and layers in its words
+    "unlearn": ("kb", "model", "lr", "seed", "layers"),
 }
 
 
@@ -72,7 +78,7 @@ def test_the_mixin_declares_every_shared_field():
 
 
 def test_the_commands_checked_are_every_registered_protocol():
-    assert set(COMMANDS) >= set(PROTOCOLS) | {"restor"} and len(_shared()) == 22
+    assert set(COMMANDS) >= set(PROTOCOLS) | {"restor", "unlearn"} and len(_shared()) == 22
 
 
 @pytest.mark.parametrize("protocol", COMMANDS)
@@ -88,7 +94,7 @@ def test_every_protocol_command_takes_every_shared_option(protocol):
         p = opts[f.name]
         assert flag in p.opts
         if f.name not in own:
-            cls = REGISTERED[protocol].load("config")
+            cls = REGISTERED["evaluate" if protocol == "unlearn" else protocol].load("config")
             mine = next(g for g in dataclasses.fields(cls) if g.name == f.name)
             # a compat component (dukb.neural.declare.apply_compat): not given = None, resolved to the shared
             # default, and its help says so
@@ -96,7 +102,8 @@ def test_every_protocol_command_takes_every_shared_option(protocol):
             assert p.default == cli_default(f) or component
             # a half-open range is stated after the help (dukb.cli.run_options.ranged; typer shows closed ones)
             assert p.help == text or p.help.startswith(text + " Range: ") or (component and p.help == help_of(mine))
-            assert getattr(p, "rich_help_panel", None) == "Model and run options"
+            panel = None if protocol in DEFAULT_PANEL else "Model and run options"
+            assert getattr(p, "rich_help_panel", None) == panel
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -272,6 +279,39 @@ def test_muse_and_rwku_pass_lora_and_layers_to_unlearning(protocol, small, tmp_p
     ident = json.loads((tmp_path / protocol / "config.json").read_text())["identity"]
     text = json.dumps(ident)
     assert '"lora"' in text and '"layers"' in text
+
+
+def test_unlearn_takes_the_finetuned_model_and_keeps_its_models(small, tmp_path, monkeypatch):
+    """`dukb unlearn`'s generated shared options reach the run: --finetuned names the model unlearned (--model is
+    not read), --save-models all keeps each setting's model, --batch-size and --finetune-epochs reach the plan, and
+    the identity is that of the same run with the model given as --model."""
+    from dukb.cli.main import main
+    from dukb.neural.protocols.evaluate import run as evaluate_run
+
+    kb, ft = small
+    target = str(kb.relationships[0].fact_id)
+    common = ["--method", "ga", "--target-id", target, "--grid", "1", "--device", DEVICE]
+    plans = []
+    real = evaluate_run.evaluate
+
+    def spy(output, cfg, **kw):
+        plans.append(cfg)
+        return real(output, cfg, **kw)
+
+    monkeypatch.setattr(evaluate_run, "evaluate", spy)
+    run = tmp_path / "unl"
+    args = ["unlearn", "--model", "no-such-model", "--finetuned", str(ft), *common, "-o", str(run)]
+    assert main([*args, "--save-models", "all", "--batch-size", "8", "--finetune-epochs", "3"]) == 0
+    cfg = plans[-1]
+    assert cfg.finetuned == str(ft) and cfg.save_models == "all" and cfg.batch_size == 8 and cfg.finetune_epochs == 3
+    assert cfg.kb == str(kb.source)
+    saved = [p for p in (run / "models").rglob("dukb_model.json") if ".sweep" not in p.parts]
+    assert len(saved) == 1 and "steps=1" in str(saved[0])
+    plain = tmp_path / "plain"
+    assert main(["unlearn", "--model", str(ft), *common, "-o", str(plain)]) == 0
+    assert plans[-1].finetuned == str(ft) and plans[-1].save_models == "none" and not (plain / "models").exists()
+    ident = [json.loads((d / "config.json").read_text())["identity"] for d in (run, plain)]
+    assert ident[0] == ident[1]
 
 
 def test_restor_pipeline_gets_the_shared_model_options(tmp_path):

@@ -174,7 +174,7 @@ def test_finetune_cache_key_covers_everything_the_model_depends_on():
     """The finetuned model in RUN_DIR/finetuned is reused only under an equal key: base model and finetuning
     config, KB fingerprint, LoRA, dtype and prompt each change it (a run killed before config.json was written
     cannot reuse a model made for another KB); the run's other settings (lr, grids, targets) do not."""
-    from dukb.neural.protocols.evaluate.config import finetune_cache_key
+    from dukb.neural.protocols.evaluate.identity import finetune_cache_key
 
     ident = {
         "model": {"base": "tiny", "finetune": {"lr": 0.003}},

@@ -1,5 +1,6 @@
-"""`dukb evaluate`'s config and run identity: the paper's deep-unlearning protocol (Wu et al. 2025, Sec. 4,
-App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
+"""`dukb evaluate`'s config: the paper's deep-unlearning protocol (Wu et al. 2025, Sec. 4, App. C/H), checked and
+resolved once into the plan the stages in :mod:`dukb.neural.protocols.evaluate.run` consume; its run identity is
+:mod:`dukb.neural.protocols.evaluate.identity`.
 
 1. KB: load and validate; deductive closure; minimal deep unlearning sets of every target (exact by default),
    cached in RUN_DIR/sets.json.
@@ -16,29 +17,21 @@ App. C/H); the stages run in :mod:`dukb.neural.protocols.evaluate.run`.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import functools
-import inspect
-from dataclasses import asdict as _asdict
 from dataclasses import dataclass
 from typing import ClassVar
 
 from dukb import InputError
 from dukb.kb.edu_relat import benchmark_targets
-from dukb.kb.paper_sets import paper_sets_of
 from dukb.kb.probes import parse_kinds
 from dukb.neural.bounds import N_SEEDS, N_TARGETS
 from dukb.neural.catalog import attack_names, default_metrics, methods_help, metrics_help
-from dukb.neural.declare import SHARED, compat_option, default_of, option
-from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS, identity_lr
+from dukb.neural.declare import SHARED, compat_option, option
+from dukb.neural.families import FAMILY_GRIDS, WHP_GRIDS
 from dukb.neural.launch import LaunchOptions
 from dukb.neural.metrics import parse_metrics, row_metrics
 from dukb.neural.metrics.heldout import HELDOUT_RULES, resolve_heldout
-from dukb.neural.modelrecord import TINY_CONFIG, model_fingerprint, read_model_record
-from dukb.neural.plan import EXACT_LIMITS, paper_sets_digest
-from dukb.neural.run.identity import IDENTITY_VERSION
-from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help, parse_layers
+from dukb.neural.modelrecord import read_model_record
+from dukb.neural.runconfig import HELDOUT_RULE_HELP, RunConfig, heldout_forms_help
 from dukb.neural.spec import BOS_RULES, JUDGES, PROMPT_FORMATS, adds_bos
 from dukb.neural.trainconfig import REINFORCE_SCHEDULES, SWEEP_SCHEDULES
 from dukb.neural.utility import UTILITY_HELP, UTILITY_INCLUDE_HELP, check_utility
@@ -59,7 +52,7 @@ RECOMMENDED = "du_cl"
 @dataclass
 class EvaluateConfig(RunConfig, LaunchOptions):
     """Everything that defines an evaluate run (written to RUN_DIR/config.json; the settings that change rows form
-    its identity, see :func:`run_identity`). The model options (kb, rules, model, finetuned, seed, lr, device,
+    its identity, see :func:`dukb.neural.protocols.evaluate.identity.run_identity`). The model options (kb, rules, model, finetuned, seed, lr, device,
     dtype, prompt, finetune_epochs, batch_size, LoRA, layers, gradient checkpointing, remote code) are
     :class:`dukb.neural.runconfig.RunConfig`'s, shared by every protocol.
 
@@ -406,10 +399,7 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         self._resolve_compat()
         if not self.methods:
             raise InputError("no unlearning method given")
-        if self.attacks:
-            from dukb.neural.attacks import parse_attacks  # noqa: PLC0415 (torch; a --help path)
-
-            parse_attacks(self.attacks)
+        self._resolve_items()
         if not list(self.finetune_forms) or (self.heldout_forms is not None and not list(self.heldout_forms)):
             raise InputError("--finetune-forms and --heldout-forms need at least one probe form")
         self.finetune_forms = list(parse_kinds(list(self.finetune_forms)))
@@ -427,16 +417,47 @@ class EvaluateConfig(RunConfig, LaunchOptions):
         check_utility(self.utility, self.utility_include)
         self._check_no_finetune()
 
+    def _resolve_items(self) -> None:
+        """Resolve once the methods (:func:`dukb.neural.methods.resolve` under ``forget_scope``), the metrics
+        (:func:`dukb.neural.metrics.parse_metrics`, the required ones added) and the attacks
+        (:func:`dukb.neural.attacks.parse_attacks`), which the stages read from the plan (:attr:`resolved_methods`,
+        :attr:`resolved_metrics`, :attr:`resolved_attacks`) and never parse again.
+
+        Raises:
+            InputError: an unknown method, metric or attack, or a bad per-method option or attack setting.
+        """
+        from dukb.neural.attacks import parse_attacks  # noqa: PLC0415 (torch; a --help path)
+        from dukb.neural.methods import resolve  # noqa: PLC0415 (torch; a --help path)
+
+        self._methods = tuple(tuple(resolve(spec, self.forget_scope)) for spec in self.methods)
+        self._metrics = tuple(parse_metrics(self.metrics))
+        self._attacks = tuple(parse_attacks(self.attacks)) if self.attacks else ()
+
+    @property
+    def resolved_methods(self) -> tuple[tuple, ...]:
+        """The run's methods as :meth:`check` resolved them: (label, method, scope, default grid) per entry of
+        ``methods``, in their order. AttributeError on a config not checked."""
+        return self._methods
+
+    @property
+    def resolved_metrics(self) -> tuple:
+        """The run's metrics (:class:`dukb.neural.metrics.Metric`) as :meth:`check` parsed them, the required ones
+        added. AttributeError on a config not checked."""
+        return self._metrics
+
+    @property
+    def resolved_attacks(self) -> tuple:
+        """The run's attacks as :meth:`check` parsed them: (attack, settings) pairs (empty without ``attacks``).
+        AttributeError on a config not checked."""
+        return self._attacks
+
     def _resolve_heldout(self) -> None:
         """Resolve once the held-out forms of each method's rows and of the probe before unlearning, with
         ``recall_heldout`` a row metric (:func:`dukb.neural.metrics.heldout.resolve_heldout`; read by
-        :meth:`heldout_of`). Raises InputError: an unknown metric or method; a held-out form a method sees."""
-        from dukb.neural.methods import resolve  # noqa: PLC0415 (torch; a --help path)
-
+        :meth:`heldout_of`). Raises InputError: a held-out form a method sees."""
         seen = {}
-        if any(m.name == "recall_heldout" for m in row_metrics(parse_metrics(self.metrics))):
-            methods = [resolve(spec, self.forget_scope) for spec in self.methods]
-            seen = {label: ("qa",) + tuple(m.seen_forms) for label, m, _scope, _grid in methods}
+        if any(m.name == "recall_heldout" for m in row_metrics(list(self._metrics))):
+            seen = {label: ("qa",) + tuple(m.seen_forms) for label, m, _scope, _grid in self._methods}
         by_label, baseline = resolve_heldout(self.heldout_forms, seen)  # every built-in method trains on qa
         if self.heldout_forms is not None:
             self.heldout_forms = list(baseline)
@@ -552,247 +573,7 @@ def eval_du_targets_problem(cfg: EvaluateConfig) -> str | None:
     return None
 
 
-@functools.cache
-def _retain_defaults() -> dict:
-    """The retain-data settings of GDR/KLR, read from where they are defined (:func:`dukb.neural.unlearn.default_retain`'s
-    ``n``, :class:`dukb.neural.methods.base.UnlearnContext`'s ``retain_batch_size`` and ``reg_weight``), so the run
-    identity records what runs, never a copy."""
-
-    from dukb.neural.methods.base import UnlearnContext  # noqa: PLC0415 (torch; a --help path)
-    from dukb.neural.unlearn import default_retain  # noqa: PLC0415 (torch; a --help path)
-
-    ctx = {f.name: f.default for f in dataclasses.fields(UnlearnContext)}
-    return {
-        "n": inspect.signature(default_retain).parameters["n"].default,
-        "batch_size": ctx["retain_batch_size"],
-        "reg_weight": ctx["reg_weight"],
-    }
-
-
-@functools.cache
-def _probe_defaults() -> dict:
-    """The probing settings, read from :mod:`dukb.neural.probe` (the generation budget) and :func:`evaluate`'s own
-    probe batch size, so the run identity records what runs."""
-    from dukb.neural.probe import DEFAULT_MAX_NEW_TOKENS  # noqa: PLC0415 (torch; a --help path)
-
-    return {
-        "kinds": ["qa"],
-        "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
-        "judge": "substring",
-        "answer": "line",
-        "batch_size": PROBE_BATCH_SIZE,
-    }
-
-
-def _chat_budget(tags) -> dict:
-    """The probe budget of tags that set their own (the chat preset's), for the run identity; empty otherwise, so
-    that the identities of other runs stay as they were."""
-    return {"max_new_tokens": tags.max_new_tokens} if tags.max_new_tokens else {}
-
-
-#: Prompts per probing batch in evaluate.
-PROBE_BATCH_SIZE = 256
-#: Identity keys a resume may add entries to: targets, methods, and values to a method's grid (a row depends on its
-#: own grid value only: each T of a gradient method is its own run from θ₀, each α its own weights; under the
-#: reference schedule also on the run's length N, ``schedule_steps`` in the method's entry, which must not change).
-EXTENDABLE = ("targets", "methods", "methods.*.grid")
-#: Settings of the protocol that are fixed in code but change rows, part of every run identity, read on first use
-#: (they live in modules that import torch): ``RETAIN``, the retain data of GDR/KLR
-#: (:func:`dukb.neural.unlearn.default_retain`, :class:`UnlearnContext` defaults), and ``PROBE``, the probing (the
-#: paper's question form, greedy decoding of 10 tokens, substring rule).
-_LAZY = {"RETAIN": _retain_defaults, "PROBE": _probe_defaults}
-
-
-def __getattr__(name: str):
-    """``RETAIN`` and ``PROBE``, computed once on first use (PEP 562)."""
-    if name in _LAZY:
-        return _LAZY[name]()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _model_spec(cfg: RunConfig):
     """The :class:`ModelSpec` to finetune (``cfg.model``) or to load (``cfg.finetuned``):
     :meth:`dukb.neural.runconfig.RunConfig.model_spec`."""
     return cfg.model_spec()
-
-
-def method_identity(
-    m, scope: str, grid, schedule: str = "separate", family: str | None = None, lr: float | None = None
-) -> dict:
-    """A ``methods`` entry of a run identity: method, parameter, scope, grid; NPO's form (``npo`` and
-    ``npo_seq`` compute different losses); for a step grid under the reference schedule, ``schedule`` and
-    ``schedule_steps`` (the one run's length N = the grid's largest T, on which every row depends). The schedule
-    keys are absent under "separate" (such an entry reads as it did before the option existed). ``lr``: the
-    family's default rate where it differs from the rates runs used before identities recorded them
-    (:func:`dukb.neural.families.identity_lr`; ``family`` and the run's ``lr`` override decide). ``options``: the
-    method's per-method options (``npo:beta=0.05:lr=1e-3``), when given."""
-
-    entry = {
-        "method": m.name,
-        "param": m.param,
-        "scope": scope,
-        "grid": [int(v) if m.param == "steps" else float(v) for v in grid],
-    }
-    rate = identity_lr(m, family, lr)
-    if rate is not None:
-        entry["lr"] = rate
-    if getattr(m, "form", None):
-        entry["form"] = m.form
-    if m.option_values:  # per-method options (``npo:beta=0.05``): absent without, so earlier identities stay equal
-        entry["options"] = m.option_values
-    if schedule == "reference" and m.param == "steps":
-        entry["schedule"] = "reference"
-        entry["schedule_steps"] = max([int(v) for v in grid], default=0)
-    return entry
-
-
-def run_identity(
-    cfg: EvaluateConfig,
-    kb,
-    closure,
-    methods,
-    grids: dict,
-    targets: list[int],
-    spec,
-    dtype: str,
-    metrics=(),
-    schedules: dict | None = None,
-) -> dict:
-    """The identity of an evaluate run: every setting that changes a result row (see :mod:`dukb.neural.run`).
-
-    Keys: kb and rules fingerprints; model (the finetuned weights' hash, or the base model's fingerprint and the
-    resolved finetuning config; under ``no_finetune`` the base model's fingerprint alone, and ``no_finetune``:
-    True among the components); dtype; the preset family (it chooses learning rates and grids); prompt tags;
-    lora; seed; lr; sets (method, N_seed, exact limits, and with ``paper`` the digest of the paper's sets); retain
-    and probe settings (``probe.answer``: the judge); the prompt options where not dukb's (:func:`prompt_identity`);
-    the metrics; targets and methods (label -> :func:`method_identity`): targets, methods and each method's grid are
-    extendable (:data:`EXTENDABLE`); ``tie_break`` only when it is not "accuracy"; the compat preset and each
-    component not at dukb's value (:func:`component_identity`). ``schedules`` (label -> "separate" or
-    "reference") are the sweep schedules the caller runs; None (callers running their own sweeps, e.g. rwku): every
-    method "separate".
-
-    Raises:
-        InputError: a model file cannot be read.
-    """
-
-    from dukb.neural.pipeline import finetune_config  # noqa: PLC0415 (torch; a --help path)
-
-    if cfg.finetuned:
-        model = {"finetuned": model_fingerprint(cfg.finetuned)}
-    elif getattr(cfg, "no_finetune", False):  # evaluated as given: its weights, no finetuning config
-        model = {"base": model_fingerprint(cfg.model)}
-    else:
-        base = {"tiny": TINY_CONFIG} if cfg.model == "tiny" else model_fingerprint(cfg.model)
-        preset, fcfg = finetune_config(spec, None, cfg.finetune_epochs, None, cfg.batch_size, cfg.seed)
-        model = {"base": base, "finetune": {"preset": preset, **_asdict(fcfg)}}
-        if list(cfg.finetune_forms) != ["qa"]:  # only when set, so that earlier identities stay equal
-            model["finetune"]["forms"] = list(cfg.finetune_forms)
-    lora = spec.lora
-    return {
-        "identity_version": IDENTITY_VERSION,
-        "kb": kb.fingerprint(),
-        "rules": closure.rules.fingerprint,
-        "model": model,
-        "dtype": dtype,
-        "family": spec.preset_family,
-        "prompt": spec.tags.record(),
-        "lora": None if lora is None else _asdict(lora),
-        "seed": cfg.seed,
-        "lr": cfg.lr,
-        "sets": _sets_identity(cfg, kb, targets),
-        "retain": _retain_defaults(),
-        "probe": {**_probe_defaults(), "answer": spec.tags.judge, **_chat_budget(spec.tags)},
-        "metrics": [m.name for m in metrics],
-        "targets": list(targets),
-        "methods": {
-            label: method_identity(
-                m, scope, grids[label], (schedules or {}).get(label, "separate"), spec.preset_family, cfg.lr
-            )
-            for label, m, scope, _g in methods
-        },
-        # only when set, so that the identities of runs made before the option existed stay equal
-        **({"layers": list(parse_layers(cfg.layers))} if cfg.layers else {}),
-        **(
-            {
-                "heldout_forms": None if cfg.heldout_forms is None else list(cfg.heldout_forms),
-                "heldout_rule": cfg.heldout_rule,
-            }
-            if any(m.name == "recall_heldout" for m in metrics)
-            else {}
-        ),
-        **({"attacks": _attack_identity(cfg.attacks)} if getattr(cfg, "attacks", None) else {}),
-        # only when not dukb's default, so that the identities of runs made before the option existed stay equal
-        **({"tie_break": cfg.tie_break} if getattr(cfg, "tie_break", None) not in (None, "accuracy") else {}),
-        **prompt_identity(cfg),
-        **component_identity(cfg),
-    }
-
-
-def _sets_identity(cfg, kb, targets) -> dict:
-    """The sets' part of a run identity: method, N_seed, exact limits; with ``--sets paper`` also the digest of the
-    paper's sets of the targets (:func:`dukb.neural.plan.paper_sets_digest`).
-
-    Raises:
-        InputError: ``--sets paper`` for a KB without paper sets or a target without them."""
-
-    out = {"method": cfg.sets, "seeds": cfg.seeds, "exact_limits": EXACT_LIMITS}
-    if cfg.sets == "paper":
-        out["paper"] = paper_sets_digest(paper_sets_of(kb, list(targets))[0])
-    return out
-
-
-def prompt_identity(cfg) -> dict:
-    """The prompt options' part of a run identity: ``prompt_format``, ``bos`` and ``judge``, each only where it is not
-    dukb's (so that identities written before the options existed compare equal). Their effect is also in the
-    identity's ``prompt`` (the resolved tags) and ``probe.answer`` (the judge)."""
-    kw = cfg.prompt_kwargs() if hasattr(cfg, "prompt_kwargs") else {}
-    return {k: v for k, v in kw.items() if v != {"prompt_format": "dukb", "bos": "never", "judge": "line"}[k]}
-
-
-def component_identity(cfg: EvaluateConfig) -> dict:
-    """The run identity's part of the options declared ``identity="set"`` (the compat preset and its components
-    added later: reinforce, family_grids, whp_grid, ...): each one whose value is not dukb's (its ``unset`` value,
-    else its default), so that the identities of runs made before them stay equal."""
-
-    out = {}
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if f.metadata.get("identity") == "set" and value != f.metadata.get("unset", default_of(f)):
-            out[f.name] = value
-    return out
-
-
-def _attacks_of(cfg: EvaluateConfig, lm):
-    """The run's parsed attacks and, when one compares with the model before unlearning, a Predictor over a copy
-    of θ₀ (the sweep changes ``lm``'s weights in place and restores them; the copy costs one model's memory)."""
-    if not cfg.attacks:
-        return None, None
-    from dukb.neural.attacks import parse_attacks  # noqa: PLC0415 (torch; a --help path)
-
-    attacks = parse_attacks(cfg.attacks)
-    if not any(a.needs_reference for a, _s in attacks):
-        return attacks, None
-
-    from dukb.neural.probe import Predictor  # noqa: PLC0415 (torch; a --help path)
-
-    return attacks, Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
-
-
-def _attack_identity(specs) -> dict:
-    """The attacks' part of a run identity: name -> settings (:func:`dukb.neural.attacks.attack_identity`)."""
-    from dukb.neural.attacks import attack_identity, parse_attacks  # noqa: PLC0415 (torch; a --help path)
-
-    return attack_identity(parse_attacks(specs))
-
-
-def finetune_cache_key(identity: dict) -> dict:
-    """What a run's finetuned model depends on, stored in its finetune.json and compared before reuse: the base
-    model and finetuning config, the KB's fingerprint, LoRA, dtype and prompt tags (a cache made with any other
-    value is finetuned again, even when the run's config.json was never written)."""
-    return {
-        "model": identity["model"],
-        "kb": identity["kb"],
-        "lora": identity["lora"],
-        "dtype": identity["dtype"],
-        "prompt": identity["prompt"],
-    }

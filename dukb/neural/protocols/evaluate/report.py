@@ -15,7 +15,7 @@ from dukb.kb.schema_probes import unscorable_summary
 from dukb.neural.attacks.report import attacks_section, plot_attacks
 from dukb.neural.known import known_line, known_of_record
 from dukb.neural.metrics import DEFAULT_METRICS, parse_metrics, summary_metrics
-from dukb.neural.metrics.summary import (  # noqa: F401
+from dukb.neural.metrics.summary import (
     ACCURACY,
     ANY_SETTING,
     COUNT,
@@ -24,21 +24,13 @@ from dukb.neural.metrics.summary import (  # noqa: F401
     PAPER,
     PAPER_HELDOUT,
     REGION,
-    THRESHOLD,
-    TRADEOFF_RULE,
     WEAKEST,
     curve_points,
-    envelope,
     fixed_label,
     heldout_points,
     mean_std,
     num,
-    setting_key,
     short_number,
-    strength,
-    superficial,
-    target_tradeoff,
-    tradeoff,
     wrap_prose,
 )
 from dukb.neural.metrics.summary import missing as absent

@@ -16,6 +16,7 @@ merged by rank 0; without one, any number of invocations share the run through u
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict
 
 from dukb import InputError
@@ -35,9 +36,9 @@ from dukb.neural.known import (
     require_candidates,
 )
 from dukb.neural.lmeval import measure_utility, row_utility
-from dukb.neural.methods import check_unique, method_grids, resolve, schedule_for
+from dukb.neural.methods import check_unique, method_grids, schedule_for
 from dukb.neural.methods.base import SweepSchedule
-from dukb.neural.metrics import combined_needs, parse_metrics, row_metrics
+from dukb.neural.metrics import combined_needs, row_metrics
 from dukb.neural.metrics.heldout import elicited_by_form, heldout_known
 from dukb.neural.metrics.summary import best_row, missing, num
 from dukb.neural.modelrecord import model_fingerprint
@@ -46,16 +47,8 @@ from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
 from dukb.neural.plan import build_plan, choose_targets
 from dukb.neural.probe import Predictor, probe, probe_budget
 from dukb.neural.protocols.base import Protocol
-from dukb.neural.protocols.evaluate.config import (
-    EXTENDABLE,
-    PROBE,
-    EvaluateConfig,
-    _attacks_of,
-    _model_spec,
-    eval_du_targets_problem,
-    finetune_cache_key,
-    run_identity,
-)
+from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, eval_du_targets_problem
+from dukb.neural.protocols.evaluate.identity import EXTENDABLE, PROBE, finetune_cache_key, run_identity
 from dukb.neural.protocols.evaluate.report import render
 from dukb.neural.run.files import RunDir, read_json, write_json_atomic
 from dukb.neural.run.identity import history_entry
@@ -63,7 +56,6 @@ from dukb.neural.run.lock import holds_run_lock
 from dukb.neural.run.probecache import PROBE_CACHE_NAME, probe_cache_key, read_probe_cache, write_probe_cache
 from dukb.neural.run.provenance import provenance
 from dukb.neural.run.units import SHARD_GLOB, merge_shards
-from dukb.neural.runconfig import parse_layers
 from dukb.neural.savedmodels import SaveLayout
 from dukb.neural.spec import CHAT
 from dukb.neural.unlearn import UnitPlan, sweep_target
@@ -139,7 +131,8 @@ class EvaluateProtocol(Protocol):
         self.log = log
 
     def _methods_and_targets(self) -> tuple[list, dict, list, list]:
-        """Resolve the methods, their grids, the metrics and the targets (set on ``self`` too).
+        """The methods and the metrics as the config's check resolved them, the methods' grids and the targets (set on
+        ``self`` too).
 
         Returns:
             ``(methods, grids, metrics, targets)``: (label, method, scope, grid) tuples
@@ -153,8 +146,8 @@ class EvaluateProtocol(Protocol):
         """
 
         cfg = self.cfg
-        self.methods = methods = [tuple(resolve(m, cfg.forget_scope)) for m in cfg.methods]
-        self.metrics = metrics = parse_metrics(cfg.metrics)
+        self.methods = methods = list(cfg.resolved_methods)  # as the config's check resolved them
+        self.metrics = metrics = list(cfg.resolved_metrics)
         check_unique(label for label, *_ in methods)
         family = self.spec.preset_family
         self.grids = grids = method_grids(
@@ -576,7 +569,7 @@ class EvaluateProtocol(Protocol):
             seed=cfg.seed,
             lr=cfg.lr,
             lora=self.spec.lora,
-            layers=parse_layers(cfg.layers),
+            layers=cfg.layer_range(),
             probe_items=self.items,
             batch_size=PROBE["batch_size"],
             metrics=self.row_metrics,
@@ -646,6 +639,18 @@ class EvaluateProtocol(Protocol):
             self.log(self.done_line(f": report {paths.get('report', 'not rendered yet (no rows)')}"))
         dist.barrier(self.device)
         return paths
+
+
+def _attacks_of(cfg: EvaluateConfig, lm):
+    """The run's attacks as the config's check parsed them (:attr:`EvaluateConfig.resolved_attacks`; None without
+    any) and, when one compares with the model before unlearning, a Predictor over a copy of θ₀ (the sweep changes
+    ``lm``'s weights in place and restores them; the copy costs one model's memory)."""
+    attacks = list(cfg.resolved_attacks)
+    if not attacks:
+        return None, None
+    if not any(a.needs_reference for a, _s in attacks):
+        return attacks, None
+    return attacks, Predictor(copy.deepcopy(lm.model), lm.tokenizer, lm.tags, device=lm.device)
 
 
 @holds_run_lock  # RUN_DIR/.dukb/run.lock, taken by claim_run, is held until evaluate returns

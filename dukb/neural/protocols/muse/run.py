@@ -39,9 +39,7 @@ from dukb.neural.pipeline import finetune_config, finetune_kb, finetune_record, 
 from dukb.neural.plan import choose_targets, load_kb_closure
 from dukb.neural.probe import Predictor, probe
 from dukb.neural.protocols.base import Protocol, RowMissing
-from dukb.neural.protocols.muse.config import (  # noqa: F401
-    CURVE_METHODS,
-    MUSE_METHODS,
+from dukb.neural.protocols.muse.config import (
     MUSE_TRAINING_VERSION,
     SCORED_FORMS,
     MuseConfig,
@@ -753,14 +751,7 @@ def run_muse(run_dir, config: MuseConfig | None = None, *, resume: bool = True, 
 
 #: the protocol's names, with those of its config
 __all__ = [
-    "CURVE_METHODS",
-    "MUSE_METHODS",
-    "MUSE_TRAINING_VERSION",
-    "MuseConfig",
     "MuseProtocol",
-    "SCORED_FORMS",
     "model_metrics",
-    "muse_row_key",
-    "plan_requests",
     "run_muse",
 ]

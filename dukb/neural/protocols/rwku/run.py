@@ -34,15 +34,15 @@ from dukb.neural.methods.tv import TaskVector
 from dukb.neural.methods.whp import WHP
 from dukb.neural.metrics import RowContext, get_metric, metric_call
 from dukb.neural.metrics.attack import ATTACK_KINDS
-from dukb.neural.metrics.rwku import AA_KINDS, FB, cone_ids, neighbour_facts, qa_mia_scores, rwku_fields  # noqa: F401
+from dukb.neural.metrics.rwku import AA_KINDS, FB, cone_ids, neighbour_facts
 from dukb.neural.models import resolve_device, resolve_dtype
 from dukb.neural.pipeline import finetune_kb, finetune_record, load_finetuned
 from dukb.neural.plan import choose_targets, load_kb_closure
 from dukb.neural.probe import Predictor, probe
 from dukb.neural.protocols.base import Protocol
-from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec, finetune_cache_key, run_identity
-from dukb.neural.protocols.rwku.config import (  # noqa: F401
-    RWKU_METHODS,
+from dukb.neural.protocols.evaluate.config import EvaluateConfig, _model_spec
+from dukb.neural.protocols.evaluate.identity import finetune_cache_key, run_identity
+from dukb.neural.protocols.rwku.config import (
     RWKU_TRAINING_VERSION,
     RwkuConfig,
     _check_covers,
@@ -512,17 +512,9 @@ def run_rwku(run_dir, config: RwkuConfig | None = None, *, resume: bool = True, 
 
 #: the protocol's names, with those of its config
 __all__ = [
-    "AA_KINDS",
     "ROUGE_IDENTITY",
-    "RWKU_METHODS",
-    "RWKU_TRAINING_VERSION",
-    "RwkuConfig",
     "RwkuProtocol",
     "check_corpus_methods",
-    "neighbour_facts",
-    "qa_mia_scores",
     "run_rwku",
-    "rwku_fields",
-    "rwku_row_key",
     "with_npo_beta",
 ]
