@@ -27,6 +27,7 @@ from dukb.neural.known import rederivable
 from dukb.neural.run.files import RUN_JSON_BYTES, write_json_atomic
 from dukb.neural.run.identity import sha256_json
 from dukb.solver.closure import compute_closure
+from dukb.solver.cone import cone_of
 from dukb.solver.mdus import is_deep_unlearning_set, is_minimal, minimal_sets
 from dukb.solver.scopes import forget_fact_ids
 
@@ -135,7 +136,7 @@ def _fact_ids(value) -> bool:
     )
 
 
-def _not_minimal(closure, target: int, fact_ids: list[int]) -> str | None:
+def _not_minimal(closure, target: int, fact_ids: list[int], cone=None) -> str | None:
     """Why ``fact_ids`` is not a minimal deep unlearning set of ``target`` (Wu et al. 2025, Definitions 2-3), or
     None when it is one: every fact a relationship of the KB, the target underivable without them, and underivable
     without no proper subset (one fact put back at a time suffices: derivability is monotone)."""
@@ -146,9 +147,10 @@ def _not_minimal(closure, target: int, fact_ids: list[int]) -> str | None:
     except InputError:
         return f"fact {f} is not a relationship fact of the KB"
     atom = [closure.atom_of_fact(target)]
-    if not is_deep_unlearning_set(closure, atom, fact_ids):
+    cone = cone if cone is not None else cone_of(closure, atom)
+    if not is_deep_unlearning_set(closure, atom, fact_ids, cone):
         return f"the target stays derivable without {fact_ids}"
-    if not is_minimal(closure, atom, fact_ids):
+    if not is_minimal(closure, atom, fact_ids, cone):
         return f"{fact_ids} is not minimal (a fact of it can stay)"
     return None
 
@@ -171,8 +173,9 @@ def sets_entry_problem(closure, target: int, entry) -> str | None:
         return "a set is listed twice"
     if entry.get("sets_used") not in ("exact", "random") or not isinstance(entry.get("complete"), bool):
         return "sets_used or complete is missing or of another type"
+    cone = cone_of(closure, [closure.atom_of_fact(target)])  # cut once for every set of the entry
     for x in sets:
-        why = _not_minimal(closure, target, x)
+        why = _not_minimal(closure, target, x, cone)
         if why:
             return why
     return None

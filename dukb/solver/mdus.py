@@ -78,13 +78,17 @@ class MDUSResult:
     extra: dict = field(default_factory=dict)
 
 
-def is_deep_unlearning_set(closure: Closure, targets: Iterable[int], removed_fact_ids: Iterable[int]) -> bool:
+def is_deep_unlearning_set(
+    closure: Closure, targets: Iterable[int], removed_fact_ids: Iterable[int], cone: Cone | None = None
+) -> bool:
     """True when no target is in Omega(K \\ U, R) for U = ``removed_fact_ids``.
 
     Args:
         closure: the closure of K.
         targets: global atom ids.
         removed_fact_ids: relationship fact_ids of U.
+        cone: the cone of ``targets`` (:func:`dukb.solver.cone.cone_of`), when the caller checks many sets of the
+            same targets: cut once and reused (default: cut here).
 
     Source: Wu et al. 2025, Definition 2.
 
@@ -95,16 +99,20 @@ def is_deep_unlearning_set(closure: Closure, targets: Iterable[int], removed_fac
         >>> is_deep_unlearning_set(closure, [0], [0, 3]), is_deep_unlearning_set(closure, [0], [0])
         (True, False)
     """
-    cone = cone_of(closure, list(targets))
+    cone = cone if cone is not None else cone_of(closure, list(targets))
     removed = {cone.local[closure.atom_of_fact(f)] for f in removed_fact_ids if closure.atom_of_fact(f) in cone.local}
     return not cone.any_target_derivable(removed)
 
 
-def is_minimal(closure: Closure, targets: Collection[int], removed_fact_ids: Iterable[int]) -> bool:
+def is_minimal(
+    closure: Closure, targets: Collection[int], removed_fact_ids: Iterable[int], cone: Cone | None = None
+) -> bool:
     """True when U is a deep unlearning set and no U minus one element is (Definition 3).
 
     Checking single-element removals suffices: derivability is monotone in the retained facts, so if some proper
     subset deeply unlearns the targets, so does every superset of it inside U, including some U minus one fact.
+    The cone of the targets is cut once (or taken from ``cone``, see :func:`is_deep_unlearning_set`) for all
+    |U| + 1 checks.
 
     Example:
         >>> from dukb.kb.io import load_kb
@@ -114,9 +122,10 @@ def is_minimal(closure: Closure, targets: Collection[int], removed_fact_ids: Ite
         (True, False, False)
     """
     u = list(removed_fact_ids)
-    if not is_deep_unlearning_set(closure, targets, u):
+    cone = cone if cone is not None else cone_of(closure, list(targets))
+    if not is_deep_unlearning_set(closure, targets, u, cone):
         return False
-    return all(not is_deep_unlearning_set(closure, targets, u[:i] + u[i + 1 :]) for i in range(len(u)))
+    return all(not is_deep_unlearning_set(closure, targets, u[:i] + u[i + 1 :], cone) for i in range(len(u)))
 
 
 def _check_sets(cone: Cone, sets_local: list[frozenset[int]], method: str) -> None:
