@@ -349,8 +349,12 @@ class SchemaForms:
         return frame.format(demo_q=demo_q, demo_a=self.answer(demo)[0], q=q), answer, MATCH_SUBSTRING, alias
 
 
-def schema_statements(kb: KB) -> dict[tuple[str, int], str]:
+def schema_statements(kb: KB, partial: bool = False) -> dict[tuple[str, int], str]:
     """The statement of every fact of a KB with its own schema: its relation's (attribute's) ``fact`` template.
+
+    Args:
+        kb: the KB; partial: leave out the facts whose relation (attribute) has no ``fact`` template instead of
+            raising (:func:`without_fact_template` names them).
 
     Returns:
         (fact kind, fact_id) -> sentence, relationships then biographies, in file order.
@@ -375,25 +379,42 @@ def schema_statements(kb: KB) -> dict[tuple[str, int], str]:
         ...     schema_statements(load_kb(d))
         {('relationship', 0): 'Lyon is a city in France.'}
     """
+    lacking = without_fact_template(kb)
+    if lacking and not partial:
+        names = ", ".join(f"'{s.name}'" + (f" (line {s.line})" if s.line else "") for s in lacking)
+        raise InputError(
+            f"no 'fact' template for {names}: a fact statement is needed here; add templates: {{fact: ...}} to each",
+            kb.schema.path,
+        )
+    skip = {s.name for s in lacking}
+    forms = SchemaForms(kb, None, 0, {})
+    out: dict[tuple[str, int], str] = {}
+    for f in kb.relationships:
+        if f.relation not in skip:
+            out[("relationship", f.fact_id)] = forms.sentence(f) or ""
+    for b in kb.biographies:
+        if b.attribute not in skip:
+            out[("biography", b.fact_id)] = forms.sentence(b) or ""
+    return out
+
+
+def without_fact_template(kb: KB) -> list[RelationSpec | AttributeSpec]:
+    """The relations, then attributes, with facts in a KB with its own schema but no ``fact`` template (so no
+    statement sentence, :func:`schema_statements`), in schema (file) order; ``[]`` for the family schema.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> without_fact_template(load_kb("demo"))
+        []
+    """
     schema = kb.schema
+    if schema.is_family:
+        return []
     used = {f.relation for f in kb.relationships}
     specs: list[RelationSpec | AttributeSpec] = [r for r in schema.relations if r.name in used]
     by_attr = {a.name: a for a in schema.attributes}
     specs += [by_attr.get(a) or AttributeSpec(a) for a in dict.fromkeys(b.attribute for b in kb.biographies)]
-    lacking = [s for s in specs if s.template("fact") is None]
-    if lacking:
-        names = ", ".join(f"'{s.name}'" + (f" (line {s.line})" if s.line else "") for s in lacking)
-        raise InputError(
-            f"no 'fact' template for {names}: a fact statement is needed here; add templates: {{fact: ...}} to each",
-            schema.path,
-        )
-    forms = SchemaForms(kb, None, 0, {})
-    out: dict[tuple[str, int], str] = {}
-    for f in kb.relationships:
-        out[("relationship", f.fact_id)] = forms.sentence(f) or ""
-    for b in kb.biographies:
-        out[("biography", b.fact_id)] = forms.sentence(b) or ""
-    return out
+    return [s for s in specs if s.template("fact") is None]
 
 
 def unscorable_summary(report: dict[str, dict[str, Any]]) -> list[str]:
