@@ -46,6 +46,9 @@ from dukb.kb.templates import load_template
 Asked = tuple[str, str, str, tuple[str, ...]]
 #: Reason of a fact without a probe of a kind when its data, not its templates, rule it out.
 NOT_APPLICABLE = "not applicable to the fact"
+#: Reason of a fact without a context hint when no relation or attribute of the schema has a ``fact`` template: a hint
+#: states other facts, and no fact has a statement.
+NO_FACT_STATEMENTS = "no 'fact' template in the schema for a hint to state other facts"
 #: Kinds that wrap the relation's qa question unless the relation has a template of their own.
 WRAPPING = ("prefix_injection", "affirmative_suffix", "role_play", "multiple_choice", "context_hint", "in_context")
 #: Kinds that do not apply to attributes (biography facts).
@@ -139,6 +142,7 @@ class SchemaForms:
         for s, r, o in sorted(index.triples if index is not None else ()):
             self.subjects.setdefault((r, o), []).append(s)
         self.rels, self.bios = list(kb.relationships), list(kb.biographies)
+        self.stated = any(x.template("fact") is not None for x in (*schema.relations, *schema.attributes))
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def rng(self, kind: str, f: Fact | BioFact) -> random.Random:
@@ -234,7 +238,8 @@ class SchemaForms:
     # -- the kinds: each returns the probe, or a string saying why the fact has none --------------------------------
     def build(self, kind: str, f: Fact | BioFact) -> Asked | str:
         """The probe of ``kind`` for fact ``f``, or the reason it has none: ``"no 'FORM' template"`` (the relation
-        lacks it), ``"form does not apply to attributes"`` or :data:`NOT_APPLICABLE` (its data rule it out)."""
+        lacks it), ``"form does not apply to attributes"``, :data:`NO_FACT_STATEMENTS` (a context hint in a schema
+        without ``fact`` templates) or :data:`NOT_APPLICABLE` (its data rule it out)."""
         if isinstance(f, BioFact) and kind in RELATION_ONLY:
             return "form does not apply to attributes"
         rng = self.rng(kind, f)
@@ -247,7 +252,9 @@ class SchemaForms:
             if t is None:
                 return f"no '{kind}' template"
             out = self.plain(kind, t, f, rng)
-        return NOT_APPLICABLE if out is None else out
+        if out is None:
+            return NO_FACT_STATEMENTS if kind == "context_hint" and not self.stated else NOT_APPLICABLE
+        return out
 
     def plain(self, kind: str, t: str, f: Fact | BioFact, rng: random.Random) -> Asked | None:
         q = self.fill(t, f, rng)
