@@ -105,8 +105,7 @@ def export(
     ex.write_export(
         tables, output, fmt.value, card.dataset_card(tables, fmt.value, prov), licence_file=licence.file, force=force
     )
-    _note_textless(k)
-    _say_written(output, fmt, tables, targets, source, forget_scope, licence.id)
+    _say_written(output, fmt, tables, targets, source, forget_scope, licence.id, k)
 
 
 def _note_textless(k) -> None:
@@ -161,9 +160,11 @@ def _provenance(command: str, k, c, kb_text: str, kb_name: str, scope: str, seed
 
 
 def _say_written(
-    output: Path, fmt: ExportFormat, tables: dict, targets: list, source: str, forget_scope: str, licence: str
+    output: Path, fmt: ExportFormat, tables: dict, targets: list, source: str, forget_scope: str, licence: str, k
 ) -> None:
-    """What the export wrote, on stdout, after a note on stderr when it holds no target."""
+    """What the export of the KB ``k`` wrote, on stdout, after notes on stderr when some facts have no text
+    (:func:`_note_textless`) and when it holds no target."""
+    _note_textless(k)
     if not targets:
         typer.echo(
             f"dukb: note: no targets ({source}): the export holds no forget and retain splits; give "

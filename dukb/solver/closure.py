@@ -487,9 +487,10 @@ def functional_conflicts(closure: Closure, limit: int = 3) -> tuple[int, list[tu
         is derived, and up to ``limit`` of them as ``(subject, relation, object1, object2, lines)``, ``lines`` the
         rules-file lines of the rules that derive either object (ascending; empty for a KB fact).
 
-    Example:
+    Example (the family schema declares no relation functional: nothing to report):
         >>> from dukb.kb.io import load_kb
-        >>> functional_conflicts(compute_closure(load_kb("demo")))
+        >>> count, examples = functional_conflicts(compute_closure(load_kb("demo")), limit=1)
+        >>> count, examples
         (0, [])
     """
     functional = {r.name for r in closure.kb.schema.relations if r.functional}

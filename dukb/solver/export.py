@@ -7,7 +7,7 @@ this module gives any KB dukb loads the same shape, so that an unlearning framew
 
 - ``people`` (split ``train``; ``entities``, columns name and type, for a KB with another schema), ``relationships``
   and ``biographies`` (``train``): the KB files' rows, each fact with its statement sentence (``text``, EDU-RELAT's
-  "fact" form);
+  "fact" form; null where a schema KB's relation or attribute has no ``fact`` template);
 - ``closure`` (``train``): the deductive closure Omega(K, R) (Wu et al. 2025, Definition 1), KB and derived facts;
 - ``probes``: one split per probe form (:data:`dukb.kb.probes.KINDS`), every question of that form;
 - ``targets`` (``train``) and one configuration ``target_<fact_id>`` per target with splits ``forget`` and
