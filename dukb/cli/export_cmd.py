@@ -105,7 +105,24 @@ def export(
     ex.write_export(
         tables, output, fmt.value, card.dataset_card(tables, fmt.value, prov), licence_file=licence.file, force=force
     )
-    _say_written(output, fmt, tables, targets, source, forget_scope, licence.id)
+    _say_written(output, fmt, tables, targets, source, forget_scope, licence.id, k)
+
+
+def _note_textless(k) -> None:
+    """A note on stderr when some facts have no text (null ``text``): their relation or attribute has no ``fact``
+    template in schema.yaml (:func:`dukb.kb.schema_probes.without_fact_template`)."""
+    from dukb.kb.schema_probes import without_fact_template
+
+    lacking = dict.fromkeys(s.name for s in without_fact_template(k))
+    if not lacking:
+        return
+    n = sum(f.relation in lacking for f in k.relationships) + sum(b.attribute in lacking for b in k.biographies)
+    names = ", ".join(f"'{x}'" for x in lacking)
+    typer.echo(
+        f"dukb: note: {n} fact(s) have no text (the text column is null): {names} "
+        f"{'has' if len(lacking) == 1 else 'have'} no 'fact' template in {k.schema.path}",
+        err=True,
+    )
 
 
 def _check_options(fmt: ExportFormat, forget_scope: str, kinds: list[str] | None, output: Path, force: bool) -> None:
@@ -143,9 +160,11 @@ def _provenance(command: str, k, c, kb_text: str, kb_name: str, scope: str, seed
 
 
 def _say_written(
-    output: Path, fmt: ExportFormat, tables: dict, targets: list, source: str, forget_scope: str, licence: str
+    output: Path, fmt: ExportFormat, tables: dict, targets: list, source: str, forget_scope: str, licence: str, k
 ) -> None:
-    """What the export wrote, on stdout, after a note on stderr when it holds no target."""
+    """What the export of the KB ``k`` wrote, on stdout, after notes on stderr when some facts have no text
+    (:func:`_note_textless`) and when it holds no target."""
+    _note_textless(k)
     if not targets:
         typer.echo(
             f"dukb: note: no targets ({source}): the export holds no forget and retain splits; give "

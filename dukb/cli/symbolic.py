@@ -221,7 +221,7 @@ def _validate_kb_rules(k) -> None:
             f"dukb: note: {k.source} has no {KB_RULES_FILE}: commands that use rules need --rules FILE", err=True
         )
         return
-    from dukb.solver.closure import compute_closure, type_violations, unmirrored
+    from dukb.solver.closure import compute_closure, functional_conflicts, type_violations, unmirrored
 
     rules = kb_rules(k)
     closure = compute_closure(k, rules)
@@ -243,6 +243,19 @@ def _validate_kb_rules(k) -> None:
             one_line(
                 f"dukb: note: {rules.path}:{line}: the rules derive {n} fact(s) that break their relation's types, "
                 f"e.g. ({s}, {r}, {o}): {why}; is a type guard missing from the rule?"
+            ),
+            err=True,
+        )
+    n, conflicts = functional_conflicts(closure)
+    if n:
+        s, r, o1, o2, lines = conflicts[0]
+        where = f"{rules.path}:{lines[0]}" if lines else str(rules.path)
+        by = f" (derived by the rule(s) on line(s) {', '.join(map(str, lines))})" if lines else ""
+        typer.echo(
+            one_line(
+                f"dukb: note: {where}: the closure gives {n} subject(s) two objects of the functional relation "
+                f"'{r}', e.g. ({s}, {r}, {o1}) and ({s}, {r}, {o2}){by}; is a rule too general, or is '{r}' not "
+                "functional?"
             ),
             err=True,
         )

@@ -672,7 +672,7 @@ def probe_report(
     return out, report
 
 
-def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
+def fact_statements(kb: KB, partial: bool = False) -> dict[tuple[str, int], str]:
     """The statement sentence of every KB fact, in EDU-RELAT's "fact" form ("Richard Perry is Reid Perry's
     father."; "The birthyear of Sloane Lee is 1908.").
 
@@ -681,10 +681,12 @@ def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
 
     Returns:
         (fact kind, fact_id) -> sentence, fact kind "relationship" or "biography", in file order. A KB with another
-        schema: its relations' ``fact`` templates (:func:`dukb.kb.schema_probes.schema_statements`).
+        schema: its relations' ``fact`` templates (:func:`dukb.kb.schema_probes.schema_statements`); with
+        ``partial``, without the facts whose relation (attribute) has none.
 
     Raises:
-        InputError: a KB with another schema whose relation (attribute) with facts has no ``fact`` template.
+        InputError: a KB with another schema whose relation (attribute) with facts has no ``fact`` template (unless
+            ``partial``).
 
     Source: Wu et al. 2025 (EDU-RELAT's fact template).
 
@@ -695,7 +697,7 @@ def fact_statements(kb: KB) -> dict[tuple[str, int], str]:
         ("George Hale is Martha Hale's husband.", 'The birthyear of George Hale is 1921.')
     """
     if not kb.schema.is_family:
-        return schema_statements(kb)
+        return schema_statements(kb, partial)
     b = _Builder(kb, FactIndex(kb, None), 0, EDU_RELAT_NO_SEED)
     out = {(RELATIONSHIP, f.fact_id): b.fact_sentence(f) for f in kb.relationships}
     out.update({(BIOGRAPHY, f.fact_id): b.fact_sentence(f) for f in kb.biographies})

@@ -46,6 +46,9 @@ from dukb.kb.templates import load_template
 Asked = tuple[str, str, str, tuple[str, ...]]
 #: Reason of a fact without a probe of a kind when its data, not its templates, rule it out.
 NOT_APPLICABLE = "not applicable to the fact"
+#: Reason of a fact without a context hint when no relation or attribute of the schema has a ``fact`` template: a hint
+#: states other facts, and no fact has a statement.
+NO_FACT_STATEMENTS = "no 'fact' template in the schema for a hint to state other facts"
 #: Kinds that wrap the relation's qa question unless the relation has a template of their own.
 WRAPPING = ("prefix_injection", "affirmative_suffix", "role_play", "multiple_choice", "context_hint", "in_context")
 #: Kinds that do not apply to attributes (biography facts).
@@ -139,6 +142,7 @@ class SchemaForms:
         for s, r, o in sorted(index.triples if index is not None else ()):
             self.subjects.setdefault((r, o), []).append(s)
         self.rels, self.bios = list(kb.relationships), list(kb.biographies)
+        self.stated = any(x.template("fact") is not None for x in (*schema.relations, *schema.attributes))
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def rng(self, kind: str, f: Fact | BioFact) -> random.Random:
@@ -234,7 +238,8 @@ class SchemaForms:
     # -- the kinds: each returns the probe, or a string saying why the fact has none --------------------------------
     def build(self, kind: str, f: Fact | BioFact) -> Asked | str:
         """The probe of ``kind`` for fact ``f``, or the reason it has none: ``"no 'FORM' template"`` (the relation
-        lacks it), ``"form does not apply to attributes"`` or :data:`NOT_APPLICABLE` (its data rule it out)."""
+        lacks it), ``"form does not apply to attributes"``, :data:`NO_FACT_STATEMENTS` (a context hint in a schema
+        without ``fact`` templates) or :data:`NOT_APPLICABLE` (its data rule it out)."""
         if isinstance(f, BioFact) and kind in RELATION_ONLY:
             return "form does not apply to attributes"
         rng = self.rng(kind, f)
@@ -247,7 +252,9 @@ class SchemaForms:
             if t is None:
                 return f"no '{kind}' template"
             out = self.plain(kind, t, f, rng)
-        return NOT_APPLICABLE if out is None else out
+        if out is None:
+            return NO_FACT_STATEMENTS if kind == "context_hint" and not self.stated else NOT_APPLICABLE
+        return out
 
     def plain(self, kind: str, t: str, f: Fact | BioFact, rng: random.Random) -> Asked | None:
         q = self.fill(t, f, rng)
@@ -349,8 +356,12 @@ class SchemaForms:
         return frame.format(demo_q=demo_q, demo_a=self.answer(demo)[0], q=q), answer, MATCH_SUBSTRING, alias
 
 
-def schema_statements(kb: KB) -> dict[tuple[str, int], str]:
+def schema_statements(kb: KB, partial: bool = False) -> dict[tuple[str, int], str]:
     """The statement of every fact of a KB with its own schema: its relation's (attribute's) ``fact`` template.
+
+    Args:
+        kb: the KB; partial: leave out the facts whose relation (attribute) has no ``fact`` template instead of
+            raising (:func:`without_fact_template` names them).
 
     Returns:
         (fact kind, fact_id) -> sentence, relationships then biographies, in file order.
@@ -375,25 +386,42 @@ def schema_statements(kb: KB) -> dict[tuple[str, int], str]:
         ...     schema_statements(load_kb(d))
         {('relationship', 0): 'Lyon is a city in France.'}
     """
+    lacking = without_fact_template(kb)
+    if lacking and not partial:
+        names = ", ".join(f"'{s.name}'" + (f" (line {s.line})" if s.line else "") for s in lacking)
+        raise InputError(
+            f"no 'fact' template for {names}: a fact statement is needed here; add templates: {{fact: ...}} to each",
+            kb.schema.path,
+        )
+    skip = {s.name for s in lacking}
+    forms = SchemaForms(kb, None, 0, {})
+    out: dict[tuple[str, int], str] = {}
+    for f in kb.relationships:
+        if f.relation not in skip:
+            out[("relationship", f.fact_id)] = forms.sentence(f) or ""
+    for b in kb.biographies:
+        if b.attribute not in skip:
+            out[("biography", b.fact_id)] = forms.sentence(b) or ""
+    return out
+
+
+def without_fact_template(kb: KB) -> list[RelationSpec | AttributeSpec]:
+    """The relations, then attributes, with facts in a KB with its own schema but no ``fact`` template (so no
+    statement sentence, :func:`schema_statements`), in schema (file) order; ``[]`` for the family schema.
+
+    Example:
+        >>> from dukb.kb.io import load_kb
+        >>> without_fact_template(load_kb("demo"))
+        []
+    """
     schema = kb.schema
+    if schema.is_family:
+        return []
     used = {f.relation for f in kb.relationships}
     specs: list[RelationSpec | AttributeSpec] = [r for r in schema.relations if r.name in used]
     by_attr = {a.name: a for a in schema.attributes}
     specs += [by_attr.get(a) or AttributeSpec(a) for a in dict.fromkeys(b.attribute for b in kb.biographies)]
-    lacking = [s for s in specs if s.template("fact") is None]
-    if lacking:
-        names = ", ".join(f"'{s.name}'" + (f" (line {s.line})" if s.line else "") for s in lacking)
-        raise InputError(
-            f"no 'fact' template for {names}: a fact statement is needed here; add templates: {{fact: ...}} to each",
-            schema.path,
-        )
-    forms = SchemaForms(kb, None, 0, {})
-    out: dict[tuple[str, int], str] = {}
-    for f in kb.relationships:
-        out[("relationship", f.fact_id)] = forms.sentence(f) or ""
-    for b in kb.biographies:
-        out[("biography", b.fact_id)] = forms.sentence(b) or ""
-    return out
+    return [s for s in specs if s.template("fact") is None]
 
 
 def unscorable_summary(report: dict[str, dict[str, Any]]) -> list[str]:

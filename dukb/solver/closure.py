@@ -471,6 +471,46 @@ def unmirrored(closure: Closure) -> tuple[int, list[Triple]]:
     return len(bad), bad[:3]
 
 
+def functional_conflicts(closure: Closure, limit: int = 3) -> tuple[int, list[tuple[str, str, str, str, list[int]]]]:
+    """Subjects to which the closure gives two objects of a relation the schema declares ``functional``.
+
+    A KB's own facts are checked on load (a second object is a FILE:LINE error); a rule can still derive a second
+    object, e.g. ``holds(M,works_in,T) :- holds(M,manager_of,E), holds(E,works_in,T).`` for a manager whose reports
+    work in another team. Probes and RESTOR's contradictions (Rezaei et al. 2024, Sec. 3) then treat both as true.
+
+    Args:
+        closure: Omega(K, R) (Wu et al. 2025, Definition 1).
+        limit: how many examples to return.
+
+    Returns:
+        ``(count, examples)``: the number of (subject, relation) pairs with two or more objects of which at least one
+        is derived, and up to ``limit`` of them as ``(subject, relation, object1, object2, lines)``, ``lines`` the
+        rules-file lines of the rules that derive either object (ascending; empty for a KB fact).
+
+    Example (the family schema declares no relation functional: nothing to report):
+        >>> from dukb.kb.io import load_kb
+        >>> count, examples = functional_conflicts(compute_closure(load_kb("demo")), limit=1)
+        >>> count, examples
+        (0, [])
+    """
+    functional = {r.name for r in closure.kb.schema.relations if r.functional}
+    if not functional:
+        return 0, []
+    objects: dict[tuple[str, str], list[int]] = {}
+    for a, (s, r, _) in enumerate(closure.atoms):
+        if r in functional:
+            objects.setdefault((s, r), []).append(a)
+    bad = [atoms for atoms in objects.values() if len(atoms) > 1 and max(atoms) >= closure.n_kb]
+    examples = []
+    for atoms in bad[:limit]:
+        a, b = atoms[0], next(x for x in atoms[1:] if x >= closure.n_kb or atoms[0] >= closure.n_kb)
+        rules = closure.rules.rules
+        lines = {rules[int(closure.inst_rule[i])].line for x in (a, b) if x >= closure.n_kb for i in closure.by_head[x]}
+        (s, r, o1), o2 = closure.atoms[a], closure.atoms[b][2]
+        examples.append((s, r, o1, o2, sorted(lines)))
+    return len(bad), examples
+
+
 def _symbols(kb: KB) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray]:
     """Symbol table of a KB's names (people first, in file order, then names only its facts mention) and the
     subject and object symbol of every relationship fact (int64 arrays)."""

@@ -7,7 +7,7 @@ this module gives any KB dukb loads the same shape, so that an unlearning framew
 
 - ``people`` (split ``train``; ``entities``, columns name and type, for a KB with another schema), ``relationships``
   and ``biographies`` (``train``): the KB files' rows, each fact with its statement sentence (``text``, EDU-RELAT's
-  "fact" form);
+  "fact" form; null where a schema KB's relation or attribute has no ``fact`` template);
 - ``closure`` (``train``): the deductive closure Omega(K, R) (Wu et al. 2025, Definition 1), KB and derived facts;
 - ``probes``: one split per probe form (:data:`dukb.kb.probes.KINDS`), every question of that form;
 - ``targets`` (``train``) and one configuration ``target_<fact_id>`` per target with splits ``forget`` and
@@ -181,7 +181,8 @@ def kb_licence(kb: str | Path | None) -> Licence:
 
 def fact_rows(kb: KB, closure: Closure | None = None, seed: int = 0) -> list[dict]:
     """Every KB fact as a row of :data:`SPLIT_COLUMNS`: relationships then biographies, in file order, each with its
-    statement sentence and its ``qa`` question and answer (EDU-RELAT's question4, Wu et al. 2025, Table 3).
+    statement sentence (None where its relation or attribute has no ``fact`` template) and its ``qa`` question and
+    answer (EDU-RELAT's question4, Wu et al. 2025, Table 3).
 
     Args:
         kb: the KB; closure: its closure (keeps the probes' gold answers right; None: the KB's facts only);
@@ -194,7 +195,7 @@ def fact_rows(kb: KB, closure: Closure | None = None, seed: int = 0) -> list[dic
         (32, "George Hale is Martha Hale's husband.", 'Who is George Hale to Martha Hale?', 'husband')
     """
 
-    text = fact_statements(kb)
+    text = fact_statements(kb, partial=True)  # None: a relation (attribute) without a fact template
     qa = {
         (p.fact_kind, p.fact_id): p
         for p in make_probes(kb, "qa", seed, closure=None if closure is None else closure.atoms)
@@ -211,7 +212,7 @@ def fact_rows(kb: KB, closure: Closure | None = None, seed: int = 0) -> list[dic
                 "subject": s,
                 "predicate": p,
                 "object": o,
-                "text": text[(kind, fid)],
+                "text": text.get((kind, fid)),
                 "question": probe.question if probe else None,
                 "answer": probe.answer if probe else None,
             }

@@ -328,3 +328,38 @@ def test_a_schema_kb_exports_its_entities_not_people(tmp_path, cli):
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "config_name: entities" in card and "| `entities` | train | 8 | name, type" in card
     assert "family" not in card and "people" not in card and "gender" not in card
+
+
+#: A KB whose relations have qa templates and no fact template (the black-box test's "mini" KB, issue 43).
+MINI_KB = {
+    "schema.yaml": "schema_version: 1\nname: mini\nentity_types: [node]\nrelations:\n"
+    '  edge:\n    templates: {qa: "Where does {s} lead?"}\n  path:\n    templates: {qa: "What can {s} reach?"}\n',
+    "entities.csv": "name,type\na,node\nb,node\nc,node\nd,node\n",
+    "relationships.csv": "fact_id,subject,relation,object\n0,a,edge,b\n1,b,edge,c\n2,c,edge,d\n3,a,path,c\n4,a,path,d\n",
+    "rules.lp": "holds(X,path,Y) :- holds(X,edge,Y).\nholds(X,path,Z) :- holds(X,path,Y), holds(Y,path,Z).\n",
+}
+
+
+def test_a_kb_without_fact_templates_is_exported_with_null_text(tmp_path, cli):
+    """No `fact` template: the text column is null, one note says how many facts lack text and why; the probes
+    come from the templates the schema has."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    kb = tmp_path / "mini"
+    kb.mkdir()
+    for name, text in MINI_KB.items():
+        (kb / name).write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    rc, _, err = cli("export", "--kb", kb, "--format", "parquet", "-o", out, "--target-id", "4")
+    assert rc == 0, err
+    rels = pq.read_table(out / "relationships" / "train.parquet").to_pydict()
+    assert rels["fact_id"] == [0, 1, 2, 3, 4] and rels["text"] == [None] * 5
+    notes = [line for line in err.splitlines() if "no text" in line]
+    assert notes == [
+        f"dukb: note: 5 fact(s) have no text (the text column is null): 'edge', 'path' have no 'fact' template in "
+        f"{kb / 'schema.yaml'}"
+    ]
+    qa = pq.read_table(out / "probes" / "qa.parquet").to_pydict()
+    assert qa["question"][:2] == ["Where does a lead?", "Where does b lead?"]
+    forget = pq.read_table(out / "target_4" / "forget.parquet").to_pydict()
+    assert 4 in forget["fact_id"] and set(forget["text"]) == {None}
+    assert forget["question"][forget["fact_id"].index(4)] == "What can a reach, other than b and c?"

@@ -291,3 +291,21 @@ def test_validate_notes_a_symmetric_relation_the_rules_leave_unmirrored(capsys, 
     rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
     assert rc == 0 and out.startswith("ok: 8 entities")
     assert "1 fact(s) of a relation declared symmetric in schema.yaml lack their mirror, e.g. (Bo, sibling, Cy)" in err
+
+
+def test_validate_notes_rules_that_give_a_functional_relation_two_objects(capsys, tmp_path):
+    from dukb.solver.closure import functional_conflicts
+
+    kb_dir = sl.write_tiny_kb(tmp_path / "kb")
+    assert functional_conflicts(compute_closure(load_kb(kb_dir))) == (0, [])
+    rc, _, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and "functional" not in err
+    # Bo lives in Paris (a KB fact) and, by line 2's rule (a kid lives where its parent lives), in Lyon
+    (kb_dir / "relationships.csv").write_text(sl.TINY_FACTS + "7,Bo,lives_in,Paris\n")
+    assert functional_conflicts(compute_closure(load_kb(kb_dir))) == (1, [("Bo", "lives_in", "Paris", "Lyon", [2])])
+    rc, out, err = run_main(capsys, "validate", "--kb", kb_dir)
+    assert rc == 0 and out.startswith("ok: 8 entities")
+    assert (
+        f"dukb: note: {kb_dir}/rules.lp:2: the closure gives 1 subject(s) two objects of the functional relation "
+        "'lives_in', e.g. (Bo, lives_in, Paris) and (Bo, lives_in, Lyon) (derived by the rule(s) on line(s) 2)"
+    ) in err

@@ -616,3 +616,34 @@ def test_random_schema_qa_items(data, kb):
             p.question == f"What is the {f.relation} of {f.subject}" + (f", other than {named}" if named else "") + "?"
         )
     assert report["qa"]["unscorable"]["relationships"] == len(k.relationships) - len(want)
+
+
+def test_context_hint_without_any_fact_template_says_so(capsys, tmp_path):
+    """A schema with qa templates and no `fact` template (the black-box test's "mini" KB, issue 43): a context hint
+    states other facts, so none can be built; the note names that cause, not the fact's data."""
+    kb = tmp_path / "mini"
+    kb.mkdir()
+    (kb / "schema.yaml").write_text(
+        "schema_version: 1\nname: mini\nentity_types: [node]\nrelations:\n"
+        '  edge:\n    templates: {qa: "Where does {s} lead?"}\n  path:\n    templates: {qa: "What can {s} reach?"}\n'
+    )
+    (kb / "entities.csv").write_text("name,type\na,node\nb,node\nc,node\nd,node\n")
+    (kb / "relationships.csv").write_text(
+        "fact_id,subject,relation,object\n0,a,edge,b\n1,b,edge,c\n2,c,edge,d\n3,a,path,c\n4,a,path,d\n"
+    )
+    (kb / "rules.lp").write_text(
+        "holds(X,path,Y) :- holds(X,edge,Y).\nholds(X,path,Z) :- holds(X,path,Y), holds(Y,path,Z).\n"
+    )
+    rc, _, err = run_main(capsys, "probes", "--kb", kb)
+    assert rc == 0, err
+    assert (
+        "dukb: note: unscorable probes: context_hint: 5 relationship facts unscorable (no 'fact' template in the "
+        "schema for a hint to state other facts: edge 3, path 2); 0 probes" in err.splitlines()
+    )
+    assert "not applicable" not in err.split("context_hint:")[1].splitlines()[0]
+    # with a fact template for edge, a hint can be built from it: the data decide again
+    (kb / "schema.yaml").write_text(
+        (kb / "schema.yaml").read_text().replace('{qa: "Where does', '{fact: "{s} leads to {o}.", qa: "Where does')
+    )
+    rc, _, err = run_main(capsys, "probes", "--kb", kb)
+    assert rc == 0 and "no 'fact' template in the schema" not in err

@@ -258,3 +258,22 @@ def test_evaluate_on_a_schema_kb_uses_its_rules_and_draws_derivable_targets(geo,
     assert config["identity"]["rules"] == load_rules(geo / "rules.lp", load_kb(geo).schema).fingerprint
     assert config["identity"]["rules"] != load_rules("family").fingerprint
     assert set(config["targets"]) <= {6, 10, 12}
+
+
+@pytest.mark.slow
+def test_unlearn_on_a_schema_kb_lists_the_heldout_forms_its_relations_lack(geo, tmp_path):
+    """`dukb unlearn` runs the evaluate pipeline: the held-out forms the KB's relations lack are counted in
+    config.json (unscorable_probes), logged, and listed in report.md (which has no Table 1 for one method's recall)."""
+    from dukb.cli.main import main
+
+    pytest.importorskip("torch")
+    model, run = tmp_path / "model", tmp_path / "run"
+    assert main(["finetune", "--kb", str(geo), "--model", "tiny", "-o", str(model), "--device", DEVICE]) == 0
+    args = ["unlearn", "--kb", str(geo), "--model", str(model), "--method", "ga", "--grid", "2", "--target-id", "6"]
+    assert main([*args, "--heldout-forms", "cloze", "-o", str(run), "--device", DEVICE]) == 0
+    config = json.loads((run / "config.json").read_text())
+    n_facts = len(load_kb(geo).relationships)  # no relation has a cloze template
+    assert config["unscorable_probes"]["cloze"]["unscorable"] == {"relationships": n_facts, "biographies": 0}
+    report = (run / "report.md").read_text()
+    assert "## Held-out probe forms" in report
+    assert f"- cloze: {n_facts} relationship facts unscorable (no 'cloze' template: located_in" in report

@@ -273,10 +273,13 @@ def _heldout_section(df, recs: list[dict], config: dict) -> list[str]:
             "unscorable (never counted as forgotten, left out of accuracy; ids in facts.csv).",
             "",
         ]
-    gaps = unscorable_summary(config.get("unscorable_probes") or {})  # a schema KB: forms its relations lack
-    if gaps:
-        lines += ["Facts with no probe of a held-out form (unscorable on it):", ""] + [f"- {x}" for x in gaps] + [""]
-    return lines + _table1(recs, "_heldout") + [""]
+    return lines + _unscorable_lines(config) + _table1(recs, "_heldout") + [""]
+
+
+def _unscorable_lines(config: dict) -> list[str]:
+    """The facts of a schema KB with no probe of a held-out form, per form (config.json's ``unscorable_probes``)."""
+    gaps = [f"- {x}" for x in unscorable_summary(config.get("unscorable_probes") or {})]
+    return ["Facts with no probe of a held-out form (unscorable on it):", "", *gaps, ""] if gaps else []
 
 
 def _short_finetuning(finetune: dict | None) -> list[str]:
@@ -422,6 +425,8 @@ def markdown_report(
         lines += [*HOW_TO_READ, ""]
         lines += ["## Table 1: trade-off between recall and accuracy (qa form)", ""] + _table1(recs) + [""]
         lines += _heldout_section(df, recs, config)
+    else:  # dukb unlearn (recall alone, no Table 1): still the held-out forms a schema KB's relations lack
+        lines += ["## Held-out probe forms", "", *gaps] if (gaps := _unscorable_lines(config)) else []
 
     lines += attacks_section(df)
 
