@@ -142,7 +142,8 @@ class SchemaForms:
         for s, r, o in sorted(index.triples if index is not None else ()):
             self.subjects.setdefault((r, o), []).append(s)
         self.rels, self.bios = list(kb.relationships), list(kb.biographies)
-        self.stated = any(x.template("fact") is not None for x in (*schema.relations, *schema.attributes))
+        specs: list[RelationSpec | AttributeSpec] = [*schema.relations, *schema.attributes]
+        self.stated = any(x.template("fact") is not None for x in specs)
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def rng(self, kind: str, f: Fact | BioFact) -> random.Random:
