@@ -47,17 +47,19 @@ def forward_logits(model, batch):
 
     Args:
         model: a Hugging Face causal LM (or anything taking its keyword arguments and returning ``.logits``).
-        batch: {"input_ids", "attention_mask", "position_ids"}: [B, L] long tensors on the model's device.
+        batch: {"input_ids", "attention_mask", "position_ids"}: [B, L] long tensors, moved to the model's device
+            when they are elsewhere (a batch encoded on the CPU for a model on a GPU).
 
     Returns:
-        logits [B, L, V].
+        logits [B, L, V], on the model's device.
     """
-    return model(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"],
-        use_cache=False,
-    ).logits
+    ids, mask, pos = (batch[k] for k in ("input_ids", "attention_mask", "position_ids"))
+    try:  # a stand-in without parameters takes the batch as it is
+        dev = next(model.parameters()).device
+        ids, mask, pos = ids.to(dev), mask.to(dev), pos.to(dev)
+    except (AttributeError, StopIteration):
+        pass
+    return model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).logits
 
 
 def token_logprobs(logits, labels):

@@ -367,6 +367,7 @@ def test_reference_schedule_is_hf_trainers_run(tiny, tmp_path):
         save_strategy="no",
         report_to=[],
         use_cpu=DEVICE == "cpu",
+        dataloader_pin_memory=False,  # the items are already on the test device
         logging_steps=100,
     )
     GA(

@@ -224,7 +224,10 @@ def test_lora_b_is_trained_under_gradient_checkpointing(tmp_path, method):
         named = dict(pred.model.named_parameters())
         seen = {k: v.detach().clone() for k, v in named.items() if "lora_B" in k}
         emb = pred.model.get_input_embeddings()  # frozen under LoRA, yet its output requires grad
-        frozen_emb_out_requires_grad = (not emb.weight.requires_grad, emb(torch.tensor([[1, 2]])).requires_grad)
+        frozen_emb_out_requires_grad = (
+            not emb.weight.requires_grad,
+            emb(torch.tensor([[1, 2]], device=emb.weight.device)).requires_grad,
+        )
     assert seen and all(v.abs().sum() > 0 for v in seen.values())
     assert any("q_proj" in k for k in seen) and any("v_proj" in k for k in seen)
     assert frozen_emb_out_requires_grad == (True, True)

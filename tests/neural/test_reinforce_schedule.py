@@ -133,6 +133,7 @@ def test_reference_reinforcement_is_hf_trainers_run(tiny, tmp_path):
         save_strategy="no",
         report_to=[],
         use_cpu=DEVICE == "cpu",
+        dataloader_pin_memory=False,  # the items are already on the test device
         logging_steps=100,
     )
     # HF's own loss: the mean NLL of the answer tokens (labels -100 elsewhere), as the reference's CustomTrainer
