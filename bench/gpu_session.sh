@@ -18,7 +18,7 @@ set -u
 : "${OUT:?set OUT}" "${KB:=../shared/edu-relat}" "${MODEL:=smollm2-135m}" "${DEVICE:=cuda}" "${DTYPE:=float32}"
 : "${K:=5}" "${T:=520}" "${NT:=11}"
 # the test modules whose neural tests follow --device (tests/conftest.py's DEVICE)
-: "${TESTS=-q -n 6 -p no:cacheprovider $(grep -l 'from conftest import.*DEVICE' tests/test_*.py | tr '\n' ' ')}"
+: "${TESTS=-q -n 6 -p no:cacheprovider $(grep -rlE 'from (tests\.)?conftest import.*DEVICE' tests | grep -v conftest.py | tr '\n' ' ')}"
 : "${GRID=--methods ga,npo,tv,whp,du_npo_gdr,du_cl --grid ga=1,4,16,64,256 --grid npo=2,8,32,128 --grid tv=1,10 --grid whp=10,100 --grid du_npo_gdr=2,6,16 --grid du_cl=4,8,16}"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT" runs

@@ -6,16 +6,21 @@ tables (:func:`dukb.cli.reference.reference_pages`; the same tables `dukb method
 each registry entry declares as data (:mod:`dukb.neural.catalog`, :mod:`dukb.neural.families`,
 :mod:`dukb.neural.protocols`), so no table of methods, metrics or attacks is pasted into README or docs and compared:
 the build writes them. A guide page that shows a registry's table says ``<!-- dukb-table: NAME -->`` where it goes
-(:func:`on_page_markdown`). The hook imports the checkout's dukb: run mkdocs from the repository root with dukb installed
-(`pip install -e ".[docs]"`).
+(:func:`on_page_markdown`). The hook imports the checkout's dukb (the repository this file sits in goes first on
+``sys.path``), never another dukb installed in the same Python, whose pages would be stale; dukb's dependencies must be
+installed (`pip install -e ".[docs]"`).
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
-from dukb.cli.reference import guide_markdown, reference_pages
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's dukb, not an installed copy
+from dukb.cli.reference import guide_markdown, reference_pages  # noqa: E402
 
 
 def on_files(files, config):
